@@ -1,0 +1,37 @@
+/* base.c - bug reports and checked allocation. */
+#include "base.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Noreturn void nc_bug(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "netc: internal error at %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nthis is a bug in netc, not in your model; please report it\n");
+    abort();
+}
+
+static void *check_alloc(void *p, size_t n)
+{
+    if (!p && n) {
+        fprintf(stderr, "netc: out of memory (asked for %zu bytes)\n", n);
+        abort();
+    }
+    return p;
+}
+
+void *nc_xmalloc(size_t n) { return check_alloc(malloc(n ? n : 1), n); }
+void *nc_xcalloc(size_t n, size_t size) { return check_alloc(calloc(n ? n : 1, size ? size : 1), n * size); }
+void *nc_xrealloc(void *p, size_t n) { return check_alloc(realloc(p, n ? n : 1), n); }
+
+char *nc_xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(nc_xmalloc(n), s, n);
+}

@@ -1,0 +1,34 @@
+/* base.h - things every part of netc shares: fixed limits, source locations,
+ * and the one macro for "this is a netc bug", distinct from user errors. */
+#ifndef NC_BASE_H
+#define NC_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#define NC_MAX_RANK 8       /* tensor rank limit; checked by sema with a diagnostic */
+#define NC_MAX_SYMS 16      /* symbolic dims (B, T, ...) in one program */
+
+/* A position in a .net source file. file indexes the source table (0 = none). */
+typedef struct nc_loc {
+    uint32_t file;
+    uint32_t line;   /* 1-based; 0 = unknown */
+    uint32_t col;    /* 1-based, in bytes */
+} nc_loc;
+
+/* Internal invariant failed: a netc bug, never a user error. Names netc's own
+ * source position so the report points at the compiler, not at the model. */
+_Noreturn void nc_bug(const char *file, int line, const char *fmt, ...);
+#define NC_BUG(...) nc_bug(__FILE__, __LINE__, __VA_ARGS__)
+#define NC_ASSERT(c) ((c) ? (void)0 : nc_bug(__FILE__, __LINE__, "assertion failed: %s", #c))
+
+/* Allocation that cannot fail silently: out of memory aborts with a message. */
+void *nc_xmalloc(size_t n);
+void *nc_xcalloc(size_t n, size_t size);
+void *nc_xrealloc(void *p, size_t n);
+char *nc_xstrdup(const char *s);
+
+#define NC_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

@@ -1,0 +1,81 @@
+/* diag.c - collecting and printing diagnostics with the source line and a caret. */
+#include "diag.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+void diag_init(diag_ctx *d, const src_table *sources, FILE *out)
+{
+    memset(d, 0, sizeof *d);
+    d->sources = sources;
+    d->out = out ? out : stderr;
+    d->max_errors = 50;
+}
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* True if this exact diagnostic was printed recently (a function body checked
+ * once per call site reports the same problem once). */
+static bool seen_recently(diag_ctx *d, nc_loc loc, const char *msg)
+{
+    uint64_t h = fnv1a(0xcbf29ce484222325ull, &loc, sizeof loc);
+    h = fnv1a(h, msg, strlen(msg));
+    for (int i = 0; i < d->nrecent; i++)
+        if (d->recent[i] == h) return true;
+    d->recent[d->nrecent++ % 64] = h;
+    if (d->nrecent > 64) d->nrecent = 64;
+    return false;
+}
+
+/* Print the line with non-printable bytes shown as '?', so garbage input
+ * cannot mess up the terminal, and a caret under the column. */
+static void print_source_line(diag_ctx *d, nc_loc loc)
+{
+    size_t len;
+    const char *line = src_line(d->sources, loc.file, loc.line, &len);
+    if (!line) return;
+    if (len > 200) len = 200;
+    fputs("  ", d->out);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)line[i];
+        fputc(c == '\t' ? ' ' : (c < 32 || c == 127) ? '?' : c, d->out);
+    }
+    fputs("\n  ", d->out);
+    uint32_t col = loc.col ? loc.col : 1;
+    for (uint32_t i = 1; i < col && i <= len; i++) {
+        unsigned char c = (unsigned char)line[i - 1];
+        if ((c & 0xc0) != 0x80) fputc(' ', d->out);   /* one column per UTF-8 character */
+    }
+    fputs("^\n", d->out);
+}
+
+void diag_report(diag_ctx *d, diag_level level, nc_loc loc, const char *hint, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (level != DIAG_NOTE && seen_recently(d, loc, msg)) return;
+    if (level == DIAG_ERROR) d->errors++;
+    if (level == DIAG_WARNING) d->warnings++;
+    if (level == DIAG_ERROR && d->errors > d->max_errors) {
+        if (d->errors == d->max_errors + 1) fprintf(d->out, "netc: too many errors; stopping\n");
+        return;
+    }
+    static const char *names[] = {"error", "warning", "note"};
+    const src_file *f = src_get(d->sources, loc.file);
+    if (f && loc.line)
+        fprintf(d->out, "%s:%u:%u: %s: %s\n", f->path, loc.line, loc.col, names[level], msg);
+    else
+        fprintf(d->out, "%s: %s: %s\n", f ? f->path : "netc", names[level], msg);
+    if (f && loc.line) print_source_line(d, loc);
+    if (hint && *hint) fprintf(d->out, "  hint: %s\n", hint);
+}
+
+int diag_failed(const diag_ctx *d) { return d->errors + (d->werror ? d->warnings : 0); }

@@ -1,0 +1,38 @@
+/* diag.h - diagnostics: collected, capped, printed as
+ *   file:line:col: error: message
+ *     source line
+ *         ^
+ *   hint: ...
+ * User errors go here; netc's own bugs go through NC_BUG. */
+#ifndef NC_DIAG_H
+#define NC_DIAG_H
+
+#include "base.h"
+#include "source.h"
+
+#include <stdio.h>
+
+typedef enum diag_level { DIAG_ERROR, DIAG_WARNING, DIAG_NOTE } diag_level;
+
+typedef struct diag_ctx {
+    const src_table *sources;
+    FILE *out;                 /* where diagnostics go (stderr by default) */
+    int errors, warnings;
+    int max_errors;            /* stop reporting (not counting) after this many */
+    bool werror;               /* -Werror: warnings count as errors */
+    bool color;
+    /* the last few reported (loc, message) pairs, to drop exact repeats that
+     * come from one function instantiated many times */
+    uint64_t recent[64];
+    int nrecent;
+} diag_ctx;
+
+void diag_init(diag_ctx *d, const src_table *sources, FILE *out);
+void diag_report(diag_ctx *d, diag_level level, nc_loc loc, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+#define diag_error(d, loc, ...) diag_report((d), DIAG_ERROR, (loc), NULL, __VA_ARGS__)
+#define diag_warning(d, loc, ...) diag_report((d), DIAG_WARNING, (loc), NULL, __VA_ARGS__)
+/* Errors, counting warnings too under -Werror. */
+int diag_failed(const diag_ctx *d);
+
+#endif

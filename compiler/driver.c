@@ -1,0 +1,77 @@
+/* driver.c - one compilation: parse, analyse, run the pass pipeline. */
+#include "driver.h"
+#include "parse.h"
+#include "passes.h"
+#include "sema.h"
+
+#include <string.h>
+
+/* A .net file is UTF-8; report the first invalid byte by line and column. */
+static bool check_utf8(const src_table *sources, uint32_t file_id, diag_ctx *d)
+{
+    const src_file *f = src_get(sources, file_id);
+    const unsigned char *s = (const unsigned char *)f->text;
+    uint32_t line = 1, col = 1;
+    for (size_t i = 0; i < f->len;) {
+        unsigned char c = s[i];
+        size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+        bool ok = n > 0 && i + n <= f->len && !(n == 2 && c < 0xc2) && !(n == 4 && c > 0xf4);
+        for (size_t k = 1; ok && k < n; k++) ok = (s[i + k] & 0xc0) == 0x80;
+        if (ok && n == 3) {
+            unsigned cp = ((c & 0x0fu) << 12) | ((s[i + 1] & 0x3fu) << 6);
+            ok = cp >= 0x800 && !(cp >= 0xd800 && cp < 0xe000);
+        }
+        if (ok && n == 4) ok = !(c == 0xf0 && s[i + 1] < 0x90) && !(c == 0xf4 && s[i + 1] >= 0x90);
+        if (!ok) {
+            diag_report(d, DIAG_ERROR, (nc_loc){file_id, line, col}, "save the file as UTF-8",
+                        "invalid UTF-8 byte 0x%02x", c);
+            return false;
+        }
+        if (c == '\n') line++, col = 1;
+        else col += (uint32_t)n;
+        i += n;
+    }
+    return true;
+}
+
+static ast_file *parse_checked(src_table *sources, uint32_t file_id, diag_ctx *d)
+{
+    if (!check_utf8(sources, file_id, d)) return NULL;
+    int errors = d->errors;
+    ast_file *f = parse_file(sources, file_id, d);
+    if (d->errors > errors) {
+        ast_file_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts *o, diag_ctx *d)
+{
+    ast_file *f = parse_checked(sources, file_id, d);
+    if (!f) return NULL;
+    ir_graph *g = sema_model(sources, f, o ? o->model : NULL, o, d);
+    ast_file_free(f);
+    if (!g) return NULL;
+    pass_opts po = {.verify = o ? o->verify : true,
+                    .dump_after = o ? o->dump_after : NULL,
+                    .dump_out = o && o->dump_out ? o->dump_out : stdout,
+                    .disabled = o ? o->disabled_passes : NULL,
+                    .ndisabled = o ? o->ndisabled : 0};
+    if (!pass_run_all(&g, &po, d->out)) {
+        ir_graph_free(g);
+        d->errors++;
+        return NULL;
+    }
+    return g;
+}
+
+int driver_check(src_table *sources, uint32_t file_id, const driver_opts *o, diag_ctx *d)
+{
+    int errors = d->errors;
+    ast_file *f = parse_checked(sources, file_id, d);
+    if (!f) return d->errors - errors;
+    sema_check_all(sources, f, o, d);
+    ast_file_free(f);
+    return d->errors - errors;
+}

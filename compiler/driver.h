@@ -1,0 +1,33 @@
+/* driver.h - one compilation from source text to a checked IR graph.
+ * The command line (main.c), the tests and the fuzz targets all go through here. */
+#ifndef NC_DRIVER_H
+#define NC_DRIVER_H
+
+#include "diag.h"
+#include "ir.h"
+#include "source.h"
+
+typedef struct driver_opts {
+    const char *stdlib_dir;            /* where `import nn` looks; NULL = built-in default */
+    const char *const *dim_names;      /* --dim NAME=VALUE: bind symbolic dims at build time */
+    const int64_t *dim_values;
+    int ndims;
+    const char *const *set_names;      /* --set NAME=VALUE: override config constants */
+    const char *const *set_values;
+    int nsets;
+    const char *model;                 /* which model to build; NULL = the only/last one */
+    bool verify;                       /* run the IR verifier after every pass */
+    const char *dump_after;            /* --dump-ir=after:PASS ("" = final IR) */
+    FILE *dump_out;
+    const char *const *disabled_passes;/* --no-PASS */
+    int ndisabled;
+} driver_opts;
+
+/* Parse, check and lower the file at path (already added to sources as
+ * file_id). Returns the graph, or NULL when diagnostics reported errors. */
+ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts *o, diag_ctx *d);
+
+/* Parse and type-check only (netc check): returns the number of errors. */
+int driver_check(src_table *sources, uint32_t file_id, const driver_opts *o, diag_ctx *d);
+
+#endif

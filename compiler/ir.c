@@ -1,0 +1,300 @@
+/* ir.c - graph storage, dim interning, text form and verifier. */
+#include "ir.h"
+#include "typecheck.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GROW(ptr, n, cap, need)                                              \
+    do {                                                                     \
+        if ((n) + (need) > (cap)) {                                          \
+            uint32_t c_ = (cap) ? (cap) * 2 : 64;                            \
+            while (c_ < (n) + (need)) c_ *= 2;                               \
+            (ptr) = nc_xrealloc((ptr), (size_t)c_ * sizeof *(ptr));          \
+            (cap) = c_;                                                      \
+        }                                                                    \
+    } while (0)
+
+ir_graph *ir_graph_new(const char *name)
+{
+    ir_graph *g = nc_xcalloc(1, sizeof *g);
+    g->name = nc_xstrdup(name ? name : "");
+    return g;
+}
+
+static void free_decl(ir_tensor_decl *d) { free(d->name); }
+
+void ir_graph_free(ir_graph *g)
+{
+    if (!g) return;
+    free(g->nodes);
+    free(g->args);
+    free(g->dims);
+    for (uint32_t i = 0; i < g->nsyms; i++) free(g->sym_names[i]);
+    for (uint32_t i = 0; i < g->ninputs; i++) free_decl(&g->inputs[i]);
+    for (uint32_t i = 0; i < g->nparams; i++) free_decl(&g->params[i].decl);
+    for (uint32_t i = 0; i < g->noutputs; i++) free(g->outputs[i].name);
+    for (uint32_t i = 0; i < g->nfiles; i++) free(g->files[i]);
+    free(g->inputs);
+    free(g->params);
+    free(g->outputs);
+    free(g->files);
+    free(g->name);
+    free(g);
+}
+
+uint32_t ir_dim_intern(ir_graph *g, const dim_expr *d)
+{
+    for (uint32_t i = 0; i < g->ndims; i++)
+        if (dim_equal(&g->dims[i], d)) return i;
+    uint32_t cap = g->cap_dims;
+    GROW(g->dims, g->ndims, cap, 1);
+    g->cap_dims = cap;
+    g->dims[g->ndims] = *d;
+    return g->ndims++;
+}
+
+uint32_t ir_dim_const(ir_graph *g, int64_t v)
+{
+    dim_expr d = dim_const(v);
+    return ir_dim_intern(g, &d);
+}
+
+int ir_sym_find(const ir_graph *g, const char *name)
+{
+    for (uint32_t i = 0; i < g->nsyms; i++)
+        if (strcmp(g->sym_names[i], name) == 0) return (int)i;
+    return -1;
+}
+
+int ir_sym_add(ir_graph *g, const char *name)
+{
+    int s = ir_sym_find(g, name);
+    if (s >= 0) return s;
+    if (g->nsyms == NC_MAX_SYMS) return -1;
+    g->sym_names[g->nsyms] = nc_xstrdup(name);
+    return (int)g->nsyms++;
+}
+
+void ir_dim_format(const ir_graph *g, uint32_t dim, char *buf, size_t cap)
+{
+    dim_format(&g->dims[dim], (const char *const *)g->sym_names, buf, cap);
+}
+
+void ir_shape_format(const ir_graph *g, nc_dtype t, uint8_t rank, const uint32_t *shape, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "%s[", dtype_name(t));
+    for (int i = 0; i < rank && n < cap; i++) {
+        char d[96];
+        ir_dim_format(g, shape[i], d, sizeof d);
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", d);
+    }
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+uint32_t ir_file_add(ir_graph *g, const char *path)
+{
+    for (uint32_t i = 0; i < g->nfiles; i++)
+        if (strcmp(g->files[i], path) == 0) return i + 1;
+    g->files = nc_xrealloc(g->files, (g->nfiles + 1) * sizeof *g->files);
+    g->files[g->nfiles++] = nc_xstrdup(path);
+    return g->nfiles;
+}
+
+ir_value ir_add(ir_graph *g, const ir_node *proto, const ir_value *args, uint16_t nargs)
+{
+    GROW(g->nodes, g->nnodes, g->cap_nodes, 1);
+    GROW(g->args, g->nargs, g->cap_args, nargs);
+    ir_node *n = &g->nodes[g->nnodes];
+    *n = *proto;
+    n->nargs = nargs;
+    n->args_at = g->nargs;
+    if (nargs) memcpy(g->args + g->nargs, args, nargs * sizeof *args);
+    g->nargs += nargs;
+    return g->nnodes++;
+}
+
+static void copy_decl(ir_tensor_decl *dst, const ir_tensor_decl *src)
+{
+    *dst = *src;
+    dst->name = nc_xstrdup(src->name);
+}
+
+uint32_t ir_input_add(ir_graph *g, const ir_tensor_decl *d)
+{
+    g->inputs = nc_xrealloc(g->inputs, (g->ninputs + 1) * sizeof *g->inputs);
+    copy_decl(&g->inputs[g->ninputs], d);
+    return g->ninputs++;
+}
+
+uint32_t ir_param_add(ir_graph *g, const ir_param *p)
+{
+    g->params = nc_xrealloc(g->params, (g->nparams + 1) * sizeof *g->params);
+    g->params[g->nparams] = *p;
+    copy_decl(&g->params[g->nparams].decl, &p->decl);
+    return g->nparams++;
+}
+
+void ir_output_add(ir_graph *g, const char *name, ir_value v)
+{
+    g->outputs = nc_xrealloc(g->outputs, (g->noutputs + 1) * sizeof *g->outputs);
+    g->outputs[g->noutputs].name = nc_xstrdup(name);
+    g->outputs[g->noutputs].value = v;
+    g->noutputs++;
+}
+
+bool ir_shape_numel(const ir_graph *g, uint8_t rank, const uint32_t *shape, const int64_t *syms, int64_t *out)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        int64_t d;
+        if (!dim_eval(&g->dims[shape[i]], syms, &d) || __builtin_mul_overflow(n, d, &n)) return false;
+    }
+    *out = n;
+    return true;
+}
+
+bool ir_numel(const ir_graph *g, const ir_node *n, const int64_t *syms, int64_t *out)
+{
+    return ir_shape_numel(g, n->rank, n->shape, syms, out);
+}
+
+/* ------------------------------------------------------------------ */
+/* text form                                                            */
+
+static const char *init_names[IR_INIT_COUNT] = {
+    "zeros", "ones", "normal", "uniform", "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal",
+};
+
+const char *ir_init_name(ir_init_kind k) { return k < IR_INIT_COUNT ? init_names[k] : "?"; }
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+static void print_type(const ir_graph *g, nc_dtype t, uint8_t rank, const uint32_t *shape, FILE *out)
+{
+    char buf[512];
+    ir_shape_format(g, t, rank, shape, buf, sizeof buf);
+    fputs(buf, out);
+}
+
+/* Attributes are printed from the op's kwargs spec, so the text form shows
+ * exactly the fields the op uses and nothing else. */
+static void print_attrs(const ir_graph *g, const ir_node *n, FILE *out)
+{
+    const char *spec = nc_ops[n->op].kwargs;
+    bool any = false;
+    while (*spec) {
+        char name[32] = {0}, field[16] = {0};
+        int used = 0;
+        if (sscanf(spec, " %31[^:]:%15[^=]=%*s%n", name, field, &used) < 2 || used == 0) break;
+        spec += used;
+        const char *sep = any ? ", " : " {";
+        char d[96];
+        if (strcmp(field, "f") == 0) fprintf(out, "%s%s=%.9g", sep, name, n->attr.f);
+        else if (strcmp(field, "seed") == 0) fprintf(out, "%s%s=%" PRId64, sep, name, n->attr.seed);
+        else if (strcmp(field, "axis") == 0) fprintf(out, "%s%s=%d", sep, name, n->attr.axis);
+        else if (strcmp(field, "keepdim") == 0) { if (!n->attr.keepdim) continue; fprintf(out, "%skeepdim", sep); }
+        else if (strcmp(field, "ta") == 0) { if (!n->attr.ta) continue; fprintf(out, "%stranspose_a", sep); }
+        else if (strcmp(field, "tb") == 0) { if (!n->attr.tb) continue; fprintf(out, "%stranspose_b", sep); }
+        else if (strcmp(field, "dtype") == 0) {
+            if (n->op != OP_CAST) continue;   /* sources show their dtype in the type */
+            fprintf(out, "%s%s=%s", sep, name, dtype_name(n->attr.to));
+        } else if (strcmp(field, "axes") == 0) {
+            fprintf(out, "%s%s=[", sep, name);
+            for (int i = 0; i < n->attr.naxes; i++) fprintf(out, "%s%d", i ? ", " : "", n->attr.axes[i]);
+            fputc(']', out);
+        } else if (strcmp(field, "lo") == 0 || strcmp(field, "hi") == 0) {
+            ir_dim_format(g, field[0] == 'l' ? n->attr.lo : n->attr.hi, d, sizeof d);
+            fprintf(out, "%s%s=%s", sep, name, d);
+        } else continue;                      /* shape: shown by the result type */
+        any = true;
+    }
+    if (any) fputc('}', out);
+}
+
+static void print_loc(const ir_graph *g, nc_loc loc, FILE *out)
+{
+    if (loc.file && loc.file <= g->nfiles)
+        fprintf(out, "  # %s:%u:%u", base_name(g->files[loc.file - 1]), loc.line, loc.col);
+}
+
+void ir_print(const ir_graph *g, FILE *out)
+{
+    fprintf(out, "model %s\n", g->name);
+    for (uint32_t i = 0; i < g->nsyms; i++) fprintf(out, "sym %s\n", g->sym_names[i]);
+    for (uint32_t i = 0; i < g->ninputs; i++) {
+        fprintf(out, "input %s: ", g->inputs[i].name);
+        print_type(g, g->inputs[i].dtype, g->inputs[i].rank, g->inputs[i].shape, out);
+        fputc('\n', out);
+    }
+    for (uint32_t i = 0; i < g->nparams; i++) {
+        const ir_param *p = &g->params[i];
+        fprintf(out, "param %s: ", p->decl.name);
+        print_type(g, p->decl.dtype, p->decl.rank, p->decl.shape, out);
+        fprintf(out, " = %s(%.9g, %.9g)\n", init_names[p->init], p->init_a, p->init_b);
+    }
+    for (uint32_t v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        fprintf(out, "%%%u = %s", v, nc_ops[n->op].name);
+        if (n->op == OP_INPUT) fprintf(out, " %s", g->inputs[n->attr.index].name);
+        if (n->op == OP_PARAM) fprintf(out, " %s", g->params[n->attr.index].decl.name);
+        const ir_value *a = ir_args(g, n);
+        for (int i = 0; i < n->nargs; i++) fprintf(out, "%s%%%u", i ? ", " : " ", a[i]);
+        print_attrs(g, n, out);
+        fputs(" : ", out);
+        print_type(g, n->dtype, n->rank, n->shape, out);
+        if (n->flags & IR_FLAG_AUTOCAST) fputs(" autocast", out);
+        if (n->region) fprintf(out, " checkpoint(%u)", n->region);
+        print_loc(g, n->loc, out);
+        fputc('\n', out);
+    }
+    for (uint32_t i = 0; i < g->noutputs; i++)
+        fprintf(out, "output %s = %%%u\n", g->outputs[i].name, g->outputs[i].value);
+}
+
+/* ------------------------------------------------------------------ */
+/* verifier                                                             */
+
+#define VFAIL(...) do { fprintf(err, "ir verify: " __VA_ARGS__); fputc('\n', err); problems++; } while (0)
+
+static int verify_node(const ir_graph *g, ir_value v, FILE *err)
+{
+    int problems = 0;
+    const ir_node *n = &g->nodes[v];
+    if (n->op >= OP_COUNT) { VFAIL("%%%u: bad op %d", v, n->op); return problems; }
+    if (n->dtype >= NC_DTYPE_COUNT) VFAIL("%%%u: bad dtype %d", v, n->dtype);
+    if (n->rank > NC_MAX_RANK) { VFAIL("%%%u: rank %d", v, n->rank); return problems; }
+    for (int i = 0; i < n->rank; i++)
+        if (n->shape[i] >= g->ndims) VFAIL("%%%u: dim id %u out of range", v, n->shape[i]);
+    if ((uint64_t)n->args_at + n->nargs > g->nargs) { VFAIL("%%%u: operands out of range", v); return problems; }
+    const ir_value *a = ir_args(g, n);
+    for (int i = 0; i < n->nargs; i++)
+        if (a[i] >= v) { VFAIL("%%%u: operand %d (%%%u) does not precede its user", v, i, a[i]); return problems; }
+    if (n->op == OP_INPUT && n->attr.index >= g->ninputs) VFAIL("%%%u: input index %u", v, n->attr.index);
+    if (n->op == OP_PARAM && n->attr.index >= g->nparams) VFAIL("%%%u: param index %u", v, n->attr.index);
+    if (problems) return problems;
+    /* The stored type must be what the op's rules give for these operands. */
+    ir_node chk = *n;
+    tc_error e;
+    if (!tc_infer((ir_graph *)g, &chk, a, &e)) {
+        VFAIL("%%%u (%s): %s", v, nc_ops[n->op].name, e.msg);
+    } else if (chk.dtype != n->dtype || chk.rank != n->rank ||
+               memcmp(chk.shape, n->shape, n->rank * sizeof(uint32_t)) != 0) {
+        VFAIL("%%%u (%s): stored type differs from the inferred one", v, nc_ops[n->op].name);
+    }
+    return problems;
+}
+
+int ir_verify(const ir_graph *g, FILE *err)
+{
+    int problems = 0;
+    for (ir_value v = 0; v < g->nnodes; v++) problems += verify_node(g, v, err);
+    for (uint32_t i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].value >= g->nnodes) VFAIL("output %s: value out of range", g->outputs[i].name);
+    return problems;
+}

@@ -1,0 +1,149 @@
+/* ir.h - the graph IR: an SSA dataflow graph of typed tensor values.
+ *
+ * Every node produces exactly one tensor value and is named by its index
+ * (%12 in the text form). Operands always precede their users, so the node
+ * array is a valid schedule. Dims are interned: a shape is a list of dim ids
+ * and two shapes are equal exactly when their id lists are equal. */
+#ifndef NC_IR_H
+#define NC_IR_H
+
+#include "base.h"
+#include "dim.h"
+#include "dtype.h"
+#include "ops.h"
+
+typedef uint32_t ir_value;
+#define IR_NONE UINT32_MAX
+
+/* Non-tensor arguments of a node. Which members are meaningful depends on the
+ * op: its kwargs spec in ops.def names the members it fills; the rest stay zero. */
+typedef struct ir_attr {
+    double f;                      /* fill value, eps, dropout p, label smoothing */
+    int64_t seed;                  /* dropout */
+    int32_t axis;                  /* iota, slice, concat (normalised to >= 0) */
+    uint8_t naxes;                 /* reduce axes / permutation; 0 = op default */
+    int8_t axes[NC_MAX_RANK];
+    bool keepdim, ta, tb;
+    uint32_t lo, hi;               /* dim ids: slice bounds, scatter_add rows */
+    nc_dtype to;                   /* cast target */
+    uint32_t index;                /* input / param index */
+} ir_attr;
+
+enum {
+    IR_FLAG_CHECKPOINT = 1u << 0,  /* inside an @checkpoint region (see region) */
+    IR_FLAG_AUTOCAST = 1u << 1,    /* a cast inserted by a precision block, not written */
+};
+
+typedef struct ir_node {
+    nc_op op;
+    nc_dtype dtype;
+    uint8_t rank;
+    uint8_t flags;
+    uint16_t nargs;
+    uint32_t args_at;              /* operands are g->args[args_at .. args_at+nargs) */
+    uint32_t shape[NC_MAX_RANK];   /* dim ids */
+    uint32_t region;               /* checkpoint region id, 0 = none */
+    ir_attr attr;
+    nc_loc loc;                    /* the .net source this node implements */
+} ir_node;
+
+typedef struct ir_tensor_decl {
+    char *name;                    /* "x", "blocks.3.attn.w" */
+    nc_dtype dtype;
+    uint8_t rank;
+    uint32_t shape[NC_MAX_RANK];
+    nc_loc loc;
+} ir_tensor_decl;
+
+typedef enum ir_init_kind {
+    IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_INIT_UNIFORM,
+    IR_INIT_XAVIER_UNIFORM, IR_INIT_XAVIER_NORMAL, IR_INIT_KAIMING_UNIFORM, IR_INIT_KAIMING_NORMAL,
+    IR_INIT_COUNT
+} ir_init_kind;
+
+typedef struct ir_param {
+    ir_tensor_decl decl;
+    ir_init_kind init;
+    double init_a, init_b;         /* normal: mean, std; uniform: lo, hi; others: gain */
+} ir_param;
+
+typedef struct ir_output {
+    char *name;
+    ir_value value;
+} ir_output;
+
+/* The training section of a model, checked by sema and executed by a later
+ * stage (autodiff + optimizer update). Hyper-parameters keep their defaults
+ * unless the .net file sets them. */
+typedef enum ir_optimizer { IR_OPT_SGD, IR_OPT_ADAM, IR_OPT_ADAMW } ir_optimizer;
+typedef enum ir_schedule { IR_SCHED_CONSTANT, IR_SCHED_STEP, IR_SCHED_COSINE } ir_schedule;
+typedef enum ir_loss_scale { IR_SCALE_NONE, IR_SCALE_STATIC, IR_SCALE_DYNAMIC } ir_loss_scale;
+
+typedef struct ir_train_spec {
+    bool present;
+    ir_value loss;                 /* f32 scalar */
+    uint32_t first_train_input;    /* inputs from this index on feed only the loss */
+    ir_optimizer optimizer;
+    double lr, momentum, beta1, beta2, eps, weight_decay;
+    bool nesterov;
+    ir_schedule schedule;
+    int64_t warmup_steps, step_size, total_steps;
+    double gamma, min_lr;
+    ir_loss_scale loss_scale;
+    double init_scale;
+    int64_t growth_interval;
+    double clip_grad_norm;         /* 0 = off */
+    nc_loc loc;
+} ir_train_spec;
+
+typedef struct ir_graph {
+    ir_node *nodes;   uint32_t nnodes, cap_nodes;
+    ir_value *args;   uint32_t nargs, cap_args;
+    dim_expr *dims;   uint32_t ndims, cap_dims;
+    char *sym_names[NC_MAX_SYMS]; uint32_t nsyms;   /* symbolic dims: B, T */
+    ir_tensor_decl *inputs; uint32_t ninputs;
+    ir_param *params; uint32_t nparams;
+    ir_output *outputs; uint32_t noutputs;
+    char **files; uint32_t nfiles;                  /* loc.file - 1 indexes this */
+    char *name;                                     /* the model's name */
+    ir_train_spec train;
+} ir_graph;
+
+ir_graph *ir_graph_new(const char *name);
+void ir_graph_free(ir_graph *g);
+
+/* Dims. */
+uint32_t ir_dim_intern(ir_graph *g, const dim_expr *d);
+uint32_t ir_dim_const(ir_graph *g, int64_t v);
+int ir_sym_find(const ir_graph *g, const char *name);   /* -1 if absent */
+int ir_sym_add(ir_graph *g, const char *name);          /* -1 if NC_MAX_SYMS reached */
+void ir_dim_format(const ir_graph *g, uint32_t dim, char *buf, size_t cap);
+void ir_shape_format(const ir_graph *g, nc_dtype t, uint8_t rank, const uint32_t *shape,
+                     char *buf, size_t cap);                        /* "f32[B, 784]" */
+uint32_t ir_file_add(ir_graph *g, const char *path);
+
+/* Nodes. ir_add appends a node without checking it; callers that build from
+ * user input use ir_build (ops.c), which runs the op's type rules first. */
+ir_value ir_add(ir_graph *g, const ir_node *proto, const ir_value *args, uint16_t nargs);
+static inline const ir_value *ir_args(const ir_graph *g, const ir_node *n) { return g->args + n->args_at; }
+static inline ir_node *ir_node_at(const ir_graph *g, ir_value v) { return &g->nodes[v]; }
+
+uint32_t ir_input_add(ir_graph *g, const ir_tensor_decl *d);
+uint32_t ir_param_add(ir_graph *g, const ir_param *p);
+void ir_output_add(ir_graph *g, const char *name, ir_value v);
+
+const char *ir_init_name(ir_init_kind k);
+
+/* Element count of a node at a binding of the symbolic dims; false if it overflows. */
+bool ir_numel(const ir_graph *g, const ir_node *n, const int64_t *syms, int64_t *out);
+bool ir_shape_numel(const ir_graph *g, uint8_t rank, const uint32_t *shape, const int64_t *syms,
+                    int64_t *out);
+
+/* Stable, readable text form (golden tests compare it). */
+#include <stdio.h>
+void ir_print(const ir_graph *g, FILE *out);
+
+/* Invariant check; returns the number of problems, each written to err. */
+int ir_verify(const ir_graph *g, FILE *err);
+
+#endif

@@ -1,0 +1,477 @@
+/* ops.c - the op table's information array and its type rules.
+ *
+ * ir_build is the one door through which sema (and later passes) add checked
+ * nodes: it applies the op's dtype rule and shape rule and, on failure, says
+ * what is wrong in words a model author understands. ir_verify reuses the same
+ * rules to check that every node's type still follows from its operands. */
+#include "ops.h"
+#include "ir.h"
+#include "typecheck.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const nc_op_info nc_ops[OP_COUNT] = {
+#define X(e, name, nargs, cat, dt, flags, shape, cpu, kw, meaning) \
+    [e] = {#name, nargs, cat, dt, flags, kw, meaning},
+#include "ops.def"
+#undef X
+};
+
+const char *op_name(nc_op op) { return op < OP_COUNT ? nc_ops[op].name : "?"; }
+
+bool op_from_name(const char *name, nc_op *out)
+{
+    for (int i = 0; i < OP_COUNT; i++)
+        if (strcmp(nc_ops[i].name, name) == 0) {
+            *out = (nc_op)i;
+            return true;
+        }
+    return false;
+}
+
+const char *op_category_name(nc_op_category c)
+{
+    static const char *names[] = {"source", "elementwise", "reduction", "rowwise", "contraction", "movement"};
+    return c < NC_COUNT(names) ? names[c] : "?";
+}
+
+/* ------------------------------------------------------------------ */
+/* error reporting for rules                                           */
+
+static bool fail(tc_error *e, int arg, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->arg = arg;
+    return false;
+}
+
+static void hint(tc_error *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->hint, sizeof e->hint, fmt, ap);
+    va_end(ap);
+}
+
+static const char *shape_str(const ir_graph *g, const ir_node *n, char *buf, size_t cap)
+{
+    ir_shape_format(g, n->dtype, n->rank, n->shape, buf, cap);
+    return buf;
+}
+
+static const char *dim_str(const ir_graph *g, uint32_t d, char *buf, size_t cap)
+{
+    ir_dim_format(g, d, buf, cap);
+    return buf;
+}
+
+/* ------------------------------------------------------------------ */
+/* dtype rules                                                         */
+
+static bool same_dtype(const ir_graph *g, const char *op, const ir_value *a, int from, int to,
+                       tc_error *e)
+{
+    nc_dtype t0 = g->nodes[a[from]].dtype;
+    for (int i = from + 1; i < to; i++) {
+        nc_dtype ti = g->nodes[a[i]].dtype;
+        if (ti == t0) continue;
+        fail(e, i, "%s: operands differ in dtype: %s and %s", op, dtype_name(t0), dtype_name(ti));
+        if (dtype_is_float(t0) && dtype_is_float(ti))
+            hint(e, "no silent mixing of precisions: insert %s(...) around the %s operand, "
+                    "or %s(...) around the %s one", dtype_name(t0), dtype_name(ti), dtype_name(ti),
+                 dtype_name(t0));
+        else
+            hint(e, "insert an explicit cast, e.g. %s(...)", dtype_name(t0));
+        return false;
+    }
+    return true;
+}
+
+static bool need_float(const ir_graph *g, const char *op, const ir_value *a, int i, tc_error *e)
+{
+    nc_dtype t = g->nodes[a[i]].dtype;
+    if (dtype_is_float(t)) return true;
+    fail(e, i, "%s: expects a floating-point tensor, got %s", op, dtype_name(t));
+    hint(e, "convert it first, e.g. f32(...)");
+    return false;
+}
+
+static bool need_dtype(const ir_graph *g, const char *op, const ir_value *a, int i, nc_dtype want,
+                       const char *role, tc_error *e)
+{
+    nc_dtype t = g->nodes[a[i]].dtype;
+    if (t == want) return true;
+    fail(e, i, "%s: %s must be %s, got %s", op, role, dtype_name(want), dtype_name(t));
+    return false;
+}
+
+static bool apply_dtype_rule(const ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const char *op = nc_ops[n->op].name;
+    int na = n->nargs;
+    switch (nc_ops[n->op].dtype_rule) {
+    case DT_DECLARED:
+        return true;
+    case DT_NUMERIC:
+        if (!same_dtype(g, op, a, 0, na, e)) return false;
+        if (g->nodes[a[0]].dtype == NC_BOOL) return fail(e, 0, "%s: not defined on bool tensors", op);
+        n->dtype = g->nodes[a[0]].dtype;
+        return true;
+    case DT_FLOAT:
+        if (!same_dtype(g, op, a, 0, na, e)) return false;
+        if (!need_float(g, op, a, 0, e)) return false;
+        n->dtype = g->nodes[a[0]].dtype;
+        return true;
+    case DT_COMPARE:
+        if (!same_dtype(g, op, a, 0, na, e)) return false;
+        n->dtype = NC_BOOL;
+        return true;
+    case DT_WHERE:
+        if (!need_dtype(g, op, a, 0, NC_BOOL, "the condition", e)) return false;
+        if (!same_dtype(g, op, a, 1, 3, e)) return false;
+        n->dtype = g->nodes[a[1]].dtype;
+        return true;
+    case DT_CAST:
+        n->dtype = n->attr.to;
+        return true;
+    case DT_ANY:
+        n->dtype = g->nodes[a[0]].dtype;
+        return true;
+    case DT_SAME_ANY:
+        if (!same_dtype(g, op, a, 0, na, e)) return false;
+        n->dtype = g->nodes[a[0]].dtype;
+        return true;
+    case DT_GATHER:
+        if (!need_dtype(g, op, a, 1, NC_I32, "the indices", e)) return false;
+        n->dtype = g->nodes[a[0]].dtype;
+        return true;
+    case DT_SCATTER:
+        if (!need_dtype(g, op, a, 0, NC_I32, "the indices", e)) return false;
+        if (!need_float(g, op, a, 1, e)) return false;
+        n->dtype = g->nodes[a[1]].dtype;
+        return true;
+    case DT_LOSS:
+        if (!need_float(g, op, a, 0, e)) return false;
+        if (!need_dtype(g, op, a, 1, NC_I32, "the targets", e)) return false;
+        n->dtype = NC_F32;
+        return true;
+    }
+    NC_BUG("dtype rule %d", nc_ops[n->op].dtype_rule);
+}
+
+/* ------------------------------------------------------------------ */
+/* shape rules: each sets n->rank and n->shape from the operands       */
+
+typedef bool shape_rule(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e);
+
+static void copy_shape(ir_node *n, const ir_node *from)
+{
+    n->rank = from->rank;
+    memcpy(n->shape, from->shape, sizeof n->shape);
+}
+
+static bool shape_declared(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    (void)g, (void)n, (void)a, (void)e;
+    return true;
+}
+
+static int norm_axis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+static bool shape_iota(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    (void)g, (void)a;
+    int ax = norm_axis(n->attr.axis, n->rank);
+    if (ax < 0 || ax >= n->rank) return fail(e, -1, "iota: axis %d out of range for rank %d", n->attr.axis, n->rank);
+    n->attr.axis = ax;
+    return true;
+}
+
+static bool shapes_equal(const ir_node *x, const ir_node *y)
+{
+    return x->rank == y->rank && memcmp(x->shape, y->shape, x->rank * sizeof(uint32_t)) == 0;
+}
+
+static bool shape_same(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const ir_node *x = &g->nodes[a[0]];
+    for (int i = 1; i < n->nargs; i++) {
+        const ir_node *y = &g->nodes[a[i]];
+        if (!shapes_equal(x, y)) {
+            char s1[128], s2[128];
+            return fail(e, i, "%s: operand shapes differ: %s and %s", nc_ops[n->op].name,
+                        shape_str(g, x, s1, sizeof s1), shape_str(g, y, s2, sizeof s2));
+        }
+    }
+    copy_shape(n, x);
+    return true;
+}
+
+/* Reduce axes: none given = all; normalised, sorted, distinct. */
+static bool shape_reduce(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const ir_node *x = &g->nodes[a[0]];
+    bool reduced[NC_MAX_RANK] = {0};
+    if (n->attr.naxes == 0) {
+        n->attr.naxes = x->rank;
+        for (int i = 0; i < x->rank; i++) n->attr.axes[i] = (int8_t)i;
+    }
+    for (int i = 0; i < n->attr.naxes; i++) {
+        int ax = norm_axis(n->attr.axes[i], x->rank);
+        if (ax < 0 || ax >= x->rank)
+            return fail(e, -1, "%s: axis %d out of range for a rank-%d tensor", nc_ops[n->op].name,
+                        n->attr.axes[i], x->rank);
+        if (reduced[ax]) return fail(e, -1, "%s: axis %d given twice", nc_ops[n->op].name, ax);
+        reduced[ax] = true;
+    }
+    int k = 0, r = 0;
+    for (int i = 0; i < x->rank; i++) {
+        if (reduced[i]) {
+            n->attr.axes[k++] = (int8_t)i;
+            if (n->attr.keepdim) n->shape[r++] = ir_dim_const(g, 1);
+        } else {
+            n->shape[r++] = x->shape[i];
+        }
+    }
+    n->rank = (uint8_t)r;
+    return true;
+}
+
+static bool shape_rowwise(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const ir_node *x = &g->nodes[a[0]];
+    if (x->rank == 0) return fail(e, 0, "%s: needs a tensor of rank 1 or more", nc_ops[n->op].name);
+    copy_shape(n, x);
+    return true;
+}
+
+/* layernorm(x, w, b) / rmsnorm(x, w): w and b are vectors over x's last axis. */
+static bool shape_norm(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    if (!shape_rowwise(g, n, a, e)) return false;
+    const ir_node *x = &g->nodes[a[0]];
+    uint32_t c = x->shape[x->rank - 1];
+    for (int i = 1; i < n->nargs; i++) {
+        const ir_node *w = &g->nodes[a[i]];
+        if (w->rank != 1 || w->shape[0] != c) {
+            char s1[128], s2[64];
+            return fail(e, i, "%s: %s must have shape [%s] (the last axis of x), got %s",
+                        nc_ops[n->op].name, i == 1 ? "the weight" : "the bias",
+                        dim_str(g, c, s2, sizeof s2), shape_str(g, w, s1, sizeof s1));
+        }
+    }
+    return true;
+}
+
+static bool shape_cross_entropy(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const ir_node *lg = &g->nodes[a[0]], *tg = &g->nodes[a[1]];
+    char s1[128], s2[128];
+    if (lg->rank < 1 || tg->rank != lg->rank - 1 ||
+        memcmp(lg->shape, tg->shape, tg->rank * sizeof(uint32_t)) != 0)
+        return fail(e, 1, "cross_entropy: targets must have the logits' shape without the class axis: "
+                          "logits %s, targets %s", shape_str(g, lg, s1, sizeof s1), shape_str(g, tg, s2, sizeof s2));
+    if (n->attr.f < 0 || n->attr.f >= 1)
+        return fail(e, -1, "cross_entropy: smoothing must be in [0, 1), got %g", n->attr.f);
+    n->rank = 0;
+    return true;
+}
+
+static bool shape_matmul(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const ir_node *x = &g->nodes[a[0]], *y = &g->nodes[a[1]];
+    char s1[128], s2[128];
+    if (x->rank < 2 || y->rank < 2)
+        return fail(e, x->rank < 2 ? 0 : 1, "matmul: operands must have rank 2 or more, got %s and %s",
+                    shape_str(g, x, s1, sizeof s1), shape_str(g, y, s2, sizeof s2));
+    if (y->rank != 2 && y->rank != x->rank)
+        return fail(e, 1, "matmul: the right operand must be a matrix or have the left's batch axes: %s and %s",
+                    shape_str(g, x, s1, sizeof s1), shape_str(g, y, s2, sizeof s2));
+    if (y->rank == x->rank && memcmp(x->shape, y->shape, (x->rank - 2) * sizeof(uint32_t)) != 0)
+        return fail(e, 1, "matmul: batch axes differ: %s and %s", shape_str(g, x, s1, sizeof s1),
+                    shape_str(g, y, s2, sizeof s2));
+    int xr = x->rank, yr = y->rank;
+    uint32_t m = x->shape[xr - (n->attr.ta ? 1 : 2)], kx = x->shape[xr - (n->attr.ta ? 2 : 1)];
+    uint32_t ky = y->shape[yr - (n->attr.tb ? 1 : 2)], nn = y->shape[yr - (n->attr.tb ? 2 : 1)];
+    if (kx != ky) {
+        fail(e, 1, "matmul: inner dimensions differ: %s vs %s", dim_str(g, kx, s1, sizeof s1),
+             dim_str(g, ky, s2, sizeof s2));
+        hint(e, "left is %s, right is %s%s", shape_str(g, x, s1, sizeof s1), shape_str(g, y, s2, sizeof s2),
+             n->attr.tb ? "" : "; did you mean transpose_b: true?");
+        return false;
+    }
+    copy_shape(n, x);
+    n->shape[xr - 2] = m;
+    n->shape[xr - 1] = nn;
+    return true;
+}
+
+static bool shape_transpose(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const ir_node *x = &g->nodes[a[0]];
+    if (n->attr.naxes == 0) {
+        if (x->rank < 2) return fail(e, 0, "transpose: needs rank 2 or more, got rank %d", x->rank);
+        n->attr.naxes = x->rank;
+        for (int i = 0; i < x->rank; i++) n->attr.axes[i] = (int8_t)i;
+        n->attr.axes[x->rank - 2] = (int8_t)(x->rank - 1);
+        n->attr.axes[x->rank - 1] = (int8_t)(x->rank - 2);
+    }
+    if (n->attr.naxes != x->rank)
+        return fail(e, -1, "transpose: permutation has %d axes, the tensor has %d", n->attr.naxes, x->rank);
+    bool seen[NC_MAX_RANK] = {0};
+    for (int i = 0; i < x->rank; i++) {
+        int p = norm_axis(n->attr.axes[i], x->rank);
+        if (p < 0 || p >= x->rank || seen[p])
+            return fail(e, -1, "transpose: not a permutation of 0..%d", x->rank - 1);
+        seen[p] = true;
+        n->attr.axes[i] = (int8_t)p;
+        n->shape[i] = x->shape[p];
+    }
+    n->rank = x->rank;
+    return true;
+}
+
+static bool numel_dim(ir_graph *g, uint8_t rank, const uint32_t *shape, dim_expr *out, tc_error *e)
+{
+    dim_expr p = dim_const(1);
+    for (int i = 0; i < rank; i++) {
+        dim_status s = dim_mul(&p, &g->dims[shape[i]], &p);
+        if (s != DIM_OK) return fail(e, -1, "element count: %s", dim_status_message(s));
+    }
+    *out = p;
+    return true;
+}
+
+static bool shape_reshape(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const ir_node *x = &g->nodes[a[0]];
+    dim_expr px, pn;
+    if (!numel_dim(g, x->rank, x->shape, &px, e) || !numel_dim(g, n->rank, n->shape, &pn, e)) return false;
+    if (!dim_equal(&px, &pn)) {
+        char s1[128], s2[128], c1[64], c2[64];
+        ir_dim_format(g, ir_dim_intern(g, &px), c1, sizeof c1);
+        ir_dim_format(g, ir_dim_intern(g, &pn), c2, sizeof c2);
+        return fail(e, -1, "reshape: element counts differ: %s has %s, %s has %s", shape_str(g, x, s1, sizeof s1),
+                    c1, shape_str(g, n, s2, sizeof s2), c2);
+    }
+    return true;
+}
+
+static bool shape_slice(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const ir_node *x = &g->nodes[a[0]];
+    int ax = norm_axis(n->attr.axis, x->rank);
+    if (ax < 0 || ax >= x->rank) return fail(e, -1, "slice: axis %d out of range for rank %d", n->attr.axis, x->rank);
+    n->attr.axis = ax;
+    dim_expr len;
+    dim_status s = dim_sub(&g->dims[n->attr.hi], &g->dims[n->attr.lo], &len);
+    if (s != DIM_OK) return fail(e, -1, "slice: %s", dim_status_message(s));
+    int64_t lo, hi, size, l;
+    bool clo = dim_is_const(&g->dims[n->attr.lo], &lo), chi = dim_is_const(&g->dims[n->attr.hi], &hi);
+    if (clo && lo < 0) return fail(e, -1, "slice: start %lld is negative", (long long)lo);
+    if (dim_is_const(&len, &l) && l <= 0) return fail(e, -1, "slice: empty or reversed range [%lld, %lld)",
+                                                       (long long)(clo ? lo : 0), (long long)(chi ? hi : 0));
+    if (chi && dim_is_const(&g->dims[x->shape[ax]], &size) && hi > size)
+        return fail(e, -1, "slice: end %lld is past the axis size %lld", (long long)hi, (long long)size);
+    copy_shape(n, x);
+    n->shape[ax] = ir_dim_intern(g, &len);
+    return true;
+}
+
+static bool shape_concat(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const ir_node *x = &g->nodes[a[0]];
+    int ax = norm_axis(n->attr.axis, x->rank);
+    if (ax < 0 || ax >= x->rank) return fail(e, -1, "concat: axis %d out of range for rank %d", n->attr.axis, x->rank);
+    n->attr.axis = ax;
+    dim_expr total = g->dims[x->shape[ax]];
+    for (int i = 1; i < n->nargs; i++) {
+        const ir_node *y = &g->nodes[a[i]];
+        bool ok = y->rank == x->rank;
+        for (int k = 0; ok && k < x->rank; k++) ok = k == ax || x->shape[k] == y->shape[k];
+        if (!ok) {
+            char s1[128], s2[128];
+            return fail(e, i, "concat: shapes must agree except on axis %d: %s and %s", ax,
+                        shape_str(g, x, s1, sizeof s1), shape_str(g, y, s2, sizeof s2));
+        }
+        dim_status s = dim_add(&total, &g->dims[y->shape[ax]], &total);
+        if (s != DIM_OK) return fail(e, i, "concat: %s", dim_status_message(s));
+    }
+    copy_shape(n, x);
+    n->shape[ax] = ir_dim_intern(g, &total);
+    return true;
+}
+
+/* Numpy rule: align trailing axes; each operand axis is 1 or equals the result's. */
+static bool shape_broadcast(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const ir_node *x = &g->nodes[a[0]];
+    uint32_t one = ir_dim_const(g, 1);
+    if (x->rank > n->rank) goto bad;
+    for (int i = 0; i < x->rank; i++) {
+        uint32_t xd = x->shape[x->rank - 1 - i], nd = n->shape[n->rank - 1 - i];
+        if (xd != nd && xd != one) goto bad;
+    }
+    return true;
+bad:;
+    char s1[128], s2[128];
+    return fail(e, 0, "cannot broadcast %s to %s", shape_str(g, x, s1, sizeof s1), shape_str(g, n, s2, sizeof s2));
+}
+
+static bool shape_gather(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const ir_node *t = &g->nodes[a[0]], *idx = &g->nodes[a[1]];
+    if (t->rank < 1) return fail(e, 0, "gather: the table must have rank 1 or more");
+    if (idx->rank + t->rank - 1 > NC_MAX_RANK) return fail(e, 1, "gather: result rank exceeds %d", NC_MAX_RANK);
+    n->rank = (uint8_t)(idx->rank + t->rank - 1);
+    memcpy(n->shape, idx->shape, idx->rank * sizeof(uint32_t));
+    memcpy(n->shape + idx->rank, t->shape + 1, (t->rank - 1) * sizeof(uint32_t));
+    return true;
+}
+
+static bool shape_scatter_add(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const ir_node *idx = &g->nodes[a[0]], *src = &g->nodes[a[1]];
+    char s1[128], s2[128];
+    if (src->rank < idx->rank || memcmp(src->shape, idx->shape, idx->rank * sizeof(uint32_t)) != 0)
+        return fail(e, 1, "scatter_add: src must start with the indices' shape: indices %s, src %s",
+                    shape_str(g, idx, s1, sizeof s1), shape_str(g, src, s2, sizeof s2));
+    n->rank = (uint8_t)(src->rank - idx->rank + 1);
+    n->shape[0] = n->attr.lo;
+    memcpy(n->shape + 1, src->shape + idx->rank, (src->rank - idx->rank) * sizeof(uint32_t));
+    return true;
+}
+
+static shape_rule *const shape_rules[OP_COUNT] = {
+#define X(e, name, nargs, cat, dt, flags, shape, cpu, kw, meaning) [e] = shape,
+#include "ops.def"
+#undef X
+};
+
+/* ------------------------------------------------------------------ */
+
+bool tc_infer(ir_graph *g, ir_node *n, const ir_value *args, tc_error *e)
+{
+    memset(e, 0, sizeof *e);
+    e->arg = -1;
+    int want = nc_ops[n->op].nargs;
+    if (want >= 0 ? n->nargs != want : n->nargs < 1)
+        return fail(e, -1, "%s: expects %d tensor operand%s, got %d", nc_ops[n->op].name, want < 0 ? 1 : want,
+                    want == 1 ? "" : "s", n->nargs);
+    if (!apply_dtype_rule(g, n, args, e)) return false;
+    return shape_rules[n->op](g, n, args, e);
+}
+
+bool ir_build(ir_graph *g, const ir_node *proto, const ir_value *args, uint16_t nargs, ir_value *out, tc_error *e)
+{
+    ir_node n = *proto;
+    n.nargs = nargs;
+    if (!tc_infer(g, &n, args, e)) return false;
+    *out = ir_add(g, &n, args, nargs);
+    return true;
+}

@@ -1,0 +1,60 @@
+/* ops.h - the op enum, categories, dtype rules and flags, all expanded from
+ * ops.def; and the per-op information every consumer reads. */
+#ifndef NC_OPS_H
+#define NC_OPS_H
+
+#include "base.h"
+
+typedef enum nc_op {
+#define X(e, name, nargs, cat, dt, flags, shape, cpu, kw, meaning) e,
+#include "ops.def"
+#undef X
+    OP_COUNT
+} nc_op;
+
+typedef enum nc_op_category {
+    CAT_SOURCE,        /* no operands: inputs, params, constants */
+    CAT_ELEMENTWISE,   /* out[i] depends on in[i] only */
+    CAT_REDUCTION,     /* reduces over some axes */
+    CAT_ROWWISE,       /* reduces the last axis and maps elementwise around it */
+    CAT_CONTRACTION,   /* matmul: compute bound */
+    CAT_MOVEMENT,      /* moves or picks elements, no arithmetic */
+} nc_op_category;
+
+typedef enum nc_dtype_rule {
+    DT_DECLARED,   /* the node's dtype is given by the builder (sources) */
+    DT_NUMERIC,    /* operands share one dtype (float or int); result too */
+    DT_FLOAT,      /* operands share one float dtype; result too */
+    DT_COMPARE,    /* operands share one dtype; result bool */
+    DT_WHERE,      /* bool cond, then two operands of one dtype; result theirs */
+    DT_CAST,       /* result attr.to */
+    DT_ANY,        /* one operand of any dtype; result the same */
+    DT_SAME_ANY,   /* operands of one dtype, any; result the same */
+    DT_GATHER,     /* table of any dtype, i32 indices; result the table's */
+    DT_SCATTER,    /* i32 indices, float src; result the src's */
+    DT_LOSS,       /* float logits, i32 targets; result f32 */
+} nc_dtype_rule;
+
+enum {
+    OPF_INTERNAL = 1u << 0,        /* not callable from .net source */
+    OPF_ACCUM = 1u << 1,           /* accumulates: always in f32, whatever the storage */
+    OPF_ROUND_COMMUTES = 1u << 2,  /* op(round(x)) == round(op(x)) bit for bit */
+    OPF_RANDOM = 1u << 3,          /* draws random numbers (seeded, counter based) */
+};
+
+typedef struct nc_op_info {
+    const char *name;
+    int nargs;                     /* -1: one or more */
+    nc_op_category category;
+    nc_dtype_rule dtype_rule;
+    unsigned flags;
+    const char *kwargs;
+    const char *meaning;
+} nc_op_info;
+
+extern const nc_op_info nc_ops[OP_COUNT];
+const char *op_name(nc_op op);
+bool op_from_name(const char *name, nc_op *out);
+const char *op_category_name(nc_op_category c);
+
+#endif

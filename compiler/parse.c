@@ -1,0 +1,156 @@
+/* parse.c - driving the flex scanner and bison parser, and the AST
+ * constructors the grammar actions call. */
+#include "parse.h"
+#include "parser.h"
+#include "lexer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void parse_error(parse_state *ps, nc_loc loc, const char *msg)
+{
+    diag_report(ps->diag, DIAG_ERROR, loc, NULL, "%s", msg);
+}
+
+/* Depth guards sema's recursion: a tree deeper than AST_MAX_DEPTH is
+ * reported once and the file is not analysed further. */
+static void set_depth(parse_state *ps, ast_node *n, const ast_node *a, const ast_node *b)
+{
+    unsigned d = 0;
+    if (a && a->depth > d) d = a->depth;
+    if (b && b->depth > d) d = b->depth;
+    for (uint32_t i = 0; i < n->list.n; i++)
+        if (n->list.items[i] && n->list.items[i]->depth > d) d = n->list.items[i]->depth;
+    n->depth = (uint16_t)(d + 1 > AST_MAX_DEPTH + 1 ? AST_MAX_DEPTH + 1 : d + 1);
+    if (n->depth > AST_MAX_DEPTH && !ps->too_deep) {
+        ps->too_deep = true;
+        diag_report(ps->diag, DIAG_ERROR, n->loc, "split it into named steps",
+                    "nesting is too deep (more than %d levels)", AST_MAX_DEPTH);
+    }
+}
+
+ast_node *parse_node(parse_state *ps, ast_kind kind, nc_loc loc)
+{
+    ast_node *n = ast_new(ps->arena, kind, loc);
+    n->depth = 1;
+    return n;
+}
+
+ast_node *parse_binary(parse_state *ps, nc_loc loc, ast_op op, ast_node *a, ast_node *b)
+{
+    ast_node *n = parse_node(ps, AST_BINARY, loc);
+    n->op = op;
+    n->a = a;
+    n->b = b;
+    set_depth(ps, n, a, b);
+    return n;
+}
+
+ast_node *parse_unary(parse_state *ps, nc_loc loc, ast_op op, ast_node *a)
+{
+    ast_node *n = parse_node(ps, AST_UNARY, loc);
+    n->op = op;
+    n->a = a;
+    set_depth(ps, n, a, NULL);
+    return n;
+}
+
+ast_node *parse_call(parse_state *ps, ast_node *callee, ast_list *args)
+{
+    ast_node *n = parse_node(ps, AST_CALL, callee->loc);
+    n->a = callee;
+    n->list = *args;
+    set_depth(ps, n, callee, NULL);
+    return n;
+}
+
+ast_node *parse_member(parse_state *ps, nc_loc loc, ast_node *obj, char *name)
+{
+    ast_node *n = parse_node(ps, AST_MEMBER, obj->loc);
+    (void)loc;
+    n->a = obj;
+    n->name = name;
+    set_depth(ps, n, obj, NULL);
+    return n;
+}
+
+ast_node *parse_list(parse_state *ps, nc_loc loc, ast_list *items)
+{
+    ast_node *n = parse_node(ps, AST_LIST, loc);
+    n->list = *items;
+    set_depth(ps, n, NULL, NULL);
+    return n;
+}
+
+ast_node *parse_named(parse_state *ps, ast_kind kind, nc_loc loc, char *name, ast_node *a, ast_node *b)
+{
+    ast_node *n = parse_node(ps, kind, loc);
+    n->name = name;
+    n->a = a;
+    n->b = b;
+    set_depth(ps, n, a, b);
+    return n;
+}
+
+ast_node *parse_type(parse_state *ps, nc_loc loc, bool has_dtype, nc_dtype t, bool brackets, ast_list *dims)
+{
+    ast_node *n = parse_node(ps, AST_TYPE, loc);
+    n->has_dtype = has_dtype;
+    n->dtype = t;
+    n->ival = brackets;
+    if (dims) n->list = *dims;
+    set_depth(ps, n, NULL, NULL);
+    return n;
+}
+
+ast_node *parse_block(parse_state *ps, nc_loc loc, ast_list *stmts)
+{
+    ast_node *n = parse_node(ps, AST_BLOCK, loc);
+    n->list = *stmts;
+    set_depth(ps, n, NULL, NULL);
+    return n;
+}
+
+void parse_push(parse_state *ps, ast_list *l, ast_node *n) { ast_list_push(ps->arena, l, n); }
+
+ast_node *parse_with_attr(parse_state *ps, nc_loc loc, const char *attr, ast_node *stmt)
+{
+    if (strcmp(attr, "checkpoint") == 0) {
+        if (stmt) stmt->attrs |= AST_ATTR_CHECKPOINT;
+    } else {
+        diag_report(ps->diag, DIAG_ERROR, loc, "the only attribute is @checkpoint", "unknown attribute '@%s'", attr);
+    }
+    return stmt;
+}
+
+ast_file *parse_file(const src_table *sources, uint32_t file_id, diag_ctx *d)
+{
+    const src_file *sf = src_get(sources, file_id);
+    NC_ASSERT(sf);
+    ast_file *f = nc_xcalloc(1, sizeof *f);
+    f->file_id = file_id;
+    f->arena = ast_arena_new();
+    parse_state ps = {.arena = f->arena, .diag = d, .file = file_id, .line = 1, .col = 1, .nl_suppressed = true};
+    int errors_before = d->errors;
+    if (sf->len == 0) {
+        diag_report(d, DIAG_ERROR, (nc_loc){file_id, 1, 1}, "a .net file declares at least one model or fn",
+                    "empty file");
+        return f;
+    }
+    yyscan_t scanner;
+    if (yylex_init_extra(&ps, &scanner) != 0) NC_BUG("cannot create the scanner");
+    yy_scan_bytes(sf->text, (int)sf->len, scanner);
+    int rc = yyparse(&ps, scanner);
+    yylex_destroy(scanner);
+    if (rc == 2) diag_report(d, DIAG_ERROR, ps.tok, NULL, "the parser ran out of memory (input nested too deeply?)");
+    else if (rc != 0 && d->errors == errors_before) diag_report(d, DIAG_ERROR, ps.tok, NULL, "cannot parse this file");
+    f->decls = ps.decls;
+    return f;
+}
+
+void ast_file_free(ast_file *f)
+{
+    if (!f) return;
+    ast_arena_free(f->arena);
+    free(f);
+}

@@ -1,0 +1,80 @@
+/* passes.c - the pipeline: which passes run, in which order, and the
+ * verifier and dumps between them. */
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const pass_info pass_pipeline[] = {
+    {"cse", pass_cse, "merge identical computations"},
+    {"dce", pass_dce, "drop computations no output depends on"},
+};
+const int pass_count = (int)NC_COUNT(pass_pipeline);
+
+const pass_info *pass_find(const char *name)
+{
+    for (int i = 0; i < pass_count; i++)
+        if (strcmp(pass_pipeline[i].name, name) == 0) return &pass_pipeline[i];
+    return NULL;
+}
+
+static bool disabled(const pass_opts *o, const char *name)
+{
+    for (int i = 0; i < o->ndisabled; i++)
+        if (strcmp(o->disabled[i], name) == 0) return true;
+    return false;
+}
+
+static bool verify(const ir_graph *g, const char *after, FILE *err)
+{
+    int problems = ir_verify(g, err);
+    if (problems) fprintf(err, "netc: internal error: the IR is invalid after %s (%d problems)\n", after, problems);
+    return problems == 0;
+}
+
+bool pass_run_all(ir_graph **g, const pass_opts *o, FILE *err)
+{
+    if (o->verify && !verify(*g, "sema", err)) return false;
+    if (o->dump_after && strcmp(o->dump_after, "sema") == 0) ir_print(*g, o->dump_out);
+    for (int i = 0; i < pass_count; i++) {
+        const pass_info *p = &pass_pipeline[i];
+        if (disabled(o, p->name)) continue;
+        if (!p->run(g, err)) return false;
+        if (o->verify && !verify(*g, p->name, err)) return false;
+        if (o->dump_after && strcmp(o->dump_after, p->name) == 0) ir_print(*g, o->dump_out);
+    }
+    if (o->dump_after && !o->dump_after[0]) ir_print(*g, o->dump_out);
+    return true;
+}
+
+ir_graph *ir_graph_filter(const ir_graph *g, const bool *keep, const ir_value *replace)
+{
+    ir_graph *out = ir_graph_new(g->name);
+    for (uint32_t i = 0; i < g->ndims; i++) ir_dim_intern(out, &g->dims[i]);
+    for (uint32_t i = 0; i < g->nsyms; i++) ir_sym_add(out, g->sym_names[i]);
+    for (uint32_t i = 0; i < g->nfiles; i++) ir_file_add(out, g->files[i]);
+    for (uint32_t i = 0; i < g->ninputs; i++) ir_input_add(out, &g->inputs[i]);
+    for (uint32_t i = 0; i < g->nparams; i++) ir_param_add(out, &g->params[i]);
+    out->train = g->train;
+    ir_value *map = nc_xmalloc((g->nnodes + 1) * sizeof *map);
+    ir_value args[256];
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        map[v] = IR_NONE;
+        ir_value src = replace ? replace[v] : v;
+        if (src != v) { map[v] = map[src]; continue; }
+        if (!keep[v]) continue;
+        const ir_node *n = &g->nodes[v];
+        const ir_value *a = ir_args(g, n);
+        ir_value *dst = n->nargs <= 256 ? args : nc_xmalloc(n->nargs * sizeof *dst);
+        for (int i = 0; i < n->nargs; i++) {
+            dst[i] = map[a[i]];
+            NC_ASSERT(dst[i] != IR_NONE);
+        }
+        map[v] = ir_add(out, n, dst, n->nargs);
+        if (dst != args) free(dst);
+    }
+    for (uint32_t i = 0; i < g->noutputs; i++) ir_output_add(out, g->outputs[i].name, map[g->outputs[i].value]);
+    if (g->train.present) out->train.loss = map[g->train.loss];
+    free(map);
+    return out;
+}

@@ -1,0 +1,43 @@
+/* passes.h - the optimization pipeline. Each pass is IR -> IR in a file of
+ * its own (pass_*.c), can be switched off, dumped after, and tested alone. */
+#ifndef NC_PASSES_H
+#define NC_PASSES_H
+
+#include "ir.h"
+#include <stdio.h>
+
+/* A pass rewrites *g (it may replace the graph) and returns false on a
+ * failure it has already reported to err. */
+typedef bool pass_fn(ir_graph **g, FILE *err);
+
+typedef struct pass_info {
+    const char *name;          /* --no-NAME, --dump-ir=after:NAME */
+    pass_fn *run;
+    const char *what;          /* one line for --help and reports */
+} pass_info;
+
+/* The pipeline in order: reading this list tells the whole compilation. */
+extern const pass_info pass_pipeline[];
+extern const int pass_count;
+const pass_info *pass_find(const char *name);
+
+typedef struct pass_opts {
+    const char *const *disabled;   /* names given with --no-NAME */
+    int ndisabled;
+    bool verify;                   /* ir_verify after every pass */
+    const char *dump_after;        /* pass name, or "" for the final IR, NULL = none */
+    FILE *dump_out;
+} pass_opts;
+
+/* Run the pipeline; false if a pass or the verifier failed. */
+bool pass_run_all(ir_graph **g, const pass_opts *o, FILE *err);
+
+/* The passes. */
+bool pass_dce(ir_graph **g, FILE *err);
+bool pass_cse(ir_graph **g, FILE *err);
+
+/* Copy a graph keeping only the nodes where keep[v]; operands of kept nodes
+ * must be kept too. Outputs and the train loss are remapped. */
+ir_graph *ir_graph_filter(const ir_graph *g, const bool *keep, const ir_value *replace);
+
+#endif

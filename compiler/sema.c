@@ -1,0 +1,1158 @@
+/* sema.c - elaborating models: scopes, statements, function instantiation,
+ * repeat unrolling, imports, model signatures and training sections.
+ *
+ * Requires: a parsed ast_file. Produces: a verified ir_graph, or diagnostics. */
+#include "sema_int.h"
+#include "parse.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEMA_MAX_CALL_DEPTH 64
+#define SEMA_MAX_REPEAT 4096
+
+/* ------------------------------------------------------------------ */
+/* values and diagnostics                                              */
+
+sv sv_error(void) { return (sv){.kind = SV_ERROR}; }
+sv sv_int(int64_t i) { return (sv){.kind = SV_INT, .i = i}; }
+sv sv_float(double f) { return (sv){.kind = SV_FLOAT, .f = f}; }
+
+sv sv_tensor(sema_ctx *c, ir_value t)
+{
+    return (sv){.kind = SV_TENSOR, .t = t, .dtype = c->g->nodes[t].dtype};
+}
+
+const char *sv_kind_name(sv_kind k)
+{
+    static const char *names[] = {"error", "nothing", "tensor", "integer", "number", "bool", "string",
+                                  "dtype", "dimension", "list", "module", "function"};
+    return k < NC_COUNT(names) ? names[k] : "?";
+}
+
+static void vreport(sema_ctx *c, diag_level level, nc_loc loc, const char *hint, const char *fmt, va_list ap)
+{
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    int before = c->diag->errors + c->diag->warnings;
+    diag_report(c->diag, level, loc, hint, "%s", msg);
+    /* Inside a function, also say which call instantiated it. */
+    if (c->call_depth > 0 && c->call_site.line && c->diag->errors + c->diag->warnings > before)
+        diag_report(c->diag, DIAG_NOTE, c->call_site, NULL, "in the call from here");
+}
+
+void sema_err(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(c, DIAG_ERROR, loc, hint, fmt, ap);
+    va_end(ap);
+}
+
+void sema_warn(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(c, DIAG_WARNING, loc, hint, fmt, ap);
+    va_end(ap);
+}
+
+ir_node sema_proto(sema_ctx *c, nc_op op, nc_loc loc)
+{
+    ir_node n = {.op = op, .loc = loc, .region = c->region};
+    if (c->region) n.flags |= IR_FLAG_CHECKPOINT;
+    return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* scopes                                                               */
+
+static binding *scope_find_local(scope *s, const char *name)
+{
+    for (uint32_t i = s->n; i-- > 0;)
+        if (strcmp(s->b[i].name, name) == 0) return &s->b[i];
+    return NULL;
+}
+
+static binding *lookup(sema_ctx *c, const char *name)
+{
+    for (scope *s = c->env; s; s = s->parent) {
+        binding *b = scope_find_local(s, name);
+        if (b) return b;
+    }
+    return NULL;
+}
+
+static void scope_put(scope *s, const char *name, sv v, nc_loc loc)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 16;
+        s->b = nc_xrealloc(s->b, s->cap * sizeof *s->b);
+    }
+    s->b[s->n++] = (binding){.name = name, .value = v, .loc = loc};
+}
+
+/* Assignment: rebind the name where it lives inside the current function,
+ * else define it in the innermost scope. */
+void sema_bind(sema_ctx *c, const char *name, sv v, nc_loc loc)
+{
+    for (scope *s = c->env; s; s = s->parent) {
+        binding *b = scope_find_local(s, name);
+        if (b) {
+            b->value = v;
+            return;
+        }
+        if (s->fn_boundary) break;
+    }
+    scope_put(c->env, name, v, loc);
+}
+
+static void scope_enter(sema_ctx *c, scope *s, bool fn_boundary)
+{
+    memset(s, 0, sizeof *s);
+    s->parent = c->env;
+    s->fn_boundary = fn_boundary;
+    c->env = s;
+}
+
+static void scope_leave(sema_ctx *c, scope *s)
+{
+    c->env = s->parent;
+    free(s->b);
+}
+
+/* Edit distance, for "did you mean" hints. */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 32 || lb > 32) return 99;
+    int d[33][33];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb];
+}
+
+static void unknown_name(sema_ctx *c, const char *name, nc_loc loc)
+{
+    const char *best = NULL;
+    int best_d = 3;
+    for (scope *s = c->env; s; s = s->parent)
+        for (uint32_t i = 0; i < s->n; i++) {
+            int dist = edit_distance(name, s->b[i].name);
+            if (dist < best_d) best_d = dist, best = s->b[i].name;
+        }
+    char hint[128];
+    if (best) snprintf(hint, sizeof hint, "did you mean '%s'?", best);
+    sema_err(c, loc, best ? hint : NULL, "unknown name '%s'", name);
+}
+
+/* ------------------------------------------------------------------ */
+/* modules and imports                                                 */
+
+static sema_module *module_load(sema_ctx *c, const char *name, nc_loc loc);
+
+static void module_add_decls(sema_ctx *c, sema_module *m);
+
+static sema_module *module_new(sema_ctx *c, const char *name, ast_file *ast)
+{
+    sema_module *m = nc_xcalloc(1, sizeof *m);
+    m->name = nc_xstrdup(name);
+    m->ast = ast;
+    m->next = c->modules;
+    c->modules = m;
+    return m;
+}
+
+static bool file_exists(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+static sema_module *module_load(sema_ctx *c, const char *name, nc_loc loc)
+{
+    for (sema_module *m = c->modules; m; m = m->next)
+        if (strcmp(m->name, name) == 0) {
+            if (m->state == 1) {
+                sema_err(c, loc, NULL, "import cycle through module '%s'", name);
+                return NULL;
+            }
+            return m;
+        }
+    /* Next to the importing file first, then the standard library. */
+    char path[1024] = "";
+    const src_file *from = src_get(c->sources, loc.file);
+    if (from) {
+        const char *slash = strrchr(from->path, '/');
+        int dirlen = slash ? (int)(slash - from->path + 1) : 0;
+        snprintf(path, sizeof path, "%.*s%s.net", dirlen, from->path, name);
+    }
+    if (!path[0] || !file_exists(path)) {
+        const char *dir = c->opts && c->opts->stdlib_dir ? c->opts->stdlib_dir : NULL;
+        if (!dir) dir = getenv("NETC_STDLIB");
+#ifdef NETC_STDLIB_DIR
+        if (!dir) dir = NETC_STDLIB_DIR;
+#endif
+        snprintf(path, sizeof path, "%s/%s.net", dir ? dir : ".", name);
+    }
+    char err[512];
+    uint32_t id = src_load(c->sources, path, err, sizeof err);
+    if (!id) {
+        sema_err(c, loc, "modules are looked up next to the importing file, then in the standard "
+                         "library (set NETC_STDLIB to move it)", "cannot import '%s': no file %s", name, path);
+        return NULL;
+    }
+    int errors = c->diag->errors;
+    ast_file *ast = parse_file(c->sources, id, c->diag);
+    sema_module *m = module_new(c, name, ast);
+    if (c->diag->errors > errors) {
+        m->state = 2;
+        return NULL;
+    }
+    m->state = 1;
+    module_add_decls(c, m);
+    m->state = 2;
+    return m;
+}
+
+static sv eval_in_module(sema_ctx *c, sema_module *m, const ast_node *e)
+{
+    scope *saved = c->env;
+    c->env = &m->globals;
+    sv v = sema_expr(c, e);
+    c->env = saved;
+    return v;
+}
+
+static bool config_overridden(sema_ctx *c, const char *name, sv *out, nc_loc loc)
+{
+    if (!c->opts) return false;
+    for (int i = 0; i < c->opts->nsets; i++) {
+        if (strcmp(c->opts->set_names[i], name) != 0) continue;
+        const char *s = c->opts->set_values[i];
+        char *end;
+        long long iv = strtoll(s, &end, 10);
+        if (*end == 0 && end != s) { *out = sv_int(iv); return true; }
+        double fv = strtod(s, &end);
+        if (*end == 0 && end != s && isfinite(fv)) { *out = sv_float(fv); return true; }
+        if (strcmp(s, "true") == 0 || strcmp(s, "false") == 0) {
+            *out = (sv){.kind = SV_BOOL, .i = s[0] == 't'};
+            return true;
+        }
+        sema_err(c, loc, NULL, "--set %s=%s: not a number or bool", name, s);
+        return false;
+    }
+    return false;
+}
+
+static void define_config(sema_ctx *c, scope *s, const ast_node *d)
+{
+    if (scope_find_local(s, d->name)) {
+        sema_err(c, d->loc, NULL, "'%s' is already defined in this scope", d->name);
+        return;
+    }
+    sv v;
+    if (!config_overridden(c, d->name, &v, d->loc)) {
+        scope *saved = c->env;
+        c->env = s;
+        v = sema_expr(c, d->a);
+        c->env = saved;
+    }
+    if (v.kind == SV_TENSOR) {
+        sema_err(c, d->a->loc, "config constants are numbers, bools, strings or dtypes",
+                 "config '%s' must be known at compile time", d->name);
+        v = sv_error();
+    }
+    scope_put(s, d->name, v, d->loc);
+}
+
+static void module_add_decls(sema_ctx *c, sema_module *m)
+{
+    for (uint32_t i = 0; i < m->ast->decls.n; i++) {
+        const ast_node *d = m->ast->decls.items[i];
+        switch (d->kind) {
+        case AST_IMPORT: {
+            sema_module *im = module_load(c, d->name, d->loc);
+            if (im) scope_put(&m->globals, d->name, (sv){.kind = SV_MODULE, .mod = im}, d->loc);
+            else scope_put(&m->globals, d->name, sv_error(), d->loc);
+            break;
+        }
+        case AST_LIST:   /* a config line */
+            for (uint32_t k = 0; k < d->list.n; k++) define_config(c, &m->globals, d->list.items[k]);
+            break;
+        case AST_FN:
+            if (scope_find_local(&m->globals, d->name) || sema_builtin_exists(d->name))
+                sema_err(c, d->loc, NULL, "'%s' is already defined", d->name);
+            scope_put(&m->globals, d->name, (sv){.kind = SV_FN, .decl = d, .mod = m}, d->loc);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* dims and types                                                       */
+
+bool sema_as_dim(sema_ctx *c, sv v, nc_loc loc, uint32_t *dim)
+{
+    if (v.kind == SV_ERROR) return false;
+    if (v.kind == SV_DIM) { *dim = v.dim; return true; }
+    if (v.kind == SV_INT) {
+        if (v.i < 0) { sema_err(c, loc, NULL, "a dimension cannot be negative (%lld)", (long long)v.i); return false; }
+        if (v.i > DIM_LIMIT) { sema_err(c, loc, NULL, "dimension %lld is too large", (long long)v.i); return false; }
+        *dim = ir_dim_const(c->g, v.i);
+        return true;
+    }
+    if (v.kind == SV_FLOAT && v.f == floor(v.f) && fabs(v.f) <= (double)DIM_LIMIT) return sema_as_dim(c, sv_int((int64_t)v.f), loc, dim);
+    sema_err(c, loc, NULL, "expected a dimension (an integer or a size name), got a %s", sv_kind_name(v.kind));
+    return false;
+}
+
+/* Resolve a name inside a type's dims: bound names evaluate; unbound ones
+ * become new symbols (model signature) or pattern variables (fn args). */
+typedef enum { DIMS_MODEL, DIMS_PATTERN, DIMS_PARAM } dims_mode;
+
+static bool symbolic_dim(sema_ctx *c, const char *name, nc_loc loc, uint32_t *dim)
+{
+    if (c->opts)
+        for (int i = 0; i < c->opts->ndims; i++)
+            if (strcmp(c->opts->dim_names[i], name) == 0) {
+                *dim = ir_dim_const(c->g, c->opts->dim_values[i]);
+                return true;
+            }
+    int s = ir_sym_add(c->g, name);
+    if (s < 0) {
+        sema_err(c, loc, NULL, "too many symbolic dimensions (the limit is %d)", NC_MAX_SYMS);
+        return false;
+    }
+    dim_expr d = dim_sym(s);
+    *dim = ir_dim_intern(c->g, &d);
+    return true;
+}
+
+/* The dims of a type written in a model signature or a param declaration. */
+static bool eval_type_dims(sema_ctx *c, const ast_node *type, dims_mode mode, uint8_t *rank, uint32_t *shape)
+{
+    if (type->list.n > NC_MAX_RANK) {
+        sema_err(c, type->loc, NULL, "rank %u is more than the supported %d", type->list.n, NC_MAX_RANK);
+        return false;
+    }
+    bool ok = true;
+    for (uint32_t i = 0; i < type->list.n; i++) {
+        const ast_node *e = type->list.items[i];
+        if (e->kind == AST_WILDCARD || e->kind == AST_ELLIPSIS) {
+            sema_err(c, e->loc, "'_' and '...' match dims in function arguments only",
+                     "a %s needs every dimension spelled out", mode == DIMS_MODEL ? "model input" : "parameter");
+            ok = false;
+            continue;
+        }
+        if (e->kind == AST_NAME && !lookup(c, e->name)) {
+            if (mode == DIMS_MODEL) {
+                uint32_t d;
+                if (!symbolic_dim(c, e->name, e->loc, &d)) return false;
+                sema_bind(c, e->name, (sv){.kind = SV_DIM, .dim = d}, e->loc);
+            } else {
+                unknown_name(c, e->name, e->loc);
+                ok = false;
+                continue;
+            }
+        }
+        if (!sema_as_dim(c, sema_expr(c, e), e->loc, &shape[i])) ok = false;
+    }
+    *rank = (uint8_t)type->list.n;
+    return ok;
+}
+
+/* Match an fn argument's tensor against a pattern like f32[..., In]; binds
+ * unbound names in the current (fn) scope. */
+static bool match_pattern(sema_ctx *c, const ast_node *type, const char *argname, sv v, nc_loc argloc)
+{
+    const ir_node *n = &c->g->nodes[v.t];
+    char have[256];
+    ir_shape_format(c->g, n->dtype, n->rank, n->shape, have, sizeof have);
+    if (type->has_dtype && n->dtype != type->dtype) {
+        char hint[128];
+        snprintf(hint, sizeof hint, "insert %s(...) around the argument", dtype_name(type->dtype));
+        sema_err(c, argloc, hint, "argument '%s' must be %s, got %s", argname, dtype_name(type->dtype), have);
+        return false;
+    }
+    if (!type->ival) return true;                 /* no brackets: any shape */
+    const ast_list *pat = &type->list;
+    int ell = -1;
+    for (uint32_t i = 0; i < pat->n; i++)
+        if (pat->items[i]->kind == AST_ELLIPSIS) {
+            if (ell >= 0) { sema_err(c, pat->items[i]->loc, NULL, "only one '...' per shape"); return false; }
+            ell = (int)i;
+        }
+    int fixed = (int)pat->n - (ell >= 0);
+    if (ell < 0 ? n->rank != fixed : n->rank < fixed) {
+        sema_err(c, argloc, NULL, "argument '%s' must have rank %s%d, got %s", argname, ell >= 0 ? "at least " : "",
+                 fixed, have);
+        return false;
+    }
+    for (uint32_t i = 0; i < pat->n; i++) {
+        const ast_node *e = pat->items[i];
+        if (e->kind == AST_ELLIPSIS || e->kind == AST_WILDCARD) continue;
+        int axis = ell >= 0 && (int)i > ell ? n->rank - ((int)pat->n - (int)i) : (int)i;
+        uint32_t actual = n->shape[axis];
+        if (e->kind == AST_NAME && !lookup(c, e->name)) {
+            scope_put(c->env, e->name, (sv){.kind = SV_DIM, .dim = actual}, e->loc);
+            continue;
+        }
+        uint32_t want;
+        if (!sema_as_dim(c, sema_expr(c, e), e->loc, &want)) return false;
+        if (want != actual) {
+            char w[96], a[96];
+            ir_dim_format(c->g, want, w, sizeof w);
+            ir_dim_format(c->g, actual, a, sizeof a);
+            sema_err(c, argloc, NULL, "argument '%s': axis %d must be %s, got %s (the argument is %s)", argname,
+                     axis, w, a, have);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* expressions                                                         */
+
+/* Reading a parameter inside a precision block reads its low-precision copy. */
+static sv read_name(sema_ctx *c, binding *b, nc_loc loc)
+{
+    b->used = true;
+    sv v = b->value;
+    if (v.kind == SV_TENSOR && v.is_param && c->autocast && dtype_is_float(v.dtype) && v.dtype != c->autocast_dtype)
+        return sema_cast(c, v, c->autocast_dtype, loc, true);
+    return v;
+}
+
+static sv call_fn(sema_ctx *c, sv fn, const ast_node *call);
+
+static sv eval_call(sema_ctx *c, const ast_node *e)
+{
+    const ast_node *callee = e->a;
+    if (callee->kind == AST_DTYPE) {                       /* bf16(x): explicit cast */
+        if (e->list.n != 1 || e->list.items[0]->kind == AST_KWARG) {
+            sema_err(c, e->loc, NULL, "a cast takes one tensor: %s(x)", dtype_name(callee->dtype));
+            return sv_error();
+        }
+        sv x = sema_expr(c, e->list.items[0]);
+        if (x.kind == SV_ERROR) return x;
+        if (x.kind != SV_TENSOR) {
+            sema_err(c, e->loc, NULL, "%s(...) casts a tensor, got a %s", dtype_name(callee->dtype), sv_kind_name(x.kind));
+            return sv_error();
+        }
+        return sema_cast(c, x, callee->dtype, e->loc, false);
+    }
+    if (callee->kind == AST_NAME) {
+        binding *b = lookup(c, callee->name);
+        if (b) {
+            b->used = true;
+            if (b->value.kind == SV_FN) return call_fn(c, b->value, e);
+            if (b->value.kind == SV_ERROR) return sv_error();
+            sema_err(c, callee->loc, NULL, "'%s' is a %s, not a function", callee->name, sv_kind_name(b->value.kind));
+            return sv_error();
+        }
+        if (sema_builtin_exists(callee->name)) return sema_call_builtin(c, callee->name, e);
+        unknown_name(c, callee->name, callee->loc);
+        return sv_error();
+    }
+    sv f = sema_expr(c, callee);
+    if (f.kind == SV_FN) return call_fn(c, f, e);
+    if (f.kind != SV_ERROR) sema_err(c, callee->loc, NULL, "a %s cannot be called", sv_kind_name(f.kind));
+    return sv_error();
+}
+
+static sv eval_member(sema_ctx *c, const ast_node *e)
+{
+    sv obj = sema_expr(c, e->a);
+    if (obj.kind == SV_ERROR) return obj;
+    if (obj.kind != SV_MODULE) {
+        sema_err(c, e->loc, NULL, "'.%s': a %s has no members", e->name, sv_kind_name(obj.kind));
+        return sv_error();
+    }
+    binding *b = scope_find_local(&obj.mod->globals, e->name);
+    if (!b) {
+        sema_err(c, e->loc, NULL, "module '%s' has no '%s'", obj.mod->name, e->name);
+        return sv_error();
+    }
+    return b->value;
+}
+
+static sv eval_list(sema_ctx *c, const ast_node *e)
+{
+    sv v = {.kind = SV_LIST, .n = e->list.n};
+    v.items = e->list.n ? ast_alloc(c->arena, e->list.n * sizeof(sv)) : NULL;
+    for (uint32_t i = 0; i < e->list.n; i++) {
+        v.items[i] = sema_expr(c, e->list.items[i]);
+        if (v.items[i].kind == SV_ERROR) return sv_error();
+    }
+    return v;
+}
+
+sv sema_expr(sema_ctx *c, const ast_node *e)
+{
+    switch (e->kind) {
+    case AST_INT: return sv_int(e->ival);
+    case AST_FLOAT: return sv_float(e->fval);
+    case AST_BOOL: return (sv){.kind = SV_BOOL, .i = e->ival};
+    case AST_STRING: return (sv){.kind = SV_STRING, .s = e->name};
+    case AST_DTYPE: return (sv){.kind = SV_DTYPE, .dtype = e->dtype};
+    case AST_NAME: {
+        binding *b = lookup(c, e->name);
+        if (b) return read_name(c, b, e->loc);
+        if (strcmp(e->name, "inf") == 0) return sv_float(INFINITY);
+        if (strcmp(e->name, "nan") == 0) return sv_float(NAN);
+        if (strcmp(e->name, "pi") == 0) return sv_float(3.14159265358979323846);
+        if (sema_builtin_exists(e->name)) {
+            sema_err(c, e->loc, NULL, "'%s' is a built-in function; call it with (...)", e->name);
+            return sv_error();
+        }
+        unknown_name(c, e->name, e->loc);
+        return sv_error();
+    }
+    case AST_MEMBER: return eval_member(c, e);
+    case AST_CALL: return eval_call(c, e);
+    case AST_LIST: return eval_list(c, e);
+    case AST_UNARY: return sema_negate(c, sema_expr(c, e->a), e->loc);
+    case AST_BINARY: {
+        sv a = sema_expr(c, e->a);
+        sv b = sema_expr(c, e->b);
+        return sema_binary(c, e->op, a, b, e->loc);
+    }
+    case AST_KWARG:
+        sema_err(c, e->loc, NULL, "keyword argument '%s:' outside a call", e->name);
+        return sv_error();
+    case AST_WILDCARD:
+    case AST_ELLIPSIS:
+        sema_err(c, e->loc, NULL, "'%s' only matches dims in a function argument's type", ast_kind_name(e->kind));
+        return sv_error();
+    default:
+        sema_err(c, e->loc, NULL, "expected an expression, found a %s", ast_kind_name(e->kind));
+        return sv_error();
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* statements                                                          */
+
+static void exec_stmts(sema_ctx *c, const ast_list *stmts);
+
+/* Names scopes for parameters: "fc1", then "fc1_1" if taken. */
+static void push_prefix(sema_ctx *c, const char *name, char *saved, size_t cap)
+{
+    snprintf(saved, cap, "%s", c->prefix);
+    size_t len = strlen(c->prefix);
+    snprintf(c->prefix + len, sizeof c->prefix - len, "%s%s", len ? "." : "", name);
+}
+
+static void pop_prefix(sema_ctx *c, const char *saved) { snprintf(c->prefix, sizeof c->prefix, "%s", saved); }
+
+static bool name_taken(sema_ctx *c, const char *full)
+{
+    for (uint32_t i = 0; i < c->g->nparams; i++) {
+        const char *p = c->g->params[i].decl.name;
+        size_t n = strlen(full);
+        if (strncmp(p, full, n) == 0 && (p[n] == '.' || p[n] == 0)) return true;
+    }
+    return false;
+}
+
+/* A call scope gets a name not used by any parameter yet. */
+static void unique_scope_name(sema_ctx *c, const char *base, char *out, size_t cap)
+{
+    char full[600];
+    for (int k = 0; k < 100000; k++) {
+        if (k == 0) snprintf(out, cap, "%s", base);
+        else snprintf(out, cap, "%s_%d", base, k);
+        snprintf(full, sizeof full, "%s%s%s", c->prefix, c->prefix[0] ? "." : "", out);
+        if (!name_taken(c, full)) return;
+    }
+}
+
+static void exec_param(sema_ctx *c, const ast_node *s)
+{
+    ir_param p = {0};
+    const ast_node *type = s->a;
+    if (type->kind != AST_TYPE || !type->has_dtype) {
+        sema_err(c, type->loc, "write it like f32[784, 1024]", "a parameter needs a dtype and a shape");
+        return;
+    }
+    if (!dtype_is_float(type->dtype)) {
+        sema_err(c, type->loc, NULL, "parameters are floating point, got %s", dtype_name(type->dtype));
+        return;
+    }
+    if (scope_find_local(c->env, s->name)) {
+        sema_err(c, s->loc, NULL, "'%s' is already defined in this scope", s->name);
+        return;
+    }
+    if (!eval_type_dims(c, type, DIMS_PARAM, &p.decl.rank, p.decl.shape)) {
+        scope_put(c->env, s->name, sv_error(), s->loc);
+        return;
+    }
+    for (int i = 0; i < p.decl.rank; i++) {
+        int64_t v;
+        if (!dim_is_const(&c->g->dims[p.decl.shape[i]], &v)) {
+            char d[96];
+            ir_dim_format(c->g, p.decl.shape[i], d, sizeof d);
+            sema_err(c, type->list.items[i]->loc, "parameter shapes are fixed when the model is built",
+                     "parameter '%s' has a symbolic dimension %s", s->name, d);
+            scope_put(c->env, s->name, sv_error(), s->loc);
+            return;
+        }
+    }
+    p.decl.dtype = type->dtype;
+    p.decl.loc = s->loc;
+    p.init = p.decl.rank >= 2 ? IR_INIT_XAVIER_UNIFORM : IR_INIT_ZEROS;
+    p.init_a = 1.0;
+    if (s->b && !sema_initializer(c, s->b, &p)) {
+        scope_put(c->env, s->name, sv_error(), s->loc);
+        return;
+    }
+    char full[600];
+    snprintf(full, sizeof full, "%s%s%s", c->prefix, c->prefix[0] ? "." : "", s->name);
+    for (uint32_t i = 0; i < c->g->nparams; i++)
+        if (strcmp(c->g->params[i].decl.name, full) == 0) {
+            sema_err(c, s->loc, "each call of a function gets its own parameters; name the calls differently",
+                     "parameter '%s' is defined twice", full);
+            return;
+        }
+    p.decl.name = full;
+    uint32_t idx = ir_param_add(c->g, &p);
+    ir_node n = sema_proto(c, OP_PARAM, s->loc);
+    n.dtype = p.decl.dtype;
+    n.rank = p.decl.rank;
+    memcpy(n.shape, p.decl.shape, sizeof n.shape);
+    n.attr.index = idx;
+    sv v = sv_tensor(c, ir_add(c->g, &n, NULL, 0));
+    v.is_param = true;
+    scope_put(c->env, s->name, v, s->loc);
+}
+
+static void exec_return(sema_ctx *c, const ast_node *s)
+{
+    c->nret = (int)s->list.n;
+    c->ret = ast_alloc(c->arena, s->list.n * sizeof(sv));
+    for (uint32_t i = 0; i < s->list.n; i++) c->ret[i] = sema_expr(c, s->list.items[i]);
+    c->returned = true;
+}
+
+static uint32_t begin_region(sema_ctx *c, const ast_node *s)
+{
+    uint32_t saved = c->region;
+    if (s->attrs & AST_ATTR_CHECKPOINT) c->region = ++c->next_region;
+    return saved;
+}
+
+static void exec_block(sema_ctx *c, const ast_node *s)
+{
+    scope sc;
+    bool saved_ac = c->autocast;
+    nc_dtype saved_dt = c->autocast_dtype;
+    if (s->has_dtype) {
+        if (!dtype_is_float(s->dtype)) {
+            sema_err(c, s->loc, NULL, "a precision block needs a floating-point dtype, got %s", dtype_name(s->dtype));
+            return;
+        }
+        c->autocast = s->dtype != NC_F32;
+        c->autocast_dtype = s->dtype;
+    }
+    uint32_t saved_region = begin_region(c, s);
+    scope_enter(c, &sc, false);
+    exec_stmts(c, &s->list);
+    scope_leave(c, &sc);
+    c->region = saved_region;
+    c->autocast = saved_ac;
+    c->autocast_dtype = saved_dt;
+}
+
+static void exec_repeat(sema_ctx *c, const ast_node *s)
+{
+    sv n = sema_expr(c, s->a);
+    if (n.kind == SV_ERROR) return;
+    if (n.kind != SV_INT || n.i < 0) {
+        sema_err(c, s->a->loc, "use a number or a config constant", "repeat needs a non-negative integer count, got a %s",
+                 sv_kind_name(n.kind));
+        return;
+    }
+    if (n.i > SEMA_MAX_REPEAT) {
+        sema_err(c, s->a->loc, NULL, "repeat count %lld is more than the supported %d", (long long)n.i, SEMA_MAX_REPEAT);
+        return;
+    }
+    char base[128], saved[512];
+    unique_scope_name(c, s->name ? s->name : "layers", base, sizeof base);
+    for (int64_t i = 0; i < n.i && !c->returned; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "%s.%lld", base, (long long)i);
+        push_prefix(c, name, saved, sizeof saved);
+        uint32_t saved_region = begin_region(c, s);
+        scope sc;
+        scope_enter(c, &sc, false);
+        int errors = c->diag->errors;
+        exec_stmts(c, &s->list);
+        scope_leave(c, &sc);
+        c->region = saved_region;
+        pop_prefix(c, saved);
+        if (c->diag->errors > errors) break;     /* the same error in every iteration helps nobody */
+    }
+}
+
+static bool bound_in_fn(sema_ctx *c, const char *name)
+{
+    for (scope *s = c->env; s; s = s->parent) {
+        if (scope_find_local(s, name)) return true;
+        if (s->fn_boundary) break;
+    }
+    return false;
+}
+
+static void exec_let(sema_ctx *c, const ast_node *s)
+{
+    uint32_t saved_region = begin_region(c, s);
+    /* fc1 = nn.linear(...) names its params fc1.*; a rebinding such as
+     * x = nn.block(x) names them after the function (block, block_1, ...). */
+    c->pending_name = s->a->kind == AST_CALL && !bound_in_fn(c, s->name) ? s->name : NULL;
+    sv v = sema_expr(c, s->a);
+    c->pending_name = NULL;
+    c->region = saved_region;
+    if (v.kind == SV_NONE) {
+        sema_err(c, s->a->loc, NULL, "this expression has no value to assign");
+        v = sv_error();
+    }
+    v.is_param = false;
+    if (v.kind == SV_TENSOR) v.is_param = c->g->nodes[v.t].op == OP_PARAM && !c->autocast;
+    sema_bind(c, s->name, v, s->loc);
+}
+
+static void exec_stmt(sema_ctx *c, const ast_node *s)
+{
+    switch (s->kind) {
+    case AST_LET: exec_let(c, s); break;
+    case AST_PARAM: exec_param(c, s); break;
+    case AST_RETURN: exec_return(c, s); break;
+    case AST_BLOCK: exec_block(c, s); break;
+    case AST_REPEAT: exec_repeat(c, s); break;
+    case AST_DIRECTIVE:
+        sema_err(c, s->loc, "optimizer, schedule, loss_scale and clip_grad_norm belong in a train section",
+                 "'%s' is not a statement here", s->name);
+        break;
+    default:
+        sema_err(c, s->loc, NULL, "unexpected %s", ast_kind_name(s->kind));
+    }
+}
+
+static void exec_stmts(sema_ctx *c, const ast_list *stmts)
+{
+    for (uint32_t i = 0; i < stmts->n && !c->returned; i++) {
+        exec_stmt(c, stmts->items[i]);
+        if (c->returned && i + 1 < stmts->n)
+            sema_warn(c, stmts->items[i + 1]->loc, NULL, "unreachable statement after return");
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* function calls                                                       */
+
+static bool static_kind_ok(const char *kind, sv v)
+{
+    if (strcmp(kind, "int") == 0) return v.kind == SV_INT || v.kind == SV_DIM;
+    if (strcmp(kind, "float") == 0) return v.kind == SV_FLOAT || v.kind == SV_INT;
+    if (strcmp(kind, "string") == 0) return v.kind == SV_STRING;
+    return false;
+}
+
+/* Check one argument against its declared type and bind it in the fn scope. */
+static bool bind_arg(sema_ctx *c, const ast_node *decl, sv v, nc_loc loc)
+{
+    const ast_node *t = decl->a;
+    if (v.kind == SV_ERROR) return false;
+    if (!t) {
+        scope_put(c->env, decl->name, v, loc);
+        return true;
+    }
+    bool is_static_bool = t->kind == AST_TYPE && t->has_dtype && t->dtype == NC_BOOL && !t->ival;
+    if (t->kind == AST_KIND || is_static_bool) {
+        const char *kind = t->kind == AST_KIND ? t->name : "bool";
+        if (is_static_bool ? v.kind != SV_BOOL : !static_kind_ok(kind, v)) {
+            sema_err(c, loc, NULL, "argument '%s' must be a%s %s, got a %s", decl->name, kind[0] == 'i' ? "n" : "",
+                     kind, sv_kind_name(v.kind));
+            return false;
+        }
+        if (strcmp(kind, "float") == 0 && v.kind == SV_INT) v = sv_float((double)v.i);
+        scope_put(c->env, decl->name, v, loc);
+        return true;
+    }
+    if (v.kind != SV_TENSOR) {
+        sema_err(c, loc, NULL, "argument '%s' must be a tensor, got a %s", decl->name, sv_kind_name(v.kind));
+        return false;
+    }
+    if (!match_pattern(c, t, decl->name, v, loc)) return false;
+    v.is_param = false;
+    scope_put(c->env, decl->name, v, loc);
+    return true;
+}
+
+/* Pair call arguments with declared ones: positionals first, then keywords,
+ * then defaults (evaluated in the function's module). */
+static bool collect_args(sema_ctx *c, const ast_node *fn, const ast_node *call, sv *vals, nc_loc *locs, sema_module *mod)
+{
+    const ast_list *decls = &fn->list2;
+    bool given[64] = {0};
+    uint32_t pos = 0;
+    for (uint32_t i = 0; i < call->list.n; i++) {
+        const ast_node *a = call->list.items[i];
+        int slot = -1;
+        if (a->kind == AST_KWARG) {
+            for (uint32_t k = 0; k < decls->n; k++)
+                if (strcmp(decls->items[k]->name, a->name) == 0) slot = (int)k;
+            if (slot < 0) {
+                sema_err(c, a->loc, NULL, "'%s' has no argument named '%s'", fn->name, a->name);
+                return false;
+            }
+        } else {
+            if (pos >= decls->n) {
+                sema_err(c, a->loc, NULL, "too many arguments: '%s' takes %u", fn->name, decls->n);
+                return false;
+            }
+            slot = (int)pos++;
+        }
+        if (given[slot]) {
+            sema_err(c, a->loc, NULL, "argument '%s' given twice", decls->items[slot]->name);
+            return false;
+        }
+        given[slot] = true;
+        vals[slot] = sema_expr(c, a->kind == AST_KWARG ? a->a : a);
+        locs[slot] = a->loc;
+    }
+    for (uint32_t k = 0; k < decls->n; k++) {
+        if (given[k]) continue;
+        const ast_node *d = decls->items[k];
+        if (!d->b) {
+            sema_err(c, call->loc, NULL, "missing argument '%s' of '%s'", d->name, fn->name);
+            return false;
+        }
+        vals[k] = eval_in_module(c, mod, d->b);
+        locs[k] = d->b->loc;
+    }
+    return true;
+}
+
+static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
+{
+    const ast_node *decl = fn.decl;
+    if (decl->list2.n > 64) {
+        sema_err(c, decl->loc, NULL, "a function takes at most 64 arguments");
+        return sv_error();
+    }
+    if (c->call_depth >= SEMA_MAX_CALL_DEPTH) {
+        sema_err(c, call->loc, "functions are expanded at each call; recursion never ends",
+                 "calls nested more than %d deep (recursion?)", SEMA_MAX_CALL_DEPTH);
+        return sv_error();
+    }
+    sv vals[64];
+    nc_loc locs[64];
+    const char *scope_name = c->pending_name ? c->pending_name : decl->name;
+    c->pending_name = NULL;
+    if (!collect_args(c, decl, call, vals, locs, fn.mod)) return sv_error();
+
+    /* Enter the function: lexical scope is its module's globals. */
+    scope *saved_env = c->env;
+    c->env = &fn.mod->globals;
+    scope sc;
+    scope_enter(c, &sc, true);
+    nc_loc saved_site = c->call_site;
+    if (c->call_depth == 0) c->call_site = call->loc;
+    c->call_depth++;
+    char base[128], saved_prefix[512];
+    unique_scope_name(c, scope_name, base, sizeof base);
+    push_prefix(c, base, saved_prefix, sizeof saved_prefix);
+
+    bool ok = true;
+    for (uint32_t k = 0; k < decl->list2.n && ok; k++) ok = bind_arg(c, decl->list2.items[k], vals[k], locs[k]);
+    sv result = sv_error();
+    bool saved_returned = c->returned;
+    sv *saved_ret = c->ret;
+    int saved_nret = c->nret;
+    c->returned = false;
+    c->ret = NULL;
+    c->nret = 0;
+    if (ok) {
+        exec_stmts(c, &decl->list);
+        if (!c->returned) result = (sv){.kind = SV_NONE};
+        else if (c->nret == 1) result = c->ret[0];
+        else {
+            result = (sv){.kind = SV_LIST, .items = c->ret, .n = (uint32_t)c->nret};
+        }
+        if (decl->list3.n == 1 && result.kind == SV_TENSOR) {
+            const ast_node *rt = decl->list3.items[0]->a;
+            if (rt && rt->kind == AST_TYPE && !match_pattern(c, rt, "(return value)", result, decl->loc)) result = sv_error();
+        }
+    }
+    c->returned = saved_returned;
+    c->ret = saved_ret;
+    c->nret = saved_nret;
+    pop_prefix(c, saved_prefix);
+    c->call_depth--;
+    c->call_site = saved_site;
+    scope_leave(c, &sc);
+    c->env = saved_env;
+    if (result.kind == SV_TENSOR) result.is_param = false;
+    return result;
+}
+
+/* ------------------------------------------------------------------ */
+/* models                                                               */
+
+static void declare_inputs(sema_ctx *c, const ast_list *args, bool train_only)
+{
+    for (uint32_t i = 0; i < args->n; i++) {
+        const ast_node *a = args->items[i];
+        if (!a->a || a->a->kind != AST_TYPE || !a->a->has_dtype) {
+            sema_err(c, a->loc, "write it like x: f32[B, 784]", "model input '%s' needs a dtype and a shape", a->name);
+            continue;
+        }
+        if (a->b) sema_err(c, a->b->loc, NULL, "model inputs cannot have default values");
+        if (lookup(c, a->name) && scope_find_local(c->env, a->name)) {
+            sema_err(c, a->loc, NULL, "'%s' is already defined", a->name);
+            continue;
+        }
+        ir_tensor_decl d = {.name = a->name, .dtype = a->a->dtype, .loc = a->loc};
+        if (!eval_type_dims(c, a->a, DIMS_MODEL, &d.rank, d.shape)) continue;
+        uint32_t idx = ir_input_add(c->g, &d);
+        ir_node n = sema_proto(c, OP_INPUT, a->loc);
+        n.dtype = d.dtype;
+        n.rank = d.rank;
+        memcpy(n.shape, d.shape, sizeof n.shape);
+        n.attr.index = idx;
+        scope_put(c->env, a->name, sv_tensor(c, ir_add(c->g, &n, NULL, 0)), a->loc);
+    }
+    (void)train_only;
+}
+
+/* The returned values against the declared outputs. */
+static void bind_outputs(sema_ctx *c, const ast_node *model)
+{
+    const ast_list *outs = &model->list3;
+    if (!c->returned) {
+        sema_err(c, model->loc, NULL, "model '%s' has no return statement", model->name);
+        return;
+    }
+    if (outs->n && (int)outs->n != c->nret) {
+        sema_err(c, model->loc, NULL, "model '%s' declares %u output%s but returns %d", model->name, outs->n,
+                 outs->n == 1 ? "" : "s", c->nret);
+        return;
+    }
+    for (int i = 0; i < c->nret; i++) {
+        sv v = c->ret[i];
+        if (v.kind == SV_ERROR) continue;
+        if (v.kind != SV_TENSOR) {
+            sema_err(c, model->loc, NULL, "model outputs are tensors; output %d is a %s", i, sv_kind_name(v.kind));
+            continue;
+        }
+        const ast_node *decl = outs->n ? outs->items[i] : NULL;
+        const char *name = decl && decl->name ? decl->name : (c->nret == 1 ? "output" : NULL);
+        char buf[32];
+        if (!name) snprintf(buf, sizeof buf, "output%d", i), name = buf;
+        if (decl && decl->a && decl->a->kind == AST_TYPE) {
+            const ir_node *n = &c->g->nodes[v.t];
+            uint8_t rank;
+            uint32_t shape[NC_MAX_RANK];
+            if (!eval_type_dims(c, decl->a, DIMS_PARAM, &rank, shape)) continue;
+            if (n->dtype != decl->a->dtype || n->rank != rank || memcmp(n->shape, shape, rank * sizeof *shape) != 0) {
+                char have[256], want[256];
+                ir_shape_format(c->g, n->dtype, n->rank, n->shape, have, sizeof have);
+                ir_shape_format(c->g, decl->a->dtype, rank, shape, want, sizeof want);
+                sema_err(c, decl->loc, NULL, "model '%s' returns %s but declares %s", model->name, have, want);
+                continue;
+            }
+        }
+        ir_output_add(c->g, name, v.t);
+    }
+}
+
+static void check_unused_inputs(sema_ctx *c);
+static void lint_casts(sema_ctx *c);
+
+void sema_declare_train_inputs(sema_ctx *c, const ast_list *args) { declare_inputs(c, args, true); }
+
+static const ast_node *find_decl(ast_file *f, ast_kind kind, const char *name)
+{
+    for (uint32_t i = 0; i < f->decls.n; i++) {
+        const ast_node *d = f->decls.items[i];
+        if (d->kind == kind && (!name || strcmp(d->name, name) == 0)) return d;
+    }
+    return NULL;
+}
+
+static void elaborate_model(sema_ctx *c, const ast_node *model)
+{
+    scope model_scope;
+    c->env = &c->main->globals;
+    scope_enter(c, &model_scope, true);
+    for (uint32_t i = 0; i < model->list4.n; i++) {
+        const ast_node *h = model->list4.items[i];
+        if (h->kind == AST_CONFIG) define_config(c, c->env, h);
+        else if (h->kind == AST_TYPE) {
+            if (!dtype_is_float(h->dtype)) sema_err(c, h->loc, NULL, "precision must be a float dtype, got %s", dtype_name(h->dtype));
+            c->autocast = h->dtype != NC_F32;
+            c->autocast_dtype = h->dtype;
+        }
+    }
+    /* Inputs are declared before the body's precision applies to them. */
+    bool ac = c->autocast;
+    c->autocast = false;
+    declare_inputs(c, &model->list2, false);
+    c->autocast = ac;
+    scope body;
+    scope_enter(c, &body, false);
+    exec_stmts(c, &model->list);
+    bind_outputs(c, model);
+    c->autocast = false;
+    const ast_node *train = find_decl(c->main->ast, AST_TRAIN, model->name);
+    if (train && c->diag->errors == 0) {
+        /* the train section sees the model's body scope: outputs, inputs, configs */
+        sema_train(c, model, train);
+    }
+    check_unused_inputs(c);
+    lint_casts(c);
+    scope_leave(c, &body);
+    scope_leave(c, &model_scope);
+}
+
+static void check_unused_inputs(sema_ctx *c)
+{
+    bool *used = nc_xcalloc(c->g->nnodes + 1, 1);
+    for (ir_value v = 0; v < c->g->nnodes; v++) {
+        const ir_node *n = &c->g->nodes[v];
+        for (int i = 0; i < n->nargs; i++) used[ir_args(c->g, n)[i]] = true;
+    }
+    for (uint32_t i = 0; i < c->g->noutputs; i++) used[c->g->outputs[i].value] = true;
+    for (ir_value v = 0; v < c->g->nnodes; v++) {
+        const ir_node *n = &c->g->nodes[v];
+        if (n->op == OP_INPUT && !used[v])
+            sema_warn(c, n->loc, NULL, "input '%s' is never used", c->g->inputs[n->attr.index].name);
+    }
+    free(used);
+}
+
+/* Precision lints (DESIGN 5): a cast round trip through a wider type, and an
+ * f32 input used only after narrowing it. */
+static void lint_casts(sema_ctx *c)
+{
+    ir_graph *g = c->g;
+    uint32_t *nusers = nc_xcalloc(g->nnodes + 1, sizeof *nusers), *ndown = nc_xcalloc(g->nnodes + 1, sizeof *ndown);
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        for (int i = 0; i < n->nargs; i++) {
+            ir_value a = ir_args(g, n)[i];
+            nusers[a]++;
+            if (n->op == OP_CAST && dtype_is_float(n->dtype) && dtype_size(n->dtype) < dtype_size(g->nodes[a].dtype))
+                ndown[a]++;
+        }
+    }
+    for (uint32_t i = 0; i < g->noutputs; i++) nusers[g->outputs[i].value]++;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        if (n->op == OP_INPUT && n->dtype == NC_F32 && nusers[v] && ndown[v] == nusers[v])
+            sema_warn(c, n->loc, "declare the input in the narrower dtype: half the bytes to move",
+                      "f32 input '%s' is only used after a down-cast", g->inputs[n->attr.index].name);
+    }
+    free(nusers);
+    free(ndown);
+}
+
+static sema_ctx *ctx_new(src_table *sources, ast_file *main_file, const driver_opts *o, diag_ctx *d)
+{
+    sema_ctx *c = nc_xcalloc(1, sizeof *c);
+    c->sources = sources;
+    c->diag = d;
+    c->opts = o;
+    c->arena = ast_arena_new();
+    c->main = module_new(c, "", main_file);
+    c->main->state = 1;
+    module_add_decls(c, c->main);
+    c->main->state = 2;
+    return c;
+}
+
+static void ctx_free(sema_ctx *c)
+{
+    for (sema_module *m = c->modules, *next; m; m = next) {
+        next = m->next;
+        free(m->globals.b);
+        if (m != c->main) ast_file_free(m->ast);
+        free(m->name);
+        free(m);
+    }
+    ast_arena_free(c->arena);
+    free(c);
+}
+
+static ir_graph *build_one(sema_ctx *c, const ast_node *model)
+{
+    c->g = ir_graph_new(model->name);
+    for (uint32_t i = 0; i < c->sources->nfiles; i++) ir_file_add(c->g, c->sources->files[i].path);
+    c->prefix[0] = 0;
+    c->region = 0;
+    c->next_region = 0;
+    c->autocast = false;
+    c->returned = false;
+    int errors = c->diag->errors;
+    elaborate_model(c, model);
+    ir_graph *g = c->g;
+    c->g = NULL;
+    if (c->diag->errors > errors) {
+        ir_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+ir_graph *sema_model(src_table *sources, ast_file *main_file, const char *model_name, const driver_opts *o,
+                     diag_ctx *d)
+{
+    int errors = d->errors;
+    sema_ctx *c = ctx_new(sources, main_file, o, d);
+    ir_graph *g = NULL;
+    const ast_node *model = find_decl(main_file, AST_MODEL, model_name);
+    if (d->errors > errors) {
+        /* imports or configs failed */
+    } else if (!model) {
+        if (model_name) diag_report(d, DIAG_ERROR, (nc_loc){main_file->file_id, 0, 0}, NULL, "no model named '%s'", model_name);
+        else diag_report(d, DIAG_ERROR, (nc_loc){main_file->file_id, 0, 0}, "declare one with: model name(x: f32[B, 784]) { ... }",
+                         "no model in this file");
+    } else {
+        g = build_one(c, model);
+    }
+    ctx_free(c);
+    return g;
+}
+
+int sema_check_all(src_table *sources, ast_file *main_file, const driver_opts *o, diag_ctx *d)
+{
+    sema_ctx *c = ctx_new(sources, main_file, o, d);
+    int n = 0;
+    for (uint32_t i = 0; i < main_file->decls.n; i++) {
+        const ast_node *decl = main_file->decls.items[i];
+        if (decl->kind == AST_TRAIN && !find_decl(main_file, AST_MODEL, decl->name))
+            diag_report(d, DIAG_ERROR, decl->loc, NULL, "train section for unknown model '%s'", decl->name);
+        if (decl->kind != AST_MODEL) continue;
+        ir_graph *g = build_one(c, decl);
+        ir_graph_free(g);
+        n++;
+    }
+    ctx_free(c);
+    return n;
+}

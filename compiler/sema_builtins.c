@@ -1,0 +1,618 @@
+/* sema_builtins.c - calls of table ops, operators, broadcasting, autocast,
+ * casts and parameter initializers.
+ *
+ * A call like sum(x, axis: -1) is checked generically from the op's row in
+ * ops.def: the tensor operands come first, then the kwargs spec says which
+ * attribute each further argument fills. No op is special-cased here except
+ * where the language itself has sugar (operators, dtype casts). */
+#include "sema_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool sema_builtin_exists(const char *name)
+{
+    nc_op op;
+    return op_from_name(name, &op) && !(nc_ops[op].flags & OPF_INTERNAL);
+}
+
+/* ------------------------------------------------------------------ */
+/* the kwargs spec of an op                                             */
+
+typedef struct kw_spec {
+    char name[32];
+    char field[16];
+    char def[32];      /* "!" required, "-" absent unless given */
+} kw_spec;
+
+static int parse_spec(const char *spec, kw_spec *out, int cap)
+{
+    int n = 0;
+    while (*spec && n < cap) {
+        int used = 0;
+        if (sscanf(spec, " %31[^:]:%15[^=]=%31s%n", out[n].name, out[n].field, out[n].def, &used) < 3 || !used) break;
+        spec += used;
+        n++;
+    }
+    return n;
+}
+
+/* A default written in the spec, as a value. */
+static sv spec_default(const char *def)
+{
+    if (strcmp(def, "true") == 0) return (sv){.kind = SV_BOOL, .i = 1};
+    if (strcmp(def, "false") == 0) return (sv){.kind = SV_BOOL, .i = 0};
+    if (strcmp(def, "[]") == 0) return (sv){.kind = SV_LIST};
+    nc_dtype t;
+    if (dtype_from_name(def, &t)) return (sv){.kind = SV_DTYPE, .dtype = t};
+    char *end;
+    long long i = strtoll(def, &end, 10);
+    if (*end == 0) return sv_int(i);
+    return sv_float(strtod(def, NULL));
+}
+
+static bool want_int(sema_ctx *c, sv v, nc_loc loc, const char *what, int64_t *out)
+{
+    if (v.kind == SV_INT) { *out = v.i; return true; }
+    if (v.kind != SV_ERROR) sema_err(c, loc, NULL, "%s must be an integer, got a %s", what, sv_kind_name(v.kind));
+    return false;
+}
+
+static bool fill_axes(sema_ctx *c, sv v, nc_loc loc, const char *what, ir_attr *a)
+{
+    sv one = v;
+    uint32_t n = v.kind == SV_LIST ? v.n : 1;
+    if (n > NC_MAX_RANK) {
+        sema_err(c, loc, NULL, "%s: more than %d axes", what, NC_MAX_RANK);
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t ax;
+        if (!want_int(c, v.kind == SV_LIST ? v.items[i] : one, loc, what, &ax)) return false;
+        if (ax < -NC_MAX_RANK || ax >= NC_MAX_RANK) {
+            sema_err(c, loc, NULL, "%s: axis %lld is out of range", what, (long long)ax);
+            return false;
+        }
+        a->axes[i] = (int8_t)ax;
+    }
+    a->naxes = (uint8_t)n;
+    return true;
+}
+
+static bool fill_shape(sema_ctx *c, sv v, nc_loc loc, ir_node *n)
+{
+    if (v.kind != SV_LIST) {
+        if (v.kind != SV_ERROR) sema_err(c, loc, "write it as a list, like [B, 784]", "shape must be a list of dims");
+        return false;
+    }
+    if (v.n > NC_MAX_RANK) {
+        sema_err(c, loc, NULL, "rank %u is more than the supported %d", v.n, NC_MAX_RANK);
+        return false;
+    }
+    for (uint32_t i = 0; i < v.n; i++)
+        if (!sema_as_dim(c, v.items[i], loc, &n->shape[i])) return false;
+    n->rank = (uint8_t)v.n;
+    return true;
+}
+
+/* Put one non-tensor argument into the node, as its spec field says. */
+static bool apply_field(sema_ctx *c, const kw_spec *k, sv v, nc_loc loc, ir_node *n, const char *op)
+{
+    char what[80];
+    snprintf(what, sizeof what, "%s: '%s'", op, k->name);
+    ir_attr *a = &n->attr;
+    const char *f = k->field;
+    if (v.kind == SV_ERROR) return false;
+    if (strcmp(f, "f") == 0) {
+        if (v.kind == SV_INT) v = sv_float((double)v.i);
+        if (v.kind != SV_FLOAT) { sema_err(c, loc, NULL, "%s must be a number, got a %s", what, sv_kind_name(v.kind)); return false; }
+        a->f = v.f;
+        return true;
+    }
+    if (strcmp(f, "seed") == 0) return want_int(c, v, loc, what, &a->seed);
+    if (strcmp(f, "axis") == 0) {
+        int64_t ax;
+        if (!want_int(c, v, loc, what, &ax)) return false;
+        if (ax < -NC_MAX_RANK || ax >= NC_MAX_RANK) { sema_err(c, loc, NULL, "%s: axis %lld is out of range", what, (long long)ax); return false; }
+        a->axis = (int32_t)ax;
+        return true;
+    }
+    if (strcmp(f, "axes") == 0) return fill_axes(c, v, loc, what, a);
+    if (strcmp(f, "keepdim") == 0 || strcmp(f, "ta") == 0 || strcmp(f, "tb") == 0) {
+        if (v.kind != SV_BOOL) { sema_err(c, loc, NULL, "%s must be true or false", what); return false; }
+        bool *b = f[0] == 'k' ? &a->keepdim : f[1] == 'a' ? &a->ta : &a->tb;
+        *b = v.i != 0;
+        return true;
+    }
+    if (strcmp(f, "shape") == 0) return fill_shape(c, v, loc, n);
+    if (strcmp(f, "lo") == 0) return sema_as_dim(c, v, loc, &a->lo);
+    if (strcmp(f, "hi") == 0) return sema_as_dim(c, v, loc, &a->hi);
+    if (strcmp(f, "dtype") == 0) {
+        if (v.kind != SV_DTYPE) { sema_err(c, loc, NULL, "%s must be a dtype such as f32", what); return false; }
+        if (n->op == OP_CAST) a->to = v.dtype;
+        else n->dtype = v.dtype;
+        return true;
+    }
+    NC_BUG("unknown kwargs field '%s' in ops.def", f);
+}
+
+/* ------------------------------------------------------------------ */
+/* operands: scalars become tensors, shapes broadcast, precisions meet  */
+
+static sv scalar_tensor(sema_ctx *c, sv s, nc_dtype dtype, nc_loc loc)
+{
+    double v = s.kind == SV_FLOAT ? s.f : (double)s.i;
+    if (!dtype_is_float(dtype) && s.kind == SV_FLOAT && v != floor(v)) {
+        sema_err(c, loc, "write an integer, or cast the tensor to a float dtype",
+                 "the number %g cannot be used with a %s tensor", v, dtype_name(dtype));
+        return sv_error();
+    }
+    ir_node n = sema_proto(c, OP_FILL, loc);
+    n.dtype = dtype;
+    n.attr.f = v;
+    return sv_tensor(c, ir_add(c->g, &n, NULL, 0));
+}
+
+static bool is_scalar(sv v) { return v.kind == SV_INT || v.kind == SV_FLOAT || v.kind == SV_BOOL; }
+
+/* The common shape of elementwise operands (numpy rule), or false. */
+static bool broadcast_shape(sema_ctx *c, sv *ops, int n, nc_loc loc, uint8_t *rank, uint32_t *shape)
+{
+    uint32_t one = ir_dim_const(c->g, 1);
+    int r = 0;
+    for (int i = 0; i < n; i++) r = c->g->nodes[ops[i].t].rank > r ? c->g->nodes[ops[i].t].rank : r;
+    for (int k = 0; k < r; k++) shape[k] = one;
+    for (int i = 0; i < n; i++) {
+        const ir_node *x = &c->g->nodes[ops[i].t];
+        for (int k = 0; k < x->rank; k++) {
+            uint32_t *dst = &shape[r - x->rank + k], d = x->shape[k];
+            if (d == *dst || d == one) continue;
+            if (*dst == one) { *dst = d; continue; }
+            char s1[256], s2[256];
+            const ir_node *y = &c->g->nodes[ops[0].t];
+            ir_shape_format(c->g, y->dtype, y->rank, y->shape, s1, sizeof s1);
+            ir_shape_format(c->g, x->dtype, x->rank, x->shape, s2, sizeof s2);
+            sema_err(c, loc, "sizes must be equal or 1 to broadcast", "shapes do not broadcast: %s and %s", s1, s2);
+            return false;
+        }
+    }
+    *rank = (uint8_t)r;
+    return true;
+}
+
+static sv broadcast_to(sema_ctx *c, sv x, uint8_t rank, const uint32_t *shape, nc_loc loc)
+{
+    const ir_node *n = &c->g->nodes[x.t];
+    if (n->rank == rank && memcmp(n->shape, shape, rank * sizeof *shape) == 0) return x;
+    ir_node b = sema_proto(c, OP_BROADCAST, loc);
+    b.rank = rank;
+    memcpy(b.shape, shape, rank * sizeof *shape);
+    ir_value out;
+    tc_error e;
+    if (!ir_build(c->g, &b, &x.t, 1, &out, &e)) NC_BUG("broadcast rejected: %s", e.msg);
+    return sv_tensor(c, out);
+}
+
+/* Inside a precision block, f32 operands meeting low-precision ones are
+ * narrowed to the block's dtype rather than rejected. */
+static void autocast_operands(sema_ctx *c, sv *ops, int first, int n, nc_loc loc)
+{
+    if (!c->autocast) return;
+    bool low = false, wide = false;
+    for (int i = first; i < n; i++) {
+        if (ops[i].kind != SV_TENSOR) continue;
+        nc_dtype t = c->g->nodes[ops[i].t].dtype;
+        low |= t == c->autocast_dtype;
+        wide |= t == NC_F32;
+    }
+    if (!(low && wide)) return;
+    for (int i = first; i < n; i++)
+        if (ops[i].kind == SV_TENSOR && c->g->nodes[ops[i].t].dtype == NC_F32)
+            ops[i] = sema_cast(c, ops[i], c->autocast_dtype, loc, true);
+}
+
+sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_locs)
+{
+    const nc_op_info *info = &nc_ops[proto->op];
+    bool elementwise = info->category == CAT_ELEMENTWISE && n >= 2;
+    for (int i = 0; i < n; i++) if (ops[i].kind == SV_ERROR) return sv_error();
+    /* scalars among elementwise operands take the dtype of the tensors */
+    if (elementwise) {
+        int first_value = proto->op == OP_WHERE ? 1 : 0;
+        nc_dtype dt = NC_F32;
+        bool found = false;
+        for (int i = first_value; i < n && !found; i++)
+            if (ops[i].kind == SV_TENSOR) dt = c->g->nodes[ops[i].t].dtype, found = true;
+        if (!found && proto->op != OP_WHERE)
+            NC_BUG("elementwise op on scalars only should have been folded");
+        for (int i = 0; i < n; i++)
+            if (is_scalar(ops[i])) {
+                nc_dtype want = proto->op == OP_WHERE && i == 0 ? NC_BOOL : dt;
+                if (ops[i].kind == SV_FLOAT && !dtype_is_float(want) && !found) want = NC_F32;
+                ops[i] = scalar_tensor(c, ops[i], want, arg_locs[i]);
+                if (ops[i].kind == SV_ERROR) return sv_error();
+            }
+        autocast_operands(c, ops, first_value, n, proto->loc);
+        uint8_t rank;
+        uint32_t shape[NC_MAX_RANK];
+        if (!broadcast_shape(c, ops, n, proto->loc, &rank, shape)) return sv_error();
+        for (int i = 0; i < n; i++) ops[i] = broadcast_to(c, ops[i], rank, shape, proto->loc);
+    } else {
+        for (int i = 0; i < n; i++)
+            if (ops[i].kind != SV_TENSOR) {
+                sema_err(c, arg_locs[i], NULL, "%s: operand %d must be a tensor, got a %s", info->name, i + 1,
+                         sv_kind_name(ops[i].kind));
+                return sv_error();
+            }
+        if (proto->op != OP_GATHER && proto->op != OP_SCATTER_ADD && proto->op != OP_CROSS_ENTROPY)
+            autocast_operands(c, ops, 0, n, proto->loc);
+    }
+    ir_value args[64], out;
+    if (n > 64) {
+        sema_err(c, proto->loc, NULL, "%s: more than 64 operands", info->name);
+        return sv_error();
+    }
+    for (int i = 0; i < n; i++) args[i] = ops[i].t;
+    tc_error e;
+    if (!ir_build(c->g, proto, args, (uint16_t)n, &out, &e)) {
+        nc_loc where = e.arg >= 0 && e.arg < n ? arg_locs[e.arg] : proto->loc;
+        sema_err(c, where, e.hint[0] ? e.hint : NULL, "%s", e.msg);
+        return sv_error();
+    }
+    return sv_tensor(c, out);
+}
+
+/* ------------------------------------------------------------------ */
+/* calls of table ops                                                   */
+
+/* Math on plain numbers is folded at compile time: sqrt(64) is 8. */
+static const struct { const char *name; double (*fn)(double); } scalar_math[] = {
+    {"sqrt", sqrt}, {"exp", exp}, {"log", log}, {"tanh", tanh}, {"abs", fabs},
+};
+
+static bool fold_scalar_math(sema_ctx *c, const char *name, const ast_node *call, sv *out)
+{
+    if (call->list.n != 1 || call->list.items[0]->kind == AST_KWARG) return false;
+    for (size_t i = 0; i < NC_COUNT(scalar_math); i++) {
+        if (strcmp(scalar_math[i].name, name) != 0) continue;
+        const ast_node *arg = call->list.items[0];
+        if (arg->kind != AST_INT && arg->kind != AST_FLOAT && arg->kind != AST_NAME && arg->kind != AST_BINARY &&
+            arg->kind != AST_UNARY)
+            return false;
+        sv v = sema_expr(c, arg);
+        if (v.kind != SV_INT && v.kind != SV_FLOAT) {
+            if (v.kind == SV_TENSOR) {            /* not a number after all: apply the op */
+                ir_node proto = sema_proto(c, OP_COUNT, call->loc);
+                op_from_name(name, &proto.op);
+                *out = sema_apply(c, &proto, &v, 1, &call->loc);
+                return true;
+            }
+            return false;
+        }
+        double x = v.kind == SV_INT ? (double)v.i : v.f;
+        double r = scalar_math[i].fn(x);
+        if (!isfinite(r) && isfinite(x)) {
+            sema_err(c, call->loc, NULL, "%s(%g) is not a finite number", name, x);
+            *out = sv_error();
+            return true;
+        }
+        *out = sv_float(r);
+        return true;
+    }
+    return false;
+}
+
+sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
+{
+    c->pending_name = NULL;
+    sv folded;
+    if (fold_scalar_math(c, name, call, &folded)) return folded;
+    nc_op op;
+    if (!op_from_name(name, &op)) NC_BUG("not a builtin: %s", name);
+    const nc_op_info *info = &nc_ops[op];
+    kw_spec spec[8];
+    int nspec = parse_spec(info->kwargs, spec, 8);
+    int ntensor = info->nargs < 0 ? 1 : info->nargs;
+
+    sv ops[64];
+    nc_loc locs[64];
+    sv given[8];
+    nc_loc given_loc[8];
+    bool has[8] = {0};
+    int npos = 0;
+    for (uint32_t i = 0; i < call->list.n; i++) {
+        const ast_node *a = call->list.items[i];
+        if (a->kind == AST_KWARG) {
+            int k = 0;
+            while (k < nspec && strcmp(spec[k].name, a->name) != 0) k++;
+            if (k == nspec) {
+                char hint[1024] = "";
+                for (int j = 0; j < nspec; j++)
+                    snprintf(hint + strlen(hint), sizeof hint - strlen(hint), "%s%s", j ? ", " : "it takes: ", spec[j].name);
+                sema_err(c, a->loc, nspec ? hint : NULL, "%s has no argument '%s'", name, a->name);
+                return sv_error();
+            }
+            if (has[k]) { sema_err(c, a->loc, NULL, "%s: '%s' given twice", name, a->name); return sv_error(); }
+            given[k] = sema_expr(c, a->a);
+            given_loc[k] = a->loc;
+            has[k] = true;
+            continue;
+        }
+        if (npos < ntensor) {
+            ops[npos] = sema_expr(c, a);
+            locs[npos++] = a->loc;
+            continue;
+        }
+        int k = npos++ - ntensor;
+        if (k >= nspec) {
+            sema_err(c, a->loc, NULL, "too many arguments to %s", name);
+            return sv_error();
+        }
+        if (has[k]) { sema_err(c, a->loc, NULL, "%s: '%s' given twice", name, spec[k].name); return sv_error(); }
+        given[k] = sema_expr(c, a);
+        given_loc[k] = a->loc;
+        has[k] = true;
+    }
+    if (npos < ntensor) {
+        sema_err(c, call->loc, NULL, "%s expects %d tensor operand%s, got %d", name, ntensor, ntensor == 1 ? "" : "s", npos);
+        return sv_error();
+    }
+    ir_node proto = sema_proto(c, op, call->loc);
+    for (int k = 0; k < nspec; k++) {
+        sv v;
+        nc_loc loc = call->loc;
+        if (has[k]) v = given[k], loc = given_loc[k];
+        else if (strcmp(spec[k].def, "!") == 0) {
+            sema_err(c, call->loc, NULL, "%s: missing argument '%s'", name, spec[k].name);
+            return sv_error();
+        } else if (strcmp(spec[k].def, "-") == 0) continue;
+        else v = spec_default(spec[k].def);
+        if (!apply_field(c, &spec[k], v, loc, &proto, name)) return sv_error();
+    }
+    if (info->nargs < 0) {           /* a list of tensors: concat([a, b], axis: 1) */
+        sv list = ops[0];
+        if (list.kind == SV_ERROR) return list;
+        if (list.kind != SV_LIST || list.n == 0 || list.n > 64) {
+            sema_err(c, locs[0], NULL, "%s takes a non-empty list of tensors", name);
+            return sv_error();
+        }
+        for (uint32_t i = 0; i < list.n; i++) ops[i] = list.items[i], locs[i] = locs[0];
+        ntensor = (int)list.n;
+    }
+    if (op == OP_SOFTMAX || op == OP_LOG_SOFTMAX) proto.attr.axis = -1;
+    return sema_apply(c, &proto, ops, ntensor, locs);
+}
+
+/* ------------------------------------------------------------------ */
+/* operators                                                            */
+
+static const nc_op binary_ops[] = {
+    [AST_OP_ADD] = OP_ADD, [AST_OP_SUB] = OP_SUB, [AST_OP_MUL] = OP_MUL, [AST_OP_DIV] = OP_DIV,
+    [AST_OP_MATMUL] = OP_MATMUL, [AST_OP_EQ] = OP_EQ, [AST_OP_NE] = OP_NE, [AST_OP_LT] = OP_LT,
+    [AST_OP_LE] = OP_LE, [AST_OP_GT] = OP_GT, [AST_OP_GE] = OP_GE,
+};
+
+static sv fold_compare(ast_op op, double x, double y)
+{
+    bool r = op == AST_OP_EQ ? x == y : op == AST_OP_NE ? x != y : op == AST_OP_LT ? x < y
+           : op == AST_OP_LE ? x <= y : op == AST_OP_GT ? x > y : x >= y;
+    return (sv){.kind = SV_BOOL, .i = r};
+}
+
+static sv fold_ints(sema_ctx *c, ast_op op, int64_t x, int64_t y, nc_loc loc)
+{
+    int64_t r = 0;
+    bool ovf = false;
+    switch (op) {
+    case AST_OP_ADD: ovf = __builtin_add_overflow(x, y, &r); break;
+    case AST_OP_SUB: ovf = __builtin_sub_overflow(x, y, &r); break;
+    case AST_OP_MUL: ovf = __builtin_mul_overflow(x, y, &r); break;
+    case AST_OP_DIV:
+        if (y == 0) { sema_err(c, loc, NULL, "division by zero"); return sv_error(); }
+        if (x % y != 0) return sv_float((double)x / (double)y);
+        if (x == INT64_MIN && y == -1) { ovf = true; break; }
+        r = x / y;
+        break;
+    default: return fold_compare(op, (double)x, (double)y);
+    }
+    if (ovf) { sema_err(c, loc, NULL, "integer overflow in a constant expression"); return sv_error(); }
+    return sv_int(r);
+}
+
+static sv fold_floats(sema_ctx *c, ast_op op, double x, double y, nc_loc loc)
+{
+    switch (op) {
+    case AST_OP_ADD: return sv_float(x + y);
+    case AST_OP_SUB: return sv_float(x - y);
+    case AST_OP_MUL: return sv_float(x * y);
+    case AST_OP_DIV:
+        if (y == 0) { sema_err(c, loc, NULL, "division by zero"); return sv_error(); }
+        return sv_float(x / y);
+    default: return fold_compare(op, x, y);
+    }
+}
+
+static sv dim_arith(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
+{
+    uint32_t da, db;
+    if (!sema_as_dim(c, a, loc, &da) || !sema_as_dim(c, b, loc, &db)) return sv_error();
+    dim_expr r;
+    const dim_expr *x = &c->g->dims[da], *y = &c->g->dims[db];
+    dim_status s;
+    switch (op) {
+    case AST_OP_ADD: s = dim_add(x, y, &r); break;
+    case AST_OP_SUB: s = dim_sub(x, y, &r); break;
+    case AST_OP_MUL: s = dim_mul(x, y, &r); break;
+    case AST_OP_DIV: s = dim_div(x, y, &r); break;
+    case AST_OP_EQ: return (sv){.kind = SV_BOOL, .i = da == db};
+    case AST_OP_NE: return (sv){.kind = SV_BOOL, .i = da != db};
+    default:
+        sema_err(c, loc, NULL, "'%s' is not defined on symbolic dimensions", ast_op_text(op));
+        return sv_error();
+    }
+    if (s != DIM_OK) {
+        char sa[96], sb[96];
+        ir_dim_format(c->g, da, sa, sizeof sa);
+        ir_dim_format(c->g, db, sb, sizeof sb);
+        sema_err(c, loc, NULL, "%s %s %s: %s", sa, ast_op_text(op), sb, dim_status_message(s));
+        return sv_error();
+    }
+    int64_t k;
+    if (dim_is_const(&r, &k)) return sv_int(k);
+    return (sv){.kind = SV_DIM, .dim = ir_dim_intern(c->g, &r)};
+}
+
+sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
+{
+    if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
+    if (a.kind == SV_TENSOR || b.kind == SV_TENSOR) {
+        if ((a.kind != SV_TENSOR && !is_scalar(a)) || (b.kind != SV_TENSOR && !is_scalar(b))) {
+            sema_err(c, loc, NULL, "'%s' between a %s and a %s", ast_op_text(op), sv_kind_name(a.kind), sv_kind_name(b.kind));
+            return sv_error();
+        }
+        ir_node proto = sema_proto(c, binary_ops[op], loc);
+        sv ops[2] = {a, b};
+        nc_loc locs[2] = {loc, loc};
+        if (op == AST_OP_MATMUL && (a.kind != SV_TENSOR || b.kind != SV_TENSOR)) {
+            sema_err(c, loc, NULL, "'@' multiplies two tensors");
+            return sv_error();
+        }
+        return sema_apply(c, &proto, ops, 2, locs);
+    }
+    if (a.kind == SV_DIM || b.kind == SV_DIM) return dim_arith(c, op, a, b, loc);
+    if (op == AST_OP_MATMUL) {
+        sema_err(c, loc, NULL, "'@' multiplies two tensors");
+        return sv_error();
+    }
+    if (a.kind == SV_INT && b.kind == SV_INT) return fold_ints(c, op, a.i, b.i, loc);
+    bool na = a.kind == SV_INT || a.kind == SV_FLOAT, nb = b.kind == SV_INT || b.kind == SV_FLOAT;
+    if (na && nb)
+        return fold_floats(c, op, a.kind == SV_INT ? (double)a.i : a.f, b.kind == SV_INT ? (double)b.i : b.f, loc);
+    if (a.kind == b.kind && (op == AST_OP_EQ || op == AST_OP_NE)) {
+        bool eq = a.kind == SV_STRING ? strcmp(a.s, b.s) == 0 : a.kind == SV_DTYPE ? a.dtype == b.dtype : a.i == b.i;
+        return (sv){.kind = SV_BOOL, .i = op == AST_OP_EQ ? eq : !eq};
+    }
+    sema_err(c, loc, NULL, "'%s' between a %s and a %s", ast_op_text(op), sv_kind_name(a.kind), sv_kind_name(b.kind));
+    return sv_error();
+}
+
+sv sema_negate(sema_ctx *c, sv a, nc_loc loc)
+{
+    switch (a.kind) {
+    case SV_ERROR: return a;
+    case SV_INT:
+        if (a.i == INT64_MIN) { sema_err(c, loc, NULL, "integer overflow"); return sv_error(); }
+        return sv_int(-a.i);
+    case SV_FLOAT: return sv_float(-a.f);
+    case SV_DIM: return dim_arith(c, AST_OP_MUL, sv_int(-1), a, loc);
+    case SV_TENSOR: {
+        ir_node proto = sema_proto(c, OP_NEG, loc);
+        return sema_apply(c, &proto, &a, 1, &loc);
+    }
+    default:
+        sema_err(c, loc, NULL, "cannot negate a %s", sv_kind_name(a.kind));
+        return sv_error();
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* casts                                                                */
+
+sv sema_cast(sema_ctx *c, sv x, nc_dtype to, nc_loc loc, bool automatic)
+{
+    const ir_node *src = &c->g->nodes[x.t];
+    if (src->dtype == to) return x;
+    /* lint: f16 -> f32 -> f16 is the identity, written twice */
+    if (!automatic && src->op == OP_CAST && !(src->flags & IR_FLAG_AUTOCAST)) {
+        nc_dtype orig = c->g->nodes[ir_args(c->g, src)[0]].dtype;
+        if (orig == to && dtype_is_float(to) && dtype_size(src->dtype) > dtype_size(to))
+            sema_warn(c, loc, "remove both casts", "cast round trip %s -> %s -> %s has no effect", dtype_name(orig),
+                      dtype_name(src->dtype), dtype_name(to));
+    }
+    ir_node proto = sema_proto(c, OP_CAST, loc);
+    proto.attr.to = to;
+    if (automatic) proto.flags |= IR_FLAG_AUTOCAST;
+    ir_value out;
+    tc_error e;
+    if (!ir_build(c->g, &proto, &x.t, 1, &out, &e)) {
+        sema_err(c, loc, NULL, "%s", e.msg);
+        return sv_error();
+    }
+    return sv_tensor(c, out);
+}
+
+/* ------------------------------------------------------------------ */
+/* parameter initializers                                               */
+
+static const struct {
+    const char *name;
+    ir_init_kind kind;
+    const char *args;          /* positional names */
+    double a, b;               /* defaults */
+} initializers[] = {
+    {"zeros", IR_INIT_ZEROS, "", 0, 0},
+    {"ones", IR_INIT_ONES, "", 0, 0},
+    {"normal", IR_INIT_NORMAL, "std mean", 0.02, 0},
+    {"uniform", IR_INIT_UNIFORM, "low high", -0.05, 0.05},
+    {"xavier", IR_INIT_XAVIER_UNIFORM, "gain", 1, 0},
+    {"xavier_uniform", IR_INIT_XAVIER_UNIFORM, "gain", 1, 0},
+    {"xavier_normal", IR_INIT_XAVIER_NORMAL, "gain", 1, 0},
+    {"kaiming", IR_INIT_KAIMING_UNIFORM, "gain", 1.4142135623730951, 0},
+    {"kaiming_uniform", IR_INIT_KAIMING_UNIFORM, "gain", 1.4142135623730951, 0},
+    {"kaiming_normal", IR_INIT_KAIMING_NORMAL, "gain", 1.4142135623730951, 0},
+};
+
+/* Parameters normal(std, mean) are stored as init_a = std, init_b = mean;
+ * uniform(low, high) as init_a = low, init_b = high; the fan-based ones as
+ * init_a = gain. */
+bool sema_initializer(sema_ctx *c, const ast_node *e, ir_param *p)
+{
+    const char *name = e->kind == AST_NAME ? e->name : e->kind == AST_CALL && e->a->kind == AST_NAME ? e->a->name : NULL;
+    int idx = -1;
+    for (size_t i = 0; name && i < NC_COUNT(initializers); i++)
+        if (strcmp(initializers[i].name, name) == 0) idx = (int)i;
+    if (idx < 0) {
+        sema_err(c, e->loc, "initializers: zeros, ones, normal(std), uniform(low, high), xavier, kaiming",
+                 "unknown parameter initializer");
+        return false;
+    }
+    p->init = initializers[idx].kind;
+    double vals[2] = {initializers[idx].a, initializers[idx].b};
+    char names[2][16] = {{0}};
+    int nnames = sscanf(initializers[idx].args, "%15s %15s", names[0], names[1]);
+    if (nnames < 0) nnames = 0;
+    bool set_low = false;
+    if (e->kind == AST_CALL) {
+        int pos = 0;
+        for (uint32_t i = 0; i < e->list.n; i++) {
+            const ast_node *a = e->list.items[i];
+            int slot = a->kind == AST_KWARG ? -1 : pos++;
+            if (a->kind == AST_KWARG)
+                for (int k = 0; k < nnames; k++) if (strcmp(names[k], a->name) == 0) slot = k;
+            if (slot < 0 || slot >= nnames) {
+                sema_err(c, a->loc, NULL, "%s: unexpected argument", name);
+                return false;
+            }
+            sv v = sema_expr(c, a->kind == AST_KWARG ? a->a : a);
+            if (v.kind == SV_ERROR) return false;
+            if (v.kind != SV_INT && v.kind != SV_FLOAT) {
+                sema_err(c, a->loc, NULL, "%s: arguments are numbers", name);
+                return false;
+            }
+            vals[slot] = v.kind == SV_INT ? (double)v.i : v.f;
+            if (slot == 0) set_low = true;
+        }
+    }
+    /* uniform(a) means uniform(-a, a) */
+    if (p->init == IR_INIT_UNIFORM && set_low && e->list.n == 1) vals[1] = fabs(vals[0]), vals[0] = -fabs(vals[0]);
+    if (!isfinite(vals[0]) || !isfinite(vals[1]) || (p->init == IR_INIT_NORMAL && vals[0] < 0) ||
+        (p->init == IR_INIT_UNIFORM && vals[0] > vals[1])) {
+        sema_err(c, e->loc, NULL, "%s: invalid arguments", name);
+        return false;
+    }
+    p->init_a = vals[0];
+    p->init_b = vals[1];
+    return true;
+}

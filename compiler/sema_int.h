@@ -1,0 +1,123 @@
+/* sema_int.h - sema's internal state, shared by sema.c (statements, scopes,
+ * functions, models) and sema_builtins.c (calls of table ops, broadcasting,
+ * autocast, initializers). */
+#ifndef NC_SEMA_INT_H
+#define NC_SEMA_INT_H
+
+#include "sema.h"
+#include "typecheck.h"
+
+/* A compile-time value: what a name or an expression stands for. */
+typedef enum sv_kind {
+    SV_ERROR,       /* an error was already reported; propagate silently */
+    SV_NONE,        /* no value (a statement without one) */
+    SV_TENSOR,      /* t */
+    SV_INT,         /* i */
+    SV_FLOAT,       /* f */
+    SV_BOOL,        /* i */
+    SV_STRING,      /* s */
+    SV_DTYPE,       /* dtype */
+    SV_DIM,         /* dim: a symbolic (or bound) dimension, id in the graph */
+    SV_LIST,        /* items[0..n) */
+    SV_MODULE,      /* mod */
+    SV_FN,          /* decl (+ mod: where it was declared) */
+} sv_kind;
+
+typedef struct sema_module sema_module;
+typedef struct sv sv;
+
+struct sv {
+    sv_kind kind;
+    bool is_param;          /* a tensor read straight from a parameter */
+    nc_dtype dtype;
+    ir_value t;
+    int64_t i;
+    double f;
+    const char *s;
+    uint32_t dim;
+    sv *items;
+    uint32_t n;
+    sema_module *mod;
+    const ast_node *decl;
+};
+
+typedef struct binding {
+    const char *name;
+    sv value;
+    nc_loc loc;
+    bool used;
+} binding;
+
+/* A lexical scope. fn_boundary marks a function's outermost scope: assignment
+ * never rebinds a name across it. */
+typedef struct scope {
+    struct scope *parent;
+    binding *b;
+    uint32_t n, cap;
+    bool fn_boundary;
+} scope;
+
+struct sema_module {
+    char *name;             /* "nn"; "" for the main file */
+    ast_file *ast;
+    scope globals;          /* configs, fns, imports */
+    int state;              /* 0 new, 1 loading, 2 loaded */
+    sema_module *next;
+};
+
+typedef struct sema_ctx {
+    src_table *sources;
+    diag_ctx *diag;
+    const driver_opts *opts;
+    ast_arena *arena;       /* sema's own values (lists) */
+    ir_graph *g;
+    sema_module *modules;
+    sema_module *main;
+    scope *env;
+    char prefix[512];       /* parameter path: "blocks.3.attn" */
+    char *used_names;       /* scope names taken under the current prefix, "\n"-separated */
+    bool autocast;          /* inside a precision block */
+    nc_dtype autocast_dtype;
+    uint32_t region;        /* current checkpoint region, 0 = none */
+    uint32_t next_region;
+    int call_depth;
+    const char *pending_name; /* let-binding target, names the next fn call's scope */
+    sv *ret;                /* set by return */
+    int nret;
+    bool returned;
+    nc_loc call_site;       /* innermost fn call, for notes */
+} sema_ctx;
+
+/* sema.c */
+sv sema_expr(sema_ctx *c, const ast_node *e);
+void sema_bind(sema_ctx *c, const char *name, sv v, nc_loc loc);
+sv sv_error(void);
+sv sv_int(int64_t i);
+sv sv_float(double f);
+sv sv_tensor(sema_ctx *c, ir_value t);
+const char *sv_kind_name(sv_kind k);
+void sema_err(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void sema_warn(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+bool sema_as_dim(sema_ctx *c, sv v, nc_loc loc, uint32_t *dim);
+ir_node sema_proto(sema_ctx *c, nc_op op, nc_loc loc);
+
+void sema_declare_train_inputs(sema_ctx *c, const ast_list *args);
+
+/* sema_train.c */
+void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train);
+
+/* sema_builtins.c */
+/* A call of a name that is not a user fn: table ops, casts, initializers. */
+bool sema_builtin_exists(const char *name);
+sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call);
+/* Binary operators and unary minus on compile-time values or tensors. */
+sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc);
+sv sema_negate(sema_ctx *c, sv a, nc_loc loc);
+/* Build a table op on tensor operands, with broadcasting and autocast. */
+sv sema_apply(sema_ctx *c, ir_node *proto, sv *operands, int n, const nc_loc *arg_locs);
+/* An explicit (or automatic) cast of a tensor. */
+sv sema_cast(sema_ctx *c, sv x, nc_dtype to, nc_loc loc, bool automatic);
+/* Parameter initializer from an expression like normal(0.02). */
+bool sema_initializer(sema_ctx *c, const ast_node *e, ir_param *p);
+
+#endif

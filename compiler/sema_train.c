@@ -1,0 +1,223 @@
+/* sema_train.c - the training section: loss, optimizer, schedule, loss
+ * scaling and gradient clipping, checked into an ir_train_spec.
+ *
+ *   train mlp(labels: i32[B]) {
+ *     loss = cross_entropy(logits, labels, smoothing: 0.1)
+ *     optimizer adamw(lr: 1e-3, weight_decay: 0.01)
+ *     schedule cosine(warmup: 100)
+ *     loss_scale dynamic(init: 65536)
+ *     clip_grad_norm 1.0
+ *   }
+ */
+#include "sema_int.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+/* One hyper-parameter a directive accepts: where it goes and its range. */
+typedef struct hparam {
+    const char *name;
+    size_t offset;             /* into ir_train_spec */
+    char kind;                 /* 'f' double, 'i' int64, 'b' bool */
+    double lo, hi;             /* inclusive range; lo_open: lo itself excluded */
+    bool lo_open;
+} hparam;
+
+#define F(field) offsetof(ir_train_spec, field)
+
+static const hparam sgd_params[] = {
+    {"lr", F(lr), 'f', 0, 1e3, true}, {"momentum", F(momentum), 'f', 0, 1, false},
+    {"nesterov", F(nesterov), 'b', 0, 0, false}, {"weight_decay", F(weight_decay), 'f', 0, 1e3, false}, {0}};
+static const hparam adam_params[] = {
+    {"lr", F(lr), 'f', 0, 1e3, true}, {"beta1", F(beta1), 'f', 0, 0.999999, false},
+    {"beta2", F(beta2), 'f', 0, 0.99999999, false}, {"eps", F(eps), 'f', 0, 1, true},
+    {"weight_decay", F(weight_decay), 'f', 0, 1e3, false}, {0}};
+static const hparam constant_params[] = {{"warmup", F(warmup_steps), 'i', 0, 1e12, false}, {0}};
+static const hparam step_params[] = {
+    {"step_size", F(step_size), 'i', 1, 1e12, false}, {"gamma", F(gamma), 'f', 0, 1, true},
+    {"warmup", F(warmup_steps), 'i', 0, 1e12, false}, {0}};
+static const hparam cosine_params[] = {
+    {"warmup", F(warmup_steps), 'i', 0, 1e12, false}, {"total_steps", F(total_steps), 'i', 0, 1e12, false},
+    {"min_lr", F(min_lr), 'f', 0, 1e3, false}, {0}};
+static const hparam static_scale_params[] = {{"scale", F(init_scale), 'f', 0, 1e30, true}, {0}};
+static const hparam dynamic_scale_params[] = {
+    {"init", F(init_scale), 'f', 0, 1e30, true}, {"growth_interval", F(growth_interval), 'i', 1, 1e12, false}, {0}};
+static const hparam no_params[] = {{0}};
+
+typedef struct choice {
+    const char *directive;
+    const char *name;
+    int value;                 /* the enum it selects */
+    size_t field;              /* where the enum goes */
+    const hparam *params;
+} choice;
+
+static const choice choices[] = {
+    {"optimizer", "sgd", IR_OPT_SGD, F(optimizer), sgd_params},
+    {"optimizer", "adam", IR_OPT_ADAM, F(optimizer), adam_params},
+    {"optimizer", "adamw", IR_OPT_ADAMW, F(optimizer), adam_params},
+    {"schedule", "constant", IR_SCHED_CONSTANT, F(schedule), constant_params},
+    {"schedule", "step", IR_SCHED_STEP, F(schedule), step_params},
+    {"schedule", "cosine", IR_SCHED_COSINE, F(schedule), cosine_params},
+    {"loss_scale", "none", IR_SCALE_NONE, F(loss_scale), no_params},
+    {"loss_scale", "static", IR_SCALE_STATIC, F(loss_scale), static_scale_params},
+    {"loss_scale", "dynamic", IR_SCALE_DYNAMIC, F(loss_scale), dynamic_scale_params},
+};
+
+static void set_hparam(sema_ctx *c, ir_train_spec *t, const hparam *h, sv v, nc_loc loc)
+{
+    char *base = (char *)t;
+    if (h->kind == 'b') {
+        if (v.kind != SV_BOOL) { sema_err(c, loc, NULL, "'%s' must be true or false", h->name); return; }
+        *(bool *)(base + h->offset) = v.i != 0;
+        return;
+    }
+    double x = v.kind == SV_INT ? (double)v.i : v.kind == SV_FLOAT ? v.f : NAN;
+    if (v.kind != SV_INT && v.kind != SV_FLOAT) {
+        if (v.kind != SV_ERROR) sema_err(c, loc, NULL, "'%s' must be a number, got a %s", h->name, sv_kind_name(v.kind));
+        return;
+    }
+    if (!(x >= h->lo && x <= h->hi) || (h->lo_open && x == h->lo)) {
+        sema_err(c, loc, NULL, "'%s' = %g is out of range (%s%g, %g]", h->name, x, h->lo_open ? "" : "=", h->lo, h->hi);
+        return;
+    }
+    if (h->kind == 'i') {
+        if (x != floor(x)) { sema_err(c, loc, NULL, "'%s' must be a whole number", h->name); return; }
+        *(int64_t *)(base + h->offset) = (int64_t)x;
+    } else {
+        *(double *)(base + h->offset) = x;
+    }
+}
+
+static void list_choices(const char *directive, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "one of:");
+    for (size_t i = 0; i < NC_COUNT(choices) && n < cap; i++)
+        if (strcmp(choices[i].directive, directive) == 0) n += (size_t)snprintf(buf + n, cap - n, " %s", choices[i].name);
+}
+
+static void apply_choice(sema_ctx *c, ir_train_spec *t, const ast_node *d)
+{
+    const ast_node *e = d->a;
+    const char *name = e->kind == AST_NAME ? e->name : e->kind == AST_CALL && e->a->kind == AST_NAME ? e->a->name : NULL;
+    const choice *ch = NULL;
+    for (size_t i = 0; name && i < NC_COUNT(choices); i++)
+        if (strcmp(choices[i].directive, d->name) == 0 && strcmp(choices[i].name, name) == 0) ch = &choices[i];
+    if (!ch) {
+        char hint[256];
+        list_choices(d->name, hint, sizeof hint);
+        sema_err(c, e->loc, hint, "unknown %s%s%s", d->name, name ? " " : "", name ? name : "");
+        return;
+    }
+    *(int *)((char *)t + ch->field) = ch->value;
+    if (e->kind != AST_CALL) return;
+    for (uint32_t i = 0; i < e->list.n; i++) {
+        const ast_node *a = e->list.items[i];
+        const hparam *h = a->kind == AST_KWARG ? ch->params : (i == 0 && ch->params[0].name ? ch->params : NULL);
+        if (a->kind == AST_KWARG)
+            while (h->name && strcmp(h->name, a->name) != 0) h++;
+        if (!h || !h->name) {
+            char hint[256] = "it takes:";
+            for (const hparam *p = ch->params; p->name; p++) snprintf(hint + strlen(hint), sizeof hint - strlen(hint), " %s", p->name);
+            sema_err(c, a->loc, ch->params[0].name ? hint : NULL, "%s %s: %s", d->name, ch->name,
+                     a->kind == AST_KWARG ? "unknown argument" : "name the arguments, like lr: 1e-3");
+            continue;
+        }
+        set_hparam(c, t, h, sema_expr(c, a->kind == AST_KWARG ? a->a : a), a->loc);
+    }
+}
+
+static void defaults(ir_train_spec *t)
+{
+    memset(t, 0, sizeof *t);
+    t->present = true;
+    t->optimizer = IR_OPT_ADAM;
+    t->lr = 1e-3;
+    t->beta1 = 0.9;
+    t->beta2 = 0.999;
+    t->eps = 1e-8;
+    t->schedule = IR_SCHED_CONSTANT;
+    t->gamma = 0.1;
+    t->init_scale = 65536;
+    t->growth_interval = 2000;
+}
+
+void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
+{
+    ir_graph *g = c->g;
+    ir_train_spec *t = &g->train;
+    bool weight_decay_set = false;
+    defaults(t);
+    t->loc = train->loc;
+    t->first_train_input = g->ninputs;
+    /* outputs are visible by their names */
+    for (uint32_t i = 0; i < g->noutputs; i++) sema_bind(c, g->outputs[i].name, sv_tensor(c, g->outputs[i].value), model->loc);
+    /* extra inputs (targets) */
+    sema_declare_train_inputs(c, &train->list2);
+    bool seen[4] = {0};
+    static const char *directives[] = {"optimizer", "schedule", "loss_scale", "clip_grad_norm"};
+    for (uint32_t i = 0; i < train->list.n; i++) {
+        const ast_node *s = train->list.items[i];
+        if (s->kind == AST_LET) {
+            sv v = sema_expr(c, s->a);
+            sema_bind(c, s->name, v, s->loc);
+            continue;
+        }
+        if (s->kind != AST_DIRECTIVE) {
+            sema_err(c, s->loc, NULL, "a train section holds 'loss = ...' and directives, not a %s", ast_kind_name(s->kind));
+            continue;
+        }
+        size_t k = 0;
+        while (k < NC_COUNT(directives) && strcmp(directives[k], s->name) != 0) k++;
+        if (k == NC_COUNT(directives)) {
+            sema_err(c, s->loc, "directives: optimizer, schedule, loss_scale, clip_grad_norm", "unknown directive '%s'", s->name);
+            continue;
+        }
+        if (seen[k]) sema_err(c, s->loc, NULL, "'%s' given twice", s->name);
+        seen[k] = true;
+        if (k == 3) {
+            static const hparam clip = {"clip_grad_norm", F(clip_grad_norm), 'f', 0, 1e12, true};
+            set_hparam(c, t, &clip, sema_expr(c, s->a), s->a->loc);
+            continue;
+        }
+        if (k == 0 && s->a->kind == AST_CALL)
+            for (uint32_t j = 0; j < s->a->list.n; j++)
+                if (s->a->list.items[j]->kind == AST_KWARG && strcmp(s->a->list.items[j]->name, "weight_decay") == 0)
+                    weight_decay_set = true;
+        apply_choice(c, t, s);
+    }
+    if (t->optimizer == IR_OPT_ADAMW && !weight_decay_set) t->weight_decay = 0.01;
+    if (t->schedule == IR_SCHED_COSINE && t->min_lr > t->lr)
+        sema_err(c, train->loc, NULL, "schedule cosine: min_lr %g is above lr %g", t->min_lr, t->lr);
+
+    /* the loss: 'loss = ...', or the model's only output if it is a scalar */
+    sv loss = sv_error();
+    bool found = false;
+    for (scope *s = c->env; s && !found; s = s->parent)
+        for (uint32_t i = s->n; i-- > 0;)
+            if (strcmp(s->b[i].name, "loss") == 0) { loss = s->b[i].value; found = true; break; }
+    if (!found && g->noutputs == 1 && g->nodes[g->outputs[0].value].rank == 0) {
+        loss = sv_tensor(c, g->outputs[0].value);
+        found = true;
+    }
+    if (!found) {
+        sema_err(c, train->loc, "add a line like: loss = cross_entropy(logits, labels)",
+                 "train section of '%s' defines no loss", model->name);
+        return;
+    }
+    if (loss.kind == SV_ERROR) return;
+    const ir_node *ln = loss.kind == SV_TENSOR ? &g->nodes[loss.t] : NULL;
+    if (!ln || ln->rank != 0 || !dtype_is_float(ln->dtype)) {
+        sema_err(c, train->loc, "reduce it, e.g. mean(...)", "the loss must be a floating-point scalar");
+        return;
+    }
+    if (ln->dtype != NC_F32)
+        sema_warn(c, ln->loc, "wrap it in f32(...) and compute the reduction in f32",
+                  "the loss is computed in %s; losses should be f32", dtype_name(ln->dtype));
+    bool uses_f16 = false;
+    for (ir_value v = 0; v < g->nnodes && !uses_f16; v++) uses_f16 = g->nodes[v].dtype == NC_F16;
+    if (uses_f16 && t->loss_scale == IR_SCALE_NONE)
+        sema_warn(c, train->loc, "add: loss_scale dynamic", "f16 training without loss scaling: small gradients underflow to zero");
+    t->loss = loss.t;
+}

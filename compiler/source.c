@@ -1,0 +1,86 @@
+/* source.c - whole-file source storage for diagnostics. */
+#include "source.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint32_t src_add(src_table *t, const char *path, const char *text, size_t len)
+{
+    t->files = nc_xrealloc(t->files, (t->nfiles + 1) * sizeof *t->files);
+    src_file *f = &t->files[t->nfiles++];
+    f->path = nc_xstrdup(path);
+    f->text = nc_xmalloc(len + 1);
+    if (len) memcpy(f->text, text, len);
+    f->text[len] = 0;
+    f->len = len;
+    return t->nfiles;
+}
+
+uint32_t src_load(src_table *t, const char *path, char *err, size_t errcap)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        snprintf(err, errcap, "cannot open %s: %s", path, strerror(errno));
+        return 0;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            if (cap >= SRC_MAX_BYTES) {
+                snprintf(err, errcap, "%s: file is larger than %u MiB; refusing to read it", path, SRC_MAX_BYTES >> 20);
+                free(buf);
+                fclose(fp);
+                return 0;
+            }
+            cap = cap ? cap * 2 : 65536;
+            buf = nc_xrealloc(buf, cap);
+        }
+        size_t got = fread(buf + len, 1, cap - len, fp);
+        len += got;
+        if (got == 0) break;
+    }
+    bool bad = ferror(fp);
+    fclose(fp);
+    if (bad) {
+        snprintf(err, errcap, "cannot read %s (is it a directory?)", path);
+        free(buf);
+        return 0;
+    }
+    uint32_t id = src_add(t, path, buf, len);
+    free(buf);
+    return id;
+}
+
+const src_file *src_get(const src_table *t, uint32_t id)
+{
+    return id >= 1 && id <= t->nfiles ? &t->files[id - 1] : NULL;
+}
+
+const char *src_line(const src_table *t, uint32_t id, uint32_t line, size_t *len)
+{
+    const src_file *f = src_get(t, id);
+    if (!f || line == 0) return NULL;
+    const char *p = f->text, *end = f->text + f->len;
+    for (uint32_t l = 1; l < line; l++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) return NULL;
+        p = nl + 1;
+    }
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    *len = (size_t)((nl ? nl : end) - p);
+    return p;
+}
+
+void src_free(src_table *t)
+{
+    for (uint32_t i = 0; i < t->nfiles; i++) {
+        free(t->files[i].path);
+        free(t->files[i].text);
+    }
+    free(t->files);
+    t->files = NULL;
+    t->nfiles = 0;
+}

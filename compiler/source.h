@@ -1,0 +1,30 @@
+/* source.h - the source files of one compilation, kept whole so diagnostics
+ * can show any line. A location's file field indexes this table (1-based). */
+#ifndef NC_SOURCE_H
+#define NC_SOURCE_H
+
+#include "base.h"
+
+typedef struct src_file {
+    char *path;
+    char *text;          /* NUL-terminated copy; embedded NULs are rejected by the lexer */
+    size_t len;
+} src_file;
+
+typedef struct src_table {
+    src_file *files;
+    uint32_t nfiles;
+} src_table;
+
+/* Add a file's contents; returns its 1-based id. */
+uint32_t src_add(src_table *t, const char *path, const char *text, size_t len);
+/* Read a file from disk; 0 and a message in err if it cannot be read. */
+uint32_t src_load(src_table *t, const char *path, char *err, size_t errcap);
+const src_file *src_get(const src_table *t, uint32_t id);
+/* The text of line `line` (1-based) of file id, without its newline. */
+const char *src_line(const src_table *t, uint32_t id, uint32_t line, size_t *len);
+void src_free(src_table *t);
+
+#define SRC_MAX_BYTES (16u << 20)   /* a .net file larger than this is refused */
+
+#endif

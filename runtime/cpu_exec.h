@@ -1,0 +1,91 @@
+/* cpu_exec.h - the CPU reference executor: runs an IR graph op by op.
+ *
+ * It is the semantics every other backend is tested against, and the backend
+ * used when no GPU is present. Floating tensors are stored as f32 arrays whose
+ * values are exactly representable in their dtype (f16/bf16 results are
+ * rounded to nearest even after each op, as a GPU storing them would);
+ * integer and bool tensors are stored as i32 arrays. Arithmetic is done in
+ * double and rounded once to f32 and then to the storage dtype; accumulating
+ * ops accumulate in double.
+ *
+ * Integer arithmetic (i32, u8) is computed in int64 and wraps to the storage
+ * width (two's complement for i32, modulo 256 for u8), as C on a GPU would;
+ * integer division truncates and division by zero gives 0. Conversions
+ * (cast, cpu_set) saturate instead: float -> int truncates toward zero and
+ * clamps to the dtype's range, NaN -> 0; -> bool is (x != 0). */
+#ifndef NRT_CPU_EXEC_H
+#define NRT_CPU_EXEC_H
+
+#include "ir.h"
+
+typedef struct cpu_tensor {
+    nc_dtype dtype;
+    uint8_t rank;
+    int64_t shape[NC_MAX_RANK];
+    int64_t numel;
+    float *f;          /* float dtypes (NULL otherwise) */
+    int32_t *i;        /* i32, u8, bool (NULL otherwise) */
+} cpu_tensor;
+
+/* Allocate zeroed storage for a tensor; false (and no allocation) if the
+ * element count is negative or the bytes exceed limit_bytes. */
+bool cpu_tensor_alloc(cpu_tensor *t, nc_dtype dtype, uint8_t rank, const int64_t *shape, int64_t limit_bytes);
+void cpu_tensor_free(cpu_tensor *t);
+double cpu_get(const cpu_tensor *t, int64_t i);
+void cpu_set(cpu_tensor *t, int64_t i, double v);   /* rounds/clamps to the dtype */
+
+/* What a kernel sees: its node, the evaluated operands, and its result
+ * (already allocated, zeroed, shape set). */
+typedef struct cpu_op_ctx {
+    const ir_graph *g;
+    const ir_node *node;
+    const cpu_tensor *const *args;
+    cpu_tensor *out;
+    const int64_t *syms;       /* values of the symbolic dims */
+    int64_t step;              /* training step, feeds the dropout RNG */
+    bool training;             /* dropout is the identity unless training */
+    char *err;                 /* a kernel that cannot compute its result (index out of
+                                  range) writes why here; cpu_exec_run then fails */
+    size_t errcap;
+} cpu_op_ctx;
+
+typedef struct cpu_exec_opts {
+    const int64_t *syms;       /* g->nsyms values */
+    const cpu_tensor *inputs;  /* g->ninputs, shapes matching the declarations */
+    const cpu_tensor *params;  /* g->nparams */
+    bool training;
+    int64_t step;
+    int64_t max_bytes;         /* refuse any single tensor larger than this (0 = 16 GiB) */
+    bool keep_all;             /* keep every node's value (tests); else free at last use */
+} cpu_exec_opts;
+
+typedef struct cpu_exec_result {
+    cpu_tensor *values;        /* g->nnodes entries; freed ones have NULL data */
+    uint32_t nvalues;
+    bool *borrowed;            /* values[v] aliases a caller's input or param (not
+                                  copied): valid as long as that tensor is */
+} cpu_exec_result;
+
+/* Run the whole graph. Returns 0, or -1 with a message in err (bad binding,
+ * shape mismatch of an input, allocation refused, a kernel's error such as an
+ * index out of range); on failure res holds nothing. Outputs are the values of
+ * g->outputs[k].value in res->values; free with cpu_exec_result_free. */
+int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res, char *err, size_t errcap);
+void cpu_exec_result_free(cpu_exec_result *res);
+
+/* The counter-based RNG shared by every backend (dropout, initialisers):
+ * a pure function of (seed, stream, index), so CPU and GPU draw identically. */
+static inline uint64_t nc_rng_hash(uint64_t seed, uint64_t stream, uint64_t index)
+{
+    uint64_t z = seed * 0x9e3779b97f4a7c15ull ^ (stream + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull ^ index;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+/* Uniform in [0, 1) with 24 random bits (exact in f32). */
+static inline float nc_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index)
+{
+    return (float)(nc_rng_hash(seed, stream, index) >> 40) * (1.0f / 16777216.0f);
+}
+
+#endif

@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# scripts/test.sh - set up, build and pass the tests (this is what CI runs).
+#
+#   scripts/test.sh            setup, build/ + ctest, build-asan/ + ctest, fuzz
+#   scripts/test.sh --quick    setup, build/ + ctest only
+#
+# Options:
+#   --quick            skip the ASan+UBSan and fuzz stages
+#   --no-setup         do not run scripts/setup.sh
+#   --fuzz-time SECS   seconds per fuzz target (default 60, or $NETC_FUZZ_SECONDS)
+#   -h, --help         this text
+#
+# Stages:
+#   1 setup    scripts/setup.sh (apt packages; a no-op when all are there)
+#   2 build    build/       Ninja, RelWithDebInfo, then ctest
+#   3 asan     build-asan/  -DNETC_SANITIZE=ON, then ctest with leak checks
+#   4 fuzz     build-fuzz/  clang, -DNETC_FUZZ=ON, each fuzz target for a while
+# A failing stage does not stop the later ones (except setup); the exit status
+# is non-zero when any stage failed, and the summary at the end names them.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 1
+
+QUICK=0
+SETUP=1
+FUZZ_SECONDS=${NETC_FUZZ_SECONDS:-60}
+while (($#)); do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --no-setup) SETUP=0 ;;
+    --fuzz-time) shift; FUZZ_SECONDS=${1:?--fuzz-time needs a number of seconds} ;;
+    --fuzz-time=*) FUZZ_SECONDS=${1#*=} ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "test.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+if ! [[ "$FUZZ_SECONDS" =~ ^[0-9]+$ ]]; then
+  echo "test.sh: --fuzz-time wants a whole number of seconds, got '$FUZZ_SECONDS'" >&2
+  exit 2
+fi
+
+JOBS=$(nproc 2>/dev/null || echo 2)
+TEST_TIMEOUT=${NETC_TEST_TIMEOUT:-900}   # seconds per test, unless the test sets TIMEOUT
+LOGDIR="$ROOT/build/test-logs"
+declare -a RESULTS=()     # "stage: PASS|FAIL|SKIP (detail)"
+declare -a SUMMARIES=()   # ctest summary lines, repeated at the end
+FAILED=0
+
+banner() {
+  printf '\n==============================================================================\n'
+  printf '== %s\n' "$*"
+  printf '==============================================================================\n'
+}
+stage_result() {  # stage status detail
+  RESULTS+=("$(printf '%-6s %s%s' "$1" "$2" "${3:+  ($3)}")")
+  [[ "$2" == FAIL ]] && FAILED=1
+  return 0
+}
+
+# configure DIR ARGS...: cmake -G Ninja into DIR; a DIR left configured with
+# another generator is reset first (CMake refuses to switch generators).
+configure() {
+  local dir=$1; shift
+  if [[ -f "$dir/CMakeCache.txt" ]] &&
+     ! grep -qx 'CMAKE_GENERATOR:INTERNAL=Ninja' "$dir/CMakeCache.txt"; then
+    echo "test.sh: $dir was configured with another generator; resetting its cache"
+    rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
+  fi
+  cmake -S "$ROOT" -B "$dir" -G Ninja "$@"
+}
+
+# run_ctest NAME DIR: ctest with its summary line kept for the end.
+run_ctest() {
+  local name=$1 dir=$2 log rc
+  mkdir -p "$LOGDIR"
+  log="$LOGDIR/ctest-$name.log"
+  # --timeout: the default for tests with no TIMEOUT of their own, so a hang
+  # fails that test instead of eating CI's time.
+  (cd "$dir" && ctest --output-on-failure -j "$JOBS" --timeout "$TEST_TIMEOUT") 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  local line
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+|No tests were found' "$log" | tail -n 1 || true)
+  SUMMARIES+=("$(printf '%-6s %s' "$name:" "${line:-no ctest summary line}")")
+  return "$rc"
+}
+
+T0=$SECONDS
+elapsed() { printf '%dm%02ds' $(((SECONDS - $1) / 60)) $(((SECONDS - $1) % 60)); }
+
+# ---- 1: setup ----------------------------------------------------------------
+if ((SETUP)); then
+  banner "1/4 setup: scripts/setup.sh"
+  if ! bash "$ROOT/scripts/setup.sh"; then
+    echo "test.sh: setup failed; nothing else can run" >&2
+    exit 1
+  fi
+  stage_result setup PASS
+else
+  stage_result setup SKIP "--no-setup"
+fi
+
+# ---- 2: build + ctest --------------------------------------------------------
+banner "2/4 build: build/ (RelWithDebInfo, Ninja, -j$JOBS) and ctest"
+t=$SECONDS
+if ! configure build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNETC_SANITIZE=OFF -DNETC_FUZZ=OFF; then
+  stage_result build FAIL "cmake configure"
+elif ! cmake --build build -j "$JOBS"; then
+  stage_result build FAIL "compile"
+elif ! run_ctest build build; then
+  stage_result build FAIL "ctest, $(elapsed "$t")"
+else
+  stage_result build PASS "$(elapsed "$t")"
+fi
+
+# ---- 3: ASan + UBSan -----------------------------------------------------------
+if ((QUICK)); then
+  stage_result asan SKIP "--quick"
+else
+  banner "3/4 asan: build-asan/ (-DNETC_SANITIZE=ON) and ctest under ASan+UBSan"
+  t=$SECONDS
+  # protect_shadow_gap=0 lets the CUDA driver map its memory under ASan
+  # (harmless without a GPU; without it cuInit fails in sanitized GPU tests).
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:protect_shadow_gap=0}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  # Known leaks in third-party libraries (not ours) go in tests/lsan.supp.
+  if [[ -f "$ROOT/tests/lsan.supp" && -z "${LSAN_OPTIONS:-}" ]]; then
+    export LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp:print_suppressions=0"
+  fi
+  if ! configure build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNETC_SANITIZE=ON -DNETC_FUZZ=OFF; then
+    stage_result asan FAIL "cmake configure"
+  elif ! cmake --build build-asan -j "$JOBS"; then
+    stage_result asan FAIL "compile"
+  elif ! run_ctest asan build-asan; then
+    stage_result asan FAIL "ctest, $(elapsed "$t")"
+  else
+    stage_result asan PASS "$(elapsed "$t")"
+  fi
+fi
+
+# ---- 4: fuzz -------------------------------------------------------------------
+# Seeds for a fuzz target, one path a line. fuzz_parse reads .net source; a
+# target without seeds of its own here starts from tests/fuzz/seeds/<name>/
+# when that exists, else from nothing.
+fuzz_seeds() {
+  case "$1" in
+    fuzz_parse)
+      find examples stdlib tests/golden -type f -name '*.net' 2>/dev/null ;;
+    *)
+      [[ -d "tests/fuzz/seeds/$1" ]] && find "tests/fuzz/seeds/$1" -type f ;;
+  esac
+  return 0
+}
+
+run_fuzz_target() {  # path-to-binary
+  local bin=$1 name corpus artifacts n=0 rc
+  name=$(basename "$bin")
+  corpus="$ROOT/build-fuzz/corpus/$name"
+  artifacts="$ROOT/build-fuzz/artifacts/$name"
+  mkdir -p "$corpus" "$artifacts"
+  while IFS= read -r f; do
+    [[ -n "$f" ]] || continue
+    cp -f "$f" "$corpus/seed-${f//\//_}"
+    n=$((n + 1))
+  done < <(fuzz_seeds "$name")
+  echo "--- $name: ${FUZZ_SECONDS}s, $n seed files, corpus $corpus"
+  touch "$LOGDIR/fuzz-$name.start"
+  "$bin" -max_len=4096 -timeout=5 -max_total_time="$FUZZ_SECONDS" \
+         -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" \
+         >"$LOGDIR/fuzz-$name.log" 2>&1
+  rc=$?
+  if ((rc != 0)); then
+    tail -n 80 "$LOGDIR/fuzz-$name.log"
+    echo "--- $name FAILED (exit $rc); reproducer(s):"
+    find "$artifacts" -type f -newer "$LOGDIR/fuzz-$name.start" | sed 's/^/    /'
+    echo "    reproduce: $bin <file>   (see tests/fuzz/README.md)"
+    return 1
+  fi
+  grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb|^Done [0-9]+ runs' \
+       "$LOGDIR/fuzz-$name.log" | sed 's/^/    /'
+  echo "--- $name: no crash"
+  return 0
+}
+
+if ((QUICK)); then
+  stage_result fuzz SKIP "--quick"
+elif ! command -v clang >/dev/null 2>&1; then
+  stage_result fuzz SKIP "no clang"
+else
+  banner "4/4 fuzz: build-fuzz/ (clang, -DNETC_FUZZ=ON), ${FUZZ_SECONDS}s per target"
+  t=$SECONDS
+  mkdir -p "$LOGDIR"
+  # Leaks found while fuzzing are failures too; libFuzzer reads these.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  # Warnings are the gcc builds' business; clang's extra ones must not stop fuzzing.
+  if ! CC=clang configure build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+         -DNETC_FUZZ=ON -DNETC_SANITIZE=OFF -DNETC_WERROR=OFF; then
+    stage_result fuzz FAIL "cmake configure"
+  elif ! ninja -C build-fuzz -t query fuzz >/dev/null 2>&1; then
+    echo "test.sh: no 'fuzz' target: tests/fuzz is not added to the build" \
+         "(tests/CMakeLists.txt needs: add_subdirectory(fuzz))" >&2
+    stage_result fuzz FAIL "no fuzz target in CMake"
+  elif ! cmake --build build-fuzz -j "$JOBS" --target fuzz; then
+    stage_result fuzz FAIL "compile"
+  else
+    ok=1; ran=0
+    for bin in build-fuzz/fuzz/fuzz_*; do
+      [[ -f "$bin" && -x "$bin" ]] || continue
+      ran=$((ran + 1))
+      run_fuzz_target "$ROOT/$bin" || ok=0
+    done
+    if ((ran == 0)); then
+      stage_result fuzz FAIL "no fuzz binaries in build-fuzz/fuzz/"
+    elif ((ok)); then
+      stage_result fuzz PASS "$ran target(s), $(elapsed "$t")"
+    else
+      stage_result fuzz FAIL "crash found; artifacts in build-fuzz/artifacts/"
+    fi
+  fi
+fi
+
+# ---- summary ----------------------------------------------------------------------
+banner "summary ($(elapsed "$T0") in all)"
+printf '%s\n' "${RESULTS[@]}"
+if ((${#SUMMARIES[@]})); then
+  echo
+  echo "ctest:"
+  printf '  %s\n' "${SUMMARIES[@]}"
+fi
+if ((FAILED)); then
+  echo
+  echo "test.sh: FAILED"
+  exit 1
+fi
+echo
+echo "test.sh: all stages passed"
+# The last ctest summary closes the output, so CI reads the test count.
+if ((${#SUMMARIES[@]})); then
+  printf '%s\n' "${SUMMARIES[-1]#*: }" | sed 's/^ *//'
+fi
+exit 0
