@@ -3,6 +3,8 @@
 #include "cli.h"
 #include "driver.h"
 #include "passes.h"
+#include "cuda_emit.h"
+#include "cuda_compile.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -26,6 +28,8 @@ typedef struct cli_opts {
     const char *dump_after;
     const char *model;
     bool werror;
+    bool emit_cuda;
+    const char *targets;           /* --target sm_80,sm_90 */
     char *owned[MAX_LIST * 2];     /* strings split off NAME=VALUE arguments */
     int nowned;
 } cli_opts;
@@ -111,6 +115,12 @@ static int parse_args(int argc, char **argv, cli_opts *o)
         } else if (strncmp(a, "--no-", 5) == 0 && pass_find(a + 5)) {
             if (o->ndisabled == MAX_LIST) return usage_error("too many %s flags", "--no-");
             o->disabled[o->ndisabled++] = a + 5;
+        } else if (strcmp(a, "--emit-cuda") == 0) {
+            o->emit_cuda = true;
+        } else if (strcmp(a, "--target") == 0) {
+            if (!next) return usage_error("%s needs a value, like sm_80,sm_90", a);
+            o->targets = next;
+            i++;
         } else if (strcmp(a, "-Werror") == 0) {
             o->werror = true;
         } else if (a[0] == '-' && a[1]) {
@@ -166,6 +176,36 @@ static int cmd_check(cli_opts *o)
     return failed;
 }
 
+/* Generate CUDA C for the graph and compile it with NVRTC for every target. */
+static int build_kernels(const cli_opts *o, const ir_graph *g)
+{
+    nrt_program prog;
+    char err[1024];
+    if (!cuda_emit_program(g, &prog, err, sizeof err)) {
+        fprintf(stderr, "netc: code generation failed: %s\n", err);
+        return 1;
+    }
+    if (o->emit_cuda) fputs(prog.source, stdout);
+    int rc = 0;
+    if (nvrtc_available()) {
+        char targets[256];
+        snprintf(targets, sizeof targets, "%s", o->targets ? o->targets : "sm_80,sm_90,compute_90");
+        for (char *save = NULL, *arch = strtok_r(targets, ",", &save); arch; arch = strtok_r(NULL, ",", &save)) {
+            nvrtc_image img;
+            char *log;
+            if (!nvrtc_compile(prog.source, arch, &img, &log)) {
+                fprintf(stderr, "netc: %s\n", log);
+                free(log);
+                rc = 1;
+                break;
+            }
+            nvrtc_image_free(&img);
+        }
+    }
+    nrt_program_free(&prog);
+    return rc;
+}
+
 static int cmd_build(cli_opts *o)
 {
     if (o->nfiles != 1) return usage_error("build: expects one .net file, got %s", o->nfiles ? "several" : "none");
@@ -178,6 +218,7 @@ static int cmd_build(cli_opts *o)
     driver_opts dopts = to_driver(o);
     ir_graph *g = driver_compile(&t, id, &dopts, &d);
     int rc = g && !diag_failed(&d) ? 0 : 1;
+    if (rc == 0) rc = build_kernels(o, g);
     ir_graph_free(g);
     src_free(&t);
     return rc;

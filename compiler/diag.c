@@ -43,6 +43,17 @@ static void print_source_line(diag_ctx *d, nc_loc loc)
     fputs("  ", d->out);
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)line[i];
+        if (c >= 0x80) {            /* copy a well-formed UTF-8 sequence, else '?' */
+            size_t n = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+            bool ok = n && i + n <= len;
+            for (size_t k = 1; ok && k < n; k++) ok = ((unsigned char)line[i + k] & 0xc0) == 0x80;
+            if (ok) {
+                fwrite(line + i, 1, n, d->out);
+                i += n - 1;
+                continue;
+            }
+            c = '?';
+        }
         fputc(c == '\t' ? ' ' : (c < 32 || c == 127) ? '?' : c, d->out);
     }
     fputs("\n  ", d->out);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 const nc_op_info nc_ops[OP_COUNT] = {
-#define X(e, name, nargs, cat, dt, flags, shape, cpu, kw, meaning) \
+#define X(e, name, nargs, cat, dt, flags, shape, cpu, cuda, cexpr, kw, meaning) \
     [e] = {#name, nargs, cat, dt, flags, kw, meaning},
 #include "ops.def"
 #undef X
@@ -448,7 +448,7 @@ static bool shape_scatter_add(ir_graph *g, ir_node *n, const ir_value *a, tc_err
 }
 
 static shape_rule *const shape_rules[OP_COUNT] = {
-#define X(e, name, nargs, cat, dt, flags, shape, cpu, kw, meaning) [e] = shape,
+#define X(e, name, nargs, cat, dt, flags, shape, cpu, cuda, cexpr, kw, meaning) [e] = shape,
 #include "ops.def"
 #undef X
 };

@@ -1025,8 +1025,10 @@ static void elaborate_model(sema_ctx *c, const ast_node *model)
         /* the train section sees the model's body scope: outputs, inputs, configs */
         sema_train(c, model, train);
     }
-    check_unused_inputs(c);
-    lint_casts(c);
+    if (c->diag->errors == 0) {      /* lints only make sense on a complete graph */
+        check_unused_inputs(c);
+        lint_casts(c);
+    }
     scope_leave(c, &body);
     scope_leave(c, &model_scope);
 }

@@ -1,0 +1,111 @@
+/* cuda_compile.c - NVRTC at build time. A kernel that fails to compile is a netc
+ * bug, so the report shows NVRTC's log with the generated source around
+ * each error line: enough to file or fix it. */
+#include "cuda_compile.h"
+#include "cuda_emit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef NETC_HAVE_NVRTC
+#include <nvrtc.h>
+
+bool nvrtc_available(void) { return true; }
+
+int nvrtc_version(void)
+{
+    int major = 0, minor = 0;
+    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return 0;
+    return major * 1000 + minor * 10;
+}
+
+/* Append the generated lines around every "(N): error" in the log. */
+static void context_lines(cg_buf *out, const char *source, const char *log)
+{
+    for (const char *p = strstr(log, "): error"); p; p = strstr(p + 1, "): error")) {
+        const char *open = p;
+        while (open > log && open[-1] != '(') open--;
+        long line = strtol(open, NULL, 10);
+        if (line <= 0) continue;
+        cg_printf(out, "\ngenerated source around line %ld:\n", line);
+        long l = 1;
+        for (const char *s = source; *s; l++) {
+            const char *nl = strchr(s, '\n');
+            int len = (int)(nl ? nl - s : (long)strlen(s));
+            if (l >= line - 3 && l <= line + 3) cg_printf(out, "%s%5ld | %.*s\n", l == line ? ">" : " ", l, len, s);
+            if (!nl) break;
+            s = nl + 1;
+        }
+    }
+}
+
+bool nvrtc_compile(const char *source, const char *arch, nvrtc_image *out, char **log)
+{
+    memset(out, 0, sizeof *out);
+    *log = NULL;
+    nvrtcProgram prog;
+    if (nvrtcCreateProgram(&prog, source, "netc_kernels.cu", 0, NULL, NULL) != NVRTC_SUCCESS) {
+        *log = nc_xstrdup("nvrtcCreateProgram failed");
+        return false;
+    }
+    char archopt[48];
+    snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
+    const char *opts[] = {archopt, "--std=c++17", "-default-device", "-lineinfo"};
+    nvrtcResult rc = nvrtcCompileProgram(prog, (int)NC_COUNT(opts), opts);
+    size_t logsize = 0;
+    nvrtcGetProgramLogSize(prog, &logsize);
+    char *text = nc_xmalloc(logsize + 1);
+    text[0] = 0;
+    if (logsize) nvrtcGetProgramLog(prog, text);
+    if (rc != NVRTC_SUCCESS) {
+        cg_buf b = {0};
+        cg_printf(&b, "NVRTC failed for %s (%s); this is a bug in netc's code generator.\n%s", arch,
+                  nvrtcGetErrorString(rc), text);
+        context_lines(&b, source, text);
+        *log = b.s;
+        free(text);
+        nvrtcDestroyProgram(&prog);
+        return false;
+    }
+    free(text);
+    bool ptx = strncmp(arch, "compute_", 8) == 0;
+    size_t size = 0;
+    rc = ptx ? nvrtcGetPTXSize(prog, &size) : nvrtcGetCUBINSize(prog, &size);
+    if (rc == NVRTC_SUCCESS) {
+        out->data = nc_xmalloc(size);
+        rc = ptx ? nvrtcGetPTX(prog, (char *)out->data) : nvrtcGetCUBIN(prog, (char *)out->data);
+    }
+    nvrtcDestroyProgram(&prog);
+    if (rc != NVRTC_SUCCESS) {
+        free(out->data);
+        out->data = NULL;
+        *log = nc_xstrdup("NVRTC produced no code");
+        return false;
+    }
+    out->size = size;
+    out->is_ptx = ptx;
+    snprintf(out->arch, sizeof out->arch, "%s", arch);
+    return true;
+}
+
+#else
+
+bool nvrtc_available(void) { return false; }
+int nvrtc_version(void) { return 0; }
+
+bool nvrtc_compile(const char *source, const char *arch, nvrtc_image *out, char **log)
+{
+    (void)source, (void)arch;
+    memset(out, 0, sizeof *out);
+    *log = nc_xstrdup("netc was built without the CUDA toolkit: no NVRTC");
+    return false;
+}
+
+#endif
+
+void nvrtc_image_free(nvrtc_image *img)
+{
+    free(img->data);
+    img->data = NULL;
+}

@@ -1,0 +1,26 @@
+/* cuda_compile.h - compiling the generated CUDA C with NVRTC, at build time, to
+ * cubin for each target architecture and PTX for GPUs newer than all of them. */
+#ifndef NC_NVRTC_H
+#define NC_NVRTC_H
+
+#include "base.h"
+
+typedef struct nvrtc_image {
+    char arch[16];         /* "sm_90" for a cubin, "compute_90" for PTX */
+    bool is_ptx;
+    unsigned char *data;
+    size_t size;
+} nvrtc_image;
+
+/* True when netc was built with NVRTC. */
+bool nvrtc_available(void);
+/* NVRTC's version as major*1000 + minor*10 (0 when unavailable). */
+int nvrtc_version(void);
+
+/* Compile source for one architecture ("sm_80", "sm_90", or "compute_90" for
+ * PTX). On failure returns false and writes into log a report with NVRTC's
+ * messages and the generated lines around each error. */
+bool nvrtc_compile(const char *source, const char *arch, nvrtc_image *out, char **log);
+void nvrtc_image_free(nvrtc_image *img);
+
+#endif

@@ -1,0 +1,58 @@
+/* program.h - what a compiled model runs: an ordered list of steps (kernel
+ * launches, cuBLASLt matmuls, copies) over buffers, with every size kept as a
+ * dim id so one module runs at any binding of its symbolic dims.
+ *
+ * Written by the compiler (compiler/schedule.c, cuda_emit.c), stored in the
+ * module file (module.c), followed by the runtime (gpu_exec.c). */
+#ifndef NRT_PROGRAM_H
+#define NRT_PROGRAM_H
+
+#include "ir.h"
+
+#define NRT_MAX_BUFS 8
+#define NRT_MAX_INTS 20
+
+typedef enum nrt_step_kind {
+    NRT_STEP_KERNEL = 1,   /* launch kernels[kernel] with the step's buffers and ints */
+    NRT_STEP_MATMUL = 2,   /* cuBLASLt: bufs = a, b, out; ints = batch dims..., M, N, K */
+    NRT_STEP_COPY = 3,     /* bufs = src, dst; ints[0] = element count */
+} nrt_step_kind;
+
+typedef enum nrt_grid {
+    NRT_GRID_ELEMENTS = 1, /* ints[0] threads, 256 a block, grid-stride loop */
+    NRT_GRID_ROWS = 2,     /* ints[0] / ints[1] rows, one 256-thread block a row */
+    NRT_GRID_WARPS = 3,    /* ints[0] outputs, one warp each, 8 warps a block */
+    NRT_GRID_SINGLE = 4,   /* one 1024-thread block */
+} nrt_grid;
+
+/* Buffers: ids below the graph's node count are IR values; the others are
+ * temporaries (scratch a step needs), temps[id - nnodes]. */
+typedef struct nrt_temp {
+    uint32_t numel;        /* dim id */
+    nc_dtype dtype;
+} nrt_temp;
+
+typedef struct nrt_step {
+    nrt_step_kind kind;
+    nrt_grid grid;
+    uint32_t kernel;       /* index into kernel names */
+    uint32_t node;         /* the IR value this step produces (or helps produce) */
+    uint8_t nbufs, nints;
+    uint32_t bufs[NRT_MAX_BUFS];   /* operands first, results last */
+    uint32_t ints[NRT_MAX_INTS];   /* dim ids, evaluated when the step runs */
+    /* matmul */
+    uint8_t mm_batch_rank; /* leading ints that are batch dims */
+    bool mm_ta, mm_tb, mm_b_shared; /* b is one matrix shared by every batch */
+    nc_dtype mm_dtype;
+} nrt_step;
+
+typedef struct nrt_program {
+    char *source;                  /* CUDA C of every kernel, one translation unit */
+    char **kernel_names; uint32_t nkernels;
+    nrt_step *steps; uint32_t nsteps, cap_steps;
+    nrt_temp *temps; uint32_t ntemps;
+} nrt_program;
+
+void nrt_program_free(nrt_program *p);
+
+#endif

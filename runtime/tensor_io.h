@@ -1,0 +1,43 @@
+/* tensor_io.h - tensors in and out of files: NumPy .npy arrays, safetensors
+ * weight files, and parameter initialisation. Every reader validates every
+ * length, offset and shape before use and reports problems as one clear
+ * message (never a crash, never an absurd allocation). */
+#ifndef NRT_TENSOR_IO_H
+#define NRT_TENSOR_IO_H
+
+#include "cpu_exec.h"
+
+/* .npy: reads <f4 <f2 <f8 <i4 <i8 |u1 |b1 (C order); f8 and i8 are converted
+ * (i8 values must fit i32). The result's dtype is the file's (f8 -> f32,
+ * i8 -> i32). max_bytes bounds the data size. Returns 0 or -1 with err set. */
+int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, size_t errcap);
+/* Writes f32 as <f4, f16 as <f2, bf16 as <f4 (NumPy has no bfloat16),
+ * i32 as <i4, u8 as |u1, bool as |b1. */
+int npy_write(const char *path, const cpu_tensor *t, char *err, size_t errcap);
+
+/* Parameter initialisation, deterministic in (seed, parameter name). Fans:
+ * fan_out = last axis, fan_in = product of the others (weights are [in, out]).
+ *   xavier_uniform: U(-b, b), b = gain*sqrt(6/(fan_in+fan_out))
+ *   xavier_normal:  N(0, gain*sqrt(2/(fan_in+fan_out)))
+ *   kaiming_uniform: U(-b, b), b = gain*sqrt(3/fan_in)
+ *   kaiming_normal: N(0, gain/sqrt(fan_in))
+ *   normal: N(init_b, init_a); uniform: U(init_a, init_b)
+ * Allocates t (shape from the declaration, dims must be constant). */
+int param_init(const ir_graph *g, uint32_t param_index, uint64_t seed, cpu_tensor *t, char *err, size_t errcap);
+
+/* safetensors: one file holding named tensors. Writing uses the parameters'
+ * dtypes (F32, F16, BF16, I32, U8, BOOL) and names; the header is JSON. */
+typedef struct st_entry {
+    const char *name;
+    const cpu_tensor *t;
+} st_entry;
+int safetensors_write(const char *path, const st_entry *entries, uint32_t n, char *err, size_t errcap);
+
+/* Read a safetensors file into the graph's parameters: every parameter must be
+ * present with its exact shape; dtypes convert between F32/F16/BF16 (rounding
+ * to the parameter's dtype); extra tensors in the file are an error unless
+ * allow_extra. params[g->nparams] receive allocated tensors. */
+int safetensors_load_params(const char *path, const ir_graph *g, cpu_tensor *params, bool allow_extra, char *err,
+                            size_t errcap);
+
+#endif
