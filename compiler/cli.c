@@ -5,6 +5,13 @@
 #include "passes.h"
 #include "cuda_emit.h"
 #include "cuda_compile.h"
+#include "inspect.h"
+#include "train_cmd.h"
+#include "module.h"
+#include "netrt.h"
+#include "tensor_io.h"
+
+#include <sys/stat.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -29,7 +36,17 @@ typedef struct cli_opts {
     const char *model;
     bool werror;
     bool emit_cuda;
+    bool json;
     const char *targets;           /* --target sm_80,sm_90 */
+    const char *inputs[MAX_LIST];  /* --input NAME=FILE.npy */
+    const char *input_files[MAX_LIST];
+    int ninputs;
+    const char *outdir;
+    const char *weights;
+    const char *device;
+    const char *entry;             /* --entry forward|train */
+    long long random_inputs;       /* --random-inputs SEED, -1 = off */
+    train_opts train;              /* netc train */
     char *owned[MAX_LIST * 2];     /* strings split off NAME=VALUE arguments */
     int nowned;
 } cli_opts;
@@ -49,7 +66,13 @@ static void print_help(FILE *out)
             "\n"
             "commands:\n"
             "  check FILE...        parse and type-check; diagnostics only\n"
-            "  build FILE           compile a model (and print the IR with --dump-ir)\n"
+            "  build FILE -o M.netm compile a model into a module (CUDA kernels inside)\n"
+            "  run M.netm           run a module: --input NAME=FILE.npy ... --output DIR\n"
+            "                       [--weights W.safetensors] [--device cpu|gpu|auto] [--random-inputs SEED]\n"
+            "  inspect M.netm       kernels, bytes moved, FLOPs, memory plan, peak memory [--json]\n"
+            "  train FILE --data DIR [--epochs N] [--batch B] [--device cpu|gpu|auto] [--seed S] [--lr X]\n"
+            "        [--checkpoint-dir D] [--checkpoint-every STEPS] [--resume] [--metrics F.jsonl]\n"
+            "        [--save W.safetensors] [--max-steps N]\n"
             "  help                 this text\n"
             "\n"
             "options:\n"
@@ -63,6 +86,9 @@ static void print_help(FILE *out)
     for (int i = 0; i < pass_count; i++)
         fprintf(out, "  --no-%-15s skip: %s\n", pass_pipeline[i].name, pass_pipeline[i].what);
     fprintf(out,
+            "  --target LIST        NVRTC targets (default sm_80,sm_90,compute_90)\n"
+            "  --entry train        build the training step (forward, backward, optimizer update)\n"
+            "  --emit-cuda          print the generated CUDA C\n"
             "  -Werror              treat warnings as errors\n"
             "  -o FILE              output file\n");
 }
@@ -115,6 +141,60 @@ static int parse_args(int argc, char **argv, cli_opts *o)
         } else if (strncmp(a, "--no-", 5) == 0 && pass_find(a + 5)) {
             if (o->ndisabled == MAX_LIST) return usage_error("too many %s flags", "--no-");
             o->disabled[o->ndisabled++] = a + 5;
+        } else if (strcmp(a, "--input") == 0) {
+            if (!next || o->ninputs == MAX_LIST || !split_assign(o, next, &o->inputs[o->ninputs], &o->input_files[o->ninputs]))
+                return usage_error("--input wants NAME=FILE.npy, got '%s'", next ? next : "nothing");
+            o->ninputs++;
+            i++;
+        } else if (strcmp(a, "--entry") == 0) {
+            if (!next || (strcmp(next, "forward") && strcmp(next, "train")))
+                return usage_error("--entry is forward or train, not '%s'", next ? next : "nothing");
+            o->entry = next;
+            i++;
+        } else if (strcmp(a, "--output") == 0 || strcmp(a, "--weights") == 0 || strcmp(a, "--device") == 0) {
+            if (!next) return usage_error("%s needs a value", a);
+            if (a[2] == 'o') o->outdir = next;
+            else if (a[2] == 'w') o->weights = next;
+            else {
+                if (strcmp(next, "cpu") && strcmp(next, "gpu") && strcmp(next, "auto"))
+                    return usage_error("--device is cpu, gpu or auto, not '%s'", next);
+                o->device = next;
+            }
+            i++;
+        } else if (strcmp(a, "--random-inputs") == 0) {
+            char *end;
+            if (!next || (o->random_inputs = strtoll(next, &end, 10), *end) || o->random_inputs < 0)
+                return usage_error("--random-inputs wants a seed, got '%s'", next ? next : "nothing");
+            i++;
+        } else if (!strcmp(a, "--data") || !strcmp(a, "--checkpoint-dir") || !strcmp(a, "--metrics") || !strcmp(a, "--save")) {
+            if (!next) return usage_error("%s needs a value", a);
+            if (a[2] == 'd') o->train.data_dir = next;
+            else if (a[2] == 'c') o->train.checkpoint_dir = next;
+            else if (a[2] == 'm') o->train.metrics_path = next;
+            else o->train.save_path = next;
+            i++;
+        } else if (!strcmp(a, "--epochs") || !strcmp(a, "--batch") || !strcmp(a, "--seed") || !strcmp(a, "--accumulate") ||
+                   !strcmp(a, "--checkpoint-every") || !strcmp(a, "--max-steps")) {
+            char *end;
+            long long v = next ? strtoll(next, &end, 10) : -1;
+            if (!next || *end || v < 0 || v > (1ll << 40)) return usage_error("%s needs a non-negative integer", a);
+            if (!strcmp(a, "--epochs")) o->train.epochs = v;
+            else if (!strcmp(a, "--batch")) o->train.batch = v;
+            else if (!strcmp(a, "--seed")) o->train.seed = (uint64_t)v;
+            else if (!strcmp(a, "--accumulate")) o->train.accumulate = v;
+            else if (!strcmp(a, "--checkpoint-every")) o->train.checkpoint_every = v;
+            else o->train.max_steps = v;
+            i++;
+        } else if (!strcmp(a, "--lr")) {
+            char *end;
+            double v = next ? strtod(next, &end) : -1;
+            if (!next || *end || !(v > 0 && v < 1e3)) return usage_error("--lr needs a positive number, got '%s'", next ? next : "");
+            o->train.lr = v;
+            i++;
+        } else if (!strcmp(a, "--resume")) {
+            o->train.resume = true;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = true;
         } else if (strcmp(a, "--emit-cuda") == 0) {
             o->emit_cuda = true;
         } else if (strcmp(a, "--target") == 0) {
@@ -145,6 +225,7 @@ static driver_opts to_driver(const cli_opts *o)
         .set_names = o->set_names, .set_values = o->set_values, .nsets = o->nsets,
         .model = o->model, .verify = true, .dump_after = o->dump_after, .dump_out = stdout,
         .disabled_passes = o->disabled, .ndisabled = o->ndisabled,
+        .train_step = o->entry && strcmp(o->entry, "train") == 0,
     };
 }
 
@@ -176,8 +257,9 @@ static int cmd_check(cli_opts *o)
     return failed;
 }
 
-/* Generate CUDA C for the graph and compile it with NVRTC for every target. */
-static int build_kernels(const cli_opts *o, const ir_graph *g)
+/* Generate CUDA C for the graph, compile it with NVRTC for every target, and
+ * write the module when -o is given. */
+static int build_kernels(const cli_opts *o, ir_graph *g)
 {
     nrt_program prog;
     char err[1024];
@@ -187,6 +269,7 @@ static int build_kernels(const cli_opts *o, const ir_graph *g)
     }
     if (o->emit_cuda) fputs(prog.source, stdout);
     int rc = 0;
+    nrt_module_data m = {.graph = g, .program = prog, .nvrtc_version = nvrtc_version()};
     if (nvrtc_available()) {
         char targets[256];
         snprintf(targets, sizeof targets, "%s", o->targets ? o->targets : "sm_80,sm_90,compute_90");
@@ -199,9 +282,23 @@ static int build_kernels(const cli_opts *o, const ir_graph *g)
                 rc = 1;
                 break;
             }
-            nvrtc_image_free(&img);
+            m.images = nc_xrealloc(m.images, (m.nimages + 1) * sizeof *m.images);
+            nrt_image *mi = &m.images[m.nimages++];
+            memset(mi, 0, sizeof *mi);
+            snprintf(mi->arch, sizeof mi->arch, "%s", img.arch);
+            mi->is_ptx = img.is_ptx;
+            mi->data = img.data;
+            mi->size = img.size;
         }
+    } else if (o->output) {
+        fprintf(stderr, "netc: note: built without NVRTC: the module carries CUDA source only\n");
     }
+    if (rc == 0 && o->output && module_write(o->output, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "netc: %s\n", err);
+        rc = 1;
+    }
+    for (uint32_t i = 0; i < m.nimages; i++) free(m.images[i].data);
+    free(m.images);
     nrt_program_free(&prog);
     return rc;
 }
@@ -224,18 +321,194 @@ static int cmd_build(cli_opts *o)
     return rc;
 }
 
+static int cmd_train(cli_opts *o)
+{
+    if (o->nfiles != 1) return usage_error("train: expects one .net file%s", "");
+    train_opts t = o->train;
+    t.model_path = o->files[0];
+    t.device = o->device ? o->device : "auto";
+    if (!t.epochs) t.epochs = 1;
+    if (!t.batch) t.batch = 128;
+    t.set_names = o->set_names, t.set_values = o->set_values, t.nsets = o->nsets;
+    return train_main(&t);
+}
+
+static int cmd_inspect(cli_opts *o)
+{
+    if (o->nfiles != 1) return usage_error("inspect: expects one module file%s", "");
+    return inspect_module(o->files[0], o->dim_names, o->dim_values, o->ndims, o->json, stdout);
+}
+
+/* Bind symbolic dims from the shapes of the given inputs where --dim did not. */
+static void infer_dims(const nrt_module *m, const cli_opts *o, const cpu_tensor *loaded, const char **names,
+                       int64_t *values, int *n)
+{
+    for (int k = 0; k < o->ninputs; k++)
+        for (int i = 0; i < nrt_module_num_inputs(m); i++) {
+            nrt_tensor_info info;
+            nrt_module_input(m, i, &info);
+            if (strcmp(info.name, o->inputs[k]) != 0 || info.rank != loaded[k].rank) continue;
+            for (int axis = 0; axis < info.rank; axis++) {
+                const char *dim = nrt_module_input_dim(m, i, axis);
+                bool bound = false;
+                for (int j = 0; dim && j < *n; j++) bound |= strcmp(names[j], dim) == 0;
+                if (dim && !bound && *n < NC_MAX_SYMS + MAX_LIST) names[*n] = dim, values[(*n)++] = loaded[k].shape[axis];
+            }
+        }
+}
+
+static int write_outputs(nrt_session *s, const nrt_module *m, const char *dir)
+{
+    if (dir) mkdir(dir, 0755);
+    for (int i = 0; i < nrt_module_num_outputs(m); i++) {
+        nrt_tensor_info info;
+        nrt_module_output(m, i, &info);
+        nrt_error e;
+        if (nrt_session_output_info(s, info.name, &info, &e)) { fprintf(stderr, "netc: %s\n", e.message); return 1; }
+        int64_t numel = 1;
+        for (int k = 0; k < info.rank; k++) numel *= info.shape[k];
+        size_t bytes = (size_t)numel * nrt_dtype_size(info.dtype);
+        void *buf = nc_xmalloc(bytes ? bytes : 1);
+        if (nrt_session_get_output(s, info.name, buf, bytes, &e)) {
+            fprintf(stderr, "netc: %s\n", e.message);
+            free(buf);
+            return 1;
+        }
+        cpu_tensor t = {0};
+        cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, info.shape, (int64_t)1 << 40);
+        for (int64_t j = 0; j < numel; j++) {   /* native bytes to values, for the summary and .npy */
+            const unsigned char *p = buf;
+            double v = 0;
+            switch (info.dtype) {
+            case NRT_F32: { float f; memcpy(&f, p + 4 * j, 4); v = f; break; }
+            case NRT_F16: { uint16_t h; memcpy(&h, p + 2 * j, 2); v = nc_f16_bits_to_f32(h); break; }
+            case NRT_BF16: { uint16_t h; memcpy(&h, p + 2 * j, 2); v = nc_bf16_bits_to_f32(h); break; }
+            case NRT_I32: { int32_t x; memcpy(&x, p + 4 * j, 4); v = x; break; }
+            default: v = p[j]; break;
+            }
+            cpu_set(&t, j, v);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < numel; j++) sum += cpu_get(&t, j);
+        printf("output %s: %s[", info.name, nrt_dtype_name(info.dtype));
+        for (int k = 0; k < info.rank; k++) printf("%s%lld", k ? ", " : "", (long long)info.shape[k]);
+        printf("] mean %.6g first", numel ? sum / (double)numel : 0.0);
+        for (int64_t j = 0; j < numel && j < 4; j++) printf(" %.6g", cpu_get(&t, j));
+        printf("\n");
+        if (dir) {
+            char path[4096], err[512];
+            snprintf(path, sizeof path, "%s/%s.npy", dir, info.name);
+            if (npy_write(path, &t, err, sizeof err) != 0) {
+                fprintf(stderr, "netc: %s\n", err);
+                cpu_tensor_free(&t);
+                free(buf);
+                return 1;
+            }
+        }
+        cpu_tensor_free(&t);
+        free(buf);
+    }
+    return 0;
+}
+
+static void tensor_native(const cpu_tensor *t, void *out)
+{
+    unsigned char *p = out;
+    for (int64_t j = 0; j < t->numel; j++) {
+        double v = cpu_get(t, j);
+        switch (t->dtype) {
+        case NC_F32: { float f = (float)v; memcpy(p + 4 * j, &f, 4); break; }
+        case NC_F16: { uint16_t h = nc_f32_to_f16_bits((float)v); memcpy(p + 2 * j, &h, 2); break; }
+        case NC_BF16: { uint16_t h = nc_f32_to_bf16_bits((float)v); memcpy(p + 2 * j, &h, 2); break; }
+        case NC_I32: { int32_t x = (int32_t)v; memcpy(p + 4 * j, &x, 4); break; }
+        default: p[j] = (unsigned char)v; break;
+        }
+    }
+}
+
+static int cmd_run(cli_opts *o)
+{
+    if (o->nfiles != 1) return usage_error("run: expects one module file (.netm)%s", "");
+    nrt_module *m;
+    nrt_error e;
+    if (nrt_module_load(o->files[0], &m, &e)) { fprintf(stderr, "netc: %s\n", e.message); return 1; }
+    int rc = 1;
+    cpu_tensor loaded[MAX_LIST] = {{0}};
+    const char *dn[NC_MAX_SYMS + MAX_LIST];
+    int64_t dv[NC_MAX_SYMS + MAX_LIST];
+    int nd = 0;
+    for (int i = 0; i < o->ndims; i++) dn[nd] = o->dim_names[i], dv[nd++] = o->dim_values[i];
+    char err[1024];
+    for (int k = 0; k < o->ninputs; k++)
+        if (npy_read(o->input_files[k], &loaded[k], (int64_t)8 << 30, err, sizeof err) != 0) {
+            fprintf(stderr, "netc: %s\n", err);
+            goto done;
+        }
+    infer_dims(m, o, loaded, dn, dv, &nd);
+    nrt_session_opts so = nrt_session_defaults();
+    so.device = !o->device || !strcmp(o->device, "auto") ? NRT_DEVICE_AUTO : !strcmp(o->device, "cpu") ? NRT_DEVICE_CPU : NRT_DEVICE_GPU;
+    so.dim_names = dn, so.dim_values = dv, so.ndims = nd;
+    nrt_session *s;
+    if (nrt_session_create(m, &so, &s, &e)) { fprintf(stderr, "netc: %s\n", e.message); goto done; }
+    fprintf(stderr, "netc: running on %s\n", nrt_session_device(s));
+    if (o->weights && nrt_session_load_weights(s, o->weights, &e)) { fprintf(stderr, "netc: %s\n", e.message); goto free_session; }
+    for (int k = 0; k < o->ninputs; k++) {
+        size_t bytes = (size_t)loaded[k].numel * dtype_size(loaded[k].dtype);
+        void *buf = nc_xmalloc(bytes ? bytes : 1);
+        tensor_native(&loaded[k], buf);
+        nrt_status st = nrt_session_set_input(s, o->inputs[k], (nrt_dtype)loaded[k].dtype, loaded[k].rank, loaded[k].shape, buf, &e);
+        free(buf);
+        if (st) { fprintf(stderr, "netc: %s\n", e.message); goto free_session; }
+    }
+    if (o->random_inputs >= 0) {
+        for (int i = 0; i < nrt_module_num_inputs(m); i++) {
+            nrt_tensor_info decl, info;
+            nrt_module_input(m, i, &decl);
+            bool given = false;
+            for (int k = 0; k < o->ninputs; k++) given |= strcmp(o->inputs[k], decl.name) == 0;
+            if (given) continue;
+            nrt_session_input_info(s, decl.name, &info, NULL);
+            int64_t *shape = info.shape;
+            cpu_tensor t = {0};
+            cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, shape, (int64_t)8 << 30);
+            for (int64_t j = 0; j < t.numel; j++) {
+                float u = nc_rng_uniform((uint64_t)o->random_inputs, (uint64_t)i, (uint64_t)j);
+                cpu_set(&t, j, dtype_is_float(t.dtype) ? 2.0 * u - 1.0 : info.dtype == NRT_U8 ? 256.0 * u : 10.0 * u);
+            }
+            size_t bytes = (size_t)t.numel * dtype_size(t.dtype);
+            void *buf = nc_xmalloc(bytes ? bytes : 1);
+            tensor_native(&t, buf);
+            nrt_status st = nrt_session_set_input(s, info.name, info.dtype, info.rank, shape, buf, &e);
+            free(buf);
+            cpu_tensor_free(&t);
+            if (st) { fprintf(stderr, "netc: %s\n", e.message); goto free_session; }
+        }
+    }
+    if (nrt_session_run(s, &e)) { fprintf(stderr, "netc: %s\n", e.message); goto free_session; }
+    rc = write_outputs(s, m, o->outdir);
+free_session:
+    nrt_session_free(s);
+done:
+    for (int k = 0; k < o->ninputs; k++) cpu_tensor_free(&loaded[k]);
+    nrt_module_free(m);
+    return rc;
+}
+
 int cli_main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         print_help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    cli_opts o = {0};
+    cli_opts o = {.random_inputs = -1};
     int rc = parse_args(argc - 2, argv + 2, &o);
     if (rc) { free_opts(&o); return rc; }
     const char *cmd = argv[1];
     if (strcmp(cmd, "check") == 0) rc = cmd_check(&o);
     else if (strcmp(cmd, "build") == 0) rc = cmd_build(&o);
+    else if (strcmp(cmd, "run") == 0) rc = cmd_run(&o);
+    else if (strcmp(cmd, "train") == 0) rc = cmd_train(&o);
+    else if (strcmp(cmd, "inspect") == 0) rc = cmd_inspect(&o);
     else rc = usage_error("unknown command '%s'", cmd);
     free_opts(&o);
     return rc;

@@ -3,6 +3,7 @@
  * each error line: enough to file or fix it. */
 #include "cuda_compile.h"
 #include "cuda_emit.h"
+#include "nvrtc_cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,10 +41,33 @@ static void context_lines(cg_buf *out, const char *source, const char *log)
     }
 }
 
+static bool compile_uncached(const char *source, const char *arch, nvrtc_image *out, char **log);
+
+/* Through the same on-disk cache the runtime uses (runtime/nvrtc_cache.c):
+ * a rebuild of an unchanged model skips NVRTC. NETC_NO_CACHE=1 disables it. */
 bool nvrtc_compile(const char *source, const char *arch, nvrtc_image *out, char **log)
 {
     memset(out, 0, sizeof *out);
     *log = NULL;
+    int major = 0, minor = 0;
+    nvrtcVersion(&major, &minor);
+    char path[1300];
+    nvrtc_cache_path(source, arch, major, minor, path, sizeof path);
+    bool use_cache = !getenv("NETC_NO_CACHE");
+    size_t size;
+    if (use_cache && nvrtc_cache_load(path, &out->data, &size)) {
+        out->size = size;
+        out->is_ptx = strncmp(arch, "compute_", 8) == 0;
+        snprintf(out->arch, sizeof out->arch, "%s", arch);
+        return true;
+    }
+    if (!compile_uncached(source, arch, out, log)) return false;
+    if (use_cache) nvrtc_cache_store(path, out->data, out->size);
+    return true;
+}
+
+static bool compile_uncached(const char *source, const char *arch, nvrtc_image *out, char **log)
+{
     nvrtcProgram prog;
     if (nvrtcCreateProgram(&prog, source, "netc_kernels.cu", 0, NULL, NULL) != NVRTC_SUCCESS) {
         *log = nc_xstrdup("nvrtcCreateProgram failed");

@@ -32,7 +32,7 @@ void cg_printf(cg_buf *b, const char *fmt, ...)
 
 /* The elementwise expressions and reduction combiners of ops.def. */
 static const char *const nc_cuda_exprs[OP_COUNT] = {
-#define X(e, name, nargs, cat, dt, flags, shape, cpu, cuda, cexpr, kw, meaning) [e] = cexpr,
+#define X(e, name, nargs, cat, dt, flags, shape, cpu, cuda, cexpr, grad, kw, meaning) [e] = cexpr,
 #include "ops.def"
 #undef X
 };
@@ -291,8 +291,12 @@ static bool cuda_emit_elementwise(cg_ctx *cg, ir_value v)
     cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n");
     for (int i = 0; i < n->nargs; i++)
         cg_printf(&cg->body, "    %s %c = nc_ld(x%d, i);\n", compute_type(node(cg, arg(cg, v, i))->dtype), letters[i], i);
-    cg_printf(&cg->body, "    nc_st(y, i, ");
-    expand_expr(cg, n, nc_cuda_exprs[n->op]);
+    /* Integer arithmetic wraps like the CPU executor's; only casts saturate. */
+    bool wrap = !dtype_is_float(n->dtype) && n->dtype != NC_BOOL && n->op != OP_CAST;
+    if (wrap) cg_printf(&cg->body, "    y[i] = (%s)(long long)(", storage_type(n->dtype));
+    else cg_printf(&cg->body, "    nc_st(y, i, ");
+    /* dropout is the identity outside training, as on the CPU executor */
+    expand_expr(cg, n, n->op == OP_DROPOUT && !cg->training ? "a" : nc_cuda_exprs[n->op]);
     cg_printf(&cg->body, ");\n  }\n");
     end_kernel(cg);
     return true;
@@ -696,27 +700,17 @@ static bool cuda_emit_matmul(cg_ctx *cg, ir_value v)
 /* ------------------------------------------------------------------ */
 
 static cuda_emit_fn *const emitters[OP_COUNT] = {
-#define X(e, name, nargs, cat, dt, flags, shape, cpu, cuda, cexpr, kw, meaning) [e] = cuda,
+#define X(e, name, nargs, cat, dt, flags, shape, cpu, cuda, cexpr, grad, kw, meaning) [e] = cuda,
 #include "ops.def"
 #undef X
 };
 
 
-void nrt_program_free(nrt_program *p)
-{
-    if (!p) return;
-    free(p->source);
-    for (uint32_t i = 0; i < p->nkernels; i++) free(p->kernel_names[i]);
-    free(p->kernel_names);
-    free(p->steps);
-    free(p->temps);
-    memset(p, 0, sizeof *p);
-}
 
 bool cuda_emit_program(const ir_graph *g, nrt_program *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
-    cg_ctx cg = {.g = g, .prog = out};
+    cg_ctx cg = {.g = g, .prog = out, .training = g->train.present && g->train.loss != IR_NONE};
     cg_printf(&cg.src, "%s", prelude);
     for (ir_value v = 0; v < g->nnodes; v++) {
         if (!emitters[g->nodes[v].op](&cg, v)) {
@@ -729,6 +723,20 @@ bool cuda_emit_program(const ir_graph *g, nrt_program *out, char *err, size_t er
             nrt_program_free(out);
             return false;
         }
+    }
+    /* A training step ends by assigning each update to its parameter's buffer:
+     * after every read of the old value, so no kernel sees a half-updated weight. */
+    for (uint32_t i = 0; i < g->nupdates; i++) {
+        ir_value pnode = IR_NONE;
+        for (ir_value v = 0; v < g->nnodes && pnode == IR_NONE; v++)
+            if (g->nodes[v].op == OP_PARAM && g->nodes[v].attr.index == g->updates[i].param) pnode = v;
+        if (pnode == IR_NONE) continue;
+        nrt_step *s = new_step(&cg, NRT_STEP_COPY, pnode);
+        uint32_t numel;
+        if (!numel_dim(&cg, &g->nodes[pnode], &numel)) NC_BUG("parameter size");
+        add_int(s, numel);
+        add_buf(s, g->updates[i].value);
+        add_buf(s, pnode);
     }
     out->source = cg.src.s;
     for (uint32_t k = 0; k < cg.nbodies; k++) free(cg.bodies[k]);

@@ -29,6 +29,7 @@ typedef struct cg_ctx {
     uint32_t cur_step;
     char **bodies;         /* distinct kernel bodies so far, index = kernel */
     uint32_t nbodies;
+    bool training;         /* a training step: dropout drops */
     char err[512];
 } cg_ctx;
 

@@ -189,16 +189,20 @@ void dim_format(const dim_expr *d, const char *const *names, char *buf, size_t c
     size_t n = 0;
     buf[0] = 0;
     if (d->nterms == 0) { snprintf(buf, cap, "0"); return; }
-    for (int i = 0; i < d->nterms && n < cap; i++) {
-        const dim_term *t = &d->term[i];
+    /* symbolic terms first, the constant last: "T + 1", not "1 + T" */
+    int order[DIM_MAX_TERMS], k = 0;
+    for (int i = 0; i < d->nterms; i++) if (d->term[i].nfactors) order[k++] = i;
+    for (int i = 0; i < d->nterms; i++) if (!d->term[i].nfactors) order[k++] = i;
+    for (int j = 0; j < k && n < cap; j++) {
+        const dim_term *t = &d->term[order[j]];
         int64_t c = t->coeff;
-        if (i > 0) { n += (size_t)snprintf(buf + n, cap - n, c < 0 ? " - " : " + "); if (c < 0) c = -c; }
+        if (j > 0) { n += (size_t)snprintf(buf + n, cap - n, c < 0 ? " - " : " + "); if (c < 0) c = -c; }
         else if (c < 0 && t->nfactors) { n += (size_t)snprintf(buf + n, cap - n, "-"); c = -c; }
         if (n >= cap) break;
         bool wrote = false;
         if (c != 1 || t->nfactors == 0) { n += (size_t)snprintf(buf + n, cap - n, "%lld", (long long)c); wrote = true; }
-        for (int k = 0; k < t->nfactors && n < cap; k++) {
-            n += (size_t)snprintf(buf + n, cap - n, "%s%s", wrote ? "*" : "", names[t->sym[k]]);
+        for (int f = 0; f < t->nfactors && n < cap; f++) {
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", wrote ? "*" : "", names[t->sym[f]]);
             wrote = true;
         }
     }

@@ -1,5 +1,6 @@
 /* driver.c - one compilation: parse, analyse, run the pass pipeline. */
 #include "driver.h"
+#include "autodiff.h"
 #include "parse.h"
 #include "passes.h"
 #include "sema.h"
@@ -53,6 +54,24 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
     ir_graph *g = sema_model(sources, f, o ? o->model : NULL, o, d);
     ast_file_free(f);
     if (!g) return NULL;
+    /* A forward (inference) build computes the outputs only; the train spec
+     * stays for reference, its loss detached so DCE drops it. */
+    bool train = o && o->train_step;
+    if (g->train.present && !(o && (o->keep_loss || train))) g->train.loss = IR_NONE;
+    if (train) {
+        char err[1024];
+        if (!g->train.present) {
+            diag_report(d, DIAG_ERROR, (nc_loc){file_id, 0, 0}, "add: train <model> { optimizer adam(lr: 1e-3) }",
+                        "model %s has no train section", g->name);
+            ir_graph_free(g);
+            return NULL;
+        }
+        if (!train_step_build(g, err, sizeof err)) {
+            diag_report(d, DIAG_ERROR, g->train.loc, NULL, "%s", err);
+            ir_graph_free(g);
+            return NULL;
+        }
+    }
     pass_opts po = {.verify = o ? o->verify : true,
                     .dump_after = o ? o->dump_after : NULL,
                     .dump_out = o && o->dump_out ? o->dump_out : stdout,

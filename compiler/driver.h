@@ -15,8 +15,10 @@ typedef struct driver_opts {
     const char *const *set_names;      /* --set NAME=VALUE: override config constants */
     const char *const *set_values;
     int nsets;
-    const char *model;                 /* which model to build; NULL = the only/last one */
+    const char *model;                 /* which model to build; NULL = the first one */
     bool verify;                       /* run the IR verifier after every pass */
+    bool keep_loss;                    /* keep the train section's loss (training builds) */
+    bool train_step;                   /* build the training step: backward + optimizer update */
     const char *dump_after;            /* --dump-ir=after:PASS ("" = final IR) */
     FILE *dump_out;
     const char *const *disabled_passes;/* --no-PASS */

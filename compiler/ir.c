@@ -39,6 +39,7 @@ void ir_graph_free(ir_graph *g)
     free(g->inputs);
     free(g->params);
     free(g->outputs);
+    free(g->updates);
     free(g->files);
     free(g->name);
     free(g);
@@ -144,6 +145,12 @@ void ir_output_add(ir_graph *g, const char *name, ir_value v)
     g->noutputs++;
 }
 
+void ir_update_add(ir_graph *g, uint32_t param, ir_value v)
+{
+    g->updates = nc_xrealloc(g->updates, (g->nupdates + 1) * sizeof *g->updates);
+    g->updates[g->nupdates++] = (ir_update){.param = param, .value = v};
+}
+
 bool ir_shape_numel(const ir_graph *g, uint8_t rank, const uint32_t *shape, const int64_t *syms, int64_t *out)
 {
     int64_t n = 1;
@@ -234,7 +241,7 @@ void ir_print(const ir_graph *g, FILE *out)
     }
     for (uint32_t i = 0; i < g->nparams; i++) {
         const ir_param *p = &g->params[i];
-        fprintf(out, "param %s: ", p->decl.name);
+        fprintf(out, "%s %s: ", p->role == IR_ROLE_STATE ? "state" : "param", p->decl.name);
         print_type(g, p->decl.dtype, p->decl.rank, p->decl.shape, out);
         fprintf(out, " = %s(%.9g, %.9g)\n", init_names[p->init], p->init_a, p->init_b);
     }
@@ -255,6 +262,9 @@ void ir_print(const ir_graph *g, FILE *out)
     }
     for (uint32_t i = 0; i < g->noutputs; i++)
         fprintf(out, "output %s = %%%u\n", g->outputs[i].name, g->outputs[i].value);
+    if (g->train.present && g->train.loss != IR_NONE) fprintf(out, "loss = %%%u\n", g->train.loss);
+    for (uint32_t i = 0; i < g->nupdates; i++)
+        fprintf(out, "update %s = %%%u\n", g->params[g->updates[i].param].decl.name, g->updates[i].value);
 }
 
 /* ------------------------------------------------------------------ */
@@ -278,6 +288,11 @@ static int verify_node(const ir_graph *g, ir_value v, FILE *err)
     if (n->op == OP_INPUT && n->attr.index >= g->ninputs) VFAIL("%%%u: input index %u", v, n->attr.index);
     if (n->op == OP_PARAM && n->attr.index >= g->nparams) VFAIL("%%%u: param index %u", v, n->attr.index);
     if (problems) return problems;
+    if (n->op == OP_INPUT || n->op == OP_PARAM) {   /* sources match their declarations */
+        const ir_tensor_decl *d = n->op == OP_INPUT ? &g->inputs[n->attr.index] : &g->params[n->attr.index].decl;
+        if (d->dtype != n->dtype || d->rank != n->rank || memcmp(d->shape, n->shape, n->rank * sizeof(uint32_t)) != 0)
+            VFAIL("%%%u: type differs from the declaration of %s", v, d->name);
+    }
     /* The stored type must be what the op's rules give for these operands. */
     ir_node chk = *n;
     tc_error e;
@@ -296,5 +311,14 @@ int ir_verify(const ir_graph *g, FILE *err)
     for (ir_value v = 0; v < g->nnodes; v++) problems += verify_node(g, v, err);
     for (uint32_t i = 0; i < g->noutputs; i++)
         if (g->outputs[i].value >= g->nnodes) VFAIL("output %s: value out of range", g->outputs[i].name);
+    if (g->train.present && g->train.loss != IR_NONE && g->train.loss >= g->nnodes) VFAIL("train loss out of range");
+    for (uint32_t i = 0; i < g->nupdates; i++) {
+        const ir_update *u = &g->updates[i];
+        if (u->param >= g->nparams || u->value >= g->nnodes) { VFAIL("update %u out of range", i); continue; }
+        const ir_param *p = &g->params[u->param];
+        const ir_node *n = &g->nodes[u->value];
+        if (p->decl.dtype != n->dtype || p->decl.rank != n->rank || memcmp(p->decl.shape, n->shape, n->rank * sizeof(uint32_t)))
+            VFAIL("update of %s: the value's type differs from the parameter's", p->decl.name);
+    }
     return problems;
 }

@@ -61,11 +61,23 @@ typedef enum ir_init_kind {
     IR_INIT_COUNT
 } ir_init_kind;
 
+typedef enum ir_param_role {
+    IR_ROLE_WEIGHT,                /* trained */
+    IR_ROLE_STATE,                 /* optimizer state (moments): saved, not trained */
+} ir_param_role;
+
 typedef struct ir_param {
     ir_tensor_decl decl;
+    ir_param_role role;
     ir_init_kind init;
-    double init_a, init_b;         /* normal: mean, std; uniform: lo, hi; others: gain */
+    double init_a, init_b;         /* normal: std, mean; uniform: low, high; fan-based: gain */
 } ir_param;
+
+/* After a training step, param[param] takes the value computed as value. */
+typedef struct ir_update {
+    uint32_t param;
+    ir_value value;
+} ir_update;
 
 typedef struct ir_output {
     char *name;
@@ -104,6 +116,7 @@ typedef struct ir_graph {
     ir_tensor_decl *inputs; uint32_t ninputs;
     ir_param *params; uint32_t nparams;
     ir_output *outputs; uint32_t noutputs;
+    ir_update *updates; uint32_t nupdates;         /* a training step's assignments */
     char **files; uint32_t nfiles;                  /* loc.file - 1 indexes this */
     char *name;                                     /* the model's name */
     ir_train_spec train;
@@ -125,12 +138,16 @@ uint32_t ir_file_add(ir_graph *g, const char *path);
 /* Nodes. ir_add appends a node without checking it; callers that build from
  * user input use ir_build (ops.c), which runs the op's type rules first. */
 ir_value ir_add(ir_graph *g, const ir_node *proto, const ir_value *args, uint16_t nargs);
-static inline const ir_value *ir_args(const ir_graph *g, const ir_node *n) { return g->args + n->args_at; }
+static inline const ir_value *ir_args(const ir_graph *g, const ir_node *n)
+{
+    return n->nargs ? g->args + n->args_at : NULL;   /* no pointer arithmetic on a NULL array */
+}
 static inline ir_node *ir_node_at(const ir_graph *g, ir_value v) { return &g->nodes[v]; }
 
 uint32_t ir_input_add(ir_graph *g, const ir_tensor_decl *d);
 uint32_t ir_param_add(ir_graph *g, const ir_param *p);
 void ir_output_add(ir_graph *g, const char *name, ir_value v);
+void ir_update_add(ir_graph *g, uint32_t param, ir_value v);
 
 const char *ir_init_name(ir_init_kind k);
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 const nc_op_info nc_ops[OP_COUNT] = {
-#define X(e, name, nargs, cat, dt, flags, shape, cpu, cuda, cexpr, kw, meaning) \
+#define X(e, name, nargs, cat, dt, flags, shape, cpu, cuda, cexpr, grad, kw, meaning) \
     [e] = {#name, nargs, cat, dt, flags, kw, meaning},
 #include "ops.def"
 #undef X
@@ -123,8 +123,9 @@ static bool apply_dtype_rule(const ir_graph *g, ir_node *n, const ir_value *a, t
         n->dtype = g->nodes[a[0]].dtype;
         return true;
     case DT_FLOAT:
+        for (int i = 0; i < na; i++)
+            if (!need_float(g, op, a, i, e)) return false;
         if (!same_dtype(g, op, a, 0, na, e)) return false;
-        if (!need_float(g, op, a, 0, e)) return false;
         n->dtype = g->nodes[a[0]].dtype;
         return true;
     case DT_COMPARE:
@@ -448,7 +449,7 @@ static bool shape_scatter_add(ir_graph *g, ir_node *n, const ir_value *a, tc_err
 }
 
 static shape_rule *const shape_rules[OP_COUNT] = {
-#define X(e, name, nargs, cat, dt, flags, shape, cpu, cuda, cexpr, kw, meaning) [e] = shape,
+#define X(e, name, nargs, cat, dt, flags, shape, cpu, cuda, cexpr, grad, kw, meaning) [e] = shape,
 #include "ops.def"
 #undef X
 };

@@ -6,7 +6,7 @@
 #include "base.h"
 
 typedef enum nc_op {
-#define X(e, name, nargs, cat, dt, flags, shape, cpu, cuda, cexpr, kw, meaning) e,
+#define X(e, name, nargs, cat, dt, flags, shape, cpu, cuda, cexpr, grad, kw, meaning) e,
 #include "ops.def"
 #undef X
     OP_COUNT

@@ -130,7 +130,7 @@ ast_file *parse_file(const src_table *sources, uint32_t file_id, diag_ctx *d)
     ast_file *f = nc_xcalloc(1, sizeof *f);
     f->file_id = file_id;
     f->arena = ast_arena_new();
-    parse_state ps = {.arena = f->arena, .diag = d, .file = file_id, .line = 1, .col = 1, .nl_suppressed = true};
+    parse_state ps = {.arena = f->arena, .diag = d, .file = file_id, .line = 1, .col = 1, .nl_suppressed = true, .stmt_start = true};
     int errors_before = d->errors;
     if (sf->len == 0) {
         diag_report(d, DIAG_ERROR, (nc_loc){file_id, 1, 1}, "a .net file declares at least one model or fn",

@@ -20,6 +20,7 @@ typedef struct parse_state {
     nc_loc tok;              /* where the current token starts */
     int bracket_depth;       /* ( and [ nesting: newlines inside are not statement ends */
     bool nl_suppressed;      /* the previous token cannot end a statement */
+    bool stmt_start;         /* the next token starts a statement: '@name' is an attribute */
     bool too_deep;           /* an expression exceeded AST_MAX_DEPTH; reported once */
 } parse_state;
 

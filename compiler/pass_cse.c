@@ -57,7 +57,8 @@ bool pass_cse(ir_graph **gp, FILE *err)
         }
     }
     for (uint32_t i = 0; i < g->noutputs; i++) g->outputs[i].value = replace[g->outputs[i].value];
-    if (g->train.present) g->train.loss = replace[g->train.loss];
+    if (g->train.present && g->train.loss != IR_NONE) g->train.loss = replace[g->train.loss];
+    for (uint32_t i = 0; i < g->nupdates; i++) g->updates[i].value = replace[g->updates[i].value];
     ir_graph *out = ir_graph_filter(g, keep, replace);
     free(table);
     free(replace);

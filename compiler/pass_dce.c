@@ -1,6 +1,6 @@
 /* pass_dce.c - dead code elimination.
  * Requires: any graph. Produces: only nodes that an output or the train loss
- * depends on. Inputs and params stay declared even when unused, so a module's
+ * (when the graph is built for training) depends on. Inputs and params stay declared even when unused, so a module's
  * interface does not depend on what the optimizer removed. */
 #include "passes.h"
 
@@ -12,7 +12,8 @@ bool pass_dce(ir_graph **gp, FILE *err)
     ir_graph *g = *gp;
     bool *live = nc_xcalloc(g->nnodes + 1, sizeof *live);
     for (uint32_t i = 0; i < g->noutputs; i++) live[g->outputs[i].value] = true;
-    if (g->train.present) live[g->train.loss] = true;
+    if (g->train.present && g->train.loss != IR_NONE) live[g->train.loss] = true;
+    for (uint32_t i = 0; i < g->nupdates; i++) live[g->updates[i].value] = true;
     for (ir_value v = g->nnodes; v-- > 0;) {
         if (!live[v]) continue;
         const ir_node *n = &g->nodes[v];

@@ -74,7 +74,8 @@ ir_graph *ir_graph_filter(const ir_graph *g, const bool *keep, const ir_value *r
         if (dst != args) free(dst);
     }
     for (uint32_t i = 0; i < g->noutputs; i++) ir_output_add(out, g->outputs[i].name, map[g->outputs[i].value]);
-    if (g->train.present) out->train.loss = map[g->train.loss];
+    if (g->train.present && g->train.loss != IR_NONE) out->train.loss = map[g->train.loss];
+    for (uint32_t i = 0; i < g->nupdates; i++) ir_update_add(out, g->updates[i].param, map[g->updates[i].value]);
     free(map);
     return out;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SEMA_MAX_CALL_DEPTH 64
 #define SEMA_MAX_REPEAT 4096
@@ -180,6 +181,31 @@ static bool file_exists(const char *path)
     return f != NULL;
 }
 
+/* The standard library: --stdlib / NETC_STDLIB, else next to an installed
+ * netc (<prefix>/share/netc/stdlib), else the source tree it was built from. */
+static void stdlib_path(sema_ctx *c, const char *name, char *path, size_t cap)
+{
+    const char *dir = c->opts && c->opts->stdlib_dir ? c->opts->stdlib_dir : getenv("NETC_STDLIB");
+    if (dir) {
+        snprintf(path, cap, "%s/%s.net", dir, name);
+        return;
+    }
+    char exe[1024];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        snprintf(path, cap, "%.900s/../share/netc/stdlib/%s.net", exe, name);
+        if (file_exists(path)) return;
+    }
+#ifdef NETC_STDLIB_DIR
+    snprintf(path, cap, "%s/%s.net", NETC_STDLIB_DIR, name);
+#else
+    snprintf(path, cap, "stdlib/%s.net", name);
+#endif
+}
+
 static sema_module *module_load(sema_ctx *c, const char *name, nc_loc loc)
 {
     for (sema_module *m = c->modules; m; m = m->next)
@@ -198,14 +224,7 @@ static sema_module *module_load(sema_ctx *c, const char *name, nc_loc loc)
         int dirlen = slash ? (int)(slash - from->path + 1) : 0;
         snprintf(path, sizeof path, "%.*s%s.net", dirlen, from->path, name);
     }
-    if (!path[0] || !file_exists(path)) {
-        const char *dir = c->opts && c->opts->stdlib_dir ? c->opts->stdlib_dir : NULL;
-        if (!dir) dir = getenv("NETC_STDLIB");
-#ifdef NETC_STDLIB_DIR
-        if (!dir) dir = NETC_STDLIB_DIR;
-#endif
-        snprintf(path, sizeof path, "%s/%s.net", dir ? dir : ".", name);
-    }
+    if (!path[0] || !file_exists(path)) stdlib_path(c, name, path, sizeof path);
     char err[512];
     uint32_t id = src_load(c->sources, path, err, sizeof err);
     if (!id) {
@@ -240,6 +259,7 @@ static bool config_overridden(sema_ctx *c, const char *name, sv *out, nc_loc loc
     if (!c->opts) return false;
     for (int i = 0; i < c->opts->nsets; i++) {
         if (strcmp(c->opts->set_names[i], name) != 0) continue;
+        if (i < 64) c->set_used[i] = true;
         const char *s = c->opts->set_values[i];
         char *end;
         long long iv = strtoll(s, &end, 10);
@@ -329,6 +349,7 @@ static bool symbolic_dim(sema_ctx *c, const char *name, nc_loc loc, uint32_t *di
     if (c->opts)
         for (int i = 0; i < c->opts->ndims; i++)
             if (strcmp(c->opts->dim_names[i], name) == 0) {
+                if (i < 64) c->dim_used[i] = true;
                 *dim = ir_dim_const(c->g, c->opts->dim_values[i]);
                 return true;
             }
@@ -616,7 +637,7 @@ static void exec_param(sema_ctx *c, const ast_node *s)
     p.decl.dtype = type->dtype;
     p.decl.loc = s->loc;
     p.init = p.decl.rank >= 2 ? IR_INIT_XAVIER_UNIFORM : IR_INIT_ZEROS;
-    p.init_a = 1.0;
+    p.init_a = p.init == IR_INIT_XAVIER_UNIFORM ? 1.0 : 0.0;     /* as if written: xavier(1), zeros() */
     if (s->b && !sema_initializer(c, s->b, &p)) {
         scope_put(c->env, s->name, sv_error(), s->loc);
         return;
@@ -1122,6 +1143,26 @@ static ir_graph *build_one(sema_ctx *c, const ast_node *model)
     return g;
 }
 
+/* --dim and --set names that matched nothing are mistakes, not no-ops. */
+static void check_options_used(sema_ctx *c, uint32_t file, ir_graph **g)
+{
+    if (!c->opts || !*g) return;
+    int errors = c->diag->errors;
+    nc_loc where = {file, 0, 0};
+    for (int i = 0; i < c->opts->ndims && i < 64; i++)
+        if (!c->dim_used[i])
+            diag_report(c->diag, DIAG_ERROR, where, NULL, "--dim %s: the model has no symbolic dim named %s",
+                        c->opts->dim_names[i], c->opts->dim_names[i]);
+    for (int i = 0; i < c->opts->nsets && i < 64; i++)
+        if (!c->set_used[i])
+            diag_report(c->diag, DIAG_ERROR, where, NULL, "--set %s: no config constant named %s", c->opts->set_names[i],
+                        c->opts->set_names[i]);
+    if (c->diag->errors > errors) {
+        ir_graph_free(*g);
+        *g = NULL;
+    }
+}
+
 ir_graph *sema_model(src_table *sources, ast_file *main_file, const char *model_name, const driver_opts *o,
                      diag_ctx *d)
 {
@@ -1137,6 +1178,7 @@ ir_graph *sema_model(src_table *sources, ast_file *main_file, const char *model_
                          "no model in this file");
     } else {
         g = build_one(c, model);
+        check_options_used(c, main_file->file_id, &g);
     }
     ctx_free(c);
     return g;
@@ -1151,6 +1193,11 @@ int sema_check_all(src_table *sources, ast_file *main_file, const driver_opts *o
         if (decl->kind == AST_TRAIN && !find_decl(main_file, AST_MODEL, decl->name))
             diag_report(d, DIAG_ERROR, decl->loc, NULL, "train section for unknown model '%s'", decl->name);
         if (decl->kind != AST_MODEL) continue;
+        for (uint32_t k = 0; k < i; k++) {
+            const ast_node *prev = main_file->decls.items[k];
+            if (prev->kind == AST_MODEL && strcmp(prev->name, decl->name) == 0)
+                diag_report(d, DIAG_ERROR, decl->loc, NULL, "model '%s' is defined twice", decl->name);
+        }
         ir_graph *g = build_one(c, decl);
         ir_graph_free(g);
         n++;

@@ -146,7 +146,7 @@ static sv scalar_tensor(sema_ctx *c, sv s, nc_dtype dtype, nc_loc loc)
     double v = s.kind == SV_FLOAT ? s.f : (double)s.i;
     if (!dtype_is_float(dtype) && s.kind == SV_FLOAT && v != floor(v)) {
         sema_err(c, loc, "write an integer, or cast the tensor to a float dtype",
-                 "the number %g cannot be used with a %s tensor", v, dtype_name(dtype));
+                 "the number %g cannot be used with an %s tensor", v, dtype_name(dtype));
         return sv_error();
     }
     ir_node n = sema_proto(c, OP_FILL, loc);

@@ -86,6 +86,7 @@ typedef struct sema_ctx {
     int nret;
     bool returned;
     nc_loc call_site;       /* innermost fn call, for notes */
+    bool dim_used[64], set_used[64];   /* which --dim / --set names matched something */
 } sema_ctx;
 
 /* sema.c */

@@ -79,7 +79,7 @@ static void set_hparam(sema_ctx *c, ir_train_spec *t, const hparam *h, sv v, nc_
         return;
     }
     if (!(x >= h->lo && x <= h->hi) || (h->lo_open && x == h->lo)) {
-        sema_err(c, loc, NULL, "'%s' = %g is out of range (%s%g, %g]", h->name, x, h->lo_open ? "" : "=", h->lo, h->hi);
+        sema_err(c, loc, NULL, "'%s' = %g is out of range %s%g, %g]", h->name, x, h->lo_open ? "(" : "[", h->lo, h->hi);
         return;
     }
     if (h->kind == 'i') {
@@ -188,6 +188,8 @@ void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
         apply_choice(c, t, s);
     }
     if (t->optimizer == IR_OPT_ADAMW && !weight_decay_set) t->weight_decay = 0.01;
+    if (t->schedule == IR_SCHED_STEP && t->step_size == 0)
+        sema_err(c, train->loc, "write: schedule step(step_size: 1000, gamma: 0.1)", "schedule step needs step_size");
     if (t->schedule == IR_SCHED_COSINE && t->min_lr > t->lr)
         sema_err(c, train->loc, NULL, "schedule cosine: min_lr %g is above lr %g", t->min_lr, t->lr);
 

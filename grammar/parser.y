@@ -173,6 +173,9 @@ stmt
     | PRECISION DTYPE block         { $$ = $3; $$->has_dtype = true; $$->dtype = $2; }
     | REPEAT expr block             { $$ = parse_named(ps, AST_REPEAT, @1, NULL, $2, NULL); $$->list = $3->list; }
     | REPEAT expr AS NAME block     { $$ = parse_named(ps, AST_REPEAT, @1, $4, $2, NULL); $$->list = $5->list; }
+    | REPEAT expr ATTR block        { $$ = parse_with_attr(ps, @3, $3, parse_named(ps, AST_REPEAT, @1, NULL, $2, NULL)); $$->list = $4->list; }
+    | REPEAT expr AS NAME ATTR block
+                                    { $$ = parse_with_attr(ps, @5, $5, parse_named(ps, AST_REPEAT, @1, $4, $2, NULL)); $$->list = $6->list; }
     | ATTR stmt                     { $$ = parse_with_attr(ps, @1, $1, $2); }
     ;
 

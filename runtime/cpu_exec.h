@@ -28,7 +28,9 @@ typedef struct cpu_tensor {
 } cpu_tensor;
 
 /* Allocate zeroed storage for a tensor; false (and no allocation) if the
- * element count is negative or the bytes exceed limit_bytes. */
+ * element count is negative or overflows, the bytes exceed limit_bytes
+ * (<= 0: 16 GiB), or memory is short. Storage is 4 bytes per element
+ * whatever the dtype (f32 or i32). */
 bool cpu_tensor_alloc(cpu_tensor *t, nc_dtype dtype, uint8_t rank, const int64_t *shape, int64_t limit_bytes);
 void cpu_tensor_free(cpu_tensor *t);
 double cpu_get(const cpu_tensor *t, int64_t i);
@@ -63,7 +65,8 @@ typedef struct cpu_exec_result {
     cpu_tensor *values;        /* g->nnodes entries; freed ones have NULL data */
     uint32_t nvalues;
     bool *borrowed;            /* values[v] aliases a caller's input or param (not
-                                  copied): valid as long as that tensor is */
+                                  copied): valid as long as that tensor is. Graph
+                                  outputs are never borrowed. */
 } cpu_exec_result;
 
 /* Run the whole graph. Returns 0, or -1 with a message in err (bad binding,

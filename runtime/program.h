@@ -55,4 +55,12 @@ typedef struct nrt_program {
 
 void nrt_program_free(nrt_program *p);
 
+/* The memory plan at bound dims: bytes and live steps of every buffer (IR
+ * values, then temporaries), placed in one arena. Inputs and parameters live
+ * the whole run, outputs to its end. Returns a malloc'd array of
+ * nnodes + ntemps entries, or NULL with err set. */
+#include "memplan.h"
+memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const int64_t *syms, memplan_result *r,
+                                 char *err, size_t errcap);
+
 #endif

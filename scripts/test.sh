@@ -147,6 +147,13 @@ fuzz_seeds() {
   case "$1" in
     fuzz_parse)
       find examples stdlib tests/golden -type f -name '*.net' 2>/dev/null ;;
+    fuzz_module)
+      # small modules written by the main build's netc (CUDA source, no images)
+      mkdir -p "$ROOT/build-fuzz/seeds"
+      for ex in fashion_mlp cast_chain; do
+        "$ROOT/build/netc" build "examples/$ex.net" --target '' -o "$ROOT/build-fuzz/seeds/$ex.netm" >/dev/null 2>&1 &&
+          echo "$ROOT/build-fuzz/seeds/$ex.netm"
+      done ;;
     *)
       [[ -d "tests/fuzz/seeds/$1" ]] && find "tests/fuzz/seeds/$1" -type f ;;
   esac
@@ -166,7 +173,9 @@ run_fuzz_target() {  # path-to-binary
   done < <(fuzz_seeds "$name")
   echo "--- $name: ${FUZZ_SECONDS}s, $n seed files, corpus $corpus"
   touch "$LOGDIR/fuzz-$name.start"
-  "$bin" -max_len=4096 -timeout=5 -max_total_time="$FUZZ_SECONDS" \
+  local max_len=4096
+  [[ $name == fuzz_module ]] && max_len=262144
+  "$bin" -max_len="$max_len" -timeout=5 -max_total_time="$FUZZ_SECONDS" \
          -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" \
          >"$LOGDIR/fuzz-$name.log" 2>&1
   rc=$?

@@ -15,8 +15,11 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc)"
 
 build/netc check "$MODEL"
-build/netc build "$MODEL" --dump-ir
-
-# TODO(lead): the real job, once `netc train` exists:
-# build/netc train "$MODEL" --data "$DATA" --epochs "$EPOCHS"
-echo "train_demo: 'netc train' is not written yet (would train $MODEL on $DATA for $EPOCHS epochs)"
+mkdir -p out
+build/netc build "$MODEL" -o out/fashion_mlp.netm
+build/netc inspect out/fashion_mlp.netm --dim B=512 | tail -n 4
+# Until `netc train` lands (issue 4): run the freshly initialised model on a
+# batch of 8 synthetic images, on the GPU when one is usable, else on the CPU
+# executor; the logits land in out/run/logits.npy.
+build/netc run out/fashion_mlp.netm --dim B=8 --random-inputs 1 --output out/run
+echo "train_demo: training ($MODEL on $DATA, $EPOCHS epochs) comes with 'netc train' (issue 4)"

@@ -1,0 +1,552 @@
+/* autodiff.c - reverse-mode differentiation of the IR.
+ *
+ * Requires: a graph whose train.loss is an f32 scalar. Produces: the same
+ * graph with the backward computation appended (so the node array stays a
+ * valid schedule) and the gradient of the loss for every trained parameter.
+ * Each op's rule is named in ops.def's grad column and builds ordinary IR
+ * nodes, so the optimizer passes see forward and backward as one graph.
+ * Rules compute in the dtype of the value they differentiate; reductions and
+ * normalisations go through f32, as the forward ops accumulate in f32. */
+#include "autodiff.h"
+#include "typecheck.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ad_ctx {
+    ir_graph *g;
+    ir_value *grad;            /* accumulated gradient of each original node */
+    bool *needs;               /* the node depends on a trained parameter */
+    uint32_t nforward;
+    nc_loc loc;                /* of the node being differentiated */
+    bool failed;
+    char *err;
+    size_t errcap;
+} ad_ctx;
+
+typedef void ad_rule(ad_ctx *c, ir_value v, ir_value g);
+
+/* ---- building nodes ------------------------------------------------- */
+
+static ir_value build(ad_ctx *c, ir_node proto, const ir_value *args, int n)
+{
+    if (c->failed) return IR_NONE;
+    for (int i = 0; i < n; i++)
+        if (args[i] == IR_NONE) { c->failed = true; return IR_NONE; }
+    proto.loc = c->loc;
+    ir_value out;
+    tc_error e;
+    if (!ir_build(c->g, &proto, args, (uint16_t)n, &out, &e)) {
+        snprintf(c->err, c->errcap, "autodiff: building %s: %s", nc_ops[proto.op].name, e.msg);
+        c->failed = true;
+        return IR_NONE;
+    }
+    return out;
+}
+
+static const ir_node *nd(ad_ctx *c, ir_value v) { return &c->g->nodes[v]; }
+static ir_value argv_(ad_ctx *c, ir_value v, int i) { return ir_args(c->g, nd(c, v))[i]; }
+
+static ir_value un(ad_ctx *c, nc_op op, ir_value a) { return build(c, (ir_node){.op = op}, &a, 1); }
+static ir_value bin(ad_ctx *c, nc_op op, ir_value a, ir_value b)
+{
+    ir_value x[2] = {a, b};
+    return build(c, (ir_node){.op = op}, x, 2);
+}
+
+static ir_value cast_to(ad_ctx *c, ir_value x, nc_dtype t)
+{
+    if (x == IR_NONE || nd(c, x)->dtype == t) return x;
+    ir_node p = {.op = OP_CAST};
+    p.attr.to = t;
+    return build(c, p, &x, 1);
+}
+
+static ir_value broadcast_to(ad_ctx *c, ir_value x, uint8_t rank, const uint32_t *shape)
+{
+    if (x == IR_NONE) return x;
+    const ir_node *n = nd(c, x);
+    if (n->rank == rank && memcmp(n->shape, shape, rank * sizeof *shape) == 0) return x;
+    ir_node p = {.op = OP_BROADCAST, .rank = rank};
+    memcpy(p.shape, shape, rank * sizeof *shape);
+    return build(c, p, &x, 1);
+}
+
+/* A constant with like's dtype and shape. */
+static ir_value constant(ad_ctx *c, double v, ir_value like)
+{
+    ir_node p = {.op = OP_FILL, .dtype = nd(c, like)->dtype};
+    p.attr.f = v;
+    ir_value s = build(c, p, NULL, 0);
+    const ir_node *l = nd(c, like);
+    uint32_t shape[NC_MAX_RANK];
+    memcpy(shape, l->shape, sizeof shape);
+    return broadcast_to(c, s, l->rank, shape);
+}
+
+static ir_value scale(ad_ctx *c, ir_value x, double k) { return bin(c, OP_MUL, x, constant(c, k, x)); }
+
+static ir_value reshape_to(ad_ctx *c, ir_value x, uint8_t rank, const uint32_t *shape)
+{
+    if (x == IR_NONE) return x;
+    const ir_node *n = nd(c, x);
+    if (n->rank == rank && memcmp(n->shape, shape, rank * sizeof *shape) == 0) return x;
+    ir_node p = {.op = OP_RESHAPE, .rank = rank};
+    memcpy(p.shape, shape, rank * sizeof *shape);
+    return build(c, p, &x, 1);
+}
+
+static ir_value reduce(ad_ctx *c, nc_op op, ir_value x, const int8_t *axes, int naxes, bool keepdim)
+{
+    ir_node p = {.op = op};
+    p.attr.naxes = (uint8_t)naxes;
+    memcpy(p.attr.axes, axes, (size_t)naxes);
+    p.attr.keepdim = keepdim;
+    return build(c, p, &x, 1);
+}
+
+/* Sum over the last axis, keeping it (for row-wise rules). */
+static ir_value row_sum(ad_ctx *c, ir_value x)
+{
+    int8_t ax = (int8_t)(nd(c, x)->rank - 1);
+    return reduce(c, OP_SUM, x, &ax, 1, true);
+}
+
+static ir_value matmul(ad_ctx *c, ir_value a, ir_value b, bool ta, bool tb)
+{
+    ir_node p = {.op = OP_MATMUL};
+    p.attr.ta = ta, p.attr.tb = tb;
+    ir_value x[2] = {a, b};
+    return build(c, p, x, 2);
+}
+
+static ir_value where(ad_ctx *c, ir_value cond, ir_value a, ir_value b)
+{
+    ir_value x[3] = {cond, a, b};
+    return build(c, (ir_node){.op = OP_WHERE}, x, 3);
+}
+
+static ir_value zeros_like(ad_ctx *c, ir_value x) { return constant(c, 0.0, x); }
+
+/* Reduce a gradient of a broadcast result down to the operand's shape. */
+static ir_value sum_to(ad_ctx *c, ir_value g, uint8_t rank, const uint32_t *shape)
+{
+    if (g == IR_NONE) return g;
+    const ir_node *n = nd(c, g);
+    uint8_t grank = n->rank;
+    uint32_t one = ir_dim_const(c->g, 1);
+    int8_t axes[NC_MAX_RANK];
+    int na = 0;
+    for (int k = 0; k < grank; k++) {
+        int j = k - (grank - rank);
+        uint32_t gd = nd(c, g)->shape[k];
+        if (j < 0 || (shape[j] == one && gd != one)) axes[na++] = (int8_t)k;
+    }
+    ir_value r = na ? reduce(c, OP_SUM, g, axes, na, false) : g;
+    return reshape_to(c, r, rank, shape);
+}
+
+/* ---- accumulation ----------------------------------------------------- */
+
+static void add_grad(ad_ctx *c, ir_value x, ir_value g)
+{
+    if (g == IR_NONE || c->failed || x >= c->nforward || !c->needs[x]) return;
+    if (!dtype_is_float(nd(c, x)->dtype)) return;
+    g = cast_to(c, g, nd(c, x)->dtype);
+    c->grad[x] = c->grad[x] == IR_NONE ? g : bin(c, OP_ADD, c->grad[x], g);
+}
+
+/* ---- rules (named in ops.def) ------------------------------------------ */
+
+static void grad_none(ad_ctx *c, ir_value v, ir_value g) { (void)c, (void)v, (void)g; }
+
+#define A0 argv_(c, v, 0)
+#define A1 argv_(c, v, 1)
+#define A2 argv_(c, v, 2)
+
+static void grad_neg(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, un(c, OP_NEG, g)); }
+static void grad_abs(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value x = A0, z = zeros_like(c, x);
+    add_grad(c, x, where(c, bin(c, OP_GT, x, z), g, where(c, bin(c, OP_LT, x, z), un(c, OP_NEG, g), zeros_like(c, g))));
+}
+static void grad_exp(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, bin(c, OP_MUL, g, v)); }
+static void grad_log(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, bin(c, OP_DIV, g, A0)); }
+static void grad_sqrt(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, bin(c, OP_DIV, scale(c, g, 0.5), v)); }
+static void grad_rsqrt(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value y3 = bin(c, OP_MUL, bin(c, OP_MUL, v, v), v);
+    add_grad(c, A0, scale(c, bin(c, OP_MUL, g, y3), -0.5));
+}
+static void grad_square(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, scale(c, bin(c, OP_MUL, g, A0), 2.0)); }
+static void grad_tanh(ad_ctx *c, ir_value v, ir_value g)
+{
+    add_grad(c, A0, bin(c, OP_MUL, g, bin(c, OP_SUB, constant(c, 1.0, v), bin(c, OP_MUL, v, v))));
+}
+static void grad_erf(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value x = A0;   /* 2/sqrt(pi) e^(-x^2) */
+    add_grad(c, x, bin(c, OP_MUL, g, scale(c, un(c, OP_EXP, un(c, OP_NEG, bin(c, OP_MUL, x, x))), 1.1283791670955126)));
+}
+static void grad_sigmoid(ad_ctx *c, ir_value v, ir_value g)
+{
+    add_grad(c, A0, bin(c, OP_MUL, g, bin(c, OP_MUL, v, bin(c, OP_SUB, constant(c, 1.0, v), v))));
+}
+static void grad_relu(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value x = A0;
+    add_grad(c, x, where(c, bin(c, OP_GT, x, zeros_like(c, x)), g, zeros_like(c, g)));
+}
+/* d/dx x*Phi(x) = Phi(x) + x*phi(x), computed in f32. */
+static void grad_gelu(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value x = cast_to(c, A0, NC_F32), gf = cast_to(c, g, NC_F32);
+    ir_value cdf = scale(c, bin(c, OP_ADD, constant(c, 1.0, x), un(c, OP_ERF, scale(c, x, 0.70710678118654752))), 0.5);
+    ir_value pdf = scale(c, un(c, OP_EXP, scale(c, bin(c, OP_MUL, x, x), -0.5)), 0.3989422804014327);
+    add_grad(c, A0, bin(c, OP_MUL, gf, bin(c, OP_ADD, cdf, bin(c, OP_MUL, x, pdf))));
+}
+/* y = 0.5x(1+t), t = tanh(k(x + 0.044715x^3)): dy/dx = 0.5(1+t) + 0.5x(1-t^2)k(1 + 0.134145x^2). */
+static void grad_gelu_tanh(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value x = cast_to(c, A0, NC_F32), gf = cast_to(c, g, NC_F32), x2 = bin(c, OP_MUL, x, x);
+    ir_value inner = scale(c, bin(c, OP_ADD, x, scale(c, bin(c, OP_MUL, x2, x), 0.044715)), 0.79788456080286536);
+    ir_value t = un(c, OP_TANH, inner), one = constant(c, 1.0, x);
+    ir_value d1 = scale(c, bin(c, OP_ADD, one, t), 0.5);
+    ir_value sech2 = bin(c, OP_SUB, one, bin(c, OP_MUL, t, t));
+    ir_value dinner = scale(c, bin(c, OP_ADD, one, scale(c, x2, 0.134145)), 0.79788456080286536);
+    ir_value d2 = scale(c, bin(c, OP_MUL, x, bin(c, OP_MUL, sech2, dinner)), 0.5);
+    add_grad(c, A0, bin(c, OP_MUL, gf, bin(c, OP_ADD, d1, d2)));
+}
+static void grad_silu(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value x = A0, s = un(c, OP_SIGMOID, x), one = constant(c, 1.0, x);
+    add_grad(c, x, bin(c, OP_MUL, g, bin(c, OP_MUL, s, bin(c, OP_ADD, one, bin(c, OP_MUL, x, bin(c, OP_SUB, one, s))))));
+}
+static void grad_cast(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, g); }
+/* dropout is linear: the same mask (same seed and step) applies to g */
+static void grad_dropout(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_node p = {.op = OP_DROPOUT, .attr = nd(c, v)->attr};
+    add_grad(c, A0, build(c, p, &g, 1));
+}
+static void grad_add(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, g); add_grad(c, A1, g); }
+static void grad_sub(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, g); add_grad(c, A1, un(c, OP_NEG, g)); }
+static void grad_mul(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value a = A0, b = A1;
+    add_grad(c, a, bin(c, OP_MUL, g, b));
+    add_grad(c, b, bin(c, OP_MUL, g, a));
+}
+static void grad_div(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value a = A0, b = A1;
+    add_grad(c, a, bin(c, OP_DIV, g, b));
+    add_grad(c, b, un(c, OP_NEG, bin(c, OP_DIV, bin(c, OP_MUL, g, v), b)));
+}
+static void grad_pow(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value a = A0, b = A1;
+    add_grad(c, a, bin(c, OP_MUL, g, bin(c, OP_MUL, b, bin(c, OP_POW, a, bin(c, OP_SUB, b, constant(c, 1.0, b))))));
+    add_grad(c, b, bin(c, OP_MUL, g, bin(c, OP_MUL, v, un(c, OP_LOG, a))));
+}
+/* ties go to the first operand */
+static void grad_maximum(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value pick = bin(c, OP_GE, A0, A1), z = zeros_like(c, g);
+    add_grad(c, A0, where(c, pick, g, z));
+    add_grad(c, A1, where(c, pick, z, g));
+}
+static void grad_minimum(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value pick = bin(c, OP_LE, A0, A1), z = zeros_like(c, g);
+    add_grad(c, A0, where(c, pick, g, z));
+    add_grad(c, A1, where(c, pick, z, g));
+}
+static void grad_where(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value z = zeros_like(c, g);
+    add_grad(c, A1, where(c, A0, g, z));
+    add_grad(c, A2, where(c, A0, z, g));
+}
+
+/* The gradient of a reduction, spread back over the reduced axes. */
+static ir_value unreduce(ad_ctx *c, ir_value v, ir_value g)
+{
+    const ir_node *n = nd(c, v), *x = nd(c, A0);
+    uint32_t kshape[NC_MAX_RANK], one = ir_dim_const(c->g, 1);
+    uint8_t xr = x->rank;
+    uint32_t xshape[NC_MAX_RANK];
+    memcpy(xshape, x->shape, sizeof xshape);
+    bool red[NC_MAX_RANK] = {0};
+    for (int k = 0; k < n->attr.naxes; k++) red[n->attr.axes[k]] = true;
+    for (int k = 0; k < xr; k++) kshape[k] = red[k] ? one : xshape[k];
+    return broadcast_to(c, reshape_to(c, g, xr, kshape), xr, xshape);
+}
+
+static void grad_sum(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, unreduce(c, v, g)); }
+static void grad_mean(ad_ctx *c, ir_value v, ir_value g)
+{
+    int64_t in = 1;   /* the count is a ratio of element counts, known when dims are */
+    const ir_node *x = nd(c, A0), *n = nd(c, v);
+    dim_expr pi = dim_const(1), po = dim_const(1), q;
+    for (int k = 0; k < x->rank; k++) dim_mul(&pi, &c->g->dims[x->shape[k]], &pi);
+    for (int k = 0; k < n->rank; k++) dim_mul(&po, &c->g->dims[n->shape[k]], &po);
+    if (dim_div(&pi, &po, &q) != DIM_OK || !dim_is_const(&q, &in)) {
+        snprintf(c->err, c->errcap, "autodiff: mean over a symbolic number of elements is not differentiable yet");
+        c->failed = true;
+        return;
+    }
+    add_grad(c, A0, scale(c, unreduce(c, v, g), 1.0 / (double)in));
+}
+static void grad_max(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value x = A0, y = unreduce(c, v, v);
+    add_grad(c, x, where(c, bin(c, OP_EQ, x, y), unreduce(c, v, g), zeros_like(c, x)));
+}
+
+static void grad_softmax(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value y = cast_to(c, v, NC_F32), gf = cast_to(c, g, NC_F32);
+    const ir_node *n = nd(c, y);
+    uint32_t shape[NC_MAX_RANK];
+    memcpy(shape, n->shape, sizeof shape);
+    uint8_t r = n->rank;
+    ir_value dot = broadcast_to(c, row_sum(c, bin(c, OP_MUL, gf, y)), r, shape);
+    add_grad(c, A0, bin(c, OP_MUL, y, bin(c, OP_SUB, gf, dot)));
+}
+static void grad_log_softmax(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value y = cast_to(c, v, NC_F32), gf = cast_to(c, g, NC_F32);
+    const ir_node *n = nd(c, y);
+    uint32_t shape[NC_MAX_RANK];
+    memcpy(shape, n->shape, sizeof shape);
+    uint8_t r = n->rank;
+    ir_value s = broadcast_to(c, row_sum(c, gf), r, shape);
+    add_grad(c, A0, bin(c, OP_SUB, gf, bin(c, OP_MUL, un(c, OP_EXP, y), s)));
+}
+
+/* layernorm / rmsnorm backward in f32: xhat = (x - mu) * rstd;
+ * dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w. */
+static void grad_norm(ad_ctx *c, ir_value v, ir_value g, bool ln)
+{
+    ir_value x = cast_to(c, A0, NC_F32), w = cast_to(c, A1, NC_F32), gf = cast_to(c, g, NC_F32);
+    const ir_node *n = nd(c, x);
+    uint32_t shape[NC_MAX_RANK];
+    memcpy(shape, n->shape, sizeof shape);
+    uint8_t r = n->rank;
+    int64_t C = 0;
+    if (!dim_is_const(&c->g->dims[shape[r - 1]], &C) || C <= 0) {
+        snprintf(c->err, c->errcap, "autodiff: normalisation over a symbolic axis");
+        c->failed = true;
+        return;
+    }
+    double inv = 1.0 / (double)C, eps = nd(c, v)->attr.f;
+    ir_value mu = ln ? broadcast_to(c, scale(c, row_sum(c, x), inv), r, shape) : IR_NONE;
+    ir_value xc = ln ? bin(c, OP_SUB, x, mu) : x;
+    ir_value var = scale(c, row_sum(c, bin(c, OP_MUL, xc, xc)), inv);
+    ir_value rstd = broadcast_to(c, un(c, OP_RSQRT, bin(c, OP_ADD, var, constant(c, eps, var))), r, shape);
+    ir_value xhat = bin(c, OP_MUL, xc, rstd);
+    ir_value wb = broadcast_to(c, w, r, shape);
+    ir_value dxhat = bin(c, OP_MUL, gf, wb);
+    ir_value m2 = broadcast_to(c, scale(c, row_sum(c, bin(c, OP_MUL, dxhat, xhat)), inv), r, shape);
+    ir_value inner = bin(c, OP_SUB, dxhat, bin(c, OP_MUL, xhat, m2));
+    if (ln) inner = bin(c, OP_SUB, inner, broadcast_to(c, scale(c, row_sum(c, dxhat), inv), r, shape));
+    add_grad(c, A0, bin(c, OP_MUL, rstd, inner));
+    uint32_t wshape[1] = {shape[r - 1]};
+    add_grad(c, A1, sum_to(c, bin(c, OP_MUL, gf, xhat), 1, wshape));
+    if (ln) add_grad(c, A2, sum_to(c, gf, 1, wshape));
+}
+static void grad_layernorm(ad_ctx *c, ir_value v, ir_value g) { grad_norm(c, v, g, true); }
+static void grad_rmsnorm(ad_ctx *c, ir_value v, ir_value g) { grad_norm(c, v, g, false); }
+
+/* d loss / d logits = (softmax(logits) - ((1-s) onehot + s/C)) * g / rows */
+static void grad_cross_entropy(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value logits = cast_to(c, A0, NC_F32), targets = A1;
+    const ir_node *n = nd(c, logits);
+    uint32_t shape[NC_MAX_RANK];
+    memcpy(shape, n->shape, sizeof shape);
+    uint8_t r = n->rank;
+    double s = nd(c, v)->attr.f;
+    int64_t C = 0, rows = 1;
+    dim_expr pr = dim_const(1);
+    for (int k = 0; k < r - 1; k++) dim_mul(&pr, &c->g->dims[shape[k]], &pr);
+    if (!dim_is_const(&c->g->dims[shape[r - 1]], &C) || !dim_is_const(&pr, &rows) || rows <= 0) {
+        snprintf(c->err, c->errcap, "autodiff: cross_entropy over a symbolic number of rows: training builds bind "
+                                    "the batch (--dim B=...)");
+        c->failed = true;
+        return;
+    }
+    ir_node sm = {.op = OP_SOFTMAX};
+    sm.attr.axis = -1;
+    ir_value p = build(c, sm, &logits, 1);
+    ir_node io = {.op = OP_IOTA, .dtype = NC_I32, .rank = r};
+    memcpy(io.shape, shape, sizeof io.shape);
+    io.attr.axis = r - 1;
+    ir_value cls = build(c, io, NULL, 0);
+    uint32_t tshape[NC_MAX_RANK];
+    memcpy(tshape, shape, sizeof tshape);
+    tshape[r - 1] = ir_dim_const(c->g, 1);
+    ir_value t = broadcast_to(c, reshape_to(c, targets, r, tshape), r, shape);
+    ir_value onehot = cast_to(c, bin(c, OP_EQ, cls, t), NC_F32);
+    ir_value target = bin(c, OP_ADD, scale(c, onehot, 1.0 - s), constant(c, C ? s / (double)C : 0.0, p));
+    ir_value d = bin(c, OP_SUB, p, target);
+    ir_value gb = broadcast_to(c, reshape_to(c, g, 0, NULL), r, shape);
+    d = bin(c, OP_MUL, d, gb);
+    add_grad(c, A0, scale(c, d, 1.0 / (double)rows));
+}
+
+static void grad_matmul(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value a = A0, b = A1;
+    bool ta = nd(c, v)->attr.ta, tb = nd(c, v)->attr.tb;
+    const ir_node *an = nd(c, a), *bn = nd(c, b);
+    bool shared = bn->rank == 2 && an->rank > 2;
+    /* gradients of the stored operands, for each transpose combination */
+    ir_value ga = !ta ? matmul(c, g, b, false, !tb) : matmul(c, b, g, tb, true);
+    add_grad(c, a, ga);
+    if (!c->needs[b]) return;
+    if (!shared) {
+        add_grad(c, b, !tb ? matmul(c, a, g, !ta, false) : matmul(c, g, a, true, ta));
+        return;
+    }
+    if (ta) {
+        snprintf(c->err, c->errcap, "autodiff: matmul with transpose_a and a shared right operand");
+        c->failed = true;
+        return;
+    }
+    /* flatten the batch: [..., M, K] -> [(..)M, K] */
+    dim_expr rows = dim_const(1);
+    uint32_t a2[2], g2[2];
+    for (int k = 0; k < an->rank - 1; k++) dim_mul(&rows, &c->g->dims[an->shape[k]], &rows);
+    uint32_t rid = ir_dim_intern(c->g, &rows);
+    a2[0] = rid, a2[1] = an->shape[an->rank - 1];
+    const ir_node *gn = nd(c, g);
+    g2[0] = rid, g2[1] = gn->shape[gn->rank - 1];
+    ir_value af = reshape_to(c, a, 2, a2), gf = reshape_to(c, g, 2, g2);
+    add_grad(c, b, !tb ? matmul(c, af, gf, true, false) : matmul(c, gf, af, true, false));
+}
+
+static void grad_transpose(ad_ctx *c, ir_value v, ir_value g)
+{
+    const ir_node *n = nd(c, v);
+    ir_node p = {.op = OP_TRANSPOSE};
+    p.attr.naxes = n->attr.naxes;
+    for (int k = 0; k < n->attr.naxes; k++) p.attr.axes[n->attr.axes[k]] = (int8_t)k;
+    add_grad(c, A0, build(c, p, &g, 1));
+}
+static void grad_reshape(ad_ctx *c, ir_value v, ir_value g)
+{
+    const ir_node *x = nd(c, A0);
+    uint32_t shape[NC_MAX_RANK];
+    memcpy(shape, x->shape, sizeof shape);
+    add_grad(c, A0, reshape_to(c, g, x->rank, shape));
+}
+static void grad_broadcast(ad_ctx *c, ir_value v, ir_value g)
+{
+    const ir_node *x = nd(c, A0);
+    uint32_t shape[NC_MAX_RANK];
+    memcpy(shape, x->shape, sizeof shape);
+    add_grad(c, A0, sum_to(c, g, x->rank, shape));
+}
+/* slice backward: zeros around g along the axis */
+static void grad_slice(ad_ctx *c, ir_value v, ir_value g)
+{
+    const ir_node *n = nd(c, v), *x = nd(c, A0);
+    int ax = n->attr.axis;
+    uint32_t lo = n->attr.lo, hi = n->attr.hi, size = x->shape[ax];
+    ir_value parts[3];
+    int np = 0;
+    uint32_t shape[NC_MAX_RANK];
+    memcpy(shape, n->shape, sizeof shape);
+    uint8_t rank = n->rank;
+    nc_dtype dt = n->dtype;
+    int64_t k;
+    if (!(dim_is_const(&c->g->dims[lo], &k) && k == 0)) {
+        ir_node z = {.op = OP_FILL, .dtype = dt};
+        shape[ax] = lo;
+        parts[np++] = broadcast_to(c, build(c, z, NULL, 0), rank, shape);
+    }
+    parts[np++] = g;
+    if (hi != size) {
+        dim_expr rest;
+        if (dim_sub(&c->g->dims[size], &c->g->dims[hi], &rest) != DIM_OK) { c->failed = true; return; }
+        ir_node z = {.op = OP_FILL, .dtype = dt};
+        shape[ax] = ir_dim_intern(c->g, &rest);
+        parts[np++] = broadcast_to(c, build(c, z, NULL, 0), rank, shape);
+    }
+    if (np == 1) { add_grad(c, A0, g); return; }
+    ir_node p = {.op = OP_CONCAT};
+    p.attr.axis = ax;
+    add_grad(c, A0, build(c, p, parts, np));
+}
+static void grad_concat(ad_ctx *c, ir_value v, ir_value g)
+{
+    int ax = nd(c, v)->attr.axis, na = nd(c, v)->nargs;
+    dim_expr start = dim_const(0);
+    for (int i = 0; i < na; i++) {
+        ir_value xi = argv_(c, v, i);
+        const ir_node *x = nd(c, xi);
+        dim_expr end;
+        dim_add(&start, &c->g->dims[x->shape[ax]], &end);
+        ir_node p = {.op = OP_SLICE};
+        p.attr.axis = ax;
+        p.attr.lo = ir_dim_intern(c->g, &start);
+        p.attr.hi = ir_dim_intern(c->g, &end);
+        add_grad(c, xi, build(c, p, &g, 1));
+        start = end;
+    }
+}
+static void grad_gather(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_node p = {.op = OP_SCATTER_ADD};
+    p.attr.lo = nd(c, A0)->shape[0];
+    ir_value x[2] = {A1, g};
+    add_grad(c, A0, build(c, p, x, 2));
+}
+static void grad_scatter_add(ad_ctx *c, ir_value v, ir_value g)
+{
+    ir_value x[2] = {g, A0};
+    add_grad(c, A1, build(c, (ir_node){.op = OP_GATHER}, x, 2));
+}
+
+static ad_rule *const rules[OP_COUNT] = {
+#define X(e, name, nargs, cat, dt, flags, shape, cpu, cuda, cexpr, grad, kw, meaning) [e] = grad,
+#include "ops.def"
+#undef X
+};
+
+/* ---- the pass ------------------------------------------------------------ */
+
+bool autodiff_run(ir_graph *g, ir_value seed_scale, ir_value *param_grads, char *err, size_t errcap)
+{
+    if (!g->train.present || g->train.loss == IR_NONE) {
+        snprintf(err, errcap, "autodiff: the graph has no loss");
+        return false;
+    }
+    ad_ctx c = {.g = g, .nforward = g->nnodes, .err = err, .errcap = errcap};
+    c.grad = nc_xmalloc((g->nnodes + 1) * sizeof *c.grad);
+    c.needs = nc_xcalloc(g->nnodes + 1, sizeof *c.needs);
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        c.grad[v] = IR_NONE;
+        c.needs[v] = n->op == OP_PARAM && g->params[n->attr.index].role == IR_ROLE_WEIGHT;
+        for (int i = 0; i < n->nargs && !c.needs[v]; i++) c.needs[v] = c.needs[ir_args(g, n)[i]];
+    }
+    ir_value loss = g->train.loss;
+    c.loc = g->nodes[loss].loc;
+    c.grad[loss] = seed_scale != IR_NONE ? seed_scale : constant(&c, 1.0, loss);
+    for (ir_value v = c.nforward; v-- > 0 && !c.failed;) {
+        if (c.grad[v] == IR_NONE || !c.needs[v]) continue;
+        c.loc = g->nodes[v].loc;
+        rules[g->nodes[v].op](&c, v, c.grad[v]);
+    }
+    for (uint32_t i = 0; i < g->nparams; i++) param_grads[i] = IR_NONE;
+    for (ir_value v = 0; v < c.nforward && !c.failed; v++)
+        if (g->nodes[v].op == OP_PARAM) param_grads[g->nodes[v].attr.index] = c.grad[v];
+    free(c.grad);
+    free(c.needs);
+    return !c.failed;
+}

@@ -1,0 +1,29 @@
+/* autodiff.h - reverse-mode differentiation and the optimizer update: from a
+ * model with a loss to one training-step graph (forward, loss, backward,
+ * update), which the passes then optimize as a whole. */
+#ifndef NC_AUTODIFF_H
+#define NC_AUTODIFF_H
+
+#include "ir.h"
+
+/* Append the backward computation; param_grads[i] receives the gradient of
+ * trained parameter i (IR_NONE if the loss does not depend on it). seed is
+ * the gradient of the loss itself (IR_NONE = 1; the loss scale for f16). */
+bool autodiff_run(ir_graph *g, ir_value seed, ir_value *param_grads, char *err, size_t errcap);
+
+/* Names of the scalars the training loop feeds every step. */
+#define TRAIN_INPUT_LR "@lr"          /* the schedule's learning rate */
+#define TRAIN_INPUT_BC1 "@bias1"      /* Adam: 1 - beta1^t */
+#define TRAIN_INPUT_BC2 "@bias2"      /* Adam: 1 - beta2^t */
+#define TRAIN_INPUT_SCALE "@scale"    /* loss scale (f16 training) */
+#define TRAIN_OUTPUT_LOSS "loss"
+#define TRAIN_OUTPUT_FINITE "@finite" /* all gradients finite (dynamic loss scaling) */
+#define TRAIN_OUTPUT_NORM "@grad_norm"
+
+/* The whole training step: differentiate, clip, scale, and update every
+ * parameter and its optimizer state (declared as state parameters), per the
+ * graph's train spec. The graph gains the scalar inputs above, the outputs
+ * loss (and @finite, @grad_norm) and one update per parameter and state. */
+bool train_step_build(ir_graph *g, char *err, size_t errcap);
+
+#endif

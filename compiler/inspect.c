@@ -1,0 +1,184 @@
+/* inspect.c - `netc inspect`: what a module will do, step by step: kernels
+ * with the bytes they move, their FLOPs and their roofline floor on the
+ * target, library calls, the memory plan and its peak, parameter bytes. */
+#include "inspect.h"
+#include "module.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* H100 SXM, as measured for DESIGN.md section 9. */
+#define FLOOR_BYTES_PER_S 2.9e12
+#define FLOOR_MATMUL_LOW 750e12    /* bf16/f16 tensor cores */
+#define FLOOR_MATMUL_F32 51e12     /* f32 without tf32 */
+#define FLOOR_VECTOR 60e12         /* f32 on the CUDA cores */
+
+typedef struct step_cost {
+    double bytes, flops, floor_s;
+} step_cost;
+
+static int64_t buf_bytes(const memplan_buf *b, uint32_t id) { return b[id].bytes; }
+
+/* FLOPs by the op's category: elementwise one per output element, reductions
+ * one per input element, row-wise ops about five, matmul 2*M*N*K. */
+static double step_flops(const ir_graph *g, const nrt_step *s, const int64_t *syms)
+{
+    const ir_node *n = &g->nodes[s->node];
+    int64_t out = 0, in = 0;
+    ir_numel(g, n, syms, &out);
+    if (n->nargs) ir_numel(g, &g->nodes[ir_args(g, n)[0]], syms, &in);
+    switch (nc_ops[n->op].category) {
+    case CAT_ELEMENTWISE: return (double)out;
+    case CAT_REDUCTION: return (double)in;
+    case CAT_ROWWISE: return 5.0 * (double)in;
+    case CAT_CONTRACTION: {
+        double f = 2.0;
+        for (int k = 0; k < s->nints; k++) {
+            int64_t v = 1;
+            dim_eval(&g->dims[s->ints[k]], syms, &v);
+            f *= (double)v;
+        }
+        return f;
+    }
+    default: return 0;
+    }
+}
+
+static step_cost cost_of(const ir_graph *g, const nrt_step *s, const memplan_buf *b, const int64_t *syms)
+{
+    step_cost c = {0};
+    for (int j = 0; j < s->nbufs; j++) c.bytes += (double)buf_bytes(b, s->bufs[j]);
+    if (s->kind == NRT_STEP_COPY) c.bytes = 2.0 * (double)buf_bytes(b, s->bufs[1]);
+    c.flops = step_flops(g, s, syms);
+    double rate = s->kind == NRT_STEP_MATMUL ? (s->mm_dtype == NC_F32 ? FLOOR_MATMUL_F32 : FLOOR_MATMUL_LOW) : FLOOR_VECTOR;
+    double tb = c.bytes / FLOOR_BYTES_PER_S, tf = c.flops / rate;
+    c.floor_s = tb > tf ? tb : tf;
+    return c;
+}
+
+static const char *step_name(const nrt_program *p, const nrt_step *s)
+{
+    return s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : s->kind == NRT_STEP_MATMUL ? "cublasLt_matmul" : "copy";
+}
+
+static void human_bytes(double b, char *buf, size_t cap)
+{
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (b >= 1024 && i < 4) b /= 1024, i++;
+    snprintf(buf, cap, i ? "%.2f %s" : "%.0f %s", b, u[i]);
+}
+
+static json_t *decls_json(const ir_graph *g, const ir_tensor_decl *d, uint32_t n)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < n; i++) {
+        char type[256];
+        ir_shape_format(g, d[i].dtype, d[i].rank, d[i].shape, type, sizeof type);
+        json_array_append_new(a, json_pack("{s:s, s:s}", "name", d[i].name, "type", type));
+    }
+    return a;
+}
+
+int inspect_module(const char *path, const char *const *dim_names, const int64_t *dim_values, int ndims, bool as_json,
+                   FILE *out)
+{
+    nrt_module_data m;
+    char err[1024];
+    if (module_read(path, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "netc: %s\n", err);
+        return 1;
+    }
+    const ir_graph *g = m.graph;
+    int64_t syms[NC_MAX_SYMS];
+    bool defaulted = false;
+    for (uint32_t k = 0; k < g->nsyms; k++) {
+        syms[k] = -1;
+        for (int i = 0; i < ndims; i++)
+            if (strcmp(dim_names[i], g->sym_names[k]) == 0) syms[k] = dim_values[i];
+        if (syms[k] < 0) syms[k] = 1, defaulted = true;
+    }
+    for (int i = 0; i < ndims; i++)
+        if (ir_sym_find(g, dim_names[i]) < 0) {
+            fprintf(stderr, "netc: the module has no symbolic dim %s\n", dim_names[i]);
+            module_data_free(&m);
+            return 2;
+        }
+    memplan_result plan;
+    memplan_buf *b = program_plan_memory(g, &m.program, syms, &plan, err, sizeof err);
+    if (!b) {
+        fprintf(stderr, "netc: %s\n", err);
+        module_data_free(&m);
+        return 1;
+    }
+    double param_bytes = 0;
+    for (uint32_t v = 0; v < g->nnodes; v++)
+        if (g->nodes[v].op == OP_PARAM) param_bytes += (double)b[v].bytes;
+    double total_bytes = 0, total_flops = 0, total_floor = 0;
+    json_t *kernels = json_array(), *steps_j = json_array();
+    if (!as_json) {
+        fprintf(out, "module %s: model %s, %u steps, %u kernels\n", path, g->name, m.program.nsteps, m.program.nkernels);
+        if (defaulted) fprintf(out, "(symbolic dims not bound with --dim are taken as 1)\n");
+        fprintf(out, "%-4s %-28s %-34s %12s %12s %10s\n", "step", "kernel / call", "computes", "bytes", "flops", "floor us");
+    }
+    for (uint32_t k = 0; k < m.program.nsteps; k++) {
+        const nrt_step *s = &m.program.steps[k];
+        step_cost c = cost_of(g, s, b, syms);
+        total_bytes += c.bytes, total_flops += c.flops, total_floor += c.floor_s;
+        const ir_node *n = &g->nodes[s->node];
+        char what[128] = "", loc[96] = "";
+        if (n->loc.file && n->loc.file <= g->nfiles) {
+            const char *f = g->files[n->loc.file - 1], *slash = strrchr(f, '/');
+            snprintf(loc, sizeof loc, "%s:%u", slash ? slash + 1 : f, n->loc.line);
+        }
+        snprintf(what, sizeof what, "%%%u %s %s", s->node, nc_ops[n->op].name, loc);
+        json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:s, s:s}", "name", step_name(&m.program, s), "bytes", c.bytes, "flops",
+                              c.flops, "floor_us", c.floor_s * 1e6, "op", nc_ops[n->op].name, "source", loc);
+        json_array_append(steps_j, o);
+        if (s->kind == NRT_STEP_KERNEL) json_array_append(kernels, o);
+        json_decref(o);
+        if (!as_json)
+            fprintf(out, "%-4u %-28.28s %-34.34s %12.0f %12.0f %10.2f\n", k, step_name(&m.program, s), what, c.bytes,
+                    c.flops, c.floor_s * 1e6);
+    }
+    if (as_json) {
+        json_t *targets = json_array();
+        for (uint32_t i = 0; i < m.nimages; i++) json_array_append_new(targets, json_string(m.images[i].arch));
+        json_t *dims = json_object();
+        for (uint32_t k = 0; k < g->nsyms; k++) json_object_set_new(dims, g->sym_names[k], json_integer(syms[k]));
+        json_t *outs = json_array();
+        for (uint32_t i = 0; i < g->noutputs; i++) {
+            const ir_node *n = &g->nodes[g->outputs[i].value];
+            char type[256];
+            ir_shape_format(g, n->dtype, n->rank, n->shape, type, sizeof type);
+            json_array_append_new(outs, json_pack("{s:s, s:s}", "name", g->outputs[i].name, "type", type));
+        }
+        json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:I, s:I, s:f, s:o, s:o}", "model", g->name,
+                                 "targets", targets, "dims", dims, "kernels", kernels, "steps", steps_j, "total_bytes_moved",
+                                 total_bytes, "total_flops", total_flops, "floor_us", total_floor * 1e6, "peak_memory_bytes",
+                                 (json_int_t)plan.arena_bytes, "peak_lower_bound_bytes", (json_int_t)plan.lower_bound,
+                                 "param_bytes", param_bytes, "inputs", decls_json(g, g->inputs, g->ninputs), "outputs", outs);
+        char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        fprintf(out, "%s\n", text);
+        free(text);
+        json_decref(root);
+    } else {
+        json_decref(kernels);
+        json_decref(steps_j);
+        char pb[32], tb[32], lb[32], par[32];
+        human_bytes(plan.arena_bytes, pb, sizeof pb);
+        human_bytes(plan.lower_bound, lb, sizeof lb);
+        human_bytes(total_bytes, tb, sizeof tb);
+        human_bytes(param_bytes, par, sizeof par);
+        fprintf(out, "\ntotal: %s moved, %.3g FLOPs, roofline floor %.1f us on an H100\n", tb, total_flops, total_floor * 1e6);
+        fprintf(out, "memory plan: peak %s (lower bound %s: the largest live set), parameters %s\n", pb, lb, par);
+        fprintf(out, "targets:");
+        for (uint32_t i = 0; i < m.nimages; i++) fprintf(out, " %s%s", m.images[i].arch, m.images[i].is_ptx ? "(ptx)" : "");
+        fprintf(out, "%s\n", m.nimages ? "" : " none (CUDA source only)");
+    }
+    free(b);
+    module_data_free(&m);
+    return 0;
+}

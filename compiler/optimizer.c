@@ -1,0 +1,207 @@
+/* optimizer.c - the training step's update, as IR: gradient clipping, loss
+ * scaling with overflow detection, and SGD (momentum, Nesterov) or Adam/AdamW
+ * with f32 master weights and f32 moments kept as state parameters.
+ *
+ * Requires: a graph with a train spec and a loss. Produces: the graph with
+ * backward and update nodes, scalar inputs for the host-side schedule, and
+ * one ir_update per parameter and moment. */
+#include "autodiff.h"
+#include "typecheck.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct opt_ctx {
+    ir_graph *g;
+    nc_loc loc;
+    bool failed;
+    char *err;
+    size_t errcap;
+} opt_ctx;
+
+static ir_value mk(opt_ctx *c, ir_node p, const ir_value *args, int n)
+{
+    if (c->failed) return IR_NONE;
+    for (int i = 0; i < n; i++) if (args[i] == IR_NONE) { c->failed = true; return IR_NONE; }
+    p.loc = c->loc;
+    ir_value out;
+    tc_error e;
+    if (!ir_build(c->g, &p, args, (uint16_t)n, &out, &e)) {
+        snprintf(c->err, c->errcap, "optimizer: %s", e.msg);
+        c->failed = true;
+        return IR_NONE;
+    }
+    return out;
+}
+
+static ir_value op2(opt_ctx *c, nc_op op, ir_value a, ir_value b)
+{
+    ir_value x[2] = {a, b};
+    return mk(c, (ir_node){.op = op}, x, 2);
+}
+static ir_value op1(opt_ctx *c, nc_op op, ir_value a) { return mk(c, (ir_node){.op = op}, &a, 1); }
+
+/* s (a rank-0 tensor) broadcast to like's shape */
+static ir_value spread(opt_ctx *c, ir_value s, ir_value like)
+{
+    const ir_node *l = &c->g->nodes[like];
+    ir_node p = {.op = OP_BROADCAST, .rank = l->rank};
+    memcpy(p.shape, l->shape, sizeof p.shape);
+    if (l->rank == 0) return s;
+    return mk(c, p, &s, 1);
+}
+
+static ir_value num(opt_ctx *c, double v, ir_value like)
+{
+    ir_node p = {.op = OP_FILL, .dtype = c->g->nodes[like].dtype};
+    p.attr.f = v;
+    return spread(c, mk(c, p, NULL, 0), like);
+}
+
+static ir_value scalar_input(opt_ctx *c, const char *name)
+{
+    ir_tensor_decl d = {.name = (char *)name, .dtype = NC_F32, .rank = 0, .loc = c->loc};
+    uint32_t idx = ir_input_add(c->g, &d);
+    ir_node p = {.op = OP_INPUT, .dtype = NC_F32, .loc = c->loc};
+    p.attr.index = idx;
+    return ir_add(c->g, &p, NULL, 0);
+}
+
+/* A zero-initialised f32 state parameter shaped like param i. */
+static ir_value state_param(opt_ctx *c, uint32_t i, const char *suffix, uint32_t *index)
+{
+    ir_param p = c->g->params[i];
+    char name[700];
+    snprintf(name, sizeof name, "%s.%s", c->g->params[i].decl.name, suffix);
+    p.decl.name = name;
+    p.role = IR_ROLE_STATE;
+    p.init = IR_INIT_ZEROS;
+    p.init_a = p.init_b = 0;
+    p.decl.dtype = NC_F32;
+    *index = ir_param_add(c->g, &p);
+    const ir_param *q = &c->g->params[*index];
+    ir_node n = {.op = OP_PARAM, .dtype = NC_F32, .rank = q->decl.rank, .loc = c->loc};
+    memcpy(n.shape, q->decl.shape, sizeof n.shape);
+    n.attr.index = *index;
+    return ir_add(c->g, &n, NULL, 0);
+}
+
+static ir_value sum_all(opt_ctx *c, ir_value x) { return op1(c, OP_SUM, x); }
+
+/* Adam / AdamW: m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2;
+ * p' = p - lr (m'/bc1) / (sqrt(v'/bc2) + eps) [- lr wd p for AdamW]. */
+static void adam(opt_ctx *c, uint32_t i, ir_value p, ir_value grad, ir_value lr, ir_value bc1, ir_value bc2, ir_value *newp)
+{
+    const ir_train_spec *t = &c->g->train;
+    uint32_t mi, vi;
+    ir_value m = state_param(c, i, "adam_m", &mi), v = state_param(c, i, "adam_v", &vi);
+    if (t->optimizer == IR_OPT_ADAM && t->weight_decay > 0)       /* L2: into the gradient */
+        grad = op2(c, OP_ADD, grad, op2(c, OP_MUL, num(c, t->weight_decay, p), p));
+    ir_value m2 = op2(c, OP_ADD, op2(c, OP_MUL, num(c, t->beta1, m), m), op2(c, OP_MUL, num(c, 1 - t->beta1, grad), grad));
+    ir_value g2 = op2(c, OP_MUL, grad, grad);
+    ir_value v2 = op2(c, OP_ADD, op2(c, OP_MUL, num(c, t->beta2, v), v), op2(c, OP_MUL, num(c, 1 - t->beta2, g2), g2));
+    ir_value mhat = op2(c, OP_DIV, m2, spread(c, bc1, m2)), vhat = op2(c, OP_DIV, v2, spread(c, bc2, v2));
+    ir_value step = op2(c, OP_DIV, mhat, op2(c, OP_ADD, op1(c, OP_SQRT, vhat), num(c, t->eps, vhat)));
+    if (t->optimizer == IR_OPT_ADAMW && t->weight_decay > 0)      /* decoupled */
+        step = op2(c, OP_ADD, step, op2(c, OP_MUL, num(c, t->weight_decay, p), p));
+    *newp = op2(c, OP_SUB, p, op2(c, OP_MUL, spread(c, lr, step), step));
+    ir_update_add(c->g, mi, m2);
+    ir_update_add(c->g, vi, v2);
+}
+
+/* SGD: b' = mu b + g; d = nesterov ? g + mu b' : b'; p' = p - lr d. */
+static void sgd(opt_ctx *c, uint32_t i, ir_value p, ir_value grad, ir_value lr, ir_value *newp)
+{
+    const ir_train_spec *t = &c->g->train;
+    if (t->weight_decay > 0) grad = op2(c, OP_ADD, grad, op2(c, OP_MUL, num(c, t->weight_decay, p), p));
+    ir_value d = grad;
+    if (t->momentum > 0) {
+        uint32_t bi;
+        ir_value b = state_param(c, i, "momentum", &bi);
+        ir_value b2 = op2(c, OP_ADD, op2(c, OP_MUL, num(c, t->momentum, b), b), grad);
+        ir_update_add(c->g, bi, b2);
+        d = t->nesterov ? op2(c, OP_ADD, grad, op2(c, OP_MUL, num(c, t->momentum, b2), b2)) : b2;
+    }
+    *newp = op2(c, OP_SUB, p, op2(c, OP_MUL, spread(c, lr, d), d));
+}
+
+bool train_step_build(ir_graph *g, char *err, size_t errcap)
+{
+    ir_train_spec *t = &g->train;
+    opt_ctx c = {.g = g, .loc = t->loc, .err = err, .errcap = errcap};
+    uint32_t nweights = g->nparams;
+    ir_value *grads = nc_xmalloc((nweights + 1) * sizeof *grads), *pnode = nc_xmalloc((nweights + 1) * sizeof *pnode);
+    for (uint32_t i = 0; i < nweights; i++) pnode[i] = IR_NONE;
+    for (ir_value v = 0; v < g->nnodes; v++)
+        if (g->nodes[v].op == OP_PARAM) pnode[g->nodes[v].attr.index] = v;
+    ir_value lr = scalar_input(&c, TRAIN_INPUT_LR);
+    bool is_adam = t->optimizer != IR_OPT_SGD;
+    ir_value bc1 = is_adam ? scalar_input(&c, TRAIN_INPUT_BC1) : IR_NONE;
+    ir_value bc2 = is_adam ? scalar_input(&c, TRAIN_INPUT_BC2) : IR_NONE;
+    ir_value scale = t->loss_scale != IR_SCALE_NONE ? scalar_input(&c, TRAIN_INPUT_SCALE) : IR_NONE;
+    bool ok = autodiff_run(g, scale, grads, err, errcap);
+    if (ok) ir_output_add(g, TRAIN_OUTPUT_LOSS, t->loss);
+    /* unscale the gradients, then their global norm (clipping, overflow) */
+    ir_value sumsq = IR_NONE;
+    for (uint32_t i = 0; ok && i < nweights; i++) {
+        if (grads[i] == IR_NONE) continue;
+        if (scale != IR_NONE) grads[i] = op2(&c, OP_DIV, grads[i], spread(&c, scale, grads[i]));
+        ir_value s = sum_all(&c, op2(&c, OP_MUL, grads[i], grads[i]));
+        sumsq = sumsq == IR_NONE ? s : op2(&c, OP_ADD, sumsq, s);
+    }
+    ir_value finite = IR_NONE;
+    if (ok && sumsq != IR_NONE) {
+        ir_value norm = op1(&c, OP_SQRT, sumsq);
+        ir_output_add(g, TRAIN_OUTPUT_NORM, norm);
+        if (t->clip_grad_norm > 0) {   /* coef = min(1, max_norm / (norm + 1e-6)) */
+            ir_value coef = op2(&c, OP_MINIMUM, num(&c, 1.0, norm),
+                                op2(&c, OP_DIV, num(&c, t->clip_grad_norm, norm), op2(&c, OP_ADD, norm, num(&c, 1e-6, norm))));
+            for (uint32_t i = 0; i < nweights; i++)
+                if (grads[i] != IR_NONE) grads[i] = op2(&c, OP_MUL, grads[i], spread(&c, coef, grads[i]));
+        }
+        if (t->loss_scale == IR_SCALE_DYNAMIC) {   /* sum of squares is finite iff every gradient is */
+            ir_value is_num = op2(&c, OP_EQ, sumsq, sumsq), below_inf = op2(&c, OP_LT, sumsq, num(&c, INFINITY, sumsq));
+            ir_value x[3] = {is_num, below_inf, is_num};
+            finite = mk(&c, (ir_node){.op = OP_WHERE}, x, 3);
+            ir_output_add(g, TRAIN_OUTPUT_FINITE, finite);
+        }
+    }
+    /* the update of every trained parameter, skipped on overflow */
+    uint32_t nupd_before = g->nupdates;
+    for (uint32_t i = 0; ok && !c.failed && i < nweights; i++) {
+        if (grads[i] == IR_NONE || pnode[i] == IR_NONE || g->params[i].role != IR_ROLE_WEIGHT) continue;
+        ir_value p = pnode[i], newp;
+        c.loc = g->params[i].decl.loc;
+        ir_value grad = g->nodes[grads[i]].dtype == NC_F32 ? grads[i] : IR_NONE;
+        if (grad == IR_NONE) {
+            ir_node cp = {.op = OP_CAST};
+            cp.attr.to = NC_F32;
+            grad = mk(&c, cp, &grads[i], 1);
+        }
+        if (g->params[i].decl.dtype != NC_F32) {
+            snprintf(err, errcap, "parameter %s is %s: training keeps f32 master weights; declare it f32",
+                     g->params[i].decl.name, dtype_name(g->params[i].decl.dtype));
+            c.failed = true;
+            break;
+        }
+        if (is_adam) adam(&c, i, p, grad, lr, bc1, bc2, &newp);
+        else sgd(&c, i, p, grad, lr, &newp);
+        ir_update_add(g, i, newp);
+    }
+    if (finite != IR_NONE)   /* on overflow every assignment keeps the old value */
+        for (uint32_t k = nupd_before; k < g->nupdates && !c.failed; k++) {
+            ir_update *u = &g->updates[k];
+            ir_value old = IR_NONE;
+            for (ir_value v = 0; v < g->nnodes; v++)
+                if (g->nodes[v].op == OP_PARAM && g->nodes[v].attr.index == u->param) old = v;
+            ir_value value = u->value;
+            ir_value x[3] = {spread(&c, finite, value), value, old};
+            ir_value kept = mk(&c, (ir_node){.op = OP_WHERE}, x, 3);
+            g->updates[k].value = kept;
+        }
+    free(grads);
+    free(pnode);
+    return ok && !c.failed;
+}

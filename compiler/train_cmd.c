@@ -1,0 +1,683 @@
+/* train_cmd.c - `netc train`: the training loop.
+ *
+ * Builds two graphs from the .net file: the training step at the batch size
+ * (forward, loss, backward, update: compiler/optimizer.c) and the forward
+ * graph with a symbolic batch for evaluation. Runs them on the GPU (the
+ * generated program; parameters and optimizer state stay on the device) or
+ * on the CPU executor. The host feeds each step its batch and the schedule's
+ * scalars, and keeps the loss scale. */
+#include "train_cmd.h"
+#include "autodiff.h"
+#include "cuda_compile.h"
+#include "cuda_emit.h"
+#include "data.h"
+#include "driver.h"
+#include "gpu.h"
+#include "tensor_io.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct trainer {
+    const train_opts *o;
+    src_table src;
+    ir_graph *tg, *fg;                 /* training step at the batch; forward, symbolic */
+    cpu_tensor *params;                /* tg's parameters and states (host copy) */
+    uint32_t in_x, in_y, in_lr, in_bc1, in_bc2, in_scale;   /* tg input indices (UINT32_MAX: none) */
+    ir_value loss_v, finite_v;
+    char batch_dim[64];
+    /* Fault injection for the resume test (NETC_TEST_KILL_AFTER_STEP): die by
+     * SIGKILL right after this step, as a killed job would. -1 = never. */
+    int64_t kill_at_step;
+    /* GPU */
+    bool gpu;
+    nrt_module_data tm, fm;
+    gpu_session *gs, *es;
+    int64_t eval_batch;
+    /* state */
+    int64_t step, skipped;
+    double scale;
+    int64_t clean_steps;
+    data_set train, test;
+    FILE *metrics;
+    double *curve;                     /* (step, loss) pairs for the SVG */
+    int64_t ncurve;
+} trainer;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static uint32_t input_index(const ir_graph *g, const char *name)
+{
+    for (uint32_t i = 0; i < g->ninputs; i++)
+        if (strcmp(g->inputs[i].name, name) == 0) return i;
+    return UINT32_MAX;
+}
+
+static ir_value output_value(const ir_graph *g, const char *name)
+{
+    for (uint32_t i = 0; i < g->noutputs; i++)
+        if (strcmp(g->outputs[i].name, name) == 0) return g->outputs[i].value;
+    return IR_NONE;
+}
+
+static ir_value node_of(const ir_graph *g, nc_op op, uint32_t index)
+{
+    for (ir_value v = 0; v < g->nnodes; v++)
+        if (g->nodes[v].op == op && g->nodes[v].attr.index == index) return v;
+    return IR_NONE;
+}
+
+/* ---- building ----------------------------------------------------------- */
+
+static ir_graph *compile(trainer *t, uint32_t id, bool train, const char *dim, int64_t value)
+{
+    diag_ctx d;
+    diag_init(&d, &t->src, stderr);
+    const char *dn[1] = {dim};
+    int64_t dv[1] = {value};
+    driver_opts o = {.verify = true, .train_step = train, .dim_names = dn, .dim_values = dv, .ndims = dim ? 1 : 0,
+                     .set_names = t->o->set_names, .set_values = t->o->set_values, .nsets = t->o->nsets};
+    return driver_compile(&t->src, id, &o, &d);
+}
+
+static int build_graphs(trainer *t)
+{
+    char err[1024];
+    uint32_t id = src_load(&t->src, t->o->model_path, err, sizeof err);
+    if (!id) { fprintf(stderr, "netc: %s\n", err); return 1; }
+    t->fg = compile(t, id, false, NULL, 0);
+    if (!t->fg) return 1;
+    const ir_graph *f = t->fg;
+    if (!f->train.present) {
+        fprintf(stderr, "netc: %s: model %s has no train section (add: train %s { optimizer adam(lr: 1e-3) })\n",
+                t->o->model_path, f->name, f->name);
+        return 1;
+    }
+    if (f->ninputs < 1 || f->inputs[0].rank < 1 || f->train.first_train_input >= f->ninputs || f->noutputs < 1) {
+        fprintf(stderr, "netc: train needs a model whose first input is the samples [B, ...], a train input for the "
+                        "labels, and an output (the logits)\n");
+        return 1;
+    }
+    const dim_expr *d0 = &f->dims[f->inputs[0].shape[0]];
+    if (d0->nterms != 1 || d0->term[0].nfactors != 1 || d0->term[0].coeff != 1) {
+        fprintf(stderr, "netc: the first axis of input %s must be a symbolic batch dim such as B\n", f->inputs[0].name);
+        return 1;
+    }
+    snprintf(t->batch_dim, sizeof t->batch_dim, "%s", f->sym_names[d0->term[0].sym[0]]);
+    t->tg = compile(t, id, true, t->batch_dim, t->o->batch);
+    if (!t->tg) return 1;
+    const ir_graph *g = t->tg;
+    t->in_x = 0;
+    t->in_y = g->train.first_train_input;
+    t->in_lr = input_index(g, TRAIN_INPUT_LR);
+    t->in_bc1 = input_index(g, TRAIN_INPUT_BC1);
+    t->in_bc2 = input_index(g, TRAIN_INPUT_BC2);
+    t->in_scale = input_index(g, TRAIN_INPUT_SCALE);
+    t->loss_v = output_value(g, TRAIN_OUTPUT_LOSS);
+    t->finite_v = output_value(g, TRAIN_OUTPUT_FINITE);
+    if (g->inputs[t->in_y].dtype != NC_I32 || g->inputs[t->in_y].rank != 1) {
+        fprintf(stderr, "netc: the train input %s must be i32[%s] labels\n", g->inputs[t->in_y].name, t->batch_dim);
+        return 1;
+    }
+    t->scale = g->train.loss_scale == IR_SCALE_NONE ? 1.0 : g->train.init_scale;
+    return 0;
+}
+
+/* Samples must be u8 with the data set's per-sample shape. */
+static int check_data(trainer *t)
+{
+    const ir_tensor_decl *x = &t->tg->inputs[0];
+    bool ok = x->dtype == NC_U8 && x->rank == t->train.x.rank;
+    for (int k = 1; ok && k < x->rank; k++) {
+        int64_t v;
+        ok = dim_is_const(&t->tg->dims[x->shape[k]], &v) && v == t->train.x.shape[k];
+    }
+    if (!ok) {
+        char have[256];
+        ir_shape_format(t->tg, x->dtype, x->rank, x->shape, have, sizeof have);
+        fprintf(stderr, "netc: input %s is %s; the data set has u8 samples of %lldx%lld\n", x->name, have,
+                (long long)t->train.x.shape[1], (long long)(t->train.x.rank > 2 ? t->train.x.shape[2] : 1));
+        return 1;
+    }
+    return 0;
+}
+
+static int init_params(trainer *t)
+{
+    char err[1024];
+    t->params = nc_xcalloc(t->tg->nparams + 1, sizeof *t->params);
+    for (uint32_t i = 0; i < t->tg->nparams; i++)
+        if (param_init(t->tg, i, t->o->seed, &t->params[i], err, sizeof err) != 0) {
+            fprintf(stderr, "netc: %s\n", err);
+            return 1;
+        }
+    return 0;
+}
+
+/* ---- the GPU side --------------------------------------------------------- */
+
+static int gpu_module(ir_graph *g, nrt_module_data *m)
+{
+    char err[1024];
+    *m = (nrt_module_data){.graph = g};
+    if (!cuda_emit_program(g, &m->program, err, sizeof err)) {
+        fprintf(stderr, "netc: code generation: %s\n", err);
+        return 1;
+    }
+    nvrtc_image img;
+    char *log = NULL;
+    if (!nvrtc_compile(m->program.source, "compute_80", &img, &log)) {
+        fprintf(stderr, "netc: %s\n", log);
+        free(log);
+        return 1;
+    }
+    m->images = nc_xcalloc(1, sizeof *m->images);
+    snprintf(m->images[0].arch, sizeof m->images[0].arch, "compute_80");
+    m->images[0].is_ptx = true;
+    m->images[0].data = img.data;
+    m->images[0].size = img.size;
+    m->nimages = 1;
+    return 0;
+}
+
+static int upload_tensor(gpu_session *s, ir_value v, const cpu_tensor *t)
+{
+    char err[512];
+    size_t n = (size_t)t->numel * dtype_size(t->dtype);
+    unsigned char *buf = nc_xmalloc(n + 1);
+    for (int64_t j = 0; j < t->numel; j++) {
+        if (t->dtype == NC_F32) memcpy(buf + 4 * j, &t->f[j], 4);
+        else if (t->dtype == NC_I32) memcpy(buf + 4 * j, &t->i[j], 4);
+        else if (t->dtype == NC_U8) buf[j] = (unsigned char)t->i[j];
+        else { uint16_t h = t->dtype == NC_BF16 ? nc_f32_to_bf16_bits(t->f[j]) : nc_f32_to_f16_bits(t->f[j]); memcpy(buf + 2 * j, &h, 2); }
+    }
+    int rc = gpu_upload(s, v, buf, n, err, sizeof err);
+    free(buf);
+    if (rc) fprintf(stderr, "netc: %s\n", err);
+    return rc;
+}
+
+static int download_params(trainer *t)
+{
+    char err[512];
+    for (uint32_t i = 0; i < t->tg->nparams; i++) {
+        ir_value v = node_of(t->tg, OP_PARAM, i);
+        cpu_tensor *p = &t->params[i];
+        if (v == IR_NONE || p->dtype != NC_F32) continue;
+        if (gpu_download(t->gs, v, p->f, (size_t)p->numel * 4, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
+    }
+    return 0;
+}
+
+static int setup_gpu(trainer *t)
+{
+    char desc[256], err[1024], why[256];
+    bool want = !strcmp(t->o->device, "gpu") || (!strcmp(t->o->device, "auto") && gpu_probe(why, sizeof why));
+    if (!want) {
+        fprintf(stderr, "netc: training on the CPU executor%s%s%s\n", strcmp(t->o->device, "cpu") ? " (" : "",
+                strcmp(t->o->device, "cpu") ? why : "", strcmp(t->o->device, "cpu") ? ")" : "");
+        return 0;
+    }
+    if (gpu_module(t->tg, &t->tm) || gpu_module(t->fg, &t->fm)) return 1;
+    int64_t syms[NC_MAX_SYMS] = {0};
+    if (gpu_session_create(&t->tm, syms, 0, true, &t->gs, desc, sizeof desc, err, sizeof err)) {
+        fprintf(stderr, "netc: cannot use the GPU: %s\n", err);
+        return 1;
+    }
+    t->eval_batch = 1000;
+    int s = ir_sym_find(t->fg, t->batch_dim);
+    if (s >= 0) syms[s] = t->eval_batch;
+    if (gpu_session_create(&t->fm, syms, 0, true, &t->es, desc, sizeof desc, err, sizeof err)) {
+        fprintf(stderr, "netc: cannot use the GPU: %s\n", err);
+        return 1;
+    }
+    for (uint32_t i = 0; i < t->tg->nparams; i++) {
+        ir_value v = node_of(t->tg, OP_PARAM, i);
+        if (v != IR_NONE && upload_tensor(t->gs, v, &t->params[i])) return 1;
+    }
+    t->gpu = true;
+    fprintf(stderr, "netc: training on %s\n", desc);
+    return 0;
+}
+
+/* ---- one step ------------------------------------------------------------- */
+
+static double schedule_lr(const trainer *t, int64_t total_steps)
+{
+    const ir_train_spec *s = &t->tg->train;
+    double base = t->o->lr > 0 ? t->o->lr : s->lr;
+    if (s->warmup_steps > 0 && t->step < s->warmup_steps) return base * (double)(t->step + 1) / (double)s->warmup_steps;
+    switch (s->schedule) {
+    case IR_SCHED_STEP: return base * pow(s->gamma, (double)(t->step / (s->step_size ? s->step_size : 1)));
+    case IR_SCHED_COSINE: {
+        int64_t total = s->total_steps ? s->total_steps : total_steps;
+        double span = (double)(total - s->warmup_steps), done = (double)(t->step - s->warmup_steps);
+        double p = span > 0 ? fmin(1.0, fmax(0.0, done / span)) : 1.0;
+        return s->min_lr + (base - s->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * p));
+    }
+    default: return base;
+    }
+}
+
+static void set_scalar(cpu_tensor *inputs, uint32_t i, float v)
+{
+    if (i == UINT32_MAX) return;
+    inputs[i].f[0] = v;
+}
+
+typedef struct step_result {
+    double loss;
+    bool finite;
+} step_result;
+
+static int run_step(trainer *t, const data_batch *b, double lr, cpu_tensor *inputs, step_result *r)
+{
+    const ir_graph *g = t->tg;
+    const ir_train_spec *s = &g->train;
+    double tt = (double)(t->step + 1);
+    set_scalar(inputs, t->in_lr, (float)lr);
+    set_scalar(inputs, t->in_bc1, (float)(1.0 - pow(s->beta1, tt)));
+    set_scalar(inputs, t->in_bc2, (float)(1.0 - pow(s->beta2, tt)));
+    set_scalar(inputs, t->in_scale, (float)t->scale);
+    cpu_tensor *x = &inputs[t->in_x], *y = &inputs[t->in_y];
+    for (int64_t j = 0; j < x->numel; j++) x->i[j] = b->x[j];
+    for (int64_t j = 0; j < y->numel; j++) y->i[j] = b->y[j];
+    char err[1024];
+    r->finite = true;
+    if (t->gpu) {
+        for (uint32_t i = 0; i < g->ninputs; i++) {
+            ir_value v = node_of(g, OP_INPUT, i);
+            if (v != IR_NONE && upload_tensor(t->gs, v, &inputs[i])) return 1;
+        }
+        if (gpu_run(t->gs, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
+        float loss;
+        if (gpu_download(t->gs, t->loss_v, &loss, 4, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
+        r->loss = loss;
+        if (t->finite_v != IR_NONE) {
+            unsigned char ok = 1;
+            gpu_download(t->gs, t->finite_v, &ok, 1, err, sizeof err);
+            r->finite = ok != 0;
+        }
+        return 0;
+    }
+    cpu_exec_opts o = {.inputs = inputs, .params = t->params, .training = true, .step = t->step};
+    cpu_exec_result res;
+    if (cpu_exec_run(g, &o, &res, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
+    r->loss = res.values[t->loss_v].f[0];
+    if (t->finite_v != IR_NONE) r->finite = res.values[t->finite_v].i[0] != 0;
+    for (uint32_t k = 0; k < g->nupdates; k++) {
+        cpu_tensor *dst = &t->params[g->updates[k].param];
+        const cpu_tensor *src = &res.values[g->updates[k].value];
+        if (dst->f != src->f) memcpy(dst->f, src->f, (size_t)dst->numel * sizeof *dst->f);
+    }
+    cpu_exec_result_free(&res);
+    return 0;
+}
+
+/* Dynamic loss scaling: halve on overflow (the step was skipped in-graph),
+ * double after growth_interval clean steps. */
+static void adjust_scale(trainer *t, bool finite)
+{
+    const ir_train_spec *s = &t->tg->train;
+    if (s->loss_scale != IR_SCALE_DYNAMIC) return;
+    if (!finite) {
+        t->skipped++;
+        t->scale = fmax(1.0, t->scale / 2);
+        t->clean_steps = 0;
+    } else if (++t->clean_steps >= s->growth_interval) {
+        t->scale *= 2;
+        t->clean_steps = 0;
+    }
+}
+
+/* ---- evaluation ------------------------------------------------------------ */
+
+static int evaluate(trainer *t, double *accuracy, double *loss)
+{
+    const ir_graph *f = t->fg;
+    const data_set *d = &t->test;
+    int64_t per = 1000, correct = 0;
+    double total = 0;
+    int64_t classes = 0;
+    char err[1024];
+    if (t->gpu && download_params(t)) return 1;
+    /* the forward graph's parameters are the trained ones, by name */
+    cpu_tensor *fp = nc_xcalloc(f->nparams + 1, sizeof *fp);
+    for (uint32_t i = 0; i < f->nparams; i++)
+        for (uint32_t k = 0; k < t->tg->nparams; k++)
+            if (strcmp(f->params[i].decl.name, t->tg->params[k].decl.name) == 0) fp[i] = t->params[k];
+    if (t->gpu)
+        for (uint32_t i = 0; i < f->nparams; i++) {
+            ir_value v = node_of(f, OP_PARAM, i);
+            if (v != IR_NONE && upload_tensor(t->es, v, &fp[i])) { free(fp); return 1; }
+        }
+    int rc = 0;
+    for (int64_t start = 0; start < d->n && rc == 0; start += per) {
+        int64_t count = d->n - start < per ? d->n - start : per;
+        int64_t shape[NC_MAX_RANK];
+        memcpy(shape, d->x.shape, sizeof shape);
+        shape[0] = count;
+        cpu_tensor x = {0}, *inputs = nc_xcalloc(f->ninputs + 1, sizeof *inputs);
+        cpu_tensor_alloc(&x, NC_U8, d->x.rank, shape, (int64_t)1 << 34);
+        int64_t sample = x.numel / count;
+        memcpy(x.i, d->x.i + start * sample, (size_t)x.numel * sizeof *x.i);
+        inputs[0] = x;
+        float *logits = NULL;
+        ir_value lv = f->outputs[0].value;
+        if (t->gpu && count == t->eval_batch) {
+            const ir_node *ln = &f->nodes[lv];
+            if (!dim_is_const(&f->dims[ln->shape[ln->rank - 1]], &classes)) classes = 0;
+            logits = nc_xmalloc((size_t)(count * classes + 1) * sizeof *logits);
+            if (upload_tensor(t->es, node_of(f, OP_INPUT, 0), &x) || gpu_run(t->es, err, sizeof err) ||
+                gpu_download(t->es, lv, logits, (size_t)(count * classes) * 4, err, sizeof err))
+                rc = 1;
+        } else {
+            int64_t syms[NC_MAX_SYMS] = {0};
+            int s = ir_sym_find(f, t->batch_dim);
+            if (s >= 0) syms[s] = count;
+            cpu_exec_opts o = {.syms = syms, .inputs = inputs, .params = fp};
+            cpu_exec_result res;
+            if (cpu_exec_run(f, &o, &res, err, sizeof err)) rc = 1;
+            else {
+                const cpu_tensor *l = &res.values[lv];
+                classes = l->shape[l->rank - 1];
+                logits = nc_xmalloc((size_t)l->numel * sizeof *logits);
+                memcpy(logits, l->f, (size_t)l->numel * sizeof *logits);
+                cpu_exec_result_free(&res);
+            }
+        }
+        if (rc) fprintf(stderr, "netc: evaluation: %s\n", err);
+        for (int64_t r = 0; rc == 0 && r < count; r++) {
+            const float *row = logits + r * classes;
+            int64_t best = 0;
+            double m = row[0], sum = 0;
+            for (int64_t k = 1; k < classes; k++) if (row[k] > row[best]) best = k;
+            for (int64_t k = 0; k < classes; k++) m = fmax(m, row[k]);
+            for (int64_t k = 0; k < classes; k++) sum += exp(row[k] - m);
+            int32_t label = d->y.i[start + r];
+            correct += best == label;
+            total += m + log(sum) - row[label];
+        }
+        free(logits);
+        cpu_tensor_free(&x);
+        free(inputs);
+    }
+    free(fp);
+    *accuracy = (double)correct / (double)d->n;
+    *loss = total / (double)d->n;
+    return rc;
+}
+
+/* ---- checkpoints, metrics, the loss curve ---------------------------------- */
+
+static int save_checkpoint(trainer *t, const char *path, int64_t epoch, int64_t batch_in_epoch)
+{
+    char err[1024];
+    if (t->gpu && download_params(t)) return 1;
+    uint32_t n = t->tg->nparams;
+    st_entry *e = nc_xcalloc(n + 2, sizeof *e);
+    for (uint32_t i = 0; i < n; i++) e[i] = (st_entry){.name = t->tg->params[i].decl.name, .t = &t->params[i]};
+    cpu_tensor state = {0};
+    int64_t four = 5;
+    cpu_tensor_alloc(&state, NC_F32, 1, &four, 64);
+    /* f32 holds integers to 2^24 exactly: the step goes in two halves */
+    state.f[0] = (float)epoch, state.f[1] = (float)batch_in_epoch;
+    state.f[2] = (float)(t->step >> 24), state.f[3] = (float)(t->step & 0xffffff), state.f[4] = (float)t->scale;
+    e[n] = (st_entry){.name = "@train_state", .t = &state};
+    int rc = safetensors_write(path, e, n + 1, err, sizeof err);
+    if (rc) fprintf(stderr, "netc: %s\n", err);
+    cpu_tensor_free(&state);
+    free(e);
+    return rc;
+}
+
+static int load_checkpoint(trainer *t, const char *path, int64_t *epoch, int64_t *batch)
+{
+    char err[1024];
+    /* the parameters and states by name; the loop state as one more tensor */
+    ir_graph *g = ir_graph_new("checkpoint");
+    ir_param p = {.decl = {.name = "@train_state", .dtype = NC_F32, .rank = 1}};
+    p.decl.shape[0] = ir_dim_const(g, 5);
+    ir_param_add(g, &p);
+    cpu_tensor *loaded = nc_xcalloc(t->tg->nparams + 1, sizeof *loaded), state = {0};
+    int rc = safetensors_load_params(path, t->tg, loaded, true, err, sizeof err);
+    if (rc == 0) rc = safetensors_load_params(path, g, &state, true, err, sizeof err);
+    ir_graph_free(g);
+    if (rc) {
+        fprintf(stderr, "netc: cannot resume: %s\n", err);
+        for (uint32_t i = 0; i < t->tg->nparams; i++) cpu_tensor_free(&loaded[i]);
+        free(loaded);
+        return 1;
+    }
+    for (uint32_t i = 0; i < t->tg->nparams; i++) {
+        cpu_tensor_free(&t->params[i]);
+        t->params[i] = loaded[i];
+    }
+    free(loaded);
+    *epoch = (int64_t)state.f[0];
+    *batch = (int64_t)state.f[1];
+    t->step = ((int64_t)state.f[2] << 24) + (int64_t)state.f[3];
+    t->scale = state.f[4];
+    cpu_tensor_free(&state);
+    return 0;
+}
+
+static void metrics_line(trainer *t, json_t *o)
+{
+    if (!t->metrics) { json_decref(o); return; }
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    fprintf(t->metrics, "%s\n", s);
+    fflush(t->metrics);
+    free(s);
+    json_decref(o);
+}
+
+static void write_svg(const trainer *t, const char *metrics_path)
+{
+    if (t->ncurve < 2 || !metrics_path) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", metrics_path);
+    char *dot = strrchr(path, '.');
+    if (dot && !strchr(dot, '/')) *dot = 0;
+    strncat(path, ".svg", sizeof path - strlen(path) - 1);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    double x0 = t->curve[0], x1 = t->curve[2 * (t->ncurve - 1)], lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < t->ncurve; i++) lo = fmin(lo, t->curve[2 * i + 1]), hi = fmax(hi, t->curve[2 * i + 1]);
+    if (hi <= lo) hi = lo + 1;
+    if (x1 <= x0) x1 = x0 + 1;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"720\" height=\"360\" font-family=\"sans-serif\" font-size=\"12\">\n"
+               "<rect width=\"720\" height=\"360\" fill=\"white\"/>\n"
+               "<text x=\"360\" y=\"20\" text-anchor=\"middle\">training loss (netc train %s)</text>\n"
+               "<line x1=\"60\" y1=\"320\" x2=\"700\" y2=\"320\" stroke=\"black\"/><line x1=\"60\" y1=\"30\" x2=\"60\" y2=\"320\" stroke=\"black\"/>\n"
+               "<text x=\"55\" y=\"324\" text-anchor=\"end\">%.3g</text><text x=\"55\" y=\"34\" text-anchor=\"end\">%.3g</text>\n"
+               "<text x=\"60\" y=\"338\">step %.0f</text><text x=\"700\" y=\"338\" text-anchor=\"end\">step %.0f</text>\n"
+               "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"",
+            t->tg->name, lo, hi, x0, x1);
+    for (int64_t i = 0; i < t->ncurve; i++)
+        fprintf(f, "%.1f,%.1f ", 60 + 640 * (t->curve[2 * i] - x0) / (x1 - x0), 320 - 290 * (t->curve[2 * i + 1] - lo) / (hi - lo));
+    fprintf(f, "\"/>\n</svg>\n");
+    fclose(f);
+}
+
+static void progress(const trainer *t, int64_t epoch, int64_t b, int64_t nb, double loss, double rate, double eta, bool tty)
+{
+    if (tty) {
+        int width = 24, done = nb ? (int)(width * (b + 1) / nb) : width;
+        fprintf(stderr, "\repoch %lld/%lld [", (long long)epoch + 1, (long long)t->o->epochs);
+        for (int i = 0; i < width; i++) fputc(i < done ? '=' : i == done ? '>' : ' ', stderr);
+        fprintf(stderr, "] step %lld loss %.4f %.0f samples/s ETA %dm%02ds  ", (long long)t->step, loss, rate,
+                (int)eta / 60, (int)eta % 60);
+    } else {
+        fprintf(stderr, "epoch %lld/%lld step %lld (%lld/%lld) loss %.4f %.0f samples/s ETA %.0fs\n", (long long)epoch + 1,
+                (long long)t->o->epochs, (long long)t->step, (long long)b + 1, (long long)nb, loss, rate, eta);
+    }
+}
+
+/* ---- the loop ---------------------------------------------------------------- */
+
+static int train_loop(trainer *t)
+{
+    const train_opts *o = t->o;
+    const ir_graph *g = t->tg;
+    cpu_tensor *inputs = nc_xcalloc(g->ninputs + 1, sizeof *inputs);
+    for (uint32_t i = 0; i < g->ninputs; i++) {
+        int64_t shape[NC_MAX_RANK];
+        for (int k = 0; k < g->inputs[i].rank; k++) dim_is_const(&g->dims[g->inputs[i].shape[k]], &shape[k]);
+        cpu_tensor_alloc(&inputs[i], g->inputs[i].dtype, g->inputs[i].rank, shape, (int64_t)1 << 34);
+    }
+    int64_t start_epoch = 0, skip = 0;
+    char ckpt[4096] = "";
+    if (o->checkpoint_dir) {
+        mkdir(o->checkpoint_dir, 0755);
+        snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", o->checkpoint_dir);
+    }
+    int rc = 0;
+    if (o->resume) {
+        if (!ckpt[0]) { fprintf(stderr, "netc: --resume needs --checkpoint-dir\n"); rc = 2; goto out; }
+        if (access(ckpt, R_OK) != 0) fprintf(stderr, "netc: no checkpoint in %s yet: starting from scratch\n", o->checkpoint_dir);
+        else if (load_checkpoint(t, ckpt, &start_epoch, &skip)) { rc = 1; goto out; }
+        else fprintf(stderr, "netc: resumed from %s at epoch %lld, step %lld\n", ckpt, (long long)start_epoch + 1, (long long)t->step);
+        if (t->gpu)
+            for (uint32_t i = 0; i < g->nparams; i++) {
+                ir_value v = node_of(g, OP_PARAM, i);
+                if (v != IR_NONE && upload_tensor(t->gs, v, &t->params[i])) { rc = 1; goto out; }
+            }
+    }
+    data_loader *dl = data_loader_new(&t->train, o->batch, o->seed, true, true, 4);
+    int64_t nb = data_loader_batches(dl), total_steps = nb * o->epochs;
+    bool tty = isatty(2);
+    double t_start = now_s(), waited_total = 0;
+    int64_t samples = 0;
+    for (int64_t epoch = start_epoch; epoch < o->epochs && rc == 0; epoch++) {
+        data_loader_epoch(dl, epoch, epoch == start_epoch ? skip : 0);
+        double t_epoch = now_s(), loss_sum = 0, waited = 0;
+        int64_t nloss = 0, b = epoch == start_epoch ? skip : 0;
+        data_batch batch;
+        double w;
+        while (rc == 0 && data_loader_next(dl, &batch, &w)) {
+            waited += w;
+            step_result r;
+            if (run_step(t, &batch, schedule_lr(t, total_steps), inputs, &r)) { rc = 1; break; }
+            adjust_scale(t, r.finite);
+            t->step++;
+            samples += batch.count;
+            if (isfinite(r.loss)) loss_sum += r.loss, nloss++;
+            t->curve = nc_xrealloc(t->curve, (size_t)(t->ncurve + 1) * 2 * sizeof *t->curve);
+            t->curve[2 * t->ncurve] = (double)t->step, t->curve[2 * t->ncurve + 1] = r.loss;
+            t->ncurve++;
+            double el = now_s() - t_epoch, rate = (double)((b + 1 - (epoch == start_epoch ? skip : 0)) * o->batch) / fmax(el, 1e-9);
+            double eta = (double)((nb - b - 1) + nb * (o->epochs - epoch - 1)) * o->batch / fmax(rate, 1e-9);
+            if (tty ? (b % 5 == 0 || b + 1 == nb) : (b % 100 == 0 || b + 1 == nb)) progress(t, epoch, b, nb, r.loss, rate, eta, tty);
+            if (b % 10 == 0)
+                metrics_line(t, json_pack("{s:I, s:I, s:f, s:f, s:f}", "epoch", (json_int_t)epoch + 1, "step", (json_int_t)t->step,
+                                          "train_loss", r.loss, "samples_per_s", rate, "lr", schedule_lr(t, total_steps)));
+            b++;
+            if (ckpt[0] && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 && save_checkpoint(t, ckpt, epoch, b)) rc = 1;
+            if (t->step == t->kill_at_step) raise(SIGKILL);
+            if (o->max_steps && t->step >= o->max_steps) break;
+        }
+        if (tty) fputc('\n', stderr);
+        if (rc) break;
+        waited_total += waited;
+        double acc = 0, tloss = 0, el = now_s() - t_epoch;
+        if (evaluate(t, &acc, &tloss)) { rc = 1; break; }
+        fprintf(stderr, "epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f, %.1f s, %.0f samples/s, waited %.2f s for data%s\n",
+                (long long)epoch + 1, nloss ? loss_sum / (double)nloss : NAN, tloss, acc, el,
+                (double)(b * o->batch) / fmax(el, 1e-9), waited, t->skipped ? " (steps skipped on overflow so far: see below)" : "");
+        metrics_line(t, json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:I}", "epoch", (json_int_t)epoch + 1, "step",
+                                  (json_int_t)t->step, "train_loss", nloss ? loss_sum / (double)nloss : 0.0, "samples_per_s",
+                                  (double)(b * o->batch) / fmax(el, 1e-9), "test_accuracy", acc, "test_loss", tloss,
+                                  "epoch_seconds", el, "skipped_steps", (json_int_t)t->skipped));
+        if (ckpt[0] && save_checkpoint(t, ckpt, epoch + 1, 0)) rc = 1;
+        if (o->max_steps && t->step >= o->max_steps) break;
+    }
+    data_loader_free(dl);
+    if (rc == 0) {
+        double el = now_s() - t_start;
+        fprintf(stderr, "done: %lld steps in %.1f s (%.0f samples/s), data wait %.2f s, skipped steps %lld\n",
+                (long long)t->step, el, (double)samples / fmax(el, 1e-9), waited_total, (long long)t->skipped);
+    }
+    if (rc == 0 && o->save_path) {
+        if (t->gpu && download_params(t)) rc = 1;
+        uint32_t n = 0;
+        st_entry *e = nc_xcalloc(g->nparams + 1, sizeof *e);
+        for (uint32_t i = 0; i < g->nparams; i++)
+            if (g->params[i].role == IR_ROLE_WEIGHT) e[n++] = (st_entry){.name = g->params[i].decl.name, .t = &t->params[i]};
+        char err[1024];
+        if (rc == 0 && safetensors_write(o->save_path, e, n, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); rc = 1; }
+        free(e);
+    }
+out:
+    for (uint32_t i = 0; i < g->ninputs; i++) cpu_tensor_free(&inputs[i]);
+    free(inputs);
+    return rc;
+}
+
+int train_main(const train_opts *o)
+{
+    if (!o->model_path || !o->data_dir) {
+        fprintf(stderr, "netc: train needs a .net file and --data DIR\n");
+        return 2;
+    }
+    if (o->batch <= 0 || o->epochs <= 0) {
+        fprintf(stderr, "netc: --batch and --epochs must be positive\n");
+        return 2;
+    }
+    if (o->accumulate > 1) {
+        fprintf(stderr, "netc: --accumulate is not implemented yet\n");
+        return 2;
+    }
+    const char *kill = getenv("NETC_TEST_KILL_AFTER_STEP");
+    trainer t = {.o = o, .kill_at_step = kill ? atoll(kill) : -1};
+    int rc = build_graphs(&t);
+    char err[1024];
+    if (rc == 0 && (data_load_idx(o->data_dir, "train", 1 << 20, &t.train, err, sizeof err) ||
+                    data_load_idx(o->data_dir, "t10k", 1 << 20, &t.test, err, sizeof err))) {
+        fprintf(stderr, "netc: %s\n", err);
+        rc = 1;
+    }
+    if (rc == 0) rc = check_data(&t);
+    if (rc == 0 && t.train.n < o->batch) {
+        fprintf(stderr, "netc: the training set has %lld samples, fewer than one batch of %lld\n", (long long)t.train.n, (long long)o->batch);
+        rc = 2;
+    }
+    if (rc == 0) rc = init_params(&t);
+    if (rc == 0) rc = setup_gpu(&t);
+    if (rc == 0 && o->metrics_path && !(t.metrics = fopen(o->metrics_path, "w"))) {
+        fprintf(stderr, "netc: cannot write %s\n", o->metrics_path);
+        rc = 1;
+    }
+    if (rc == 0) rc = train_loop(&t);
+    if (t.metrics) fclose(t.metrics);
+    if (rc == 0) write_svg(&t, o->metrics_path);
+    gpu_session_free(t.gs);
+    gpu_session_free(t.es);
+    for (uint32_t i = 0; t.tg && i < t.tg->nparams; i++) cpu_tensor_free(&t.params[i]);
+    free(t.params);
+    free(t.curve);
+    for (int k = 0; k < 2; k++) {
+        nrt_module_data *m = k ? &t.fm : &t.tm;
+        for (uint32_t i = 0; i < m->nimages; i++) free(m->images[i].data);
+        free(m->images);
+        nrt_program_free(&m->program);
+    }
+    data_set_free(&t.train);
+    data_set_free(&t.test);
+    ir_graph_free(t.tg);
+    ir_graph_free(t.fg);
+    src_free(&t.src);
+    return rc;
+}

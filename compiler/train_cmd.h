@@ -1,0 +1,30 @@
+/* train_cmd.h - `netc train`: build the training step of a .net model and
+ * run it over a data set, with progress, evaluation, metrics, checkpoints. */
+#ifndef NC_TRAIN_CMD_H
+#define NC_TRAIN_CMD_H
+
+#include "base.h"
+
+typedef struct train_opts {
+    const char *model_path;
+    const char *data_dir;
+    int64_t epochs, batch;
+    const char *device;            /* cpu | gpu | auto */
+    uint64_t seed;
+    double lr;                     /* 0 = the train section's */
+    int64_t accumulate;            /* micro-batches per step (1 = off) */
+    const char *checkpoint_dir;
+    int64_t checkpoint_every;      /* steps; 0 = only at epoch ends */
+    bool resume;
+    const char *metrics_path;      /* JSON lines; an SVG loss curve lands next to it */
+    const char *save_path;         /* final weights, safetensors */
+    int64_t max_steps;             /* stop early (tests); 0 = no limit */
+    const char *const *set_names;  /* --set overrides */
+    const char *const *set_values;
+    int nsets;
+} train_opts;
+
+/* The process exit code. */
+int train_main(const train_opts *o);
+
+#endif

@@ -1,0 +1,343 @@
+/* cpu_exec.c - runs an IR graph node by node on the CPU.
+ *
+ * The executor owns shapes and memory: it evaluates each node's symbolic shape
+ * at the session's binding, refuses sizes it cannot hold, and frees a value
+ * after its last use. Kernels (cpu_kernels.c) only compute. Inputs and params
+ * are not copied: their values alias the caller's tensors (res->borrowed). */
+#include "cpu_exec.h"
+#include "cpu_kernels.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CPU_DEFAULT_MAX_BYTES ((int64_t)16 << 30)
+
+/* ------------------------------------------------------------------ */
+/* tensors                                                              */
+
+static bool shape_numel(uint8_t rank, const int64_t *shape, int64_t *out)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n)) return false;
+    *out = n;
+    return true;
+}
+
+bool cpu_tensor_alloc(cpu_tensor *t, nc_dtype dtype, uint8_t rank, const int64_t *shape, int64_t limit_bytes)
+{
+    memset(t, 0, sizeof *t);
+    int64_t n;
+    if (limit_bytes <= 0) limit_bytes = CPU_DEFAULT_MAX_BYTES;
+    if (rank > NC_MAX_RANK || dtype >= NC_DTYPE_COUNT || !shape_numel(rank, shape, &n)) return false;
+    if (n > limit_bytes / CPU_ELEM_BYTES) return false;
+    /* calloc, not nc_xcalloc: a size the machine cannot give is an error to report, not an abort. */
+    void *p = calloc((size_t)(n ? n : 1), CPU_ELEM_BYTES);
+    if (!p) return false;
+    t->dtype = dtype;
+    t->rank = rank;
+    if (rank) memcpy(t->shape, shape, rank * sizeof *shape);
+    t->numel = n;
+    if (dtype_is_float(dtype)) t->f = p;
+    else t->i = p;
+    return true;
+}
+
+void cpu_tensor_free(cpu_tensor *t)
+{
+    free(t->f);
+    free(t->i);
+    t->f = NULL;
+    t->i = NULL;
+}
+
+static void *data_of(const cpu_tensor *t) { return t->f ? (void *)t->f : (void *)t->i; }
+
+double cpu_get(const cpu_tensor *t, int64_t i) { return t->f ? (double)t->f[i] : (double)t->i[i]; }
+
+/* float -> int: truncate toward zero, clamp to the dtype's range, NaN -> 0. */
+static int32_t saturate_int(nc_dtype t, double v)
+{
+    if (t == NC_BOOL) return v != 0;
+    if (isnan(v)) return 0;
+    double lo = t == NC_U8 ? 0.0 : (double)INT32_MIN, hi = t == NC_U8 ? 255.0 : (double)INT32_MAX;
+    v = trunc(v);
+    return v <= lo ? (int32_t)lo : v >= hi ? (int32_t)hi : (int32_t)v;
+}
+
+void cpu_set(cpu_tensor *t, int64_t i, double v)
+{
+    if (t->f) t->f[i] = nc_round_to(t->dtype, (float)v);
+    else t->i[i] = saturate_int(t->dtype, v);
+}
+
+/* ------------------------------------------------------------------ */
+/* one run                                                              */
+
+/* ir_args would form NULL + 0 for a graph without any operands (UB). */
+static const ir_value *node_args(const ir_graph *g, const ir_node *n)
+{
+    static const ir_value none[1];
+    return n->nargs ? ir_args(g, n) : none;
+}
+
+typedef struct cpu_run {
+    const ir_graph *g;
+    const cpu_exec_opts *o;
+    const int64_t *syms;
+    int64_t max_bytes;
+    cpu_exec_result *res;
+    uint32_t *last_use;            /* node that reads the value last; UINT32_MAX = keep */
+    const cpu_tensor **argv;       /* scratch for a node's operands */
+    char *err;
+    size_t errcap;
+} cpu_run;
+
+static int run_fail(cpu_run *r, const ir_node *n, const char *fmt, ...)
+{
+    size_t k = 0;
+    if (!r->err || r->errcap == 0) return -1;
+    r->err[0] = 0;
+    if (n) {
+        const ir_graph *g = r->g;
+        if (n->loc.file && n->loc.file <= g->nfiles)
+            k += (size_t)snprintf(r->err, r->errcap, "%s:%u:%u: ", g->files[n->loc.file - 1], n->loc.line,
+                                  n->loc.col);
+        if (k < r->errcap)
+            k += (size_t)snprintf(r->err + k, r->errcap - k, "%%%u: ", (unsigned)(n - g->nodes));
+    }
+    if (k < r->errcap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->err + k, r->errcap - k, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static void format_shape(nc_dtype t, uint8_t rank, const int64_t *shape, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "%s[", dtype_name(t));
+    for (int i = 0; i < rank && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%" PRId64, i ? ", " : "", shape[i]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+static bool eval_shape(const cpu_run *r, uint8_t rank, const uint32_t *dims, int64_t *out)
+{
+    for (int i = 0; i < rank; i++)
+        if (dims[i] >= r->g->ndims || !dim_eval(&r->g->dims[dims[i]], r->syms, &out[i])) return false;
+    return true;
+}
+
+static bool shapes_equal(uint8_t ra, const int64_t *a, uint8_t rb, const int64_t *b)
+{
+    return ra == rb && (ra == 0 || memcmp(a, b, ra * sizeof *a) == 0);
+}
+
+/* A caller's tensor must be what the graph declares, evaluated at the binding. */
+static int check_bound(cpu_run *r, const char *kind, const ir_tensor_decl *d, const cpu_tensor *t)
+{
+    int64_t want[NC_MAX_RANK];
+    char ws[256], gs[256];
+    if (d->rank > NC_MAX_RANK) return run_fail(r, NULL, "%s %s: malformed declaration (rank %d)", kind, d->name, d->rank);
+    if (!eval_shape(r, d->rank, d->shape, want)) {
+        ir_shape_format(r->g, d->dtype, d->rank, d->shape, ws, sizeof ws);
+        return run_fail(r, NULL, "%s %s: declared shape %s does not evaluate at this binding "
+                                 "(overflow or negative)", kind, d->name, ws);
+    }
+    format_shape(d->dtype, d->rank, want, ws, sizeof ws);
+    if (t->rank > NC_MAX_RANK) return run_fail(r, NULL, "%s %s: expected %s, got rank %d", kind, d->name, ws, t->rank);
+    format_shape(t->dtype, t->rank, t->shape, gs, sizeof gs);
+    if (t->dtype != d->dtype || !shapes_equal(d->rank, want, t->rank, t->shape))
+        return run_fail(r, NULL, "%s %s: expected %s, got %s", kind, d->name, ws, gs);
+    int64_t n;
+    if (!shape_numel(t->rank, t->shape, &n) || n != t->numel)
+        return run_fail(r, NULL, "%s %s: numel %" PRId64 " does not match its shape %s", kind, d->name, t->numel, gs);
+    if ((dtype_is_float(t->dtype) ? (void *)t->f : (void *)t->i) == NULL || (t->f && t->i))
+        return run_fail(r, NULL, "%s %s: no data", kind, d->name);
+    return 0;
+}
+
+static int check_binding(cpu_run *r)
+{
+    const ir_graph *g = r->g;
+    if (g->nsyms && !r->syms)
+        return run_fail(r, NULL, "the graph has %u symbolic dims (%s, ...) but no values were given", g->nsyms,
+                        g->sym_names[0]);
+    for (uint32_t s = 0; s < g->nsyms; s++)
+        if (r->syms[s] < 0)
+            return run_fail(r, NULL, "%s = %" PRId64 ": a dimension cannot be negative", g->sym_names[s], r->syms[s]);
+    if (g->ninputs && !r->o->inputs) return run_fail(r, NULL, "the graph has %u inputs but none were given", g->ninputs);
+    if (g->nparams && !r->o->params) return run_fail(r, NULL, "the graph has %u params but none were given", g->nparams);
+    /* Only what the graph reads must be given: an inference build keeps the
+     * training inputs declared but reads none of them. */
+    for (uint32_t v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        if (n->op == OP_INPUT && check_bound(r, "input", &g->inputs[n->attr.index], &r->o->inputs[n->attr.index])) return -1;
+        if (n->op == OP_PARAM && check_bound(r, "param", &g->params[n->attr.index].decl, &r->o->params[n->attr.index]))
+            return -1;
+    }
+    return 0;
+}
+
+/* last_use[v] = the last node reading v; graph outputs, the values a
+ * training step assigns to parameters, and the loss are never freed. */
+static void compute_last_uses(cpu_run *r)
+{
+    const ir_graph *g = r->g;
+    for (uint32_t v = 0; v < g->nnodes; v++) {
+        r->last_use[v] = r->o->keep_all ? UINT32_MAX : v;
+        const ir_value *a = node_args(g, &g->nodes[v]);
+        for (int k = 0; k < g->nodes[v].nargs; k++)
+            if (r->last_use[a[k]] != UINT32_MAX) r->last_use[a[k]] = v;
+    }
+    for (uint32_t i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].value < g->nnodes) r->last_use[g->outputs[i].value] = UINT32_MAX;
+    for (uint32_t i = 0; i < g->nupdates; i++)
+        if (g->updates[i].value < g->nnodes) r->last_use[g->updates[i].value] = UINT32_MAX;
+    if (g->train.present && g->train.loss < g->nnodes) r->last_use[g->train.loss] = UINT32_MAX;
+}
+
+/* Elementwise kernels index every operand by the result's index. */
+static int check_operands(cpu_run *r, const ir_node *n)
+{
+    if (nc_ops[n->op].category != CAT_ELEMENTWISE) return 0;
+    for (int k = 0; k < n->nargs; k++)
+        if (r->argv[k]->numel != r->res->values[n - r->g->nodes].numel)
+            return run_fail(r, n, "%s: operand %d has %" PRId64 " elements, the result %" PRId64, op_name(n->op),
+                            k, r->argv[k]->numel, r->res->values[n - r->g->nodes].numel);
+    return 0;
+}
+
+static int alloc_result(cpu_run *r, const ir_node *n, const int64_t *shape, cpu_tensor *out)
+{
+    char s[256];
+    int64_t numel;
+    format_shape(n->dtype, n->rank, shape, s, sizeof s);
+    if (!shape_numel(n->rank, shape, &numel))
+        return run_fail(r, n, "%s: result %s has more elements than fit in 64 bits", op_name(n->op), s);
+    if (numel > r->max_bytes / CPU_ELEM_BYTES)
+        return run_fail(r, n, "%s: result %s needs %" PRId64 "%s bytes, over the limit of %" PRId64 " bytes",
+                        op_name(n->op), s, numel > INT64_MAX / CPU_ELEM_BYTES ? INT64_MAX : numel * CPU_ELEM_BYTES,
+                        numel > INT64_MAX / CPU_ELEM_BYTES ? "+" : "", r->max_bytes);
+    if (!cpu_tensor_alloc(out, n->dtype, n->rank, shape, r->max_bytes))
+        return run_fail(r, n, "%s: out of memory allocating %s (%" PRId64 " bytes)", op_name(n->op), s,
+                        numel * CPU_ELEM_BYTES);
+    return 0;
+}
+
+static bool is_output(const ir_graph *g, ir_value v)
+{
+    for (uint32_t i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].value == v) return true;
+    return false;
+}
+
+/* Sources alias the caller's tensor, except graph outputs: those are copied so
+ * a result never dangles when the caller replaces its inputs or params. */
+static int bind_source(cpu_run *r, ir_value v, const int64_t *shape)
+{
+    const ir_node *n = &r->g->nodes[v];
+    bool input = n->op == OP_INPUT;
+    uint32_t count = input ? r->g->ninputs : r->g->nparams;
+    if (n->attr.index >= count) return run_fail(r, n, "%s index %u out of range", op_name(n->op), n->attr.index);
+    const cpu_tensor *t = input ? &r->o->inputs[n->attr.index] : &r->o->params[n->attr.index];
+    if (t->dtype != n->dtype || !shapes_equal(n->rank, shape, t->rank, t->shape))
+        return run_fail(r, n, "%s: the node's type differs from its declaration", op_name(n->op));
+    if (!is_output(r->g, v)) {
+        r->res->values[v] = *t;
+        r->res->borrowed[v] = true;
+        return 0;
+    }
+    cpu_tensor *out = &r->res->values[v];
+    if (alloc_result(r, n, shape, out)) return -1;
+    memcpy(data_of(out), data_of(t), (size_t)t->numel * CPU_ELEM_BYTES);
+    return 0;
+}
+
+static void release(cpu_run *r, ir_value v)
+{
+    if (!r->res->borrowed[v]) cpu_tensor_free(&r->res->values[v]);
+    r->res->values[v].f = NULL;
+    r->res->values[v].i = NULL;
+}
+
+static int eval_node(cpu_run *r, ir_value v)
+{
+    const ir_graph *g = r->g;
+    const ir_node *n = &g->nodes[v];
+    int64_t shape[NC_MAX_RANK];
+    char s[256];
+    if (n->op >= OP_COUNT || n->rank > NC_MAX_RANK) return run_fail(r, n, "malformed node");
+    if (!eval_shape(r, n->rank, n->shape, shape)) {
+        ir_shape_format(g, n->dtype, n->rank, n->shape, s, sizeof s);
+        return run_fail(r, n, "%s: shape %s does not evaluate at this binding (overflow or negative)",
+                        op_name(n->op), s);
+    }
+    if (n->op == OP_INPUT || n->op == OP_PARAM) return bind_source(r, v, shape);
+    const ir_value *a = node_args(g, n);
+    for (int k = 0; k < n->nargs; k++) {
+        const cpu_tensor *t = &r->res->values[a[k]];
+        NC_ASSERT(a[k] < v && (t->f || t->i));   /* operands precede users and are alive */
+        r->argv[k] = t;
+    }
+    cpu_tensor *out = &r->res->values[v];
+    if (alloc_result(r, n, shape, out) || check_operands(r, n)) return -1;
+    char kerr[512] = "";
+    cpu_op_ctx c = {.g = g, .node = n, .args = r->argv, .out = out, .syms = r->syms, .step = r->o->step,
+                    .training = r->o->training, .err = kerr, .errcap = sizeof kerr};
+    cpu_kernels[n->op](&c);
+    if (kerr[0]) return run_fail(r, n, "%s", kerr);
+    return 0;
+}
+
+/* Free operands read for the last time by v, and v itself if nothing reads it. */
+static void release_dead(cpu_run *r, ir_value v)
+{
+    const ir_node *n = &r->g->nodes[v];
+    const ir_value *a = node_args(r->g, n);
+    for (int k = 0; k < n->nargs; k++)
+        if (r->last_use[a[k]] == v && (r->res->values[a[k]].f || r->res->values[a[k]].i)) release(r, a[k]);
+    if (r->last_use[v] == v) release(r, v);
+}
+
+int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res, char *err, size_t errcap)
+{
+    memset(res, 0, sizeof *res);
+    if (err && errcap) err[0] = 0;
+    cpu_run r = {.g = g, .o = o, .syms = o->syms, .res = res, .err = err, .errcap = errcap,
+                 .max_bytes = o->max_bytes > 0 ? o->max_bytes : CPU_DEFAULT_MAX_BYTES};
+    if (check_binding(&r)) return -1;
+    uint32_t maxargs = 1;
+    for (uint32_t v = 0; v < g->nnodes; v++)
+        if (g->nodes[v].nargs > maxargs) maxargs = g->nodes[v].nargs;
+    res->values = nc_xcalloc(g->nnodes, sizeof *res->values);
+    res->borrowed = nc_xcalloc(g->nnodes, sizeof *res->borrowed);
+    res->nvalues = g->nnodes;
+    r.last_use = nc_xmalloc((g->nnodes ? g->nnodes : 1) * sizeof *r.last_use);
+    r.argv = nc_xmalloc(maxargs * sizeof *r.argv);
+    compute_last_uses(&r);
+    int rc = 0;
+    for (uint32_t v = 0; v < g->nnodes && rc == 0; v++) {
+        rc = eval_node(&r, v);
+        if (rc == 0) release_dead(&r, v);
+    }
+    free(r.last_use);
+    free(r.argv);
+    if (rc) cpu_exec_result_free(res);
+    return rc;
+}
+
+void cpu_exec_result_free(cpu_exec_result *res)
+{
+    for (uint32_t v = 0; v < res->nvalues; v++)
+        if (!res->borrowed || !res->borrowed[v]) cpu_tensor_free(&res->values[v]);
+    free(res->values);
+    free(res->borrowed);
+    memset(res, 0, sizeof *res);
+}

@@ -1,0 +1,819 @@
+/* cpu_kernels.c - the reference semantics of every op, one kernel per row of
+ * ops.def.
+ *
+ * Conventions (see cpu_exec.h): floats are f32 arrays holding values exact in
+ * their dtype; each result is computed in double, rounded to f32, then (f16,
+ * bf16) rounded to the storage dtype by round_out. Integer and bool tensors are
+ * i32 arrays. Elementwise loops touch the f32 data directly, so f32 storage
+ * pays no per-element dispatch; the narrow formats pay one extra pass. */
+#include "cpu_kernels.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if NETC_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+/* Not in strict C11 <math.h>. */
+#define CPU_SQRT1_2 0.70710678118654752440
+#define CPU_SQRT_2_OVER_PI 0.79788456080286535588
+
+cpu_kernel_fn *const cpu_kernels[OP_COUNT] = {
+#define X(e, name, nargs, cat, dt, flags, shape, cpu, ...) [e] = cpu,
+#include "ops.def"
+#undef X
+};
+
+void cpu_fail(const cpu_op_ctx *c, const char *fmt, ...)
+{
+    if (!c->err || c->errcap == 0 || c->err[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, c->errcap, fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------------ */
+/* helpers                                                              */
+
+static bool is_float(const cpu_tensor *t) { return t->f != NULL; }
+
+static char *bytes_of(const cpu_tensor *t) { return t->f ? (char *)t->f : (char *)t->i; }
+
+/* Product of shape[from..to). Shapes were checked against overflow at allocation. */
+static int64_t span(const cpu_tensor *t, int from, int to)
+{
+    int64_t n = 1;
+    for (int i = from; i < to; i++) n *= t->shape[i];
+    return n;
+}
+
+/* Narrow float storage: the f32 result is rounded once more, to f16 or bf16. */
+static void round_out(cpu_tensor *t)
+{
+    if (t->dtype == NC_F32 || !t->f) return;
+    for (int64_t i = 0; i < t->numel; i++) t->f[i] = nc_round_to(t->dtype, t->f[i]);
+}
+
+/* Integer arithmetic wraps to the storage width (documented in cpu_exec.h).
+ * Written without a signed overflow or an out-of-range conversion. */
+static int32_t wrap_int(nc_dtype t, int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+    if (t == NC_U8) return (int32_t)(u & 0xffu);
+    if (t == NC_BOOL) return v != 0;
+    uint32_t w = (uint32_t)u;
+    return w <= INT32_MAX ? (int32_t)w : (int32_t)(w - 0x80000000u) - INT32_MAX - 1;
+}
+
+static void copy_elem(char *dst, int64_t di, const char *src, int64_t si)
+{
+    memcpy(dst + di * CPU_ELEM_BYTES, src + si * CPU_ELEM_BYTES, CPU_ELEM_BYTES);
+}
+
+static void copy_elems(char *dst, int64_t di, const char *src, int64_t si, int64_t n)
+{
+    if (n > 0) memcpy(dst + di * CPU_ELEM_BYTES, src + si * CPU_ELEM_BYTES, (size_t)n * CPU_ELEM_BYTES);
+}
+
+/* Row-major strides of t. */
+static void strides_of(const cpu_tensor *t, int64_t *st)
+{
+    int64_t s = 1;
+    for (int i = t->rank - 1; i >= 0; i--) {
+        st[i] = s;
+        s *= t->shape[i];
+    }
+}
+
+/* Walks a shape in row-major order one last-axis run at a time, tracking the
+ * offset into another tensor addressed by per-axis strides (0 = repeated).
+ * Kernels write the inner loop themselves, so it stays a plain indexed loop. */
+typedef struct cpu_walk {
+    int rank;
+    int64_t shape[NC_MAX_RANK], stride[NC_MAX_RANK], idx[NC_MAX_RANK];
+    int64_t off;            /* other tensor's offset at the start of the current run */
+    int64_t len, step;      /* run length (last axis) and the other tensor's stride along it */
+    int64_t runs;           /* number of runs in the whole shape */
+} cpu_walk;
+
+static void walk_init(cpu_walk *w, int rank, const int64_t *shape, const int64_t *stride)
+{
+    memset(w, 0, sizeof *w);
+    if (rank == 0) {        /* a scalar is one run of one element */
+        w->rank = 1;
+        w->shape[0] = 1;
+    } else {
+        w->rank = rank;
+        memcpy(w->shape, shape, (size_t)rank * sizeof *shape);
+        memcpy(w->stride, stride, (size_t)rank * sizeof *stride);
+    }
+    w->len = w->shape[w->rank - 1];
+    w->step = w->stride[w->rank - 1];
+    w->runs = 1;
+    for (int i = 0; i < w->rank - 1; i++) w->runs *= w->shape[i];
+    if (w->len == 0) w->runs = 0;
+}
+
+static void walk_next(cpu_walk *w)
+{
+    for (int a = w->rank - 2; a >= 0; a--) {
+        w->off += w->stride[a];
+        if (++w->idx[a] < w->shape[a]) return;
+        w->off -= w->stride[a] * w->shape[a];
+        w->idx[a] = 0;
+    }
+}
+
+/* out[j] = in[offset of j], where the walk over out's shape gives the offset. */
+static void gather_strided(const cpu_tensor *in, cpu_tensor *out, const int64_t *in_stride)
+{
+    cpu_walk w;
+    walk_init(&w, out->rank, out->shape, in_stride);
+    const char *src = bytes_of(in);
+    char *dst = bytes_of(out);
+    int64_t o = 0;
+    for (int64_t r = 0; r < w.runs; r++, walk_next(&w)) {
+        if (w.step == 1) {
+            copy_elems(dst, o, src, w.off, w.len);
+        } else {
+            for (int64_t j = 0; j < w.len; j++) copy_elem(dst, o + j, src, w.off + j * w.step);
+        }
+        o += w.len;
+    }
+}
+
+static bool dim_value(const cpu_op_ctx *c, uint32_t dim, int64_t *v)
+{
+    return dim < c->g->ndims && dim_eval(&c->g->dims[dim], c->syms, v);
+}
+
+/* ------------------------------------------------------------------ */
+/* sources (inputs and params are bound by cpu_exec_run)                */
+
+void cpu_input(const cpu_op_ctx *c) { (void)c; }
+void cpu_param(const cpu_op_ctx *c) { (void)c; }
+
+void cpu_fill(const cpu_op_ctx *c)
+{
+    cpu_tensor *y = c->out;
+    if (y->numel == 0) return;
+    cpu_set(y, 0, c->node->attr.f);
+    for (int64_t i = 1; i < y->numel; i++) copy_elem(bytes_of(y), i, bytes_of(y), 0);
+}
+
+void cpu_iota(const cpu_op_ctx *c)
+{
+    cpu_tensor *y = c->out;
+    int ax = c->node->attr.axis;
+    if (ax < 0 || ax >= y->rank) {
+        cpu_fail(c, "iota: axis %d out of range for rank %d", ax, y->rank);
+        return;
+    }
+    int64_t outer = span(y, 0, ax), n = y->shape[ax], inner = span(y, ax + 1, y->rank), i = 0;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t j = 0; j < inner; j++) cpu_set(y, i++, (double)k);
+}
+
+/* ------------------------------------------------------------------ */
+/* elementwise: the loops, instantiated per expression                  */
+
+/* Float map: EXPR of double x (and a, b) rounded to f32, then to the dtype. */
+#define MAP1_F(EXPR)                                                   \
+    do {                                                               \
+        const float *xs_ = c->args[0]->f;                              \
+        float *ys_ = c->out->f;                                        \
+        for (int64_t i_ = 0, n_ = c->out->numel; i_ < n_; i_++) {      \
+            double x = xs_[i_];                                        \
+            ys_[i_] = (float)(EXPR);                                   \
+        }                                                              \
+        round_out(c->out);                                             \
+    } while (0)
+
+#define MAP1_I(EXPR)                                                   \
+    do {                                                               \
+        const int32_t *xs_ = c->args[0]->i;                            \
+        int32_t *ys_ = c->out->i;                                      \
+        nc_dtype t_ = c->out->dtype;                                   \
+        for (int64_t i_ = 0, n_ = c->out->numel; i_ < n_; i_++) {      \
+            int64_t x = xs_[i_];                                       \
+            ys_[i_] = wrap_int(t_, (EXPR));                            \
+        }                                                              \
+    } while (0)
+
+#define MAP2_F(EXPR)                                                   \
+    do {                                                               \
+        const float *as_ = c->args[0]->f, *bs_ = c->args[1]->f;        \
+        float *ys_ = c->out->f;                                        \
+        for (int64_t i_ = 0, n_ = c->out->numel; i_ < n_; i_++) {      \
+            double a = as_[i_], b = bs_[i_];                           \
+            ys_[i_] = (float)(EXPR);                                   \
+        }                                                              \
+        round_out(c->out);                                             \
+    } while (0)
+
+#define MAP2_I(EXPR)                                                   \
+    do {                                                               \
+        const int32_t *as_ = c->args[0]->i, *bs_ = c->args[1]->i;      \
+        int32_t *ys_ = c->out->i;                                      \
+        nc_dtype t_ = c->out->dtype;                                   \
+        for (int64_t i_ = 0, n_ = c->out->numel; i_ < n_; i_++) {      \
+            int64_t a = as_[i_], b = bs_[i_];                          \
+            ys_[i_] = wrap_int(t_, (EXPR));                            \
+        }                                                              \
+    } while (0)
+
+/* Comparisons read either storage and write bool 0/1. */
+#define CMP(EXPR)                                                      \
+    do {                                                               \
+        int32_t *ys_ = c->out->i;                                      \
+        int64_t n_ = c->out->numel;                                    \
+        if (is_float(c->args[0])) {                                    \
+            const float *as_ = c->args[0]->f, *bs_ = c->args[1]->f;    \
+            for (int64_t i_ = 0; i_ < n_; i_++) {                      \
+                double a = as_[i_], b = bs_[i_];                       \
+                ys_[i_] = (EXPR);                                      \
+            }                                                          \
+        } else {                                                       \
+            const int32_t *as_ = c->args[0]->i, *bs_ = c->args[1]->i;  \
+            for (int64_t i_ = 0; i_ < n_; i_++) {                      \
+                int64_t a = as_[i_], b = bs_[i_];                      \
+                ys_[i_] = (EXPR);                                      \
+            }                                                          \
+        }                                                              \
+    } while (0)
+
+static double relu_d(double x) { return x > 0 || isnan(x) ? x : 0.0; }   /* NaN wins, as in maximum */
+static double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
+static double gelu_d(double x) { return 0.5 * x * (1.0 + erf(x * CPU_SQRT1_2)); }
+static double gelu_tanh_d(double x)
+{
+    return 0.5 * x * (1.0 + tanh(CPU_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
+}
+static double max_d(double a, double b) { return isnan(a) ? a : isnan(b) ? b : a > b ? a : b; }
+static double min_d(double a, double b) { return isnan(a) ? a : isnan(b) ? b : a < b ? a : b; }
+static int64_t max_i(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t min_i(int64_t a, int64_t b) { return a < b ? a : b; }
+/* Truncated division; x/0 = 0 and INT32_MIN/-1 wraps (computed in int64). */
+static int64_t div_i(int64_t a, int64_t b) { return b == 0 ? 0 : a / b; }
+
+void cpu_neg(const cpu_op_ctx *c)
+{
+    if (is_float(c->out)) MAP1_F(-x);
+    else MAP1_I(-x);
+}
+
+void cpu_abs(const cpu_op_ctx *c)
+{
+    if (is_float(c->out)) MAP1_F(fabs(x));
+    else MAP1_I(x < 0 ? -x : x);
+}
+
+void cpu_square(const cpu_op_ctx *c)
+{
+    if (is_float(c->out)) MAP1_F(x * x);
+    else MAP1_I(x * x);
+}
+
+void cpu_relu(const cpu_op_ctx *c)
+{
+    if (is_float(c->out)) MAP1_F(relu_d(x));
+    else MAP1_I(x > 0 ? x : 0);
+}
+
+void cpu_exp(const cpu_op_ctx *c) { MAP1_F(exp(x)); }
+void cpu_log(const cpu_op_ctx *c) { MAP1_F(log(x)); }
+void cpu_sqrt(const cpu_op_ctx *c) { MAP1_F(sqrt(x)); }
+void cpu_rsqrt(const cpu_op_ctx *c) { MAP1_F(1.0 / sqrt(x)); }
+void cpu_tanh(const cpu_op_ctx *c) { MAP1_F(tanh(x)); }
+void cpu_erf(const cpu_op_ctx *c) { MAP1_F(erf(x)); }
+void cpu_sigmoid(const cpu_op_ctx *c) { MAP1_F(sigmoid_d(x)); }
+void cpu_gelu(const cpu_op_ctx *c) { MAP1_F(gelu_d(x)); }
+void cpu_gelu_tanh(const cpu_op_ctx *c) { MAP1_F(gelu_tanh_d(x)); }
+void cpu_silu(const cpu_op_ctx *c) { MAP1_F(x * sigmoid_d(x)); }
+
+void cpu_add(const cpu_op_ctx *c)
+{
+    if (is_float(c->out)) MAP2_F(a + b);
+    else MAP2_I(a + b);
+}
+
+void cpu_sub(const cpu_op_ctx *c)
+{
+    if (is_float(c->out)) MAP2_F(a - b);
+    else MAP2_I(a - b);
+}
+
+void cpu_mul(const cpu_op_ctx *c)
+{
+    if (is_float(c->out)) MAP2_F(a * b);
+    else MAP2_I(a * b);
+}
+
+void cpu_div(const cpu_op_ctx *c)
+{
+    if (is_float(c->out)) MAP2_F(a / b);
+    else MAP2_I(div_i(a, b));
+}
+
+void cpu_pow(const cpu_op_ctx *c) { MAP2_F(pow(a, b)); }
+
+void cpu_maximum(const cpu_op_ctx *c)
+{
+    if (is_float(c->out)) MAP2_F(max_d(a, b));
+    else MAP2_I(max_i(a, b));
+}
+
+void cpu_minimum(const cpu_op_ctx *c)
+{
+    if (is_float(c->out)) MAP2_F(min_d(a, b));
+    else MAP2_I(min_i(a, b));
+}
+
+/* IEEE comparisons: anything against NaN is false, except !=. */
+void cpu_eq(const cpu_op_ctx *c) { CMP(a == b); }
+void cpu_ne(const cpu_op_ctx *c) { CMP(a != b); }
+void cpu_lt(const cpu_op_ctx *c) { CMP(a < b); }
+void cpu_le(const cpu_op_ctx *c) { CMP(a <= b); }
+void cpu_gt(const cpu_op_ctx *c) { CMP(a > b); }
+void cpu_ge(const cpu_op_ctx *c) { CMP(a >= b); }
+
+void cpu_where(const cpu_op_ctx *c)
+{
+    const int32_t *cond = c->args[0]->i;
+    const char *a = bytes_of(c->args[1]), *b = bytes_of(c->args[2]);
+    char *y = bytes_of(c->out);
+    for (int64_t i = 0; i < c->out->numel; i++) copy_elem(y, i, cond[i] ? a : b, i);
+}
+
+/* Conversions saturate (cpu_set); only the common f32 -> f16/bf16/f32 cases
+ * get their own loop. */
+void cpu_cast(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->args[0];
+    cpu_tensor *y = c->out;
+    if (x->dtype == NC_F32 && is_float(y)) {
+        for (int64_t i = 0; i < y->numel; i++) y->f[i] = nc_round_to(y->dtype, x->f[i]);
+        return;
+    }
+    for (int64_t i = 0; i < y->numel; i++) cpu_set(y, i, cpu_get(x, i));
+}
+
+/* Element i is kept iff its draw u(seed, step, i) >= p; kept ones are
+ * x * (1/(1-p)) computed in double. The draw depends only on (seed, step, i),
+ * so every backend drops the same elements. */
+void cpu_dropout(const cpu_op_ctx *c)
+{
+    const float *x = c->args[0]->f;
+    float *y = c->out->f;
+    int64_t n = c->out->numel;
+    if (!c->training) {
+        memcpy(y, x, (size_t)n * sizeof *y);
+        return;
+    }
+    double p = c->node->attr.f, scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+    uint64_t seed = (uint64_t)c->node->attr.seed, step = (uint64_t)c->step;
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (double)nc_rng_uniform(seed, step, (uint64_t)i) >= p ? (float)(x[i] * scale) : 0.0f;
+    round_out(c->out);
+}
+
+/* ------------------------------------------------------------------ */
+/* reductions over attr.axes                                            */
+
+/* Per input axis, the output stride (0 on reduced axes): keepdim only
+ * inserts size-1 axes, so the output layout is the same either way. */
+static int64_t reduce_strides(const cpu_op_ctx *c, int64_t *ostride)
+{
+    const cpu_tensor *x = c->args[0];
+    bool red[NC_MAX_RANK] = {0};
+    for (int k = 0; k < c->node->attr.naxes; k++) {
+        int ax = c->node->attr.axes[k];
+        if (ax >= 0 && ax < x->rank) red[ax] = true;
+    }
+    int64_t s = 1, count = 1;
+    for (int i = x->rank - 1; i >= 0; i--) {
+        ostride[i] = red[i] ? 0 : s;
+        if (red[i]) count *= x->shape[i];
+        else s *= x->shape[i];
+    }
+    return count;   /* elements reduced into each output */
+}
+
+/* acc[out offset] = OP(acc, x) over the input in order. */
+#define REDUCE_WALK(T, XS, ACC, OP)                                   \
+    do {                                                              \
+        cpu_walk w_;                                                  \
+        walk_init(&w_, c->args[0]->rank, c->args[0]->shape, ostride); \
+        int64_t base_ = 0;                                            \
+        for (int64_t r_ = 0; r_ < w_.runs; r_++, walk_next(&w_)) {    \
+            for (int64_t j_ = 0; j_ < w_.len; j_++) {                 \
+                int64_t o_ = w_.off + j_ * w_.step;                   \
+                T v = (XS)[base_ + j_];                               \
+                (ACC)[o_] = OP((ACC)[o_], v);                         \
+            }                                                         \
+            base_ += w_.len;                                          \
+        }                                                             \
+    } while (0)
+
+#define ADD_OP(acc, v) ((acc) + (v))
+
+/* y = acc / div, rounded once (div: the count for mean, else 1). */
+static void reduce_finish(cpu_tensor *y, const double *acc, double div)
+{
+    if (is_float(y)) {
+        for (int64_t i = 0; i < y->numel; i++) y->f[i] = (float)(acc[i] / div);
+        round_out(y);
+    } else {
+        for (int64_t i = 0; i < y->numel; i++) cpu_set(y, i, acc[i]);
+    }
+}
+
+/* Sum in double for floats; ints are summed in int64 and wrap like add. */
+static void reduce_sum(const cpu_op_ctx *c, bool mean)
+{
+    int64_t ostride[NC_MAX_RANK];
+    int64_t count = reduce_strides(c, ostride);
+    cpu_tensor *y = c->out;
+    if (!is_float(y)) {
+        int64_t *acc = nc_xcalloc((size_t)y->numel, sizeof *acc);
+        REDUCE_WALK(int64_t, c->args[0]->i, acc, ADD_OP);
+        for (int64_t i = 0; i < y->numel; i++) y->i[i] = wrap_int(y->dtype, acc[i]);
+        free(acc);
+        return;
+    }
+    double *acc = nc_xcalloc((size_t)y->numel, sizeof *acc);
+    REDUCE_WALK(double, c->args[0]->f, acc, ADD_OP);
+    reduce_finish(y, acc, mean ? (double)count : 1.0);
+    free(acc);
+}
+
+void cpu_sum(const cpu_op_ctx *c) { reduce_sum(c, false); }
+void cpu_mean(const cpu_op_ctx *c) { reduce_sum(c, true); }
+
+/* NaN wins; an empty reduction gives -inf (ints: the dtype's minimum). */
+void cpu_max(const cpu_op_ctx *c)
+{
+    int64_t ostride[NC_MAX_RANK];
+    reduce_strides(c, ostride);
+    cpu_tensor *y = c->out;
+    double *acc = nc_xmalloc((size_t)(y->numel ? y->numel : 1) * sizeof *acc);
+    for (int64_t i = 0; i < y->numel; i++) acc[i] = -INFINITY;
+    if (is_float(c->args[0])) REDUCE_WALK(double, c->args[0]->f, acc, max_d);
+    else REDUCE_WALK(double, c->args[0]->i, acc, max_d);
+    reduce_finish(y, acc, 1.0);
+    free(acc);
+}
+
+/* ------------------------------------------------------------------ */
+/* row-wise over the last axis                                          */
+
+typedef struct cpu_rows {
+    int64_t n, len;   /* rows and their length (the last axis) */
+} cpu_rows;
+
+static cpu_rows rows_of(const cpu_tensor *x)
+{
+    cpu_rows r = {0, x->rank ? x->shape[x->rank - 1] : 1};
+    r.n = r.len ? x->numel / r.len : 0;
+    return r;
+}
+
+/* Max of a row, NaN winning, so a NaN anywhere poisons the whole row. */
+static double row_max(const float *x, int64_t n)
+{
+    double m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) m = max_d(m, x[j]);
+    return m;
+}
+
+/* e[j] = exp(x[j] - max), returns their sum; subtracting the max keeps exp finite. */
+static double row_exp(const float *x, int64_t n, double m, double *e)
+{
+    double s = 0;
+    for (int64_t j = 0; j < n; j++) s += e[j] = exp(x[j] - m);
+    return s;
+}
+
+static void rowwise_softmax(const cpu_op_ctx *c, bool log_form)
+{
+    cpu_rows r = rows_of(c->args[0]);
+    double *e = nc_xmalloc((size_t)(r.len ? r.len : 1) * sizeof *e);
+    for (int64_t i = 0; i < r.n; i++) {
+        const float *x = c->args[0]->f + i * r.len;
+        float *y = c->out->f + i * r.len;
+        double m = row_max(x, r.len), s = row_exp(x, r.len, m, e), ls = log(s);
+        for (int64_t j = 0; j < r.len; j++) y[j] = (float)(log_form ? x[j] - m - ls : e[j] / s);
+    }
+    free(e);
+    round_out(c->out);
+}
+
+void cpu_softmax(const cpu_op_ctx *c) { rowwise_softmax(c, false); }
+void cpu_log_softmax(const cpu_op_ctx *c) { rowwise_softmax(c, true); }
+
+static bool check_vector_arg(const cpu_op_ctx *c, int k, int64_t len)
+{
+    const cpu_tensor *w = c->args[k];
+    if (w->rank == 1 && w->shape[0] == len) return true;
+    cpu_fail(c, "%s: operand %d has %lld elements, the last axis has %lld", op_name(c->node->op), k,
+             (long long)w->numel, (long long)len);
+    return false;
+}
+
+/* (x - mean) / sqrt(var + eps) * w + b, biased variance, two passes in double. */
+void cpu_layernorm(const cpu_op_ctx *c)
+{
+    cpu_rows r = rows_of(c->args[0]);
+    if (!check_vector_arg(c, 1, r.len) || !check_vector_arg(c, 2, r.len)) return;
+    const float *w = c->args[1]->f, *b = c->args[2]->f;
+    double eps = c->node->attr.f;
+    for (int64_t i = 0; i < r.n; i++) {
+        const float *x = c->args[0]->f + i * r.len;
+        float *y = c->out->f + i * r.len;
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < r.len; j++) mean += x[j];
+        mean /= (double)r.len;
+        for (int64_t j = 0; j < r.len; j++) var += (x[j] - mean) * (x[j] - mean);
+        double sd = sqrt(var / (double)r.len + eps);
+        for (int64_t j = 0; j < r.len; j++) y[j] = (float)((x[j] - mean) / sd * w[j] + b[j]);
+    }
+    round_out(c->out);
+}
+
+void cpu_rmsnorm(const cpu_op_ctx *c)
+{
+    cpu_rows r = rows_of(c->args[0]);
+    if (!check_vector_arg(c, 1, r.len)) return;
+    const float *w = c->args[1]->f;
+    double eps = c->node->attr.f;
+    for (int64_t i = 0; i < r.n; i++) {
+        const float *x = c->args[0]->f + i * r.len;
+        float *y = c->out->f + i * r.len;
+        double ms = 0;
+        for (int64_t j = 0; j < r.len; j++) ms += (double)x[j] * x[j];
+        double rms = sqrt(ms / (double)r.len + eps);
+        for (int64_t j = 0; j < r.len; j++) y[j] = (float)(x[j] / rms * w[j]);
+    }
+    round_out(c->out);
+}
+
+/* Per row, with lse = log(sum exp x): nll = lse - x[t] and the smoothing term
+ * mean_c(-logp[c]) = lse - mean(x); loss = mean over rows of
+ * (1-s)*nll + s*(lse - mean(x)). Logits (..., C), targets (...). */
+void cpu_cross_entropy(const cpu_op_ctx *c)
+{
+    const cpu_tensor *lg = c->args[0], *tg = c->args[1];
+    cpu_rows r = rows_of(lg);
+    double s = c->node->attr.f, total = 0;
+    if (r.n != tg->numel && r.len != 0) {
+        cpu_fail(c, "cross_entropy: %lld rows of logits but %lld targets", (long long)r.n, (long long)tg->numel);
+        return;
+    }
+    if (tg->numel == 0) {
+        c->out->f[0] = NAN;   /* the mean over no rows, as 0/0 */
+        return;
+    }
+    if (r.len == 0) {
+        cpu_fail(c, "cross_entropy: no classes");
+        return;
+    }
+    for (int64_t i = 0; i < r.n; i++) {
+        const float *x = lg->f + i * r.len;
+        int32_t t = tg->i[i];
+        if (t < 0 || t >= r.len) {
+            cpu_fail(c, "cross_entropy: target %d out of range [0, %lld) at row %lld", t, (long long)r.len,
+                     (long long)i);
+            return;
+        }
+        double m = row_max(x, r.len), se = 0, sx = 0;
+        for (int64_t j = 0; j < r.len; j++) {
+            se += exp(x[j] - m);
+            sx += x[j];
+        }
+        double lse = m + log(se);
+        total += (1.0 - s) * (lse - x[t]) + s * (lse - sx / (double)r.len);
+    }
+    c->out->f[0] = (float)(total / (double)r.n);
+}
+
+/* ------------------------------------------------------------------ */
+/* matmul                                                               */
+
+/* C[M, N] = op(A) op(B), row-major; op(A) = A^T when ta (A stored [K, M]). */
+static void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C)
+{
+    if (M == 0 || N == 0) return;
+    if (K == 0) {   /* empty sum; BLAS rejects a zero leading dimension */
+        memset(C, 0, (size_t)(M * N) * sizeof *C);
+        return;
+    }
+#if NETC_HAVE_CBLAS
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                (int)K, 1.0f, A, (int)(ta ? M : K), B, (int)(tb ? K : N), 0.0f, C, (int)N);
+#else
+    /* Without BLAS: i-k-j order so B is read along rows, sums in double. */
+    double *acc = nc_xmalloc((size_t)N * sizeof *acc);
+    for (int64_t i = 0; i < M; i++) {
+        for (int64_t j = 0; j < N; j++) acc[j] = 0;
+        for (int64_t k = 0; k < K; k++) {
+            double a = ta ? A[k * M + i] : A[i * K + k];
+            if (tb) {
+                for (int64_t j = 0; j < N; j++) acc[j] += a * B[j * K + k];
+            } else {
+                for (int64_t j = 0; j < N; j++) acc[j] += a * B[k * N + j];
+            }
+        }
+        for (int64_t j = 0; j < N; j++) C[i * N + j] = (float)acc[j];
+    }
+    free(acc);
+#endif
+}
+
+/* (..., M, K) x (..., K, N) or (K, N) -> (..., M, N); ta/tb swap an operand's last two axes. */
+void cpu_matmul(const cpu_op_ctx *c)
+{
+    const cpu_tensor *a = c->args[0], *b = c->args[1];
+    cpu_tensor *y = c->out;
+    bool ta = c->node->attr.ta, tb = c->node->attr.tb;
+    int ra = a->rank, rb = b->rank;
+    if (ra < 2 || rb < 2 || y->rank != ra) {
+        cpu_fail(c, "matmul: bad operand ranks %d and %d", ra, rb);
+        return;
+    }
+    int64_t M = y->shape[ra - 2], N = y->shape[ra - 1], K = a->shape[ra - (ta ? 2 : 1)];
+    int64_t kb = b->shape[rb - (tb ? 1 : 2)], batch = span(a, 0, ra - 2);
+    if (kb != K || (rb != 2 && span(b, 0, rb - 2) != batch)) {
+        cpu_fail(c, "matmul: operand shapes do not fit (K %lld vs %lld)", (long long)K, (long long)kb);
+        return;
+    }
+    bool flat = rb == 2 && !ta;   /* a's batch rows are contiguous: one product */
+    int64_t rows = flat ? batch * M : M;
+    if (rows > INT_MAX || N > INT_MAX || K > INT_MAX) {
+        cpu_fail(c, "matmul: a dimension over %d is too large for the BLAS interface", INT_MAX);
+        return;
+    }
+    if (flat) {
+        gemm(false, tb, rows, N, K, a->f, b->f, y->f);
+    } else {
+        for (int64_t i = 0; i < batch; i++)
+            gemm(ta, tb, M, N, K, a->f + i * M * K, rb == 2 ? b->f : b->f + i * K * N, y->f + i * M * N);
+    }
+    round_out(y);
+}
+
+/* ------------------------------------------------------------------ */
+/* data movement                                                        */
+
+/* Out axis i is in axis perm[i]. */
+void cpu_transpose(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->args[0];
+    int64_t st[NC_MAX_RANK], pst[NC_MAX_RANK];
+    strides_of(x, st);
+    for (int i = 0; i < x->rank; i++) {
+        int p = c->node->attr.axes[i];
+        if (c->node->attr.naxes != x->rank || p < 0 || p >= x->rank || c->out->shape[i] != x->shape[p]) {
+            cpu_fail(c, "transpose: bad permutation");
+            return;
+        }
+        pst[i] = st[p];
+    }
+    gather_strided(x, c->out, pst);
+}
+
+void cpu_reshape(const cpu_op_ctx *c)
+{
+    if (c->args[0]->numel != c->out->numel) {
+        cpu_fail(c, "reshape: %lld elements into %lld", (long long)c->args[0]->numel,
+                 (long long)c->out->numel);
+        return;
+    }
+    copy_elems(bytes_of(c->out), 0, bytes_of(c->args[0]), 0, c->out->numel);
+}
+
+/* Bounds are dims evaluated at this binding, so they are checked here too:
+ * a symbolic end can pass sema and still be past the axis. */
+void cpu_slice(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->args[0];
+    int ax = c->node->attr.axis;
+    int64_t lo, hi;
+    if (ax < 0 || ax >= x->rank) {
+        cpu_fail(c, "slice: axis %d out of range for rank %d", ax, x->rank);
+        return;
+    }
+    if (!dim_value(c, c->node->attr.lo, &lo) || !dim_value(c, c->node->attr.hi, &hi)) {
+        cpu_fail(c, "slice: bounds do not evaluate at this binding");
+        return;
+    }
+    int64_t d = x->shape[ax];
+    if (lo < 0 || hi < lo || hi > d || c->out->shape[ax] != hi - lo) {
+        cpu_fail(c, "slice: range [%lld, %lld) out of bounds for an axis of size %lld", (long long)lo,
+                 (long long)hi, (long long)d);
+        return;
+    }
+    int64_t outer = span(x, 0, ax), inner = span(x, ax + 1, x->rank), len = (hi - lo) * inner;
+    for (int64_t o = 0; o < outer; o++)
+        copy_elems(bytes_of(c->out), o * len, bytes_of(x), (o * d + lo) * inner, len);
+}
+
+void cpu_concat(const cpu_op_ctx *c)
+{
+    cpu_tensor *y = c->out;
+    int ax = c->node->attr.axis;
+    if (ax < 0 || ax >= y->rank) {
+        cpu_fail(c, "concat: axis %d out of range for rank %d", ax, y->rank);
+        return;
+    }
+    int64_t total = 0;
+    for (int k = 0; k < c->node->nargs; k++) total += c->args[k]->shape[ax];
+    if (total != y->shape[ax]) {
+        cpu_fail(c, "concat: operand sizes do not add up");
+        return;
+    }
+    int64_t outer = span(y, 0, ax), inner = span(y, ax + 1, y->rank), pos = 0;
+    for (int64_t o = 0; o < outer; o++)
+        for (int k = 0; k < c->node->nargs; k++) {
+            int64_t len = c->args[k]->shape[ax] * inner;
+            copy_elems(bytes_of(y), pos, bytes_of(c->args[k]), o * len, len);
+            pos += len;
+        }
+}
+
+/* Numpy alignment: trailing axes line up; a size-1 or missing axis repeats (stride 0). */
+void cpu_broadcast(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->args[0];
+    cpu_tensor *y = c->out;
+    int64_t st[NC_MAX_RANK], bst[NC_MAX_RANK];
+    int lead = y->rank - x->rank;
+    if (lead < 0) {
+        cpu_fail(c, "broadcast: rank %d to rank %d", x->rank, y->rank);
+        return;
+    }
+    strides_of(x, st);
+    for (int i = 0; i < y->rank; i++) {
+        int k = i - lead;
+        if (k >= 0 && x->shape[k] != 1 && x->shape[k] != y->shape[i]) {
+            cpu_fail(c, "broadcast: axis %d has size %lld, cannot broadcast to %lld", k,
+                     (long long)x->shape[k], (long long)y->shape[i]);
+            return;
+        }
+        bst[i] = k < 0 || x->shape[k] == 1 ? 0 : st[k];
+    }
+    gather_strided(x, y, bst);
+}
+
+/* table (V, ...rest), idx (...) -> (...idx, ...rest). An index outside [0, V)
+ * fails the run with a message rather than reading out of bounds. */
+void cpu_gather(const cpu_op_ctx *c)
+{
+    const cpu_tensor *tab = c->args[0], *idx = c->args[1];
+    int64_t V = tab->rank ? tab->shape[0] : 0, row = span(tab, 1, tab->rank);
+    if (c->out->numel != idx->numel * row) {
+        cpu_fail(c, "gather: result size does not fit the operands");
+        return;
+    }
+    for (int64_t k = 0; k < idx->numel; k++) {
+        int32_t v = idx->i[k];
+        if (v < 0 || v >= V) {
+            cpu_fail(c, "gather: index %d out of range [0, %lld)", v, (long long)V);
+            return;
+        }
+        copy_elems(bytes_of(c->out), k * row, bytes_of(tab), v * row, row);
+    }
+}
+
+/* idx (...), src (...idx, ...rest) -> (rows, ...rest): zeros, then each src
+ * row added at its index. Sums in double, so repeated indices do not depend
+ * on the order of the additions. */
+void cpu_scatter_add(const cpu_op_ctx *c)
+{
+    const cpu_tensor *idx = c->args[0], *src = c->args[1];
+    cpu_tensor *y = c->out;
+    int64_t rows = y->rank ? y->shape[0] : 0, row = span(y, 1, y->rank);
+    if (src->numel != idx->numel * row) {
+        cpu_fail(c, "scatter_add: src size does not fit the indices");
+        return;
+    }
+    double *acc = nc_xcalloc((size_t)(y->numel ? y->numel : 1), sizeof *acc);
+    for (int64_t k = 0; k < idx->numel; k++) {
+        int32_t v = idx->i[k];
+        if (v < 0 || v >= rows) {
+            cpu_fail(c, "scatter_add: index %d out of range [0, %lld)", v, (long long)rows);
+            break;
+        }
+        const float *s = src->f + k * row;
+        double *d = acc + v * row;
+        for (int64_t j = 0; j < row; j++) d[j] += s[j];
+    }
+    reduce_finish(y, acc, 1.0);
+    free(acc);
+}

@@ -1,0 +1,299 @@
+/* data.c - IDX data sets and the batch loader.
+ *
+ * zlib's gzread reads both gzip and plain files, so one reader covers
+ * "train-images-idx3-ubyte.gz" and its uncompressed twin. The loader's
+ * producer thread fills a ring of batch slots; the consumer takes them in
+ * order, and the slot it holds is released on its next call. */
+#include "data.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <zlib.h>
+
+#define IDX_MAX_SAMPLES ((uint32_t)1 << 26)
+#define IDX_MAX_SAMPLE_BYTES ((uint32_t)1 << 24)
+
+static gzFile open_idx(const char *dir, const char *split, const char *kind, char *path, size_t cap)
+{
+    struct stat st;
+    snprintf(path, cap, "%s/%s-%s-ubyte.gz", dir, split, kind);
+    if (stat(path, &st) == 0) return gzopen(path, "rb");
+    snprintf(path, cap, "%s/%s-%s-ubyte", dir, split, kind);
+    return gzopen(path, "rb");
+}
+
+static bool read_be32(gzFile f, uint32_t *v)
+{
+    uint8_t b[4];
+    if (gzread(f, b, 4) != 4) return false;
+    *v = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+    return true;
+}
+
+/* Reads an IDX file of unsigned bytes with the given rank (1 or 3) into t (u8). */
+static int read_idx(gzFile f, const char *path, int rank, cpu_tensor *t, char *err, size_t errcap)
+{
+    uint32_t magic = 0, dims[3] = {1, 1, 1};
+    if (!read_be32(f, &magic) || magic != (0x800u | (uint32_t)rank)) {
+        snprintf(err, errcap, "%s: not an IDX file of rank %d unsigned bytes (magic 0x%08x)", path, rank, magic);
+        return -1;
+    }
+    for (int d = 0; d < rank; d++)
+        if (!read_be32(f, &dims[d])) {
+            snprintf(err, errcap, "%s: truncated header", path);
+            return -1;
+        }
+    uint64_t sample = (uint64_t)dims[1] * dims[2];
+    if (dims[0] == 0 || dims[0] > IDX_MAX_SAMPLES || sample == 0 || sample > IDX_MAX_SAMPLE_BYTES) {
+        snprintf(err, errcap, "%s: implausible sizes (%u samples of %" PRIu64 " bytes)", path, dims[0], sample);
+        return -1;
+    }
+    int64_t shape[3] = {dims[0], dims[1], dims[2]};
+    if (!cpu_tensor_alloc(t, NC_U8, (uint8_t)rank, shape, (int64_t)1 << 34)) {
+        snprintf(err, errcap, "%s: too large to load", path);
+        return -1;
+    }
+    uint8_t buf[1 << 16];
+    for (int64_t i = 0; i < t->numel;) {
+        int64_t want = t->numel - i < (int64_t)sizeof buf ? t->numel - i : (int64_t)sizeof buf;
+        int got = gzread(f, buf, (unsigned)want);
+        if (got <= 0) {
+            int zerr;
+            const char *why = gzerror(f, &zerr);
+            snprintf(err, errcap, "%s: truncated after %" PRId64 " of %" PRId64 " bytes%s%s", path, i, t->numel,
+                     zerr < 0 ? ": " : "", zerr < 0 ? why : "");
+            cpu_tensor_free(t);
+            return -1;
+        }
+        for (int k = 0; k < got; k++) t->i[i + k] = buf[k];
+        i += got;
+    }
+    if (gzread(f, buf, 1) != 0) {
+        snprintf(err, errcap, "%s: trailing bytes after %" PRId64 " bytes of data", path, t->numel);
+        cpu_tensor_free(t);
+        return -1;
+    }
+    return 0;
+}
+
+static int load_part(const char *dir, const char *split, const char *kind, int rank, cpu_tensor *t, char *err,
+                     size_t errcap)
+{
+    char path[4096];
+    gzFile f = open_idx(dir, split, kind, path, sizeof path);
+    if (!f) {
+        snprintf(err, errcap, "%s: %s (is the data set installed? see README: scripts/setup.sh)", path,
+                 strerror(errno ? errno : ENOENT));
+        return -1;
+    }
+    int rc = read_idx(f, path, rank, t, err, errcap);
+    gzclose(f);
+    return rc;
+}
+
+int data_load_idx(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    if (load_part(dir, split, "images-idx3", 3, &out->x, err, errcap) != 0) return -1;
+    cpu_tensor labels;
+    if (load_part(dir, split, "labels-idx1", 1, &labels, err, errcap) != 0) {
+        data_set_free(out);
+        return -1;
+    }
+    out->y = labels;
+    out->y.dtype = NC_I32;
+    out->n = out->x.shape[0];
+    if (labels.shape[0] != out->n) {
+        snprintf(err, errcap, "%s: %s has %" PRId64 " images but %" PRId64 " labels", dir, split, out->n, labels.shape[0]);
+        data_set_free(out);
+        return -1;
+    }
+    for (int64_t i = 0; i < out->n; i++) {
+        if (out->y.i[i] >= max_classes) {
+            snprintf(err, errcap, "%s: %s label %" PRId64 " is %d, beyond the %d classes allowed", dir, split, i,
+                     out->y.i[i], max_classes);
+            data_set_free(out);
+            return -1;
+        }
+        if (out->y.i[i] + 1 > out->classes) out->classes = out->y.i[i] + 1;
+    }
+    return 0;
+}
+
+void data_set_free(data_set *d)
+{
+    cpu_tensor_free(&d->x);
+    cpu_tensor_free(&d->y);
+    memset(d, 0, sizeof *d);
+}
+
+/* --- loader ------------------------------------------------------------- */
+
+typedef struct loader_slot {
+    uint8_t *x;
+    int32_t *y;
+    int64_t count;
+    int64_t index;
+    bool filled;
+} loader_slot;
+
+struct data_loader {
+    const data_set *d;
+    uint8_t *packed;             /* the set's samples as bytes */
+    int64_t sample_bytes, batch, nbatches;
+    uint64_t seed;
+    bool shuffle;
+    int64_t *order;
+    int depth;
+    loader_slot *slots;
+    pthread_t thread;
+    bool running, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t next;                /* batch the consumer takes next */
+    int64_t held;                /* slot index the consumer holds, -1 none */
+    int64_t first;               /* first batch of this epoch (skip) */
+};
+
+static void fill_slot(data_loader *l, loader_slot *s, int64_t b)
+{
+    int64_t start = b * l->batch, end = start + l->batch < l->d->n ? start + l->batch : l->d->n;
+    s->count = end - start;
+    for (int64_t k = 0; k < s->count; k++) {
+        int64_t src = l->order[start + k];
+        memcpy(s->x + k * l->sample_bytes, l->packed + src * l->sample_bytes, (size_t)l->sample_bytes);
+        s->y[k] = l->d->y.i[src];
+    }
+    s->index = b;
+}
+
+static void *producer(void *arg)
+{
+    data_loader *l = arg;
+    for (int64_t b = l->first; b < l->nbatches; b++) {
+        loader_slot *s = &l->slots[b % l->depth];
+        pthread_mutex_lock(&l->mu);
+        while (s->filled && !l->stop) pthread_cond_wait(&l->cv, &l->mu);
+        bool stop = l->stop;
+        pthread_mutex_unlock(&l->mu);
+        if (stop) break;
+        fill_slot(l, s, b);
+        pthread_mutex_lock(&l->mu);
+        s->filled = true;
+        pthread_cond_broadcast(&l->cv);
+        pthread_mutex_unlock(&l->mu);
+    }
+    return NULL;
+}
+
+static void stop_producer(data_loader *l)
+{
+    if (!l->running) return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    l->running = false;
+    l->stop = false;
+}
+
+data_loader *data_loader_new(const data_set *d, int64_t batch, uint64_t seed, bool shuffle, bool drop_last, int depth)
+{
+    NC_ASSERT(batch > 0 && depth > 0 && d->n > 0);
+    data_loader *l = nc_xcalloc(1, sizeof *l);
+    l->d = d;
+    l->batch = batch;
+    l->seed = seed;
+    l->shuffle = shuffle;
+    l->depth = depth;
+    l->sample_bytes = d->x.numel / d->n;
+    l->nbatches = drop_last ? d->n / batch : (d->n + batch - 1) / batch;
+    l->packed = nc_xmalloc((size_t)d->x.numel);
+    for (int64_t i = 0; i < d->x.numel; i++) l->packed[i] = (uint8_t)d->x.i[i];
+    l->order = nc_xmalloc((size_t)d->n * sizeof *l->order);
+    l->slots = nc_xcalloc((size_t)depth, sizeof *l->slots);
+    for (int k = 0; k < depth; k++) {
+        l->slots[k].x = nc_xmalloc((size_t)(batch * l->sample_bytes));
+        l->slots[k].y = nc_xmalloc((size_t)batch * sizeof(int32_t));
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    l->held = -1;
+    return l;
+}
+
+void data_loader_epoch(data_loader *l, int64_t epoch, int64_t skip_batches)
+{
+    stop_producer(l);
+    for (int64_t i = 0; i < l->d->n; i++) l->order[i] = i;
+    /* Fisher-Yates with draws keyed by (seed, epoch): the order of any epoch
+     * can be rebuilt on resume without replaying earlier ones. */
+    for (int64_t i = l->d->n - 1; l->shuffle && i > 0; i--) {
+        int64_t j = (int64_t)(nc_rng_hash(l->seed, 0xda7a0000ull + (uint64_t)epoch, (uint64_t)i) % (uint64_t)(i + 1));
+        int64_t t = l->order[i];
+        l->order[i] = l->order[j];
+        l->order[j] = t;
+    }
+    for (int k = 0; k < l->depth; k++) l->slots[k].filled = false;
+    l->first = l->next = skip_batches < 0 ? 0 : skip_batches;
+    l->held = -1;
+    if (l->next >= l->nbatches) return;
+    l->running = pthread_create(&l->thread, NULL, producer, l) == 0;
+    NC_ASSERT(l->running);
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+bool data_loader_next(data_loader *l, data_batch *b, double *waited_s)
+{
+    if (waited_s) *waited_s = 0;
+    pthread_mutex_lock(&l->mu);
+    if (l->held >= 0) {
+        l->slots[l->held].filled = false;
+        l->held = -1;
+        pthread_cond_broadcast(&l->cv);
+    }
+    if (!l->running || l->next >= l->nbatches) {
+        pthread_mutex_unlock(&l->mu);
+        return false;
+    }
+    loader_slot *s = &l->slots[l->next % l->depth];
+    double t0 = now_seconds();
+    while (!s->filled) pthread_cond_wait(&l->cv, &l->mu);
+    if (waited_s) *waited_s = now_seconds() - t0;
+    l->held = l->next % l->depth;
+    l->next++;
+    pthread_mutex_unlock(&l->mu);
+    *b = (data_batch){.x = s->x, .y = s->y, .count = s->count, .index = s->index};
+    return true;
+}
+
+int64_t data_loader_batches(const data_loader *l) { return l->nbatches; }
+
+void data_loader_free(data_loader *l)
+{
+    if (!l) return;
+    stop_producer(l);
+    for (int k = 0; k < l->depth; k++) {
+        free(l->slots[k].x);
+        free(l->slots[k].y);
+    }
+    free(l->slots);
+    free(l->order);
+    free(l->packed);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l);
+}

@@ -1,0 +1,43 @@
+/* data.h - training data: MNIST/Fashion-MNIST IDX files (gzip or not) and
+ * .npy arrays, shuffled batches, and a prefetch thread that assembles the
+ * next batches while the current step computes. Every reader checks magic,
+ * counts, sizes and label ranges before training starts. */
+#ifndef NRT_DATA_H
+#define NRT_DATA_H
+
+#include "cpu_exec.h"
+
+/* A labelled set: images u8 [n, h, w] (or any u8/f32 sample shape), labels i32 [n]. */
+typedef struct data_set {
+    cpu_tensor x;          /* samples, first axis = sample */
+    cpu_tensor y;          /* i32 labels [n] */
+    int64_t n;
+    int32_t classes;       /* 1 + the largest label */
+} data_set;
+
+/* Load DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (the MNIST
+ * layout; split is "train" or "t10k"). Labels must be < max_classes. */
+int data_load_idx(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap);
+void data_set_free(data_set *d);
+
+/* Batches in a seeded random order (a new order each epoch); the last
+ * partial batch is returned short (count < batch) unless drop_last. The
+ * loader owns a thread that fills the next `depth` batches ahead of time. */
+typedef struct data_batch {
+    const uint8_t *x;      /* count samples, row-major, as the set stores them (u8) */
+    const int32_t *y;
+    int64_t count;
+    int64_t index;         /* batch number within the epoch */
+} data_batch;
+
+typedef struct data_loader data_loader;
+data_loader *data_loader_new(const data_set *d, int64_t batch, uint64_t seed, bool shuffle, bool drop_last, int depth);
+/* Start an epoch (its order depends on seed and epoch only: resumable). */
+void data_loader_epoch(data_loader *l, int64_t epoch, int64_t skip_batches);
+/* Next batch, or false at the end of the epoch. The batch stays valid until
+ * the next call. *waited_s: how long this call waited for the producer. */
+bool data_loader_next(data_loader *l, data_batch *b, double *waited_s);
+int64_t data_loader_batches(const data_loader *l);   /* per epoch */
+void data_loader_free(data_loader *l);
+
+#endif

@@ -1,0 +1,506 @@
+/* gpu.c - running a module's program on an NVIDIA GPU.
+ *
+ * libcuda and libcublasLt are opened with dlopen on first use: a binary
+ * linked with libnetrt starts, and runs on the CPU, on a machine without a
+ * driver. Every driver and cuBLASLt call goes through one checking macro that
+ * names the call and the error. */
+#include "gpu.h"
+#include "memplan.h"
+#include "nvrtc_cache.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef NETC_HAVE_CUDA_HEADERS
+
+bool gpu_probe(char *why, size_t cap)
+{
+    snprintf(why, cap, "libnetrt was built without the CUDA toolkit");
+    return false;
+}
+int gpu_session_create(const nrt_module_data *m, const int64_t *syms, int device_index, bool use_graph,
+                       gpu_session **out, char *desc, size_t desccap, char *err, size_t errcap)
+{
+    (void)m, (void)syms, (void)device_index, (void)use_graph, (void)desc, (void)desccap;
+    *out = NULL;
+    snprintf(err, errcap, "libnetrt was built without the CUDA toolkit");
+    return -1;
+}
+void gpu_session_free(gpu_session *s) { (void)s; }
+int gpu_upload(gpu_session *s, uint32_t v, const void *d, size_t b, char *err, size_t cap) { (void)s, (void)v, (void)d, (void)b; snprintf(err, cap, "no GPU"); return -1; }
+int gpu_download(gpu_session *s, uint32_t v, void *d, size_t b, char *err, size_t cap) { (void)s, (void)v, (void)d, (void)b; snprintf(err, cap, "no GPU"); return -1; }
+int gpu_run(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
+int64_t gpu_arena_bytes(const gpu_session *s) { (void)s; return 0; }
+int gpu_poison(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
+
+#else
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cublasLt.h>
+#include <cuda.h>
+#pragma GCC diagnostic pop
+
+#define STR_(x) #x
+#define XSTR(x) STR_(x)
+
+/* ---- the driver API, resolved by dlsym ------------------------------ */
+#define DRIVER_FUNCS(F)                                                                            \
+    F(cuInit) F(cuDeviceGetCount) F(cuDeviceGet) F(cuDeviceGetName) F(cuDeviceGetAttribute)       \
+    F(cuDevicePrimaryCtxRetain) F(cuDevicePrimaryCtxRelease) F(cuCtxSetCurrent) F(cuModuleLoadData) \
+    F(cuModuleUnload) F(cuModuleGetFunction) F(cuMemAlloc) F(cuMemFree) F(cuMemcpyHtoD)           \
+    F(cuMemcpyDtoH) F(cuMemcpyDtoDAsync) F(cuLaunchKernel) F(cuStreamCreate) F(cuStreamDestroy)   \
+    F(cuStreamSynchronize) F(cuStreamBeginCapture) F(cuStreamEndCapture) F(cuGraphInstantiate)    \
+    F(cuGraphLaunch) F(cuGraphExecDestroy) F(cuGraphDestroy) F(cuGetErrorString) F(cuDriverGetVersion) F(cuMemsetD8)
+
+static struct {
+    bool tried, ok;
+    char why[256];
+#define F(name) __typeof__(&name) name;
+    DRIVER_FUNCS(F)
+#undef F
+} drv;
+
+#define LT_FUNCS(F)                                                                                 \
+    F(cublasLtCreate) F(cublasLtDestroy) F(cublasLtMatmulDescCreate) F(cublasLtMatmulDescDestroy)  \
+    F(cublasLtMatmulDescSetAttribute) F(cublasLtMatrixLayoutCreate) F(cublasLtMatrixLayoutDestroy) \
+    F(cublasLtMatrixLayoutSetAttribute) F(cublasLtMatmulPreferenceCreate)                          \
+    F(cublasLtMatmulPreferenceDestroy) F(cublasLtMatmulPreferenceSetAttribute)                     \
+    F(cublasLtMatmulAlgoGetHeuristic) F(cublasLtMatmul)
+
+static struct {
+    bool tried, ok;
+    char why[256];
+#define F(name) __typeof__(&name) name;
+    LT_FUNCS(F)
+#undef F
+} lt;
+
+static bool load_driver(void)
+{
+    if (drv.tried) return drv.ok;
+    drv.tried = true;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(drv.why, sizeof drv.why, "no NVIDIA driver (libcuda.so.1 not found)");
+        return false;
+    }
+#define F(name)                                                                     \
+    if (!(drv.name = (__typeof__(drv.name))dlsym(h, XSTR(name)))) {                 \
+        snprintf(drv.why, sizeof drv.why, "the driver lacks %s", XSTR(name));      \
+        return false;                                                               \
+    }
+    DRIVER_FUNCS(F)
+#undef F
+    CUresult rc = drv.cuInit(0);
+    if (rc != CUDA_SUCCESS) {
+        const char *s = NULL;
+        drv.cuGetErrorString(rc, &s);
+        snprintf(drv.why, sizeof drv.why, "cuInit failed: %s", s ? s : "?");
+        return false;
+    }
+    int n = 0;
+    if (drv.cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) {
+        snprintf(drv.why, sizeof drv.why, "the driver sees no GPU");
+        return false;
+    }
+    drv.ok = true;
+    return true;
+}
+
+static bool load_cublaslt(void)
+{
+    if (lt.tried) return lt.ok;
+    lt.tried = true;
+    const char *names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"};
+    void *h = NULL;
+    for (size_t i = 0; i < NC_COUNT(names) && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(lt.why, sizeof lt.why, "cuBLASLt not found (libcublasLt.so.13)");
+        return false;
+    }
+#define F(name)                                                                 \
+    if (!(lt.name = (__typeof__(lt.name))dlsym(h, XSTR(name)))) {               \
+        snprintf(lt.why, sizeof lt.why, "cuBLASLt lacks %s", XSTR(name));      \
+        return false;                                                           \
+    }
+    LT_FUNCS(F)
+#undef F
+    lt.ok = true;
+    return true;
+}
+
+bool gpu_probe(char *why, size_t cap)
+{
+    if (load_driver()) return true;
+    snprintf(why, cap, "%s", drv.why);
+    return false;
+}
+
+/* One macro checks every driver call: names the call and the error. */
+static int cu_fail(char *err, size_t cap, const char *call, CUresult rc)
+{
+    const char *s = NULL;
+    if (drv.cuGetErrorString) drv.cuGetErrorString(rc, &s);
+    snprintf(err, cap, "%s failed: %s (%d)", call, s ? s : "unknown error", (int)rc);
+    return -1;
+}
+#define CU(call) do { CUresult rc_ = drv.call; if (rc_ != CUDA_SUCCESS) return cu_fail(err, errcap, #call, rc_); } while (0)
+#define LT(call) do { cublasStatus_t st_ = lt.call; if (st_ != CUBLAS_STATUS_SUCCESS) { \
+    snprintf(err, errcap, "cuBLASLt %s failed (status %d)", #call, (int)st_); return -1; } } while (0)
+
+/* ---- the session ------------------------------------------------------ */
+
+struct nc_args { void *buf[8]; int64_t n[20]; uint64_t step; };   /* the kernels' ABI (cuda_emit.c) */
+
+typedef struct gpu_matmul {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+} gpu_matmul;
+
+struct gpu_session {
+    const nrt_module_data *m;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule module;
+    CUfunction *funcs;
+    CUstream stream;
+    CUdeviceptr arena;
+    int64_t arena_bytes;
+    CUdeviceptr workspace;
+    size_t workspace_bytes;
+    int64_t *buf_offset, *buf_bytes;
+    struct nc_args *args;          /* per step */
+    int64_t *launch;               /* per step: blocks, threads */
+    gpu_matmul *mm;                /* per step (matmul steps only) */
+    cublasLtHandle_t lt;
+    bool use_graph;
+    int runs;
+    CUgraphExec graph;
+    int sm_count;
+};
+
+static bool eval_dim(const ir_graph *g, uint32_t d, const int64_t *syms, int64_t *out)
+{
+    return dim_eval(&g->dims[d], syms, out);
+}
+
+static int pick_image(gpu_session *s, int major, int minor, const unsigned char **data, char **owned, char *err,
+                      size_t errcap)
+{
+    const nrt_module_data *m = s->m;
+    char want[16], want_ptx[16];
+    snprintf(want, sizeof want, "sm_%d%d", major, minor);
+    snprintf(want_ptx, sizeof want_ptx, "compute_%d%d", major, minor);
+    *owned = NULL;
+    for (uint32_t i = 0; i < m->nimages; i++)
+        if (!m->images[i].is_ptx && strcmp(m->images[i].arch, want) == 0) { *data = m->images[i].data; return 0; }
+    /* PTX of an older architecture is JIT-compiled by the driver for this one */
+    const nrt_image *ptx = NULL;
+    for (uint32_t i = 0; i < m->nimages; i++)
+        if (m->images[i].is_ptx && (!ptx || strcmp(m->images[i].arch, ptx->arch) > 0) && strcmp(m->images[i].arch, want_ptx) <= 0)
+            ptx = &m->images[i];
+    if (ptx) {
+        char *text = nc_xmalloc(ptx->size + 1);   /* the driver wants PTX NUL-terminated */
+        memcpy(text, ptx->data, ptx->size);
+        text[ptx->size] = 0;
+        *owned = text;
+        *data = (const unsigned char *)text;
+        return 0;
+    }
+    /* no image fits: compile the source here, through the on-disk cache */
+    size_t size;
+    unsigned char *cubin;
+    if (nvrtc_cache_compile(m->program.source, want, &cubin, &size, err, errcap) != 0) return -1;
+    *owned = (char *)cubin;
+    *data = cubin;
+    return 0;
+}
+
+static int load_kernels(gpu_session *s, char *err, size_t errcap)
+{
+    int major = 0, minor = 0;
+    CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, s->dev));
+    CU(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, s->dev));
+    CU(cuDeviceGetAttribute(&s->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, s->dev));
+    const nrt_program *p = &s->m->program;
+    s->funcs = nc_xcalloc(p->nkernels + 1, sizeof *s->funcs);
+    if (p->nkernels == 0) return 0;
+    const unsigned char *image;
+    char *owned;
+    if (pick_image(s, major, minor, &image, &owned, err, errcap) != 0) return -1;
+    CUresult rc = drv.cuModuleLoadData(&s->module, image);
+    free(owned);
+    if (rc != CUDA_SUCCESS) return cu_fail(err, errcap, "cuModuleLoadData", rc);
+    for (uint32_t k = 0; k < p->nkernels; k++) CU(cuModuleGetFunction(&s->funcs[k], s->module, p->kernel_names[k]));
+    return 0;
+}
+
+static int plan_memory(gpu_session *s, const int64_t *syms, char *err, size_t errcap)
+{
+    const ir_graph *g = s->m->graph;
+    const nrt_program *p = &s->m->program;
+    memplan_result r;
+    memplan_buf *b = program_plan_memory(g, p, syms, &r, err, errcap);
+    if (!b) return -1;
+    uint32_t nbuf = g->nnodes + p->ntemps;
+    s->buf_offset = nc_xcalloc(nbuf + 1, sizeof *s->buf_offset);
+    s->buf_bytes = nc_xcalloc(nbuf + 1, sizeof *s->buf_bytes);
+    for (uint32_t i = 0; i < nbuf; i++) s->buf_offset[i] = b[i].offset, s->buf_bytes[i] = b[i].bytes;
+    s->arena_bytes = r.arena_bytes;
+    free(b);
+    return 0;
+}
+
+static int setup_matmul(gpu_session *s, uint32_t k, const int64_t *n, char *err, size_t errcap)
+{
+    const nrt_step *st = &s->m->program.steps[k];
+    gpu_matmul *mm = &s->mm[k];
+    int br = st->mm_batch_rank;
+    int64_t batch = 1;
+    for (int i = 0; i < br; i++) batch *= n[i];
+    int64_t M = n[br], N = n[br + 1], K = n[br + 2];
+    cudaDataType_t dt = st->mm_dtype == NC_F16 ? CUDA_R_16F : st->mm_dtype == NC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt's
+     * first operand is B's memory, its second A's. */
+    cublasOperation_t opa = st->mm_tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = st->mm_ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT(cublasLtMatmulDescCreate(&mm->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    uint64_t ar = st->mm_tb ? K : N, ac = st->mm_tb ? N : K;     /* B's memory as col-major */
+    uint64_t bro = st->mm_ta ? M : K, bc = st->mm_ta ? K : M;    /* A's memory as col-major */
+    LT(cublasLtMatrixLayoutCreate(&mm->a, dt, ar, ac, (int64_t)ar));
+    LT(cublasLtMatrixLayoutCreate(&mm->b, dt, bro, bc, (int64_t)bro));
+    LT(cublasLtMatrixLayoutCreate(&mm->c, dt, (uint64_t)N, (uint64_t)M, N));
+    if (batch > 1) {
+        int32_t bc32 = (int32_t)batch;
+        int64_t sa = st->mm_b_shared ? 0 : K * N, sb = M * K, sc = M * N;
+        LT(cublasLtMatrixLayoutSetAttribute(mm->a, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc32, sizeof bc32));
+        LT(cublasLtMatrixLayoutSetAttribute(mm->a, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sa, sizeof sa));
+        LT(cublasLtMatrixLayoutSetAttribute(mm->b, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc32, sizeof bc32));
+        LT(cublasLtMatrixLayoutSetAttribute(mm->b, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sb, sizeof sb));
+        LT(cublasLtMatrixLayoutSetAttribute(mm->c, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc32, sizeof bc32));
+        LT(cublasLtMatrixLayoutSetAttribute(mm->c, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sc, sizeof sc));
+    }
+    cublasLtMatmulPreference_t pref;
+    LT(cublasLtMatmulPreferenceCreate(&pref));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &s->workspace_bytes,
+                                            sizeof s->workspace_bytes));
+    cublasLtMatmulHeuristicResult_t h;
+    int found = 0;
+    cublasStatus_t hs = lt.cublasLtMatmulAlgoGetHeuristic(s->lt, mm->desc, mm->a, mm->b, mm->c, mm->c, pref, 1, &h, &found);
+    lt.cublasLtMatmulPreferenceDestroy(pref);
+    if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
+        snprintf(err, errcap, "cuBLASLt has no algorithm for matmul %lldx%lldx%lld (batch %lld)", (long long)M,
+                 (long long)N, (long long)K, (long long)batch);
+        return -1;
+    }
+    mm->algo = h.algo;
+    return 0;
+}
+
+static int prepare_steps(gpu_session *s, const int64_t *syms, char *err, size_t errcap)
+{
+    const ir_graph *g = s->m->graph;
+    const nrt_program *p = &s->m->program;
+    s->args = nc_xcalloc(p->nsteps + 1, sizeof *s->args);
+    s->launch = nc_xcalloc(2 * (size_t)p->nsteps + 2, sizeof *s->launch);
+    s->mm = nc_xcalloc(p->nsteps + 1, sizeof *s->mm);
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        const nrt_step *st = &p->steps[k];
+        struct nc_args *a = &s->args[k];
+        for (int j = 0; j < st->nbufs; j++) a->buf[j] = (void *)(uintptr_t)(s->arena + (CUdeviceptr)s->buf_offset[st->bufs[j]]);
+        for (int j = 0; j < st->nints; j++)
+            if (!eval_dim(g, st->ints[j], syms, &a->n[j])) {
+                snprintf(err, errcap, "step %u: a size overflows at these dims", k);
+                return -1;
+            }
+        int64_t blocks = 0, threads = 256, count = a->n[0];
+        switch (st->grid) {
+        case NRT_GRID_ELEMENTS:
+            blocks = (count + 255) / 256;
+            if (blocks > (int64_t)s->sm_count * 32) blocks = (int64_t)s->sm_count * 32;
+            break;
+        case NRT_GRID_ROWS: blocks = a->n[1] > 0 ? count / a->n[1] : 0; break;
+        case NRT_GRID_WARPS: blocks = (count + 7) / 8; break;
+        case NRT_GRID_SINGLE: blocks = 1, threads = 1024; break;
+        }
+        if (blocks > INT32_MAX) {
+            snprintf(err, errcap, "step %u: %lld blocks is more than a launch takes", k, (long long)blocks);
+            return -1;
+        }
+        s->launch[2 * k] = blocks, s->launch[2 * k + 1] = threads;
+        if (st->kind == NRT_STEP_MATMUL && setup_matmul(s, k, a->n, err, errcap) != 0) return -1;
+    }
+    return 0;
+}
+
+static int create_session(const nrt_module_data *m, const int64_t *syms, int device_index, bool use_graph,
+                          gpu_session **out, char *desc, size_t desccap, char *err, size_t errcap)
+{
+    *out = NULL;
+    if (!load_driver()) { snprintf(err, errcap, "%s", drv.why); return -1; }
+    if (!load_cublaslt()) { snprintf(err, errcap, "%s", lt.why); return -1; }
+    gpu_session *s = nc_xcalloc(1, sizeof *s);
+    s->m = m;
+    s->use_graph = use_graph;
+    int rc = -1;
+    *out = s;
+    CUresult r = drv.cuDeviceGet(&s->dev, device_index);
+    if (r != CUDA_SUCCESS) return cu_fail(err, errcap, "cuDeviceGet", r);
+    CU(cuDevicePrimaryCtxRetain(&s->ctx, s->dev));
+    CU(cuCtxSetCurrent(s->ctx));
+    CU(cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
+    char name[256] = "";
+    drv.cuDeviceGetName(name, sizeof name, s->dev);
+    if (load_kernels(s, err, errcap) != 0) return -1;
+    int major = 0, minor = 0;
+    drv.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, s->dev);
+    drv.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, s->dev);
+    snprintf(desc, desccap, "cuda:%d %s (sm_%d%d)", device_index, name, major, minor);
+    if (plan_memory(s, syms, err, errcap) != 0) return -1;
+    if (s->arena_bytes) {
+        CUresult ar = drv.cuMemAlloc(&s->arena, (size_t)s->arena_bytes);
+        if (ar != CUDA_SUCCESS) {
+            snprintf(err, errcap, "cannot allocate the %lld-byte arena on the GPU", (long long)s->arena_bytes);
+            return -1;
+        }
+    }
+    s->workspace_bytes = 32u << 20;
+    CU(cuMemAlloc(&s->workspace, s->workspace_bytes));
+    LT(cublasLtCreate(&s->lt));
+    if (prepare_steps(s, syms, err, errcap) != 0) return -1;
+    rc = 0;
+    return rc;
+}
+
+int gpu_session_create(const nrt_module_data *m, const int64_t *syms, int device_index, bool use_graph,
+                       gpu_session **out, char *desc, size_t desccap, char *err, size_t errcap)
+{
+    if (create_session(m, syms, device_index, use_graph, out, desc, desccap, err, errcap) == 0) return 0;
+    gpu_session_free(*out);
+    *out = NULL;
+    return -1;
+}
+
+static int launch_all(gpu_session *s, char *err, size_t errcap)
+{
+    const nrt_program *p = &s->m->program;
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        const nrt_step *st = &p->steps[k];
+        struct nc_args *a = &s->args[k];
+        if (st->kind == NRT_STEP_KERNEL) {
+            if (s->launch[2 * k] == 0) continue;
+            void *params[] = {a};
+            CU(cuLaunchKernel(s->funcs[st->kernel], (unsigned)s->launch[2 * k], 1, 1, (unsigned)s->launch[2 * k + 1], 1, 1,
+                              0, s->stream, params, NULL));
+        } else if (st->kind == NRT_STEP_COPY) {
+            size_t bytes = (size_t)s->buf_bytes[st->bufs[1]];
+            if (bytes) CU(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)a->buf[1], (CUdeviceptr)(uintptr_t)a->buf[0], bytes, s->stream));
+        } else {
+            gpu_matmul *mm = &s->mm[k];
+            float one = 1.0f, zero = 0.0f;
+            /* cuBLASLt's A is our B and its B our A (see setup_matmul) */
+            LT(cublasLtMatmul(s->lt, mm->desc, &one, a->buf[1], mm->a, a->buf[0], mm->b, &zero, a->buf[2], mm->c, a->buf[2],
+                              mm->c, &mm->algo, (void *)(uintptr_t)s->workspace, s->workspace_bytes, (cudaStream_t)s->stream));
+        }
+    }
+    return 0;
+}
+
+int gpu_run(gpu_session *s, char *err, size_t errcap)
+{
+    CU(cuCtxSetCurrent(s->ctx));
+    if (s->graph) {
+        CU(cuGraphLaunch(s->graph, s->stream));
+    } else if (s->use_graph && s->runs >= 1) {
+        /* The first run ran eagerly (and warmed cuBLASLt); capture the second. */
+        CUgraph graph;
+        CU(cuStreamBeginCapture(s->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+        int rc = launch_all(s, err, errcap);
+        CUresult er = drv.cuStreamEndCapture(s->stream, &graph);
+        if (rc != 0) return rc;
+        if (er != CUDA_SUCCESS) return cu_fail(err, errcap, "cuStreamEndCapture", er);
+        CUresult ir = drv.cuGraphInstantiate(&s->graph, graph, 0);
+        drv.cuGraphDestroy(graph);
+        if (ir != CUDA_SUCCESS) return cu_fail(err, errcap, "cuGraphInstantiate", ir);
+        CU(cuGraphLaunch(s->graph, s->stream));
+    } else {
+        if (launch_all(s, err, errcap) != 0) return -1;
+    }
+    s->runs++;
+    CU(cuStreamSynchronize(s->stream));
+    return 0;
+}
+
+int gpu_upload(gpu_session *s, uint32_t value, const void *data, size_t bytes, char *err, size_t errcap)
+{
+    if ((int64_t)bytes != s->buf_bytes[value]) {
+        snprintf(err, errcap, "expected %lld bytes, got %zu", (long long)s->buf_bytes[value], bytes);
+        return -1;
+    }
+    CU(cuCtxSetCurrent(s->ctx));
+    if (bytes) CU(cuMemcpyHtoD(s->arena + (CUdeviceptr)s->buf_offset[value], data, bytes));
+    return 0;
+}
+
+int gpu_download(gpu_session *s, uint32_t value, void *data, size_t bytes, char *err, size_t errcap)
+{
+    if ((int64_t)bytes != s->buf_bytes[value]) {
+        snprintf(err, errcap, "expected %lld bytes, got %zu", (long long)s->buf_bytes[value], bytes);
+        return -1;
+    }
+    CU(cuCtxSetCurrent(s->ctx));
+    if (bytes) CU(cuMemcpyDtoH(data, s->arena + (CUdeviceptr)s->buf_offset[value], bytes));
+    return 0;
+}
+
+int64_t gpu_arena_bytes(const gpu_session *s) { return s ? s->arena_bytes : 0; }
+
+int gpu_poison(gpu_session *s, char *err, size_t errcap)
+{
+    const ir_graph *g = s->m->graph;
+    uint32_t nbuf = g->nnodes + s->m->program.ntemps;
+    CU(cuCtxSetCurrent(s->ctx));
+    for (uint32_t i = 0; i < nbuf; i++) {
+        if (i < g->nnodes && (g->nodes[i].op == OP_INPUT || g->nodes[i].op == OP_PARAM)) continue;
+        if (s->buf_bytes[i]) CU(cuMemsetD8(s->arena + (CUdeviceptr)s->buf_offset[i], 0xff, (size_t)s->buf_bytes[i]));
+    }
+    return 0;
+}
+
+void gpu_session_free(gpu_session *s)
+{
+    if (!s) return;
+    if (s->ctx) drv.cuCtxSetCurrent(s->ctx);
+    if (s->stream) drv.cuStreamSynchronize(s->stream);
+    if (s->graph) drv.cuGraphExecDestroy(s->graph);
+    if (s->mm) {
+        for (uint32_t k = 0; k < s->m->program.nsteps; k++) {
+            gpu_matmul *mm = &s->mm[k];
+            if (mm->desc) lt.cublasLtMatmulDescDestroy(mm->desc);
+            if (mm->a) lt.cublasLtMatrixLayoutDestroy(mm->a);
+            if (mm->b) lt.cublasLtMatrixLayoutDestroy(mm->b);
+            if (mm->c) lt.cublasLtMatrixLayoutDestroy(mm->c);
+        }
+    }
+    if (s->lt) lt.cublasLtDestroy(s->lt);
+    if (s->workspace) drv.cuMemFree(s->workspace);
+    if (s->arena) drv.cuMemFree(s->arena);
+    if (s->module) drv.cuModuleUnload(s->module);
+    if (s->stream) drv.cuStreamDestroy(s->stream);
+    if (s->ctx) drv.cuDevicePrimaryCtxRelease(s->dev);
+    free(s->funcs);
+    free(s->buf_offset);
+    free(s->buf_bytes);
+    free(s->args);
+    free(s->launch);
+    free(s->mm);
+    free(s);
+}
+
+#endif

@@ -1,0 +1,31 @@
+/* gpu.h - the GPU backend of a session: driver API and cuBLASLt loaded at run
+ * time (so binaries start on machines without a driver), one arena laid out
+ * by the memory plan, the steps launched in order, and after the first run
+ * the whole run captured and replayed as a CUDA graph. */
+#ifndef NRT_GPU_H
+#define NRT_GPU_H
+
+#include "module.h"
+
+typedef struct gpu_session gpu_session;
+
+/* Is a usable GPU present? Fills why (when not) for messages. */
+bool gpu_probe(char *why, size_t cap);
+
+/* Create a session for the module at bound symbolic dims. params_host holds
+ * each parameter's initial value in its dtype's native layout (f16/bf16 as
+ * 16-bit encodings). */
+int gpu_session_create(const nrt_module_data *m, const int64_t *syms, int device_index, bool use_graph,
+                       gpu_session **out, char *desc, size_t desccap, char *err, size_t errcap);
+void gpu_session_free(gpu_session *s);
+
+/* Copy host bytes into / out of the device buffer of IR value v. */
+int gpu_upload(gpu_session *s, uint32_t value, const void *data, size_t bytes, char *err, size_t errcap);
+int gpu_download(gpu_session *s, uint32_t value, void *data, size_t bytes, char *err, size_t errcap);
+int gpu_run(gpu_session *s, char *err, size_t errcap);
+int64_t gpu_arena_bytes(const gpu_session *s);
+/* Tests: fill every buffer except inputs and parameters with 0xff bytes (NaN
+ * for floats), so an element a kernel forgets to write cannot pass. */
+int gpu_poison(gpu_session *s, char *err, size_t errcap);
+
+#endif

@@ -1,0 +1,76 @@
+/* memplan.c - best-fit placement of live intervals into one arena. */
+#include "memplan.h"
+#include "base.h"
+
+#include <stdlib.h>
+
+static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) & ~(a - 1); }
+
+static const memplan_buf *sort_base;
+static int by_size_desc(const void *x, const void *y)
+{
+    const memplan_buf *a = &sort_base[*(const uint32_t *)x], *b = &sort_base[*(const uint32_t *)y];
+    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
+    return a->first - b->first;
+}
+
+static int by_offset(const void *x, const void *y)
+{
+    const memplan_buf *a = &sort_base[*(const uint32_t *)x], *b = &sort_base[*(const uint32_t *)y];
+    return a->offset < b->offset ? -1 : a->offset > b->offset;
+}
+
+static bool overlaps(const memplan_buf *a, const memplan_buf *b) { return a->first <= b->last && b->first <= a->last; }
+
+memplan_result memplan_place(memplan_buf *bufs, uint32_t n, int64_t align)
+{
+    memplan_result r = {0};
+    uint32_t *order = nc_xmalloc((n + 1) * sizeof *order), *placed = nc_xmalloc((n + 1) * sizeof *placed);
+    uint32_t *conflict = nc_xmalloc((n + 1) * sizeof *conflict);
+    uint32_t nplaced = 0;
+    for (uint32_t i = 0; i < n; i++) order[i] = i;
+    sort_base = bufs;
+    qsort(order, n, sizeof *order, by_size_desc);
+    for (uint32_t k = 0; k < n; k++) {
+        memplan_buf *b = &bufs[order[k]];
+        int64_t size = round_up(b->bytes, align);
+        b->offset = 0;
+        if (size == 0) continue;
+        /* the placed buffers alive at the same time, by offset */
+        uint32_t nc = 0;
+        for (uint32_t j = 0; j < nplaced; j++)
+            if (overlaps(b, &bufs[placed[j]])) conflict[nc++] = placed[j];
+        qsort(conflict, nc, sizeof *conflict, by_offset);
+        /* best fit: the smallest gap that holds it, else the end */
+        int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
+        for (uint32_t j = 0; j < nc; j++) {
+            const memplan_buf *c = &bufs[conflict[j]];
+            int64_t gap = c->offset - cursor;
+            if (gap >= size && gap < best_gap) best = cursor, best_gap = gap;
+            int64_t end = c->offset + round_up(c->bytes, align);
+            if (end > cursor) cursor = end;
+        }
+        b->offset = best >= 0 ? best : cursor;
+        if (b->offset + size > r.arena_bytes) r.arena_bytes = b->offset + size;
+        placed[nplaced++] = order[k];
+    }
+    /* lower bound: the most bytes alive at one step */
+    int32_t last_step = 0;
+    for (uint32_t i = 0; i < n; i++) if (bufs[i].last > last_step) last_step = bufs[i].last;
+    int64_t *live = nc_xcalloc((size_t)last_step + 2, sizeof *live);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!bufs[i].bytes) continue;
+        live[bufs[i].first] += round_up(bufs[i].bytes, align);
+        live[bufs[i].last + 1] -= round_up(bufs[i].bytes, align);
+    }
+    int64_t cur = 0;
+    for (int32_t s = 0; s <= last_step; s++) {
+        cur += live[s];
+        if (cur > r.lower_bound) r.lower_bound = cur;
+    }
+    free(live);
+    free(order);
+    free(placed);
+    free(conflict);
+    return r;
+}

@@ -1,0 +1,29 @@
+/* memplan.h - static memory planning: every buffer gets an offset in one
+ * arena such that buffers alive at the same time never overlap.
+ *
+ * Liveness is measured in steps of the schedule: a buffer is alive from the
+ * step that writes it first to the step that reads it last (pinned buffers
+ * the whole run). Placement is best-fit by decreasing size, which is close to
+ * the lower bound (the largest set of simultaneously live bytes) in practice;
+ * memplan reports both. */
+#ifndef NRT_MEMPLAN_H
+#define NRT_MEMPLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct memplan_buf {
+    int64_t bytes;        /* 0 = needs no memory */
+    int32_t first, last;  /* live steps, inclusive */
+    int64_t offset;       /* out */
+} memplan_buf;
+
+typedef struct memplan_result {
+    int64_t arena_bytes;  /* what to allocate */
+    int64_t lower_bound;  /* the most bytes alive at any one step */
+} memplan_result;
+
+/* Offsets are multiples of align (a power of two). */
+memplan_result memplan_place(memplan_buf *bufs, uint32_t n, int64_t align);
+
+#endif

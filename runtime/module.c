@@ -1,0 +1,706 @@
+/* module.c - writing and reading .netm files.
+ *
+ * The file is a header, a table of sections, and the sections. Every read goes
+ * through a bounds-checked cursor; counts are checked against the bytes left
+ * before anything is allocated, so a hostile file cannot ask for absurd
+ * memory; and the decoded graph is re-verified with the op table's type rules
+ * before anyone runs it. */
+#include "module.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { SEC_GRAPH = 1, SEC_PROGRAM = 2, SEC_SOURCE = 3, SEC_IMAGE = 4, SEC_COUNT_LIMIT = 64 };
+
+/* ------------------------------------------------------------------ */
+/* writer                                                               */
+
+typedef struct wbuf {
+    unsigned char *p;
+    size_t n, cap;
+} wbuf;
+
+static void w_bytes(wbuf *b, const void *data, size_t n)
+{
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 256;
+        b->p = nc_xrealloc(b->p, b->cap);
+    }
+    if (n) memcpy(b->p + b->n, data, n);
+    b->n += n;
+}
+
+static void w_u8(wbuf *b, uint8_t v) { w_bytes(b, &v, 1); }
+static void w_u32(wbuf *b, uint32_t v)
+{
+    unsigned char x[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
+    w_bytes(b, x, 4);
+}
+static void w_u64(wbuf *b, uint64_t v)
+{
+    w_u32(b, (uint32_t)v);
+    w_u32(b, (uint32_t)(v >> 32));
+}
+static void w_f64(wbuf *b, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    w_u64(b, u);
+}
+static void w_str(wbuf *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    w_u32(b, (uint32_t)n);
+    w_bytes(b, s, n);
+}
+
+static void w_loc(wbuf *b, nc_loc l)
+{
+    w_u32(b, l.file);
+    w_u32(b, l.line);
+    w_u32(b, l.col);
+}
+
+static void w_decl(wbuf *b, const ir_tensor_decl *d)
+{
+    w_str(b, d->name);
+    w_u8(b, (uint8_t)d->dtype);
+    w_u8(b, d->rank);
+    for (int i = 0; i < d->rank; i++) w_u32(b, d->shape[i]);
+    w_loc(b, d->loc);
+}
+
+static void w_attr(wbuf *b, const ir_attr *a)
+{
+    w_f64(b, a->f);
+    w_u64(b, (uint64_t)a->seed);
+    w_u32(b, (uint32_t)a->axis);
+    w_u8(b, a->naxes);
+    for (int i = 0; i < NC_MAX_RANK; i++) w_u8(b, (uint8_t)a->axes[i]);
+    w_u8(b, (uint8_t)(a->keepdim | a->ta << 1 | a->tb << 2));
+    w_u32(b, a->lo);
+    w_u32(b, a->hi);
+    w_u8(b, (uint8_t)a->to);
+    w_u32(b, a->index);
+}
+
+static void write_train(wbuf *b, const ir_train_spec *t)
+{
+    w_u8(b, t->present);
+    w_u32(b, t->loss);
+    w_u32(b, t->first_train_input);
+    w_u8(b, (uint8_t)t->optimizer);
+    double f[] = {t->lr, t->momentum, t->beta1, t->beta2, t->eps, t->weight_decay, t->gamma, t->min_lr, t->init_scale,
+                  t->clip_grad_norm};
+    for (size_t i = 0; i < NC_COUNT(f); i++) w_f64(b, f[i]);
+    w_u8(b, t->nesterov);
+    w_u8(b, (uint8_t)t->schedule);
+    w_u64(b, (uint64_t)t->warmup_steps);
+    w_u64(b, (uint64_t)t->step_size);
+    w_u64(b, (uint64_t)t->total_steps);
+    w_u8(b, (uint8_t)t->loss_scale);
+    w_u64(b, (uint64_t)t->growth_interval);
+}
+
+static void write_graph(wbuf *b, const ir_graph *g)
+{
+    w_str(b, g->name);
+    w_u32(b, g->nsyms);
+    for (uint32_t i = 0; i < g->nsyms; i++) w_str(b, g->sym_names[i]);
+    w_u32(b, g->ndims);
+    for (uint32_t i = 0; i < g->ndims; i++) {
+        const dim_expr *d = &g->dims[i];
+        w_u8(b, d->nterms);
+        for (int t = 0; t < d->nterms; t++) {
+            w_u64(b, (uint64_t)d->term[t].coeff);
+            w_u8(b, d->term[t].nfactors);
+            for (int k = 0; k < d->term[t].nfactors; k++) w_u8(b, d->term[t].sym[k]);
+        }
+    }
+    w_u32(b, g->nfiles);
+    for (uint32_t i = 0; i < g->nfiles; i++) w_str(b, g->files[i]);
+    w_u32(b, g->ninputs);
+    for (uint32_t i = 0; i < g->ninputs; i++) w_decl(b, &g->inputs[i]);
+    w_u32(b, g->nparams);
+    for (uint32_t i = 0; i < g->nparams; i++) {
+        w_decl(b, &g->params[i].decl);
+        w_u8(b, (uint8_t)g->params[i].role);
+        w_u8(b, (uint8_t)g->params[i].init);
+        w_f64(b, g->params[i].init_a);
+        w_f64(b, g->params[i].init_b);
+    }
+    w_u32(b, g->nnodes);
+    for (uint32_t v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        w_u32(b, (uint32_t)n->op);
+        w_u8(b, (uint8_t)n->dtype);
+        w_u8(b, n->rank);
+        w_u8(b, n->flags);
+        for (int i = 0; i < n->rank; i++) w_u32(b, n->shape[i]);
+        w_u32(b, n->region);
+        w_attr(b, &n->attr);
+        w_loc(b, n->loc);
+        w_u32(b, n->nargs);
+        for (int i = 0; i < n->nargs; i++) w_u32(b, ir_args(g, n)[i]);
+    }
+    w_u32(b, g->noutputs);
+    for (uint32_t i = 0; i < g->noutputs; i++) {
+        w_str(b, g->outputs[i].name);
+        w_u32(b, g->outputs[i].value);
+    }
+    w_u32(b, g->nupdates);
+    for (uint32_t i = 0; i < g->nupdates; i++) {
+        w_u32(b, g->updates[i].param);
+        w_u32(b, g->updates[i].value);
+    }
+    write_train(b, &g->train);
+}
+
+static void write_program(wbuf *b, const nrt_program *p)
+{
+    w_u32(b, p->nkernels);
+    for (uint32_t i = 0; i < p->nkernels; i++) w_str(b, p->kernel_names[i]);
+    w_u32(b, p->ntemps);
+    for (uint32_t i = 0; i < p->ntemps; i++) {
+        w_u32(b, p->temps[i].numel);
+        w_u8(b, (uint8_t)p->temps[i].dtype);
+    }
+    w_u32(b, p->nsteps);
+    for (uint32_t i = 0; i < p->nsteps; i++) {
+        const nrt_step *s = &p->steps[i];
+        w_u8(b, (uint8_t)s->kind);
+        w_u8(b, (uint8_t)s->grid);
+        w_u32(b, s->kernel);
+        w_u32(b, s->node);
+        w_u8(b, s->nbufs);
+        for (int k = 0; k < s->nbufs; k++) w_u32(b, s->bufs[k]);
+        w_u8(b, s->nints);
+        for (int k = 0; k < s->nints; k++) w_u32(b, s->ints[k]);
+        w_u8(b, s->mm_batch_rank);
+        w_u8(b, (uint8_t)(s->mm_ta | s->mm_tb << 1 | s->mm_b_shared << 2));
+        w_u8(b, (uint8_t)s->mm_dtype);
+    }
+}
+
+static int fail(char *err, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int module_write(const char *path, const nrt_module_data *m, char *err, size_t errcap)
+{
+    wbuf sec[3 + 64] = {{0}};
+    uint32_t kinds[3 + 64], nsec = 0;
+    if (m->nimages > 60) return fail(err, errcap, "too many images");
+    write_graph(&sec[nsec], m->graph), kinds[nsec++] = SEC_GRAPH;
+    write_program(&sec[nsec], &m->program), kinds[nsec++] = SEC_PROGRAM;
+    w_str(&sec[nsec], m->program.source ? m->program.source : ""), kinds[nsec++] = SEC_SOURCE;
+    for (uint32_t i = 0; i < m->nimages; i++) {
+        wbuf *b = &sec[nsec];
+        w_str(b, m->images[i].arch);
+        w_u8(b, m->images[i].is_ptx);
+        w_u32(b, (uint32_t)m->nvrtc_version);
+        w_u64(b, m->images[i].size);
+        w_bytes(b, m->images[i].data, m->images[i].size);
+        kinds[nsec++] = SEC_IMAGE;
+    }
+    wbuf all = {0};
+    w_bytes(&all, NRT_MODULE_MAGIC, 8);
+    w_u32(&all, NRT_MODULE_VERSION);
+    w_u32(&all, nsec);
+    uint64_t offset = 8 + 4 + 4 + 8 + (uint64_t)nsec * 24, total = offset;
+    for (uint32_t i = 0; i < nsec; i++) total += sec[i].n;
+    w_u64(&all, total);
+    for (uint32_t i = 0; i < nsec; i++) {
+        w_u32(&all, kinds[i]);
+        w_u32(&all, 0);
+        w_u64(&all, offset);
+        w_u64(&all, sec[i].n);
+        offset += sec[i].n;
+    }
+    for (uint32_t i = 0; i < nsec; i++) {
+        w_bytes(&all, sec[i].p, sec[i].n);
+        free(sec[i].p);
+    }
+    /* atomic: write a temporary next to the target, fsync, rename */
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int rc = 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) rc = fail(err, errcap, "cannot write %s: %s", path, strerror(errno));
+    for (size_t done = 0; rc == 0 && done < all.n;) {
+        ssize_t k = write(fd, all.p + done, all.n - done);
+        if (k <= 0) rc = fail(err, errcap, "cannot write %s: %s", path, strerror(errno));
+        else done += (size_t)k;
+    }
+    if (fd >= 0) {
+        if (rc == 0 && fsync(fd) != 0) rc = fail(err, errcap, "cannot sync %s: %s", path, strerror(errno));
+        close(fd);
+        if (rc == 0 && rename(tmp, path) != 0) rc = fail(err, errcap, "cannot rename onto %s: %s", path, strerror(errno));
+        if (rc != 0) unlink(tmp);
+    }
+    free(all.p);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* reader                                                               */
+
+typedef struct rd {
+    const unsigned char *p;
+    size_t n, at;
+    bool bad;
+    char *err;
+    size_t errcap;
+    const char *what;          /* which part is being read, for messages */
+} rd;
+
+static bool r_need(rd *r, size_t n)
+{
+    if (r->bad) return false;
+    if (n > r->n - r->at) {
+        r->bad = true;
+        fail(r->err, r->errcap, "module is truncated or corrupt (in the %s)", r->what);
+        return false;
+    }
+    return true;
+}
+
+static uint8_t r_u8(rd *r) { return r_need(r, 1) ? r->p[r->at++] : 0; }
+static uint32_t r_u32(rd *r)
+{
+    if (!r_need(r, 4)) return 0;
+    const unsigned char *q = r->p + r->at;
+    r->at += 4;
+    return (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+}
+static uint64_t r_u64(rd *r)
+{
+    uint64_t lo = r_u32(r);
+    return lo | (uint64_t)r_u32(r) << 32;
+}
+static double r_f64(rd *r)
+{
+    uint64_t u = r_u64(r);
+    double d;
+    memcpy(&d, &u, 8);
+    return d;
+}
+
+static bool r_invalid(rd *r, const char *fmt, ...)
+{
+    if (r->bad) return false;
+    r->bad = true;
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fail(r->err, r->errcap, "module is corrupt (%s): %s", r->what, msg);
+    return false;
+}
+
+/* A count of items that take at least min_bytes each: must fit what is left. */
+static uint32_t r_count(rd *r, size_t min_bytes, uint32_t limit)
+{
+    uint32_t c = r_u32(r);
+    if (r->bad) return 0;
+    if (c > limit || (size_t)c * min_bytes > r->n - r->at) {
+        r_invalid(r, "count %u is impossible here", c);
+        return 0;
+    }
+    return c;
+}
+
+static char *r_str(rd *r, uint32_t limit)
+{
+    uint32_t n = r_count(r, 1, limit);
+    if (r->bad) return NULL;
+    char *s = nc_xmalloc(n + 1);
+    memcpy(s, r->p + r->at, n);
+    s[n] = 0;
+    r->at += n;
+    if (memchr(s, 0, n)) {
+        free(s);
+        r_invalid(r, "a name contains a NUL byte");
+        return NULL;
+    }
+    return s;
+}
+
+static nc_loc r_loc(rd *r)
+{
+    nc_loc l;
+    l.file = r_u32(r);
+    l.line = r_u32(r);
+    l.col = r_u32(r);
+    return l;
+}
+
+static bool r_dtype(rd *r, nc_dtype *t)
+{
+    uint8_t v = r_u8(r);
+    if (v >= NC_DTYPE_COUNT) return r_invalid(r, "dtype %u", v);
+    *t = (nc_dtype)v;
+    return !r->bad;
+}
+
+static bool r_shape(rd *r, const ir_graph *g, uint8_t *rank, uint32_t *shape)
+{
+    *rank = r_u8(r);
+    if (*rank > NC_MAX_RANK) return r_invalid(r, "rank %u", *rank);
+    for (int i = 0; i < *rank; i++) {
+        shape[i] = r_u32(r);
+        if (shape[i] >= g->ndims) return r_invalid(r, "dim id %u of %u", shape[i], g->ndims);
+    }
+    return !r->bad;
+}
+
+static bool r_decl(rd *r, const ir_graph *g, ir_tensor_decl *d)
+{
+    memset(d, 0, sizeof *d);
+    d->name = r_str(r, 4096);
+    if (!r_dtype(r, &d->dtype) || !r_shape(r, g, &d->rank, d->shape)) return false;
+    d->loc = r_loc(r);
+    if (!r->bad && d->loc.file > g->nfiles) return r_invalid(r, "source file index %u", d->loc.file);
+    return !r->bad;
+}
+
+static bool r_dims(rd *r, ir_graph *g)
+{
+    uint32_t n = r_count(r, 1, 1u << 20);
+    for (uint32_t i = 0; i < n && !r->bad; i++) {
+        dim_expr d = {0};
+        d.nterms = r_u8(r);
+        if (d.nterms > DIM_MAX_TERMS) return r_invalid(r, "dim with %u terms", d.nterms);
+        for (int t = 0; t < d.nterms; t++) {
+            d.term[t].coeff = (int64_t)r_u64(r);
+            if (d.term[t].coeff > DIM_LIMIT || d.term[t].coeff < -DIM_LIMIT) return r_invalid(r, "dim coefficient out of range");
+            d.term[t].nfactors = r_u8(r);
+            if (d.term[t].nfactors > DIM_MAX_FACTORS) return r_invalid(r, "dim with %u factors", d.term[t].nfactors);
+            for (int k = 0; k < d.term[t].nfactors; k++) {
+                d.term[t].sym[k] = r_u8(r);
+                if (d.term[t].sym[k] >= g->nsyms) return r_invalid(r, "dim refers to symbol %u of %u", d.term[t].sym[k], g->nsyms);
+            }
+        }
+        /* append without interning: ids must stay as written */
+        g->dims = nc_xrealloc(g->dims, (g->ndims + 1) * sizeof *g->dims);
+        g->cap_dims = g->ndims + 1;
+        g->dims[g->ndims++] = d;
+    }
+    return !r->bad;
+}
+
+static bool r_attr(rd *r, const ir_graph *g, ir_attr *a)
+{
+    a->f = r_f64(r);
+    a->seed = (int64_t)r_u64(r);
+    a->axis = (int32_t)r_u32(r);
+    a->naxes = r_u8(r);
+    if (a->naxes > NC_MAX_RANK) return r_invalid(r, "%u axes", a->naxes);
+    for (int i = 0; i < NC_MAX_RANK; i++) a->axes[i] = (int8_t)r_u8(r);
+    uint8_t bits = r_u8(r);
+    a->keepdim = bits & 1, a->ta = bits >> 1 & 1, a->tb = bits >> 2 & 1;
+    a->lo = r_u32(r);
+    a->hi = r_u32(r);
+    if (!r->bad && (a->lo >= g->ndims || a->hi >= g->ndims) && (a->lo || a->hi))
+        return r_invalid(r, "attribute dim out of range");
+    if (!r_dtype(r, &a->to)) return false;
+    a->index = r_u32(r);
+    return !r->bad;
+}
+
+static bool r_node(rd *r, ir_graph *g, ir_value v)
+{
+    ir_node n = {0};
+    uint32_t op = r_u32(r);
+    if (op >= OP_COUNT) return r_invalid(r, "node %%%u has op %u", v, op);
+    n.op = (nc_op)op;
+    if (!r_dtype(r, &n.dtype)) return false;
+    n.rank = r_u8(r);
+    n.flags = r_u8(r);
+    if (n.rank > NC_MAX_RANK) return r_invalid(r, "node %%%u has rank %u", v, n.rank);
+    for (int i = 0; i < n.rank; i++) {
+        n.shape[i] = r_u32(r);
+        if (n.shape[i] >= g->ndims) return r_invalid(r, "node %%%u: dim id %u", v, n.shape[i]);
+    }
+    n.region = r_u32(r);
+    if (!r_attr(r, g, &n.attr)) return false;
+    n.loc = r_loc(r);
+    if (n.loc.file > g->nfiles) return r_invalid(r, "node %%%u: source file %u", v, n.loc.file);
+    uint32_t nargs = r_count(r, 4, 4096);
+    if (r->bad) return false;
+    ir_value args[4096];
+    for (uint32_t i = 0; i < nargs; i++) {
+        args[i] = r_u32(r);
+        if (!r->bad && args[i] >= v) return r_invalid(r, "node %%%u reads %%%u, which does not precede it", v, args[i]);
+    }
+    if (r->bad) return false;
+    if ((n.op == OP_INPUT && n.attr.index >= g->ninputs) || (n.op == OP_PARAM && n.attr.index >= g->nparams))
+        return r_invalid(r, "node %%%u: index %u", v, n.attr.index);
+    ir_add(g, &n, args, (uint16_t)nargs);
+    return true;
+}
+
+static bool r_train(rd *r, ir_graph *g)
+{
+    ir_train_spec *t = &g->train;
+    t->present = r_u8(r) != 0;
+    t->loss = r_u32(r);
+    t->first_train_input = r_u32(r);
+    uint8_t opt = r_u8(r);
+    double *f[] = {&t->lr, &t->momentum, &t->beta1, &t->beta2, &t->eps, &t->weight_decay, &t->gamma, &t->min_lr,
+                   &t->init_scale, &t->clip_grad_norm};
+    for (size_t i = 0; i < NC_COUNT(f); i++) *f[i] = r_f64(r);
+    t->nesterov = r_u8(r) != 0;
+    uint8_t sched = r_u8(r);
+    t->warmup_steps = (int64_t)r_u64(r);
+    t->step_size = (int64_t)r_u64(r);
+    t->total_steps = (int64_t)r_u64(r);
+    uint8_t scale = r_u8(r);
+    t->growth_interval = (int64_t)r_u64(r);
+    if (r->bad) return false;
+    if (opt > IR_OPT_ADAMW || sched > IR_SCHED_COSINE || scale > IR_SCALE_DYNAMIC) return r_invalid(r, "training enum out of range");
+    t->optimizer = (ir_optimizer)opt, t->schedule = (ir_schedule)sched, t->loss_scale = (ir_loss_scale)scale;
+    if (t->present && ((t->loss >= g->nnodes && t->loss != IR_NONE) || t->first_train_input > g->ninputs))
+        return r_invalid(r, "training loss out of range");
+    return true;
+}
+
+static ir_graph *read_graph(rd *r)
+{
+    r->what = "graph";
+    char *name = r_str(r, 4096);
+    if (!name) return NULL;
+    ir_graph *g = ir_graph_new(name);
+    free(name);
+    uint32_t nsyms = r_count(r, 4, NC_MAX_SYMS);
+    for (uint32_t i = 0; i < nsyms && !r->bad; i++) {
+        char *s = r_str(r, 256);
+        if (s && ir_sym_add(g, s) != (int)i) r_invalid(r, "duplicate symbol %s", s);
+        free(s);
+    }
+    r_dims(r, g);
+    uint32_t nfiles = r_count(r, 4, 4096);
+    for (uint32_t i = 0; i < nfiles && !r->bad; i++) {
+        char *s = r_str(r, 4096);
+        if (s) {
+            g->files = nc_xrealloc(g->files, (g->nfiles + 1) * sizeof *g->files);
+            g->files[g->nfiles++] = s;
+        }
+    }
+    uint32_t ninputs = r_count(r, 6, 1u << 16);
+    for (uint32_t i = 0; i < ninputs && !r->bad; i++) {
+        ir_tensor_decl d;
+        if (r_decl(r, g, &d)) ir_input_add(g, &d);
+        free(d.name);
+    }
+    uint32_t nparams = r_count(r, 6, 1u << 20);
+    for (uint32_t i = 0; i < nparams && !r->bad; i++) {
+        ir_param p = {0};
+        if (r_decl(r, g, &p.decl)) {
+            uint8_t role = r_u8(r);
+            if (role > IR_ROLE_STATE) r_invalid(r, "parameter role %u", role);
+            p.role = (ir_param_role)role;
+            uint8_t init = r_u8(r);
+            if (init >= IR_INIT_COUNT) r_invalid(r, "initializer %u", init);
+            p.init = (ir_init_kind)init;
+            p.init_a = r_f64(r);
+            p.init_b = r_f64(r);
+            if (!r->bad) ir_param_add(g, &p);
+        }
+        free(p.decl.name);
+    }
+    uint32_t nnodes = r_count(r, 40, 1u << 24);
+    for (uint32_t v = 0; v < nnodes && !r->bad; v++) r_node(r, g, v);
+    uint32_t nout = r_count(r, 8, 1u << 16);
+    for (uint32_t i = 0; i < nout && !r->bad; i++) {
+        char *s = r_str(r, 4096);
+        uint32_t v = r_u32(r);
+        if (!r->bad && v >= g->nnodes) r_invalid(r, "output %s refers to %%%u", s, v);
+        if (!r->bad) ir_output_add(g, s, v);
+        free(s);
+    }
+    uint32_t nupd = r_count(r, 8, 1u << 20);
+    for (uint32_t i = 0; i < nupd && !r->bad; i++) {
+        uint32_t p = r_u32(r), v = r_u32(r);
+        if (!r->bad && (p >= g->nparams || v >= g->nnodes)) r_invalid(r, "update %u out of range", i);
+        if (!r->bad) ir_update_add(g, p, v);
+    }
+    if (!r->bad) r_train(r, g);
+    if (!r->bad) {
+        char buf[512] = "";
+        FILE *mem = fmemopen(buf, sizeof buf - 1, "w");
+        int problems = mem ? ir_verify(g, mem) : 1;
+        if (mem) fclose(mem);
+        if (problems) r_invalid(r, "the graph fails verification: %s", buf[0] ? buf : "?");
+    }
+    if (r->bad) {
+        ir_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
+{
+    r->what = "program";
+    p->nkernels = r_count(r, 4, 1u << 20);
+    p->kernel_names = nc_xcalloc(p->nkernels + 1, sizeof *p->kernel_names);
+    for (uint32_t i = 0; i < p->nkernels && !r->bad; i++) p->kernel_names[i] = r_str(r, 256);
+    p->ntemps = r_count(r, 5, 1u << 20);
+    p->temps = nc_xcalloc(p->ntemps + 1, sizeof *p->temps);
+    for (uint32_t i = 0; i < p->ntemps && !r->bad; i++) {
+        p->temps[i].numel = r_u32(r);
+        if (!r->bad && p->temps[i].numel >= g->ndims) r_invalid(r, "temporary %u: dim id", i);
+        r_dtype(r, &p->temps[i].dtype);
+    }
+    p->nsteps = r_count(r, 15, 1u << 24);
+    p->cap_steps = p->nsteps;
+    p->steps = nc_xcalloc(p->nsteps + 1, sizeof *p->steps);
+    uint64_t nbuffers = (uint64_t)g->nnodes + p->ntemps;
+    for (uint32_t i = 0; i < p->nsteps && !r->bad; i++) {
+        nrt_step *s = &p->steps[i];
+        uint8_t kind = r_u8(r), grid = r_u8(r);
+        if (kind < NRT_STEP_KERNEL || kind > NRT_STEP_COPY) return r_invalid(r, "step %u: kind %u", i, kind);
+        if (kind == NRT_STEP_KERNEL && (grid < NRT_GRID_ELEMENTS || grid > NRT_GRID_SINGLE))
+            return r_invalid(r, "step %u: grid %u", i, grid);
+        s->kind = (nrt_step_kind)kind, s->grid = (nrt_grid)grid;
+        s->kernel = r_u32(r);
+        s->node = r_u32(r);
+        if (!r->bad && ((kind == NRT_STEP_KERNEL && s->kernel >= p->nkernels) || s->node >= g->nnodes))
+            return r_invalid(r, "step %u: kernel or node out of range", i);
+        s->nbufs = r_u8(r);
+        if (s->nbufs > NRT_MAX_BUFS) return r_invalid(r, "step %u: %u buffers", i, s->nbufs);
+        for (int k = 0; k < s->nbufs; k++) {
+            s->bufs[k] = r_u32(r);
+            if (!r->bad && s->bufs[k] >= nbuffers) return r_invalid(r, "step %u: buffer %u", i, s->bufs[k]);
+        }
+        s->nints = r_u8(r);
+        if (s->nints > NRT_MAX_INTS) return r_invalid(r, "step %u: %u sizes", i, s->nints);
+        for (int k = 0; k < s->nints; k++) {
+            s->ints[k] = r_u32(r);
+            if (!r->bad && s->ints[k] >= g->ndims) return r_invalid(r, "step %u: dim id %u", i, s->ints[k]);
+        }
+        s->mm_batch_rank = r_u8(r);
+        uint8_t bits = r_u8(r);
+        s->mm_ta = bits & 1, s->mm_tb = bits >> 1 & 1, s->mm_b_shared = bits >> 2 & 1;
+        r_dtype(r, &s->mm_dtype);
+        /* what each kind reads from its lists must be there */
+        bool ok = kind == NRT_STEP_KERNEL ? s->nints >= 1 && s->nbufs >= 1
+                : kind == NRT_STEP_COPY  ? s->nints >= 1 && s->nbufs == 2
+                                         : s->nbufs == 3 && s->nints == s->mm_batch_rank + 3u;
+        if (!r->bad && !ok) return r_invalid(r, "step %u: malformed %s step", i, kind == NRT_STEP_MATMUL ? "matmul" : "");
+        if (!r->bad && grid == NRT_GRID_ROWS && s->nints < 2) return r_invalid(r, "step %u: row grid without a row size", i);
+    }
+    return !r->bad;
+}
+
+int module_read_buffer(const unsigned char *data, size_t size, nrt_module_data *m, char *err, size_t errcap)
+{
+    memset(m, 0, sizeof *m);
+    rd r = {.p = data, .n = size, .err = err, .errcap = errcap, .what = "header"};
+    if (size < 24 || memcmp(data, NRT_MODULE_MAGIC, 8) != 0) return fail(err, errcap, "not a netc module (bad magic)");
+    r.at = 8;
+    uint32_t version = r_u32(&r);
+    if (version != NRT_MODULE_VERSION)
+        return fail(err, errcap, "module format version %u; this netc reads version %u (rebuild the module)", version,
+                    NRT_MODULE_VERSION);
+    uint32_t nsec = r_u32(&r);
+    uint64_t total = r_u64(&r);
+    if (total != size) return fail(err, errcap, "module is truncated or has trailing bytes (%llu bytes, header says %llu)",
+                                   (unsigned long long)size, (unsigned long long)total);
+    if (nsec > SEC_COUNT_LIMIT || 24 + (uint64_t)nsec * 24 > size) return fail(err, errcap, "module is corrupt: %u sections", nsec);
+    int rc = 0;
+    for (uint32_t i = 0; i < nsec && rc == 0; i++) {
+        uint32_t kind = r_u32(&r);
+        r_u32(&r);
+        uint64_t off = r_u64(&r), len = r_u64(&r);
+        if (r.bad) return -1;
+        if (off > size || len > size - off) return fail(err, errcap, "module is corrupt: section %u lies outside the file", i);
+        rd s = {.p = data + off, .n = (size_t)len, .err = err, .errcap = errcap, .what = "section"};
+        if (kind == SEC_GRAPH) {
+            if (m->graph) rc = fail(err, errcap, "module is corrupt: two graph sections");
+            else if (!(m->graph = read_graph(&s))) rc = -1;
+        } else if (kind == SEC_PROGRAM) {
+            if (!m->graph) rc = fail(err, errcap, "module is corrupt: program before graph");
+            else if (!read_program(&s, m->graph, &m->program)) rc = -1;
+        } else if (kind == SEC_SOURCE) {
+            s.what = "CUDA source";
+            free(m->program.source);
+            m->program.source = r_str(&s, 1u << 30);
+            if (s.bad) rc = -1;
+        } else if (kind == SEC_IMAGE) {
+            s.what = "compiled image";
+            nrt_image img = {0};
+            char *arch = r_str(&s, 15);
+            if (arch) snprintf(img.arch, sizeof img.arch, "%s", arch);
+            free(arch);
+            img.is_ptx = r_u8(&s) != 0;
+            m->nvrtc_version = (int)r_u32(&s);
+            img.size = r_u64(&s);
+            if (!s.bad && img.size != s.n - s.at) rc = fail(err, errcap, "module is corrupt: image size");
+            if (s.bad) rc = -1;
+            if (rc == 0) {
+                img.data = nc_xmalloc(img.size ? img.size : 1);
+                memcpy(img.data, s.p + s.at, img.size);
+                m->images = nc_xrealloc(m->images, (m->nimages + 1) * sizeof *m->images);
+                m->images[m->nimages++] = img;
+            }
+        } else {
+            rc = fail(err, errcap, "module is corrupt: unknown section kind %u", kind);
+        }
+    }
+    if (rc == 0 && !m->graph) rc = fail(err, errcap, "module is corrupt: no graph");
+    if (rc == 0 && m->program.nsteps && !m->program.source) rc = fail(err, errcap, "module is corrupt: steps without source");
+    if (rc != 0) module_data_free(m);
+    return rc;
+}
+
+int module_read(const char *path, nrt_module_data *m, char *err, size_t errcap)
+{
+    memset(m, 0, sizeof *m);
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(err, errcap, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return fail(err, errcap, "%s is not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > NRT_MODULE_MAX_BYTES) {
+        fclose(f);
+        return fail(err, errcap, "%s: %lld bytes is larger than any module netc writes", path, (long long)st.st_size);
+    }
+    size_t size = (size_t)st.st_size;
+    unsigned char *buf = nc_xmalloc(size ? size : 1);
+    size_t got = fread(buf, 1, size, f);
+    fclose(f);
+    int rc;
+    if (got != size) rc = fail(err, errcap, "cannot read %s", path);
+    else {
+        char inner[512];
+        rc = module_read_buffer(buf, size, m, inner, sizeof inner);
+        if (rc) fail(err, errcap, "%s: %s", path, inner);
+    }
+    free(buf);
+    return rc;
+}
+
+void module_data_free(nrt_module_data *m)
+{
+    ir_graph_free(m->graph);
+    nrt_program_free(&m->program);
+    for (uint32_t i = 0; i < m->nimages; i++) free(m->images[i].data);
+    free(m->images);
+    memset(m, 0, sizeof *m);
+}

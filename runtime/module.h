@@ -1,0 +1,38 @@
+/* module.h - the .netm module file: one self-describing, versioned file with
+ * the graph (for the CPU executor and for reports), the GPU program (steps,
+ * temporaries, kernel names), the CUDA source and the compiled images.
+ * Layout in docs/module-format.md. The reader checks every length, offset,
+ * index and enum before use. */
+#ifndef NRT_MODULE_H
+#define NRT_MODULE_H
+
+#include "ir.h"
+#include "program.h"
+
+#define NRT_MODULE_MAGIC "NETCMOD\0"
+#define NRT_MODULE_VERSION 1
+#define NRT_MODULE_MAX_BYTES ((uint64_t)4 << 30)   /* refuse larger files outright */
+
+typedef struct nrt_image {
+    char arch[16];             /* "sm_90" (cubin) or "compute_90" (PTX) */
+    bool is_ptx;
+    unsigned char *data;
+    uint64_t size;
+} nrt_image;
+
+typedef struct nrt_module_data {
+    ir_graph *graph;
+    nrt_program program;
+    nrt_image *images;
+    uint32_t nimages;
+    int nvrtc_version;         /* of the compiler that made the images */
+} nrt_module_data;
+
+/* Write atomically (temporary file, fsync, rename). 0 or -1 with err. */
+int module_write(const char *path, const nrt_module_data *m, char *err, size_t errcap);
+/* Read and validate. 0 or -1 with err; on success the caller owns m. */
+int module_read(const char *path, nrt_module_data *m, char *err, size_t errcap);
+int module_read_buffer(const unsigned char *data, size_t size, nrt_module_data *m, char *err, size_t errcap);
+void module_data_free(nrt_module_data *m);
+
+#endif

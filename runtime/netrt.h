@@ -1,0 +1,120 @@
+/* netrt.h - libnetrt, the netc runtime: load a compiled module (.netm) and run
+ * it on an NVIDIA GPU or on the CPU reference executor.
+ *
+ *   nrt_module *m;  nrt_session *s;  nrt_error e;
+ *   if (nrt_module_load("mlp.netm", &m, &e)) { fprintf(stderr, "%s\n", e.message); return 1; }
+ *   nrt_session_opts o = nrt_session_defaults();       // device auto, seed 0
+ *   o.dim_names = (const char *[]){"B"}; o.dim_values = (int64_t[]){64}; o.ndims = 1;
+ *   if (nrt_session_create(m, &o, &s, &e)) ...
+ *   nrt_session_set_input(s, "images", NRT_U8, 3, (int64_t[]){64, 28, 28}, pixels, &e);
+ *   nrt_session_run(s, &e);
+ *   nrt_session_get_output(s, "logits", logits, sizeof logits, &e);
+ *
+ * Errors: every call returns NRT_OK (0) or an error code, and fills the
+ * caller's nrt_error (may be NULL) with a message. The library never prints
+ * and never exits.
+ *
+ * Threads: a module is immutable after loading and may be shared by sessions
+ * on any threads. A session must be used by one thread at a time; different
+ * sessions may run concurrently. */
+#ifndef NETRT_H
+#define NETRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum nrt_status {
+    NRT_OK = 0,
+    NRT_ERR_IO = 1,        /* a file could not be read or written */
+    NRT_ERR_FORMAT = 2,    /* a module, weights or data file is malformed */
+    NRT_ERR_ARGUMENT = 3,  /* a bad name, dtype, shape or size from the caller */
+    NRT_ERR_DEVICE = 4,    /* the GPU, driver, NVRTC or cuBLASLt failed */
+    NRT_ERR_MEMORY = 5,    /* an allocation was refused */
+    NRT_ERR_STATE = 6,     /* a call out of order (output before run, ...) */
+} nrt_status;
+
+typedef struct nrt_error {
+    nrt_status status;
+    char message[1024];
+} nrt_error;
+
+typedef enum nrt_dtype { NRT_F32, NRT_F16, NRT_BF16, NRT_I32, NRT_U8, NRT_BOOL } nrt_dtype;
+typedef enum nrt_device { NRT_DEVICE_AUTO, NRT_DEVICE_CPU, NRT_DEVICE_GPU } nrt_device;
+
+typedef struct nrt_module nrt_module;
+typedef struct nrt_session nrt_session;
+
+/* ---- modules -------------------------------------------------------- */
+nrt_status nrt_module_load(const char *path, nrt_module **out, nrt_error *err);
+void nrt_module_free(nrt_module *m);
+
+/* The interface. Symbolic dims show as -1 in shapes; their names come from
+ * nrt_module_dim_name. Indexes run from 0 to the count - 1. */
+typedef struct nrt_tensor_info {
+    const char *name;
+    nrt_dtype dtype;
+    int rank;
+    int64_t shape[8];          /* -1: depends on a symbolic dim */
+} nrt_tensor_info;
+
+int nrt_module_num_inputs(const nrt_module *m);
+int nrt_module_num_outputs(const nrt_module *m);
+int nrt_module_num_params(const nrt_module *m);
+nrt_status nrt_module_input(const nrt_module *m, int i, nrt_tensor_info *info);
+nrt_status nrt_module_output(const nrt_module *m, int i, nrt_tensor_info *info);
+nrt_status nrt_module_param(const nrt_module *m, int i, nrt_tensor_info *info);
+int nrt_module_num_dims(const nrt_module *m);
+const char *nrt_module_dim_name(const nrt_module *m, int i);
+/* The name of the symbolic dim an input's axis is, or NULL when the axis is
+ * fixed or an expression (B*T). Lets a caller bind dims from data shapes. */
+const char *nrt_module_input_dim(const nrt_module *m, int input, int axis);
+const char *nrt_dtype_name(nrt_dtype t);
+size_t nrt_dtype_size(nrt_dtype t);
+
+/* ---- sessions ------------------------------------------------------- */
+typedef struct nrt_session_opts {
+    nrt_device device;         /* AUTO: the GPU when one is usable, else the CPU */
+    const char *const *dim_names;   /* bind every symbolic dim */
+    const int64_t *dim_values;
+    int ndims;
+    uint64_t seed;             /* parameter initialisation */
+    int gpu_index;             /* which GPU (default 0) */
+    int use_cuda_graph;        /* replay runs as one CUDA graph (default 1) */
+} nrt_session_opts;
+
+nrt_session_opts nrt_session_defaults(void);
+nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nrt_session **out, nrt_error *err);
+void nrt_session_free(nrt_session *s);
+/* "cpu" or e.g. "cuda:0 NVIDIA H100 80GB HBM3 (sm_90)". */
+const char *nrt_session_device(const nrt_session *s);
+
+/* Host data in the dtype's own layout: f16 and bf16 as their 16-bit
+ * encodings, bool as one byte 0/1. The shape must match the module's
+ * declaration at the session's dims. */
+nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dtype, int rank, const int64_t *shape,
+                                 const void *data, nrt_error *err);
+nrt_status nrt_session_run(nrt_session *s, nrt_error *err);
+/* Shape of an input at the session's dims. */
+nrt_status nrt_session_input_info(const nrt_session *s, const char *name, nrt_tensor_info *info, nrt_error *err);
+/* Shape of an output at the session's dims; copy it out after a run. */
+nrt_status nrt_session_output_info(const nrt_session *s, const char *name, nrt_tensor_info *info, nrt_error *err);
+nrt_status nrt_session_get_output(nrt_session *s, const char *name, void *data, size_t bytes, nrt_error *err);
+
+/* Parameters: names as in the .net file ("fc1.weight", "h.3.attn.c_attn.weight"). */
+nrt_status nrt_session_set_param(nrt_session *s, const char *name, nrt_dtype dtype, int rank, const int64_t *shape,
+                                 const void *data, nrt_error *err);
+nrt_status nrt_session_get_param(nrt_session *s, const char *name, void *data, size_t bytes, nrt_error *err);
+nrt_status nrt_session_load_weights(nrt_session *s, const char *safetensors_path, nrt_error *err);
+nrt_status nrt_session_save_weights(nrt_session *s, const char *safetensors_path, nrt_error *err);
+
+/* Device memory the session's arena holds, and the plan's peak. */
+int64_t nrt_session_arena_bytes(const nrt_session *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,302 @@
+/* npy.c - NumPy .npy arrays (format versions 1-3, little-endian, C order).
+ *
+ * The header is a Python dict literal; we accept exactly the three keys
+ * NumPy writes (descr, fortran_order, shape) in any order and refuse
+ * anything else rather than guess. The data size implied by the header must
+ * match the file size exactly, so a truncated or padded file is an error. */
+#include "tensor_io.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum npy_kind { NPY_F4, NPY_F2, NPY_F8, NPY_I4, NPY_I8, NPY_U1, NPY_B1 } npy_kind;
+
+static const struct {
+    const char *descr;
+    npy_kind kind;
+    int bytes;
+    nc_dtype dtype;
+} npy_kinds[] = {
+    {"<f4", NPY_F4, 4, NC_F32}, {"<f2", NPY_F2, 2, NC_F16}, {"<f8", NPY_F8, 8, NC_F32},
+    {"<i4", NPY_I4, 4, NC_I32}, {"<i8", NPY_I8, 8, NC_I32}, {"|u1", NPY_U1, 1, NC_U8},
+    {"|b1", NPY_B1, 1, NC_BOOL},
+};
+
+typedef struct npy_header {
+    int kind;            /* index into npy_kinds, -1 unknown */
+    bool fortran;
+    uint8_t rank;
+    int64_t shape[NC_MAX_RANK];
+} npy_header;
+
+static const char *skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+    return p;
+}
+
+/* Parses a quoted Python string at p into buf; returns the position after it. */
+static const char *parse_pystr(const char *p, char *buf, size_t cap)
+{
+    char q = *p;
+    if (q != '\'' && q != '"') return NULL;
+    size_t n = 0;
+    for (p++; *p && *p != q; p++) {
+        if (n + 1 >= cap) return NULL;
+        buf[n++] = *p;
+    }
+    if (*p != q) return NULL;
+    buf[n] = 0;
+    return p + 1;
+}
+
+static const char *parse_shape(const char *p, npy_header *h, char *err, size_t errcap)
+{
+    if (*p != '(') return NULL;
+    p = skip_ws(p + 1);
+    h->rank = 0;
+    while (*p != ')') {
+        if (!isdigit((unsigned char)*p)) return NULL;
+        if (h->rank == NC_MAX_RANK) {
+            snprintf(err, errcap, "rank exceeds %d", NC_MAX_RANK);
+            return NULL;
+        }
+        errno = 0;
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (errno || v < 0 || v > ((int64_t)1 << 40)) {
+            snprintf(err, errcap, "dimension out of range");
+            return NULL;
+        }
+        h->shape[h->rank++] = v;
+        p = skip_ws(end);
+        if (*p == ',') p = skip_ws(p + 1);
+        else if (*p != ')') return NULL;
+    }
+    return p + 1;
+}
+
+static int parse_header(const char *s, npy_header *h, char *err, size_t errcap)
+{
+    memset(h, 0, sizeof *h);
+    h->kind = -1;
+    bool seen_descr = false, seen_order = false, seen_shape = false;
+    const char *p = skip_ws(s);
+    if (*p++ != '{') goto bad;
+    for (;;) {
+        p = skip_ws(p);
+        if (*p == '}') break;
+        char key[32], val[32];
+        if (!(p = parse_pystr(p, key, sizeof key))) goto bad;
+        p = skip_ws(p);
+        if (*p++ != ':') goto bad;
+        p = skip_ws(p);
+        if (!strcmp(key, "descr")) {
+            if (!(p = parse_pystr(p, val, sizeof val))) goto bad;
+            for (size_t k = 0; k < NC_COUNT(npy_kinds); k++)
+                if (!strcmp(val, npy_kinds[k].descr)) h->kind = (int)k;
+            if (h->kind < 0) {
+                snprintf(err, errcap, "unsupported dtype '%s' (supported: <f4 <f2 <f8 <i4 <i8 |u1 |b1)", val);
+                return -1;
+            }
+            seen_descr = true;
+        } else if (!strcmp(key, "fortran_order")) {
+            if (!strncmp(p, "False", 5)) h->fortran = false, p += 5;
+            else if (!strncmp(p, "True", 4)) h->fortran = true, p += 4;
+            else goto bad;
+            seen_order = true;
+        } else if (!strcmp(key, "shape")) {
+            err[0] = 0;
+            if (!(p = parse_shape(p, h, err, errcap))) {
+                if (err[0]) return -1;
+                goto bad;
+            }
+            seen_shape = true;
+        } else {
+            snprintf(err, errcap, "unexpected header key '%s'", key);
+            return -1;
+        }
+        p = skip_ws(p);
+        if (*p == ',') p++;
+        else if (*p != '}') goto bad;
+    }
+    if (!seen_descr || !seen_order || !seen_shape) {
+        snprintf(err, errcap, "header lacks descr, fortran_order or shape");
+        return -1;
+    }
+    if (h->fortran) {
+        snprintf(err, errcap, "Fortran-order arrays are not supported (save with np.ascontiguousarray)");
+        return -1;
+    }
+    return 0;
+bad:
+    snprintf(err, errcap, "malformed header");
+    return -1;
+}
+
+static void store_element(cpu_tensor *t, int64_t i, npy_kind kind, const uint8_t *p)
+{
+    switch (kind) {
+    case NPY_F4: { float v; memcpy(&v, p, 4); t->f[i] = v; break; }
+    case NPY_F2: { uint16_t v; memcpy(&v, p, 2); t->f[i] = nc_f16_bits_to_f32(v); break; }
+    case NPY_F8: { double v; memcpy(&v, p, 8); t->f[i] = (float)v; break; }
+    case NPY_I4: { int32_t v; memcpy(&v, p, 4); t->i[i] = v; break; }
+    case NPY_I8: { int64_t v; memcpy(&v, p, 8); t->i[i] = (int32_t)v; break; }
+    case NPY_U1: t->i[i] = p[0]; break;
+    case NPY_B1: t->i[i] = p[0] != 0; break;
+    }
+}
+
+static int read_data(FILE *f, const char *path, const npy_header *h, cpu_tensor *out, int64_t max_bytes,
+                     char *err, size_t errcap)
+{
+    const int kind = npy_kinds[h->kind].kind, bytes = npy_kinds[h->kind].bytes;
+    if (!cpu_tensor_alloc(out, npy_kinds[h->kind].dtype, h->rank, h->shape, max_bytes)) {
+        snprintf(err, errcap, "%s: array too large", path);
+        return -1;
+    }
+    uint8_t chunk[1 << 16];
+    const int64_t per_chunk = (int64_t)sizeof chunk / bytes;
+    for (int64_t i = 0; i < out->numel; i += per_chunk) {
+        int64_t n = out->numel - i < per_chunk ? out->numel - i : per_chunk;
+        if (fread(chunk, (size_t)bytes, (size_t)n, f) != (size_t)n) {
+            snprintf(err, errcap, "%s: file is truncated (expected %" PRId64 " elements)", path, out->numel);
+            cpu_tensor_free(out);
+            return -1;
+        }
+        for (int64_t k = 0; k < n; k++) {
+            const uint8_t *p = chunk + k * bytes;
+            if (kind == NPY_I8) {
+                int64_t v;
+                memcpy(&v, p, 8);
+                if (v < INT32_MIN || v > INT32_MAX) {
+                    snprintf(err, errcap, "%s: element %" PRId64 " = %" PRId64 " does not fit i32", path, i + k, v);
+                    cpu_tensor_free(out);
+                    return -1;
+                }
+            }
+            store_element(out, i + k, kind, p);
+        }
+    }
+    if (fgetc(f) != EOF) {
+        snprintf(err, errcap, "%s: trailing bytes after the array data", path);
+        cpu_tensor_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errcap, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = -1;
+    char *hdr = NULL;
+    uint8_t pre[10];
+    if (fread(pre, 1, 8, f) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+        snprintf(err, errcap, "%s: not a .npy file (bad magic)", path);
+        goto out;
+    }
+    uint32_t hlen;
+    if (pre[6] == 1) {
+        if (fread(pre + 8, 1, 2, f) != 2) goto trunc;
+        hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8;
+    } else if (pre[6] == 2 || pre[6] == 3) {
+        uint8_t l[4];
+        if (fread(l, 1, 4, f) != 4) goto trunc;
+        hlen = (uint32_t)l[0] | (uint32_t)l[1] << 8 | (uint32_t)l[2] << 16 | (uint32_t)l[3] << 24;
+    } else {
+        snprintf(err, errcap, "%s: unsupported .npy version %d", path, pre[6]);
+        goto out;
+    }
+    if (hlen > (1u << 20)) {
+        snprintf(err, errcap, "%s: header length %u is implausible", path, hlen);
+        goto out;
+    }
+    hdr = nc_xmalloc(hlen + 1);
+    if (fread(hdr, 1, hlen, f) != hlen) goto trunc;
+    hdr[hlen] = 0;
+    if (strlen(hdr) != hlen) {
+        snprintf(err, errcap, "%s: NUL byte in header", path);
+        goto out;
+    }
+    npy_header h;
+    char why[160];
+    if (parse_header(hdr, &h, why, sizeof why) != 0) {
+        snprintf(err, errcap, "%s: %s", path, why);
+        goto out;
+    }
+    rc = read_data(f, path, &h, out, max_bytes, err, errcap);
+    goto out;
+trunc:
+    snprintf(err, errcap, "%s: file is truncated in the header", path);
+out:
+    free(hdr);
+    fclose(f);
+    return rc;
+}
+
+static const char *npy_descr_for(nc_dtype t, int *bytes)
+{
+    switch (t) {
+    case NC_F16: *bytes = 2; return "<f2";
+    case NC_I32: *bytes = 4; return "<i4";
+    case NC_U8: *bytes = 1; return "|u1";
+    case NC_BOOL: *bytes = 1; return "|b1";
+    default: *bytes = 4; return "<f4";   /* f32 and bf16 (NumPy has no bfloat16) */
+    }
+}
+
+int npy_write(const char *path, const cpu_tensor *t, char *err, size_t errcap)
+{
+    int bytes;
+    const char *descr = npy_descr_for(t->dtype, &bytes);
+    char dict[256], shape[200] = "";
+    size_t n = 0;
+    for (int d = 0; d < t->rank; d++)
+        n += (size_t)snprintf(shape + n, sizeof shape - n, "%" PRId64 "%s", t->shape[d],
+                              t->rank == 1 || d + 1 < t->rank ? ", " : "");
+    int len = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, shape);
+    /* Pad so the data starts on a 64-byte boundary, ending the header with \n. */
+    size_t total = 10 + (size_t)len + 1;
+    size_t pad = (64 - total % 64) % 64;
+    uint32_t hlen = (uint32_t)((size_t)len + pad + 1);
+
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        snprintf(err, errcap, "%s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(hlen & 0xff), (uint8_t)(hlen >> 8)};
+    bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)len, f) == (size_t)len;
+    for (size_t k = 0; ok && k < pad; k++) ok = fputc(' ', f) != EOF;
+    ok = ok && fputc('\n', f) != EOF;
+    for (int64_t i = 0; ok && i < t->numel; i++) {
+        uint8_t buf[4];
+        double v = cpu_get(t, i);
+        switch (t->dtype) {
+        case NC_F16: { uint16_t h = nc_f32_to_f16_bits((float)v); memcpy(buf, &h, 2); break; }
+        case NC_I32: { int32_t x = (int32_t)v; memcpy(buf, &x, 4); break; }
+        case NC_U8: case NC_BOOL: buf[0] = (uint8_t)v; break;
+        default: { float x = (float)v; memcpy(buf, &x, 4); break; }
+        }
+        ok = fwrite(buf, 1, (size_t)bytes, f) == (size_t)bytes;
+    }
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        snprintf(err, errcap, "%s: write failed: %s", path, strerror(errno));
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}

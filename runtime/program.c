@@ -1,0 +1,59 @@
+/* program.c - the GPU program's storage. */
+#include "program.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void nrt_program_free(nrt_program *p)
+{
+    if (!p) return;
+    free(p->source);
+    for (uint32_t i = 0; i < p->nkernels; i++) free(p->kernel_names[i]);
+    free(p->kernel_names);
+    free(p->steps);
+    free(p->temps);
+    memset(p, 0, sizeof *p);
+}
+
+memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const int64_t *syms, memplan_result *r,
+                                 char *err, size_t errcap)
+{
+    uint32_t nbuf = g->nnodes + p->ntemps;
+    memplan_buf *b = nc_xcalloc(nbuf + 1, sizeof *b);
+    for (uint32_t i = 0; i < nbuf; i++) {
+        int64_t numel;
+        nc_dtype t;
+        bool ok;
+        if (i < g->nnodes) {
+            t = g->nodes[i].dtype;
+            ok = ir_numel(g, &g->nodes[i], syms, &numel);
+        } else {
+            t = p->temps[i - g->nnodes].dtype;
+            ok = dim_eval(&g->dims[p->temps[i - g->nnodes].numel], syms, &numel);
+        }
+        if (!ok || numel > ((int64_t)1 << 40)) {
+            free(b);
+            snprintf(err, errcap, "buffer %u has an impossible size at these dims", i);
+            return NULL;
+        }
+        b[i].bytes = numel * (int64_t)dtype_size(t);
+        b[i].first = INT32_MAX;
+        b[i].last = -1;
+    }
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        for (int j = 0; j < p->steps[k].nbufs; j++) {
+            memplan_buf *x = &b[p->steps[k].bufs[j]];
+            if ((int32_t)k < x->first) x->first = (int32_t)k;
+            if ((int32_t)k > x->last) x->last = (int32_t)k;
+        }
+    int32_t end = (int32_t)p->nsteps;
+    for (uint32_t v = 0; v < g->nnodes; v++)
+        if (g->nodes[v].op == OP_INPUT || g->nodes[v].op == OP_PARAM) b[v].first = 0, b[v].last = end;
+    for (uint32_t i = 0; i < g->noutputs; i++) b[g->outputs[i].value].last = end;
+    for (uint32_t i = 0; i < nbuf; i++)
+        if (b[i].last < 0) b[i].bytes = 0, b[i].first = b[i].last = 0;   /* never touched */
+        else if (b[i].first > b[i].last) b[i].first = b[i].last;
+    *r = memplan_place(b, nbuf, 256);
+    return b;
+}

@@ -1,0 +1,345 @@
+/* safetensors.c - named tensors in one file: an 8-byte little-endian header
+ * length, a JSON header {name: {dtype, shape, data_offsets}}, then the raw
+ * little-endian data. The reader checks every offset against the file size
+ * and every size against dtype x shape before it reads a byte of data. */
+#include "tensor_io.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ST_MAX_HEADER ((uint64_t)100 << 20)   /* the format's own limit */
+
+static const struct {
+    const char *name;
+    nc_dtype dtype;
+} st_dtypes[] = {
+    {"F32", NC_F32}, {"F16", NC_F16}, {"BF16", NC_BF16}, {"I32", NC_I32}, {"U8", NC_U8}, {"BOOL", NC_BOOL},
+};
+
+static const char *st_dtype_name(nc_dtype t)
+{
+    for (size_t k = 0; k < NC_COUNT(st_dtypes); k++)
+        if (st_dtypes[k].dtype == t) return st_dtypes[k].name;
+    return NULL;
+}
+
+static bool st_dtype_from_name(const char *s, nc_dtype *out)
+{
+    for (size_t k = 0; k < NC_COUNT(st_dtypes); k++)
+        if (!strcmp(st_dtypes[k].name, s)) return *out = st_dtypes[k].dtype, true;
+    return false;
+}
+
+static void encode_element(const cpu_tensor *t, int64_t i, uint8_t *dst)
+{
+    switch (t->dtype) {
+    case NC_F32: memcpy(dst, &t->f[i], 4); break;
+    case NC_F16: { uint16_t h = nc_f32_to_f16_bits(t->f[i]); memcpy(dst, &h, 2); break; }
+    case NC_BF16: { uint16_t h = nc_f32_to_bf16_bits(t->f[i]); memcpy(dst, &h, 2); break; }
+    case NC_I32: memcpy(dst, &t->i[i], 4); break;
+    default: dst[0] = (uint8_t)t->i[i]; break;
+    }
+}
+
+static int write_body(FILE *f, const st_entry *entries, uint32_t n, const char *header, uint64_t hlen)
+{
+    uint8_t len[8];
+    for (int k = 0; k < 8; k++) len[k] = (uint8_t)(hlen >> (8 * k));
+    if (fwrite(len, 1, 8, f) != 8 || fwrite(header, 1, (size_t)hlen, f) != hlen) return -1;
+    uint8_t buf[4096];
+    for (uint32_t e = 0; e < n; e++) {
+        const cpu_tensor *t = entries[e].t;
+        const size_t es = dtype_size(t->dtype);
+        size_t used = 0;
+        for (int64_t i = 0; i < t->numel; i++) {
+            encode_element(t, i, buf + used);
+            used += es;
+            if (used + 4 > sizeof buf || i + 1 == t->numel) {
+                if (fwrite(buf, 1, used, f) != used) return -1;
+                used = 0;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The header is padded with spaces to a multiple of 8 bytes so the data is aligned. */
+static char *build_header(const st_entry *entries, uint32_t n, uint64_t *hlen, char *err, size_t errcap)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "__metadata__", json_pack("{s:s}", "format", "netc"));
+    uint64_t off = 0;
+    for (uint32_t e = 0; e < n; e++) {
+        const cpu_tensor *t = entries[e].t;
+        const char *dt = st_dtype_name(t->dtype);
+        if (!dt || json_object_get(root, entries[e].name)) {
+            snprintf(err, errcap, "tensor '%s': %s", entries[e].name, dt ? "duplicate name" : "unsupported dtype");
+            json_decref(root);
+            return NULL;
+        }
+        json_t *shape = json_array();
+        for (int d = 0; d < t->rank; d++) json_array_append_new(shape, json_integer(t->shape[d]));
+        uint64_t bytes = (uint64_t)t->numel * dtype_size(t->dtype);
+        json_object_set_new(root, entries[e].name,
+                            json_pack("{s:s,s:o,s:[I,I]}", "dtype", dt, "shape", shape, "data_offsets",
+                                      (json_int_t)off, (json_int_t)(off + bytes)));
+        off += bytes;
+    }
+    char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(root);
+    size_t len = strlen(s), padded = (len + 7) / 8 * 8;
+    char *out = nc_xmalloc(padded + 1);
+    memcpy(out, s, len);
+    memset(out + len, ' ', padded - len);
+    out[padded] = 0;
+    free(s);
+    *hlen = padded;
+    return out;
+}
+
+int safetensors_write(const char *path, const st_entry *entries, uint32_t n, char *err, size_t errcap)
+{
+    uint64_t hlen;
+    char *header = build_header(entries, n, &hlen, err, errcap);
+    if (!header) return -1;
+    /* Write beside the target and rename: a crash never leaves a half-written file. */
+    size_t plen = strlen(path) + 8;
+    char *tmp = nc_xmalloc(plen);
+    snprintf(tmp, plen, "%s.tmp", path);
+    int rc = -1;
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        snprintf(err, errcap, "%s: %s", tmp, strerror(errno));
+    } else {
+        bool ok = write_body(f, entries, n, header, hlen) == 0;
+        ok = (fclose(f) == 0) && ok;
+        if (ok && rename(tmp, path) == 0) rc = 0;
+        else {
+            snprintf(err, errcap, "%s: write failed: %s", path, strerror(errno));
+            remove(tmp);
+        }
+    }
+    free(tmp);
+    free(header);
+    return rc;
+}
+
+/* --- reading ------------------------------------------------------------ */
+
+typedef struct st_file {
+    FILE *f;
+    json_t *header;
+    uint64_t data_start, data_len;
+} st_file;
+
+static int st_open(const char *path, st_file *sf, char *err, size_t errcap)
+{
+    memset(sf, 0, sizeof *sf);
+    sf->f = fopen(path, "rb");
+    if (!sf->f) {
+        snprintf(err, errcap, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    uint8_t len[8];
+    if (fseek(sf->f, 0, SEEK_END) != 0) goto bad_io;
+    long size = ftell(sf->f);
+    rewind(sf->f);
+    if (size < 8 || fread(len, 1, 8, sf->f) != 8) {
+        snprintf(err, errcap, "%s: not a safetensors file (too short)", path);
+        return -1;
+    }
+    uint64_t hlen = 0;
+    for (int k = 0; k < 8; k++) hlen |= (uint64_t)len[k] << (8 * k);
+    if (hlen > ST_MAX_HEADER || hlen > (uint64_t)size - 8) {
+        snprintf(err, errcap, "%s: header length %" PRIu64 " exceeds the file (%ld bytes)", path, hlen, size);
+        return -1;
+    }
+    char *text = nc_xmalloc((size_t)hlen + 1);
+    if (fread(text, 1, (size_t)hlen, sf->f) != hlen) {
+        free(text);
+        goto bad_io;
+    }
+    text[hlen] = 0;
+    json_error_t je;
+    sf->header = json_loadb(text, (size_t)hlen, 0, &je);
+    free(text);
+    if (!sf->header || !json_is_object(sf->header)) {
+        snprintf(err, errcap, "%s: header is not a JSON object%s%s", path, sf->header ? "" : ": ",
+                 sf->header ? "" : je.text);
+        return -1;
+    }
+    sf->data_start = 8 + hlen;
+    sf->data_len = (uint64_t)size - sf->data_start;
+    return 0;
+bad_io:
+    snprintf(err, errcap, "%s: read error", path);
+    return -1;
+}
+
+static void st_close(st_file *sf)
+{
+    if (sf->header) json_decref(sf->header);
+    if (sf->f) fclose(sf->f);
+}
+
+/* Validates one header entry; fills dtype, shape and the byte range. */
+static int st_entry_check(const char *path, const char *name, json_t *e, const st_file *sf, nc_dtype *dtype,
+                          uint8_t *rank, int64_t *shape, uint64_t *begin, char *err, size_t errcap)
+{
+    json_t *dt = json_object_get(e, "dtype"), *sh = json_object_get(e, "shape"), *off = json_object_get(e, "data_offsets");
+    if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off) || json_array_size(off) != 2) {
+        snprintf(err, errcap, "%s: tensor '%s': entry needs dtype, shape and data_offsets", path, name);
+        return -1;
+    }
+    if (!st_dtype_from_name(json_string_value(dt), dtype)) {
+        snprintf(err, errcap, "%s: tensor '%s': unsupported dtype %s", path, name, json_string_value(dt));
+        return -1;
+    }
+    if (json_array_size(sh) > NC_MAX_RANK) {
+        snprintf(err, errcap, "%s: tensor '%s': rank exceeds %d", path, name, NC_MAX_RANK);
+        return -1;
+    }
+    *rank = (uint8_t)json_array_size(sh);
+    uint64_t numel = 1;
+    for (uint8_t d = 0; d < *rank; d++) {
+        json_t *v = json_array_get(sh, d);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > ((json_int_t)1 << 40)) {
+            snprintf(err, errcap, "%s: tensor '%s': bad shape", path, name);
+            return -1;
+        }
+        shape[d] = json_integer_value(v);
+        numel = numel * (uint64_t)shape[d];
+        if (numel > ((uint64_t)1 << 40)) {
+            snprintf(err, errcap, "%s: tensor '%s': too many elements", path, name);
+            return -1;
+        }
+    }
+    json_t *b = json_array_get(off, 0), *en = json_array_get(off, 1);
+    if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
+        json_integer_value(en) < json_integer_value(b) || (uint64_t)json_integer_value(en) > sf->data_len) {
+        snprintf(err, errcap, "%s: tensor '%s': data_offsets outside the file", path, name);
+        return -1;
+    }
+    *begin = (uint64_t)json_integer_value(b);
+    if ((uint64_t)json_integer_value(en) - *begin != numel * dtype_size(*dtype)) {
+        snprintf(err, errcap, "%s: tensor '%s': data size does not match dtype and shape", path, name);
+        return -1;
+    }
+    return 0;
+}
+
+static void decode_into(cpu_tensor *t, int64_t i, nc_dtype src, const uint8_t *p)
+{
+    switch (src) {
+    case NC_F32: { float v; memcpy(&v, p, 4); cpu_set(t, i, v); break; }
+    case NC_F16: { uint16_t h; memcpy(&h, p, 2); cpu_set(t, i, nc_f16_bits_to_f32(h)); break; }
+    case NC_BF16: { uint16_t h; memcpy(&h, p, 2); cpu_set(t, i, nc_bf16_bits_to_f32(h)); break; }
+    case NC_I32: { int32_t v; memcpy(&v, p, 4); t->i[i] = v; break; }
+    case NC_U8: t->i[i] = p[0]; break;
+    default: t->i[i] = p[0] != 0; break;
+    }
+}
+
+static int st_read_tensor(st_file *sf, const char *path, const char *name, nc_dtype src, uint64_t begin, cpu_tensor *t,
+                          char *err, size_t errcap)
+{
+    if (fseek(sf->f, (long)(sf->data_start + begin), SEEK_SET) != 0) goto bad;
+    const size_t es = dtype_size(src);
+    uint8_t buf[4096];
+    const int64_t per = (int64_t)(sizeof buf / es);
+    for (int64_t i = 0; i < t->numel; i += per) {
+        int64_t n = t->numel - i < per ? t->numel - i : per;
+        if (fread(buf, es, (size_t)n, sf->f) != (size_t)n) goto bad;
+        for (int64_t k = 0; k < n; k++) decode_into(t, i + k, src, buf + k * es);
+    }
+    return 0;
+bad:
+    snprintf(err, errcap, "%s: tensor '%s': read error", path, name);
+    return -1;
+}
+
+static bool dtypes_compatible(nc_dtype file, nc_dtype want)
+{
+    return file == want || (dtype_is_float(file) && dtype_is_float(want));
+}
+
+static int load_param(st_file *sf, const char *path, const ir_graph *g, uint32_t i, cpu_tensor *t, char *err,
+                      size_t errcap)
+{
+    const ir_param *p = &g->params[i];
+    json_t *e = json_object_get(sf->header, p->decl.name);
+    if (!e) {
+        snprintf(err, errcap, "%s: parameter '%s' is missing", path, p->decl.name);
+        return -1;
+    }
+    nc_dtype dt;
+    uint8_t rank;
+    int64_t shape[NC_MAX_RANK];
+    uint64_t begin;
+    if (st_entry_check(path, p->decl.name, e, sf, &dt, &rank, shape, &begin, err, errcap) != 0) return -1;
+    bool same = rank == p->decl.rank;
+    for (uint8_t d = 0; same && d < rank; d++) {
+        int64_t v;
+        same = dim_is_const(&g->dims[p->decl.shape[d]], &v) && v == shape[d];
+    }
+    if (!same) {
+        char want[128];
+        ir_shape_format(g, p->decl.dtype, p->decl.rank, p->decl.shape, want, sizeof want);
+        char got[160];
+        size_t n = (size_t)snprintf(got, sizeof got, "%s[", json_string_value(json_object_get(e, "dtype")));
+        for (uint8_t d = 0; d < rank && n < sizeof got; d++)
+            n += (size_t)snprintf(got + n, sizeof got - n, "%s%" PRId64, d ? ", " : "", shape[d]);
+        if (n < sizeof got) snprintf(got + n, sizeof got - n, "]");
+        snprintf(err, errcap, "%s: parameter '%s': the file has %s, the model declares %s", path, p->decl.name, got, want);
+        return -1;
+    }
+    if (!dtypes_compatible(dt, p->decl.dtype)) {
+        snprintf(err, errcap, "%s: parameter '%s': dtype %s cannot be loaded into %s", path, p->decl.name,
+                 st_dtype_name(dt), dtype_name(p->decl.dtype));
+        return -1;
+    }
+    if (!cpu_tensor_alloc(t, p->decl.dtype, rank, shape, 0)) {
+        snprintf(err, errcap, "%s: parameter '%s': too large", path, p->decl.name);
+        return -1;
+    }
+    if (st_read_tensor(sf, path, p->decl.name, dt, begin, t, err, errcap) != 0) {
+        cpu_tensor_free(t);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_extras(st_file *sf, const char *path, const ir_graph *g, char *err, size_t errcap)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(sf->header, key, v) {
+        if (!strcmp(key, "__metadata__")) continue;
+        bool known = false;
+        for (uint32_t i = 0; i < g->nparams && !known; i++) known = !strcmp(g->params[i].decl.name, key);
+        if (!known) {
+            snprintf(err, errcap, "%s: tensor '%s' is not a parameter of model '%s'", path, key, g->name ? g->name : "?");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int safetensors_load_params(const char *path, const ir_graph *g, cpu_tensor *params, bool allow_extra, char *err,
+                            size_t errcap)
+{
+    st_file sf;
+    if (g->nparams) memset(params, 0, sizeof *params * g->nparams);
+    int rc = st_open(path, &sf, err, errcap);
+    if (rc == 0 && !allow_extra) rc = check_extras(&sf, path, g, err, errcap);
+    uint32_t loaded = 0;
+    for (; rc == 0 && loaded < g->nparams; loaded++) rc = load_param(&sf, path, g, loaded, &params[loaded], err, errcap);
+    if (rc != 0)
+        for (uint32_t i = 0; i < g->nparams; i++) cpu_tensor_free(&params[i]);
+    st_close(&sf);
+    return rc;
+}

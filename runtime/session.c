@@ -1,0 +1,477 @@
+/* session.c - libnetrt's public API (netrt.h): modules, sessions on the CPU
+ * executor or the GPU, inputs, outputs and parameters. */
+#include "netrt.h"
+#include "cpu_exec.h"
+#include "gpu.h"
+#include "module.h"
+#include "tensor_io.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct nrt_module {
+    nrt_module_data d;
+};
+
+struct nrt_session {
+    const nrt_module *m;
+    const ir_graph *g;
+    char device[256];
+    int64_t syms[NC_MAX_SYMS];
+    gpu_session *gpu;              /* NULL: the CPU executor */
+    cpu_tensor *inputs;            /* CPU: the values; GPU: unused */
+    bool *input_set;
+    cpu_tensor *params;            /* host copy of every parameter */
+    ir_value *input_node, *param_node;   /* IR value of each, IR_NONE if optimised away */
+    cpu_exec_result result;
+    bool have_result;
+};
+
+static nrt_status set_err(nrt_error *e, nrt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static nrt_status set_err(nrt_error *e, nrt_status st, const char *fmt, ...)
+{
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->message, sizeof e->message, fmt, ap);
+        va_end(ap);
+        e->status = st;
+    }
+    return st;
+}
+
+static nrt_status ok(nrt_error *e)
+{
+    if (e) e->status = NRT_OK, e->message[0] = 0;
+    return NRT_OK;
+}
+
+const char *nrt_dtype_name(nrt_dtype t) { return dtype_name((nc_dtype)t); }
+size_t nrt_dtype_size(nrt_dtype t) { return t <= NRT_BOOL ? dtype_size((nc_dtype)t) : 0; }
+
+/* ---- modules -------------------------------------------------------- */
+
+nrt_status nrt_module_load(const char *path, nrt_module **out, nrt_error *err)
+{
+    *out = NULL;
+    nrt_module *m = nc_xcalloc(1, sizeof *m);
+    char msg[1024];
+    if (module_read(path, &m->d, msg, sizeof msg) != 0) {
+        free(m);
+        return set_err(err, strstr(msg, "cannot open") || strstr(msg, "cannot read") ? NRT_ERR_IO : NRT_ERR_FORMAT, "%s", msg);
+    }
+    *out = m;
+    return ok(err);
+}
+
+void nrt_module_free(nrt_module *m)
+{
+    if (!m) return;
+    module_data_free(&m->d);
+    free(m);
+}
+
+static void decl_info(const ir_graph *g, const ir_tensor_decl *d, nrt_tensor_info *info)
+{
+    info->name = d->name;
+    info->dtype = (nrt_dtype)d->dtype;
+    info->rank = d->rank;
+    for (int i = 0; i < d->rank; i++) {
+        int64_t v;
+        info->shape[i] = dim_is_const(&g->dims[d->shape[i]], &v) ? v : -1;
+    }
+}
+
+int nrt_module_num_inputs(const nrt_module *m) { return (int)m->d.graph->ninputs; }
+int nrt_module_num_outputs(const nrt_module *m) { return (int)m->d.graph->noutputs; }
+int nrt_module_num_params(const nrt_module *m) { return (int)m->d.graph->nparams; }
+int nrt_module_num_dims(const nrt_module *m) { return (int)m->d.graph->nsyms; }
+const char *nrt_module_dim_name(const nrt_module *m, int i)
+{
+    return i >= 0 && (uint32_t)i < m->d.graph->nsyms ? m->d.graph->sym_names[i] : NULL;
+}
+
+const char *nrt_module_input_dim(const nrt_module *m, int input, int axis)
+{
+    const ir_graph *g = m->d.graph;
+    if (input < 0 || (uint32_t)input >= g->ninputs || axis < 0 || axis >= g->inputs[input].rank) return NULL;
+    const dim_expr *d = &g->dims[g->inputs[input].shape[axis]];
+    if (d->nterms != 1 || d->term[0].coeff != 1 || d->term[0].nfactors != 1) return NULL;
+    return g->sym_names[d->term[0].sym[0]];
+}
+
+nrt_status nrt_module_input(const nrt_module *m, int i, nrt_tensor_info *info)
+{
+    if (i < 0 || (uint32_t)i >= m->d.graph->ninputs) return NRT_ERR_ARGUMENT;
+    decl_info(m->d.graph, &m->d.graph->inputs[i], info);
+    return NRT_OK;
+}
+
+nrt_status nrt_module_param(const nrt_module *m, int i, nrt_tensor_info *info)
+{
+    if (i < 0 || (uint32_t)i >= m->d.graph->nparams) return NRT_ERR_ARGUMENT;
+    decl_info(m->d.graph, &m->d.graph->params[i].decl, info);
+    return NRT_OK;
+}
+
+nrt_status nrt_module_output(const nrt_module *m, int i, nrt_tensor_info *info)
+{
+    const ir_graph *g = m->d.graph;
+    if (i < 0 || (uint32_t)i >= g->noutputs) return NRT_ERR_ARGUMENT;
+    const ir_node *n = &g->nodes[g->outputs[i].value];
+    ir_tensor_decl d = {.name = g->outputs[i].name, .dtype = n->dtype, .rank = n->rank};
+    memcpy(d.shape, n->shape, sizeof d.shape);
+    decl_info(g, &d, info);
+    return NRT_OK;
+}
+
+/* ---- conversions between the caller's layout and the executor's ---- */
+
+static void native_to_tensor(const void *data, cpu_tensor *t)
+{
+    const unsigned char *p = data;
+    for (int64_t i = 0; i < t->numel; i++) {
+        switch (t->dtype) {
+        case NC_F32: memcpy(&t->f[i], p + 4 * i, 4); break;
+        case NC_F16: { uint16_t h; memcpy(&h, p + 2 * i, 2); t->f[i] = nc_f16_bits_to_f32(h); break; }
+        case NC_BF16: { uint16_t h; memcpy(&h, p + 2 * i, 2); t->f[i] = nc_bf16_bits_to_f32(h); break; }
+        case NC_I32: memcpy(&t->i[i], p + 4 * i, 4); break;
+        case NC_U8: t->i[i] = p[i]; break;
+        case NC_BOOL: t->i[i] = p[i] != 0; break;
+        default: break;
+        }
+    }
+}
+
+static void tensor_to_native(const cpu_tensor *t, void *data)
+{
+    unsigned char *p = data;
+    for (int64_t i = 0; i < t->numel; i++) {
+        switch (t->dtype) {
+        case NC_F32: memcpy(p + 4 * i, &t->f[i], 4); break;
+        case NC_F16: { uint16_t h = nc_f32_to_f16_bits(t->f[i]); memcpy(p + 2 * i, &h, 2); break; }
+        case NC_BF16: { uint16_t h = nc_f32_to_bf16_bits(t->f[i]); memcpy(p + 2 * i, &h, 2); break; }
+        case NC_I32: memcpy(p + 4 * i, &t->i[i], 4); break;
+        case NC_U8: p[i] = (unsigned char)t->i[i]; break;
+        case NC_BOOL: p[i] = t->i[i] != 0; break;
+        default: break;
+        }
+    }
+}
+
+/* ---- sessions ------------------------------------------------------- */
+
+nrt_session_opts nrt_session_defaults(void)
+{
+    return (nrt_session_opts){.device = NRT_DEVICE_AUTO, .use_cuda_graph = 1};
+}
+
+const char *nrt_session_device(const nrt_session *s) { return s->device; }
+int64_t nrt_session_arena_bytes(const nrt_session *s) { return s->gpu ? gpu_arena_bytes(s->gpu) : 0; }
+
+static nrt_status bind_dims(nrt_session *s, const nrt_session_opts *o, nrt_error *err)
+{
+    const ir_graph *g = s->g;
+    for (uint32_t k = 0; k < g->nsyms; k++) {
+        int found = -1;
+        for (int i = 0; i < o->ndims; i++)
+            if (strcmp(o->dim_names[i], g->sym_names[k]) == 0) found = i;
+        if (found < 0) return set_err(err, NRT_ERR_ARGUMENT, "symbolic dim %s is not bound (give it a value)", g->sym_names[k]);
+        if (o->dim_values[found] <= 0 || o->dim_values[found] > ((int64_t)1 << 40))
+            return set_err(err, NRT_ERR_ARGUMENT, "dim %s = %lld is not a usable size", g->sym_names[k], (long long)o->dim_values[found]);
+        s->syms[k] = o->dim_values[found];
+    }
+    for (int i = 0; i < o->ndims; i++)
+        if (ir_sym_find(g, o->dim_names[i]) < 0)
+            return set_err(err, NRT_ERR_ARGUMENT, "the module has no symbolic dim %s%s", o->dim_names[i],
+                           g->nsyms ? "" : " (all its dims are fixed)");
+    return NRT_OK;
+}
+
+static void find_nodes(nrt_session *s)
+{
+    const ir_graph *g = s->g;
+    s->input_node = nc_xmalloc((g->ninputs + 1) * sizeof *s->input_node);
+    s->param_node = nc_xmalloc((g->nparams + 1) * sizeof *s->param_node);
+    for (uint32_t i = 0; i < g->ninputs; i++) s->input_node[i] = IR_NONE;
+    for (uint32_t i = 0; i < g->nparams; i++) s->param_node[i] = IR_NONE;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        if (n->op == OP_INPUT) s->input_node[n->attr.index] = v;
+        if (n->op == OP_PARAM) s->param_node[n->attr.index] = v;
+    }
+}
+
+static nrt_status upload_param(nrt_session *s, uint32_t i, nrt_error *err)
+{
+    if (!s->gpu || s->param_node[i] == IR_NONE) return NRT_OK;
+    const cpu_tensor *t = &s->params[i];
+    size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
+    void *buf = nc_xmalloc(bytes ? bytes : 1);
+    tensor_to_native(t, buf);
+    char msg[512];
+    int rc = gpu_upload(s->gpu, s->param_node[i], buf, bytes, msg, sizeof msg);
+    free(buf);
+    return rc ? set_err(err, NRT_ERR_DEVICE, "parameter %s: %s", s->g->params[i].decl.name, msg) : NRT_OK;
+}
+
+nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nrt_session **out, nrt_error *err)
+{
+    *out = NULL;
+    nrt_session_opts def = nrt_session_defaults();
+    if (!o) o = &def;
+    nrt_session *s = nc_xcalloc(1, sizeof *s);
+    s->m = m;
+    s->g = m->d.graph;
+    nrt_status st = bind_dims(s, o, err);
+    if (st) { free(s); return st; }
+    find_nodes(s);
+    const ir_graph *g = s->g;
+    s->inputs = nc_xcalloc(g->ninputs + 1, sizeof *s->inputs);
+    s->input_set = nc_xcalloc(g->ninputs + 1, sizeof *s->input_set);
+    s->params = nc_xcalloc(g->nparams + 1, sizeof *s->params);
+    char msg[1024];
+    for (uint32_t i = 0; i < g->nparams; i++)
+        if (param_init(g, i, o->seed, &s->params[i], msg, sizeof msg) != 0) {
+            nrt_session_free(s);
+            return set_err(err, NRT_ERR_ARGUMENT, "%s", msg);
+        }
+    char why[256] = "";
+    bool want_gpu = o->device == NRT_DEVICE_GPU || (o->device == NRT_DEVICE_AUTO && gpu_probe(why, sizeof why));
+    if (want_gpu) {
+        if (gpu_session_create(&m->d, s->syms, o->gpu_index, o->use_cuda_graph != 0, &s->gpu, s->device, sizeof s->device,
+                               msg, sizeof msg) != 0) {
+            nrt_session_free(s);
+            return set_err(err, NRT_ERR_DEVICE, "cannot use the GPU: %s", msg);
+        }
+        for (uint32_t i = 0; i < g->nparams; i++)
+            if ((st = upload_param(s, i, err)) != NRT_OK) { nrt_session_free(s); return st; }
+    } else {
+        snprintf(s->device, sizeof s->device, "cpu%s%s%s", why[0] ? " (" : "", why, why[0] ? ")" : "");
+    }
+    *out = s;
+    return ok(err);
+}
+
+void nrt_session_free(nrt_session *s)
+{
+    if (!s) return;
+    gpu_session_free(s->gpu);
+    for (uint32_t i = 0; s->g && i < s->g->ninputs; i++) cpu_tensor_free(&s->inputs[i]);
+    for (uint32_t i = 0; s->g && i < s->g->nparams; i++) cpu_tensor_free(&s->params[i]);
+    if (s->have_result) cpu_exec_result_free(&s->result);
+    free(s->inputs);
+    free(s->input_set);
+    free(s->params);
+    free(s->input_node);
+    free(s->param_node);
+    free(s);
+}
+
+/* A declaration's shape at the session's dims. */
+static void bound_shape(const nrt_session *s, const ir_tensor_decl *d, int64_t *shape)
+{
+    for (int i = 0; i < d->rank; i++) {
+        shape[i] = -1;
+        dim_eval(&s->g->dims[d->shape[i]], s->syms, &shape[i]);
+    }
+}
+
+static void format_shape(nc_dtype t, int rank, const int64_t *shape, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "%s[", dtype_name(t));
+    for (int i = 0; i < rank && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+static nrt_status check_tensor(const nrt_session *s, const char *what, const ir_tensor_decl *d, nrt_dtype dtype, int rank,
+                               const int64_t *shape, nrt_error *err)
+{
+    int64_t want[NC_MAX_RANK];
+    bound_shape(s, d, want);
+    bool same = (nc_dtype)dtype == d->dtype && rank == d->rank;
+    for (int i = 0; same && i < rank; i++) same = shape[i] == want[i];
+    if (same) return NRT_OK;
+    char w[256], h[256];
+    format_shape(d->dtype, d->rank, want, w, sizeof w);
+    if (rank < 0 || rank > NC_MAX_RANK || (unsigned)dtype > NRT_BOOL) snprintf(h, sizeof h, "an invalid shape");
+    else format_shape((nc_dtype)dtype, rank, shape, h, sizeof h);
+    return set_err(err, NRT_ERR_ARGUMENT, "%s %s: expected %s, got %s", what, d->name, w, h);
+}
+
+nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dtype, int rank, const int64_t *shape,
+                                 const void *data, nrt_error *err)
+{
+    const ir_graph *g = s->g;
+    uint32_t i = 0;
+    while (i < g->ninputs && strcmp(g->inputs[i].name, name) != 0) i++;
+    if (i == g->ninputs) return set_err(err, NRT_ERR_ARGUMENT, "the module has no input named %s", name);
+    nrt_status st = check_tensor(s, "input", &g->inputs[i], dtype, rank, shape, err);
+    if (st) return st;
+    cpu_tensor *t = &s->inputs[i];
+    cpu_tensor_free(t);
+    if (!cpu_tensor_alloc(t, (nc_dtype)dtype, (uint8_t)rank, shape, (int64_t)16 << 30))
+        return set_err(err, NRT_ERR_MEMORY, "input %s is too large", name);
+    native_to_tensor(data, t);
+    if (s->gpu && s->input_node[i] != IR_NONE) {
+        char msg[512];
+        if (gpu_upload(s->gpu, s->input_node[i], data, (size_t)t->numel * dtype_size(t->dtype), msg, sizeof msg))
+            return set_err(err, NRT_ERR_DEVICE, "input %s: %s", name, msg);
+    }
+    s->input_set[i] = true;
+    return ok(err);
+}
+
+nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
+{
+    const ir_graph *g = s->g;
+    for (uint32_t i = 0; i < g->ninputs; i++)
+        if (!s->input_set[i] && s->input_node[i] != IR_NONE && (!g->train.present || i < g->train.first_train_input))
+            return set_err(err, NRT_ERR_STATE, "input %s was not set", g->inputs[i].name);
+    char msg[1024];
+    if (s->gpu) {
+        if (gpu_run(s->gpu, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
+        s->have_result = false;
+        return ok(err);
+    }
+    if (s->have_result) cpu_exec_result_free(&s->result);
+    s->have_result = false;
+    cpu_exec_opts o = {.syms = s->syms, .inputs = s->inputs, .params = s->params};
+    if (cpu_exec_run(g, &o, &s->result, msg, sizeof msg) != 0) return set_err(err, NRT_ERR_ARGUMENT, "%s", msg);
+    s->have_result = true;
+    return ok(err);
+}
+
+nrt_status nrt_session_input_info(const nrt_session *s, const char *name, nrt_tensor_info *info, nrt_error *err)
+{
+    for (uint32_t i = 0; i < s->g->ninputs; i++) {
+        const ir_tensor_decl *d = &s->g->inputs[i];
+        if (strcmp(d->name, name) != 0) continue;
+        info->name = d->name;
+        info->dtype = (nrt_dtype)d->dtype;
+        info->rank = d->rank;
+        bound_shape(s, d, info->shape);
+        return ok(err);
+    }
+    return set_err(err, NRT_ERR_ARGUMENT, "the module has no input named %s", name);
+}
+
+static int find_output(const ir_graph *g, const char *name)
+{
+    for (uint32_t i = 0; i < g->noutputs; i++)
+        if (strcmp(g->outputs[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+nrt_status nrt_session_output_info(const nrt_session *s, const char *name, nrt_tensor_info *info, nrt_error *err)
+{
+    int k = find_output(s->g, name);
+    if (k < 0) return set_err(err, NRT_ERR_ARGUMENT, "the module has no output named %s", name);
+    const ir_node *n = &s->g->nodes[s->g->outputs[k].value];
+    info->name = s->g->outputs[k].name;
+    info->dtype = (nrt_dtype)n->dtype;
+    info->rank = n->rank;
+    for (int i = 0; i < n->rank; i++) dim_eval(&s->g->dims[n->shape[i]], s->syms, &info->shape[i]);
+    return ok(err);
+}
+
+nrt_status nrt_session_get_output(nrt_session *s, const char *name, void *data, size_t bytes, nrt_error *err)
+{
+    nrt_tensor_info info;
+    nrt_status st = nrt_session_output_info(s, name, &info, err);
+    if (st) return st;
+    int64_t numel = 1;
+    for (int i = 0; i < info.rank; i++) numel *= info.shape[i];
+    size_t want = (size_t)numel * nrt_dtype_size(info.dtype);
+    if (bytes != want) return set_err(err, NRT_ERR_ARGUMENT, "output %s has %zu bytes, the buffer %zu", name, want, bytes);
+    ir_value v = s->g->outputs[find_output(s->g, name)].value;
+    if (s->gpu) {
+        char msg[512];
+        if (gpu_download(s->gpu, v, data, bytes, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
+        return ok(err);
+    }
+    if (!s->have_result) return set_err(err, NRT_ERR_STATE, "no output yet: call nrt_session_run first");
+    tensor_to_native(&s->result.values[v], data);
+    return ok(err);
+}
+
+static int find_param(const ir_graph *g, const char *name)
+{
+    for (uint32_t i = 0; i < g->nparams; i++)
+        if (strcmp(g->params[i].decl.name, name) == 0) return (int)i;
+    return -1;
+}
+
+nrt_status nrt_session_set_param(nrt_session *s, const char *name, nrt_dtype dtype, int rank, const int64_t *shape,
+                                 const void *data, nrt_error *err)
+{
+    int i = find_param(s->g, name);
+    if (i < 0) return set_err(err, NRT_ERR_ARGUMENT, "the module has no parameter named %s", name);
+    nrt_status st = check_tensor(s, "parameter", &s->g->params[i].decl, dtype, rank, shape, err);
+    if (st) return st;
+    native_to_tensor(data, &s->params[i]);
+    return upload_param(s, (uint32_t)i, err);
+}
+
+/* On the GPU the device copy is the truth (training updates it). */
+static nrt_status sync_param_from_gpu(nrt_session *s, uint32_t i, nrt_error *err)
+{
+    if (!s->gpu || s->param_node[i] == IR_NONE) return NRT_OK;
+    cpu_tensor *t = &s->params[i];
+    size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
+    void *buf = nc_xmalloc(bytes ? bytes : 1);
+    char msg[512];
+    int rc = gpu_download(s->gpu, s->param_node[i], buf, bytes, msg, sizeof msg);
+    if (rc == 0) native_to_tensor(buf, t);
+    free(buf);
+    return rc ? set_err(err, NRT_ERR_DEVICE, "%s", msg) : NRT_OK;
+}
+
+nrt_status nrt_session_get_param(nrt_session *s, const char *name, void *data, size_t bytes, nrt_error *err)
+{
+    int i = find_param(s->g, name);
+    if (i < 0) return set_err(err, NRT_ERR_ARGUMENT, "the module has no parameter named %s", name);
+    cpu_tensor *t = &s->params[i];
+    size_t want = (size_t)t->numel * dtype_size(t->dtype);
+    if (bytes != want) return set_err(err, NRT_ERR_ARGUMENT, "parameter %s has %zu bytes, the buffer %zu", name, want, bytes);
+    nrt_status st = sync_param_from_gpu(s, (uint32_t)i, err);
+    if (st) return st;
+    tensor_to_native(t, data);
+    return ok(err);
+}
+
+nrt_status nrt_session_load_weights(nrt_session *s, const char *path, nrt_error *err)
+{
+    const ir_graph *g = s->g;
+    cpu_tensor *loaded = nc_xcalloc(g->nparams + 1, sizeof *loaded);
+    char msg[1024];
+    if (safetensors_load_params(path, g, loaded, false, msg, sizeof msg) != 0) {
+        free(loaded);
+        return set_err(err, strstr(msg, "cannot open") ? NRT_ERR_IO : NRT_ERR_FORMAT, "%s", msg);
+    }
+    nrt_status st = NRT_OK;
+    for (uint32_t i = 0; i < g->nparams; i++) {
+        cpu_tensor_free(&s->params[i]);
+        s->params[i] = loaded[i];
+        if (st == NRT_OK) st = upload_param(s, i, err);
+    }
+    free(loaded);
+    return st ? st : ok(err);
+}
+
+nrt_status nrt_session_save_weights(nrt_session *s, const char *path, nrt_error *err)
+{
+    const ir_graph *g = s->g;
+    st_entry *e = nc_xcalloc(g->nparams + 1, sizeof *e);
+    nrt_status st = NRT_OK;
+    for (uint32_t i = 0; i < g->nparams && st == NRT_OK; i++) {
+        st = sync_param_from_gpu(s, i, err);
+        e[i] = (st_entry){.name = g->params[i].decl.name, .t = &s->params[i]};
+    }
+    char msg[1024];
+    if (st == NRT_OK && safetensors_write(path, e, g->nparams, msg, sizeof msg) != 0) st = set_err(err, NRT_ERR_IO, "%s", msg);
+    free(e);
+    return st ? st : ok(err);
+}

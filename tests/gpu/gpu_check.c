@@ -1,0 +1,171 @@
+/* gpu_check.c - GPU against the CPU executor, with tolerances scaled by
+ * dtype, NaN never passing where the reference has a number, and every
+ * result buffer poisoned before the run. */
+#include "gpu_check.h"
+#include "cpu_exec.h"
+#include "cuda_compile.h"
+#include "cuda_emit.h"
+#include "driver.h"
+#include "gpu.h"
+#include "tensor_io.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double tolerance(nc_dtype t, nc_op op)
+{
+    double base = t == NC_BF16 ? 2e-2 : t == NC_F16 ? 4e-3 : 2e-5;
+    if (nc_ops[op].flags & OPF_ACCUM) base *= 10;       /* summation order differs */
+    return base;
+}
+
+static void to_native(const cpu_tensor *t, unsigned char *p)
+{
+    for (int64_t j = 0; j < t->numel; j++) {
+        switch (t->dtype) {
+        case NC_F32: memcpy(p + 4 * j, &t->f[j], 4); break;
+        case NC_F16: { uint16_t h = nc_f32_to_f16_bits(t->f[j]); memcpy(p + 2 * j, &h, 2); break; }
+        case NC_BF16: { uint16_t h = nc_f32_to_bf16_bits(t->f[j]); memcpy(p + 2 * j, &h, 2); break; }
+        case NC_I32: memcpy(p + 4 * j, &t->i[j], 4); break;
+        default: p[j] = (unsigned char)t->i[j]; break;
+        }
+    }
+}
+
+static double native_get(nc_dtype t, const unsigned char *p, int64_t j)
+{
+    switch (t) {
+    case NC_F32: { float f; memcpy(&f, p + 4 * j, 4); return f; }
+    case NC_F16: { uint16_t h; memcpy(&h, p + 2 * j, 2); return nc_f16_bits_to_f32(h); }
+    case NC_BF16: { uint16_t h; memcpy(&h, p + 2 * j, 2); return nc_bf16_bits_to_f32(h); }
+    case NC_I32: { int32_t x; memcpy(&x, p + 4 * j, 4); return x; }
+    default: return p[j];
+    }
+}
+
+/* Compare one output; prints the first mismatches. */
+static int compare(const gpu_check_opts *o, const ir_graph *g, uint32_t k, const cpu_tensor *ref, const unsigned char *got)
+{
+    const ir_node *n = &g->nodes[g->outputs[k].value];
+    double tol = tolerance(n->dtype, n->op), num = 0, den = 0;
+    int bad = 0;
+    for (int64_t j = 0; j < ref->numel; j++) {
+        double r = cpu_get(ref, j), v = native_get(n->dtype, got, j);
+        bool nan_ok = isnan(r) && isnan(v);
+        bool inf_ok = isinf(r) && r == v;
+        if (nan_ok || inf_ok) continue;
+        bool elem_bad = isnan(v) || isinf(v) != isinf(r) ||
+                        (dtype_is_float(n->dtype) ? fabs(v - r) > tol * (1.0 + fabs(r)) * 4 : v != r);
+        if (elem_bad && bad++ < 5)
+            fprintf(stderr, "  %s output %s[%lld]: gpu %.9g, cpu %.9g\n", o->name, g->outputs[k].name, (long long)j, v, r);
+        if (!isnan(v) && !isinf(r)) num += (v - r) * (v - r), den += r * r;
+    }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    if (dtype_is_float(n->dtype) && rel > tol) {
+        fprintf(stderr, "  %s output %s: relative error %.3g over tolerance %.3g\n", o->name, g->outputs[k].name, rel, tol);
+        bad++;
+    }
+    return bad;
+}
+
+static void random_tensor(cpu_tensor *t, uint64_t seed, uint64_t stream, int int_range)
+{
+    for (int64_t j = 0; j < t->numel; j++) {
+        float u = nc_rng_uniform(seed, stream, (uint64_t)j);
+        cpu_set(t, j, dtype_is_float(t->dtype) ? 4.0 * u - 2.0 : floor(u * int_range));
+    }
+}
+
+int gpu_check(const gpu_check_opts *o)
+{
+    char why[256], err[2048];
+    if (!gpu_probe(why, sizeof why)) return 77;
+    src_table src = {0};
+    uint32_t id = o->source ? src_add(&src, o->name, o->source, strlen(o->source)) : src_load(&src, o->path, err, sizeof err);
+    if (!id) { fprintf(stderr, "%s: %s\n", o->name, err); return 1; }
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    driver_opts dopts = {.dim_names = o->dim_names, .dim_values = o->dim_values, .ndims = o->ndims,
+                         .set_names = o->set_names, .set_values = o->set_values, .nsets = o->nsets, .verify = true};
+    ir_graph *g = driver_compile(&src, id, &dopts, &d);
+    if (!g) { src_free(&src); return 1; }
+    int fails = 0;
+    nrt_module_data m = {.graph = g};
+    nvrtc_image img;
+    char *log = NULL;
+    gpu_session *gs = NULL;
+    cpu_tensor *inputs = nc_xcalloc(g->ninputs + 1, sizeof *inputs), *params = nc_xcalloc(g->nparams + 1, sizeof *params);
+    cpu_exec_result res = {0};
+    int64_t syms[NC_MAX_SYMS] = {0};
+    if (!cuda_emit_program(g, &m.program, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; goto out; }
+    if (!nvrtc_compile(m.program.source, "compute_80", &img, &log)) { fprintf(stderr, "%s: %s\n", o->name, log); fails++; goto out; }
+    nrt_image mi = {.arch = "compute_80", .is_ptx = true, .data = img.data, .size = img.size};
+    m.images = &mi;
+    m.nimages = 1;
+    char desc[256];
+    if (gpu_session_create(&m, syms, 0, o->use_graph, &gs, desc, sizeof desc, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", o->name, err);
+        fails++;
+        goto img_out;
+    }
+    /* inputs and parameters: random, the same on both sides */
+    for (uint32_t i = 0; i < g->ninputs; i++) {
+        int64_t shape[NC_MAX_RANK];
+        for (int k = 0; k < g->inputs[i].rank; k++) dim_eval(&g->dims[g->inputs[i].shape[k]], syms, &shape[k]);
+        cpu_tensor_alloc(&inputs[i], g->inputs[i].dtype, g->inputs[i].rank, shape, (int64_t)1 << 34);
+        random_tensor(&inputs[i], o->seed, 1000 + i, o->int_range);
+    }
+    for (uint32_t i = 0; i < g->nparams; i++)
+        if (param_init(g, i, o->seed, &params[i], err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); fails++; goto sess_out; }
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        const cpu_tensor *t = n->op == OP_INPUT ? &inputs[n->attr.index] : n->op == OP_PARAM ? &params[n->attr.index] : NULL;
+        if (!t) continue;
+        size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
+        unsigned char *buf = nc_xmalloc(bytes + 1);
+        to_native(t, buf);
+        if (gpu_upload(gs, v, buf, bytes, err, sizeof err) != 0) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; }
+        free(buf);
+    }
+    cpu_exec_opts co = {.syms = syms, .inputs = inputs, .params = params};
+    if (cpu_exec_run(g, &co, &res, err, sizeof err) != 0) { fprintf(stderr, "%s: cpu: %s\n", o->name, err); fails++; goto sess_out; }
+    for (int run = 0; run < (o->use_graph ? 3 : 1) && !fails; run++) {
+        if (gpu_poison(gs, err, sizeof err) != 0 || gpu_run(gs, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: gpu: %s\n", o->name, err);
+            fails++;
+            break;
+        }
+        for (uint32_t k = 0; k < g->noutputs; k++) {
+            const cpu_tensor *ref = &res.values[g->outputs[k].value];
+            size_t bytes = (size_t)ref->numel * dtype_size(ref->dtype);
+            unsigned char *got = nc_xmalloc(bytes + 1);
+            if (gpu_download(gs, g->outputs[k].value, got, bytes, err, sizeof err) != 0) {
+                fprintf(stderr, "%s: %s\n", o->name, err);
+                fails++;
+            } else {
+                fails += compare(o, g, k, ref, got);
+            }
+            free(got);
+        }
+    }
+sess_out:
+    gpu_session_free(gs);
+img_out:
+    nvrtc_image_free(&img);
+out:
+    free(log);
+    if (res.values) cpu_exec_result_free(&res);
+    for (uint32_t i = 0; i < g->ninputs; i++) cpu_tensor_free(&inputs[i]);
+    for (uint32_t i = 0; i < g->nparams; i++) cpu_tensor_free(&params[i]);
+    free(inputs);
+    free(params);
+    m.images = NULL;
+    nrt_program_free(&m.program);
+    ir_graph_free(g);
+    src_free(&src);
+    if (fails) fprintf(stderr, "FAIL %s (rerun: the same test with NETC_GPU_CASE=%s NETC_GPU_SEED=%llu)\n", o->name, o->name,
+                       (unsigned long long)o->seed);
+    return fails ? 1 : 0;
+}

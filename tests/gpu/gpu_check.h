@@ -1,0 +1,28 @@
+/* gpu_check.h - compile a .net model in-process, run it on the GPU and on the
+ * CPU executor with the same random inputs and parameters, and compare.
+ * Shared by the op-by-op and the model-by-model GPU tests. */
+#ifndef GPU_CHECK_H
+#define GPU_CHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct gpu_check_opts {
+    const char *name;          /* for messages and the rerun line */
+    const char *source;        /* .net text, or NULL to read path */
+    const char *path;
+    const char *const *dim_names;
+    const int64_t *dim_values;
+    int ndims;
+    const char *const *set_names;   /* --set overrides */
+    const char *const *set_values;
+    int nsets;
+    uint64_t seed;
+    int int_range;             /* integer inputs are drawn from [0, int_range) */
+    bool use_graph;            /* capture and replay (run twice, compare both) */
+} gpu_check_opts;
+
+/* 0 pass, 1 fail, 77 no GPU. Prints what failed and how to rerun. */
+int gpu_check(const gpu_check_opts *o);
+
+#endif

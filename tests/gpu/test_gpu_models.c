@@ -1,0 +1,33 @@
+/* test_gpu_models.c - each example model end to end on the GPU against the
+ * CPU executor (captured as a CUDA graph and replayed). Exits 77 without a GPU. */
+#include "gpu_check.h"
+
+#include <stdio.h>
+
+int main(void)
+{
+    const char *b64[] = {"B"};
+    const int64_t v64[] = {64}, v2[] = {2};
+    const char *bt[] = {"B", "T"};
+    const int64_t vbt[] = {2, 64};
+    const char *small[] = {"L"};
+    const char *small_v[] = {"2"};
+    gpu_check_opts models[] = {
+        {.name = "fashion_mlp", .path = NETC_SOURCE_DIR "/examples/fashion_mlp.net", .dim_names = b64, .dim_values = v64,
+         .ndims = 1, .int_range = 10, .use_graph = true},
+        {.name = "cast_chain", .path = NETC_SOURCE_DIR "/examples/cast_chain.net", .dim_names = b64, .dim_values = v2,
+         .ndims = 1, .int_range = 4096, .use_graph = true},
+        {.name = "gpt2_2layers", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt, .ndims = 2,
+         .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true},
+    };
+    int fails = 0;
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        models[i].seed = 42 + i;
+        int rc = gpu_check(&models[i]);
+        if (rc == 77) { printf("no GPU: skipped\n"); return 77; }
+        if (rc) fails++;
+        else printf("ok %s\n", models[i].name);
+    }
+    printf("%d passed, %d failed\n", 3 - fails, fails);
+    return fails != 0;
+}

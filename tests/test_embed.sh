@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install netc into a temporary prefix, build examples/embed against the
+# installed libnetrt (CMake package), build a module, and run the program on
+# the CPU. Args: SOURCE_DIR BUILD_DIR
+set -euo pipefail
+src=$1 build=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+cmake -S "$src/examples/embed" -B "$tmp/embed" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+cmake --build "$tmp/embed" >/dev/null
+"$tmp/prefix/bin/netc" build "$src/examples/fashion_mlp.net" --target '' -o "$tmp/mlp.netm"
+out=$(LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/embed/embed" "$tmp/mlp.netm" cpu)
+echo "$out"
+grep -q '^device: cpu' <<<"$out"
+[[ $(grep -c '^image [0-3]: class [0-9]' <<<"$out") == 4 ]]
+# pkg-config finds it too
+PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig:$tmp/prefix/lib/x86_64-linux-gnu/pkgconfig" pkg-config --cflags --libs netrt

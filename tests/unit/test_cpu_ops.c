@@ -1,0 +1,1064 @@
+/* test_cpu_ops.c - every op of the table on the CPU executor, against values
+ * computed by hand (the arithmetic is in the comments), plus the executor's
+ * error paths: bad input shapes, indices out of range, absurd sizes.
+ *
+ * Each test builds a tiny graph with the IR API, runs it with keep_all and
+ * compares node values. At the end, an op of ops.def that no test built is
+ * itself a failure, so a new op cannot arrive without a test. */
+#include "cpu_exec.h"
+#include "typecheck.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+static bool tested[OP_COUNT];
+
+#define S(...) (const int64_t[]){__VA_ARGS__}, (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+#define V(...) (const double[]){__VA_ARGS__}, (int)(sizeof((const double[]){__VA_ARGS__}) / sizeof(double))
+#define A(...) (const ir_value[]){__VA_ARGS__}, (int)(sizeof((const ir_value[]){__VA_ARGS__}) / sizeof(ir_value))
+#define NOATTR ((ir_attr){0})
+#define P8 (1.0 / 256)          /* 2^-8: half a bf16 ulp at 1 */
+
+/* ------------------------------------------------------------------ */
+/* harness                                                              */
+
+typedef struct tcase {
+    const char *name;
+    ir_graph *g;
+    cpu_tensor in[16], par[4];
+    int64_t syms[NC_MAX_SYMS];
+    cpu_exec_opts o;
+    cpu_exec_result res;
+    char err[512];
+} tcase;
+
+static void begin(tcase *t, const char *name)
+{
+    memset(t, 0, sizeof *t);
+    t->name = name;
+    t->g = ir_graph_new(name);
+    t->o.keep_all = true;
+}
+
+static void end(tcase *t)
+{
+    cpu_exec_result_free(&t->res);
+    for (uint32_t i = 0; i < t->g->ninputs; i++) cpu_tensor_free(&t->in[i]);
+    for (uint32_t i = 0; i < t->g->nparams; i++) cpu_tensor_free(&t->par[i]);
+    ir_graph_free(t->g);
+}
+
+static void fail(const tcase *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(const tcase *t, const char *fmt, ...)
+{
+    va_list ap;
+    printf("FAIL %s: ", t->name);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    failures++;
+}
+
+static void const_dims(tcase *t, const int64_t *shape, int rank, uint32_t *dims)
+{
+    for (int i = 0; i < rank; i++) dims[i] = ir_dim_const(t->g, shape[i]);
+}
+
+static void fill_tensor(tcase *t, cpu_tensor *x, nc_dtype dt, const int64_t *shape, int rank, const double *vals, int n)
+{
+    if (!cpu_tensor_alloc(x, dt, (uint8_t)rank, shape, 0)) {
+        fail(t, "cannot allocate a test tensor");
+        exit(1);
+    }
+    if (vals && n != x->numel) {
+        fail(t, "test bug: %d values for %lld elements", n, (long long)x->numel);
+        exit(1);
+    }
+    for (int i = 0; vals && i < n; i++) cpu_set(x, i, vals[i]);
+}
+
+/* Declares an input of shape dims (dim ids) and adds its node. */
+static ir_value declare(tcase *t, nc_dtype dt, int rank, const uint32_t *dims)
+{
+    if (t->g->ninputs == NC_COUNT(t->in)) {
+        fail(t, "test bug: more than %d inputs", (int)NC_COUNT(t->in));
+        exit(1);
+    }
+    char name[8];
+    snprintf(name, sizeof name, "x%u", t->g->ninputs);
+    ir_tensor_decl d = {.name = name, .dtype = dt, .rank = (uint8_t)rank};
+    memcpy(d.shape, dims, (size_t)rank * sizeof *dims);
+    ir_node n = {.op = OP_INPUT, .dtype = dt, .rank = (uint8_t)rank, .attr.index = ir_input_add(t->g, &d)};
+    memcpy(n.shape, dims, (size_t)rank * sizeof *dims);
+    tested[OP_INPUT] = true;
+    return ir_add(t->g, &n, NULL, 0);
+}
+
+/* An input with constant dims and its data (NULL data: zeros). */
+static ir_value in(tcase *t, nc_dtype dt, const int64_t *shape, int rank, const double *vals, int n)
+{
+    uint32_t dims[NC_MAX_RANK];
+    const_dims(t, shape, rank, dims);
+    ir_value v = declare(t, dt, rank, dims);
+    fill_tensor(t, &t->in[t->g->ninputs - 1], dt, shape, rank, vals, n);
+    return v;
+}
+
+static ir_value param(tcase *t, nc_dtype dt, const int64_t *shape, int rank, const double *vals, int n)
+{
+    if (t->g->nparams == NC_COUNT(t->par)) {
+        fail(t, "test bug: more than %d params", (int)NC_COUNT(t->par));
+        exit(1);
+    }
+    ir_param p = {.decl = {.name = "w", .dtype = dt, .rank = (uint8_t)rank}};
+    const_dims(t, shape, rank, p.decl.shape);
+    ir_node node = {.op = OP_PARAM, .dtype = dt, .rank = (uint8_t)rank, .attr.index = ir_param_add(t->g, &p)};
+    memcpy(node.shape, p.decl.shape, sizeof node.shape);
+    fill_tensor(t, &t->par[t->g->nparams - 1], dt, shape, rank, vals, n);
+    tested[OP_PARAM] = true;
+    return ir_add(t->g, &node, NULL, 0);
+}
+
+static ir_value build(tcase *t, ir_node proto, const ir_value *args, int nargs)
+{
+    tc_error e;
+    ir_value v;
+    tested[proto.op] = true;
+    if (!ir_build(t->g, &proto, args, (uint16_t)nargs, &v, &e)) {
+        fail(t, "test bug: building %s: %s", op_name(proto.op), e.msg);
+        exit(1);
+    }
+    return v;
+}
+
+static ir_value op(tcase *t, nc_op o, ir_attr a, const ir_value *args, int nargs)
+{
+    return build(t, (ir_node){.op = o, .attr = a}, args, nargs);
+}
+
+/* Ops whose result shape and dtype are given, not derived: fill, iota, reshape, broadcast. */
+static ir_value op_shaped(tcase *t, nc_op o, nc_dtype dt, ir_attr a, const int64_t *shape, int rank,
+                          const ir_value *args, int nargs)
+{
+    ir_node n = {.op = o, .dtype = dt, .rank = (uint8_t)rank, .attr = a};
+    const_dims(t, shape, rank, n.shape);
+    return build(t, n, args, nargs);
+}
+
+static int run_raw(tcase *t)
+{
+    t->o.syms = t->syms;
+    t->o.inputs = t->in;
+    t->o.params = t->par;
+    cpu_exec_result_free(&t->res);
+    return cpu_exec_run(t->g, &t->o, &t->res, t->err, sizeof t->err);
+}
+
+static bool run(tcase *t)
+{
+    if (run_raw(t) == 0) return true;
+    fail(t, "run failed: %s", t->err);
+    return false;
+}
+
+static void run_expect_error(tcase *t, const char *want)
+{
+    if (run_raw(t) == 0) {
+        fail(t, "run succeeded, expected an error containing \"%s\"", want);
+        return;
+    }
+    if (!strstr(t->err, want)) fail(t, "error \"%s\" does not contain \"%s\"", t->err, want);
+    if (t->res.values || t->res.nvalues) fail(t, "a failed run left values behind");
+}
+
+static bool close_to(double got, double want, double tol)
+{
+    if (isnan(want)) return isnan(got);
+    if (isinf(want) || tol == 0) return got == want;
+    return fabs(got - want) <= tol * fmax(1.0, fabs(want));
+}
+
+static const cpu_tensor *value(tcase *t, ir_value v)
+{
+    if (!t->res.values || v >= t->res.nvalues) return NULL;
+    const cpu_tensor *x = &t->res.values[v];
+    return x->f || x->i ? x : NULL;
+}
+
+/* Elementwise comparison; tol 0 = exact (NaN matches NaN). */
+static void expect_tol(tcase *t, const char *what, ir_value v, double tol, const double *want, int n)
+{
+    const cpu_tensor *x = value(t, v);
+    if (!x) {
+        fail(t, "[%s] %%%u has no value", what, v);
+        return;
+    }
+    if (x->numel != n) {
+        fail(t, "[%s] %%%u has %lld elements, expected %d", what, v, (long long)x->numel, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        double got = cpu_get(x, i);
+        if (!close_to(got, want[i], tol))
+            fail(t, "[%s] %s element %d: expected %.9g, got %.9g", what, op_name(t->g->nodes[v].op), i, want[i], got);
+    }
+}
+
+static void expect(tcase *t, const char *what, ir_value v, const double *want, int n)
+{
+    expect_tol(t, what, v, 0, want, n);
+}
+
+static void expect_shape(tcase *t, const char *what, ir_value v, const int64_t *shape, int rank)
+{
+    const cpu_tensor *x = value(t, v);
+    if (!x) {
+        fail(t, "[%s] %%%u has no value", what, v);
+        return;
+    }
+    bool ok = x->rank == rank;
+    for (int i = 0; ok && i < rank; i++) ok = x->shape[i] == shape[i];
+    if (!ok) fail(t, "[%s] %%%u has the wrong shape (rank %d, first dim %lld)", what, v, x->rank,
+                  (long long)(x->rank ? x->shape[0] : -1));
+}
+
+#define TOL 1e-6   /* transcendental results: f32 rounding of the double value, a few ulp */
+
+/* ------------------------------------------------------------------ */
+/* sources                                                              */
+
+static void test_fill_iota(void)
+{
+    tcase t;
+    begin(&t, "fill/iota");
+    ir_value f32 = op_shaped(&t, OP_FILL, NC_F32, (ir_attr){.f = 1.5}, S(2, 2), NULL, 0);
+    ir_value sc = op_shaped(&t, OP_FILL, NC_F32, (ir_attr){.f = 3.25}, NULL, 0, NULL, 0);
+    /* 1 + 3*2^-8 is a bf16 tie between 1+2^-7 (odd) and 1+2^-6 (even): up. */
+    ir_value bf = op_shaped(&t, OP_FILL, NC_BF16, (ir_attr){.f = 1 + 3 * P8}, S(3), NULL, 0);
+    ir_value i32 = op_shaped(&t, OP_FILL, NC_I32, (ir_attr){.f = -2.7}, S(2), NULL, 0);
+    ir_value u8 = op_shaped(&t, OP_FILL, NC_U8, (ir_attr){.f = 300}, S(2), NULL, 0);
+    ir_value bl = op_shaped(&t, OP_FILL, NC_BOOL, (ir_attr){.f = 0.5}, S(2), NULL, 0);
+    ir_value io1 = op_shaped(&t, OP_IOTA, NC_I32, (ir_attr){.axis = 1}, S(2, 3), NULL, 0);
+    ir_value io0 = op_shaped(&t, OP_IOTA, NC_I32, (ir_attr){.axis = 0}, S(2, 3), NULL, 0);
+    ir_value iof = op_shaped(&t, OP_IOTA, NC_F32, (ir_attr){.axis = -1}, S(4), NULL, 0);
+    ir_value iob = op_shaped(&t, OP_IOTA, NC_BF16, (ir_attr){.axis = 0}, S(300), NULL, 0);
+    if (run(&t)) {
+        expect(&t, "fill f32", f32, V(1.5, 1.5, 1.5, 1.5));
+        expect(&t, "fill scalar", sc, V(3.25));
+        expect_shape(&t, "fill scalar", sc, NULL, 0);
+        expect(&t, "fill bf16 tie", bf, V(1 + 4 * P8, 1 + 4 * P8, 1 + 4 * P8));
+        expect(&t, "fill i32 truncates", i32, V(-2, -2));
+        expect(&t, "fill u8 saturates", u8, V(255, 255));
+        expect(&t, "fill bool", bl, V(1, 1));
+        expect(&t, "iota axis 1", io1, V(0, 1, 2, 0, 1, 2));
+        expect(&t, "iota axis 0", io0, V(0, 0, 0, 1, 1, 1));
+        expect(&t, "iota f32", iof, V(0, 1, 2, 3));
+        /* bf16 spacing is 2 in [256, 512): 257 ties to 256 (even), 259 ties to 260. */
+        const cpu_tensor *b = value(&t, iob);
+        if (b && (b->f[255] != 255 || b->f[257] != 256 || b->f[258] != 258 || b->f[259] != 260))
+            fail(&t, "iota bf16: got %g %g %g %g, expected 255 256 258 260", b->f[255], b->f[257], b->f[258],
+                 b->f[259]);
+    }
+    end(&t);
+}
+
+static void test_param(void)
+{
+    tcase t;
+    begin(&t, "param");
+    ir_value x = in(&t, NC_F32, S(2), V(1, 2));
+    ir_value w = param(&t, NC_F32, S(2), V(10, 20));
+    ir_value y = op(&t, OP_ADD, NOATTR, A(x, w));
+    if (run(&t)) {
+        expect(&t, "param value", w, V(10, 20));
+        expect(&t, "input + param", y, V(11, 22));
+    }
+    end(&t);
+}
+
+/* ------------------------------------------------------------------ */
+/* elementwise                                                          */
+
+static void test_unary_numeric(void)
+{
+    tcase t;
+    begin(&t, "unary numeric");
+    ir_value xf = in(&t, NC_F32, S(4), V(1, -2, -0.0, 2.5));
+    ir_value xi = in(&t, NC_I32, S(3), V(5, -3, INT32_MIN));
+    ir_value xs = in(&t, NC_I32, S(2), V(46341, -3));
+    ir_value xu = in(&t, NC_U8, S(2), V(16, 3));
+    ir_value xn = in(&t, NC_F32, S(4), V(-1, 0, 2.5, NAN));
+    ir_value negf = op(&t, OP_NEG, NOATTR, A(xf)), negi = op(&t, OP_NEG, NOATTR, A(xi));
+    ir_value absf = op(&t, OP_ABS, NOATTR, A(xf)), absi = op(&t, OP_ABS, NOATTR, A(xi));
+    ir_value sqf = op(&t, OP_SQUARE, NOATTR, A(xf)), sqi = op(&t, OP_SQUARE, NOATTR, A(xs));
+    ir_value squ = op(&t, OP_SQUARE, NOATTR, A(xu));
+    ir_value reluf = op(&t, OP_RELU, NOATTR, A(xn)), relui = op(&t, OP_RELU, NOATTR, A(xi));
+    if (run(&t)) {
+        expect(&t, "neg f32", negf, V(-1, 2, 0, -2.5));
+        const cpu_tensor *n = value(&t, negf);
+        if (n && !signbit(n->f[0])) fail(&t, "neg(1) lost its sign");
+        /* -INT32_MIN does not fit: wraps back to INT32_MIN. */
+        expect(&t, "neg i32 wraps", negi, V(-5, 3, INT32_MIN));
+        expect(&t, "abs f32", absf, V(1, 2, 0, 2.5));
+        expect(&t, "abs i32 wraps", absi, V(5, 3, INT32_MIN));
+        expect(&t, "square f32", sqf, V(1, 4, 0, 6.25));
+        /* 46341^2 = 2147488281 = 2^31 + 4633 wraps to 2147488281 - 2^32 = -2147479015. */
+        expect(&t, "square i32 wraps", sqi, V(-2147479015.0, 9));
+        expect(&t, "square u8 wraps", squ, V(0, 9));   /* 256 mod 256 */
+        expect(&t, "relu f32, NaN wins", reluf, V(0, 0, 2.5, NAN));
+        expect(&t, "relu i32", relui, V(5, 0, 0));
+    }
+    end(&t);
+}
+
+static void test_unary_float(void)
+{
+    tcase t;
+    begin(&t, "unary float");
+    ir_value x = in(&t, NC_F32, S(4), V(0, 1, -1, 89));
+    ir_value xl = in(&t, NC_F32, S(4), V(1, 4, 0, -1));
+    ir_value xr = in(&t, NC_F32, S(3), V(4, 0.25, 0));
+    ir_value xt = in(&t, NC_F32, S(3), V(0, 1, -20));
+    ir_value xg = in(&t, NC_F32, S(3), V(0, 2, -1000));
+    ir_value xb = in(&t, NC_BF16, S(1), V(1));
+    ir_value xh = in(&t, NC_F16, S(1), V(1));
+    ir_value e = op(&t, OP_EXP, NOATTR, A(x)), l = op(&t, OP_LOG, NOATTR, A(xl));
+    ir_value sq = op(&t, OP_SQRT, NOATTR, A(xl)), rs = op(&t, OP_RSQRT, NOATTR, A(xr));
+    ir_value th = op(&t, OP_TANH, NOATTR, A(xt)), sg = op(&t, OP_SIGMOID, NOATTR, A(xg));
+    ir_value ge = op(&t, OP_GELU, NOATTR, A(x)), gt = op(&t, OP_GELU_TANH, NOATTR, A(x));
+    ir_value si = op(&t, OP_SILU, NOATTR, A(x)), ef = op(&t, OP_ERF, NOATTR, A(x));
+    ir_value eb = op(&t, OP_EXP, NOATTR, A(xb)), eh = op(&t, OP_EXP, NOATTR, A(xh));
+    if (run(&t)) {
+        /* e^89 = 4.49e38 is past FLT_MAX: inf once rounded to f32. */
+        expect_tol(&t, "exp", e, TOL, V(1, 2.718281828459045, 0.36787944117144233, INFINITY));
+        expect_tol(&t, "log", l, TOL, V(0, 1.3862943611198906, -INFINITY, NAN));
+        expect_tol(&t, "sqrt", sq, TOL, V(1, 2, 0, NAN));
+        expect_tol(&t, "rsqrt", rs, TOL, V(0.5, 2, INFINITY));
+        expect_tol(&t, "tanh", th, TOL, V(0, 0.7615941559557649, -1));
+        /* sigmoid(-1000) = 1/(1+e^1000) = 1/inf = 0, no NaN. */
+        expect_tol(&t, "sigmoid", sg, TOL, V(0.5, 0.8807970779778823, 0));
+        /* 0.5*x*(1+erf(x/sqrt2)): x=1 -> 0.841344746, x=-1 -> -0.158655254; x=89 -> 89. */
+        expect_tol(&t, "gelu", ge, TOL, V(0, 0.8413447460685429, -0.15865525393145707, 89));
+        /* 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715x^3))): x=1 -> 0.841191991. */
+        expect_tol(&t, "gelu_tanh", gt, TOL, V(0, 0.8411919906082768, -0.15880800939172324, 89));
+        expect_tol(&t, "silu", si, TOL, V(0, 0.7310585786300049, -0.2689414213699951, 89));
+        /* erf(1) = 0.8427007929497149, erf(-1) = -erf(1), erf(89) = 1. */
+        expect_tol(&t, "erf", ef, TOL, V(0, 0.8427007929497149, -0.8427007929497149, 1));
+        /* e = 2.71828...: bf16 spacing 2^-6 in [2,4): 173.97 steps -> 174*2^-6 = 2.71875;
+         * f16 spacing 2^-9: 1391.76 steps -> 1392*2^-9 = 2.71875 too. Exact, not approximate. */
+        expect(&t, "exp bf16 rounded", eb, V(2.71875));
+        expect(&t, "exp f16 rounded", eh, V(2.71875));
+    }
+    end(&t);
+}
+
+static void test_binary(void)
+{
+    tcase t;
+    begin(&t, "binary");
+    ir_value a = in(&t, NC_F32, S(4), V(1, 2, 1.5, -1));
+    ir_value b = in(&t, NC_F32, S(4), V(0.5, -3, 4, 0));
+    /* bf16 operands, all exact in bf16; the sums are ties: 1 + 2^-8 -> 1 (even),
+     * (1 + 2^-7) + 2^-8 -> 1 + 2^-6 (1 + 2^-7 is odd). */
+    ir_value ab = in(&t, NC_BF16, S(2), V(1, 1 + 2 * P8));
+    ir_value bb = in(&t, NC_BF16, S(2), V(P8, P8));
+    /* f16: spacing 2 above 2048, 2049 -> 2048, 2051 -> 2052. */
+    ir_value ah = in(&t, NC_F16, S(2), V(2048, 2050));
+    ir_value bh = in(&t, NC_F16, S(2), V(1, 1));
+    ir_value ai = in(&t, NC_I32, S(3), V(INT32_MAX, INT32_MIN, 65537));
+    ir_value bi = in(&t, NC_I32, S(3), V(1, 1, 65537));
+    ir_value au = in(&t, NC_U8, S(2), V(200, 3));
+    ir_value bu = in(&t, NC_U8, S(2), V(100, 5));
+    /* (1+2^-12)^2 = 1 + 2^-11 + 2^-24: half an f32 ulp above 1+2^-11, whose last bit is even: down. */
+    ir_value am = in(&t, NC_F32, S(1), V(1 + 1.0 / 4096));
+    ir_value add = op(&t, OP_ADD, NOATTR, A(a, b)), sub = op(&t, OP_SUB, NOATTR, A(a, b));
+    ir_value mul = op(&t, OP_MUL, NOATTR, A(a, b)), div = op(&t, OP_DIV, NOATTR, A(a, b));
+    ir_value addb = op(&t, OP_ADD, NOATTR, A(ab, bb)), addh = op(&t, OP_ADD, NOATTR, A(ah, bh));
+    ir_value addi = op(&t, OP_ADD, NOATTR, A(ai, bi)), subi = op(&t, OP_SUB, NOATTR, A(ai, bi));
+    ir_value muli = op(&t, OP_MUL, NOATTR, A(ai, bi));
+    ir_value addu = op(&t, OP_ADD, NOATTR, A(au, bu)), subu = op(&t, OP_SUB, NOATTR, A(au, bu));
+    ir_value mulm = op(&t, OP_MUL, NOATTR, A(am, am));
+    if (run(&t)) {
+        expect(&t, "add f32", add, V(1.5, -1, 5.5, -1));
+        expect(&t, "sub f32", sub, V(0.5, 5, -2.5, -1));
+        expect(&t, "mul f32", mul, V(0.5, -6, 6, -0.0));
+        expect(&t, "div f32", div, V(2, (double)(float)(-2.0 / 3.0), 0.375, -INFINITY));
+        expect(&t, "add bf16 ties", addb, V(1, 1 + 4 * P8));
+        expect(&t, "add f16 ties", addh, V(2048, 2052));
+        /* INT32_MAX + 1 wraps to INT32_MIN; INT32_MIN - 1 wraps to INT32_MAX;
+         * 65537^2 = 2^32 + 2^17 + 1 -> 131073 mod 2^32. */
+        expect(&t, "add i32 wraps", addi, V(INT32_MIN, INT32_MIN + 1.0, 131074));
+        expect(&t, "sub i32 wraps", subi, V(INT32_MAX - 1.0, INT32_MAX, 0));
+        expect(&t, "mul i32 wraps", muli, V(INT32_MAX, INT32_MIN, 131073));
+        expect(&t, "add u8 wraps", addu, V(44, 8));       /* 300 mod 256 */
+        expect(&t, "sub u8 wraps", subu, V(100, 254));    /* -2 mod 256 */
+        expect(&t, "mul f32 rounds once", mulm, V(1 + 1.0 / 2048));
+    }
+    end(&t);
+}
+
+static void test_div_pow_minmax(void)
+{
+    tcase t;
+    begin(&t, "div/pow/maximum/minimum");
+    ir_value a = in(&t, NC_F32, S(4), V(1, 1, -1, 0));
+    ir_value b = in(&t, NC_F32, S(4), V(4, 0, 0, 0));
+    ir_value ai = in(&t, NC_I32, S(5), V(7, -7, 7, 5, INT32_MIN));
+    ir_value bi = in(&t, NC_I32, S(5), V(2, 2, -2, 0, -1));
+    ir_value pa = in(&t, NC_F32, S(4), V(2, 4, 2, -8));
+    ir_value pb = in(&t, NC_F32, S(4), V(10, 0.5, -1, 0.5));
+    ir_value ma = in(&t, NC_F32, S(4), V(1, NAN, 3, -5));
+    ir_value mb = in(&t, NC_F32, S(4), V(2, 5, NAN, -6));
+    ir_value mia = in(&t, NC_I32, S(2), V(3, -4));
+    ir_value mib = in(&t, NC_I32, S(2), V(2, 7));
+    ir_value d = op(&t, OP_DIV, NOATTR, A(a, b)), di = op(&t, OP_DIV, NOATTR, A(ai, bi));
+    ir_value p = op(&t, OP_POW, NOATTR, A(pa, pb));
+    ir_value mx = op(&t, OP_MAXIMUM, NOATTR, A(ma, mb)), mn = op(&t, OP_MINIMUM, NOATTR, A(ma, mb));
+    ir_value mxi = op(&t, OP_MAXIMUM, NOATTR, A(mia, mib)), mni = op(&t, OP_MINIMUM, NOATTR, A(mia, mib));
+    if (run(&t)) {
+        expect(&t, "div f32 by zero", d, V(0.25, INFINITY, -INFINITY, NAN));
+        /* truncation toward zero; 5/0 -> 0; INT32_MIN/-1 = 2^31 wraps to INT32_MIN */
+        expect(&t, "div i32", di, V(3, -3, -3, 0, INT32_MIN));
+        /* (-8)^0.5 has no real value: NaN */
+        expect(&t, "pow", p, V(1024, 2, 0.5, NAN));
+        expect(&t, "maximum NaN wins", mx, V(2, NAN, NAN, -5));
+        expect(&t, "minimum NaN wins", mn, V(1, NAN, NAN, -6));
+        expect(&t, "maximum i32", mxi, V(3, 7));
+        expect(&t, "minimum i32", mni, V(2, -4));
+    }
+    end(&t);
+}
+
+static void test_compare_where(void)
+{
+    tcase t;
+    begin(&t, "compare/where");
+    ir_value a = in(&t, NC_F32, S(4), V(1, 2, 3, NAN));
+    ir_value b = in(&t, NC_F32, S(4), V(2, 2, 1, NAN));
+    ir_value ai = in(&t, NC_I32, S(3), V(1, 5, -7));
+    ir_value bi = in(&t, NC_I32, S(3), V(5, 5, -8));
+    ir_value eq = op(&t, OP_EQ, NOATTR, A(a, b)), ne = op(&t, OP_NE, NOATTR, A(a, b));
+    ir_value lt = op(&t, OP_LT, NOATTR, A(a, b)), le = op(&t, OP_LE, NOATTR, A(a, b));
+    ir_value gt = op(&t, OP_GT, NOATTR, A(a, b)), ge = op(&t, OP_GE, NOATTR, A(a, b));
+    ir_value lti = op(&t, OP_LT, NOATTR, A(ai, bi)), gei = op(&t, OP_GE, NOATTR, A(ai, bi));
+    ir_value eqb = op(&t, OP_EQ, NOATTR, A(lt, le));
+    ir_value w = op(&t, OP_WHERE, NOATTR, A(lt, a, b));
+    ir_value wi = op(&t, OP_WHERE, NOATTR, A(lti, ai, bi));
+    if (run(&t)) {
+        /* NaN compares false with everything, != is true. */
+        expect(&t, "eq", eq, V(0, 1, 0, 0));
+        expect(&t, "ne", ne, V(1, 0, 1, 1));
+        expect(&t, "lt", lt, V(1, 0, 0, 0));
+        expect(&t, "le", le, V(1, 1, 0, 0));
+        expect(&t, "gt", gt, V(0, 0, 1, 0));
+        expect(&t, "ge", ge, V(0, 1, 1, 0));
+        expect(&t, "lt i32", lti, V(1, 0, 0));
+        expect(&t, "ge i32", gei, V(0, 1, 1));
+        expect(&t, "eq bool", eqb, V(1, 0, 1, 1));
+        if (t.res.values && t.res.values[eq].dtype != NC_BOOL) fail(&t, "compare result is not bool");
+        expect(&t, "where f32", w, V(1, 2, 1, NAN));
+        expect(&t, "where i32", wi, V(1, 5, -8));
+    }
+    end(&t);
+}
+
+static void test_cast(void)
+{
+    tcase t;
+    begin(&t, "cast");
+    ir_value xb = in(&t, NC_F32, S(4), V(1 + P8, 1 + 3 * P8, 3.4e38, -0.0));
+    ir_value xh = in(&t, NC_F32, S(3), V(65519, 70000, 3 * ldexp(1, -25)));
+    ir_value xi = in(&t, NC_F32, S(6), V(2.7, -2.7, 3e9, -3e9, NAN, INFINITY));
+    ir_value xu = in(&t, NC_F32, S(4), V(-1, 255.9, 300, 1.5));
+    ir_value xo = in(&t, NC_F32, S(4), V(0, -0.0, 0.1, NAN));
+    ir_value ii = in(&t, NC_I32, S(3), V(16777217, 257, -5));
+    ir_value iu = in(&t, NC_I32, S(3), V(-5, 300, 7));
+    ir_value bf = op(&t, OP_CAST, (ir_attr){.to = NC_BF16}, A(xb));
+    ir_value back = op(&t, OP_CAST, (ir_attr){.to = NC_F32}, A(bf));
+    ir_value hf = op(&t, OP_CAST, (ir_attr){.to = NC_F16}, A(xh));
+    ir_value toi = op(&t, OP_CAST, (ir_attr){.to = NC_I32}, A(xi));
+    ir_value tou = op(&t, OP_CAST, (ir_attr){.to = NC_U8}, A(xu));
+    ir_value tob = op(&t, OP_CAST, (ir_attr){.to = NC_BOOL}, A(xo));
+    ir_value i2f = op(&t, OP_CAST, (ir_attr){.to = NC_F32}, A(ii));
+    ir_value i2b = op(&t, OP_CAST, (ir_attr){.to = NC_BF16}, A(ii));
+    ir_value i2u = op(&t, OP_CAST, (ir_attr){.to = NC_U8}, A(iu));
+    ir_value u2i = op(&t, OP_CAST, (ir_attr){.to = NC_I32}, A(i2u));
+    ir_value b2i = op(&t, OP_CAST, (ir_attr){.to = NC_I32}, A(tob));
+    ir_value h2b = op(&t, OP_CAST, (ir_attr){.to = NC_BF16}, A(hf));
+    if (run(&t)) {
+        /* ties to even; 3.4e38 is past the bf16 max 3.3895e38 plus half an ulp: inf */
+        expect(&t, "f32->bf16", bf, V(1, 1 + 4 * P8, INFINITY, 0));
+        expect(&t, "f32->bf16->f32", back, V(1, 1 + 4 * P8, INFINITY, 0));
+        const cpu_tensor *z = value(&t, back);
+        if (z && !signbit(z->f[3])) fail(&t, "cast lost the sign of -0");
+        /* 65519 < 65520 -> 65504; 70000 -> inf; 3*2^-25 is a subnormal tie -> 2^-23 */
+        expect(&t, "f32->f16", hf, V(65504, INFINITY, ldexp(1, -23)));
+        expect(&t, "f32->i32 truncates, saturates", toi, V(2, -2, INT32_MAX, INT32_MIN, 0, INT32_MAX));
+        expect(&t, "f32->u8", tou, V(0, 255, 255, 1));
+        expect(&t, "f32->bool", tob, V(0, 0, 1, 1));
+        /* 2^24 + 1 is not an f32: ties to even 2^24; 257 in bf16 ties to 256 */
+        expect(&t, "i32->f32", i2f, V(16777216, 257, -5));
+        expect(&t, "i32->bf16", i2b, V(16777216, 256, -5));
+        expect(&t, "i32->u8 saturates", i2u, V(0, 255, 7));
+        expect(&t, "u8->i32", u2i, V(0, 255, 7));
+        expect(&t, "bool->i32", b2i, V(0, 0, 1, 1));
+        /* 65504 = (2 - 2^-10) * 2^15: bf16 keeps 7 fraction bits and drops 111, more than half: 65536 */
+        expect(&t, "f16->bf16", h2b, V(65536, INFINITY, ldexp(1, -23)));
+    }
+    end(&t);
+}
+
+static void test_dropout(void)
+{
+    enum { N = 10000 };
+    tcase t;
+    /* not training: identity */
+    begin(&t, "dropout (eval)");
+    ir_value x = op_shaped(&t, OP_FILL, NC_F32, (ir_attr){.f = 1.5}, S(4), NULL, 0);
+    ir_value d = op(&t, OP_DROPOUT, (ir_attr){.f = 0.5, .seed = 7}, A(x));
+    if (run(&t)) expect(&t, "dropout identity", d, V(1.5, 1.5, 1.5, 1.5));
+    end(&t);
+
+    /* training: kept elements are 1.5 / (1 - 0.25) = 2 exactly, the others 0 */
+    begin(&t, "dropout (training)");
+    x = op_shaped(&t, OP_FILL, NC_F32, (ir_attr){.f = 1.5}, S(N), NULL, 0);
+    d = op(&t, OP_DROPOUT, (ir_attr){.f = 0.25, .seed = 7}, A(x));
+    ir_value xb = op_shaped(&t, OP_FILL, NC_BF16, (ir_attr){.f = 1}, S(64), NULL, 0);
+    ir_value db = op(&t, OP_DROPOUT, (ir_attr){.f = 0.1, .seed = 1}, A(xb));
+    t.o.training = true;
+    t.o.step = 3;
+    float *mask3 = calloc(N, sizeof *mask3);
+    if (run(&t)) {
+        const cpu_tensor *y = value(&t, d);
+        int dropped = 0, bad = 0, rng = 0;
+        for (int i = 0; y && i < N; i++) {
+            dropped += y->f[i] == 0;
+            bad += y->f[i] != 0 && y->f[i] != 2.0f;
+            rng += (y->f[i] == 0) != (nc_rng_uniform(7, 3, (uint64_t)i) < 0.25f);
+            mask3[i] = y->f[i];
+        }
+        /* binomial(10000, 0.25): sd 0.0043, so +-0.03 is 7 sd */
+        if (!y || dropped < 2200 || dropped > 2800) fail(&t, "dropped %d of %d, expected about 2500", dropped, N);
+        if (bad) fail(&t, "%d kept elements are not exactly 2", bad);
+        if (rng) fail(&t, "%d elements disagree with nc_rng_uniform(seed, step, i) >= p", rng);
+        /* bf16: 1/(1-0.1) = 1.1111 -> 142.2 steps of 2^-7 -> 1.109375 */
+        const cpu_tensor *z = value(&t, db);
+        int kept = 0;
+        for (int i = 0; z && i < 64; i++) {
+            kept += z->f[i] != 0;
+            if (z->f[i] != 0 && z->f[i] != 1.109375f) {
+                fail(&t, "bf16 dropout kept %g, expected 1.109375", z->f[i]);
+                break;
+            }
+        }
+        if (kept == 0) fail(&t, "bf16 dropout kept nothing of 64 at p = 0.1");
+    }
+    /* another step draws another mask */
+    t.o.step = 4;
+    if (run(&t)) {
+        const cpu_tensor *y = value(&t, d);
+        int diff = 0;
+        for (int i = 0; y && i < N; i++) diff += y->f[i] != mask3[i];
+        if (diff < 1000) fail(&t, "steps 3 and 4 differ in %d elements only", diff);
+    }
+    free(mask3);
+    end(&t);
+}
+
+/* ------------------------------------------------------------------ */
+/* reductions                                                           */
+
+static ir_attr axes(int n, int a0, int a1, bool keepdim)
+{
+    ir_attr a = {.naxes = (uint8_t)n, .keepdim = keepdim};
+    a.axes[0] = (int8_t)a0;
+    a.axes[1] = (int8_t)a1;
+    return a;
+}
+
+static void test_reductions(void)
+{
+    tcase t;
+    begin(&t, "reductions");
+    ir_value x = in(&t, NC_F32, S(2, 3), V(1, 2, 3, 4, 5, 6));
+    ir_value x3 = in(&t, NC_F32, S(2, 3, 2), V(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11));
+    /* f32 accumulation would lose every +1 after 2^24; double keeps them */
+    ir_value big = in(&t, NC_F32, S(5), V(16777216, 1, 1, 1, 1));
+    ir_value xb = in(&t, NC_BF16, S(2), V(1, P8));
+    ir_value xi = in(&t, NC_I32, S(2, 2), V(INT32_MAX, 1, -3, 4));
+    ir_value xm = in(&t, NC_F32, S(2, 3), V(1, 5, 3, NAN, 0, 2));
+    ir_value xmean = in(&t, NC_F32, S(3), V(1, 2, 4));
+    ir_value s1 = op(&t, OP_SUM, axes(1, 1, 0, false), A(x));
+    ir_value s0 = op(&t, OP_SUM, axes(1, 0, 0, true), A(x));
+    ir_value sall = op(&t, OP_SUM, NOATTR, A(x));
+    ir_value smid = op(&t, OP_SUM, axes(1, 1, 0, false), A(x3));
+    ir_value sneg = op(&t, OP_SUM, axes(2, -1, 0, false), A(x3));
+    ir_value sbig = op(&t, OP_SUM, NOATTR, A(big));
+    ir_value sb = op(&t, OP_SUM, NOATTR, A(xb));
+    ir_value si = op(&t, OP_SUM, axes(1, 1, 0, false), A(xi));
+    ir_value m1 = op(&t, OP_MEAN, axes(1, 1, 0, false), A(x));
+    ir_value mall = op(&t, OP_MEAN, NOATTR, A(xmean));
+    ir_value mx1 = op(&t, OP_MAX, axes(1, 1, 0, false), A(xm));
+    ir_value mx0 = op(&t, OP_MAX, axes(1, 0, 0, true), A(xm));
+    ir_value mxi = op(&t, OP_MAX, axes(1, 0, 0, false), A(xi));
+    if (run(&t)) {
+        expect(&t, "sum axis 1", s1, V(6, 15));
+        expect(&t, "sum axis 0 keepdim", s0, V(5, 7, 9));
+        expect_shape(&t, "sum keepdim shape", s0, S(1, 3));
+        expect(&t, "sum all", sall, V(21));
+        expect_shape(&t, "sum all is a scalar", sall, NULL, 0);
+        /* x3[i, j, k] = 6i + 2j + k; over j: 6i*3 + (0+2+4) + 3k */
+        expect(&t, "sum middle axis", smid, V(6, 9, 24, 27));
+        expect_shape(&t, "sum middle axis shape", smid, S(2, 2));
+        /* axes {-1, 0} = {0, 2}: over i, k: 4*2j + (0+6)*2 + (0+1)*2 = 8j + 14 */
+        expect(&t, "sum axes -1, 0", sneg, V(14, 22, 30));
+        expect(&t, "sum in double", sbig, V(16777220));
+        expect(&t, "sum bf16 rounds once", sb, V(1));   /* 1 + 2^-8 is a tie: 1 */
+        expect(&t, "sum i32 wraps", si, V(INT32_MIN, 1));
+        expect(&t, "mean axis 1", m1, V(2, 5));
+        expect(&t, "mean", mall, V((double)(float)(7.0 / 3.0)));
+        expect(&t, "max axis 1, NaN wins", mx1, V(5, NAN));
+        expect(&t, "max axis 0", mx0, V(NAN, 5, 3));
+        expect(&t, "max i32", mxi, V(INT32_MAX, 4));
+    }
+    end(&t);
+}
+
+/* ------------------------------------------------------------------ */
+/* row-wise                                                             */
+
+static void test_softmax(void)
+{
+    tcase t;
+    begin(&t, "softmax");
+    ir_value x = in(&t, NC_F32, S(3, 3), V(1, 2, 3, 1000, 1000, -INFINITY, 0, 0, 0));
+    ir_value xb = in(&t, NC_BF16, S(2), V(0, 0));
+    ir_value sm = op(&t, OP_SOFTMAX, NOATTR, A(x)), lsm = op(&t, OP_LOG_SOFTMAX, NOATTR, A(x));
+    ir_value smb = op(&t, OP_SOFTMAX, NOATTR, A(xb));
+    if (run(&t)) {
+        /* e^k / (e + e^2 + e^3); the 1000s would overflow exp without the max subtracted */
+        expect_tol(&t, "softmax", sm, TOL,
+                   V(0.09003057317038046, 0.24472847105479767, 0.6652409557748219, 0.5, 0.5, 0,
+                     1.0 / 3, 1.0 / 3, 1.0 / 3));
+        /* k - log(e + e^2 + e^3) = k - 3.40760596 */
+        expect_tol(&t, "log_softmax", lsm, TOL,
+                   V(-2.40760596444438, -1.4076059644443801, -0.40760596444438013, -0.69314718055994531,
+                     -0.69314718055994531, -INFINITY, -1.0986122886681098, -1.0986122886681098,
+                     -1.0986122886681098));
+        expect(&t, "softmax bf16", smb, V(0.5, 0.5));
+        const cpu_tensor *y = value(&t, sm);
+        for (int r = 0; y && r < 3; r++) {
+            double s = 0;
+            for (int j = 0; j < 3; j++) s += y->f[r * 3 + j];
+            if (fabs(s - 1) > 1e-6) fail(&t, "softmax row %d sums to %.9g", r, s);
+        }
+    }
+    end(&t);
+}
+
+static void test_norms(void)
+{
+    tcase t;
+    begin(&t, "layernorm/rmsnorm");
+    ir_value x = in(&t, NC_F32, S(2, 4), V(1, 2, 3, 4, 5, 5, 5, 5));
+    ir_value w = in(&t, NC_F32, S(4), V(1, 1, 2, 2));
+    ir_value b = in(&t, NC_F32, S(4), V(0, 0, 0, 1));
+    ir_value xr = in(&t, NC_F32, S(1, 2), V(3, 4));
+    ir_value wr = in(&t, NC_F32, S(2), V(1, 2));
+    ir_value ln = op(&t, OP_LAYERNORM, (ir_attr){.f = 0.75}, A(x, w, b));
+    ir_value rn = op(&t, OP_RMSNORM, (ir_attr){.f = 0.5}, A(xr, wr));
+    if (run(&t)) {
+        /* row 1: mean 2.5, biased var (2.25+0.25+0.25+2.25)/4 = 1.25, + eps 0.75 = 2:
+         * (x - 2.5)/sqrt(2) = -1.06066017, -0.35355339, 0.35355339, 1.06066017; then *w + b.
+         * row 2: constant, var 0: (x - mean) = 0, so the result is b. */
+        expect_tol(&t, "layernorm", ln, TOL,
+                   V(-1.0606601717798212, -0.35355339059327373, 0.70710678118654746, 3.1213203435596424, 0, 0, 0, 1));
+        /* mean(x^2) = (9 + 16)/2 = 12.5, + 0.5 = 13: 3/sqrt(13), 4/sqrt(13)*2 */
+        expect_tol(&t, "rmsnorm", rn, TOL, V(0.8320502943378437, 2.2188007849009166));
+    }
+    end(&t);
+}
+
+static void test_cross_entropy(void)
+{
+    tcase t;
+    begin(&t, "cross_entropy");
+    ir_value lg = in(&t, NC_F32, S(2, 3), V(0, 0, 0, 1, 2, 3));
+    ir_value tg = in(&t, NC_I32, S(2), V(0, 2));
+    ir_value lgb = in(&t, NC_BF16, S(2, 3), V(0, 0, 0, 1, 2, 3));
+    ir_value ce = op(&t, OP_CROSS_ENTROPY, NOATTR, A(lg, tg));
+    ir_value ces = op(&t, OP_CROSS_ENTROPY, (ir_attr){.f = 0.1}, A(lg, tg));
+    ir_value ceb = op(&t, OP_CROSS_ENTROPY, NOATTR, A(lgb, tg));
+    if (run(&t)) {
+        /* row 1: uniform over 3, -logp = ln 3 = 1.09861229 for every class.
+         * row 2: lse = log(e + e^2 + e^3) = 3.40760596; -logp[2] = 0.40760596.
+         * mean = (1.09861229 + 0.40760596) / 2 = 0.75310913 */
+        expect_tol(&t, "cross_entropy", ce, TOL, V(0.753109126556245));
+        /* smoothing 0.1: row 1 stays ln 3 (all classes equal). row 2: mean_c(-logp) =
+         * (2.40760596 + 1.40760596 + 0.40760596)/3 = 1.40760596; 0.9*0.40760596 + 0.1*1.40760596
+         * = 0.50760596; mean = (1.09861229 + 0.50760596)/2 = 0.80310913 */
+        expect_tol(&t, "cross_entropy smoothing", ces, TOL, V(0.8031091265562449));
+        expect_tol(&t, "cross_entropy bf16 logits", ceb, TOL, V(0.753109126556245));
+        if (t.res.values && (t.res.values[ceb].dtype != NC_F32 || t.res.values[ceb].rank != 0))
+            fail(&t, "cross_entropy result is not an f32 scalar");
+    }
+    end(&t);
+
+    begin(&t, "cross_entropy (bad target)");
+    lg = in(&t, NC_F32, S(2, 3), V(0, 0, 0, 1, 2, 3));
+    tg = in(&t, NC_I32, S(2), V(0, 3));
+    op(&t, OP_CROSS_ENTROPY, NOATTR, A(lg, tg));
+    run_expect_error(&t, "cross_entropy: target 3 out of range [0, 3)");
+    end(&t);
+}
+
+/* ------------------------------------------------------------------ */
+/* matmul                                                               */
+
+static void test_matmul(void)
+{
+    tcase t;
+    begin(&t, "matmul");
+    /* [[1,2,3],[4,5,6]] x [[7,8],[9,10],[11,12]] = [[58,64],[139,154]] */
+    ir_value a = in(&t, NC_F32, S(2, 3), V(1, 2, 3, 4, 5, 6));
+    ir_value b = in(&t, NC_F32, S(3, 2), V(7, 8, 9, 10, 11, 12));
+    ir_value at = in(&t, NC_F32, S(3, 2), V(1, 4, 2, 5, 3, 6));      /* a stored transposed */
+    ir_value bt = in(&t, NC_F32, S(2, 3), V(7, 9, 11, 8, 10, 12));   /* b stored transposed */
+    /* batch 0: a0 x I = a0; batch 1: a1 x swap = columns swapped */
+    ir_value ab = in(&t, NC_F32, S(2, 2, 2), V(1, 2, 3, 4, 5, 6, 7, 8));
+    ir_value bb = in(&t, NC_F32, S(2, 2, 2), V(1, 0, 0, 1, 0, 1, 1, 0));
+    ir_value m2 = in(&t, NC_F32, S(2, 2), V(1, 1, 0, 1));
+    /* bf16: 1*1 + 2^-8*1 = 1 + 2^-8, a tie: 1 */
+    ir_value a16 = in(&t, NC_BF16, S(1, 2), V(1, P8));
+    ir_value b16 = in(&t, NC_BF16, S(2, 1), V(1, 1));
+    ir_value y = op(&t, OP_MATMUL, NOATTR, A(a, b));
+    ir_value yta = op(&t, OP_MATMUL, (ir_attr){.ta = true}, A(at, b));
+    ir_value ytb = op(&t, OP_MATMUL, (ir_attr){.tb = true}, A(a, bt));
+    ir_value ytab = op(&t, OP_MATMUL, (ir_attr){.ta = true, .tb = true}, A(at, bt));
+    ir_value yb = op(&t, OP_MATMUL, NOATTR, A(ab, bb));
+    ir_value ybc = op(&t, OP_MATMUL, NOATTR, A(ab, m2));
+    ir_value ybta = op(&t, OP_MATMUL, (ir_attr){.ta = true}, A(ab, m2));
+    ir_value y16 = op(&t, OP_MATMUL, NOATTR, A(a16, b16));
+    if (run(&t)) {
+        expect(&t, "matmul", y, V(58, 64, 139, 154));
+        expect(&t, "matmul ta", yta, V(58, 64, 139, 154));
+        expect(&t, "matmul tb", ytb, V(58, 64, 139, 154));
+        expect(&t, "matmul ta tb", ytab, V(58, 64, 139, 154));
+        expect(&t, "matmul batch", yb, V(1, 2, 3, 4, 6, 5, 8, 7));
+        /* [[1,2],[3,4]] x [[1,1],[0,1]] = [[1,3],[3,7]]; [[5,6],[7,8]] -> [[5,11],[7,15]] */
+        expect(&t, "matmul batch x matrix", ybc, V(1, 3, 3, 7, 5, 11, 7, 15));
+        expect_shape(&t, "matmul batch x matrix", ybc, S(2, 2, 2));
+        /* a0^T = [[1,3],[2,4]] -> [[1,4],[2,6]]; a1^T = [[5,7],[6,8]] -> [[5,12],[6,14]] */
+        expect(&t, "matmul batch ta x matrix", ybta, V(1, 4, 2, 6, 5, 12, 6, 14));
+        expect(&t, "matmul bf16 rounds", y16, V(1));
+    }
+    end(&t);
+}
+
+/* Larger shapes against a plain triple loop; small integers keep every sum exact. */
+static void test_matmul_sizes(void)
+{
+    tcase t;
+    begin(&t, "matmul (sizes)");
+    enum { B = 3, M = 5, K = 7, N = 4 };
+    double av[B * M * K], bv[B * K * N], want[B * M * N], want_flat[B * M * N];
+    for (int i = 0; i < B * M * K; i++) av[i] = (i * 7 % 11) - 5;
+    for (int i = 0; i < B * K * N; i++) bv[i] = (i * 5 % 9) - 4;
+    for (int bi = 0; bi < B; bi++)
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double s = 0, s2 = 0;
+                for (int k = 0; k < K; k++) {
+                    s += av[(bi * M + m) * K + k] * bv[(bi * K + k) * N + n];
+                    s2 += av[(bi * M + m) * K + k] * bv[k * N + n];
+                }
+                want[(bi * M + m) * N + n] = s;
+                want_flat[(bi * M + m) * N + n] = s2;
+            }
+    ir_value a = in(&t, NC_F32, S(B, M, K), av, B * M * K);
+    ir_value b = in(&t, NC_F32, S(B, K, N), bv, B * K * N);
+    ir_value b2 = in(&t, NC_F32, S(K, N), bv, K * N);
+    ir_value y = op(&t, OP_MATMUL, NOATTR, A(a, b));
+    ir_value y2 = op(&t, OP_MATMUL, NOATTR, A(a, b2));
+    if (run(&t)) {
+        expect(&t, "batched", y, want, B * M * N);
+        expect(&t, "flattened batch", y2, want_flat, B * M * N);
+    }
+    end(&t);
+}
+
+/* ------------------------------------------------------------------ */
+/* data movement                                                        */
+
+static void test_transpose_reshape(void)
+{
+    tcase t;
+    begin(&t, "transpose/reshape");
+    ir_value x = in(&t, NC_F32, S(2, 3), V(1, 2, 3, 4, 5, 6));
+    ir_value x3 = in(&t, NC_I32, S(2, 2, 3), V(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11));
+    ir_attr perm = {.naxes = 3};
+    perm.axes[0] = 2, perm.axes[1] = 0, perm.axes[2] = 1;
+    ir_value tr = op(&t, OP_TRANSPOSE, NOATTR, A(x));
+    ir_value tp = op(&t, OP_TRANSPOSE, perm, A(x3));
+    ir_value rs = op_shaped(&t, OP_RESHAPE, NC_F32, NOATTR, S(3, 1, 2), A(x));
+    if (run(&t)) {
+        expect(&t, "transpose last two", tr, V(1, 4, 2, 5, 3, 6));
+        expect_shape(&t, "transpose last two", tr, S(3, 2));
+        /* out[i, j, k] = in[j, k, i] = 6j + 3k + i, out shape (3, 2, 2) */
+        expect(&t, "transpose perm [2, 0, 1]", tp, V(0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11));
+        expect_shape(&t, "transpose perm", tp, S(3, 2, 2));
+        expect(&t, "reshape", rs, V(1, 2, 3, 4, 5, 6));
+        expect_shape(&t, "reshape", rs, S(3, 1, 2));
+    }
+    end(&t);
+}
+
+/* x[:, 1 : T+1] with T a symbol; bound to 3 it fits, bound to 5 it runs past the axis. */
+static void build_sym_slice(tcase *t, ir_value *x, ir_value *y, ir_value *y0)
+{
+    int T = ir_sym_add(t->g, "T");
+    *x = in(t, NC_F32, S(2, 5), V(0, 1, 2, 3, 4, 5, 6, 7, 8, 9));
+    dim_expr ts = dim_sym(T), one = dim_const(1), hi;
+    dim_add(&ts, &one, &hi);
+    ir_attr a = {.axis = -1, .lo = ir_dim_const(t->g, 1), .hi = ir_dim_intern(t->g, &hi)};
+    *y = op(t, OP_SLICE, a, A(*x));
+    ir_attr r = {.axis = 0, .lo = ir_dim_const(t->g, 1), .hi = ir_dim_const(t->g, 2)};
+    *y0 = op(t, OP_SLICE, r, A(*x));
+}
+
+static void test_slice(void)
+{
+    tcase t;
+    ir_value x, y, y0;
+    begin(&t, "slice");
+    build_sym_slice(&t, &x, &y, &y0);
+    t.syms[0] = 3;
+    if (run(&t)) {
+        expect(&t, "slice [1, T+1) at T=3", y, V(1, 2, 3, 6, 7, 8));
+        expect_shape(&t, "slice shape", y, S(2, 3));
+        expect(&t, "slice rows [1, 2)", y0, V(5, 6, 7, 8, 9));
+    }
+    t.syms[0] = 5;
+    run_expect_error(&t, "slice: range [1, 6) out of bounds for an axis of size 5");
+    end(&t);
+}
+
+static void test_concat(void)
+{
+    tcase t;
+    begin(&t, "concat");
+    ir_value a = in(&t, NC_F32, S(2, 1), V(1, 2));
+    ir_value b = in(&t, NC_F32, S(2, 2), V(3, 4, 5, 6));
+    ir_value c = in(&t, NC_I32, S(1, 2), V(7, 8));
+    ir_value d = in(&t, NC_I32, S(2, 2), V(1, 2, 3, 4));
+    ir_value y1 = op(&t, OP_CONCAT, (ir_attr){.axis = 1}, A(a, b));
+    ir_value y0 = op(&t, OP_CONCAT, (ir_attr){.axis = 0}, A(c, d, c));
+    if (run(&t)) {
+        expect(&t, "concat axis 1", y1, V(1, 3, 4, 2, 5, 6));
+        expect_shape(&t, "concat axis 1", y1, S(2, 3));
+        expect(&t, "concat axis 0, three operands", y0, V(7, 8, 1, 2, 3, 4, 7, 8));
+        expect_shape(&t, "concat axis 0", y0, S(4, 2));
+    }
+    end(&t);
+}
+
+static void test_broadcast(void)
+{
+    tcase t;
+    begin(&t, "broadcast");
+    ir_value r = in(&t, NC_F32, S(3), V(1, 2, 3));
+    ir_value col = in(&t, NC_F32, S(2, 1), V(1, 2));
+    ir_value mid = in(&t, NC_I32, S(2, 1, 2), V(1, 2, 3, 4));
+    ir_value b1 = op_shaped(&t, OP_BROADCAST, NC_F32, NOATTR, S(2, 3), A(r));
+    ir_value b2 = op_shaped(&t, OP_BROADCAST, NC_F32, NOATTR, S(2, 3), A(col));
+    ir_value b3 = op_shaped(&t, OP_BROADCAST, NC_I32, NOATTR, S(2, 2, 2), A(mid));
+    ir_value b4 = op_shaped(&t, OP_BROADCAST, NC_F32, NOATTR, S(2, 2, 3), A(col));
+    if (run(&t)) {
+        expect(&t, "[3] -> [2, 3]", b1, V(1, 2, 3, 1, 2, 3));
+        expect(&t, "[2, 1] -> [2, 3]", b2, V(1, 1, 1, 2, 2, 2));
+        expect(&t, "[2, 1, 2] -> [2, 2, 2]", b3, V(1, 2, 1, 2, 3, 4, 3, 4));
+        expect(&t, "[2, 1] -> [2, 2, 3]", b4, V(1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2));
+    }
+    end(&t);
+}
+
+static void test_gather_scatter(void)
+{
+    tcase t;
+    begin(&t, "gather/scatter_add");
+    ir_value tab = in(&t, NC_F32, S(4, 2), V(0, 1, 10, 11, 20, 21, 30, 31));
+    ir_value idx = in(&t, NC_I32, S(2, 2), V(3, 0, 1, 3));
+    ir_value ti = in(&t, NC_I32, S(3), V(5, 6, 7));
+    ir_value si = in(&t, NC_I32, S(4), V(1, 0, 1, 1));
+    ir_value src = in(&t, NC_F32, S(4, 2), V(1, 2, 3, 4, 5, 6, 7, 8));
+    ir_value sb = in(&t, NC_I32, S(3), V(0, 0, 0));
+    ir_value srcb = in(&t, NC_BF16, S(3), V(1, P8, P8));
+    ir_value g = op(&t, OP_GATHER, NOATTR, A(tab, idx));
+    ir_value gi = op(&t, OP_GATHER, NOATTR, A(ti, si));
+    ir_value sc = op(&t, OP_SCATTER_ADD, (ir_attr){.lo = ir_dim_const(t.g, 3)}, A(si, src));
+    ir_value scb = op(&t, OP_SCATTER_ADD, (ir_attr){.lo = ir_dim_const(t.g, 2)}, A(sb, srcb));
+    if (run(&t)) {
+        expect(&t, "gather", g, V(30, 31, 0, 1, 10, 11, 30, 31));
+        expect_shape(&t, "gather", g, S(2, 2, 2));
+        expect(&t, "gather i32 rank 1", gi, V(6, 5, 6, 6));
+        /* row 0 gets src[1]; row 1 gets src[0] + src[2] + src[3]; row 2 nothing */
+        expect(&t, "scatter_add repeated", sc, V(3, 4, 13, 16, 0, 0));
+        /* 1 + 2^-8 + 2^-8 = 1 + 2^-7, exact in bf16; a bf16 running sum would tie back to 1 twice */
+        expect(&t, "scatter_add bf16 sums in double", scb, V(1 + 2 * P8, 0));
+    }
+    end(&t);
+
+    begin(&t, "gather (index out of range)");
+    tab = in(&t, NC_F32, S(50304, 1), NULL, 0);
+    idx = in(&t, NC_I32, S(2), V(1, 70000));
+    op(&t, OP_GATHER, NOATTR, A(tab, idx));
+    run_expect_error(&t, "gather: index 70000 out of range [0, 50304)");
+    end(&t);
+
+    begin(&t, "gather (negative index)");
+    tab = in(&t, NC_F32, S(4, 2), NULL, 0);
+    idx = in(&t, NC_I32, S(1), V(-1));
+    op(&t, OP_GATHER, NOATTR, A(tab, idx));
+    run_expect_error(&t, "gather: index -1 out of range [0, 4)");
+    end(&t);
+
+    begin(&t, "scatter_add (index out of range)");
+    si = in(&t, NC_I32, S(2), V(0, 3));
+    src = in(&t, NC_F32, S(2), V(1, 2));
+    op(&t, OP_SCATTER_ADD, (ir_attr){.lo = ir_dim_const(t.g, 3)}, A(si, src));
+    run_expect_error(&t, "scatter_add: index 3 out of range [0, 3)");
+    end(&t);
+}
+
+/* ------------------------------------------------------------------ */
+/* the executor                                                         */
+
+static void test_input_mismatch(void)
+{
+    tcase t;
+    begin(&t, "input shape mismatch");
+    int B = ir_sym_add(t.g, "B");
+    dim_expr bs = dim_sym(B);
+    uint32_t dims[3] = {ir_dim_intern(t.g, &bs), ir_dim_const(t.g, 28), ir_dim_const(t.g, 28)};
+    ir_value x = declare(&t, NC_U8, 3, dims);
+    op(&t, OP_CAST, (ir_attr){.to = NC_F32}, A(x));
+    t.syms[B] = 64;
+    fill_tensor(&t, &t.in[0], NC_U8, S(64, 784), NULL, 0);
+    run_expect_error(&t, "input x0: expected u8[64, 28, 28], got u8[64, 784]");
+    cpu_tensor_free(&t.in[0]);
+    fill_tensor(&t, &t.in[0], NC_I32, S(64, 28, 28), NULL, 0);
+    run_expect_error(&t, "input x0: expected u8[64, 28, 28], got i32[64, 28, 28]");
+    cpu_tensor_free(&t.in[0]);
+    fill_tensor(&t, &t.in[0], NC_U8, S(64, 28, 28), NULL, 0);
+    if (run(&t)) expect_shape(&t, "input accepted", x, S(64, 28, 28));
+    t.syms[B] = -1;
+    run_expect_error(&t, "B = -1");
+    end(&t);
+}
+
+static void test_absurd_sizes(void)
+{
+    tcase t;
+    begin(&t, "absurd sizes");
+    int N = ir_sym_add(t.g, "N");
+    dim_expr ns = dim_sym(N);
+    ir_node f = {.op = OP_FILL, .dtype = NC_F32, .rank = 1, .attr.f = 1};
+    f.shape[0] = ir_dim_intern(t.g, &ns);
+    build(&t, f, NULL, 0);
+    t.syms[N] = 1000000000000;   /* 1e12 floats = 4 TB */
+    run_expect_error(&t, "over the limit");
+    t.syms[N] = 4;
+    if (!run(&t)) fail(&t, "a small binding of the same graph failed");
+    t.o.max_bytes = 8;           /* 4 floats are 16 bytes */
+    run_expect_error(&t, "over the limit of 8 bytes");
+    end(&t);
+
+    begin(&t, "absurd sizes (overflow)");
+    N = ir_sym_add(t.g, "N");
+    ns = dim_sym(N);
+    f.rank = 3;
+    f.shape[0] = f.shape[1] = f.shape[2] = ir_dim_intern(t.g, &ns);
+    build(&t, f, NULL, 0);
+    t.syms[N] = 3000000;         /* (3e6)^3 = 2.7e19 elements: more than int64 holds */
+    run_expect_error(&t, "more elements than fit");
+    end(&t);
+}
+
+/* Without keep_all, values die after their last use; outputs survive. */
+static void test_freeing(void)
+{
+    tcase t;
+    begin(&t, "freeing");
+    ir_value x = in(&t, NC_F32, S(2), V(0, 1));
+    ir_value e = op(&t, OP_EXP, NOATTR, A(x));
+    ir_value n = op(&t, OP_NEG, NOATTR, A(e));
+    ir_value p = op(&t, OP_MUL, NOATTR, A(e, e));   /* e dies here, read twice */
+    ir_value s = op(&t, OP_ADD, NOATTR, A(n, p));
+    ir_value dead = op(&t, OP_SQUARE, NOATTR, A(x));
+    ir_value w = param(&t, NC_F32, S(2), V(3, 4));
+    ir_output_add(t.g, "n", n);
+    ir_output_add(t.g, "s", s);
+    ir_output_add(t.g, "w", w);      /* a source that is an output is copied, not aliased */
+    t.o.keep_all = false;
+    if (run(&t)) {
+        const cpu_tensor *wv = value(&t, w);
+        if (!wv || wv->f == t.par[0].f || t.res.borrowed[w]) fail(&t, "an output aliases the caller's param");
+        cpu_tensor_free(&t.par[0]);  /* the caller replaces its param: the output must survive */
+        fill_tensor(&t, &t.par[0], NC_F32, S(2), V(5, 6));
+        expect(&t, "param output", w, V(3, 4));
+        if (value(&t, e) || value(&t, p) || value(&t, dead) || value(&t, x)) fail(&t, "a dead value was kept");
+        expect_tol(&t, "output used later", n, TOL, V(-1, -2.718281828459045));
+        /* -e^x + e^2x: x=0 -> 0, x=1 -> 7.38905610 - 2.71828183 */
+        expect_tol(&t, "output", s, TOL, V(0, 4.670774270471605));
+    }
+    if (!t.in[0].f || t.in[0].f[1] != 1) fail(&t, "the caller's input was freed or changed");
+    end(&t);
+}
+
+static void check_coverage(void)
+{
+    for (int o = 0; o < OP_COUNT; o++)
+        if (!tested[o]) {
+            printf("FAIL coverage: op %s has no test\n", op_name((nc_op)o));
+            failures++;
+        }
+}
+
+int main(void)
+{
+    test_fill_iota();
+    test_param();
+    test_unary_numeric();
+    test_unary_float();
+    test_binary();
+    test_div_pow_minmax();
+    test_compare_where();
+    test_cast();
+    test_dropout();
+    test_reductions();
+    test_softmax();
+    test_norms();
+    test_cross_entropy();
+    test_matmul();
+    test_matmul_sizes();
+    test_transpose_reshape();
+    test_slice();
+    test_concat();
+    test_broadcast();
+    test_gather_scatter();
+    test_input_mismatch();
+    test_absurd_sizes();
+    test_freeing();
+    check_coverage();
+    if (failures) {
+        printf("test_cpu_ops: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_cpu_ops: ok\n");
+    return 0;
+}

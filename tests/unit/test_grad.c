@@ -1,0 +1,196 @@
+/* test_grad.c - every differentiable op's gradient rule against central
+ * finite differences on the CPU executor. Each case is a tiny model whose
+ * loss is a weighted sum of the op's result, so every output element counts
+ * with a different weight. NETC_GRAD_CASE=name runs one case. */
+#include "autodiff.h"
+#include "cpu_exec.h"
+#include "driver.h"
+#include "tensor_io.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct grad_case {
+    const char *name;
+    const char *body;          /* statements computing y from parameters a (and b, c) */
+    const char *params;        /* declarations */
+} grad_case;
+
+/* Finite-difference step and tolerance where the defaults (1e-3, 1e-2) do not
+ * fit: through bf16 the loss is piecewise constant at the scale of one ulp
+ * (2^-8), so the step must span many ulps and the check is coarser. */
+static const struct {
+    const char *name;
+    double step, tol;
+} fd_overrides[] = {{"cast", 0.1, 0.06}};
+
+/* Shapes stay tiny: finite differences cost two forward runs per element. */
+static const grad_case cases[] = {
+    {"add", "y = a + b", "param a: f32[3, 4] = normal(1)\n param b: f32[4] = normal(1)"},
+    {"sub", "y = a - b", "param a: f32[3, 4] = normal(1)\n param b: f32[3, 1] = normal(1)"},
+    {"mul", "y = a * b", "param a: f32[3, 4] = normal(1)\n param b: f32[3, 4] = normal(1)"},
+    {"div", "y = a / (abs(b) + 1.0)", "param a: f32[3, 4] = normal(1)\n param b: f32[3, 4] = normal(1)"},
+    {"neg_abs", "y = -abs(a)", "param a: f32[3, 4] = normal(1)"},
+    {"exp_log", "y = exp(a) + log(abs(a) + 0.5)", "param a: f32[3, 4] = normal(1)"},
+    {"sqrt_rsqrt", "y = sqrt(abs(a) + 0.5) + rsqrt(abs(a) + 0.5)", "param a: f32[3, 4] = normal(1)"},
+    {"square_tanh", "y = square(a) + tanh(a)", "param a: f32[3, 4] = normal(1)"},
+    {"sigmoid_erf", "y = sigmoid(a) + erf(a)", "param a: f32[3, 4] = normal(1)"},
+    {"relu", "y = relu(a)", "param a: f32[3, 4] = normal(1)"},
+    {"gelu", "y = gelu(a) + gelu_tanh(a * 2.0)", "param a: f32[3, 4] = normal(1)"},
+    {"silu", "y = silu(a)", "param a: f32[3, 4] = normal(1)"},
+    {"pow", "y = pow(abs(a) + 0.5, b)", "param a: f32[3, 4] = normal(1)\n param b: f32[3, 4] = normal(0.5)"},
+    {"maximum", "y = maximum(a, b) + minimum(a, b * 2.0)", "param a: f32[3, 4] = normal(1)\n param b: f32[3, 4] = normal(1)"},
+    {"where", "y = where(a > b, a * 3.0, b)", "param a: f32[3, 4] = normal(1)\n param b: f32[3, 4] = normal(1)"},
+    {"cast", "y = f32(bf16(a) * bf16(b))", "param a: f32[3, 4] = normal(1)\n param b: f32[3, 4] = normal(1)"},
+    {"sum_mean", "y = sum(a, axis: 1, keepdim: true) + mean(a, axis: 0)", "param a: f32[3, 4] = normal(1)"},
+    {"max", "y = max(a, axis: -1)", "param a: f32[3, 4] = normal(1)"},
+    {"softmax", "y = softmax(a) + log_softmax(a * 2.0)", "param a: f32[3, 5] = normal(1)"},
+    {"layernorm", "y = layernorm(a, w, b)", "param a: f32[3, 6] = normal(1)\n param w: f32[6] = normal(1)\n param b: f32[6] = normal(1)"},
+    {"rmsnorm", "y = rmsnorm(a, w)", "param a: f32[3, 6] = normal(1)\n param w: f32[6] = normal(1)"},
+    {"cross_entropy", "y = cross_entropy(a, iota([3], dtype: i32)) + cross_entropy(a * 2.0, iota([3], dtype: i32), smoothing: 0.2)",
+     "param a: f32[3, 5] = normal(1)"},
+    {"matmul", "y = a @ b + matmul(a, c, transpose_b: true)", "param a: f32[3, 4] = normal(1)\n param b: f32[4, 5] = normal(1)\n param c: f32[5, 4] = normal(1)"},
+    {"matmul_t", "y = matmul(a, b, transpose_a: true)", "param a: f32[4, 3] = normal(1)\n param b: f32[4, 2] = normal(1)"},
+    {"matmul_batch", "y = a @ b + a @ c", "param a: f32[2, 3, 4] = normal(1)\n param b: f32[2, 4, 2] = normal(1)\n param c: f32[4, 2] = normal(1)"},
+    {"transpose", "y = transpose(a, [2, 0, 1]) * 1.5", "param a: f32[2, 3, 4] = normal(1)"},
+    {"reshape", "y = reshape(a, [4, 3]) * 1.5", "param a: f32[3, 4] = normal(1)"},
+    {"slice", "y = slice(a, axis: 1, start: 1, end: 3)", "param a: f32[3, 4] = normal(1)"},
+    {"concat", "y = concat([a, b, a], axis: 1)", "param a: f32[3, 2] = normal(1)\n param b: f32[3, 1] = normal(1)"},
+    {"broadcast", "y = a + b * 2.0", "param a: f32[2, 3, 4] = normal(1)\n param b: f32[3, 1] = normal(1)"},
+    {"gather", "y = gather(a, reshape(iota([4], dtype: i32), [2, 2]) / 2)", "param a: f32[3, 4] = normal(1)"},
+    {"scatter_add", "y = scatter_add(reshape(iota([4], dtype: i32), [4]) / 2, a, rows: 3)", "param a: f32[4, 3] = normal(1)"},
+};
+
+static int failures;
+
+static double loss_of(const ir_graph *g, cpu_tensor *params, ir_value loss)
+{
+    cpu_exec_opts o = {.params = params};
+    cpu_exec_result res;
+    char err[512];
+    if (cpu_exec_run(g, &o, &res, err, sizeof err)) {
+        fprintf(stderr, "run: %s\n", err);
+        return NAN;
+    }
+    double v = res.values[loss].f[0];
+    cpu_exec_result_free(&res);
+    return v;
+}
+
+static void run_case(const grad_case *c)
+{
+    const char *stmts = c->body;
+    /* loss = sum(y * w) with w = 1 + 0.37 * index: every element of y counts
+     * with its own weight. w needs y's shape: compile once to learn it. */
+    src_table src = {0};
+    char probe[2048];
+    snprintf(probe, sizeof probe, "model m() {\n %s\n %s\n return y\n}\n", c->params, stmts);
+    uint32_t id = src_add(&src, c->name, probe, strlen(probe));
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    driver_opts po = {.verify = true};
+    ir_graph *pg = driver_compile(&src, id, &po, &d);
+    if (!pg) { failures++; src_free(&src); return; }
+    const ir_node *yn = &pg->nodes[pg->outputs[0].value];
+    char shape[256] = "[";
+    int64_t numel = 1;
+    for (int k = 0; k < yn->rank; k++) {
+        int64_t v;
+        dim_is_const(&pg->dims[yn->shape[k]], &v);
+        numel *= v;
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", k ? ", " : "", (long long)v);
+    }
+    strcat(shape, "]");
+    ir_graph_free(pg);
+    char source[4096];
+    snprintf(source, sizeof source,
+             "model m() -> f32 {\n %s\n %s\n w = 1.0 + 0.37 * f32(reshape(iota([%lld], dtype: i32), %s))\n return sum(y * w)\n}\n"
+             "train m { optimizer sgd(lr: 1.0) }\n",
+             c->params, stmts, (long long)numel, shape);
+    id = src_add(&src, c->name, source, strlen(source));
+    driver_opts o = {.verify = true, .keep_loss = true};
+    ir_graph *g = driver_compile(&src, id, &o, &d);
+    if (!g) { failures++; src_free(&src); return; }
+    ir_value *grads = nc_xmalloc((g->nparams + 1) * sizeof *grads);
+    char err[1024];
+    if (!autodiff_run(g, IR_NONE, grads, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", c->name, err);
+        failures++;
+        goto done;
+    }
+    ir_output_add(g, "loss", g->train.loss);     /* outputs are kept; other values die at their last use */
+    for (uint32_t i = 0; i < g->nparams; i++)
+        if (grads[i] != IR_NONE) ir_output_add(g, g->params[i].decl.name, grads[i]);
+    if (ir_verify(g, stderr)) { failures++; goto done; }
+    cpu_tensor *params = nc_xcalloc(g->nparams + 1, sizeof *params);
+    for (uint32_t i = 0; i < g->nparams; i++) param_init(g, i, 7, &params[i], err, sizeof err);
+    cpu_exec_opts eo = {.params = params, .keep_all = false};
+    cpu_exec_result res;
+    if (cpu_exec_run(g, &eo, &res, err, sizeof err)) { fprintf(stderr, "%s: %s\n", c->name, err); failures++; goto free_params; }
+    int bad = 0, kinks = 0, checked = 0;
+    double step = 1e-3, tol = 1e-2;
+    for (size_t k = 0; k < NC_COUNT(fd_overrides); k++)
+        if (!strcmp(fd_overrides[k].name, c->name)) step = fd_overrides[k].step, tol = fd_overrides[k].tol;
+    for (uint32_t i = 0; i < g->nparams; i++) {
+        if (grads[i] == IR_NONE) { fprintf(stderr, "%s: no gradient for %s\n", c->name, g->params[i].decl.name); bad++; continue; }
+        const cpu_tensor *an = &res.values[grads[i]];
+        cpu_tensor *p = &params[i];
+        for (int64_t j = 0; j < p->numel; j++) {
+            /* central differences at two step sizes; where they disagree a
+             * kink (relu, abs, max) lies within a step: no derivative to check */
+            double fd[2];
+            float saved = p->f[j];
+            for (int k = 0; k < 2; k++) {
+                double h = (k ? step : 2 * step) * fmax(1.0, fabs(saved));
+                float up = (float)(saved + h), down = (float)(saved - h);
+                p->f[j] = up;
+                double lp = loss_of(g, params, g->train.loss);
+                p->f[j] = down;
+                double lm = loss_of(g, params, g->train.loss);
+                fd[k] = (lp - lm) / ((double)up - (double)down);
+            }
+            p->f[j] = saved;
+            if (fabs(fd[0] - fd[1]) > tol * fmax(1.0, fabs(fd[1]))) { kinks++; continue; }
+            double a = an->f[j];
+            if (!(fabs(a - fd[1]) <= tol * fmax(1.0, fabs(fd[1])))) {
+                if (bad++ < 4)
+                    fprintf(stderr, "%s: d loss / d %s[%lld]: autodiff %.6g, finite difference %.6g\n", c->name,
+                            g->params[i].decl.name, (long long)j, a, fd[1]);
+            }
+            checked++;
+        }
+    }
+    if (checked < kinks * 4) {   /* most elements skipped: the case checks too little */
+        fprintf(stderr, "%s: %d elements near a kink, only %d checked\n", c->name, kinks, checked);
+        bad++;
+    }
+    if (bad) {
+        failures++;
+        fprintf(stderr, "FAIL %s (rerun: NETC_GRAD_CASE=%s)\n", c->name, c->name);
+    } else {
+        printf("ok %s\n", c->name);
+    }
+    cpu_exec_result_free(&res);
+free_params:
+    for (uint32_t i = 0; i < g->nparams; i++) cpu_tensor_free(&params[i]);
+    free(params);
+done:
+    free(grads);
+    ir_graph_free(g);
+    src_free(&src);
+}
+
+int main(void)
+{
+    const char *only = getenv("NETC_GRAD_CASE");
+    int ran = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (only && strcmp(only, cases[i].name) != 0) continue;
+        run_case(&cases[i]);
+        ran++;
+    }
+    printf("%d passed, %d failed\n", ran - failures, failures);
+    return failures != 0;
+}
