@@ -68,9 +68,9 @@ static ir_value broadcast_to(ad_ctx *c, ir_value x, uint8_t rank, const uint32_t
 {
     if (x == IR_NONE) return x;
     const ir_node *n = nd(c, x);
-    if (n->rank == rank && memcmp(n->shape, shape, rank * sizeof *shape) == 0) return x;
+    if (n->rank == rank && (rank == 0 || memcmp(n->shape, shape, rank * sizeof *shape) == 0)) return x;
     ir_node p = {.op = OP_BROADCAST, .rank = rank};
-    memcpy(p.shape, shape, rank * sizeof *shape);
+    if (rank) memcpy(p.shape, shape, rank * sizeof *shape);
     return build(c, p, &x, 1);
 }
 
@@ -92,9 +92,9 @@ static ir_value reshape_to(ad_ctx *c, ir_value x, uint8_t rank, const uint32_t *
 {
     if (x == IR_NONE) return x;
     const ir_node *n = nd(c, x);
-    if (n->rank == rank && memcmp(n->shape, shape, rank * sizeof *shape) == 0) return x;
+    if (n->rank == rank && (rank == 0 || memcmp(n->shape, shape, rank * sizeof *shape) == 0)) return x;
     ir_node p = {.op = OP_RESHAPE, .rank = rank};
-    memcpy(p.shape, shape, rank * sizeof *shape);
+    if (rank) memcpy(p.shape, shape, rank * sizeof *shape);
     return build(c, p, &x, 1);
 }
 
@@ -102,7 +102,7 @@ static ir_value reduce(ad_ctx *c, nc_op op, ir_value x, const int8_t *axes, int 
 {
     ir_node p = {.op = op};
     p.attr.naxes = (uint8_t)naxes;
-    memcpy(p.attr.axes, axes, (size_t)naxes);
+    if (naxes) memcpy(p.attr.axes, axes, (size_t)naxes);
     p.attr.keepdim = keepdim;
     return build(c, p, &x, 1);
 }

@@ -250,7 +250,14 @@ static int cmd_check(cli_opts *o)
         diag_ctx d;
         diag_init(&d, &t, stderr);
         d.werror = o->werror;
-        driver_check(&t, id, &dopts, &d);
+        /* --dump-ir needs the optimised graph: compile the model, not just check the file */
+        if (o->dump_after) {
+            ir_graph *g = driver_compile(&t, id, &dopts, &d);
+            if (!g) failed = 1;
+            ir_graph_free(g);
+        } else {
+            driver_check(&t, id, &dopts, &d);
+        }
         if (diag_failed(&d)) failed = 1;
         src_free(&t);
     }

@@ -33,19 +33,27 @@ static bool seen_recently(diag_ctx *d, nc_loc loc, const char *msg)
 }
 
 /* Print the line with non-printable bytes shown as '?', so garbage input
- * cannot mess up the terminal, and a caret under the column. */
+ * cannot mess up the terminal, and a caret under the column. A long line is
+ * shown as a window around the column, with "..." marking the cut ends. */
 static void print_source_line(diag_ctx *d, nc_loc loc)
 {
     size_t len;
     const char *line = src_line(d->sources, loc.file, loc.line, &len);
     if (!line) return;
-    if (len > 200) len = 200;
-    fputs("  ", d->out);
-    for (size_t i = 0; i < len; i++) {
+    const size_t width = 160;
+    size_t col = loc.col ? loc.col - 1 : 0, start = 0;
+    if (col > len) col = len;
+    if (col > width / 2 && len > width) {
+        start = col - width / 2;
+        while (start > 0 && ((unsigned char)line[start] & 0xc0) == 0x80) start--;   /* whole characters */
+    }
+    size_t end = start + width < len ? start + width : len;
+    fputs(start ? "  ..." : "  ", d->out);
+    for (size_t i = start; i < end; i++) {
         unsigned char c = (unsigned char)line[i];
         if (c >= 0x80) {            /* copy a well-formed UTF-8 sequence, else '?' */
             size_t n = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-            bool ok = n && i + n <= len;
+            bool ok = n && i + n <= end;
             for (size_t k = 1; ok && k < n; k++) ok = ((unsigned char)line[i + k] & 0xc0) == 0x80;
             if (ok) {
                 fwrite(line + i, 1, n, d->out);
@@ -56,10 +64,10 @@ static void print_source_line(diag_ctx *d, nc_loc loc)
         }
         fputc(c == '\t' ? ' ' : (c < 32 || c == 127) ? '?' : c, d->out);
     }
-    fputs("\n  ", d->out);
-    uint32_t col = loc.col ? loc.col : 1;
-    for (uint32_t i = 1; i < col && i <= len; i++) {
-        unsigned char c = (unsigned char)line[i - 1];
+    fputs(end < len ? "...\n  " : "\n  ", d->out);
+    if (start) fputs("   ", d->out);
+    for (size_t i = start; i < col && i < end; i++) {
+        unsigned char c = (unsigned char)line[i];
         if ((c & 0xc0) != 0x80) fputc(' ', d->out);   /* one column per UTF-8 character */
     }
     fputs("^\n", d->out);

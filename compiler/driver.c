@@ -7,6 +7,19 @@
 
 #include <string.h>
 
+/* Many control bytes near the start mean binary data (an ELF file, a .netm, a
+ * gzip): one error for the file instead of one per byte. A stray control
+ * byte in a text file is left to the lexer, which points at it. */
+static bool looks_binary(const char *text, size_t len)
+{
+    size_t n = len < 4096 ? len : 4096, ctrl = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if ((c < 32 && c != '\n' && c != '\t' && c != '\r') || c == 127) ctrl++;
+    }
+    return ctrl >= 4 && ctrl * 20 > n;
+}
+
 /* A .net file is UTF-8; report the first invalid byte by line and column. */
 static bool check_utf8(const src_table *sources, uint32_t file_id, diag_ctx *d)
 {
@@ -37,6 +50,12 @@ static bool check_utf8(const src_table *sources, uint32_t file_id, diag_ctx *d)
 
 static ast_file *parse_checked(src_table *sources, uint32_t file_id, diag_ctx *d)
 {
+    const src_file *sf = src_get(sources, file_id);
+    if (looks_binary(sf->text, sf->len)) {
+        diag_report(d, DIAG_ERROR, (nc_loc){file_id, 1, 1}, "netc reads .net source text; is this a module or a data file?",
+                    "this is not a text file (it holds binary data)");
+        return NULL;
+    }
     if (!check_utf8(sources, file_id, d)) return NULL;
     int errors = d->errors;
     ast_file *f = parse_file(sources, file_id, d);

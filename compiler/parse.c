@@ -144,6 +144,9 @@ ast_file *parse_file(const src_table *sources, uint32_t file_id, diag_ctx *d)
     yylex_destroy(scanner);
     if (rc == 2) diag_report(d, DIAG_ERROR, ps.tok, NULL, "the parser ran out of memory (input nested too deeply?)");
     else if (rc != 0 && d->errors == errors_before) diag_report(d, DIAG_ERROR, ps.tok, NULL, "cannot parse this file");
+    else if (rc == 0 && ps.decls.n == 0 && d->errors == errors_before)
+        diag_report(d, DIAG_ERROR, (nc_loc){file_id, 1, 1}, "a .net file declares at least one model or fn",
+                    "the file declares nothing (only comments or blank lines)");
     f->decls = ps.decls;
     return f;
 }

@@ -28,7 +28,7 @@ static bool same_node(const ir_graph *g, const ir_node *a, const ir_node *b)
     return a->op == b->op && a->dtype == b->dtype && a->rank == b->rank && a->nargs == b->nargs &&
            a->region == b->region && memcmp(a->shape, b->shape, a->rank * sizeof(uint32_t)) == 0 &&
            memcmp(&a->attr, &b->attr, sizeof a->attr) == 0 &&
-           memcmp(ir_args(g, a), ir_args(g, b), a->nargs * sizeof(ir_value)) == 0;
+           (a->nargs == 0 || memcmp(ir_args(g, a), ir_args(g, b), a->nargs * sizeof(ir_value)) == 0);
 }
 
 bool pass_cse(ir_graph **gp, FILE *err)

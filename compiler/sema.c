@@ -143,18 +143,50 @@ static int edit_distance(const char *a, const char *b)
     return d[la][lb];
 }
 
+/* The closest of the candidates within edit distance 2, for a hint. */
+typedef struct suggestion {
+    const char *best;
+    int dist;
+} suggestion;
+
+static void suggest(suggestion *s, const char *name, const char *candidate)
+{
+    int d = edit_distance(name, candidate);
+    if (d < s->dist) s->dist = d, s->best = candidate;
+}
+
+static void suggest_scope(suggestion *s, const char *name, const scope *sc)
+{
+    for (uint32_t i = 0; i < sc->n; i++) suggest(s, name, sc->b[i].name);
+}
+
+static void report_unknown(sema_ctx *c, const suggestion *s, nc_loc loc, const char *fmt, const char *a, const char *b)
+{
+    char hint[128];
+    if (s->best) snprintf(hint, sizeof hint, "did you mean '%s'?", s->best);
+    sema_err(c, loc, s->best ? hint : NULL, fmt, a, b);
+}
+
+/* Names in scope, built-in ops and dtypes are all candidates for the hint. */
+static bool looks_like_dtype(const char *name)
+{
+    if (!strchr("fiu", name[0]) && strncmp(name, "bf", 2) != 0) return false;
+    const char *p = name + (name[0] == 'b' ? 2 : 1);
+    return *p && strspn(p, "0123456789") == strlen(p);
+}
+
 static void unknown_name(sema_ctx *c, const char *name, nc_loc loc)
 {
-    const char *best = NULL;
-    int best_d = 3;
-    for (scope *s = c->env; s; s = s->parent)
-        for (uint32_t i = 0; i < s->n; i++) {
-            int dist = edit_distance(name, s->b[i].name);
-            if (dist < best_d) best_d = dist, best = s->b[i].name;
-        }
-    char hint[128];
-    if (best) snprintf(hint, sizeof hint, "did you mean '%s'?", best);
-    sema_err(c, loc, best ? hint : NULL, "unknown name '%s'", name);
+    if (looks_like_dtype(name)) {
+        sema_err(c, loc, "the dtypes are f32, f16, bf16, i32, u8 and bool", "unknown dtype '%s'", name);
+        return;
+    }
+    suggestion s = {NULL, 3};
+    for (scope *sc = c->env; sc; sc = sc->parent) suggest_scope(&s, name, sc);
+    for (int op = 0; op < OP_COUNT; op++)
+        if (!(nc_ops[op].flags & OPF_INTERNAL)) suggest(&s, name, nc_ops[op].name);
+    for (int t = 0; t < NC_DTYPE_COUNT; t++) suggest(&s, name, dtype_name((nc_dtype)t));
+    report_unknown(c, &s, loc, "unknown name '%s'%s", name, "");
 }
 
 /* ------------------------------------------------------------------ */
@@ -506,7 +538,9 @@ static sv eval_member(sema_ctx *c, const ast_node *e)
     }
     binding *b = scope_find_local(&obj.mod->globals, e->name);
     if (!b) {
-        sema_err(c, e->loc, NULL, "module '%s' has no '%s'", obj.mod->name, e->name);
+        suggestion sg = {NULL, 3};
+        suggest_scope(&sg, e->name, &obj.mod->globals);
+        report_unknown(c, &sg, e->loc, "module '%s' has no '%s'", obj.mod->name, e->name);
         return sv_error();
     }
     return b->value;
@@ -703,7 +737,11 @@ static void exec_repeat(sema_ctx *c, const ast_node *s)
 {
     sv n = sema_expr(c, s->a);
     if (n.kind == SV_ERROR) return;
-    if (n.kind != SV_INT || n.i < 0) {
+    if (n.kind == SV_INT && n.i < 0) {
+        sema_err(c, s->a->loc, NULL, "repeat count %lld is negative", (long long)n.i);
+        return;
+    }
+    if (n.kind != SV_INT) {
         sema_err(c, s->a->loc, "use a number or a config constant", "repeat needs a non-negative integer count, got a %s",
                  sv_kind_name(n.kind));
         return;
@@ -950,7 +988,10 @@ static void declare_inputs(sema_ctx *c, const ast_list *args, bool train_only)
             continue;
         }
         ir_tensor_decl d = {.name = a->name, .dtype = a->a->dtype, .loc = a->loc};
-        if (!eval_type_dims(c, a->a, DIMS_MODEL, &d.rank, d.shape)) continue;
+        if (!eval_type_dims(c, a->a, DIMS_MODEL, &d.rank, d.shape)) {
+            scope_put(c->env, a->name, sv_error(), a->loc);   /* reported once: uses stay quiet */
+            continue;
+        }
         uint32_t idx = ir_input_add(c->g, &d);
         ir_node n = sema_proto(c, OP_INPUT, a->loc);
         n.dtype = d.dtype;
@@ -1054,6 +1095,7 @@ static void elaborate_model(sema_ctx *c, const ast_node *model)
     scope_leave(c, &model_scope);
 }
 
+/* Inputs and parameters nothing reads: usually a typo or a forgotten layer. */
 static void check_unused_inputs(sema_ctx *c)
 {
     bool *used = nc_xcalloc(c->g->nnodes + 1, 1);
@@ -1066,6 +1108,9 @@ static void check_unused_inputs(sema_ctx *c)
         const ir_node *n = &c->g->nodes[v];
         if (n->op == OP_INPUT && !used[v])
             sema_warn(c, n->loc, NULL, "input '%s' is never used", c->g->inputs[n->attr.index].name);
+        if (n->op == OP_PARAM && !used[v])
+            sema_warn(c, n->loc, "an unused parameter is still allocated, saved and loaded",
+                      "parameter '%s' is never used", c->g->params[n->attr.index].decl.name);
     }
     free(used);
 }

@@ -530,6 +530,11 @@ sv sema_cast(sema_ctx *c, sv x, nc_dtype to, nc_loc loc, bool automatic)
         if (orig == to && dtype_is_float(to) && dtype_size(src->dtype) > dtype_size(to))
             sema_warn(c, loc, "remove both casts", "cast round trip %s -> %s -> %s has no effect", dtype_name(orig),
                       dtype_name(src->dtype), dtype_name(to));
+        /* f32 -> bf16 -> f32 is not the identity: it throws away mantissa bits */
+        else if (orig == to && dtype_is_float(to) && dtype_is_float(src->dtype) && dtype_size(src->dtype) < dtype_size(to))
+            sema_warn(c, loc, "if the rounding is intended, keep it; otherwise remove both casts",
+                      "cast round trip %s -> %s -> %s rounds the value to %s precision", dtype_name(orig),
+                      dtype_name(src->dtype), dtype_name(to), dtype_name(src->dtype));
     }
     ir_node proto = sema_proto(c, OP_CAST, loc);
     proto.attr.to = to;

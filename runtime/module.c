@@ -622,19 +622,28 @@ int module_read_buffer(const unsigned char *data, size_t size, nrt_module_data *
                                    (unsigned long long)size, (unsigned long long)total);
     if (nsec > SEC_COUNT_LIMIT || 24 + (uint64_t)nsec * 24 > size) return fail(err, errcap, "module is corrupt: %u sections", nsec);
     int rc = 0;
+    bool have_program = false;
     for (uint32_t i = 0; i < nsec && rc == 0; i++) {
         uint32_t kind = r_u32(&r);
         r_u32(&r);
         uint64_t off = r_u64(&r), len = r_u64(&r);
-        if (r.bad) return -1;
-        if (off > size || len > size - off) return fail(err, errcap, "module is corrupt: section %u lies outside the file", i);
+        if (r.bad) {
+            rc = -1;
+            break;
+        }
+        if (off > size || len > size - off) {
+            rc = fail(err, errcap, "module is corrupt: section %u lies outside the file", i);
+            break;
+        }
         rd s = {.p = data + off, .n = (size_t)len, .err = err, .errcap = errcap, .what = "section"};
         if (kind == SEC_GRAPH) {
             if (m->graph) rc = fail(err, errcap, "module is corrupt: two graph sections");
             else if (!(m->graph = read_graph(&s))) rc = -1;
         } else if (kind == SEC_PROGRAM) {
             if (!m->graph) rc = fail(err, errcap, "module is corrupt: program before graph");
+            else if (have_program) rc = fail(err, errcap, "module is corrupt: two program sections");
             else if (!read_program(&s, m->graph, &m->program)) rc = -1;
+            have_program = true;
         } else if (kind == SEC_SOURCE) {
             s.what = "CUDA source";
             free(m->program.source);

@@ -7,7 +7,9 @@ src=$1 build=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
-cmake -S "$src/examples/embed" -B "$tmp/embed" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+# NETC_EMBED_CFLAGS: the sanitizer flags of an ASan build, whose libnetrt needs them
+cmake -S "$src/examples/embed" -B "$tmp/embed" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DCMAKE_C_FLAGS="${NETC_EMBED_CFLAGS:-}" -DCMAKE_EXE_LINKER_FLAGS="${NETC_EMBED_CFLAGS:-}" >/dev/null
 cmake --build "$tmp/embed" >/dev/null
 "$tmp/prefix/bin/netc" build "$src/examples/fashion_mlp.net" --target '' -o "$tmp/mlp.netm"
 out=$(LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/embed/embed" "$tmp/mlp.netm" cpu)

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# run_golden.sh - golden tests: netc's output compared with files kept in git.
+#
+#   run_golden.sh diag NETC SRC   every tests/golden/diag/X.net: `netc check`'s
+#                                 stderr and exit status == X.expected
+#   run_golden.sh ir NETC SRC     every tests/golden/ir/X.net: the IR after each
+#                                 pass (sema, cse, dce) == X.after-PASS.ir
+#   run_golden.sh passes NETC SRC every tests/golden/ir/X.net and example: the CPU
+#                                 executor's outputs with all passes == with none,
+#                                 on random inputs (passes preserve semantics)
+#   run_golden.sh count SRC MIN   at least MIN diagnostic cases exist
+#
+# NETC_GOLDEN_UPDATE=1 rewrites the expected files instead of comparing (review
+# the diff before committing). Paths are printed relative to the case's
+# directory and the source root is replaced by <src>, so goldens do not depend
+# on where the tree is checked out.
+set -uo pipefail
+mode=${1:?mode} ; shift
+fail=0 n=0
+
+compare() {  # expected-file actual-text
+  local want=$1 got=$2
+  if [[ "${NETC_GOLDEN_UPDATE:-0}" == 1 ]]; then
+    printf '%s\n' "$got" > "$want"
+    return 0
+  fi
+  if [[ ! -f "$want" ]]; then
+    echo "MISSING $want (run with NETC_GOLDEN_UPDATE=1 to create it)"
+    return 1
+  fi
+  if ! diff -u "$want" <(printf '%s\n' "$got"); then
+    echo "FAIL $want"
+    return 1
+  fi
+}
+
+case $mode in
+diag)
+  netc=$1 src=$2
+  cd "$src/tests/golden/diag" || exit 1
+  for f in *.net; do
+    n=$((n + 1))
+    out=$(timeout 20 "$netc" check "$f" 2>&1 >/dev/null; echo "exit: $?")
+    out=${out//$src/<src>}
+    compare "${f%.net}.expected" "$out" || fail=$((fail + 1))
+  done
+  ;;
+ir)
+  netc=$1 src=$2
+  cd "$src/tests/golden/ir" || exit 1
+  for f in *.net; do
+    for pass in sema cse dce; do
+      n=$((n + 1))
+      out=$(timeout 20 "$netc" check --dump-ir=after:$pass "$f" 2>/dev/null; echo "exit: $?")
+      compare "${f%.net}.after-$pass.ir" "$out" || fail=$((fail + 1))
+    done
+  done
+  ;;
+passes)
+  netc=$1 src=$2
+  tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+  for f in "$src"/tests/golden/ir/*.net "$src"/examples/fashion_mlp.net "$src"/examples/cast_chain.net; do
+    n=$((n + 1))
+    name=$(basename "${f%.net}")
+    ok=1
+    dims=(); grep -q '\[B' "$f" && dims=(--dim B=3)
+    for variant in all none; do
+      flags=(); [[ $variant == none ]] && flags=(--no-cse --no-dce)
+      if ! "$netc" build "$f" --target '' "${flags[@]}" -o "$tmp/$name.$variant.netm" 2>"$tmp/err" ||
+         ! "$netc" run "$tmp/$name.$variant.netm" --device cpu "${dims[@]}" --random-inputs 7 --seed 5 \
+              --output "$tmp/$name.$variant" >/dev/null 2>>"$tmp/err"; then
+        echo "FAIL $name ($variant passes):"; cat "$tmp/err"; ok=0; break
+      fi
+    done
+    if ((ok)); then
+      for out in "$tmp/$name.all"/*.npy; do
+        cmp -s "$out" "$tmp/$name.none/$(basename "$out")" || { echo "FAIL $name: $(basename "$out") differs with and without passes"; ok=0; }
+      done
+      [[ -n $(ls "$tmp/$name.all"/*.npy 2>/dev/null) ]] || { echo "FAIL $name: no outputs written"; ok=0; }
+    fi
+    ((ok)) || fail=$((fail + 1))
+  done
+  ;;
+count)
+  src=$1 min=$2
+  n=$(ls "$src"/tests/golden/diag/*.net | wc -l)
+  e=$(ls "$src"/tests/golden/diag/*.expected | wc -l)
+  echo "$n diagnostic cases, $e expected files (minimum $min)"
+  ((n >= min && e == n)) || fail=1
+  ;;
+*) echo "run_golden.sh: unknown mode '$mode'" >&2; exit 2 ;;
+esac
+
+echo "golden $mode: $((n - fail)) of $n passed"
+((fail == 0))
