@@ -347,6 +347,52 @@ static int cmd_inspect(cli_opts *o)
 }
 
 /* Bind symbolic dims from the shapes of the given inputs where --dim did not. */
+/* "u8[B, 28, 28]" for a module input, "f32[3, 4]" for a loaded array. */
+static void format_decl(const nrt_module *m, int input, const nrt_tensor_info *info, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "%s[", nrt_dtype_name(info->dtype));
+    for (int a = 0; a < info->rank && n < cap; a++) {
+        const char *dim = nrt_module_input_dim(m, input, a);
+        if (dim) n += (size_t)snprintf(buf + n, cap - n, "%s%s", a ? ", " : "", dim);
+        else n += (size_t)snprintf(buf + n, cap - n, "%s%lld", a ? ", " : "", (long long)info->shape[a]);
+    }
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+/* Every --input names a module input and has its dtype and rank: one clear
+ * line otherwise, before any dim is inferred from it. */
+static int check_given_inputs(const nrt_module *m, const cli_opts *o, const cpu_tensor *loaded)
+{
+    for (int k = 0; k < o->ninputs; k++) {
+        int found = -1;
+        nrt_tensor_info info;
+        for (int i = 0; i < nrt_module_num_inputs(m) && found < 0; i++) {
+            nrt_module_input(m, i, &info);
+            if (strcmp(info.name, o->inputs[k]) == 0) found = i;
+        }
+        if (found < 0) {
+            char names[512] = "";
+            for (int i = 0; i < nrt_module_num_inputs(m); i++) {
+                nrt_module_input(m, i, &info);
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", info.name);
+            }
+            fprintf(stderr, "netc: the module has no input '%s' (its inputs: %s)\n", o->inputs[k], names);
+            return 1;
+        }
+        if (info.rank != loaded[k].rank || (int)info.dtype != (int)loaded[k].dtype) {
+            char want[256], got[256];
+            format_decl(m, found, &info, want, sizeof want);
+            size_t n = (size_t)snprintf(got, sizeof got, "%s[", dtype_name(loaded[k].dtype));
+            for (int a = 0; a < loaded[k].rank && n < sizeof got; a++)
+                n += (size_t)snprintf(got + n, sizeof got - n, "%s%lld", a ? ", " : "", (long long)loaded[k].shape[a]);
+            if (n < sizeof got) snprintf(got + n, sizeof got - n, "]");
+            fprintf(stderr, "netc: input '%s' is %s but %s holds %s\n", o->inputs[k], want, o->input_files[k], got);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void infer_dims(const nrt_module *m, const cli_opts *o, const cpu_tensor *loaded, const char **names,
                        int64_t *values, int *n)
 {
@@ -451,6 +497,7 @@ static int cmd_run(cli_opts *o)
             fprintf(stderr, "netc: %s\n", err);
             goto done;
         }
+    if (check_given_inputs(m, o, loaded)) goto done;
     infer_dims(m, o, loaded, dn, dv, &nd);
     nrt_session_opts so = nrt_session_defaults();
     so.device = !o->device || !strcmp(o->device, "auto") ? NRT_DEVICE_AUTO : !strcmp(o->device, "cpu") ? NRT_DEVICE_CPU : NRT_DEVICE_GPU;

@@ -665,7 +665,7 @@ int train_main(const train_opts *o)
     if (rc == 0) write_svg(&t, o->metrics_path);
     gpu_session_free(t.gs);
     gpu_session_free(t.es);
-    for (uint32_t i = 0; t.tg && i < t.tg->nparams; i++) cpu_tensor_free(&t.params[i]);
+    for (uint32_t i = 0; t.tg && t.params && i < t.tg->nparams; i++) cpu_tensor_free(&t.params[i]);
     free(t.params);
     free(t.curve);
     for (int k = 0; k < 2; k++) {

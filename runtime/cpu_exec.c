@@ -49,6 +49,7 @@ bool cpu_tensor_alloc(cpu_tensor *t, nc_dtype dtype, uint8_t rank, const int64_t
 
 void cpu_tensor_free(cpu_tensor *t)
 {
+    if (!t) return;
     free(t->f);
     free(t->i);
     t->f = NULL;

@@ -155,7 +155,7 @@ static int st_open(const char *path, st_file *sf, char *err, size_t errcap)
     uint64_t hlen = 0;
     for (int k = 0; k < 8; k++) hlen |= (uint64_t)len[k] << (8 * k);
     if (hlen > ST_MAX_HEADER || hlen > (uint64_t)size - 8) {
-        snprintf(err, errcap, "%s: header length %" PRIu64 " exceeds the file (%ld bytes)", path, hlen, size);
+        snprintf(err, errcap, "%s: not a safetensors file (header length %" PRIu64 " exceeds the file's %ld bytes)", path, hlen, size);
         return -1;
     }
     char *text = nc_xmalloc((size_t)hlen + 1);

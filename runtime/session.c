@@ -174,19 +174,20 @@ int64_t nrt_session_arena_bytes(const nrt_session *s) { return s->gpu ? gpu_aren
 static nrt_status bind_dims(nrt_session *s, const nrt_session_opts *o, nrt_error *err)
 {
     const ir_graph *g = s->g;
-    for (uint32_t k = 0; k < g->nsyms; k++) {
-        int found = -1;
-        for (int i = 0; i < o->ndims; i++)
-            if (strcmp(o->dim_names[i], g->sym_names[k]) == 0) found = i;
-        if (found < 0) return set_err(err, NRT_ERR_ARGUMENT, "symbolic dim %s is not bound (give it a value)", g->sym_names[k]);
-        if (o->dim_values[found] <= 0 || o->dim_values[found] > ((int64_t)1 << 40))
-            return set_err(err, NRT_ERR_ARGUMENT, "dim %s = %lld is not a usable size", g->sym_names[k], (long long)o->dim_values[found]);
-        s->syms[k] = o->dim_values[found];
-    }
+    /* A misspelt name first: it explains the unbound dim that would follow. */
     for (int i = 0; i < o->ndims; i++)
         if (ir_sym_find(g, o->dim_names[i]) < 0)
             return set_err(err, NRT_ERR_ARGUMENT, "the module has no symbolic dim %s%s", o->dim_names[i],
                            g->nsyms ? "" : " (all its dims are fixed)");
+    for (uint32_t k = 0; k < g->nsyms; k++) {
+        int found = -1;
+        for (int i = 0; i < o->ndims; i++)
+            if (strcmp(o->dim_names[i], g->sym_names[k]) == 0) found = i;
+        if (found < 0) return set_err(err, NRT_ERR_ARGUMENT, "symbolic dim %s is not bound (session options dim_names/dim_values; netc run: --dim %s=N)", g->sym_names[k], g->sym_names[k]);
+        if (o->dim_values[found] <= 0 || o->dim_values[found] > ((int64_t)1 << 40))
+            return set_err(err, NRT_ERR_ARGUMENT, "dim %s = %lld is not a usable size", g->sym_names[k], (long long)o->dim_values[found]);
+        s->syms[k] = o->dim_values[found];
+    }
     return NRT_OK;
 }
 

@@ -8,6 +8,13 @@
 #   run_golden.sh passes NETC SRC every tests/golden/ir/X.net and example: the CPU
 #                                 executor's outputs with all passes == with none,
 #                                 on random inputs (passes preserve semantics)
+#   run_golden.sh run NETC SRC DIGEST
+#                                 each example built and run on the CPU executor
+#                                 (random inputs, seeded): every output matches
+#                                 tests/golden/run/EX.OUTPUT.digest (npy_digest)
+#   run_golden.sh nvrtc NETC SRC  every example and IR case compiles with NVRTC
+#                                 for sm_80, sm_90 and compute_90 (exit 77 when
+#                                 netc was built without NVRTC)
 #   run_golden.sh count SRC MIN   at least MIN diagnostic cases exist
 #
 # NETC_GOLDEN_UPDATE=1 rewrites the expected files instead of comparing (review
@@ -79,6 +86,46 @@ passes)
       [[ -n $(ls "$tmp/$name.all"/*.npy 2>/dev/null) ]] || { echo "FAIL $name: no outputs written"; ok=0; }
     fi
     ((ok)) || fail=$((fail + 1))
+  done
+  ;;
+run)
+  netc=$1 src=$2 digest=$3
+  tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+  # example and the dims it runs at (small: the CPU executor is the reference, not fast)
+  for spec in "fashion_mlp:--dim B=2" "cast_chain:--dim B=1" "gpt2:--dim B=1 --dim T=8"; do
+    ex=${spec%%:*} dims=${spec#*:}
+    n=$((n + 1))
+    # shellcheck disable=SC2086
+    if ! "$netc" build "$src/examples/$ex.net" --target '' -o "$tmp/$ex.netm" 2>"$tmp/err" ||
+       ! "$netc" run "$tmp/$ex.netm" --device cpu $dims --random-inputs 7 --output "$tmp/$ex" >/dev/null 2>>"$tmp/err"; then
+      echo "FAIL $ex:"; cat "$tmp/err"; fail=$((fail + 1)); continue
+    fi
+    for out in "$tmp/$ex"/*.npy; do
+      want="$src/tests/golden/run/$ex.$(basename "${out%.npy}").digest"
+      if [[ "${NETC_GOLDEN_UPDATE:-0}" == 1 ]]; then
+        mkdir -p "$(dirname "$want")"; "$digest" "$out" > "$want"
+      elif ! "$digest" "$out" "$want"; then
+        echo "FAIL $ex: $(basename "$out") differs from $want"; fail=$((fail + 1))
+      fi
+    done
+  done
+  ;;
+nvrtc)
+  netc=$1 src=$2
+  tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+  for f in "$src"/examples/*.net "$src"/tests/golden/ir/*.net; do
+    n=$((n + 1))
+    name=$(basename "${f%.net}")
+    if ! NETC_NO_CACHE=1 "$netc" build "$f" -o "$tmp/$name.netm" 2>"$tmp/err"; then
+      echo "FAIL $name:"; cat "$tmp/err"; fail=$((fail + 1)); continue
+    fi
+    if grep -q 'built without NVRTC' "$tmp/err"; then
+      echo "SKIP: netc has no NVRTC (no CUDA toolkit at build time)"; exit 77
+    fi
+    targets=$("$netc" inspect "$tmp/$name.netm" --json | tr -d ' \n' | grep -o '"targets":\[[^]]*\]')
+    for arch in sm_80 sm_90 compute_90; do
+      [[ $targets == *"\"$arch\""* ]] || { echo "FAIL $name: no $arch image (${targets:-no targets})"; fail=$((fail + 1)); break; }
+    done
   done
   ;;
 count)

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Bad command lines and bad files get one clear line and a non-zero exit,
+# never a crash. Each case: expected exit status, a fragment of the message,
+# then the netc arguments. Args: NETC SOURCE_DIR
+set -uo pipefail
+netc=$1 src=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+"$netc" build "$src/examples/fashion_mlp.net" --target '' -o "$tmp/m.netm" 2>/dev/null || { echo "cannot build the module"; exit 1; }
+printf 'not a module at all' > "$tmp/junk.netm"
+head -c 300 "$tmp/m.netm" > "$tmp/short.netm"
+printf '\x93NUMPY\x01\x00\x10\x00{bad header}   \n' > "$tmp/bad.npy"
+mkdir -p "$tmp/nodata"
+"$netc" run "$tmp/m.netm" --dim B=2 --random-inputs 1 --output "$tmp/out" >/dev/null 2>&1 || { echo "cannot run the module"; exit 1; }
+fail=0 n=0
+expect() {  # status fragment args...
+  local want=$1 frag=$2; shift 2
+  n=$((n + 1))
+  out=$("$netc" "$@" 2>&1 >/dev/null); got=$?
+  if [[ $got != "$want" || $out != *"$frag"* ]]; then
+    echo "FAIL: netc $*"; echo "  exit $got (want $want), stderr: $out"; fail=$((fail + 1))
+  elif (( $(wc -l <<<"$out") > 4 )); then
+    echo "FAIL: netc $*: more than four lines of error"; echo "$out"; fail=$((fail + 1))
+  fi
+}
+expect 2 "unknown command"        frobnicate
+expect 2 "unknown option"         build "$src/examples/fashion_mlp.net" --bogus
+expect 2 "expects one .net file"  build
+expect 1 "No such file"           check "$tmp/none.net"
+expect 1 "No such file"           run "$tmp/none.netm"
+expect 1 "not a netc module"      run "$tmp/junk.netm"
+expect 1 "truncated"              run "$tmp/short.netm"
+expect 1 "not a netc module"      inspect "$src/examples/fashion_mlp.net"
+expect 1 "not bound"              run "$tmp/m.netm" --random-inputs 1
+expect 1 "has no input 'imgs'"    run "$tmp/m.netm" --input "imgs=$tmp/out/logits.npy"
+expect 1 "holds f32[2, 10]"       run "$tmp/m.netm" --input "images=$tmp/out/logits.npy"
+expect 1 "malformed header"       run "$tmp/m.netm" --input "images=$tmp/bad.npy"
+expect 1 "has no symbolic dim"    run "$tmp/m.netm" --dim Q=3 --random-inputs 1
+expect 2 "NAME=VALUE"             build "$src/examples/fashion_mlp.net" --dim B
+expect 1 "not a safetensors"      run "$tmp/m.netm" --dim B=2 --random-inputs 1 --weights "$tmp/junk.netm"
+expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata"
+expect 2 "--epochs"               train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --epochs x
+expect 1 "not a text file"        check "$tmp/m.netm"
+echo "test_cli: $((n - fail)) of $n passed"
+((fail == 0))
