@@ -370,12 +370,11 @@ static void grad_cross_entropy(ad_ctx *c, ir_value v, ir_value g)
     memcpy(shape, n->shape, sizeof shape);
     uint8_t r = n->rank;
     double s = nd(c, v)->attr.f;
-    int64_t C = 0, rows = 1;
+    int64_t C = 0, rows = 0;
     dim_expr pr = dim_const(1);
     for (int k = 0; k < r - 1; k++) dim_mul(&pr, &c->g->dims[shape[k]], &pr);
-    if (!dim_is_const(&c->g->dims[shape[r - 1]], &C) || !dim_is_const(&pr, &rows) || rows <= 0) {
-        snprintf(c->err, c->errcap, "autodiff: cross_entropy over a symbolic number of rows: training builds bind "
-                                    "the batch (--dim B=...)");
+    if (!dim_is_const(&c->g->dims[shape[r - 1]], &C) && s != 0) {
+        snprintf(c->err, c->errcap, "autodiff: cross_entropy with label smoothing needs a constant number of classes");
         c->failed = true;
         return;
     }
@@ -393,9 +392,19 @@ static void grad_cross_entropy(ad_ctx *c, ir_value v, ir_value g)
     ir_value onehot = cast_to(c, bin(c, OP_EQ, cls, t), NC_F32);
     ir_value target = bin(c, OP_ADD, scale(c, onehot, 1.0 - s), constant(c, C ? s / (double)C : 0.0, p));
     ir_value d = bin(c, OP_SUB, p, target);
-    ir_value gb = broadcast_to(c, reshape_to(c, g, 0, NULL), r, shape);
-    d = bin(c, OP_MUL, d, gb);
-    add_grad(c, A0, scale(c, d, 1.0 / (double)rows));
+    /* the loss is a mean over rows: its gradient divides by the row count,
+     * a constant when the batch is bound, else counted at run time */
+    ir_value gs = reshape_to(c, g, 0, NULL);
+    if (dim_is_const(&pr, &rows) && rows > 0) {
+        gs = scale(c, gs, 1.0 / (double)rows);
+    } else {
+        ir_node one = {.op = OP_FILL, .dtype = NC_F32};
+        one.attr.f = 1.0;
+        ir_value ones = broadcast_to(c, build(c, one, NULL, 0), (uint8_t)(r - 1), shape);
+        gs = bin(c, OP_DIV, gs, reduce(c, OP_SUM, ones, NULL, 0, false));
+    }
+    d = bin(c, OP_MUL, d, broadcast_to(c, gs, r, shape));
+    add_grad(c, A0, d);
 }
 
 static void grad_matmul(ad_ctx *c, ir_value v, ir_value g)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ST_MAX_HEADER ((uint64_t)100 << 20)   /* the format's own limit */
 
@@ -106,7 +107,8 @@ int safetensors_write(const char *path, const st_entry *entries, uint32_t n, cha
     uint64_t hlen;
     char *header = build_header(entries, n, &hlen, err, errcap);
     if (!header) return -1;
-    /* Write beside the target and rename: a crash never leaves a half-written file. */
+    /* Write beside the target, fsync, rename: a crash (or kill -9) leaves either
+     * the old file or the new one, never half of one. */
     size_t plen = strlen(path) + 8;
     char *tmp = nc_xmalloc(plen);
     snprintf(tmp, plen, "%s.tmp", path);
@@ -116,6 +118,7 @@ int safetensors_write(const char *path, const st_entry *entries, uint32_t n, cha
         snprintf(err, errcap, "%s: %s", tmp, strerror(errno));
     } else {
         bool ok = write_body(f, entries, n, header, hlen) == 0;
+        ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;   /* on disk before the rename makes it visible */
         ok = (fclose(f) == 0) && ok;
         if (ok && rename(tmp, path) == 0) rc = 0;
         else {
