@@ -17,6 +17,7 @@ bool autodiff_run(ir_graph *g, ir_value seed, ir_value *param_grads, char *err, 
 #define TRAIN_INPUT_BC2 "@bias2"      /* Adam: 1 - beta2^t */
 #define TRAIN_INPUT_SCALE "@scale"    /* loss scale (f16 training) */
 #define TRAIN_OUTPUT_LOSS "loss"
+#define TRAIN_INPUT_APPLY "@apply"    /* gradient accumulation: 1 on a step's last micro-batch, else 0 */
 #define TRAIN_OUTPUT_FINITE "@finite" /* all gradients finite (dynamic loss scaling) */
 #define TRAIN_OUTPUT_NORM "@grad_norm"
 
@@ -24,6 +25,9 @@ bool autodiff_run(ir_graph *g, ir_value seed, ir_value *param_grads, char *err, 
  * parameter and its optimizer state (declared as state parameters), per the
  * graph's train spec. The graph gains the scalar inputs above, the outputs
  * loss (and @finite, @grad_norm) and one update per parameter and state. */
-bool train_step_build(ir_graph *g, char *err, size_t errcap);
+/* accumulate > 1: the graph runs once per micro-batch; gradients add up in
+ * f32 state parameters (NAME.grad_acc) and the update, of their mean, takes
+ * effect only where the input @apply is 1 (the accumulators then reset). */
+bool train_step_build(ir_graph *g, int accumulate, char *err, size_t errcap);
 
 #endif

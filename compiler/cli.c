@@ -88,6 +88,7 @@ static void print_help(FILE *out)
     fprintf(out,
             "  --target LIST        NVRTC targets (default sm_80,sm_90,compute_90)\n"
             "  --entry train        build the training step (forward, backward, optimizer update)\n"
+            "  --accumulate N       (train, build --entry train) N micro-batches per optimizer step\n"
             "  --emit-cuda          print the generated CUDA C\n"
             "  -Werror              treat warnings as errors\n"
             "  -o FILE              output file\n");
@@ -226,6 +227,7 @@ static driver_opts to_driver(const cli_opts *o)
         .model = o->model, .verify = true, .dump_after = o->dump_after, .dump_out = stdout,
         .disabled_passes = o->disabled, .ndisabled = o->ndisabled,
         .train_step = o->entry && strcmp(o->entry, "train") == 0,
+        .accumulate = (int)o->train.accumulate,
     };
 }
 

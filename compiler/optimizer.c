@@ -127,7 +127,35 @@ static void sgd(opt_ctx *c, uint32_t i, ir_value p, ir_value grad, ir_value lr, 
     *newp = op2(c, OP_SUB, p, op2(c, OP_MUL, spread(c, lr, d), d));
 }
 
-bool train_step_build(ir_graph *g, char *err, size_t errcap)
+/* Accumulation: total = acc + grad; the step uses total / K. Returns the
+ * gradient to use; appends acc's own update to *acc_updates for later (it
+ * must not be undone by the overflow guard, or an inf would stick). */
+static ir_value accumulate_grad(opt_ctx *c, uint32_t i, ir_value grad, int k, ir_value apply, ir_update *acc_update)
+{
+    uint32_t ai;
+    ir_value acc = state_param(c, i, "grad_acc", &ai);
+    ir_value total = op2(c, OP_ADD, acc, grad);
+    ir_value x[3] = {spread(c, apply, total), num(c, 0.0, total), total};
+    *acc_update = (ir_update){.param = ai, .value = mk(c, (ir_node){.op = OP_WHERE}, x, 3)};
+    return op2(c, OP_MUL, total, num(c, 1.0 / k, total));
+}
+
+/* Keep the old value of every assignment from `from` on where keep_new is false. */
+static void guard_updates(opt_ctx *c, uint32_t from, ir_value keep_new)
+{
+    ir_graph *g = c->g;
+    for (uint32_t k = from; k < g->nupdates && !c->failed; k++) {
+        ir_update *u = &g->updates[k];
+        ir_value old = IR_NONE;
+        for (ir_value v = 0; v < g->nnodes; v++)
+            if (g->nodes[v].op == OP_PARAM && g->nodes[v].attr.index == u->param) old = v;
+        ir_value value = u->value;
+        ir_value x[3] = {spread(c, keep_new, value), value, old};
+        g->updates[k].value = mk(c, (ir_node){.op = OP_WHERE}, x, 3);
+    }
+}
+
+bool train_step_build(ir_graph *g, int accumulate, char *err, size_t errcap)
 {
     ir_train_spec *t = &g->train;
     opt_ctx c = {.g = g, .loc = t->loc, .err = err, .errcap = errcap};
@@ -141,13 +169,26 @@ bool train_step_build(ir_graph *g, char *err, size_t errcap)
     ir_value bc1 = is_adam ? scalar_input(&c, TRAIN_INPUT_BC1) : IR_NONE;
     ir_value bc2 = is_adam ? scalar_input(&c, TRAIN_INPUT_BC2) : IR_NONE;
     ir_value scale = t->loss_scale != IR_SCALE_NONE ? scalar_input(&c, TRAIN_INPUT_SCALE) : IR_NONE;
+    ir_value apply = IR_NONE;
+    if (accumulate > 1) apply = op2(&c, OP_GT, scalar_input(&c, TRAIN_INPUT_APPLY), num(&c, 0.5, lr));
+    ir_update *acc_updates = nc_xcalloc(nweights + 1, sizeof *acc_updates);
+    uint32_t nacc = 0;
     bool ok = autodiff_run(g, scale, grads, err, errcap);
     if (ok) ir_output_add(g, TRAIN_OUTPUT_LOSS, t->loss);
-    /* unscale the gradients, then their global norm (clipping, overflow) */
+    /* unscale the gradients (and add up micro-batches), then their global
+     * norm (clipping, overflow) */
     ir_value sumsq = IR_NONE;
     for (uint32_t i = 0; ok && i < nweights; i++) {
         if (grads[i] == IR_NONE) continue;
         if (scale != IR_NONE) grads[i] = op2(&c, OP_DIV, grads[i], spread(&c, scale, grads[i]));
+        if (apply != IR_NONE && g->params[i].role == IR_ROLE_WEIGHT && pnode[i] != IR_NONE) {
+            if (g->nodes[grads[i]].dtype != NC_F32) {
+                ir_node cp = {.op = OP_CAST};
+                cp.attr.to = NC_F32;
+                grads[i] = mk(&c, cp, &grads[i], 1);
+            }
+            grads[i] = accumulate_grad(&c, i, grads[i], accumulate, apply, &acc_updates[nacc++]);
+        }
         ir_value s = sum_all(&c, op2(&c, OP_MUL, grads[i], grads[i]));
         sumsq = sumsq == IR_NONE ? s : op2(&c, OP_ADD, sumsq, s);
     }
@@ -190,17 +231,10 @@ bool train_step_build(ir_graph *g, char *err, size_t errcap)
         else sgd(&c, i, p, grad, lr, &newp);
         ir_update_add(g, i, newp);
     }
-    if (finite != IR_NONE)   /* on overflow every assignment keeps the old value */
-        for (uint32_t k = nupd_before; k < g->nupdates && !c.failed; k++) {
-            ir_update *u = &g->updates[k];
-            ir_value old = IR_NONE;
-            for (ir_value v = 0; v < g->nnodes; v++)
-                if (g->nodes[v].op == OP_PARAM && g->nodes[v].attr.index == u->param) old = v;
-            ir_value value = u->value;
-            ir_value x[3] = {spread(&c, finite, value), value, old};
-            ir_value kept = mk(&c, (ir_node){.op = OP_WHERE}, x, 3);
-            g->updates[k].value = kept;
-        }
+    if (finite != IR_NONE) guard_updates(&c, nupd_before, finite);   /* on overflow every assignment keeps its old value */
+    if (apply != IR_NONE) guard_updates(&c, nupd_before, apply);     /* between micro-batches nothing moves */
+    for (uint32_t k = 0; k < nacc && !c.failed; k++) ir_update_add(g, acc_updates[k].param, acc_updates[k].value);
+    free(acc_updates);
     free(grads);
     free(pnode);
     return ok && !c.failed;

@@ -30,7 +30,8 @@ typedef struct trainer {
     src_table src;
     ir_graph *tg, *fg;                 /* training step at the batch; forward, symbolic */
     cpu_tensor *params;                /* tg's parameters and states (host copy) */
-    uint32_t in_x, in_y, in_lr, in_bc1, in_bc2, in_scale;   /* tg input indices (UINT32_MAX: none) */
+    uint32_t in_x, in_y, in_lr, in_bc1, in_bc2, in_scale, in_apply;   /* tg input indices (UINT32_MAX: none) */
+    int64_t micro;                     /* micro-batch: the batch tg is built for (batch / accumulate) */
     ir_value loss_v, finite_v;
     char batch_dim[64];
     /* Fault injection for the resume test (NETC_TEST_KILL_AFTER_STEP): die by
@@ -87,7 +88,7 @@ static ir_graph *compile(trainer *t, uint32_t id, bool train, const char *dim, i
     diag_init(&d, &t->src, stderr);
     const char *dn[1] = {dim};
     int64_t dv[1] = {value};
-    driver_opts o = {.verify = true, .train_step = train, .dim_names = dn, .dim_values = dv, .ndims = dim ? 1 : 0,
+    driver_opts o = {.verify = true, .train_step = train, .accumulate = (int)t->o->accumulate, .dim_names = dn, .dim_values = dv, .ndims = dim ? 1 : 0,
                      .set_names = t->o->set_names, .set_values = t->o->set_values, .nsets = t->o->nsets};
     return driver_compile(&t->src, id, &o, &d);
 }
@@ -116,7 +117,8 @@ static int build_graphs(trainer *t)
         return 1;
     }
     snprintf(t->batch_dim, sizeof t->batch_dim, "%s", f->sym_names[d0->term[0].sym[0]]);
-    t->tg = compile(t, id, true, t->batch_dim, t->o->batch);
+    t->micro = t->o->batch / (t->o->accumulate > 1 ? t->o->accumulate : 1);
+    t->tg = compile(t, id, true, t->batch_dim, t->micro);
     if (!t->tg) return 1;
     const ir_graph *g = t->tg;
     t->in_x = 0;
@@ -125,6 +127,7 @@ static int build_graphs(trainer *t)
     t->in_bc1 = input_index(g, TRAIN_INPUT_BC1);
     t->in_bc2 = input_index(g, TRAIN_INPUT_BC2);
     t->in_scale = input_index(g, TRAIN_INPUT_SCALE);
+    t->in_apply = input_index(g, TRAIN_INPUT_APPLY);
     t->loss_v = output_value(g, TRAIN_OUTPUT_LOSS);
     t->finite_v = output_value(g, TRAIN_OUTPUT_FINITE);
     if (g->inputs[t->in_y].dtype != NC_I32 || g->inputs[t->in_y].rank != 1) {
@@ -323,6 +326,24 @@ static int run_step(trainer *t, const data_batch *b, double lr, cpu_tensor *inpu
         if (dst->f != src->f) memcpy(dst->f, src->f, (size_t)dst->numel * sizeof *dst->f);
     }
     cpu_exec_result_free(&res);
+    return 0;
+}
+
+/* One optimizer step on a batch: with --accumulate K, K runs of the step
+ * graph on consecutive slices, the update applied by the last one. The loss
+ * reported is the mean over the slices, as one large batch's would be. */
+static int train_on_batch(trainer *t, const data_batch *b, double lr, cpu_tensor *inputs, step_result *r)
+{
+    int64_t k = t->o->accumulate > 1 ? t->o->accumulate : 1;
+    int64_t sample = t->train.x.numel / t->train.n;
+    double loss = 0;
+    for (int64_t m = 0; m < k; m++) {
+        data_batch slice = {.x = b->x + m * t->micro * sample, .y = b->y + m * t->micro, .count = t->micro, .index = b->index};
+        if (t->in_apply != UINT32_MAX) set_scalar(inputs, t->in_apply, m + 1 == k ? 1.0f : 0.0f);
+        if (run_step(t, &slice, lr, inputs, r)) return 1;
+        loss += r->loss;
+    }
+    r->loss = loss / (double)k;
     return 0;
 }
 
@@ -570,7 +591,7 @@ static int train_loop(trainer *t)
         while (rc == 0 && data_loader_next(dl, &batch, &w)) {
             waited += w;
             step_result r;
-            if (run_step(t, &batch, schedule_lr(t, total_steps), inputs, &r)) { rc = 1; break; }
+            if (train_on_batch(t, &batch, schedule_lr(t, total_steps), inputs, &r)) { rc = 1; break; }
             adjust_scale(t, r.finite);
             t->step++;
             samples += batch.count;
@@ -636,8 +657,9 @@ int train_main(const train_opts *o)
         fprintf(stderr, "netc: --batch and --epochs must be positive\n");
         return 2;
     }
-    if (o->accumulate > 1) {
-        fprintf(stderr, "netc: --accumulate is not implemented yet\n");
+    if (o->accumulate < 0 || (o->accumulate > 1 && o->batch % o->accumulate != 0)) {
+        fprintf(stderr, "netc: --accumulate %lld must divide --batch %lld (micro-batches of equal size)\n",
+                (long long)o->accumulate, (long long)o->batch);
         return 2;
     }
     const char *kill = getenv("NETC_TEST_KILL_AFTER_STEP");

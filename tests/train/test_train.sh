@@ -45,4 +45,14 @@ if "$netc" train "$model" "${common[@]}" --checkpoint-dir "$ck" --resume 2>"$tmp
   echo "a damaged checkpoint was accepted"; exit 1
 fi
 grep -q 'cannot resume' "$tmp/bad.log" || { cat "$tmp/bad.log"; exit 1; }
-echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint"
+# 4: --accumulate 4 (micro-batches of 8) follows the batch-32 run: same losses to 1e-5
+"$netc" train "$model" "${common[@]}" --accumulate 4 --metrics "$tmp/acc.jsonl" 2>/dev/null
+losses() { grep -o '"train_loss":[-0-9.e]*' "$1" | cut -d: -f2; }
+paste <(losses "$tmp/full.jsonl") <(losses "$tmp/acc.jsonl") |
+  awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * ($1 < 0 ? -$1 : $1) + 1e-7) { print "accumulated loss differs: " $0; bad = 1 } }
+       END { exit bad }' || exit 1
+[[ $(losses "$tmp/acc.jsonl" | wc -l) == $(losses "$tmp/full.jsonl" | wc -l) ]] || { echo "accumulated run logged a different number of steps"; exit 1; }
+if "$netc" train "$model" "${common[@]}" --accumulate 5 2>"$tmp/acc.log"; then echo "--accumulate 5 with --batch 32 was accepted"; exit 1; fi
+grep -q 'must divide' "$tmp/acc.log"
+
+echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch"
