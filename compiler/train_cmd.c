@@ -666,8 +666,8 @@ int train_main(const train_opts *o)
     trainer t = {.o = o, .kill_at_step = kill ? atoll(kill) : -1};
     int rc = build_graphs(&t);
     char err[1024];
-    if (rc == 0 && (data_load_idx(o->data_dir, "train", 1 << 20, &t.train, err, sizeof err) ||
-                    data_load_idx(o->data_dir, "t10k", 1 << 20, &t.test, err, sizeof err))) {
+    if (rc == 0 && (data_load_dir(o->data_dir, "train", 1 << 20, &t.train, err, sizeof err) ||
+                    data_load_dir(o->data_dir, "test", 1 << 20, &t.test, err, sizeof err))) {
         fprintf(stderr, "netc: %s\n", err);
         rc = 1;
     }

@@ -5,6 +5,7 @@
  * producer thread fills a ring of batch slots; the consumer takes them in
  * order, and the slot it holds is released on its next call. */
 #include "data.h"
+#include "tensor_io.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -97,6 +98,19 @@ static int load_part(const char *dir, const char *split, const char *kind, int r
     return rc;
 }
 
+/* Labels in [0, max_classes); classes = 1 + the largest. */
+static int check_labels(const char *what, data_set *d, int32_t max_classes, char *err, size_t errcap)
+{
+    for (int64_t i = 0; i < d->n; i++) {
+        if (d->y.i[i] < 0 || d->y.i[i] >= max_classes) {
+            snprintf(err, errcap, "%s: label %" PRId64 " is %d, outside the %d classes allowed", what, i, d->y.i[i], max_classes);
+            return -1;
+        }
+        if (d->y.i[i] + 1 > d->classes) d->classes = d->y.i[i] + 1;
+    }
+    return 0;
+}
+
 int data_load_idx(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
@@ -114,16 +128,55 @@ int data_load_idx(const char *dir, const char *split, int32_t max_classes, data_
         data_set_free(out);
         return -1;
     }
-    for (int64_t i = 0; i < out->n; i++) {
-        if (out->y.i[i] >= max_classes) {
-            snprintf(err, errcap, "%s: %s label %" PRId64 " is %d, beyond the %d classes allowed", dir, split, i,
-                     out->y.i[i], max_classes);
-            data_set_free(out);
-            return -1;
-        }
-        if (out->y.i[i] + 1 > out->classes) out->classes = out->y.i[i] + 1;
+    char what[4200];
+    snprintf(what, sizeof what, "%s/%s", dir, split);
+    if (check_labels(what, out, max_classes, err, errcap) != 0) {
+        data_set_free(out);
+        return -1;
     }
     return 0;
+}
+
+int data_load_npy(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    char px[4096], py[4096];
+    snprintf(px, sizeof px, "%s/%s_x.npy", dir, split);
+    snprintf(py, sizeof py, "%s/%s_y.npy", dir, split);
+    if (npy_read(px, &out->x, (int64_t)1 << 34, err, errcap) != 0) return -1;
+    int rc = npy_read(py, &out->y, (int64_t)1 << 34, err, errcap);
+    if (rc == 0 && (out->x.dtype != NC_U8 || out->x.rank < 2)) {
+        snprintf(err, errcap, "%s: samples must be u8 (|u1) with a sample axis first, got %s of rank %d", px,
+                 dtype_name(out->x.dtype), out->x.rank);
+        rc = -1;
+    }
+    if (rc == 0 && (out->y.dtype != NC_I32 && out->y.dtype != NC_U8)) {
+        snprintf(err, errcap, "%s: labels must be integers (<i4, <i8 or |u1), got %s", py, dtype_name(out->y.dtype));
+        rc = -1;
+    }
+    if (rc == 0 && (out->y.rank != 1 || out->y.shape[0] != out->x.shape[0])) {
+        snprintf(err, errcap, "%s: %" PRId64 " samples but %s holds %" PRId64 " labels (want one per sample, rank 1)", px,
+                 out->x.shape[0], py, out->y.rank ? out->y.shape[0] : 0);
+        rc = -1;
+    }
+    if (rc == 0 && out->x.shape[0] == 0) {
+        snprintf(err, errcap, "%s: no samples", px);
+        rc = -1;
+    }
+    out->y.dtype = NC_I32;
+    out->n = out->x.rank ? out->x.shape[0] : 0;
+    if (rc == 0) rc = check_labels(py, out, max_classes, err, errcap);
+    if (rc != 0) data_set_free(out);
+    return rc;
+}
+
+int data_load_dir(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s_x.npy", dir, split);
+    if (stat(path, &st) == 0) return data_load_npy(dir, split, max_classes, out, err, errcap);
+    return data_load_idx(dir, strcmp(split, "test") == 0 ? "t10k" : split, max_classes, out, err, errcap);
 }
 
 void data_set_free(data_set *d)

@@ -18,6 +18,12 @@ typedef struct data_set {
 /* Load DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (the MNIST
  * layout; split is "train" or "t10k"). Labels must be < max_classes. */
 int data_load_idx(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap);
+/* Load DIR/SPLIT_x.npy (u8 samples, first axis = sample) and DIR/SPLIT_y.npy
+ * (integer labels, one per sample); split is "train" or "test". */
+int data_load_npy(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap);
+/* Whichever layout DIR holds: the IDX files, else the .npy pair
+ * ("train" / "test" select the split; IDX calls the test split t10k). */
+int data_load_dir(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap);
 void data_set_free(data_set *d);
 
 /* Batches in a seeded random order (a new order each epoch); the last

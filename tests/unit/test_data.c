@@ -2,6 +2,7 @@
  * batch loader: every sample once per epoch, order a function of (seed,
  * epoch) only, resuming mid-epoch gives the same remaining batches. */
 #include "data.h"
+#include "tensor_io.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,12 +145,43 @@ static void test_loader(void)
     data_set_free(&d);
 }
 
+/* The .npy layout: SPLIT_x.npy (u8) and SPLIT_y.npy (integers), found by data_load_dir. */
+static void test_npy_layout(void)
+{
+    char err[512], px[128], py[128];
+    data_set d;
+    clean();
+    snprintf(px, sizeof px, "%s/train_x.npy", dir);
+    snprintf(py, sizeof py, "%s/train_y.npy", dir);
+    cpu_tensor x, y, yf;
+    cpu_tensor_alloc(&x, NC_U8, 3, (int64_t[]){20, 4, 3}, 0);
+    cpu_tensor_alloc(&y, NC_I32, 1, (int64_t[]){20}, 0);
+    for (int64_t i = 0; i < x.numel; i++) x.i[i] = (int32_t)(i % 251);
+    for (int64_t i = 0; i < 20; i++) y.i[i] = (int32_t)(i % 3);
+    CHECK(npy_write(px, &x, err, sizeof err) == 0 && npy_write(py, &y, err, sizeof err) == 0);
+    CHECK(data_load_dir(dir, "train", 10, &d, err, sizeof err) == 0);
+    CHECK(d.n == 20 && d.classes == 3 && d.x.shape[1] == 4 && d.x.i[13] == 13 && d.y.i[7] == 1);
+    data_set_free(&d);
+    CHECK(data_load_dir(dir, "train", 2, &d, err, sizeof err) != 0 && strstr(err, "label"));
+    y.shape[0] = 19, y.numel = 19;                       /* one label short */
+    CHECK(npy_write(py, &y, err, sizeof err) == 0);
+    CHECK(data_load_dir(dir, "train", 10, &d, err, sizeof err) != 0 && strstr(err, "labels"));
+    cpu_tensor_alloc(&yf, NC_F32, 1, (int64_t[]){20}, 0);  /* float labels */
+    CHECK(npy_write(py, &yf, err, sizeof err) == 0);
+    CHECK(data_load_dir(dir, "train", 10, &d, err, sizeof err) != 0 && strstr(err, "integers"));
+    CHECK(data_load_dir(dir, "test", 10, &d, err, sizeof err) != 0);   /* neither layout present */
+    cpu_tensor_free(&x);
+    cpu_tensor_free(&y);
+    cpu_tensor_free(&yf);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/netc_data_XXXXXX");
     if (!mkdtemp(dir)) return 1;
     test_load();
     test_loader();
+    test_npy_layout();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
