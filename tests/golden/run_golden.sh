@@ -4,7 +4,8 @@
 #   run_golden.sh diag NETC SRC   every tests/golden/diag/X.net: `netc check`'s
 #                                 stderr and exit status == X.expected
 #   run_golden.sh ir NETC SRC     every tests/golden/ir/X.net: the IR after each
-#                                 pass (sema, cse, dce) == X.after-PASS.ir
+#                                 pass (sema, cse, dce) == X.after-PASS.ir; every
+#                                 example's final IR == ir/examples/EX.ir
 #   run_golden.sh passes NETC SRC every tests/golden/ir/X.net and example: the CPU
 #                                 executor's outputs with all passes == with none,
 #                                 on random inputs (passes preserve semantics)
@@ -61,6 +62,13 @@ ir)
       out=$(timeout 20 "$netc" check --dump-ir=after:$pass "$f" 2>/dev/null; echo "exit: $?")
       compare "${f%.net}.after-$pass.ir" "$out" || fail=$((fail + 1))
     done
+  done
+  # the examples: their final IR (after every pass)
+  for f in "$src"/examples/*.net; do
+    n=$((n + 1))
+    name=$(basename "${f%.net}")
+    out=$(cd "$src/examples" && timeout 60 "$netc" check --dump-ir "$name.net" 2>/dev/null; echo "exit: $?")
+    compare "examples/$name.ir" "$out" || fail=$((fail + 1))
   done
   ;;
 passes)
