@@ -87,7 +87,9 @@ static void print_help(FILE *out)
         fprintf(out, "  --no-%-15s skip: %s\n", pass_pipeline[i].name, pass_pipeline[i].what);
     fprintf(out,
             "  --target LIST        NVRTC targets (default sm_80,sm_90,compute_90)\n"
-            "  --entry train        build the training step (forward, backward, optimizer update)\n"
+            "  --entry forward|train  build: the forward pass only, or the training step only (default:\n"
+            "                       forward, plus a train entry point when the model has a train section);\n"
+            "                       run, inspect: which entry point of the module (default forward)\n"
             "  --accumulate N       (train, build --entry train) N micro-batches per optimizer step\n"
             "  --emit-cuda          print the generated CUDA C\n"
             "  -Werror              treat warnings as errors\n"
@@ -266,49 +268,57 @@ static int cmd_check(cli_opts *o)
     return failed;
 }
 
-/* Generate CUDA C for the graph, compile it with NVRTC for every target, and
- * write the module when -o is given. */
-static int build_kernels(const cli_opts *o, ir_graph *g)
+/* Generate CUDA C for the graph and compile it with NVRTC for every target,
+ * into *m, which takes ownership of g. */
+static int build_kernels(const cli_opts *o, ir_graph *g, nrt_module_data *m)
 {
-    nrt_program prog;
+    *m = (nrt_module_data){.graph = g, .nvrtc_version = nvrtc_version()};
     char err[1024];
-    if (!cuda_emit_program(g, &prog, err, sizeof err)) {
+    if (!cuda_emit_program(g, &m->program, err, sizeof err)) {
         fprintf(stderr, "netc: code generation failed: %s\n", err);
         return 1;
     }
-    if (o->emit_cuda) fputs(prog.source, stdout);
-    int rc = 0;
-    nrt_module_data m = {.graph = g, .program = prog, .nvrtc_version = nvrtc_version()};
-    if (nvrtc_available()) {
-        char targets[256];
-        snprintf(targets, sizeof targets, "%s", o->targets ? o->targets : "sm_80,sm_90,compute_90");
-        for (char *save = NULL, *arch = strtok_r(targets, ",", &save); arch; arch = strtok_r(NULL, ",", &save)) {
-            nvrtc_image img;
-            char *log;
-            if (!nvrtc_compile(prog.source, arch, &img, &log)) {
-                fprintf(stderr, "netc: %s\n", log);
-                free(log);
-                rc = 1;
-                break;
-            }
-            m.images = nc_xrealloc(m.images, (m.nimages + 1) * sizeof *m.images);
-            nrt_image *mi = &m.images[m.nimages++];
-            memset(mi, 0, sizeof *mi);
-            snprintf(mi->arch, sizeof mi->arch, "%s", img.arch);
-            mi->is_ptx = img.is_ptx;
-            mi->data = img.data;
-            mi->size = img.size;
+    if (o->emit_cuda) fputs(m->program.source, stdout);
+    if (!nvrtc_available()) return 0;
+    char targets[256];
+    snprintf(targets, sizeof targets, "%s", o->targets ? o->targets : "sm_80,sm_90,compute_90");
+    for (char *save = NULL, *arch = strtok_r(targets, ",", &save); arch; arch = strtok_r(NULL, ",", &save)) {
+        nvrtc_image img;
+        char *log;
+        if (!nvrtc_compile(m->program.source, arch, &img, &log)) {
+            fprintf(stderr, "netc: %s\n", log);
+            free(log);
+            return 1;
         }
-    } else if (o->output) {
-        fprintf(stderr, "netc: note: built without NVRTC: the module carries CUDA source only\n");
+        m->images = nc_xrealloc(m->images, (m->nimages + 1) * sizeof *m->images);
+        nrt_image *mi = &m->images[m->nimages++];
+        memset(mi, 0, sizeof *mi);
+        snprintf(mi->arch, sizeof mi->arch, "%s", img.arch);
+        mi->is_ptx = img.is_ptx;
+        mi->data = img.data;
+        mi->size = img.size;
     }
-    if (rc == 0 && o->output && module_write(o->output, &m, err, sizeof err) != 0) {
-        fprintf(stderr, "netc: %s\n", err);
-        rc = 1;
+    return 0;
+}
+
+/* A model with a train section gets a second entry point, "train": the
+ * training step (forward, backward, update), for libnetrt users who train. */
+static int add_train_entry(const cli_opts *o, src_table *t, uint32_t id, diag_ctx *d, nrt_module_data *m)
+{
+    driver_opts dopts = to_driver(o);
+    dopts.train_step = true;
+    dopts.dump_after = NULL;
+    ir_graph *tg = driver_compile(t, id, &dopts, d);
+    if (!tg || diag_failed(d)) {
+        ir_graph_free(tg);
+        fprintf(stderr, "netc: the train section does not build a training step (see above); "
+                        "--entry forward builds the forward pass alone\n");
+        return 1;
     }
-    for (uint32_t i = 0; i < m.nimages; i++) free(m.images[i].data);
-    free(m.images);
-    nrt_program_free(&prog);
+    nrt_module_data tm;
+    int rc = build_kernels(o, tg, &tm);
+    if (rc == 0) module_add_entry(m, "train", &tm);
+    module_data_free(&tm);
     return rc;
 }
 
@@ -323,9 +333,20 @@ static int cmd_build(cli_opts *o)
     d.werror = o->werror;
     driver_opts dopts = to_driver(o);
     ir_graph *g = driver_compile(&t, id, &dopts, &d);
+    nrt_module_data m = {0};
     int rc = g && !diag_failed(&d) ? 0 : 1;
-    if (rc == 0) rc = build_kernels(o, g);
-    ir_graph_free(g);
+    if (rc == 0) rc = build_kernels(o, g, &m);
+    else ir_graph_free(g);
+    bool forward_only = o->entry && strcmp(o->entry, "forward") == 0;
+    if (rc == 0 && !dopts.train_step && !forward_only && m.graph->train.present) rc = add_train_entry(o, &t, id, &d, &m);
+    if (rc == 0 && o->output && !nvrtc_available())
+        fprintf(stderr, "netc: note: built without NVRTC: the module carries CUDA source only\n");
+    char err[1024];
+    if (rc == 0 && o->output && module_write(o->output, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "netc: %s\n", err);
+        rc = 1;
+    }
+    module_data_free(&m);
     src_free(&t);
     return rc;
 }
@@ -345,10 +366,9 @@ static int cmd_train(cli_opts *o)
 static int cmd_inspect(cli_opts *o)
 {
     if (o->nfiles != 1) return usage_error("inspect: expects one module file%s", "");
-    return inspect_module(o->files[0], o->dim_names, o->dim_values, o->ndims, o->json, stdout);
+    return inspect_module(o->files[0], o->entry, o->dim_names, o->dim_values, o->ndims, o->json, stdout);
 }
 
-/* Bind symbolic dims from the shapes of the given inputs where --dim did not. */
 /* "u8[B, 28, 28]" for a module input, "f32[3, 4]" for a loaded array. */
 static void format_decl(const nrt_module *m, int input, const nrt_tensor_info *info, char *buf, size_t cap)
 {
@@ -395,6 +415,7 @@ static int check_given_inputs(const nrt_module *m, const cli_opts *o, const cpu_
     return 0;
 }
 
+/* Bind symbolic dims from the shapes of the given inputs where --dim did not. */
 static void infer_dims(const nrt_module *m, const cli_opts *o, const cpu_tensor *loaded, const char **names,
                        int64_t *values, int *n)
 {
@@ -486,7 +507,7 @@ static int cmd_run(cli_opts *o)
     if (o->nfiles != 1) return usage_error("run: expects one module file (.netm)%s", "");
     nrt_module *m;
     nrt_error e;
-    if (nrt_module_load(o->files[0], &m, &e)) { fprintf(stderr, "netc: %s\n", e.message); return 1; }
+    if (nrt_module_load_entry(o->files[0], o->entry, &m, &e)) { fprintf(stderr, "netc: %s\n", e.message); return 1; }
     int rc = 1;
     cpu_tensor loaded[MAX_LIST] = {{0}};
     const char *dn[NC_MAX_SYMS + MAX_LIST];

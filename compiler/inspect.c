@@ -82,12 +82,12 @@ static json_t *decls_json(const ir_graph *g, const ir_tensor_decl *d, uint32_t n
     return a;
 }
 
-int inspect_module(const char *path, const char *const *dim_names, const int64_t *dim_values, int ndims, bool as_json,
-                   FILE *out)
+int inspect_module(const char *path, const char *entry, const char *const *dim_names, const int64_t *dim_values,
+                   int ndims, bool as_json, FILE *out)
 {
-    nrt_module_data m;
+    nrt_module_data all, m;
     char err[1024];
-    if (module_read(path, &m, err, sizeof err) != 0) {
+    if (module_read(path, &all, err, sizeof err) != 0 || module_take_entry(&all, entry, &m, err, sizeof err) != 0) {
         fprintf(stderr, "netc: %s\n", err);
         return 1;
     }

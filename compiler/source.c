@@ -20,6 +20,10 @@ uint32_t src_add(src_table *t, const char *path, const char *text, size_t len)
 
 uint32_t src_load(src_table *t, const char *path, char *err, size_t errcap)
 {
+    /* One file, one id: a second compile in the same table (forward, then the
+     * training step) reuses what is loaded, so graph locations stay valid. */
+    for (uint32_t i = 0; i < t->nfiles; i++)
+        if (strcmp(t->files[i].path, path) == 0) return i + 1;
     FILE *fp = fopen(path, "rb");
     if (!fp) {
         snprintf(err, errcap, "cannot open %s: %s", path, strerror(errno));

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { SEC_GRAPH = 1, SEC_PROGRAM = 2, SEC_SOURCE = 3, SEC_IMAGE = 4, SEC_COUNT_LIMIT = 64 };
+enum { SEC_GRAPH = 1, SEC_PROGRAM = 2, SEC_SOURCE = 3, SEC_IMAGE = 4, SEC_ENTRY = 5, SEC_COUNT_LIMIT = 64 };
 
 /* ------------------------------------------------------------------ */
 /* writer                                                               */
@@ -197,11 +197,13 @@ static int fail(char *err, size_t cap, const char *fmt, ...)
     return -1;
 }
 
-int module_write(const char *path, const nrt_module_data *m, char *err, size_t errcap)
+/* The whole file image of m in all (entries as nested images). */
+static int serialize(const nrt_module_data *m, wbuf *all, char *err, size_t errcap)
 {
-    wbuf sec[3 + 64] = {{0}};
-    uint32_t kinds[3 + 64], nsec = 0;
+    wbuf sec[4 + 64 + NRT_ENTRY_MAX] = {{0}};
+    uint32_t kinds[4 + 64 + NRT_ENTRY_MAX], nsec = 0;
     if (m->nimages > 60) return fail(err, errcap, "too many images");
+    if (m->nentries > NRT_ENTRY_MAX) return fail(err, errcap, "too many entry points");
     write_graph(&sec[nsec], m->graph), kinds[nsec++] = SEC_GRAPH;
     write_program(&sec[nsec], &m->program), kinds[nsec++] = SEC_PROGRAM;
     w_str(&sec[nsec], m->program.source ? m->program.source : ""), kinds[nsec++] = SEC_SOURCE;
@@ -214,23 +216,42 @@ int module_write(const char *path, const nrt_module_data *m, char *err, size_t e
         w_bytes(b, m->images[i].data, m->images[i].size);
         kinds[nsec++] = SEC_IMAGE;
     }
-    wbuf all = {0};
-    w_bytes(&all, NRT_MODULE_MAGIC, 8);
-    w_u32(&all, NRT_MODULE_VERSION);
-    w_u32(&all, nsec);
+    int rc = 0;
+    for (uint32_t i = 0; i < m->nentries && rc == 0; i++) {
+        wbuf *b = &sec[nsec], nested = {0};
+        if (m->entries[i].data.nentries) rc = fail(err, errcap, "entry points do not nest");
+        else rc = serialize(&m->entries[i].data, &nested, err, errcap);
+        w_str(b, m->entries[i].name);
+        w_bytes(b, nested.p, nested.n);
+        free(nested.p);
+        kinds[nsec++] = SEC_ENTRY;
+    }
+    w_bytes(all, NRT_MODULE_MAGIC, 8);
+    w_u32(all, NRT_MODULE_VERSION);
+    w_u32(all, nsec);
     uint64_t offset = 8 + 4 + 4 + 8 + (uint64_t)nsec * 24, total = offset;
     for (uint32_t i = 0; i < nsec; i++) total += sec[i].n;
-    w_u64(&all, total);
+    w_u64(all, total);
     for (uint32_t i = 0; i < nsec; i++) {
-        w_u32(&all, kinds[i]);
-        w_u32(&all, 0);
-        w_u64(&all, offset);
-        w_u64(&all, sec[i].n);
+        w_u32(all, kinds[i]);
+        w_u32(all, 0);
+        w_u64(all, offset);
+        w_u64(all, sec[i].n);
         offset += sec[i].n;
     }
     for (uint32_t i = 0; i < nsec; i++) {
-        w_bytes(&all, sec[i].p, sec[i].n);
+        w_bytes(all, sec[i].p, sec[i].n);
         free(sec[i].p);
+    }
+    return rc;
+}
+
+int module_write(const char *path, const nrt_module_data *m, char *err, size_t errcap)
+{
+    wbuf all = {0};
+    if (serialize(m, &all, err, errcap) != 0) {
+        free(all.p);
+        return -1;
     }
     /* atomic: write a temporary next to the target, fsync, rename */
     char tmp[4096];
@@ -606,7 +627,32 @@ static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
     return !r->bad;
 }
 
+static int read_module(const unsigned char *data, size_t size, nrt_module_data *m, bool nested, char *err, size_t errcap);
+
+/* An entry section: its name, then a whole (non-nested) module image. */
+static int read_entry(rd *s, nrt_module_data *m, char *err, size_t errcap)
+{
+    s->what = "entry";
+    char *name = r_str(s, 64);
+    if (!name) return -1;
+    int rc = 0;
+    for (uint32_t i = 0; i < m->nentries && rc == 0; i++)
+        if (strcmp(m->entries[i].name, name) == 0) rc = fail(err, errcap, "module is corrupt: two entries named %s", name);
+    if (rc == 0 && (m->nentries >= NRT_ENTRY_MAX || strcmp(name, "forward") == 0))
+        rc = fail(err, errcap, "module is corrupt: entry %s", m->nentries >= NRT_ENTRY_MAX ? "count" : "named forward");
+    nrt_module_data sub;
+    if (rc == 0 && read_module(s->p + s->at, s->n - s->at, &sub, true, err, errcap) != 0) rc = -1;
+    if (rc == 0) module_add_entry(m, name, &sub);
+    free(name);
+    return rc;
+}
+
 int module_read_buffer(const unsigned char *data, size_t size, nrt_module_data *m, char *err, size_t errcap)
+{
+    return read_module(data, size, m, false, err, errcap);
+}
+
+static int read_module(const unsigned char *data, size_t size, nrt_module_data *m, bool nested, char *err, size_t errcap)
 {
     memset(m, 0, sizeof *m);
     rd r = {.p = data, .n = size, .err = err, .errcap = errcap, .what = "header"};
@@ -666,6 +712,9 @@ int module_read_buffer(const unsigned char *data, size_t size, nrt_module_data *
                 m->images = nc_xrealloc(m->images, (m->nimages + 1) * sizeof *m->images);
                 m->images[m->nimages++] = img;
             }
+        } else if (kind == SEC_ENTRY) {
+            if (nested) rc = fail(err, errcap, "module is corrupt: nested entry points");
+            else rc = read_entry(&s, m, err, errcap);
         } else {
             rc = fail(err, errcap, "module is corrupt: unknown section kind %u", kind);
         }
@@ -705,8 +754,47 @@ int module_read(const char *path, nrt_module_data *m, char *err, size_t errcap)
     return rc;
 }
 
+void module_add_entry(nrt_module_data *m, const char *name, nrt_module_data *entry)
+{
+    m->entries = nc_xrealloc(m->entries, (m->nentries + 1) * sizeof *m->entries);
+    m->entries[m->nentries++] = (nrt_module_entry){.name = nc_xstrdup(name), .data = *entry};
+    memset(entry, 0, sizeof *entry);
+}
+
+int module_take_entry(nrt_module_data *m, const char *name, nrt_module_data *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    if (!name || strcmp(name, "forward") == 0) {
+        *out = *m;
+        out->entries = NULL, out->nentries = 0;
+        for (uint32_t i = 0; i < m->nentries; i++) {
+            free(m->entries[i].name);
+            module_data_free(&m->entries[i].data);
+        }
+        free(m->entries);
+        memset(m, 0, sizeof *m);
+        return 0;
+    }
+    for (uint32_t i = 0; i < m->nentries; i++)
+        if (strcmp(m->entries[i].name, name) == 0) {
+            *out = m->entries[i].data;
+            memset(&m->entries[i].data, 0, sizeof m->entries[i].data);
+            module_data_free(m);
+            return 0;
+        }
+    char names[256] = "forward";
+    for (uint32_t i = 0; i < m->nentries; i++) snprintf(names + strlen(names), sizeof names - strlen(names), ", %s", m->entries[i].name);
+    module_data_free(m);
+    return fail(err, errcap, "the module has no entry point '%s' (it has: %s)", name, names);
+}
+
 void module_data_free(nrt_module_data *m)
 {
+    for (uint32_t i = 0; i < m->nentries; i++) {
+        free(m->entries[i].name);
+        module_data_free(&m->entries[i].data);
+    }
+    free(m->entries);
     ir_graph_free(m->graph);
     nrt_program_free(&m->program);
     for (uint32_t i = 0; i < m->nimages; i++) free(m->images[i].data);

@@ -10,7 +10,7 @@
 #include "program.h"
 
 #define NRT_MODULE_MAGIC "NETCMOD\0"
-#define NRT_MODULE_VERSION 1
+#define NRT_MODULE_VERSION 2   /* 2: entry sections (forward + train in one file) */
 #define NRT_MODULE_MAX_BYTES ((uint64_t)4 << 30)   /* refuse larger files outright */
 
 typedef struct nrt_image {
@@ -20,13 +20,27 @@ typedef struct nrt_image {
     uint64_t size;
 } nrt_image;
 
+typedef struct nrt_module_entry nrt_module_entry;
+
 typedef struct nrt_module_data {
     ir_graph *graph;
     nrt_program program;
     nrt_image *images;
     uint32_t nimages;
     int nvrtc_version;         /* of the compiler that made the images */
+    /* The file's other entry points ("train": the training step), each a
+     * whole module of its own; entries do not nest. The top level is the
+     * entry point "forward". */
+    nrt_module_entry *entries;
+    uint32_t nentries;
 } nrt_module_data;
+
+struct nrt_module_entry {
+    char *name;
+    nrt_module_data data;
+};
+
+#define NRT_ENTRY_MAX 8
 
 /* Write atomically (temporary file, fsync, rename). 0 or -1 with err. */
 int module_write(const char *path, const nrt_module_data *m, char *err, size_t errcap);
@@ -34,5 +48,10 @@ int module_write(const char *path, const nrt_module_data *m, char *err, size_t e
 int module_read(const char *path, nrt_module_data *m, char *err, size_t errcap);
 int module_read_buffer(const unsigned char *data, size_t size, nrt_module_data *m, char *err, size_t errcap);
 void module_data_free(nrt_module_data *m);
+/* Add an entry point to m (which takes ownership of *entry's contents). */
+void module_add_entry(nrt_module_data *m, const char *name, nrt_module_data *entry);
+/* Move the entry named name ("forward": the top level) into *out, freeing
+ * the rest of m. 0, or -1 with err naming the entries there are. */
+int module_take_entry(nrt_module_data *m, const char *name, nrt_module_data *out, char *err, size_t errcap);
 
 #endif

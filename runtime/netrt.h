@@ -50,6 +50,12 @@ typedef struct nrt_session nrt_session;
 
 /* ---- modules -------------------------------------------------------- */
 nrt_status nrt_module_load(const char *path, nrt_module **out, nrt_error *err);
+/* A module built from a model with a train section holds two entry points:
+ * "forward" (what nrt_module_load loads) and "train", one training step
+ * (forward, backward, optimizer update) whose run updates the session's
+ * parameters and optimizer state in place. Its extra scalar inputs: @lr, and
+ * for Adam @bias1 = 1 - beta1^t, @bias2 = 1 - beta2^t (t = step, from 1). */
+nrt_status nrt_module_load_entry(const char *path, const char *entry, nrt_module **out, nrt_error *err);
 void nrt_module_free(nrt_module *m);
 
 /* The interface. Symbolic dims show as -1 in shapes; their names come from

@@ -66,6 +66,20 @@ nrt_status nrt_module_load(const char *path, nrt_module **out, nrt_error *err)
     return ok(err);
 }
 
+nrt_status nrt_module_load_entry(const char *path, const char *entry, nrt_module **out, nrt_error *err)
+{
+    nrt_status st = nrt_module_load(path, out, err);
+    if (st != NRT_OK) return st;
+    nrt_module_data all = (*out)->d;
+    char msg[512];
+    if (module_take_entry(&all, entry, &(*out)->d, msg, sizeof msg) != 0) {
+        free(*out);
+        *out = NULL;
+        return set_err(err, NRT_ERR_ARGUMENT, "%s: %s", path, msg);
+    }
+    return ok(err);
+}
+
 void nrt_module_free(nrt_module *m)
 {
     if (!m) return;
@@ -329,7 +343,8 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
 {
     const ir_graph *g = s->g;
     for (uint32_t i = 0; i < g->ninputs; i++)
-        if (!s->input_set[i] && s->input_node[i] != IR_NONE && (!g->train.present || i < g->train.first_train_input))
+        if (!s->input_set[i] && s->input_node[i] != IR_NONE &&
+            (!g->train.present || g->nupdates || i < g->train.first_train_input))
             return set_err(err, NRT_ERR_STATE, "input %s was not set", g->inputs[i].name);
     char msg[1024];
     if (s->gpu) {
@@ -342,6 +357,12 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
     cpu_exec_opts o = {.syms = s->syms, .inputs = s->inputs, .params = s->params};
     if (cpu_exec_run(g, &o, &s->result, msg, sizeof msg) != 0) return set_err(err, NRT_ERR_ARGUMENT, "%s", msg);
     s->have_result = true;
+    /* a training step: parameters and optimizer state take their new values */
+    for (uint32_t k = 0; k < g->nupdates; k++) {
+        cpu_tensor *dst = &s->params[g->updates[k].param];
+        const cpu_tensor *src = &s->result.values[g->updates[k].value];
+        if (dst->f && src->f && dst->f != src->f) memcpy(dst->f, src->f, (size_t)dst->numel * sizeof *dst->f);
+    }
     return ok(err);
 }
 
