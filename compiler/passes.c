@@ -6,6 +6,7 @@
 #include <string.h>
 
 const pass_info pass_pipeline[] = {
+    {"cast-hoist", pass_cast_hoist, "move casts across data movement where it saves bytes (exact)"},
     {"cse", pass_cse, "merge identical computations"},
     {"dce", pass_dce, "drop computations no output depends on"},
 };

@@ -34,6 +34,7 @@ bool pass_run_all(ir_graph **g, const pass_opts *o, FILE *err);
 
 /* The passes. */
 bool pass_dce(ir_graph **g, FILE *err);
+bool pass_cast_hoist(ir_graph **g, FILE *err);
 bool pass_cse(ir_graph **g, FILE *err);
 
 /* Copy a graph keeping only the nodes where keep[v]; operands of kept nodes

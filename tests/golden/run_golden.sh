@@ -4,7 +4,7 @@
 #   run_golden.sh diag NETC SRC   every tests/golden/diag/X.net: `netc check`'s
 #                                 stderr and exit status == X.expected
 #   run_golden.sh ir NETC SRC     every tests/golden/ir/X.net: the IR after each
-#                                 pass (sema, cse, dce) == X.after-PASS.ir; every
+#                                 pass (sema, cast-hoist, cse, dce) == X.after-PASS.ir; every
 #                                 example's final IR == ir/examples/EX.ir
 #   run_golden.sh passes NETC SRC every tests/golden/ir/X.net and example: the CPU
 #                                 executor's outputs with all passes == with none,
@@ -57,7 +57,7 @@ ir)
   netc=$1 src=$2
   cd "$src/tests/golden/ir" || exit 1
   for f in *.net; do
-    for pass in sema cse dce; do
+    for pass in sema cast-hoist cse dce; do
       n=$((n + 1))
       out=$(timeout 20 "$netc" check --dump-ir=after:$pass "$f" 2>/dev/null; echo "exit: $?")
       compare "${f%.net}.after-$pass.ir" "$out" || fail=$((fail + 1))
@@ -80,7 +80,7 @@ passes)
     ok=1
     dims=(); grep -q '\[B' "$f" && dims=(--dim B=3)
     for variant in all none; do
-      flags=(); [[ $variant == none ]] && flags=(--no-cse --no-dce)
+      flags=(); [[ $variant == none ]] && flags=(--no-cast-hoist --no-cse --no-dce)
       if ! "$netc" build "$f" --target '' "${flags[@]}" -o "$tmp/$name.$variant.netm" 2>"$tmp/err" ||
          ! "$netc" run "$tmp/$name.$variant.netm" --device cpu "${dims[@]}" --random-inputs 7 --seed 5 \
               --output "$tmp/$name.$variant" >/dev/null 2>>"$tmp/err"; then

@@ -1,0 +1,161 @@
+/* test_cast_hoist.c - the cast-hoisting pass is exact and does what it says.
+ *
+ * Each case runs on the CPU executor with the pass and without it, on inputs
+ * full of values that round badly: NaN, infinities, -0, f16 overflow, ties
+ * at the f16/bf16 rounding boundaries, subnormals. Results must agree bit for
+ * bit. Each case also states what the pass must have done: how many casts
+ * remain and in which dtype a named op now runs. */
+#include "cpu_exec.h"
+#include "driver.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+typedef struct hoist_case {
+    const char *name;
+    const char *source;        /* a model m */
+    int casts_after;           /* cast nodes left with the pass */
+    nc_op op;                  /* and this op ... */
+    nc_dtype op_dtype;         /* ... computes in this dtype (NC_DTYPE_COUNT: no check) */
+} hoist_case;
+
+static const hoist_case cases[] = {
+    {"transpose", "model m(x: f32[64, 48]) -> f16[48, 64] { return f16(transpose(x)) }", 1, OP_TRANSPOSE, NC_F16},
+    {"relu_reshape", "model m(x: f32[64, 48]) -> bf16[48, 64] { return bf16(relu(reshape(x, [48, 64]))) }", 1, OP_RELU,
+     NC_BF16},
+    /* above the transpose; not above maximum: two input casts cost what they save */
+    {"maximum", "model m(x: f32[64, 48], z: f32[64, 48]) -> f16[48, 64] { return f16(transpose(maximum(x, z))) }", 1,
+     OP_TRANSPOSE, NC_F16},
+    /* a reduction's output is small: narrowing its input would cost more */
+    {"max_reduce", "model m(x: f32[64, 48]) -> f16[64] { return f16(max(transpose(x), axis: 0)) }", 1, OP_MAX, NC_F32},
+    /* relu of a broadcast: narrow the small operand before broadcasting */
+    {"broadcast", "model m(x: f32[48]) -> bf16[64, 48] { return bf16(relu(broadcast(x, [64, 48]))) }", 1, OP_BROADCAST,
+     NC_BF16},
+    {"concat", "model m(x: f32[32, 48], z: f32[32, 48]) -> bf16[48, 64] { return bf16(transpose(concat([x, z], axis: 0))) }",
+     2, OP_CONCAT, NC_BF16},
+    {"gather", "model m(t: f32[16, 64], i: i32[512]) -> f16[64, 512] { return f16(transpose(gather(t, i))) }", 1,
+     OP_GATHER, NC_F16},
+    {"upcast_sinks", "model m(h: bf16[64, 48]) -> f32[48, 64] { return transpose(f32(h)) }", 1, OP_TRANSPOSE, NC_BF16},
+    {"identity_removed", "model m(h: f16[64, 48]) -> f16[48, 64] { return f16(transpose(f32(h))) }", 0, OP_TRANSPOSE,
+     NC_F16},
+    {"rounding_kept", "model m(x: f32[64, 48]) -> f32[48, 64] { return transpose(f32(f16(x))) }", 2, OP_CAST,
+     NC_DTYPE_COUNT},
+    /* a slice keeping a quarter: narrowing before it would move more bytes */
+    {"slice_not_worth", "model m(x: f32[256, 64]) -> f16[64, 64] { return f16(slice(x, axis: 0, start: 0, end: 64)) }", 1,
+     OP_SLICE, NC_F32},
+    /* an add does not commute with rounding: the cast stays below it */
+    {"add_blocks", "model m(x: f32[48], z: f32[48]) -> f16[64, 48] { return f16(broadcast(x, [64, 48]) + broadcast(z, [64, 48])) }",
+     1, OP_ADD, NC_F32},
+};
+
+static const float specials[] = {
+    NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 65504.0f, 65520.0f, -65520.0f, 1.00048828125f /* 1 + 2^-11: f16 tie */,
+    1.00146484375f /* 1 + 3*2^-11 */, 1.00390625f /* 1 + 2^-8: bf16 tie */, 1e-8f, -3e-5f, 6.1e-5f, 3.4e38f, -1e-30f,
+};
+
+static void fill(cpu_tensor *t, uint64_t seed, int64_t index_limit)
+{
+    for (int64_t j = 0; j < t->numel; j++) {
+        if (t->i) {
+            t->i[j] = (int32_t)(nc_rng_hash(seed, 1, (uint64_t)j) % (uint64_t)index_limit);
+            continue;
+        }
+        uint64_t h = nc_rng_hash(seed, 2, (uint64_t)j);
+        float v = h % 3 == 0 ? specials[(h >> 8) % NC_COUNT(specials)] : (nc_rng_uniform(seed, 3, (uint64_t)j) - 0.5f) * 8;
+        cpu_set(t, j, v);
+    }
+}
+
+static ir_graph *compile(const char *source, bool hoist)
+{
+    src_table src = {0};
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    uint32_t id = src_add(&src, "case.net", source, strlen(source));
+    const char *off[] = {"cast-hoist"};
+    driver_opts o = {.verify = true, .disabled_passes = off, .ndisabled = hoist ? 0 : 1};
+    ir_graph *g = driver_compile(&src, id, &o, &d);
+    src_free(&src);
+    return g;
+}
+
+static bool run(const ir_graph *g, cpu_exec_result *res)
+{
+    cpu_tensor *in = calloc(g->ninputs + 1, sizeof *in);
+    for (uint32_t i = 0; i < g->ninputs; i++) {
+        int64_t shape[NC_MAX_RANK];
+        for (int k = 0; k < g->inputs[i].rank; k++) dim_is_const(&g->dims[g->inputs[i].shape[k]], &shape[k]);
+        cpu_tensor_alloc(&in[i], g->inputs[i].dtype, g->inputs[i].rank, shape, 0);
+        fill(&in[i], 100 + i, 16);
+    }
+    char err[512];
+    cpu_exec_opts o = {.inputs = in};
+    int rc = cpu_exec_run(g, &o, res, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    for (uint32_t i = 0; i < g->ninputs; i++) cpu_tensor_free(&in[i]);
+    free(in);
+    return rc == 0;
+}
+
+static bool same_bits(float a, float b)
+{
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    uint32_t x, y;
+    memcpy(&x, &a, 4);
+    memcpy(&y, &b, 4);
+    return x == y;
+}
+
+static void check_case(const hoist_case *c)
+{
+    ir_graph *with = compile(c->source, true), *without = compile(c->source, false);
+    int bad = 0;
+    if (!with || !without) {
+        fprintf(stderr, "%s: does not compile\n", c->name);
+        bad++;
+        goto done;
+    }
+    cpu_exec_result a, b;
+    if (!run(with, &a) || !run(without, &b)) {
+        bad++;
+        goto done;
+    }
+    const cpu_tensor *x = &a.values[with->outputs[0].value], *y = &b.values[without->outputs[0].value];
+    if (x->numel != y->numel || x->dtype != y->dtype) bad++;
+    for (int64_t j = 0; !bad && j < x->numel; j++)
+        if (x->f ? !same_bits(x->f[j], y->f[j]) : x->i[j] != y->i[j]) {
+            fprintf(stderr, "%s: element %lld differs: %g with the pass, %g without\n", c->name, (long long)j,
+                    x->f ? x->f[j] : x->i[j], y->f ? y->f[j] : y->i[j]);
+            bad++;
+        }
+    int casts = 0;
+    bool op_ok = c->op_dtype == NC_DTYPE_COUNT;
+    for (ir_value v = 0; v < with->nnodes; v++) {
+        casts += with->nodes[v].op == OP_CAST;
+        if (with->nodes[v].op == c->op && with->nodes[v].dtype == c->op_dtype) op_ok = true;
+    }
+    if (casts != c->casts_after || !op_ok) {
+        fprintf(stderr, "%s: %d casts after the pass (want %d)%s\n", c->name, casts, c->casts_after,
+                op_ok ? "" : "; the op is not computed in the expected dtype");
+        ir_print(with, stderr);
+        bad++;
+    }
+    cpu_exec_result_free(&a);
+    cpu_exec_result_free(&b);
+done:
+    ir_graph_free(with);
+    ir_graph_free(without);
+    if (bad) failures++;
+    printf("%s %s\n", bad ? "FAIL" : "ok", c->name);
+}
+
+int main(void)
+{
+    for (size_t i = 0; i < NC_COUNT(cases); i++) check_case(&cases[i]);
+    printf("%zu cases, %d failed\n", NC_COUNT(cases), failures);
+    return failures != 0;
+}
