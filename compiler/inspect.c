@@ -116,7 +116,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
     double param_bytes = 0;
     for (uint32_t v = 0; v < g->nnodes; v++)
         if (g->nodes[v].op == OP_PARAM) param_bytes += (double)b[v].bytes;
-    double total_bytes = 0, total_flops = 0, total_floor = 0;
+    double total_bytes = 0, total_flops = 0, total_floor = 0, recompute_flops = 0;
     json_t *kernels = json_array(), *steps_j = json_array();
     if (!as_json) {
         fprintf(out, "module %s: model %s, %u steps, %u kernels\n", path, g->name, m.program.nsteps, m.program.nkernels);
@@ -128,6 +128,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         step_cost c = cost_of(g, s, b, syms);
         total_bytes += c.bytes, total_flops += c.flops, total_floor += c.floor_s;
         const ir_node *n = &g->nodes[s->node];
+        if (n->flags & IR_FLAG_RECOMPUTE) recompute_flops += c.flops;
         char what[128] = "", loc[96] = "";
         if (n->loc.file && n->loc.file <= g->nfiles) {
             const char *f = g->files[n->loc.file - 1], *slash = strrchr(f, '/');
@@ -155,11 +156,12 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
             ir_shape_format(g, n->dtype, n->rank, n->shape, type, sizeof type);
             json_array_append_new(outs, json_pack("{s:s, s:s}", "name", g->outputs[i].name, "type", type));
         }
-        json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:I, s:I, s:f, s:o, s:o}", "model", g->name,
+        json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:o, s:o}", "model", g->name,
                                  "targets", targets, "dims", dims, "kernels", kernels, "steps", steps_j, "total_bytes_moved",
-                                 total_bytes, "total_flops", total_flops, "floor_us", total_floor * 1e6, "peak_memory_bytes",
-                                 (json_int_t)plan.arena_bytes, "peak_lower_bound_bytes", (json_int_t)plan.lower_bound,
-                                 "param_bytes", param_bytes, "inputs", decls_json(g, g->inputs, g->ninputs), "outputs", outs);
+                                 total_bytes, "total_flops", total_flops, "recompute_flops", recompute_flops, "floor_us",
+                                 total_floor * 1e6, "peak_memory_bytes", (json_int_t)plan.arena_bytes,
+                                 "peak_lower_bound_bytes", (json_int_t)plan.lower_bound, "param_bytes", param_bytes,
+                                 "inputs", decls_json(g, g->inputs, g->ninputs), "outputs", outs);
         char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         fprintf(out, "%s\n", text);
         free(text);
@@ -172,7 +174,8 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         human_bytes(plan.lower_bound, lb, sizeof lb);
         human_bytes(total_bytes, tb, sizeof tb);
         human_bytes(param_bytes, par, sizeof par);
-        fprintf(out, "\ntotal: %s moved, %.3g FLOPs, roofline floor %.1f us on an H100\n", tb, total_flops, total_floor * 1e6);
+        fprintf(out, "\ntotal: %s moved, %.3g FLOPs (%.3g recomputing @checkpoint blocks), roofline floor %.1f us on an H100\n",
+                tb, total_flops, recompute_flops, total_floor * 1e6);
         fprintf(out, "memory plan: peak %s (lower bound %s: the largest live set), parameters %s\n", pb, lb, par);
         fprintf(out, "targets:");
         for (uint32_t i = 0; i < m.nimages; i++) fprintf(out, " %s%s", m.images[i].arch, m.images[i].is_ptx ? "(ptx)" : "");

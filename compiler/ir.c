@@ -256,6 +256,7 @@ void ir_print(const ir_graph *g, FILE *out)
         fputs(" : ", out);
         print_type(g, n->dtype, n->rank, n->shape, out);
         if (n->flags & IR_FLAG_AUTOCAST) fputs(" autocast", out);
+        if (n->flags & IR_FLAG_RECOMPUTE) fputs(" recompute", out);
         if (n->region) fprintf(out, " checkpoint(%u)", n->region);
         print_loc(g, n->loc, out);
         fputc('\n', out);

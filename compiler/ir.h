@@ -32,6 +32,7 @@ typedef struct ir_attr {
 enum {
     IR_FLAG_CHECKPOINT = 1u << 0,  /* inside an @checkpoint region (see region) */
     IR_FLAG_AUTOCAST = 1u << 1,    /* a cast inserted by a precision block, not written */
+    IR_FLAG_RECOMPUTE = 1u << 2,   /* a forward value computed again for the backward pass */
 };
 
 typedef struct ir_node {

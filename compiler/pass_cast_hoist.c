@@ -174,22 +174,10 @@ static void count_users(hoist_ctx *c)
     if (g->train.present && g->train.loss != IR_NONE) c->users[g->train.loss]++;
 }
 
-static ir_graph *graph_shell(const ir_graph *g)
-{
-    ir_graph *out = ir_graph_new(g->name);
-    for (uint32_t i = 0; i < g->ndims; i++) ir_dim_intern(out, &g->dims[i]);
-    for (uint32_t i = 0; i < g->nsyms; i++) ir_sym_add(out, g->sym_names[i]);
-    for (uint32_t i = 0; i < g->nfiles; i++) ir_file_add(out, g->files[i]);
-    for (uint32_t i = 0; i < g->ninputs; i++) ir_input_add(out, &g->inputs[i]);
-    for (uint32_t i = 0; i < g->nparams; i++) ir_param_add(out, &g->params[i]);
-    out->train = g->train;
-    return out;
-}
-
 bool pass_cast_hoist(ir_graph **gp, FILE *err)
 {
     const ir_graph *g = *gp;
-    hoist_ctx c = {.g = g, .out = graph_shell(g)};
+    hoist_ctx c = {.g = g, .out = ir_graph_shell(g)};
     size_t n = g->nnodes + 1;
     c.map = nc_xmalloc(n * sizeof *c.map);
     c.users = nc_xcalloc(n, sizeof *c.users);
@@ -214,9 +202,7 @@ bool pass_cast_hoist(ir_graph **gp, FILE *err)
         if (dst != args) free(dst);
     }
     ir_graph *out = c.out;
-    for (uint32_t i = 0; i < g->noutputs; i++) ir_output_add(out, g->outputs[i].name, c.map[g->outputs[i].value]);
-    if (g->train.present && g->train.loss != IR_NONE) out->train.loss = c.map[g->train.loss];
-    for (uint32_t i = 0; i < g->nupdates; i++) ir_update_add(out, g->updates[i].param, c.map[g->updates[i].value]);
+    ir_graph_finish(out, g, c.map);
     free(c.map);
     free(c.users);
     for (int d = 0; d < NC_DTYPE_COUNT; d++) free(c.narrow[d]);

@@ -25,7 +25,9 @@ static uint64_t node_hash(const ir_graph *g, const ir_node *n)
 
 static bool same_node(const ir_graph *g, const ir_node *a, const ir_node *b)
 {
-    return a->op == b->op && a->dtype == b->dtype && a->rank == b->rank && a->nargs == b->nargs &&
+    /* flags are part of a node's identity: a recomputed value must not merge
+     * back into the original it exists to replace */
+    return a->op == b->op && a->dtype == b->dtype && a->rank == b->rank && a->nargs == b->nargs && a->flags == b->flags &&
            a->region == b->region && memcmp(a->shape, b->shape, a->rank * sizeof(uint32_t)) == 0 &&
            memcmp(&a->attr, &b->attr, sizeof a->attr) == 0 &&
            (a->nargs == 0 || memcmp(ir_args(g, a), ir_args(g, b), a->nargs * sizeof(ir_value)) == 0);

@@ -8,6 +8,7 @@
 const pass_info pass_pipeline[] = {
     {"cast-hoist", pass_cast_hoist, "move casts across data movement where it saves bytes (exact)"},
     {"cse", pass_cse, "merge identical computations"},
+    {"recompute", pass_recompute, "backward passes recompute @checkpoint blocks instead of keeping them"},
     {"dce", pass_dce, "drop computations no output depends on"},
 };
 const int pass_count = (int)NC_COUNT(pass_pipeline);
@@ -48,7 +49,7 @@ bool pass_run_all(ir_graph **g, const pass_opts *o, FILE *err)
     return true;
 }
 
-ir_graph *ir_graph_filter(const ir_graph *g, const bool *keep, const ir_value *replace)
+ir_graph *ir_graph_shell(const ir_graph *g)
 {
     ir_graph *out = ir_graph_new(g->name);
     for (uint32_t i = 0; i < g->ndims; i++) ir_dim_intern(out, &g->dims[i]);
@@ -57,6 +58,19 @@ ir_graph *ir_graph_filter(const ir_graph *g, const bool *keep, const ir_value *r
     for (uint32_t i = 0; i < g->ninputs; i++) ir_input_add(out, &g->inputs[i]);
     for (uint32_t i = 0; i < g->nparams; i++) ir_param_add(out, &g->params[i]);
     out->train = g->train;
+    return out;
+}
+
+void ir_graph_finish(ir_graph *out, const ir_graph *g, const ir_value *map)
+{
+    for (uint32_t i = 0; i < g->noutputs; i++) ir_output_add(out, g->outputs[i].name, map[g->outputs[i].value]);
+    if (g->train.present && g->train.loss != IR_NONE) out->train.loss = map[g->train.loss];
+    for (uint32_t i = 0; i < g->nupdates; i++) ir_update_add(out, g->updates[i].param, map[g->updates[i].value]);
+}
+
+ir_graph *ir_graph_filter(const ir_graph *g, const bool *keep, const ir_value *replace)
+{
+    ir_graph *out = ir_graph_shell(g);
     ir_value *map = nc_xmalloc((g->nnodes + 1) * sizeof *map);
     ir_value args[256];
     for (ir_value v = 0; v < g->nnodes; v++) {
@@ -74,9 +88,7 @@ ir_graph *ir_graph_filter(const ir_graph *g, const bool *keep, const ir_value *r
         map[v] = ir_add(out, n, dst, n->nargs);
         if (dst != args) free(dst);
     }
-    for (uint32_t i = 0; i < g->noutputs; i++) ir_output_add(out, g->outputs[i].name, map[g->outputs[i].value]);
-    if (g->train.present && g->train.loss != IR_NONE) out->train.loss = map[g->train.loss];
-    for (uint32_t i = 0; i < g->nupdates; i++) ir_update_add(out, g->updates[i].param, map[g->updates[i].value]);
+    ir_graph_finish(out, g, map);
     free(map);
     return out;
 }

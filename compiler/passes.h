@@ -35,7 +35,14 @@ bool pass_run_all(ir_graph **g, const pass_opts *o, FILE *err);
 /* The passes. */
 bool pass_dce(ir_graph **g, FILE *err);
 bool pass_cast_hoist(ir_graph **g, FILE *err);
+bool pass_recompute(ir_graph **g, FILE *err);
 bool pass_cse(ir_graph **g, FILE *err);
+
+/* A new graph with g's dims, symbols, files, inputs, params and train spec,
+ * and no nodes: passes that rebuild a graph start from it ... */
+ir_graph *ir_graph_shell(const ir_graph *g);
+/* ... and end with this: outputs, loss and updates through map (old -> new). */
+void ir_graph_finish(ir_graph *out, const ir_graph *g, const ir_value *map);
 
 /* Copy a graph keeping only the nodes where keep[v]; operands of kept nodes
  * must be kept too. Outputs and the train loss are remapped. */
