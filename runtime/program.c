@@ -16,6 +16,43 @@ void nrt_program_free(nrt_program *p)
     memset(p, 0, sizeof *p);
 }
 
+static int32_t alias_root(const int32_t *alias, int32_t i)
+{
+    while (alias[i] >= 0) i = alias[i];
+    return i;
+}
+
+/* An elementwise kernel computes y[i] from x[i] in the same thread, so y may
+ * take the place of an operand of the same size that dies at that step. The
+ * output's buffer becomes part of the operand's (its lifetime extended), and
+ * gets the operand's offset after placement (its bytes count as 0 for the
+ * placement only). Returns each buffer's alias
+ * (-1: none), resolved to the buffer that owns the memory. */
+static int32_t *plan_in_place(const ir_graph *g, const nrt_program *p, memplan_buf *b, uint32_t nbuf)
+{
+    int32_t *alias = nc_xmalloc((nbuf + 1) * sizeof *alias);
+    for (uint32_t i = 0; i < nbuf; i++) alias[i] = -1;
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        const nrt_step *s = &p->steps[k];
+        if (s->kind != NRT_STEP_KERNEL || s->node >= g->nnodes || nc_ops[g->nodes[s->node].op].category != CAT_ELEMENTWISE)
+            continue;
+        uint32_t out = s->node;
+        if (b[out].bytes == 0 || b[out].first != (int32_t)k || alias[out] >= 0) continue;
+        for (int j = 0; j < s->nbufs; j++) {
+            if (s->bufs[j] == out) continue;
+            int32_t root = alias_root(alias, (int32_t)s->bufs[j]);
+            if (b[root].last != (int32_t)k || b[root].bytes != b[out].bytes) continue;
+            alias[out] = root;
+            b[root].last = b[out].last;
+            b[out].bytes = 0;
+            break;
+        }
+    }
+    for (uint32_t i = 0; i < nbuf; i++)
+        if (alias[i] >= 0) alias[i] = alias_root(alias, (int32_t)i);
+    return alias;
+}
+
 memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const int64_t *syms, memplan_result *r,
                                  char *err, size_t errcap)
 {
@@ -54,6 +91,15 @@ memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const 
     for (uint32_t i = 0; i < nbuf; i++)
         if (b[i].last < 0) b[i].bytes = 0, b[i].first = b[i].last = 0;   /* never touched */
         else if (b[i].first > b[i].last) b[i].first = b[i].last;
+    int64_t *size = nc_xmalloc((nbuf + 1) * sizeof *size);
+    for (uint32_t i = 0; i < nbuf; i++) size[i] = b[i].bytes;
+    int32_t *alias = plan_in_place(g, p, b, nbuf);
     *r = memplan_place(b, nbuf, 256);
+    for (uint32_t i = 0; i < nbuf; i++) {
+        if (alias[i] >= 0) b[i].offset = b[alias[i]].offset;
+        b[i].bytes = size[i];   /* callers copy and report by the real size */
+    }
+    free(alias);
+    free(size);
     return b;
 }

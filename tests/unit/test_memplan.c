@@ -1,9 +1,13 @@
 /* test_memplan.c - the arena planner: no two live buffers overlap, dead ones
  * are reused, and the arena is near the live-set lower bound. */
+#include "cuda_emit.h"
+#include "driver.h"
 #include "memplan.h"
+#include "program.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int failures;
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
@@ -13,6 +17,63 @@ static bool disjoint(const memplan_buf *a, const memplan_buf *b)
     bool time = a->last < b->first || b->last < a->first;
     bool space = a->offset + a->bytes <= b->offset || b->offset + b->bytes <= a->offset;
     return time || space || !a->bytes || !b->bytes;
+}
+
+/* The plan of a real training step: buffers live at the same step never
+ * share memory, except an elementwise step's output placed over an operand
+ * that dies at that very step (in place). Liveness is recomputed here from
+ * the steps, independently of the planner. */
+static void check_program_plan(const char *name, const char *source)
+{
+    src_table src = {0};
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    uint32_t id = src_add(&src, name, source, strlen(source));
+    driver_opts o = {.verify = true, .train_step = true};
+    ir_graph *g = driver_compile(&src, id, &o, &d);
+    src_free(&src);
+    nrt_program p;
+    char err[512];
+    CHECK(g && cuda_emit_program(g, &p, err, sizeof err));
+    if (!g) return;
+    memplan_result r;
+    memplan_buf *b = program_plan_memory(g, &p, NULL, &r, err, sizeof err);
+    CHECK(b != NULL);
+    uint32_t nbuf = g->nnodes + p.ntemps;
+    int32_t *first = malloc(nbuf * sizeof *first), *last = malloc(nbuf * sizeof *last);
+    for (uint32_t i = 0; i < nbuf; i++) first[i] = INT32_MAX, last[i] = -1;
+    for (uint32_t k = 0; k < p.nsteps; k++)
+        for (int j = 0; j < p.steps[k].nbufs; j++) {
+            uint32_t x = p.steps[k].bufs[j];
+            if ((int32_t)k < first[x]) first[x] = (int32_t)k;
+            if ((int32_t)k > last[x]) last[x] = (int32_t)k;
+        }
+    for (uint32_t v = 0; v < g->nnodes; v++)
+        if (g->nodes[v].op == OP_INPUT || g->nodes[v].op == OP_PARAM) first[v] = 0, last[v] = (int32_t)p.nsteps;
+    for (uint32_t i = 0; i < g->noutputs; i++) last[g->outputs[i].value] = (int32_t)p.nsteps;
+    int in_place = 0, bad = 0;
+    for (uint32_t i = 0; b && i < nbuf; i++)
+        for (uint32_t j = i + 1; j < nbuf; j++) {
+            if (last[i] < 0 || last[j] < 0 || !b[i].bytes || !b[j].bytes) continue;
+            bool space = b[i].offset + b[i].bytes <= b[j].offset || b[j].offset + b[j].bytes <= b[i].offset;
+            if (space || last[i] < first[j] || last[j] < first[i]) continue;
+            /* overlapping in time and memory: allowed only as an in-place step */
+            uint32_t dying = last[i] <= last[j] ? i : j, born = dying == i ? j : i;
+            const nrt_step *s = &p.steps[last[dying]];
+            bool ok = first[born] == last[dying] && s->node == born && s->kind == NRT_STEP_KERNEL &&
+                      nc_ops[g->nodes[born].op].category == CAT_ELEMENTWISE && b[i].bytes == b[j].bytes;
+            if (ok) in_place++;
+            else if (bad++ < 5) fprintf(stderr, "%s: buffers %u and %u overlap while both are live\n", name, i, j);
+        }
+    CHECK(bad == 0);
+    CHECK(in_place > 0);
+    printf("%s: arena %lld bytes (lower bound %lld), %d in-place steps\n", name, (long long)r.arena_bytes,
+           (long long)r.lower_bound, in_place);
+    free(first);
+    free(last);
+    free(b);
+    nrt_program_free(&p);
+    ir_graph_free(g);
 }
 
 int main(void)
@@ -40,6 +101,10 @@ int main(void)
         CHECK(r.arena_bytes <= r.lower_bound * 3 / 2);
         for (int i = 0; i < 60; i++) CHECK(b[i].offset % 256 == 0);
     }
+    check_program_plan("mlp.net", "model m(x: f32[64, 32], t: f32[64, 8]) -> f32 {\n"
+                                  "  param w1: f32[32, 64] = xavier\n  param w2: f32[64, 8] = xavier\n"
+                                  "  h = gelu(x @ w1) * 2.0 + 1.0\n  return mean(square(tanh(h) @ w2 - t))\n}\n"
+                                  "train m { optimizer adamw(lr: 0.01, weight_decay: 0.1) }\n");
     printf("test_memplan: %s\n", failures ? "FAILED" : "all checks passed");
     return failures != 0;
 }
