@@ -362,49 +362,31 @@ static void grad_layernorm(ad_ctx *c, ir_value v, ir_value g) { grad_norm(c, v, 
 static void grad_rmsnorm(ad_ctx *c, ir_value v, ir_value g) { grad_norm(c, v, g, false); }
 
 /* d loss / d logits = (softmax(logits) - ((1-s) onehot + s/C)) * g / rows */
+/* One fused op computes d loss / d logits: the [rows, C] softmax, one-hot
+ * and difference never exist as separate tensors. The loss is a mean over
+ * rows: its gradient divides by the row count, a constant when the batch is
+ * bound, else counted at run time. */
 static void grad_cross_entropy(ad_ctx *c, ir_value v, ir_value g)
 {
-    ir_value logits = cast_to(c, A0, NC_F32), targets = A1;
+    ir_value logits = A0, targets = A1;
     const ir_node *n = nd(c, logits);
-    uint32_t shape[NC_MAX_RANK];
-    memcpy(shape, n->shape, sizeof shape);
     uint8_t r = n->rank;
-    double s = nd(c, v)->attr.f;
-    int64_t C = 0, rows = 0;
     dim_expr pr = dim_const(1);
-    for (int k = 0; k < r - 1; k++) dim_mul(&pr, &c->g->dims[shape[k]], &pr);
-    if (!dim_is_const(&c->g->dims[shape[r - 1]], &C) && s != 0) {
-        snprintf(c->err, c->errcap, "autodiff: cross_entropy with label smoothing needs a constant number of classes");
-        c->failed = true;
-        return;
-    }
-    ir_node sm = {.op = OP_SOFTMAX};
-    sm.attr.axis = -1;
-    ir_value p = build(c, sm, &logits, 1);
-    ir_node io = {.op = OP_IOTA, .dtype = NC_I32, .rank = r};
-    memcpy(io.shape, shape, sizeof io.shape);
-    io.attr.axis = r - 1;
-    ir_value cls = build(c, io, NULL, 0);
-    uint32_t tshape[NC_MAX_RANK];
-    memcpy(tshape, shape, sizeof tshape);
-    tshape[r - 1] = ir_dim_const(c->g, 1);
-    ir_value t = broadcast_to(c, reshape_to(c, targets, r, tshape), r, shape);
-    ir_value onehot = cast_to(c, bin(c, OP_EQ, cls, t), NC_F32);
-    ir_value target = bin(c, OP_ADD, scale(c, onehot, 1.0 - s), constant(c, C ? s / (double)C : 0.0, p));
-    ir_value d = bin(c, OP_SUB, p, target);
-    /* the loss is a mean over rows: its gradient divides by the row count,
-     * a constant when the batch is bound, else counted at run time */
-    ir_value gs = reshape_to(c, g, 0, NULL);
+    for (int k = 0; k < r - 1; k++) dim_mul(&pr, &c->g->dims[n->shape[k]], &pr);
+    int64_t rows = 0;
+    ir_value gs = cast_to(c, reshape_to(c, g, 0, NULL), NC_F32);
     if (dim_is_const(&pr, &rows) && rows > 0) {
         gs = scale(c, gs, 1.0 / (double)rows);
     } else {
         ir_node one = {.op = OP_FILL, .dtype = NC_F32};
         one.attr.f = 1.0;
-        ir_value ones = broadcast_to(c, build(c, one, NULL, 0), (uint8_t)(r - 1), shape);
+        ir_value ones = broadcast_to(c, build(c, one, NULL, 0), (uint8_t)(r - 1), n->shape);
         gs = bin(c, OP_DIV, gs, reduce(c, OP_SUM, ones, NULL, 0, false));
     }
-    d = bin(c, OP_MUL, d, broadcast_to(c, gs, r, shape));
-    add_grad(c, A0, d);
+    ir_node p = {.op = OP_CROSS_ENTROPY_GRAD};
+    p.attr.f = nd(c, v)->attr.f;
+    ir_value args[3] = {logits, targets, gs};
+    add_grad(c, A0, build(c, p, args, 3));
 }
 
 static void grad_matmul(ad_ctx *c, ir_value v, ir_value g)

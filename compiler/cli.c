@@ -10,6 +10,7 @@
 #include "module.h"
 #include "netrt.h"
 #include "tensor_io.h"
+#include "mem_budget.h"
 
 #include <sys/stat.h>
 
@@ -91,6 +92,8 @@ static void print_help(FILE *out)
             "                       forward, plus a train entry point when the model has a train section);\n"
             "                       run, inspect: which entry point of the module (default forward)\n"
             "  --accumulate N       (train, build --entry train) N micro-batches per optimizer step\n"
+            "  --memory-budget SIZE (train, build --entry train) recompute forward values until the\n"
+            "                       step's planned peak fits SIZE (4GiB, 512MiB; all dims bound)\n"
             "  --emit-cuda          print the generated CUDA C\n"
             "  -Werror              treat warnings as errors\n"
             "  -o FILE              output file\n");
@@ -148,6 +151,10 @@ static int parse_args(int argc, char **argv, cli_opts *o)
             if (!next || o->ninputs == MAX_LIST || !split_assign(o, next, &o->inputs[o->ninputs], &o->input_files[o->ninputs]))
                 return usage_error("--input wants NAME=FILE.npy, got '%s'", next ? next : "nothing");
             o->ninputs++;
+            i++;
+        } else if (strcmp(a, "--memory-budget") == 0) {
+            if (!next || !mem_budget_parse(next, &o->train.memory_budget))
+                return usage_error("--memory-budget wants a size such as 4GiB or 512MiB, got '%s'", next ? next : "nothing");
             i++;
         } else if (strcmp(a, "--entry") == 0) {
             if (!next || (strcmp(next, "forward") && strcmp(next, "train")))
@@ -230,6 +237,7 @@ static driver_opts to_driver(const cli_opts *o)
         .disabled_passes = o->disabled, .ndisabled = o->ndisabled,
         .train_step = o->entry && strcmp(o->entry, "train") == 0,
         .accumulate = (int)o->train.accumulate,
+        .memory_budget = o->train.memory_budget,
     };
 }
 
@@ -339,6 +347,10 @@ static int cmd_build(cli_opts *o)
     else ir_graph_free(g);
     bool forward_only = o->entry && strcmp(o->entry, "forward") == 0;
     if (rc == 0 && !dopts.train_step && !forward_only && m.graph->train.present) rc = add_train_entry(o, &t, id, &d, &m);
+    if (rc == 0 && dopts.memory_budget && !m.graph->train.present && !m.nentries) {
+        fprintf(stderr, "netc: --memory-budget plans a training step, and %s has no train section\n", o->files[0]);
+        rc = 2;
+    }
     if (rc == 0 && o->output && !nvrtc_available())
         fprintf(stderr, "netc: note: built without NVRTC: the module carries CUDA source only\n");
     char err[1024];

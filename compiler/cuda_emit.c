@@ -678,6 +678,35 @@ static bool cuda_emit_cross_entropy(cg_ctx *cg, ir_value v)
     return true;
 }
 
+/* One block per row: softmax, minus the (smoothed) one-hot target, times
+ * the scalar scale; an out-of-range target gives NaN, as the loss does. */
+static bool cuda_emit_cross_entropy_grad(cg_ctx *cg, ir_value v)
+{
+    const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
+    nrt_step *s = begin_rows(cg, v, x, "");
+    if (!s) return false;
+    for (int i = 0; i < 3; i++) add_buf(s, arg(cg, v, i));
+    add_buf(s, v);
+    decl_ptr(cg, "x", 0, x->dtype, true);
+    decl_ptr(cg, "target", 1, NC_I32, true);
+    decl_ptr(cg, "g", 2, NC_F32, true);
+    decl_ptr(cg, "y", 3, n->dtype, false);
+    char b[48];
+    cg_printf(&cg->body, "  const float smoothing = %s;\n", flit(b, n->attr.f));
+    cg_printf(&cg->body, "  float m = -__int_as_float(0x7f800000);\n");
+    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) m = nc_max(m, nc_ld(x, row * C + j));\n");
+    cg_printf(&cg->body, "  m = nc_block_max(m);\n  float sum = 0.0f;\n");
+    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) sum += expf(nc_ld(x, row * C + j) - m);\n");
+    cg_printf(&cg->body, "  sum = nc_block_sum(sum);\n");
+    cg_printf(&cg->body, "  const float inv = 1.0f / sum, scale = g[0], base = smoothing / (float)C;\n");
+    cg_printf(&cg->body, "  const int k = target[row];\n  const bool bad = k < 0 || k >= C;\n");
+    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n"
+                         "    float p = expf(nc_ld(x, row * C + j) - m) * inv - base - (j == k ? 1.0f - smoothing : 0.0f);\n"
+                         "    nc_st(y, row * C + j, bad ? __int_as_float(0x7fc00000) : p * scale);\n  }\n");
+    end_kernel(cg);
+    return true;
+}
+
 static bool cuda_emit_matmul(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *a = node(cg, arg(cg, v, 0)), *b = node(cg, arg(cg, v, 1));

@@ -1,5 +1,6 @@
 /* driver.c - one compilation: parse, analyse, run the pass pipeline. */
 #include "driver.h"
+#include "mem_budget.h"
 #include "autodiff.h"
 #include "parse.h"
 #include "passes.h"
@@ -100,6 +101,14 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
         ir_graph_free(g);
         d->errors++;
         return NULL;
+    }
+    if (train && o->memory_budget > 0) {   /* the forward pass keeps nothing for a backward pass */
+        char err[1024];
+        if (!mem_budget_fit(&g, o->memory_budget, d->out, err, sizeof err)) {
+            diag_report(d, DIAG_ERROR, g->train.present ? g->train.loc : (nc_loc){file_id, 0, 0}, NULL, "%s", err);
+            ir_graph_free(g);
+            return NULL;
+        }
     }
     return g;
 }

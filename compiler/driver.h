@@ -20,6 +20,7 @@ typedef struct driver_opts {
     bool keep_loss;                    /* keep the train section's loss (training builds) */
     bool train_step;                   /* build the training step: backward + optimizer update */
     int accumulate;                    /* micro-batches per training step (0, 1: no accumulation) */
+    int64_t memory_budget;             /* bytes a training step's plan must fit (0: no limit) */
     const char *dump_after;            /* --dump-ir=after:PASS ("" = final IR) */
     FILE *dump_out;
     const char *const *disabled_passes;/* --no-PASS */

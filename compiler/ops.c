@@ -157,8 +157,10 @@ static bool apply_dtype_rule(const ir_graph *g, ir_node *n, const ir_value *a, t
         n->dtype = g->nodes[a[1]].dtype;
         return true;
     case DT_LOSS:
+    case DT_LOSS_GRAD:
         if (!need_float(g, op, a, 0, e)) return false;
         if (!need_dtype(g, op, a, 1, NC_I32, "the targets", e)) return false;
+        if (nc_ops[n->op].dtype_rule == DT_LOSS_GRAD && !need_dtype(g, op, a, 2, NC_F32, "the scale", e)) return false;
         n->dtype = NC_F32;
         return true;
     }
@@ -280,6 +282,15 @@ static bool shape_cross_entropy(ir_graph *g, ir_node *n, const ir_value *a, tc_e
     if (n->attr.f < 0 || n->attr.f >= 1)
         return fail(e, -1, "cross_entropy: smoothing must be in [0, 1), got %g", n->attr.f);
     n->rank = 0;
+    return true;
+}
+
+/* cross_entropy_grad(logits, targets, scale): the logits' shape; scale is a scalar. */
+static bool shape_cross_entropy_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    if (!shape_cross_entropy(g, n, a, e)) return false;
+    if (g->nodes[a[2]].rank != 0) return fail(e, 2, "cross_entropy_grad: the scale must be a scalar");
+    copy_shape(n, &g->nodes[a[0]]);
     return true;
 }
 

@@ -20,14 +20,20 @@ typedef struct recompute_ctx {
     const ir_graph *g;
     ir_graph *out;
     ir_value boundary;         /* the loss: nodes after it are backward / update */
+    const bool *chosen;        /* NULL: the @checkpoint regions; else the values to recompute */
     ir_value *map;             /* old -> new */
     ir_value *copy;            /* old -> recomputed new value, IR_NONE until needed */
+    bool *constant;            /* computed from fills and iotas alone */
+    uint32_t *const_key;       /* the region (UINT32_MAX: backward) const_copy[v] serves */
+    ir_value *const_copy;
 } recompute_ctx;
 
+/* v is recomputed for the backward pass (rather than kept). */
 static bool in_region(const recompute_ctx *c, ir_value v)
 {
     const ir_node *n = &c->g->nodes[v];
-    return v <= c->boundary && n->region != 0 && nc_ops[n->op].category != CAT_SOURCE;
+    if (v > c->boundary || nc_ops[n->op].category == CAT_SOURCE) return false;
+    return c->chosen ? c->chosen[v] : n->region != 0;
 }
 
 static ir_value emit_args(recompute_ctx *c, const ir_node *n, bool backward, uint8_t extra_flags);
@@ -40,15 +46,37 @@ static ir_value recomputed(recompute_ctx *c, ir_value v)
     return c->copy[v];
 }
 
+/* Constants (a causal mask, a broadcast fill) are computed again in each
+ * region and once for the backward pass: CSE merged the copies of every
+ * layer into one value, which would otherwise stay alive across every cut. */
+static ir_value constant_in(recompute_ctx *c, ir_value a, uint32_t key)
+{
+    if (c->const_key[a] == key) return c->const_copy[a];
+    const ir_node *n = &c->g->nodes[a];
+    ir_value small[16] = {0};
+    ir_value *args = n->nargs <= 16 ? small : nc_xmalloc(n->nargs * sizeof *args);
+    for (int i = 0; i < n->nargs; i++) args[i] = constant_in(c, ir_args(c->g, n)[i], key);
+    ir_node p = *n;
+    p.flags |= IR_FLAG_RECOMPUTE;
+    c->const_copy[a] = ir_add(c->out, &p, args, n->nargs);
+    c->const_key[a] = key;
+    if (args != small) free(args);
+    return c->const_copy[a];
+}
+
 static ir_value operand(recompute_ctx *c, const ir_node *user, ir_value a, bool backward, bool copying)
 {
-    if (copying) return in_region(c, a) && c->g->nodes[a].region == user->region ? recomputed(c, a) : c->map[a];
+    if (c->constant[a] && (backward || copying || (user->region && user->region != c->g->nodes[a].region)))
+        return constant_in(c, a, backward || copying ? UINT32_MAX : user->region);
+    /* a copy's operand is copied too when it is recomputed as well (within
+     * the same @checkpoint region: a region keeps its inputs) */
+    if (copying) return in_region(c, a) && (c->chosen || c->g->nodes[a].region == user->region) ? recomputed(c, a) : c->map[a];
     return backward && in_region(c, a) ? recomputed(c, a) : c->map[a];
 }
 
 static ir_value emit_args(recompute_ctx *c, const ir_node *n, bool backward, uint8_t extra_flags)
 {
-    ir_value small[16];
+    ir_value small[16] = {0};
     ir_value *args = n->nargs <= 16 ? small : nc_xmalloc(n->nargs * sizeof *args);
     for (int i = 0; i < n->nargs; i++) args[i] = operand(c, n, ir_args(c->g, n)[i], backward, extra_flags != 0);
     ir_node p = *n;
@@ -58,21 +86,52 @@ static ir_value emit_args(recompute_ctx *c, const ir_node *n, bool backward, uin
     return r;
 }
 
+static ir_graph *apply(const ir_graph *g, const bool *chosen)
+{
+    recompute_ctx c = {.g = g, .out = ir_graph_shell(g), .boundary = g->train.loss, .chosen = chosen};
+    size_t n = g->nnodes + 1;
+    c.map = nc_xmalloc(n * sizeof *c.map);
+    c.copy = nc_xmalloc(n * sizeof *c.copy);
+    c.constant = ir_constant_values(g);
+    c.const_key = nc_xmalloc(n * sizeof *c.const_key);
+    c.const_copy = nc_xmalloc(n * sizeof *c.const_copy);
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        c.copy[v] = IR_NONE;
+        c.const_key[v] = 0;   /* no region has key 0: forward uses outside regions read the original */
+    }
+    for (ir_value v = 0; v < g->nnodes; v++) c.map[v] = emit_args(&c, &g->nodes[v], v > c.boundary, 0);
+    ir_graph_finish(c.out, g, c.map);
+    free(c.map);
+    free(c.copy);
+    free(c.constant);
+    free(c.const_key);
+    free(c.const_copy);
+    return c.out;
+}
+
+static bool is_training_step(const ir_graph *g)
+{
+    return g->train.present && g->train.loss != IR_NONE && g->nupdates;
+}
+
+ir_graph *recompute_values(const ir_graph *g, const bool *chosen, FILE *err)
+{
+    ir_graph *out = is_training_step(g) ? apply(g, chosen) : NULL;
+    if (out && !pass_dce(&out, err)) {
+        ir_graph_free(out);
+        out = NULL;
+    }
+    return out;
+}
+
 bool pass_recompute(ir_graph **gp, FILE *err)
 {
     const ir_graph *g = *gp;
     bool any = false;
     for (ir_value v = 0; v < g->nnodes && !any; v++) any = g->nodes[v].region != 0;
-    if (!g->train.present || g->train.loss == IR_NONE || !g->nupdates || !any) return true;
-    recompute_ctx c = {.g = g, .out = ir_graph_shell(g), .boundary = g->train.loss};
-    c.map = nc_xmalloc((g->nnodes + 1) * sizeof *c.map);
-    c.copy = nc_xmalloc((g->nnodes + 1) * sizeof *c.copy);
-    for (ir_value v = 0; v < g->nnodes; v++) c.copy[v] = IR_NONE;
-    for (ir_value v = 0; v < g->nnodes; v++) c.map[v] = emit_args(&c, &g->nodes[v], v > c.boundary, 0);
-    ir_graph_finish(c.out, g, c.map);
-    free(c.map);
-    free(c.copy);
+    if (!is_training_step(g) || !any) return true;
+    ir_graph *out = apply(g, NULL);
     ir_graph_free(*gp);
-    *gp = c.out;
+    *gp = out;
     return pass_dce(gp, err);
 }

@@ -49,6 +49,21 @@ bool pass_run_all(ir_graph **g, const pass_opts *o, FILE *err)
     return true;
 }
 
+bool *ir_constant_values(const ir_graph *g)
+{
+    bool *constant = nc_xcalloc(g->nnodes + 1, sizeof *constant);
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        bool k = n->op == OP_FILL || n->op == OP_IOTA;
+        if (n->nargs && !(nc_ops[n->op].flags & OPF_RANDOM) && nc_ops[n->op].category != CAT_SOURCE) {
+            k = true;
+            for (int i = 0; i < n->nargs; i++) k = k && constant[ir_args(g, n)[i]];
+        }
+        constant[v] = k;
+    }
+    return constant;
+}
+
 ir_graph *ir_graph_shell(const ir_graph *g)
 {
     ir_graph *out = ir_graph_new(g->name);

@@ -36,7 +36,15 @@ bool pass_run_all(ir_graph **g, const pass_opts *o, FILE *err);
 bool pass_dce(ir_graph **g, FILE *err);
 bool pass_cast_hoist(ir_graph **g, FILE *err);
 bool pass_recompute(ir_graph **g, FILE *err);
+/* The training step g with the forward values where chosen[v] recomputed for
+ * the backward pass (pass_recompute does this for @checkpoint regions); NULL
+ * if g is not a training step. g is not modified. */
+ir_graph *recompute_values(const ir_graph *g, const bool *chosen, FILE *err);
 bool pass_cse(ir_graph **g, FILE *err);
+
+/* Per value: computed from fills and iotas alone (masks, broadcast
+ * constants), so cheap to compute again wherever it is needed. */
+bool *ir_constant_values(const ir_graph *g);
 
 /* A new graph with g's dims, symbols, files, inputs, params and train spec,
  * and no nodes: passes that rebuild a graph start from it ... */

@@ -603,6 +603,33 @@ void cpu_cross_entropy(const cpu_op_ctx *c)
     c->out->f[0] = (float)(total / (double)r.n);
 }
 
+/* d loss / d logits of cross_entropy, given scale = d loss_out / rows:
+ * (softmax(x) - (1-s) onehot(t) - s/C) * scale, per row in double. */
+void cpu_cross_entropy_grad(const cpu_op_ctx *c)
+{
+    const cpu_tensor *lg = c->args[0], *tg = c->args[1];
+    cpu_rows r = rows_of(lg);
+    double s = c->node->attr.f, scale = c->args[2]->f[0];
+    if (r.n != tg->numel) {
+        cpu_fail(c, "cross_entropy_grad: %lld rows of logits but %lld targets", (long long)r.n, (long long)tg->numel);
+        return;
+    }
+    for (int64_t i = 0; i < r.n; i++) {
+        const float *x = lg->f + i * r.len;
+        int32_t t = tg->i[i];
+        if (t < 0 || t >= r.len) {
+            cpu_fail(c, "cross_entropy: target %d out of range [0, %lld) at row %lld", t, (long long)r.len, (long long)i);
+            return;
+        }
+        double m = row_max(x, r.len), se = 0;
+        for (int64_t j = 0; j < r.len; j++) se += exp(x[j] - m);
+        for (int64_t j = 0; j < r.len; j++) {
+            double p = exp(x[j] - m) / se, target = (j == t ? 1.0 - s : 0.0) + s / (double)r.len;
+            c->out->f[i * r.len + j] = (float)((p - target) * scale);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ */
 /* matmul                                                               */
 

@@ -709,6 +709,23 @@ static void test_cross_entropy(void)
     }
     end(&t);
 
+    /* the fused backward: (softmax - (1-s) onehot - s/C) * scale, scale 0.5 */
+    begin(&t, "cross_entropy_grad");
+    lg = in(&t, NC_F32, S(2, 3), V(0, 0, 0, 1, 2, 3));
+    tg = in(&t, NC_I32, S(2), V(0, 2));
+    ir_value half = in(&t, NC_F32, NULL, 0, V(0.5));
+    ir_value gr = op(&t, OP_CROSS_ENTROPY_GRAD, NOATTR, A(lg, tg, half));
+    ir_value grs = op(&t, OP_CROSS_ENTROPY_GRAD, (ir_attr){.f = 0.1}, A(lg, tg, half));
+    if (run(&t)) {
+        /* row 1: p = 1/3 each; row 2: softmax(1, 2, 3) = 0.09003057, 0.24472847, 0.66524096 */
+        expect_tol(&t, "cross_entropy_grad", gr, TOL,
+                   V(-0.33333333333333337, 0.16666666666666666, 0.16666666666666666, 0.04501528658519023,
+                     0.12236423552739882, -0.1673795221125891));
+        expect_tol(&t, "cross_entropy_grad smoothing", grs, TOL,
+                   V(-0.3, 0.15, 0.15, 0.028348619918523565, 0.10569756886073216, -0.13404618877925578));
+    }
+    end(&t);
+
     begin(&t, "cross_entropy (bad target)");
     lg = in(&t, NC_F32, S(2, 3), V(0, 0, 0, 1, 2, 3));
     tg = in(&t, NC_I32, S(2), V(0, 3));

@@ -1,9 +1,11 @@
 /* test_recompute.c - recomputing @checkpoint blocks changes memory, not
  * values: a training step with the pass and without gives bit-identical
  * losses and parameter updates on the CPU executor (dropout included), the
- * recomputed copies are there, and the planned peak memory is lower. */
+ * recomputed copies are there, and the planned peak memory is lower. The
+ * same holds for what --memory-budget chooses by itself. */
 #include "cuda_emit.h"
 #include "driver.h"
+#include "mem_budget.h"
 #include "memplan.h"
 #include "program.h"
 #include "tensor_io.h"
@@ -32,18 +34,21 @@ static const char *source =
     "  optimizer sgd(lr: 0.01, momentum: 0.9)\n"
     "}\n";
 
-static ir_graph *compile(bool recompute)
+static ir_graph *compile_budget(bool recompute, int64_t budget)
 {
     src_table src = {0};
     diag_ctx d;
     diag_init(&d, &src, stderr);
     uint32_t id = src_add(&src, "ck.net", source, strlen(source));
     const char *off[] = {"recompute"};
-    driver_opts o = {.verify = true, .train_step = true, .disabled_passes = off, .ndisabled = recompute ? 0 : 1};
+    driver_opts o = {.verify = true, .train_step = true, .disabled_passes = off, .ndisabled = recompute ? 0 : 1,
+                     .memory_budget = budget};
     ir_graph *g = driver_compile(&src, id, &o, &d);
     src_free(&src);
     return g;
 }
+
+static ir_graph *compile(bool recompute) { return compile_budget(recompute, 0); }
 
 static int64_t peak_bytes(const ir_graph *g)
 {
@@ -102,6 +107,36 @@ int main(void)
     printf("recompute: %d copies; loss %.6f both ways; planned peak %lld -> %lld bytes\n", copies, la,
            (long long)peak_without, (long long)peak_with);
     CHECK(peak_with > 0 && peak_with < peak_without);
+    /* --memory-budget without @checkpoint marks: the search picks what to
+     * recompute, the plan fits, the values are the same; an impossible
+     * budget is an error naming the smallest plan */
+    int64_t budget = peak_without * 85 / 100;
+    ir_graph *fitted = compile_budget(false, budget);
+    CHECK(fitted != NULL);
+    if (fitted) {
+        cpu_tensor pc[32] = {{0}}, ic[8] = {{0}};
+        cpu_exec_result rc;
+        int64_t peak_fitted = peak_bytes(fitted);
+        printf("memory budget %lld: planned peak %lld\n", (long long)budget, (long long)peak_fitted);
+        CHECK(peak_fitted <= budget);
+        if (step(fitted, &rc, pc, ic)) {
+            for (uint32_t k = 0; k < fitted->nupdates; k++) {
+                const cpu_tensor *x = &rc.values[fitted->updates[k].value], *y = &rb.values[without->updates[k].value];
+                CHECK(x->numel == y->numel && memcmp(x->f, y->f, (size_t)x->numel * sizeof *x->f) == 0);
+            }
+            cpu_exec_result_free(&rc);
+        } else {
+            failures++;
+        }
+        for (uint32_t i = 0; i < fitted->nparams; i++) cpu_tensor_free(&pc[i]);
+        for (uint32_t i = 0; i < fitted->ninputs; i++) cpu_tensor_free(&ic[i]);
+        ir_graph_free(fitted);
+    }
+    CHECK(compile_budget(false, 4096) == NULL);
+    int64_t parsed;
+    CHECK(mem_budget_parse("4GiB", &parsed) && parsed == (int64_t)4 << 30);
+    CHECK(mem_budget_parse("1.5MB", &parsed) && parsed == 1500000);
+    CHECK(!mem_budget_parse("4 apples", &parsed) && !mem_budget_parse("-1G", &parsed));
     cpu_exec_result_free(&ra);
     cpu_exec_result_free(&rb);
     for (uint32_t i = 0; i < with->nparams; i++) cpu_tensor_free(&pa[i]), cpu_tensor_free(&pb[i]);

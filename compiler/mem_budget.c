@@ -1,0 +1,298 @@
+/* mem_budget.c - fit a training step into a memory budget by recomputation.
+ *
+ * Requires: a training-step graph after the passes, every dim bound (the
+ * plan is made for one size). Produces: the same step with the fewest
+ * forward values recomputed (rather than kept for the backward pass) that
+ * brings the planned peak - parameters, optimizer state and the activation
+ * arena, what the runtime allocates - within the budget; or an error giving
+ * the smallest peak recomputation can reach.
+ *
+ * Candidates are the forward values the backward pass reads, each recomputed
+ * from kept values only (one op deep). They are ranked
+ * by the work a recomputation costs per byte it frees, with each op category
+ * weighted: elementwise ops and data movement are cheap to redo, norms and
+ * reductions a little less, matmuls are the last resort. The peak falls
+ * (nearly) monotonically as more of the ranking is recomputed, so a binary
+ * search over its length finds the shortest prefix that fits. When no such
+ * prefix fits, the forward pass is cut into segments recomputed whole
+ * (automatic @checkpoint blocks) at its narrowest points, where little
+ * crosses (between layers), with the spacing of cuts that gives the lowest
+ * peak. */
+#include "mem_budget.h"
+#include "cuda_emit.h"
+#include "passes.h"
+#include "program.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct candidate {
+    ir_value v;
+    double score;              /* weighted work per byte freed: lower first */
+    int64_t bytes;
+} candidate;
+
+static double category_weight(nc_op_category c)
+{
+    switch (c) {
+    case CAT_ELEMENTWISE: case CAT_MOVEMENT: return 1;
+    case CAT_REDUCTION: return 2;
+    case CAT_ROWWISE: return 4;
+    case CAT_CONTRACTION: return 1000;
+    default: return 1e9;
+    }
+}
+
+/* The planned peak of g in bytes, or -1. */
+static int64_t planned_peak(const ir_graph *g, char *err, size_t errcap)
+{
+    nrt_program p;
+    if (!cuda_emit_program(g, &p, err, errcap)) return -1;
+    memplan_result r;
+    memplan_buf *b = program_plan_memory(g, &p, NULL, &r, err, errcap);
+    int64_t peak = b ? r.arena_bytes : -1;
+    free(b);
+    nrt_program_free(&p);
+    return peak;
+}
+
+static int by_score(const void *x, const void *y)
+{
+    const candidate *a = x, *b = y;
+    if (a->score != b->score) return a->score < b->score ? -1 : 1;
+    return a->bytes != b->bytes ? (a->bytes > b->bytes ? -1 : 1) : (a->v < b->v ? -1 : 1);
+}
+
+static uint32_t rank_candidates(const ir_graph *g, candidate *out)
+{
+    bool *read_by_backward = nc_xcalloc(g->nnodes + 1, sizeof *read_by_backward);
+    for (ir_value v = g->train.loss + 1; v < g->nnodes; v++)
+        for (int i = 0; i < g->nodes[v].nargs; i++) read_by_backward[ir_args(g, &g->nodes[v])[i]] = true;
+    uint32_t n = 0;
+    for (ir_value v = 0; v <= g->train.loss; v++) {
+        const ir_node *node = &g->nodes[v];
+        int64_t numel;
+        if (!read_by_backward[v] || nc_ops[node->op].category == CAT_SOURCE || !ir_numel(g, node, NULL, &numel)) continue;
+        int64_t bytes = numel * (int64_t)dtype_size(node->dtype);
+        if (bytes < 4096) continue;   /* not worth a kernel launch */
+        double work = (double)numel * category_weight(nc_ops[node->op].category);
+        out[n++] = (candidate){.v = v, .score = work / (double)bytes, .bytes = bytes};
+    }
+    free(read_by_backward);
+    qsort(out, n, sizeof *out, by_score);
+    return n;
+}
+
+/* The step with the first k candidates recomputed, and its peak. */
+static ir_graph *with_prefix(const ir_graph *g, const candidate *c, uint32_t k, int64_t *peak, FILE *log, char *err,
+                             size_t errcap)
+{
+    /* A recomputed value is computed from kept ones: recomputing a chain would
+     * bring the whole chain back to life at the first backward use, which
+     * frees nothing. So a candidate whose operand or user is already chosen
+     * is passed over. */
+    bool *chosen = nc_xcalloc(g->nnodes + 1, sizeof *chosen), *kept = nc_xcalloc(g->nnodes + 1, sizeof *kept);
+    for (uint32_t i = 0; i < k; i++) {
+        const ir_node *n = &g->nodes[c[i].v];
+        bool free_to_choose = !kept[c[i].v];
+        for (int a = 0; a < n->nargs && free_to_choose; a++) free_to_choose = !chosen[ir_args(g, n)[a]];
+        if (!free_to_choose) continue;
+        chosen[c[i].v] = true;
+        for (int a = 0; a < n->nargs; a++) kept[ir_args(g, n)[a]] = true;
+    }
+    free(kept);
+    ir_graph *out = recompute_values(g, chosen, log);
+    free(chosen);
+    *peak = out ? planned_peak(out, err, errcap) : -1;
+    return out;
+}
+
+static void human(int64_t bytes, char *buf, size_t cap)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) v /= 1024, u++;
+    snprintf(buf, cap, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+}
+
+/* The step with the forward pass cut after each node where cut[v] (each
+ * piece a recomputation region, as if an @checkpoint block): only values
+ * that cross a cut stay alive for the backward pass. */
+static ir_graph *with_cuts(const ir_graph *g, const bool *cut, int64_t *peak, FILE *log, char *err, size_t errcap)
+{
+    bool *all = nc_xmalloc((g->nnodes + 1) * sizeof *all);
+    for (ir_value v = 0; v < g->nnodes; v++) all[v] = true;
+    ir_graph *t = ir_graph_filter(g, all, NULL);
+    free(all);
+    uint32_t region = 1;
+    for (ir_value v = 0; v <= t->train.loss; v++) {
+        t->nodes[v].region = nc_ops[t->nodes[v].op].category == CAT_SOURCE ? 0 : region;
+        if (cut[v]) region++;
+    }
+    if (!pass_recompute(&t, log)) {
+        ir_graph_free(t);
+        *peak = -1;
+        return NULL;
+    }
+    *peak = planned_peak(t, err, errcap);
+    return t;
+}
+
+/* Bytes of forward values that cross the point after node p (made at or
+ * before p, read by a forward node after it): where this is small - between
+ * two layers only the residual stream crosses - a cut keeps little. */
+static int64_t *cut_widths(const ir_graph *g)
+{
+    ir_value end = g->train.loss;
+    int64_t *delta = nc_xcalloc((size_t)end + 2, sizeof *delta);
+    ir_value *last = nc_xmalloc(((size_t)end + 1) * sizeof *last);
+    for (ir_value v = 0; v <= end; v++) last[v] = v;
+    for (ir_value u = 0; u <= end; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++) {
+            ir_value a = ir_args(g, &g->nodes[u])[i];
+            if (u > last[a]) last[a] = u;
+        }
+    bool *constant = ir_constant_values(g);   /* made again in each segment: they cross nothing */
+    for (ir_value v = 0; v <= end; v++) {
+        int64_t numel;
+        if (nc_ops[g->nodes[v].op].category == CAT_SOURCE || constant[v] || last[v] == v ||
+            !ir_numel(g, &g->nodes[v], NULL, &numel))
+            continue;
+        int64_t bytes = numel * (int64_t)dtype_size(g->nodes[v].dtype);
+        delta[v] += bytes;          /* crosses the points after v .. after last[v] - 1 */
+        delta[last[v]] -= bytes;
+    }
+    free(last);
+    free(constant);
+    for (ir_value p = 1; p <= end; p++) delta[p] += delta[p - 1];
+    return delta;
+}
+
+/* Cut at the narrowest points of the forward pass (within 1.25x of the
+ * narrowest, at least 8 nodes apart); try every k-th of them, keep the plan
+ * with the lowest peak. */
+static ir_graph *fit_by_segments(const ir_graph *g, int64_t budget, int64_t *best_peak, uint32_t *best_n, FILE *log,
+                                 char *err, size_t errcap)
+{
+    ir_value end = g->train.loss;
+    int64_t *width = cut_widths(g), narrowest = INT64_MAX;
+    for (ir_value p = end / 20; p + end / 20 < end; p++)
+        if (width[p] > 0 && width[p] < narrowest) narrowest = width[p];
+    ir_value *points = nc_xmalloc(((size_t)end + 1) * sizeof *points);
+    uint32_t npoints = 0;
+    for (ir_value p = 0; p + 1 < end; p++)
+        if (width[p] > 0 && width[p] <= narrowest + narrowest / 4 && (!npoints || p >= points[npoints - 1] + 8)) points[npoints++] = p;
+    free(width);
+    ir_graph *best = NULL;
+    *best_peak = -1;
+    bool *cut = nc_xcalloc((size_t)g->nnodes + 1, sizeof *cut);
+    for (uint32_t every = 1; every <= npoints; every++) {
+        memset(cut, 0, ((size_t)g->nnodes + 1) * sizeof *cut);
+        uint32_t n = 0;
+        for (uint32_t i = every - 1; i < npoints; i += every) cut[points[i]] = true, n++;
+        int64_t peak;
+        ir_graph *t = with_cuts(g, cut, &peak, log, err, errcap);
+        if (t && peak >= 0 && (*best_peak < 0 || peak < *best_peak)) {
+            ir_graph_free(best);
+            best = t, *best_peak = peak, *best_n = n + 1;
+        } else {
+            ir_graph_free(t);
+        }
+    }
+    free(cut);
+    free(points);
+    if (best && *best_peak > budget) {
+        ir_graph_free(best);
+        best = NULL;
+    }
+    return best;
+}
+
+bool mem_budget_fit(ir_graph **gp, int64_t budget, FILE *log, char *err, size_t errcap)
+{
+    const ir_graph *g = *gp;
+    if (!g->train.present || g->train.loss == IR_NONE || !g->nupdates) {
+        snprintf(err, errcap, "--memory-budget applies to training steps (build with --entry train, or netc train)");
+        return false;
+    }
+    if (g->nsyms) {
+        snprintf(err, errcap, "--memory-budget plans for one size: bind every symbolic dim (--dim %s=...)", g->sym_names[0]);
+        return false;
+    }
+    char a[32], b[32], want[32];
+    human(budget, want, sizeof want);
+    int64_t peak0 = planned_peak(g, err, errcap);
+    if (peak0 < 0) return false;
+    if (peak0 <= budget) {
+        human(peak0, a, sizeof a);
+        if (log) fprintf(log, "netc: memory budget %s: the plan needs %s, nothing to recompute\n", want, a);
+        return true;
+    }
+    candidate *c = nc_xmalloc((g->nnodes + 1) * sizeof *c);
+    uint32_t n = rank_candidates(g, c), lo = 1, hi = n;
+    int64_t peak_all;
+    ir_graph *best = with_prefix(g, c, n, &peak_all, log, err, errcap);
+    if (!best || peak_all < 0 || peak_all > budget) {
+        /* single values do not suffice: recompute whole segments of the forward pass */
+        ir_graph_free(best);
+        free(c);
+        int64_t seg_peak;
+        uint32_t segs = 0;
+        best = fit_by_segments(g, budget, &seg_peak, &segs, log, err, errcap);
+        if (!best) {
+            int64_t floor = seg_peak > 0 && (peak_all < 0 || seg_peak < peak_all) ? seg_peak : peak_all;
+            human(floor > 0 ? floor : peak0, a, sizeof a);
+            snprintf(err, errcap, "cannot fit the memory budget of %s: the smallest plan recomputation reaches needs %s", want, a);
+            return false;
+        }
+        human(peak0, a, sizeof a);
+        human(seg_peak, b, sizeof b);
+        if (log) fprintf(log, "netc: memory budget %s: forward pass recomputed in %u segments; plan %s -> %s\n", want, segs, a, b);
+        ir_graph_free(*gp);
+        *gp = best;
+        return true;
+    }
+    int64_t best_peak = peak_all;
+    uint32_t best_k = n;
+    while (lo < hi) {   /* the shortest prefix that fits */
+        uint32_t mid = lo + (hi - lo) / 2;
+        int64_t peak;
+        ir_graph *t = with_prefix(g, c, mid, &peak, log, err, errcap);
+        if (t && peak >= 0 && peak <= budget) {
+            ir_graph_free(best);
+            best = t, best_peak = peak, best_k = mid, hi = mid;
+        } else {
+            ir_graph_free(t);
+            lo = mid + 1;
+        }
+    }
+    human(peak0, a, sizeof a);
+    human(best_peak, b, sizeof b);
+    if (log) fprintf(log, "netc: memory budget %s: recomputing %u of %u forward values the backward pass reads; plan %s -> %s\n",
+                     want, best_k, n, a, b);
+    free(c);
+    ir_graph_free(*gp);
+    *gp = best;
+    return true;
+}
+
+bool mem_budget_parse(const char *text, int64_t *bytes)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || !(v > 0)) return false;
+    static const struct { const char *suffix; double scale; } units[] = {
+        {"", 1}, {"B", 1}, {"K", 1024}, {"KiB", 1024}, {"KB", 1e3}, {"M", 1048576}, {"MiB", 1048576}, {"MB", 1e6},
+        {"G", 1073741824.0}, {"GiB", 1073741824.0}, {"GB", 1e9}, {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12},
+    };
+    for (size_t i = 0; i < NC_COUNT(units); i++)
+        if (strcmp(end, units[i].suffix) == 0) {
+            double b = v * units[i].scale;
+            if (b > 9e18) return false;
+            *bytes = (int64_t)b;
+            return true;
+        }
+    return false;
+}
