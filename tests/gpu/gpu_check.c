@@ -88,7 +88,8 @@ int gpu_check(const gpu_check_opts *o)
     diag_ctx d;
     diag_init(&d, &src, stderr);
     driver_opts dopts = {.dim_names = o->dim_names, .dim_values = o->dim_values, .ndims = o->ndims,
-                         .set_names = o->set_names, .set_values = o->set_values, .nsets = o->nsets, .verify = true};
+                         .set_names = o->set_names, .set_values = o->set_values, .nsets = o->nsets, .verify = true,
+                         .train_step = o->train_step};
     ir_graph *g = driver_compile(&src, id, &dopts, &d);
     if (!g) { src_free(&src); return 1; }
     int fails = 0;
@@ -116,6 +117,12 @@ int gpu_check(const gpu_check_opts *o)
         for (int k = 0; k < g->inputs[i].rank; k++) dim_eval(&g->dims[g->inputs[i].shape[k]], syms, &shape[k]);
         cpu_tensor_alloc(&inputs[i], g->inputs[i].dtype, g->inputs[i].rank, shape, (int64_t)1 << 34);
         random_tensor(&inputs[i], o->seed, 1000 + i, o->int_range);
+        if (g->inputs[i].name[0] == '@') {   /* a training step's scalars: lr, bias corrections, scale, apply */
+            static const struct { const char *name; float v; } fixed[] = {
+                {"@lr", 0.01f}, {"@bias1", 0.1f}, {"@bias2", 0.001f}, {"@scale", 1.0f}, {"@apply", 1.0f}};
+            for (size_t k = 0; k < sizeof fixed / sizeof fixed[0]; k++)
+                if (strcmp(fixed[k].name, g->inputs[i].name) == 0) inputs[i].f[0] = fixed[k].v;
+        }
     }
     for (uint32_t i = 0; i < g->nparams; i++)
         if (param_init(g, i, o->seed, &params[i], err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); fails++; goto sess_out; }
@@ -131,7 +138,7 @@ int gpu_check(const gpu_check_opts *o)
     }
     cpu_exec_opts co = {.syms = syms, .inputs = inputs, .params = params};
     if (cpu_exec_run(g, &co, &res, err, sizeof err) != 0) { fprintf(stderr, "%s: cpu: %s\n", o->name, err); fails++; goto sess_out; }
-    for (int run = 0; run < (o->use_graph ? 3 : 1) && !fails; run++) {
+    for (int run = 0; run < (o->use_graph && !o->train_step ? 3 : 1) && !fails; run++) {
         if (gpu_poison(gs, err, sizeof err) != 0 || gpu_run(gs, err, sizeof err) != 0) {
             fprintf(stderr, "%s: gpu: %s\n", o->name, err);
             fails++;

@@ -19,6 +19,12 @@ int main(void)
          .ndims = 1, .int_range = 4096, .use_graph = true},
         {.name = "gpt2_2layers", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt, .ndims = 2,
          .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true},
+        /* training steps: forward, fused cross-entropy backward, optimizer update */
+        {.name = "fashion_mlp_train", .path = NETC_SOURCE_DIR "/examples/fashion_mlp.net", .dim_names = b64,
+         .dim_values = v64, .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true},
+        {.name = "gpt2_2layers_train", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
+         .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
+         .train_step = true},
     };
     int fails = 0;
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
@@ -28,6 +34,6 @@ int main(void)
         if (rc) fails++;
         else printf("ok %s\n", models[i].name);
     }
-    printf("%d passed, %d failed\n", 3 - fails, fails);
+    printf("%d passed, %d failed\n", (int)(sizeof models / sizeof models[0]) - fails, fails);
     return fails != 0;
 }
