@@ -1045,6 +1045,7 @@ static void bind_outputs(sema_ctx *c, const ast_node *model)
 }
 
 static void check_unused_inputs(sema_ctx *c);
+static void check_unused_bindings(sema_ctx *c, const scope *body);
 static void lint_casts(sema_ctx *c);
 
 void sema_declare_train_inputs(sema_ctx *c, const ast_list *args) { declare_inputs(c, args, true); }
@@ -1090,9 +1091,27 @@ static void elaborate_model(sema_ctx *c, const ast_node *model)
     if (c->diag->errors == 0) {      /* lints only make sense on a complete graph */
         check_unused_inputs(c);
         lint_casts(c);
+        check_unused_bindings(c, &body);
     }
     scope_leave(c, &body);
     scope_leave(c, &model_scope);
+}
+
+/* A tensor the model body names and never reads: a typo, or a layer that
+ * was meant to be used. Rebinding (x = x + ...) reads the old value. */
+static void check_unused_bindings(sema_ctx *c, const scope *body)
+{
+    for (uint32_t i = 0; i < body->n; i++) {
+        const binding *b = &body->b[i];
+        if (b->value.kind != SV_TENSOR) continue;
+        nc_op op = c->g->nodes[b->value.t].op;
+        if (op == OP_PARAM || op == OP_INPUT) continue;   /* reported as unused inputs and parameters */
+        bool consumed = c->g->train.present && b->value.t == c->g->train.loss;   /* the train section's loss */
+        for (uint32_t k = 0; k < c->g->noutputs && !consumed; k++) consumed = c->g->outputs[k].value == b->value.t;
+        if (!b->used && !consumed && b->value.kind == SV_TENSOR && b->name[0] != '_')
+            sema_warn(c, b->loc, "use it, or name it with a leading _ to say it is unused on purpose",
+                      "'%s' is assigned but never used", b->name);
+    }
 }
 
 /* Inputs and parameters nothing reads: usually a typo or a forgotten layer. */
