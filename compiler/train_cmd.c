@@ -34,6 +34,7 @@ typedef struct trainer {
     int64_t micro;                     /* micro-batch: the batch tg is built for (batch / accumulate) */
     ir_value loss_v, finite_v;
     char batch_dim[64];
+    bool text;                         /* a byte-level language model on text, not a classifier */
     /* Fault injection for the resume test (NETC_TEST_KILL_AFTER_STEP): die by
      * SIGKILL right after this step, as a killed job would. -1 = never. */
     int64_t kill_at_step;
@@ -107,9 +108,15 @@ static int build_graphs(trainer *t)
                 t->o->model_path, f->name, f->name);
         return 1;
     }
-    if (f->ninputs < 1 || f->inputs[0].rank < 1 || f->train.first_train_input >= f->ninputs || f->noutputs < 1) {
-        fprintf(stderr, "netc: train needs a model whose first input is the samples [B, ...], a train input for the "
-                        "labels, and an output (the logits)\n");
+    /* two kinds of model: a classifier (u8 samples, a train input for i32
+     * labels, logits out) and a language model over bytes (u8 windows of
+     * text in, its loss out, no train inputs) */
+    t->text = f->train.first_train_input >= f->ninputs;
+    const ir_node *out0 = f->noutputs ? &f->nodes[f->outputs[0].value] : NULL;
+    if (f->ninputs < 1 || f->inputs[0].rank < 1 || !out0 || (t->text && (out0->rank != 0 || f->inputs[0].rank != 2))) {
+        fprintf(stderr, "netc: train needs either a classifier (first input the samples [B, ...], a train input for "
+                        "the labels, an output for the logits) or a byte-level language model (input u8[B, W]: "
+                        "windows of text, output: its loss)\n");
         return 1;
     }
     const dim_expr *d0 = &f->dims[f->inputs[0].shape[0]];
@@ -123,7 +130,7 @@ static int build_graphs(trainer *t)
     if (!t->tg) return 1;
     const ir_graph *g = t->tg;
     t->in_x = 0;
-    t->in_y = g->train.first_train_input;
+    t->in_y = t->text ? UINT32_MAX : g->train.first_train_input;
     t->in_lr = input_index(g, TRAIN_INPUT_LR);
     t->in_bc1 = input_index(g, TRAIN_INPUT_BC1);
     t->in_bc2 = input_index(g, TRAIN_INPUT_BC2);
@@ -131,7 +138,7 @@ static int build_graphs(trainer *t)
     t->in_apply = input_index(g, TRAIN_INPUT_APPLY);
     t->loss_v = output_value(g, TRAIN_OUTPUT_LOSS);
     t->finite_v = output_value(g, TRAIN_OUTPUT_FINITE);
-    if (g->inputs[t->in_y].dtype != NC_I32 || g->inputs[t->in_y].rank != 1) {
+    if (!t->text && (g->inputs[t->in_y].dtype != NC_I32 || g->inputs[t->in_y].rank != 1)) {
         fprintf(stderr, "netc: the train input %s must be i32[%s] labels\n", g->inputs[t->in_y].name, t->batch_dim);
         return 1;
     }
@@ -295,9 +302,10 @@ static int run_step(trainer *t, const data_batch *b, double lr, cpu_tensor *inpu
     set_scalar(inputs, t->in_bc1, (float)(1.0 - pow(s->beta1, tt)));
     set_scalar(inputs, t->in_bc2, (float)(1.0 - pow(s->beta2, tt)));
     set_scalar(inputs, t->in_scale, (float)t->scale);
-    cpu_tensor *x = &inputs[t->in_x], *y = &inputs[t->in_y];
+    cpu_tensor *x = &inputs[t->in_x];
     for (int64_t j = 0; j < x->numel; j++) x->i[j] = b->x[j];
-    for (int64_t j = 0; j < y->numel; j++) y->i[j] = b->y[j];
+    if (t->in_y != UINT32_MAX)
+        for (int64_t j = 0; j < inputs[t->in_y].numel; j++) inputs[t->in_y].i[j] = b->y[j];
     char err[1024];
     r->finite = true;
     if (t->gpu) {
@@ -400,10 +408,12 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
         ir_value lv = f->outputs[0].value;
         if (t->gpu && count == t->eval_batch) {
             const ir_node *ln = &f->nodes[lv];
-            if (!dim_is_const(&f->dims[ln->shape[ln->rank - 1]], &classes)) classes = 0;
-            logits = nc_xmalloc((size_t)(count * classes + 1) * sizeof *logits);
+            if (t->text) classes = 1;   /* the output is the batch's mean loss */
+            else if (!dim_is_const(&f->dims[ln->shape[ln->rank - 1]], &classes)) classes = 0;
+            size_t values = t->text ? 1 : (size_t)(count * classes);
+            logits = nc_xmalloc((values + 1) * sizeof *logits);
             if (upload_tensor(t->es, node_of(f, OP_INPUT, 0), &x) || gpu_run(t->es, err, sizeof err) ||
-                gpu_download(t->es, lv, logits, (size_t)(count * classes) * 4, err, sizeof err))
+                gpu_download(t->es, lv, logits, values * 4, err, sizeof err))
                 rc = 1;
         } else {
             int64_t syms[NC_MAX_SYMS] = {0};
@@ -414,14 +424,15 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
             if (cpu_exec_run(f, &o, &res, err, sizeof err)) rc = 1;
             else {
                 const cpu_tensor *l = &res.values[lv];
-                classes = l->shape[l->rank - 1];
+                classes = l->rank ? l->shape[l->rank - 1] : 1;
                 logits = nc_xmalloc((size_t)l->numel * sizeof *logits);
                 memcpy(logits, l->f, (size_t)l->numel * sizeof *logits);
                 cpu_exec_result_free(&res);
             }
         }
         if (rc) fprintf(stderr, "netc: evaluation: %s\n", err);
-        for (int64_t r = 0; rc == 0 && r < count; r++) {
+        if (rc == 0 && t->text) total += (double)logits[0] * (double)count;   /* a mean over count windows */
+        for (int64_t r = 0; rc == 0 && !t->text && r < count; r++) {
             const float *row = logits + r * classes;
             int64_t best = 0;
             double m = row[0], sum = 0;
@@ -437,7 +448,7 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
         free(inputs);
     }
     free(fp);
-    *accuracy = (double)correct / (double)d->n;
+    *accuracy = t->text ? NAN : (double)correct / (double)d->n;
     *loss = total / (double)d->n;
     return rc;
 }
@@ -616,13 +627,17 @@ static int train_loop(trainer *t)
         waited_total += waited;
         double acc = 0, tloss = 0, el = now_s() - t_epoch;
         if (evaluate(t, &acc, &tloss)) { rc = 1; break; }
-        fprintf(stderr, "epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f, %.1f s, %.0f samples/s, waited %.2f s for data%s\n",
-                (long long)epoch + 1, nloss ? loss_sum / (double)nloss : NAN, tloss, acc, el,
+        char acc_text[48] = "";
+        if (!t->text) snprintf(acc_text, sizeof acc_text, ", test accuracy %.4f", acc);
+        fprintf(stderr, "epoch %lld: train loss %.4f, test loss %.4f%s, %.1f s, %.0f samples/s, waited %.2f s for data%s\n",
+                (long long)epoch + 1, nloss ? loss_sum / (double)nloss : NAN, tloss, acc_text, el,
                 (double)(b * o->batch) / fmax(el, 1e-9), waited, t->skipped ? " (steps skipped on overflow so far: see below)" : "");
-        metrics_line(t, json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:I}", "epoch", (json_int_t)epoch + 1, "step",
-                                  (json_int_t)t->step, "train_loss", nloss ? loss_sum / (double)nloss : 0.0, "samples_per_s",
-                                  (double)(b * o->batch) / fmax(el, 1e-9), "test_accuracy", acc, "test_loss", tloss,
-                                  "epoch_seconds", el, "skipped_steps", (json_int_t)t->skipped));
+        json_t *line = json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:I}", "epoch", (json_int_t)epoch + 1, "step",
+                                 (json_int_t)t->step, "train_loss", nloss ? loss_sum / (double)nloss : 0.0, "samples_per_s",
+                                 (double)(b * o->batch) / fmax(el, 1e-9), "test_loss", tloss, "epoch_seconds", el,
+                                 "skipped_steps", (json_int_t)t->skipped);
+        if (!t->text) json_object_set_new(line, "test_accuracy", json_real(acc));
+        metrics_line(t, line);
         if (ckpt[0] && save_checkpoint(t, ckpt, epoch + 1, 0)) rc = 1;
         if (o->max_steps && t->step >= o->max_steps) break;
     }
@@ -667,8 +682,15 @@ int train_main(const train_opts *o)
     trainer t = {.o = o, .kill_at_step = kill ? atoll(kill) : -1};
     int rc = build_graphs(&t);
     char err[1024];
-    if (rc == 0 && (data_load_dir(o->data_dir, "train", 1 << 20, &t.train, err, sizeof err) ||
-                    data_load_dir(o->data_dir, "test", 1 << 20, &t.test, err, sizeof err))) {
+    if (rc == 0 && t.text) {
+        int64_t window = 0;
+        dim_is_const(&t.fg->dims[t.fg->inputs[0].shape[1]], &window);
+        if (data_load_text(o->data_dir, window, 0.05, &t.train, &t.test, err, sizeof err)) {
+            fprintf(stderr, "netc: %s\n", err);
+            rc = 1;
+        }
+    } else if (rc == 0 && (data_load_dir(o->data_dir, "train", 1 << 20, &t.train, err, sizeof err) ||
+                           data_load_dir(o->data_dir, "test", 1 << 20, &t.test, err, sizeof err))) {
         fprintf(stderr, "netc: %s\n", err);
         rc = 1;
     }

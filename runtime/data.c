@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <zlib.h>
@@ -177,6 +178,112 @@ int data_load_dir(const char *dir, const char *split, int32_t max_classes, data_
     snprintf(path, sizeof path, "%s/%s_x.npy", dir, split);
     if (stat(path, &st) == 0) return data_load_npy(dir, split, max_classes, out, err, errcap);
     return data_load_idx(dir, strcmp(split, "test") == 0 ? "t10k" : split, max_classes, out, err, errcap);
+}
+
+/* Appends the bytes of one file to *buf. */
+static int append_file(const char *path, uint8_t **buf, size_t *len, size_t *cap, char *err, size_t errcap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errcap, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    for (;;) {
+        if (*len == *cap) {
+            if (*cap >= ((size_t)1 << 32)) {
+                fclose(f);
+                snprintf(err, errcap, "%s: more than 4 GiB of text", path);
+                return -1;
+            }
+            *cap = *cap ? *cap * 2 : 1 << 20;
+            *buf = nc_xrealloc(*buf, *cap);
+        }
+        size_t got = fread(*buf + *len, 1, *cap - *len, f);
+        *len += got;
+        if (got == 0) break;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) snprintf(err, errcap, "%s: read error", path);
+    return bad ? -1 : 0;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int read_text(const char *path, uint8_t **buf, size_t *len, char *err, size_t errcap)
+{
+    struct stat st;
+    size_t cap = 0;
+    *buf = NULL, *len = 0;
+    if (stat(path, &st) != 0) {
+        snprintf(err, errcap, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) return append_file(path, buf, len, &cap, err, errcap);
+    DIR *d = opendir(path);
+    if (!d) {
+        snprintf(err, errcap, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char **names = NULL;
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strchr(e->d_name, '.')) continue;   /* ., .., index files such as fortune's .dat */
+        char full[4096];
+        snprintf(full, sizeof full, "%s/%s", path, e->d_name);
+        if (stat(full, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        names = nc_xrealloc(names, (n + 1) * sizeof *names);
+        names[n++] = nc_xstrdup(full);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, by_name);
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rc == 0) rc = append_file(names[i], buf, len, &cap, err, errcap);
+        free(names[i]);
+    }
+    free(names);
+    if (rc == 0 && n == 0) {
+        snprintf(err, errcap, "%s: no text files in this directory (and no IDX or .npy data set)", path);
+        rc = -1;
+    }
+    return rc;
+}
+
+static void windows_into(data_set *d, const uint8_t *text, int64_t first, int64_t count, int64_t window)
+{
+    int64_t shape[2] = {count, window};
+    if (!cpu_tensor_alloc(&d->x, NC_U8, 2, shape, (int64_t)1 << 36) || !cpu_tensor_alloc(&d->y, NC_I32, 1, shape, 0))
+        NC_BUG("text windows: allocation");
+    for (int64_t w = 0; w < count; w++)
+        for (int64_t k = 0; k < window; k++) d->x.i[w * window + k] = text[(first + w) * (window - 1) + k];
+    d->n = count;
+    d->classes = 256;
+}
+
+int data_load_text(const char *path, int64_t window, double test_fraction, data_set *train, data_set *test, char *err,
+                   size_t errcap)
+{
+    memset(train, 0, sizeof *train);
+    memset(test, 0, sizeof *test);
+    uint8_t *text;
+    size_t len;
+    if (read_text(path, &text, &len, err, errcap) != 0) {
+        free(text);
+        return -1;
+    }
+    int64_t nwin = window >= 2 && len >= (size_t)window ? (int64_t)(len - 1) / (window - 1) : 0;
+    if (nwin < 2) {
+        snprintf(err, errcap, "%s: %zu bytes of text are too few for windows of %lld bytes", path, len, (long long)window);
+        free(text);
+        return -1;
+    }
+    int64_t ntest = (int64_t)((double)nwin * test_fraction);
+    if (ntest < 1) ntest = 1;
+    windows_into(train, text, 0, nwin - ntest, window);
+    windows_into(test, text, nwin - ntest, ntest, window);
+    free(text);
+    return 0;
 }
 
 void data_set_free(data_set *d)

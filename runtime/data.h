@@ -24,6 +24,14 @@ int data_load_npy(const char *dir, const char *split, int32_t max_classes, data_
 /* Whichever layout DIR holds: the IDX files, else the .npy pair
  * ("train" / "test" select the split; IDX calls the test split t10k). */
 int data_load_dir(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap);
+/* Text for a byte-level language model: path is a file, or a directory whose
+ * plain files (names without a '.') are read in name order and joined. The
+ * bytes are cut into windows of `window` bytes (x: u8 [n, window], each
+ * window starting where the last one ended, minus one byte so every byte is
+ * once a target); y is all zeros. The last test_fraction of the windows
+ * (never fewer than one) is the test set. */
+int data_load_text(const char *path, int64_t window, double test_fraction, data_set *train, data_set *test, char *err,
+                   size_t errcap);
 void data_set_free(data_set *d);
 
 /* Batches in a seeded random order (a new order each epoch); the last

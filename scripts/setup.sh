@@ -16,6 +16,7 @@ PACKAGES=(
   libopenblas-dev libjansson-dev zlib1g-dev
   clang libclang-rt-14-dev      # clang + its runtime: libFuzzer, ASan/UBSan for clang builds
   dataset-fashion-mnist         # /usr/share/datasets/fashion-mnist, for the training demo
+  fortunes                      # /usr/share/games/fortunes: text for the language-model demo (examples/char_lm.net)
 )
 
 log() { printf 'setup: %s\n' "$*"; }

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# netc train on text: examples/char_lm.net (a byte-level GPT, made tiny with
+# --set) learns a repetitive text on the CPU executor: the test loss falls
+# from ln(256) = 5.55 to below 2. Text too short for one window is refused.
+# Args: NETC SOURCE_DIR
+set -euo pipefail
+netc=$1 src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for _ in $(seq 600); do printf 'the quick brown fox jumps over the lazy dog. '; done > "$tmp/fox.txt"
+small=(--set C=32 --set L=1 --set H=2 --set T=16 --device cpu --seed 1)
+"$netc" train "$src/examples/char_lm.net" --data "$tmp/fox.txt" --epochs 1 --batch 16 "${small[@]}" \
+  --metrics "$tmp/m.jsonl" 2>"$tmp/log"
+cat "$tmp/log"
+loss=$(grep -o '"test_loss":[0-9.]*' "$tmp/m.jsonl" | tail -1 | cut -d: -f2)
+awk -v l="$loss" 'BEGIN { exit !(l < 2.0) }' || { echo "test loss $loss is not below 2"; exit 1; }
+if grep -q test_accuracy "$tmp/m.jsonl"; then echo "a language model reported an accuracy"; exit 1; fi
+printf 'too short' > "$tmp/short.txt"
+if "$netc" train "$src/examples/char_lm.net" --data "$tmp/short.txt" "${small[@]}" 2>"$tmp/err"; then
+  echo "a text shorter than one window was accepted"; exit 1
+fi
+grep -q 'too few for windows' "$tmp/err" || { cat "$tmp/err"; exit 1; }
+echo "test_text: the byte-level model learns (test loss $loss), short text refused"
