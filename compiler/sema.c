@@ -777,8 +777,36 @@ static bool bound_in_fn(sema_ctx *c, const char *name)
     return false;
 }
 
+/* a, b = f(x): a function's several return values, one name each. */
+static void exec_destructure(sema_ctx *c, const ast_node *s)
+{
+    uint32_t saved_region = begin_region(c, s);
+    sv v = sema_expr(c, s->a);
+    c->region = saved_region;
+    if (v.kind == SV_ERROR) {
+        for (uint32_t i = 0; i < s->list.n; i++) sema_bind(c, s->list.items[i]->name, sv_error(), s->list.items[i]->loc);
+        return;
+    }
+    uint32_t have = v.kind == SV_LIST ? v.n : 1;
+    if (v.kind != SV_LIST || have != s->list.n) {
+        sema_err(c, s->a->loc, have == 1 ? "only a function with several return values can be taken apart" : NULL,
+                 "%u names on the left, but the right side gives %u value%s", s->list.n, have, have == 1 ? "" : "s");
+        for (uint32_t i = 0; i < s->list.n; i++) sema_bind(c, s->list.items[i]->name, sv_error(), s->list.items[i]->loc);
+        return;
+    }
+    for (uint32_t i = 0; i < s->list.n; i++) {
+        sv item = v.items[i];
+        item.is_param = false;
+        sema_bind(c, s->list.items[i]->name, item, s->list.items[i]->loc);
+    }
+}
+
 static void exec_let(sema_ctx *c, const ast_node *s)
 {
+    if (!s->name) {
+        exec_destructure(c, s);
+        return;
+    }
     uint32_t saved_region = begin_region(c, s);
     /* fc1 = nn.linear(...) names its params fc1.*; a rebinding such as
      * x = nn.block(x) names them after the function (block, block_1, ...). */

@@ -45,7 +45,7 @@ static void yyerror(YYLTYPE *loc, parse_state *ps, yyscan_t scanner, const char 
 %type <node> decl import_decl config_item fn_decl model_decl train_decl model_head
 %type <node> stmt block expr postfix primary arg type arg_decl
 %type <list> decls config_items stmts call_args arg_seq exprs expr_seq arg_decls arg_decl_seq
-%type <list> model_headers ret_opt dims
+%type <list> model_headers ret_opt dims name_seq
 
 %nonassoc EQ NE '<' LE '>' GE
 %left '+' '-'
@@ -165,6 +165,10 @@ stmts
 
 stmt
     : NAME '=' expr                 { $$ = parse_named(ps, AST_LET, @1, $1, $3, NULL); }
+    | NAME ',' name_seq '=' expr    { ast_list names = {0};
+                                      parse_push(ps, &names, parse_named(ps, AST_NAME, @1, $1, NULL, NULL));
+                                      for (uint32_t i = 0; i < $3.n; i++) parse_push(ps, &names, $3.items[i]);
+                                      $$ = parse_named(ps, AST_LET, @1, NULL, $5, NULL); $$->list = names; }
     | NAME expr                     { $$ = parse_named(ps, AST_DIRECTIVE, @1, $1, $2, NULL); }
     | PARAM NAME ':' type           { $$ = parse_named(ps, AST_PARAM, @2, $2, $4, NULL); }
     | PARAM NAME ':' type '=' expr  { $$ = parse_named(ps, AST_PARAM, @2, $2, $4, $6); }
@@ -181,6 +185,11 @@ stmt
 
 exprs
     : expr_seq
+    ;
+
+name_seq
+    : NAME                          { $$ = (ast_list){0}; parse_push(ps, &$$, parse_named(ps, AST_NAME, @1, $1, NULL, NULL)); }
+    | name_seq ',' NAME             { $$ = $1; parse_push(ps, &$$, parse_named(ps, AST_NAME, @3, $3, NULL, NULL)); }
     ;
 
 expr_seq
