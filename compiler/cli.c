@@ -34,6 +34,7 @@ typedef struct cli_opts {
     const char *disabled[MAX_LIST];
     int ndisabled;
     const char *dump_after;
+    bool report;                   /* --report: the optimizer's decisions */
     const char *model;
     bool werror;
     bool emit_cuda;
@@ -95,6 +96,8 @@ static void print_help(FILE *out)
             "  --memory-budget SIZE (train, build --entry train) recompute forward values until the\n"
             "                       step's planned peak fits SIZE (4GiB, 512MiB; all dims bound)\n"
             "  --emit-cuda          print the generated CUDA C\n"
+            "  --report             (build) print the optimizer's decisions: casts moved and the bytes\n"
+            "                       they save, values merged or dropped, what is recomputed, with source lines\n"
             "  -Werror              treat warnings as errors\n"
             "  -o FILE              output file\n");
 }
@@ -152,6 +155,8 @@ static int parse_args(int argc, char **argv, cli_opts *o)
                 return usage_error("--input wants NAME=FILE.npy, got '%s'", next ? next : "nothing");
             o->ninputs++;
             i++;
+        } else if (strcmp(a, "--report") == 0) {
+            o->report = true;
         } else if (strcmp(a, "--memory-budget") == 0) {
             if (!next || !mem_budget_parse(next, &o->train.memory_budget))
                 return usage_error("--memory-budget wants a size such as 4GiB or 512MiB, got '%s'", next ? next : "nothing");
@@ -238,6 +243,7 @@ static driver_opts to_driver(const cli_opts *o)
         .train_step = o->entry && strcmp(o->entry, "train") == 0,
         .accumulate = (int)o->train.accumulate,
         .memory_budget = o->train.memory_budget,
+        .report = o->report ? stdout : NULL,
     };
 }
 

@@ -21,6 +21,7 @@ typedef struct driver_opts {
     bool train_step;                   /* build the training step: backward + optimizer update */
     int accumulate;                    /* micro-batches per training step (0, 1: no accumulation) */
     int64_t memory_budget;             /* bytes a training step's plan must fit (0: no limit) */
+    FILE *report;                      /* the optimizer's decisions, one line each (NULL: none) */
     const char *dump_after;            /* --dump-ir=after:PASS ("" = final IR) */
     FILE *dump_out;
     const char *const *disabled_passes;/* --no-PASS */

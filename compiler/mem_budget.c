@@ -102,7 +102,8 @@ static ir_graph *with_prefix(const ir_graph *g, const candidate *c, uint32_t k, 
         for (int a = 0; a < n->nargs; a++) kept[ir_args(g, n)[a]] = true;
     }
     free(kept);
-    ir_graph *out = recompute_values(g, chosen, log);
+    pass_ctx cx = {.err = log};
+    ir_graph *out = recompute_values(g, chosen, &cx);
     free(chosen);
     *peak = out ? planned_peak(out, err, errcap) : -1;
     return out;
@@ -131,7 +132,8 @@ static ir_graph *with_cuts(const ir_graph *g, const bool *cut, int64_t *peak, FI
         t->nodes[v].region = nc_ops[t->nodes[v].op].category == CAT_SOURCE ? 0 : region;
         if (cut[v]) region++;
     }
-    if (!pass_recompute(&t, log)) {
+    pass_ctx cx = {.err = log};
+    if (!pass_recompute(&t, &cx)) {
         ir_graph_free(t);
         *peak = -1;
         return NULL;

@@ -23,6 +23,7 @@
 
 typedef struct hoist_ctx {
     const ir_graph *g;         /* the input graph */
+    FILE *report;
     ir_graph *out;
     ir_value *map;             /* old value -> new value */
     ir_value *narrow[NC_DTYPE_COUNT];   /* old value -> new value of cast(old, dtype), memo */
@@ -82,10 +83,10 @@ static ir_value emit_cast(hoist_ctx *c, ir_value new_value, nc_dtype to, const i
     return emit(c, &p, &new_value, 1);
 }
 
-/* Is it cheaper to compute n in dtype `to` from narrowed operands than to
- * narrow its result? n's wide computation disappears only if the cast is
- * its one use. */
-static bool worth_hoisting(const hoist_ctx *c, ir_value v, nc_dtype to)
+/* Bytes saved by computing n in dtype `to` from narrowed operands instead of
+ * narrowing its result (<= 0: not worth it). n's wide computation disappears
+ * only if the cast is its one use. */
+static int64_t hoisting_saves(const hoist_ctx *c, ir_value v, nc_dtype to)
 {
     const ir_node *n = &c->g->nodes[v];
     nc_dtype from = n->dtype;
@@ -96,7 +97,7 @@ static bool worth_hoisting(const hoist_ctx *c, ir_value v, nc_dtype to)
         if (c->g->nodes[a].dtype == from && c->narrow[to][a] == IR_NONE)
             after += cast_bytes(c, &c->g->nodes[a], from, to);
     }
-    return after < before;
+    return before - after;
 }
 
 /* The new-graph value equal to cast(old value v, to), a narrower float;
@@ -107,10 +108,22 @@ static ir_value narrowed(hoist_ctx *c, ir_value v, nc_dtype to, const ir_node *o
     const ir_graph *g = c->g;
     const ir_node *n = &g->nodes[v];
     ir_value r;
+    int64_t saved;
     ir_value src = n->nargs ? ir_args(g, n)[0] : IR_NONE;
     if (is_float_cast(g, n) && g->nodes[src].dtype == to && dtype_size(n->dtype) > dtype_size(to)) {
         r = c->map[src];                                   /* down(up(x)) == x */
-    } else if (commutes(n) && worth_hoisting(c, v, to)) {
+        if (c->report) {
+            char w[128];
+            fprintf(c->report, "cast-hoist: %s -> %s -> %s at %s is the identity: both casts removed\n",
+                    dtype_name(to), dtype_name(n->dtype), dtype_name(to), pass_where(g, origin, w, sizeof w));
+        }
+    } else if (commutes(n) && (saved = hoisting_saves(c, v, to)) > 0) {
+        if (c->report) {
+            char w1[128], w2[128];
+            fprintf(c->report, "cast-hoist: the %s cast of %s moved above %s %%%u (%s): about %lld bytes less moved\n",
+                    dtype_name(to), pass_where(c->g, origin, w1, sizeof w1), nc_ops[n->op].name, v,
+                    pass_where(c->g, n, w2, sizeof w2), (long long)saved);
+        }
         ir_value args[NC_MAX_RANK * 8];
         NC_ASSERT(n->nargs <= NC_COUNT(args));
         for (int i = 0; i < n->nargs; i++) {
@@ -148,6 +161,12 @@ static bool sink_upcasts(hoist_ctx *c, ir_value v)
     if (narrow == NC_DTYPE_COUNT) return false;
     after = op_bytes(c, n, n->dtype, narrow) + cast_bytes(c, n, narrow, n->dtype);
     if (after >= before) return false;
+    if (c->report) {
+        char w[128];
+        fprintf(c->report, "cast-hoist: the %s -> %s cast sunk below %s %%%u (%s): about %lld bytes less moved\n",
+                dtype_name(narrow), dtype_name(n->dtype), nc_ops[n->op].name, v, pass_where(g, n, w, sizeof w),
+                (long long)(before - after));
+    }
     ir_value args[NC_MAX_RANK * 8];
     NC_ASSERT(n->nargs <= NC_COUNT(args));
     const ir_node *upcast = NULL;
@@ -174,10 +193,10 @@ static void count_users(hoist_ctx *c)
     if (g->train.present && g->train.loss != IR_NONE) c->users[g->train.loss]++;
 }
 
-bool pass_cast_hoist(ir_graph **gp, FILE *err)
+bool pass_cast_hoist(ir_graph **gp, const pass_ctx *cx)
 {
     const ir_graph *g = *gp;
-    hoist_ctx c = {.g = g, .out = ir_graph_shell(g)};
+    hoist_ctx c = {.g = g, .out = ir_graph_shell(g), .report = cx->report};
     size_t n = g->nnodes + 1;
     c.map = nc_xmalloc(n * sizeof *c.map);
     c.users = nc_xcalloc(n, sizeof *c.users);
@@ -208,5 +227,6 @@ bool pass_cast_hoist(ir_graph **gp, FILE *err)
     for (int d = 0; d < NC_DTYPE_COUNT; d++) free(c.narrow[d]);
     ir_graph_free(*gp);
     *gp = out;
-    return pass_dce(gp, err);   /* the wide computations a hoist bypassed */
+    pass_ctx quiet = {.err = cx->err};
+    return pass_dce(gp, &quiet);   /* the wide computations a hoist bypassed */
 }

@@ -33,9 +33,8 @@ static bool same_node(const ir_graph *g, const ir_node *a, const ir_node *b)
            (a->nargs == 0 || memcmp(ir_args(g, a), ir_args(g, b), a->nargs * sizeof(ir_value)) == 0);
 }
 
-bool pass_cse(ir_graph **gp, FILE *err)
+bool pass_cse(ir_graph **gp, const pass_ctx *cx)
 {
-    (void)err;
     ir_graph *g = *gp;
     uint32_t cap = 1;
     while (cap < g->nnodes * 2 + 2) cap *= 2;
@@ -62,6 +61,8 @@ bool pass_cse(ir_graph **gp, FILE *err)
     if (g->train.present && g->train.loss != IR_NONE) g->train.loss = replace[g->train.loss];
     for (uint32_t i = 0; i < g->nupdates; i++) g->updates[i].value = replace[g->updates[i].value];
     ir_graph *out = ir_graph_filter(g, keep, replace);
+    if (cx->report && out->nnodes < g->nnodes)
+        fprintf(cx->report, "cse: %u duplicate values merged\n", g->nnodes - out->nnodes);
     free(table);
     free(replace);
     free(keep);

@@ -6,9 +6,8 @@
 
 #include <stdlib.h>
 
-bool pass_dce(ir_graph **gp, FILE *err)
+bool pass_dce(ir_graph **gp, const pass_ctx *cx)
 {
-    (void)err;
     ir_graph *g = *gp;
     bool *live = nc_xcalloc(g->nnodes + 1, sizeof *live);
     for (uint32_t i = 0; i < g->noutputs; i++) live[g->outputs[i].value] = true;
@@ -20,6 +19,8 @@ bool pass_dce(ir_graph **gp, FILE *err)
         for (int i = 0; i < n->nargs; i++) live[ir_args(g, n)[i]] = true;
     }
     ir_graph *out = ir_graph_filter(g, live, NULL);
+    if (cx->report && out->nnodes < g->nnodes)
+        fprintf(cx->report, "dce: %u values no output, loss or update depends on dropped\n", g->nnodes - out->nnodes);
     free(live);
     ir_graph_free(g);
     *gp = out;

@@ -114,17 +114,46 @@ static bool is_training_step(const ir_graph *g)
     return g->train.present && g->train.loss != IR_NONE && g->nupdates;
 }
 
-ir_graph *recompute_values(const ir_graph *g, const bool *chosen, FILE *err)
+ir_graph *recompute_values(const ir_graph *g, const bool *chosen, const pass_ctx *cx)
 {
     ir_graph *out = is_training_step(g) ? apply(g, chosen) : NULL;
-    if (out && !pass_dce(&out, err)) {
+    pass_ctx quiet = {.err = cx->err};
+    if (out && !pass_dce(&out, &quiet)) {
         ir_graph_free(out);
         out = NULL;
     }
     return out;
 }
 
-bool pass_recompute(ir_graph **gp, FILE *err)
+/* One line per region: how many of its values the backward pass recomputes. */
+static void report_regions(const ir_graph *out, FILE *report)
+{
+    uint32_t nregions = 0;
+    for (ir_value v = 0; v < out->nnodes; v++)
+        if (out->nodes[v].region > nregions) nregions = out->nodes[v].region;
+    uint32_t *count = nc_xcalloc(nregions + 1, sizeof *count);
+    ir_value *first = nc_xmalloc((nregions + 1) * sizeof *first);
+    for (uint32_t r = 0; r <= nregions; r++) first[r] = IR_NONE;
+    for (ir_value v = 0; v < out->nnodes; v++) {
+        uint32_t r = out->nodes[v].region;
+        if (!(out->nodes[v].flags & IR_FLAG_RECOMPUTE)) continue;
+        count[r]++;
+        if (first[r] == IR_NONE) first[r] = v;
+    }
+    for (uint32_t r = 0; r <= nregions; r++)
+        if (count[r] && r == 0) {
+            fprintf(report, "recompute: %u constant values (fills, iotas, masks) made again where used instead of kept\n",
+                    count[r]);
+        } else if (count[r]) {
+            char w[128];
+            fprintf(report, "recompute: @checkpoint region %u (%s): %u values computed again for the backward pass\n", r,
+                    pass_where(out, &out->nodes[first[r]], w, sizeof w), count[r]);
+        }
+    free(count);
+    free(first);
+}
+
+bool pass_recompute(ir_graph **gp, const pass_ctx *cx)
 {
     const ir_graph *g = *gp;
     bool any = false;
@@ -133,5 +162,8 @@ bool pass_recompute(ir_graph **gp, FILE *err)
     ir_graph *out = apply(g, NULL);
     ir_graph_free(*gp);
     *gp = out;
-    return pass_dce(gp, err);
+    pass_ctx quiet = {.err = cx->err};
+    if (!pass_dce(gp, &quiet)) return false;
+    if (cx->report) report_regions(*gp, cx->report);
+    return true;
 }

@@ -2,6 +2,7 @@
  * verifier and dumps between them. */
 #include "passes.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,12 +42,21 @@ bool pass_run_all(ir_graph **g, const pass_opts *o, FILE *err)
     for (int i = 0; i < pass_count; i++) {
         const pass_info *p = &pass_pipeline[i];
         if (disabled(o, p->name)) continue;
-        if (!p->run(g, err)) return false;
+        pass_ctx cx = {.err = err, .report = o->report};
+        if (!p->run(g, &cx)) return false;
         if (o->verify && !verify(*g, p->name, err)) return false;
         if (o->dump_after && strcmp(o->dump_after, p->name) == 0) ir_print(*g, o->dump_out);
     }
     if (o->dump_after && !o->dump_after[0]) ir_print(*g, o->dump_out);
     return true;
+}
+
+const char *pass_where(const ir_graph *g, const ir_node *n, char *buf, size_t cap)
+{
+    const char *f = n->loc.file && n->loc.file <= g->nfiles ? g->files[n->loc.file - 1] : "?";
+    const char *slash = strrchr(f, '/');
+    snprintf(buf, cap, "%s:%u", slash ? slash + 1 : f, n->loc.line);
+    return buf;
 }
 
 bool *ir_constant_values(const ir_graph *g)

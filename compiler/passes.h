@@ -6,9 +6,16 @@
 #include "ir.h"
 #include <stdio.h>
 
+/* Where a pass writes: err for failures, report (NULL: none) for one line
+ * per decision it makes, for netc build --report. */
+typedef struct pass_ctx {
+    FILE *err;
+    FILE *report;
+} pass_ctx;
+
 /* A pass rewrites *g (it may replace the graph) and returns false on a
- * failure it has already reported to err. */
-typedef bool pass_fn(ir_graph **g, FILE *err);
+ * failure it has already reported to cx->err. */
+typedef bool pass_fn(ir_graph **g, const pass_ctx *cx);
 
 typedef struct pass_info {
     const char *name;          /* --no-NAME, --dump-ir=after:NAME */
@@ -27,24 +34,28 @@ typedef struct pass_opts {
     bool verify;                   /* ir_verify after every pass */
     const char *dump_after;        /* pass name, or "" for the final IR, NULL = none */
     FILE *dump_out;
+    FILE *report;                  /* the passes' decisions, one line each (NULL = none) */
 } pass_opts;
 
 /* Run the pipeline; false if a pass or the verifier failed. */
 bool pass_run_all(ir_graph **g, const pass_opts *o, FILE *err);
 
 /* The passes. */
-bool pass_dce(ir_graph **g, FILE *err);
-bool pass_cast_hoist(ir_graph **g, FILE *err);
-bool pass_recompute(ir_graph **g, FILE *err);
+bool pass_dce(ir_graph **g, const pass_ctx *cx);
+bool pass_cast_hoist(ir_graph **g, const pass_ctx *cx);
+bool pass_recompute(ir_graph **g, const pass_ctx *cx);
 /* The training step g with the forward values where chosen[v] recomputed for
  * the backward pass (pass_recompute does this for @checkpoint regions); NULL
  * if g is not a training step. g is not modified. */
-ir_graph *recompute_values(const ir_graph *g, const bool *chosen, FILE *err);
-bool pass_cse(ir_graph **g, FILE *err);
+ir_graph *recompute_values(const ir_graph *g, const bool *chosen, const pass_ctx *cx);
+bool pass_cse(ir_graph **g, const pass_ctx *cx);
 
 /* Per value: computed from fills and iotas alone (masks, broadcast
  * constants), so cheap to compute again wherever it is needed. */
 bool *ir_constant_values(const ir_graph *g);
+
+/* "file.net:12" for a node's source line, into buf. */
+const char *pass_where(const ir_graph *g, const ir_node *n, char *buf, size_t cap);
 
 /* A new graph with g's dims, symbols, files, inputs, params and train spec,
  * and no nodes: passes that rebuild a graph start from it ... */

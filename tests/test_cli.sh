@@ -40,5 +40,12 @@ expect 1 "not a safetensors"      run "$tmp/m.netm" --dim B=2 --random-inputs 1 
 expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata"
 expect 2 "--epochs"               train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --epochs x
 expect 1 "not a text file"        check "$tmp/m.netm"
+# --report names each decision with its source line
+n=$((n + 1))
+report=$("$netc" build "$src/examples/cast_chain.net" --dim B=64 --target '' --report -o "$tmp/cc.netm" 2>&1)
+if ! grep -q 'cast-hoist: the f16 cast of cast_chain.net:15 moved above reshape' <<<"$report" ||
+   ! grep -q 'bytes less moved' <<<"$report"; then
+  echo "FAIL: --report"; echo "$report"; fail=$((fail + 1))
+fi
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
