@@ -35,6 +35,7 @@ typedef struct cli_opts {
     int ndisabled;
     const char *dump_after;
     bool report;                   /* --report: the optimizer's decisions */
+    bool no_memplan;               /* --no-memplan: no buffer sharing (to measure what the plan saves) */
     const char *model;
     bool werror;
     bool emit_cuda;
@@ -96,6 +97,7 @@ static void print_help(FILE *out)
             "  --memory-budget SIZE (train, build --entry train) recompute forward values until the\n"
             "                       step's planned peak fits SIZE (4GiB, 512MiB; all dims bound)\n"
             "  --emit-cuda          print the generated CUDA C\n"
+            "  --no-memplan         (build) give every buffer its own memory: what the plan saves\n"
             "  --report             (build) print the optimizer's decisions: casts moved and the bytes\n"
             "                       they save, values merged or dropped, what is recomputed, with source lines\n"
             "  -Werror              treat warnings as errors\n"
@@ -155,6 +157,8 @@ static int parse_args(int argc, char **argv, cli_opts *o)
                 return usage_error("--input wants NAME=FILE.npy, got '%s'", next ? next : "nothing");
             o->ninputs++;
             i++;
+        } else if (strcmp(a, "--no-memplan") == 0) {
+            o->no_memplan = true;
         } else if (strcmp(a, "--report") == 0) {
             o->report = true;
         } else if (strcmp(a, "--memory-budget") == 0) {
@@ -292,6 +296,7 @@ static int build_kernels(const cli_opts *o, ir_graph *g, nrt_module_data *m)
         fprintf(stderr, "netc: code generation failed: %s\n", err);
         return 1;
     }
+    if (o->no_memplan) m->program.plan_flags |= NRT_PLAN_NO_REUSE;
     if (o->emit_cuda) fputs(m->program.source, stdout);
     if (!nvrtc_available()) return 0;
     char targets[256];

@@ -186,6 +186,7 @@ static void write_program(wbuf *b, const nrt_program *p)
         w_u8(b, (uint8_t)(s->mm_ta | s->mm_tb << 1 | s->mm_b_shared << 2));
         w_u8(b, (uint8_t)s->mm_dtype);
     }
+    w_u32(b, p->plan_flags);
 }
 
 static int fail(char *err, size_t cap, const char *fmt, ...)
@@ -624,6 +625,8 @@ static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
         if (!r->bad && !ok) return r_invalid(r, "step %u: malformed %s step", i, kind == NRT_STEP_MATMUL ? "matmul" : "");
         if (!r->bad && grid == NRT_GRID_ROWS && s->nints < 2) return r_invalid(r, "step %u: row grid without a row size", i);
     }
+    p->plan_flags = r_u32(r);
+    if (!r->bad && (p->plan_flags & ~(uint32_t)NRT_PLAN_KNOWN_FLAGS)) return r_invalid(r, "plan flags 0x%x", p->plan_flags);
     return !r->bad;
 }
 

@@ -93,10 +93,12 @@ memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const 
         else if (b[i].first > b[i].last) b[i].first = b[i].last;
     int64_t *size = nc_xmalloc((nbuf + 1) * sizeof *size);
     for (uint32_t i = 0; i < nbuf; i++) size[i] = b[i].bytes;
-    int32_t *alias = plan_in_place(g, p, b, nbuf);
+    if (p->plan_flags & NRT_PLAN_NO_REUSE)   /* no plan: everything lives the whole run */
+        for (uint32_t i = 0; i < nbuf; i++) b[i].first = 0, b[i].last = end;
+    int32_t *alias = p->plan_flags & NRT_PLAN_NO_REUSE ? NULL : plan_in_place(g, p, b, nbuf);
     *r = memplan_place(b, nbuf, 256);
     for (uint32_t i = 0; i < nbuf; i++) {
-        if (alias[i] >= 0) b[i].offset = b[alias[i]].offset;
+        if (alias && alias[i] >= 0) b[i].offset = b[alias[i]].offset;
         b[i].bytes = size[i];   /* callers copy and report by the real size */
     }
     free(alias);

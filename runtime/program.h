@@ -46,7 +46,13 @@ typedef struct nrt_step {
     nc_dtype mm_dtype;
 } nrt_step;
 
+enum {
+    NRT_PLAN_NO_REUSE = 1u << 0,   /* --no-memplan: every buffer its own memory (no sharing, no in place) */
+    NRT_PLAN_KNOWN_FLAGS = NRT_PLAN_NO_REUSE,
+};
+
 typedef struct nrt_program {
+    uint32_t plan_flags;           /* NRT_PLAN_* */
     char *source;                  /* CUDA C of every kernel, one translation unit */
     char **kernel_names; uint32_t nkernels;
     nrt_step *steps; uint32_t nsteps, cap_steps;

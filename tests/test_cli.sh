@@ -47,5 +47,13 @@ if ! grep -q 'cast-hoist: the f16 cast of cast_chain.net:15 moved above reshape'
    ! grep -q 'bytes less moved' <<<"$report"; then
   echo "FAIL: --report"; echo "$report"; fail=$((fail + 1))
 fi
+# --no-memplan: the same module without buffer sharing plans more memory
+n=$((n + 1))
+peak() { "$netc" inspect "$1" --dim B=64 --json | tr -d ' \n' | grep -o '"peak_memory_bytes":[0-9]*' | cut -d: -f2; }
+"$netc" build "$src/examples/fashion_mlp.net" --target '' --no-memplan -o "$tmp/nomp.netm" 2>/dev/null
+with=$(peak "$tmp/m.netm") without=$(peak "$tmp/nomp.netm")
+if ! [[ -n $with && -n $without && $with -lt $without ]]; then
+  echo "FAIL: --no-memplan: planned $with bytes, unplanned $without"; fail=$((fail + 1))
+fi
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
