@@ -503,6 +503,8 @@ static sv eval_call(sema_ctx *c, const ast_node *e)
         }
         sv x = sema_expr(c, e->list.items[0]);
         if (x.kind == SV_ERROR) return x;
+        if (x.kind == SV_DIM && dtype_is_float(callee->dtype))   /* f32(T): the bound size, as a scalar */
+            return sema_dim_tensor(c, x.dim, callee->dtype, e->loc);
         if (x.kind != SV_TENSOR) {
             sema_err(c, e->loc, NULL, "%s(...) casts a tensor, got a %s", dtype_name(callee->dtype), sv_kind_name(x.kind));
             return sv_error();

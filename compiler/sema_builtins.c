@@ -464,8 +464,41 @@ static sv dim_arith(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
     return (sv){.kind = SV_DIM, .dim = ir_dim_intern(c->g, &r)};
 }
 
+/* A symbolic dim as a scalar tensor of dtype t, for x / T: its value is
+ * known only when the dims are bound, so it is counted at run time as the sum
+ * of T ones (exact below 2^24, accumulated in f32), then cast. */
+sv sema_dim_tensor(sema_ctx *c, uint32_t dim, nc_dtype t, nc_loc loc)
+{
+    ir_value one, ones, count, out;
+    tc_error e;
+    ir_node p = sema_proto(c, OP_FILL, loc);
+    p.dtype = NC_F32;
+    p.attr.f = 1.0;
+    if (!ir_build(c->g, &p, NULL, 0, &one, &e)) goto fail;
+    p = sema_proto(c, OP_BROADCAST, loc);
+    p.rank = 1;
+    p.shape[0] = dim;
+    if (!ir_build(c->g, &p, &one, 1, &ones, &e)) goto fail;
+    p = sema_proto(c, OP_SUM, loc);
+    if (!ir_build(c->g, &p, &ones, 1, &count, &e)) goto fail;
+    if (t == NC_F32) return sv_tensor(c, count);
+    p = sema_proto(c, OP_CAST, loc);
+    p.attr.to = t;
+    if (!ir_build(c->g, &p, &count, 1, &out, &e)) goto fail;
+    return sv_tensor(c, out);
+fail:
+    sema_err(c, loc, NULL, "%s", e.msg);
+    return sv_error();
+}
+
 sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
 {
+    if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
+    /* x / T: the dim becomes a scalar of the tensor's dtype */
+    if (a.kind == SV_TENSOR && b.kind == SV_DIM && dtype_is_float(c->g->nodes[a.t].dtype))
+        b = sema_dim_tensor(c, b.dim, c->g->nodes[a.t].dtype, loc);
+    else if (b.kind == SV_TENSOR && a.kind == SV_DIM && dtype_is_float(c->g->nodes[b.t].dtype))
+        a = sema_dim_tensor(c, a.dim, c->g->nodes[b.t].dtype, loc);
     if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
     if (a.kind == SV_TENSOR || b.kind == SV_TENSOR) {
         if ((a.kind != SV_TENSOR && !is_scalar(a)) || (b.kind != SV_TENSOR && !is_scalar(b))) {

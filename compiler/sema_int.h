@@ -96,6 +96,8 @@ sv sv_error(void);
 sv sv_int(int64_t i);
 sv sv_float(double f);
 sv sv_tensor(sema_ctx *c, ir_value t);
+/* A symbolic dim's value as a scalar tensor of float dtype t (x / T, f32(T)). */
+sv sema_dim_tensor(sema_ctx *c, uint32_t dim, nc_dtype t, nc_loc loc);
 const char *sv_kind_name(sv_kind k);
 void sema_err(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void sema_warn(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
