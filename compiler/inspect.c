@@ -156,11 +156,12 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
             ir_shape_format(g, n->dtype, n->rank, n->shape, type, sizeof type);
             json_array_append_new(outs, json_pack("{s:s, s:s}", "name", g->outputs[i].name, "type", type));
         }
-        json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:o, s:o}", "model", g->name,
+        json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:f, s:o, s:o}", "model", g->name,
                                  "targets", targets, "dims", dims, "kernels", kernels, "steps", steps_j, "total_bytes_moved",
                                  total_bytes, "total_flops", total_flops, "recompute_flops", recompute_flops, "floor_us",
                                  total_floor * 1e6, "peak_memory_bytes", (json_int_t)plan.arena_bytes,
-                                 "peak_lower_bound_bytes", (json_int_t)plan.lower_bound, "param_bytes", param_bytes,
+                                 "peak_lower_bound_bytes", (json_int_t)plan.lower_bound, "in_place_steps",
+                                 (json_int_t)plan.in_place, "param_bytes", param_bytes,
                                  "inputs", decls_json(g, g->inputs, g->ninputs), "outputs", outs);
         char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         fprintf(out, "%s\n", text);
@@ -176,7 +177,8 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         human_bytes(param_bytes, par, sizeof par);
         fprintf(out, "\ntotal: %s moved, %.3g FLOPs (%.3g recomputing @checkpoint blocks), roofline floor %.1f us on an H100\n",
                 tb, total_flops, recompute_flops, total_floor * 1e6);
-        fprintf(out, "memory plan: peak %s (lower bound %s: the largest live set), parameters %s\n", pb, lb, par);
+        fprintf(out, "memory plan: peak %s (lower bound %s: the largest live set), parameters %s; %u steps in place\n", pb,
+                lb, par, plan.in_place);
         fprintf(out, "targets:");
         for (uint32_t i = 0; i < m.nimages; i++) fprintf(out, " %s%s", m.images[i].arch, m.images[i].is_ptx ? "(ptx)" : "");
         fprintf(out, "%s\n", m.nimages ? "" : " none (CUDA source only)");

@@ -21,6 +21,7 @@ typedef struct memplan_buf {
 typedef struct memplan_result {
     int64_t arena_bytes;  /* what to allocate */
     int64_t lower_bound;  /* the most bytes alive at any one step */
+    uint32_t in_place;    /* buffers placed over an operand dying at their step (program_plan_memory) */
 } memplan_result;
 
 /* Offsets are multiples of align (a power of two). */

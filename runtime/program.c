@@ -98,7 +98,7 @@ memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const 
     int32_t *alias = p->plan_flags & NRT_PLAN_NO_REUSE ? NULL : plan_in_place(g, p, b, nbuf);
     *r = memplan_place(b, nbuf, 256);
     for (uint32_t i = 0; i < nbuf; i++) {
-        if (alias && alias[i] >= 0) b[i].offset = b[alias[i]].offset;
+        if (alias && alias[i] >= 0) b[i].offset = b[alias[i]].offset, r->in_place++;
         b[i].bytes = size[i];   /* callers copy and report by the real size */
     }
     free(alias);
