@@ -34,7 +34,7 @@ fi
 echo "train_demo: training $MODEL on $DATA for $EPOCHS epoch(s), batch $BATCH"
 build/netc train "$MODEL" --data "$DATA" --epochs "$EPOCHS" --batch "$BATCH" --device "$DEVICE" \
   --metrics out/metrics.jsonl --save out/fashion_mlp.safetensors
-acc=$(grep -o '"test_accuracy":[0-9.]*' out/metrics.jsonl | tail -1 | cut -d: -f2)
+acc=$(grep -o '"test_accuracy":[0-9.]*' out/metrics.jsonl | tail -1 | cut -d: -f2 | awk '{ printf "%.4f", $1 }')
 echo "train_demo: test accuracy $acc after $EPOCHS epoch(s); metrics in out/metrics.jsonl, curve in out/metrics.svg, weights in out/fashion_mlp.safetensors"
 
 # The trained weights serve through the module: logits for 8 test-like inputs.
