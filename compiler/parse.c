@@ -7,9 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Hints for the syntax errors people make most: keyed by the start of
+ * bison's "unexpected X" message. */
+static const struct {
+    const char *prefix, *hint;
+} parse_hints[] = {
+    {"unexpected config", "config constants go in the model header, before its '{': model m(x: f32[B, N]) -> f32[B, N] config N = 4 {"},
+    {"unexpected param", "param declares a parameter inside a model or fn body: param w: f32[4, 4] = xavier"},
+    {"unexpected optimizer", "optimizer, schedule, loss_scale and clip_grad_norm go in a train section: train m { optimizer adam(lr: 1e-3) }"},
+};
+
 void parse_error(parse_state *ps, nc_loc loc, const char *msg)
 {
-    diag_report(ps->diag, DIAG_ERROR, loc, NULL, "%s", msg);
+    const char *hint = NULL;
+    for (size_t i = 0; i < NC_COUNT(parse_hints); i++)
+        if (strncmp(msg, parse_hints[i].prefix, strlen(parse_hints[i].prefix)) == 0) hint = parse_hints[i].hint;
+    diag_report(ps->diag, DIAG_ERROR, loc, hint, "%s", msg);
 }
 
 /* Depth guards sema's recursion: a tree deeper than AST_MAX_DEPTH is

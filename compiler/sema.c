@@ -1013,8 +1013,14 @@ static void declare_inputs(sema_ctx *c, const ast_list *args, bool train_only)
             continue;
         }
         if (a->b) sema_err(c, a->b->loc, NULL, "model inputs cannot have default values");
-        if (lookup(c, a->name) && scope_find_local(c->env, a->name)) {
+        binding *prev = lookup(c, a->name);
+        if (prev && scope_find_local(c->env, a->name)) {
             sema_err(c, a->loc, NULL, "'%s' is already defined", a->name);
+            continue;
+        }
+        if (train_only && prev && prev->value.kind == SV_TENSOR) {   /* would hide the model's own value */
+            sema_err(c, a->loc, "give the train input a name of its own, e.g. labels",
+                     "train input '%s' has the name of an input or value of the model", a->name);
             continue;
         }
         ir_tensor_decl d = {.name = a->name, .dtype = a->a->dtype, .loc = a->loc};
@@ -1030,7 +1036,6 @@ static void declare_inputs(sema_ctx *c, const ast_list *args, bool train_only)
         n.attr.index = idx;
         scope_put(c->env, a->name, sv_tensor(c, ir_add(c->g, &n, NULL, 0)), a->loc);
     }
-    (void)train_only;
 }
 
 /* The returned values against the declared outputs. */
