@@ -57,6 +57,8 @@ static const char prelude[] =
     "  unsigned u = __float_as_uint(f);\n"
     "  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);\n"
     "  u += 0x7fffu + ((u >> 16) & 1u); return (unsigned short)(u >> 16); }\n"
+    "__device__ __forceinline__ float nc_round_f16(float v) { return nc_f16_to_f32(nc_f32_to_f16(v)); }\n"
+    "__device__ __forceinline__ float nc_round_bf16(float v) { return nc_bf16_to_f32(nc_f32_to_bf16(v)); }\n"
     "__device__ __forceinline__ float nc_ld(const float *p, long long i) { return p[i]; }\n"
     "__device__ __forceinline__ float nc_ld(const nc_f16 *p, long long i) { return nc_f16_to_f32(p[i].x); }\n"
     "__device__ __forceinline__ float nc_ld(const nc_bf16 *p, long long i) { return nc_bf16_to_f32(p[i].x); }\n"
@@ -734,21 +736,50 @@ static cuda_emit_fn *const emitters[OP_COUNT] = {
 #undef X
 };
 
+bool cuda_emit_is_elementwise(nc_op op) { return emitters[op] == cuda_emit_elementwise; }
 
+
+
+
+/* Exported wrappers for cuda_fuse.c: the same helpers every emitter uses. */
+bool cuda_emit_is_elementwise(nc_op op);
+nrt_step *cuda_begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_grid grid) { return begin_kernel(cg, v, suffix, grid); }
+void cuda_end_kernel(cg_ctx *cg) { end_kernel(cg); }
+void cuda_add_buf(nrt_step *s, uint32_t b) { add_buf(s, b); }
+void cuda_add_int(nrt_step *s, uint32_t dim) { add_int(s, dim); }
+bool cuda_numel_dim(cg_ctx *cg, const ir_node *n, uint32_t *out) { return numel_dim(cg, n, out); }
+void cuda_decl_ptr(cg_ctx *cg, const char *name, int k, nc_dtype t, bool is_const) { decl_ptr(cg, name, k, t, is_const); }
+void cuda_expand_expr(cg_ctx *cg, const ir_node *n, const char *expr) { expand_expr(cg, n, expr); }
+const char *cuda_float_literal(char buf[48], double v) { return flit(buf, v); }
+const char *cuda_expr_of(const cg_ctx *cg, const ir_node *n) { return n->op == OP_DROPOUT && !cg->training ? "a" : nc_cuda_exprs[n->op]; }
 
 bool cuda_emit_program(const ir_graph *g, nrt_program *out, char *err, size_t errcap)
+{
+    return cuda_emit_program_ex(g, false, out, err, errcap);
+}
+
+bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
     cg_ctx cg = {.g = g, .prog = out, .training = g->train.present && g->train.loss != IR_NONE};
     cg_printf(&cg.src, "%s", prelude);
+    if (fuse) cuda_fuse_plan(&cg);
     for (ir_value v = 0; v < g->nnodes; v++) {
-        if (!emitters[g->nodes[v].op](&cg, v)) {
+        bool ok = true;
+        if (cg.group && cuda_fuse_emit(&cg, v, &ok)) {
+            if (ok) continue;
+        } else if (cg.group && (cuda_fuse_is_member(&cg, v) || cg.inlined[v])) {
+            continue;   /* computed inside its group's kernel */
+        }
+        if (!ok || !emitters[g->nodes[v].op](&cg, v)) {
             snprintf(err, errcap, "%%%u (%s): %s", v, nc_ops[g->nodes[v].op].name, cg.err);
             free(cg.src.s);
             for (uint32_t k = 0; k < cg.nbodies; k++) free(cg.bodies[k]);
             free(cg.bodies);
             free(cg.body.s);
             free(cg.cur_comment.s);
+            free(cg.group);
+            free(cg.inlined);
             nrt_program_free(out);
             return false;
         }
@@ -768,6 +799,8 @@ bool cuda_emit_program(const ir_graph *g, nrt_program *out, char *err, size_t er
         add_buf(s, pnode);
     }
     out->source = cg.src.s;
+    free(cg.group);
+    free(cg.inlined);
     for (uint32_t k = 0; k < cg.nbodies; k++) free(cg.bodies[k]);
     free(cg.bodies);
     free(cg.body.s);

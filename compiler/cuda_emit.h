@@ -30,6 +30,8 @@ typedef struct cg_ctx {
     char **bodies;         /* distinct kernel bodies so far, index = kernel */
     uint32_t nbodies;
     bool training;         /* a training step: dropout drops */
+    uint32_t *group;       /* fusion: group id of each node (0: alone), NULL when not fusing */
+    bool *inlined;         /* fusion: a scalar fill that every user inlines (no kernel of its own) */
     char err[512];
 } cg_ctx;
 
@@ -40,5 +42,28 @@ typedef bool cuda_emit_fn(cg_ctx *cg, ir_value v);
 
 /* Schedule and emit the whole graph. Returns false with err set. */
 bool cuda_emit_program(const ir_graph *g, nrt_program *out, char *err, size_t errcap);
+/* The same; with fuse, runs of elementwise ops become one kernel each
+ * (compiler/cuda_fuse.c). */
+bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *err, size_t errcap);
+
+/* Fusion (cuda_fuse.c): mark the groups in cg (cg->group, cg->inlined), and
+ * emit the group whose last member is v; false if v is not a group's last
+ * member (the caller then emits it alone, or skips it if it is fused). */
+void cuda_fuse_plan(cg_ctx *cg);
+bool cuda_fuse_is_member(const cg_ctx *cg, ir_value v);
+bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok);
+
+/* Shared with cuda_fuse.c. */
+bool cuda_emit_is_elementwise(nc_op op);
+nrt_step *cuda_begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_grid grid);
+void cuda_end_kernel(cg_ctx *cg);
+void cuda_add_buf(nrt_step *s, uint32_t b);
+void cuda_add_int(nrt_step *s, uint32_t dim);
+bool cuda_numel_dim(cg_ctx *cg, const ir_node *n, uint32_t *out);
+void cuda_decl_ptr(cg_ctx *cg, const char *name, int k, nc_dtype t, bool is_const);
+void cuda_expand_expr(cg_ctx *cg, const ir_node *n, const char *expr);
+const char *cuda_float_literal(char buf[48], double v);
+/* The elementwise expression of n over a, b, c (dropout: the identity outside training). */
+const char *cuda_expr_of(const cg_ctx *cg, const ir_node *n);
 
 #endif

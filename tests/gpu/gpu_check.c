@@ -100,7 +100,7 @@ int gpu_check(const gpu_check_opts *o)
     cpu_tensor *inputs = nc_xcalloc(g->ninputs + 1, sizeof *inputs), *params = nc_xcalloc(g->nparams + 1, sizeof *params);
     cpu_exec_result res = {0};
     int64_t syms[NC_MAX_SYMS] = {0};
-    if (!cuda_emit_program(g, &m.program, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; goto out; }
+    if (!cuda_emit_program_ex(g, o->fuse, &m.program, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; goto out; }
     if (!nvrtc_compile(m.program.source, "compute_80", &img, &log)) { fprintf(stderr, "%s: %s\n", o->name, log); fails++; goto out; }
     nrt_image mi = {.arch = "compute_80", .is_ptx = true, .data = img.data, .size = img.size};
     m.images = &mi;

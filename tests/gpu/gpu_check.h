@@ -20,6 +20,7 @@ typedef struct gpu_check_opts {
     uint64_t seed;
     int int_range;             /* integer inputs are drawn from [0, int_range) */
     bool use_graph;            /* capture and replay (run twice, compare both) */
+    bool fuse;                 /* emit with elementwise fusion (--fuse) */
     bool train_step;           /* check the training step (one run: it updates the parameters);
                                   its scalar inputs (@lr, ...) get fixed sane values */
 } gpu_check_opts;

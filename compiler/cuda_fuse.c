@@ -1,0 +1,240 @@
+/* cuda_fuse.c - elementwise fusion: a run of elementwise ops over one shape
+ * becomes one kernel that keeps the intermediate values in registers.
+ *
+ * Requires: the graph cuda_emit is emitting. Produces: for each run, one
+ * kernel step (at the run's last op) reading the run's outside operands and
+ * writing only the values something outside the run reads. Groups are runs
+ * of consecutive nodes in schedule order, so every outside operand is ready
+ * before the kernel and no outside reader runs before it. Scalar constants
+ * (a fill broadcast to the shape) are written into the kernel as literals.
+ *
+ * Semantics are those of the unfused kernels: each intermediate is rounded
+ * to its own dtype (f16/bf16) exactly as storing and reloading it would. */
+#include "cuda_emit.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A rank-0 float fill: its value can be a literal. */
+static bool scalar_fill(const ir_graph *g, ir_value v)
+{
+    const ir_node *n = &g->nodes[v];
+    return n->op == OP_FILL && n->rank == 0 && dtype_is_float(n->dtype);
+}
+
+/* Float elementwise ops on float operands, and broadcasts of a scalar. */
+static bool fusable(const ir_graph *g, ir_value v)
+{
+    const ir_node *n = &g->nodes[v];
+    if (!dtype_is_float(n->dtype)) return false;
+    if (n->op == OP_BROADCAST) return g->nodes[ir_args(g, n)[0]].rank == 0;
+    if (!cuda_emit_is_elementwise(n->op)) return false;
+    for (int i = 0; i < n->nargs; i++)
+        if (!dtype_is_float(g->nodes[ir_args(g, n)[i]].dtype)) return false;
+    return true;
+}
+
+static bool same_shape(const ir_node *a, const ir_node *b)
+{
+    return a->rank == b->rank && memcmp(a->shape, b->shape, a->rank * sizeof *a->shape) == 0;
+}
+
+typedef struct fuse_counts {
+    uint32_t *users;           /* nodes reading each value */
+    ir_value *last_use;        /* the last node reading each value (itself if none) */
+    bool *escapes;             /* read by an output, an update or the loss */
+} fuse_counts;
+
+/* Buffers the group [first..last] needs: outside operands and escaping values. */
+static int group_buffers(const cg_ctx *cg, const uint32_t *group, uint32_t id, ir_value first, ir_value last,
+                         const fuse_counts *fc)
+{
+    const ir_graph *g = cg->g;
+    int n = 0;
+    for (ir_value v = first; v <= last; v++) {
+        if (group[v] != id) continue;
+        const ir_node *node = &g->nodes[v];
+        for (int i = 0; i < node->nargs; i++) {
+            ir_value a = ir_args(g, node)[i];
+            if (group[a] == id || scalar_fill(g, a)) continue;
+            bool seen = false;   /* count each outside operand once */
+            for (ir_value u = first; u < v && !seen; u++)
+                if (group[u] == id)
+                    for (int k = 0; k < g->nodes[u].nargs && !seen; k++) seen = ir_args(g, &g->nodes[u])[k] == a;
+            for (int k = 0; k < i && !seen; k++) seen = ir_args(g, node)[k] == a;
+            if (!seen) n++;
+        }
+        n += fc->escapes[v] || fc->last_use[v] > last;   /* read after the group, or by an output */
+    }
+    return n;
+}
+
+void cuda_fuse_plan(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->group = nc_xcalloc(g->nnodes + 1, sizeof *cg->group);
+    cg->inlined = nc_xcalloc(g->nnodes + 1, sizeof *cg->inlined);
+    fuse_counts fc = {nc_xcalloc(g->nnodes + 1, sizeof *fc.users), nc_xmalloc((g->nnodes + 1) * sizeof *fc.last_use),
+                      nc_xcalloc(g->nnodes + 1, sizeof *fc.escapes)};
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        fc.last_use[v] = v;
+        for (int i = 0; i < g->nodes[v].nargs; i++) {
+            ir_value a = ir_args(g, &g->nodes[v])[i];
+            fc.users[a]++;
+            fc.last_use[a] = v;
+        }
+    }
+    for (uint32_t i = 0; i < g->noutputs; i++) fc.escapes[g->outputs[i].value] = true;
+    for (uint32_t i = 0; i < g->nupdates; i++) fc.escapes[g->updates[i].value] = true;
+    if (g->train.present && g->train.loss != IR_NONE) fc.escapes[g->train.loss] = true;
+    uint32_t id = 0;
+    ir_value first = IR_NONE, last = IR_NONE;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        if (scalar_fill(g, v)) continue;   /* reads nothing: never splits a run */
+        bool joins = fusable(g, v) && first != IR_NONE && same_shape(&g->nodes[first], &g->nodes[v]);
+        if (joins) {
+            cg->group[v] = id;
+            if (group_buffers(cg, cg->group, id, first, v, &fc) > NRT_MAX_BUFS) {
+                cg->group[v] = 0;
+                joins = false;
+            } else {
+                last = v;
+            }
+        }
+        if (!joins) {
+            first = last = IR_NONE;
+            if (fusable(g, v)) cg->group[v] = ++id, first = last = v;
+        }
+    }
+    /* a group of one is an ordinary kernel */
+    uint32_t *size = nc_xcalloc(id + 1, sizeof *size);
+    for (ir_value v = 0; v < g->nnodes; v++) size[cg->group[v]]++;
+    for (ir_value v = 0; v < g->nnodes; v++)
+        if (cg->group[v] && size[cg->group[v]] < 2) cg->group[v] = 0;
+    /* fills that only fused ops read need no kernel */
+    bool *unfused_reader = nc_xcalloc(g->nnodes + 1, sizeof *unfused_reader);
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int k = 0; k < g->nodes[u].nargs; k++)
+            if (!cg->group[u]) unfused_reader[ir_args(g, &g->nodes[u])[k]] = true;
+    for (ir_value v = 0; v < g->nnodes; v++)
+        cg->inlined[v] = scalar_fill(g, v) && !fc.escapes[v] && fc.users[v] > 0 && !unfused_reader[v];
+    free(unfused_reader);
+    free(size);
+    free(fc.users);
+    free(fc.last_use);
+    free(fc.escapes);
+}
+
+bool cuda_fuse_is_member(const cg_ctx *cg, ir_value v) { return cg->group[v] != 0; }
+
+static bool is_last(const cg_ctx *cg, ir_value v)
+{
+    if (!cg->group[v]) return false;
+    for (ir_value u = v + 1; u < cg->g->nnodes; u++)
+        if (cg->group[u] == cg->group[v]) return false;
+    return true;
+}
+
+/* Registers are numbered by position in the group, not by IR value, so the
+ * same layer repeated gives the same kernel text (and one kernel). */
+static uint32_t ordinal(const cg_ctx *cg, ir_value first, ir_value m)
+{
+    uint32_t k = 0;
+    for (ir_value u = first; u < m; u++) k += cg->group[u] == cg->group[m];
+    return k;
+}
+
+/* Where a member reads operand a: a register, a literal, or a loaded input. */
+static void operand_expr(const cg_ctx *cg, ir_value first, ir_value a, uint32_t id, const ir_value *inputs, int ninputs,
+                         char *buf, size_t cap)
+{
+    const ir_graph *g = cg->g;
+    if (cg->group[a] == id) { snprintf(buf, cap, "t%u", ordinal(cg, first, a)); return; }
+    if (scalar_fill(g, a)) {
+        char lit[48];
+        snprintf(buf, cap, "%s", cuda_float_literal(lit, g->nodes[a].attr.f));
+        return;
+    }
+    for (int k = 0; k < ninputs; k++)
+        if (inputs[k] == a) { snprintf(buf, cap, "in%d", k); return; }
+    NC_BUG("fused operand %%%u not found", a);
+}
+
+static const char *round_fn(nc_dtype t)
+{
+    return t == NC_F16 ? "nc_round_f16" : t == NC_BF16 ? "nc_round_bf16" : "";
+}
+
+bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok)
+{
+    *ok = true;
+    if (!is_last(cg, v)) return false;
+    const ir_graph *g = cg->g;
+    uint32_t id = cg->group[v];
+    ir_value first = v;
+    while (first > 0 && (cg->group[first - 1] == id || scalar_fill(g, first - 1))) first--;
+    while (cg->group[first] != id) first++;
+    /* outside operands, in first-use order, and escaping members */
+    ir_value inputs[NRT_MAX_BUFS], outs[NRT_MAX_BUFS];
+    int nin = 0, nout = 0;
+    for (ir_value m = first; m <= v; m++) {
+        if (cg->group[m] != id) continue;
+        for (int i = 0; i < g->nodes[m].nargs; i++) {
+            ir_value a = ir_args(g, &g->nodes[m])[i];
+            if (cg->group[a] == id || scalar_fill(g, a)) continue;
+            bool seen = false;
+            for (int k = 0; k < nin; k++) seen |= inputs[k] == a;
+            if (!seen) { NC_ASSERT(nin < NRT_MAX_BUFS); inputs[nin++] = a; }
+        }
+        bool escapes = false;
+        for (uint32_t i = 0; i < g->noutputs; i++) escapes |= g->outputs[i].value == m;
+        for (uint32_t i = 0; i < g->nupdates; i++) escapes |= g->updates[i].value == m;
+        escapes |= g->train.present && g->train.loss == m;
+        for (ir_value u = v + 1; u < g->nnodes && !escapes; u++)
+            for (int k = 0; k < g->nodes[u].nargs && !escapes; k++) escapes = ir_args(g, &g->nodes[u])[k] == m;
+        if (escapes) { NC_ASSERT(nout < NRT_MAX_BUFS); outs[nout++] = m; }
+    }
+    NC_ASSERT(nin + nout <= NRT_MAX_BUFS && nout > 0);
+    nrt_step *s = cuda_begin_kernel(cg, v, "_fused", NRT_GRID_ELEMENTS);
+    uint32_t numel;
+    if (!cuda_numel_dim(cg, &g->nodes[v], &numel)) {
+        *ok = false;
+        return true;
+    }
+    cuda_add_int(s, numel);
+    for (int k = 0; k < nin; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", k);
+        cuda_decl_ptr(cg, name, k, g->nodes[inputs[k]].dtype, true);
+        cuda_add_buf(s, inputs[k]);
+    }
+    for (int k = 0; k < nout; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "y%d", k);
+        cuda_decl_ptr(cg, name, nin + k, g->nodes[outs[k]].dtype, false);
+        cuda_add_buf(s, outs[k]);
+    }
+    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n");
+    for (int k = 0; k < nin; k++)   /* a rank-0 operand is a scalar broadcast's source */
+        cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, %s);\n", k, k, g->nodes[inputs[k]].rank == 0 ? "0" : "i");
+    for (ir_value m = first; m <= v; m++) {
+        if (cg->group[m] != id) continue;
+        const ir_node *n = &g->nodes[m];
+        char ops[3][64] = {"0.0f", "0.0f", "0.0f"};
+        for (int i = 0; i < n->nargs && i < 3; i++)
+            operand_expr(cg, first, ir_args(g, n)[i], id, inputs, nin, ops[i], sizeof ops[i]);
+        uint32_t t = ordinal(cg, first, m);
+        cg_printf(&cg->body, "    float t%u;\n    { const float a = %s, b = %s, c = %s; (void)a; (void)b; (void)c;\n      t%u = %s(",
+                  t, ops[0], ops[1], ops[2], t, round_fn(n->dtype));
+        cuda_expand_expr(cg, n, n->op == OP_BROADCAST ? "a" : cuda_expr_of(cg, n));
+        cg_printf(&cg->body, "); }\n");
+    }
+    for (int k = 0; k < nout; k++) cg_printf(&cg->body, "    nc_st(y%d, i, t%u);\n", k, ordinal(cg, first, outs[k]));
+    cg_printf(&cg->body, "  }\n");
+    /* the comment names every op the kernel implements */
+    cg_printf(&cg->cur_comment, "\n// fused:");
+    for (ir_value m = first; m <= v; m++)
+        if (cg->group[m] == id) cg_printf(&cg->cur_comment, " %%%u %s", m, nc_ops[g->nodes[m].op].name);
+    cuda_end_kernel(cg);
+    return true;
+}

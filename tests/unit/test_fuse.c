@@ -1,0 +1,117 @@
+/* test_fuse.c - elementwise fusion, checked without a GPU: the fused program
+ * is a valid dataflow (every buffer a step reads is a source or was written
+ * by an earlier step; every output and update is written), it launches fewer
+ * kernels and moves fewer bytes than the unfused one, and the kernels of a
+ * repeated layer are shared. (Numerical agreement with the CPU executor is
+ * checked on the GPU by test_gpu_models.) */
+#include "cuda_emit.h"
+#include "driver.h"
+#include "program.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
+
+/* Every buffer a step reads is a source or was written by an earlier step.
+ * What a step writes: its own node, temporaries, and (fused) the members of
+ * its group, which the test learns from the same grouping the emitter uses. */
+static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
+{
+    cg_ctx cg = {.g = g};
+    if (fused) cuda_fuse_plan(&cg);
+    uint32_t nbuf = g->nnodes + p->ntemps;
+    bool *written = calloc(nbuf + 1, 1);
+    bool ok = true;
+    for (ir_value v = 0; v < g->nnodes; v++)
+        if (g->nodes[v].op == OP_INPUT || g->nodes[v].op == OP_PARAM) written[v] = true;
+    for (uint32_t k = 0; k < p->nsteps && ok; k++) {
+        const nrt_step *s = &p->steps[k];
+        uint32_t group = cg.group ? cg.group[s->node] : 0;
+        for (int j = 0; j < s->nbufs && ok; j++) {
+            uint32_t b = s->bufs[j];
+            bool own = b == s->node || b >= g->nnodes || (group && b < g->nnodes && cg.group[b] == group);
+            if (s->kind == NRT_STEP_COPY) own = j == 1;   /* copy: src -> dst */
+            if (!own && !written[b]) {
+                fprintf(stderr, "step %u (%s) reads %%%u before any step writes it\n", k,
+                        s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : "call", b);
+                ok = false;
+            }
+        }
+        for (int j = 0; j < s->nbufs; j++) written[s->bufs[j]] = true;
+    }
+    /* a group is a contiguous run: only its members and scalar fills lie
+     * between its first and last member (the kernel runs at the last one) */
+    for (ir_value v = 0; cg.group && v < g->nnodes && ok; v++) {
+        if (!cg.group[v] || (v > 0 && cg.group[v - 1] == cg.group[v])) continue;
+        ir_value end = v;
+        for (ir_value u = v; u < g->nnodes; u++)
+            if (cg.group[u] == cg.group[v]) end = u;
+        for (ir_value u = v; u <= end && ok; u++) {
+            const ir_node *n = &g->nodes[u];
+            bool fill = n->op == OP_FILL && n->rank == 0;
+            if (cg.group[u] != cg.group[v] && !fill) {
+                fprintf(stderr, "group of %%%u..%%%u holds %%%u (%s), not a member\n", v, end, u, nc_ops[n->op].name);
+                ok = false;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < g->noutputs && ok; i++) ok = written[g->outputs[i].value];
+    for (uint32_t i = 0; i < g->nupdates && ok; i++) ok = written[g->updates[i].value];
+    free(written);
+    free(cg.group);
+    free(cg.inlined);
+    return ok;
+}
+
+static void check_model(const char *path, const char *const *dn, const int64_t *dv, int nd)
+{
+    src_table src = {0};
+    char err[1024];
+    uint32_t id = src_load(&src, path, err, sizeof err);
+    if (!id) { fprintf(stderr, "%s\n", err); failures++; return; }
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    const char *sn[] = {"L"}, *sv[] = {"2"};
+    driver_opts o = {.verify = true, .train_step = true, .dim_names = dn, .dim_values = dv, .ndims = nd,
+                     .set_names = sn, .set_values = sv, .nsets = strstr(path, "gpt2") ? 1 : 0};
+    ir_graph *g = driver_compile(&src, id, &o, &d);
+    src_free(&src);
+    CHECK(g != NULL);
+    if (!g) return;
+    nrt_program plain, fused;
+    CHECK(cuda_emit_program_ex(g, false, &plain, err, sizeof err));
+    CHECK(cuda_emit_program_ex(g, true, &fused, err, sizeof err));
+    uint32_t plain_kernels = 0, fused_kernels = 0, fused_steps = 0;
+    for (uint32_t k = 0; k < plain.nsteps; k++) plain_kernels += plain.steps[k].kind == NRT_STEP_KERNEL;
+    for (uint32_t k = 0; k < fused.nsteps; k++) {
+        fused_kernels += fused.steps[k].kind == NRT_STEP_KERNEL;
+        fused_steps += fused.steps[k].kind == NRT_STEP_KERNEL && strstr(fused.kernel_names[fused.steps[k].kernel], "_fused");
+    }
+    printf("%s: kernel launches %u -> %u (%u fused), distinct kernels %u -> %u\n", path, plain_kernels, fused_kernels,
+           fused_steps, plain.nkernels, fused.nkernels);
+    CHECK(fused_steps > 0 && fused_kernels < plain_kernels);
+    CHECK(valid_dataflow(g, &plain, false));
+    CHECK(valid_dataflow(g, &fused, true));
+    nrt_program_free(&plain);
+    nrt_program_free(&fused);
+    ir_graph_free(g);
+}
+
+int main(int argc, char **argv)
+{
+    const char *root = argc > 1 ? argv[1] : ".";
+    char path[1024];
+    const char *b[] = {"B"}, *bt[] = {"B", "T"};
+    const int64_t v64[] = {64}, vbt[] = {2, 64};
+    snprintf(path, sizeof path, "%s/examples/fashion_mlp.net", root);
+    check_model(path, b, v64, 1);
+    snprintf(path, sizeof path, "%s/examples/gpt2.net", root);
+    check_model(path, bt, vbt, 2);
+    snprintf(path, sizeof path, "%s/examples/char_lm.net", root);
+    check_model(path, b, v64, 1);
+    if (!failures) printf("test_fuse: all checks passed\n");
+    return failures != 0;
+}
