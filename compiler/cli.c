@@ -36,7 +36,7 @@ typedef struct cli_opts {
     const char *dump_after;
     bool report;                   /* --report: the optimizer's decisions */
     bool no_memplan;               /* --no-memplan: no buffer sharing (to measure what the plan saves) */
-    bool fuse;                     /* --fuse: runs of elementwise ops as one kernel (experimental) */
+    bool no_fuse;                  /* --no-fuse: one kernel per op (fusion is on by default) */
     const char *model;
     bool werror;
     bool emit_cuda;
@@ -98,8 +98,7 @@ static void print_help(FILE *out)
             "  --memory-budget SIZE (train, build --entry train) recompute forward values until the\n"
             "                       step's planned peak fits SIZE (4GiB, 512MiB; all dims bound)\n"
             "  --emit-cuda          print the generated CUDA C\n"
-            "  --fuse               (build) runs of elementwise ops become one kernel (experimental:\n"
-            "                       not yet checked on a GPU)\n"
+            "  --no-fuse            (build, train) one kernel per op: no elementwise fusion\n"
             "  --no-memplan         (build) give every buffer its own memory: what the plan saves\n"
             "  --report             (build) print the optimizer's decisions: casts moved and the bytes\n"
             "                       they save, values merged or dropped, what is recomputed, with source lines\n"
@@ -160,8 +159,9 @@ static int parse_args(int argc, char **argv, cli_opts *o)
                 return usage_error("--input wants NAME=FILE.npy, got '%s'", next ? next : "nothing");
             o->ninputs++;
             i++;
-        } else if (strcmp(a, "--fuse") == 0) {
-            o->fuse = true;
+        } else if (strcmp(a, "--no-fuse") == 0) {
+            o->no_fuse = true;
+            o->train.no_fuse = true;
         } else if (strcmp(a, "--no-memplan") == 0) {
             o->no_memplan = true;
         } else if (strcmp(a, "--report") == 0) {
@@ -252,6 +252,7 @@ static driver_opts to_driver(const cli_opts *o)
         .train_step = o->entry && strcmp(o->entry, "train") == 0,
         .accumulate = (int)o->train.accumulate,
         .memory_budget = o->train.memory_budget,
+        .fuse = !o->no_fuse,
         .report = o->report ? stdout : NULL,
     };
 }
@@ -297,7 +298,7 @@ static int build_kernels(const cli_opts *o, ir_graph *g, nrt_module_data *m)
 {
     *m = (nrt_module_data){.graph = g, .nvrtc_version = nvrtc_version()};
     char err[1024];
-    if (!cuda_emit_program_ex(g, o->fuse, &m->program, err, sizeof err)) {
+    if (!cuda_emit_program_ex(g, !o->no_fuse, &m->program, err, sizeof err)) {
         fprintf(stderr, "netc: code generation failed: %s\n", err);
         return 1;
     }

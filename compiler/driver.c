@@ -105,7 +105,7 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
     }
     if (train && o->memory_budget > 0) {   /* the forward pass keeps nothing for a backward pass */
         char err[1024];
-        if (!mem_budget_fit(&g, o->memory_budget, o->report ? o->report : d->out, err, sizeof err)) {
+        if (!mem_budget_fit(&g, o->memory_budget, o->fuse, o->report ? o->report : d->out, err, sizeof err)) {
             diag_report(d, DIAG_ERROR, g->train.present ? g->train.loc : (nc_loc){file_id, 0, 0}, NULL, "%s", err);
             ir_graph_free(g);
             return NULL;

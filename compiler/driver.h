@@ -22,6 +22,7 @@ typedef struct driver_opts {
     int accumulate;                    /* micro-batches per training step (0, 1: no accumulation) */
     int64_t memory_budget;             /* bytes a training step's plan must fit (0: no limit) */
     FILE *report;                      /* the optimizer's decisions, one line each (NULL: none) */
+    bool fuse;                         /* the kernels will be fused: plans (--memory-budget) count that */
     const char *dump_after;            /* --dump-ir=after:PASS ("" = final IR) */
     FILE *dump_out;
     const char *const *disabled_passes;/* --no-PASS */

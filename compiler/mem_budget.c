@@ -44,15 +44,26 @@ static double category_weight(nc_op_category c)
     }
 }
 
+/* What every step of the search needs: how the program will be emitted,
+ * where to log, where to put an error. */
+typedef struct budget_ctx {
+    bool fuse;
+    FILE *log;
+    char *err;
+    size_t errcap;
+} budget_ctx;
+
 /* The planned peak of g in bytes, or -1. */
-static int64_t planned_peak(const ir_graph *g, char *err, size_t errcap)
+static int64_t planned_peak(const ir_graph *g, const budget_ctx *b)
 {
     nrt_program p;
-    if (!cuda_emit_program(g, &p, err, errcap)) return -1;
+    char *err = b->err;
+    size_t errcap = b->errcap;
+    if (!cuda_emit_program_ex(g, b->fuse, &p, err, errcap)) return -1;
     memplan_result r;
-    memplan_buf *b = program_plan_memory(g, &p, NULL, &r, err, errcap);
-    int64_t peak = b ? r.arena_bytes : -1;
-    free(b);
+    memplan_buf *bufs = program_plan_memory(g, &p, NULL, &r, err, errcap);
+    int64_t peak = bufs ? r.arena_bytes : -1;
+    free(bufs);
     nrt_program_free(&p);
     return peak;
 }
@@ -85,8 +96,7 @@ static uint32_t rank_candidates(const ir_graph *g, candidate *out)
 }
 
 /* The step with the first k candidates recomputed, and its peak. */
-static ir_graph *with_prefix(const ir_graph *g, const candidate *c, uint32_t k, int64_t *peak, FILE *log, char *err,
-                             size_t errcap)
+static ir_graph *with_prefix(const ir_graph *g, const candidate *c, uint32_t k, int64_t *peak, const budget_ctx *b)
 {
     /* A recomputed value is computed from kept ones: recomputing a chain would
      * bring the whole chain back to life at the first backward use, which
@@ -102,10 +112,10 @@ static ir_graph *with_prefix(const ir_graph *g, const candidate *c, uint32_t k, 
         for (int a = 0; a < n->nargs; a++) kept[ir_args(g, n)[a]] = true;
     }
     free(kept);
-    pass_ctx cx = {.err = log};
+    pass_ctx cx = {.err = b->log};
     ir_graph *out = recompute_values(g, chosen, &cx);
     free(chosen);
-    *peak = out ? planned_peak(out, err, errcap) : -1;
+    *peak = out ? planned_peak(out, b) : -1;
     return out;
 }
 
@@ -121,7 +131,7 @@ static void human(int64_t bytes, char *buf, size_t cap)
 /* The step with the forward pass cut after each node where cut[v] (each
  * piece a recomputation region, as if an @checkpoint block): only values
  * that cross a cut stay alive for the backward pass. */
-static ir_graph *with_cuts(const ir_graph *g, const bool *cut, int64_t *peak, FILE *log, char *err, size_t errcap)
+static ir_graph *with_cuts(const ir_graph *g, const bool *cut, int64_t *peak, const budget_ctx *b)
 {
     bool *all = nc_xmalloc((g->nnodes + 1) * sizeof *all);
     for (ir_value v = 0; v < g->nnodes; v++) all[v] = true;
@@ -132,13 +142,13 @@ static ir_graph *with_cuts(const ir_graph *g, const bool *cut, int64_t *peak, FI
         t->nodes[v].region = nc_ops[t->nodes[v].op].category == CAT_SOURCE ? 0 : region;
         if (cut[v]) region++;
     }
-    pass_ctx cx = {.err = log};
+    pass_ctx cx = {.err = b->log};
     if (!pass_recompute(&t, &cx)) {
         ir_graph_free(t);
         *peak = -1;
         return NULL;
     }
-    *peak = planned_peak(t, err, errcap);
+    *peak = planned_peak(t, b);
     return t;
 }
 
@@ -175,8 +185,8 @@ static int64_t *cut_widths(const ir_graph *g)
 /* Cut at the narrowest points of the forward pass (within 1.25x of the
  * narrowest, at least 8 nodes apart); try every k-th of them, keep the plan
  * with the lowest peak. */
-static ir_graph *fit_by_segments(const ir_graph *g, int64_t budget, int64_t *best_peak, uint32_t *best_n, FILE *log,
-                                 char *err, size_t errcap)
+static ir_graph *fit_by_segments(const ir_graph *g, int64_t budget, int64_t *best_peak, uint32_t *best_n,
+                                 const budget_ctx *b)
 {
     ir_value end = g->train.loss;
     int64_t *width = cut_widths(g), narrowest = INT64_MAX;
@@ -195,7 +205,7 @@ static ir_graph *fit_by_segments(const ir_graph *g, int64_t budget, int64_t *bes
         uint32_t n = 0;
         for (uint32_t i = every - 1; i < npoints; i += every) cut[points[i]] = true, n++;
         int64_t peak;
-        ir_graph *t = with_cuts(g, cut, &peak, log, err, errcap);
+        ir_graph *t = with_cuts(g, cut, &peak, b);
         if (t && peak >= 0 && (*best_peak < 0 || peak < *best_peak)) {
             ir_graph_free(best);
             best = t, *best_peak = peak, *best_n = n + 1;
@@ -212,8 +222,9 @@ static ir_graph *fit_by_segments(const ir_graph *g, int64_t budget, int64_t *bes
     return best;
 }
 
-bool mem_budget_fit(ir_graph **gp, int64_t budget, FILE *log, char *err, size_t errcap)
+bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *err, size_t errcap)
 {
+    const budget_ctx bc = {.fuse = fuse, .log = log, .err = err, .errcap = errcap};
     const ir_graph *g = *gp;
     if (!g->train.present || g->train.loss == IR_NONE || !g->nupdates) {
         snprintf(err, errcap, "--memory-budget applies to training steps (build with --entry train, or netc train)");
@@ -225,7 +236,7 @@ bool mem_budget_fit(ir_graph **gp, int64_t budget, FILE *log, char *err, size_t 
     }
     char a[32], b[32], want[32];
     human(budget, want, sizeof want);
-    int64_t peak0 = planned_peak(g, err, errcap);
+    int64_t peak0 = planned_peak(g, &bc);
     if (peak0 < 0) return false;
     if (peak0 <= budget) {
         human(peak0, a, sizeof a);
@@ -235,14 +246,14 @@ bool mem_budget_fit(ir_graph **gp, int64_t budget, FILE *log, char *err, size_t 
     candidate *c = nc_xmalloc((g->nnodes + 1) * sizeof *c);
     uint32_t n = rank_candidates(g, c), lo = 1, hi = n;
     int64_t peak_all;
-    ir_graph *best = with_prefix(g, c, n, &peak_all, log, err, errcap);
+    ir_graph *best = with_prefix(g, c, n, &peak_all, &bc);
     if (!best || peak_all < 0 || peak_all > budget) {
         /* single values do not suffice: recompute whole segments of the forward pass */
         ir_graph_free(best);
         free(c);
         int64_t seg_peak;
         uint32_t segs = 0;
-        best = fit_by_segments(g, budget, &seg_peak, &segs, log, err, errcap);
+        best = fit_by_segments(g, budget, &seg_peak, &segs, &bc);
         if (!best) {
             int64_t floor = seg_peak > 0 && (peak_all < 0 || seg_peak < peak_all) ? seg_peak : peak_all;
             human(floor > 0 ? floor : peak0, a, sizeof a);
@@ -261,7 +272,7 @@ bool mem_budget_fit(ir_graph **gp, int64_t budget, FILE *log, char *err, size_t 
     while (lo < hi) {   /* the shortest prefix that fits */
         uint32_t mid = lo + (hi - lo) / 2;
         int64_t peak;
-        ir_graph *t = with_prefix(g, c, mid, &peak, log, err, errcap);
+        ir_graph *t = with_prefix(g, c, mid, &peak, &bc);
         if (t && peak >= 0 && peak <= budget) {
             ir_graph_free(best);
             best = t, best_peak = peak, best_k = mid, hi = mid;

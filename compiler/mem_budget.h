@@ -8,8 +8,9 @@
 
 /* Replace *g by the same step recomputing as little as it must to plan within
  * budget bytes; a line on log says what was chosen. false with err if g is
- * not a bound training step or no recomputation fits. */
-bool mem_budget_fit(ir_graph **g, int64_t budget, FILE *log, char *err, size_t errcap);
+ * not a bound training step or no recomputation fits. fuse: plan the fused
+ * program (as it will run). */
+bool mem_budget_fit(ir_graph **g, int64_t budget, bool fuse, FILE *log, char *err, size_t errcap);
 
 /* "4GiB", "512MiB", "6GB", "1.5G", "1048576": bytes; false if malformed. */
 bool mem_budget_parse(const char *text, int64_t *bytes);

@@ -90,7 +90,7 @@ static ir_graph *compile(trainer *t, uint32_t id, bool train, const char *dim, i
     const char *dn[1] = {dim};
     int64_t dv[1] = {value};
     driver_opts o = {.verify = true, .train_step = train, .accumulate = (int)t->o->accumulate,
-                     .memory_budget = train ? t->o->memory_budget : 0, .dim_names = dn, .dim_values = dv, .ndims = dim ? 1 : 0,
+                     .memory_budget = train ? t->o->memory_budget : 0, .fuse = !t->o->no_fuse, .dim_names = dn, .dim_values = dv, .ndims = dim ? 1 : 0,
                      .set_names = t->o->set_names, .set_values = t->o->set_values, .nsets = t->o->nsets};
     return driver_compile(&t->src, id, &o, &d);
 }
@@ -179,11 +179,11 @@ static int init_params(trainer *t)
 
 /* ---- the GPU side --------------------------------------------------------- */
 
-static int gpu_module(ir_graph *g, nrt_module_data *m)
+static int gpu_module(ir_graph *g, bool fuse, nrt_module_data *m)
 {
     char err[1024];
     *m = (nrt_module_data){.graph = g};
-    if (!cuda_emit_program(g, &m->program, err, sizeof err)) {
+    if (!cuda_emit_program_ex(g, fuse, &m->program, err, sizeof err)) {
         fprintf(stderr, "netc: code generation: %s\n", err);
         return 1;
     }
@@ -241,7 +241,7 @@ static int setup_gpu(trainer *t)
                 strcmp(t->o->device, "cpu") ? why : "", strcmp(t->o->device, "cpu") ? ")" : "");
         return 0;
     }
-    if (gpu_module(t->tg, &t->tm) || gpu_module(t->fg, &t->fm)) return 1;
+    if (gpu_module(t->tg, !t->o->no_fuse, &t->tm) || gpu_module(t->fg, !t->o->no_fuse, &t->fm)) return 1;
     int64_t syms[NC_MAX_SYMS] = {0};
     if (gpu_session_create(&t->tm, syms, 0, true, &t->gs, desc, sizeof desc, err, sizeof err)) {
         fprintf(stderr, "netc: cannot use the GPU: %s\n", err);

@@ -14,6 +14,7 @@ typedef struct train_opts {
     double lr;                     /* 0 = the train section's */
     int64_t accumulate;            /* micro-batches per step (1 = off) */
     int64_t memory_budget;         /* bytes the training step's plan must fit (0 = no limit) */
+    bool no_fuse;                  /* one kernel per op on the GPU */
     const char *checkpoint_dir;
     int64_t checkpoint_every;      /* steps; 0 = only at epoch ends */
     bool resume;

@@ -1,0 +1,225 @@
+/* test_kernels_host.c - the generated CUDA kernels, run on the CPU.
+ *
+ * Kernels launched over elements (elementwise, fused, fill, broadcast,
+ * movement: a grid-stride loop, no shared memory) are compiled as C++ for the
+ * host with a small shim (one thread, one block), each step is run on the
+ * values the CPU executor computed for its operands, and its results are
+ * compared with the executor's. This checks the code generator, fusion
+ * included, on a machine without a GPU; kernels that need a whole block
+ * (row-wise ops, reductions) are left to the GPU tests. Skipped (77) when no
+ * C++ compiler is found. */
+#include "cpu_exec.h"
+#include "cuda_emit.h"
+#include "driver.h"
+#include "program.h"
+#include "tensor_io.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int failures;
+
+/* Just enough CUDA for grid-stride kernels, on one thread. */
+static const char shim[] =
+    "#include <math.h>\n#include <string.h>\n"
+    "#define NC_HOST 1\n#define __device__\n#define __forceinline__ inline\n#define __global__\n#define __shared__ static\n"
+    "struct nc_dim3 { long long x; };\n"
+    "extern \"C\" { nc_dim3 blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1}; }\n"
+    "static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }\n"
+    "static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }\n"
+    "static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }\n"
+    "static inline float nc_f16_to_f32(unsigned short h) { _Float16 x; memcpy(&x, &h, 2); return (float)x; }\n"
+    "static inline unsigned short nc_f32_to_f16(float f) { _Float16 x = (_Float16)f; unsigned short h; memcpy(&h, &x, 2); return h; }\n"
+    "static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }\n"
+    "static inline void __syncthreads(void) {}\n"
+    "static inline float __shfl_xor_sync(unsigned, float v, int) { return v; }\n"
+    "static inline float atomicAdd(float *p, float v) { float o = *p; *p += v; return o; }\n";
+
+typedef struct nc_args {
+    void *buf[8];
+    long long n[20];
+    unsigned long long step;
+} nc_args;
+
+/* The executor's value in the storage layout the kernels use. */
+static void *to_storage(const cpu_tensor *t)
+{
+    size_t es = dtype_size(t->dtype);
+    unsigned char *p = calloc((size_t)t->numel + 1, es);
+    for (int64_t i = 0; i < t->numel; i++) {
+        double v = cpu_get(t, i);
+        switch (t->dtype) {
+        case NC_F32: { float f = (float)v; memcpy(p + 4 * i, &f, 4); break; }
+        case NC_F16: { uint16_t h = nc_f32_to_f16_bits((float)v); memcpy(p + 2 * i, &h, 2); break; }
+        case NC_BF16: { uint16_t h = nc_f32_to_bf16_bits((float)v); memcpy(p + 2 * i, &h, 2); break; }
+        case NC_I32: { int32_t x = (int32_t)v; memcpy(p + 4 * i, &x, 4); break; }
+        default: p[i] = (unsigned char)v; break;
+        }
+    }
+    return p;
+}
+
+static double from_storage(const void *p, nc_dtype t, int64_t i)
+{
+    const unsigned char *b = p;
+    switch (t) {
+    case NC_F32: { float f; memcpy(&f, b + 4 * i, 4); return f; }
+    case NC_F16: { uint16_t h; memcpy(&h, b + 2 * i, 2); return nc_f16_bits_to_f32(h); }
+    case NC_BF16: { uint16_t h; memcpy(&h, b + 2 * i, 2); return nc_bf16_bits_to_f32(h); }
+    case NC_I32: { int32_t x; memcpy(&x, b + 4 * i, 4); return x; }
+    default: return b[i];
+    }
+}
+
+static bool close_enough(double got, double want, nc_dtype t)
+{
+    if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
+    if (isinf(want) || isinf(got)) return got == want;
+    double tol = t == NC_BF16 ? 1.6e-2 : t == NC_F16 ? 2e-3 : dtype_is_float(t) ? 2e-5 : 0;
+    return fabs(got - want) <= tol * fmax(1.0, fabs(want));
+}
+
+typedef void kernel_fn(nc_args);
+
+static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, void *lib, const cpu_exec_result *res,
+                     bool fuse)
+{
+    int checked = 0, bad = 0;
+    cg_ctx plan = {.g = g};   /* which buffers a fused step writes: its group's members */
+    if (fuse) cuda_fuse_plan(&plan);
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        const nrt_step *s = &p->steps[k];
+        if (s->kind != NRT_STEP_KERNEL || s->grid != NRT_GRID_ELEMENTS) continue;
+        bool plain = true;   /* only IR values as buffers: temporaries are another kernel's business */
+        for (int j = 0; j < s->nbufs; j++) plain &= s->bufs[j] < g->nnodes && res->values[s->bufs[j]].numel > 0;
+        if (!plain) continue;
+        kernel_fn *fn = (kernel_fn *)(uintptr_t)dlsym(lib, p->kernel_names[s->kernel]);
+        if (!fn) { fprintf(stderr, "%s: no symbol %s\n", name, p->kernel_names[s->kernel]); bad++; continue; }
+        nc_args a = {.step = 0};
+        for (int j = 0; j < s->nints; j++) {
+            int64_t v;
+            if (!dim_eval(&g->dims[s->ints[j]], NULL, &v)) v = 0;
+            a.n[j] = v;
+        }
+        for (int j = 0; j < s->nbufs; j++) {
+            uint32_t b = s->bufs[j];
+            a.buf[j] = to_storage(&res->values[b]);
+            bool written = b == s->node || (plan.group && plan.group[b] && plan.group[b] == plan.group[s->node]);
+            if (written)   /* outputs start as NaN bits, so an element the kernel misses shows */
+                memset(a.buf[j], 0xff, (size_t)res->values[b].numel * dtype_size(res->values[b].dtype));
+        }
+        fn(a);
+        for (int j = 0; j < s->nbufs; j++) {
+            const cpu_tensor *want = &res->values[s->bufs[j]];
+            for (int64_t i = 0; i < want->numel; i++) {
+                double got = from_storage(a.buf[j], want->dtype, i), w = cpu_get(want, i);
+                if (!close_enough(got, w, want->dtype)) {
+                    if (bad++ < 5)
+                        fprintf(stderr, "%s: step %u (%s) buffer %%%u[%lld] = %.9g, the executor has %.9g\n", name, k,
+                                p->kernel_names[s->kernel], s->bufs[j], (long long)i, got, w);
+                    break;
+                }
+            }
+        }
+        for (int j = 0; j < s->nbufs; j++) free(a.buf[j]);
+        checked++;
+    }
+    printf("%s: %d element kernels run on the host and checked%s\n", name, checked, bad ? ", some differ" : "");
+    free(plan.group);
+    free(plan.inlined);
+    return bad ? -1 : checked;
+}
+
+static void check_model(const char *name, const char *path, bool fuse, const char *const *dn, const int64_t *dv, int nd,
+                        const char *const *sn, const char *const *sv, int nsets)
+{
+    src_table src = {0};
+    char err[1024];
+    uint32_t id = src_load(&src, path, err, sizeof err);
+    if (!id) { fprintf(stderr, "%s\n", err); failures++; return; }
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    driver_opts o = {.verify = true, .train_step = true, .dim_names = dn, .dim_values = dv, .ndims = nd,
+                     .set_names = sn, .set_values = sv, .nsets = nsets};
+    ir_graph *g = driver_compile(&src, id, &o, &d);
+    src_free(&src);
+    if (!g) { failures++; return; }
+    nrt_program p;
+    if (!cuda_emit_program_ex(g, fuse, &p, err, sizeof err)) { fprintf(stderr, "%s\n", err); failures++; ir_graph_free(g); return; }
+    /* the executor's values of every node, on seeded inputs and parameters */
+    cpu_tensor *in = calloc(g->ninputs + 1, sizeof *in), *params = calloc(g->nparams + 1, sizeof *params);
+    for (uint32_t i = 0; i < g->ninputs; i++) {
+        int64_t shape[NC_MAX_RANK];
+        for (int k = 0; k < g->inputs[i].rank; k++) dim_eval(&g->dims[g->inputs[i].shape[k]], NULL, &shape[k]);
+        cpu_tensor_alloc(&in[i], g->inputs[i].dtype, g->inputs[i].rank, shape, 0);
+        for (int64_t j = 0; j < in[i].numel; j++)
+            cpu_set(&in[i], j, g->inputs[i].name[0] == '@' ? 0.5 : dtype_is_float(in[i].dtype) ? nc_rng_uniform(1, i, (uint64_t)j) * 4 - 2
+                                                                                 : (double)(nc_rng_hash(1, i, (uint64_t)j) % 10));
+    }
+    for (uint32_t i = 0; i < g->nparams; i++) param_init(g, i, 3, &params[i], err, sizeof err);
+    cpu_exec_opts eo = {.inputs = in, .params = params, .keep_all = true, .training = true};
+    cpu_exec_result res;
+    char dir[] = "/tmp/netc_host_XXXXXX";
+    if (cpu_exec_run(g, &eo, &res, err, sizeof err) != 0 || !mkdtemp(dir)) {
+        fprintf(stderr, "%s: %s\n", name, err);
+        failures++;
+        goto out;
+    }
+    char cpp[256], so[256], cmd[1024];
+    snprintf(cpp, sizeof cpp, "%s/k.cpp", dir);
+    snprintf(so, sizeof so, "%s/k.so", dir);
+    FILE *f = fopen(cpp, "w");
+    fputs(shim, f);
+    fputs(p.source, f);
+    fclose(f);
+    const char *cxx = getenv("CXX") ? getenv("CXX") : "c++";
+    snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fPIC -shared -w -o %s %s 2>%s/cc.log", cxx, so, cpp, dir);
+    if (system(cmd) != 0) {
+        snprintf(cmd, sizeof cmd, "cat %s/cc.log | head -20", dir);
+        if (system(cmd) != 0) {}
+        fprintf(stderr, "%s: the kernels do not compile for the host\n", name);
+        failures++;
+    } else {
+        void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+        if (!lib) { fprintf(stderr, "%s: %s\n", name, dlerror()); failures++; }
+        else {
+            if (run_steps(name, g, &p, lib, &res, fuse) <= 0) failures++;
+            dlclose(lib);
+        }
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) {}
+    cpu_exec_result_free(&res);
+out:
+    for (uint32_t i = 0; i < g->ninputs; i++) cpu_tensor_free(&in[i]);
+    for (uint32_t i = 0; i < g->nparams; i++) cpu_tensor_free(&params[i]);
+    free(in);
+    free(params);
+    nrt_program_free(&p);
+    ir_graph_free(g);
+}
+
+int main(void)
+{
+    if (system("c++ --version >/dev/null 2>&1") != 0 && !getenv("CXX")) {
+        printf("no C++ compiler: skipped\n");
+        return 77;
+    }
+    const char *b[] = {"B"}, *bt[] = {"B", "T"};
+    const int64_t v8[] = {8}, vbt[] = {2, 16};
+    /* GPT-2's blocks in bf16, made small: one layer, a 512-token vocabulary, width 64 */
+    const char *sn[] = {"L", "V", "C", "H", "MAXT"}, *sv[] = {"1", "512", "64", "2", "32"};
+    for (int fuse = 0; fuse < 2; fuse++) {
+        char name[64];
+        snprintf(name, sizeof name, "fashion_mlp%s", fuse ? " --fuse" : "");
+        check_model(name, "examples/fashion_mlp.net", fuse, b, v8, 1, NULL, NULL, 0);
+        snprintf(name, sizeof name, "gpt2 (1 layer, bf16)%s", fuse ? " --fuse" : "");
+        check_model(name, "examples/gpt2.net", fuse, bt, vbt, 2, sn, sv, 5);
+    }
+    if (!failures) printf("test_kernels_host: all checks passed\n");
+    return failures != 0;
+}
