@@ -28,24 +28,39 @@ static int32_t alias_root(const int32_t *alias, int32_t i)
  * gets the operand's offset after placement (its bytes count as 0 for the
  * placement only). Returns each buffer's alias
  * (-1: none), resolved to the buffer that owns the memory. */
+/* Steps whose kernel computes each element from the same element of its
+ * operands: an elementwise op, or a fused run of them (cuda_fuse.c), which
+ * loads every operand of an element before it stores any result. */
+static bool per_element(const ir_graph *g, const nrt_program *p, const nrt_step *s)
+{
+    if (s->kind != NRT_STEP_KERNEL || s->grid != NRT_GRID_ELEMENTS || s->node >= g->nnodes) return false;
+    if (nc_ops[g->nodes[s->node].op].category == CAT_ELEMENTWISE) return true;
+    const char *name = s->kernel < p->nkernels ? p->kernel_names[s->kernel] : "";
+    size_t n = strlen(name);
+    return n > 6 && strcmp(name + n - 6, "_fused") == 0;
+}
+
 static int32_t *plan_in_place(const ir_graph *g, const nrt_program *p, memplan_buf *b, uint32_t nbuf)
 {
     int32_t *alias = nc_xmalloc((nbuf + 1) * sizeof *alias);
     for (uint32_t i = 0; i < nbuf; i++) alias[i] = -1;
     for (uint32_t k = 0; k < p->nsteps; k++) {
         const nrt_step *s = &p->steps[k];
-        if (s->kind != NRT_STEP_KERNEL || s->node >= g->nnodes || nc_ops[g->nodes[s->node].op].category != CAT_ELEMENTWISE)
-            continue;
-        uint32_t out = s->node;
-        if (b[out].bytes == 0 || b[out].first != (int32_t)k || alias[out] >= 0) continue;
-        for (int j = 0; j < s->nbufs; j++) {
-            if (s->bufs[j] == out) continue;
-            int32_t root = alias_root(alias, (int32_t)s->bufs[j]);
-            if (b[root].last != (int32_t)k || b[root].bytes != b[out].bytes) continue;
-            alias[out] = root;
-            b[root].last = b[out].last;
-            b[out].bytes = 0;
-            break;
+        if (!per_element(g, p, s)) continue;
+        bool taken[NRT_MAX_BUFS] = {false};   /* an operand's memory goes to one result */
+        for (int o = 0; o < s->nbufs; o++) {
+            uint32_t out = s->bufs[o];   /* a result: first written at this step */
+            if (out >= g->nnodes || b[out].bytes == 0 || b[out].first != (int32_t)k || alias[out] >= 0) continue;
+            for (int j = 0; j < s->nbufs; j++) {
+                if (j == o || taken[j] || s->bufs[j] >= g->nnodes || b[s->bufs[j]].first >= (int32_t)k) continue;
+                int32_t root = alias_root(alias, (int32_t)s->bufs[j]);
+                if (b[root].last != (int32_t)k || b[root].bytes != b[out].bytes) continue;
+                alias[out] = root;
+                b[root].last = b[out].last;
+                b[out].bytes = 0;
+                taken[j] = true;
+                break;
+            }
         }
     }
     for (uint32_t i = 0; i < nbuf; i++)

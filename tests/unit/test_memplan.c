@@ -23,7 +23,14 @@ static bool disjoint(const memplan_buf *a, const memplan_buf *b)
  * share memory, except an elementwise step's output placed over an operand
  * that dies at that very step (in place). Liveness is recomputed here from
  * the steps, independently of the planner. */
-static void check_program_plan(const char *name, const char *source)
+static bool fused_kernel(const nrt_program *p, const nrt_step *s)
+{
+    const char *k = p->kernel_names[s->kernel];
+    size_t n = strlen(k);
+    return s->kind == NRT_STEP_KERNEL && n > 6 && strcmp(k + n - 6, "_fused") == 0;
+}
+
+static void check_program_plan(const char *name, const char *source, bool fuse)
 {
     src_table src = {0};
     diag_ctx d;
@@ -34,7 +41,7 @@ static void check_program_plan(const char *name, const char *source)
     src_free(&src);
     nrt_program p;
     char err[512];
-    CHECK(g && cuda_emit_program(g, &p, err, sizeof err));
+    CHECK(g && cuda_emit_program_ex(g, fuse, &p, err, sizeof err));
     if (!g) return;
     memplan_result r;
     memplan_buf *b = program_plan_memory(g, &p, NULL, &r, err, sizeof err);
@@ -60,8 +67,11 @@ static void check_program_plan(const char *name, const char *source)
             /* overlapping in time and memory: allowed only as an in-place step */
             uint32_t dying = last[i] <= last[j] ? i : j, born = dying == i ? j : i;
             const nrt_step *s = &p.steps[last[dying]];
-            bool ok = first[born] == last[dying] && s->node == born && s->kind == NRT_STEP_KERNEL &&
-                      nc_ops[g->nodes[born].op].category == CAT_ELEMENTWISE && b[i].bytes == b[j].bytes;
+            bool born_here = false, dying_read = false;
+            for (int q = 0; q < s->nbufs; q++) born_here |= s->bufs[q] == born, dying_read |= s->bufs[q] == dying;
+            bool per_element = s->kind == NRT_STEP_KERNEL &&
+                               (nc_ops[g->nodes[s->node].op].category == CAT_ELEMENTWISE || fused_kernel(&p, s));
+            bool ok = first[born] == last[dying] && born_here && dying_read && per_element && b[i].bytes == b[j].bytes;
             if (ok) in_place++;
             else if (bad++ < 5) fprintf(stderr, "%s: buffers %u and %u overlap while both are live\n", name, i, j);
         }
@@ -101,10 +111,12 @@ int main(void)
         CHECK(r.arena_bytes <= r.lower_bound * 3 / 2);
         for (int i = 0; i < 60; i++) CHECK(b[i].offset % 256 == 0);
     }
-    check_program_plan("mlp.net", "model m(x: f32[64, 32], t: f32[64, 8]) -> f32 {\n"
-                                  "  param w1: f32[32, 64] = xavier\n  param w2: f32[64, 8] = xavier\n"
-                                  "  h = gelu(x @ w1) * 2.0 + 1.0\n  return mean(square(tanh(h) @ w2 - t))\n}\n"
-                                  "train m { optimizer adamw(lr: 0.01, weight_decay: 0.1) }\n");
+    for (int fuse = 0; fuse < 2; fuse++)
+        check_program_plan(fuse ? "mlp.net (fused)" : "mlp.net",
+                           "model m(x: f32[64, 32], t: f32[64, 8]) -> f32 {\n"
+                           "  param w1: f32[32, 64] = xavier\n  param w2: f32[64, 8] = xavier\n"
+                           "  h = gelu(x @ w1) * 2.0 + 1.0\n  return mean(square(tanh(h) @ w2 - t))\n}\n"
+                           "train m { optimizer adamw(lr: 0.01, weight_decay: 0.1) }\n", fuse);
     printf("test_memplan: %s\n", failures ? "FAILED" : "all checks passed");
     return failures != 0;
 }
