@@ -56,31 +56,42 @@ static int read_idx(gzFile f, const char *path, int rank, cpu_tensor *t, char *e
         snprintf(err, errcap, "%s: implausible sizes (%u samples of %" PRIu64 " bytes)", path, dims[0], sample);
         return -1;
     }
-    int64_t shape[3] = {dims[0], dims[1], dims[2]};
-    if (!cpu_tensor_alloc(t, NC_U8, (uint8_t)rank, shape, (int64_t)1 << 34)) {
-        snprintf(err, errcap, "%s: too large to load", path);
-        return -1;
-    }
-    uint8_t buf[1 << 16];
-    for (int64_t i = 0; i < t->numel;) {
-        int64_t want = t->numel - i < (int64_t)sizeof buf ? t->numel - i : (int64_t)sizeof buf;
-        int got = gzread(f, buf, (unsigned)want);
+    /* Read the bytes first, into a buffer that grows only as data arrives:
+     * a 30-byte file that claims 4 GB of images is refused as truncated
+     * without a 4 GB allocation. */
+    int64_t numel = (int64_t)dims[0] * (int64_t)sample, have = 0, cap = 0;
+    uint8_t *raw = NULL;
+    while (have < numel) {
+        if (have == cap) {
+            cap = cap ? cap * 2 : 1 << 16;
+            if (cap > numel) cap = numel;
+            raw = nc_xrealloc(raw, (size_t)cap);
+        }
+        int got = gzread(f, raw + have, (unsigned)(cap - have < (1 << 30) ? cap - have : (1 << 30)));
         if (got <= 0) {
             int zerr;
             const char *why = gzerror(f, &zerr);
-            snprintf(err, errcap, "%s: truncated after %" PRId64 " of %" PRId64 " bytes%s%s", path, i, t->numel,
+            snprintf(err, errcap, "%s: truncated after %" PRId64 " of %" PRId64 " bytes%s%s", path, have, numel,
                      zerr < 0 ? ": " : "", zerr < 0 ? why : "");
-            cpu_tensor_free(t);
+            free(raw);
             return -1;
         }
-        for (int k = 0; k < got; k++) t->i[i + k] = buf[k];
-        i += got;
+        have += got;
     }
-    if (gzread(f, buf, 1) != 0) {
-        snprintf(err, errcap, "%s: trailing bytes after %" PRId64 " bytes of data", path, t->numel);
-        cpu_tensor_free(t);
+    uint8_t extra;
+    if (gzread(f, &extra, 1) != 0) {
+        snprintf(err, errcap, "%s: trailing bytes after %" PRId64 " bytes of data", path, numel);
+        free(raw);
         return -1;
     }
+    int64_t shape[3] = {dims[0], dims[1], dims[2]};
+    if (!cpu_tensor_alloc(t, NC_U8, (uint8_t)rank, shape, (int64_t)1 << 34)) {
+        snprintf(err, errcap, "%s: too large to load", path);
+        free(raw);
+        return -1;
+    }
+    for (int64_t i = 0; i < numel; i++) t->i[i] = raw[i];
+    free(raw);
     return 0;
 }
 

@@ -234,6 +234,21 @@ int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, si
         snprintf(err, errcap, "%s: %s", path, why);
         goto out;
     }
+    /* the data the header announces must be what the file holds: checked
+     * before allocating, so a tiny file cannot ask for gigabytes */
+    int64_t numel = 1;
+    for (int d = 0; d < h.rank; d++) numel = numel * h.shape[d] > ((int64_t)1 << 40) ? ((int64_t)1 << 40) + 1 : numel * h.shape[d];
+    long here = ftell(f);
+    if (here >= 0 && fseek(f, 0, SEEK_END) == 0) {
+        long end = ftell(f);
+        int64_t want = numel * npy_kinds[h.kind].bytes;
+        if (fseek(f, here, SEEK_SET) != 0) goto trunc;
+        if (end - here != want) {
+            snprintf(err, errcap, "%s: %s (the header announces %" PRId64 " bytes of data, the file holds %ld)", path,
+                     end - here < want ? "file is truncated" : "trailing bytes after the array data", want, end - here);
+            goto out;
+        }
+    }
     rc = read_data(f, path, &h, out, max_bytes, err, errcap);
     goto out;
 trunc:

@@ -119,7 +119,7 @@ static void test_safetensors(void)
 {
     ir_graph *g = compile("model m(x: f32[2, 3]) -> f32[2, 4] {\n"
                           "  param w: f32[3, 4] = normal(1)\n  param b: bf16[4] = uniform(-1, 1)\n"
-                          "  param h: f16[2] = ones\n  return x @ w + f32(b)\n}\n");
+                          "  param h: f16[4] = ones\n  return x @ w + f32(b) + f32(h)\n}\n");
     CHECK(g != NULL);
     if (!g) return;
     char path[128], err[512];
