@@ -87,7 +87,14 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
 {
     nrt_module_data all, m;
     char err[1024];
-    if (module_read(path, &all, err, sizeof err) != 0 || module_take_entry(&all, entry, &m, err, sizeof err) != 0) {
+    if (module_read(path, &all, err, sizeof err) != 0) {
+        fprintf(stderr, "netc: %s\n", err);
+        return 1;
+    }
+    char entries[256] = "forward";   /* the file's entry points, for the report */
+    for (uint32_t i = 0; i < all.nentries; i++)
+        snprintf(entries + strlen(entries), sizeof entries - strlen(entries), ", %s", all.entries[i].name);
+    if (module_take_entry(&all, entry, &m, err, sizeof err) != 0) {
         fprintf(stderr, "netc: %s\n", err);
         return 1;
     }
@@ -119,7 +126,8 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
     double total_bytes = 0, total_flops = 0, total_floor = 0, recompute_flops = 0;
     json_t *kernels = json_array(), *steps_j = json_array();
     if (!as_json) {
-        fprintf(out, "module %s: model %s, %u steps, %u kernels\n", path, g->name, m.program.nsteps, m.program.nkernels);
+        fprintf(out, "module %s: model %s, entry %s (entry points: %s), %u steps, %u kernels\n", path, g->name,
+                entry ? entry : "forward", entries, m.program.nsteps, m.program.nkernels);
         if (defaulted) fprintf(out, "(symbolic dims not bound with --dim are taken as 1)\n");
         fprintf(out, "%-4s %-28s %-34s %12s %12s %10s\n", "step", "kernel / call", "computes", "bytes", "flops", "floor us");
     }
