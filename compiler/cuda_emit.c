@@ -780,8 +780,7 @@ bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *
             free(cg.bodies);
             free(cg.body.s);
             free(cg.cur_comment.s);
-            free(cg.group);
-            free(cg.inlined);
+            cuda_fuse_free(&cg);
             nrt_program_free(out);
             return false;
         }
@@ -801,8 +800,7 @@ bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *
         add_buf(s, pnode);
     }
     out->source = cg.src.s;
-    free(cg.group);
-    free(cg.inlined);
+    cuda_fuse_free(&cg);
     for (uint32_t k = 0; k < cg.nbodies; k++) free(cg.bodies[k]);
     free(cg.bodies);
     free(cg.body.s);

@@ -32,6 +32,8 @@ typedef struct cg_ctx {
     bool training;         /* a training step: dropout drops */
     uint32_t *group;       /* fusion: group id of each node (0: alone), NULL when not fusing */
     bool *inlined;         /* fusion: a scalar fill that every user inlines (no kernel of its own) */
+    ir_value *last_use;    /* fusion: the last node reading each value (itself if none) */
+    bool *escapes;         /* fusion: read by an output, an update or the loss */
     char err[512];
 } cg_ctx;
 
@@ -50,6 +52,7 @@ bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *
  * emit the group whose last member is v; false if v is not a group's last
  * member (the caller then emits it alone, or skips it if it is fused). */
 void cuda_fuse_plan(cg_ctx *cg);
+void cuda_fuse_free(cg_ctx *cg);
 bool cuda_fuse_is_member(const cg_ctx *cg, ir_value v);
 bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok);
 

@@ -39,34 +39,35 @@ static bool same_shape(const ir_node *a, const ir_node *b)
     return a->rank == b->rank && memcmp(a->shape, b->shape, a->rank * sizeof *a->shape) == 0;
 }
 
-typedef struct fuse_counts {
-    uint32_t *users;           /* nodes reading each value */
-    ir_value *last_use;        /* the last node reading each value (itself if none) */
-    bool *escapes;             /* read by an output, an update or the loss */
-} fuse_counts;
+/* The buffers of group id over [first, last]: its outside operands in
+ * first-use order, then the members read after the group or by an output.
+ * Counts both (the lists hold at most cap each; a join is tested with at
+ * most NRT_MAX_BUFS + 4). */
+#define GROUP_IO_CAP (NRT_MAX_BUFS + 8)
 
-/* Buffers the group [first..last] needs: outside operands and escaping values. */
-static int group_buffers(const cg_ctx *cg, const uint32_t *group, uint32_t id, ir_value first, ir_value last,
-                         const fuse_counts *fc)
+static void group_io(const cg_ctx *cg, uint32_t id, ir_value first, ir_value last, ir_value *in, int *nin, ir_value *out,
+                     int *nout)
 {
     const ir_graph *g = cg->g;
-    int n = 0;
+    *nin = *nout = 0;
     for (ir_value v = first; v <= last; v++) {
-        if (group[v] != id) continue;
+        if (cg->group[v] != id) continue;
         const ir_node *node = &g->nodes[v];
         for (int i = 0; i < node->nargs; i++) {
             ir_value a = ir_args(g, node)[i];
-            if (group[a] == id || scalar_fill(g, a)) continue;
-            bool seen = false;   /* count each outside operand once */
-            for (ir_value u = first; u < v && !seen; u++)
-                if (group[u] == id)
-                    for (int k = 0; k < g->nodes[u].nargs && !seen; k++) seen = ir_args(g, &g->nodes[u])[k] == a;
-            for (int k = 0; k < i && !seen; k++) seen = ir_args(g, node)[k] == a;
-            if (!seen) n++;
+            if (cg->group[a] == id || scalar_fill(g, a)) continue;
+            bool seen = false;   /* each outside operand once */
+            for (int k = 0; k < *nin; k++) seen |= in[k] == a;
+            if (!seen) {
+                NC_ASSERT(*nin < GROUP_IO_CAP);
+                in[(*nin)++] = a;
+            }
         }
-        n += fc->escapes[v] || fc->last_use[v] > last;   /* read after the group, or by an output */
+        if (cg->escapes[v] || cg->last_use[v] > last) {
+            NC_ASSERT(*nout < GROUP_IO_CAP);
+            out[(*nout)++] = v;
+        }
     }
-    return n;
 }
 
 void cuda_fuse_plan(cg_ctx *cg)
@@ -74,19 +75,20 @@ void cuda_fuse_plan(cg_ctx *cg)
     const ir_graph *g = cg->g;
     cg->group = nc_xcalloc(g->nnodes + 1, sizeof *cg->group);
     cg->inlined = nc_xcalloc(g->nnodes + 1, sizeof *cg->inlined);
-    fuse_counts fc = {nc_xcalloc(g->nnodes + 1, sizeof *fc.users), nc_xmalloc((g->nnodes + 1) * sizeof *fc.last_use),
-                      nc_xcalloc(g->nnodes + 1, sizeof *fc.escapes)};
+    cg->last_use = nc_xmalloc((g->nnodes + 1) * sizeof *cg->last_use);
+    cg->escapes = nc_xcalloc(g->nnodes + 1, sizeof *cg->escapes);
+    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
     for (ir_value v = 0; v < g->nnodes; v++) {
-        fc.last_use[v] = v;
+        cg->last_use[v] = v;
         for (int i = 0; i < g->nodes[v].nargs; i++) {
             ir_value a = ir_args(g, &g->nodes[v])[i];
-            fc.users[a]++;
-            fc.last_use[a] = v;
+            users[a]++;
+            cg->last_use[a] = v;
         }
     }
-    for (uint32_t i = 0; i < g->noutputs; i++) fc.escapes[g->outputs[i].value] = true;
-    for (uint32_t i = 0; i < g->nupdates; i++) fc.escapes[g->updates[i].value] = true;
-    if (g->train.present && g->train.loss != IR_NONE) fc.escapes[g->train.loss] = true;
+    for (uint32_t i = 0; i < g->noutputs; i++) cg->escapes[g->outputs[i].value] = true;
+    for (uint32_t i = 0; i < g->nupdates; i++) cg->escapes[g->updates[i].value] = true;
+    if (g->train.present && g->train.loss != IR_NONE) cg->escapes[g->train.loss] = true;
     uint32_t id = 0;
     ir_value first = IR_NONE, last = IR_NONE;
     for (ir_value v = 0; v < g->nnodes; v++) {
@@ -94,7 +96,10 @@ void cuda_fuse_plan(cg_ctx *cg)
         bool joins = fusable(g, v) && first != IR_NONE && same_shape(&g->nodes[first], &g->nodes[v]);
         if (joins) {
             cg->group[v] = id;
-            if (group_buffers(cg, cg->group, id, first, v, &fc) > NRT_MAX_BUFS) {
+            ir_value in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+            int nin, nout;
+            group_io(cg, id, first, v, in, &nin, out, &nout);
+            if (nin + nout > NRT_MAX_BUFS) {
                 cg->group[v] = 0;
                 joins = false;
             } else {
@@ -117,12 +122,19 @@ void cuda_fuse_plan(cg_ctx *cg)
         for (int k = 0; k < g->nodes[u].nargs; k++)
             if (!cg->group[u]) unfused_reader[ir_args(g, &g->nodes[u])[k]] = true;
     for (ir_value v = 0; v < g->nnodes; v++)
-        cg->inlined[v] = scalar_fill(g, v) && !fc.escapes[v] && fc.users[v] > 0 && !unfused_reader[v];
+        cg->inlined[v] = scalar_fill(g, v) && !cg->escapes[v] && users[v] > 0 && !unfused_reader[v];
     free(unfused_reader);
     free(size);
-    free(fc.users);
-    free(fc.last_use);
-    free(fc.escapes);
+    free(users);
+}
+
+void cuda_fuse_free(cg_ctx *cg)
+{
+    free(cg->group);
+    free(cg->inlined);
+    free(cg->last_use);
+    free(cg->escapes);
+    cg->group = NULL, cg->inlined = NULL, cg->last_use = NULL, cg->escapes = NULL;
 }
 
 bool cuda_fuse_is_member(const cg_ctx *cg, ir_value v) { return cg->group[v] != 0; }
@@ -174,26 +186,9 @@ bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok)
     ir_value first = v;
     while (first > 0 && (cg->group[first - 1] == id || scalar_fill(g, first - 1))) first--;
     while (cg->group[first] != id) first++;
-    /* outside operands, in first-use order, and escaping members */
-    ir_value inputs[NRT_MAX_BUFS], outs[NRT_MAX_BUFS];
-    int nin = 0, nout = 0;
-    for (ir_value m = first; m <= v; m++) {
-        if (cg->group[m] != id) continue;
-        for (int i = 0; i < g->nodes[m].nargs; i++) {
-            ir_value a = ir_args(g, &g->nodes[m])[i];
-            if (cg->group[a] == id || scalar_fill(g, a)) continue;
-            bool seen = false;
-            for (int k = 0; k < nin; k++) seen |= inputs[k] == a;
-            if (!seen) { NC_ASSERT(nin < NRT_MAX_BUFS); inputs[nin++] = a; }
-        }
-        bool escapes = false;
-        for (uint32_t i = 0; i < g->noutputs; i++) escapes |= g->outputs[i].value == m;
-        for (uint32_t i = 0; i < g->nupdates; i++) escapes |= g->updates[i].value == m;
-        escapes |= g->train.present && g->train.loss == m;
-        for (ir_value u = v + 1; u < g->nnodes && !escapes; u++)
-            for (int k = 0; k < g->nodes[u].nargs && !escapes; k++) escapes = ir_args(g, &g->nodes[u])[k] == m;
-        if (escapes) { NC_ASSERT(nout < NRT_MAX_BUFS); outs[nout++] = m; }
-    }
+    ir_value inputs[GROUP_IO_CAP], outs[GROUP_IO_CAP];
+    int nin, nout;
+    group_io(cg, id, first, v, inputs, &nin, outs, &nout);
     NC_ASSERT(nin + nout <= NRT_MAX_BUFS);
     if (nout == 0) return true;   /* nothing reads the group (dead code kept with --no-dce) */
     nrt_step *s = cuda_begin_kernel(cg, v, "_fused", NRT_GRID_ELEMENTS);

@@ -61,8 +61,7 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
     for (uint32_t i = 0; i < g->noutputs && ok; i++) ok = written[g->outputs[i].value];
     for (uint32_t i = 0; i < g->nupdates && ok; i++) ok = written[g->updates[i].value];
     free(written);
-    free(cg.group);
-    free(cg.inlined);
+    cuda_fuse_free(&cg);
     return ok;
 }
 

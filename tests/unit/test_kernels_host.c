@@ -129,8 +129,7 @@ static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, 
         checked++;
     }
     printf("%s: %d element kernels run on the host and checked%s\n", name, checked, bad ? ", some differ" : "");
-    free(plan.group);
-    free(plan.inlined);
+    cuda_fuse_free(&plan);
     return bad ? -1 : checked;
 }
 
