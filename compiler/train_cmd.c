@@ -329,11 +329,7 @@ static int run_step(trainer *t, const data_batch *b, double lr, cpu_tensor *inpu
     if (cpu_exec_run(g, &o, &res, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
     r->loss = res.values[t->loss_v].f[0];
     if (t->finite_v != IR_NONE) r->finite = res.values[t->finite_v].i[0] != 0;
-    for (uint32_t k = 0; k < g->nupdates; k++) {
-        cpu_tensor *dst = &t->params[g->updates[k].param];
-        const cpu_tensor *src = &res.values[g->updates[k].value];
-        if (dst->f != src->f) memcpy(dst->f, src->f, (size_t)dst->numel * sizeof *dst->f);
-    }
+    cpu_exec_apply_updates(g, &res, t->params);
     cpu_exec_result_free(&res);
     return 0;
 }

@@ -334,6 +334,15 @@ int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res
     return rc;
 }
 
+void cpu_exec_apply_updates(const ir_graph *g, const cpu_exec_result *res, cpu_tensor *params)
+{
+    for (uint32_t k = 0; k < g->nupdates; k++) {
+        cpu_tensor *dst = &params[g->updates[k].param];
+        const cpu_tensor *src = &res->values[g->updates[k].value];
+        if (dst->f && src->f && dst->f != src->f) memcpy(dst->f, src->f, (size_t)dst->numel * sizeof *dst->f);
+    }
+}
+
 void cpu_exec_result_free(cpu_exec_result *res)
 {
     for (uint32_t v = 0; v < res->nvalues; v++)

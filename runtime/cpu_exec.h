@@ -75,6 +75,9 @@ typedef struct cpu_exec_result {
  * g->outputs[k].value in res->values; free with cpu_exec_result_free. */
 int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res, char *err, size_t errcap);
 void cpu_exec_result_free(cpu_exec_result *res);
+/* After a training step: each updated parameter (or optimizer state) in
+ * params takes the value the step computed for it. */
+void cpu_exec_apply_updates(const ir_graph *g, const cpu_exec_result *res, cpu_tensor *params);
 
 /* The counter-based RNG shared by every backend (dropout, initialisers):
  * a pure function of (seed, stream, index), so CPU and GPU draw identically. */

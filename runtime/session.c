@@ -357,12 +357,7 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
     cpu_exec_opts o = {.syms = s->syms, .inputs = s->inputs, .params = s->params};
     if (cpu_exec_run(g, &o, &s->result, msg, sizeof msg) != 0) return set_err(err, NRT_ERR_ARGUMENT, "%s", msg);
     s->have_result = true;
-    /* a training step: parameters and optimizer state take their new values */
-    for (uint32_t k = 0; k < g->nupdates; k++) {
-        cpu_tensor *dst = &s->params[g->updates[k].param];
-        const cpu_tensor *src = &s->result.values[g->updates[k].value];
-        if (dst->f && src->f && dst->f != src->f) memcpy(dst->f, src->f, (size_t)dst->numel * sizeof *dst->f);
-    }
+    cpu_exec_apply_updates(g, &s->result, s->params);   /* a training step moves the parameters */
     return ok(err);
 }
 
