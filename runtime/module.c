@@ -6,6 +6,7 @@
  * memory; and the decoded graph is re-verified with the op table's type rules
  * before anyone runs it. */
 #include "module.h"
+#include "atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -254,23 +255,9 @@ int module_write(const char *path, const nrt_module_data *m, char *err, size_t e
         free(all.p);
         return -1;
     }
-    /* atomic: write a temporary next to the target, fsync, rename */
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int rc = 0;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) rc = fail(err, errcap, "cannot write %s: %s", path, strerror(errno));
-    for (size_t done = 0; rc == 0 && done < all.n;) {
-        ssize_t k = write(fd, all.p + done, all.n - done);
-        if (k <= 0) rc = fail(err, errcap, "cannot write %s: %s", path, strerror(errno));
-        else done += (size_t)k;
-    }
-    if (fd >= 0) {
-        if (rc == 0 && fsync(fd) != 0) rc = fail(err, errcap, "cannot sync %s: %s", path, strerror(errno));
-        close(fd);
-        if (rc == 0 && rename(tmp, path) != 0) rc = fail(err, errcap, "cannot rename onto %s: %s", path, strerror(errno));
-        if (rc != 0) unlink(tmp);
-    }
+    atomic_file af;
+    int rc = atomic_file_open(&af, path, err, errcap);
+    if (rc == 0) rc = atomic_file_commit(&af, path, fwrite(all.p, 1, all.n, af.f) == all.n, err, errcap);
     free(all.p);
     return rc;
 }

@@ -5,6 +5,7 @@
  * anything else rather than guess. The data size implied by the header must
  * match the file size exactly, so a truncated or padded file is an error. */
 #include "tensor_io.h"
+#include "atomic_file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -285,13 +286,9 @@ int npy_write(const char *path, const cpu_tensor *t, char *err, size_t errcap)
     size_t pad = (64 - total % 64) % 64;
     uint32_t hlen = (uint32_t)((size_t)len + pad + 1);
 
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        snprintf(err, errcap, "%s: %s", tmp, strerror(errno));
-        return -1;
-    }
+    atomic_file af;
+    if (atomic_file_open(&af, path, err, errcap) != 0) return -1;
+    FILE *f = af.f;
     uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(hlen & 0xff), (uint8_t)(hlen >> 8)};
     bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)len, f) == (size_t)len;
     for (size_t k = 0; ok && k < pad; k++) ok = fputc(' ', f) != EOF;
@@ -307,11 +304,5 @@ int npy_write(const char *path, const cpu_tensor *t, char *err, size_t errcap)
         }
         ok = fwrite(buf, 1, (size_t)bytes, f) == (size_t)bytes;
     }
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        snprintf(err, errcap, "%s: write failed: %s", path, strerror(errno));
-        remove(tmp);
-        return -1;
-    }
-    return 0;
+    return atomic_file_commit(&af, path, ok, err, errcap);
 }

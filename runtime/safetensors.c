@@ -3,6 +3,7 @@
  * little-endian data. The reader checks every offset against the file size
  * and every size against dtype x shape before it reads a byte of data. */
 #include "tensor_io.h"
+#include "atomic_file.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -107,26 +108,9 @@ int safetensors_write(const char *path, const st_entry *entries, uint32_t n, cha
     uint64_t hlen;
     char *header = build_header(entries, n, &hlen, err, errcap);
     if (!header) return -1;
-    /* Write beside the target, fsync, rename: a crash (or kill -9) leaves either
-     * the old file or the new one, never half of one. */
-    size_t plen = strlen(path) + 8;
-    char *tmp = nc_xmalloc(plen);
-    snprintf(tmp, plen, "%s.tmp", path);
-    int rc = -1;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        snprintf(err, errcap, "%s: %s", tmp, strerror(errno));
-    } else {
-        bool ok = write_body(f, entries, n, header, hlen) == 0;
-        ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;   /* on disk before the rename makes it visible */
-        ok = (fclose(f) == 0) && ok;
-        if (ok && rename(tmp, path) == 0) rc = 0;
-        else {
-            snprintf(err, errcap, "%s: write failed: %s", path, strerror(errno));
-            remove(tmp);
-        }
-    }
-    free(tmp);
+    atomic_file af;
+    int rc = atomic_file_open(&af, path, err, errcap);
+    if (rc == 0) rc = atomic_file_commit(&af, path, write_body(af.f, entries, n, header, hlen) == 0, err, errcap);
     free(header);
     return rc;
 }

@@ -1,0 +1,23 @@
+/* atomic_file.h - files that are replaced whole or not at all: written to a
+ * temporary beside the target, synced to disk, then renamed over it, so a
+ * crash (or kill -9) leaves the old file or the new one, never half of one.
+ * Modules, weights, checkpoints and .npy outputs are written this way. */
+#ifndef NRT_ATOMIC_FILE_H
+#define NRT_ATOMIC_FILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct atomic_file {
+    FILE *f;                   /* write here */
+    char tmp[4096];
+} atomic_file;
+
+/* 0, or -1 with err naming the file. */
+int atomic_file_open(atomic_file *a, const char *path, char *err, size_t errcap);
+/* written_ok: every write succeeded. Syncs, closes and renames onto path; on
+ * any failure removes the temporary. 0, or -1 with err. */
+int atomic_file_commit(atomic_file *a, const char *path, bool written_ok, char *err, size_t errcap);
+
+#endif
