@@ -1,5 +1,6 @@
 /* nvrtc_cache.c - run-time NVRTC with an on-disk cache. */
 #include "nvrtc_cache.h"
+#include "atomic_file.h"
 #include "base.h"
 
 #include <dlfcn.h>
@@ -98,13 +99,10 @@ void nvrtc_cache_store(const char *path, const unsigned char *data, size_t size)
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
     mkdir_p(dir);
-    char tmp[1300];
-    snprintf(tmp, sizeof tmp, "%.1200s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return;
-    bool ok = write(fd, data, size) == (ssize_t)size && fsync(fd) == 0;
-    close(fd);
-    if (!ok || rename(tmp, path) != 0) unlink(tmp);
+    atomic_file af;
+    char err[256];
+    if (atomic_file_open(&af, path, err, sizeof err) == 0)
+        atomic_file_commit(&af, path, fwrite(data, 1, size, af.f) == size, err, sizeof err);
 }
 
 void nvrtc_cache_path(const char *source, const char *arch, int major, int minor, char *buf, size_t cap)
