@@ -4,13 +4,11 @@
 #include "data.h"
 #include "tensor_io.h"
 
+#include "test_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
-
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
 
 static char dir[64];
 

@@ -8,12 +8,10 @@
 #include "driver.h"
 #include "program.h"
 
+#include "test_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
 
 /* Every buffer a step reads is a source or was written by an earlier step.
  * What a step writes: its own node, temporaries, and (fused) the members of

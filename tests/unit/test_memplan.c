@@ -5,12 +5,10 @@
 #include "memplan.h"
 #include "program.h"
 
+#include "test_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
 
 static bool disjoint(const memplan_buf *a, const memplan_buf *b)
 {

@@ -4,12 +4,10 @@
 #include "driver.h"
 #include "module.h"
 
+#include "test_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
 
 static char *print_graph(const ir_graph *g)
 {
@@ -19,19 +17,6 @@ static char *print_graph(const ir_graph *g)
     ir_print(g, f);
     fclose(f);
     return buf;
-}
-
-static unsigned char *slurp(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)n + 1);
-    *size = fread(p, 1, (size_t)n, f);
-    fclose(f);
-    return p;
 }
 
 int main(int argc, char **argv)

@@ -10,12 +10,10 @@
 #include "program.h"
 #include "tensor_io.h"
 
+#include "test_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
 
 static const char *source =
     "model m(x: f32[256, 128]) -> (y: f32[256, 128])\n"

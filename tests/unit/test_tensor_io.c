@@ -4,14 +4,12 @@
 #include "driver.h"
 #include "tensor_io.h"
 
+#include "test_util.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
 
 static char dir[64];
 
@@ -31,26 +29,6 @@ static bool same(const cpu_tensor *a, const cpu_tensor *b)
     for (int d = 0; d < a->rank; d++) if (a->shape[d] != b->shape[d]) return false;
     for (int64_t i = 0; i < a->numel; i++) if (cpu_get(a, i) != cpu_get(b, i)) return false;
     return true;
-}
-
-static unsigned char *slurp(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)n + 1);
-    *size = fread(p, 1, (size_t)n, f);
-    fclose(f);
-    return p;
-}
-
-static void spit(const char *path, const unsigned char *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    fwrite(p, 1, n, f);
-    fclose(f);
 }
 
 static void test_npy(void)

@@ -7,14 +7,12 @@
 #include "module.h"
 #include "netrt.h"
 
+#include "test_util.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
 
 /* Two classes of 4-pixel images: class 1 is bright on the left half. */
 static const char *source =

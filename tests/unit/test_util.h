@@ -1,0 +1,35 @@
+/* test_util.h - what the C unit tests share: a CHECK that counts failures
+ * and goes on, and whole-file reads and writes for corruption tests. */
+#ifndef NETC_TEST_UTIL_H
+#define NETC_TEST_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int failures;
+#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
+
+/* The whole file (NUL-terminated, size without the NUL), or NULL. */
+static inline unsigned char *slurp(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = malloc((size_t)n + 1);
+    *size = fread(p, 1, (size_t)n, f);
+    p[*size] = 0;
+    fclose(f);
+    return p;
+}
+
+static inline void spit(const char *path, const unsigned char *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    fwrite(p, 1, n, f);
+    fclose(f);
+}
+
+#endif
