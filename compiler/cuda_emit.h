@@ -56,6 +56,11 @@ void cuda_fuse_free(cg_ctx *cg);
 bool cuda_fuse_is_member(const cg_ctx *cg, ir_value v);
 bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok);
 
+/* Buffer sharing (cuda_alias.c), on the finished steps: reshapes become
+ * views, and updates that can be computed in their parameter's memory are,
+ * dropping their copy steps. Sets p->slot_values. */
+void cuda_alias_buffers(const ir_graph *g, nrt_program *p);
+
 /* Shared with cuda_fuse.c. */
 bool cuda_emit_is_elementwise(nc_op op);
 nrt_step *cuda_begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_grid grid);

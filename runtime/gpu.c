@@ -154,7 +154,7 @@ static int cu_fail(char *err, size_t cap, const char *call, CUresult rc)
 
 /* ---- the session ------------------------------------------------------ */
 
-struct nc_args { void *buf[8]; int64_t n[20]; uint64_t step; };   /* the kernels' ABI (cuda_emit.c) */
+struct nc_args { void *buf[NRT_MAX_BUFS]; int64_t n[NRT_MAX_INTS]; uint64_t step; };   /* the kernels' ABI (cuda_emit.c) */
 
 typedef struct gpu_matmul {
     cublasLtMatmulDesc_t desc;

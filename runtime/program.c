@@ -13,6 +13,7 @@ void nrt_program_free(nrt_program *p)
     free(p->kernel_names);
     free(p->steps);
     free(p->temps);
+    free(p->slot_values);
     memset(p, 0, sizeof *p);
 }
 
@@ -22,16 +23,7 @@ static int32_t alias_root(const int32_t *alias, int32_t i)
     return i;
 }
 
-/* An elementwise kernel computes y[i] from x[i] in the same thread, so y may
- * take the place of an operand of the same size that dies at that step. The
- * output's buffer becomes part of the operand's (its lifetime extended), and
- * gets the operand's offset after placement (its bytes count as 0 for the
- * placement only). Returns each buffer's alias
- * (-1: none), resolved to the buffer that owns the memory. */
-/* Steps whose kernel computes each element from the same element of its
- * operands: an elementwise op, or a fused run of them (cuda_fuse.c), which
- * loads every operand of an element before it stores any result. */
-static bool per_element(const ir_graph *g, const nrt_program *p, const nrt_step *s)
+bool nrt_step_per_element(const ir_graph *g, const nrt_program *p, const nrt_step *s)
 {
     if (s->kind != NRT_STEP_KERNEL || s->grid != NRT_GRID_ELEMENTS || s->node >= g->nnodes) return false;
     if (nc_ops[g->nodes[s->node].op].category == CAT_ELEMENTWISE) return true;
@@ -40,13 +32,19 @@ static bool per_element(const ir_graph *g, const nrt_program *p, const nrt_step 
     return n > 6 && strcmp(name + n - 6, "_fused") == 0;
 }
 
+/* An elementwise kernel computes y[i] from x[i] in the same thread, so y may
+ * take the place of an operand of the same size that dies at that step. The
+ * output's buffer becomes part of the operand's (its lifetime extended), and
+ * gets the operand's offset after placement (its bytes count as 0 for the
+ * placement only). Returns each buffer's alias (-1: none), resolved to the
+ * buffer that owns the memory. */
 static int32_t *plan_in_place(const ir_graph *g, const nrt_program *p, memplan_buf *b, uint32_t nbuf)
 {
     int32_t *alias = nc_xmalloc((nbuf + 1) * sizeof *alias);
     for (uint32_t i = 0; i < nbuf; i++) alias[i] = -1;
     for (uint32_t k = 0; k < p->nsteps; k++) {
         const nrt_step *s = &p->steps[k];
-        if (!per_element(g, p, s)) continue;
+        if (!nrt_step_per_element(g, p, s)) continue;
         bool taken[NRT_MAX_BUFS] = {false};   /* an operand's memory goes to one result */
         for (int o = 0; o < s->nbufs; o++) {
             uint32_t out = s->bufs[o];   /* a result: first written at this step */

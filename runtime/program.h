@@ -9,8 +9,14 @@
 
 #include "ir.h"
 
-#define NRT_MAX_BUFS 8
+/* A kernel's argument struct holds this many buffer pointers and sizes: the
+ * limit on a fused group's inputs plus outputs (an Adam update of one
+ * parameter needs 11). Changing either changes the kernel ABI and the module
+ * format version. */
+#define NRT_MAX_BUFS 16
 #define NRT_MAX_INTS 20
+#define NRT_STR_(x) #x
+#define NRT_STR(x) NRT_STR_(x)
 
 typedef enum nrt_step_kind {
     NRT_STEP_KERNEL = 1,   /* launch kernels[kernel] with the step's buffers and ints */
@@ -57,9 +63,20 @@ typedef struct nrt_program {
     char **kernel_names; uint32_t nkernels;
     nrt_step *steps; uint32_t nsteps, cap_steps;
     nrt_temp *temps; uint32_t ntemps;
+    /* Compile time only (not in the module file; NULL when loaded): for step
+     * k, slot_values[k * NRT_MAX_BUFS + j] is the IR value that bufs[j]
+     * stands for. It differs from bufs[j] where values share memory
+     * (compiler/cuda_alias.c): a view, or an update computed in place. */
+    uint32_t *slot_values;
 } nrt_program;
 
 void nrt_program_free(nrt_program *p);
+
+/* Whether step s computes each element from the same element of its operands
+ * (an elementwise op, or a fused run of them, cuda_fuse.c), loading every
+ * operand of an element before storing any result: a result may then share
+ * an operand's memory. */
+bool nrt_step_per_element(const ir_graph *g, const nrt_program *p, const nrt_step *s);
 
 /* The memory plan at bound dims: bytes and live steps of every buffer (IR
  * values, then temporaries), placed in one arena. Inputs and parameters live

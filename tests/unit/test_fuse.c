@@ -13,32 +13,59 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Every buffer a step reads is a source or was written by an earlier step.
- * What a step writes: its own node, temporaries, and (fused) the members of
- * its group, which the test learns from the same grouping the emitter uses. */
+/* The IR value slot j of step k stands for (cuda_alias.c may store it in
+ * another value's buffer). */
+static uint32_t slot_value(const nrt_program *p, uint32_t k, int j)
+{
+    return p->slot_values ? p->slot_values[k * NRT_MAX_BUFS + j] : p->steps[k].bufs[j];
+}
+
+/* The value a view stands for: reshapes are views of their operand. */
+static uint32_t view_root(const ir_graph *g, uint32_t v)
+{
+    while (v < g->nnodes && g->nodes[v].op == OP_RESHAPE) v = ir_args(g, &g->nodes[v])[0];
+    return v;
+}
+
+/* Every value a step reads is a source or was written by an earlier step, and
+ * the buffer it reads still holds it (no shared buffer was overwritten by
+ * another value in between). What a step writes: its own node, temporaries,
+ * and (fused) the members of its group, which the test learns from the same
+ * grouping the emitter uses. */
 static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
 {
     cg_ctx cg = {.g = g};
     if (fused) cuda_fuse_plan(&cg);
     uint32_t nbuf = g->nnodes + p->ntemps;
     bool *written = calloc(nbuf + 1, 1);
+    uint32_t *holds = malloc((nbuf + 1) * sizeof *holds);   /* the value each buffer holds now */
     bool ok = true;
+    for (uint32_t b = 0; b < nbuf; b++) holds[b] = b;
     for (ir_value v = 0; v < g->nnodes; v++)
         if (g->nodes[v].op == OP_INPUT || g->nodes[v].op == OP_PARAM) written[v] = true;
     for (uint32_t k = 0; k < p->nsteps && ok; k++) {
         const nrt_step *s = &p->steps[k];
         uint32_t group = cg.group ? cg.group[s->node] : 0;
+        bool own[NRT_MAX_BUFS];
         for (int j = 0; j < s->nbufs && ok; j++) {
-            uint32_t b = s->bufs[j];
-            bool own = b == s->node || b >= g->nnodes || (group && b < g->nnodes && cg.group[b] == group);
-            if (s->kind == NRT_STEP_COPY) own = j == 1;   /* copy: src -> dst */
-            if (!own && !written[b]) {
+            uint32_t v = slot_value(p, k, j), b = s->bufs[j];
+            own[j] = v == s->node || v >= g->nnodes || (group && cg.group[v] == group);
+            if (s->kind == NRT_STEP_COPY) own[j] = j == 1;   /* copy: src -> dst */
+            if (own[j]) continue;
+            if (!written[v] && !written[view_root(g, v)]) {
                 fprintf(stderr, "step %u (%s) reads %%%u before any step writes it\n", k,
-                        s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : "call", b);
+                        s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : "call", v);
+                ok = false;
+            } else if (view_root(g, holds[b]) != view_root(g, v)) {
+                fprintf(stderr, "step %u reads %%%u from buffer %%%u, which holds %%%u by then\n", k, v, b, holds[b]);
                 ok = false;
             }
         }
-        for (int j = 0; j < s->nbufs; j++) written[s->bufs[j]] = true;
+        for (int j = 0; j < s->nbufs && ok; j++) {
+            if (!own[j]) continue;
+            written[slot_value(p, k, j)] = true;   /* a copy's destination holds its source's value */
+            holds[s->bufs[j]] = s->kind == NRT_STEP_COPY ? slot_value(p, k, 0) : slot_value(p, k, j);
+        }
     }
     /* a group is a contiguous run: only its members and scalar fills lie
      * between its first and last member (the kernel runs at the last one) */
@@ -56,9 +83,18 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
             }
         }
     }
+    /* after the step every parameter's buffer holds its update */
     for (uint32_t i = 0; i < g->noutputs && ok; i++) ok = written[g->outputs[i].value];
-    for (uint32_t i = 0; i < g->nupdates && ok; i++) ok = written[g->updates[i].value];
+    for (uint32_t i = 0; i < g->nupdates && ok; i++) {
+        ir_value pnode = IR_NONE;
+        for (ir_value v = 0; v < g->nnodes; v++)
+            if (g->nodes[v].op == OP_PARAM && g->nodes[v].attr.index == g->updates[i].param) pnode = v;
+        ok = written[g->updates[i].value] && pnode != IR_NONE && holds[pnode] == g->updates[i].value;
+        if (!ok) fprintf(stderr, "update %u: parameter buffer %%%u holds %%%u, not %%%u\n", i, pnode,
+                         pnode != IR_NONE ? holds[pnode] : 0, g->updates[i].value);
+    }
     free(written);
+    free(holds);
     cuda_fuse_free(&cg);
     return ok;
 }
@@ -97,6 +133,36 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
     ir_graph_free(g);
 }
 
+/* A parameter w[4] with update u = w * 2 computed first, and a later step
+ * reading w: when read_after, the old value is still needed after u exists,
+ * so u must not be computed in w's memory; otherwise it must be. */
+static void check_update_placement(bool read_after)
+{
+    ir_graph *g = ir_graph_new("upd");
+    uint32_t four = ir_dim_const(g, 4);
+    ir_tensor_decl xd = {.name = "x", .dtype = NC_F32, .rank = 1, .shape = {four}};
+    ir_node xn = {.op = OP_INPUT, .dtype = NC_F32, .rank = 1, .shape = {four}, .attr.index = ir_input_add(g, &xd)};
+    ir_value x = ir_add(g, &xn, NULL, 0);
+    ir_param pd = {.decl = {.name = "w", .dtype = NC_F32, .rank = 1, .shape = {four}}};
+    ir_node wn = {.op = OP_PARAM, .dtype = NC_F32, .rank = 1, .shape = {four}, .attr.index = ir_param_add(g, &pd)};
+    ir_value w = ir_add(g, &wn, NULL, 0);
+    ir_node mul = {.op = OP_MUL, .dtype = NC_F32, .rank = 1, .shape = {four}};
+    ir_value ww[2] = {w, w}, u = ir_add(g, &mul, ww, 2);
+    ir_node add = {.op = OP_ADD, .dtype = NC_F32, .rank = 1, .shape = {four}};
+    ir_value xw[2] = {x, read_after ? w : u};
+    ir_output_add(g, "y", ir_add(g, &add, xw, 2));
+    ir_update_add(g, 0, u);
+    char err[256];
+    nrt_program p;
+    CHECK(cuda_emit_program_ex(g, false, &p, err, sizeof err));
+    uint32_t copies = 0;
+    for (uint32_t k = 0; k < p.nsteps; k++) copies += p.steps[k].kind == NRT_STEP_COPY;
+    CHECK(copies == (read_after ? 1u : 0u));
+    CHECK(valid_dataflow(g, &p, false));
+    nrt_program_free(&p);
+    ir_graph_free(g);
+}
+
 int main(int argc, char **argv)
 {
     const char *root = argc > 1 ? argv[1] : ".";
@@ -109,6 +175,8 @@ int main(int argc, char **argv)
     check_model(path, bt, vbt, 2);
     snprintf(path, sizeof path, "%s/examples/char_lm.net", root);
     check_model(path, b, v64, 1);
+    check_update_placement(true);
+    check_update_placement(false);
     if (!failures) printf("test_fuse: all checks passed\n");
     return failures != 0;
 }

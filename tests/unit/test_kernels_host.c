@@ -2,9 +2,10 @@
  *
  * Kernels launched over elements (elementwise, fused, fill, broadcast,
  * movement: a grid-stride loop, no shared memory) are compiled as C++ for the
- * host with a small shim (one thread, one block), each step is run on the
- * values the CPU executor computed for its operands, and its results are
- * compared with the executor's. This checks the code generator, fusion
+ * host with a small shim (one thread, one block). The program is followed
+ * over its buffers as the GPU would (shared buffers shared), running those
+ * kernels and taking other steps' results from the CPU executor; every
+ * operand read and every result written is compared with the executor's. This checks the code generator, fusion
  * included, on a machine without a GPU; kernels that need a whole block
  * (row-wise ops, reductions) are left to the GPU tests. Skipped (77) when no
  * C++ compiler is found. */
@@ -40,8 +41,8 @@ static const char shim[] =
     "static inline float atomicAdd(float *p, float v) { float o = *p; *p += v; return o; }\n";
 
 typedef struct nc_args {
-    void *buf[8];
-    long long n[20];
+    void *buf[NRT_MAX_BUFS];
+    long long n[NRT_MAX_INTS];
     unsigned long long step;
 } nc_args;
 
@@ -85,50 +86,95 @@ static bool close_enough(double got, double want, nc_dtype t)
 
 typedef void kernel_fn(nc_args);
 
+/* The IR value slot j of step k stands for (several values may share one
+ * buffer: compiler/cuda_alias.c). */
+static uint32_t slot_value(const nrt_program *p, uint32_t k, int j)
+{
+    return p->slot_values ? p->slot_values[k * NRT_MAX_BUFS + j] : p->steps[k].bufs[j];
+}
+
+/* Whether slot j of step k is one the step writes. */
+static bool is_result(const ir_graph *g, const nrt_program *p, const cg_ctx *plan, uint32_t k, int j)
+{
+    const nrt_step *s = &p->steps[k];
+    if (s->kind == NRT_STEP_COPY) return j == 1;
+    if (s->kind == NRT_STEP_MATMUL) return j == 2;
+    uint32_t v = slot_value(p, k, j);
+    return v == s->node || (v < g->nnodes && plan->group && plan->group[v] && plan->group[v] == plan->group[s->node]);
+}
+
+static bool matches(const char *name, uint32_t k, const char *what, const void *got, const cpu_tensor *want, uint32_t v)
+{
+    for (int64_t i = 0; i < want->numel; i++) {
+        double x = from_storage(got, want->dtype, i), w = cpu_get(want, i);
+        if (!close_enough(x, w, want->dtype)) {
+            fprintf(stderr, "%s: step %u (%s) %%%u[%lld] = %.9g, the executor has %.9g\n", name, k, what, v, (long long)i, x, w);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Follows the program over buffers as the GPU would, one host allocation per
+ * buffer (values that share a buffer share it here too): element kernels
+ * run; the other steps' results are taken from the executor. Before every
+ * step, each operand's buffer must still hold the value the step reads (so
+ * views and in-place updates are checked); after a kernel runs, its results
+ * must match the executor's. */
 static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, void *lib, const cpu_exec_result *res,
                      bool fuse)
 {
     int checked = 0, bad = 0;
-    cg_ctx plan = {.g = g};   /* which buffers a fused step writes: its group's members */
+    cg_ctx plan = {.g = g};   /* which values a fused step writes: its group's members */
     if (fuse) cuda_fuse_plan(&plan);
-    for (uint32_t k = 0; k < p->nsteps; k++) {
+    void **mem = calloc(g->nnodes + p->ntemps + 1, sizeof *mem);
+    for (ir_value v = 0; v < g->nnodes; v++)
+        if (g->nodes[v].op == OP_INPUT || g->nodes[v].op == OP_PARAM) mem[v] = to_storage(&res->values[v]);
+    for (uint32_t k = 0; k < p->nsteps && bad < 5; k++) {
         const nrt_step *s = &p->steps[k];
-        if (s->kind != NRT_STEP_KERNEL || s->grid != NRT_GRID_ELEMENTS) continue;
+        const char *what = s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : s->kind == NRT_STEP_COPY ? "copy" : "matmul";
         bool plain = true;   /* only IR values as buffers: temporaries are another kernel's business */
-        for (int j = 0; j < s->nbufs; j++) plain &= s->bufs[j] < g->nnodes && res->values[s->bufs[j]].numel > 0;
-        if (!plain) continue;
-        kernel_fn *fn = (kernel_fn *)(uintptr_t)dlsym(lib, p->kernel_names[s->kernel]);
-        if (!fn) { fprintf(stderr, "%s: no symbol %s\n", name, p->kernel_names[s->kernel]); bad++; continue; }
+        for (int j = 0; j < s->nbufs; j++) plain &= s->bufs[j] < g->nnodes && res->values[slot_value(p, k, j)].numel > 0;
+        for (int j = 0; j < s->nbufs; j++) {
+            uint32_t b = s->bufs[j], v = slot_value(p, k, j);
+            if (is_result(g, p, &plan, k, j) || b >= g->nnodes) continue;
+            if (!mem[b]) { fprintf(stderr, "%s: step %u (%s) reads buffer %%%u before it is written\n", name, k, what, b); bad++; }
+            else if (res->values[v].numel > 0 && !matches(name, k, what, mem[b], &res->values[v], v)) bad++;
+        }
+        bool run = plain && s->kind == NRT_STEP_KERNEL && s->grid == NRT_GRID_ELEMENTS;
+        kernel_fn *fn = run ? (kernel_fn *)(uintptr_t)dlsym(lib, p->kernel_names[s->kernel]) : NULL;
+        if (run && !fn) { fprintf(stderr, "%s: no symbol %s\n", name, p->kernel_names[s->kernel]); bad++; run = false; }
+        for (int j = 0; j < s->nbufs; j++) {   /* results: computed here, or the executor's */
+            uint32_t b = s->bufs[j], v = slot_value(p, k, j);
+            if (!is_result(g, p, &plan, k, j) || b >= g->nnodes) continue;
+            const cpu_tensor *want = &res->values[s->kind == NRT_STEP_COPY ? slot_value(p, k, 0) : v];
+            bool shared = false;   /* in place: the result's buffer is also an operand's */
+            for (int i = 0; i < s->nbufs; i++) shared |= i != j && s->bufs[i] == b && !is_result(g, p, &plan, k, i);
+            if (!mem[b]) mem[b] = calloc((size_t)want->numel + 1, dtype_size(want->dtype));
+            void *fresh = to_storage(want);
+            if (run && !shared)   /* outputs start as NaN bits, so an element the kernel misses shows */
+                memset(fresh, 0xff, (size_t)want->numel * dtype_size(want->dtype));
+            if (!run || !shared) memcpy(mem[b], fresh, (size_t)want->numel * dtype_size(want->dtype));
+            free(fresh);
+        }
+        if (!run) continue;
         nc_args a = {.step = 0};
         for (int j = 0; j < s->nints; j++) {
             int64_t v;
             if (!dim_eval(&g->dims[s->ints[j]], NULL, &v)) v = 0;
             a.n[j] = v;
         }
-        for (int j = 0; j < s->nbufs; j++) {
-            uint32_t b = s->bufs[j];
-            a.buf[j] = to_storage(&res->values[b]);
-            bool written = b == s->node || (plan.group && plan.group[b] && plan.group[b] == plan.group[s->node]);
-            if (written)   /* outputs start as NaN bits, so an element the kernel misses shows */
-                memset(a.buf[j], 0xff, (size_t)res->values[b].numel * dtype_size(res->values[b].dtype));
-        }
+        for (int j = 0; j < s->nbufs; j++) a.buf[j] = mem[s->bufs[j]];
         fn(a);
         for (int j = 0; j < s->nbufs; j++) {
-            const cpu_tensor *want = &res->values[s->bufs[j]];
-            for (int64_t i = 0; i < want->numel; i++) {
-                double got = from_storage(a.buf[j], want->dtype, i), w = cpu_get(want, i);
-                if (!close_enough(got, w, want->dtype)) {
-                    if (bad++ < 5)
-                        fprintf(stderr, "%s: step %u (%s) buffer %%%u[%lld] = %.9g, the executor has %.9g\n", name, k,
-                                p->kernel_names[s->kernel], s->bufs[j], (long long)i, got, w);
-                    break;
-                }
-            }
+            uint32_t v = slot_value(p, k, j);
+            if (is_result(g, p, &plan, k, j) && !matches(name, k, what, mem[s->bufs[j]], &res->values[v], v)) bad++;
         }
-        for (int j = 0; j < s->nbufs; j++) free(a.buf[j]);
         checked++;
     }
     printf("%s: %d element kernels run on the host and checked%s\n", name, checked, bad ? ", some differ" : "");
+    for (uint32_t b = 0; b < g->nnodes + p->ntemps; b++) free(mem[b]);
+    free(mem);
     cuda_fuse_free(&plan);
     return bad ? -1 : checked;
 }

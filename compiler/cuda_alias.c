@@ -1,0 +1,124 @@
+/* cuda_alias.c - values that need neither memory nor a copy of their own.
+ *
+ * Requires: the steps cuda_emit wrote, update copies included. Produces: the
+ * same steps with some buffer ids renamed, so two IR values share one buffer,
+ * and p->slot_values saying which value each slot stands for:
+ *  - a reshape is a view: every tensor is contiguous, so its result is its
+ *    operand's bytes, and its copy step goes away;
+ *  - a parameter's update (new weights, optimizer moments, accumulated
+ *    gradients) is written straight into the parameter's memory when no step
+ *    after the one that computes it reads the old value, instead of into a
+ *    buffer of its own that a copy puts back at the end of the step. A GPT-2
+ *    training step has three such copies per weight (weight, Adam m and v).
+ *
+ * Renaming is safe because the memory plan (runtime/program.c) derives
+ * liveness from the renamed steps: the shared buffer lives as long as either
+ * value is read. Outputs keep their own buffers: the session reads them by
+ * value id. */
+#include "cuda_emit.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_output(const ir_graph *g, ir_value v)
+{
+    for (uint32_t i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].value == v) return true;
+    return false;
+}
+
+static int update_count(const ir_graph *g, ir_value v)
+{
+    int n = 0;
+    for (uint32_t i = 0; i < g->nupdates; i++) n += g->updates[i].value == v;
+    return n;
+}
+
+static void rename_from(nrt_program *p, uint32_t first_step, uint32_t from, uint32_t to)
+{
+    for (uint32_t k = first_step; k < p->nsteps; k++)
+        for (int j = 0; j < p->steps[k].nbufs; j++)
+            if (p->steps[k].bufs[j] == from) p->steps[k].bufs[j] = to;
+}
+
+/* The copy that assigns an update to its parameter (cuda_emit's last steps):
+ * the only steps whose node is a parameter. */
+static bool is_update_copy(const ir_graph *g, const nrt_step *s)
+{
+    return s->kind == NRT_STEP_COPY && s->node < g->nnodes && g->nodes[s->node].op == OP_PARAM;
+}
+
+static bool is_view(const ir_graph *g, const nrt_step *s)
+{
+    return s->kind == NRT_STEP_COPY && s->node < g->nnodes && g->nodes[s->node].op == OP_RESHAPE &&
+           s->bufs[1] == s->node && !is_output(g, s->node) && update_count(g, s->node) == 0;
+}
+
+static int32_t first_ref(const nrt_program *p, uint32_t buf)
+{
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        for (int j = 0; j < p->steps[k].nbufs; j++)
+            if (p->steps[k].bufs[j] == buf) return (int32_t)k;
+    return -1;
+}
+
+/* The last step reading buf before the update copies. */
+static int32_t last_read(const ir_graph *g, const nrt_program *p, uint32_t buf)
+{
+    for (uint32_t k = p->nsteps; k-- > 0;) {
+        if (is_update_copy(g, &p->steps[k])) continue;
+        for (int j = 0; j < p->steps[k].nbufs; j++)
+            if (p->steps[k].bufs[j] == buf) return (int32_t)k;
+    }
+    return -1;
+}
+
+/* Whether update value u can be computed in the memory of parameter node pnode. */
+static bool update_fits_in_place(const ir_graph *g, const nrt_program *p, ir_value pnode, ir_value u)
+{
+    const ir_node *un = &g->nodes[u], *pn = &g->nodes[pnode];
+    if (u == pnode || un->op == OP_PARAM || un->op == OP_INPUT || is_output(g, u) || update_count(g, u) != 1) return false;
+    if (un->dtype != pn->dtype || un->rank != pn->rank) return false;
+    for (int d = 0; d < un->rank; d++)
+        if (un->shape[d] != pn->shape[d]) return false;
+    int32_t written = first_ref(p, u), old_read = last_read(g, p, pnode);
+    if (written < 0 || is_update_copy(g, &p->steps[written])) return false;
+    /* at the step that writes it, only a kernel that loads before it stores may read the old value */
+    return old_read < written || (old_read == written && nrt_step_per_element(g, p, &p->steps[written]));
+}
+
+static void drop_steps(nrt_program *p, const bool *drop)
+{
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        if (drop[k]) continue;
+        p->steps[kept] = p->steps[k];
+        memmove(&p->slot_values[kept * NRT_MAX_BUFS], &p->slot_values[k * NRT_MAX_BUFS], NRT_MAX_BUFS * sizeof *p->slot_values);
+        kept++;
+    }
+    p->nsteps = kept;
+}
+
+void cuda_alias_buffers(const ir_graph *g, nrt_program *p)
+{
+    free(p->slot_values);
+    p->slot_values = nc_xcalloc((size_t)p->nsteps * NRT_MAX_BUFS + 1, sizeof *p->slot_values);
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        memcpy(&p->slot_values[k * NRT_MAX_BUFS], p->steps[k].bufs, sizeof p->steps[k].bufs);
+    bool *drop = nc_xcalloc(p->nsteps + 1, sizeof *drop);
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        if (is_view(g, &p->steps[k])) {
+            rename_from(p, k + 1, p->steps[k].node, p->steps[k].bufs[0]);
+            p->steps[k].nbufs = 0;   /* no longer a reference to either buffer */
+            drop[k] = true;
+        }
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        nrt_step *s = &p->steps[k];
+        if (!is_update_copy(g, s) || !update_fits_in_place(g, p, s->bufs[1], s->bufs[0])) continue;
+        rename_from(p, (uint32_t)first_ref(p, s->bufs[0]), s->bufs[0], s->bufs[1]);
+        s->nbufs = 0;
+        drop[k] = true;
+    }
+    drop_steps(p, drop);
+    free(drop);
+}
