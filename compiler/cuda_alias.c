@@ -84,7 +84,12 @@ static bool update_fits_in_place(const ir_graph *g, const nrt_program *p, ir_val
     int32_t written = first_ref(p, u), old_read = last_read(g, p, pnode);
     if (written < 0 || is_update_copy(g, &p->steps[written])) return false;
     /* at the step that writes it, only a kernel that loads before it stores may read the old value */
-    return old_read < written || (old_read == written && nrt_step_per_element(g, p, &p->steps[written]));
+    if (old_read < written) return true;
+    const nrt_step *w = &p->steps[written];
+    if (old_read > written || !nrt_step_per_element(g, p, w)) return false;
+    for (int j = 0; j < w->nbufs; j++)
+        if (w->bufs[j] == pnode && (w->spread_reads >> j & 1)) return false;
+    return true;
 }
 
 static void drop_steps(nrt_program *p, const bool *drop)

@@ -22,12 +22,13 @@ static bool scalar_fill(const ir_graph *g, ir_value v)
     return n->op == OP_FILL && n->rank == 0 && dtype_is_float(n->dtype);
 }
 
-/* Float elementwise ops on float operands, and broadcasts of a scalar. */
+/* Float elementwise ops on float operands, and float broadcasts (their
+ * source is loaded at the broadcast element's offset). */
 static bool fusable(const ir_graph *g, ir_value v)
 {
     const ir_node *n = &g->nodes[v];
     if (!dtype_is_float(n->dtype)) return false;
-    if (n->op == OP_BROADCAST) return g->nodes[ir_args(g, n)[0]].rank == 0;
+    if (n->op == OP_BROADCAST) return true;
     if (!cuda_emit_is_elementwise(n->op)) return false;
     for (int i = 0; i < n->nargs; i++)
         if (!dtype_is_float(g->nodes[ir_args(g, n)[i]].dtype)) return false;
@@ -172,6 +173,47 @@ static void operand_expr(const cg_ctx *cg, ir_value first, ir_value a, uint32_t 
     NC_BUG("fused operand %%%u not found", a);
 }
 
+/* The broadcast member of the group that reads input a (IR_NONE: none, a is
+ * read at the element's own index). */
+static ir_value spreading_member(const cg_ctx *cg, ir_value first, ir_value last, uint32_t id, ir_value a)
+{
+    const ir_graph *g = cg->g;
+    for (ir_value m = first; m <= last; m++)
+        if (cg->group[m] == id && g->nodes[m].op == OP_BROADCAST && ir_args(g, &g->nodes[m])[0] == a &&
+            !same_shape(&g->nodes[a], &g->nodes[m]))
+            return m;
+    return IR_NONE;
+}
+
+/* Code setting o<k> to the offset in broadcast b's source of element i of b,
+ * whose dims are A.n[1..rank]. Axes are taken in runs of kept or broadcast
+ * axes from the last one, so [C] -> [B, T, C] costs one modulo and
+ * [B, T, 1] -> [B, T, C] one division. */
+static void emit_spread_offset(cg_ctx *cg, const ir_node *b, const ir_node *x, int k)
+{
+    uint32_t one = ir_dim_const((ir_graph *)cg->g, 1);
+    cg_printf(&cg->body, "    long long o%d = 0;\n    { long long rem = i, stride = 1; (void)stride;\n", k);
+    int axis = b->rank - 1;
+    while (axis >= 0) {
+        int sa = axis - (b->rank - x->rank);
+        bool kept = sa >= 0 && x->shape[sa] != one;
+        int end = axis;   /* the run is [start, end] */
+        while (axis >= 0) {
+            int s2 = axis - (b->rank - x->rank);
+            if ((s2 >= 0 && x->shape[s2] != one) != kept) break;
+            axis--;
+        }
+        char size[160] = "1";
+        size_t len = 1;
+        for (int a = axis + 1; a <= end; a++) len += (size_t)snprintf(size + len, sizeof size - len, " * A.n[%d]", 1 + a);
+        bool leading = axis < 0;
+        if (kept && leading) cg_printf(&cg->body, "      o%d += rem * stride;\n", k);
+        else if (kept) cg_printf(&cg->body, "      { long long s = %s; o%d += (rem %% s) * stride; stride *= s; rem /= s; }\n", size, k);
+        else if (!leading) cg_printf(&cg->body, "      rem /= %s;\n", size);
+    }
+    cg_printf(&cg->body, "    }\n");
+}
+
 static const char *round_fn(nc_dtype t)
 {
     return t == NC_F16 ? "nc_round_f16" : t == NC_BF16 ? "nc_round_bf16" : "";
@@ -198,6 +240,14 @@ bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok)
         return true;
     }
     cuda_add_int(s, numel);
+    ir_value spread[GROUP_IO_CAP];   /* the broadcast reading each input, if any */
+    bool any_spread = false;
+    for (int k = 0; k < nin; k++) {
+        spread[k] = spreading_member(cg, first, v, id, inputs[k]);
+        if (spread[k] != IR_NONE) any_spread = true, s->spread_reads |= (uint16_t)(1u << k);
+    }
+    if (any_spread)
+        for (int d = 0; d < g->nodes[v].rank; d++) cuda_add_int(s, g->nodes[v].shape[d]);
     for (int k = 0; k < nin; k++) {
         char name[16];
         snprintf(name, sizeof name, "x%d", k);
@@ -211,8 +261,14 @@ bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok)
         cuda_add_buf(s, outs[k]);
     }
     cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n");
-    for (int k = 0; k < nin; k++)   /* a rank-0 operand is a scalar broadcast's source */
-        cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, %s);\n", k, k, g->nodes[inputs[k]].rank == 0 ? "0" : "i");
+    for (int k = 0; k < nin; k++) {   /* a rank-0 operand is a scalar broadcast's source */
+        if (spread[k] != IR_NONE && g->nodes[inputs[k]].rank > 0) {
+            emit_spread_offset(cg, &g->nodes[spread[k]], &g->nodes[inputs[k]], k);
+            cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, o%d);\n", k, k, k);
+        } else {
+            cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, %s);\n", k, k, g->nodes[inputs[k]].rank == 0 ? "0" : "i");
+        }
+    }
     for (ir_value m = first; m <= v; m++) {
         if (cg->group[m] != id) continue;
         const ir_node *n = &g->nodes[m];

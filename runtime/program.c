@@ -50,7 +50,8 @@ static int32_t *plan_in_place(const ir_graph *g, const nrt_program *p, memplan_b
             uint32_t out = s->bufs[o];   /* a result: first written at this step */
             if (out >= g->nnodes || b[out].bytes == 0 || b[out].first != (int32_t)k || alias[out] >= 0) continue;
             for (int j = 0; j < s->nbufs; j++) {
-                if (j == o || taken[j] || s->bufs[j] >= g->nnodes || b[s->bufs[j]].first >= (int32_t)k) continue;
+                if (j == o || taken[j] || s->spread_reads >> j & 1 || s->bufs[j] >= g->nnodes || b[s->bufs[j]].first >= (int32_t)k)
+                    continue;
                 int32_t root = alias_root(alias, (int32_t)s->bufs[j]);
                 if (b[root].last != (int32_t)k || b[root].bytes != b[out].bytes) continue;
                 alias[out] = root;

@@ -45,6 +45,8 @@ typedef struct nrt_step {
     uint32_t node;         /* the IR value this step produces (or helps produce) */
     uint8_t nbufs, nints;
     uint32_t bufs[NRT_MAX_BUFS];   /* operands first, results last */
+    uint16_t spread_reads;         /* bit j: bufs[j] is read at other elements than the one being
+                                      written (a fused broadcast's source): never shared in place */
     uint32_t ints[NRT_MAX_INTS];   /* dim ids, evaluated when the step runs */
     /* matmul */
     uint8_t mm_batch_rank; /* leading ints that are batch dims */
