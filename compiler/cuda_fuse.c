@@ -22,16 +22,40 @@ static bool scalar_fill(const ir_graph *g, ir_value v)
     return n->op == OP_FILL && n->rank == 0 && dtype_is_float(n->dtype);
 }
 
-/* Float elementwise ops on float operands, and float broadcasts (their
- * source is loaded at the broadcast element's offset). */
+/* Values a fused kernel keeps in float registers exactly: floats, and bools
+ * as 0 or 1 (a causal mask and the where it selects with). Integers stay out:
+ * a float cannot hold every i32. */
+static bool in_registers(nc_dtype t) { return dtype_is_float(t) || t == NC_BOOL; }
+
+/* A broadcast a fused kernel reads through: it loads the source at the
+ * broadcast element's offset, so the full-size tensor is never written
+ * (unless an unfused op reads it). */
+static bool spread(const ir_graph *g, ir_value v)
+{
+    const ir_node *n = &g->nodes[v];
+    return n->op == OP_BROADCAST && in_registers(n->dtype);
+}
+
+/* What a fused kernel loads for operand a: the source under any broadcasts
+ * (broadcasts compose: right-aligned, so the source broadcast straight to
+ * a's shape is the same tensor). */
+static ir_value through_spread(const ir_graph *g, ir_value a)
+{
+    while (spread(g, a)) a = ir_args(g, &g->nodes[a])[0];
+    return a;
+}
+
+/* Nodes a run passes over without splitting: fills and broadcasts, which
+ * every fused reader inlines. */
+static bool inlinable(const ir_graph *g, ir_value v) { return scalar_fill(g, v) || spread(g, v); }
+
+/* Elementwise ops over such values. */
 static bool fusable(const ir_graph *g, ir_value v)
 {
     const ir_node *n = &g->nodes[v];
-    if (!dtype_is_float(n->dtype)) return false;
-    if (n->op == OP_BROADCAST) return true;
-    if (!cuda_emit_is_elementwise(n->op)) return false;
+    if (!in_registers(n->dtype) || !cuda_emit_is_elementwise(n->op)) return false;
     for (int i = 0; i < n->nargs; i++)
-        if (!dtype_is_float(g->nodes[ir_args(g, n)[i]].dtype)) return false;
+        if (!in_registers(g->nodes[ir_args(g, n)[i]].dtype)) return false;
     return true;
 }
 
@@ -40,10 +64,10 @@ static bool same_shape(const ir_node *a, const ir_node *b)
     return a->rank == b->rank && memcmp(a->shape, b->shape, a->rank * sizeof *a->shape) == 0;
 }
 
-/* The buffers of group id over [first, last]: its outside operands in
- * first-use order, then the members read after the group or by an output.
- * Counts both (the lists hold at most cap each; a join is tested with at
- * most NRT_MAX_BUFS + 4). */
+/* The buffers of group id over [first, last]: what it loads (outside
+ * operands, through broadcasts) in first-use order, then the members read
+ * after the group or by an output. Counts both (the lists hold at most cap
+ * each; a join is tested with at most NRT_MAX_BUFS + 4). */
 #define GROUP_IO_CAP (NRT_MAX_BUFS + 8)
 
 static void group_io(const cg_ctx *cg, uint32_t id, ir_value first, ir_value last, ir_value *in, int *nin, ir_value *out,
@@ -56,7 +80,9 @@ static void group_io(const cg_ctx *cg, uint32_t id, ir_value first, ir_value las
         const ir_node *node = &g->nodes[v];
         for (int i = 0; i < node->nargs; i++) {
             ir_value a = ir_args(g, node)[i];
-            if (cg->group[a] == id || scalar_fill(g, a)) continue;
+            if (cg->group[a] == id) continue;
+            a = through_spread(g, a);
+            if (scalar_fill(g, a)) continue;
             bool seen = false;   /* each outside operand once */
             for (int k = 0; k < *nin; k++) seen |= in[k] == a;
             if (!seen) {
@@ -71,6 +97,58 @@ static void group_io(const cg_ctx *cg, uint32_t id, ir_value first, ir_value las
     }
 }
 
+/* last_use[v]: the last node that reads v, counting a broadcast's readers
+ * as readers of its source (they load the source). */
+static void plan_last_use(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    for (ir_value v = 0; v < g->nnodes; v++) cg->last_use[v] = v;
+    for (ir_value u = g->nnodes; u-- > 0;) {
+        const ir_node *n = &g->nodes[u];
+        ir_value until = spread(g, u) ? cg->last_use[u] : u;   /* readers of u come after u */
+        for (int i = 0; i < n->nargs; i++) {
+            ir_value a = ir_args(g, n)[i];
+            if (until > cg->last_use[a]) cg->last_use[a] = until;
+        }
+    }
+}
+
+/* A fill or broadcast needs no kernel when every reader is fused or itself
+ * inlined; readers come later, so one pass from the end decides. */
+static void plan_inlined(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    bool *plain_reader = nc_xcalloc(g->nnodes + 1, sizeof *plain_reader);
+    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++;
+    for (ir_value v = g->nnodes; v-- > 0;) {
+        cg->inlined[v] = inlinable(g, v) && !cg->escapes[v] && users[v] > 0 && !plain_reader[v];
+        if (!cg->group[v] && !cg->inlined[v])
+            for (int k = 0; k < g->nodes[v].nargs; k++) plain_reader[ir_args(g, &g->nodes[v])[k]] = true;
+    }
+    free(users);
+    free(plain_reader);
+}
+
+/* A group of one op is an ordinary kernel, unless it reads through a
+ * broadcast (then fusing saves writing the broadcast out). */
+static void dissolve_singletons(cg_ctx *cg, uint32_t ngroups)
+{
+    const ir_graph *g = cg->g;
+    uint32_t *size = nc_xcalloc(ngroups + 1, sizeof *size);
+    bool *reads_spread = nc_xcalloc(ngroups + 1, sizeof *reads_spread);
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        size[cg->group[v]]++;
+        for (int k = 0; k < g->nodes[v].nargs; k++)
+            reads_spread[cg->group[v]] |= spread(g, ir_args(g, &g->nodes[v])[k]);
+    }
+    for (ir_value v = 0; v < g->nnodes; v++)
+        if (cg->group[v] && size[cg->group[v]] < 2 && !reads_spread[cg->group[v]]) cg->group[v] = 0;
+    free(reads_spread);
+    free(size);
+}
+
 void cuda_fuse_plan(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
@@ -78,55 +156,34 @@ void cuda_fuse_plan(cg_ctx *cg)
     cg->inlined = nc_xcalloc(g->nnodes + 1, sizeof *cg->inlined);
     cg->last_use = nc_xmalloc((g->nnodes + 1) * sizeof *cg->last_use);
     cg->escapes = nc_xcalloc(g->nnodes + 1, sizeof *cg->escapes);
-    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
-    for (ir_value v = 0; v < g->nnodes; v++) {
-        cg->last_use[v] = v;
-        for (int i = 0; i < g->nodes[v].nargs; i++) {
-            ir_value a = ir_args(g, &g->nodes[v])[i];
-            users[a]++;
-            cg->last_use[a] = v;
-        }
-    }
+    plan_last_use(cg);
     for (uint32_t i = 0; i < g->noutputs; i++) cg->escapes[g->outputs[i].value] = true;
     for (uint32_t i = 0; i < g->nupdates; i++) cg->escapes[g->updates[i].value] = true;
     if (g->train.present && g->train.loss != IR_NONE) cg->escapes[g->train.loss] = true;
     uint32_t id = 0;
-    ir_value first = IR_NONE, last = IR_NONE;
+    ir_value first = IR_NONE;
     for (ir_value v = 0; v < g->nnodes; v++) {
-        if (scalar_fill(g, v)) continue;   /* reads nothing: never splits a run */
+        if (inlinable(g, v)) {
+            /* a broadcast of the open group's member would run before the
+             * group's kernel if it needs a kernel of its own: close the run */
+            if (first != IR_NONE && spread(g, v) && cg->group[ir_args(g, &g->nodes[v])[0]] == id) first = IR_NONE;
+            continue;
+        }
         bool joins = fusable(g, v) && first != IR_NONE && same_shape(&g->nodes[first], &g->nodes[v]);
         if (joins) {
             cg->group[v] = id;
             ir_value in[GROUP_IO_CAP], out[GROUP_IO_CAP];
             int nin, nout;
             group_io(cg, id, first, v, in, &nin, out, &nout);
-            if (nin + nout > NRT_MAX_BUFS) {
-                cg->group[v] = 0;
-                joins = false;
-            } else {
-                last = v;
-            }
+            if (nin + nout > NRT_MAX_BUFS) cg->group[v] = 0, joins = false;
         }
         if (!joins) {
-            first = last = IR_NONE;
-            if (fusable(g, v)) cg->group[v] = ++id, first = last = v;
+            first = IR_NONE;
+            if (fusable(g, v)) cg->group[v] = ++id, first = v;
         }
     }
-    /* a group of one is an ordinary kernel */
-    uint32_t *size = nc_xcalloc(id + 1, sizeof *size);
-    for (ir_value v = 0; v < g->nnodes; v++) size[cg->group[v]]++;
-    for (ir_value v = 0; v < g->nnodes; v++)
-        if (cg->group[v] && size[cg->group[v]] < 2) cg->group[v] = 0;
-    /* fills that only fused ops read need no kernel */
-    bool *unfused_reader = nc_xcalloc(g->nnodes + 1, sizeof *unfused_reader);
-    for (ir_value u = 0; u < g->nnodes; u++)
-        for (int k = 0; k < g->nodes[u].nargs; k++)
-            if (!cg->group[u]) unfused_reader[ir_args(g, &g->nodes[u])[k]] = true;
-    for (ir_value v = 0; v < g->nnodes; v++)
-        cg->inlined[v] = scalar_fill(g, v) && !cg->escapes[v] && users[v] > 0 && !unfused_reader[v];
-    free(unfused_reader);
-    free(size);
-    free(users);
+    dissolve_singletons(cg, id);
+    plan_inlined(cg);
 }
 
 void cuda_fuse_free(cg_ctx *cg)
@@ -163,6 +220,7 @@ static void operand_expr(const cg_ctx *cg, ir_value first, ir_value a, uint32_t 
 {
     const ir_graph *g = cg->g;
     if (cg->group[a] == id) { snprintf(buf, cap, "t%u", ordinal(cg, first, a)); return; }
+    a = through_spread(g, a);
     if (scalar_fill(g, a)) {
         char lit[48];
         snprintf(buf, cap, "%s", cuda_float_literal(lit, g->nodes[a].attr.f));
@@ -173,15 +231,19 @@ static void operand_expr(const cg_ctx *cg, ir_value first, ir_value a, uint32_t 
     NC_BUG("fused operand %%%u not found", a);
 }
 
-/* The broadcast member of the group that reads input a (IR_NONE: none, a is
- * read at the element's own index). */
-static ir_value spreading_member(const cg_ctx *cg, ir_value first, ir_value last, uint32_t id, ir_value a)
+/* The broadcast through which the group loads input a at other elements than
+ * its own (IR_NONE: a is loaded at the element's own index). */
+static ir_value spread_of(const cg_ctx *cg, ir_value first, ir_value last, uint32_t id, ir_value a)
 {
     const ir_graph *g = cg->g;
-    for (ir_value m = first; m <= last; m++)
-        if (cg->group[m] == id && g->nodes[m].op == OP_BROADCAST && ir_args(g, &g->nodes[m])[0] == a &&
-            !same_shape(&g->nodes[a], &g->nodes[m]))
-            return m;
+    for (ir_value m = first; m <= last; m++) {
+        if (cg->group[m] != id) continue;
+        for (int i = 0; i < g->nodes[m].nargs; i++) {
+            ir_value b = ir_args(g, &g->nodes[m])[i];
+            if (cg->group[b] != id && spread(g, b) && through_spread(g, b) == a && !same_shape(&g->nodes[a], &g->nodes[b]))
+                return b;
+        }
+    }
     return IR_NONE;
 }
 
@@ -226,7 +288,7 @@ bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok)
     const ir_graph *g = cg->g;
     uint32_t id = cg->group[v];
     ir_value first = v;
-    while (first > 0 && (cg->group[first - 1] == id || scalar_fill(g, first - 1))) first--;
+    while (first > 0 && (cg->group[first - 1] == id || inlinable(g, first - 1))) first--;
     while (cg->group[first] != id) first++;
     ir_value inputs[GROUP_IO_CAP], outs[GROUP_IO_CAP];
     int nin, nout;
@@ -240,11 +302,11 @@ bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok)
         return true;
     }
     cuda_add_int(s, numel);
-    ir_value spread[GROUP_IO_CAP];   /* the broadcast reading each input, if any */
+    ir_value spread_via[GROUP_IO_CAP];   /* the broadcast each input is loaded through, if any */
     bool any_spread = false;
     for (int k = 0; k < nin; k++) {
-        spread[k] = spreading_member(cg, first, v, id, inputs[k]);
-        if (spread[k] != IR_NONE) any_spread = true, s->spread_reads |= (uint16_t)(1u << k);
+        spread_via[k] = spread_of(cg, first, v, id, inputs[k]);
+        if (spread_via[k] != IR_NONE) any_spread = true, s->spread_reads |= (uint16_t)(1u << k);
     }
     if (any_spread)
         for (int d = 0; d < g->nodes[v].rank; d++) cuda_add_int(s, g->nodes[v].shape[d]);
@@ -262,8 +324,8 @@ bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok)
     }
     cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n");
     for (int k = 0; k < nin; k++) {   /* a rank-0 operand is a scalar broadcast's source */
-        if (spread[k] != IR_NONE && g->nodes[inputs[k]].rank > 0) {
-            emit_spread_offset(cg, &g->nodes[spread[k]], &g->nodes[inputs[k]], k);
+        if (spread_via[k] != IR_NONE && g->nodes[inputs[k]].rank > 0) {
+            emit_spread_offset(cg, &g->nodes[spread_via[k]], &g->nodes[inputs[k]], k);
             cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, o%d);\n", k, k, k);
         } else {
             cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, %s);\n", k, k, g->nodes[inputs[k]].rank == 0 ? "0" : "i");

@@ -82,6 +82,50 @@ static json_t *decls_json(const ir_graph *g, const ir_tensor_decl *d, uint32_t n
     return a;
 }
 
+/* The buffers alive at the step where the most bytes are, biggest first:
+ * what a memory budget has to cut. Buffers sharing memory (in place) count
+ * once. */
+static void print_peak_live_set(FILE *out, const ir_graph *g, const nrt_program *p, const memplan_buf *b)
+{
+    uint32_t nbuf = g->nnodes + p->ntemps;
+    int64_t best = -1;
+    uint32_t at = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        int64_t live = 0;
+        for (uint32_t i = 0; i < nbuf; i++)
+            if (b[i].bytes > 0 && b[i].first <= (int32_t)k && (int32_t)k <= b[i].last) live += b[i].bytes;
+        if (live > best) best = live, at = k;
+    }
+    if (best <= 0) return;
+    fprintf(out, "largest live set: at step %u, biggest buffers:\n", at);
+    bool *shown = nc_xcalloc(nbuf + 1, sizeof *shown);
+    for (int row = 0; row < 8; row++) {
+        uint32_t pick = UINT32_MAX;
+        for (uint32_t i = 0; i < nbuf; i++)
+            if (!shown[i] && b[i].bytes > 0 && b[i].first <= (int32_t)at && (int32_t)at <= b[i].last &&
+                (pick == UINT32_MAX || b[i].bytes > b[pick].bytes))
+                pick = i;
+        if (pick == UINT32_MAX) break;
+        for (uint32_t i = 0; i < nbuf; i++)   /* its in-place partners: the same memory */
+            if (b[i].offset == b[pick].offset && b[i].bytes == b[pick].bytes) shown[i] = true;
+        char size[32], type[160] = "scratch", loc[96] = "";
+        human_bytes((double)b[pick].bytes, size, sizeof size);
+        if (pick < g->nnodes) {
+            const ir_node *n = &g->nodes[pick];
+            ir_shape_format(g, n->dtype, n->rank, n->shape, type, sizeof type);
+            if (n->loc.file && n->loc.file <= g->nfiles) {
+                const char *f = g->files[n->loc.file - 1], *slash = strrchr(f, '/');
+                snprintf(loc, sizeof loc, "%s:%u", slash ? slash + 1 : f, n->loc.line);
+            }
+            fprintf(out, "  %10s  %%%u %s %s %s (steps %d-%d)\n", size, pick, nc_ops[n->op].name, type, loc, b[pick].first,
+                    b[pick].last);
+        } else {
+            fprintf(out, "  %10s  %s (steps %d-%d)\n", size, type, b[pick].first, b[pick].last);
+        }
+    }
+    free(shown);
+}
+
 int inspect_module(const char *path, const char *entry, const char *const *dim_names, const int64_t *dim_values,
                    int ndims, bool as_json, FILE *out)
 {
@@ -91,7 +135,9 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         fprintf(stderr, "netc: %s\n", err);
         return 1;
     }
-    char entries[256] = "forward";   /* the file's entry points, for the report */
+    char entries[256];   /* the file's entry points, for the report */
+    snprintf(entries, sizeof entries, "%s", module_main_entry_name(&all));
+    const char *shown = entry ? entry : module_main_entry_name(&all);
     for (uint32_t i = 0; i < all.nentries; i++)
         snprintf(entries + strlen(entries), sizeof entries - strlen(entries), ", %s", all.entries[i].name);
     if (module_take_entry(&all, entry, &m, err, sizeof err) != 0) {
@@ -127,7 +173,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
     json_t *kernels = json_array(), *steps_j = json_array();
     if (!as_json) {
         fprintf(out, "module %s: model %s, entry %s (entry points: %s), %u steps, %u kernels\n", path, g->name,
-                entry ? entry : "forward", entries, m.program.nsteps, m.program.nkernels);
+                shown, entries, m.program.nsteps, m.program.nkernels);
         if (defaulted) fprintf(out, "(symbolic dims not bound with --dim are taken as 1)\n");
         fprintf(out, "%-4s %-28s %-34s %12s %12s %10s\n", "step", "kernel / call", "computes", "bytes", "flops", "floor us");
     }
@@ -187,6 +233,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
                 tb, total_flops, recompute_flops, total_floor * 1e6);
         fprintf(out, "memory plan: peak %s (lower bound %s: the largest live set), parameters %s; %u steps in place\n", pb,
                 lb, par, plan.in_place);
+        print_peak_live_set(out, g, &m.program, b);
         fprintf(out, "targets:");
         for (uint32_t i = 0; i < m.nimages; i++) fprintf(out, " %s%s", m.images[i].arch, m.images[i].is_ptx ? "(ptx)" : "");
         fprintf(out, "%s\n", m.nimages ? "" : " none (CUDA source only)");

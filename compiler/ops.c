@@ -160,7 +160,11 @@ static bool apply_dtype_rule(const ir_graph *g, ir_node *n, const ir_value *a, t
     case DT_LOSS_GRAD:
         if (!need_float(g, op, a, 0, e)) return false;
         if (!need_dtype(g, op, a, 1, NC_I32, "the targets", e)) return false;
-        if (nc_ops[n->op].dtype_rule == DT_LOSS_GRAD && !need_dtype(g, op, a, 2, NC_F32, "the scale", e)) return false;
+        if (nc_ops[n->op].dtype_rule == DT_LOSS_GRAD) {   /* the gradient in the logits' own dtype */
+            if (!need_dtype(g, op, a, 2, NC_F32, "the scale", e)) return false;
+            n->dtype = g->nodes[a[0]].dtype;
+            return true;
+        }
         n->dtype = NC_F32;
         return true;
     }

@@ -33,7 +33,7 @@ typedef enum nc_dtype_rule {
     DT_GATHER,     /* table of any dtype, i32 indices; result the table's */
     DT_SCATTER,    /* i32 indices, float src; result the src's */
     DT_LOSS,       /* float logits, i32 targets; result f32 */
-    DT_LOSS_GRAD,  /* float logits, i32 targets, f32 scale; result f32 */
+    DT_LOSS_GRAD,  /* float logits, i32 targets, f32 scale; result in the logits dtype */
 } nc_dtype_rule;
 
 enum {

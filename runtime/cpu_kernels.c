@@ -628,6 +628,7 @@ void cpu_cross_entropy_grad(const cpu_op_ctx *c)
             c->out->f[i * r.len + j] = (float)((p - target) * scale);
         }
     }
+    round_out(c->out);
 }
 
 /* ------------------------------------------------------------------ */

@@ -764,10 +764,15 @@ void module_add_entry(nrt_module_data *m, const char *name, nrt_module_data *ent
     memset(entry, 0, sizeof *entry);
 }
 
+const char *module_main_entry_name(const nrt_module_data *m)
+{
+    return m->graph && m->graph->nupdates > 0 ? "train" : "forward";
+}
+
 int module_take_entry(nrt_module_data *m, const char *name, nrt_module_data *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
-    if (!name || strcmp(name, "forward") == 0) {
+    if (!name || strcmp(name, module_main_entry_name(m)) == 0) {
         *out = *m;
         out->entries = NULL, out->nentries = 0;
         for (uint32_t i = 0; i < m->nentries; i++) {
@@ -785,7 +790,8 @@ int module_take_entry(nrt_module_data *m, const char *name, nrt_module_data *out
             module_data_free(m);
             return 0;
         }
-    char names[256] = "forward";
+    char names[256];
+    snprintf(names, sizeof names, "%s", module_main_entry_name(m));
     for (uint32_t i = 0; i < m->nentries; i++) snprintf(names + strlen(names), sizeof names - strlen(names), ", %s", m->entries[i].name);
     module_data_free(m);
     return fail(err, errcap, "the module has no entry point '%s' (it has: %s)", name, names);

@@ -50,8 +50,11 @@ int module_read_buffer(const unsigned char *data, size_t size, nrt_module_data *
 void module_data_free(nrt_module_data *m);
 /* Add an entry point to m (which takes ownership of *entry's contents). */
 void module_add_entry(nrt_module_data *m, const char *name, nrt_module_data *entry);
-/* Move the entry named name ("forward": the top level) into *out, freeing
- * the rest of m. 0, or -1 with err naming the entries there are. */
+/* The main image's entry name: "train" for a module built with --entry train
+ * (its graph updates parameters), "forward" otherwise. */
+const char *module_main_entry_name(const nrt_module_data *m);
+/* Move the entry named name (NULL or the main entry's name: the top level)
+ * into *out, freeing the rest of m. 0, or -1 with err naming the entries. */
 int module_take_entry(nrt_module_data *m, const char *name, nrt_module_data *out, char *err, size_t errcap);
 
 #endif

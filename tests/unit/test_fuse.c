@@ -67,8 +67,9 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
             holds[s->bufs[j]] = s->kind == NRT_STEP_COPY ? slot_value(p, k, 0) : slot_value(p, k, j);
         }
     }
-    /* a group is a contiguous run: only its members and scalar fills lie
-     * between its first and last member (the kernel runs at the last one) */
+    /* a group is a contiguous run: only its members, fills and broadcasts
+     * (which fused readers read through) lie between its first and last
+     * member (the kernel runs at the last one) */
     for (ir_value v = 0; cg.group && v < g->nnodes && ok; v++) {
         if (!cg.group[v] || (v > 0 && cg.group[v - 1] == cg.group[v])) continue;
         ir_value end = v;
@@ -76,8 +77,8 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
             if (cg.group[u] == cg.group[v]) end = u;
         for (ir_value u = v; u <= end && ok; u++) {
             const ir_node *n = &g->nodes[u];
-            bool fill = n->op == OP_FILL && n->rank == 0;
-            if (cg.group[u] != cg.group[v] && !fill) {
+            bool inlined = (n->op == OP_FILL && n->rank == 0) || n->op == OP_BROADCAST;   /* read through */
+            if (cg.group[u] != cg.group[v] && !inlined) {
                 fprintf(stderr, "group of %%%u..%%%u holds %%%u (%s), not a member\n", v, end, u, nc_ops[n->op].name);
                 ok = false;
             }
