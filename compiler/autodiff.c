@@ -306,26 +306,15 @@ static void grad_max(ad_ctx *c, ir_value v, ir_value g)
     add_grad(c, x, where(c, bin(c, OP_EQ, x, y), unreduce(c, v, g), zeros_like(c, x)));
 }
 
-static void grad_softmax(ad_ctx *c, ir_value v, ir_value g)
+/* One row-wise op from the output and its gradient (computed in f32 inside,
+ * in the output's dtype): no f32 copies of a [B, H, T, T] attention matrix. */
+static void grad_softmax_like(ad_ctx *c, ir_value v, ir_value g, nc_op grad_op)
 {
-    ir_value y = cast_to(c, v, NC_F32), gf = cast_to(c, g, NC_F32);
-    const ir_node *n = nd(c, y);
-    uint32_t shape[NC_MAX_RANK];
-    memcpy(shape, n->shape, sizeof shape);
-    uint8_t r = n->rank;
-    ir_value dot = broadcast_to(c, row_sum(c, bin(c, OP_MUL, gf, y)), r, shape);
-    add_grad(c, A0, bin(c, OP_MUL, y, bin(c, OP_SUB, gf, dot)));
+    ir_value args[2] = {v, cast_to(c, g, nd(c, v)->dtype)};
+    add_grad(c, A0, build(c, (ir_node){.op = grad_op}, args, 2));
 }
-static void grad_log_softmax(ad_ctx *c, ir_value v, ir_value g)
-{
-    ir_value y = cast_to(c, v, NC_F32), gf = cast_to(c, g, NC_F32);
-    const ir_node *n = nd(c, y);
-    uint32_t shape[NC_MAX_RANK];
-    memcpy(shape, n->shape, sizeof shape);
-    uint8_t r = n->rank;
-    ir_value s = broadcast_to(c, row_sum(c, gf), r, shape);
-    add_grad(c, A0, bin(c, OP_SUB, gf, bin(c, OP_MUL, un(c, OP_EXP, y), s)));
-}
+static void grad_softmax(ad_ctx *c, ir_value v, ir_value g) { grad_softmax_like(c, v, g, OP_SOFTMAX_GRAD); }
+static void grad_log_softmax(ad_ctx *c, ir_value v, ir_value g) { grad_softmax_like(c, v, g, OP_LOG_SOFTMAX_GRAD); }
 
 /* layernorm / rmsnorm backward in f32: xhat = (x - mu) * rstd;
  * dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w. */

@@ -614,6 +614,31 @@ static bool cuda_emit_softmax(cg_ctx *cg, ir_value v)
     return true;
 }
 
+/* One block a row: the row's sum, then every element from its y and g. */
+static bool cuda_emit_softmax_grad(cg_ctx *cg, ir_value v)
+{
+    const ir_node *n = node(cg, v), *y = node(cg, arg(cg, v, 0));
+    bool log_form = n->op == OP_LOG_SOFTMAX_GRAD;
+    nrt_step *s = begin_rows(cg, v, y, "");
+    if (!s) return false;
+    add_buf(s, arg(cg, v, 0));
+    add_buf(s, arg(cg, v, 1));
+    add_buf(s, v);
+    decl_ptr(cg, "y", 0, y->dtype, true);
+    decl_ptr(cg, "g", 1, node(cg, arg(cg, v, 1))->dtype, true);
+    decl_ptr(cg, "dx", 2, n->dtype, false);
+    cg_printf(&cg->body, "  float s = 0.0f;\n");
+    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) s += nc_ld(g, row * C + j)%s;\n",
+              log_form ? "" : " * nc_ld(y, row * C + j)");
+    cg_printf(&cg->body, "  s = nc_block_sum(s);\n");
+    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n"
+                         "    const float yj = nc_ld(y, row * C + j), gj = nc_ld(g, row * C + j);\n"
+                         "    nc_st(dx, row * C + j, %s);\n  }\n",
+              log_form ? "gj - expf(yj) * s" : "yj * (gj - s)");
+    end_kernel(cg);
+    return true;
+}
+
 static bool cuda_emit_norm(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));

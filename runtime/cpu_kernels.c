@@ -518,6 +518,23 @@ static void rowwise_softmax(const cpu_op_ctx *c, bool log_form)
 void cpu_softmax(const cpu_op_ctx *c) { rowwise_softmax(c, false); }
 void cpu_log_softmax(const cpu_op_ctx *c) { rowwise_softmax(c, true); }
 
+/* The backward of (log_)softmax from its output y and gradient g, row by row. */
+static void rowwise_softmax_grad(const cpu_op_ctx *c, bool log_form)
+{
+    cpu_rows r = rows_of(c->args[0]);
+    for (int64_t i = 0; i < r.n; i++) {
+        const float *y = c->args[0]->f + i * r.len, *g = c->args[1]->f + i * r.len;
+        float *dx = c->out->f + i * r.len;
+        double s = 0;
+        for (int64_t j = 0; j < r.len; j++) s += log_form ? (double)g[j] : (double)g[j] * y[j];
+        for (int64_t j = 0; j < r.len; j++) dx[j] = (float)(log_form ? g[j] - exp(y[j]) * s : y[j] * (g[j] - s));
+    }
+    round_out(c->out);
+}
+
+void cpu_softmax_grad(const cpu_op_ctx *c) { rowwise_softmax_grad(c, false); }
+void cpu_log_softmax_grad(const cpu_op_ctx *c) { rowwise_softmax_grad(c, true); }
+
 static bool check_vector_arg(const cpu_op_ctx *c, int k, int64_t len)
 {
     const cpu_tensor *w = c->args[k];

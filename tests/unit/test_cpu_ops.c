@@ -726,6 +726,21 @@ static void test_cross_entropy(void)
     }
     end(&t);
 
+    /* the fused backward of softmax, from its output: y * (g - sum(g * y)) */
+    begin(&t, "softmax_grad");
+    ir_value y = in(&t, NC_F32, S(1, 3), V(0.09003057317038046, 0.24472847105479764, 0.6652409557748218));
+    ir_value g = in(&t, NC_F32, S(1, 3), V(1, 0, -1));
+    ir_value sg = op(&t, OP_SOFTMAX_GRAD, NOATTR, A(y, g));
+    ir_value ly = in(&t, NC_F32, S(1, 3), V(-2.4076059644443806, -1.4076059644443804, -0.4076059644443804));
+    ir_value g2 = in(&t, NC_F32, S(1, 3), V(1, 1, 0));
+    ir_value lsg = op(&t, OP_LOG_SOFTMAX_GRAD, NOATTR, A(ly, g2));
+    if (run(&t)) {
+        expect_tol(&t, "softmax_grad", sg, TOL, V(0.14181709360981215, 0.1407703574696301, -0.2825874510794423));
+        /* log_softmax: g - exp(y) * sum(g), sum(g) = 2 */
+        expect_tol(&t, "log_softmax_grad", lsg, TOL, V(0.8199388536592391, 0.5105430578904047, -1.3304819115496436));
+    }
+    end(&t);
+
     begin(&t, "cross_entropy (bad target)");
     lg = in(&t, NC_F32, S(2, 3), V(0, 0, 0, 1, 2, 3));
     tg = in(&t, NC_I32, S(2), V(0, 3));
