@@ -316,6 +316,27 @@ static void grad_softmax_like(ad_ctx *c, ir_value v, ir_value g, nc_op grad_op)
 static void grad_softmax(ad_ctx *c, ir_value v, ir_value g) { grad_softmax_like(c, v, g, OP_SOFTMAX_GRAD); }
 static void grad_log_softmax(ad_ctx *c, ir_value v, ir_value g) { grad_softmax_like(c, v, g, OP_LOG_SOFTMAX_GRAD); }
 
+/* Flash-style backward: each query's log-sum-exp and delta = sum(g * out),
+ * then one op per operand's gradient, each rebuilding the scores it needs:
+ * no [.., T, S] matrix is stored in either direction. */
+static void grad_attention(ad_ctx *c, ir_value v, ir_value g)
+{
+    const ir_node *n = nd(c, v);
+    ir_node lp = {.op = OP_ATTENTION_LSE};
+    lp.attr.causal = n->attr.causal, lp.attr.f = n->attr.f;
+    ir_value qk[2] = {A0, A1};
+    ir_value lse = build(c, lp, qk, 2), gn = cast_to(c, g, n->dtype);
+    ir_value delta = row_sum(c, bin(c, OP_MUL, cast_to(c, gn, NC_F32), cast_to(c, v, NC_F32)));
+    ir_value args[6] = {A0, A1, A2, gn, lse, delta};
+    for (int wrt = 0; wrt < 3; wrt++) {
+        if (!c->needs[argv_(c, v, wrt)]) continue;
+        ir_node gp = lp;
+        gp.op = OP_ATTENTION_GRAD;
+        gp.attr.axis = wrt;
+        add_grad(c, argv_(c, v, wrt), build(c, gp, args, 6));
+    }
+}
+
 /* layernorm / rmsnorm backward in f32: xhat = (x - mu) * rstd;
  * dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w. */
 static void grad_norm(ad_ctx *c, ir_value v, ir_value g, bool ln)

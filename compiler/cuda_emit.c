@@ -639,6 +639,99 @@ static bool cuda_emit_softmax_grad(cg_ctx *cg, ir_value v)
     return true;
 }
 
+/* Attention, one thread per row: a query (attention, attention_lse, the
+ * gradient of q) or a key (the gradients of k and v). Scores are rebuilt in
+ * registers with an online softmax and never stored. Block-free, so it also
+ * runs on the host (tests/unit/test_kernels_host.c); a tiled tensor-core
+ * version is the faster kernel to come. */
+static bool attention_head_size(cg_ctx *cg, uint32_t dim, int64_t *out)
+{
+    if (dim_is_const(&cg->g->dims[dim], out) && *out >= 1 && *out <= 256) return true;
+    snprintf(cg->err, sizeof cg->err, "attention: the head size must be a constant between 1 and 256");
+    return false;
+}
+
+static bool cuda_emit_attention(cg_ctx *cg, ir_value v)
+{
+    const ir_node *n = node(cg, v), *q = node(cg, arg(cg, v, 0));
+    int r = q->rank, wrt = n->op == OP_ATTENTION_GRAD ? n->attr.axis : 0;
+    bool fwd = n->op == OP_ATTENTION, lse = n->op == OP_ATTENTION_LSE, by_key = !fwd && !lse && wrt > 0;
+    int64_t D, E = 1;
+    if (!attention_head_size(cg, q->shape[r - 1], &D)) return false;
+    if (!lse && !attention_head_size(cg, node(cg, arg(cg, v, 2))->shape[r - 1], &E)) return false;
+    ir_node rows = *node(cg, arg(cg, v, by_key ? 1 : 0));
+    rows.rank--;
+    uint32_t nrows;
+    if (!numel_dim(cg, &rows, &nrows)) return false;
+    nrt_step *s = begin_kernel(cg, v, "", NRT_GRID_ELEMENTS);
+    add_int(s, nrows);
+    add_int(s, q->shape[r - 2]);
+    add_int(s, node(cg, arg(cg, v, 1))->shape[r - 2]);
+    static const char *const names[] = {"q", "k", "v", "g", "lse", "delta"};
+    for (int i = 0; i < n->nargs; i++) {
+        add_buf(s, arg(cg, v, i));
+        decl_ptr(cg, names[i], i, node(cg, arg(cg, v, i))->dtype, true);
+    }
+    add_buf(s, v);
+    decl_ptr(cg, "out", n->nargs, n->dtype, false);
+    char sc[48];
+    flit(sc, n->attr.f != 0 ? n->attr.f : 1.0 / sqrt((double)D));
+    long long d = D, e = E, width = wrt == 2 ? E : D;
+    cg_buf *b = &cg->body;
+    cg_printf(b, "  const long long T = A.n[1], S = A.n[2];\n  const float scale = %s;\n", sc);
+    cg_printf(b, "  NC_GRID_STRIDE(r, A.n[0]) {\n");
+    if (by_key) {   /* key j meets the queries that see it; its own rows stay in registers */
+        cg_printf(b, "    const long long bt = r / S, j = r %% S;\n");
+        cg_printf(b, "    float kr[%lld], acc[%lld];\n    for (int x = 0; x < %lld; x++) kr[x] = nc_ld(k, r * %lld + x);\n", d, width, d, d);
+        if (wrt == 1) cg_printf(b, "    float vr[%lld];\n    for (int x = 0; x < %lld; x++) vr[x] = nc_ld(v, r * %lld + x);\n", e, e, e);
+        cg_printf(b, "    for (int x = 0; x < %lld; x++) acc[x] = 0.0f;\n", width);
+        cg_printf(b, "    for (long long i = %s; i < T; i++) {\n", n->attr.causal ? "j" : "0");
+        cg_printf(b, "      const float lse_i = nc_ld(lse, bt * T + i), delta_i = nc_ld(delta, bt * T + i);\n");
+        cg_printf(b, "      float s = 0.0f;\n      for (int x = 0; x < %lld; x++) s += nc_ld(q, (bt * T + i) * %lld + x) * kr[x];\n", d, d);
+        cg_printf(b, "      const float p = expf(s * scale - lse_i);\n");
+        if (wrt == 2) {
+            cg_printf(b, "      for (int x = 0; x < %lld; x++) acc[x] += p * nc_ld(g, (bt * T + i) * %lld + x);\n", e, e);
+        } else {
+            cg_printf(b, "      float dp = 0.0f;\n      for (int x = 0; x < %lld; x++) dp += nc_ld(g, (bt * T + i) * %lld + x) * vr[x];\n", e, e);
+            cg_printf(b, "      const float ds = p * (dp - delta_i);\n");
+            cg_printf(b, "      for (int x = 0; x < %lld; x++) acc[x] += ds * nc_ld(q, (bt * T + i) * %lld + x);\n", d, d);
+        }
+        cg_printf(b, "    }\n    for (int x = 0; x < %lld; x++) nc_st(out, r * %lld + x, acc[x]%s);\n  }\n", width, width,
+                  wrt == 1 ? " * scale" : "");
+        end_kernel(cg);
+        return true;
+    }
+    /* query i against keys 0 .. jend - 1 */
+    cg_printf(b, "    const long long bt = r / T, i = r %% T, jend = %s;\n", n->attr.causal ? "(i + 1 < S ? i + 1 : S)" : "S");
+    cg_printf(b, "    float qr[%lld];\n    for (int x = 0; x < %lld; x++) qr[x] = nc_ld(q, r * %lld + x);\n", d, d, d);
+    if (fwd || lse) cg_printf(b, "    float m = -__int_as_float(0x7f800000), l = 0.0f;\n");
+    if (!lse) cg_printf(b, "    float acc[%lld];\n    for (int x = 0; x < %lld; x++) acc[x] = 0.0f;\n", fwd ? e : d, fwd ? e : d);
+    if (!fwd && !lse) {
+        cg_printf(b, "    const float lse_i = nc_ld(lse, r), delta_i = nc_ld(delta, r);\n");
+        cg_printf(b, "    float gr[%lld];\n    for (int x = 0; x < %lld; x++) gr[x] = nc_ld(g, r * %lld + x);\n", e, e, e);
+    }
+    cg_printf(b, "    for (long long j = 0; j < jend; j++) {\n");
+    cg_printf(b, "      float s = 0.0f;\n      for (int x = 0; x < %lld; x++) s += qr[x] * nc_ld(k, (bt * S + j) * %lld + x);\n"
+                 "      s *= scale;\n", d, d);
+    if (lse) {
+        cg_printf(b, "      if (s > m) { l *= expf(m - s); m = s; }\n      l += expf(s - m);\n    }\n");
+        cg_printf(b, "    nc_st(out, r, m + logf(l));\n  }\n");
+    } else if (fwd) {   /* online softmax: rescale what is summed when the maximum grows */
+        cg_printf(b, "      if (s > m) { const float c = expf(m - s); l *= c; for (int x = 0; x < %lld; x++) acc[x] *= c; m = s; }\n", e);
+        cg_printf(b, "      const float p = expf(s - m);\n      l += p;\n");
+        cg_printf(b, "      for (int x = 0; x < %lld; x++) acc[x] += p * nc_ld(v, (bt * S + j) * %lld + x);\n    }\n", e, e);
+        cg_printf(b, "    for (int x = 0; x < %lld; x++) nc_st(out, r * %lld + x, acc[x] / l);\n  }\n", e, e);
+    } else {
+        cg_printf(b, "      const float p = expf(s - lse_i);\n      float dp = 0.0f;\n");
+        cg_printf(b, "      for (int x = 0; x < %lld; x++) dp += gr[x] * nc_ld(v, (bt * S + j) * %lld + x);\n", e, e);
+        cg_printf(b, "      const float ds = p * (dp - delta_i);\n");
+        cg_printf(b, "      for (int x = 0; x < %lld; x++) acc[x] += ds * nc_ld(k, (bt * S + j) * %lld + x);\n    }\n", d, d);
+        cg_printf(b, "    for (int x = 0; x < %lld; x++) nc_st(out, r * %lld + x, acc[x] * scale);\n  }\n", d, d);
+    }
+    end_kernel(cg);
+    return true;
+}
+
 static bool cuda_emit_norm(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));

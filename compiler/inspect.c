@@ -22,7 +22,9 @@ typedef struct step_cost {
 static int64_t buf_bytes(const memplan_buf *b, uint32_t id) { return b[id].bytes; }
 
 /* FLOPs by the op's category: elementwise one per output element, reductions
- * one per input element, row-wise ops about five, matmul 2*M*N*K. */
+ * one per input element, row-wise ops about five, matmul 2*M*N*K, attention
+ * 4*(q elements)*(keys), halved when causal (its gradients do about 1.5x
+ * that; counted the same). */
 static double step_flops(const ir_graph *g, const nrt_step *s, const int64_t *syms)
 {
     const ir_node *n = &g->nodes[s->node];
@@ -41,6 +43,11 @@ static double step_flops(const ir_graph *g, const nrt_step *s, const int64_t *sy
             f *= (double)v;
         }
         return f;
+    }
+    case CAT_ATTENTION: {   /* two products over every (query, key) pair a query sees */
+        int64_t keys = 1;
+        if (s->nints > 2) dim_eval(&g->dims[s->ints[2]], syms, &keys);
+        return 4.0 * (double)in * (double)keys * (n->attr.causal ? 0.5 : 1.0);
     }
     default: return 0;
     }

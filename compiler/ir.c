@@ -208,6 +208,7 @@ static void print_attrs(const ir_graph *g, const ir_node *n, FILE *out)
         else if (strcmp(field, "keepdim") == 0) { if (!n->attr.keepdim) continue; fprintf(out, "%skeepdim", sep); }
         else if (strcmp(field, "ta") == 0) { if (!n->attr.ta) continue; fprintf(out, "%stranspose_a", sep); }
         else if (strcmp(field, "tb") == 0) { if (!n->attr.tb) continue; fprintf(out, "%stranspose_b", sep); }
+        else if (strcmp(field, "causal") == 0) { if (!n->attr.causal) continue; fprintf(out, "%scausal", sep); }
         else if (strcmp(field, "dtype") == 0) {
             if (n->op != OP_CAST) continue;   /* sources show their dtype in the type */
             fprintf(out, "%s%s=%s", sep, name, dtype_name(n->attr.to));

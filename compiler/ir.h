@@ -24,6 +24,7 @@ typedef struct ir_attr {
     uint8_t naxes;                 /* reduce axes / permutation; 0 = op default */
     int8_t axes[NC_MAX_RANK];
     bool keepdim, ta, tb;
+    bool causal;                   /* attention: query i sees keys 0..i only */
     uint32_t lo, hi;               /* dim ids: slice bounds, scatter_add rows */
     nc_dtype to;                   /* cast target */
     uint32_t index;                /* input / param index */

@@ -39,7 +39,7 @@ static double category_weight(nc_op_category c)
     case CAT_ELEMENTWISE: case CAT_MOVEMENT: return 1;
     case CAT_REDUCTION: return 2;
     case CAT_ROWWISE: return 4;
-    case CAT_CONTRACTION: return 1000;
+    case CAT_CONTRACTION: case CAT_ATTENTION: return 1000;
     default: return 1e9;
     }
 }

@@ -156,6 +156,16 @@ static bool apply_dtype_rule(const ir_graph *g, ir_node *n, const ir_value *a, t
         if (!need_float(g, op, a, 1, e)) return false;
         n->dtype = g->nodes[a[1]].dtype;
         return true;
+    case DT_ATTENTION: {
+        int nsame = na < 4 ? na : 4;
+        for (int i = 0; i < nsame; i++)
+            if (!need_float(g, op, a, i, e)) return false;
+        if (!same_dtype(g, op, a, 0, nsame, e)) return false;
+        for (int i = nsame; i < na; i++)
+            if (!need_dtype(g, op, a, i, NC_F32, "the row statistics", e)) return false;
+        n->dtype = n->op == OP_ATTENTION_LSE ? NC_F32 : g->nodes[a[0]].dtype;
+        return true;
+    }
     case DT_LOSS:
     case DT_LOSS_GRAD:
         if (!need_float(g, op, a, 0, e)) return false;
@@ -295,6 +305,69 @@ static bool shape_cross_entropy_grad(ir_graph *g, ir_node *n, const ir_value *a,
     if (!shape_cross_entropy(g, n, a, e)) return false;
     if (g->nodes[a[2]].rank != 0) return fail(e, 2, "cross_entropy_grad: the scale must be a scalar");
     copy_shape(n, &g->nodes[a[0]]);
+    return true;
+}
+
+/* q [..., T, D] and k [..., S, D] (and v [..., S, E] when nv): the same
+ * batch axes, one head size; causal needs T == S. */
+static bool attention_operands(ir_graph *g, const ir_node *n, const ir_value *a, bool with_v, tc_error *e)
+{
+    const char *op = nc_ops[n->op].name;
+    const ir_node *q = &g->nodes[a[0]], *k = &g->nodes[a[1]];
+    char s1[128], s2[128];
+    int r = q->rank;
+    for (int i = 1; i < (with_v ? 3 : 2); i++) {
+        const ir_node *x = &g->nodes[a[i]];
+        if (r < 2 || x->rank != r || memcmp(x->shape, q->shape, (r - 2) * sizeof(uint32_t)) != 0)
+            return fail(e, i, "%s: q, k and v must be [..., length, head size] with the same leading axes, got %s and %s", op,
+                        shape_str(g, q, s1, sizeof s1), shape_str(g, x, s2, sizeof s2));
+    }
+    if (k->shape[r - 1] != q->shape[r - 1])
+        return fail(e, 1, "%s: q and k have different head sizes: %s and %s", op, shape_str(g, q, s1, sizeof s1),
+                    shape_str(g, k, s2, sizeof s2));
+    if (with_v && g->nodes[a[2]].shape[r - 2] != k->shape[r - 2])
+        return fail(e, 2, "%s: k and v have different lengths: %s and %s", op, shape_str(g, k, s1, sizeof s1),
+                    shape_str(g, &g->nodes[a[2]], s2, sizeof s2));
+    if (n->attr.causal && k->shape[r - 2] != q->shape[r - 2])
+        return fail(e, 1, "%s: causal attention needs as many keys as queries: %s and %s", op, shape_str(g, q, s1, sizeof s1),
+                    shape_str(g, k, s2, sizeof s2));
+    return true;
+}
+
+static bool shape_attention(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    if (!attention_operands(g, n, a, true, e)) return false;
+    copy_shape(n, &g->nodes[a[0]]);
+    n->shape[n->rank - 1] = g->nodes[a[2]].shape[n->rank - 1];
+    return true;
+}
+
+/* log-sum-exp of each query's scores: [..., T, 1] */
+static bool shape_attention_lse(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    if (!attention_operands(g, n, a, false, e)) return false;
+    copy_shape(n, &g->nodes[a[0]]);
+    n->shape[n->rank - 1] = ir_dim_const(g, 1);
+    return true;
+}
+
+/* attention_grad(q, k, v, g, lse, delta): the gradient of operand attr.axis */
+static bool shape_attention_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    if (!attention_operands(g, n, a, true, e)) return false;
+    if (n->attr.axis < 0 || n->attr.axis > 2) return fail(e, -1, "attention_grad: wrt must be 0 (q), 1 (k) or 2 (v)");
+    ir_node o = g->nodes[a[0]], rows = g->nodes[a[0]];
+    o.shape[o.rank - 1] = g->nodes[a[2]].shape[o.rank - 1];
+    rows.shape[rows.rank - 1] = ir_dim_const(g, 1);
+    char s1[128], s2[128];
+    const ir_node *want[3] = {&o, &rows, &rows};
+    for (int i = 3; i < 6; i++) {
+        const ir_node *x = &g->nodes[a[i]];
+        if (x->rank != want[i - 3]->rank || memcmp(x->shape, want[i - 3]->shape, x->rank * sizeof(uint32_t)) != 0)
+            return fail(e, i, "attention_grad: operand %d is %s, expected %s", i, shape_str(g, x, s1, sizeof s1),
+                        shape_str(g, want[i - 3], s2, sizeof s2));
+    }
+    copy_shape(n, &g->nodes[a[n->attr.axis]]);
     return true;
 }
 

@@ -19,6 +19,7 @@ typedef enum nc_op_category {
     CAT_ROWWISE,       /* reduces the last axis and maps elementwise around it */
     CAT_CONTRACTION,   /* matmul: compute bound */
     CAT_MOVEMENT,      /* moves or picks elements, no arithmetic */
+    CAT_ATTENTION,     /* fused attention over [..., T, D] operands: compute bound, no T x S matrix stored */
 } nc_op_category;
 
 typedef enum nc_dtype_rule {
@@ -34,6 +35,8 @@ typedef enum nc_dtype_rule {
     DT_SCATTER,    /* i32 indices, float src; result the src's */
     DT_LOSS,       /* float logits, i32 targets; result f32 */
     DT_LOSS_GRAD,  /* float logits, i32 targets, f32 scale; result in the logits dtype */
+    DT_ATTENTION,  /* up to four operands of one float dtype (q, k, v, g), then f32
+                      row statistics; result theirs (attention_lse: f32) */
 } nc_dtype_rule;
 
 enum {

@@ -120,9 +120,9 @@ static bool apply_field(sema_ctx *c, const kw_spec *k, sv v, nc_loc loc, ir_node
         return true;
     }
     if (strcmp(f, "axes") == 0) return fill_axes(c, v, loc, what, a);
-    if (strcmp(f, "keepdim") == 0 || strcmp(f, "ta") == 0 || strcmp(f, "tb") == 0) {
+    if (strcmp(f, "keepdim") == 0 || strcmp(f, "ta") == 0 || strcmp(f, "tb") == 0 || strcmp(f, "causal") == 0) {
         if (v.kind != SV_BOOL) { sema_err(c, loc, NULL, "%s must be true or false", what); return false; }
-        bool *b = f[0] == 'k' ? &a->keepdim : f[1] == 'a' ? &a->ta : &a->tb;
+        bool *b = f[0] == 'k' ? &a->keepdim : f[0] == 'c' ? &a->causal : f[1] == 'a' ? &a->ta : &a->tb;
         *b = v.i != 0;
         return true;
     }

@@ -649,6 +649,109 @@ void cpu_cross_entropy_grad(const cpu_op_ctx *c)
 }
 
 /* ------------------------------------------------------------------ */
+/* attention: each score rebuilt where it is needed, in double           */
+
+typedef struct attn_dims {
+    int64_t batch, T, S, D, E;
+    double scale;
+    bool causal;
+} attn_dims;
+
+static attn_dims attn_dims_of(const cpu_op_ctx *c)
+{
+    const cpu_tensor *q = c->args[0], *k = c->args[1];
+    int r = q->rank;
+    attn_dims d = {.T = q->shape[r - 2], .S = k->shape[r - 2], .D = q->shape[r - 1], .causal = c->node->attr.causal};
+    d.E = c->node->nargs > 2 ? c->args[2]->shape[r - 1] : d.D;
+    d.batch = d.T > 0 && d.D > 0 ? q->numel / (d.T * d.D) : 0;
+    d.scale = c->node->attr.f != 0 ? c->node->attr.f : 1.0 / sqrt((double)(d.D ? d.D : 1));
+    return d;
+}
+
+/* The scaled scores of query i of batch b against every key (-inf where
+ * masked) into s[S]; returns their log-sum-exp. */
+static double attn_row(const cpu_op_ctx *c, const attn_dims *d, int64_t b, int64_t i, double *s)
+{
+    const float *q = c->args[0]->f + (b * d->T + i) * d->D;
+    double m = -INFINITY, l = 0;
+    for (int64_t j = 0; j < d->S; j++) {
+        const float *k = c->args[1]->f + (b * d->S + j) * d->D;
+        double dot = 0;
+        for (int64_t x = 0; x < d->D && !(d->causal && j > i); x++) dot += (double)q[x] * k[x];
+        s[j] = d->causal && j > i ? -INFINITY : dot * d->scale;
+        m = max_d(m, s[j]);
+    }
+    for (int64_t j = 0; j < d->S; j++) l += exp(s[j] - m);
+    return m + log(l);
+}
+
+void cpu_attention(const cpu_op_ctx *c)
+{
+    attn_dims d = attn_dims_of(c);
+    double *acc = nc_xmalloc((size_t)(d.E + 1) * sizeof *acc), *s = nc_xmalloc((size_t)(d.S + 1) * sizeof *s);
+    for (int64_t b = 0; b < d.batch; b++)
+        for (int64_t i = 0; i < d.T; i++) {
+            double lse = attn_row(c, &d, b, i, s);
+            for (int64_t x = 0; x < d.E; x++) acc[x] = 0;
+            for (int64_t j = 0; j < d.S; j++) {
+                double p = exp(s[j] - lse);
+                const float *v = c->args[2]->f + (b * d.S + j) * d.E;
+                for (int64_t x = 0; x < d.E && p != 0; x++) acc[x] += p * v[x];
+            }
+            for (int64_t x = 0; x < d.E; x++) c->out->f[(b * d.T + i) * d.E + x] = (float)acc[x];
+        }
+    free(s);
+    free(acc);
+    round_out(c->out);
+}
+
+void cpu_attention_lse(const cpu_op_ctx *c)
+{
+    attn_dims d = attn_dims_of(c);
+    double *s = nc_xmalloc((size_t)(d.S + 1) * sizeof *s);
+    for (int64_t b = 0; b < d.batch; b++)
+        for (int64_t i = 0; i < d.T; i++) c->out->f[b * d.T + i] = (float)attn_row(c, &d, b, i, s);
+    free(s);
+}
+
+/* With P = softmax rows (rebuilt from lse), dP_ij = g_i . v_j and
+ * dS = P (dP - delta): dq_i = scale sum_j dS_ij k_j,
+ * dk_j = scale sum_i dS_ij q_i, dv_j = sum_i P_ij g_i. */
+void cpu_attention_grad(const cpu_op_ctx *c)
+{
+    attn_dims d = attn_dims_of(c);
+    int wrt = c->node->attr.axis;
+    const float *q = c->args[0]->f, *k = c->args[1]->f, *v = c->args[2]->f, *g = c->args[3]->f;
+    const float *lse = c->args[4]->f, *delta = c->args[5]->f;
+    int64_t width = wrt == 2 ? d.E : d.D, rows = wrt == 0 ? d.T : d.S;
+    double *acc = nc_xcalloc((size_t)(d.batch * rows * width + 1), sizeof *acc), *s = nc_xmalloc((size_t)(d.S + 1) * sizeof *s);
+    for (int64_t b = 0; b < d.batch; b++)
+        for (int64_t i = 0; i < d.T; i++) {
+            attn_row(c, &d, b, i, s);
+            const float *gi = g + (b * d.T + i) * d.E;
+            for (int64_t j = 0; j < d.S; j++) {
+                double p = exp(s[j] - lse[b * d.T + i]);
+                if (p == 0) continue;
+                if (wrt == 2) {
+                    for (int64_t x = 0; x < d.E; x++) acc[(b * d.S + j) * d.E + x] += p * gi[x];
+                    continue;
+                }
+                const float *vj = v + (b * d.S + j) * d.E;
+                double dp = 0;
+                for (int64_t x = 0; x < d.E; x++) dp += (double)gi[x] * vj[x];
+                double ds = p * (dp - delta[b * d.T + i]) * d.scale;
+                const float *other = wrt == 0 ? k + (b * d.S + j) * d.D : q + (b * d.T + i) * d.D;
+                double *out = acc + (b * rows + (wrt == 0 ? i : j)) * d.D;
+                for (int64_t x = 0; x < d.D; x++) out[x] += ds * other[x];
+            }
+        }
+    for (int64_t x = 0; x < d.batch * rows * width; x++) c->out->f[x] = (float)acc[x];
+    free(s);
+    free(acc);
+    round_out(c->out);
+}
+
+/* ------------------------------------------------------------------ */
 /* matmul                                                               */
 
 /* C[M, N] = op(A) op(B), row-major; op(A) = A^T when ta (A stored [K, M]). */

@@ -741,6 +741,32 @@ static void test_cross_entropy(void)
     }
     end(&t);
 
+    /* attention over two queries and keys (identity q and k, scale 1):
+     * scores [[1, 0], [0, 1]], softmax rows (0.7311, 0.2689) and mirrored */
+    begin(&t, "attention");
+    ir_value aq = in(&t, NC_F32, S(1, 2, 2), V(1, 0, 0, 1));
+    ir_value ak = in(&t, NC_F32, S(1, 2, 2), V(1, 0, 0, 1));
+    ir_value av = in(&t, NC_F32, S(1, 2, 1), V(1, 3));
+    ir_value ag = in(&t, NC_F32, S(1, 2, 1), V(1, 0.5));
+    ir_value at = op(&t, OP_ATTENTION, (ir_attr){.f = 1}, A(aq, ak, av));
+    ir_value atc = op(&t, OP_ATTENTION, (ir_attr){.f = 1, .causal = true}, A(aq, ak, av));
+    ir_value alse = op(&t, OP_ATTENTION_LSE, (ir_attr){.f = 1}, A(aq, ak));
+    ir_value adelta = in(&t, NC_F32, S(1, 2, 1), V(1.5378828427399902, 1.231058578630005));
+    ir_value adq = op(&t, OP_ATTENTION_GRAD, (ir_attr){.f = 1, .axis = 0}, A(aq, ak, av, ag, alse, adelta));
+    ir_value adk = op(&t, OP_ATTENTION_GRAD, (ir_attr){.f = 1, .axis = 1}, A(aq, ak, av, ag, alse, adelta));
+    ir_value adv = op(&t, OP_ATTENTION_GRAD, (ir_attr){.f = 1, .axis = 2}, A(aq, ak, av, ag, alse, adelta));
+    if (run(&t)) {
+        expect_tol(&t, "attention", at, TOL, V(1.5378828427399902, 2.46211715726001));
+        expect_tol(&t, "attention causal: the first query sees only the first key", atc, TOL, V(1, 2.46211715726001));
+        expect_tol(&t, "attention_lse", alse, TOL, V(1.3132616875182228, 1.3132616875182228));
+        expect_tol(&t, "attention_grad q", adq, TOL,
+                   V(-0.3932238664829637, 0.3932238664829637, -0.19661193324148188, 0.19661193324148177));
+        expect_tol(&t, "attention_grad k", adk, TOL,
+                   V(-0.3932238664829637, -0.19661193324148188, 0.3932238664829637, 0.19661193324148177));
+        expect_tol(&t, "attention_grad v", adv, TOL, V(0.8655292893150024, 0.6344707106849976));
+    }
+    end(&t);
+
     begin(&t, "cross_entropy (bad target)");
     lg = in(&t, NC_F32, S(2, 3), V(0, 0, 0, 1, 2, 3));
     tg = in(&t, NC_I32, S(2), V(0, 3));

@@ -76,12 +76,15 @@ static double from_storage(const void *p, nc_dtype t, int64_t i)
     }
 }
 
-static bool close_enough(double got, double want, nc_dtype t)
+/* Within the dtype's rounding of the value, or of a twentieth of the
+ * tensor's largest magnitude (sums with cancellation), so a gradient of
+ * size 1e-4 is checked at its own scale, not at 1. */
+static bool close_enough(double got, double want, nc_dtype t, double scale)
 {
     if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
     if (isinf(want) || isinf(got)) return got == want;
     double tol = t == NC_BF16 ? 1.6e-2 : t == NC_F16 ? 2e-3 : dtype_is_float(t) ? 2e-5 : 0;
-    return fabs(got - want) <= tol * fmax(1.0, fabs(want));
+    return fabs(got - want) <= tol * fmax(fabs(want), 0.05 * scale) + 1e-30;
 }
 
 typedef void kernel_fn(nc_args);
@@ -105,9 +108,12 @@ static bool is_result(const ir_graph *g, const nrt_program *p, const cg_ctx *pla
 
 static bool matches(const char *name, uint32_t k, const char *what, const void *got, const cpu_tensor *want, uint32_t v)
 {
+    double scale = 0;
+    for (int64_t i = 0; i < want->numel; i++)
+        if (isfinite(cpu_get(want, i))) scale = fmax(scale, fabs(cpu_get(want, i)));
     for (int64_t i = 0; i < want->numel; i++) {
         double x = from_storage(got, want->dtype, i), w = cpu_get(want, i);
-        if (!close_enough(x, w, want->dtype)) {
+        if (!close_enough(x, w, want->dtype, scale)) {
             fprintf(stderr, "%s: step %u (%s) %%%u[%lld] = %.9g, the executor has %.9g\n", name, k, what, v, (long long)i, x, w);
             return false;
         }
