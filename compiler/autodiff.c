@@ -19,6 +19,7 @@ typedef struct ad_ctx {
     ir_graph *g;
     ir_value *grad;            /* accumulated gradient of each original node */
     bool *needs;               /* the node depends on a trained parameter */
+    bool *leaf;                /* autodiff_vjp: a value differentiated for; its rule is not applied */
     uint32_t nforward;
     nc_loc loc;                /* of the node being differentiated */
     bool failed;
@@ -521,33 +522,79 @@ static ad_rule *const rules[OP_COUNT] = {
 
 /* ---- the pass ------------------------------------------------------------ */
 
-bool autodiff_run(ir_graph *g, ir_value seed_scale, ir_value *param_grads, char *err, size_t errcap)
+/* The reverse sweep from node `from` down: every node with a gradient that
+ * depends on what is differentiated passes it to its operands. */
+static void sweep(ad_ctx *c, ir_value from)
+{
+    for (ir_value v = from + 1; v-- > 0 && !c->failed;) {
+        if (c->grad[v] == IR_NONE || !c->needs[v] || (c->leaf && c->leaf[v])) continue;
+        c->loc = c->g->nodes[v].loc;
+        rules[c->g->nodes[v].op](c, v, c->grad[v]);
+    }
+}
+
+static void ad_init(ad_ctx *c, ir_graph *g, char *err, size_t errcap)
+{
+    *c = (ad_ctx){.g = g, .nforward = g->nnodes, .err = err, .errcap = errcap};
+    c->grad = nc_xmalloc((g->nnodes + 1) * sizeof *c->grad);
+    c->needs = nc_xcalloc(g->nnodes + 1, sizeof *c->needs);
+    for (ir_value v = 0; v < g->nnodes; v++) c->grad[v] = IR_NONE;
+}
+
+static void ad_free(ad_ctx *c)
+{
+    free(c->grad);
+    free(c->needs);
+    free(c->leaf);
+}
+
+bool autodiff_vjp(ir_graph *g, ir_value out, ir_value gout, const ir_value *wrt, int nwrt, ir_value *gwrt, char *err,
+                  size_t errcap)
+{
+    ad_ctx c;
+    ad_init(&c, g, err, errcap);
+    c.leaf = nc_xcalloc(g->nnodes + 1, sizeof *c.leaf);   /* gradients stop at the values asked for */
+    for (int i = 0; i < nwrt; i++) c.needs[wrt[i]] = c.leaf[wrt[i]] = true;
+    for (ir_value v = 0; v < g->nnodes; v++)
+        for (int i = 0; i < g->nodes[v].nargs && !c.needs[v]; i++) c.needs[v] = c.needs[ir_args(g, &g->nodes[v])[i]];
+    c.grad[out] = gout;
+    sweep(&c, out);
+    for (int i = 0; i < nwrt; i++) gwrt[i] = c.grad[wrt[i]];
+    ad_free(&c);
+    return !c.failed;
+}
+
+bool autodiff_run_with(ir_graph *g, ir_value seed_scale, const ad_contribution *pre, int npre, ir_value *param_grads,
+                       char *err, size_t errcap)
 {
     if (!g->train.present || g->train.loss == IR_NONE) {
         snprintf(err, errcap, "autodiff: the graph has no loss");
         return false;
     }
-    ad_ctx c = {.g = g, .nforward = g->nnodes, .err = err, .errcap = errcap};
-    c.grad = nc_xmalloc((g->nnodes + 1) * sizeof *c.grad);
-    c.needs = nc_xcalloc(g->nnodes + 1, sizeof *c.needs);
+    ad_ctx c;
+    ad_init(&c, g, err, errcap);
     for (ir_value v = 0; v < g->nnodes; v++) {
         const ir_node *n = &g->nodes[v];
-        c.grad[v] = IR_NONE;
         c.needs[v] = n->op == OP_PARAM && g->params[n->attr.index].role == IR_ROLE_WEIGHT;
         for (int i = 0; i < n->nargs && !c.needs[v]; i++) c.needs[v] = c.needs[ir_args(g, n)[i]];
     }
     ir_value loss = g->train.loss;
     c.loc = g->nodes[loss].loc;
-    c.grad[loss] = seed_scale != IR_NONE ? seed_scale : constant(&c, 1.0, loss);
-    for (ir_value v = c.nforward; v-- > 0 && !c.failed;) {
-        if (c.grad[v] == IR_NONE || !c.needs[v]) continue;
-        c.loc = g->nodes[v].loc;
-        rules[g->nodes[v].op](&c, v, c.grad[v]);
+    if (npre > 0) {   /* the loss's own backward is already in the graph: start below it */
+        for (int i = 0; i < npre; i++) add_grad(&c, pre[i].value, pre[i].grad);
+        sweep(&c, loss);
+    } else {
+        c.grad[loss] = seed_scale != IR_NONE ? seed_scale : constant(&c, 1.0, loss);
+        sweep(&c, loss);
     }
     for (uint32_t i = 0; i < g->nparams; i++) param_grads[i] = IR_NONE;
     for (ir_value v = 0; v < c.nforward && !c.failed; v++)
         if (g->nodes[v].op == OP_PARAM) param_grads[g->nodes[v].attr.index] = c.grad[v];
-    free(c.grad);
-    free(c.needs);
+    ad_free(&c);
     return !c.failed;
+}
+
+bool autodiff_run(ir_graph *g, ir_value seed_scale, ir_value *param_grads, char *err, size_t errcap)
+{
+    return autodiff_run_with(g, seed_scale, NULL, 0, param_grads, err, errcap);
 }

@@ -6,10 +6,30 @@
 
 #include "ir.h"
 
+#include <stdio.h>
+
 /* Append the backward computation; param_grads[i] receives the gradient of
  * trained parameter i (IR_NONE if the loss does not depend on it). seed is
  * the gradient of the loss itself (IR_NONE = 1; the loss scale for f16). */
 bool autodiff_run(ir_graph *g, ir_value seed, ir_value *param_grads, char *err, size_t errcap);
+
+/* A gradient already computed in the graph: value's share of the loss's. */
+typedef struct ad_contribution {
+    ir_value value, grad;
+} ad_contribution;
+
+/* autodiff_run, where the backward of the loss down to some values is
+ * already in the graph (pre, npre > 0: their gradients, seed included): the
+ * sweep starts from them instead of the loss. */
+bool autodiff_run_with(ir_graph *g, ir_value seed, const ad_contribution *pre, int npre, ir_value *param_grads,
+                       char *err, size_t errcap);
+
+/* The vector-Jacobian product: the gradients gwrt[i] of the values wrt[i]
+ * when out's gradient is gout (IR_NONE where out does not depend on one),
+ * appended to the graph after everything already there. The wrt values are
+ * leaves: what flows through one of them to another is not counted. */
+bool autodiff_vjp(ir_graph *g, ir_value out, ir_value gout, const ir_value *wrt, int nwrt, ir_value *gwrt, char *err,
+                  size_t errcap);
 
 /* Names of the scalars the training loop feeds every step. */
 #define TRAIN_INPUT_LR "@lr"          /* the schedule's learning rate */
@@ -28,6 +48,14 @@ bool autodiff_run(ir_graph *g, ir_value seed, ir_value *param_grads, char *err, 
 /* accumulate > 1: the graph runs once per micro-batch; gradients add up in
  * f32 state parameters (NAME.grad_acc) and the update, of their mean, takes
  * effect only where the input @apply is 1 (the accumulators then reset). */
-bool train_step_build(ir_graph *g, int accumulate, char *err, size_t errcap);
+/* chunk_loss: compute a large-vocabulary head and its loss a slice at a time
+ * (loss_chunk.c); report (or NULL) gets a line when it does. */
+bool train_step_build(ir_graph *g, int accumulate, bool chunk_loss, FILE *report, char *err, size_t errcap);
+
+/* loss_chunk.c: rewrite cross_entropy(matmul(h, W, transpose_b)) as slices,
+ * each with its backward right after it. Returns the number of gradient
+ * contributions written to out (0: the loss is not such a head), or -1 with
+ * err set. seed: the loss's gradient (IR_NONE = 1). */
+int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *report, char *err, size_t errcap);
 
 #endif

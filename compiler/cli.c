@@ -100,6 +100,8 @@ static void print_help(FILE *out)
             "  --emit-cuda          print the generated CUDA C\n"
             "  --no-fuse            (build, train) one kernel per op: no elementwise fusion\n"
             "  --no-memplan         (build) give every buffer its own memory: what the plan saves\n"
+            "  --no-chunk-loss      (build, train) compute a large-vocabulary cross entropy and its\n"
+            "                       logits in one piece instead of slices with their backward\n"
             "  --report             (build) print the optimizer's decisions: casts moved and the bytes\n"
             "                       they save, values merged or dropped, what is recomputed, with source lines\n"
             "  -Werror              treat warnings as errors\n"
@@ -162,6 +164,8 @@ static int parse_args(int argc, char **argv, cli_opts *o)
         } else if (strcmp(a, "--no-fuse") == 0) {
             o->no_fuse = true;
             o->train.no_fuse = true;
+        } else if (strcmp(a, "--no-chunk-loss") == 0) {
+            o->train.no_chunk_loss = true;
         } else if (strcmp(a, "--no-memplan") == 0) {
             o->no_memplan = true;
         } else if (strcmp(a, "--report") == 0) {
@@ -252,6 +256,7 @@ static driver_opts to_driver(const cli_opts *o)
         .train_step = o->entry && strcmp(o->entry, "train") == 0,
         .accumulate = (int)o->train.accumulate,
         .memory_budget = o->train.memory_budget,
+        .no_chunk_loss = o->train.no_chunk_loss,
         .fuse = !o->no_fuse,
         .report = o->report ? stdout : NULL,
     };

@@ -86,7 +86,7 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
             ir_graph_free(g);
             return NULL;
         }
-        if (!train_step_build(g, o->accumulate, err, sizeof err)) {
+        if (!train_step_build(g, o->accumulate, !o->no_chunk_loss, o->report, err, sizeof err)) {
             diag_report(d, DIAG_ERROR, g->train.loc, NULL, "%s", err);
             ir_graph_free(g);
             return NULL;

@@ -90,7 +90,8 @@ static ir_graph *compile(trainer *t, uint32_t id, bool train, const char *dim, i
     const char *dn[1] = {dim};
     int64_t dv[1] = {value};
     driver_opts o = {.verify = true, .train_step = train, .accumulate = (int)t->o->accumulate,
-                     .memory_budget = train ? t->o->memory_budget : 0, .fuse = !t->o->no_fuse, .dim_names = dn, .dim_values = dv, .ndims = dim ? 1 : 0,
+                     .memory_budget = train ? t->o->memory_budget : 0, .fuse = !t->o->no_fuse,
+                     .no_chunk_loss = t->o->no_chunk_loss, .dim_names = dn, .dim_values = dv, .ndims = dim ? 1 : 0,
                      .set_names = t->o->set_names, .set_values = t->o->set_values, .nsets = t->o->nsets};
     return driver_compile(&t->src, id, &o, &d);
 }

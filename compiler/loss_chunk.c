@@ -1,0 +1,141 @@
+/* loss_chunk.c - the language-model head and its loss, a chunk at a time.
+ *
+ * Requires: a training graph before autodiff whose loss is
+ * cross_entropy(matmul(h, W, transpose_b: true), targets) over many classes
+ * (a tied output projection: GPT-2's logits are [B, T, 50304]). Produces:
+ * the same loss computed over K slices of the rows, with each slice's
+ * backward (the gradient of its logits, then of h and W) placed right after
+ * its forward, so one slice's logits exist at a time instead of the whole
+ * [B, T, V] tensor and its gradient: at batch 16 x 1024 those are 1.5 GiB
+ * each in bf16. Returns the gradients of h and W as contributions for the
+ * rest of the backward pass (autodiff_run_with).
+ *
+ * The loss is the same sum, in another order: each slice's mean cross
+ * entropy weighted by its share of the rows. The slices run along a leading
+ * axis of constant size (T for [B, T, V]), so the weights are exact
+ * fractions whatever B is. W's gradient adds up in f32. */
+#include "autodiff.h"
+#include "typecheck.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define LOSS_CHUNK_MIN_CLASSES 4096   /* below this the logits are small: not worth slicing */
+#define LOSS_CHUNK_MAX 8
+
+typedef struct chunk_ctx {
+    ir_graph *g;
+    nc_loc loc;
+    bool failed;
+    char *err;
+    size_t errcap;
+} chunk_ctx;
+
+static ir_value mk(chunk_ctx *c, ir_node p, const ir_value *args, int n)
+{
+    if (c->failed) return IR_NONE;
+    p.loc = c->loc;
+    ir_value out;
+    tc_error e;
+    if (!ir_build(c->g, &p, args, (uint16_t)n, &out, &e)) {
+        snprintf(c->err, c->errcap, "chunked loss: %s", e.msg);
+        c->failed = true;
+        return IR_NONE;
+    }
+    return out;
+}
+
+static ir_value op2(chunk_ctx *c, nc_op op, ir_value a, ir_value b)
+{
+    ir_value x[2] = {a, b};
+    return mk(c, (ir_node){.op = op}, x, 2);
+}
+
+static ir_value scalar(chunk_ctx *c, double v)
+{
+    ir_node p = {.op = OP_FILL, .dtype = NC_F32};
+    p.attr.f = v;
+    return mk(c, p, NULL, 0);
+}
+
+static ir_value slice(chunk_ctx *c, ir_value x, int axis, int64_t lo, int64_t hi)
+{
+    ir_node p = {.op = OP_SLICE};
+    p.attr.axis = axis;
+    p.attr.lo = ir_dim_const(c->g, lo);
+    p.attr.hi = ir_dim_const(c->g, hi);
+    return mk(c, p, &x, 1);
+}
+
+static int users_of(const ir_graph *g, ir_value v)
+{
+    int n = 0;
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++) n += ir_args(g, &g->nodes[u])[i] == v;
+    for (uint32_t i = 0; i < g->noutputs; i++) n += g->outputs[i].value == v;
+    return n;
+}
+
+/* The head the rewrite applies to, and the axis to slice: the last leading
+ * axis of the logits, when its size is a constant of 2 or more. */
+static bool find_head(const ir_graph *g, ir_value *logits, int *axis, int64_t *len)
+{
+    ir_value loss = g->train.loss;
+    if (loss == IR_NONE || g->nodes[loss].op != OP_CROSS_ENTROPY) return false;
+    *logits = ir_args(g, &g->nodes[loss])[0];
+    const ir_node *l = &g->nodes[*logits];
+    int64_t classes;
+    if (l->op != OP_MATMUL || !l->attr.tb || l->attr.ta || l->rank < 2 || users_of(g, *logits) != 1) return false;
+    if (g->nodes[ir_args(g, l)[1]].rank != 2) return false;   /* one weight matrix shared by every row */
+    if (!dim_is_const(&g->dims[l->shape[l->rank - 1]], &classes) || classes < LOSS_CHUNK_MIN_CLASSES) return false;
+    *axis = l->rank - 2;
+    return dim_is_const(&g->dims[l->shape[*axis]], len) && *len >= 2;
+}
+
+int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *report, char *err, size_t errcap)
+{
+    ir_value logits;
+    int axis;
+    int64_t len;
+    if (!find_head(g, &logits, &axis, &len)) return 0;
+    chunk_ctx c = {.g = g, .loc = g->nodes[g->train.loss].loc, .err = err, .errcap = errcap};
+    const ir_node *ce = &g->nodes[g->train.loss];
+    double smoothing = ce->attr.f;
+    ir_value targets = ir_args(g, ce)[1], h = ir_args(g, &g->nodes[logits])[0], w = ir_args(g, &g->nodes[logits])[1];
+    int chunks = len < LOSS_CHUNK_MAX ? (int)len : LOSS_CHUNK_MAX;
+    if (seed == IR_NONE) seed = scalar(&c, 1.0);
+    ir_value loss = IR_NONE, dw = IR_NONE, dh_parts[LOSS_CHUNK_MAX];
+    for (int k = 0; k < chunks && !c.failed; k++) {
+        int64_t lo = len * k / chunks, hi = len * (k + 1) / chunks;
+        double share = (double)(hi - lo) / (double)len;
+        ir_value hk = slice(&c, h, axis, lo, hi), tk = slice(&c, targets, axis, lo, hi);
+        ir_node mm = {.op = OP_MATMUL, .attr = g->nodes[logits].attr}, cp = {.op = OP_CROSS_ENTROPY};
+        ir_value hw[2] = {hk, w};
+        ir_value lk = mk(&c, mm, hw, 2);
+        cp.attr.f = smoothing;
+        ir_value lt[2] = {lk, tk};
+        ir_value part = op2(&c, OP_MUL, mk(&c, cp, lt, 2), scalar(&c, share));
+        loss = loss == IR_NONE ? part : op2(&c, OP_ADD, loss, part);
+        /* this slice's backward, now: its logits die here */
+        ir_value wrt[2] = {hk, w}, grads[2];
+        if (c.failed || !autodiff_vjp(g, part, seed, wrt, 2, grads, err, errcap)) return -1;
+        dh_parts[k] = grads[0];
+        ir_node up = {.op = OP_CAST};
+        up.attr.to = NC_F32;
+        ir_value dwk = mk(&c, up, &grads[1], 1);
+        dw = dw == IR_NONE ? dwk : op2(&c, OP_ADD, dw, dwk);
+    }
+    ir_node cat = {.op = OP_CONCAT};
+    cat.attr.axis = axis;
+    ir_value dh = mk(&c, cat, dh_parts, chunks);
+    if (c.failed) return -1;
+    for (uint32_t i = 0; i < g->noutputs; i++)   /* a model that returns its loss returns the new one */
+        if (g->outputs[i].value == g->train.loss) g->outputs[i].value = loss;
+    g->train.loss = loss;
+    out[0] = (ad_contribution){.value = h, .grad = dh};
+    out[1] = (ad_contribution){.value = w, .grad = dw};
+    if (report)
+        fprintf(report, "chunk-loss: cross_entropy over %%%u computed in %d slices of axis %d, each with its backward "
+                "(one slice of logits alive at a time)\n", logits, chunks, axis);
+    return 2;
+}
