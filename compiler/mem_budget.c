@@ -14,10 +14,11 @@
  * reductions a little less, matmuls are the last resort. The peak falls
  * (nearly) monotonically as more of the ranking is recomputed, so a binary
  * search over its length finds the shortest prefix that fits. When no such
- * prefix fits, the forward pass is cut into segments recomputed whole
- * (automatic @checkpoint blocks) at its narrowest points, where little
- * crosses (between layers), with the spacing of cuts that gives the lowest
- * peak. */
+ * prefix fits, the forward pass is cut into segments (automatic @checkpoint
+ * blocks) at its narrowest points, where little crosses (between layers),
+ * with the spacing of cuts that gives the lowest peak: first keeping the
+ * results of matmuls and attention (only cheap ops are done again), then, if
+ * that does not fit, recomputing each segment whole. */
 #include "mem_budget.h"
 #include "cuda_emit.h"
 #include "passes.h"
@@ -128,10 +129,17 @@ static void human(int64_t bytes, char *buf, size_t cap)
     snprintf(buf, cap, u ? "%.2f %s" : "%.0f %s", v, units[u]);
 }
 
+static bool expensive(const ir_node *n)
+{
+    return nc_ops[n->op].category == CAT_CONTRACTION || nc_ops[n->op].category == CAT_ATTENTION;
+}
+
 /* The step with the forward pass cut after each node where cut[v] (each
  * piece a recomputation region, as if an @checkpoint block): only values
- * that cross a cut stay alive for the backward pass. */
-static ir_graph *with_cuts(const ir_graph *g, const bool *cut, int64_t *peak, const budget_ctx *b)
+ * that cross a cut stay alive for the backward pass, and with keep_expensive
+ * the results of matmuls and attention too (left out of every region, so the
+ * backward pass recomputes only the cheap ops between them). */
+static ir_graph *with_cuts(const ir_graph *g, const bool *cut, bool keep_expensive, int64_t *peak, const budget_ctx *b)
 {
     bool *all = nc_xmalloc((g->nnodes + 1) * sizeof *all);
     for (ir_value v = 0; v < g->nnodes; v++) all[v] = true;
@@ -139,7 +147,8 @@ static ir_graph *with_cuts(const ir_graph *g, const bool *cut, int64_t *peak, co
     free(all);
     uint32_t region = 1;
     for (ir_value v = 0; v <= t->train.loss; v++) {
-        t->nodes[v].region = nc_ops[t->nodes[v].op].category == CAT_SOURCE ? 0 : region;
+        bool outside = nc_ops[t->nodes[v].op].category == CAT_SOURCE || (keep_expensive && expensive(&t->nodes[v]));
+        t->nodes[v].region = outside ? 0 : region;
         if (cut[v]) region++;
     }
     pass_ctx cx = {.err = b->log};
@@ -185,8 +194,8 @@ static int64_t *cut_widths(const ir_graph *g)
 /* Cut at the narrowest points of the forward pass (within 1.25x of the
  * narrowest, at least 8 nodes apart); try every k-th of them, keep the plan
  * with the lowest peak. */
-static ir_graph *fit_by_segments(const ir_graph *g, int64_t budget, int64_t *best_peak, uint32_t *best_n,
-                                 const budget_ctx *b)
+static ir_graph *fit_by_segments(const ir_graph *g, int64_t budget, bool keep_expensive, int64_t *best_peak,
+                                 uint32_t *best_n, const budget_ctx *b)
 {
     ir_value end = g->train.loss;
     int64_t *width = cut_widths(g), narrowest = INT64_MAX;
@@ -205,7 +214,7 @@ static ir_graph *fit_by_segments(const ir_graph *g, int64_t budget, int64_t *bes
         uint32_t n = 0;
         for (uint32_t i = every - 1; i < npoints; i += every) cut[points[i]] = true, n++;
         int64_t peak;
-        ir_graph *t = with_cuts(g, cut, &peak, b);
+        ir_graph *t = with_cuts(g, cut, keep_expensive, &peak, b);
         if (t && peak >= 0 && (*best_peak < 0 || peak < *best_peak)) {
             ir_graph_free(best);
             best = t, *best_peak = peak, *best_n = n + 1;
@@ -251,9 +260,16 @@ bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *e
         /* single values do not suffice: recompute whole segments of the forward pass */
         ir_graph_free(best);
         free(c);
+        /* first keeping what is expensive to redo (matmuls, attention), then
+         * recomputing everything in a segment */
         int64_t seg_peak;
         uint32_t segs = 0;
-        best = fit_by_segments(g, budget, &seg_peak, &segs, &bc);
+        bool keep_expensive = true;
+        best = fit_by_segments(g, budget, true, &seg_peak, &segs, &bc);
+        if (!best) {
+            keep_expensive = false;
+            best = fit_by_segments(g, budget, false, &seg_peak, &segs, &bc);
+        }
         if (!best) {
             int64_t floor = seg_peak > 0 && (peak_all < 0 || seg_peak < peak_all) ? seg_peak : peak_all;
             human(floor > 0 ? floor : peak0, a, sizeof a);
@@ -262,7 +278,9 @@ bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *e
         }
         human(peak0, a, sizeof a);
         human(seg_peak, b, sizeof b);
-        if (log) fprintf(log, "netc: memory budget %s: forward pass recomputed in %u segments; plan %s -> %s\n", want, segs, a, b);
+        if (log)
+            fprintf(log, "netc: memory budget %s: forward pass recomputed in %u segments%s; plan %s -> %s\n", want, segs,
+                    keep_expensive ? ", matmul and attention results kept" : "", a, b);
         ir_graph_free(*gp);
         *gp = best;
         return true;
