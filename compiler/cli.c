@@ -394,6 +394,7 @@ static int cmd_train(cli_opts *o)
     if (!t.epochs) t.epochs = 1;
     if (!t.batch) t.batch = 128;
     t.set_names = o->set_names, t.set_values = o->set_values, t.nsets = o->nsets;
+    t.dim_names = o->dim_names, t.dim_values = o->dim_values, t.ndims = o->ndims;
     return train_main(&t);
 }
 

@@ -35,6 +35,7 @@ typedef struct trainer {
     ir_value loss_v, finite_v;
     char batch_dim[64];
     bool text;                         /* a byte-level language model on text, not a classifier */
+    bool pairs;                        /* text as i32 tokens [B, T] and targets [B, T] (window T + 1) */
     /* Fault injection for the resume test (NETC_TEST_KILL_AFTER_STEP): die by
      * SIGKILL right after this step, as a killed job would. -1 = never. */
     int64_t kill_at_step;
@@ -83,15 +84,20 @@ static ir_value node_of(const ir_graph *g, nc_op op, uint32_t index)
 
 /* ---- building ----------------------------------------------------------- */
 
+#define MAX_TRAIN_DIMS 16
+
 static ir_graph *compile(trainer *t, uint32_t id, bool train, const char *dim, int64_t value)
 {
     diag_ctx d;
     diag_init(&d, &t->src, stderr);
-    const char *dn[1] = {dim};
-    int64_t dv[1] = {value};
+    const char *dn[MAX_TRAIN_DIMS + 1];
+    int64_t dv[MAX_TRAIN_DIMS + 1];
+    int nd = 0;
+    if (dim) dn[nd] = dim, dv[nd++] = value;
+    for (int i = 0; i < t->o->ndims && nd < MAX_TRAIN_DIMS; i++) dn[nd] = t->o->dim_names[i], dv[nd++] = t->o->dim_values[i];
     driver_opts o = {.verify = true, .train_step = train, .accumulate = (int)t->o->accumulate,
                      .memory_budget = train ? t->o->memory_budget : 0, .fuse = !t->o->no_fuse,
-                     .no_chunk_loss = t->o->no_chunk_loss, .dim_names = dn, .dim_values = dv, .ndims = dim ? 1 : 0,
+                     .no_chunk_loss = t->o->no_chunk_loss, .dim_names = dn, .dim_values = dv, .ndims = nd,
                      .set_names = t->o->set_names, .set_values = t->o->set_values, .nsets = t->o->nsets};
     return driver_compile(&t->src, id, &o, &d);
 }
@@ -110,14 +116,25 @@ static int build_graphs(trainer *t)
         return 1;
     }
     /* two kinds of model: a classifier (u8 samples, a train input for i32
-     * labels, logits out) and a language model over bytes (u8 windows of
-     * text in, its loss out, no train inputs) */
+     * labels, logits out) and a language model over bytes, its loss out and
+     * no train inputs: either u8 windows of text in, or (as gpt2.net) i32
+     * tokens and targets [B, T], the window's first T bytes and last T */
     t->text = f->train.first_train_input >= f->ninputs;
+    t->pairs = t->text && f->ninputs == 2 && f->inputs[0].dtype == NC_I32 && f->inputs[1].dtype == NC_I32 &&
+               f->inputs[0].rank == 2 && f->inputs[1].rank == 2 && f->inputs[0].shape[1] == f->inputs[1].shape[1];
     const ir_node *out0 = f->noutputs ? &f->nodes[f->outputs[0].value] : NULL;
-    if (f->ninputs < 1 || f->inputs[0].rank < 1 || !out0 || (t->text && (out0->rank != 0 || f->inputs[0].rank != 2))) {
+    if (f->ninputs < 1 || f->inputs[0].rank < 1 || !out0 || (t->text && (out0->rank != 0 || f->inputs[0].rank != 2)) ||
+        (t->text && f->ninputs > 1 && !t->pairs)) {
         fprintf(stderr, "netc: train needs either a classifier (first input the samples [B, ...], a train input for "
                         "the labels, an output for the logits) or a byte-level language model (input u8[B, W]: "
-                        "windows of text, output: its loss)\n");
+                        "windows of text, or i32 tokens and targets [B, T]; output: its loss)\n");
+        return 1;
+    }
+    int64_t len;
+    if (t->text && !dim_is_const(&f->dims[f->inputs[0].shape[1]], &len)) {
+        char name[64];
+        ir_dim_format(f, f->inputs[0].shape[1], name, sizeof name);
+        fprintf(stderr, "netc: the text window length %s must be known: bind it with --dim %s=LENGTH\n", name, name);
         return 1;
     }
     const dim_expr *d0 = &f->dims[f->inputs[0].shape[0]];
@@ -150,6 +167,7 @@ static int build_graphs(trainer *t)
 /* Samples must be u8 with the data set's per-sample shape. */
 static int check_data(trainer *t)
 {
+    if (t->pairs) return 0;   /* the windows were cut to the model's length */
     const ir_tensor_decl *x = &t->tg->inputs[0];
     bool ok = x->dtype == NC_U8 && x->rank == t->train.x.rank;
     for (int k = 1; ok && k < x->rank; k++) {
@@ -294,6 +312,17 @@ typedef struct step_result {
     bool finite;
 } step_result;
 
+/* Windows of T + 1 bytes as tokens (the first T) and targets (the last T). */
+static void text_pairs(const uint8_t *windows, cpu_tensor *tokens, cpu_tensor *targets)
+{
+    int64_t rows = tokens->shape[0], len = tokens->shape[1];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < len; j++) {
+            tokens->i[r * len + j] = windows[r * (len + 1) + j];
+            targets->i[r * len + j] = windows[r * (len + 1) + j + 1];
+        }
+}
+
 static int run_step(trainer *t, const data_batch *b, double lr, cpu_tensor *inputs, step_result *r)
 {
     const ir_graph *g = t->tg;
@@ -304,7 +333,9 @@ static int run_step(trainer *t, const data_batch *b, double lr, cpu_tensor *inpu
     set_scalar(inputs, t->in_bc2, (float)(1.0 - pow(s->beta2, tt)));
     set_scalar(inputs, t->in_scale, (float)t->scale);
     cpu_tensor *x = &inputs[t->in_x];
-    for (int64_t j = 0; j < x->numel; j++) x->i[j] = b->x[j];
+    if (t->pairs) text_pairs(b->x, x, &inputs[1]);
+    else
+        for (int64_t j = 0; j < x->numel; j++) x->i[j] = b->x[j];
     if (t->in_y != UINT32_MAX)
         for (int64_t j = 0; j < inputs[t->in_y].numel; j++) inputs[t->in_y].i[j] = b->y[j];
     char err[1024];
@@ -396,10 +427,21 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
         int64_t shape[NC_MAX_RANK];
         memcpy(shape, d->x.shape, sizeof shape);
         shape[0] = count;
-        cpu_tensor x = {0}, *inputs = nc_xcalloc(f->ninputs + 1, sizeof *inputs);
+        cpu_tensor x = {0}, y = {0}, *inputs = nc_xcalloc(f->ninputs + 1, sizeof *inputs);
         cpu_tensor_alloc(&x, NC_U8, d->x.rank, shape, (int64_t)1 << 34);
         int64_t sample = x.numel / count;
         memcpy(x.i, d->x.i + start * sample, (size_t)x.numel * sizeof *x.i);
+        if (t->pairs) {   /* the windows as tokens and targets */
+            int64_t ps[2] = {count, sample - 1};
+            uint8_t *bytes = nc_xmalloc((size_t)x.numel + 1);
+            for (int64_t j = 0; j < x.numel; j++) bytes[j] = (uint8_t)x.i[j];
+            cpu_tensor_free(&x);
+            cpu_tensor_alloc(&x, NC_I32, 2, ps, (int64_t)1 << 34);
+            cpu_tensor_alloc(&y, NC_I32, 2, ps, (int64_t)1 << 34);
+            text_pairs(bytes, &x, &y);
+            free(bytes);
+            inputs[1] = y;
+        }
         inputs[0] = x;
         float *logits = NULL;
         ir_value lv = f->outputs[0].value;
@@ -409,7 +451,8 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
             else if (!dim_is_const(&f->dims[ln->shape[ln->rank - 1]], &classes)) classes = 0;
             size_t values = t->text ? 1 : (size_t)(count * classes);
             logits = nc_xmalloc((values + 1) * sizeof *logits);
-            if (upload_tensor(t->es, node_of(f, OP_INPUT, 0), &x) || gpu_run(t->es, err, sizeof err) ||
+            if (upload_tensor(t->es, node_of(f, OP_INPUT, 0), &x) ||
+                (t->pairs && upload_tensor(t->es, node_of(f, OP_INPUT, 1), &y)) || gpu_run(t->es, err, sizeof err) ||
                 gpu_download(t->es, lv, logits, values * 4, err, sizeof err))
                 rc = 1;
         } else {
@@ -442,6 +485,7 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
         }
         free(logits);
         cpu_tensor_free(&x);
+        cpu_tensor_free(&y);
         free(inputs);
     }
     free(fp);
@@ -682,6 +726,7 @@ int train_main(const train_opts *o)
     if (rc == 0 && t.text) {
         int64_t window = 0;
         dim_is_const(&t.fg->dims[t.fg->inputs[0].shape[1]], &window);
+        if (t.pairs) window++;   /* T tokens and, one byte on, T targets */
         if (data_load_text(o->data_dir, window, 0.05, &t.train, &t.test, err, sizeof err)) {
             fprintf(stderr, "netc: %s\n", err);
             rc = 1;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # netc train on text: examples/char_lm.net (a byte-level GPT, made tiny with
 # --set) learns a repetitive text on the CPU executor: the test loss falls
-# from ln(256) = 5.55 to below 2. Text too short for one window is refused.
+# from ln(256) = 5.55 to below 2. So does examples/gpt2.net itself (i32 tokens
+# and targets, made tiny and byte-level with --set, T bound with --dim).
+# Text too short for one window is refused, and so is an unbound window.
 # Args: NETC SOURCE_DIR
 set -euo pipefail
 netc=$1 src=$2
@@ -20,4 +22,14 @@ if "$netc" train "$src/examples/char_lm.net" --data "$tmp/short.txt" "${small[@]
   echo "a text shorter than one window was accepted"; exit 1
 fi
 grep -q 'too few for windows' "$tmp/err" || { cat "$tmp/err"; exit 1; }
-echo "test_text: the byte-level model learns (test loss $loss), short text refused"
+gpt2_small=(--set V=256 --set C=32 --set L=1 --set H=2 --set MAXT=16 --dim T=16 --device cpu --seed 1 --lr 3e-3)
+"$netc" train "$src/examples/gpt2.net" --data "$tmp/fox.txt" --epochs 4 --batch 16 "${gpt2_small[@]}" \
+  --metrics "$tmp/g.jsonl" 2>"$tmp/glog"
+cat "$tmp/glog"
+gloss=$(grep -o '"test_loss":[0-9.]*' "$tmp/g.jsonl" | tail -1 | cut -d: -f2)
+awk -v l="$gloss" 'BEGIN { exit !(l < 2.5) }' || { echo "gpt2.net: test loss $gloss is not below 2.5"; exit 1; }
+if "$netc" train "$src/examples/gpt2.net" --data "$tmp/fox.txt" --set V=256 --device cpu 2>"$tmp/err"; then
+  echo "an unbound window length was accepted"; exit 1
+fi
+grep -q 'bind it with --dim T=' "$tmp/err" || { cat "$tmp/err"; exit 1; }
+echo "test_text: the byte-level models learn (char_lm test loss $loss, gpt2.net $gloss), short text and unbound windows refused"
