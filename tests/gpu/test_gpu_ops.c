@@ -48,6 +48,8 @@ static const op_case cases[] = {
     {"layernorm", "model m(x: T[9, 333], w: T[333], b: T[333]) { return layernorm(x, w, b, eps: 1e-5) }", "f32 bf16 f16"},
     {"rmsnorm", "model m(x: T[9, 333], w: T[333]) { return rmsnorm(x, w) }", "f32 bf16 f16"},
     {"cross_entropy", "model m(x: T[9, 13], t: i32[9]) { return cross_entropy(x, t), cross_entropy(x, t, smoothing: 0.1) }", "f32 bf16"},
+    {"attention", "model m(q: T[2, 3, 37, 16], k: T[2, 3, 37, 16], v: T[2, 3, 37, 8]) { "
+                  "return attention(q, k, v, causal: true), attention(q, k, v, scale: 0.2) }", "f32 bf16 f16"},
     {"matmul", "model m(a: T[33, 65], b: T[65, 17]) { return a @ b }", "f32 bf16 f16"},
     {"matmul_t", "model m(a: T[65, 33], b: T[17, 65]) { return matmul(a, b, transpose_a: true, transpose_b: true) }", "f32 bf16 f16"},
     {"matmul_batch", "model m(a: T[3, 4, 33, 65], b: T[3, 4, 65, 17], w: T[65, 9]) { return a @ b, a @ w }", "f32 bf16"},
