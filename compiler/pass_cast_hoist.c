@@ -12,7 +12,8 @@
  * Each move is decided by a byte count (what the ops involved read and write
  * before and after), not by a rule: hoisting a cast above a slice that drops
  * three quarters of its input, or above a broadcast, can cost bytes.
- * Symbolic dims count as SYM_ESTIMATE for that comparison. Values that end up
+ * A reshape moves nothing (it is a view), so a cast is not moved across one
+ * for its own sake. Symbolic dims count as SYM_ESTIMATE for that comparison. Values that end up
  * unused are dropped at the end (as dce would). */
 #include "passes.h"
 
@@ -49,6 +50,7 @@ static bool commutes(const ir_node *n) { return (nc_ops[n->op].flags & OPF_ROUND
 static int64_t op_bytes(const hoist_ctx *c, const ir_node *n, nc_dtype from, nc_dtype to)
 {
     const ir_graph *g = c->g;
+    if (n->op == OP_RESHAPE) return 0;   /* a view of its operand in the GPU program (cuda_alias.c) */
     int64_t b = numel_of(c, g, n) * (int64_t)dtype_size(n->dtype == from ? to : n->dtype);
     for (int i = 0; i < n->nargs; i++) {
         const ir_node *a = &g->nodes[ir_args(g, n)[i]];

@@ -43,7 +43,7 @@ expect 1 "not a text file"        check "$tmp/m.netm"
 # --report names each decision with its source line
 n=$((n + 1))
 report=$("$netc" build "$src/examples/cast_chain.net" --dim B=64 --target '' --report -o "$tmp/cc.netm" 2>&1)
-if ! grep -q 'cast-hoist: the f16 cast of cast_chain.net:15 moved above reshape' <<<"$report" ||
+if ! grep -q 'cast-hoist: the f16 cast of cast_chain.net:19 moved above gather' <<<"$report" ||
    ! grep -q 'bytes less moved' <<<"$report"; then
   echo "FAIL: --report"; echo "$report"; fail=$((fail + 1))
 fi
