@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Issue 6's comparison on the GPU machine, side by side in one run: the GPT-2
+# 124M training step (examples/gpt2.net, batch B x T) in netc against PyTorch
+# eager and torch.compile (bench/torch_gpt2.py), and the netc build time, cold
+# and with a warm NVRTC cache. netc trains on the bytes of a text file (the
+# step's cost does not depend on the tokens); its samples/s over the steps
+# after the first gives ms per step. Each netc line is one run; run the script
+# three times for medians.
+# Usage: bench/run_gpt2.sh NETC TEXT_FILE [B] [T] [STEPS]
+set -u
+NETC=${1:-build/netc}; TEXT=${2:?a text file, e.g. the fortunes}
+B=${3:-16}; T=${4:-1024}; STEPS=${5:-30}
+OUT=${OUT:-/tmp/bench-out}; mkdir -p "$OUT"
+export NETC_CACHE_DIR=$(mktemp -d)
+s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
+echo "{\"bench\": \"build_gpt2_train_cold\", \"ms\": $(( (e - s) / 1000000 ))}"
+s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
+echo "{\"bench\": \"build_gpt2_train_cached\", \"ms\": $(( (e - s) / 1000000 ))}"
+"$NETC" inspect "$OUT/gpt2.netm" --entry train | tail -12
+for budget in "" 4GiB; do
+  "$NETC" train examples/gpt2.net --data "$TEXT" --dim T="$T" --batch "$B" --max-steps "$STEPS" --device gpu \
+    ${budget:+--memory-budget $budget} --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 || { cat "$OUT/gpt2${budget}.log"; exit 1; }
+  tail -2 "$OUT/gpt2${budget}.log"
+  python3 - "$OUT/gpt2${budget}.jsonl" "$B" "$T" "${budget:-none}" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"samples_per_s"' in l]
+rates = [r["samples_per_s"] for r in rows[1:]] or [r["samples_per_s"] for r in rows]
+b, t = int(sys.argv[2]), int(sys.argv[3])
+ms = b / statistics.median(rates) * 1e3
+print(json.dumps({"bench": "gpt2_train_step", "impl": "netc", "memory_budget": sys.argv[4], "batch": b, "T": t,
+                  "ms_per_step": round(ms, 2), "tokens_per_s": round(b * t / ms * 1e3)}))
+EOF
+done
+python3 bench/torch_gpt2.py "$B" "$T" 20
