@@ -312,21 +312,25 @@ static int build_kernels(const cli_opts *o, ir_graph *g, nrt_module_data *m)
     if (!nvrtc_available()) return 0;
     char targets[256];
     snprintf(targets, sizeof targets, "%s", o->targets ? o->targets : "sm_80,sm_90,compute_90");
-    for (char *save = NULL, *arch = strtok_r(targets, ",", &save); arch; arch = strtok_r(NULL, ",", &save)) {
-        nvrtc_image img;
-        char *log;
-        if (!nvrtc_compile(m->program.source, arch, &img, &log)) {
-            fprintf(stderr, "netc: %s\n", log);
-            free(log);
-            return 1;
-        }
-        m->images = nc_xrealloc(m->images, (m->nimages + 1) * sizeof *m->images);
+    const char *archs[16];
+    int n = 0;
+    for (char *save = NULL, *arch = strtok_r(targets, ",", &save); arch && n < 16; arch = strtok_r(NULL, ",", &save))
+        archs[n++] = arch;
+    nvrtc_image imgs[16];
+    char *log;
+    if (!nvrtc_compile_all(m->program.source, archs, n, imgs, &log)) {   /* every target at once */
+        fprintf(stderr, "netc: %s\n", log);
+        free(log);
+        return 1;
+    }
+    m->images = nc_xcalloc((size_t)n + 1, sizeof *m->images);
+    for (int i = 0; i < n; i++) {
         nrt_image *mi = &m->images[m->nimages++];
-        memset(mi, 0, sizeof *mi);
-        snprintf(mi->arch, sizeof mi->arch, "%s", img.arch);
-        mi->is_ptx = img.is_ptx;
-        mi->data = img.data;
-        mi->size = img.size;
+        _Static_assert(sizeof mi->arch == sizeof imgs[i].arch, "arch names");
+        memcpy(mi->arch, imgs[i].arch, sizeof mi->arch);
+        mi->is_ptx = imgs[i].is_ptx;
+        mi->data = imgs[i].data;
+        mi->size = imgs[i].size;
     }
     return 0;
 }

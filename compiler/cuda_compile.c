@@ -5,6 +5,7 @@
 #include "cuda_emit.h"
 #include "nvrtc_cache.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,4 +133,43 @@ void nvrtc_image_free(nvrtc_image *img)
 {
     free(img->data);
     img->data = NULL;
+}
+
+typedef struct compile_job {
+    const char *source, *arch;
+    nvrtc_image image;
+    char *log;
+    bool ok;
+} compile_job;
+
+static void *compile_one(void *arg)
+{
+    compile_job *j = arg;
+    j->ok = nvrtc_compile(j->source, j->arch, &j->image, &j->log);
+    return NULL;
+}
+
+bool nvrtc_compile_all(const char *source, const char *const *archs, int n, nvrtc_image *out, char **log)
+{
+    compile_job *jobs = nc_xcalloc((size_t)n + 1, sizeof *jobs);
+    pthread_t *threads = nc_xcalloc((size_t)n + 1, sizeof *threads);
+    bool *started = nc_xcalloc((size_t)n + 1, sizeof *started);
+    for (int i = 0; i < n; i++) {
+        jobs[i] = (compile_job){.source = source, .arch = archs[i]};
+        started[i] = pthread_create(&threads[i], NULL, compile_one, &jobs[i]) == 0;
+        if (!started[i]) compile_one(&jobs[i]);   /* no thread to be had: compile here */
+    }
+    bool ok = true;
+    *log = NULL;
+    for (int i = 0; i < n; i++) {
+        if (started[i]) pthread_join(threads[i], NULL);
+        if (!jobs[i].ok && ok) *log = jobs[i].log, jobs[i].log = NULL, ok = false;
+        free(jobs[i].log);
+        out[i] = jobs[i].image;
+    }
+    for (int i = 0; i < n && !ok; i++) nvrtc_image_free(&out[i]);
+    free(started);
+    free(threads);
+    free(jobs);
+    return ok;
 }

@@ -23,4 +23,9 @@ int nvrtc_version(void);
 bool nvrtc_compile(const char *source, const char *arch, nvrtc_image *out, char **log);
 void nvrtc_image_free(nvrtc_image *img);
 
+/* nvrtc_compile for n architectures at once, one thread each (NVRTC compiles
+ * separate programs concurrently): out[i] for archs[i]. On failure returns
+ * false with the first failing architecture's report in log, and out[] empty. */
+bool nvrtc_compile_all(const char *source, const char *const *archs, int n, nvrtc_image *out, char **log);
+
 #endif
