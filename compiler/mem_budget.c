@@ -80,13 +80,28 @@ static uint32_t rank_candidates(const ir_graph *g, candidate *out)
 {
     bool *read_by_backward = nc_xcalloc(g->nnodes + 1, sizeof *read_by_backward);
     for (ir_value v = g->train.loss + 1; v < g->nnodes; v++)
-        for (int i = 0; i < g->nodes[v].nargs; i++) read_by_backward[ir_args(g, &g->nodes[v])[i]] = true;
+        for (int i = 0; i < g->nodes[v].nargs; i++) {
+            ir_value a = ir_args(g, &g->nodes[v])[i];
+            read_by_backward[a] = true;
+            /* a backward matmul reads its forward operand through a reshape, a view: the value behind it is read */
+            while (a > g->train.loss && g->nodes[a].op == OP_RESHAPE) read_by_backward[a = ir_args(g, &g->nodes[a])[0]] = true;
+        }
     uint32_t n = 0;
     for (ir_value v = 0; v <= g->train.loss; v++) {
         const ir_node *node = &g->nodes[v];
         int64_t numel;
         if (!read_by_backward[v] || nc_ops[node->op].category == CAT_SOURCE || !ir_numel(g, node, NULL, &numel)) continue;
         int64_t bytes = numel * (int64_t)dtype_size(node->dtype);
+        /* what recomputing it frees: its bytes, less operands that only the
+         * recomputation would keep alive (x + bias frees nothing when x is
+         * a matmul result the backward pass does not otherwise read) */
+        for (int i = 0; i < node->nargs; i++) {
+            const ir_node *a = &g->nodes[ir_args(g, node)[i]];
+            int64_t an;
+            if (!read_by_backward[ir_args(g, node)[i]] && nc_ops[a->op].category != CAT_SOURCE && a->op != OP_BROADCAST &&
+                ir_numel(g, a, NULL, &an))
+                bytes -= an * (int64_t)dtype_size(a->dtype);
+        }
         if (bytes < 4096) continue;   /* not worth a kernel launch */
         double work = (double)numel * category_weight(nc_ops[node->op].category);
         out[n++] = (candidate){.v = v, .score = work / (double)bytes, .bytes = bytes};
