@@ -88,7 +88,9 @@ static bool update_fits_in_place(const ir_graph *g, const nrt_program *p, ir_val
     const nrt_step *w = &p->steps[written];
     if (old_read > written || !nrt_step_per_element(g, p, w)) return false;
     for (int j = 0; j < w->nbufs; j++)
-        if (w->bufs[j] == pnode && (w->spread_reads >> j & 1)) return false;
+        for (int o = 0; o < w->nbufs; o++)   /* pnode read where u is written */
+            if (w->bufs[j] == pnode && p->slot_values[written * NRT_MAX_BUFS + o] == u && !nrt_step_may_share(w, o, j))
+                return false;
     return true;
 }
 

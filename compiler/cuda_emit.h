@@ -34,6 +34,8 @@ typedef struct cg_ctx {
     bool *inlined;         /* fusion: a scalar fill that every user inlines (no kernel of its own) */
     ir_value *last_use;    /* fusion: the last node reading each value (itself if none) */
     bool *escapes;         /* fusion: read by an output, an update or the loss */
+    uint32_t *kernel_of;   /* fusion: for each group id, the first group of the kernel it is a loop of */
+    uint32_t ngroups;
     char err[512];
 } cg_ctx;
 
@@ -54,6 +56,9 @@ bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *
 void cuda_fuse_plan(cg_ctx *cg);
 void cuda_fuse_free(cg_ctx *cg);
 bool cuda_fuse_is_member(const cg_ctx *cg, ir_value v);
+/* Whether fused values a and b are computed by the same kernel (one group,
+ * or loops of one kernel). */
+bool cuda_fuse_same_kernel(const cg_ctx *cg, ir_value a, ir_value b);
 bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok);
 
 /* Buffer sharing (cuda_alias.c), on the finished steps: reshapes become

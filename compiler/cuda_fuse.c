@@ -149,6 +149,93 @@ static void dissolve_singletons(cg_ctx *cg, uint32_t ngroups)
     free(size);
 }
 
+/* The extent of each group in schedule order, with what it loads and
+ * writes: the unit plan_kernels puts side by side. */
+typedef struct group_span {
+    uint32_t id;
+    ir_value first, last;
+    ir_value in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+    int nin, nout;
+    bool spreads;          /* loads a source at another element's offset */
+} group_span;
+
+static ir_value spread_of(const cg_ctx *cg, ir_value first, ir_value last, uint32_t id, ir_value a);
+
+static bool reads_group_of(const cg_ctx *cg, const group_span *s, const bool *in_kernel)
+{
+    const ir_graph *g = cg->g;
+    for (ir_value m = s->first; m <= s->last; m++) {
+        if (cg->group[m] != s->id) continue;
+        for (int i = 0; i < g->nodes[m].nargs; i++) {
+            ir_value a = ir_args(g, &g->nodes[m])[i];
+            if (in_kernel[cg->group[a]] || in_kernel[cg->group[through_spread(g, a)]]) return true;
+        }
+    }
+    return false;
+}
+
+/* Groups that follow one another with nothing between them that needs a
+ * kernel, and do not read each other, become loops of one kernel (up to
+ * NRT_MAX_SECTIONS, within the kernel's buffer slots): a training step's
+ * update of every parameter then takes a few launches, not one per
+ * parameter. Groups that load through broadcasts of other shapes stay alone
+ * (their offsets use the kernel's dims). */
+static void plan_kernels(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->kernel_of = nc_xcalloc(cg->ngroups + 1, sizeof *cg->kernel_of);
+    for (uint32_t k = 0; k <= cg->ngroups; k++) cg->kernel_of[k] = k;
+    bool *in_kernel = nc_xcalloc(cg->ngroups + 1, sizeof *in_kernel);
+    group_span cur = {0}, *next = nc_xmalloc(sizeof *next);
+    uint32_t leader = 0, nsections = 0;
+    ir_value shared[GROUP_IO_CAP * NRT_MAX_SECTIONS];
+    int nshared = 0, nouts = 0;
+    bool open = false, clear_between = true;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        uint32_t id = cg->group[v];
+        if (!id) {   /* a node with a kernel of its own ends the run of neighbours */
+            bool no_kernel = cg->inlined[v] || g->nodes[v].op == OP_PARAM || g->nodes[v].op == OP_INPUT;
+            if (!no_kernel) clear_between = false;
+            continue;
+        }
+        if (v > 0 && cg->group[v - 1] == id) continue;   /* not the group's first member */
+        *next = (group_span){.id = id, .first = v, .last = v};
+        for (ir_value u = v; u < g->nnodes; u++)
+            if (cg->group[u] == id) next->last = u;
+        group_io(cg, id, next->first, next->last, next->in, &next->nin, next->out, &next->nout);
+        for (int k = 0; k < next->nin && !next->spreads; k++)
+            next->spreads = g->nodes[next->in[k]].rank > 0 && spread_of(cg, next->first, next->last, id, next->in[k]) != IR_NONE;
+        int extra = 0;   /* inputs the kernel does not load yet */
+        for (int k = 0; k < next->nin; k++) {
+            bool seen = false;
+            for (int j = 0; j < nshared; j++) seen |= shared[j] == next->in[k];
+            extra += !seen;
+        }
+        bool joins = open && clear_between && !next->spreads && !cur.spreads && nsections < NRT_MAX_SECTIONS &&
+                     next->nout > 0 && nshared + extra + nouts + next->nout <= NRT_MAX_BUFS && 1 + nsections + 1 <= NRT_MAX_INTS &&
+                     !reads_group_of(cg, next, in_kernel);
+        if (!joins) {   /* a new kernel starts with this group */
+            for (uint32_t k = 0; k <= cg->ngroups; k++) in_kernel[k] = false;
+            leader = id, nsections = 0, nshared = 0, nouts = 0;
+            cur = *next;
+        }
+        cg->kernel_of[id] = leader;
+        in_kernel[id] = true;
+        nsections++;
+        for (int k = 0; k < next->nin; k++) {
+            bool seen = false;
+            for (int j = 0; j < nshared; j++) seen |= shared[j] == next->in[k];
+            if (!seen) shared[nshared++] = next->in[k];
+        }
+        nouts += next->nout;
+        open = next->nout > 0 && !next->spreads;
+        clear_between = true;
+        v = next->last;
+    }
+    free(next);
+    free(in_kernel);
+}
+
 void cuda_fuse_plan(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
@@ -184,6 +271,8 @@ void cuda_fuse_plan(cg_ctx *cg)
     }
     dissolve_singletons(cg, id);
     plan_inlined(cg);
+    cg->ngroups = id;
+    plan_kernels(cg);
 }
 
 void cuda_fuse_free(cg_ctx *cg)
@@ -192,10 +281,17 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->inlined);
     free(cg->last_use);
     free(cg->escapes);
-    cg->group = NULL, cg->inlined = NULL, cg->last_use = NULL, cg->escapes = NULL;
+    free(cg->kernel_of);
+    cg->group = NULL, cg->inlined = NULL, cg->last_use = NULL, cg->escapes = NULL, cg->kernel_of = NULL;
 }
 
 bool cuda_fuse_is_member(const cg_ctx *cg, ir_value v) { return cg->group[v] != 0; }
+
+bool cuda_fuse_same_kernel(const cg_ctx *cg, ir_value a, ir_value b)
+{
+    uint32_t ga = cg->group[a], gb = cg->group[b];
+    return ga && gb && cg->kernel_of[ga] == cg->kernel_of[gb];
+}
 
 static bool is_last(const cg_ctx *cg, ir_value v)
 {
@@ -281,15 +377,47 @@ static const char *round_fn(nc_dtype t)
     return t == NC_F16 ? "nc_round_f16" : t == NC_BF16 ? "nc_round_bf16" : "";
 }
 
-bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok)
+/* The members' code, one register each, then the stores of what leaves. */
+static void emit_members(cg_ctx *cg, ir_value first, ir_value last, uint32_t id, const ir_value *inputs, int nin,
+                         const ir_value *outs, int nout, int out_slot0)
 {
-    *ok = true;
-    if (!is_last(cg, v)) return false;
     const ir_graph *g = cg->g;
-    uint32_t id = cg->group[v];
-    ir_value first = v;
-    while (first > 0 && (cg->group[first - 1] == id || inlinable(g, first - 1))) first--;
-    while (cg->group[first] != id) first++;
+    for (ir_value m = first; m <= last; m++) {
+        if (cg->group[m] != id) continue;
+        const ir_node *n = &g->nodes[m];
+        char ops[3][64] = {"0.0f", "0.0f", "0.0f"};
+        for (int i = 0; i < n->nargs && i < 3; i++)
+            operand_expr(cg, first, ir_args(g, n)[i], id, inputs, nin, ops[i], sizeof ops[i]);
+        uint32_t t = ordinal(cg, first, m);
+        cg_printf(&cg->body, "    float t%u;\n    { const float a = %s, b = %s, c = %s; (void)a; (void)b; (void)c;\n      t%u = %s(",
+                  t, ops[0], ops[1], ops[2], t, round_fn(n->dtype));
+        cuda_expand_expr(cg, n, n->op == OP_BROADCAST ? "a" : cuda_expr_of(cg, n));
+        cg_printf(&cg->body, "); }\n");
+    }
+    for (int k = 0; k < nout; k++) cg_printf(&cg->body, "    nc_st(y%d, i, t%u);\n", out_slot0 + k, ordinal(cg, first, outs[k]));
+}
+
+/* the comment names every op the kernel implements */
+static void comment_members(cg_ctx *cg, ir_value first, ir_value last, uint32_t id)
+{
+    for (ir_value m = first; m <= last; m++)
+        if (cg->group[m] == id) cg_printf(&cg->cur_comment, " %%%u %s", m, nc_ops[cg->g->nodes[m].op].name);
+}
+
+static void group_extent(const cg_ctx *cg, uint32_t id, ir_value *first, ir_value *last)
+{
+    *first = IR_NONE;
+    for (ir_value u = 0; u < cg->g->nnodes; u++)
+        if (cg->group[u] == id) {
+            if (*first == IR_NONE) *first = u;
+            *last = u;
+        }
+}
+
+/* One group, one loop over its elements. */
+static bool emit_single(cg_ctx *cg, uint32_t id, ir_value first, ir_value v)
+{
+    const ir_graph *g = cg->g;
     ir_value inputs[GROUP_IO_CAP], outs[GROUP_IO_CAP];
     int nin, nout;
     group_io(cg, id, first, v, inputs, &nin, outs, &nout);
@@ -297,16 +425,14 @@ bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok)
     if (nout == 0) return true;   /* nothing reads the group (dead code kept with --no-dce) */
     nrt_step *s = cuda_begin_kernel(cg, v, "_fused", NRT_GRID_ELEMENTS);
     uint32_t numel;
-    if (!cuda_numel_dim(cg, &g->nodes[v], &numel)) {
-        *ok = false;
-        return true;
-    }
+    if (!cuda_numel_dim(cg, &g->nodes[v], &numel)) return false;
     cuda_add_int(s, numel);
     ir_value spread_via[GROUP_IO_CAP];   /* the broadcast each input is loaded through, if any */
     bool any_spread = false;
     for (int k = 0; k < nin; k++) {
         spread_via[k] = spread_of(cg, first, v, id, inputs[k]);
-        if (spread_via[k] != IR_NONE) any_spread = true, s->spread_reads |= (uint16_t)(1u << k);
+        if (spread_via[k] != IR_NONE) s->spread_reads |= (uint64_t)1 << k;
+        any_spread |= spread_via[k] != IR_NONE && g->nodes[inputs[k]].rank > 0;
     }
     if (any_spread)
         for (int d = 0; d < g->nodes[v].rank; d++) cuda_add_int(s, g->nodes[v].shape[d]);
@@ -331,24 +457,101 @@ bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok)
             cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, %s);\n", k, k, g->nodes[inputs[k]].rank == 0 ? "0" : "i");
         }
     }
-    for (ir_value m = first; m <= v; m++) {
-        if (cg->group[m] != id) continue;
-        const ir_node *n = &g->nodes[m];
-        char ops[3][64] = {"0.0f", "0.0f", "0.0f"};
-        for (int i = 0; i < n->nargs && i < 3; i++)
-            operand_expr(cg, first, ir_args(g, n)[i], id, inputs, nin, ops[i], sizeof ops[i]);
-        uint32_t t = ordinal(cg, first, m);
-        cg_printf(&cg->body, "    float t%u;\n    { const float a = %s, b = %s, c = %s; (void)a; (void)b; (void)c;\n      t%u = %s(",
-                  t, ops[0], ops[1], ops[2], t, round_fn(n->dtype));
-        cuda_expand_expr(cg, n, n->op == OP_BROADCAST ? "a" : cuda_expr_of(cg, n));
-        cg_printf(&cg->body, "); }\n");
-    }
-    for (int k = 0; k < nout; k++) cg_printf(&cg->body, "    nc_st(y%d, i, t%u);\n", k, ordinal(cg, first, outs[k]));
+    emit_members(cg, first, v, id, inputs, nin, outs, nout, 0);
     cg_printf(&cg->body, "  }\n");
-    /* the comment names every op the kernel implements */
     cg_printf(&cg->cur_comment, "\n// fused:");
-    for (ir_value m = first; m <= v; m++)
-        if (cg->group[m] == id) cg_printf(&cg->cur_comment, " %%%u %s", m, nc_ops[g->nodes[m].op].name);
+    comment_members(cg, first, v, id);
     cuda_end_kernel(cg);
+    return true;
+}
+
+/* Several independent groups, one loop each over its own elements: every
+ * thread runs the loops in turn. Inputs several loops read (the learning
+ * rate, the clipping factor) are loaded once per element from one slot. */
+static bool emit_sections(cg_ctx *cg, const uint32_t *ids, int n, ir_value v)
+{
+    const ir_graph *g = cg->g;
+    ir_value first[NRT_MAX_SECTIONS], last[NRT_MAX_SECTIONS];
+    ir_value ins[NRT_MAX_BUFS], outs[NRT_MAX_SECTIONS][GROUP_IO_CAP];
+    int nins = 0, nout[NRT_MAX_SECTIONS], out_slot0[NRT_MAX_SECTIONS];
+    uint8_t in_section[NRT_MAX_BUFS];
+    uint32_t numel[NRT_MAX_SECTIONS];
+    for (int j = 0; j < n; j++) {
+        group_extent(cg, ids[j], &first[j], &last[j]);
+        ir_value in[GROUP_IO_CAP];
+        int nin;
+        group_io(cg, ids[j], first[j], last[j], in, &nin, outs[j], &nout[j]);
+        for (int k = 0; k < nin; k++) {
+            int at = -1;
+            for (int q = 0; q < nins; q++)
+                if (ins[q] == in[k]) at = q;
+            if (at >= 0) { in_section[at] = in_section[at] == j ? (uint8_t)j : NRT_SECTION_SHARED; continue; }
+            NC_ASSERT(nins < NRT_MAX_BUFS);
+            in_section[nins] = (uint8_t)j;
+            ins[nins++] = in[k];
+        }
+        if (!cuda_numel_dim(cg, &g->nodes[last[j]], &numel[j])) return false;
+    }
+    nrt_step *s = cuda_begin_kernel(cg, v, "_fused", NRT_GRID_ELEMENTS);
+    s->sections = (uint8_t)n;
+    dim_expr total = g->dims[numel[0]];   /* sizes the grid: the loops' elements together */
+    for (int j = 1; j < n; j++)
+        if (dim_add(&total, &g->dims[numel[j]], &total) != DIM_OK) total = g->dims[numel[0]];
+    cuda_add_int(s, ir_dim_intern((ir_graph *)g, &total));
+    for (int j = 0; j < n; j++) cuda_add_int(s, numel[j]);
+    for (int k = 0; k < nins; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", k);
+        cuda_decl_ptr(cg, name, k, g->nodes[ins[k]].dtype, true);
+        s->slot_section[s->nbufs] = in_section[k];
+        cuda_add_buf(s, ins[k]);
+    }
+    int slot = nins;
+    for (int j = 0; j < n; j++) {
+        out_slot0[j] = slot - nins;
+        for (int k = 0; k < nout[j]; k++, slot++) {
+            char name[16];
+            snprintf(name, sizeof name, "y%d", slot - nins);
+            cuda_decl_ptr(cg, name, slot, g->nodes[outs[j][k]].dtype, false);
+            s->slot_section[s->nbufs] = (uint8_t)j;
+            cuda_add_buf(s, outs[j][k]);
+        }
+    }
+    cg_printf(&cg->cur_comment, "\n// fused, %d loops:", n);
+    for (int j = 0; j < n; j++) {
+        cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[%d]) {\n", 1 + j);
+        ir_value in[GROUP_IO_CAP], unused[GROUP_IO_CAP];
+        int nin, nu;
+        group_io(cg, ids[j], first[j], last[j], in, &nin, unused, &nu);
+        for (int k = 0; k < nin; k++)
+            for (int q = 0; q < nins; q++)
+                if (ins[q] == in[k]) cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, %s);\n", q, q, g->nodes[ins[q]].rank == 0 ? "0" : "i");
+        emit_members(cg, first[j], last[j], ids[j], ins, nins, outs[j], nout[j], out_slot0[j]);
+        cg_printf(&cg->body, "  }\n");
+        cg_printf(&cg->cur_comment, "%s", j ? " |" : "");
+        comment_members(cg, first[j], last[j], ids[j]);
+    }
+    cuda_end_kernel(cg);
+    return true;
+}
+
+bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok)
+{
+    *ok = true;
+    if (!is_last(cg, v)) return false;
+    uint32_t id = cg->group[v], leader = cg->kernel_of[id];
+    for (uint32_t k = id + 1; k <= cg->ngroups; k++)
+        if (cg->kernel_of[k] == leader) return true;   /* a loop of a kernel emitted with its last group */
+    uint32_t ids[NRT_MAX_SECTIONS];
+    int n = 0;
+    for (uint32_t k = leader; k <= id; k++)
+        if (cg->kernel_of[k] == leader) ids[n++] = k;
+    if (n == 1) {
+        ir_value first, last;
+        group_extent(cg, id, &first, &last);
+        *ok = emit_single(cg, id, first, v);
+    } else {
+        *ok = emit_sections(cg, ids, n, v);
+    }
     return true;
 }

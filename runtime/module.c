@@ -38,11 +38,6 @@ static void w_bytes(wbuf *b, const void *data, size_t n)
 }
 
 static void w_u8(wbuf *b, uint8_t v) { w_bytes(b, &v, 1); }
-static void w_u16(wbuf *b, uint16_t v)
-{
-    unsigned char x[2] = {(unsigned char)v, (unsigned char)(v >> 8)};
-    w_bytes(b, x, 2);
-}
 static void w_u32(wbuf *b, uint32_t v)
 {
     unsigned char x[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
@@ -191,7 +186,9 @@ static void write_program(wbuf *b, const nrt_program *p)
         w_u8(b, s->mm_batch_rank);
         w_u8(b, (uint8_t)(s->mm_ta | s->mm_tb << 1 | s->mm_b_shared << 2));
         w_u8(b, (uint8_t)s->mm_dtype);
-        w_u16(b, s->spread_reads);
+        w_u64(b, s->spread_reads);
+        w_u8(b, s->sections);
+        for (int k = 0; s->sections > 1 && k < s->nbufs; k++) w_u8(b, s->slot_section[k]);
     }
     w_u32(b, p->plan_flags);
 }
@@ -292,11 +289,6 @@ static bool r_need(rd *r, size_t n)
 }
 
 static uint8_t r_u8(rd *r) { return r_need(r, 1) ? r->p[r->at++] : 0; }
-static uint16_t r_u16(rd *r)
-{
-    uint16_t lo = r_u8(r);
-    return (uint16_t)(lo | r_u8(r) << 8);
-}
 static uint32_t r_u32(rd *r)
 {
     if (!r_need(r, 4)) return 0;
@@ -617,8 +609,16 @@ static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
         uint8_t bits = r_u8(r);
         s->mm_ta = bits & 1, s->mm_tb = bits >> 1 & 1, s->mm_b_shared = bits >> 2 & 1;
         r_dtype(r, &s->mm_dtype);
-        s->spread_reads = r_u16(r);
-        if (!r->bad && s->spread_reads >> s->nbufs) return r_invalid(r, "step %u: spread reads 0x%x", i, s->spread_reads);
+        s->spread_reads = r_u64(r);
+        if (!r->bad && s->nbufs < 64 && s->spread_reads >> s->nbufs)
+            return r_invalid(r, "step %u: spread reads beyond its %u buffers", i, s->nbufs);
+        s->sections = r_u8(r);
+        if (!r->bad && s->sections > NRT_MAX_SECTIONS) return r_invalid(r, "step %u: %u sections", i, s->sections);
+        for (int k = 0; s->sections > 1 && k < s->nbufs; k++) {
+            s->slot_section[k] = r_u8(r);
+            if (!r->bad && s->slot_section[k] >= s->sections && s->slot_section[k] != NRT_SECTION_SHARED)
+                return r_invalid(r, "step %u: buffer %d in section %u of %u", i, k, s->slot_section[k], s->sections);
+        }
         /* what each kind reads from its lists must be there */
         bool ok = kind == NRT_STEP_KERNEL ? s->nints >= 1 && s->nbufs >= 1
                 : kind == NRT_STEP_COPY  ? s->nints >= 1 && s->nbufs == 2

@@ -32,6 +32,12 @@ bool nrt_step_per_element(const ir_graph *g, const nrt_program *p, const nrt_ste
     return n > 6 && strcmp(name + n - 6, "_fused") == 0;
 }
 
+bool nrt_step_may_share(const nrt_step *s, int o, int j)
+{
+    if (s->spread_reads >> j & 1) return false;
+    return s->sections <= 1 || (s->slot_section[j] == s->slot_section[o] && s->slot_section[j] != NRT_SECTION_SHARED);
+}
+
 /* An elementwise kernel computes y[i] from x[i] in the same thread, so y may
  * take the place of an operand of the same size that dies at that step. The
  * output's buffer becomes part of the operand's (its lifetime extended), and
@@ -50,7 +56,7 @@ static int32_t *plan_in_place(const ir_graph *g, const nrt_program *p, memplan_b
             uint32_t out = s->bufs[o];   /* a result: first written at this step */
             if (out >= g->nnodes || b[out].bytes == 0 || b[out].first != (int32_t)k || alias[out] >= 0) continue;
             for (int j = 0; j < s->nbufs; j++) {
-                if (j == o || taken[j] || s->spread_reads >> j & 1 || s->bufs[j] >= g->nnodes || b[s->bufs[j]].first >= (int32_t)k)
+                if (j == o || taken[j] || !nrt_step_may_share(s, o, j) || s->bufs[j] >= g->nnodes || b[s->bufs[j]].first >= (int32_t)k)
                     continue;
                 int32_t root = alias_root(alias, (int32_t)s->bufs[j]);
                 if (b[root].last != (int32_t)k || b[root].bytes != b[out].bytes) continue;

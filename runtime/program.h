@@ -10,10 +10,12 @@
 #include "ir.h"
 
 /* A kernel's argument struct holds this many buffer pointers and sizes: the
- * limit on a fused group's inputs plus outputs (an Adam update of one
- * parameter needs 11). Changing either changes the kernel ABI and the module
- * format version. */
-#define NRT_MAX_BUFS 16
+ * limit on a fused kernel's inputs plus outputs (an Adam update of one
+ * parameter needs 11; a kernel updating several parameters shares the
+ * scalars). Changing either changes the kernel ABI and the module format. */
+#define NRT_MAX_BUFS 64
+#define NRT_MAX_SECTIONS 8             /* independent loops one fused kernel may hold */
+#define NRT_SECTION_SHARED 0xff        /* an operand several sections read */
 #define NRT_MAX_INTS 20
 #define NRT_STR_(x) #x
 #define NRT_STR(x) NRT_STR_(x)
@@ -45,8 +47,13 @@ typedef struct nrt_step {
     uint32_t node;         /* the IR value this step produces (or helps produce) */
     uint8_t nbufs, nints;
     uint32_t bufs[NRT_MAX_BUFS];   /* operands first, results last */
-    uint16_t spread_reads;         /* bit j: bufs[j] is read at other elements than the one being
+    uint64_t spread_reads;         /* bit j: bufs[j] is read at other elements than the one being
                                       written (a fused broadcast's source): never shared in place */
+    uint8_t sections;              /* a fused kernel of independent loops (one per group, each over its
+                                      own element count, e.g. several parameters' updates): how many;
+                                      0 or 1 for one loop */
+    uint8_t slot_section[NRT_MAX_BUFS];   /* with sections > 1: the loop that reads or writes bufs[j],
+                                             NRT_SECTION_SHARED for an operand several read */
     uint32_t ints[NRT_MAX_INTS];   /* dim ids, evaluated when the step runs */
     /* matmul */
     uint8_t mm_batch_rank; /* leading ints that are batch dims */
@@ -79,6 +86,11 @@ void nrt_program_free(nrt_program *p);
  * operand of an element before storing any result: a result may then share
  * an operand's memory. */
 bool nrt_step_per_element(const ir_graph *g, const nrt_program *p, const nrt_step *s);
+/* In such a step, whether result slot o may take operand slot j's memory:
+ * not a spread read, and read in the same loop that writes o (threads run a
+ * kernel's loops at their own pace, so across loops an element may be
+ * overwritten before another thread has read it). */
+bool nrt_step_may_share(const nrt_step *s, int o, int j);
 
 /* The memory plan at bound dims: bytes and live steps of every buffer (IR
  * values, then temporaries), placed in one arena. Inputs and parameters live

@@ -46,10 +46,11 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
     for (uint32_t k = 0; k < p->nsteps && ok; k++) {
         const nrt_step *s = &p->steps[k];
         uint32_t group = cg.group ? cg.group[s->node] : 0;
+
         bool own[NRT_MAX_BUFS];
         for (int j = 0; j < s->nbufs && ok; j++) {
             uint32_t v = slot_value(p, k, j), b = s->bufs[j];
-            own[j] = v == s->node || v >= g->nnodes || (group && cg.group[v] == group);
+            own[j] = v == s->node || v >= g->nnodes || (group && cuda_fuse_same_kernel(&cg, v, s->node));
             if (s->kind == NRT_STEP_COPY) own[j] = j == 1;   /* copy: src -> dst */
             if (own[j]) continue;
             if (!written[v] && !written[view_root(g, v)]) {
@@ -65,6 +66,19 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
             if (!own[j]) continue;
             written[slot_value(p, k, j)] = true;   /* a copy's destination holds its source's value */
             holds[s->bufs[j]] = s->kind == NRT_STEP_COPY ? slot_value(p, k, 0) : slot_value(p, k, j);
+        }
+    }
+    /* the loops of one kernel are independent: no group reads what another
+     * group of its kernel computes, directly or through broadcasts */
+    for (ir_value v = 0; cg.group && v < g->nnodes && ok; v++) {
+        if (!cg.group[v]) continue;
+        for (int i = 0; i < g->nodes[v].nargs; i++) {
+            ir_value a = ir_args(g, &g->nodes[v])[i];
+            while (g->nodes[a].op == OP_BROADCAST) a = ir_args(g, &g->nodes[a])[0];
+            if (cg.group[a] && cg.group[a] != cg.group[v] && cuda_fuse_same_kernel(&cg, a, v)) {
+                fprintf(stderr, "%%%u reads %%%u, computed by another loop of the same kernel\n", v, a);
+                ok = false;
+            }
         }
     }
     /* a group is a contiguous run: only its members, fills and broadcasts
@@ -118,14 +132,16 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
     nrt_program plain, fused;
     CHECK(cuda_emit_program_ex(g, false, &plain, err, sizeof err));
     CHECK(cuda_emit_program_ex(g, true, &fused, err, sizeof err));
-    uint32_t plain_kernels = 0, fused_kernels = 0, fused_steps = 0;
+    uint32_t plain_kernels = 0, fused_kernels = 0, fused_steps = 0, multi = 0;
     for (uint32_t k = 0; k < plain.nsteps; k++) plain_kernels += plain.steps[k].kind == NRT_STEP_KERNEL;
     for (uint32_t k = 0; k < fused.nsteps; k++) {
         fused_kernels += fused.steps[k].kind == NRT_STEP_KERNEL;
         fused_steps += fused.steps[k].kind == NRT_STEP_KERNEL && strstr(fused.kernel_names[fused.steps[k].kernel], "_fused");
+        multi += fused.steps[k].sections > 1;
     }
-    printf("%s: kernel launches %u -> %u (%u fused), distinct kernels %u -> %u\n", path, plain_kernels, fused_kernels,
-           fused_steps, plain.nkernels, fused.nkernels);
+    printf("%s: kernel launches %u -> %u (%u fused, %u of several loops), distinct kernels %u -> %u\n", path, plain_kernels,
+           fused_kernels, fused_steps, multi, plain.nkernels, fused.nkernels);
+    CHECK(multi > 0);   /* the parameters' updates share kernels */
     CHECK(fused_steps > 0 && fused_kernels < plain_kernels);
     CHECK(valid_dataflow(g, &plain, false));
     CHECK(valid_dataflow(g, &fused, true));

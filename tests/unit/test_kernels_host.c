@@ -103,7 +103,7 @@ static bool is_result(const ir_graph *g, const nrt_program *p, const cg_ctx *pla
     if (s->kind == NRT_STEP_COPY) return j == 1;
     if (s->kind == NRT_STEP_MATMUL) return j == 2;
     uint32_t v = slot_value(p, k, j);
-    return v == s->node || (v < g->nnodes && plan->group && plan->group[v] && plan->group[v] == plan->group[s->node]);
+    return v == s->node || (v < g->nnodes && plan->group && s->node < g->nnodes && cuda_fuse_same_kernel(plan, v, s->node));
 }
 
 static bool matches(const char *name, uint32_t k, const char *what, const void *got, const cpu_tensor *want, uint32_t v)
