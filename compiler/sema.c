@@ -803,7 +803,7 @@ static void exec_destructure(sema_ctx *c, const ast_node *s)
     }
 }
 
-static void exec_let(sema_ctx *c, const ast_node *s)
+void sema_exec_let(sema_ctx *c, const ast_node *s)
 {
     if (!s->name) {
         exec_destructure(c, s);
@@ -828,7 +828,7 @@ static void exec_let(sema_ctx *c, const ast_node *s)
 static void exec_stmt(sema_ctx *c, const ast_node *s)
 {
     switch (s->kind) {
-    case AST_LET: exec_let(c, s); break;
+    case AST_LET: sema_exec_let(c, s); break;
     case AST_PARAM: exec_param(c, s); break;
     case AST_RETURN: exec_return(c, s); break;
     case AST_BLOCK: exec_block(c, s); break;

@@ -92,6 +92,8 @@ typedef struct sema_ctx {
 /* sema.c */
 sv sema_expr(sema_ctx *c, const ast_node *e);
 void sema_bind(sema_ctx *c, const char *name, sv v, nc_loc loc);
+/* name = expr, or a, b = f(...): evaluate and bind (a model body's rules). */
+void sema_exec_let(sema_ctx *c, const ast_node *s);
 sv sv_error(void);
 sv sv_int(int64_t i);
 sv sv_float(double f);

@@ -159,9 +159,8 @@ void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
     static const char *directives[] = {"optimizer", "schedule", "loss_scale", "clip_grad_norm"};
     for (uint32_t i = 0; i < train->list.n; i++) {
         const ast_node *s = train->list.items[i];
-        if (s->kind == AST_LET) {
-            sv v = sema_expr(c, s->a);
-            sema_bind(c, s->name, v, s->loc);
+        if (s->kind == AST_LET) {   /* loss = ..., or a, b = f(...) */
+            sema_exec_let(c, s);
             continue;
         }
         if (s->kind != AST_DIRECTIVE) {
