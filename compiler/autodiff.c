@@ -338,33 +338,30 @@ static void grad_attention(ad_ctx *c, ir_value v, ir_value g)
     }
 }
 
-/* layernorm / rmsnorm backward in f32: xhat = (x - mu) * rstd;
- * dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w. */
+/* layernorm / rmsnorm backward: xhat = (x - mu) * rstd, dxhat = g * w;
+ * dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) as one row op,
+ * dw = sum over rows of g * xhat, db = sum of g (f32). */
 static void grad_norm(ad_ctx *c, ir_value v, ir_value g, bool ln)
 {
-    ir_value x = cast_to(c, A0, NC_F32), w = cast_to(c, A1, NC_F32), gf = cast_to(c, g, NC_F32);
+    ir_value x = cast_to(c, A0, NC_F32), gf = cast_to(c, g, NC_F32);
     const ir_node *n = nd(c, x);
     uint32_t shape[NC_MAX_RANK];
     memcpy(shape, n->shape, sizeof shape);
     uint8_t r = n->rank;
-    int64_t C = 0;
-    if (!dim_is_const(&c->g->dims[shape[r - 1]], &C) || C <= 0) {
-        snprintf(c->err, c->errcap, "autodiff: normalisation over a symbolic axis");
-        c->failed = true;
-        return;
-    }
-    double inv = 1.0 / (double)C, eps = nd(c, v)->attr.f;
-    ir_value mu = ln ? broadcast_to(c, scale(c, row_sum(c, x), inv), r, shape) : IR_NONE;
-    ir_value xc = ln ? bin(c, OP_SUB, x, mu) : x;
-    ir_value var = scale(c, row_sum(c, bin(c, OP_MUL, xc, xc)), inv);
-    ir_value rstd = broadcast_to(c, un(c, OP_RSQRT, bin(c, OP_ADD, var, constant(c, eps, var))), r, shape);
-    ir_value xhat = bin(c, OP_MUL, xc, rstd);
-    ir_value wb = broadcast_to(c, w, r, shape);
-    ir_value dxhat = bin(c, OP_MUL, gf, wb);
-    ir_value m2 = broadcast_to(c, scale(c, row_sum(c, bin(c, OP_MUL, dxhat, xhat)), inv), r, shape);
-    ir_value inner = bin(c, OP_SUB, dxhat, bin(c, OP_MUL, xhat, m2));
-    if (ln) inner = bin(c, OP_SUB, inner, broadcast_to(c, scale(c, row_sum(c, dxhat), inv), r, shape));
-    add_grad(c, A0, bin(c, OP_MUL, rstd, inner));
+    /* dx: one row-wise op, in x's dtype */
+    ir_node gp = {.op = ln ? OP_LAYERNORM_GRAD : OP_RMSNORM_GRAD};
+    gp.attr.f = nd(c, v)->attr.f;
+    const ir_node *xn = nd(c, A0);
+    ir_value xwg[3] = {A0, cast_to(c, A1, xn->dtype), cast_to(c, g, xn->dtype)};
+    add_grad(c, A0, build(c, gp, xwg, 3));
+    /* dw (and db): sums over the rows of g xhat (and g); xhat is the norm itself with w = 1 (and b = 0), in f32 */
+    ir_node one = {.op = OP_FILL, .dtype = NC_F32, .rank = 1, .shape = {shape[r - 1]}}, zero = one;
+    one.attr.f = 1.0;
+    ir_node np = {.op = ln ? OP_LAYERNORM : OP_RMSNORM};
+    np.attr.f = nd(c, v)->attr.f;
+    ir_value ones = build(c, one, NULL, 0), zeros = build(c, zero, NULL, 0);
+    ir_value nargs[3] = {x, ones, zeros};
+    ir_value xhat = build(c, np, nargs, ln ? 3 : 2);
     uint32_t wshape[1] = {shape[r - 1]};
     add_grad(c, A1, sum_to(c, bin(c, OP_MUL, gf, xhat), 1, wshape));
     if (ln) add_grad(c, A2, sum_to(c, gf, 1, wshape));

@@ -614,6 +614,44 @@ static bool cuda_emit_softmax(cg_ctx *cg, ir_value v)
     return true;
 }
 
+/* One block a row: the row's statistics again, the two means of g w, then
+ * every element of dx. */
+static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
+{
+    const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
+    bool ln = n->op == OP_LAYERNORM_GRAD;
+    nrt_step *s = begin_rows(cg, v, x, "");
+    if (!s) return false;
+    for (int i = 0; i < 3; i++) add_buf(s, arg(cg, v, i));
+    add_buf(s, v);
+    decl_ptr(cg, "x", 0, x->dtype, true);
+    decl_ptr(cg, "w", 1, node(cg, arg(cg, v, 1))->dtype, true);
+    decl_ptr(cg, "g", 2, node(cg, arg(cg, v, 2))->dtype, true);
+    decl_ptr(cg, "dx", 3, n->dtype, false);
+    cg_buf *b = &cg->body;
+    if (ln) {
+        cg_printf(b, "  float sum = 0.0f;\n");
+        cg_printf(b, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) sum += nc_ld(x, row * C + j);\n");
+        cg_printf(b, "  const float mean = nc_block_sum(sum) / (float)C;\n");
+    } else {
+        cg_printf(b, "  const float mean = 0.0f;\n");
+    }
+    char e[48];
+    cg_printf(b, "  float sq = 0.0f;\n");
+    cg_printf(b, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) { float d = nc_ld(x, row * C + j) - mean; sq += d * d; }\n");
+    cg_printf(b, "  const float rstd = rsqrtf(nc_block_sum(sq) / (float)C + %s);\n", flit(e, n->attr.f));
+    cg_printf(b, "  float m1 = 0.0f, m2 = 0.0f;\n");
+    cg_printf(b, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n"
+                 "    const float gw = nc_ld(g, row * C + j) * nc_ld(w, j);\n"
+                 "    m1 += gw;\n    m2 += gw * (nc_ld(x, row * C + j) - mean) * rstd;\n  }\n");
+    cg_printf(b, "  m1 = %s;\n  m2 = nc_block_sum(m2) / (float)C;\n", ln ? "nc_block_sum(m1) / (float)C" : "0.0f");
+    cg_printf(b, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n"
+                 "    const float xh = (nc_ld(x, row * C + j) - mean) * rstd;\n"
+                 "    nc_st(dx, row * C + j, rstd * (nc_ld(g, row * C + j) * nc_ld(w, j) - m1 - xh * m2));\n  }\n");
+    end_kernel(cg);
+    return true;
+}
+
 /* One block a row: the row's sum, then every element from its y and g. */
 static bool cuda_emit_softmax_grad(cg_ctx *cg, ir_value v)
 {

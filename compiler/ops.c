@@ -285,6 +285,21 @@ static bool shape_norm(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
     return true;
 }
 
+/* (x [..., C], w [C], g shaped like x): dx, shaped like x */
+static bool shape_norm_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const ir_node *x = &g->nodes[a[0]], *w = &g->nodes[a[1]], *gr = &g->nodes[a[2]];
+    char s1[128], s2[128];
+    if (x->rank < 1 || w->rank != 1 || w->shape[0] != x->shape[x->rank - 1])
+        return fail(e, 1, "%s: the weight must have shape [C] of x's last axis, got %s and %s", nc_ops[n->op].name,
+                    shape_str(g, x, s1, sizeof s1), shape_str(g, w, s2, sizeof s2));
+    if (gr->rank != x->rank || memcmp(gr->shape, x->shape, x->rank * sizeof(uint32_t)) != 0)
+        return fail(e, 2, "%s: the gradient must be shaped like x, got %s and %s", nc_ops[n->op].name,
+                    shape_str(g, x, s1, sizeof s1), shape_str(g, gr, s2, sizeof s2));
+    copy_shape(n, x);
+    return true;
+}
+
 static bool shape_cross_entropy(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     const ir_node *lg = &g->nodes[a[0]], *tg = &g->nodes[a[1]];

@@ -564,6 +564,35 @@ void cpu_layernorm(const cpu_op_ctx *c)
     round_out(c->out);
 }
 
+/* dx = rstd (g w - m1 - xhat m2), m1 = mean(g w) (layernorm only), m2 = mean(g w xhat). */
+static void norm_grad(const cpu_op_ctx *c, bool ln)
+{
+    cpu_rows r = rows_of(c->args[0]);
+    if (!check_vector_arg(c, 1, r.len)) return;
+    const float *w = c->args[1]->f;
+    double eps = c->node->attr.f, n = (double)(r.len ? r.len : 1);
+    for (int64_t i = 0; i < r.n; i++) {
+        const float *x = c->args[0]->f + i * r.len, *g = c->args[2]->f + i * r.len;
+        float *dx = c->out->f + i * r.len;
+        double mean = 0, var = 0, m1 = 0, m2 = 0;
+        for (int64_t j = 0; j < r.len && ln; j++) mean += x[j];
+        mean /= n;
+        for (int64_t j = 0; j < r.len; j++) var += (x[j] - mean) * (x[j] - mean);
+        double rstd = 1.0 / sqrt(var / n + eps);
+        for (int64_t j = 0; j < r.len; j++) {
+            double gw = (double)g[j] * w[j];
+            m1 += gw;
+            m2 += gw * (x[j] - mean) * rstd;
+        }
+        m1 = ln ? m1 / n : 0, m2 /= n;
+        for (int64_t j = 0; j < r.len; j++) dx[j] = (float)(rstd * ((double)g[j] * w[j] - m1 - (x[j] - mean) * rstd * m2));
+    }
+    round_out(c->out);
+}
+
+void cpu_layernorm_grad(const cpu_op_ctx *c) { norm_grad(c, true); }
+void cpu_rmsnorm_grad(const cpu_op_ctx *c) { norm_grad(c, false); }
+
 void cpu_rmsnorm(const cpu_op_ctx *c)
 {
     cpu_rows r = rows_of(c->args[0]);

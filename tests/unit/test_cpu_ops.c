@@ -726,6 +726,20 @@ static void test_cross_entropy(void)
     }
     end(&t);
 
+    /* the backward of layernorm / rmsnorm (eps 0) for x = (1, 2, 4), w = (1, 0.5, 2),
+     * g = (1, -1, 0.5): rstd (g w - mean(g w) - xhat mean(g w xhat)) */
+    begin(&t, "norm_grad");
+    ir_value nx = in(&t, NC_F32, S(1, 3), V(1, 2, 4));
+    ir_value nw = in(&t, NC_F32, S(3), V(1, 0.5, 2));
+    ir_value ng = in(&t, NC_F32, S(1, 3), V(1, -1, 0.5));
+    ir_value lng = op(&t, OP_LAYERNORM_GRAD, NOATTR, A(nx, nw, ng));
+    ir_value rmg = op(&t, OP_RMSNORM_GRAD, NOATTR, A(nx, nw, ng));
+    if (run(&t)) {
+        expect_tol(&t, "layernorm_grad", lng, TOL, V(0.5154323951168184, -0.7731485926752277, 0.2577161975584093));
+        expect_tol(&t, "rmsnorm_grad", rmg, TOL, V(0.3059712400550887, -0.3329687024128906, 0.0899915411926732));
+    }
+    end(&t);
+
     /* the fused backward of softmax, from its output: y * (g - sum(g * y)) */
     begin(&t, "softmax_grad");
     ir_value y = in(&t, NC_F32, S(1, 3), V(0.09003057317038046, 0.24472847105479764, 0.6652409557748218));
