@@ -25,6 +25,9 @@ int main(void)
         {.name = "gpt2_2layers_train", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
          .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
          .train_step = true},
+        /* the row-wise backward ops (softmax, log_softmax, rmsnorm) */
+        {.name = "rowwise_train", .path = NETC_SOURCE_DIR "/tests/gpu/rowwise.net", .dim_names = b64, .dim_values = v64,
+         .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true},
         /* the same training steps with elementwise fusion (netc build --fuse) */
         {.name = "fashion_mlp_train_fused", .path = NETC_SOURCE_DIR "/examples/fashion_mlp.net", .dim_names = b64,
          .dim_values = v64, .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true},
