@@ -678,7 +678,7 @@ void cpu_cross_entropy_grad(const cpu_op_ctx *c)
 }
 
 /* ------------------------------------------------------------------ */
-/* attention: each score rebuilt where it is needed, in double           */
+/* attention: a batch's scores as one matmul, softmax statistics in double */
 
 typedef struct attn_dims {
     int64_t batch, T, S, D, E;
@@ -697,86 +697,81 @@ static attn_dims attn_dims_of(const cpu_op_ctx *c)
     return d;
 }
 
-/* The scaled scores of query i of batch b against every key (-inf where
- * masked) into s[S]; returns their log-sum-exp. */
-static double attn_row(const cpu_op_ctx *c, const attn_dims *d, int64_t b, int64_t i, double *s)
+static void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C);
+
+/* The scaled scores of batch b, S[i, j] = scale q_i . k_j (one matmul),
+ * -inf where masked, into s[T * S]. */
+static void attn_scores(const cpu_op_ctx *c, const attn_dims *d, int64_t b, float *s)
 {
-    const float *q = c->args[0]->f + (b * d->T + i) * d->D;
+    gemm(false, true, d->T, d->S, d->D, c->args[0]->f + b * d->T * d->D, c->args[1]->f + b * d->S * d->D, s);
+    for (int64_t i = 0; i < d->T; i++)
+        for (int64_t j = 0; j < d->S; j++)
+            s[i * d->S + j] = d->causal && j > i ? -INFINITY : (float)(s[i * d->S + j] * d->scale);
+}
+
+/* Row i of s becomes softmax probabilities; returns the row's log-sum-exp. */
+static double attn_softmax_row(float *row, int64_t n)
+{
     double m = -INFINITY, l = 0;
-    for (int64_t j = 0; j < d->S; j++) {
-        const float *k = c->args[1]->f + (b * d->S + j) * d->D;
-        double dot = 0;
-        for (int64_t x = 0; x < d->D && !(d->causal && j > i); x++) dot += (double)q[x] * k[x];
-        s[j] = d->causal && j > i ? -INFINITY : dot * d->scale;
-        m = max_d(m, s[j]);
-    }
-    for (int64_t j = 0; j < d->S; j++) l += exp(s[j] - m);
-    return m + log(l);
+    for (int64_t j = 0; j < n; j++) m = max_d(m, row[j]);
+    for (int64_t j = 0; j < n; j++) l += exp(row[j] - m);
+    double lse = m + log(l);
+    for (int64_t j = 0; j < n; j++) row[j] = (float)exp(row[j] - lse);
+    return lse;
 }
 
 void cpu_attention(const cpu_op_ctx *c)
 {
     attn_dims d = attn_dims_of(c);
-    double *acc = nc_xmalloc((size_t)(d.E + 1) * sizeof *acc), *s = nc_xmalloc((size_t)(d.S + 1) * sizeof *s);
-    for (int64_t b = 0; b < d.batch; b++)
-        for (int64_t i = 0; i < d.T; i++) {
-            double lse = attn_row(c, &d, b, i, s);
-            for (int64_t x = 0; x < d.E; x++) acc[x] = 0;
-            for (int64_t j = 0; j < d.S; j++) {
-                double p = exp(s[j] - lse);
-                const float *v = c->args[2]->f + (b * d.S + j) * d.E;
-                for (int64_t x = 0; x < d.E && p != 0; x++) acc[x] += p * v[x];
-            }
-            for (int64_t x = 0; x < d.E; x++) c->out->f[(b * d.T + i) * d.E + x] = (float)acc[x];
-        }
+    float *s = nc_xmalloc((size_t)(d.T * d.S + 1) * sizeof *s);
+    for (int64_t b = 0; b < d.batch; b++) {
+        attn_scores(c, &d, b, s);
+        for (int64_t i = 0; i < d.T; i++) attn_softmax_row(s + i * d.S, d.S);
+        gemm(false, false, d.T, d.E, d.S, s, c->args[2]->f + b * d.S * d.E, c->out->f + b * d.T * d.E);
+    }
     free(s);
-    free(acc);
     round_out(c->out);
 }
 
 void cpu_attention_lse(const cpu_op_ctx *c)
 {
     attn_dims d = attn_dims_of(c);
-    double *s = nc_xmalloc((size_t)(d.S + 1) * sizeof *s);
-    for (int64_t b = 0; b < d.batch; b++)
-        for (int64_t i = 0; i < d.T; i++) c->out->f[b * d.T + i] = (float)attn_row(c, &d, b, i, s);
+    float *s = nc_xmalloc((size_t)(d.T * d.S + 1) * sizeof *s);
+    for (int64_t b = 0; b < d.batch; b++) {
+        attn_scores(c, &d, b, s);
+        for (int64_t i = 0; i < d.T; i++) c->out->f[b * d.T + i] = (float)attn_softmax_row(s + i * d.S, d.S);
+    }
     free(s);
 }
 
-/* With P = softmax rows (rebuilt from lse), dP_ij = g_i . v_j and
- * dS = P (dP - delta): dq_i = scale sum_j dS_ij k_j,
- * dk_j = scale sum_i dS_ij q_i, dv_j = sum_i P_ij g_i. */
+/* With P = softmax rows (rebuilt from lse), dP = g v^T and
+ * dS = P (dP - delta): dq = scale dS k, dk = scale dS^T q, dv = P^T g. */
 void cpu_attention_grad(const cpu_op_ctx *c)
 {
     attn_dims d = attn_dims_of(c);
     int wrt = c->node->attr.axis;
     const float *q = c->args[0]->f, *k = c->args[1]->f, *v = c->args[2]->f, *g = c->args[3]->f;
     const float *lse = c->args[4]->f, *delta = c->args[5]->f;
-    int64_t width = wrt == 2 ? d.E : d.D, rows = wrt == 0 ? d.T : d.S;
-    double *acc = nc_xcalloc((size_t)(d.batch * rows * width + 1), sizeof *acc), *s = nc_xmalloc((size_t)(d.S + 1) * sizeof *s);
-    for (int64_t b = 0; b < d.batch; b++)
-        for (int64_t i = 0; i < d.T; i++) {
-            attn_row(c, &d, b, i, s);
-            const float *gi = g + (b * d.T + i) * d.E;
-            for (int64_t j = 0; j < d.S; j++) {
-                double p = exp(s[j] - lse[b * d.T + i]);
-                if (p == 0) continue;
-                if (wrt == 2) {
-                    for (int64_t x = 0; x < d.E; x++) acc[(b * d.S + j) * d.E + x] += p * gi[x];
-                    continue;
-                }
-                const float *vj = v + (b * d.S + j) * d.E;
-                double dp = 0;
-                for (int64_t x = 0; x < d.E; x++) dp += (double)gi[x] * vj[x];
-                double ds = p * (dp - delta[b * d.T + i]) * d.scale;
-                const float *other = wrt == 0 ? k + (b * d.S + j) * d.D : q + (b * d.T + i) * d.D;
-                double *out = acc + (b * rows + (wrt == 0 ? i : j)) * d.D;
-                for (int64_t x = 0; x < d.D; x++) out[x] += ds * other[x];
-            }
+    float *p = nc_xmalloc((size_t)(d.T * d.S + 1) * sizeof *p), *dp = NULL;
+    if (wrt != 2) dp = nc_xmalloc((size_t)(d.T * d.S + 1) * sizeof *dp);
+    for (int64_t b = 0; b < d.batch; b++) {
+        attn_scores(c, &d, b, p);
+        for (int64_t i = 0; i < d.T; i++)
+            for (int64_t j = 0; j < d.S; j++) p[i * d.S + j] = (float)exp((double)p[i * d.S + j] - lse[b * d.T + i]);
+        const float *gb = g + b * d.T * d.E;
+        if (wrt == 2) {
+            gemm(true, false, d.S, d.E, d.T, p, gb, c->out->f + b * d.S * d.E);
+            continue;
         }
-    for (int64_t x = 0; x < d.batch * rows * width; x++) c->out->f[x] = (float)acc[x];
-    free(s);
-    free(acc);
+        gemm(false, true, d.T, d.S, d.E, gb, v + b * d.S * d.E, dp);
+        for (int64_t i = 0; i < d.T; i++)
+            for (int64_t j = 0; j < d.S; j++)
+                dp[i * d.S + j] = (float)(p[i * d.S + j] * ((double)dp[i * d.S + j] - delta[b * d.T + i]) * d.scale);
+        if (wrt == 0) gemm(false, false, d.T, d.D, d.S, dp, k + b * d.S * d.D, c->out->f + b * d.T * d.D);
+        else gemm(true, false, d.S, d.D, d.T, dp, q + b * d.T * d.D, c->out->f + b * d.S * d.D);
+    }
+    free(dp);
+    free(p);
     round_out(c->out);
 }
 
