@@ -119,23 +119,29 @@ int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *r
         /* this slice's backward, now: its logits die here */
         ir_value wrt[2] = {hk, w}, grads[2];
         if (c.failed || !autodiff_vjp(g, part, seed, wrt, 2, grads, err, errcap)) return -1;
-        dh_parts[k] = grads[0];
-        ir_node up = {.op = OP_CAST};
-        up.attr.to = NC_F32;
-        ir_value dwk = mk(&c, up, &grads[1], 1);
-        dw = dw == IR_NONE ? dwk : op2(&c, OP_ADD, dw, dwk);
+        dh_parts[k] = grads[0];   /* IR_NONE where no trained parameter is behind h (or W) */
+        if (grads[1] != IR_NONE) {
+            ir_node up = {.op = OP_CAST};
+            up.attr.to = NC_F32;
+            ir_value dwk = mk(&c, up, &grads[1], 1);
+            dw = dw == IR_NONE ? dwk : op2(&c, OP_ADD, dw, dwk);
+        }
     }
-    ir_node cat = {.op = OP_CONCAT};
-    cat.attr.axis = axis;
-    ir_value dh = mk(&c, cat, dh_parts, chunks);
+    ir_value dh = dh_parts[0];
+    if (dh != IR_NONE) {
+        ir_node cat = {.op = OP_CONCAT};
+        cat.attr.axis = axis;
+        dh = mk(&c, cat, dh_parts, chunks);
+    }
     if (c.failed) return -1;
     for (uint32_t i = 0; i < g->noutputs; i++)   /* a model that returns its loss returns the new one */
         if (g->outputs[i].value == g->train.loss) g->outputs[i].value = loss;
     g->train.loss = loss;
-    out[0] = (ad_contribution){.value = h, .grad = dh};
-    out[1] = (ad_contribution){.value = w, .grad = dw};
+    int n = 0;
+    if (dh != IR_NONE) out[n++] = (ad_contribution){.value = h, .grad = dh};
+    if (dw != IR_NONE) out[n++] = (ad_contribution){.value = w, .grad = dw};
     if (report)
         fprintf(report, "chunk-loss: cross_entropy over %%%u computed in %d slices of axis %d, each with its backward "
                 "(one slice of logits alive at a time)\n", logits, chunks, axis);
-    return 2;
+    return n;   /* 0 when no trained parameter is behind h or W: the ordinary sweep then finds nothing either */
 }
