@@ -55,12 +55,10 @@ typedef struct budget_ctx {
 } budget_ctx;
 
 /* The planned peak of g in bytes, or -1. */
-static int64_t planned_peak(const ir_graph *g, const budget_ctx *b)
+int64_t mem_budget_planned_peak(const ir_graph *g, bool fuse, char *err, size_t errcap)
 {
     nrt_program p;
-    char *err = b->err;
-    size_t errcap = b->errcap;
-    if (!cuda_emit_program_ex(g, b->fuse, &p, err, errcap)) return -1;
+    if (!cuda_emit_program_ex(g, fuse, &p, err, errcap)) return -1;
     memplan_result r;
     memplan_buf *bufs = program_plan_memory(g, &p, NULL, &r, err, errcap);
     int64_t peak = bufs ? r.arena_bytes : -1;
@@ -68,6 +66,8 @@ static int64_t planned_peak(const ir_graph *g, const budget_ctx *b)
     nrt_program_free(&p);
     return peak;
 }
+
+static int64_t planned_peak(const ir_graph *g, const budget_ctx *b) { return mem_budget_planned_peak(g, b->fuse, b->err, b->errcap); }
 
 static int by_score(const void *x, const void *y)
 {

@@ -12,6 +12,10 @@
  * program (as it will run). */
 bool mem_budget_fit(ir_graph **g, int64_t budget, bool fuse, FILE *log, char *err, size_t errcap);
 
+/* The peak memory the program of g plans for (bound dims), fused or not; -1
+ * with err set if it cannot be emitted or planned. */
+int64_t mem_budget_planned_peak(const ir_graph *g, bool fuse, char *err, size_t errcap);
+
 /* "4GiB", "512MiB", "6GB", "1.5G", "1048576": bytes; false if malformed. */
 bool mem_budget_parse(const char *text, int64_t *bytes);
 

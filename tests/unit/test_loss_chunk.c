@@ -5,6 +5,7 @@
  * own backward, and the planned peak memory is lower. */
 #include "cuda_emit.h"
 #include "driver.h"
+#include "mem_budget.h"
 #include "memplan.h"
 #include "program.h"
 #include "tensor_io.h"
@@ -41,15 +42,8 @@ static ir_graph *compile(bool chunk)
 
 static int64_t peak_bytes(const ir_graph *g)
 {
-    nrt_program p;
     char err[512];
-    if (!cuda_emit_program_ex(g, true, &p, err, sizeof err)) return -1;
-    memplan_result r;
-    memplan_buf *bufs = program_plan_memory(g, &p, NULL, &r, err, sizeof err);
-    int64_t peak = bufs ? (int64_t)r.arena_bytes : -1;
-    free(bufs);
-    nrt_program_free(&p);
-    return peak;
+    return mem_budget_planned_peak(g, true, err, sizeof err);
 }
 
 static bool step(const ir_graph *g, cpu_exec_result *res, cpu_tensor *params, cpu_tensor *inputs)

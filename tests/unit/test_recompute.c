@@ -50,15 +50,8 @@ static ir_graph *compile(bool recompute) { return compile_budget(recompute, 0); 
 
 static int64_t peak_bytes(const ir_graph *g)
 {
-    nrt_program p;
     char err[512];
-    if (!cuda_emit_program(g, &p, err, sizeof err)) return -1;
-    memplan_result r;
-    memplan_buf *bufs = program_plan_memory(g, &p, NULL, &r, err, sizeof err);
-    int64_t peak = bufs ? (int64_t)r.arena_bytes : -1;
-    free(bufs);
-    nrt_program_free(&p);
-    return peak;
+    return mem_budget_planned_peak(g, false, err, sizeof err);
 }
 
 static bool step(const ir_graph *g, cpu_exec_result *res, cpu_tensor *params, cpu_tensor *inputs)
