@@ -614,6 +614,24 @@ static bool cuda_emit_softmax(cg_ctx *cg, ir_value v)
     return true;
 }
 
+/* A row's mean (layernorm; 0 for rmsnorm) and rstd = 1/sqrt(var + eps), in
+ * the block: the statistics the norms and their backward share. */
+static void emit_row_stats(cg_ctx *cg, bool ln, double eps)
+{
+    cg_buf *b = &cg->body;
+    if (ln) {
+        cg_printf(b, "  float sum = 0.0f;\n");
+        cg_printf(b, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) sum += nc_ld(x, row * C + j);\n");
+        cg_printf(b, "  const float mean = nc_block_sum(sum) / (float)C;\n  float sq = 0.0f;\n");
+        cg_printf(b, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) { float d = nc_ld(x, row * C + j) - mean; sq += d * d; }\n");
+    } else {
+        cg_printf(b, "  const float mean = 0.0f;\n  float sq = 0.0f;\n");
+        cg_printf(b, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) { float d = nc_ld(x, row * C + j); sq += d * d; }\n");
+    }
+    char e[48];
+    cg_printf(b, "  const float rstd = rsqrtf(nc_block_sum(sq) / (float)C + %s);\n", flit(e, eps));
+}
+
 /* One block a row: the row's statistics again, the two means of g w, then
  * every element of dx. */
 static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
@@ -629,17 +647,7 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     decl_ptr(cg, "g", 2, node(cg, arg(cg, v, 2))->dtype, true);
     decl_ptr(cg, "dx", 3, n->dtype, false);
     cg_buf *b = &cg->body;
-    if (ln) {
-        cg_printf(b, "  float sum = 0.0f;\n");
-        cg_printf(b, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) sum += nc_ld(x, row * C + j);\n");
-        cg_printf(b, "  const float mean = nc_block_sum(sum) / (float)C;\n");
-    } else {
-        cg_printf(b, "  const float mean = 0.0f;\n");
-    }
-    char e[48];
-    cg_printf(b, "  float sq = 0.0f;\n");
-    cg_printf(b, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) { float d = nc_ld(x, row * C + j) - mean; sq += d * d; }\n");
-    cg_printf(b, "  const float rstd = rsqrtf(nc_block_sum(sq) / (float)C + %s);\n", flit(e, n->attr.f));
+    emit_row_stats(cg, ln, n->attr.f);
     cg_printf(b, "  float m1 = 0.0f, m2 = 0.0f;\n");
     cg_printf(b, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n"
                  "    const float gw = nc_ld(g, row * C + j) * nc_ld(w, j);\n"
@@ -782,17 +790,7 @@ static bool cuda_emit_norm(cg_ctx *cg, ir_value v)
     decl_ptr(cg, "w", 1, n->dtype, true);
     if (ln) decl_ptr(cg, "b", 2, n->dtype, true);
     decl_ptr(cg, "y", n->nargs, n->dtype, false);
-    if (ln) {
-        cg_printf(&cg->body, "  float sum = 0.0f;\n");
-        cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) sum += nc_ld(x, row * C + j);\n");
-        cg_printf(&cg->body, "  const float mean = nc_block_sum(sum) / (float)C;\n  float sq = 0.0f;\n");
-        cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) { float d = nc_ld(x, row * C + j) - mean; sq += d * d; }\n");
-    } else {
-        cg_printf(&cg->body, "  const float mean = 0.0f;\n  float sq = 0.0f;\n");
-        cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) { float d = nc_ld(x, row * C + j); sq += d * d; }\n");
-    }
-    char b[48];
-    cg_printf(&cg->body, "  const float rstd = rsqrtf(nc_block_sum(sq) / (float)C + %s);\n", flit(b, n->attr.f));
+    emit_row_stats(cg, ln, n->attr.f);
     cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x)\n");
     cg_printf(&cg->body, "    nc_st(y, row * C + j, (nc_ld(x, row * C + j) - mean) * rstd * nc_ld(w, j)%s);\n",
               ln ? " + nc_ld(b, j)" : "");
