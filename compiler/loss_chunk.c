@@ -33,16 +33,7 @@ typedef struct chunk_ctx {
 
 static ir_value mk(chunk_ctx *c, ir_node p, const ir_value *args, int n)
 {
-    if (c->failed) return IR_NONE;
-    p.loc = c->loc;
-    ir_value out;
-    tc_error e;
-    if (!ir_build(c->g, &p, args, (uint16_t)n, &out, &e)) {
-        snprintf(c->err, c->errcap, "chunked loss: %s", e.msg);
-        c->failed = true;
-        return IR_NONE;
-    }
-    return out;
+    return ir_build_or_fail(c->g, p, c->loc, args, n, "chunked loss", &c->failed, c->err, c->errcap);
 }
 
 static ir_value op2(chunk_ctx *c, nc_op op, ir_value a, ir_value b)

@@ -579,3 +579,20 @@ bool ir_build(ir_graph *g, const ir_node *proto, const ir_value *args, uint16_t 
     *out = ir_add(g, &n, args, nargs);
     return true;
 }
+
+ir_value ir_build_or_fail(ir_graph *g, ir_node proto, nc_loc loc, const ir_value *args, int nargs, const char *who,
+                          bool *failed, char *err, size_t errcap)
+{
+    if (*failed) return IR_NONE;
+    for (int i = 0; i < nargs; i++)
+        if (args[i] == IR_NONE) { *failed = true; return IR_NONE; }
+    proto.loc = loc;
+    ir_value out;
+    tc_error e;
+    if (!ir_build(g, &proto, args, (uint16_t)nargs, &out, &e)) {
+        snprintf(err, errcap, "%s: %s", who, e.msg);
+        *failed = true;
+        return IR_NONE;
+    }
+    return out;
+}

@@ -23,17 +23,7 @@ typedef struct opt_ctx {
 
 static ir_value mk(opt_ctx *c, ir_node p, const ir_value *args, int n)
 {
-    if (c->failed) return IR_NONE;
-    for (int i = 0; i < n; i++) if (args[i] == IR_NONE) { c->failed = true; return IR_NONE; }
-    p.loc = c->loc;
-    ir_value out;
-    tc_error e;
-    if (!ir_build(c->g, &p, args, (uint16_t)n, &out, &e)) {
-        snprintf(c->err, c->errcap, "optimizer: %s", e.msg);
-        c->failed = true;
-        return IR_NONE;
-    }
-    return out;
+    return ir_build_or_fail(c->g, p, c->loc, args, n, "optimizer", &c->failed, c->err, c->errcap);
 }
 
 static ir_value op2(opt_ctx *c, nc_op op, ir_value a, ir_value b)

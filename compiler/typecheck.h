@@ -18,4 +18,11 @@ bool tc_infer(ir_graph *g, ir_node *n, const ir_value *args, tc_error *e);
 bool ir_build(ir_graph *g, const ir_node *proto, const ir_value *args, uint16_t nargs, ir_value *out,
               tc_error *e);
 
+/* ir_build for netc's own runs of nodes (the optimizer update, the chunked
+ * loss): at loc; once *failed is set, or an operand is IR_NONE (an earlier
+ * node failed), nothing more is built. A type error sets *failed and err to
+ * "who: message". Returns the node, or IR_NONE. */
+ir_value ir_build_or_fail(ir_graph *g, ir_node proto, nc_loc loc, const ir_value *args, int nargs, const char *who,
+                          bool *failed, char *err, size_t errcap);
+
 #endif
