@@ -526,21 +526,6 @@ static int write_outputs(nrt_session *s, const nrt_module *m, const char *dir)
     return 0;
 }
 
-static void tensor_native(const cpu_tensor *t, void *out)
-{
-    unsigned char *p = out;
-    for (int64_t j = 0; j < t->numel; j++) {
-        double v = cpu_get(t, j);
-        switch (t->dtype) {
-        case NC_F32: { float f = (float)v; memcpy(p + 4 * j, &f, 4); break; }
-        case NC_F16: { uint16_t h = nc_f32_to_f16_bits((float)v); memcpy(p + 2 * j, &h, 2); break; }
-        case NC_BF16: { uint16_t h = nc_f32_to_bf16_bits((float)v); memcpy(p + 2 * j, &h, 2); break; }
-        case NC_I32: { int32_t x = (int32_t)v; memcpy(p + 4 * j, &x, 4); break; }
-        default: p[j] = (unsigned char)v; break;
-        }
-    }
-}
-
 static int cmd_run(cli_opts *o)
 {
     if (o->nfiles != 1) return usage_error("run: expects one module file (.netm)%s", "");
@@ -571,7 +556,7 @@ static int cmd_run(cli_opts *o)
     for (int k = 0; k < o->ninputs; k++) {
         size_t bytes = (size_t)loaded[k].numel * dtype_size(loaded[k].dtype);
         void *buf = nc_xmalloc(bytes ? bytes : 1);
-        tensor_native(&loaded[k], buf);
+        cpu_tensor_to_native(&loaded[k], buf);
         nrt_status st = nrt_session_set_input(s, o->inputs[k], (nrt_dtype)loaded[k].dtype, loaded[k].rank, loaded[k].shape, buf, &e);
         free(buf);
         if (st) { fprintf(stderr, "netc: %s\n", e.message); goto free_session; }
@@ -593,7 +578,7 @@ static int cmd_run(cli_opts *o)
             }
             size_t bytes = (size_t)t.numel * dtype_size(t.dtype);
             void *buf = nc_xmalloc(bytes ? bytes : 1);
-            tensor_native(&t, buf);
+            cpu_tensor_to_native(&t, buf);
             nrt_status st = nrt_session_set_input(s, info.name, info.dtype, info.rank, shape, buf, &e);
             free(buf);
             cpu_tensor_free(&t);

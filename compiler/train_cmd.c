@@ -227,12 +227,7 @@ static int upload_tensor(gpu_session *s, ir_value v, const cpu_tensor *t)
     char err[512];
     size_t n = (size_t)t->numel * dtype_size(t->dtype);
     unsigned char *buf = nc_xmalloc(n + 1);
-    for (int64_t j = 0; j < t->numel; j++) {
-        if (t->dtype == NC_F32) memcpy(buf + 4 * j, &t->f[j], 4);
-        else if (t->dtype == NC_I32) memcpy(buf + 4 * j, &t->i[j], 4);
-        else if (t->dtype == NC_U8) buf[j] = (unsigned char)t->i[j];
-        else { uint16_t h = t->dtype == NC_BF16 ? nc_f32_to_bf16_bits(t->f[j]) : nc_f32_to_f16_bits(t->f[j]); memcpy(buf + 2 * j, &h, 2); }
-    }
+    cpu_tensor_to_native(t, buf);
     int rc = gpu_upload(s, v, buf, n, err, sizeof err);
     free(buf);
     if (rc) fprintf(stderr, "netc: %s\n", err);

@@ -76,6 +76,43 @@ void cpu_set(cpu_tensor *t, int64_t i, double v)
     else t->i[i] = saturate_int(t->dtype, v);
 }
 
+double cpu_native_get(nc_dtype t, const void *data, int64_t i)
+{
+    const unsigned char *p = data;
+    switch (t) {
+    case NC_F32: { float f; memcpy(&f, p + 4 * i, 4); return f; }
+    case NC_F16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return nc_f16_bits_to_f32(h); }
+    case NC_BF16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return nc_bf16_bits_to_f32(h); }
+    case NC_I32: { int32_t x; memcpy(&x, p + 4 * i, 4); return x; }
+    case NC_BOOL: return p[i] != 0;
+    default: return p[i];
+    }
+}
+
+void cpu_tensor_from_native(const void *data, cpu_tensor *t)
+{
+    for (int64_t i = 0; i < t->numel; i++) {
+        double v = cpu_native_get(t->dtype, data, i);
+        if (t->f) t->f[i] = (float)v;
+        else t->i[i] = (int32_t)v;
+    }
+}
+
+void cpu_tensor_to_native(const cpu_tensor *t, void *data)
+{
+    unsigned char *p = data;
+    for (int64_t i = 0; i < t->numel; i++) {
+        switch (t->dtype) {
+        case NC_F32: memcpy(p + 4 * i, &t->f[i], 4); break;
+        case NC_F16: { uint16_t h = nc_f32_to_f16_bits(t->f[i]); memcpy(p + 2 * i, &h, 2); break; }
+        case NC_BF16: { uint16_t h = nc_f32_to_bf16_bits(t->f[i]); memcpy(p + 2 * i, &h, 2); break; }
+        case NC_I32: memcpy(p + 4 * i, &t->i[i], 4); break;
+        case NC_BOOL: p[i] = t->i[i] != 0; break;
+        default: p[i] = (unsigned char)t->i[i]; break;
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ */
 /* one run                                                              */
 

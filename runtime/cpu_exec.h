@@ -36,6 +36,14 @@ void cpu_tensor_free(cpu_tensor *t);
 double cpu_get(const cpu_tensor *t, int64_t i);
 void cpu_set(cpu_tensor *t, int64_t i, double v);   /* rounds/clamps to the dtype */
 
+/* The native layout of a tensor's elements, as kernels and libnetrt callers
+ * store them: f32 and i32 in 4 bytes, f16 and bf16 as their 2-byte bits, u8
+ * and bool in one byte. */
+void cpu_tensor_to_native(const cpu_tensor *t, void *data);
+void cpu_tensor_from_native(const void *data, cpu_tensor *t);
+/* Element i of native data of dtype t. */
+double cpu_native_get(nc_dtype t, const void *data, int64_t i);
+
 /* What a kernel sees: its node, the evaluated operands, and its result
  * (already allocated, zeroed, shape set). */
 typedef struct cpu_op_ctx {

@@ -141,40 +141,6 @@ nrt_status nrt_module_output(const nrt_module *m, int i, nrt_tensor_info *info)
     return NRT_OK;
 }
 
-/* ---- conversions between the caller's layout and the executor's ---- */
-
-static void native_to_tensor(const void *data, cpu_tensor *t)
-{
-    const unsigned char *p = data;
-    for (int64_t i = 0; i < t->numel; i++) {
-        switch (t->dtype) {
-        case NC_F32: memcpy(&t->f[i], p + 4 * i, 4); break;
-        case NC_F16: { uint16_t h; memcpy(&h, p + 2 * i, 2); t->f[i] = nc_f16_bits_to_f32(h); break; }
-        case NC_BF16: { uint16_t h; memcpy(&h, p + 2 * i, 2); t->f[i] = nc_bf16_bits_to_f32(h); break; }
-        case NC_I32: memcpy(&t->i[i], p + 4 * i, 4); break;
-        case NC_U8: t->i[i] = p[i]; break;
-        case NC_BOOL: t->i[i] = p[i] != 0; break;
-        default: break;
-        }
-    }
-}
-
-static void tensor_to_native(const cpu_tensor *t, void *data)
-{
-    unsigned char *p = data;
-    for (int64_t i = 0; i < t->numel; i++) {
-        switch (t->dtype) {
-        case NC_F32: memcpy(p + 4 * i, &t->f[i], 4); break;
-        case NC_F16: { uint16_t h = nc_f32_to_f16_bits(t->f[i]); memcpy(p + 2 * i, &h, 2); break; }
-        case NC_BF16: { uint16_t h = nc_f32_to_bf16_bits(t->f[i]); memcpy(p + 2 * i, &h, 2); break; }
-        case NC_I32: memcpy(p + 4 * i, &t->i[i], 4); break;
-        case NC_U8: p[i] = (unsigned char)t->i[i]; break;
-        case NC_BOOL: p[i] = t->i[i] != 0; break;
-        default: break;
-        }
-    }
-}
-
 /* ---- sessions ------------------------------------------------------- */
 
 nrt_session_opts nrt_session_defaults(void)
@@ -225,7 +191,7 @@ static nrt_status upload_param(nrt_session *s, uint32_t i, nrt_error *err)
     const cpu_tensor *t = &s->params[i];
     size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
     void *buf = nc_xmalloc(bytes ? bytes : 1);
-    tensor_to_native(t, buf);
+    cpu_tensor_to_native(t, buf);
     char msg[512];
     int rc = gpu_upload(s->gpu, s->param_node[i], buf, bytes, msg, sizeof msg);
     free(buf);
@@ -329,7 +295,7 @@ nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dty
     cpu_tensor_free(t);
     if (!cpu_tensor_alloc(t, (nc_dtype)dtype, (uint8_t)rank, shape, (int64_t)16 << 30))
         return set_err(err, NRT_ERR_MEMORY, "input %s is too large", name);
-    native_to_tensor(data, t);
+    cpu_tensor_from_native(data, t);
     if (s->gpu && s->input_node[i] != IR_NONE) {
         char msg[512];
         if (gpu_upload(s->gpu, s->input_node[i], data, (size_t)t->numel * dtype_size(t->dtype), msg, sizeof msg))
@@ -410,7 +376,7 @@ nrt_status nrt_session_get_output(nrt_session *s, const char *name, void *data, 
         return ok(err);
     }
     if (!s->have_result) return set_err(err, NRT_ERR_STATE, "no output yet: call nrt_session_run first");
-    tensor_to_native(&s->result.values[v], data);
+    cpu_tensor_to_native(&s->result.values[v], data);
     return ok(err);
 }
 
@@ -428,7 +394,7 @@ nrt_status nrt_session_set_param(nrt_session *s, const char *name, nrt_dtype dty
     if (i < 0) return set_err(err, NRT_ERR_ARGUMENT, "the module has no parameter named %s", name);
     nrt_status st = check_tensor(s, "parameter", &s->g->params[i].decl, dtype, rank, shape, err);
     if (st) return st;
-    native_to_tensor(data, &s->params[i]);
+    cpu_tensor_from_native(data, &s->params[i]);
     return upload_param(s, (uint32_t)i, err);
 }
 
@@ -441,7 +407,7 @@ static nrt_status sync_param_from_gpu(nrt_session *s, uint32_t i, nrt_error *err
     void *buf = nc_xmalloc(bytes ? bytes : 1);
     char msg[512];
     int rc = gpu_download(s->gpu, s->param_node[i], buf, bytes, msg, sizeof msg);
-    if (rc == 0) native_to_tensor(buf, t);
+    if (rc == 0) cpu_tensor_from_native(buf, t);
     free(buf);
     return rc ? set_err(err, NRT_ERR_DEVICE, "%s", msg) : NRT_OK;
 }
@@ -455,7 +421,7 @@ nrt_status nrt_session_get_param(nrt_session *s, const char *name, void *data, s
     if (bytes != want) return set_err(err, NRT_ERR_ARGUMENT, "parameter %s has %zu bytes, the buffer %zu", name, want, bytes);
     nrt_status st = sync_param_from_gpu(s, (uint32_t)i, err);
     if (st) return st;
-    tensor_to_native(t, data);
+    cpu_tensor_to_native(t, data);
     return ok(err);
 }
 

@@ -21,30 +21,6 @@ static double tolerance(nc_dtype t, nc_op op)
     return base;
 }
 
-static void to_native(const cpu_tensor *t, unsigned char *p)
-{
-    for (int64_t j = 0; j < t->numel; j++) {
-        switch (t->dtype) {
-        case NC_F32: memcpy(p + 4 * j, &t->f[j], 4); break;
-        case NC_F16: { uint16_t h = nc_f32_to_f16_bits(t->f[j]); memcpy(p + 2 * j, &h, 2); break; }
-        case NC_BF16: { uint16_t h = nc_f32_to_bf16_bits(t->f[j]); memcpy(p + 2 * j, &h, 2); break; }
-        case NC_I32: memcpy(p + 4 * j, &t->i[j], 4); break;
-        default: p[j] = (unsigned char)t->i[j]; break;
-        }
-    }
-}
-
-static double native_get(nc_dtype t, const unsigned char *p, int64_t j)
-{
-    switch (t) {
-    case NC_F32: { float f; memcpy(&f, p + 4 * j, 4); return f; }
-    case NC_F16: { uint16_t h; memcpy(&h, p + 2 * j, 2); return nc_f16_bits_to_f32(h); }
-    case NC_BF16: { uint16_t h; memcpy(&h, p + 2 * j, 2); return nc_bf16_bits_to_f32(h); }
-    case NC_I32: { int32_t x; memcpy(&x, p + 4 * j, 4); return x; }
-    default: return p[j];
-    }
-}
-
 /* Compare one output; prints the first mismatches. */
 static int compare(const gpu_check_opts *o, const ir_graph *g, uint32_t k, const cpu_tensor *ref, const unsigned char *got)
 {
@@ -52,7 +28,7 @@ static int compare(const gpu_check_opts *o, const ir_graph *g, uint32_t k, const
     double tol = tolerance(n->dtype, n->op), num = 0, den = 0;
     int bad = 0;
     for (int64_t j = 0; j < ref->numel; j++) {
-        double r = cpu_get(ref, j), v = native_get(n->dtype, got, j);
+        double r = cpu_get(ref, j), v = cpu_native_get(n->dtype, got, j);
         bool nan_ok = isnan(r) && isnan(v);
         bool inf_ok = isinf(r) && r == v;
         if (nan_ok || inf_ok) continue;
@@ -132,7 +108,7 @@ int gpu_check(const gpu_check_opts *o)
         if (!t) continue;
         size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
         unsigned char *buf = nc_xmalloc(bytes + 1);
-        to_native(t, buf);
+        cpu_tensor_to_native(t, buf);
         if (gpu_upload(gs, v, buf, bytes, err, sizeof err) != 0) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; }
         free(buf);
     }

@@ -49,36 +49,11 @@ typedef struct nc_args {
 /* The executor's value in the storage layout the kernels use. */
 static void *to_storage(const cpu_tensor *t)
 {
-    size_t es = dtype_size(t->dtype);
-    unsigned char *p = calloc((size_t)t->numel + 1, es);
-    for (int64_t i = 0; i < t->numel; i++) {
-        double v = cpu_get(t, i);
-        switch (t->dtype) {
-        case NC_F32: { float f = (float)v; memcpy(p + 4 * i, &f, 4); break; }
-        case NC_F16: { uint16_t h = nc_f32_to_f16_bits((float)v); memcpy(p + 2 * i, &h, 2); break; }
-        case NC_BF16: { uint16_t h = nc_f32_to_bf16_bits((float)v); memcpy(p + 2 * i, &h, 2); break; }
-        case NC_I32: { int32_t x = (int32_t)v; memcpy(p + 4 * i, &x, 4); break; }
-        default: p[i] = (unsigned char)v; break;
-        }
-    }
+    void *p = calloc((size_t)t->numel + 1, dtype_size(t->dtype));
+    cpu_tensor_to_native(t, p);
     return p;
 }
 
-static double from_storage(const void *p, nc_dtype t, int64_t i)
-{
-    const unsigned char *b = p;
-    switch (t) {
-    case NC_F32: { float f; memcpy(&f, b + 4 * i, 4); return f; }
-    case NC_F16: { uint16_t h; memcpy(&h, b + 2 * i, 2); return nc_f16_bits_to_f32(h); }
-    case NC_BF16: { uint16_t h; memcpy(&h, b + 2 * i, 2); return nc_bf16_bits_to_f32(h); }
-    case NC_I32: { int32_t x; memcpy(&x, b + 4 * i, 4); return x; }
-    default: return b[i];
-    }
-}
-
-/* Within the dtype's rounding of the value, or of a twentieth of the
- * tensor's largest magnitude (sums with cancellation), so a gradient of
- * size 1e-4 is checked at its own scale, not at 1. */
 static bool close_enough(double got, double want, nc_dtype t, double scale)
 {
     if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
@@ -112,7 +87,7 @@ static bool matches(const char *name, uint32_t k, const char *what, const void *
     for (int64_t i = 0; i < want->numel; i++)
         if (isfinite(cpu_get(want, i))) scale = fmax(scale, fabs(cpu_get(want, i)));
     for (int64_t i = 0; i < want->numel; i++) {
-        double x = from_storage(got, want->dtype, i), w = cpu_get(want, i);
+        double x = cpu_native_get(want->dtype, got, i), w = cpu_get(want, i);
         if (!close_enough(x, w, want->dtype, scale)) {
             fprintf(stderr, "%s: step %u (%s) %%%u[%lld] = %.9g, the executor has %.9g\n", name, k, what, v, (long long)i, x, w);
             return false;
