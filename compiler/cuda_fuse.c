@@ -186,7 +186,7 @@ static void plan_kernels(cg_ctx *cg)
     cg->kernel_of = nc_xcalloc(cg->ngroups + 1, sizeof *cg->kernel_of);
     for (uint32_t k = 0; k <= cg->ngroups; k++) cg->kernel_of[k] = k;
     bool *in_kernel = nc_xcalloc(cg->ngroups + 1, sizeof *in_kernel);
-    group_span cur = {0}, *next = nc_xmalloc(sizeof *next);
+    group_span *next = nc_xmalloc(sizeof *next);
     uint32_t leader = 0, nsections = 0;
     ir_value shared[GROUP_IO_CAP * NRT_MAX_SECTIONS];
     int nshared = 0, nouts = 0;
@@ -211,13 +211,12 @@ static void plan_kernels(cg_ctx *cg)
             for (int j = 0; j < nshared; j++) seen |= shared[j] == next->in[k];
             extra += !seen;
         }
-        bool joins = open && clear_between && !next->spreads && !cur.spreads && nsections < NRT_MAX_SECTIONS &&
+        bool joins = open && clear_between && !next->spreads && nsections < NRT_MAX_SECTIONS &&
                      next->nout > 0 && nshared + extra + nouts + next->nout <= NRT_MAX_BUFS && 1 + nsections + 1 <= NRT_MAX_INTS &&
                      !reads_group_of(cg, next, in_kernel);
         if (!joins) {   /* a new kernel starts with this group */
             for (uint32_t k = 0; k <= cg->ngroups; k++) in_kernel[k] = false;
             leader = id, nsections = 0, nshared = 0, nouts = 0;
-            cur = *next;
         }
         cg->kernel_of[id] = leader;
         in_kernel[id] = true;
@@ -228,7 +227,7 @@ static void plan_kernels(cg_ctx *cg)
             if (!seen) shared[nshared++] = next->in[k];
         }
         nouts += next->nout;
-        open = next->nout > 0 && !next->spreads;
+        open = next->nout > 0 && !next->spreads;   /* a group loading through broadcasts keeps its kernel to itself */
         clear_between = true;
         v = next->last;
     }
