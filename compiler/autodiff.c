@@ -195,10 +195,11 @@ static void grad_sigmoid(ad_ctx *c, ir_value v, ir_value g)
 {
     add_grad(c, A0, bin(c, OP_MUL, g, bin(c, OP_MUL, v, bin(c, OP_SUB, constant(c, 1.0, v), v))));
 }
+/* From the output (y > 0 exactly where x > 0, NaN included), so the input
+ * can die at the relu and the relu can be a matmul's epilogue. */
 static void grad_relu(ad_ctx *c, ir_value v, ir_value g)
 {
-    ir_value x = A0;
-    add_grad(c, x, where(c, bin(c, OP_GT, x, zeros_like(c, x)), g, zeros_like(c, g)));
+    add_grad(c, A0, where(c, bin(c, OP_GT, v, zeros_like(c, v)), g, zeros_like(c, g)));
 }
 /* d/dx x*Phi(x) = Phi(x) + x*phi(x), computed in f32. */
 static void grad_gelu(ad_ctx *c, ir_value v, ir_value g)

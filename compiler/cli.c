@@ -308,6 +308,7 @@ static int build_kernels(const cli_opts *o, ir_graph *g, nrt_module_data *m)
         return 1;
     }
     if (o->no_memplan) m->program.plan_flags |= NRT_PLAN_NO_REUSE;
+    if (o->report) cuda_report(g, &m->program, !o->no_fuse, stdout);
     if (o->emit_cuda) fputs(m->program.source, stdout);
     if (!nvrtc_available()) return 0;
     char targets[256];

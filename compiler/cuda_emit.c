@@ -865,13 +865,15 @@ static bool cuda_emit_cross_entropy_grad(cg_ctx *cg, ir_value v)
     return true;
 }
 
-static bool cuda_emit_matmul(cg_ctx *cg, ir_value v)
+/* A matmul step's operands, sizes and dtypes; the caller adds what it
+ * writes (cuda_emit_matmul: the product; cuda_epilogue.c: an epilogue's
+ * operands and results). */
+nrt_step *cuda_matmul_begin(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *a = node(cg, arg(cg, v, 0)), *b = node(cg, arg(cg, v, 1));
     nrt_step *s = new_step(cg, NRT_STEP_MATMUL, v);
     add_buf(s, arg(cg, v, 0));
     add_buf(s, arg(cg, v, 1));
-    add_buf(s, v);
     s->mm_batch_rank = (uint8_t)(n->rank - 2);
     for (int k = 0; k < n->rank - 2; k++) add_int(s, n->shape[k]);
     add_int(s, n->shape[n->rank - 2]);                       /* M */
@@ -881,6 +883,13 @@ static bool cuda_emit_matmul(cg_ctx *cg, ir_value v)
     s->mm_tb = n->attr.tb;
     s->mm_b_shared = b->rank == 2 && n->rank > 2;
     s->mm_dtype = n->dtype;
+    s->mm_out_dtype = n->dtype;
+    return s;
+}
+
+static bool cuda_emit_matmul(cg_ctx *cg, ir_value v)
+{
+    add_buf(cuda_matmul_begin(cg, v), v);
     return true;
 }
 
@@ -926,6 +935,9 @@ bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *
             if (ok) continue;
         } else if (cg.group && (cuda_fuse_is_member(&cg, v) || cg.inlined[v])) {
             continue;   /* computed inside its group's kernel */
+        } else if (cg.absorbed && cg.absorbed[v]) {
+            cuda_epilogue_emit(&cg, v);   /* a matmul with its epilogue, at the epilogue's last op */
+            continue;
         }
         if (!ok || !emitters[g->nodes[v].op](&cg, v)) {
             snprintf(err, errcap, "%%%u (%s): %s", v, nc_ops[g->nodes[v].op].name, cg.err);

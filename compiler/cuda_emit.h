@@ -36,6 +36,9 @@ typedef struct cg_ctx {
     bool *escapes;         /* fusion: read by an output, an update or the loss */
     uint32_t *kernel_of;   /* fusion: for each group id, the first group of the kernel it is a loop of */
     uint32_t ngroups;
+    bool *absorbed;        /* epilogues: computed by a matmul step (the matmul and its epilogue's ops) */
+    struct cuda_epilogue *epilogues;   /* epilogues: one per fused matmul, in schedule order */
+    uint32_t nepilogues;
     char err[512];
 } cg_ctx;
 
@@ -60,6 +63,32 @@ bool cuda_fuse_is_member(const cg_ctx *cg, ir_value v);
  * or loops of one kernel). */
 bool cuda_fuse_same_kernel(const cg_ctx *cg, ir_value a, ir_value b);
 bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok);
+
+/* Matmul epilogues (cuda_epilogue.c): a bias, an activation, a residual
+ * add or a widening cast after a matmul, applied by cuBLASLt as it stores
+ * the product, so the product is never written and read back. */
+typedef struct cuda_epilogue {
+    ir_value matmul;
+    ir_value bias, residual, aux;   /* IR_NONE where absent */
+    ir_value out;                   /* the epilogue's last op: what the step writes */
+    uint8_t flags;                  /* NRT_EPI_* */
+    nc_dtype out_dtype;
+    ir_value chain[5];              /* the ops the step computes: the matmul, then each link */
+    int nchain;
+} cuda_epilogue;
+
+/* Mark the epilogues (cg->absorbed, cg->epilogues); run by cuda_fuse_plan
+ * before it groups elementwise ops, which then leave absorbed ops alone. */
+void cuda_epilogue_plan(cg_ctx *cg);
+/* For an absorbed node v: the matmul step when v ends an epilogue, nothing
+ * otherwise. */
+void cuda_epilogue_emit(cg_ctx *cg, ir_value v);
+void cuda_epilogue_free(cg_ctx *cg);
+nrt_step *cuda_matmul_begin(cg_ctx *cg, ir_value v);
+
+/* netc build --report (cuda_report.c): each fused kernel's ops, each
+ * matmul epilogue, each value living in another's buffer, with source lines. */
+void cuda_report(const ir_graph *g, const nrt_program *p, bool fused, FILE *out);
 
 /* Buffer sharing (cuda_alias.c), on the finished steps: reshapes become
  * views, and updates that can be computed in their parameter's memory are,

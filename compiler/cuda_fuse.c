@@ -124,8 +124,12 @@ static void plan_inlined(cg_ctx *cg)
         for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++;
     for (ir_value v = g->nnodes; v-- > 0;) {
         cg->inlined[v] = inlinable(g, v) && !cg->escapes[v] && users[v] > 0 && !plain_reader[v];
-        if (!cg->group[v] && !cg->inlined[v])
-            for (int k = 0; k < g->nodes[v].nargs; k++) plain_reader[ir_args(g, &g->nodes[v])[k]] = true;
+        if (cg->group[v] || cg->inlined[v]) continue;
+        bool epilogue_op = cg->absorbed[v] && g->nodes[v].op != OP_MATMUL;   /* loads a bias under its broadcast */
+        for (int k = 0; k < g->nodes[v].nargs; k++) {
+            ir_value a = ir_args(g, &g->nodes[v])[k];
+            if (!(epilogue_op && g->nodes[a].op == OP_BROADCAST)) plain_reader[a] = true;
+        }
     }
     free(users);
     free(plain_reader);
@@ -246,6 +250,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     for (uint32_t i = 0; i < g->noutputs; i++) cg->escapes[g->outputs[i].value] = true;
     for (uint32_t i = 0; i < g->nupdates; i++) cg->escapes[g->updates[i].value] = true;
     if (g->train.present && g->train.loss != IR_NONE) cg->escapes[g->train.loss] = true;
+    cuda_epilogue_plan(cg);
     uint32_t id = 0;
     ir_value first = IR_NONE;
     for (ir_value v = 0; v < g->nnodes; v++) {
@@ -255,7 +260,8 @@ void cuda_fuse_plan(cg_ctx *cg)
             if (first != IR_NONE && spread(g, v) && cg->group[ir_args(g, &g->nodes[v])[0]] == id) first = IR_NONE;
             continue;
         }
-        bool joins = fusable(g, v) && first != IR_NONE && same_shape(&g->nodes[first], &g->nodes[v]);
+        bool can_fuse = fusable(g, v) && !cg->absorbed[v];
+        bool joins = can_fuse && first != IR_NONE && same_shape(&g->nodes[first], &g->nodes[v]);
         if (joins) {
             cg->group[v] = id;
             ir_value in[GROUP_IO_CAP], out[GROUP_IO_CAP];
@@ -265,7 +271,7 @@ void cuda_fuse_plan(cg_ctx *cg)
         }
         if (!joins) {
             first = IR_NONE;
-            if (fusable(g, v)) cg->group[v] = ++id, first = v;
+            if (can_fuse) cg->group[v] = ++id, first = v;
         }
     }
     dissolve_singletons(cg, id);
@@ -281,6 +287,7 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->last_use);
     free(cg->escapes);
     free(cg->kernel_of);
+    cuda_epilogue_free(cg);
     cg->group = NULL, cg->inlined = NULL, cg->last_use = NULL, cg->escapes = NULL, cg->kernel_of = NULL;
 }
 

@@ -65,9 +65,16 @@ static step_cost cost_of(const ir_graph *g, const nrt_step *s, const memplan_buf
     return c;
 }
 
-static const char *step_name(const nrt_program *p, const nrt_step *s)
+/* A kernel's name; a library call named after what it does ("cublasLt_matmul+bias+gelu"). */
+static const char *step_name(const nrt_program *p, const nrt_step *s, char buf[64])
 {
-    return s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : s->kind == NRT_STEP_MATMUL ? "cublasLt_matmul" : "copy";
+    if (s->kind == NRT_STEP_KERNEL) return p->kernel_names[s->kernel];
+    if (s->kind == NRT_STEP_COPY) return "copy";
+    uint8_t e = s->mm_epilogue;
+    snprintf(buf, 64, "cublasLt_matmul%s%s%s%s%s%s", e & NRT_EPI_RESIDUAL ? "+residual" : "", e & NRT_EPI_BIAS ? "+bias" : "",
+             e & NRT_EPI_RELU ? "+relu" : "", e & NRT_EPI_GELU ? "+gelu" : "", e & NRT_EPI_AUX ? "+aux" : "",
+             s->mm_out_dtype != s->mm_dtype ? "+f32" : "");
+    return buf;
 }
 
 static void human_bytes(double b, char *buf, size_t cap)
@@ -182,7 +189,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         fprintf(out, "module %s: model %s, entry %s (entry points: %s), %u steps, %u kernels\n", path, g->name,
                 shown, entries, m.program.nsteps, m.program.nkernels);
         if (defaulted) fprintf(out, "(symbolic dims not bound with --dim are taken as 1)\n");
-        fprintf(out, "%-4s %-28s %-34s %12s %12s %10s\n", "step", "kernel / call", "computes", "bytes", "flops", "floor us");
+        fprintf(out, "%-4s %-34s %-34s %12s %12s %10s\n", "step", "kernel / call", "computes", "bytes", "flops", "floor us");
     }
     for (uint32_t k = 0; k < m.program.nsteps; k++) {
         const nrt_step *s = &m.program.steps[k];
@@ -190,19 +197,19 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         total_bytes += c.bytes, total_flops += c.flops, total_floor += c.floor_s;
         const ir_node *n = &g->nodes[s->node];
         if (n->flags & IR_FLAG_RECOMPUTE) recompute_flops += c.flops;
-        char what[128] = "", loc[96] = "";
+        char what[128] = "", loc[96] = "", name[64];
         if (n->loc.file && n->loc.file <= g->nfiles) {
             const char *f = g->files[n->loc.file - 1], *slash = strrchr(f, '/');
             snprintf(loc, sizeof loc, "%s:%u", slash ? slash + 1 : f, n->loc.line);
         }
         snprintf(what, sizeof what, "%%%u %s %s", s->node, nc_ops[n->op].name, loc);
-        json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:s, s:s}", "name", step_name(&m.program, s), "bytes", c.bytes, "flops",
+        json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:s, s:s}", "name", step_name(&m.program, s, name), "bytes", c.bytes, "flops",
                               c.flops, "floor_us", c.floor_s * 1e6, "op", nc_ops[n->op].name, "source", loc);
         json_array_append(steps_j, o);
         if (s->kind == NRT_STEP_KERNEL) json_array_append(kernels, o);
         json_decref(o);
         if (!as_json)
-            fprintf(out, "%-4u %-28.28s %-34.34s %12.0f %12.0f %10.2f\n", k, step_name(&m.program, s), what, c.bytes,
+            fprintf(out, "%-4u %-34.34s %-34.34s %12.0f %12.0f %10.2f\n", k, step_name(&m.program, s, name), what, c.bytes,
                     c.flops, c.floor_s * 1e6);
     }
     if (as_json) {

@@ -160,6 +160,8 @@ typedef struct gpu_matmul {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
+    float beta;                    /* 1 with a residual: out = a b + residual */
+    int c_buf;                     /* the slot cuBLASLt reads as C: the residual, or out itself (unread at beta 0) */
 } gpu_matmul;
 
 struct gpu_session {
@@ -256,26 +258,67 @@ static int plan_memory(gpu_session *s, const int64_t *syms, char *err, size_t er
     return 0;
 }
 
-static int setup_matmul(gpu_session *s, uint32_t k, const int64_t *n, char *err, size_t errcap)
+static cudaDataType_t cuda_type(nc_dtype t)
+{
+    return t == NC_F16 ? CUDA_R_16F : t == NC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+static cublasLtEpilogue_t lt_epilogue(uint8_t e)
+{
+    bool bias = e & NRT_EPI_BIAS;
+    if (e & NRT_EPI_GELU)
+        return e & NRT_EPI_AUX ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                               : (bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU);
+    if (e & NRT_EPI_RELU) return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+/* The epilogue's attributes: the bias and auxiliary buffers' addresses are
+ * fixed by the arena, so they go into the descriptor once. */
+static int setup_epilogue(gpu_session *s, const nrt_step *st, const struct nc_args *a, int64_t N, char *err, size_t errcap)
+{
+    gpu_matmul *mm = &s->mm[st - s->m->program.steps];
+    nrt_matmul_slots slot = nrt_matmul_slots_of(st);
+    cublasLtEpilogue_t epi = lt_epilogue(st->mm_epilogue);
+    LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (slot.bias >= 0) {
+        const void *bias = a->buf[slot.bias];
+        LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    }
+    if (slot.aux >= 0) {
+        void *aux = a->buf[slot.aux];
+        int64_t ld = N;
+        LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+        LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    }
+    mm->beta = slot.residual >= 0 ? 1.0f : 0.0f;
+    mm->c_buf = slot.residual >= 0 ? slot.residual : slot.out;
+    return 0;
+}
+
+static int setup_matmul(gpu_session *s, uint32_t k, const struct nc_args *args, char *err, size_t errcap)
 {
     const nrt_step *st = &s->m->program.steps[k];
+    const int64_t *n = args->n;
     gpu_matmul *mm = &s->mm[k];
     int br = st->mm_batch_rank;
     int64_t batch = 1;
     for (int i = 0; i < br; i++) batch *= n[i];
     int64_t M = n[br], N = n[br + 1], K = n[br + 2];
-    cudaDataType_t dt = st->mm_dtype == NC_F16 ? CUDA_R_16F : st->mm_dtype == NC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    if (st->mm_b_shared && !st->mm_ta) M *= batch, batch = 1;   /* [batch, M, K] x [K, N] is one [batch M, K] x [K, N] */
+    cudaDataType_t dt = cuda_type(st->mm_dtype), dt_out = cuda_type(st->mm_out_dtype);
     /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt's
      * first operand is B's memory, its second A's. */
     cublasOperation_t opa = st->mm_tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = st->mm_ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT(cublasLtMatmulDescCreate(&mm->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (setup_epilogue(s, st, args, N, err, errcap) != 0) return -1;
     uint64_t ar = st->mm_tb ? K : N, ac = st->mm_tb ? N : K;     /* B's memory as col-major */
     uint64_t bro = st->mm_ta ? M : K, bc = st->mm_ta ? K : M;    /* A's memory as col-major */
     LT(cublasLtMatrixLayoutCreate(&mm->a, dt, ar, ac, (int64_t)ar));
     LT(cublasLtMatrixLayoutCreate(&mm->b, dt, bro, bc, (int64_t)bro));
-    LT(cublasLtMatrixLayoutCreate(&mm->c, dt, (uint64_t)N, (uint64_t)M, N));
+    LT(cublasLtMatrixLayoutCreate(&mm->c, dt_out, (uint64_t)N, (uint64_t)M, N));
     if (batch > 1) {
         int32_t bc32 = (int32_t)batch;
         int64_t sa = st->mm_b_shared ? 0 : K * N, sb = M * K, sc = M * N;
@@ -295,8 +338,8 @@ static int setup_matmul(gpu_session *s, uint32_t k, const int64_t *n, char *err,
     cublasStatus_t hs = lt.cublasLtMatmulAlgoGetHeuristic(s->lt, mm->desc, mm->a, mm->b, mm->c, mm->c, pref, 1, &h, &found);
     lt.cublasLtMatmulPreferenceDestroy(pref);
     if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
-        snprintf(err, errcap, "cuBLASLt has no algorithm for matmul %lldx%lldx%lld (batch %lld)", (long long)M,
-                 (long long)N, (long long)K, (long long)batch);
+        snprintf(err, errcap, "cuBLASLt has no algorithm for matmul %lldx%lldx%lld (batch %lld, epilogue 0x%x)", (long long)M,
+                 (long long)N, (long long)K, (long long)batch, st->mm_epilogue);
         return -1;
     }
     mm->algo = h.algo;
@@ -334,7 +377,7 @@ static int prepare_steps(gpu_session *s, const int64_t *syms, char *err, size_t 
             return -1;
         }
         s->launch[2 * k] = blocks, s->launch[2 * k + 1] = threads;
-        if (st->kind == NRT_STEP_MATMUL && setup_matmul(s, k, a->n, err, errcap) != 0) return -1;
+        if (st->kind == NRT_STEP_MATMUL && setup_matmul(s, k, a, err, errcap) != 0) return -1;
     }
     return 0;
 }
@@ -403,10 +446,12 @@ static int launch_all(gpu_session *s, char *err, size_t errcap)
             if (bytes) CU(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)a->buf[1], (CUdeviceptr)(uintptr_t)a->buf[0], bytes, s->stream));
         } else {
             gpu_matmul *mm = &s->mm[k];
-            float one = 1.0f, zero = 0.0f;
+            float one = 1.0f;
+            void *out = a->buf[nrt_matmul_slots_of(st).out];
             /* cuBLASLt's A is our B and its B our A (see setup_matmul) */
-            LT(cublasLtMatmul(s->lt, mm->desc, &one, a->buf[1], mm->a, a->buf[0], mm->b, &zero, a->buf[2], mm->c, a->buf[2],
-                              mm->c, &mm->algo, (void *)(uintptr_t)s->workspace, s->workspace_bytes, (cudaStream_t)s->stream));
+            LT(cublasLtMatmul(s->lt, mm->desc, &one, a->buf[1], mm->a, a->buf[0], mm->b, &mm->beta, a->buf[mm->c_buf], mm->c,
+                              out, mm->c, &mm->algo, (void *)(uintptr_t)s->workspace, s->workspace_bytes,
+                              (cudaStream_t)s->stream));
         }
     }
     return 0;

@@ -186,6 +186,8 @@ static void write_program(wbuf *b, const nrt_program *p)
         w_u8(b, s->mm_batch_rank);
         w_u8(b, (uint8_t)(s->mm_ta | s->mm_tb << 1 | s->mm_b_shared << 2));
         w_u8(b, (uint8_t)s->mm_dtype);
+        w_u8(b, (uint8_t)s->mm_out_dtype);
+        w_u8(b, s->mm_epilogue);
         w_u64(b, s->spread_reads);
         w_u8(b, s->sections);
         for (int k = 0; s->sections > 1 && k < s->nbufs; k++) w_u8(b, s->slot_section[k]);
@@ -396,13 +398,16 @@ static bool r_dims(rd *r, ir_graph *g)
         d.nterms = r_u8(r);
         if (d.nterms > DIM_MAX_TERMS) return r_invalid(r, "dim with %u terms", d.nterms);
         for (int t = 0; t < d.nterms; t++) {
-            d.term[t].coeff = (int64_t)r_u64(r);
-            if (d.term[t].coeff > DIM_LIMIT || d.term[t].coeff < -DIM_LIMIT) return r_invalid(r, "dim coefficient out of range");
-            d.term[t].nfactors = r_u8(r);
-            if (d.term[t].nfactors > DIM_MAX_FACTORS) return r_invalid(r, "dim with %u factors", d.term[t].nfactors);
-            for (int k = 0; k < d.term[t].nfactors; k++) {
-                d.term[t].sym[k] = r_u8(r);
-                if (d.term[t].sym[k] >= g->nsyms) return r_invalid(r, "dim refers to symbol %u of %u", d.term[t].sym[k], g->nsyms);
+            dim_term *term = &d.term[t];
+            term->coeff = (int64_t)r_u64(r);
+            if (term->coeff > DIM_LIMIT || term->coeff < -DIM_LIMIT) return r_invalid(r, "dim coefficient out of range");
+            uint8_t nfactors = r_u8(r);
+            if (nfactors > DIM_MAX_FACTORS) return r_invalid(r, "dim with %u factors", nfactors);
+            term->nfactors = nfactors;
+            for (unsigned k = 0; k < nfactors; k++) {
+                uint8_t sym = r_u8(r);
+                if (sym >= g->nsyms) return r_invalid(r, "dim refers to symbol %u of %u", sym, g->nsyms);
+                term->sym[k] = sym;
             }
         }
         /* append without interning: ids must stay as written */
@@ -609,6 +614,8 @@ static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
         uint8_t bits = r_u8(r);
         s->mm_ta = bits & 1, s->mm_tb = bits >> 1 & 1, s->mm_b_shared = bits >> 2 & 1;
         r_dtype(r, &s->mm_dtype);
+        r_dtype(r, &s->mm_out_dtype);
+        s->mm_epilogue = r_u8(r);
         s->spread_reads = r_u64(r);
         if (!r->bad && s->nbufs < 64 && s->spread_reads >> s->nbufs)
             return r_invalid(r, "step %u: spread reads beyond its %u buffers", i, s->nbufs);
@@ -622,8 +629,10 @@ static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
         /* what each kind reads from its lists must be there */
         bool ok = kind == NRT_STEP_KERNEL ? s->nints >= 1 && s->nbufs >= 1
                 : kind == NRT_STEP_COPY  ? s->nints >= 1 && s->nbufs == 2
-                                         : s->nbufs == 3 && s->nints == s->mm_batch_rank + 3u;
+                                         : s->nbufs == nrt_matmul_nbufs(s->mm_epilogue) && s->nints == s->mm_batch_rank + 3u;
         if (!r->bad && !ok) return r_invalid(r, "step %u: malformed %s step", i, kind == NRT_STEP_MATMUL ? "matmul" : "");
+        const char *why = kind == NRT_STEP_MATMUL ? nrt_matmul_check(s) : NULL;
+        if (!r->bad && why) return r_invalid(r, "step %u: a matmul with %s", i, why);
         if (!r->bad && grid == NRT_GRID_ROWS && s->nints < 2) return r_invalid(r, "step %u: row grid without a row size", i);
     }
     p->plan_flags = r_u32(r);

@@ -17,6 +17,38 @@ void nrt_program_free(nrt_program *p)
     memset(p, 0, sizeof *p);
 }
 
+int nrt_matmul_nbufs(uint8_t epilogue)
+{
+    return 3 + !!(epilogue & NRT_EPI_BIAS) + !!(epilogue & NRT_EPI_RESIDUAL) + !!(epilogue & NRT_EPI_AUX);
+}
+
+nrt_matmul_slots nrt_matmul_slots_of(const nrt_step *s)
+{
+    nrt_matmul_slots m = {.a = 0, .b = 1, .bias = -1, .residual = -1, .aux = -1};
+    int next = 2;
+    if (s->mm_epilogue & NRT_EPI_BIAS) m.bias = next++;
+    if (s->mm_epilogue & NRT_EPI_RESIDUAL) m.residual = next++;
+    m.out = next++;
+    if (s->mm_epilogue & NRT_EPI_AUX) m.aux = next;
+    return m;
+}
+
+const char *nrt_matmul_check(const nrt_step *s)
+{
+    uint8_t e = s->mm_epilogue;
+    if (e & ~NRT_EPI_KNOWN) return "unknown epilogue bits";
+    if ((e & NRT_EPI_RELU) && (e & NRT_EPI_GELU)) return "two activations";
+    if ((e & NRT_EPI_AUX) && !(e & NRT_EPI_GELU)) return "an auxiliary output without GELU";
+    if ((e & NRT_EPI_RESIDUAL) && (e & (NRT_EPI_RELU | NRT_EPI_GELU)))
+        return "a residual with an activation (cuBLASLt adds it before the activation)";
+    nc_dtype in = s->mm_dtype, out = s->mm_out_dtype;
+    if (in != NC_F32 && in != NC_F16 && in != NC_BF16) return "operands that are not f32, f16 or bf16";
+    if (out != in && !(out == NC_F32 && in != NC_F32)) return "an output dtype cuBLASLt cannot write from these operands";
+    if ((e & NRT_EPI_AUX) && out != in) return "an auxiliary output with a widened result";
+    if (e && s->mm_batch_rank > 0 && (!s->mm_b_shared || s->mm_ta)) return "an epilogue on a batch of separate products";
+    return NULL;
+}
+
 static int32_t alias_root(const int32_t *alias, int32_t i)
 {
     while (alias[i] >= 0) i = alias[i];

@@ -22,7 +22,8 @@
 
 typedef enum nrt_step_kind {
     NRT_STEP_KERNEL = 1,   /* launch kernels[kernel] with the step's buffers and ints */
-    NRT_STEP_MATMUL = 2,   /* cuBLASLt: bufs = a, b, out; ints = batch dims..., M, N, K */
+    NRT_STEP_MATMUL = 2,   /* cuBLASLt: bufs = a, b, [bias], [residual], out, [aux] (nrt_matmul_slots);
+                              ints = batch dims..., M, N, K */
     NRT_STEP_COPY = 3,     /* bufs = src, dst; ints[0] = element count */
 } nrt_step_kind;
 
@@ -58,8 +59,33 @@ typedef struct nrt_step {
     /* matmul */
     uint8_t mm_batch_rank; /* leading ints that are batch dims */
     bool mm_ta, mm_tb, mm_b_shared; /* b is one matrix shared by every batch */
-    nc_dtype mm_dtype;
+    nc_dtype mm_dtype;     /* a and b */
+    nc_dtype mm_out_dtype; /* out (and residual, bias, aux): mm_dtype, or f32 from f16/bf16 operands */
+    uint8_t mm_epilogue;   /* NRT_EPI_*: what cuBLASLt applies to the product before storing it */
 } nrt_step;
+
+/* A matmul's epilogue, in cuBLASLt's order: out = act(a b + residual + bias).
+ * The bias is a vector over out's last axis; with NRT_EPI_AUX the value
+ * before the activation is stored too (GELU's backward reads it). */
+enum {
+    NRT_EPI_BIAS = 1u << 0,
+    NRT_EPI_RESIDUAL = 1u << 1,
+    NRT_EPI_AUX = 1u << 2,
+    NRT_EPI_RELU = 1u << 3,
+    NRT_EPI_GELU = 1u << 4,   /* the tanh form (gelu_tanh) */
+    NRT_EPI_KNOWN = (1u << 5) - 1,
+};
+
+/* Where a matmul step keeps each buffer (-1: not used). */
+typedef struct nrt_matmul_slots {
+    int a, b, bias, residual, out, aux;
+} nrt_matmul_slots;
+nrt_matmul_slots nrt_matmul_slots_of(const nrt_step *s);
+/* How many buffers a matmul step with this epilogue has. */
+int nrt_matmul_nbufs(uint8_t epilogue);
+/* Whether the epilogue and dtypes are a combination cuBLASLt runs (NULL) or
+ * what is wrong with them. */
+const char *nrt_matmul_check(const nrt_step *s);
 
 enum {
     NRT_PLAN_NO_REUSE = 1u << 0,   /* --no-memplan: every buffer its own memory (no sharing, no in place) */

@@ -47,6 +47,14 @@ if ! grep -q 'cast-hoist: the f16 cast of cast_chain.net:19 moved above gather' 
    ! grep -q 'bytes less moved' <<<"$report"; then
   echo "FAIL: --report"; echo "$report"; fail=$((fail + 1))
 fi
+# ... and each fused kernel, matmul epilogue and shared buffer of the generated code
+n=$((n + 1))
+report=$("$netc" build "$src/examples/fashion_mlp.net" --entry train --target '' --report -o "$tmp/fm.netm" 2>&1)
+if ! grep -q 'epilogue: step [0-9]*, one cuBLASLt call computes %[0-9]* matmul (nn.net:12), %[0-9]* add (nn.net:12), %[0-9]* relu (fashion_mlp.net:10)' <<<"$report" ||
+   ! grep -q 'fuse: step [0-9]*, kernel k[0-9a-z_]*_fused computes .*(fashion_mlp.net:[0-9]*)' <<<"$report" ||
+   ! grep -q 'share: %[0-9]* sub (nn.net:10) lives in the buffer of %[0-9]* param (nn.net:10): the update is computed in place' <<<"$report"; then
+  echo "FAIL: --report (codegen)"; echo "$report"; fail=$((fail + 1))
+fi
 # --no-memplan: the same module without buffer sharing plans more memory
 n=$((n + 1))
 peak() { "$netc" inspect "$1" --dim B=64 --json | tr -d ' \n' | grep -o '"peak_memory_bytes":[0-9]*' | cut -d: -f2; }

@@ -52,6 +52,7 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
             uint32_t v = slot_value(p, k, j), b = s->bufs[j];
             own[j] = v == s->node || v >= g->nnodes || (group && cuda_fuse_same_kernel(&cg, v, s->node));
             if (s->kind == NRT_STEP_COPY) own[j] = j == 1;   /* copy: src -> dst */
+            if (s->kind == NRT_STEP_MATMUL) own[j] = j == nrt_matmul_slots_of(s).out || j == nrt_matmul_slots_of(s).aux;
             if (own[j]) continue;
             if (!written[v] && !written[view_root(g, v)]) {
                 fprintf(stderr, "step %u (%s) reads %%%u before any step writes it\n", k,
@@ -114,7 +115,8 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
     return ok;
 }
 
-static void check_model(const char *path, const char *const *dn, const int64_t *dv, int nd)
+/* want_epilogues: NRT_EPI_* bits some matmul step of the fused training step must carry. */
+static void check_model(const char *path, const char *const *dn, const int64_t *dv, int nd, unsigned want_epilogues)
 {
     src_table src = {0};
     char err[1024];
@@ -132,15 +134,22 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
     nrt_program plain, fused;
     CHECK(cuda_emit_program_ex(g, false, &plain, err, sizeof err));
     CHECK(cuda_emit_program_ex(g, true, &fused, err, sizeof err));
-    uint32_t plain_kernels = 0, fused_kernels = 0, fused_steps = 0, multi = 0;
-    for (uint32_t k = 0; k < plain.nsteps; k++) plain_kernels += plain.steps[k].kind == NRT_STEP_KERNEL;
+    uint32_t plain_kernels = 0, fused_kernels = 0, fused_steps = 0, multi = 0, epilogues = 0;
+    unsigned epilogue_bits = 0;
     for (uint32_t k = 0; k < fused.nsteps; k++) {
         fused_kernels += fused.steps[k].kind == NRT_STEP_KERNEL;
         fused_steps += fused.steps[k].kind == NRT_STEP_KERNEL && strstr(fused.kernel_names[fused.steps[k].kernel], "_fused");
         multi += fused.steps[k].sections > 1;
+        epilogues += fused.steps[k].kind == NRT_STEP_MATMUL && fused.steps[k].mm_epilogue;
+        if (fused.steps[k].kind == NRT_STEP_MATMUL) epilogue_bits |= fused.steps[k].mm_epilogue;
     }
-    printf("%s: kernel launches %u -> %u (%u fused, %u of several loops), distinct kernels %u -> %u\n", path, plain_kernels,
-           fused_kernels, fused_steps, multi, plain.nkernels, fused.nkernels);
+    for (uint32_t k = 0; k < plain.nsteps; k++) {
+        plain_kernels += plain.steps[k].kind == NRT_STEP_KERNEL;
+        CHECK(plain.steps[k].mm_epilogue == 0);   /* --no-fuse: no epilogues either */
+    }
+    printf("%s: kernel launches %u -> %u (%u fused, %u of several loops), distinct kernels %u -> %u, %u matmul epilogues\n",
+           path, plain_kernels, fused_kernels, fused_steps, multi, plain.nkernels, fused.nkernels, epilogues);
+    CHECK((epilogue_bits & want_epilogues) == want_epilogues);
     CHECK(multi > 0);   /* the parameters' updates share kernels */
     CHECK(fused_steps > 0 && fused_kernels < plain_kernels);
     CHECK(valid_dataflow(g, &plain, false));
@@ -187,11 +196,11 @@ int main(int argc, char **argv)
     const char *b[] = {"B"}, *bt[] = {"B", "T"};
     const int64_t v64[] = {64}, vbt[] = {2, 64};
     snprintf(path, sizeof path, "%s/examples/fashion_mlp.net", root);
-    check_model(path, b, v64, 1);
+    check_model(path, b, v64, 1, NRT_EPI_BIAS | NRT_EPI_RELU);
     snprintf(path, sizeof path, "%s/examples/gpt2.net", root);
-    check_model(path, bt, vbt, 2);
+    check_model(path, bt, vbt, 2, NRT_EPI_BIAS | NRT_EPI_GELU | NRT_EPI_AUX | NRT_EPI_RESIDUAL);
     snprintf(path, sizeof path, "%s/examples/char_lm.net", root);
-    check_model(path, b, v64, 1);
+    check_model(path, b, v64, 1, 0);
     check_update_placement(true);
     check_update_placement(false);
     if (!failures) printf("test_fuse: all checks passed\n");

@@ -76,7 +76,10 @@ static bool is_result(const ir_graph *g, const nrt_program *p, const cg_ctx *pla
 {
     const nrt_step *s = &p->steps[k];
     if (s->kind == NRT_STEP_COPY) return j == 1;
-    if (s->kind == NRT_STEP_MATMUL) return j == 2;
+    if (s->kind == NRT_STEP_MATMUL) {
+        nrt_matmul_slots m = nrt_matmul_slots_of(s);
+        return j == m.out || j == m.aux;
+    }
     uint32_t v = slot_value(p, k, j);
     return v == s->node || (v < g->nnodes && plan->group && s->node < g->nnodes && cuda_fuse_same_kernel(plan, v, s->node));
 }
@@ -96,6 +99,48 @@ static bool matches(const char *name, uint32_t k, const char *what, const void *
     return true;
 }
 
+/* Whether a matmul step's result agrees with the executor's: the product in
+ * f32, then the epilogue (residual, bias, activation) as cuBLASLt applies
+ * it, rounded once. The executor rounds after each op, so the bound is set
+ * by the magnitudes before the last rounding, not by the result's. */
+static bool host_matmul_agrees(const char *name, uint32_t k, const nrt_step *s, const nc_args *a, const cpu_tensor *want_out,
+                               const cpu_tensor *want_aux)
+{
+    nrt_matmul_slots slot = nrt_matmul_slots_of(s);
+    int br = s->mm_batch_rank;
+    long long batch = 1;
+    for (int i = 0; i < br; i++) batch *= a->n[i];
+    long long M = a->n[br], N = a->n[br + 1], K = a->n[br + 2];
+    double eps = s->mm_dtype == NC_F32 ? 1e-5 : s->mm_dtype == NC_F16 ? 2e-3 : 1.6e-2;
+    for (long long bi = 0; bi < batch; bi++)
+        for (long long i = 0; i < M; i++)
+            for (long long j = 0; j < N; j++) {
+                double acc = 0, size = 0;
+                for (long long q = 0; q < K; q++) {
+                    long long ia = bi * M * K + (s->mm_ta ? q * M + i : i * K + q);
+                    long long ib = (s->mm_b_shared ? 0 : bi * K * N) + (s->mm_tb ? j * K + q : q * N + j);
+                    double t = cpu_native_get(s->mm_dtype, a->buf[0], ia) * cpu_native_get(s->mm_dtype, a->buf[1], ib);
+                    acc += t, size += fabs(t);
+                }
+                long long o = (bi * M + i) * N + j;
+                double extra[2] = {slot.residual >= 0 ? cpu_native_get(s->mm_out_dtype, a->buf[slot.residual], o) : 0,
+                                   slot.bias >= 0 ? cpu_native_get(s->mm_out_dtype, a->buf[slot.bias], j) : 0};
+                size = fmax(size, fabs(acc)) + fabs(extra[0]) + fabs(extra[1]);
+                acc += extra[0] + extra[1];
+                double pre = acc;
+                if (s->mm_epilogue & NRT_EPI_RELU) acc = acc > 0 ? acc : 0;
+                if (s->mm_epilogue & NRT_EPI_GELU) acc = 0.5 * acc * (1 + tanh(0.79788456080286536 * (acc + 0.044715 * acc * acc * acc)));
+                double got[2] = {cpu_get(want_out, o), want_aux ? cpu_get(want_aux, o) : pre}, wantv[2] = {acc, pre};
+                for (int w = 0; w < 2; w++)
+                    if (!(fabs(got[w] - wantv[w]) <= 2 * eps * size + 1e-6)) {
+                        fprintf(stderr, "%s: step %u (matmul, epilogue 0x%x) %s[%lld] = %.9g from the operands, the executor has %.9g\n",
+                                name, k, s->mm_epilogue, w ? "aux" : "out", o, wantv[w], got[w]);
+                        return false;
+                    }
+            }
+    return true;
+}
+
 /* Follows the program over buffers as the GPU would, one host allocation per
  * buffer (values that share a buffer share it here too): element kernels
  * run; the other steps' results are taken from the executor. Before every
@@ -105,7 +150,7 @@ static bool matches(const char *name, uint32_t k, const char *what, const void *
 static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, void *lib, const cpu_exec_result *res,
                      bool fuse)
 {
-    int checked = 0, bad = 0;
+    int checked = 0, bad = 0, matmuls = 0;
     cg_ctx plan = {.g = g};   /* which values a fused step writes: its group's members */
     if (fuse) cuda_fuse_plan(&plan);
     void **mem = calloc(g->nnodes + p->ntemps + 1, sizeof *mem);
@@ -138,6 +183,18 @@ static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, 
             if (!run || !shared) memcpy(mem[b], fresh, (size_t)want->numel * dtype_size(want->dtype));
             free(fresh);
         }
+        if (plain && s->kind == NRT_STEP_MATMUL) {   /* the executor's results are in place; do the operands give them? */
+            nc_args a = {.step = 0};
+            for (int j = 0; j < s->nints; j++) {
+                int64_t v;
+                a.n[j] = dim_eval(&g->dims[s->ints[j]], NULL, &v) ? v : 0;
+            }
+            for (int j = 0; j < s->nbufs; j++) a.buf[j] = mem[s->bufs[j]];
+            nrt_matmul_slots m = nrt_matmul_slots_of(s);
+            bad += !host_matmul_agrees(name, k, s, &a, &res->values[slot_value(p, k, m.out)],
+                                       m.aux >= 0 ? &res->values[slot_value(p, k, m.aux)] : NULL);
+            matmuls++;
+        }
         if (!run) continue;
         nc_args a = {.step = 0};
         for (int j = 0; j < s->nints; j++) {
@@ -153,7 +210,8 @@ static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, 
         }
         checked++;
     }
-    printf("%s: %d element kernels run on the host and checked%s\n", name, checked, bad ? ", some differ" : "");
+    printf("%s: %d element kernels and %d matmuls run on the host and checked%s\n", name, checked, matmuls,
+           bad ? ", some differ" : "");
     for (uint32_t b = 0; b < g->nnodes + p->ntemps; b++) free(mem[b]);
     free(mem);
     cuda_fuse_free(&plan);
@@ -186,7 +244,13 @@ static void check_model(const char *name, const char *path, bool fuse, const cha
             cpu_set(&in[i], j, g->inputs[i].name[0] == '@' ? 0.5 : dtype_is_float(in[i].dtype) ? nc_rng_uniform(1, i, (uint64_t)j) * 4 - 2
                                                                                  : (double)(nc_rng_hash(1, i, (uint64_t)j) % 10));
     }
-    for (uint32_t i = 0; i < g->nparams; i++) param_init(g, i, 3, &params[i], err, sizeof err);
+    for (uint32_t i = 0; i < g->nparams; i++) {
+        param_init(g, i, 3, &params[i], err, sizeof err);
+        bool constant = true;   /* biases start at 0, gains at 1: spread them so a step mixing them up shows */
+        for (int64_t j = 1; j < params[i].numel; j++) constant &= cpu_get(&params[i], j) == cpu_get(&params[i], 0);
+        for (int64_t j = 0; constant && j < params[i].numel; j++)
+            cpu_set(&params[i], j, cpu_get(&params[i], j) + nc_rng_uniform(7, i, (uint64_t)j) * 0.4 - 0.2);
+    }
     cpu_exec_opts eo = {.inputs = in, .params = params, .keep_all = true, .training = true};
     cpu_exec_result res;
     char dir[] = "/tmp/netc_host_XXXXXX";

@@ -33,7 +33,7 @@ int main(int argc, char **argv)
     ir_graph *g = driver_compile(&src, id, &o, &d);
     if (!g) return 1;
     nrt_module_data m = {.graph = g, .nvrtc_version = 13000};
-    CHECK(cuda_emit_program(g, &m.program, err, sizeof err));
+    CHECK(cuda_emit_program_ex(g, true, &m.program, err, sizeof err));   /* fused: matmul epilogues included */
     unsigned char fake[] = "not really a cubin";
     nrt_image img = {.arch = "sm_90", .data = fake, .size = sizeof fake};
     m.images = &img;
@@ -93,6 +93,21 @@ int main(int argc, char **argv)
         bytes[0] = 'N';
         bytes[8] = 9;
         CHECK(module_read_buffer(bytes, size, &r, err, sizeof err) != 0 && strstr(err, "version"));
+    }
+    /* a matmul epilogue cuBLASLt cannot run is refused by the reader */
+    uint32_t epi = UINT32_MAX;
+    for (uint32_t k = 0; k < m.program.nsteps && epi == UINT32_MAX; k++)
+        if (m.program.steps[k].kind == NRT_STEP_MATMUL && (m.program.steps[k].mm_epilogue & NRT_EPI_BIAS)) epi = k;
+    CHECK(epi != UINT32_MAX);
+    const uint8_t bad_epilogues[] = {NRT_EPI_BIAS | NRT_EPI_RELU | NRT_EPI_GELU, NRT_EPI_BIAS | NRT_EPI_AUX, 0xff,
+                                     NRT_EPI_BIAS | NRT_EPI_RESIDUAL | NRT_EPI_GELU, NRT_EPI_BIAS | NRT_EPI_RESIDUAL};
+    for (size_t i = 0; epi != UINT32_MAX && i < sizeof bad_epilogues; i++) {
+        nrt_step saved = m.program.steps[epi];
+        m.program.steps[epi].mm_epilogue = bad_epilogues[i];   /* the last: a buffer count that does not match */
+        CHECK(module_write(path, &m, err, sizeof err) == 0);
+        err[0] = 0;
+        CHECK(module_read(path, &r, err, sizeof err) != 0 && strstr(err, "matmul"));
+        m.program.steps[epi] = saved;
     }
     printf("test_module: %zu bytes, %d truncations refused, %d/3000 flips accepted (in names, floats or locations)\n",
            size, refused, accepted);

@@ -1,0 +1,192 @@
+/* cuda_epilogue.c - matmul epilogues: the bias add, activation, residual add
+ * or widening cast that follows a matmul is applied by cuBLASLt as it stores
+ * the product (out = act(a b + residual + bias)), so the product is never
+ * written to memory and read back by another kernel. GPT-2's MLP does its
+ * first matmul, bias and GELU in one call, its second matmul, bias and the
+ * residual add in another.
+ *
+ * Requires: the graph cuda_emit is emitting, with cg->escapes set (fusion
+ * on). Produces: cg->absorbed (the matmul and the ops its step computes) and
+ * cg->epilogues; cuda_fuse_plan leaves absorbed ops out of its groups, and
+ * the step is emitted at the epilogue's last op, after everything it reads.
+ *
+ * What cuBLASLt can do decides what is taken: the bias is a vector over the
+ * last axis in the result's dtype; the residual is added before the
+ * activation, so a chain has one or the other after the product; GELU is
+ * the tanh form; the value before GELU is kept (as the step's auxiliary
+ * output) when the backward reads it; f16/bf16 products may be stored as
+ * f32. The product is rounded once, not after each op as separate kernels
+ * would: results differ from the unfused ones by the rounding of the
+ * intermediates (within the dtype's tolerance). */
+#include "cuda_emit.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct epi_ctx {
+    const ir_graph *g;
+    const bool *escapes;
+    uint32_t *nusers;
+    ir_value *user;        /* the last reader of each value */
+} epi_ctx;
+
+static const ir_node *nd(const epi_ctx *c, ir_value v) { return &c->g->nodes[v]; }
+
+static ir_value operand(const epi_ctx *c, ir_value v, int i) { return ir_args(c->g, nd(c, v))[i]; }
+
+/* The one op reading v, if v has exactly one reader and is no output. */
+static ir_value sole_user(const epi_ctx *c, ir_value v)
+{
+    return c->nusers[v] == 1 && !c->escapes[v] ? c->user[v] : IR_NONE;
+}
+
+static bool same_shape(const ir_node *a, const ir_node *b)
+{
+    return a->rank == b->rank && memcmp(a->shape, b->shape, a->rank * sizeof *a->shape) == 0;
+}
+
+/* An add of cur and something else, of cur's shape and dtype: the other
+ * operand, or IR_NONE. */
+static ir_value other_addend(const epi_ctx *c, ir_value add, ir_value cur)
+{
+    const ir_node *n = nd(c, add);
+    if (n->op != OP_ADD || n->dtype != nd(c, cur)->dtype || !same_shape(n, nd(c, cur))) return IR_NONE;
+    ir_value a = operand(c, add, 0), b = operand(c, add, 1);
+    if (a == b) return IR_NONE;
+    return a == cur ? b : a;
+}
+
+/* The [N] vector under a broadcast to [..., N] (N: v's last dim), or IR_NONE. */
+static ir_value bias_source(const epi_ctx *c, ir_value b, ir_value v)
+{
+    if (nd(c, b)->op != OP_BROADCAST) return IR_NONE;
+    while (nd(c, b)->op == OP_BROADCAST) b = operand(c, b, 0);
+    const ir_node *src = nd(c, b), *n = nd(c, v);
+    return src->rank == 1 && src->shape[0] == n->shape[n->rank - 1] && src->dtype == n->dtype ? b : IR_NONE;
+}
+
+/* A residual: a value of its own in memory (not a fill or broadcast that
+ * fused kernels inline). */
+static bool materialized(const epi_ctx *c, ir_value r)
+{
+    nc_op op = nd(c, r)->op;
+    return op != OP_BROADCAST && op != OP_FILL;
+}
+
+/* The GELU (tanh form) reading v, when every other reader of v comes after
+ * it (they read the auxiliary output, written by the step at the GELU). */
+static ir_value gelu_reader(const epi_ctx *c, ir_value v)
+{
+    if (c->nusers[v] < 2) return IR_NONE;
+    ir_value gelu = IR_NONE;
+    for (ir_value u = v + 1; u < c->g->nnodes && gelu == IR_NONE; u++) {
+        const ir_node *n = nd(c, u);
+        for (int i = 0; i < n->nargs; i++)
+            if (ir_args(c->g, n)[i] == v) {
+                if (n->op != OP_GELU_TANH || n->dtype != nd(c, v)->dtype) return IR_NONE;   /* an earlier reader */
+                gelu = u;
+                break;
+            }
+    }
+    return gelu;
+}
+
+/* Whether an elementwise op reads v: it would load v in a fused kernel, so
+ * widening v in the epilogue would double the bytes of the product written
+ * and read instead of saving a kernel (a gradient cast to f32 on its way
+ * into the optimizer's update). */
+static bool read_elementwise(const epi_ctx *c, ir_value v)
+{
+    for (ir_value u = v + 1; u < c->g->nnodes; u++) {
+        const ir_node *n = nd(c, u);
+        for (int i = 0; i < n->nargs; i++)
+            if (ir_args(c->g, n)[i] == v && cuda_emit_is_elementwise(n->op)) return true;
+    }
+    return false;
+}
+
+/* cuBLASLt wants the auxiliary output's leading dimension a multiple of 8. */
+static bool aux_fits(const ir_graph *g, const ir_node *n)
+{
+    int64_t cols;
+    return dim_is_const(&g->dims[n->shape[n->rank - 1]], &cols) && cols % 8 == 0;
+}
+
+/* One matmul's epilogue, as far as cuBLASLt can take it. */
+static bool find_epilogue(const epi_ctx *c, ir_value m, cuda_epilogue *e)
+{
+    const ir_node *mm = nd(c, m);
+    *e = (cuda_epilogue){.matmul = m, .bias = IR_NONE, .residual = IR_NONE, .aux = IR_NONE, .out = m,
+                         .out_dtype = mm->dtype};
+    bool batch_of_products = mm->rank > 2 && (nd(c, operand(c, m, 1))->rank != 2 || mm->attr.ta);
+    if (batch_of_products || !(mm->dtype == NC_F32 || mm->dtype == NC_F16 || mm->dtype == NC_BF16)) return false;
+    e->chain[e->nchain++] = m;
+    ir_value cur = m, u = sole_user(c, cur), other;
+    if (u != IR_NONE && (other = other_addend(c, u, cur)) != IR_NONE && (e->bias = bias_source(c, other, cur)) != IR_NONE)
+        e->flags |= NRT_EPI_BIAS, e->chain[e->nchain++] = cur = u;
+    u = sole_user(c, cur);
+    if (u != IR_NONE && (nd(c, u)->op == OP_RELU || nd(c, u)->op == OP_GELU_TANH) && nd(c, u)->dtype == mm->dtype) {
+        e->flags |= nd(c, u)->op == OP_RELU ? NRT_EPI_RELU : NRT_EPI_GELU;
+        e->chain[e->nchain++] = cur = u;
+    } else if (u == IR_NONE && (u = gelu_reader(c, cur)) != IR_NONE && aux_fits(c->g, mm)) {
+        e->flags |= NRT_EPI_GELU | NRT_EPI_AUX;
+        e->aux = cur;
+        e->chain[e->nchain++] = cur = u;
+    }
+    if (!(e->flags & (NRT_EPI_RELU | NRT_EPI_GELU)) && (u = sole_user(c, cur)) != IR_NONE &&
+        (other = other_addend(c, u, cur)) != IR_NONE && materialized(c, other))
+        e->flags |= NRT_EPI_RESIDUAL, e->residual = other, e->chain[e->nchain++] = cur = u;
+    u = sole_user(c, cur);
+    if (!e->flags && mm->dtype != NC_F32 && u != IR_NONE && nd(c, u)->op == OP_CAST && nd(c, u)->dtype == NC_F32 &&
+        !read_elementwise(c, u))
+        e->out_dtype = NC_F32, e->chain[e->nchain++] = cur = u;
+    e->out = cur;
+    return cur != m;
+}
+
+void cuda_epilogue_plan(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    epi_ctx c = {.g = g, .escapes = cg->escapes};
+    c.nusers = nc_xcalloc(g->nnodes + 1, sizeof *c.nusers);
+    c.user = nc_xcalloc(g->nnodes + 1, sizeof *c.user);
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++) {
+            ir_value a = ir_args(g, &g->nodes[u])[i];
+            c.nusers[a]++;
+            c.user[a] = u;
+        }
+    cg->absorbed = nc_xcalloc(g->nnodes + 1, sizeof *cg->absorbed);
+    for (ir_value m = 0; m < g->nnodes; m++) {
+        cuda_epilogue e;
+        if (g->nodes[m].op != OP_MATMUL || !find_epilogue(&c, m, &e)) continue;
+        cg->epilogues = nc_xrealloc(cg->epilogues, (cg->nepilogues + 1) * sizeof *cg->epilogues);
+        cg->epilogues[cg->nepilogues++] = e;
+        for (int k = 0; k < e.nchain; k++) cg->absorbed[e.chain[k]] = true;
+    }
+    free(c.nusers);
+    free(c.user);
+}
+
+void cuda_epilogue_emit(cg_ctx *cg, ir_value v)
+{
+    const cuda_epilogue *e = NULL;
+    for (uint32_t k = 0; k < cg->nepilogues && !e; k++)
+        if (cg->epilogues[k].out == v) e = &cg->epilogues[k];
+    if (!e) return;
+    nrt_step *s = cuda_matmul_begin(cg, e->matmul);
+    s->mm_epilogue = e->flags;
+    s->mm_out_dtype = e->out_dtype;
+    if (e->flags & NRT_EPI_BIAS) cuda_add_buf(s, e->bias);
+    if (e->flags & NRT_EPI_RESIDUAL) cuda_add_buf(s, e->residual);
+    cuda_add_buf(s, e->out);
+    if (e->flags & NRT_EPI_AUX) cuda_add_buf(s, e->aux);
+    NC_ASSERT(!nrt_matmul_check(s));
+}
+
+void cuda_epilogue_free(cg_ctx *cg)
+{
+    free(cg->absorbed);
+    free(cg->epilogues);
+    cg->absorbed = NULL, cg->epilogues = NULL, cg->nepilogues = 0;
+}

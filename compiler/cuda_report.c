@@ -1,0 +1,80 @@
+/* cuda_report.c - netc build --report, for code generation: which ops each
+ * fused kernel computes, which ops a matmul's epilogue applies, and which
+ * values live in another value's buffer (views, in-place updates), each
+ * with the .net line it comes from.
+ *
+ * Requires: the graph and the program cuda_emit_program_ex made from it
+ * (with slot_values). The fusion plan is made again, as the tests do, so
+ * the report is the emitter's own decision, not a second opinion. */
+#include "cuda_emit.h"
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void list_op(FILE *out, const ir_graph *g, ir_value v, bool *first)
+{
+    char w[128];
+    fprintf(out, "%s%%%u %s (%s)", *first ? "" : ", ", v, nc_ops[g->nodes[v].op].name, pass_where(g, &g->nodes[v], w, sizeof w));
+    *first = false;
+}
+
+static void report_kernel(FILE *out, const cg_ctx *cg, const nrt_program *p, uint32_t k)
+{
+    const nrt_step *s = &p->steps[k];
+    if (!cg->group || !cg->group[s->node]) return;
+    fprintf(out, "fuse: step %u, kernel %s computes ", k, p->kernel_names[s->kernel]);
+    bool first = true;
+    for (ir_value v = 0; v < cg->g->nnodes; v++)
+        if (cg->group[v] && cuda_fuse_same_kernel(cg, v, s->node)) list_op(out, cg->g, v, &first);
+    fprintf(out, "\n");
+}
+
+static void report_epilogue(FILE *out, const cg_ctx *cg, uint32_t k, const nrt_step *s)
+{
+    for (uint32_t i = 0; i < cg->nepilogues; i++) {
+        const cuda_epilogue *e = &cg->epilogues[i];
+        if (e->matmul != s->node || s->mm_epilogue != e->flags) continue;
+        fprintf(out, "epilogue: step %u, one cuBLASLt call computes ", k);
+        bool first = true;
+        for (int j = 0; j < e->nchain; j++) list_op(out, cg->g, e->chain[j], &first);
+        fprintf(out, "; the product is not written%s\n",
+                e->aux != IR_NONE ? ", the value before the GELU is (the backward reads it)" : "");
+        return;
+    }
+}
+
+/* A value that lives in another's buffer, once, where it is first written. */
+static void report_sharing(FILE *out, const ir_graph *g, const nrt_program *p, uint32_t k, bool *told)
+{
+    const nrt_step *s = &p->steps[k];
+    for (int j = 0; p->slot_values && j < s->nbufs; j++) {
+        uint32_t v = p->slot_values[k * NRT_MAX_BUFS + j], b = s->bufs[j];
+        if (v == b || v >= g->nnodes || b >= g->nnodes || told[v]) continue;
+        told[v] = true;
+        char w1[128], w2[128];
+        const ir_node *n = &g->nodes[v];
+        fprintf(out, "share: %%%u %s (%s) lives in the buffer of %%%u %s (%s): %s\n", v, nc_ops[n->op].name,
+                pass_where(g, n, w1, sizeof w1), b, nc_ops[g->nodes[b].op].name, pass_where(g, &g->nodes[b], w2, sizeof w2),
+                n->op == OP_RESHAPE ? "a view, no copy" : "the update is computed in place, no copy at the end of the step");
+    }
+}
+
+void cuda_report(const ir_graph *g, const nrt_program *p, bool fused, FILE *out)
+{
+    cg_ctx cg = {.g = g};
+    if (fused) cuda_fuse_plan(&cg);
+    bool *told = nc_xcalloc(g->nnodes + 1, sizeof *told);
+    uint32_t launches = 0, epilogues = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        const nrt_step *s = &p->steps[k];
+        launches += s->kind != NRT_STEP_COPY;
+        if (s->kind == NRT_STEP_KERNEL && s->node < g->nnodes) report_kernel(out, &cg, p, k);
+        if (s->kind == NRT_STEP_MATMUL && s->mm_epilogue) report_epilogue(out, &cg, k, s), epilogues++;
+        report_sharing(out, g, p, k, told);
+    }
+    fprintf(out, "codegen: %u steps, %u launches (kernels and cuBLASLt calls), %u matmuls with an epilogue%s\n", p->nsteps,
+            launches, epilogues, fused ? "" : " (--no-fuse: no fusion, no epilogues)");
+    free(told);
+    cuda_fuse_free(&cg);
+}
