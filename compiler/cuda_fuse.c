@@ -135,24 +135,6 @@ static void plan_inlined(cg_ctx *cg)
     free(plain_reader);
 }
 
-/* A group of one op is an ordinary kernel, unless it reads through a
- * broadcast (then fusing saves writing the broadcast out). */
-static void dissolve_singletons(cg_ctx *cg, uint32_t ngroups)
-{
-    const ir_graph *g = cg->g;
-    uint32_t *size = nc_xcalloc(ngroups + 1, sizeof *size);
-    bool *reads_spread = nc_xcalloc(ngroups + 1, sizeof *reads_spread);
-    for (ir_value v = 0; v < g->nnodes; v++) {
-        size[cg->group[v]]++;
-        for (int k = 0; k < g->nodes[v].nargs; k++)
-            reads_spread[cg->group[v]] |= spread(g, ir_args(g, &g->nodes[v])[k]);
-    }
-    for (ir_value v = 0; v < g->nnodes; v++)
-        if (cg->group[v] && size[cg->group[v]] < 2 && !reads_spread[cg->group[v]]) cg->group[v] = 0;
-    free(reads_spread);
-    free(size);
-}
-
 /* The extent of each group in schedule order, with what it loads and
  * writes: the unit plan_kernels puts side by side. */
 typedef struct group_span {
@@ -274,7 +256,6 @@ void cuda_fuse_plan(cg_ctx *cg)
             if (can_fuse) cg->group[v] = ++id, first = v;
         }
     }
-    dissolve_singletons(cg, id);
     plan_inlined(cg);
     cg->ngroups = id;
     plan_kernels(cg);
@@ -385,7 +366,7 @@ static const char *round_fn(nc_dtype t)
 
 /* The members' code, one register each, then the stores of what leaves. */
 static void emit_members(cg_ctx *cg, ir_value first, ir_value last, uint32_t id, const ir_value *inputs, int nin,
-                         const ir_value *outs, int nout, int out_slot0)
+                         const ir_value *outs, int nout, int out_slot0, bool vec)
 {
     const ir_graph *g = cg->g;
     for (ir_value m = first; m <= last; m++) {
@@ -400,7 +381,58 @@ static void emit_members(cg_ctx *cg, ir_value first, ir_value last, uint32_t id,
         cuda_expand_expr(cg, n, n->op == OP_BROADCAST ? "a" : cuda_expr_of(cg, n));
         cg_printf(&cg->body, "); }\n");
     }
-    for (int k = 0; k < nout; k++) cg_printf(&cg->body, "    nc_st(y%d, i, t%u);\n", out_slot0 + k, ordinal(cg, first, outs[k]));
+    for (int k = 0; k < nout; k++)
+        cg_printf(&cg->body, vec ? "    w%d[e] = t%u;\n" : "    nc_st(y%d, i, t%u);\n", out_slot0 + k, ordinal(cg, first, outs[k]));
+}
+
+/* How a loop loads each of its kernel's inputs. */
+typedef enum load_kind {
+    LOAD_NONE,       /* another loop's */
+    LOAD_ELEMENT,    /* at the element's own index: eight at a time in the vector loop */
+    LOAD_SCALAR,     /* a rank-0 value, a scalar broadcast's source */
+    LOAD_SPREAD,     /* through a broadcast, at the source offset of the element */
+} load_kind;
+
+static void emit_loads(cg_ctx *cg, const ir_value *ins, int nins, const load_kind *how, const ir_value *spread_via, bool vec)
+{
+    const ir_graph *g = cg->g;
+    for (int k = 0; k < nins; k++) {
+        if (how[k] == LOAD_ELEMENT && vec) cg_printf(&cg->body, "    const float in%d = v%d[e];\n", k, k);
+        else if (how[k] == LOAD_ELEMENT) cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, i);\n", k, k);
+        else if (how[k] == LOAD_SCALAR) cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, 0);\n", k, k);
+        else if (how[k] == LOAD_SPREAD) {
+            emit_spread_offset(cg, &g->nodes[spread_via[k]], &g->nodes[ins[k]], k);
+            cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, o%d);\n", k, k, k);
+        }
+    }
+}
+
+/* One loop over count elements of a group: eight consecutive elements a
+ * thread with 16-byte loads and stores when every buffer it loads or
+ * stores at the element's index is 16-byte aligned (checked at run time),
+ * then the rest one at a time. Broadcast sources are loaded one element at
+ * a time in both. */
+static void emit_loop(cg_ctx *cg, const char *count, ir_value first, ir_value last, uint32_t id, const ir_value *ins,
+                      int nins, const load_kind *how, const ir_value *spread_via, const ir_value *outs, int nout,
+                      int out_slot0)
+{
+    cg_printf(&cg->body, "  {\n  long long nvec = 0;\n  if (((0ull");
+    for (int k = 0; k < nins; k++)
+        if (how[k] == LOAD_ELEMENT) cg_printf(&cg->body, " | (unsigned long long)x%d", k);
+    for (int k = 0; k < nout; k++) cg_printf(&cg->body, " | (unsigned long long)y%d", out_slot0 + k);
+    cg_printf(&cg->body, ") & 15) == 0) nvec = %s / 8;\n  NC_GRID_STRIDE(vi, nvec) {\n    const long long i0 = vi * 8;\n", count);
+    for (int k = 0; k < nins; k++)
+        if (how[k] == LOAD_ELEMENT) cg_printf(&cg->body, "    float v%d[8];\n    nc_ld8(x%d, i0, v%d);\n", k, k, k);
+    for (int k = 0; k < nout; k++) cg_printf(&cg->body, "    float w%d[8];\n", out_slot0 + k);
+    cg_printf(&cg->body, "#pragma unroll\n    for (int e = 0; e < 8; e++) {\n    const long long i = i0 + e; (void)i;\n");
+    emit_loads(cg, ins, nins, how, spread_via, true);
+    emit_members(cg, first, last, id, ins, nins, outs, nout, out_slot0, true);
+    cg_printf(&cg->body, "    }\n");
+    for (int k = 0; k < nout; k++) cg_printf(&cg->body, "    nc_st8(y%d, i0, w%d);\n", out_slot0 + k, out_slot0 + k);
+    cg_printf(&cg->body, "  }\n  NC_GRID_STRIDE_FROM(i, nvec * 8, %s) {\n", count);
+    emit_loads(cg, ins, nins, how, spread_via, false);
+    emit_members(cg, first, last, id, ins, nins, outs, nout, out_slot0, false);
+    cg_printf(&cg->body, "  }\n  }\n");
 }
 
 /* the comment names every op the kernel implements */
@@ -454,17 +486,10 @@ static bool emit_single(cg_ctx *cg, uint32_t id, ir_value first, ir_value v)
         cuda_decl_ptr(cg, name, nin + k, g->nodes[outs[k]].dtype, false);
         cuda_add_buf(s, outs[k]);
     }
-    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n");
-    for (int k = 0; k < nin; k++) {   /* a rank-0 operand is a scalar broadcast's source */
-        if (spread_via[k] != IR_NONE && g->nodes[inputs[k]].rank > 0) {
-            emit_spread_offset(cg, &g->nodes[spread_via[k]], &g->nodes[inputs[k]], k);
-            cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, o%d);\n", k, k, k);
-        } else {
-            cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, %s);\n", k, k, g->nodes[inputs[k]].rank == 0 ? "0" : "i");
-        }
-    }
-    emit_members(cg, first, v, id, inputs, nin, outs, nout, 0);
-    cg_printf(&cg->body, "  }\n");
+    load_kind how[GROUP_IO_CAP];   /* a rank-0 operand is a scalar broadcast's source */
+    for (int k = 0; k < nin; k++)
+        how[k] = g->nodes[inputs[k]].rank == 0 ? LOAD_SCALAR : spread_via[k] != IR_NONE ? LOAD_SPREAD : LOAD_ELEMENT;
+    emit_loop(cg, "A.n[0]", first, v, id, inputs, nin, how, spread_via, outs, nout, 0);
     cg_printf(&cg->cur_comment, "\n// fused:");
     comment_members(cg, first, v, id);
     cuda_end_kernel(cg);
@@ -525,15 +550,16 @@ static bool emit_sections(cg_ctx *cg, const uint32_t *ids, int n, ir_value v)
     }
     cg_printf(&cg->cur_comment, "\n// fused, %d loops:", n);
     for (int j = 0; j < n; j++) {
-        cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[%d]) {\n", 1 + j);
         ir_value in[GROUP_IO_CAP], unused[GROUP_IO_CAP];
         int nin, nu;
         group_io(cg, ids[j], first[j], last[j], in, &nin, unused, &nu);
+        load_kind how[NRT_MAX_BUFS] = {LOAD_NONE};
         for (int k = 0; k < nin; k++)
             for (int q = 0; q < nins; q++)
-                if (ins[q] == in[k]) cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, %s);\n", q, q, g->nodes[ins[q]].rank == 0 ? "0" : "i");
-        emit_members(cg, first[j], last[j], ids[j], ins, nins, outs[j], nout[j], out_slot0[j]);
-        cg_printf(&cg->body, "  }\n");
+                if (ins[q] == in[k]) how[q] = g->nodes[ins[q]].rank == 0 ? LOAD_SCALAR : LOAD_ELEMENT;
+        char count[32];
+        snprintf(count, sizeof count, "A.n[%d]", 1 + j);
+        emit_loop(cg, count, first[j], last[j], ids[j], ins, nins, how, NULL, outs[j], nout[j], out_slot0[j]);
         cg_printf(&cg->cur_comment, "%s", j ? " |" : "");
         comment_members(cg, first[j], last[j], ids[j]);
     }

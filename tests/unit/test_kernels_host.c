@@ -29,6 +29,8 @@ static const char shim[] =
     "#include <math.h>\n#include <string.h>\n"
     "#define NC_HOST 1\n#define __device__\n#define __forceinline__ inline\n#define __global__\n#define __shared__ static\n"
     "struct nc_dim3 { long long x; };\n"
+    "struct alignas(16) uint4 { unsigned x, y, z, w; };\nstruct alignas(8) uint2 { unsigned x, y; };\n"
+    "struct alignas(16) float4 { float x, y, z, w; };\n"
     "extern \"C\" { nc_dim3 blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1}; }\n"
     "static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }\n"
     "static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }\n"
@@ -267,7 +269,7 @@ static void check_model(const char *name, const char *path, bool fuse, const cha
     fputs(p.source, f);
     fclose(f);
     const char *cxx = getenv("CXX") ? getenv("CXX") : "c++";
-    snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fPIC -shared -w -o %s %s 2>%s/cc.log", cxx, so, cpp, dir);
+    snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w -o %s %s 2>%s/cc.log", cxx, so, cpp, dir);
     if (system(cmd) != 0) {
         snprintf(cmd, sizeof cmd, "cat %s/cc.log | head -20", dir);
         if (system(cmd) != 0) {}
