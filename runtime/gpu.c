@@ -362,17 +362,8 @@ static int prepare_steps(gpu_session *s, const int64_t *syms, char *err, size_t 
                 snprintf(err, errcap, "step %u: a size overflows at these dims", k);
                 return -1;
             }
-        int64_t blocks = 0, threads = 256, count = a->n[0];
-        switch (st->grid) {
-        case NRT_GRID_ELEMENTS:
-            blocks = (count + 255) / 256;
-            if (blocks > (int64_t)s->sm_count * 32) blocks = (int64_t)s->sm_count * 32;
-            break;
-        case NRT_GRID_ROWS: blocks = a->n[1] > 0 ? count / a->n[1] : 0; break;
-        case NRT_GRID_WARPS: blocks = (count + 7) / 8; break;
-        case NRT_GRID_SINGLE: blocks = 1, threads = 1024; break;
-        }
-        if (blocks > INT32_MAX) {
+        int64_t blocks = 0, threads = 0;
+        if (st->kind == NRT_STEP_KERNEL && !nrt_step_launch(st, a->n, (int64_t)s->sm_count * 32, &blocks, &threads)) {
             snprintf(err, errcap, "step %u: %lld blocks is more than a launch takes", k, (long long)blocks);
             return -1;
         }

@@ -17,6 +17,20 @@ void nrt_program_free(nrt_program *p)
     memset(p, 0, sizeof *p);
 }
 
+bool nrt_step_launch(const nrt_step *s, const int64_t *n, int64_t max_blocks, int64_t *blocks, int64_t *threads)
+{
+    int64_t count = n[0];
+    *threads = 256;
+    switch (s->grid) {
+    case NRT_GRID_ELEMENTS: *blocks = (count + 255) / 256 < max_blocks ? (count + 255) / 256 : max_blocks; break;
+    case NRT_GRID_ROWS: *blocks = n[1] > 0 ? count / n[1] : 0; break;
+    case NRT_GRID_WARPS: *blocks = (count + 7) / 8; break;
+    case NRT_GRID_SINGLE: *blocks = 1, *threads = 1024; break;
+    default: *blocks = 0; break;
+    }
+    return *blocks <= INT32_MAX;
+}
+
 int nrt_matmul_nbufs(uint8_t epilogue)
 {
     return 3 + !!(epilogue & NRT_EPI_BIAS) + !!(epilogue & NRT_EPI_RESIDUAL) + !!(epilogue & NRT_EPI_AUX);

@@ -107,6 +107,12 @@ typedef struct nrt_program {
 
 void nrt_program_free(nrt_program *p);
 
+/* A kernel step's launch: blocks and threads a block, from its grid kind and
+ * evaluated sizes n; element grids stop at max_blocks (grid-stride loops
+ * take the rest). Returns false if the grid is more blocks than a launch
+ * takes. */
+bool nrt_step_launch(const nrt_step *s, const int64_t *n, int64_t max_blocks, int64_t *blocks, int64_t *threads);
+
 /* Whether step s computes each element from the same element of its operands
  * (an elementwise op, or a fused run of them, cuda_fuse.c), loading every
  * operand of an element before storing any result: a result may then share

@@ -1,0 +1,151 @@
+// cuda_host_shim.hpp - enough CUDA to run netc's generated kernels on the
+// CPU (tests/unit/test_kernels_host.c compiles them as C++ after this file).
+//
+// A launch runs its blocks one after another; a block's threads are fibers
+// (ucontext) that run in turn until they finish or reach a barrier:
+// __syncthreads waits for every live thread of the block, a warp shuffle for
+// every live thread of its warp (it exchanges values through a slot per
+// thread between two warp barriers). __shared__ variables are statics, one
+// instance for the block running. That is CUDA's model without its timing:
+// a kernel that relies on a barrier it does not have, or reads another
+// thread's shared value too early, can still pass here; one that deadlocks
+// or mixes up threads' data fails.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#define NC_HOST 1
+#define __device__
+#define __forceinline__ inline
+#define __global__
+#define __shared__ static
+
+struct nc_dim3 { long long x; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
+struct alignas(16) float4 { float x, y, z, w; };
+extern "C" { nc_dim3 blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1}; }
+
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline float nc_f16_to_f32(unsigned short h) { _Float16 x; memcpy(&x, &h, 2); return (float)x; }
+static inline unsigned short nc_f32_to_f16(float f) { _Float16 x = (_Float16)f; unsigned short h; memcpy(&h, &x, 2); return h; }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline float atomicAdd(float *p, float v) { float o = *p; *p += v; return o; }
+
+enum { NC_RUNNING, NC_AT_BLOCK_BARRIER, NC_AT_WARP_BARRIER, NC_FINISHED };
+enum { NC_MAX_THREADS = 1024, NC_STACK = 256 * 1024 };
+
+struct nc_fiber { ucontext_t ctx; int state; char *stack; };
+static nc_fiber nc_fibers[NC_MAX_THREADS];
+static ucontext_t nc_scheduler;
+static int nc_current;
+static float nc_exchange[NC_MAX_THREADS];
+static void (*nc_thunk)(void *);
+static void *nc_thunk_ctx;
+
+// Back to the scheduler until the barrier opens; the scheduler sets threadIdx.
+static inline void nc_wait(int barrier)
+{
+    nc_fiber *f = &nc_fibers[nc_current];
+    f->state = barrier;
+    swapcontext(&f->ctx, &nc_scheduler);
+}
+
+static inline void __syncthreads(void) { nc_wait(NC_AT_BLOCK_BARRIER); }
+
+static inline float __shfl_xor_sync(unsigned, float v, int lane_mask)
+{
+    int me = (int)threadIdx.x;
+    nc_exchange[me] = v;
+    nc_wait(NC_AT_WARP_BARRIER);
+    float other = nc_exchange[me ^ lane_mask];
+    nc_wait(NC_AT_WARP_BARRIER);
+    return other;
+}
+
+static void nc_fiber_main(void)
+{
+    nc_thunk(nc_thunk_ctx);
+    nc_fibers[nc_current].state = NC_FINISHED;   // uc_link returns to the scheduler
+}
+
+// Opens the barriers every live thread of their scope has reached; false if
+// none can open (a deadlock: threads wait at different barriers).
+static bool nc_open_barriers(int threads)
+{
+    bool all_block = true, any_live = false, opened = false;
+    for (int t = 0; t < threads; t++) {
+        int s = nc_fibers[t].state;
+        any_live |= s != NC_FINISHED;
+        all_block &= s == NC_FINISHED || s == NC_AT_BLOCK_BARRIER;
+    }
+    if (!any_live) return true;
+    if (all_block) {
+        for (int t = 0; t < threads; t++)
+            if (nc_fibers[t].state == NC_AT_BLOCK_BARRIER) nc_fibers[t].state = NC_RUNNING;
+        return true;
+    }
+    for (int w = 0; w < threads; w += 32) {
+        bool complete = true, waiting = false;
+        for (int t = w; t < w + 32 && t < threads; t++) {
+            int s = nc_fibers[t].state;
+            complete &= s == NC_FINISHED || s == NC_AT_WARP_BARRIER;
+            waiting |= s == NC_AT_WARP_BARRIER;
+        }
+        if (!complete || !waiting) continue;
+        for (int t = w; t < w + 32 && t < threads; t++)
+            if (nc_fibers[t].state == NC_AT_WARP_BARRIER) nc_fibers[t].state = NC_RUNNING;
+        opened = true;
+    }
+    return opened;
+}
+
+// Frees the threads' stacks (before the library is closed).
+extern "C" void nc_host_release(void)
+{
+    for (int t = 0; t < NC_MAX_THREADS; t++) free(nc_fibers[t].stack), nc_fibers[t].stack = NULL;
+}
+
+// Runs thunk(ctx) as every thread of blocks x threads; 0, or -1 with err set.
+extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks, long long threads, char *err,
+                              size_t errcap)
+{
+    if (threads < 1 || threads > NC_MAX_THREADS) {
+        snprintf(err, errcap, "%lld threads a block", threads);
+        return -1;
+    }
+    nc_thunk = thunk, nc_thunk_ctx = ctx;
+    gridDim.x = blocks, blockDim.x = threads;
+    for (long long b = 0; b < blocks; b++) {
+        blockIdx.x = b;
+        for (int t = 0; t < threads; t++) {
+            nc_fiber *f = &nc_fibers[t];
+            if (!f->stack) f->stack = (char *)malloc(NC_STACK);
+            getcontext(&f->ctx);
+            f->ctx.uc_stack.ss_sp = f->stack;
+            f->ctx.uc_stack.ss_size = NC_STACK;
+            f->ctx.uc_link = &nc_scheduler;
+            makecontext(&f->ctx, nc_fiber_main, 0);
+            f->state = NC_RUNNING;
+        }
+        for (;;) {
+            bool ran = false, live = false;
+            for (int t = 0; t < threads; t++) {
+                if (nc_fibers[t].state != NC_RUNNING) continue;
+                nc_current = t, threadIdx.x = t, ran = true;
+                swapcontext(&nc_scheduler, &nc_fibers[t].ctx);
+            }
+            for (int t = 0; t < threads; t++) live |= nc_fibers[t].state != NC_FINISHED;
+            if (!live) break;
+            if (!nc_open_barriers((int)threads) && !ran) {
+                snprintf(err, errcap, "block %lld: threads wait at barriers that cannot open", b);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
