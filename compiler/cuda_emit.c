@@ -132,6 +132,16 @@ static const char prelude[] =
     "  uint2 q; q.x = 0; q.y = 0;\n"
     "  for (int e = 0; e < 4; e++) { q.x |= (unsigned)(v[e] != 0.0f) << (8 * e); q.y |= (unsigned)(v[4 + e] != 0.0f) << (8 * e); }\n"
     "  *(uint2 *)(p + i) = q; }\n"
+    "__device__ __forceinline__ float nc_add(float a, float b) { return a + b; }\n"
+    "#ifndef NC_HOST  // the host shim computes mma.sync lane by lane\n"
+    "// D += A B for one warp, m16n8k16: A 4 registers of 2 values, B 2, D 4 floats (PTX fragment layouts).\n"
+    "__device__ __forceinline__ void nc_mma_bf16(float *d, const unsigned *a, const unsigned *b) {\n"
+    "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n"
+    "    : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
+    "__device__ __forceinline__ void nc_mma_f16(float *d, const unsigned *a, const unsigned *b) {\n"
+    "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n"
+    "    : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
+    "#endif\n"
     "__device__ __forceinline__ float nc_warp_sum(float v) {\n"
     "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }\n"
     "__device__ __forceinline__ float nc_warp_max(float v) {\n"
@@ -730,6 +740,9 @@ static bool attention_head_size(cg_ctx *cg, uint32_t dim, int64_t *out)
 
 static bool cuda_emit_attention(cg_ctx *cg, ir_value v)
 {
+    bool tiled;
+    if (!cuda_emit_attention_tiled(cg, v, &tiled)) return false;
+    if (tiled) return true;
     const ir_node *n = node(cg, v), *q = node(cg, arg(cg, v, 0));
     int r = q->rank, wrt = n->op == OP_ATTENTION_GRAD ? n->attr.axis : 0;
     bool fwd = n->op == OP_ATTENTION, lse = n->op == OP_ATTENTION_LSE, by_key = !fwd && !lse && wrt > 0;

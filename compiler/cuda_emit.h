@@ -86,6 +86,11 @@ void cuda_epilogue_emit(cg_ctx *cg, ir_value v);
 void cuda_epilogue_free(cg_ctx *cg);
 nrt_step *cuda_matmul_begin(cg_ctx *cg, ir_value v);
 
+/* Attention on tensor cores (cuda_attention.c) for f16/bf16 heads of 64 or
+ * 128: *emitted false when v's shape is not one it takes (the caller then
+ * emits the scalar kernel); false with cg->err set on failure. */
+bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted);
+
 /* netc build --report (cuda_report.c): each fused kernel's ops, each
  * matmul epilogue, each value living in another's buffer, with source lines. */
 void cuda_report(const ir_graph *g, const nrt_program *p, bool fused, FILE *out);

@@ -45,8 +45,9 @@ static double step_flops(const ir_graph *g, const nrt_step *s, const int64_t *sy
         return f;
     }
     case CAT_ATTENTION: {   /* two products over every (query, key) pair a query sees */
-        int64_t keys = 1;
-        if (s->nints > 2) dim_eval(&g->dims[s->ints[2]], syms, &keys);
+        int64_t keys = 1;   /* the tensor-core kernels' ints: heads, tiled length, T, S */
+        int at = s->grid == NRT_GRID_TILES ? 3 : 2;
+        if (s->nints > at) dim_eval(&g->dims[s->ints[at]], syms, &keys);
         return 4.0 * (double)in * (double)keys * (n->attr.causal ? 0.5 : 1.0);
     }
     default: return 0;
@@ -59,7 +60,9 @@ static step_cost cost_of(const ir_graph *g, const nrt_step *s, const memplan_buf
     for (int j = 0; j < s->nbufs; j++) c.bytes += (double)buf_bytes(b, s->bufs[j]);
     if (s->kind == NRT_STEP_COPY) c.bytes = 2.0 * (double)buf_bytes(b, s->bufs[1]);
     c.flops = step_flops(g, s, syms);
-    double rate = s->kind == NRT_STEP_MATMUL ? (s->mm_dtype == NC_F32 ? FLOOR_MATMUL_F32 : FLOOR_MATMUL_LOW) : FLOOR_VECTOR;
+    double rate = s->kind == NRT_STEP_MATMUL ? (s->mm_dtype == NC_F32 ? FLOOR_MATMUL_F32 : FLOOR_MATMUL_LOW)
+                : s->grid == NRT_GRID_TILES ? FLOOR_MATMUL_LOW   /* mma.sync */
+                                            : FLOOR_VECTOR;
     double tb = c.bytes / FLOOR_BYTES_PER_S, tf = c.flops / rate;
     c.floor_s = tb > tf ? tb : tf;
     return c;

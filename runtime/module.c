@@ -591,7 +591,7 @@ static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
         nrt_step *s = &p->steps[i];
         uint8_t kind = r_u8(r), grid = r_u8(r);
         if (kind < NRT_STEP_KERNEL || kind > NRT_STEP_COPY) return r_invalid(r, "step %u: kind %u", i, kind);
-        if (kind == NRT_STEP_KERNEL && (grid < NRT_GRID_ELEMENTS || grid > NRT_GRID_SINGLE))
+        if (kind == NRT_STEP_KERNEL && (grid < NRT_GRID_ELEMENTS || grid > NRT_GRID_TILES))
             return r_invalid(r, "step %u: grid %u", i, grid);
         s->kind = (nrt_step_kind)kind, s->grid = (nrt_grid)grid;
         s->kernel = r_u32(r);
@@ -634,6 +634,7 @@ static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
         const char *why = kind == NRT_STEP_MATMUL ? nrt_matmul_check(s) : NULL;
         if (!r->bad && why) return r_invalid(r, "step %u: a matmul with %s", i, why);
         if (!r->bad && grid == NRT_GRID_ROWS && s->nints < 2) return r_invalid(r, "step %u: row grid without a row size", i);
+        if (!r->bad && grid == NRT_GRID_TILES && s->nints < 4) return r_invalid(r, "step %u: tile grid without its sizes", i);
     }
     p->plan_flags = r_u32(r);
     if (!r->bad && (p->plan_flags & ~(uint32_t)NRT_PLAN_KNOWN_FLAGS)) return r_invalid(r, "plan flags 0x%x", p->plan_flags);

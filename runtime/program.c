@@ -26,6 +26,10 @@ bool nrt_step_launch(const nrt_step *s, const int64_t *n, int64_t max_blocks, in
     case NRT_GRID_ROWS: *blocks = n[1] > 0 ? count / n[1] : 0; break;
     case NRT_GRID_WARPS: *blocks = (count + 7) / 8; break;
     case NRT_GRID_SINGLE: *blocks = 1, *threads = 1024; break;
+    case NRT_GRID_TILES:
+        *threads = 128;
+        *blocks = n[0] > 0 && n[1] > 0 && (n[1] + 63) / 64 <= INT32_MAX / n[0] ? n[0] * ((n[1] + 63) / 64) : n[0] > 0 && n[1] > 0 ? INT64_MAX : 0;
+        break;
     default: *blocks = 0; break;
     }
     return *blocks <= INT32_MAX;

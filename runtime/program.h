@@ -32,6 +32,7 @@ typedef enum nrt_grid {
     NRT_GRID_ROWS = 2,     /* ints[0] / ints[1] rows, one 256-thread block a row */
     NRT_GRID_WARPS = 3,    /* ints[0] outputs, one warp each, 8 warps a block */
     NRT_GRID_SINGLE = 4,   /* one 1024-thread block */
+    NRT_GRID_TILES = 5,    /* ints[0] groups of ints[1] rows, one 128-thread block per 64 rows of a group */
 } nrt_grid;
 
 /* Buffers: ids below the graph's node count are IR values; the others are

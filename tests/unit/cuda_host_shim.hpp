@@ -67,6 +67,46 @@ static inline float __shfl_xor_sync(unsigned, float v, int lane_mask)
     return other;
 }
 
+// mma.sync m16n8k16 for one warp: every lane puts its fragments in a slot,
+// then computes its own accumulators from the whole warp's, by the PTX
+// fragment layouts (lane = 4 gid + tig).
+static unsigned nc_mma_slots[NC_MAX_THREADS][6];
+
+static inline float nc_host_half(unsigned short h, bool bf)
+{
+    if (bf) return __uint_as_float((unsigned)h << 16);
+    return nc_f16_to_f32(h);
+}
+
+static inline float nc_fragment_value(const unsigned *regs, int i, bool bf)   // element i, two a register, low half first
+{
+    return nc_host_half((unsigned short)(regs[i >> 1] >> (16 * (i & 1)) & 0xffffu), bf);
+}
+
+static inline void nc_mma_host(float *d, const unsigned *a, const unsigned *b, bool bf)
+{
+    int me = (int)threadIdx.x, warp0 = me & ~31, lane = me & 31;
+    for (int i = 0; i < 4; i++) nc_mma_slots[me][i] = a[i];
+    nc_mma_slots[me][4] = b[0], nc_mma_slots[me][5] = b[1];
+    nc_wait(NC_AT_WARP_BARRIER);
+    for (int e = 0; e < 4; e++) {
+        int row = (lane >> 2) + (e >= 2 ? 8 : 0), col = (lane & 3) * 2 + (e & 1);
+        float acc = 0.0f;
+        for (int k = 0; k < 16; k++) {
+            // A[row][k] sits in lane 4 (row % 8) + (k % 8) / 2, element (k & 1) + 2 (row >= 8) + 4 (k >= 8)
+            int la = warp0 + (row & 7) * 4 + ((k & 7) >> 1), ia = (k & 1) + (row >= 8 ? 2 : 0) + (k >= 8 ? 4 : 0);
+            // B[k][col] sits in lane 4 col + (k % 8) / 2, element (k & 1) + 2 (k >= 8)
+            int lb = warp0 + col * 4 + ((k & 7) >> 1), ib = (k & 1) + (k >= 8 ? 2 : 0);
+            acc += nc_fragment_value(nc_mma_slots[la], ia, bf) * nc_fragment_value(&nc_mma_slots[lb][4], ib, bf);
+        }
+        d[e] += acc;
+    }
+    nc_wait(NC_AT_WARP_BARRIER);
+}
+
+static inline void nc_mma_bf16(float *d, const unsigned *a, const unsigned *b) { nc_mma_host(d, a, b, true); }
+static inline void nc_mma_f16(float *d, const unsigned *a, const unsigned *b) { nc_mma_host(d, a, b, false); }
+
 static void nc_fiber_main(void)
 {
     nc_thunk(nc_thunk_ctx);

@@ -1,0 +1,283 @@
+/* cuda_attention.c - attention on tensor cores, flash style: a block of four
+ * warps takes 64 rows (queries, or keys for the key gradients); each warp
+ * owns 16 of them and multiplies with mma.sync m16n8k16 (f16/bf16 in, f32
+ * accumulators), tiles of 64 of the other side pass through shared memory,
+ * and the softmax is online, so no [T, S] matrix is ever stored.
+ *
+ * For f16/bf16 operands with head sizes D = E of 64 or 128; other shapes
+ * use cuda_emit.c's scalar kernels. The fragment layouts are PTX's for
+ * m16n8k16 (lane = 4 gid + tig): an A register holds two consecutive
+ * columns of row gid or gid + 8, a B register two consecutive rows (k) of
+ * column gid, an accumulator columns 2 tig, 2 tig + 1 of rows gid, gid + 8.
+ * So a score tile's accumulators are, packed in pairs, the A operand of the
+ * next product (P V, dS K) without a trip through memory. Probabilities and
+ * score gradients are rounded to the operands' dtype for that product, as
+ * flash attention does; everything else stays f32.
+ *
+ * Kernels (one template, four uses): forward and lse walk key tiles for a
+ * query tile; dq does the same with dO; dk and dv walk query tiles for a
+ * key tile. Causal masks skip whole tiles. tests/unit/cuda_host_shim.hpp
+ * runs them on the host, mma.sync included, lane by lane. */
+#include "cuda_emit.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { TILE = 64 };
+
+typedef struct attn_shape {
+    int64_t D, E;
+    const char *type, *mma, *pack;   /* storage type, nc_mma_* and nc_pack_* of the dtype */
+    bool causal;
+    char scale[48];
+} attn_shape;
+
+static bool tiled_shape(cg_ctx *cg, ir_value v, attn_shape *a)
+{
+    const ir_graph *g = cg->g;
+    const ir_node *n = &g->nodes[v], *q = &g->nodes[ir_args(g, n)[0]], *k = &g->nodes[ir_args(g, n)[1]];
+    if (q->dtype != NC_BF16 && q->dtype != NC_F16) return false;
+    if (!dim_is_const(&g->dims[q->shape[q->rank - 1]], &a->D) || (a->D != 64 && a->D != 128)) return false;
+    a->E = a->D;
+    if (n->op != OP_ATTENTION_LSE) {
+        const ir_node *vv = &g->nodes[ir_args(g, n)[2]];
+        if (!dim_is_const(&g->dims[vv->shape[vv->rank - 1]], &a->E) || a->E != a->D || vv->dtype != q->dtype) return false;
+    }
+    if (k->dtype != q->dtype) return false;
+    for (int i = 3; n->op == OP_ATTENTION_GRAD && i < 4; i++)
+        if (g->nodes[ir_args(g, n)[i]].dtype != q->dtype) return false;
+    bool bf = q->dtype == NC_BF16;
+    a->type = bf ? "nc_bf16" : "nc_f16";
+    a->mma = bf ? "nc_mma_bf16" : "nc_mma_f16";
+    a->pack = bf ? "nc_pack_bf16" : "nc_pack_f16";
+    a->causal = n->attr.causal;
+    cuda_float_literal(a->scale, n->attr.f != 0 ? n->attr.f : 1.0 / sqrt((double)a->D));
+    return true;
+}
+
+/* The step: ints = heads (the product of the leading dims), the tiled
+ * length, T, S; one 128-thread block per 64 rows of each head. */
+static nrt_step *begin_tiled(cg_ctx *cg, ir_value v, bool by_key)
+{
+    const ir_graph *g = cg->g;
+    const ir_node *n = &g->nodes[v], *q = &g->nodes[ir_args(g, n)[0]], *k = &g->nodes[ir_args(g, n)[1]];
+    ir_node heads = *q;
+    heads.rank = (uint8_t)(q->rank - 2);
+    uint32_t nheads;
+    if (!cuda_numel_dim(cg, &heads, &nheads)) return NULL;
+    nrt_step *s = cuda_begin_kernel(cg, v, "_tc", NRT_GRID_TILES);
+    cuda_add_int(s, nheads);
+    cuda_add_int(s, by_key ? k->shape[k->rank - 2] : q->shape[q->rank - 2]);
+    cuda_add_int(s, q->shape[q->rank - 2]);
+    cuda_add_int(s, k->shape[k->rank - 2]);
+    static const char *const names[] = {"q", "k", "v", "g", "lse", "delta"};
+    for (int i = 0; i < n->nargs; i++) {
+        cuda_add_buf(s, ir_args(g, n)[i]);
+        cuda_decl_ptr(cg, names[i], i, g->nodes[ir_args(g, n)[i]].dtype, true);
+    }
+    cuda_add_buf(s, v);
+    cuda_decl_ptr(cg, "out", n->nargs, n->dtype, false);
+    return s;
+}
+
+/* Common prologue: which head and rows this block has, which rows this thread's
+ * accumulators hold (r0 = gid, r1 = gid + 8 of the warp's 16). */
+static void emit_prologue(cg_buf *b, const attn_shape *a, const char *rows_len)
+{
+    cg_printf(b, "  const long long T = A.n[2], S = A.n[3], tiles = (%s + %d) / %d;\n", rows_len, TILE - 1, TILE);
+    cg_printf(b, "  const long long head = blockIdx.x / tiles, row0 = (blockIdx.x %% tiles) * %d;\n", TILE);
+    cg_printf(b, "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;\n");
+    cg_printf(b, "  const long long r0 = row0 + warp * 16 + gid, r1 = r0 + 8;\n");
+    cg_printf(b, "  const float scale = %s;\n", a->scale);
+    cg_printf(b, "  const float NEG_INF = -__int_as_float(0x7f800000);\n");
+}
+
+/* A fragments of 16 rows (r0, r1) x W columns of matrix p (row length W)
+ * into name[W / 16][4]; rows at or past len are zeros. */
+static void emit_a_fragments(cg_buf *b, const char *name, const char *p, int64_t W, const char *len)
+{
+    cg_printf(b, "  unsigned %s[%lld][4];\n", name, (long long)W / 16);
+    cg_printf(b, "  for (int kk = 0; kk < %lld; kk++) {\n", (long long)W / 16);
+    cg_printf(b, "    const unsigned *p0 = (const unsigned *)(%s + (head * %s + r0) * %lld), *p1 = (const unsigned *)(%s + (head * %s + r1) * %lld);\n",
+              p, len, (long long)W, p, len, (long long)W);
+    cg_printf(b, "    %s[kk][0] = r0 < %s ? p0[kk * 8 + tig] : 0u; %s[kk][1] = r1 < %s ? p1[kk * 8 + tig] : 0u;\n", name, len, name, len);
+    cg_printf(b, "    %s[kk][2] = r0 < %s ? p0[kk * 8 + 4 + tig] : 0u; %s[kk][3] = r1 < %s ? p1[kk * 8 + 4 + tig] : 0u;\n  }\n", name,
+              len, name, len);
+}
+
+/* Loads rows [c0, c0 + 64) of matrix p (row length W, len rows per head)
+ * into shared tile sh (as pairs), zeros past the end. */
+static void emit_tile_load(cg_buf *b, const char *sh, const char *p, int64_t W, const char *len)
+{
+    cg_printf(b, "    for (int x = threadIdx.x; x < %lld; x += blockDim.x) {\n", (long long)TILE * W / 2);
+    cg_printf(b, "      const long long row = c0 + x / %lld;\n", (long long)W / 2);
+    cg_printf(b, "      %s[x] = row < %s ? ((const unsigned *)(%s + (head * %s + row) * %lld))[x %% %lld] : 0u;\n    }\n", sh, len, p,
+              len, (long long)W, (long long)W / 2);
+}
+
+/* acc[8][4] (16 rows x 64 tile rows) += X (A fragments xa[W/16]) times the
+ * tile's rows transposed: B[k][n] = tile[n][k], two consecutive k a register. */
+static void emit_scores(cg_buf *b, const attn_shape *a, const char *acc, const char *xa, const char *sh, int64_t W)
+{
+    cg_printf(b, "    float %s[8][4];\n", acc);
+    cg_printf(b, "    for (int nb = 0; nb < 8; nb++) {\n      %s[nb][0] = %s[nb][1] = %s[nb][2] = %s[nb][3] = 0.0f;\n", acc, acc, acc, acc);
+    cg_printf(b, "      for (int kk = 0; kk < %lld; kk++) {\n", (long long)W / 16);
+    cg_printf(b, "        const unsigned bf[2] = {%s[(nb * 8 + gid) * %lld + kk * 8 + tig], %s[(nb * 8 + gid) * %lld + kk * 8 + 4 + tig]};\n", sh,
+              (long long)W / 2, sh, (long long)W / 2);
+    cg_printf(b, "        %s(%s[nb], %s[kk], bf);\n      }\n    }\n", a->mma, acc, xa);
+}
+
+/* out[W/8][4] += P (acc[8][4] packed as A fragments, 64 tile rows as k) times
+ * the tile itself: B[k][n] = tile[k][n], two rows a register. */
+static void emit_times_tile(cg_buf *b, const attn_shape *a, const char *out, const char *acc, const char *sh, int64_t W)
+{
+    cg_printf(b, "    for (int kk = 0; kk < 4; kk++) {\n");
+    cg_printf(b, "      const unsigned pa[4] = {%s(%s[2 * kk][0], %s[2 * kk][1]), %s(%s[2 * kk][2], %s[2 * kk][3]),\n", a->pack, acc, acc,
+              a->pack, acc, acc);
+    cg_printf(b, "                              %s(%s[2 * kk + 1][0], %s[2 * kk + 1][1]), %s(%s[2 * kk + 1][2], %s[2 * kk + 1][3])};\n",
+              a->pack, acc, acc, a->pack, acc, acc);
+    cg_printf(b, "      const unsigned short *th = (const unsigned short *)%s;\n", sh);
+    cg_printf(b, "      for (int nb = 0; nb < %lld; nb++) {\n", (long long)W / 8);
+    cg_printf(b, "        const int col = nb * 8 + gid, k0 = kk * 16 + tig * 2;\n");
+    cg_printf(b, "        const unsigned bf[2] = {th[k0 * %lld + col] | (unsigned)th[(k0 + 1) * %lld + col] << 16,\n", (long long)W,
+              (long long)W);
+    cg_printf(b, "                                th[(k0 + 8) * %lld + col] | (unsigned)th[(k0 + 9) * %lld + col] << 16};\n", (long long)W,
+              (long long)W);
+    cg_printf(b, "        %s(%s[nb], pa, bf);\n      }\n    }\n", a->mma, out);
+}
+
+/* The quad (the 4 lanes sharing a row) agrees on x: max or sum. */
+static void emit_quad(cg_buf *b, const char *x, const char *op)
+{
+    cg_printf(b, "    %s = %s(%s, __shfl_xor_sync(0xffffffffu, %s, 1));\n", x, op, x, x);
+    cg_printf(b, "    %s = %s(%s, __shfl_xor_sync(0xffffffffu, %s, 2));\n", x, op, x, x);
+}
+
+/* Whether score (row r, column c) counts: inside S (or T), and causal. */
+static const char *visible(bool causal, bool by_key)
+{
+    if (by_key) return causal ? "(c < T && c >= key)" : "(c < T)";
+    return causal ? "(c < S && c <= row)" : "(c < S)";
+}
+
+/* forward (with lse: only the log-sum-exp), and dq. */
+static void emit_by_query(cg_ctx *cg, const attn_shape *a, nc_op op)
+{
+    cg_buf *b = &cg->body;
+    bool fwd = op == OP_ATTENTION, lse = op == OP_ATTENTION_LSE, dq = op == OP_ATTENTION_GRAD;
+    emit_prologue(b, a, "T");
+    cg_printf(b, "  __shared__ unsigned ks[%lld];\n", (long long)TILE * a->D / 2);
+    if (!lse) cg_printf(b, "  __shared__ unsigned vs[%lld];\n", (long long)TILE * a->E / 2);
+    emit_a_fragments(b, "qa", "q", a->D, "T");
+    if (dq) {
+        emit_a_fragments(b, "ga", "g", a->E, "T");
+        cg_printf(b, "  const float lse0 = r0 < T ? nc_ld(lse, head * T + r0) : 0.0f, lse1 = r1 < T ? nc_ld(lse, head * T + r1) : 0.0f;\n");
+        cg_printf(b, "  const float dl0 = r0 < T ? nc_ld(delta, head * T + r0) : 0.0f, dl1 = r1 < T ? nc_ld(delta, head * T + r1) : 0.0f;\n");
+    }
+    int64_t W = dq ? a->D : a->E;
+    if (!lse) cg_printf(b, "  float o[%lld][4];\n  for (int nb = 0; nb < %lld; nb++) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;\n",
+                        (long long)W / 8, (long long)W / 8);
+    if (!dq) cg_printf(b, "  float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f;\n");
+    cg_printf(b, "  const long long cend = %s;\n", a->causal ? "(row0 + 64 < S ? row0 + 64 : S)" : "S");
+    cg_printf(b, "  for (long long c0 = 0; c0 < cend; c0 += 64) {\n    __syncthreads();\n");
+    emit_tile_load(b, "ks", "k", a->D, "S");
+    if (!lse) emit_tile_load(b, "vs", "v", a->E, "S");
+    cg_printf(b, "    __syncthreads();\n");
+    emit_scores(b, a, "s", "qa", "ks", a->D);
+    if (dq) emit_scores(b, a, "dp", "ga", "vs", a->E);
+    /* scale and mask; for dq the probabilities come from lse */
+    if (!dq) cg_printf(b, "    float mx0 = m0, mx1 = m1;\n");
+    cg_printf(b, "    for (int nb = 0; nb < 8; nb++)\n      for (int e = 0; e < 4; e++) {\n");
+    cg_printf(b, "        const long long c = c0 + nb * 8 + tig * 2 + (e & 1), row = e < 2 ? r0 : r1;\n");
+    cg_printf(b, "        s[nb][e] = %s ? s[nb][e] * scale : NEG_INF;\n", visible(a->causal, false));
+    if (dq) {
+        cg_printf(b, "        const float p = expf(s[nb][e] - (e < 2 ? lse0 : lse1));\n");
+        cg_printf(b, "        s[nb][e] = p * (dp[nb][e] - (e < 2 ? dl0 : dl1));   /* dS */\n      }\n");
+        emit_times_tile(b, a, "o", "s", "ks", a->D);
+        cg_printf(b, "  }\n");
+        cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)a->D / 8);
+        cg_printf(b, "    if (r0 < T) { nc_st(out, (head * T + r0) * %lld + col, o[nb][0] * scale); nc_st(out, (head * T + r0) * %lld + col + 1, o[nb][1] * scale); }\n",
+                  (long long)a->D, (long long)a->D);
+        cg_printf(b, "    if (r1 < T) { nc_st(out, (head * T + r1) * %lld + col, o[nb][2] * scale); nc_st(out, (head * T + r1) * %lld + col + 1, o[nb][3] * scale); }\n  }\n",
+                  (long long)a->D, (long long)a->D);
+        return;
+    }
+    cg_printf(b, "        if (e < 2) mx0 = fmaxf(mx0, s[nb][e]); else mx1 = fmaxf(mx1, s[nb][e]);\n      }\n");
+    emit_quad(b, "mx0", "fmaxf");
+    emit_quad(b, "mx1", "fmaxf");
+    /* online softmax: a row with nothing visible yet keeps its zeros */
+    cg_printf(b, "    const float base0 = mx0 == NEG_INF ? 0.0f : mx0, base1 = mx1 == NEG_INF ? 0.0f : mx1;\n");
+    cg_printf(b, "    const float c0f = expf(m0 - base0), c1f = expf(m1 - base1);\n");
+    cg_printf(b, "    l0 *= c0f, l1 *= c1f, m0 = mx0, m1 = mx1;\n");
+    cg_printf(b, "    for (int nb = 0; nb < 8; nb++) {\n");
+    cg_printf(b, "      s[nb][0] = expf(s[nb][0] - base0), s[nb][1] = expf(s[nb][1] - base0);\n");
+    cg_printf(b, "      s[nb][2] = expf(s[nb][2] - base1), s[nb][3] = expf(s[nb][3] - base1);\n");
+    cg_printf(b, "      l0 += s[nb][0] + s[nb][1], l1 += s[nb][2] + s[nb][3];\n    }\n");
+    if (fwd) {
+        cg_printf(b, "    for (int nb = 0; nb < %lld; nb++) o[nb][0] *= c0f, o[nb][1] *= c0f, o[nb][2] *= c1f, o[nb][3] *= c1f;\n",
+                  (long long)a->E / 8);
+        emit_times_tile(b, a, "o", "s", "vs", a->E);
+    }
+    cg_printf(b, "  }\n");
+    emit_quad(b, "l0", "nc_add");
+    emit_quad(b, "l1", "nc_add");
+    if (lse) {
+        cg_printf(b, "  if (tig == 0 && r0 < T) nc_st(out, head * T + r0, m0 + logf(l0));\n");
+        cg_printf(b, "  if (tig == 0 && r1 < T) nc_st(out, head * T + r1, m1 + logf(l1));\n");
+        return;
+    }
+    cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)a->E / 8);
+    cg_printf(b, "    if (r0 < T) { nc_st(out, (head * T + r0) * %lld + col, o[nb][0] / l0); nc_st(out, (head * T + r0) * %lld + col + 1, o[nb][1] / l0); }\n",
+              (long long)a->E, (long long)a->E);
+    cg_printf(b, "    if (r1 < T) { nc_st(out, (head * T + r1) * %lld + col, o[nb][2] / l1); nc_st(out, (head * T + r1) * %lld + col + 1, o[nb][3] / l1); }\n  }\n",
+              (long long)a->E, (long long)a->E);
+}
+
+/* dk (wrt 1) and dv (wrt 2): a key tile meets the query tiles that see it. */
+static void emit_by_key(cg_ctx *cg, const attn_shape *a, int wrt)
+{
+    cg_buf *b = &cg->body;
+    emit_prologue(b, a, "S");
+    cg_printf(b, "  __shared__ unsigned qs[%lld], gs[%lld];\n  __shared__ float lses[64], dls[64];\n", (long long)TILE * a->D / 2,
+              (long long)TILE * a->E / 2);
+    emit_a_fragments(b, "ka", "k", a->D, "S");
+    if (wrt == 1) emit_a_fragments(b, "va", "v", a->E, "S");
+    int64_t W = wrt == 1 ? a->D : a->E;
+    cg_printf(b, "  float o[%lld][4];\n  for (int nb = 0; nb < %lld; nb++) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;\n",
+              (long long)W / 8, (long long)W / 8);
+    cg_printf(b, "  for (long long c0 = %s; c0 < T; c0 += 64) {\n    __syncthreads();\n", a->causal ? "row0 / 64 * 64" : "0");
+    emit_tile_load(b, "qs", "q", a->D, "T");
+    emit_tile_load(b, "gs", "g", a->E, "T");
+    cg_printf(b, "    for (int x = threadIdx.x; x < 64; x += blockDim.x) {\n");
+    cg_printf(b, "      lses[x] = c0 + x < T ? nc_ld(lse, head * T + c0 + x) : 0.0f;\n      dls[x] = c0 + x < T ? nc_ld(delta, head * T + c0 + x) : 0.0f;\n    }\n");
+    cg_printf(b, "    __syncthreads();\n");
+    emit_scores(b, a, "s", "ka", "qs", a->D);   /* S^T: 16 keys x 64 queries */
+    if (wrt == 1) emit_scores(b, a, "dp", "va", "gs", a->E);   /* dP^T = V dO^T */
+    cg_printf(b, "    for (int nb = 0; nb < 8; nb++)\n      for (int e = 0; e < 4; e++) {\n");
+    cg_printf(b, "        const int cc = nb * 8 + tig * 2 + (e & 1);\n        const long long c = c0 + cc, key = e < 2 ? r0 : r1;\n");
+    cg_printf(b, "        const float p = %s ? expf(s[nb][e] * scale - lses[cc]) : 0.0f;\n", visible(a->causal, true));
+    cg_printf(b, "        s[nb][e] = %s;\n      }\n", wrt == 1 ? "p * (dp[nb][e] - dls[cc])" : "p");
+    emit_times_tile(b, a, "o", "s", wrt == 1 ? "qs" : "gs", W);
+    cg_printf(b, "  }\n");
+    const char *f = wrt == 1 ? " * scale" : "";
+    cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)W / 8);
+    cg_printf(b, "    if (r0 < S) { nc_st(out, (head * S + r0) * %lld + col, o[nb][0]%s); nc_st(out, (head * S + r0) * %lld + col + 1, o[nb][1]%s); }\n",
+              (long long)W, f, (long long)W, f);
+    cg_printf(b, "    if (r1 < S) { nc_st(out, (head * S + r1) * %lld + col, o[nb][2]%s); nc_st(out, (head * S + r1) * %lld + col + 1, o[nb][3]%s); }\n  }\n",
+              (long long)W, f, (long long)W, f);
+}
+
+bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted)
+{
+    attn_shape a;
+    *emitted = false;
+    if (!tiled_shape(cg, v, &a)) return true;
+    const ir_node *n = &cg->g->nodes[v];
+    bool by_key = n->op == OP_ATTENTION_GRAD && n->attr.axis > 0;
+    if (!begin_tiled(cg, v, by_key)) return false;
+    if (by_key) emit_by_key(cg, &a, n->attr.axis);
+    else emit_by_query(cg, &a, n->op);
+    cuda_end_kernel(cg);
+    *emitted = true;
+    return true;
+}
