@@ -15,9 +15,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A slice's gradient waiting to be joined with its siblings': the slices of
+ * one value along one axis that cover it end to end (q, k and v of a fused
+ * projection) give one concat, not a zero-padded concat each and their sum. */
+typedef struct ad_piece {
+    uint32_t lo, hi;           /* dim ids of the slice's bounds */
+    ir_value grad;
+    int32_t next;              /* the value's next piece, -1 at the end */
+} ad_piece;
+
 typedef struct ad_ctx {
     ir_graph *g;
     ir_value *grad;            /* accumulated gradient of each original node */
+    int32_t *pieces_of;        /* each node's first waiting slice gradient, -1 for none */
+    uint8_t *pieces_axis;
+    ad_piece *pieces;
+    int32_t npieces;
     bool *needs;               /* the node depends on a trained parameter */
     bool *leaf;                /* autodiff_vjp: a value differentiated for; its rule is not applied */
     uint32_t nforward;
@@ -157,6 +170,64 @@ static void add_grad(ad_ctx *c, ir_value x, ir_value g)
     if (!dtype_is_float(nd(c, x)->dtype)) return;
     g = cast_to(c, g, nd(c, x)->dtype);
     c->grad[x] = c->grad[x] == IR_NONE ? g : bin(c, OP_ADD, c->grad[x], g);
+}
+
+/* Slice [lo, hi) of x along axis ax, zeros elsewhere: x's shape. */
+static ir_value pad_slice(ad_ctx *c, ir_value x, int ax, uint32_t lo, uint32_t hi, ir_value g)
+{
+    const ir_node *xn = nd(c, x);
+    uint32_t size = xn->shape[ax], shape[NC_MAX_RANK];
+    memcpy(shape, xn->shape, sizeof shape);
+    uint8_t rank = xn->rank;
+    nc_dtype dt = nd(c, g)->dtype;
+    ir_value parts[3];
+    int np = 0;
+    int64_t k;
+    if (!(dim_is_const(&c->g->dims[lo], &k) && k == 0)) {
+        shape[ax] = lo;
+        parts[np++] = broadcast_to(c, build(c, (ir_node){.op = OP_FILL, .dtype = dt}, NULL, 0), rank, shape);
+    }
+    parts[np++] = g;
+    if (hi != size) {
+        dim_expr rest;
+        if (dim_sub(&c->g->dims[size], &c->g->dims[hi], &rest) != DIM_OK) { c->failed = true; return IR_NONE; }
+        shape[ax] = ir_dim_intern(c->g, &rest);
+        parts[np++] = broadcast_to(c, build(c, (ir_node){.op = OP_FILL, .dtype = dt}, NULL, 0), rank, shape);
+    }
+    if (np == 1) return g;
+    ir_node p = {.op = OP_CONCAT};
+    p.attr.axis = ax;
+    return build(c, p, parts, np);
+}
+
+/* x's waiting slice gradients into its gradient: one concat when they cover
+ * the axis end to end, else each zero-padded. */
+static void settle(ad_ctx *c, ir_value x)
+{
+    if (x >= c->nforward || c->pieces_of[x] < 0) return;
+    int ax = c->pieces_axis[x];
+    uint32_t at = ir_dim_const(c->g, 0), size = nd(c, x)->shape[ax];
+    ir_value parts[16];
+    int np = 0, total = 0;
+    for (int32_t i = c->pieces_of[x]; i >= 0; i = c->pieces[i].next) total++;
+    while (at != size && np < total && np < 16) {   /* follow lo == the last hi from 0 */
+        int32_t found = -1;
+        for (int32_t i = c->pieces_of[x]; i >= 0 && found < 0; i = c->pieces[i].next)
+            if (c->pieces[i].lo == at) found = i;
+        if (found < 0) break;
+        parts[np++] = c->pieces[found].grad;
+        at = c->pieces[found].hi;
+    }
+    int32_t first = c->pieces_of[x];
+    c->pieces_of[x] = -1;
+    if (at == size && np == total) {
+        ir_node p = {.op = OP_CONCAT};
+        p.attr.axis = ax;
+        add_grad(c, x, np == 1 ? parts[0] : build(c, p, parts, np));
+        return;
+    }
+    for (int32_t i = first; i >= 0; i = c->pieces[i].next)
+        add_grad(c, x, pad_slice(c, x, ax, c->pieces[i].lo, c->pieces[i].hi, c->pieces[i].grad));
 }
 
 /* ---- rules (named in ops.def) ------------------------------------------ */
@@ -454,33 +525,14 @@ static void grad_broadcast(ad_ctx *c, ir_value v, ir_value g)
 /* slice backward: zeros around g along the axis */
 static void grad_slice(ad_ctx *c, ir_value v, ir_value g)
 {
-    const ir_node *n = nd(c, v), *x = nd(c, A0);
-    int ax = n->attr.axis;
-    uint32_t lo = n->attr.lo, hi = n->attr.hi, size = x->shape[ax];
-    ir_value parts[3];
-    int np = 0;
-    uint32_t shape[NC_MAX_RANK];
-    memcpy(shape, n->shape, sizeof shape);
-    uint8_t rank = n->rank;
-    nc_dtype dt = n->dtype;
-    int64_t k;
-    if (!(dim_is_const(&c->g->dims[lo], &k) && k == 0)) {
-        ir_node z = {.op = OP_FILL, .dtype = dt};
-        shape[ax] = lo;
-        parts[np++] = broadcast_to(c, build(c, z, NULL, 0), rank, shape);
-    }
-    parts[np++] = g;
-    if (hi != size) {
-        dim_expr rest;
-        if (dim_sub(&c->g->dims[size], &c->g->dims[hi], &rest) != DIM_OK) { c->failed = true; return; }
-        ir_node z = {.op = OP_FILL, .dtype = dt};
-        shape[ax] = ir_dim_intern(c->g, &rest);
-        parts[np++] = broadcast_to(c, build(c, z, NULL, 0), rank, shape);
-    }
-    if (np == 1) { add_grad(c, A0, g); return; }
-    ir_node p = {.op = OP_CONCAT};
-    p.attr.axis = ax;
-    add_grad(c, A0, build(c, p, parts, np));
+    ir_value x = A0;
+    if (g == IR_NONE || c->failed || x >= c->nforward || !c->needs[x] || !dtype_is_float(nd(c, x)->dtype)) return;
+    int ax = nd(c, v)->attr.axis;
+    if (c->pieces_of[x] >= 0 && c->pieces_axis[x] != ax) settle(c, x);   /* slices along another axis too */
+    c->pieces = nc_xrealloc(c->pieces, (size_t)(c->npieces + 1) * sizeof *c->pieces);
+    c->pieces[c->npieces] = (ad_piece){.lo = nd(c, v)->attr.lo, .hi = nd(c, v)->attr.hi, .grad = g, .next = c->pieces_of[x]};
+    c->pieces_of[x] = c->npieces++;
+    c->pieces_axis[x] = (uint8_t)ax;
 }
 static void grad_concat(ad_ctx *c, ir_value v, ir_value g)
 {
@@ -525,6 +577,7 @@ static ad_rule *const rules[OP_COUNT] = {
 static void sweep(ad_ctx *c, ir_value from)
 {
     for (ir_value v = from + 1; v-- > 0 && !c->failed;) {
+        settle(c, v);
         if (c->grad[v] == IR_NONE || !c->needs[v] || (c->leaf && c->leaf[v])) continue;
         c->loc = c->g->nodes[v].loc;
         rules[c->g->nodes[v].op](c, v, c->grad[v]);
@@ -536,7 +589,9 @@ static void ad_init(ad_ctx *c, ir_graph *g, char *err, size_t errcap)
     *c = (ad_ctx){.g = g, .nforward = g->nnodes, .err = err, .errcap = errcap};
     c->grad = nc_xmalloc((g->nnodes + 1) * sizeof *c->grad);
     c->needs = nc_xcalloc(g->nnodes + 1, sizeof *c->needs);
-    for (ir_value v = 0; v < g->nnodes; v++) c->grad[v] = IR_NONE;
+    c->pieces_of = nc_xmalloc((g->nnodes + 1) * sizeof *c->pieces_of);
+    c->pieces_axis = nc_xcalloc(g->nnodes + 1, sizeof *c->pieces_axis);
+    for (ir_value v = 0; v < g->nnodes; v++) c->grad[v] = IR_NONE, c->pieces_of[v] = -1;
 }
 
 static void ad_free(ad_ctx *c)
@@ -544,6 +599,9 @@ static void ad_free(ad_ctx *c)
     free(c->grad);
     free(c->needs);
     free(c->leaf);
+    free(c->pieces_of);
+    free(c->pieces_axis);
+    free(c->pieces);
 }
 
 bool autodiff_vjp(ir_graph *g, ir_value out, ir_value gout, const ir_value *wrt, int nwrt, ir_value *gwrt, char *err,
@@ -557,7 +615,7 @@ bool autodiff_vjp(ir_graph *g, ir_value out, ir_value gout, const ir_value *wrt,
         for (int i = 0; i < g->nodes[v].nargs && !c.needs[v]; i++) c.needs[v] = c.needs[ir_args(g, &g->nodes[v])[i]];
     c.grad[out] = gout;
     sweep(&c, out);
-    for (int i = 0; i < nwrt; i++) gwrt[i] = c.grad[wrt[i]];
+    for (int i = 0; i < nwrt; i++) settle(&c, wrt[i]), gwrt[i] = c.grad[wrt[i]];
     ad_free(&c);
     return !c.failed;
 }
@@ -587,7 +645,7 @@ bool autodiff_run_with(ir_graph *g, ir_value seed_scale, const ad_contribution *
     }
     for (uint32_t i = 0; i < g->nparams; i++) param_grads[i] = IR_NONE;
     for (ir_value v = 0; v < c.nforward && !c.failed; v++)
-        if (g->nodes[v].op == OP_PARAM) param_grads[g->nodes[v].attr.index] = c.grad[v];
+        if (g->nodes[v].op == OP_PARAM) settle(&c, v), param_grads[g->nodes[v].attr.index] = c.grad[v];
     ad_free(&c);
     return !c.failed;
 }

@@ -133,7 +133,17 @@ static bool find_epilogue(const epi_ctx *c, ir_value m, cuda_epilogue *e)
         e->aux = cur;
         e->chain[e->nchain++] = cur = u;
     }
-    if (!(e->flags & (NRT_EPI_RELU | NRT_EPI_GELU)) && (u = sole_user(c, cur)) != IR_NONE &&
+    /* widened to f32 and added to an f32 sum (a gradient accumulated over
+     * uses, as the tied embedding's over the loss's slices): cuBLASLt adds
+     * the sum as C and stores f32 */
+    u = sole_user(c, cur);
+    ir_value sum_add = u != IR_NONE ? sole_user(c, u) : IR_NONE;
+    if (!e->flags && mm->dtype != NC_F32 && u != IR_NONE && nd(c, u)->op == OP_CAST && nd(c, u)->dtype == NC_F32 &&
+        sum_add != IR_NONE && (other = other_addend(c, sum_add, u)) != IR_NONE && materialized(c, other)) {
+        e->out_dtype = NC_F32, e->chain[e->nchain++] = u;
+        e->flags |= NRT_EPI_RESIDUAL, e->residual = other, e->chain[e->nchain++] = cur = sum_add;
+    }
+    if (!(e->flags & (NRT_EPI_RELU | NRT_EPI_GELU | NRT_EPI_RESIDUAL)) && (u = sole_user(c, cur)) != IR_NONE &&
         (other = other_addend(c, u, cur)) != IR_NONE && materialized(c, other))
         e->flags |= NRT_EPI_RESIDUAL, e->residual = other, e->chain[e->nchain++] = cur = u;
     u = sole_user(c, cur);

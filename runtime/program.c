@@ -100,6 +100,17 @@ static int32_t *plan_in_place(const ir_graph *g, const nrt_program *p, memplan_b
     for (uint32_t i = 0; i < nbuf; i++) alias[i] = -1;
     for (uint32_t k = 0; k < p->nsteps; k++) {
         const nrt_step *s = &p->steps[k];
+        if (s->kind == NRT_STEP_MATMUL && (s->mm_epilogue & NRT_EPI_RESIDUAL)) {   /* cuBLASLt runs C == D in place */
+            nrt_matmul_slots m = nrt_matmul_slots_of(s);
+            uint32_t out = s->bufs[m.out], in = s->bufs[m.residual];
+            if (out >= g->nnodes || in >= g->nnodes || b[out].bytes == 0 || b[out].first != (int32_t)k || alias[out] >= 0) continue;
+            int32_t root = alias_root(alias, (int32_t)in);
+            if (b[in].first >= (int32_t)k || b[root].last != (int32_t)k || b[root].bytes != b[out].bytes) continue;
+            alias[out] = root;
+            b[root].last = b[out].last;
+            b[out].bytes = 0;
+            continue;
+        }
         if (!nrt_step_per_element(g, p, s)) continue;
         bool taken[NRT_MAX_BUFS] = {false};   /* an operand's memory goes to one result */
         for (int o = 0; o < s->nbufs; o++) {
