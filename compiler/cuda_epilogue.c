@@ -26,6 +26,9 @@
 typedef struct epi_ctx {
     const ir_graph *g;
     const bool *escapes;
+    const bool *absorbed;  /* taken by an earlier epilogue */
+    bool *operand;         /* a bias or residual of an earlier epilogue: must stay in memory */
+    bool *written;         /* the result of an earlier epilogue (absorbed, but in memory) */
     uint32_t *nusers;
     ir_value *user;        /* the last reader of each value */
 } epi_ctx;
@@ -34,10 +37,13 @@ static const ir_node *nd(const epi_ctx *c, ir_value v) { return &c->g->nodes[v];
 
 static ir_value operand(const epi_ctx *c, ir_value v, int i) { return ir_args(c->g, nd(c, v))[i]; }
 
-/* The one op reading v, if v has exactly one reader and is no output. */
+/* The one op reading v, if v has exactly one reader and is no output, and
+ * that op is free to join an epilogue. */
 static ir_value sole_user(const epi_ctx *c, ir_value v)
 {
-    return c->nusers[v] == 1 && !c->escapes[v] ? c->user[v] : IR_NONE;
+    if (c->nusers[v] != 1 || c->escapes[v]) return IR_NONE;
+    ir_value u = c->user[v];
+    return c->absorbed[u] || c->operand[u] ? IR_NONE : u;
 }
 
 static bool same_shape(const ir_node *a, const ir_node *b)
@@ -70,7 +76,7 @@ static ir_value bias_source(const epi_ctx *c, ir_value b, ir_value v)
 static bool materialized(const epi_ctx *c, ir_value r)
 {
     nc_op op = nd(c, r)->op;
-    return op != OP_BROADCAST && op != OP_FILL;
+    return op != OP_BROADCAST && op != OP_FILL && (!c->absorbed[r] || c->written[r]);
 }
 
 /* The GELU (tanh form) reading v, when every other reader of v comes after
@@ -83,7 +89,7 @@ static ir_value gelu_reader(const epi_ctx *c, ir_value v)
         const ir_node *n = nd(c, u);
         for (int i = 0; i < n->nargs; i++)
             if (ir_args(c->g, n)[i] == v) {
-                if (n->op != OP_GELU_TANH || n->dtype != nd(c, v)->dtype) return IR_NONE;   /* an earlier reader */
+                if (n->op != OP_GELU_TANH || n->dtype != nd(c, v)->dtype || c->absorbed[u] || c->operand[u]) return IR_NONE;
                 gelu = u;
                 break;
             }
@@ -157,7 +163,10 @@ static bool find_epilogue(const epi_ctx *c, ir_value m, cuda_epilogue *e)
 void cuda_epilogue_plan(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
-    epi_ctx c = {.g = g, .escapes = cg->escapes};
+    cg->absorbed = nc_xcalloc(g->nnodes + 1, sizeof *cg->absorbed);
+    epi_ctx c = {.g = g, .escapes = cg->escapes, .absorbed = cg->absorbed};
+    c.operand = nc_xcalloc(g->nnodes + 1, sizeof *c.operand);
+    c.written = nc_xcalloc(g->nnodes + 1, sizeof *c.written);
     c.nusers = nc_xcalloc(g->nnodes + 1, sizeof *c.nusers);
     c.user = nc_xcalloc(g->nnodes + 1, sizeof *c.user);
     for (ir_value u = 0; u < g->nnodes; u++)
@@ -166,16 +175,21 @@ void cuda_epilogue_plan(cg_ctx *cg)
             c.nusers[a]++;
             c.user[a] = u;
         }
-    cg->absorbed = nc_xcalloc(g->nnodes + 1, sizeof *cg->absorbed);
     for (ir_value m = 0; m < g->nnodes; m++) {
         cuda_epilogue e;
-        if (g->nodes[m].op != OP_MATMUL || !find_epilogue(&c, m, &e)) continue;
+        if (g->nodes[m].op != OP_MATMUL || c.operand[m] || !find_epilogue(&c, m, &e)) continue;
         cg->epilogues = nc_xrealloc(cg->epilogues, (cg->nepilogues + 1) * sizeof *cg->epilogues);
         cg->epilogues[cg->nepilogues++] = e;
         for (int k = 0; k < e.nchain; k++) cg->absorbed[e.chain[k]] = true;
+        c.written[e.out] = true;
+        if (e.aux != IR_NONE) c.written[e.aux] = true;
+        if (e.residual != IR_NONE) c.operand[e.residual] = true;
+        if (e.bias != IR_NONE) c.operand[e.bias] = true;
     }
     free(c.nusers);
     free(c.user);
+    free(c.operand);
+    free(c.written);
 }
 
 void cuda_epilogue_emit(cg_ctx *cg, ir_value v)

@@ -55,8 +55,8 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
             if (s->kind == NRT_STEP_MATMUL) own[j] = j == nrt_matmul_slots_of(s).out || j == nrt_matmul_slots_of(s).aux;
             if (own[j]) continue;
             if (!written[v] && !written[view_root(g, v)]) {
-                fprintf(stderr, "step %u (%s) reads %%%u before any step writes it\n", k,
-                        s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : "call", v);
+                fprintf(stderr, "step %u (%s, %%%u) reads %%%u (%s) before any step writes it\n", k,
+                        s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : "call", s->node, v, nc_ops[g->nodes[v].op].name);
                 ok = false;
             } else if (view_root(g, holds[b]) != view_root(g, v)) {
                 fprintf(stderr, "step %u reads %%%u from buffer %%%u, which holds %%%u by then\n", k, v, b, holds[b]);
