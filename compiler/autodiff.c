@@ -415,28 +415,24 @@ static void grad_attention(ad_ctx *c, ir_value v, ir_value g)
  * dw = sum over rows of g * xhat, db = sum of g (f32). */
 static void grad_norm(ad_ctx *c, ir_value v, ir_value g, bool ln)
 {
-    ir_value x = cast_to(c, A0, NC_F32), gf = cast_to(c, g, NC_F32);
-    const ir_node *n = nd(c, x);
-    uint32_t shape[NC_MAX_RANK];
-    memcpy(shape, n->shape, sizeof shape);
-    uint8_t r = n->rank;
+    const ir_node *xn = nd(c, A0);
     /* dx: one row-wise op, in x's dtype */
     ir_node gp = {.op = ln ? OP_LAYERNORM_GRAD : OP_RMSNORM_GRAD};
     gp.attr.f = nd(c, v)->attr.f;
-    const ir_node *xn = nd(c, A0);
-    ir_value xwg[3] = {A0, cast_to(c, A1, xn->dtype), cast_to(c, g, xn->dtype)};
+    ir_value gx = cast_to(c, g, xn->dtype);
+    ir_value xwg[3] = {A0, cast_to(c, A1, xn->dtype), gx};
     add_grad(c, A0, build(c, gp, xwg, 3));
-    /* dw (and db): sums over the rows of g xhat (and g); xhat is the norm itself with w = 1 (and b = 0), in f32 */
-    ir_node one = {.op = OP_FILL, .dtype = NC_F32, .rank = 1, .shape = {shape[r - 1]}}, zero = one;
-    one.attr.f = 1.0;
-    ir_node np = {.op = ln ? OP_LAYERNORM : OP_RMSNORM};
-    np.attr.f = nd(c, v)->attr.f;
-    ir_value ones = build(c, one, NULL, 0), zeros = build(c, zero, NULL, 0);
-    ir_value nargs[3] = {x, ones, zeros};
-    ir_value xhat = build(c, np, nargs, ln ? 3 : 2);
-    uint32_t wshape[1] = {shape[r - 1]};
-    add_grad(c, A1, sum_to(c, bin(c, OP_MUL, gf, xhat), 1, wshape));
-    if (ln) add_grad(c, A2, sum_to(c, gf, 1, wshape));
+    /* dw (and db): sums over the rows of g xhat (and g), xhat rebuilt per
+     * row: f32 [C] from x and g as they are, no [rows, C] in f32 */
+    ir_node pp = {.op = OP_NORM_PARAM_GRAD};
+    pp.attr.f = nd(c, v)->attr.f;
+    pp.attr.axis = ln ? 1 : 2;
+    ir_value xg[2] = {A0, gx};
+    add_grad(c, A1, build(c, pp, xg, 2));
+    if (ln) {
+        pp.attr.axis = 0;
+        add_grad(c, A2, build(c, pp, xg, 2));
+    }
 }
 static void grad_layernorm(ad_ctx *c, ir_value v, ir_value g) { grad_norm(c, v, g, true); }
 static void grad_rmsnorm(ad_ctx *c, ir_value v, ir_value g) { grad_norm(c, v, g, false); }

@@ -701,6 +701,63 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     return true;
 }
 
+/* Column sums over rows without a [rows, C] tensor: NORM_PARTS blocks each
+ * take every NORM_PARTS-th row (its statistics, then g or g xhat into
+ * registers for the first 2048 columns, into its own partial row past
+ * them), then one thread a column adds the partial rows: the same order
+ * every run. */
+enum { NORM_PARTS = 128 };
+
+static bool cuda_emit_norm_param_grad(cg_ctx *cg, ir_value v)
+{
+    const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
+    int wrt = n->attr.axis;
+    uint32_t C = x->shape[x->rank - 1], rows_numel;
+    if (!numel_dim(cg, x, &rows_numel)) return false;
+    dim_expr parts_numel, k = dim_const(NORM_PARTS);
+    if (dim_mul(&cg->g->dims[C], &k, &parts_numel) != DIM_OK) {
+        snprintf(cg->err, sizeof cg->err, "norm_param_grad: the partial sums' size overflows");
+        return false;
+    }
+    uint32_t pn = ir_dim_intern((ir_graph *)cg->g, &parts_numel), parts = new_temp(cg, pn, NC_F32);
+    nrt_step *s = begin_kernel(cg, v, "_parts", NRT_GRID_ROWS);
+    add_int(s, pn);
+    add_int(s, C);
+    add_int(s, rows_numel);
+    add_buf(s, arg(cg, v, 0));
+    add_buf(s, arg(cg, v, 1));
+    add_buf(s, parts);
+    decl_ptr(cg, "x", 0, x->dtype, true);
+    decl_ptr(cg, "g", 1, x->dtype, true);
+    cg_buf *b = &cg->body;
+    cg_printf(b, "  float *part = (float *)A.buf[2];\n");
+    cg_printf(b, "  const long long C = A.n[1], rows = C > 0 ? A.n[2] / C : 0, parts = gridDim.x;\n");
+    cg_printf(b, "  float acc[8];\n#pragma unroll\n  for (int q = 0; q < 8; q++) acc[q] = 0.0f;\n");
+    cg_printf(b, "  for (long long j = threadIdx.x + 2048; j < C; j += blockDim.x) part[blockIdx.x * C + j] = 0.0f;\n");
+    cg_printf(b, "  for (long long row = blockIdx.x; row < rows; row += parts) {\n");
+    if (wrt > 0) {
+        emit_row_stats(cg, wrt == 1, n->attr.f);
+        cg_printf(b, "#define NC_TERM(j) (nc_ld(g, row * C + (j)) * (nc_ld(x, row * C + (j)) - mean) * rstd)\n");
+    } else {
+        cg_printf(b, "#define NC_TERM(j) nc_ld(g, row * C + (j))\n");
+    }
+    cg_printf(b, "#pragma unroll\n    for (int q = 0; q < 8; q++) { const long long j = threadIdx.x + q * 256; if (j < C) acc[q] += NC_TERM(j); }\n");
+    cg_printf(b, "    for (long long j = threadIdx.x + 2048; j < C; j += blockDim.x) part[blockIdx.x * C + j] += NC_TERM(j);\n");
+    cg_printf(b, "#undef NC_TERM\n  }\n");
+    cg_printf(b, "#pragma unroll\n  for (int q = 0; q < 8; q++) { const long long j = threadIdx.x + q * 256; if (j < C) part[blockIdx.x * C + j] = acc[q]; }\n");
+    end_kernel(cg);
+
+    s = begin_kernel(cg, v, "_sum", NRT_GRID_ELEMENTS);
+    add_int(s, C);
+    add_buf(s, parts);
+    add_buf(s, v);
+    cg_printf(b, "  const float *part = (const float *)A.buf[0];\n  float *y = (float *)A.buf[1];\n");
+    cg_printf(b, "  NC_GRID_STRIDE(j, A.n[0]) {\n    float sum = 0.0f;\n");
+    cg_printf(b, "    for (int p = 0; p < %d; p++) sum += part[p * A.n[0] + j];\n    y[j] = sum;\n  }\n", NORM_PARTS);
+    end_kernel(cg);
+    return true;
+}
+
 /* One block a row: the row's sum, then every element from its y and g. */
 static bool cuda_emit_softmax_grad(cg_ctx *cg, ir_value v)
 {

@@ -156,6 +156,12 @@ static bool apply_dtype_rule(const ir_graph *g, ir_node *n, const ir_value *a, t
         if (!need_float(g, op, a, 1, e)) return false;
         n->dtype = g->nodes[a[1]].dtype;
         return true;
+    case DT_FLOAT_F32:
+        for (int i = 0; i < na; i++)
+            if (!need_float(g, op, a, i, e)) return false;
+        if (!same_dtype(g, op, a, 0, na, e)) return false;
+        n->dtype = NC_F32;
+        return true;
     case DT_ATTENTION: {
         int nsame = na < 4 ? na : 4;
         for (int i = 0; i < nsame; i++)
@@ -297,6 +303,20 @@ static bool shape_norm_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_error
         return fail(e, 2, "%s: the gradient must be shaped like x, got %s and %s", nc_ops[n->op].name,
                     shape_str(g, x, s1, sizeof s1), shape_str(g, gr, s2, sizeof s2));
     copy_shape(n, x);
+    return true;
+}
+
+/* norm_param_grad(x, g): [C] of x's last axis */
+static bool shape_norm_param_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    const ir_node *x = &g->nodes[a[0]], *gr = &g->nodes[a[1]];
+    char s1[128], s2[128];
+    if (x->rank < 1 || gr->rank != x->rank || memcmp(gr->shape, x->shape, x->rank * sizeof(uint32_t)) != 0)
+        return fail(e, 1, "norm_param_grad: the gradient must be shaped like x, got %s and %s", shape_str(g, x, s1, sizeof s1),
+                    shape_str(g, gr, s2, sizeof s2));
+    if (n->attr.axis < 0 || n->attr.axis > 2) return fail(e, -1, "norm_param_grad: wrt must be 0 (bias), 1 (layernorm weight) or 2 (rmsnorm weight)");
+    n->rank = 1;
+    n->shape[0] = x->shape[x->rank - 1];
     return true;
 }
 

@@ -35,6 +35,7 @@ typedef enum nc_dtype_rule {
     DT_SCATTER,    /* i32 indices, float src; result the src's */
     DT_LOSS,       /* float logits, i32 targets; result f32 */
     DT_LOSS_GRAD,  /* float logits, i32 targets, f32 scale; result in the logits dtype */
+    DT_FLOAT_F32,  /* operands share one float dtype; result f32 (statistics accumulated over rows) */
     DT_ATTENTION,  /* up to four operands of one float dtype (q, k, v, g), then f32
                       row statistics; result theirs (attention_lse: f32) */
 } nc_dtype_rule;

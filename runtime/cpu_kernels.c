@@ -591,6 +591,26 @@ static void norm_grad(const cpu_op_ctx *c, bool ln)
 }
 
 void cpu_layernorm_grad(const cpu_op_ctx *c) { norm_grad(c, true); }
+
+void cpu_norm_param_grad(const cpu_op_ctx *c)
+{
+    cpu_rows r = rows_of(c->args[0]);
+    int wrt = c->node->attr.axis;
+    double eps = c->node->attr.f, n = (double)(r.len ? r.len : 1);
+    double *acc = nc_xcalloc((size_t)r.len + 1, sizeof *acc);
+    for (int64_t i = 0; i < r.n; i++) {
+        const float *x = c->args[0]->f + i * r.len, *g = c->args[1]->f + i * r.len;
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < r.len && wrt == 1; j++) mean += x[j];
+        mean /= n;
+        for (int64_t j = 0; j < r.len && wrt > 0; j++) var += (x[j] - mean) * (x[j] - mean);
+        double rstd = 1.0 / sqrt(var / n + eps);
+        for (int64_t j = 0; j < r.len; j++) acc[j] += wrt == 0 ? (double)g[j] : (double)g[j] * (x[j] - mean) * rstd;
+    }
+    for (int64_t j = 0; j < r.len; j++) c->out->f[j] = (float)acc[j];
+    free(acc);
+    round_out(c->out);
+}
 void cpu_rmsnorm_grad(const cpu_op_ctx *c) { norm_grad(c, false); }
 
 void cpu_rmsnorm(const cpu_op_ctx *c)

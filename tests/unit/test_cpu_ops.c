@@ -740,6 +740,21 @@ static void test_cross_entropy(void)
     }
     end(&t);
 
+    /* a norm's parameter gradients over two rows (eps 0): sum of g (bias), of g xhat for layernorm
+     * (wrt 1) and rmsnorm (wrt 2) */
+    begin(&t, "norm_param_grad");
+    ir_value px = in(&t, NC_F32, S(2, 3), V(1, 2, 4, 0, 3, 3));
+    ir_value pg = in(&t, NC_F32, S(2, 3), V(1, -1, 0.5, 2, 0, -1));
+    ir_value pb = op(&t, OP_NORM_PARAM_GRAD, (ir_attr){.axis = 0}, A(px, pg));
+    ir_value plw = op(&t, OP_NORM_PARAM_GRAD, (ir_attr){.axis = 1}, A(px, pg));
+    ir_value prw = op(&t, OP_NORM_PARAM_GRAD, (ir_attr){.axis = 2}, A(px, pg));
+    if (run(&t)) {
+        expect_tol(&t, "bias", pb, TOL, V(3, -1, -0.5));
+        expect_tol(&t, "layernorm weight", plw, TOL, V(-3.897472092395888, 0.2672612419124245, -0.038953676405486526));
+        expect_tol(&t, "rmsnorm weight", prw, TOL, V(0.3779644730092272, -0.7559289460184544, -0.46881592537313477));
+    }
+    end(&t);
+
     /* the fused backward of softmax, from its output: y * (g - sum(g * y)) */
     begin(&t, "softmax_grad");
     ir_value y = in(&t, NC_F32, S(1, 3), V(0.09003057317038046, 0.24472847105479764, 0.6652409557748218));
