@@ -421,55 +421,89 @@ static bool cuda_emit_copy(cg_ctx *cg, ir_value v)
     return true;
 }
 
-static bool cuda_emit_transpose(cg_ctx *cg, ir_value v)
+/* ---- movement read through chains ----------------------------------
+ * A transpose, slice or concat loads its operand through the reshapes,
+ * transposes and slices cuda_fuse.c marked as read through (inlined): the
+ * element's index is mapped back link by link to an offset in the first
+ * value that is in memory, so q = transpose(reshape(slice(qkv))) is one
+ * kernel reading qkv, not a slice, then a transpose. */
+
+static bool movement_link(nc_op op) { return op == OP_RESHAPE || op == OP_TRANSPOSE || op == OP_SLICE; }
+
+static bool read_through(const cg_ctx *cg, ir_value w)
 {
-    const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
+    return cg->group && cg->inlined[w] && movement_link(cg->g->nodes[w].op);
+}
+
+/* The slot of dim in the step's sizes, added if new. */
+static int dim_slot(nrt_step *s, uint32_t dim)
+{
+    for (int k = 0; k < s->nints; k++)
+        if (s->ints[k] == dim) return k;
+    add_int(s, dim);
+    return s->nints - 1;
+}
+
+/* Rewrites var, an element's linear index in movement op w's result, into
+ * the linear index in w's operand. */
+static void emit_link(cg_ctx *cg, nrt_step *s, ir_value w, const char *var)
+{
+    const ir_node *n = node(cg, w), *u = node(cg, arg(cg, w, 0));
+    cg_buf *b = &cg->body;
+    if (n->op == OP_RESHAPE) return;   /* the same element order */
+    cg_printf(b, "    {\n      long long rem = %s, c[%d], uc[%d];\n", var, n->rank ? n->rank : 1, u->rank ? u->rank : 1);
+    for (int k = n->rank - 1; k >= 0; k--) {
+        int sl = dim_slot(s, n->shape[k]);
+        cg_printf(b, "      c[%d] = rem %% A.n[%d]; rem /= A.n[%d];\n", k, sl, sl);
+    }
+    if (n->op == OP_TRANSPOSE) {
+        for (int k = 0; k < n->rank; k++) cg_printf(b, "      uc[%d] = c[%d];\n", n->attr.axes[k], k);
+    } else {
+        for (int k = 0; k < n->rank; k++) cg_printf(b, "      uc[%d] = c[%d];\n", k, k);
+        cg_printf(b, "      uc[%d] += A.n[%d];\n", n->attr.axis, dim_slot(s, n->attr.lo));
+    }
+    cg_printf(b, "      %s = 0;\n", var);
+    for (int k = 0; k < u->rank; k++) cg_printf(b, "      %s = %s * A.n[%d] + uc[%d];\n", var, var, dim_slot(s, u->shape[k]), k);
+    cg_printf(b, "    }\n");
+}
+
+/* The value in memory under w's read-through links. */
+static ir_value chain_root(const cg_ctx *cg, ir_value w)
+{
+    while (read_through(cg, w)) w = ir_args(cg->g, &cg->g->nodes[w])[0];
+    return w;
+}
+
+/* Maps var through w's read-through links (to an index in chain_root(w)). */
+static void emit_read_through(cg_ctx *cg, nrt_step *s, ir_value w, const char *var)
+{
+    for (; read_through(cg, w); w = arg(cg, w, 0)) emit_link(cg, s, w, var);
+}
+
+/* A transpose or slice: each element from its operand's root, through v's
+ * own map and the operand's links. */
+static bool emit_movement(cg_ctx *cg, ir_value v)
+{
+    const ir_node *n = node(cg, v);
     nrt_step *s = begin_kernel(cg, v, "", NRT_GRID_ELEMENTS);
     uint32_t numel;
     if (!numel_dim(cg, n, &numel)) return false;
     add_int(s, numel);
-    add_shape(s, n);
-    add_shape(s, x);
-    add_buf(s, arg(cg, v, 0));
+    ir_value root = chain_root(cg, arg(cg, v, 0));
+    add_buf(s, root);
     add_buf(s, v);
-    decl_ptr(cg, "x", 0, x->dtype, true);
+    decl_ptr(cg, "x", 0, node(cg, root)->dtype, true);
     decl_ptr(cg, "y", 1, n->dtype, false);
-    cg_printf(&cg->body, "  const int perm[%d] = {", n->rank);
-    for (int k = 0; k < n->rank; k++) cg_printf(&cg->body, "%s%d", k ? ", " : "", n->attr.axes[k]);
-    cg_printf(&cg->body, "};\n  NC_GRID_STRIDE(i, A.n[0]) {\n");
-    emit_coords(cg, "i", 1, n->rank);
-    cg_printf(&cg->body, "    long long ic[%d];\n    for (int k = 0; k < %d; k++) ic[perm[k]] = c[k];\n", n->rank, n->rank);
-    cg_printf(&cg->body, "    long long off = 0;\n    for (int k = 0; k < %d; k++) off = off * A.n[%d + k] + ic[k];\n",
-              x->rank, 1 + n->rank);
+    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n    long long off = i;\n");
+    emit_link(cg, s, v, "off");
+    emit_read_through(cg, s, arg(cg, v, 0), "off");
     cg_printf(&cg->body, "    y[i] = x[off];\n  }\n");
     end_kernel(cg);
     return true;
 }
 
-static bool cuda_emit_slice(cg_ctx *cg, ir_value v)
-{
-    const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
-    nrt_step *s = begin_kernel(cg, v, "", NRT_GRID_ELEMENTS);
-    uint32_t numel;
-    if (!numel_dim(cg, n, &numel)) return false;
-    add_int(s, numel);
-    add_shape(s, n);
-    add_int(s, x->shape[n->attr.axis]);
-    add_int(s, n->attr.lo);
-    add_buf(s, arg(cg, v, 0));
-    add_buf(s, v);
-    decl_ptr(cg, "x", 0, x->dtype, true);
-    decl_ptr(cg, "y", 1, n->dtype, false);
-    int ax = n->attr.axis, in_len = 1 + n->rank, start = 2 + n->rank;
-    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n");
-    emit_coords(cg, "i", 1, n->rank);
-    cg_printf(&cg->body, "    c[%d] += A.n[%d];\n    long long off = 0;\n", ax, start);
-    cg_printf(&cg->body, "    for (int k = 0; k < %d; k++) off = off * (k == %d ? A.n[%d] : A.n[1 + k]) + c[k];\n", n->rank, ax,
-              in_len);
-    cg_printf(&cg->body, "    y[i] = x[off];\n  }\n");
-    end_kernel(cg);
-    return true;
-}
+static bool cuda_emit_transpose(cg_ctx *cg, ir_value v) { return emit_movement(cg, v); }
+static bool cuda_emit_slice(cg_ctx *cg, ir_value v) { return emit_movement(cg, v); }
 
 static bool cuda_emit_concat(cg_ctx *cg, ir_value v)
 {
@@ -485,11 +519,11 @@ static bool cuda_emit_concat(cg_ctx *cg, ir_value v)
     add_int(s, numel);
     add_shape(s, n);
     for (int i = 0; i < n->nargs; i++) add_int(s, node(cg, arg(cg, v, i))->shape[n->attr.axis]);
-    for (int i = 0; i < n->nargs; i++) {
+    for (int i = 0; i < n->nargs; i++) {   /* each part loaded through its read-through links */
         char name[8];
         snprintf(name, sizeof name, "x%d", i);
         decl_ptr(cg, name, i, n->dtype, true);
-        add_buf(s, arg(cg, v, i));
+        add_buf(s, chain_root(cg, arg(cg, v, i)));
     }
     decl_ptr(cg, "y", n->nargs, n->dtype, false);
     add_buf(s, v);
@@ -501,6 +535,7 @@ static bool cuda_emit_concat(cg_ctx *cg, ir_value v)
         cg_printf(&cg->body, "    if (!done && pos < A.n[%d]) {\n      c[%d] = pos;\n      long long off = 0;\n", lens + i, ax);
         cg_printf(&cg->body, "      for (int k = 0; k < %d; k++) off = off * (k == %d ? A.n[%d] : A.n[1 + k]) + c[k];\n", n->rank,
                   ax, lens + i);
+        emit_read_through(cg, s, arg(cg, v, i), "off");
         cg_printf(&cg->body, "      y[i] = x%d[off];\n      done = true;\n    }\n    pos -= A.n[%d];\n", i, lens + i);
     }
     cg_printf(&cg->body, "  }\n");

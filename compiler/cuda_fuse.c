@@ -135,6 +135,58 @@ static void plan_inlined(cg_ctx *cg)
     free(plain_reader);
 }
 
+/* Movement ops a transpose, slice or concat reads through (cuda_emit.c):
+ * a reshape, transpose or slice whose one reader is such an op, or another
+ * link of the chain, needs no kernel. A chain stops where its kernel would
+ * need more sizes than a step holds. */
+static bool movement_link(nc_op op) { return op == OP_RESHAPE || op == OP_TRANSPOSE || op == OP_SLICE; }
+
+typedef struct dim_set {
+    uint32_t id[2 * NRT_MAX_INTS];
+    int n;
+} dim_set;
+
+static void dims_add(dim_set *d, const uint32_t *ids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        bool seen = false;
+        for (int k = 0; k < d->n; k++) seen |= d->id[k] == ids[i];
+        if (!seen && d->n < 2 * NRT_MAX_INTS) d->id[d->n++] = ids[i];
+    }
+}
+
+static void plan_read_through(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++;
+    for (ir_value r = g->nnodes; r-- > 0;) {
+        const ir_node *rn = &g->nodes[r];
+        bool reader = rn->op == OP_TRANSPOSE || rn->op == OP_SLICE || rn->op == OP_CONCAT;
+        if (!reader || cg->group[r] || cg->inlined[r] || cg->absorbed[r]) continue;
+        dim_set d = {.n = 1};   /* the element count */
+        dims_add(&d, rn->shape, rn->rank);
+        for (int i = 0; i < rn->nargs; i++) dims_add(&d, g->nodes[ir_args(g, rn)[i]].shape, g->nodes[ir_args(g, rn)[i]].rank);
+        if (rn->op == OP_SLICE) dims_add(&d, &rn->attr.lo, 1);
+        for (int i = 0; i < rn->nargs; i++) {
+            ir_value w = ir_args(g, rn)[i];
+            while (movement_link(g->nodes[w].op) && users[w] == 1 && !cg->escapes[w] && !cg->group[w] && !cg->absorbed[w]) {
+                const ir_node *wn = &g->nodes[w], *un = &g->nodes[ir_args(g, wn)[0]];
+                dim_set more = d;
+                dims_add(&more, wn->shape, wn->rank);
+                dims_add(&more, un->shape, un->rank);
+                if (wn->op == OP_SLICE) dims_add(&more, &wn->attr.lo, 1);
+                if (more.n > NRT_MAX_INTS) break;
+                d = more;
+                cg->inlined[w] = true;
+                w = ir_args(g, wn)[0];
+            }
+        }
+    }
+    free(users);
+}
+
 /* The extent of each group in schedule order, with what it loads and
  * writes: the unit plan_kernels puts side by side. */
 typedef struct group_span {
@@ -257,6 +309,7 @@ void cuda_fuse_plan(cg_ctx *cg)
         }
     }
     plan_inlined(cg);
+    plan_read_through(cg);
     cg->ngroups = id;
     plan_kernels(cg);
 }

@@ -59,6 +59,9 @@ static step_cost cost_of(const ir_graph *g, const nrt_step *s, const memplan_buf
     step_cost c = {0};
     for (int j = 0; j < s->nbufs; j++) c.bytes += (double)buf_bytes(b, s->bufs[j]);
     if (s->kind == NRT_STEP_COPY) c.bytes = 2.0 * (double)buf_bytes(b, s->bufs[1]);
+    /* a slice's kernel reads only the elements it keeps */
+    if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SLICE && s->nbufs == 2)
+        c.bytes = 2.0 * (double)buf_bytes(b, s->bufs[1]);
     c.flops = step_flops(g, s, syms);
     double rate = s->kind == NRT_STEP_MATMUL ? (s->mm_dtype == NC_F32 ? FLOOR_MATMUL_F32 : FLOOR_MATMUL_LOW)
                 : s->grid == NRT_GRID_TILES ? FLOOR_MATMUL_LOW   /* mma.sync */
