@@ -281,16 +281,11 @@ static void grad_gelu(ad_ctx *c, ir_value v, ir_value g)
     add_grad(c, A0, bin(c, OP_MUL, gf, bin(c, OP_ADD, cdf, bin(c, OP_MUL, x, pdf))));
 }
 /* y = 0.5x(1+t), t = tanh(k(x + 0.044715x^3)): dy/dx = 0.5(1+t) + 0.5x(1-t^2)k(1 + 0.134145x^2). */
+/* One op (f32 inside): a matmul producing g can apply it as its DGELU epilogue. */
 static void grad_gelu_tanh(ad_ctx *c, ir_value v, ir_value g)
 {
-    ir_value x = cast_to(c, A0, NC_F32), gf = cast_to(c, g, NC_F32), x2 = bin(c, OP_MUL, x, x);
-    ir_value inner = scale(c, bin(c, OP_ADD, x, scale(c, bin(c, OP_MUL, x2, x), 0.044715)), 0.79788456080286536);
-    ir_value t = un(c, OP_TANH, inner), one = constant(c, 1.0, x);
-    ir_value d1 = scale(c, bin(c, OP_ADD, one, t), 0.5);
-    ir_value sech2 = bin(c, OP_SUB, one, bin(c, OP_MUL, t, t));
-    ir_value dinner = scale(c, bin(c, OP_ADD, one, scale(c, x2, 0.134145)), 0.79788456080286536);
-    ir_value d2 = scale(c, bin(c, OP_MUL, x, bin(c, OP_MUL, sech2, dinner)), 0.5);
-    add_grad(c, A0, bin(c, OP_MUL, gf, bin(c, OP_ADD, d1, d2)));
+    ir_value xg[2] = {A0, cast_to(c, g, nd(c, A0)->dtype)};
+    add_grad(c, A0, build(c, (ir_node){.op = OP_GELU_TANH_GRAD}, xg, 2));
 }
 static void grad_silu(ad_ctx *c, ir_value v, ir_value g)
 {

@@ -14,10 +14,11 @@
  * last axis in the result's dtype; the residual is added before the
  * activation, so a chain has one or the other after the product; GELU is
  * the tanh form; the value before GELU is kept (as the step's auxiliary
- * output) when the backward reads it; f16/bf16 products may be stored as
- * f32. The product is rounded once, not after each op as separate kernels
- * would: results differ from the unfused ones by the rounding of the
- * intermediates (within the dtype's tolerance). */
+ * output) when the backward reads it, and read back by the backward's
+ * matmul (DGELU: the product times GELU's derivative there); f16/bf16
+ * products may be stored as f32. The product is rounded once, not after
+ * each op as separate kernels would: results differ from the unfused ones
+ * by the rounding of the intermediates (within the dtype's tolerance). */
 #include "cuda_emit.h"
 
 #include <stdlib.h>
@@ -128,6 +129,14 @@ static bool find_epilogue(const epi_ctx *c, ir_value m, cuda_epilogue *e)
     if (batch_of_products || !(mm->dtype == NC_F32 || mm->dtype == NC_F16 || mm->dtype == NC_BF16)) return false;
     e->chain[e->nchain++] = m;
     ir_value cur = m, u = sole_user(c, cur), other;
+    /* GELU's backward on the product: the value before the GELU read as the auxiliary input */
+    if (u != IR_NONE && nd(c, u)->op == OP_GELU_TANH_GRAD && operand(c, u, 1) == m && operand(c, u, 0) != m &&
+        nd(c, u)->dtype == mm->dtype && materialized(c, operand(c, u, 0)) && aux_fits(c->g, mm)) {
+        e->flags = NRT_EPI_DGELU | NRT_EPI_AUX;
+        e->aux = operand(c, u, 0);
+        e->chain[e->nchain++] = e->out = u;
+        return true;
+    }
     if (u != IR_NONE && (other = other_addend(c, u, cur)) != IR_NONE && (e->bias = bias_source(c, other, cur)) != IR_NONE)
         e->flags |= NRT_EPI_BIAS, e->chain[e->nchain++] = cur = u;
     u = sole_user(c, cur);
@@ -182,7 +191,8 @@ void cuda_epilogue_plan(cg_ctx *cg)
         cg->epilogues[cg->nepilogues++] = e;
         for (int k = 0; k < e.nchain; k++) cg->absorbed[e.chain[k]] = true;
         c.written[e.out] = true;
-        if (e.aux != IR_NONE) c.written[e.aux] = true;
+        if (e.aux != IR_NONE && (e.flags & NRT_EPI_DGELU)) c.operand[e.aux] = true;
+        else if (e.aux != IR_NONE) c.written[e.aux] = true;
         if (e.residual != IR_NONE) c.operand[e.residual] = true;
         if (e.bias != IR_NONE) c.operand[e.bias] = true;
     }
@@ -203,8 +213,9 @@ void cuda_epilogue_emit(cg_ctx *cg, ir_value v)
     s->mm_out_dtype = e->out_dtype;
     if (e->flags & NRT_EPI_BIAS) cuda_add_buf(s, e->bias);
     if (e->flags & NRT_EPI_RESIDUAL) cuda_add_buf(s, e->residual);
+    if (e->flags & NRT_EPI_DGELU) cuda_add_buf(s, e->aux);
     cuda_add_buf(s, e->out);
-    if (e->flags & NRT_EPI_AUX) cuda_add_buf(s, e->aux);
+    if ((e->flags & NRT_EPI_AUX) && !(e->flags & NRT_EPI_DGELU)) cuda_add_buf(s, e->aux);
     NC_ASSERT(!nrt_matmul_check(s));
 }
 

@@ -78,8 +78,8 @@ static const char *step_name(const nrt_program *p, const nrt_step *s, char buf[6
     if (s->kind == NRT_STEP_COPY) return "copy";
     uint8_t e = s->mm_epilogue;
     snprintf(buf, 64, "cublasLt_matmul%s%s%s%s%s%s", e & NRT_EPI_RESIDUAL ? "+residual" : "", e & NRT_EPI_BIAS ? "+bias" : "",
-             e & NRT_EPI_RELU ? "+relu" : "", e & NRT_EPI_GELU ? "+gelu" : "", e & NRT_EPI_AUX ? "+aux" : "",
-             s->mm_out_dtype != s->mm_dtype ? "+f32" : "");
+             e & NRT_EPI_RELU ? "+relu" : "", e & NRT_EPI_GELU ? "+gelu" : e & NRT_EPI_DGELU ? "+dgelu" : "",
+             (e & NRT_EPI_AUX) && !(e & NRT_EPI_DGELU) ? "+aux" : "", s->mm_out_dtype != s->mm_dtype ? "+f32" : "");
     return buf;
 }
 

@@ -298,6 +298,13 @@ void cpu_gelu(const cpu_op_ctx *c) { MAP1_F(gelu_d(x)); }
 void cpu_gelu_tanh(const cpu_op_ctx *c) { MAP1_F(gelu_tanh_d(x)); }
 void cpu_silu(const cpu_op_ctx *c) { MAP1_F(x * sigmoid_d(x)); }
 
+static double gelu_tanh_slope(double x)
+{
+    double t = tanh(CPU_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * CPU_SQRT_2_OVER_PI * (1.0 + 0.134145 * x * x);
+}
+void cpu_gelu_tanh_grad(const cpu_op_ctx *c) { MAP2_F(b * gelu_tanh_slope(a)); }
+
 void cpu_add(const cpu_op_ctx *c)
 {
     if (is_float(c->out)) MAP2_F(a + b);

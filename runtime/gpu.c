@@ -266,6 +266,7 @@ static cudaDataType_t cuda_type(nc_dtype t)
 static cublasLtEpilogue_t lt_epilogue(uint8_t e)
 {
     bool bias = e & NRT_EPI_BIAS;
+    if (e & NRT_EPI_DGELU) return CUBLASLT_EPILOGUE_DGELU;
     if (e & NRT_EPI_GELU)
         return e & NRT_EPI_AUX ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
                                : (bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU);
@@ -285,8 +286,8 @@ static int setup_epilogue(gpu_session *s, const nrt_step *st, const struct nc_ar
         const void *bias = a->buf[slot.bias];
         LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     }
-    if (slot.aux >= 0) {
-        void *aux = a->buf[slot.aux];
+    if (slot.aux >= 0 || slot.aux_in >= 0) {   /* GELU writes it, DGELU reads it */
+        void *aux = a->buf[slot.aux >= 0 ? slot.aux : slot.aux_in];
         int64_t ld = N;
         LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
         LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));

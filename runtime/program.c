@@ -42,12 +42,14 @@ int nrt_matmul_nbufs(uint8_t epilogue)
 
 nrt_matmul_slots nrt_matmul_slots_of(const nrt_step *s)
 {
-    nrt_matmul_slots m = {.a = 0, .b = 1, .bias = -1, .residual = -1, .aux = -1};
+    nrt_matmul_slots m = {.a = 0, .b = 1, .bias = -1, .residual = -1, .aux_in = -1, .aux = -1};
     int next = 2;
-    if (s->mm_epilogue & NRT_EPI_BIAS) m.bias = next++;
-    if (s->mm_epilogue & NRT_EPI_RESIDUAL) m.residual = next++;
+    uint8_t e = s->mm_epilogue;
+    if (e & NRT_EPI_BIAS) m.bias = next++;
+    if (e & NRT_EPI_RESIDUAL) m.residual = next++;
+    if ((e & NRT_EPI_AUX) && (e & NRT_EPI_DGELU)) m.aux_in = next++;
     m.out = next++;
-    if (s->mm_epilogue & NRT_EPI_AUX) m.aux = next;
+    if ((e & NRT_EPI_AUX) && !(e & NRT_EPI_DGELU)) m.aux = next;
     return m;
 }
 
@@ -55,9 +57,10 @@ const char *nrt_matmul_check(const nrt_step *s)
 {
     uint8_t e = s->mm_epilogue;
     if (e & ~NRT_EPI_KNOWN) return "unknown epilogue bits";
-    if ((e & NRT_EPI_RELU) && (e & NRT_EPI_GELU)) return "two activations";
-    if ((e & NRT_EPI_AUX) && !(e & NRT_EPI_GELU)) return "an auxiliary output without GELU";
-    if ((e & NRT_EPI_RESIDUAL) && (e & (NRT_EPI_RELU | NRT_EPI_GELU)))
+    if (!!(e & NRT_EPI_RELU) + !!(e & NRT_EPI_GELU) + !!(e & NRT_EPI_DGELU) > 1) return "two activations";
+    if ((e & NRT_EPI_AUX) && !(e & (NRT_EPI_GELU | NRT_EPI_DGELU))) return "an auxiliary buffer without GELU";
+    if ((e & NRT_EPI_DGELU) && e != (NRT_EPI_DGELU | NRT_EPI_AUX)) return "GELU's backward with anything but its auxiliary input";
+    if ((e & NRT_EPI_RESIDUAL) && (e & (NRT_EPI_RELU | NRT_EPI_GELU | NRT_EPI_DGELU)))
         return "a residual with an activation (cuBLASLt adds it before the activation)";
     nc_dtype in = s->mm_dtype, out = s->mm_out_dtype;
     if (in != NC_F32 && in != NC_F16 && in != NC_BF16) return "operands that are not f32, f16 or bf16";

@@ -67,19 +67,22 @@ typedef struct nrt_step {
 
 /* A matmul's epilogue, in cuBLASLt's order: out = act(a b + residual + bias).
  * The bias is a vector over out's last axis; with NRT_EPI_AUX the value
- * before the activation is stored too (GELU's backward reads it). */
+ * before the activation is stored too (GELU's backward reads it), and with
+ * NRT_EPI_DGELU it is read: out = (a b) gelu'(aux). */
 enum {
     NRT_EPI_BIAS = 1u << 0,
     NRT_EPI_RESIDUAL = 1u << 1,
     NRT_EPI_AUX = 1u << 2,
     NRT_EPI_RELU = 1u << 3,
     NRT_EPI_GELU = 1u << 4,   /* the tanh form (gelu_tanh) */
-    NRT_EPI_KNOWN = (1u << 5) - 1,
+    NRT_EPI_DGELU = 1u << 5,  /* out = (a b) gelu_tanh'(aux): GELU's backward, the auxiliary buffer read */
+    NRT_EPI_KNOWN = (1u << 6) - 1,
 };
 
-/* Where a matmul step keeps each buffer (-1: not used). */
+/* Where a matmul step keeps each buffer (-1: not used): a, b, bias,
+ * residual, the auxiliary input (DGELU), out, the auxiliary output (GELU). */
 typedef struct nrt_matmul_slots {
-    int a, b, bias, residual, out, aux;
+    int a, b, bias, residual, aux_in, out, aux;
 } nrt_matmul_slots;
 nrt_matmul_slots nrt_matmul_slots_of(const nrt_step *s);
 /* How many buffers a matmul step with this epilogue has. */

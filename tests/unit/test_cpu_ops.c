@@ -755,6 +755,14 @@ static void test_cross_entropy(void)
     }
     end(&t);
 
+    /* gelu_tanh's backward: g times the derivative of 0.5 x (1 + tanh(k (x + 0.044715 x^3))) */
+    begin(&t, "gelu_tanh_grad");
+    ir_value gx = in(&t, NC_F32, S(4), V(-2, -0.5, 0, 1.5));
+    ir_value gg = in(&t, NC_F32, S(4), V(1, 2, -1, 0.5));
+    ir_value gtg = op(&t, OP_GELU_TANH_GRAD, NOATTR, A(gx, gg));
+    if (run(&t)) expect_tol(&t, "gelu_tanh_grad", gtg, TOL, V(-0.08609925662361825, 0.2652601929307153, -0.5, 0.5638553965757166));
+    end(&t);
+
     /* the fused backward of softmax, from its output: y * (g - sum(g * y)) */
     begin(&t, "softmax_grad");
     ir_value y = in(&t, NC_F32, S(1, 3), V(0.09003057317038046, 0.24472847105479764, 0.6652409557748218));

@@ -198,7 +198,7 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/examples/fashion_mlp.net", root);
     check_model(path, b, v64, 1, NRT_EPI_BIAS | NRT_EPI_RELU);
     snprintf(path, sizeof path, "%s/examples/gpt2.net", root);
-    check_model(path, bt, vbt, 2, NRT_EPI_BIAS | NRT_EPI_GELU | NRT_EPI_AUX | NRT_EPI_RESIDUAL);
+    check_model(path, bt, vbt, 2, NRT_EPI_BIAS | NRT_EPI_GELU | NRT_EPI_AUX | NRT_EPI_RESIDUAL | NRT_EPI_DGELU);
     snprintf(path, sizeof path, "%s/examples/char_lm.net", root);
     check_model(path, b, v64, 1, 0);
     check_update_placement(true);

@@ -133,6 +133,13 @@ static bool host_matmul_agrees(const char *name, uint32_t k, const nrt_step *s, 
                 size = fmax(size, fabs(acc)) + fabs(extra[0]) + fabs(extra[1]);
                 acc += extra[0] + extra[1];
                 double pre = acc;
+                if (s->mm_epilogue & NRT_EPI_DGELU) {   /* the product times gelu_tanh' at the auxiliary input */
+                    double x = cpu_native_get(s->mm_out_dtype, a->buf[slot.aux_in], o), kk = 0.79788456080286536;
+                    double t = tanh(kk * (x + 0.044715 * x * x * x));
+                    double slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * kk * (1 + 0.134145 * x * x);
+                    size *= fmax(1.0, fabs(slope));
+                    acc *= slope;
+                }
                 if (s->mm_epilogue & NRT_EPI_RELU) acc = acc > 0 ? acc : 0;
                 if (s->mm_epilogue & NRT_EPI_GELU) acc = 0.5 * acc * (1 + tanh(0.79788456080286536 * (acc + 0.044715 * acc * acc * acc)));
                 double got[2] = {cpu_get(want_out, o), want_aux ? cpu_get(want_aux, o) : pre}, wantv[2] = {acc, pre};

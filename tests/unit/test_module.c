@@ -100,7 +100,8 @@ int main(int argc, char **argv)
         if (m.program.steps[k].kind == NRT_STEP_MATMUL && (m.program.steps[k].mm_epilogue & NRT_EPI_BIAS)) epi = k;
     CHECK(epi != UINT32_MAX);
     const uint8_t bad_epilogues[] = {NRT_EPI_BIAS | NRT_EPI_RELU | NRT_EPI_GELU, NRT_EPI_BIAS | NRT_EPI_AUX, 0xff,
-                                     NRT_EPI_BIAS | NRT_EPI_RESIDUAL | NRT_EPI_GELU, NRT_EPI_BIAS | NRT_EPI_RESIDUAL};
+                                     NRT_EPI_BIAS | NRT_EPI_RESIDUAL | NRT_EPI_GELU, NRT_EPI_BIAS | NRT_EPI_RESIDUAL,
+                                     NRT_EPI_DGELU | NRT_EPI_AUX | NRT_EPI_BIAS, NRT_EPI_DGELU};
     for (size_t i = 0; epi != UINT32_MAX && i < sizeof bad_epilogues; i++) {
         nrt_step saved = m.program.steps[epi];
         m.program.steps[epi].mm_epilogue = bad_epilogues[i];   /* the last: a buffer count that does not match */
