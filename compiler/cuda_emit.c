@@ -617,15 +617,20 @@ static bool cuda_emit_scatter_add(cg_ctx *cg, ir_value v)
 static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
-    nrt_step *s = begin_kernel(cg, v, "", NRT_GRID_WARPS);
+    uint32_t prologue = cuda_fuse_prologue_group(cg, v);   /* the operand computed as it is loaded */
+    nrt_step *s = begin_kernel(cg, v, prologue ? "_fused" : "", NRT_GRID_WARPS);
     uint32_t numel;
     if (!numel_dim(cg, n, &numel)) return false;
     add_int(s, numel);
     add_shape(s, x);
-    add_buf(s, arg(cg, v, 0));
+    if (prologue) {
+        cuda_fuse_prologue_inputs(cg, prologue, s);
+    } else {
+        add_buf(s, arg(cg, v, 0));
+        decl_ptr(cg, "x", 0, x->dtype, true);
+    }
+    decl_ptr(cg, "y", s->nbufs, n->dtype, false);
     add_buf(s, v);
-    decl_ptr(cg, "x", 0, x->dtype, true);
-    decl_ptr(cg, "y", 1, n->dtype, false);
     bool red[NC_MAX_RANK] = {0};
     for (int k = 0; k < n->attr.naxes; k++) red[n->attr.axes[k]] = true;
     bool is_float = dtype_is_float(x->dtype), is_max = n->op == OP_MAX;
@@ -644,7 +649,13 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     cg_printf(&cg->body, "  for (long long j = lane; j < count; j += 32) {\n");
     cg_printf(&cg->body, "    long long off = base, jr = j, st = 1;\n");
     cg_printf(&cg->body, "    for (int k = r - 1; k >= 0; k--) { if (red[k]) { off += (jr %% A.n[1 + k]) * st; jr /= A.n[1 + k]; } st *= A.n[1 + k]; }\n");
-    cg_printf(&cg->body, "    %s a = acc, b = nc_ld(x, off);\n    acc = ", acc_t);
+    if (prologue) {
+        cg_printf(&cg->body, "    float pv;\n    { const long long i = off;\n");
+        cuda_fuse_prologue_value(cg, prologue);
+        cg_printf(&cg->body, "    }\n    %s a = acc, b = pv;\n    acc = ", acc_t);
+    } else {
+        cg_printf(&cg->body, "    %s a = acc, b = nc_ld(x, off);\n    acc = ", acc_t);
+    }
     cg_printf(&cg->body, "%s;\n  }\n", nc_cuda_exprs[n->op]);
     cg_printf(&cg->body, "  for (int w = 16; w > 0; w >>= 1) { %s a = acc, b = __shfl_xor_sync(0xffffffffu, acc, w); acc = %s; }\n",
               acc_t, nc_cuda_exprs[n->op]);

@@ -35,6 +35,7 @@ typedef struct cg_ctx {
     ir_value *last_use;    /* fusion: the last node reading each value (itself if none) */
     bool *escapes;         /* fusion: read by an output, an update or the loss */
     uint32_t *kernel_of;   /* fusion: for each group id, the first group of the kernel it is a loop of */
+    ir_value *prologue_of; /* fusion: for each group id, the reduction that computes it as it loads (IR_NONE: none) */
     uint32_t ngroups;
     bool *absorbed;        /* epilogues: computed by a matmul step (the matmul and its epilogue's ops) */
     struct cuda_epilogue *epilogues;   /* epilogues: one per fused matmul, in schedule order */
@@ -99,6 +100,15 @@ void cuda_report(const ir_graph *g, const nrt_program *p, bool fused, FILE *out)
  * views, and updates that can be computed in their parameter's memory are,
  * dropping their copy steps. Sets p->slot_values. */
 void cuda_alias_buffers(const ir_graph *g, nrt_program *p);
+
+/* A reduction whose operand (through reshapes) is a fused group's only
+ * result computes the group as it loads (cuda_fuse.c): the group's value
+ * at an element is never stored. The group under reduction r, or 0. */
+uint32_t cuda_fuse_prologue_group(const cg_ctx *cg, ir_value r);
+/* Adds the group's inputs to s (from slot 0) and declares them x0, x1, ... */
+void cuda_fuse_prologue_inputs(cg_ctx *cg, uint32_t id, nrt_step *s);
+/* Code setting `float pv` to the group's value at element index `i`. */
+void cuda_fuse_prologue_value(cg_ctx *cg, uint32_t id);
 
 /* Shared with cuda_fuse.c. */
 bool cuda_emit_is_elementwise(nc_op op);

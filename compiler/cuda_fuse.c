@@ -187,6 +187,45 @@ static void plan_read_through(cg_ctx *cg)
     free(users);
 }
 
+static void group_extent(const cg_ctx *cg, uint32_t id, ir_value *first, ir_value *last);
+static ir_value spread_of(const cg_ctx *cg, ir_value first, ir_value last, uint32_t id, ir_value a);
+
+static bool reduction_with_prologue(nc_op op) { return op == OP_SUM || op == OP_MEAN; }
+
+/* A sum or mean whose operand, through reshapes with no other reader, is a
+ * group's only result read by nothing else computes the group as it loads:
+ * the squares of the gradient norm are never stored. Groups that load
+ * through broadcasts of other shapes stay (their offsets use the group's
+ * own dims, not the reduction's). */
+static void plan_prologues(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->prologue_of = nc_xmalloc((cg->ngroups + 1) * sizeof *cg->prologue_of);
+    for (uint32_t k = 0; k <= cg->ngroups; k++) cg->prologue_of[k] = IR_NONE;
+    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++;
+    for (ir_value r = 0; r < g->nnodes; r++) {
+        const ir_node *rn = &g->nodes[r];
+        if (!reduction_with_prologue(rn->op) || !dtype_is_float(rn->dtype) || cg->group[r] || cg->absorbed[r]) continue;
+        ir_value a = ir_args(g, rn)[0];
+        while (g->nodes[a].op == OP_RESHAPE && users[a] == 1 && !cg->escapes[a] && !cg->group[a])
+            a = ir_args(g, &g->nodes[a])[0];
+        uint32_t id = cg->group[a];
+        if (!id || users[a] != 1 || cg->escapes[a] || cg->prologue_of[id] != IR_NONE) continue;
+        ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+        int nin, nout;
+        group_extent(cg, id, &first, &last);
+        group_io(cg, id, first, last, in, &nin, out, &nout);
+        bool ok = nout == 1 && out[0] == a && nin + 1 <= NRT_MAX_BUFS;
+        for (int k = 0; k < nin && ok; k++) ok = g->nodes[in[k]].rank == 0 || spread_of(cg, first, last, id, in[k]) == IR_NONE;
+        if (!ok) continue;
+        cg->prologue_of[id] = r;
+        for (ir_value w = ir_args(g, rn)[0]; w != a; w = ir_args(g, &g->nodes[w])[0]) cg->inlined[w] = true;   /* no copy of what is never stored */
+    }
+    free(users);
+}
+
 /* The extent of each group in schedule order, with what it loads and
  * writes: the unit plan_kernels puts side by side. */
 typedef struct group_span {
@@ -237,6 +276,7 @@ static void plan_kernels(cg_ctx *cg)
             continue;
         }
         if (v > 0 && cg->group[v - 1] == id) continue;   /* not the group's first member */
+        if (cg->prologue_of[id] != IR_NONE) continue;   /* computed by its reduction: no kernel, no loop */
         *next = (group_span){.id = id, .first = v, .last = v};
         for (ir_value u = v; u < g->nnodes; u++)
             if (cg->group[u] == id) next->last = u;
@@ -311,6 +351,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_inlined(cg);
     plan_read_through(cg);
     cg->ngroups = id;
+    plan_prologues(cg);
     plan_kernels(cg);
 }
 
@@ -321,6 +362,8 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->last_use);
     free(cg->escapes);
     free(cg->kernel_of);
+    free(cg->prologue_of);
+    cg->prologue_of = NULL;
     cuda_epilogue_free(cg);
     cg->group = NULL, cg->inlined = NULL, cg->last_use = NULL, cg->escapes = NULL, cg->kernel_of = NULL;
 }
@@ -497,7 +540,7 @@ static void comment_members(cg_ctx *cg, ir_value first, ir_value last, uint32_t 
 
 static void group_extent(const cg_ctx *cg, uint32_t id, ir_value *first, ir_value *last)
 {
-    *first = IR_NONE;
+    *first = *last = IR_NONE;
     for (ir_value u = 0; u < cg->g->nnodes; u++)
         if (cg->group[u] == id) {
             if (*first == IR_NONE) *first = u;
@@ -625,6 +668,7 @@ bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok)
     *ok = true;
     if (!is_last(cg, v)) return false;
     uint32_t id = cg->group[v], leader = cg->kernel_of[id];
+    if (cg->prologue_of[id] != IR_NONE) return true;   /* its reduction computes it */
     for (uint32_t k = id + 1; k <= cg->ngroups; k++)
         if (cg->kernel_of[k] == leader) return true;   /* a loop of a kernel emitted with its last group */
     uint32_t ids[NRT_MAX_SECTIONS];
@@ -639,4 +683,41 @@ bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok)
         *ok = emit_sections(cg, ids, n, v);
     }
     return true;
+}
+
+uint32_t cuda_fuse_prologue_group(const cg_ctx *cg, ir_value r)
+{
+    if (!cg->group || !cg->prologue_of) return 0;
+    for (uint32_t id = 1; id <= cg->ngroups; id++)
+        if (cg->prologue_of[id] == r) return id;
+    return 0;
+}
+
+void cuda_fuse_prologue_inputs(cg_ctx *cg, uint32_t id, nrt_step *s)
+{
+    const ir_graph *g = cg->g;
+    ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+    int nin, nout;
+    group_extent(cg, id, &first, &last);
+    group_io(cg, id, first, last, in, &nin, out, &nout);
+    for (int k = 0; k < nin; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", k);
+        cuda_decl_ptr(cg, name, k, g->nodes[in[k]].dtype, true);
+        cuda_add_buf(s, in[k]);
+    }
+}
+
+void cuda_fuse_prologue_value(cg_ctx *cg, uint32_t id)
+{
+    const ir_graph *g = cg->g;
+    ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+    int nin, nout;
+    group_extent(cg, id, &first, &last);
+    group_io(cg, id, first, last, in, &nin, out, &nout);
+    load_kind how[GROUP_IO_CAP] = {LOAD_NONE};
+    for (int k = 0; k < nin; k++) how[k] = g->nodes[in[k]].rank == 0 ? LOAD_SCALAR : LOAD_ELEMENT;
+    emit_loads(cg, in, nin, how, NULL, false);
+    emit_members(cg, first, last, id, in, nin, out, 0, 0, false);
+    cg_printf(&cg->body, "    pv = t%u;\n", ordinal(cg, first, out[0]));
 }

@@ -78,27 +78,50 @@ static ir_value state_param(opt_ctx *c, uint32_t i, const char *suffix, uint32_t
     return ir_add(c->g, &n, NULL, 0);
 }
 
-/* The sum of every element. A reduction runs one warp per result on the GPU,
- * so a sum over millions of gradient elements (GPT-2's embedding: 38.6M)
- * first sums the rows of a [G, N/G] view (G warps at once), then the G
- * partial sums. */
+/* Partial sums of x's elements, as a vector: a reduction runs one warp per
+ * result on the GPU, so a sum over millions of gradient elements (GPT-2's
+ * embedding: 38.6M) sums the rows of a [G, N/G] view (G warps at once);
+ * a small tensor gives its sum as a vector of one. */
 #define SUM_SPLIT_MIN 65536
 #define SUM_SPLIT_GROUPS 1024
 
-static ir_value sum_all(opt_ctx *c, ir_value x)
+static ir_value partial_sums(opt_ctx *c, ir_value x)
 {
     int64_t n, groups = 0;
     if (x != IR_NONE && ir_numel(c->g, &c->g->nodes[x], NULL, &n) && n >= SUM_SPLIT_MIN)
         for (int64_t d = SUM_SPLIT_GROUPS; d >= 32 && !groups; d--)
             if (n % d == 0) groups = d;
-    if (!groups) return op1(c, OP_SUM, x);
-    ir_node view = {.op = OP_RESHAPE, .rank = 2};
+    ir_node view = {.op = OP_RESHAPE, .rank = 1};
+    view.shape[0] = ir_dim_const(c->g, 1);
+    if (!groups) {
+        ir_value total = op1(c, OP_SUM, x);
+        return mk(c, view, &total, 1);
+    }
+    view.rank = 2;
     view.shape[0] = ir_dim_const(c->g, groups);
     view.shape[1] = ir_dim_const(c->g, n / groups);
     ir_node rows = {.op = OP_SUM};
     rows.attr.naxes = 1, rows.attr.axes[0] = 1;
     ir_value v = mk(c, view, &x, 1);
-    return op1(c, OP_SUM, mk(c, rows, &v, 1));
+    return mk(c, rows, &v, 1);
+}
+
+/* The sum of the vectors' elements: joined by concats of up to 16 (a
+ * concat kernel's sizes), then one sum, rather than a chain of scalar adds
+ * (one launch each). */
+#define SUM_JOIN 16
+
+static ir_value sum_of_parts(opt_ctx *c, ir_value *parts, int n)
+{
+    while (n > 1 && !c->failed) {
+        int m = 0;
+        for (int i = 0; i < n; i += SUM_JOIN) {
+            int k = n - i < SUM_JOIN ? n - i : SUM_JOIN;
+            parts[m++] = k == 1 ? parts[i] : mk(c, (ir_node){.op = OP_CONCAT}, &parts[i], k);
+        }
+        n = m;
+    }
+    return n == 1 ? op1(c, OP_SUM, parts[0]) : IR_NONE;
 }
 
 /* Adam / AdamW: m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2;
@@ -190,7 +213,8 @@ bool train_step_build(ir_graph *g, int accumulate, bool chunk_loss, FILE *report
     if (ok) ir_output_add(g, TRAIN_OUTPUT_LOSS, t->loss);
     /* unscale the gradients (and add up micro-batches), then their global
      * norm (clipping, overflow) */
-    ir_value sumsq = IR_NONE;
+    ir_value sumsq = IR_NONE, *sq_parts = nc_xcalloc(nweights + 1, sizeof *sq_parts);
+    int nsq = 0;
     for (uint32_t i = 0; ok && i < nweights; i++) {
         if (grads[i] == IR_NONE) continue;
         if (scale != IR_NONE) grads[i] = op2(&c, OP_DIV, grads[i], spread(&c, scale, grads[i]));
@@ -202,9 +226,9 @@ bool train_step_build(ir_graph *g, int accumulate, bool chunk_loss, FILE *report
             }
             grads[i] = accumulate_grad(&c, i, grads[i], accumulate, apply, &acc_updates[nacc++]);
         }
-        ir_value s = sum_all(&c, op2(&c, OP_MUL, grads[i], grads[i]));
-        sumsq = sumsq == IR_NONE ? s : op2(&c, OP_ADD, sumsq, s);
+        sq_parts[nsq++] = partial_sums(&c, op2(&c, OP_MUL, grads[i], grads[i]));
     }
+    if (ok && nsq > 0) sumsq = sum_of_parts(&c, sq_parts, nsq);
     ir_value finite = IR_NONE;
     if (ok && sumsq != IR_NONE) {
         ir_value norm = op1(&c, OP_SQRT, sumsq);
@@ -250,5 +274,6 @@ bool train_step_build(ir_graph *g, int accumulate, bool chunk_loss, FILE *report
     free(acc_updates);
     free(grads);
     free(pnode);
+    free(sq_parts);
     return ok && !c.failed;
 }
