@@ -153,7 +153,10 @@ fuzz_seeds() {
       for ex in fashion_mlp cast_chain; do
         "$ROOT/build/netc" build "examples/$ex.net" --target '' -o "$ROOT/build-fuzz/seeds/$ex.netm" >/dev/null 2>&1 &&
           echo "$ROOT/build-fuzz/seeds/$ex.netm"
-      done ;;
+      done
+      # a one-layer GPT-2 with heads of 64: matmul epilogues and tensor-core attention steps
+      "$ROOT/build/netc" build examples/gpt2.net --set L=1 --set V=64 --set C=64 --set H=1 --set MAXT=16 --target '' \
+        -o "$ROOT/build-fuzz/seeds/gpt2_small.netm" >/dev/null 2>&1 && echo "$ROOT/build-fuzz/seeds/gpt2_small.netm" ;;
     *)
       [[ -d "tests/fuzz/seeds/$1" ]] && find "tests/fuzz/seeds/$1" -type f ;;
   esac
@@ -174,7 +177,7 @@ run_fuzz_target() {  # path-to-binary
   echo "--- $name: ${FUZZ_SECONDS}s, $n seed files, corpus $corpus"
   touch "$LOGDIR/fuzz-$name.start"
   local max_len=4096
-  [[ $name == fuzz_module ]] && max_len=262144
+  [[ $name == fuzz_module ]] && max_len=524288
   "$bin" -max_len="$max_len" -timeout=5 -max_total_time="$FUZZ_SECONDS" \
          -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" \
          >"$LOGDIR/fuzz-$name.log" 2>&1

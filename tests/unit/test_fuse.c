@@ -115,6 +115,33 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
     return ok;
 }
 
+/* A matmul adding a residual that dies there writes over it (cuBLASLt runs C
+ * == D in place): the plan gives both the same memory, and never when the
+ * residual is read later. Returns how many are in place. */
+static int residuals_in_place(const ir_graph *g, const nrt_program *p)
+{
+    memplan_result r;
+    char err[256];
+    memplan_buf *b = program_plan_memory(g, p, NULL, &r, err, sizeof err);
+    CHECK(b != NULL);
+    if (!b) return 0;
+    int in_place = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        const nrt_step *s = &p->steps[k];
+        if (s->kind != NRT_STEP_MATMUL || !(s->mm_epilogue & NRT_EPI_RESIDUAL)) continue;
+        nrt_matmul_slots m = nrt_matmul_slots_of(s);
+        uint32_t out = s->bufs[m.out], res = s->bufs[m.residual];
+        bool read_later = false;
+        for (uint32_t j = k + 1; j < p->nsteps; j++)
+            for (int q = 0; q < p->steps[j].nbufs; q++) read_later |= p->steps[j].bufs[q] == res;
+        bool shared = b[out].offset == b[res].offset && b[out].bytes > 0;
+        CHECK(!(shared && read_later));
+        in_place += shared;
+    }
+    free(b);
+    return in_place;
+}
+
 /* want_epilogues: NRT_EPI_* bits some matmul step of the fused training step must carry. */
 static void check_model(const char *path, const char *const *dn, const int64_t *dv, int nd, unsigned want_epilogues)
 {
@@ -150,6 +177,8 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
     printf("%s: kernel launches %u -> %u (%u fused, %u of several loops), distinct kernels %u -> %u, %u matmul epilogues\n",
            path, plain_kernels, fused_kernels, fused_steps, multi, plain.nkernels, fused.nkernels, epilogues);
     CHECK((epilogue_bits & want_epilogues) == want_epilogues);
+    int in_place = residuals_in_place(g, &fused);
+    if (want_epilogues & NRT_EPI_RESIDUAL) CHECK(in_place > 0);
     CHECK(multi > 0);   /* the parameters' updates share kernels */
     CHECK(fused_steps > 0 && fused_kernels < plain_kernels);
     CHECK(valid_dataflow(g, &plain, false));

@@ -60,6 +60,12 @@ static const grad_case cases[] = {
     {"transpose", "y = transpose(a, [2, 0, 1]) * 1.5", "param a: f32[2, 3, 4] = normal(1)"},
     {"reshape", "y = reshape(a, [4, 3]) * 1.5", "param a: f32[3, 4] = normal(1)"},
     {"slice", "y = slice(a, axis: 1, start: 1, end: 3)", "param a: f32[3, 4] = normal(1)"},
+    /* slices covering the axis end to end: their gradients joined by one concat */
+    {"slices_cover", "p = slice(a, axis: 1, start: 0, end: 1)\n  q = slice(a, axis: 1, start: 1, end: 4)\n  y = concat([q * q, p], axis: 1)",
+     "param a: f32[3, 4] = normal(1)"},
+    /* slices with a gap, and the same slice twice: zero-padded as before */
+    {"slices_gap", "p = slice(a, axis: 1, start: 0, end: 1)\n  q = slice(a, axis: 1, start: 2, end: 4)\n  y = concat([q, p, p * 2.0], axis: 1)",
+     "param a: f32[3, 4] = normal(1)"},
     {"concat", "y = concat([a, b, a], axis: 1)", "param a: f32[3, 2] = normal(1)\n param b: f32[3, 1] = normal(1)"},
     {"broadcast", "y = a + b * 2.0", "param a: f32[2, 3, 4] = normal(1)\n param b: f32[3, 1] = normal(1)"},
     {"gather", "y = gather(a, reshape(iota([4], dtype: i32), [2, 2]) / 2)", "param a: f32[3, 4] = normal(1)"},
