@@ -119,6 +119,84 @@ static bool aux_fits(const ir_graph *g, const ir_node *n)
     return dim_is_const(&g->dims[n->shape[n->rank - 1]], &cols) && cols % 8 == 0;
 }
 
+/* Each take_* extends the chain e ends at (its last link, cur) by what it
+ * recognises, or leaves it. */
+static void link(cuda_epilogue *e, ir_value *cur, ir_value v) { e->chain[e->nchain++] = *cur = v; }
+
+/* GELU's backward on the product: the value before the GELU is read as the
+ * auxiliary input (DGELU); nothing else can follow. */
+static bool take_dgelu(const epi_ctx *c, cuda_epilogue *e, ir_value *cur)
+{
+    ir_value m = *cur, u = sole_user(c, m);
+    if (u == IR_NONE || nd(c, u)->op != OP_GELU_TANH_GRAD || operand(c, u, 1) != m || operand(c, u, 0) == m ||
+        nd(c, u)->dtype != nd(c, m)->dtype || !materialized(c, operand(c, u, 0)) || !aux_fits(c->g, nd(c, m)))
+        return false;
+    e->flags = NRT_EPI_DGELU | NRT_EPI_AUX;
+    e->aux = operand(c, u, 0);
+    link(e, cur, u);
+    return true;
+}
+
+static void take_bias(const epi_ctx *c, cuda_epilogue *e, ir_value *cur)
+{
+    ir_value u = sole_user(c, *cur), other;
+    if (u != IR_NONE && (other = other_addend(c, u, *cur)) != IR_NONE && (e->bias = bias_source(c, other, *cur)) != IR_NONE) {
+        e->flags |= NRT_EPI_BIAS;
+        link(e, cur, u);
+    }
+}
+
+/* ReLU or GELU; GELU also when the backward reads the value before it
+ * (kept as the auxiliary output). */
+static void take_activation(const epi_ctx *c, cuda_epilogue *e, ir_value *cur, nc_dtype t)
+{
+    ir_value u = sole_user(c, *cur);
+    if (u != IR_NONE && (nd(c, u)->op == OP_RELU || nd(c, u)->op == OP_GELU_TANH) && nd(c, u)->dtype == t) {
+        e->flags |= nd(c, u)->op == OP_RELU ? NRT_EPI_RELU : NRT_EPI_GELU;
+        link(e, cur, u);
+    } else if (u == IR_NONE && (u = gelu_reader(c, *cur)) != IR_NONE && aux_fits(c->g, nd(c, e->matmul))) {
+        e->flags |= NRT_EPI_GELU | NRT_EPI_AUX;
+        e->aux = *cur;
+        link(e, cur, u);
+    }
+}
+
+/* Widened to f32 and added to an f32 sum (a gradient accumulated over uses,
+ * as the tied embedding's over the loss's slices): cuBLASLt adds the sum as
+ * C and stores f32. */
+static void take_widened_sum(const epi_ctx *c, cuda_epilogue *e, ir_value *cur, nc_dtype t)
+{
+    ir_value u = sole_user(c, *cur), add = u != IR_NONE ? sole_user(c, u) : IR_NONE, other;
+    if (e->flags || t == NC_F32 || u == IR_NONE || nd(c, u)->op != OP_CAST || nd(c, u)->dtype != NC_F32 || add == IR_NONE ||
+        (other = other_addend(c, add, u)) == IR_NONE || !materialized(c, other))
+        return;
+    e->out_dtype = NC_F32;
+    link(e, cur, u);
+    e->flags |= NRT_EPI_RESIDUAL, e->residual = other;
+    link(e, cur, add);
+}
+
+/* A residual add: cuBLASLt adds C before the activation, so not after one. */
+static void take_residual(const epi_ctx *c, cuda_epilogue *e, ir_value *cur)
+{
+    ir_value u, other;
+    if (e->flags & (NRT_EPI_RELU | NRT_EPI_GELU | NRT_EPI_RESIDUAL)) return;
+    if ((u = sole_user(c, *cur)) != IR_NONE && (other = other_addend(c, u, *cur)) != IR_NONE && materialized(c, other)) {
+        e->flags |= NRT_EPI_RESIDUAL, e->residual = other;
+        link(e, cur, u);
+    }
+}
+
+/* A bare product widened to f32, unless an elementwise op would load it. */
+static void take_widening(const epi_ctx *c, cuda_epilogue *e, ir_value *cur, nc_dtype t)
+{
+    ir_value u = sole_user(c, *cur);
+    if (!e->flags && t != NC_F32 && u != IR_NONE && nd(c, u)->op == OP_CAST && nd(c, u)->dtype == NC_F32 && !read_elementwise(c, u)) {
+        e->out_dtype = NC_F32;
+        link(e, cur, u);
+    }
+}
+
 /* One matmul's epilogue, as far as cuBLASLt can take it. */
 static bool find_epilogue(const epi_ctx *c, ir_value m, cuda_epilogue *e)
 {
@@ -127,44 +205,15 @@ static bool find_epilogue(const epi_ctx *c, ir_value m, cuda_epilogue *e)
                          .out_dtype = mm->dtype};
     bool batch_of_products = mm->rank > 2 && (nd(c, operand(c, m, 1))->rank != 2 || mm->attr.ta);
     if (batch_of_products || !(mm->dtype == NC_F32 || mm->dtype == NC_F16 || mm->dtype == NC_BF16)) return false;
+    ir_value cur = m;
     e->chain[e->nchain++] = m;
-    ir_value cur = m, u = sole_user(c, cur), other;
-    /* GELU's backward on the product: the value before the GELU read as the auxiliary input */
-    if (u != IR_NONE && nd(c, u)->op == OP_GELU_TANH_GRAD && operand(c, u, 1) == m && operand(c, u, 0) != m &&
-        nd(c, u)->dtype == mm->dtype && materialized(c, operand(c, u, 0)) && aux_fits(c->g, mm)) {
-        e->flags = NRT_EPI_DGELU | NRT_EPI_AUX;
-        e->aux = operand(c, u, 0);
-        e->chain[e->nchain++] = e->out = u;
-        return true;
+    if (!take_dgelu(c, e, &cur)) {
+        take_bias(c, e, &cur);
+        take_activation(c, e, &cur, mm->dtype);
+        take_widened_sum(c, e, &cur, mm->dtype);
+        take_residual(c, e, &cur);
+        take_widening(c, e, &cur, mm->dtype);
     }
-    if (u != IR_NONE && (other = other_addend(c, u, cur)) != IR_NONE && (e->bias = bias_source(c, other, cur)) != IR_NONE)
-        e->flags |= NRT_EPI_BIAS, e->chain[e->nchain++] = cur = u;
-    u = sole_user(c, cur);
-    if (u != IR_NONE && (nd(c, u)->op == OP_RELU || nd(c, u)->op == OP_GELU_TANH) && nd(c, u)->dtype == mm->dtype) {
-        e->flags |= nd(c, u)->op == OP_RELU ? NRT_EPI_RELU : NRT_EPI_GELU;
-        e->chain[e->nchain++] = cur = u;
-    } else if (u == IR_NONE && (u = gelu_reader(c, cur)) != IR_NONE && aux_fits(c->g, mm)) {
-        e->flags |= NRT_EPI_GELU | NRT_EPI_AUX;
-        e->aux = cur;
-        e->chain[e->nchain++] = cur = u;
-    }
-    /* widened to f32 and added to an f32 sum (a gradient accumulated over
-     * uses, as the tied embedding's over the loss's slices): cuBLASLt adds
-     * the sum as C and stores f32 */
-    u = sole_user(c, cur);
-    ir_value sum_add = u != IR_NONE ? sole_user(c, u) : IR_NONE;
-    if (!e->flags && mm->dtype != NC_F32 && u != IR_NONE && nd(c, u)->op == OP_CAST && nd(c, u)->dtype == NC_F32 &&
-        sum_add != IR_NONE && (other = other_addend(c, sum_add, u)) != IR_NONE && materialized(c, other)) {
-        e->out_dtype = NC_F32, e->chain[e->nchain++] = u;
-        e->flags |= NRT_EPI_RESIDUAL, e->residual = other, e->chain[e->nchain++] = cur = sum_add;
-    }
-    if (!(e->flags & (NRT_EPI_RELU | NRT_EPI_GELU | NRT_EPI_RESIDUAL)) && (u = sole_user(c, cur)) != IR_NONE &&
-        (other = other_addend(c, u, cur)) != IR_NONE && materialized(c, other))
-        e->flags |= NRT_EPI_RESIDUAL, e->residual = other, e->chain[e->nchain++] = cur = u;
-    u = sole_user(c, cur);
-    if (!e->flags && mm->dtype != NC_F32 && u != IR_NONE && nd(c, u)->op == OP_CAST && nd(c, u)->dtype == NC_F32 &&
-        !read_elementwise(c, u))
-        e->out_dtype = NC_F32, e->chain[e->nchain++] = cur = u;
     e->out = cur;
     return cur != m;
 }
