@@ -14,9 +14,9 @@
  * score gradients are rounded to the operands' dtype for that product, as
  * flash attention does; everything else stays f32.
  *
- * Kernels (one template, four uses): forward and lse walk key tiles for a
- * query tile; dq does the same with dO; dk and dv walk query tiles for a
- * key tile. Causal masks skip whole tiles. tests/unit/cuda_host_shim.hpp
+ * Five kernels from two templates: forward, lse and dq walk key tiles for a
+ * query tile (dq with dO, rebuilding P from lse); dk and dv walk query tiles
+ * for a key tile. Causal masks skip whole tiles. tests/unit/cuda_host_shim.hpp
  * runs them on the host, mma.sync included, lane by lane. */
 #include "cuda_emit.h"
 
