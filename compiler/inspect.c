@@ -71,6 +71,13 @@ static step_cost cost_of(const ir_graph *g, const nrt_step *s, const memplan_buf
     return c;
 }
 
+double inspect_floor_seconds(const ir_graph *g, const nrt_program *p, const memplan_buf *bufs, const int64_t *syms)
+{
+    double total = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++) total += cost_of(g, &p->steps[k], bufs, syms).floor_s;
+    return total;
+}
+
 /* A kernel's name; a library call named after what it does ("cublasLt_matmul+bias+gelu"). */
 static const char *step_name(const nrt_program *p, const nrt_step *s, char buf[64])
 {

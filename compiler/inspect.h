@@ -3,11 +3,17 @@
 #define NC_INSPECT_H
 
 #include "base.h"
+#include "program.h"
 #include <stdio.h>
 
 /* Print the report of entry point `entry` (NULL: forward) of the module at
  * path (JSON with as_json). Returns the process exit code. */
 int inspect_module(const char *path, const char *entry, const char *const *dim_names, const int64_t *dim_values,
                    int ndims, bool as_json, FILE *out);
+
+/* The roofline floor of program p on an H100 (seconds): each step at the
+ * slower of its bytes over copy bandwidth and its FLOPs over the peak rate
+ * of the units it runs on. bufs: p's memory plan; syms: the bound dims. */
+double inspect_floor_seconds(const ir_graph *g, const nrt_program *p, const memplan_buf *bufs, const int64_t *syms);
 
 #endif

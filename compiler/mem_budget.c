@@ -17,10 +17,14 @@
  * prefix fits, the forward pass is cut into segments (automatic @checkpoint
  * blocks) at its narrowest points, where little crosses (between layers),
  * with the spacing of cuts that gives the lowest peak: first keeping the
- * results of matmuls and attention (only cheap ops are done again), then, if
- * that does not fit, recomputing each segment whole. */
+ * results of matmuls and attention (only cheap ops are done again); if that
+ * does not fit, keeping as many of them as fit, those that cost the most work
+ * per byte to redo first (a matmul's result costs 2K FLOPs per element, an
+ * attention output two products over every key it sees); and only then
+ * recomputing each segment whole. */
 #include "mem_budget.h"
 #include "cuda_emit.h"
+#include "inspect.h"
 #include "passes.h"
 #include "program.h"
 
@@ -54,17 +58,29 @@ typedef struct budget_ctx {
     size_t errcap;
 } budget_ctx;
 
-/* The planned peak of g in bytes, or -1. */
-int64_t mem_budget_planned_peak(const ir_graph *g, bool fuse, char *err, size_t errcap)
+/* What a plan costs: its peak (bytes, -1 on error) and its roofline floor
+ * on an H100 (seconds), the time the search weighs recomputation by. */
+typedef struct plan_cost {
+    int64_t peak;
+    double floor_s;
+} plan_cost;
+
+static plan_cost plan_cost_of(const ir_graph *g, bool fuse, char *err, size_t errcap)
 {
+    plan_cost c = {.peak = -1};
     nrt_program p;
-    if (!cuda_emit_program_ex(g, fuse, &p, err, errcap)) return -1;
+    if (!cuda_emit_program_ex(g, fuse, &p, err, errcap)) return c;
     memplan_result r;
     memplan_buf *bufs = program_plan_memory(g, &p, NULL, &r, err, errcap);
-    int64_t peak = bufs ? r.arena_bytes : -1;
+    if (bufs) c = (plan_cost){r.arena_bytes, inspect_floor_seconds(g, &p, bufs, NULL)};
     free(bufs);
     nrt_program_free(&p);
-    return peak;
+    return c;
+}
+
+int64_t mem_budget_planned_peak(const ir_graph *g, bool fuse, char *err, size_t errcap)
+{
+    return plan_cost_of(g, fuse, err, errcap).peak;
 }
 
 static int64_t planned_peak(const ir_graph *g, const budget_ctx *b) { return mem_budget_planned_peak(g, b->fuse, b->err, b->errcap); }
@@ -76,7 +92,8 @@ static int by_score(const void *x, const void *y)
     return a->bytes != b->bytes ? (a->bytes > b->bytes ? -1 : 1) : (a->v < b->v ? -1 : 1);
 }
 
-static uint32_t rank_candidates(const ir_graph *g, candidate *out)
+/* Which values the backward pass reads (an array the caller frees). */
+static bool *backward_reads(const ir_graph *g)
 {
     bool *read_by_backward = nc_xcalloc(g->nnodes + 1, sizeof *read_by_backward);
     for (ir_value v = g->train.loss + 1; v < g->nnodes; v++)
@@ -86,6 +103,12 @@ static uint32_t rank_candidates(const ir_graph *g, candidate *out)
             /* a backward matmul reads its forward operand through a reshape, a view: the value behind it is read */
             while (a > g->train.loss && g->nodes[a].op == OP_RESHAPE) read_by_backward[a = ir_args(g, &g->nodes[a])[0]] = true;
         }
+    return read_by_backward;
+}
+
+static uint32_t rank_candidates(const ir_graph *g, candidate *out)
+{
+    bool *read_by_backward = backward_reads(g);
     uint32_t n = 0;
     for (ir_value v = 0; v <= g->train.loss; v++) {
         const ir_node *node = &g->nodes[v];
@@ -149,12 +172,100 @@ static bool expensive(const ir_node *n)
     return nc_ops[n->op].category == CAT_CONTRACTION || nc_ops[n->op].category == CAT_ATTENTION;
 }
 
+static int64_t bound_dim(const ir_graph *g, uint32_t dim)
+{
+    int64_t v = 1;
+    dim_eval(&g->dims[dim], NULL, &v);
+    return v;
+}
+
+static int64_t value_bytes(const ir_graph *g, ir_value v)
+{
+    int64_t numel = 0;
+    ir_numel(g, &g->nodes[v], NULL, &numel);
+    return numel * (int64_t)dtype_size(g->nodes[v].dtype);
+}
+
+/* Seconds per byte of result that computing v again costs, at the H100's
+ * rates (as netc inspect's floor): a matmul 2K FLOPs per element on tensor
+ * cores, attention two products over every key a query sees; elementwise
+ * ops and data movement the bytes they move, plus what their dearest
+ * operand costs (a transpose of a matmul's result is as dear as the matmul:
+ * recomputing it means doing the matmul). 0 for what does not come from a
+ * matmul or attention: the segments redo that anyway. */
+#define REDO_FLOPS_PER_S 750e12
+#define REDO_BYTES_PER_S 2.9e12
+static double *redo_costs(const ir_graph *g)
+{
+    double *cost = nc_xcalloc((size_t)g->train.loss + 1, sizeof *cost);
+    for (ir_value v = 0; v <= g->train.loss; v++) {
+        const ir_node *n = &g->nodes[v];
+        double out = (double)value_bytes(g, v);
+        if (out <= 0) continue;
+        nc_op_category cat = nc_ops[n->op].category;
+        if (cat == CAT_CONTRACTION) {
+            const ir_node *x = &g->nodes[ir_args(g, n)[0]];
+            double k = (double)bound_dim(g, x->shape[x->rank - (n->attr.ta ? 2 : 1)]);
+            cost[v] = 2.0 * k / dtype_size(n->dtype) / REDO_FLOPS_PER_S;
+        } else if (cat == CAT_ATTENTION) {
+            const ir_node *k = &g->nodes[ir_args(g, n)[1]];
+            double keys = (double)bound_dim(g, k->shape[k->rank - 2]) * (n->attr.causal ? 0.5 : 1.0);
+            cost[v] = 4.0 * keys / dtype_size(n->dtype) / REDO_FLOPS_PER_S;
+        } else if (cat == CAT_MOVEMENT || cat == CAT_ELEMENTWISE) {
+            double dearest = 0, moved = out;
+            for (int i = 0; i < n->nargs; i++) {
+                ir_value a = ir_args(g, n)[i];
+                if (a <= g->train.loss && cost[a] > dearest) dearest = cost[a];
+                moved += (double)value_bytes(g, a);
+            }
+            if (dearest > 0) cost[v] = dearest + moved / out / REDO_BYTES_PER_S;
+        }
+    }
+    return cost;
+}
+
+typedef struct kept_value {
+    ir_value v;
+    double cost;
+} kept_value;
+
+static int by_redo_cost(const void *x, const void *y)
+{
+    const kept_value *a = x, *b = y;
+    if (a->cost != b->cost) return a->cost > b->cost ? -1 : 1;
+    return a->v < b->v ? -1 : 1;
+}
+
+/* The forward values the backward pass reads that come from a matmul or
+ * attention, dearest to redo first. Keeping what the backward pass does not
+ * read would only keep it alive until a recomputed segment reads it. */
+static uint32_t rank_dear_values(const ir_graph *g, kept_value *out)
+{
+    bool *read_by_backward = backward_reads(g);
+    double *cost = redo_costs(g);
+    uint32_t n = 0;
+    for (ir_value v = 0; v <= g->train.loss; v++)
+        if (cost[v] > 0 && read_by_backward[v]) out[n++] = (kept_value){v, cost[v]};
+    free(cost);
+    free(read_by_backward);
+    qsort(out, n, sizeof *out, by_redo_cost);
+    return n;
+}
+
+/* A segment plan: the step, its cost, how many segments. */
+typedef struct segment_plan {
+    ir_graph *graph;
+    plan_cost cost;
+    uint32_t segments, kept, of;   /* kept of `of` dear values; of == 0: all matmul and attention results, or none */
+    bool keep_expensive;
+} segment_plan;
+
 /* The step with the forward pass cut after each node where cut[v] (each
  * piece a recomputation region, as if an @checkpoint block): only values
- * that cross a cut stay alive for the backward pass, and with keep_expensive
- * the results of matmuls and attention too (left out of every region, so the
- * backward pass recomputes only the cheap ops between them). */
-static ir_graph *with_cuts(const ir_graph *g, const bool *cut, bool keep_expensive, int64_t *peak, const budget_ctx *b)
+ * that cross a cut stay alive for the backward pass, and those where keep[v]
+ * (NULL: none) too: left out of every region, so the backward pass reads
+ * them as kept and recomputes only what lies between them. */
+static segment_plan with_cuts(const ir_graph *g, const bool *cut, const bool *keep, const budget_ctx *b)
 {
     bool *all = nc_xmalloc((g->nnodes + 1) * sizeof *all);
     for (ir_value v = 0; v < g->nnodes; v++) all[v] = true;
@@ -162,18 +273,23 @@ static ir_graph *with_cuts(const ir_graph *g, const bool *cut, bool keep_expensi
     free(all);
     uint32_t region = 1;
     for (ir_value v = 0; v <= t->train.loss; v++) {
-        bool outside = nc_ops[t->nodes[v].op].category == CAT_SOURCE || (keep_expensive && expensive(&t->nodes[v]));
+        bool outside = nc_ops[t->nodes[v].op].category == CAT_SOURCE || (keep && keep[v]);
         t->nodes[v].region = outside ? 0 : region;
         if (cut[v]) region++;
     }
+    segment_plan plan = {.cost.peak = -1, .segments = region};
     pass_ctx cx = {.err = b->log};
     if (!pass_recompute(&t, &cx)) {
         ir_graph_free(t);
-        *peak = -1;
-        return NULL;
+        return plan;
     }
-    *peak = planned_peak(t, b);
-    return t;
+    plan.cost = plan_cost_of(t, b->fuse, b->err, b->errcap);
+    if (plan.cost.peak < 0) {
+        ir_graph_free(t);
+        return plan;
+    }
+    plan.graph = t;
+    return plan;
 }
 
 /* Bytes of forward values that cross the point after node p (made at or
@@ -206,43 +322,94 @@ static int64_t *cut_widths(const ir_graph *g)
     return delta;
 }
 
-/* Cut at the narrowest points of the forward pass (within 1.25x of the
- * narrowest, at least 8 nodes apart); try every k-th of them, keep the plan
- * with the lowest peak. */
-static ir_graph *fit_by_segments(const ir_graph *g, int64_t budget, bool keep_expensive, int64_t *best_peak,
-                                 uint32_t *best_n, const budget_ctx *b)
+/* The narrowest points of the forward pass (within 1.25x of the narrowest,
+ * at least 8 nodes apart): where segments may end. */
+static ir_value *narrow_points(const ir_graph *g, uint32_t *npoints)
 {
     ir_value end = g->train.loss;
     int64_t *width = cut_widths(g), narrowest = INT64_MAX;
     for (ir_value p = end / 20; p + end / 20 < end; p++)
         if (width[p] > 0 && width[p] < narrowest) narrowest = width[p];
     ir_value *points = nc_xmalloc(((size_t)end + 1) * sizeof *points);
-    uint32_t npoints = 0;
+    uint32_t n = 0;
     for (ir_value p = 0; p + 1 < end; p++)
-        if (width[p] > 0 && width[p] <= narrowest + narrowest / 4 && (!npoints || p >= points[npoints - 1] + 8)) points[npoints++] = p;
+        if (width[p] > 0 && width[p] <= narrowest + narrowest / 4 && (!n || p >= points[n - 1] + 8)) points[n++] = p;
     free(width);
-    ir_graph *best = NULL;
-    *best_peak = -1;
-    bool *cut = nc_xcalloc((size_t)g->nnodes + 1, sizeof *cut);
-    for (uint32_t every = 1; every <= npoints; every++) {
-        memset(cut, 0, ((size_t)g->nnodes + 1) * sizeof *cut);
-        uint32_t n = 0;
-        for (uint32_t i = every - 1; i < npoints; i += every) cut[points[i]] = true, n++;
-        int64_t peak;
-        ir_graph *t = with_cuts(g, cut, keep_expensive, &peak, b);
-        if (t && peak >= 0 && (*best_peak < 0 || peak < *best_peak)) {
-            ir_graph_free(best);
-            best = t, *best_peak = peak, *best_n = n + 1;
-        } else {
-            ir_graph_free(t);
-        }
+    *npoints = n;
+    return points;
+}
+
+/* best takes t when t fits the budget and is faster (or best is empty);
+ * *smallest follows the lowest peak seen, fitting or not. */
+static void consider(segment_plan *best, segment_plan t, int64_t budget, int64_t *smallest)
+{
+    if (t.cost.peak >= 0 && (*smallest < 0 || t.cost.peak < *smallest)) *smallest = t.cost.peak;
+    if (t.graph && t.cost.peak <= budget && (!best->graph || t.cost.floor_s < best->cost.floor_s)) {
+        ir_graph_free(best->graph);
+        *best = t;
+    } else {
+        ir_graph_free(t.graph);
     }
+}
+
+/* Spacings of the cuts worth trying: every narrow point, every second, ...
+ * growing by about a quarter, so a 12-layer model gets a cut per layer
+ * among them without planning every spacing. */
+static uint32_t next_spacing(uint32_t every) { return every < 4 ? every + 1 : every + every / 4; }
+
+static void mark_cuts(bool *cut, size_t n, const ir_value *points, uint32_t npoints, uint32_t every)
+{
+    memset(cut, 0, n);
+    for (uint32_t i = every - 1; i < npoints; i += every) cut[points[i]] = true;
+}
+
+/* With cuts every `every` narrow points, keep the first k of the dear
+ * values: the largest k that fits (the peak grows with k, the time falls). */
+static void keep_what_fits(const ir_graph *g, int64_t budget, const bool *cut, const kept_value *rank, uint32_t n,
+                           segment_plan *best, int64_t *smallest, const budget_ctx *b)
+{
+    bool *keep = nc_xmalloc((size_t)g->nnodes + 1);
+    uint32_t lo = 0, hi = n;
+    while (lo <= hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        memset(keep, 0, (size_t)g->nnodes + 1);
+        for (uint32_t i = 0; i < mid; i++) keep[rank[i].v] = true;
+        segment_plan t = with_cuts(g, cut, keep, b);
+        t.kept = mid, t.of = n;
+        bool fits = t.graph && t.cost.peak <= budget;
+        consider(best, t, budget, smallest);
+        if (fits) lo = mid + 1;
+        else if (mid == 0) break;
+        else hi = mid - 1;
+    }
+    free(keep);
+}
+
+/* Recompute segments of the forward pass, trying for each spacing of the
+ * cuts: keeping every matmul and attention result; else as many of them as
+ * fit; and recomputing the segments whole. The fastest plan that fits by
+ * the roofline floor wins; NULL if none fits (*smallest: the lowest peak). */
+static segment_plan fit_by_segments(const ir_graph *g, int64_t budget, int64_t *smallest, const budget_ctx *b)
+{
+    uint32_t npoints, nrank;
+    ir_value *points = narrow_points(g, &npoints);
+    kept_value *rank = nc_xmalloc(((size_t)g->train.loss + 1) * sizeof *rank);
+    nrank = rank_dear_values(g, rank);
+    bool *all_expensive = nc_xcalloc((size_t)g->nnodes + 1, 1), *cut = nc_xmalloc((size_t)g->nnodes + 1);
+    for (ir_value v = 0; v <= g->train.loss; v++) all_expensive[v] = expensive(&g->nodes[v]);
+    segment_plan best = {.cost.peak = -1};
+    for (uint32_t every = 1; every <= npoints; every = next_spacing(every)) {
+        mark_cuts(cut, (size_t)g->nnodes + 1, points, npoints, every);
+        segment_plan t = with_cuts(g, cut, all_expensive, b);
+        t.keep_expensive = true;
+        bool fits = t.graph && t.cost.peak <= budget;
+        consider(&best, t, budget, smallest);
+        if (!fits) keep_what_fits(g, budget, cut, rank, nrank, &best, smallest, b);
+    }
+    free(all_expensive);
     free(cut);
+    free(rank);
     free(points);
-    if (best && *best_peak > budget) {
-        ir_graph_free(best);
-        best = NULL;
-    }
     return best;
 }
 
@@ -275,29 +442,24 @@ bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *e
         /* single values do not suffice: recompute whole segments of the forward pass */
         ir_graph_free(best);
         free(c);
-        /* first keeping what is expensive to redo (matmuls, attention), then
-         * recomputing everything in a segment */
-        int64_t seg_peak;
-        uint32_t segs = 0;
-        bool keep_expensive = true;
-        best = fit_by_segments(g, budget, true, &seg_peak, &segs, &bc);
-        if (!best) {
-            keep_expensive = false;
-            best = fit_by_segments(g, budget, false, &seg_peak, &segs, &bc);
-        }
-        if (!best) {
+        int64_t seg_peak = -1;
+        segment_plan plan = fit_by_segments(g, budget, &seg_peak, &bc);
+        if (!plan.graph) {
             int64_t floor = seg_peak > 0 && (peak_all < 0 || seg_peak < peak_all) ? seg_peak : peak_all;
             human(floor > 0 ? floor : peak0, a, sizeof a);
             snprintf(err, errcap, "cannot fit the memory budget of %s: the smallest plan recomputation reaches needs %s", want, a);
             return false;
         }
         human(peak0, a, sizeof a);
-        human(seg_peak, b, sizeof b);
+        human(plan.cost.peak, b, sizeof b);
+        char kept[96] = "";
+        if (plan.keep_expensive) snprintf(kept, sizeof kept, ", matmul and attention results kept");
+        else if (plan.kept) snprintf(kept, sizeof kept, ", %u of %u values made by matmuls and attention kept", plan.kept, plan.of);
         if (log)
-            fprintf(log, "netc: memory budget %s: forward pass recomputed in %u segments%s; plan %s -> %s\n", want, segs,
-                    keep_expensive ? ", matmul and attention results kept" : "", a, b);
+            fprintf(log, "netc: memory budget %s: forward pass recomputed in %u segments%s; plan %s -> %s, floor %.3g ms\n",
+                    want, plan.segments, kept, a, b, plan.cost.floor_s * 1e3);
         ir_graph_free(*gp);
-        *gp = best;
+        *gp = plan.graph;
         return true;
     }
     int64_t best_peak = peak_all;

@@ -73,6 +73,36 @@ static bool step(const ir_graph *g, cpu_exec_result *res, cpu_tensor *params, cp
     return true;
 }
 
+/* Compile with budget, check the plan fits and the step's updates equal
+ * the unrecomputed step's (rb) bit for bit. Returns the number of values
+ * the plan computes again, or -1 when the budget cannot be met. */
+static int check_fitted(int64_t budget, const cpu_exec_result *rb, const ir_graph *without)
+{
+    ir_graph *fitted = compile_budget(false, budget);
+    if (!fitted) return -1;
+    cpu_tensor pc[32] = {{0}}, ic[8] = {{0}};
+    cpu_exec_result rc;
+    int64_t peak_fitted = peak_bytes(fitted);
+    int recomputed = 0;
+    for (ir_value v = 0; v < fitted->nnodes; v++) recomputed += (fitted->nodes[v].flags & IR_FLAG_RECOMPUTE) != 0;
+    printf("memory budget %lld: planned peak %lld, %d values recomputed\n", (long long)budget, (long long)peak_fitted,
+           recomputed);
+    CHECK(peak_fitted <= budget);
+    if (step(fitted, &rc, pc, ic)) {
+        for (uint32_t k = 0; k < fitted->nupdates; k++) {
+            const cpu_tensor *x = &rc.values[fitted->updates[k].value], *y = &rb->values[without->updates[k].value];
+            CHECK(x->numel == y->numel && memcmp(x->f, y->f, (size_t)x->numel * sizeof *x->f) == 0);
+        }
+        cpu_exec_result_free(&rc);
+    } else {
+        failures++;
+    }
+    for (uint32_t i = 0; i < fitted->nparams; i++) cpu_tensor_free(&pc[i]);
+    for (uint32_t i = 0; i < fitted->ninputs; i++) cpu_tensor_free(&ic[i]);
+    ir_graph_free(fitted);
+    return recomputed;
+}
+
 int main(void)
 {
     ir_graph *with = compile(true), *without = compile(false);
@@ -101,28 +131,14 @@ int main(void)
     /* --memory-budget without @checkpoint marks: the search picks what to
      * recompute, the plan fits, the values are the same; an impossible
      * budget is an error naming the smallest plan */
-    int64_t budget = peak_without * 85 / 100;
-    ir_graph *fitted = compile_budget(false, budget);
-    CHECK(fitted != NULL);
-    if (fitted) {
-        cpu_tensor pc[32] = {{0}}, ic[8] = {{0}};
-        cpu_exec_result rc;
-        int64_t peak_fitted = peak_bytes(fitted);
-        printf("memory budget %lld: planned peak %lld\n", (long long)budget, (long long)peak_fitted);
-        CHECK(peak_fitted <= budget);
-        if (step(fitted, &rc, pc, ic)) {
-            for (uint32_t k = 0; k < fitted->nupdates; k++) {
-                const cpu_tensor *x = &rc.values[fitted->updates[k].value], *y = &rb.values[without->updates[k].value];
-                CHECK(x->numel == y->numel && memcmp(x->f, y->f, (size_t)x->numel * sizeof *x->f) == 0);
-            }
-            cpu_exec_result_free(&rc);
-        } else {
-            failures++;
-        }
-        for (uint32_t i = 0; i < fitted->nparams; i++) cpu_tensor_free(&pc[i]);
-        for (uint32_t i = 0; i < fitted->ninputs; i++) cpu_tensor_free(&ic[i]);
-        ir_graph_free(fitted);
-    }
+    CHECK(check_fitted(peak_without * 85 / 100, &rb, without) > 0);
+    /* tighter budgets: each plan fits and computes the same values */
+    for (int percent = 80; percent >= 50; percent -= 5)
+        if (check_fitted(peak_without * percent / 100, &rb, without) < 0) break;
+    /* a budget a little above what @checkpoint on every layer reaches: the
+     * search keeps part of what those blocks recompute */
+    int searched = check_fitted(peak_with * 106 / 100, &rb, without);
+    CHECK(searched > 0 && searched < copies);
     CHECK(compile_budget(false, 4096) == NULL);
     int64_t parsed;
     CHECK(mem_budget_parse("4GiB", &parsed) && parsed == (int64_t)4 << 30);
