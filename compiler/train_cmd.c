@@ -44,6 +44,8 @@ typedef struct trainer {
     nrt_module_data tm, fm;
     gpu_session *gs, *es;
     int64_t eval_batch;
+    bool next_staged;                  /* the next micro-batch's data is already on its way to the GPU */
+    unsigned char *stage_buf;          /* native bytes of the input being staged */
     /* state */
     int64_t step, skipped;
     double scale;
@@ -318,53 +320,132 @@ static void text_pairs(const uint8_t *windows, cpu_tensor *tokens, cpu_tensor *t
         }
 }
 
-static int run_step(trainer *t, const data_batch *b, double lr, cpu_tensor *inputs, step_result *r)
+/* The inputs a batch fills (images and labels, or tokens and targets); the
+ * others are scalars the trainer sets each step. */
+static bool is_data_input(const trainer *t, uint32_t i)
 {
-    const ir_graph *g = t->tg;
-    const ir_train_spec *s = &g->train;
-    double tt = (double)(t->step + 1);
-    set_scalar(inputs, t->in_lr, (float)lr);
-    set_scalar(inputs, t->in_bc1, (float)(1.0 - pow(s->beta1, tt)));
-    set_scalar(inputs, t->in_bc2, (float)(1.0 - pow(s->beta2, tt)));
-    set_scalar(inputs, t->in_scale, (float)t->scale);
+    return i == t->in_x || i == t->in_y || (t->pairs && i == 1);
+}
+
+static void fill_data_inputs(const trainer *t, const data_batch *b, cpu_tensor *inputs)
+{
     cpu_tensor *x = &inputs[t->in_x];
     if (t->pairs) text_pairs(b->x, x, &inputs[1]);
     else
         for (int64_t j = 0; j < x->numel; j++) x->i[j] = b->x[j];
     if (t->in_y != UINT32_MAX)
         for (int64_t j = 0; j < inputs[t->in_y].numel; j++) inputs[t->in_y].i[j] = b->y[j];
-    char err[1024];
-    r->finite = true;
-    if (t->gpu) {
-        for (uint32_t i = 0; i < g->ninputs; i++) {
-            ir_value v = node_of(g, OP_INPUT, i);
-            if (v != IR_NONE && upload_tensor(t->gs, v, &inputs[i])) return 1;
+}
+
+static void fill_scalars(const trainer *t, double lr, cpu_tensor *inputs)
+{
+    const ir_train_spec *s = &t->tg->train;
+    double tt = (double)(t->step + 1);
+    set_scalar(inputs, t->in_lr, (float)lr);
+    set_scalar(inputs, t->in_bc1, (float)(1.0 - pow(s->beta1, tt)));
+    set_scalar(inputs, t->in_bc2, (float)(1.0 - pow(s->beta2, tt)));
+    set_scalar(inputs, t->in_scale, (float)t->scale);
+}
+
+/* Send a micro-batch's data towards the GPU: pinned memory, a copy stream,
+ * landing while the current run computes (gpu_stage_input). */
+static int stage_data(trainer *t, const data_batch *b, cpu_tensor *inputs)
+{
+    const ir_graph *g = t->tg;
+    fill_data_inputs(t, b, inputs);
+    for (uint32_t i = 0; i < g->ninputs; i++) {
+        ir_value v = node_of(g, OP_INPUT, i);
+        if (!is_data_input(t, i) || v == IR_NONE) continue;
+        size_t n = (size_t)inputs[i].numel * dtype_size(inputs[i].dtype);
+        t->stage_buf = nc_xrealloc(t->stage_buf, n + 1);
+        cpu_tensor_to_native(&inputs[i], t->stage_buf);
+        char err[512];
+        if (gpu_stage_input(t->gs, v, t->stage_buf, n, err, sizeof err)) {
+            fprintf(stderr, "netc: %s\n", err);
+            return 1;
         }
-        if (gpu_run(t->gs, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
-        float loss;
-        if (gpu_download(t->gs, t->loss_v, &loss, 4, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
-        r->loss = loss;
-        if (t->finite_v != IR_NONE) {
-            unsigned char ok = 1;
-            gpu_download(t->gs, t->finite_v, &ok, 1, err, sizeof err);
-            r->finite = ok != 0;
-        }
-        return 0;
     }
+    return 0;
+}
+
+/* One run of the step on the GPU. Its data was staged before (or is now);
+ * while it runs, the data of `next` (NULL: none known yet) is staged. */
+static int gpu_step(trainer *t, const data_batch *b, const data_batch *next, cpu_tensor *inputs, step_result *r)
+{
+    const ir_graph *g = t->tg;
+    if (!t->next_staged && stage_data(t, b, inputs)) return 1;
+    t->next_staged = false;
+    for (uint32_t i = 0; i < g->ninputs; i++) {
+        ir_value v = node_of(g, OP_INPUT, i);
+        if (!is_data_input(t, i) && v != IR_NONE && upload_tensor(t->gs, v, &inputs[i])) return 1;
+    }
+    char err[1024];
+    if (gpu_launch(t->gs, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
+    if (next) {
+        if (stage_data(t, next, inputs)) return 1;
+        t->next_staged = true;
+    }
+    if (gpu_finish(t->gs, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
+    float loss;
+    if (gpu_download(t->gs, t->loss_v, &loss, 4, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
+    r->loss = loss;
+    r->finite = true;
+    if (t->finite_v != IR_NONE) {
+        unsigned char ok = 1;
+        if (gpu_download(t->gs, t->finite_v, &ok, 1, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
+        r->finite = ok != 0;
+    }
+    return 0;
+}
+
+static int cpu_step(trainer *t, const data_batch *b, cpu_tensor *inputs, step_result *r)
+{
+    const ir_graph *g = t->tg;
+    fill_data_inputs(t, b, inputs);
+    char err[1024];
     cpu_exec_opts o = {.inputs = inputs, .params = t->params, .training = true, .step = t->step};
     cpu_exec_result res;
     if (cpu_exec_run(g, &o, &res, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
     r->loss = res.values[t->loss_v].f[0];
-    if (t->finite_v != IR_NONE) r->finite = res.values[t->finite_v].i[0] != 0;
+    r->finite = t->finite_v == IR_NONE || res.values[t->finite_v].i[0] != 0;
     cpu_exec_apply_updates(g, &res, t->params);
     cpu_exec_result_free(&res);
     return 0;
 }
 
+/* Batches in order, one fetched ahead on the GPU so its data can travel
+ * while the step before it computes. */
+typedef struct batch_feed {
+    data_loader *dl;
+    data_batch ahead;
+    bool has_ahead;
+    double ahead_wait;
+} batch_feed;
+
+static bool feed_next(batch_feed *f, data_batch *b, double *waited_s)
+{
+    if (f->has_ahead) {
+        *b = f->ahead, *waited_s = f->ahead_wait;
+        f->has_ahead = false;
+        return true;
+    }
+    return data_loader_next(f->dl, b, waited_s);
+}
+
+/* The batch after the current one, fetched now (the current one's data has
+ * all been staged, so the loader may reuse its memory); NULL at the end of
+ * the epoch or when no more steps will run. */
+static const data_batch *feed_peek(batch_feed *f, bool more_steps)
+{
+    if (!f->has_ahead && more_steps) f->has_ahead = data_loader_next(f->dl, &f->ahead, &f->ahead_wait);
+    return f->has_ahead ? &f->ahead : NULL;
+}
+
 /* One optimizer step on a batch: with --accumulate K, K runs of the step
  * graph on consecutive slices, the update applied by the last one. The loss
  * reported is the mean over the slices, as one large batch's would be. */
-static int train_on_batch(trainer *t, const data_batch *b, double lr, cpu_tensor *inputs, step_result *r)
+static int train_on_batch(trainer *t, const data_batch *b, double lr, cpu_tensor *inputs, batch_feed *feed, bool more,
+                          step_result *r)
 {
     int64_t k = t->o->accumulate > 1 ? t->o->accumulate : 1;
     int64_t sample = t->train.x.numel / t->train.n;
@@ -372,7 +453,22 @@ static int train_on_batch(trainer *t, const data_batch *b, double lr, cpu_tensor
     for (int64_t m = 0; m < k; m++) {
         data_batch slice = {.x = b->x + m * t->micro * sample, .y = b->y + m * t->micro, .count = t->micro, .index = b->index};
         if (t->in_apply != UINT32_MAX) set_scalar(inputs, t->in_apply, m + 1 == k ? 1.0f : 0.0f);
-        if (run_step(t, &slice, lr, inputs, r)) return 1;
+        fill_scalars(t, lr, inputs);
+        int rc;
+        if (t->gpu) {
+            data_batch next_slice;
+            const data_batch *next = NULL;
+            if (m + 1 < k) {
+                next_slice = (data_batch){.x = slice.x + t->micro * sample, .y = slice.y + t->micro, .count = t->micro};
+                next = &next_slice;
+            } else {
+                next = feed_peek(feed, more);   /* its first micro-batch */
+            }
+            rc = gpu_step(t, &slice, next, inputs, r);
+        } else {
+            rc = cpu_step(t, &slice, inputs, r);
+        }
+        if (rc) return 1;
         loss += r->loss;
     }
     r->loss = loss / (double)k;
@@ -626,9 +722,10 @@ static int train_loop(trainer *t)
             }
     }
     data_loader *dl = data_loader_new(&t->train, o->batch, o->seed, true, true, 4);
+    batch_feed feed = {.dl = dl};
     int64_t nb = data_loader_batches(dl), total_steps = nb * o->epochs;
     bool tty = isatty(2);
-    double t_start = now_s(), waited_total = 0;
+    double t_start = now_s(), waited_total = 0, gpu_wait_total = 0;
     int64_t samples = 0;
     for (int64_t epoch = start_epoch; epoch < o->epochs && rc == 0; epoch++) {
         data_loader_epoch(dl, epoch, epoch == start_epoch ? skip : 0);
@@ -636,10 +733,11 @@ static int train_loop(trainer *t)
         int64_t nloss = 0, b = epoch == start_epoch ? skip : 0;
         data_batch batch;
         double w;
-        while (rc == 0 && data_loader_next(dl, &batch, &w)) {
+        while (rc == 0 && feed_next(&feed, &batch, &w)) {
             waited += w;
             step_result r;
-            if (train_on_batch(t, &batch, schedule_lr(t, total_steps), inputs, &r)) { rc = 1; break; }
+            bool more = !(o->max_steps && t->step + 1 >= o->max_steps) && t->step + 1 != t->kill_at_step;
+            if (train_on_batch(t, &batch, schedule_lr(t, total_steps), inputs, &feed, more, &r)) { rc = 1; break; }
             adjust_scale(t, r.finite);
             t->step++;
             samples += batch.count;
@@ -659,20 +757,31 @@ static int train_loop(trainer *t)
             if (o->max_steps && t->step >= o->max_steps) break;
         }
         if (tty) fputc('\n', stderr);
+        if (t->gpu && rc == 0) {   /* nothing staged outlives the epoch (a break after a look ahead) */
+            char err[512];
+            if (gpu_drop_staged(t->gs, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); rc = 1; }
+            t->next_staged = false;
+        }
         if (rc) break;
         waited_total += waited;
         double acc = 0, tloss = 0, el = now_s() - t_epoch;
+        double gpu_wait = t->gpu ? gpu_input_wait_seconds(t->gs) - gpu_wait_total : 0;
+        gpu_wait_total += gpu_wait;
         if (evaluate(t, &acc, &tloss)) { rc = 1; break; }
-        char acc_text[48] = "";
+        char acc_text[48] = "", gpu_text[64] = "";
         if (!t->text) snprintf(acc_text, sizeof acc_text, ", test accuracy %.4f", acc);
-        fprintf(stderr, "epoch %lld: train loss %.4f, test loss %.4f%s, %.1f s, %.0f samples/s, waited %.2f s for data%s\n",
+        if (t->gpu) snprintf(gpu_text, sizeof gpu_text, " (the GPU waited %.3f s for inputs)", gpu_wait);
+        fprintf(stderr, "epoch %lld: train loss %.4f, test loss %.4f%s, %.1f s, %.0f samples/s, waited %.2f s for data%s%s\n",
                 (long long)epoch + 1, nloss ? loss_sum / (double)nloss : NAN, tloss, acc_text, el,
-                (double)(b * o->batch) / fmax(el, 1e-9), waited, t->skipped ? " (steps skipped on overflow so far: see below)" : "");
+                (double)(b * o->batch) / fmax(el, 1e-9), waited, gpu_text,
+                t->skipped ? " (steps skipped on overflow so far: see below)" : "");
         json_t *line = json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:I}", "epoch", (json_int_t)epoch + 1, "step",
                                  (json_int_t)t->step, "train_loss", nloss ? loss_sum / (double)nloss : 0.0, "samples_per_s",
                                  (double)(b * o->batch) / fmax(el, 1e-9), "test_loss", tloss, "epoch_seconds", el,
                                  "skipped_steps", (json_int_t)t->skipped);
         if (!t->text) json_object_set_new(line, "test_accuracy", json_real(acc));
+        json_object_set_new(line, "data_wait_s", json_real(waited));
+        if (t->gpu) json_object_set_new(line, "gpu_input_wait_s", json_real(gpu_wait));
         metrics_line(t, line);
         if (ckpt[0] && save_checkpoint(t, ckpt, epoch + 1, 0)) rc = 1;
         if (o->max_steps && t->step >= o->max_steps) break;
@@ -680,8 +789,10 @@ static int train_loop(trainer *t)
     data_loader_free(dl);
     if (rc == 0) {
         double el = now_s() - t_start;
-        fprintf(stderr, "done: %lld steps in %.1f s (%.0f samples/s), data wait %.2f s, skipped steps %lld\n",
-                (long long)t->step, el, (double)samples / fmax(el, 1e-9), waited_total, (long long)t->skipped);
+        char gpu_text[64] = "";
+        if (t->gpu) snprintf(gpu_text, sizeof gpu_text, " (GPU input wait %.3f s)", gpu_input_wait_seconds(t->gs));
+        fprintf(stderr, "done: %lld steps in %.1f s (%.0f samples/s), data wait %.2f s%s, skipped steps %lld\n",
+                (long long)t->step, el, (double)samples / fmax(el, 1e-9), waited_total, gpu_text, (long long)t->skipped);
     }
     if (rc == 0 && o->save_path) {
         if (t->gpu && download_params(t)) rc = 1;
@@ -750,6 +861,7 @@ int train_main(const train_opts *o)
     for (uint32_t i = 0; t.tg && t.params && i < t.tg->nparams; i++) cpu_tensor_free(&t.params[i]);
     free(t.params);
     free(t.curve);
+    free(t.stage_buf);
     for (int k = 0; k < 2; k++) {
         nrt_module_data *m = k ? &t.fm : &t.tm;
         for (uint32_t i = 0; i < m->nimages; i++) free(m->images[i].data);

@@ -33,6 +33,11 @@ void gpu_session_free(gpu_session *s) { (void)s; }
 int gpu_upload(gpu_session *s, uint32_t v, const void *d, size_t b, char *err, size_t cap) { (void)s, (void)v, (void)d, (void)b; snprintf(err, cap, "no GPU"); return -1; }
 int gpu_download(gpu_session *s, uint32_t v, void *d, size_t b, char *err, size_t cap) { (void)s, (void)v, (void)d, (void)b; snprintf(err, cap, "no GPU"); return -1; }
 int gpu_run(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
+int gpu_launch(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
+int gpu_finish(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
+int gpu_stage_input(gpu_session *s, uint32_t v, const void *d, size_t b, char *err, size_t cap) { (void)s, (void)v, (void)d, (void)b; snprintf(err, cap, "no GPU"); return -1; }
+int gpu_drop_staged(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
+double gpu_input_wait_seconds(const gpu_session *s) { (void)s; return 0; }
 int64_t gpu_arena_bytes(const gpu_session *s) { (void)s; return 0; }
 int gpu_poison(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
 
@@ -54,7 +59,9 @@ int gpu_poison(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, c
     F(cuModuleUnload) F(cuModuleGetFunction) F(cuMemAlloc) F(cuMemFree) F(cuMemcpyHtoD)           \
     F(cuMemcpyDtoH) F(cuMemcpyDtoDAsync) F(cuLaunchKernel) F(cuStreamCreate) F(cuStreamDestroy)   \
     F(cuStreamSynchronize) F(cuStreamBeginCapture) F(cuStreamEndCapture) F(cuGraphInstantiate)    \
-    F(cuGraphLaunch) F(cuGraphExecDestroy) F(cuGraphDestroy) F(cuGetErrorString) F(cuDriverGetVersion) F(cuMemsetD8)
+    F(cuGraphLaunch) F(cuGraphExecDestroy) F(cuGraphDestroy) F(cuGetErrorString) F(cuDriverGetVersion) F(cuMemsetD8) \
+    F(cuMemHostAlloc) F(cuMemFreeHost) F(cuMemcpyHtoDAsync) F(cuEventCreate) F(cuEventDestroy) F(cuEventRecord)      \
+    F(cuEventSynchronize) F(cuEventElapsedTime) F(cuStreamWaitEvent)
 
 static struct {
     bool tried, ok;
@@ -164,6 +171,23 @@ typedef struct gpu_matmul {
     int c_buf;                     /* the slot cuBLASLt reads as C: the residual, or out itself (unread at beta 0) */
 } gpu_matmul;
 
+/* A staged input: two pinned host buffers and two device landing buffers
+ * used in turn, so the next batch can travel while a run reads the last. */
+#define STAGE_SLOTS 2
+typedef struct stage_slot {
+    void *host;                    /* pinned: the copy engine reads it directly */
+    CUdeviceptr landing;
+    CUevent copied;                /* on the copy stream: the bytes are on the device */
+    CUevent taken;                 /* on the run stream: moved into the input, the slot is free */
+} stage_slot;
+
+typedef struct staged_input {
+    uint32_t value;
+    size_t bytes;
+    stage_slot slot[STAGE_SLOTS];
+    int next, waiting;             /* the slot the next staging fills; stagings no run has taken */
+} staged_input;
+
 struct gpu_session {
     const nrt_module_data *m;
     CUdevice dev;
@@ -184,6 +208,13 @@ struct gpu_session {
     int runs;
     CUgraphExec graph;
     int sm_count;
+    /* input prefetch (gpu_stage_input) */
+    CUstream copy_stream;
+    staged_input *staged;
+    uint32_t nstaged;
+    CUevent wait_begin, wait_end;  /* around the run stream's waits for staged inputs */
+    bool timing_wait;
+    double input_wait_s;
 };
 
 static bool eval_dim(const ir_graph *g, uint32_t d, const int64_t *syms, int64_t *out)
@@ -449,9 +480,32 @@ static int launch_all(gpu_session *s, char *err, size_t errcap)
     return 0;
 }
 
-int gpu_run(gpu_session *s, char *err, size_t errcap)
+/* Queue the staged inputs' moves into their buffers, each after its copy
+ * has landed; the wait is timed on the device. */
+static int take_staged(gpu_session *s, char *err, size_t errcap)
+{
+    bool any = false;
+    for (uint32_t i = 0; i < s->nstaged; i++) any |= s->staged[i].waiting > 0;
+    if (!any) return 0;
+    CU(cuEventRecord(s->wait_begin, s->stream));
+    for (uint32_t i = 0; i < s->nstaged; i++) {
+        staged_input *in = &s->staged[i];
+        if (!in->waiting) continue;
+        stage_slot *slot = &in->slot[(in->next + STAGE_SLOTS - in->waiting) % STAGE_SLOTS];
+        CU(cuStreamWaitEvent(s->stream, slot->copied, 0));
+        CU(cuMemcpyDtoDAsync(s->arena + (CUdeviceptr)s->buf_offset[in->value], slot->landing, in->bytes, s->stream));
+        CU(cuEventRecord(slot->taken, s->stream));
+        in->waiting--;
+    }
+    CU(cuEventRecord(s->wait_end, s->stream));
+    s->timing_wait = true;
+    return 0;
+}
+
+int gpu_launch(gpu_session *s, char *err, size_t errcap)
 {
     CU(cuCtxSetCurrent(s->ctx));
+    if (take_staged(s, err, errcap) != 0) return -1;
     if (s->graph) {
         CU(cuGraphLaunch(s->graph, s->stream));
     } else if (s->use_graph && s->runs >= 1) {
@@ -470,9 +524,95 @@ int gpu_run(gpu_session *s, char *err, size_t errcap)
         if (launch_all(s, err, errcap) != 0) return -1;
     }
     s->runs++;
-    CU(cuStreamSynchronize(s->stream));
     return 0;
 }
+
+int gpu_finish(gpu_session *s, char *err, size_t errcap)
+{
+    CU(cuCtxSetCurrent(s->ctx));
+    CU(cuStreamSynchronize(s->stream));
+    if (s->timing_wait) {
+        float ms = 0;
+        CU(cuEventElapsedTime(&ms, s->wait_begin, s->wait_end));
+        s->input_wait_s += ms / 1e3;
+        s->timing_wait = false;
+    }
+    return 0;
+}
+
+int gpu_run(gpu_session *s, char *err, size_t errcap)
+{
+    if (gpu_launch(s, err, errcap) != 0) return -1;
+    return gpu_finish(s, err, errcap);
+}
+
+static int stage_create(gpu_session *s, staged_input *in, char *err, size_t errcap)
+{
+    if (!s->copy_stream) {
+        CU(cuStreamCreate(&s->copy_stream, CU_STREAM_NON_BLOCKING));
+        CU(cuEventCreate(&s->wait_begin, CU_EVENT_DEFAULT));
+        CU(cuEventCreate(&s->wait_end, CU_EVENT_DEFAULT));
+    }
+    for (int k = 0; k < STAGE_SLOTS; k++) {
+        stage_slot *slot = &in->slot[k];
+        CU(cuMemHostAlloc(&slot->host, in->bytes, 0));
+        CU(cuMemAlloc(&slot->landing, in->bytes));
+        CU(cuEventCreate(&slot->copied, CU_EVENT_DISABLE_TIMING));
+        CU(cuEventCreate(&slot->taken, CU_EVENT_DISABLE_TIMING));
+    }
+    return 0;
+}
+
+static staged_input *stage_of(gpu_session *s, uint32_t value, size_t bytes, char *err, size_t errcap)
+{
+    for (uint32_t i = 0; i < s->nstaged; i++)
+        if (s->staged[i].value == value) return &s->staged[i];
+    s->staged = nc_xrealloc(s->staged, (s->nstaged + 1) * sizeof *s->staged);
+    staged_input *in = &s->staged[s->nstaged++];
+    *in = (staged_input){.value = value, .bytes = bytes};
+    return stage_create(s, in, err, errcap) == 0 ? in : NULL;
+}
+
+int gpu_stage_input(gpu_session *s, uint32_t value, const void *data, size_t bytes, char *err, size_t errcap)
+{
+    const ir_graph *g = s->m->graph;
+    if (value >= g->nnodes || g->nodes[value].op != OP_INPUT) {
+        snprintf(err, errcap, "value %u is not an input: only inputs are staged", value);
+        return -1;
+    }
+    if ((int64_t)bytes != s->buf_bytes[value] || bytes == 0) {
+        snprintf(err, errcap, "expected %lld bytes, got %zu", (long long)s->buf_bytes[value], bytes);
+        return -1;
+    }
+    CU(cuCtxSetCurrent(s->ctx));
+    staged_input *in = stage_of(s, value, bytes, err, errcap);
+    if (!in) return -1;
+    if (in->waiting == STAGE_SLOTS) {
+        snprintf(err, errcap, "input %u staged %d times without a run taking it", value, STAGE_SLOTS + 1);
+        return -1;
+    }
+    stage_slot *slot = &in->slot[in->next];
+    /* (waits on events never recorded return at once: the slot's first use) */
+    CU(cuEventSynchronize(slot->copied));                   /* the host buffer's last copy is done */
+    CU(cuStreamWaitEvent(s->copy_stream, slot->taken, 0));  /* and the landing buffer was moved on */
+    memcpy(slot->host, data, bytes);
+    CU(cuMemcpyHtoDAsync(slot->landing, slot->host, bytes, s->copy_stream));
+    CU(cuEventRecord(slot->copied, s->copy_stream));
+    in->next = (in->next + 1) % STAGE_SLOTS;
+    in->waiting++;
+    return 0;
+}
+
+int gpu_drop_staged(gpu_session *s, char *err, size_t errcap)
+{
+    if (!s->copy_stream) return 0;
+    CU(cuCtxSetCurrent(s->ctx));
+    CU(cuStreamSynchronize(s->copy_stream));
+    for (uint32_t i = 0; i < s->nstaged; i++) s->staged[i].waiting = 0;
+    return 0;
+}
+
+double gpu_input_wait_seconds(const gpu_session *s) { return s ? s->input_wait_s : 0; }
 
 int gpu_upload(gpu_session *s, uint32_t value, const void *data, size_t bytes, char *err, size_t errcap)
 {
@@ -525,6 +665,19 @@ void gpu_session_free(gpu_session *s)
             if (mm->c) lt.cublasLtMatrixLayoutDestroy(mm->c);
         }
     }
+    if (s->copy_stream) drv.cuStreamSynchronize(s->copy_stream);
+    for (uint32_t i = 0; i < s->nstaged; i++)
+        for (int k = 0; k < STAGE_SLOTS; k++) {
+            stage_slot *slot = &s->staged[i].slot[k];
+            if (slot->host) drv.cuMemFreeHost(slot->host);
+            if (slot->landing) drv.cuMemFree(slot->landing);
+            if (slot->copied) drv.cuEventDestroy(slot->copied);
+            if (slot->taken) drv.cuEventDestroy(slot->taken);
+        }
+    free(s->staged);
+    if (s->wait_begin) drv.cuEventDestroy(s->wait_begin);
+    if (s->wait_end) drv.cuEventDestroy(s->wait_end);
+    if (s->copy_stream) drv.cuStreamDestroy(s->copy_stream);
     if (s->lt) lt.cublasLtDestroy(s->lt);
     if (s->workspace) drv.cuMemFree(s->workspace);
     if (s->arena) drv.cuMemFree(s->arena);

@@ -23,6 +23,22 @@ void gpu_session_free(gpu_session *s);
 int gpu_upload(gpu_session *s, uint32_t value, const void *data, size_t bytes, char *err, size_t errcap);
 int gpu_download(gpu_session *s, uint32_t value, void *data, size_t bytes, char *err, size_t errcap);
 int gpu_run(gpu_session *s, char *err, size_t errcap);
+/* gpu_run in two halves: gpu_launch queues the run (and the staged inputs'
+ * copies before it) and returns at once; gpu_finish waits for it. Between
+ * them the host may stage the next inputs, whose copy then overlaps the run. */
+int gpu_launch(gpu_session *s, char *err, size_t errcap);
+int gpu_finish(gpu_session *s, char *err, size_t errcap);
+
+/* Input prefetch: copy bytes for input value v into pinned host memory now
+ * and on to the device on a copy stream of their own, into a landing buffer
+ * (the input's own memory may still be read by a run in flight). The next
+ * gpu_launch waits for that copy on the device and moves the bytes into the
+ * input. Two stagings of a value may be waiting at most. */
+int gpu_stage_input(gpu_session *s, uint32_t value, const void *data, size_t bytes, char *err, size_t errcap);
+/* Drop stagings no run has taken (the end of an epoch, a break). */
+int gpu_drop_staged(gpu_session *s, char *err, size_t errcap);
+/* Seconds the device spent waiting for staged inputs, over all runs. */
+double gpu_input_wait_seconds(const gpu_session *s);
 int64_t gpu_arena_bytes(const gpu_session *s);
 /* Tests: fill every buffer except inputs and parameters with 0xff bytes (NaN
  * for floats), so an element a kernel forgets to write cannot pass. */

@@ -54,6 +54,43 @@ static void random_tensor(cpu_tensor *t, uint64_t seed, uint64_t stream, int int
     }
 }
 
+/* 0xff bytes in every input's buffer: what the staged inputs must replace
+ * when the run starts. */
+static int poison_inputs(const ir_graph *g, gpu_session *gs, const cpu_tensor *inputs, char *err, size_t errcap)
+{
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        if (g->nodes[v].op != OP_INPUT) continue;
+        const cpu_tensor *t = &inputs[g->nodes[v].attr.index];
+        size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
+        unsigned char *buf = nc_xmalloc(bytes + 1);
+        memset(buf, 0xff, bytes);
+        int rc = gpu_upload(gs, v, buf, bytes, err, errcap);
+        free(buf);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
+/* Every input through gpu_stage_input. */
+static int stage_all(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs, const cpu_tensor *inputs)
+{
+    char err[512];
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        if (g->nodes[v].op != OP_INPUT) continue;
+        const cpu_tensor *t = &inputs[g->nodes[v].attr.index];
+        size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
+        unsigned char *buf = nc_xmalloc(bytes + 1);
+        cpu_tensor_to_native(t, buf);
+        int rc = gpu_stage_input(gs, v, buf, bytes, err, sizeof err);
+        free(buf);
+        if (rc != 0) {
+            fprintf(stderr, "%s: staging input %u: %s\n", o->name, v, err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int gpu_check(const gpu_check_opts *o)
 {
     char why[256], err[2048];
@@ -112,10 +149,19 @@ int gpu_check(const gpu_check_opts *o)
         if (gpu_upload(gs, v, buf, bytes, err, sizeof err) != 0) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; }
         free(buf);
     }
+    if (o->stage_inputs && stage_all(o, g, gs, inputs) != 0) fails++;
     cpu_exec_opts co = {.syms = syms, .inputs = inputs, .params = params};
     if (cpu_exec_run(g, &co, &res, err, sizeof err) != 0) { fprintf(stderr, "%s: cpu: %s\n", o->name, err); fails++; goto sess_out; }
-    for (int run = 0; run < (o->use_graph && !o->train_step ? 3 : 1) && !fails; run++) {
-        if (gpu_poison(gs, err, sizeof err) != 0 || gpu_run(gs, err, sizeof err) != 0) {
+    int runs = o->use_graph && !o->train_step ? 3 : 1;
+    for (int run = 0; run < runs && !fails; run++) {
+        if ((o->stage_inputs && poison_inputs(g, gs, inputs, err, sizeof err) != 0) || gpu_poison(gs, err, sizeof err) != 0 ||
+            gpu_launch(gs, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: gpu: %s\n", o->name, err);
+            fails++;
+            break;
+        }
+        if (o->stage_inputs && run + 1 < runs && stage_all(o, g, gs, inputs) != 0) fails++;   /* travels during the run */
+        if (gpu_finish(gs, err, sizeof err) != 0) {
             fprintf(stderr, "%s: gpu: %s\n", o->name, err);
             fails++;
             break;

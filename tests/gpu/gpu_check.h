@@ -23,6 +23,8 @@ typedef struct gpu_check_opts {
     bool fuse;                 /* emit with elementwise fusion (--fuse) */
     bool train_step;           /* check the training step (one run: it updates the parameters);
                                   its scalar inputs (@lr, ...) get fixed sane values */
+    bool stage_inputs;         /* inputs go through gpu_stage_input (pinned memory, a copy stream),
+                                  the next run's staged while one runs; their buffers hold 0xff before */
 } gpu_check_opts;
 
 /* 0 pass, 1 fail, 77 no GPU. Prints what failed and how to rerun. */

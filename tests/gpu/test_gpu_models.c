@@ -31,6 +31,13 @@ int main(void)
         /* the same training steps with elementwise fusion (netc build --fuse) */
         {.name = "fashion_mlp_train_fused", .path = NETC_SOURCE_DIR "/examples/fashion_mlp.net", .dim_names = b64,
          .dim_values = v64, .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true},
+        /* inputs prefetched as netc train does: pinned memory, a copy stream, the next run's inputs
+           travelling while one runs */
+        {.name = "fashion_mlp_staged", .path = NETC_SOURCE_DIR "/examples/fashion_mlp.net", .dim_names = b64,
+         .dim_values = v64, .ndims = 1, .int_range = 10, .use_graph = true, .stage_inputs = true},
+        {.name = "fashion_mlp_train_staged", .path = NETC_SOURCE_DIR "/examples/fashion_mlp.net", .dim_names = b64,
+         .dim_values = v64, .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true,
+         .stage_inputs = true},
         {.name = "gpt2_2layers_train_fused", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
          .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
          .train_step = true, .fuse = true},
