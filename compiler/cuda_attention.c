@@ -17,10 +17,17 @@
  * Five kernels from two templates: forward, lse and dq walk key tiles for a
  * query tile (dq with dO, rebuilding P from lse); dk and dv walk query tiles
  * for a key tile. Causal masks skip whole tiles. tests/unit/cuda_host_shim.hpp
- * runs them on the host, mma.sync included, lane by lane. */
+ * runs them on the host, mma.sync included, lane by lane.
+ *
+ * q, k and v are usually slices of one matmul's result [B, T, 3C], split
+ * into heads and transposed to [B, H, T, D]. cuda_attention_plan lets the
+ * kernels read such an operand where it lies (row (b, t) of the matmul's
+ * result, columns c0 + h D ...), so the transposed copies are never made:
+ * every matrix access goes through a per-operand base and row stride. */
 #include "cuda_emit.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { TILE = 64 };
@@ -32,9 +39,8 @@ typedef struct attn_shape {
     char scale[48];
 } attn_shape;
 
-static bool tiled_shape(cg_ctx *cg, ir_value v, attn_shape *a)
+static bool tiled_shape_of(const ir_graph *g, ir_value v, attn_shape *a)
 {
-    const ir_graph *g = cg->g;
     const ir_node *n = &g->nodes[v], *q = &g->nodes[ir_args(g, n)[0]], *k = &g->nodes[ir_args(g, n)[1]];
     if (q->dtype != NC_BF16 && q->dtype != NC_F16) return false;
     if (!dim_is_const(&g->dims[q->shape[q->rank - 1]], &a->D) || (a->D != 64 && a->D != 128)) return false;
@@ -55,6 +61,86 @@ static bool tiled_shape(cg_ctx *cg, ir_value v, attn_shape *a)
     return true;
 }
 
+static bool tiled_shape(cg_ctx *cg, ir_value v, attn_shape *a) { return tiled_shape_of(cg->g, v, a); }
+
+static bool is_attention(nc_op op) { return op == OP_ATTENTION || op == OP_ATTENTION_LSE || op == OP_ATTENTION_GRAD; }
+
+/* Whether every reader of w is a tensor-core attention step reading it as
+ * q, k or v. */
+static bool read_by_tiled_attention_only(const ir_graph *g, ir_value w, const uint32_t *users)
+{
+    uint32_t seen = 0;
+    for (ir_value u = w + 1; u < g->nnodes; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++) {
+            if (ir_args(g, &g->nodes[u])[i] != w) continue;
+            attn_shape a;
+            if (!is_attention(g->nodes[u].op) || i > 2 || !tiled_shape_of(g, u, &a)) return false;
+            seen++;
+        }
+    return seen == users[w] && seen > 0;
+}
+
+static bool even_constant(const ir_graph *g, uint32_t dim)
+{
+    int64_t v;
+    return dim_is_const(&g->dims[dim], &v) && v % 2 == 0;
+}
+
+/* w = transpose(reshape(slice(x, last axis, c0), [B, T, H, D]), [0, 2, 1, 3])
+ * (or without the slice): sets *root = x and *col = c0's dim id (UINT32_MAX:
+ * column 0). The row stride and column must be even constants: the kernels
+ * load pairs. */
+static bool head_interleaved(const cg_ctx *cg, ir_value w, const uint32_t *users, ir_value *root, uint32_t *col)
+{
+    const ir_graph *g = cg->g;
+    const ir_node *t = &g->nodes[w];
+    static const int8_t perm[4] = {0, 2, 1, 3};
+    if (t->op != OP_TRANSPOSE || t->rank != 4 || memcmp(t->attr.axes, perm, sizeof perm) != 0) return false;
+    ir_value r = ir_args(g, t)[0];
+    const ir_node *rn = &g->nodes[r];
+    if (rn->op != OP_RESHAPE || users[r] != 1 || cg->escapes[r] || rn->rank != 4) return false;
+    ir_value x = ir_args(g, rn)[0];
+    *col = UINT32_MAX;
+    if (g->nodes[x].op == OP_SLICE && users[x] == 1 && !cg->escapes[x] && g->nodes[x].attr.axis == 2) {
+        *col = g->nodes[x].attr.lo;
+        x = ir_args(g, &g->nodes[x])[0];
+    }
+    const ir_node *xn = &g->nodes[x], *head_src = &g->nodes[ir_args(g, rn)[0]];
+    if (xn->rank != 3 || head_src->rank != 3) return false;
+    /* [B, T, H*D] split into [B, T, H, D]: the same B and T */
+    if (rn->shape[0] != head_src->shape[0] || rn->shape[1] != head_src->shape[1]) return false;
+    if (xn->shape[0] != rn->shape[0] || xn->shape[1] != rn->shape[1]) return false;
+    int64_t h, d, width;
+    if (!dim_is_const(&g->dims[rn->shape[2]], &h) || !dim_is_const(&g->dims[rn->shape[3]], &d) ||
+        !dim_is_const(&g->dims[head_src->shape[2]], &width) || h * d != width)
+        return false;
+    if (cg->group[x] == 0 && cg->inlined[x]) return false;   /* x itself must be in memory */
+    *root = x;
+    return even_constant(g, xn->shape[2]) && (*col == UINT32_MAX || even_constant(g, *col));
+}
+
+void cuda_attention_plan(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->attn_root = nc_xmalloc((g->nnodes + 1) * sizeof *cg->attn_root);
+    cg->attn_col = nc_xcalloc(g->nnodes + 1, sizeof *cg->attn_col);
+    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++;
+    for (ir_value w = 0; w < g->nnodes; w++) {
+        cg->attn_root[w] = IR_NONE;
+        ir_value root;
+        uint32_t col;
+        if (cg->escapes[w] || cg->group[w] || !head_interleaved(cg, w, users, &root, &col) ||
+            !read_by_tiled_attention_only(g, w, users))
+            continue;
+        cg->attn_root[w] = root, cg->attn_col[w] = col;
+        /* the transpose, its reshape and slice: no kernels */
+        for (ir_value link = w; link != root; link = ir_args(g, &g->nodes[link])[0]) cg->inlined[link] = true;
+    }
+    free(users);
+}
+
 /* The step: ints = heads (the product of the leading dims), the tiled
  * length, T, S; one 128-thread block per 64 rows of each head. */
 static nrt_step *begin_tiled(cg_ctx *cg, ir_value v, bool by_key)
@@ -72,12 +158,48 @@ static nrt_step *begin_tiled(cg_ctx *cg, ir_value v, bool by_key)
     cuda_add_int(s, k->shape[k->rank - 2]);
     static const char *const names[] = {"q", "k", "v", "g", "lse", "delta"};
     for (int i = 0; i < n->nargs; i++) {
-        cuda_add_buf(s, ir_args(g, n)[i]);
-        cuda_decl_ptr(cg, names[i], i, g->nodes[ir_args(g, n)[i]].dtype, true);
+        ir_value a = ir_args(g, n)[i];
+        bool in_place = i < 3 && cg->attn_root && cg->attn_root[a] != IR_NONE;
+        cuda_add_buf(s, in_place ? cg->attn_root[a] : a);
+        cuda_decl_ptr(cg, names[i], i, g->nodes[a].dtype, true);
     }
     cuda_add_buf(s, v);
     cuda_decl_ptr(cg, "out", n->nargs, n->dtype, false);
     return s;
+}
+
+static int int_slot(nrt_step *s, uint32_t dim)
+{
+    for (int k = 0; k < s->nints; k++)
+        if (s->ints[k] == dim) return k;
+    cuda_add_int(s, dim);
+    return s->nints - 1;
+}
+
+/* p_base and p_rs for each matrix operand: where this block's head starts
+ * and the distance between its rows. Canonical [heads, len, W]: head * len *
+ * W and W; read in place from [B, len, RS] rows holding H heads of W from
+ * column c0: c0 + b len RS + h W and RS. */
+static void emit_layouts(cg_ctx *cg, nrt_step *s, ir_value v, const attn_shape *a)
+{
+    const ir_graph *g = cg->g;
+    const ir_node *n = &g->nodes[v];
+    static const char *const names[] = {"q", "k", "v", "g"};
+    for (int i = 0; i < n->nargs && i < 4; i++) {
+        ir_value x = ir_args(g, n)[i];
+        const char *len = i == 0 || i == 3 ? "T" : "S";
+        long long W = i == 0 || i == 1 ? a->D : a->E;
+        if (i < 3 && cg->attn_root && cg->attn_root[x] != IR_NONE) {
+            const ir_node *root = &g->nodes[cg->attn_root[x]];
+            int heads = int_slot(s, g->nodes[x].shape[1]), rs = int_slot(s, root->shape[2]);
+            char c0[16] = "0";
+            if (cg->attn_col[x] != UINT32_MAX) snprintf(c0, sizeof c0, "A.n[%d]", int_slot(s, cg->attn_col[x]));
+            cg_printf(&cg->body, "  const long long %s_base = %s + (head / A.n[%d]) * %s * A.n[%d] + (head %% A.n[%d]) * %lld, %s_rs = A.n[%d];\n",
+                      names[i], c0, heads, len, rs, heads, W, names[i], rs);
+        } else {
+            cg_printf(&cg->body, "  const long long %s_base = head * %s * %lld, %s_rs = %lld;\n", names[i], len, W, names[i], W);
+        }
+    }
 }
 
 /* Common prologue: which head and rows this block has, which rows this thread's
@@ -98,8 +220,8 @@ static void emit_a_fragments(cg_buf *b, const char *name, const char *p, int64_t
 {
     cg_printf(b, "  unsigned %s[%lld][4];\n", name, (long long)W / 16);
     cg_printf(b, "  for (int kk = 0; kk < %lld; kk++) {\n", (long long)W / 16);
-    cg_printf(b, "    const unsigned *p0 = (const unsigned *)(%s + (head * %s + r0) * %lld), *p1 = (const unsigned *)(%s + (head * %s + r1) * %lld);\n",
-              p, len, (long long)W, p, len, (long long)W);
+    cg_printf(b, "    const unsigned *p0 = (const unsigned *)(%s + %s_base + r0 * %s_rs), *p1 = (const unsigned *)(%s + %s_base + r1 * %s_rs);\n",
+              p, p, p, p, p, p);
     cg_printf(b, "    %s[kk][0] = r0 < %s ? p0[kk * 8 + tig] : 0u; %s[kk][1] = r1 < %s ? p1[kk * 8 + tig] : 0u;\n", name, len, name, len);
     cg_printf(b, "    %s[kk][2] = r0 < %s ? p0[kk * 8 + 4 + tig] : 0u; %s[kk][3] = r1 < %s ? p1[kk * 8 + 4 + tig] : 0u;\n  }\n", name,
               len, name, len);
@@ -111,8 +233,8 @@ static void emit_tile_load(cg_buf *b, const char *sh, const char *p, int64_t W, 
 {
     cg_printf(b, "    for (int x = threadIdx.x; x < %lld; x += blockDim.x) {\n", (long long)TILE * W / 2);
     cg_printf(b, "      const long long row = c0 + x / %lld;\n", (long long)W / 2);
-    cg_printf(b, "      %s[x] = row < %s ? ((const unsigned *)(%s + (head * %s + row) * %lld))[x %% %lld] : 0u;\n    }\n", sh, len, p,
-              len, (long long)W, (long long)W / 2);
+    cg_printf(b, "      %s[x] = row < %s ? ((const unsigned *)(%s + %s_base + row * %s_rs))[x %% %lld] : 0u;\n    }\n", sh, len, p, p,
+              p, (long long)W / 2);
 }
 
 /* acc[8][4] (16 rows x 64 tile rows) += X (A fragments xa[W/16]) times the
@@ -161,11 +283,12 @@ static const char *visible(bool causal, bool by_key)
 }
 
 /* forward (with lse: only the log-sum-exp), and dq. */
-static void emit_by_query(cg_ctx *cg, const attn_shape *a, nc_op op)
+static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *a, nc_op op)
 {
     cg_buf *b = &cg->body;
     bool fwd = op == OP_ATTENTION, lse = op == OP_ATTENTION_LSE, dq = op == OP_ATTENTION_GRAD;
     emit_prologue(b, a, "T");
+    emit_layouts(cg, st, v, a);
     cg_printf(b, "  __shared__ unsigned ks[%lld];\n", (long long)TILE * a->D / 2);
     if (!lse) cg_printf(b, "  __shared__ unsigned vs[%lld];\n", (long long)TILE * a->E / 2);
     emit_a_fragments(b, "qa", "q", a->D, "T");
@@ -234,10 +357,11 @@ static void emit_by_query(cg_ctx *cg, const attn_shape *a, nc_op op)
 }
 
 /* dk (wrt 1) and dv (wrt 2): a key tile meets the query tiles that see it. */
-static void emit_by_key(cg_ctx *cg, const attn_shape *a, int wrt)
+static void emit_by_key(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *a, int wrt)
 {
     cg_buf *b = &cg->body;
     emit_prologue(b, a, "S");
+    emit_layouts(cg, st, v, a);
     cg_printf(b, "  __shared__ unsigned qs[%lld], gs[%lld];\n  __shared__ float lses[64], dls[64];\n", (long long)TILE * a->D / 2,
               (long long)TILE * a->E / 2);
     emit_a_fragments(b, "ka", "k", a->D, "S");
@@ -274,9 +398,10 @@ bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted)
     if (!tiled_shape(cg, v, &a)) return true;
     const ir_node *n = &cg->g->nodes[v];
     bool by_key = n->op == OP_ATTENTION_GRAD && n->attr.axis > 0;
-    if (!begin_tiled(cg, v, by_key)) return false;
-    if (by_key) emit_by_key(cg, &a, n->attr.axis);
-    else emit_by_query(cg, &a, n->op);
+    nrt_step *s = begin_tiled(cg, v, by_key);
+    if (!s) return false;
+    if (by_key) emit_by_key(cg, s, v, &a, n->attr.axis);
+    else emit_by_query(cg, s, v, &a, n->op);
     cuda_end_kernel(cg);
     *emitted = true;
     return true;

@@ -38,6 +38,9 @@ typedef struct cg_ctx {
     ir_value *prologue_of; /* fusion: for each group id, the reduction that computes it as it loads (IR_NONE: none) */
     uint32_t ngroups;
     bool *absorbed;        /* epilogues: computed by a matmul step (the matmul and its epilogue's ops) */
+    ir_value *attn_root;   /* fusion: for q, k or v of tensor-core attention, the [B, T, W] value whose
+                              rows hold its heads (attention reads it in place), IR_NONE if none */
+    uint32_t *attn_col;    /* ... and the dim id of the column where its first head starts (UINT32_MAX: 0) */
     struct cuda_epilogue *epilogues;   /* epilogues: one per fused matmul, in schedule order */
     uint32_t nepilogues;
     char err[512];
@@ -91,6 +94,11 @@ nrt_step *cuda_matmul_begin(cg_ctx *cg, ir_value v);
  * 128: *emitted false when v's shape is not one it takes (the caller then
  * emits the scalar kernel); false with cg->err set on failure. */
 bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted);
+/* Fusion: q, k and v made as transpose(reshape(slice(x)), [0, 2, 1, 3])
+ * from a [B, T, W] x whose rows hold the heads side by side (one matmul's
+ * result) and read only by tensor-core attention steps are read from x in
+ * place: no transposed copy is written (cg->attn_root). */
+void cuda_attention_plan(cg_ctx *cg);
 
 /* netc build --report (cuda_report.c): each fused kernel's ops, each
  * matmul epilogue, each value living in another's buffer, with source lines. */

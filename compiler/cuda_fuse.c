@@ -350,6 +350,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     }
     plan_inlined(cg);
     plan_read_through(cg);
+    cuda_attention_plan(cg);
     cg->ngroups = id;
     plan_prologues(cg);
     plan_kernels(cg);
@@ -363,7 +364,9 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->escapes);
     free(cg->kernel_of);
     free(cg->prologue_of);
-    cg->prologue_of = NULL;
+    free(cg->attn_root);
+    free(cg->attn_col);
+    cg->prologue_of = NULL, cg->attn_root = NULL, cg->attn_col = NULL;
     cuda_epilogue_free(cg);
     cg->group = NULL, cg->inlined = NULL, cg->last_use = NULL, cg->escapes = NULL, cg->kernel_of = NULL;
 }

@@ -57,7 +57,11 @@ static double step_flops(const ir_graph *g, const nrt_step *s, const int64_t *sy
 static step_cost cost_of(const ir_graph *g, const nrt_step *s, const memplan_buf *b, const int64_t *syms)
 {
     step_cost c = {0};
-    for (int j = 0; j < s->nbufs; j++) c.bytes += (double)buf_bytes(b, s->bufs[j]);
+    for (int j = 0; j < s->nbufs; j++) {   /* a buffer read twice (attention's q, k, v in one matmul's result) once */
+        bool again = false;
+        for (int i = 0; i < j && !again; i++) again = s->bufs[i] == s->bufs[j];
+        if (!again) c.bytes += (double)buf_bytes(b, s->bufs[j]);
+    }
     if (s->kind == NRT_STEP_COPY) c.bytes = 2.0 * (double)buf_bytes(b, s->bufs[1]);
     /* a slice's kernel reads only the elements it keeps */
     if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SLICE && s->nbufs == 2)

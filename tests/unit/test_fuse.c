@@ -177,6 +177,19 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
     printf("%s: kernel launches %u -> %u (%u fused, %u of several loops), distinct kernels %u -> %u, %u matmul epilogues\n",
            path, plain_kernels, fused_kernels, fused_steps, multi, plain.nkernels, fused.nkernels, epilogues);
     CHECK((epilogue_bits & want_epilogues) == want_epilogues);
+    /* tensor-core attention reads q, k and v inside the qkv matmul's result:
+     * no transposed copy feeds it */
+    uint32_t tiled = 0, from_copies = 0;
+    for (uint32_t k = 0; k < fused.nsteps; k++) {
+        const nrt_step *st = &fused.steps[k];
+        if (st->kind != NRT_STEP_KERNEL || st->grid != NRT_GRID_TILES) continue;
+        tiled++;
+        for (int j = 0; j < 2; j++) from_copies += st->bufs[j] < g->nnodes && g->nodes[st->bufs[j]].op == OP_TRANSPOSE;
+    }
+    if (strstr(path, "gpt2")) {
+        printf("%s: %u tensor-core attention steps, %u operands read from transposed copies\n", path, tiled, from_copies);
+        CHECK(tiled > 0 && from_copies == 0);
+    }
     int in_place = residuals_in_place(g, &fused);
     if (want_epilogues & NRT_EPI_RESIDUAL) CHECK(in_place > 0);
     CHECK(multi > 0);   /* the parameters' updates share kernels */
