@@ -37,6 +37,7 @@ typedef struct attn_shape {
     const char *type, *mma, *pack;   /* storage type, nc_mma_* and nc_pack_* of the dtype */
     bool causal;
     char scale[48];
+    bool with_lse;                   /* the forward kernel also writes the log-sum-exp */
 } attn_shape;
 
 static bool tiled_shape_of(const ir_graph *g, ir_value v, attn_shape *a)
@@ -119,6 +120,46 @@ static bool head_interleaved(const cg_ctx *cg, ir_value w, const uint32_t *users
     return even_constant(g, xn->shape[2]) && (*col == UINT32_MAX || even_constant(g, *col));
 }
 
+/* Whether every reader of v is an attention gradient (on tensor cores). */
+static bool read_by_tiled_gradients_only(const ir_graph *g, ir_value v, const uint32_t *users)
+{
+    uint32_t seen = 0;
+    for (ir_value u = v + 1; u < g->nnodes; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++) {
+            if (ir_args(g, &g->nodes[u])[i] != v) continue;
+            attn_shape a;
+            if (g->nodes[u].op != OP_ATTENTION_GRAD || !tiled_shape_of(g, u, &a)) return false;
+            seen++;
+        }
+    return seen == users[v] && seen > 0;
+}
+
+/* The backward pass's attention_lse recomputes what the forward kernel
+ * already had: the forward kernel of the same q, k (and mask, scale) writes
+ * it. */
+static void plan_lse(cg_ctx *cg, const uint32_t *users)
+{
+    const ir_graph *g = cg->g;
+    cg->lse_with = nc_xmalloc((g->nnodes + 1) * sizeof *cg->lse_with);
+    for (ir_value v = 0; v < g->nnodes; v++) cg->lse_with[v] = IR_NONE;
+    for (ir_value u = 0; u < g->nnodes; u++) {
+        const ir_node *l = &g->nodes[u];
+        attn_shape a;
+        if (l->op != OP_ATTENTION_LSE || cg->escapes[u] || !tiled_shape_of(g, u, &a) || !read_by_tiled_gradients_only(g, u, users))
+            continue;
+        for (ir_value f = 0; f < u; f++) {
+            const ir_node *fn = &g->nodes[f];
+            if (fn->op != OP_ATTENTION || cg->lse_with[f] != IR_NONE || !tiled_shape_of(g, f, &a) ||
+                ir_args(g, fn)[0] != ir_args(g, l)[0] || ir_args(g, fn)[1] != ir_args(g, l)[1] ||
+                fn->attr.causal != l->attr.causal || fn->attr.f != l->attr.f)
+                continue;
+            cg->lse_with[f] = u;
+            cg->inlined[u] = true;
+            break;
+        }
+    }
+}
+
 void cuda_attention_plan(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
@@ -138,6 +179,7 @@ void cuda_attention_plan(cg_ctx *cg)
         /* the transpose, its reshape and slice: no kernels */
         for (ir_value link = w; link != root; link = ir_args(g, &g->nodes[link])[0]) cg->inlined[link] = true;
     }
+    plan_lse(cg, users);
     free(users);
 }
 
@@ -165,6 +207,10 @@ static nrt_step *begin_tiled(cg_ctx *cg, ir_value v, bool by_key)
     }
     cuda_add_buf(s, v);
     cuda_decl_ptr(cg, "out", n->nargs, n->dtype, false);
+    if (cg->lse_with && cg->lse_with[v] != IR_NONE) {
+        cuda_add_buf(s, cg->lse_with[v]);
+        cuda_decl_ptr(cg, "lse_out", n->nargs + 1, g->nodes[cg->lse_with[v]].dtype, false);
+    }
     return s;
 }
 
@@ -344,10 +390,11 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
     cg_printf(b, "  }\n");
     emit_quad(b, "l0", "nc_add");
     emit_quad(b, "l1", "nc_add");
-    if (lse) {
-        cg_printf(b, "  if (tig == 0 && r0 < T) nc_st(out, head * T + r0, m0 + logf(l0));\n");
-        cg_printf(b, "  if (tig == 0 && r1 < T) nc_st(out, head * T + r1, m1 + logf(l1));\n");
-        return;
+    if (lse || a->with_lse) {
+        const char *to = lse ? "out" : "lse_out";
+        cg_printf(b, "  if (tig == 0 && r0 < T) nc_st(%s, head * T + r0, m0 + logf(l0));\n", to);
+        cg_printf(b, "  if (tig == 0 && r1 < T) nc_st(%s, head * T + r1, m1 + logf(l1));\n", to);
+        if (lse) return;
     }
     cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)a->E / 8);
     cg_printf(b, "    if (r0 < T) { nc_st(out, (head * T + r0) * %lld + col, o[nb][0] / l0); nc_st(out, (head * T + r0) * %lld + col + 1, o[nb][1] / l0); }\n",
@@ -398,6 +445,7 @@ bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted)
     if (!tiled_shape(cg, v, &a)) return true;
     const ir_node *n = &cg->g->nodes[v];
     bool by_key = n->op == OP_ATTENTION_GRAD && n->attr.axis > 0;
+    a.with_lse = n->op == OP_ATTENTION && cg->lse_with && cg->lse_with[v] != IR_NONE;
     nrt_step *s = begin_tiled(cg, v, by_key);
     if (!s) return false;
     if (by_key) emit_by_key(cg, s, v, &a, n->attr.axis);

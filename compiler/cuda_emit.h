@@ -41,6 +41,8 @@ typedef struct cg_ctx {
     ir_value *attn_root;   /* fusion: for q, k or v of tensor-core attention, the [B, T, W] value whose
                               rows hold its heads (attention reads it in place), IR_NONE if none */
     uint32_t *attn_col;    /* ... and the dim id of the column where its first head starts (UINT32_MAX: 0) */
+    ir_value *lse_with;    /* fusion: for a tensor-core attention, the attention_lse of the same q and k
+                              its kernel writes too (the lse step then has no kernel), IR_NONE if none */
     struct cuda_epilogue *epilogues;   /* epilogues: one per fused matmul, in schedule order */
     uint32_t nepilogues;
     char err[512];
@@ -66,6 +68,10 @@ bool cuda_fuse_is_member(const cg_ctx *cg, ir_value v);
 /* Whether fused values a and b are computed by the same kernel (one group,
  * or loops of one kernel). */
 bool cuda_fuse_same_kernel(const cg_ctx *cg, ir_value a, ir_value b);
+/* Whether the kernel step of node writes value v: node itself, another
+ * value its fused kernel computes, or the lse an attention kernel writes
+ * along (with cg planned for fusion, or not). */
+bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v);
 bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok);
 
 /* Matmul epilogues (cuda_epilogue.c): a bias, an activation, a residual
@@ -97,7 +103,8 @@ bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted);
 /* Fusion: q, k and v made as transpose(reshape(slice(x)), [0, 2, 1, 3])
  * from a [B, T, W] x whose rows hold the heads side by side (one matmul's
  * result) and read only by tensor-core attention steps are read from x in
- * place: no transposed copy is written (cg->attn_root). */
+ * place: no transposed copy is written (cg->attn_root). And the forward
+ * kernel writes the log-sum-exp the backward pass reads (cg->lse_with). */
 void cuda_attention_plan(cg_ctx *cg);
 
 /* netc build --report (cuda_report.c): each fused kernel's ops, each

@@ -366,7 +366,8 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->prologue_of);
     free(cg->attn_root);
     free(cg->attn_col);
-    cg->prologue_of = NULL, cg->attn_root = NULL, cg->attn_col = NULL;
+    free(cg->lse_with);
+    cg->prologue_of = NULL, cg->attn_root = NULL, cg->attn_col = NULL, cg->lse_with = NULL;
     cuda_epilogue_free(cg);
     cg->group = NULL, cg->inlined = NULL, cg->last_use = NULL, cg->escapes = NULL, cg->kernel_of = NULL;
 }
@@ -377,6 +378,13 @@ bool cuda_fuse_same_kernel(const cg_ctx *cg, ir_value a, ir_value b)
 {
     uint32_t ga = cg->group[a], gb = cg->group[b];
     return ga && gb && cg->kernel_of[ga] == cg->kernel_of[gb];
+}
+
+bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v)
+{
+    if (v == node) return true;
+    if (!cg->group || v >= cg->g->nnodes || node >= cg->g->nnodes) return false;
+    return cuda_fuse_same_kernel(cg, v, node) || (cg->lse_with && cg->lse_with[node] == v);
 }
 
 static bool is_last(const cg_ctx *cg, ir_value v)

@@ -45,12 +45,10 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
         if (g->nodes[v].op == OP_INPUT || g->nodes[v].op == OP_PARAM) written[v] = true;
     for (uint32_t k = 0; k < p->nsteps && ok; k++) {
         const nrt_step *s = &p->steps[k];
-        uint32_t group = cg.group ? cg.group[s->node] : 0;
-
         bool own[NRT_MAX_BUFS];
         for (int j = 0; j < s->nbufs && ok; j++) {
             uint32_t v = slot_value(p, k, j), b = s->bufs[j];
-            own[j] = v == s->node || v >= g->nnodes || (group && cuda_fuse_same_kernel(&cg, v, s->node));
+            own[j] = v >= g->nnodes || cuda_kernel_writes(&cg, s->node, v);
             if (s->kind == NRT_STEP_COPY) own[j] = j == 1;   /* copy: src -> dst */
             if (s->kind == NRT_STEP_MATMUL) own[j] = j == nrt_matmul_slots_of(s).out || j == nrt_matmul_slots_of(s).aux;
             if (own[j]) continue;
@@ -179,16 +177,18 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
     CHECK((epilogue_bits & want_epilogues) == want_epilogues);
     /* tensor-core attention reads q, k and v inside the qkv matmul's result:
      * no transposed copy feeds it */
-    uint32_t tiled = 0, from_copies = 0;
+    uint32_t tiled = 0, from_copies = 0, lse_steps = 0;
     for (uint32_t k = 0; k < fused.nsteps; k++) {
         const nrt_step *st = &fused.steps[k];
         if (st->kind != NRT_STEP_KERNEL || st->grid != NRT_GRID_TILES) continue;
         tiled++;
+        lse_steps += g->nodes[st->node].op == OP_ATTENTION_LSE;   /* the forward kernel writes it */
         for (int j = 0; j < 2; j++) from_copies += st->bufs[j] < g->nnodes && g->nodes[st->bufs[j]].op == OP_TRANSPOSE;
     }
     if (strstr(path, "gpt2")) {
-        printf("%s: %u tensor-core attention steps, %u operands read from transposed copies\n", path, tiled, from_copies);
-        CHECK(tiled > 0 && from_copies == 0);
+        printf("%s: %u tensor-core attention steps, %u operands read from transposed copies, %u lse steps\n", path, tiled,
+               from_copies, lse_steps);
+        CHECK(tiled > 0 && from_copies == 0 && lse_steps == 0);
     }
     int in_place = residuals_in_place(g, &fused);
     if (want_epilogues & NRT_EPI_RESIDUAL) CHECK(in_place > 0);

@@ -80,8 +80,8 @@ static bool is_result(const ir_graph *g, const nrt_program *p, const cg_ctx *pla
         nrt_matmul_slots m = nrt_matmul_slots_of(s);
         return j == m.out || j == m.aux;
     }
-    uint32_t v = slot_value(p, k, j);
-    return v == s->node || (v < g->nnodes && plan->group && s->node < g->nnodes && cuda_fuse_same_kernel(plan, v, s->node));
+    (void)g;
+    return cuda_kernel_writes(plan, s->node, slot_value(p, k, j));
 }
 
 static bool matches(const ir_graph *g, const char *name, uint32_t k, const char *what, const void *got, const cpu_tensor *want,
