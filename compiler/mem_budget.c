@@ -189,13 +189,15 @@ static int64_t value_bytes(const ir_graph *g, ir_value v)
 /* Seconds per byte of result that computing v again costs, at the H100's
  * rates (as netc inspect's floor): a matmul 2K FLOPs per element on tensor
  * cores, attention two products over every key a query sees; elementwise
- * ops and data movement the bytes they move, plus what their dearest
- * operand costs (a transpose of a matmul's result is as dear as the matmul:
- * recomputing it means doing the matmul). 0 for what does not come from a
- * matmul or attention: the segments redo that anyway. */
+ * ops and data movement the bytes they move, each plus what its dearest
+ * operand costs when the backward pass does not
+ * read that operand (it will not be kept, so computing v again means
+ * computing it again: a bias added to a matmul's result costs the matmul).
+ * 0 for what does not come from a matmul or attention: the segments redo
+ * that anyway. */
 #define REDO_FLOPS_PER_S 750e12
 #define REDO_BYTES_PER_S 2.9e12
-static double *redo_costs(const ir_graph *g)
+static double *redo_costs(const ir_graph *g, const bool *read_by_backward)
 {
     double *cost = nc_xcalloc((size_t)g->train.loss + 1, sizeof *cost);
     for (ir_value v = 0; v <= g->train.loss; v++) {
@@ -212,13 +214,16 @@ static double *redo_costs(const ir_graph *g)
             double keys = (double)bound_dim(g, k->shape[k->rank - 2]) * (n->attr.causal ? 0.5 : 1.0);
             cost[v] = 4.0 * keys / dtype_size(n->dtype) / REDO_FLOPS_PER_S;
         } else if (cat == CAT_MOVEMENT || cat == CAT_ELEMENTWISE) {
-            double dearest = 0, moved = out;
+            double upstream = 0, moved = out;
+            bool dear = false;
             for (int i = 0; i < n->nargs; i++) {
                 ir_value a = ir_args(g, n)[i];
-                if (a <= g->train.loss && cost[a] > dearest) dearest = cost[a];
+                if (a > g->train.loss || cost[a] <= 0) continue;
+                dear = true;
+                if (!read_by_backward[a] && cost[a] > upstream) upstream = cost[a];
                 moved += (double)value_bytes(g, a);
             }
-            if (dearest > 0) cost[v] = dearest + moved / out / REDO_BYTES_PER_S;
+            if (dear) cost[v] = upstream + moved / out / REDO_BYTES_PER_S;
         }
     }
     return cost;
@@ -242,7 +247,7 @@ static int by_redo_cost(const void *x, const void *y)
 static uint32_t rank_dear_values(const ir_graph *g, kept_value *out)
 {
     bool *read_by_backward = backward_reads(g);
-    double *cost = redo_costs(g);
+    double *cost = redo_costs(g, read_by_backward);
     uint32_t n = 0;
     for (ir_value v = 0; v <= g->train.loss; v++)
         if (cost[v] > 0 && read_by_backward[v]) out[n++] = (kept_value){v, cost[v]};
@@ -363,19 +368,35 @@ static void mark_cuts(bool *cut, size_t n, const ir_value *points, uint32_t npoi
     for (uint32_t i = every - 1; i < npoints; i += every) cut[points[i]] = true;
 }
 
+static segment_plan keeping_first(const ir_graph *g, const bool *cut, const kept_value *rank, uint32_t k, uint32_t n,
+                                  bool *keep, const budget_ctx *b)
+{
+    memset(keep, 0, (size_t)g->nnodes + 1);
+    for (uint32_t i = 0; i < k; i++) keep[rank[i].v] = true;
+    segment_plan t = with_cuts(g, cut, keep, b);
+    t.kept = k, t.of = n;
+    return t;
+}
+
 /* With cuts every `every` narrow points, keep the first k of the dear
- * values: the largest k that fits (the peak grows with k, the time falls). */
+ * values: the largest k that fits, found by a binary search (the peak
+ * mostly grows with k and the time falls). Mostly: keeping a value can also
+ * lower the peak (its recomputation would have needed its operands alive
+ * at once), so a short ranking is tried whole. */
+#define EVERY_PREFIX_UP_TO 24
 static void keep_what_fits(const ir_graph *g, int64_t budget, const bool *cut, const kept_value *rank, uint32_t n,
                            segment_plan *best, int64_t *smallest, const budget_ctx *b)
 {
     bool *keep = nc_xmalloc((size_t)g->nnodes + 1);
+    if (n <= EVERY_PREFIX_UP_TO) {
+        for (uint32_t k = 0; k <= n; k++) consider(best, keeping_first(g, cut, rank, k, n, keep, b), budget, smallest);
+        free(keep);
+        return;
+    }
     uint32_t lo = 0, hi = n;
     while (lo <= hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        memset(keep, 0, (size_t)g->nnodes + 1);
-        for (uint32_t i = 0; i < mid; i++) keep[rank[i].v] = true;
-        segment_plan t = with_cuts(g, cut, keep, b);
-        t.kept = mid, t.of = n;
+        segment_plan t = keeping_first(g, cut, rank, mid, n, keep, b);
         bool fits = t.graph && t.cost.peak <= budget;
         consider(best, t, budget, smallest);
         if (fits) lo = mid + 1;
