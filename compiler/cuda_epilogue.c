@@ -187,11 +187,15 @@ static void take_residual(const epi_ctx *c, cuda_epilogue *e, ir_value *cur)
     }
 }
 
-/* A bare product widened to f32, unless an elementwise op would load it. */
+/* A bare product widened to f32, unless the one op reading the widened
+ * value is elementwise (its kernel would load the narrow product and widen
+ * it in registers). A widened gradient read by several kernels (the norm,
+ * the update) is written wide once instead. */
 static void take_widening(const epi_ctx *c, cuda_epilogue *e, ir_value *cur, nc_dtype t)
 {
     ir_value u = sole_user(c, *cur);
-    if (!e->flags && t != NC_F32 && u != IR_NONE && nd(c, u)->op == OP_CAST && nd(c, u)->dtype == NC_F32 && !read_elementwise(c, u)) {
+    if (!e->flags && t != NC_F32 && u != IR_NONE && nd(c, u)->op == OP_CAST && nd(c, u)->dtype == NC_F32 &&
+        (c->nusers[u] > 1 || !read_elementwise(c, u))) {
         e->out_dtype = NC_F32;
         link(e, cur, u);
     }
