@@ -38,6 +38,7 @@ typedef struct attn_shape {
     bool causal;
     char scale[48];
     bool with_lse;                   /* the forward kernel also writes the log-sum-exp */
+    bool computes_delta;             /* the q gradient's kernel computes rowsum(dO * O) and writes it */
 } attn_shape;
 
 static bool tiled_shape_of(const ir_graph *g, ir_value v, attn_shape *a)
@@ -67,16 +68,19 @@ static bool tiled_shape(cg_ctx *cg, ir_value v, attn_shape *a) { return tiled_sh
 static bool is_attention(nc_op op) { return op == OP_ATTENTION || op == OP_ATTENTION_LSE || op == OP_ATTENTION_GRAD; }
 
 /* Whether every reader of w is a tensor-core attention step reading it as
- * q, k or v. */
-static bool read_by_tiled_attention_only(const ir_graph *g, ir_value w, const uint32_t *users)
+ * q, k, v or (a gradient) dO, or a part of a delta a q gradient's kernel
+ * computes (in_delta). */
+static bool read_by_tiled_attention_only(const ir_graph *g, ir_value w, const uint32_t *users, const bool *in_delta)
 {
     uint32_t seen = 0;
     for (ir_value u = w + 1; u < g->nnodes; u++)
         for (int i = 0; i < g->nodes[u].nargs; i++) {
             if (ir_args(g, &g->nodes[u])[i] != w) continue;
-            attn_shape a;
-            if (!is_attention(g->nodes[u].op) || i > 2 || !tiled_shape_of(g, u, &a)) return false;
             seen++;
+            if (in_delta[u]) continue;
+            attn_shape a;
+            int last = g->nodes[u].op == OP_ATTENTION_GRAD ? 3 : 2;
+            if (!is_attention(g->nodes[u].op) || i > last || !tiled_shape_of(g, u, &a)) return false;
         }
     return seen == users[w] && seen > 0;
 }
@@ -134,6 +138,68 @@ static bool read_by_tiled_gradients_only(const ir_graph *g, ir_value v, const ui
     return seen == users[v] && seen > 0;
 }
 
+static bool same_attention(const ir_graph *g, const ir_node *a, const ir_node *b)
+{
+    for (int i = 0; i < 3; i++)
+        if (ir_args(g, a)[i] != ir_args(g, b)[i]) return false;
+    return a->attr.causal == b->attr.causal && a->attr.f == b->attr.f;
+}
+
+/* x = cast(src) to f32, read once: src, else IR_NONE. */
+static ir_value widened(const ir_graph *g, ir_value x, const uint32_t *users)
+{
+    const ir_node *n = &g->nodes[x];
+    return n->op == OP_CAST && n->dtype == NC_F32 && users[x] == 1 ? ir_args(g, n)[0] : IR_NONE;
+}
+
+/* delta = sum(cast(dO) * cast(O), last axis, keepdim), O the forward output
+ * of u's attention, read only by u and the other gradients of that
+ * attention after it: the forward output whose rows u's kernel reads, and
+ * the four nodes marked in in_delta; else IR_NONE. */
+static ir_value delta_source(const cg_ctx *cg, ir_value u, const uint32_t *users, bool *in_delta)
+{
+    const ir_graph *g = cg->g;
+    const ir_node *gu = &g->nodes[u];
+    ir_value d = ir_args(g, gu)[5], dout = ir_args(g, gu)[3];
+    const ir_node *dn = &g->nodes[d];
+    if (dn->op != OP_SUM || dn->dtype != NC_F32 || !dn->attr.keepdim || dn->attr.naxes != 1 || dn->attr.axes[0] != dn->rank - 1 ||
+        cg->escapes[d] || cg->group[d])
+        return IR_NONE;
+    for (ir_value r = 0; r < g->nnodes; r++)   /* its readers: u first, then gradients of the same attention */
+        for (int i = 0; i < g->nodes[r].nargs; i++)
+            if (ir_args(g, &g->nodes[r])[i] == d &&
+                (r < u || g->nodes[r].op != OP_ATTENTION_GRAD || i != 5 || !same_attention(g, &g->nodes[r], gu) ||
+                 ir_args(g, &g->nodes[r])[3] != dout))
+                return IR_NONE;
+    ir_value m = ir_args(g, dn)[0];
+    const ir_node *mn = &g->nodes[m];
+    if (mn->op != OP_MUL || users[m] != 1 || cg->escapes[m]) return IR_NONE;
+    ir_value a = ir_args(g, mn)[0], b = ir_args(g, mn)[1];
+    ir_value sa = widened(g, a, users), sb = widened(g, b, users);
+    if (sa == IR_NONE || sb == IR_NONE || cg->escapes[a] || cg->escapes[b]) return IR_NONE;
+    ir_value o = sa == dout ? sb : sb == dout ? sa : IR_NONE;
+    if (o == IR_NONE || g->nodes[o].op != OP_ATTENTION || !same_attention(g, &g->nodes[o], gu)) return IR_NONE;
+    in_delta[d] = in_delta[m] = in_delta[a] = in_delta[b] = true;
+    return o;
+}
+
+/* The q gradient's kernel computes the delta the key gradients read:
+ * no kernel for rowsum(dO * O), and dO is read by attention kernels only. */
+static void plan_delta(cg_ctx *cg, const uint32_t *users, bool *in_delta)
+{
+    const ir_graph *g = cg->g;
+    cg->delta_from = nc_xmalloc((g->nnodes + 1) * sizeof *cg->delta_from);
+    for (ir_value v = 0; v < g->nnodes; v++) cg->delta_from[v] = IR_NONE;
+    for (ir_value u = 0; u < g->nnodes; u++) {
+        attn_shape a;
+        const ir_node *n = &g->nodes[u];
+        if (n->op != OP_ATTENTION_GRAD || n->attr.axis != 0 || !tiled_shape_of(g, u, &a)) continue;
+        cg->delta_from[u] = delta_source(cg, u, users, in_delta);
+    }
+    for (ir_value v = 0; v < g->nnodes; v++)
+        if (in_delta[v]) cg->inlined[v] = true, cg->group[v] = 0;
+}
+
 /* The backward pass's attention_lse recomputes what the forward kernel
  * already had: the forward kernel of the same q, k (and mask, scale) writes
  * it. */
@@ -168,18 +234,21 @@ void cuda_attention_plan(cg_ctx *cg)
     uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
     for (ir_value u = 0; u < g->nnodes; u++)
         for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++;
+    bool *in_delta = nc_xcalloc(g->nnodes + 1, sizeof *in_delta);
+    plan_delta(cg, users, in_delta);
     for (ir_value w = 0; w < g->nnodes; w++) {
         cg->attn_root[w] = IR_NONE;
         ir_value root;
         uint32_t col;
         if (cg->escapes[w] || cg->group[w] || !head_interleaved(cg, w, users, &root, &col) ||
-            !read_by_tiled_attention_only(g, w, users))
+            !read_by_tiled_attention_only(g, w, users, in_delta))
             continue;
         cg->attn_root[w] = root, cg->attn_col[w] = col;
         /* the transpose, its reshape and slice: no kernels */
         for (ir_value link = w; link != root; link = ir_args(g, &g->nodes[link])[0]) cg->inlined[link] = true;
     }
     plan_lse(cg, users);
+    free(in_delta);
     free(users);
 }
 
@@ -199,17 +268,22 @@ static nrt_step *begin_tiled(cg_ctx *cg, ir_value v, bool by_key)
     cuda_add_int(s, q->shape[q->rank - 2]);
     cuda_add_int(s, k->shape[k->rank - 2]);
     static const char *const names[] = {"q", "k", "v", "g", "lse", "delta"};
+    bool computes_delta = cg->delta_from && cg->delta_from[v] != IR_NONE;
     for (int i = 0; i < n->nargs; i++) {
         ir_value a = ir_args(g, n)[i];
-        bool in_place = i < 3 && cg->attn_root && cg->attn_root[a] != IR_NONE;
+        bool in_place = i < 4 && cg->attn_root && cg->attn_root[a] != IR_NONE;
         cuda_add_buf(s, in_place ? cg->attn_root[a] : a);
-        cuda_decl_ptr(cg, names[i], i, g->nodes[a].dtype, true);
+        cuda_decl_ptr(cg, names[i], i, g->nodes[a].dtype, !(computes_delta && i == 5));   /* delta: written */
     }
     cuda_add_buf(s, v);
     cuda_decl_ptr(cg, "out", n->nargs, n->dtype, false);
     if (cg->lse_with && cg->lse_with[v] != IR_NONE) {
         cuda_add_buf(s, cg->lse_with[v]);
         cuda_decl_ptr(cg, "lse_out", n->nargs + 1, g->nodes[cg->lse_with[v]].dtype, false);
+    }
+    if (computes_delta) {
+        cuda_add_buf(s, cg->delta_from[v]);
+        cuda_decl_ptr(cg, "fwd_out", n->nargs + 1, g->nodes[cg->delta_from[v]].dtype, true);
     }
     return s;
 }
@@ -235,7 +309,7 @@ static void emit_layouts(cg_ctx *cg, nrt_step *s, ir_value v, const attn_shape *
         ir_value x = ir_args(g, n)[i];
         const char *len = i == 0 || i == 3 ? "T" : "S";
         long long W = i == 0 || i == 1 ? a->D : a->E;
-        if (i < 3 && cg->attn_root && cg->attn_root[x] != IR_NONE) {
+        if (cg->attn_root && cg->attn_root[x] != IR_NONE) {
             const ir_node *root = &g->nodes[cg->attn_root[x]];
             int heads = int_slot(s, g->nodes[x].shape[1]), rs = int_slot(s, root->shape[2]);
             char c0[16] = "0";
@@ -341,7 +415,16 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
     if (dq) {
         emit_a_fragments(b, "ga", "g", a->E, "T");
         cg_printf(b, "  const float lse0 = r0 < T ? nc_ld(lse, head * T + r0) : 0.0f, lse1 = r1 < T ? nc_ld(lse, head * T + r1) : 0.0f;\n");
-        cg_printf(b, "  const float dl0 = r0 < T ? nc_ld(delta, head * T + r0) : 0.0f, dl1 = r1 < T ? nc_ld(delta, head * T + r1) : 0.0f;\n");
+        if (a->computes_delta) {   /* rowsum(dO * O): a quarter of each row a lane, then the quad */
+            cg_printf(b, "  float dl0 = 0.0f, dl1 = 0.0f;\n  for (int d = tig; d < %lld; d += 4) {\n", (long long)a->E);
+            cg_printf(b, "    if (r0 < T) dl0 += nc_ld(g, g_base + r0 * g_rs + d) * nc_ld(fwd_out, (head * T + r0) * %lld + d);\n", (long long)a->E);
+            cg_printf(b, "    if (r1 < T) dl1 += nc_ld(g, g_base + r1 * g_rs + d) * nc_ld(fwd_out, (head * T + r1) * %lld + d);\n  }\n", (long long)a->E);
+            emit_quad(b, "dl0", "nc_add");
+            emit_quad(b, "dl1", "nc_add");
+            cg_printf(b, "  if (tig == 0 && r0 < T) nc_st(delta, head * T + r0, dl0);\n  if (tig == 0 && r1 < T) nc_st(delta, head * T + r1, dl1);\n");
+        } else {
+            cg_printf(b, "  const float dl0 = r0 < T ? nc_ld(delta, head * T + r0) : 0.0f, dl1 = r1 < T ? nc_ld(delta, head * T + r1) : 0.0f;\n");
+        }
     }
     int64_t W = dq ? a->D : a->E;
     if (!lse) cg_printf(b, "  float o[%lld][4];\n  for (int nb = 0; nb < %lld; nb++) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;\n",
@@ -446,6 +529,7 @@ bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted)
     const ir_node *n = &cg->g->nodes[v];
     bool by_key = n->op == OP_ATTENTION_GRAD && n->attr.axis > 0;
     a.with_lse = n->op == OP_ATTENTION && cg->lse_with && cg->lse_with[v] != IR_NONE;
+    a.computes_delta = cg->delta_from && cg->delta_from[v] != IR_NONE;
     nrt_step *s = begin_tiled(cg, v, by_key);
     if (!s) return false;
     if (by_key) emit_by_key(cg, s, v, &a, n->attr.axis);

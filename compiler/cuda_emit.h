@@ -43,6 +43,8 @@ typedef struct cg_ctx {
     uint32_t *attn_col;    /* ... and the dim id of the column where its first head starts (UINT32_MAX: 0) */
     ir_value *lse_with;    /* fusion: for a tensor-core attention, the attention_lse of the same q and k
                               its kernel writes too (the lse step then has no kernel), IR_NONE if none */
+    ir_value *delta_from;  /* fusion: for the q gradient of tensor-core attention, the forward output it
+                              reads to compute and write delta = rowsum(dO * O) itself, IR_NONE if none */
     struct cuda_epilogue *epilogues;   /* epilogues: one per fused matmul, in schedule order */
     uint32_t nepilogues;
     char err[512];
@@ -103,8 +105,10 @@ bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted);
 /* Fusion: q, k and v made as transpose(reshape(slice(x)), [0, 2, 1, 3])
  * from a [B, T, W] x whose rows hold the heads side by side (one matmul's
  * result) and read only by tensor-core attention steps are read from x in
- * place: no transposed copy is written (cg->attn_root). And the forward
- * kernel writes the log-sum-exp the backward pass reads (cg->lse_with). */
+ * place: no transposed copy is written (cg->attn_root); so is the output
+ * gradient dO. The forward kernel writes the log-sum-exp the backward pass
+ * reads (cg->lse_with), and the q gradient's kernel computes rowsum(dO * O)
+ * for the key gradients (cg->delta_from). */
 void cuda_attention_plan(cg_ctx *cg);
 
 /* netc build --report (cuda_report.c): each fused kernel's ops, each
