@@ -226,6 +226,100 @@ static void plan_lse(cg_ctx *cg, const uint32_t *users)
     }
 }
 
+static ir_value sole_reader(const ir_graph *g, ir_value v)
+{
+    ir_value found = IR_NONE;
+    for (ir_value u = v + 1; u < g->nnodes; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++)
+            if (ir_args(g, &g->nodes[u])[i] == v) {
+                if (found != IR_NONE) return IR_NONE;
+                found = u;
+            }
+    return found;
+}
+
+/* Part i of concat c, reshape(transpose(x, [0, 2, 1, 3])) of a tensor-core
+ * attention gradient x read by nothing else: x, else IR_NONE. */
+static ir_value gradient_part(const cg_ctx *cg, ir_value c, int i)
+{
+    const ir_graph *g = cg->g;
+    static const int8_t perm[4] = {0, 2, 1, 3};
+    ir_value r = ir_args(g, &g->nodes[c])[i];
+    if (g->nodes[r].op != OP_RESHAPE || sole_reader(g, r) != c || cg->escapes[r]) return IR_NONE;
+    ir_value t = ir_args(g, &g->nodes[r])[0];
+    const ir_node *tn = &g->nodes[t];
+    if (tn->op != OP_TRANSPOSE || tn->rank != 4 || memcmp(tn->attr.axes, perm, sizeof perm) != 0 || sole_reader(g, t) != r ||
+        cg->escapes[t])
+        return IR_NONE;
+    ir_value x = ir_args(g, tn)[0];
+    attn_shape a;
+    if (g->nodes[x].op != OP_ATTENTION_GRAD || !tiled_shape_of(g, x, &a) || sole_reader(g, x) != t || cg->escapes[x] ||
+        cg->out_as[x] != IR_NONE)
+        return IR_NONE;
+    return x;
+}
+
+/* The gradients of q, k and v joined as the gradient of the matmul result
+ * they were sliced from, concat(reshape(transpose(dq)), ...): each gradient
+ * kernel writes its columns of the concat, so neither the transposes nor
+ * the concat need a kernel. */
+static void plan_gradient_concat(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    for (ir_value c = 0; c < g->nnodes; c++) {
+        const ir_node *cn = &g->nodes[c];
+        int64_t width;
+        if (cn->op != OP_CONCAT || cn->rank != 3 || cn->attr.axis != 2 || cn->nargs > 8 || cg->escapes[c] || cg->group[c] ||
+            cg->inlined[c] || !dim_is_const(&g->dims[cn->shape[2]], &width))
+            continue;
+        ir_value parts[8];
+        bool all = true;
+        for (int i = 0; i < cn->nargs && all; i++) all = (parts[i] = gradient_part(cg, c, i)) != IR_NONE;
+        if (!all) continue;
+        int64_t col = 0;
+        for (int i = 0; i < cn->nargs; i++) {
+            ir_value r = ir_args(g, cn)[i], t = ir_args(g, &g->nodes[r])[0];
+            cg->out_as[parts[i]] = c, cg->out_col[parts[i]] = col;
+            cg->inlined[r] = cg->inlined[t] = true;
+            int64_t w = 0;
+            dim_is_const(&g->dims[g->nodes[r].shape[2]], &w);
+            col += w;
+        }
+        cg->inlined[c] = true;   /* written by the gradient kernels */
+    }
+}
+
+/* out = attention(...) read by one t = transpose(out, [0, 2, 1, 3]) (and by
+ * the q gradient's delta): the kernel writes t, each row (b, t) holding the
+ * heads side by side, so t needs no kernel and out no memory. */
+static void plan_output(cg_ctx *cg, const bool *in_delta)
+{
+    const ir_graph *g = cg->g;
+    static const int8_t perm[4] = {0, 2, 1, 3};
+    cg->out_as = nc_xmalloc((g->nnodes + 1) * sizeof *cg->out_as);
+    cg->out_col = nc_xcalloc(g->nnodes + 1, sizeof *cg->out_col);
+    for (ir_value v = 0; v < g->nnodes; v++) cg->out_as[v] = IR_NONE;
+    for (ir_value f = 0; f < g->nnodes; f++) {
+        attn_shape a;
+        if (g->nodes[f].op != OP_ATTENTION || cg->escapes[f] || g->nodes[f].rank != 4 || !tiled_shape_of(g, f, &a)) continue;
+        ir_value t = IR_NONE;
+        bool others = false;
+        for (ir_value u = f + 1; u < g->nnodes && !others; u++)
+            for (int i = 0; i < g->nodes[u].nargs; i++) {
+                if (ir_args(g, &g->nodes[u])[i] != f || in_delta[u]) continue;
+                const ir_node *un = &g->nodes[u];
+                bool transposes = un->op == OP_TRANSPOSE && memcmp(un->attr.axes, perm, sizeof perm) == 0 && t == IR_NONE &&
+                                  !cg->escapes[u] && !cg->group[u] && !cg->inlined[u] && !cg->absorbed[u];
+                if (transposes) t = u;
+                else others = true;
+            }
+        if (others || t == IR_NONE) continue;
+        cg->out_as[f] = t;
+        cg->inlined[t] = true;   /* no kernel: the attention step writes it */
+    }
+    plan_gradient_concat(cg);
+}
+
 void cuda_attention_plan(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
@@ -248,6 +342,7 @@ void cuda_attention_plan(cg_ctx *cg)
         for (ir_value link = w; link != root; link = ir_args(g, &g->nodes[link])[0]) cg->inlined[link] = true;
     }
     plan_lse(cg, users);
+    plan_output(cg, in_delta);
     free(in_delta);
     free(users);
 }
@@ -275,14 +370,15 @@ static nrt_step *begin_tiled(cg_ctx *cg, ir_value v, bool by_key)
         cuda_add_buf(s, in_place ? cg->attn_root[a] : a);
         cuda_decl_ptr(cg, names[i], i, g->nodes[a].dtype, !(computes_delta && i == 5));   /* delta: written */
     }
-    cuda_add_buf(s, v);
+    cuda_add_buf(s, cg->out_as && cg->out_as[v] != IR_NONE ? cg->out_as[v] : v);
     cuda_decl_ptr(cg, "out", n->nargs, n->dtype, false);
     if (cg->lse_with && cg->lse_with[v] != IR_NONE) {
         cuda_add_buf(s, cg->lse_with[v]);
         cuda_decl_ptr(cg, "lse_out", n->nargs + 1, g->nodes[cg->lse_with[v]].dtype, false);
     }
     if (computes_delta) {
-        cuda_add_buf(s, cg->delta_from[v]);
+        ir_value o = cg->delta_from[v];
+        cuda_add_buf(s, cg->out_as && cg->out_as[o] != IR_NONE ? cg->out_as[o] : o);
         cuda_decl_ptr(cg, "fwd_out", n->nargs + 1, g->nodes[cg->delta_from[v]].dtype, true);
     }
     return s;
@@ -294,6 +390,28 @@ static int int_slot(nrt_step *s, uint32_t dim)
         if (s->ints[k] == dim) return k;
     cuda_add_int(s, dim);
     return s->nints - 1;
+}
+
+/* name_base and name_rs for result r of W columns a head, len rows: its
+ * own [heads, len, W], or rows of out_as[r] with the heads side by side
+ * from column out_col[r]. */
+static void emit_result_layout(cg_ctx *cg, nrt_step *s, ir_value r, const char *name, const char *len, int64_t W)
+{
+    const ir_graph *g = cg->g;
+    if (!cg->out_as || cg->out_as[r] == IR_NONE) {
+        cg_printf(&cg->body, "  const long long %s_base = head * %s * %lld, %s_rs = %lld;\n", name, len, (long long)W, name, (long long)W);
+        return;
+    }
+    const ir_node *dst = &g->nodes[cg->out_as[r]];
+    int heads = int_slot(s, g->nodes[r].shape[1]);
+    int64_t rs = 1;
+    for (int k = 2; k < dst->rank; k++) {   /* [B, T, W] or [B, T, H, D]: the row's length */
+        int64_t d = 1;
+        dim_is_const(&g->dims[dst->shape[k]], &d);
+        rs *= d;
+    }
+    cg_printf(&cg->body, "  const long long %s_base = %lld + (head / A.n[%d]) * %s * %lld + (head %% A.n[%d]) * %lld, %s_rs = %lld;\n", name,
+              (long long)cg->out_col[r], heads, len, (long long)rs, heads, (long long)W, name, (long long)rs);
 }
 
 /* p_base and p_rs for each matrix operand: where this block's head starts
@@ -320,6 +438,11 @@ static void emit_layouts(cg_ctx *cg, nrt_step *s, ir_value v, const attn_shape *
             cg_printf(&cg->body, "  const long long %s_base = head * %s * %lld, %s_rs = %lld;\n", names[i], len, W, names[i], W);
         }
     }
+    /* the result, and the forward output a q gradient's kernel reads */
+    bool by_key = n->op == OP_ATTENTION_GRAD && n->attr.axis > 0;
+    bool of_qk = n->op == OP_ATTENTION_GRAD && n->attr.axis < 2;   /* dq, dk: D columns a head; dv and out: E */
+    emit_result_layout(cg, s, v, "out", by_key ? "S" : "T", of_qk ? a->D : a->E);
+    if (cg->delta_from && cg->delta_from[v] != IR_NONE) emit_result_layout(cg, s, cg->delta_from[v], "fwd_out", "T", a->E);
 }
 
 /* Common prologue: which head and rows this block has, which rows this thread's
@@ -417,8 +540,8 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
         cg_printf(b, "  const float lse0 = r0 < T ? nc_ld(lse, head * T + r0) : 0.0f, lse1 = r1 < T ? nc_ld(lse, head * T + r1) : 0.0f;\n");
         if (a->computes_delta) {   /* rowsum(dO * O): a quarter of each row a lane, then the quad */
             cg_printf(b, "  float dl0 = 0.0f, dl1 = 0.0f;\n  for (int d = tig; d < %lld; d += 4) {\n", (long long)a->E);
-            cg_printf(b, "    if (r0 < T) dl0 += nc_ld(g, g_base + r0 * g_rs + d) * nc_ld(fwd_out, (head * T + r0) * %lld + d);\n", (long long)a->E);
-            cg_printf(b, "    if (r1 < T) dl1 += nc_ld(g, g_base + r1 * g_rs + d) * nc_ld(fwd_out, (head * T + r1) * %lld + d);\n  }\n", (long long)a->E);
+            cg_printf(b, "    if (r0 < T) dl0 += nc_ld(g, g_base + r0 * g_rs + d) * nc_ld(fwd_out, fwd_out_base + r0 * fwd_out_rs + d);\n");
+            cg_printf(b, "    if (r1 < T) dl1 += nc_ld(g, g_base + r1 * g_rs + d) * nc_ld(fwd_out, fwd_out_base + r1 * fwd_out_rs + d);\n  }\n");
             emit_quad(b, "dl0", "nc_add");
             emit_quad(b, "dl1", "nc_add");
             cg_printf(b, "  if (tig == 0 && r0 < T) nc_st(delta, head * T + r0, dl0);\n  if (tig == 0 && r1 < T) nc_st(delta, head * T + r1, dl1);\n");
@@ -448,10 +571,8 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
         emit_times_tile(b, a, "o", "s", "ks", a->D);
         cg_printf(b, "  }\n");
         cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)a->D / 8);
-        cg_printf(b, "    if (r0 < T) { nc_st(out, (head * T + r0) * %lld + col, o[nb][0] * scale); nc_st(out, (head * T + r0) * %lld + col + 1, o[nb][1] * scale); }\n",
-                  (long long)a->D, (long long)a->D);
-        cg_printf(b, "    if (r1 < T) { nc_st(out, (head * T + r1) * %lld + col, o[nb][2] * scale); nc_st(out, (head * T + r1) * %lld + col + 1, o[nb][3] * scale); }\n  }\n",
-                  (long long)a->D, (long long)a->D);
+        cg_printf(b, "    if (r0 < T) { nc_st(out, out_base + r0 * out_rs + col, o[nb][0] * scale); nc_st(out, out_base + r0 * out_rs + col + 1, o[nb][1] * scale); }\n");
+        cg_printf(b, "    if (r1 < T) { nc_st(out, out_base + r1 * out_rs + col, o[nb][2] * scale); nc_st(out, out_base + r1 * out_rs + col + 1, o[nb][3] * scale); }\n  }\n");
         return;
     }
     cg_printf(b, "        if (e < 2) mx0 = fmaxf(mx0, s[nb][e]); else mx1 = fmaxf(mx1, s[nb][e]);\n      }\n");
@@ -480,10 +601,8 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
         if (lse) return;
     }
     cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)a->E / 8);
-    cg_printf(b, "    if (r0 < T) { nc_st(out, (head * T + r0) * %lld + col, o[nb][0] / l0); nc_st(out, (head * T + r0) * %lld + col + 1, o[nb][1] / l0); }\n",
-              (long long)a->E, (long long)a->E);
-    cg_printf(b, "    if (r1 < T) { nc_st(out, (head * T + r1) * %lld + col, o[nb][2] / l1); nc_st(out, (head * T + r1) * %lld + col + 1, o[nb][3] / l1); }\n  }\n",
-              (long long)a->E, (long long)a->E);
+    cg_printf(b, "    if (r0 < T) { nc_st(out, out_base + r0 * out_rs + col, o[nb][0] / l0); nc_st(out, out_base + r0 * out_rs + col + 1, o[nb][1] / l0); }\n");
+    cg_printf(b, "    if (r1 < T) { nc_st(out, out_base + r1 * out_rs + col, o[nb][2] / l1); nc_st(out, out_base + r1 * out_rs + col + 1, o[nb][3] / l1); }\n  }\n");
 }
 
 /* dk (wrt 1) and dv (wrt 2): a key tile meets the query tiles that see it. */
@@ -515,10 +634,10 @@ static void emit_by_key(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *
     cg_printf(b, "  }\n");
     const char *f = wrt == 1 ? " * scale" : "";
     cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)W / 8);
-    cg_printf(b, "    if (r0 < S) { nc_st(out, (head * S + r0) * %lld + col, o[nb][0]%s); nc_st(out, (head * S + r0) * %lld + col + 1, o[nb][1]%s); }\n",
-              (long long)W, f, (long long)W, f);
-    cg_printf(b, "    if (r1 < S) { nc_st(out, (head * S + r1) * %lld + col, o[nb][2]%s); nc_st(out, (head * S + r1) * %lld + col + 1, o[nb][3]%s); }\n  }\n",
-              (long long)W, f, (long long)W, f);
+    cg_printf(b, "    if (r0 < S) { nc_st(out, out_base + r0 * out_rs + col, o[nb][0]%s); nc_st(out, out_base + r0 * out_rs + col + 1, o[nb][1]%s); }\n",
+              f, f);
+    cg_printf(b, "    if (r1 < S) { nc_st(out, out_base + r1 * out_rs + col, o[nb][2]%s); nc_st(out, out_base + r1 * out_rs + col + 1, o[nb][3]%s); }\n  }\n",
+              f, f);
 }
 
 bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted)

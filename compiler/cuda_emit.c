@@ -432,6 +432,8 @@ static bool movement_link(nc_op op) { return op == OP_RESHAPE || op == OP_TRANSP
 
 static bool read_through(const cg_ctx *cg, ir_value w)
 {
+    const ir_node *n = &cg->g->nodes[w];
+    if (cg->out_as && n->nargs && cg->out_as[ir_args(cg->g, n)[0]] == w) return false;   /* attention writes it as it lies */
     return cg->group && cg->inlined[w] && movement_link(cg->g->nodes[w].op);
 }
 

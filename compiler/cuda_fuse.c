@@ -368,7 +368,10 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->attn_col);
     free(cg->lse_with);
     free(cg->delta_from);
+    free(cg->out_as);
+    free(cg->out_col);
     cg->prologue_of = NULL, cg->attn_root = NULL, cg->attn_col = NULL, cg->lse_with = NULL, cg->delta_from = NULL;
+    cg->out_as = NULL, cg->out_col = NULL;
     cuda_epilogue_free(cg);
     cg->group = NULL, cg->inlined = NULL, cg->last_use = NULL, cg->escapes = NULL, cg->kernel_of = NULL;
 }
@@ -386,6 +389,7 @@ bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v)
     if (v == node) return true;
     if (!cg->group || v >= cg->g->nnodes || node >= cg->g->nnodes) return false;
     if (cg->delta_from && cg->delta_from[node] != IR_NONE && v == ir_args(cg->g, &cg->g->nodes[node])[5]) return true;
+    if (cg->out_as && cg->out_as[node] == v) return true;
     return cuda_fuse_same_kernel(cg, v, node) || (cg->lse_with && cg->lse_with[node] == v);
 }
 

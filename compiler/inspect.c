@@ -54,9 +54,27 @@ static double step_flops(const ir_graph *g, const nrt_step *s, const int64_t *sy
     }
 }
 
+static double value_bytes(const ir_graph *g, uint32_t v, const int64_t *syms)
+{
+    int64_t n = 0;
+    ir_numel(g, &g->nodes[v], syms, &n);
+    return (double)n * (double)dtype_size(g->nodes[v].dtype);
+}
+
 static step_cost cost_of(const ir_graph *g, const nrt_step *s, const memplan_buf *b, const int64_t *syms)
 {
     step_cost c = {0};
+    if (s->grid == NRT_GRID_TILES && s->node < g->nnodes) {
+        /* attention reads and writes its operands' heads wherever they lie
+         * (inside a matmul's result, a concat's columns): their own sizes */
+        const ir_node *n = &g->nodes[s->node];
+        c.bytes = value_bytes(g, s->node, syms);
+        for (int i = 0; i < n->nargs; i++) c.bytes += value_bytes(g, ir_args(g, n)[i], syms);
+        c.flops = step_flops(g, s, syms);
+        double tb = c.bytes / FLOOR_BYTES_PER_S, tf = c.flops / FLOOR_MATMUL_LOW;
+        c.floor_s = tb > tf ? tb : tf;
+        return c;
+    }
     for (int j = 0; j < s->nbufs; j++) {   /* a buffer read twice (attention's q, k, v in one matmul's result) once */
         bool again = false;
         for (int i = 0; i < j && !again; i++) again = s->bufs[i] == s->bufs[j];

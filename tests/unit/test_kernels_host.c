@@ -85,12 +85,13 @@ static bool is_result(const ir_graph *g, const nrt_program *p, const cg_ctx *pla
 }
 
 static bool matches(const ir_graph *g, const char *name, uint32_t k, const char *what, const void *got, const cpu_tensor *want,
-                    uint32_t v)
+                    uint32_t v, uint32_t producer)
 {
     /* tensor-core attention rounds probabilities and score gradients to the
      * operands' dtype before its second product (as flash attention does):
-     * a gradient's small elements carry the rounding of large terms */
-    double floor = nc_ops[g->nodes[v].op].category == CAT_ATTENTION ? 0.1 : 0.05;
+     * a gradient's small elements carry the rounding of large terms (also
+     * where the kernel writes them into another value's columns) */
+    double floor = nc_ops[g->nodes[producer].op].category == CAT_ATTENTION ? 0.1 : 0.05;
     double scale = 0;
     for (int64_t i = 0; i < want->numel; i++)
         if (isfinite(cpu_get(want, i))) scale = fmax(scale, fabs(cpu_get(want, i)));
@@ -212,7 +213,7 @@ static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, 
             if (b >= g->nnodes) { temp_memory(g, p, mem, b); continue; }
             if (is_result(g, p, &plan, k, j)) continue;
             if (!mem[b]) { fprintf(stderr, "%s: step %u (%s) reads buffer %%%u before it is written\n", name, k, what, b); bad++; }
-            else if (res->values[v].numel > 0 && !matches(g, name, k, what, mem[b], &res->values[v], v)) bad++;
+            else if (res->values[v].numel > 0 && !matches(g, name, k, what, mem[b], &res->values[v], v, v)) bad++;
         }
         bool run = known && s->kind == NRT_STEP_KERNEL;
         kernel_fn *fn = run ? (kernel_fn *)(uintptr_t)dlsym(lib, p->kernel_names[s->kernel]) : NULL;
@@ -259,7 +260,7 @@ static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, 
         for (int j = 0; j < s->nbufs; j++) {
             uint32_t v = slot_value(p, k, j), b = s->bufs[j];
             if (b >= g->nnodes || !is_result(g, p, &plan, k, j) || last_write[v] != k) continue;
-            if (!matches(g, name, k, what, mem[b], &res->values[v], v)) bad++;
+            if (!matches(g, name, k, what, mem[b], &res->values[v], v, s->node < g->nnodes ? s->node : v)) bad++;
             cpu_tensor_to_native(&res->values[v], mem[b]);
         }
         checked++;
