@@ -563,14 +563,30 @@ static int stage_create(gpu_session *s, staged_input *in, char *err, size_t errc
     return 0;
 }
 
+static void stage_destroy(staged_input *in)
+{
+    for (int k = 0; k < STAGE_SLOTS; k++) {
+        stage_slot *slot = &in->slot[k];
+        if (slot->host) drv.cuMemFreeHost(slot->host);
+        if (slot->landing) drv.cuMemFree(slot->landing);
+        if (slot->copied) drv.cuEventDestroy(slot->copied);
+        if (slot->taken) drv.cuEventDestroy(slot->taken);
+    }
+}
+
 static staged_input *stage_of(gpu_session *s, uint32_t value, size_t bytes, char *err, size_t errcap)
 {
     for (uint32_t i = 0; i < s->nstaged; i++)
         if (s->staged[i].value == value) return &s->staged[i];
     s->staged = nc_xrealloc(s->staged, (s->nstaged + 1) * sizeof *s->staged);
-    staged_input *in = &s->staged[s->nstaged++];
+    staged_input *in = &s->staged[s->nstaged];
     *in = (staged_input){.value = value, .bytes = bytes};
-    return stage_create(s, in, err, errcap) == 0 ? in : NULL;
+    if (stage_create(s, in, err, errcap) != 0) {   /* nothing half made stays in the list */
+        stage_destroy(in);
+        return NULL;
+    }
+    s->nstaged++;
+    return in;
 }
 
 int gpu_stage_input(gpu_session *s, uint32_t value, const void *data, size_t bytes, char *err, size_t errcap)
@@ -666,14 +682,7 @@ void gpu_session_free(gpu_session *s)
         }
     }
     if (s->copy_stream) drv.cuStreamSynchronize(s->copy_stream);
-    for (uint32_t i = 0; i < s->nstaged; i++)
-        for (int k = 0; k < STAGE_SLOTS; k++) {
-            stage_slot *slot = &s->staged[i].slot[k];
-            if (slot->host) drv.cuMemFreeHost(slot->host);
-            if (slot->landing) drv.cuMemFree(slot->landing);
-            if (slot->copied) drv.cuEventDestroy(slot->copied);
-            if (slot->taken) drv.cuEventDestroy(slot->taken);
-        }
+    for (uint32_t i = 0; i < s->nstaged; i++) stage_destroy(&s->staged[i]);
     free(s->staged);
     if (s->wait_begin) drv.cuEventDestroy(s->wait_begin);
     if (s->wait_end) drv.cuEventDestroy(s->wait_end);
