@@ -753,23 +753,27 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
  * take every NORM_PARTS-th row (its statistics, then g or g xhat into
  * registers for the first 2048 columns, into its own partial row past
  * them), then one thread a column adds the partial rows: the same order
- * every run. */
+ * every run. A layernorm's weight gradient computes its bias gradient
+ * along (cg->bias_grad_with): two sets of partial rows, one pass over x and g. */
 enum { NORM_PARTS = 128 };
 
 static bool cuda_emit_norm_param_grad(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
     int wrt = n->attr.axis;
+    ir_value bias = cg->bias_grad_with ? cg->bias_grad_with[v] : IR_NONE;
+    int sets = bias != IR_NONE ? 2 : 1;
     uint32_t C = x->shape[x->rank - 1], rows_numel;
     if (!numel_dim(cg, x, &rows_numel)) return false;
-    dim_expr parts_numel, k = dim_const(NORM_PARTS);
-    if (dim_mul(&cg->g->dims[C], &k, &parts_numel) != DIM_OK) {
+    dim_expr grid_numel, parts_numel, k = dim_const(NORM_PARTS), k2 = dim_const((int64_t)NORM_PARTS * sets);
+    if (dim_mul(&cg->g->dims[C], &k, &grid_numel) != DIM_OK || dim_mul(&cg->g->dims[C], &k2, &parts_numel) != DIM_OK) {
         snprintf(cg->err, sizeof cg->err, "norm_param_grad: the partial sums' size overflows");
         return false;
     }
+    uint32_t grid = ir_dim_intern((ir_graph *)cg->g, &grid_numel);   /* NORM_PARTS blocks of C */
     uint32_t pn = ir_dim_intern((ir_graph *)cg->g, &parts_numel), parts = new_temp(cg, pn, NC_F32);
     nrt_step *s = begin_kernel(cg, v, "_parts", NRT_GRID_ROWS);
-    add_int(s, pn);
+    add_int(s, grid);
     add_int(s, C);
     add_int(s, rows_numel);
     add_buf(s, arg(cg, v, 0));
@@ -780,28 +784,42 @@ static bool cuda_emit_norm_param_grad(cg_ctx *cg, ir_value v)
     cg_buf *b = &cg->body;
     cg_printf(b, "  float *part = (float *)A.buf[2];\n");
     cg_printf(b, "  const long long C = A.n[1], rows = C > 0 ? A.n[2] / C : 0, parts = gridDim.x;\n");
-    cg_printf(b, "  float acc[8];\n#pragma unroll\n  for (int q = 0; q < 8; q++) acc[q] = 0.0f;\n");
-    cg_printf(b, "  for (long long j = threadIdx.x + 2048; j < C; j += blockDim.x) part[blockIdx.x * C + j] = 0.0f;\n");
+    cg_printf(b, "  float acc[%d][8];\n#pragma unroll\n  for (int q = 0; q < 8; q++) {", sets);
+    for (int t = 0; t < sets; t++) cg_printf(b, " acc[%d][q] = 0.0f;", t);
+    cg_printf(b, " }\n");
+    for (int t = 0; t < sets; t++)
+        cg_printf(b, "  for (long long j = threadIdx.x + 2048; j < C; j += blockDim.x) part[(%d * parts + blockIdx.x) * C + j] = 0.0f;\n", t);
     cg_printf(b, "  for (long long row = blockIdx.x; row < rows; row += parts) {\n");
-    if (wrt > 0) {
-        emit_row_stats(cg, wrt == 1, n->attr.f);
-        cg_printf(b, "#define NC_TERM(j) (nc_ld(g, row * C + (j)) * (nc_ld(x, row * C + (j)) - mean) * rstd)\n");
-    } else {
-        cg_printf(b, "#define NC_TERM(j) nc_ld(g, row * C + (j))\n");
-    }
-    cg_printf(b, "#pragma unroll\n    for (int q = 0; q < 8; q++) { const long long j = threadIdx.x + q * 256; if (j < C) acc[q] += NC_TERM(j); }\n");
-    cg_printf(b, "    for (long long j = threadIdx.x + 2048; j < C; j += blockDim.x) part[blockIdx.x * C + j] += NC_TERM(j);\n");
-    cg_printf(b, "#undef NC_TERM\n  }\n");
-    cg_printf(b, "#pragma unroll\n  for (int q = 0; q < 8; q++) { const long long j = threadIdx.x + q * 256; if (j < C) part[blockIdx.x * C + j] = acc[q]; }\n");
+    if (wrt > 0) emit_row_stats(cg, wrt == 1, n->attr.f);
+    /* set 0: this node's sum (g xhat for a weight, g for a bias); set 1: the bias's g */
+    cg_printf(b, wrt > 0 ? "#define NC_TERM0(j) (nc_ld(g, row * C + (j)) * (nc_ld(x, row * C + (j)) - mean) * rstd)\n"
+                         : "#define NC_TERM0(j) nc_ld(g, row * C + (j))\n");
+    cg_printf(b, "#define NC_TERM1(j) nc_ld(g, row * C + (j))\n");
+    cg_printf(b, "#pragma unroll\n    for (int q = 0; q < 8; q++) { const long long j = threadIdx.x + q * 256; if (j < C) {");
+    for (int t = 0; t < sets; t++) cg_printf(b, " acc[%d][q] += NC_TERM%d(j);", t, t);
+    cg_printf(b, " } }\n");
+    for (int t = 0; t < sets; t++)
+        cg_printf(b, "    for (long long j = threadIdx.x + 2048; j < C; j += blockDim.x) part[(%d * parts + blockIdx.x) * C + j] += NC_TERM%d(j);\n", t, t);
+    cg_printf(b, "#undef NC_TERM0\n#undef NC_TERM1\n  }\n");
+    cg_printf(b, "#pragma unroll\n  for (int q = 0; q < 8; q++) { const long long j = threadIdx.x + q * 256; if (j < C) {");
+    for (int t = 0; t < sets; t++) cg_printf(b, " part[(%d * parts + blockIdx.x) * C + j] = acc[%d][q];", t, t);
+    cg_printf(b, " } }\n");
     end_kernel(cg);
 
     s = begin_kernel(cg, v, "_sum", NRT_GRID_ELEMENTS);
     add_int(s, C);
     add_buf(s, parts);
     add_buf(s, v);
-    cg_printf(b, "  const float *part = (const float *)A.buf[0];\n  float *y = (float *)A.buf[1];\n");
-    cg_printf(b, "  NC_GRID_STRIDE(j, A.n[0]) {\n    float sum = 0.0f;\n");
-    cg_printf(b, "    for (int p = 0; p < %d; p++) sum += part[p * A.n[0] + j];\n    y[j] = sum;\n  }\n", NORM_PARTS);
+    if (sets == 2) add_buf(s, bias);
+    cg_printf(b, "  const float *part = (const float *)A.buf[0];\n");
+    for (int t = 0; t < sets; t++) cg_printf(b, "  float *y%d = (float *)A.buf[%d];\n", t, 1 + t);
+    cg_printf(b, "  NC_GRID_STRIDE(j, A.n[0]) {\n");
+    for (int t = 0; t < sets; t++) {
+        cg_printf(b, "    float sum%d = 0.0f;\n", t);
+        cg_printf(b, "    for (int p = 0; p < %d; p++) sum%d += part[(%d + p) * A.n[0] + j];\n    y%d[j] = sum%d;\n", NORM_PARTS, t,
+                  t * NORM_PARTS, t, t);
+    }
+    cg_printf(b, "  }\n");
     end_kernel(cg);
     return true;
 }

@@ -50,6 +50,8 @@ typedef struct cg_ctx {
                               from column out_col (transpose(out, [0, 2, 1, 3]), or a concat of the
                               q, k and v gradients), IR_NONE if none */
     int64_t *out_col;
+    ir_value *bias_grad_with; /* fusion: for a layernorm weight gradient, the bias gradient of the same x and
+                              g that its kernels compute along (reading x and g once), IR_NONE if none */
     struct cuda_epilogue *epilogues;   /* epilogues: one per fused matmul, in schedule order */
     uint32_t nepilogues;
     char err[512];

@@ -313,6 +313,28 @@ static void plan_kernels(cg_ctx *cg)
     free(in_kernel);
 }
 
+/* A layernorm's weight and bias gradients sum g xhat and g over the same
+ * rows: the weight's kernels compute both, reading x and g once. */
+static void plan_norm_pairs(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->bias_grad_with = nc_xmalloc((g->nnodes + 1) * sizeof *cg->bias_grad_with);
+    for (ir_value v = 0; v < g->nnodes; v++) cg->bias_grad_with[v] = IR_NONE;
+    for (ir_value w = 0; w < g->nnodes; w++) {
+        const ir_node *wn = &g->nodes[w];
+        if (wn->op != OP_NORM_PARAM_GRAD || wn->attr.axis != 1) continue;
+        for (ir_value b = w + 1; b < g->nnodes; b++) {
+            const ir_node *bn = &g->nodes[b];
+            if (bn->op != OP_NORM_PARAM_GRAD || bn->attr.axis != 0 || cg->inlined[b] || bn->dtype != wn->dtype ||
+                ir_args(g, bn)[0] != ir_args(g, wn)[0] || ir_args(g, bn)[1] != ir_args(g, wn)[1])
+                continue;
+            cg->bias_grad_with[w] = b;
+            cg->inlined[b] = true;   /* computed by w's kernels, earlier than its own place */
+            break;
+        }
+    }
+}
+
 void cuda_fuse_plan(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
@@ -351,6 +373,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_inlined(cg);
     plan_read_through(cg);
     cuda_attention_plan(cg);
+    plan_norm_pairs(cg);
     cg->ngroups = id;
     plan_prologues(cg);
     plan_kernels(cg);
@@ -370,8 +393,9 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->delta_from);
     free(cg->out_as);
     free(cg->out_col);
+    free(cg->bias_grad_with);
     cg->prologue_of = NULL, cg->attn_root = NULL, cg->attn_col = NULL, cg->lse_with = NULL, cg->delta_from = NULL;
-    cg->out_as = NULL, cg->out_col = NULL;
+    cg->out_as = NULL, cg->out_col = NULL, cg->bias_grad_with = NULL;
     cuda_epilogue_free(cg);
     cg->group = NULL, cg->inlined = NULL, cg->last_use = NULL, cg->escapes = NULL, cg->kernel_of = NULL;
 }
@@ -390,6 +414,7 @@ bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v)
     if (!cg->group || v >= cg->g->nnodes || node >= cg->g->nnodes) return false;
     if (cg->delta_from && cg->delta_from[node] != IR_NONE && v == ir_args(cg->g, &cg->g->nodes[node])[5]) return true;
     if (cg->out_as && cg->out_as[node] == v) return true;
+    if (cg->bias_grad_with && cg->bias_grad_with[node] == v) return true;
     return cuda_fuse_same_kernel(cg, v, node) || (cg->lse_with && cg->lse_with[node] == v);
 }
 
