@@ -1,6 +1,7 @@
 /* driver.c - one compilation: parse, analyse, run the pass pipeline. */
 #include "driver.h"
 #include "mem_budget.h"
+#include "schedule.h"
 #include "autodiff.h"
 #include "parse.h"
 #include "passes.h"
@@ -110,6 +111,11 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
             ir_graph_free(g);
             return NULL;
         }
+    }
+    ir_graph *scheduled = train ? schedule_parameter_copies_first(g) : NULL;
+    if (scheduled) {
+        ir_graph_free(g);
+        g = scheduled;
     }
     return g;
 }

@@ -25,6 +25,7 @@
 #include "mem_budget.h"
 #include "cuda_emit.h"
 #include "inspect.h"
+#include "schedule.h"
 #include "passes.h"
 #include "program.h"
 
@@ -65,16 +66,22 @@ typedef struct plan_cost {
     double floor_s;
 } plan_cost;
 
-static plan_cost plan_cost_of(const ir_graph *g, bool fuse, char *err, size_t errcap)
+static plan_cost plan_cost_of(const ir_graph *unscheduled, bool fuse, char *err, size_t errcap)
 {
     plan_cost c = {.peak = -1};
+    ir_graph *scheduled = schedule_parameter_copies_first(unscheduled);   /* as the driver will */
+    const ir_graph *g = scheduled ? scheduled : unscheduled;
     nrt_program p;
-    if (!cuda_emit_program_ex(g, fuse, &p, err, errcap)) return c;
+    if (!cuda_emit_program_ex(g, fuse, &p, err, errcap)) {
+        ir_graph_free(scheduled);
+        return c;
+    }
     memplan_result r;
     memplan_buf *bufs = program_plan_memory(g, &p, NULL, &r, err, errcap);
     if (bufs) c = (plan_cost){r.arena_bytes, inspect_floor_seconds(g, &p, bufs, NULL)};
     free(bufs);
     nrt_program_free(&p);
+    ir_graph_free(scheduled);
     return c;
 }
 

@@ -93,6 +93,26 @@ void ir_graph_finish(ir_graph *out, const ir_graph *g, const ir_value *map)
     for (uint32_t i = 0; i < g->nupdates; i++) ir_update_add(out, g->updates[i].param, map[g->updates[i].value]);
 }
 
+ir_graph *ir_graph_reorder(const ir_graph *g, const ir_value *order)
+{
+    ir_graph *out = ir_graph_shell(g);
+    ir_value *map = nc_xmalloc((g->nnodes + 1) * sizeof *map), *dst = nc_xmalloc((g->nargs + 1) * sizeof *dst);
+    for (ir_value v = 0; v < g->nnodes; v++) map[v] = IR_NONE;
+    for (ir_value k = 0; k < g->nnodes; k++) {
+        ir_value v = order[k];
+        const ir_node *n = &g->nodes[v];
+        for (int i = 0; i < n->nargs; i++) {
+            dst[i] = map[ir_args(g, n)[i]];
+            NC_ASSERT(dst[i] != IR_NONE);
+        }
+        map[v] = ir_add(out, n, dst, n->nargs);
+    }
+    ir_graph_finish(out, g, map);
+    free(dst);
+    free(map);
+    return out;
+}
+
 ir_graph *ir_graph_filter(const ir_graph *g, const bool *keep, const ir_value *replace)
 {
     ir_graph *out = ir_graph_shell(g);

@@ -66,5 +66,8 @@ void ir_graph_finish(ir_graph *out, const ir_graph *g, const ir_value *map);
 /* Copy a graph keeping only the nodes where keep[v]; operands of kept nodes
  * must be kept too. Outputs and the train loss are remapped. */
 ir_graph *ir_graph_filter(const ir_graph *g, const bool *keep, const ir_value *replace);
+/* Copy a graph with its nodes in the given order (a permutation in which
+ * every node comes after its operands). */
+ir_graph *ir_graph_reorder(const ir_graph *g, const ir_value *order);
 
 #endif

@@ -196,6 +196,18 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
     int in_place = residuals_in_place(g, &fused);
     if (want_epilogues & NRT_EPI_RESIDUAL) CHECK(in_place > 0);
     CHECK(multi > 0);   /* the parameters' updates share kernels */
+    /* and so do the parameters' low-precision copies (scheduled first) */
+    uint32_t copies = 0, copy_steps = 0;
+    for (ir_value v = 0; v < g->nnodes; v++)
+        copies += g->nodes[v].op == OP_CAST && g->nodes[ir_args(g, &g->nodes[v])[0]].op == OP_PARAM;
+    for (uint32_t k = 0; k < fused.nsteps; k++) {
+        const ir_node *n = &g->nodes[fused.steps[k].node];
+        copy_steps += fused.steps[k].kind == NRT_STEP_KERNEL && n->op == OP_CAST && g->nodes[ir_args(g, n)[0]].op == OP_PARAM;
+    }
+    if (strstr(path, "gpt2")) {
+        printf("%s: %u parameter copies in %u kernels\n", path, copies, copy_steps);
+        CHECK(copies >= 8 && copy_steps * 4 <= copies);
+    }
     CHECK(fused_steps > 0 && fused_kernels < plain_kernels);
     CHECK(valid_dataflow(g, &plain, false));
     CHECK(valid_dataflow(g, &fused, true));
