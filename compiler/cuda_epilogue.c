@@ -167,8 +167,10 @@ static void take_activation(const epi_ctx *c, cuda_epilogue *e, ir_value *cur, n
 static void take_widened_sum(const epi_ctx *c, cuda_epilogue *e, ir_value *cur, nc_dtype t)
 {
     ir_value u = sole_user(c, *cur), add = u != IR_NONE ? sole_user(c, u) : IR_NONE, other;
+    /* the sum so far must exist before this product: taking a later one
+     * would hold the product back (and its operands alive) until then */
     if (e->flags || t == NC_F32 || u == IR_NONE || nd(c, u)->op != OP_CAST || nd(c, u)->dtype != NC_F32 || add == IR_NONE ||
-        (other = other_addend(c, add, u)) == IR_NONE || !materialized(c, other))
+        (other = other_addend(c, add, u)) == IR_NONE || other > e->matmul || !materialized(c, other))
         return;
     e->out_dtype = NC_F32;
     link(e, cur, u);
@@ -187,6 +189,18 @@ static void take_residual(const epi_ctx *c, cuda_epilogue *e, ir_value *cur)
     }
 }
 
+/* u, a widened product, is the first term of a sum whose next term a later
+ * product's epilogue will add (take_widened_sum): u is read as its C. */
+static bool first_of_widened_sum(const epi_ctx *c, ir_value u)
+{
+    ir_value add = sole_user(c, u), other, m;
+    if (add == IR_NONE || (other = other_addend(c, add, u)) == IR_NONE || other < u) return false;
+    const ir_node *o = nd(c, other);
+    if (o->op != OP_CAST || o->dtype != NC_F32 || sole_user(c, other) != add) return false;
+    m = operand(c, other, 0);
+    return nd(c, m)->op == OP_MATMUL && sole_user(c, m) == other && nd(c, m)->dtype != NC_F32;
+}
+
 /* A bare product widened to f32, unless the one op reading the widened
  * value is elementwise (its kernel would load the narrow product and widen
  * it in registers). A widened gradient read by several kernels (the norm,
@@ -195,7 +209,7 @@ static void take_widening(const epi_ctx *c, cuda_epilogue *e, ir_value *cur, nc_
 {
     ir_value u = sole_user(c, *cur);
     if (!e->flags && t != NC_F32 && u != IR_NONE && nd(c, u)->op == OP_CAST && nd(c, u)->dtype == NC_F32 &&
-        (c->nusers[u] > 1 || !read_elementwise(c, u))) {
+        (c->nusers[u] > 1 || !read_elementwise(c, u) || first_of_widened_sum(c, u))) {
         e->out_dtype = NC_F32;
         link(e, cur, u);
     }

@@ -45,6 +45,9 @@ enum {
     OPF_ACCUM = 1u << 1,           /* accumulates: always in f32, whatever the storage */
     OPF_ROUND_COMMUTES = 1u << 2,  /* op(round(x)) == round(op(x)) bit for bit */
     OPF_RANDOM = 1u << 3,          /* draws random numbers (seeded, counter based) */
+    OPF_ROW_IN_PLACE = 1u << 4,    /* a row-wise kernel whose last pass reads each element of its row
+                                      operands and writes the same element of its result in one thread:
+                                      the result may take a dying row operand's memory */
 };
 
 typedef struct nc_op_info {

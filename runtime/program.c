@@ -91,6 +91,17 @@ bool nrt_step_may_share(const nrt_step *s, int o, int j)
     return s->sections <= 1 || (s->slot_section[j] == s->slot_section[o] && s->slot_section[j] != NRT_SECTION_SHARED);
 }
 
+bool nrt_step_rowwise_in_place(const ir_graph *g, const nrt_step *s, int j)
+{
+    if (s->kind != NRT_STEP_KERNEL || s->grid != NRT_GRID_ROWS || s->node >= g->nnodes || j < 0 || j + 1 >= s->nbufs ||
+        s->bufs[s->nbufs - 1] != s->node || s->bufs[j] >= g->nnodes)
+        return false;
+    const ir_node *out = &g->nodes[s->node], *in = &g->nodes[s->bufs[j]];
+    /* a row operand: the result's shape (not a weight every row reads) */
+    return (nc_ops[out->op].flags & OPF_ROW_IN_PLACE) && in->rank == out->rank &&
+           memcmp(in->shape, out->shape, out->rank * sizeof *out->shape) == 0;
+}
+
 /* An elementwise kernel computes y[i] from x[i] in the same thread, so y may
  * take the place of an operand of the same size that dies at that step. The
  * output's buffer becomes part of the operand's (its lifetime extended), and
@@ -112,6 +123,21 @@ static int32_t *plan_in_place(const ir_graph *g, const nrt_program *p, memplan_b
             alias[out] = root;
             b[root].last = b[out].last;
             b[out].bytes = 0;
+            continue;
+        }
+        if (s->kind == NRT_STEP_KERNEL && s->grid == NRT_GRID_ROWS && s->nbufs > 0) {   /* a row op over a row operand */
+            uint32_t out = s->bufs[s->nbufs - 1];
+            if (out >= g->nnodes || b[out].bytes == 0 || b[out].first != (int32_t)k || alias[out] >= 0) continue;
+            for (int j = 0; j + 1 < s->nbufs; j++) {
+                uint32_t in = s->bufs[j];
+                if (!nrt_step_rowwise_in_place(g, s, j) || in >= g->nnodes || b[in].first >= (int32_t)k) continue;
+                int32_t root = alias_root(alias, (int32_t)in);
+                if (b[root].last != (int32_t)k || b[root].bytes != b[out].bytes) continue;
+                alias[out] = root;
+                b[root].last = b[out].last;
+                b[out].bytes = 0;
+                break;
+            }
             continue;
         }
         if (!nrt_step_per_element(g, p, s)) continue;

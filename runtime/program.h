@@ -127,6 +127,12 @@ bool nrt_step_per_element(const ir_graph *g, const nrt_program *p, const nrt_ste
  * kernel's loops at their own pace, so across loops an element may be
  * overwritten before another thread has read it). */
 bool nrt_step_may_share(const nrt_step *s, int o, int j);
+/* Whether step s is a row-wise kernel (softmax, the norms, the loss's
+ * gradient, their backward) whose last pass reads each element and writes
+ * the same element of its result in the same thread, after every read of
+ * the row's statistics: its result may take the memory of a row operand of
+ * the same size that dies there (the logits' gradient over the logits). */
+bool nrt_step_rowwise_in_place(const ir_graph *g, const nrt_step *s, int j);
 
 /* The memory plan at bound dims: bytes and live steps of every buffer (IR
  * values, then temporaries), placed in one arena. Inputs and parameters live

@@ -204,6 +204,24 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
         const ir_node *n = &g->nodes[fused.steps[k].node];
         copy_steps += fused.steps[k].kind == NRT_STEP_KERNEL && n->op == OP_CAST && g->nodes[ir_args(g, n)[0]].op == OP_PARAM;
     }
+    /* the logits' gradient is written over the logits (a row op reading each
+     * element before writing it), so one slice's logits cost their bytes once */
+    memplan_result pr;
+    char perr[256];
+    memplan_buf *pb = program_plan_memory(g, &fused, NULL, &pr, perr, sizeof perr);
+    CHECK(pb != NULL);
+    uint32_t ce_grads = 0, ce_in_place = 0;
+    for (uint32_t k = 0; pb && k < fused.nsteps; k++) {
+        const nrt_step *st = &fused.steps[k];
+        if (st->kind != NRT_STEP_KERNEL || g->nodes[st->node].op != OP_CROSS_ENTROPY_GRAD) continue;
+        ce_grads++;
+        ce_in_place += pb[st->bufs[0]].offset == pb[st->node].offset && pb[st->bufs[0]].bytes == pb[st->node].bytes;
+    }
+    free(pb);
+    if (strstr(path, "gpt2")) {
+        printf("%s: %u of %u logits gradients over their logits\n", path, ce_in_place, ce_grads);
+        CHECK(ce_grads > 0 && ce_in_place == ce_grads);
+    }
     if (strstr(path, "gpt2")) {
         printf("%s: %u parameter copies in %u kernels\n", path, copies, copy_steps);
         CHECK(copies >= 8 && copy_steps * 4 <= copies);
