@@ -269,6 +269,7 @@ typedef struct segment_plan {
     ir_graph *graph;
     plan_cost cost;
     uint32_t segments, kept, of;   /* kept of `of` dear values; of == 0: all matmul and attention results, or none */
+    uint32_t every, extra;         /* cuts at every `every`-th narrow point; values kept past the prefix */
     bool keep_expensive;
 } segment_plan;
 
@@ -392,12 +393,14 @@ static segment_plan keeping_first(const ir_graph *g, const bool *cut, const kept
  * at once), so a short ranking is tried whole. */
 #define EVERY_PREFIX_UP_TO 24
 static void keep_what_fits(const ir_graph *g, int64_t budget, const bool *cut, const kept_value *rank, uint32_t n,
-                           segment_plan *best, int64_t *smallest, const budget_ctx *b)
+                           uint32_t every, segment_plan *best, int64_t *smallest, const budget_ctx *b)
 {
+    segment_plan before = *best;
     bool *keep = nc_xmalloc((size_t)g->nnodes + 1);
     if (n <= EVERY_PREFIX_UP_TO) {
         for (uint32_t k = 0; k <= n; k++) consider(best, keeping_first(g, cut, rank, k, n, keep, b), budget, smallest);
         free(keep);
+        if (best->graph != before.graph) best->every = every;
         return;
     }
     uint32_t lo = 0, hi = n;
@@ -409,6 +412,31 @@ static void keep_what_fits(const ir_graph *g, int64_t budget, const bool *cut, c
         if (fits) lo = mid + 1;
         else if (mid == 0) break;
         else hi = mid - 1;
+    }
+    free(keep);
+    if (best->graph != before.graph) best->every = every;
+}
+
+/* The best plan keeps a prefix of the ranking; what room the budget still
+ * has goes to the later values that fit, one at a time, each kept only if
+ * the plan stays within the budget and gets faster. */
+static void fill_headroom(const ir_graph *g, int64_t budget, const bool *cut, const kept_value *rank, uint32_t n,
+                          segment_plan *best, int64_t *smallest, const budget_ctx *b)
+{
+    bool *keep = nc_xcalloc((size_t)g->nnodes + 1, 1);
+    for (uint32_t i = 0; i < best->kept; i++) keep[rank[i].v] = true;
+    uint32_t extra = 0, kept = best->kept, every = best->every, segments = best->segments;
+    for (uint32_t i = best->kept; i < n; i++) {
+        keep[rank[i].v] = true;
+        segment_plan t = with_cuts(g, cut, keep, b);
+        bool better = t.graph && t.cost.peak <= budget && t.cost.floor_s < best->cost.floor_s;
+        if (better) {
+            extra++;
+            t.kept = kept, t.of = n, t.every = every, t.extra = extra, t.segments = segments;
+        } else {
+            keep[rank[i].v] = false;
+        }
+        consider(best, t, budget, smallest);   /* takes t only when better */
     }
     free(keep);
 }
@@ -429,10 +457,14 @@ static segment_plan fit_by_segments(const ir_graph *g, int64_t budget, int64_t *
     for (uint32_t every = 1; every <= npoints; every = next_spacing(every)) {
         mark_cuts(cut, (size_t)g->nnodes + 1, points, npoints, every);
         segment_plan t = with_cuts(g, cut, all_expensive, b);
-        t.keep_expensive = true;
+        t.keep_expensive = true, t.every = every;
         bool fits = t.graph && t.cost.peak <= budget;
         consider(&best, t, budget, smallest);
-        if (!fits) keep_what_fits(g, budget, cut, rank, nrank, &best, smallest, b);
+        if (!fits) keep_what_fits(g, budget, cut, rank, nrank, every, &best, smallest, b);
+    }
+    if (best.graph && !best.keep_expensive && best.kept < nrank) {
+        mark_cuts(cut, (size_t)g->nnodes + 1, points, npoints, best.every);
+        fill_headroom(g, budget, cut, rank, nrank, &best, smallest, b);
     }
     free(all_expensive);
     free(cut);
@@ -482,7 +514,7 @@ bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *e
         human(plan.cost.peak, b, sizeof b);
         char kept[96] = "";
         if (plan.keep_expensive) snprintf(kept, sizeof kept, ", matmul and attention results kept");
-        else if (plan.kept) snprintf(kept, sizeof kept, ", %u of %u values made by matmuls and attention kept", plan.kept, plan.of);
+        else if (plan.kept) snprintf(kept, sizeof kept, ", %u of %u values made by matmuls and attention kept", plan.kept + plan.extra, plan.of);
         if (log)
             fprintf(log, "netc: memory budget %s: forward pass recomputed in %u segments%s; plan %s -> %s, floor %.3g ms\n",
                     want, plan.segments, kept, a, b, plan.cost.floor_s * 1e3);
