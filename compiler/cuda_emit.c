@@ -507,8 +507,63 @@ static bool emit_movement(cg_ctx *cg, ir_value v)
 static bool cuda_emit_transpose(cg_ctx *cg, ir_value v) { return emit_movement(cg, v); }
 static bool cuda_emit_slice(cg_ctx *cg, ir_value v) { return emit_movement(cg, v); }
 
+/* A concat of sums (cuda_fuse.c's plan_joined_sums): one warp per output
+ * element, as cuda_emit_reduce, the part an output falls in chosen by its
+ * place; each part's operand loaded (or computed, with its prologue) in a
+ * scope of its own. */
+static bool emit_joined_sums(cg_ctx *cg, ir_value v)
+{
+    const ir_graph *g = cg->g;
+    const ir_node *n = node(cg, v);
+    nrt_step *s = begin_kernel(cg, v, "_sums", NRT_GRID_WARPS);
+    uint32_t numel;
+    if (!numel_dim(cg, n, &numel)) return false;
+    add_int(s, numel);
+    cg_buf *b = &cg->body;
+    cg_printf(b, "  const long long o = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;\n");
+    cg_printf(b, "  const int lane = threadIdx.x & 31;\n  if (o >= A.n[0]) return;\n  float acc = 0.0f;\n");
+    int64_t at = 0;
+    for (int p = 0; p < n->nargs; p++) {
+        ir_value sum = arg(cg, v, p);
+        if (node(cg, sum)->op == OP_RESHAPE) sum = arg(cg, sum, 0);
+        const ir_node *x = node(cg, arg(cg, sum, 0));
+        int64_t outputs = 1, count = 1, d = 1;
+        for (int k = 0; k < x->rank; k++) {
+            dim_is_const(&g->dims[x->shape[k]], &d);
+            if (k == x->rank - 1) count = d;
+            else outputs *= d;
+        }
+        cg_printf(b, "  if (o >= %lld && o < %lld) {   /* %%%u */\n", (long long)at, (long long)(at + outputs), sum);
+        uint32_t prologue = cuda_fuse_prologue_group(cg, sum);
+        if (prologue) {
+            cuda_fuse_prologue_inputs_at(cg, prologue, s);
+        } else {
+            decl_ptr(cg, "x", s->nbufs, x->dtype, true);
+            add_buf(s, arg(cg, sum, 0));
+        }
+        cg_printf(b, "    const long long base = (o - %lld) * %lld;\n", (long long)at, (long long)count);
+        cg_printf(b, "    for (long long j = lane; j < %lld; j += 32) {\n", (long long)count);
+        if (prologue) {
+            cg_printf(b, "    float pv;\n    { const long long i = base + j;\n");
+            cuda_fuse_prologue_value(cg, prologue);
+            cg_printf(b, "    }\n    acc += pv;\n");
+        } else {
+            cg_printf(b, "    acc += nc_ld(x, base + j);\n");
+        }
+        cg_printf(b, "    }\n  }\n");
+        at += outputs;
+    }
+    cg_printf(b, "  for (int w = 16; w > 0; w >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, w);\n");
+    decl_ptr(cg, "y", s->nbufs, n->dtype, false);
+    add_buf(s, v);
+    cg_printf(b, "  if (lane == 0) nc_st(y, o, acc);\n");
+    end_kernel(cg);
+    return true;
+}
+
 static bool cuda_emit_concat(cg_ctx *cg, ir_value v)
 {
+    if (cg->joined_sums && cg->joined_sums[v]) return emit_joined_sums(cg, v);
     const ir_node *n = node(cg, v);
     if (n->nargs > NRT_MAX_BUFS - 1 || n->rank + n->nargs + 1 > NRT_MAX_INTS) {
         snprintf(cg->err, sizeof cg->err, "concat of %d tensors: the GPU backend joins at most %d at once", n->nargs,

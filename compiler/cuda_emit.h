@@ -52,6 +52,8 @@ typedef struct cg_ctx {
     int64_t *out_col;
     ir_value *bias_grad_with; /* fusion: for a layernorm weight gradient, the bias gradient of the same x and
                               g that its kernels compute along (reading x and g once), IR_NONE if none */
+    bool *joined_sums;     /* fusion: a concat of sums (a gradient norm's partial sums) whose one kernel
+                              computes every part's sum into its place (the sums have no kernels) */
     struct cuda_epilogue *epilogues;   /* epilogues: one per fused matmul, in schedule order */
     uint32_t nepilogues;
     char err[512];
@@ -133,6 +135,9 @@ void cuda_alias_buffers(const ir_graph *g, nrt_program *p);
 uint32_t cuda_fuse_prologue_group(const cg_ctx *cg, ir_value r);
 /* Adds the group's inputs to s (from slot 0) and declares them x0, x1, ... */
 void cuda_fuse_prologue_inputs(cg_ctx *cg, uint32_t id, nrt_step *s);
+/* The same for a kernel holding several prologues: the group's inputs go
+ * to the step's next slots (names x0, x1, ... in the current scope). */
+void cuda_fuse_prologue_inputs_at(cg_ctx *cg, uint32_t id, nrt_step *s);
 /* Code setting `float pv` to the group's value at element index `i`. */
 void cuda_fuse_prologue_value(cg_ctx *cg, uint32_t id);
 

@@ -226,6 +226,73 @@ static void plan_prologues(cg_ctx *cg)
     free(users);
 }
 
+/* A part of a concat that a joined kernel can sum: a sum over the last
+ * axis of a float operand, read only by the concat (through a reshape to
+ * [1] for a scalar), every size a constant. Returns the sum, or IR_NONE. */
+static ir_value joinable_sum(const cg_ctx *cg, ir_value c, ir_value part, const uint32_t *users)
+{
+    const ir_graph *g = cg->g;
+    ir_value s = part;
+    if (g->nodes[s].op == OP_RESHAPE) {
+        if (users[s] != 1 || cg->escapes[s]) return IR_NONE;
+        s = ir_args(g, &g->nodes[s])[0];
+    }
+    const ir_node *sn = &g->nodes[s];
+    if (sn->op != OP_SUM || sn->dtype != NC_F32 || cg->group[s] || cg->absorbed[s] || cg->escapes[s] || users[s] != 1 ||
+        sn->attr.keepdim || sn->attr.naxes != 1)
+        return IR_NONE;
+    const ir_node *x = &g->nodes[ir_args(g, sn)[0]];
+    if (x->rank < 1 || sn->attr.axes[0] != x->rank - 1 || !dtype_is_float(x->dtype)) return IR_NONE;
+    for (int k = 0; k < x->rank; k++) {
+        int64_t d;
+        if (!dim_is_const(&g->dims[x->shape[k]], &d)) return IR_NONE;
+    }
+    (void)c;
+    return s;
+}
+
+/* A gradient norm joins its partial sums with concats: one kernel computes
+ * all the parts of such a concat, each warp one output, instead of a kernel
+ * per sum. */
+static void plan_joined_sums(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->joined_sums = nc_xcalloc(g->nnodes + 1, sizeof *cg->joined_sums);
+    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++;
+    for (ir_value c = 0; c < g->nnodes; c++) {
+        const ir_node *cn = &g->nodes[c];
+        if (cn->op != OP_CONCAT || cn->rank != 1 || cn->dtype != NC_F32 || cg->group[c] || cg->inlined[c] || cn->nargs < 2)
+            continue;
+        bool all = true;
+        int bufs = 1;
+        for (int i = 0; i < cn->nargs && all; i++) {
+            ir_value s = joinable_sum(cg, c, ir_args(g, cn)[i], users);
+            all = s != IR_NONE;
+            if (!all) break;
+            uint32_t id = cuda_fuse_prologue_group(cg, s);
+            if (id) {
+                ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+                int nin, nout;
+                group_extent(cg, id, &first, &last);
+                group_io(cg, id, first, last, in, &nin, out, &nout);
+                bufs += nin;
+            } else {
+                bufs++;
+            }
+        }
+        if (!all || bufs > NRT_MAX_BUFS) continue;
+        cg->joined_sums[c] = true;
+        for (int i = 0; i < cn->nargs; i++) {
+            ir_value part = ir_args(g, cn)[i];
+            cg->inlined[part] = true;
+            if (g->nodes[part].op == OP_RESHAPE) cg->inlined[ir_args(g, &g->nodes[part])[0]] = true;
+        }
+    }
+    free(users);
+}
+
 /* The extent of each group in schedule order, with what it loads and
  * writes: the unit plan_kernels puts side by side. */
 typedef struct group_span {
@@ -376,6 +443,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_norm_pairs(cg);
     cg->ngroups = id;
     plan_prologues(cg);
+    plan_joined_sums(cg);
     plan_kernels(cg);
 }
 
@@ -394,6 +462,8 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->out_as);
     free(cg->out_col);
     free(cg->bias_grad_with);
+    free(cg->joined_sums);
+    cg->joined_sums = NULL;
     cg->prologue_of = NULL, cg->attn_root = NULL, cg->attn_col = NULL, cg->lse_with = NULL, cg->delta_from = NULL;
     cg->out_as = NULL, cg->out_col = NULL, cg->bias_grad_with = NULL;
     cuda_epilogue_free(cg);
@@ -746,6 +816,21 @@ void cuda_fuse_prologue_inputs(cg_ctx *cg, uint32_t id, nrt_step *s)
         char name[16];
         snprintf(name, sizeof name, "x%d", k);
         cuda_decl_ptr(cg, name, k, g->nodes[in[k]].dtype, true);
+        cuda_add_buf(s, in[k]);
+    }
+}
+
+void cuda_fuse_prologue_inputs_at(cg_ctx *cg, uint32_t id, nrt_step *s)
+{
+    const ir_graph *g = cg->g;
+    ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+    int nin, nout;
+    group_extent(cg, id, &first, &last);
+    group_io(cg, id, first, last, in, &nin, out, &nout);
+    for (int k = 0; k < nin; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", k);
+        cuda_decl_ptr(cg, name, s->nbufs, g->nodes[in[k]].dtype, true);
         cuda_add_buf(s, in[k]);
     }
 }

@@ -222,6 +222,21 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
         printf("%s: %u of %u logits gradients over their logits\n", path, ce_in_place, ce_grads);
         CHECK(ce_grads > 0 && ce_in_place == ce_grads);
     }
+    /* the gradient norm's partial sums: one kernel per concat of them */
+    uint32_t joined = 0, lone_parts = 0;
+    for (uint32_t k = 0; k < fused.nsteps; k++) {
+        const nrt_step *st = &fused.steps[k];
+        if (st->kind != NRT_STEP_KERNEL) continue;
+        joined += strstr(fused.kernel_names[st->kernel], "_sums") != NULL;
+        if (g->nodes[st->node].op != OP_SUM) continue;
+        for (ir_value u = st->node + 1; u < g->nnodes; u++)
+            for (int i = 0; i < g->nodes[u].nargs; i++)
+                lone_parts += ir_args(g, &g->nodes[u])[i] == st->node && g->nodes[u].op == OP_CONCAT;
+    }
+    if (strstr(path, "gpt2")) {
+        printf("%s: %u joined partial-sum kernels, %u partial sums with a kernel of their own\n", path, joined, lone_parts);
+        CHECK(joined > 0 && lone_parts == 0);
+    }
     if (strstr(path, "gpt2")) {
         printf("%s: %u parameter copies in %u kernels\n", path, copies, copy_steps);
         CHECK(copies >= 8 && copy_steps * 4 <= copies);
