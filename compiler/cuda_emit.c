@@ -686,8 +686,9 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
         add_buf(s, arg(cg, v, 0));
         decl_ptr(cg, "x", 0, x->dtype, true);
     }
-    decl_ptr(cg, "y", s->nbufs, n->dtype, false);
-    add_buf(s, v);
+    ir_value stored = cg->widened_to && cg->widened_to[v] != IR_NONE ? cg->widened_to[v] : v;   /* the f32 widening, if so */
+    decl_ptr(cg, "y", s->nbufs, node(cg, stored)->dtype, false);
+    add_buf(s, stored);
     bool red[NC_MAX_RANK] = {0};
     for (int k = 0; k < n->attr.naxes; k++) red[n->attr.axes[k]] = true;
     bool is_float = dtype_is_float(x->dtype), is_max = n->op == OP_MAX;

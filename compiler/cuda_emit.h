@@ -54,6 +54,8 @@ typedef struct cg_ctx {
                               g that its kernels compute along (reading x and g once), IR_NONE if none */
     bool *joined_sums;     /* fusion: a concat of sums (a gradient norm's partial sums) whose one kernel
                               computes every part's sum into its place (the sums have no kernels) */
+    ir_value *widened_to;  /* fusion: for a sum or mean in f16/bf16, the cast to f32 that is its one reader:
+                              the reduction stores its f32 accumulator there (a bias gradient), IR_NONE */
     struct cuda_epilogue *epilogues;   /* epilogues: one per fused matmul, in schedule order */
     uint32_t nepilogues;
     char err[512];

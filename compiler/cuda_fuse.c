@@ -251,6 +251,36 @@ static ir_value joinable_sum(const cg_ctx *cg, ir_value c, ir_value part, const 
     return s;
 }
 
+/* A sum in f16/bf16 widened to f32 by its one reader (a bias's gradient,
+ * summed over the rows in the activations' dtype, then widened for the f32
+ * parameter) stores its f32 accumulator as the widened value: no kernel for
+ * the cast, and no rounding to the narrow dtype in between (as a matmul's
+ * widening epilogue). */
+static void plan_widened_sums(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->widened_to = nc_xmalloc((g->nnodes + 1) * sizeof *cg->widened_to);
+    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
+    ir_value *user = nc_xmalloc((g->nnodes + 1) * sizeof *user);
+    for (ir_value v = 0; v < g->nnodes; v++) cg->widened_to[v] = IR_NONE;
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++, user[ir_args(g, &g->nodes[u])[k]] = u;
+    for (ir_value r = 0; r < g->nnodes; r++) {
+        const ir_node *rn = &g->nodes[r];
+        if ((rn->op != OP_SUM && rn->op != OP_MEAN) || (rn->dtype != NC_F16 && rn->dtype != NC_BF16) || users[r] != 1 ||
+            cg->escapes[r] || cg->group[r] || cg->inlined[r] || cg->absorbed[r])
+            continue;
+        ir_value c = user[r];
+        const ir_node *cn = &g->nodes[c];
+        if (cn->op != OP_CAST || cn->dtype != NC_F32 || cg->inlined[c] || cg->absorbed[c]) continue;
+        cg->widened_to[r] = c;
+        cg->inlined[c] = true;   /* stored by the reduction */
+        cg->group[c] = 0;
+    }
+    free(users);
+    free(user);
+}
+
 /* A gradient norm joins its partial sums with concats: one kernel computes
  * all the parts of such a concat, each warp one output, instead of a kernel
  * per sum. */
@@ -444,6 +474,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     cg->ngroups = id;
     plan_prologues(cg);
     plan_joined_sums(cg);
+    plan_widened_sums(cg);
     plan_kernels(cg);
 }
 
@@ -463,7 +494,8 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->out_col);
     free(cg->bias_grad_with);
     free(cg->joined_sums);
-    cg->joined_sums = NULL;
+    free(cg->widened_to);
+    cg->joined_sums = NULL, cg->widened_to = NULL;
     cg->prologue_of = NULL, cg->attn_root = NULL, cg->attn_col = NULL, cg->lse_with = NULL, cg->delta_from = NULL;
     cg->out_as = NULL, cg->out_col = NULL, cg->bias_grad_with = NULL;
     cuda_epilogue_free(cg);
@@ -485,6 +517,7 @@ bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v)
     if (cg->delta_from && cg->delta_from[node] != IR_NONE && v == ir_args(cg->g, &cg->g->nodes[node])[5]) return true;
     if (cg->out_as && cg->out_as[node] == v) return true;
     if (cg->bias_grad_with && cg->bias_grad_with[node] == v) return true;
+    if (cg->widened_to && cg->widened_to[node] == v) return true;
     return cuda_fuse_same_kernel(cg, v, node) || (cg->lse_with && cg->lse_with[node] == v);
 }
 
