@@ -865,15 +865,23 @@ static bool cuda_emit_norm_param_grad(cg_ctx *cg, ir_value v)
     s = begin_kernel(cg, v, "_sum", NRT_GRID_ELEMENTS);
     add_int(s, C);
     add_buf(s, parts);
-    add_buf(s, v);
-    if (sets == 2) add_buf(s, bias);
+    ir_value made[2] = {v, bias};
+    const char *round[2] = {"", ""};   /* stored as f32(bf16(sum)) where the program rounds it so (round_trip_to) */
+    for (int t = 0; t < sets; t++) {
+        ir_value to = cg->round_trip_to ? cg->round_trip_to[made[t]] : IR_NONE;
+        if (to != IR_NONE) {
+            round[t] = node(cg, arg(cg, to, 0))->dtype == NC_F16 ? "nc_round_f16" : "nc_round_bf16";
+            made[t] = to;
+        }
+        add_buf(s, made[t]);
+    }
     cg_printf(b, "  const float *part = (const float *)A.buf[0];\n");
     for (int t = 0; t < sets; t++) cg_printf(b, "  float *y%d = (float *)A.buf[%d];\n", t, 1 + t);
     cg_printf(b, "  NC_GRID_STRIDE(j, A.n[0]) {\n");
     for (int t = 0; t < sets; t++) {
         cg_printf(b, "    float sum%d = 0.0f;\n", t);
-        cg_printf(b, "    for (int p = 0; p < %d; p++) sum%d += part[(%d + p) * A.n[0] + j];\n    y%d[j] = sum%d;\n", NORM_PARTS, t,
-                  t * NORM_PARTS, t, t);
+        cg_printf(b, "    for (int p = 0; p < %d; p++) sum%d += part[(%d + p) * A.n[0] + j];\n    y%d[j] = %s(sum%d);\n", NORM_PARTS, t,
+                  t * NORM_PARTS, t, round[t], t);
     }
     cg_printf(b, "  }\n");
     end_kernel(cg);

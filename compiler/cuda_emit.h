@@ -56,6 +56,9 @@ typedef struct cg_ctx {
                               computes every part's sum into its place (the sums have no kernels) */
     ir_value *widened_to;  /* fusion: for a sum or mean in f16/bf16, the cast to f32 that is its one reader:
                               the reduction stores its f32 accumulator there (a bias gradient), IR_NONE */
+    ir_value *round_trip_to; /* fusion: for a norm's parameter gradient (f32), the f32(bf16(...)) its one
+                              reader makes of it (the gradient of a bf16 copy, widened back): its sum
+                              kernel stores that, rounded, IR_NONE */
     struct cuda_epilogue *epilogues;   /* epilogues: one per fused matmul, in schedule order */
     uint32_t nepilogues;
     char err[512];

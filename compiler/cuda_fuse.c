@@ -432,6 +432,34 @@ static void plan_norm_pairs(cg_ctx *cg)
     }
 }
 
+/* A norm's parameter gradient reaches its f32 parameter through the bf16
+ * copy the forward pass used: f32(bf16(grad)), a rounding the program asks
+ * for. The gradient's sum kernel stores the rounded value itself. */
+static void plan_round_trips(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->round_trip_to = nc_xmalloc((g->nnodes + 1) * sizeof *cg->round_trip_to);
+    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
+    ir_value *user = nc_xmalloc((g->nnodes + 1) * sizeof *user);
+    for (ir_value v = 0; v < g->nnodes; v++) cg->round_trip_to[v] = IR_NONE;
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++, user[ir_args(g, &g->nodes[u])[k]] = u;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        if (g->nodes[v].op != OP_NORM_PARAM_GRAD || g->nodes[v].dtype != NC_F32 || users[v] != 1 || cg->escapes[v]) continue;
+        ir_value narrow = user[v];
+        const ir_node *nn = &g->nodes[narrow];
+        if (nn->op != OP_CAST || (nn->dtype != NC_BF16 && nn->dtype != NC_F16) || users[narrow] != 1 || cg->escapes[narrow]) continue;
+        ir_value wide = user[narrow];
+        const ir_node *wn = &g->nodes[wide];
+        if (wn->op != OP_CAST || wn->dtype != NC_F32 || cg->inlined[wide] || cg->absorbed[wide] || cg->absorbed[narrow]) continue;
+        cg->round_trip_to[v] = wide;
+        cg->inlined[narrow] = cg->inlined[wide] = true;
+        cg->group[narrow] = cg->group[wide] = 0;
+    }
+    free(users);
+    free(user);
+}
+
 void cuda_fuse_plan(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
@@ -471,6 +499,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_read_through(cg);
     cuda_attention_plan(cg);
     plan_norm_pairs(cg);
+    plan_round_trips(cg);
     cg->ngroups = id;
     plan_prologues(cg);
     plan_joined_sums(cg);
@@ -495,7 +524,8 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->bias_grad_with);
     free(cg->joined_sums);
     free(cg->widened_to);
-    cg->joined_sums = NULL, cg->widened_to = NULL;
+    free(cg->round_trip_to);
+    cg->joined_sums = NULL, cg->widened_to = NULL, cg->round_trip_to = NULL;
     cg->prologue_of = NULL, cg->attn_root = NULL, cg->attn_col = NULL, cg->lse_with = NULL, cg->delta_from = NULL;
     cg->out_as = NULL, cg->out_col = NULL, cg->bias_grad_with = NULL;
     cuda_epilogue_free(cg);
@@ -517,6 +547,9 @@ bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v)
     if (cg->delta_from && cg->delta_from[node] != IR_NONE && v == ir_args(cg->g, &cg->g->nodes[node])[5]) return true;
     if (cg->out_as && cg->out_as[node] == v) return true;
     if (cg->bias_grad_with && cg->bias_grad_with[node] == v) return true;
+    if (cg->round_trip_to && (cg->round_trip_to[node] == v ||
+                              (cg->bias_grad_with && cg->bias_grad_with[node] != IR_NONE && cg->round_trip_to[cg->bias_grad_with[node]] == v)))
+        return true;
     if (cg->widened_to && cg->widened_to[node] == v) return true;
     return cuda_fuse_same_kernel(cg, v, node) || (cg->lse_with && cg->lse_with[node] == v);
 }

@@ -230,6 +230,9 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
         if (st->kind != NRT_STEP_KERNEL) continue;
         const ir_node *made = &g->nodes[st->node];
         widening_kernels += made->op == OP_CAST && made->dtype == NC_F32 && g->nodes[ir_args(g, made)[0]].op == OP_SUM;
+        /* a norm's parameter gradient rounded through bf16 by its own sum kernel */
+        for (const ir_node *c = made; c->op == OP_CAST; c = &g->nodes[ir_args(g, c)[0]])
+            widening_kernels += g->nodes[ir_args(g, c)[0]].op == OP_NORM_PARAM_GRAD;
         joined += strstr(fused.kernel_names[st->kernel], "_sums") != NULL;
         if (g->nodes[st->node].op != OP_SUM) continue;
         for (ir_value u = st->node + 1; u < g->nnodes; u++)
