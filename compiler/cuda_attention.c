@@ -188,8 +188,7 @@ static ir_value delta_source(const cg_ctx *cg, ir_value u, const uint32_t *users
 static void plan_delta(cg_ctx *cg, const uint32_t *users, bool *in_delta)
 {
     const ir_graph *g = cg->g;
-    cg->delta_from = nc_xmalloc((g->nnodes + 1) * sizeof *cg->delta_from);
-    for (ir_value v = 0; v < g->nnodes; v++) cg->delta_from[v] = IR_NONE;
+    cg->delta_from = cuda_no_values(g);
     for (ir_value u = 0; u < g->nnodes; u++) {
         attn_shape a;
         const ir_node *n = &g->nodes[u];
@@ -206,8 +205,7 @@ static void plan_delta(cg_ctx *cg, const uint32_t *users, bool *in_delta)
 static void plan_lse(cg_ctx *cg, const uint32_t *users)
 {
     const ir_graph *g = cg->g;
-    cg->lse_with = nc_xmalloc((g->nnodes + 1) * sizeof *cg->lse_with);
-    for (ir_value v = 0; v < g->nnodes; v++) cg->lse_with[v] = IR_NONE;
+    cg->lse_with = cuda_no_values(g);
     for (ir_value u = 0; u < g->nnodes; u++) {
         const ir_node *l = &g->nodes[u];
         attn_shape a;
@@ -296,9 +294,8 @@ static void plan_output(cg_ctx *cg, const bool *in_delta)
 {
     const ir_graph *g = cg->g;
     static const int8_t perm[4] = {0, 2, 1, 3};
-    cg->out_as = nc_xmalloc((g->nnodes + 1) * sizeof *cg->out_as);
+    cg->out_as = cuda_no_values(g);
     cg->out_col = nc_xcalloc(g->nnodes + 1, sizeof *cg->out_col);
-    for (ir_value v = 0; v < g->nnodes; v++) cg->out_as[v] = IR_NONE;
     for (ir_value f = 0; f < g->nnodes; f++) {
         attn_shape a;
         if (g->nodes[f].op != OP_ATTENTION || cg->escapes[f] || g->nodes[f].rank != 4 || !tiled_shape_of(g, f, &a)) continue;
@@ -323,15 +320,12 @@ static void plan_output(cg_ctx *cg, const bool *in_delta)
 void cuda_attention_plan(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
-    cg->attn_root = nc_xmalloc((g->nnodes + 1) * sizeof *cg->attn_root);
+    cg->attn_root = cuda_no_values(g);
     cg->attn_col = nc_xcalloc(g->nnodes + 1, sizeof *cg->attn_col);
-    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
-    for (ir_value u = 0; u < g->nnodes; u++)
-        for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++;
+    const uint32_t *users = cg->readers;
     bool *in_delta = nc_xcalloc(g->nnodes + 1, sizeof *in_delta);
     plan_delta(cg, users, in_delta);
     for (ir_value w = 0; w < g->nnodes; w++) {
-        cg->attn_root[w] = IR_NONE;
         ir_value root;
         uint32_t col;
         if (cg->escapes[w] || cg->group[w] || !head_interleaved(cg, w, users, &root, &col) ||
@@ -344,7 +338,6 @@ void cuda_attention_plan(cg_ctx *cg)
     plan_lse(cg, users);
     plan_output(cg, in_delta);
     free(in_delta);
-    free(users);
 }
 
 /* The step: ints = heads (the product of the leading dims), the tiled

@@ -536,7 +536,7 @@ static bool emit_joined_sums(cg_ctx *cg, ir_value v)
         cg_printf(b, "  if (o >= %lld && o < %lld) {   /* %%%u */\n", (long long)at, (long long)(at + outputs), sum);
         uint32_t prologue = cuda_fuse_prologue_group(cg, sum);
         if (prologue) {
-            cuda_fuse_prologue_inputs_at(cg, prologue, s);
+            cuda_fuse_prologue_inputs(cg, prologue, s);
         } else {
             decl_ptr(cg, "x", s->nbufs, x->dtype, true);
             add_buf(s, arg(cg, sum, 0));

@@ -34,6 +34,8 @@ typedef struct cg_ctx {
     bool *inlined;         /* fusion: a scalar fill that every user inlines (no kernel of its own) */
     ir_value *last_use;    /* fusion: the last node reading each value (itself if none) */
     bool *escapes;         /* fusion: read by an output, an update or the loss */
+    uint32_t *readers;     /* fusion: how many operand slots read each value ... */
+    ir_value *reader;      /* ... and one of its readers (the only one where readers is 1) */
     uint32_t *kernel_of;   /* fusion: for each group id, the first group of the kernel it is a loop of */
     ir_value *prologue_of; /* fusion: for each group id, the reduction that computes it as it loads (IR_NONE: none) */
     uint32_t ngroups;
@@ -88,6 +90,8 @@ bool cuda_fuse_same_kernel(const cg_ctx *cg, ir_value a, ir_value b);
  * value its fused kernel computes, or the lse an attention kernel writes
  * along (with cg planned for fusion, or not). */
 bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v);
+/* A per-value array of IR_NONE, for the planners' "this value's partner". */
+ir_value *cuda_no_values(const ir_graph *g);
 bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok);
 
 /* Matmul epilogues (cuda_epilogue.c): a bias, an activation, a residual
@@ -138,11 +142,8 @@ void cuda_alias_buffers(const ir_graph *g, nrt_program *p);
  * result computes the group as it loads (cuda_fuse.c): the group's value
  * at an element is never stored. The group under reduction r, or 0. */
 uint32_t cuda_fuse_prologue_group(const cg_ctx *cg, ir_value r);
-/* Adds the group's inputs to s (from slot 0) and declares them x0, x1, ... */
+/* Adds the group's inputs to s's next slots and declares them x0, x1, ... (in the current scope) */
 void cuda_fuse_prologue_inputs(cg_ctx *cg, uint32_t id, nrt_step *s);
-/* The same for a kernel holding several prologues: the group's inputs go
- * to the step's next slots (names x0, x1, ... in the current scope). */
-void cuda_fuse_prologue_inputs_at(cg_ctx *cg, uint32_t id, nrt_step *s);
 /* Code setting `float pv` to the group's value at element index `i`. */
 void cuda_fuse_prologue_value(cg_ctx *cg, uint32_t id);
 

@@ -119,9 +119,7 @@ static void plan_inlined(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
     bool *plain_reader = nc_xcalloc(g->nnodes + 1, sizeof *plain_reader);
-    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
-    for (ir_value u = 0; u < g->nnodes; u++)
-        for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++;
+    const uint32_t *users = cg->readers;
     for (ir_value v = g->nnodes; v-- > 0;) {
         cg->inlined[v] = inlinable(g, v) && !cg->escapes[v] && users[v] > 0 && !plain_reader[v];
         if (cg->group[v] || cg->inlined[v]) continue;
@@ -131,7 +129,6 @@ static void plan_inlined(cg_ctx *cg)
             if (!(epilogue_op && g->nodes[a].op == OP_BROADCAST)) plain_reader[a] = true;
         }
     }
-    free(users);
     free(plain_reader);
 }
 
@@ -158,9 +155,7 @@ static void dims_add(dim_set *d, const uint32_t *ids, int n)
 static void plan_read_through(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
-    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
-    for (ir_value u = 0; u < g->nnodes; u++)
-        for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++;
+    const uint32_t *users = cg->readers;
     for (ir_value r = g->nnodes; r-- > 0;) {
         const ir_node *rn = &g->nodes[r];
         bool reader = rn->op == OP_TRANSPOSE || rn->op == OP_SLICE || rn->op == OP_CONCAT;
@@ -184,7 +179,6 @@ static void plan_read_through(cg_ctx *cg)
             }
         }
     }
-    free(users);
 }
 
 static void group_extent(const cg_ctx *cg, uint32_t id, ir_value *first, ir_value *last);
@@ -202,9 +196,7 @@ static void plan_prologues(cg_ctx *cg)
     const ir_graph *g = cg->g;
     cg->prologue_of = nc_xmalloc((cg->ngroups + 1) * sizeof *cg->prologue_of);
     for (uint32_t k = 0; k <= cg->ngroups; k++) cg->prologue_of[k] = IR_NONE;
-    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
-    for (ir_value u = 0; u < g->nnodes; u++)
-        for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++;
+    const uint32_t *users = cg->readers;
     for (ir_value r = 0; r < g->nnodes; r++) {
         const ir_node *rn = &g->nodes[r];
         if (!reduction_with_prologue(rn->op) || !dtype_is_float(rn->dtype) || cg->group[r] || cg->absorbed[r]) continue;
@@ -223,7 +215,6 @@ static void plan_prologues(cg_ctx *cg)
         cg->prologue_of[id] = r;
         for (ir_value w = ir_args(g, rn)[0]; w != a; w = ir_args(g, &g->nodes[w])[0]) cg->inlined[w] = true;   /* no copy of what is never stored */
     }
-    free(users);
 }
 
 /* A part of a concat that a joined kernel can sum: a sum over the last
@@ -259,12 +250,9 @@ static ir_value joinable_sum(const cg_ctx *cg, ir_value c, ir_value part, const 
 static void plan_widened_sums(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
-    cg->widened_to = nc_xmalloc((g->nnodes + 1) * sizeof *cg->widened_to);
-    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
-    ir_value *user = nc_xmalloc((g->nnodes + 1) * sizeof *user);
-    for (ir_value v = 0; v < g->nnodes; v++) cg->widened_to[v] = IR_NONE;
-    for (ir_value u = 0; u < g->nnodes; u++)
-        for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++, user[ir_args(g, &g->nodes[u])[k]] = u;
+    cg->widened_to = cuda_no_values(g);
+    const uint32_t *users = cg->readers;
+    const ir_value *user = cg->reader;
     for (ir_value r = 0; r < g->nnodes; r++) {
         const ir_node *rn = &g->nodes[r];
         if ((rn->op != OP_SUM && rn->op != OP_MEAN) || (rn->dtype != NC_F16 && rn->dtype != NC_BF16) || users[r] != 1 ||
@@ -277,8 +265,6 @@ static void plan_widened_sums(cg_ctx *cg)
         cg->inlined[c] = true;   /* stored by the reduction */
         cg->group[c] = 0;
     }
-    free(users);
-    free(user);
 }
 
 /* A gradient norm joins its partial sums with concats: one kernel computes
@@ -288,9 +274,7 @@ static void plan_joined_sums(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
     cg->joined_sums = nc_xcalloc(g->nnodes + 1, sizeof *cg->joined_sums);
-    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
-    for (ir_value u = 0; u < g->nnodes; u++)
-        for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++;
+    const uint32_t *users = cg->readers;
     for (ir_value c = 0; c < g->nnodes; c++) {
         const ir_node *cn = &g->nodes[c];
         if (cn->op != OP_CONCAT || cn->rank != 1 || cn->dtype != NC_F32 || cg->group[c] || cg->inlined[c] || cn->nargs < 2)
@@ -320,7 +304,6 @@ static void plan_joined_sums(cg_ctx *cg)
             if (g->nodes[part].op == OP_RESHAPE) cg->inlined[ir_args(g, &g->nodes[part])[0]] = true;
         }
     }
-    free(users);
 }
 
 /* The extent of each group in schedule order, with what it loads and
@@ -415,8 +398,7 @@ static void plan_kernels(cg_ctx *cg)
 static void plan_norm_pairs(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
-    cg->bias_grad_with = nc_xmalloc((g->nnodes + 1) * sizeof *cg->bias_grad_with);
-    for (ir_value v = 0; v < g->nnodes; v++) cg->bias_grad_with[v] = IR_NONE;
+    cg->bias_grad_with = cuda_no_values(g);
     for (ir_value w = 0; w < g->nnodes; w++) {
         const ir_node *wn = &g->nodes[w];
         if (wn->op != OP_NORM_PARAM_GRAD || wn->attr.axis != 1) continue;
@@ -438,12 +420,9 @@ static void plan_norm_pairs(cg_ctx *cg)
 static void plan_round_trips(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
-    cg->round_trip_to = nc_xmalloc((g->nnodes + 1) * sizeof *cg->round_trip_to);
-    uint32_t *users = nc_xcalloc(g->nnodes + 1, sizeof *users);
-    ir_value *user = nc_xmalloc((g->nnodes + 1) * sizeof *user);
-    for (ir_value v = 0; v < g->nnodes; v++) cg->round_trip_to[v] = IR_NONE;
-    for (ir_value u = 0; u < g->nnodes; u++)
-        for (int k = 0; k < g->nodes[u].nargs; k++) users[ir_args(g, &g->nodes[u])[k]]++, user[ir_args(g, &g->nodes[u])[k]] = u;
+    cg->round_trip_to = cuda_no_values(g);
+    const uint32_t *users = cg->readers;
+    const ir_value *user = cg->reader;
     for (ir_value v = 0; v < g->nnodes; v++) {
         if (g->nodes[v].op != OP_NORM_PARAM_GRAD || g->nodes[v].dtype != NC_F32 || users[v] != 1 || cg->escapes[v]) continue;
         ir_value narrow = user[v];
@@ -456,8 +435,6 @@ static void plan_round_trips(cg_ctx *cg)
         cg->inlined[narrow] = cg->inlined[wide] = true;
         cg->group[narrow] = cg->group[wide] = 0;
     }
-    free(users);
-    free(user);
 }
 
 void cuda_fuse_plan(cg_ctx *cg)
@@ -467,6 +444,10 @@ void cuda_fuse_plan(cg_ctx *cg)
     cg->inlined = nc_xcalloc(g->nnodes + 1, sizeof *cg->inlined);
     cg->last_use = nc_xmalloc((g->nnodes + 1) * sizeof *cg->last_use);
     cg->escapes = nc_xcalloc(g->nnodes + 1, sizeof *cg->escapes);
+    cg->readers = nc_xcalloc(g->nnodes + 1, sizeof *cg->readers);
+    cg->reader = cuda_no_values(g);
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int k = 0; k < g->nodes[u].nargs; k++) cg->readers[ir_args(g, &g->nodes[u])[k]]++, cg->reader[ir_args(g, &g->nodes[u])[k]] = u;
     plan_last_use(cg);
     for (uint32_t i = 0; i < g->noutputs; i++) cg->escapes[g->outputs[i].value] = true;
     for (uint32_t i = 0; i < g->nupdates; i++) cg->escapes[g->updates[i].value] = true;
@@ -525,6 +506,9 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->joined_sums);
     free(cg->widened_to);
     free(cg->round_trip_to);
+    free(cg->readers);
+    free(cg->reader);
+    cg->readers = NULL, cg->reader = NULL;
     cg->joined_sums = NULL, cg->widened_to = NULL, cg->round_trip_to = NULL;
     cg->prologue_of = NULL, cg->attn_root = NULL, cg->attn_col = NULL, cg->lse_with = NULL, cg->delta_from = NULL;
     cg->out_as = NULL, cg->out_col = NULL, cg->bias_grad_with = NULL;
@@ -538,6 +522,13 @@ bool cuda_fuse_same_kernel(const cg_ctx *cg, ir_value a, ir_value b)
 {
     uint32_t ga = cg->group[a], gb = cg->group[b];
     return ga && gb && cg->kernel_of[ga] == cg->kernel_of[gb];
+}
+
+ir_value *cuda_no_values(const ir_graph *g)
+{
+    ir_value *a = nc_xmalloc((g->nnodes + 1) * sizeof *a);
+    for (ir_value v = 0; v <= g->nnodes; v++) a[v] = IR_NONE;
+    return a;
 }
 
 bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v)
@@ -872,21 +863,6 @@ uint32_t cuda_fuse_prologue_group(const cg_ctx *cg, ir_value r)
 }
 
 void cuda_fuse_prologue_inputs(cg_ctx *cg, uint32_t id, nrt_step *s)
-{
-    const ir_graph *g = cg->g;
-    ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
-    int nin, nout;
-    group_extent(cg, id, &first, &last);
-    group_io(cg, id, first, last, in, &nin, out, &nout);
-    for (int k = 0; k < nin; k++) {
-        char name[16];
-        snprintf(name, sizeof name, "x%d", k);
-        cuda_decl_ptr(cg, name, k, g->nodes[in[k]].dtype, true);
-        cuda_add_buf(s, in[k]);
-    }
-}
-
-void cuda_fuse_prologue_inputs_at(cg_ctx *cg, uint32_t id, nrt_step *s)
 {
     const ir_graph *g = cg->g;
     ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
