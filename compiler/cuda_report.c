@@ -1,7 +1,8 @@
 /* cuda_report.c - netc build --report, for code generation: which ops each
- * fused kernel computes, which ops a matmul's epilogue applies, and which
- * values live in another value's buffer (views, in-place updates), each
- * with the .net line it comes from.
+ * fused kernel computes, which ops a matmul's epilogue applies, what a
+ * kernel reads in place or computes along (attention's operands, a
+ * gradient's widening), and which values live in another value's buffer
+ * (views, in-place updates), each with the .net line it comes from.
  *
  * Requires: the graph and the program cuda_emit_program_ex made from it
  * (with slot_values). The fusion plan is made again, as the tests do, so
@@ -44,6 +45,74 @@ static void report_epilogue(FILE *out, const cg_ctx *cg, uint32_t k, const nrt_s
     }
 }
 
+static void name_value(FILE *out, const ir_graph *g, ir_value v)
+{
+    char w[128];
+    fprintf(out, "%%%u %s (%s)", v, nc_ops[g->nodes[v].op].name, pass_where(g, &g->nodes[v], w, sizeof w));
+}
+
+static bool touches(const nrt_step *s, uint32_t b)
+{
+    for (int j = 0; j < s->nbufs; j++)
+        if (s->bufs[j] == b) return true;
+    return false;
+}
+
+/* What a kernel does beyond its own op: attention reading or writing other
+ * values in place, results it computes along, rounding or widening it
+ * stores. One line each. */
+static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint32_t k)
+{
+    const ir_graph *g = cg->g;
+    const nrt_step *s = &p->steps[k];
+    ir_value v = s->node;
+    if (!cg->group || v >= g->nnodes) return;
+    const ir_node *n = &g->nodes[v];
+    const char *kernel = p->kernel_names[s->kernel];
+    for (int i = 0; cg->attn_root && i < n->nargs && i < 4; i++) {
+        ir_value a = ir_args(g, n)[i];
+        if (cg->attn_root[a] == IR_NONE) continue;
+        fprintf(out, "along: step %u, kernel %s reads ", k, kernel);
+        name_value(out, g, a);
+        fprintf(out, " where it lies, in ");
+        name_value(out, g, cg->attn_root[a]);
+        fprintf(out, ": no copy is made\n");
+    }
+    struct { const ir_value *of; const char *what; } along[] = {
+        {cg->out_as, "writes its result as"}, {cg->lse_with, "also writes"}, {cg->bias_grad_with, "also computes"},
+        {cg->widened_to, "stores its f32 accumulator as"}, {cg->round_trip_to, "stores, rounded as the program asks,"},
+    };
+    for (size_t i = 0; i < NC_COUNT(along); i++) {
+        if (!along[i].of || along[i].of[v] == IR_NONE || !touches(s, along[i].of[v])) continue;   /* the step that writes it */
+        ir_value made = along[i].of[v];
+        bool columns = along[i].of == cg->out_as && g->nodes[made].op == OP_CONCAT;
+        fprintf(out, "along: step %u, kernel %s %s ", k, kernel, columns ? "writes its columns of" : along[i].what);
+        name_value(out, g, made);
+        fprintf(out, ": no kernel of its own\n");
+    }
+    ir_value bias = cg->bias_grad_with ? cg->bias_grad_with[v] : IR_NONE;
+    ir_value bias_rounded = bias != IR_NONE && cg->round_trip_to ? cg->round_trip_to[bias] : IR_NONE;
+    if (bias_rounded != IR_NONE && touches(s, bias_rounded)) {   /* the bias's gradient, rounded too */
+        fprintf(out, "along: step %u, kernel %s also computes ", k, kernel);
+        name_value(out, g, bias);
+        fprintf(out, " and stores, rounded as the program asks, ");
+        name_value(out, g, bias_rounded);
+        fprintf(out, ": no kernels of their own\n");
+    }
+    if (cg->delta_from && cg->delta_from[v] != IR_NONE) {
+        fprintf(out, "along: step %u, kernel %s computes ", k, kernel);
+        name_value(out, g, ir_args(g, n)[5]);
+        fprintf(out, " = rowsum(dO * O) from ");
+        name_value(out, g, cg->delta_from[v]);
+        fprintf(out, ": no kernel of its own\n");
+    }
+    if (cg->joined_sums && cg->joined_sums[v]) {
+        fprintf(out, "along: step %u, kernel %s computes the %d sums joined by ", k, kernel, n->nargs);
+        name_value(out, g, v);
+        fprintf(out, ": one kernel, not one each\n");
+    }
+}
+
 /* A value that lives in another's buffer, once, where it is first written. */
 static void report_sharing(FILE *out, const ir_graph *g, const nrt_program *p, uint32_t k, bool *told)
 {
@@ -69,7 +138,7 @@ void cuda_report(const ir_graph *g, const nrt_program *p, bool fused, FILE *out)
     for (uint32_t k = 0; k < p->nsteps; k++) {
         const nrt_step *s = &p->steps[k];
         launches += s->kind != NRT_STEP_COPY;
-        if (s->kind == NRT_STEP_KERNEL && s->node < g->nnodes) report_kernel(out, &cg, p, k);
+        if (s->kind == NRT_STEP_KERNEL && s->node < g->nnodes) report_kernel(out, &cg, p, k), report_along(out, &cg, p, k);
         if (s->kind == NRT_STEP_MATMUL && s->mm_epilogue) report_epilogue(out, &cg, k, s), epilogues++;
         report_sharing(out, g, p, k, told);
     }

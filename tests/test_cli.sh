@@ -55,6 +55,16 @@ if ! grep -q 'epilogue: step [0-9]*, one cuBLASLt call computes %[0-9]* matmul (
    ! grep -q 'share: %[0-9]* sub (nn.net:10) lives in the buffer of %[0-9]* param (nn.net:10): the update is computed in place' <<<"$report"; then
   echo "FAIL: --report (codegen)"; echo "$report"; fail=$((fail + 1))
 fi
+# --report also says what kernels do beyond their own op (GPT-2's attention in place, the
+# gradient norm's joined sums) and what the schedule moved
+n=$((n + 1))
+report=$("$netc" build "$src/examples/gpt2.net" --entry train --set L=1 --dim B=2 --dim T=64 --target '' --report -o "$tmp/g.netm" 2>&1)
+if ! grep -q 'along: step [0-9]*, kernel k[0-9]*_attention_tc reads %[0-9]* transpose (nn.net:55) where it lies, in %[0-9]* add (nn.net:12)' <<<"$report" ||
+   ! grep -q 'along: step [0-9]*, kernel k[0-9]*_attention_grad_tc writes its columns of %[0-9]* concat (nn.net:52)' <<<"$report" ||
+   ! grep -q 'along: step [0-9]*, kernel k[0-9]*_concat_sums computes the [0-9]* sums joined by' <<<"$report" ||
+   ! grep -q "schedule: the parameters' low-precision copies run first" <<<"$report"; then
+  echo "FAIL: --report (along)"; echo "$report" | grep -v '^share'; fail=$((fail + 1))
+fi
 # --no-memplan: the same module without buffer sharing plans more memory
 n=$((n + 1))
 peak() { "$netc" inspect "$1" --dim B=64 --json | tr -d ' \n' | grep -o '"peak_memory_bytes":[0-9]*' | cut -d: -f2; }
