@@ -54,37 +54,28 @@ static double step_flops(const ir_graph *g, const nrt_step *s, const int64_t *sy
     }
 }
 
-static double value_bytes(const ir_graph *g, uint32_t v, const int64_t *syms)
+/* What a step reads and writes. Attention reads and writes its operands'
+ * heads wherever they lie (inside a matmul's result, a concat's columns):
+ * their own sizes, not those of the buffers they lie in. */
+static double step_bytes(const ir_graph *g, const nrt_step *s, const memplan_buf *b, const int64_t *syms)
 {
-    int64_t n = 0;
-    ir_numel(g, &g->nodes[v], syms, &n);
-    return (double)n * (double)dtype_size(g->nodes[v].dtype);
+    if (s->grid == NRT_GRID_TILES && s->node < g->nnodes) {
+        const ir_node *n = &g->nodes[s->node];
+        double bytes = (double)ir_bytes(g, n, syms);
+        for (int i = 0; i < n->nargs; i++) bytes += (double)ir_bytes(g, &g->nodes[ir_args(g, n)[i]], syms);
+        return bytes;
+    }
+    if (s->kind == NRT_STEP_COPY) return 2.0 * (double)buf_bytes(b, s->bufs[1]);
+    /* a slice's kernel reads only the elements it keeps */
+    if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SLICE && s->nbufs == 2) return 2.0 * (double)buf_bytes(b, s->bufs[1]);
+    double bytes = 0;
+    for (int j = 0; j < s->nbufs; j++) bytes += (double)buf_bytes(b, s->bufs[j]);
+    return bytes;
 }
 
 static step_cost cost_of(const ir_graph *g, const nrt_step *s, const memplan_buf *b, const int64_t *syms)
 {
-    step_cost c = {0};
-    if (s->grid == NRT_GRID_TILES && s->node < g->nnodes) {
-        /* attention reads and writes its operands' heads wherever they lie
-         * (inside a matmul's result, a concat's columns): their own sizes */
-        const ir_node *n = &g->nodes[s->node];
-        c.bytes = value_bytes(g, s->node, syms);
-        for (int i = 0; i < n->nargs; i++) c.bytes += value_bytes(g, ir_args(g, n)[i], syms);
-        c.flops = step_flops(g, s, syms);
-        double tb = c.bytes / FLOOR_BYTES_PER_S, tf = c.flops / FLOOR_MATMUL_LOW;
-        c.floor_s = tb > tf ? tb : tf;
-        return c;
-    }
-    for (int j = 0; j < s->nbufs; j++) {   /* a buffer read twice (attention's q, k, v in one matmul's result) once */
-        bool again = false;
-        for (int i = 0; i < j && !again; i++) again = s->bufs[i] == s->bufs[j];
-        if (!again) c.bytes += (double)buf_bytes(b, s->bufs[j]);
-    }
-    if (s->kind == NRT_STEP_COPY) c.bytes = 2.0 * (double)buf_bytes(b, s->bufs[1]);
-    /* a slice's kernel reads only the elements it keeps */
-    if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SLICE && s->nbufs == 2)
-        c.bytes = 2.0 * (double)buf_bytes(b, s->bufs[1]);
-    c.flops = step_flops(g, s, syms);
+    step_cost c = {.bytes = step_bytes(g, s, b, syms), .flops = step_flops(g, s, syms)};
     double rate = s->kind == NRT_STEP_MATMUL ? (s->mm_dtype == NC_F32 ? FLOOR_MATMUL_F32 : FLOOR_MATMUL_LOW)
                 : s->grid == NRT_GRID_TILES ? FLOOR_MATMUL_LOW   /* mma.sync */
                                             : FLOOR_VECTOR;

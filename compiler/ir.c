@@ -167,6 +167,12 @@ bool ir_numel(const ir_graph *g, const ir_node *n, const int64_t *syms, int64_t 
     return ir_shape_numel(g, n->rank, n->shape, syms, out);
 }
 
+int64_t ir_bytes(const ir_graph *g, const ir_node *n, const int64_t *syms)
+{
+    int64_t numel;
+    return ir_numel(g, n, syms, &numel) ? numel * (int64_t)dtype_size(n->dtype) : 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* text form                                                            */
 

@@ -155,6 +155,9 @@ const char *ir_init_name(ir_init_kind k);
 
 /* Element count of a node at a binding of the symbolic dims; false if it overflows. */
 bool ir_numel(const ir_graph *g, const ir_node *n, const int64_t *syms, int64_t *out);
+/* Bytes of a node's value at a binding (numel times its dtype's size); 0 if
+ * the element count overflows. */
+int64_t ir_bytes(const ir_graph *g, const ir_node *n, const int64_t *syms);
 bool ir_shape_numel(const ir_graph *g, uint8_t rank, const uint32_t *shape, const int64_t *syms,
                     int64_t *out);
 
