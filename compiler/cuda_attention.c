@@ -70,8 +70,9 @@ static bool is_attention(nc_op op) { return op == OP_ATTENTION || op == OP_ATTEN
 /* Whether every reader of w is a tensor-core attention step reading it as
  * q, k, v or (a gradient) dO, or a part of a delta a q gradient's kernel
  * computes (in_delta). */
-static bool read_by_tiled_attention_only(const ir_graph *g, ir_value w, const uint32_t *users, const bool *in_delta)
+static bool read_by_tiled_attention_only(const cg_ctx *cg, ir_value w, const bool *in_delta)
 {
+    const ir_graph *g = cg->g;
     uint32_t seen = 0;
     for (ir_value u = w + 1; u < g->nnodes; u++)
         for (int i = 0; i < g->nodes[u].nargs; i++) {
@@ -82,7 +83,7 @@ static bool read_by_tiled_attention_only(const ir_graph *g, ir_value w, const ui
             int last = g->nodes[u].op == OP_ATTENTION_GRAD ? 3 : 2;
             if (!is_attention(g->nodes[u].op) || i > last || !tiled_shape_of(g, u, &a)) return false;
         }
-    return seen == users[w] && seen > 0;
+    return seen == cg->readers[w] && seen > 0;
 }
 
 static bool even_constant(const ir_graph *g, uint32_t dim)
@@ -95,9 +96,10 @@ static bool even_constant(const ir_graph *g, uint32_t dim)
  * (or without the slice): sets *root = x and *col = c0's dim id (UINT32_MAX:
  * column 0). The row stride and column must be even constants: the kernels
  * load pairs. */
-static bool head_interleaved(const cg_ctx *cg, ir_value w, const uint32_t *users, ir_value *root, uint32_t *col)
+static bool head_interleaved(const cg_ctx *cg, ir_value w, ir_value *root, uint32_t *col)
 {
     const ir_graph *g = cg->g;
+    const uint32_t *users = cg->readers;
     const ir_node *t = &g->nodes[w];
     static const int8_t perm[4] = {0, 2, 1, 3};
     if (t->op != OP_TRANSPOSE || t->rank != 4 || memcmp(t->attr.axes, perm, sizeof perm) != 0) return false;
@@ -125,8 +127,9 @@ static bool head_interleaved(const cg_ctx *cg, ir_value w, const uint32_t *users
 }
 
 /* Whether every reader of v is an attention gradient (on tensor cores). */
-static bool read_by_tiled_gradients_only(const ir_graph *g, ir_value v, const uint32_t *users)
+static bool read_by_tiled_gradients_only(const cg_ctx *cg, ir_value v)
 {
+    const ir_graph *g = cg->g;
     uint32_t seen = 0;
     for (ir_value u = v + 1; u < g->nnodes; u++)
         for (int i = 0; i < g->nodes[u].nargs; i++) {
@@ -135,7 +138,7 @@ static bool read_by_tiled_gradients_only(const ir_graph *g, ir_value v, const ui
             if (g->nodes[u].op != OP_ATTENTION_GRAD || !tiled_shape_of(g, u, &a)) return false;
             seen++;
         }
-    return seen == users[v] && seen > 0;
+    return seen == cg->readers[v] && seen > 0;
 }
 
 static bool same_attention(const ir_graph *g, const ir_node *a, const ir_node *b)
@@ -146,17 +149,17 @@ static bool same_attention(const ir_graph *g, const ir_node *a, const ir_node *b
 }
 
 /* x = cast(src) to f32, read once: src, else IR_NONE. */
-static ir_value widened(const ir_graph *g, ir_value x, const uint32_t *users)
+static ir_value widened(const cg_ctx *cg, ir_value x)
 {
-    const ir_node *n = &g->nodes[x];
-    return n->op == OP_CAST && n->dtype == NC_F32 && users[x] == 1 ? ir_args(g, n)[0] : IR_NONE;
+    const ir_node *n = &cg->g->nodes[x];
+    return n->op == OP_CAST && n->dtype == NC_F32 && cg->readers[x] == 1 ? ir_args(cg->g, n)[0] : IR_NONE;
 }
 
 /* delta = sum(cast(dO) * cast(O), last axis, keepdim), O the forward output
  * of u's attention, read only by u and the other gradients of that
  * attention after it: the forward output whose rows u's kernel reads, and
  * the four nodes marked in in_delta; else IR_NONE. */
-static ir_value delta_source(const cg_ctx *cg, ir_value u, const uint32_t *users, bool *in_delta)
+static ir_value delta_source(const cg_ctx *cg, ir_value u, bool *in_delta)
 {
     const ir_graph *g = cg->g;
     const ir_node *gu = &g->nodes[u];
@@ -173,9 +176,9 @@ static ir_value delta_source(const cg_ctx *cg, ir_value u, const uint32_t *users
                 return IR_NONE;
     ir_value m = ir_args(g, dn)[0];
     const ir_node *mn = &g->nodes[m];
-    if (mn->op != OP_MUL || users[m] != 1 || cg->escapes[m]) return IR_NONE;
+    if (mn->op != OP_MUL || cg->readers[m] != 1 || cg->escapes[m]) return IR_NONE;
     ir_value a = ir_args(g, mn)[0], b = ir_args(g, mn)[1];
-    ir_value sa = widened(g, a, users), sb = widened(g, b, users);
+    ir_value sa = widened(cg, a), sb = widened(cg, b);
     if (sa == IR_NONE || sb == IR_NONE || cg->escapes[a] || cg->escapes[b]) return IR_NONE;
     ir_value o = sa == dout ? sb : sb == dout ? sa : IR_NONE;
     if (o == IR_NONE || g->nodes[o].op != OP_ATTENTION || !same_attention(g, &g->nodes[o], gu)) return IR_NONE;
@@ -185,7 +188,7 @@ static ir_value delta_source(const cg_ctx *cg, ir_value u, const uint32_t *users
 
 /* The q gradient's kernel computes the delta the key gradients read:
  * no kernel for rowsum(dO * O), and dO is read by attention kernels only. */
-static void plan_delta(cg_ctx *cg, const uint32_t *users, bool *in_delta)
+static void plan_delta(cg_ctx *cg, bool *in_delta)
 {
     const ir_graph *g = cg->g;
     cg->delta_from = cuda_no_values(g);
@@ -193,7 +196,7 @@ static void plan_delta(cg_ctx *cg, const uint32_t *users, bool *in_delta)
         attn_shape a;
         const ir_node *n = &g->nodes[u];
         if (n->op != OP_ATTENTION_GRAD || n->attr.axis != 0 || !tiled_shape_of(g, u, &a)) continue;
-        cg->delta_from[u] = delta_source(cg, u, users, in_delta);
+        cg->delta_from[u] = delta_source(cg, u, in_delta);
     }
     for (ir_value v = 0; v < g->nnodes; v++)
         if (in_delta[v]) cg->inlined[v] = true, cg->group[v] = 0;
@@ -202,14 +205,14 @@ static void plan_delta(cg_ctx *cg, const uint32_t *users, bool *in_delta)
 /* The backward pass's attention_lse recomputes what the forward kernel
  * already had: the forward kernel of the same q, k (and mask, scale) writes
  * it. */
-static void plan_lse(cg_ctx *cg, const uint32_t *users)
+static void plan_lse(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
     cg->lse_with = cuda_no_values(g);
     for (ir_value u = 0; u < g->nnodes; u++) {
         const ir_node *l = &g->nodes[u];
         attn_shape a;
-        if (l->op != OP_ATTENTION_LSE || cg->escapes[u] || !tiled_shape_of(g, u, &a) || !read_by_tiled_gradients_only(g, u, users))
+        if (l->op != OP_ATTENTION_LSE || cg->escapes[u] || !tiled_shape_of(g, u, &a) || !read_by_tiled_gradients_only(cg, u))
             continue;
         for (ir_value f = 0; f < u; f++) {
             const ir_node *fn = &g->nodes[f];
@@ -224,17 +227,7 @@ static void plan_lse(cg_ctx *cg, const uint32_t *users)
     }
 }
 
-static ir_value sole_reader(const ir_graph *g, ir_value v)
-{
-    ir_value found = IR_NONE;
-    for (ir_value u = v + 1; u < g->nnodes; u++)
-        for (int i = 0; i < g->nodes[u].nargs; i++)
-            if (ir_args(g, &g->nodes[u])[i] == v) {
-                if (found != IR_NONE) return IR_NONE;
-                found = u;
-            }
-    return found;
-}
+static ir_value sole_reader(const cg_ctx *cg, ir_value v) { return cg->readers[v] == 1 ? cg->reader[v] : IR_NONE; }
 
 /* Part i of concat c, reshape(transpose(x, [0, 2, 1, 3])) of a tensor-core
  * attention gradient x read by nothing else: x, else IR_NONE. */
@@ -243,15 +236,15 @@ static ir_value gradient_part(const cg_ctx *cg, ir_value c, int i)
     const ir_graph *g = cg->g;
     static const int8_t perm[4] = {0, 2, 1, 3};
     ir_value r = ir_args(g, &g->nodes[c])[i];
-    if (g->nodes[r].op != OP_RESHAPE || sole_reader(g, r) != c || cg->escapes[r]) return IR_NONE;
+    if (g->nodes[r].op != OP_RESHAPE || sole_reader(cg, r) != c || cg->escapes[r]) return IR_NONE;
     ir_value t = ir_args(g, &g->nodes[r])[0];
     const ir_node *tn = &g->nodes[t];
-    if (tn->op != OP_TRANSPOSE || tn->rank != 4 || memcmp(tn->attr.axes, perm, sizeof perm) != 0 || sole_reader(g, t) != r ||
+    if (tn->op != OP_TRANSPOSE || tn->rank != 4 || memcmp(tn->attr.axes, perm, sizeof perm) != 0 || sole_reader(cg, t) != r ||
         cg->escapes[t])
         return IR_NONE;
     ir_value x = ir_args(g, tn)[0];
     attn_shape a;
-    if (g->nodes[x].op != OP_ATTENTION_GRAD || !tiled_shape_of(g, x, &a) || sole_reader(g, x) != t || cg->escapes[x] ||
+    if (g->nodes[x].op != OP_ATTENTION_GRAD || !tiled_shape_of(g, x, &a) || sole_reader(cg, x) != t || cg->escapes[x] ||
         cg->out_as[x] != IR_NONE)
         return IR_NONE;
     return x;
@@ -322,20 +315,19 @@ void cuda_attention_plan(cg_ctx *cg)
     const ir_graph *g = cg->g;
     cg->attn_root = cuda_no_values(g);
     cg->attn_col = nc_xcalloc(g->nnodes + 1, sizeof *cg->attn_col);
-    const uint32_t *users = cg->readers;
     bool *in_delta = nc_xcalloc(g->nnodes + 1, sizeof *in_delta);
-    plan_delta(cg, users, in_delta);
+    plan_delta(cg, in_delta);
     for (ir_value w = 0; w < g->nnodes; w++) {
         ir_value root;
         uint32_t col;
-        if (cg->escapes[w] || cg->group[w] || !head_interleaved(cg, w, users, &root, &col) ||
-            !read_by_tiled_attention_only(g, w, users, in_delta))
+        if (cg->escapes[w] || cg->group[w] || !head_interleaved(cg, w, &root, &col) ||
+            !read_by_tiled_attention_only(cg, w, in_delta))
             continue;
         cg->attn_root[w] = root, cg->attn_col[w] = col;
         /* the transpose, its reshape and slice: no kernels */
         for (ir_value link = w; link != root; link = ir_args(g, &g->nodes[link])[0]) cg->inlined[link] = true;
     }
-    plan_lse(cg, users);
+    plan_lse(cg);
     plan_output(cg, in_delta);
     free(in_delta);
 }

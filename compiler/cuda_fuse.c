@@ -220,8 +220,9 @@ static void plan_prologues(cg_ctx *cg)
 /* A part of a concat that a joined kernel can sum: a sum over the last
  * axis of a float operand, read only by the concat (through a reshape to
  * [1] for a scalar), every size a constant. Returns the sum, or IR_NONE. */
-static ir_value joinable_sum(const cg_ctx *cg, ir_value c, ir_value part, const uint32_t *users)
+static ir_value joinable_sum(const cg_ctx *cg, ir_value part)
 {
+    const uint32_t *users = cg->readers;
     const ir_graph *g = cg->g;
     ir_value s = part;
     if (g->nodes[s].op == OP_RESHAPE) {
@@ -238,7 +239,6 @@ static ir_value joinable_sum(const cg_ctx *cg, ir_value c, ir_value part, const 
         int64_t d;
         if (!dim_is_const(&g->dims[x->shape[k]], &d)) return IR_NONE;
     }
-    (void)c;
     return s;
 }
 
@@ -274,7 +274,6 @@ static void plan_joined_sums(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
     cg->joined_sums = nc_xcalloc(g->nnodes + 1, sizeof *cg->joined_sums);
-    const uint32_t *users = cg->readers;
     for (ir_value c = 0; c < g->nnodes; c++) {
         const ir_node *cn = &g->nodes[c];
         if (cn->op != OP_CONCAT || cn->rank != 1 || cn->dtype != NC_F32 || cg->group[c] || cg->inlined[c] || cn->nargs < 2)
@@ -282,7 +281,7 @@ static void plan_joined_sums(cg_ctx *cg)
         bool all = true;
         int bufs = 1;
         for (int i = 0; i < cn->nargs && all; i++) {
-            ir_value s = joinable_sum(cg, c, ir_args(g, cn)[i], users);
+            ir_value s = joinable_sum(cg, ir_args(g, cn)[i]);
             all = s != IR_NONE;
             if (!all) break;
             uint32_t id = cuda_fuse_prologue_group(cg, s);

@@ -15,13 +15,15 @@
  * (nearly) monotonically as more of the ranking is recomputed, so a binary
  * search over its length finds the shortest prefix that fits. When no such
  * prefix fits, the forward pass is cut into segments (automatic @checkpoint
- * blocks) at its narrowest points, where little crosses (between layers),
- * with the spacing of cuts that gives the lowest peak: first keeping the
- * results of matmuls and attention (only cheap ops are done again); if that
- * does not fit, keeping as many of them as fit, those that cost the most work
- * per byte to redo first (a matmul's result costs 2K FLOPs per element, an
- * attention output two products over every key it sees); and only then
- * recomputing each segment whole. */
+ * blocks) at its narrowest points, where little crosses (between layers).
+ * For each spacing of the cuts it tries keeping the results of matmuls and
+ * attention (only cheap ops are done again); if that does not fit, keeping
+ * as many of the values made from them as fit, those that cost the most
+ * time per byte to redo first (a matmul's result costs 2K FLOPs per
+ * element, an attention output two products over every key it sees), down
+ * to none (each segment recomputed whole). Of the plans that fit, the one
+ * with the lowest roofline floor wins, and the room it leaves goes to later
+ * values of the ranking that make it faster. */
 #include "mem_budget.h"
 #include "cuda_emit.h"
 #include "inspect.h"
@@ -186,13 +188,6 @@ static int64_t bound_dim(const ir_graph *g, uint32_t dim)
     return v;
 }
 
-static int64_t value_bytes(const ir_graph *g, ir_value v)
-{
-    int64_t numel = 0;
-    ir_numel(g, &g->nodes[v], NULL, &numel);
-    return numel * (int64_t)dtype_size(g->nodes[v].dtype);
-}
-
 /* Seconds per byte of result that computing v again costs, at the H100's
  * rates (as netc inspect's floor): a matmul 2K FLOPs per element on tensor
  * cores, attention two products over every key a query sees; elementwise
@@ -209,7 +204,7 @@ static double *redo_costs(const ir_graph *g, const bool *read_by_backward)
     double *cost = nc_xcalloc((size_t)g->train.loss + 1, sizeof *cost);
     for (ir_value v = 0; v <= g->train.loss; v++) {
         const ir_node *n = &g->nodes[v];
-        double out = (double)value_bytes(g, v);
+        double out = (double)ir_bytes(g, n, NULL);
         if (out <= 0) continue;
         nc_op_category cat = nc_ops[n->op].category;
         if (cat == CAT_CONTRACTION) {
@@ -228,7 +223,7 @@ static double *redo_costs(const ir_graph *g, const bool *read_by_backward)
                 if (a > g->train.loss || cost[a] <= 0) continue;
                 dear = true;
                 if (!read_by_backward[a] && cost[a] > upstream) upstream = cost[a];
-                moved += (double)value_bytes(g, a);
+                moved += (double)ir_bytes(g, &g->nodes[a], NULL);
             }
             if (dear) cost[v] = upstream + moved / out / REDO_BYTES_PER_S;
         }
@@ -376,13 +371,13 @@ static void mark_cuts(bool *cut, size_t n, const ir_value *points, uint32_t npoi
     for (uint32_t i = every - 1; i < npoints; i += every) cut[points[i]] = true;
 }
 
-static segment_plan keeping_first(const ir_graph *g, const bool *cut, const kept_value *rank, uint32_t k, uint32_t n,
-                                  bool *keep, const budget_ctx *b)
+static segment_plan keeping_first(const ir_graph *g, const bool *cut, uint32_t every, const kept_value *rank, uint32_t k,
+                                  uint32_t n, bool *keep, const budget_ctx *b)
 {
     memset(keep, 0, (size_t)g->nnodes + 1);
     for (uint32_t i = 0; i < k; i++) keep[rank[i].v] = true;
     segment_plan t = with_cuts(g, cut, keep, b);
-    t.kept = k, t.of = n;
+    t.kept = k, t.of = n, t.every = every;
     return t;
 }
 
@@ -395,26 +390,21 @@ static segment_plan keeping_first(const ir_graph *g, const bool *cut, const kept
 static void keep_what_fits(const ir_graph *g, int64_t budget, const bool *cut, const kept_value *rank, uint32_t n,
                            uint32_t every, segment_plan *best, int64_t *smallest, const budget_ctx *b)
 {
-    segment_plan before = *best;
     bool *keep = nc_xmalloc((size_t)g->nnodes + 1);
     if (n <= EVERY_PREFIX_UP_TO) {
-        for (uint32_t k = 0; k <= n; k++) consider(best, keeping_first(g, cut, rank, k, n, keep, b), budget, smallest);
-        free(keep);
-        if (best->graph != before.graph) best->every = every;
-        return;
-    }
-    uint32_t lo = 0, hi = n;
-    while (lo <= hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        segment_plan t = keeping_first(g, cut, rank, mid, n, keep, b);
-        bool fits = t.graph && t.cost.peak <= budget;
-        consider(best, t, budget, smallest);
-        if (fits) lo = mid + 1;
-        else if (mid == 0) break;
-        else hi = mid - 1;
+        for (uint32_t k = 0; k <= n; k++) consider(best, keeping_first(g, cut, every, rank, k, n, keep, b), budget, smallest);
+    } else {
+        for (uint32_t lo = 0, hi = n; lo <= hi;) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            segment_plan t = keeping_first(g, cut, every, rank, mid, n, keep, b);
+            bool fits = t.graph && t.cost.peak <= budget;
+            consider(best, t, budget, smallest);
+            if (fits) lo = mid + 1;
+            else if (mid == 0) break;
+            else hi = mid - 1;
+        }
     }
     free(keep);
-    if (best->graph != before.graph) best->every = every;
 }
 
 /* The best plan keeps a prefix of the ranking; what room the budget still
@@ -425,14 +415,14 @@ static void fill_headroom(const ir_graph *g, int64_t budget, const bool *cut, co
 {
     bool *keep = nc_xcalloc((size_t)g->nnodes + 1, 1);
     for (uint32_t i = 0; i < best->kept; i++) keep[rank[i].v] = true;
-    uint32_t extra = 0, kept = best->kept, every = best->every, segments = best->segments;
+    uint32_t extra = 0, kept = best->kept, every = best->every;
     for (uint32_t i = best->kept; i < n; i++) {
         keep[rank[i].v] = true;
         segment_plan t = with_cuts(g, cut, keep, b);
         bool better = t.graph && t.cost.peak <= budget && t.cost.floor_s < best->cost.floor_s;
         if (better) {
             extra++;
-            t.kept = kept, t.of = n, t.every = every, t.extra = extra, t.segments = segments;
+            t.kept = kept, t.of = n, t.every = every, t.extra = extra;
         } else {
             keep[rank[i].v] = false;
         }

@@ -53,6 +53,9 @@ bool pass_cse(ir_graph **g, const pass_ctx *cx);
 /* Per value: computed from fills and iotas alone (masks, broadcast
  * constants), so cheap to compute again wherever it is needed. */
 bool *ir_constant_values(const ir_graph *g);
+/* The same with the parameters counted as constants: what a step computes
+ * from its parameters alone (their low-precision copies). */
+bool *ir_parameter_values(const ir_graph *g);
 
 /* "file.net:12" for a node's source line, into buf. */
 const char *pass_where(const ir_graph *g, const ir_node *n, char *buf, size_t cap);

@@ -19,24 +19,6 @@
 
 #define SMALL_COPY_BYTES (1 << 20)
 
-/* Per value: made from parameters and constants alone (no input, nothing random). */
-static bool *parameter_values(const ir_graph *g)
-{
-    bool *from_params = nc_xcalloc(g->nnodes + 1, sizeof *from_params);
-    for (ir_value v = 0; v < g->nnodes; v++) {
-        const ir_node *n = &g->nodes[v];
-        if (n->op == OP_PARAM || n->op == OP_FILL) {
-            from_params[v] = true;
-            continue;
-        }
-        if (!n->nargs || nc_ops[n->op].category == CAT_SOURCE || (nc_ops[n->op].flags & OPF_RANDOM)) continue;
-        bool all = true;
-        for (int i = 0; i < n->nargs && all; i++) all = from_params[ir_args(g, n)[i]];
-        from_params[v] = all;
-    }
-    return from_params;
-}
-
 /* At most SMALL_COPY_BYTES, whatever the symbolic dims are bound to. */
 static bool small(const ir_graph *g, const ir_node *n)
 {
@@ -52,7 +34,7 @@ static bool small(const ir_graph *g, const ir_node *n)
 ir_graph *schedule_parameter_copies_first(const ir_graph *g, FILE *report)
 {
     if (!g->train.present || g->train.loss == IR_NONE) return NULL;
-    bool *from_params = parameter_values(g), *early = nc_xcalloc(g->nnodes + 1, sizeof *early);
+    bool *from_params = ir_parameter_values(g), *early = nc_xcalloc(g->nnodes + 1, sizeof *early);
     for (ir_value u = g->train.loss + 1; u < g->nnodes; u++)   /* read by the backward pass ... */
         for (int i = 0; i < g->nodes[u].nargs; i++) {
             ir_value a = ir_args(g, &g->nodes[u])[i];
