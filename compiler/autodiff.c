@@ -432,28 +432,14 @@ static void grad_norm(ad_ctx *c, ir_value v, ir_value g, bool ln)
 static void grad_layernorm(ad_ctx *c, ir_value v, ir_value g) { grad_norm(c, v, g, true); }
 static void grad_rmsnorm(ad_ctx *c, ir_value v, ir_value g) { grad_norm(c, v, g, false); }
 
-/* d loss / d logits = (softmax(logits) - ((1-s) onehot + s/C)) * g / rows */
-/* One fused op computes d loss / d logits: the [rows, C] softmax, one-hot
- * and difference never exist as separate tensors. The loss is a mean over
- * rows: its gradient divides by the row count, a constant when the batch is
- * bound, else counted at run time. */
+/* d loss / d logits = (softmax(logits) - ((1-s) onehot + s/C)) * g / rows,
+ * one fused op: the [rows, C] softmax, one-hot and difference never exist
+ * as separate tensors, and the op divides by the row count it sees, so a
+ * symbolic batch needs no kernels to count it. */
 static void grad_cross_entropy(ad_ctx *c, ir_value v, ir_value g)
 {
     ir_value logits = A0, targets = A1;
-    const ir_node *n = nd(c, logits);
-    uint8_t r = n->rank;
-    dim_expr pr = dim_const(1);
-    for (int k = 0; k < r - 1; k++) dim_mul(&pr, &c->g->dims[n->shape[k]], &pr);
-    int64_t rows = 0;
     ir_value gs = cast_to(c, reshape_to(c, g, 0, NULL), NC_F32);
-    if (dim_is_const(&pr, &rows) && rows > 0) {
-        gs = scale(c, gs, 1.0 / (double)rows);
-    } else {
-        ir_node one = {.op = OP_FILL, .dtype = NC_F32};
-        one.attr.f = 1.0;
-        ir_value ones = broadcast_to(c, build(c, one, NULL, 0), (uint8_t)(r - 1), n->shape);
-        gs = bin(c, OP_DIV, gs, reduce(c, OP_SUM, ones, NULL, 0, false));
-    }
     ir_node p = {.op = OP_CROSS_ENTROPY_GRAD};
     p.attr.f = nd(c, v)->attr.f;
     ir_value args[3] = {logits, targets, gs};

@@ -117,6 +117,7 @@ static const char prelude[] =
     "__device__ __forceinline__ void nc_ld8(const nc_bool *p, long long i, float *v) {\n"
     "  const uint2 q = *(const uint2 *)(p + i);\n"
     "  for (int e = 0; e < 4; e++) { v[e] = (float)(q.x >> (8 * e) & 0xffu); v[4 + e] = (float)(q.y >> (8 * e) & 0xffu); } }\n"
+    "__device__ __forceinline__ void nc_ld8(const unsigned char *p, long long i, float *v) { nc_ld8((const nc_bool *)p, i, v); }\n"
     "__device__ __forceinline__ void nc_st8(float *p, long long i, const float *v) {\n"
     "  float4 a, b; a.x = v[0]; a.y = v[1]; a.z = v[2]; a.w = v[3]; b.x = v[4]; b.y = v[5]; b.z = v[6]; b.w = v[7];\n"
     "  *(float4 *)(p + i) = a; *(float4 *)(p + i + 4) = b; }\n"
@@ -1068,26 +1069,36 @@ static bool cuda_emit_cross_entropy(cg_ctx *cg, ir_value v)
 }
 
 /* One block per row: softmax, minus the (smoothed) one-hot target, times
- * the scalar scale; an out-of-range target gives NaN, as the loss does. */
+ * the loss's gradient over the row count (the loss is a mean); an
+ * out-of-range target gives NaN, as the loss does. */
 static bool cuda_emit_cross_entropy_grad(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
     nrt_step *s = begin_rows(cg, v, x, "");
     if (!s) return false;
-    for (int i = 0; i < 3; i++) add_buf(s, arg(cg, v, i));
+    ir_value seed = arg(cg, v, 2);
+    bool literal = cg->inlined && cg->inlined[seed];   /* a constant (cuda_fuse.c): no buffer */
+    add_buf(s, arg(cg, v, 0));
+    add_buf(s, arg(cg, v, 1));
+    if (!literal) add_buf(s, seed);
     add_buf(s, v);
     decl_ptr(cg, "x", 0, x->dtype, true);
     decl_ptr(cg, "target", 1, NC_I32, true);
-    decl_ptr(cg, "g", 2, NC_F32, true);
-    decl_ptr(cg, "y", 3, n->dtype, false);
+    decl_ptr(cg, "y", literal ? 2 : 3, n->dtype, false);
     char b[48];
+    if (literal) {
+        cg_printf(&cg->body, "  const float seed = %s;\n", flit(b, node(cg, seed)->attr.f));
+    } else {
+        decl_ptr(cg, "g", 2, NC_F32, true);
+        cg_printf(&cg->body, "  const float seed = g[0];\n");
+    }
     cg_printf(&cg->body, "  const float smoothing = %s;\n", flit(b, n->attr.f));
     cg_printf(&cg->body, "  float m = -__int_as_float(0x7f800000);\n");
     cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) m = nc_max(m, nc_ld(x, row * C + j));\n");
     cg_printf(&cg->body, "  m = nc_block_max(m);\n  float sum = 0.0f;\n");
     cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) sum += expf(nc_ld(x, row * C + j) - m);\n");
     cg_printf(&cg->body, "  sum = nc_block_sum(sum);\n");
-    cg_printf(&cg->body, "  const float inv = 1.0f / sum, scale = g[0], base = smoothing / (float)C;\n");
+    cg_printf(&cg->body, "  const float inv = 1.0f / sum, scale = seed / (float)(A.n[0] / C), base = smoothing / (float)C;\n");
     cg_printf(&cg->body, "  const int k = target[row];\n  const bool bad = k < 0 || k >= C;\n");
     cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n"
                          "    float p = expf(nc_ld(x, row * C + j) - m) * inv - base - (j == k ? 1.0f - smoothing : 0.0f);\n"
@@ -1198,6 +1209,7 @@ bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *
         add_buf(s, pnode);
     }
     cuda_alias_buffers(g, out);
+    if (fuse) cuda_batch_launches(&cg);
     out->source = cg.src.s;
     cuda_fuse_free(&cg);
     for (uint32_t k = 0; k < cg.nbodies; k++) free(cg.bodies[k]);

@@ -138,6 +138,12 @@ void cuda_report(const ir_graph *g, const nrt_program *p, bool fused, FILE *out)
  * dropping their copy steps. Sets p->slot_values. */
 void cuda_alias_buffers(const ir_graph *g, nrt_program *p);
 
+/* Launch batching (cuda_batch.c), after cuda_alias_buffers: runs of
+ * neighbouring grid-stride kernel steps that touch nothing another of them
+ * writes launch as one kernel (a training step's parameter updates: one
+ * launch). Marks nrt_step.batch and appends each run's kernel to the source. */
+void cuda_batch_launches(cg_ctx *cg);
+
 /* A reduction whose operand (through reshapes) is a fused group's only
  * result computes the group as it loads (cuda_fuse.c): the group's value
  * at an element is never stored. The group under reduction r, or 0. */

@@ -49,13 +49,16 @@ static ir_value through_spread(const ir_graph *g, ir_value a)
  * every fused reader inlines. */
 static bool inlinable(const ir_graph *g, ir_value v) { return scalar_fill(g, v) || spread(g, v); }
 
-/* Elementwise ops over such values. */
+/* Elementwise ops over such values, and casts of bytes to them (a float
+ * holds every u8: images are widened by the kernel that scales them). */
 static bool fusable(const ir_graph *g, ir_value v)
 {
     const ir_node *n = &g->nodes[v];
     if (!in_registers(n->dtype) || !cuda_emit_is_elementwise(n->op)) return false;
-    for (int i = 0; i < n->nargs; i++)
-        if (!in_registers(g->nodes[ir_args(g, n)[i]].dtype)) return false;
+    for (int i = 0; i < n->nargs; i++) {
+        nc_dtype t = g->nodes[ir_args(g, n)[i]].dtype;
+        if (!in_registers(t) && !(n->op == OP_CAST && t == NC_U8)) return false;
+    }
     return true;
 }
 
@@ -113,8 +116,16 @@ static void plan_last_use(cg_ctx *cg)
     }
 }
 
-/* A fill or broadcast needs no kernel when every reader is fused or itself
- * inlined; readers come later, so one pass from the end decides. */
+/* A constant the reader's kernel writes as a literal: the loss gradient's
+ * seed, 1, read by cross_entropy_grad (cuda_emit.c). */
+static bool literal_operand(const ir_graph *g, ir_value reader, int k)
+{
+    return g->nodes[reader].op == OP_CROSS_ENTROPY_GRAD && k == 2 && scalar_fill(g, ir_args(g, &g->nodes[reader])[k]);
+}
+
+/* A fill or broadcast needs no kernel when every reader is fused, itself
+ * inlined, or writes it as a literal; readers come later, so one pass from
+ * the end decides. */
 static void plan_inlined(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
@@ -126,7 +137,7 @@ static void plan_inlined(cg_ctx *cg)
         bool epilogue_op = cg->absorbed[v] && g->nodes[v].op != OP_MATMUL;   /* loads a bias under its broadcast */
         for (int k = 0; k < g->nodes[v].nargs; k++) {
             ir_value a = ir_args(g, &g->nodes[v])[k];
-            if (!(epilogue_op && g->nodes[a].op == OP_BROADCAST)) plain_reader[a] = true;
+            if (!(epilogue_op && g->nodes[a].op == OP_BROADCAST) && !literal_operand(g, v, k)) plain_reader[a] = true;
         }
     }
     free(plain_reader);
@@ -461,6 +472,7 @@ void cuda_fuse_plan(cg_ctx *cg)
             if (first != IR_NONE && spread(g, v) && cg->group[ir_args(g, &g->nodes[v])[0]] == id) first = IR_NONE;
             continue;
         }
+        if (g->nodes[v].op == OP_PARAM || g->nodes[v].op == OP_INPUT) continue;   /* no kernel: nothing to split */
         bool can_fuse = fusable(g, v) && !cg->absorbed[v];
         bool joins = can_fuse && first != IR_NONE && same_shape(&g->nodes[first], &g->nodes[v]);
         if (joins) {

@@ -129,6 +129,31 @@ static void report_sharing(FILE *out, const ir_graph *g, const nrt_program *p, u
     }
 }
 
+/* Whether step k runs in the launch of a batch that starts before it. */
+static bool batched(const nrt_program *p, uint32_t k)
+{
+    for (uint32_t j = k; j-- > 0 && k - j < NRT_MAX_BATCH;)
+        if (p->steps[j].batch >= 2) return j + p->steps[j].batch > k;
+    return false;
+}
+
+/* A batch: the steps one launch runs (cuda_batch.c). */
+static void report_batch(FILE *out, const cg_ctx *cg, const nrt_program *p, uint32_t k)
+{
+    const ir_graph *g = cg->g;
+    const nrt_step *s = &p->steps[k];
+    uint32_t updates = 0;   /* assignments to parameters and optimizer state the batch computes */
+    for (uint32_t i = 0; i < g->nupdates; i++) {
+        bool here = false;
+        for (uint32_t j = k; j < k + s->batch && !here; j++) here = cuda_kernel_writes(cg, p->steps[j].node, g->updates[i].value);
+        updates += here;
+    }
+    fprintf(out, "batch: steps %u-%u run as one launch, kernel %s (they touch nothing another of them writes)", k,
+            k + s->batch - 1u, p->kernel_names[s->batch_kernel]);
+    if (updates) fprintf(out, ": %u of the step's %u assignments to parameters and optimizer state", updates, g->nupdates);
+    fprintf(out, "\n");
+}
+
 void cuda_report(const ir_graph *g, const nrt_program *p, bool fused, FILE *out)
 {
     cg_ctx cg = {.g = g};
@@ -137,7 +162,8 @@ void cuda_report(const ir_graph *g, const nrt_program *p, bool fused, FILE *out)
     uint32_t launches = 0, epilogues = 0;
     for (uint32_t k = 0; k < p->nsteps; k++) {
         const nrt_step *s = &p->steps[k];
-        launches += s->kind != NRT_STEP_COPY;
+        if (s->batch >= 2) report_batch(out, &cg, p, k);
+        launches += s->kind != NRT_STEP_COPY && !batched(p, k);
         if (s->kind == NRT_STEP_KERNEL && s->node < g->nnodes) report_kernel(out, &cg, p, k), report_along(out, &cg, p, k);
         if (s->kind == NRT_STEP_MATMUL && s->mm_epilogue) report_epilogue(out, &cg, k, s), epilogues++;
         report_sharing(out, g, p, k, told);

@@ -211,9 +211,15 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         if (g->nodes[v].op == OP_PARAM) param_bytes += (double)b[v].bytes;
     double total_bytes = 0, total_flops = 0, total_floor = 0, recompute_flops = 0;
     json_t *kernels = json_array(), *steps_j = json_array();
+    uint32_t launches = 0;   /* kernels and cuBLASLt calls; a batch of kernel steps is one launch */
+    for (uint32_t k = 0; k < m.program.nsteps; k++) {
+        const nrt_step *s = &m.program.steps[k];
+        launches += s->kind != NRT_STEP_COPY;
+        if (s->batch >= 2) launches -= s->batch - 1u;
+    }
     if (!as_json) {
-        fprintf(out, "module %s: model %s, entry %s (entry points: %s), %u steps, %u kernels\n", path, g->name,
-                shown, entries, m.program.nsteps, m.program.nkernels);
+        fprintf(out, "module %s: model %s, entry %s (entry points: %s), %u steps, %u launches, %u kernels\n", path, g->name,
+                shown, entries, m.program.nsteps, launches, m.program.nkernels);
         if (defaulted) fprintf(out, "(symbolic dims not bound with --dim are taken as 1)\n");
         fprintf(out, "%-4s %-34s %-34s %12s %12s %10s\n", "step", "kernel / call", "computes", "bytes", "flops", "floor us");
     }
@@ -250,8 +256,9 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
             ir_shape_format(g, n->dtype, n->rank, n->shape, type, sizeof type);
             json_array_append_new(outs, json_pack("{s:s, s:s}", "name", g->outputs[i].name, "type", type));
         }
-        json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:f, s:o, s:o}", "model", g->name,
-                                 "targets", targets, "dims", dims, "kernels", kernels, "steps", steps_j, "total_bytes_moved",
+        json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:f, s:o, s:o}", "model", g->name,
+                                 "targets", targets, "dims", dims, "kernels", kernels, "steps", steps_j, "launches",
+                                 (json_int_t)launches, "total_bytes_moved",
                                  total_bytes, "total_flops", total_flops, "recompute_flops", recompute_flops, "floor_us",
                                  total_floor * 1e6, "peak_memory_bytes", (json_int_t)plan.arena_bytes,
                                  "peak_lower_bound_bytes", (json_int_t)plan.lower_bound, "in_place_steps",

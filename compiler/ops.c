@@ -334,11 +334,12 @@ static bool shape_cross_entropy(ir_graph *g, ir_node *n, const ir_value *a, tc_e
     return true;
 }
 
-/* cross_entropy_grad(logits, targets, scale): the logits' shape; scale is a scalar. */
+/* cross_entropy_grad(logits, targets, g): the logits' shape; g, the mean
+ * loss's gradient, is a scalar. */
 static bool shape_cross_entropy_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     if (!shape_cross_entropy(g, n, a, e)) return false;
-    if (g->nodes[a[2]].rank != 0) return fail(e, 2, "cross_entropy_grad: the scale must be a scalar");
+    if (g->nodes[a[2]].rank != 0) return fail(e, 2, "cross_entropy_grad: the loss's gradient must be a scalar");
     copy_shape(n, &g->nodes[a[0]]);
     return true;
 }

@@ -81,23 +81,26 @@ static ir_value state_param(opt_ctx *c, uint32_t i, const char *suffix, uint32_t
 /* Partial sums of x's elements, as a vector: a reduction runs one warp per
  * result on the GPU, so a sum over millions of gradient elements (GPT-2's
  * embedding: 38.6M) sums the rows of a [G, N/G] view (G warps at once);
- * a small tensor gives its sum as a vector of one. */
+ * a small tensor sums the one row of a [1, N] view. Every part is then a
+ * sum over the last axis, which the concat joining them computes in one
+ * kernel (cuda_fuse.c). */
 #define SUM_SPLIT_MIN 65536
 #define SUM_SPLIT_GROUPS 1024
 
 static ir_value partial_sums(opt_ctx *c, ir_value x)
 {
-    int64_t n, groups = 0;
-    if (x != IR_NONE && ir_numel(c->g, &c->g->nodes[x], NULL, &n) && n >= SUM_SPLIT_MIN)
-        for (int64_t d = SUM_SPLIT_GROUPS; d >= 32 && !groups; d--)
-            if (n % d == 0) groups = d;
-    ir_node view = {.op = OP_RESHAPE, .rank = 1};
-    view.shape[0] = ir_dim_const(c->g, 1);
-    if (!groups) {
+    int64_t n;
+    if (x == IR_NONE || !ir_numel(c->g, &c->g->nodes[x], NULL, &n)) {   /* symbolic sizes: no view to take */
+        ir_node view = {.op = OP_RESHAPE, .rank = 1};
+        view.shape[0] = ir_dim_const(c->g, 1);
         ir_value total = op1(c, OP_SUM, x);
         return mk(c, view, &total, 1);
     }
-    view.rank = 2;
+    int64_t groups = 1;
+    if (n >= SUM_SPLIT_MIN)
+        for (int64_t d = SUM_SPLIT_GROUPS; d >= 32 && groups == 1; d--)
+            if (n % d == 0) groups = d;
+    ir_node view = {.op = OP_RESHAPE, .rank = 2};
     view.shape[0] = ir_dim_const(c->g, groups);
     view.shape[1] = ir_dim_const(c->g, n / groups);
     ir_node rows = {.op = OP_SUM};
@@ -134,8 +137,11 @@ static void adam(opt_ctx *c, uint32_t i, ir_value p, ir_value grad, ir_value lr,
     if (t->optimizer == IR_OPT_ADAM && t->weight_decay > 0)       /* L2: into the gradient */
         grad = op2(c, OP_ADD, grad, op2(c, OP_MUL, num(c, t->weight_decay, p), p));
     ir_value m2 = op2(c, OP_ADD, op2(c, OP_MUL, num(c, t->beta1, m), m), op2(c, OP_MUL, num(c, 1 - t->beta1, grad), grad));
-    ir_value g2 = op2(c, OP_MUL, grad, grad);
-    ir_value v2 = op2(c, OP_ADD, op2(c, OP_MUL, num(c, t->beta2, v), v), op2(c, OP_MUL, num(c, 1 - t->beta2, g2), g2));
+    /* ((1-b2) g) g, as PyTorch's fused Adam rounds it, and not g g: that
+     * square would be the gradient norm's too, and the two kernels would
+     * share it through memory instead of each squaring g as it loads */
+    ir_value g2 = op2(c, OP_MUL, op2(c, OP_MUL, num(c, 1 - t->beta2, grad), grad), grad);
+    ir_value v2 = op2(c, OP_ADD, op2(c, OP_MUL, num(c, t->beta2, v), v), g2);
     ir_value mhat = op2(c, OP_DIV, m2, spread(c, bc1, m2)), vhat = op2(c, OP_DIV, v2, spread(c, bc2, v2));
     ir_value step = op2(c, OP_DIV, mhat, op2(c, OP_ADD, op1(c, OP_SQRT, vhat), num(c, t->eps, vhat)));
     if (t->optimizer == IR_OPT_ADAMW && t->weight_decay > 0)      /* decoupled */
@@ -229,16 +235,13 @@ bool train_step_build(ir_graph *g, int accumulate, bool chunk_loss, FILE *report
         sq_parts[nsq++] = partial_sums(&c, op2(&c, OP_MUL, grads[i], grads[i]));
     }
     if (ok && nsq > 0) sumsq = sum_of_parts(&c, sq_parts, nsq);
-    ir_value finite = IR_NONE;
+    ir_value finite = IR_NONE, clip_coef = IR_NONE;
     if (ok && sumsq != IR_NONE) {
         ir_value norm = op1(&c, OP_SQRT, sumsq);
         ir_output_add(g, TRAIN_OUTPUT_NORM, norm);
-        if (t->clip_grad_norm > 0) {   /* coef = min(1, max_norm / (norm + 1e-6)) */
-            ir_value coef = op2(&c, OP_MINIMUM, num(&c, 1.0, norm),
-                                op2(&c, OP_DIV, num(&c, t->clip_grad_norm, norm), op2(&c, OP_ADD, norm, num(&c, 1e-6, norm))));
-            for (uint32_t i = 0; i < nweights; i++)
-                if (grads[i] != IR_NONE) grads[i] = op2(&c, OP_MUL, grads[i], spread(&c, coef, grads[i]));
-        }
+        if (t->clip_grad_norm > 0)   /* coef = min(1, max_norm / (norm + 1e-6)) */
+            clip_coef = op2(&c, OP_MINIMUM, num(&c, 1.0, norm),
+                            op2(&c, OP_DIV, num(&c, t->clip_grad_norm, norm), op2(&c, OP_ADD, norm, num(&c, 1e-6, norm))));
         if (t->loss_scale == IR_SCALE_DYNAMIC) {   /* sum of squares is finite iff every gradient is */
             ir_value is_num = op2(&c, OP_EQ, sumsq, sumsq), below_inf = op2(&c, OP_LT, sumsq, num(&c, INFINITY, sumsq));
             ir_value x[3] = {is_num, below_inf, is_num};
@@ -258,6 +261,9 @@ bool train_step_build(ir_graph *g, int accumulate, bool chunk_loss, FILE *report
             cp.attr.to = NC_F32;
             grad = mk(&c, cp, &grads[i], 1);
         }
+        /* clipped here, next to the update: the same kernel scales the
+         * gradient as it loads it, and the clipped copy is never stored */
+        if (clip_coef != IR_NONE) grad = op2(&c, OP_MUL, grad, spread(&c, clip_coef, grad));
         if (g->params[i].decl.dtype != NC_F32) {
             snprintf(err, errcap, "parameter %s is %s: training keeps f32 master weights; declare it f32",
                      g->params[i].decl.name, dtype_name(g->params[i].decl.dtype));

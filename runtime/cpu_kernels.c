@@ -676,13 +676,13 @@ void cpu_cross_entropy(const cpu_op_ctx *c)
     c->out->f[0] = (float)(total / (double)r.n);
 }
 
-/* d loss / d logits of cross_entropy, given scale = d loss_out / rows:
- * (softmax(x) - (1-s) onehot(t) - s/C) * scale, per row in double. */
+/* d loss / d logits of cross_entropy (a mean over rows), given g = d loss:
+ * (softmax(x) - (1-s) onehot(t) - s/C) * g / rows, per row in double. */
 void cpu_cross_entropy_grad(const cpu_op_ctx *c)
 {
     const cpu_tensor *lg = c->args[0], *tg = c->args[1];
     cpu_rows r = rows_of(lg);
-    double s = c->node->attr.f, scale = c->args[2]->f[0];
+    double s = c->node->attr.f, scale = c->args[2]->f[0] / (double)(r.n > 0 ? r.n : 1);
     if (r.n != tg->numel) {
         cpu_fail(c, "cross_entropy_grad: %lld rows of logits but %lld targets", (long long)r.n, (long long)tg->numel);
         return;

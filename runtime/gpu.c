@@ -201,7 +201,9 @@ struct gpu_session {
     size_t workspace_bytes;
     int64_t *buf_offset, *buf_bytes;
     struct nc_args *args;          /* per step */
-    int64_t *launch;               /* per step: blocks, threads */
+    int64_t *launch;               /* per step: blocks, threads (a batch's first step: the batch's) */
+    struct nc_args *batch_args;    /* per step: at a batch's first step, its kernel's (buf[0]: its table) */
+    CUdeviceptr batch_tables;      /* every batch's steps' nc_args, in step order */
     gpu_matmul *mm;                /* per step (matmul steps only) */
     cublasLtHandle_t lt;
     bool use_graph;
@@ -378,6 +380,36 @@ static int setup_matmul(gpu_session *s, uint32_t k, const struct nc_args *args, 
     return 0;
 }
 
+/* A batch (compiler/cuda_batch.c) launches its kernel once over the
+ * largest grid of its steps, with a table of their arguments in device
+ * memory: the arena does not move, so the table is written once. */
+static int prepare_batches(gpu_session *s, char *err, size_t errcap)
+{
+    const nrt_program *p = &s->m->program;
+    size_t entries = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        if (p->steps[k].batch >= 2) entries += p->steps[k].batch;
+    if (entries == 0) return 0;
+    s->batch_args = nc_xcalloc(p->nsteps + 1, sizeof *s->batch_args);
+    CU(cuMemAlloc(&s->batch_tables, entries * sizeof(struct nc_args)));
+    size_t at = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        const nrt_step *st = &p->steps[k];
+        if (st->batch < 2) continue;
+        int64_t blocks = 0, threads = 0;
+        for (uint32_t j = k; j < k + st->batch; j++) {
+            if (s->launch[2 * j] > blocks) blocks = s->launch[2 * j];
+            if (s->launch[2 * j + 1] > threads) threads = s->launch[2 * j + 1];
+        }
+        CUdeviceptr table = s->batch_tables + (CUdeviceptr)(at * sizeof(struct nc_args));
+        CU(cuMemcpyHtoD(table, &s->args[k], st->batch * sizeof(struct nc_args)));
+        s->batch_args[k].buf[0] = (void *)(uintptr_t)table;
+        s->launch[2 * k] = blocks, s->launch[2 * k + 1] = threads;
+        at += st->batch;
+    }
+    return 0;
+}
+
 static int prepare_steps(gpu_session *s, const int64_t *syms, char *err, size_t errcap)
 {
     const ir_graph *g = s->m->graph;
@@ -402,7 +434,7 @@ static int prepare_steps(gpu_session *s, const int64_t *syms, char *err, size_t 
         s->launch[2 * k] = blocks, s->launch[2 * k + 1] = threads;
         if (st->kind == NRT_STEP_MATMUL && setup_matmul(s, k, a, err, errcap) != 0) return -1;
     }
-    return 0;
+    return prepare_batches(s, err, errcap);
 }
 
 static int create_session(const nrt_module_data *m, const int64_t *syms, int device_index, bool use_graph,
@@ -460,10 +492,13 @@ static int launch_all(gpu_session *s, char *err, size_t errcap)
         const nrt_step *st = &p->steps[k];
         struct nc_args *a = &s->args[k];
         if (st->kind == NRT_STEP_KERNEL) {
-            if (s->launch[2 * k] == 0) continue;
-            void *params[] = {a};
-            CU(cuLaunchKernel(s->funcs[st->kernel], (unsigned)s->launch[2 * k], 1, 1, (unsigned)s->launch[2 * k + 1], 1, 1,
-                              0, s->stream, params, NULL));
+            bool batch = st->batch >= 2;   /* this step and the next batch - 1, one launch */
+            uint32_t first = k;
+            if (batch) k += st->batch - 1u;
+            if (s->launch[2 * first] == 0) continue;
+            void *params[] = {batch ? &s->batch_args[first] : a};
+            CU(cuLaunchKernel(s->funcs[batch ? st->batch_kernel : st->kernel], (unsigned)s->launch[2 * first], 1, 1,
+                              (unsigned)s->launch[2 * first + 1], 1, 1, 0, s->stream, params, NULL));
         } else if (st->kind == NRT_STEP_COPY) {
             size_t bytes = (size_t)s->buf_bytes[st->bufs[1]];
             if (bytes) CU(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)a->buf[1], (CUdeviceptr)(uintptr_t)a->buf[0], bytes, s->stream));
@@ -690,6 +725,7 @@ void gpu_session_free(gpu_session *s)
     if (s->lt) lt.cublasLtDestroy(s->lt);
     if (s->workspace) drv.cuMemFree(s->workspace);
     if (s->arena) drv.cuMemFree(s->arena);
+    if (s->batch_tables) drv.cuMemFree(s->batch_tables);
     if (s->module) drv.cuModuleUnload(s->module);
     if (s->stream) drv.cuStreamDestroy(s->stream);
     if (s->ctx) drv.cuDevicePrimaryCtxRelease(s->dev);
@@ -697,6 +733,7 @@ void gpu_session_free(gpu_session *s)
     free(s->buf_offset);
     free(s->buf_bytes);
     free(s->args);
+    free(s->batch_args);
     free(s->launch);
     free(s->mm);
     free(s);

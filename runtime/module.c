@@ -191,6 +191,8 @@ static void write_program(wbuf *b, const nrt_program *p)
         w_u64(b, s->spread_reads);
         w_u8(b, s->sections);
         for (int k = 0; s->sections > 1 && k < s->nbufs; k++) w_u8(b, s->slot_section[k]);
+        w_u32(b, s->batch);
+        w_u32(b, s->batch_kernel);
     }
     w_u32(b, p->plan_flags);
 }
@@ -322,6 +324,26 @@ static bool r_invalid(rd *r, const char *fmt, ...)
     va_end(ap);
     fail(r->err, r->errcap, "module is corrupt (%s): %s", r->what, msg);
     return false;
+}
+
+/* A batch (cuda_batch.c) is a run of element-grid kernel steps inside the
+ * program, launched by one of its kernels; its steps start no batch of
+ * their own. */
+static bool check_batches(rd *r, const nrt_program *p)
+{
+    for (uint32_t i = 0; i < p->nsteps; i++) {
+        const nrt_step *s = &p->steps[i];
+        if (s->batch == 0) continue;
+        if (s->batch < 2 || s->batch > NRT_MAX_BATCH || s->batch > p->nsteps - i || s->batch_kernel >= p->nkernels)
+            return r_invalid(r, "step %u: a batch of %u steps with kernel %u", i, s->batch, s->batch_kernel);
+        for (uint32_t j = i; j < i + s->batch; j++) {
+            const nrt_step *m = &p->steps[j];
+            if (m->kind != NRT_STEP_KERNEL || m->grid != NRT_GRID_ELEMENTS || (j > i && m->batch != 0))
+                return r_invalid(r, "step %u: step %u cannot be part of its batch", i, j);
+        }
+        i += s->batch - 1u;
+    }
+    return true;
 }
 
 /* A count of items that take at least min_bytes each: must fit what is left. */
@@ -635,7 +657,11 @@ static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
         if (!r->bad && why) return r_invalid(r, "step %u: a matmul with %s", i, why);
         if (!r->bad && grid == NRT_GRID_ROWS && s->nints < 2) return r_invalid(r, "step %u: row grid without a row size", i);
         if (!r->bad && grid == NRT_GRID_TILES && s->nints < 4) return r_invalid(r, "step %u: tile grid without its sizes", i);
+        uint32_t batch = r_u32(r);
+        s->batch = (uint16_t)(batch <= NRT_MAX_BATCH ? batch : 1);   /* 1: refused below */
+        s->batch_kernel = r_u32(r);
     }
+    if (!r->bad && !check_batches(r, p)) return false;
     p->plan_flags = r_u32(r);
     if (!r->bad && (p->plan_flags & ~(uint32_t)NRT_PLAN_KNOWN_FLAGS)) return r_invalid(r, "plan flags 0x%x", p->plan_flags);
     return !r->bad;

@@ -17,6 +17,18 @@ void nrt_program_free(nrt_program *p)
     memset(p, 0, sizeof *p);
 }
 
+uint32_t *nrt_program_launches(const nrt_program *p)
+{
+    uint32_t *of = nc_xmalloc((p->nsteps + 1) * sizeof *of);
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        of[k] = k;
+        if (p->steps[k].batch < 2) continue;
+        for (uint32_t j = 1; j < p->steps[k].batch && k + j < p->nsteps; j++) of[k + j] = k;
+        k += p->steps[k].batch - 1u;
+    }
+    return of;
+}
+
 bool nrt_step_launch(const nrt_step *s, const int64_t *n, int64_t max_blocks, int64_t *blocks, int64_t *threads)
 {
     int64_t count = n[0];
@@ -108,12 +120,15 @@ bool nrt_step_rowwise_in_place(const ir_graph *g, const nrt_step *s, int j)
  * gets the operand's offset after placement (its bytes count as 0 for the
  * placement only). Returns each buffer's alias (-1: none), resolved to the
  * buffer that owns the memory. */
-static int32_t *plan_in_place(const ir_graph *g, const nrt_program *p, memplan_buf *b, uint32_t nbuf)
+static int32_t *plan_in_place(const ir_graph *g, const nrt_program *p, const uint32_t *launch_of, memplan_buf *b,
+                              uint32_t nbuf)
 {
     int32_t *alias = nc_xmalloc((nbuf + 1) * sizeof *alias);
     for (uint32_t i = 0; i < nbuf; i++) alias[i] = -1;
     for (uint32_t k = 0; k < p->nsteps; k++) {
         const nrt_step *s = &p->steps[k];
+        /* in a batch another step may still read the operand (cuda_batch.c) */
+        if (s->batch >= 2 || launch_of[k] != k) continue;
         if (s->kind == NRT_STEP_MATMUL && (s->mm_epilogue & NRT_EPI_RESIDUAL)) {   /* cuBLASLt runs C == D in place */
             nrt_matmul_slots m = nrt_matmul_slots_of(s);
             uint32_t out = s->bufs[m.out], in = s->bufs[m.residual];
@@ -188,12 +203,17 @@ memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const 
         b[i].first = INT32_MAX;
         b[i].last = -1;
     }
-    for (uint32_t k = 0; k < p->nsteps; k++)
+    /* a batch's steps run at once (cuda_batch.c): what any of them touches
+     * lives from the batch's first step to its last */
+    uint32_t *launch_of = nrt_program_launches(p);
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        uint32_t head = launch_of[k], lo = head, hi = head + (p->steps[head].batch >= 2 ? p->steps[head].batch - 1u : 0);
         for (int j = 0; j < p->steps[k].nbufs; j++) {
             memplan_buf *x = &b[p->steps[k].bufs[j]];
-            if ((int32_t)k < x->first) x->first = (int32_t)k;
-            if ((int32_t)k > x->last) x->last = (int32_t)k;
+            if ((int32_t)lo < x->first) x->first = (int32_t)lo;
+            if ((int32_t)hi > x->last) x->last = (int32_t)hi;
         }
+    }
     int32_t end = (int32_t)p->nsteps;
     for (uint32_t v = 0; v < g->nnodes; v++)
         if (g->nodes[v].op == OP_INPUT || g->nodes[v].op == OP_PARAM) b[v].first = 0, b[v].last = end;
@@ -205,7 +225,8 @@ memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const 
     for (uint32_t i = 0; i < nbuf; i++) size[i] = b[i].bytes;
     if (p->plan_flags & NRT_PLAN_NO_REUSE)   /* no plan: everything lives the whole run */
         for (uint32_t i = 0; i < nbuf; i++) b[i].first = 0, b[i].last = end;
-    int32_t *alias = p->plan_flags & NRT_PLAN_NO_REUSE ? NULL : plan_in_place(g, p, b, nbuf);
+    int32_t *alias = p->plan_flags & NRT_PLAN_NO_REUSE ? NULL : plan_in_place(g, p, launch_of, b, nbuf);
+    free(launch_of);
     *r = memplan_place(b, nbuf, 256);
     for (uint32_t i = 0; i < nbuf; i++) {
         if (alias && alias[i] >= 0) b[i].offset = b[alias[i]].offset, r->in_place++;

@@ -63,7 +63,13 @@ typedef struct nrt_step {
     nc_dtype mm_dtype;     /* a and b */
     nc_dtype mm_out_dtype; /* out (and residual, bias, aux): mm_dtype, or f32 from f16/bf16 operands */
     uint8_t mm_epilogue;   /* NRT_EPI_*: what cuBLASLt applies to the product before storing it */
+    /* launch batching (compiler/cuda_batch.c) */
+    uint16_t batch;        /* on the first of a run of kernel steps launched as one kernel: how many steps
+                              the launch runs (>= 2; each thread runs them one after another); 0 otherwise */
+    uint32_t batch_kernel; /* with batch: that kernel, called with buf[0] = the steps' nc_args, in order */
 } nrt_step;
+
+#define NRT_MAX_BATCH 4096   /* steps one batched launch may run */
 
 /* A matmul's epilogue, in cuBLASLt's order: out = act(a b + residual + bias).
  * The bias is a vector over out's last axis; with NRT_EPI_AUX the value
@@ -110,6 +116,10 @@ typedef struct nrt_program {
 } nrt_program;
 
 void nrt_program_free(nrt_program *p);
+
+/* For each step, the step whose launch runs it: itself, or the first step
+ * of its batch. A malloc'd array of nsteps entries. */
+uint32_t *nrt_program_launches(const nrt_program *p);
 
 /* A kernel step's launch: blocks and threads a block, from its grid kind and
  * evaluated sizes n; element grids stop at max_blocks (grid-stride loops

@@ -81,8 +81,9 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
         }
     }
     /* a group is a contiguous run: only its members, fills and broadcasts
-     * (which fused readers read through) lie between its first and last
-     * member (the kernel runs at the last one) */
+     * (which fused readers read through), parameters and inputs (no
+     * kernel) lie between its first and last member (the kernel runs at the
+     * last one) */
     for (ir_value v = 0; cg.group && v < g->nnodes && ok; v++) {
         if (!cg.group[v] || (v > 0 && cg.group[v - 1] == cg.group[v])) continue;
         ir_value end = v;
@@ -90,7 +91,7 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
             if (cg.group[u] == cg.group[v]) end = u;
         for (ir_value u = v; u <= end && ok; u++) {
             const ir_node *n = &g->nodes[u];
-            bool inlined = (n->op == OP_FILL && n->rank == 0) || n->op == OP_BROADCAST;   /* read through */
+            bool inlined = (n->op == OP_FILL && n->rank == 0) || n->op == OP_BROADCAST || n->op == OP_PARAM || n->op == OP_INPUT;
             if (cg.group[u] != cg.group[v] && !inlined) {
                 fprintf(stderr, "group of %%%u..%%%u holds %%%u (%s), not a member\n", v, end, u, nc_ops[n->op].name);
                 ok = false;
@@ -138,6 +139,48 @@ static int residuals_in_place(const ir_graph *g, const nrt_program *p)
     }
     free(b);
     return in_place;
+}
+
+/* The steps of a batch run at once (cuda_batch.c): in the memory plan, no
+ * buffer one of them writes overlaps a buffer another touches. Returns how
+ * many launches compute the step's updates (the update of every parameter
+ * and optimizer state: one). */
+static uint32_t check_batches(const ir_graph *g, const nrt_program *p)
+{
+    cg_ctx cg = {.g = g};
+    cuda_fuse_plan(&cg);
+    memplan_result r;
+    char err[256];
+    memplan_buf *b = program_plan_memory(g, p, NULL, &r, err, sizeof err);
+    CHECK(b != NULL);
+    uint32_t *launch_of = nrt_program_launches(p), update_launch = UINT32_MAX, update_launches = 0;
+    for (uint32_t k = 0; b && k < p->nsteps; k++) {
+        const nrt_step *s = &p->steps[k];
+        for (uint32_t i = 0; i < g->nupdates && s->kind == NRT_STEP_KERNEL; i++) {
+            if (!cuda_kernel_writes(&cg, s->node, g->updates[i].value) || launch_of[k] == update_launch) continue;
+            update_launch = launch_of[k];
+            update_launches++;
+        }
+        if (s->batch < 2) continue;
+        for (uint32_t x = k; x < k + s->batch; x++)
+            for (uint32_t y = k; y < k + s->batch; y++)
+                for (int i = 0; x != y && i < p->steps[x].nbufs; i++) {
+                    const nrt_step *sx = &p->steps[x];
+                    uint32_t v = p->slot_values ? p->slot_values[x * NRT_MAX_BUFS + i] : sx->bufs[i];
+                    if (v < g->nnodes && !cuda_kernel_writes(&cg, sx->node, v)) continue;
+                    const memplan_buf *w = &b[sx->bufs[i]];
+                    for (int j = 0; j < p->steps[y].nbufs; j++) {
+                        const memplan_buf *t = &b[p->steps[y].bufs[j]];
+                        bool overlap = w->bytes > 0 && t->bytes > 0 && w->offset < t->offset + t->bytes && t->offset < w->offset + w->bytes;
+                        if (overlap) fprintf(stderr, "batch at step %u: step %u writes memory step %u touches\n", k, x, y);
+                        CHECK(!overlap);
+                    }
+                }
+    }
+    free(launch_of);
+    free(b);
+    cuda_fuse_free(&cg);
+    return update_launches;
 }
 
 /* want_epilogues: NRT_EPI_* bits some matmul step of the fused training step must carry. */
@@ -248,6 +291,10 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
         CHECK(copies >= 8 && copy_steps * 4 <= copies);
     }
     CHECK(fused_steps > 0 && fused_kernels < plain_kernels);
+    /* every parameter's update in one launch (a multi-tensor kernel) */
+    uint32_t update_launches = check_batches(g, &fused);
+    printf("%s: the updates of %u parameters and optimizer states in %u launch(es)\n", path, g->nupdates, update_launches);
+    CHECK(update_launches == 1);
     CHECK(valid_dataflow(g, &plain, false));
     CHECK(valid_dataflow(g, &fused, true));
     nrt_program_free(&plain);

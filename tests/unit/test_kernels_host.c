@@ -182,6 +182,139 @@ static void *temp_memory(const ir_graph *g, const nrt_program *p, void **mem, ui
     return mem[b];
 }
 
+/* What run_steps follows the program with. */
+typedef struct host_run {
+    const char *name;
+    const ir_graph *g;
+    const nrt_program *p;
+    void *lib;
+    const cpu_exec_result *res;
+    cg_ctx *plan;
+    launch_fn *launch;
+    void **mem;
+    const uint32_t *first_write, *last_write;
+    int bad, matmuls, batches, batched_steps;
+} host_run;
+
+static const char *step_what(const nrt_program *p, const nrt_step *s)
+{
+    return s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : s->kind == NRT_STEP_COPY ? "copy" : "matmul";
+}
+
+/* Before step k: its operands must hold the executor's values; its results
+ * get the executor's values, or NaN bits where the kernel computes them; a
+ * matmul is checked against its operands. Returns the kernel to run, or
+ * NULL when the step runs no kernel here. */
+static kernel_fn *prepare_step(host_run *u, uint32_t k)
+{
+    const ir_graph *g = u->g;
+    const nrt_program *p = u->p;
+    const nrt_step *s = &p->steps[k];
+    const char *what = step_what(p, s);
+    bool known = true;   /* the executor has every IR value the step touches */
+    for (int j = 0; j < s->nbufs; j++) known &= s->bufs[j] >= g->nnodes || u->res->values[slot_value(p, k, j)].numel > 0;
+    for (int j = 0; j < s->nbufs; j++) {
+        uint32_t b = s->bufs[j], v = slot_value(p, k, j);
+        if (b >= g->nnodes) { temp_memory(g, p, u->mem, b); continue; }
+        if (is_result(g, p, u->plan, k, j)) continue;
+        if (!u->mem[b]) { fprintf(stderr, "%s: step %u (%s) reads buffer %%%u before it is written\n", u->name, k, what, b); u->bad++; }
+        else if (u->res->values[v].numel > 0 && !matches(g, u->name, k, what, u->mem[b], &u->res->values[v], v, v)) u->bad++;
+    }
+    bool run = known && s->kind == NRT_STEP_KERNEL;
+    kernel_fn *fn = run ? (kernel_fn *)(uintptr_t)dlsym(u->lib, p->kernel_names[s->kernel]) : NULL;
+    if (run && !fn) { fprintf(stderr, "%s: no symbol %s\n", u->name, p->kernel_names[s->kernel]); u->bad++; run = false; }
+    for (int j = 0; j < s->nbufs; j++) {   /* results: computed here, or the executor's */
+        uint32_t b = s->bufs[j], v = slot_value(p, k, j);
+        if (!is_result(g, p, u->plan, k, j) || b >= g->nnodes || (run && u->first_write[v] != k)) continue;
+        const cpu_tensor *want = &u->res->values[s->kind == NRT_STEP_COPY ? slot_value(p, k, 0) : v];
+        bool shared = false;   /* in place: the result's buffer is also an operand's */
+        for (int i = 0; i < s->nbufs; i++) shared |= i != j && s->bufs[i] == b && !is_result(g, p, u->plan, k, i);
+        if (!u->mem[b]) u->mem[b] = calloc((size_t)want->numel + 1, dtype_size(want->dtype));
+        void *fresh = to_storage(want);
+        if (run && !shared)   /* outputs start as NaN bits, so an element the kernel misses shows */
+            memset(fresh, 0xff, (size_t)want->numel * dtype_size(want->dtype));
+        if (!run || !shared) memcpy(u->mem[b], fresh, (size_t)want->numel * dtype_size(want->dtype));
+        free(fresh);
+    }
+    if (known && s->kind == NRT_STEP_MATMUL) {   /* the executor's results are in place; do the operands give them? */
+        nc_args a = {.step = 0};
+        eval_ints(g, s, &a);
+        for (int j = 0; j < s->nbufs; j++) a.buf[j] = u->mem[s->bufs[j]];
+        nrt_matmul_slots m = nrt_matmul_slots_of(s);
+        u->bad += !host_matmul_agrees(u->name, k, s, &a, &u->res->values[slot_value(p, k, m.out)],
+                                      m.aux >= 0 ? &u->res->values[slot_value(p, k, m.aux)] : NULL);
+        u->matmuls++;
+    }
+    return run ? fn : NULL;
+}
+
+static void step_args(const host_run *u, uint32_t k, nc_args *a)
+{
+    const nrt_step *s = &u->p->steps[k];
+    *a = (nc_args){.step = 0};
+    eval_ints(u->g, s, a);
+    for (int j = 0; j < s->nbufs; j++) a->buf[j] = u->mem[s->bufs[j]];
+}
+
+/* element grids: two blocks, so the grid-stride loops take several turns */
+static int launch_step(host_run *u, uint32_t k, kernel_fn *fn)
+{
+    const nrt_step *s = &u->p->steps[k];
+    launch_ctx c = {.fn = fn};
+    step_args(u, k, &c.args);
+    int64_t blocks, threads, n[NRT_MAX_INTS];
+    char err[256] = "too many blocks";
+    for (int j = 0; j < NRT_MAX_INTS; j++) n[j] = c.args.n[j];
+    if (!nrt_step_launch(s, n, 2, &blocks, &threads) || u->launch(run_kernel, &c, blocks, threads, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: step %u (%s) does not run: %s\n", u->name, k, step_what(u->p, s), err);
+        return -1;
+    }
+    return 0;
+}
+
+/* A batch's kernel, with the table of its steps' arguments, over the
+ * largest of their grids (as runtime/gpu.c launches it). */
+static int launch_batch(host_run *u, uint32_t first, uint32_t n, kernel_fn *fn)
+{
+    nc_args *table = calloc(n, sizeof *table);
+    int64_t blocks = 0, threads = 0;
+    bool ok = true;
+    for (uint32_t k = first; k < first + n; k++) {
+        step_args(u, k, &table[k - first]);
+        int64_t b, t, sizes[NRT_MAX_INTS];
+        for (int j = 0; j < NRT_MAX_INTS; j++) sizes[j] = table[k - first].n[j];
+        ok &= nrt_step_launch(&u->p->steps[k], sizes, 2, &b, &t);
+        if (b > blocks) blocks = b;
+        if (t > threads) threads = t;
+    }
+    launch_ctx c = {.fn = fn, .args = {.step = 0}};
+    c.args.buf[0] = table;
+    char err[256] = "too many blocks";
+    if (!ok || u->launch(run_kernel, &c, blocks, threads, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: the batch at step %u does not run: %s\n", u->name, first, err);
+        ok = false;
+    }
+    free(table);
+    return ok ? 0 : -1;
+}
+
+/* each result is checked, then replaced by the executor's, so the next
+ * kernel starts from exact operands: a sum that cancels to nearly nothing
+ * may differ from the executor's by its summation order, and an exact cast
+ * of it must not be blamed for that */
+static void check_results(host_run *u, uint32_t k)
+{
+    const ir_graph *g = u->g;
+    const nrt_step *s = &u->p->steps[k];
+    for (int j = 0; j < s->nbufs; j++) {
+        uint32_t v = slot_value(u->p, k, j), b = s->bufs[j];
+        if (b >= g->nnodes || !is_result(g, u->p, u->plan, k, j) || u->last_write[v] != k) continue;
+        if (!matches(g, u->name, k, step_what(u->p, s), u->mem[b], &u->res->values[v], v, s->node < g->nnodes ? s->node : v))
+            u->bad++;
+        cpu_tensor_to_native(&u->res->values[v], u->mem[b]);
+    }
+}
+
 /* Follows the program over buffers as the GPU would, one host allocation per
  * buffer (values that share a buffer share it here too): kernels run; the
  * other steps' results are taken from the executor. Before every step, each
@@ -209,70 +342,35 @@ static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, 
             if (first_write[v] == UINT32_MAX) first_write[v] = k;
             last_write[v] = k;
         }
-    for (uint32_t k = 0; k < p->nsteps && bad < 5 && launch; k++) {
-        const nrt_step *s = &p->steps[k];
-        const char *what = s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : s->kind == NRT_STEP_COPY ? "copy" : "matmul";
-        bool known = true;   /* the executor has every IR value the step touches */
-        for (int j = 0; j < s->nbufs; j++) known &= s->bufs[j] >= g->nnodes || res->values[slot_value(p, k, j)].numel > 0;
-        for (int j = 0; j < s->nbufs; j++) {
-            uint32_t b = s->bufs[j], v = slot_value(p, k, j);
-            if (b >= g->nnodes) { temp_memory(g, p, mem, b); continue; }
-            if (is_result(g, p, &plan, k, j)) continue;
-            if (!mem[b]) { fprintf(stderr, "%s: step %u (%s) reads buffer %%%u before it is written\n", name, k, what, b); bad++; }
-            else if (res->values[v].numel > 0 && !matches(g, name, k, what, mem[b], &res->values[v], v, v)) bad++;
+    host_run u = {.name = name, .g = g, .p = p, .lib = lib, .res = res, .plan = &plan, .launch = launch, .mem = mem,
+                  .first_write = first_write, .last_write = last_write};
+    for (uint32_t k = 0; k < p->nsteps && bad + u.bad < 5 && launch; k++) {
+        /* a batch (compiler/cuda_batch.c) runs as its own kernel does: one
+         * launch calling each step's body with the step's arguments */
+        uint32_t n = p->steps[k].batch >= 2 ? p->steps[k].batch : 1;
+        kernel_fn *fns[NRT_MAX_BATCH];
+        bool all_run = true;
+        for (uint32_t j = k; j < k + n; j++) {
+            fns[j - k] = prepare_step(&u, j);
+            all_run &= fns[j - k] != NULL;
         }
-        bool run = known && s->kind == NRT_STEP_KERNEL;
-        kernel_fn *fn = run ? (kernel_fn *)(uintptr_t)dlsym(lib, p->kernel_names[s->kernel]) : NULL;
-        if (run && !fn) { fprintf(stderr, "%s: no symbol %s\n", name, p->kernel_names[s->kernel]); bad++; run = false; }
-        for (int j = 0; j < s->nbufs; j++) {   /* results: computed here, or the executor's */
-            uint32_t b = s->bufs[j], v = slot_value(p, k, j);
-            if (!is_result(g, p, &plan, k, j) || b >= g->nnodes || (run && first_write[v] != k)) continue;
-            const cpu_tensor *want = &res->values[s->kind == NRT_STEP_COPY ? slot_value(p, k, 0) : v];
-            bool shared = false;   /* in place: the result's buffer is also an operand's */
-            for (int i = 0; i < s->nbufs; i++) shared |= i != j && s->bufs[i] == b && !is_result(g, p, &plan, k, i);
-            if (!mem[b]) mem[b] = calloc((size_t)want->numel + 1, dtype_size(want->dtype));
-            void *fresh = to_storage(want);
-            if (run && !shared)   /* outputs start as NaN bits, so an element the kernel misses shows */
-                memset(fresh, 0xff, (size_t)want->numel * dtype_size(want->dtype));
-            if (!run || !shared) memcpy(mem[b], fresh, (size_t)want->numel * dtype_size(want->dtype));
-            free(fresh);
+        if (n > 1 && all_run) {
+            kernel_fn *batch_fn = (kernel_fn *)(uintptr_t)dlsym(lib, p->kernel_names[p->steps[k].batch_kernel]);
+            if (!batch_fn) { fprintf(stderr, "%s: no symbol %s\n", name, p->kernel_names[p->steps[k].batch_kernel]); bad++; }
+            else bad += launch_batch(&u, k, n, batch_fn) != 0, u.batches++, u.batched_steps += (int)n;
+        } else {
+            for (uint32_t j = k; j < k + n; j++)
+                if (fns[j - k]) bad += launch_step(&u, j, fns[j - k]) != 0;
         }
-        if (known && s->kind == NRT_STEP_MATMUL) {   /* the executor's results are in place; do the operands give them? */
-            nc_args a = {.step = 0};
-            eval_ints(g, s, &a);
-            for (int j = 0; j < s->nbufs; j++) a.buf[j] = mem[s->bufs[j]];
-            nrt_matmul_slots m = nrt_matmul_slots_of(s);
-            bad += !host_matmul_agrees(name, k, s, &a, &res->values[slot_value(p, k, m.out)],
-                                       m.aux >= 0 ? &res->values[slot_value(p, k, m.aux)] : NULL);
-            matmuls++;
-        }
-        if (!run) continue;
-        launch_ctx c = {.fn = fn, .args = {.step = 0}};
-        eval_ints(g, s, &c.args);
-        for (int j = 0; j < s->nbufs; j++) c.args.buf[j] = mem[s->bufs[j]];
-        int64_t blocks, threads, n[NRT_MAX_INTS];
-        char err[256] = "too many blocks";
-        for (int j = 0; j < NRT_MAX_INTS; j++) n[j] = c.args.n[j];
-        /* element grids: two blocks, so the grid-stride loops take several turns */
-        if (!nrt_step_launch(s, n, 2, &blocks, &threads) || launch(run_kernel, &c, blocks, threads, err, sizeof err) != 0) {
-            fprintf(stderr, "%s: step %u (%s) does not run: %s\n", name, k, what, err);
-            bad++;
-            continue;
-        }
-        /* each result is checked, then replaced by the executor's, so the next
-         * kernel starts from exact operands: a sum that cancels to nearly
-         * nothing may differ from the executor's by its summation order, and
-         * an exact cast of it must not be blamed for that */
-        for (int j = 0; j < s->nbufs; j++) {
-            uint32_t v = slot_value(p, k, j), b = s->bufs[j];
-            if (b >= g->nnodes || !is_result(g, p, &plan, k, j) || last_write[v] != k) continue;
-            if (!matches(g, name, k, what, mem[b], &res->values[v], v, s->node < g->nnodes ? s->node : v)) bad++;
-            cpu_tensor_to_native(&res->values[v], mem[b]);
-        }
-        checked++;
+        for (uint32_t j = k; j < k + n; j++)
+            if (fns[j - k]) check_results(&u, j), checked++;
+        k += n - 1;
     }
+    bad += u.bad;
+    matmuls = u.matmuls;
     if (!launch) fprintf(stderr, "%s: the shim has no nc_host_launch\n", name), bad++;
-    printf("%s: %d kernels and %d matmuls run on the host and checked%s\n", name, checked, matmuls, bad ? ", some differ" : "");
+    printf("%s: %d kernels (%d of them in %d batched launches) and %d matmuls run on the host and checked%s\n", name, checked,
+           u.batched_steps, u.batches, matmuls, bad ? ", some differ" : "");
     for (uint32_t b = 0; b < g->nnodes + p->ntemps; b++) free(mem[b]);
     free(mem);
     free(first_write);

@@ -110,6 +110,28 @@ int main(int argc, char **argv)
         CHECK(module_read(path, &r, err, sizeof err) != 0 && strstr(err, "matmul"));
         m.program.steps[epi] = saved;
     }
+    /* a batch of launches (cuda_batch.c) that is not one is refused */
+    uint32_t head = UINT32_MAX, before_matmul = UINT32_MAX;
+    for (uint32_t k = 0; k < m.program.nsteps; k++) {
+        if (m.program.steps[k].batch >= 2 && head == UINT32_MAX) head = k;
+        if (k + 1 < m.program.nsteps && m.program.steps[k].kind == NRT_STEP_KERNEL && m.program.steps[k].batch == 0 &&
+            m.program.steps[k + 1].kind == NRT_STEP_MATMUL && before_matmul == UINT32_MAX)
+            before_matmul = k;
+    }
+    CHECK(head != UINT32_MAX && before_matmul != UINT32_MAX);
+    for (int c = 0; head != UINT32_MAX && before_matmul != UINT32_MAX && c < 5; c++) {
+        nrt_program *pp = &m.program;
+        nrt_step saved_head = pp->steps[head], saved_next = pp->steps[head + 1], saved_bm = pp->steps[before_matmul];
+        if (c == 0) pp->steps[head].batch = 1;                                  /* a batch of one */
+        if (c == 1) pp->steps[head].batch = (uint16_t)(pp->nsteps - head + 1);  /* past the last step */
+        if (c == 2) pp->steps[head].batch_kernel = pp->nkernels;                /* no such kernel */
+        if (c == 3) pp->steps[head + 1].batch = 2;                              /* a batch inside a batch */
+        if (c == 4) pp->steps[before_matmul].batch = 2;                         /* a matmul in a batch */
+        CHECK(module_write(path, &m, err, sizeof err) == 0);
+        err[0] = 0;
+        CHECK(module_read(path, &r, err, sizeof err) != 0 && strstr(err, "batch"));
+        pp->steps[head] = saved_head, pp->steps[head + 1] = saved_next, pp->steps[before_matmul] = saved_bm;
+    }
     printf("test_module: %zu bytes, %d truncations refused, %d/3000 flips accepted (in names, floats or locations)\n",
            size, refused, accepted);
     free(bytes);

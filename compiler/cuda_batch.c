@@ -1,0 +1,148 @@
+/* cuda_batch.c - runs of kernel steps launched as one kernel.
+ *
+ * Requires: the finished steps of cuda_emit_program_ex (buffers shared by
+ * cuda_alias.c, p->slot_values set) and its fusion plan. Produces: the
+ * first step of each run marked (nrt_step.batch, batch_kernel), and for
+ * each run a kernel in the source that calls the steps' kernel bodies one
+ * after another in every thread, each with its own nc_args from a table the
+ * runtime fills once per session.
+ *
+ * A training step ends with the update of every parameter: fused kernels of
+ * up to NRT_MAX_SECTIONS loops each (GPT-2's 148 parameters take 26). As one
+ * launch the update is a multi-tensor kernel, as PyTorch's fused Adam is.
+ * Two conditions make this safe. A kernel must be grid-stride only: any
+ * grid covers every element and no thread waits for another, so the
+ * batch's grid (the largest of its steps') runs each step whole. And no
+ * step may touch a buffer another step of the run writes: the threads of
+ * one launch run the steps at their own pace. The runtime keeps every
+ * buffer of a run live over the whole run and shares no memory in place
+ * inside it (program_plan_memory). */
+#include "cuda_emit.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether a kernel's every loop is grid-stride, from its text: no block or
+ * thread index outside the NC_GRID_STRIDE macros, no barrier, no shared
+ * memory, no block or warp reduction. */
+static bool grid_stride_only(const char *body)
+{
+    static const char *const block_wide[] = {"blockIdx", "threadIdx", "blockDim", "gridDim", "__syncthreads",
+                                             "__shared__", "nc_block_", "nc_warp", "__shfl", "atomic"};
+    for (size_t i = 0; i < sizeof block_wide / sizeof *block_wide; i++)
+        if (strstr(body, block_wide[i])) return false;
+    return true;
+}
+
+static bool batchable(const cg_ctx *cg, const nrt_step *s)
+{
+    return s->kind == NRT_STEP_KERNEL && s->grid == NRT_GRID_ELEMENTS && s->kernel < cg->nbodies &&
+           grid_stride_only(cg->bodies[s->kernel]);
+}
+
+/* The buffers a run touches and writes, with the list of ids to clear. */
+typedef struct run_sets {
+    bool *touched, *written;
+    uint32_t *ids;
+    uint32_t nids;
+} run_sets;
+
+static bool writes_slot(const cg_ctx *cg, const nrt_program *p, uint32_t k, int j)
+{
+    uint32_t v = p->slot_values ? p->slot_values[k * NRT_MAX_BUFS + j] : p->steps[k].bufs[j];
+    if (v >= cg->g->nnodes) return true;   /* a temporary: scratch the step writes */
+    return cuda_kernel_writes(cg, p->steps[k].node, v);
+}
+
+/* Whether step k may run beside the run's steps so far: it writes nothing
+ * they touch and touches nothing they write. */
+static bool independent(const cg_ctx *cg, const nrt_program *p, uint32_t k, const run_sets *r)
+{
+    const nrt_step *s = &p->steps[k];
+    for (int j = 0; j < s->nbufs; j++) {
+        uint32_t b = s->bufs[j];
+        if (r->written[b] || (r->touched[b] && writes_slot(cg, p, k, j))) return false;
+    }
+    return true;
+}
+
+static void join_run(const cg_ctx *cg, const nrt_program *p, uint32_t k, run_sets *r)
+{
+    const nrt_step *s = &p->steps[k];
+    for (int j = 0; j < s->nbufs; j++) {
+        uint32_t b = s->bufs[j];
+        if (!r->touched[b]) r->ids[r->nids++] = b;
+        r->touched[b] = true;
+        r->written[b] |= writes_slot(cg, p, k, j);
+    }
+}
+
+static void clear_run(run_sets *r)
+{
+    for (uint32_t i = 0; i < r->nids; i++) r->touched[r->ids[i]] = r->written[r->ids[i]] = false;
+    r->nids = 0;
+}
+
+/* The kernel that runs steps [first, first + n) in order: each distinct
+ * body once as a device function, consecutive steps of one body in a loop. */
+static void emit_batch_kernel(cg_ctx *cg, uint32_t first, uint32_t n, bool *has_device_fn)
+{
+    nrt_program *p = cg->prog;
+    const char *header = "(nc_args A) ";   /* how every body starts (cuda_emit.c, begin_kernel) */
+    for (uint32_t k = first; k < first + n; k++) {
+        uint32_t kern = p->steps[k].kernel;
+        if (has_device_fn[kern]) continue;
+        has_device_fn[kern] = true;
+        NC_ASSERT(strncmp(cg->bodies[kern], header, strlen(header)) == 0);
+        cg_printf(&cg->src, "__device__ __forceinline__ void %s_in_batch(const nc_args &A) %s", p->kernel_names[kern],
+                  cg->bodies[kern] + strlen(header));
+    }
+    char name[64];
+    snprintf(name, sizeof name, "k_batch_step%u", first);
+    cg_printf(&cg->src, "// steps %u-%u, one launch:", first, first + n - 1);
+    for (uint32_t k = first; k < first + n;) {
+        uint32_t same = 1;
+        while (k + same < first + n && p->steps[k + same].kernel == p->steps[k].kernel) same++;
+        cg_printf(&cg->src, " %s", p->kernel_names[p->steps[k].kernel]);
+        if (same > 1) cg_printf(&cg->src, " x%u", same);
+        k += same;
+    }
+    cg_printf(&cg->src, "\nextern \"C\" __global__ void %s(nc_args A) {\n  const nc_args *T = (const nc_args *)A.buf[0];\n", name);
+    for (uint32_t k = first; k < first + n;) {
+        uint32_t same = 1;
+        while (k + same < first + n && p->steps[k + same].kernel == p->steps[k].kernel) same++;
+        const char *kn = p->kernel_names[p->steps[k].kernel];
+        if (same == 1) cg_printf(&cg->src, "  %s_in_batch(T[%u]);\n", kn, k - first);
+        else cg_printf(&cg->src, "  for (int t = %u; t < %u; t++) %s_in_batch(T[t]);\n", k - first, k - first + same, kn);
+        k += same;
+    }
+    cg_printf(&cg->src, "}\n\n");
+    p->kernel_names = nc_xrealloc(p->kernel_names, (p->nkernels + 1) * sizeof *p->kernel_names);
+    p->kernel_names[p->nkernels] = nc_xstrdup(name);
+    p->steps[first].batch = (uint16_t)n;
+    p->steps[first].batch_kernel = p->nkernels++;
+}
+
+void cuda_batch_launches(cg_ctx *cg)
+{
+    nrt_program *p = cg->prog;
+    uint32_t nbuf = cg->g->nnodes + p->ntemps;
+    run_sets r = {.touched = nc_xcalloc(nbuf + 1, sizeof *r.touched),
+                  .written = nc_xcalloc(nbuf + 1, sizeof *r.written),
+                  .ids = nc_xmalloc((nbuf + 1) * sizeof *r.ids)};
+    bool *has_device_fn = nc_xcalloc(cg->nbodies + 1, sizeof *has_device_fn);
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        if (!batchable(cg, &p->steps[k])) continue;
+        clear_run(&r);
+        join_run(cg, p, k, &r);
+        uint32_t n = 1;
+        while (k + n < p->nsteps && n < NRT_MAX_BATCH && batchable(cg, &p->steps[k + n]) && independent(cg, p, k + n, &r))
+            join_run(cg, p, k + n++, &r);
+        if (n >= 2) emit_batch_kernel(cg, k, n, has_device_fn);
+        k += n - 1;
+    }
+    free(has_device_fn);
+    free(r.touched);
+    free(r.written);
+    free(r.ids);
+}
