@@ -671,11 +671,117 @@ static bool cuda_emit_scatter_add(cg_ctx *cg, ir_value v)
     return true;
 }
 
-/* One warp per output element; lanes stride over the reduced elements. */
+/* Which axes a reduction takes, in the shapes its kernels are fast for. */
+typedef enum reduce_form {
+    REDUCE_GENERAL,
+    REDUCE_SUFFIX,   /* trailing axes (rows of the kept ones): each output reads contiguous elements */
+    REDUCE_PREFIX,   /* leading axes (columns of the kept ones): a bias's gradient, a sum over the batch */
+} reduce_form;
+
+static reduce_form reduce_form_of(const ir_node *n, const ir_node *x, const bool *red)
+{
+    (void)n;
+    int first = x->rank, last = -1, nred = 0;
+    for (int k = 0; k < x->rank; k++)
+        if (red[k]) nred++, first = k < first ? k : first, last = k;
+    if (nred == 0 || last - first + 1 != nred) return REDUCE_GENERAL;   /* none, or not contiguous */
+    if (last == x->rank - 1) return REDUCE_SUFFIX;
+    return first == 0 ? REDUCE_PREFIX : REDUCE_GENERAL;
+}
+
+/* A reduction over leading axes: x as [R, C], each of C outputs a column
+ * sum. One thread a column reads a run of rows, so a warp reads 32
+ * neighbouring elements of a row (a warp per output would read 32 rows);
+ * `parts` runs of rows give partial results, which a second kernel adds in
+ * a fixed order (one run: no second kernel). */
+enum { COLUMN_PARTS = 128, COLUMN_PART_ROWS = 64 };
+
+static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_value stored, int64_t rows)
+{
+    const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
+    int64_t parts = rows < 0 ? COLUMN_PARTS : rows / COLUMN_PART_ROWS;   /* rows < 0: not known until run time */
+    parts = parts < 1 ? 1 : parts > COLUMN_PARTS ? COLUMN_PARTS : parts;
+    uint32_t C, X;
+    if (!numel_dim(cg, n, &C) || !numel_dim(cg, x, &X)) return false;
+    dim_expr threads, k = dim_const(parts);
+    if (dim_mul(&cg->g->dims[C], &k, &threads) != DIM_OK) {
+        snprintf(cg->err, sizeof cg->err, "%s: the partial results' size overflows", nc_ops[n->op].name);
+        return false;
+    }
+    uint32_t grid = ir_dim_intern((ir_graph *)cg->g, &threads);
+    uint32_t part = parts > 1 ? new_temp(cg, grid, NC_F32) : 0;
+    const char *init = n->op == OP_MAX ? "-__int_as_float(0x7f800000)" : "0.0f", *combine = nc_cuda_exprs[n->op];
+    char mean[64] = "";
+    if (n->op == OP_MEAN) snprintf(mean, sizeof mean, "    acc = acc / (float)R;\n");
+
+    nrt_step *s = begin_kernel(cg, v, prologue ? "_fused_cols" : "_cols", NRT_GRID_ELEMENTS);
+    add_int(s, grid);
+    add_int(s, C);
+    add_int(s, X);
+    if (prologue) {
+        cuda_fuse_prologue_inputs(cg, prologue, s);
+    } else {
+        add_buf(s, arg(cg, v, 0));
+        decl_ptr(cg, "x", 0, x->dtype, true);
+    }
+    if (parts > 1) cg_printf(&cg->body, "  float *part = (float *)A.buf[%d];\n", s->nbufs);
+    else decl_ptr(cg, "y", s->nbufs, node(cg, stored)->dtype, false);
+    add_buf(s, parts > 1 ? part : stored);
+    cg_buf *b = &cg->body;
+    cg_printf(b, "  const long long C = A.n[1], R = C > 0 ? A.n[2] / C : 0;\n");
+    cg_printf(b, "  NC_GRID_STRIDE(t, A.n[0]) {\n    const long long p = t / C, c = t - p * C;\n");
+    cg_printf(b, "    float acc = %s;\n", init);
+    cg_printf(b, "#pragma unroll 4\n    for (long long r = p * R / %lld, end = (p + 1) * R / %lld; r < end; r++) {\n", (long long)parts,
+              (long long)parts);
+    if (prologue) {
+        cg_printf(b, "      float pv;\n      { const long long i = r * C + c;\n");
+        cuda_fuse_prologue_value(cg, prologue);
+        cg_printf(b, "      }\n      const float a = acc, b = pv;\n");
+    } else {
+        cg_printf(b, "      const float a = acc, b = nc_ld(x, r * C + c);\n");
+    }
+    cg_printf(b, "      acc = %s;\n    }\n", combine);
+    if (parts > 1) cg_printf(b, "    part[t] = acc;\n  }\n");
+    else cg_printf(b, "%s    nc_st(y, c, acc);\n  }\n", mean);
+    end_kernel(cg);
+    if (parts == 1) return true;
+
+    s = begin_kernel(cg, v, "_cols_sum", NRT_GRID_ELEMENTS);
+    add_int(s, C);
+    add_int(s, X);
+    add_buf(s, part);
+    add_buf(s, stored);
+    cg_printf(b, "  const float *part = (const float *)A.buf[0];\n");
+    decl_ptr(cg, "y", 1, node(cg, stored)->dtype, false);
+    cg_printf(b, "  const long long C = A.n[0], R = C > 0 ? A.n[1] / C : 0; (void)R;\n");
+    cg_printf(b, "  NC_GRID_STRIDE(c, C) {\n    float acc = %s;\n", init);
+    cg_printf(b, "    for (int p = 0; p < %lld; p++) { const float a = acc, b = part[p * C + c]; acc = %s; }\n", (long long)parts,
+              combine);
+    cg_printf(b, "%s    nc_st(y, c, acc);\n  }\n", mean);
+    end_kernel(cg);
+    return true;
+}
+
+/* One warp per output element; lanes stride over the reduced elements
+ * (contiguous ones when the reduced axes are trailing). Leading axes of a
+ * float tensor go to emit_column_reduce. */
 static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
     uint32_t prologue = cuda_fuse_prologue_group(cg, v);   /* the operand computed as it is loaded */
+    bool red[NC_MAX_RANK] = {0};
+    for (int k = 0; k < n->attr.naxes; k++) red[n->attr.axes[k]] = true;
+    reduce_form form = reduce_form_of(n, x, red);
+    ir_value stored = cg->widened_to && cg->widened_to[v] != IR_NONE ? cg->widened_to[v] : v;   /* the f32 widening, if so */
+    if (form == REDUCE_PREFIX && dtype_is_float(x->dtype)) {
+        int64_t rows = 1, cols = 1, d;
+        for (int k = 0; k < x->rank; k++) {
+            bool known = dim_is_const(&cg->g->dims[x->shape[k]], &d);
+            if (red[k]) rows = known && rows >= 0 ? rows * d : -1;
+            else cols = known && cols >= 0 ? cols * d : -1;
+        }
+        if (cols < 0 || cols >= 32) return emit_column_reduce(cg, v, prologue, stored, rows);
+    }
     nrt_step *s = begin_kernel(cg, v, prologue ? "_fused" : "", NRT_GRID_WARPS);
     uint32_t numel;
     if (!numel_dim(cg, n, &numel)) return false;
@@ -687,11 +793,8 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
         add_buf(s, arg(cg, v, 0));
         decl_ptr(cg, "x", 0, x->dtype, true);
     }
-    ir_value stored = cg->widened_to && cg->widened_to[v] != IR_NONE ? cg->widened_to[v] : v;   /* the f32 widening, if so */
     decl_ptr(cg, "y", s->nbufs, node(cg, stored)->dtype, false);
     add_buf(s, stored);
-    bool red[NC_MAX_RANK] = {0};
-    for (int k = 0; k < n->attr.naxes; k++) red[n->attr.axes[k]] = true;
     bool is_float = dtype_is_float(x->dtype), is_max = n->op == OP_MAX;
     const char *acc_t = is_float ? "float" : "long long";
     cg_printf(&cg->body, "  const int r = %d;\n  const bool red[%d] = {", x->rank, x->rank ? x->rank : 1);
@@ -701,13 +804,18 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     cg_printf(&cg->body, "  long long count = 1;\n  for (int k = 0; k < r; k++) if (red[k]) count *= A.n[1 + k];\n");
     cg_printf(&cg->body, "  long long o = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;\n");
     cg_printf(&cg->body, "  int lane = threadIdx.x & 31;\n  if (o >= A.n[0]) return;\n");
-    /* base offset from the kept coordinates of o */
-    cg_printf(&cg->body, "  long long base = 0, rem = o, stride = 1;\n");
-    cg_printf(&cg->body, "  for (int k = r - 1; k >= 0; k--) { if (!red[k]) { base += (rem %% A.n[1 + k]) * stride; rem /= A.n[1 + k]; } stride *= A.n[1 + k]; }\n");
+    if (form != REDUCE_SUFFIX) {   /* base offset from the kept coordinates of o */
+        cg_printf(&cg->body, "  long long base = 0, rem = o, stride = 1;\n");
+        cg_printf(&cg->body, "  for (int k = r - 1; k >= 0; k--) { if (!red[k]) { base += (rem %% A.n[1 + k]) * stride; rem /= A.n[1 + k]; } stride *= A.n[1 + k]; }\n");
+    }
     cg_printf(&cg->body, "  %s acc = %s;\n", acc_t, is_max ? (is_float ? "-__int_as_float(0x7f800000)" : "NC_I64_MIN") : "0");
     cg_printf(&cg->body, "  for (long long j = lane; j < count; j += 32) {\n");
-    cg_printf(&cg->body, "    long long off = base, jr = j, st = 1;\n");
-    cg_printf(&cg->body, "    for (int k = r - 1; k >= 0; k--) { if (red[k]) { off += (jr %% A.n[1 + k]) * st; jr /= A.n[1 + k]; } st *= A.n[1 + k]; }\n");
+    if (form == REDUCE_SUFFIX) {   /* the kept coordinates lead: output o reads [o * count, (o + 1) * count) */
+        cg_printf(&cg->body, "    const long long off = o * count + j;\n");
+    } else {
+        cg_printf(&cg->body, "    long long off = base, jr = j, st = 1;\n");
+        cg_printf(&cg->body, "    for (int k = r - 1; k >= 0; k--) { if (red[k]) { off += (jr %% A.n[1 + k]) * st; jr /= A.n[1 + k]; } st *= A.n[1 + k]; }\n");
+    }
     if (prologue) {
         cg_printf(&cg->body, "    float pv;\n    { const long long i = off;\n");
         cuda_fuse_prologue_value(cg, prologue);

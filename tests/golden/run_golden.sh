@@ -13,7 +13,7 @@
 #                                 each example built and run on the CPU executor
 #                                 (random inputs, seeded): every output matches
 #                                 tests/golden/run/EX.OUTPUT.digest (npy_digest)
-#   run_golden.sh nvrtc NETC SRC  every example and IR case compiles with NVRTC
+#   run_golden.sh nvrtc NETC SRC  every example, IR case and GPU test model compiles with NVRTC
 #                                 for sm_80, sm_90 and compute_90 (exit 77 when
 #                                 netc was built without NVRTC)
 #   run_golden.sh count SRC MIN   at least MIN diagnostic cases exist
@@ -121,7 +121,7 @@ run)
 nvrtc)
   netc=$1 src=$2
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-  for f in "$src"/examples/*.net "$src"/tests/golden/ir/*.net; do
+  for f in "$src"/examples/*.net "$src"/tests/golden/ir/*.net "$src"/tests/gpu/*.net; do
     n=$((n + 1))
     name=$(basename "${f%.net}")
     if ! NETC_NO_CACHE=1 "$netc" build "$f" -o "$tmp/$name.netm" 2>"$tmp/err"; then

@@ -7,7 +7,7 @@
 int main(void)
 {
     const char *b64[] = {"B"};
-    const int64_t v64[] = {64}, v2[] = {2};
+    const int64_t v64[] = {64}, v2[] = {2}, v200[] = {200};
     const char *bt[] = {"B", "T"};
     const int64_t vbt[] = {2, 64};
     const char *small[] = {"L"};
@@ -28,6 +28,11 @@ int main(void)
         /* the row-wise backward ops (softmax, log_softmax, rmsnorm) */
         {.name = "rowwise_train", .path = NETC_SOURCE_DIR "/tests/gpu/rowwise.net", .dim_names = b64, .dim_values = v64,
          .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true},
+        /* reductions over leading, trailing and middle axes (two kernels for 200 rows) */
+        {.name = "reduce", .path = NETC_SOURCE_DIR "/tests/gpu/reduce.net", .dim_names = b64, .dim_values = v200,
+         .ndims = 1, .use_graph = true},
+        {.name = "reduce_fused", .path = NETC_SOURCE_DIR "/tests/gpu/reduce.net", .dim_names = b64, .dim_values = v200,
+         .ndims = 1, .use_graph = true, .fuse = true},
         /* the same training steps with elementwise fusion (netc build --fuse) */
         {.name = "fashion_mlp_train_fused", .path = NETC_SOURCE_DIR "/examples/fashion_mlp.net", .dim_names = b64,
          .dim_values = v64, .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true},

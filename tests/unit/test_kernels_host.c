@@ -380,7 +380,7 @@ static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, 
 }
 
 static void check_model(const char *name, const char *path, bool fuse, const char *const *dn, const int64_t *dv, int nd,
-                        const char *const *sn, const char *const *sv, int nsets)
+                        const char *const *sn, const char *const *sv, int nsets, bool train_step)
 {
     src_table src = {0};
     char err[1024];
@@ -388,7 +388,7 @@ static void check_model(const char *name, const char *path, bool fuse, const cha
     if (!id) { fprintf(stderr, "%s\n", err); failures++; return; }
     diag_ctx d;
     diag_init(&d, &src, stderr);
-    driver_opts o = {.verify = true, .train_step = true, .dim_names = dn, .dim_values = dv, .ndims = nd,
+    driver_opts o = {.verify = true, .train_step = train_step, .dim_names = dn, .dim_values = dv, .ndims = nd,
                      .set_names = sn, .set_values = sv, .nsets = nsets};
     ir_graph *g = driver_compile(&src, id, &o, &d);
     src_free(&src);
@@ -466,7 +466,7 @@ int main(void)
         return 77;
     }
     const char *b[] = {"B"}, *bt[] = {"B", "T"};
-    const int64_t v8[] = {8}, vbt[] = {2, 16}, vb2[] = {2};
+    const int64_t v8[] = {8}, v200[] = {200}, v5[] = {5}, vbt[] = {2, 16}, vb2[] = {2};
     const char *csn[] = {"T", "C", "L"}, *csv[] = {"16", "32", "1"};   /* char_lm made small (f32) */
     /* GPT-2's blocks in bf16, made small: one layer, a 512-token vocabulary, width 64 */
     const char *sn[] = {"L", "V", "C", "H", "MAXT"}, *sv[] = {"1", "512", "64", "2", "32"};
@@ -475,19 +475,24 @@ int main(void)
     for (int fuse = 0; fuse < 2; fuse++) {
         char name[64];
         snprintf(name, sizeof name, "fashion_mlp%s", fuse ? " --fuse" : "");
-        check_model(name, "examples/fashion_mlp.net", fuse, b, v8, 1, NULL, NULL, 0);
+        check_model(name, "examples/fashion_mlp.net", fuse, b, v8, 1, NULL, NULL, 0, true);
         snprintf(name, sizeof name, "gpt2 (1 layer, bf16)%s", fuse ? " --fuse" : "");
-        check_model(name, "examples/gpt2.net", fuse, bt, vbt, 2, sn, sv, 5);
+        check_model(name, "examples/gpt2.net", fuse, bt, vbt, 2, sn, sv, 5, true);
         /* heads of 64 and 128 over 80 positions (a whole tile and a part): the
          * tensor-core attention kernels (the same with and without fusion) */
         if (fuse) {
-            check_model("gpt2 (D=64, T=80) --fuse", "examples/gpt2.net", fuse, bt, vbt80, 2, sn, sv64, 5);
-            check_model("gpt2 (D=128, T=80) --fuse", "examples/gpt2.net", fuse, bt, vbt80, 2, sn, sv128, 5);
+            check_model("gpt2 (D=64, T=80) --fuse", "examples/gpt2.net", fuse, bt, vbt80, 2, sn, sv64, 5, true);
+            check_model("gpt2 (D=128, T=80) --fuse", "examples/gpt2.net", fuse, bt, vbt80, 2, sn, sv128, 5, true);
         }
         snprintf(name, sizeof name, "rowwise%s", fuse ? " --fuse" : "");   /* softmax, log_softmax, rmsnorm backward */
-        check_model(name, "tests/gpu/rowwise.net", fuse, b, v8, 1, NULL, NULL, 0);
+        check_model(name, "tests/gpu/rowwise.net", fuse, b, v8, 1, NULL, NULL, 0, true);
+        /* reductions in each form: 200 rows take two kernels, 5 one */
+        snprintf(name, sizeof name, "reduce (B=200)%s", fuse ? " --fuse" : "");
+        check_model(name, "tests/gpu/reduce.net", fuse, b, v200, 1, NULL, NULL, 0, false);
+        snprintf(name, sizeof name, "reduce (B=5)%s", fuse ? " --fuse" : "");
+        check_model(name, "tests/gpu/reduce.net", fuse, b, v5, 1, NULL, NULL, 0, false);
         snprintf(name, sizeof name, "char_lm%s", fuse ? " --fuse" : "");
-        check_model(name, "examples/char_lm.net", fuse, b, vb2, 1, csn, csv, 3);
+        check_model(name, "examples/char_lm.net", fuse, b, vb2, 1, csn, csv, 3, true);
     }
     if (!failures) printf("test_kernels_host: all checks passed\n");
     return failures != 0;
