@@ -691,10 +691,11 @@ static reduce_form reduce_form_of(const ir_node *n, const ir_node *x, const bool
 
 /* A reduction over leading axes: x as [R, C], each of C outputs a column
  * sum. One thread a column reads a run of rows, so a warp reads 32
- * neighbouring elements of a row (a warp per output would read 32 rows);
- * `parts` runs of rows give partial results, which a second kernel adds in
- * a fixed order (one run: no second kernel). */
-enum { COLUMN_PARTS = 128, COLUMN_PART_ROWS = 64 };
+ * neighbouring elements of a row (a warp per output would read 32 rows),
+ * eight loads in flight; `parts` runs of at least COLUMN_PART_ROWS rows give
+ * partial results, which a second kernel adds in a fixed order (one run: no
+ * second kernel). The sizes are a guess until measured on a GPU. */
+enum { COLUMN_PARTS = 128, COLUMN_PART_ROWS = 32 };
 
 static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_value stored, int64_t rows)
 {
@@ -731,7 +732,7 @@ static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_val
     cg_printf(b, "  const long long C = A.n[1], R = C > 0 ? A.n[2] / C : 0;\n");
     cg_printf(b, "  NC_GRID_STRIDE(t, A.n[0]) {\n    const long long p = t / C, c = t - p * C;\n");
     cg_printf(b, "    float acc = %s;\n", init);
-    cg_printf(b, "#pragma unroll 4\n    for (long long r = p * R / %lld, end = (p + 1) * R / %lld; r < end; r++) {\n", (long long)parts,
+    cg_printf(b, "#pragma unroll 8\n    for (long long r = p * R / %lld, end = (p + 1) * R / %lld; r < end; r++) {\n", (long long)parts,
               (long long)parts);
     if (prologue) {
         cg_printf(b, "      float pv;\n      { const long long i = r * C + c;\n");
@@ -755,7 +756,7 @@ static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_val
     decl_ptr(cg, "y", 1, node(cg, stored)->dtype, false);
     cg_printf(b, "  const long long C = A.n[0], R = C > 0 ? A.n[1] / C : 0; (void)R;\n");
     cg_printf(b, "  NC_GRID_STRIDE(c, C) {\n    float acc = %s;\n", init);
-    cg_printf(b, "    for (int p = 0; p < %lld; p++) { const float a = acc, b = part[p * C + c]; acc = %s; }\n", (long long)parts,
+    cg_printf(b, "#pragma unroll 8\n    for (int p = 0; p < %lld; p++) { const float a = acc, b = part[p * C + c]; acc = %s; }\n", (long long)parts,
               combine);
     cg_printf(b, "%s    nc_st(y, c, acc);\n  }\n", mean);
     end_kernel(cg);
