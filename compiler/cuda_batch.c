@@ -34,12 +34,6 @@ static bool grid_stride_only(const char *body)
     return true;
 }
 
-static bool batchable(const cg_ctx *cg, const nrt_step *s)
-{
-    return s->kind == NRT_STEP_KERNEL && s->grid == NRT_GRID_ELEMENTS && s->kernel < cg->nbodies &&
-           grid_stride_only(cg->bodies[s->kernel]);
-}
-
 /* The buffers a run touches and writes, with the list of ids to clear. */
 typedef struct run_sets {
     bool *touched, *written;
@@ -52,6 +46,52 @@ static bool writes_slot(const cg_ctx *cg, const nrt_program *p, uint32_t k, int 
     uint32_t v = p->slot_values ? p->slot_values[k * NRT_MAX_BUFS + j] : p->steps[k].bufs[j];
     if (v >= cg->g->nnodes) return true;   /* a temporary: scratch the step writes */
     return cuda_kernel_writes(cg, p->steps[k].node, v);
+}
+
+static bool same_bytes(const ir_graph *g, uint32_t a, uint32_t b)
+{
+    const ir_node *x = &g->nodes[a], *y = &g->nodes[b];
+    return dtype_size(x->dtype) == dtype_size(y->dtype) && x->rank == y->rank &&
+           memcmp(x->shape, y->shape, x->rank * sizeof *x->shape) == 0;
+}
+
+static bool lives_on(const ir_graph *g, uint32_t b)
+{
+    if (g->nodes[b].op == OP_PARAM || g->nodes[b].op == OP_INPUT) return true;
+    for (uint32_t i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].value == b) return true;
+    return false;
+}
+
+/* Whether step k's memory plan may put a result where an operand that dies
+ * at k was (program_plan_memory): a batch forbids that, and the memory is
+ * worth more than the launch. Results kept in a parameter's memory (the
+ * updates, cuda_alias.c) are not in question. */
+static bool may_work_in_place(const cg_ctx *cg, const nrt_program *p, uint32_t k)
+{
+    const ir_graph *g = cg->g;
+    const nrt_step *s = &p->steps[k];
+    for (int o = 0; o < s->nbufs; o++) {
+        uint32_t out = s->bufs[o];
+        if (out >= g->nnodes || lives_on(g, out) || !writes_slot(cg, p, k, o)) continue;
+        for (int j = 0; j < s->nbufs; j++) {
+            uint32_t in = s->bufs[j];
+            if (j == o || in >= g->nnodes || in == out || lives_on(g, in) || writes_slot(cg, p, k, j) || !same_bytes(g, in, out))
+                continue;
+            bool read_later = false;
+            for (uint32_t l = k + 1; l < p->nsteps && !read_later; l++)
+                for (int i = 0; i < p->steps[l].nbufs && !read_later; i++) read_later = p->steps[l].bufs[i] == in;
+            if (!read_later) return true;
+        }
+    }
+    return false;
+}
+
+static bool batchable(const cg_ctx *cg, const nrt_program *p, uint32_t k)
+{
+    const nrt_step *s = &p->steps[k];
+    return s->kind == NRT_STEP_KERNEL && s->grid == NRT_GRID_ELEMENTS && s->kernel < cg->nbodies &&
+           grid_stride_only(cg->bodies[s->kernel]) && !may_work_in_place(cg, p, k);
 }
 
 /* Whether step k may run beside the run's steps so far: it writes nothing
@@ -132,11 +172,11 @@ void cuda_batch_launches(cg_ctx *cg)
                   .ids = nc_xmalloc((nbuf + 1) * sizeof *r.ids)};
     bool *has_device_fn = nc_xcalloc(cg->nbodies + 1, sizeof *has_device_fn);
     for (uint32_t k = 0; k < p->nsteps; k++) {
-        if (!batchable(cg, &p->steps[k])) continue;
+        if (!batchable(cg, p, k)) continue;
         clear_run(&r);
         join_run(cg, p, k, &r);
         uint32_t n = 1;
-        while (k + n < p->nsteps && n < NRT_MAX_BATCH && batchable(cg, &p->steps[k + n]) && independent(cg, p, k + n, &r))
+        while (k + n < p->nsteps && n < NRT_MAX_BATCH && batchable(cg, p, k + n) && independent(cg, p, k + n, &r))
             join_run(cg, p, k + n++, &r);
         if (n >= 2) emit_batch_kernel(cg, k, n, has_device_fn);
         k += n - 1;

@@ -887,22 +887,46 @@ static void emit_row_stats(cg_ctx *cg, bool ln, double eps)
     cg_printf(b, "  const float rstd = rsqrtf(nc_block_sum(sq) / (float)C + %s);\n", flit(e, eps));
 }
 
+/* The dim id of 2 x the row count of x ([..., C]): room for each row's
+ * mean and rstd. */
+static bool row_stats_dim(cg_ctx *cg, const ir_node *x, uint32_t *out)
+{
+    dim_expr p = dim_const(2);
+    for (int i = 0; i + 1 < x->rank; i++)
+        if (dim_mul(&p, &cg->g->dims[x->shape[i]], &p) != DIM_OK) {
+            snprintf(cg->err, sizeof cg->err, "the row count of a norm is too complex to express");
+            return false;
+        }
+    *out = ir_dim_intern((ir_graph *)cg->g, &p);
+    return true;
+}
+
 /* One block a row: the row's statistics again, the two means of g w, then
- * every element of dx. */
+ * every element of dx. When the weight's gradient reads them
+ * (cg->stats_from), thread 0 also stores the row's mean and rstd. */
 static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
-    bool ln = n->op == OP_LAYERNORM_GRAD;
+    bool ln = n->op == OP_LAYERNORM_GRAD, keep_stats = false;
+    for (ir_value w = v + 1; cg->stats_from && w < cg->g->nnodes && !keep_stats; w++) keep_stats = cg->stats_from[w] == v;
+    uint32_t stats_numel = 0;
+    if (keep_stats && !row_stats_dim(cg, x, &stats_numel)) return false;
     nrt_step *s = begin_rows(cg, v, x, "");
     if (!s) return false;
     for (int i = 0; i < 3; i++) add_buf(s, arg(cg, v, i));
+    if (keep_stats) {   /* before dx: a row step's result is its last buffer */
+        cg->stats_temp[v] = new_temp(cg, stats_numel, NC_F32);
+        add_buf(s, cg->stats_temp[v]);
+        cg_printf(&cg->body, "  float *stats = (float *)A.buf[3];\n");
+    }
     add_buf(s, v);
     decl_ptr(cg, "x", 0, x->dtype, true);
     decl_ptr(cg, "w", 1, node(cg, arg(cg, v, 1))->dtype, true);
     decl_ptr(cg, "g", 2, node(cg, arg(cg, v, 2))->dtype, true);
-    decl_ptr(cg, "dx", 3, n->dtype, false);
+    decl_ptr(cg, "dx", keep_stats ? 4 : 3, n->dtype, false);
     cg_buf *b = &cg->body;
     emit_row_stats(cg, ln, n->attr.f);
+    if (keep_stats) cg_printf(b, "  if (threadIdx.x == 0) { stats[2 * row] = mean; stats[2 * row + 1] = rstd; }\n");
     cg_printf(b, "  float m1 = 0.0f, m2 = 0.0f;\n");
     cg_printf(b, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n"
                  "    const float gw = nc_ld(g, row * C + j) * nc_ld(w, j);\n"
@@ -915,14 +939,88 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     return true;
 }
 
+enum { NORM_PARTS = 128 };   /* partial rows of a norm's parameter gradients */
+
+/* The weight gradient (and the bias's along) as a column sum over [rows, C]
+ * reading each row's mean and rstd from stats (cuda_emit_norm_grad): one
+ * thread a column and run of rows, eight loads in flight, into the same
+ * partial rows as the block kernel's (NORM_PARTS runs; the later of them
+ * may be empty). */
+static bool emit_norm_param_columns(cg_ctx *cg, ir_value v, ir_value bias, uint32_t stats, uint32_t parts)
+{
+    const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
+    int sets = bias != IR_NONE ? 2 : 1;
+    uint32_t C = x->shape[x->rank - 1], X, threads;
+    dim_expr t, k = dim_const(NORM_PARTS);
+    if (!numel_dim(cg, x, &X) || dim_mul(&cg->g->dims[C], &k, &t) != DIM_OK) return false;
+    threads = ir_dim_intern((ir_graph *)cg->g, &t);
+    nrt_step *s = begin_kernel(cg, v, "_cols", NRT_GRID_ELEMENTS);
+    add_int(s, threads);
+    add_int(s, C);
+    add_int(s, X);
+    add_buf(s, arg(cg, v, 0));
+    add_buf(s, arg(cg, v, 1));
+    add_buf(s, stats);
+    add_buf(s, parts);
+    decl_ptr(cg, "x", 0, x->dtype, true);
+    decl_ptr(cg, "g", 1, x->dtype, true);
+    cg_buf *b = &cg->body;
+    cg_printf(b, "  const float *stats = (const float *)A.buf[2];\n  float *part = (float *)A.buf[3];\n");
+    cg_printf(b, "  const long long C = A.n[1], R = C > 0 ? A.n[2] / C : 0;\n");
+    cg_printf(b, "  NC_GRID_STRIDE(t, A.n[0]) {\n    const long long p = t / C, c = t - p * C;\n    float acc0 = 0.0f, acc1 = 0.0f;\n");
+    cg_printf(b, "#pragma unroll 8\n    for (long long r = p * R / %d, end = (p + 1) * R / %d; r < end; r++) {\n", NORM_PARTS,
+              NORM_PARTS);
+    cg_printf(b, "      const float gv = nc_ld(g, r * C + c);\n");
+    cg_printf(b, "      acc0 += gv * %s;\n", n->attr.axis == 1 ? "(nc_ld(x, r * C + c) - stats[2 * r]) * stats[2 * r + 1]"
+                                                                : "nc_ld(x, r * C + c) * stats[2 * r + 1]");
+    cg_printf(b, "      acc1 += gv;\n    }\n    part[t] = acc0;\n");
+    if (sets == 2) cg_printf(b, "    part[%d * C + t] = acc1;\n", NORM_PARTS);
+    cg_printf(b, "    (void)acc1;\n  }\n");
+    end_kernel(cg);
+    return true;
+}
+
+/* One thread a column adds the partial rows, in order. */
+static bool emit_norm_param_sum(cg_ctx *cg, ir_value v, ir_value bias, uint32_t parts)
+{
+    const ir_node *x = node(cg, arg(cg, v, 0));
+    int sets = bias != IR_NONE ? 2 : 1;
+    uint32_t C = x->shape[x->rank - 1];
+    cg_buf *b = &cg->body;
+    nrt_step *s = begin_kernel(cg, v, "_sum", NRT_GRID_ELEMENTS);
+    add_int(s, C);
+    add_buf(s, parts);
+    ir_value made[2] = {v, bias};
+    const char *round[2] = {"", ""};   /* stored as f32(bf16(sum)) where the program rounds it so (round_trip_to) */
+    for (int t = 0; t < sets; t++) {
+        ir_value to = cg->round_trip_to ? cg->round_trip_to[made[t]] : IR_NONE;
+        if (to != IR_NONE) {
+            round[t] = node(cg, arg(cg, to, 0))->dtype == NC_F16 ? "nc_round_f16" : "nc_round_bf16";
+            made[t] = to;
+        }
+        add_buf(s, made[t]);
+    }
+    cg_printf(b, "  const float *part = (const float *)A.buf[0];\n");
+    for (int t = 0; t < sets; t++) cg_printf(b, "  float *y%d = (float *)A.buf[%d];\n", t, 1 + t);
+    cg_printf(b, "  NC_GRID_STRIDE(j, A.n[0]) {\n");
+    for (int t = 0; t < sets; t++) {
+        cg_printf(b, "    float sum%d = 0.0f;\n", t);
+        cg_printf(b, "#pragma unroll 8\n    for (int p = 0; p < %d; p++) sum%d += part[(%d + p) * A.n[0] + j];\n    y%d[j] = %s(sum%d);\n",
+                  NORM_PARTS, t, t * NORM_PARTS, t, round[t], t);
+    }
+    cg_printf(b, "  }\n");
+    end_kernel(cg);
+    return true;
+}
+
 /* Column sums over rows without a [rows, C] tensor: NORM_PARTS blocks each
  * take every NORM_PARTS-th row (its statistics, then g or g xhat into
  * registers for the first 2048 columns, into its own partial row past
  * them), then one thread a column adds the partial rows: the same order
  * every run. A layernorm's weight gradient computes its bias gradient
- * along (cg->bias_grad_with): two sets of partial rows, one pass over x and g. */
-enum { NORM_PARTS = 128 };
-
+ * along (cg->bias_grad_with): two sets of partial rows, one pass over x and
+ * g. Where the input gradient's kernel kept each row's statistics
+ * (cg->stats_from), a column kernel reads them instead. */
 static bool cuda_emit_norm_param_grad(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
@@ -938,6 +1036,9 @@ static bool cuda_emit_norm_param_grad(cg_ctx *cg, ir_value v)
     }
     uint32_t grid = ir_dim_intern((ir_graph *)cg->g, &grid_numel);   /* NORM_PARTS blocks of C */
     uint32_t pn = ir_dim_intern((ir_graph *)cg->g, &parts_numel), parts = new_temp(cg, pn, NC_F32);
+    ir_value stats_of = cg->stats_from ? cg->stats_from[v] : IR_NONE;
+    if (stats_of != IR_NONE && cg->stats_temp[stats_of])
+        return emit_norm_param_columns(cg, v, bias, cg->stats_temp[stats_of], parts) && emit_norm_param_sum(cg, v, bias, parts);
     nrt_step *s = begin_kernel(cg, v, "_parts", NRT_GRID_ROWS);
     add_int(s, grid);
     add_int(s, C);
@@ -971,31 +1072,7 @@ static bool cuda_emit_norm_param_grad(cg_ctx *cg, ir_value v)
     for (int t = 0; t < sets; t++) cg_printf(b, " part[(%d * parts + blockIdx.x) * C + j] = acc[%d][q];", t, t);
     cg_printf(b, " } }\n");
     end_kernel(cg);
-
-    s = begin_kernel(cg, v, "_sum", NRT_GRID_ELEMENTS);
-    add_int(s, C);
-    add_buf(s, parts);
-    ir_value made[2] = {v, bias};
-    const char *round[2] = {"", ""};   /* stored as f32(bf16(sum)) where the program rounds it so (round_trip_to) */
-    for (int t = 0; t < sets; t++) {
-        ir_value to = cg->round_trip_to ? cg->round_trip_to[made[t]] : IR_NONE;
-        if (to != IR_NONE) {
-            round[t] = node(cg, arg(cg, to, 0))->dtype == NC_F16 ? "nc_round_f16" : "nc_round_bf16";
-            made[t] = to;
-        }
-        add_buf(s, made[t]);
-    }
-    cg_printf(b, "  const float *part = (const float *)A.buf[0];\n");
-    for (int t = 0; t < sets; t++) cg_printf(b, "  float *y%d = (float *)A.buf[%d];\n", t, 1 + t);
-    cg_printf(b, "  NC_GRID_STRIDE(j, A.n[0]) {\n");
-    for (int t = 0; t < sets; t++) {
-        cg_printf(b, "    float sum%d = 0.0f;\n", t);
-        cg_printf(b, "    for (int p = 0; p < %d; p++) sum%d += part[(%d + p) * A.n[0] + j];\n    y%d[j] = %s(sum%d);\n", NORM_PARTS, t,
-                  t * NORM_PARTS, t, round[t], t);
-    }
-    cg_printf(b, "  }\n");
-    end_kernel(cg);
-    return true;
+    return emit_norm_param_sum(cg, v, bias, parts);
 }
 
 /* One block a row: the row's sum, then every element from its y and g. */

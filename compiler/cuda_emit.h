@@ -58,6 +58,11 @@ typedef struct cg_ctx {
                               computes every part's sum into its place (the sums have no kernels) */
     ir_value *widened_to;  /* fusion: for a sum or mean in f16/bf16, the cast to f32 that is its one reader:
                               the reduction stores its f32 accumulator there (a bias gradient), IR_NONE */
+    ir_value *stats_from;  /* fusion: for a norm's weight gradient, the layernorm_grad or rmsnorm_grad of
+                              the same x, g and eps whose kernel also writes each row's mean and rstd:
+                              the weight gradient reads them instead of computing them again, IR_NONE */
+    uint32_t *stats_temp;  /* emission: for such a layernorm_grad or rmsnorm_grad, the [rows, 2] f32
+                              temporary its kernel writes the statistics into (0: none yet) */
     ir_value *round_trip_to; /* fusion: for a norm's parameter gradient (f32), the f32(bf16(...)) its one
                               reader makes of it (the gradient of a bf16 copy, widened back): its sum
                               kernel stores that, rounded, IR_NONE */

@@ -424,6 +424,31 @@ static void plan_norm_pairs(cg_ctx *cg)
     }
 }
 
+/* A norm's weight gradient sums g xhat over the rows, xhat from each
+ * row's mean and rstd; the norm's input gradient, earlier, computes the same
+ * statistics of the same rows: its kernel writes them, and the weight
+ * gradient becomes a column sum that reads them (no block-wide reductions
+ * per row). */
+static void plan_norm_stats(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->stats_from = cuda_no_values(g);
+    cg->stats_temp = nc_xcalloc(g->nnodes + 1, sizeof *cg->stats_temp);
+    for (ir_value w = 0; w < g->nnodes; w++) {
+        const ir_node *wn = &g->nodes[w];
+        if (wn->op != OP_NORM_PARAM_GRAD || wn->attr.axis == 0 || cg->inlined[w]) continue;
+        nc_op want = wn->attr.axis == 1 ? OP_LAYERNORM_GRAD : OP_RMSNORM_GRAD;
+        for (ir_value d = 0; d < w; d++) {
+            const ir_node *dn = &g->nodes[d];
+            if (dn->op == want && ir_args(g, dn)[0] == ir_args(g, wn)[0] && ir_args(g, dn)[2] == ir_args(g, wn)[1] &&
+                dn->attr.f == wn->attr.f) {
+                cg->stats_from[w] = d;
+                break;
+            }
+        }
+    }
+}
+
 /* A norm's parameter gradient reaches its f32 parameter through the bf16
  * copy the forward pass used: f32(bf16(grad)), a rounding the program asks
  * for. The gradient's sum kernel stores the rounded value itself. */
@@ -491,6 +516,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_read_through(cg);
     cuda_attention_plan(cg);
     plan_norm_pairs(cg);
+    plan_norm_stats(cg);
     plan_round_trips(cg);
     cg->ngroups = id;
     plan_prologues(cg);
@@ -514,6 +540,9 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->out_as);
     free(cg->out_col);
     free(cg->bias_grad_with);
+    free(cg->stats_from);
+    free(cg->stats_temp);
+    cg->stats_from = NULL, cg->stats_temp = NULL;
     free(cg->joined_sums);
     free(cg->widened_to);
     free(cg->round_trip_to);
