@@ -5,7 +5,8 @@
 # and with a warm NVRTC cache. netc trains on the bytes of a text file (the
 # step's cost does not depend on the tokens); its samples/s over the steps
 # after the first gives ms per step. Each netc line is one run; run the script
-# three times for medians.
+# three times for medians. `netc inspect --profile` times each launch of the step
+# on the device: the measured step and its ten slowest launches (share, % of floor).
 # Usage: bench/run_gpt2.sh NETC TEXT_FILE [B] [T] [STEPS]
 set -u
 NETC=${1:-build/netc}; TEXT=${2:?a text file, e.g. the fortunes}
@@ -17,6 +18,8 @@ echo "{\"bench\": \"build_gpt2_train_cold\", \"ms\": $(( (e - s) / 1000000 ))}"
 s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
 echo "{\"bench\": \"build_gpt2_train_cached\", \"ms\": $(( (e - s) / 1000000 ))}"
 "$NETC" inspect "$OUT/gpt2.netm" --entry train | tail -12
+# each launch timed on the device: the measured step and the 10 slowest launches with their share and % of floor
+"$NETC" inspect "$OUT/gpt2.netm" --entry train --profile 10 > "$OUT/gpt2.profile.txt" 2>&1 && sed -n '/^measured/,/^targets/p' "$OUT/gpt2.profile.txt"
 for budget in "" 4GiB; do
   "$NETC" train examples/gpt2.net --data "$TEXT" --dim T="$T" --batch "$B" --max-steps "$STEPS" --device gpu \
     ${budget:+--memory-budget $budget} --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 || { cat "$OUT/gpt2${budget}.log"; exit 1; }

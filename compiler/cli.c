@@ -50,6 +50,7 @@ typedef struct cli_opts {
     const char *device;
     const char *entry;             /* --entry forward|train */
     long long random_inputs;       /* --random-inputs SEED, -1 = off */
+    int profile_runs;              /* inspect --profile [N]: measure each launch N times on the GPU (0: no) */
     train_opts train;              /* netc train */
     char *owned[MAX_LIST * 2];     /* strings split off NAME=VALUE arguments */
     int nowned;
@@ -74,6 +75,7 @@ static void print_help(FILE *out)
             "  run M.netm           run a module: --input NAME=FILE.npy ... --output DIR\n"
             "                       [--weights W.safetensors] [--device cpu|gpu|auto] [--random-inputs SEED]\n"
             "  inspect M.netm       kernels, bytes moved, FLOPs, memory plan, peak memory [--json]\n"
+            "                       [--profile [RUNS]]: each launch timed on the GPU (median of RUNS, default 20)\n"
             "  train FILE --data DIR [--epochs N] [--batch B] [--device cpu|gpu|auto] [--seed S] [--lr X]\n"
             "        [--checkpoint-dir D] [--checkpoint-every STEPS] [--resume] [--metrics F.jsonl]\n"
             "        [--save W.safetensors] [--max-steps N]\n"
@@ -223,6 +225,15 @@ static int parse_args(int argc, char **argv, cli_opts *o)
             o->train.resume = true;
         } else if (strcmp(a, "--json") == 0) {
             o->json = true;
+        } else if (strcmp(a, "--profile") == 0) {
+            o->profile_runs = 20;
+            if (next && next[0] >= '0' && next[0] <= '9') {   /* an optional run count */
+                char *end;
+                long v = strtol(next, &end, 10);
+                if (*end || v < 1 || v > 10000) return usage_error("--profile takes a run count from 1 to 10000, got '%s'", next);
+                o->profile_runs = (int)v;
+                i++;
+            }
         } else if (strcmp(a, "--emit-cuda") == 0) {
             o->emit_cuda = true;
         } else if (strcmp(a, "--target") == 0) {
@@ -403,10 +414,82 @@ static int cmd_train(cli_opts *o)
     return train_main(&t);
 }
 
+/* Seeded random values for every input not given with --input: floats in
+ * [-1, 1), bytes in [0, 256), integers in [0, 10) (class labels, token ids of
+ * any vocabulary); with sane_scalars, a rank-0 float (a learning rate, a bias
+ * correction) in [0.5, 1). Returns non-zero after printing the error. */
+static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, uint64_t seed, bool sane_scalars)
+{
+    for (int i = 0; i < nrt_module_num_inputs(m); i++) {
+        nrt_tensor_info decl, info;
+        nrt_error e;
+        nrt_module_input(m, i, &decl);
+        bool given = false;
+        for (int k = 0; k < o->ninputs; k++) given |= strcmp(o->inputs[k], decl.name) == 0;
+        if (given) continue;
+        if (nrt_session_input_info(s, decl.name, &info, &e)) continue;   /* not read by this entry */
+        cpu_tensor t = {0};
+        cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, info.shape, (int64_t)8 << 30);
+        for (int64_t j = 0; j < t.numel; j++) {
+            float u = nc_rng_uniform(seed, (uint64_t)i, (uint64_t)j);
+            double v = !dtype_is_float(t.dtype) ? (info.dtype == NRT_U8 ? 256.0 * u : 10.0 * u)
+                     : sane_scalars && info.rank == 0 ? 0.5 + 0.5 * u : 2.0 * u - 1.0;
+            cpu_set(&t, j, v);
+        }
+        size_t bytes = (size_t)t.numel * dtype_size(t.dtype);
+        void *buf = nc_xmalloc(bytes ? bytes : 1);
+        cpu_tensor_to_native(&t, buf);
+        nrt_status st = nrt_session_set_input(s, info.name, info.dtype, info.rank, info.shape, buf, &e);
+        free(buf);
+        cpu_tensor_free(&t);
+        if (st) { fprintf(stderr, "netc: %s\n", e.message); return 1; }
+    }
+    return 0;
+}
+
+/* inspect --profile: a GPU session at the --dim binding, seeded random
+ * inputs, three warm-up runs, then each launch timed (nrt_session_profile). */
+static int profile_module(const cli_opts *o, double **step_seconds, char *device, size_t devcap)
+{
+    nrt_module *m;
+    nrt_error e;
+    if (nrt_module_load_entry(o->files[0], o->entry, &m, &e)) { fprintf(stderr, "netc: %s\n", e.message); return 1; }
+    nrt_session_opts so = nrt_session_defaults();
+    so.device = NRT_DEVICE_GPU;
+    so.dim_names = o->dim_names, so.dim_values = o->dim_values, so.ndims = o->ndims;
+    nrt_session *s;
+    int rc = 1;
+    if (nrt_session_create(m, &so, &s, &e)) {
+        fprintf(stderr, "netc: --profile measures on a GPU: %s\n", e.message);
+        nrt_module_free(m);
+        return 1;
+    }
+    snprintf(device, devcap, "%s", nrt_session_device(s));
+    fprintf(stderr, "netc: profiling on %s, %d runs a launch\n", device, o->profile_runs);
+    int n = nrt_module_num_steps(m);
+    *step_seconds = nc_xcalloc((size_t)n + 1, sizeof **step_seconds);
+    if (set_random_inputs(m, s, o, 1, true)) goto done;
+    for (int i = 0; i < 3; i++)
+        if (nrt_session_run(s, &e)) { fprintf(stderr, "netc: %s\n", e.message); goto done; }
+    if (nrt_session_profile(s, o->profile_runs, *step_seconds, n, &e)) { fprintf(stderr, "netc: %s\n", e.message); goto done; }
+    rc = 0;
+done:
+    nrt_session_free(s);
+    nrt_module_free(m);
+    return rc;
+}
+
 static int cmd_inspect(cli_opts *o)
 {
     if (o->nfiles != 1) return usage_error("inspect: expects one module file%s", "");
-    return inspect_module(o->files[0], o->entry, o->dim_names, o->dim_values, o->ndims, o->json, stdout);
+    if (!o->profile_runs) return inspect_module(o->files[0], o->entry, o->dim_names, o->dim_values, o->ndims, o->json, NULL, stdout);
+    double *times = NULL;
+    char device[256] = "";
+    int rc = profile_module(o, &times, device, sizeof device);
+    inspect_profile prof = {.step_seconds = times, .device = device, .runs = o->profile_runs};
+    if (rc == 0) rc = inspect_module(o->files[0], o->entry, o->dim_names, o->dim_values, o->ndims, o->json, &prof, stdout);
+    free(times);
+    return rc;
 }
 
 /* "u8[B, 28, 28]" for a module input, "f32[3, 4]" for a loaded array. */
@@ -562,30 +645,7 @@ static int cmd_run(cli_opts *o)
         free(buf);
         if (st) { fprintf(stderr, "netc: %s\n", e.message); goto free_session; }
     }
-    if (o->random_inputs >= 0) {
-        for (int i = 0; i < nrt_module_num_inputs(m); i++) {
-            nrt_tensor_info decl, info;
-            nrt_module_input(m, i, &decl);
-            bool given = false;
-            for (int k = 0; k < o->ninputs; k++) given |= strcmp(o->inputs[k], decl.name) == 0;
-            if (given) continue;
-            nrt_session_input_info(s, decl.name, &info, NULL);
-            int64_t *shape = info.shape;
-            cpu_tensor t = {0};
-            cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, shape, (int64_t)8 << 30);
-            for (int64_t j = 0; j < t.numel; j++) {
-                float u = nc_rng_uniform((uint64_t)o->random_inputs, (uint64_t)i, (uint64_t)j);
-                cpu_set(&t, j, dtype_is_float(t.dtype) ? 2.0 * u - 1.0 : info.dtype == NRT_U8 ? 256.0 * u : 10.0 * u);
-            }
-            size_t bytes = (size_t)t.numel * dtype_size(t.dtype);
-            void *buf = nc_xmalloc(bytes ? bytes : 1);
-            cpu_tensor_to_native(&t, buf);
-            nrt_status st = nrt_session_set_input(s, info.name, info.dtype, info.rank, shape, buf, &e);
-            free(buf);
-            cpu_tensor_free(&t);
-            if (st) { fprintf(stderr, "netc: %s\n", e.message); goto free_session; }
-        }
-    }
+    if (o->random_inputs >= 0 && set_random_inputs(m, s, o, (uint64_t)o->random_inputs, false)) goto free_session;
     if (nrt_session_run(s, &e)) { fprintf(stderr, "netc: %s\n", e.message); goto free_session; }
     rc = write_outputs(s, m, o->outdir);
 free_session:

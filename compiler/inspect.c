@@ -166,8 +166,56 @@ static void print_peak_live_set(FILE *out, const ir_graph *g, const nrt_program 
     free(shown);
 }
 
+/* Each launch's floor at its first step: a batch's is the sum of its steps'. */
+static double *launch_floors(const ir_graph *g, const nrt_program *p, const memplan_buf *b, const int64_t *syms)
+{
+    double *f = nc_xcalloc(p->nsteps + 1, sizeof *f);
+    uint32_t *launch_of = nrt_program_launches(p);
+    for (uint32_t k = 0; k < p->nsteps; k++) f[launch_of[k]] += cost_of(g, &p->steps[k], b, syms).floor_s;
+    free(launch_of);
+    return f;
+}
+
+typedef struct launch_time {
+    uint32_t step;
+    double seconds;
+} launch_time;
+
+static int slowest_first(const void *x, const void *y)
+{
+    double a = ((const launch_time *)x)->seconds, b = ((const launch_time *)y)->seconds;
+    return a > b ? -1 : a < b;
+}
+
+/* The measured total and the ten slowest launches, each with its share of
+ * the run and how close it comes to its floor. */
+static void print_profile(FILE *out, const ir_graph *g, const nrt_program *p, const double *floors, const inspect_profile *prof)
+{
+    launch_time *t = nc_xcalloc(p->nsteps + 1, sizeof *t);
+    uint32_t n = 0;
+    double total = 0, floor_total = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        if (prof->step_seconds[k] > 0) t[n++] = (launch_time){k, prof->step_seconds[k]}, total += prof->step_seconds[k];
+    for (uint32_t k = 0; k < p->nsteps; k++) floor_total += floors[k];
+    qsort(t, n, sizeof *t, slowest_first);
+    fprintf(out, "measured: %.1f us a run, the sum of %u launches' device times (median of %d runs each, launched one by one, "
+                 "no CUDA graph) on %s; the floor is %.0f%% of it\n",
+            total * 1e6, n, prof->runs, prof->device, total > 0 ? 100 * floor_total / total : 0);
+    fprintf(out, "slowest launches:\n%-4s %-34s %-34s %10s %7s %9s\n", "step", "kernel / call", "computes", "us", "share", "floor %");
+    for (uint32_t i = 0; i < n && i < 10; i++) {
+        const nrt_step *s = &p->steps[t[i].step];
+        const ir_node *nd = &g->nodes[s->node];
+        char name[64], what[64];
+        snprintf(what, sizeof what, "%%%u %s%s", s->node, nc_ops[nd->op].name, s->batch >= 2 ? " (a batch)" : "");
+        fprintf(out, "%-4u %-34.34s %-34.34s %10.1f %6.1f%% %8.0f%%\n", t[i].step,
+                s->batch >= 2 ? p->kernel_names[s->batch_kernel] : step_name(p, s, name), what, t[i].seconds * 1e6,
+                100 * t[i].seconds / total, 100 * floors[t[i].step] / t[i].seconds);
+    }
+    free(t);
+}
+
 int inspect_module(const char *path, const char *entry, const char *const *dim_names, const int64_t *dim_values,
-                   int ndims, bool as_json, FILE *out)
+                   int ndims, bool as_json, const inspect_profile *prof, FILE *out)
 {
     nrt_module_data all, m;
     char err[1024];
@@ -221,8 +269,11 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         fprintf(out, "module %s: model %s, entry %s (entry points: %s), %u steps, %u launches, %u kernels\n", path, g->name,
                 shown, entries, m.program.nsteps, launches, m.program.nkernels);
         if (defaulted) fprintf(out, "(symbolic dims not bound with --dim are taken as 1)\n");
-        fprintf(out, "%-4s %-34s %-34s %12s %12s %10s\n", "step", "kernel / call", "computes", "bytes", "flops", "floor us");
+        fprintf(out, "%-4s %-34s %-34s %12s %12s %10s%s\n", "step", "kernel / call", "computes", "bytes", "flops", "floor us",
+                prof ? "   measured us" : "");
     }
+    double *floors = launch_floors(g, &m.program, b, syms);
+    uint32_t *launch_of = nrt_program_launches(&m.program);
     for (uint32_t k = 0; k < m.program.nsteps; k++) {
         const nrt_step *s = &m.program.steps[k];
         step_cost c = cost_of(g, s, b, syms);
@@ -237,13 +288,20 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         snprintf(what, sizeof what, "%%%u %s %s", s->node, nc_ops[n->op].name, loc);
         json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:s, s:s}", "name", step_name(&m.program, s, name), "bytes", c.bytes, "flops",
                               c.flops, "floor_us", c.floor_s * 1e6, "op", nc_ops[n->op].name, "source", loc);
+        if (prof) json_object_set_new(o, "measured_us", launch_of[k] == k ? json_real(prof->step_seconds[k] * 1e6) : json_null());
         json_array_append(steps_j, o);
         if (s->kind == NRT_STEP_KERNEL) json_array_append(kernels, o);
         json_decref(o);
-        if (!as_json)
-            fprintf(out, "%-4u %-34.34s %-34.34s %12.0f %12.0f %10.2f\n", k, step_name(&m.program, s, name), what, c.bytes,
+        if (!as_json) {
+            fprintf(out, "%-4u %-34.34s %-34.34s %12.0f %12.0f %10.2f", k, step_name(&m.program, s, name), what, c.bytes,
                     c.flops, c.floor_s * 1e6);
+            if (prof && launch_of[k] != k) fprintf(out, "   (in step %u's launch)", launch_of[k]);
+            else if (prof && s->batch >= 2) fprintf(out, " %13.2f (one launch: steps %u-%u)", prof->step_seconds[k] * 1e6, k, k + s->batch - 1u);
+            else if (prof) fprintf(out, " %13.2f", prof->step_seconds[k] * 1e6);
+            fprintf(out, "\n");
+        }
     }
+    free(launch_of);
     if (as_json) {
         json_t *targets = json_array();
         for (uint32_t i = 0; i < m.nimages; i++) json_array_append_new(targets, json_string(m.images[i].arch));
@@ -264,6 +322,13 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
                                  "peak_lower_bound_bytes", (json_int_t)plan.lower_bound, "in_place_steps",
                                  (json_int_t)plan.in_place, "param_bytes", param_bytes,
                                  "inputs", decls_json(g, g->inputs, g->ninputs), "outputs", outs);
+        if (prof) {
+            double measured = 0;
+            for (uint32_t k = 0; k < m.program.nsteps; k++) measured += prof->step_seconds[k];
+            json_object_set_new(root, "measured_us", json_real(measured * 1e6));
+            json_object_set_new(root, "profile_device", json_string(prof->device));
+            json_object_set_new(root, "profile_runs", json_integer(prof->runs));
+        }
         char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         fprintf(out, "%s\n", text);
         free(text);
@@ -281,10 +346,12 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         fprintf(out, "memory plan: peak %s (lower bound %s: the largest live set), parameters %s; %u steps in place\n", pb,
                 lb, par, plan.in_place);
         print_peak_live_set(out, g, &m.program, b);
+        if (prof) print_profile(out, g, &m.program, floors, prof);
         fprintf(out, "targets:");
         for (uint32_t i = 0; i < m.nimages; i++) fprintf(out, " %s%s", m.images[i].arch, m.images[i].is_ptx ? "(ptx)" : "");
         fprintf(out, "%s\n", m.nimages ? "" : " none (CUDA source only)");
     }
+    free(floors);
     free(b);
     module_data_free(&m);
     return 0;

@@ -35,6 +35,7 @@ int gpu_download(gpu_session *s, uint32_t v, void *d, size_t b, char *err, size_
 int gpu_run(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
 int gpu_launch(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
 int gpu_finish(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
+int gpu_profile(gpu_session *s, int r, double *t, char *err, size_t cap) { (void)s, (void)r, (void)t; snprintf(err, cap, "no GPU"); return -1; }
 int gpu_stage_input(gpu_session *s, uint32_t v, const void *d, size_t b, char *err, size_t cap) { (void)s, (void)v, (void)d, (void)b; snprintf(err, cap, "no GPU"); return -1; }
 int gpu_drop_staged(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
 double gpu_input_wait_seconds(const gpu_session *s) { (void)s; return 0; }
@@ -485,34 +486,90 @@ int gpu_session_create(const nrt_module_data *m, const int64_t *syms, int device
     return -1;
 }
 
-static int launch_all(gpu_session *s, char *err, size_t errcap)
+/* Queue the launch that step *k starts (a kernel, a batch of them, a copy
+ * or a matmul); *k moves past the steps it runs. */
+static int launch_from(gpu_session *s, uint32_t *k, char *err, size_t errcap)
 {
     const nrt_program *p = &s->m->program;
-    for (uint32_t k = 0; k < p->nsteps; k++) {
-        const nrt_step *st = &p->steps[k];
-        struct nc_args *a = &s->args[k];
-        if (st->kind == NRT_STEP_KERNEL) {
-            bool batch = st->batch >= 2;   /* this step and the next batch - 1, one launch */
-            uint32_t first = k;
-            if (batch) k += st->batch - 1u;
-            if (s->launch[2 * first] == 0) continue;
-            void *params[] = {batch ? &s->batch_args[first] : a};
-            CU(cuLaunchKernel(s->funcs[batch ? st->batch_kernel : st->kernel], (unsigned)s->launch[2 * first], 1, 1,
-                              (unsigned)s->launch[2 * first + 1], 1, 1, 0, s->stream, params, NULL));
-        } else if (st->kind == NRT_STEP_COPY) {
-            size_t bytes = (size_t)s->buf_bytes[st->bufs[1]];
-            if (bytes) CU(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)a->buf[1], (CUdeviceptr)(uintptr_t)a->buf[0], bytes, s->stream));
-        } else {
-            gpu_matmul *mm = &s->mm[k];
-            float one = 1.0f;
-            void *out = a->buf[nrt_matmul_slots_of(st).out];
-            /* cuBLASLt's A is our B and its B our A (see setup_matmul) */
-            LT(cublasLtMatmul(s->lt, mm->desc, &one, a->buf[1], mm->a, a->buf[0], mm->b, &mm->beta, a->buf[mm->c_buf], mm->c,
-                              out, mm->c, &mm->algo, (void *)(uintptr_t)s->workspace, s->workspace_bytes,
-                              (cudaStream_t)s->stream));
-        }
+    uint32_t first = *k;
+    const nrt_step *st = &p->steps[first];
+    struct nc_args *a = &s->args[first];
+    *k += st->batch >= 2 ? st->batch : 1u;
+    if (st->kind == NRT_STEP_KERNEL) {
+        bool batch = st->batch >= 2;
+        if (s->launch[2 * first] == 0) return 0;
+        void *params[] = {batch ? &s->batch_args[first] : a};
+        CU(cuLaunchKernel(s->funcs[batch ? st->batch_kernel : st->kernel], (unsigned)s->launch[2 * first], 1, 1,
+                          (unsigned)s->launch[2 * first + 1], 1, 1, 0, s->stream, params, NULL));
+    } else if (st->kind == NRT_STEP_COPY) {
+        size_t bytes = (size_t)s->buf_bytes[st->bufs[1]];
+        if (bytes) CU(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)a->buf[1], (CUdeviceptr)(uintptr_t)a->buf[0], bytes, s->stream));
+    } else {
+        gpu_matmul *mm = &s->mm[first];
+        float one = 1.0f;
+        void *out = a->buf[nrt_matmul_slots_of(st).out];
+        /* cuBLASLt's A is our B and its B our A (see setup_matmul) */
+        LT(cublasLtMatmul(s->lt, mm->desc, &one, a->buf[1], mm->a, a->buf[0], mm->b, &mm->beta, a->buf[mm->c_buf], mm->c, out,
+                          mm->c, &mm->algo, (void *)(uintptr_t)s->workspace, s->workspace_bytes, (cudaStream_t)s->stream));
     }
     return 0;
+}
+
+static int launch_all(gpu_session *s, char *err, size_t errcap)
+{
+    for (uint32_t k = 0; k < s->m->program.nsteps;)
+        if (launch_from(s, &k, err, errcap) != 0) return -1;
+    return 0;
+}
+
+static int fail_msg(char *err, size_t errcap, const char *msg)
+{
+    snprintf(err, errcap, "%s", msg);
+    return -1;
+}
+
+static int by_value(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Each launch between two events, runs times (no CUDA graph: the launches'
+ * own device times, not the gaps between them); the median of each. */
+int gpu_profile(gpu_session *s, int runs, double *step_seconds, char *err, size_t errcap)
+{
+    const nrt_program *p = &s->m->program;
+    uint32_t n = p->nsteps;
+    CU(cuCtxSetCurrent(s->ctx));
+    CUevent *ev = nc_xcalloc(2 * (size_t)n + 2, sizeof *ev);
+    double *times = nc_xcalloc((size_t)n * (size_t)runs + 1, sizeof *times);
+    int rc = 0;
+    for (uint32_t k = 0; k < 2 * n && rc == 0; k++)
+        if (drv.cuEventCreate(&ev[k], CU_EVENT_DEFAULT) != CUDA_SUCCESS) rc = fail_msg(err, errcap, "cannot create the profiling events");
+    for (int r = 0; r < runs && rc == 0; r++) {
+        for (uint32_t k = 0; k < n && rc == 0;) {
+            uint32_t first = k;
+            if (drv.cuEventRecord(ev[2 * first], s->stream) != CUDA_SUCCESS) rc = fail_msg(err, errcap, "cuEventRecord failed");
+            if (rc == 0) rc = launch_from(s, &k, err, errcap);
+            if (rc == 0 && drv.cuEventRecord(ev[2 * first + 1], s->stream) != CUDA_SUCCESS) rc = fail_msg(err, errcap, "cuEventRecord failed");
+        }
+        if (rc == 0 && drv.cuStreamSynchronize(s->stream) != CUDA_SUCCESS) rc = fail_msg(err, errcap, "the profiled run failed");
+        for (uint32_t k = 0; k < n && rc == 0;) {
+            float ms = 0;
+            if (drv.cuEventElapsedTime(&ms, ev[2 * k], ev[2 * k + 1]) != CUDA_SUCCESS) rc = fail_msg(err, errcap, "cuEventElapsedTime failed");
+            times[(size_t)k * (size_t)runs + (size_t)r] = ms / 1e3;
+            k += p->steps[k].batch >= 2 ? p->steps[k].batch : 1u;
+        }
+    }
+    for (uint32_t k = 0; k < n && rc == 0; k++) {
+        qsort(&times[(size_t)k * (size_t)runs], (size_t)runs, sizeof *times, by_value);
+        step_seconds[k] = times[(size_t)k * (size_t)runs + (size_t)runs / 2];
+    }
+    for (uint32_t k = 0; k < 2 * n; k++)
+        if (ev[k]) drv.cuEventDestroy(ev[k]);
+    free(ev);
+    free(times);
+    return rc;
 }
 
 /* Queue the staged inputs' moves into their buffers, each after its copy

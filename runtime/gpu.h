@@ -28,6 +28,12 @@ int gpu_run(gpu_session *s, char *err, size_t errcap);
  * them the host may stage the next inputs, whose copy then overlaps the run. */
 int gpu_launch(gpu_session *s, char *err, size_t errcap);
 int gpu_finish(gpu_session *s, char *err, size_t errcap);
+/* Profiling: the program runs times, each launch (a kernel, a batch of
+ * them, a matmul, a copy) on its own between two events, no CUDA graph;
+ * step_seconds[k] = the median device time of the launch step k starts (0
+ * at the other steps of a batch). step_seconds holds the program's step
+ * count. */
+int gpu_profile(gpu_session *s, int runs, double *step_seconds, char *err, size_t errcap);
 
 /* Input prefetch: copy bytes for input value v into pinned host memory now
  * and on to the device on a copy stream of their own, into a landing buffer

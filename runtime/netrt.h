@@ -120,6 +120,16 @@ nrt_status nrt_session_save_weights(nrt_session *s, const char *safetensors_path
 /* Device memory the session's arena holds, and the plan's peak. */
 int64_t nrt_session_arena_bytes(const nrt_session *s);
 
+/* Profiling, GPU sessions only (NRT_ERR_STATE on the CPU): the run is done
+ * `runs` times (1 to 10000) from the inputs and parameters set, each launch
+ * of the module's program (a kernel, a batch of kernels, a cuBLASLt matmul, a
+ * copy) on its own between two CUDA events, without the CUDA graph. step_seconds
+ * (nrt_module_num_steps entries) gets, at each step, the median device time of
+ * the launch that step starts; 0 at the other steps of a batch (netc inspect
+ * lists the steps). The runs move parameters as nrt_session_run does. */
+int nrt_module_num_steps(const nrt_module *m);
+nrt_status nrt_session_profile(nrt_session *s, int runs, double *step_seconds, int nsteps, nrt_error *err);
+
 #ifdef __cplusplus
 }
 #endif

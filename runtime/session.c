@@ -102,6 +102,7 @@ int nrt_module_num_inputs(const nrt_module *m) { return (int)m->d.graph->ninputs
 int nrt_module_num_outputs(const nrt_module *m) { return (int)m->d.graph->noutputs; }
 int nrt_module_num_params(const nrt_module *m) { return (int)m->d.graph->nparams; }
 int nrt_module_num_dims(const nrt_module *m) { return (int)m->d.graph->nsyms; }
+int nrt_module_num_steps(const nrt_module *m) { return (int)m->d.program.nsteps; }
 const char *nrt_module_dim_name(const nrt_module *m, int i)
 {
     return i >= 0 && (uint32_t)i < m->d.graph->nsyms ? m->d.graph->sym_names[i] : NULL;
@@ -305,13 +306,22 @@ nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dty
     return ok(err);
 }
 
-nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
+/* Every input the run reads has been set. */
+static nrt_status inputs_ready(const nrt_session *s, nrt_error *err)
 {
     const ir_graph *g = s->g;
     for (uint32_t i = 0; i < g->ninputs; i++)
         if (!s->input_set[i] && s->input_node[i] != IR_NONE &&
             (!g->train.present || g->nupdates || i < g->train.first_train_input))
             return set_err(err, NRT_ERR_STATE, "input %s was not set", g->inputs[i].name);
+    return NRT_OK;
+}
+
+nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
+{
+    const ir_graph *g = s->g;
+    nrt_status ready = inputs_ready(s, err);
+    if (ready) return ready;
     char msg[1024];
     if (s->gpu) {
         if (gpu_run(s->gpu, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
@@ -324,6 +334,20 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
     if (cpu_exec_run(g, &o, &s->result, msg, sizeof msg) != 0) return set_err(err, NRT_ERR_ARGUMENT, "%s", msg);
     s->have_result = true;
     cpu_exec_apply_updates(g, &s->result, s->params);   /* a training step moves the parameters */
+    return ok(err);
+}
+
+nrt_status nrt_session_profile(nrt_session *s, int runs, double *step_seconds, int nsteps, nrt_error *err)
+{
+    if (!s->gpu) return set_err(err, NRT_ERR_STATE, "profiling needs a GPU session (this one runs on %s)", s->device);
+    if (runs < 1 || runs > 10000) return set_err(err, NRT_ERR_ARGUMENT, "profile: %d runs (1 to 10000)", runs);
+    if (!step_seconds || nsteps != (int)s->m->d.program.nsteps)
+        return set_err(err, NRT_ERR_ARGUMENT, "profile: room for %d steps, the program has %u", nsteps, s->m->d.program.nsteps);
+    nrt_status ready = inputs_ready(s, err);
+    if (ready) return ready;
+    char msg[1024];
+    if (gpu_profile(s->gpu, runs, step_seconds, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
+    s->have_result = false;
     return ok(err);
 }
 

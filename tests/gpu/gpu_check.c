@@ -91,6 +91,42 @@ static int stage_all(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs
     return 0;
 }
 
+/* gpu_profile times every launch: each launch's first step gets a time,
+ * the other steps of a batch none; the launches one by one compute what
+ * the graph did (a forward pass's outputs, checked again). */
+static int check_profile(const gpu_check_opts *o, const ir_graph *g, const nrt_program *p, gpu_session *gs, const cpu_exec_result *res)
+{
+    char err[1024];
+    double *t = nc_xcalloc(p->nsteps + 1, sizeof *t), total = 0;
+    int fails = 0;
+    if (gpu_profile(gs, 3, t, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: profile: %s\n", o->name, err);
+        free(t);
+        return 1;
+    }
+    uint32_t *launch_of = nrt_program_launches(p);
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        bool head = launch_of[k] == k, empty = p->steps[k].kind == NRT_STEP_COPY;
+        if (head ? !(t[k] > 0 || empty) : t[k] != 0) {
+            fprintf(stderr, "%s: profile: step %u (%s) timed %g s\n", o->name, k, head ? "a launch" : "inside a batch", t[k]);
+            fails++;
+        }
+        total += t[k];
+    }
+    printf("%s: profiled, %.1f us a run over %u steps\n", o->name, total * 1e6, p->nsteps);
+    for (uint32_t k = 0; k < g->noutputs && !o->train_step; k++) {
+        const cpu_tensor *ref = &res->values[g->outputs[k].value];
+        size_t bytes = (size_t)ref->numel * dtype_size(ref->dtype);
+        unsigned char *got = nc_xmalloc(bytes + 1);
+        if (gpu_download(gs, g->outputs[k].value, got, bytes, err, sizeof err) != 0) fails++;
+        else fails += compare(o, g, k, ref, got);
+        free(got);
+    }
+    free(launch_of);
+    free(t);
+    return fails;
+}
+
 int gpu_check(const gpu_check_opts *o)
 {
     char why[256], err[2048];
@@ -179,6 +215,7 @@ int gpu_check(const gpu_check_opts *o)
             free(got);
         }
     }
+    if (o->profile && !fails) fails += check_profile(o, g, &m.program, gs, &res);
 sess_out:
     gpu_session_free(gs);
 img_out:

@@ -32,7 +32,7 @@ int main(void)
         {.name = "reduce", .path = NETC_SOURCE_DIR "/tests/gpu/reduce.net", .dim_names = b64, .dim_values = v200,
          .ndims = 1, .use_graph = true},
         {.name = "reduce_fused", .path = NETC_SOURCE_DIR "/tests/gpu/reduce.net", .dim_names = b64, .dim_values = v200,
-         .ndims = 1, .use_graph = true, .fuse = true},
+         .ndims = 1, .use_graph = true, .fuse = true, .profile = true},
         /* the same training steps with elementwise fusion (netc build --fuse) */
         {.name = "fashion_mlp_train_fused", .path = NETC_SOURCE_DIR "/examples/fashion_mlp.net", .dim_names = b64,
          .dim_values = v64, .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true},
@@ -45,7 +45,7 @@ int main(void)
          .stage_inputs = true},
         {.name = "gpt2_2layers_train_fused", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
          .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
-         .train_step = true, .fuse = true},
+         .train_step = true, .fuse = true, .profile = true},
     };
     int fails = 0;
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 5's measurements on the GPU machine, side by side in one run: the
+# elementwise chain gelu(x * 1.5 + 0.25) * 0.5 over 64M bf16 values and
+# layernorm over bf16 [16384, 768] (bench/kernels/), examples/cast_chain.net
+# with and without cast hoisting, and examples/fashion_mlp.net's training
+# step with each pass on and off, in netc (each launch timed on the device by
+# `netc inspect --profile`, medians) against PyTorch eager and torch.compile
+# (bench/torch_kernels.py, CUDA events, medians). Prints JSON lines.
+# Usage: bench/run_kernels.sh [NETC] [RUNS]
+set -u
+NETC=${1:-build/netc}; RUNS=${2:-50}
+OUT=${OUT:-/tmp/bench-out}; mkdir -p "$OUT"
+export NETC_CACHE_DIR=${NETC_CACHE_DIR:-$(mktemp -d)}
+
+# netc: NAME SOURCE DIMS BUILD-FLAGS... -> one JSON line with the measured and floor totals
+netc_case() {
+  local name=$1 src=$2 dims=$3; shift 3
+  local entry=forward
+  [[ " $* " == *" --entry train "* ]] && entry=train
+  "$NETC" build "$src" -o "$OUT/$name.netm" "$@" >/dev/null 2>"$OUT/$name.build.log" || { cat "$OUT/$name.build.log"; return 1; }
+  local dimargs=()
+  for d in $dims; do dimargs+=(--dim "$d"); done
+  "$NETC" inspect "$OUT/$name.netm" --entry "$entry" "${dimargs[@]}" --profile "$RUNS" --json >"$OUT/$name.json" 2>"$OUT/$name.log" ||
+    { cat "$OUT/$name.log"; return 1; }
+  python3 - "$OUT/$name.json" "$name" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(json.dumps({"bench": sys.argv[2], "impl": "netc", "device": d["profile_device"], "median_us": round(d["measured_us"], 2),
+                  "floor_us": round(d["floor_us"], 2), "bytes": d["total_bytes_moved"], "launches": d["launches"],
+                  "tb_per_s": round(d["total_bytes_moved"] / d["measured_us"] / 1e6, 3)}))
+PY
+}
+
+netc_case chain_64M_bf16 bench/kernels/chain.net "N=67108864"
+netc_case layernorm_16384x768_bf16 bench/kernels/layernorm.net "R=16384"
+netc_case cast_chain_B64 examples/cast_chain.net "" --dim B=64
+netc_case cast_chain_B64_no_cast_hoist examples/cast_chain.net "" --dim B=64 --no-cast-hoist
+for pass in "" --no-cast-hoist --no-cse --no-fuse --no-memplan --no-dce; do
+  netc_case "fashion_train_B128${pass//-/_}" examples/fashion_mlp.net "B=128" --entry train $pass
+done
+python3 bench/torch_kernels.py

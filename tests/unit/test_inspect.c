@@ -1,0 +1,110 @@
+/* test_inspect.c - `netc inspect`'s report with measured times (--profile),
+ * from times made up here, so the report is checked without a GPU: the
+ * measured column, a batch's steps shown as part of its launch, the slowest
+ * launches in order with their share, and the JSON keys. */
+#include "cuda_emit.h"
+#include "driver.h"
+#include "inspect.h"
+#include "module.h"
+
+#include "test_util.h"
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *report(const char *path, const char *const *dn, const int64_t *dv, int nd, bool json, const inspect_profile *prof)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    CHECK(inspect_module(path, NULL, dn, dv, nd, json, prof, f) == 0);
+    fclose(f);
+    return buf;
+}
+
+int main(int argc, char **argv)
+{
+    const char *root = argc > 1 ? argv[1] : ".";
+    char example[1024];
+    snprintf(example, sizeof example, "%s/examples/gpt2.net", root);
+    src_table src = {0};
+    char err[1024];
+    uint32_t id = src_load(&src, example, err, sizeof err);
+    if (!id) { fprintf(stderr, "%s\n", err); return 1; }
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    const char *sn[] = {"L"}, *sv[] = {"1"}, *dn[] = {"B", "T"};
+    const int64_t dv[] = {2, 16};
+    driver_opts o = {.verify = true, .train_step = true, .set_names = sn, .set_values = sv, .nsets = 1, .dim_names = dn,
+                     .dim_values = dv, .ndims = 2};
+    ir_graph *g = driver_compile(&src, id, &o, &d);
+    if (!g) return 1;
+    nrt_module_data m = {.graph = g, .nvrtc_version = 13000};
+    CHECK(cuda_emit_program_ex(g, true, &m.program, err, sizeof err));
+    const char *path = "test_inspect.netm";
+    CHECK(module_write(path, &m, err, sizeof err) == 0);
+
+    /* made-up times: 1 us at each launch, 100 us at the second batch's, none inside batches */
+    const nrt_program *p = &m.program;
+    uint32_t *launch_of = nrt_program_launches(p), batches = 0, slow = UINT32_MAX, member = UINT32_MAX;
+    double *t = calloc(p->nsteps + 1, sizeof *t), total = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        if (launch_of[k] != k) {
+            member = member == UINT32_MAX ? k : member;
+            continue;
+        }
+        t[k] = 1e-6;
+        if (p->steps[k].batch >= 2 && ++batches == 2) slow = k, t[k] = 100e-6;
+        total += t[k];
+    }
+    CHECK(slow != UINT32_MAX && member != UINT32_MAX);
+    inspect_profile prof = {.step_seconds = t, .device = "a made-up GPU", .runs = 7};
+
+    char *text = report(path, NULL, NULL, 0, false, &prof);
+    if (getenv("NETC_TEST_SHOW") && text) fputs(text, stdout);
+    CHECK(text && strstr(text, "measured us") && strstr(text, "'s launch)") && strstr(text, "a made-up GPU"));
+    const char *slowest = text ? strstr(text, "slowest launches:") : NULL;
+    CHECK(slowest != NULL);
+    if (slowest) {   /* the made-up slow batch first, with its share of the run */
+        char first[64], share[32];
+        snprintf(first, sizeof first, "\n%-4u k_batch_step%u", slow, slow);
+        snprintf(share, sizeof share, "%.1f%%", 100 * 100e-6 / total);
+        const char *row = strstr(slowest, first);
+        const char *header_end = strchr(strchr(slowest, '\n') + 1, '\n');
+        CHECK(row == header_end);
+        CHECK(row && strstr(row, share) && strstr(row, share) < strchr(row + 1, '\n'));
+        CHECK(strstr(slowest, "(median of 7 runs") == NULL && strstr(text, "median of 7 runs each"));
+    }
+    free(text);
+
+    char *js = report(path, NULL, NULL, 0, true, &prof);
+    json_error_t je;
+    json_t *j = js ? json_loads(js, 0, &je) : NULL;
+    CHECK(j != NULL);
+    if (j) {
+        CHECK(fabs(json_real_value(json_object_get(j, "measured_us")) - total * 1e6) < 1e-6);
+        CHECK(strcmp(json_string_value(json_object_get(j, "profile_device")), "a made-up GPU") == 0);
+        json_t *steps = json_object_get(j, "steps");
+        CHECK(json_array_size(steps) == p->nsteps);
+        CHECK(json_is_null(json_object_get(json_array_get(steps, member), "measured_us")));
+        CHECK(fabs(json_real_value(json_object_get(json_array_get(steps, slow), "measured_us")) - 100) < 1e-9);
+        json_decref(j);
+    }
+    free(js);
+
+    /* without --profile: no measured column, keys or section */
+    char *plain = report(path, NULL, NULL, 0, false, NULL);
+    CHECK(plain && !strstr(plain, "measured") && !strstr(plain, "slowest launches"));
+    free(plain);
+
+    printf("test_inspect: %u steps, %u batches, the report %s\n", p->nsteps, batches, failures ? "differs" : "as expected");
+    free(t);
+    free(launch_of);
+    remove(path);
+    nrt_program_free(&m.program);
+    ir_graph_free(g);
+    src_free(&src);
+    return failures != 0;
+}
