@@ -871,6 +871,105 @@ static bool cuda_emit_softmax(cg_ctx *cg, ir_value v)
 
 /* A row's mean (layernorm; 0 for rmsnorm) and rstd = 1/sqrt(var + eps), in
  * the block: the statistics the norms and their backward share. */
+/* Rows of a constant length C, a multiple of 8 up to WARP_ROW_MAX, run a
+ * warp a row: the row is read once into registers, eight elements a load
+ * where every pointer is 16-byte aligned, and its statistics are warp
+ * shuffles, with no block barrier (a block a row spends most of a short row
+ * waiting at them). */
+#define WARP_ROW_MAX 2048
+
+static bool warp_rows(const cg_ctx *cg, const ir_node *x, int64_t *C)
+{
+    return x->rank >= 1 && dim_is_const(&cg->g->dims[x->shape[x->rank - 1]], C) && *C >= 8 && *C % 8 == 0 &&
+           *C <= WARP_ROW_MAX;
+}
+
+static int row_chunks(int64_t C) { return (int)((C / 8 + 31) / 32); }
+
+/* A warp-row kernel: A.n[0] rows of C; `row`, `lane` and `C` in scope. */
+static nrt_step *begin_warp_rows(cg_ctx *cg, ir_value v, const ir_node *x, int64_t C)
+{
+    dim_expr rows = dim_const(1);
+    for (int i = 0; i + 1 < x->rank; i++)
+        if (dim_mul(&rows, &cg->g->dims[x->shape[i]], &rows) != DIM_OK) {
+            snprintf(cg->err, sizeof cg->err, "the row count of a row op is too complex to express");
+            return NULL;
+        }
+    nrt_step *s = begin_kernel(cg, v, "", NRT_GRID_WARPS);
+    add_int(s, ir_dim_intern((ir_graph *)cg->g, &rows));
+    cg_printf(&cg->body, "  const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5, C = %lld;\n", (long long)C);
+    cg_printf(&cg->body, "  const int lane = threadIdx.x & 31;\n  if (row >= A.n[0]) return;   /* the whole warp: it has one row */\n");
+    return s;
+}
+
+/* `vec`: every pointer named is 16-byte aligned (rows of a multiple of 8
+ * elements then are too). */
+static void emit_vec_check(cg_buf *b, const char *const *ptrs, int n)
+{
+    cg_printf(b, "  const bool vec = ((0ull");
+    for (int i = 0; i < n; i++) cg_printf(b, " | (unsigned long long)%s", ptrs[i]);
+    cg_printf(b, ") & 15) == 0;\n");
+}
+
+/* float v[chunks][8]: this lane's chunks of the row of p (elements
+ * (lane + 32 c) * 8 on), zeros past C. */
+static void emit_row_chunks(cg_buf *b, const char *v, const char *p, int chunks)
+{
+    cg_printf(b, "  float %s[%d][8];\n#pragma unroll\n  for (int c = 0; c < %d; c++) {\n", v, chunks, chunks);
+    cg_printf(b, "    const long long j = (long long)(lane + 32 * c) * 8;\n");
+    cg_printf(b, "    if (j >= C) { for (int e = 0; e < 8; e++) %s[c][e] = 0.0f; continue; }\n", v);
+    cg_printf(b, "    if (vec) nc_ld8(%s, row * C + j, %s[c]); else for (int e = 0; e < 8; e++) %s[c][e] = nc_ld(%s, row * C + j + e);\n  }\n",
+              p, v, v, p);
+}
+
+/* mean and rstd of the row in xv (layernorm; rmsnorm: mean 0), two passes
+ * over the registers. */
+static void emit_warp_row_stats(cg_ctx *cg, bool ln, double eps, int chunks)
+{
+    cg_buf *b = &cg->body;
+    char e[48];
+    cg_printf(b, "  float sum = 0.0f, sq = 0.0f;\n");
+    if (ln) cg_printf(b, "#pragma unroll\n  for (int c = 0; c < %d; c++) for (int e = 0; e < 8; e++) sum += xv[c][e];\n", chunks);
+    cg_printf(b, "  const float mean = %s;\n", ln ? "nc_warp_sum(sum) / (float)C" : "0.0f");
+    cg_printf(b, "#pragma unroll\n  for (int c = 0; c < %d; c++)\n    if ((long long)(lane + 32 * c) * 8 < C)\n"
+                 "      for (int e = 0; e < 8; e++) { const float d = xv[c][e] - mean; sq += d * d; }\n", chunks);
+    cg_printf(b, "  const float rstd = rsqrtf(nc_warp_sum(sq) / (float)C + %s);\n", flit(e, eps));
+}
+
+/* Store o[8] at element j of the row of p. */
+static void emit_row_store(cg_buf *b, const char *p, const char *o)
+{
+    cg_printf(b, "    if (vec) nc_st8(%s, row * C + j, %s); else for (int e = 0; e < 8; e++) nc_st(%s, row * C + j + e, %s[e]);\n", p, o,
+              p, o);
+}
+
+static bool emit_norm_warp_rows(cg_ctx *cg, ir_value v, int64_t C)
+{
+    const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
+    bool ln = n->op == OP_LAYERNORM;
+    int chunks = row_chunks(C);
+    nrt_step *s = begin_warp_rows(cg, v, x, C);
+    if (!s) return false;
+    for (int i = 0; i < n->nargs; i++) add_buf(s, arg(cg, v, i));
+    add_buf(s, v);
+    decl_ptr(cg, "x", 0, x->dtype, true);
+    decl_ptr(cg, "w", 1, n->dtype, true);
+    if (ln) decl_ptr(cg, "b", 2, n->dtype, true);
+    decl_ptr(cg, "y", n->nargs, n->dtype, false);
+    cg_buf *b = &cg->body;
+    const char *ptrs[] = {"x", "y", "w", "b"};
+    emit_vec_check(b, ptrs, ln ? 4 : 3);
+    emit_row_chunks(b, "xv", "x", chunks);
+    emit_warp_row_stats(cg, ln, n->attr.f, chunks);
+    cg_printf(b, "#pragma unroll\n  for (int c = 0; c < %d; c++) {\n    const long long j = (long long)(lane + 32 * c) * 8;\n"
+                 "    if (j >= C) continue;\n    float o[8];\n", chunks);
+    cg_printf(b, "    for (int e = 0; e < 8; e++) o[e] = (xv[c][e] - mean) * rstd * nc_ld(w, j + e)%s;\n", ln ? " + nc_ld(b, j + e)" : "");
+    emit_row_store(b, "y", "o");
+    cg_printf(b, "  }\n");
+    end_kernel(cg);
+    return true;
+}
+
 static void emit_row_stats(cg_ctx *cg, bool ln, double eps)
 {
     cg_buf *b = &cg->body;
@@ -885,6 +984,29 @@ static void emit_row_stats(cg_ctx *cg, bool ln, double eps)
     }
     char e[48];
     cg_printf(b, "  const float rstd = rsqrtf(nc_block_sum(sq) / (float)C + %s);\n", flit(e, eps));
+}
+
+/* dx a warp a row: x and g held in registers, dx = rstd (g w - mean(g w)
+ * - xhat mean(g w xhat)) as the block kernel computes it. */
+static void emit_norm_grad_warp_body(cg_ctx *cg, bool ln, double eps, bool keep_stats, int chunks)
+{
+    cg_buf *b = &cg->body;
+    const char *ptrs[] = {"x", "g", "dx", "w"};
+    emit_vec_check(b, ptrs, 4);
+    emit_row_chunks(b, "xv", "x", chunks);
+    emit_row_chunks(b, "gv", "g", chunks);
+    emit_warp_row_stats(cg, ln, eps, chunks);
+    if (keep_stats) cg_printf(b, "  if (lane == 0) { stats[2 * row] = mean; stats[2 * row + 1] = rstd; }\n");
+    cg_printf(b, "  float m1 = 0.0f, m2 = 0.0f;\n#pragma unroll\n  for (int c = 0; c < %d; c++) {\n", chunks);
+    cg_printf(b, "    const long long j = (long long)(lane + 32 * c) * 8;\n    if (j >= C) continue;\n");
+    cg_printf(b, "    for (int e = 0; e < 8; e++) {\n      const float gw = gv[c][e] * nc_ld(w, j + e);\n      gv[c][e] = gw;\n"
+                 "      m1 += gw;\n      m2 += gw * (xv[c][e] - mean) * rstd;\n    }\n  }\n");
+    cg_printf(b, "  m1 = %s;\n  m2 = nc_warp_sum(m2) / (float)C;\n", ln ? "nc_warp_sum(m1) / (float)C" : "0.0f");
+    cg_printf(b, "#pragma unroll\n  for (int c = 0; c < %d; c++) {\n    const long long j = (long long)(lane + 32 * c) * 8;\n"
+                 "    if (j >= C) continue;\n    float o[8];\n", chunks);
+    cg_printf(b, "    for (int e = 0; e < 8; e++) o[e] = rstd * (gv[c][e] - m1 - (xv[c][e] - mean) * rstd * m2);\n");
+    emit_row_store(b, "dx", "o");
+    cg_printf(b, "  }\n");
 }
 
 /* The dim id of 2 x the row count of x ([..., C]): room for each row's
@@ -911,7 +1033,9 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     for (ir_value w = v + 1; cg->stats_from && w < cg->g->nnodes && !keep_stats; w++) keep_stats = cg->stats_from[w] == v;
     uint32_t stats_numel = 0;
     if (keep_stats && !row_stats_dim(cg, x, &stats_numel)) return false;
-    nrt_step *s = begin_rows(cg, v, x, "");
+    int64_t C;
+    bool warp = warp_rows(cg, x, &C);
+    nrt_step *s = warp ? begin_warp_rows(cg, v, x, C) : begin_rows(cg, v, x, "");
     if (!s) return false;
     for (int i = 0; i < 3; i++) add_buf(s, arg(cg, v, i));
     if (keep_stats) {   /* before dx: a row step's result is its last buffer */
@@ -925,6 +1049,11 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     decl_ptr(cg, "g", 2, node(cg, arg(cg, v, 2))->dtype, true);
     decl_ptr(cg, "dx", keep_stats ? 4 : 3, n->dtype, false);
     cg_buf *b = &cg->body;
+    if (warp) {
+        emit_norm_grad_warp_body(cg, ln, n->attr.f, keep_stats, row_chunks(C));
+        end_kernel(cg);
+        return true;
+    }
     emit_row_stats(cg, ln, n->attr.f);
     if (keep_stats) cg_printf(b, "  if (threadIdx.x == 0) { stats[2 * row] = mean; stats[2 * row + 1] = rstd; }\n");
     cg_printf(b, "  float m1 = 0.0f, m2 = 0.0f;\n");
@@ -1200,6 +1329,8 @@ static bool cuda_emit_norm(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
     bool ln = n->op == OP_LAYERNORM;
+    int64_t C;
+    if (warp_rows(cg, x, &C)) return emit_norm_warp_rows(cg, v, C);
     nrt_step *s = begin_rows(cg, v, x, "");
     if (!s) return false;
     for (int i = 0; i < n->nargs; i++) add_buf(s, arg(cg, v, i));

@@ -105,7 +105,8 @@ bool nrt_step_may_share(const nrt_step *s, int o, int j)
 
 bool nrt_step_rowwise_in_place(const ir_graph *g, const nrt_step *s, int j)
 {
-    if (s->kind != NRT_STEP_KERNEL || s->grid != NRT_GRID_ROWS || s->node >= g->nnodes || j < 0 || j + 1 >= s->nbufs ||
+    if (s->kind != NRT_STEP_KERNEL || (s->grid != NRT_GRID_ROWS && s->grid != NRT_GRID_WARPS) || s->node >= g->nnodes || j < 0 ||
+        j + 1 >= s->nbufs ||
         s->bufs[s->nbufs - 1] != s->node || s->bufs[j] >= g->nnodes)
         return false;
     const ir_node *out = &g->nodes[s->node], *in = &g->nodes[s->bufs[j]];
@@ -140,7 +141,7 @@ static int32_t *plan_in_place(const ir_graph *g, const nrt_program *p, const uin
             b[out].bytes = 0;
             continue;
         }
-        if (s->kind == NRT_STEP_KERNEL && s->grid == NRT_GRID_ROWS && s->nbufs > 0) {   /* a row op over a row operand */
+        if (s->kind == NRT_STEP_KERNEL && (s->grid == NRT_GRID_ROWS || s->grid == NRT_GRID_WARPS) && s->nbufs > 0) {   /* a row op over a row operand */
             uint32_t out = s->bufs[s->nbufs - 1];
             if (out >= g->nnodes || b[out].bytes == 0 || b[out].first != (int32_t)k || alias[out] >= 0) continue;
             for (int j = 0; j + 1 < s->nbufs; j++) {

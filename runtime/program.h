@@ -138,7 +138,7 @@ bool nrt_step_per_element(const ir_graph *g, const nrt_program *p, const nrt_ste
  * overwritten before another thread has read it). */
 bool nrt_step_may_share(const nrt_step *s, int o, int j);
 /* Whether step s is a row-wise kernel (softmax, the norms, the loss's
- * gradient, their backward) whose last pass reads each element and writes
+ * gradient, their backward; a block or a warp a row) whose last pass reads each element and writes
  * the same element of its result in the same thread, after every read of
  * the row's statistics: its result may take the memory of a row operand of
  * the same size that dies there (the logits' gradient over the logits). */
