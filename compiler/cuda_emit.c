@@ -1039,8 +1039,8 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     if (!s) return false;
     for (int i = 0; i < 3; i++) add_buf(s, arg(cg, v, i));
     if (keep_stats) {   /* before dx: a row step's result is its last buffer */
-        cg->stats_temp[v] = new_temp(cg, stats_numel, NC_F32);
-        add_buf(s, cg->stats_temp[v]);
+        cg->kept_temp[v] = new_temp(cg, stats_numel, NC_F32);
+        add_buf(s, cg->kept_temp[v]);
         cg_printf(&cg->body, "  float *stats = (float *)A.buf[3];\n");
     }
     add_buf(s, v);
@@ -1166,8 +1166,8 @@ static bool cuda_emit_norm_param_grad(cg_ctx *cg, ir_value v)
     uint32_t grid = ir_dim_intern((ir_graph *)cg->g, &grid_numel);   /* NORM_PARTS blocks of C */
     uint32_t pn = ir_dim_intern((ir_graph *)cg->g, &parts_numel), parts = new_temp(cg, pn, NC_F32);
     ir_value stats_of = cg->stats_from ? cg->stats_from[v] : IR_NONE;
-    if (stats_of != IR_NONE && cg->stats_temp[stats_of])
-        return emit_norm_param_columns(cg, v, bias, cg->stats_temp[stats_of], parts) && emit_norm_param_sum(cg, v, bias, parts);
+    if (stats_of != IR_NONE && cg->kept_temp[stats_of])
+        return emit_norm_param_columns(cg, v, bias, cg->kept_temp[stats_of], parts) && emit_norm_param_sum(cg, v, bias, parts);
     nrt_step *s = begin_kernel(cg, v, "_parts", NRT_GRID_ROWS);
     add_int(s, grid);
     add_int(s, C);
@@ -1347,13 +1347,33 @@ static bool cuda_emit_norm(cg_ctx *cg, ir_value v)
     return true;
 }
 
-/* Row losses into an f32 scratch, then one block averages them: the same
- * order every run, so the loss is deterministic. */
+/* One block averages the row losses: the same order every run, so the
+ * loss is deterministic. */
+static void emit_loss_mean(cg_ctx *cg, ir_value v, uint32_t rows, uint32_t losses)
+{
+    nrt_step *s = begin_kernel(cg, v, "_mean", NRT_GRID_SINGLE);
+    add_int(s, rows);
+    add_buf(s, losses);
+    add_buf(s, v);
+    cg_printf(&cg->body, "  const float *loss = (const float *)A.buf[0];\n  float *y = (float *)A.buf[1];\n  float sum = 0.0f;\n");
+    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < A.n[0]; j += blockDim.x) sum += loss[j];\n");
+    cg_printf(&cg->body, "  sum = nc_block_sum(sum);\n  if (threadIdx.x == 0) y[0] = sum / (float)A.n[0];\n");
+    end_kernel(cg);
+}
+
+/* Row losses into an f32 scratch, then their mean (emit_loss_mean). Where
+ * the gradient's kernel, scheduled first, wrote them (cg->loss_rows_with),
+ * only the mean. */
 static bool cuda_emit_cross_entropy(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0)), *t = node(cg, arg(cg, v, 1));
     uint32_t rows;
     if (!numel_dim(cg, t, &rows)) return false;
+    for (ir_value d = 0; cg->loss_rows_with && d < v; d++)
+        if (cg->loss_rows_with[d] == v && cg->kept_temp[d]) {
+            emit_loss_mean(cg, v, rows, cg->kept_temp[d]);
+            return true;
+        }
     uint32_t losses = new_temp(cg, rows, NC_F32);
     nrt_step *s = begin_rows(cg, v, x, "_rows");
     if (!s) return false;
@@ -1373,15 +1393,7 @@ static bool cuda_emit_cross_entropy(cg_ctx *cg, ir_value v)
     cg_printf(&cg->body, "    loss[row] = k < 0 || k >= C ? __int_as_float(0x7fc00000)\n");
     cg_printf(&cg->body, "              : (1.0f - smoothing) * (lse - nc_ld(x, row * C + k)) + smoothing * (lse - total / (float)C);\n  }\n");
     end_kernel(cg);
-
-    s = begin_kernel(cg, v, "_mean", NRT_GRID_SINGLE);
-    add_int(s, rows);
-    add_buf(s, losses);
-    add_buf(s, v);
-    cg_printf(&cg->body, "  const float *loss = (const float *)A.buf[0];\n  float *y = (float *)A.buf[1];\n  float sum = 0.0f;\n");
-    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < A.n[0]; j += blockDim.x) sum += loss[j];\n");
-    cg_printf(&cg->body, "  sum = nc_block_sum(sum);\n  if (threadIdx.x == 0) y[0] = sum / (float)A.n[0];\n");
-    end_kernel(cg);
+    emit_loss_mean(cg, v, rows, losses);
     return true;
 }
 
@@ -1395,13 +1407,21 @@ static bool cuda_emit_cross_entropy_grad(cg_ctx *cg, ir_value v)
     if (!s) return false;
     ir_value seed = arg(cg, v, 2);
     bool literal = cg->inlined && cg->inlined[seed];   /* a constant (cuda_fuse.c): no buffer */
+    bool loss_rows = cg->loss_rows_with && cg->loss_rows_with[v] != IR_NONE;
+    uint32_t rows;
+    if (loss_rows && !numel_dim(cg, node(cg, arg(cg, v, 1)), &rows)) return false;
     add_buf(s, arg(cg, v, 0));
     add_buf(s, arg(cg, v, 1));
     if (!literal) add_buf(s, seed);
+    if (loss_rows) {   /* before y: a row step's result is its last buffer */
+        cg->kept_temp[v] = new_temp(cg, rows, NC_F32);
+        cg_printf(&cg->body, "  float *loss = (float *)A.buf[%d];\n", s->nbufs);
+        add_buf(s, cg->kept_temp[v]);
+    }
     add_buf(s, v);
     decl_ptr(cg, "x", 0, x->dtype, true);
     decl_ptr(cg, "target", 1, NC_I32, true);
-    decl_ptr(cg, "y", literal ? 2 : 3, n->dtype, false);
+    decl_ptr(cg, "y", s->nbufs - 1, n->dtype, false);
     char b[48];
     if (literal) {
         cg_printf(&cg->body, "  const float seed = %s;\n", flit(b, node(cg, seed)->attr.f));
@@ -1410,13 +1430,19 @@ static bool cuda_emit_cross_entropy_grad(cg_ctx *cg, ir_value v)
         cg_printf(&cg->body, "  const float seed = g[0];\n");
     }
     cg_printf(&cg->body, "  const float smoothing = %s;\n", flit(b, n->attr.f));
-    cg_printf(&cg->body, "  float m = -__int_as_float(0x7f800000);\n");
-    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) m = nc_max(m, nc_ld(x, row * C + j));\n");
+    cg_printf(&cg->body, "  float m = -__int_as_float(0x7f800000), total = 0.0f;\n");
+    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) { const float a = nc_ld(x, row * C + j); m = nc_max(m, a); total += a; }\n");
     cg_printf(&cg->body, "  m = nc_block_max(m);\n  float sum = 0.0f;\n");
     cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) sum += expf(nc_ld(x, row * C + j) - m);\n");
     cg_printf(&cg->body, "  sum = nc_block_sum(sum);\n");
     cg_printf(&cg->body, "  const float inv = 1.0f / sum, scale = seed / (float)(A.n[0] / C), base = smoothing / (float)C;\n");
     cg_printf(&cg->body, "  const int k = target[row];\n  const bool bad = k < 0 || k >= C;\n");
+    if (loss_rows) {   /* the loss of this row, as cross_entropy's kernel computes it */
+        cg_printf(&cg->body, "  total = nc_block_sum(total);\n");
+        cg_printf(&cg->body, "  if (threadIdx.x == 0) {\n    const float lse = m + logf(sum);\n");
+        cg_printf(&cg->body, "    loss[row] = bad ? __int_as_float(0x7fc00000)\n");
+        cg_printf(&cg->body, "              : (1.0f - smoothing) * (lse - nc_ld(x, row * C + k)) + smoothing * (lse - total / (float)C);\n  }\n");
+    }
     cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n"
                          "    float p = expf(nc_ld(x, row * C + j) - m) * inv - base - (j == k ? 1.0f - smoothing : 0.0f);\n"
                          "    nc_st(y, row * C + j, bad ? __int_as_float(0x7fc00000) : p * scale);\n  }\n");

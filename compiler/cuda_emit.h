@@ -61,8 +61,11 @@ typedef struct cg_ctx {
     ir_value *stats_from;  /* fusion: for a norm's weight gradient, the layernorm_grad or rmsnorm_grad of
                               the same x, g and eps whose kernel also writes each row's mean and rstd:
                               the weight gradient reads them instead of computing them again, IR_NONE */
-    uint32_t *stats_temp;  /* emission: for such a layernorm_grad or rmsnorm_grad, the [rows, 2] f32
-                              temporary its kernel writes the statistics into (0: none yet) */
+    ir_value *loss_rows_with; /* fusion: for a cross_entropy_grad, the cross_entropy of the same logits,
+                              targets and smoothing after it (schedule.c) whose row losses its kernel
+                              writes: the loss only averages them, IR_NONE */
+    uint32_t *kept_temp;   /* emission: the temporary a kernel writes for a later step (a norm's [rows, 2]
+                              row statistics, a loss's row losses), 0: none */
     ir_value *round_trip_to; /* fusion: for a norm's parameter gradient (f32), the f32(bf16(...)) its one
                               reader makes of it (the gradient of a bf16 copy, widened back): its sum
                               kernel stores that, rounded, IR_NONE */

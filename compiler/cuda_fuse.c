@@ -433,7 +433,7 @@ static void plan_norm_stats(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
     cg->stats_from = cuda_no_values(g);
-    cg->stats_temp = nc_xcalloc(g->nnodes + 1, sizeof *cg->stats_temp);
+    cg->kept_temp = nc_xcalloc(g->nnodes + 1, sizeof *cg->kept_temp);
     for (ir_value w = 0; w < g->nnodes; w++) {
         const ir_node *wn = &g->nodes[w];
         if (wn->op != OP_NORM_PARAM_GRAD || wn->attr.axis == 0 || cg->inlined[w]) continue;
@@ -443,6 +443,27 @@ static void plan_norm_stats(cg_ctx *cg)
             if (dn->op == want && ir_args(g, dn)[0] == ir_args(g, wn)[0] && ir_args(g, dn)[2] == ir_args(g, wn)[1] &&
                 dn->attr.f == wn->attr.f) {
                 cg->stats_from[w] = d;
+                break;
+            }
+        }
+    }
+}
+
+/* A cross_entropy_grad scheduled before the cross_entropy of the same
+ * logits (schedule.c) finds each row's max and sum of exponentials, all the
+ * loss needs: its kernel writes the row losses. */
+static void plan_loss_rows(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->loss_rows_with = cuda_no_values(g);
+    for (ir_value c = 0; c < g->nnodes; c++) {
+        const ir_node *cn = &g->nodes[c];
+        if (cn->op != OP_CROSS_ENTROPY) continue;
+        for (ir_value d = 0; d < c; d++) {
+            const ir_node *dn = &g->nodes[d];
+            if (dn->op == OP_CROSS_ENTROPY_GRAD && cg->loss_rows_with[d] == IR_NONE && ir_args(g, dn)[0] == ir_args(g, cn)[0] &&
+                ir_args(g, dn)[1] == ir_args(g, cn)[1] && dn->attr.f == cn->attr.f) {
+                cg->loss_rows_with[d] = c;
                 break;
             }
         }
@@ -517,6 +538,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     cuda_attention_plan(cg);
     plan_norm_pairs(cg);
     plan_norm_stats(cg);
+    plan_loss_rows(cg);
     plan_round_trips(cg);
     cg->ngroups = id;
     plan_prologues(cg);
@@ -541,8 +563,9 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->out_col);
     free(cg->bias_grad_with);
     free(cg->stats_from);
-    free(cg->stats_temp);
-    cg->stats_from = NULL, cg->stats_temp = NULL;
+    free(cg->kept_temp);
+    free(cg->loss_rows_with);
+    cg->stats_from = NULL, cg->kept_temp = NULL, cg->loss_rows_with = NULL;
     free(cg->joined_sums);
     free(cg->widened_to);
     free(cg->round_trip_to);

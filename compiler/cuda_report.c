@@ -99,6 +99,11 @@ static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint
         name_value(out, g, bias_rounded);
         fprintf(out, ": no kernels of their own\n");
     }
+    if (cg->loss_rows_with && cg->loss_rows_with[v] != IR_NONE) {
+        fprintf(out, "along: step %u, kernel %s also computes the row losses of ", k, kernel);
+        name_value(out, g, cg->loss_rows_with[v]);
+        fprintf(out, ", which only averages them: the logits are read once for both\n");
+    }
     if (cg->stats_from && cg->stats_from[v] != IR_NONE && strstr(kernel, "_cols")) {
         fprintf(out, "along: step %u, kernel %s reads the rows' mean and rstd kept by ", k, kernel);
         name_value(out, g, cg->stats_from[v]);

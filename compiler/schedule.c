@@ -11,7 +11,12 @@
  * copy is alive either way); and
  * side by side, the fusion planner joins them as loops of few kernels: the
  * bf16 copies of GPT-2's 148 parameters in a handful of launches instead of
- * one each, before every layer. */
+ * one each, before every layer.
+ *
+ * A loss's gradient goes just before the loss: cross_entropy_grad reads
+ * every logit of a row to find its softmax, which is all the loss needs
+ * too, so its kernel writes the row losses and the loss only averages them
+ * (the logits are read once for both). */
 #include "passes.h"
 #include "schedule.h"
 
@@ -65,4 +70,66 @@ ir_graph *schedule_parameter_copies_first(const ir_graph *g, FILE *report)
     free(from_params);
     free(early);
     return out;
+}
+
+/* The cross_entropy_grad of c's logits, targets and smoothing after c, and
+ * the closure of what it reads after c (need[]), or IR_NONE when none is
+ * found or it depends on c. */
+static ir_value loss_gradient_of(const ir_graph *g, ir_value c, bool *need)
+{
+    const ir_node *cn = &g->nodes[c];
+    ir_value d = IR_NONE;
+    for (ir_value u = c + 1; u < g->nnodes && d == IR_NONE; u++) {
+        const ir_node *un = &g->nodes[u];
+        if (un->op == OP_CROSS_ENTROPY_GRAD && ir_args(g, un)[0] == ir_args(g, cn)[0] && ir_args(g, un)[1] == ir_args(g, cn)[1] &&
+            un->attr.f == cn->attr.f)
+            d = u;
+    }
+    if (d == IR_NONE) return IR_NONE;
+    need[d] = true;
+    for (ir_value u = d + 1; u-- > c + 1;) {
+        if (!need[u]) continue;
+        for (int i = 0; i < g->nodes[u].nargs; i++) {
+            ir_value a = ir_args(g, &g->nodes[u])[i];
+            if (a == c) return IR_NONE;   /* the gradient depends on the loss: it stays */
+            if (a > c) need[a] = true;
+        }
+    }
+    return d;
+}
+
+ir_graph *schedule_loss_gradients_first(const ir_graph *g, FILE *report)
+{
+    if (!g->train.present || g->train.loss == IR_NONE) return NULL;
+    bool *need = nc_xcalloc(g->nnodes + 1, sizeof *need), *placed = nc_xcalloc(g->nnodes + 1, sizeof *placed);
+    ir_value *order = nc_xmalloc((g->nnodes + 1) * sizeof *order);
+    uint32_t n = 0, moved = 0;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        if (placed[v]) continue;
+        if (g->nodes[v].op == OP_CROSS_ENTROPY) {
+            for (ir_value u = v; u < g->nnodes; u++) need[u] = false;
+            if (loss_gradient_of(g, v, need) != IR_NONE) {
+                for (ir_value u = v + 1; u < g->nnodes; u++)
+                    if (need[u]) order[n++] = u, placed[u] = true;
+                moved++;
+            }
+        }
+        order[n++] = v, placed[v] = true;
+    }
+    ir_graph *out = moved ? ir_graph_reorder(g, order) : NULL;
+    if (out && report)
+        fprintf(report, "schedule: %u cross-entropy gradients run before their loss, whose row losses their kernels write\n", moved);
+    free(order);
+    free(need);
+    free(placed);
+    return out;
+}
+
+ir_graph *schedule_training_step(const ir_graph *g, FILE *report)
+{
+    ir_graph *a = schedule_parameter_copies_first(g, report);
+    ir_graph *b = schedule_loss_gradients_first(a ? a : g, report);
+    if (!b) return a;
+    ir_graph_free(a);
+    return b;
 }
