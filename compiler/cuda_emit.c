@@ -988,11 +988,11 @@ static void emit_row_stats(cg_ctx *cg, bool ln, double eps)
 
 /* dx a warp a row: x and g held in registers, dx = rstd (g w - mean(g w)
  * - xhat mean(g w xhat)) as the block kernel computes it. */
-static void emit_norm_grad_warp_body(cg_ctx *cg, bool ln, double eps, bool keep_stats, int chunks)
+static void emit_norm_grad_warp_body(cg_ctx *cg, bool ln, double eps, bool keep_stats, int chunks, const char *plus)
 {
     cg_buf *b = &cg->body;
-    const char *ptrs[] = {"x", "g", "dx", "w"};
-    emit_vec_check(b, ptrs, 4);
+    const char *ptrs[] = {"x", "g", "dx", "w", "other"};
+    emit_vec_check(b, ptrs, plus ? 5 : 4);
     emit_row_chunks(b, "xv", "x", chunks);
     emit_row_chunks(b, "gv", "g", chunks);
     emit_warp_row_stats(cg, ln, eps, chunks);
@@ -1005,6 +1005,10 @@ static void emit_norm_grad_warp_body(cg_ctx *cg, bool ln, double eps, bool keep_
     cg_printf(b, "#pragma unroll\n  for (int c = 0; c < %d; c++) {\n    const long long j = (long long)(lane + 32 * c) * 8;\n"
                  "    if (j >= C) continue;\n    float o[8];\n", chunks);
     cg_printf(b, "    for (int e = 0; e < 8; e++) o[e] = rstd * (gv[c][e] - m1 - (xv[c][e] - mean) * rstd * m2);\n");
+    if (plus) {   /* dx rounded as its store would be, plus the other gradient of x */
+        cg_printf(b, "    float ov[8];\n    if (vec) nc_ld8(other, row * C + j, ov); else for (int e = 0; e < 8; e++) ov[e] = nc_ld(other, row * C + j + e);\n");
+        cg_printf(b, "    for (int e = 0; e < 8; e++) o[e] = %s(o[e]) + ov[e];\n", plus);
+    }
     emit_row_store(b, "dx", "o");
     cg_printf(b, "  }\n");
 }
@@ -1038,19 +1042,27 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     nrt_step *s = warp ? begin_warp_rows(cg, v, x, C) : begin_rows(cg, v, x, "");
     if (!s) return false;
     for (int i = 0; i < 3; i++) add_buf(s, arg(cg, v, i));
+    ir_value sum = cg->sum_to ? cg->sum_to[v] : IR_NONE, other = IR_NONE;   /* dx + other, stored as sum */
+    if (sum != IR_NONE) {
+        other = arg(cg, sum, 0) == v ? arg(cg, sum, 1) : arg(cg, sum, 0);
+        decl_ptr(cg, "other", s->nbufs, n->dtype, true);
+        add_buf(s, other);
+    }
     if (keep_stats) {   /* before dx: a row step's result is its last buffer */
         cg->kept_temp[v] = new_temp(cg, stats_numel, NC_F32);
+        cg_printf(&cg->body, "  float *stats = (float *)A.buf[%d];\n", s->nbufs);
         add_buf(s, cg->kept_temp[v]);
-        cg_printf(&cg->body, "  float *stats = (float *)A.buf[3];\n");
     }
-    add_buf(s, v);
+    decl_ptr(cg, "dx", s->nbufs, n->dtype, false);
+    add_buf(s, sum != IR_NONE ? sum : v);
     decl_ptr(cg, "x", 0, x->dtype, true);
     decl_ptr(cg, "w", 1, node(cg, arg(cg, v, 1))->dtype, true);
     decl_ptr(cg, "g", 2, node(cg, arg(cg, v, 2))->dtype, true);
-    decl_ptr(cg, "dx", keep_stats ? 4 : 3, n->dtype, false);
+    char plus[96] = "";   /* dx rounded as its own store would, plus the other gradient */
+    if (sum != IR_NONE) snprintf(plus, sizeof plus, "%s", n->dtype == NC_F32 ? "" : n->dtype == NC_F16 ? "nc_round_f16" : "nc_round_bf16");
     cg_buf *b = &cg->body;
     if (warp) {
-        emit_norm_grad_warp_body(cg, ln, n->attr.f, keep_stats, row_chunks(C));
+        emit_norm_grad_warp_body(cg, ln, n->attr.f, keep_stats, row_chunks(C), sum != IR_NONE ? plus : NULL);
         end_kernel(cg);
         return true;
     }
@@ -1062,8 +1074,12 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
                  "    m1 += gw;\n    m2 += gw * (nc_ld(x, row * C + j) - mean) * rstd;\n  }\n");
     cg_printf(b, "  m1 = %s;\n  m2 = nc_block_sum(m2) / (float)C;\n", ln ? "nc_block_sum(m1) / (float)C" : "0.0f");
     cg_printf(b, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n"
-                 "    const float xh = (nc_ld(x, row * C + j) - mean) * rstd;\n"
-                 "    nc_st(dx, row * C + j, rstd * (nc_ld(g, row * C + j) * nc_ld(w, j) - m1 - xh * m2));\n  }\n");
+                 "    const float xh = (nc_ld(x, row * C + j) - mean) * rstd;\n");
+    if (sum != IR_NONE)
+        cg_printf(b, "    nc_st(dx, row * C + j, %s(rstd * (nc_ld(g, row * C + j) * nc_ld(w, j) - m1 - xh * m2)) + nc_ld(other, row * C + j));\n  }\n",
+                  plus);
+    else
+        cg_printf(b, "    nc_st(dx, row * C + j, rstd * (nc_ld(g, row * C + j) * nc_ld(w, j) - m1 - xh * m2));\n  }\n");
     end_kernel(cg);
     return true;
 }

@@ -61,6 +61,9 @@ typedef struct cg_ctx {
     ir_value *stats_from;  /* fusion: for a norm's weight gradient, the layernorm_grad or rmsnorm_grad of
                               the same x, g and eps whose kernel also writes each row's mean and rstd:
                               the weight gradient reads them instead of computing them again, IR_NONE */
+    ir_value *sum_to;      /* fusion: for a layernorm_grad or rmsnorm_grad read only by an add of another
+                              gradient of its input, made earlier: that add, which its kernel writes
+                              (dx rounded as stored, plus the other), IR_NONE */
     ir_value *loss_rows_with; /* fusion: for a cross_entropy_grad, the cross_entropy of the same logits,
                               targets and smoothing after it (schedule.c) whose row losses its kernel
                               writes: the loss only averages them, IR_NONE */

@@ -449,6 +449,35 @@ static void plan_norm_stats(cg_ctx *cg)
     }
 }
 
+/* x's gradient is the sum of what its norm gives back and what reaches x
+ * otherwise (the residual stream): an add, alone in its group, of a norm's
+ * input gradient read by nothing else and a gradient made before it. The
+ * norm's kernel adds it as it stores dx: dx is never written. */
+static void plan_norm_grad_sums(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->sum_to = cuda_no_values(g);
+    for (ir_value a = 0; a < g->nnodes; a++) {
+        const ir_node *an = &g->nodes[a];
+        if (an->op != OP_ADD || !cg->group[a] || cg->absorbed[a]) continue;
+        bool alone = true;
+        for (ir_value u = 0; u < g->nnodes && alone; u++) alone = u == a || cg->group[u] != cg->group[a];
+        if (!alone) continue;
+        for (int i = 0; i < 2; i++) {
+            ir_value d = ir_args(g, an)[i], o = ir_args(g, an)[1 - i];
+            const ir_node *dn = &g->nodes[d], *on = &g->nodes[o];
+            if ((dn->op != OP_LAYERNORM_GRAD && dn->op != OP_RMSNORM_GRAD) || cg->readers[d] != 1 || cg->escapes[d] || o == d ||
+                o > d || on->op == OP_BROADCAST || dn->dtype != an->dtype || on->dtype != an->dtype || !same_shape(dn, an) ||
+                !same_shape(on, an))
+                continue;
+            cg->sum_to[d] = a;
+            cg->group[a] = 0;
+            cg->inlined[a] = true;   /* written by the norm's kernel */
+            break;
+        }
+    }
+}
+
 /* A cross_entropy_grad scheduled before the cross_entropy of the same
  * logits (schedule.c) finds each row's max and sum of exponentials, all the
  * loss needs: its kernel writes the row losses. */
@@ -538,6 +567,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     cuda_attention_plan(cg);
     plan_norm_pairs(cg);
     plan_norm_stats(cg);
+    plan_norm_grad_sums(cg);
     plan_loss_rows(cg);
     plan_round_trips(cg);
     cg->ngroups = id;
@@ -565,7 +595,8 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->stats_from);
     free(cg->kept_temp);
     free(cg->loss_rows_with);
-    cg->stats_from = NULL, cg->kept_temp = NULL, cg->loss_rows_with = NULL;
+    free(cg->sum_to);
+    cg->stats_from = NULL, cg->kept_temp = NULL, cg->loss_rows_with = NULL, cg->sum_to = NULL;
     free(cg->joined_sums);
     free(cg->widened_to);
     free(cg->round_trip_to);
@@ -605,6 +636,7 @@ bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v)
                               (cg->bias_grad_with && cg->bias_grad_with[node] != IR_NONE && cg->round_trip_to[cg->bias_grad_with[node]] == v)))
         return true;
     if (cg->widened_to && cg->widened_to[node] == v) return true;
+    if (cg->sum_to && cg->sum_to[node] == v) return true;
     return cuda_fuse_same_kernel(cg, v, node) || (cg->lse_with && cg->lse_with[node] == v);
 }
 
