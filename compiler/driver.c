@@ -112,7 +112,7 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
             return NULL;
         }
     }
-    ir_graph *scheduled = train ? schedule_training_step(g, o->report) : NULL;
+    ir_graph *scheduled = train ? schedule_training_step(g, o->fuse, o->report) : NULL;
     if (scheduled) {
         ir_graph_free(g);
         g = scheduled;

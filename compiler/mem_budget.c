@@ -71,7 +71,7 @@ typedef struct plan_cost {
 static plan_cost plan_cost_of(const ir_graph *unscheduled, bool fuse, char *err, size_t errcap)
 {
     plan_cost c = {.peak = -1};
-    ir_graph *scheduled = schedule_training_step(unscheduled, NULL);   /* as the driver will */
+    ir_graph *scheduled = schedule_training_step(unscheduled, fuse, NULL);   /* as the driver will */
     const ir_graph *g = scheduled ? scheduled : unscheduled;
     nrt_program p;
     if (!cuda_emit_program_ex(g, fuse, &p, err, errcap)) {

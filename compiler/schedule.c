@@ -125,10 +125,10 @@ ir_graph *schedule_loss_gradients_first(const ir_graph *g, FILE *report)
     return out;
 }
 
-ir_graph *schedule_training_step(const ir_graph *g, FILE *report)
+ir_graph *schedule_training_step(const ir_graph *g, bool fuse, FILE *report)
 {
     ir_graph *a = schedule_parameter_copies_first(g, report);
-    ir_graph *b = schedule_loss_gradients_first(a ? a : g, report);
+    ir_graph *b = fuse ? schedule_loss_gradients_first(a ? a : g, report) : NULL;
     if (!b) return a;
     ir_graph_free(a);
     return b;

@@ -16,7 +16,8 @@ ir_graph *schedule_parameter_copies_first(const ir_graph *g, FILE *report);
  * averages (cuda_fuse.c); NULL when nothing moves. */
 ir_graph *schedule_loss_gradients_first(const ir_graph *g, FILE *report);
 
-/* Both, in that order: the training step's schedule (NULL: no change). */
-ir_graph *schedule_training_step(const ir_graph *g, FILE *report);
+/* Both, in that order (the loss gradients only with fusion, which is what
+ * writes the row losses): the training step's schedule (NULL: no change). */
+ir_graph *schedule_training_step(const ir_graph *g, bool fuse, FILE *report);
 
 #endif

@@ -138,7 +138,7 @@ int gpu_check(const gpu_check_opts *o)
     diag_init(&d, &src, stderr);
     driver_opts dopts = {.dim_names = o->dim_names, .dim_values = o->dim_values, .ndims = o->ndims,
                          .set_names = o->set_names, .set_values = o->set_values, .nsets = o->nsets, .verify = true,
-                         .train_step = o->train_step};
+                         .train_step = o->train_step, .fuse = o->fuse};
     ir_graph *g = driver_compile(&src, id, &dopts, &d);
     if (!g) { src_free(&src); return 1; }
     int fails = 0;

@@ -193,7 +193,7 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
     diag_ctx d;
     diag_init(&d, &src, stderr);
     const char *sn[] = {"L"}, *sv[] = {"2"};
-    driver_opts o = {.verify = true, .train_step = true, .dim_names = dn, .dim_values = dv, .ndims = nd,
+    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = nd,
                      .set_names = sn, .set_values = sv, .nsets = strstr(path, "gpt2") ? 1 : 0};
     ir_graph *g = driver_compile(&src, id, &o, &d);
     src_free(&src);

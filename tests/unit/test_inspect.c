@@ -37,7 +37,7 @@ int main(int argc, char **argv)
     diag_init(&d, &src, stderr);
     const char *sn[] = {"L"}, *sv[] = {"1"}, *dn[] = {"B", "T"};
     const int64_t dv[] = {2, 16};
-    driver_opts o = {.verify = true, .train_step = true, .set_names = sn, .set_values = sv, .nsets = 1, .dim_names = dn,
+    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .set_names = sn, .set_values = sv, .nsets = 1, .dim_names = dn,
                      .dim_values = dv, .ndims = 2};
     ir_graph *g = driver_compile(&src, id, &o, &d);
     if (!g) return 1;

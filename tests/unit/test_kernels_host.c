@@ -388,7 +388,7 @@ static void check_model(const char *name, const char *path, bool fuse, const cha
     if (!id) { fprintf(stderr, "%s\n", err); failures++; return; }
     diag_ctx d;
     diag_init(&d, &src, stderr);
-    driver_opts o = {.verify = true, .train_step = train_step, .dim_names = dn, .dim_values = dv, .ndims = nd,
+    driver_opts o = {.verify = true, .train_step = train_step, .fuse = fuse, .dim_names = dn, .dim_values = dv, .ndims = nd,
                      .set_names = sn, .set_values = sv, .nsets = nsets};
     ir_graph *g = driver_compile(&src, id, &o, &d);
     src_free(&src);
