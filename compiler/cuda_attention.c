@@ -16,7 +16,9 @@
  *
  * Five kernels from two templates: forward, lse and dq walk key tiles for a
  * query tile (dq with dO, rebuilding P from lse); dk and dv walk query tiles
- * for a key tile. Causal masks skip whole tiles. tests/unit/cuda_host_shim.hpp
+ * for a key tile, and for heads of 64 one kernel computes both (P once for
+ * dV += P^T dO and dS = P (dP - delta) for dK += dS^T Q, as flash attention's
+ * backward does). Causal masks skip whole tiles. tests/unit/cuda_host_shim.hpp
  * runs them on the host, mma.sync included, lane by lane.
  *
  * q, k and v are usually slices of one matmul's result [B, T, 3C], split
@@ -39,6 +41,7 @@ typedef struct attn_shape {
     char scale[48];
     bool with_lse;                   /* the forward kernel also writes the log-sum-exp */
     bool computes_delta;             /* the q gradient's kernel computes rowsum(dO * O) and writes it */
+    ir_value dv;                     /* the key gradient's kernel also computes this value gradient (IR_NONE: no) */
 } attn_shape;
 
 static bool tiled_shape_of(const ir_graph *g, ir_value v, attn_shape *a)
@@ -47,6 +50,7 @@ static bool tiled_shape_of(const ir_graph *g, ir_value v, attn_shape *a)
     if (q->dtype != NC_BF16 && q->dtype != NC_F16) return false;
     if (!dim_is_const(&g->dims[q->shape[q->rank - 1]], &a->D) || (a->D != 64 && a->D != 128)) return false;
     a->E = a->D;
+    a->dv = IR_NONE;
     if (n->op != OP_ATTENTION_LSE) {
         const ir_node *vv = &g->nodes[ir_args(g, n)[2]];
         if (!dim_is_const(&g->dims[vv->shape[vv->rank - 1]], &a->E) || a->E != a->D || vv->dtype != q->dtype) return false;
@@ -310,6 +314,29 @@ static void plan_output(cg_ctx *cg, const bool *in_delta)
     plan_gradient_concat(cg);
 }
 
+/* The key and value gradients of one attention, heads of 64: the key
+ * gradient's kernel computes both (cg->dv_with); the value gradient has no
+ * kernel of its own. */
+static void plan_key_value_pairs(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->dv_with = cuda_no_values(g);
+    for (ir_value k = 0; k < g->nnodes; k++) {
+        const ir_node *kn = &g->nodes[k];
+        attn_shape a;
+        if (kn->op != OP_ATTENTION_GRAD || kn->attr.axis != 1 || !tiled_shape_of(g, k, &a) || a.D != 64 || a.E != 64) continue;
+        for (ir_value v = k + 1; v < g->nnodes; v++) {
+            const ir_node *vn = &g->nodes[v];
+            if (vn->op != OP_ATTENTION_GRAD || vn->attr.axis != 2 || vn->nargs != kn->nargs || vn->attr.causal != kn->attr.causal ||
+                vn->attr.f != kn->attr.f || memcmp(ir_args(g, vn), ir_args(g, kn), kn->nargs * sizeof(ir_value)) != 0 || cg->inlined[v])
+                continue;
+            cg->dv_with[k] = v;
+            cg->inlined[v] = true;   /* computed by k's kernel */
+            break;
+        }
+    }
+}
+
 void cuda_attention_plan(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
@@ -329,6 +356,7 @@ void cuda_attention_plan(cg_ctx *cg)
     }
     plan_lse(cg);
     plan_output(cg, in_delta);
+    plan_key_value_pairs(cg);
     free(in_delta);
 }
 
@@ -342,7 +370,8 @@ static nrt_step *begin_tiled(cg_ctx *cg, ir_value v, bool by_key)
     heads.rank = (uint8_t)(q->rank - 2);
     uint32_t nheads;
     if (!cuda_numel_dim(cg, &heads, &nheads)) return NULL;
-    nrt_step *s = cuda_begin_kernel(cg, v, "_tc", NRT_GRID_TILES);
+    bool with_dv = cg->dv_with && cg->dv_with[v] != IR_NONE;   /* "_kv": inspect.c counts the value gradient too */
+    nrt_step *s = cuda_begin_kernel(cg, v, with_dv ? "_tc_kv" : "_tc", NRT_GRID_TILES);
     cuda_add_int(s, nheads);
     cuda_add_int(s, by_key ? k->shape[k->rank - 2] : q->shape[q->rank - 2]);
     cuda_add_int(s, q->shape[q->rank - 2]);
@@ -365,6 +394,11 @@ static nrt_step *begin_tiled(cg_ctx *cg, ir_value v, bool by_key)
         ir_value o = cg->delta_from[v];
         cuda_add_buf(s, cg->out_as && cg->out_as[o] != IR_NONE ? cg->out_as[o] : o);
         cuda_decl_ptr(cg, "fwd_out", n->nargs + 1, g->nodes[cg->delta_from[v]].dtype, true);
+    }
+    ir_value dv = cg->dv_with ? cg->dv_with[v] : IR_NONE;
+    if (dv != IR_NONE) {   /* the value gradient, written along */
+        cuda_decl_ptr(cg, "out_v", s->nbufs, g->nodes[dv].dtype, false);
+        cuda_add_buf(s, cg->out_as && cg->out_as[dv] != IR_NONE ? cg->out_as[dv] : dv);
     }
     return s;
 }
@@ -428,6 +462,7 @@ static void emit_layouts(cg_ctx *cg, nrt_step *s, ir_value v, const attn_shape *
     bool of_qk = n->op == OP_ATTENTION_GRAD && n->attr.axis < 2;   /* dq, dk: D columns a head; dv and out: E */
     emit_result_layout(cg, s, v, "out", by_key ? "S" : "T", of_qk ? a->D : a->E);
     if (cg->delta_from && cg->delta_from[v] != IR_NONE) emit_result_layout(cg, s, cg->delta_from[v], "fwd_out", "T", a->E);
+    if (a->dv != IR_NONE) emit_result_layout(cg, s, a->dv, "out_v", "S", a->E);
 }
 
 /* Common prologue: which head and rows this block has, which rows this thread's
@@ -603,6 +638,9 @@ static void emit_by_key(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *
     int64_t W = wrt == 1 ? a->D : a->E;
     cg_printf(b, "  float o[%lld][4];\n  for (int nb = 0; nb < %lld; nb++) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;\n",
               (long long)W / 8, (long long)W / 8);
+    if (wrt == 1 && a->dv != IR_NONE)
+        cg_printf(b, "  float ov[%lld][4];\n  for (int nb = 0; nb < %lld; nb++) ov[nb][0] = ov[nb][1] = ov[nb][2] = ov[nb][3] = 0.0f;\n",
+                  (long long)a->E / 8, (long long)a->E / 8);
     cg_printf(b, "  for (long long c0 = %s; c0 < T; c0 += 64) {\n    __syncthreads();\n", a->causal ? "row0 / 64 * 64" : "0");
     emit_tile_load(b, "qs", "q", a->D, "T");
     emit_tile_load(b, "gs", "g", a->E, "T");
@@ -611,11 +649,18 @@ static void emit_by_key(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *
     cg_printf(b, "    __syncthreads();\n");
     emit_scores(b, a, "s", "ka", "qs", a->D);   /* S^T: 16 keys x 64 queries */
     if (wrt == 1) emit_scores(b, a, "dp", "va", "gs", a->E);   /* dP^T = V dO^T */
+    bool both = wrt == 1 && a->dv != IR_NONE;   /* P^T for dV, dS^T for dK */
     cg_printf(b, "    for (int nb = 0; nb < 8; nb++)\n      for (int e = 0; e < 4; e++) {\n");
     cg_printf(b, "        const int cc = nb * 8 + tig * 2 + (e & 1);\n        const long long c = c0 + cc, key = e < 2 ? r0 : r1;\n");
     cg_printf(b, "        const float p = %s ? expf(s[nb][e] * scale - lses[cc]) : 0.0f;\n", visible(a->causal, true));
-    cg_printf(b, "        s[nb][e] = %s;\n      }\n", wrt == 1 ? "p * (dp[nb][e] - dls[cc])" : "p");
-    emit_times_tile(b, a, "o", "s", wrt == 1 ? "qs" : "gs", W);
+    if (both) cg_printf(b, "        s[nb][e] = p;\n        dp[nb][e] = p * (dp[nb][e] - dls[cc]);\n      }\n");
+    else cg_printf(b, "        s[nb][e] = %s;\n      }\n", wrt == 1 ? "p * (dp[nb][e] - dls[cc])" : "p");
+    if (both) {
+        emit_times_tile(b, a, "ov", "s", "gs", a->E);   /* dV += P^T dO */
+        emit_times_tile(b, a, "o", "dp", "qs", W);      /* dK += dS^T Q */
+    } else {
+        emit_times_tile(b, a, "o", "s", wrt == 1 ? "qs" : "gs", W);
+    }
     cg_printf(b, "  }\n");
     const char *f = wrt == 1 ? " * scale" : "";
     cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)W / 8);
@@ -623,6 +668,10 @@ static void emit_by_key(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *
               f, f);
     cg_printf(b, "    if (r1 < S) { nc_st(out, out_base + r1 * out_rs + col, o[nb][2]%s); nc_st(out, out_base + r1 * out_rs + col + 1, o[nb][3]%s); }\n  }\n",
               f, f);
+    if (wrt != 1 || a->dv == IR_NONE) return;
+    cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)a->E / 8);
+    cg_printf(b, "    if (r0 < S) { nc_st(out_v, out_v_base + r0 * out_v_rs + col, ov[nb][0]); nc_st(out_v, out_v_base + r0 * out_v_rs + col + 1, ov[nb][1]); }\n");
+    cg_printf(b, "    if (r1 < S) { nc_st(out_v, out_v_base + r1 * out_v_rs + col, ov[nb][2]); nc_st(out_v, out_v_base + r1 * out_v_rs + col + 1, ov[nb][3]); }\n  }\n");
 }
 
 bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted)
@@ -634,6 +683,7 @@ bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted)
     bool by_key = n->op == OP_ATTENTION_GRAD && n->attr.axis > 0;
     a.with_lse = n->op == OP_ATTENTION && cg->lse_with && cg->lse_with[v] != IR_NONE;
     a.computes_delta = cg->delta_from && cg->delta_from[v] != IR_NONE;
+    a.dv = cg->dv_with ? cg->dv_with[v] : IR_NONE;
     nrt_step *s = begin_tiled(cg, v, by_key);
     if (!s) return false;
     if (by_key) emit_by_key(cg, s, v, &a, n->attr.axis);

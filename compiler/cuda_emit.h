@@ -47,6 +47,8 @@ typedef struct cg_ctx {
                               its kernel writes too (the lse step then has no kernel), IR_NONE if none */
     ir_value *delta_from;  /* fusion: for the q gradient of tensor-core attention, the forward output it
                               reads to compute and write delta = rowsum(dO * O) itself, IR_NONE if none */
+    ir_value *dv_with;     /* fusion: for the key gradient of tensor-core attention with heads of 64, the
+                              value gradient of the same operands its kernel computes along, IR_NONE */
     ir_value *out_as;      /* fusion: for tensor-core attention (or a gradient), the [B, T, W] value it
                               writes instead of its result: rows (b, t) holding the heads side by side
                               from column out_col (transpose(out, [0, 2, 1, 3]), or a concat of the

@@ -589,6 +589,8 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->attn_col);
     free(cg->lse_with);
     free(cg->delta_from);
+    free(cg->dv_with);
+    cg->dv_with = NULL;
     free(cg->out_as);
     free(cg->out_col);
     free(cg->bias_grad_with);
@@ -631,6 +633,9 @@ bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v)
     if (!cg->group || v >= cg->g->nnodes || node >= cg->g->nnodes) return false;
     if (cg->delta_from && cg->delta_from[node] != IR_NONE && v == ir_args(cg->g, &cg->g->nodes[node])[5]) return true;
     if (cg->out_as && cg->out_as[node] == v) return true;
+    if (cg->dv_with && cg->dv_with[node] != IR_NONE &&
+        (cg->dv_with[node] == v || (cg->out_as && cg->out_as[cg->dv_with[node]] == v)))
+        return true;
     if (cg->bias_grad_with && cg->bias_grad_with[node] == v) return true;
     if (cg->round_trip_to && (cg->round_trip_to[node] == v ||
                               (cg->bias_grad_with && cg->bias_grad_with[node] != IR_NONE && cg->round_trip_to[cg->bias_grad_with[node]] == v)))

@@ -99,6 +99,11 @@ static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint
         name_value(out, g, bias_rounded);
         fprintf(out, ": no kernels of their own\n");
     }
+    if (cg->dv_with && cg->dv_with[v] != IR_NONE) {
+        fprintf(out, "along: step %u, kernel %s also computes ", k, kernel);
+        name_value(out, g, cg->dv_with[v]);
+        fprintf(out, " from the same probabilities: no kernel of its own\n");
+    }
     if (cg->sum_to && cg->sum_to[v] != IR_NONE) {
         fprintf(out, "along: step %u, kernel %s adds the other gradient of its input and stores ", k, kernel);
         name_value(out, g, cg->sum_to[v]);

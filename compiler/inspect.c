@@ -21,11 +21,21 @@ typedef struct step_cost {
 
 static int64_t buf_bytes(const memplan_buf *b, uint32_t id) { return b[id].bytes; }
 
+/* A key gradient's kernel that computes the value gradient along
+ * (cuda_attention.c names it "..._tc_kv"). */
+static bool computes_dv(const nrt_program *p, const nrt_step *s)
+{
+    if (s->kind != NRT_STEP_KERNEL || s->kernel >= p->nkernels) return false;
+    const char *name = p->kernel_names[s->kernel];
+    size_t n = strlen(name);
+    return n > 6 && strcmp(name + n - 6, "_tc_kv") == 0;
+}
+
 /* FLOPs by the op's category: elementwise one per output element, reductions
  * one per input element, row-wise ops about five, matmul 2*M*N*K, attention
  * 4*(q elements)*(keys), halved when causal (its gradients do about 1.5x
  * that; counted the same). */
-static double step_flops(const ir_graph *g, const nrt_step *s, const int64_t *syms)
+static double step_flops(const ir_graph *g, const nrt_program *p, const nrt_step *s, const int64_t *syms)
 {
     const ir_node *n = &g->nodes[s->node];
     int64_t out = 0, in = 0;
@@ -48,7 +58,8 @@ static double step_flops(const ir_graph *g, const nrt_step *s, const int64_t *sy
         int64_t keys = 1;   /* the tensor-core kernels' ints: heads, tiled length, T, S */
         int at = s->grid == NRT_GRID_TILES ? 3 : 2;
         if (s->nints > at) dim_eval(&g->dims[s->ints[at]], syms, &keys);
-        return 4.0 * (double)in * (double)keys * (n->attr.causal ? 0.5 : 1.0);
+        double f = 4.0 * (double)in * (double)keys * (n->attr.causal ? 0.5 : 1.0);
+        return computes_dv(p, s) ? f * 4.0 / 3.0 : f;   /* a fourth product: dV */
     }
     default: return 0;
     }
@@ -57,12 +68,13 @@ static double step_flops(const ir_graph *g, const nrt_step *s, const int64_t *sy
 /* What a step reads and writes. Attention reads and writes its operands'
  * heads wherever they lie (inside a matmul's result, a concat's columns):
  * their own sizes, not those of the buffers they lie in. */
-static double step_bytes(const ir_graph *g, const nrt_step *s, const memplan_buf *b, const int64_t *syms)
+static double step_bytes(const ir_graph *g, const nrt_program *p, const nrt_step *s, const memplan_buf *b, const int64_t *syms)
 {
     if (s->grid == NRT_GRID_TILES && s->node < g->nnodes) {
         const ir_node *n = &g->nodes[s->node];
         double bytes = (double)ir_bytes(g, n, syms);
         for (int i = 0; i < n->nargs; i++) bytes += (double)ir_bytes(g, &g->nodes[ir_args(g, n)[i]], syms);
+        if (computes_dv(p, s)) bytes += (double)ir_bytes(g, &g->nodes[ir_args(g, n)[2]], syms);   /* dV, v's shape */
         return bytes;
     }
     if (s->kind == NRT_STEP_COPY) return 2.0 * (double)buf_bytes(b, s->bufs[1]);
@@ -73,9 +85,9 @@ static double step_bytes(const ir_graph *g, const nrt_step *s, const memplan_buf
     return bytes;
 }
 
-static step_cost cost_of(const ir_graph *g, const nrt_step *s, const memplan_buf *b, const int64_t *syms)
+static step_cost cost_of(const ir_graph *g, const nrt_program *p, const nrt_step *s, const memplan_buf *b, const int64_t *syms)
 {
-    step_cost c = {.bytes = step_bytes(g, s, b, syms), .flops = step_flops(g, s, syms)};
+    step_cost c = {.bytes = step_bytes(g, p, s, b, syms), .flops = step_flops(g, p, s, syms)};
     double rate = s->kind == NRT_STEP_MATMUL ? (s->mm_dtype == NC_F32 ? FLOOR_MATMUL_F32 : FLOOR_MATMUL_LOW)
                 : s->grid == NRT_GRID_TILES ? FLOOR_MATMUL_LOW   /* mma.sync */
                                             : FLOOR_VECTOR;
@@ -87,7 +99,7 @@ static step_cost cost_of(const ir_graph *g, const nrt_step *s, const memplan_buf
 double inspect_floor_seconds(const ir_graph *g, const nrt_program *p, const memplan_buf *bufs, const int64_t *syms)
 {
     double total = 0;
-    for (uint32_t k = 0; k < p->nsteps; k++) total += cost_of(g, &p->steps[k], bufs, syms).floor_s;
+    for (uint32_t k = 0; k < p->nsteps; k++) total += cost_of(g, p, &p->steps[k], bufs, syms).floor_s;
     return total;
 }
 
@@ -171,7 +183,7 @@ static double *launch_floors(const ir_graph *g, const nrt_program *p, const memp
 {
     double *f = nc_xcalloc(p->nsteps + 1, sizeof *f);
     uint32_t *launch_of = nrt_program_launches(p);
-    for (uint32_t k = 0; k < p->nsteps; k++) f[launch_of[k]] += cost_of(g, &p->steps[k], b, syms).floor_s;
+    for (uint32_t k = 0; k < p->nsteps; k++) f[launch_of[k]] += cost_of(g, p, &p->steps[k], b, syms).floor_s;
     free(launch_of);
     return f;
 }
@@ -276,7 +288,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
     uint32_t *launch_of = nrt_program_launches(&m.program);
     for (uint32_t k = 0; k < m.program.nsteps; k++) {
         const nrt_step *s = &m.program.steps[k];
-        step_cost c = cost_of(g, s, b, syms);
+        step_cost c = cost_of(g, &m.program, s, b, syms);
         total_bytes += c.bytes, total_flops += c.flops, total_floor += c.floor_s;
         const ir_node *n = &g->nodes[s->node];
         if (n->flags & IR_FLAG_RECOMPUTE) recompute_flops += c.flops;
