@@ -689,6 +689,18 @@ static reduce_form reduce_form_of(const ir_node *n, const ir_node *x, const bool
     return first == 0 ? REDUCE_PREFIX : REDUCE_GENERAL;
 }
 
+/* A reduction's operand: x itself, or the inputs of the group it computes
+ * as it loads (prologue). */
+static void add_reduce_operand(cg_ctx *cg, ir_value v, uint32_t prologue, nrt_step *s)
+{
+    if (prologue) {
+        cuda_fuse_prologue_inputs(cg, prologue, s);
+        return;
+    }
+    add_buf(s, arg(cg, v, 0));
+    decl_ptr(cg, "x", 0, node(cg, arg(cg, v, 0))->dtype, true);
+}
+
 /* A reduction over leading axes: x as [R, C], each of C outputs a column
  * sum. One thread a column reads a run of rows, so a warp reads 32
  * neighbouring elements of a row (a warp per output would read 32 rows),
@@ -719,12 +731,7 @@ static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_val
     add_int(s, grid);
     add_int(s, C);
     add_int(s, X);
-    if (prologue) {
-        cuda_fuse_prologue_inputs(cg, prologue, s);
-    } else {
-        add_buf(s, arg(cg, v, 0));
-        decl_ptr(cg, "x", 0, x->dtype, true);
-    }
+    add_reduce_operand(cg, v, prologue, s);
     if (parts > 1) cg_printf(&cg->body, "  float *part = (float *)A.buf[%d];\n", s->nbufs);
     else decl_ptr(cg, "y", s->nbufs, node(cg, stored)->dtype, false);
     add_buf(s, parts > 1 ? part : stored);
@@ -788,12 +795,7 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     if (!numel_dim(cg, n, &numel)) return false;
     add_int(s, numel);
     add_shape(s, x);
-    if (prologue) {
-        cuda_fuse_prologue_inputs(cg, prologue, s);
-    } else {
-        add_buf(s, arg(cg, v, 0));
-        decl_ptr(cg, "x", 0, x->dtype, true);
-    }
+    add_reduce_operand(cg, v, prologue, s);
     decl_ptr(cg, "y", s->nbufs, node(cg, stored)->dtype, false);
     add_buf(s, stored);
     bool is_float = dtype_is_float(x->dtype), is_max = n->op == OP_MAX;
@@ -943,31 +945,19 @@ static void emit_row_store(cg_buf *b, const char *p, const char *o)
               p, o);
 }
 
-static bool emit_norm_warp_rows(cg_ctx *cg, ir_value v, int64_t C)
+/* layernorm / rmsnorm a warp a row, from the buffers cuda_emit_norm set. */
+static void emit_norm_warp_body(cg_ctx *cg, bool ln, double eps, int chunks)
 {
-    const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
-    bool ln = n->op == OP_LAYERNORM;
-    int chunks = row_chunks(C);
-    nrt_step *s = begin_warp_rows(cg, v, x, C);
-    if (!s) return false;
-    for (int i = 0; i < n->nargs; i++) add_buf(s, arg(cg, v, i));
-    add_buf(s, v);
-    decl_ptr(cg, "x", 0, x->dtype, true);
-    decl_ptr(cg, "w", 1, n->dtype, true);
-    if (ln) decl_ptr(cg, "b", 2, n->dtype, true);
-    decl_ptr(cg, "y", n->nargs, n->dtype, false);
     cg_buf *b = &cg->body;
     const char *ptrs[] = {"x", "y", "w", "b"};
     emit_vec_check(b, ptrs, ln ? 4 : 3);
     emit_row_chunks(b, "xv", "x", chunks);
-    emit_warp_row_stats(cg, ln, n->attr.f, chunks);
+    emit_warp_row_stats(cg, ln, eps, chunks);
     cg_printf(b, "#pragma unroll\n  for (int c = 0; c < %d; c++) {\n    const long long j = (long long)(lane + 32 * c) * 8;\n"
                  "    if (j >= C) continue;\n    float o[8];\n", chunks);
     cg_printf(b, "    for (int e = 0; e < 8; e++) o[e] = (xv[c][e] - mean) * rstd * nc_ld(w, j + e)%s;\n", ln ? " + nc_ld(b, j + e)" : "");
     emit_row_store(b, "y", "o");
     cg_printf(b, "  }\n");
-    end_kernel(cg);
-    return true;
 }
 
 static void emit_row_stats(cg_ctx *cg, bool ln, double eps)
@@ -1091,24 +1081,30 @@ enum { NORM_PARTS = 128 };   /* partial rows of a norm's parameter gradients */
  * thread a column and run of rows, eight loads in flight, into the same
  * partial rows as the block kernel's (NORM_PARTS runs; the later of them
  * may be empty). */
-static bool emit_norm_param_columns(cg_ctx *cg, ir_value v, ir_value bias, uint32_t stats, uint32_t parts)
+/* The first kernel of a norm's parameter gradient: ints NORM_PARTS x C (the
+ * grid), C, x's element count; buffers x, g. */
+static nrt_step *begin_norm_param_parts(cg_ctx *cg, ir_value v, const char *suffix, nrt_grid kind, uint32_t grid, uint32_t X)
 {
-    const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
-    int sets = bias != IR_NONE ? 2 : 1;
-    uint32_t C = x->shape[x->rank - 1], X, threads;
-    dim_expr t, k = dim_const(NORM_PARTS);
-    if (!numel_dim(cg, x, &X) || dim_mul(&cg->g->dims[C], &k, &t) != DIM_OK) return false;
-    threads = ir_dim_intern((ir_graph *)cg->g, &t);
-    nrt_step *s = begin_kernel(cg, v, "_cols", NRT_GRID_ELEMENTS);
-    add_int(s, threads);
-    add_int(s, C);
+    const ir_node *x = node(cg, arg(cg, v, 0));
+    nrt_step *s = begin_kernel(cg, v, suffix, kind);
+    add_int(s, grid);
+    add_int(s, x->shape[x->rank - 1]);
     add_int(s, X);
     add_buf(s, arg(cg, v, 0));
     add_buf(s, arg(cg, v, 1));
-    add_buf(s, stats);
-    add_buf(s, parts);
     decl_ptr(cg, "x", 0, x->dtype, true);
     decl_ptr(cg, "g", 1, x->dtype, true);
+    return s;
+}
+
+static bool emit_norm_param_columns(cg_ctx *cg, ir_value v, ir_value bias, uint32_t stats, uint32_t parts, uint32_t grid,
+                                    uint32_t X)
+{
+    const ir_node *n = node(cg, v);
+    int sets = bias != IR_NONE ? 2 : 1;
+    nrt_step *s = begin_norm_param_parts(cg, v, "_cols", NRT_GRID_ELEMENTS, grid, X);
+    add_buf(s, stats);
+    add_buf(s, parts);
     cg_buf *b = &cg->body;
     cg_printf(b, "  const float *stats = (const float *)A.buf[2];\n  float *part = (float *)A.buf[3];\n");
     cg_printf(b, "  const long long C = A.n[1], R = C > 0 ? A.n[2] / C : 0;\n");
@@ -1183,16 +1179,10 @@ static bool cuda_emit_norm_param_grad(cg_ctx *cg, ir_value v)
     uint32_t pn = ir_dim_intern((ir_graph *)cg->g, &parts_numel), parts = new_temp(cg, pn, NC_F32);
     ir_value stats_of = cg->stats_from ? cg->stats_from[v] : IR_NONE;
     if (stats_of != IR_NONE && cg->kept_temp[stats_of])
-        return emit_norm_param_columns(cg, v, bias, cg->kept_temp[stats_of], parts) && emit_norm_param_sum(cg, v, bias, parts);
-    nrt_step *s = begin_kernel(cg, v, "_parts", NRT_GRID_ROWS);
-    add_int(s, grid);
-    add_int(s, C);
-    add_int(s, rows_numel);
-    add_buf(s, arg(cg, v, 0));
-    add_buf(s, arg(cg, v, 1));
+        return emit_norm_param_columns(cg, v, bias, cg->kept_temp[stats_of], parts, grid, rows_numel) &&
+               emit_norm_param_sum(cg, v, bias, parts);
+    nrt_step *s = begin_norm_param_parts(cg, v, "_parts", NRT_GRID_ROWS, grid, rows_numel);
     add_buf(s, parts);
-    decl_ptr(cg, "x", 0, x->dtype, true);
-    decl_ptr(cg, "g", 1, x->dtype, true);
     cg_buf *b = &cg->body;
     cg_printf(b, "  float *part = (float *)A.buf[2];\n");
     cg_printf(b, "  const long long C = A.n[1], rows = C > 0 ? A.n[2] / C : 0, parts = gridDim.x;\n");
@@ -1346,8 +1336,8 @@ static bool cuda_emit_norm(cg_ctx *cg, ir_value v)
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
     bool ln = n->op == OP_LAYERNORM;
     int64_t C;
-    if (warp_rows(cg, x, &C)) return emit_norm_warp_rows(cg, v, C);
-    nrt_step *s = begin_rows(cg, v, x, "");
+    bool warp = warp_rows(cg, x, &C);
+    nrt_step *s = warp ? begin_warp_rows(cg, v, x, C) : begin_rows(cg, v, x, "");
     if (!s) return false;
     for (int i = 0; i < n->nargs; i++) add_buf(s, arg(cg, v, i));
     add_buf(s, v);
@@ -1355,6 +1345,11 @@ static bool cuda_emit_norm(cg_ctx *cg, ir_value v)
     decl_ptr(cg, "w", 1, n->dtype, true);
     if (ln) decl_ptr(cg, "b", 2, n->dtype, true);
     decl_ptr(cg, "y", n->nargs, n->dtype, false);
+    if (warp) {
+        emit_norm_warp_body(cg, ln, n->attr.f, row_chunks(C));
+        end_kernel(cg);
+        return true;
+    }
     emit_row_stats(cg, ln, n->attr.f);
     cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x)\n");
     cg_printf(&cg->body, "    nc_st(y, row * C + j, (nc_ld(x, row * C + j) - mean) * rstd * nc_ld(w, j)%s);\n",

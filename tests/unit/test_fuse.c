@@ -188,14 +188,10 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
 {
     src_table src = {0};
     char err[1024];
-    uint32_t id = src_load(&src, path, err, sizeof err);
-    if (!id) { fprintf(stderr, "%s\n", err); failures++; return; }
-    diag_ctx d;
-    diag_init(&d, &src, stderr);
     const char *sn[] = {"L"}, *sv[] = {"2"};
     driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = nd,
                      .set_names = sn, .set_values = sv, .nsets = strstr(path, "gpt2") ? 1 : 0};
-    ir_graph *g = driver_compile(&src, id, &o, &d);
+    ir_graph *g = compile_file(path, &o, &src);
     src_free(&src);
     CHECK(g != NULL);
     if (!g) return;

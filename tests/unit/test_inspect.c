@@ -31,15 +31,11 @@ int main(int argc, char **argv)
     snprintf(example, sizeof example, "%s/examples/gpt2.net", root);
     src_table src = {0};
     char err[1024];
-    uint32_t id = src_load(&src, example, err, sizeof err);
-    if (!id) { fprintf(stderr, "%s\n", err); return 1; }
-    diag_ctx d;
-    diag_init(&d, &src, stderr);
     const char *sn[] = {"L"}, *sv[] = {"1"}, *dn[] = {"B", "T"};
     const int64_t dv[] = {2, 16};
     driver_opts o = {.verify = true, .train_step = true, .fuse = true, .set_names = sn, .set_values = sv, .nsets = 1, .dim_names = dn,
                      .dim_values = dv, .ndims = 2};
-    ir_graph *g = driver_compile(&src, id, &o, &d);
+    ir_graph *g = compile_file(example, &o, &src);
     if (!g) return 1;
     nrt_module_data m = {.graph = g, .nvrtc_version = 13000};
     CHECK(cuda_emit_program_ex(g, true, &m.program, err, sizeof err));

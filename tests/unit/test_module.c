@@ -24,13 +24,9 @@ int main(int argc, char **argv)
     const char *example = argc > 1 ? argv[1] : "examples/gpt2.net";
     src_table src = {0};
     char err[1024];
-    uint32_t id = src_load(&src, example, err, sizeof err);
-    if (!id) { fprintf(stderr, "%s\n", err); return 1; }
-    diag_ctx d;
-    diag_init(&d, &src, stderr);
     const char *set_n[] = {"L"}, *set_v[] = {"2"};
     driver_opts o = {.verify = true, .set_names = set_n, .set_values = set_v, .nsets = 1};
-    ir_graph *g = driver_compile(&src, id, &o, &d);
+    ir_graph *g = compile_file(example, &o, &src);
     if (!g) return 1;
     nrt_module_data m = {.graph = g, .nvrtc_version = 13000};
     CHECK(cuda_emit_program_ex(g, true, &m.program, err, sizeof err));   /* fused: matmul epilogues included */

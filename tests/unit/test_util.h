@@ -32,4 +32,21 @@ static inline void spit(const char *path, const unsigned char *p, size_t n)
     fclose(f);
 }
 
+#ifdef NC_DRIVER_H
+/* The checked graph of the .net file at path with options o (diagnostics
+ * on stderr), or NULL; src keeps the file for the graph's locations. */
+static inline ir_graph *compile_file(const char *path, const driver_opts *o, src_table *src)
+{
+    char err[1024];
+    uint32_t id = src_load(src, path, err, sizeof err);
+    if (!id) {
+        fprintf(stderr, "%s\n", err);
+        return NULL;
+    }
+    diag_ctx d;
+    diag_init(&d, src, stderr);
+    return driver_compile(src, id, o, &d);
+}
+#endif
+
 #endif
