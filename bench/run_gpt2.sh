@@ -7,6 +7,7 @@
 # after the first gives ms per step. Each netc line is one run; run the script
 # three times for medians. `netc inspect --profile` times each launch of the step
 # on the device: the measured step and its ten slowest launches (share, % of floor).
+# Last, bench/gpt2_losses.py: the first 10 losses against PyTorch from the same weights.
 # Usage: bench/run_gpt2.sh NETC TEXT_FILE [B] [T] [STEPS]
 set -u
 NETC=${1:-build/netc}; TEXT=${2:?a text file, e.g. the fortunes}
@@ -35,3 +36,5 @@ print(json.dumps({"bench": "gpt2_train_step", "impl": "netc", "memory_budget": s
 EOF
 done
 python3 bench/torch_gpt2.py "$B" "$T" 20
+# the first 10 steps' losses against PyTorch from the same initial weights and batches (bf16 tolerance)
+python3 bench/gpt2_losses.py --steps 10 --batch 4 --T 256 --netc "$NETC" --losses-tool "$(dirname "$NETC")/bench/gpt2_losses" --out "$OUT/losses" | tail -1
