@@ -847,6 +847,22 @@ static nrt_step *begin_rows(cg_ctx *cg, ir_value v, const ir_node *x, const char
     return s;
 }
 
+/* One pass over row `row` of x (C long): each thread's running max and sum
+ * of exp(x - max), rescaled when its max grows, then the block's: m and sum
+ * (and total, the row's plain sum, with want_total). A wide row (a
+ * vocabulary) is read once for its statistics instead of twice; a NaN
+ * anywhere makes m NaN, as a max pass would. */
+static void emit_row_online_stats(cg_ctx *cg, bool want_total)
+{
+    cg_buf *b = &cg->body;
+    cg_printf(b, "  const float ninf = -__int_as_float(0x7f800000);\n  float m = ninf, sum = 0.0f, total = 0.0f;\n");
+    cg_printf(b, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n    const float a = nc_ld(x, row * C + j);\n    total += a;\n");
+    cg_printf(b, "    if (a > m) { sum = sum * expf(m - a) + 1.0f; m = a; }\n    else if (a > ninf) sum += expf(a - m);\n"
+                 "    else if (a != a) m = a;\n  }\n");
+    cg_printf(b, "  const float row_max = nc_block_max(m);\n  sum = nc_block_sum(m == ninf ? 0.0f : sum * expf(m - row_max));\n  m = row_max;\n");
+    cg_printf(b, want_total ? "  total = nc_block_sum(total);\n" : "  (void)total;\n");
+}
+
 static bool cuda_emit_softmax(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
@@ -856,11 +872,7 @@ static bool cuda_emit_softmax(cg_ctx *cg, ir_value v)
     add_buf(s, v);
     decl_ptr(cg, "x", 0, x->dtype, true);
     decl_ptr(cg, "y", 1, n->dtype, false);
-    cg_printf(&cg->body, "  float m = -__int_as_float(0x7f800000);\n");
-    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) m = nc_max(m, nc_ld(x, row * C + j));\n");
-    cg_printf(&cg->body, "  m = nc_block_max(m);\n  float sum = 0.0f;\n");
-    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) sum += expf(nc_ld(x, row * C + j) - m);\n");
-    cg_printf(&cg->body, "  sum = nc_block_sum(sum);\n");
+    emit_row_online_stats(cg, false);
     if (n->op == OP_LOG_SOFTMAX)
         cg_printf(&cg->body, "  float lse = m + logf(sum);\n"
                             "  for (long long j = threadIdx.x; j < C; j += blockDim.x) nc_st(y, row * C + j, nc_ld(x, row * C + j) - lse);\n");
@@ -1395,11 +1407,7 @@ static bool cuda_emit_cross_entropy(cg_ctx *cg, ir_value v)
     decl_ptr(cg, "target", 1, NC_I32, true);
     char b[48];
     cg_printf(&cg->body, "  float *loss = (float *)A.buf[2];\n  const float smoothing = %s;\n", flit(b, n->attr.f));
-    cg_printf(&cg->body, "  float m = -__int_as_float(0x7f800000), total = 0.0f;\n");
-    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) { float a = nc_ld(x, row * C + j); m = nc_max(m, a); total += a; }\n");
-    cg_printf(&cg->body, "  m = nc_block_max(m);\n  total = nc_block_sum(total);\n  float sum = 0.0f;\n");
-    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) sum += expf(nc_ld(x, row * C + j) - m);\n");
-    cg_printf(&cg->body, "  sum = nc_block_sum(sum);\n");
+    emit_row_online_stats(cg, true);
     cg_printf(&cg->body, "  if (threadIdx.x == 0) {\n    const float lse = m + logf(sum);\n    const int k = target[row];\n");
     cg_printf(&cg->body, "    loss[row] = k < 0 || k >= C ? __int_as_float(0x7fc00000)\n");
     cg_printf(&cg->body, "              : (1.0f - smoothing) * (lse - nc_ld(x, row * C + k)) + smoothing * (lse - total / (float)C);\n  }\n");
@@ -1441,15 +1449,10 @@ static bool cuda_emit_cross_entropy_grad(cg_ctx *cg, ir_value v)
         cg_printf(&cg->body, "  const float seed = g[0];\n");
     }
     cg_printf(&cg->body, "  const float smoothing = %s;\n", flit(b, n->attr.f));
-    cg_printf(&cg->body, "  float m = -__int_as_float(0x7f800000), total = 0.0f;\n");
-    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) { const float a = nc_ld(x, row * C + j); m = nc_max(m, a); total += a; }\n");
-    cg_printf(&cg->body, "  m = nc_block_max(m);\n  float sum = 0.0f;\n");
-    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) sum += expf(nc_ld(x, row * C + j) - m);\n");
-    cg_printf(&cg->body, "  sum = nc_block_sum(sum);\n");
+    emit_row_online_stats(cg, loss_rows);
     cg_printf(&cg->body, "  const float inv = 1.0f / sum, scale = seed / (float)(A.n[0] / C), base = smoothing / (float)C;\n");
     cg_printf(&cg->body, "  const int k = target[row];\n  const bool bad = k < 0 || k >= C;\n");
     if (loss_rows) {   /* the loss of this row, as cross_entropy's kernel computes it */
-        cg_printf(&cg->body, "  total = nc_block_sum(total);\n");
         cg_printf(&cg->body, "  if (threadIdx.x == 0) {\n    const float lse = m + logf(sum);\n");
         cg_printf(&cg->body, "    loss[row] = bad ? __int_as_float(0x7fc00000)\n");
         cg_printf(&cg->body, "              : (1.0f - smoothing) * (lse - nc_ld(x, row * C + k)) + smoothing * (lse - total / (float)C);\n  }\n");
