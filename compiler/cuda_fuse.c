@@ -202,11 +202,33 @@ static bool reduction_with_prologue(nc_op op) { return op == OP_SUM || op == OP_
  * the squares of the gradient norm are never stored. Groups that load
  * through broadcasts of other shapes stay (their offsets use the group's
  * own dims, not the reduction's). */
+/* The reduction's operand a ends a group whose other results are stored
+ * anyway (a gradient, then its square for the norm): a becomes a group of
+ * its own, which the reduction can compute as it loads. Returns the new
+ * group id, or 0 when a cannot leave (it is not the group's last member, or
+ * it reads a member that is not stored). */
+static uint32_t split_off_last(cg_ctx *cg, uint32_t id, ir_value a, const ir_value *out, int nout)
+{
+    const ir_graph *g = cg->g;
+    ir_value first, last;
+    group_extent(cg, id, &first, &last);
+    if (last != a || first == a) return 0;
+    for (int i = 0; i < g->nodes[a].nargs; i++) {
+        ir_value x = ir_args(g, &g->nodes[a])[i];
+        bool stored = cg->group[x] != id;
+        for (int k = 0; k < nout && !stored; k++) stored = out[k] == x;
+        if (!stored) return 0;
+    }
+    cg->group[a] = ++cg->ngroups;
+    return cg->ngroups;
+}
+
 static void plan_prologues(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
-    cg->prologue_of = nc_xmalloc((cg->ngroups + 1) * sizeof *cg->prologue_of);
-    for (uint32_t k = 0; k <= cg->ngroups; k++) cg->prologue_of[k] = IR_NONE;
+    uint32_t room = cg->ngroups + (uint32_t)g->nnodes + 1;   /* split_off_last may add groups */
+    cg->prologue_of = nc_xmalloc(room * sizeof *cg->prologue_of);
+    for (uint32_t k = 0; k < room; k++) cg->prologue_of[k] = IR_NONE;
     const uint32_t *users = cg->readers;
     for (ir_value r = 0; r < g->nnodes; r++) {
         const ir_node *rn = &g->nodes[r];
@@ -220,6 +242,11 @@ static void plan_prologues(cg_ctx *cg)
         int nin, nout;
         group_extent(cg, id, &first, &last);
         group_io(cg, id, first, last, in, &nin, out, &nout);
+        if (nout > 1 && (id = split_off_last(cg, id, a, out, nout)) != 0) {
+            first = last = a;
+            group_io(cg, id, first, last, in, &nin, out, &nout);
+        }
+        if (!id) continue;
         bool ok = nout == 1 && out[0] == a && nin + 1 <= NRT_MAX_BUFS;
         for (int k = 0; k < nin && ok; k++) ok = g->nodes[in[k]].rank == 0 || spread_of(cg, first, last, id, in[k]) == IR_NONE;
         if (!ok) continue;
