@@ -21,6 +21,7 @@
 #include "schedule.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define SMALL_COPY_BYTES (1 << 20)
 
@@ -125,11 +126,72 @@ ir_graph *schedule_loss_gradients_first(const ir_graph *g, FILE *report)
     return out;
 }
 
+/* Uses of each value: operand slots, outputs, updates, the loss. */
+static uint32_t *count_uses(const ir_graph *g)
+{
+    uint32_t *n = nc_xcalloc(g->nnodes + 1, sizeof *n);
+    for (ir_value v = 0; v < g->nnodes; v++)
+        for (int i = 0; i < g->nodes[v].nargs; i++) n[ir_args(g, &g->nodes[v])[i]]++;
+    for (uint32_t i = 0; i < g->noutputs; i++) n[g->outputs[i].value]++;
+    for (uint32_t i = 0; i < g->nupdates; i++) n[g->updates[i].value]++;
+    if (g->train.present && g->train.loss != IR_NONE) n[g->train.loss]++;
+    return n;
+}
+
+static bool float_cast(const ir_graph *g, ir_value v)
+{
+    const ir_node *n = &g->nodes[v];
+    return n->op == OP_CAST && dtype_is_float(n->dtype) && dtype_is_float(g->nodes[ir_args(g, n)[0]].dtype);
+}
+
+ir_graph *schedule_round_trips_late(const ir_graph *g, FILE *report)
+{
+    uint32_t *uses = count_uses(g);
+    ir_value *reader = nc_xmalloc((g->nnodes + 1) * sizeof *reader), *late = nc_xmalloc((g->nnodes + 1) * sizeof *late);
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        late[v] = IR_NONE;
+        for (int i = 0; i < g->nodes[v].nargs; i++) reader[ir_args(g, &g->nodes[v])[i]] = v;
+    }
+    uint32_t moved = 0;
+    for (ir_value c = 0; c < g->nnodes; c++) {   /* c = f32(c0), c0 = bf16(x): both read once, by the next */
+        if (!float_cast(g, c) || uses[c] != 1) continue;
+        ir_value c0 = ir_args(g, &g->nodes[c])[0], r = reader[c];
+        const ir_node *rn = &g->nodes[r], *cn = &g->nodes[c];
+        if (!float_cast(g, c0) || uses[c0] != 1 || c0 + 1 != c || r <= c + 1 || nc_ops[rn->op].category != CAT_ELEMENTWISE ||
+            rn->rank != cn->rank || memcmp(rn->shape, cn->shape, cn->rank * sizeof *cn->shape) != 0)
+            continue;
+        late[c0] = late[c] = r;
+        moved++;
+    }
+    ir_graph *out = NULL;
+    if (moved) {
+        ir_value *order = nc_xmalloc((g->nnodes + 1) * sizeof *order), *waiting = nc_xmalloc((2 * moved + 1) * sizeof *waiting);
+        uint32_t n = 0, nwaiting = 0;
+        for (ir_value v = 0; v < g->nnodes; v++)
+            if (late[v] != IR_NONE) waiting[nwaiting++] = v;
+        for (ir_value v = 0; v < g->nnodes; v++) {
+            for (uint32_t i = 0; i < nwaiting; i++)   /* what waits for v, in its own order */
+                if (late[waiting[i]] == v) order[n++] = waiting[i];
+            if (late[v] == IR_NONE) order[n++] = v;
+        }
+        free(waiting);
+        out = ir_graph_reorder(g, order);
+        free(order);
+        if (report) fprintf(report, "schedule: %u rounding round trips run just before the op that reads them, which computes them\n", moved);
+    }
+    free(uses);
+    free(reader);
+    free(late);
+    return out;
+}
+
 ir_graph *schedule_training_step(const ir_graph *g, bool fuse, FILE *report)
 {
     ir_graph *a = schedule_parameter_copies_first(g, report);
     ir_graph *b = fuse ? schedule_loss_gradients_first(a ? a : g, report) : NULL;
-    if (!b) return a;
+    if (b) ir_graph_free(a), a = b;
+    ir_graph *c = fuse ? schedule_round_trips_late(a ? a : g, report) : NULL;
+    if (!c) return a;
     ir_graph_free(a);
-    return b;
+    return c;
 }

@@ -16,8 +16,14 @@ ir_graph *schedule_parameter_copies_first(const ir_graph *g, FILE *report);
  * averages (cuda_fuse.c); NULL when nothing moves. */
 ir_graph *schedule_loss_gradients_first(const ir_graph *g, FILE *report);
 
-/* Both, in that order (the loss gradients only with fusion, which is what
- * writes the row losses): the training step's schedule (NULL: no change). */
+/* g renumbered with each rounding round trip f32(bf16(x)) read by one
+ * elementwise op of its shape later on moved just before that op, where
+ * fusion computes it as it loads x; NULL when nothing moves. */
+ir_graph *schedule_round_trips_late(const ir_graph *g, FILE *report);
+
+/* The three, in that order (the last two only with fusion: the loss
+ * gradients write the row losses, the round trips fuse into their reader):
+ * the training step's schedule (NULL: no change). */
 ir_graph *schedule_training_step(const ir_graph *g, bool fuse, FILE *report);
 
 #endif

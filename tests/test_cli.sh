@@ -68,6 +68,7 @@ if ! grep -q 'along: step [0-9]*, kernel k[0-9]*_attention_tc reads %[0-9]* tran
    ! grep -q 'along: step [0-9]*, kernel k[0-9]*_concat_sums computes the [0-9]* sums joined by' <<<"$report" ||
    ! grep -q "schedule: the parameters' low-precision copies run first" <<<"$report" ||
    ! grep -q "schedule: 8 cross-entropy gradients run before their loss" <<<"$report" ||
+   ! grep -q "schedule: 1 rounding round trips run just before the op that reads them" <<<"$report" ||
    ! grep -q 'along: step [0-9]*, kernel k[0-9]*_cross_entropy_grad also computes the row losses of %[0-9]* cross_entropy' <<<"$report" ||
    ! grep -q 'along: step [0-9]*, kernel k[0-9]*_layernorm_grad adds the other gradient of its input and stores %[0-9]* add' <<<"$report" ||
    ! grep -q "along: step [0-9]*, kernel k[0-9]*_norm_param_grad_cols reads the rows' mean and rstd kept by %[0-9]* layernorm_grad" <<<"$report" ||
