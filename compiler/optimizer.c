@@ -250,7 +250,6 @@ bool train_step_build(ir_graph *g, int accumulate, bool chunk_loss, FILE *report
         }
     }
     /* the update of every trained parameter, skipped on overflow */
-    uint32_t nupd_before = g->nupdates;
     for (uint32_t i = 0; ok && !c.failed && i < nweights; i++) {
         if (grads[i] == IR_NONE || pnode[i] == IR_NONE || g->params[i].role != IR_ROLE_WEIGHT) continue;
         ir_value p = pnode[i], newp;
@@ -270,12 +269,14 @@ bool train_step_build(ir_graph *g, int accumulate, bool chunk_loss, FILE *report
             c.failed = true;
             break;
         }
+        uint32_t first = g->nupdates;
         if (is_adam) adam(&c, i, p, grad, lr, bc1, bc2, &newp);
         else sgd(&c, i, p, grad, lr, &newp);
         ir_update_add(g, i, newp);
+        /* guarded here, next to the update, so one kernel computes and guards it */
+        if (finite != IR_NONE) guard_updates(&c, first, finite);   /* on overflow every assignment keeps its old value */
+        if (apply != IR_NONE) guard_updates(&c, first, apply);     /* between micro-batches nothing moves */
     }
-    if (finite != IR_NONE) guard_updates(&c, nupd_before, finite);   /* on overflow every assignment keeps its old value */
-    if (apply != IR_NONE) guard_updates(&c, nupd_before, apply);     /* between micro-batches nothing moves */
     for (uint32_t k = 0; k < nacc && !c.failed; k++) ir_update_add(g, acc_updates[k].param, acc_updates[k].value);
     free(acc_updates);
     free(grads);

@@ -165,6 +165,8 @@ static uint32_t check_batches(const ir_graph *g, const nrt_program *p, uint32_t 
     for (uint32_t k = 0; b && k < p->nsteps; k++) {
         const nrt_step *s = &p->steps[k];
         for (uint32_t i = 0; i < g->nupdates && s->kind == NRT_STEP_KERNEL; i++) {
+            const char *name = g->params[g->updates[i].param].decl.name;   /* micro-batch accumulators are not the update */
+            if (strlen(name) > 9 && strcmp(name + strlen(name) - 9, ".grad_acc") == 0) continue;
             if (!cuda_kernel_writes(&cg, s->node, g->updates[i].value) || launch_of[k] == update_launch) continue;
             update_launch = launch_of[k];
             update_launches++;
@@ -185,6 +187,16 @@ static uint32_t check_batches(const ir_graph *g, const nrt_program *p, uint32_t 
                     }
                 }
     }
+    /* a guarded update (micro-batches, loss scaling) is guarded by the kernel that computes it */
+    for (uint32_t i = 0; i < g->nupdates; i++) {
+        const ir_node *u = &g->nodes[g->updates[i].value];
+        if (u->op != OP_WHERE || !cg.group[g->updates[i].value]) continue;
+        ir_value fresh = ir_args(g, u)[1];
+        if (cg.group[fresh] && !cuda_fuse_same_kernel(&cg, fresh, g->updates[i].value)) {
+            fprintf(stderr, "update %u: computed and guarded by different kernels\n", i);
+            update_launches++;
+        }
+    }
     free(launch_of);
     free(b);
     cuda_fuse_free(&cg);
@@ -192,12 +204,12 @@ static uint32_t check_batches(const ir_graph *g, const nrt_program *p, uint32_t 
 }
 
 /* want_epilogues: NRT_EPI_* bits some matmul step of the fused training step must carry. */
-static void check_model(const char *path, const char *const *dn, const int64_t *dv, int nd, unsigned want_epilogues)
+static void check_model(const char *path, const char *const *dn, const int64_t *dv, int nd, unsigned want_epilogues, int accumulate)
 {
     src_table src = {0};
     char err[1024];
     const char *sn[] = {"L"}, *sv[] = {"2"};
-    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = nd,
+    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .accumulate = accumulate, .dim_names = dn, .dim_values = dv, .ndims = nd,
                      .set_names = sn, .set_values = sv, .nsets = strstr(path, "gpt2") ? 1 : 0};
     ir_graph *g = compile_file(path, &o, &src);
     src_free(&src);
@@ -345,11 +357,12 @@ int main(int argc, char **argv)
     const char *b[] = {"B"}, *bt[] = {"B", "T"};
     const int64_t v64[] = {64}, vbt[] = {2, 64};
     snprintf(path, sizeof path, "%s/examples/fashion_mlp.net", root);
-    check_model(path, b, v64, 1, NRT_EPI_BIAS | NRT_EPI_RELU);
+    check_model(path, b, v64, 1, NRT_EPI_BIAS | NRT_EPI_RELU, 0);
+    check_model(path, b, v64, 1, NRT_EPI_BIAS | NRT_EPI_RELU, 2);   /* micro-batches: the guarded update, one launch too */
     snprintf(path, sizeof path, "%s/examples/gpt2.net", root);
-    check_model(path, bt, vbt, 2, NRT_EPI_BIAS | NRT_EPI_GELU | NRT_EPI_AUX | NRT_EPI_RESIDUAL | NRT_EPI_DGELU);
+    check_model(path, bt, vbt, 2, NRT_EPI_BIAS | NRT_EPI_GELU | NRT_EPI_AUX | NRT_EPI_RESIDUAL | NRT_EPI_DGELU, 0);
     snprintf(path, sizeof path, "%s/examples/char_lm.net", root);
-    check_model(path, b, v64, 1, 0);
+    check_model(path, b, v64, 1, 0, 0);
     check_update_placement(true);
     check_update_placement(false);
     if (!failures) printf("test_fuse: all checks passed\n");
