@@ -78,8 +78,10 @@ static double step_bytes(const ir_graph *g, const nrt_program *p, const nrt_step
         return bytes;
     }
     if (s->kind == NRT_STEP_COPY) return 2.0 * (double)buf_bytes(b, s->bufs[1]);
-    /* a slice's kernel reads only the elements it keeps */
+    /* a slice's kernel reads only the elements it keeps, a gather only the rows it picks (and their indices) */
     if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SLICE && s->nbufs == 2) return 2.0 * (double)buf_bytes(b, s->bufs[1]);
+    if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_GATHER && s->nbufs == 3)
+        return 2.0 * (double)buf_bytes(b, s->bufs[2]) + (double)buf_bytes(b, s->bufs[1]);
     double bytes = 0;
     for (int j = 0; j < s->nbufs; j++) bytes += (double)buf_bytes(b, s->bufs[j]);
     return bytes;
