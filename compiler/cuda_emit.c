@@ -678,9 +678,8 @@ typedef enum reduce_form {
     REDUCE_PREFIX,   /* leading axes (columns of the kept ones): a bias's gradient, a sum over the batch */
 } reduce_form;
 
-static reduce_form reduce_form_of(const ir_node *n, const ir_node *x, const bool *red)
+static reduce_form reduce_form_of(const ir_node *x, const bool *red)
 {
-    (void)n;
     int first = x->rank, last = -1, nred = 0;
     for (int k = 0; k < x->rank; k++)
         if (red[k]) nred++, first = k < first ? k : first, last = k;
@@ -779,7 +778,7 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     uint32_t prologue = cuda_fuse_prologue_group(cg, v);   /* the operand computed as it is loaded */
     bool red[NC_MAX_RANK] = {0};
     for (int k = 0; k < n->attr.naxes; k++) red[n->attr.axes[k]] = true;
-    reduce_form form = reduce_form_of(n, x, red);
+    reduce_form form = reduce_form_of(x, red);
     ir_value stored = cg->widened_to && cg->widened_to[v] != IR_NONE ? cg->widened_to[v] : v;   /* the f32 widening, if so */
     if (form == REDUCE_PREFIX && dtype_is_float(x->dtype)) {
         int64_t rows = 1, cols = 1, d;
@@ -883,8 +882,6 @@ static bool cuda_emit_softmax(cg_ctx *cg, ir_value v)
     return true;
 }
 
-/* A row's mean (layernorm; 0 for rmsnorm) and rstd = 1/sqrt(var + eps), in
- * the block: the statistics the norms and their backward share. */
 /* Rows of a constant length C, a multiple of 8 up to WARP_ROW_MAX, run a
  * warp a row: the row is read once into registers, eight elements a load
  * where every pointer is 16-byte aligned, and its statistics are warp
@@ -900,17 +897,26 @@ static bool warp_rows(const cg_ctx *cg, const ir_node *x, int64_t *C)
 
 static int row_chunks(int64_t C) { return (int)((C / 8 + 31) / 32); }
 
+/* The dim id of `times` x the row count of x ([..., C]). */
+static bool row_count_dim(cg_ctx *cg, const ir_node *x, int64_t times, uint32_t *out)
+{
+    dim_expr p = dim_const(times);
+    for (int i = 0; i + 1 < x->rank; i++)
+        if (dim_mul(&p, &cg->g->dims[x->shape[i]], &p) != DIM_OK) {
+            snprintf(cg->err, sizeof cg->err, "the row count of a row op is too complex to express");
+            return false;
+        }
+    *out = ir_dim_intern((ir_graph *)cg->g, &p);
+    return true;
+}
+
 /* A warp-row kernel: A.n[0] rows of C; `row`, `lane` and `C` in scope. */
 static nrt_step *begin_warp_rows(cg_ctx *cg, ir_value v, const ir_node *x, int64_t C)
 {
-    dim_expr rows = dim_const(1);
-    for (int i = 0; i + 1 < x->rank; i++)
-        if (dim_mul(&rows, &cg->g->dims[x->shape[i]], &rows) != DIM_OK) {
-            snprintf(cg->err, sizeof cg->err, "the row count of a row op is too complex to express");
-            return NULL;
-        }
+    uint32_t rows;
+    if (!row_count_dim(cg, x, 1, &rows)) return NULL;
     nrt_step *s = begin_kernel(cg, v, "", NRT_GRID_WARPS);
-    add_int(s, ir_dim_intern((ir_graph *)cg->g, &rows));
+    add_int(s, rows);
     cg_printf(&cg->body, "  const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5, C = %lld;\n", (long long)C);
     cg_printf(&cg->body, "  const int lane = threadIdx.x & 31;\n  if (row >= A.n[0]) return;   /* the whole warp: it has one row */\n");
     return s;
@@ -950,6 +956,14 @@ static void emit_warp_row_stats(cg_ctx *cg, bool ln, double eps, int chunks)
     cg_printf(b, "  const float rstd = rsqrtf(nc_warp_sum(sq) / (float)C + %s);\n", flit(e, eps));
 }
 
+/* Opens a loop over this lane's chunks inside the row: `c`, and `j`, the
+ * chunk's first element. */
+static void emit_chunk_loop(cg_buf *b, int chunks)
+{
+    cg_printf(b, "#pragma unroll\n  for (int c = 0; c < %d; c++) {\n    const long long j = (long long)(lane + 32 * c) * 8;\n"
+                 "    if (j >= C) continue;\n", chunks);
+}
+
 /* Store o[8] at element j of the row of p. */
 static void emit_row_store(cg_buf *b, const char *p, const char *o)
 {
@@ -965,13 +979,15 @@ static void emit_norm_warp_body(cg_ctx *cg, bool ln, double eps, int chunks)
     emit_vec_check(b, ptrs, ln ? 4 : 3);
     emit_row_chunks(b, "xv", "x", chunks);
     emit_warp_row_stats(cg, ln, eps, chunks);
-    cg_printf(b, "#pragma unroll\n  for (int c = 0; c < %d; c++) {\n    const long long j = (long long)(lane + 32 * c) * 8;\n"
-                 "    if (j >= C) continue;\n    float o[8];\n", chunks);
-    cg_printf(b, "    for (int e = 0; e < 8; e++) o[e] = (xv[c][e] - mean) * rstd * nc_ld(w, j + e)%s;\n", ln ? " + nc_ld(b, j + e)" : "");
+    emit_chunk_loop(b, chunks);
+    cg_printf(b, "    float o[8];\n    for (int e = 0; e < 8; e++) o[e] = (xv[c][e] - mean) * rstd * nc_ld(w, j + e)%s;\n",
+              ln ? " + nc_ld(b, j + e)" : "");
     emit_row_store(b, "y", "o");
     cg_printf(b, "  }\n");
 }
 
+/* A row's mean (layernorm; 0 for rmsnorm) and rstd = 1/sqrt(var + eps), in
+ * the block: the statistics the norms and their backward share. */
 static void emit_row_stats(cg_ctx *cg, bool ln, double eps)
 {
     cg_buf *b = &cg->body;
@@ -999,34 +1015,19 @@ static void emit_norm_grad_warp_body(cg_ctx *cg, bool ln, double eps, bool keep_
     emit_row_chunks(b, "gv", "g", chunks);
     emit_warp_row_stats(cg, ln, eps, chunks);
     if (keep_stats) cg_printf(b, "  if (lane == 0) { stats[2 * row] = mean; stats[2 * row + 1] = rstd; }\n");
-    cg_printf(b, "  float m1 = 0.0f, m2 = 0.0f;\n#pragma unroll\n  for (int c = 0; c < %d; c++) {\n", chunks);
-    cg_printf(b, "    const long long j = (long long)(lane + 32 * c) * 8;\n    if (j >= C) continue;\n");
+    cg_printf(b, "  float m1 = 0.0f, m2 = 0.0f;\n");
+    emit_chunk_loop(b, chunks);
     cg_printf(b, "    for (int e = 0; e < 8; e++) {\n      const float gw = gv[c][e] * nc_ld(w, j + e);\n      gv[c][e] = gw;\n"
                  "      m1 += gw;\n      m2 += gw * (xv[c][e] - mean) * rstd;\n    }\n  }\n");
     cg_printf(b, "  m1 = %s;\n  m2 = nc_warp_sum(m2) / (float)C;\n", ln ? "nc_warp_sum(m1) / (float)C" : "0.0f");
-    cg_printf(b, "#pragma unroll\n  for (int c = 0; c < %d; c++) {\n    const long long j = (long long)(lane + 32 * c) * 8;\n"
-                 "    if (j >= C) continue;\n    float o[8];\n", chunks);
-    cg_printf(b, "    for (int e = 0; e < 8; e++) o[e] = rstd * (gv[c][e] - m1 - (xv[c][e] - mean) * rstd * m2);\n");
+    emit_chunk_loop(b, chunks);
+    cg_printf(b, "    float o[8];\n    for (int e = 0; e < 8; e++) o[e] = rstd * (gv[c][e] - m1 - (xv[c][e] - mean) * rstd * m2);\n");
     if (plus) {   /* dx rounded as its store would be, plus the other gradient of x */
         cg_printf(b, "    float ov[8];\n    if (vec) nc_ld8(other, row * C + j, ov); else for (int e = 0; e < 8; e++) ov[e] = nc_ld(other, row * C + j + e);\n");
         cg_printf(b, "    for (int e = 0; e < 8; e++) o[e] = %s(o[e]) + ov[e];\n", plus);
     }
     emit_row_store(b, "dx", "o");
     cg_printf(b, "  }\n");
-}
-
-/* The dim id of 2 x the row count of x ([..., C]): room for each row's
- * mean and rstd. */
-static bool row_stats_dim(cg_ctx *cg, const ir_node *x, uint32_t *out)
-{
-    dim_expr p = dim_const(2);
-    for (int i = 0; i + 1 < x->rank; i++)
-        if (dim_mul(&p, &cg->g->dims[x->shape[i]], &p) != DIM_OK) {
-            snprintf(cg->err, sizeof cg->err, "the row count of a norm is too complex to express");
-            return false;
-        }
-    *out = ir_dim_intern((ir_graph *)cg->g, &p);
-    return true;
 }
 
 /* One block a row: the row's statistics again, the two means of g w, then
@@ -1038,7 +1039,7 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     bool ln = n->op == OP_LAYERNORM_GRAD, keep_stats = false;
     for (ir_value w = v + 1; cg->stats_from && w < cg->g->nnodes && !keep_stats; w++) keep_stats = cg->stats_from[w] == v;
     uint32_t stats_numel = 0;
-    if (keep_stats && !row_stats_dim(cg, x, &stats_numel)) return false;
+    if (keep_stats && !row_count_dim(cg, x, 2, &stats_numel)) return false;   /* each row's mean and rstd */
     int64_t C;
     bool warp = warp_rows(cg, x, &C);
     nrt_step *s = warp ? begin_warp_rows(cg, v, x, C) : begin_rows(cg, v, x, "");
@@ -1060,11 +1061,10 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     decl_ptr(cg, "x", 0, x->dtype, true);
     decl_ptr(cg, "w", 1, node(cg, arg(cg, v, 1))->dtype, true);
     decl_ptr(cg, "g", 2, node(cg, arg(cg, v, 2))->dtype, true);
-    char plus[96] = "";   /* dx rounded as its own store would, plus the other gradient */
-    if (sum != IR_NONE) snprintf(plus, sizeof plus, "%s", n->dtype == NC_F32 ? "" : n->dtype == NC_F16 ? "nc_round_f16" : "nc_round_bf16");
+    const char *plus = sum != IR_NONE ? cuda_round_fn(n->dtype) : NULL;   /* dx rounded as its own store would, plus the other */
     cg_buf *b = &cg->body;
     if (warp) {
-        emit_norm_grad_warp_body(cg, ln, n->attr.f, keep_stats, row_chunks(C), sum != IR_NONE ? plus : NULL);
+        emit_norm_grad_warp_body(cg, ln, n->attr.f, keep_stats, row_chunks(C), plus);
         end_kernel(cg);
         return true;
     }
@@ -1088,11 +1088,6 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
 
 enum { NORM_PARTS = 128 };   /* partial rows of a norm's parameter gradients */
 
-/* The weight gradient (and the bias's along) as a column sum over [rows, C]
- * reading each row's mean and rstd from stats (cuda_emit_norm_grad): one
- * thread a column and run of rows, eight loads in flight, into the same
- * partial rows as the block kernel's (NORM_PARTS runs; the later of them
- * may be empty). */
 /* The first kernel of a norm's parameter gradient: ints NORM_PARTS x C (the
  * grid), C, x's element count; buffers x, g. */
 static nrt_step *begin_norm_param_parts(cg_ctx *cg, ir_value v, const char *suffix, nrt_grid kind, uint32_t grid, uint32_t X)
@@ -1109,6 +1104,11 @@ static nrt_step *begin_norm_param_parts(cg_ctx *cg, ir_value v, const char *suff
     return s;
 }
 
+/* The weight gradient (and the bias's along) as a column sum over [rows, C]
+ * reading each row's mean and rstd from stats (cuda_emit_norm_grad): one
+ * thread a column and run of rows, eight loads in flight, into the same
+ * partial rows as the block kernel's (NORM_PARTS runs; the later of them
+ * may be empty). */
 static bool emit_norm_param_columns(cg_ctx *cg, ir_value v, ir_value bias, uint32_t stats, uint32_t parts, uint32_t grid,
                                     uint32_t X)
 {
@@ -1148,7 +1148,7 @@ static bool emit_norm_param_sum(cg_ctx *cg, ir_value v, ir_value bias, uint32_t 
     for (int t = 0; t < sets; t++) {
         ir_value to = cg->round_trip_to ? cg->round_trip_to[made[t]] : IR_NONE;
         if (to != IR_NONE) {
-            round[t] = node(cg, arg(cg, to, 0))->dtype == NC_F16 ? "nc_round_f16" : "nc_round_bf16";
+            round[t] = cuda_round_fn(node(cg, arg(cg, to, 0))->dtype);
             made[t] = to;
         }
         add_buf(s, made[t]);
@@ -1515,6 +1515,7 @@ bool cuda_numel_dim(cg_ctx *cg, const ir_node *n, uint32_t *out) { return numel_
 void cuda_decl_ptr(cg_ctx *cg, const char *name, int k, nc_dtype t, bool is_const) { decl_ptr(cg, name, k, t, is_const); }
 void cuda_expand_expr(cg_ctx *cg, const ir_node *n, const char *expr) { expand_expr(cg, n, expr); }
 const char *cuda_float_literal(char buf[48], double v) { return flit(buf, v); }
+const char *cuda_round_fn(nc_dtype t) { return t == NC_F16 ? "nc_round_f16" : t == NC_BF16 ? "nc_round_bf16" : ""; }
 const char *cuda_expr_of(const cg_ctx *cg, const ir_node *n) { return n->op == OP_DROPOUT && !cg->training ? "a" : nc_cuda_exprs[n->op]; }
 
 bool cuda_emit_program(const ir_graph *g, nrt_program *out, char *err, size_t errcap)

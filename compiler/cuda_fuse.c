@@ -197,11 +197,6 @@ static ir_value spread_of(const cg_ctx *cg, ir_value first, ir_value last, uint3
 
 static bool reduction_with_prologue(nc_op op) { return op == OP_SUM || op == OP_MEAN; }
 
-/* A sum or mean whose operand, through reshapes with no other reader, is a
- * group's only result read by nothing else computes the group as it loads:
- * the squares of the gradient norm are never stored. Groups that load
- * through broadcasts of other shapes stay (their offsets use the group's
- * own dims, not the reduction's). */
 /* The reduction's operand a ends a group whose other results are stored
  * anyway (a gradient, then its square for the norm): a becomes a group of
  * its own, which the reduction can compute as it loads. Returns the new
@@ -223,6 +218,11 @@ static uint32_t split_off_last(cg_ctx *cg, uint32_t id, ir_value a, const ir_val
     return cg->ngroups;
 }
 
+/* A sum or mean whose operand, through reshapes with no other reader, is a
+ * group's only result read by nothing else computes the group as it loads:
+ * the squares of the gradient norm are never stored. Groups that load
+ * through broadcasts of other shapes stay (their offsets use the group's
+ * own dims, not the reduction's). */
 static void plan_prologues(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
@@ -486,10 +486,10 @@ static void plan_norm_grad_sums(cg_ctx *cg)
     cg->sum_to = cuda_no_values(g);
     for (ir_value a = 0; a < g->nnodes; a++) {
         const ir_node *an = &g->nodes[a];
+        ir_value first, last;
         if (an->op != OP_ADD || !cg->group[a] || cg->absorbed[a]) continue;
-        bool alone = true;
-        for (ir_value u = 0; u < g->nnodes && alone; u++) alone = u == a || cg->group[u] != cg->group[a];
-        if (!alone) continue;
+        group_extent(cg, cg->group[a], &first, &last);
+        if (first != a || last != a) continue;   /* not alone in its group */
         for (int i = 0; i < 2; i++) {
             ir_value d = ir_args(g, an)[i], o = ir_args(g, an)[1 - i];
             const ir_node *dn = &g->nodes[d], *on = &g->nodes[o];
@@ -751,10 +751,6 @@ static void emit_spread_offset(cg_ctx *cg, const ir_node *b, const ir_node *x, i
     cg_printf(&cg->body, "    }\n");
 }
 
-static const char *round_fn(nc_dtype t)
-{
-    return t == NC_F16 ? "nc_round_f16" : t == NC_BF16 ? "nc_round_bf16" : "";
-}
 
 /* The members' code, one register each, then the stores of what leaves. */
 static void emit_members(cg_ctx *cg, ir_value first, ir_value last, uint32_t id, const ir_value *inputs, int nin,
@@ -769,7 +765,7 @@ static void emit_members(cg_ctx *cg, ir_value first, ir_value last, uint32_t id,
             operand_expr(cg, first, ir_args(g, n)[i], id, inputs, nin, ops[i], sizeof ops[i]);
         uint32_t t = ordinal(cg, first, m);
         cg_printf(&cg->body, "    float t%u;\n    { const float a = %s, b = %s, c = %s; (void)a; (void)b; (void)c;\n      t%u = %s(",
-                  t, ops[0], ops[1], ops[2], t, round_fn(n->dtype));
+                  t, ops[0], ops[1], ops[2], t, cuda_round_fn(n->dtype));
         cuda_expand_expr(cg, n, n->op == OP_BROADCAST ? "a" : cuda_expr_of(cg, n));
         cg_printf(&cg->body, "); }\n");
     }

@@ -149,14 +149,6 @@ static void report_sharing(FILE *out, const ir_graph *g, const nrt_program *p, u
     }
 }
 
-/* Whether step k runs in the launch of a batch that starts before it. */
-static bool batched(const nrt_program *p, uint32_t k)
-{
-    for (uint32_t j = k; j-- > 0 && k - j < NRT_MAX_BATCH;)
-        if (p->steps[j].batch >= 2) return j + p->steps[j].batch > k;
-    return false;
-}
-
 /* A batch: the steps one launch runs (cuda_batch.c). */
 static void report_batch(FILE *out, const cg_ctx *cg, const nrt_program *p, uint32_t k)
 {
@@ -179,17 +171,16 @@ void cuda_report(const ir_graph *g, const nrt_program *p, bool fused, FILE *out)
     cg_ctx cg = {.g = g};
     if (fused) cuda_fuse_plan(&cg);
     bool *told = nc_xcalloc(g->nnodes + 1, sizeof *told);
-    uint32_t launches = 0, epilogues = 0;
+    uint32_t epilogues = 0;
     for (uint32_t k = 0; k < p->nsteps; k++) {
         const nrt_step *s = &p->steps[k];
         if (s->batch >= 2) report_batch(out, &cg, p, k);
-        launches += s->kind != NRT_STEP_COPY && !batched(p, k);
         if (s->kind == NRT_STEP_KERNEL && s->node < g->nnodes) report_kernel(out, &cg, p, k), report_along(out, &cg, p, k);
         if (s->kind == NRT_STEP_MATMUL && s->mm_epilogue) report_epilogue(out, &cg, k, s), epilogues++;
         report_sharing(out, g, p, k, told);
     }
     fprintf(out, "codegen: %u steps, %u launches (kernels and cuBLASLt calls), %u matmuls with an epilogue%s\n", p->nsteps,
-            launches, epilogues, fused ? "" : " (--no-fuse: no fusion, no epilogues)");
+            nrt_program_num_launches(p), epilogues, fused ? "" : " (--no-fuse: no fusion, no epilogues)");
     free(told);
     cuda_fuse_free(&cg);
 }

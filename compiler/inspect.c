@@ -273,12 +273,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         if (g->nodes[v].op == OP_PARAM) param_bytes += (double)b[v].bytes;
     double total_bytes = 0, total_flops = 0, total_floor = 0, recompute_flops = 0;
     json_t *kernels = json_array(), *steps_j = json_array();
-    uint32_t launches = 0;   /* kernels and cuBLASLt calls; a batch of kernel steps is one launch */
-    for (uint32_t k = 0; k < m.program.nsteps; k++) {
-        const nrt_step *s = &m.program.steps[k];
-        launches += s->kind != NRT_STEP_COPY;
-        if (s->batch >= 2) launches -= s->batch - 1u;
-    }
+    uint32_t launches = nrt_program_num_launches(&m.program);
     if (!as_json) {
         fprintf(out, "module %s: model %s, entry %s (entry points: %s), %u steps, %u launches, %u kernels\n", path, g->name,
                 shown, entries, m.program.nsteps, launches, m.program.nkernels);

@@ -38,11 +38,6 @@ static int64_t numel_of(const hoist_ctx *c, const ir_graph *g, const ir_node *n)
     return ir_numel(g, n, c->syms, &v) ? v : INT64_MAX / 64;
 }
 
-static bool is_float_cast(const ir_graph *g, const ir_node *n)
-{
-    return n->op == OP_CAST && dtype_is_float(n->dtype) && dtype_is_float(g->nodes[ir_args(g, n)[0]].dtype);
-}
-
 static bool commutes(const ir_node *n) { return (nc_ops[n->op].flags & OPF_ROUND_COMMUTES) != 0; }
 
 /* Bytes an op reads and writes when its float operands of dtype from are
@@ -112,7 +107,7 @@ static ir_value narrowed(hoist_ctx *c, ir_value v, nc_dtype to, const ir_node *o
     ir_value r;
     int64_t saved;
     ir_value src = n->nargs ? ir_args(g, n)[0] : IR_NONE;
-    if (is_float_cast(g, n) && g->nodes[src].dtype == to && dtype_size(n->dtype) > dtype_size(to)) {
+    if (ir_is_float_cast(g, n) && g->nodes[src].dtype == to && dtype_size(n->dtype) > dtype_size(to)) {
         r = c->map[src];                                   /* down(up(x)) == x */
         if (c->report) {
             char w[128];
@@ -154,7 +149,7 @@ static bool sink_upcasts(hoist_ctx *c, ir_value v)
     for (int i = 0; i < n->nargs; i++) {
         const ir_node *a = &g->nodes[ir_args(g, n)[i]];
         if (a->dtype != n->dtype) continue;
-        if (!is_float_cast(g, a)) return false;
+        if (!ir_is_float_cast(g, a)) return false;
         nc_dtype d = g->nodes[ir_args(g, a)[0]].dtype;
         if (dtype_size(d) >= dtype_size(n->dtype) || (narrow != NC_DTYPE_COUNT && d != narrow)) return false;
         narrow = d;
@@ -185,33 +180,22 @@ static bool sink_upcasts(hoist_ctx *c, ir_value v)
     return true;
 }
 
-static void count_users(hoist_ctx *c)
-{
-    const ir_graph *g = c->g;
-    for (ir_value v = 0; v < g->nnodes; v++)
-        for (int i = 0; i < g->nodes[v].nargs; i++) c->users[ir_args(g, &g->nodes[v])[i]]++;
-    for (uint32_t i = 0; i < g->noutputs; i++) c->users[g->outputs[i].value]++;
-    for (uint32_t i = 0; i < g->nupdates; i++) c->users[g->updates[i].value]++;
-    if (g->train.present && g->train.loss != IR_NONE) c->users[g->train.loss]++;
-}
-
 bool pass_cast_hoist(ir_graph **gp, const pass_ctx *cx)
 {
     const ir_graph *g = *gp;
     hoist_ctx c = {.g = g, .out = ir_graph_shell(g), .report = cx->report};
     size_t n = g->nnodes + 1;
     c.map = nc_xmalloc(n * sizeof *c.map);
-    c.users = nc_xcalloc(n, sizeof *c.users);
+    c.users = ir_count_uses(g);
     for (int d = 0; d < NC_DTYPE_COUNT; d++) {
         c.narrow[d] = nc_xmalloc(n * sizeof *c.narrow[d]);
         for (size_t i = 0; i < n; i++) c.narrow[d][i] = IR_NONE;
     }
     for (int k = 0; k < NC_MAX_SYMS; k++) c.syms[k] = SYM_ESTIMATE;
-    count_users(&c);
     ir_value args[NC_MAX_RANK * 8];
     for (ir_value v = 0; v < g->nnodes; v++) {
         const ir_node *node = &g->nodes[v];
-        if (is_float_cast(g, node) && dtype_size(node->dtype) < dtype_size(g->nodes[ir_args(g, node)[0]].dtype)) {
+        if (ir_is_float_cast(g, node) && dtype_size(node->dtype) < dtype_size(g->nodes[ir_args(g, node)[0]].dtype)) {
             c.map[v] = narrowed(&c, ir_args(g, node)[0], node->dtype, node);
             continue;
         }

@@ -79,6 +79,22 @@ static bool *values_from(const ir_graph *g, bool params)
 bool *ir_constant_values(const ir_graph *g) { return values_from(g, false); }
 bool *ir_parameter_values(const ir_graph *g) { return values_from(g, true); }
 
+uint32_t *ir_count_uses(const ir_graph *g)
+{
+    uint32_t *n = nc_xcalloc(g->nnodes + 1, sizeof *n);
+    for (ir_value v = 0; v < g->nnodes; v++)
+        for (int i = 0; i < g->nodes[v].nargs; i++) n[ir_args(g, &g->nodes[v])[i]]++;
+    for (uint32_t i = 0; i < g->noutputs; i++) n[g->outputs[i].value]++;
+    for (uint32_t i = 0; i < g->nupdates; i++) n[g->updates[i].value]++;
+    if (g->train.present && g->train.loss != IR_NONE) n[g->train.loss]++;
+    return n;
+}
+
+bool ir_is_float_cast(const ir_graph *g, const ir_node *n)
+{
+    return n->op == OP_CAST && dtype_is_float(n->dtype) && dtype_is_float(g->nodes[ir_args(g, n)[0]].dtype);
+}
+
 ir_graph *ir_graph_shell(const ir_graph *g)
 {
     ir_graph *out = ir_graph_new(g->name);

@@ -56,6 +56,11 @@ bool *ir_constant_values(const ir_graph *g);
 /* The same with the parameters counted as constants: what a step computes
  * from its parameters alone (their low-precision copies). */
 bool *ir_parameter_values(const ir_graph *g);
+/* Per value: how many operand slots, outputs, updates and the loss use it
+ * (a malloc'd array of nnodes + 1). */
+uint32_t *ir_count_uses(const ir_graph *g);
+/* A cast from a float dtype to a float dtype. */
+bool ir_is_float_cast(const ir_graph *g, const ir_node *n);
 
 /* "file.net:12" for a node's source line, into buf. */
 const char *pass_where(const ir_graph *g, const ir_node *n, char *buf, size_t cap);

@@ -126,27 +126,9 @@ ir_graph *schedule_loss_gradients_first(const ir_graph *g, FILE *report)
     return out;
 }
 
-/* Uses of each value: operand slots, outputs, updates, the loss. */
-static uint32_t *count_uses(const ir_graph *g)
-{
-    uint32_t *n = nc_xcalloc(g->nnodes + 1, sizeof *n);
-    for (ir_value v = 0; v < g->nnodes; v++)
-        for (int i = 0; i < g->nodes[v].nargs; i++) n[ir_args(g, &g->nodes[v])[i]]++;
-    for (uint32_t i = 0; i < g->noutputs; i++) n[g->outputs[i].value]++;
-    for (uint32_t i = 0; i < g->nupdates; i++) n[g->updates[i].value]++;
-    if (g->train.present && g->train.loss != IR_NONE) n[g->train.loss]++;
-    return n;
-}
-
-static bool float_cast(const ir_graph *g, ir_value v)
-{
-    const ir_node *n = &g->nodes[v];
-    return n->op == OP_CAST && dtype_is_float(n->dtype) && dtype_is_float(g->nodes[ir_args(g, n)[0]].dtype);
-}
-
 ir_graph *schedule_round_trips_late(const ir_graph *g, FILE *report)
 {
-    uint32_t *uses = count_uses(g);
+    uint32_t *uses = ir_count_uses(g);
     ir_value *reader = nc_xmalloc((g->nnodes + 1) * sizeof *reader), *late = nc_xmalloc((g->nnodes + 1) * sizeof *late);
     for (ir_value v = 0; v < g->nnodes; v++) {
         late[v] = IR_NONE;
@@ -154,10 +136,10 @@ ir_graph *schedule_round_trips_late(const ir_graph *g, FILE *report)
     }
     uint32_t moved = 0;
     for (ir_value c = 0; c < g->nnodes; c++) {   /* c = f32(c0), c0 = bf16(x): both read once, by the next */
-        if (!float_cast(g, c) || uses[c] != 1) continue;
+        if (!ir_is_float_cast(g, &g->nodes[c]) || uses[c] != 1) continue;
         ir_value c0 = ir_args(g, &g->nodes[c])[0], r = reader[c];
         const ir_node *rn = &g->nodes[r], *cn = &g->nodes[c];
-        if (!float_cast(g, c0) || uses[c0] != 1 || c0 + 1 != c || r <= c + 1 || nc_ops[rn->op].category != CAT_ELEMENTWISE ||
+        if (!ir_is_float_cast(g, &g->nodes[c0]) || uses[c0] != 1 || c0 + 1 != c || r <= c + 1 || nc_ops[rn->op].category != CAT_ELEMENTWISE ||
             rn->rank != cn->rank || memcmp(rn->shape, cn->shape, cn->rank * sizeof *cn->shape) != 0)
             continue;
         late[c0] = late[c] = r;

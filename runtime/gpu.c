@@ -494,7 +494,7 @@ static int launch_from(gpu_session *s, uint32_t *k, char *err, size_t errcap)
     uint32_t first = *k;
     const nrt_step *st = &p->steps[first];
     struct nc_args *a = &s->args[first];
-    *k += st->batch >= 2 ? st->batch : 1u;
+    *k += nrt_step_launch_len(st);
     if (st->kind == NRT_STEP_KERNEL) {
         bool batch = st->batch >= 2;
         if (s->launch[2 * first] == 0) return 0;
@@ -558,7 +558,7 @@ int gpu_profile(gpu_session *s, int runs, double *step_seconds, char *err, size_
             float ms = 0;
             if (drv.cuEventElapsedTime(&ms, ev[2 * k], ev[2 * k + 1]) != CUDA_SUCCESS) rc = fail_msg(err, errcap, "cuEventElapsedTime failed");
             times[(size_t)k * (size_t)runs + (size_t)r] = ms / 1e3;
-            k += p->steps[k].batch >= 2 ? p->steps[k].batch : 1u;
+            k += nrt_step_launch_len(&p->steps[k]);
         }
     }
     for (uint32_t k = 0; k < n && rc == 0; k++) {

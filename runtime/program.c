@@ -20,13 +20,18 @@ void nrt_program_free(nrt_program *p)
 uint32_t *nrt_program_launches(const nrt_program *p)
 {
     uint32_t *of = nc_xmalloc((p->nsteps + 1) * sizeof *of);
-    for (uint32_t k = 0; k < p->nsteps; k++) {
-        of[k] = k;
-        if (p->steps[k].batch < 2) continue;
-        for (uint32_t j = 1; j < p->steps[k].batch && k + j < p->nsteps; j++) of[k + j] = k;
-        k += p->steps[k].batch - 1u;
+    for (uint32_t k = 0; k < p->nsteps;) {
+        uint32_t head = k;
+        for (uint32_t n = nrt_step_launch_len(&p->steps[head]); n-- > 0 && k < p->nsteps;) of[k++] = head;
     }
     return of;
+}
+
+uint32_t nrt_program_num_launches(const nrt_program *p)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < p->nsteps; k += nrt_step_launch_len(&p->steps[k])) n += p->steps[k].kind != NRT_STEP_COPY;
+    return n;
 }
 
 bool nrt_step_launch(const nrt_step *s, const int64_t *n, int64_t max_blocks, int64_t *blocks, int64_t *threads)
@@ -208,7 +213,7 @@ memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const 
      * lives from the batch's first step to its last */
     uint32_t *launch_of = nrt_program_launches(p);
     for (uint32_t k = 0; k < p->nsteps; k++) {
-        uint32_t head = launch_of[k], lo = head, hi = head + (p->steps[head].batch >= 2 ? p->steps[head].batch - 1u : 0);
+        uint32_t head = launch_of[k], lo = head, hi = head + nrt_step_launch_len(&p->steps[head]) - 1u;
         for (int j = 0; j < p->steps[k].nbufs; j++) {
             memplan_buf *x = &b[p->steps[k].bufs[j]];
             if ((int32_t)lo < x->first) x->first = (int32_t)lo;

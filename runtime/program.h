@@ -117,9 +117,13 @@ typedef struct nrt_program {
 
 void nrt_program_free(nrt_program *p);
 
+/* How many steps the launch that step s starts runs: its batch, or itself. */
+static inline uint32_t nrt_step_launch_len(const nrt_step *s) { return s->batch >= 2 ? s->batch : 1u; }
 /* For each step, the step whose launch runs it: itself, or the first step
  * of its batch. A malloc'd array of nsteps entries. */
 uint32_t *nrt_program_launches(const nrt_program *p);
+/* What the GPU is asked to run: kernels (a batch once) and cuBLASLt calls. */
+uint32_t nrt_program_num_launches(const nrt_program *p);
 
 /* A kernel step's launch: blocks and threads a block, from its grid kind and
  * evaluated sizes n; element grids stop at max_blocks (grid-stride loops

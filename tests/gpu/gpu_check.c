@@ -91,6 +91,26 @@ static int stage_all(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs
     return 0;
 }
 
+/* How many outputs the GPU has that differ from the executor's (or cannot be read). */
+static int outputs_differ(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs, const cpu_exec_result *res)
+{
+    char err[1024];
+    int fails = 0;
+    for (uint32_t k = 0; k < g->noutputs; k++) {
+        const cpu_tensor *ref = &res->values[g->outputs[k].value];
+        size_t bytes = (size_t)ref->numel * dtype_size(ref->dtype);
+        unsigned char *got = nc_xmalloc(bytes + 1);
+        if (gpu_download(gs, g->outputs[k].value, got, bytes, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: %s\n", o->name, err);
+            fails++;
+        } else {
+            fails += compare(o, g, k, ref, got);
+        }
+        free(got);
+    }
+    return fails;
+}
+
 /* gpu_profile times every launch: each launch's first step gets a time,
  * the other steps of a batch none; the launches one by one compute what
  * the graph did (a forward pass's outputs, checked again). */
@@ -114,14 +134,7 @@ static int check_profile(const gpu_check_opts *o, const ir_graph *g, const nrt_p
         total += t[k];
     }
     printf("%s: profiled, %.1f us a run over %u steps\n", o->name, total * 1e6, p->nsteps);
-    for (uint32_t k = 0; k < g->noutputs && !o->train_step; k++) {
-        const cpu_tensor *ref = &res->values[g->outputs[k].value];
-        size_t bytes = (size_t)ref->numel * dtype_size(ref->dtype);
-        unsigned char *got = nc_xmalloc(bytes + 1);
-        if (gpu_download(gs, g->outputs[k].value, got, bytes, err, sizeof err) != 0) fails++;
-        else fails += compare(o, g, k, ref, got);
-        free(got);
-    }
+    if (!o->train_step) fails += outputs_differ(o, g, gs, res);
     free(launch_of);
     free(t);
     return fails;
@@ -202,18 +215,7 @@ int gpu_check(const gpu_check_opts *o)
             fails++;
             break;
         }
-        for (uint32_t k = 0; k < g->noutputs; k++) {
-            const cpu_tensor *ref = &res.values[g->outputs[k].value];
-            size_t bytes = (size_t)ref->numel * dtype_size(ref->dtype);
-            unsigned char *got = nc_xmalloc(bytes + 1);
-            if (gpu_download(gs, g->outputs[k].value, got, bytes, err, sizeof err) != 0) {
-                fprintf(stderr, "%s: %s\n", o->name, err);
-                fails++;
-            } else {
-                fails += compare(o, g, k, ref, got);
-            }
-            free(got);
-        }
+        fails += outputs_differ(o, g, gs, &res);
     }
     if (o->profile && !fails) fails += check_profile(o, g, &m.program, gs, &res);
 sess_out:

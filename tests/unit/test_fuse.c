@@ -153,7 +153,7 @@ static uint32_t check_batches(const ir_graph *g, const nrt_program *p, uint32_t 
     *stored_squares = 0;
     for (uint32_t k = 0; k < p->nsteps; k++)
         for (int j = 0; j < p->steps[k].nbufs && p->steps[k].kind == NRT_STEP_KERNEL; j++) {
-            uint32_t v = p->slot_values ? p->slot_values[k * NRT_MAX_BUFS + j] : p->steps[k].bufs[j];
+            uint32_t v = slot_value(p, k, j);
             const ir_node *vn = v < g->nnodes ? &g->nodes[v] : NULL;
             *stored_squares += vn && vn->op == OP_MUL && ir_args(g, vn)[0] == ir_args(g, vn)[1] && cuda_kernel_writes(&cg, p->steps[k].node, v);
         }
@@ -176,7 +176,7 @@ static uint32_t check_batches(const ir_graph *g, const nrt_program *p, uint32_t 
             for (uint32_t y = k; y < k + s->batch; y++)
                 for (int i = 0; x != y && i < p->steps[x].nbufs; i++) {
                     const nrt_step *sx = &p->steps[x];
-                    uint32_t v = p->slot_values ? p->slot_values[x * NRT_MAX_BUFS + i] : sx->bufs[i];
+                    uint32_t v = slot_value(p, x, i);
                     if (v < g->nnodes && !cuda_kernel_writes(&cg, sx->node, v)) continue;
                     const memplan_buf *w = &b[sx->bufs[i]];
                     for (int j = 0; j < p->steps[y].nbufs; j++) {

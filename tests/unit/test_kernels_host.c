@@ -201,6 +201,15 @@ static const char *step_what(const nrt_program *p, const nrt_step *s)
     return s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : s->kind == NRT_STEP_COPY ? "copy" : "matmul";
 }
 
+/* Step k's arguments over the host buffers. */
+static void step_args(const host_run *u, uint32_t k, nc_args *a)
+{
+    const nrt_step *s = &u->p->steps[k];
+    *a = (nc_args){.step = 0};
+    eval_ints(u->g, s, a);
+    for (int j = 0; j < s->nbufs; j++) a->buf[j] = u->mem[s->bufs[j]];
+}
+
 /* Before step k: its operands must hold the executor's values; its results
  * get the executor's values, or NaN bits where the kernel computes them; a
  * matmul is checked against its operands. Returns the kernel to run, or
@@ -237,23 +246,14 @@ static kernel_fn *prepare_step(host_run *u, uint32_t k)
         free(fresh);
     }
     if (known && s->kind == NRT_STEP_MATMUL) {   /* the executor's results are in place; do the operands give them? */
-        nc_args a = {.step = 0};
-        eval_ints(g, s, &a);
-        for (int j = 0; j < s->nbufs; j++) a.buf[j] = u->mem[s->bufs[j]];
+        nc_args a;
+        step_args(u, k, &a);
         nrt_matmul_slots m = nrt_matmul_slots_of(s);
         u->bad += !host_matmul_agrees(u->name, k, s, &a, &u->res->values[slot_value(p, k, m.out)],
                                       m.aux >= 0 ? &u->res->values[slot_value(p, k, m.aux)] : NULL);
         u->matmuls++;
     }
     return run ? fn : NULL;
-}
-
-static void step_args(const host_run *u, uint32_t k, nc_args *a)
-{
-    const nrt_step *s = &u->p->steps[k];
-    *a = (nc_args){.step = 0};
-    eval_ints(u->g, s, a);
-    for (int j = 0; j < s->nbufs; j++) a->buf[j] = u->mem[s->bufs[j]];
 }
 
 /* element grids: two blocks, so the grid-stride loops take several turns */
