@@ -27,12 +27,16 @@ for budget in "" 4GiB; do
   tail -2 "$OUT/gpt2${budget}.log"
   python3 - "$OUT/gpt2${budget}.jsonl" "$B" "$T" "${budget:-none}" <<'EOF'
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if '"samples_per_s"' in l]
+lines = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in lines if "samples_per_s" in r]
+mem = ([r for r in lines if "gpu_train_bytes" in r] or [{}])[-1]
 rates = [r["samples_per_s"] for r in rows[1:]] or [r["samples_per_s"] for r in rows]
 b, t = int(sys.argv[2]), int(sys.argv[3])
 ms = b / statistics.median(rates) * 1e3
 print(json.dumps({"bench": "gpt2_train_step", "impl": "netc", "memory_budget": sys.argv[4], "batch": b, "T": t,
-                  "ms_per_step": round(ms, 2), "tokens_per_s": round(b * t / ms * 1e3)}))
+                  "ms_per_step": round(ms, 2), "tokens_per_s": round(b * t / ms * 1e3),
+                  "session_gib": round(mem.get("gpu_train_bytes", 0) / 2**30, 3),
+                  "device_used_gib": round(mem.get("gpu_device_used_bytes", 0) / 2**30, 3)}))
 EOF
 done
 python3 bench/torch_gpt2.py "$B" "$T" 20

@@ -215,8 +215,11 @@ static void take_widening(const epi_ctx *c, cuda_epilogue *e, ir_value *cur, nc_
     }
 }
 
-/* One matmul's epilogue, as far as cuBLASLt can take it. */
-static bool find_epilogue(const epi_ctx *c, ir_value m, cuda_epilogue *e)
+/* One matmul's epilogue, as far as cuBLASLt can take it. A DGELU reads
+ * the value before the GELU, which a recomputed forward matmul numbered after
+ * the backward's matmul may write as its auxiliary output: DGELU epilogues
+ * are planned in a second round (dgelu_round), once those are. */
+static bool find_epilogue(const epi_ctx *c, ir_value m, bool dgelu_round, cuda_epilogue *e)
 {
     const ir_node *mm = nd(c, m);
     *e = (cuda_epilogue){.matmul = m, .bias = IR_NONE, .residual = IR_NONE, .aux = IR_NONE, .out = m,
@@ -225,7 +228,8 @@ static bool find_epilogue(const epi_ctx *c, ir_value m, cuda_epilogue *e)
     if (batch_of_products || !(mm->dtype == NC_F32 || mm->dtype == NC_F16 || mm->dtype == NC_BF16)) return false;
     ir_value cur = m;
     e->chain[e->nchain++] = m;
-    if (!take_dgelu(c, e, &cur)) {
+    if (take_dgelu(c, e, &cur) != dgelu_round) return false;
+    if (!dgelu_round) {
         take_bias(c, e, &cur);
         take_activation(c, e, &cur, mm->dtype);
         take_widened_sum(c, e, &cur, mm->dtype);
@@ -251,9 +255,10 @@ void cuda_epilogue_plan(cg_ctx *cg)
             c.nusers[a]++;
             c.user[a] = u;
         }
+    for (int dgelu_round = 0; dgelu_round < 2; dgelu_round++)
     for (ir_value m = 0; m < g->nnodes; m++) {
         cuda_epilogue e;
-        if (g->nodes[m].op != OP_MATMUL || c.operand[m] || !find_epilogue(&c, m, &e)) continue;
+        if (g->nodes[m].op != OP_MATMUL || c.operand[m] || cg->absorbed[m] || !find_epilogue(&c, m, dgelu_round, &e)) continue;
         cg->epilogues = nc_xrealloc(cg->epilogues, (cg->nepilogues + 1) * sizeof *cg->epilogues);
         cg->epilogues[cg->nepilogues++] = e;
         for (int k = 0; k < e.nchain; k++) cg->absorbed[e.chain[k]] = true;

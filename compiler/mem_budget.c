@@ -62,7 +62,10 @@ typedef struct budget_ctx {
 } budget_ctx;
 
 /* What a plan costs: its peak (bytes, -1 on error) and its roofline floor
- * on an H100 (seconds), the time the search weighs recomputation by. */
+ * on an H100 (seconds), the time the search weighs recomputation by. The
+ * peak is what a GPU session allocates: the arena and what the runtime holds
+ * beside it (nrt_program_side_bytes), inputs staged by a training loop
+ * included. */
 typedef struct plan_cost {
     int64_t peak;
     double floor_s;
@@ -80,7 +83,10 @@ static plan_cost plan_cost_of(const ir_graph *unscheduled, bool fuse, char *err,
     }
     memplan_result r;
     memplan_buf *bufs = program_plan_memory(g, &p, NULL, &r, err, errcap);
-    if (bufs) c = (plan_cost){r.arena_bytes, inspect_floor_seconds(g, &p, bufs, NULL)};
+    int64_t staged = 0;
+    for (ir_value v = 0; v < g->nnodes; v++)
+        if (g->nodes[v].op == OP_INPUT) staged += ir_bytes(g, &g->nodes[v], NULL);
+    if (bufs) c = (plan_cost){r.arena_bytes + nrt_program_side_bytes(&p, staged), inspect_floor_seconds(g, &p, bufs, NULL)};
     free(bufs);
     nrt_program_free(&p);
     ir_graph_free(scheduled);
@@ -90,6 +96,12 @@ static plan_cost plan_cost_of(const ir_graph *unscheduled, bool fuse, char *err,
 int64_t mem_budget_planned_peak(const ir_graph *g, bool fuse, char *err, size_t errcap)
 {
     return plan_cost_of(g, fuse, err, errcap).peak;
+}
+
+double mem_budget_planned_floor(const ir_graph *g, bool fuse, char *err, size_t errcap)
+{
+    plan_cost c = plan_cost_of(g, fuse, err, errcap);
+    return c.peak < 0 ? -1 : c.floor_s;
 }
 
 static int64_t planned_peak(const ir_graph *g, const budget_ctx *b) { return mem_budget_planned_peak(g, b->fuse, b->err, b->errcap); }
@@ -199,36 +211,97 @@ static int64_t bound_dim(const ir_graph *g, uint32_t dim)
  * that anyway. */
 #define REDO_FLOPS_PER_S 750e12
 #define REDO_BYTES_PER_S 2.9e12
+
+/* The ops cuBLASLt applies as a matmul stores its product (cuda_epilogue.c):
+ * redone with the matmul, they cost only what else they read. */
+static bool epilogue_op(nc_op op) { return op == OP_ADD || op == OP_GELU_TANH || op == OP_RELU; }
+
+typedef struct redo_ctx {
+    const ir_graph *g;
+    const bool *read_by_backward;
+    double *cost;
+    bool *in_epilogue;      /* a matmul's product, or an op its epilogue applies */
+    const bool *from_params;
+} redo_ctx;
+
+static double bytes_of(const ir_graph *g, ir_value v) { return (double)ir_bytes(g, &g->nodes[v], NULL); }
+
+/* What reading operand v moves: a broadcast is read through (a bias). */
+static double read_bytes(const ir_graph *g, ir_value v)
+{
+    while (g->nodes[v].op == OP_BROADCAST) v = ir_args(g, &g->nodes[v])[0];
+    return bytes_of(g, v);
+}
+
+/* An elementwise op or data movement: what it moves plus its dearest
+ * operand the backward pass does not keep; nothing of its own when the
+ * matmul's epilogue applies it. */
+static void redo_elementwise(redo_ctx *r, ir_value v)
+{
+    const ir_graph *g = r->g;
+    const ir_node *n = &g->nodes[v];
+    double out = bytes_of(g, v), upstream = 0, moved = out, others = 0;
+    ir_value product = IR_NONE;
+    int dear = 0;
+    for (int i = 0; i < n->nargs; i++) {
+        ir_value a = ir_args(g, n)[i];
+        if (a > g->train.loss || r->cost[a] <= 0) {
+            others += read_bytes(g, a);
+            continue;
+        }
+        dear++;
+        double redo_a = r->cost[a] * bytes_of(g, a) / out;   /* a small operand (a norm's weight) costs little per byte of v */
+        if (!r->read_by_backward[a] && redo_a > upstream) upstream = redo_a;
+        if (r->in_epilogue[a] && (product == IR_NONE || !r->read_by_backward[a])) product = a;
+        else others += read_bytes(g, a);
+        moved += bytes_of(g, a);
+    }
+    /* a parameter's low-precision copy costs the bytes it moves too */
+    bool param_copy = r->from_params[v] && ir_is_float_cast(g, n);
+    if (!dear && !param_copy) return;
+    if (param_copy) moved += others;
+    r->cost[v] = upstream + moved / out / REDO_BYTES_PER_S;
+    if (!epilogue_op(n->op) || product == IR_NONE) return;
+    if (!r->read_by_backward[product]) {
+        r->cost[v] = upstream + others / out / REDO_BYTES_PER_S;
+        r->in_epilogue[v] = true;
+    } else if (n->op == OP_GELU_TANH) {
+        /* the value before the GELU is kept as the epilogue's auxiliary
+         * output: redoing the matmul makes both, so dropping both costs
+         * the matmul over their bytes together */
+        double pair = r->cost[product] * bytes_of(g, product) / (bytes_of(g, product) + out);
+        r->cost[product] = r->cost[v] = pair;
+    }
+}
+
 static double *redo_costs(const ir_graph *g, const bool *read_by_backward)
 {
-    double *cost = nc_xcalloc((size_t)g->train.loss + 1, sizeof *cost);
+    redo_ctx r = {.g = g, .read_by_backward = read_by_backward};
+    r.cost = nc_xcalloc((size_t)g->train.loss + 1, sizeof *r.cost);
+    r.in_epilogue = nc_xcalloc((size_t)g->train.loss + 1, sizeof *r.in_epilogue);
+    bool *from_params = ir_parameter_values(g);
+    r.from_params = from_params;
     for (ir_value v = 0; v <= g->train.loss; v++) {
         const ir_node *n = &g->nodes[v];
-        double out = (double)ir_bytes(g, n, NULL);
+        double out = bytes_of(g, v);
         if (out <= 0) continue;
         nc_op_category cat = nc_ops[n->op].category;
         if (cat == CAT_CONTRACTION) {
             const ir_node *x = &g->nodes[ir_args(g, n)[0]];
             double k = (double)bound_dim(g, x->shape[x->rank - (n->attr.ta ? 2 : 1)]);
-            cost[v] = 2.0 * k / dtype_size(n->dtype) / REDO_FLOPS_PER_S;
+            r.cost[v] = 2.0 * k / dtype_size(n->dtype) / REDO_FLOPS_PER_S;
+            r.in_epilogue[v] = n->op == OP_MATMUL;
         } else if (cat == CAT_ATTENTION) {
             const ir_node *k = &g->nodes[ir_args(g, n)[1]];
             double keys = (double)bound_dim(g, k->shape[k->rank - 2]) * (n->attr.causal ? 0.5 : 1.0);
-            cost[v] = 4.0 * keys / dtype_size(n->dtype) / REDO_FLOPS_PER_S;
-        } else if (cat == CAT_MOVEMENT || cat == CAT_ELEMENTWISE) {
-            double upstream = 0, moved = out;
-            bool dear = false;
-            for (int i = 0; i < n->nargs; i++) {
-                ir_value a = ir_args(g, n)[i];
-                if (a > g->train.loss || cost[a] <= 0) continue;
-                dear = true;
-                if (!read_by_backward[a] && cost[a] > upstream) upstream = cost[a];
-                moved += (double)ir_bytes(g, &g->nodes[a], NULL);
-            }
-            if (dear) cost[v] = upstream + moved / out / REDO_BYTES_PER_S;
+            r.cost[v] = 4.0 * keys / dtype_size(n->dtype) / REDO_FLOPS_PER_S;
+        } else if (cat == CAT_MOVEMENT || cat == CAT_ELEMENTWISE || cat == CAT_ROWWISE) {
+            redo_elementwise(&r, v);
         }
     }
-    return cost;
+    free(from_params);
+    free(r.in_epilogue);
+    return r.cost;
 }
 
 typedef struct kept_value {
@@ -273,6 +346,7 @@ typedef struct segment_plan {
  * that cross a cut stay alive for the backward pass, and those where keep[v]
  * (NULL: none) too: left out of every region, so the backward pass reads
  * them as kept and recomputes only what lies between them. */
+#define SMALL_VALUE_BYTES (64 << 10)
 static segment_plan with_cuts(const ir_graph *g, const bool *cut, const bool *keep, const budget_ctx *b)
 {
     bool *all = nc_xmalloc((g->nnodes + 1) * sizeof *all);
@@ -281,7 +355,10 @@ static segment_plan with_cuts(const ir_graph *g, const bool *cut, const bool *ke
     free(all);
     uint32_t region = 1;
     for (ir_value v = 0; v <= t->train.loss; v++) {
-        bool outside = nc_ops[t->nodes[v].op].category == CAT_SOURCE || (keep && keep[v]);
+        /* small values are kept: redoing one frees next to nothing and costs a
+         * launch (a slice of the labels, the loss's seed over its slices) */
+        bool small = ir_bytes(t, &t->nodes[v], NULL) <= SMALL_VALUE_BYTES;
+        bool outside = nc_ops[t->nodes[v].op].category == CAT_SOURCE || small || (keep && keep[v]);
         t->nodes[v].region = outside ? 0 : region;
         if (cut[v]) region++;
     }
@@ -463,10 +540,44 @@ static segment_plan fit_by_segments(const ir_graph *g, int64_t budget, int64_t *
     return best;
 }
 
-bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *err, size_t errcap)
+/* Single values recomputed: the shortest prefix of the ranking that fits
+ * (NULL graph if even the whole ranking does not). */
+typedef struct single_plan {
+    ir_graph *graph;
+    plan_cost cost;
+    uint32_t k, of;
+} single_plan;
+
+static single_plan fit_by_single_values(const ir_graph *g, int64_t budget, const budget_ctx *b)
 {
-    const budget_ctx bc = {.fuse = fuse, .log = log, .err = err, .errcap = errcap};
-    const ir_graph *g = *gp;
+    candidate *c = nc_xmalloc((g->nnodes + 1) * sizeof *c);
+    uint32_t n = rank_candidates(g, c), lo = 1, hi = n;
+    single_plan best = {.k = n, .of = n};
+    best.graph = with_prefix(g, c, n, &best.cost.peak, b);
+    if (!best.graph || best.cost.peak < 0 || best.cost.peak > budget) {
+        ir_graph_free(best.graph);
+        free(c);
+        return (single_plan){.cost.peak = best.graph ? best.cost.peak : -1};
+    }
+    while (lo < hi) {   /* the shortest prefix that fits */
+        uint32_t mid = lo + (hi - lo) / 2;
+        int64_t peak;
+        ir_graph *t = with_prefix(g, c, mid, &peak, b);
+        if (t && peak >= 0 && peak <= budget) {
+            ir_graph_free(best.graph);
+            best.graph = t, best.cost.peak = peak, best.k = mid, hi = mid;
+        } else {
+            ir_graph_free(t);
+            lo = mid + 1;
+        }
+    }
+    free(c);
+    best.cost = plan_cost_of(best.graph, b->fuse, b->err, b->errcap);
+    return best;
+}
+
+static bool budget_applies(const ir_graph *g, char *err, size_t errcap)
+{
     if (!g->train.present || g->train.loss == IR_NONE || !g->nupdates) {
         snprintf(err, errcap, "--memory-budget applies to training steps (build with --entry train, or netc train)");
         return false;
@@ -475,65 +586,60 @@ bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *e
         snprintf(err, errcap, "--memory-budget plans for one size: bind every symbolic dim (--dim %s=...)", g->sym_names[0]);
         return false;
     }
+    return true;
+}
+
+/* Single values recomputed, or segments of the forward pass: both are
+ * planned, and the faster by the roofline floor is taken (below what single
+ * values reach, segments are the only way; above it, segments that keep
+ * what is dear can still be faster). */
+bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *err, size_t errcap)
+{
+    const budget_ctx bc = {.fuse = fuse, .log = log, .err = err, .errcap = errcap};
+    const ir_graph *g = *gp;
+    if (!budget_applies(g, err, errcap)) return false;
     char a[32], b[32], want[32];
     human(budget, want, sizeof want);
     int64_t peak0 = planned_peak(g, &bc);
     if (peak0 < 0) return false;
+    human(peak0, a, sizeof a);
     if (peak0 <= budget) {
-        human(peak0, a, sizeof a);
         if (log) fprintf(log, "netc: memory budget %s: the plan needs %s, nothing to recompute\n", want, a);
         return true;
     }
-    candidate *c = nc_xmalloc((g->nnodes + 1) * sizeof *c);
-    uint32_t n = rank_candidates(g, c), lo = 1, hi = n;
-    int64_t peak_all;
-    ir_graph *best = with_prefix(g, c, n, &peak_all, &bc);
-    if (!best || peak_all < 0 || peak_all > budget) {
-        /* single values do not suffice: recompute whole segments of the forward pass */
-        ir_graph_free(best);
-        free(c);
-        int64_t seg_peak = -1;
-        segment_plan plan = fit_by_segments(g, budget, &seg_peak, &bc);
-        if (!plan.graph) {
-            int64_t floor = seg_peak > 0 && (peak_all < 0 || seg_peak < peak_all) ? seg_peak : peak_all;
-            human(floor > 0 ? floor : peak0, a, sizeof a);
-            snprintf(err, errcap, "cannot fit the memory budget of %s: the smallest plan recomputation reaches needs %s", want, a);
-            return false;
-        }
-        human(peak0, a, sizeof a);
-        human(plan.cost.peak, b, sizeof b);
+    single_plan single = fit_by_single_values(g, budget, &bc);
+    int64_t seg_peak = -1;
+    segment_plan seg = fit_by_segments(g, budget, &seg_peak, &bc);
+    if (single.graph && seg.graph && seg.cost.floor_s >= single.cost.floor_s) {
+        ir_graph_free(seg.graph);
+        seg.graph = NULL;
+    }
+    if (seg.graph) {
+        ir_graph_free(single.graph);
+        human(seg.cost.peak, b, sizeof b);
         char kept[96] = "";
-        if (plan.keep_expensive) snprintf(kept, sizeof kept, ", matmul and attention results kept");
-        else if (plan.kept) snprintf(kept, sizeof kept, ", %u of %u values made by matmuls and attention kept", plan.kept + plan.extra, plan.of);
+        if (seg.keep_expensive) snprintf(kept, sizeof kept, ", matmul and attention results kept");
+        else if (seg.kept) snprintf(kept, sizeof kept, ", %u of %u values made by matmuls and attention kept", seg.kept + seg.extra, seg.of);
         if (log)
             fprintf(log, "netc: memory budget %s: forward pass recomputed in %u segments%s; plan %s -> %s, floor %.3g ms\n",
-                    want, plan.segments, kept, a, b, plan.cost.floor_s * 1e3);
+                    want, seg.segments, kept, a, b, seg.cost.floor_s * 1e3);
         ir_graph_free(*gp);
-        *gp = plan.graph;
+        *gp = seg.graph;
         return true;
     }
-    int64_t best_peak = peak_all;
-    uint32_t best_k = n;
-    while (lo < hi) {   /* the shortest prefix that fits */
-        uint32_t mid = lo + (hi - lo) / 2;
-        int64_t peak;
-        ir_graph *t = with_prefix(g, c, mid, &peak, &bc);
-        if (t && peak >= 0 && peak <= budget) {
-            ir_graph_free(best);
-            best = t, best_peak = peak, best_k = mid, hi = mid;
-        } else {
-            ir_graph_free(t);
-            lo = mid + 1;
-        }
+    if (single.graph) {
+        human(single.cost.peak, b, sizeof b);
+        if (log)
+            fprintf(log, "netc: memory budget %s: recomputing %u of %u forward values the backward pass reads; plan %s -> %s, floor %.3g ms\n",
+                    want, single.k, single.of, a, b, single.cost.floor_s * 1e3);
+        ir_graph_free(*gp);
+        *gp = single.graph;
+        return true;
     }
-    human(peak0, a, sizeof a);
-    human(best_peak, b, sizeof b);
-    if (log) fprintf(log, "netc: memory budget %s: recomputing %u of %u forward values the backward pass reads; plan %s -> %s\n",
-                     want, best_k, n, a, b);
-    free(c);
-    ir_graph_free(*gp);
-    *gp = best;
-    return true;
+    int64_t smallest = seg_peak > 0 && (single.cost.peak < 0 || seg_peak < single.cost.peak) ? seg_peak : single.cost.peak;
+    human(smallest > 0 ? smallest : peak0, b, sizeof b);
+    snprintf(err, errcap, "cannot fit the memory budget of %s: the smallest plan recomputation reaches needs %s", want, b);
+    return false;
 }
 
 bool mem_budget_parse(const char *text, int64_t *bytes)

@@ -12,9 +12,15 @@
  * program (as it will run). */
 bool mem_budget_fit(ir_graph **g, int64_t budget, bool fuse, FILE *log, char *err, size_t errcap);
 
-/* The peak memory the program of g plans for (bound dims), fused or not; -1
- * with err set if it cannot be emitted or planned. */
+/* The device memory a GPU session running g's program holds (bound dims),
+ * fused or not: the planned arena and what the runtime allocates beside it
+ * (nrt_program_side_bytes); -1 with err set if it cannot be emitted or
+ * planned. */
 int64_t mem_budget_planned_peak(const ir_graph *g, bool fuse, char *err, size_t errcap);
+
+/* The roofline floor of g's program on an H100 in seconds (as netc inspect's
+ * total), the time a budget's plans are weighed by; -1 on error. */
+double mem_budget_planned_floor(const ir_graph *g, bool fuse, char *err, size_t errcap);
 
 /* "4GiB", "512MiB", "6GB", "1.5G", "1048576": bytes; false if malformed. */
 bool mem_budget_parse(const char *text, int64_t *bytes);

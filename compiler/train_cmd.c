@@ -649,6 +649,25 @@ static void metrics_line(trainer *t, json_t *o)
     json_decref(o);
 }
 
+/* What the GPU held: the training session's own accounting (the arena its
+ * plan asked for, the cuBLASLt workspace and the rest it allocated; what a
+ * --memory-budget bounds), the evaluation session's, and the device's use as
+ * the driver sees it (CUDA contexts and loaded kernels included). */
+static void report_gpu_memory(trainer *t)
+{
+    const double gib = 1024.0 * 1024 * 1024;
+    int64_t held = gpu_device_bytes(t->gs), arena = gpu_arena_bytes(t->gs), eval = gpu_device_bytes(t->es);
+    int64_t used = gpu_device_used_bytes(t->gs);
+    fprintf(stderr, "GPU memory: the training step holds %.3f GiB (arena %.3f GiB), evaluation %.3f GiB", held / gib,
+            arena / gib, eval / gib);
+    if (used >= 0) fprintf(stderr, "; the device has %.3f GiB in use", used / gib);
+    fputc('\n', stderr);
+    json_t *line = json_pack("{s:I, s:I, s:I, s:I}", "step", (json_int_t)t->step, "gpu_train_bytes", (json_int_t)held,
+                             "gpu_arena_bytes", (json_int_t)arena, "gpu_eval_bytes", (json_int_t)eval);
+    if (used >= 0) json_object_set_new(line, "gpu_device_used_bytes", json_integer(used));
+    metrics_line(t, line);
+}
+
 static void write_svg(const trainer *t, const char *metrics_path)
 {
     if (t->ncurve < 2 || !metrics_path) return;
@@ -793,6 +812,7 @@ static int train_loop(trainer *t)
         if (t->gpu) snprintf(gpu_text, sizeof gpu_text, " (GPU input wait %.3f s)", gpu_input_wait_seconds(t->gs));
         fprintf(stderr, "done: %lld steps in %.1f s (%.0f samples/s), data wait %.2f s%s, skipped steps %lld\n",
                 (long long)t->step, el, (double)samples / fmax(el, 1e-9), waited_total, gpu_text, (long long)t->skipped);
+        if (t->gpu) report_gpu_memory(t);
     }
     if (rc == 0 && o->save_path) {
         if (t->gpu && download_params(t)) rc = 1;

@@ -40,6 +40,8 @@ int gpu_stage_input(gpu_session *s, uint32_t v, const void *d, size_t b, char *e
 int gpu_drop_staged(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
 double gpu_input_wait_seconds(const gpu_session *s) { (void)s; return 0; }
 int64_t gpu_arena_bytes(const gpu_session *s) { (void)s; return 0; }
+int64_t gpu_device_bytes(const gpu_session *s) { (void)s; return 0; }
+int64_t gpu_device_used_bytes(gpu_session *s) { (void)s; return -1; }
 int gpu_poison(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
 
 #else
@@ -62,7 +64,7 @@ int gpu_poison(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, c
     F(cuStreamSynchronize) F(cuStreamBeginCapture) F(cuStreamEndCapture) F(cuGraphInstantiate)    \
     F(cuGraphLaunch) F(cuGraphExecDestroy) F(cuGraphDestroy) F(cuGetErrorString) F(cuDriverGetVersion) F(cuMemsetD8) \
     F(cuMemHostAlloc) F(cuMemFreeHost) F(cuMemcpyHtoDAsync) F(cuEventCreate) F(cuEventDestroy) F(cuEventRecord)      \
-    F(cuEventSynchronize) F(cuEventElapsedTime) F(cuStreamWaitEvent)
+    F(cuEventSynchronize) F(cuEventElapsedTime) F(cuStreamWaitEvent) F(cuMemGetInfo)
 
 static struct {
     bool tried, ok;
@@ -163,6 +165,7 @@ static int cu_fail(char *err, size_t cap, const char *call, CUresult rc)
 /* ---- the session ------------------------------------------------------ */
 
 struct nc_args { void *buf[NRT_MAX_BUFS]; int64_t n[NRT_MAX_INTS]; uint64_t step; };   /* the kernels' ABI (cuda_emit.c) */
+_Static_assert(sizeof(struct nc_args) == NRT_ARGS_BYTES, "a memory budget counts the batch tables by NRT_ARGS_BYTES");
 
 typedef struct gpu_matmul {
     cublasLtMatmulDesc_t desc;
@@ -174,7 +177,7 @@ typedef struct gpu_matmul {
 
 /* A staged input: two pinned host buffers and two device landing buffers
  * used in turn, so the next batch can travel while a run reads the last. */
-#define STAGE_SLOTS 2
+#define STAGE_SLOTS NRT_STAGE_SLOTS
 typedef struct stage_slot {
     void *host;                    /* pinned: the copy engine reads it directly */
     CUdeviceptr landing;
@@ -200,6 +203,7 @@ struct gpu_session {
     int64_t arena_bytes;
     CUdeviceptr workspace;
     size_t workspace_bytes;
+    int64_t device_bytes;          /* everything allocated on the device: arena, workspace, tables, landing buffers */
     int64_t *buf_offset, *buf_bytes;
     struct nc_args *args;          /* per step */
     int64_t *launch;               /* per step: blocks, threads (a batch's first step: the batch's) */
@@ -393,6 +397,7 @@ static int prepare_batches(gpu_session *s, char *err, size_t errcap)
     if (entries == 0) return 0;
     s->batch_args = nc_xcalloc(p->nsteps + 1, sizeof *s->batch_args);
     CU(cuMemAlloc(&s->batch_tables, entries * sizeof(struct nc_args)));
+    s->device_bytes += (int64_t)(entries * sizeof(struct nc_args));
     size_t at = 0;
     for (uint32_t k = 0; k < p->nsteps; k++) {
         const nrt_step *st = &p->steps[k];
@@ -468,9 +473,11 @@ static int create_session(const nrt_module_data *m, const int64_t *syms, int dev
             snprintf(err, errcap, "cannot allocate the %lld-byte arena on the GPU", (long long)s->arena_bytes);
             return -1;
         }
+        s->device_bytes += s->arena_bytes;
     }
-    s->workspace_bytes = 32u << 20;
+    s->workspace_bytes = (size_t)NRT_MATMUL_WORKSPACE_BYTES;
     CU(cuMemAlloc(&s->workspace, s->workspace_bytes));
+    s->device_bytes += NRT_MATMUL_WORKSPACE_BYTES;
     LT(cublasLtCreate(&s->lt));
     if (prepare_steps(s, syms, err, errcap) != 0) return -1;
     rc = 0;
@@ -649,6 +656,7 @@ static int stage_create(gpu_session *s, staged_input *in, char *err, size_t errc
         stage_slot *slot = &in->slot[k];
         CU(cuMemHostAlloc(&slot->host, in->bytes, 0));
         CU(cuMemAlloc(&slot->landing, in->bytes));
+        s->device_bytes += (int64_t)in->bytes;
         CU(cuEventCreate(&slot->copied, CU_EVENT_DISABLE_TIMING));
         CU(cuEventCreate(&slot->taken, CU_EVENT_DISABLE_TIMING));
     }
@@ -745,6 +753,14 @@ int gpu_download(gpu_session *s, uint32_t value, void *data, size_t bytes, char 
 }
 
 int64_t gpu_arena_bytes(const gpu_session *s) { return s ? s->arena_bytes : 0; }
+int64_t gpu_device_bytes(const gpu_session *s) { return s ? s->device_bytes : 0; }
+
+int64_t gpu_device_used_bytes(gpu_session *s)
+{
+    size_t free_bytes = 0, total = 0;
+    if (!s || drv.cuCtxSetCurrent(s->ctx) != CUDA_SUCCESS || drv.cuMemGetInfo(&free_bytes, &total) != CUDA_SUCCESS) return -1;
+    return (int64_t)(total - free_bytes);
+}
 
 int gpu_poison(gpu_session *s, char *err, size_t errcap)
 {

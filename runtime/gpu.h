@@ -46,6 +46,11 @@ int gpu_drop_staged(gpu_session *s, char *err, size_t errcap);
 /* Seconds the device spent waiting for staged inputs, over all runs. */
 double gpu_input_wait_seconds(const gpu_session *s);
 int64_t gpu_arena_bytes(const gpu_session *s);
+/* All the device memory the session allocated (arena, workspace, tables,
+ * landing buffers); what the device as a whole has in use, every process and
+ * context included (cuMemGetInfo), -1 if unknown. */
+int64_t gpu_device_bytes(const gpu_session *s);
+int64_t gpu_device_used_bytes(gpu_session *s);
 /* Tests: fill every buffer except inputs and parameters with 0xff bytes (NaN
  * for floats), so an element a kernel forgets to write cannot pass. */
 int gpu_poison(gpu_session *s, char *err, size_t errcap);

@@ -119,6 +119,11 @@ nrt_status nrt_session_save_weights(nrt_session *s, const char *safetensors_path
 
 /* Device memory the session's arena holds, and the plan's peak. */
 int64_t nrt_session_arena_bytes(const nrt_session *s);
+/* All the device memory the session has allocated: the arena, cuBLASLt's
+ * workspace, kernel-argument tables and the landing buffers of staged
+ * inputs (what a --memory-budget bounds). 0 on the CPU. Not the CUDA
+ * context or the loaded kernels' code. */
+int64_t nrt_session_device_bytes(const nrt_session *s);
 
 /* Profiling, GPU sessions only (NRT_ERR_STATE on the CPU): the run is done
  * `runs` times (1 to 10000) from the inputs and parameters set, each launch

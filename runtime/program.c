@@ -27,6 +27,14 @@ uint32_t *nrt_program_launches(const nrt_program *p)
     return of;
 }
 
+int64_t nrt_program_side_bytes(const nrt_program *p, int64_t staged_input_bytes)
+{
+    int64_t entries = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        if (p->steps[k].batch >= 2) entries += p->steps[k].batch;
+    return NRT_MATMUL_WORKSPACE_BYTES + entries * NRT_ARGS_BYTES + NRT_STAGE_SLOTS * staged_input_bytes;
+}
+
 uint32_t nrt_program_num_launches(const nrt_program *p)
 {
     uint32_t n = 0;

@@ -117,6 +117,16 @@ typedef struct nrt_program {
 
 void nrt_program_free(nrt_program *p);
 
+/* Device memory a GPU session holds beside the arena, which a memory budget
+ * counts too: cuBLASLt's workspace, the batches' argument tables (one
+ * kernel-argument block, NRT_ARGS_BYTES, per step of a batch) and, for a
+ * training loop that stages its inputs ahead, NRT_STAGE_SLOTS landing
+ * buffers per input. */
+#define NRT_MATMUL_WORKSPACE_BYTES ((int64_t)32 << 20)
+#define NRT_ARGS_BYTES (8 * (NRT_MAX_BUFS + NRT_MAX_INTS + 1))
+#define NRT_STAGE_SLOTS 2
+int64_t nrt_program_side_bytes(const nrt_program *p, int64_t staged_input_bytes);
+
 /* How many steps the launch that step s starts runs: its batch, or itself. */
 static inline uint32_t nrt_step_launch_len(const nrt_step *s) { return s->batch >= 2 ? s->batch : 1u; }
 /* For each step, the step whose launch runs it: itself, or the first step

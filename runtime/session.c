@@ -151,6 +151,7 @@ nrt_session_opts nrt_session_defaults(void)
 
 const char *nrt_session_device(const nrt_session *s) { return s->device; }
 int64_t nrt_session_arena_bytes(const nrt_session *s) { return s->gpu ? gpu_arena_bytes(s->gpu) : 0; }
+int64_t nrt_session_device_bytes(const nrt_session *s) { return s->gpu ? gpu_device_bytes(s->gpu) : 0; }
 
 static nrt_status bind_dims(nrt_session *s, const nrt_session_opts *o, nrt_error *err)
 {

@@ -173,6 +173,12 @@ int gpu_check(const gpu_check_opts *o)
         fails++;
         goto img_out;
     }
+    /* what a memory budget counts beside the arena is what the session allocates */
+    if (gpu_device_bytes(gs) != gpu_arena_bytes(gs) + nrt_program_side_bytes(&m.program, 0)) {
+        fprintf(stderr, "%s: the session holds %lld bytes, the arena and side bytes are %lld\n", o->name,
+                (long long)gpu_device_bytes(gs), (long long)(gpu_arena_bytes(gs) + nrt_program_side_bytes(&m.program, 0)));
+        fails++;
+    }
     /* inputs and parameters: random, the same on both sides */
     for (uint32_t i = 0; i < g->ninputs; i++) {
         int64_t shape[NC_MAX_RANK];

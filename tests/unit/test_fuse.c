@@ -320,6 +320,54 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
     ir_graph_free(g);
 }
 
+/* An MLP recomputed in the backward pass (@checkpoint): the recomputed
+ * matmul is numbered after the backward matmul whose DGELU epilogue reads
+ * the value before the GELU, and still applies bias and GELU as its own
+ * epilogue, writing that value as its auxiliary output (no GELU kernel of
+ * its own). */
+static void check_recomputed_epilogues(void)
+{
+    static const char *source =
+        "import nn\n"
+        "model m(x: bf16[256, 128]) -> (y: bf16[256, 128])\n"
+        "  config L = 2\n"
+        "  precision bf16\n"
+        "{\n"
+        "  repeat L @checkpoint {\n"
+        "    x = x + nn.mlp(x, 512)\n"
+        "  }\n"
+        "  return x\n"
+        "}\n"
+        "train m(t: f32[256, 128]) {\n"
+        "  loss = mean(square(f32(y) - t))\n"
+        "  optimizer sgd(lr: 0.01)\n"
+        "}\n";
+    src_table src = {0};
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    uint32_t id = src_add(&src, "mlp.net", source, strlen(source));
+    driver_opts o = {.verify = true, .train_step = true, .fuse = true};
+    ir_graph *g = driver_compile(&src, id, &o, &d);
+    src_free(&src);
+    CHECK(g != NULL);
+    if (!g) return;
+    char err[1024];
+    nrt_program p;
+    CHECK(cuda_emit_program_ex(g, true, &p, err, sizeof err));
+    uint32_t gelus = 0, recomputed_matmuls = 0, gelu_epilogues = 0;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        gelus += g->nodes[v].op == OP_GELU_TANH;
+        recomputed_matmuls += g->nodes[v].op == OP_MATMUL && (g->nodes[v].flags & IR_FLAG_RECOMPUTE);
+    }
+    for (uint32_t k = 0; k < p.nsteps; k++)
+        gelu_epilogues += p.steps[k].kind == NRT_STEP_MATMUL && (p.steps[k].mm_epilogue & NRT_EPI_GELU);
+    printf("MLP @checkpoint: %u matmuls recomputed, %u GELUs, %u in matmul epilogues\n", recomputed_matmuls, gelus,
+           gelu_epilogues);
+    CHECK(recomputed_matmuls > 0 && gelus == 4 && gelu_epilogues == gelus);
+    nrt_program_free(&p);
+    ir_graph_free(g);
+}
+
 /* A parameter w[4] with update u = w * 2 computed first, and a later step
  * reading w: when read_after, the old value is still needed after u exists,
  * so u must not be computed in w's memory; otherwise it must be. */
@@ -363,6 +411,7 @@ int main(int argc, char **argv)
     check_model(path, bt, vbt, 2, NRT_EPI_BIAS | NRT_EPI_GELU | NRT_EPI_AUX | NRT_EPI_RESIDUAL | NRT_EPI_DGELU, 0);
     snprintf(path, sizeof path, "%s/examples/char_lm.net", root);
     check_model(path, b, v64, 1, 0, 0);
+    check_recomputed_epilogues();
     check_update_placement(true);
     check_update_placement(false);
     if (!failures) printf("test_fuse: all checks passed\n");
