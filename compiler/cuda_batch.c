@@ -176,7 +176,9 @@ void cuda_batch_launches(cg_ctx *cg)
         clear_run(&r);
         join_run(cg, p, k, &r);
         uint32_t n = 1;
-        while (k + n < p->nsteps && n < NRT_MAX_BATCH && batchable(cg, p, k + n) && independent(cg, p, k + n, &r))
+        /* a prepare step runs only when parameters change: not beside one that runs every time */
+        while (k + n < p->nsteps && n < NRT_MAX_BATCH && batchable(cg, p, k + n) && independent(cg, p, k + n, &r) &&
+               p->steps[k + n].prepare == p->steps[k].prepare)
             join_run(cg, p, k + n++, &r);
         if (n >= 2) emit_batch_kernel(cg, k, n, has_device_fn);
         k += n - 1;

@@ -1567,6 +1567,7 @@ bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *
         add_buf(s, pnode);
     }
     cuda_alias_buffers(g, out);
+    nrt_program_mark_prepare(g, out);
     if (fuse) cuda_batch_launches(&cg);
     out->source = cg.src.s;
     cuda_fuse_free(&cg);

@@ -209,8 +209,9 @@ static void print_profile(FILE *out, const ir_graph *g, const nrt_program *p, co
     uint32_t n = 0;
     double total = 0, floor_total = 0;
     for (uint32_t k = 0; k < p->nsteps; k++)
-        if (prof->step_seconds[k] > 0) t[n++] = (launch_time){k, prof->step_seconds[k]}, total += prof->step_seconds[k];
-    for (uint32_t k = 0; k < p->nsteps; k++) floor_total += floors[k];
+        if (prof->step_seconds[k] > 0 && !p->steps[k].prepare)
+            t[n++] = (launch_time){k, prof->step_seconds[k]}, total += prof->step_seconds[k];
+    for (uint32_t k = 0; k < p->nsteps; k++) floor_total += p->steps[k].prepare ? 0 : floors[k];
     qsort(t, n, sizeof *t, slowest_first);
     fprintf(out, "measured: %.1f us a run, the sum of %u launches' device times (median of %d runs each, launched one by one, "
                  "no CUDA graph) on %s; the floor is %.0f%% of it\n",
@@ -272,8 +273,12 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
     for (uint32_t v = 0; v < g->nnodes; v++)
         if (g->nodes[v].op == OP_PARAM) param_bytes += (double)b[v].bytes;
     double total_bytes = 0, total_flops = 0, total_floor = 0, recompute_flops = 0;
+    double prep_bytes = 0, prep_floor = 0;   /* prepare steps: once per change of the parameters, not per run */
     json_t *kernels = json_array(), *steps_j = json_array();
-    uint32_t launches = nrt_program_num_launches(&m.program);
+    uint32_t launches = nrt_program_num_launches(&m.program), prep_steps = 0, prep_launches = 0;
+    for (uint32_t k = 0; k < m.program.nsteps; k += nrt_step_launch_len(&m.program.steps[k]))
+        prep_launches += m.program.steps[k].prepare;
+    launches -= prep_launches;
     if (!as_json) {
         fprintf(out, "module %s: model %s, entry %s (entry points: %s), %u steps, %u launches, %u kernels\n", path, g->name,
                 shown, entries, m.program.nsteps, launches, m.program.nkernels);
@@ -286,7 +291,8 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
     for (uint32_t k = 0; k < m.program.nsteps; k++) {
         const nrt_step *s = &m.program.steps[k];
         step_cost c = cost_of(g, &m.program, s, b, syms);
-        total_bytes += c.bytes, total_flops += c.flops, total_floor += c.floor_s;
+        if (s->prepare) prep_bytes += c.bytes, prep_floor += c.floor_s, prep_steps++;
+        else total_bytes += c.bytes, total_flops += c.flops, total_floor += c.floor_s;
         const ir_node *n = &g->nodes[s->node];
         if (n->flags & IR_FLAG_RECOMPUTE) recompute_flops += c.flops;
         char what[128] = "", loc[96] = "", name[64];
@@ -297,6 +303,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         snprintf(what, sizeof what, "%%%u %s %s", s->node, nc_ops[n->op].name, loc);
         json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:s, s:s}", "name", step_name(&m.program, s, name), "bytes", c.bytes, "flops",
                               c.flops, "floor_us", c.floor_s * 1e6, "op", nc_ops[n->op].name, "source", loc);
+        json_object_set_new(o, "prepare", json_boolean(s->prepare));
         if (prof) json_object_set_new(o, "measured_us", launch_of[k] == k ? json_real(prof->step_seconds[k] * 1e6) : json_null());
         json_array_append(steps_j, o);
         if (s->kind == NRT_STEP_KERNEL) json_array_append(kernels, o);
@@ -307,7 +314,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
             if (prof && launch_of[k] != k) fprintf(out, "   (in step %u's launch)", launch_of[k]);
             else if (prof && s->batch >= 2) fprintf(out, " %13.2f (one launch: steps %u-%u)", prof->step_seconds[k] * 1e6, k, k + s->batch - 1u);
             else if (prof) fprintf(out, " %13.2f", prof->step_seconds[k] * 1e6);
-            fprintf(out, "\n");
+            fprintf(out, "%s\n", s->prepare ? "  once" : "");
         }
     }
     free(launch_of);
@@ -331,9 +338,13 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
                                  "peak_lower_bound_bytes", (json_int_t)plan.lower_bound, "in_place_steps",
                                  (json_int_t)plan.in_place, "param_bytes", param_bytes,
                                  "inputs", decls_json(g, g->inputs, g->ninputs), "outputs", outs);
+        json_object_set_new(root, "prepare_steps", json_integer(prep_steps));
+        json_object_set_new(root, "prepare_launches", json_integer(prep_launches));
+        json_object_set_new(root, "prepare_bytes", json_real(prep_bytes));
+        json_object_set_new(root, "prepare_floor_us", json_real(prep_floor * 1e6));
         if (prof) {
             double measured = 0;
-            for (uint32_t k = 0; k < m.program.nsteps; k++) measured += prof->step_seconds[k];
+            for (uint32_t k = 0; k < m.program.nsteps; k++) measured += m.program.steps[k].prepare ? 0 : prof->step_seconds[k];
             json_object_set_new(root, "measured_us", json_real(measured * 1e6));
             json_object_set_new(root, "profile_device", json_string(prof->device));
             json_object_set_new(root, "profile_runs", json_integer(prof->runs));
@@ -352,6 +363,12 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         human_bytes(param_bytes, par, sizeof par);
         fprintf(out, "\ntotal: %s moved, %.3g FLOPs (%.3g recomputing @checkpoint blocks), roofline floor %.1f us on an H100\n",
                 tb, total_flops, recompute_flops, total_floor * 1e6);
+        if (prep_steps) {
+            char ppb[32];
+            human_bytes(prep_bytes, ppb, sizeof ppb);
+            fprintf(out, "once per change of the parameters (steps marked once, not in the total): %u steps in %u launches, "
+                         "%s moved, floor %.1f us\n", prep_steps, prep_launches, ppb, prep_floor * 1e6);
+        }
         fprintf(out, "memory plan: peak %s (lower bound %s: the largest live set), parameters %s; %u steps in place\n", pb,
                 lb, par, plan.in_place);
         print_peak_live_set(out, g, &m.program, b);

@@ -330,3 +330,23 @@ int ir_verify(const ir_graph *g, FILE *err)
     }
     return problems;
 }
+
+/* Per value: computed from fills and iotas (and, with params, parameters)
+ * alone, nothing random. */
+static bool *values_from(const ir_graph *g, bool params)
+{
+    bool *from = nc_xcalloc(g->nnodes + 1, sizeof *from);
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        bool k = n->op == OP_FILL || n->op == OP_IOTA || (params && n->op == OP_PARAM);
+        if (n->nargs && !(nc_ops[n->op].flags & OPF_RANDOM) && nc_ops[n->op].category != CAT_SOURCE) {
+            k = true;
+            for (int i = 0; i < n->nargs; i++) k = k && from[ir_args(g, n)[i]];
+        }
+        from[v] = k;
+    }
+    return from;
+}
+
+bool *ir_constant_values(const ir_graph *g) { return values_from(g, false); }
+bool *ir_parameter_values(const ir_graph *g) { return values_from(g, true); }

@@ -158,6 +158,13 @@ bool ir_numel(const ir_graph *g, const ir_node *n, const int64_t *syms, int64_t 
 /* Bytes of a node's value at a binding (numel times its dtype's size); 0 if
  * the element count overflows. */
 int64_t ir_bytes(const ir_graph *g, const ir_node *n, const int64_t *syms);
+/* Per value: computed from fills and iotas alone (masks, broadcast
+ * constants), so cheap to compute again wherever it is needed; a malloc'd
+ * array of nnodes + 1. */
+bool *ir_constant_values(const ir_graph *g);
+/* The same with the parameters counted as constants: what a step computes
+ * from its parameters alone (their low-precision copies). */
+bool *ir_parameter_values(const ir_graph *g);
 bool ir_shape_numel(const ir_graph *g, uint8_t rank, const uint32_t *shape, const int64_t *syms,
                     int64_t *out);
 

@@ -50,12 +50,6 @@ bool pass_recompute(ir_graph **g, const pass_ctx *cx);
 ir_graph *recompute_values(const ir_graph *g, const bool *chosen, const pass_ctx *cx);
 bool pass_cse(ir_graph **g, const pass_ctx *cx);
 
-/* Per value: computed from fills and iotas alone (masks, broadcast
- * constants), so cheap to compute again wherever it is needed. */
-bool *ir_constant_values(const ir_graph *g);
-/* The same with the parameters counted as constants: what a step computes
- * from its parameters alone (their low-precision copies). */
-bool *ir_parameter_values(const ir_graph *g);
 /* Per value: how many operand slots, outputs, updates and the loss use it
  * (a malloc'd array of nnodes + 1). */
 uint32_t *ir_count_uses(const ir_graph *g);

@@ -213,6 +213,8 @@ struct gpu_session {
     cublasLtHandle_t lt;
     bool use_graph;
     int runs;
+    bool has_prepare;              /* the program has prepare steps (nrt_program_mark_prepare) */
+    bool prepared;                 /* they ran since the parameters last changed */
     CUgraphExec graph;
     int sm_count;
     /* input prefetch (gpu_stage_input) */
@@ -452,6 +454,7 @@ static int create_session(const nrt_module_data *m, const int64_t *syms, int dev
     gpu_session *s = nc_xcalloc(1, sizeof *s);
     s->m = m;
     s->use_graph = use_graph;
+    for (uint32_t k = 0; k < m->program.nsteps; k++) s->has_prepare |= m->program.steps[k].prepare;
     int rc = -1;
     *out = s;
     CUresult r = drv.cuDeviceGet(&s->dev, device_index);
@@ -522,10 +525,25 @@ static int launch_from(gpu_session *s, uint32_t *k, char *err, size_t errcap)
     return 0;
 }
 
-static int launch_all(gpu_session *s, char *err, size_t errcap)
+/* Queue the prepare steps (prepare) or the others; a batch is one or the
+ * other (cuda_batch.c). */
+static int launch_all(gpu_session *s, bool prepare, char *err, size_t errcap)
 {
-    for (uint32_t k = 0; k < s->m->program.nsteps;)
-        if (launch_from(s, &k, err, errcap) != 0) return -1;
+    const nrt_program *p = &s->m->program;
+    for (uint32_t k = 0; k < p->nsteps;) {
+        if (p->steps[k].prepare != prepare) k += nrt_step_launch_len(&p->steps[k]);
+        else if (launch_from(s, &k, err, errcap) != 0) return -1;
+    }
+    return 0;
+}
+
+/* The prepare steps, when the parameters changed since they last ran: they
+ * depend on nothing else, so they go first (outside the CUDA graph). */
+static int launch_prepare(gpu_session *s, char *err, size_t errcap)
+{
+    if (!s->has_prepare || s->prepared) return 0;
+    if (launch_all(s, true, err, errcap) != 0) return -1;
+    s->prepared = true;
     return 0;
 }
 
@@ -605,13 +623,14 @@ int gpu_launch(gpu_session *s, char *err, size_t errcap)
 {
     CU(cuCtxSetCurrent(s->ctx));
     if (take_staged(s, err, errcap) != 0) return -1;
+    if (launch_prepare(s, err, errcap) != 0) return -1;
     if (s->graph) {
         CU(cuGraphLaunch(s->graph, s->stream));
     } else if (s->use_graph && s->runs >= 1) {
         /* The first run ran eagerly (and warmed cuBLASLt); capture the second. */
         CUgraph graph;
         CU(cuStreamBeginCapture(s->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-        int rc = launch_all(s, err, errcap);
+        int rc = launch_all(s, false, err, errcap);
         CUresult er = drv.cuStreamEndCapture(s->stream, &graph);
         if (rc != 0) return rc;
         if (er != CUDA_SUCCESS) return cu_fail(err, errcap, "cuStreamEndCapture", er);
@@ -620,7 +639,7 @@ int gpu_launch(gpu_session *s, char *err, size_t errcap)
         if (ir != CUDA_SUCCESS) return cu_fail(err, errcap, "cuGraphInstantiate", ir);
         CU(cuGraphLaunch(s->graph, s->stream));
     } else {
-        if (launch_all(s, err, errcap) != 0) return -1;
+        if (launch_all(s, false, err, errcap) != 0) return -1;
     }
     s->runs++;
     return 0;
@@ -738,6 +757,7 @@ int gpu_upload(gpu_session *s, uint32_t value, const void *data, size_t bytes, c
     }
     CU(cuCtxSetCurrent(s->ctx));
     if (bytes) CU(cuMemcpyHtoD(s->arena + (CUdeviceptr)s->buf_offset[value], data, bytes));
+    if (value < s->m->graph->nnodes && s->m->graph->nodes[value].op == OP_PARAM) s->prepared = false;   /* what depends on it is stale */
     return 0;
 }
 
@@ -767,11 +787,20 @@ int gpu_poison(gpu_session *s, char *err, size_t errcap)
     const ir_graph *g = s->m->graph;
     uint32_t nbuf = g->nnodes + s->m->program.ntemps;
     CU(cuCtxSetCurrent(s->ctx));
-    for (uint32_t i = 0; i < nbuf; i++) {
-        if (i < g->nnodes && (g->nodes[i].op == OP_INPUT || g->nodes[i].op == OP_PARAM)) continue;
-        if (s->buf_bytes[i]) CU(cuMemsetD8(s->arena + (CUdeviceptr)s->buf_offset[i], 0xff, (size_t)s->buf_bytes[i]));
+    /* what prepare steps made stays while it is current: the next run reads it without making it again */
+    bool *spared = nc_xcalloc(nbuf + 1, sizeof *spared);
+    for (uint32_t k = 0; s->prepared && k < s->m->program.nsteps; k++)
+        for (int j = 0; s->m->program.steps[k].prepare && j < s->m->program.steps[k].nbufs; j++)
+            spared[s->m->program.steps[k].bufs[j]] = true;
+    int rc = 0;
+    for (uint32_t i = 0; i < nbuf && rc == 0; i++) {
+        if (spared[i] || (i < g->nnodes && (g->nodes[i].op == OP_INPUT || g->nodes[i].op == OP_PARAM))) continue;
+        CUresult r = s->buf_bytes[i] ? drv.cuMemsetD8(s->arena + (CUdeviceptr)s->buf_offset[i], 0xff, (size_t)s->buf_bytes[i])
+                                     : CUDA_SUCCESS;
+        if (r != CUDA_SUCCESS) rc = cu_fail(err, errcap, "cuMemsetD8", r);
     }
-    return 0;
+    free(spared);
+    return rc;
 }
 
 void gpu_session_free(gpu_session *s)

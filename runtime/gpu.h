@@ -52,7 +52,8 @@ int64_t gpu_arena_bytes(const gpu_session *s);
 int64_t gpu_device_bytes(const gpu_session *s);
 int64_t gpu_device_used_bytes(gpu_session *s);
 /* Tests: fill every buffer except inputs and parameters with 0xff bytes (NaN
- * for floats), so an element a kernel forgets to write cannot pass. */
+ * for floats), so an element a kernel forgets to write cannot pass; what
+ * prepare steps made is spared while current (the next run skips them). */
 int gpu_poison(gpu_session *s, char *err, size_t errcap);
 
 #endif

@@ -193,6 +193,7 @@ static void write_program(wbuf *b, const nrt_program *p)
         for (int k = 0; s->sections > 1 && k < s->nbufs; k++) w_u8(b, s->slot_section[k]);
         w_u32(b, s->batch);
         w_u32(b, s->batch_kernel);
+        w_u8(b, s->prepare);
     }
     w_u32(b, p->plan_flags);
 }
@@ -344,6 +345,30 @@ static bool check_batches(rd *r, const nrt_program *p)
         i += s->batch - 1u;
     }
     return true;
+}
+
+/* Prepare steps (run when parameters change, not every run) only in a
+ * program that updates no parameter, each depending on parameters and
+ * constants alone: a step reading an input must run every time. A batch
+ * is all prepare steps or none. */
+static bool check_prepare(rd *r, const ir_graph *g, const nrt_program *p)
+{
+    bool *from = NULL;
+    bool ok = true;
+    for (uint32_t i = 0; i < p->nsteps && ok; i++) {
+        const nrt_step *s = &p->steps[i];
+        for (uint32_t j = i + 1; j < i + s->batch && ok; j++)
+            if (p->steps[j].prepare != s->prepare) ok = r_invalid(r, "step %u: a batch of prepare and other steps", i);
+        if (!s->prepare || !ok) continue;
+        if (g->nupdates) {
+            ok = r_invalid(r, "step %u: a prepare step in a program that updates parameters", i);
+            break;
+        }
+        if (!from) from = ir_parameter_values(g);
+        if (!nrt_step_param_only(g, from, s)) ok = r_invalid(r, "step %u: a prepare step that reads more than parameters", i);
+    }
+    free(from);
+    return ok;
 }
 
 /* A count of items that take at least min_bytes each: must fit what is left. */
@@ -660,8 +685,12 @@ static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
         uint32_t batch = r_u32(r);
         s->batch = (uint16_t)(batch <= NRT_MAX_BATCH ? batch : 1);   /* 1: refused below */
         s->batch_kernel = r_u32(r);
+        uint8_t prepare = r_u8(r);
+        if (!r->bad && prepare > 1) return r_invalid(r, "step %u: prepare flag %u", i, prepare);
+        s->prepare = prepare;
     }
     if (!r->bad && !check_batches(r, p)) return false;
+    if (!r->bad && !check_prepare(r, g, p)) return false;
     p->plan_flags = r_u32(r);
     if (!r->bad && (p->plan_flags & ~(uint32_t)NRT_PLAN_KNOWN_FLAGS)) return r_invalid(r, "plan flags 0x%x", p->plan_flags);
     return !r->bad;

@@ -27,6 +27,25 @@ uint32_t *nrt_program_launches(const nrt_program *p)
     return of;
 }
 
+bool nrt_step_param_only(const ir_graph *g, const bool *from, const nrt_step *s)
+{
+    bool any_value = false;
+    for (int j = 0; j < s->nbufs; j++) {
+        if (s->bufs[j] >= g->nnodes) continue;   /* a temporary */
+        if (!from[s->bufs[j]]) return false;
+        any_value = true;
+    }
+    return any_value;
+}
+
+void nrt_program_mark_prepare(const ir_graph *g, nrt_program *p)
+{
+    if (g->nupdates || (g->train.present && g->train.loss != IR_NONE)) return;
+    bool *from = ir_parameter_values(g);
+    for (uint32_t k = 0; k < p->nsteps; k++) p->steps[k].prepare = nrt_step_param_only(g, from, &p->steps[k]);
+    free(from);
+}
+
 int64_t nrt_program_side_bytes(const nrt_program *p, int64_t staged_input_bytes)
 {
     int64_t entries = 0;
@@ -232,6 +251,11 @@ memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const 
     for (uint32_t v = 0; v < g->nnodes; v++)
         if (g->nodes[v].op == OP_INPUT || g->nodes[v].op == OP_PARAM) b[v].first = 0, b[v].last = end;
     for (uint32_t i = 0; i < g->noutputs; i++) b[g->outputs[i].value].last = end;
+    /* what a prepare step touches outlives the run: later runs read it
+     * without the step running again */
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        for (int j = 0; p->steps[k].prepare && j < p->steps[k].nbufs; j++)
+            b[p->steps[k].bufs[j]].first = 0, b[p->steps[k].bufs[j]].last = end;
     for (uint32_t i = 0; i < nbuf; i++)
         if (b[i].last < 0) b[i].bytes = 0, b[i].first = b[i].last = 0;   /* never touched */
         else if (b[i].first > b[i].last) b[i].first = b[i].last;

@@ -63,6 +63,10 @@ typedef struct nrt_step {
     nc_dtype mm_dtype;     /* a and b */
     nc_dtype mm_out_dtype; /* out (and residual, bias, aux): mm_dtype, or f32 from f16/bf16 operands */
     uint8_t mm_epilogue;   /* NRT_EPI_*: what cuBLASLt applies to the product before storing it */
+    /* Computed from parameters and constants alone, in a program that updates
+     * no parameter (inference): the runtime runs it when parameters change,
+     * not every run, and its buffers live across runs (nrt_program_mark_prepare). */
+    bool prepare;
     /* launch batching (compiler/cuda_batch.c) */
     uint16_t batch;        /* on the first of a run of kernel steps launched as one kernel: how many steps
                               the launch runs (>= 2; each thread runs them one after another); 0 otherwise */
@@ -126,6 +130,14 @@ void nrt_program_free(nrt_program *p);
 #define NRT_ARGS_BYTES (8 * (NRT_MAX_BUFS + NRT_MAX_INTS + 1))
 #define NRT_STAGE_SLOTS 2
 int64_t nrt_program_side_bytes(const nrt_program *p, int64_t staged_input_bytes);
+
+/* Whether every IR value step s touches is computed from parameters and
+ * constants alone (from: ir_parameter_values); temporaries are its own. */
+bool nrt_step_param_only(const ir_graph *g, const bool *from, const nrt_step *s);
+/* Flags the steps of an inference program (no updates) that depend on
+ * parameters alone as prepare steps: the bf16 copies of f32 weights, a
+ * causal mask. A program with updates is left alone. */
+void nrt_program_mark_prepare(const ir_graph *g, nrt_program *p);
 
 /* How many steps the launch that step s starts runs: its batch, or itself. */
 static inline uint32_t nrt_step_launch_len(const nrt_step *s) { return s->batch >= 2 ? s->batch : 1u; }

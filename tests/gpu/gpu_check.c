@@ -111,6 +111,40 @@ static int outputs_differ(const gpu_check_opts *o, const ir_graph *g, gpu_sessio
     return fails;
 }
 
+/* New parameters after runs with the old: what the prepare steps made from
+ * the old ones (bf16 weight copies) is stale, so the next run makes it
+ * again; the outputs follow the new parameters. */
+static int check_new_params(const gpu_check_opts *o, const ir_graph *g, const int64_t *syms, gpu_session *gs, cpu_tensor *inputs,
+                            cpu_tensor *params)
+{
+    char err[1024];
+    int fails = 0;
+    for (uint32_t i = 0; i < g->nparams; i++) {
+        cpu_tensor_free(&params[i]);
+        if (param_init(g, i, o->seed + 1, &params[i], err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 1; }
+    }
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        if (n->op != OP_PARAM) continue;
+        const cpu_tensor *t = &params[n->attr.index];
+        size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
+        unsigned char *buf = nc_xmalloc(bytes + 1);
+        cpu_tensor_to_native(t, buf);
+        if (gpu_upload(gs, v, buf, bytes, err, sizeof err) != 0) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; }
+        free(buf);
+    }
+    cpu_exec_result res = {0};
+    cpu_exec_opts co = {.syms = syms, .inputs = inputs, .params = params};
+    if (!fails && cpu_exec_run(g, &co, &res, err, sizeof err) != 0) { fprintf(stderr, "%s: cpu: %s\n", o->name, err); fails++; }
+    if (!fails && (gpu_poison(gs, err, sizeof err) != 0 || gpu_run(gs, err, sizeof err) != 0)) {
+        fprintf(stderr, "%s: gpu, new parameters: %s\n", o->name, err);
+        fails++;
+    }
+    if (!fails) fails += outputs_differ(o, g, gs, &res);
+    if (res.values) cpu_exec_result_free(&res);
+    return fails;
+}
+
 /* gpu_profile times every launch: each launch's first step gets a time,
  * the other steps of a batch none; the launches one by one compute what
  * the graph did (a forward pass's outputs, checked again). */
@@ -223,6 +257,7 @@ int gpu_check(const gpu_check_opts *o)
         }
         fails += outputs_differ(o, g, gs, &res);
     }
+    if (!fails && !o->train_step) fails += check_new_params(o, g, syms, gs, inputs, params);
     if (o->profile && !fails) fails += check_profile(o, g, &m.program, gs, &res);
 sess_out:
     gpu_session_free(gs);

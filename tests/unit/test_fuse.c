@@ -368,6 +368,57 @@ static void check_recomputed_epilogues(void)
     ir_graph_free(g);
 }
 
+/* Inference: the steps that depend on parameters alone (GPT-2's bf16
+ * weight copies, its positions) are prepare steps, run when parameters
+ * change; their buffers overlap no other buffer in the plan, so a later run
+ * that skips them still finds their values. A training step has none. */
+static void check_prepare(const char *root)
+{
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/examples/gpt2.net", root);
+    const char *sn[] = {"L"}, *sv[] = {"2"}, *dn[] = {"B", "T"};
+    const int64_t dv[] = {2, 64};
+    for (int train = 0; train < 2; train++) {
+        driver_opts o = {.verify = true, .train_step = train, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 2,
+                         .set_names = sn, .set_values = sv, .nsets = 1};
+        src_table src = {0};
+        ir_graph *g = compile_file(path, &o, &src);
+        src_free(&src);
+        CHECK(g != NULL);
+        if (!g) continue;
+        nrt_program p;
+        CHECK(cuda_emit_program_ex(g, true, &p, err, sizeof err));
+        bool *from = ir_parameter_values(g);
+        uint32_t prepare = 0, casts = 0, overlaps = 0;
+        for (uint32_t k = 0; k < p.nsteps; k++) {
+            const nrt_step *s = &p.steps[k];
+            prepare += s->prepare;
+            casts += s->prepare && g->nodes[s->node].op == OP_CAST;
+            if (s->prepare) CHECK(nrt_step_param_only(g, from, s));
+            for (uint32_t j = k + 1; j < k + s->batch; j++) CHECK(p.steps[j].prepare == s->prepare);
+        }
+        memplan_result r;
+        memplan_buf *b = program_plan_memory(g, &p, NULL, &r, err, sizeof err);
+        CHECK(b != NULL);
+        uint32_t nbuf = g->nnodes + p.ntemps;
+        for (uint32_t k = 0; b && k < p.nsteps; k++)
+            for (int j = 0; p.steps[k].prepare && j < p.steps[k].nbufs; j++) {
+                const memplan_buf *x = &b[p.steps[k].bufs[j]];
+                for (uint32_t o2 = 0; o2 < nbuf && x->bytes; o2++)
+                    overlaps += o2 != p.steps[k].bufs[j] && b[o2].bytes && b[o2].offset < x->offset + x->bytes &&
+                                x->offset < b[o2].offset + b[o2].bytes;
+            }
+        printf("gpt2 (2 layers) %s: %u prepare steps (%u casts), %u overlaps of their buffers\n", train ? "training step" : "forward",
+               prepare, casts, overlaps);
+        if (train) CHECK(prepare == 0);
+        else CHECK(prepare > 0 && casts >= 8 && overlaps == 0);
+        free(b);
+        free(from);
+        nrt_program_free(&p);
+        ir_graph_free(g);
+    }
+}
+
 /* A parameter w[4] with update u = w * 2 computed first, and a later step
  * reading w: when read_after, the old value is still needed after u exists,
  * so u must not be computed in w's memory; otherwise it must be. */
@@ -412,6 +463,7 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/examples/char_lm.net", root);
     check_model(path, b, v64, 1, 0, 0);
     check_recomputed_epilogues();
+    check_prepare(root);
     check_update_placement(true);
     check_update_placement(false);
     if (!failures) printf("test_fuse: all checks passed\n");

@@ -24,6 +24,63 @@ static char *report(const char *path, const char *const *dn, const int64_t *dv, 
     return buf;
 }
 
+/* An inference module: the prepare steps (bf16 weight copies, made once per
+ * change of the parameters) are marked `once` and counted apart from the
+ * per-run totals, measured or not. */
+static void check_prepare_report(const char *example)
+{
+    src_table src = {0};
+    char err[1024];
+    const char *sn[] = {"L"}, *sv[] = {"1"}, *dn[] = {"B", "T"};
+    const int64_t dv[] = {2, 16};
+    driver_opts o = {.verify = true, .fuse = true, .set_names = sn, .set_values = sv, .nsets = 1, .dim_names = dn, .dim_values = dv,
+                     .ndims = 2};
+    ir_graph *g = compile_file(example, &o, &src);
+    CHECK(g != NULL);
+    if (!g) return;
+    nrt_module_data m = {.graph = g, .nvrtc_version = 13000};
+    CHECK(cuda_emit_program_ex(g, true, &m.program, err, sizeof err));
+    const char *path = "test_inspect_forward.netm";
+    CHECK(module_write(path, &m, err, sizeof err) == 0);
+    const nrt_program *p = &m.program;
+    double *t = calloc(p->nsteps + 1, sizeof *t), per_run = 0;
+    uint32_t *launch_of = nrt_program_launches(p), prepare = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        prepare += p->steps[k].prepare;
+        if (launch_of[k] == k) t[k] = 1e-6, per_run += p->steps[k].prepare ? 0 : 1e-6;
+    }
+    inspect_profile prof = {.step_seconds = t, .device = "a made-up GPU", .runs = 3};
+    char *js = report(path, NULL, NULL, 0, true, &prof), *text = report(path, NULL, NULL, 0, false, NULL);
+    json_error_t je;
+    json_t *j = js ? json_loads(js, 0, &je) : NULL;
+    CHECK(prepare > 0 && j != NULL && text && strstr(text, "once per change of the parameters") && strstr(text, "  once\n"));
+    if (j) {
+        json_t *steps = json_object_get(j, "steps");
+        double run_bytes = 0, prep_bytes = 0;
+        uint32_t marked = 0;
+        for (size_t i = 0; i < json_array_size(steps); i++) {
+            json_t *st = json_array_get(steps, i);
+            bool once = json_is_true(json_object_get(st, "prepare"));
+            marked += once;
+            *(once ? &prep_bytes : &run_bytes) += json_real_value(json_object_get(st, "bytes"));
+        }
+        CHECK(marked == prepare && json_integer_value(json_object_get(j, "prepare_steps")) == prepare);
+        CHECK(fabs(json_real_value(json_object_get(j, "total_bytes_moved")) - run_bytes) < 1 && prep_bytes > 0);
+        CHECK(fabs(json_real_value(json_object_get(j, "prepare_bytes")) - prep_bytes) < 1);
+        CHECK(fabs(json_real_value(json_object_get(j, "measured_us")) - per_run * 1e6) < 1e-6);
+        printf("forward: %u prepare steps, %.0f bytes once, %.0f bytes a run\n", prepare, prep_bytes, run_bytes);
+        json_decref(j);
+    }
+    free(js);
+    free(text);
+    free(t);
+    free(launch_of);
+    remove(path);
+    nrt_program_free(&m.program);
+    ir_graph_free(g);
+    src_free(&src);
+}
+
 int main(int argc, char **argv)
 {
     const char *root = argc > 1 ? argv[1] : ".";
@@ -95,6 +152,7 @@ int main(int argc, char **argv)
     CHECK(plain && !strstr(plain, "measured") && !strstr(plain, "slowest launches"));
     free(plain);
 
+    check_prepare_report(example);
     printf("test_inspect: %u steps, %u batches, the report %s\n", p->nsteps, batches, failures ? "differs" : "as expected");
     free(t);
     free(launch_of);

@@ -128,6 +128,27 @@ int main(int argc, char **argv)
         CHECK(module_read(path, &r, err, sizeof err) != 0 && strstr(err, "batch"));
         pp->steps[head] = saved_head, pp->steps[head + 1] = saved_next, pp->steps[before_matmul] = saved_bm;
     }
+    /* a prepare step (run only when parameters change) must depend on
+     * parameters alone, and shares no batch with other steps */
+    uint32_t reads_input = UINT32_MAX, prepared = 0;
+    for (uint32_t k = 0; k < m.program.nsteps; k++) {
+        const nrt_step *s = &m.program.steps[k];
+        prepared += s->prepare;
+        for (int j = 0; j < s->nbufs && reads_input == UINT32_MAX; j++)
+            if (s->kind == NRT_STEP_KERNEL && s->batch == 0 && s->bufs[j] < g->nnodes && g->nodes[s->bufs[j]].op == OP_INPUT)
+                reads_input = k;
+    }
+    CHECK(prepared > 0 && reads_input != UINT32_MAX && head != UINT32_MAX);
+    for (int c = 0; reads_input != UINT32_MAX && head != UINT32_MAX && c < 2; c++) {
+        /* an input read by a prepare step; a batch of one kind and the other */
+        nrt_step *s = &m.program.steps[c == 0 ? reads_input : head + 1];
+        bool saved = s->prepare;
+        s->prepare = c == 0 ? true : !m.program.steps[head].prepare;
+        CHECK(module_write(path, &m, err, sizeof err) == 0);
+        err[0] = 0;
+        CHECK(module_read(path, &r, err, sizeof err) != 0 && strstr(err, "prepare"));
+        s->prepare = saved;
+    }
     printf("test_module: %zu bytes, %d truncations refused, %d/3000 flips accepted (in names, floats or locations)\n",
            size, refused, accepted);
     free(bytes);
