@@ -4,6 +4,7 @@
  *   infer_netc MODULE DIM=VALUE... [--iters N] [--device cpu|gpu] */
 #include "netrt.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,19 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* Small valid values of each dtype: class indices and tokens below 64,
+ * pixels, floats in [0, 1). */
+static void fill_input(unsigned char *buf, nrt_dtype t, size_t count)
+{
+    for (size_t k = 0; k < count; k++) {
+        uint32_t r = (uint32_t)(k * 2654435761u) >> 26;   /* 0 .. 63 */
+        if (t == NRT_I32) ((int32_t *)buf)[k] = (int32_t)r;
+        else if (t == NRT_F32) ((float *)buf)[k] = (float)r / 64.0f;
+        else if (t == NRT_F16 || t == NRT_BF16) ((uint16_t *)buf)[k] = 0;   /* +0.0 in both */
+        else buf[k] = (unsigned char)(t == NRT_BOOL ? r & 1 : r);
+    }
 }
 
 int main(int argc, char **argv)
@@ -54,10 +68,11 @@ int main(int argc, char **argv)
         nrt_tensor_info info;
         nrt_module_input(m, i, &info);
         if (nrt_session_input_info(s, info.name, &info, &e)) continue;
-        size_t n = nrt_dtype_size(info.dtype);
-        for (int k = 0; k < info.rank; k++) n *= (size_t)info.shape[k];
+        size_t count = 1, n;
+        for (int k = 0; k < info.rank; k++) count *= (size_t)info.shape[k];
+        n = count * nrt_dtype_size(info.dtype);
         unsigned char *buf = malloc(n + 1);
-        for (size_t k = 0; k < n; k++) buf[k] = (unsigned char)(k * 2654435761u >> 24) & 0x3f;  /* small valid values */
+        fill_input(buf, info.dtype, count);
         nrt_session_set_input(s, info.name, info.dtype, info.rank, info.shape, buf, &e);
         free(buf);
     }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 3's measurements on the GPU machine, side by side in one run:
 # netc build time for gpt2.net (cold and with a warm NVRTC cache), module load
-# time, and fashion_mlp inference latency at batch 1 and 512 against PyTorch
-# eager and torch.compile. Usage: bench/run_infer.sh NETC INFER_NETC
+# time, and fashion_mlp inference latency at batch 1 and 512 and GPT-2's
+# forward pass at 1 x 64 and 16 x 1024 tokens against PyTorch eager and
+# torch.compile. Usage: bench/run_infer.sh NETC INFER_NETC
 set -u
 NETC=${1:-build/netc}; INFER=${2:-build/bench/infer_netc}
 OUT=${OUT:-/tmp/bench-out}; mkdir -p "$OUT"
@@ -20,3 +21,11 @@ for b in 1 512; do
 done
 python3 bench/torch_infer.py 1 512
 python3 bench/torch_infer.py 1 512
+# GPT-2's forward pass and loss (bf16 over f32 weights): the module makes its
+# bf16 weight copies once (prepare steps), PyTorch's autocast in every forward
+"$NETC" build examples/gpt2.net --entry forward -o "$OUT/gpt2_fwd.netm" || exit 1
+"$NETC" inspect "$OUT/gpt2_fwd.netm" --dim B=1 --dim T=64 | grep -E "^total|^once"
+for bt in "B=1 T=64" "B=16 T=1024"; do
+  for i in 1 2 3; do "$INFER" "$OUT/gpt2_fwd.netm" $bt --iters 100; done
+done
+(cd bench && python3 torch_gpt2_infer.py 1:64 16:1024)
