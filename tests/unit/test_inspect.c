@@ -24,25 +24,49 @@ static char *report(const char *path, const char *const *dn, const int64_t *dv, 
     return buf;
 }
 
+/* GPT-2 with one layer at 2 x 16 tokens, fused, written as a module file:
+ * the training step, or the forward pass. */
+typedef struct built {
+    src_table src;
+    ir_graph *g;
+    nrt_module_data m;
+    const char *path;
+} built;
+
+static bool build_gpt2(const char *example, bool train, const char *path, built *b)
+{
+    char err[1024];
+    const char *sn[] = {"L"}, *sv[] = {"1"}, *dn[] = {"B", "T"};
+    const int64_t dv[] = {2, 16};
+    driver_opts o = {.verify = true, .train_step = train, .fuse = true, .set_names = sn, .set_values = sv, .nsets = 1,
+                     .dim_names = dn, .dim_values = dv, .ndims = 2};
+    *b = (built){.path = path};
+    b->g = compile_file(example, &o, &b->src);
+    if (!b->g) return false;
+    b->m = (nrt_module_data){.graph = b->g, .nvrtc_version = 13000};
+    CHECK(cuda_emit_program_ex(b->g, true, &b->m.program, err, sizeof err));
+    CHECK(module_write(path, &b->m, err, sizeof err) == 0);
+    return true;
+}
+
+static void built_free(built *b)
+{
+    remove(b->path);
+    nrt_program_free(&b->m.program);
+    ir_graph_free(b->g);
+    src_free(&b->src);
+}
+
 /* An inference module: the prepare steps (bf16 weight copies, made once per
  * change of the parameters) are marked `once` and counted apart from the
  * per-run totals, measured or not. */
 static void check_prepare_report(const char *example)
 {
-    src_table src = {0};
-    char err[1024];
-    const char *sn[] = {"L"}, *sv[] = {"1"}, *dn[] = {"B", "T"};
-    const int64_t dv[] = {2, 16};
-    driver_opts o = {.verify = true, .fuse = true, .set_names = sn, .set_values = sv, .nsets = 1, .dim_names = dn, .dim_values = dv,
-                     .ndims = 2};
-    ir_graph *g = compile_file(example, &o, &src);
-    CHECK(g != NULL);
-    if (!g) return;
-    nrt_module_data m = {.graph = g, .nvrtc_version = 13000};
-    CHECK(cuda_emit_program_ex(g, true, &m.program, err, sizeof err));
-    const char *path = "test_inspect_forward.netm";
-    CHECK(module_write(path, &m, err, sizeof err) == 0);
-    const nrt_program *p = &m.program;
+    built b;
+    CHECK(build_gpt2(example, false, "test_inspect_forward.netm", &b));
+    if (!b.g) return;
+    const char *path = b.path;
+    const nrt_program *p = &b.m.program;
     double *t = calloc(p->nsteps + 1, sizeof *t), per_run = 0;
     uint32_t *launch_of = nrt_program_launches(p), prepare = 0;
     for (uint32_t k = 0; k < p->nsteps; k++) {
@@ -75,10 +99,7 @@ static void check_prepare_report(const char *example)
     free(text);
     free(t);
     free(launch_of);
-    remove(path);
-    nrt_program_free(&m.program);
-    ir_graph_free(g);
-    src_free(&src);
+    built_free(&b);
 }
 
 int main(int argc, char **argv)
@@ -86,21 +107,12 @@ int main(int argc, char **argv)
     const char *root = argc > 1 ? argv[1] : ".";
     char example[1024];
     snprintf(example, sizeof example, "%s/examples/gpt2.net", root);
-    src_table src = {0};
-    char err[1024];
-    const char *sn[] = {"L"}, *sv[] = {"1"}, *dn[] = {"B", "T"};
-    const int64_t dv[] = {2, 16};
-    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .set_names = sn, .set_values = sv, .nsets = 1, .dim_names = dn,
-                     .dim_values = dv, .ndims = 2};
-    ir_graph *g = compile_file(example, &o, &src);
-    if (!g) return 1;
-    nrt_module_data m = {.graph = g, .nvrtc_version = 13000};
-    CHECK(cuda_emit_program_ex(g, true, &m.program, err, sizeof err));
-    const char *path = "test_inspect.netm";
-    CHECK(module_write(path, &m, err, sizeof err) == 0);
+    built b;
+    if (!build_gpt2(example, true, "test_inspect.netm", &b)) return 1;
+    const char *path = b.path;
 
     /* made-up times: 1 us at each launch, 100 us at the second batch's, none inside batches */
-    const nrt_program *p = &m.program;
+    const nrt_program *p = &b.m.program;
     uint32_t *launch_of = nrt_program_launches(p), batches = 0, slow = UINT32_MAX, member = UINT32_MAX;
     double *t = calloc(p->nsteps + 1, sizeof *t), total = 0;
     for (uint32_t k = 0; k < p->nsteps; k++) {
@@ -156,9 +168,6 @@ int main(int argc, char **argv)
     printf("test_inspect: %u steps, %u batches, the report %s\n", p->nsteps, batches, failures ? "differs" : "as expected");
     free(t);
     free(launch_of);
-    remove(path);
-    nrt_program_free(&m.program);
-    ir_graph_free(g);
-    src_free(&src);
+    built_free(&b);
     return failures != 0;
 }
