@@ -1,28 +1,25 @@
 /* mem_budget.c - fit a training step into a memory budget by recomputation.
  *
  * Requires: a training-step graph after the passes, every dim bound (the
- * plan is made for one size). Produces: the same step with the fewest
- * forward values recomputed (rather than kept for the backward pass) that
- * brings the planned peak - parameters, optimizer state and the activation
- * arena, what the runtime allocates - within the budget; or an error giving
- * the smallest peak recomputation can reach.
+ * plan is made for one size). Produces: the same step, recomputing forward
+ * values rather than keeping them for the backward pass, whose planned peak
+ * - what a GPU session allocates: parameters, optimizer state, the
+ * activation arena, cuBLASLt's workspace - fits the budget at the lowest
+ * roofline floor the search finds; or an error giving the smallest peak
+ * recomputation can reach.
  *
- * Candidates are the forward values the backward pass reads, each recomputed
- * from kept values only (one op deep). They are ranked
- * by the work a recomputation costs per byte it frees, with each op category
- * weighted: elementwise ops and data movement are cheap to redo, norms and
- * reductions a little less, matmuls are the last resort. The peak falls
- * (nearly) monotonically as more of the ranking is recomputed, so a binary
- * search over its length finds the shortest prefix that fits. When no such
- * prefix fits, the forward pass is cut into segments (automatic @checkpoint
- * blocks) at its narrowest points, where little crosses (between layers).
- * For each spacing of the cuts it tries keeping the results of matmuls and
- * attention (only cheap ops are done again); if that does not fit, keeping
- * as many of the values made from them as fit, those that cost the most
- * time per byte to redo first (a matmul's result costs 2K FLOPs per
- * element, an attention output two products over every key it sees), down
- * to none (each segment recomputed whole). Of the plans that fit, the one
- * with the lowest roofline floor wins, and the room it leaves goes to later
+ * Two kinds of plan are made and the faster that fits wins. Single values:
+ * the forward values the backward pass reads, each recomputed from kept
+ * values only (one op deep), ranked by the work a recomputation costs per
+ * byte it frees with each op category weighted (elementwise ops and data
+ * movement cheap to redo, norms and reductions a little less, matmuls last);
+ * the peak falls (nearly) monotonically along the ranking, so a binary
+ * search finds the shortest prefix that fits. Segments: the forward pass cut
+ * at its narrowest points (between layers) into automatic @checkpoint
+ * blocks; for each spacing of the cuts, keeping every matmul and attention
+ * result, else as many of the values the backward pass reads as fit,
+ * dearest to redo per byte first (redo_costs: as the fused program would
+ * redo them), down to none; the room the best plan leaves goes to later
  * values of the ranking that make it faster. */
 #include "mem_budget.h"
 #include "cuda_emit.h"
@@ -202,13 +199,14 @@ static int64_t bound_dim(const ir_graph *g, uint32_t dim)
 
 /* Seconds per byte of result that computing v again costs, at the H100's
  * rates (as netc inspect's floor): a matmul 2K FLOPs per element on tensor
- * cores, attention two products over every key a query sees; elementwise
- * ops and data movement the bytes they move, each plus what its dearest
- * operand costs when the backward pass does not
- * read that operand (it will not be kept, so computing v again means
- * computing it again: a bias added to a matmul's result costs the matmul).
- * 0 for what does not come from a matmul or attention: the segments redo
- * that anyway. */
+ * cores, attention two products over every key a query sees; elementwise,
+ * row-wise ops and data movement the bytes they move, each plus what its
+ * dearest operand costs when the backward pass does not read that operand
+ * (it will not be kept, so computing v again means computing it again: a
+ * bias added to a matmul's result costs the matmul), and nothing of their own
+ * where a matmul's epilogue applies them; a parameter's low-precision copy
+ * the bytes it moves. 0 for the rest (made from inputs and constants
+ * alone): the segments redo that anyway. */
 #define REDO_FLOPS_PER_S 750e12
 #define REDO_BYTES_PER_S 2.9e12
 
@@ -555,9 +553,10 @@ static single_plan fit_by_single_values(const ir_graph *g, int64_t budget, const
     single_plan best = {.k = n, .of = n};
     best.graph = with_prefix(g, c, n, &best.cost.peak, b);
     if (!best.graph || best.cost.peak < 0 || best.cost.peak > budget) {
+        int64_t reached = best.graph ? best.cost.peak : -1;
         ir_graph_free(best.graph);
         free(c);
-        return (single_plan){.cost.peak = best.graph ? best.cost.peak : -1};
+        return (single_plan){.cost.peak = reached};
     }
     while (lo < hi) {   /* the shortest prefix that fits */
         uint32_t mid = lo + (hi - lo) / 2;
