@@ -257,8 +257,8 @@ int gpu_check(const gpu_check_opts *o)
         }
         fails += outputs_differ(o, g, gs, &res);
     }
-    if (!fails && !o->train_step) fails += check_new_params(o, g, syms, gs, inputs, params);
     if (o->profile && !fails) fails += check_profile(o, g, &m.program, gs, &res);
+    if (!fails && !o->train_step) fails += check_new_params(o, g, syms, gs, inputs, params);   /* last: res is stale after it */
 sess_out:
     gpu_session_free(gs);
 img_out:
