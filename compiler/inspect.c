@@ -270,8 +270,12 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         return 1;
     }
     double param_bytes = 0;
-    for (uint32_t v = 0; v < g->nnodes; v++)
+    int64_t staged = 0;   /* a training loop's inputs travel through landing buffers (gpu_stage_input) */
+    for (uint32_t v = 0; v < g->nnodes; v++) {
         if (g->nodes[v].op == OP_PARAM) param_bytes += (double)b[v].bytes;
+        if (g->nodes[v].op == OP_INPUT && g->nupdates) staged += b[v].bytes;
+    }
+    int64_t session_bytes = plan.arena_bytes + nrt_program_side_bytes(&m.program, staged);
     double total_bytes = 0, total_flops = 0, total_floor = 0, recompute_flops = 0;
     double prep_bytes = 0, prep_floor = 0;   /* prepare steps: once per change of the parameters, not per run */
     json_t *kernels = json_array(), *steps_j = json_array();
@@ -338,6 +342,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
                                  "peak_lower_bound_bytes", (json_int_t)plan.lower_bound, "in_place_steps",
                                  (json_int_t)plan.in_place, "param_bytes", param_bytes,
                                  "inputs", decls_json(g, g->inputs, g->ninputs), "outputs", outs);
+        json_object_set_new(root, "session_bytes", json_integer(session_bytes));
         json_object_set_new(root, "prepare_steps", json_integer(prep_steps));
         json_object_set_new(root, "prepare_launches", json_integer(prep_launches));
         json_object_set_new(root, "prepare_bytes", json_real(prep_bytes));
@@ -371,6 +376,10 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         }
         fprintf(out, "memory plan: peak %s (lower bound %s: the largest live set), parameters %s; %u steps in place\n", pb,
                 lb, par, plan.in_place);
+        char sb[32];
+        human_bytes((double)session_bytes, sb, sizeof sb);
+        fprintf(out, "a GPU session holds %s: the arena, cuBLASLt's workspace, kernel-argument tables%s (what "
+                     "--memory-budget bounds)\n", sb, staged ? " and the landing buffers of prefetched inputs" : "");
         print_peak_live_set(out, g, &m.program, b);
         if (prof) print_profile(out, g, &m.program, floors, prof);
         fprintf(out, "targets:");

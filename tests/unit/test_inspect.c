@@ -92,6 +92,9 @@ static void check_prepare_report(const char *example)
         CHECK(fabs(json_real_value(json_object_get(j, "total_bytes_moved")) - run_bytes) < 1 && prep_bytes > 0);
         CHECK(fabs(json_real_value(json_object_get(j, "prepare_bytes")) - prep_bytes) < 1);
         CHECK(fabs(json_real_value(json_object_get(j, "measured_us")) - per_run * 1e6) < 1e-6);
+        /* what a session holds: the arena and what the runtime allocates beside it (no staging in inference) */
+        CHECK(json_integer_value(json_object_get(j, "session_bytes")) ==
+              json_integer_value(json_object_get(j, "peak_memory_bytes")) + nrt_program_side_bytes(p, 0));
         printf("forward: %u prepare steps, %.0f bytes once, %.0f bytes a run\n", prepare, prep_bytes, run_bytes);
         json_decref(j);
     }
