@@ -22,7 +22,7 @@ echo "{\"bench\": \"build_gpt2_train_cached\", \"ms\": $(( (e - s) / 1000000 ))}
 # each launch timed on the device: the measured step and the 10 slowest launches with their share and % of floor
 "$NETC" inspect "$OUT/gpt2.netm" --entry train --profile 10 > "$OUT/gpt2.profile.txt" 2>&1 && sed -n '/^measured/,/^targets/p' "$OUT/gpt2.profile.txt"
 for budget in "" 4GiB; do
-  "$NETC" train examples/gpt2.net --data "$TEXT" --dim T="$T" --batch "$B" --max-steps "$STEPS" --device gpu \
+  "$NETC" train examples/gpt2.net --data "$TEXT" --dim T="$T" --batch "$B" --epochs 1000 --max-steps "$STEPS" --device gpu \
     ${budget:+--memory-budget $budget} --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 || { cat "$OUT/gpt2${budget}.log"; exit 1; }
   tail -2 "$OUT/gpt2${budget}.log"
   python3 - "$OUT/gpt2${budget}.jsonl" "$B" "$T" "${budget:-none}" <<'EOF'
