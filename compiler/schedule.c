@@ -167,13 +167,94 @@ ir_graph *schedule_round_trips_late(const ir_graph *g, FILE *report)
     return out;
 }
 
+/* How each value is read: operand slots, distinct reader nodes (mul(g, g)
+ * is one), and whether every reader is elementwise. */
+typedef struct read_counts {
+    uint32_t *slots, *readers;
+    bool *elementwise;
+} read_counts;
+
+static read_counts count_reads(const ir_graph *g)
+{
+    read_counts r = {nc_xcalloc(g->nnodes + 1, sizeof *r.slots), nc_xcalloc(g->nnodes + 1, sizeof *r.readers),
+                     nc_xmalloc((g->nnodes + 1) * sizeof *r.elementwise)};
+    for (ir_value v = 0; v < g->nnodes; v++) r.elementwise[v] = true;
+    for (ir_value u = 0; u < g->nnodes; u++) {
+        const ir_node *un = &g->nodes[u];
+        for (int i = 0; i < un->nargs; i++) {
+            ir_value a = ir_args(g, un)[i];
+            bool again = false;
+            for (int k = 0; k < i; k++) again |= ir_args(g, un)[k] == a;
+            r.slots[a]++;
+            r.readers[a] += !again;
+            r.elementwise[a] &= nc_ops[un->op].category == CAT_ELEMENTWISE;
+        }
+    }
+    return r;
+}
+
+/* A widening cast f32(x) of a matmul's f16/bf16 product read by several
+ * elementwise ops and nothing else (no output, update or loss). */
+static bool split_widening(const ir_graph *g, ir_value c, const uint32_t *uses, const read_counts *r)
+{
+    const ir_node *n = &g->nodes[c];
+    if (!ir_is_float_cast(g, n) || n->dtype != NC_F32) return false;
+    const ir_node *x = &g->nodes[ir_args(g, n)[0]];
+    return (x->dtype == NC_BF16 || x->dtype == NC_F16) && x->op == OP_MATMUL && r->readers[c] >= 2 &&
+           uses[c] == r->slots[c] && r->elementwise[c];
+}
+
+ir_graph *schedule_widenings_per_reader(const ir_graph *g, FILE *report)
+{
+    uint32_t *uses = ir_count_uses(g);
+    read_counts r = count_reads(g);
+    bool *split = nc_xcalloc(g->nnodes + 1, sizeof *split);
+    uint32_t nsplit = 0;
+    for (ir_value c = 0; c < g->nnodes; c++) nsplit += split[c] = split_widening(g, c, uses, &r);
+    ir_graph *out = NULL;
+    if (nsplit) {
+        out = ir_graph_shell(g);
+        ir_value *map = nc_xmalloc((g->nnodes + 1) * sizeof *map), small[16];
+        for (ir_value v = 0; v < g->nnodes; v++) {
+            const ir_node *n = &g->nodes[v];
+            map[v] = IR_NONE;
+            if (split[v]) continue;   /* made by each of its readers */
+            ir_value *dst = n->nargs <= 16 ? small : nc_xmalloc(n->nargs * sizeof *dst);
+            for (int i = 0; i < n->nargs; i++) {
+                ir_value a = ir_args(g, n)[i];
+                dst[i] = map[a];
+                for (int k = 0; k < i && split[a]; k++)
+                    if (ir_args(g, n)[k] == a) dst[i] = dst[k];   /* mul(g, g): one copy */
+                if (dst[i] != IR_NONE) continue;
+                ir_value src = map[ir_args(g, &g->nodes[a])[0]];
+                dst[i] = ir_add(out, &g->nodes[a], &src, 1);   /* this reader's own copy of the cast */
+            }
+            map[v] = ir_add(out, n, dst, n->nargs);
+            if (dst != small) free(dst);
+        }
+        ir_graph_finish(out, g, map);
+        free(map);
+        if (report)
+            fprintf(report, "schedule: %u widened matmul products (weight gradients) are widened by each op that reads "
+                            "them: the product is stored in its own dtype\n", nsplit);
+    }
+    free(split);
+    free(uses);
+    free(r.slots);
+    free(r.readers);
+    free(r.elementwise);
+    return out;
+}
+
 ir_graph *schedule_training_step(const ir_graph *g, bool fuse, FILE *report)
 {
     ir_graph *a = schedule_parameter_copies_first(g, report);
     ir_graph *b = fuse ? schedule_loss_gradients_first(a ? a : g, report) : NULL;
     if (b) ir_graph_free(a), a = b;
     ir_graph *c = fuse ? schedule_round_trips_late(a ? a : g, report) : NULL;
-    if (!c) return a;
+    if (c) ir_graph_free(a), a = c;
+    ir_graph *d = fuse ? schedule_widenings_per_reader(a ? a : g, report) : NULL;
+    if (!d) return a;
     ir_graph_free(a);
-    return c;
+    return d;
 }

@@ -21,8 +21,16 @@ ir_graph *schedule_loss_gradients_first(const ir_graph *g, FILE *report);
  * fusion computes it as it loads x; NULL when nothing moves. */
 ir_graph *schedule_round_trips_late(const ir_graph *g, FILE *report);
 
-/* The three, in that order (the last two only with fusion: the loss
- * gradients write the row losses, the round trips fuse into their reader):
+/* g with each widening cast f32(x) of a matmul's f16/bf16 product that
+ * several elementwise ops read (a weight gradient: the norm's square, the
+ * update) copied once per reader, so each reader's kernel widens the narrow
+ * product as it loads it and the matmul stores x in its own dtype (not f32,
+ * read twice); NULL when there is none. */
+ir_graph *schedule_widenings_per_reader(const ir_graph *g, FILE *report);
+
+/* The four, in that order (the last three only with fusion: the loss
+ * gradients write the row losses, the round trips and widenings fuse into
+ * their readers):
  * the training step's schedule (NULL: no change). */
 ir_graph *schedule_training_step(const ir_graph *g, bool fuse, FILE *report);
 
