@@ -35,13 +35,34 @@ static bool computes_dv(const nrt_program *p, const nrt_step *s)
  * one per input element, row-wise ops about five, matmul 2*M*N*K, attention
  * 4*(q elements)*(keys), halved when causal (its gradients do about 1.5x
  * that; counted the same). */
+/* The most elements any buffer of step s holds: what a reduction or row
+ * kernel goes over. An op done by several kernels (a sum's partial sums and
+ * their total, a loss's row losses and their mean) counts in each what that
+ * kernel reads, not the op's whole input again. */
+static int64_t largest_buffer(const ir_graph *g, const nrt_program *p, const nrt_step *s, const int64_t *syms)
+{
+    int64_t most = 0;
+    for (int j = 0; j < s->nbufs; j++) {
+        int64_t n = 0;
+        if (s->bufs[j] < g->nnodes) ir_numel(g, &g->nodes[s->bufs[j]], syms, &n);
+        else dim_eval(&g->dims[p->temps[s->bufs[j] - g->nnodes].numel], syms, &n);
+        if (n > most) most = n;
+    }
+    return most;
+}
+
 static double step_flops(const ir_graph *g, const nrt_program *p, const nrt_step *s, const int64_t *syms)
 {
     const ir_node *n = &g->nodes[s->node];
     int64_t out = 0, in = 0;
     ir_numel(g, n, syms, &out);
     if (n->nargs) ir_numel(g, &g->nodes[ir_args(g, n)[0]], syms, &in);
-    switch (nc_ops[n->op].category) {
+    nc_op_category cat = nc_ops[n->op].category;
+    if ((cat == CAT_REDUCTION || cat == CAT_ROWWISE) && s->kind == NRT_STEP_KERNEL) {
+        int64_t seen = largest_buffer(g, p, s, syms);
+        if (seen < in) in = seen;
+    }
+    switch (cat) {
     case CAT_ELEMENTWISE: return (double)out;
     case CAT_REDUCTION: return (double)in;
     case CAT_ROWWISE: return 5.0 * (double)in;

@@ -89,6 +89,15 @@ static void check_prepare_report(const char *example)
             *(once ? &prep_bytes : &run_bytes) += json_real_value(json_object_get(st, "bytes"));
         }
         CHECK(marked == prepare && json_integer_value(json_object_get(j, "prepare_steps")) == prepare);
+        /* the loss's two kernels: the row losses go over the logits, their mean over the rows only */
+        double rows_flops = 0, mean_flops = -1;
+        for (size_t i = 0; i < json_array_size(steps); i++) {
+            json_t *st = json_array_get(steps, i);
+            const char *name = json_string_value(json_object_get(st, "name"));
+            if (strcmp(json_string_value(json_object_get(st, "op")), "cross_entropy") != 0) continue;
+            *(strstr(name, "_mean") ? &mean_flops : &rows_flops) = json_real_value(json_object_get(st, "flops"));
+        }
+        CHECK(rows_flops > 0 && mean_flops >= 0 && mean_flops * 100 < rows_flops);
         CHECK(fabs(json_real_value(json_object_get(j, "total_bytes_moved")) - run_bytes) < 1 && prep_bytes > 0);
         CHECK(fabs(json_real_value(json_object_get(j, "prepare_bytes")) - prep_bytes) < 1);
         CHECK(fabs(json_real_value(json_object_get(j, "measured_us")) - per_run * 1e6) < 1e-6);
