@@ -606,6 +606,10 @@ bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *e
         if (log) fprintf(log, "netc: memory budget %s: the plan needs %s, nothing to recompute\n", want, a);
         return true;
     }
+    if (log) {   /* the search plans the step many times: say what is going on before it does */
+        fprintf(log, "netc: memory budget %s: the plan needs %s; choosing what to recompute...\n", want, a);
+        fflush(log);
+    }
     single_plan single = fit_by_single_values(g, budget, &bc);
     int64_t seg_peak = -1;
     segment_plan seg = fit_by_segments(g, budget, &seg_peak, &bc);
