@@ -313,6 +313,19 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
             wide += st->kind == NRT_STEP_MATMUL && st->mm_dtype != NC_F32 && st->mm_out_dtype == NC_F32 &&
                     !(st->mm_epilogue & NRT_EPI_RESIDUAL);
         }
+        /* the second kernels of column sums (a bias's, a norm parameter's gradient: partial
+         * sums added up) move down to their first reader and share launches (cuda_batch.c) */
+        uint32_t *head = nrt_program_launches(&fused), seconds = 0, alone = 0;
+        for (uint32_t k = 0; k < fused.nsteps; k++) {
+            const char *kn = fused.steps[k].kind == NRT_STEP_KERNEL ? fused.kernel_names[fused.steps[k].kernel] : "";
+            size_t len = strlen(kn);
+            bool second = (len > 9 && !strcmp(kn + len - 9, "_cols_sum")) || (len > 19 && !strcmp(kn + len - 19, "norm_param_grad_sum"));
+            seconds += second;
+            alone += second && fused.steps[head[k]].batch < 2;
+        }
+        free(head);
+        printf("%s: %u second kernels of column sums, %u launched alone\n", path, seconds, alone);
+        CHECK(seconds > 8 && alone * 4 <= seconds);
         printf("%s: %u products written widened without a sum\n", path, wide);
         CHECK(wide <= 1);
         printf("%s: %u parameter copies in %u kernels\n", path, copies, copy_steps);
