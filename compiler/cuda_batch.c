@@ -21,7 +21,9 @@
  * Before runs are formed, small grid-stride kernels whose results are read
  * much later (the second kernels of column sums, adding up partial sums of
  * a bias's or a norm parameter's gradient) move down to just before their
- * first reader, where they meet: GPT-2's step launches 52 kernels fewer. */
+ * first reader, where they meet: GPT-2's step launches 52 kernels fewer;
+ * and an inference program's prepare steps go to the front, where they
+ * batch (they run apart from the rest anyway). */
 #include "cuda_emit.h"
 
 #include <stdlib.h>
@@ -248,15 +250,29 @@ static uint32_t sink_small_steps(cg_ctx *cg)
     nrt_program *p = cg->prog;
     uint32_t moved = 0;
     for (uint32_t k = p->nsteps; k-- > 0;) {
-        if (!batchable(cg, p, k) || !reads_little(cg, p, k)) continue;
+        if (p->steps[k].prepare || !batchable(cg, p, k) || !reads_little(cg, p, k)) continue;   /* prepare steps stay in front */
         uint32_t to = sink_target(cg, p, k);
         if (to > k + 1) move_step(p, k, to), moved++;
     }
     return moved;
 }
 
+/* Prepare steps (nrt_program_mark_prepare) first, in their order: they read
+ * parameters, constants and each other only, and run on their own before
+ * the rest anyway, so side by side they batch into a few launches. */
+static void hoist_prepare_steps(cg_ctx *cg)
+{
+    nrt_program *p = cg->prog;
+    for (uint32_t k = 0, front = 0; k < p->nsteps; k++)
+        if (p->steps[k].prepare) {
+            for (uint32_t j = k; j > front; j--) move_step(p, j - 1, j);   /* the step before moves behind it */
+            front++;
+        }
+}
+
 void cuda_batch_launches(cg_ctx *cg)
 {
+    hoist_prepare_steps(cg);
     sink_small_steps(cg);
     nrt_program *p = cg->prog;
     uint32_t nbuf = cg->g->nnodes + p->ntemps;
