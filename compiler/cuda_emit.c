@@ -708,6 +708,38 @@ static void add_reduce_operand(cg_ctx *cg, ir_value v, uint32_t prologue, nrt_st
  * second kernel). The sizes are a guess until measured on a GPU. */
 enum { COLUMN_PARTS = 128, COLUMN_PART_ROWS = 32 };
 
+/* A norm gradient's kernel that also sums its stored rows' columns
+ * (cg->colsum_by) runs COLSUM_BLOCKS blocks of 8 warps, each warp over every
+ * COLSUM_BLOCKS * 8-th row, and writes a partial row per block. 264: two
+ * blocks on each of an H100's 132 SMs, one wave (three fit at 80 registers
+ * a thread, ptxas for sm_90), rows enough per warp to hide the loop's
+ * start; to be checked against `netc inspect --profile` on the device. */
+enum { COLSUM_BLOCKS = 264 };
+
+/* The second kernel of a column reduction: the `parts` partial rows of
+ * part ([parts, C] f32) combined in order into stored (C: the result's dim
+ * id, X: the operand's element count). */
+static bool emit_column_total(cg_ctx *cg, ir_value v, ir_value stored, uint32_t part, int64_t parts, uint32_t C, uint32_t X)
+{
+    const ir_node *n = node(cg, v);
+    const char *init = n->op == OP_MAX ? "-__int_as_float(0x7f800000)" : "0.0f", *combine = nc_cuda_exprs[n->op];
+    cg_buf *b = &cg->body;
+    nrt_step *s = begin_kernel(cg, v, "_cols_sum", NRT_GRID_ELEMENTS);
+    add_int(s, C);
+    add_int(s, X);
+    add_buf(s, part);
+    add_buf(s, stored);
+    cg_printf(b, "  const float *part = (const float *)A.buf[0];\n");
+    decl_ptr(cg, "y", 1, node(cg, stored)->dtype, false);
+    cg_printf(b, "  const long long C = A.n[0], R = C > 0 ? A.n[1] / C : 0; (void)R;\n");
+    cg_printf(b, "  NC_GRID_STRIDE(c, C) {\n    float acc = %s;\n", init);
+    cg_printf(b, "#pragma unroll 8\n    for (int p = 0; p < %lld; p++) { const float a = acc, b = part[p * C + c]; acc = %s; }\n", (long long)parts,
+              combine);
+    cg_printf(b, "%s    nc_st(y, c, acc);\n  }\n", n->op == OP_MEAN ? "    acc = acc / (float)R;\n" : "");
+    end_kernel(cg);
+    return true;
+}
+
 static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_value stored, int64_t rows)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
@@ -751,22 +783,7 @@ static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_val
     if (parts > 1) cg_printf(b, "    part[t] = acc;\n  }\n");
     else cg_printf(b, "%s    nc_st(y, c, acc);\n  }\n", mean);
     end_kernel(cg);
-    if (parts == 1) return true;
-
-    s = begin_kernel(cg, v, "_cols_sum", NRT_GRID_ELEMENTS);
-    add_int(s, C);
-    add_int(s, X);
-    add_buf(s, part);
-    add_buf(s, stored);
-    cg_printf(b, "  const float *part = (const float *)A.buf[0];\n");
-    decl_ptr(cg, "y", 1, node(cg, stored)->dtype, false);
-    cg_printf(b, "  const long long C = A.n[0], R = C > 0 ? A.n[1] / C : 0; (void)R;\n");
-    cg_printf(b, "  NC_GRID_STRIDE(c, C) {\n    float acc = %s;\n", init);
-    cg_printf(b, "#pragma unroll 8\n    for (int p = 0; p < %lld; p++) { const float a = acc, b = part[p * C + c]; acc = %s; }\n", (long long)parts,
-              combine);
-    cg_printf(b, "%s    nc_st(y, c, acc);\n  }\n", mean);
-    end_kernel(cg);
-    return true;
+    return parts == 1 || emit_column_total(cg, v, stored, part, parts, C, X);
 }
 
 /* One warp per output element; lanes stride over the reduced elements
@@ -780,6 +797,11 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     for (int k = 0; k < n->attr.naxes; k++) red[n->attr.axes[k]] = true;
     reduce_form form = reduce_form_of(x, red);
     ir_value stored = cg->widened_to && cg->widened_to[v] != IR_NONE ? cg->widened_to[v] : v;   /* the f32 widening, if so */
+    if (cg->colsum_by && cg->colsum_by[v] != IR_NONE) {   /* the norm gradient's kernel wrote the partial sums */
+        uint32_t C, X;
+        NC_ASSERT(cg->kept_temp[v]);
+        return numel_dim(cg, n, &C) && numel_dim(cg, x, &X) && emit_column_total(cg, v, stored, cg->kept_temp[v], COLSUM_BLOCKS, C, X);
+    }
     if (form == REDUCE_PREFIX && dtype_is_float(x->dtype)) {
         int64_t rows = 1, cols = 1, d;
         for (int k = 0; k < x->rank; k++) {
@@ -1006,7 +1028,8 @@ static void emit_row_stats(cg_ctx *cg, bool ln, double eps)
 
 /* dx a warp a row: x and g held in registers, dx = rstd (g w - mean(g w)
  * - xhat mean(g w xhat)) as the block kernel computes it. */
-static void emit_norm_grad_warp_body(cg_ctx *cg, bool ln, double eps, bool keep_stats, int chunks, const char *plus)
+static void emit_norm_grad_warp_body(cg_ctx *cg, bool ln, double eps, bool keep_stats, int chunks, const char *plus,
+                                     const char *colsum)
 {
     cg_buf *b = &cg->body;
     const char *ptrs[] = {"x", "g", "dx", "w", "other"};
@@ -1026,8 +1049,40 @@ static void emit_norm_grad_warp_body(cg_ctx *cg, bool ln, double eps, bool keep_
         cg_printf(b, "    float ov[8];\n    if (vec) nc_ld8(other, row * C + j, ov); else for (int e = 0; e < 8; e++) ov[e] = nc_ld(other, row * C + j + e);\n");
         cg_printf(b, "    for (int e = 0; e < 8; e++) o[e] = %s(o[e]) + ov[e];\n", plus);
     }
+    if (colsum) cg_printf(b, "    for (int e = 0; e < 8; e++) colpart[warp][j + e] += %s(o[e]);   /* the column sum adds what is stored */\n", colsum);
     emit_row_store(b, "dx", "o");
     cg_printf(b, "  }\n");
+}
+
+/* The warp-row loop of a norm gradient that sums its stored columns: every
+ * warp takes rows COLSUM_BLOCKS * 8 apart and adds each row it stores into
+ * its own row of colpart in shared memory (each lane its own columns: no
+ * two threads touch one sum, and registers stay free for the rows); the
+ * block then adds its 8 warps' sums, in order, into its row of the partial
+ * sums. */
+static nrt_step *begin_colsum_rows(cg_ctx *cg, ir_value v, const ir_node *x, int64_t C)
+{
+    uint32_t rows;
+    if (!row_count_dim(cg, x, 1, &rows)) return NULL;
+    nrt_step *s = begin_kernel(cg, v, "_colsums", NRT_GRID_WARPS);
+    dim_expr warps = dim_const(8 * COLSUM_BLOCKS);
+    add_int(s, ir_dim_intern((ir_graph *)cg->g, &warps));
+    add_int(s, rows);
+    cg_buf *b = &cg->body;
+    cg_printf(b, "  const long long C = %lld;\n  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n", (long long)C);
+    cg_printf(b, "  __shared__ float colpart[8][%lld];\n  for (long long j = lane; j < C; j += 32) colpart[warp][j] = 0.0f;\n", (long long)C);
+    cg_printf(b, "  __syncthreads();\n");
+    cg_printf(b, "  for (long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < A.n[1]; row += A.n[0]) {\n");
+    return s;
+}
+
+static void end_colsum_rows(cg_ctx *cg, int parts_slot)
+{
+    cg_buf *b = &cg->body;
+    cg_printf(b, "  }\n  __syncthreads();\n");
+    cg_printf(b, "  float *parts = (float *)A.buf[%d];\n", parts_slot);
+    cg_printf(b, "  for (int c = threadIdx.x; c < C; c += blockDim.x) {\n    float t = 0.0f;\n"
+                 "    for (int k = 0; k < 8; k++) t += colpart[k][c];\n    parts[blockIdx.x * C + c] = t;\n  }\n");
 }
 
 /* One block a row: the row's statistics again, the two means of g w, then
@@ -1042,7 +1097,12 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     if (keep_stats && !row_count_dim(cg, x, 2, &stats_numel)) return false;   /* each row's mean and rstd */
     int64_t C;
     bool warp = warp_rows(cg, x, &C);
-    nrt_step *s = warp ? begin_warp_rows(cg, v, x, C) : begin_rows(cg, v, x, "");
+    ir_value colsum = IR_NONE;   /* a sum of the stored rows' columns this kernel starts (cg->colsum_by) */
+    for (ir_value w = v + 1; warp && cg->colsum_by && w < cg->g->nnodes && colsum == IR_NONE; w++)
+        if (cg->colsum_by[w] == v) colsum = w;
+    nrt_step *s = colsum != IR_NONE ? begin_colsum_rows(cg, v, x, C)
+                : warp                ? begin_warp_rows(cg, v, x, C)
+                                      : begin_rows(cg, v, x, "");
     if (!s) return false;
     for (int i = 0; i < 3; i++) add_buf(s, arg(cg, v, i));
     ir_value sum = cg->sum_to ? cg->sum_to[v] : IR_NONE, other = IR_NONE;   /* dx + other, stored as sum */
@@ -1056,6 +1116,13 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
         cg_printf(&cg->body, "  float *stats = (float *)A.buf[%d];\n", s->nbufs);
         add_buf(s, cg->kept_temp[v]);
     }
+    int parts_slot = -1;
+    if (colsum != IR_NONE) {   /* the partial sums [COLSUM_BLOCKS, C], which the sum's kernel adds up */
+        dim_expr numel = dim_const(COLSUM_BLOCKS * C);
+        cg->kept_temp[colsum] = new_temp(cg, ir_dim_intern((ir_graph *)cg->g, &numel), NC_F32);
+        parts_slot = s->nbufs;
+        add_buf(s, cg->kept_temp[colsum]);
+    }
     decl_ptr(cg, "dx", s->nbufs, n->dtype, false);
     add_buf(s, sum != IR_NONE ? sum : v);
     decl_ptr(cg, "x", 0, x->dtype, true);
@@ -1064,7 +1131,9 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     const char *plus = sum != IR_NONE ? cuda_round_fn(n->dtype) : NULL;   /* dx rounded as its own store would, plus the other */
     cg_buf *b = &cg->body;
     if (warp) {
-        emit_norm_grad_warp_body(cg, ln, n->attr.f, keep_stats, row_chunks(C), plus);
+        const char *stored_round = cuda_round_fn(n->dtype);   /* the sum adds dx as stored */
+        emit_norm_grad_warp_body(cg, ln, n->attr.f, keep_stats, row_chunks(C), plus, colsum != IR_NONE ? stored_round : NULL);
+        if (colsum != IR_NONE) end_colsum_rows(cg, parts_slot);
         end_kernel(cg);
         return true;
     }

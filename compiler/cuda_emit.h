@@ -70,7 +70,10 @@ typedef struct cg_ctx {
                               targets and smoothing after it (schedule.c) whose row losses its kernel
                               writes: the loss only averages them, IR_NONE */
     uint32_t *kept_temp;   /* emission: the temporary a kernel writes for a later step (a norm's [rows, 2]
-                              row statistics, a loss's row losses), 0: none */
+                              row statistics, a loss's row losses; for a column sum, its partial sums), 0: none */
+    ir_value *colsum_by;   /* fusion: for a column sum (a bias gradient) of what a warp-row norm gradient's
+                              kernel stores, that norm gradient: its kernel writes the partial sums as it
+                              stores each row, the sum only adds them up, IR_NONE */
     ir_value *round_trip_to; /* fusion: for a norm's parameter gradient (f32), the f32(bf16(...)) its one
                               reader makes of it (the gradient of a bf16 copy, widened back): its sum
                               kernel stores that, rounded, IR_NONE */

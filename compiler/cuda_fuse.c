@@ -505,6 +505,47 @@ static void plan_norm_grad_sums(cg_ctx *cg)
     }
 }
 
+/* The row length of a norm gradient whose kernel can sum its stored rows'
+ * columns too: a warp a row (cuda_emit.c's warp_rows) and the block's warps'
+ * sums of C floats in shared memory (at most 32 KiB). */
+#define COLSUM_MAX_C 1024
+
+static bool colsum_rows(const ir_graph *g, ir_value d)
+{
+    const ir_node *x = &g->nodes[ir_args(g, &g->nodes[d])[0]];
+    int64_t C;
+    return x->rank >= 1 && dim_is_const(&g->dims[x->shape[x->rank - 1]], &C) && C >= 8 && C % 8 == 0 && C <= COLSUM_MAX_C;
+}
+
+/* A float sum over every axis but the last of r, which a layernorm_grad or
+ * rmsnorm_grad d stores (as its result, or the add it writes, sum_to): d's
+ * kernel adds up its rows' columns as it stores them (GPT-2's projection
+ * biases' gradients, over the residual stream's gradient), and the sum only
+ * adds up the partial sums. */
+static void plan_norm_grad_colsums(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->colsum_by = cuda_no_values(g);
+    bool *taken = nc_xcalloc(g->nnodes + 1, sizeof *taken);
+    for (ir_value s = 0; s < g->nnodes; s++) {
+        const ir_node *sn = &g->nodes[s];
+        if (sn->op != OP_SUM || !dtype_is_float(sn->dtype) || cg->group[s] || cg->absorbed[s] || cg->inlined[s] || sn->rank != 1)
+            continue;
+        ir_value r = ir_args(g, sn)[0];
+        const ir_node *rn = &g->nodes[r];
+        bool leading = sn->attr.naxes == rn->rank - 1 && rn->rank >= 2 && sn->shape[0] == rn->shape[rn->rank - 1];
+        for (int k = 0; k < sn->attr.naxes && leading; k++) leading = sn->attr.axes[k] == k;
+        if (!leading || rn->dtype != sn->dtype) continue;
+        ir_value d = (rn->op == OP_LAYERNORM_GRAD || rn->op == OP_RMSNORM_GRAD) && cg->sum_to[r] == IR_NONE ? r : IR_NONE;
+        for (ir_value u = 0; u < r && d == IR_NONE; u++)
+            if (cg->sum_to[u] == r) d = u;
+        if (d == IR_NONE || taken[d] || !colsum_rows(g, d)) continue;
+        cg->colsum_by[s] = d;
+        taken[d] = true;
+    }
+    free(taken);
+}
+
 /* A cross_entropy_grad scheduled before the cross_entropy of the same
  * logits (schedule.c) finds each row's max and sum of exponentials, all the
  * loss needs: its kernel writes the row losses. */
@@ -595,6 +636,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_norm_pairs(cg);
     plan_norm_stats(cg);
     plan_norm_grad_sums(cg);
+    plan_norm_grad_colsums(cg);
     plan_loss_rows(cg);
     plan_round_trips(cg);
     cg->ngroups = id;
@@ -625,7 +667,8 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->kept_temp);
     free(cg->loss_rows_with);
     free(cg->sum_to);
-    cg->stats_from = NULL, cg->kept_temp = NULL, cg->loss_rows_with = NULL, cg->sum_to = NULL;
+    free(cg->colsum_by);
+    cg->stats_from = NULL, cg->kept_temp = NULL, cg->loss_rows_with = NULL, cg->sum_to = NULL, cg->colsum_by = NULL;
     free(cg->joined_sums);
     free(cg->widened_to);
     free(cg->round_trip_to);

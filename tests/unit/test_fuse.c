@@ -324,6 +324,25 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
             alone += second && fused.steps[head[k]].batch < 2;
         }
         free(head);
+        /* a projection bias's gradient, the column sum of the residual stream's gradient, is
+         * summed by the norm gradient's kernel that stores that gradient (partial rows), and
+         * only added up by the sum's own kernel (wpe's gradient, a sum over the batch, is not
+         * a column sum) */
+        uint32_t colsums = 0, residual_sums = 0;
+        for (uint32_t k = 0; k < fused.nsteps; k++) {
+            const nrt_step *st = &fused.steps[k];
+            const char *kn = st->kind == NRT_STEP_KERNEL ? fused.kernel_names[st->kernel] : "";
+            colsums += strstr(kn, "_colsums") != NULL;
+            const ir_node *made = &g->nodes[st->node];
+            residual_sums += st->kind == NRT_STEP_KERNEL && made->op == OP_SUM && made->rank == 1 && strstr(kn, "_sum_cols") &&
+                             !strstr(kn, "_cols_sum") &&
+                             g->nodes[ir_args(g, made)[0]].op == OP_ADD &&
+                             (g->nodes[ir_args(g, &g->nodes[ir_args(g, made)[0]])[1]].op == OP_LAYERNORM_GRAD ||
+                              g->nodes[ir_args(g, &g->nodes[ir_args(g, made)[0]])[0]].op == OP_LAYERNORM_GRAD);
+        }
+        printf("%s: %u norm gradients sum their columns, %u residual-stream column sums read it again\n", path, colsums,
+               residual_sums);
+        CHECK(colsums >= 4 && residual_sums == 0);
         printf("%s: %u second kernels of column sums, %u launched alone\n", path, seconds, alone);
         CHECK(seconds > 8 && alone * 4 <= seconds);
         printf("%s: %u products written widened without a sum\n", path, wide);
