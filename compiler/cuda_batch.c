@@ -170,42 +170,23 @@ static void emit_batch_kernel(cg_ctx *cg, uint32_t first, uint32_t n, bool *has_
     p->steps[first].batch_kernel = p->nkernels++;
 }
 
+/* Step k reads nothing but small scratch (partial sums, at most
+ * SINK_MAX_READ_BYTES in all), parameters and inputs: moving it later keeps
+ * no value alive longer, which could raise the peak, and hardly any bytes. */
 #define SINK_MAX_READ_BYTES ((int64_t)4 << 20)
-
-/* The bytes of buffer b when its size is known at build time and at most
- * SINK_MAX_READ_BYTES, else -1. */
-static int64_t known_bytes(const cg_ctx *cg, const nrt_program *p, uint32_t b)
-{
-    const ir_graph *g = cg->g;
-    int64_t n, bytes;
-    if (b >= g->nnodes) {
-        const nrt_temp *t = &p->temps[b - g->nnodes];
-        return dim_is_const(&g->dims[t->numel], &n) ? n * (int64_t)dtype_size(t->dtype) : -1;
-    }
-    const ir_node *x = &g->nodes[b];
-    bytes = (int64_t)dtype_size(x->dtype);
-    for (int k = 0; k < x->rank; k++) {
-        if (!dim_is_const(&g->dims[x->shape[k]], &n) || n > SINK_MAX_READ_BYTES) return -1;
-        bytes *= n;
-        if (bytes > SINK_MAX_READ_BYTES) return -1;
-    }
-    return bytes;
-}
-
-/* Step k reads nothing but small scratch (partial sums), parameters and
- * inputs: moving it later keeps no value alive longer, which could raise the
- * peak, and hardly any bytes. */
 static bool reads_little(const cg_ctx *cg, const nrt_program *p, uint32_t k)
 {
+    const ir_graph *g = cg->g;
     const nrt_step *s = &p->steps[k];
     int64_t total = 0;
     for (int j = 0; j < s->nbufs; j++) {
         uint32_t b = s->bufs[j];
-        if (writes_slot(cg, p, k, j) || (b < cg->g->nnodes && lives_on(cg->g, b))) continue;
-        if (b < cg->g->nnodes) return false;   /* only scratch (partial sums) is kept alive longer */
-        int64_t n = known_bytes(cg, p, b);
-        if (n < 0) return false;
-        total += n;
+        int64_t n;
+        if (writes_slot(cg, p, k, j) || (b < g->nnodes && lives_on(g, b))) continue;
+        if (b < g->nnodes) return false;   /* only scratch is kept alive longer */
+        const nrt_temp *t = &p->temps[b - g->nnodes];
+        if (!dim_is_const(&g->dims[t->numel], &n)) return false;
+        total += n * (int64_t)dtype_size(t->dtype);
     }
     return total <= SINK_MAX_READ_BYTES;
 }

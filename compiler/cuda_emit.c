@@ -911,7 +911,7 @@ static bool cuda_emit_softmax(cg_ctx *cg, ir_value v)
  * waiting at them). */
 #define WARP_ROW_MAX 2048
 
-static bool warp_rows(const cg_ctx *cg, const ir_node *x, int64_t *C)
+bool cuda_warp_rows(const cg_ctx *cg, const ir_node *x, int64_t *C)
 {
     return x->rank >= 1 && dim_is_const(&cg->g->dims[x->shape[x->rank - 1]], C) && *C >= 8 && *C % 8 == 0 &&
            *C <= WARP_ROW_MAX;
@@ -1096,7 +1096,7 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     uint32_t stats_numel = 0;
     if (keep_stats && !row_count_dim(cg, x, 2, &stats_numel)) return false;   /* each row's mean and rstd */
     int64_t C;
-    bool warp = warp_rows(cg, x, &C);
+    bool warp = cuda_warp_rows(cg, x, &C);
     ir_value colsum = IR_NONE;   /* a sum of the stored rows' columns this kernel starts (cg->colsum_by) */
     for (ir_value w = v + 1; warp && cg->colsum_by && w < cg->g->nnodes && colsum == IR_NONE; w++)
         if (cg->colsum_by[w] == v) colsum = w;
@@ -1130,9 +1130,8 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     decl_ptr(cg, "g", 2, node(cg, arg(cg, v, 2))->dtype, true);
     const char *plus = sum != IR_NONE ? cuda_round_fn(n->dtype) : NULL;   /* dx rounded as its own store would, plus the other */
     cg_buf *b = &cg->body;
-    if (warp) {
-        const char *stored_round = cuda_round_fn(n->dtype);   /* the sum adds dx as stored */
-        emit_norm_grad_warp_body(cg, ln, n->attr.f, keep_stats, row_chunks(C), plus, colsum != IR_NONE ? stored_round : NULL);
+    if (warp) {   /* a column sum adds dx as stored: rounded to its dtype */
+        emit_norm_grad_warp_body(cg, ln, n->attr.f, keep_stats, row_chunks(C), plus, colsum != IR_NONE ? cuda_round_fn(n->dtype) : NULL);
         if (colsum != IR_NONE) end_colsum_rows(cg, parts_slot);
         end_kernel(cg);
         return true;
@@ -1417,7 +1416,7 @@ static bool cuda_emit_norm(cg_ctx *cg, ir_value v)
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
     bool ln = n->op == OP_LAYERNORM;
     int64_t C;
-    bool warp = warp_rows(cg, x, &C);
+    bool warp = cuda_warp_rows(cg, x, &C);
     nrt_step *s = warp ? begin_warp_rows(cg, v, x, C) : begin_rows(cg, v, x, "");
     if (!s) return false;
     for (int i = 0; i < n->nargs; i++) add_buf(s, arg(cg, v, i));

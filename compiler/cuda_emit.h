@@ -179,6 +179,9 @@ bool cuda_numel_dim(cg_ctx *cg, const ir_node *n, uint32_t *out);
 void cuda_decl_ptr(cg_ctx *cg, const char *name, int k, nc_dtype t, bool is_const);
 void cuda_expand_expr(cg_ctx *cg, const ir_node *n, const char *expr);
 const char *cuda_float_literal(char buf[48], double v);
+/* Whether rows of x ([..., C]) run a warp a row (a constant C, a multiple
+ * of 8 up to 2048); *C: the row length. */
+bool cuda_warp_rows(const cg_ctx *cg, const ir_node *x, int64_t *C);
 /* The prelude's function rounding a float to dtype t as a store would ("" for f32). */
 const char *cuda_round_fn(nc_dtype t);
 /* The elementwise expression of n over a, b, c (dropout: the identity outside training). */

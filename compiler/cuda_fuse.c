@@ -505,16 +505,15 @@ static void plan_norm_grad_sums(cg_ctx *cg)
     }
 }
 
-/* The row length of a norm gradient whose kernel can sum its stored rows'
- * columns too: a warp a row (cuda_emit.c's warp_rows) and the block's warps'
- * sums of C floats in shared memory (at most 32 KiB). */
+/* A norm gradient whose kernel can sum its stored rows' columns too: a
+ * warp a row, and the block's warps' sums of C floats in shared memory (at
+ * most 32 KiB). */
 #define COLSUM_MAX_C 1024
 
-static bool colsum_rows(const ir_graph *g, ir_value d)
+static bool colsum_rows(const cg_ctx *cg, ir_value d)
 {
-    const ir_node *x = &g->nodes[ir_args(g, &g->nodes[d])[0]];
     int64_t C;
-    return x->rank >= 1 && dim_is_const(&g->dims[x->shape[x->rank - 1]], &C) && C >= 8 && C % 8 == 0 && C <= COLSUM_MAX_C;
+    return cuda_warp_rows(cg, &cg->g->nodes[ir_args(cg->g, &cg->g->nodes[d])[0]], &C) && C <= COLSUM_MAX_C;
 }
 
 /* A float sum over every axis but the last of r, which a layernorm_grad or
@@ -539,7 +538,7 @@ static void plan_norm_grad_colsums(cg_ctx *cg)
         ir_value d = (rn->op == OP_LAYERNORM_GRAD || rn->op == OP_RMSNORM_GRAD) && cg->sum_to[r] == IR_NONE ? r : IR_NONE;
         for (ir_value u = 0; u < r && d == IR_NONE; u++)
             if (cg->sum_to[u] == r) d = u;
-        if (d == IR_NONE || taken[d] || !colsum_rows(g, d)) continue;
+        if (d == IR_NONE || taken[d] || !colsum_rows(cg, d)) continue;
         cg->colsum_by[s] = d;
         taken[d] = true;
     }

@@ -31,10 +31,6 @@ static bool computes_dv(const nrt_program *p, const nrt_step *s)
     return n > 6 && strcmp(name + n - 6, "_tc_kv") == 0;
 }
 
-/* FLOPs by the op's category: elementwise one per output element, reductions
- * one per input element, row-wise ops about five, matmul 2*M*N*K, attention
- * 4*(q elements)*(keys), halved when causal (its gradients do about 1.5x
- * that; counted the same). */
 /* The most elements any buffer of step s holds: what a reduction or row
  * kernel goes over. An op done by several kernels (a sum's partial sums and
  * their total, a loss's row losses and their mean) counts in each what that
@@ -51,6 +47,10 @@ static int64_t largest_buffer(const ir_graph *g, const nrt_program *p, const nrt
     return most;
 }
 
+/* FLOPs by the op's category: elementwise one per output element, reductions
+ * one per input element, row-wise ops about five, matmul 2*M*N*K, attention
+ * 4*(q elements)*(keys), halved when causal (its gradients do about 1.5x
+ * that; counted the same). */
 static double step_flops(const ir_graph *g, const nrt_program *p, const nrt_step *s, const int64_t *syms)
 {
     const ir_node *n = &g->nodes[s->node];
@@ -291,11 +291,9 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         return 1;
     }
     double param_bytes = 0;
-    int64_t staged = 0;   /* a training loop's inputs travel through landing buffers (gpu_stage_input) */
-    for (uint32_t v = 0; v < g->nnodes; v++) {
+    for (uint32_t v = 0; v < g->nnodes; v++)
         if (g->nodes[v].op == OP_PARAM) param_bytes += (double)b[v].bytes;
-        if (g->nodes[v].op == OP_INPUT && g->nupdates) staged += b[v].bytes;
-    }
+    int64_t staged = nrt_program_staged_bytes(g, syms);   /* a training loop's inputs travel through landing buffers */
     int64_t session_bytes = plan.arena_bytes + nrt_program_side_bytes(&m.program, staged);
     double total_bytes = 0, total_flops = 0, total_floor = 0, recompute_flops = 0;
     double prep_bytes = 0, prep_floor = 0;   /* prepare steps: once per change of the parameters, not per run */

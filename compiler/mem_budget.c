@@ -80,10 +80,9 @@ static plan_cost plan_cost_of(const ir_graph *unscheduled, bool fuse, char *err,
     }
     memplan_result r;
     memplan_buf *bufs = program_plan_memory(g, &p, NULL, &r, err, errcap);
-    int64_t staged = 0;
-    for (ir_value v = 0; v < g->nnodes; v++)
-        if (g->nodes[v].op == OP_INPUT) staged += ir_bytes(g, &g->nodes[v], NULL);
-    if (bufs) c = (plan_cost){r.arena_bytes + nrt_program_side_bytes(&p, staged), inspect_floor_seconds(g, &p, bufs, NULL)};
+    if (bufs)
+        c = (plan_cost){r.arena_bytes + nrt_program_side_bytes(&p, nrt_program_staged_bytes(g, NULL)),
+                        inspect_floor_seconds(g, &p, bufs, NULL)};
     free(bufs);
     nrt_program_free(&p);
     ir_graph_free(scheduled);

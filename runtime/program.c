@@ -54,6 +54,14 @@ int64_t nrt_program_side_bytes(const nrt_program *p, int64_t staged_input_bytes)
     return NRT_MATMUL_WORKSPACE_BYTES + entries * NRT_ARGS_BYTES + NRT_STAGE_SLOTS * staged_input_bytes;
 }
 
+int64_t nrt_program_staged_bytes(const ir_graph *g, const int64_t *syms)
+{
+    int64_t staged = 0;
+    for (ir_value v = 0; g->nupdates && v < g->nnodes; v++)
+        if (g->nodes[v].op == OP_INPUT) staged += ir_bytes(g, &g->nodes[v], syms);
+    return staged;
+}
+
 uint32_t nrt_program_num_launches(const nrt_program *p)
 {
     uint32_t n = 0;

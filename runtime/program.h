@@ -130,6 +130,9 @@ void nrt_program_free(nrt_program *p);
 #define NRT_ARGS_BYTES (8 * (NRT_MAX_BUFS + NRT_MAX_INTS + 1))
 #define NRT_STAGE_SLOTS 2
 int64_t nrt_program_side_bytes(const nrt_program *p, int64_t staged_input_bytes);
+/* The bytes of g's inputs a training loop stages (g updates parameters;
+ * 0 otherwise), at the binding syms (NULL: every dim bound). */
+int64_t nrt_program_staged_bytes(const ir_graph *g, const int64_t *syms);
 
 /* Whether every IR value step s touches is computed from parameters and
  * constants alone (from: ir_parameter_values); temporaries are its own. */
