@@ -293,11 +293,13 @@ static void grad_silu(ad_ctx *c, ir_value v, ir_value g)
     add_grad(c, x, bin(c, OP_MUL, g, bin(c, OP_MUL, s, bin(c, OP_ADD, one, bin(c, OP_MUL, x, bin(c, OP_SUB, one, s))))));
 }
 static void grad_cast(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, g); }
-/* dropout is linear: the same mask (same seed and step) applies to g */
+/* dropout is linear: the same mask (same seed, same step operand) applies to g */
 static void grad_dropout(ad_ctx *c, ir_value v, ir_value g)
 {
     ir_node p = {.op = OP_DROPOUT, .attr = nd(c, v)->attr};
-    add_grad(c, A0, build(c, p, &g, 1));
+    int step = ir_step_slot(nd(c, v));
+    ir_value args[2] = {g, step >= 0 ? argv_(c, v, step) : IR_NONE};
+    add_grad(c, A0, build(c, p, args, step >= 0 ? 2 : 1));
 }
 static void grad_add(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, g); add_grad(c, A1, g); }
 static void grad_sub(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, g); add_grad(c, A1, un(c, OP_NEG, g)); }

@@ -38,19 +38,29 @@ bool autodiff_vjp(ir_graph *g, ir_value out, ir_value gout, const ir_value *wrt,
 #define TRAIN_INPUT_SCALE "@scale"    /* loss scale (f16 training) */
 #define TRAIN_OUTPUT_LOSS "loss"
 #define TRAIN_INPUT_APPLY "@apply"    /* gradient accumulation: 1 on a step's last micro-batch, else 0 */
+#define TRAIN_INPUT_STEP "@step"      /* i32: the run's number, which dropout draws its masks from */
 #define TRAIN_OUTPUT_FINITE "@finite" /* all gradients finite (dynamic loss scaling) */
 #define TRAIN_OUTPUT_NORM "@grad_norm"
 
 /* The whole training step: differentiate, clip, scale, and update every
  * parameter and its optimizer state (declared as state parameters), per the
- * graph's train spec. The graph gains the scalar inputs above, the outputs
- * loss (and @finite, @grad_norm) and one update per parameter and state. */
+ * graph's train spec. The graph gains the scalar inputs above (@step comes
+ * earlier, from train_step_input), the outputs loss (and @finite,
+ * @grad_norm) and one update per parameter and state. */
 /* accumulate > 1: the graph runs once per micro-batch; gradients add up in
  * f32 state parameters (NAME.grad_acc) and the update, of their mean, takes
  * effect only where the input @apply is 1 (the accumulators then reset). */
 /* chunk_loss: compute a large-vocabulary head and its loss a slice at a time
  * (loss_chunk.c); report (or NULL) gets a line when it does. */
 bool train_step_build(ir_graph *g, int accumulate, bool chunk_loss, FILE *report, char *err, size_t errcap);
+
+/* A graph built to train (its loss kept) draws its random ops' numbers from
+ * the step: the copy of g with one more input, @step (TRAIN_INPUT_STEP, an
+ * i32 scalar the loop sets each run), read by every random op (dropout) as
+ * its last operand (ir_step_slot, ir.h); NULL when g has no random op. The
+ * driver makes it before differentiating, so the backward pass's dropouts
+ * (the same mask) and recomputed copies read the same step. */
+ir_graph *train_step_input(const ir_graph *g);
 
 /* loss_chunk.c: rewrite cross_entropy(matmul(h, W, transpose_b)) as slices,
  * each with its backward right after it. Returns the number of gradient

@@ -29,7 +29,6 @@ typedef struct cg_ctx {
     uint32_t cur_step;
     char **bodies;         /* distinct kernel bodies so far, index = kernel */
     uint32_t nbodies;
-    bool training;         /* a training step: dropout drops */
     uint32_t *group;       /* fusion: group id of each node (0: alone), NULL when not fusing */
     bool *inlined;         /* fusion: a scalar fill that every user inlines (no kernel of its own) */
     ir_value *last_use;    /* fusion: the last node reading each value (itself if none) */
@@ -177,14 +176,15 @@ void cuda_add_buf(nrt_step *s, uint32_t b);
 void cuda_add_int(nrt_step *s, uint32_t dim);
 bool cuda_numel_dim(cg_ctx *cg, const ir_node *n, uint32_t *out);
 void cuda_decl_ptr(cg_ctx *cg, const char *name, int k, nc_dtype t, bool is_const);
-void cuda_expand_expr(cg_ctx *cg, const ir_node *n, const char *expr);
+/* step: the C expression of n's step operand (an integer) for STEP, or NULL. */
+void cuda_expand_expr(cg_ctx *cg, const ir_node *n, const char *expr, const char *step);
 const char *cuda_float_literal(char buf[48], double v);
 /* Whether rows of x ([..., C]) run a warp a row (a constant C, a multiple
  * of 8 up to 2048); *C: the row length. */
 bool cuda_warp_rows(const cg_ctx *cg, const ir_node *x, int64_t *C);
 /* The prelude's function rounding a float to dtype t as a store would ("" for f32). */
 const char *cuda_round_fn(nc_dtype t);
-/* The elementwise expression of n over a, b, c (dropout: the identity outside training). */
+/* The elementwise expression of n over a, b, c (dropout: the identity without its step operand). */
 const char *cuda_expr_of(const cg_ctx *cg, const ir_node *n);
 
 #endif

@@ -50,14 +50,15 @@ static ir_value through_spread(const ir_graph *g, ir_value a)
 static bool inlinable(const ir_graph *g, ir_value v) { return scalar_fill(g, v) || spread(g, v); }
 
 /* Elementwise ops over such values, and casts of bytes to them (a float
- * holds every u8: images are widened by the kernel that scales them). */
+ * holds every u8: images are widened by the kernel that scales them). A
+ * random op's step (an i32 scalar) is loaded as an integer of its own. */
 static bool fusable(const ir_graph *g, ir_value v)
 {
     const ir_node *n = &g->nodes[v];
     if (!in_registers(n->dtype) || !cuda_emit_is_elementwise(n->op)) return false;
     for (int i = 0; i < n->nargs; i++) {
         nc_dtype t = g->nodes[ir_args(g, n)[i]].dtype;
-        if (!in_registers(t) && !(n->op == OP_CAST && t == NC_U8)) return false;
+        if (!in_registers(t) && !(n->op == OP_CAST && t == NC_U8) && i != ir_step_slot(n)) return false;
     }
     return true;
 }
@@ -802,13 +803,15 @@ static void emit_members(cg_ctx *cg, ir_value first, ir_value last, uint32_t id,
     for (ir_value m = first; m <= last; m++) {
         if (cg->group[m] != id) continue;
         const ir_node *n = &g->nodes[m];
-        char ops[3][64] = {"0.0f", "0.0f", "0.0f"};
+        char ops[3][64] = {"0.0f", "0.0f", "0.0f"}, step[64] = "";
+        int slot = ir_step_slot(n);   /* the step: its integer input, in no float register */
         for (int i = 0; i < n->nargs && i < 3; i++)
-            operand_expr(cg, first, ir_args(g, n)[i], id, inputs, nin, ops[i], sizeof ops[i]);
+            if (i != slot) operand_expr(cg, first, ir_args(g, n)[i], id, inputs, nin, ops[i], sizeof ops[i]);
+        if (slot >= 0) operand_expr(cg, first, ir_args(g, n)[slot], id, inputs, nin, step, sizeof step);
         uint32_t t = ordinal(cg, first, m);
         cg_printf(&cg->body, "    float t%u;\n    { const float a = %s, b = %s, c = %s; (void)a; (void)b; (void)c;\n      t%u = %s(",
                   t, ops[0], ops[1], ops[2], t, cuda_round_fn(n->dtype));
-        cuda_expand_expr(cg, n, n->op == OP_BROADCAST ? "a" : cuda_expr_of(cg, n));
+        cuda_expand_expr(cg, n, n->op == OP_BROADCAST ? "a" : cuda_expr_of(cg, n), slot >= 0 ? step : NULL);
         cg_printf(&cg->body, "); }\n");
     }
     for (int k = 0; k < nout; k++)
@@ -829,7 +832,8 @@ static void emit_loads(cg_ctx *cg, const ir_value *ins, int nins, const load_kin
     for (int k = 0; k < nins; k++) {
         if (how[k] == LOAD_ELEMENT && vec) cg_printf(&cg->body, "    const float in%d = v%d[e];\n", k, k);
         else if (how[k] == LOAD_ELEMENT) cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, i);\n", k, k);
-        else if (how[k] == LOAD_SCALAR) cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, 0);\n", k, k);
+        else if (how[k] == LOAD_SCALAR)   /* an integer only as a random op's step, kept exact */
+            cg_printf(&cg->body, "    const %s in%d = nc_ld(x%d, 0);\n", in_registers(g->nodes[ins[k]].dtype) ? "float" : "long long", k, k);
         else if (how[k] == LOAD_SPREAD) {
             emit_spread_offset(cg, &g->nodes[spread_via[k]], &g->nodes[ins[k]], k);
             cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, o%d);\n", k, k, k);

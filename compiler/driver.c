@@ -79,6 +79,13 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
      * stays for reference, its loss detached so DCE drops it. */
     bool train = o && o->train_step;
     if (g->train.present && !(o && (o->keep_loss || train))) g->train.loss = IR_NONE;
+    /* A graph built to train draws dropout's masks from the @step input the
+     * loop sets each run; the forward build's dropout is the identity. */
+    ir_graph *stepped = g->train.present && g->train.loss != IR_NONE ? train_step_input(g) : NULL;
+    if (stepped) {
+        ir_graph_free(g);
+        g = stepped;
+    }
     if (train) {
         char err[1024];
         if (!g->train.present) {

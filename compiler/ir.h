@@ -146,6 +146,19 @@ static inline const ir_value *ir_args(const ir_graph *g, const ir_node *n)
 }
 static inline ir_node *ir_node_at(const ir_graph *g, ir_value v) { return &g->nodes[v]; }
 
+/* The operand slot of a random op's training step, or -1. A graph built to
+ * train (its loss kept) gives each OPF_RANDOM op the i32 scalar input @step
+ * as one more operand after its own (train_step_input, autodiff.h), so the
+ * masks it draws depend on (seed, step, element) as data: passes see the
+ * dependence, and a program replayed from a CUDA graph reads the step each
+ * run sets. Without it the op is its inference form (dropout: the identity). */
+static inline int ir_step_slot(const ir_node *n)
+{
+    return (nc_ops[n->op].flags & OPF_RANDOM) && nc_ops[n->op].nargs >= 0 && n->nargs == nc_ops[n->op].nargs + 1
+               ? n->nargs - 1
+               : -1;
+}
+
 uint32_t ir_input_add(ir_graph *g, const ir_tensor_decl *d);
 uint32_t ir_param_add(ir_graph *g, const ir_param *p);
 void ir_output_add(ir_graph *g, const char *name, ir_value v);

@@ -585,11 +585,24 @@ bool tc_infer(ir_graph *g, ir_node *n, const ir_value *args, tc_error *e)
     memset(e, 0, sizeof *e);
     e->arg = -1;
     int want = nc_ops[n->op].nargs;
-    if (want >= 0 ? n->nargs != want : n->nargs < 1)
+    /* a random op's training step (ir_step_slot): an i32 scalar after its
+     * own operands, which the op's rules below do not see */
+    int step = ir_step_slot(n);
+    if (step >= 0) {
+        const ir_node *s = &g->nodes[args[step]];
+        if (s->dtype != NC_I32 || s->rank != 0)
+            return fail(e, step, "%s: the training step must be an i32 scalar, got %s%s", nc_ops[n->op].name,
+                        dtype_name(s->dtype), s->rank ? " with dims" : "");
+    }
+    int own = step >= 0 ? step : n->nargs;
+    if (want >= 0 ? own != want : own < 1)
         return fail(e, -1, "%s: expects %d tensor operand%s, got %d", nc_ops[n->op].name, want < 0 ? 1 : want,
                     want == 1 ? "" : "s", n->nargs);
-    if (!apply_dtype_rule(g, n, args, e)) return false;
-    return shape_rules[n->op](g, n, args, e);
+    uint16_t all = n->nargs;
+    n->nargs = (uint16_t)own;
+    bool ok = apply_dtype_rule(g, n, args, e) && shape_rules[n->op](g, n, args, e);
+    n->nargs = all;
+    return ok;
 }
 
 bool ir_build(ir_graph *g, const ir_node *proto, const ir_value *args, uint16_t nargs, ir_value *out, tc_error *e)

@@ -44,7 +44,10 @@ enum {
     OPF_INTERNAL = 1u << 0,        /* not callable from .net source */
     OPF_ACCUM = 1u << 1,           /* accumulates: always in f32, whatever the storage */
     OPF_ROUND_COMMUTES = 1u << 2,  /* op(round(x)) == round(op(x)) bit for bit */
-    OPF_RANDOM = 1u << 3,          /* draws random numbers (seeded, counter based) */
+    OPF_RANDOM = 1u << 3,          /* draws random numbers (seeded, counter based) from the training
+                                      step: in a graph built to train it takes one more operand after
+                                      its nargs, the step (an i32 scalar, the @step input; ir_step_slot
+                                      in ir.h); without it, its inference form (dropout: the identity) */
     OPF_ROW_IN_PLACE = 1u << 4,    /* a row-wise kernel whose last pass reads each element of its row
                                       operands and writes the same element of its result in one thread:
                                       the result may take a dying row operand's memory */

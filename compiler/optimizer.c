@@ -4,8 +4,10 @@
  *
  * Requires: a graph with a train spec and a loss. Produces: the graph with
  * backward and update nodes, scalar inputs for the host-side schedule, and
- * one ir_update per parameter and moment. */
+ * one ir_update per parameter and moment. Also the step input random ops
+ * draw from (train_step_input). */
 #include "autodiff.h"
+#include "passes.h"
 #include "typecheck.h"
 
 #include <math.h>
@@ -57,6 +59,34 @@ static ir_value scalar_input(opt_ctx *c, const char *name)
     ir_node p = {.op = OP_INPUT, .dtype = NC_F32, .loc = c->loc};
     p.attr.index = idx;
     return ir_add(c->g, &p, NULL, 0);
+}
+
+ir_graph *train_step_input(const ir_graph *g)
+{
+    ir_value first = IR_NONE;
+    for (ir_value v = 0; v < g->nnodes && first == IR_NONE; v++)
+        if ((nc_ops[g->nodes[v].op].flags & OPF_RANDOM) && ir_step_slot(&g->nodes[v]) < 0) first = v;
+    if (first == IR_NONE) return NULL;
+    /* a copy with the input's node just before the first random op */
+    ir_graph *out = ir_graph_shell(g);
+    const ir_node *fn = &g->nodes[first];
+    ir_tensor_decl d = {.name = TRAIN_INPUT_STEP, .dtype = NC_I32, .rank = 0, .loc = fn->loc};
+    ir_node in = {.op = OP_INPUT, .dtype = NC_I32, .loc = fn->loc};
+    in.attr.index = ir_input_add(out, &d);
+    ir_value *map = nc_xmalloc((g->nnodes + 1) * sizeof *map), *args = nc_xmalloc((g->nargs + 2) * sizeof *args);
+    ir_value step = IR_NONE;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        if (v == first) step = ir_add(out, &in, NULL, 0);
+        const ir_node *n = &g->nodes[v];
+        bool draws = (nc_ops[n->op].flags & OPF_RANDOM) && ir_step_slot(n) < 0;
+        for (int i = 0; i < n->nargs; i++) args[i] = map[ir_args(g, n)[i]];
+        if (draws) args[n->nargs] = step;
+        map[v] = ir_add(out, n, args, (uint16_t)(n->nargs + draws));
+    }
+    ir_graph_finish(out, g, map);
+    free(args);
+    free(map);
+    return out;
 }
 
 /* A zero-initialised f32 state parameter shaped like param i. */

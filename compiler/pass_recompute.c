@@ -9,7 +9,8 @@
  * memory plan (which follows node order) reuses the rest.
  *
  * Exact: the copies are the same ops on the same operands; dropout draws
- * from a counter-based RNG keyed by its seed, so a copy draws the same mask.
+ * from a counter-based RNG keyed by its seed and its step operand (the
+ * @step input, which a copy reads too), so a copy draws the same mask.
  * Sources (inputs, parameters) are never copied. Graphs without a loss, or
  * without regions, pass through unchanged. */
 #include "passes.h"

@@ -182,6 +182,26 @@ static bool broadcast_shape(sema_ctx *c, sv *ops, int n, nc_loc loc, uint8_t *ra
     return true;
 }
 
+
+static bool seed_given(const kw_spec *spec, int nspec, const bool *has)
+{
+    for (int k = 0; k < nspec; k++)
+        if (has[k] && strcmp(spec[k].field, "seed") == 0) return true;
+    return false;
+}
+
+/* A random op written without a seed gets one of its own, so two dropouts
+ * (two layers of a repeat, say) draw independent masks; the same model
+ * always numbers them alike. splitmix64 of the op's number, kept
+ * non-negative, is unlikely to meet a seed written by hand. */
+static int64_t default_seed(sema_ctx *c)
+{
+    uint64_t z = ++c->random_sites * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return (int64_t)((z ^ (z >> 31)) >> 1);
+}
+
 static sv broadcast_to(sema_ctx *c, sv x, uint8_t rank, const uint32_t *shape, nc_loc loc)
 {
     const ir_node *n = &c->g->nodes[x.t];
@@ -371,6 +391,7 @@ sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
         else v = spec_default(spec[k].def);
         if (!apply_field(c, &spec[k], v, loc, &proto, name)) return sv_error();
     }
+    if ((nc_ops[op].flags & OPF_RANDOM) && !seed_given(spec, nspec, has)) proto.attr.seed = default_seed(c);
     if (info->nargs < 0) {           /* a list of tensors: concat([a, b], axis: 1) */
         sv list = ops[0];
         if (list.kind == SV_ERROR) return list;

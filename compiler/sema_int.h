@@ -87,6 +87,7 @@ typedef struct sema_ctx {
     bool returned;
     nc_loc call_site;       /* innermost fn call, for notes */
     bool dim_used[64], set_used[64];   /* which --dim / --set names matched something */
+    uint64_t random_sites;  /* random ops given no seed so far: each gets its own (default_seed) */
 } sema_ctx;
 
 /* sema.c */

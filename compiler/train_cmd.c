@@ -4,8 +4,9 @@
  * (forward, loss, backward, update: compiler/optimizer.c) and the forward
  * graph with a symbolic batch for evaluation. Runs them on the GPU (the
  * generated program; parameters and optimizer state stay on the device) or
- * on the CPU executor. The host feeds each step its batch and the schedule's
- * scalars, and keeps the loss scale. */
+ * on the CPU executor. The host feeds each step its batch, the schedule's
+ * scalars and the step number dropout draws from (@step), and keeps the
+ * loss scale. */
 #include "train_cmd.h"
 #include "autodiff.h"
 #include "cuda_compile.h"
@@ -30,7 +31,7 @@ typedef struct trainer {
     src_table src;
     ir_graph *tg, *fg;                 /* training step at the batch; forward, symbolic */
     cpu_tensor *params;                /* tg's parameters and states (host copy) */
-    uint32_t in_x, in_y, in_lr, in_bc1, in_bc2, in_scale, in_apply;   /* tg input indices (UINT32_MAX: none) */
+    uint32_t in_x, in_y, in_lr, in_bc1, in_bc2, in_scale, in_apply, in_step;   /* tg input indices (UINT32_MAX: none) */
     int64_t micro;                     /* micro-batch: the batch tg is built for (batch / accumulate) */
     ir_value loss_v, finite_v;
     char batch_dim[64];
@@ -156,6 +157,7 @@ static int build_graphs(trainer *t)
     t->in_bc2 = input_index(g, TRAIN_INPUT_BC2);
     t->in_scale = input_index(g, TRAIN_INPUT_SCALE);
     t->in_apply = input_index(g, TRAIN_INPUT_APPLY);
+    t->in_step = input_index(g, TRAIN_INPUT_STEP);
     t->loss_v = output_value(g, TRAIN_OUTPUT_LOSS);
     t->finite_v = output_value(g, TRAIN_OUTPUT_FINITE);
     if (!t->text && (g->inputs[t->in_y].dtype != NC_I32 || g->inputs[t->in_y].rank != 1)) {
@@ -337,7 +339,8 @@ static void fill_data_inputs(const trainer *t, const data_batch *b, cpu_tensor *
         for (int64_t j = 0; j < inputs[t->in_y].numel; j++) inputs[t->in_y].i[j] = b->y[j];
 }
 
-static void fill_scalars(const trainer *t, double lr, cpu_tensor *inputs)
+/* micro: which micro-batch of the step (0 without --accumulate). */
+static void fill_scalars(const trainer *t, double lr, int64_t micro, cpu_tensor *inputs)
 {
     const ir_train_spec *s = &t->tg->train;
     double tt = (double)(t->step + 1);
@@ -345,6 +348,13 @@ static void fill_scalars(const trainer *t, double lr, cpu_tensor *inputs)
     set_scalar(inputs, t->in_bc1, (float)(1.0 - pow(s->beta1, tt)));
     set_scalar(inputs, t->in_bc2, (float)(1.0 - pow(s->beta2, tt)));
     set_scalar(inputs, t->in_scale, (float)t->scale);
+    /* dropout's masks: a new draw every run, numbered by the step count
+     * (restored on resume, so a resumed run draws what the uninterrupted one
+     * did); with --accumulate K, K numbers a step, so each micro-batch draws
+     * masks of its own, as the slices of one large batch would. The i32
+     * holds the number modulo 2^32 (its bits are the RNG's stream). */
+    int64_t k = t->o->accumulate > 1 ? t->o->accumulate : 1;
+    if (t->in_step != UINT32_MAX) inputs[t->in_step].i[0] = (int32_t)(uint32_t)(uint64_t)(t->step * k + micro);
 }
 
 /* Send a micro-batch's data towards the GPU: pinned memory, a copy stream,
@@ -403,7 +413,7 @@ static int cpu_step(trainer *t, const data_batch *b, cpu_tensor *inputs, step_re
     const ir_graph *g = t->tg;
     fill_data_inputs(t, b, inputs);
     char err[1024];
-    cpu_exec_opts o = {.inputs = inputs, .params = t->params, .training = true, .step = t->step};
+    cpu_exec_opts o = {.inputs = inputs, .params = t->params};
     cpu_exec_result res;
     if (cpu_exec_run(g, &o, &res, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
     r->loss = res.values[t->loss_v].f[0];
@@ -453,7 +463,7 @@ static int train_on_batch(trainer *t, const data_batch *b, double lr, cpu_tensor
     for (int64_t m = 0; m < k; m++) {
         data_batch slice = {.x = b->x + m * t->micro * sample, .y = b->y + m * t->micro, .count = t->micro, .index = b->index};
         if (t->in_apply != UINT32_MAX) set_scalar(inputs, t->in_apply, m + 1 == k ? 1.0f : 0.0f);
-        fill_scalars(t, lr, inputs);
+        fill_scalars(t, lr, m, inputs);
         int rc;
         if (t->gpu) {
             data_batch next_slice;

@@ -241,12 +241,13 @@ static void compute_last_uses(cpu_run *r)
     if (g->train.present && g->train.loss < g->nnodes) r->last_use[g->train.loss] = UINT32_MAX;
 }
 
-/* Elementwise kernels index every operand by the result's index. */
+/* Elementwise kernels index every operand by the result's index (but a
+ * random op's step, a scalar). */
 static int check_operands(cpu_run *r, const ir_node *n)
 {
     if (nc_ops[n->op].category != CAT_ELEMENTWISE) return 0;
     for (int k = 0; k < n->nargs; k++)
-        if (r->argv[k]->numel != r->res->values[n - r->g->nodes].numel)
+        if (k != ir_step_slot(n) && r->argv[k]->numel != r->res->values[n - r->g->nodes].numel)
             return run_fail(r, n, "%s: operand %d has %" PRId64 " elements, the result %" PRId64, op_name(n->op),
                             k, r->argv[k]->numel, r->res->values[n - r->g->nodes].numel);
     return 0;
@@ -327,8 +328,7 @@ static int eval_node(cpu_run *r, ir_value v)
     cpu_tensor *out = &r->res->values[v];
     if (alloc_result(r, n, shape, out) || check_operands(r, n)) return -1;
     char kerr[512] = "";
-    cpu_op_ctx c = {.g = g, .node = n, .args = r->argv, .out = out, .syms = r->syms, .step = r->o->step,
-                    .training = r->o->training, .err = kerr, .errcap = sizeof kerr};
+    cpu_op_ctx c = {.g = g, .node = n, .args = r->argv, .out = out, .syms = r->syms, .err = kerr, .errcap = sizeof kerr};
     cpu_kernels[n->op](&c);
     if (kerr[0]) return run_fail(r, n, "%s", kerr);
     return 0;

@@ -52,8 +52,6 @@ typedef struct cpu_op_ctx {
     const cpu_tensor *const *args;
     cpu_tensor *out;
     const int64_t *syms;       /* values of the symbolic dims */
-    int64_t step;              /* training step, feeds the dropout RNG */
-    bool training;             /* dropout is the identity unless training */
     char *err;                 /* a kernel that cannot compute its result (index out of
                                   range) writes why here; cpu_exec_run then fails */
     size_t errcap;
@@ -63,8 +61,6 @@ typedef struct cpu_exec_opts {
     const int64_t *syms;       /* g->nsyms values */
     const cpu_tensor *inputs;  /* g->ninputs, shapes matching the declarations */
     const cpu_tensor *params;  /* g->nparams */
-    bool training;
-    int64_t step;
     int64_t max_bytes;         /* refuse any single tensor larger than this (0 = 16 GiB) */
     bool keep_all;             /* keep every node's value (tests); else free at last use */
 } cpu_exec_opts;
@@ -88,7 +84,10 @@ void cpu_exec_result_free(cpu_exec_result *res);
 void cpu_exec_apply_updates(const ir_graph *g, const cpu_exec_result *res, cpu_tensor *params);
 
 /* The counter-based RNG shared by every backend (dropout, initialisers):
- * a pure function of (seed, stream, index), so CPU and GPU draw identically. */
+ * a pure function of (seed, stream, index), so CPU and GPU draw identically.
+ * Dropout's stream is its step operand, the graph's @step input (ir.h,
+ * ir_step_slot): data, like any input, so the executor has no step of its
+ * own, and a graph without the operand (inference) does not drop. */
 static inline uint64_t nc_rng_hash(uint64_t seed, uint64_t stream, uint64_t index)
 {
     uint64_t z = seed * 0x9e3779b97f4a7c15ull ^ (stream + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull ^ index;

@@ -372,20 +372,23 @@ void cpu_cast(const cpu_op_ctx *c)
     for (int64_t i = 0; i < y->numel; i++) cpu_set(y, i, cpu_get(x, i));
 }
 
-/* Element i is kept iff its draw u(seed, step, i) >= p; kept ones are
- * x * (1/(1-p)) computed in double. The draw depends only on (seed, step, i),
- * so every backend drops the same elements. */
+/* With its step operand (a graph built to train), element i is kept iff
+ * its draw u(seed, step, i) >= p; kept ones are x * (1/(1-p)) computed in
+ * double. The step is the i32 operand's bits as an unsigned number (the
+ * stream), so the draw depends only on (seed, step, i) and every backend
+ * drops the same elements. Without the operand (inference): the identity. */
 void cpu_dropout(const cpu_op_ctx *c)
 {
     const float *x = c->args[0]->f;
     float *y = c->out->f;
     int64_t n = c->out->numel;
-    if (!c->training) {
+    int slot = ir_step_slot(c->node);
+    if (slot < 0) {
         memcpy(y, x, (size_t)n * sizeof *y);
         return;
     }
     double p = c->node->attr.f, scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
-    uint64_t seed = (uint64_t)c->node->attr.seed, step = (uint64_t)c->step;
+    uint64_t seed = (uint64_t)c->node->attr.seed, step = (uint32_t)c->args[slot]->i[0];
     for (int64_t i = 0; i < n; i++)
         y[i] = (double)nc_rng_uniform(seed, step, (uint64_t)i) >= p ? (float)(x[i] * scale) : 0.0f;
     round_out(c->out);

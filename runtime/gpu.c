@@ -150,17 +150,44 @@ bool gpu_probe(char *why, size_t cap)
     return false;
 }
 
+/* The function's name of a call's text: "cuMemAlloc(&p, n)" -> "cuMemAlloc". */
+static int call_name_len(const char *call)
+{
+    int n = 0;
+    while (call[n] && call[n] != '(') n++;
+    return n;
+}
+
 /* One macro checks every driver call: names the call and the error. */
 static int cu_fail(char *err, size_t cap, const char *call, CUresult rc)
 {
     const char *s = NULL;
     if (drv.cuGetErrorString) drv.cuGetErrorString(rc, &s);
-    snprintf(err, cap, "%s failed: %s (%d)", call, s ? s : "unknown error", (int)rc);
+    snprintf(err, cap, "%.*s failed: %s (%d)", call_name_len(call), call, s ? s : "unknown error", (int)rc);
+    return -1;
+}
+
+static const char *lt_status_name(cublasStatus_t st)
+{
+    switch (st) {
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
+    default: return "error";
+    }
+}
+
+static int lt_fail(char *err, size_t cap, const char *call, cublasStatus_t st)
+{
+    snprintf(err, cap, "cuBLASLt %.*s failed: %s (status %d)", call_name_len(call), call, lt_status_name(st), (int)st);
     return -1;
 }
 #define CU(call) do { CUresult rc_ = drv.call; if (rc_ != CUDA_SUCCESS) return cu_fail(err, errcap, #call, rc_); } while (0)
-#define LT(call) do { cublasStatus_t st_ = lt.call; if (st_ != CUBLAS_STATUS_SUCCESS) { \
-    snprintf(err, errcap, "cuBLASLt %s failed (status %d)", #call, (int)st_); return -1; } } while (0)
+#define LT(call) do { cublasStatus_t st_ = lt.call; if (st_ != CUBLAS_STATUS_SUCCESS) return lt_fail(err, errcap, #call, st_); } while (0)
 
 /* ---- the session ------------------------------------------------------ */
 

@@ -54,7 +54,14 @@ nrt_status nrt_module_load(const char *path, nrt_module **out, nrt_error *err);
  * "forward" (what nrt_module_load loads) and "train", one training step
  * (forward, backward, optimizer update) whose run updates the session's
  * parameters and optimizer state in place. Its extra scalar inputs: @lr, and
- * for Adam @bias1 = 1 - beta1^t, @bias2 = 1 - beta2^t (t = step, from 1). */
+ * for Adam @bias1 = 1 - beta1^t, @bias2 = 1 - beta2^t (t = step, from 1);
+ * @scale with loss scaling, @apply with accumulation; and, when the model
+ * uses dropout, @step (NRT_I32): the number dropout's masks are drawn from
+ * (each mask a function of the op's seed, @step and the element). Set it to
+ * a new value every run, e.g. the step count from 0 as netc train does: the
+ * same @step draws the same masks (a resumed loop continues its sequence),
+ * and a run without it set is refused. CPU and GPU draw the same masks. The
+ * forward entry has no @step; its dropout is the identity. */
 nrt_status nrt_module_load_entry(const char *path, const char *entry, nrt_module **out, nrt_error *err);
 void nrt_module_free(nrt_module *m);
 

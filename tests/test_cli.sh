@@ -83,5 +83,33 @@ with=$(peak "$tmp/m.netm") without=$(peak "$tmp/nomp.netm")
 if ! [[ -n $with && -n $without && $with -lt $without ]]; then
   echo "FAIL: --no-memplan: planned $with bytes, unplanned $without"; fail=$((fail + 1))
 fi
+# netc train with dropout on the CPU: it learns, and a run killed after step 25 and
+# resumed from its checkpoint at step 20 draws the masks the uninterrupted run drew
+# (@step is the step count, which the checkpoint restores): the same losses
+n=$((n + 1))
+cat > "$tmp/drop_lm.net" <<'NET'
+model drop_lm(text: u8[B, 9]) -> (loss: f32)
+{
+  param wte: f32[256, 32] = normal(0.1)
+  param w: f32[32, 256] = xavier
+  tokens = i32(slice(text, axis: 1, start: 0, end: 8))
+  targets = i32(slice(text, axis: 1, start: 1, end: 9))
+  h = dropout(gather(wte, tokens), p: 0.2, seed: 5)
+  return cross_entropy(h @ w, targets)
+}
+train drop_lm { optimizer adam(lr: 1e-2) }
+NET
+for _ in $(seq 200); do printf 'the quick brown fox jumps over the lazy dog. '; done > "$tmp/fox.txt"
+dtrain=(train "$tmp/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --epochs 1 --max-steps 60 --device cpu --seed 1)
+dlosses() { grep '"train_loss"' "$1" | grep -v test_loss | sed 's/.*"step":\([0-9]*\).*"train_loss":\([-0-9.e]*\).*/\1 \2/' | awk '$1 > 20'; }
+"$netc" "${dtrain[@]}" --metrics "$tmp/d_full.jsonl" 2>"$tmp/d_full.log"
+NETC_TEST_KILL_AFTER_STEP=25 "$netc" "${dtrain[@]}" --checkpoint-dir "$tmp/dck" --checkpoint-every 10 >/dev/null 2>&1
+"$netc" "${dtrain[@]}" --checkpoint-dir "$tmp/dck" --resume --metrics "$tmp/d_res.jsonl" 2>"$tmp/d_res.log"
+dloss=$(grep -o '"test_loss":[0-9.]*' "$tmp/d_full.jsonl" | tail -1 | cut -d: -f2)
+if ! awk -v l="$dloss" 'BEGIN { exit !(l < 3.0) }' || ! grep -q 'resumed from' "$tmp/d_res.log" ||
+   [[ -z "$(dlosses "$tmp/d_res.jsonl")" ]] || ! diff <(dlosses "$tmp/d_full.jsonl") <(dlosses "$tmp/d_res.jsonl"); then
+  echo "FAIL: train with dropout (test loss $dloss, below 3 wanted; resumed losses must equal the uninterrupted run's)"
+  cat "$tmp/d_full.log" "$tmp/d_res.log"; fail=$((fail + 1))
+fi
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))

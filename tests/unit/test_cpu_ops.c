@@ -517,21 +517,23 @@ static void test_dropout(void)
 {
     enum { N = 10000 };
     tcase t;
-    /* not training: identity */
+    /* without the step operand (inference): the identity */
     begin(&t, "dropout (eval)");
     ir_value x = op_shaped(&t, OP_FILL, NC_F32, (ir_attr){.f = 1.5}, S(4), NULL, 0);
     ir_value d = op(&t, OP_DROPOUT, (ir_attr){.f = 0.5, .seed = 7}, A(x));
     if (run(&t)) expect(&t, "dropout identity", d, V(1.5, 1.5, 1.5, 1.5));
     end(&t);
 
-    /* training: kept elements are 1.5 / (1 - 0.25) = 2 exactly, the others 0 */
+    /* with the step operand (a graph built to train; its @step input):
+     * kept elements are 1.5 / (1 - 0.25) = 2 exactly, the others 0 */
     begin(&t, "dropout (training)");
     x = op_shaped(&t, OP_FILL, NC_F32, (ir_attr){.f = 1.5}, S(N), NULL, 0);
-    d = op(&t, OP_DROPOUT, (ir_attr){.f = 0.25, .seed = 7}, A(x));
+    ir_value step = in(&t, NC_I32, NULL, 0, V(3));
+    cpu_tensor *st = &t.in[t.g->ninputs - 1];
+    d = op(&t, OP_DROPOUT, (ir_attr){.f = 0.25, .seed = 7}, A(x, step));
     ir_value xb = op_shaped(&t, OP_FILL, NC_BF16, (ir_attr){.f = 1}, S(64), NULL, 0);
-    ir_value db = op(&t, OP_DROPOUT, (ir_attr){.f = 0.1, .seed = 1}, A(xb));
-    t.o.training = true;
-    t.o.step = 3;
+    ir_value db = op(&t, OP_DROPOUT, (ir_attr){.f = 0.1, .seed = 1}, A(xb, step));
+    if (ir_step_slot(&t.g->nodes[d]) != 1) fail(&t, "the step is not dropout's step operand");
     float *mask3 = calloc(N, sizeof *mask3);
     if (run(&t)) {
         const cpu_tensor *y = value(&t, d);
@@ -558,15 +560,44 @@ static void test_dropout(void)
         }
         if (kept == 0) fail(&t, "bf16 dropout kept nothing of 64 at p = 0.1");
     }
-    /* another step draws another mask */
-    t.o.step = 4;
+    /* another step (the input's value, nothing else) draws another mask */
+    st->i[0] = 4;
     if (run(&t)) {
         const cpu_tensor *y = value(&t, d);
         int diff = 0;
         for (int i = 0; y && i < N; i++) diff += y->f[i] != mask3[i];
         if (diff < 1000) fail(&t, "steps 3 and 4 differ in %d elements only", diff);
     }
+    /* the same step again, the same mask */
+    st->i[0] = 3;
+    if (run(&t)) {
+        const cpu_tensor *y = value(&t, d);
+        int diff = 0;
+        for (int i = 0; y && i < N; i++) diff += y->f[i] != mask3[i];
+        if (diff) fail(&t, "step 3 run twice differs in %d elements", diff);
+    }
+    /* the step's bits are the stream: -1 is step 2^32 - 1 */
+    st->i[0] = -1;
+    if (run(&t)) {
+        const cpu_tensor *y = value(&t, d);
+        int rng = 0;
+        for (int i = 0; y && i < N; i++) rng += (y->f[i] == 0) != (nc_rng_uniform(7, 0xffffffffu, (uint64_t)i) < 0.25f);
+        if (rng) fail(&t, "step -1: %d elements disagree with stream 2^32 - 1", rng);
+    }
     free(mask3);
+    end(&t);
+
+    /* the step operand must be an i32 scalar */
+    begin(&t, "dropout (bad step)");
+    x = op_shaped(&t, OP_FILL, NC_F32, (ir_attr){.f = 1.5}, S(4), NULL, 0);
+    ir_value fstep = op_shaped(&t, OP_FILL, NC_F32, (ir_attr){.f = 3}, NULL, 0, NULL, 0);
+    ir_value vstep = in(&t, NC_I32, S(4), NULL, 0);
+    tc_error e;
+    ir_value out;
+    if (ir_build(t.g, &(ir_node){.op = OP_DROPOUT, .attr.f = 0.5}, A(x, fstep), &out, &e) || !strstr(e.msg, "i32 scalar"))
+        fail(&t, "an f32 step was accepted");
+    if (ir_build(t.g, &(ir_node){.op = OP_DROPOUT, .attr.f = 0.5}, A(x, vstep), &out, &e) || !strstr(e.msg, "i32 scalar"))
+        fail(&t, "a step with dims was accepted");
     end(&t);
 }
 

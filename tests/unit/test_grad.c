@@ -44,6 +44,9 @@ static const grad_case cases[] = {
     {"maximum", "y = maximum(a, b) + minimum(a, b * 2.0)", "param a: f32[3, 4] = normal(1)\n param b: f32[3, 4] = normal(1)"},
     {"where", "y = where(a > b, a * 3.0, b)", "param a: f32[3, 4] = normal(1)\n param b: f32[3, 4] = normal(1)"},
     {"cast", "y = f32(bf16(a) * bf16(b))", "param a: f32[3, 4] = normal(1)\n param b: f32[3, 4] = normal(1)"},
+    /* linear at a fixed @step: the backward applies the forward's mask */
+    {"dropout", "y = dropout(a, p: 0.3, seed: 4) + dropout(a * b, p: 0.5, seed: 9)",
+     "param a: f32[4, 6] = normal(1)\n param b: f32[4, 6] = normal(1)"},
     {"sum_mean", "y = sum(a, axis: 1, keepdim: true) + mean(a, axis: 0)", "param a: f32[3, 4] = normal(1)"},
     {"max", "y = max(a, axis: -1)", "param a: f32[3, 4] = normal(1)"},
     {"softmax", "y = softmax(a) + log_softmax(a * 2.0)", "param a: f32[3, 5] = normal(1)"},
@@ -74,9 +77,9 @@ static const grad_case cases[] = {
 
 static int failures;
 
-static double loss_of(const ir_graph *g, cpu_tensor *params, ir_value loss)
+static double loss_of(const ir_graph *g, const cpu_tensor *inputs, cpu_tensor *params, ir_value loss)
 {
-    cpu_exec_opts o = {.params = params};
+    cpu_exec_opts o = {.inputs = inputs, .params = params};
     cpu_exec_result res;
     char err[512];
     if (cpu_exec_run(g, &o, &res, err, sizeof err)) {
@@ -133,9 +136,18 @@ static void run_case(const grad_case *c)
     for (uint32_t i = 0; i < g->nparams; i++)
         if (grads[i] != IR_NONE) ir_output_add(g, g->params[i].decl.name, grads[i]);
     if (ir_verify(g, stderr)) { failures++; goto done; }
-    cpu_tensor *params = nc_xcalloc(g->nparams + 1, sizeof *params);
+    cpu_tensor *params = nc_xcalloc(g->nparams + 1, sizeof *params), *inputs = nc_xcalloc(g->ninputs + 1, sizeof *inputs);
     for (uint32_t i = 0; i < g->nparams; i++) param_init(g, i, 7, &params[i], err, sizeof err);
-    cpu_exec_opts eo = {.params = params, .keep_all = false};
+    for (uint32_t i = 0; i < g->ninputs; i++) {   /* the one input a training graph has here: dropout's @step */
+        if (strcmp(g->inputs[i].name, TRAIN_INPUT_STEP) != 0 || g->inputs[i].rank != 0) {
+            fprintf(stderr, "%s: unexpected input %s\n", c->name, g->inputs[i].name);
+            failures++;
+            goto free_params;
+        }
+        cpu_tensor_alloc(&inputs[i], NC_I32, 0, NULL, 0);
+        inputs[i].i[0] = 5;
+    }
+    cpu_exec_opts eo = {.inputs = inputs, .params = params, .keep_all = false};
     cpu_exec_result res;
     if (cpu_exec_run(g, &eo, &res, err, sizeof err)) { fprintf(stderr, "%s: %s\n", c->name, err); failures++; goto free_params; }
     int bad = 0, kinks = 0, checked = 0;
@@ -155,9 +167,9 @@ static void run_case(const grad_case *c)
                 double h = (k ? step : 2 * step) * fmax(1.0, fabs(saved));
                 float up = (float)(saved + h), down = (float)(saved - h);
                 p->f[j] = up;
-                double lp = loss_of(g, params, g->train.loss);
+                double lp = loss_of(g, inputs, params, g->train.loss);
                 p->f[j] = down;
-                double lm = loss_of(g, params, g->train.loss);
+                double lm = loss_of(g, inputs, params, g->train.loss);
                 fd[k] = (lp - lm) / ((double)up - (double)down);
             }
             p->f[j] = saved;
@@ -184,7 +196,9 @@ static void run_case(const grad_case *c)
     cpu_exec_result_free(&res);
 free_params:
     for (uint32_t i = 0; i < g->nparams; i++) cpu_tensor_free(&params[i]);
+    for (uint32_t i = 0; i < g->ninputs; i++) cpu_tensor_free(&inputs[i]);
     free(params);
+    free(inputs);
 done:
     free(grads);
     ir_graph_free(g);

@@ -57,7 +57,7 @@ static bool step(const ir_graph *g, cpu_exec_result *res, cpu_tensor *params, cp
         for (int64_t j = 0; j < inputs[i].numel; j++)   /* tokens and targets: classes; @lr and the like: 0.5 */
             cpu_set(&inputs[i], j, g->inputs[i].rank ? (double)(nc_rng_hash(11, i, (uint64_t)j) % VOCAB) : 0.5);
     }
-    cpu_exec_opts o = {.inputs = inputs, .params = params, .training = true, .step = 1};
+    cpu_exec_opts o = {.inputs = inputs, .params = params};
     if (cpu_exec_run(g, &o, res, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         return false;

@@ -80,10 +80,11 @@ static bool step(const ir_graph *g, cpu_exec_result *res, cpu_tensor *params, cp
         int64_t shape[NC_MAX_RANK];
         for (int k = 0; k < g->inputs[i].rank; k++) dim_is_const(&g->dims[g->inputs[i].shape[k]], &shape[k]);
         cpu_tensor_alloc(&inputs[i], g->inputs[i].dtype, g->inputs[i].rank, shape, 0);
-        for (int64_t j = 0; j < inputs[i].numel; j++)
-            cpu_set(&inputs[i], j, g->inputs[i].rank ? nc_rng_uniform(3, i, (uint64_t)j) * 2 - 1 : 0.5);
+        for (int64_t j = 0; j < inputs[i].numel; j++)   /* the scalars: @lr 0.5, dropout's @step 4 */
+            cpu_set(&inputs[i], j, g->inputs[i].rank ? nc_rng_uniform(3, i, (uint64_t)j) * 2 - 1
+                                   : !strcmp(g->inputs[i].name, "@step") ? 4 : 0.5);
     }
-    cpu_exec_opts o = {.inputs = inputs, .params = params, .training = true, .step = 4};
+    cpu_exec_opts o = {.inputs = inputs, .params = params};
     if (cpu_exec_run(g, &o, res, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         return false;

@@ -1,7 +1,10 @@
 /* test_train_entry.c - a module with two entry points: "forward" and "train"
  * round trip through the file, and a libnetrt user trains through the train
  * entry on the CPU: the loss falls, and the trained weights, moved into a
- * forward session, classify the training points. */
+ * forward session, classify the training points. A model with dropout: the
+ * train entry's masks follow its @step input (the same step, the same mask;
+ * another step, another), the forward entry does not drop. */
+#include "cpu_exec.h"
 #include "cuda_emit.h"
 #include "driver.h"
 #include "module.h"
@@ -40,6 +43,99 @@ static bool emit(ir_graph *g, nrt_module_data *m)
     char err[1024];
     *m = (nrt_module_data){.graph = g};
     return cuda_emit_program(g, &m->program, err, sizeof err);
+}
+
+/* Dropout whose result is an output: with @lr 0 nothing moves, so each
+ * run's y is x times the mask of the step it was given. */
+static const char *dropout_source =
+    "model dm(x: f32[B, 64]) -> (y: f32[B, 64]) {\n"
+    "  param w: f32[64] = ones\n"
+    "  return dropout(x * w, p: 0.5, seed: 3)\n"
+    "}\n"
+    "train dm(t: f32[B, 64]) {\n"
+    "  loss = sum(square(y - t))\n"
+    "  optimizer sgd(lr: 0.1)\n"
+    "}\n";
+
+/* One run of the train entry at @step = step; y's 4 x 64 values into y. */
+static bool dropout_run(nrt_session *s, int32_t step, float *y)
+{
+    nrt_error e;
+    float lr = 0;
+    return nrt_session_set_input(s, "@lr", NRT_F32, 0, NULL, &lr, &e) == NRT_OK &&
+           nrt_session_set_input(s, "@step", NRT_I32, 0, NULL, &step, &e) == NRT_OK && nrt_session_run(s, &e) == NRT_OK &&
+           nrt_session_get_output(s, "y", y, 256 * sizeof *y, &e) == NRT_OK;
+}
+
+static void check_dropout_steps(void)
+{
+    src_table src = {0};
+    uint32_t id = src_add(&src, "dm.net", dropout_source, strlen(dropout_source));
+    nrt_module_data m, t;
+    ir_graph *fg = compile(&src, id, false), *tg = compile(&src, id, true);
+    CHECK(fg && tg);
+    if (!fg || !tg || !emit(fg, &m) || !emit(tg, &t)) { failures++; return; }
+    module_add_entry(&m, "train", &t);
+    char path[] = "/tmp/netc_dropout_XXXXXX", err[1024];
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    CHECK(module_write(path, &m, err, sizeof err) == 0);
+    module_data_free(&m);
+    src_free(&src);
+    nrt_module *fm, *tm;
+    nrt_error e;
+    CHECK(nrt_module_load(path, &fm, &e) == NRT_OK);
+    CHECK(nrt_module_load_entry(path, "train", &tm, &e) == NRT_OK);
+    unlink(path);
+    if (failures) return;
+    /* the train entry takes @step, an i32 scalar; the forward entry does not */
+    bool has_step = false;
+    for (int i = 0; i < nrt_module_num_inputs(tm); i++) {
+        nrt_tensor_info info;
+        CHECK(nrt_module_input(tm, i, &info) == NRT_OK);
+        if (strcmp(info.name, "@step") == 0) has_step = info.dtype == NRT_I32 && info.rank == 0;
+    }
+    CHECK(has_step);
+    for (int i = 0; i < nrt_module_num_inputs(fm); i++) {
+        nrt_tensor_info info;
+        CHECK(nrt_module_input(fm, i, &info) == NRT_OK && info.name[0] != '@');
+    }
+    const char *dn[] = {"B"};
+    int64_t dv[] = {4};
+    nrt_session_opts so = nrt_session_defaults();
+    so.device = NRT_DEVICE_CPU, so.dim_names = dn, so.dim_values = dv, so.ndims = 1, so.seed = 1;
+    nrt_session *ts, *fs;
+    CHECK(nrt_session_create(tm, &so, &ts, &e) == NRT_OK);
+    CHECK(nrt_session_create(fm, &so, &fs, &e) == NRT_OK);
+    if (failures) return;
+    float x[256], y1[256], y2[256], y1again[256], yf[256];
+    for (int i = 0; i < 256; i++) x[i] = 1.0f + (float)i / 64.0f;
+    const int64_t shape[] = {4, 64};
+    CHECK(nrt_session_set_input(ts, "x", NRT_F32, 2, shape, x, &e) == NRT_OK);
+    CHECK(nrt_session_set_input(ts, "t", NRT_F32, 2, shape, x, &e) == NRT_OK);
+    /* a training run without its step is refused, not run with a stale one */
+    float lr = 0;
+    CHECK(nrt_session_set_input(ts, "@lr", NRT_F32, 0, NULL, &lr, &e) == NRT_OK);
+    CHECK(nrt_session_run(ts, &e) == NRT_ERR_STATE && strstr(e.message, "@step"));
+    CHECK(dropout_run(ts, 1, y1) && dropout_run(ts, 2, y2) && dropout_run(ts, 1, y1again));
+    int differ = 0, again = 0, rng = 0;
+    for (int i = 0; i < 256; i++) {
+        differ += (y1[i] == 0) != (y2[i] == 0);
+        again += memcmp(&y1[i], &y1again[i], sizeof y1[i]) != 0;
+        rng += (y1[i] == 0) != (nc_rng_uniform(3, 1, (uint64_t)i) < 0.5f);   /* kept: 2x */
+        if (y1[i] != 0 && y1[i] != 2 * x[i]) rng++;
+    }
+    printf("dropout: @step 1 and 2 differ in %d of 256 elements; @step 1 twice in %d\n", differ, again);
+    CHECK(differ > 64 && again == 0 && rng == 0);
+    /* the forward entry: the identity */
+    CHECK(nrt_session_set_input(fs, "x", NRT_F32, 2, shape, x, &e) == NRT_OK);
+    CHECK(nrt_session_run(fs, &e) == NRT_OK);
+    CHECK(nrt_session_get_output(fs, "y", yf, sizeof yf, &e) == NRT_OK);
+    CHECK(memcmp(x, yf, sizeof x) == 0);
+    nrt_session_free(ts);
+    nrt_session_free(fs);
+    nrt_module_free(tm);
+    nrt_module_free(fm);
 }
 
 int main(void)
@@ -115,6 +211,7 @@ int main(void)
     nrt_module_free(tm);
     nrt_module_free(fm);
     unlink(path);
+    check_dropout_steps();
     if (!failures) printf("test_train_entry: all checks passed\n");
     return failures != 0;
 }
