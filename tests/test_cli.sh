@@ -111,5 +111,23 @@ if ! awk -v l="$dloss" 'BEGIN { exit !(l < 3.0) }' || ! grep -q 'resumed from' "
   echo "FAIL: train with dropout (test loss $dloss, below 3 wanted; resumed losses must equal the uninterrupted run's)"
   cat "$tmp/d_full.log" "$tmp/d_res.log"; fail=$((fail + 1))
 fi
+# dropouts written without a seed draw their own masks (one seed each, also
+# across the layers of a repeat); a seed written by hand is kept
+n=$((n + 1))
+cat > "$tmp/d2.net" <<'NET'
+model d2(x: f32[B, 8]) -> (y: f32)
+{
+  param w: f32[8, 8] = xavier
+  repeat 2 as i {
+    x = dropout(x @ w, p: 0.5)
+  }
+  return sum(dropout(x, p: 0.5, seed: 9))
+}
+train d2 { optimizer sgd(lr: 0.1) }
+NET
+seeds=$("$netc" build "$tmp/d2.net" --entry train --dump-ir --target '' -o "$tmp/d2.netm" 2>&1 | grep -o 'dropout.*seed=[0-9]*' | sed 's/.*seed=//' | sort -u | tr '\n' ' ')
+if [[ $(wc -w <<<"$seeds") -ne 3 || " $seeds" != *" 9 "* ]]; then
+  echo "FAIL: dropout seeds: want two defaults of their own and 9, got [$seeds]"; fail=$((fail + 1))
+fi
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
