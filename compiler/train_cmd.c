@@ -466,6 +466,10 @@ static int train_on_batch(trainer *t, const data_batch *b, double lr, cpu_tensor
         fill_scalars(t, lr, m, inputs);
         int rc;
         if (t->gpu) {
+            /* the slice's data travels first: a batch stays valid only until
+             * the loader's next call, which feed_peek makes */
+            if (!t->next_staged && stage_data(t, &slice, inputs)) return 1;
+            t->next_staged = true;
             data_batch next_slice;
             const data_batch *next = NULL;
             if (m + 1 < k) {

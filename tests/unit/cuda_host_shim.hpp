@@ -47,9 +47,20 @@ static float nc_exchange[NC_MAX_THREADS];
 static void (*nc_thunk)(void *);
 static void *nc_thunk_ctx;
 
+// A launch whose first block reached no barrier runs its other blocks'
+// threads as plain calls, one after another: no fibers (barriers are the
+// same for every block of a kernel; a kernel that waits in some blocks only
+// is undefined in CUDA too).
+static bool nc_waited, nc_plain;
+
 // Back to the scheduler until the barrier opens; the scheduler sets threadIdx.
 static inline void nc_wait(int barrier)
 {
+    if (nc_plain) {
+        fprintf(stderr, "cuda_host_shim: a barrier in block %lld, none in block 0\n", blockIdx.x);
+        abort();
+    }
+    nc_waited = true;
     nc_fiber *f = &nc_fibers[nc_current];
     f->state = barrier;
     swapcontext(&f->ctx, &nc_scheduler);
@@ -160,8 +171,14 @@ extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks
     }
     nc_thunk = thunk, nc_thunk_ctx = ctx;
     gridDim.x = blocks, blockDim.x = threads;
+    nc_waited = nc_plain = false;
     for (long long b = 0; b < blocks; b++) {
         blockIdx.x = b;
+        if (b == 1 && !nc_waited) nc_plain = true;
+        if (nc_plain) {
+            for (int t = 0; t < threads; t++) threadIdx.x = t, thunk(ctx);
+            continue;
+        }
         for (int t = 0; t < threads; t++) {
             nc_fiber *f = &nc_fibers[t];
             if (!f->stack) f->stack = (char *)malloc(NC_STACK);
@@ -183,9 +200,11 @@ extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks
             if (!live) break;
             if (!nc_open_barriers((int)threads) && !ran) {
                 snprintf(err, errcap, "block %lld: threads wait at barriers that cannot open", b);
+                nc_plain = false;
                 return -1;
             }
         }
     }
+    nc_plain = false;
     return 0;
 }

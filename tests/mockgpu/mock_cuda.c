@@ -1,0 +1,810 @@
+/* mock_cuda.c - a CUDA driver for a machine without a GPU, built as
+ * libcuda.so.1 for the tests (runtime/gpu.c opens "libcuda.so.1" with
+ * dlopen, so LD_LIBRARY_PATH picks this one).
+ *
+ * It models what runtime/gpu.c relies on, strictly: device memory is host
+ * memory (fresh allocations hold 0xff bytes, a NaN in every float type, so a
+ * read before a write shows); kernels are netc's generated CUDA C compiled
+ * for the host with tests/unit/cuda_host_shim.hpp (mock_cuda_use_source, or
+ * the file NETC_MOCK_CUDA_SOURCE names) and run as the launch's blocks and
+ * threads; work on a stream runs at once unless the stream is capturing,
+ * when it is recorded into the graph and runs at each launch of it. Calls
+ * the real driver refuses are refused: no current context, unknown handles,
+ * copies outside an allocation, synchronous calls while a capture is open
+ * (CU_STREAM_CAPTURE_MODE_THREAD_LOCAL forbids them), launches beyond the
+ * device's limits. Allocations, streams, events and modules still alive at
+ * exit are reported, and the process then exits 3 (the runtime must free
+ * what it made). */
+#define _GNU_SOURCE
+#include "mock_cuda.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* the kernels' one parameter (compiler/cuda_emit.c, runtime/gpu.c) */
+typedef struct mock_args { void *buf[64]; long long n[20]; unsigned long long step; } mock_args;
+typedef void mock_kernel_fn(mock_args);
+typedef int mock_launch_fn(void (*thunk)(void *), void *ctx, long long blocks, long long threads, char *err, size_t errcap);
+
+enum { MOCK_MAX_THREADS = 1024, MOCK_MAX_STATIC_SHARED = 48 * 1024 };
+static const size_t mock_total_bytes = (size_t)80 << 30;
+
+struct CUctx_st { int retained; };
+struct CUmod_st { void *lib; mock_launch_fn *launch; void (*release)(void); };
+struct CUfunc_st { struct CUmod_st *module; mock_kernel_fn *fn; char name[128]; };
+
+typedef struct mock_work {
+    mock_work_fn *run;
+    void *ctx;
+    size_t bytes;
+} mock_work;
+
+typedef struct mock_worklist { mock_work *items; size_t n, cap; } mock_worklist;
+
+struct CUgraph_st { mock_worklist work; };
+struct CUgraphExec_st { mock_worklist work; };
+struct CUstream_st { bool capturing; struct CUgraph_st *graph; };
+struct CUevent_st { bool recorded, timing; double at; };
+
+/* ---- the tables of live objects --------------------------------------- */
+
+typedef struct mock_block { uintptr_t base; size_t bytes; bool host; } mock_block;
+
+static pthread_mutex_t mock_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    mock_block *blocks;
+    size_t nblocks, capblocks;
+    size_t device_bytes;
+    long streams, events, modules, graphs, execs;
+    struct CUctx_st primary;
+    char pending_source_lib[600];   /* what the next cuModuleLoadData loads */
+    CUresult sticky;                /* a kernel that failed poisons the context, as on a GPU */
+} mock;
+static __thread CUcontext mock_current;
+static __thread int mock_open_captures;
+
+static double mock_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void mock_complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void mock_complain(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("mock libcuda: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void mock_add_block(void *p, size_t bytes, bool host)
+{
+    pthread_mutex_lock(&mock_lock);
+    if (mock.nblocks == mock.capblocks) {
+        mock.capblocks = mock.capblocks ? 2 * mock.capblocks : 64;
+        mock.blocks = realloc(mock.blocks, mock.capblocks * sizeof *mock.blocks);
+        if (!mock.blocks) abort();
+    }
+    mock.blocks[mock.nblocks++] = (mock_block){(uintptr_t)p, bytes, host};
+    if (!host) mock.device_bytes += bytes;
+    pthread_mutex_unlock(&mock_lock);
+}
+
+/* Removes the block that starts at p; false when there is none. */
+static bool mock_remove_block(uintptr_t p, bool host)
+{
+    bool found = false;
+    pthread_mutex_lock(&mock_lock);
+    for (size_t i = 0; i < mock.nblocks && !found; i++)
+        if (mock.blocks[i].base == p && mock.blocks[i].host == host) {
+            if (!host) mock.device_bytes -= mock.blocks[i].bytes;
+            mock.blocks[i] = mock.blocks[--mock.nblocks];
+            found = true;
+        }
+    pthread_mutex_unlock(&mock_lock);
+    return found;
+}
+
+bool mock_cuda_in_device_memory(const void *p, size_t bytes)
+{
+    uintptr_t a = (uintptr_t)p;
+    bool in = false;
+    pthread_mutex_lock(&mock_lock);
+    for (size_t i = 0; i < mock.nblocks && !in; i++) {
+        const mock_block *b = &mock.blocks[i];
+        in = !b->host && a >= b->base && a - b->base <= b->bytes && bytes <= b->bytes - (a - b->base);
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return in;
+}
+
+static CUresult mock_device_range(CUdeviceptr p, size_t bytes, const char *call)
+{
+    if (mock_cuda_in_device_memory((const void *)(uintptr_t)p, bytes)) return CUDA_SUCCESS;
+    mock_complain("%s: [%#llx, +%zu) is not inside one device allocation", call, (unsigned long long)p, bytes);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- calls that need a context, and the capture rules ------------------ */
+
+static CUresult mock_need_context(const char *call)
+{
+    if (mock_current) return mock.sticky;
+    mock_complain("%s: no current context (cuCtxSetCurrent was not called on this thread)", call);
+    return CUDA_ERROR_INVALID_CONTEXT;
+}
+
+/* Synchronous work is "potentially unsafe" while this thread captures. */
+static CUresult mock_sync_allowed(const char *call)
+{
+    CUresult rc = mock_need_context(call);
+    if (rc != CUDA_SUCCESS) return rc;
+    if (mock_open_captures == 0) return CUDA_SUCCESS;
+    mock_complain("%s: not allowed while a stream capture is open on this thread", call);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+static void mock_worklist_add(mock_worklist *l, mock_work w)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->items = realloc(l->items, l->cap * sizeof *l->items);
+        if (!l->items) abort();
+    }
+    l->items[l->n++] = w;
+}
+
+static void mock_worklist_free(mock_worklist *l)
+{
+    for (size_t i = 0; i < l->n; i++) free(l->items[i].ctx);
+    free(l->items);
+    *l = (mock_worklist){0};
+}
+
+static mock_work mock_work_copy(mock_work_fn *run, const void *ctx, size_t bytes)
+{
+    mock_work w = {run, malloc(bytes ? bytes : 1), bytes};
+    if (!w.ctx) abort();
+    memcpy(w.ctx, ctx, bytes);
+    return w;
+}
+
+CUresult mock_cuda_enqueue(CUstream stream, mock_work_fn *run, const void *ctx, size_t ctx_bytes)
+{
+    CUresult rc = mock_need_context("a launch");
+    if (rc != CUDA_SUCCESS) return rc;
+    if (stream && stream->capturing) {
+        mock_worklist_add(&stream->graph->work, mock_work_copy(run, ctx, ctx_bytes));
+        return CUDA_SUCCESS;
+    }
+    mock_work w = mock_work_copy(run, ctx, ctx_bytes);
+    w.run(w.ctx);
+    free(w.ctx);
+    return mock.sticky;
+}
+
+/* ---- device, context, version ------------------------------------------ */
+
+CUresult cuInit(unsigned int flags) { return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
+CUresult cuDeviceGetCount(int *n) { *n = 1; return CUDA_SUCCESS; }
+
+CUresult cuDeviceGet(CUdevice *d, int ordinal)
+{
+    if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice d)
+{
+    if (d != 0 || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    snprintf(name, (size_t)len, "netc mock GPU (host)");
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
+{
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = MOCK_MAX_THREADS; return CUDA_SUCCESS;
+    default:
+        mock_complain("cuDeviceGetAttribute: attribute %d is not modelled", (int)a);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d)
+{
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&mock_lock);
+    mock.primary.retained++;
+    pthread_mutex_unlock(&mock_lock);
+    *ctx = &mock.primary;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice d)
+{
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&mock_lock);
+    CUresult rc = mock.primary.retained > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    if (mock.primary.retained > 0 && --mock.primary.retained == 0) mock.sticky = CUDA_SUCCESS;   /* a fresh context */
+    pthread_mutex_unlock(&mock_lock);
+    return rc;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    if (ctx && (ctx != &mock.primary || mock.primary.retained == 0)) return CUDA_ERROR_INVALID_CONTEXT;
+    mock_current = ctx;
+    return CUDA_SUCCESS;
+}
+
+/* ---- memory ------------------------------------------------------------ */
+
+CUresult cuMemGetInfo(size_t *free_bytes, size_t *total)
+{
+    CUresult rc = mock_need_context("cuMemGetInfo");
+    if (rc != CUDA_SUCCESS) return rc;
+    pthread_mutex_lock(&mock_lock);
+    *total = mock_total_bytes;
+    *free_bytes = mock_total_bytes - mock.device_bytes;
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc(CUdeviceptr *p, size_t bytes)
+{
+    CUresult rc = mock_sync_allowed("cuMemAlloc");
+    if (rc != CUDA_SUCCESS) return rc;
+    if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (bytes > mock_total_bytes - mock.device_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
+    void *mem = NULL;
+    if (posix_memalign(&mem, 256, bytes) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(mem, 0xff, bytes);
+    mock_add_block(mem, bytes, false);
+    *p = (CUdeviceptr)(uintptr_t)mem;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree(CUdeviceptr p)
+{
+    CUresult rc = mock_sync_allowed("cuMemFree");
+    if (rc != CUDA_SUCCESS && rc != mock.sticky) return rc;
+    if (!mock_remove_block((uintptr_t)p, false)) {
+        mock_complain("cuMemFree: %#llx is not an allocation", (unsigned long long)p);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    free((void *)(uintptr_t)p);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned int flags)
+{
+    CUresult rc = mock_sync_allowed("cuMemHostAlloc");
+    if (rc != CUDA_SUCCESS) return rc;
+    if (bytes == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    *p = malloc(bytes);
+    if (!*p) return CUDA_ERROR_OUT_OF_MEMORY;
+    mock_add_block(*p, bytes, true);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+    if (!mock_remove_block((uintptr_t)p, true)) {
+        mock_complain("cuMemFreeHost: %p is not a pinned allocation", p);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+typedef struct mock_copy { void *dst; const void *src; size_t bytes; } mock_copy;
+static void mock_run_copy(void *p) { mock_copy *c = p; memmove(c->dst, c->src, c->bytes); }
+
+
+CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes)
+{
+    CUresult rc = mock_sync_allowed("cuMemcpyHtoD");
+    if (rc == CUDA_SUCCESS) rc = mock_device_range(dst, bytes, "cuMemcpyHtoD");
+    if (rc == CUDA_SUCCESS) memcpy((void *)(uintptr_t)dst, src, bytes);
+    return rc;
+}
+
+CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes)
+{
+    CUresult rc = mock_sync_allowed("cuMemcpyDtoH");
+    if (rc == CUDA_SUCCESS) rc = mock_device_range(src, bytes, "cuMemcpyDtoH");
+    if (rc == CUDA_SUCCESS) memcpy(dst, (const void *)(uintptr_t)src, bytes);
+    return rc;
+}
+
+CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t n)
+{
+    CUresult rc = mock_sync_allowed("cuMemsetD8");
+    if (rc == CUDA_SUCCESS) rc = mock_device_range(dst, n, "cuMemsetD8");
+    if (rc == CUDA_SUCCESS) memset((void *)(uintptr_t)dst, value, n);
+    return rc;
+}
+
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s)
+{
+    CUresult rc = mock_device_range(dst, bytes, "cuMemcpyDtoDAsync (destination)");
+    if (rc == CUDA_SUCCESS) rc = mock_device_range(src, bytes, "cuMemcpyDtoDAsync (source)");
+    mock_copy c = {(void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes};
+    return rc == CUDA_SUCCESS ? mock_cuda_enqueue(s, mock_run_copy, &c, sizeof c) : rc;
+}
+
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream s)
+{
+    CUresult rc = mock_device_range(dst, bytes, "cuMemcpyHtoDAsync");
+    mock_copy c = {(void *)(uintptr_t)dst, src, bytes};
+    return rc == CUDA_SUCCESS ? mock_cuda_enqueue(s, mock_run_copy, &c, sizeof c) : rc;
+}
+
+/* ---- modules and kernels ------------------------------------------------ */
+
+#ifndef MOCK_SHIM_DIR
+#error "MOCK_SHIM_DIR: the folder of cuda_host_shim.hpp"
+#endif
+
+/* FNV-1a of the source and the shim: names the compiled library, so a
+ * library compiled before is used again only for the same both. */
+static unsigned long long mock_hash(const char *s)
+{
+    unsigned long long h = 1469598103934665603ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    FILE *f = fopen(MOCK_SHIM_DIR "/cuda_host_shim.hpp", "rb");
+    for (int c; f && (c = fgetc(f)) != EOF;) h = (h ^ (unsigned char)c) * 1099511628211ULL;
+    if (f) fclose(f);
+    return h;
+}
+
+int mock_cuda_use_source(const char *source, char *err, size_t errcap)
+{
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char dir[512], cpp[600], so[600], cmd[8192];
+    snprintf(dir, sizeof dir, "%s/netc_mock_cuda_%d", tmp, (int)getuid());
+    unsigned long long h = mock_hash(source);
+    snprintf(cpp, sizeof cpp, "%s/k%016llx.%d.cpp", dir, h, (int)getpid());   /* tests run side by side */
+    snprintf(so, sizeof so, "%s/k%016llx.so", dir, h);
+    if (access(so, R_OK) != 0) {   /* compiled before: the same source gives the same library */
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
+        if (system(cmd) != 0) { snprintf(err, errcap, "cannot make %s", dir); return -1; }
+        FILE *f = fopen(cpp, "w");
+        if (!f) { snprintf(err, errcap, "cannot write %s", cpp); return -1; }
+        fputs("#include \"cuda_host_shim.hpp\"\n", f);
+        fputs(source, f);
+        fclose(f);
+        const char *cxx = getenv("CXX") ? getenv("CXX") : "c++";
+        snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w -I'%s' -o '%s.so' '%s' 2>'%s.log' && mv '%s.so' '%s' && rm -f '%s' '%s.log'",
+                 cxx, MOCK_SHIM_DIR, cpp, cpp, cpp, cpp, so, cpp, cpp);
+        if (system(cmd) != 0) { snprintf(err, errcap, "the kernels do not compile for the host: see %s.log", cpp); return -1; }
+    }
+    pthread_mutex_lock(&mock_lock);
+    snprintf(mock.pending_source_lib, sizeof mock.pending_source_lib, "%s", so);
+    pthread_mutex_unlock(&mock_lock);
+    return 0;
+}
+
+static char *mock_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc(n > 0 ? (size_t)n + 1 : 1);
+    size_t got = text && n > 0 ? fread(text, 1, (size_t)n, f) : 0;
+    fclose(f);
+    if (text) text[got] = 0;
+    return text;
+}
+
+/* The bytes of a module image: a cubin's ELF ends with its section
+ * headers; PTX is text. */
+static size_t mock_image_size(const unsigned char *image)
+{
+    if (memcmp(image, "\x7f" "ELF", 4) != 0) return strlen((const char *)image);
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
+    memcpy(&shoff, image + 0x28, 8);
+    memcpy(&shentsize, image + 0x3a, 2);
+    memcpy(&shnum, image + 0x3c, 2);
+    return (size_t)(shoff + (uint64_t)shentsize * shnum);
+}
+
+/* How many of the source's kernels the image names; -1 when one is missing. */
+static int mock_kernels_in_image(const char *source, const unsigned char *image, size_t size)
+{
+    static const char decl[] = "extern \"C\" __global__ void ";
+    int found = 0;
+    for (const char *p = strstr(source, decl); p; p = strstr(p + 1, decl)) {
+        const char *name = p + sizeof decl - 1, *end = strchr(name, '(');
+        if (!end || end - name > 120) return -1;
+        if (!memmem(image, size, name, (size_t)(end - name))) return -1;
+        found++;
+    }
+    return found;
+}
+
+/* The source a module loads when none was given in-process: of the files
+ * NETC_MOCK_CUDA_SOURCE lists (':' between them; netc build --emit-cuda's
+ * output), the one with the most kernels, all named in the image (netc train
+ * loads a training step and a forward pass). */
+static bool mock_source_from_env(const void *image)
+{
+    const char *list = getenv("NETC_MOCK_CUDA_SOURCE");
+    if (!list) return false;
+    char *paths = strdup(list), *best = NULL, err[256];
+    int best_found = -1;
+    size_t size = mock_image_size(image);
+    for (char *save = NULL, *path = strtok_r(paths, ":", &save); path; path = strtok_r(NULL, ":", &save)) {
+        char *text = mock_read_file(path);
+        if (!text) { mock_complain("cannot read %s (NETC_MOCK_CUDA_SOURCE)", path); continue; }
+        int found = mock_kernels_in_image(text, image, size);
+        if (found > best_found) free(best), best = text, best_found = found;
+        else free(text);
+    }
+    free(paths);
+    int rc = best && best_found >= 0 ? mock_cuda_use_source(best, err, sizeof err) : -1;
+    if (best && best_found >= 0 && rc != 0) mock_complain("%s", err);
+    if (best_found < 0) mock_complain("no file of NETC_MOCK_CUDA_SOURCE has the image's kernels");
+    free(best);
+    return rc == 0;
+}
+
+CUresult cuModuleLoadData(CUmodule *out, const void *image)
+{
+    CUresult rc = mock_sync_allowed("cuModuleLoadData");
+    if (rc != CUDA_SUCCESS) return rc;
+    if (!image) return CUDA_ERROR_INVALID_VALUE;
+    char path[600];
+    pthread_mutex_lock(&mock_lock);
+    snprintf(path, sizeof path, "%s", mock.pending_source_lib);
+    mock.pending_source_lib[0] = 0;
+    pthread_mutex_unlock(&mock_lock);
+    if (!path[0] && mock_source_from_env(image)) return cuModuleLoadData(out, image);
+    if (!path[0]) {
+        mock_complain("cuModuleLoadData: no kernel source was given (mock_cuda_use_source or NETC_MOCK_CUDA_SOURCE)");
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    struct CUmod_st *m = calloc(1, sizeof *m);
+    if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+    m->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (m->lib) {
+        m->launch = (mock_launch_fn *)(uintptr_t)dlsym(m->lib, "nc_host_launch");
+        m->release = (void (*)(void))(uintptr_t)dlsym(m->lib, "nc_host_release");
+    }
+    if (!m->lib || !m->launch) {
+        mock_complain("cuModuleLoadData: %s", m->lib ? "the library has no nc_host_launch" : dlerror());
+        if (m->lib) dlclose(m->lib);
+        free(m);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    pthread_mutex_lock(&mock_lock);
+    mock.modules++;
+    pthread_mutex_unlock(&mock_lock);
+    *out = m;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule m)
+{
+    if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    if (m->release) m->release();
+    dlclose(m->lib);
+    free(m);
+    pthread_mutex_lock(&mock_lock);
+    mock.modules--;
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+/* Functions live as long as their module; one table per module would be
+ * tidier, but the runtime never unloads a module it still launches from. */
+typedef struct mock_fn_cache { struct CUfunc_st *f; struct mock_fn_cache *next; } mock_fn_cache;
+static mock_fn_cache *mock_functions;
+
+CUresult cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name)
+{
+    if (!m || !name) return CUDA_ERROR_INVALID_HANDLE;
+    mock_kernel_fn *fn = (mock_kernel_fn *)(uintptr_t)dlsym(m->lib, name);
+    if (!fn) {
+        mock_complain("cuModuleGetFunction: no kernel %s", name);
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    struct CUfunc_st *f = calloc(1, sizeof *f);
+    mock_fn_cache *c = calloc(1, sizeof *c);
+    if (!f || !c) abort();
+    *f = (struct CUfunc_st){.module = m, .fn = fn};
+    snprintf(f->name, sizeof f->name, "%s", name);
+    pthread_mutex_lock(&mock_lock);
+    c->f = f, c->next = mock_functions, mock_functions = c;
+    pthread_mutex_unlock(&mock_lock);
+    *out = f;
+    return CUDA_SUCCESS;
+}
+
+typedef struct mock_launch {
+    struct CUfunc_st *f;
+    long long blocks, threads;
+    mock_args args;
+} mock_launch;
+
+typedef struct mock_thread_ctx { mock_kernel_fn *fn; mock_args *args; } mock_thread_ctx;
+static void mock_run_thread(void *p) { mock_thread_ctx *t = p; t->fn(*t->args); }
+
+static void mock_run_launch(void *p)
+{
+    mock_launch *l = p;
+    mock_thread_ctx t = {l->f->fn, &l->args};
+    char err[256];
+    if (mock.sticky != CUDA_SUCCESS) return;   /* a failed kernel stops the context's work */
+    if (l->f->module->launch(mock_run_thread, &t, l->blocks, l->threads, err, sizeof err) != 0) {
+        mock_complain("kernel %s failed: %s", l->f->name, err);
+        mock.sticky = CUDA_ERROR_LAUNCH_FAILED;
+    }
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, CUstream s, void **params, void **extra)
+{
+    CUresult rc = mock_need_context("cuLaunchKernel");
+    if (rc != CUDA_SUCCESS) return rc;
+    if (!f) return CUDA_ERROR_INVALID_HANDLE;
+    if (extra || !params || !params[0]) {
+        mock_complain("cuLaunchKernel %s: the kernel takes one argument through kernelParams", f->name);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* the generated kernels index with blockIdx.x and threadIdx.x only */
+    if (gx == 0 || gy != 1 || gz != 1 || bx == 0 || by != 1 || bz != 1 || bx > MOCK_MAX_THREADS || gx > 0x7fffffffu) {
+        mock_complain("cuLaunchKernel %s: grid %ux%ux%u, block %ux%ux%u", f->name, gx, gy, gz, bx, by, bz);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (shared > MOCK_MAX_STATIC_SHARED) return CUDA_ERROR_INVALID_VALUE;
+    mock_launch l = {.f = f, .blocks = gx, .threads = bx};
+    memcpy(&l.args, params[0], sizeof l.args);   /* arguments are copied at the launch, as CUDA does */
+    return mock_cuda_enqueue(s, mock_run_launch, &l, sizeof l);
+}
+
+/* ---- streams, capture, graphs ------------------------------------------- */
+
+CUresult cuStreamCreate(CUstream *s, unsigned int flags)
+{
+    CUresult rc = mock_need_context("cuStreamCreate");
+    if (rc != CUDA_SUCCESS) return rc;
+    if (flags != CU_STREAM_DEFAULT && flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
+    *s = calloc(1, sizeof **s);
+    if (!*s) return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&mock_lock);
+    mock.streams++;
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy(CUstream s)
+{
+    if (!s) return CUDA_ERROR_INVALID_HANDLE;
+    if (s->capturing) {
+        mock_complain("cuStreamDestroy: the stream is capturing");
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    free(s);
+    pthread_mutex_lock(&mock_lock);
+    mock.streams--;
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream s)
+{
+    (void)s;
+    return mock_sync_allowed("cuStreamSynchronize");
+}
+
+CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
+{
+    CUresult rc = mock_need_context("cuStreamBeginCapture");
+    if (rc != CUDA_SUCCESS) return rc;
+    if (!s) {
+        mock_complain("cuStreamBeginCapture: the legacy stream cannot capture");
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (s->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+    if (mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && mode != CU_STREAM_CAPTURE_MODE_GLOBAL) return CUDA_ERROR_INVALID_VALUE;
+    s->graph = calloc(1, sizeof *s->graph);
+    if (!s->graph) return CUDA_ERROR_OUT_OF_MEMORY;
+    s->capturing = true;
+    mock_open_captures++;
+    pthread_mutex_lock(&mock_lock);
+    mock.graphs++;
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
+{
+    if (!s || !s->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+    s->capturing = false;
+    mock_open_captures--;
+    *g = s->graph;
+    s->graph = NULL;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroy(CUgraph g)
+{
+    if (!g) return CUDA_ERROR_INVALID_VALUE;
+    mock_worklist_free(&g->work);
+    free(g);
+    pthread_mutex_lock(&mock_lock);
+    mock.graphs--;
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiate(CUgraphExec *out, CUgraph g, unsigned long long flags)
+{
+    CUresult rc = mock_need_context("cuGraphInstantiate");
+    if (rc != CUDA_SUCCESS) return rc;
+    if (!g || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraphExec_st *e = calloc(1, sizeof *e);
+    if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < g->work.n; i++)   /* the executable graph is independent of the graph */
+        mock_worklist_add(&e->work, mock_work_copy(g->work.items[i].run, g->work.items[i].ctx, g->work.items[i].bytes));
+    pthread_mutex_lock(&mock_lock);
+    mock.execs++;
+    pthread_mutex_unlock(&mock_lock);
+    *out = e;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
+{
+    CUresult rc = mock_need_context("cuGraphLaunch");
+    if (rc != CUDA_SUCCESS) return rc;
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    if (s && s->capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    for (size_t i = 0; i < e->work.n && mock.sticky == CUDA_SUCCESS; i++) e->work.items[i].run(e->work.items[i].ctx);
+    return mock.sticky;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec e)
+{
+    if (!e) return CUDA_ERROR_INVALID_VALUE;
+    mock_worklist_free(&e->work);
+    free(e);
+    pthread_mutex_lock(&mock_lock);
+    mock.execs--;
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+CUresult cuEventCreate(CUevent *e, unsigned int flags)
+{
+    CUresult rc = mock_need_context("cuEventCreate");
+    if (rc != CUDA_SUCCESS) return rc;
+    if (flags & ~(unsigned)(CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC)) return CUDA_ERROR_INVALID_VALUE;
+    *e = calloc(1, sizeof **e);
+    if (!*e) return CUDA_ERROR_OUT_OF_MEMORY;
+    (*e)->timing = !(flags & CU_EVENT_DISABLE_TIMING);
+    pthread_mutex_lock(&mock_lock);
+    mock.events++;
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy(CUevent e)
+{
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    free(e);
+    pthread_mutex_lock(&mock_lock);
+    mock.events--;
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+static void mock_run_record(void *p)
+{
+    CUevent e = *(CUevent *)p;
+    e->recorded = true;
+    e->at = mock_now_ms();
+}
+
+CUresult cuEventRecord(CUevent e, CUstream s)
+{
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    return mock_cuda_enqueue(s, mock_run_record, &e, sizeof e);
+}
+
+CUresult cuEventSynchronize(CUevent e)
+{
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    return mock_sync_allowed("cuEventSynchronize");
+}
+
+CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+    CUresult rc = mock_need_context("cuEventElapsedTime");
+    if (rc != CUDA_SUCCESS) return rc;
+    if (!a || !b || !a->timing || !b->timing) return CUDA_ERROR_INVALID_HANDLE;
+    if (!a->recorded || !b->recorded) return CUDA_ERROR_INVALID_HANDLE;
+    *ms = (float)(b->at - a->at);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
+{
+    CUresult rc = mock_need_context("cuStreamWaitEvent");
+    if (rc != CUDA_SUCCESS) return rc;
+    if (!e || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (s && s->capturing) {   /* an event from outside the capture cannot join it */
+        mock_complain("cuStreamWaitEvent: waiting on an event recorded outside the capture");
+        return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+    }
+    return CUDA_SUCCESS;   /* work ran when it was queued: the event has happened */
+}
+
+/* NVRTC asks a loaded driver for its private tables; there are none here. */
+CUresult cuGetExportTable(const void **table, const CUuuid *id)
+{
+    (void)id;
+    *table = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- errors and the exit report ------------------------------------------ */
+
+CUresult cuGetErrorString(CUresult rc, const char **s)
+{
+    switch (rc) {
+    case CUDA_SUCCESS: *s = "no error"; break;
+    case CUDA_ERROR_INVALID_VALUE: *s = "invalid argument"; break;
+    case CUDA_ERROR_OUT_OF_MEMORY: *s = "out of memory"; break;
+    case CUDA_ERROR_INVALID_CONTEXT: *s = "invalid device context"; break;
+    case CUDA_ERROR_INVALID_IMAGE: *s = "device kernel image is invalid"; break;
+    case CUDA_ERROR_INVALID_HANDLE: *s = "invalid resource handle"; break;
+    case CUDA_ERROR_NOT_FOUND: *s = "named symbol not found"; break;
+    case CUDA_ERROR_LAUNCH_FAILED: *s = "unspecified launch failure"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: *s = "operation not permitted when stream is capturing"; break;
+    default: *s = "mock: some error"; return CUDA_SUCCESS;
+    }
+    return CUDA_SUCCESS;
+}
+
+__attribute__((destructor)) static void mock_exit_report(void)
+{
+    while (mock_functions) {
+        mock_fn_cache *c = mock_functions;
+        mock_functions = c->next;
+        free(c->f);
+        free(c);
+    }
+    bool leaked = mock.nblocks || mock.streams || mock.events || mock.modules || mock.graphs || mock.execs || mock.primary.retained;
+    if (leaked)
+        mock_complain("at exit: %zu allocations (%zu device bytes), %ld streams, %ld events, %ld modules, %ld graphs, %ld "
+                      "executable graphs, %d context retains were never released",
+                      mock.nblocks, mock.device_bytes, mock.streams, mock.events, mock.modules, mock.graphs, mock.execs,
+                      mock.primary.retained);
+    free(mock.blocks);
+    if (leaked) _exit(3);
+}

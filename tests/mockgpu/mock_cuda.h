@@ -1,0 +1,29 @@
+/* mock_cuda.h - what the mock driver (mock_cuda.c, built as libcuda.so.1)
+ * offers the mock cuBLASLt (mock_cublaslt.c, built as libcublasLt.so.13).
+ *
+ * "Device" memory is host memory: a CUdeviceptr is the address of a block
+ * the mock's cuMemAlloc made. Work on a stream runs at once, unless the
+ * stream is capturing a graph: then it is recorded and runs at each
+ * cuGraphLaunch of the instantiated graph. */
+#ifndef MOCK_CUDA_H
+#define MOCK_CUDA_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Work queued on a stream. ctx is copied (ctx_bytes): the work owns its copy
+ * and may be run many times (once per graph launch). Returns
+ * CUDA_SUCCESS or the error the stream is in. */
+typedef void mock_work_fn(void *ctx);
+CUresult mock_cuda_enqueue(CUstream stream, mock_work_fn *run, const void *ctx, size_t ctx_bytes);
+
+/* Whether [p, p + bytes) lies inside one live cuMemAlloc block. */
+bool mock_cuda_in_device_memory(const void *p, size_t bytes);
+
+/* The next cuModuleLoadData loads these kernels (CUDA C as netc emits it),
+ * compiled for the host with tests/unit/cuda_host_shim.hpp, instead of the
+ * image it is given. Returns 0, or -1 with a message. */
+int mock_cuda_use_source(const char *cuda_source, char *err, size_t errcap);
+
+#endif

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# test_mockgpu_cli.sh NETC SRC MOCKDIR - the command line's GPU paths on the
+# mock GPU (tests/mockgpu): `netc run --device gpu` against `--device cpu`,
+# and `netc train --device gpu` (staged inputs, CUDA graph replays, the
+# evaluation pass) against the CPU executor's training on the same data,
+# step by step. The mock runs the kernels of the CUDA C files named in
+# NETC_MOCK_CUDA_SOURCE, which `netc build --emit-cuda` writes here.
+set -euo pipefail
+netc=$1 src=$2 mock=$3
+tmp=$(mktemp -d)
+[[ -n ${NETC_KEEP_TMP:-} ]] || trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+on_mock() { LD_LIBRARY_PATH="$mock" NETC_MOCK_CUDA_SOURCE="$1" "${@:2}"; }
+
+# Numbers of two lines agree within a relative tolerance.
+close() {   # close TOL "a b c" "a' b' c'"
+  awk -v tol="$1" -v a="$2" -v b="$3" 'BEGIN {
+    n = split(a, x, " "); m = split(b, y, " ");
+    if (n != m || n == 0) exit 1;
+    for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; s = (x[i] < 0 ? -x[i] : x[i]); if (d > tol * (s + 0.05)) exit 1 }
+  }'
+}
+
+# The numbers netc run prints for its outputs: "output NAME: dtype[...] mean M first A B C D".
+run_numbers() { grep -E '^output ' | sed -E 's/.*mean //; s/first //' | tr '\n' ' '; }
+
+check_run() {   # check_run NAME MODEL DIMS...
+  local name=$1 model=$2; shift 2
+  "$netc" build "$model" --entry forward "$@" -o "$tmp/$name.netm" --emit-cuda >"$tmp/$name.cu"
+  local cpu gpu
+  cpu=$("$netc" run "$tmp/$name.netm" --random-inputs 3 --device cpu 2>&1 | run_numbers)
+  if ! gpu=$(on_mock "$tmp/$name.cu" "$netc" run "$tmp/$name.netm" --random-inputs 3 --device gpu 2>"$tmp/$name.err" | run_numbers) ||
+     ! grep -q 'running on cuda:0 netc mock GPU' "$tmp/$name.err"; then
+    echo "FAIL run $name: the mock GPU run failed"; cat "$tmp/$name.err"; fails=$((fails + 1)); return
+  fi
+  if close 2e-2 "$cpu" "$gpu"; then echo "ok run $name"; else echo "FAIL run $name: cpu [$cpu] gpu [$gpu]"; fails=$((fails + 1)); fi
+}
+
+check_run fashion_mlp "$src/examples/fashion_mlp.net" --dim B=5
+check_run char_lm "$src/examples/char_lm.net" --dim B=2 --set T=16 --set C=32 --set L=1
+
+# Training: char_lm (f32, small) on this repository's README, 6 steps of 4
+# windows; the loss of each step on the GPU follows the CPU's.
+# Training on the mock GPU against the CPU, the loss of the first step and
+# the epoch's mean train and test losses: char_lm (f32, small) on this
+# repository's README, and a model with dropout, whose masks change every step
+# on both (its @step input; the CUDA graph replays from the third step).
+check_train() {   # check_train NAME MODEL BATCH STEPS ARGS...
+  local name=$1 model=$2 batch=$3 steps=$4; shift 4
+  local train=(train "$model" --data "$tmp/text.txt" --batch "$batch" --max-steps "$steps" --epochs 1 --seed 5 "$@")
+  "$netc" build "$model" --entry train --dim B="$batch" "$@" --emit-cuda -o "$tmp/t.netm" >"$tmp/$name.train.cu"
+  "$netc" build "$model" --entry forward "$@" --emit-cuda -o "$tmp/f.netm" >"$tmp/$name.forward.cu"
+  "$netc" "${train[@]}" --device cpu --metrics "$tmp/$name.cpu.jsonl" >"$tmp/$name.cpu.log" 2>&1 ||
+    { echo "FAIL train $name: cpu"; cat "$tmp/$name.cpu.log"; fails=$((fails + 1)); return; }
+  if ! on_mock "$tmp/$name.train.cu:$tmp/$name.forward.cu" "$netc" "${train[@]}" --device gpu --metrics "$tmp/$name.gpu.jsonl" \
+       >"$tmp/$name.gpu.log" 2>&1 || ! grep -q 'training on cuda:0 netc mock GPU' "$tmp/$name.gpu.log"; then
+    echo "FAIL train $name on the mock GPU"; tail -20 "$tmp/$name.gpu.log"; fails=$((fails + 1)); return
+  fi
+  losses() { grep -oE '"(train|test)_loss": *[-0-9.e+]*' "$1" | sed 's/.*: *//' | tr '\n' ' '; }
+  local c g
+  c=$(losses "$tmp/$name.cpu.jsonl") g=$(losses "$tmp/$name.gpu.jsonl")
+  if [[ -n $c ]] && close 2e-3 "$c" "$g"; then echo "ok train $name: losses $g"; else
+    echo "FAIL train $name: cpu losses [$c] gpu [$g]"; fails=$((fails + 1)); fi
+}
+
+cp "$src/README.md" "$tmp/text.txt"
+check_train char_lm "$src/examples/char_lm.net" 4 6 --set T=16 --set C=32 --set L=1
+cat > "$tmp/drop_lm.net" <<'NET'
+model drop_lm(text: u8[B, 9]) -> (loss: f32)
+{
+  param wte: f32[256, 32] = normal(0.1)
+  param w: f32[32, 256] = xavier
+  tokens = i32(slice(text, axis: 1, start: 0, end: 8))
+  targets = i32(slice(text, axis: 1, start: 1, end: 9))
+  h = dropout(gather(wte, tokens), p: 0.5)
+  return cross_entropy(h @ w, targets)
+}
+train drop_lm { optimizer adam(lr: 1e-2) }
+NET
+check_train drop_lm "$tmp/drop_lm.net" 16 8
+
+echo "$fails failed"
+[[ $fails -eq 0 ]]
