@@ -399,13 +399,14 @@ static int setup_matmul(gpu_session *s, uint32_t k, const struct nc_args *args, 
     }
     cublasLtMatmulPreference_t pref;
     LT(cublasLtMatmulPreferenceCreate(&pref));
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &s->workspace_bytes,
-                                            sizeof s->workspace_bytes));
     cublasLtMatmulHeuristicResult_t h;
     int found = 0;
-    cublasStatus_t hs = lt.cublasLtMatmulAlgoGetHeuristic(s->lt, mm->desc, mm->a, mm->b, mm->c, mm->c, pref, 1, &h, &found);
+    cublasStatus_t hs = lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &s->workspace_bytes,
+                                                                sizeof s->workspace_bytes);
+    if (hs == CUBLAS_STATUS_SUCCESS)
+        hs = lt.cublasLtMatmulAlgoGetHeuristic(s->lt, mm->desc, mm->a, mm->b, mm->c, mm->c, pref, 1, &h, &found);
     lt.cublasLtMatmulPreferenceDestroy(pref);
-    if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
+    if (hs != CUBLAS_STATUS_SUCCESS || found == 0 || h.state != CUBLAS_STATUS_SUCCESS) {
         snprintf(err, errcap, "cuBLASLt has no algorithm for matmul %lldx%lldx%lld (batch %lld, epilogue 0x%x)", (long long)M,
                  (long long)N, (long long)K, (long long)batch, st->mm_epilogue);
         return -1;

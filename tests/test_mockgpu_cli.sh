@@ -46,10 +46,10 @@ check_run char_lm "$src/examples/char_lm.net" --dim B=2 --set T=16 --set C=32 --
 # the epoch's mean train and test losses: char_lm (f32, small) on this
 # repository's README, and a model with dropout, whose masks change every step
 # on both (its @step input; the CUDA graph replays from the third step).
-check_train() {   # check_train NAME MODEL BATCH STEPS ARGS...
-  local name=$1 model=$2 batch=$3 steps=$4; shift 4
-  local train=(train "$model" --data "$tmp/text.txt" --batch "$batch" --max-steps "$steps" --epochs 1 --seed 5 "$@")
-  "$netc" build "$model" --entry train --dim B="$batch" "$@" --emit-cuda -o "$tmp/t.netm" >"$tmp/$name.train.cu"
+check_train() {   # check_train NAME MODEL BATCH STEPS ARGS... (ACCUMULATE=K: K micro-batches a step)
+  local name=$1 model=$2 batch=$3 steps=$4 k=${ACCUMULATE:-1}; shift 4
+  local train=(train "$model" --data "$tmp/text.txt" --batch "$batch" --max-steps "$steps" --epochs 1 --seed 5 --accumulate "$k" "$@")
+  "$netc" build "$model" --entry train --dim B=$((batch / k)) --accumulate "$k" "$@" --emit-cuda -o "$tmp/t.netm" >"$tmp/$name.train.cu"
   "$netc" build "$model" --entry forward "$@" --emit-cuda -o "$tmp/f.netm" >"$tmp/$name.forward.cu"
   "$netc" "${train[@]}" --device cpu --metrics "$tmp/$name.cpu.jsonl" >"$tmp/$name.cpu.log" 2>&1 ||
     { echo "FAIL train $name: cpu"; cat "$tmp/$name.cpu.log"; fails=$((fails + 1)); return; }
@@ -66,6 +66,9 @@ check_train() {   # check_train NAME MODEL BATCH STEPS ARGS...
 
 cp "$src/README.md" "$tmp/text.txt"
 check_train char_lm "$src/examples/char_lm.net" 4 6 --set T=16 --set C=32 --set L=1
+# GPT-2 in bf16 (autocast, the bf16 weight copies, the chunked loss), small
+check_train gpt2_small "$src/examples/gpt2.net" 2 3 --set V=512 --set C=64 --set L=1 --set H=2 --set MAXT=32 --dim T=32
+ACCUMULATE=2 check_train char_lm_accumulate "$src/examples/char_lm.net" 4 4 --set T=16 --set C=32 --set L=1
 cat > "$tmp/drop_lm.net" <<'NET'
 model drop_lm(text: u8[B, 9]) -> (loss: f32)
 {
