@@ -38,6 +38,10 @@ check_run() {   # check_run NAME MODEL DIMS...
 }
 
 check_run fashion_mlp "$src/examples/fashion_mlp.net" --dim B=5
+# netc inspect --profile: every launch timed on the device (gpu_profile)
+if on_mock "$tmp/fashion_mlp.cu" "$netc" inspect "$tmp/fashion_mlp.netm" --profile 2 >"$tmp/profile.txt" 2>&1 &&
+   grep -q '^measured: .* 4 launches' "$tmp/profile.txt"; then echo "ok inspect --profile"; else
+  echo "FAIL inspect --profile"; cat "$tmp/profile.txt"; fails=$((fails + 1)); fi
 check_run char_lm "$src/examples/char_lm.net" --dim B=2 --set T=16 --set C=32 --set L=1
 
 # Training: char_lm (f32, small) on this repository's README, 6 steps of 4
@@ -46,10 +50,13 @@ check_run char_lm "$src/examples/char_lm.net" --dim B=2 --set T=16 --set C=32 --
 # the epoch's mean train and test losses: char_lm (f32, small) on this
 # repository's README, and a model with dropout, whose masks change every step
 # on both (its @step input; the CUDA graph replays from the third step).
-check_train() {   # check_train NAME MODEL BATCH STEPS ARGS... (ACCUMULATE=K: K micro-batches a step)
-  local name=$1 model=$2 batch=$3 steps=$4 k=${ACCUMULATE:-1}; shift 4
-  local train=(train "$model" --data "$tmp/text.txt" --batch "$batch" --max-steps "$steps" --epochs 1 --seed 5 --accumulate "$k" "$@")
-  "$netc" build "$model" --entry train --dim B=$((batch / k)) --accumulate "$k" "$@" --emit-cuda -o "$tmp/t.netm" >"$tmp/$name.train.cu"
+check_train() {   # check_train NAME MODEL BATCH STEPS ARGS... (ACCUMULATE=K: K micro-batches a step; BUDGET=SIZE)
+  local name=$1 model=$2 batch=$3 steps=$4 k=${ACCUMULATE:-1} budget=(); shift 4
+  [[ -z ${BUDGET:-} ]] || budget=(--memory-budget "$BUDGET")
+  local train=(train "$model" --data "$tmp/text.txt" --batch "$batch" --max-steps "$steps" --epochs 1 --seed 5 --accumulate "$k"
+               "${budget[@]}" "$@")
+  "$netc" build "$model" --entry train --dim B=$((batch / k)) --accumulate "$k" "${budget[@]}" "$@" --emit-cuda -o "$tmp/t.netm" \
+    >"$tmp/$name.train.cu" 2>"$tmp/$name.build.log"
   "$netc" build "$model" --entry forward "$@" --emit-cuda -o "$tmp/f.netm" >"$tmp/$name.forward.cu"
   "$netc" "${train[@]}" --device cpu --metrics "$tmp/$name.cpu.jsonl" >"$tmp/$name.cpu.log" 2>&1 ||
     { echo "FAIL train $name: cpu"; cat "$tmp/$name.cpu.log"; fails=$((fails + 1)); return; }
@@ -68,6 +75,9 @@ cp "$src/README.md" "$tmp/text.txt"
 check_train char_lm "$src/examples/char_lm.net" 4 6 --set T=16 --set C=32 --set L=1
 # GPT-2 in bf16 (autocast, the bf16 weight copies, the chunked loss), small
 check_train gpt2_small "$src/examples/gpt2.net" 2 3 --set V=512 --set C=64 --set L=1 --set H=2 --set MAXT=32 --dim T=32
+# under a memory budget: forward values recomputed in the backward pass
+BUDGET=59.5MiB check_train gpt2_budget "$src/examples/gpt2.net" 8 2 --set V=512 --set C=256 --set L=2 --set H=4 --set MAXT=32 --dim T=32
+grep -q 'recomputing [1-9]' "$tmp/gpt2_budget.build.log" || { echo "FAIL train gpt2_budget: nothing recomputed"; fails=$((fails + 1)); }
 ACCUMULATE=2 check_train char_lm_accumulate "$src/examples/char_lm.net" 4 4 --set T=16 --set C=32 --set L=1
 cat > "$tmp/drop_lm.net" <<'NET'
 model drop_lm(text: u8[B, 9]) -> (loss: f32)
