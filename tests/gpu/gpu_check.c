@@ -218,7 +218,7 @@ int gpu_check(const gpu_check_opts *o)
     diag_init(&d, &src, stderr);
     driver_opts dopts = {.dim_names = o->dim_names, .dim_values = o->dim_values, .ndims = o->ndims,
                          .set_names = o->set_names, .set_values = o->set_values, .nsets = o->nsets, .verify = true,
-                         .train_step = o->train_step, .fuse = o->fuse};
+                         .train_step = o->train_step, .fuse = o->fuse, .memory_budget = o->memory_budget};
     ir_graph *g = driver_compile(&src, id, &dopts, &d);
     if (!g) { src_free(&src); return 1; }
     int fails = 0;
@@ -245,6 +245,11 @@ int gpu_check(const gpu_check_opts *o)
     if (gpu_device_bytes(gs) != gpu_arena_bytes(gs) + nrt_program_side_bytes(&m.program, 0)) {
         fprintf(stderr, "%s: the session holds %lld bytes, the arena and side bytes are %lld\n", o->name,
                 (long long)gpu_device_bytes(gs), (long long)(gpu_arena_bytes(gs) + nrt_program_side_bytes(&m.program, 0)));
+        fails++;
+    }
+    if (o->memory_budget && gpu_device_bytes(gs) > o->memory_budget) {
+        fprintf(stderr, "%s: the session holds %lld bytes, over the budget of %lld\n", o->name, (long long)gpu_device_bytes(gs),
+                (long long)o->memory_budget);
         fails++;
     }
     /* inputs and parameters: random, the same on both sides */

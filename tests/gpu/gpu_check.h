@@ -25,6 +25,7 @@ typedef struct gpu_check_opts {
                                   its scalar inputs (@lr, ...) get fixed sane values */
     bool stage_inputs;         /* inputs go through gpu_stage_input (pinned memory, a copy stream),
                                   the next run's staged while one runs; their buffers hold 0xff before */
+    int64_t memory_budget;     /* bytes: a training step recomputes forward values to fit (--memory-budget) */
     bool profile;              /* then gpu_profile: every launch timed (a time > 0 at each launch's first
                                   step, 0 at a batch's others); a forward pass's outputs checked again */
 } gpu_check_opts;

@@ -13,6 +13,10 @@ int main(void)
     const int64_t v64[] = {64}, v2[] = {2}, v200[] = {200};
     const char *bt[] = {"B", "T"};
     const int64_t vbt[] = {2, 64};
+    const char *bt32[] = {"B", "T"};
+    const int64_t vbt32[] = {8, 32};
+    const char *mid[] = {"V", "C", "L", "H", "MAXT"};
+    const char *mid_v[] = {"512", "256", "2", "4", "32"};
     const char *small[] = {"L"};
     const char *small_v[] = {"2"};
     gpu_check_opts models[] = {
@@ -46,6 +50,10 @@ int main(void)
         {.name = "fashion_mlp_train_staged", .path = NETC_SOURCE_DIR "/examples/fashion_mlp.net", .dim_names = b64,
          .dim_values = v64, .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true,
          .stage_inputs = true},
+        /* under a memory budget: 3 forward values recomputed by the backward pass */
+        {.name = "gpt2_train_budget", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt32, .dim_values = vbt32,
+         .ndims = 2, .set_names = mid, .set_values = mid_v, .nsets = 5, .int_range = 512, .use_graph = true,
+         .train_step = true, .fuse = true, .memory_budget = (int64_t)(59.5 * 1048576)},
         {.name = "gpt2_2layers_train_fused", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
          .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
          .train_step = true, .fuse = true, .profile = true},
