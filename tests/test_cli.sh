@@ -87,20 +87,8 @@ fi
 # resumed from its checkpoint at step 20 draws the masks the uninterrupted run drew
 # (@step is the step count, which the checkpoint restores): the same losses
 n=$((n + 1))
-cat > "$tmp/drop_lm.net" <<'NET'
-model drop_lm(text: u8[B, 9]) -> (loss: f32)
-{
-  param wte: f32[256, 32] = normal(0.1)
-  param w: f32[32, 256] = xavier
-  tokens = i32(slice(text, axis: 1, start: 0, end: 8))
-  targets = i32(slice(text, axis: 1, start: 1, end: 9))
-  h = dropout(gather(wte, tokens), p: 0.2, seed: 5)
-  return cross_entropy(h @ w, targets)
-}
-train drop_lm { optimizer adam(lr: 1e-2) }
-NET
 for _ in $(seq 200); do printf 'the quick brown fox jumps over the lazy dog. '; done > "$tmp/fox.txt"
-dtrain=(train "$tmp/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --epochs 1 --max-steps 60 --device cpu --seed 1)
+dtrain=(train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --epochs 1 --max-steps 60 --device cpu --seed 1)
 dlosses() { grep '"train_loss"' "$1" | grep -v test_loss | sed 's/.*"step":\([0-9]*\).*"train_loss":\([-0-9.e]*\).*/\1 \2/' | awk '$1 > 20'; }
 "$netc" "${dtrain[@]}" --metrics "$tmp/d_full.jsonl" 2>"$tmp/d_full.log"
 NETC_TEST_KILL_AFTER_STEP=25 "$netc" "${dtrain[@]}" --checkpoint-dir "$tmp/dck" --checkpoint-every 10 >/dev/null 2>&1

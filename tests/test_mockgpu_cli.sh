@@ -79,19 +79,7 @@ check_train gpt2_small "$src/examples/gpt2.net" 2 3 --set V=512 --set C=64 --set
 BUDGET=59.5MiB check_train gpt2_budget "$src/examples/gpt2.net" 8 2 --set V=512 --set C=256 --set L=2 --set H=4 --set MAXT=32 --dim T=32
 grep -q 'recomputing [1-9]' "$tmp/gpt2_budget.build.log" || { echo "FAIL train gpt2_budget: nothing recomputed"; fails=$((fails + 1)); }
 ACCUMULATE=2 check_train char_lm_accumulate "$src/examples/char_lm.net" 4 4 --set T=16 --set C=32 --set L=1
-cat > "$tmp/drop_lm.net" <<'NET'
-model drop_lm(text: u8[B, 9]) -> (loss: f32)
-{
-  param wte: f32[256, 32] = normal(0.1)
-  param w: f32[32, 256] = xavier
-  tokens = i32(slice(text, axis: 1, start: 0, end: 8))
-  targets = i32(slice(text, axis: 1, start: 1, end: 9))
-  h = dropout(gather(wte, tokens), p: 0.5)
-  return cross_entropy(h @ w, targets)
-}
-train drop_lm { optimizer adam(lr: 1e-2) }
-NET
-check_train drop_lm "$tmp/drop_lm.net" 16 8
+check_train drop_lm "$src/tests/train/drop_lm.net" 16 8
 
 echo "$fails failed"
 [[ $fails -eq 0 ]]
