@@ -7,8 +7,13 @@
  * read before a write shows); kernels are netc's generated CUDA C compiled
  * for the host with tests/unit/cuda_host_shim.hpp (mock_cuda_use_source, or
  * the file NETC_MOCK_CUDA_SOURCE names) and run as the launch's blocks and
- * threads; work on a stream runs at once unless the stream is capturing,
- * when it is recorded into the graph and runs at each launch of it. Calls
+ * threads. Work on a stream waits in the stream's queue until something
+ * needs it done (a synchronize, an event synchronize, a stream waiting on an
+ * event, a free): as late as a GPU may run it, so a host that reads a result
+ * or reuses a buffer before the work is known done sees the old bytes. The
+ * synchronous copies and memset run at once and, like the legacy stream,
+ * wait only for streams created blocking (the runtime's are non-blocking). A
+ * capturing stream records its work into the graph instead. Calls
  * the real driver refuses are refused: no current context, unknown handles,
  * copies outside an allocation, synchronous calls while a capture is open
  * (CU_STREAM_CAPTURE_MODE_THREAD_LOCAL forbids them), launches beyond the
@@ -50,8 +55,17 @@ typedef struct mock_worklist { mock_work *items; size_t n, cap; } mock_worklist;
 
 struct CUgraph_st { mock_worklist work; };
 struct CUgraphExec_st { mock_worklist work; };
-struct CUstream_st { bool capturing; struct CUgraph_st *graph; };
-struct CUevent_st { bool recorded, timing; double at; };
+struct CUstream_st {
+    bool capturing, blocking, draining;
+    struct CUgraph_st *graph;
+    mock_worklist queue;            /* queued work: items[done..n) not run yet */
+    size_t done;
+    unsigned long long base;        /* work run and dropped before items[0] */
+    struct CUstream_st *next;       /* the live streams */
+};
+/* An event's last record is pending while stream is set: it happens when
+ * that stream's work numbered seq runs. */
+struct CUevent_st { bool recorded, timing; double at; CUstream stream; unsigned long long seq; };
 
 /* ---- the tables of live objects --------------------------------------- */
 
@@ -67,6 +81,7 @@ static struct {
     char pending_source_lib[600];   /* what the next cuModuleLoadData loads */
     CUresult sticky;                /* a kernel that failed poisons the context, as on a GPU */
 } mock;
+static CUstream mock_streams;
 static __thread CUcontext mock_current;
 static __thread int mock_open_captures;
 
@@ -180,6 +195,36 @@ static mock_work mock_work_copy(mock_work_fn *run, const void *ctx, size_t bytes
     return w;
 }
 
+/* Runs a stream's queued work up to (not including) number upto. */
+static void mock_drain(CUstream s, unsigned long long upto)
+{
+    if (s->draining) {   /* its own later work: a GPU would wait forever */
+        mock_complain("a stream waits on an event its own later work records");
+        mock.sticky = CUDA_ERROR_LAUNCH_FAILED;
+        return;
+    }
+    s->draining = true;
+    while (s->base + s->done < upto && s->done < s->queue.n) {
+        mock_work *w = &s->queue.items[s->done++];
+        w->run(w->ctx);
+    }
+    s->draining = false;
+    if (s->done == s->queue.n) {
+        s->base += s->queue.n;
+        for (size_t i = 0; i < s->queue.n; i++) free(s->queue.items[i].ctx);
+        s->queue.n = s->done = 0;
+    }
+}
+
+static void mock_drain_stream(CUstream s) { mock_drain(s, s->base + s->queue.n); }
+
+/* What the legacy stream waits for: every blocking stream (all = every stream). */
+static void mock_drain_streams(bool all)
+{
+    for (CUstream s = mock_streams; s; s = s->next)
+        if (all || s->blocking) mock_drain_stream(s);
+}
+
 CUresult mock_cuda_enqueue(CUstream stream, mock_work_fn *run, const void *ctx, size_t ctx_bytes)
 {
     CUresult rc = mock_need_context("a launch");
@@ -188,6 +233,11 @@ CUresult mock_cuda_enqueue(CUstream stream, mock_work_fn *run, const void *ctx, 
         mock_worklist_add(&stream->graph->work, mock_work_copy(run, ctx, ctx_bytes));
         return CUDA_SUCCESS;
     }
+    if (stream) {
+        mock_worklist_add(&stream->queue, mock_work_copy(run, ctx, ctx_bytes));
+        return CUDA_SUCCESS;
+    }
+    mock_drain_streams(false);   /* the legacy stream */
     mock_work w = mock_work_copy(run, ctx, ctx_bytes);
     w.run(w.ctx);
     free(w.ctx);
@@ -286,6 +336,7 @@ CUresult cuMemFree(CUdeviceptr p)
 {
     CUresult rc = mock_sync_allowed("cuMemFree");
     if (rc != CUDA_SUCCESS && rc != mock.sticky) return rc;
+    mock_drain_streams(true);   /* work queued on the memory finishes first */
     if (!mock_remove_block((uintptr_t)p, false)) {
         mock_complain("cuMemFree: %#llx is not an allocation", (unsigned long long)p);
         return CUDA_ERROR_INVALID_VALUE;
@@ -307,6 +358,7 @@ CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned int flags)
 
 CUresult cuMemFreeHost(void *p)
 {
+    mock_drain_streams(true);
     if (!mock_remove_block((uintptr_t)p, true)) {
         mock_complain("cuMemFreeHost: %p is not a pinned allocation", p);
         return CUDA_ERROR_INVALID_VALUE;
@@ -322,6 +374,7 @@ static void mock_run_copy(void *p) { mock_copy *c = p; memmove(c->dst, c->src, c
 CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes)
 {
     CUresult rc = mock_sync_allowed("cuMemcpyHtoD");
+    if (rc == CUDA_SUCCESS) mock_drain_streams(false);
     if (rc == CUDA_SUCCESS) rc = mock_device_range(dst, bytes, "cuMemcpyHtoD");
     if (rc == CUDA_SUCCESS) memcpy((void *)(uintptr_t)dst, src, bytes);
     return rc;
@@ -330,6 +383,7 @@ CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes)
 CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes)
 {
     CUresult rc = mock_sync_allowed("cuMemcpyDtoH");
+    if (rc == CUDA_SUCCESS) mock_drain_streams(false);
     if (rc == CUDA_SUCCESS) rc = mock_device_range(src, bytes, "cuMemcpyDtoH");
     if (rc == CUDA_SUCCESS) memcpy(dst, (const void *)(uintptr_t)src, bytes);
     return rc;
@@ -338,6 +392,7 @@ CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes)
 CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t n)
 {
     CUresult rc = mock_sync_allowed("cuMemsetD8");
+    if (rc == CUDA_SUCCESS) mock_drain_streams(false);
     if (rc == CUDA_SUCCESS) rc = mock_device_range(dst, n, "cuMemsetD8");
     if (rc == CUDA_SUCCESS) memset((void *)(uintptr_t)dst, value, n);
     return rc;
@@ -508,6 +563,7 @@ CUresult cuModuleLoadData(CUmodule *out, const void *image)
 CUresult cuModuleUnload(CUmodule m)
 {
     if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    mock_drain_streams(true);
     if (m->release) m->release();
     dlclose(m->lib);
     free(m);
@@ -593,7 +649,9 @@ CUresult cuStreamCreate(CUstream *s, unsigned int flags)
     if (flags != CU_STREAM_DEFAULT && flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
     *s = calloc(1, sizeof **s);
     if (!*s) return CUDA_ERROR_OUT_OF_MEMORY;
+    (*s)->blocking = flags == CU_STREAM_DEFAULT;
     pthread_mutex_lock(&mock_lock);
+    (*s)->next = mock_streams, mock_streams = *s;
     mock.streams++;
     pthread_mutex_unlock(&mock_lock);
     return CUDA_SUCCESS;
@@ -606,6 +664,12 @@ CUresult cuStreamDestroy(CUstream s)
         mock_complain("cuStreamDestroy: the stream is capturing");
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
+    mock_drain_streams(true);   /* its work still completes, and work waiting on it */
+    pthread_mutex_lock(&mock_lock);
+    for (CUstream *at = &mock_streams; *at; at = &(*at)->next)
+        if (*at == s) { *at = s->next; break; }
+    pthread_mutex_unlock(&mock_lock);
+    mock_worklist_free(&s->queue);
     free(s);
     pthread_mutex_lock(&mock_lock);
     mock.streams--;
@@ -615,8 +679,11 @@ CUresult cuStreamDestroy(CUstream s)
 
 CUresult cuStreamSynchronize(CUstream s)
 {
-    (void)s;
-    return mock_sync_allowed("cuStreamSynchronize");
+    CUresult rc = mock_sync_allowed("cuStreamSynchronize");
+    if (rc != CUDA_SUCCESS) return rc;
+    if (s) mock_drain_stream(s);
+    else mock_drain_streams(false);
+    return mock.sticky;
 }
 
 CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
@@ -676,19 +743,25 @@ CUresult cuGraphInstantiate(CUgraphExec *out, CUgraph g, unsigned long long flag
     return CUDA_SUCCESS;
 }
 
+static void mock_run_graph(void *p)
+{
+    CUgraphExec e = *(CUgraphExec *)p;
+    for (size_t i = 0; i < e->work.n && mock.sticky == CUDA_SUCCESS; i++) e->work.items[i].run(e->work.items[i].ctx);
+}
+
 CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
 {
     CUresult rc = mock_need_context("cuGraphLaunch");
     if (rc != CUDA_SUCCESS) return rc;
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
     if (s && s->capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    for (size_t i = 0; i < e->work.n && mock.sticky == CUDA_SUCCESS; i++) e->work.items[i].run(e->work.items[i].ctx);
-    return mock.sticky;
+    return mock_cuda_enqueue(s, mock_run_graph, &e, sizeof e);
 }
 
 CUresult cuGraphExecDestroy(CUgraphExec e)
 {
     if (!e) return CUDA_ERROR_INVALID_VALUE;
+    mock_drain_streams(true);   /* launches of it still queued run first */
     mock_worklist_free(&e->work);
     free(e);
     pthread_mutex_lock(&mock_lock);
@@ -716,6 +789,7 @@ CUresult cuEventCreate(CUevent *e, unsigned int flags)
 CUresult cuEventDestroy(CUevent e)
 {
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    mock_drain_streams(true);   /* records of it still queued happen first */
     free(e);
     pthread_mutex_lock(&mock_lock);
     mock.events--;
@@ -723,23 +797,35 @@ CUresult cuEventDestroy(CUevent e)
     return CUDA_SUCCESS;
 }
 
+typedef struct mock_record { CUevent e; unsigned long long seq; bool numbered; } mock_record;
+
 static void mock_run_record(void *p)
 {
-    CUevent e = *(CUevent *)p;
-    e->recorded = true;
-    e->at = mock_now_ms();
+    mock_record *r = p;
+    if (r->numbered && (r->e->stream == NULL || r->e->seq != r->seq)) return;   /* recorded again since */
+    r->e->recorded = true;
+    r->e->at = mock_now_ms();
+    r->e->stream = NULL;
 }
 
 CUresult cuEventRecord(CUevent e, CUstream s)
 {
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
-    return mock_cuda_enqueue(s, mock_run_record, &e, sizeof e);
+    mock_record r = {.e = e};
+    if (s && !s->capturing) {   /* pending until the stream's work reaches it */
+        r.numbered = true;
+        r.seq = e->seq = s->base + s->queue.n;
+        e->stream = s;
+    }
+    return mock_cuda_enqueue(s, mock_run_record, &r, sizeof r);
 }
 
 CUresult cuEventSynchronize(CUevent e)
 {
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
-    return mock_sync_allowed("cuEventSynchronize");
+    CUresult rc = mock_sync_allowed("cuEventSynchronize");
+    if (rc == CUDA_SUCCESS && e->stream) mock_drain(e->stream, e->seq + 1);
+    return rc == CUDA_SUCCESS ? mock.sticky : rc;
 }
 
 CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
@@ -747,10 +833,15 @@ CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
     CUresult rc = mock_need_context("cuEventElapsedTime");
     if (rc != CUDA_SUCCESS) return rc;
     if (!a || !b || !a->timing || !b->timing) return CUDA_ERROR_INVALID_HANDLE;
-    if (!a->recorded || !b->recorded) return CUDA_ERROR_INVALID_HANDLE;
+    if (!a->recorded || !b->recorded) return a->stream || b->stream ? CUDA_ERROR_NOT_READY : CUDA_ERROR_INVALID_HANDLE;
+    if (a->stream || b->stream) return CUDA_ERROR_NOT_READY;   /* recorded again, not happened yet */
     *ms = (float)(b->at - a->at);
     return CUDA_SUCCESS;
 }
+
+/* A stream's work that waits for another's: runs that one's work up to the event. */
+typedef struct mock_wait { CUstream other; unsigned long long upto; } mock_wait;
+static void mock_run_wait(void *p) { mock_wait *w = p; mock_drain(w->other, w->upto); }
 
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 {
@@ -761,7 +852,9 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
         mock_complain("cuStreamWaitEvent: waiting on an event recorded outside the capture");
         return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
     }
-    return CUDA_SUCCESS;   /* work ran when it was queued: the event has happened */
+    if (!e->stream) return CUDA_SUCCESS;   /* never recorded, or it has happened */
+    mock_wait w = {e->stream, e->seq + 1};
+    return mock_cuda_enqueue(s, mock_run_wait, &w, sizeof w);
 }
 
 /* NVRTC asks a loaded driver for its private tables; there are none here. */
