@@ -490,44 +490,106 @@ static void emit_a_fragments(cg_buf *b, const char *name, const char *p, int64_t
               len, name, len);
 }
 
-/* Loads rows [c0, c0 + 64) of matrix p (row length W, len rows per head)
- * into shared tile sh (as pairs), zeros past the end. */
-static void emit_tile_load(cg_buf *b, const char *sh, const char *p, int64_t W, const char *len)
+/* A 64-row tile of one operand in shared memory, as bf16/f16 pairs in
+ * 32-bit words, kept in up to two layouts: by rows (a row of W columns every
+ * row_stride words) for products with the tile's rows as B's columns
+ * (scores), and by columns (a column's 64 rows every COL_STRIDE words) for
+ * products with the tile itself as B. Either way a B fragment is two 32-bit
+ * loads, and both strides are 4 more than a multiple of 32 words, so the 8
+ * rows (columns) one load touches fall in 8 distinct groups of 4 banks: no
+ * bank conflicts. Without the copy by columns (no room), the tile itself is
+ * read by 16-bit halves, also without conflicts, at four loads a fragment. */
+typedef struct attn_tile {
+    const char *name;        /* by rows in name[], by columns in name_t[] */
+    const char *src, *len;   /* the operand and its length (T or S) */
+    int64_t W;               /* its columns */
+    bool by_rows, by_cols;
+} attn_tile;
+
+enum { COL_STRIDE = TILE / 2 + 4, SHARED_LIMIT = 48 * 1024 };
+
+static int64_t row_stride(int64_t W) { return W / 2 + 4; }
+
+static int64_t tile_bytes(const attn_tile *t)
 {
-    cg_printf(b, "    for (int x = threadIdx.x; x < %lld; x += blockDim.x) {\n", (long long)TILE * W / 2);
-    cg_printf(b, "      const long long row = c0 + x / %lld;\n", (long long)W / 2);
-    cg_printf(b, "      %s[x] = row < %s ? ((const unsigned *)(%s + %s_base + row * %s_rs))[x %% %lld] : 0u;\n    }\n", sh, len, p, p,
-              p, (long long)W / 2);
+    return 4 * ((t->by_rows ? TILE * row_stride(t->W) : 0) + (t->by_cols ? t->W * COL_STRIDE : 0));
+}
+
+/* Drops copies by columns of tiles also kept by rows until the kernel's
+ * static shared memory (with `other` bytes beside the tiles) fits. */
+static void fit_tiles(attn_tile *t, int n, int64_t other)
+{
+    int64_t total = other;
+    for (int i = 0; i < n; i++) total += tile_bytes(&t[i]);
+    for (int i = n; i-- > 0 && total > SHARED_LIMIT;)
+        if (t[i].by_rows && t[i].by_cols) {
+            total -= 4 * t[i].W * COL_STRIDE;
+            t[i].by_cols = false;
+        }
+}
+
+static void emit_tile_decls(cg_buf *b, const attn_tile *t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (t[i].by_rows) cg_printf(b, "  __shared__ unsigned %s[%lld];\n", t[i].name, (long long)(TILE * row_stride(t[i].W)));
+        if (t[i].by_cols) cg_printf(b, "  __shared__ unsigned %s_t[%lld];\n", t[i].name, (long long)(t[i].W * COL_STRIDE));
+    }
+}
+
+/* Rows [c0, c0 + 64) of the operand into its tile, zeros past the end. A
+ * thread loads one word of two neighbouring rows (a pair of rows and a pair
+ * of columns: the two words of the copy by columns). A warp takes 8 row pairs
+ * and 4 words: its stores by columns fall in 32 distinct banks. */
+static void emit_tile_load(cg_buf *b, const attn_tile *t)
+{
+    const char *p = t->src, *len = t->len;
+    long long rs = (long long)row_stride(t->W);
+    cg_printf(b, "    for (int x = threadIdx.x; x < %lld; x += blockDim.x) {\n", (long long)TILE * t->W / 4);
+    cg_printf(b, "      const int wx = x >> 5, pr = (x & 7) + 8 * (wx & 3), w = ((x & 31) >> 3) + 4 * (wx >> 2);\n");
+    cg_printf(b, "      const long long row = c0 + 2 * pr;\n");
+    cg_printf(b, "      const unsigned lo = row < %s ? ((const unsigned *)(%s + %s_base + row * %s_rs))[w] : 0u;\n", len, p, p, p);
+    cg_printf(b, "      const unsigned hi = row + 1 < %s ? ((const unsigned *)(%s + %s_base + (row + 1) * %s_rs))[w] : 0u;\n", len, p, p, p);
+    if (t->by_rows) cg_printf(b, "      %s[2 * pr * %lld + w] = lo; %s[(2 * pr + 1) * %lld + w] = hi;\n", t->name, rs, t->name, rs);
+    if (t->by_cols)
+        cg_printf(b, "      %s_t[2 * w * %d + pr] = (lo & 0xffffu) | hi << 16; %s_t[(2 * w + 1) * %d + pr] = lo >> 16 | (hi & 0xffff0000u);\n",
+                  t->name, COL_STRIDE, t->name, COL_STRIDE);
+    cg_printf(b, "    }\n");
 }
 
 /* acc[8][4] (16 rows x 64 tile rows) += X (A fragments xa[W/16]) times the
  * tile's rows transposed: B[k][n] = tile[n][k], two consecutive k a register. */
-static void emit_scores(cg_buf *b, const attn_shape *a, const char *acc, const char *xa, const char *sh, int64_t W)
+static void emit_scores(cg_buf *b, const attn_shape *a, const char *acc, const char *xa, const attn_tile *t)
 {
+    long long rs = (long long)row_stride(t->W);
+    NC_ASSERT(t->by_rows);
     cg_printf(b, "    float %s[8][4];\n", acc);
     cg_printf(b, "    for (int nb = 0; nb < 8; nb++) {\n      %s[nb][0] = %s[nb][1] = %s[nb][2] = %s[nb][3] = 0.0f;\n", acc, acc, acc, acc);
-    cg_printf(b, "      for (int kk = 0; kk < %lld; kk++) {\n", (long long)W / 16);
-    cg_printf(b, "        const unsigned bf[2] = {%s[(nb * 8 + gid) * %lld + kk * 8 + tig], %s[(nb * 8 + gid) * %lld + kk * 8 + 4 + tig]};\n", sh,
-              (long long)W / 2, sh, (long long)W / 2);
+    cg_printf(b, "      for (int kk = 0; kk < %lld; kk++) {\n", (long long)t->W / 16);
+    cg_printf(b, "        const unsigned bf[2] = {%s[(nb * 8 + gid) * %lld + kk * 8 + tig], %s[(nb * 8 + gid) * %lld + kk * 8 + 4 + tig]};\n",
+              t->name, rs, t->name, rs);
     cg_printf(b, "        %s(%s[nb], %s[kk], bf);\n      }\n    }\n", a->mma, acc, xa);
 }
 
 /* out[W/8][4] += P (acc[8][4] packed as A fragments, 64 tile rows as k) times
  * the tile itself: B[k][n] = tile[k][n], two rows a register. */
-static void emit_times_tile(cg_buf *b, const attn_shape *a, const char *out, const char *acc, const char *sh, int64_t W)
+static void emit_times_tile(cg_buf *b, const attn_shape *a, const char *out, const char *acc, const attn_tile *t)
 {
     cg_printf(b, "    for (int kk = 0; kk < 4; kk++) {\n");
     cg_printf(b, "      const unsigned pa[4] = {%s(%s[2 * kk][0], %s[2 * kk][1]), %s(%s[2 * kk][2], %s[2 * kk][3]),\n", a->pack, acc, acc,
               a->pack, acc, acc);
     cg_printf(b, "                              %s(%s[2 * kk + 1][0], %s[2 * kk + 1][1]), %s(%s[2 * kk + 1][2], %s[2 * kk + 1][3])};\n",
               a->pack, acc, acc, a->pack, acc, acc);
-    cg_printf(b, "      const unsigned short *th = (const unsigned short *)%s;\n", sh);
-    cg_printf(b, "      for (int nb = 0; nb < %lld; nb++) {\n", (long long)W / 8);
-    cg_printf(b, "        const int col = nb * 8 + gid, k0 = kk * 16 + tig * 2;\n");
-    cg_printf(b, "        const unsigned bf[2] = {th[k0 * %lld + col] | (unsigned)th[(k0 + 1) * %lld + col] << 16,\n", (long long)W,
-              (long long)W);
-    cg_printf(b, "                                th[(k0 + 8) * %lld + col] | (unsigned)th[(k0 + 9) * %lld + col] << 16};\n", (long long)W,
-              (long long)W);
+    cg_printf(b, "      for (int nb = 0; nb < %lld; nb++) {\n", (long long)t->W / 8);
+    if (t->by_cols) {
+        cg_printf(b, "        const unsigned bf[2] = {%s_t[(nb * 8 + gid) * %d + kk * 8 + tig], %s_t[(nb * 8 + gid) * %d + kk * 8 + 4 + tig]};\n",
+                  t->name, COL_STRIDE, t->name, COL_STRIDE);
+    } else {
+        long long hs = 2 * (long long)row_stride(t->W);   /* halves a row */
+        cg_printf(b, "        const unsigned short *th = (const unsigned short *)%s;\n", t->name);
+        cg_printf(b, "        const int col = nb * 8 + gid, k0 = kk * 16 + tig * 2;\n");
+        cg_printf(b, "        const unsigned bf[2] = {th[k0 * %lld + col] | (unsigned)th[(k0 + 1) * %lld + col] << 16,\n", hs, hs);
+        cg_printf(b, "                                th[(k0 + 8) * %lld + col] | (unsigned)th[(k0 + 9) * %lld + col] << 16};\n", hs, hs);
+    }
     cg_printf(b, "        %s(%s[nb], pa, bf);\n      }\n    }\n", a->mma, out);
 }
 
@@ -552,8 +614,12 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
     bool fwd = op == OP_ATTENTION, lse = op == OP_ATTENTION_LSE, dq = op == OP_ATTENTION_GRAD;
     emit_prologue(b, a, "T");
     emit_layouts(cg, st, v, a);
-    cg_printf(b, "  __shared__ unsigned ks[%lld];\n", (long long)TILE * a->D / 2);
-    if (!lse) cg_printf(b, "  __shared__ unsigned vs[%lld];\n", (long long)TILE * a->E / 2);
+    /* k: by rows for the scores, by columns for dq's dS K; v: by columns for
+     * the forward's P V, by rows for dq's dP = dO V^T */
+    attn_tile t[2] = {{"ks", "k", "S", a->D, true, dq}, {"vs", "v", "S", a->E, dq, fwd}};
+    int ntiles = lse ? 1 : 2;
+    fit_tiles(t, ntiles, 0);
+    emit_tile_decls(b, t, ntiles);
     emit_a_fragments(b, "qa", "q", a->D, "T");
     if (dq) {
         emit_a_fragments(b, "ga", "g", a->E, "T");
@@ -575,11 +641,10 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
     if (!dq) cg_printf(b, "  float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f;\n");
     cg_printf(b, "  const long long cend = %s;\n", a->causal ? "(row0 + 64 < S ? row0 + 64 : S)" : "S");
     cg_printf(b, "  for (long long c0 = 0; c0 < cend; c0 += 64) {\n    __syncthreads();\n");
-    emit_tile_load(b, "ks", "k", a->D, "S");
-    if (!lse) emit_tile_load(b, "vs", "v", a->E, "S");
+    for (int i = 0; i < ntiles; i++) emit_tile_load(b, &t[i]);
     cg_printf(b, "    __syncthreads();\n");
-    emit_scores(b, a, "s", "qa", "ks", a->D);
-    if (dq) emit_scores(b, a, "dp", "ga", "vs", a->E);
+    emit_scores(b, a, "s", "qa", &t[0]);
+    if (dq) emit_scores(b, a, "dp", "ga", &t[1]);
     /* scale and mask; for dq the probabilities come from lse */
     if (!dq) cg_printf(b, "    float mx0 = m0, mx1 = m1;\n");
     cg_printf(b, "    for (int nb = 0; nb < 8; nb++)\n      for (int e = 0; e < 4; e++) {\n");
@@ -588,7 +653,7 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
     if (dq) {
         cg_printf(b, "        const float p = expf(s[nb][e] - (e < 2 ? lse0 : lse1));\n");
         cg_printf(b, "        s[nb][e] = p * (dp[nb][e] - (e < 2 ? dl0 : dl1));   /* dS */\n      }\n");
-        emit_times_tile(b, a, "o", "s", "ks", a->D);
+        emit_times_tile(b, a, "o", "s", &t[0]);
         cg_printf(b, "  }\n");
         cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)a->D / 8);
         cg_printf(b, "    if (r0 < T) { nc_st(out, out_base + r0 * out_rs + col, o[nb][0] * scale); nc_st(out, out_base + r0 * out_rs + col + 1, o[nb][1] * scale); }\n");
@@ -609,7 +674,7 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
     if (fwd) {
         cg_printf(b, "    for (int nb = 0; nb < %lld; nb++) o[nb][0] *= c0f, o[nb][1] *= c0f, o[nb][2] *= c1f, o[nb][3] *= c1f;\n",
                   (long long)a->E / 8);
-        emit_times_tile(b, a, "o", "s", "vs", a->E);
+        emit_times_tile(b, a, "o", "s", &t[1]);
     }
     cg_printf(b, "  }\n");
     emit_quad(b, "l0", "nc_add");
@@ -631,8 +696,13 @@ static void emit_by_key(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *
     cg_buf *b = &cg->body;
     emit_prologue(b, a, "S");
     emit_layouts(cg, st, v, a);
-    cg_printf(b, "  __shared__ unsigned qs[%lld], gs[%lld];\n  __shared__ float lses[64], dls[64];\n", (long long)TILE * a->D / 2,
-              (long long)TILE * a->E / 2);
+    bool both = wrt == 1 && a->dv != IR_NONE;   /* P^T for dV, dS^T for dK */
+    /* q: by rows for S^T = K Q^T, by columns for dK += dS^T Q; dO: by rows
+     * for dP^T = V dO^T, by columns for dV += P^T dO */
+    attn_tile t[2] = {{"qs", "q", "T", a->D, true, wrt == 1}, {"gs", "g", "T", a->E, wrt == 1, wrt == 2 || both}};
+    fit_tiles(t, 2, 2 * TILE * (int64_t)sizeof(float));
+    emit_tile_decls(b, t, 2);
+    cg_printf(b, "  __shared__ float lses[64], dls[64];\n");
     emit_a_fragments(b, "ka", "k", a->D, "S");
     if (wrt == 1) emit_a_fragments(b, "va", "v", a->E, "S");
     int64_t W = wrt == 1 ? a->D : a->E;
@@ -642,24 +712,23 @@ static void emit_by_key(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *
         cg_printf(b, "  float ov[%lld][4];\n  for (int nb = 0; nb < %lld; nb++) ov[nb][0] = ov[nb][1] = ov[nb][2] = ov[nb][3] = 0.0f;\n",
                   (long long)a->E / 8, (long long)a->E / 8);
     cg_printf(b, "  for (long long c0 = %s; c0 < T; c0 += 64) {\n    __syncthreads();\n", a->causal ? "row0 / 64 * 64" : "0");
-    emit_tile_load(b, "qs", "q", a->D, "T");
-    emit_tile_load(b, "gs", "g", a->E, "T");
+    emit_tile_load(b, &t[0]);
+    emit_tile_load(b, &t[1]);
     cg_printf(b, "    for (int x = threadIdx.x; x < 64; x += blockDim.x) {\n");
     cg_printf(b, "      lses[x] = c0 + x < T ? nc_ld(lse, head * T + c0 + x) : 0.0f;\n      dls[x] = c0 + x < T ? nc_ld(delta, head * T + c0 + x) : 0.0f;\n    }\n");
     cg_printf(b, "    __syncthreads();\n");
-    emit_scores(b, a, "s", "ka", "qs", a->D);   /* S^T: 16 keys x 64 queries */
-    if (wrt == 1) emit_scores(b, a, "dp", "va", "gs", a->E);   /* dP^T = V dO^T */
-    bool both = wrt == 1 && a->dv != IR_NONE;   /* P^T for dV, dS^T for dK */
+    emit_scores(b, a, "s", "ka", &t[0]);   /* S^T: 16 keys x 64 queries */
+    if (wrt == 1) emit_scores(b, a, "dp", "va", &t[1]);   /* dP^T = V dO^T */
     cg_printf(b, "    for (int nb = 0; nb < 8; nb++)\n      for (int e = 0; e < 4; e++) {\n");
     cg_printf(b, "        const int cc = nb * 8 + tig * 2 + (e & 1);\n        const long long c = c0 + cc, key = e < 2 ? r0 : r1;\n");
     cg_printf(b, "        const float p = %s ? expf(s[nb][e] * scale - lses[cc]) : 0.0f;\n", visible(a->causal, true));
     if (both) cg_printf(b, "        s[nb][e] = p;\n        dp[nb][e] = p * (dp[nb][e] - dls[cc]);\n      }\n");
     else cg_printf(b, "        s[nb][e] = %s;\n      }\n", wrt == 1 ? "p * (dp[nb][e] - dls[cc])" : "p");
     if (both) {
-        emit_times_tile(b, a, "ov", "s", "gs", a->E);   /* dV += P^T dO */
-        emit_times_tile(b, a, "o", "dp", "qs", W);      /* dK += dS^T Q */
+        emit_times_tile(b, a, "ov", "s", &t[1]);   /* dV += P^T dO */
+        emit_times_tile(b, a, "o", "dp", &t[0]);   /* dK += dS^T Q */
     } else {
-        emit_times_tile(b, a, "o", "s", wrt == 1 ? "qs" : "gs", W);
+        emit_times_tile(b, a, "o", "s", wrt == 1 ? &t[0] : &t[1]);
     }
     cg_printf(b, "  }\n");
     const char *f = wrt == 1 ? " * scale" : "";

@@ -56,12 +56,22 @@ static const char prelude[] =
     "  float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
     "__device__ __forceinline__ unsigned short nc_f32_to_f16(float f) {\n"
     "  unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
-    "#endif\n"
-    "__device__ __forceinline__ float nc_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }\n"
+    "// sm_80 and later round to bf16 in one instruction (two for a pair), as the executor does (a NaN stays a NaN)\n"
+    "__device__ __forceinline__ unsigned short nc_f32_to_bf16(float f) {\n"
+    "  unsigned short h; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
+    "__device__ __forceinline__ unsigned nc_pack_bf16(float lo, float hi) {\n"
+    "  unsigned d; asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\" : \"=r\"(d) : \"f\"(hi), \"f\"(lo)); return d; }\n"
+    "__device__ __forceinline__ unsigned nc_pack_f16(float lo, float hi) {\n"
+    "  unsigned d; asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\" : \"=r\"(d) : \"f\"(hi), \"f\"(lo)); return d; }\n"
+    "#else\n"
     "__device__ __forceinline__ unsigned short nc_f32_to_bf16(float f) {\n"
     "  unsigned u = __float_as_uint(f);\n"
     "  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);\n"
     "  u += 0x7fffu + ((u >> 16) & 1u); return (unsigned short)(u >> 16); }\n"
+    "__device__ __forceinline__ unsigned nc_pack_bf16(float lo, float hi) { return nc_f32_to_bf16(lo) | (unsigned)nc_f32_to_bf16(hi) << 16; }\n"
+    "__device__ __forceinline__ unsigned nc_pack_f16(float lo, float hi) { return nc_f32_to_f16(lo) | (unsigned)nc_f32_to_f16(hi) << 16; }\n"
+    "#endif\n"
+    "__device__ __forceinline__ float nc_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }\n"
     "__device__ __forceinline__ float nc_round_f16(float v) { return nc_f16_to_f32(nc_f32_to_f16(v)); }\n"
     "__device__ __forceinline__ float nc_round_bf16(float v) { return nc_bf16_to_f32(nc_f32_to_bf16(v)); }\n"
     "__device__ __forceinline__ float nc_ld(const float *p, long long i) { return p[i]; }\n"
@@ -124,8 +134,6 @@ static const char prelude[] =
     "__device__ __forceinline__ void nc_st8(float *p, long long i, const float *v) {\n"
     "  float4 a, b; a.x = v[0]; a.y = v[1]; a.z = v[2]; a.w = v[3]; b.x = v[4]; b.y = v[5]; b.z = v[6]; b.w = v[7];\n"
     "  *(float4 *)(p + i) = a; *(float4 *)(p + i + 4) = b; }\n"
-    "__device__ __forceinline__ unsigned nc_pack_bf16(float lo, float hi) { return nc_f32_to_bf16(lo) | (unsigned)nc_f32_to_bf16(hi) << 16; }\n"
-    "__device__ __forceinline__ unsigned nc_pack_f16(float lo, float hi) { return nc_f32_to_f16(lo) | (unsigned)nc_f32_to_f16(hi) << 16; }\n"
     "__device__ __forceinline__ void nc_st8(nc_bf16 *p, long long i, const float *v) {\n"
     "  uint4 q; q.x = nc_pack_bf16(v[0], v[1]); q.y = nc_pack_bf16(v[2], v[3]); q.z = nc_pack_bf16(v[4], v[5]); q.w = nc_pack_bf16(v[6], v[7]);\n"
     "  *(uint4 *)(p + i) = q; }\n"
@@ -883,13 +891,37 @@ static nrt_step *begin_rows(cg_ctx *cg, ir_value v, const ir_node *x, const char
  * (and total, the row's plain sum, with want_total). A wide row (a
  * vocabulary) is read once for its statistics instead of twice; a NaN
  * anywhere makes m NaN, as a max pass would. */
+/* A loop over a block's row, a = x[row, j] for each j: eight elements a
+ * thread at a time (16-byte loads and, with y, stores) where the row's
+ * length is a multiple of 8 and the rows are 16-byte aligned, one at a time
+ * otherwise. body uses a (and j, with y); with y, it sets r, stored as
+ * y[row, j].
+ * GPT-2's loss rows are 50304 wide: a load and a store per element issue
+ * about as many instructions as the row's bytes take to move. */
+static void emit_row_loop(cg_buf *b, const char *y, const char *body)
+{
+    if (y) cg_printf(b, "  if (C %% 8 == 0 && (((unsigned long long)(x + row * C) | (unsigned long long)(%s + row * C)) & 15) == 0) {\n", y);
+    else cg_printf(b, "  if (C %% 8 == 0 && ((unsigned long long)(x + row * C) & 15) == 0) {\n");
+    cg_printf(b, "    for (long long j0 = threadIdx.x * 8LL; j0 < C; j0 += blockDim.x * 8LL) {\n");
+    cg_printf(b, "      float xs[8]%s;\n      nc_ld8(x, row * C + j0, xs);\n#pragma unroll\n", y ? ", ys[8]" : "");
+    cg_printf(b, "      for (int e = 0; e < 8; e++) {\n%s        const float a = xs[e];\n", y ? "        const long long j = j0 + e;\n" : "");
+    cg_printf(b, "%s%s      }\n", body, y ? "        ys[e] = r;\n" : "");
+    if (y) cg_printf(b, "      nc_st8(%s, row * C + j0, ys);\n", y);
+    cg_printf(b, "    }\n  } else {\n");
+    cg_printf(b, "    for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n        const float a = nc_ld(x, row * C + j);\n");
+    cg_printf(b, "%s", body);
+    if (y) cg_printf(b, "        nc_st(%s, row * C + j, r);\n", y);
+    cg_printf(b, "    }\n  }\n");
+}
+
 static void emit_row_online_stats(cg_ctx *cg, bool want_total)
 {
     cg_buf *b = &cg->body;
     cg_printf(b, "  const float ninf = -__int_as_float(0x7f800000);\n  float m = ninf, sum = 0.0f, total = 0.0f;\n");
-    cg_printf(b, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n    const float a = nc_ld(x, row * C + j);\n    total += a;\n");
-    cg_printf(b, "    if (a > m) { sum = sum * expf(m - a) + 1.0f; m = a; }\n    else if (a > ninf) sum += expf(a - m);\n"
-                 "    else if (a != a) m = a;\n  }\n");
+    emit_row_loop(b, NULL,
+                  "        total += a;\n"
+                  "        if (a > m) { sum = sum * expf(m - a) + 1.0f; m = a; }\n        else if (a > ninf) sum += expf(a - m);\n"
+                  "        else if (a != a) m = a;\n");
     cg_printf(b, "  const float row_max = nc_block_max(m);\n  sum = nc_block_sum(m == ninf ? 0.0f : sum * expf(m - row_max));\n  m = row_max;\n");
     cg_printf(b, want_total ? "  total = nc_block_sum(total);\n" : "  (void)total;\n");
 }
@@ -905,11 +937,10 @@ static bool cuda_emit_softmax(cg_ctx *cg, ir_value v)
     decl_ptr(cg, "y", 1, n->dtype, false);
     emit_row_online_stats(cg, false);
     if (n->op == OP_LOG_SOFTMAX)
-        cg_printf(&cg->body, "  float lse = m + logf(sum);\n"
-                            "  for (long long j = threadIdx.x; j < C; j += blockDim.x) nc_st(y, row * C + j, nc_ld(x, row * C + j) - lse);\n");
+        cg_printf(&cg->body, "  float lse = m + logf(sum);\n");
     else
-        cg_printf(&cg->body, "  float inv = 1.0f / sum;\n"
-                            "  for (long long j = threadIdx.x; j < C; j += blockDim.x) nc_st(y, row * C + j, expf(nc_ld(x, row * C + j) - m) * inv);\n");
+        cg_printf(&cg->body, "  float inv = 1.0f / sum;\n");
+    emit_row_loop(&cg->body, "y", n->op == OP_LOG_SOFTMAX ? "        const float r = a - lse;\n" : "        const float r = expf(a - m) * inv;\n");
     end_kernel(cg);
     return true;
 }
@@ -1059,7 +1090,7 @@ static void emit_norm_grad_warp_body(cg_ctx *cg, bool ln, double eps, bool keep_
         cg_printf(b, "    float ov[8];\n    if (vec) nc_ld8(other, row * C + j, ov); else for (int e = 0; e < 8; e++) ov[e] = nc_ld(other, row * C + j + e);\n");
         cg_printf(b, "    for (int e = 0; e < 8; e++) o[e] = %s(o[e]) + ov[e];\n", plus);
     }
-    if (colsum) cg_printf(b, "    for (int e = 0; e < 8; e++) colpart[warp][j + e] += %s(o[e]);   /* the column sum adds what is stored */\n", colsum);
+    if (colsum) cg_printf(b, "    for (int e = 0; e < 8; e++) colpart[warp][j + (j >> 5) + e] += %s(o[e]);   /* the column sum adds what is stored */\n", colsum);
     emit_row_store(b, "dx", "o");
     cg_printf(b, "  }\n");
 }
@@ -1069,7 +1100,9 @@ static void emit_norm_grad_warp_body(cg_ctx *cg, bool ln, double eps, bool keep_
  * its own row of colpart in shared memory (each lane its own columns: no
  * two threads touch one sum, and registers stay free for the rows); the
  * block then adds its 8 warps' sums, in order, into its row of the partial
- * sums. */
+ * sums. A lane's 8 columns are 8 apart from the next lane's: one word of
+ * padding after every 32 columns puts the 32 lanes' adds in 32 distinct
+ * banks (unpadded, every 4th lane shares a bank: 8-way conflicts). */
 static nrt_step *begin_colsum_rows(cg_ctx *cg, ir_value v, const ir_node *x, int64_t C)
 {
     uint32_t rows;
@@ -1080,7 +1113,9 @@ static nrt_step *begin_colsum_rows(cg_ctx *cg, ir_value v, const ir_node *x, int
     add_int(s, rows);
     cg_buf *b = &cg->body;
     cg_printf(b, "  const long long C = %lld;\n  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n", (long long)C);
-    cg_printf(b, "  __shared__ float colpart[8][%lld];\n  for (long long j = lane; j < C; j += 32) colpart[warp][j] = 0.0f;\n", (long long)C);
+    long long padded = (long long)(C + C / 32);
+    cg_printf(b, "  __shared__ float colpart[8][%lld];\n  for (long long j = lane; j < %lld; j += 32) colpart[warp][j] = 0.0f;\n", padded,
+              padded);
     cg_printf(b, "  __syncthreads();\n");
     cg_printf(b, "  for (long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < A.n[1]; row += A.n[0]) {\n");
     return s;
@@ -1092,7 +1127,7 @@ static void end_colsum_rows(cg_ctx *cg, int parts_slot)
     cg_printf(b, "  }\n  __syncthreads();\n");
     cg_printf(b, "  float *parts = (float *)A.buf[%d];\n", parts_slot);
     cg_printf(b, "  for (int c = threadIdx.x; c < C; c += blockDim.x) {\n    float t = 0.0f;\n"
-                 "    for (int k = 0; k < 8; k++) t += colpart[k][c];\n    parts[blockIdx.x * C + c] = t;\n  }\n");
+                 "    for (int k = 0; k < 8; k++) t += colpart[k][c + (c >> 5)];\n    parts[blockIdx.x * C + c] = t;\n  }\n");
 }
 
 /* One block a row: the row's statistics again, the two means of g w, then
@@ -1535,9 +1570,9 @@ static bool cuda_emit_cross_entropy_grad(cg_ctx *cg, ir_value v)
         cg_printf(&cg->body, "    loss[row] = bad ? __int_as_float(0x7fc00000)\n");
         cg_printf(&cg->body, "              : (1.0f - smoothing) * (lse - nc_ld(x, row * C + k)) + smoothing * (lse - total / (float)C);\n  }\n");
     }
-    cg_printf(&cg->body, "  for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n"
-                         "    float p = expf(nc_ld(x, row * C + j) - m) * inv - base - (j == k ? 1.0f - smoothing : 0.0f);\n"
-                         "    nc_st(y, row * C + j, bad ? __int_as_float(0x7fc00000) : p * scale);\n  }\n");
+    emit_row_loop(&cg->body, "y",
+                  "        const float p = expf(a - m) * inv - base - (j == k ? 1.0f - smoothing : 0.0f);\n"
+                  "        const float r = bad ? __int_as_float(0x7fc00000) : p * scale;\n");
     end_kernel(cg);
     return true;
 }
