@@ -886,11 +886,6 @@ static nrt_step *begin_rows(cg_ctx *cg, ir_value v, const ir_node *x, const char
     return s;
 }
 
-/* One pass over row `row` of x (C long): each thread's running max and sum
- * of exp(x - max), rescaled when its max grows, then the block's: m and sum
- * (and total, the row's plain sum, with want_total). A wide row (a
- * vocabulary) is read once for its statistics instead of twice; a NaN
- * anywhere makes m NaN, as a max pass would. */
 /* A loop over a block's row, a = x[row, j] for each j: eight elements a
  * thread at a time (16-byte loads and, with y, stores) where the row's
  * length is a multiple of 8 and the rows are 16-byte aligned, one at a time
@@ -914,6 +909,11 @@ static void emit_row_loop(cg_buf *b, const char *y, const char *body)
     cg_printf(b, "    }\n  }\n");
 }
 
+/* One pass over row `row` of x (C long): each thread's running max and sum
+ * of exp(x - max), rescaled when its max grows, then the block's: m and sum
+ * (and total, the row's plain sum, with want_total). A wide row (a
+ * vocabulary) is read once for its statistics instead of twice; a NaN
+ * anywhere makes m NaN, as a max pass would. */
 static void emit_row_online_stats(cg_ctx *cg, bool want_total)
 {
     cg_buf *b = &cg->body;

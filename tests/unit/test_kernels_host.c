@@ -551,9 +551,9 @@ int main(void)
         }
         snprintf(name, sizeof name, "rowwise%s", fuse ? " --fuse" : "");   /* softmax, log_softmax, rmsnorm backward */
         check_model(name, "tests/gpu/rowwise.net", fuse, b, v8, 1, NULL, NULL, 0, true);
-        /* reductions in each form: 200 rows take two kernels, 5 one */
         snprintf(name, sizeof name, "wide rows (bf16, 4104)%s", fuse ? " --fuse" : "");
         check_model_text(name, "wide.net", wide_rows_source, fuse, b, v5, 1, NULL, NULL, 0, true);
+        /* reductions in each form: 200 rows take two kernels, 5 one */
         snprintf(name, sizeof name, "reduce (B=200)%s", fuse ? " --fuse" : "");
         check_model(name, "tests/gpu/reduce.net", fuse, b, v200, 1, NULL, NULL, 0, false);
         snprintf(name, sizeof name, "reduce (B=5)%s", fuse ? " --fuse" : "");
