@@ -19,7 +19,14 @@
  * for a key tile, and for heads of 64 one kernel computes both (P once for
  * dV += P^T dO and dS = P (dP - delta) for dK += dS^T Q, as flash attention's
  * backward does). Causal masks skip whole tiles. tests/unit/cuda_host_shim.hpp
- * runs them on the host, mma.sync included, lane by lane.
+ * runs them on the host, mma.sync, ldmatrix and cp.async included, lane by
+ * lane.
+ *
+ * The kernels are bound by instructions issued more than by bytes: per tile
+ * of 64 x 64 scores a warp of GPT-2's forward issues 385 instructions around
+ * its 64 mma.sync (sm_90 SASS; 1606 with 32-bit loads, a transposed copy and
+ * expf), the q gradient's 374 around 96, the key and value gradients' 549
+ * around 128.
  *
  * q, k and v are usually slices of one matmul's result [B, T, 3C], split
  * into heads and transposed to [B, H, T, D]. cuda_attention_plan lets the
@@ -38,7 +45,8 @@ typedef struct attn_shape {
     int64_t D, E;
     const char *type, *mma, *pack;   /* storage type, nc_mma_* and nc_pack_* of the dtype */
     bool causal;
-    char scale[48];
+    char scale[48], scale_log2[48];
+    bool prescale;                   /* scale <= 0: scores are scaled before their max (max(s) scale is not max(s scale)) */
     bool with_lse;                   /* the forward kernel also writes the log-sum-exp */
     bool computes_delta;             /* the q gradient's kernel computes rowsum(dO * O) and writes it */
     ir_value dv;                     /* the key gradient's kernel also computes this value gradient (IR_NONE: no) */
@@ -63,7 +71,10 @@ static bool tiled_shape_of(const ir_graph *g, ir_value v, attn_shape *a)
     a->mma = bf ? "nc_mma_bf16" : "nc_mma_f16";
     a->pack = bf ? "nc_pack_bf16" : "nc_pack_f16";
     a->causal = n->attr.causal;
-    cuda_float_literal(a->scale, n->attr.f != 0 ? n->attr.f : 1.0 / sqrt((double)a->D));
+    double scale = n->attr.f != 0 ? n->attr.f : 1.0 / sqrt((double)a->D);
+    cuda_float_literal(a->scale, scale);
+    cuda_float_literal(a->scale_log2, scale * 1.4426950408889634);
+    a->prescale = !(scale > 0);
     return true;
 }
 
@@ -90,16 +101,17 @@ static bool read_by_tiled_attention_only(const cg_ctx *cg, ir_value w, const boo
     return seen == cg->readers[w] && seen > 0;
 }
 
-static bool even_constant(const ir_graph *g, uint32_t dim)
+/* A constant multiple of 8 elements: 16 bytes of f16/bf16, a cp.async. */
+static bool constant_of_8(const ir_graph *g, uint32_t dim)
 {
     int64_t v;
-    return dim_is_const(&g->dims[dim], &v) && v % 2 == 0;
+    return dim_is_const(&g->dims[dim], &v) && v % 8 == 0;
 }
 
 /* w = transpose(reshape(slice(x, last axis, c0), [B, T, H, D]), [0, 2, 1, 3])
  * (or without the slice): sets *root = x and *col = c0's dim id (UINT32_MAX:
- * column 0). The row stride and column must be even constants: the kernels
- * load pairs. */
+ * column 0). The row stride and column must be constant multiples of 8:
+ * the kernels copy rows 16 bytes at a time. */
 static bool head_interleaved(const cg_ctx *cg, ir_value w, ir_value *root, uint32_t *col)
 {
     const ir_graph *g = cg->g;
@@ -127,7 +139,7 @@ static bool head_interleaved(const cg_ctx *cg, ir_value w, ir_value *root, uint3
         return false;
     if (cg->group[x] == 0 && cg->inlined[x]) return false;   /* x itself must be in memory */
     *root = x;
-    return even_constant(g, xn->shape[2]) && (*col == UINT32_MAX || even_constant(g, *col));
+    return constant_of_8(g, xn->shape[2]) && (*col == UINT32_MAX || constant_of_8(g, *col));
 }
 
 /* Whether every reader of v is an attention gradient (on tensor cores). */
@@ -473,7 +485,9 @@ static void emit_prologue(cg_buf *b, const attn_shape *a, const char *rows_len)
     cg_printf(b, "  const long long head = blockIdx.x / tiles, row0 = (blockIdx.x %% tiles) * %d;\n", TILE);
     cg_printf(b, "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;\n");
     cg_printf(b, "  const long long r0 = row0 + warp * 16 + gid, r1 = r0 + 8;\n");
-    cg_printf(b, "  const float scale = %s;\n", a->scale);
+    cg_printf(b, "  const float scale = %s, sl2 = %s;   /* sl2: scale log2(e) */\n", a->scale, a->scale_log2);
+    cg_printf(b, "  const float mul = %s;   /* what the scores still need: 2^(s mul - m) */\n", a->prescale ? "1.0f" : "sl2");
+    cg_printf(b, "  const float LOG2E = 1.44269504f, LN2 = 0.693147181f;\n");
     cg_printf(b, "  const float NEG_INF = -__int_as_float(0x7f800000);\n");
 }
 
@@ -490,107 +504,76 @@ static void emit_a_fragments(cg_buf *b, const char *name, const char *p, int64_t
               len, name, len);
 }
 
-/* A 64-row tile of one operand in shared memory, as bf16/f16 pairs in
- * 32-bit words, kept in up to two layouts: by rows (a row of W columns every
- * row_stride words) for products with the tile's rows as B's columns
- * (scores), and by columns (a column's 64 rows every COL_STRIDE words) for
- * products with the tile itself as B. Either way a B fragment is two 32-bit
- * loads, and both strides are 4 more than a multiple of 32 words, so the 8
- * rows (columns) one load touches fall in 8 distinct groups of 4 banks: no
- * bank conflicts. Without the copy by columns (no room), the tile itself is
- * read by 16-bit halves, also without conflicts, at four loads a fragment. */
+/* A 64-row tile of one operand in shared memory, row by row, a row every
+ * row_stride(W) 32-bit words: W/2 words of bf16/f16 pairs and 4 of padding,
+ * so the 8 rows of 16 bytes one ldmatrix phase reads start 4 banks apart
+ * and fall in 32 distinct banks. Rows arrive by cp.async, 16 bytes a copy,
+ * without passing through registers. B fragments come out of the tile by
+ * ldmatrix, four 8x8 matrices an instruction (two products' worth): as they
+ * lie for products with the tile's rows as B's columns (the scores), and
+ * transposed (.trans) for products with the tile itself as B (P V, dS K). */
 typedef struct attn_tile {
-    const char *name;        /* by rows in name[], by columns in name_t[] */
+    const char *name;        /* the tile: unsigned name[] */
     const char *src, *len;   /* the operand and its length (T or S) */
     int64_t W;               /* its columns */
-    bool by_rows, by_cols;
 } attn_tile;
-
-enum { COL_STRIDE = TILE / 2 + 4, SHARED_LIMIT = 48 * 1024 };
 
 static int64_t row_stride(int64_t W) { return W / 2 + 4; }
 
-static int64_t tile_bytes(const attn_tile *t)
-{
-    return 4 * ((t->by_rows ? TILE * row_stride(t->W) : 0) + (t->by_cols ? t->W * COL_STRIDE : 0));
-}
-
-/* Drops copies by columns of tiles also kept by rows until the kernel's
- * static shared memory (with `other` bytes beside the tiles) fits. */
-static void fit_tiles(attn_tile *t, int n, int64_t other)
-{
-    int64_t total = other;
-    for (int i = 0; i < n; i++) total += tile_bytes(&t[i]);
-    for (int i = n; i-- > 0 && total > SHARED_LIMIT;)
-        if (t[i].by_rows && t[i].by_cols) {
-            total -= 4 * t[i].W * COL_STRIDE;
-            t[i].by_cols = false;
-        }
-}
-
 static void emit_tile_decls(cg_buf *b, const attn_tile *t, int n)
 {
-    for (int i = 0; i < n; i++) {
-        if (t[i].by_rows) cg_printf(b, "  __shared__ unsigned %s[%lld];\n", t[i].name, (long long)(TILE * row_stride(t[i].W)));
-        if (t[i].by_cols) cg_printf(b, "  __shared__ unsigned %s_t[%lld];\n", t[i].name, (long long)(t[i].W * COL_STRIDE));
-    }
+    for (int i = 0; i < n; i++)   /* uint4: 16-byte aligned, as cp.async and ldmatrix want */
+        cg_printf(b, "  __shared__ uint4 %s_mem[%lld];\n  unsigned *const %s = (unsigned *)%s_mem;\n", t[i].name,
+                  (long long)(TILE * row_stride(t[i].W) / 4), t[i].name, t[i].name);
 }
 
-/* Rows [c0, c0 + 64) of the operand into its tile, zeros past the end. A
- * thread loads one word of two neighbouring rows (a pair of rows and a pair
- * of columns: the two words of the copy by columns). A warp takes 8 row pairs
- * and 4 words: its stores by columns fall in 32 distinct banks. */
+/* Starts copying rows [c0, c0 + 64) of the operand into its tile, zeros
+ * past the end; nc_cp_wait and a barrier must come before the tile is read.
+ * 8 neighbouring lanes copy 128 contiguous bytes of a row: coalesced reads,
+ * no bank conflicts. The operand's rows start at multiples of 16 bytes
+ * (head_interleaved asks for it). */
 static void emit_tile_load(cg_buf *b, const attn_tile *t)
 {
-    const char *p = t->src, *len = t->len;
-    long long rs = (long long)row_stride(t->W);
-    cg_printf(b, "    for (int x = threadIdx.x; x < %lld; x += blockDim.x) {\n", (long long)TILE * t->W / 4);
-    cg_printf(b, "      const int wx = x >> 5, pr = (x & 7) + 8 * (wx & 3), w = ((x & 31) >> 3) + 4 * (wx >> 2);\n");
-    cg_printf(b, "      const long long row = c0 + 2 * pr;\n");
-    cg_printf(b, "      const unsigned lo = row < %s ? ((const unsigned *)(%s + %s_base + row * %s_rs))[w] : 0u;\n", len, p, p, p);
-    cg_printf(b, "      const unsigned hi = row + 1 < %s ? ((const unsigned *)(%s + %s_base + (row + 1) * %s_rs))[w] : 0u;\n", len, p, p, p);
-    if (t->by_rows) cg_printf(b, "      %s[2 * pr * %lld + w] = lo; %s[(2 * pr + 1) * %lld + w] = hi;\n", t->name, rs, t->name, rs);
-    if (t->by_cols)
-        cg_printf(b, "      %s_t[2 * w * %d + pr] = (lo & 0xffffu) | hi << 16; %s_t[(2 * w + 1) * %d + pr] = lo >> 16 | (hi & 0xffff0000u);\n",
-                  t->name, COL_STRIDE, t->name, COL_STRIDE);
-    cg_printf(b, "    }\n");
+    const char *p = t->src;
+    int64_t per_row = t->W / 8;   /* 16-byte pieces */
+    cg_printf(b, "#pragma unroll\n    for (int i = 0; i < %lld; i++) {\n", (long long)(TILE * per_row / 128));
+    cg_printf(b, "      const int x = threadIdx.x + 128 * i, row = x / %lld, piece = x %% %lld;\n", (long long)per_row, (long long)per_row);
+    cg_printf(b, "      const bool ok = c0 + row < %s;\n", t->len);
+    cg_printf(b, "      nc_cp16(%s + row * %lld + piece * 4, %s + %s_base + (ok ? c0 + row : 0) * %s_rs + piece * 8, ok);\n    }\n", t->name,
+              (long long)row_stride(t->W), p, p, p);
 }
 
 /* acc[8][4] (16 rows x 64 tile rows) += X (A fragments xa[W/16]) times the
- * tile's rows transposed: B[k][n] = tile[n][k], two consecutive k a register. */
+ * tile's rows transposed: B[k][n] = tile[n][k]. Lane l points at row l % 8
+ * of the 8 rows nb and at the columns of matrix l / 8: B's two registers for
+ * kk, then for kk + 1. */
 static void emit_scores(cg_buf *b, const attn_shape *a, const char *acc, const char *xa, const attn_tile *t)
 {
     long long rs = (long long)row_stride(t->W);
-    NC_ASSERT(t->by_rows);
-    cg_printf(b, "    float %s[8][4];\n", acc);
-    cg_printf(b, "    for (int nb = 0; nb < 8; nb++) {\n      %s[nb][0] = %s[nb][1] = %s[nb][2] = %s[nb][3] = 0.0f;\n", acc, acc, acc, acc);
-    cg_printf(b, "      for (int kk = 0; kk < %lld; kk++) {\n", (long long)t->W / 16);
-    cg_printf(b, "        const unsigned bf[2] = {%s[(nb * 8 + gid) * %lld + kk * 8 + tig], %s[(nb * 8 + gid) * %lld + kk * 8 + 4 + tig]};\n",
-              t->name, rs, t->name, rs);
-    cg_printf(b, "        %s(%s[nb], %s[kk], bf);\n      }\n    }\n", a->mma, acc, xa);
+    cg_printf(b, "    float %s[8][4];\n#pragma unroll\n", acc);
+    cg_printf(b, "    for (int nb = 0; nb < 8; nb++) {\n      %s[nb][0] = %s[nb][1] = %s[nb][2] = %s[nb][3] = 0.0f;\n#pragma unroll\n", acc,
+              acc, acc, acc);
+    cg_printf(b, "      for (int kk = 0; kk < %lld; kk += 2) {\n        unsigned bf[4];\n", (long long)t->W / 16);
+    cg_printf(b, "        nc_ldsm4(bf, %s + (nb * 8 + (lane & 7)) * %lld + kk * 8 + (lane >> 3) * 4);\n", t->name, rs);
+    cg_printf(b, "        %s(%s[nb], %s[kk], bf);\n        %s(%s[nb], %s[kk + 1], bf + 2);\n      }\n    }\n", a->mma, acc, xa, a->mma,
+              acc, xa);
 }
 
 /* out[W/8][4] += P (acc[8][4] packed as A fragments, 64 tile rows as k) times
- * the tile itself: B[k][n] = tile[k][n], two rows a register. */
+ * the tile itself: B[k][n] = tile[k][n], read transposed. Lane l points at
+ * row l % 16 of the 16 rows kk and at the columns of nb + l / 16: B's two
+ * registers for nb, then for nb + 1. */
 static void emit_times_tile(cg_buf *b, const attn_shape *a, const char *out, const char *acc, const attn_tile *t)
 {
-    cg_printf(b, "    for (int kk = 0; kk < 4; kk++) {\n");
+    cg_printf(b, "#pragma unroll\n    for (int kk = 0; kk < 4; kk++) {\n");
     cg_printf(b, "      const unsigned pa[4] = {%s(%s[2 * kk][0], %s[2 * kk][1]), %s(%s[2 * kk][2], %s[2 * kk][3]),\n", a->pack, acc, acc,
               a->pack, acc, acc);
     cg_printf(b, "                              %s(%s[2 * kk + 1][0], %s[2 * kk + 1][1]), %s(%s[2 * kk + 1][2], %s[2 * kk + 1][3])};\n",
               a->pack, acc, acc, a->pack, acc, acc);
-    cg_printf(b, "      for (int nb = 0; nb < %lld; nb++) {\n", (long long)t->W / 8);
-    if (t->by_cols) {
-        cg_printf(b, "        const unsigned bf[2] = {%s_t[(nb * 8 + gid) * %d + kk * 8 + tig], %s_t[(nb * 8 + gid) * %d + kk * 8 + 4 + tig]};\n",
-                  t->name, COL_STRIDE, t->name, COL_STRIDE);
-    } else {
-        long long hs = 2 * (long long)row_stride(t->W);   /* halves a row */
-        cg_printf(b, "        const unsigned short *th = (const unsigned short *)%s;\n", t->name);
-        cg_printf(b, "        const int col = nb * 8 + gid, k0 = kk * 16 + tig * 2;\n");
-        cg_printf(b, "        const unsigned bf[2] = {th[k0 * %lld + col] | (unsigned)th[(k0 + 1) * %lld + col] << 16,\n", hs, hs);
-        cg_printf(b, "                                th[(k0 + 8) * %lld + col] | (unsigned)th[(k0 + 9) * %lld + col] << 16};\n", hs, hs);
-    }
-    cg_printf(b, "        %s(%s[nb], pa, bf);\n      }\n    }\n", a->mma, out);
+    cg_printf(b, "#pragma unroll\n      for (int nb = 0; nb < %lld; nb += 2) {\n        unsigned bf[4];\n", (long long)t->W / 8);
+    cg_printf(b, "        nc_ldsm4_t(bf, %s + (kk * 16 + (lane & 15)) * %lld + nb * 4 + (lane >> 4) * 4);\n", t->name,
+              (long long)row_stride(t->W));
+    cg_printf(b, "        %s(%s[nb], pa, bf);\n        %s(%s[nb + 1], pa, bf + 2);\n      }\n    }\n", a->mma, out, a->mma, out);
 }
 
 /* The quad (the 4 lanes sharing a row) agrees on x: max or sum. */
@@ -607,6 +590,34 @@ static const char *visible(bool causal, bool by_key)
     return causal ? "(c < S && c <= row)" : "(c < S)";
 }
 
+/* The softmax runs in powers of 2: p = 2^(s mul - m), m in units of log2,
+ * an element one multiply-add and one ex2 (mul = scale log2(e); for a scale
+ * that is not positive the scores are scaled here and mul is 1). On the
+ * tiles that cross the end of the rows or the causal diagonal (c0 == row0:
+ * tiles start at multiples of 64), hidden scores become -inf; the tiles
+ * inside skip the test. */
+static void emit_mask_scores(cg_buf *b, const attn_shape *a, bool by_key)
+{
+    const char *end = by_key ? "T" : "S";
+    cg_printf(b, "    if (c0 + 64 > %s%s) {\n", end, a->causal ? " || c0 == row0" : "");
+    cg_printf(b, "#pragma unroll\n      for (int nb = 0; nb < 8; nb++)\n#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
+    cg_printf(b, "          const long long c = c0 + nb * 8 + tig * 2 + (e & 1), %s = e < 2 ? r0 : r1;\n", by_key ? "key" : "row");
+    cg_printf(b, "          s[nb][e] = %s ? s[nb][e]%s : NEG_INF;\n        }\n    }", visible(a->causal, by_key), a->prescale ? " * sl2" : "");
+    if (a->prescale)
+        cg_printf(b, " else {\n#pragma unroll\n      for (int nb = 0; nb < 8; nb++)\n#pragma unroll\n        for (int e = 0; e < 4; e++) s[nb][e] *= sl2;\n    }");
+    cg_printf(b, "\n");
+}
+
+/* The 16 rows' results o[W/8][4] (times f) into out: rows r0, r1 below lim. */
+static void emit_store_rows(cg_buf *b, const char *out, const char *o, int64_t W, const char *lim, const char *f0, const char *f1)
+{
+    cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)W / 8);
+    cg_printf(b, "    if (r0 < %s) { nc_st(%s, %s_base + r0 * %s_rs + col, %s[nb][0]%s); nc_st(%s, %s_base + r0 * %s_rs + col + 1, %s[nb][1]%s); }\n",
+              lim, out, out, out, o, f0, out, out, out, o, f0);
+    cg_printf(b, "    if (r1 < %s) { nc_st(%s, %s_base + r1 * %s_rs + col, %s[nb][2]%s); nc_st(%s, %s_base + r1 * %s_rs + col + 1, %s[nb][3]%s); }\n  }\n",
+              lim, out, out, out, o, f1, out, out, out, o, f1);
+}
+
 /* forward (with lse: only the log-sum-exp), and dq. */
 static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *a, nc_op op)
 {
@@ -614,16 +625,14 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
     bool fwd = op == OP_ATTENTION, lse = op == OP_ATTENTION_LSE, dq = op == OP_ATTENTION_GRAD;
     emit_prologue(b, a, "T");
     emit_layouts(cg, st, v, a);
-    /* k: by rows for the scores, by columns for dq's dS K; v: by columns for
-     * the forward's P V, by rows for dq's dP = dO V^T */
-    attn_tile t[2] = {{"ks", "k", "S", a->D, true, dq}, {"vs", "v", "S", a->E, dq, fwd}};
+    /* k: for the scores and dq's dS K; v: for the forward's P V and dq's dP = dO V^T */
+    attn_tile t[2] = {{"ks", "k", "S", a->D}, {"vs", "v", "S", a->E}};
     int ntiles = lse ? 1 : 2;
-    fit_tiles(t, ntiles, 0);
     emit_tile_decls(b, t, ntiles);
     emit_a_fragments(b, "qa", "q", a->D, "T");
     if (dq) {
         emit_a_fragments(b, "ga", "g", a->E, "T");
-        cg_printf(b, "  const float lse0 = r0 < T ? nc_ld(lse, head * T + r0) : 0.0f, lse1 = r1 < T ? nc_ld(lse, head * T + r1) : 0.0f;\n");
+        cg_printf(b, "  const float lse0 = r0 < T ? nc_ld(lse, head * T + r0) * LOG2E : 0.0f, lse1 = r1 < T ? nc_ld(lse, head * T + r1) * LOG2E : 0.0f;\n");
         if (a->computes_delta) {   /* rowsum(dO * O): a quarter of each row a lane, then the quad */
             cg_printf(b, "  float dl0 = 0.0f, dl1 = 0.0f;\n  for (int d = tig; d < %lld; d += 4) {\n", (long long)a->E);
             cg_printf(b, "    if (r0 < T) dl0 += nc_ld(g, g_base + r0 * g_rs + d) * nc_ld(fwd_out, fwd_out_base + r0 * fwd_out_rs + d);\n");
@@ -638,56 +647,50 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
     int64_t W = dq ? a->D : a->E;
     if (!lse) cg_printf(b, "  float o[%lld][4];\n  for (int nb = 0; nb < %lld; nb++) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;\n",
                         (long long)W / 8, (long long)W / 8);
-    if (!dq) cg_printf(b, "  float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f;\n");
+    if (!dq) cg_printf(b, "  float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f;   /* m: in units of log2 */\n");
     cg_printf(b, "  const long long cend = %s;\n", a->causal ? "(row0 + 64 < S ? row0 + 64 : S)" : "S");
     cg_printf(b, "  for (long long c0 = 0; c0 < cend; c0 += 64) {\n    __syncthreads();\n");
     for (int i = 0; i < ntiles; i++) emit_tile_load(b, &t[i]);
-    cg_printf(b, "    __syncthreads();\n");
+    cg_printf(b, "    nc_cp_wait();\n    __syncthreads();\n");
     emit_scores(b, a, "s", "qa", &t[0]);
     if (dq) emit_scores(b, a, "dp", "ga", &t[1]);
-    /* scale and mask; for dq the probabilities come from lse */
-    if (!dq) cg_printf(b, "    float mx0 = m0, mx1 = m1;\n");
-    cg_printf(b, "    for (int nb = 0; nb < 8; nb++)\n      for (int e = 0; e < 4; e++) {\n");
-    cg_printf(b, "        const long long c = c0 + nb * 8 + tig * 2 + (e & 1), row = e < 2 ? r0 : r1;\n");
-    cg_printf(b, "        s[nb][e] = %s ? s[nb][e] * scale : NEG_INF;\n", visible(a->causal, false));
-    if (dq) {
-        cg_printf(b, "        const float p = expf(s[nb][e] - (e < 2 ? lse0 : lse1));\n");
-        cg_printf(b, "        s[nb][e] = p * (dp[nb][e] - (e < 2 ? dl0 : dl1));   /* dS */\n      }\n");
+    emit_mask_scores(b, a, false);
+    if (dq) {   /* the probabilities from lse */
+        cg_printf(b, "#pragma unroll\n    for (int nb = 0; nb < 8; nb++)\n#pragma unroll\n      for (int e = 0; e < 4; e++)\n");
+        cg_printf(b, "        s[nb][e] = nc_exp2(fmaf(s[nb][e], mul, e < 2 ? -lse0 : -lse1)) * (dp[nb][e] - (e < 2 ? dl0 : dl1));   /* dS */\n");
         emit_times_tile(b, a, "o", "s", &t[0]);
         cg_printf(b, "  }\n");
-        cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)a->D / 8);
-        cg_printf(b, "    if (r0 < T) { nc_st(out, out_base + r0 * out_rs + col, o[nb][0] * scale); nc_st(out, out_base + r0 * out_rs + col + 1, o[nb][1] * scale); }\n");
-        cg_printf(b, "    if (r1 < T) { nc_st(out, out_base + r1 * out_rs + col, o[nb][2] * scale); nc_st(out, out_base + r1 * out_rs + col + 1, o[nb][3] * scale); }\n  }\n");
+        emit_store_rows(b, "out", "o", a->D, "T", " * scale", " * scale");
         return;
     }
-    cg_printf(b, "        if (e < 2) mx0 = fmaxf(mx0, s[nb][e]); else mx1 = fmaxf(mx1, s[nb][e]);\n      }\n");
+    cg_printf(b, "    float mx0 = NEG_INF, mx1 = NEG_INF;\n#pragma unroll\n    for (int nb = 0; nb < 8; nb++) {\n");
+    cg_printf(b, "      mx0 = fmaxf(mx0, fmaxf(s[nb][0], s[nb][1])), mx1 = fmaxf(mx1, fmaxf(s[nb][2], s[nb][3]));\n    }\n");
     emit_quad(b, "mx0", "fmaxf");
     emit_quad(b, "mx1", "fmaxf");
     /* online softmax: a row with nothing visible yet keeps its zeros */
+    cg_printf(b, "    mx0 = fmaxf(m0, mx0 * mul), mx1 = fmaxf(m1, mx1 * mul);\n");
     cg_printf(b, "    const float base0 = mx0 == NEG_INF ? 0.0f : mx0, base1 = mx1 == NEG_INF ? 0.0f : mx1;\n");
-    cg_printf(b, "    const float c0f = expf(m0 - base0), c1f = expf(m1 - base1);\n");
+    cg_printf(b, "    const float c0f = nc_exp2(m0 - base0), c1f = nc_exp2(m1 - base1);\n");
     cg_printf(b, "    l0 *= c0f, l1 *= c1f, m0 = mx0, m1 = mx1;\n");
-    cg_printf(b, "    for (int nb = 0; nb < 8; nb++) {\n");
-    cg_printf(b, "      s[nb][0] = expf(s[nb][0] - base0), s[nb][1] = expf(s[nb][1] - base0);\n");
-    cg_printf(b, "      s[nb][2] = expf(s[nb][2] - base1), s[nb][3] = expf(s[nb][3] - base1);\n");
+    cg_printf(b, "#pragma unroll\n    for (int nb = 0; nb < 8; nb++) {\n");
+    cg_printf(b, "      s[nb][0] = nc_exp2(fmaf(s[nb][0], mul, -base0)), s[nb][1] = nc_exp2(fmaf(s[nb][1], mul, -base0));\n");
+    cg_printf(b, "      s[nb][2] = nc_exp2(fmaf(s[nb][2], mul, -base1)), s[nb][3] = nc_exp2(fmaf(s[nb][3], mul, -base1));\n");
     cg_printf(b, "      l0 += s[nb][0] + s[nb][1], l1 += s[nb][2] + s[nb][3];\n    }\n");
     if (fwd) {
-        cg_printf(b, "    for (int nb = 0; nb < %lld; nb++) o[nb][0] *= c0f, o[nb][1] *= c0f, o[nb][2] *= c1f, o[nb][3] *= c1f;\n",
+        cg_printf(b, "#pragma unroll\n    for (int nb = 0; nb < %lld; nb++) o[nb][0] *= c0f, o[nb][1] *= c0f, o[nb][2] *= c1f, o[nb][3] *= c1f;\n",
                   (long long)a->E / 8);
         emit_times_tile(b, a, "o", "s", &t[1]);
     }
     cg_printf(b, "  }\n");
     emit_quad(b, "l0", "nc_add");
     emit_quad(b, "l1", "nc_add");
-    if (lse || a->with_lse) {
+    if (lse || a->with_lse) {   /* natural log: m ln 2 + ln l */
         const char *to = lse ? "out" : "lse_out";
-        cg_printf(b, "  if (tig == 0 && r0 < T) nc_st(%s, head * T + r0, m0 + logf(l0));\n", to);
-        cg_printf(b, "  if (tig == 0 && r1 < T) nc_st(%s, head * T + r1, m1 + logf(l1));\n", to);
+        cg_printf(b, "  if (tig == 0 && r0 < T) nc_st(%s, head * T + r0, m0 * LN2 + logf(l0));\n", to);
+        cg_printf(b, "  if (tig == 0 && r1 < T) nc_st(%s, head * T + r1, m1 * LN2 + logf(l1));\n", to);
         if (lse) return;
     }
-    cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)a->E / 8);
-    cg_printf(b, "    if (r0 < T) { nc_st(out, out_base + r0 * out_rs + col, o[nb][0] / l0); nc_st(out, out_base + r0 * out_rs + col + 1, o[nb][1] / l0); }\n");
-    cg_printf(b, "    if (r1 < T) { nc_st(out, out_base + r1 * out_rs + col, o[nb][2] / l1); nc_st(out, out_base + r1 * out_rs + col + 1, o[nb][3] / l1); }\n  }\n");
+    emit_store_rows(b, "out", "o", a->E, "T", " / l0", " / l1");
 }
 
 /* dk (wrt 1) and dv (wrt 2): a key tile meets the query tiles that see it. */
@@ -697,33 +700,33 @@ static void emit_by_key(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *
     emit_prologue(b, a, "S");
     emit_layouts(cg, st, v, a);
     bool both = wrt == 1 && a->dv != IR_NONE;   /* P^T for dV, dS^T for dK */
-    /* q: by rows for S^T = K Q^T, by columns for dK += dS^T Q; dO: by rows
-     * for dP^T = V dO^T, by columns for dV += P^T dO */
-    attn_tile t[2] = {{"qs", "q", "T", a->D, true, wrt == 1}, {"gs", "g", "T", a->E, wrt == 1, wrt == 2 || both}};
-    fit_tiles(t, 2, 2 * TILE * (int64_t)sizeof(float));
+    /* q: for S^T = K Q^T and dK += dS^T Q; dO: for dP^T = V dO^T and dV += P^T dO */
+    attn_tile t[2] = {{"qs", "q", "T", a->D}, {"gs", "g", "T", a->E}};
     emit_tile_decls(b, t, 2);
-    cg_printf(b, "  __shared__ float lses[64], dls[64];\n");
+    cg_printf(b, "  __shared__ float2 lses[32], dls[32];   /* lse in units of log2, delta: two queries an element */\n");
     emit_a_fragments(b, "ka", "k", a->D, "S");
     if (wrt == 1) emit_a_fragments(b, "va", "v", a->E, "S");
     int64_t W = wrt == 1 ? a->D : a->E;
     cg_printf(b, "  float o[%lld][4];\n  for (int nb = 0; nb < %lld; nb++) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;\n",
               (long long)W / 8, (long long)W / 8);
-    if (wrt == 1 && a->dv != IR_NONE)
+    if (both)
         cg_printf(b, "  float ov[%lld][4];\n  for (int nb = 0; nb < %lld; nb++) ov[nb][0] = ov[nb][1] = ov[nb][2] = ov[nb][3] = 0.0f;\n",
                   (long long)a->E / 8, (long long)a->E / 8);
     cg_printf(b, "  for (long long c0 = %s; c0 < T; c0 += 64) {\n    __syncthreads();\n", a->causal ? "row0 / 64 * 64" : "0");
     emit_tile_load(b, &t[0]);
     emit_tile_load(b, &t[1]);
     cg_printf(b, "    for (int x = threadIdx.x; x < 64; x += blockDim.x) {\n");
-    cg_printf(b, "      lses[x] = c0 + x < T ? nc_ld(lse, head * T + c0 + x) : 0.0f;\n      dls[x] = c0 + x < T ? nc_ld(delta, head * T + c0 + x) : 0.0f;\n    }\n");
-    cg_printf(b, "    __syncthreads();\n");
+    cg_printf(b, "      ((float *)lses)[x] = c0 + x < T ? nc_ld(lse, head * T + c0 + x) * LOG2E : 0.0f;\n");
+    cg_printf(b, "      ((float *)dls)[x] = c0 + x < T ? nc_ld(delta, head * T + c0 + x) : 0.0f;\n    }\n");
+    cg_printf(b, "    nc_cp_wait();\n    __syncthreads();\n");
     emit_scores(b, a, "s", "ka", &t[0]);   /* S^T: 16 keys x 64 queries */
     if (wrt == 1) emit_scores(b, a, "dp", "va", &t[1]);   /* dP^T = V dO^T */
-    cg_printf(b, "    for (int nb = 0; nb < 8; nb++)\n      for (int e = 0; e < 4; e++) {\n");
-    cg_printf(b, "        const int cc = nb * 8 + tig * 2 + (e & 1);\n        const long long c = c0 + cc, key = e < 2 ? r0 : r1;\n");
-    cg_printf(b, "        const float p = %s ? expf(s[nb][e] * scale - lses[cc]) : 0.0f;\n", visible(a->causal, true));
-    if (both) cg_printf(b, "        s[nb][e] = p;\n        dp[nb][e] = p * (dp[nb][e] - dls[cc]);\n      }\n");
-    else cg_printf(b, "        s[nb][e] = %s;\n      }\n", wrt == 1 ? "p * (dp[nb][e] - dls[cc])" : "p");
+    emit_mask_scores(b, a, true);
+    cg_printf(b, "#pragma unroll\n    for (int nb = 0; nb < 8; nb++) {\n      const float2 L = lses[nb * 4 + tig], Dl = dls[nb * 4 + tig];\n");
+    cg_printf(b, "#pragma unroll\n      for (int e = 0; e < 4; e++) {\n");
+    cg_printf(b, "        const float p = nc_exp2(fmaf(s[nb][e], mul, e & 1 ? -L.y : -L.x));\n");
+    if (both) cg_printf(b, "        s[nb][e] = p;\n        dp[nb][e] = p * (dp[nb][e] - (e & 1 ? Dl.y : Dl.x));\n      }\n    }\n");
+    else cg_printf(b, "        s[nb][e] = %s;\n      }\n    }\n", wrt == 1 ? "p * (dp[nb][e] - (e & 1 ? Dl.y : Dl.x))" : "p");
     if (both) {
         emit_times_tile(b, a, "ov", "s", &t[1]);   /* dV += P^T dO */
         emit_times_tile(b, a, "o", "dp", &t[0]);   /* dK += dS^T Q */
@@ -732,15 +735,8 @@ static void emit_by_key(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *
     }
     cg_printf(b, "  }\n");
     const char *f = wrt == 1 ? " * scale" : "";
-    cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)W / 8);
-    cg_printf(b, "    if (r0 < S) { nc_st(out, out_base + r0 * out_rs + col, o[nb][0]%s); nc_st(out, out_base + r0 * out_rs + col + 1, o[nb][1]%s); }\n",
-              f, f);
-    cg_printf(b, "    if (r1 < S) { nc_st(out, out_base + r1 * out_rs + col, o[nb][2]%s); nc_st(out, out_base + r1 * out_rs + col + 1, o[nb][3]%s); }\n  }\n",
-              f, f);
-    if (wrt != 1 || a->dv == IR_NONE) return;
-    cg_printf(b, "  for (int nb = 0; nb < %lld; nb++) {\n    const int col = nb * 8 + tig * 2;\n", (long long)a->E / 8);
-    cg_printf(b, "    if (r0 < S) { nc_st(out_v, out_v_base + r0 * out_v_rs + col, ov[nb][0]); nc_st(out_v, out_v_base + r0 * out_v_rs + col + 1, ov[nb][1]); }\n");
-    cg_printf(b, "    if (r1 < S) { nc_st(out_v, out_v_base + r1 * out_v_rs + col, ov[nb][2]); nc_st(out_v, out_v_base + r1 * out_v_rs + col + 1, ov[nb][3]); }\n  }\n");
+    emit_store_rows(b, "out", "o", W, "S", f, f);
+    if (both) emit_store_rows(b, "out_v", "ov", a->E, "S", "", "");
 }
 
 bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted)

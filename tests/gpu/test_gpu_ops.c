@@ -50,9 +50,11 @@ static const op_case cases[] = {
     {"cross_entropy", "model m(x: T[9, 13], t: i32[9]) { return cross_entropy(x, t), cross_entropy(x, t, smoothing: 0.1) }", "f32 bf16"},
     {"attention", "model m(q: T[2, 3, 37, 16], k: T[2, 3, 37, 16], v: T[2, 3, 37, 8]) { "
                   "return attention(q, k, v, causal: true), attention(q, k, v, scale: 0.2) }", "f32 bf16 f16"},
-    /* heads of 64 and 128: the tensor-core kernels (a whole tile and a part) */
+    /* heads of 64 and 128: the tensor-core kernels (a whole tile and a part;
+     * a negative scale takes the path that scales scores before their max) */
     {"attention_tc", "model m(q: T[2, 2, 70, 64], k: T[2, 2, 70, 64], v: T[2, 2, 70, 64]) { "
-                     "return attention(q, k, v, causal: true), attention(q, k, v, scale: 0.2) }", "bf16 f16"},
+                     "return attention(q, k, v, causal: true), attention(q, k, v, scale: 0.2), attention(q, k, v, scale: -0.2) }",
+     "bf16 f16"},
     {"attention_tc128", "model m(q: T[1, 2, 70, 128], k: T[1, 2, 70, 128], v: T[1, 2, 70, 128]) { "
                         "return attention(q, k, v, causal: true), attention(q, k, v, scale: 0.1) }", "bf16 f16"},
     {"matmul", "model m(a: T[33, 65], b: T[65, 17]) { return a @ b }", "f32 bf16 f16"},

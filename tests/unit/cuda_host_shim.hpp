@@ -26,6 +26,7 @@ struct nc_dim3 { long long x; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(8) uint2 { unsigned x, y; };
 struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
 extern "C" { nc_dim3 blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1}; }
 
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
@@ -118,9 +119,82 @@ static inline void nc_mma_host(float *d, const unsigned *a, const unsigned *b, b
 static inline void nc_mma_bf16(float *d, const unsigned *a, const unsigned *b) { nc_mma_host(d, a, b, true); }
 static inline void nc_mma_f16(float *d, const unsigned *a, const unsigned *b) { nc_mma_host(d, a, b, false); }
 
+static void nc_misaligned(const char *what, const void *p)
+{
+    if ((size_t)p % 16 == 0) return;
+    fprintf(stderr, "cuda_host_shim: %s at %p, not a multiple of 16 bytes (block %lld, thread %lld)\n", what, p, blockIdx.x, threadIdx.x);
+    abort();
+}
+
+// ldmatrix .x4: every lane puts its row address in a slot; lane l gets of
+// matrix i (rows from lanes 8 i .. 8 i + 7) the two values of row l / 4 at
+// columns 2 (l % 4), 2 (l % 4) + 1, or transposed (.trans) the values of
+// column l / 4 in rows 2 (l % 4) and 2 (l % 4) + 1.
+static const unsigned short *nc_ldsm_rows[NC_MAX_THREADS];
+
+static inline void nc_ldsm_host(unsigned *r, const unsigned *p, bool trans)
+{
+    int me = (int)threadIdx.x, warp0 = me & ~31, lane = me & 31;
+    nc_misaligned("an ldmatrix row", p);
+    nc_ldsm_rows[me] = (const unsigned short *)p;
+    nc_wait(NC_AT_WARP_BARRIER);
+    for (int i = 0; i < 4; i++) {
+        const unsigned short *const *rows = &nc_ldsm_rows[warp0 + 8 * i];
+        unsigned lo, hi;
+        if (trans) lo = rows[2 * (lane & 3)][lane >> 2], hi = rows[2 * (lane & 3) + 1][lane >> 2];
+        else lo = rows[lane >> 2][2 * (lane & 3)], hi = rows[lane >> 2][2 * (lane & 3) + 1];
+        r[i] = lo | hi << 16;
+    }
+    nc_wait(NC_AT_WARP_BARRIER);
+}
+
+static inline float nc_exp2(float x) { return exp2f(x); }
+static inline void nc_ldsm4(unsigned *r, const unsigned *p) { nc_ldsm_host(r, p, false); }
+static inline void nc_ldsm4_t(unsigned *r, const unsigned *p) { nc_ldsm_host(r, p, true); }
+
+// cp.async of 16 bytes: the copy happens at the thread's next nc_cp_wait,
+// and the destination holds NaN patterns until then, so a tile read before
+// its wait shows. A thread that ends with copies pending fails.
+enum { NC_MAX_COPIES = 64 };
+struct nc_copy { unsigned *dst; const void *src; bool ok; };
+static nc_copy nc_copies[NC_MAX_THREADS][NC_MAX_COPIES];
+static int nc_ncopies[NC_MAX_THREADS];
+
+static inline void nc_cp16(unsigned *dst, const void *src, bool ok)
+{
+    int me = (int)threadIdx.x;
+    nc_misaligned("a cp.async destination", dst);
+    if (ok) nc_misaligned("a cp.async source", src);
+    if (nc_ncopies[me] == NC_MAX_COPIES) {
+        fprintf(stderr, "cuda_host_shim: more than %d copies in flight in thread %d\n", NC_MAX_COPIES, me);
+        abort();
+    }
+    nc_copies[me][nc_ncopies[me]++] = nc_copy{dst, src, ok};
+    memset(dst, 0xff, 16);
+}
+
+static inline void nc_cp_wait(void)
+{
+    int me = (int)threadIdx.x;
+    for (int i = 0; i < nc_ncopies[me]; i++) {
+        nc_copy *c = &nc_copies[me][i];
+        if (c->ok) memcpy(c->dst, c->src, 16);
+        else memset(c->dst, 0, 16);
+    }
+    nc_ncopies[me] = 0;
+}
+
+static void nc_check_copies_done(void)
+{
+    if (nc_ncopies[threadIdx.x] == 0) return;
+    fprintf(stderr, "cuda_host_shim: thread %lld of block %lld ends with cp.async copies never waited for\n", threadIdx.x, blockIdx.x);
+    abort();
+}
+
 static void nc_fiber_main(void)
 {
     nc_thunk(nc_thunk_ctx);
+    nc_check_copies_done();
     nc_fibers[nc_current].state = NC_FINISHED;   // uc_link returns to the scheduler
 }
 
@@ -176,7 +250,7 @@ extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks
         blockIdx.x = b;
         if (b == 1 && !nc_waited) nc_plain = true;
         if (nc_plain) {
-            for (int t = 0; t < threads; t++) threadIdx.x = t, thunk(ctx);
+            for (int t = 0; t < threads; t++) threadIdx.x = t, thunk(ctx), nc_check_copies_done();
             continue;
         }
         for (int t = 0; t < threads; t++) {
