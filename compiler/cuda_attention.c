@@ -23,10 +23,12 @@
  * lane.
  *
  * The kernels are bound by instructions issued more than by bytes: per tile
- * of 64 x 64 scores a warp of GPT-2's forward issues 385 instructions around
+ * of 64 x 64 scores a warp of GPT-2's forward issues 413 instructions around
  * its 64 mma.sync (sm_90 SASS; 1606 with 32-bit loads, a transposed copy and
- * expf), the q gradient's 374 around 96, the key and value gradients' 549
- * around 128.
+ * expf), the q gradient's 414 around 96, the key and value gradients' 572
+ * around 128 (bench/sass_loops.py counts them). Heads of 64 copy
+ * the next tile while they multiply this one (two buffers); the forward,
+ * at 168 registers, runs three blocks a multiprocessor.
  *
  * q, k and v are usually slices of one matmul's result [B, T, 3C], split
  * into heads and transposed to [B, H, T, D]. cuda_attention_plan lets the
@@ -485,9 +487,10 @@ static void emit_prologue(cg_buf *b, const attn_shape *a, const char *rows_len)
     cg_printf(b, "  const long long head = blockIdx.x / tiles, row0 = (blockIdx.x %% tiles) * %d;\n", TILE);
     cg_printf(b, "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;\n");
     cg_printf(b, "  const long long r0 = row0 + warp * 16 + gid, r1 = r0 + 8;\n");
-    cg_printf(b, "  const float scale = %s, sl2 = %s;   /* sl2: scale log2(e) */\n", a->scale, a->scale_log2);
-    cg_printf(b, "  const float mul = %s;   /* what the scores still need: 2^(s mul - m) */\n", a->prescale ? "1.0f" : "sl2");
-    cg_printf(b, "  const float LOG2E = 1.44269504f, LN2 = 0.693147181f;\n");
+    /* not every kernel reads every constant */
+    cg_printf(b, "  [[maybe_unused]] const float scale = %s, sl2 = %s;   /* sl2: scale log2(e) */\n", a->scale, a->scale_log2);
+    cg_printf(b, "  [[maybe_unused]] const float mul = %s;   /* what the scores still need: 2^(s mul - m) */\n", a->prescale ? "1.0f" : "sl2");
+    cg_printf(b, "  [[maybe_unused]] const float LOG2E = 1.44269504f, LN2 = 0.693147181f;\n");
     cg_printf(b, "  const float NEG_INF = -__int_as_float(0x7f800000);\n");
 }
 
@@ -518,29 +521,87 @@ typedef struct attn_tile {
     int64_t W;               /* its columns */
 } attn_tile;
 
+enum { SHARED_LIMIT = 48 * 1024 };   /* static shared memory a block may have */
+
 static int64_t row_stride(int64_t W) { return W / 2 + 4; }
 
-static void emit_tile_decls(cg_buf *b, const attn_tile *t, int n)
+static void emit_tile_decls(cg_buf *b, const attn_tile *t, int n, int buffers)
 {
     for (int i = 0; i < n; i++)   /* uint4: 16-byte aligned, as cp.async and ldmatrix want */
-        cg_printf(b, "  __shared__ uint4 %s_mem[%lld];\n  unsigned *const %s = (unsigned *)%s_mem;\n", t[i].name,
-                  (long long)(TILE * row_stride(t[i].W) / 4), t[i].name, t[i].name);
+        cg_printf(b, "  __shared__ uint4 %s_mem[%d][%lld];\n", t[i].name, buffers, (long long)(TILE * row_stride(t[i].W) / 4));
 }
 
-/* Starts copying rows [c0, c0 + 64) of the operand into its tile, zeros
- * past the end; nc_cp_wait and a barrier must come before the tile is read.
- * 8 neighbouring lanes copy 128 contiguous bytes of a row: coalesced reads,
- * no bank conflicts. The operand's rows start at multiples of 16 bytes
- * (head_interleaved asks for it). */
-static void emit_tile_load(cg_buf *b, const attn_tile *t)
+/* Starts copying rows [cn, cn + 64) of the operand into its tile's buffer
+ * buf, zeros past the end; nc_cp_wait and a barrier must come before the
+ * tile is read. 8 neighbouring lanes copy 128 contiguous bytes of a row:
+ * coalesced reads, no bank conflicts. The operand's rows start at multiples
+ * of 16 bytes (head_interleaved asks for it). */
+static void emit_tile_load(cg_buf *b, const attn_tile *t, const char *buf, const char *cn)
 {
     const char *p = t->src;
     int64_t per_row = t->W / 8;   /* 16-byte pieces */
     cg_printf(b, "#pragma unroll\n    for (int i = 0; i < %lld; i++) {\n", (long long)(TILE * per_row / 128));
     cg_printf(b, "      const int x = threadIdx.x + 128 * i, row = x / %lld, piece = x %% %lld;\n", (long long)per_row, (long long)per_row);
-    cg_printf(b, "      const bool ok = c0 + row < %s;\n", t->len);
-    cg_printf(b, "      nc_cp16(%s + row * %lld + piece * 4, %s + %s_base + (ok ? c0 + row : 0) * %s_rs + piece * 8, ok);\n    }\n", t->name,
-              (long long)row_stride(t->W), p, p, p);
+    cg_printf(b, "      const bool ok = %s + row < %s;\n", cn, t->len);
+    cg_printf(b, "      nc_cp16((unsigned *)%s_mem[%s] + row * %lld + piece * 4, %s + %s_base + (ok ? %s + row : 0) * %s_rs + piece * 8, ok);\n    }\n",
+              t->name, buf, (long long)row_stride(t->W), p, p, cn, p);
+}
+
+/* The walk over the other side's tiles, c0 from start below end. With room
+ * for two buffers of each tile in 48 KiB of static shared memory, the next
+ * tile's copies are in flight while this one is multiplied, and one barrier
+ * a tile both publishes the tile and frees the buffer the copies fill;
+ * else each tile is copied, waited for and then used. With stats (the key
+ * gradients) the queries' lse (in units of log2) and delta come along, in
+ * float2 pairs lses[], dls[]. Opens the loop's body, with a pointer named
+ * after each tile to its current buffer. */
+typedef struct attn_walk {
+    const attn_tile *t;
+    int n;
+    bool stats;
+    const char *start, *end;
+} attn_walk;
+
+static int64_t walk_bytes(const attn_walk *w, int buffers)
+{
+    int64_t bytes = w->stats ? buffers * 2 * TILE * (int64_t)sizeof(float) : 0;
+    for (int i = 0; i < w->n; i++) bytes += buffers * TILE * row_stride(w->t[i].W) * 4;
+    return bytes;
+}
+
+static void emit_walk_loads(cg_buf *b, const attn_walk *w, const char *buf, const char *cn)
+{
+    for (int i = 0; i < w->n; i++) emit_tile_load(b, &w->t[i], buf, cn);
+    if (!w->stats) return;
+    cg_printf(b, "    for (int x = threadIdx.x; x < 64; x += blockDim.x) {\n");
+    cg_printf(b, "      ((float *)lses_mem[%s])[x] = %s + x < T ? nc_ld(lse, head * T + %s + x) * LOG2E : 0.0f;\n", buf, cn, cn);
+    cg_printf(b, "      ((float *)dls_mem[%s])[x] = %s + x < T ? nc_ld(delta, head * T + %s + x) : 0.0f;\n    }\n", buf, cn, cn);
+}
+
+static void emit_walk_begin(cg_buf *b, const attn_walk *w)
+{
+    bool two = walk_bytes(w, 2) <= SHARED_LIMIT;
+    emit_tile_decls(b, w->t, w->n, two ? 2 : 1);
+    if (w->stats) cg_printf(b, "  __shared__ float2 lses_mem[%d][32], dls_mem[%d][32];\n", two ? 2 : 1, two ? 2 : 1);
+    const char *cur = two ? "it & 1" : "0";
+    if (two) {
+        cg_printf(b, "  {\n    const long long c0 = %s;\n", w->start);
+        emit_walk_loads(b, w, "0", "c0");
+        cg_printf(b, "  }\n");
+    }
+    cg_printf(b, "  for (long long c0 = %s, it = 0; c0 < %s; c0 += 64, it++) {\n", w->start, w->end);
+    if (two) {
+        cg_printf(b, "    nc_cp_wait();\n    __syncthreads();   /* this tile is in; everyone is done with the other buffer */\n");
+        cg_printf(b, "    if (c0 + 64 < %s) {\n", w->end);
+        emit_walk_loads(b, w, "(it + 1) & 1", "(c0 + 64)");
+        cg_printf(b, "    }\n");
+    } else {
+        cg_printf(b, "    __syncthreads();\n");
+        emit_walk_loads(b, w, "0", "c0");
+        cg_printf(b, "    nc_cp_wait();\n    __syncthreads();\n");
+    }
+    for (int i = 0; i < w->n; i++) cg_printf(b, "    const unsigned *const %s = (const unsigned *)%s_mem[%s];\n", w->t[i].name, w->t[i].name, cur);
+    if (w->stats) cg_printf(b, "    const float2 *const lses = lses_mem[%s], *const dls = dls_mem[%s];\n", cur, cur);
 }
 
 /* acc[8][4] (16 rows x 64 tile rows) += X (A fragments xa[W/16]) times the
@@ -628,7 +689,6 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
     /* k: for the scores and dq's dS K; v: for the forward's P V and dq's dP = dO V^T */
     attn_tile t[2] = {{"ks", "k", "S", a->D}, {"vs", "v", "S", a->E}};
     int ntiles = lse ? 1 : 2;
-    emit_tile_decls(b, t, ntiles);
     emit_a_fragments(b, "qa", "q", a->D, "T");
     if (dq) {
         emit_a_fragments(b, "ga", "g", a->E, "T");
@@ -649,9 +709,7 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
                         (long long)W / 8, (long long)W / 8);
     if (!dq) cg_printf(b, "  float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f;   /* m: in units of log2 */\n");
     cg_printf(b, "  const long long cend = %s;\n", a->causal ? "(row0 + 64 < S ? row0 + 64 : S)" : "S");
-    cg_printf(b, "  for (long long c0 = 0; c0 < cend; c0 += 64) {\n    __syncthreads();\n");
-    for (int i = 0; i < ntiles; i++) emit_tile_load(b, &t[i]);
-    cg_printf(b, "    nc_cp_wait();\n    __syncthreads();\n");
+    emit_walk_begin(b, &(attn_walk){.t = t, .n = ntiles, .start = "0", .end = "cend"});
     emit_scores(b, a, "s", "qa", &t[0]);
     if (dq) emit_scores(b, a, "dp", "ga", &t[1]);
     emit_mask_scores(b, a, false);
@@ -702,8 +760,6 @@ static void emit_by_key(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *
     bool both = wrt == 1 && a->dv != IR_NONE;   /* P^T for dV, dS^T for dK */
     /* q: for S^T = K Q^T and dK += dS^T Q; dO: for dP^T = V dO^T and dV += P^T dO */
     attn_tile t[2] = {{"qs", "q", "T", a->D}, {"gs", "g", "T", a->E}};
-    emit_tile_decls(b, t, 2);
-    cg_printf(b, "  __shared__ float2 lses[32], dls[32];   /* lse in units of log2, delta: two queries an element */\n");
     emit_a_fragments(b, "ka", "k", a->D, "S");
     if (wrt == 1) emit_a_fragments(b, "va", "v", a->E, "S");
     int64_t W = wrt == 1 ? a->D : a->E;
@@ -712,13 +768,7 @@ static void emit_by_key(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *
     if (both)
         cg_printf(b, "  float ov[%lld][4];\n  for (int nb = 0; nb < %lld; nb++) ov[nb][0] = ov[nb][1] = ov[nb][2] = ov[nb][3] = 0.0f;\n",
                   (long long)a->E / 8, (long long)a->E / 8);
-    cg_printf(b, "  for (long long c0 = %s; c0 < T; c0 += 64) {\n    __syncthreads();\n", a->causal ? "row0 / 64 * 64" : "0");
-    emit_tile_load(b, &t[0]);
-    emit_tile_load(b, &t[1]);
-    cg_printf(b, "    for (int x = threadIdx.x; x < 64; x += blockDim.x) {\n");
-    cg_printf(b, "      ((float *)lses)[x] = c0 + x < T ? nc_ld(lse, head * T + c0 + x) * LOG2E : 0.0f;\n");
-    cg_printf(b, "      ((float *)dls)[x] = c0 + x < T ? nc_ld(delta, head * T + c0 + x) : 0.0f;\n    }\n");
-    cg_printf(b, "    nc_cp_wait();\n    __syncthreads();\n");
+    emit_walk_begin(b, &(attn_walk){.t = t, .n = 2, .stats = true, .start = a->causal ? "row0" : "0", .end = "T"});
     emit_scores(b, a, "s", "ka", &t[0]);   /* S^T: 16 keys x 64 queries */
     if (wrt == 1) emit_scores(b, a, "dp", "va", &t[1]);   /* dP^T = V dO^T */
     emit_mask_scores(b, a, true);
@@ -751,6 +801,8 @@ bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted)
     a.dv = cg->dv_with ? cg->dv_with[v] : IR_NONE;
     nrt_step *s = begin_tiled(cg, v, by_key);
     if (!s) return false;
+    /* heads of 64 forward: 168 registers, no spills, three blocks a multiprocessor (sm_90) */
+    if (!by_key && n->op != OP_ATTENTION_GRAD && a.D == 64) cuda_kernel_bounds(cg, 128, 3);
     if (by_key) emit_by_key(cg, s, v, &a, n->attr.axis);
     else emit_by_query(cg, s, v, &a, n->op);
     cuda_end_kernel(cg);

@@ -286,6 +286,7 @@ static nrt_step *begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_gr
         cg_printf(&cg->cur_comment, "    (%s:%u)", slash ? slash + 1 : path, n->loc.line);
     }
     cg->body.n = 0;
+    cg->cur_bounds[0] = 0;
     cg_printf(&cg->body, "(nc_args A) {\n");
     return s;
 }
@@ -305,7 +306,7 @@ static void end_kernel(cg_ctx *cg)
     p->kernel_names = nc_xrealloc(p->kernel_names, (p->nkernels + 1) * sizeof *p->kernel_names);
     p->kernel_names[p->nkernels] = nc_xstrdup(cg->cur_name);
     s->kernel = p->nkernels++;
-    cg_printf(&cg->src, "%s\nextern \"C\" __global__ void %s%s", cg->cur_comment.s, cg->cur_name, cg->body.s);
+    cg_printf(&cg->src, "%s\nextern \"C\" __global__ void %s%s%s", cg->cur_comment.s, cg->cur_bounds, cg->cur_name, cg->body.s);
 }
 
 /* Declare a typed pointer for buffer slot k of dtype t. */
@@ -1637,6 +1638,10 @@ bool cuda_emit_is_elementwise(nc_op op) { return emitters[op] == cuda_emit_eleme
 bool cuda_emit_is_elementwise(nc_op op);
 nrt_step *cuda_begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_grid grid) { return begin_kernel(cg, v, suffix, grid); }
 void cuda_end_kernel(cg_ctx *cg) { end_kernel(cg); }
+void cuda_kernel_bounds(cg_ctx *cg, int threads, int min_blocks)
+{
+    snprintf(cg->cur_bounds, sizeof cg->cur_bounds, "__launch_bounds__(%d, %d) ", threads, min_blocks);
+}
 void cuda_add_buf(nrt_step *s, uint32_t b) { add_buf(s, b); }
 void cuda_add_int(nrt_step *s, uint32_t dim) { add_int(s, dim); }
 bool cuda_numel_dim(cg_ctx *cg, const ir_node *n, uint32_t *out) { return numel_dim(cg, n, out); }

@@ -26,6 +26,7 @@ typedef struct cg_ctx {
     cg_buf body;           /* the kernel being written */
     cg_buf cur_comment;
     char cur_name[96];
+    char cur_bounds[48];   /* __launch_bounds__(...) of the kernel being written, or "" */
     uint32_t cur_step;
     char **bodies;         /* distinct kernel bodies so far, index = kernel */
     uint32_t nbodies;
@@ -171,6 +172,9 @@ void cuda_fuse_prologue_value(cg_ctx *cg, uint32_t id);
 /* Shared with cuda_fuse.c. */
 bool cuda_emit_is_elementwise(nc_op op);
 nrt_step *cuda_begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_grid grid);
+/* The kernel being written runs blocks of at most `threads` and wants
+ * registers few enough for min_blocks of them on a multiprocessor. */
+void cuda_kernel_bounds(cg_ctx *cg, int threads, int min_blocks);
 void cuda_end_kernel(cg_ctx *cg);
 void cuda_add_buf(nrt_step *s, uint32_t b);
 void cuda_add_int(nrt_step *s, uint32_t dim);

@@ -491,7 +491,12 @@ static int mock_kernels_in_image(const char *source, const unsigned char *image,
     static const char decl[] = "extern \"C\" __global__ void ";
     int found = 0;
     for (const char *p = strstr(source, decl); p; p = strstr(p + 1, decl)) {
-        const char *name = p + sizeof decl - 1, *end = strchr(name, '(');
+        const char *name = p + sizeof decl - 1, *end;
+        if (strncmp(name, "__launch_bounds__(", 18) == 0) {   /* "__launch_bounds__(128, 3) name(" */
+            if (!(name = strchr(name, ')'))) return -1;
+            name += strspn(name + 1, " ") + 1;
+        }
+        end = strchr(name, '(');
         if (!end || end - name > 120) return -1;
         if (!memmem(image, size, name, (size_t)(end - name))) return -1;
         found++;

@@ -21,6 +21,7 @@
 #define __forceinline__ inline
 #define __global__
 #define __shared__ static
+#define __launch_bounds__(...)
 
 struct nc_dim3 { long long x; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
