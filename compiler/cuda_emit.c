@@ -933,11 +933,24 @@ static void emit_row_loop(cg_buf *b, const char *y, const char *body)
 static void emit_row_online_stats(cg_ctx *cg, bool want_total)
 {
     cg_buf *b = &cg->body;
-    cg_printf(b, "  const float ninf = -__int_as_float(0x7f800000);\n  float m = ninf, sum = 0.0f, total = 0.0f;\n");
-    emit_row_loop(b, NULL,
-                  "        total += a;\n"
-                  "        if (a > m) { sum = sum * expf(m - a) + 1.0f; m = a; }\n        else if (a > ninf) sum += expf(a - m);\n"
-                  "        else if (a != a) m = a;\n");
+    cg_printf(b, "  const float ninf = -__int_as_float(0x7f800000), LOG2E = 1.44269504f;\n  float m = ninf, sum = 0.0f, total = 0.0f;\n");
+    /* eight at a time: the max of the eight first, so the sum is rescaled
+     * at most once, and each term one ex2 (a term per compare and branch
+     * and expf's range reduction made this pass bound by instructions
+     * issued, not by bytes). A NaN, or +inf, makes the sum NaN, and a NaN
+     * sum makes m NaN. */
+    cg_printf(b, "  if (C %% 8 == 0 && ((unsigned long long)(x + row * C) & 15) == 0) {\n");
+    cg_printf(b, "    for (long long j0 = threadIdx.x * 8LL; j0 < C; j0 += blockDim.x * 8LL) {\n");
+    cg_printf(b, "      float xs[8];\n      nc_ld8(x, row * C + j0, xs);\n");
+    cg_printf(b, "      const float cm = fmaxf(fmaxf(fmaxf(xs[0], xs[1]), fmaxf(xs[2], xs[3])), fmaxf(fmaxf(xs[4], xs[5]), fmaxf(xs[6], xs[7])));\n");
+    cg_printf(b, "      if (cm > m) { sum *= nc_exp2((m - cm) * LOG2E); m = cm; }\n");
+    cg_printf(b, "      const float mb = m == ninf ? 0.0f : m;\n#pragma unroll\n");
+    cg_printf(b, "      for (int e = 0; e < 8; e++) { total += xs[e]; sum += nc_exp2((xs[e] - mb) * LOG2E); }\n    }\n");
+    cg_printf(b, "    if (sum != sum) m = sum;\n  } else {\n");
+    cg_printf(b, "    for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n        const float a = nc_ld(x, row * C + j);\n");
+    cg_printf(b, "        total += a;\n"
+                 "        if (a > m) { sum = sum * expf(m - a) + 1.0f; m = a; }\n        else if (a > ninf) sum += expf(a - m);\n"
+                 "        else if (a != a) m = a;\n    }\n  }\n");
     cg_printf(b, "  const float row_max = nc_block_max(m);\n  sum = nc_block_sum(m == ninf ? 0.0f : sum * expf(m - row_max));\n  m = row_max;\n");
     cg_printf(b, want_total ? "  total = nc_block_sum(total);\n" : "  (void)total;\n");
 }

@@ -520,6 +520,17 @@ static const char *wide_rows_source =
     "  optimizer sgd(lr: 0.1)\n"
     "}\n";
 
+/* Wide rows with -inf (the log of 0: about half of each row), and in some
+ * rows NaN (the root of a negative) or +inf (e^200): the rows' statistics
+ * give what the executor gives, NaN rows included (about half the rows have
+ * a NaN, half a +inf). Long enough that a thread reads several chunks of 8,
+ * some of them all -inf. */
+static const char *special_rows_source =
+    "model special(x: f32[B, 16392]) -> (p: f32[B, 16392], lp: f32[B, 16392]) {\n"
+    "  z = where(x > 1.99985, sqrt(-x), where(x < -1.99985, exp(x * -100.0), log(relu(x))))\n"
+    "  return softmax(z), log_softmax(z)\n"
+    "}\n";
+
 int main(void)
 {
     if (system("c++ --version >/dev/null 2>&1") != 0 && !getenv("CXX")) {
@@ -527,7 +538,7 @@ int main(void)
         return 77;
     }
     const char *b[] = {"B"}, *bt[] = {"B", "T"};
-    const int64_t v8[] = {8}, v200[] = {200}, v5[] = {5}, vbt[] = {2, 16}, vb2[] = {2};
+    const int64_t v8[] = {8}, v16[] = {16}, v200[] = {200}, v5[] = {5}, vbt[] = {2, 16}, vb2[] = {2};
     const char *csn[] = {"T", "C", "L"}, *csv[] = {"16", "32", "1"};   /* char_lm made small (f32) */
     /* GPT-2's blocks in bf16, made small: one layer, a 512-token vocabulary, width 64 */
     const char *sn[] = {"L", "V", "C", "H", "MAXT"}, *sv[] = {"1", "512", "64", "2", "32"};
@@ -553,6 +564,8 @@ int main(void)
         check_model(name, "tests/gpu/rowwise.net", fuse, b, v8, 1, NULL, NULL, 0, true);
         snprintf(name, sizeof name, "wide rows (bf16, 4104)%s", fuse ? " --fuse" : "");
         check_model_text(name, "wide.net", wide_rows_source, fuse, b, v5, 1, NULL, NULL, 0, true);
+        snprintf(name, sizeof name, "special values in wide rows (f32, 16392)%s", fuse ? " --fuse" : "");
+        check_model_text(name, "special.net", special_rows_source, fuse, b, v16, 1, NULL, NULL, 0, false);
         /* reductions in each form: 200 rows take two kernels, 5 one */
         snprintf(name, sizeof name, "reduce (B=200)%s", fuse ? " --fuse" : "");
         check_model(name, "tests/gpu/reduce.net", fuse, b, v200, 1, NULL, NULL, 0, false);
