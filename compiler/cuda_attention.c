@@ -27,8 +27,8 @@
  * its 64 mma.sync (sm_90 SASS; 1606 with 32-bit loads, a transposed copy and
  * expf), the q gradient's 414 around 96, the key and value gradients' 572
  * around 128 (bench/sass_loops.py counts them). Heads of 64 copy
- * the next tile while they multiply this one (two buffers); the forward,
- * at 168 registers, runs three blocks a multiprocessor.
+ * the next tile while they multiply this one (two buffers); the forward
+ * and dq, at 168 registers, run three blocks a multiprocessor.
  *
  * q, k and v are usually slices of one matmul's result [B, T, 3C], split
  * into heads and transposed to [B, H, T, D]. cuda_attention_plan lets the
@@ -801,8 +801,11 @@ bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted)
     a.dv = cg->dv_with ? cg->dv_with[v] : IR_NONE;
     nrt_step *s = begin_tiled(cg, v, by_key);
     if (!s) return false;
-    /* heads of 64 forward: 168 registers, no spills, three blocks a multiprocessor (sm_90) */
-    if (!by_key && n->op != OP_ATTENTION_GRAD && a.D == 64) cuda_kernel_bounds(cg, 128, 3);
+    /* heads of 64 by query: three blocks a multiprocessor at 168 registers
+     * (sm_90: the forward without spills, dq with 4 spill instructions a
+     * tile against 252 registers and two blocks; the key gradients' kernel
+     * would spill 16 and issue 10% more, so it keeps its 255 and two) */
+    if (!by_key && a.D == 64) cuda_kernel_bounds(cg, 128, 3);
     if (by_key) emit_by_key(cg, s, v, &a, n->attr.axis);
     else emit_by_query(cg, s, v, &a, n->op);
     cuda_end_kernel(cg);
