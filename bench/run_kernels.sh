@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 5's measurements on the GPU machine, side by side in one run: the
 # elementwise chain gelu(x * 1.5 + 0.25) * 0.5 over 64M bf16 values and
-# layernorm over bf16 [16384, 768] (bench/kernels/), examples/cast_chain.net
+# layernorm over bf16 [16384, 768], causal attention at GPT-2's shape forward
+# and backward (bench/kernels/; issue 6), examples/cast_chain.net
 # with and without cast hoisting, and examples/fashion_mlp.net's training
 # step with each pass on and off, in netc (each launch timed on the device by
 # `netc inspect --profile`, medians) against PyTorch eager and torch.compile
@@ -13,6 +14,7 @@ OUT=${OUT:-/tmp/bench-out}; mkdir -p "$OUT"
 export NETC_CACHE_DIR=${NETC_CACHE_DIR:-$(mktemp -d)}
 
 # netc: NAME SOURCE DIMS BUILD-FLAGS... -> one JSON line with the measured and floor totals
+# (and, for attention cases, the attention kernels' own time and model TFLOP/s)
 netc_case() {
   local name=$1 src=$2 dims=$3; shift 3
   local entry=forward
@@ -24,15 +26,22 @@ netc_case() {
     { cat "$OUT/$name.log"; return 1; }
   python3 - "$OUT/$name.json" "$name" <<'PY'
 import json, sys
-d = json.load(open(sys.argv[1]))
-print(json.dumps({"bench": sys.argv[2], "impl": "netc", "device": d["profile_device"], "median_us": round(d["measured_us"], 2),
-                  "floor_us": round(d["floor_us"], 2), "bytes": d["total_bytes_moved"], "launches": d["launches"],
-                  "tb_per_s": round(d["total_bytes_moved"] / d["measured_us"] / 1e6, 3)}))
+d, name = json.load(open(sys.argv[1])), sys.argv[2]
+row = {"bench": name, "impl": "netc", "device": d["profile_device"], "median_us": round(d["measured_us"], 2),
+       "floor_us": round(d["floor_us"], 2), "bytes": d["total_bytes_moved"], "launches": d["launches"],
+       "tb_per_s": round(d["total_bytes_moved"] / d["measured_us"] / 1e6, 3)}
+if name.startswith("attention"):   # causal, 16 x 12 heads of 64 over 1024: forward 4 B H T^2 D / 2, backward 2.5 times that
+    us = sum(k["measured_us"] or 0 for k in d["kernels"] if "attention" in k["name"])
+    model_flops = 4 * 16 * 12 * 1024 ** 2 * 64 / 2 * (2.5 if "train" in name else 1)
+    row.update({"attention_us": round(us, 2), "model_tflops": round(model_flops / us / 1e6, 1)})
+print(json.dumps(row))
 PY
 }
 
 netc_case chain_64M_bf16 bench/kernels/chain.net "N=67108864"
 netc_case layernorm_16384x768_bf16 bench/kernels/layernorm.net "R=16384"
+netc_case attention_B16_T1024 bench/kernels/attention.net "B=16 T=1024"
+netc_case attention_train_B16_T1024 bench/kernels/attention.net "B=16 T=1024" --entry train
 netc_case cast_chain_B64 examples/cast_chain.net "" --dim B=64
 netc_case cast_chain_B64_no_cast_hoist examples/cast_chain.net "" --dim B=64 --no-cast-hoist
 for pass in "" --no-cast-hoist --no-cse --no-fuse --no-memplan --no-dce; do

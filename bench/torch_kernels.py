@@ -2,8 +2,9 @@
 the device copy bandwidth, the elementwise chain gelu(x * 1.5 + 0.25) * 0.5
 over 64M bf16 values (tanh GELU), layernorm over bf16 [16384, 768], and
 examples/cast_chain.net's forward in its own op order, each eager and with
-torch.compile. Device time of one call by CUDA events, median of many.
+torch.compile, and causal attention at GPT-2's shape (scaled_dot_product_attention). Device time of one call by CUDA events, median of many.
 Prints JSON lines."""
+import contextlib
 import json
 import torch
 import torch.nn.functional as F
@@ -46,6 +47,28 @@ def cast_chain(x, rows, w, table, gain):
     return y, e
 
 
+def attention():
+    """Causal attention at GPT-2's shape (16 x 12 heads of 64 over 1024, bf16):
+    forward, and the backward alone, by scaled_dot_product_attention with the
+    backend PyTorch picks and with flash attention forced."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q, k, v, g = (torch.randn(16, 12, 1024, 64, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    fwd_flops = 4 * 16 * 12 * 1024 ** 2 * 64 / 2
+    for impl, backends in (("torch_sdpa", None), ("torch_sdpa_flash", [SDPBackend.FLASH_ATTENTION])):
+        with sdpa_kernel(backends) if backends else contextlib.nullcontext():
+            with torch.no_grad():
+                us = median_us(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+            print(json.dumps({"bench": "attention_B16_T1024", "impl": impl, "median_us": round(us, 2),
+                              "model_tflops": round(fwd_flops / us / 1e6, 1)}), flush=True)
+            with torch.enable_grad():
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                us = median_us(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))
+            print(json.dumps({"bench": "attention_train_B16_T1024", "impl": impl + "_backward", "median_us": round(us, 2),
+                              "model_tflops": round(2.5 * fwd_flops / us / 1e6, 1)}), flush=True)
+
+
 @torch.no_grad()
 def main():
     torch.backends.cuda.matmul.allow_tf32 = False   # netc's f32 matmul is exact f32
@@ -62,6 +85,8 @@ def main():
     ln = lambda t: F.layer_norm(t, (768,), w, b)
     report("layernorm_16384x768_bf16", "torch_eager", median_us(ln, xl), 2 * 2 * xl.numel())
     report("layernorm_16384x768_bf16", "torch_compile", median_us(torch.compile(ln), xl), 2 * 2 * xl.numel())
+
+    attention()
 
     B = 64
     args = (torch.randn(B, 256, 512, device="cuda"), torch.randint(0, 4096, (B, 64), device="cuda"),
