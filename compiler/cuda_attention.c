@@ -483,8 +483,13 @@ static void emit_layouts(cg_ctx *cg, nrt_step *s, ir_value v, const attn_shape *
  * accumulators hold (r0 = gid, r1 = gid + 8 of the warp's 16). */
 static void emit_prologue(cg_buf *b, const attn_shape *a, const char *rows_len)
 {
+    /* Causal, the last query tiles see the most keys (the first key tiles
+     * the most queries): blocks take their tiles heaviest first, so the
+     * grid does not end on a few long blocks. */
+    bool reverse = a->causal && strcmp(rows_len, "T") == 0;
     cg_printf(b, "  const long long T = A.n[2], S = A.n[3], tiles = (%s + %d) / %d;\n", rows_len, TILE - 1, TILE);
-    cg_printf(b, "  const long long head = blockIdx.x / tiles, row0 = (blockIdx.x %% tiles) * %d;\n", TILE);
+    cg_printf(b, "  const long long head = blockIdx.x / tiles, row0 = (%sblockIdx.x %% tiles) * %d;\n", reverse ? "tiles - 1 - " : "",
+              TILE);
     cg_printf(b, "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;\n");
     cg_printf(b, "  const long long r0 = row0 + warp * 16 + gid, r1 = r0 + 8;\n");
     /* not every kernel reads every constant */
