@@ -589,8 +589,8 @@ static void emit_walk_begin(cg_buf *b, const attn_walk *w)
     emit_tile_decls(b, w->t, w->n, two ? 2 : 1);
     if (w->stats) cg_printf(b, "  __shared__ float2 lses_mem[%d][32], dls_mem[%d][32];\n", two ? 2 : 1, two ? 2 : 1);
     const char *cur = two ? "it & 1" : "0";
-    if (two) {
-        cg_printf(b, "  {\n    const long long c0 = %s;\n", w->start);
+    if (two) {   /* the first tile, unless there is none (keys past the last query): no copy is left unwaited for */
+        cg_printf(b, "  if (%s < %s) {\n    const long long c0 = %s;\n", w->start, w->end, w->start);
         emit_walk_loads(b, w, "0", "c0");
         cg_printf(b, "  }\n");
     }
