@@ -2,8 +2,9 @@
 the device copy bandwidth, the elementwise chain gelu(x * 1.5 + 0.25) * 0.5
 over 64M bf16 values (tanh GELU), layernorm over bf16 [16384, 768], and
 examples/cast_chain.net's forward in its own op order, each eager and with
-torch.compile, and causal attention at GPT-2's shape (scaled_dot_product_attention). Device time of one call by CUDA events, median of many.
-Prints JSON lines."""
+torch.compile, and causal attention at GPT-2's shape
+(scaled_dot_product_attention). Device time of one call by CUDA events,
+median of many. Prints JSON lines."""
 import contextlib
 import json
 import torch
