@@ -495,7 +495,7 @@ static void emit_prologue(cg_buf *b, const attn_shape *a, const char *rows_len)
     /* not every kernel reads every constant */
     cg_printf(b, "  [[maybe_unused]] const float scale = %s, sl2 = %s;   /* sl2: scale log2(e) */\n", a->scale, a->scale_log2);
     cg_printf(b, "  [[maybe_unused]] const float mul = %s;   /* what the scores still need: 2^(s mul - m) */\n", a->prescale ? "1.0f" : "sl2");
-    cg_printf(b, "  [[maybe_unused]] const float LOG2E = 1.44269504f, LN2 = 0.693147181f;\n");
+    cg_printf(b, "  [[maybe_unused]] const float LN2 = 0.693147181f;\n");
     cg_printf(b, "  const float NEG_INF = -__int_as_float(0x7f800000);\n");
 }
 
@@ -579,15 +579,16 @@ static void emit_walk_loads(cg_buf *b, const attn_walk *w, const char *buf, cons
     for (int i = 0; i < w->n; i++) emit_tile_load(b, &w->t[i], buf, cn);
     if (!w->stats) return;
     cg_printf(b, "    for (int x = threadIdx.x; x < 64; x += blockDim.x) {\n");
-    cg_printf(b, "      ((float *)lses_mem[%s])[x] = %s + x < T ? nc_ld(lse, head * T + %s + x) * LOG2E : 0.0f;\n", buf, cn, cn);
+    cg_printf(b, "      ((float *)lses_mem[%s])[x] = %s + x < T ? nc_ld(lse, head * T + %s + x) * NC_LOG2E : 0.0f;\n", buf, cn, cn);
     cg_printf(b, "      ((float *)dls_mem[%s])[x] = %s + x < T ? nc_ld(delta, head * T + %s + x) : 0.0f;\n    }\n", buf, cn, cn);
 }
 
 static void emit_walk_begin(cg_buf *b, const attn_walk *w)
 {
     bool two = walk_bytes(w, 2) <= SHARED_LIMIT;
-    emit_tile_decls(b, w->t, w->n, two ? 2 : 1);
-    if (w->stats) cg_printf(b, "  __shared__ float2 lses_mem[%d][32], dls_mem[%d][32];\n", two ? 2 : 1, two ? 2 : 1);
+    int buffers = two ? 2 : 1;
+    emit_tile_decls(b, w->t, w->n, buffers);
+    if (w->stats) cg_printf(b, "  __shared__ float2 lses_mem[%d][32], dls_mem[%d][32];\n", buffers, buffers);
     const char *cur = two ? "it & 1" : "0";
     if (two) {   /* the first tile, unless there is none (keys past the last query): no copy is left unwaited for */
         cg_printf(b, "  if (%s < %s) {\n    const long long c0 = %s;\n", w->start, w->end, w->start);
@@ -697,7 +698,7 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
     emit_a_fragments(b, "qa", "q", a->D, "T");
     if (dq) {
         emit_a_fragments(b, "ga", "g", a->E, "T");
-        cg_printf(b, "  const float lse0 = r0 < T ? nc_ld(lse, head * T + r0) * LOG2E : 0.0f, lse1 = r1 < T ? nc_ld(lse, head * T + r1) * LOG2E : 0.0f;\n");
+        cg_printf(b, "  const float lse0 = r0 < T ? nc_ld(lse, head * T + r0) * NC_LOG2E : 0.0f, lse1 = r1 < T ? nc_ld(lse, head * T + r1) * NC_LOG2E : 0.0f;\n");
         if (a->computes_delta) {   /* rowsum(dO * O): a quarter of each row a lane, then the quad */
             cg_printf(b, "  float dl0 = 0.0f, dl1 = 0.0f;\n  for (int d = tig; d < %lld; d += 4) {\n", (long long)a->E);
             cg_printf(b, "    if (r0 < T) dl0 += nc_ld(g, g_base + r0 * g_rs + d) * nc_ld(fwd_out, fwd_out_base + r0 * fwd_out_rs + d);\n");

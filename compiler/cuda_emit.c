@@ -51,6 +51,7 @@ static const char prelude[] =
     "struct nc_bf16 { unsigned short x; };\n"
     "struct nc_bool { unsigned char x; };\n"
     "#define NC_I64_MIN (-9223372036854775807LL - 1)\n"
+    "#define NC_LOG2E 1.44269504f  // e^x = 2^(x NC_LOG2E): nc_exp2 is one instruction\n"
     "#ifndef NC_HOST  // tests/unit/test_kernels_host.c compiles these kernels for the CPU\n"
     "__device__ __forceinline__ float nc_f16_to_f32(unsigned short h) {\n"
     "  float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
@@ -909,17 +910,28 @@ static nrt_step *begin_rows(cg_ctx *cg, ir_value v, const ir_node *x, const char
  * y[row, j].
  * GPT-2's loss rows are 50304 wide: a load and a store per element issue
  * about as many instructions as the row's bytes take to move. */
-static void emit_row_loop(cg_buf *b, const char *y, const char *body)
+static void open_row_chunks(cg_buf *b, const char *y)   /* xs[8] = x[row, j0 .. j0 + 8) */
 {
     if (y) cg_printf(b, "  if (C %% 8 == 0 && (((unsigned long long)(x + row * C) | (unsigned long long)(%s + row * C)) & 15) == 0) {\n", y);
     else cg_printf(b, "  if (C %% 8 == 0 && ((unsigned long long)(x + row * C) & 15) == 0) {\n");
     cg_printf(b, "    for (long long j0 = threadIdx.x * 8LL; j0 < C; j0 += blockDim.x * 8LL) {\n");
-    cg_printf(b, "      float xs[8]%s;\n      nc_ld8(x, row * C + j0, xs);\n#pragma unroll\n", y ? ", ys[8]" : "");
-    cg_printf(b, "      for (int e = 0; e < 8; e++) {\n%s        const float a = xs[e];\n", y ? "        const long long j = j0 + e;\n" : "");
+    cg_printf(b, "      float xs[8]%s;\n      nc_ld8(x, row * C + j0, xs);\n", y ? ", ys[8]" : "");
+}
+
+static void open_row_elements(cg_buf *b)   /* closes the chunks' branch; a = x[row, j] */
+{
+    cg_printf(b, "  } else {\n");
+    cg_printf(b, "    for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n        const float a = nc_ld(x, row * C + j);\n");
+}
+
+static void emit_row_loop(cg_buf *b, const char *y, const char *body)
+{
+    open_row_chunks(b, y);
+    cg_printf(b, "#pragma unroll\n      for (int e = 0; e < 8; e++) {\n%s        const float a = xs[e];\n", y ? "        const long long j = j0 + e;\n" : "");
     cg_printf(b, "%s%s      }\n", body, y ? "        ys[e] = r;\n" : "");
     if (y) cg_printf(b, "      nc_st8(%s, row * C + j0, ys);\n", y);
-    cg_printf(b, "    }\n  } else {\n");
-    cg_printf(b, "    for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n        const float a = nc_ld(x, row * C + j);\n");
+    cg_printf(b, "    }\n");
+    open_row_elements(b);
     cg_printf(b, "%s", body);
     if (y) cg_printf(b, "        nc_st(%s, row * C + j, r);\n", y);
     cg_printf(b, "    }\n  }\n");
@@ -933,21 +945,19 @@ static void emit_row_loop(cg_buf *b, const char *y, const char *body)
 static void emit_row_online_stats(cg_ctx *cg, bool want_total)
 {
     cg_buf *b = &cg->body;
-    cg_printf(b, "  const float ninf = -__int_as_float(0x7f800000), LOG2E = 1.44269504f;\n  float m = ninf, sum = 0.0f, total = 0.0f;\n");
+    cg_printf(b, "  const float ninf = -__int_as_float(0x7f800000);\n  float m = ninf, sum = 0.0f, total = 0.0f;\n");
     /* eight at a time: the max of the eight first, so the sum is rescaled
      * at most once, and each term one ex2 (a term per compare and branch
      * and expf's range reduction made this pass bound by instructions
      * issued, not by bytes). A NaN, or +inf, makes the sum NaN, and a NaN
      * sum makes m NaN. */
-    cg_printf(b, "  if (C %% 8 == 0 && ((unsigned long long)(x + row * C) & 15) == 0) {\n");
-    cg_printf(b, "    for (long long j0 = threadIdx.x * 8LL; j0 < C; j0 += blockDim.x * 8LL) {\n");
-    cg_printf(b, "      float xs[8];\n      nc_ld8(x, row * C + j0, xs);\n");
+    open_row_chunks(b, NULL);
     cg_printf(b, "      const float cm = fmaxf(fmaxf(fmaxf(xs[0], xs[1]), fmaxf(xs[2], xs[3])), fmaxf(fmaxf(xs[4], xs[5]), fmaxf(xs[6], xs[7])));\n");
-    cg_printf(b, "      if (cm > m) { sum *= nc_exp2((m - cm) * LOG2E); m = cm; }\n");
+    cg_printf(b, "      if (cm > m) { sum *= nc_exp2((m - cm) * NC_LOG2E); m = cm; }\n");
     cg_printf(b, "      const float mb = m == ninf ? 0.0f : m;\n#pragma unroll\n");
-    cg_printf(b, "      for (int e = 0; e < 8; e++) { total += xs[e]; sum += nc_exp2((xs[e] - mb) * LOG2E); }\n    }\n");
-    cg_printf(b, "    if (sum != sum) m = sum;\n  } else {\n");
-    cg_printf(b, "    for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n        const float a = nc_ld(x, row * C + j);\n");
+    cg_printf(b, "      for (int e = 0; e < 8; e++) { total += xs[e]; sum += nc_exp2((xs[e] - mb) * NC_LOG2E); }\n    }\n");
+    cg_printf(b, "    if (sum != sum) m = sum;\n");
+    open_row_elements(b);
     cg_printf(b, "        total += a;\n"
                  "        if (a > m) { sum = sum * expf(m - a) + 1.0f; m = a; }\n        else if (a > ninf) sum += expf(a - m);\n"
                  "        else if (a != a) m = a;\n    }\n  }\n");
