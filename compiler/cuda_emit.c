@@ -751,6 +751,22 @@ enum { COLUMN_PARTS = 128, COLUMN_PART_ROWS = 32 };
  * start; to be checked against `netc inspect --profile` on the device. */
 enum { COLSUM_BLOCKS = 264 };
 
+/* The blocks of such a kernel over x ([..., C]): COLSUM_BLOCKS, or where
+ * the row count is known at build time and smaller than their warps, a
+ * block per 8 rows (fewer partial rows to keep and add up, each warp still
+ * with a row of its own). Every kernel that writes or adds up the partial
+ * rows asks this of the same rows. */
+static int64_t colsum_blocks(const cg_ctx *cg, const ir_node *x)
+{
+    int64_t rows = 1, d;
+    for (int i = 0; i + 1 < x->rank; i++) {
+        if (!dim_is_const(&cg->g->dims[x->shape[i]], &d) || d > 8 * COLSUM_BLOCKS) return COLSUM_BLOCKS;
+        rows *= d;
+        if (rows > 8 * COLSUM_BLOCKS) return COLSUM_BLOCKS;
+    }
+    return rows < 8 ? 1 : (rows + 7) / 8;
+}
+
 /* The second kernel of a column reduction: the `parts` partial rows of
  * part ([parts, C] f32) combined in order into stored (C: the result's dim
  * id, X: the operand's element count). */
@@ -835,7 +851,7 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     if (cg->colsum_by && cg->colsum_by[v] != IR_NONE) {   /* the norm gradient's kernel wrote the partial sums */
         uint32_t C, X;
         NC_ASSERT(cg->kept_temp[v]);
-        return numel_dim(cg, n, &C) && numel_dim(cg, x, &X) && emit_column_total(cg, v, stored, cg->kept_temp[v], COLSUM_BLOCKS, C, X);
+        return numel_dim(cg, n, &C) && numel_dim(cg, x, &X) && emit_column_total(cg, v, stored, cg->kept_temp[v], colsum_blocks(cg, x), C, X);
     }
     if (form == REDUCE_PREFIX && dtype_is_float(x->dtype)) {
         int64_t rows = 1, cols = 1, d;
@@ -1106,48 +1122,65 @@ static void emit_row_stats(cg_ctx *cg, bool ln, double eps)
     cg_printf(b, "  const float rstd = rsqrtf(nc_block_sum(sq) / (float)C + %s);\n", flit(e, eps));
 }
 
+/* What a norm gradient's warp-row kernel does beside dx. */
+typedef struct norm_grad_form {
+    bool ln;            /* layernorm (else rmsnorm: mean 0) */
+    double eps;
+    int chunks;         /* row_chunks(C) */
+    bool keep_stats;    /* store each row's mean and rstd (stats) */
+    const char *plus;   /* dx rounded by this function, plus `other`, is what is stored; NULL: dx alone */
+    const char *colsum; /* add what is stored, rounded by this function, to colpart; NULL: no column sum */
+    int param_sets;     /* sum g xhat (1), and g (2), into psum: the weight's (and bias's) gradient; 0: no */
+} norm_grad_form;
+
 /* dx a warp a row: x and g held in registers, dx = rstd (g w - mean(g w)
  * - xhat mean(g w xhat)) as the block kernel computes it. */
-static void emit_norm_grad_warp_body(cg_ctx *cg, bool ln, double eps, bool keep_stats, int chunks, const char *plus,
-                                     const char *colsum)
+static void emit_norm_grad_warp_body(cg_ctx *cg, const norm_grad_form *f)
 {
     cg_buf *b = &cg->body;
     const char *ptrs[] = {"x", "g", "dx", "w", "other"};
-    emit_vec_check(b, ptrs, plus ? 5 : 4);
-    emit_row_chunks(b, "xv", "x", chunks);
-    emit_row_chunks(b, "gv", "g", chunks);
-    emit_warp_row_stats(cg, ln, eps, chunks);
-    if (keep_stats) cg_printf(b, "  if (lane == 0) { stats[2 * row] = mean; stats[2 * row + 1] = rstd; }\n");
+    emit_vec_check(b, ptrs, f->plus ? 5 : 4);
+    emit_row_chunks(b, "xv", "x", f->chunks);
+    emit_row_chunks(b, "gv", "g", f->chunks);
+    emit_warp_row_stats(cg, f->ln, f->eps, f->chunks);
+    if (f->keep_stats) cg_printf(b, "  if (lane == 0) { stats[2 * row] = mean; stats[2 * row + 1] = rstd; }\n");
     cg_printf(b, "  float m1 = 0.0f, m2 = 0.0f;\n");
-    emit_chunk_loop(b, chunks);
-    cg_printf(b, "    for (int e = 0; e < 8; e++) {\n      const float gw = gv[c][e] * nc_ld(w, j + e);\n      gv[c][e] = gw;\n"
+    emit_chunk_loop(b, f->chunks);
+    cg_printf(b, "    for (int e = 0; e < 8; e++) {\n");
+    if (f->param_sets > 0) cg_printf(b, "      psum[0][c][e] += gv[c][e] * (xv[c][e] - mean) * rstd;\n");
+    if (f->param_sets > 1) cg_printf(b, "      psum[1][c][e] += gv[c][e];\n");
+    cg_printf(b, "      const float gw = gv[c][e] * nc_ld(w, j + e);\n      gv[c][e] = gw;\n"
                  "      m1 += gw;\n      m2 += gw * (xv[c][e] - mean) * rstd;\n    }\n  }\n");
-    cg_printf(b, "  m1 = %s;\n  m2 = nc_warp_sum(m2) / (float)C;\n", ln ? "nc_warp_sum(m1) / (float)C" : "0.0f");
-    emit_chunk_loop(b, chunks);
+    cg_printf(b, "  m1 = %s;\n  m2 = nc_warp_sum(m2) / (float)C;\n", f->ln ? "nc_warp_sum(m1) / (float)C" : "0.0f");
+    emit_chunk_loop(b, f->chunks);
     cg_printf(b, "    float o[8];\n    for (int e = 0; e < 8; e++) o[e] = rstd * (gv[c][e] - m1 - (xv[c][e] - mean) * rstd * m2);\n");
-    if (plus) {   /* dx rounded as its store would be, plus the other gradient of x */
+    if (f->plus) {   /* dx rounded as its store would be, plus the other gradient of x */
         cg_printf(b, "    float ov[8];\n    if (vec) nc_ld8(other, row * C + j, ov); else for (int e = 0; e < 8; e++) ov[e] = nc_ld(other, row * C + j + e);\n");
-        cg_printf(b, "    for (int e = 0; e < 8; e++) o[e] = %s(o[e]) + ov[e];\n", plus);
+        cg_printf(b, "    for (int e = 0; e < 8; e++) o[e] = %s(o[e]) + ov[e];\n", f->plus);
     }
-    if (colsum) cg_printf(b, "    for (int e = 0; e < 8; e++) colpart[warp][j + (j >> 5) + e] += %s(o[e]);   /* the column sum adds what is stored */\n", colsum);
+    if (f->colsum)
+        cg_printf(b, "    for (int e = 0; e < 8; e++) colpart[warp][j + (j >> 5) + e] += %s(o[e]);   /* the column sum adds what is stored */\n",
+                  f->colsum);
     emit_row_store(b, "dx", "o");
     cg_printf(b, "  }\n");
 }
 
-/* The warp-row loop of a norm gradient that sums its stored columns: every
- * warp takes rows COLSUM_BLOCKS * 8 apart and adds each row it stores into
- * its own row of colpart in shared memory (each lane its own columns: no
- * two threads touch one sum, and registers stay free for the rows); the
- * block then adds its 8 warps' sums, in order, into its row of the partial
- * sums. A lane's 8 columns are 8 apart from the next lane's: one word of
- * padding after every 32 columns puts the 32 lanes' adds in 32 distinct
- * banks (unpadded, every 4th lane shares a bank: 8-way conflicts). */
-static nrt_step *begin_colsum_rows(cg_ctx *cg, ir_value v, const ir_node *x, int64_t C)
+/* The warp-row loop of a norm gradient that sums columns over its rows:
+ * every warp takes rows 8 x colsum_blocks apart. What it stores (a bias's
+ * gradient) it adds into its own row of colpart in shared memory (each lane
+ * its own columns: no two threads touch one sum, and registers stay free
+ * for the rows); the weight's (and bias's) gradient terms it adds into
+ * psum, registers of the lane's own columns. At the end the block adds its
+ * 8 warps' sums, in order, into its row of each set of partial sums. A
+ * lane's 8 columns are 8 apart from the next lane's: one word of padding
+ * after every 32 columns puts the 32 lanes' adds in 32 distinct banks
+ * (unpadded, every 4th lane shares a bank: 8-way conflicts). */
+static nrt_step *begin_colsum_rows(cg_ctx *cg, ir_value v, const ir_node *x, int64_t C, int param_sets)
 {
     uint32_t rows;
     if (!row_count_dim(cg, x, 1, &rows)) return NULL;
     nrt_step *s = begin_kernel(cg, v, "_colsums", NRT_GRID_WARPS);
-    dim_expr warps = dim_const(8 * COLSUM_BLOCKS);
+    dim_expr warps = dim_const(8 * colsum_blocks(cg, x));
     add_int(s, ir_dim_intern((ir_graph *)cg->g, &warps));
     add_int(s, rows);
     cg_buf *b = &cg->body;
@@ -1156,37 +1189,74 @@ static nrt_step *begin_colsum_rows(cg_ctx *cg, ir_value v, const ir_node *x, int
     cg_printf(b, "  __shared__ float colpart[8][%lld];\n  for (long long j = lane; j < %lld; j += 32) colpart[warp][j] = 0.0f;\n", padded,
               padded);
     cg_printf(b, "  __syncthreads();\n");
+    if (param_sets) {
+        cg_printf(b, "  float psum[%d][%d][8];\n", param_sets, row_chunks(C));
+        cg_printf(b, "#pragma unroll\n  for (int c = 0; c < %d; c++) for (int e = 0; e < 8; e++) {", row_chunks(C));
+        for (int t = 0; t < param_sets; t++) cg_printf(b, " psum[%d][c][e] = 0.0f;", t);
+        cg_printf(b, " }\n");
+    }
     cg_printf(b, "  for (long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < A.n[1]; row += A.n[0]) {\n");
     return s;
 }
 
-static void end_colsum_rows(cg_ctx *cg, int parts_slot)
+/* The block's row of partial sums in parts (at slot) from the 8 warps' rows
+ * of colpart, added in order. */
+static void emit_block_colsum(cg_buf *b, int slot, const char *row)
+{
+    cg_printf(b, "  for (int c = threadIdx.x; c < C; c += blockDim.x) {\n    float t = 0.0f;\n"
+                 "    for (int k = 0; k < 8; k++) t += colpart[k][c + (c >> 5)];\n    ((float *)A.buf[%d])[(%s) * C + c] = t;\n  }\n",
+              slot, row);
+}
+
+/* Closes the row loop and writes the block's partial sums: of what it
+ * stored (parts_slot, [blocks, C]) and of each set of psum (param_slot,
+ * [param_sets, blocks, C]), the warps' registers passed through colpart one
+ * set at a time; -1: none. */
+static void end_colsum_rows(cg_ctx *cg, int parts_slot, int param_slot, int param_sets, int chunks, int64_t blocks)
 {
     cg_buf *b = &cg->body;
     cg_printf(b, "  }\n  __syncthreads();\n");
-    cg_printf(b, "  float *parts = (float *)A.buf[%d];\n", parts_slot);
-    cg_printf(b, "  for (int c = threadIdx.x; c < C; c += blockDim.x) {\n    float t = 0.0f;\n"
-                 "    for (int k = 0; k < 8; k++) t += colpart[k][c + (c >> 5)];\n    parts[blockIdx.x * C + c] = t;\n  }\n");
+    if (parts_slot >= 0) emit_block_colsum(b, parts_slot, "blockIdx.x");
+    for (int t = 0; param_slot >= 0 && t < param_sets; t++) {
+        cg_printf(b, "  __syncthreads();\n");
+        emit_chunk_loop(b, chunks);
+        cg_printf(b, "    for (int e = 0; e < 8; e++) colpart[warp][j + (j >> 5) + e] = psum[%d][c][e];\n  }\n  __syncthreads();\n", t);
+        char row[64];
+        snprintf(row, sizeof row, "%lld + blockIdx.x", (long long)(t * blocks));
+        emit_block_colsum(b, param_slot, row);
+    }
+}
+
+/* The first w after v with of[w] == v (IR_NONE: none, or no plan). */
+static ir_value later_user(const cg_ctx *cg, const ir_value *of, ir_value v)
+{
+    for (ir_value w = v + 1; of && w < cg->g->nnodes; w++)
+        if (of[w] == v) return w;
+    return IR_NONE;
 }
 
 /* One block a row: the row's statistics again, the two means of g w, then
  * every element of dx. When the weight's gradient reads them
- * (cg->stats_from), thread 0 also stores the row's mean and rstd. */
+ * (cg->stats_from), thread 0 also stores the row's mean and rstd. A warp a
+ * row where C allows; then the kernel may also sum columns as it goes: of
+ * what it stores (cg->colsum_by) and the terms of its weight's gradient
+ * (cg->params_by), which then needs no statistics kept. */
 static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
     bool ln = n->op == OP_LAYERNORM_GRAD, keep_stats = false;
-    for (ir_value w = v + 1; cg->stats_from && w < cg->g->nnodes && !keep_stats; w++) keep_stats = cg->stats_from[w] == v;
-    uint32_t stats_numel = 0;
-    if (keep_stats && !row_count_dim(cg, x, 2, &stats_numel)) return false;   /* each row's mean and rstd */
     int64_t C;
     bool warp = cuda_warp_rows(cg, x, &C);
-    ir_value colsum = IR_NONE;   /* a sum of the stored rows' columns this kernel starts (cg->colsum_by) */
-    for (ir_value w = v + 1; warp && cg->colsum_by && w < cg->g->nnodes && colsum == IR_NONE; w++)
-        if (cg->colsum_by[w] == v) colsum = w;
-    nrt_step *s = colsum != IR_NONE ? begin_colsum_rows(cg, v, x, C)
-                : warp                ? begin_warp_rows(cg, v, x, C)
-                                      : begin_rows(cg, v, x, "");
+    ir_value colsum = warp ? later_user(cg, cg->colsum_by, v) : IR_NONE;   /* a sum of the stored rows' columns */
+    ir_value params = warp ? later_user(cg, cg->params_by, v) : IR_NONE;   /* a weight gradient summed here */
+    for (ir_value w = v + 1; cg->stats_from && w < cg->g->nnodes && !keep_stats; w++)
+        keep_stats = cg->stats_from[w] == v && w != params;
+    uint32_t stats_numel = 0;
+    if (keep_stats && !row_count_dim(cg, x, 2, &stats_numel)) return false;   /* each row's mean and rstd */
+    int param_sets = params == IR_NONE ? 0 : cg->bias_grad_with && cg->bias_grad_with[params] != IR_NONE ? 2 : 1;
+    nrt_step *s = colsum != IR_NONE || params != IR_NONE ? begin_colsum_rows(cg, v, x, C, param_sets)
+                : warp                                   ? begin_warp_rows(cg, v, x, C)
+                                                         : begin_rows(cg, v, x, "");
     if (!s) return false;
     for (int i = 0; i < 3; i++) add_buf(s, arg(cg, v, i));
     ir_value sum = cg->sum_to ? cg->sum_to[v] : IR_NONE, other = IR_NONE;   /* dx + other, stored as sum */
@@ -1200,12 +1270,20 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
         cg_printf(&cg->body, "  float *stats = (float *)A.buf[%d];\n", s->nbufs);
         add_buf(s, cg->kept_temp[v]);
     }
-    int parts_slot = -1;
-    if (colsum != IR_NONE) {   /* the partial sums [COLSUM_BLOCKS, C], which the sum's kernel adds up */
-        dim_expr numel = dim_const(COLSUM_BLOCKS * C);
+    int parts_slot = -1, param_slot = -1;
+    int64_t blocks = colsum_blocks(cg, x);
+    if (colsum != IR_NONE) {   /* the partial sums [blocks, C], which the sum's kernel adds up */
+        dim_expr numel = dim_const(blocks * C);
         cg->kept_temp[colsum] = new_temp(cg, ir_dim_intern((ir_graph *)cg->g, &numel), NC_F32);
         parts_slot = s->nbufs;
         add_buf(s, cg->kept_temp[colsum]);
+    }
+    if (params != IR_NONE) {   /* [param_sets, blocks, C], which the weight gradient's kernel adds up */
+        dim_expr numel = dim_const(param_sets * blocks * C);
+        cg->kept_temp[params] = new_temp(cg, ir_dim_intern((ir_graph *)cg->g, &numel), NC_F32);
+        param_slot = s->nbufs;
+        add_buf(s, cg->kept_temp[params]);
+        cuda_kernel_bounds(cg, 256, 2);   /* the sums' registers must not cost the second block an SM */
     }
     decl_ptr(cg, "dx", s->nbufs, n->dtype, false);
     add_buf(s, sum != IR_NONE ? sum : v);
@@ -1215,8 +1293,10 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     const char *plus = sum != IR_NONE ? cuda_round_fn(n->dtype) : NULL;   /* dx rounded as its own store would, plus the other */
     cg_buf *b = &cg->body;
     if (warp) {   /* a column sum adds dx as stored: rounded to its dtype */
-        emit_norm_grad_warp_body(cg, ln, n->attr.f, keep_stats, row_chunks(C), plus, colsum != IR_NONE ? cuda_round_fn(n->dtype) : NULL);
-        if (colsum != IR_NONE) end_colsum_rows(cg, parts_slot);
+        norm_grad_form f = {.ln = ln, .eps = n->attr.f, .chunks = row_chunks(C), .keep_stats = keep_stats, .plus = plus,
+                            .colsum = colsum != IR_NONE ? cuda_round_fn(n->dtype) : NULL, .param_sets = param_sets};
+        emit_norm_grad_warp_body(cg, &f);
+        if (colsum != IR_NONE || params != IR_NONE) end_colsum_rows(cg, parts_slot, param_slot, param_sets, f.chunks, blocks);
         end_kernel(cg);
         return true;
     }
@@ -1285,8 +1365,8 @@ static bool emit_norm_param_columns(cg_ctx *cg, ir_value v, ir_value bias, uint3
     return true;
 }
 
-/* One thread a column adds the partial rows, in order. */
-static bool emit_norm_param_sum(cg_ctx *cg, ir_value v, ir_value bias, uint32_t parts)
+/* One thread a column adds the nparts partial rows of each set, in order. */
+static bool emit_norm_param_sum(cg_ctx *cg, ir_value v, ir_value bias, uint32_t parts, int nparts)
 {
     const ir_node *x = node(cg, arg(cg, v, 0));
     int sets = bias != IR_NONE ? 2 : 1;
@@ -1311,7 +1391,7 @@ static bool emit_norm_param_sum(cg_ctx *cg, ir_value v, ir_value bias, uint32_t 
     for (int t = 0; t < sets; t++) {
         cg_printf(b, "    float sum%d = 0.0f;\n", t);
         cg_printf(b, "#pragma unroll 8\n    for (int p = 0; p < %d; p++) sum%d += part[(%d + p) * A.n[0] + j];\n    y%d[j] = %s(sum%d);\n",
-                  NORM_PARTS, t, t * NORM_PARTS, t, round[t], t);
+                  nparts, t, t * nparts, t, round[t], t);
     }
     cg_printf(b, "  }\n");
     end_kernel(cg);
@@ -1331,6 +1411,10 @@ static bool cuda_emit_norm_param_grad(cg_ctx *cg, ir_value v)
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
     int wrt = n->attr.axis;
     ir_value bias = cg->bias_grad_with ? cg->bias_grad_with[v] : IR_NONE;
+    if (cg->params_by && cg->params_by[v] != IR_NONE) {   /* the input gradient's kernel summed the terms */
+        NC_ASSERT(cg->kept_temp[v]);
+        return emit_norm_param_sum(cg, v, bias, cg->kept_temp[v], (int)colsum_blocks(cg, x));
+    }
     int sets = bias != IR_NONE ? 2 : 1;
     uint32_t C = x->shape[x->rank - 1], rows_numel;
     if (!numel_dim(cg, x, &rows_numel)) return false;
@@ -1344,7 +1428,7 @@ static bool cuda_emit_norm_param_grad(cg_ctx *cg, ir_value v)
     ir_value stats_of = cg->stats_from ? cg->stats_from[v] : IR_NONE;
     if (stats_of != IR_NONE && cg->kept_temp[stats_of])
         return emit_norm_param_columns(cg, v, bias, cg->kept_temp[stats_of], parts, grid, rows_numel) &&
-               emit_norm_param_sum(cg, v, bias, parts);
+               emit_norm_param_sum(cg, v, bias, parts, NORM_PARTS);
     nrt_step *s = begin_norm_param_parts(cg, v, "_parts", NRT_GRID_ROWS, grid, rows_numel);
     add_buf(s, parts);
     cg_buf *b = &cg->body;
@@ -1371,7 +1455,7 @@ static bool cuda_emit_norm_param_grad(cg_ctx *cg, ir_value v)
     for (int t = 0; t < sets; t++) cg_printf(b, " part[(%d * parts + blockIdx.x) * C + j] = acc[%d][q];", t, t);
     cg_printf(b, " } }\n");
     end_kernel(cg);
-    return emit_norm_param_sum(cg, v, bias, parts);
+    return emit_norm_param_sum(cg, v, bias, parts, NORM_PARTS);
 }
 
 /* One block a row: the row's sum, then every element from its y and g. */

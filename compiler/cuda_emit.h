@@ -74,6 +74,10 @@ typedef struct cg_ctx {
     ir_value *colsum_by;   /* fusion: for a column sum (a bias gradient) of what a warp-row norm gradient's
                               kernel stores, that norm gradient: its kernel writes the partial sums as it
                               stores each row, the sum only adds them up, IR_NONE */
+    ir_value *params_by;   /* fusion: for a norm's weight gradient whose statistics come from a warp-row
+                              norm gradient (stats_from) of at most 1024 columns, that norm gradient: its
+                              kernel sums g xhat (and the bias's g) over its rows as it holds them, the
+                              weight gradient only adds the partial rows, IR_NONE */
     ir_value *round_trip_to; /* fusion: for a norm's parameter gradient (f32), the f32(bf16(...)) its one
                               reader makes of it (the gradient of a bf16 copy, widened back): its sum
                               kernel stores that, rounded, IR_NONE */

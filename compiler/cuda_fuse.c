@@ -546,6 +546,25 @@ static void plan_norm_grad_colsums(cg_ctx *cg)
     free(taken);
 }
 
+/* A norm's weight gradient (and its bias's along, bias_grad_with) sums
+ * g xhat and g over the very rows its input gradient's warp-row kernel
+ * holds in registers (stats_from): that kernel adds them up too, each lane
+ * over its own columns, so x and g are read once for all three gradients
+ * and the weight gradient's kernel only adds the partial rows. */
+static void plan_norm_param_folds(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->params_by = cuda_no_values(g);
+    bool *taken = nc_xcalloc(g->nnodes + 1, sizeof *taken);
+    for (ir_value w = 0; w < g->nnodes; w++) {
+        ir_value d = cg->stats_from[w];
+        if (d == IR_NONE || taken[d] || !colsum_rows(cg, d)) continue;
+        cg->params_by[w] = d;
+        taken[d] = true;
+    }
+    free(taken);
+}
+
 /* A cross_entropy_grad scheduled before the cross_entropy of the same
  * logits (schedule.c) finds each row's max and sum of exponentials, all the
  * loss needs: its kernel writes the row losses. */
@@ -637,6 +656,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_norm_stats(cg);
     plan_norm_grad_sums(cg);
     plan_norm_grad_colsums(cg);
+    plan_norm_param_folds(cg);
     plan_loss_rows(cg);
     plan_round_trips(cg);
     cg->ngroups = id;
@@ -668,6 +688,8 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->loss_rows_with);
     free(cg->sum_to);
     free(cg->colsum_by);
+    free(cg->params_by);
+    cg->params_by = NULL;
     cg->stats_from = NULL, cg->kept_temp = NULL, cg->loss_rows_with = NULL, cg->sum_to = NULL, cg->colsum_by = NULL;
     free(cg->joined_sums);
     free(cg->widened_to);

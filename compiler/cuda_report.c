@@ -119,6 +119,18 @@ static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint
         name_value(out, g, cg->stats_from[v]);
         fprintf(out, "'s kernel: a column sum, no statistics computed again\n");
     }
+    for (ir_value w = v + 1; cg->params_by && w < g->nnodes; w++) {
+        if (cg->params_by[w] != v) continue;
+        ir_value bias = cg->bias_grad_with ? cg->bias_grad_with[w] : IR_NONE;
+        fprintf(out, "along: step %u, kernel %s also sums the terms of ", k, kernel);
+        name_value(out, g, w);
+        if (bias != IR_NONE) {
+            fprintf(out, " and ");
+            name_value(out, g, bias);
+        }
+        fprintf(out, " over the rows it holds: x and g are read once, the gradient%s only %s its partial rows\n",
+                bias != IR_NONE ? "s" : "", bias != IR_NONE ? "add" : "adds");
+    }
     if (cg->delta_from && cg->delta_from[v] != IR_NONE) {
         fprintf(out, "along: step %u, kernel %s computes ", k, kernel);
         name_value(out, g, ir_args(g, n)[5]);

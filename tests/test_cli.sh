@@ -70,8 +70,8 @@ if ! grep -q 'along: step [0-9]*, kernel k[0-9]*_attention_tc reads %[0-9]* tran
    ! grep -q "schedule: 8 cross-entropy gradients run before their loss" <<<"$report" ||
    ! grep -q "schedule: 1 rounding round trips run just before the op that reads them" <<<"$report" ||
    ! grep -q 'along: step [0-9]*, kernel k[0-9]*_cross_entropy_grad also computes the row losses of %[0-9]* cross_entropy' <<<"$report" ||
-   ! grep -q 'along: step [0-9]*, kernel k[0-9]*_layernorm_grad adds the other gradient of its input and stores %[0-9]* add' <<<"$report" ||
-   ! grep -q "along: step [0-9]*, kernel k[0-9]*_norm_param_grad_cols reads the rows' mean and rstd kept by %[0-9]* layernorm_grad" <<<"$report" ||
+   ! grep -q 'along: step [0-9]*, kernel k[0-9]*_layernorm_grad\(_colsums\)\? adds the other gradient of its input and stores %[0-9]* add' <<<"$report" ||
+   ! grep -q "along: step [0-9]*, kernel k[0-9]*_layernorm_grad_colsums also sums the terms of %[0-9]* norm_param_grad (nn.net:33) and %[0-9]* norm_param_grad (nn.net:33) over the rows it holds" <<<"$report" ||
    ! grep -q 'batch: steps [0-9]*-[0-9]* run as one launch, kernel k_batch_step[0-9]* .*: 48 of the step.s 48 assignments' <<<"$report"; then   # the whole update: one launch
   echo "FAIL: --report (along)"; echo "$report" | grep -v '^share'; fail=$((fail + 1))
 fi

@@ -488,6 +488,22 @@ static const char *dropout_source =
     "  optimizer sgd(lr: 0.1)\n"
     "}\n";
 
+/* rmsnorm over rows of 72, a warp a row, whose gradient's kernel also sums
+ * the weight's gradient terms (one set, no bias); 2200 rows: more than the
+ * kernel's 2112 warps, so some warps add up two rows. */
+static const char *rmsnorm_rows_source =
+    "model rms(x: f32[B, 72]) -> (logits: f32[B, 10]) {\n"
+    "  param g: f32[72] = ones\n"
+    "  param u: f32[72, 72] = xavier\n"
+    "  param w: f32[72, 10] = xavier\n"
+    "  z = x @ u\n"
+    "  return (rmsnorm(z, g) + z) @ w\n"
+    "}\n"
+    "train rms(labels: i32[B]) {\n"
+    "  loss = cross_entropy(logits, labels)\n"
+    "  optimizer sgd(lr: 0.1)\n"
+    "}\n";
+
 /* Tensor-core attention without a causal mask, in f16, heads of D over 70
  * positions in their own [B, H, T, D] layout: the forward kernel and the
  * three gradients (for D = 64 the key and value gradients share a kernel,
@@ -538,7 +554,7 @@ int main(void)
         return 77;
     }
     const char *b[] = {"B"}, *bt[] = {"B", "T"};
-    const int64_t v8[] = {8}, v16[] = {16}, v200[] = {200}, v5[] = {5}, vbt[] = {2, 16}, vb2[] = {2};
+    const int64_t v8[] = {8}, v16[] = {16}, v200[] = {200}, v2200[] = {2200}, v5[] = {5}, vbt[] = {2, 16}, vb2[] = {2};
     const char *csn[] = {"T", "C", "L"}, *csv[] = {"16", "32", "1"};   /* char_lm made small (f32) */
     /* GPT-2's blocks in bf16, made small: one layer, a 512-token vocabulary, width 64 */
     const char *sn[] = {"L", "V", "C", "H", "MAXT"}, *sv[] = {"1", "512", "64", "2", "32"};
@@ -562,6 +578,7 @@ int main(void)
         }
         snprintf(name, sizeof name, "rowwise%s", fuse ? " --fuse" : "");   /* softmax, log_softmax, rmsnorm backward */
         check_model(name, "tests/gpu/rowwise.net", fuse, b, v8, 1, NULL, NULL, 0, true);
+        if (fuse) check_model_text("rmsnorm rows of 72 (B=2200) --fuse", "rms.net", rmsnorm_rows_source, fuse, b, v2200, 1, NULL, NULL, 0, true);
         snprintf(name, sizeof name, "wide rows (bf16, 4104)%s", fuse ? " --fuse" : "");
         check_model_text(name, "wide.net", wide_rows_source, fuse, b, v5, 1, NULL, NULL, 0, true);
         snprintf(name, sizeof name, "special values in wide rows (f32, 16392)%s", fuse ? " --fuse" : "");
