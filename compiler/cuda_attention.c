@@ -34,7 +34,10 @@
  * into heads and transposed to [B, H, T, D]. cuda_attention_plan lets the
  * kernels read such an operand where it lies (row (b, t) of the matmul's
  * result, columns c0 + h D ...), so the transposed copies are never made:
- * every matrix access goes through a per-operand base and row stride. */
+ * every matrix access goes through a per-operand base and row stride. The
+ * gradients' kernels write dq, dk and dv into the columns of the gradient
+ * of that result, and when a bias's gradient sums its rows they add up the
+ * columns of each tile as they store it (plan_gradient_colsums). */
 #include "cuda_emit.h"
 
 #include <math.h>
@@ -351,6 +354,34 @@ static void plan_key_value_pairs(cg_ctx *cg)
     }
 }
 
+/* sum(c, axes 0 and 1) of a [B, T, W] concat whose every part a tiled
+ * gradient kernel writes (plan_gradient_concat), T constant: the kernels
+ * add up each tile's columns as they store them (a bias's gradient: no
+ * pass over the concat). */
+static void plan_gradient_colsums(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->attn_colsum = cuda_no_values(g);
+    for (ir_value s = 0; s < g->nnodes; s++) {
+        const ir_node *sn = &g->nodes[s];
+        if (sn->op != OP_SUM || !dtype_is_float(sn->dtype) || sn->rank != 1 || sn->attr.naxes != 2 || sn->attr.axes[0] != 0 ||
+            sn->attr.axes[1] != 1 || cg->group[s] || cg->inlined[s])
+            continue;
+        ir_value c = ir_args(g, sn)[0];
+        const ir_node *cn = &g->nodes[c];
+        int64_t T;
+        if (cn->op != OP_CONCAT || cn->rank != 3 || cn->dtype != sn->dtype || !cg->inlined[c] ||
+            !dim_is_const(&g->dims[cn->shape[1]], &T) || T < 1)
+            continue;
+        bool all = true;
+        for (int i = 0; i < cn->nargs && all; i++) {   /* reshape(transpose(x)), x written into c */
+            ir_value t = ir_args(g, &g->nodes[ir_args(g, cn)[i]])[0], x = ir_args(g, &g->nodes[t])[0];
+            all = g->nodes[x].op == OP_ATTENTION_GRAD && cg->out_as[x] == c;
+        }
+        if (all) cg->attn_colsum[s] = c;
+    }
+}
+
 void cuda_attention_plan(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
@@ -371,6 +402,7 @@ void cuda_attention_plan(cg_ctx *cg)
     plan_lse(cg);
     plan_output(cg, in_delta);
     plan_key_value_pairs(cg);
+    plan_gradient_colsums(cg);
     free(in_delta);
 }
 
@@ -685,6 +717,75 @@ static void emit_store_rows(cg_buf *b, const char *out, const char *o, int64_t W
               lim, out, out, out, o, f1, out, out, out, o, f1);
 }
 
+/* The sum that adds up the columns of the concat kernel v writes into
+ * (cg->attn_colsum), IR_NONE if none; its partial rows [B tiles, W] are
+ * cg->kept_temp[sum], made by the first kernel that writes them. */
+static ir_value colsum_of(cg_ctx *cg, ir_value v)
+{
+    const ir_graph *g = cg->g;
+    ir_value c = cg->out_as ? cg->out_as[v] : IR_NONE;
+    for (ir_value s = 0; c != IR_NONE && cg->attn_colsum && s < g->nnodes; s++) {
+        if (cg->attn_colsum[s] != c) continue;
+        if (!cg->kept_temp[s]) {
+            const ir_node *cn = &g->nodes[c];
+            int64_t T = 0, W = 0;
+            dim_is_const(&g->dims[cn->shape[1]], &T);
+            dim_is_const(&g->dims[cn->shape[2]], &W);
+            dim_expr rows, per = dim_const(((T + TILE - 1) / TILE) * W);
+            if (dim_mul(&g->dims[cn->shape[0]], &per, &rows) != DIM_OK) return IR_NONE;
+            cg->kept_temp[s] = cuda_new_temp(cg, ir_dim_intern((ir_graph *)g, &rows), NC_F32);
+        }
+        return s;
+    }
+    return IR_NONE;
+}
+
+/* After the rows of result r (o[W/8][4], times f0 and f1, rounded as
+ * stored) went to out: this block's column sums of them into its partial
+ * row of parts (row b tiles + tile, columns as in out's rows). A lane adds
+ * its two rows of each column it holds; the warp's 8 row pairs of every
+ * column are then added by halving exchanges (each step a lane keeps half
+ * its sums and adds its partner's half of the same columns: 14 shuffles
+ * for 64 columns, not 48), leaving a lane W/32 sums of its own columns;
+ * the 4 warps are added in shared memory, always in the same order. */
+static void emit_store_colsum(cg_ctx *cg, nrt_step *s, ir_value r, const char *o, int64_t W, const char *lim, const char *f0,
+                              const char *f1, int parts_slot)
+{
+    const ir_graph *g = cg->g;
+    cg_buf *b = &cg->body;
+    const ir_node *c = &g->nodes[cg->out_as[r]];
+    int64_t PW = 0;
+    dim_is_const(&g->dims[c->shape[2]], &PW);
+    const char *rnd = cuda_round_fn(g->nodes[r].dtype);
+    int heads = int_slot(s, g->nodes[r].shape[1]);
+    long long nv = W / 4, keep = W / 32;   /* a lane's column values; what it keeps of them */
+    cg_printf(b, "  {   /* the column sums of what this block stored */\n    __shared__ float cs[4][%lld];\n    float v[%lld];\n", (long long)W, nv);
+    cg_printf(b, "#pragma unroll\n    for (int nb = 0; nb < %lld; nb++) {\n", (long long)W / 8);
+    cg_printf(b, "      v[2 * nb] = (r0 < %s ? %s(%s[nb][0]%s) : 0.0f) + (r1 < %s ? %s(%s[nb][2]%s) : 0.0f);\n", lim, rnd, o, f0, lim, rnd, o, f1);
+    cg_printf(b, "      v[2 * nb + 1] = (r0 < %s ? %s(%s[nb][1]%s) : 0.0f) + (r1 < %s ? %s(%s[nb][3]%s) : 0.0f);\n    }\n", lim, rnd, o, f0, lim,
+              rnd, o, f1);
+    cg_printf(b, "#pragma unroll\n    for (int h = %lld, m = 16; m >= 4; h >>= 1, m >>= 1) {   /* m: the lane bit of gid this step pairs */\n", nv / 2);
+    cg_printf(b, "      const bool up = (lane & m) != 0;\n#pragma unroll\n      for (int i = 0; i < h; i++) {\n");
+    cg_printf(b, "        const float send = up ? v[i] : v[i + h], mine = up ? v[i + h] : v[i];\n");
+    cg_printf(b, "        v[i] = mine + __shfl_xor_sync(0xffffffffu, send, m);\n      }\n    }\n");
+    cg_printf(b, "#pragma unroll\n    for (int i = 0; i < %lld; i++) {   /* value k = %lld gid + i: column (k / 2) 8 + 2 tig + k %% 2 */\n", keep, keep);
+    cg_printf(b, "      const int k = %lld * gid + i;\n      cs[warp][(k >> 1) * 8 + tig * 2 + (k & 1)] = v[i];\n    }\n    __syncthreads();\n", keep);
+    cg_printf(b, "    float *parts = (float *)A.buf[%d];\n", parts_slot);
+    cg_printf(b, "    for (int c = threadIdx.x; c < %lld; c += blockDim.x)\n", (long long)W);
+    cg_printf(b, "      parts[((head / A.n[%d]) * tiles + row0 / %d) * %lld + %lld + (head %% A.n[%d]) * %lld + c] = cs[0][c] + cs[1][c] + cs[2][c] + cs[3][c];\n",
+              heads, TILE, (long long)PW, (long long)cg->out_col[r], heads, (long long)W);
+    cg_printf(b, "    __syncthreads();   /* cs is free again */\n  }\n");
+}
+
+/* The slot of the partial column sums kernel v adds to (colsum_of), -1 if none. */
+static int add_colsum_parts(cg_ctx *cg, nrt_step *s, ir_value v)
+{
+    ir_value sum = colsum_of(cg, v);
+    if (sum == IR_NONE) return -1;
+    cuda_add_buf(s, cg->kept_temp[sum]);
+    return s->nbufs - 1;
+}
+
 /* forward (with lse: only the log-sum-exp), and dq. */
 static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *a, nc_op op)
 {
@@ -725,6 +826,8 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
         emit_times_tile(b, a, "o", "s", &t[0]);
         cg_printf(b, "  }\n");
         emit_store_rows(b, "out", "o", a->D, "T", " * scale", " * scale");
+        int parts = add_colsum_parts(cg, st, v);
+        if (parts >= 0) emit_store_colsum(cg, st, v, "o", a->D, "T", " * scale", " * scale", parts);
         return;
     }
     cg_printf(b, "    float mx0 = NEG_INF, mx1 = NEG_INF;\n#pragma unroll\n    for (int nb = 0; nb < 8; nb++) {\n");
@@ -793,6 +896,9 @@ static void emit_by_key(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *
     const char *f = wrt == 1 ? " * scale" : "";
     emit_store_rows(b, "out", "o", W, "S", f, f);
     if (both) emit_store_rows(b, "out_v", "ov", a->E, "S", "", "");
+    int parts = add_colsum_parts(cg, st, v);
+    if (parts >= 0) emit_store_colsum(cg, st, v, "o", W, "S", f, f, parts);
+    if (parts >= 0 && both) emit_store_colsum(cg, st, a->dv, "ov", a->E, "S", "", "", parts);
 }
 
 bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted)

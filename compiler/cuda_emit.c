@@ -769,7 +769,8 @@ static int64_t colsum_blocks(const cg_ctx *cg, const ir_node *x)
 
 /* The second kernel of a column reduction: the `parts` partial rows of
  * part ([parts, C] f32) combined in order into stored (C: the result's dim
- * id, X: the operand's element count). */
+ * id, X: the operand's element count; parts 0: a sum over the X / C rows of
+ * part, X its element count). */
 static bool emit_column_total(cg_ctx *cg, ir_value v, ir_value stored, uint32_t part, int64_t parts, uint32_t C, uint32_t X)
 {
     const ir_node *n = node(cg, v);
@@ -784,8 +785,11 @@ static bool emit_column_total(cg_ctx *cg, ir_value v, ir_value stored, uint32_t 
     decl_ptr(cg, "y", 1, node(cg, stored)->dtype, false);
     cg_printf(b, "  const long long C = A.n[0], R = C > 0 ? A.n[1] / C : 0; (void)R;\n");
     cg_printf(b, "  NC_GRID_STRIDE(c, C) {\n    float acc = %s;\n", init);
-    cg_printf(b, "#pragma unroll 8\n    for (int p = 0; p < %lld; p++) { const float a = acc, b = part[p * C + c]; acc = %s; }\n", (long long)parts,
-              combine);
+    if (parts > 0)
+        cg_printf(b, "#pragma unroll 8\n    for (int p = 0; p < %lld; p++) { const float a = acc, b = part[p * C + c]; acc = %s; }\n",
+                  (long long)parts, combine);
+    else
+        cg_printf(b, "#pragma unroll 8\n    for (long long p = 0; p < R; p++) { const float a = acc, b = part[p * C + c]; acc = %s; }\n", combine);
     cg_printf(b, "%s    nc_st(y, c, acc);\n  }\n", n->op == OP_MEAN ? "    acc = acc / (float)R;\n" : "");
     end_kernel(cg);
     return true;
@@ -852,6 +856,11 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
         uint32_t C, X;
         NC_ASSERT(cg->kept_temp[v]);
         return numel_dim(cg, n, &C) && numel_dim(cg, x, &X) && emit_column_total(cg, v, stored, cg->kept_temp[v], colsum_blocks(cg, x), C, X);
+    }
+    if (cg->attn_colsum && cg->attn_colsum[v] != IR_NONE) {   /* the attention gradients' kernels wrote the partial sums */
+        uint32_t C;
+        NC_ASSERT(cg->kept_temp[v] && n->op == OP_SUM);
+        return numel_dim(cg, n, &C) && emit_column_total(cg, v, stored, cg->kept_temp[v], 0, C, cg->prog->temps[cg->kept_temp[v] - cg->g->nnodes].numel);
     }
     if (form == REDUCE_PREFIX && dtype_is_float(x->dtype)) {
         int64_t rows = 1, cols = 1, d;
@@ -1750,6 +1759,7 @@ void cuda_kernel_bounds(cg_ctx *cg, int threads, int min_blocks)
     snprintf(cg->cur_bounds, sizeof cg->cur_bounds, "__launch_bounds__(%d, %d) ", threads, min_blocks);
 }
 void cuda_add_buf(nrt_step *s, uint32_t b) { add_buf(s, b); }
+uint32_t cuda_new_temp(cg_ctx *cg, uint32_t numel, nc_dtype t) { return new_temp(cg, numel, t); }
 void cuda_add_int(nrt_step *s, uint32_t dim) { add_int(s, dim); }
 bool cuda_numel_dim(cg_ctx *cg, const ir_node *n, uint32_t *out) { return numel_dim(cg, n, out); }
 void cuda_decl_ptr(cg_ctx *cg, const char *name, int k, nc_dtype t, bool is_const) { decl_ptr(cg, name, k, t, is_const); }

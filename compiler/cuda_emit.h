@@ -54,6 +54,10 @@ typedef struct cg_ctx {
                               from column out_col (transpose(out, [0, 2, 1, 3]), or a concat of the
                               q, k and v gradients), IR_NONE if none */
     int64_t *out_col;
+    ir_value *attn_colsum; /* fusion: for a sum over every axis but the last of a concat the attention
+                              gradients' kernels write (out_as; a bias's gradient, GPT-2's qkv), that
+                              concat: each kernel adds up the columns of the tiles it stores into partial
+                              rows, one per batch and tile, which the sum only adds up, IR_NONE */
     ir_value *bias_grad_with; /* fusion: for a layernorm weight gradient, the bias gradient of the same x and
                               g that its kernels compute along (reading x and g once), IR_NONE if none */
     bool *joined_sums;     /* fusion: a concat of sums (a gradient norm's partial sums) whose one kernel
@@ -179,6 +183,7 @@ nrt_step *cuda_begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_grid
 /* The kernel being written runs blocks of at most `threads` and wants
  * registers few enough for min_blocks of them on a multiprocessor. */
 void cuda_kernel_bounds(cg_ctx *cg, int threads, int min_blocks);
+uint32_t cuda_new_temp(cg_ctx *cg, uint32_t numel, nc_dtype t);
 void cuda_end_kernel(cg_ctx *cg);
 void cuda_add_buf(nrt_step *s, uint32_t b);
 void cuda_add_int(nrt_step *s, uint32_t dim);

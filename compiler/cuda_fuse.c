@@ -676,6 +676,8 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->prologue_of);
     free(cg->attn_root);
     free(cg->attn_col);
+    free(cg->attn_colsum);
+    cg->attn_colsum = NULL;
     free(cg->lse_with);
     free(cg->delta_from);
     free(cg->dv_with);

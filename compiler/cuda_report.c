@@ -131,6 +131,11 @@ static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint
         fprintf(out, " over the rows it holds: x and g are read once, the gradient%s only %s its partial rows\n",
                 bias != IR_NONE ? "s" : "", bias != IR_NONE ? "add" : "adds");
     }
+    if (cg->attn_colsum && cg->attn_colsum[v] != IR_NONE) {
+        fprintf(out, "along: step %u, kernel %s adds up the column sums the attention gradients' kernels made of ", k, kernel);
+        name_value(out, g, cg->attn_colsum[v]);
+        fprintf(out, " as they stored it: no pass over it\n");
+    }
     if (cg->delta_from && cg->delta_from[v] != IR_NONE) {
         fprintf(out, "along: step %u, kernel %s computes ", k, kernel);
         name_value(out, g, ir_args(g, n)[5]);

@@ -66,6 +66,7 @@ report=$("$netc" build "$src/examples/gpt2.net" --entry train --set L=1 --dim B=
 if ! grep -q 'along: step [0-9]*, kernel k[0-9]*_attention_tc reads %[0-9]* transpose (nn.net:55) where it lies, in %[0-9]* add (nn.net:12)' <<<"$report" ||
    ! grep -q 'along: step [0-9]*, kernel k[0-9]*_attention_grad_tc writes its columns of %[0-9]* concat (nn.net:52)' <<<"$report" ||
    ! grep -q 'along: step [0-9]*, kernel k[0-9]*_concat_sums computes the [0-9]* sums joined by' <<<"$report" ||
+   ! grep -q "along: step [0-9]*, kernel k[0-9]*_sum_cols_sum adds up the column sums the attention gradients' kernels made of %[0-9]* concat (nn.net:52)" <<<"$report" ||
    ! grep -q "schedule: the parameters' low-precision copies run first" <<<"$report" ||
    ! grep -q "schedule: 8 cross-entropy gradients run before their loss" <<<"$report" ||
    ! grep -q "schedule: 1 rounding round trips run just before the op that reads them" <<<"$report" ||
