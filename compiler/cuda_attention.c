@@ -375,8 +375,10 @@ static void plan_gradient_colsums(cg_ctx *cg)
             continue;
         bool all = true;
         for (int i = 0; i < cn->nargs && all; i++) {   /* reshape(transpose(x)), x written into c */
-            ir_value t = ir_args(g, &g->nodes[ir_args(g, cn)[i]])[0], x = ir_args(g, &g->nodes[t])[0];
-            all = g->nodes[x].op == OP_ATTENTION_GRAD && cg->out_as[x] == c;
+            const ir_node *r = &g->nodes[ir_args(g, cn)[i]];
+            const ir_node *t = r->op == OP_RESHAPE ? &g->nodes[ir_args(g, r)[0]] : NULL;
+            ir_value x = t && t->op == OP_TRANSPOSE ? ir_args(g, t)[0] : IR_NONE;
+            all = x != IR_NONE && g->nodes[x].op == OP_ATTENTION_GRAD && cg->out_as[x] == c;
         }
         if (all) cg->attn_colsum[s] = c;
     }

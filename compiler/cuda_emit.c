@@ -743,12 +743,14 @@ static void add_reduce_operand(cg_ctx *cg, ir_value v, uint32_t prologue, nrt_st
  * second kernel). The sizes are a guess until measured on a GPU. */
 enum { COLUMN_PARTS = 128, COLUMN_PART_ROWS = 32 };
 
-/* A norm gradient's kernel that also sums its stored rows' columns
- * (cg->colsum_by) runs COLSUM_BLOCKS blocks of 8 warps, each warp over every
- * COLSUM_BLOCKS * 8-th row, and writes a partial row per block. 264: two
- * blocks on each of an H100's 132 SMs, one wave (three fit at 80 registers
- * a thread, ptxas for sm_90), rows enough per warp to hide the loop's
- * start; to be checked against `netc inspect --profile` on the device. */
+/* A norm gradient's kernel that also sums columns over its rows
+ * (cg->colsum_by, cg->params_by) runs COLSUM_BLOCKS blocks of 8 warps (or
+ * fewer: colsum_blocks), each warp over every (8 x blocks)-th row, and
+ * writes a partial row per block. 264: two blocks on each of an H100's 132
+ * SMs, one wave (ptxas for sm_90: 86 registers a thread summing what it
+ * stores, 128 under __launch_bounds__(256, 2) with the weight's terms too),
+ * rows enough per warp to hide the loop's start; to be checked against
+ * `netc inspect --profile` on the device. */
 enum { COLSUM_BLOCKS = 264 };
 
 /* The blocks of such a kernel over x ([..., C]): COLSUM_BLOCKS, or where
