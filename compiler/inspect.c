@@ -86,6 +86,38 @@ static double step_flops(const ir_graph *g, const nrt_program *p, const nrt_step
     }
 }
 
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
+/* A scatter-add's kernels (cuda_emit.c) touch only the accumulator's rows
+ * the indices pick, at most one a source row: the atomic adds read and
+ * write them, _zero_rows zeroes and marks them, _round_rows reads them back
+ * (and every mark) while it writes the whole result. */
+static double scatter_bytes(const ir_graph *g, const nrt_program *p, const nrt_step *s, const memplan_buf *b, const int64_t *syms)
+{
+    const ir_node *n = &g->nodes[s->node];
+    int64_t nsrc = 0, nidx = 0;
+    ir_numel(g, &g->nodes[ir_args(g, n)[1]], syms, &nsrc);
+    ir_numel(g, &g->nodes[ir_args(g, n)[0]], syms, &nidx);
+    const char *name = s->kernel < p->nkernels ? p->kernel_names[s->kernel] : "";
+    double picked = 4.0 * (double)nsrc;   /* f32 accumulator elements of the picked rows, or fewer */
+    if (ends_with(name, "_add")) {   /* idx, src, acc */
+        double acc = (double)buf_bytes(b, s->bufs[2]);
+        return (double)buf_bytes(b, s->bufs[0]) + (double)buf_bytes(b, s->bufs[1]) + 2.0 * (picked < acc ? picked : acc);
+    }
+    if (ends_with(name, "_zero_rows")) return (double)buf_bytes(b, s->bufs[0]) + picked + 4.0 * (double)nidx;   /* idx, acc, mark */
+    if (ends_with(name, "_round_rows")) {   /* acc, mark, result */
+        double acc = (double)buf_bytes(b, s->bufs[0]);
+        return (picked < acc ? picked : acc) + (double)buf_bytes(b, s->bufs[1]) + (double)buf_bytes(b, s->bufs[2]);
+    }
+    double bytes = 0;
+    for (int j = 0; j < s->nbufs; j++) bytes += (double)buf_bytes(b, s->bufs[j]);
+    return bytes;
+}
+
 /* What a step reads and writes. Attention reads and writes its operands'
  * heads wherever they lie (inside a matmul's result, a concat's columns):
  * their own sizes, not those of the buffers they lie in. */
@@ -103,6 +135,7 @@ static double step_bytes(const ir_graph *g, const nrt_program *p, const nrt_step
     if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SLICE && s->nbufs == 2) return 2.0 * (double)buf_bytes(b, s->bufs[1]);
     if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_GATHER && s->nbufs == 3)
         return 2.0 * (double)buf_bytes(b, s->bufs[2]) + (double)buf_bytes(b, s->bufs[1]);
+    if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SCATTER_ADD && s->nbufs == 3) return scatter_bytes(g, p, s, b, syms);
     double bytes = 0;
     for (int j = 0; j < s->nbufs; j++) bytes += (double)buf_bytes(b, s->bufs[j]);
     return bytes;
