@@ -671,6 +671,19 @@ static bool cuda_emit_gather(cg_ctx *cg, ir_value v)
  * GPT-2's 50304 rows, so most of a dense zeroing and read is saved. The
  * kernels' names end in _zero_rows and _round_rows for netc inspect's byte
  * counts (inspect.c). */
+/* A kernel over the source's elements: ints nsrc, nidx and the result's
+ * rows; buffer 0 the indices (idx); `row` the length of a row. */
+static nrt_step *begin_scatter_kernel(cg_ctx *cg, ir_value v, const char *suffix, uint32_t nsrc, uint32_t nidx)
+{
+    nrt_step *s = begin_kernel(cg, v, suffix, NRT_GRID_ELEMENTS);
+    add_int(s, nsrc);
+    add_int(s, nidx);
+    add_int(s, node(cg, v)->shape[0]);
+    add_buf(s, arg(cg, v, 0));
+    decl_ptr(cg, "idx", 0, NC_I32, true);
+    return s;
+}
+
 static bool emit_scatter_mark_rows(cg_ctx *cg, ir_value v, uint32_t acc, uint32_t mark, uint32_t nsrc, uint32_t nidx)
 {
     const ir_node *n = node(cg, v);
@@ -680,14 +693,9 @@ static bool emit_scatter_mark_rows(cg_ctx *cg, ir_value v, uint32_t acc, uint32_
     cg_printf(&cg->body, "  int *mark = (int *)A.buf[0];\n  NC_GRID_STRIDE(r, A.n[0]) mark[r] = 0;\n");
     end_kernel(cg);
 
-    s = begin_kernel(cg, v, "_zero_rows", NRT_GRID_ELEMENTS);
-    add_int(s, nsrc);
-    add_int(s, nidx);
-    add_int(s, n->shape[0]);
-    add_buf(s, arg(cg, v, 0));
+    s = begin_scatter_kernel(cg, v, "_zero_rows", nsrc, nidx);
     add_buf(s, acc);
     add_buf(s, mark);
-    decl_ptr(cg, "idx", 0, NC_I32, true);
     cg_printf(&cg->body, "  float *acc = (float *)A.buf[1];\n  int *mark = (int *)A.buf[2];\n");
     cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n");
     cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {   /* rows picked twice are zeroed twice: the same zeros */\n");
@@ -716,14 +724,9 @@ static bool cuda_emit_scatter_add(cg_ctx *cg, ir_value v)
         end_kernel(cg);
     }
 
-    s = begin_kernel(cg, v, "_add", NRT_GRID_ELEMENTS);
-    add_int(s, nsrc);
-    add_int(s, nidx);
-    add_int(s, n->shape[0]);
-    add_buf(s, arg(cg, v, 0));
+    s = begin_scatter_kernel(cg, v, "_add", nsrc, nidx);
     add_buf(s, arg(cg, v, 1));
     add_buf(s, acc);
-    decl_ptr(cg, "idx", 0, NC_I32, true);
     decl_ptr(cg, "src", 1, src->dtype, true);
     cg_printf(&cg->body, "  float *acc = (float *)A.buf[2];\n");
     cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n");
