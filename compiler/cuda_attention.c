@@ -742,16 +742,16 @@ static ir_value colsum_of(cg_ctx *cg, ir_value v)
     return IR_NONE;
 }
 
-/* After the rows of result r (o[W/8][4], times f0 and f1, rounded as
- * stored) went to out: this block's column sums of them into its partial
+/* After the rows of result r (o[W/8][4], times f, rounded as stored) went
+ * to out: this block's column sums of them into its partial
  * row of parts (row b tiles + tile, columns as in out's rows). A lane adds
  * its two rows of each column it holds; the warp's 8 row pairs of every
  * column are then added by halving exchanges (each step a lane keeps half
  * its sums and adds its partner's half of the same columns: 14 shuffles
  * for 64 columns, not 48), leaving a lane W/32 sums of its own columns;
  * the 4 warps are added in shared memory, always in the same order. */
-static void emit_store_colsum(cg_ctx *cg, nrt_step *s, ir_value r, const char *o, int64_t W, const char *lim, const char *f0,
-                              const char *f1, int parts_slot)
+static void emit_store_colsum(cg_ctx *cg, nrt_step *s, ir_value r, const char *o, int64_t W, const char *lim, const char *f,
+                              int parts_slot)
 {
     const ir_graph *g = cg->g;
     cg_buf *b = &cg->body;
@@ -763,9 +763,9 @@ static void emit_store_colsum(cg_ctx *cg, nrt_step *s, ir_value r, const char *o
     long long nv = W / 4, keep = W / 32;   /* a lane's column values; what it keeps of them */
     cg_printf(b, "  {   /* the column sums of what this block stored */\n    __shared__ float cs[4][%lld];\n    float v[%lld];\n", (long long)W, nv);
     cg_printf(b, "#pragma unroll\n    for (int nb = 0; nb < %lld; nb++) {\n", (long long)W / 8);
-    cg_printf(b, "      v[2 * nb] = (r0 < %s ? %s(%s[nb][0]%s) : 0.0f) + (r1 < %s ? %s(%s[nb][2]%s) : 0.0f);\n", lim, rnd, o, f0, lim, rnd, o, f1);
-    cg_printf(b, "      v[2 * nb + 1] = (r0 < %s ? %s(%s[nb][1]%s) : 0.0f) + (r1 < %s ? %s(%s[nb][3]%s) : 0.0f);\n    }\n", lim, rnd, o, f0, lim,
-              rnd, o, f1);
+    cg_printf(b, "      v[2 * nb] = (r0 < %s ? %s(%s[nb][0]%s) : 0.0f) + (r1 < %s ? %s(%s[nb][2]%s) : 0.0f);\n", lim, rnd, o, f, lim, rnd, o, f);
+    cg_printf(b, "      v[2 * nb + 1] = (r0 < %s ? %s(%s[nb][1]%s) : 0.0f) + (r1 < %s ? %s(%s[nb][3]%s) : 0.0f);\n    }\n", lim, rnd, o, f, lim,
+              rnd, o, f);
     cg_printf(b, "#pragma unroll\n    for (int h = %lld, m = 16; m >= 4; h >>= 1, m >>= 1) {   /* m: the lane bit of gid this step pairs */\n", nv / 2);
     cg_printf(b, "      const bool up = (lane & m) != 0;\n#pragma unroll\n      for (int i = 0; i < h; i++) {\n");
     cg_printf(b, "        const float send = up ? v[i] : v[i + h], mine = up ? v[i + h] : v[i];\n");
@@ -829,7 +829,7 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
         cg_printf(b, "  }\n");
         emit_store_rows(b, "out", "o", a->D, "T", " * scale", " * scale");
         int parts = add_colsum_parts(cg, st, v);
-        if (parts >= 0) emit_store_colsum(cg, st, v, "o", a->D, "T", " * scale", " * scale", parts);
+        if (parts >= 0) emit_store_colsum(cg, st, v, "o", a->D, "T", " * scale", parts);
         return;
     }
     cg_printf(b, "    float mx0 = NEG_INF, mx1 = NEG_INF;\n#pragma unroll\n    for (int nb = 0; nb < 8; nb++) {\n");
@@ -899,8 +899,8 @@ static void emit_by_key(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *
     emit_store_rows(b, "out", "o", W, "S", f, f);
     if (both) emit_store_rows(b, "out_v", "ov", a->E, "S", "", "");
     int parts = add_colsum_parts(cg, st, v);
-    if (parts >= 0) emit_store_colsum(cg, st, v, "o", W, "S", f, f, parts);
-    if (parts >= 0 && both) emit_store_colsum(cg, st, a->dv, "ov", a->E, "S", "", "", parts);
+    if (parts >= 0) emit_store_colsum(cg, st, v, "o", W, "S", f, parts);
+    if (parts >= 0 && both) emit_store_colsum(cg, st, a->dv, "ov", a->E, "S", "", parts);
 }
 
 bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted)

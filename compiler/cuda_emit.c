@@ -664,13 +664,6 @@ static bool cuda_emit_gather(cg_ctx *cg, ir_value v)
     return true;
 }
 
-/* Zero, atomically add rows in f32, then convert when the result is
- * narrower. Narrower: only the rows the indices pick are zeroed in the f32
- * accumulator (and marked), and the conversion reads only those, writing
- * zeros for the others: an embedding's gradient touches a few thousand of
- * GPT-2's 50304 rows, so most of a dense zeroing and read is saved. The
- * kernels' names end in _zero_rows and _round_rows for netc inspect's byte
- * counts (inspect.c). */
 /* A kernel over the source's elements: ints nsrc, nidx and the result's
  * rows; buffer 0 the indices (idx); `row` the length of a row. */
 static nrt_step *begin_scatter_kernel(cg_ctx *cg, ir_value v, const char *suffix, uint32_t nsrc, uint32_t nidx)
@@ -681,10 +674,11 @@ static nrt_step *begin_scatter_kernel(cg_ctx *cg, ir_value v, const char *suffix
     add_int(s, node(cg, v)->shape[0]);
     add_buf(s, arg(cg, v, 0));
     decl_ptr(cg, "idx", 0, NC_I32, true);
+    cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n");
     return s;
 }
 
-static bool emit_scatter_mark_rows(cg_ctx *cg, ir_value v, uint32_t acc, uint32_t mark, uint32_t nsrc, uint32_t nidx)
+static void emit_scatter_mark_rows(cg_ctx *cg, ir_value v, uint32_t acc, uint32_t mark, uint32_t nsrc, uint32_t nidx)
 {
     const ir_node *n = node(cg, v);
     nrt_step *s = begin_kernel(cg, v, "_unmark", NRT_GRID_ELEMENTS);
@@ -697,14 +691,19 @@ static bool emit_scatter_mark_rows(cg_ctx *cg, ir_value v, uint32_t acc, uint32_
     add_buf(s, acc);
     add_buf(s, mark);
     cg_printf(&cg->body, "  float *acc = (float *)A.buf[1];\n  int *mark = (int *)A.buf[2];\n");
-    cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n");
     cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {   /* rows picked twice are zeroed twice: the same zeros */\n");
     cg_printf(&cg->body, "    const long long r = idx[i / row], col = i %% row;\n    if (r < 0 || r >= A.n[2]) continue;\n");
     cg_printf(&cg->body, "    acc[r * row + col] = 0.0f;\n    if (col == 0) mark[r] = 1;\n  }\n");
     end_kernel(cg);
-    return true;
 }
 
+/* Zero, atomically add rows in f32, then convert when the result is
+ * narrower. Narrower: only the rows the indices pick are zeroed in the f32
+ * accumulator (and marked), and the conversion reads only those, writing
+ * zeros for the others: an embedding's gradient touches a few thousand of
+ * GPT-2's 50304 rows, so most of a dense zeroing and read is saved. The
+ * kernels' names end in _zero_rows and _round_rows for netc inspect's byte
+ * counts (inspect.c). */
 static bool cuda_emit_scatter_add(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *idx = node(cg, arg(cg, v, 0)), *src = node(cg, arg(cg, v, 1));
@@ -715,7 +714,7 @@ static bool cuda_emit_scatter_add(cg_ctx *cg, ir_value v)
 
     nrt_step *s;
     if (narrow) {
-        if (!emit_scatter_mark_rows(cg, v, acc, mark, nsrc, nidx)) return false;
+        emit_scatter_mark_rows(cg, v, acc, mark, nsrc, nidx);
     } else {
         s = begin_kernel(cg, v, "_zero", NRT_GRID_ELEMENTS);
         add_int(s, numel);
@@ -729,7 +728,6 @@ static bool cuda_emit_scatter_add(cg_ctx *cg, ir_value v)
     add_buf(s, acc);
     decl_ptr(cg, "src", 1, src->dtype, true);
     cg_printf(&cg->body, "  float *acc = (float *)A.buf[2];\n");
-    cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n");
     cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n    long long r = idx[i / row];\n");
     cg_printf(&cg->body, "    if (r >= 0 && r < A.n[2]) atomicAdd(&acc[r * row + i %% row], nc_ld(src, i));\n  }\n");
     end_kernel(cg);

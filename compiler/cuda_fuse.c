@@ -677,7 +677,6 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->attn_root);
     free(cg->attn_col);
     free(cg->attn_colsum);
-    cg->attn_colsum = NULL;
     free(cg->lse_with);
     free(cg->delta_from);
     free(cg->dv_with);
@@ -691,8 +690,7 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->sum_to);
     free(cg->colsum_by);
     free(cg->params_by);
-    cg->params_by = NULL;
-    cg->stats_from = NULL, cg->kept_temp = NULL, cg->loss_rows_with = NULL, cg->sum_to = NULL, cg->colsum_by = NULL;
+    cg->params_by = NULL, cg->stats_from = NULL, cg->kept_temp = NULL, cg->loss_rows_with = NULL, cg->sum_to = NULL, cg->colsum_by = NULL;
     free(cg->joined_sums);
     free(cg->widened_to);
     free(cg->round_trip_to);
@@ -700,7 +698,7 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->reader);
     cg->readers = NULL, cg->reader = NULL;
     cg->joined_sums = NULL, cg->widened_to = NULL, cg->round_trip_to = NULL;
-    cg->prologue_of = NULL, cg->attn_root = NULL, cg->attn_col = NULL, cg->lse_with = NULL, cg->delta_from = NULL;
+    cg->prologue_of = NULL, cg->attn_root = NULL, cg->attn_col = NULL, cg->attn_colsum = NULL, cg->lse_with = NULL, cg->delta_from = NULL;
     cg->out_as = NULL, cg->out_col = NULL, cg->bias_grad_with = NULL;
     cuda_epilogue_free(cg);
     cg->group = NULL, cg->inlined = NULL, cg->last_use = NULL, cg->escapes = NULL, cg->kernel_of = NULL;

@@ -23,12 +23,15 @@ static int64_t buf_bytes(const memplan_buf *b, uint32_t id) { return b[id].bytes
 
 /* A key gradient's kernel that computes the value gradient along
  * (cuda_attention.c names it "..._tc_kv"). */
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
 static bool computes_dv(const nrt_program *p, const nrt_step *s)
 {
-    if (s->kind != NRT_STEP_KERNEL || s->kernel >= p->nkernels) return false;
-    const char *name = p->kernel_names[s->kernel];
-    size_t n = strlen(name);
-    return n > 6 && strcmp(name + n - 6, "_tc_kv") == 0;
+    return s->kind == NRT_STEP_KERNEL && s->kernel < p->nkernels && ends_with(p->kernel_names[s->kernel], "_tc_kv");
 }
 
 /* The most elements any buffer of step s holds: what a reduction or row
@@ -86,16 +89,11 @@ static double step_flops(const ir_graph *g, const nrt_program *p, const nrt_step
     }
 }
 
-static bool ends_with(const char *s, const char *tail)
-{
-    size_t n = strlen(s), t = strlen(tail);
-    return n >= t && strcmp(s + n - t, tail) == 0;
-}
-
 /* A scatter-add's kernels (cuda_emit.c) touch only the accumulator's rows
  * the indices pick, at most one a source row: the atomic adds read and
  * write them, _zero_rows zeroes and marks them, _round_rows reads them back
- * (and every mark) while it writes the whole result. */
+ * (and every mark) while it writes the whole result. -1: another kernel,
+ * whose buffers count whole. */
 static double scatter_bytes(const ir_graph *g, const nrt_program *p, const nrt_step *s, const memplan_buf *b, const int64_t *syms)
 {
     const ir_node *n = &g->nodes[s->node];
@@ -113,9 +111,7 @@ static double scatter_bytes(const ir_graph *g, const nrt_program *p, const nrt_s
         double acc = (double)buf_bytes(b, s->bufs[0]);
         return (picked < acc ? picked : acc) + (double)buf_bytes(b, s->bufs[1]) + (double)buf_bytes(b, s->bufs[2]);
     }
-    double bytes = 0;
-    for (int j = 0; j < s->nbufs; j++) bytes += (double)buf_bytes(b, s->bufs[j]);
-    return bytes;
+    return -1;
 }
 
 /* What a step reads and writes. Attention reads and writes its operands'
@@ -135,7 +131,8 @@ static double step_bytes(const ir_graph *g, const nrt_program *p, const nrt_step
     if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SLICE && s->nbufs == 2) return 2.0 * (double)buf_bytes(b, s->bufs[1]);
     if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_GATHER && s->nbufs == 3)
         return 2.0 * (double)buf_bytes(b, s->bufs[2]) + (double)buf_bytes(b, s->bufs[1]);
-    if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SCATTER_ADD && s->nbufs == 3) return scatter_bytes(g, p, s, b, syms);
+    double scattered = s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SCATTER_ADD && s->nbufs == 3 ? scatter_bytes(g, p, s, b, syms) : -1;
+    if (scattered >= 0) return scattered;
     double bytes = 0;
     for (int j = 0; j < s->nbufs; j++) bytes += (double)buf_bytes(b, s->bufs[j]);
     return bytes;
