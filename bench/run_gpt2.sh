@@ -21,9 +21,13 @@ echo "{\"bench\": \"build_gpt2_train_cached\", \"ms\": $(( (e - s) / 1000000 ))}
 "$NETC" inspect "$OUT/gpt2.netm" --entry train | tail -12
 # each launch timed on the device: the measured step and the 10 slowest launches with their share and % of floor
 "$NETC" inspect "$OUT/gpt2.netm" --entry train --profile 10 > "$OUT/gpt2.profile.txt" 2>&1 && sed -n '/^measured/,/^targets/p' "$OUT/gpt2.profile.txt"
-for budget in "" 4GiB; do
+# "nobgrad": the MLP biases' gradients as a second product instead of cuBLASLt's DGELU_BGRAD
+# epilogue (NETC_NO_DGELU_BGRAD, runtime/gpu.c): which of the two ways is faster on this GPU
+for budget in "" 4GiB nobgrad; do
+  extra=()
+  case $budget in 4GiB) extra=(--memory-budget 4GiB) ;; nobgrad) export NETC_NO_DGELU_BGRAD=1 ;; esac
   "$NETC" train examples/gpt2.net --data "$TEXT" --dim T="$T" --batch "$B" --epochs 1000 --max-steps "$STEPS" --device gpu \
-    ${budget:+--memory-budget $budget} --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 || { cat "$OUT/gpt2${budget}.log"; exit 1; }
+    "${extra[@]}" --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 || { cat "$OUT/gpt2${budget}.log"; exit 1; }
   tail -2 "$OUT/gpt2${budget}.log"
   python3 - "$OUT/gpt2${budget}.jsonl" "$B" "$T" "${budget:-none}" <<'EOF'
 import json, statistics, sys
@@ -33,12 +37,13 @@ mem = ([r for r in lines if "gpu_train_bytes" in r] or [{}])[-1]
 rates = [r["samples_per_s"] for r in rows[1:]] or [r["samples_per_s"] for r in rows]
 b, t = int(sys.argv[2]), int(sys.argv[3])
 ms = b / statistics.median(rates) * 1e3
-print(json.dumps({"bench": "gpt2_train_step", "impl": "netc", "memory_budget": sys.argv[4], "batch": b, "T": t,
+print(json.dumps({"bench": "gpt2_train_step", "impl": "netc", "variant": sys.argv[4], "batch": b, "T": t,
                   "ms_per_step": round(ms, 2), "tokens_per_s": round(b * t / ms * 1e3),
                   "session_gib": round(mem.get("gpu_train_bytes", 0) / 2**30, 3),
                   "device_used_gib": round(mem.get("gpu_device_used_bytes", 0) / 2**30, 3)}))
 EOF
 done
+unset NETC_NO_DGELU_BGRAD
 python3 bench/torch_gpt2.py "$B" "$T" 20
 # the first 10 steps' losses against PyTorch from the same initial weights and batches (bf16 tolerance)
 python3 bench/gpt2_losses.py --steps 10 --batch 4 --T 256 --netc "$NETC" --losses-tool "$(dirname "$NETC")/bench/gpt2_losses" --out "$OUT/losses" | tail -1

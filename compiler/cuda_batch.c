@@ -170,10 +170,13 @@ static void emit_batch_kernel(cg_ctx *cg, uint32_t first, uint32_t n, bool *has_
     p->steps[first].batch_kernel = p->nkernels++;
 }
 
-/* Step k reads nothing but small scratch (partial sums, at most
- * SINK_MAX_READ_BYTES in all), parameters and inputs: moving it later keeps
- * no value alive longer, which could raise the peak, and hardly any bytes. */
+/* Step k reads nothing but small scratch (partial sums), small values (a
+ * bias's gradient that cuBLASLt stored, widened here) and parameters and
+ * inputs, at most SINK_MAX_READ_BYTES in all: moving it later keeps little
+ * alive longer, which could raise the peak, and hardly any bytes. */
 #define SINK_MAX_READ_BYTES ((int64_t)4 << 20)
+#define SINK_MAX_VALUE_BYTES ((int64_t)256 << 10)
+
 static bool reads_little(const cg_ctx *cg, const nrt_program *p, uint32_t k)
 {
     const ir_graph *g = cg->g;
@@ -181,12 +184,21 @@ static bool reads_little(const cg_ctx *cg, const nrt_program *p, uint32_t k)
     int64_t total = 0;
     for (int j = 0; j < s->nbufs; j++) {
         uint32_t b = s->bufs[j];
-        int64_t n;
+        int64_t bytes;
         if (writes_slot(cg, p, k, j) || (b < g->nnodes && lives_on(g, b))) continue;
-        if (b < g->nnodes) return false;   /* only scratch is kept alive longer */
-        const nrt_temp *t = &p->temps[b - g->nnodes];
-        if (!dim_is_const(&g->dims[t->numel], &n)) return false;
-        total += n * (int64_t)dtype_size(t->dtype);
+        if (b < g->nnodes) {
+            const ir_node *n = &g->nodes[b];
+            bytes = dtype_size(n->dtype);
+            for (int d = 0; d < n->rank; d++) {
+                int64_t len;
+                if (!dim_is_const(&g->dims[n->shape[d]], &len) || (bytes *= len) > SINK_MAX_VALUE_BYTES) return false;
+            }
+        } else {
+            const nrt_temp *t = &p->temps[b - g->nnodes];
+            if (!dim_is_const(&g->dims[t->numel], &bytes)) return false;
+            bytes *= (int64_t)dtype_size(t->dtype);
+        }
+        total += bytes;
     }
     return total <= SINK_MAX_READ_BYTES;
 }

@@ -125,6 +125,7 @@ typedef struct cuda_epilogue {
     ir_value matmul;
     ir_value bias, residual, aux;   /* IR_NONE where absent */
     ir_value out;                   /* the epilogue's last op: what the step writes */
+    ir_value colsum;                /* NRT_EPI_BGRAD: the sum of out's rows the step writes too, else IR_NONE */
     uint8_t flags;                  /* NRT_EPI_* */
     nc_dtype out_dtype;
     ir_value chain[5];              /* the ops the step computes: the matmul, then each link */

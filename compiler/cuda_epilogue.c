@@ -16,7 +16,9 @@
  * the tanh form; the value before GELU is kept (as the step's auxiliary
  * output) when the backward reads it, and read back by the backward's
  * matmul (DGELU: the product times GELU's derivative there); f16/bf16
- * products may be stored as f32. The product is rounded once, not after
+ * products may be stored as f32; the sum of GELU's backward over its rows (a
+ * bias's gradient) may be stored beside it (DGELU_BGRAD, in its dtype). The
+ * product is rounded once, not after
  * each op as separate kernels would: results differ from the unfused ones
  * by the rounding of the intermediates (within the dtype's tolerance). */
 #include "cuda_emit.h"
@@ -123,8 +125,25 @@ static bool aux_fits(const ir_graph *g, const ir_node *n)
  * recognises, or leaves it. */
 static void link(cuda_epilogue *e, ir_value *cur, ir_value v) { e->chain[e->nchain++] = *cur = v; }
 
+/* A sum of v over every axis but the last, in v's dtype: a bias's
+ * gradient, which cuBLASLt's DGELU_BGRAD stores in the product's dtype. */
+static ir_value column_sum(const epi_ctx *c, ir_value v)
+{
+    const ir_node *n = nd(c, v);
+    for (ir_value s = v + 1; n->rank >= 2 && s < c->g->nnodes; s++) {
+        const ir_node *sn = nd(c, s);
+        if (sn->op != OP_SUM || sn->nargs != 1 || operand(c, s, 0) != v) continue;
+        bool leading = sn->rank == 1 && sn->attr.naxes == n->rank - 1 && sn->shape[0] == n->shape[n->rank - 1] &&
+                       sn->dtype == n->dtype && !c->absorbed[s] && !c->operand[s];
+        for (int k = 0; k < sn->attr.naxes && leading; k++) leading = sn->attr.axes[k] == k;
+        if (leading) return s;
+    }
+    return IR_NONE;
+}
+
 /* GELU's backward on the product: the value before the GELU is read as the
- * auxiliary input (DGELU); nothing else can follow. */
+ * auxiliary input (DGELU), and a sum of the result's rows is stored with it
+ * (BGRAD); nothing else can follow. */
 static bool take_dgelu(const epi_ctx *c, cuda_epilogue *e, ir_value *cur)
 {
     ir_value m = *cur, u = sole_user(c, m);
@@ -134,6 +153,7 @@ static bool take_dgelu(const epi_ctx *c, cuda_epilogue *e, ir_value *cur)
     e->flags = NRT_EPI_DGELU | NRT_EPI_AUX;
     e->aux = operand(c, u, 0);
     link(e, cur, u);
+    if ((e->colsum = column_sum(c, u)) != IR_NONE) e->flags |= NRT_EPI_BGRAD;
     return true;
 }
 
@@ -223,7 +243,7 @@ static bool find_epilogue(const epi_ctx *c, ir_value m, bool dgelu_round, cuda_e
 {
     const ir_node *mm = nd(c, m);
     *e = (cuda_epilogue){.matmul = m, .bias = IR_NONE, .residual = IR_NONE, .aux = IR_NONE, .out = m,
-                         .out_dtype = mm->dtype};
+                         .colsum = IR_NONE, .out_dtype = mm->dtype};
     bool batch_of_products = mm->rank > 2 && (nd(c, operand(c, m, 1))->rank != 2 || mm->attr.ta);
     if (batch_of_products || !(mm->dtype == NC_F32 || mm->dtype == NC_F16 || mm->dtype == NC_BF16)) return false;
     ir_value cur = m;
@@ -263,6 +283,7 @@ void cuda_epilogue_plan(cg_ctx *cg)
         cg->epilogues[cg->nepilogues++] = e;
         for (int k = 0; k < e.nchain; k++) cg->absorbed[e.chain[k]] = true;
         c.written[e.out] = true;
+        if (e.colsum != IR_NONE) cg->absorbed[e.colsum] = c.written[e.colsum] = true;
         if (e.aux != IR_NONE && (e.flags & NRT_EPI_DGELU)) c.operand[e.aux] = true;
         else if (e.aux != IR_NONE) c.written[e.aux] = true;
         if (e.residual != IR_NONE) c.operand[e.residual] = true;
@@ -272,6 +293,20 @@ void cuda_epilogue_plan(cg_ctx *cg)
     free(c.user);
     free(c.operand);
     free(c.written);
+}
+
+/* The product of v's dims but the last, interned. */
+static uint32_t rows_dim(cg_ctx *cg, ir_value v)
+{
+    ir_graph *g = (ir_graph *)cg->g;
+    const ir_node *n = &g->nodes[v];
+    dim_expr rows = dim_const(1), next;
+    for (int k = 0; k + 1 < n->rank; k++) {
+        dim_status st = dim_mul(&rows, &g->dims[n->shape[k]], &next);
+        NC_ASSERT(st == DIM_OK);   /* a factor of the value's own size */
+        rows = next;
+    }
+    return ir_dim_intern(g, &rows);
 }
 
 void cuda_epilogue_emit(cg_ctx *cg, ir_value v)
@@ -288,6 +323,10 @@ void cuda_epilogue_emit(cg_ctx *cg, ir_value v)
     if (e->flags & NRT_EPI_DGELU) cuda_add_buf(s, e->aux);
     cuda_add_buf(s, e->out);
     if ((e->flags & NRT_EPI_AUX) && !(e->flags & NRT_EPI_DGELU)) cuda_add_buf(s, e->aux);
+    if (e->flags & NRT_EPI_BGRAD) {
+        cuda_add_buf(s, e->colsum);
+        cuda_add_buf(s, cuda_new_temp(cg, rows_dim(cg, e->out), e->out_dtype));
+    }
     NC_ASSERT(!nrt_matmul_check(s));
 }
 

@@ -133,8 +133,10 @@ static double step_bytes(const ir_graph *g, const nrt_program *p, const nrt_step
         return 2.0 * (double)buf_bytes(b, s->bufs[2]) + (double)buf_bytes(b, s->bufs[1]);
     double scattered = s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SCATTER_ADD && s->nbufs == 3 ? scatter_bytes(g, p, s, b, syms) : -1;
     if (scattered >= 0) return scattered;
+    int unused = s->kind == NRT_STEP_MATMUL ? nrt_matmul_slots_of(s).ones : -1;   /* a fallback's (setup_column_sums) */
     double bytes = 0;
-    for (int j = 0; j < s->nbufs; j++) bytes += (double)buf_bytes(b, s->bufs[j]);
+    for (int j = 0; j < s->nbufs; j++)
+        if (j != unused) bytes += (double)buf_bytes(b, s->bufs[j]);
     return bytes;
 }
 
@@ -162,9 +164,10 @@ static const char *step_name(const nrt_program *p, const nrt_step *s, char buf[6
     if (s->kind == NRT_STEP_KERNEL) return p->kernel_names[s->kernel];
     if (s->kind == NRT_STEP_COPY) return "copy";
     uint8_t e = s->mm_epilogue;
-    snprintf(buf, 64, "cublasLt_matmul%s%s%s%s%s%s", e & NRT_EPI_RESIDUAL ? "+residual" : "", e & NRT_EPI_BIAS ? "+bias" : "",
+    snprintf(buf, 64, "cublasLt_matmul%s%s%s%s%s%s%s", e & NRT_EPI_RESIDUAL ? "+residual" : "", e & NRT_EPI_BIAS ? "+bias" : "",
              e & NRT_EPI_RELU ? "+relu" : "", e & NRT_EPI_GELU ? "+gelu" : e & NRT_EPI_DGELU ? "+dgelu" : "",
-             (e & NRT_EPI_AUX) && !(e & NRT_EPI_DGELU) ? "+aux" : "", s->mm_out_dtype != s->mm_dtype ? "+f32" : "");
+             e & NRT_EPI_BGRAD ? "+bgrad" : "", (e & NRT_EPI_AUX) && !(e & NRT_EPI_DGELU) ? "+aux" : "",
+             s->mm_out_dtype != s->mm_dtype ? "+f32" : "");
     return buf;
 }
 

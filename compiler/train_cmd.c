@@ -252,7 +252,7 @@ static int download_params(trainer *t)
 
 static int setup_gpu(trainer *t)
 {
-    char desc[256], err[1024], why[256];
+    char desc[256], eval_desc[256], err[1024], why[256];   /* the training step's session is the one described */
     bool want = !strcmp(t->o->device, "gpu") || (!strcmp(t->o->device, "auto") && gpu_probe(why, sizeof why));
     if (!want) {
         fprintf(stderr, "netc: training on the CPU executor%s%s%s\n", strcmp(t->o->device, "cpu") ? " (" : "",
@@ -268,7 +268,7 @@ static int setup_gpu(trainer *t)
     t->eval_batch = 1000;
     int s = ir_sym_find(t->fg, t->batch_dim);
     if (s >= 0) syms[s] = t->eval_batch;
-    if (gpu_session_create(&t->fm, syms, 0, true, &t->es, desc, sizeof desc, err, sizeof err)) {
+    if (gpu_session_create(&t->fm, syms, 0, true, &t->es, eval_desc, sizeof eval_desc, err, sizeof err)) {
         fprintf(stderr, "netc: cannot use the GPU: %s\n", err);
         return 1;
     }

@@ -64,7 +64,8 @@ int gpu_poison(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, c
     F(cuStreamSynchronize) F(cuStreamBeginCapture) F(cuStreamEndCapture) F(cuGraphInstantiate)    \
     F(cuGraphLaunch) F(cuGraphExecDestroy) F(cuGraphDestroy) F(cuGetErrorString) F(cuDriverGetVersion) F(cuMemsetD8) \
     F(cuMemHostAlloc) F(cuMemFreeHost) F(cuMemcpyHtoDAsync) F(cuEventCreate) F(cuEventDestroy) F(cuEventRecord)      \
-    F(cuEventSynchronize) F(cuEventElapsedTime) F(cuStreamWaitEvent) F(cuMemGetInfo)
+    F(cuEventSynchronize) F(cuEventElapsedTime) F(cuStreamWaitEvent) F(cuMemGetInfo) F(cuMemsetD16Async)      \
+    F(cuMemsetD32Async)
 
 static struct {
     bool tried, ok;
@@ -200,6 +201,11 @@ typedef struct gpu_matmul {
     cublasLtMatmulAlgo_t algo;
     float beta;                    /* 1 with a residual: out = a b + residual */
     int c_buf;                     /* the slot cuBLASLt reads as C: the residual, or out itself (unread at beta 0) */
+    /* NRT_EPI_BGRAD where cuBLASLt has no algorithm for DGELU_BGRAD: the
+     * column sums as a second product, out [rows, N] times a vector of ones */
+    struct gpu_matmul *sums;
+    int64_t rows;
+    nc_dtype ones_dtype;
 } gpu_matmul;
 
 /* A staged input: two pinned host buffers and two device landing buffers
@@ -237,6 +243,7 @@ struct gpu_session {
     struct nc_args *batch_args;    /* per step: at a batch's first step, its kernel's (buf[0]: its table) */
     CUdeviceptr batch_tables;      /* every batch's steps' nc_args, in step order */
     gpu_matmul *mm;                /* per step (matmul steps only) */
+    uint32_t column_sum_products;  /* BGRAD steps run as two products (setup_column_sums) */
     cublasLtHandle_t lt;
     bool use_graph;
     int runs;
@@ -333,7 +340,7 @@ static cudaDataType_t cuda_type(nc_dtype t)
 static cublasLtEpilogue_t lt_epilogue(uint8_t e)
 {
     bool bias = e & NRT_EPI_BIAS;
-    if (e & NRT_EPI_DGELU) return CUBLASLT_EPILOGUE_DGELU;
+    if (e & NRT_EPI_DGELU) return e & NRT_EPI_BGRAD ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
     if (e & NRT_EPI_GELU)
         return e & NRT_EPI_AUX ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
                                : (bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU);
@@ -349,8 +356,8 @@ static int setup_epilogue(gpu_session *s, const nrt_step *st, const struct nc_ar
     nrt_matmul_slots slot = nrt_matmul_slots_of(st);
     cublasLtEpilogue_t epi = lt_epilogue(st->mm_epilogue);
     LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    if (slot.bias >= 0) {
-        const void *bias = a->buf[slot.bias];
+    if (slot.bias >= 0 || slot.colsum >= 0) {   /* the bias read, or the column sums written */
+        const void *bias = a->buf[slot.bias >= 0 ? slot.bias : slot.colsum];
         LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     }
     if (slot.aux >= 0 || slot.aux_in >= 0) {   /* GELU writes it, DGELU reads it */
@@ -361,6 +368,59 @@ static int setup_epilogue(gpu_session *s, const nrt_step *st, const struct nc_ar
     }
     mm->beta = slot.residual >= 0 ? 1.0f : 0.0f;
     mm->c_buf = slot.residual >= 0 ? slot.residual : slot.out;
+    return 0;
+}
+
+/* cuBLASLt's best algorithm for mm's descriptors within the workspace:
+ * 0, or -1 when it has none. */
+static int find_algo(gpu_session *s, gpu_matmul *mm)
+{
+    cublasLtMatmulPreference_t pref;
+    if (lt.cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return -1;
+    cublasLtMatmulHeuristicResult_t h;
+    int found = 0;
+    cublasStatus_t hs = lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &s->workspace_bytes,
+                                                                sizeof s->workspace_bytes);
+    if (hs == CUBLAS_STATUS_SUCCESS)
+        hs = lt.cublasLtMatmulAlgoGetHeuristic(s->lt, mm->desc, mm->a, mm->b, mm->c, mm->c, pref, 1, &h, &found);
+    lt.cublasLtMatmulPreferenceDestroy(pref);
+    if (hs != CUBLAS_STATUS_SUCCESS || found == 0 || h.state != CUBLAS_STATUS_SUCCESS) return -1;
+    mm->algo = h.algo;
+    return 0;
+}
+
+/* NETC_NO_DGELU_BGRAD set (and not "0"): BGRAD steps take the fallback of
+ * setup_column_sums even where DGELU_BGRAD runs, so bench/ can time both
+ * ways on one GPU. */
+static bool bgrad_switched_off(void)
+{
+    const char *v = getenv("NETC_NO_DGELU_BGRAD");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* DGELU_BGRAD has no algorithm here (cuBLASLt does not promise one for
+ * every shape and type), or is switched off: the step runs DGELU alone,
+ * then sums the result's rows as a product with a vector of ones (a pass
+ * over the result, as a separate kernel would make). The sums are computed
+ * in f32 and stored in the result's dtype, as the fused form does. */
+static int setup_column_sums(gpu_session *s, gpu_matmul *mm, nc_dtype t, int64_t rows, int64_t N, char *err, size_t errcap)
+{
+    cublasLtEpilogue_t plain = CUBLASLT_EPILOGUE_DGELU;
+    const void *none = NULL;
+    LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &plain, sizeof plain));
+    LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &none, sizeof none));
+    if (find_algo(s, mm) != 0) return -1;
+    gpu_matmul *cs = mm->sums = nc_xcalloc(1, sizeof *cs);
+    cudaDataType_t dt = cuda_type(t);
+    /* column-major: sums [N x 1] = out's memory [N x rows] times ones [rows x 1] */
+    LT(cublasLtMatmulDescCreate(&cs->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT(cublasLtMatrixLayoutCreate(&cs->a, dt, (uint64_t)N, (uint64_t)rows, N));
+    LT(cublasLtMatrixLayoutCreate(&cs->b, dt, (uint64_t)rows, 1, rows));
+    LT(cublasLtMatrixLayoutCreate(&cs->c, dt, (uint64_t)N, 1, N));
+    if (find_algo(s, cs) != 0) return -1;
+    mm->rows = rows;
+    mm->ones_dtype = t;
+    s->column_sum_products++;
     return 0;
 }
 
@@ -397,22 +457,12 @@ static int setup_matmul(gpu_session *s, uint32_t k, const struct nc_args *args, 
         LT(cublasLtMatrixLayoutSetAttribute(mm->c, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc32, sizeof bc32));
         LT(cublasLtMatrixLayoutSetAttribute(mm->c, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sc, sizeof sc));
     }
-    cublasLtMatmulPreference_t pref;
-    LT(cublasLtMatmulPreferenceCreate(&pref));
-    cublasLtMatmulHeuristicResult_t h;
-    int found = 0;
-    cublasStatus_t hs = lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &s->workspace_bytes,
-                                                                sizeof s->workspace_bytes);
-    if (hs == CUBLAS_STATUS_SUCCESS)
-        hs = lt.cublasLtMatmulAlgoGetHeuristic(s->lt, mm->desc, mm->a, mm->b, mm->c, mm->c, pref, 1, &h, &found);
-    lt.cublasLtMatmulPreferenceDestroy(pref);
-    if (hs != CUBLAS_STATUS_SUCCESS || found == 0 || h.state != CUBLAS_STATUS_SUCCESS) {
-        snprintf(err, errcap, "cuBLASLt has no algorithm for matmul %lldx%lldx%lld (batch %lld, epilogue 0x%x)", (long long)M,
-                 (long long)N, (long long)K, (long long)batch, st->mm_epilogue);
-        return -1;
-    }
-    mm->algo = h.algo;
-    return 0;
+    bool bgrad = st->mm_epilogue & NRT_EPI_BGRAD, fused = !bgrad || !bgrad_switched_off();
+    if (fused && find_algo(s, mm) == 0) return 0;
+    if (bgrad && setup_column_sums(s, mm, st->mm_out_dtype, M, N, err, errcap) == 0) return 0;
+    snprintf(err, errcap, "cuBLASLt has no algorithm for matmul %lldx%lldx%lld (batch %lld, epilogue 0x%x)", (long long)M,
+             (long long)N, (long long)K, (long long)batch, st->mm_epilogue);
+    return -1;
 }
 
 /* A batch (compiler/cuda_batch.c) launches its kernel once over the
@@ -511,6 +561,10 @@ static int create_session(const nrt_module_data *m, const int64_t *syms, int dev
     s->device_bytes += NRT_MATMUL_WORKSPACE_BYTES;
     LT(cublasLtCreate(&s->lt));
     if (prepare_steps(s, syms, err, errcap) != 0) return -1;
+    size_t used = strlen(desc);
+    if (s->column_sum_products && used < desccap)
+        snprintf(desc + used, desccap - used, "; %u bias gradients as a second product (%s)", s->column_sum_products,
+                 bgrad_switched_off() ? "NETC_NO_DGELU_BGRAD" : "no DGELU_BGRAD algorithm in this cuBLASLt");
     rc = 0;
     return rc;
 }
@@ -522,6 +576,23 @@ int gpu_session_create(const nrt_module_data *m, const int64_t *syms, int device
     gpu_session_free(*out);
     *out = NULL;
     return -1;
+}
+
+/* The fallback of setup_column_sums: the ones (written each run: the
+ * arena lends their memory to other steps between runs), then the product. */
+static int launch_column_sums(gpu_session *s, const nrt_step *st, const struct nc_args *a, const gpu_matmul *mm, char *err,
+                              size_t errcap)
+{
+    nrt_matmul_slots slot = nrt_matmul_slots_of(st);
+    CUdeviceptr ones = (CUdeviceptr)(uintptr_t)a->buf[slot.ones];
+    if (mm->ones_dtype == NC_F32) CU(cuMemsetD32Async(ones, 0x3f800000u, (size_t)mm->rows, s->stream));
+    else CU(cuMemsetD16Async(ones, mm->ones_dtype == NC_F16 ? 0x3c00 : 0x3f80, (size_t)mm->rows, s->stream));
+    float one = 1.0f, zero = 0.0f;
+    const gpu_matmul *cs = mm->sums;
+    void *sums = a->buf[slot.colsum];
+    LT(cublasLtMatmul(s->lt, cs->desc, &one, a->buf[slot.out], cs->a, a->buf[slot.ones], cs->b, &zero, sums, cs->c, sums, cs->c,
+                      &cs->algo, (void *)(uintptr_t)s->workspace, s->workspace_bytes, (cudaStream_t)s->stream));
+    return 0;
 }
 
 /* Queue the launch that step *k starts (a kernel, a batch of them, a copy
@@ -549,6 +620,7 @@ static int launch_from(gpu_session *s, uint32_t *k, char *err, size_t errcap)
         /* cuBLASLt's A is our B and its B our A (see setup_matmul) */
         LT(cublasLtMatmul(s->lt, mm->desc, &one, a->buf[1], mm->a, a->buf[0], mm->b, &mm->beta, a->buf[mm->c_buf], mm->c, out,
                           mm->c, &mm->algo, (void *)(uintptr_t)s->workspace, s->workspace_bytes, (cudaStream_t)s->stream));
+        if (mm->sums && launch_column_sums(s, st, a, mm, err, errcap) != 0) return -1;
     }
     return 0;
 }
@@ -831,20 +903,24 @@ int gpu_poison(gpu_session *s, char *err, size_t errcap)
     return rc;
 }
 
+static void matmul_destroy(gpu_matmul *mm)
+{
+    if (mm->desc) lt.cublasLtMatmulDescDestroy(mm->desc);
+    if (mm->a) lt.cublasLtMatrixLayoutDestroy(mm->a);
+    if (mm->b) lt.cublasLtMatrixLayoutDestroy(mm->b);
+    if (mm->c) lt.cublasLtMatrixLayoutDestroy(mm->c);
+}
+
 void gpu_session_free(gpu_session *s)
 {
     if (!s) return;
     if (s->ctx) drv.cuCtxSetCurrent(s->ctx);
     if (s->stream) drv.cuStreamSynchronize(s->stream);
     if (s->graph) drv.cuGraphExecDestroy(s->graph);
-    if (s->mm) {
-        for (uint32_t k = 0; k < s->m->program.nsteps; k++) {
-            gpu_matmul *mm = &s->mm[k];
-            if (mm->desc) lt.cublasLtMatmulDescDestroy(mm->desc);
-            if (mm->a) lt.cublasLtMatrixLayoutDestroy(mm->a);
-            if (mm->b) lt.cublasLtMatrixLayoutDestroy(mm->b);
-            if (mm->c) lt.cublasLtMatrixLayoutDestroy(mm->c);
-        }
+    for (uint32_t k = 0; s->mm && k < s->m->program.nsteps; k++) {
+        matmul_destroy(&s->mm[k]);
+        if (s->mm[k].sums) matmul_destroy(s->mm[k].sums);
+        free(s->mm[k].sums);
     }
     if (s->copy_stream) drv.cuStreamSynchronize(s->copy_stream);
     for (uint32_t i = 0; i < s->nstaged; i++) stage_destroy(&s->staged[i]);

@@ -89,19 +89,21 @@ bool nrt_step_launch(const nrt_step *s, const int64_t *n, int64_t max_blocks, in
 
 int nrt_matmul_nbufs(uint8_t epilogue)
 {
-    return 3 + !!(epilogue & NRT_EPI_BIAS) + !!(epilogue & NRT_EPI_RESIDUAL) + !!(epilogue & NRT_EPI_AUX);
+    return 3 + !!(epilogue & NRT_EPI_BIAS) + !!(epilogue & NRT_EPI_RESIDUAL) + !!(epilogue & NRT_EPI_AUX) +
+           2 * !!(epilogue & NRT_EPI_BGRAD);
 }
 
 nrt_matmul_slots nrt_matmul_slots_of(const nrt_step *s)
 {
-    nrt_matmul_slots m = {.a = 0, .b = 1, .bias = -1, .residual = -1, .aux_in = -1, .aux = -1};
+    nrt_matmul_slots m = {.a = 0, .b = 1, .bias = -1, .residual = -1, .aux_in = -1, .aux = -1, .colsum = -1, .ones = -1};
     int next = 2;
     uint8_t e = s->mm_epilogue;
     if (e & NRT_EPI_BIAS) m.bias = next++;
     if (e & NRT_EPI_RESIDUAL) m.residual = next++;
     if ((e & NRT_EPI_AUX) && (e & NRT_EPI_DGELU)) m.aux_in = next++;
     m.out = next++;
-    if ((e & NRT_EPI_AUX) && !(e & NRT_EPI_DGELU)) m.aux = next;
+    if ((e & NRT_EPI_AUX) && !(e & NRT_EPI_DGELU)) m.aux = next++;
+    if (e & NRT_EPI_BGRAD) m.colsum = next++, m.ones = next;
     return m;
 }
 
@@ -111,7 +113,9 @@ const char *nrt_matmul_check(const nrt_step *s)
     if (e & ~NRT_EPI_KNOWN) return "unknown epilogue bits";
     if (!!(e & NRT_EPI_RELU) + !!(e & NRT_EPI_GELU) + !!(e & NRT_EPI_DGELU) > 1) return "two activations";
     if ((e & NRT_EPI_AUX) && !(e & (NRT_EPI_GELU | NRT_EPI_DGELU))) return "an auxiliary buffer without GELU";
-    if ((e & NRT_EPI_DGELU) && e != (NRT_EPI_DGELU | NRT_EPI_AUX)) return "GELU's backward with anything but its auxiliary input";
+    if ((e & NRT_EPI_DGELU) && (e & ~NRT_EPI_BGRAD) != (NRT_EPI_DGELU | NRT_EPI_AUX))
+        return "GELU's backward with anything but its auxiliary input and the column sums";
+    if ((e & NRT_EPI_BGRAD) && !(e & NRT_EPI_DGELU)) return "column sums without GELU's backward";
     if ((e & NRT_EPI_RESIDUAL) && (e & (NRT_EPI_RELU | NRT_EPI_GELU | NRT_EPI_DGELU)))
         return "a residual with an activation (cuBLASLt adds it before the activation)";
     nc_dtype in = s->mm_dtype, out = s->mm_out_dtype;

@@ -78,7 +78,11 @@ typedef struct nrt_step {
 /* A matmul's epilogue, in cuBLASLt's order: out = act(a b + residual + bias).
  * The bias is a vector over out's last axis; with NRT_EPI_AUX the value
  * before the activation is stored too (GELU's backward reads it), and with
- * NRT_EPI_DGELU it is read: out = (a b) gelu'(aux). */
+ * NRT_EPI_DGELU it is read: out = (a b) gelu'(aux). NRT_EPI_BGRAD (with
+ * DGELU only) also stores out's column sums, a bias's gradient, in out's
+ * dtype; its second buffer, as many elements as out has rows, is where the
+ * runtime keeps a vector of ones when cuBLASLt has no algorithm for the
+ * fused form and the sums are a product with it instead. */
 enum {
     NRT_EPI_BIAS = 1u << 0,
     NRT_EPI_RESIDUAL = 1u << 1,
@@ -86,13 +90,15 @@ enum {
     NRT_EPI_RELU = 1u << 3,
     NRT_EPI_GELU = 1u << 4,   /* the tanh form (gelu_tanh) */
     NRT_EPI_DGELU = 1u << 5,  /* out = (a b) gelu_tanh'(aux): GELU's backward, the auxiliary buffer read */
-    NRT_EPI_KNOWN = (1u << 6) - 1,
+    NRT_EPI_BGRAD = 1u << 6,  /* with DGELU: out's column sums stored too (cuBLASLt's DGELU_BGRAD) */
+    NRT_EPI_KNOWN = (1u << 7) - 1,
 };
 
 /* Where a matmul step keeps each buffer (-1: not used): a, b, bias,
- * residual, the auxiliary input (DGELU), out, the auxiliary output (GELU). */
+ * residual, the auxiliary input (DGELU), out, the auxiliary output (GELU),
+ * the column sums and the ones vector (BGRAD). */
 typedef struct nrt_matmul_slots {
-    int a, b, bias, residual, aux_in, out, aux;
+    int a, b, bias, residual, aux_in, out, aux, colsum, ones;
 } nrt_matmul_slots;
 nrt_matmul_slots nrt_matmul_slots_of(const nrt_step *s);
 /* How many buffers a matmul step with this epilogue has. */

@@ -75,6 +75,12 @@ cp "$src/README.md" "$tmp/text.txt"
 check_train char_lm "$src/examples/char_lm.net" 4 6 --set T=16 --set C=32 --set L=1
 # GPT-2 in bf16 (autocast, the bf16 weight copies, the chunked loss), small
 check_train gpt2_small "$src/examples/gpt2.net" 2 3 --set V=512 --set C=64 --set L=1 --set H=2 --set MAXT=32 --dim T=32
+grep -q 'cublasLt_matmul+dgelu+bgrad' <("$netc" inspect "$tmp/t.netm" --entry train) && ! grep -q 'second product' "$tmp/gpt2_small.gpu.log" ||
+  { echo "FAIL train gpt2_small: the MLP bias's gradient is not stored by GELU's backward matmul"; fails=$((fails + 1)); }
+# the same where cuBLASLt has no DGELU_BGRAD algorithm: the sums as a second product
+NETC_MOCK_CUBLASLT_REFUSE=208 check_train gpt2_no_bgrad "$src/examples/gpt2.net" 2 3 --set V=512 --set C=64 --set L=1 --set H=2 --set MAXT=32 --dim T=32
+grep -q '1 bias gradients as a second product' "$tmp/gpt2_no_bgrad.gpu.log" ||
+  { echo "FAIL train gpt2_no_bgrad: the fallback did not run"; fails=$((fails + 1)); }
 # under a memory budget: forward values recomputed in the backward pass
 BUDGET=59.5MiB check_train gpt2_budget "$src/examples/gpt2.net" 8 2 --set V=512 --set C=256 --set L=2 --set H=4 --set MAXT=32 --dim T=32
 grep -q 'recomputing [1-9]' "$tmp/gpt2_budget.build.log" || { echo "FAIL train gpt2_budget: nothing recomputed"; fails=$((fails + 1)); }

@@ -41,11 +41,12 @@ static nc_dtype coarsest_upstream(const ir_graph *g, ir_value v)
     return dtype_is_float(g->nodes[v].dtype) ? t : g->nodes[v].dtype;
 }
 
-/* Compare one output; prints the first mismatches. */
-static int compare(const gpu_check_opts *o, const ir_graph *g, uint32_t k, const cpu_tensor *ref, const unsigned char *got)
+/* Compare one value (an output, a new parameter); prints the first mismatches. */
+static int compare(const gpu_check_opts *o, const ir_graph *g, ir_value value, const char *what, const cpu_tensor *ref,
+                   const unsigned char *got)
 {
-    const ir_node *n = &g->nodes[g->outputs[k].value];
-    double tol = tolerance(coarsest_upstream(g, g->outputs[k].value), n->op), num = 0, den = 0;
+    const ir_node *n = &g->nodes[value];
+    double tol = tolerance(coarsest_upstream(g, value), n->op), num = 0, den = 0;
     int bad = 0;
     for (int64_t j = 0; j < ref->numel; j++) {
         double r = cpu_get(ref, j), v = cpu_native_get(n->dtype, got, j);
@@ -54,13 +55,12 @@ static int compare(const gpu_check_opts *o, const ir_graph *g, uint32_t k, const
         if (nan_ok || inf_ok) continue;
         bool elem_bad = isnan(v) || isinf(v) != isinf(r) ||
                         (dtype_is_float(n->dtype) ? fabs(v - r) > tol * (1.0 + fabs(r)) * 4 : v != r);
-        if (elem_bad && bad++ < 5)
-            fprintf(stderr, "  %s output %s[%lld]: gpu %.9g, cpu %.9g\n", o->name, g->outputs[k].name, (long long)j, v, r);
+        if (elem_bad && bad++ < 5) fprintf(stderr, "  %s %s[%lld]: gpu %.9g, cpu %.9g\n", o->name, what, (long long)j, v, r);
         if (!isnan(v) && !isinf(r)) num += (v - r) * (v - r), den += r * r;
     }
     double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     if (dtype_is_float(n->dtype) && rel > tol) {
-        fprintf(stderr, "  %s output %s: relative error %.3g over tolerance %.3g\n", o->name, g->outputs[k].name, rel, tol);
+        fprintf(stderr, "  %s %s: relative error %.3g over tolerance %.3g\n", o->name, what, rel, tol);
         bad++;
     }
     return bad;
@@ -111,22 +111,51 @@ static int stage_all(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs
     return 0;
 }
 
+/* Whether value v on the GPU (read from buffer `from`, where it lives)
+ * differs from the executor's: a count of mismatches. */
+static int value_differs(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs, const cpu_exec_result *res, ir_value v,
+                         uint32_t from, const char *what)
+{
+    char err[1024];
+    const cpu_tensor *ref = &res->values[v];
+    size_t bytes = (size_t)ref->numel * dtype_size(ref->dtype);
+    unsigned char *got = nc_xmalloc(bytes + 1);
+    int fails = 0;
+    if (gpu_download(gs, from, got, bytes, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", o->name, err);
+        fails++;
+    } else {
+        fails += compare(o, g, v, what, ref, got);
+    }
+    free(got);
+    return fails;
+}
+
 /* How many outputs the GPU has that differ from the executor's (or cannot be read). */
 static int outputs_differ(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs, const cpu_exec_result *res)
 {
-    char err[1024];
     int fails = 0;
+    char what[300];
     for (uint32_t k = 0; k < g->noutputs; k++) {
-        const cpu_tensor *ref = &res->values[g->outputs[k].value];
-        size_t bytes = (size_t)ref->numel * dtype_size(ref->dtype);
-        unsigned char *got = nc_xmalloc(bytes + 1);
-        if (gpu_download(gs, g->outputs[k].value, got, bytes, err, sizeof err) != 0) {
-            fprintf(stderr, "%s: %s\n", o->name, err);
-            fails++;
-        } else {
-            fails += compare(o, g, k, ref, got);
-        }
-        free(got);
+        snprintf(what, sizeof what, "output %s", g->outputs[k].name);
+        fails += value_differs(o, g, gs, res, g->outputs[k].value, g->outputs[k].value, what);
+    }
+    return fails;
+}
+
+/* After a training step: each parameter's memory holds its update. */
+static int updates_differ(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs, const cpu_exec_result *res)
+{
+    int fails = 0;
+    char what[300];
+    for (uint32_t i = 0; i < g->nupdates; i++) {
+        uint32_t param = g->updates[i].param;
+        ir_value node = IR_NONE;
+        for (ir_value v = 0; v < g->nnodes && node == IR_NONE; v++)
+            if (g->nodes[v].op == OP_PARAM && g->nodes[v].attr.index == param) node = v;
+        if (node == IR_NONE) continue;   /* no node reads it: nothing the step computed */
+        snprintf(what, sizeof what, "new %s", g->params[param].decl.name);
+        fails += value_differs(o, g, gs, res, g->updates[i].value, node, what);
     }
     return fails;
 }
@@ -236,11 +265,15 @@ int gpu_check(const gpu_check_opts *o)
     m.nimages = 1;
     char desc[256];
     if (give_mock_source(m.program.source, err, sizeof err) != 0) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; goto img_out; }
-    if (gpu_session_create(&m, syms, 0, o->use_graph, &gs, desc, sizeof desc, err, sizeof err) != 0) {
+    if (o->mock_refuse) setenv("NETC_MOCK_CUBLASLT_REFUSE", o->mock_refuse, 1);   /* read as the matmuls are planned */
+    int created = gpu_session_create(&m, syms, 0, o->use_graph, &gs, desc, sizeof desc, err, sizeof err);
+    if (o->mock_refuse) unsetenv("NETC_MOCK_CUBLASLT_REFUSE");
+    if (created != 0) {
         fprintf(stderr, "%s: %s\n", o->name, err);
         fails++;
         goto img_out;
     }
+    printf("%s: %s\n", o->name, desc);
     /* what a memory budget counts beside the arena is what the session allocates */
     if (gpu_device_bytes(gs) != gpu_arena_bytes(gs) + nrt_program_side_bytes(&m.program, 0)) {
         fprintf(stderr, "%s: the session holds %lld bytes, the arena and side bytes are %lld\n", o->name,
@@ -295,6 +328,7 @@ int gpu_check(const gpu_check_opts *o)
             break;
         }
         fails += outputs_differ(o, g, gs, &res);
+        if (o->check_updates) fails += updates_differ(o, g, gs, &res);
     }
     if (o->profile && !fails) fails += check_profile(o, g, &m.program, gs, &res);
     if (!fails && !o->train_step) fails += check_new_params(o, g, syms, gs, inputs, params);   /* last: res is stale after it */

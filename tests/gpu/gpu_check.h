@@ -28,6 +28,10 @@ typedef struct gpu_check_opts {
     int64_t memory_budget;     /* bytes: a training step recomputes forward values to fit (--memory-budget) */
     bool profile;              /* then gpu_profile: every launch timed (a time > 0 at each launch's first
                                   step, 0 at a batch's others); a forward pass's outputs checked again */
+    bool check_updates;        /* a training step's new parameters compared too (with plain SGD they
+                                  carry the gradients' sizes, which Adam's first step hides) */
+    const char *mock_refuse;   /* on the mock GPU, cuBLASLt epilogues its heuristic finds no algorithm for
+                                  (NETC_MOCK_CUBLASLT_REFUSE): the runtime's fallbacks; a GPU ignores it */
 } gpu_check_opts;
 
 /* 0 pass, 1 fail, 77 no GPU. Prints what failed and how to rerun. */

@@ -10,7 +10,7 @@
 int main(void)
 {
     const char *b64[] = {"B"};
-    const int64_t v64[] = {64}, v2[] = {2}, v200[] = {200};
+    const int64_t v64[] = {64}, v2[] = {2}, v200[] = {200}, v40[] = {40};
     const char *bt[] = {"B", "T"};
     const int64_t vbt[] = {2, 64};
     const char *bt32[] = {"B", "T"};
@@ -54,6 +54,13 @@ int main(void)
         {.name = "gpt2_train_budget", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt32, .dim_values = vbt32,
          .ndims = 2, .set_names = mid, .set_values = mid_v, .nsets = 5, .int_range = 512, .use_graph = true,
          .train_step = true, .fuse = true, .memory_budget = (int64_t)(59.5 * 1048576)},
+        /* GELU's backward matmul storing the bias's gradient (DGELU_BGRAD): the new parameters of plain
+           SGD carry the gradients; 40 rows of 64 (not square: a sum over the wrong axis shows) */
+        {.name = "mlp_gelu_train", .path = NETC_SOURCE_DIR "/tests/gpu/mlp_gelu.net", .dim_names = b64, .dim_values = v40,
+         .ndims = 1, .int_range = 16, .use_graph = true, .train_step = true, .fuse = true, .check_updates = true},
+        {.name = "mlp_gelu_train_no_bgrad", .path = NETC_SOURCE_DIR "/tests/gpu/mlp_gelu.net", .dim_names = b64,
+         .dim_values = v40, .ndims = 1, .int_range = 16, .use_graph = true, .train_step = true, .fuse = true,
+         .check_updates = true, .mock_refuse = "208"},
         {.name = "gpt2_2layers_train_fused", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
          .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
          .train_step = true, .fuse = true, .profile = true},

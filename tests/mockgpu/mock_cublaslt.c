@@ -30,7 +30,15 @@
  *   and accumulated in float (the compute type), scaled in float (the scale
  *   type), and D is rounded to its type to nearest even (NaN stays NaN).
  * - Epilogues DEFAULT, RELU, BIAS, RELU_BIAS, GELU, GELU_BIAS, GELU_AUX,
- *   GELU_AUX_BIAS, DGELU; the others are refused as not modelled. The bias
+ *   GELU_AUX_BIAS, DGELU, DGELU_BGRAD; the others are refused as not
+ *   modelled. DGELU_BGRAD "Store[s] GELU gradient in the output matrix, and
+ *   Bias gradient in the auxiliary output (see CUBLASLT_MATMUL_DESC_BIAS_
+ *   POINTER)", a vector over D's rows like the bias, in D's type: here the
+ *   sum of each row of D as stored (where the library rounds is not
+ *   documented; a GPU may differ in the last bits). NETC_MOCK_CUBLASLT_REFUSE,
+ *   a comma-separated list of epilogue numbers, makes the heuristic find no
+ *   algorithm for them (as a library without such a kernel would), so tests
+ *   reach the fallbacks. The bias
  *   "vector length must match matrix D rows", is "broadcast to all columns and
  *   added before applying the final postprocessing"; BIAS_DATA_TYPE: "If unset
  *   (or set to the default value of -1), the bias vector elements are the same
@@ -114,6 +122,7 @@ static atomic_long mlt_live[MLT_KINDS];
 
 #define MLT_ALGO_TAG 0x316f676c41746c6dULL   /* "mltAlgo1": an algorithm our heuristic made */
 enum { MLT_AUX = 128 };                      /* the epilogue bit of the modes with an aux matrix */
+enum { MLT_BGRAD = 16 };                     /* the epilogue bit of DGELU_BGRAD: the bias gradient stored */
 enum { MLT_MAX_ALIGN = 256, MLT_MAX_VEC_ALIGN = 16, MLT_WORKSPACE_ALIGN = 256 };
 
 struct cublasLtContext { uint32_t magic; };
@@ -337,7 +346,7 @@ static void mlt_finish(const mlt_run *r, int64_t bi, int64_t i, int64_t j, doubl
     float x = r->alpha * (float)acc;
     if (r->beta != 0.0f) x += r->beta * mlt_load(r->c.p, r->c.type, mlt_index(&r->c, bi, i, j));
     if (e & CUBLASLT_EPILOGUE_BIAS) x += mlt_load(r->bias.p, r->bias.type, bi * r->bias.stride + i);
-    if (e == CUBLASLT_EPILOGUE_DGELU) {
+    if ((e & ~(uint32_t)MLT_BGRAD) == CUBLASLT_EPILOGUE_DGELU) {
         x = (float)(x * mlt_dgelu(mlt_load(r->aux.p, r->aux.type, mlt_index(&r->aux, bi, i, j))));
     } else {
         if (e & MLT_AUX) mlt_store(r->aux.p, r->aux.type, mlt_index(&r->aux, bi, i, j), x);
@@ -386,6 +395,17 @@ static void mlt_batch(const mlt_run *r, int64_t bi, const float *pa, const float
         if (started[t]) pthread_join(tid[t], NULL);
 }
 
+/* DGELU_BGRAD's bias gradient: each row of D summed (in double, over the
+ * values as stored) into the bias vector, in D's type. */
+static void mlt_row_sums(const mlt_run *r, int64_t bi)
+{
+    for (int64_t i = 0; i < r->m; i++) {
+        double sum = 0;
+        for (int64_t j = 0; j < r->n; j++) sum += mlt_load(r->d.p, r->d.type, mlt_index(&r->d, bi, i, j));
+        mlt_store(r->bias.p, r->bias.type, bi * r->bias.stride + i, (float)sum);
+    }
+}
+
 static void mlt_compute(void *ctx)
 {
     const mlt_run *r = ctx;
@@ -399,6 +419,7 @@ static void mlt_compute(void *ctx)
         mlt_gather(&r->a, bi, r->ta, r->m, r->k, pa);
         mlt_gather(&r->b, bi, !r->tb, r->n, r->k, pb);
         mlt_batch(r, bi, pa, pb);
+        if (r->epilogue & MLT_BGRAD) mlt_row_sums(r, bi);
     }
     free(pa);
     free(pb);
@@ -761,16 +782,32 @@ static bool mlt_epilogue_modelled(uint32_t e)
     switch (e) {
     case CUBLASLT_EPILOGUE_DEFAULT: case CUBLASLT_EPILOGUE_RELU: case CUBLASLT_EPILOGUE_BIAS:
     case CUBLASLT_EPILOGUE_RELU_BIAS: case CUBLASLT_EPILOGUE_GELU: case CUBLASLT_EPILOGUE_GELU_BIAS:
-    case CUBLASLT_EPILOGUE_GELU_AUX: case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: case CUBLASLT_EPILOGUE_DGELU: return true;
+    case CUBLASLT_EPILOGUE_GELU_AUX: case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: case CUBLASLT_EPILOGUE_DGELU:
+    case CUBLASLT_EPILOGUE_DGELU_BGRAD: return true;
     default: return false;
     }
+}
+
+/* Whether NETC_MOCK_CUBLASLT_REFUSE lists epilogue e. */
+static bool mlt_epilogue_refused(uint32_t e)
+{
+    const char *list = getenv("NETC_MOCK_CUBLASLT_REFUSE");
+    while (list && *list) {
+        char *end;
+        unsigned long v = strtoul(list, &end, 10);
+        if (end == list) return false;
+        if (v == e) return true;
+        list = *end == ',' ? end + 1 : end;
+    }
+    return false;
 }
 
 static cublasStatus_t mlt_check_bias(const char *fn, const mlt_problem *p)
 {
     const mlt_desc *d = p->desc;
     if (!d->bias) {
-        mlt_complain(fn, "epilogue %u adds a bias, and CUBLASLT_MATMUL_DESC_BIAS_POINTER is NULL", (unsigned)p->epilogue);
+        mlt_complain(fn, "epilogue %u %s a bias, and CUBLASLT_MATMUL_DESC_BIAS_POINTER is NULL", (unsigned)p->epilogue,
+                     p->epilogue & MLT_BGRAD ? "stores the gradient of" : "adds");
         return MLT_INVALID;
     }
     if (d->bias_type != -1 && (uint32_t)d->bias_type != p->d->type) {
@@ -788,7 +825,7 @@ static cublasStatus_t mlt_check_bias(const char *fn, const mlt_problem *p)
 static cublasStatus_t mlt_check_aux(const char *fn, const mlt_problem *p)
 {
     const mlt_desc *d = p->desc;
-    bool writes = p->epilogue != CUBLASLT_EPILOGUE_DGELU;
+    bool writes = (p->epilogue & ~(uint32_t)MLT_BGRAD) != CUBLASLT_EPILOGUE_DGELU;
     if (!d->aux) {
         mlt_complain(fn, "epilogue %u %s an aux matrix, and CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER is NULL",
                      (unsigned)p->epilogue, writes ? "writes" : "reads");
@@ -819,7 +856,8 @@ static cublasStatus_t mlt_check_epilogue(const char *fn, mlt_problem *p)
         mlt_complain(fn, "epilogue %u is not modelled", (unsigned)p->epilogue);
         return MLT_UNSUPPORTED;
     }
-    if (p->epilogue & CUBLASLT_EPILOGUE_BIAS) MLT_TRY(mlt_check_bias(fn, p));
+    if (mlt_epilogue_refused(p->epilogue)) return MLT_UNSUPPORTED;   /* quietly: a library without the kernel */
+    if (p->epilogue & (CUBLASLT_EPILOGUE_BIAS | MLT_BGRAD)) MLT_TRY(mlt_check_bias(fn, p));
     if (p->epilogue & MLT_AUX) MLT_TRY(mlt_check_aux(fn, p));
     return MLT_SUCCESS;
 }
@@ -954,7 +992,8 @@ static mlt_run mlt_snapshot(const mlt_problem *p, float alpha, float beta, const
     mlt_run r = {.a = mlt_extent_of(A, p->a), .b = mlt_extent_of(B, p->b), .c = mlt_extent_of(C, p->c),
                  .d = mlt_extent_of(D, p->d), .m = p->m, .n = p->n, .k = p->k, .batch = p->batch, .ta = p->ta,
                  .tb = p->tb, .epilogue = p->epilogue, .alpha = alpha, .beta = beta};
-    if (p->epilogue & CUBLASLT_EPILOGUE_BIAS) r.bias = (mlt_extent){d->bias, p->d->type, p->m, 1, p->m, d->bias_stride};
+    if (p->epilogue & (CUBLASLT_EPILOGUE_BIAS | MLT_BGRAD))
+        r.bias = (mlt_extent){d->bias, p->d->type, p->m, 1, p->m, d->bias_stride};
     if (p->epilogue & MLT_AUX) r.aux = (mlt_extent){d->aux, p->d->type, p->m, p->n, d->aux_ld, d->aux_stride};
     return r;
 }
@@ -1015,7 +1054,8 @@ static cublasStatus_t mlt_check_memory(const char *fn, const mlt_run *r, const m
     MLT_TRY(mlt_check_extent(fn, "B", &r->b, r->batch, req->align[1]));
     MLT_TRY(mlt_check_extent(fn, "C", &r->c, r->batch, req->align[2]));
     MLT_TRY(mlt_check_extent(fn, "D", &r->d, r->batch, req->align[3]));
-    if (r->epilogue & CUBLASLT_EPILOGUE_BIAS) MLT_TRY(mlt_check_extent(fn, "the bias", &r->bias, r->batch, req->bias_align));
+    if (r->epilogue & (CUBLASLT_EPILOGUE_BIAS | MLT_BGRAD))
+        MLT_TRY(mlt_check_extent(fn, "the bias", &r->bias, r->batch, req->bias_align));
     if (r->epilogue & MLT_AUX) MLT_TRY(mlt_check_extent(fn, "the aux matrix", &r->aux, r->batch, req->aux_align));
     return MLT_SUCCESS;
 }
@@ -1039,18 +1079,19 @@ static bool mlt_same_matrix(const mlt_extent *x, const mlt_extent *y)
  * only D == C, the same matrix, is the documented in-place product. */
 static cublasStatus_t mlt_check_overlaps(const char *fn, const mlt_run *r)
 {
-    bool aux_out = (r->epilogue & MLT_AUX) && r->epilogue != CUBLASLT_EPILOGUE_DGELU;
+    bool dgelu = (r->epilogue & ~(uint32_t)MLT_BGRAD) == CUBLASLT_EPILOGUE_DGELU;
+    bool aux_out = (r->epilogue & MLT_AUX) && !dgelu, bgrad = r->epilogue & MLT_BGRAD;
     const mlt_extent *in[] = {&r->a, &r->b, r->beta != 0.0f ? &r->c : NULL,
                               r->epilogue & CUBLASLT_EPILOGUE_BIAS ? &r->bias : NULL,
-                              r->epilogue == CUBLASLT_EPILOGUE_DGELU ? &r->aux : NULL, aux_out ? &r->d : NULL};
+                              dgelu ? &r->aux : NULL, aux_out || bgrad ? &r->d : NULL};
     const char *in_name[] = {"A", "B", "C", "the bias", "the aux matrix", "D"};
-    const mlt_extent *out[] = {&r->d, aux_out ? &r->aux : NULL};
-    const char *out_name[] = {"D", "the aux output"};
+    const mlt_extent *out[] = {&r->d, aux_out ? &r->aux : NULL, bgrad ? &r->bias : NULL};
+    const char *out_name[] = {"D", "the aux output", "the bias gradient"};
     if (r->c.p == r->d.p && !mlt_same_matrix(&r->c, &r->d)) {
         mlt_complain(fn, "C and D start at the same address with different layouts: in place needs Cdesc == Ddesc");
         return MLT_INVALID;
     }
-    for (int o = 0; o < 2; o++)
+    for (int o = 0; o < 3; o++)
         for (int i = 0; i < 6; i++) {
             if (!out[o] || !in[i] || out[o] == in[i] || (o == 0 && i == 2 && mlt_same_matrix(&r->c, &r->d))) continue;
             if (!mlt_overlap(out[o], in[i], r->batch)) continue;

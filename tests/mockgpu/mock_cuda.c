@@ -406,6 +406,38 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstr
     return rc == CUDA_SUCCESS ? mock_cuda_enqueue(s, mock_run_copy, &c, sizeof c) : rc;
 }
 
+/* cuMemsetD16Async / D32Async: n elements of 2 or 4 bytes, on the stream. */
+typedef struct mock_fill { void *dst; uint32_t value; size_t n, elem; } mock_fill;
+static void mock_run_fill(void *p)
+{
+    mock_fill *f = p;
+    for (size_t i = 0; i < f->n; i++) {
+        if (f->elem == 2) ((uint16_t *)f->dst)[i] = (uint16_t)f->value;
+        else ((uint32_t *)f->dst)[i] = f->value;
+    }
+}
+
+static CUresult mock_fill_async(CUdeviceptr dst, uint32_t value, size_t n, size_t elem, CUstream s, const char *fn)
+{
+    if (dst % elem) {
+        mock_complain("%s: %#llx is not aligned to its %zu-byte elements", fn, (unsigned long long)dst, elem);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUresult rc = n > SIZE_MAX / elem ? CUDA_ERROR_INVALID_VALUE : mock_device_range(dst, n * elem, fn);
+    mock_fill f = {(void *)(uintptr_t)dst, value, n, elem};
+    return rc == CUDA_SUCCESS ? mock_cuda_enqueue(s, mock_run_fill, &f, sizeof f) : rc;
+}
+
+CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short value, size_t n, CUstream s)
+{
+    return mock_fill_async(dst, value, n, 2, s, "cuMemsetD16Async");
+}
+
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, CUstream s)
+{
+    return mock_fill_async(dst, value, n, 4, s, "cuMemsetD32Async");
+}
+
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream s)
 {
     CUresult rc = mock_device_range(dst, bytes, "cuMemcpyHtoDAsync");

@@ -267,7 +267,7 @@ static double mm_expect(const mm *t, int b, int i, int j, double *pre)
     double x = t->alpha * acc + (t->beta != 0 ? t->beta * vc(b, i, j) : 0);
     if (t->epi & CUBLASLT_EPILOGUE_BIAS) x += vbias(i);
     *pre = x;
-    if (t->epi == CUBLASLT_EPILOGUE_DGELU) return x * gelu_grad(vaux(b, i, j), 1e-4);
+    if (t->epi == CUBLASLT_EPILOGUE_DGELU || t->epi == CUBLASLT_EPILOGUE_DGELU_BGRAD) return x * gelu_grad(vaux(b, i, j), 1e-4);
     if (t->epi & CUBLASLT_EPILOGUE_GELU) return gelu(x);
     if (t->epi & CUBLASLT_EPILOGUE_RELU) return x < 0 ? 0 : x;
     return x;
@@ -328,7 +328,14 @@ static void mm_describe(const mm *t, const mm_bufs *m, lt *x)
 
 static void mm_compare(const mm *t, const mm_bufs *m)
 {
-    bool aux_out = (t->epi & 128) && t->epi != CUBLASLT_EPILOGUE_DGELU;
+    bool aux_out = (t->epi & 128) && t->epi != CUBLASLT_EPILOGUE_DGELU && t->epi != CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    for (int i = 0; t->epi == CUBLASLT_EPILOGUE_DGELU_BGRAD && i < t->m; i++) {   /* the bias gradient: D's rows summed */
+        double sum = 0;
+        for (int j = 0; j < t->n; j++) sum += get(m->d, t->cd, (size_t)(i + j * m->ldd));
+        double got = get(m->bias, t->cd, (size_t)i);
+        CHECK(fabs(got - sum) <= (elem_bytes(t->cd) == 4 ? 1e-6 : 1e-2) * (1 + fabs(sum)), "%s: bias gradient [%d] = %.9g, want %.9g",
+              t->what, i, got, sum);
+    }
     for (int b = 0; b < t->batch; b++)
         for (int j = 0; j < t->n; j++) {
             for (int i = 0; i < t->m; i++) {
@@ -415,6 +422,12 @@ static void test_epilogues(void)
     }
     mm t = mm_default("gelu aux + bias, bf16");
     t.ab = t.cd = CUDA_R_16BF, t.m = 9, t.n = 3, t.k = 2, t.scale = 0.25, t.epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS, t.tol = 1e-2;
+    run_mm(&t);
+    t = mm_default("dgelu + bias gradient");
+    t.epi = CUBLASLT_EPILOGUE_DGELU_BGRAD, t.m = 6, t.n = 5, t.k = 3, t.scale = 0.25, t.tol = 1e-6, t.tb = true;
+    run_mm(&t);
+    t = mm_default("dgelu + bias gradient, bf16");
+    t.ab = t.cd = CUDA_R_16BF, t.m = 16, t.n = 7, t.k = 4, t.scale = 0.25, t.epi = CUBLASLT_EPILOGUE_DGELU_BGRAD, t.tol = 1e-2;
     run_mm(&t);
 }
 
@@ -627,6 +640,18 @@ static void test_refused_epilogues(void)
     epi = CUBLASLT_EPILOGUE_DRELU;
     cublasLtMatmulDescSetAttribute(s.x.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
     CHECK(lt_heuristic(&s.x, &found) == CUBLAS_STATUS_NOT_SUPPORTED, "DRELU (not modelled) was taken");
+    /* DGELU_BGRAD writes its bias gradient through the bias pointer; and a
+     * library without its kernel (NETC_MOCK_CUBLASLT_REFUSE) finds nothing */
+    epi = CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    const void *no_bias = NULL, *sums = dev_alloc(4 * 16);
+    cublasLtMatmulDescSetAttribute(s.x.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    cublasLtMatmulDescSetAttribute(s.x.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &no_bias, sizeof no_bias);
+    CHECK(lt_heuristic(&s.x, &found) == CUBLAS_STATUS_INVALID_VALUE, "DGELU_BGRAD without a place for the gradient was taken");
+    cublasLtMatmulDescSetAttribute(s.x.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &sums, sizeof sums);
+    CHECK(lt_heuristic(&s.x, &found) == CUBLAS_STATUS_SUCCESS, "DGELU_BGRAD with its aux input and a bias gradient vector");
+    setenv("NETC_MOCK_CUBLASLT_REFUSE", "4,208", 1);
+    CHECK(lt_heuristic(&s.x, &found) == CUBLAS_STATUS_NOT_SUPPORTED && found == 0, "a refused DGELU_BGRAD was found");
+    unsetenv("NETC_MOCK_CUBLASLT_REFUSE");
     small_free(&s);
 }
 

@@ -78,7 +78,7 @@ static bool is_result(const ir_graph *g, const nrt_program *p, const cg_ctx *pla
     if (s->kind == NRT_STEP_COPY) return j == 1;
     if (s->kind == NRT_STEP_MATMUL) {
         nrt_matmul_slots m = nrt_matmul_slots_of(s);
-        return j == m.out || j == m.aux;
+        return j == m.out || j == m.aux || j == m.colsum;
     }
     (void)g;
     return cuda_kernel_writes(plan, s->node, slot_value(p, k, j));
@@ -118,7 +118,7 @@ static bool matches(const ir_graph *g, const char *name, uint32_t k, const char 
  * it, rounded once. The executor rounds after each op, so the bound is set
  * by the magnitudes before the last rounding, not by the result's. */
 static bool host_matmul_agrees(const char *name, uint32_t k, const nrt_step *s, const nc_args *a, const cpu_tensor *want_out,
-                               const cpu_tensor *want_aux)
+                               const cpu_tensor *want_aux, const cpu_tensor *want_colsum)
 {
     nrt_matmul_slots slot = nrt_matmul_slots_of(s);
     int br = s->mm_batch_rank;
@@ -126,6 +126,7 @@ static bool host_matmul_agrees(const char *name, uint32_t k, const nrt_step *s, 
     for (int i = 0; i < br; i++) batch *= a->n[i];
     long long M = a->n[br], N = a->n[br + 1], K = a->n[br + 2];
     double eps = s->mm_dtype == NC_F32 ? 1e-5 : s->mm_dtype == NC_F16 ? 2e-3 : 1.6e-2;
+    double *colsum = calloc((size_t)N + 1, sizeof *colsum), *colsize = calloc((size_t)N + 1, sizeof *colsize);
     for (long long bi = 0; bi < batch; bi++)
         for (long long i = 0; i < M; i++)
             for (long long j = 0; j < N; j++) {
@@ -152,14 +153,24 @@ static bool host_matmul_agrees(const char *name, uint32_t k, const nrt_step *s, 
                 if (s->mm_epilogue & NRT_EPI_RELU) acc = acc > 0 ? acc : 0;
                 if (s->mm_epilogue & NRT_EPI_GELU) acc = 0.5 * acc * (1 + tanh(0.79788456080286536 * (acc + 0.044715 * acc * acc * acc)));
                 double got[2] = {cpu_get(want_out, o), want_aux ? cpu_get(want_aux, o) : pre}, wantv[2] = {acc, pre};
+                colsum[j] += acc, colsize[j] += size;
                 for (int w = 0; w < 2; w++)
                     if (!(fabs(got[w] - wantv[w]) <= 2 * eps * size + 1e-6)) {
                         fprintf(stderr, "%s: step %u (matmul, epilogue 0x%x) %s[%lld] = %.9g from the operands, the executor has %.9g\n",
                                 name, k, s->mm_epilogue, w ? "aux" : "out", o, wantv[w], got[w]);
+                        free(colsum), free(colsize);
                         return false;
                     }
             }
-    return true;
+    bool ok = true;
+    for (long long j = 0; want_colsum && j < N && ok; j++)   /* BGRAD: the sums of out's rows */
+        if (!(fabs(cpu_get(want_colsum, j) - colsum[j]) <= 2 * eps * colsize[j] + 1e-6)) {
+            fprintf(stderr, "%s: step %u (matmul, epilogue 0x%x) column sum [%lld] = %.9g from the operands, the executor has %.9g\n",
+                    name, k, s->mm_epilogue, j, colsum[j], cpu_get(want_colsum, j));
+            ok = false;
+        }
+    free(colsum), free(colsize);
+    return ok;
 }
 
 static void eval_ints(const ir_graph *g, const nrt_step *s, nc_args *a)
@@ -252,7 +263,8 @@ static kernel_fn *prepare_step(host_run *u, uint32_t k)
         step_args(u, k, &a);
         nrt_matmul_slots m = nrt_matmul_slots_of(s);
         u->bad += !host_matmul_agrees(u->name, k, s, &a, &u->res->values[slot_value(p, k, m.out)],
-                                      m.aux >= 0 ? &u->res->values[slot_value(p, k, m.aux)] : NULL);
+                                      m.aux >= 0 ? &u->res->values[slot_value(p, k, m.aux)] : NULL,
+                                      m.colsum >= 0 ? &u->res->values[slot_value(p, k, m.colsum)] : NULL);
         u->matmuls++;
     }
     return run ? fn : NULL;

@@ -87,7 +87,7 @@ int main(int argc, char **argv)
         bytes[0] = 'X';
         CHECK(module_read_buffer(bytes, size, &r, err, sizeof err) != 0 && strstr(err, "magic"));
         bytes[0] = 'N';
-        bytes[8] = 9;
+        bytes[8] = NRT_MODULE_VERSION + 1;
         CHECK(module_read_buffer(bytes, size, &r, err, sizeof err) != 0 && strstr(err, "version"));
     }
     /* a matmul epilogue cuBLASLt cannot run is refused by the reader */
@@ -105,6 +105,19 @@ int main(int argc, char **argv)
         err[0] = 0;
         CHECK(module_read(path, &r, err, sizeof err) != 0 && strstr(err, "matmul"));
         m.program.steps[epi] = saved;
+    }
+    /* a bias's gradient stored by the matmul (DGELU_BGRAD) goes with GELU's
+     * backward alone, after out: the sums, then the fallback's ones */
+    nrt_step bg = {.kind = NRT_STEP_MATMUL, .mm_dtype = NC_BF16, .mm_out_dtype = NC_BF16,
+                   .mm_epilogue = NRT_EPI_DGELU | NRT_EPI_AUX | NRT_EPI_BGRAD};
+    nrt_matmul_slots bs = nrt_matmul_slots_of(&bg);
+    CHECK(nrt_matmul_check(&bg) == NULL && nrt_matmul_nbufs(bg.mm_epilogue) == 6);
+    CHECK(bs.aux_in == 2 && bs.out == 3 && bs.colsum == 4 && bs.ones == 5 && bs.bias < 0 && bs.aux < 0);
+    const uint8_t bad_sums[] = {NRT_EPI_BGRAD, NRT_EPI_GELU | NRT_EPI_AUX | NRT_EPI_BGRAD, NRT_EPI_BIAS | NRT_EPI_BGRAD,
+                                NRT_EPI_DGELU | NRT_EPI_AUX | NRT_EPI_BGRAD | NRT_EPI_BIAS};
+    for (size_t i = 0; i < sizeof bad_sums; i++) {
+        bg.mm_epilogue = bad_sums[i];
+        CHECK(nrt_matmul_check(&bg) != NULL);
     }
     /* a batch of launches (cuda_batch.c) that is not one is refused */
     uint32_t head = UINT32_MAX, before_matmul = UINT32_MAX;
