@@ -8,7 +8,7 @@
 set -u
 NETC=${1:-build/netc}; EPOCHS=${2:-10}; shift 2 2>/dev/null || shift $#
 BATCHES=${*:-512 128}
-DATA=/usr/share/datasets/fashion-mnist
+DATA=${DATA:-/usr/share/datasets/fashion-mnist}   # the GPU machine has no such package: data/fashion-mnist (scripts/gpu_prepare.sh)
 OUT=${OUT:-/tmp/bench-out}; mkdir -p "$OUT"
 for b in $BATCHES; do
   log="$OUT/train_b$b"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# scripts/gpu_prepare.sh - make here what a call to the lent GPU machine
+# carries, since that machine has no flex, bison, OpenBLAS, jansson or
+# Fashion-MNIST and reaches no network:
+#   build-gpu/          Release, no debug information, the CPU executor's own
+#                       matmul (no OpenBLAS); build-gpu/lib: the shared
+#                       libraries netc needs that the machine may lack
+#   data/fashion-mnist  the IDX files of Debian's dataset-fashion-mnist
+# Both are ignored by git and stay under the 64 MiB a call carries. Then, one
+# device call per part of bench/run_all.sh (each fits the 10 minutes a call
+# runs):
+#   run(command="bash bench/run_all.sh 1", carry=["build-gpu", "data"])
+#   run(command="bash bench/run_all.sh 2", carry=["build-gpu", "data"])
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNETC_USE_OPENBLAS=OFF >/dev/null
+cmake --build build-gpu
+mkdir -p build-gpu/lib data/fashion-mnist
+# every library netc links beyond glibc, the compiler's runtime, zlib and CUDA's (the machine has those)
+ldd build-gpu/netc | awk '$3 ~ /^\// {print $3}' |
+  grep -vE '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libz|ld-linux[^/]*)\.so|/usr/local/cuda' |
+  while read -r lib; do cp -L "$lib" build-gpu/lib/; done
+cp /usr/share/datasets/fashion-mnist/*-ubyte.gz data/fashion-mnist/
+du -sh build-gpu data | sed 's/^/gpu_prepare: /'
+total=$(du -sm build-gpu data | awk '{s += $1} END {print s}')
+if ((total > 60)); then echo "gpu_prepare: ${total} MiB: over what a device call carries (64 MiB with the tree)" >&2; exit 1; fi
