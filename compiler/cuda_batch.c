@@ -80,7 +80,9 @@ static bool may_work_in_place(const cg_ctx *cg, const nrt_program *p, uint32_t k
     const nrt_step *s = &p->steps[k];
     for (int o = 0; o < s->nbufs; o++) {
         uint32_t out = s->bufs[o];
-        if (out >= g->nnodes || lives_on(g, out) || !writes_slot(cg, p, k, o)) continue;
+        /* a carried parameter copy lives across runs: never in an operand's place */
+        if (out >= g->nnodes || lives_on(g, out) || !writes_slot(cg, p, k, o) || (cg->carry_from && cg->carry_from[out] != IR_NONE))
+            continue;
         for (int j = 0; j < s->nbufs; j++) {
             uint32_t in = s->bufs[j];
             if (j == o || in >= g->nnodes || in == out || lives_on(g, in) || writes_slot(cg, p, k, j) || !same_bytes(g, in, out))

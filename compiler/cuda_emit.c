@@ -1753,6 +1753,28 @@ static bool cuda_emit_cross_entropy_grad(cg_ctx *cg, ir_value v)
     return true;
 }
 
+/* A training step's kernels that make parameters' low-precision copies
+ * which the optimizer's kernels store again (cuda_fuse.c, carry_into) run
+ * only when parameters are set from outside: prepare steps. A kernel that
+ * writes anything else stays in every run. */
+static void mark_carried_copies(cg_ctx *cg, nrt_program *p)
+{
+    const ir_graph *g = cg->g;
+    if (!g->nupdates || !cg->carry_from) return;
+    bool *from = ir_parameter_values(g);
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        nrt_step *s = &p->steps[k];
+        bool carried = s->kind == NRT_STEP_KERNEL && nrt_step_param_only(g, from, s);
+        for (int j = 0; j < s->nbufs && carried; j++) {
+            uint32_t v = p->slot_values ? p->slot_values[k * NRT_MAX_BUFS + j] : s->bufs[j];
+            if (v < g->nnodes && !from[v]) carried = false;
+            else if (v >= g->nnodes || cuda_kernel_writes(cg, s->node, v)) carried = v < g->nnodes && cg->carry_from[v] != IR_NONE;
+        }
+        s->prepare = carried;
+    }
+    free(from);
+}
+
 /* A matmul step's operands, sizes and dtypes; the caller adds what it
  * writes (cuda_emit_matmul: the product; cuda_epilogue.c: an epilogue's
  * operands and results). */
@@ -1868,6 +1890,7 @@ bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *
     }
     cuda_alias_buffers(g, out);
     nrt_program_mark_prepare(g, out);
+    mark_carried_copies(&cg, out);
     if (fuse) cuda_batch_launches(&cg);
     out->source = cg.src.s;
     cuda_fuse_free(&cg);

@@ -85,6 +85,11 @@ typedef struct cg_ctx {
     ir_value *round_trip_to; /* fusion: for a norm's parameter gradient (f32), the f32(bf16(...)) its one
                               reader makes of it (the gradient of a bf16 copy, widened back): its sum
                               kernel stores that, rounded, IR_NONE */
+    ir_value *carry_into;  /* fusion, a training step: for a parameter's new value computed by a fused
+                              kernel, the low-precision copy of the parameter (cast(p)) that kernel also
+                              stores, rounded, for the next step to read: the copy's own kernel runs only
+                              when parameters are set from outside (a prepare step), IR_NONE */
+    ir_value *carry_from;  /* the inverse: for such a copy, the new value whose kernel stores it, IR_NONE */
     struct cuda_epilogue *epilogues;   /* epilogues: one per fused matmul, in schedule order */
     uint32_t nepilogues;
     char err[512];

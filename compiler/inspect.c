@@ -153,8 +153,9 @@ static step_cost cost_of(const ir_graph *g, const nrt_program *p, const nrt_step
 
 double inspect_floor_seconds(const ir_graph *g, const nrt_program *p, const memplan_buf *bufs, const int64_t *syms)
 {
-    double total = 0;
-    for (uint32_t k = 0; k < p->nsteps; k++) total += cost_of(g, p, &p->steps[k], bufs, syms).floor_s;
+    double total = 0;   /* a run's: prepare steps run when parameters are set */
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        if (!p->steps[k].prepare) total += cost_of(g, p, &p->steps[k], bufs, syms).floor_s;
     return total;
 }
 

@@ -20,9 +20,10 @@ typedef struct inspect_profile {
 int inspect_module(const char *path, const char *entry, const char *const *dim_names, const int64_t *dim_values,
                    int ndims, bool as_json, const inspect_profile *profile, FILE *out);
 
-/* The roofline floor of program p on an H100 (seconds): each step at the
- * slower of its bytes over copy bandwidth and its FLOPs over the peak rate
- * of the units it runs on. bufs: p's memory plan; syms: the bound dims. */
+/* The roofline floor of a run of program p on an H100 (seconds; prepare
+ * steps, which run when parameters are set, apart): each step at the slower
+ * of its bytes over copy bandwidth and its FLOPs over the peak rate of the
+ * units it runs on. bufs: p's memory plan; syms: the bound dims. */
 double inspect_floor_seconds(const ir_graph *g, const nrt_program *p, const memplan_buf *bufs, const int64_t *syms);
 
 #endif

@@ -107,6 +107,10 @@ typedef struct ir_train_spec {
     double init_scale;
     int64_t growth_interval;
     double clip_grad_norm;         /* 0 = off */
+    /* compile time only: the weights' low-precision copies are made in each
+     * step, not stored by the update for the next (compiler/cuda_fuse.c):
+     * they live only while read, which --memory-budget may need */
+    bool copies_each_step;
     nc_loc loc;
 } ir_train_spec;
 

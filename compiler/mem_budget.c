@@ -590,12 +590,15 @@ static bool budget_applies(const ir_graph *g, char *err, size_t errcap)
 /* Single values recomputed, or segments of the forward pass: both are
  * planned, and the faster by the roofline floor is taken (below what single
  * values reach, segments are the only way; above it, segments that keep
- * what is dear can still be faster). */
-bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *err, size_t errcap)
+ * what is dear can still be faster). The step as it is: with the weights'
+ * copies carried from step to step or not (mem_budget_fit tries both). */
+static bool fit_budget(ir_graph **gp, int64_t budget, const budget_ctx *ctx)
 {
-    const budget_ctx bc = {.fuse = fuse, .log = log, .err = err, .errcap = errcap};
+    const budget_ctx bc = *ctx;
+    FILE *log = bc.log;
+    char *err = bc.err;
+    size_t errcap = bc.errcap;
     const ir_graph *g = *gp;
-    if (!budget_applies(g, err, errcap)) return false;
     char a[32], b[32], want[32];
     human(budget, want, sizeof want);
     int64_t peak0 = planned_peak(g, &bc);
@@ -641,6 +644,22 @@ bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *e
     int64_t smallest = seg_peak > 0 && (single.cost.peak < 0 || seg_peak < single.cost.peak) ? seg_peak : single.cost.peak;
     human(smallest > 0 ? smallest : peak0, b, sizeof b);
     snprintf(err, errcap, "cannot fit the memory budget of %s: the smallest plan recomputation reaches needs %s", want, b);
+    return false;
+}
+
+bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *err, size_t errcap)
+{
+    const budget_ctx bc = {.fuse = fuse, .log = log, .err = err, .errcap = errcap};
+    if (!budget_applies(*gp, err, errcap)) return false;
+    if (fit_budget(gp, budget, &bc)) return true;
+    if ((*gp)->train.copies_each_step) return false;
+    /* the weights' low-precision copies the update stores for the next step
+     * (compiler/cuda_fuse.c) live through the whole step; made in each step,
+     * they live only while read: a smaller plan, at their bytes each step */
+    (*gp)->train.copies_each_step = true;
+    if (log) fprintf(log, "netc: trying again with the weights' low-precision copies made in each step\n");
+    if (fit_budget(gp, budget, &bc)) return true;
+    (*gp)->train.copies_each_step = false;
     return false;
 }
 

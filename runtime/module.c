@@ -347,10 +347,12 @@ static bool check_batches(rd *r, const nrt_program *p)
     return true;
 }
 
-/* Prepare steps (run when parameters change, not every run) only in a
- * program that updates no parameter, each depending on parameters and
- * constants alone: a step reading an input must run every time. A batch
- * is all prepare steps or none. */
+/* Prepare steps (run when parameters are set, not every run) each depend
+ * on parameters and constants alone: a step reading an input must run
+ * every time. In a program that updates parameters they make the copies
+ * the update's kernels store again (compiler/cuda_fuse.c); the reader
+ * cannot tell that apart from a stale copy, any more than other kernels'
+ * code from wrong code. A batch is all prepare steps or none. */
 static bool check_prepare(rd *r, const ir_graph *g, const nrt_program *p)
 {
     bool *from = NULL;
@@ -360,10 +362,6 @@ static bool check_prepare(rd *r, const ir_graph *g, const nrt_program *p)
         for (uint32_t j = i + 1; j < i + s->batch && ok; j++)
             if (p->steps[j].prepare != s->prepare) ok = r_invalid(r, "step %u: a batch of prepare and other steps", i);
         if (!s->prepare || !ok) continue;
-        if (g->nupdates) {
-            ok = r_invalid(r, "step %u: a prepare step in a program that updates parameters", i);
-            break;
-        }
         if (!from) from = ir_parameter_values(g);
         if (!nrt_step_param_only(g, from, s)) ok = r_invalid(r, "step %u: a prepare step that reads more than parameters", i);
     }

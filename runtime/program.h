@@ -63,9 +63,10 @@ typedef struct nrt_step {
     nc_dtype mm_dtype;     /* a and b */
     nc_dtype mm_out_dtype; /* out (and residual, bias, aux): mm_dtype, or f32 from f16/bf16 operands */
     uint8_t mm_epilogue;   /* NRT_EPI_*: what cuBLASLt applies to the product before storing it */
-    /* Computed from parameters and constants alone, in a program that updates
-     * no parameter (inference): the runtime runs it when parameters change,
-     * not every run, and its buffers live across runs (nrt_program_mark_prepare). */
+    /* Computed from parameters and constants alone: the runtime runs it when
+     * parameters are set, not every run, and its buffers live across runs
+     * (nrt_program_mark_prepare; in a training step, the parameters' copies
+     * the update's kernels store again, compiler/cuda_fuse.c carry_into). */
     bool prepare;
     /* launch batching (compiler/cuda_batch.c) */
     uint16_t batch;        /* on the first of a run of kernel steps launched as one kernel: how many steps

@@ -160,6 +160,38 @@ static int updates_differ(const gpu_check_opts *o, const ir_graph *g, gpu_sessio
     return fails;
 }
 
+/* A training step's second run starts from the first's new parameters and
+ * what its kernels stored for the next run (the parameters' low-precision
+ * copies, compiler/cuda_fuse.c carry_into): the executor takes the same step
+ * from the GPU's new parameters (its own would differ where Adam's first
+ * step turns a gradient's rounding into a sign). */
+static int second_train_step(const gpu_check_opts *o, const ir_graph *g, const int64_t *syms, gpu_session *gs,
+                             cpu_tensor *inputs, cpu_tensor *params, cpu_exec_result *res)
+{
+    char err[1024];
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        if (g->nodes[v].op != OP_PARAM) continue;
+        cpu_tensor *p = &params[g->nodes[v].attr.index];
+        size_t bytes = (size_t)p->numel * dtype_size(p->dtype);
+        unsigned char *buf = nc_xmalloc(bytes + 1);
+        int rc = gpu_download(gs, v, buf, bytes, err, sizeof err);
+        if (rc == 0) cpu_tensor_from_native(buf, p);
+        free(buf);
+        if (rc != 0) { fprintf(stderr, "%s: %s\n", o->name, err); return 1; }
+    }
+    cpu_exec_result_free(res);
+    cpu_exec_opts co = {.syms = syms, .inputs = inputs, .params = params};
+    if (cpu_exec_run(g, &co, res, err, sizeof err) != 0) { fprintf(stderr, "%s: cpu, second step: %s\n", o->name, err); return 1; }
+    if (gpu_poison(gs, err, sizeof err) != 0 || gpu_launch(gs, err, sizeof err) != 0 || gpu_finish(gs, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: gpu, second step: %s\n", o->name, err);
+        return 1;
+    }
+    int fails = outputs_differ(o, g, gs, res);
+    if (o->check_updates) fails += updates_differ(o, g, gs, res);
+    if (fails) fprintf(stderr, "%s: the second training step differs\n", o->name);
+    return fails;
+}
+
 /* New parameters after runs with the old: what the prepare steps made from
  * the old ones (bf16 weight copies) is stale, so the next run makes it
  * again; the outputs follow the new parameters. */
@@ -330,6 +362,7 @@ int gpu_check(const gpu_check_opts *o)
         fails += outputs_differ(o, g, gs, &res);
         if (o->check_updates) fails += updates_differ(o, g, gs, &res);
     }
+    if (!fails && o->train_step) fails += second_train_step(o, g, syms, gs, inputs, params, &res);
     if (o->profile && !fails) fails += check_profile(o, g, &m.program, gs, &res);
     if (!fails && !o->train_step) fails += check_new_params(o, g, syms, gs, inputs, params);   /* last: res is stale after it */
 sess_out:

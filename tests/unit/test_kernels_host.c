@@ -206,7 +206,7 @@ typedef struct host_run {
     launch_fn *launch;
     void **mem;
     const uint32_t *first_write, *last_write;
-    int bad, matmuls, batches, batched_steps;
+    int bad, matmuls, batches, batched_steps, carried;
 } host_run;
 
 static const char *step_what(const nrt_program *p, const nrt_step *s)
@@ -312,6 +312,31 @@ static int launch_batch(host_run *u, uint32_t first, uint32_t n, kernel_fn *fn)
     return ok ? 0 : -1;
 }
 
+/* For a parameter's low-precision copy v that an update's kernel stores
+ * again (compiler/cuda_fuse.c, carry_into): the new value it is rounded
+ * from, when step s is that kernel; IR_NONE otherwise. The copy's own
+ * kernel made this run's copy, the update's is the next run's. */
+static ir_value carried_from(const cg_ctx *plan, const nrt_step *s, uint32_t v)
+{
+    if (!plan->carry_from || v >= plan->g->nnodes || plan->carry_from[v] == IR_NONE || s->kind != NRT_STEP_KERNEL ||
+        s->node >= plan->g->nnodes || !cuda_fuse_same_kernel(plan, plan->carry_from[v], s->node))
+        return IR_NONE;
+    return plan->carry_from[v];
+}
+
+/* The next run's copy v of a parameter, against the executor's new value
+ * rounded to v's dtype. */
+static bool carried_copy_matches(host_run *u, uint32_t k, uint32_t b, ir_value v, ir_value from)
+{
+    const cpu_tensor *nv = &u->res->values[from];
+    cpu_tensor want;
+    if (!cpu_tensor_alloc(&want, u->g->nodes[v].dtype, nv->rank, nv->shape, 0)) return false;
+    for (int64_t i = 0; i < nv->numel; i++) cpu_set(&want, i, cpu_get(nv, i));
+    bool ok = matches(u->g, u->name, k, "a parameter's copy for the next run", u->mem[b], &want, v, v);
+    cpu_tensor_free(&want);
+    return ok;
+}
+
 /* each result is checked, then replaced by the executor's, so the next
  * kernel starts from exact operands: a sum that cancels to nearly nothing
  * may differ from the executor's by its summation order, and an exact cast
@@ -322,6 +347,12 @@ static void check_results(host_run *u, uint32_t k)
     const nrt_step *s = &u->p->steps[k];
     for (int j = 0; j < s->nbufs; j++) {
         uint32_t v = slot_value(u->p, k, j), b = s->bufs[j];
+        ir_value from = carried_from(u->plan, s, v);
+        if (from != IR_NONE && b < g->nnodes) {   /* no later step reads it in this run */
+            u->bad += !carried_copy_matches(u, k, b, v, from);
+            u->carried++;
+            continue;
+        }
         if (b >= g->nnodes || !is_result(g, u->p, u->plan, k, j) || u->last_write[v] != k) continue;
         if (!matches(g, u->name, k, step_what(u->p, s), u->mem[b], &u->res->values[v], v, s->node < g->nnodes ? s->node : v))
             u->bad++;
@@ -352,7 +383,7 @@ static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, 
     for (uint32_t k = 0; k < p->nsteps; k++)
         for (int j = 0; j < p->steps[k].nbufs; j++) {
             uint32_t v = slot_value(p, k, j);
-            if (v >= g->nnodes || !is_result(g, p, &plan, k, j)) continue;
+            if (v >= g->nnodes || !is_result(g, p, &plan, k, j) || carried_from(&plan, &p->steps[k], v) != IR_NONE) continue;
             if (first_write[v] == UINT32_MAX) first_write[v] = k;
             last_write[v] = k;
         }
@@ -383,8 +414,8 @@ static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, 
     bad += u.bad;
     matmuls = u.matmuls;
     if (!launch) fprintf(stderr, "%s: the shim has no nc_host_launch\n", name), bad++;
-    printf("%s: %d kernels (%d of them in %d batched launches) and %d matmuls run on the host and checked%s\n", name, checked,
-           u.batched_steps, u.batches, matmuls, bad ? ", some differ" : "");
+    printf("%s: %d kernels (%d of them in %d batched launches) and %d matmuls run on the host and checked, %d parameter "
+           "copies stored for the next run%s\n", name, checked, u.batched_steps, u.batches, matmuls, u.carried, bad ? ", some differ" : "");
     for (uint32_t b = 0; b < g->nnodes + p->ntemps; b++) free(mem[b]);
     free(mem);
     free(first_write);
