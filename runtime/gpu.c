@@ -36,6 +36,7 @@ int gpu_run(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap,
 int gpu_launch(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
 int gpu_finish(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
 int gpu_profile(gpu_session *s, int r, double *t, char *err, size_t cap) { (void)s, (void)r, (void)t; snprintf(err, cap, "no GPU"); return -1; }
+int gpu_run_launch(gpu_session *s, uint32_t *k, char *err, size_t cap) { (void)s, (void)k; snprintf(err, cap, "no GPU"); return -1; }
 int gpu_stage_input(gpu_session *s, uint32_t v, const void *d, size_t b, char *err, size_t cap) { (void)s, (void)v, (void)d, (void)b; snprintf(err, cap, "no GPU"); return -1; }
 int gpu_drop_staged(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
 double gpu_input_wait_seconds(const gpu_session *s) { (void)s; return 0; }
@@ -661,6 +662,15 @@ static int by_value(const void *x, const void *y)
 
 /* Each launch between two events, runs times (no CUDA graph: the launches'
  * own device times, not the gaps between them); the median of each. */
+int gpu_run_launch(gpu_session *s, uint32_t *k, char *err, size_t errcap)
+{
+    CU(cuCtxSetCurrent(s->ctx));
+    if (*k >= s->m->program.nsteps) return fail_msg(err, errcap, "no such step");
+    if (launch_from(s, k, err, errcap) != 0) return -1;
+    CU(cuStreamSynchronize(s->stream));
+    return 0;
+}
+
 int gpu_profile(gpu_session *s, int runs, double *step_seconds, char *err, size_t errcap)
 {
     const nrt_program *p = &s->m->program;

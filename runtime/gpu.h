@@ -34,6 +34,9 @@ int gpu_finish(gpu_session *s, char *err, size_t errcap);
  * at the other steps of a batch). step_seconds holds the program's step
  * count. */
 int gpu_profile(gpu_session *s, int runs, double *step_seconds, char *err, size_t errcap);
+/* Debugging: run the one launch step *k starts (its prepare steps too, if
+ * it is one), wait for it, and move *k past the steps it ran; no graph. */
+int gpu_run_launch(gpu_session *s, uint32_t *k, char *err, size_t errcap);
 
 /* Input prefetch: copy bytes for input value v into pinned host memory now
  * and on to the device on a copy stream of their own, into a landing buffer

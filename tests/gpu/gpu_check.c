@@ -160,6 +160,89 @@ static int updates_differ(const gpu_check_opts *o, const ir_graph *g, gpu_sessio
     return fails;
 }
 
+/* Every input's and parameter's value into its device buffer. */
+static int upload_values(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs, const cpu_tensor *inputs,
+                         const cpu_tensor *params)
+{
+    char err[1024];
+    int fails = 0;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        const cpu_tensor *t = n->op == OP_INPUT ? &inputs[n->attr.index] : n->op == OP_PARAM ? &params[n->attr.index] : NULL;
+        if (!t) continue;
+        size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
+        unsigned char *buf = nc_xmalloc(bytes + 1);
+        cpu_tensor_to_native(t, buf);
+        if (gpu_upload(gs, v, buf, bytes, err, sizeof err) != 0) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; }
+        free(buf);
+    }
+    return fails;
+}
+
+/* Whether step k of p writes the value in its slot j (the emitter's plan
+ * says which values a fused kernel stores). */
+static bool step_writes(const cg_ctx *plan, const nrt_program *p, uint32_t k, int j)
+{
+    const nrt_step *s = &p->steps[k];
+    uint32_t v = p->slot_values ? p->slot_values[k * NRT_MAX_BUFS + j] : s->bufs[j];
+    if (v >= plan->g->nnodes || s->kind == NRT_STEP_COPY) return false;
+    if (s->kind == NRT_STEP_MATMUL) {
+        nrt_matmul_slots m = nrt_matmul_slots_of(s);
+        return j == m.out || j == m.aux || j == m.colsum;
+    }
+    return cuda_kernel_writes(plan, s->node, v);
+}
+
+/* After a mismatch: the program again from the same parameters and inputs,
+ * one launch at a time, each value against the executor's when the last
+ * step that writes it has run: the first launch that differs names the
+ * kernel to look at (a GPU's first run of a new kernel, where the mock GPU
+ * cannot tell). */
+static void locate_mismatch(const gpu_check_opts *o, const ir_graph *g, const int64_t *syms, const nrt_program *p,
+                            gpu_session *gs, cpu_tensor *inputs, cpu_tensor *params)
+{
+    char err[1024];
+    if (o->stage_inputs || upload_values(o, g, gs, inputs, params) != 0 || gpu_poison(gs, err, sizeof err) != 0) return;
+    cpu_exec_result every = {0};   /* each value the step computes, kept */
+    cpu_exec_opts co = {.syms = syms, .inputs = inputs, .params = params, .keep_all = true};
+    if (cpu_exec_run(g, &co, &every, err, sizeof err) != 0) return;
+    const cpu_exec_result *res = &every;
+    cg_ctx plan = {.g = g};
+    if (o->fuse) cuda_fuse_plan(&plan);
+    uint32_t *last_write = nc_xcalloc(g->nnodes + 1, sizeof *last_write);
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        for (int j = 0; j < p->steps[k].nbufs; j++)
+            if (step_writes(&plan, p, k, j)) last_write[p->slot_values ? p->slot_values[k * NRT_MAX_BUFS + j] : p->steps[k].bufs[j]] = k;
+    bool found = false;
+    for (uint32_t k = 0; k < p->nsteps && !found;) {
+        uint32_t first = k;
+        if (gpu_run_launch(gs, &k, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: step by step: launch at step %u: %s\n", o->name, first, err);
+            break;
+        }
+        for (uint32_t l = first; l < k && !found; l++)
+            for (int j = 0; j < p->steps[l].nbufs && !found; j++) {
+                uint32_t v = p->slot_values ? p->slot_values[l * NRT_MAX_BUFS + j] : p->steps[l].bufs[j];
+                const cpu_tensor *want = &res->values[v];   /* the executor keeps outputs, and values still read */
+                if (!step_writes(&plan, p, l, j) || last_write[v] != l || want->numel == 0 || (!want->f && !want->i)) continue;
+                char what[160];
+                const nc_loc *at = &g->nodes[v].loc;
+                snprintf(what, sizeof what, "%%%u %s (%s:%u)", v, nc_ops[g->nodes[v].op].name,
+                         at->file >= 1 && at->file - 1 < g->nfiles ? g->files[at->file - 1] : "?", at->line);
+                if (value_differs(o, g, gs, res, v, v, what) == 0) continue;
+                const nrt_step *s = &p->steps[l];
+                fprintf(stderr, "%s: step by step, the first launch that differs: step %u, %s, computing %%%u %s\n", o->name, l,
+                        s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : s->kind == NRT_STEP_MATMUL ? "a cuBLASLt matmul" : "a copy",
+                        s->node, nc_ops[g->nodes[s->node].op].name);
+                found = true;
+            }
+    }
+    if (!found) fprintf(stderr, "%s: step by step, every launch agrees: look at the CUDA graph or the order of launches\n", o->name);
+    free(last_write);
+    cuda_fuse_free(&plan);
+    cpu_exec_result_free(&every);
+}
+
 /* A training step's second run starts from the first's new parameters and
  * what its kernels stored for the next run (the parameters' low-precision
  * copies, compiler/cuda_fuse.c carry_into): the executor takes the same step
@@ -332,16 +415,7 @@ int gpu_check(const gpu_check_opts *o)
     }
     for (uint32_t i = 0; i < g->nparams; i++)
         if (param_init(g, i, o->seed, &params[i], err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); fails++; goto sess_out; }
-    for (ir_value v = 0; v < g->nnodes; v++) {
-        const ir_node *n = &g->nodes[v];
-        const cpu_tensor *t = n->op == OP_INPUT ? &inputs[n->attr.index] : n->op == OP_PARAM ? &params[n->attr.index] : NULL;
-        if (!t) continue;
-        size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
-        unsigned char *buf = nc_xmalloc(bytes + 1);
-        cpu_tensor_to_native(t, buf);
-        if (gpu_upload(gs, v, buf, bytes, err, sizeof err) != 0) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; }
-        free(buf);
-    }
+    fails += upload_values(o, g, gs, inputs, params);
     if (o->stage_inputs && stage_all(o, g, gs, inputs) != 0) fails++;
     cpu_exec_opts co = {.syms = syms, .inputs = inputs, .params = params};
     if (cpu_exec_run(g, &co, &res, err, sizeof err) != 0) { fprintf(stderr, "%s: cpu: %s\n", o->name, err); fails++; goto sess_out; }
@@ -361,6 +435,7 @@ int gpu_check(const gpu_check_opts *o)
         }
         fails += outputs_differ(o, g, gs, &res);
         if (o->check_updates) fails += updates_differ(o, g, gs, &res);
+        if (fails && run == 0) locate_mismatch(o, g, syms, &m.program, gs, inputs, params);
     }
     if (!fails && o->train_step) fails += second_train_step(o, g, syms, gs, inputs, params, &res);
     if (o->profile && !fails) fails += check_profile(o, g, &m.program, gs, &res);
