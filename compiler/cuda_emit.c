@@ -704,6 +704,37 @@ static void emit_scatter_mark_rows(cg_ctx *cg, ir_value v, uint32_t acc, uint32_
  * GPT-2's 50304 rows, so most of a dense zeroing and read is saved. The
  * kernels' names end in _zero_rows and _round_rows for netc inspect's byte
  * counts (inspect.c). */
+/* The scatter-add's result: each picked row's accumulator rounded to the
+ * result's dtype, zeros elsewhere; or, where the result is only widened and
+ * added to an f32 value (cg->sum_into), that sum, stored instead. */
+static void emit_scatter_round_rows(cg_ctx *cg, ir_value v, uint32_t acc, uint32_t mark, uint32_t numel)
+{
+    const ir_node *n = node(cg, v);
+    ir_value sum = cg->sum_into ? cg->sum_into[v] : IR_NONE, other = IR_NONE, narrow = IR_NONE;
+    if (sum != IR_NONE)
+        other = cuda_scatter_addend(cg->g, arg(cg, sum, 0) == cg->reader[v] ? arg(cg, sum, 1) : arg(cg, sum, 0), &narrow);
+    nrt_step *s = begin_kernel(cg, v, "_round_rows", NRT_GRID_ELEMENTS);
+    add_int(s, numel);
+    add_int(s, n->shape[0]);
+    add_buf(s, acc);
+    add_buf(s, mark);
+    if (other != IR_NONE) add_buf(s, other);
+    add_buf(s, sum != IR_NONE ? sum : v);
+    cg_printf(&cg->body, "  const float *acc = (const float *)A.buf[0];\n  const int *mark = (const int *)A.buf[1];\n");
+    cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n");
+    if (other == IR_NONE) {
+        decl_ptr(cg, "y", 2, n->dtype, false);
+        cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) nc_st(y, i, mark[i / row] ? acc[i] : 0.0f);\n");
+    } else {   /* other + f32(round(row)), as the casts and the add would */
+        bool rounds = narrow != IR_NONE && narrow != other;   /* f32(r(x)) */
+        decl_ptr(cg, "o", 2, node(cg, other)->dtype, true);
+        decl_ptr(cg, "y", 3, NC_F32, false);
+        cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) y[i] = %s(nc_ld(o, i)) + (mark[i / row] ? %s(acc[i]) : 0.0f);\n",
+                  rounds ? cuda_round_fn(node(cg, narrow)->dtype) : "", cuda_round_fn(n->dtype));
+    }
+    end_kernel(cg);
+}
+
 static bool cuda_emit_scatter_add(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *idx = node(cg, arg(cg, v, 0)), *src = node(cg, arg(cg, v, 1));
@@ -732,19 +763,7 @@ static bool cuda_emit_scatter_add(cg_ctx *cg, ir_value v)
     cg_printf(&cg->body, "    if (r >= 0 && r < A.n[2]) atomicAdd(&acc[r * row + i %% row], nc_ld(src, i));\n  }\n");
     end_kernel(cg);
 
-    if (narrow) {
-        s = begin_kernel(cg, v, "_round_rows", NRT_GRID_ELEMENTS);
-        add_int(s, numel);
-        add_int(s, n->shape[0]);
-        add_buf(s, acc);
-        add_buf(s, mark);
-        add_buf(s, v);
-        cg_printf(&cg->body, "  const float *acc = (const float *)A.buf[0];\n  const int *mark = (const int *)A.buf[1];\n");
-        decl_ptr(cg, "y", 2, n->dtype, false);
-        cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n");
-        cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) nc_st(y, i, mark[i / row] ? acc[i] : 0.0f);\n");
-        end_kernel(cg);
-    }
+    if (narrow) emit_scatter_round_rows(cg, v, acc, mark, numel);
     return true;
 }
 

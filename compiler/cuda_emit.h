@@ -85,6 +85,10 @@ typedef struct cg_ctx {
     ir_value *round_trip_to; /* fusion: for a norm's parameter gradient (f32), the f32(bf16(...)) its one
                               reader makes of it (the gradient of a bf16 copy, widened back): its sum
                               kernel stores that, rounded, IR_NONE */
+    ir_value *sum_into;    /* fusion: for a narrow scatter-add whose one reader widens it to f32 for an add
+                              to an f32 value made earlier (a tied embedding's gradient: the gather's part
+                              plus the output projection's), that add: the scatter's last kernel writes it,
+                              the narrow result and its widening are never stored, IR_NONE */
     ir_value *carry_into;  /* fusion, a training step: for a parameter's new value computed by a fused
                               kernel, the low-precision copy of the parameter (cast(p)) that kernel also
                               stores, rounded, for the next step to read: the copy's own kernel runs only
@@ -122,6 +126,11 @@ bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v);
 /* A per-value array of IR_NONE, for the planners' "this value's partner". */
 ir_value *cuda_no_values(const ir_graph *g);
 bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok);
+/* The other term o of a scatter-add's widened sum (cg->sum_into), as the
+ * value its kernel loads: o itself (f32); y for o = f32(y), y narrow, with
+ * *narrow = y; x for o = f32(r(x)), x f32, with *narrow = r (x is loaded
+ * and rounded to r's dtype); IR_NONE for other forms. */
+ir_value cuda_scatter_addend(const ir_graph *g, ir_value o, ir_value *narrow);
 
 /* Matmul epilogues (cuda_epilogue.c): a bias, an activation, a residual
  * add or a widening cast after a matmul, applied by cuBLASLt as it stores

@@ -613,6 +613,67 @@ static void plan_round_trips(cg_ctx *cg)
     }
 }
 
+/* A narrow scatter-add s read only by its widening w = f32(s), read only by
+ * a = w + o (or o + w), where o is an f32 value in memory made before s, or
+ * f32(r(x)) of such a value x rounded to a narrow dtype (the tied
+ * embedding's other gradient, rounded as its bf16 copy's): the scatter's
+ * last kernel, which rounds each accumulated row to s's dtype, adds the
+ * other term and stores a (the same roundings and the same f32 add); s, w
+ * and the other term's casts are never stored and read back (GPT-2's tied
+ * embedding: 154 MB a step). */
+/* Whether v has a buffer of its own that a step writes: not computed in
+ * its readers, and if a matmul's epilogue takes it, as what the step stores. */
+static bool in_memory(const cg_ctx *cg, ir_value v)
+{
+    if (cg->inlined[v]) return false;
+    for (uint32_t k = 0; cg->absorbed[v] && k < cg->nepilogues; k++)
+        if (cg->epilogues[k].out == v || cg->epilogues[k].colsum == v || cg->epilogues[k].aux == v) return true;
+    return !cg->absorbed[v];
+}
+
+static void plan_scatter_sums(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->sum_into = cuda_no_values(g);
+    const uint32_t *users = cg->readers;
+    const ir_value *user = cg->reader;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        if (n->op != OP_SCATTER_ADD || n->dtype == NC_F32 || !dtype_is_float(n->dtype) || users[v] != 1 || cg->escapes[v]) continue;
+        ir_value w = user[v], a = users[w] == 1 ? user[w] : IR_NONE;
+        const ir_node *wn = &g->nodes[w];
+        if (wn->op != OP_CAST || wn->dtype != NC_F32 || cg->escapes[w] || cg->absorbed[w] || a == IR_NONE) continue;
+        const ir_node *an = &g->nodes[a];
+        if (an->op != OP_ADD || an->dtype != NC_F32 || an->rank != n->rank || memcmp(an->shape, n->shape, n->rank * sizeof *n->shape) ||
+            cg->absorbed[a] || ir_args(g, an)[0] == ir_args(g, an)[1])
+            continue;
+        ir_value o = ir_args(g, an)[0] == w ? ir_args(g, an)[1] : ir_args(g, an)[0], narrow;
+        ir_value x = cuda_scatter_addend(g, o, &narrow);
+        if (x == IR_NONE || x > v || !in_memory(cg, x)) continue;
+        bool rounds = narrow != IR_NONE && narrow != x;   /* f32(r(x)): r too is computed in the kernel */
+        if (o != x && (users[o] != 1 || cg->escapes[o] || (rounds && (users[narrow] != 1 || cg->escapes[narrow])))) continue;
+        cg->sum_into[v] = a;
+        cg->inlined[w] = cg->inlined[a] = true;   /* no kernels of their own: a is stored by the scatter */
+        cg->group[w] = cg->group[a] = 0;
+        if (o != x) cg->inlined[o] = true, cg->group[o] = 0;
+        if (rounds) cg->inlined[narrow] = true, cg->group[narrow] = 0;
+    }
+}
+
+ir_value cuda_scatter_addend(const ir_graph *g, ir_value o, ir_value *narrow)
+{
+    *narrow = IR_NONE;
+    const ir_node *on = &g->nodes[o];
+    if (on->dtype != NC_F32 || on->op == OP_BROADCAST || on->op == OP_FILL) return IR_NONE;
+    if (on->op != OP_CAST) return o;
+    ir_value r = ir_args(g, on)[0];
+    const ir_node *rn = &g->nodes[r];
+    if (rn->dtype != NC_BF16 && rn->dtype != NC_F16) return IR_NONE;
+    *narrow = r;   /* f32(y): y loaded and widened; f32(r(x)), x f32: x loaded and rounded */
+    if (rn->op == OP_CAST && g->nodes[ir_args(g, rn)[0]].dtype == NC_F32) return ir_args(g, rn)[0];
+    return r;
+}
+
 /* The step that computes r runs at this node: its matmul epilogue's last
  * op, its group's last member, or r itself. */
 static ir_value emitted_at(const cg_ctx *cg, ir_value r)
@@ -731,6 +792,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_prologues(cg);
     plan_joined_sums(cg);
     plan_widened_sums(cg);
+    plan_scatter_sums(cg);
     plan_carried_copies(cg);
     plan_kernels(cg);
 }
@@ -763,6 +825,8 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->joined_sums);
     free(cg->widened_to);
     free(cg->round_trip_to);
+    free(cg->sum_into);
+    cg->sum_into = NULL;
     free(cg->carry_into);
     free(cg->carry_from);
     cg->carry_into = cg->carry_from = NULL;
@@ -806,6 +870,7 @@ bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v)
         return true;
     if (cg->widened_to && cg->widened_to[node] == v) return true;
     if (cg->sum_to && cg->sum_to[node] == v) return true;
+    if (cg->sum_into && cg->sum_into[node] == v) return true;
     if (cg->carry_from && cg->carry_from[v] != IR_NONE && cuda_fuse_same_kernel(cg, cg->carry_from[v], node)) return true;
     return cuda_fuse_same_kernel(cg, v, node) || (cg->lse_with && cg->lse_with[node] == v);
 }

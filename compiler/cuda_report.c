@@ -81,6 +81,7 @@ static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint
     struct { const ir_value *of; const char *what; } along[] = {
         {cg->out_as, "writes its result as"}, {cg->lse_with, "also writes"}, {cg->bias_grad_with, "also computes"},
         {cg->widened_to, "stores its f32 accumulator as"}, {cg->round_trip_to, "stores, rounded as the program asks,"},
+        {cg->sum_into, "adds its rounded rows to the other term of"},
     };
     for (size_t i = 0; i < NC_COUNT(along); i++) {
         if (!along[i].of || along[i].of[v] == IR_NONE || !touches(s, along[i].of[v])) continue;   /* the step that writes it */

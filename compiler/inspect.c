@@ -107,9 +107,10 @@ static double scatter_bytes(const ir_graph *g, const nrt_program *p, const nrt_s
         return (double)buf_bytes(b, s->bufs[0]) + (double)buf_bytes(b, s->bufs[1]) + 2.0 * (picked < acc ? picked : acc);
     }
     if (ends_with(name, "_zero_rows")) return (double)buf_bytes(b, s->bufs[0]) + picked + 4.0 * (double)nidx;   /* idx, acc, mark */
-    if (ends_with(name, "_round_rows")) {   /* acc, mark, result */
-        double acc = (double)buf_bytes(b, s->bufs[0]);
-        return (picked < acc ? picked : acc) + (double)buf_bytes(b, s->bufs[1]) + (double)buf_bytes(b, s->bufs[2]);
+    if (ends_with(name, "_round_rows")) {   /* acc, mark, result; or acc, mark, an f32 addend, the sum */
+        double acc = (double)buf_bytes(b, s->bufs[0]), rest = 0;
+        for (int j = 1; j < s->nbufs; j++) rest += (double)buf_bytes(b, s->bufs[j]);
+        return (picked < acc ? picked : acc) + rest;
     }
     return -1;
 }
@@ -131,7 +132,7 @@ static double step_bytes(const ir_graph *g, const nrt_program *p, const nrt_step
     if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SLICE && s->nbufs == 2) return 2.0 * (double)buf_bytes(b, s->bufs[1]);
     if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_GATHER && s->nbufs == 3)
         return 2.0 * (double)buf_bytes(b, s->bufs[2]) + (double)buf_bytes(b, s->bufs[1]);
-    double scattered = s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SCATTER_ADD && s->nbufs == 3 ? scatter_bytes(g, p, s, b, syms) : -1;
+    double scattered = s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SCATTER_ADD && s->nbufs >= 3 ? scatter_bytes(g, p, s, b, syms) : -1;
     if (scattered >= 0) return scattered;
     int unused = s->kind == NRT_STEP_MATMUL ? nrt_matmul_slots_of(s).ones : -1;   /* a fallback's (setup_column_sums) */
     double bytes = 0;

@@ -437,7 +437,8 @@ int gpu_check(const gpu_check_opts *o)
         if (o->check_updates) fails += updates_differ(o, g, gs, &res);
         if (fails && run == 0) locate_mismatch(o, g, syms, &m.program, gs, inputs, params);
     }
-    if (!fails && o->train_step) fails += second_train_step(o, g, syms, gs, inputs, params, &res);
+    /* fused: where the update stores the weights' copies for the next step */
+    if (!fails && o->train_step && o->fuse) fails += second_train_step(o, g, syms, gs, inputs, params, &res);
     if (o->profile && !fails) fails += check_profile(o, g, &m.program, gs, &res);
     if (!fails && !o->train_step) fails += check_new_params(o, g, syms, gs, inputs, params);   /* last: res is stale after it */
 sess_out:

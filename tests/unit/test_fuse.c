@@ -292,6 +292,28 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
         printf("%s: %u of %u logits gradients over their logits\n", path, ce_in_place, ce_grads);
         CHECK(ce_grads > 0 && ce_in_place == ce_grads);
     }
+    /* the tied embedding's gradient: the scatter-add's last kernel adds the
+     * output projection's part and stores the sum, so no kernel computes
+     * the add, and the narrow scatter result is never written */
+    uint32_t scatter_sums = 0, tied_adds = 0;
+    for (uint32_t k = 0; k < fused.nsteps; k++) {
+        const nrt_step *st = &fused.steps[k];
+        const ir_node *n = &g->nodes[st->node];
+        if (st->kind != NRT_STEP_KERNEL) continue;
+        uint32_t last = st->bufs[st->nbufs - 1];   /* what the step stores (a temporary: scratch) */
+        if (n->op == OP_SCATTER_ADD && last < g->nnodes && g->nodes[last].op == OP_ADD) scatter_sums++;
+        for (int j = 0; j < st->nbufs; j++)   /* an add of a widened scatter-add, computed by a kernel of its own */
+            if (st->bufs[j] < g->nnodes && g->nodes[st->bufs[j]].op == OP_ADD && g->nodes[st->bufs[j]].dtype == NC_F32 && n->op == OP_ADD)
+                for (int i = 0; i < 2; i++) {
+                    const ir_node *t = &g->nodes[ir_args(g, &g->nodes[st->bufs[j]])[i]];
+                    tied_adds += t->op == OP_CAST && g->nodes[ir_args(g, t)[0]].op == OP_SCATTER_ADD;
+                }
+    }
+    if (strstr(path, "gpt2")) {
+        printf("%s: %u scatter-adds store the sum their result is added into, %u such adds with a kernel\n", path, scatter_sums,
+               tied_adds);
+        CHECK(scatter_sums == 1 && tied_adds == 0);
+    }
     /* the gradient norm's partial sums: one kernel per concat of them; and a
      * bias gradient's sum stores the widened f32 value itself */
     uint32_t joined = 0, lone_parts = 0, widening_kernels = 0, matmul_sum_widenings = 0;
