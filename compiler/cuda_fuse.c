@@ -613,14 +613,6 @@ static void plan_round_trips(cg_ctx *cg)
     }
 }
 
-/* A narrow scatter-add s read only by its widening w = f32(s), read only by
- * a = w + o (or o + w), where o is an f32 value in memory made before s, or
- * f32(r(x)) of such a value x rounded to a narrow dtype (the tied
- * embedding's other gradient, rounded as its bf16 copy's): the scatter's
- * last kernel, which rounds each accumulated row to s's dtype, adds the
- * other term and stores a (the same roundings and the same f32 add); s, w
- * and the other term's casts are never stored and read back (GPT-2's tied
- * embedding: 154 MB a step). */
 /* Whether v has a buffer of its own that a step writes: not computed in
  * its readers, and if a matmul's epilogue takes it, as what the step stores. */
 static bool in_memory(const cg_ctx *cg, ir_value v)
@@ -631,6 +623,14 @@ static bool in_memory(const cg_ctx *cg, ir_value v)
     return !cg->absorbed[v];
 }
 
+/* A narrow scatter-add s read only by its widening w = f32(s), read only by
+ * a = w + o (or o + w), where o is an f32 value in memory made before s, or
+ * f32(r(x)) of such a value x rounded to a narrow dtype (the tied
+ * embedding's other gradient, rounded as its bf16 copy's): the scatter's
+ * last kernel, which rounds each accumulated row to s's dtype, adds the
+ * other term and stores a (the same roundings and the same f32 add); s, w
+ * and the other term's casts are never stored and read back (GPT-2's tied
+ * embedding: 154 MB a step). */
 static void plan_scatter_sums(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
