@@ -697,13 +697,6 @@ static void emit_scatter_mark_rows(cg_ctx *cg, ir_value v, uint32_t acc, uint32_
     end_kernel(cg);
 }
 
-/* Zero, atomically add rows in f32, then convert when the result is
- * narrower. Narrower: only the rows the indices pick are zeroed in the f32
- * accumulator (and marked), and the conversion reads only those, writing
- * zeros for the others: an embedding's gradient touches a few thousand of
- * GPT-2's 50304 rows, so most of a dense zeroing and read is saved. The
- * kernels' names end in _zero_rows and _round_rows for netc inspect's byte
- * counts (inspect.c). */
 /* The scatter-add's result: each picked row's accumulator rounded to the
  * result's dtype, zeros elsewhere; or, where the result is only widened and
  * added to an f32 value (cg->sum_into), that sum, stored instead. */
@@ -735,6 +728,13 @@ static void emit_scatter_round_rows(cg_ctx *cg, ir_value v, uint32_t acc, uint32
     end_kernel(cg);
 }
 
+/* Zero, atomically add rows in f32, then convert when the result is
+ * narrower. Narrower: only the rows the indices pick are zeroed in the f32
+ * accumulator (and marked), and the conversion reads only those, writing
+ * zeros for the others: an embedding's gradient touches a few thousand of
+ * GPT-2's 50304 rows, so most of a dense zeroing and read is saved. The
+ * kernels' names end in _zero_rows and _round_rows for netc inspect's byte
+ * counts (inspect.c). */
 static bool cuda_emit_scatter_add(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v), *idx = node(cg, arg(cg, v, 0)), *src = node(cg, arg(cg, v, 1));
