@@ -1,51 +1,70 @@
 #!/usr/bin/env bash
-# bench/run_all.sh PART - on the lent GPU machine, from the repository root,
-# with build-gpu/ and data/ carried (scripts/gpu_prepare.sh makes them here):
-# what the open issues ask to run on a GPU, in two parts that each fit one
-# 10-minute call. What comes back is $OUT/partN.log (every line printed, the
-# JSON lines of the bench scripts among them), $OUT/ctest_gpu.log and
-# $OUT/partN-logs.tar.gz (the scripts' own logs; compiled modules left out).
-#   1: the GPU tests against the CPU executor (ctest -L gpu), issue 3
-#      (bench/run_infer.sh), issue 4 (bench/run_train.sh, 10 epochs at batch
-#      512), issue 5 (bench/run_kernels.sh)
-#   2: issue 6 (bench/run_gpt2.sh: the step against PyTorch eager and
-#      torch.compile, the 4GiB budget, with and without DGELU_BGRAD, the
-#      per-launch profile and the first 10 losses against PyTorch)
+# bench/run_all.sh [STEP...] - on the lent GPU machine, from the repository
+# root, with build-gpu/ and data/ carried (scripts/gpu_prepare.sh makes them
+# here): what the open issues ask to run on a GPU, most needed first, in one
+# device call. A task gets 15 minutes of device time in all, the machine's
+# start included, and a call at most 10, so the steps share a deadline
+# (NETC_BENCH_SECONDS, default 540 s from the start) and each has a cap of its
+# own; a step cut short leaves its log so far, and the ones with no time left
+# say so. Name steps to run only those (a second call for what the first had
+# no time for):
+#   tests    ctest -L gpu: every op and example model on the GPU against the
+#            CPU executor (issue 3)                                    cap 150 s
+#   gpt2     bench/run_gpt2.sh: the step against PyTorch eager and
+#            torch.compile, the 4GiB budget, the first 10 losses against
+#            PyTorch, the per-launch profile, with and without DGELU_BGRAD
+#            (issue 6)                                                 cap 240 s
+#   train    bench/run_train.sh: fashion_mlp, 10 epochs at batch 512, against
+#            PyTorch eager and torch.compile (issue 4)                 cap 110 s
+#   infer    bench/run_infer.sh: build and load times, inference latency
+#            (issue 3)                                                 cap  70 s
+#   kernels  bench/run_kernels.sh: elementwise chain, layernorm, attention,
+#            cast_chain, each pass on and off (issue 5)                cap 100 s
+# What comes back under $OUT: run.log (every line, the bench scripts' JSON
+# lines among them), ctest_gpu.log and logs.tar.gz (the scripts' own logs;
+# compiled modules left out).
 set -u
-part=${1:?usage: bench/run_all.sh 1|2}
 OUT=${OUT:-/tmp/bench-out}
 WORK=$(mktemp -d)   # what the bench scripts write (modules, logs): only a summary goes to $OUT
 mkdir -p "$OUT"
+deadline=$(( $(date +%s) + ${NETC_BENCH_SECONDS:-540} ))
 export LD_LIBRARY_PATH="$PWD/build-gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 NETC=build-gpu/netc
-[[ -x $NETC ]] || { echo "run_all: no $NETC: run scripts/gpu_prepare.sh here and carry build-gpu and data" | tee "$OUT/part$part.log"; exit 1; }
+[[ -x $NETC ]] || { echo "run_all: no $NETC: run scripts/gpu_prepare.sh here and carry build-gpu and data" | tee "$OUT/run.log"; exit 1; }
 # the build's tests name the sources by the path the build was made at
 src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' build-gpu/CMakeCache.txt)
 if [[ -n $src && ! -e $src ]]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
-step() { echo "== $* ($(date -u +%T))"; }
-run_part() {
+
+step_tests() {
+  (cd build-gpu && ctest -L '^gpu$' --output-on-failure) > "$OUT/ctest_gpu.log" 2>&1
+  grep -E "tests passed|Failed|Passed|Skipped" "$OUT/ctest_gpu.log"
+}
+step_gpt2() {
+  cat README.md docs/*.md > "$WORK/text.txt"   # the step's cost does not depend on the tokens
+  OUT=$WORK bash bench/run_gpt2.sh "$NETC" "$WORK/text.txt"
+}
+step_train() { OUT=$WORK DATA=data/fashion-mnist bash bench/run_train.sh "$NETC" 10 512; }
+step_infer() { OUT=$WORK bash bench/run_infer.sh "$NETC" build-gpu/bench/infer_netc; }
+step_kernels() { OUT=$WORK bash bench/run_kernels.sh "$NETC" 30; }
+declare -A cap=([tests]=150 [gpt2]=240 [train]=110 [infer]=70 [kernels]=100)
+
+run_steps() {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
   git log --oneline -1 2>/dev/null
-  case $part in
-  1)
-    step "ctest -L '^gpu$'"
-    (cd build-gpu && ctest -L '^gpu$' --output-on-failure) > "$OUT/ctest_gpu.log" 2>&1
-    grep -E "tests passed|Failed|Passed" "$OUT/ctest_gpu.log"
-    step "issue 3: bench/run_infer.sh"
-    OUT=$WORK bash bench/run_infer.sh "$NETC" build-gpu/bench/infer_netc
-    step "issue 4: bench/run_train.sh"
-    OUT=$WORK DATA=data/fashion-mnist bash bench/run_train.sh "$NETC" 10 512
-    step "issue 5: bench/run_kernels.sh"
-    OUT=$WORK bash bench/run_kernels.sh "$NETC" 50
-    ;;
-  2)
-    step "issue 6: bench/run_gpt2.sh"
-    cat README.md docs/*.md > "$WORK/text.txt"   # the step's cost does not depend on the tokens
-    OUT=$WORK bash bench/run_gpt2.sh "$NETC" "$WORK/text.txt"
-    ;;
-  *) echo "run_all: part 1 or 2"; return 2 ;;
-  esac
-  step done
+  local name left secs rc
+  for name in "$@"; do
+    [[ -n ${cap[$name]:-} ]] || { echo "run_all: no step '$name' (tests gpt2 train infer kernels)"; continue; }
+    left=$(( deadline - $(date +%s) - 15 ))   # 15 s to pack the logs
+    secs=$(( left < cap[$name] ? left : cap[$name] ))
+    if (( secs < 20 )); then echo "== $name: skipped, no time left (run it in a call of its own)"; continue; fi
+    echo "== $name ($(date -u +%T), at most $secs s)"
+    export -f "step_$name"
+    NETC=$NETC WORK=$WORK OUT=$OUT timeout --kill-after=5 "$secs" bash -c "step_$name"
+    rc=$?
+    if (( rc == 124 || rc == 137 )); then echo "== $name: cut short at $secs s"; elif (( rc )); then echo "== $name: exit $rc"; fi
+  done
+  echo "== done ($(date -u +%T))"
 }
-run_part 2>&1 | tee "$OUT/part$part.log"
-tar -C "$WORK" --exclude='*.netm' --exclude='text.txt' -czf "$OUT/part$part-logs.tar.gz" .
+(( $# )) || set -- tests gpt2 train infer kernels
+run_steps "$@" 2>&1 | tee "$OUT/run.log"
+tar -C "$WORK" --exclude='*.netm' --exclude='text.txt' -czf "$OUT/logs.tar.gz" .

@@ -5,9 +5,9 @@
 # and with a warm NVRTC cache. netc trains on the bytes of a text file (the
 # step's cost does not depend on the tokens); its samples/s over the steps
 # after the first gives ms per step. Each netc line is one run; run the script
-# three times for medians. `netc inspect --profile` times each launch of the step
-# on the device: the measured step and its ten slowest launches (share, % of floor).
-# Last, bench/gpt2_losses.py: the first 10 losses against PyTorch from the same weights.
+# three times for medians. bench/gpt2_losses.py: the first 10 losses against PyTorch
+# from the same weights. `netc inspect --profile` times each launch of the step on the
+# device: the measured step and its ten slowest launches (share, % of floor).
 # Usage: bench/run_gpt2.sh NETC TEXT_FILE [B] [T] [STEPS]
 set -u
 NETC=${1:-build/netc}; TEXT=${2:?a text file, e.g. the fortunes}
@@ -19,15 +19,15 @@ echo "{\"bench\": \"build_gpt2_train_cold\", \"ms\": $(( (e - s) / 1000000 ))}"
 s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
 echo "{\"bench\": \"build_gpt2_train_cached\", \"ms\": $(( (e - s) / 1000000 ))}"
 "$NETC" inspect "$OUT/gpt2.netm" --entry train | tail -12
-# each launch timed on the device: the measured step and the 10 slowest launches with their share and % of floor
-"$NETC" inspect "$OUT/gpt2.netm" --entry train --profile 10 > "$OUT/gpt2.profile.txt" 2>&1 && sed -n '/^measured/,/^targets/p' "$OUT/gpt2.profile.txt"
-# "nobgrad": the MLP biases' gradients as a second product instead of cuBLASLt's DGELU_BGRAD
-# epilogue (NETC_NO_DGELU_BGRAD, runtime/gpu.c): which of the two ways is faster on this GPU
-for budget in "" 4GiB nobgrad; do
-  extra=()
-  case $budget in 4GiB) extra=(--memory-budget 4GiB) ;; nobgrad) export NETC_NO_DGELU_BGRAD=1 ;; esac
-  "$NETC" train examples/gpt2.net --data "$TEXT" --dim T="$T" --batch "$B" --epochs 1000 --max-steps "$STEPS" --device gpu \
-    "${extra[@]}" --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 || { cat "$OUT/gpt2${budget}.log"; exit 1; }
+# one netc training run: VARIANT "" (as built), 4GiB (--memory-budget 4GiB) or nobgrad (the MLP
+# biases' gradients as a second product instead of cuBLASLt's DGELU_BGRAD epilogue,
+# NETC_NO_DGELU_BGRAD in runtime/gpu.c: which of the two ways is faster on this GPU)
+netc_train() {
+  local budget=$1 extra=() env=()
+  case $budget in 4GiB) extra=(--memory-budget 4GiB) ;; nobgrad) env=(NETC_NO_DGELU_BGRAD=1) ;; esac
+  env "${env[@]}" "$NETC" train examples/gpt2.net --data "$TEXT" --dim T="$T" --batch "$B" --epochs 1000 --max-steps "$STEPS" \
+    --device gpu "${extra[@]}" --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 ||
+    { cat "$OUT/gpt2${budget}.log"; return 1; }
   tail -2 "$OUT/gpt2${budget}.log"
   python3 - "$OUT/gpt2${budget}.jsonl" "$B" "$T" "${budget:-none}" <<'EOF'
 import json, statistics, sys
@@ -42,8 +42,14 @@ print(json.dumps({"bench": "gpt2_train_step", "impl": "netc", "variant": sys.arg
                   "session_gib": round(mem.get("gpu_train_bytes", 0) / 2**30, 3),
                   "device_used_gib": round(mem.get("gpu_device_used_bytes", 0) / 2**30, 3)}))
 EOF
-done
-unset NETC_NO_DGELU_BGRAD
+}
+# most needed first (bench/run_all.sh may cut the script short): the step against PyTorch,
+# the 4GiB budget, the losses against PyTorch, then where the time goes and the epilogue's variant
+netc_train "" || exit 1
 python3 bench/torch_gpt2.py "$B" "$T" 20
+netc_train 4GiB
 # the first 10 steps' losses against PyTorch from the same initial weights and batches (bf16 tolerance)
 python3 bench/gpt2_losses.py --steps 10 --batch 4 --T 256 --netc "$NETC" --losses-tool "$(dirname "$NETC")/bench/gpt2_losses" --out "$OUT/losses" | tail -1
+# each launch timed on the device: the measured step and the 10 slowest launches with their share and % of floor
+"$NETC" inspect "$OUT/gpt2.netm" --entry train --profile 10 > "$OUT/gpt2.profile.txt" 2>&1 && sed -n '/^measured/,/^targets/p' "$OUT/gpt2.profile.txt"
+netc_train nobgrad

@@ -6,11 +6,11 @@
 #                       matmul (no OpenBLAS); build-gpu/lib: the shared
 #                       libraries netc needs that the machine may lack
 #   data/fashion-mnist  the IDX files of Debian's dataset-fashion-mnist
-# Both are ignored by git and stay under the 64 MiB a call carries. Then, one
-# device call per part of bench/run_all.sh (each fits the 10 minutes a call
-# runs):
-#   run(command="bash bench/run_all.sh 1", carry=["build-gpu", "data"])
-#   run(command="bash bench/run_all.sh 2", carry=["build-gpu", "data"])
+# Both are ignored by git and stay under the 64 MiB a call carries. Then one
+# device call runs everything, most needed first, within 9 minutes:
+#   run(command="bash bench/run_all.sh", carry=["build-gpu", "data"], timeout_s=600)
+# and, with device time left, a second for the steps it had no time for
+# (`bash bench/run_all.sh kernels infer`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -120,12 +120,17 @@ static inline void nc_mma_host(float *d, const unsigned *a, const unsigned *b, b
 static inline void nc_mma_bf16(float *d, const unsigned *a, const unsigned *b) { nc_mma_host(d, a, b, true); }
 static inline void nc_mma_f16(float *d, const unsigned *a, const unsigned *b) { nc_mma_host(d, a, b, false); }
 
-static void nc_misaligned(const char *what, const void *p)
+static void nc_misaligned_by(const char *what, const void *p, size_t bytes)
 {
-    if ((size_t)p % 16 == 0) return;
-    fprintf(stderr, "cuda_host_shim: %s at %p, not a multiple of 16 bytes (block %lld, thread %lld)\n", what, p, blockIdx.x, threadIdx.x);
+    if ((size_t)p % bytes == 0) return;
+    fprintf(stderr, "cuda_host_shim: %s at %p, not a multiple of %zu bytes (block %lld, thread %lld)\n", what, p, bytes,
+            blockIdx.x, threadIdx.x);
     abort();
 }
+static void nc_misaligned(const char *what, const void *p) { nc_misaligned_by(what, p, 16); }
+// The generated vector loads and stores (nc_ld8, nc_st8): a GPU faults on a
+// misaligned one, x86 does not.
+#define NC_VECTOR_AT(p, bytes) nc_misaligned_by("a " #bytes "-byte vector access", (p), (bytes))
 
 // ldmatrix .x4: every lane puts its row address in a slot; lane l gets of
 // matrix i (rows from lanes 8 i .. 8 i + 7) the two values of row l / 4 at
