@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# test_scripts.sh SRC - the project's shell scripts parse (bash -n), and
+# bench/run_all.sh, the one device call a GPU session gets, keeps its
+# deadline: run in a copy of the tree with the bench scripts, netc, ctest and
+# nvidia-smi replaced by stubs that only sleep and print, it must run the
+# steps in order, cut one short at its cap, skip what has no time left and
+# say so, and still bring back its logs. A broken runbook costs a device
+# session; this costs a second.
+set -uo pipefail
+src=${1:?usage: test_scripts.sh SRC}
+fail=0
+for f in "$src"/scripts/*.sh "$src"/bench/*.sh "$src"/tests/*.sh "$src"/tests/*/*.sh "$src"/.ci/run; do
+  [[ -f $f ]] || continue
+  bash -n "$f" || { echo "FAIL: $f does not parse"; fail=1; }
+done
+
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tree=$tmp/tree
+mkdir -p "$tree/bench" "$tree/build-gpu/bench" "$tree/docs" "$tmp/bin"
+cp "$src/bench/run_all.sh" "$tree/bench/"
+echo readme > "$tree/README.md"; echo doc > "$tree/docs/a.md"
+printf '#!/bin/sh\n' > "$tree/build-gpu/netc"
+echo "CMAKE_HOME_DIRECTORY:INTERNAL=$tmp/built-at/tree" > "$tree/build-gpu/CMakeCache.txt"
+printf '#!/bin/sh\necho stub-gpu\n' > "$tmp/bin/nvidia-smi"
+printf '#!/bin/sh\necho "100%% tests passed, 0 tests failed out of 2"\n' > "$tmp/bin/ctest"
+for s in gpt2 train infer kernels; do   # each prints its arguments, sleeps SLEEP_<step> seconds, writes a log
+  printf 'echo "%s: $*"; echo log > "$OUT/%s.log"; sleep ${SLEEP_%s:-0}; echo "%s: finished"\n' $s $s $s $s > "$tree/bench/run_$s.sh"
+done
+chmod +x "$tree/build-gpu/netc" "$tmp/bin/"*
+
+expect() {  # log pattern what
+  grep -qE "$2" "$1" || { echo "FAIL: run_all.sh: $3 (no line matching '$2')"; sed 's/^/  | /' "$1"; fail=1; }
+}
+
+# everything in time: each step runs once, in priority order, and the logs come back
+(cd "$tree" && PATH="$tmp/bin:$PATH" OUT=$tmp/out1 bash bench/run_all.sh > "$tmp/all.txt" 2>&1)
+expect "$tmp/out1/run.log" "100% tests passed" "the GPU tests' summary"
+order=$(grep -oE '^== [a-z0-9]+' "$tmp/out1/run.log" | tr '\n' ' ')
+[[ $order == "== tests == gpt2 == train == infer == kernels == done " ]] || { echo "FAIL: run_all.sh: steps ran as '$order'"; fail=1; }
+expect "$tmp/out1/run.log" "^gpt2: build-gpu/netc .*text.txt" "run_gpt2.sh gets netc and a text"
+expect "$tmp/out1/run.log" "^train: build-gpu/netc 10 512" "run_train.sh gets 10 epochs at batch 512"
+tar -tzf "$tmp/out1/logs.tar.gz" | grep -q 'kernels.log' || { echo "FAIL: run_all.sh: the steps' logs are not in logs.tar.gz"; fail=1; }
+[[ -L $tmp/built-at/tree ]] || { echo "FAIL: run_all.sh: the build's source path is not linked to the tree"; fail=1; }
+
+# a step that outruns the deadline is cut short and the rest say they had no time
+(cd "$tree" && PATH="$tmp/bin:$PATH" OUT=$tmp/out2 SLEEP_gpt2=30 NETC_BENCH_SECONDS=36 bash bench/run_all.sh > /dev/null 2>&1)
+expect "$tmp/out2/run.log" "^== gpt2: cut short at [0-9]+ s" "a step past the deadline is cut short"
+expect "$tmp/out2/run.log" "^== kernels: skipped, no time left" "a step with no time left says so"
+grep -q "gpt2: finished" "$tmp/out2/run.log" && { echo "FAIL: run_all.sh: the cut step ran to its end"; fail=1; }
+[[ -f $tmp/out2/logs.tar.gz ]] || { echo "FAIL: run_all.sh: no logs after a cut step"; fail=1; }
+
+# named steps only, and an unknown name said
+(cd "$tree" && PATH="$tmp/bin:$PATH" OUT=$tmp/out3 bash bench/run_all.sh kernels nonsense > /dev/null 2>&1)
+expect "$tmp/out3/run.log" "no step 'nonsense'" "an unknown step is named"
+grep -q "^== tests" "$tmp/out3/run.log" && { echo "FAIL: run_all.sh: ran a step that was not named"; fail=1; }
+
+((fail == 0)) && echo "scripts: all parse; run_all.sh keeps its order, caps and deadline"
+exit $fail
