@@ -248,17 +248,17 @@ static void locate_mismatch(const gpu_check_opts *o, const ir_graph *g, const in
  * copies, compiler/cuda_fuse.c carry_into): the executor takes the same step
  * from the GPU's new parameters (its own would differ where Adam's first
  * step turns a gradient's rounding into a sign). */
-static int second_train_step(const gpu_check_opts *o, const ir_graph *g, const int64_t *syms, gpu_session *gs,
-                             cpu_tensor *inputs, cpu_tensor *params, cpu_exec_result *res)
+static int second_train_step(const gpu_check_opts *o, const ir_graph *g, const int64_t *syms, const nrt_program *p,
+                             gpu_session *gs, cpu_tensor *inputs, cpu_tensor *params, cpu_exec_result *res)
 {
     char err[1024];
     for (ir_value v = 0; v < g->nnodes; v++) {
         if (g->nodes[v].op != OP_PARAM) continue;
-        cpu_tensor *p = &params[g->nodes[v].attr.index];
-        size_t bytes = (size_t)p->numel * dtype_size(p->dtype);
+        cpu_tensor *param = &params[g->nodes[v].attr.index];
+        size_t bytes = (size_t)param->numel * dtype_size(param->dtype);
         unsigned char *buf = nc_xmalloc(bytes + 1);
         int rc = gpu_download(gs, v, buf, bytes, err, sizeof err);
-        if (rc == 0) cpu_tensor_from_native(buf, p);
+        if (rc == 0) cpu_tensor_from_native(buf, param);
         free(buf);
         if (rc != 0) { fprintf(stderr, "%s: %s\n", o->name, err); return 1; }
     }
@@ -271,7 +271,10 @@ static int second_train_step(const gpu_check_opts *o, const ir_graph *g, const i
     }
     int fails = outputs_differ(o, g, gs, res);
     if (o->check_updates) fails += updates_differ(o, g, gs, res);
-    if (fails) fprintf(stderr, "%s: the second training step differs\n", o->name);
+    if (fails) {
+        fprintf(stderr, "%s: the second training step differs\n", o->name);
+        locate_mismatch(o, g, syms, p, gs, inputs, params);
+    }
     return fails;
 }
 
@@ -438,7 +441,7 @@ int gpu_check(const gpu_check_opts *o)
         if (fails && run == 0) locate_mismatch(o, g, syms, &m.program, gs, inputs, params);
     }
     /* fused: where the update stores the weights' copies for the next step */
-    if (!fails && o->train_step && o->fuse) fails += second_train_step(o, g, syms, gs, inputs, params, &res);
+    if (!fails && o->train_step && o->fuse) fails += second_train_step(o, g, syms, &m.program, gs, inputs, params, &res);
     if (o->profile && !fails) fails += check_profile(o, g, &m.program, gs, &res);
     if (!fails && !o->train_step) fails += check_new_params(o, g, syms, gs, inputs, params);   /* last: res is stale after it */
 sess_out:

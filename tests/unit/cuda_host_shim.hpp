@@ -2,14 +2,15 @@
 // CPU (tests/unit/test_kernels_host.c compiles them as C++ after this file).
 //
 // A launch runs its blocks one after another; a block's threads are fibers
-// (ucontext) that run in turn until they finish or reach a barrier:
-// __syncthreads waits for every live thread of the block, a warp shuffle for
-// every live thread of its warp (it exchanges values through a slot per
-// thread between two warp barriers). __shared__ variables are statics, one
-// instance for the block running. That is CUDA's model without its timing:
-// a kernel that relies on a barrier it does not have, or reads another
-// thread's shared value too early, can still pass here; one that deadlocks
-// or mixes up threads' data fails.
+// (ucontext): __syncthreads waits for every live thread of the block, a warp
+// shuffle for every live thread of its warp (it exchanges values through a
+// slot per thread between two warp barriers). Each warp runs as far as it
+// can (to a block barrier or its end) before the next warp starts
+// (nc_host_launch), so most kernels that lack a barrier read another warp's
+// data too early or too late here and fail, as do those that deadlock or
+// mix up threads' data. __shared__
+// variables are statics, one instance for the block running: a kernel that
+// reads shared memory it never wrote can still pass.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,35 +205,30 @@ static void nc_fiber_main(void)
     nc_fibers[nc_current].state = NC_FINISHED;   // uc_link returns to the scheduler
 }
 
-// Opens the barriers every live thread of their scope has reached; false if
-// none can open (a deadlock: threads wait at different barriers).
-static bool nc_open_barriers(int threads)
+// Runs warp w's live threads through the
+// warp's barriers until every one of them waits at a block barrier or has
+// finished; false if a warp barrier cannot open (lanes wait at different
+// barriers).
+static bool nc_run_warp(int w, int threads)
 {
-    bool all_block = true, any_live = false, opened = false;
-    for (int t = 0; t < threads; t++) {
-        int s = nc_fibers[t].state;
-        any_live |= s != NC_FINISHED;
-        all_block &= s == NC_FINISHED || s == NC_AT_BLOCK_BARRIER;
-    }
-    if (!any_live) return true;
-    if (all_block) {
-        for (int t = 0; t < threads; t++)
-            if (nc_fibers[t].state == NC_AT_BLOCK_BARRIER) nc_fibers[t].state = NC_RUNNING;
-        return true;
-    }
-    for (int w = 0; w < threads; w += 32) {
-        bool complete = true, waiting = false;
-        for (int t = w; t < w + 32 && t < threads; t++) {
-            int s = nc_fibers[t].state;
-            complete &= s == NC_FINISHED || s == NC_AT_WARP_BARRIER;
-            waiting |= s == NC_AT_WARP_BARRIER;
+    int first = 32 * w, n = threads - first < 32 ? threads - first : 32;
+    for (;;) {
+        for (int i = 0; i < n; i++) {
+            int t = first + i;
+            if (nc_fibers[t].state != NC_RUNNING) continue;
+            nc_current = t, threadIdx.x = t;
+            swapcontext(&nc_scheduler, &nc_fibers[t].ctx);
         }
-        if (!complete || !waiting) continue;
-        for (int t = w; t < w + 32 && t < threads; t++)
+        bool waiting = false, complete = true;
+        for (int t = first; t < first + n; t++) {
+            waiting |= nc_fibers[t].state == NC_AT_WARP_BARRIER;
+            complete &= nc_fibers[t].state == NC_AT_WARP_BARRIER || nc_fibers[t].state == NC_FINISHED;
+        }
+        if (!waiting) return true;
+        if (!complete) return false;
+        for (int t = first; t < first + n; t++)
             if (nc_fibers[t].state == NC_AT_WARP_BARRIER) nc_fibers[t].state = NC_RUNNING;
-        opened = true;
     }
-    return opened;
 }
 
 // Frees the threads' stacks (before the library is closed).
@@ -269,20 +265,24 @@ extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks
             makecontext(&f->ctx, nc_fiber_main, 0);
             f->state = NC_RUNNING;
         }
+        // A block's warps run one after another, each as far as it can go
+        // before the next starts: a GPU orders nothing between barriers, so
+        // a thread that reads what another warp writes without a barrier
+        // between them (a tile another warp copies in, a partial sum, a
+        // buffer about to be reused) reads it too early or too late.
+        int warps = (int)((threads + 31) / 32);
         for (;;) {
-            bool ran = false, live = false;
-            for (int t = 0; t < threads; t++) {
-                if (nc_fibers[t].state != NC_RUNNING) continue;
-                nc_current = t, threadIdx.x = t, ran = true;
-                swapcontext(&nc_scheduler, &nc_fibers[t].ctx);
-            }
+            for (int i = 0; i < warps; i++)
+                if (!nc_run_warp(i, (int)threads)) {
+                    snprintf(err, errcap, "block %lld: the lanes of a warp wait at different barriers", b);
+                    nc_plain = false;
+                    return -1;
+                }
+            bool live = false;
             for (int t = 0; t < threads; t++) live |= nc_fibers[t].state != NC_FINISHED;
             if (!live) break;
-            if (!nc_open_barriers((int)threads) && !ran) {
-                snprintf(err, errcap, "block %lld: threads wait at barriers that cannot open", b);
-                nc_plain = false;
-                return -1;
-            }
+            for (int t = 0; t < threads; t++)   // every live thread waits at a block barrier now
+                if (nc_fibers[t].state == NC_AT_BLOCK_BARRIER) nc_fibers[t].state = NC_RUNNING;
         }
     }
     nc_plain = false;
