@@ -1767,13 +1767,17 @@ static bool cuda_emit_cross_entropy_grad(cg_ctx *cg, ir_value v)
         cg_printf(&cg->body, "  const float seed = g[0];\n");
     }
     cg_printf(&cg->body, "  const float smoothing = %s;\n", flit(b, n->attr.f));
+    cg_printf(&cg->body, "  const int k = target[row];\n  const bool bad = k < 0 || k >= C;\n");
+    /* The target's logit is read before the statistics' barriers: y may be
+     * x's memory (in place), and past the last barrier another warp may
+     * already have stored its gradient over it. */
+    if (loss_rows) cg_printf(&cg->body, "  const float picked = threadIdx.x == 0 && !bad ? nc_ld(x, row * C + k) : 0.0f;\n");
     emit_row_online_stats(cg, loss_rows);
     cg_printf(&cg->body, "  const float inv = 1.0f / sum, scale = seed / (float)(A.n[0] / C), base = smoothing / (float)C;\n");
-    cg_printf(&cg->body, "  const int k = target[row];\n  const bool bad = k < 0 || k >= C;\n");
     if (loss_rows) {   /* the loss of this row, as cross_entropy's kernel computes it */
         cg_printf(&cg->body, "  if (threadIdx.x == 0) {\n    const float lse = m + logf(sum);\n");
         cg_printf(&cg->body, "    loss[row] = bad ? __int_as_float(0x7fc00000)\n");
-        cg_printf(&cg->body, "              : (1.0f - smoothing) * (lse - nc_ld(x, row * C + k)) + smoothing * (lse - total / (float)C);\n  }\n");
+        cg_printf(&cg->body, "              : (1.0f - smoothing) * (lse - picked) + smoothing * (lse - total / (float)C);\n  }\n");
     }
     emit_row_loop(&cg->body, "y",
                   "        const float p = expf(a - m) * inv - base - (j == k ? 1.0f - smoothing : 0.0f);\n"

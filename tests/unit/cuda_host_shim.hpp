@@ -5,10 +5,10 @@
 // (ucontext): __syncthreads waits for every live thread of the block, a warp
 // shuffle for every live thread of its warp (it exchanges values through a
 // slot per thread between two warp barriers). Each warp runs as far as it
-// can (to a block barrier or its end) before the next warp starts
-// (nc_host_launch), so most kernels that lack a barrier read another warp's
-// data too early or too late here and fail, as do those that deadlock or
-// mix up threads' data. __shared__
+// can (to a block barrier or its end) before the next warp starts, in
+// opposite orders in even and odd blocks (nc_host_launch), so most kernels
+// that lack a barrier read another warp's data too early or too late here
+// and fail, as do those that deadlock or mix up threads' data. __shared__
 // variables are statics, one instance for the block running: a kernel that
 // reads shared memory it never wrote can still pass.
 #include <math.h>
@@ -205,16 +205,16 @@ static void nc_fiber_main(void)
     nc_fibers[nc_current].state = NC_FINISHED;   // uc_link returns to the scheduler
 }
 
-// Runs warp w's live threads through the
+// Runs warp w's live threads (last to first when backwards) through the
 // warp's barriers until every one of them waits at a block barrier or has
 // finished; false if a warp barrier cannot open (lanes wait at different
 // barriers).
-static bool nc_run_warp(int w, int threads)
+static bool nc_run_warp(int w, int threads, bool backwards)
 {
     int first = 32 * w, n = threads - first < 32 ? threads - first : 32;
     for (;;) {
         for (int i = 0; i < n; i++) {
-            int t = first + i;
+            int t = first + (backwards ? n - 1 - i : i);
             if (nc_fibers[t].state != NC_RUNNING) continue;
             nc_current = t, threadIdx.x = t;
             swapcontext(&nc_scheduler, &nc_fibers[t].ctx);
@@ -266,14 +266,17 @@ extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks
             f->state = NC_RUNNING;
         }
         // A block's warps run one after another, each as far as it can go
-        // before the next starts: a GPU orders nothing between barriers, so
-        // a thread that reads what another warp writes without a barrier
-        // between them (a tile another warp copies in, a partial sum, a
-        // buffer about to be reused) reads it too early or too late.
+        // before the next starts, and odd blocks run their warps and lanes
+        // last to first: a GPU orders nothing between barriers, so a thread
+        // that reads what another writes without a barrier between them (a
+        // tile another warp copies in, a partial sum, a buffer about to be
+        // reused, an operand another warp overwrites in place) reads it too
+        // early or too late in one of the two orders.
+        bool backwards = b & 1;
         int warps = (int)((threads + 31) / 32);
         for (;;) {
             for (int i = 0; i < warps; i++)
-                if (!nc_run_warp(i, (int)threads)) {
+                if (!nc_run_warp(backwards ? warps - 1 - i : i, (int)threads, backwards)) {
                     snprintf(err, errcap, "block %lld: the lanes of a warp wait at different barriers", b);
                     nc_plain = false;
                     return -1;
