@@ -49,7 +49,8 @@ enum {
                                       its nargs, the step (an i32 scalar, the @step input; ir_step_slot
                                       in ir.h); without it, its inference form (dropout: the identity) */
     OPF_ROW_IN_PLACE = 1u << 4,    /* a row-wise kernel whose last pass reads each element of its row
-                                      operands and writes the same element of its result in one thread:
+                                      operands and writes the same element of its result in one thread,
+                                      and which reads any other element of them before its last barrier:
                                       the result may take a dying row operand's memory */
 };
 
