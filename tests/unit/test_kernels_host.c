@@ -206,7 +206,7 @@ typedef struct host_run {
     launch_fn *launch;
     void **mem;
     const uint32_t *first_write, *last_write;
-    int bad, matmuls, batches, batched_steps, carried;
+    int bad, matmuls, batches, batched_steps, carried, in_place;
 } host_run;
 
 static const char *step_what(const nrt_program *p, const nrt_step *s)
@@ -271,19 +271,51 @@ static kernel_fn *prepare_step(host_run *u, uint32_t k)
 }
 
 /* element grids: two blocks, so the grid-stride loops take several turns */
-static int launch_step(host_run *u, uint32_t k, kernel_fn *fn)
+static int launch_args(host_run *u, uint32_t k, launch_ctx *c)
 {
     const nrt_step *s = &u->p->steps[k];
-    launch_ctx c = {.fn = fn};
-    step_args(u, k, &c.args);
     int64_t blocks, threads, n[NRT_MAX_INTS];
     char err[256] = "too many blocks";
-    for (int j = 0; j < NRT_MAX_INTS; j++) n[j] = c.args.n[j];
-    if (!nrt_step_launch(s, n, 2, &blocks, &threads) || u->launch(run_kernel, &c, blocks, threads, err, sizeof err) != 0) {
+    for (int j = 0; j < NRT_MAX_INTS; j++) n[j] = c->args.n[j];
+    if (!nrt_step_launch(s, n, 2, &blocks, &threads) || u->launch(run_kernel, c, blocks, threads, err, sizeof err) != 0) {
         fprintf(stderr, "%s: step %u (%s) does not run: %s\n", u->name, k, step_what(u->p, s), err);
         return -1;
     }
     return 0;
+}
+
+/* A row kernel whose result may take the memory of an operand that dies
+ * there (runtime/program.c, plan_in_place) runs again that way, on a copy
+ * of the operand: the result must be the same, whichever warp gets ahead. */
+static int check_in_place(host_run *u, uint32_t k, kernel_fn *fn)
+{
+    const nrt_step *s = &u->p->steps[k];
+    int out = s->nbufs - 1;
+    uint32_t v = out >= 0 ? slot_value(u->p, k, out) : IR_NONE;
+    if (out < 0 || v >= u->g->nnodes || u->first_write[v] != k || u->res->values[v].numel == 0) return 0;
+    for (int j = 0; j < out; j++) {
+        if (!nrt_step_rowwise_in_place(u->g, s, j) || !u->mem[s->bufs[j]]) continue;
+        const cpu_tensor *want = &u->res->values[v];
+        size_t bytes = (size_t)want->numel * dtype_size(want->dtype);
+        void *shared = malloc(bytes + 1);
+        memcpy(shared, u->mem[s->bufs[j]], bytes);
+        launch_ctx c = {.fn = fn};
+        step_args(u, k, &c.args);
+        c.args.buf[j] = c.args.buf[out] = shared;
+        int bad = launch_args(u, k, &c) != 0 || !matches(u->g, u->name, k, "in place", shared, want, v, v);
+        free(shared);
+        u->in_place++;
+        return bad;
+    }
+    return 0;
+}
+
+static int launch_step(host_run *u, uint32_t k, kernel_fn *fn)
+{
+    launch_ctx c = {.fn = fn};
+    step_args(u, k, &c.args);
+    if (launch_args(u, k, &c) != 0) return -1;
+    return check_in_place(u, k, fn);
 }
 
 /* A batch's kernel, with the table of its steps' arguments, over the
@@ -414,8 +446,9 @@ static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, 
     bad += u.bad;
     matmuls = u.matmuls;
     if (!launch) fprintf(stderr, "%s: the shim has no nc_host_launch\n", name), bad++;
-    printf("%s: %d kernels (%d of them in %d batched launches) and %d matmuls run on the host and checked, %d parameter "
-           "copies stored for the next run%s\n", name, checked, u.batched_steps, u.batches, matmuls, u.carried, bad ? ", some differ" : "");
+    printf("%s: %d kernels (%d of them in %d batched launches, %d also in place) and %d matmuls run on the host and checked, "
+           "%d parameter copies stored for the next run%s\n", name, checked, u.batched_steps, u.batches, u.in_place, matmuls, u.carried,
+           bad ? ", some differ" : "");
     for (uint32_t b = 0; b < g->nnodes + p->ntemps; b++) free(mem[b]);
     free(mem);
     free(first_write);
