@@ -47,13 +47,14 @@ step_train() { OUT=$WORK DATA=data/fashion-mnist bash bench/run_train.sh "$NETC"
 step_infer() { OUT=$WORK bash bench/run_infer.sh "$NETC" build-gpu/bench/infer_netc; }
 step_kernels() { OUT=$WORK bash bench/run_kernels.sh "$NETC" 30; }
 declare -A cap=([tests]=150 [gpt2]=240 [train]=110 [infer]=70 [kernels]=100)
+order=(tests gpt2 train infer kernels)   # the default: most needed first
 
 run_steps() {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
   git log --oneline -1 2>/dev/null
   local name left secs rc
   for name in "$@"; do
-    [[ -n ${cap[$name]:-} ]] || { echo "run_all: no step '$name' (tests gpt2 train infer kernels)"; continue; }
+    [[ -n ${cap[$name]:-} ]] || { echo "run_all: no step '$name' (${order[*]})"; continue; }
     left=$(( deadline - $(date +%s) - 15 ))   # 15 s to pack the logs
     secs=$(( left < cap[$name] ? left : cap[$name] ))
     if (( secs < 20 )); then echo "== $name: skipped, no time left (run it in a call of its own)"; continue; fi
@@ -65,6 +66,6 @@ run_steps() {
   done
   echo "== done ($(date -u +%T))"
 }
-(( $# )) || set -- tests gpt2 train infer kernels
+(( $# )) || set -- "${order[@]}"
 run_steps "$@" 2>&1 | tee "$OUT/run.log"
 tar -C "$WORK" --exclude='*.netm' --exclude='text.txt' -czf "$OUT/logs.tar.gz" .

@@ -286,7 +286,9 @@ static int launch_args(host_run *u, uint32_t k, launch_ctx *c)
 
 /* A row kernel whose result may take the memory of an operand that dies
  * there (runtime/program.c, plan_in_place) runs again that way, on a copy
- * of the operand: the result must be the same, whichever warp gets ahead. */
+ * of the operand: the result must be the same, whichever warp gets ahead.
+ * Its other results (a row's loss) go where the first run's went, so the
+ * steps that read them check them too. */
 static int check_in_place(host_run *u, uint32_t k, kernel_fn *fn)
 {
     const nrt_step *s = &u->p->steps[k];
