@@ -453,6 +453,11 @@ static void grad_matmul(ad_ctx *c, ir_value v, ir_value g)
     ir_value a = A0, b = A1;
     bool ta = nd(c, v)->attr.ta, tb = nd(c, v)->attr.tb;
     const ir_node *an = nd(c, a), *bn = nd(c, b);
+    if (nd(c, v)->attr.wide_product) {   /* made by cast hoisting, which runs after autodiff */
+        snprintf(c->err, c->errcap, "autodiff: a matmul storing a wide product");
+        c->failed = true;
+        return;
+    }
     bool shared = bn->rank == 2 && an->rank > 2;
     /* gradients of the stored operands, for each transpose combination */
     ir_value ga = !ta ? matmul(c, g, b, false, !tb) : matmul(c, b, g, tb, true);

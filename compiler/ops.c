@@ -128,6 +128,15 @@ static bool apply_dtype_rule(const ir_graph *g, ir_node *n, const ir_value *a, t
         if (!same_dtype(g, op, a, 0, na, e)) return false;
         n->dtype = g->nodes[a[0]].dtype;
         return true;
+    case DT_PRODUCT:
+        for (int i = 0; i < na; i++)
+            if (!need_float(g, op, a, i, e)) return false;
+        if (!same_dtype(g, op, a, 0, na, e)) return false;
+        n->dtype = g->nodes[a[0]].dtype;
+        if (n->attr.wide_product && n->dtype == NC_F32)
+            return fail(e, -1, "%s: an f32 product of f32 operands needs no widening", op);
+        if (n->attr.wide_product) n->dtype = NC_F32;
+        return true;
     case DT_COMPARE:
         if (!same_dtype(g, op, a, 0, na, e)) return false;
         n->dtype = NC_BOOL;

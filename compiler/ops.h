@@ -26,6 +26,7 @@ typedef enum nc_dtype_rule {
     DT_DECLARED,   /* the node's dtype is given by the builder (sources) */
     DT_NUMERIC,    /* operands share one dtype (float or int); result too */
     DT_FLOAT,      /* operands share one float dtype; result too */
+    DT_PRODUCT,    /* as DT_FLOAT, or f32 from f16/bf16 operands where attr.wide_product says so */
     DT_COMPARE,    /* operands share one dtype; result bool */
     DT_WHERE,      /* bool cond, then two operands of one dtype; result theirs */
     DT_CAST,       /* result attr.to */

@@ -60,6 +60,11 @@ static const op_case cases[] = {
     {"matmul", "model m(a: T[33, 65], b: T[65, 17]) { return a @ b }", "f32 bf16 f16"},
     {"matmul_t", "model m(a: T[65, 33], b: T[17, 65]) { return matmul(a, b, transpose_a: true, transpose_b: true) }", "f32 bf16 f16"},
     {"matmul_batch", "model m(a: T[3, 4, 33, 65], b: T[3, 4, 65, 17], w: T[65, 9]) { return a @ b, a @ w }", "f32 bf16"},
+    /* cast hoisting: an f32 product of f16/bf16 values reads them narrow
+     * (cuBLASLt stores f32 from them), and stores narrow when a cast back
+     * reaches it through a transpose */
+    {"matmul_wide", "model m(a: T[3, 33, 65], b: T[65, 17]) { return f32(a) @ f32(b) }", "bf16 f16"},
+    {"matmul_narrowed", "model m(a: T[33, 65], b: T[65, 17]) { return T (transpose(f32(a) @ f32(b))) }", "bf16 f16"},
     {"transpose", "model m(x: T[3, 5, 7, 9]) { return transpose(x, [2, 0, 3, 1]), transpose(x) }", "f32 bf16 i32"},
     {"reshape", "model m(x: T[6, 35]) { return reshape(x, [5, 7, 6]) }", "f32 bf16 i32"},
     {"slice", "model m(x: T[6, 35, 3]) { return slice(x, axis: 1, start: 4, end: 31) }", "f32 bf16 i32"},
