@@ -220,5 +220,11 @@ void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
     for (ir_value v = 0; v < g->nnodes && !uses_f16; v++) uses_f16 = g->nodes[v].dtype == NC_F16;
     if (uses_f16 && t->loss_scale == IR_SCALE_NONE)
         sema_warn(c, train->loc, "add: loss_scale dynamic", "f16 training without loss scaling: small gradients underflow to zero");
+    for (uint32_t i = 0; i < g->nparams; i++) {   /* what train_step_build would refuse, said at the declaration */
+        const ir_param *p = &g->params[i];
+        if (p->role == IR_ROLE_WEIGHT && p->decl.dtype != NC_F32)
+            sema_err(c, p->decl.loc, "declare it f32 and compute in a precision block, which reads a narrow copy",
+                     "parameter %s is %s: training keeps f32 master weights", p->decl.name, dtype_name(p->decl.dtype));
+    }
     t->loss = loss.t;
 }
