@@ -453,11 +453,6 @@ static void grad_matmul(ad_ctx *c, ir_value v, ir_value g)
     ir_value a = A0, b = A1;
     bool ta = nd(c, v)->attr.ta, tb = nd(c, v)->attr.tb;
     const ir_node *an = nd(c, a), *bn = nd(c, b);
-    if (nd(c, v)->attr.wide_product) {   /* made by cast hoisting, which runs after autodiff */
-        snprintf(c->err, c->errcap, "autodiff: a matmul storing a wide product");
-        c->failed = true;
-        return;
-    }
     bool shared = bn->rank == 2 && an->rank > 2;
     /* gradients of the stored operands, for each transpose combination */
     ir_value ga = !ta ? matmul(c, g, b, false, !tb) : matmul(c, b, g, tb, true);
@@ -564,6 +559,11 @@ static void sweep(ad_ctx *c, ir_value from)
         settle(c, v);
         if (c->grad[v] == IR_NONE || !c->needs[v] || (c->leaf && c->leaf[v])) continue;
         c->loc = c->g->nodes[v].loc;
+        if (c->g->nodes[v].attr.f32_result) {   /* made by cast hoisting, which runs after autodiff */
+            snprintf(c->err, c->errcap, "autodiff: %s with a widened result", nc_ops[c->g->nodes[v].op].name);
+            c->failed = true;
+            return;
+        }
         rules[c->g->nodes[v].op](c, v, c->grad[v]);
     }
 }

@@ -1825,7 +1825,7 @@ nrt_step *cuda_matmul_begin(cg_ctx *cg, ir_value v)
     s->mm_ta = n->attr.ta;
     s->mm_tb = n->attr.tb;
     s->mm_b_shared = b->rank == 2 && n->rank > 2;
-    s->mm_dtype = a->dtype;        /* f16/bf16 operands may store an f32 product (wide_product) */
+    s->mm_dtype = a->dtype;        /* f16/bf16 operands may store an f32 product (f32_result) */
     s->mm_out_dtype = n->dtype;
     return s;
 }

@@ -247,7 +247,7 @@ static bool find_epilogue(const epi_ctx *c, ir_value m, bool dgelu_round, cuda_e
     bool batch_of_products = mm->rank > 2 && (nd(c, operand(c, m, 1))->rank != 2 || mm->attr.ta);
     /* a wide product (f16/bf16 operands, f32 result) takes no epilogue: what
      * cuBLASLt accepts for its bias and auxiliary dtypes there is untested */
-    if (batch_of_products || mm->attr.wide_product || !(mm->dtype == NC_F32 || mm->dtype == NC_F16 || mm->dtype == NC_BF16))
+    if (batch_of_products || mm->attr.f32_result || !(mm->dtype == NC_F32 || mm->dtype == NC_F16 || mm->dtype == NC_BF16))
         return false;
     ir_value cur = m;
     e->chain[e->nchain++] = m;

@@ -228,8 +228,8 @@ static void print_attrs(const ir_graph *g, const ir_node *n, FILE *out)
         } else continue;                      /* shape: shown by the result type */
         any = true;
     }
-    if (n->attr.wide_product) {   /* set by cast hoisting, not written in a source */
-        fprintf(out, "%swide_product", any ? ", " : " {");
+    if (n->attr.f32_result) {   /* set by cast hoisting, not written in a source */
+        fprintf(out, "%sf32_result", any ? ", " : " {");
         any = true;
     }
     if (any) fputc('}', out);
@@ -299,8 +299,6 @@ static int verify_node(const ir_graph *g, ir_value v, FILE *err)
         if (a[i] >= v) { VFAIL("%%%u: operand %d (%%%u) does not precede its user", v, i, a[i]); return problems; }
     if (n->op == OP_INPUT && n->attr.index >= g->ninputs) VFAIL("%%%u: input index %u", v, n->attr.index);
     if (n->op == OP_PARAM && n->attr.index >= g->nparams) VFAIL("%%%u: param index %u", v, n->attr.index);
-    if (n->attr.wide_product && nc_ops[n->op].dtype_rule != DT_PRODUCT)
-        VFAIL("%%%u (%s): a wide product on an op that computes none", v, nc_ops[n->op].name);
     if (problems) return problems;
     if (n->op == OP_INPUT || n->op == OP_PARAM) {   /* sources match their declarations */
         const ir_tensor_decl *d = n->op == OP_INPUT ? &g->inputs[n->attr.index] : &g->params[n->attr.index].decl;

@@ -24,8 +24,8 @@ typedef struct ir_attr {
     uint8_t naxes;                 /* reduce axes / permutation; 0 = op default */
     int8_t axes[NC_MAX_RANK];
     bool keepdim, ta, tb;
-    bool wide_product;             /* matmul of f16/bf16 operands storing its product as f32
-                                      (cast hoisting sinks up-casts into it; no syntax) */
+    bool f32_result;               /* an OPF_WIDE_RESULT op (matmul, scatter_add) of f16/bf16 operands
+                                      storing its result as f32 (cast hoisting; no syntax) */
     bool causal;                   /* attention: query i sees keys 0..i only */
     uint32_t lo, hi;               /* dim ids: slice bounds, scatter_add rows */
     nc_dtype to;                   /* cast target */

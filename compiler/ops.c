@@ -128,15 +128,6 @@ static bool apply_dtype_rule(const ir_graph *g, ir_node *n, const ir_value *a, t
         if (!same_dtype(g, op, a, 0, na, e)) return false;
         n->dtype = g->nodes[a[0]].dtype;
         return true;
-    case DT_PRODUCT:
-        for (int i = 0; i < na; i++)
-            if (!need_float(g, op, a, i, e)) return false;
-        if (!same_dtype(g, op, a, 0, na, e)) return false;
-        n->dtype = g->nodes[a[0]].dtype;
-        if (n->attr.wide_product && n->dtype == NC_F32)
-            return fail(e, -1, "%s: an f32 product of f32 operands needs no widening", op);
-        if (n->attr.wide_product) n->dtype = NC_F32;
-        return true;
     case DT_COMPARE:
         if (!same_dtype(g, op, a, 0, na, e)) return false;
         n->dtype = NC_BOOL;
@@ -589,6 +580,18 @@ static shape_rule *const shape_rules[OP_COUNT] = {
 
 /* ------------------------------------------------------------------ */
 
+/* An accumulating op storing its f16/bf16 operands' result as f32 (OPF_WIDE_RESULT). */
+static bool widen_result(ir_node *n, tc_error *e)
+{
+    if (!n->attr.f32_result) return true;
+    if (!(nc_ops[n->op].flags & OPF_WIDE_RESULT))
+        return fail(e, -1, "%s: cannot store a widened result", nc_ops[n->op].name);
+    if (n->dtype != NC_F16 && n->dtype != NC_BF16)
+        return fail(e, -1, "%s: a widened result of %s operands", nc_ops[n->op].name, dtype_name(n->dtype));
+    n->dtype = NC_F32;
+    return true;
+}
+
 bool tc_infer(ir_graph *g, ir_node *n, const ir_value *args, tc_error *e)
 {
     memset(e, 0, sizeof *e);
@@ -609,7 +612,7 @@ bool tc_infer(ir_graph *g, ir_node *n, const ir_value *args, tc_error *e)
                     want == 1 ? "" : "s", n->nargs);
     uint16_t all = n->nargs;
     n->nargs = (uint16_t)own;
-    bool ok = apply_dtype_rule(g, n, args, e) && shape_rules[n->op](g, n, args, e);
+    bool ok = apply_dtype_rule(g, n, args, e) && widen_result(n, e) && shape_rules[n->op](g, n, args, e);
     n->nargs = all;
     return ok;
 }

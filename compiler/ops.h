@@ -26,7 +26,6 @@ typedef enum nc_dtype_rule {
     DT_DECLARED,   /* the node's dtype is given by the builder (sources) */
     DT_NUMERIC,    /* operands share one dtype (float or int); result too */
     DT_FLOAT,      /* operands share one float dtype; result too */
-    DT_PRODUCT,    /* as DT_FLOAT, or f32 from f16/bf16 operands where attr.wide_product says so */
     DT_COMPARE,    /* operands share one dtype; result bool */
     DT_WHERE,      /* bool cond, then two operands of one dtype; result theirs */
     DT_CAST,       /* result attr.to */
@@ -53,6 +52,8 @@ enum {
                                       operands and writes the same element of its result in one thread,
                                       and which reads any other element of them before its last barrier:
                                       the result may take a dying row operand's memory */
+    OPF_WIDE_RESULT = 1u << 5,     /* accumulates f16/bf16 operands into a result it may store as f32
+                                      (attr.f32_result; set by cast hoisting, no syntax) */
 };
 
 typedef struct nc_op_info {

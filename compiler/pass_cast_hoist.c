@@ -9,14 +9,16 @@
  *   - an up-cast followed by a down-cast back to the original dtype removed
  *     (the identity); a down-cast followed by an up-cast is a rounding the
  *     program asked for and is never touched;
- *   - at a matmul: up-casts of both operands from one of f16/bf16 sunk into
- *     it (it reads the narrow operands and stores an f32 product: cuBLASLt
- *     accumulates in f32 either way, and on the CPU executor the operands'
- *     values are the same floats), and a down-cast back to that dtype
- *     reaching such a product absorbed (cuBLASLt rounds its f32 result once,
- *     as the cast would; the f32 product is never written). cuBLASLt cannot
- *     store f16/bf16 from f32 operands, so a product of f32 operands keeps
- *     its cast.
+ *   - at an accumulating op that can store a wide result (OPF_WIDE_RESULT:
+ *     matmul, scatter_add): up-casts of all its float operands from one of
+ *     f16/bf16 sunk into it (it reads them narrow and stores f32,
+ *     attr.f32_result: it accumulates in f32 either way, and on the CPU
+ *     executor the operands' values are the same floats), and a down-cast
+ *     back to that dtype reaching such a result absorbed (the op rounds its
+ *     f32 accumulator once, as the cast would; the f32 result is never
+ *     written). cuBLASLt cannot store f16/bf16 from f32 operands, so a
+ *     product of f32 operands keeps its cast; an embedding's backward
+ *     (scatter_add of a widened gradient) reads the narrow gradient.
  * Each move is decided by a byte count (what the ops involved read and write
  * before and after, over the whole chain a cast would climb), not by a rule:
  * hoisting a cast above a slice that drops three quarters of its input, or
@@ -53,7 +55,7 @@ typedef enum narrow_way {
     NARROW_CAST,       /* a cast after v */
     NARROW_IDENTITY,   /* v is an up-cast from `to`: its operand */
     NARROW_HOIST,      /* v computed in `to` from narrowed operands (v commutes with rounding) */
-    NARROW_PRODUCT,    /* v is a matmul of `to` operands: it stores its product in `to` */
+    NARROW_RESULT,     /* v accumulates `to` operands (OPF_WIDE_RESULT): it stores its result in `to` */
 } narrow_way;
 
 static int64_t numel_of(const hoist_ctx *c, const ir_graph *g, const ir_node *n)
@@ -131,29 +133,38 @@ static nc_dtype upcast_from(const ir_graph *g, ir_value v)
     return d == NC_F16 || d == NC_BF16 ? d : NC_DTYPE_COUNT;
 }
 
-/* The dtype whose operands an f32 matmul could read instead: both operands
- * up-cast from it, or a wide product already (NC_DTYPE_COUNT: neither). */
-static nc_dtype product_narrow_dtype(const ir_graph *g, ir_value v)
+static bool can_widen(const ir_node *n) { return (nc_ops[n->op].flags & OPF_WIDE_RESULT) != 0; }
+
+/* The dtype an f32 OPF_WIDE_RESULT op could read its float operands in:
+ * each up-cast from it, or its result widened already (NC_DTYPE_COUNT:
+ * neither). */
+static nc_dtype wide_narrow_dtype(const ir_graph *g, ir_value v)
 {
     const ir_node *n = &g->nodes[v];
-    if (n->op != OP_MATMUL || n->dtype != NC_F32) return NC_DTYPE_COUNT;
-    const ir_value *a = ir_args(g, n);
-    if (n->attr.wide_product) return g->nodes[a[0]].dtype;
-    nc_dtype d = upcast_from(g, a[0]);
-    return d == upcast_from(g, a[1]) ? d : NC_DTYPE_COUNT;
+    if (!can_widen(n) || n->dtype != NC_F32) return NC_DTYPE_COUNT;
+    nc_dtype d = NC_DTYPE_COUNT;
+    for (int i = 0; i < n->nargs; i++) {
+        ir_value a = ir_args(g, n)[i];
+        if (!dtype_is_float(g->nodes[a].dtype)) continue;   /* scatter_add's indices */
+        nc_dtype ad = n->attr.f32_result ? g->nodes[a].dtype : upcast_from(g, a);
+        if (ad == NC_DTYPE_COUNT || (d != NC_DTYPE_COUNT && ad != d)) return NC_DTYPE_COUNT;
+        d = ad;
+    }
+    return d;
 }
 
-/* The operand matmul v reads in its narrow dtype (its up-cast's source). */
-static ir_value product_operand(const ir_graph *g, ir_value v, int i)
+/* Operand i of wide_narrow_dtype's op v, read narrow (a float operand's
+ * up-cast's source). */
+static ir_value narrow_operand(const ir_graph *g, ir_value v, int i)
 {
     ir_value a = ir_args(g, &g->nodes[v])[i];
-    return g->nodes[v].attr.wide_product ? a : ir_args(g, &g->nodes[a])[0];
+    return g->nodes[v].attr.f32_result || !dtype_is_float(g->nodes[a].dtype) ? a : ir_args(g, &g->nodes[a])[0];
 }
 
 /* Bytes that providing cast(v, to), a narrower float, adds to the program
  * (negative: it saves), by the cheapest way, which c->way records. wide_kept:
  * a user computed wide stays, so v's wide value is computed anyway (no
- * saving from dropping it, and a product is not computed twice). Asked of
+ * saving from dropping it, and a result is not computed twice). Asked of
  * the input graph, so the answer is memoized once per value, dtype and
  * wide_kept. */
 static int64_t narrow_cost(hoist_ctx *c, ir_value v, nc_dtype to, bool wide_kept)
@@ -169,8 +180,8 @@ static int64_t narrow_cost(hoist_ctx *c, ir_value v, nc_dtype to, bool wide_kept
     ir_value src = n->nargs ? ir_args(g, n)[0] : IR_NONE;
     if (ir_is_float_cast(g, n) && g->nodes[src].dtype == to && dtype_size(from) > dtype_size(to)) {
         best = 0, way = NARROW_IDENTITY;
-    } else if (product_narrow_dtype(g, v) == to && sole) {
-        best = -numel_of(c, g, n) * (int64_t)(dtype_size(from) - dtype_size(to)), way = NARROW_PRODUCT;
+    } else if (wide_narrow_dtype(g, v) == to && sole) {
+        best = -numel_of(c, g, n) * (int64_t)(dtype_size(from) - dtype_size(to)), way = NARROW_RESULT;
     } else if (commutes(n)) {
         int64_t hoist = op_bytes(c, v, from, to) - (sole ? op_bytes(c, v, from, from) : 0);
         for (int i = 0; i < n->nargs; i++) {
@@ -196,9 +207,9 @@ static void report_move(const hoist_ctx *c, ir_value v, nc_dtype to, const ir_no
     if (way == NARROW_IDENTITY)
         fprintf(c->report, "cast-hoist: %s -> %s -> %s at %s is the identity: both casts removed\n", dtype_name(to),
                 dtype_name(n->dtype), dtype_name(to), w1);
-    else if (way == NARROW_PRODUCT)
-        fprintf(c->report, "cast-hoist: the %s cast of %s taken by matmul %%%u (%s): it stores its product in %s\n",
-                dtype_name(to), w1, v, w2, dtype_name(to));
+    else if (way == NARROW_RESULT)
+        fprintf(c->report, "cast-hoist: the %s cast of %s taken by %s %%%u (%s): it stores its result in %s\n",
+                dtype_name(to), w1, nc_ops[n->op].name, v, w2, dtype_name(to));
     else
         fprintf(c->report, "cast-hoist: the %s cast of %s moved above %s %%%u (%s)\n", dtype_name(to), w1,
                 nc_ops[n->op].name, v, w2);
@@ -220,12 +231,12 @@ static ir_value narrowed(hoist_ctx *c, ir_value v, nc_dtype to, const ir_node *o
     report_move(c, v, to, origin, at);
     if (way == NARROW_IDENTITY) {
         r = c->map[ir_args(g, n)[0]];                      /* down(up(x)) == x */
-    } else if (way == NARROW_PRODUCT) {
-        for (int i = 0; i < 2; i++) args[i] = c->map[product_operand(g, v, i)];
+    } else if (way == NARROW_RESULT) {
+        for (int i = 0; i < n->nargs; i++) args[i] = c->map[narrow_operand(g, v, i)];
         ir_node p = *n;
         p.dtype = to;
-        p.attr.wide_product = false;
-        r = emit(c, &p, args, 2);
+        p.attr.f32_result = false;
+        r = emit(c, &p, args, n->nargs);
     } else if (way == NARROW_HOIST) {
         for (int i = 0; i < n->nargs; i++) {
             ir_value a = ir_args(g, n)[i];
@@ -258,34 +269,37 @@ static ir_value narrowed_top(hoist_ctx *c, ir_value v)
     return r;
 }
 
-/* An f32 matmul of operands up-cast from one of f16/bf16 reads them narrow
- * and stores an f32 product (wide_product): the same values, half the bytes
- * read, and tensor cores. */
-static bool sink_upcasts_into_product(hoist_ctx *c, ir_value v)
+/* An f32 OPF_WIDE_RESULT op (matmul, scatter_add) whose float operands are
+ * up-cast from one of f16/bf16 reads them narrow and stores its f32 result
+ * (f32_result): the same values, fewer bytes read (and, for a matmul,
+ * tensor cores). */
+static bool sink_upcasts_into_result(hoist_ctx *c, ir_value v)
 {
     const ir_graph *g = c->g;
     const ir_node *n = &g->nodes[v];
-    nc_dtype narrow = product_narrow_dtype(g, v);
-    if (n->attr.wide_product || narrow == NC_DTYPE_COUNT) return false;
-    ir_value args[2];
+    nc_dtype narrow = wide_narrow_dtype(g, v);
+    if (n->attr.f32_result || narrow == NC_DTYPE_COUNT) return false;
+    ir_value args[NC_MAX_RANK * 8];
+    NC_ASSERT(n->nargs <= NC_COUNT(args));
     int64_t saved = 0;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < n->nargs; i++) {
         ir_value a = ir_args(g, n)[i];
-        const ir_node *an = &g->nodes[a];
-        args[i] = c->map[ir_args(g, an)[0]];
-        saved += numel_of(c, g, an) * (int64_t)(dtype_size(NC_F32) - dtype_size(narrow));
-        bool counted = i == 1 && a == ir_args(g, n)[0];   /* x @ x: one cast */
-        if (c->users[a] <= 1 && !counted) saved += cast_bytes(c, an, narrow, NC_F32);
+        args[i] = c->map[narrow_operand(g, v, i)];
+        if (!dtype_is_float(g->nodes[a].dtype)) continue;
+        saved += numel_of(c, g, &g->nodes[a]) * (int64_t)(dtype_size(NC_F32) - dtype_size(narrow));
+        bool counted = false;   /* x @ x: one cast */
+        for (int k = 0; k < i; k++) counted |= ir_args(g, n)[k] == a;
+        if (c->users[a] <= 1 && !counted) saved += cast_bytes(c, &g->nodes[a], narrow, NC_F32);
     }
     if (c->report) {
         char w[128];
-        fprintf(c->report, "cast-hoist: the %s -> f32 casts of matmul %%%u's operands (%s) sunk into it: it reads %s, "
-                "about %lld bytes less moved\n", dtype_name(narrow), v, pass_where(g, n, w, sizeof w),
-                dtype_name(narrow), (long long)saved);
+        fprintf(c->report, "cast-hoist: the %s -> f32 casts of %s %%%u's operands (%s) sunk into it: it reads %s, "
+                "about %lld bytes less moved\n", dtype_name(narrow), nc_ops[n->op].name, v,
+                pass_where(g, n, w, sizeof w), dtype_name(narrow), (long long)saved);
     }
     ir_node p = *n;
-    p.attr.wide_product = true;
-    c->map[v] = emit(c, &p, args, 2);
+    p.attr.f32_result = true;
+    c->map[v] = emit(c, &p, args, n->nargs);
     return true;
 }
 
@@ -358,7 +372,7 @@ bool pass_cast_hoist(ir_graph **gp, const pass_ctx *cx)
             c.map[v] = narrowed_top(&c, v);
             continue;
         }
-        if (sink_upcasts_into_product(&c, v) || sink_upcasts(&c, v)) continue;
+        if (sink_upcasts_into_result(&c, v) || sink_upcasts(&c, v)) continue;
         const ir_value *a = ir_args(g, node);
         ir_value *dst = node->nargs <= NC_COUNT(args) ? args : nc_xmalloc(node->nargs * sizeof *dst);
         for (int i = 0; i < node->nargs; i++) dst[i] = c.map[a[i]];

@@ -84,7 +84,7 @@ static void w_attr(wbuf *b, const ir_attr *a)
     w_u32(b, (uint32_t)a->axis);
     w_u8(b, a->naxes);
     for (int i = 0; i < NC_MAX_RANK; i++) w_u8(b, (uint8_t)a->axes[i]);
-    w_u8(b, (uint8_t)(a->keepdim | a->ta << 1 | a->tb << 2 | a->causal << 3 | a->wide_product << 4));
+    w_u8(b, (uint8_t)(a->keepdim | a->ta << 1 | a->tb << 2 | a->causal << 3 | a->f32_result << 4));
     w_u32(b, a->lo);
     w_u32(b, a->hi);
     w_u8(b, (uint8_t)a->to);
@@ -474,7 +474,7 @@ static bool r_attr(rd *r, const ir_graph *g, ir_attr *a)
     uint8_t bits = r_u8(r);
     if (bits >> 5) return r_invalid(r, "attribute flags 0x%x", bits);
     a->keepdim = bits & 1, a->ta = bits >> 1 & 1, a->tb = bits >> 2 & 1, a->causal = bits >> 3 & 1;
-    a->wide_product = bits >> 4 & 1;
+    a->f32_result = bits >> 4 & 1;
     a->lo = r_u32(r);
     a->hi = r_u32(r);
     if (!r->bad && (a->lo >= g->ndims || a->hi >= g->ndims) && (a->lo || a->hi))

@@ -15,8 +15,8 @@
                                   6: batched launches; 7: prepare steps; 8: dropout reads the @step input
                                   (a training step's kernels before it read a step nothing set);
                                   9: GELU's backward matmul may store a bias's gradient (epilogue bit 6);
-                                  10: a matmul of f16/bf16 operands may store an f32 product
-                                  (attribute flag bit 4, wide_product) */
+                                  10: a matmul or scatter_add of f16/bf16 operands may store an f32
+                                  result (attribute flag bit 4, f32_result) */
 #define NRT_MODULE_MAX_BYTES ((uint64_t)4 << 30)   /* refuse larger files outright */
 
 typedef struct nrt_image {

@@ -48,7 +48,7 @@ fi
 n=$((n + 1))
 report=$("$netc" build "$src/examples/cast_chain.net" --dim B=64 --target '' --report -o "$tmp/cc.netm" 2>&1)
 if ! grep -q 'cast-hoist: the f16 cast of cast_chain.net:26 moved above gather' <<<"$report" ||
-   ! grep -q 'cast-hoist: the f16 cast of cast_chain.net:22 taken by matmul %[0-9]* (cast_chain.net:18): it stores its product in f16' <<<"$report" ||
+   ! grep -q 'cast-hoist: the f16 cast of cast_chain.net:22 taken by matmul %[0-9]* (cast_chain.net:18): it stores its result in f16' <<<"$report" ||
    ! grep -q 'cast-hoist: the f16 -> f32 casts of matmul %[0-9]*.s operands (cast_chain.net:18) sunk into it' <<<"$report" ||
    ! grep -q 'cast-hoist: the f16 cast of cast_chain.net:22: about [0-9]* bytes less moved' <<<"$report"; then
   echo "FAIL: --report"; echo "$report"; fail=$((fail + 1))

@@ -61,6 +61,11 @@ int main(void)
         {.name = "mlp_gelu_train_no_bgrad", .path = NETC_SOURCE_DIR "/tests/gpu/mlp_gelu.net", .dim_names = b64,
          .dim_values = v40, .ndims = 1, .int_range = 16, .use_graph = true, .train_step = true, .fuse = true,
          .check_updates = true, .mock_refuse = "208"},
+        /* the embedding's backward after cast hoisting: a scatter-add reading the bf16 gradient and
+           storing its f32 sum (f32_result); the updated table carries it */
+        {.name = "narrow_lm_train", .path = NETC_SOURCE_DIR "/tests/train/narrow_lm.net", .dim_names = b64,
+         .dim_values = v64, .ndims = 1, .int_range = 256, .use_graph = true, .train_step = true, .fuse = true,
+         .check_updates = true},
         {.name = "gpt2_2layers_train_fused", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
          .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
          .train_step = true, .fuse = true, .profile = true},

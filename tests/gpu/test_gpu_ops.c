@@ -71,6 +71,11 @@ static const op_case cases[] = {
     {"concat", "model m(x: T[6, 5], y: T[6, 3], z: T[6, 1]) { return concat([x, y, z], axis: 1), concat([x, x], axis: 0) }", "f32 bf16 i32"},
     {"gather", "model m(t: T[7, 19], i: i32[4, 5]) { return gather(t, i) }", "f32 bf16 i32"},
     {"scatter_add", "model m(i: i32[4, 5], s: T[4, 5, 19]) { return scatter_add(i, s, rows: 7) }", "f32 bf16 f16"},
+    /* cast hoisting: the sum of widened values reads them narrow and stores f32; a cast back
+     * makes it store narrow */
+    {"scatter_add_wide", "model m(i: i32[4, 5], s: T[4, 5, 19]) { return scatter_add(i, f32(s), rows: 7) }", "bf16 f16"},
+    {"scatter_add_narrowed", "model m(i: i32[4, 5], s: T[4, 5, 19]) { return T (scatter_add(i, f32(s), rows: 7)) }",
+     "bf16 f16"},
     {"iota_fill", "model m(x: T[3, 4]) { return x + f32(iota([3, 4], axis: 1)) * 0 + fill(2.5, [3, 4]), iota([5, 2], axis: 0) }", "f32"},
 };
 

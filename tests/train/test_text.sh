@@ -17,6 +17,14 @@ cat "$tmp/log"
 loss=$(grep -o '"test_loss":[0-9.]*' "$tmp/m.jsonl" | tail -1 | cut -d: -f2)
 awk -v l="$loss" 'BEGIN { exit !(l < 2.0) }' || { echo "test loss $loss is not below 2"; exit 1; }
 if grep -q test_accuracy "$tmp/m.jsonl"; then echo "a language model reported an accuracy"; exit 1; fi
+# cast hoisting is exact in a training step too: the same losses with and without it
+narrow=(train "$src/tests/train/narrow_lm.net" --data "$tmp/fox.txt" --epochs 1 --batch 16 --device cpu --seed 1)
+"$netc" "${narrow[@]}" --metrics "$tmp/n_on.jsonl" 2>/dev/null
+"$netc" "${narrow[@]}" --no-cast-hoist --metrics "$tmp/n_off.jsonl" 2>/dev/null
+nlosses() { grep -o '"train_loss":[0-9.e+-]*' "$1"; }
+if [[ -z "$(nlosses "$tmp/n_on.jsonl")" ]] || ! diff <(nlosses "$tmp/n_on.jsonl") <(nlosses "$tmp/n_off.jsonl") >/dev/null; then
+  echo "narrow_lm.net: the losses differ with and without cast hoisting"; exit 1
+fi
 printf 'too short' > "$tmp/short.txt"
 if "$netc" train "$src/examples/char_lm.net" --data "$tmp/short.txt" "${small[@]}" 2>"$tmp/err"; then
   echo "a text shorter than one window was accepted"; exit 1
@@ -32,4 +40,4 @@ if "$netc" train "$src/examples/gpt2.net" --data "$tmp/fox.txt" --set V=256 --de
   echo "an unbound window length was accepted"; exit 1
 fi
 grep -q 'bind it with --dim T=' "$tmp/err" || { cat "$tmp/err"; exit 1; }
-echo "test_text: the byte-level models learn (char_lm test loss $loss, gpt2.net $gloss), short text and unbound windows refused"
+echo "test_text: the byte-level models learn (char_lm test loss $loss, gpt2.net $gloss), narrow_lm's losses are the same without cast hoisting, short text and unbound windows refused"

@@ -75,6 +75,13 @@ static const hoist_case cases[] = {
      "model m(a: f32[2, 32, 48], b: f32[48, 64]) -> f16[2, 8, 64] "
      "{ return f16(slice(reshape(transpose(a @ b, [0, 2, 1]), [2, 32, 64]), axis: 1, start: 0, end: 8)) }",
      1, OP_SLICE, NC_F32, true},
+    /* an embedding's backward: the scatter-add reads the narrow gradient ... */
+    {"scatter_reads_narrow", "model m(i: i32[40], g: bf16[40, 24]) -> f32[16, 24] { return scatter_add(i, f32(g), rows: 16) }",
+     0, OP_SCATTER_ADD, NC_F32, false},
+    /* ... and rounds its f32 sums once when a cast back follows */
+    {"scatter_stores_narrow",
+     "model m(i: i32[40], g: f16[40, 24]) -> f16[24, 16] { return f16(transpose(scatter_add(i, f32(g), rows: 16))) }", 0,
+     OP_SCATTER_ADD, NC_F16, false},
     /* the f32 product is read elsewhere too: one matmul, one cast, both reads from it */
     {"product_shared",
      "model m(a: f16[32, 48], b: f16[48, 40]) -> f16[32, 40] { p = f32(a) @ f32(b)\n return f16(relu(p)) * f16(p) }", 1,
