@@ -9,8 +9,10 @@
 // opposite orders in even and odd blocks (nc_host_launch), so most kernels
 // that lack a barrier read another warp's data too early or too late here
 // and fail, as do those that deadlock or mix up threads' data. __shared__
-// variables are statics, one instance for the block running: a kernel that
-// reads shared memory it never wrote can still pass.
+// variables are statics in one section, one instance for the block running,
+// filled with ones before each block (NaN as floats, -1 as ints): a block
+// that reads shared memory it never wrote reads those, not the values an
+// earlier block left.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +23,7 @@
 #define __device__
 #define __forceinline__ inline
 #define __global__
-#define __shared__ static
+#define __shared__ static __attribute__((section("nc_shared")))
 #define __launch_bounds__(...)
 
 struct nc_dim3 { long long x; };
@@ -237,6 +239,17 @@ extern "C" void nc_host_release(void)
     for (int t = 0; t < NC_MAX_THREADS; t++) free(nc_fibers[t].stack), nc_fibers[t].stack = NULL;
 }
 
+// The linker's bounds of the nc_shared section (absent, both null, when no
+// kernel of this program declares shared memory).
+extern "C" char __start_nc_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" char __stop_nc_shared[] __attribute__((weak, visibility("hidden")));
+
+static void nc_poison_shared(void)
+{
+    if (__start_nc_shared && __stop_nc_shared > __start_nc_shared)
+        memset(__start_nc_shared, 0xff, (size_t)(__stop_nc_shared - __start_nc_shared));
+}
+
 // Runs thunk(ctx) as every thread of blocks x threads; 0, or -1 with err set.
 extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks, long long threads, char *err,
                               size_t errcap)
@@ -250,6 +263,7 @@ extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks
     nc_waited = nc_plain = false;
     for (long long b = 0; b < blocks; b++) {
         blockIdx.x = b;
+        nc_poison_shared();
         if (b == 1 && !nc_waited) nc_plain = true;
         if (nc_plain) {
             for (int t = 0; t < threads; t++) threadIdx.x = t, thunk(ctx), nc_check_copies_done();
