@@ -3,7 +3,7 @@
  * Requires: a verified graph. Produces: the same values, bit for bit, with
  *   - a float down-cast (f32 -> f16/bf16) moved above the ops it follows when
  *     they commute with rounding (the OPF_ROUND_COMMUTES ops of the table:
- *     data movement, relu, max/min): those ops then move narrow values;
+ *     data movement, relu, max/min, neg, abs, where): they then move narrow values;
  *   - a float up-cast moved below such ops the same way, so they move the
  *     narrow values before widening;
  *   - an up-cast followed by a down-cast back to the original dtype removed

@@ -31,6 +31,10 @@ static const hoist_case cases[] = {
     /* above the transpose; not above maximum: two input casts cost what they save */
     {"maximum", "model m(x: f32[64, 48], z: f32[64, 48]) -> f16[48, 64] { return f16(transpose(maximum(x, z))) }", 1,
      OP_TRANSPOSE, NC_F16, false},
+    /* rounding to nearest is symmetric: negation and |x| commute with it, as a select does */
+    {"neg_abs", "model m(x: f32[64, 48]) -> f16[48, 64] { return f16(abs(transpose(-x))) }", 1, OP_ABS, NC_F16, false},
+    {"where", "model m(s: f32[64, 48], a: f16[64, 48], b: f16[64, 48]) -> f16[48, 64] "
+              "{ return f16(transpose(where(s > 0.5, f32(a), f32(b)))) }", 0, OP_WHERE, NC_F16, false},
     /* a reduction's output is small: narrowing its input would cost more ... */
     {"max_reduce", "model m(x: f32[48, 64]) -> f16[64] { return f16(max(x, axis: 0)) }", 1, OP_MAX, NC_F32, false},
     /* ... unless the cast then climbs on, above a transpose it halves: the
