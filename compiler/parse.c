@@ -14,11 +14,14 @@ static const struct {
 } parse_hints[] = {
     {"unexpected config", "config constants go in the model header, before its '{': model m(x: f32[B, N]) -> f32[B, N] config N = 4 {"},
     {"unexpected param", "param declares a parameter inside a model or fn body: param w: f32[4, 4] = xavier"},
+    {"unexpected ->", "a model's or fn's outputs follow its inputs on the same line: model m(x: f32[B, 4]) -> (y: f32[B, 4])"},
     {"unexpected optimizer", "optimizer, schedule, loss_scale and clip_grad_norm go in a train section: train m { optimizer adam(lr: 1e-3) }"},
 };
 
 void parse_error(parse_state *ps, nc_loc loc, const char *msg)
 {
+    if (ps->muted && ps->tok_brace_depth > 0) return;   /* an echo of a broken declaration head */
+    if (ps->tok_brace_depth == 0) ps->mute_next_block = true;
     const char *hint = NULL;
     for (size_t i = 0; i < NC_COUNT(parse_hints); i++)
         if (strncmp(msg, parse_hints[i].prefix, strlen(parse_hints[i].prefix)) == 0) hint = parse_hints[i].hint;

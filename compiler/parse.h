@@ -22,6 +22,14 @@ typedef struct parse_state {
     bool nl_suppressed;      /* the previous token cannot end a statement */
     bool stmt_start;         /* the next token starts a statement: '@name' is an attribute */
     bool too_deep;           /* an expression exceeded AST_MAX_DEPTH; reported once */
+    /* error echoes: after a syntax error outside any braces (a declaration's
+     * head), the next { ... } block opened at the top level is that broken
+     * declaration's body, and the errors its lines raise say nothing new */
+    int brace_depth;         /* { nesting */
+    int tok_brace_depth;     /* how many braces the current token is inside ('{' and '}' count as inside) */
+    bool mute_next_block;    /* a top-level error: mute the next top-level block, unless a declaration starts first */
+    bool muted;              /* inside that block: syntax errors are not reported */
+    bool unmute_next;        /* that block just closed: report again from the next token */
 } parse_state;
 
 /* Parse file_id of sources. Always returns an ast_file (possibly partial);
