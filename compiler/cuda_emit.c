@@ -474,13 +474,11 @@ static bool cuda_emit_copy(cg_ctx *cg, ir_value v)
  * value that is in memory, so q = transpose(reshape(slice(qkv))) is one
  * kernel reading qkv, not a slice, then a transpose. */
 
-static bool movement_link(nc_op op) { return op == OP_RESHAPE || op == OP_TRANSPOSE || op == OP_SLICE; }
-
 static bool read_through(const cg_ctx *cg, ir_value w)
 {
     const ir_node *n = &cg->g->nodes[w];
     if (cg->out_as && n->nargs && cg->out_as[ir_args(cg->g, n)[0]] == w) return false;   /* attention writes it as it lies */
-    return cg->group && cg->inlined[w] && movement_link(cg->g->nodes[w].op);
+    return cg->group && cg->inlined[w] && op_is_movement_link(cg->g->nodes[w].op);
 }
 
 /* The slot of dim in the step's sizes, added if new. */

@@ -151,9 +151,8 @@ static void plan_inlined(cg_ctx *cg)
 /* Movement ops a transpose, slice or concat reads through (cuda_emit.c):
  * a reshape, transpose or slice whose one reader is such an op, or another
  * link of the chain, needs no kernel. A chain stops where its kernel would
- * need more sizes than a step holds. */
-static bool movement_link(nc_op op) { return op == OP_RESHAPE || op == OP_TRANSPOSE || op == OP_SLICE; }
-
+ * need more sizes than a step holds (op_is_movement_link, op_reads_through
+ * in ops.h). */
 typedef struct dim_set {
     uint32_t id[2 * NRT_MAX_INTS];
     int n;
@@ -174,7 +173,7 @@ static void plan_read_through(cg_ctx *cg)
     const uint32_t *users = cg->readers;
     for (ir_value r = g->nnodes; r-- > 0;) {
         const ir_node *rn = &g->nodes[r];
-        bool reader = rn->op == OP_TRANSPOSE || rn->op == OP_SLICE || rn->op == OP_CONCAT;
+        bool reader = op_reads_through(rn->op);
         if (!reader || cg->group[r] || cg->inlined[r] || cg->absorbed[r]) continue;
         dim_set d = {.n = 1};   /* the element count */
         dims_add(&d, rn->shape, rn->rank);
@@ -182,7 +181,7 @@ static void plan_read_through(cg_ctx *cg)
         if (rn->op == OP_SLICE) dims_add(&d, &rn->attr.lo, 1);
         for (int i = 0; i < rn->nargs; i++) {
             ir_value w = ir_args(g, rn)[i];
-            while (movement_link(g->nodes[w].op) && users[w] == 1 && !cg->escapes[w] && !cg->group[w] && !cg->absorbed[w]) {
+            while (op_is_movement_link(g->nodes[w].op) && users[w] == 1 && !cg->escapes[w] && !cg->group[w] && !cg->absorbed[w]) {
                 const ir_node *wn = &g->nodes[w], *un = &g->nodes[ir_args(g, wn)[0]];
                 dim_set more = d;
                 dims_add(&more, wn->shape, wn->rank);

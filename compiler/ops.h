@@ -71,4 +71,11 @@ const char *op_name(nc_op op);
 bool op_from_name(const char *name, nc_op *out);
 const char *op_category_name(nc_op_category c);
 
+/* Movement read through (cuda_fuse.c, cuda_emit.c): a transpose, slice or
+ * concat kernel loads its operand through a chain of reshapes, transposes
+ * and slices, mapping each index back link by link, so the links need no
+ * kernel of their own (the cast-hoisting pass counts them as free). */
+static inline bool op_is_movement_link(nc_op op) { return op == OP_RESHAPE || op == OP_TRANSPOSE || op == OP_SLICE; }
+static inline bool op_reads_through(nc_op op) { return op == OP_TRANSPOSE || op == OP_SLICE || op == OP_CONCAT; }
+
 #endif

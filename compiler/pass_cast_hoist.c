@@ -68,18 +68,15 @@ static int64_t numel_of(const hoist_ctx *c, const ir_graph *g, const ir_node *n)
 
 static bool commutes(const ir_node *n) { return (nc_ops[n->op].flags & OPF_ROUND_COMMUTES) != 0; }
 
-static bool is_movement_link(nc_op op) { return op == OP_RESHAPE || op == OP_TRANSPOSE || op == OP_SLICE; }
-
 /* A link of a movement chain that the next transpose, slice or concat
  * reads through in the GPU program (cuda_fuse.c): no kernel of its own. */
 static bool read_through(const hoist_ctx *c, ir_value v)
 {
     const ir_graph *g = c->g;
     for (;;) {
-        if (!is_movement_link(g->nodes[v].op) || c->users[v] != 1 || c->reader[v] == IR_NONE) return false;
+        if (!op_is_movement_link(g->nodes[v].op) || c->users[v] != 1 || c->reader[v] == IR_NONE) return false;
         v = c->reader[v];
-        nc_op r = g->nodes[v].op;
-        if (r == OP_TRANSPOSE || r == OP_SLICE || r == OP_CONCAT) return true;
+        if (op_reads_through(g->nodes[v].op)) return true;
     }
 }
 
@@ -196,7 +193,7 @@ static int64_t narrow_cost(hoist_ctx *c, ir_value v, nc_dtype to, bool wide_kept
     return c->cost[to][at] = best;
 }
 
-/* One line for each op a cast moves across; narrow_cast_top sums them up. */
+/* One line for each op a cast moves across; narrowed_top sums them up. */
 static void report_move(const hoist_ctx *c, ir_value v, nc_dtype to, const ir_node *origin, size_t at)
 {
     narrow_way way = (narrow_way)c->way[to][at];
