@@ -27,8 +27,9 @@ build/netc inspect out/fashion_mlp.netm --dim B=512 | tail -n 4
 
 if [[ -z "${EPOCHS:-}" ]]; then
   EPOCHS=1
-  if [[ $DEVICE != cpu ]] && build/netc run out/fashion_mlp.netm --dim B=1 --random-inputs 1 2>&1 | grep -q 'running on gpu'; then
-    EPOCHS=10
+  if [[ $DEVICE != cpu ]]; then   # netc names the device it runs on: "running on cuda:0 NVIDIA H100 ..." or "running on cpu"
+    probe=$(build/netc run out/fashion_mlp.netm --dim B=1 --random-inputs 1 2>&1 || true)
+    if grep -q 'running on cuda' <<<"$probe"; then EPOCHS=10; fi
   fi
 fi
 echo "train_demo: training $MODEL on $DATA for $EPOCHS epoch(s), batch $BATCH"

@@ -41,7 +41,8 @@ expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --dat
 expect 2 "--epochs"               train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --epochs x
 expect 1 "not a text file"        check "$tmp/m.netm"
 expect 2 "run count from 1"       inspect "$tmp/m.netm" --dim B=2 --profile 0
-if ! "$netc" run "$tmp/m.netm" --dim B=1 --random-inputs 1 --output "$tmp/probe" 2>&1 | grep -q 'running on cuda'; then
+probe=$("$netc" run "$tmp/m.netm" --dim B=1 --random-inputs 1 --output "$tmp/probe" 2>&1)   # not piped: pipefail and grep -q
+if ! grep -q 'running on cuda' <<<"$probe"; then
   expect 1 "measures on a GPU"    inspect "$tmp/m.netm" --dim B=2 --profile   # no GPU here
 fi
 # --report names each decision with its source line

@@ -39,7 +39,9 @@ order=$(grep -oE '^== [a-z0-9]+' "$tmp/out1/run.log" | tr '\n' ' ')
 [[ $order == "== tests == gpt2 == train == infer == kernels == done " ]] || { echo "FAIL: run_all.sh: steps ran as '$order'"; fail=1; }
 expect "$tmp/out1/run.log" "^gpt2: build-gpu/netc .*text.txt" "run_gpt2.sh gets netc and a text"
 expect "$tmp/out1/run.log" "^train: build-gpu/netc 10 512" "run_train.sh gets 10 epochs at batch 512"
-tar -tzf "$tmp/out1/logs.tar.gz" | grep -q 'kernels.log' || { echo "FAIL: run_all.sh: the steps' logs are not in logs.tar.gz"; fail=1; }
+# the listing first: with pipefail, grep -q stopping early would fail tar with SIGPIPE
+listing=$(tar -tzf "$tmp/out1/logs.tar.gz")
+grep -q 'kernels.log' <<<"$listing" || { echo "FAIL: run_all.sh: the steps' logs are not in logs.tar.gz"; fail=1; }
 [[ -L $tmp/built-at/tree ]] || { echo "FAIL: run_all.sh: the build's source path is not linked to the tree"; fail=1; }
 
 # a step that outruns the deadline is cut short and the rest say they had no time
