@@ -363,12 +363,22 @@ static void grad_mean(ad_ctx *c, ir_value v, ir_value g)
     dim_expr pi = dim_const(1), po = dim_const(1), q;
     for (int k = 0; k < x->rank; k++) dim_mul(&pi, &c->g->dims[x->shape[k]], &pi);
     for (int k = 0; k < n->rank; k++) dim_mul(&po, &c->g->dims[n->shape[k]], &po);
-    if (dim_div(&pi, &po, &q) != DIM_OK || !dim_is_const(&q, &in)) {
-        snprintf(c->err, c->errcap, "autodiff: mean over a symbolic number of elements is not differentiable yet");
-        c->failed = true;
+    if (dim_div(&pi, &po, &q) == DIM_OK && dim_is_const(&q, &in)) {
+        add_grad(c, A0, scale(c, unreduce(c, v, g), 1.0 / (double)in));
         return;
     }
-    add_grad(c, A0, scale(c, unreduce(c, v, g), 1.0 / (double)in));
+    /* dims bound only at run time (a module built without --dim B=...):
+     * the count is computed, as the sum of f32 ones over the same axes
+     * (exact up to 2^24 elements, rounded as the constant would be past it) */
+    ir_node one = {.op = OP_FILL, .dtype = NC_F32};
+    one.attr.f = 1.0;
+    uint32_t xshape[NC_MAX_RANK];
+    memcpy(xshape, x->shape, sizeof xshape);
+    ir_value ones = broadcast_to(c, build(c, one, NULL, 0), x->rank, xshape);
+    ir_value count = reduce(c, OP_SUM, ones, n->attr.axes, n->attr.naxes, n->attr.keepdim);
+    nc_dtype t = nd(c, g)->dtype;
+    ir_value share = bin(c, OP_DIV, unreduce(c, v, cast_to(c, g, NC_F32)), unreduce(c, v, count));
+    add_grad(c, A0, cast_to(c, share, t));
 }
 static void grad_max(ad_ctx *c, ir_value v, ir_value g)
 {

@@ -1856,6 +1856,10 @@ void cuda_kernel_bounds(cg_ctx *cg, int threads, int min_blocks)
     snprintf(cg->cur_bounds, sizeof cg->cur_bounds, "__launch_bounds__(%d, %d) ", threads, min_blocks);
 }
 void cuda_add_buf(nrt_step *s, uint32_t b) { add_buf(s, b); }
+bool cuda_reads_through(const cg_ctx *cg, ir_value w) { return read_through(cg, w); }
+int cuda_dim_slot(nrt_step *s, uint32_t dim) { return dim_slot(s, dim); }
+ir_value cuda_chain_root(const cg_ctx *cg, ir_value w) { return chain_root(cg, w); }
+void cuda_emit_read_through(cg_ctx *cg, nrt_step *s, ir_value w, const char *var) { emit_read_through(cg, s, w, var); }
 uint32_t cuda_new_temp(cg_ctx *cg, uint32_t numel, nc_dtype t) { return new_temp(cg, numel, t); }
 void cuda_add_int(nrt_step *s, uint32_t dim) { add_int(s, dim); }
 bool cuda_numel_dim(cg_ctx *cg, const ir_node *n, uint32_t *out) { return numel_dim(cg, n, out); }

@@ -116,6 +116,8 @@ bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *
 void cuda_fuse_plan(cg_ctx *cg);
 void cuda_fuse_free(cg_ctx *cg);
 bool cuda_fuse_is_member(const cg_ctx *cg, ir_value v);
+/* Whether gather v has no kernel: the fused group reading it loads the rows. */
+bool cuda_fuse_gathers(const cg_ctx *cg, ir_value v);
 /* Whether fused values a and b are computed by the same kernel (one group,
  * or loops of one kernel). */
 bool cuda_fuse_same_kernel(const cg_ctx *cg, ir_value a, ir_value b);
@@ -201,7 +203,16 @@ void cuda_kernel_bounds(cg_ctx *cg, int threads, int min_blocks);
 uint32_t cuda_new_temp(cg_ctx *cg, uint32_t numel, nc_dtype t);
 void cuda_end_kernel(cg_ctx *cg);
 void cuda_add_buf(nrt_step *s, uint32_t b);
+/* Movement read-through (cuda_emit.c): whether w is a reshape, transpose or
+ * slice its reader loads through (no kernel of its own); the value in
+ * memory under w's links; code mapping var, an element's index in w, to
+ * its index in that value. */
+bool cuda_reads_through(const cg_ctx *cg, ir_value w);
+ir_value cuda_chain_root(const cg_ctx *cg, ir_value w);
+void cuda_emit_read_through(cg_ctx *cg, nrt_step *s, ir_value w, const char *var);
 void cuda_add_int(nrt_step *s, uint32_t dim);
+/* The slot of dim in s's sizes (A.n[slot]), added if new. */
+int cuda_dim_slot(nrt_step *s, uint32_t dim);
 bool cuda_numel_dim(cg_ctx *cg, const ir_node *n, uint32_t *out);
 void cuda_decl_ptr(cg_ctx *cg, const char *name, int k, nc_dtype t, bool is_const);
 /* step: the C expression of n's step operand (an integer) for STEP, or NULL. */

@@ -27,6 +27,10 @@ static bool scalar_fill(const ir_graph *g, ir_value v)
  * a float cannot hold every i32. */
 static bool in_registers(nc_dtype t) { return dtype_is_float(t) || t == NC_BOOL; }
 
+/* A gather a fused kernel loads its rows through (plan_group_reads): no
+ * kernel of its own; the group reads the index and the picked row's element. */
+static bool gathered(const cg_ctx *cg, ir_value a) { return cg->inlined[a] && cg->g->nodes[a].op == OP_GATHER; }
+
 /* A broadcast a fused kernel reads through: it loads the source at the
  * broadcast element's offset, so the full-size tensor is never written
  * (unless an unfused op reads it). */
@@ -92,6 +96,13 @@ static void group_io(const cg_ctx *cg, uint32_t id, ir_value first, ir_value las
             if (!seen) {
                 NC_ASSERT(*nin < GROUP_IO_CAP);
                 in[(*nin)++] = a;
+            }
+            ir_value idx = gathered(cg, a) ? ir_args(g, &g->nodes[a])[1] : IR_NONE;   /* its indices: loaded too */
+            for (int k = 0; k < *nin && idx != IR_NONE; k++)
+                if (in[k] == idx) idx = IR_NONE;
+            if (idx != IR_NONE) {
+                NC_ASSERT(*nin < GROUP_IO_CAP);
+                in[(*nin)++] = idx;
             }
         }
         if (cg->escapes[v] || cg->last_use[v] > last) {
@@ -354,7 +365,7 @@ typedef struct group_span {
     ir_value first, last;
     ir_value in[GROUP_IO_CAP], out[GROUP_IO_CAP];
     int nin, nout;
-    bool spreads;          /* loads a source at another element's offset */
+    bool spreads;          /* loads a source at another element's offset (a broadcast's, or through movement links) */
 } group_span;
 
 static ir_value spread_of(const cg_ctx *cg, ir_value first, ir_value last, uint32_t id, ir_value a);
@@ -403,7 +414,8 @@ static void plan_kernels(cg_ctx *cg)
             if (cg->group[u] == id) next->last = u;
         group_io(cg, id, next->first, next->last, next->in, &next->nin, next->out, &next->nout);
         for (int k = 0; k < next->nin && !next->spreads; k++)
-            next->spreads = g->nodes[next->in[k]].rank > 0 && spread_of(cg, next->first, next->last, id, next->in[k]) != IR_NONE;
+            next->spreads = (g->nodes[next->in[k]].rank > 0 && spread_of(cg, next->first, next->last, id, next->in[k]) != IR_NONE) ||
+                            cuda_reads_through(cg, next->in[k]) || gathered(cg, next->in[k]);
         int extra = 0;   /* inputs the kernel does not load yet */
         for (int k = 0; k < next->nin; k++) {
             bool seen = false;
@@ -673,6 +685,90 @@ ir_value cuda_scatter_addend(const ir_graph *g, ir_value o, ir_value *narrow)
     return r;
 }
 
+/* A transpose or slice (with reshapes around it) that only a fused group
+ * reads needs no kernel: the group loads each element from the value in
+ * memory under the chain, at the offset the links map it to, so the moved
+ * tensor is never written and read back (cast_chain.net: the slice of the
+ * product's transpose). The links are those cuda_emit.c's read-through
+ * kernels follow; a chain is taken up to its last transpose or slice whose
+ * sizes still fit the step (a reshape alone is a view already). Prologue
+ * groups load at the element's own index and keep their operands. */
+static bool chain_link(const cg_ctx *cg, ir_value w)
+{
+    return op_is_movement_link(cg->g->nodes[w].op) && cg->readers[w] == 1 && !cg->escapes[w] && !cg->group[w] &&
+           !cg->absorbed[w] && !cg->inlined[w];
+}
+
+/* How many links of the chain a member reads as operand a the group
+ * takes (0: none), with the sizes they add to d: up to a value in memory,
+ * through a transpose or slice at least. Links a read-through kernel took
+ * already (a transpose under the slice) come along. */
+static int take_chain(const cg_ctx *cg, ir_value a, dim_set *d, int spare)
+{
+    const ir_graph *g = cg->g;
+    dim_set at = *d;
+    int taken = 0, n = 0;
+    bool moves = false;
+    for (ir_value w = a; chain_link(cg, w) || (w != a && cuda_reads_through(cg, w)); w = ir_args(g, &g->nodes[w])[0]) {
+        const ir_node *wn = &g->nodes[w], *un = &g->nodes[ir_args(g, wn)[0]];
+        dims_add(&at, wn->shape, wn->rank);
+        dims_add(&at, un->shape, un->rank);
+        if (wn->op == OP_SLICE) dims_add(&at, &wn->attr.lo, 1);
+        if (at.n + spare > NRT_MAX_INTS) break;
+        n++;
+        moves |= wn->op != OP_RESHAPE;
+        if (moves && in_memory(cg, ir_args(g, wn)[0])) taken = n, *d = at;
+    }
+    return taken;
+}
+
+/* A gather of float rows that only the member reads, as operand a: the
+ * group loads the index and the row's element itself (an embedding's
+ * lookup and what follows it: one kernel, the rows never stored). */
+static bool take_gather(cg_ctx *cg, uint32_t id, ir_value first, ir_value last, ir_value a, dim_set *d, int spare)
+{
+    const ir_graph *g = cg->g;
+    const ir_node *an = &g->nodes[a];
+    if (an->op != OP_GATHER || !dtype_is_float(an->dtype) || cg->readers[a] != 1 || cg->escapes[a] || cg->group[a] ||
+        cg->absorbed[a] || cg->inlined[a])
+        return false;
+    ir_value table = ir_args(g, an)[0], idx = ir_args(g, an)[1];
+    uint32_t nidx;
+    if (g->nodes[idx].rank == 0 || !in_memory(cg, table) || !in_memory(cg, idx) || !cuda_numel_dim(cg, &g->nodes[idx], &nidx))
+        return false;
+    dim_set at = *d;
+    dims_add(&at, &nidx, 1);
+    dims_add(&at, &g->nodes[table].shape[0], 1);
+    ir_value in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+    int nin, nout;
+    group_io(cg, id, first, last, in, &nin, out, &nout);
+    if (at.n + spare > NRT_MAX_INTS || nin + nout + 1 > NRT_MAX_BUFS) return false;
+    *d = at;
+    cg->inlined[a] = true;
+    return true;
+}
+
+static void plan_group_reads(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    for (uint32_t id = 1; id <= cg->ngroups; id++) {
+        ir_value first, last;
+        group_extent(cg, id, &first, &last);
+        if (first == IR_NONE || cg->prologue_of[id] != IR_NONE) continue;
+        const ir_node *ln = &g->nodes[last];
+        dim_set d = {.n = 1};   /* the element count; the shape's dims count apart, repeats too (emit_single) */
+        for (ir_value m = first; m <= last; m++) {
+            if (cg->group[m] != id) continue;
+            for (int i = 0; i < g->nodes[m].nargs; i++) {
+                ir_value a = ir_args(g, &g->nodes[m])[i];
+                if (take_gather(cg, id, first, last, a, &d, ln->rank)) continue;
+                int n = take_chain(cg, a, &d, ln->rank);
+                for (int k = 0; k < n; k++, a = ir_args(g, &g->nodes[a])[0]) cg->inlined[a] = true;
+            }
+        }
+    }
+}
+
 /* The step that computes r runs at this node: its matmul epilogue's last
  * op, its group's last member, or r itself. */
 static ir_value emitted_at(const cg_ctx *cg, ir_value r)
@@ -792,6 +888,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_joined_sums(cg);
     plan_widened_sums(cg);
     plan_scatter_sums(cg);
+    plan_group_reads(cg);
     plan_carried_copies(cg);
     plan_kernels(cg);
 }
@@ -840,6 +937,8 @@ void cuda_fuse_free(cg_ctx *cg)
 }
 
 bool cuda_fuse_is_member(const cg_ctx *cg, ir_value v) { return cg->group[v] != 0; }
+
+bool cuda_fuse_gathers(const cg_ctx *cg, ir_value v) { return cg->group && gathered(cg, v); }
 
 bool cuda_fuse_same_kernel(const cg_ctx *cg, ir_value a, ir_value b)
 {
@@ -985,9 +1084,13 @@ typedef enum load_kind {
     LOAD_ELEMENT,    /* at the element's own index: eight at a time in the vector loop */
     LOAD_SCALAR,     /* a rank-0 value, a scalar broadcast's source */
     LOAD_SPREAD,     /* through a broadcast, at the source offset of the element */
+    LOAD_THROUGH,    /* through movement links (plan_group_reads), from the value under them */
+    LOAD_GATHER,     /* a gather's element: its row's index, then the row's element (NaN out of range) */
+    LOAD_INDEX,      /* a gather's indices, read by its LOAD_GATHER */
 } load_kind;
 
-static void emit_loads(cg_ctx *cg, const ir_value *ins, int nins, const load_kind *how, const ir_value *spread_via, bool vec)
+static void emit_loads(cg_ctx *cg, nrt_step *s, const ir_value *ins, int nins, const load_kind *how, const ir_value *spread_via,
+                       bool vec)
 {
     const ir_graph *g = cg->g;
     for (int k = 0; k < nins; k++) {
@@ -998,6 +1101,25 @@ static void emit_loads(cg_ctx *cg, const ir_value *ins, int nins, const load_kin
         else if (how[k] == LOAD_SPREAD) {
             emit_spread_offset(cg, &g->nodes[spread_via[k]], &g->nodes[ins[k]], k);
             cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, o%d);\n", k, k, k);
+        } else if (how[k] == LOAD_GATHER) {
+            const ir_node *gn = &g->nodes[ins[k]];
+            ir_value idx = ir_args(g, gn)[1];
+            int q = 0;
+            while (ins[q] != idx) q++;
+            uint32_t nidx;
+            if (!cuda_numel_dim(cg, &g->nodes[idx], &nidx)) NC_BUG("gather indices' size");
+            int sn = cuda_dim_slot(s, nidx), sr = cuda_dim_slot(s, g->nodes[ir_args(g, gn)[0]].shape[0]);
+            cg_printf(&cg->body, "    long long o%d;\n    { const long long row = A.n[0] / (A.n[%d] > 0 ? A.n[%d] : 1), r = x%d[i / row];\n"
+                                 "      o%d = r < 0 || r >= A.n[%d] ? -1 : r * row + i %% row; }\n",
+                      k, sn, sn, q, k, sr);
+            cg_printf(&cg->body, "    const float in%d = o%d < 0 ? __int_as_float(0x7fc00000) : nc_ld(x%d, o%d);   // out of range: NaN\n",
+                      k, k, k, k);
+        } else if (how[k] == LOAD_THROUGH) {
+            char var[16];
+            snprintf(var, sizeof var, "o%d", k);
+            cg_printf(&cg->body, "    long long %s = i;\n", var);
+            cuda_emit_read_through(cg, s, ins[k], var);
+            cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, %s);\n", k, k, var);
         }
     }
 }
@@ -1007,7 +1129,7 @@ static void emit_loads(cg_ctx *cg, const ir_value *ins, int nins, const load_kin
  * stores at the element's index is 16-byte aligned (checked at run time),
  * then the rest one at a time. Broadcast sources are loaded one element at
  * a time in both. */
-static void emit_loop(cg_ctx *cg, const char *count, ir_value first, ir_value last, uint32_t id, const ir_value *ins,
+static void emit_loop(cg_ctx *cg, nrt_step *s, const char *count, ir_value first, ir_value last, uint32_t id, const ir_value *ins,
                       int nins, const load_kind *how, const ir_value *spread_via, const ir_value *outs, int nout,
                       int out_slot0)
 {
@@ -1020,12 +1142,12 @@ static void emit_loop(cg_ctx *cg, const char *count, ir_value first, ir_value la
         if (how[k] == LOAD_ELEMENT) cg_printf(&cg->body, "    float v%d[8];\n    nc_ld8(x%d, i0, v%d);\n", k, k, k);
     for (int k = 0; k < nout; k++) cg_printf(&cg->body, "    float w%d[8];\n", out_slot0 + k);
     cg_printf(&cg->body, "#pragma unroll\n    for (int e = 0; e < 8; e++) {\n    const long long i = i0 + e; (void)i;\n");
-    emit_loads(cg, ins, nins, how, spread_via, true);
+    emit_loads(cg, s, ins, nins, how, spread_via, true);
     emit_members(cg, first, last, id, ins, nins, outs, nout, out_slot0, true);
     cg_printf(&cg->body, "    }\n");
     for (int k = 0; k < nout; k++) cg_printf(&cg->body, "    nc_st8(y%d, i0, w%d);\n", out_slot0 + k, out_slot0 + k);
     cg_printf(&cg->body, "  }\n  NC_GRID_STRIDE_FROM(i, nvec * 8, %s) {\n", count);
-    emit_loads(cg, ins, nins, how, spread_via, false);
+    emit_loads(cg, s, ins, nins, how, spread_via, false);
     emit_members(cg, first, last, id, ins, nins, outs, nout, out_slot0, false);
     cg_printf(&cg->body, "  }\n  }\n");
 }
@@ -1047,6 +1169,21 @@ static void group_extent(const cg_ctx *cg, uint32_t id, ir_value *first, ir_valu
         }
 }
 
+/* Whether input k is the indices of a gather among the inputs. */
+static bool gather_index(const cg_ctx *cg, const ir_value *ins, int nin, int k)
+{
+    for (int q = 0; q < nin; q++)
+        if (gathered(cg, ins[q]) && ir_args(cg->g, &cg->g->nodes[ins[q]])[1] == ins[k]) return true;
+    return false;
+}
+
+/* The buffer input a is loaded from: a gather's table, the value under a
+ * read-through chain, or a itself. */
+static ir_value input_buffer(const cg_ctx *cg, ir_value a)
+{
+    return gathered(cg, a) ? ir_args(cg->g, &cg->g->nodes[a])[0] : cuda_chain_root(cg, a);
+}
+
 /* One group, one loop over its elements. */
 static bool emit_single(cg_ctx *cg, uint32_t id, ir_value first, ir_value v)
 {
@@ -1064,7 +1201,9 @@ static bool emit_single(cg_ctx *cg, uint32_t id, ir_value first, ir_value v)
     bool any_spread = false;
     for (int k = 0; k < nin; k++) {
         spread_via[k] = spread_of(cg, first, v, id, inputs[k]);
-        if (spread_via[k] != IR_NONE) s->spread_reads |= (uint64_t)1 << k;
+        if (spread_via[k] != IR_NONE || cuda_reads_through(cg, inputs[k]) || gathered(cg, inputs[k]) ||
+            gather_index(cg, inputs, nin, k))
+            s->spread_reads |= (uint64_t)1 << k;
         any_spread |= spread_via[k] != IR_NONE && g->nodes[inputs[k]].rank > 0;
     }
     if (any_spread)
@@ -1073,7 +1212,7 @@ static bool emit_single(cg_ctx *cg, uint32_t id, ir_value first, ir_value v)
         char name[16];
         snprintf(name, sizeof name, "x%d", k);
         cuda_decl_ptr(cg, name, k, g->nodes[inputs[k]].dtype, true);
-        cuda_add_buf(s, inputs[k]);
+        cuda_add_buf(s, input_buffer(cg, inputs[k]));
     }
     for (int k = 0; k < nout; k++) {
         char name[16];
@@ -1083,8 +1222,13 @@ static bool emit_single(cg_ctx *cg, uint32_t id, ir_value first, ir_value v)
     }
     load_kind how[GROUP_IO_CAP];   /* a rank-0 operand is a scalar broadcast's source */
     for (int k = 0; k < nin; k++)
-        how[k] = g->nodes[inputs[k]].rank == 0 ? LOAD_SCALAR : spread_via[k] != IR_NONE ? LOAD_SPREAD : LOAD_ELEMENT;
-    emit_loop(cg, "A.n[0]", first, v, id, inputs, nin, how, spread_via, outs, nout, 0);
+        how[k] = gather_index(cg, inputs, nin, k)        ? LOAD_INDEX
+                 : g->nodes[inputs[k]].rank == 0       ? LOAD_SCALAR
+                 : spread_via[k] != IR_NONE            ? LOAD_SPREAD
+                 : gathered(cg, inputs[k])             ? LOAD_GATHER
+                 : cuda_reads_through(cg, inputs[k])   ? LOAD_THROUGH
+                                                       : LOAD_ELEMENT;
+    emit_loop(cg, s, "A.n[0]", first, v, id, inputs, nin, how, spread_via, outs, nout, 0);
     cg_printf(&cg->cur_comment, "\n// fused:");
     comment_members(cg, first, v, id);
     cuda_end_kernel(cg);
@@ -1154,7 +1298,7 @@ static bool emit_sections(cg_ctx *cg, const uint32_t *ids, int n, ir_value v)
                 if (ins[q] == in[k]) how[q] = g->nodes[ins[q]].rank == 0 ? LOAD_SCALAR : LOAD_ELEMENT;
         char count[32];
         snprintf(count, sizeof count, "A.n[%d]", 1 + j);
-        emit_loop(cg, count, first[j], last[j], ids[j], ins, nins, how, NULL, outs[j], nout[j], out_slot0[j]);
+        emit_loop(cg, s, count, first[j], last[j], ids[j], ins, nins, how, NULL, outs[j], nout[j], out_slot0[j]);
         cg_printf(&cg->cur_comment, "%s", j ? " |" : "");
         comment_members(cg, first[j], last[j], ids[j]);
     }
@@ -1216,7 +1360,7 @@ void cuda_fuse_prologue_value(cg_ctx *cg, uint32_t id)
     group_io(cg, id, first, last, in, &nin, out, &nout);
     load_kind how[GROUP_IO_CAP] = {LOAD_NONE};
     for (int k = 0; k < nin; k++) how[k] = g->nodes[in[k]].rank == 0 ? LOAD_SCALAR : LOAD_ELEMENT;
-    emit_loads(cg, in, nin, how, NULL, false);
+    emit_loads(cg, NULL, in, nin, how, NULL, false);
     emit_members(cg, first, last, id, in, nin, out, 0, 0, false);
     cg_printf(&cg->body, "    pv = t%u;\n", ordinal(cg, first, out[0]));
 }

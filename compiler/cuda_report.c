@@ -151,6 +151,38 @@ static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint
     }
 }
 
+/* Movement ops a kernel reads through (cuda_emit.c, plan_group_reads in
+ * cuda_fuse.c): for each chain whose reader the kernel computes, the links
+ * from the reader down and the value in memory they index. */
+static void report_read_through(FILE *out, const cg_ctx *cg, const nrt_program *p, uint32_t k)
+{
+    const ir_graph *g = cg->g;
+    const nrt_step *s = &p->steps[k];
+    if (!cg->group || s->kind != NRT_STEP_KERNEL || s->node >= g->nnodes) return;
+    for (ir_value top = 0; top < g->nnodes; top++) {
+        ir_value r = cg->reader[top];
+        if (!cuda_reads_through(cg, top) || r == IR_NONE || cuda_reads_through(cg, r)) continue;
+        bool here = cg->group[r] ? cuda_fuse_same_kernel(cg, r, s->node) : r == s->node;
+        if (!here) continue;
+        fprintf(out, "along: step %u, kernel %s reads through ", k, p->kernel_names[s->kernel]);
+        bool first = true;
+        ir_value w = top;
+        for (; cuda_reads_through(cg, w); w = ir_args(g, &g->nodes[w])[0]) list_op(out, g, w, &first);
+        fprintf(out, " into ");
+        name_value(out, g, w);
+        fprintf(out, ": no kernels of their own\n");
+    }
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        ir_value r = cg->reader[v];
+        if (!cuda_fuse_gathers(cg, v) || r == IR_NONE || !cg->group[r] || !cuda_fuse_same_kernel(cg, r, s->node)) continue;
+        fprintf(out, "along: step %u, kernel %s gathers the rows of ", k, p->kernel_names[s->kernel]);
+        name_value(out, g, v);
+        fprintf(out, " from ");
+        name_value(out, g, ir_args(g, &g->nodes[v])[0]);
+        fprintf(out, " as it loads them: no kernel of its own, the rows are never stored\n");
+    }
+}
+
 /* A value that lives in another's buffer, once, where it is first written. */
 static void report_sharing(FILE *out, const ir_graph *g, const nrt_program *p, uint32_t k, bool *told)
 {
@@ -193,7 +225,8 @@ void cuda_report(const ir_graph *g, const nrt_program *p, bool fused, FILE *out)
     for (uint32_t k = 0; k < p->nsteps; k++) {
         const nrt_step *s = &p->steps[k];
         if (s->batch >= 2) report_batch(out, &cg, p, k);
-        if (s->kind == NRT_STEP_KERNEL && s->node < g->nnodes) report_kernel(out, &cg, p, k), report_along(out, &cg, p, k);
+        if (s->kind == NRT_STEP_KERNEL && s->node < g->nnodes)
+            report_kernel(out, &cg, p, k), report_along(out, &cg, p, k), report_read_through(out, &cg, p, k);
         if (s->kind == NRT_STEP_MATMUL && s->mm_epilogue) report_epilogue(out, &cg, k, s), epilogues++;
         report_sharing(out, g, p, k, told);
     }

@@ -135,9 +135,21 @@ static double step_bytes(const ir_graph *g, const nrt_program *p, const nrt_step
     double scattered = s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SCATTER_ADD && s->nbufs >= 3 ? scatter_bytes(g, p, s, b, syms) : -1;
     if (scattered >= 0) return scattered;
     int unused = s->kind == NRT_STEP_MATMUL ? nrt_matmul_slots_of(s).ones : -1;   /* a fallback's (setup_column_sums) */
+    /* a per-element kernel reads a value it loads at other offsets (a
+     * broadcast's source, the value under a slice it reads through) once
+     * an element at most */
+    int64_t elements = -1;
+    if (s->spread_reads && nrt_step_per_element(g, p, s) && s->nints > 0) dim_eval(&g->dims[s->ints[0]], syms, &elements);
     double bytes = 0;
-    for (int j = 0; j < s->nbufs; j++)
-        if (j != unused) bytes += (double)buf_bytes(b, s->bufs[j]);
+    for (int j = 0; j < s->nbufs; j++) {
+        if (j == unused) continue;
+        double whole = (double)buf_bytes(b, s->bufs[j]);
+        if (elements >= 0 && (s->spread_reads >> j & 1) && s->bufs[j] < g->nnodes) {
+            double read = (double)elements * (double)dtype_size(g->nodes[s->bufs[j]].dtype);
+            if (read < whole) whole = read;
+        }
+        bytes += whole;
+    }
     return bytes;
 }
 

@@ -66,6 +66,9 @@ int main(void)
         {.name = "narrow_lm_train", .path = NETC_SOURCE_DIR "/tests/train/narrow_lm.net", .dim_names = b64,
          .dim_values = v64, .ndims = 1, .int_range = 256, .use_graph = true, .train_step = true, .fuse = true,
          .check_updates = true},
+        /* fused kernels reading through transposes and slices, forward and backward */
+        {.name = "movement_train", .path = NETC_SOURCE_DIR "/tests/gpu/movement.net", .dim_names = b64, .dim_values = v2,
+         .ndims = 1, .use_graph = true, .train_step = true, .fuse = true, .check_updates = true},
         {.name = "gpt2_2layers_train_fused", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
          .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
          .train_step = true, .fuse = true, .profile = true},

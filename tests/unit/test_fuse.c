@@ -262,6 +262,13 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
         printf("%s: %u tensor-core attention steps, %u operands read from transposed copies, %u lse steps, %u transposes\n",
                path, tiled, from_copies, lse_steps, transposes);
         CHECK(tiled > 0 && from_copies == 0 && lse_steps == 0 && transposes == 0);
+        /* the token embedding's rows are gathered by the add of the position's
+         * (which is broadcast over the batch: its gather keeps a kernel) */
+        uint32_t gathers = 0;
+        for (uint32_t k = 0; k < fused.nsteps; k++)
+            gathers += fused.steps[k].kind == NRT_STEP_KERNEL && g->nodes[fused.steps[k].node].op == OP_GATHER;
+        printf("%s: %u gather kernels\n", path, gathers);
+        CHECK(gathers == 1);
     }
     int in_place = residuals_in_place(g, &fused);
     if (want_epilogues & NRT_EPI_RESIDUAL) CHECK(in_place > 0);
@@ -560,6 +567,48 @@ static void check_update_placement(bool read_after)
     ir_graph_free(g);
 }
 
+/* Fused kernels that load through movement ops and gathers (cuda_fuse.c,
+ * plan_group_reads): in tests/gpu/movement.net the only movement kernels
+ * left are the transpose an output needs written and the slice whose chain
+ * has more sizes than one kernel takes; no gather read only by a fused
+ * kernel has one; in cast_chain.net, none at all. The values read through
+ * are never written, and nothing reads a buffer no step wrote. */
+static void check_read_through(const char *root, const char *file, const char *dim, int64_t value, uint32_t want_movement)
+{
+    char path[1024], err[1024];
+    snprintf(path, sizeof path, "%s/%s", root, file);
+    const char *dn[] = {dim};
+    const int64_t dv[] = {value};
+    src_table src = {0};
+    driver_opts o = {.verify = true, .dim_names = dn, .dim_values = dv, .ndims = 1};
+    ir_graph *g = compile_file(path, &o, &src);
+    src_free(&src);
+    CHECK(g != NULL);
+    if (!g) return;
+    nrt_program p;
+    CHECK(cuda_emit_program_ex(g, true, &p, err, sizeof err));
+    uint32_t movement = 0, gathers = 0, unwritten = 0;
+    bool *written = calloc(g->nnodes + p.ntemps + 1, sizeof *written);
+    for (uint32_t k = 0; k < p.nsteps; k++) {
+        const nrt_step *st = &p.steps[k];
+        nc_op op = g->nodes[st->node].op;
+        movement += st->kind == NRT_STEP_KERNEL && op_is_movement_link(op) && op != OP_RESHAPE;
+        gathers += st->kind == NRT_STEP_KERNEL && op == OP_GATHER;
+        for (int j = 0; j < st->nbufs; j++) written[st->bufs[j]] = true;
+    }
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        nc_op op = g->nodes[v].op;
+        bool moved = (op == OP_TRANSPOSE || op == OP_SLICE || op == OP_GATHER) && dtype_is_float(g->nodes[v].dtype);
+        unwritten += moved && !written[v];
+    }
+    printf("%s: %u movement kernels, %u gather kernels, %u moved values never written\n", file, movement, gathers, unwritten);
+    CHECK(movement == want_movement && gathers == 0 && unwritten > 0);
+    CHECK(valid_dataflow(g, &p, true));
+    free(written);
+    nrt_program_free(&p);
+    ir_graph_free(g);
+}
+
 int main(int argc, char **argv)
 {
     const char *root = argc > 1 ? argv[1] : ".";
@@ -574,6 +623,8 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/examples/char_lm.net", root);
     check_model(path, b, v64, 1, 0, 0);
     check_recomputed_epilogues();
+    check_read_through(root, "tests/gpu/movement.net", "B", 2, 2);
+    check_read_through(root, "examples/cast_chain.net", "B", 64, 0);
     check_prepare(root);
     check_update_placement(true);
     check_update_placement(false);

@@ -284,11 +284,29 @@ static int launch_args(host_run *u, uint32_t k, launch_ctx *c)
     return 0;
 }
 
-/* A row kernel whose result may take the memory of an operand that dies
- * there (runtime/program.c, plan_in_place) runs again that way, on a copy
- * of the operand: the result must be the same, whichever warp gets ahead.
- * Its other results (a row's loss) go where the first run's went, so the
- * steps that read them check them too. */
+/* Whether the memory plan may give the result in slot out the memory of
+ * the operand in slot j, should it die at this step (runtime/program.c,
+ * plan_in_place): a row op's row operand, or a per-element kernel's operand
+ * of the result's size that it reads at the element's own index. */
+static bool may_run_in_place(const host_run *u, uint32_t k, int j, int out)
+{
+    const nrt_step *s = &u->p->steps[k];
+    uint32_t a = s->bufs[j], r = s->bufs[out];
+    for (int m = 0; m < s->nbufs; m++)   /* an update in its parameter's buffer: the first run was in place, and its operand is gone */
+        if (m != out && s->bufs[m] == r) return false;
+    if (nrt_step_rowwise_in_place(u->g, s, j)) return true;
+    if (!nrt_step_per_element(u->g, u->p, s) || !nrt_step_may_share(s, out, j) || a >= u->g->nnodes || r >= u->g->nnodes)
+        return false;
+    const cpu_tensor *x = &u->res->values[a], *y = &u->res->values[r];
+    return x->numel * (int64_t)dtype_size(x->dtype) == y->numel * (int64_t)dtype_size(y->dtype);
+}
+
+/* A kernel whose result may take the memory of an operand that dies
+ * there runs again that way, on a copy of the operand: the result must be
+ * the same, whichever warp gets ahead (a row op), and whatever other
+ * elements the kernel reads (one reading through a transpose must never
+ * be). Its other results (a row's loss) go where the first run's went, so
+ * the steps that read them check them too. */
 static int check_in_place(host_run *u, uint32_t k, kernel_fn *fn)
 {
     const nrt_step *s = &u->p->steps[k];
@@ -296,7 +314,7 @@ static int check_in_place(host_run *u, uint32_t k, kernel_fn *fn)
     uint32_t v = out >= 0 ? slot_value(u->p, k, out) : IR_NONE;
     if (out < 0 || v >= u->g->nnodes || u->first_write[v] != k || u->res->values[v].numel == 0) return 0;
     for (int j = 0; j < out; j++) {
-        if (!nrt_step_rowwise_in_place(u->g, s, j) || !u->mem[s->bufs[j]]) continue;
+        if (!may_run_in_place(u, k, j, out) || !u->mem[s->bufs[j]]) continue;
         const cpu_tensor *want = &u->res->values[v];
         size_t bytes = (size_t)want->numel * dtype_size(want->dtype);
         void *shared = malloc(bytes + 1);
@@ -460,6 +478,16 @@ static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, 
 }
 
 /* The model in the file at path, or (text not NULL) the source text, named path. */
+/* A fused kernel reading through a transpose of a value of its own size
+ * that dies there, launched alone: its result must not take that value's
+ * memory (other threads still read the elements it would overwrite). */
+static const char *transpose_dies_source =
+    "model dies(x: f32[B, 16, 16]) -> (y: f32[B, 16, 16]) {\n"
+    "  param w: f32[16, 16] = xavier\n"
+    "  u = exp((x @ w) * 0.1)\n"
+    "  return (transpose(u, [0, 2, 1]) + 1.0) @ w\n"
+    "}\n";
+
 static void check_model_text(const char *name, const char *path, const char *text, bool fuse, const char *const *dn,
                              const int64_t *dv, int nd, const char *const *sn, const char *const *sv, int nsets, bool train_step)
 {
@@ -668,6 +696,11 @@ int main(void)
         check_model(name, "tests/gpu/reduce.net", fuse, b, v5, 1, NULL, NULL, 0, false);
         snprintf(name, sizeof name, "char_lm%s", fuse ? " --fuse" : "");
         check_model(name, "examples/char_lm.net", fuse, b, vb2, 1, csn, csv, 3, true);
+        /* fused kernels reading through transposes and slices (same-size operands dying there: not in place) */
+        snprintf(name, sizeof name, "movement%s", fuse ? " --fuse" : "");
+        check_model(name, "tests/gpu/movement.net", fuse, b, vb2, 1, NULL, NULL, 0, true);
+        snprintf(name, sizeof name, "a transpose's operand dying where it is read%s", fuse ? " --fuse" : "");
+        check_model_text(name, "dies.net", transpose_dies_source, fuse, b, vb2, 1, NULL, NULL, 0, false);
         snprintf(name, sizeof name, "dropout (training)%s", fuse ? " --fuse" : "");
         check_model_text(name, "drop.net", dropout_source, fuse, b, v5, 1, NULL, NULL, 0, true);
     }

@@ -149,6 +149,67 @@ static void check_dropout_steps(void)
     nrt_module_free(fm);
 }
 
+/* A mean over the batch in a module built with B unbound: the gradient
+ * divides by the count the run binds (computed in the step), so one module
+ * trains at any batch. One SGD step at B = 3 and at B = 5 against the
+ * update worked out by hand: w -= lr * x^T (2 (x w - t) / (2 B)). */
+static const char *mean_source =
+    "model reg(x: f32[B, 3]) -> (y: f32[B, 2]) {\n"
+    "  param w: f32[3, 2] = zeros\n"
+    "  return x @ w\n"
+    "}\n"
+    "train reg(t: f32[B, 2]) {\n"
+    "  loss = mean(square(y - t))\n"
+    "  optimizer sgd(lr: 0.1)\n"
+    "}\n";
+
+static void check_symbolic_mean(void)
+{
+    char path[] = "/tmp/netc_mean_XXXXXX";
+    if (!write_module("reg.net", mean_source, path)) { failures++; return; }
+    nrt_module *tm;
+    nrt_error e;
+    CHECK(nrt_module_load_entry(path, "train", &tm, &e) == NRT_OK);
+    unlink(path);
+    if (failures) return;
+    for (int64_t B = 3; B <= 5; B += 2) {
+        const char *dn[] = {"B"};
+        int64_t dv[] = {B};
+        nrt_session_opts so = nrt_session_defaults();
+        so.device = NRT_DEVICE_CPU, so.dim_names = dn, so.dim_values = dv, so.ndims = 1, so.seed = 1;
+        nrt_session *s;
+        CHECK(nrt_session_create(tm, &so, &s, &e) == NRT_OK);
+        if (failures) return;
+        float x[5][3], t[5][2], w0[3][2], w[3][2], lr = 0.1f;
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 2; j++) w0[i][j] = 0.25f * (float)(i - j);
+        for (int b = 0; b < B; b++) {
+            for (int i = 0; i < 3; i++) x[b][i] = (float)(b + 1) * 0.5f - (float)i;
+            for (int j = 0; j < 2; j++) t[b][j] = (float)(b * j) - 1.0f;
+        }
+        CHECK(nrt_session_set_param(s, "w", NRT_F32, 2, (int64_t[]){3, 2}, w0, &e) == NRT_OK);
+        CHECK(nrt_session_set_input(s, "x", NRT_F32, 2, (int64_t[]){B, 3}, x, &e) == NRT_OK);
+        CHECK(nrt_session_set_input(s, "t", NRT_F32, 2, (int64_t[]){B, 2}, t, &e) == NRT_OK);
+        CHECK(nrt_session_set_input(s, "@lr", NRT_F32, 0, NULL, &lr, &e) == NRT_OK);
+        CHECK(nrt_session_run(s, &e) == NRT_OK);
+        CHECK(nrt_session_get_param(s, "w", w, sizeof w, &e) == NRT_OK);
+        double worst = 0;
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 2; j++) {
+                double g = 0;
+                for (int b = 0; b < B; b++) {
+                    double y = x[b][0] * w0[0][j] + x[b][1] * w0[1][j] + x[b][2] * w0[2][j];
+                    g += x[b][i] * 2.0 * (y - t[b][j]) / (2.0 * (double)B);
+                }
+                worst = fmax(worst, fabs(w[i][j] - (w0[i][j] - lr * g)));
+            }
+        printf("mean over B unbound at build: one step at B = %lld, largest error in w %.3g\n", (long long)B, worst);
+        CHECK(worst < 1e-5);
+        nrt_session_free(s);
+    }
+    nrt_module_free(tm);
+}
+
 int main(void)
 {
     char path[] = "/tmp/netc_entry_XXXXXX";
@@ -213,6 +274,7 @@ int main(void)
     nrt_module_free(fm);
     unlink(path);
     check_dropout_steps();
+    check_symbolic_mean();
     if (!failures) printf("test_train_entry: all checks passed\n");
     return failures != 0;
 }
