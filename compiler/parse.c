@@ -14,7 +14,7 @@ static const struct {
 } parse_hints[] = {
     {"unexpected config", "config constants go in the model header, before its '{': model m(x: f32[B, N]) -> f32[B, N] config N = 4 {"},
     {"unexpected param", "param declares a parameter inside a model or fn body: param w: f32[4, 4] = xavier"},
-    {"unexpected ->", "a model's or fn's outputs follow its inputs on the same line: model m(x: f32[B, 4]) -> (y: f32[B, 4])"},
+    {"unexpected ->", "'->' comes once, between a model's or fn's inputs and its outputs: model m(x: f32[B, 4]) -> (y: f32[B, 4])"},
     {"unexpected optimizer", "optimizer, schedule, loss_scale and clip_grad_norm go in a train section: train m { optimizer adam(lr: 1e-3) }"},
 };
 
