@@ -722,12 +722,16 @@ static int take_chain(const cg_ctx *cg, ir_value a, dim_set *d, int spare)
     return taken;
 }
 
-/* A gather of float rows that only the member reads, as operand a: the
- * group loads the index and the row's element itself (an embedding's
- * lookup and what follows it: one kernel, the rows never stored). */
+/* A gather of float rows that only the member reads, as operand a (or
+ * through broadcasts only it reads: the position embedding, the same rows
+ * for every batch): the group loads the index and the row's element itself
+ * (an embedding's lookup and what follows it: one kernel, the rows never
+ * stored). */
 static bool take_gather(cg_ctx *cg, uint32_t id, ir_value first, ir_value last, ir_value a, dim_set *d, int spare)
 {
     const ir_graph *g = cg->g;
+    for (; spread(g, a); a = ir_args(g, &g->nodes[a])[0])
+        if (!cg->inlined[a] || cg->readers[a] != 1) return false;
     const ir_node *an = &g->nodes[a];
     if (an->op != OP_GATHER || !dtype_is_float(an->dtype) || cg->readers[a] != 1 || cg->escapes[a] || cg->group[a] ||
         cg->absorbed[a] || cg->inlined[a])
@@ -736,9 +740,12 @@ static bool take_gather(cg_ctx *cg, uint32_t id, ir_value first, ir_value last, 
     uint32_t nidx;
     if (g->nodes[idx].rank == 0 || !in_memory(cg, table) || !in_memory(cg, idx) || !cuda_numel_dim(cg, &g->nodes[idx], &nidx))
         return false;
+    uint32_t count;   /* the gather's elements: the group's, or fewer under a broadcast */
+    if (!cuda_numel_dim(cg, an, &count)) return false;
     dim_set at = *d;
     dims_add(&at, &nidx, 1);
     dims_add(&at, &g->nodes[table].shape[0], 1);
+    dims_add(&at, &count, 1);
     ir_value in[GROUP_IO_CAP], out[GROUP_IO_CAP];
     int nin, nout;
     group_io(cg, id, first, last, in, &nin, out, &nout);
@@ -1078,6 +1085,25 @@ static void emit_members(cg_ctx *cg, ir_value first, ir_value last, uint32_t id,
     }
 }
 
+/* Code loading in<k>, the element at index `at` of gather ins[k], from
+ * its table (x<k>) at the row its index (the indices' input) picks. */
+static void emit_gather_load(cg_ctx *cg, nrt_step *s, const ir_value *ins, int k, const char *at)
+{
+    const ir_graph *g = cg->g;
+    const ir_node *gn = &g->nodes[ins[k]];
+    ir_value idx = ir_args(g, gn)[1];
+    int q = 0;
+    while (ins[q] != idx) q++;
+    uint32_t nidx, count;
+    if (!cuda_numel_dim(cg, &g->nodes[idx], &nidx) || !cuda_numel_dim(cg, gn, &count)) NC_BUG("gather sizes");
+    int sn = cuda_dim_slot(s, nidx), sc = cuda_dim_slot(s, count), sr = cuda_dim_slot(s, g->nodes[ir_args(g, gn)[0]].shape[0]);
+    cg_printf(&cg->body, "    long long g%d;\n    { const long long row = A.n[%d] / (A.n[%d] > 0 ? A.n[%d] : 1), r = x%d[%s / row];\n"
+                         "      g%d = r < 0 || r >= A.n[%d] ? -1 : r * row + %s %% row; }\n",
+              k, sc, sn, sn, q, at, k, sr, at);
+    cg_printf(&cg->body, "    const float in%d = g%d < 0 ? __int_as_float(0x7fc00000) : nc_ld(x%d, g%d);   // out of range: NaN\n", k,
+              k, k, k);
+}
+
 /* How a loop loads each of its kernel's inputs. */
 typedef enum load_kind {
     LOAD_NONE,       /* another loop's */
@@ -1102,18 +1128,12 @@ static void emit_loads(cg_ctx *cg, nrt_step *s, const ir_value *ins, int nins, c
             emit_spread_offset(cg, &g->nodes[spread_via[k]], &g->nodes[ins[k]], k);
             cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, o%d);\n", k, k, k);
         } else if (how[k] == LOAD_GATHER) {
-            const ir_node *gn = &g->nodes[ins[k]];
-            ir_value idx = ir_args(g, gn)[1];
-            int q = 0;
-            while (ins[q] != idx) q++;
-            uint32_t nidx;
-            if (!cuda_numel_dim(cg, &g->nodes[idx], &nidx)) NC_BUG("gather indices' size");
-            int sn = cuda_dim_slot(s, nidx), sr = cuda_dim_slot(s, g->nodes[ir_args(g, gn)[0]].shape[0]);
-            cg_printf(&cg->body, "    long long o%d;\n    { const long long row = A.n[0] / (A.n[%d] > 0 ? A.n[%d] : 1), r = x%d[i / row];\n"
-                                 "      o%d = r < 0 || r >= A.n[%d] ? -1 : r * row + i %% row; }\n",
-                      k, sn, sn, q, k, sr);
-            cg_printf(&cg->body, "    const float in%d = o%d < 0 ? __int_as_float(0x7fc00000) : nc_ld(x%d, o%d);   // out of range: NaN\n",
-                      k, k, k, k);
+            char at[16] = "i";
+            if (spread_via && spread_via[k] != IR_NONE) {   /* the element of the broadcast's source first */
+                emit_spread_offset(cg, &g->nodes[spread_via[k]], &g->nodes[ins[k]], k);
+                snprintf(at, sizeof at, "o%d", k);
+            }
+            emit_gather_load(cg, s, ins, k, at);
         } else if (how[k] == LOAD_THROUGH) {
             char var[16];
             snprintf(var, sizeof var, "o%d", k);
@@ -1223,9 +1243,9 @@ static bool emit_single(cg_ctx *cg, uint32_t id, ir_value first, ir_value v)
     load_kind how[GROUP_IO_CAP];   /* a rank-0 operand is a scalar broadcast's source */
     for (int k = 0; k < nin; k++)
         how[k] = gather_index(cg, inputs, nin, k)        ? LOAD_INDEX
+                 : gathered(cg, inputs[k])             ? LOAD_GATHER
                  : g->nodes[inputs[k]].rank == 0       ? LOAD_SCALAR
                  : spread_via[k] != IR_NONE            ? LOAD_SPREAD
-                 : gathered(cg, inputs[k])             ? LOAD_GATHER
                  : cuda_reads_through(cg, inputs[k])   ? LOAD_THROUGH
                                                        : LOAD_ELEMENT;
     emit_loop(cg, s, "A.n[0]", first, v, id, inputs, nin, how, spread_via, outs, nout, 0);

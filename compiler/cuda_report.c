@@ -173,8 +173,10 @@ static void report_read_through(FILE *out, const cg_ctx *cg, const nrt_program *
         fprintf(out, ": no kernels of their own\n");
     }
     for (ir_value v = 0; v < g->nnodes; v++) {
+        if (!cuda_fuse_gathers(cg, v)) continue;
         ir_value r = cg->reader[v];
-        if (!cuda_fuse_gathers(cg, v) || r == IR_NONE || !cg->group[r] || !cuda_fuse_same_kernel(cg, r, s->node)) continue;
+        while (r != IR_NONE && !cg->group[r] && g->nodes[r].op == OP_BROADCAST) r = cg->reader[r];   /* loaded through */
+        if (r == IR_NONE || !cg->group[r] || !cuda_fuse_same_kernel(cg, r, s->node)) continue;
         fprintf(out, "along: step %u, kernel %s gathers the rows of ", k, p->kernel_names[s->kernel]);
         name_value(out, g, v);
         fprintf(out, " from ");

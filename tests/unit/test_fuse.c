@@ -262,13 +262,13 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
         printf("%s: %u tensor-core attention steps, %u operands read from transposed copies, %u lse steps, %u transposes\n",
                path, tiled, from_copies, lse_steps, transposes);
         CHECK(tiled > 0 && from_copies == 0 && lse_steps == 0 && transposes == 0);
-        /* the token embedding's rows are gathered by the add of the position's
-         * (which is broadcast over the batch: its gather keeps a kernel) */
+        /* the token and position embeddings' rows are gathered by their add
+         * (the position's through its broadcast over the batch) */
         uint32_t gathers = 0;
         for (uint32_t k = 0; k < fused.nsteps; k++)
             gathers += fused.steps[k].kind == NRT_STEP_KERNEL && g->nodes[fused.steps[k].node].op == OP_GATHER;
         printf("%s: %u gather kernels\n", path, gathers);
-        CHECK(gathers == 1);
+        CHECK(gathers == 0);
     }
     int in_place = residuals_in_place(g, &fused);
     if (want_epilogues & NRT_EPI_RESIDUAL) CHECK(in_place > 0);
@@ -513,7 +513,7 @@ static void check_prepare(const char *root)
         printf("gpt2 (2 layers) %s: %u prepare steps (%u casts) in %u launches, %u overlaps of their buffers\n",
                train ? "training step" : "forward", prepare, casts, prepare_launches, overlaps);
         CHECK(prepare > 0 && overlaps == 0 && out_of_front == 0 && prepare_launches <= 3);   /* ... and batch */
-        CHECK(train ? casts >= 3 : casts >= 8);   /* the training step's are a kernel per layer */
+        CHECK(train ? casts >= 2 : casts >= 8);   /* the training step's are loops of a few kernels */
         uint32_t copies = 0;
         for (uint32_t k = 0; train && k < p.nsteps; k++) {
             if (!p.steps[k].prepare) continue;
