@@ -365,7 +365,8 @@ typedef struct group_span {
     ir_value first, last;
     ir_value in[GROUP_IO_CAP], out[GROUP_IO_CAP];
     int nin, nout;
-    bool spreads;          /* loads a source at another element's offset (a broadcast's, or through movement links) */
+    bool spreads;          /* loads a source at another element's offset (a broadcast's, through movement links or a
+                              gather), or runs over a node with a kernel: keeps its kernel to itself */
 } group_span;
 
 static ir_value spread_of(const cg_ctx *cg, ir_value first, ir_value last, uint32_t id, ir_value a);
@@ -413,6 +414,8 @@ static void plan_kernels(cg_ctx *cg)
         for (ir_value u = v; u < g->nnodes; u++)
             if (cg->group[u] == id) next->last = u;
         group_io(cg, id, next->first, next->last, next->in, &next->nin, next->out, &next->nout);
+        for (ir_value u = next->first + 1; u < next->last && !next->spreads; u++)   /* a kernel inside the run runs first */
+            next->spreads = cg->group[u] != id && !cg->inlined[u] && g->nodes[u].op != OP_PARAM && g->nodes[u].op != OP_INPUT;
         for (int k = 0; k < next->nin && !next->spreads; k++)
             next->spreads = (g->nodes[next->in[k]].rank > 0 && spread_of(cg, next->first, next->last, id, next->in[k]) != IR_NONE) ||
                             cuda_reads_through(cg, next->in[k]) || gathered(cg, next->in[k]);
@@ -840,6 +843,20 @@ static void plan_carried_copies(cg_ctx *cg)
     free(update_of);
 }
 
+/* Cheap nodes that read no member of the open group do not close its
+ * run: a movement link or a gather the group may load through
+ * (plan_group_reads), an iota (a gather's positions). One that keeps a
+ * kernel runs before the group's, which comes at its last member. */
+static bool passes_over(const cg_ctx *cg, ir_value v, uint32_t id)
+{
+    const ir_graph *g = cg->g;
+    const ir_node *n = &g->nodes[v];
+    if (!(op_is_movement_link(n->op) || n->op == OP_GATHER || n->op == OP_IOTA) || cg->absorbed[v]) return false;
+    for (int i = 0; i < n->nargs; i++)
+        if (cg->group[through_spread(g, ir_args(g, n)[i])] == id) return false;
+    return true;
+}
+
 void cuda_fuse_plan(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
@@ -866,6 +883,7 @@ void cuda_fuse_plan(cg_ctx *cg)
             continue;
         }
         if (g->nodes[v].op == OP_PARAM || g->nodes[v].op == OP_INPUT) continue;   /* no kernel: nothing to split */
+        if (first != IR_NONE && passes_over(cg, v, id)) continue;
         bool can_fuse = fusable(g, v) && !cg->absorbed[v];
         bool joins = can_fuse && first != IR_NONE && same_shape(&g->nodes[first], &g->nodes[v]);
         if (joins) {

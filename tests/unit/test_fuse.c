@@ -82,10 +82,11 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
             }
         }
     }
-    /* a group is a contiguous run: only its members, fills and broadcasts
-     * (which fused readers read through), parameters and inputs (no
-     * kernel) lie between its first and last member (the kernel runs at the
-     * last one) */
+    /* a group is a run: only its members, fills and broadcasts (which
+     * fused readers read through), parameters and inputs (no kernel), and
+     * movement ops, gathers and iotas that read no member (read through by
+     * the group, or run before its kernel) lie between its first and last
+     * member (the kernel runs at the last one) */
     for (ir_value v = 0; cg.group && v < g->nnodes && ok; v++) {
         if (!cg.group[v] || (v > 0 && cg.group[v - 1] == cg.group[v])) continue;
         ir_value end = v;
@@ -94,6 +95,14 @@ static bool valid_dataflow(const ir_graph *g, const nrt_program *p, bool fused)
         for (ir_value u = v; u <= end && ok; u++) {
             const ir_node *n = &g->nodes[u];
             bool inlined = (n->op == OP_FILL && n->rank == 0) || n->op == OP_BROADCAST || n->op == OP_PARAM || n->op == OP_INPUT;
+            if (op_is_movement_link(n->op) || n->op == OP_GATHER || n->op == OP_IOTA) {
+                inlined = true;
+                for (int i = 0; i < n->nargs; i++) {
+                    ir_value a = ir_args(g, n)[i];
+                    while (g->nodes[a].op == OP_BROADCAST) a = ir_args(g, &g->nodes[a])[0];
+                    inlined &= cg.group[a] != cg.group[v];
+                }
+            }
             if (cg.group[u] != cg.group[v] && !inlined) {
                 fprintf(stderr, "group of %%%u..%%%u holds %%%u (%s), not a member\n", v, end, u, nc_ops[n->op].name);
                 ok = false;
