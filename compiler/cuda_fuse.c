@@ -696,23 +696,34 @@ ir_value cuda_scatter_addend(const ir_graph *g, ir_value o, ir_value *narrow)
  * kernels follow; a chain is taken up to its last transpose or slice whose
  * sizes still fit the step (a reshape alone is a view already). Prologue
  * groups load at the element's own index and keep their operands. */
-static bool chain_link(const cg_ctx *cg, ir_value w)
+static bool chain_link(const cg_ctx *cg, ir_value w, uint32_t readers)
 {
-    return op_is_movement_link(cg->g->nodes[w].op) && cg->readers[w] == 1 && !cg->escapes[w] && !cg->group[w] &&
+    return op_is_movement_link(cg->g->nodes[w].op) && cg->readers[w] == readers && !cg->escapes[w] && !cg->group[w] &&
            !cg->absorbed[w] && !cg->inlined[w];
 }
 
+/* How many operand slots of group id's members (over [first, last]) read
+ * v: where that is all of v's readers, the group alone reads it. */
+static uint32_t group_reads(const cg_ctx *cg, uint32_t id, ir_value first, ir_value last, ir_value v)
+{
+    uint32_t n = 0;
+    for (ir_value m = first; m <= last; m++)
+        for (int i = 0; cg->group[m] == id && i < cg->g->nodes[m].nargs; i++) n += ir_args(cg->g, &cg->g->nodes[m])[i] == v;
+    return n;
+}
+
 /* How many links of the chain a member reads as operand a the group
- * takes (0: none), with the sizes they add to d: up to a value in memory,
+ * takes (0: none; a must have no readers but the group's `readers`
+ * slots), with the sizes they add to d: up to a value in memory,
  * through a transpose or slice at least. Links a read-through kernel took
  * already (a transpose under the slice) come along. */
-static int take_chain(const cg_ctx *cg, ir_value a, dim_set *d, int spare)
+static int take_chain(const cg_ctx *cg, ir_value a, uint32_t readers, dim_set *d, int spare)
 {
     const ir_graph *g = cg->g;
     dim_set at = *d;
     int taken = 0, n = 0;
     bool moves = false;
-    for (ir_value w = a; chain_link(cg, w) || (w != a && cuda_reads_through(cg, w)); w = ir_args(g, &g->nodes[w])[0]) {
+    for (ir_value w = a; chain_link(cg, w, w == a ? readers : 1) || (w != a && cuda_reads_through(cg, w)); w = ir_args(g, &g->nodes[w])[0]) {
         const ir_node *wn = &g->nodes[w], *un = &g->nodes[ir_args(g, wn)[0]];
         dims_add(&at, wn->shape, wn->rank);
         dims_add(&at, un->shape, un->rank);
@@ -725,18 +736,19 @@ static int take_chain(const cg_ctx *cg, ir_value a, dim_set *d, int spare)
     return taken;
 }
 
-/* A gather of float rows that only the member reads, as operand a (or
- * through broadcasts only it reads: the position embedding, the same rows
+/* A gather of float rows that only the group's members read, as operand a
+ * (or through broadcasts only they read: the position embedding, the same rows
  * for every batch): the group loads the index and the row's element itself
  * (an embedding's lookup and what follows it: one kernel, the rows never
  * stored). */
 static bool take_gather(cg_ctx *cg, uint32_t id, ir_value first, ir_value last, ir_value a, dim_set *d, int spare)
 {
     const ir_graph *g = cg->g;
-    for (; spread(g, a); a = ir_args(g, &g->nodes[a])[0])
-        if (!cg->inlined[a] || cg->readers[a] != 1) return false;
+    uint32_t readers = group_reads(cg, id, first, last, a);   /* the group's members read it, and nothing else */
+    for (; spread(g, a); a = ir_args(g, &g->nodes[a])[0], readers = 1)
+        if (!cg->inlined[a] || cg->readers[a] != readers) return false;
     const ir_node *an = &g->nodes[a];
-    if (an->op != OP_GATHER || !dtype_is_float(an->dtype) || cg->readers[a] != 1 || cg->escapes[a] || cg->group[a] ||
+    if (an->op != OP_GATHER || !dtype_is_float(an->dtype) || cg->readers[a] != readers || cg->escapes[a] || cg->group[a] ||
         cg->absorbed[a] || cg->inlined[a])
         return false;
     ir_value table = ir_args(g, an)[0], idx = ir_args(g, an)[1];
@@ -772,7 +784,7 @@ static void plan_group_reads(cg_ctx *cg)
             for (int i = 0; i < g->nodes[m].nargs; i++) {
                 ir_value a = ir_args(g, &g->nodes[m])[i];
                 if (take_gather(cg, id, first, last, a, &d, ln->rank)) continue;
-                int n = take_chain(cg, a, &d, ln->rank);
+                int n = take_chain(cg, a, group_reads(cg, id, first, last, a), &d, ln->rank);
                 for (int k = 0; k < n; k++, a = ir_args(g, &g->nodes[a])[0]) cg->inlined[a] = true;
             }
         }
