@@ -7,9 +7,10 @@
  * (shared buffers shared), running each kernel with the runtime's launch
  * shape and taking matmuls' and copies' results from the CPU executor (a
  * matmul step is checked against its operands); every operand read and
- * every result written is compared with the executor's. This checks the code
- * generator, fusion included, on a machine without a GPU. Skipped (77) when
- * no C++ compiler is found. */
+ * every result written is compared with the executor's; a kernel whose
+ * result the memory plan may put in an operand's memory runs again that
+ * way and must agree too. This checks the code generator, fusion included,
+ * on a machine without a GPU. Skipped (77) when no C++ compiler is found. */
 #include "cpu_exec.h"
 #include "cuda_emit.h"
 #include "driver.h"
