@@ -372,11 +372,16 @@ static void grad_mean(ad_ctx *c, ir_value v, ir_value g)
      * (exact up to 2^24 elements, rounded as the constant would be past it) */
     ir_node one = {.op = OP_FILL, .dtype = NC_F32};
     one.attr.f = 1.0;
-    uint32_t xshape[NC_MAX_RANK];
+    uint32_t xshape[NC_MAX_RANK];   /* copied: building nodes may move x and n */
     memcpy(xshape, x->shape, sizeof xshape);
-    ir_value ones = broadcast_to(c, build(c, one, NULL, 0), x->rank, xshape);
-    ir_value count = reduce(c, OP_SUM, ones, n->attr.axes, n->attr.naxes, n->attr.keepdim);
+    uint8_t xrank = x->rank;
+    int8_t axes[NC_MAX_RANK];
+    memcpy(axes, n->attr.axes, sizeof axes);
+    int naxes = n->attr.naxes;
+    bool keepdim = n->attr.keepdim;
     nc_dtype t = nd(c, g)->dtype;
+    ir_value ones = broadcast_to(c, build(c, one, NULL, 0), xrank, xshape);
+    ir_value count = reduce(c, OP_SUM, ones, axes, naxes, keepdim);
     ir_value share = bin(c, OP_DIV, unreduce(c, v, cast_to(c, g, NC_F32)), unreduce(c, v, count));
     add_grad(c, A0, cast_to(c, share, t));
 }
