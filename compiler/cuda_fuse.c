@@ -1248,12 +1248,18 @@ static bool emit_single(cg_ctx *cg, uint32_t id, ir_value first, ir_value v)
     if (!cuda_numel_dim(cg, &g->nodes[v], &numel)) return false;
     cuda_add_int(s, numel);
     ir_value spread_via[GROUP_IO_CAP];   /* the broadcast each input is loaded through, if any */
+    load_kind how[GROUP_IO_CAP];
     bool any_spread = false;
     for (int k = 0; k < nin; k++) {
         spread_via[k] = spread_of(cg, first, v, id, inputs[k]);
-        if (spread_via[k] != IR_NONE || cuda_reads_through(cg, inputs[k]) || gathered(cg, inputs[k]) ||
-            gather_index(cg, inputs, nin, k))
-            s->spread_reads |= (uint64_t)1 << k;
+        /* read through links even at rank 0 (a scalar group's slice is not at offset 0) */
+        how[k] = gather_index(cg, inputs, nin, k)        ? LOAD_INDEX
+                 : gathered(cg, inputs[k])             ? LOAD_GATHER
+                 : cuda_reads_through(cg, inputs[k])   ? LOAD_THROUGH
+                 : g->nodes[inputs[k]].rank == 0       ? LOAD_SCALAR
+                 : spread_via[k] != IR_NONE            ? LOAD_SPREAD
+                                                       : LOAD_ELEMENT;
+        if (spread_via[k] != IR_NONE || (how[k] != LOAD_ELEMENT && how[k] != LOAD_SCALAR)) s->spread_reads |= (uint64_t)1 << k;
         any_spread |= spread_via[k] != IR_NONE && g->nodes[inputs[k]].rank > 0;
     }
     if (any_spread)
@@ -1270,14 +1276,6 @@ static bool emit_single(cg_ctx *cg, uint32_t id, ir_value first, ir_value v)
         cuda_decl_ptr(cg, name, nin + k, g->nodes[outs[k]].dtype, false);
         cuda_add_buf(s, outs[k]);
     }
-    load_kind how[GROUP_IO_CAP];   /* a rank-0 operand is a scalar broadcast's source */
-    for (int k = 0; k < nin; k++)
-        how[k] = gather_index(cg, inputs, nin, k)        ? LOAD_INDEX
-                 : gathered(cg, inputs[k])             ? LOAD_GATHER
-                 : g->nodes[inputs[k]].rank == 0       ? LOAD_SCALAR
-                 : spread_via[k] != IR_NONE            ? LOAD_SPREAD
-                 : cuda_reads_through(cg, inputs[k])   ? LOAD_THROUGH
-                                                       : LOAD_ELEMENT;
     emit_loop(cg, s, "A.n[0]", first, v, id, inputs, nin, how, spread_via, outs, nout, 0);
     cg_printf(&cg->cur_comment, "\n// fused:");
     comment_members(cg, first, v, id);

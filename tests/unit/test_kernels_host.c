@@ -489,6 +489,13 @@ static const char *transpose_dies_source =
     "  return (transpose(u, [0, 2, 1]) + 1.0) @ w\n"
     "}\n";
 
+/* A scalar group reading through a slice: its one element is at the
+ * slice's start, not at offset 0. */
+static const char *scalar_slice_source =
+    "model scal(x: f32[B]) -> (y: f32) {\n"
+    "  return relu(reshape(slice(x, axis: 0, start: 3, end: 4), [])) * 2.0\n"
+    "}\n";
+
 static void check_model_text(const char *name, const char *path, const char *text, bool fuse, const char *const *dn,
                              const int64_t *dv, int nd, const char *const *sn, const char *const *sv, int nsets, bool train_step)
 {
@@ -702,6 +709,8 @@ int main(void)
         check_model(name, "tests/gpu/movement.net", fuse, b, vb2, 1, NULL, NULL, 0, true);
         snprintf(name, sizeof name, "a transpose's operand dying where it is read%s", fuse ? " --fuse" : "");
         check_model_text(name, "dies.net", transpose_dies_source, fuse, b, vb2, 1, NULL, NULL, 0, false);
+        snprintf(name, sizeof name, "a scalar read through a slice%s", fuse ? " --fuse" : "");
+        check_model_text(name, "scal.net", scalar_slice_source, fuse, b, v5, 1, NULL, NULL, 0, false);
         snprintf(name, sizeof name, "dropout (training)%s", fuse ? " --fuse" : "");
         check_model_text(name, "drop.net", dropout_source, fuse, b, v5, 1, NULL, NULL, 0, true);
     }
