@@ -10,7 +10,9 @@ loop body issues.
 
 --interior drops the attention kernels' per-score mask (the branch only the
 tiles on the causal diagonal or the end take), leaving the path the other
-tiles run. Needs nvcc, and cuobjdump and nvdisasm on PATH (the CUDA toolkit's,
+tiles run. --fast-division drops the 64-bit divide of nc_divmod (taken only
+for an index or size of 2^32 or more), leaving the path nearly every launch
+runs. Needs nvcc, and cuobjdump and nvdisasm on PATH (the CUDA toolkit's,
 or pip's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm). Not a test: a way to
 see what a change to the generator does to the instructions a kernel issues.
 """
@@ -68,6 +70,10 @@ def main():
     if len(args) != 2:
         sys.exit(__doc__)
     text = open(args[0]).read()
+    if "--fast-division" in sys.argv:
+        text, n = re.subn(r"const long long q = n / D\.d; \*rem = n - q \* D\.d; return q; \}", "*rem = 0; return 0; }", text)
+        if n != 1:
+            sys.exit("sass_loops.py: no 64-bit divide in nc_divmod to drop")
     if "--interior" in sys.argv:
         text = re.sub(r"if \(c0 \+ 64 > [ST]( \|\| c0 == row0)?\) \{", "if (false) {", text)
     with tempfile.TemporaryDirectory() as work:

@@ -107,6 +107,25 @@ static const char prelude[] =
     "__device__ __forceinline__ long long nc_min(long long a, long long b) { return a < b ? a : b; }\n"
     "__device__ __forceinline__ float nc_div(float a, float b) { return a / b; }\n"
     "__device__ __forceinline__ long long nc_div(long long a, long long b) { return b == 0 ? 0 : a / b; }\n"
+    "// Division by a size known at run time (an element's coordinates, a gathered row). A 64-bit\n"
+    "// divide is a long instruction sequence per element; for the dividends and divisors under 2^32\n"
+    "// that nearly every tensor has, a multiply-high and a shift do it (Granlund and Montgomery,\n"
+    "// 'Division by invariant integers using multiplication', the round-up method with a 33-bit\n"
+    "// multiplier). Each kernel sets its divisors up once per thread (cuda_emit.c, cg_divisor).\n"
+    "struct nc_divisor { long long d; unsigned m, s; };   // s > 32: d too large, divide\n"
+    "__device__ __forceinline__ nc_divisor nc_divisor_of(long long d) {\n"
+    "  nc_divisor r; r.d = d > 0 ? d : 1; r.m = 0; r.s = 64;   // a size of 0 divides nothing\n"
+    "  if (r.d < (1ll << 32)) {\n"
+    "    r.s = r.d == 1 ? 0 : 64 - __clzll(r.d - 1);\n"
+    "    r.m = (unsigned)(((1ull << 32) * ((1ull << r.s) - (unsigned long long)r.d)) / (unsigned long long)r.d + 1); }\n"
+    "  return r; }\n"
+    "__device__ __forceinline__ long long nc_divmod(long long n, const nc_divisor &D, long long *rem) {\n"
+    "  if (((unsigned long long)n >> 32) == 0 && D.s <= 32) {\n"
+    "    const unsigned q = (unsigned)(((unsigned long long)__umulhi((unsigned)n, D.m) + (unsigned long long)n) >> D.s);\n"
+    "    *rem = (unsigned)n - q * (unsigned)D.d; return q; }\n"
+    "  const long long q = n / D.d; *rem = n - q * D.d; return q; }\n"
+    "__device__ __forceinline__ long long nc_quot(long long n, const nc_divisor &D) { long long r; return nc_divmod(n, D, &r); }\n"
+    "__device__ __forceinline__ long long nc_mod(long long n, const nc_divisor &D) { long long r; nc_divmod(n, D, &r); return r; }\n"
     "// The counter-based RNG of runtime/cpu_exec.h, bit for bit.\n"
     "__device__ __forceinline__ float nc_rng_uniform(unsigned long long seed, unsigned long long stream, unsigned long long index) {\n"
     "  unsigned long long z = seed * 0x9e3779b97f4a7c15ull ^ (stream + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull ^ index;\n"
@@ -295,6 +314,7 @@ static nrt_step *begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_gr
         cg_printf(&cg->cur_comment, "    (%s:%u)", slash ? slash + 1 : path, n->loc.line);
     }
     cg->body.n = 0;
+    cg->ndivisors = 0;
     cg->cur_bounds[0] = 0;
     /* more than 64 registers a thread and a 1024-thread launch fails */
     if (grid == NRT_GRID_SINGLE) snprintf(cg->cur_bounds, sizeof cg->cur_bounds, "__launch_bounds__(1024, 1) ");
@@ -302,9 +322,39 @@ static nrt_step *begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_gr
     return s;
 }
 
+void cg_divisor(cg_ctx *cg, const char *size, char *name, size_t cap)
+{
+    int k = 0;
+    while (k < cg->ndivisors && strcmp(cg->divisors[k], size) != 0) k++;
+    if (k == cg->ndivisors && (k == CG_MAX_DIVISORS || strlen(size) >= CG_DIVISOR_LEN)) {
+        snprintf(name, cap, "nc_divisor_of(%s)", size);
+        return;
+    }
+    if (k == cg->ndivisors) snprintf(cg->divisors[cg->ndivisors++], CG_DIVISOR_LEN, "%s", size);
+    snprintf(name, cap, "d%d", k);
+}
+
+/* The kernel's divisors go first in its body, after the opening line that
+ * begin_kernel wrote: loop-invariant set-ups the compiler would otherwise
+ * repeat per element (a divide may fault, so it is not hoisted for us). */
+static void declare_divisors(cg_ctx *cg)
+{
+    if (!cg->ndivisors) return;
+    const char *open = strchr(cg->body.s, '\n');
+    NC_ASSERT(open);
+    size_t head = (size_t)(open + 1 - cg->body.s);
+    cg_buf b = {0};
+    cg_printf(&b, "%.*s", (int)head, cg->body.s);
+    for (int k = 0; k < cg->ndivisors; k++) cg_printf(&b, "  const nc_divisor d%d = nc_divisor_of(%s);\n", k, cg->divisors[k]);
+    cg_printf(&b, "%s", cg->body.s + head);
+    free(cg->body.s);
+    cg->body = b;
+}
+
 static void end_kernel(cg_ctx *cg)
 {
     cg_printf(&cg->body, "}\n\n");
+    declare_divisors(cg);
     nrt_program *p = cg->prog;
     nrt_step *s = &p->steps[cg->cur_step];
     for (uint32_t k = 0; k < cg->nbodies; k++)
@@ -327,12 +377,21 @@ static void decl_ptr(cg_ctx *cg, const char *name, int k, nc_dtype t, bool is_co
               is_const ? "const " : "", storage_type(t), k);
 }
 
+/* The kernel's divisor for the size in A.n[slot] (cg_divisor). */
+static cg_name divisor_slot(cg_ctx *cg, int slot)
+{
+    cg_name name;
+    char size[32];
+    snprintf(size, sizeof size, "A.n[%d]", slot);
+    cg_divisor(cg, size, name.s, sizeof name.s);
+    return name;
+}
+
 /* Shape decoding: the kernel reads dims from A.n[first..first+rank). */
 static void emit_coords(cg_ctx *cg, const char *index, int first, int rank)
 {
     cg_printf(&cg->body, "    long long rem = %s, c[%d];\n", index, rank > 0 ? rank : 1);
-    cg_printf(&cg->body, "    for (int k = %d; k >= 0; k--) { c[k] = rem %% A.n[%d + k]; rem /= A.n[%d + k]; }\n",
-              rank - 1, first, first);
+    for (int k = rank - 1; k >= 0; k--) cg_printf(&cg->body, "    rem = nc_divmod(rem, %s, &c[%d]);\n", divisor_slot(cg, first + k).s, k);
 }
 
 /* ------------------------------------------------------------------ */
@@ -500,7 +559,7 @@ static void emit_link(cg_ctx *cg, nrt_step *s, ir_value w, const char *var)
     cg_printf(b, "    {\n      long long rem = %s, c[%d], uc[%d];\n", var, n->rank ? n->rank : 1, u->rank ? u->rank : 1);
     for (int k = n->rank - 1; k >= 0; k--) {
         int sl = dim_slot(s, n->shape[k]);
-        cg_printf(b, "      c[%d] = rem %% A.n[%d]; rem /= A.n[%d];\n", k, sl, sl);
+        cg_printf(b, "      rem = nc_divmod(rem, %s, &c[%d]);\n", divisor_slot(cg, sl).s, k);
     }
     if (n->op == OP_TRANSPOSE) {
         for (int k = 0; k < n->rank; k++) cg_printf(b, "      uc[%d] = c[%d];\n", n->attr.axes[k], k);
@@ -660,9 +719,9 @@ static bool cuda_emit_gather(cg_ctx *cg, ir_value v)
     decl_ptr(cg, "table", 0, t->dtype, true);
     decl_ptr(cg, "idx", 1, NC_I32, true);
     decl_ptr(cg, "y", 2, n->dtype, false);
-    cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n");
+    cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n  const nc_divisor row_d = nc_divisor_of(row);\n");
     cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n");
-    cg_printf(&cg->body, "    long long r = idx[i / row], col = i %% row;\n");
+    cg_printf(&cg->body, "    long long col; const long long r = idx[nc_divmod(i, row_d, &col)];\n");
     if (dtype_is_float(n->dtype))
         cg_printf(&cg->body, "    if (r < 0 || r >= A.n[2]) nc_st(y, i, __int_as_float(0x7fc00000)); // out of range: NaN\n"
                             "    else y[i] = table[r * row + col];\n  }\n");
@@ -682,7 +741,7 @@ static nrt_step *begin_scatter_kernel(cg_ctx *cg, ir_value v, const char *suffix
     add_int(s, node(cg, v)->shape[0]);
     add_buf(s, arg(cg, v, 0));
     decl_ptr(cg, "idx", 0, NC_I32, true);
-    cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n");
+    cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n  const nc_divisor row_d = nc_divisor_of(row);\n");
     return s;
 }
 
@@ -700,7 +759,7 @@ static void emit_scatter_mark_rows(cg_ctx *cg, ir_value v, uint32_t acc, uint32_
     add_buf(s, mark);
     cg_printf(&cg->body, "  float *acc = (float *)A.buf[1];\n  int *mark = (int *)A.buf[2];\n");
     cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {   /* rows picked twice are zeroed twice: the same zeros */\n");
-    cg_printf(&cg->body, "    const long long r = idx[i / row], col = i %% row;\n    if (r < 0 || r >= A.n[2]) continue;\n");
+    cg_printf(&cg->body, "    long long col; const long long r = idx[nc_divmod(i, row_d, &col)];\n    if (r < 0 || r >= A.n[2]) continue;\n");
     cg_printf(&cg->body, "    acc[r * row + col] = 0.0f;\n    if (col == 0) mark[r] = 1;\n  }\n");
     end_kernel(cg);
 }
@@ -722,15 +781,15 @@ static void emit_scatter_round_rows(cg_ctx *cg, ir_value v, uint32_t acc, uint32
     if (other != IR_NONE) add_buf(s, other);
     add_buf(s, sum != IR_NONE ? sum : v);
     cg_printf(&cg->body, "  const float *acc = (const float *)A.buf[0];\n  const int *mark = (const int *)A.buf[1];\n");
-    cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n");
+    cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n  const nc_divisor row_d = nc_divisor_of(row);\n");
     if (other == IR_NONE) {
         decl_ptr(cg, "y", 2, n->dtype, false);
-        cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) nc_st(y, i, mark[i / row] ? acc[i] : 0.0f);\n");
+        cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) nc_st(y, i, mark[nc_quot(i, row_d)] ? acc[i] : 0.0f);\n");
     } else {   /* other + f32(round(row)), as the casts and the add would */
         bool rounds = narrow != IR_NONE && narrow != other;   /* f32(r(x)) */
         decl_ptr(cg, "o", 2, node(cg, other)->dtype, true);
         decl_ptr(cg, "y", 3, NC_F32, false);
-        cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) y[i] = %s(nc_ld(o, i)) + (mark[i / row] ? %s(acc[i]) : 0.0f);\n",
+        cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) y[i] = %s(nc_ld(o, i)) + (mark[nc_quot(i, row_d)] ? %s(acc[i]) : 0.0f);\n",
                   rounds ? cuda_round_fn(node(cg, narrow)->dtype) : "", cuda_round_fn(n->dtype));
     }
     end_kernel(cg);
@@ -767,8 +826,8 @@ static bool cuda_emit_scatter_add(cg_ctx *cg, ir_value v)
     add_buf(s, acc);
     decl_ptr(cg, "src", 1, src->dtype, true);
     cg_printf(&cg->body, "  float *acc = (float *)A.buf[2];\n");
-    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n    long long r = idx[i / row];\n");
-    cg_printf(&cg->body, "    if (r >= 0 && r < A.n[2]) atomicAdd(&acc[r * row + i %% row], nc_ld(src, i));\n  }\n");
+    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n    long long col; const long long r = idx[nc_divmod(i, row_d, &col)];\n");
+    cg_printf(&cg->body, "    if (r >= 0 && r < A.n[2]) atomicAdd(&acc[r * row + col], nc_ld(src, i));\n  }\n");
     end_kernel(cg);
 
     if (narrow) emit_scatter_round_rows(cg, v, acc, mark, numel);
@@ -961,7 +1020,10 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     cg_printf(&cg->body, "  int lane = threadIdx.x & 31;\n  if (o >= A.n[0]) return;\n");
     if (form != REDUCE_SUFFIX) {   /* base offset from the kept coordinates of o */
         cg_printf(&cg->body, "  long long base = 0, rem = o, stride = 1;\n");
-        cg_printf(&cg->body, "  for (int k = r - 1; k >= 0; k--) { if (!red[k]) { base += (rem %% A.n[1 + k]) * stride; rem /= A.n[1 + k]; } stride *= A.n[1 + k]; }\n");
+        for (int k = x->rank - 1; k >= 0; k--) {
+            if (!red[k]) cg_printf(&cg->body, "  { long long c; rem = nc_divmod(rem, %s, &c); base += c * stride; }\n", divisor_slot(cg, 1 + k).s);
+            cg_printf(&cg->body, "  stride *= A.n[%d];\n", 1 + k);
+        }
     }
     cg_printf(&cg->body, "  %s acc = %s;\n", acc_t, is_max ? (is_float ? "-__int_as_float(0x7f800000)" : "NC_I64_MIN") : "0");
     cg_printf(&cg->body, "  for (long long j = lane; j < count; j += 32) {\n");
@@ -969,7 +1031,10 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
         cg_printf(&cg->body, "    const long long off = o * count + j;\n");
     } else {
         cg_printf(&cg->body, "    long long off = base, jr = j, st = 1;\n");
-        cg_printf(&cg->body, "    for (int k = r - 1; k >= 0; k--) { if (red[k]) { off += (jr %% A.n[1 + k]) * st; jr /= A.n[1 + k]; } st *= A.n[1 + k]; }\n");
+        for (int k = x->rank - 1; k >= 0; k--) {
+            if (red[k]) cg_printf(&cg->body, "    { long long c; jr = nc_divmod(jr, %s, &c); off += c * st; }\n", divisor_slot(cg, 1 + k).s);
+            cg_printf(&cg->body, "    st *= A.n[%d];\n", 1 + k);
+        }
     }
     if (prologue) {
         cg_printf(&cg->body, "    float pv;\n    { const long long i = off;\n");
@@ -1874,6 +1939,8 @@ const char *cuda_expr_of(const cg_ctx *cg, const ir_node *n)
     (void)cg;
     return (nc_ops[n->op].flags & OPF_RANDOM) && ir_step_slot(n) < 0 ? "a" : nc_cuda_exprs[n->op];
 }
+
+const char *cuda_prelude(void) { return prelude; }
 
 bool cuda_emit_program(const ir_graph *g, nrt_program *out, char *err, size_t errcap)
 {

@@ -19,6 +19,8 @@ typedef struct cg_buf {
 
 void cg_printf(cg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+enum { CG_MAX_DIVISORS = 24, CG_DIVISOR_LEN = 128 };
+
 typedef struct cg_ctx {
     const ir_graph *g;
     nrt_program *prog;
@@ -96,13 +98,28 @@ typedef struct cg_ctx {
     ir_value *carry_from;  /* the inverse: for such a copy, the new value whose kernel stores it, IR_NONE */
     struct cuda_epilogue *epilogues;   /* epilogues: one per fused matmul, in schedule order */
     uint32_t nepilogues;
+    char divisors[CG_MAX_DIVISORS][CG_DIVISOR_LEN];   /* emission: the sizes the kernel being written divides
+                              element indices by, each set up once per thread as d<k> (cg_divisor) */
+    int ndivisors;
     char err[512];
 } cg_ctx;
+
+/* A name for size (a C expression over A.n) as a divisor in the kernel being
+ * written: "d<k>", declared at the kernel's top, or the set-up inline where
+ * the table is full. Element indices are divided as nc_divmod(i, d<k>, &r),
+ * nc_quot and nc_mod (the prelude): no 64-bit divide per element. */
+void cg_divisor(cg_ctx *cg, const char *size, char *name, size_t cap);
+/* Room for such a name (a struct, so a function can return one). */
+typedef struct cg_name { char s[CG_DIVISOR_LEN + 32]; } cg_name;
 
 /* One emitter per op (ops.def's cuda_emit column). It appends kernels to
  * cg->src and steps to cg->prog for the node v; false with cg->err set if the
  * node cannot run on the GPU. */
 typedef bool cuda_emit_fn(cg_ctx *cg, ir_value v);
+
+/* The definitions every module's source starts with (types, loads and
+ * stores, division by run-time sizes, reductions). */
+const char *cuda_prelude(void);
 
 /* Schedule and emit the whole graph. Returns false with err set. */
 bool cuda_emit_program(const ir_graph *g, nrt_program *out, char *err, size_t errcap);

@@ -1078,13 +1078,15 @@ static void emit_spread_offset(cg_ctx *cg, const ir_node *b, const ir_node *x, i
             if ((s2 >= 0 && x->shape[s2] != one) != kept) break;
             axis--;
         }
-        char size[160] = "1";
-        size_t len = 1;
-        for (int a = axis + 1; a <= end; a++) len += (size_t)snprintf(size + len, sizeof size - len, " * A.n[%d]", 1 + a);
+        char size[160] = "";   /* the run's dims, a product as the kernel's divisors are named (cg_divisor) */
+        size_t len = 0;
+        for (int a = axis + 1; a <= end; a++) len += (size_t)snprintf(size + len, sizeof size - len, "%sA.n[%d]", len ? " * " : "", 1 + a);
         bool leading = axis < 0;
+        cg_name d;
+        if (!leading) cg_divisor(cg, size, d.s, sizeof d.s);
         if (kept && leading) cg_printf(&cg->body, "      o%d += rem * stride;\n", k);
-        else if (kept) cg_printf(&cg->body, "      { long long s = %s; o%d += (rem %% s) * stride; stride *= s; rem /= s; }\n", size, k);
-        else if (!leading) cg_printf(&cg->body, "      rem /= %s;\n", size);
+        else if (kept) cg_printf(&cg->body, "      { long long c; rem = nc_divmod(rem, %s, &c); o%d += c * stride; stride *= %s; }\n", d.s, k, size);
+        else if (!leading) cg_printf(&cg->body, "      rem = nc_quot(rem, %s);\n", d.s);
     }
     cg_printf(&cg->body, "    }\n");
 }
@@ -1127,9 +1129,13 @@ static void emit_gather_load(cg_ctx *cg, nrt_step *s, const ir_value *ins, int k
     uint32_t nidx, count;
     if (!cuda_numel_dim(cg, &g->nodes[idx], &nidx) || !cuda_numel_dim(cg, gn, &count)) NC_BUG("gather sizes");
     int sn = cuda_dim_slot(s, nidx), sc = cuda_dim_slot(s, count), sr = cuda_dim_slot(s, g->nodes[ir_args(g, gn)[0]].shape[0]);
-    cg_printf(&cg->body, "    long long g%d;\n    { const long long row = A.n[%d] / (A.n[%d] > 0 ? A.n[%d] : 1), r = x%d[%s / row];\n"
-                         "      g%d = r < 0 || r >= A.n[%d] ? -1 : r * row + %s %% row; }\n",
-              k, sc, sn, sn, q, at, k, sr, at);
+    char row[96];
+    cg_name d;
+    snprintf(row, sizeof row, "A.n[%d] / (A.n[%d] > 0 ? A.n[%d] : 1)", sc, sn, sn);
+    cg_divisor(cg, row, d.s, sizeof d.s);
+    cg_printf(&cg->body, "    long long g%d;\n    { long long col; const long long r = x%d[nc_divmod(%s, %s, &col)];\n"
+                         "      g%d = r < 0 || r >= A.n[%d] ? -1 : r * %s.d + col; }\n",   /* d: the row's length, set up once */
+              k, q, at, d.s, k, sr, d.s);
     cg_printf(&cg->body, "    const float in%d = g%d < 0 ? __int_as_float(0x7fc00000) : nc_ld(x%d, g%d);   // out of range: NaN\n", k,
               k, k, k);
 }

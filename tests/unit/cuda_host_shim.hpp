@@ -39,6 +39,8 @@ static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f
 static inline float nc_f16_to_f32(unsigned short h) { _Float16 x; memcpy(&x, &h, 2); return (float)x; }
 static inline unsigned short nc_f32_to_f16(float f) { _Float16 x = (_Float16)f; unsigned short h; memcpy(&h, &x, 2); return h; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)((unsigned long long)a * b >> 32); }
+static inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
 static inline float atomicAdd(float *p, float v) { float o = *p; *p += v; return o; }
 
 enum { NC_RUNNING, NC_AT_BLOCK_BARRIER, NC_AT_WARP_BARRIER, NC_FINISHED };

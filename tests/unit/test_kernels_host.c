@@ -496,6 +496,97 @@ static const char *scalar_slice_source =
     "  return relu(reshape(slice(x, axis: 0, start: 3, end: 4), [])) * 2.0\n"
     "}\n";
 
+/* Compiles source (after the shim) and extra into a library in dir and
+ * loads it; NULL, counted as a failure, if it does not compile or load. */
+static void *compile_for_host(const char *name, const char *dir, const char *source, const char *extra)
+{
+    char cpp[256], so[256], cmd[2048];
+    snprintf(cpp, sizeof cpp, "%s/k.cpp", dir);
+    snprintf(so, sizeof so, "%s/k.so", dir);
+    FILE *f = fopen(cpp, "w");
+    if (!f) {
+        fprintf(stderr, "%s: cannot write %s\n", name, cpp);
+        failures++;
+        return NULL;
+    }
+    fputs("#include \"cuda_host_shim.hpp\"\n", f);
+    fputs(source, f);
+    fputs(extra, f);
+    fclose(f);
+    const char *cxx = getenv("CXX") ? getenv("CXX") : "c++";
+    char cwd[512];
+    if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
+    snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w -I%s/tests/unit -o %s %s 2>%s/cc.log", cxx, cwd,
+             so, cpp, dir);
+    if (system(cmd) != 0) {
+        snprintf(cmd, sizeof cmd, "cat %s/cc.log | head -20", dir);
+        if (system(cmd) != 0) {}
+        fprintf(stderr, "%s: the kernels do not compile for the host\n", name);
+        failures++;
+        return NULL;
+    }
+    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "%s: %s\n", name, dlerror());
+        failures++;
+    }
+    return lib;
+}
+
+static void remove_dir(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) {}
+}
+
+/* The prelude's division by run-time sizes (nc_divisor_of, nc_divmod)
+ * against exact division: divisors around powers of two and the sizes
+ * models have, dividends at and around multiples of them, at the 2^32
+ * border of the multiply-and-shift path and past it (the 64-bit divide),
+ * and pseudo-random ones of every magnitude. A size of 0 divides as 1. */
+static const char divisor_check[] =
+    "extern \"C\" long long nc_check_divisors(char *why, int cap) {\n"
+    "  static const long long ds[] = {0, 1, 2, 3, 5, 6, 7, 8, 12, 25, 64, 100, 255, 256, 641, 768, 1000, 2304, 3072, 50257,\n"
+    "    50304, 65535, 65536, 65537, 1000003, 16777215, 16777217, 2147483647ll, 2147483648ll, 2147483649ll, 3221225473ll,\n"
+    "    4294967295ll, 4294967296ll, 4294967297ll, 1099511627776ll, 1099511627789ll};\n"
+    "  long long bad = 0, tried = 0; unsigned long long x = 88172645463325252ull;\n"
+    "  for (unsigned k = 0; k < sizeof ds / sizeof *ds + 4000; k++) {\n"
+    "    long long d = k < sizeof ds / sizeof *ds ? ds[k] : 1 + (long long)(k * 2654435761u % 9973u) * (k % 7 + 1);\n"
+    "    const long long dd = d > 0 ? d : 1; const nc_divisor D = nc_divisor_of(d);\n"
+    "    long long ns[64] = {0, 1, 2, dd - 1, dd, dd + 1, 2147483647ll, 2147483648ll, 4294967295ll, 4294967296ll, 4294967297ll,\n"
+    "      (4294967295ll / dd) * dd, (4294967295ll / dd) * dd - 1, (4294967296ll / dd) * dd, 9223372036854775807ll};\n"
+    "    for (int j = 15; j < 64; j++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; ns[j] = (long long)((x >> 1) >> (x % 40)); }\n"
+    "    for (int j = 0; j < 64; j++) {\n"
+    "      const long long n = ns[j] < 0 ? 0 : ns[j]; long long r = -1; const long long q = nc_divmod(n, D, &r); tried++;\n"
+    "      if ((q != n / dd || r != n % dd || nc_quot(n, D) != q || nc_mod(n, D) != r) && bad++ == 0)\n"
+    "        snprintf(why, cap, \"%lld / %lld gave %lld rem %lld\", n, d, q, r); } }\n"
+    "  return bad ? -bad : tried; }\n";
+
+static void check_divisors(void)
+{
+    char dir[] = "/tmp/netc_host_XXXXXX";
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "divisors: no temporary directory\n");
+        failures++;
+        return;
+    }
+    void *lib = compile_for_host("divisors", dir, cuda_prelude(), divisor_check);
+    if (lib) {
+        long long (*check)(char *, int) = (long long (*)(char *, int))(uintptr_t)dlsym(lib, "nc_check_divisors");
+        char why[256] = "";
+        long long got = check ? check(why, sizeof why) : 0;
+        if (got <= 0) {
+            fprintf(stderr, "divisors: %lld wrong quotients or remainders; first: %s\n", -got, why);
+            failures++;
+        } else {
+            printf("divisors: %lld quotients and remainders exact\n", got);
+        }
+        dlclose(lib);
+    }
+    remove_dir(dir);
+}
+
 static void check_model_text(const char *name, const char *path, const char *text, bool fuse, const char *const *dn,
                              const int64_t *dv, int nd, const char *const *sn, const char *const *sv, int nsets, bool train_step)
 {
@@ -539,35 +630,14 @@ static void check_model_text(const char *name, const char *path, const char *tex
         failures++;
         goto out;
     }
-    char cpp[256], so[256], cmd[2048];
-    snprintf(cpp, sizeof cpp, "%s/k.cpp", dir);
-    snprintf(so, sizeof so, "%s/k.so", dir);
-    FILE *f = fopen(cpp, "w");
-    fputs("#include \"cuda_host_shim.hpp\"\n", f);
-    fputs(p.source, f);
-    fclose(f);
-    const char *cxx = getenv("CXX") ? getenv("CXX") : "c++";
-    char cwd[512];
-    if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
-    snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w -I%s/tests/unit -o %s %s 2>%s/cc.log", cxx, cwd,
-             so, cpp, dir);
-    if (system(cmd) != 0) {
-        snprintf(cmd, sizeof cmd, "cat %s/cc.log | head -20", dir);
-        if (system(cmd) != 0) {}
-        fprintf(stderr, "%s: the kernels do not compile for the host\n", name);
-        failures++;
-    } else {
-        void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-        if (!lib) { fprintf(stderr, "%s: %s\n", name, dlerror()); failures++; }
-        else {
-            if (run_steps(name, g, &p, lib, &res, fuse) <= 0) failures++;
-            void (*release)(void) = (void (*)(void))(uintptr_t)dlsym(lib, "nc_host_release");
-            if (release) release();
-            dlclose(lib);
-        }
+    void *lib = compile_for_host(name, dir, p.source, "");
+    if (lib) {
+        if (run_steps(name, g, &p, lib, &res, fuse) <= 0) failures++;
+        void (*release)(void) = (void (*)(void))(uintptr_t)dlsym(lib, "nc_host_release");
+        if (release) release();
+        dlclose(lib);
     }
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) {}
+    remove_dir(dir);
     cpu_exec_result_free(&res);
 out:
     for (uint32_t i = 0; i < g->ninputs; i++) cpu_tensor_free(&in[i]);
@@ -667,6 +737,7 @@ int main(void)
         printf("no C++ compiler: skipped\n");
         return 77;
     }
+    check_divisors();
     const char *b[] = {"B"}, *bt[] = {"B", "T"};
     const int64_t v8[] = {8}, v16[] = {16}, v200[] = {200}, v2200[] = {2200}, v5[] = {5}, vbt[] = {2, 16}, vb2[] = {2};
     const char *csn[] = {"T", "C", "L"}, *csv[] = {"16", "32", "1"};   /* char_lm made small (f32) */
