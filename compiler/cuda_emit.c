@@ -126,6 +126,22 @@ static const char prelude[] =
     "  const long long q = n / D.d; *rem = n - q * D.d; return q; }\n"
     "__device__ __forceinline__ long long nc_quot(long long n, const nc_divisor &D) { long long r; return nc_divmod(n, D, &r); }\n"
     "__device__ __forceinline__ long long nc_mod(long long n, const nc_divisor &D) { long long r; nc_divmod(n, D, &r); return r; }\n"
+    "// Index code names its type nc_ix: a kernel runs it in 32 bits (unsigned) when every index it\n"
+    "// computes is below 2^31 (its loop counts and the sizes of what it reads, cg_bound), in 64 bits\n"
+    "// otherwise: half the instructions per element where offsets are computed. Below 2^31 the\n"
+    "// multiply-high's sum cannot overflow 32 bits.\n"
+    "#ifdef NC_WIDE_INDEX  // tests/unit/test_kernels_host.c: the 64-bit path at small sizes\n"
+    "#define NC_NARROW 0ll\n"
+    "#else\n"
+    "#define NC_NARROW (1ll << 31)\n"
+    "#endif\n"
+    "__device__ __forceinline__ long long nc_capped_product(long long x) { return x < 0 ? (1ll << 31) : x; }\n"
+    "template <typename... T> __device__ __forceinline__ long long nc_capped_product(long long x, T... rest) {\n"
+    "  const long long p = nc_capped_product(rest...);\n"
+    "  return x < 0 || x >= (1ll << 31) || p >= (1ll << 31) ? (1ll << 31) : x * p; }\n"
+    "__device__ __forceinline__ unsigned nc_divmod(unsigned n, const nc_divisor &D, unsigned *rem) {\n"
+    "  const unsigned q = (__umulhi(n, D.m) + n) >> D.s; *rem = n - q * (unsigned)D.d; return q; }\n"
+    "__device__ __forceinline__ unsigned nc_quot(unsigned n, const nc_divisor &D) { unsigned r; return nc_divmod(n, D, &r); }\n"
     "// The counter-based RNG of runtime/cpu_exec.h, bit for bit.\n"
     "__device__ __forceinline__ float nc_rng_uniform(unsigned long long seed, unsigned long long stream, unsigned long long index) {\n"
     "  unsigned long long z = seed * 0x9e3779b97f4a7c15ull ^ (stream + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull ^ index;\n"
@@ -314,7 +330,8 @@ static nrt_step *begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_gr
         cg_printf(&cg->cur_comment, "    (%s:%u)", slash ? slash + 1 : path, n->loc.line);
     }
     cg->body.n = 0;
-    cg->ndivisors = 0;
+    cg->ndivisors = cg->nbounds = 0;
+    cg->bounds_lost = false;
     cg->cur_bounds[0] = 0;
     /* more than 64 registers a thread and a 1024-thread launch fails */
     if (grid == NRT_GRID_SINGLE) snprintf(cg->cur_bounds, sizeof cg->cur_bounds, "__launch_bounds__(1024, 1) ");
@@ -334,19 +351,43 @@ void cg_divisor(cg_ctx *cg, const char *size, char *name, size_t cap)
     snprintf(name, cap, "d%d", k);
 }
 
+void cg_bound(cg_ctx *cg, const char *numel)
+{
+    if (strcmp(numel, "A.n[0]") == 0) return;   /* always checked */
+    for (int k = 0; k < cg->nbounds; k++)
+        if (strcmp(cg->bounds[k], numel) == 0) return;
+    if (cg->nbounds == CG_MAX_BOUNDS || strlen(numel) >= CG_DIVISOR_LEN) cg->bounds_lost = true;
+    else snprintf(cg->bounds[cg->nbounds++], CG_DIVISOR_LEN, "%s", numel);
+}
+
 /* The kernel's divisors go first in its body, after the opening line that
  * begin_kernel wrote: loop-invariant set-ups the compiler would otherwise
- * repeat per element (a divide may fault, so it is not hoisted for us). */
-static void declare_divisors(cg_ctx *cg)
+ * repeat per element (a divide may fault, so it is not hoisted for us).
+ * Then, if its index code names nc_ix, the rest of the body twice: with
+ * 32-bit indices where its bounds allow, with 64-bit ones otherwise. A
+ * body with shared memory (which would be allocated twice) or with a lost
+ * bound keeps the 64-bit one. */
+static void finish_index_code(cg_ctx *cg)
 {
-    if (!cg->ndivisors) return;
+    bool generic = strstr(cg->body.s, "nc_ix") != NULL;
+    if (!cg->ndivisors && !generic) return;
     const char *open = strchr(cg->body.s, '\n');
     NC_ASSERT(open);
-    size_t head = (size_t)(open + 1 - cg->body.s);
+    size_t head = (size_t)(open + 1 - cg->body.s), end = cg->body.n;
+    while (end > head && cg->body.s[end - 1] != '}') end--;   /* the body's closing brace */
+    NC_ASSERT(end > head);
+    const char *rest = cg->body.s + head;
+    int nrest = (int)(end - 1 - head);
     cg_buf b = {0};
     cg_printf(&b, "%.*s", (int)head, cg->body.s);
     for (int k = 0; k < cg->ndivisors; k++) cg_printf(&b, "  const nc_divisor d%d = nc_divisor_of(%s);\n", k, cg->divisors[k]);
-    cg_printf(&b, "%s", cg->body.s + head);
+    if (!generic) cg_printf(&b, "%s", rest);
+    else if (cg->bounds_lost || strstr(rest, "__shared__")) cg_printf(&b, "  typedef long long nc_ix;\n%s", rest);
+    else {
+        cg_printf(&b, "  if (A.n[0] < NC_NARROW");
+        for (int k = 0; k < cg->nbounds; k++) cg_printf(&b, " && %s < NC_NARROW", cg->bounds[k]);
+        cg_printf(&b, ") {\n  typedef unsigned nc_ix;\n%.*s  } else {\n  typedef long long nc_ix;\n%.*s  }\n}\n\n", nrest, rest, nrest, rest);
+    }
     free(cg->body.s);
     cg->body = b;
 }
@@ -354,7 +395,7 @@ static void declare_divisors(cg_ctx *cg)
 static void end_kernel(cg_ctx *cg)
 {
     cg_printf(&cg->body, "}\n\n");
-    declare_divisors(cg);
+    finish_index_code(cg);
     nrt_program *p = cg->prog;
     nrt_step *s = &p->steps[cg->cur_step];
     for (uint32_t k = 0; k < cg->nbodies; k++)
@@ -390,7 +431,7 @@ static cg_name divisor_slot(cg_ctx *cg, int slot)
 /* Shape decoding: the kernel reads dims from A.n[first..first+rank). */
 static void emit_coords(cg_ctx *cg, const char *index, int first, int rank)
 {
-    cg_printf(&cg->body, "    long long rem = %s, c[%d];\n", index, rank > 0 ? rank : 1);
+    cg_printf(&cg->body, "    nc_ix rem = (nc_ix)(%s), c[%d];\n", index, rank > 0 ? rank : 1);
     for (int k = rank - 1; k >= 0; k--) cg_printf(&cg->body, "    rem = nc_divmod(rem, %s, &c[%d]);\n", divisor_slot(cg, first + k).s, k);
 }
 
@@ -507,8 +548,8 @@ static bool cuda_emit_broadcast(cg_ctx *cg, ir_value v)
     decl_ptr(cg, "y", 1, n->dtype, false);
     cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n");
     emit_coords(cg, "i", 1, n->rank);
-    cg_printf(&cg->body, "    long long off = 0, stride = 1;\n");
-    cg_printf(&cg->body, "    for (int k = %d; k >= 0; k--) { long long d = A.n[%d + k]; if (d != 1) off += c[k] * stride; stride *= d; }\n",
+    cg_printf(&cg->body, "    nc_ix off = 0, stride = 1;\n");
+    cg_printf(&cg->body, "    for (int k = %d; k >= 0; k--) { const nc_ix d = (nc_ix)A.n[%d + k]; if (d != 1) off += c[k] * stride; stride *= d; }\n",
               n->rank - 1, 1 + n->rank);
     cg_printf(&cg->body, "    y[i] = x[off];\n  }\n");
     end_kernel(cg);
@@ -556,7 +597,7 @@ static void emit_link(cg_ctx *cg, nrt_step *s, ir_value w, const char *var)
     const ir_node *n = node(cg, w), *u = node(cg, arg(cg, w, 0));
     cg_buf *b = &cg->body;
     if (n->op == OP_RESHAPE) return;   /* the same element order */
-    cg_printf(b, "    {\n      long long rem = %s, c[%d], uc[%d];\n", var, n->rank ? n->rank : 1, u->rank ? u->rank : 1);
+    cg_printf(b, "    {\n      nc_ix rem = %s, c[%d], uc[%d];\n", var, n->rank ? n->rank : 1, u->rank ? u->rank : 1);
     for (int k = n->rank - 1; k >= 0; k--) {
         int sl = dim_slot(s, n->shape[k]);
         cg_printf(b, "      rem = nc_divmod(rem, %s, &c[%d]);\n", divisor_slot(cg, sl).s, k);
@@ -565,11 +606,23 @@ static void emit_link(cg_ctx *cg, nrt_step *s, ir_value w, const char *var)
         for (int k = 0; k < n->rank; k++) cg_printf(b, "      uc[%d] = c[%d];\n", n->attr.axes[k], k);
     } else {
         for (int k = 0; k < n->rank; k++) cg_printf(b, "      uc[%d] = c[%d];\n", k, k);
-        cg_printf(b, "      uc[%d] += A.n[%d];\n", n->attr.axis, dim_slot(s, n->attr.lo));
+        cg_printf(b, "      uc[%d] += (nc_ix)A.n[%d];\n", n->attr.axis, dim_slot(s, n->attr.lo));
     }
     cg_printf(b, "      %s = 0;\n", var);
-    for (int k = 0; k < u->rank; k++) cg_printf(b, "      %s = %s * A.n[%d] + uc[%d];\n", var, var, dim_slot(s, u->shape[k]), k);
+    char numel[CG_DIVISOR_LEN] = "nc_capped_product(";
+    size_t len = strlen(numel);
+    for (int k = 0; k < u->rank; k++) {
+        int sl = dim_slot(s, u->shape[k]);
+        cg_printf(b, "      %s = %s * (nc_ix)A.n[%d] + uc[%d];\n", var, var, sl, k);
+        len += (size_t)snprintf(numel + len, len < sizeof numel ? sizeof numel - len : 0, "%sA.n[%d]", k ? ", " : "", sl);
+    }
     cg_printf(b, "    }\n");
+    if (u->rank && len + 1 < sizeof numel) {   /* the offset stays below the operand's element count */
+        strcat(numel, ")");
+        cg_bound(cg, numel);
+    } else if (u->rank) {
+        cg->bounds_lost = true;
+    }
 }
 
 /* The value in memory under w's read-through links. */
@@ -599,7 +652,7 @@ static bool emit_movement(cg_ctx *cg, ir_value v)
     add_buf(s, v);
     decl_ptr(cg, "x", 0, node(cg, root)->dtype, true);
     decl_ptr(cg, "y", 1, n->dtype, false);
-    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n    long long off = i;\n");
+    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n    nc_ix off = (nc_ix)i;\n");
     emit_link(cg, s, v, "off");
     emit_read_through(cg, s, arg(cg, v, 0), "off");
     cg_printf(&cg->body, "    y[i] = x[off];\n  }\n");
@@ -692,8 +745,8 @@ static bool cuda_emit_concat(cg_ctx *cg, ir_value v)
     emit_coords(cg, "i", 1, n->rank);
     cg_printf(&cg->body, "    long long pos = c[%d];\n    bool done = false;\n", ax);
     for (int i = 0; i < n->nargs; i++) {
-        cg_printf(&cg->body, "    if (!done && pos < A.n[%d]) {\n      c[%d] = pos;\n      long long off = 0;\n", lens + i, ax);
-        cg_printf(&cg->body, "      for (int k = 0; k < %d; k++) off = off * (k == %d ? A.n[%d] : A.n[1 + k]) + c[k];\n", n->rank,
+        cg_printf(&cg->body, "    if (!done && pos < A.n[%d]) {\n      c[%d] = (nc_ix)pos;\n      nc_ix off = 0;\n", lens + i, ax);
+        cg_printf(&cg->body, "      for (int k = 0; k < %d; k++) off = off * (nc_ix)(k == %d ? A.n[%d] : A.n[1 + k]) + c[k];\n", n->rank,
                   ax, lens + i);
         emit_read_through(cg, s, arg(cg, v, i), "off");
         cg_printf(&cg->body, "      y[i] = x%d[off];\n      done = true;\n    }\n    pos -= A.n[%d];\n", i, lens + i);
@@ -1018,11 +1071,13 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     cg_printf(&cg->body, "  long long count = 1;\n  for (int k = 0; k < r; k++) if (red[k]) count *= A.n[1 + k];\n");
     cg_printf(&cg->body, "  long long o = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;\n");
     cg_printf(&cg->body, "  int lane = threadIdx.x & 31;\n  if (o >= A.n[0]) return;\n");
+    char x_numel[CG_DIVISOR_LEN] = "nc_capped_product(";   /* the bound of the offsets below */
+    for (int k = 0; k < x->rank; k++) snprintf(x_numel + strlen(x_numel), sizeof x_numel - strlen(x_numel), "%sA.n[%d]%s", k ? ", " : "", 1 + k, k == x->rank - 1 ? ")" : "");
     if (form != REDUCE_SUFFIX) {   /* base offset from the kept coordinates of o */
-        cg_printf(&cg->body, "  long long base = 0, rem = o, stride = 1;\n");
+        cg_printf(&cg->body, "  nc_ix base = 0, rem = (nc_ix)o, stride = 1;\n");
         for (int k = x->rank - 1; k >= 0; k--) {
-            if (!red[k]) cg_printf(&cg->body, "  { long long c; rem = nc_divmod(rem, %s, &c); base += c * stride; }\n", divisor_slot(cg, 1 + k).s);
-            cg_printf(&cg->body, "  stride *= A.n[%d];\n", 1 + k);
+            if (!red[k]) cg_printf(&cg->body, "  { nc_ix c; rem = nc_divmod(rem, %s, &c); base += c * stride; }\n", divisor_slot(cg, 1 + k).s);
+            cg_printf(&cg->body, "  stride *= (nc_ix)A.n[%d];\n", 1 + k);
         }
     }
     cg_printf(&cg->body, "  %s acc = %s;\n", acc_t, is_max ? (is_float ? "-__int_as_float(0x7f800000)" : "NC_I64_MIN") : "0");
@@ -1030,11 +1085,12 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     if (form == REDUCE_SUFFIX) {   /* the kept coordinates lead: output o reads [o * count, (o + 1) * count) */
         cg_printf(&cg->body, "    const long long off = o * count + j;\n");
     } else {
-        cg_printf(&cg->body, "    long long off = base, jr = j, st = 1;\n");
+        cg_printf(&cg->body, "    nc_ix off = base, jr = (nc_ix)j, st = 1;\n");
         for (int k = x->rank - 1; k >= 0; k--) {
-            if (red[k]) cg_printf(&cg->body, "    { long long c; jr = nc_divmod(jr, %s, &c); off += c * st; }\n", divisor_slot(cg, 1 + k).s);
-            cg_printf(&cg->body, "    st *= A.n[%d];\n", 1 + k);
+            if (red[k]) cg_printf(&cg->body, "    { nc_ix c; jr = nc_divmod(jr, %s, &c); off += c * st; }\n", divisor_slot(cg, 1 + k).s);
+            cg_printf(&cg->body, "    st *= (nc_ix)A.n[%d];\n", 1 + k);
         }
+        cg_bound(cg, x->rank > 0 ? x_numel : "0");
     }
     if (prologue) {
         cg_printf(&cg->body, "    float pv;\n    { const long long i = off;\n");

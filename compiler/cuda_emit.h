@@ -19,7 +19,7 @@ typedef struct cg_buf {
 
 void cg_printf(cg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-enum { CG_MAX_DIVISORS = 24, CG_DIVISOR_LEN = 128 };
+enum { CG_MAX_DIVISORS = 24, CG_MAX_BOUNDS = 12, CG_DIVISOR_LEN = 128 };
 
 typedef struct cg_ctx {
     const ir_graph *g;
@@ -101,6 +101,10 @@ typedef struct cg_ctx {
     char divisors[CG_MAX_DIVISORS][CG_DIVISOR_LEN];   /* emission: the sizes the kernel being written divides
                               element indices by, each set up once per thread as d<k> (cg_divisor) */
     int ndivisors;
+    char bounds[CG_MAX_BOUNDS][CG_DIVISOR_LEN];   /* emission: element counts every index of the kernel being
+                              written stays below (besides A.n[0]), for its 32-bit index path (cg_bound) */
+    int nbounds;
+    bool bounds_lost;      /* a bound did not fit the table: the kernel keeps 64-bit indices */
     char err[512];
 } cg_ctx;
 
@@ -109,6 +113,11 @@ typedef struct cg_ctx {
  * the table is full. Element indices are divided as nc_divmod(i, d<k>, &r),
  * nc_quot and nc_mod (the prelude): no 64-bit divide per element. */
 void cg_divisor(cg_ctx *cg, const char *size, char *name, size_t cap);
+/* Index code declares its integers as nc_ix: the kernel runs it with
+ * nc_ix = unsigned where A.n[0] and every bound registered here (a C
+ * expression over A.n and the divisors: an element count some index stays
+ * below) are under 2^31, with long long otherwise. */
+void cg_bound(cg_ctx *cg, const char *numel);
 /* Room for such a name (a struct, so a function can return one). */
 typedef struct cg_name { char s[CG_DIVISOR_LEN + 32]; } cg_name;
 

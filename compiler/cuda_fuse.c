@@ -1067,7 +1067,7 @@ static ir_value spread_of(const cg_ctx *cg, ir_value first, ir_value last, uint3
 static void emit_spread_offset(cg_ctx *cg, const ir_node *b, const ir_node *x, int k)
 {
     uint32_t one = ir_dim_const((ir_graph *)cg->g, 1);
-    cg_printf(&cg->body, "    long long o%d = 0;\n    { long long rem = i, stride = 1; (void)stride;\n", k);
+    cg_printf(&cg->body, "    nc_ix o%d = 0;\n    { nc_ix rem = (nc_ix)i, stride = 1; (void)stride;\n", k);
     int axis = b->rank - 1;
     while (axis >= 0) {
         int sa = axis - (b->rank - x->rank);
@@ -1085,7 +1085,7 @@ static void emit_spread_offset(cg_ctx *cg, const ir_node *b, const ir_node *x, i
         cg_name d;
         if (!leading) cg_divisor(cg, size, d.s, sizeof d.s);
         if (kept && leading) cg_printf(&cg->body, "      o%d += rem * stride;\n", k);
-        else if (kept) cg_printf(&cg->body, "      { long long c; rem = nc_divmod(rem, %s, &c); o%d += c * stride; stride *= %s; }\n", d.s, k, size);
+        else if (kept) cg_printf(&cg->body, "      { nc_ix c; rem = nc_divmod(rem, %s, &c); o%d += c * stride; stride *= (nc_ix)(%s); }\n", d.s, k, size);
         else if (!leading) cg_printf(&cg->body, "      rem = nc_quot(rem, %s);\n", d.s);
     }
     cg_printf(&cg->body, "    }\n");
@@ -1133,7 +1133,7 @@ static void emit_gather_load(cg_ctx *cg, nrt_step *s, const ir_value *ins, int k
     cg_name d;
     snprintf(row, sizeof row, "A.n[%d] / (A.n[%d] > 0 ? A.n[%d] : 1)", sc, sn, sn);
     cg_divisor(cg, row, d.s, sizeof d.s);
-    cg_printf(&cg->body, "    long long g%d;\n    { long long col; const long long r = x%d[nc_divmod(%s, %s, &col)];\n"
+    cg_printf(&cg->body, "    long long g%d;\n    { nc_ix col; const long long r = x%d[nc_divmod((nc_ix)%s, %s, &col)];\n"
                          "      g%d = r < 0 || r >= A.n[%d] ? -1 : r * %s.d + col; }\n",   /* d: the row's length, set up once */
               k, q, at, d.s, k, sr, d.s);
     cg_printf(&cg->body, "    const float in%d = g%d < 0 ? __int_as_float(0x7fc00000) : nc_ld(x%d, g%d);   // out of range: NaN\n", k,
@@ -1173,7 +1173,7 @@ static void emit_loads(cg_ctx *cg, nrt_step *s, const ir_value *ins, int nins, c
         } else if (how[k] == LOAD_THROUGH) {
             char var[16];
             snprintf(var, sizeof var, "o%d", k);
-            cg_printf(&cg->body, "    long long %s = i;\n", var);
+            cg_printf(&cg->body, "    nc_ix %s = (nc_ix)i;\n", var);
             cuda_emit_read_through(cg, s, ins[k], var);
             cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, %s);\n", k, k, var);
         }
@@ -1189,6 +1189,7 @@ static void emit_loop(cg_ctx *cg, nrt_step *s, const char *count, ir_value first
                       int nins, const load_kind *how, const ir_value *spread_via, const ir_value *outs, int nout,
                       int out_slot0)
 {
+    cg_bound(cg, count);   /* the loop's indices */
     cg_printf(&cg->body, "  {\n  long long nvec = 0;\n  if (((0ull");
     for (int k = 0; k < nins; k++)
         if (how[k] == LOAD_ELEMENT) cg_printf(&cg->body, " | (unsigned long long)x%d", k);

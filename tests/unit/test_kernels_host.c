@@ -10,7 +10,9 @@
  * every result written is compared with the executor's; a kernel whose
  * result the memory plan may put in an operand's memory runs again that
  * way and must agree too. This checks the code generator, fusion included,
- * on a machine without a GPU. Skipped (77) when no C++ compiler is found. */
+ * on a machine without a GPU: the 32-bit index path of kernels at these
+ * sizes, and (compiled with NC_WIDE_INDEX) the 64-bit one. Skipped (77)
+ * when no C++ compiler is found. */
 #include "cpu_exec.h"
 #include "cuda_emit.h"
 #include "driver.h"
@@ -25,6 +27,9 @@
 #include <unistd.h>
 
 static int failures;
+/* Compile the kernels with NC_WIDE_INDEX: their 64-bit index path, which
+ * otherwise only sizes of 2^31 elements and more take. */
+static bool wide_index;
 
 typedef struct nc_args {
     void *buf[NRT_MAX_BUFS];
@@ -516,8 +521,8 @@ static void *compile_for_host(const char *name, const char *dir, const char *sou
     const char *cxx = getenv("CXX") ? getenv("CXX") : "c++";
     char cwd[512];
     if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
-    snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w -I%s/tests/unit -o %s %s 2>%s/cc.log", cxx, cwd,
-             so, cpp, dir);
+    snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w%s -I%s/tests/unit -o %s %s 2>%s/cc.log", cxx,
+             wide_index ? " -DNC_WIDE_INDEX" : "", cwd, so, cpp, dir);
     if (system(cmd) != 0) {
         snprintf(cmd, sizeof cmd, "cat %s/cc.log | head -20", dir);
         if (system(cmd) != 0) {}
@@ -544,7 +549,8 @@ static void remove_dir(const char *dir)
  * against exact division: divisors around powers of two and the sizes
  * models have, dividends at and around multiples of them, at the 2^32
  * border of the multiply-and-shift path and past it (the 64-bit divide),
- * and pseudo-random ones of every magnitude. A size of 0 divides as 1. */
+ * and pseudo-random ones of every magnitude; below 2^31, the 32-bit
+ * overload too. A size of 0 divides as 1. */
 static const char divisor_check[] =
     "extern \"C\" long long nc_check_divisors(char *why, int cap) {\n"
     "  static const long long ds[] = {0, 1, 2, 3, 5, 6, 7, 8, 12, 25, 64, 100, 255, 256, 641, 768, 1000, 2304, 3072, 50257,\n"
@@ -560,7 +566,11 @@ static const char divisor_check[] =
     "    for (int j = 0; j < 64; j++) {\n"
     "      const long long n = ns[j] < 0 ? 0 : ns[j]; long long r = -1; const long long q = nc_divmod(n, D, &r); tried++;\n"
     "      if ((q != n / dd || r != n % dd || nc_quot(n, D) != q || nc_mod(n, D) != r) && bad++ == 0)\n"
-    "        snprintf(why, cap, \"%lld / %lld gave %lld rem %lld\", n, d, q, r); } }\n"
+    "        snprintf(why, cap, \"%lld / %lld gave %lld rem %lld\", n, d, q, r);\n"
+    "      if (n >= (1ll << 31) || dd >= (1ll << 31)) continue;   // the 32-bit path's domain (nc_ix unsigned)\n"
+    "      unsigned r32 = 0; const unsigned q32 = nc_divmod((unsigned)n, D, &r32); tried++;\n"
+    "      if ((q32 != n / dd || r32 != n % dd || nc_quot((unsigned)n, D) != q32) && bad++ == 0)\n"
+    "        snprintf(why, cap, \"%lld / %lld gave %u rem %u in 32 bits\", n, d, q32, r32); } }\n"
     "  return bad ? -bad : tried; }\n";
 
 static void check_divisors(void)
@@ -747,6 +757,7 @@ int main(void)
     const int64_t vbt80[] = {1, 80};
     for (int fuse = 0; fuse < 2; fuse++) {
         char name[64];
+        wide_index = !fuse;   /* unfused: each movement, gather and reduction kernel with 64-bit indices */
         snprintf(name, sizeof name, "fashion_mlp%s", fuse ? " --fuse" : "");
         check_model(name, "examples/fashion_mlp.net", fuse, b, v8, 1, NULL, NULL, 0, true);
         snprintf(name, sizeof name, "gpt2 (1 layer, bf16)%s", fuse ? " --fuse" : "");
@@ -785,6 +796,8 @@ int main(void)
         snprintf(name, sizeof name, "dropout (training)%s", fuse ? " --fuse" : "");
         check_model_text(name, "drop.net", dropout_source, fuse, b, v5, 1, NULL, NULL, 0, true);
     }
+    wide_index = true;   /* fused read-through and spread loads with 64-bit indices */
+    check_model("movement --fuse (64-bit indices)", "tests/gpu/movement.net", true, b, vb2, 1, NULL, NULL, 0, true);
     if (!failures) printf("test_kernels_host: all checks passed\n");
     return failures != 0;
 }
