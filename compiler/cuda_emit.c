@@ -432,7 +432,8 @@ static cg_name divisor_slot(cg_ctx *cg, int slot)
 static void emit_coords(cg_ctx *cg, const char *index, int first, int rank)
 {
     cg_printf(&cg->body, "    nc_ix rem = (nc_ix)(%s), c[%d];\n", index, rank > 0 ? rank : 1);
-    for (int k = rank - 1; k >= 0; k--) cg_printf(&cg->body, "    rem = nc_divmod(rem, %s, &c[%d]);\n", divisor_slot(cg, first + k).s, k);
+    for (int k = rank - 1; k > 0; k--) cg_printf(&cg->body, "    rem = nc_divmod(rem, %s, &c[%d]);\n", divisor_slot(cg, first + k).s, k);
+    if (rank > 0) cg_printf(&cg->body, "    c[0] = rem;   /* the index is below the element count */\n");
 }
 
 /* ------------------------------------------------------------------ */
@@ -590,6 +591,57 @@ static int dim_slot(nrt_step *s, uint32_t dim)
     return s->nints - 1;
 }
 
+static bool dim_is_one(const cg_ctx *cg, uint32_t dim)
+{
+    int64_t len;
+    return dim_is_const(&cg->g->dims[dim], &len) && len == 1;
+}
+
+/* Registers u's element count as a bound of the kernel's indices (an
+ * offset into u stays below it). */
+static void bound_numel(cg_ctx *cg, nrt_step *s, const ir_node *u)
+{
+    if (!u->rank) return;
+    char numel[CG_DIVISOR_LEN] = "nc_capped_product(";
+    size_t len = strlen(numel);
+    for (int k = 0; k < u->rank && len < sizeof numel; k++)
+        len += (size_t)snprintf(numel + len, sizeof numel - len, "%sA.n[%d]", k ? ", " : "", dim_slot(s, u->shape[k]));
+    if (len + 1 < sizeof numel) {
+        strcat(numel, ")");
+        cg_bound(cg, numel);
+    } else {
+        cg->bounds_lost = true;
+    }
+}
+
+/* A slice link, n = slice(u) along axis a, [outer, len, inner] of
+ * [outer, full, inner]: element L of n is element L + (q (full - len) +
+ * start) inner of u, q = L / (len inner) the outer coordinate; one division
+ * (none when no dim before a is larger than 1). */
+static void emit_slice_link(cg_ctx *cg, nrt_step *s, const ir_node *n, const ir_node *u, const char *var)
+{
+    int a = n->attr.axis;
+    bool outer = false;
+    char inner[CG_DIVISOR_LEN] = "", len_inner[CG_DIVISOR_LEN];
+    for (int k = 0; k < n->rank; k++) {   /* every dim has its slot, as the chain's size budget counts (cuda_fuse.c) */
+        int sl = dim_slot(s, n->shape[k]);
+        if (k < a) outer |= !dim_is_one(cg, n->shape[k]);
+        if (k > a) snprintf(inner + strlen(inner), sizeof inner - strlen(inner), "%sA.n[%d]", inner[0] ? " * " : "", sl);
+    }
+    if (!inner[0]) snprintf(inner, sizeof inner, "1");
+    int len = dim_slot(s, n->shape[a]), full = dim_slot(s, u->shape[a]), start = dim_slot(s, n->attr.lo);
+    if (!outer) {
+        cg_printf(&cg->body, "    %s += (nc_ix)A.n[%d] * (nc_ix)(%s);\n", var, start, inner);
+    } else {
+        cg_name d;
+        snprintf(len_inner, sizeof len_inner, "A.n[%d] * %s", len, inner);
+        cg_divisor(cg, len_inner, d.s, sizeof d.s);
+        cg_printf(&cg->body, "    %s += (nc_quot(%s, %s) * (nc_ix)(A.n[%d] - A.n[%d]) + (nc_ix)A.n[%d]) * (nc_ix)(%s);\n", var, var, d.s,
+                  full, len, start, inner);
+    }
+    bound_numel(cg, s, u);
+}
+
 /* Rewrites var, an element's linear index in movement op w's result, into
  * the linear index in w's operand. */
 static void emit_link(cg_ctx *cg, nrt_step *s, ir_value w, const char *var)
@@ -597,32 +649,24 @@ static void emit_link(cg_ctx *cg, nrt_step *s, ir_value w, const char *var)
     const ir_node *n = node(cg, w), *u = node(cg, arg(cg, w, 0));
     cg_buf *b = &cg->body;
     if (n->op == OP_RESHAPE) return;   /* the same element order */
+    if (n->op == OP_SLICE) {
+        emit_slice_link(cg, s, n, u, var);
+        return;
+    }
     cg_printf(b, "    {\n      nc_ix rem = %s, c[%d], uc[%d];\n", var, n->rank ? n->rank : 1, u->rank ? u->rank : 1);
+    int top = 0;   /* the outermost dim not of size 1: the index below the element count, it takes the rest */
+    while (top < n->rank && dim_is_one(cg, n->shape[top])) top++;
     for (int k = n->rank - 1; k >= 0; k--) {
-        int sl = dim_slot(s, n->shape[k]);
-        cg_printf(b, "      rem = nc_divmod(rem, %s, &c[%d]);\n", divisor_slot(cg, sl).s, k);
+        if (dim_is_one(cg, n->shape[k])) cg_printf(b, "      c[%d] = 0;\n", k);
+        else if (k == top) cg_printf(b, "      c[%d] = rem;\n", k);
+        else cg_printf(b, "      rem = nc_divmod(rem, %s, &c[%d]);\n", divisor_slot(cg, dim_slot(s, n->shape[k])).s, k);
     }
-    if (n->op == OP_TRANSPOSE) {
-        for (int k = 0; k < n->rank; k++) cg_printf(b, "      uc[%d] = c[%d];\n", n->attr.axes[k], k);
-    } else {
-        for (int k = 0; k < n->rank; k++) cg_printf(b, "      uc[%d] = c[%d];\n", k, k);
-        cg_printf(b, "      uc[%d] += (nc_ix)A.n[%d];\n", n->attr.axis, dim_slot(s, n->attr.lo));
-    }
+    NC_ASSERT(n->op == OP_TRANSPOSE);
+    for (int k = 0; k < n->rank; k++) cg_printf(b, "      uc[%d] = c[%d];\n", n->attr.axes[k], k);
     cg_printf(b, "      %s = 0;\n", var);
-    char numel[CG_DIVISOR_LEN] = "nc_capped_product(";
-    size_t len = strlen(numel);
-    for (int k = 0; k < u->rank; k++) {
-        int sl = dim_slot(s, u->shape[k]);
-        cg_printf(b, "      %s = %s * (nc_ix)A.n[%d] + uc[%d];\n", var, var, sl, k);
-        len += (size_t)snprintf(numel + len, len < sizeof numel ? sizeof numel - len : 0, "%sA.n[%d]", k ? ", " : "", sl);
-    }
+    for (int k = 0; k < u->rank; k++) cg_printf(b, "      %s = %s * (nc_ix)A.n[%d] + uc[%d];\n", var, var, dim_slot(s, u->shape[k]), k);
     cg_printf(b, "    }\n");
-    if (u->rank && len + 1 < sizeof numel) {   /* the offset stays below the operand's element count */
-        strcat(numel, ")");
-        cg_bound(cg, numel);
-    } else if (u->rank) {
-        cg->bounds_lost = true;
-    }
+    bound_numel(cg, s, u);
 }
 
 /* The value in memory under w's read-through links. */
@@ -1073,10 +1117,14 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     cg_printf(&cg->body, "  int lane = threadIdx.x & 31;\n  if (o >= A.n[0]) return;\n");
     char x_numel[CG_DIVISOR_LEN] = "nc_capped_product(";   /* the bound of the offsets below */
     for (int k = 0; k < x->rank; k++) snprintf(x_numel + strlen(x_numel), sizeof x_numel - strlen(x_numel), "%sA.n[%d]%s", k ? ", " : "", 1 + k, k == x->rank - 1 ? ")" : "");
+    int first_kept = 0, first_red = 0;
+    while (first_kept < x->rank && red[first_kept]) first_kept++;
+    while (first_red < x->rank && !red[first_red]) first_red++;
     if (form != REDUCE_SUFFIX) {   /* base offset from the kept coordinates of o */
         cg_printf(&cg->body, "  nc_ix base = 0, rem = (nc_ix)o, stride = 1;\n");
         for (int k = x->rank - 1; k >= 0; k--) {
-            if (!red[k]) cg_printf(&cg->body, "  { nc_ix c; rem = nc_divmod(rem, %s, &c); base += c * stride; }\n", divisor_slot(cg, 1 + k).s);
+            if (!red[k] && k == first_kept) cg_printf(&cg->body, "  base += rem * stride;\n");   /* o is below the output's count */
+            else if (!red[k]) cg_printf(&cg->body, "  { nc_ix c; rem = nc_divmod(rem, %s, &c); base += c * stride; }\n", divisor_slot(cg, 1 + k).s);
             cg_printf(&cg->body, "  stride *= (nc_ix)A.n[%d];\n", 1 + k);
         }
     }
@@ -1087,7 +1135,8 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     } else {
         cg_printf(&cg->body, "    nc_ix off = base, jr = (nc_ix)j, st = 1;\n");
         for (int k = x->rank - 1; k >= 0; k--) {
-            if (red[k]) cg_printf(&cg->body, "    { nc_ix c; jr = nc_divmod(jr, %s, &c); off += c * st; }\n", divisor_slot(cg, 1 + k).s);
+            if (red[k] && k == first_red) cg_printf(&cg->body, "    off += jr * st;\n");   /* j is below count */
+            else if (red[k]) cg_printf(&cg->body, "    { nc_ix c; jr = nc_divmod(jr, %s, &c); off += c * st; }\n", divisor_slot(cg, 1 + k).s);
             cg_printf(&cg->body, "    st *= (nc_ix)A.n[%d];\n", 1 + k);
         }
         cg_bound(cg, x->rank > 0 ? x_numel : "0");
