@@ -6,13 +6,15 @@ shared and global loads, ex2, spills). Static counts: what one pass over a
 loop body issues.
 
     netc build examples/gpt2.net --dim B=16 --dim T=1024 --emit-cuda -o /tmp/g.netm > /tmp/g.cu
-    python3 bench/sass_loops.py /tmp/g.cu attention [--interior]
+    python3 bench/sass_loops.py /tmp/g.cu attention [--interior] [--fast-division] [--index 32|64]
 
 --interior drops the attention kernels' per-score mask (the branch only the
 tiles on the causal diagonal or the end take), leaving the path the other
 tiles run. --fast-division drops the 64-bit divide of nc_divmod (taken only
 for an index or size of 2^32 or more), leaving the path nearly every launch
-runs. Needs nvcc, and cuobjdump and nvdisasm on PATH (the CUDA toolkit's,
+runs. --index 32 or --index 64 keeps only the 32-bit or the 64-bit index
+path of the kernels that hold both (nc_ix: unsigned while every index is
+below 2^31, long long otherwise). Needs nvcc, and cuobjdump and nvdisasm on PATH (the CUDA toolkit's,
 or pip's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm). Not a test: a way to
 see what a change to the generator does to the instructions a kernel issues.
 """
@@ -66,7 +68,7 @@ def report(name, body):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    args = [a for i, a in enumerate(sys.argv[1:], 1) if not a.startswith("--") and sys.argv[i - 1] != "--index"]
     if len(args) != 2:
         sys.exit(__doc__)
     text = open(args[0]).read()
@@ -74,6 +76,14 @@ def main():
         text, n = re.subn(r"const long long q = n / D\.d; \*rem = n - q \* D\.d; return q; \}", "*rem = 0; return 0; }", text)
         if n != 1:
             sys.exit("sass_loops.py: no 64-bit divide in nc_divmod to drop")
+    if "--index" in sys.argv:
+        bits = sys.argv[sys.argv.index("--index") + 1] if sys.argv.index("--index") + 1 < len(sys.argv) else ""
+        if bits == "32":
+            text = text.replace("if (A.n[0] < NC_NARROW", "if (true || A.n[0] < NC_NARROW")
+        elif bits == "64":
+            text = text.replace("if (A.n[0] < NC_NARROW", "if (false && A.n[0] < NC_NARROW")
+        else:
+            sys.exit("sass_loops.py: --index takes 32 or 64")
     if "--interior" in sys.argv:
         text = re.sub(r"if \(c0 \+ 64 > [ST]( \|\| c0 == row0)?\) \{", "if (false) {", text)
     with tempfile.TemporaryDirectory() as work:
