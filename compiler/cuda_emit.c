@@ -125,7 +125,6 @@ static const char prelude[] =
     "    *rem = (unsigned)n - q * (unsigned)D.d; return q; }\n"
     "  const long long q = n / D.d; *rem = n - q * D.d; return q; }\n"
     "__device__ __forceinline__ long long nc_quot(long long n, const nc_divisor &D) { long long r; return nc_divmod(n, D, &r); }\n"
-    "__device__ __forceinline__ long long nc_mod(long long n, const nc_divisor &D) { long long r; nc_divmod(n, D, &r); return r; }\n"
     "// Index code names its type nc_ix: a kernel runs it in 32 bits (unsigned) when every index it\n"
     "// computes is below 2^31 (its loop counts and the sizes of what it reads, cg_bound), in 64 bits\n"
     "// otherwise: half the instructions per element where offsets are computed. Below 2^31 the\n"
@@ -1125,7 +1124,7 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
         for (int k = x->rank - 1; k >= 0; k--) {
             if (!red[k] && k == first_kept) cg_printf(&cg->body, "  base += rem * stride;\n");   /* o is below the output's count */
             else if (!red[k]) cg_printf(&cg->body, "  { nc_ix c; rem = nc_divmod(rem, %s, &c); base += c * stride; }\n", divisor_slot(cg, 1 + k).s);
-            cg_printf(&cg->body, "  stride *= (nc_ix)A.n[%d];\n", 1 + k);
+            if (k > first_kept) cg_printf(&cg->body, "  stride *= (nc_ix)A.n[%d];\n", 1 + k);   /* no kept axis reads it further out */
         }
     }
     cg_printf(&cg->body, "  %s acc = %s;\n", acc_t, is_max ? (is_float ? "-__int_as_float(0x7f800000)" : "NC_I64_MIN") : "0");
@@ -1137,7 +1136,7 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
         for (int k = x->rank - 1; k >= 0; k--) {
             if (red[k] && k == first_red) cg_printf(&cg->body, "    off += jr * st;\n");   /* j is below count */
             else if (red[k]) cg_printf(&cg->body, "    { nc_ix c; jr = nc_divmod(jr, %s, &c); off += c * st; }\n", divisor_slot(cg, 1 + k).s);
-            cg_printf(&cg->body, "    st *= (nc_ix)A.n[%d];\n", 1 + k);
+            if (k > first_red) cg_printf(&cg->body, "    st *= (nc_ix)A.n[%d];\n", 1 + k);
         }
         cg_bound(cg, x->rank > 0 ? x_numel : "0");
     }

@@ -110,8 +110,8 @@ typedef struct cg_ctx {
 
 /* A name for size (a C expression over A.n) as a divisor in the kernel being
  * written: "d<k>", declared at the kernel's top, or the set-up inline where
- * the table is full. Element indices are divided as nc_divmod(i, d<k>, &r),
- * nc_quot and nc_mod (the prelude): no 64-bit divide per element. */
+ * the table is full. Element indices are divided by nc_divmod(i, d<k>, &r)
+ * or nc_quot(i, d<k>) (the prelude): no 64-bit divide per element. */
 void cg_divisor(cg_ctx *cg, const char *size, char *name, size_t cap);
 /* Index code declares its integers as nc_ix: the kernel runs it with
  * nc_ix = unsigned where A.n[0] and every bound registered here (a C
