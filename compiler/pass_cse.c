@@ -45,8 +45,7 @@ bool pass_cse(ir_graph **gp, const pass_ctx *cx)
     /* Rewrite operands in place first so chains of duplicates collapse. */
     for (ir_value v = 0; v < g->nnodes; v++) {
         ir_node *n = &g->nodes[v];
-        ir_value *a = g->args + n->args_at;
-        for (int i = 0; i < n->nargs; i++) a[i] = replace[a[i]];
+        for (int i = 0; i < n->nargs; i++) g->args[n->args_at + i] = replace[g->args[n->args_at + i]];
         replace[v] = v;
         keep[v] = true;
         bool unique = nc_ops[n->op].category == CAT_SOURCE && n->op != OP_FILL && n->op != OP_IOTA;

@@ -147,6 +147,8 @@ fuzz_seeds() {
   case "$1" in
     fuzz_parse)
       find examples stdlib tests/golden -type f -name '*.net' 2>/dev/null ;;
+    fuzz_compile)   # programs that compile, from small to GPT-2
+      find examples stdlib tests -type f -name '*.net' 2>/dev/null ;;
     fuzz_module)
       # small modules written by the main build's netc (CUDA source, no images)
       mkdir -p "$ROOT/build-fuzz/seeds"
@@ -176,9 +178,11 @@ run_fuzz_target() {  # path-to-binary
   done < <(fuzz_seeds "$name")
   echo "--- $name: ${FUZZ_SECONDS}s, $n seed files, corpus $corpus"
   touch "$LOGDIR/fuzz-$name.start"
-  local max_len=4096
+  local max_len=4096 extra=()
   [[ $name == fuzz_module ]] && max_len=524288
-  "$bin" -max_len="$max_len" -timeout=5 -max_total_time="$FUZZ_SECONDS" \
+  # .net source targets start with the language's keywords and op names
+  [[ $name == fuzz_parse || $name == fuzz_compile ]] && extra+=(-dict=tests/fuzz/net.dict)
+  "$bin" -max_len="$max_len" -timeout=5 -max_total_time="$FUZZ_SECONDS" "${extra[@]}" \
          -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" \
          >"$LOGDIR/fuzz-$name.log" 2>&1
   rc=$?
