@@ -1034,9 +1034,9 @@ static void operand_expr(const cg_ctx *cg, ir_value first, ir_value a, uint32_t 
     const ir_graph *g = cg->g;
     if (cg->group[a] == id) { snprintf(buf, cap, "t%u", ordinal(cg, first, a)); return; }
     a = through_spread(g, a);
-    if (scalar_fill(g, a)) {
+    if (scalar_fill(g, a)) {   /* a narrow fill holds its value rounded, as the executor's and a stored one do */
         char lit[48];
-        snprintf(buf, cap, "%s", cuda_float_literal(lit, g->nodes[a].attr.f));
+        snprintf(buf, cap, "%s", cuda_float_literal(lit, nc_round_to(g->nodes[a].dtype, (float)g->nodes[a].attr.f)));
         return;
     }
     for (int k = 0; k < ninputs; k++)
