@@ -273,12 +273,12 @@ static void grad_relu(ad_ctx *c, ir_value v, ir_value g)
     add_grad(c, A0, where(c, bin(c, OP_GT, v, zeros_like(c, v)), g, zeros_like(c, g)));
 }
 /* d/dx x*Phi(x) = Phi(x) + x*phi(x), computed in f32. */
+/* y = x Phi(x): dy/dx = Phi(x) + x phi(x). One op, f32 inside: composed of
+ * f32 ops, Phi = (1 + erf) / 2 would cancel to nothing below x = -5. */
 static void grad_gelu(ad_ctx *c, ir_value v, ir_value g)
 {
-    ir_value x = cast_to(c, A0, NC_F32), gf = cast_to(c, g, NC_F32);
-    ir_value cdf = scale(c, bin(c, OP_ADD, constant(c, 1.0, x), un(c, OP_ERF, scale(c, x, 0.70710678118654752))), 0.5);
-    ir_value pdf = scale(c, un(c, OP_EXP, scale(c, bin(c, OP_MUL, x, x), -0.5)), 0.3989422804014327);
-    add_grad(c, A0, bin(c, OP_MUL, gf, bin(c, OP_ADD, cdf, bin(c, OP_MUL, x, pdf))));
+    ir_value xg[2] = {A0, cast_to(c, g, nd(c, A0)->dtype)};
+    add_grad(c, A0, build(c, (ir_node){.op = OP_GELU_GRAD}, xg, 2));
 }
 /* y = 0.5x(1+t), t = tanh(k(x + 0.044715x^3)): dy/dx = 0.5(1+t) + 0.5x(1-t^2)k(1 + 0.134145x^2). */
 /* One op (f32 inside): a matmul producing g can apply it as its DGELU epilogue. */

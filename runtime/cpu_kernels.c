@@ -251,10 +251,12 @@ void cpu_iota(const cpu_op_ctx *c)
 
 static double relu_d(double x) { return x > 0 || isnan(x) ? x : 0.0; }   /* NaN wins, as in maximum */
 static double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
-static double gelu_d(double x) { return 0.5 * x * (1.0 + erf(x * CPU_SQRT1_2)); }
+/* erfc, not 1 + erf: below x = -5 the sum keeps only the digits erf(x)
+ * has past -1 (none below -8.3), erfc keeps them all. */
+static double gelu_d(double x) { return 0.5 * x * erfc(-x * CPU_SQRT1_2); }
 static double gelu_tanh_d(double x)
 {
-    return 0.5 * x * (1.0 + tanh(CPU_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
+    return x / (1.0 + exp(-2.0 * CPU_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));   /* 0.5 x (1 + tanh u), without the cancellation */
 }
 static double max_d(double a, double b) { return isnan(a) ? a : isnan(b) ? b : a > b ? a : b; }
 static double min_d(double a, double b) { return isnan(a) ? a : isnan(b) ? b : a < b ? a : b; }
@@ -300,10 +302,14 @@ void cpu_silu(const cpu_op_ctx *c) { MAP1_F(x * sigmoid_d(x)); }
 
 static double gelu_tanh_slope(double x)
 {
-    double t = tanh(CPU_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x));
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * CPU_SQRT_2_OVER_PI * (1.0 + 0.134145 * x * x);
+    double s = 1.0 / (1.0 + exp(-2.0 * CPU_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));   /* (1 + tanh u) / 2 */
+    return s + 2.0 * x * s * (1.0 - s) * CPU_SQRT_2_OVER_PI * (1.0 + 0.134145 * x * x);
 }
 void cpu_gelu_tanh_grad(const cpu_op_ctx *c) { MAP2_F(b * gelu_tanh_slope(a)); }
+
+/* Phi(x) + x phi(x), Phi as erfc (see gelu_d) */
+static double gelu_slope(double x) { return 0.5 * erfc(-x * CPU_SQRT1_2) + x * 0.39894228040143268 * exp(-0.5 * x * x); }
+void cpu_gelu_grad(const cpu_op_ctx *c) { MAP2_F(b * gelu_slope(a)); }
 
 void cpu_add(const cpu_op_ctx *c)
 {

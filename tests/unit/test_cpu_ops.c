@@ -191,6 +191,19 @@ static const cpu_tensor *value(tcase *t, ir_value v)
 }
 
 /* Elementwise comparison; tol 0 = exact (NaN matches NaN). */
+/* Each element within rel of its expected value, however small that is. */
+static void expect_rel(tcase *t, const char *what, ir_value v, double rel, const double *want, int n)
+{
+    const cpu_tensor *x = value(t, v);
+    if (!x || x->numel != n) {
+        fail(t, "[%s] %%%u has no value of %d elements", what, v, n);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        if (!(fabs(cpu_get(x, i) - want[i]) <= rel * fabs(want[i])))
+            fail(t, "[%s] element %d: expected %.9g, got %.9g", what, i, want[i], cpu_get(x, i));
+}
+
 static void expect_tol(tcase *t, const char *what, ir_value v, double tol, const double *want, int n)
 {
     const cpu_tensor *x = value(t, v);
@@ -792,6 +805,30 @@ static void test_cross_entropy(void)
     ir_value gg = in(&t, NC_F32, S(4), V(1, 2, -1, 0.5));
     ir_value gtg = op(&t, OP_GELU_TANH_GRAD, NOATTR, A(gx, gg));
     if (run(&t)) expect_tol(&t, "gelu_tanh_grad", gtg, TOL, V(-0.08609925662361825, 0.2652601929307153, -0.5, 0.5638553965757166));
+    end(&t);
+
+    /* GELU's tails, relative to the value: x Phi(x) with Phi as erfc and the
+     * tanh form as x sigmoid(2u) keep every digit where 1 + erf(x / sqrt 2)
+     * and 1 + tanh(u) cancel to rounding noise or to nothing (x = -9) */
+    begin(&t, "gelu tails");
+    ir_value tx = in(&t, NC_F32, S(2), V(-6, -9));
+    ir_value tones = in(&t, NC_F32, S(2), V(1, 1));
+    ir_value tge = op(&t, OP_GELU, NOATTR, A(tx)), tgt = op(&t, OP_GELU_TANH, NOATTR, A(tx));
+    ir_value tgg = op(&t, OP_GELU_GRAD, NOATTR, A(tx, tones)), tgtg = op(&t, OP_GELU_TANH_GRAD, NOATTR, A(tx, tones));
+    if (run(&t)) {
+        expect_rel(&t, "gelu", tge, 1e-6, V(-5.919525870226207e-09, -1.015729565358458e-18));
+        expect_rel(&t, "gelu_tanh", tgt, 1e-6, V(-8.43964670076231e-11, -1.336459594734881e-28));
+        expect_rel(&t, "gelu_grad", tgg, 1e-6, V(-3.5468709453902015e-08, -9.13893737390664e-18));
+        expect_rel(&t, "gelu_tanh_grad", tgtg, 1e-6, V(-7.709973930953707e-10, -2.515735285067441e-27));
+    }
+    end(&t);
+
+    /* gelu's backward: g (Phi(x) + x phi(x)) */
+    begin(&t, "gelu_grad");
+    ir_value ex = in(&t, NC_F32, S(4), V(-2, -0.5, 0, 1.5));
+    ir_value eg = in(&t, NC_F32, S(4), V(1, 2, -1, 0.5));
+    ir_value egg = op(&t, OP_GELU_GRAD, NOATTR, A(ex, eg));
+    if (run(&t)) expect_tol(&t, "gelu_grad", egg, TOL, V(-0.0852318010781969, 0.26500975068767424, -0.5, 0.5637345961149898));
     end(&t);
 
     /* the fused backward of softmax, from its output: y * (g - sum(g * y)) */
