@@ -17,6 +17,7 @@
 #include "cuda_emit.h"
 #include "driver.h"
 #include "program.h"
+#include "random_program.h"
 #include "tensor_io.h"
 
 #include <dlfcn.h>
@@ -27,6 +28,9 @@
 #include <unistd.h>
 
 static int failures;
+/* Where the front end's diagnostics go (random programs: nowhere, their
+ * warnings about values they never use are expected). */
+static FILE *diag_out;
 /* Compile the kernels with NC_WIDE_INDEX: their 64-bit index path, which
  * otherwise only sizes of 2^31 elements and more take. */
 static bool wide_index;
@@ -90,8 +94,57 @@ static bool is_result(const ir_graph *g, const nrt_program *p, const cg_ctx *pla
     return cuda_kernel_writes(plan, s->node, slot_value(p, k, j));
 }
 
-static bool matches(const ir_graph *g, const char *name, uint32_t k, const char *what, const void *got, const cpu_tensor *want,
-                    uint32_t v, uint32_t producer)
+/* The largest finite magnitude in t. */
+static double largest(const cpu_tensor *t)
+{
+    double m = 0;
+    for (int64_t i = 0; i < t->numel; i++)
+        if (isfinite(cpu_get(t, i))) m = fmax(m, fabs(cpu_get(t, i)));
+    return m;
+}
+
+/* An f32 attention gradient sums, over S keys (or queries), P (dP - delta)
+ * times a row of k (or q), with dP = dO . v over D: terms of about |q| |k|
+ * |v| |dO| whose sum, of sqrt(S D) times that size for terms of random sign,
+ * may cancel to nearly nothing (a causal first query's P is 1: its dS is
+ * dP - dP). f16 and bf16 gradients keep their own dtype's tolerance. */
+static double attention_grad_scale(const ir_graph *g, const cpu_exec_result *res, uint32_t r)
+{
+    const ir_value *a = ir_args(g, &g->nodes[r]);
+    const cpu_tensor *q = &res->values[a[0]], *k = &res->values[a[1]];
+    if (q->rank < 2 || k->rank < 2 || g->nodes[r].dtype != NC_F32) return 0;
+    double terms = sqrt((double)k->shape[k->rank - 2] * (double)q->shape[q->rank - 1]);
+    for (int i = 0; i < 4; i++) terms *= largest(&res->values[a[i]]);   /* q, k, v, dO */
+    return terms;
+}
+
+/* A sum's rounding error grows with its terms, not its result: a sum that
+ * cancels to nearly nothing (the gradient of a mean's subtraction, of a
+ * softmax over equal gradients) is within rounding of n times its largest
+ * term. That bound for v or its producer when it is a reduction (n: the
+ * elements summed into one) or a row op (n: the row), with the product of
+ * the operands' largest magnitudes for the largest term; 0 for other ops. */
+static double cancellation_scale(const ir_graph *g, const cpu_exec_result *res, uint32_t v, uint32_t producer)
+{
+    if (g->nodes[v].op == OP_ATTENTION_GRAD || g->nodes[producer].op == OP_ATTENTION_GRAD)
+        return attention_grad_scale(g, res, g->nodes[v].op == OP_ATTENTION_GRAD ? v : producer);
+    nc_op_category cat = nc_ops[g->nodes[v].op].category;
+    uint32_t r = cat == CAT_REDUCTION || cat == CAT_ROWWISE ? v : producer;
+    const ir_node *n = &g->nodes[r];
+    cat = nc_ops[n->op].category;
+    if ((cat != CAT_REDUCTION && cat != CAT_ROWWISE) || n->nargs < 1) return 0;
+    const cpu_tensor *first = &res->values[ir_args(g, n)[0]], *out = &res->values[r];
+    if (!first->numel || !out->numel || !first->rank) return 0;
+    double terms = cat == CAT_REDUCTION ? (double)(first->numel / out->numel) : (double)first->shape[first->rank - 1];
+    for (int i = 0; i < n->nargs; i++) {
+        const cpu_tensor *a = &res->values[ir_args(g, n)[i]];
+        if (dtype_is_float(a->dtype)) terms *= largest(a);
+    }
+    return terms;
+}
+
+static bool matches(const ir_graph *g, const cpu_exec_result *res, const char *name, uint32_t k, const char *what,
+                    const void *got, const cpu_tensor *want, uint32_t v, uint32_t producer)
 {
     /* tensor-core attention rounds probabilities and score gradients to the
      * operands' dtype before its second product (as flash attention does):
@@ -106,13 +159,11 @@ static bool matches(const ir_graph *g, const char *name, uint32_t k, const char 
     const ir_node *vn = &g->nodes[v];
     if (nc_ops[g->nodes[producer].op].category == CAT_REDUCTION && vn->op == OP_CAST && ir_args(g, vn)[0] == producer)
         tol = g->nodes[producer].dtype;
-    double scale = 0;
-    for (int64_t i = 0; i < want->numel; i++)
-        if (isfinite(cpu_get(want, i))) scale = fmax(scale, fabs(cpu_get(want, i)));
+    double scale = fmax(largest(want), cancellation_scale(g, res, v, producer));
     for (int64_t i = 0; i < want->numel; i++) {
         double x = cpu_native_get(want->dtype, got, i), w = cpu_get(want, i);
         if (!close_enough(x, w, tol, scale, floor)) {
-            fprintf(stderr, "%s: step %u (%s) %%%u[%lld] = %.9g, the executor has %.9g (scale %g)\n", name, k, what, v, (long long)i, x, w, scale);
+            fprintf(stderr, "%s: step %u (%s) %%%u[%lld] = %.9g, the executor has %.9g (scale %g, %s)\n", name, k, what, v, (long long)i, x, w, scale, dtype_name(want->dtype));
             return false;
         }
     }
@@ -246,7 +297,7 @@ static kernel_fn *prepare_step(host_run *u, uint32_t k)
         if (b >= g->nnodes) { temp_memory(g, p, u->mem, b); continue; }
         if (is_result(g, p, u->plan, k, j)) continue;
         if (!u->mem[b]) { fprintf(stderr, "%s: step %u (%s) reads buffer %%%u before it is written\n", u->name, k, what, b); u->bad++; }
-        else if (u->res->values[v].numel > 0 && !matches(g, u->name, k, what, u->mem[b], &u->res->values[v], v, v)) u->bad++;
+        else if (u->res->values[v].numel > 0 && !matches(g, u->res, u->name, k, what, u->mem[b], &u->res->values[v], v, v)) u->bad++;
     }
     bool run = known && s->kind == NRT_STEP_KERNEL;
     kernel_fn *fn = run ? (kernel_fn *)(uintptr_t)dlsym(u->lib, p->kernel_names[s->kernel]) : NULL;
@@ -328,7 +379,7 @@ static int check_in_place(host_run *u, uint32_t k, kernel_fn *fn)
         launch_ctx c = {.fn = fn};
         step_args(u, k, &c.args);
         c.args.buf[j] = c.args.buf[out] = shared;
-        int bad = launch_args(u, k, &c) != 0 || !matches(u->g, u->name, k, "in place", shared, want, v, v);
+        int bad = launch_args(u, k, &c) != 0 || !matches(u->g, u->res, u->name, k, "in place", shared, want, v, v);
         free(shared);
         u->in_place++;
         return bad;
@@ -390,7 +441,7 @@ static bool carried_copy_matches(host_run *u, uint32_t k, uint32_t b, ir_value v
     cpu_tensor want;
     if (!cpu_tensor_alloc(&want, u->g->nodes[v].dtype, nv->rank, nv->shape, 0)) return false;
     for (int64_t i = 0; i < nv->numel; i++) cpu_set(&want, i, cpu_get(nv, i));
-    bool ok = matches(u->g, u->name, k, "a parameter's copy for the next run", u->mem[b], &want, v, v);
+    bool ok = matches(u->g, u->res, u->name, k, "a parameter's copy for the next run", u->mem[b], &want, v, v);
     cpu_tensor_free(&want);
     return ok;
 }
@@ -412,7 +463,7 @@ static void check_results(host_run *u, uint32_t k)
             continue;
         }
         if (b >= g->nnodes || !is_result(g, u->p, u->plan, k, j) || u->last_write[v] != k) continue;
-        if (!matches(g, u->name, k, step_what(u->p, s), u->mem[b], &u->res->values[v], v, s->node < g->nnodes ? s->node : v))
+        if (!matches(g, u->res, u->name, k, step_what(u->p, s), u->mem[b], &u->res->values[v], v, s->node < g->nnodes ? s->node : v))
             u->bad++;
         cpu_tensor_to_native(&u->res->values[v], u->mem[b]);
     }
@@ -499,6 +550,29 @@ static const char *transpose_dies_source =
 static const char *scalar_slice_source =
     "model scal(x: f32[B]) -> (y: f32) {\n"
     "  return relu(reshape(slice(x, axis: 0, start: 3, end: 4), [])) * 2.0\n"
+    "}\n";
+
+/* Literals in bf16 and f16 arithmetic are fills of that dtype: a fused
+ * kernel must use the value rounded to it (0.333984375 in bf16), as the
+ * executor and a stored fill do, not the literal as written (which rounds
+ * some products the other way). */
+static const char *narrow_constant_source =
+    "model narrow(x: bf16[B, 64], h: f16[B, 64]) -> (y: f32[B, 64], z: f32[B, 64]) {\n"
+    "  return f32(x * 0.333333333) * 3.0, f32(h * 0.1) * 10.0   # judged in f32: the products' rounding shows\n"
+    "}\n";
+
+/* GELU and its tanh form far below 0 (x in [-7, -4]), and their backward:
+ * the kernels keep the digits that 1 + erf and 1 + tanh would cancel, as
+ * the executor does (judged against the largest value there, about 1e-4). */
+static const char *gelu_tails_source =
+    "model tails(x: f32[B, 64]) -> (g: f32[B, 64], t: f32[B, 64]) {\n"
+    "  param w: f32[64] = ones\n"
+    "  z = x * w * 0.75 - 5.5\n"
+    "  return gelu(z), gelu_tanh(z)\n"
+    "}\n"
+    "train tails {\n"
+    "  loss = sum(g) + sum(t)\n"
+    "  optimizer sgd(lr: 0.1)\n"
     "}\n";
 
 /* Compiles source (after the shim) and extra into a library in dir and
@@ -605,7 +679,7 @@ static void check_model_text(const char *name, const char *path, const char *tex
     uint32_t id = text ? src_add(&src, path, text, strlen(text)) : src_load(&src, path, err, sizeof err);
     if (!id) { fprintf(stderr, "%s\n", err); failures++; return; }
     diag_ctx d;
-    diag_init(&d, &src, stderr);
+    diag_init(&d, &src, diag_out ? diag_out : stderr);
     driver_opts o = {.verify = true, .train_step = train_step, .fuse = fuse, .dim_names = dn, .dim_values = dv, .ndims = nd,
                      .set_names = sn, .set_values = sv, .nsets = nsets};
     ir_graph *g = driver_compile(&src, id, &o, &d);
@@ -741,11 +815,53 @@ static const char *special_rows_source =
     "  return softmax(z), log_softmax(z)\n"
     "}\n";
 
+/* Random programs' training steps (random_program.h), at B = 3, three in
+ * four fused:
+ * NETC_RANDOM_PROGRAMS=N[:SEED] runs N programs from SEED on, and nothing
+ * else (default: 10 from 1 after the fixed cases). A program that fails is
+ * printed and written to /tmp for netc. */
+static void check_random_programs(void)
+{
+    unsigned long long count = 10, seed = 1;
+    const char *env = getenv("NETC_RANDOM_PROGRAMS");
+    if (env && sscanf(env, "%llu:%llu", &count, &seed) < 1) {
+        fprintf(stderr, "NETC_RANDOM_PROGRAMS=%s: expected N or N:SEED\n", env);
+        failures++;
+        return;
+    }
+    static char text[RP_TEXT + 4096];
+    const char *b[] = {"B"};
+    const int64_t v3[] = {3};
+    diag_out = fopen("/dev/null", "w");
+    for (unsigned long long s = seed; s < seed + count; s++) {
+        if (!random_program(s, text, sizeof text)) continue;
+        char name[64], path[64];
+        bool fuse = s % 4 != 0;   /* a quarter unfused: each op's own kernel */
+        snprintf(name, sizeof name, "random program %llu%s", s, fuse ? " --fuse" : "");
+        snprintf(path, sizeof path, "random_%llu.net", s);
+        int before = failures;
+        check_model_text(name, path, text, fuse, b, v3, 1, NULL, NULL, 0, true);
+        if (failures == before) continue;
+        char keep[96];
+        snprintf(keep, sizeof keep, "/tmp/netc_%s", path);
+        FILE *f = fopen(keep, "w");
+        if (f) fputs(text, f), fclose(f);
+        fprintf(stderr, "%s failed (written to %s; netc build %s --dim B=3 --entry train%s):\n%s", name, keep, keep,
+                fuse ? "" : " --no-fuse", text);
+    }
+    if (diag_out) fclose(diag_out);
+    diag_out = NULL;
+}
+
 int main(void)
 {
     if (system("c++ --version >/dev/null 2>&1") != 0 && !getenv("CXX")) {
         printf("no C++ compiler: skipped\n");
         return 77;
+    }
+    if (getenv("NETC_RANDOM_PROGRAMS")) {
+        check_random_programs();
+        return failures != 0;
     }
     check_divisors();
     const char *b[] = {"B"}, *bt[] = {"B", "T"};
@@ -793,11 +909,17 @@ int main(void)
         check_model_text(name, "dies.net", transpose_dies_source, fuse, b, vb2, 1, NULL, NULL, 0, false);
         snprintf(name, sizeof name, "a scalar read through a slice%s", fuse ? " --fuse" : "");
         check_model_text(name, "scal.net", scalar_slice_source, fuse, b, v5, 1, NULL, NULL, 0, false);
+        snprintf(name, sizeof name, "GELU's tails (training)%s", fuse ? " --fuse" : "");
+        check_model_text(name, "tails.net", gelu_tails_source, fuse, b, v5, 1, NULL, NULL, 0, true);
+        snprintf(name, sizeof name, "narrow constants%s", fuse ? " --fuse" : "");
+        check_model_text(name, "narrow.net", narrow_constant_source, fuse, b, v5, 1, NULL, NULL, 0, false);
         snprintf(name, sizeof name, "dropout (training)%s", fuse ? " --fuse" : "");
         check_model_text(name, "drop.net", dropout_source, fuse, b, v5, 1, NULL, NULL, 0, true);
     }
     wide_index = true;   /* fused read-through and spread loads with 64-bit indices */
     check_model("movement --fuse (64-bit indices)", "tests/gpu/movement.net", true, b, vb2, 1, NULL, NULL, 0, true);
+    wide_index = false;
+    check_random_programs();
     if (!failures) printf("test_kernels_host: all checks passed\n");
     return failures != 0;
 }
