@@ -833,9 +833,12 @@ static void plan_carried_copies(cg_ctx *cg)
     cg->carry_from = cuda_no_values(g);
     if (!g->nupdates || !g->train.present || g->train.copies_each_step) return;
     ir_value *update_of = cuda_no_values(g);   /* a parameter's node -> its new value */
-    for (uint32_t i = 0; i < g->nupdates; i++)
-        for (ir_value p = 0; p < g->nnodes; p++)
-            if (g->nodes[p].op == OP_PARAM && g->nodes[p].attr.index == g->updates[i].param) update_of[p] = g->updates[i].value;
+    ir_value *new_value = nc_xmalloc((g->nparams + 1) * sizeof *new_value);   /* a parameter's index -> its new value */
+    for (uint32_t i = 0; i <= g->nparams; i++) new_value[i] = IR_NONE;
+    for (uint32_t i = 0; i < g->nupdates; i++) new_value[g->updates[i].param] = g->updates[i].value;
+    for (ir_value p = 0; p < g->nnodes; p++)
+        if (g->nodes[p].op == OP_PARAM && g->nodes[p].attr.index < g->nparams) update_of[p] = new_value[g->nodes[p].attr.index];
+    free(new_value);
     for (ir_value c = 0; c < g->nnodes; c++) {
         const ir_node *cn = &g->nodes[c];
         if (cn->op != OP_CAST || (cn->dtype != NC_BF16 && cn->dtype != NC_F16) || !cg->group[c] || cg->inlined[c] ||

@@ -1,11 +1,52 @@
 /* test_gpu_models.c - each example model end to end on the GPU against the
- * CPU executor (captured as a CUDA graph and replayed). Exits 77 without a GPU.
- * NETC_GPU_CASE=name runs one case, NETC_GPU_SEED=n with another seed. */
+ * CPU executor (captured as a CUDA graph and replayed), then 4 random
+ * training programs (tests/unit/random_program.h), their new parameters
+ * compared too; NETC_RANDOM_PROGRAMS=N[:SEED] runs N of those alone.
+ * Exits 77 without a GPU.
+ * NETC_GPU_CASE=name runs one case (random_SEED for a random program),
+ * NETC_GPU_SEED=n with another seed. */
 #include "gpu_check.h"
+#include "../unit/random_program.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Random training programs, fused but every fourth, at B = 3, 1, 5 or 2 (as
+ * test_kernels_host runs them on the host): here through the runtime, its
+ * memory plan and a captured graph, with SGD's new parameters compared.
+ * Returns 77 when there is no GPU. */
+static int check_random_programs(const char *only, const char *seed_env, int *runs, int *fails)
+{
+    unsigned long long count = 4, first = 1;
+    const char *env = getenv("NETC_RANDOM_PROGRAMS");
+    if (env && sscanf(env, "%llu:%llu", &count, &first) < 1) {
+        fprintf(stderr, "NETC_RANDOM_PROGRAMS=%s: expected N or N:SEED\n", env);
+        (*fails)++;
+        return 1;
+    }
+    static char text[RP_TEXT + 4096];
+    const char *b[] = {"B"};
+    for (unsigned long long s = first; s < first + count; s++) {
+        char name[64];
+        snprintf(name, sizeof name, "random_%llu", s);
+        if ((only && strcmp(only, name) != 0) || !random_program(s, text, sizeof text)) continue;
+        const int64_t batch[] = {(int64_t[]){3, 1, 5, 2}[s / 4 % 4]};
+        gpu_check_opts o = {.name = name, .source = text, .dim_names = b, .dim_values = batch, .ndims = 1,
+                            .seed = seed_env ? strtoull(seed_env, NULL, 10) : s, .int_range = 10, .use_graph = true,
+                            .fuse = s % 4 != 0, .train_step = true, .check_updates = true};
+        (*runs)++;
+        int rc = gpu_check(&o);
+        if (rc == 77) return 77;
+        if (rc) {
+            (*fails)++;
+            fprintf(stderr, "%s (B=%lld%s):\n%s", name, (long long)batch[0], o.fuse ? ", fused" : "", text);
+        } else {
+            printf("ok %s\n", name);
+        }
+    }
+    return 0;
+}
 
 int main(void)
 {
@@ -75,7 +116,7 @@ int main(void)
     };
     const char *only = getenv("NETC_GPU_CASE"), *seed_env = getenv("NETC_GPU_SEED");
     int fails = 0, runs = 0;
-    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+    for (size_t i = 0; i < sizeof models / sizeof models[0] && !getenv("NETC_RANDOM_PROGRAMS"); i++) {
         if (only && strcmp(only, models[i].name) != 0) continue;
         models[i].seed = seed_env ? strtoull(seed_env, NULL, 10) : 42 + i;
         runs++;
@@ -84,6 +125,8 @@ int main(void)
         if (rc) fails++;
         else printf("ok %s\n", models[i].name);
     }
+    int rc = check_random_programs(only, seed_env, &runs, &fails);
+    if (rc == 77) { printf("no GPU: skipped\n"); return 77; }
     printf("%d passed, %d failed\n", runs - fails, fails);
     return fails != 0 || runs == 0;
 }

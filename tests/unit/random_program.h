@@ -14,10 +14,12 @@
 #ifndef NETC_RANDOM_PROGRAM_H
 #define NETC_RANDOM_PROGRAM_H
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { RP_SYM = -1, RP_MAX_VALUES = 48, RP_MAX_PARAMS = 16, RP_TEXT = 16384, RP_ROWS = 12 };
@@ -34,8 +36,10 @@ typedef struct rp_gen {
     uint64_t state;
     rp_value v[RP_MAX_VALUES];
     int nv;
-    char body[RP_TEXT], params[2048];
-    size_t nbody, nparams_text;
+    char expr[RP_MAX_VALUES][768];   /* value k is expr[k] */
+    bool checkpoint[RP_MAX_VALUES], used[RP_MAX_VALUES];
+    char params[2048];
+    size_t nparams_text;
     int nparams;
     bool uses_ids, uses_f16;
 } rp_gen;
@@ -95,6 +99,8 @@ static const char *rp_param(rp_gen *g, int rank, const int64_t *shape, const cha
 static int64_t rp_size(rp_gen *g)
 {
     static const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 8, 12, 16, 16, 24, 40};
+    /* rarely, rows longer than a warp takes (a block a row past 2048) */
+    if (rp_pick(g, 40) == 0) return rp_pick(g, 2) ? 1032 : 2056;
     return sizes[rp_pick(g, (int)(sizeof sizes / sizeof *sizes))];
 }
 
@@ -117,8 +123,20 @@ static int64_t rp_numel_const(const rp_value *v)
  * the caller in e. */
 static void rp_bind(rp_gen *g, const rp_value *r, const char *e)
 {
-    rp_append(g->body, &g->nbody, sizeof g->body, "  v%d = %s\n", g->nv, e);
+    for (const char *p = e; *p; p++)   /* the values e reads: "v" and digits, not inside a name */
+        if (*p == 'v' && p[1] >= '0' && p[1] <= '9' && (p == e || !(isalnum((unsigned char)p[-1]) || p[-1] == '_')))
+            g->used[atoi(p + 1)] = true;
+    snprintf(g->expr[g->nv], sizeof g->expr[g->nv], "%s", e);
+    g->checkpoint[g->nv] = rp_pick(g, 8) == 0;   /* the training step recomputes it instead of keeping it */
     g->v[g->nv++] = *r;
+}
+
+/* The model's statements; a value nothing reads is named _vK, as the
+ * checker asks of an unused binding. */
+static void rp_body(const rp_gen *g, char *out, size_t *n, size_t cap)
+{
+    for (int k = 0; k < g->nv; k++)
+        rp_append(out, n, cap, "  %s%sv%d = %s\n", g->checkpoint[k] ? "@checkpoint " : "", g->used[k] ? "" : "_", k, g->expr[k]);
 }
 
 /* The latest other value of a's dtype and shape, or -1. */
@@ -353,11 +371,10 @@ static bool random_program(uint64_t seed, char *out, size_t cap)
     rp_value in = {"f32", 2 + rp_pick(&g, 2), {RP_SYM, rp_size(&g), rp_size(&g)}, false, false};
     if (in.shape[in.rank - 1] == 1) in.shape[in.rank - 1] = 8;
     if (strcmp(xt, "u8") != 0) in.dtype = xt;   /* bytes (an image's) are scaled to f32 first */
-    g.v[g.nv++] = in;
     char pb[64], e[256];
     rp_value first = in;   /* every program has a trained parameter */
     snprintf(e, sizeof e, "v0 * %s", rp_param(&g, 1, &in.shape[in.rank - 1], "normal(1.0)", in.dtype, pb, sizeof pb));
-    rp_append(g.body, &g.nbody, sizeof g.body, strcmp(xt, "u8") ? "  v0 = x\n" : "  v0 = f32(x) * 0.1\n");
+    rp_bind(&g, &in, strcmp(xt, "u8") ? "x" : "f32(x) * 0.1");
     rp_bind(&g, &first, e);
     int steps = 6 + rp_pick(&g, 8);
     for (int tries = 0; steps > 0 && tries < 400 && g.nv < RP_MAX_VALUES - 1 && g.nparams < RP_MAX_PARAMS - 2; tries++)
@@ -372,7 +389,10 @@ static bool random_program(uint64_t seed, char *out, size_t cap)
     rp_append(out, &n, cap, "# random program, seed %llu\n", (unsigned long long)seed);
     rp_append(out, &n, cap, "model m(x: %s%s%s) -> (y0: %s%s, y1: %s%s) {\n", xt, sx, g.uses_ids ? ", ids: i32[B]" : "",
               g.v[y0].dtype, s0, g.v[y1].dtype, s1);
-    rp_append(out, &n, cap, "%s%s  return v%d, v%d\n}\n", g.params, g.body, y0, y1);
+    g.used[y0] = g.used[y1] = true;
+    rp_append(out, &n, cap, "%s", g.params);
+    rp_body(&g, out, &n, cap);
+    rp_append(out, &n, cap, "  return v%d, v%d\n}\n", y0, y1);
     /* rows of 10 classes or more: a cross entropy over them (the labels are below 10) */
     const rp_value *o = &g.v[y0];
     bool classes = o->rank == 2 && o->shape[0] == RP_SYM && o->shape[1] >= 10;
