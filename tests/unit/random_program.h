@@ -1,16 +1,20 @@
 /* random_program.h - random .net programs that check, for tests of the code
- * generator: a model over an input x: f32, bf16 or u8 [B, ...] (and token ids when a
- * gather wants them) that chains elementwise ops, broadcasts against biases
- * and reductions, casts between f32, bf16 and f16, transposes, reshapes,
- * slices, concats, gathers, reductions, row-wise ops and products, in the
- * shapes the generator tracks, with a train section whose loss reads every
- * output. The same seed gives the same program.
+ * generator (test_kernels_host on the host shim, test_gpu_models through the
+ * runtime). A model over an input x: f32, bf16 or u8 [B, ...] (and token ids
+ * when a gather wants them) chains elementwise ops, broadcasts (biases,
+ * keepdim reductions, explicit), casts between f32, bf16 and f16,
+ * transposes, reshapes, slices, concats, gathers, reductions, row ops and
+ * norms, products, attention and dropout, in shapes the generator tracks,
+ * with now and then a @checkpoint; its train section's loss (a square loss,
+ * or a cross entropy over 10 classes or more) reads every output. The same
+ * seed gives the same program.
  *
  * The mix leans on what fusion has to get right: chains of movement ops
- * between elementwise ones (read-through), broadcasts of every kind, rows of
- * sizes with and without a tail after the vector loops, dims of 1. Values
- * stay moderate (no exp of exp), so a program's results are comparable
- * within a dtype's rounding. */
+ * between elementwise ones (read-through), broadcasts of every kind, rows
+ * with and without a tail after the vector loops, dims of 1. Values stay
+ * moderate (no exp of exp), and the generator avoids inputs whose exact
+ * result is rounding noise (a layernorm of a constant row, attention over
+ * repeated keys), so results compare within a dtype's rounding. */
 #ifndef NETC_RANDOM_PROGRAM_H
 #define NETC_RANDOM_PROGRAM_H
 
@@ -98,7 +102,7 @@ static const char *rp_param(rp_gen *g, int rank, const int64_t *shape, const cha
 
 static int64_t rp_size(rp_gen *g)
 {
-    static const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 8, 12, 16, 16, 24, 40};
+    static const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 8, 12, 16, 16, 24, 40, 64};   /* 64: heads for tensor-core attention */
     /* rarely, rows longer than a warp takes (a block a row past 2048) */
     if (rp_pick(g, 40) == 0) return rp_pick(g, 2) ? 1032 : 2056;
     return sizes[rp_pick(g, (int)(sizeof sizes / sizeof *sizes))];
@@ -119,8 +123,7 @@ static int64_t rp_numel_const(const rp_value *v)
     return n;
 }
 
-/* Appends "vK = <expr>" with the result's type; the expression is built by
- * the caller in e. */
+/* Records value K = e, of type r, and which values e reads. */
 static void rp_bind(rp_gen *g, const rp_value *r, const char *e)
 {
     for (const char *p = e; *p; p++)   /* the values e reads: "v" and digits, not inside a name */
@@ -334,9 +337,21 @@ static bool rp_step(rp_gen *g)
         /* not over repeated rows (equal keys), nor a handful of positions, where a
          * causal first query's gradient is all cancellation: no comparable result */
         if (x.rank != 3 || sym != 0 || x.shape[1] < 4 || x.shape[2] < 2 || x.same_rows) return false;
+        const char *causal = rp_pick(g, 2) ? ", causal: true" : "";
+        if (strcmp(dt, "f32") == 0 && rp_pick(g, 2)) {   /* heads of 64 in bf16: the tensor-core kernels */
+            char q[64], k[64], w[64];
+            int64_t shape[2] = {x.shape[2], 64};
+            rp_param(g, 2, shape, "xavier", dt, q, sizeof q);
+            rp_param(g, 2, shape, "xavier", dt, k, sizeof k);
+            rp_param(g, 2, shape, "xavier", dt, w, sizeof w);
+            snprintf(e, sizeof e, "f32(attention(bf16(v%d @ %s), bf16(v%d @ %s), bf16(tanh(v%d @ %s))%s))", a, q, a, k, a, w, causal);
+            r.shape[2] = 64;
+            r.flat_rows = false;
+            break;
+        }
         int64_t shape[2] = {x.shape[2], x.shape[2]};
         rp_param(g, 2, shape, "xavier", dt, pb, sizeof pb);
-        snprintf(e, sizeof e, "attention(v%d, v%d @ %s, tanh(v%d)%s)", a, a, pb, a, rp_pick(g, 2) ? ", causal: true" : "");
+        snprintf(e, sizeof e, "attention(v%d, v%d @ %s, tanh(v%d)%s)", a, a, pb, a, causal);
         break;
     }
     case 18: /* minus the mean of everything */
