@@ -11,7 +11,7 @@
 # Usage: bench/run_gpt2.sh NETC TEXT_FILE [B] [T] [STEPS]
 set -u
 NETC=${1:-build/netc}; TEXT=${2:?a text file, e.g. the fortunes}
-B=${3:-16}; T=${4:-1024}; STEPS=${5:-30}
+B=${3:-16}; T=${4:-1024}; STEPS=${5:-60}
 OUT=${OUT:-/tmp/bench-out}; mkdir -p "$OUT"
 export NETC_CACHE_DIR=$(mktemp -d)
 s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
@@ -19,12 +19,12 @@ echo "{\"bench\": \"build_gpt2_train_cold\", \"ms\": $(( (e - s) / 1000000 ))}"
 s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
 echo "{\"bench\": \"build_gpt2_train_cached\", \"ms\": $(( (e - s) / 1000000 ))}"
 "$NETC" inspect "$OUT/gpt2.netm" --entry train | tail -12
-# one netc training run: VARIANT "" (as built), 4GiB (--memory-budget 4GiB) or nobgrad (the MLP
-# biases' gradients as a second product instead of cuBLASLt's DGELU_BGRAD epilogue,
-# NETC_NO_DGELU_BGRAD in runtime/gpu.c: which of the two ways is faster on this GPU)
+# one netc training run: VARIANT "" (as built), 4GiB (--memory-budget 4GiB) or bgrad (the MLP
+# biases' gradients by cuBLASLt's DGELU_BGRAD epilogue instead of a second product,
+# NETC_DGELU_BGRAD in runtime/gpu.c: which of the two ways is faster on this GPU)
 netc_train() {
   local budget=$1 extra=() env=()
-  case $budget in 4GiB) extra=(--memory-budget 4GiB) ;; nobgrad) env=(NETC_NO_DGELU_BGRAD=1) ;; esac
+  case $budget in 4GiB) extra=(--memory-budget 4GiB) ;; bgrad) env=(NETC_DGELU_BGRAD=1) ;; esac
   env "${env[@]}" "$NETC" train examples/gpt2.net --data "$TEXT" --dim T="$T" --batch "$B" --epochs 1000 --max-steps "$STEPS" \
     --device gpu "${extra[@]}" --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 ||
     { cat "$OUT/gpt2${budget}.log"; return 1; }
@@ -34,9 +34,16 @@ import json, statistics, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 rows = [r for r in lines if "samples_per_s" in r]
 mem = ([r for r in lines if "gpu_train_bytes" in r] or [{}])[-1]
-rates = [r["samples_per_s"] for r in rows[1:]] or [r["samples_per_s"] for r in rows]
 b, t = int(sys.argv[2]), int(sys.argv[3])
-ms = b / statistics.median(rates) * 1e3
+# a rate is the epoch's so far: step s of the first epoch ends s * b / rate seconds in; the
+# time between the second such line and the last is the steps', the first step's set-up left out
+first = [r for r in rows if r["epoch"] == 1]
+ends = [(r["step"], r["step"] * b / r["samples_per_s"]) for r in first]
+if len(ends) >= 3:
+    ms = (ends[-1][1] - ends[1][1]) / (ends[-1][0] - ends[1][0]) * 1e3
+else:   # too few lines: the rates themselves
+    rates = [r["samples_per_s"] for r in rows[1:]] or [r["samples_per_s"] for r in rows]
+    ms = b / statistics.median(rates) * 1e3
 print(json.dumps({"bench": "gpt2_train_step", "impl": "netc", "variant": sys.argv[4], "batch": b, "T": t,
                   "ms_per_step": round(ms, 2), "tokens_per_s": round(b * t / ms * 1e3),
                   "session_gib": round(mem.get("gpu_train_bytes", 0) / 2**30, 3),
@@ -52,4 +59,4 @@ netc_train 4GiB
 python3 bench/gpt2_losses.py --steps 10 --batch 4 --T 256 --netc "$NETC" --losses-tool "$(dirname "$NETC")/bench/gpt2_losses" --out "$OUT/losses" | tail -1
 # each launch timed on the device: the measured step and the 10 slowest launches with their share and % of floor
 "$NETC" inspect "$OUT/gpt2.netm" --entry train --profile 10 > "$OUT/gpt2.profile.txt" 2>&1 && sed -n '/^measured/,/^targets/p' "$OUT/gpt2.profile.txt"
-netc_train nobgrad
+netc_train bgrad

@@ -42,7 +42,7 @@ class GPT2(nn.Module):
         for block in self.h:
             x = block(x)
         logits = self.ln_f(x) @ self.wte.weight.t()
-        return F.cross_entropy(logits.float().view(-1, V), targets.view(-1))
+        return F.cross_entropy(logits.float().reshape(-1, V), targets.reshape(-1))   # targets: a strided slice
 
 
 def run(compiled, batch, length, steps):

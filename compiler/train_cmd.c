@@ -250,6 +250,16 @@ static int download_params(trainer *t)
     return 0;
 }
 
+/* Classes: 1000 images a run. Text: the training batch (or the held-out
+ * windows, if fewer), since a language model's forward over 1000 windows can
+ * need more memory than its training step, and on the CPU executor would
+ * take minutes; the test loss is over the whole batches, on either device. */
+static int64_t eval_batch_of(const trainer *t)
+{
+    if (!t->text) return 1000;
+    return t->test.n < t->o->batch ? (t->test.n > 0 ? t->test.n : 1) : t->o->batch;
+}
+
 static int setup_gpu(trainer *t)
 {
     char desc[256], eval_desc[256], err[1024], why[256];   /* the training step's session is the one described */
@@ -265,7 +275,7 @@ static int setup_gpu(trainer *t)
         fprintf(stderr, "netc: cannot use the GPU: %s\n", err);
         return 1;
     }
-    t->eval_batch = 1000;
+    t->eval_batch = eval_batch_of(t);
     int s = ir_sym_find(t->fg, t->batch_dim);
     if (s >= 0) syms[s] = t->eval_batch;
     if (gpu_session_create(&t->fm, syms, 0, true, &t->es, eval_desc, sizeof eval_desc, err, sizeof err)) {
@@ -511,7 +521,7 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
 {
     const ir_graph *f = t->fg;
     const data_set *d = &t->test;
-    int64_t per = 1000, correct = 0;
+    int64_t per = eval_batch_of(t), correct = 0, evaluated = 0;
     double total = 0;
     int64_t classes = 0;
     char err[1024];
@@ -529,6 +539,8 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
     int rc = 0;
     for (int64_t start = 0; start < d->n && rc == 0; start += per) {
         int64_t count = d->n - start < per ? d->n - start : per;
+        if (t->text && count < per) break;   /* the rest of the images goes to the CPU executor, not of the windows */
+        evaluated += count;
         int64_t shape[NC_MAX_RANK];
         memcpy(shape, d->x.shape, sizeof shape);
         shape[0] = count;
@@ -594,8 +606,8 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
         free(inputs);
     }
     free(fp);
-    *accuracy = t->text ? NAN : (double)correct / (double)d->n;
-    *loss = total / (double)d->n;
+    *accuracy = t->text ? NAN : (double)correct / (double)evaluated;
+    *loss = total / (double)(evaluated ? evaluated : 1);
     return rc;
 }
 
@@ -757,6 +769,7 @@ static int train_loop(trainer *t)
     data_loader *dl = data_loader_new(&t->train, o->batch, o->seed, true, true, 4);
     batch_feed feed = {.dl = dl};
     int64_t nb = data_loader_batches(dl), total_steps = nb * o->epochs;
+    int64_t eta_steps = o->max_steps && o->max_steps < total_steps ? o->max_steps : total_steps;   /* what the ETA counts */
     bool tty = isatty(2);
     double t_start = now_s(), waited_total = 0, gpu_wait_total = 0;
     int64_t samples = 0;
@@ -779,7 +792,7 @@ static int train_loop(trainer *t)
             t->curve[2 * t->ncurve] = (double)t->step, t->curve[2 * t->ncurve + 1] = r.loss;
             t->ncurve++;
             double el = now_s() - t_epoch, rate = (double)((b + 1 - (epoch == start_epoch ? skip : 0)) * o->batch) / fmax(el, 1e-9);
-            double eta = (double)((nb - b - 1) + nb * (o->epochs - epoch - 1)) * o->batch / fmax(rate, 1e-9);
+            double eta = (double)(eta_steps > t->step ? eta_steps - t->step : 0) * o->batch / fmax(rate, 1e-9);
             if (tty ? (b % 5 == 0 || b + 1 == nb) : (b % 100 == 0 || b + 1 == nb)) progress(t, epoch, b, nb, r.loss, rate, eta, tty);
             if (b % 10 == 0)
                 metrics_line(t, json_pack("{s:I, s:I, s:f, s:f, s:f}", "epoch", (json_int_t)epoch + 1, "step", (json_int_t)t->step,

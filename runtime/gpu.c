@@ -60,13 +60,13 @@ int gpu_poison(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, c
 #define DRIVER_FUNCS(F)                                                                            \
     F(cuInit) F(cuDeviceGetCount) F(cuDeviceGet) F(cuDeviceGetName) F(cuDeviceGetAttribute)       \
     F(cuDevicePrimaryCtxRetain) F(cuDevicePrimaryCtxRelease) F(cuCtxSetCurrent) F(cuModuleLoadData) \
-    F(cuModuleUnload) F(cuModuleGetFunction) F(cuMemAlloc) F(cuMemFree) F(cuMemcpyHtoD)           \
-    F(cuMemcpyDtoH) F(cuMemcpyDtoDAsync) F(cuLaunchKernel) F(cuStreamCreate) F(cuStreamDestroy)   \
+    F(cuModuleUnload) F(cuModuleGetFunction) F(cuMemAlloc) F(cuMemFree)                           \
+    F(cuMemcpyDtoHAsync) F(cuMemcpyDtoDAsync) F(cuLaunchKernel) F(cuStreamCreate) F(cuStreamDestroy)   \
     F(cuStreamSynchronize) F(cuStreamBeginCapture) F(cuStreamEndCapture) F(cuGraphInstantiate)    \
-    F(cuGraphLaunch) F(cuGraphExecDestroy) F(cuGraphDestroy) F(cuGetErrorString) F(cuDriverGetVersion) F(cuMemsetD8) \
+    F(cuGraphLaunch) F(cuGraphExecDestroy) F(cuGraphDestroy) F(cuGetErrorString) F(cuDriverGetVersion) F(cuMemsetD8Async) \
     F(cuMemHostAlloc) F(cuMemFreeHost) F(cuMemcpyHtoDAsync) F(cuEventCreate) F(cuEventDestroy) F(cuEventRecord)      \
     F(cuEventSynchronize) F(cuEventElapsedTime) F(cuStreamWaitEvent) F(cuMemGetInfo) F(cuMemsetD16Async)      \
-    F(cuMemsetD32Async)
+    F(cuMemsetD32Async) F(cuPointerGetAttribute)
 
 static struct {
     bool tried, ok;
@@ -390,12 +390,14 @@ static int find_algo(gpu_session *s, gpu_matmul *mm)
     return 0;
 }
 
-/* NETC_NO_DGELU_BGRAD set (and not "0"): BGRAD steps take the fallback of
- * setup_column_sums even where DGELU_BGRAD runs, so bench/ can time both
- * ways on one GPU. */
-static bool bgrad_switched_off(void)
+/* BGRAD steps take the fallback of setup_column_sums unless NETC_DGELU_BGRAD
+ * is set (and not "0"): on an H200 (2026-11-27, bench/RESULTS.md) cuBLASLt's
+ * DGELU_BGRAD products of GPT-2's step ran at 24% of their floor, 437 us
+ * each, and the step was 2.5 ms (6%) faster with the sums as a second
+ * product. The variable lets bench/ time both ways on one GPU. */
+static bool bgrad_epilogue_wanted(void)
 {
-    const char *v = getenv("NETC_NO_DGELU_BGRAD");
+    const char *v = getenv("NETC_DGELU_BGRAD");
     return v && *v && strcmp(v, "0") != 0;
 }
 
@@ -458,7 +460,7 @@ static int setup_matmul(gpu_session *s, uint32_t k, const struct nc_args *args, 
         LT(cublasLtMatrixLayoutSetAttribute(mm->c, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc32, sizeof bc32));
         LT(cublasLtMatrixLayoutSetAttribute(mm->c, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sc, sizeof sc));
     }
-    bool bgrad = st->mm_epilogue & NRT_EPI_BGRAD, fused = !bgrad || !bgrad_switched_off();
+    bool bgrad = st->mm_epilogue & NRT_EPI_BGRAD, fused = !bgrad || bgrad_epilogue_wanted();
     if (fused && find_algo(s, mm) == 0) return 0;
     if (bgrad && setup_column_sums(s, mm, st->mm_out_dtype, M, N, err, errcap) == 0) return 0;
     snprintf(err, errcap, "cuBLASLt has no algorithm for matmul %lldx%lldx%lld (batch %lld, epilogue 0x%x)", (long long)M,
@@ -489,7 +491,7 @@ static int prepare_batches(gpu_session *s, char *err, size_t errcap)
             if (s->launch[2 * j + 1] > threads) threads = s->launch[2 * j + 1];
         }
         CUdeviceptr table = s->batch_tables + (CUdeviceptr)(at * sizeof(struct nc_args));
-        CU(cuMemcpyHtoD(table, &s->args[k], st->batch * sizeof(struct nc_args)));
+        CU(cuMemcpyHtoDAsync(table, &s->args[k], st->batch * sizeof(struct nc_args), s->stream));
         s->batch_args[k].buf[0] = (void *)(uintptr_t)table;
         s->launch[2 * k] = blocks, s->launch[2 * k + 1] = threads;
         at += st->batch;
@@ -564,8 +566,8 @@ static int create_session(const nrt_module_data *m, const int64_t *syms, int dev
     if (prepare_steps(s, syms, err, errcap) != 0) return -1;
     size_t used = strlen(desc);
     if (s->column_sum_products && used < desccap)
-        snprintf(desc + used, desccap - used, "; %u bias gradients as a second product (%s)", s->column_sum_products,
-                 bgrad_switched_off() ? "NETC_NO_DGELU_BGRAD" : "no DGELU_BGRAD algorithm in this cuBLASLt");
+        snprintf(desc + used, desccap - used, "; %u bias gradients as a second product%s", s->column_sum_products,
+                 bgrad_epilogue_wanted() ? " (no DGELU_BGRAD algorithm in this cuBLASLt)" : "");
     rc = 0;
     return rc;
 }
@@ -859,6 +861,16 @@ int gpu_drop_staged(gpu_session *s, char *err, size_t errcap)
 
 double gpu_input_wait_seconds(const gpu_session *s) { return s ? s->input_wait_s : 0; }
 
+/* Whether host memory is pinned (cuMemHostAlloc, or registered): a copy
+ * from it reads it until the copy is done, where the driver stages a copy
+ * from pageable memory before the call returns. */
+static bool host_pinned(const void *p)
+{
+    unsigned int type = 0;
+    return drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS &&
+           type == CU_MEMORYTYPE_HOST;
+}
+
 int gpu_upload(gpu_session *s, uint32_t value, const void *data, size_t bytes, char *err, size_t errcap)
 {
     if ((int64_t)bytes != s->buf_bytes[value]) {
@@ -866,7 +878,10 @@ int gpu_upload(gpu_session *s, uint32_t value, const void *data, size_t bytes, c
         return -1;
     }
     CU(cuCtxSetCurrent(s->ctx));
-    if (bytes) CU(cuMemcpyHtoD(s->arena + (CUdeviceptr)s->buf_offset[value], data, bytes));
+    /* on the session's stream, not the legacy one: a stream created
+     * non-blocking does not wait for the legacy stream's copies, nor they for it */
+    if (bytes) CU(cuMemcpyHtoDAsync(s->arena + (CUdeviceptr)s->buf_offset[value], data, bytes, s->stream));
+    if (bytes && host_pinned(data)) CU(cuStreamSynchronize(s->stream));   /* the caller may reuse data on return */
     if (value < s->m->graph->nnodes && s->m->graph->nodes[value].op == OP_PARAM) s->prepared = false;   /* what depends on it is stale */
     return 0;
 }
@@ -878,7 +893,8 @@ int gpu_download(gpu_session *s, uint32_t value, void *data, size_t bytes, char 
         return -1;
     }
     CU(cuCtxSetCurrent(s->ctx));
-    if (bytes) CU(cuMemcpyDtoH(data, s->arena + (CUdeviceptr)s->buf_offset[value], bytes));
+    if (bytes) CU(cuMemcpyDtoHAsync(data, s->arena + (CUdeviceptr)s->buf_offset[value], bytes, s->stream));
+    CU(cuStreamSynchronize(s->stream));
     return 0;
 }
 
@@ -905,9 +921,10 @@ int gpu_poison(gpu_session *s, char *err, size_t errcap)
     int rc = 0;
     for (uint32_t i = 0; i < nbuf && rc == 0; i++) {
         if (spared[i] || (i < g->nnodes && (g->nodes[i].op == OP_INPUT || g->nodes[i].op == OP_PARAM))) continue;
-        CUresult r = s->buf_bytes[i] ? drv.cuMemsetD8(s->arena + (CUdeviceptr)s->buf_offset[i], 0xff, (size_t)s->buf_bytes[i])
+        CUresult r = s->buf_bytes[i] ? drv.cuMemsetD8Async(s->arena + (CUdeviceptr)s->buf_offset[i], 0xff,
+                                                           (size_t)s->buf_bytes[i], s->stream)
                                      : CUDA_SUCCESS;
-        if (r != CUDA_SUCCESS) rc = cu_fail(err, errcap, "cuMemsetD8", r);
+        if (r != CUDA_SUCCESS) rc = cu_fail(err, errcap, "cuMemsetD8Async", r);
     }
     free(spared);
     return rc;

@@ -384,8 +384,10 @@ int gpu_check(const gpu_check_opts *o)
     char desc[256];
     if (give_mock_source(m.program.source, err, sizeof err) != 0) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; goto img_out; }
     if (o->mock_refuse) setenv("NETC_MOCK_CUBLASLT_REFUSE", o->mock_refuse, 1);   /* read as the matmuls are planned */
+    if (o->bgrad_epilogue) setenv("NETC_DGELU_BGRAD", "1", 1);
     int created = gpu_session_create(&m, syms, 0, o->use_graph, &gs, desc, sizeof desc, err, sizeof err);
     if (o->mock_refuse) unsetenv("NETC_MOCK_CUBLASLT_REFUSE");
+    if (o->bgrad_epilogue) unsetenv("NETC_DGELU_BGRAD");
     if (created != 0) {
         fprintf(stderr, "%s: %s\n", o->name, err);
         fails++;

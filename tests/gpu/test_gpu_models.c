@@ -50,6 +50,7 @@ static int check_random_programs(const char *only, const char *seed_env, int *ru
 
 int main(void)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0);   /* each case's line as it ends, also into a pipe: a run cut short shows how far it got */
     const char *b64[] = {"B"};
     const int64_t v64[] = {64}, v2[] = {2}, v200[] = {200}, v40[] = {40};
     const char *bt[] = {"B", "T"};
@@ -95,13 +96,18 @@ int main(void)
         {.name = "gpt2_train_budget", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt32, .dim_values = vbt32,
          .ndims = 2, .set_names = mid, .set_values = mid_v, .nsets = 5, .int_range = 512, .use_graph = true,
          .train_step = true, .fuse = true, .memory_budget = (int64_t)(59.5 * 1048576)},
-        /* GELU's backward matmul storing the bias's gradient (DGELU_BGRAD): the new parameters of plain
-           SGD carry the gradients; 40 rows of 64 (not square: a sum over the wrong axis shows) */
+        /* GELU's backward matmul and the bias's gradient: the new parameters of plain SGD carry the
+           gradients; 40 rows of 64 (not square: a sum over the wrong axis shows). By default the sums
+           are a second product; then cuBLASLt's DGELU_BGRAD asked for, then asked for where (on the
+           mock GPU) cuBLASLt has no algorithm for it */
         {.name = "mlp_gelu_train", .path = NETC_SOURCE_DIR "/tests/gpu/mlp_gelu.net", .dim_names = b64, .dim_values = v40,
          .ndims = 1, .int_range = 16, .use_graph = true, .train_step = true, .fuse = true, .check_updates = true},
+        {.name = "mlp_gelu_train_bgrad", .path = NETC_SOURCE_DIR "/tests/gpu/mlp_gelu.net", .dim_names = b64,
+         .dim_values = v40, .ndims = 1, .int_range = 16, .use_graph = true, .train_step = true, .fuse = true,
+         .check_updates = true, .bgrad_epilogue = true},
         {.name = "mlp_gelu_train_no_bgrad", .path = NETC_SOURCE_DIR "/tests/gpu/mlp_gelu.net", .dim_names = b64,
          .dim_values = v40, .ndims = 1, .int_range = 16, .use_graph = true, .train_step = true, .fuse = true,
-         .check_updates = true, .mock_refuse = "208"},
+         .check_updates = true, .bgrad_epilogue = true, .mock_refuse = "208"},
         /* the embedding's backward after cast hoisting: a scatter-add reading the bf16 gradient and
            storing its f32 sum (f32_result); the updated table carries it */
         {.name = "narrow_lm_train", .path = NETC_SOURCE_DIR "/tests/train/narrow_lm.net", .dim_names = b64,

@@ -93,6 +93,7 @@ static void instantiate(const char *body, const char *dtype, char *out, size_t c
 
 int main(void)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0);   /* each case's line as it ends, also into a pipe: a run cut short shows how far it got */
     const char *only = getenv("NETC_GPU_CASE");
     const char *seed_env = getenv("NETC_GPU_SEED");
     uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : 1234;

@@ -11,9 +11,13 @@
  * needs it done (a synchronize, an event synchronize, a stream waiting on an
  * event, a free): as late as a GPU may run it, so a host that reads a result
  * or reuses a buffer before the work is known done sees the old bytes. The
- * synchronous copies and memset run at once and, like the legacy stream,
- * wait only for streams created blocking (the runtime's are non-blocking). A
- * capturing stream records its work into the graph instead. Calls
+ * legacy stream's work (cuMemsetD8, cuMemcpyHtoD, launches on stream 0)
+ * waits for the streams created blocking and then, in a queue of its own,
+ * until a legacy synchronize, a cuMemcpyDtoH or a free: a stream created
+ * non-blocking (the runtime's) neither waits for it nor it for that stream,
+ * so a poison or an upload there can land after the kernels that were to
+ * follow it, as it can on a GPU. A capturing stream records its work into
+ * the graph instead. Calls
  * the real driver refuses are refused: no current context, unknown handles,
  * copies outside an allocation, synchronous calls while a capture is open
  * (CU_STREAM_CAPTURE_MODE_THREAD_LOCAL forbids them), launches beyond the
@@ -82,6 +86,7 @@ static struct {
     CUresult sticky;                /* a kernel that failed poisons the context, as on a GPU */
 } mock;
 static CUstream mock_streams;
+static mock_worklist mock_legacy;   /* the legacy stream's work not yet run */
 static __thread CUcontext mock_current;
 static __thread int mock_open_captures;
 
@@ -218,11 +223,22 @@ static void mock_drain(CUstream s, unsigned long long upto)
 
 static void mock_drain_stream(CUstream s) { mock_drain(s, s->base + s->queue.n); }
 
-/* What the legacy stream waits for: every blocking stream (all = every stream). */
+static void mock_drain_legacy(void)
+{
+    for (size_t i = 0; i < mock_legacy.n; i++) {   /* work may queue more: n is read each time */
+        mock_legacy.items[i].run(mock_legacy.items[i].ctx);
+        free(mock_legacy.items[i].ctx);
+    }
+    mock_legacy.n = 0;
+}
+
+/* What the legacy stream waits for: every blocking stream (all = every
+ * stream and the legacy stream's own queue: a full synchronize). */
 static void mock_drain_streams(bool all)
 {
     for (CUstream s = mock_streams; s; s = s->next)
         if (all || s->blocking) mock_drain_stream(s);
+    if (all) mock_drain_legacy();
 }
 
 CUresult mock_cuda_enqueue(CUstream stream, mock_work_fn *run, const void *ctx, size_t ctx_bytes)
@@ -234,13 +250,12 @@ CUresult mock_cuda_enqueue(CUstream stream, mock_work_fn *run, const void *ctx, 
         return CUDA_SUCCESS;
     }
     if (stream) {
+        if (stream->blocking) mock_drain_legacy();   /* it waits for the legacy stream's earlier work */
         mock_worklist_add(&stream->queue, mock_work_copy(run, ctx, ctx_bytes));
         return CUDA_SUCCESS;
     }
-    mock_drain_streams(false);   /* the legacy stream */
-    mock_work w = mock_work_copy(run, ctx, ctx_bytes);
-    w.run(w.ctx);
-    free(w.ctx);
+    mock_drain_streams(false);   /* the legacy stream: after the blocking streams' earlier work */
+    mock_worklist_add(&mock_legacy, mock_work_copy(run, ctx, ctx_bytes));
     return mock.sticky;
 }
 
@@ -371,30 +386,39 @@ typedef struct mock_copy { void *dst; const void *src; size_t bytes; } mock_copy
 static void mock_run_copy(void *p) { mock_copy *c = p; memmove(c->dst, c->src, c->bytes); }
 
 
+/* A copy from pageable memory: the driver stages the bytes before it
+ * returns; their move into device memory is the legacy stream's work. */
+typedef struct mock_staged_copy { void *dst; size_t bytes; unsigned char data[]; } mock_staged_copy;
+static void mock_run_staged_copy(void *p)
+{
+    mock_staged_copy *c = p;
+    memcpy(c->dst, c->data, c->bytes);
+}
+
+static CUresult mock_enqueue_staged(CUstream s, CUdeviceptr dst, const void *src, size_t bytes)
+{
+    mock_staged_copy *c = malloc(sizeof *c + bytes + 1);
+    if (!c) abort();
+    c->dst = (void *)(uintptr_t)dst, c->bytes = bytes;
+    memcpy(c->data, src, bytes);
+    CUresult rc = mock_cuda_enqueue(s, mock_run_staged_copy, c, sizeof *c + bytes);
+    free(c);
+    return rc;
+}
+
 CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes)
 {
     CUresult rc = mock_sync_allowed("cuMemcpyHtoD");
-    if (rc == CUDA_SUCCESS) mock_drain_streams(false);
     if (rc == CUDA_SUCCESS) rc = mock_device_range(dst, bytes, "cuMemcpyHtoD");
-    if (rc == CUDA_SUCCESS) memcpy((void *)(uintptr_t)dst, src, bytes);
-    return rc;
+    return rc == CUDA_SUCCESS ? mock_enqueue_staged(NULL, dst, src, bytes) : rc;
 }
 
 CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes)
 {
     CUresult rc = mock_sync_allowed("cuMemcpyDtoH");
-    if (rc == CUDA_SUCCESS) mock_drain_streams(false);
+    if (rc == CUDA_SUCCESS) mock_drain_streams(false), mock_drain_legacy();
     if (rc == CUDA_SUCCESS) rc = mock_device_range(src, bytes, "cuMemcpyDtoH");
     if (rc == CUDA_SUCCESS) memcpy(dst, (const void *)(uintptr_t)src, bytes);
-    return rc;
-}
-
-CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t n)
-{
-    CUresult rc = mock_sync_allowed("cuMemsetD8");
-    if (rc == CUDA_SUCCESS) mock_drain_streams(false);
-    if (rc == CUDA_SUCCESS) rc = mock_device_range(dst, n, "cuMemsetD8");
-    if (rc == CUDA_SUCCESS) memset((void *)(uintptr_t)dst, value, n);
     return rc;
 }
 
@@ -412,7 +436,8 @@ static void mock_run_fill(void *p)
 {
     mock_fill *f = p;
     for (size_t i = 0; i < f->n; i++) {
-        if (f->elem == 2) ((uint16_t *)f->dst)[i] = (uint16_t)f->value;
+        if (f->elem == 1) ((uint8_t *)f->dst)[i] = (uint8_t)f->value;
+        else if (f->elem == 2) ((uint16_t *)f->dst)[i] = (uint16_t)f->value;
         else ((uint32_t *)f->dst)[i] = f->value;
     }
 }
@@ -428,6 +453,17 @@ static CUresult mock_fill_async(CUdeviceptr dst, uint32_t value, size_t n, size_
     return rc == CUDA_SUCCESS ? mock_cuda_enqueue(s, mock_run_fill, &f, sizeof f) : rc;
 }
 
+CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t n)
+{
+    CUresult rc = mock_sync_allowed("cuMemsetD8");
+    return rc == CUDA_SUCCESS ? mock_fill_async(dst, value, n, 1, NULL, "cuMemsetD8") : rc;
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream s)
+{
+    return mock_fill_async(dst, value, n, 1, s, "cuMemsetD8Async");
+}
+
 CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short value, size_t n, CUstream s)
 {
     return mock_fill_async(dst, value, n, 2, s, "cuMemsetD16Async");
@@ -438,10 +474,46 @@ CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, CUstrea
     return mock_fill_async(dst, value, n, 4, s, "cuMemsetD32Async");
 }
 
+static bool mock_in_pinned(const void *p, size_t bytes)
+{
+    uintptr_t a = (uintptr_t)p;
+    bool in = false;
+    pthread_mutex_lock(&mock_lock);
+    for (size_t i = 0; i < mock.nblocks && !in; i++) {
+        const mock_block *b = &mock.blocks[i];
+        in = b->host && a >= b->base && a - b->base <= b->bytes && bytes <= b->bytes - (a - b->base);
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return in;
+}
+
+/* From pinned memory the copy reads src when the stream gets to it; from
+ * pageable memory the driver stages src before it returns. */
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream s)
 {
     CUresult rc = mock_device_range(dst, bytes, "cuMemcpyHtoDAsync");
-    mock_copy c = {(void *)(uintptr_t)dst, src, bytes};
+    if (rc != CUDA_SUCCESS) return rc;
+    if (mock_in_pinned(src, bytes)) {
+        mock_copy c = {(void *)(uintptr_t)dst, src, bytes};
+        return mock_cuda_enqueue(s, mock_run_copy, &c, sizeof c);
+    }
+    return mock_enqueue_staged(s, dst, src, bytes);
+}
+
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr p)
+{
+    if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) return CUDA_ERROR_NOT_SUPPORTED;   /* not modelled */
+    const void *at = (const void *)(uintptr_t)p;
+    if (mock_in_pinned(at, 1)) *(unsigned int *)data = CU_MEMORYTYPE_HOST;
+    else if (mock_cuda_in_device_memory(at, 1)) *(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
+    else return CUDA_ERROR_INVALID_VALUE;   /* pageable memory, as the driver answers without HMM */
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream s)
+{
+    CUresult rc = mock_device_range(src, bytes, "cuMemcpyDtoHAsync");
+    mock_copy c = {dst, (const void *)(uintptr_t)src, bytes};
     return rc == CUDA_SUCCESS ? mock_cuda_enqueue(s, mock_run_copy, &c, sizeof c) : rc;
 }
 
@@ -719,7 +791,7 @@ CUresult cuStreamSynchronize(CUstream s)
     CUresult rc = mock_sync_allowed("cuStreamSynchronize");
     if (rc != CUDA_SUCCESS) return rc;
     if (s) mock_drain_stream(s);
-    else mock_drain_streams(false);
+    else mock_drain_streams(false), mock_drain_legacy();
     return mock.sticky;
 }
 
@@ -929,6 +1001,7 @@ __attribute__((destructor)) static void mock_exit_report(void)
         free(c->f);
         free(c);
     }
+    mock_worklist_free(&mock_legacy);   /* what no synchronize asked for never ran, as at a GPU program's exit */
     bool leaked = mock.nblocks || mock.streams || mock.events || mock.modules || mock.graphs || mock.execs || mock.primary.retained;
     if (leaked)
         mock_complain("at exit: %zu allocations (%zu device bytes), %ld streams, %ld events, %ld modules, %ld graphs, %ld "
