@@ -814,6 +814,38 @@ void cpu_attention_grad(const cpu_op_ctx *c)
 /* ------------------------------------------------------------------ */
 /* matmul                                                               */
 
+#if !NETC_HAVE_CBLAS
+enum { GEMM_ROWS = 8 };
+
+/* Without BLAS (the GPU machine's build), sums in double over k in order.
+ * B stored [N, K]: dot products along rows of both operands, GEMM_ROWS rows
+ * of A at a time, so each row of B is read once per GEMM_ROWS rows of C (a
+ * language model's head reads a B of 150 MB; one term a cache miss, as a
+ * walk down B's columns made it, took minutes). */
+static void gemm_rows_tb(bool ta, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C)
+{
+    double *a = nc_xmalloc((size_t)(GEMM_ROWS * K) * sizeof *a);
+    for (int64_t i0 = 0; i0 < M; i0 += GEMM_ROWS) {
+        int64_t rows = M - i0 < GEMM_ROWS ? M - i0 : GEMM_ROWS;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t k = 0; k < K; k++) a[r * K + k] = ta ? A[k * M + i0 + r] : A[(i0 + r) * K + k];
+        for (int64_t j = 0; j < N; j++) {
+            const float *b = B + j * K;
+            double sum[GEMM_ROWS] = {0};
+            if (rows == GEMM_ROWS) {
+                for (int64_t k = 0; k < K; k++)
+                    for (int r = 0; r < GEMM_ROWS; r++) sum[r] += a[r * K + k] * b[k];
+            } else {
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t k = 0; k < K; k++) sum[r] += a[r * K + k] * b[k];
+            }
+            for (int64_t r = 0; r < rows; r++) C[(i0 + r) * N + j] = (float)sum[r];
+        }
+    }
+    free(a);
+}
+#endif
+
 /* C[M, N] = op(A) op(B), row-major; op(A) = A^T when ta (A stored [K, M]). */
 static void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C)
 {
@@ -826,17 +858,17 @@ static void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float 
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
                 (int)K, 1.0f, A, (int)(ta ? M : K), B, (int)(tb ? K : N), 0.0f, C, (int)N);
 #else
-    /* Without BLAS: i-k-j order so B is read along rows, sums in double. */
+    if (tb) {
+        gemm_rows_tb(ta, M, N, K, A, B, C);
+        return;
+    }
+    /* i-k-j, so B is read along its rows */
     double *acc = nc_xmalloc((size_t)N * sizeof *acc);
     for (int64_t i = 0; i < M; i++) {
         for (int64_t j = 0; j < N; j++) acc[j] = 0;
         for (int64_t k = 0; k < K; k++) {
             double a = ta ? A[k * M + i] : A[i * K + k];
-            if (tb) {
-                for (int64_t j = 0; j < N; j++) acc[j] += a * B[j * K + k];
-            } else {
-                for (int64_t j = 0; j < N; j++) acc[j] += a * B[k * N + j];
-            }
+            for (int64_t j = 0; j < N; j++) acc[j] += a * B[k * N + j];
         }
         for (int64_t j = 0; j < N; j++) C[i * N + j] = (float)acc[j];
     }

@@ -955,6 +955,36 @@ static void test_matmul_sizes(void)
     end(&t);
 }
 
+/* Operands stored transposed, over more rows than the BLAS-less product
+ * takes at a time (8) and a remainder: A [M, K] or [K, M] times B [N, K]. */
+static void test_matmul_transposed_sizes(void)
+{
+    tcase t;
+    begin(&t, "matmul (transposed, sizes)");
+    enum { M = 19, K = 9, N = 6 };
+    double av[M * K], at_v[K * M], bt_v[N * K], want[M * N];
+    for (int i = 0; i < M * K; i++) av[i] = (i * 7 % 13) - 6;
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++) at_v[k * M + m] = av[m * K + k];
+    for (int i = 0; i < N * K; i++) bt_v[i] = (i * 5 % 11) - 5;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += av[m * K + k] * bt_v[n * K + k];
+            want[m * N + n] = s;
+        }
+    ir_value a = in(&t, NC_F32, S(M, K), av, M * K);
+    ir_value at = in(&t, NC_F32, S(K, M), at_v, K * M);
+    ir_value bt = in(&t, NC_F32, S(N, K), bt_v, N * K);
+    ir_value ytb = op(&t, OP_MATMUL, (ir_attr){.tb = true}, A(a, bt));
+    ir_value ytab = op(&t, OP_MATMUL, (ir_attr){.ta = true, .tb = true}, A(at, bt));
+    if (run(&t)) {
+        expect(&t, "tb", ytb, want, M * N);
+        expect(&t, "ta tb", ytab, want, M * N);
+    }
+    end(&t);
+}
+
 /* ------------------------------------------------------------------ */
 /* data movement                                                        */
 
@@ -1209,6 +1239,7 @@ int main(void)
     test_cross_entropy();
     test_matmul();
     test_matmul_sizes();
+    test_matmul_transposed_sizes();
     test_transpose_reshape();
     test_slice();
     test_concat();
