@@ -10,7 +10,7 @@
 # device call runs everything, most needed first, within 9 minutes:
 #   run(command="bash bench/run_all.sh", carry=["build-gpu", "data"], timeout_s=600)
 # and, with device time left, a second for the steps it had no time for
-# (`bash bench/run_all.sh kernels infer`).
+# (`bash bench/run_all.sh STEP...`, naming the steps it had no time for).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
