@@ -28,7 +28,10 @@ def run(compiled, data, epochs, batch):
     xtr, ytr, xte, yte = data
     model = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
                                 torch.nn.ReLU(), torch.nn.Linear(1024, 10)).cuda()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=compiled)
+    # compiled: lr as a tensor, which the schedule fills in place; as a float, each new value
+    # recompiled Adam's step until dynamo's limit (8), after which the step ran eagerly
+    lr = torch.tensor(1e-3, device="cuda") if compiled else 1e-3
+    opt = torch.optim.Adam(model.parameters(), lr=lr, capturable=compiled)
     steps_per_epoch = xtr.shape[0] // batch; total = steps_per_epoch * epochs; warmup = 100
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: (s + 1) / warmup if s < warmup else
                                               0.5 * (1 + math.cos(math.pi * min(1.0, (s - warmup) / max(1, total - warmup)))))
