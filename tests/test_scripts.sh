@@ -36,7 +36,7 @@ expect() {  # log pattern what
 (cd "$tree" && PATH="$tmp/bin:$PATH" OUT=$tmp/out1 bash bench/run_all.sh > "$tmp/all.txt" 2>&1)
 expect "$tmp/out1/run.log" "100% tests passed" "the GPU tests' summary"
 order=$(grep -oE '^== [a-z0-9]+' "$tmp/out1/run.log" | tr '\n' ' ')
-[[ $order == "== tests == gpt2 == train == infer == kernels == done " ]] || { echo "FAIL: run_all.sh: steps ran as '$order'"; fail=1; }
+[[ $order == "== gpt2 == kernels == train == infer == tests == done " ]] || { echo "FAIL: run_all.sh: steps ran as '$order'"; fail=1; }
 expect "$tmp/out1/run.log" "^gpt2: build-gpu/netc .*text.txt" "run_gpt2.sh gets netc and a text"
 expect "$tmp/out1/run.log" "^train: build-gpu/netc 10 512" "run_train.sh gets 10 epochs at batch 512"
 # the listing first: with pipefail, grep -q stopping early would fail tar with SIGPIPE
