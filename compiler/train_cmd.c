@@ -44,7 +44,6 @@ typedef struct trainer {
     bool gpu;
     nrt_module_data tm, fm;
     gpu_session *gs, *es;
-    int64_t eval_batch;
     bool next_staged;                  /* the next micro-batch's data is already on its way to the GPU */
     unsigned char *stage_buf;          /* native bytes of the input being staged */
     /* state */
@@ -275,9 +274,8 @@ static int setup_gpu(trainer *t)
         fprintf(stderr, "netc: cannot use the GPU: %s\n", err);
         return 1;
     }
-    t->eval_batch = eval_batch_of(t);
     int s = ir_sym_find(t->fg, t->batch_dim);
-    if (s >= 0) syms[s] = t->eval_batch;
+    if (s >= 0) syms[s] = eval_batch_of(t);   /* the evaluation session's batch */
     if (gpu_session_create(&t->fm, syms, 0, true, &t->es, eval_desc, sizeof eval_desc, err, sizeof err)) {
         fprintf(stderr, "netc: cannot use the GPU: %s\n", err);
         return 1;
@@ -562,7 +560,7 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
         inputs[0] = x;
         float *logits = NULL;
         ir_value lv = f->outputs[0].value;
-        if (t->gpu && count == t->eval_batch) {
+        if (t->gpu && count == per) {   /* the evaluation session's batch */
             const ir_node *ln = &f->nodes[lv];
             if (t->text) classes = 1;   /* the output is the batch's mean loss */
             else if (!dim_is_const(&f->dims[ln->shape[ln->rank - 1]], &classes)) classes = 0;

@@ -136,18 +136,22 @@ static bool mock_remove_block(uintptr_t p, bool host)
     return found;
 }
 
-bool mock_cuda_in_device_memory(const void *p, size_t bytes)
+/* Whether [p, p + bytes) lies inside one allocation of the kind (device, or pinned host). */
+static bool mock_in_block(const void *p, size_t bytes, bool host)
 {
     uintptr_t a = (uintptr_t)p;
     bool in = false;
     pthread_mutex_lock(&mock_lock);
     for (size_t i = 0; i < mock.nblocks && !in; i++) {
         const mock_block *b = &mock.blocks[i];
-        in = !b->host && a >= b->base && a - b->base <= b->bytes && bytes <= b->bytes - (a - b->base);
+        in = b->host == host && a >= b->base && a - b->base <= b->bytes && bytes <= b->bytes - (a - b->base);
     }
     pthread_mutex_unlock(&mock_lock);
     return in;
 }
+
+bool mock_cuda_in_device_memory(const void *p, size_t bytes) { return mock_in_block(p, bytes, false); }
+static bool mock_in_pinned(const void *p, size_t bytes) { return mock_in_block(p, bytes, true); }
 
 static CUresult mock_device_range(CUdeviceptr p, size_t bytes, const char *call)
 {
@@ -239,6 +243,13 @@ static void mock_drain_streams(bool all)
     for (CUstream s = mock_streams; s; s = s->next)
         if (all || s->blocking) mock_drain_stream(s);
     if (all) mock_drain_legacy();
+}
+
+/* A legacy synchronize: what the legacy stream waits for, then its own queue. */
+static void mock_sync_legacy(void)
+{
+    mock_drain_streams(false);
+    mock_drain_legacy();
 }
 
 CUresult mock_cuda_enqueue(CUstream stream, mock_work_fn *run, const void *ctx, size_t ctx_bytes)
@@ -416,7 +427,7 @@ CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes)
 CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes)
 {
     CUresult rc = mock_sync_allowed("cuMemcpyDtoH");
-    if (rc == CUDA_SUCCESS) mock_drain_streams(false), mock_drain_legacy();
+    if (rc == CUDA_SUCCESS) mock_sync_legacy();
     if (rc == CUDA_SUCCESS) rc = mock_device_range(src, bytes, "cuMemcpyDtoH");
     if (rc == CUDA_SUCCESS) memcpy(dst, (const void *)(uintptr_t)src, bytes);
     return rc;
@@ -472,19 +483,6 @@ CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short value, size_t n, CUstr
 CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, CUstream s)
 {
     return mock_fill_async(dst, value, n, 4, s, "cuMemsetD32Async");
-}
-
-static bool mock_in_pinned(const void *p, size_t bytes)
-{
-    uintptr_t a = (uintptr_t)p;
-    bool in = false;
-    pthread_mutex_lock(&mock_lock);
-    for (size_t i = 0; i < mock.nblocks && !in; i++) {
-        const mock_block *b = &mock.blocks[i];
-        in = b->host && a >= b->base && a - b->base <= b->bytes && bytes <= b->bytes - (a - b->base);
-    }
-    pthread_mutex_unlock(&mock_lock);
-    return in;
 }
 
 /* From pinned memory the copy reads src when the stream gets to it; from
@@ -791,7 +789,7 @@ CUresult cuStreamSynchronize(CUstream s)
     CUresult rc = mock_sync_allowed("cuStreamSynchronize");
     if (rc != CUDA_SUCCESS) return rc;
     if (s) mock_drain_stream(s);
-    else mock_drain_streams(false), mock_drain_legacy();
+    else mock_sync_legacy();
     return mock.sticky;
 }
 
