@@ -482,7 +482,9 @@ static void grad_matmul(ad_ctx *c, ir_value v, ir_value g)
         c->failed = true;
         return;
     }
-    /* flatten the batch: [..., M, K] -> [(..)M, K] */
+    /* flatten the batch: [..., M, K] -> [(..)M, K]; the products above grew
+     * the node array, so a's node is looked up again */
+    an = nd(c, a);
     dim_expr rows = dim_const(1);
     uint32_t a2[2], g2[2];
     for (int k = 0; k < an->rank - 1; k++) dim_mul(&rows, &c->g->dims[an->shape[k]], &rows);
