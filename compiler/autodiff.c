@@ -407,10 +407,11 @@ static void grad_log_softmax(ad_ctx *c, ir_value v, ir_value g) { grad_softmax_l
 static void grad_attention(ad_ctx *c, ir_value v, ir_value g)
 {
     const ir_node *n = nd(c, v);
+    nc_dtype dt = n->dtype;   /* copied: building nodes may move n */
     ir_node lp = {.op = OP_ATTENTION_LSE};
     lp.attr.causal = n->attr.causal, lp.attr.f = n->attr.f;
     ir_value qk[2] = {A0, A1};
-    ir_value lse = build(c, lp, qk, 2), gn = cast_to(c, g, n->dtype);
+    ir_value lse = build(c, lp, qk, 2), gn = cast_to(c, g, dt);
     ir_value delta = row_sum(c, bin(c, OP_MUL, cast_to(c, gn, NC_F32), cast_to(c, v, NC_F32)));
     ir_value args[6] = {A0, A1, A2, gn, lse, delta};
     for (int wrt = 0; wrt < 3; wrt++) {
@@ -427,12 +428,12 @@ static void grad_attention(ad_ctx *c, ir_value v, ir_value g)
  * dw = sum over rows of g * xhat, db = sum of g (f32). */
 static void grad_norm(ad_ctx *c, ir_value v, ir_value g, bool ln)
 {
-    const ir_node *xn = nd(c, A0);
+    nc_dtype xdt = nd(c, A0)->dtype;   /* copied: building nodes may move the node array */
     /* dx: one row-wise op, in x's dtype */
     ir_node gp = {.op = ln ? OP_LAYERNORM_GRAD : OP_RMSNORM_GRAD};
     gp.attr.f = nd(c, v)->attr.f;
-    ir_value gx = cast_to(c, g, xn->dtype);
-    ir_value xwg[3] = {A0, cast_to(c, A1, xn->dtype), gx};
+    ir_value gx = cast_to(c, g, xdt);
+    ir_value xwg[3] = {A0, cast_to(c, A1, xdt), gx};
     add_grad(c, A0, build(c, gp, xwg, 3));
     /* dw (and db): sums over the rows of g xhat (and g), xhat rebuilt per
      * row: f32 [C] from x and g as they are, no [rows, C] in f32 */
