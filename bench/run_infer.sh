@@ -1,35 +1,37 @@
 #!/usr/bin/env bash
 # Issue 3's measurements on the GPU machine, side by side in one run:
-# netc build time for gpt2.net (cold and with a warm NVRTC cache), module load
-# time, and fashion_mlp inference latency at batch 1 and 512 and GPT-2's
-# forward pass at 1 x 64 and 16 x 1024 tokens against PyTorch eager and
-# torch.compile. Usage: bench/run_infer.sh NETC INFER_NETC
+# fashion_mlp inference latency at batch 1 and 512 and GPT-2's forward pass
+# at 1 x 64 and 16 x 1024 tokens against PyTorch eager and torch.compile,
+# then netc build time for gpt2.net (cold and with a warm NVRTC cache) and
+# module load time. The comparisons come first: run_all.sh may cut this short.
+# Usage: bench/run_infer.sh NETC INFER_NETC
 set -u
 NETC=${1:-build/netc}; INFER=${2:-build/bench/infer_netc}
 OUT=${OUT:-/tmp/bench-out}; mkdir -p "$OUT"
 export NETC_CACHE_DIR=$(mktemp -d)
-for i in 1 2 3; do
+"$NETC" build examples/fashion_mlp.net -o "$OUT/mlp.netm" || exit 1
+for b in 1 512; do
+  for i in 1 2 3; do "$INFER" "$OUT/mlp.netm" B=$b --iters 300; done
+done
+python3 bench/torch_infer.py 1 512
+# GPT-2's forward pass and loss (bf16 over f32 weights): the module makes its
+# bf16 weight copies once (prepare steps), PyTorch's autocast in every forward
+s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry forward -o "$OUT/gpt2_fwd.netm" || exit 1; e=$(date +%s%N)
+echo "{\"bench\": \"build_gpt2_forward_cold\", \"ms\": $(( (e - s) / 1000000 ))}"
+"$NETC" inspect "$OUT/gpt2_fwd.netm" --dim B=1 --dim T=64 | grep -E "^total|^once"
+for bt in "B=1 T=64" "B=16 T=1024"; do
+  for i in 1 2 3; do "$INFER" "$OUT/gpt2_fwd.netm" $bt --iters 100; done
+done
+(cd bench && python3 torch_gpt2_infer.py 1:64 16:1024)
+# build times, forward and train entries: on the H200 the second and third cold builds took
+# 1 s against 14.5 s for the first (18 s each on 2 cores here), so count the entries the
+# build left (3 a kernel set: sm_80, sm_90, PTX) and time one with no cache at all
+for i in 1 2; do
   rm -rf "$NETC_CACHE_DIR"; mkdir -p "$NETC_CACHE_DIR"
   s=$(date +%s%N); "$NETC" build examples/gpt2.net -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
-  # the entries the build left (3: sm_80, sm_90, PTX): on the H200 the second and third cold
-  # builds took 1 s against 14.5 s for the first (18 s each on 2 cores here), so say what it found
   echo "{\"bench\": \"build_gpt2_cold\", \"ms\": $(( (e - s) / 1000000 )), \"cache_entries_after\": $(ls -A "$NETC_CACHE_DIR" | wc -l)}"
   s=$(date +%s%N); "$NETC" build examples/gpt2.net -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
   echo "{\"bench\": \"build_gpt2_cached\", \"ms\": $(( (e - s) / 1000000 ))}"
 done
 s=$(date +%s%N); NETC_NO_CACHE=1 "$NETC" build examples/gpt2.net -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
 echo "{\"bench\": \"build_gpt2_no_cache\", \"ms\": $(( (e - s) / 1000000 ))}"   # NVRTC every time, whatever is on disk
-"$NETC" build examples/fashion_mlp.net -o "$OUT/mlp.netm" || exit 1
-for b in 1 512; do
-  for i in 1 2 3; do "$INFER" "$OUT/mlp.netm" B=$b --iters 300; done
-done
-python3 bench/torch_infer.py 1 512
-python3 bench/torch_infer.py 1 512
-# GPT-2's forward pass and loss (bf16 over f32 weights): the module makes its
-# bf16 weight copies once (prepare steps), PyTorch's autocast in every forward
-"$NETC" build examples/gpt2.net --entry forward -o "$OUT/gpt2_fwd.netm" || exit 1
-"$NETC" inspect "$OUT/gpt2_fwd.netm" --dim B=1 --dim T=64 | grep -E "^total|^once"
-for bt in "B=1 T=64" "B=16 T=1024"; do
-  for i in 1 2 3; do "$INFER" "$OUT/gpt2_fwd.netm" $bt --iters 100; done
-done
-(cd bench && python3 torch_gpt2_infer.py 1:64 16:1024)
