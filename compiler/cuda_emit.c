@@ -108,14 +108,6 @@ static const char prelude[] =
     "// GELU's derivative, Phi(x) + x phi(x), with Phi(x) = erfc(-x / sqrt 2) / 2 (1 + erf loses it below -3).\n"
     "__device__ __forceinline__ float nc_gelu_slope(float a) {\n"
     "  return 0.5f * erfcf(a * -0.70710678118654752f) + a * 0.39894228040143268f * expf(-0.5f * a * a); }\n"
-    "// GELU's tanh form as x sigmoid(2 u), u = sqrt(2/pi) (x + 0.044715 x^3): the same function, but\n"
-    "// 1 + tanh(u) loses every digit where tanh(u) nears -1 (x below -3) and the sigmoid keeps them.\n"
-    "__device__ __forceinline__ float nc_gelu_tanh(float a) {\n"
-    "  return a / (1.0f + expf(-1.5957691216057307f * (a + 0.044715f * a * a * a))); }\n"
-    "// Its derivative: s + 2 x s (1 - s) sqrt(2/pi) (1 + 3 0.044715 x^2), s = sigmoid(2 u).\n"
-    "__device__ __forceinline__ float nc_gelu_tanh_slope(float a) {\n"
-    "  const float s = 1.0f / (1.0f + expf(-1.5957691216057307f * (a + 0.044715f * a * a * a)));\n"
-    "  return s + 2.0f * a * s * (1.0f - s) * 0.79788456080286536f * (1.0f + 0.134145f * a * a); }\n"
     "__device__ __forceinline__ float nc_div(float a, float b) { return a / b; }\n"
     "__device__ __forceinline__ long long nc_div(long long a, long long b) { return b == 0 ? 0 : a / b; }\n"
     "// Division by a size known at run time (an element's coordinates, a gathered row). A 64-bit\n"
@@ -159,8 +151,11 @@ static const char prelude[] =
     "  return (float)(z >> 40) * (1.0f / 16777216.0f); }\n"
     "__device__ __forceinline__ float nc_dropout(float a, float p, unsigned long long seed, unsigned long long step, long long i) {\n"
     "  return nc_rng_uniform(seed, step, (unsigned long long)i) >= p ? a * (p < 1.0f ? 1.0f / (1.0f - p) : 0.0f) : 0.0f; }\n"
-    "#define NC_GRID_STRIDE(i, n) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)\n"
-    "#define NC_GRID_STRIDE_FROM(i, start, n) for (long long i = (start) + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)\n"
+    CUDA_GRID_MACROS
+    "// How many threads a step of a batch takes before the next one starts (cuda_batch.c): its\n"
+    "// launch's whole blocks of 256 (a thread for each of n[0] elements), at most the batch's grid.\n"
+    "__device__ __forceinline__ long long nc_batch_share(long long n, long long vg) {\n"
+    "  const long long t = (n + 255) / 256 * 256; return t < vg ? t : vg; }\n"
     "// Eight consecutive elements at once (cuda_fuse.c's vector loops): 16-byte loads and stores\n"
     "// for f16/bf16, two for f32, one 8-byte for bool. The caller checks that the pointers are\n"
     "// 16-byte aligned (the arena's buffers are 256-byte aligned); a GPU faults on one that is not,\n"
@@ -223,6 +218,18 @@ static const char prelude[] =
     "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\"\n"
     "    : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(nc_smem(p)) : \"memory\"); }\n"
     "#endif\n"
+    "// GELU's tanh form as x sigmoid(2 u), u = sqrt(2/pi) (x + 0.044715 x^3): the same function, but\n"
+    "// 1 + tanh(u) loses every digit where tanh(u) nears -1 (x below -3) and the sigmoid keeps them.\n"
+    "// e^-2u as one ex2 and the quotient as a reciprocal and a product, each within 2 ulp: with expf\n"
+    "// and an IEEE division a GELU took 41 instructions an element, more than a bf16 chain has time\n"
+    "// for at the copy rate. Past 2^126 the divisor makes the quotient 0 (the result is below 1e-37).\n"
+    "__device__ __forceinline__ float nc_sigmoid_2u(float a) {\n"
+    "  return __fdividef(1.0f, 1.0f + nc_exp2(-1.5957691216057307f * NC_LOG2E * (a + 0.044715f * a * a * a))); }\n"
+    "__device__ __forceinline__ float nc_gelu_tanh(float a) { return a * nc_sigmoid_2u(a); }\n"
+    "// Its derivative: s + 2 x s (1 - s) sqrt(2/pi) (1 + 3 0.044715 x^2), s = sigmoid(2 u).\n"
+    "__device__ __forceinline__ float nc_gelu_tanh_slope(float a) {\n"
+    "  const float s = nc_sigmoid_2u(a);\n"
+    "  return s + 2.0f * a * s * (1.0f - s) * 0.79788456080286536f * (1.0f + 0.134145f * a * a); }\n"
     "__device__ __forceinline__ float nc_warp_sum(float v) {\n"
     "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }\n"
     "__device__ __forceinline__ float nc_warp_max(float v) {\n"
@@ -1022,11 +1029,13 @@ static bool emit_column_total(cg_ctx *cg, ir_value v, ir_value stored, uint32_t 
     decl_ptr(cg, "y", 1, node(cg, stored)->dtype, false);
     cg_printf(b, "  const long long C = A.n[0], R = C > 0 ? A.n[1] / C : 0; (void)R;\n");
     cg_printf(b, "  NC_GRID_STRIDE(c, C) {\n    float acc = %s;\n", init);
+    /* a few hundred partial rows and a thread per column: the loads, not the adds, take the time,
+       so 32 of them in flight at once (eight took 26 us for 264 rows on an H200) */
     if (parts > 0)
-        cg_printf(b, "#pragma unroll 8\n    for (int p = 0; p < %lld; p++) { const float a = acc, b = part[p * C + c]; acc = %s; }\n",
+        cg_printf(b, "#pragma unroll 32\n    for (int p = 0; p < %lld; p++) { const float a = acc, b = part[p * C + c]; acc = %s; }\n",
                   (long long)parts, combine);
     else
-        cg_printf(b, "#pragma unroll 8\n    for (long long p = 0; p < R; p++) { const float a = acc, b = part[p * C + c]; acc = %s; }\n", combine);
+        cg_printf(b, "#pragma unroll 32\n    for (long long p = 0; p < R; p++) { const float a = acc, b = part[p * C + c]; acc = %s; }\n", combine);
     cg_printf(b, "%s    nc_st(y, c, acc);\n  }\n", n->op == OP_MEAN ? "    acc = acc / (float)R;\n" : "");
     end_kernel(cg);
     return true;
@@ -1078,6 +1087,66 @@ static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_val
     return parts == 1 || emit_column_total(cg, v, stored, part, parts, C, X);
 }
 
+/* A reduction over trailing axes with few outputs (a loss summed over a
+ * whole tensor): a warp an output would leave the GPU nearly idle (one warp
+ * took 30 ms for the 12.6M elements of bench/kernels/attention.net's loss on
+ * an H200), so each output's elements are split into `parts` runs, a warp
+ * each, and emit_column_total adds the runs' results in order. */
+enum { SPLIT_TARGET_WARPS = 4096, SPLIT_MAX_PARTS = 1024, SPLIT_MIN_WARP_ELEMS = 1024 };
+
+/* The runs for a reduction of `outputs` outputs over `count` elements each
+ * (count < 0: known only at run time), or 1 where one warp an output is as
+ * good: many outputs, or few elements each. */
+static int64_t split_parts(int64_t outputs, int64_t count)
+{
+    if (outputs <= 0 || outputs > SPLIT_TARGET_WARPS / 2) return 1;
+    int64_t parts = SPLIT_TARGET_WARPS / outputs;
+    if (count >= 0 && parts > count / SPLIT_MIN_WARP_ELEMS) parts = count / SPLIT_MIN_WARP_ELEMS;
+    return parts > SPLIT_MAX_PARTS ? SPLIT_MAX_PARTS : parts < 2 ? 1 : parts;
+}
+
+static bool emit_split_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_value stored, int64_t parts)
+{
+    const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
+    uint32_t C, X;
+    if (!numel_dim(cg, n, &C) || !numel_dim(cg, x, &X)) return false;
+    dim_expr warps, k = dim_const(parts);
+    if (dim_mul(&cg->g->dims[C], &k, &warps) != DIM_OK) {
+        snprintf(cg->err, sizeof cg->err, "%s: the partial results' size overflows", nc_ops[n->op].name);
+        return false;
+    }
+    uint32_t grid = ir_dim_intern((ir_graph *)cg->g, &warps);
+    uint32_t part = new_temp(cg, grid, NC_F32);
+    const char *init = n->op == OP_MAX ? "-__int_as_float(0x7f800000)" : "0.0f", *combine = nc_cuda_exprs[n->op];
+    nrt_step *s = begin_kernel(cg, v, prologue ? "_fused_split" : "_split", NRT_GRID_WARPS);
+    add_int(s, grid);
+    add_int(s, C);
+    add_int(s, X);
+    add_reduce_operand(cg, v, prologue, s);
+    cg_printf(&cg->body, "  float *part = (float *)A.buf[%d];\n", s->nbufs);
+    add_buf(s, part);
+    cg_buf *b = &cg->body;
+    cg_printf(b, "  const long long C = A.n[1], count = C > 0 ? A.n[2] / C : 0, P = %lld;\n", (long long)parts);
+    cg_printf(b, "  const long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;\n");
+    cg_printf(b, "  const int lane = threadIdx.x & 31;\n  if (w >= A.n[0]) return;\n");
+    cg_printf(b, "  const long long o = w / P, p = w - o * P;\n  float acc = %s;\n", init);
+    cg_printf(b, "#pragma unroll 4\n  for (long long j = p * count / P + lane, end = (p + 1) * count / P; j < end; j += 32) {\n");
+    cg_printf(b, "    const long long off = o * count + j;\n");
+    if (prologue) {
+        cg_printf(b, "    float pv;\n    { const long long i = off;\n");
+        cuda_fuse_prologue_value(cg, prologue);
+        cg_printf(b, "    }\n    const float a = acc, b = pv;\n");
+    } else {
+        cg_printf(b, "    const float a = acc, b = nc_ld(x, off);\n");
+    }
+    cg_printf(b, "    acc = %s;\n  }\n", combine);
+    cg_printf(b, "  for (int s = 16; s > 0; s >>= 1) { const float a = acc, b = __shfl_xor_sync(0xffffffffu, acc, s); acc = %s; }\n",
+              combine);
+    cg_printf(b, "  if (lane == 0) part[p * C + o] = acc;\n");
+    end_kernel(cg);
+    return emit_column_total(cg, v, stored, part, parts, C, X);
+}
+
 /* One warp per output element; lanes stride over the reduced elements
  * (contiguous ones when the reduced axes are trailing). Leading axes of a
  * float tensor go to emit_column_reduce. */
@@ -1107,6 +1176,16 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
             else cols = known && cols >= 0 ? cols * d : -1;
         }
         if (cols < 0 || cols >= 32) return emit_column_reduce(cg, v, prologue, stored, rows);
+    }
+    if (form == REDUCE_SUFFIX && dtype_is_float(x->dtype)) {
+        int64_t outputs = 1, count = 1, d;
+        for (int k = 0; k < x->rank; k++) {
+            bool known = dim_is_const(&cg->g->dims[x->shape[k]], &d);
+            if (red[k]) count = known && count >= 0 ? count * d : -1;
+            else outputs = known && outputs >= 0 ? outputs * d : -1;
+        }
+        int64_t parts = split_parts(outputs, count);
+        if (parts > 1) return emit_split_reduce(cg, v, prologue, stored, parts);
     }
     nrt_step *s = begin_kernel(cg, v, prologue ? "_fused" : "", NRT_GRID_WARPS);
     uint32_t numel;

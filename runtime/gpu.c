@@ -468,9 +468,15 @@ static int setup_matmul(gpu_session *s, uint32_t k, const struct nc_args *args, 
     return -1;
 }
 
-/* A batch (compiler/cuda_batch.c) launches its kernel once over the
- * largest grid of its steps, with a table of their arguments in device
- * memory: the arena does not move, so the table is written once. */
+/* The most blocks a grid-stride kernel is launched with: 32 a
+ * multiprocessor, several waves, beyond which a thread loops instead. */
+static int64_t grid_stride_blocks(const gpu_session *s) { return (int64_t)s->sm_count * 32; }
+
+/* A batch (compiler/cuda_batch.c) launches its kernel once, with a table
+ * of its steps' arguments in device memory (the arena does not move, so the
+ * table is written once), over the sum of their grids up to the largest
+ * grid a step gets: its steps start on threads after each other's, so small
+ * ones run side by side. */
 static int prepare_batches(gpu_session *s, char *err, size_t errcap)
 {
     const nrt_program *p = &s->m->program;
@@ -485,9 +491,10 @@ static int prepare_batches(gpu_session *s, char *err, size_t errcap)
     for (uint32_t k = 0; k < p->nsteps; k++) {
         const nrt_step *st = &p->steps[k];
         if (st->batch < 2) continue;
-        int64_t blocks = 0, threads = 0;
+        int64_t blocks = 0, threads = 0, max_blocks = grid_stride_blocks(s);
         for (uint32_t j = k; j < k + st->batch; j++) {
-            if (s->launch[2 * j] > blocks) blocks = s->launch[2 * j];
+            blocks += s->launch[2 * j];
+            if (blocks > max_blocks) blocks = max_blocks;
             if (s->launch[2 * j + 1] > threads) threads = s->launch[2 * j + 1];
         }
         CUdeviceptr table = s->batch_tables + (CUdeviceptr)(at * sizeof(struct nc_args));
@@ -516,7 +523,7 @@ static int prepare_steps(gpu_session *s, const int64_t *syms, char *err, size_t 
                 return -1;
             }
         int64_t blocks = 0, threads = 0;
-        if (st->kind == NRT_STEP_KERNEL && !nrt_step_launch(st, a->n, (int64_t)s->sm_count * 32, &blocks, &threads)) {
+        if (st->kind == NRT_STEP_KERNEL && !nrt_step_launch(st, a->n, grid_stride_blocks(s), &blocks, &threads)) {
             snprintf(err, errcap, "step %u: %lld blocks is more than a launch takes", k, (long long)blocks);
             return -1;
         }

@@ -87,6 +87,17 @@ if ! grep -q 'along: step [0-9]*, kernel k[0-9]*_attention_tc reads %[0-9]* tran
    ! grep -q 'batch: steps [0-9]*-[0-9]* run as one launch, kernel k_batch_step[0-9]* .*: 48 of the step.s 48 assignments' <<<"$report"; then   # the whole update: one launch
   echo "FAIL: --report (along)"; echo "$report" | grep -v '^share'; fail=$((fail + 1))
 fi
+# a reduction to one output or a few is split into runs a warp each, then added up in order
+# (one warp an output took 30 ms for 12.6M elements on an H200); many outputs keep a warp each
+n=$((n + 1))
+"$netc" build "$src/tests/gpu/reduce.net" --target '' -o "$tmp/red.netm" 2>/dev/null
+kernels=$("$netc" inspect "$tmp/red.netm" --dim B=200)
+if ! grep -qE '^[0-9]+ +k[0-9]+_sum_split +%[0-9]+ sum reduce.net:20' <<<"$kernels" ||
+   ! grep -qE '^[0-9]+ +k[0-9]+_mean_fused_split +%[0-9]+ mean reduce.net:21' <<<"$kernels" ||
+   ! grep -qE '^[0-9]+ +k[0-9]+_sum_cols_sum +%[0-9]+ sum reduce.net:23' <<<"$kernels" ||
+   ! grep -qE '^[0-9]+ +k[0-9]+_sum +%[0-9]+ sum reduce.net:15' <<<"$kernels"; then
+  echo "FAIL: split reductions"; echo "$kernels"; fail=$((fail + 1))
+fi
 # --no-memplan: the same module without buffer sharing plans more memory
 n=$((n + 1))
 peak() { "$netc" inspect "$1" --dim B=64 --json | tr -d ' \n' | grep -o '"peak_memory_bytes":[0-9]*' | cut -d: -f2; }

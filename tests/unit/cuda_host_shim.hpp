@@ -160,6 +160,7 @@ static inline void nc_ldsm_host(unsigned *r, const unsigned *p, bool trans)
 }
 
 static inline float nc_exp2(float x) { return exp2f(x); }
+static inline float __fdividef(float a, float b) { return a / b; }
 static inline void nc_ldsm4(unsigned *r, const unsigned *p) { nc_ldsm_host(r, p, false); }
 static inline void nc_ldsm4_t(unsigned *r, const unsigned *p) { nc_ldsm_host(r, p, true); }
 
