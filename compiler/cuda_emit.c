@@ -1011,6 +1011,22 @@ static int64_t colsum_blocks(const cg_ctx *cg, const ir_node *x)
     return rows < 8 ? 1 : (rows + 7) / 8;
 }
 
+/* The dim of a reduction's partial results, `parts` for each of its
+ * outputs (C: the dim of their count); false, with cg->err, on overflow. */
+static bool partials_dim(cg_ctx *cg, const ir_node *n, uint32_t C, int64_t parts, uint32_t *out)
+{
+    dim_expr total, k = dim_const(parts);
+    if (dim_mul(&cg->g->dims[C], &k, &total) != DIM_OK) {
+        snprintf(cg->err, sizeof cg->err, "%s: the partial results' size overflows", nc_ops[n->op].name);
+        return false;
+    }
+    *out = ir_dim_intern((ir_graph *)cg->g, &total);
+    return true;
+}
+
+/* What a reduction's accumulator starts from. */
+static const char *reduce_init(const ir_node *n) { return n->op == OP_MAX ? "-__int_as_float(0x7f800000)" : "0.0f"; }
+
 /* The second kernel of a column reduction: the `parts` partial rows of
  * part ([parts, C] f32) combined in order into stored (C: the result's dim
  * id, X: the operand's element count; parts 0: a sum over the X / C rows of
@@ -1018,7 +1034,7 @@ static int64_t colsum_blocks(const cg_ctx *cg, const ir_node *x)
 static bool emit_column_total(cg_ctx *cg, ir_value v, ir_value stored, uint32_t part, int64_t parts, uint32_t C, uint32_t X)
 {
     const ir_node *n = node(cg, v);
-    const char *init = n->op == OP_MAX ? "-__int_as_float(0x7f800000)" : "0.0f", *combine = nc_cuda_exprs[n->op];
+    const char *init = reduce_init(n), *combine = nc_cuda_exprs[n->op];
     cg_buf *b = &cg->body;
     nrt_step *s = begin_kernel(cg, v, "_cols_sum", NRT_GRID_ELEMENTS);
     add_int(s, C);
@@ -1046,16 +1062,10 @@ static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_val
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
     int64_t parts = rows < 0 ? COLUMN_PARTS : rows / COLUMN_PART_ROWS;   /* rows < 0: not known until run time */
     parts = parts < 1 ? 1 : parts > COLUMN_PARTS ? COLUMN_PARTS : parts;
-    uint32_t C, X;
-    if (!numel_dim(cg, n, &C) || !numel_dim(cg, x, &X)) return false;
-    dim_expr threads, k = dim_const(parts);
-    if (dim_mul(&cg->g->dims[C], &k, &threads) != DIM_OK) {
-        snprintf(cg->err, sizeof cg->err, "%s: the partial results' size overflows", nc_ops[n->op].name);
-        return false;
-    }
-    uint32_t grid = ir_dim_intern((ir_graph *)cg->g, &threads);
+    uint32_t C, X, grid;
+    if (!numel_dim(cg, n, &C) || !numel_dim(cg, x, &X) || !partials_dim(cg, n, C, parts, &grid)) return false;
     uint32_t part = parts > 1 ? new_temp(cg, grid, NC_F32) : 0;
-    const char *init = n->op == OP_MAX ? "-__int_as_float(0x7f800000)" : "0.0f", *combine = nc_cuda_exprs[n->op];
+    const char *init = reduce_init(n), *combine = nc_cuda_exprs[n->op];
     char mean[64] = "";
     if (n->op == OP_MEAN) snprintf(mean, sizeof mean, "    acc = acc / (float)R;\n");
 
@@ -1108,16 +1118,10 @@ static int64_t split_parts(int64_t outputs, int64_t count)
 static bool emit_split_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_value stored, int64_t parts)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
-    uint32_t C, X;
-    if (!numel_dim(cg, n, &C) || !numel_dim(cg, x, &X)) return false;
-    dim_expr warps, k = dim_const(parts);
-    if (dim_mul(&cg->g->dims[C], &k, &warps) != DIM_OK) {
-        snprintf(cg->err, sizeof cg->err, "%s: the partial results' size overflows", nc_ops[n->op].name);
-        return false;
-    }
-    uint32_t grid = ir_dim_intern((ir_graph *)cg->g, &warps);
+    uint32_t C, X, grid;
+    if (!numel_dim(cg, n, &C) || !numel_dim(cg, x, &X) || !partials_dim(cg, n, C, parts, &grid)) return false;
     uint32_t part = new_temp(cg, grid, NC_F32);
-    const char *init = n->op == OP_MAX ? "-__int_as_float(0x7f800000)" : "0.0f", *combine = nc_cuda_exprs[n->op];
+    const char *init = reduce_init(n), *combine = nc_cuda_exprs[n->op];
     nrt_step *s = begin_kernel(cg, v, prologue ? "_fused_split" : "_split", NRT_GRID_WARPS);
     add_int(s, grid);
     add_int(s, C);
