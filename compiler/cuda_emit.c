@@ -1011,6 +1011,21 @@ static int64_t colsum_blocks(const cg_ctx *cg, const ir_node *x)
     return rows < 8 ? 1 : (rows + 7) / 8;
 }
 
+/* One term of a float reduction's loop: the operand's element at `offset`
+ * (computed as it loads, with a prologue) combined into acc. */
+static void emit_reduce_term(cg_ctx *cg, const ir_node *n, uint32_t prologue, const char *offset, const char *indent)
+{
+    cg_buf *b = &cg->body;
+    if (prologue) {
+        cg_printf(b, "%sfloat pv;\n%s{ const long long i = %s;\n", indent, indent, offset);
+        cuda_fuse_prologue_value(cg, prologue);
+        cg_printf(b, "%s}\n%sconst float a = acc, b = pv;\n", indent, indent);
+    } else {
+        cg_printf(b, "%sconst float a = acc, b = nc_ld(x, %s);\n", indent, offset);
+    }
+    cg_printf(b, "%sacc = %s;\n", indent, nc_cuda_exprs[n->op]);
+}
+
 /* The dim of a reduction's partial results, `parts` for each of its
  * outputs (C: the dim of their count); false, with cg->err, on overflow. */
 static bool partials_dim(cg_ctx *cg, const ir_node *n, uint32_t C, int64_t parts, uint32_t *out)
@@ -1065,7 +1080,7 @@ static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_val
     uint32_t C, X, grid;
     if (!numel_dim(cg, n, &C) || !numel_dim(cg, x, &X) || !partials_dim(cg, n, C, parts, &grid)) return false;
     uint32_t part = parts > 1 ? new_temp(cg, grid, NC_F32) : 0;
-    const char *init = reduce_init(n), *combine = nc_cuda_exprs[n->op];
+    const char *init = reduce_init(n);
     char mean[64] = "";
     if (n->op == OP_MEAN) snprintf(mean, sizeof mean, "    acc = acc / (float)R;\n");
 
@@ -1083,14 +1098,8 @@ static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_val
     cg_printf(b, "    float acc = %s;\n", init);
     cg_printf(b, "#pragma unroll 8\n    for (long long r = p * R / %lld, end = (p + 1) * R / %lld; r < end; r++) {\n", (long long)parts,
               (long long)parts);
-    if (prologue) {
-        cg_printf(b, "      float pv;\n      { const long long i = r * C + c;\n");
-        cuda_fuse_prologue_value(cg, prologue);
-        cg_printf(b, "      }\n      const float a = acc, b = pv;\n");
-    } else {
-        cg_printf(b, "      const float a = acc, b = nc_ld(x, r * C + c);\n");
-    }
-    cg_printf(b, "      acc = %s;\n    }\n", combine);
+    emit_reduce_term(cg, n, prologue, "r * C + c", "      ");
+    cg_printf(b, "    }\n");
     if (parts > 1) cg_printf(b, "    part[t] = acc;\n  }\n");
     else cg_printf(b, "%s    nc_st(y, c, acc);\n  }\n", mean);
     end_kernel(cg);
@@ -1136,14 +1145,8 @@ static bool emit_split_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_valu
     cg_printf(b, "  const long long o = w / P, p = w - o * P;\n  float acc = %s;\n", init);
     cg_printf(b, "#pragma unroll 4\n  for (long long j = p * count / P + lane, end = (p + 1) * count / P; j < end; j += 32) {\n");
     cg_printf(b, "    const long long off = o * count + j;\n");
-    if (prologue) {
-        cg_printf(b, "    float pv;\n    { const long long i = off;\n");
-        cuda_fuse_prologue_value(cg, prologue);
-        cg_printf(b, "    }\n    const float a = acc, b = pv;\n");
-    } else {
-        cg_printf(b, "    const float a = acc, b = nc_ld(x, off);\n");
-    }
-    cg_printf(b, "    acc = %s;\n  }\n", combine);
+    emit_reduce_term(cg, n, prologue, "off", "    ");
+    cg_printf(b, "  }\n");
     cg_printf(b, "  for (int s = 16; s > 0; s >>= 1) { const float a = acc, b = __shfl_xor_sync(0xffffffffu, acc, s); acc = %s; }\n",
               combine);
     cg_printf(b, "  if (lane == 0) part[p * C + o] = acc;\n");
