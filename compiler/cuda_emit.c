@@ -1154,6 +1154,19 @@ static bool emit_split_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_valu
     return emit_column_total(cg, v, stored, part, parts, C, X);
 }
 
+/* How many of x's elements each output of a reduction over the axes `red`
+ * takes, and how many outputs there are: -1 where a dim is known only at
+ * run time. */
+static void reduce_counts(const cg_ctx *cg, const ir_node *x, const bool *red, int64_t *reduced, int64_t *kept)
+{
+    *reduced = *kept = 1;
+    for (int k = 0; k < x->rank; k++) {
+        int64_t d, *count = red[k] ? reduced : kept;
+        bool known = dim_is_const(&cg->g->dims[x->shape[k]], &d);
+        *count = known && *count >= 0 ? *count * d : -1;
+    }
+}
+
 /* One warp per output element; lanes stride over the reduced elements
  * (contiguous ones when the reduced axes are trailing). Leading axes of a
  * float tensor go to emit_column_reduce. */
@@ -1175,23 +1188,12 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
         NC_ASSERT(cg->kept_temp[v] && n->op == OP_SUM);
         return numel_dim(cg, n, &C) && emit_column_total(cg, v, stored, cg->kept_temp[v], 0, C, cg->prog->temps[cg->kept_temp[v] - cg->g->nnodes].numel);
     }
-    if (form == REDUCE_PREFIX && dtype_is_float(x->dtype)) {
-        int64_t rows = 1, cols = 1, d;
-        for (int k = 0; k < x->rank; k++) {
-            bool known = dim_is_const(&cg->g->dims[x->shape[k]], &d);
-            if (red[k]) rows = known && rows >= 0 ? rows * d : -1;
-            else cols = known && cols >= 0 ? cols * d : -1;
-        }
-        if (cols < 0 || cols >= 32) return emit_column_reduce(cg, v, prologue, stored, rows);
-    }
+    int64_t reduced, kept;   /* elements summed into each output, and outputs (-1: known at run time) */
+    reduce_counts(cg, x, red, &reduced, &kept);
+    if (form == REDUCE_PREFIX && dtype_is_float(x->dtype) && (kept < 0 || kept >= 32))
+        return emit_column_reduce(cg, v, prologue, stored, reduced);
     if (form == REDUCE_SUFFIX && dtype_is_float(x->dtype)) {
-        int64_t outputs = 1, count = 1, d;
-        for (int k = 0; k < x->rank; k++) {
-            bool known = dim_is_const(&cg->g->dims[x->shape[k]], &d);
-            if (red[k]) count = known && count >= 0 ? count * d : -1;
-            else outputs = known && outputs >= 0 ? outputs * d : -1;
-        }
-        int64_t parts = split_parts(outputs, count);
+        int64_t parts = split_parts(kept, reduced);
         if (parts > 1) return emit_split_reduce(cg, v, prologue, stored, parts);
     }
     nrt_step *s = begin_kernel(cg, v, prologue ? "_fused" : "", NRT_GRID_WARPS);
