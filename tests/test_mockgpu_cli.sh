@@ -88,6 +88,10 @@ grep -q '1 bias gradients as a second product (no DGELU_BGRAD algorithm' "$tmp/g
 # under a memory budget: forward values recomputed in the backward pass
 BUDGET=59.5MiB check_train gpt2_budget "$src/examples/gpt2.net" 8 2 --set V=512 --set C=256 --set L=2 --set H=4 --set MAXT=32 --dim T=32
 grep -q 'recomputing [1-9]' "$tmp/gpt2_budget.build.log" || { echo "FAIL train gpt2_budget: nothing recomputed"; fails=$((fails + 1)); }
+# the budget bounds the step's session; the report says the evaluation's is outside it
+grep -qE "holds [0-9.]+ GiB \(arena [0-9.]+ GiB; what --memory-budget bounds\), evaluation [0-9.]+ GiB \(outside the budget\)" "$tmp/gpt2_budget.gpu.log" ||
+  { echo "FAIL train gpt2_budget: the memory line does not say what the budget bounds"; grep 'GPU memory' "$tmp/gpt2_budget.gpu.log"; fails=$((fails + 1)); }
+grep -q "outside the budget" "$tmp/char_lm.gpu.log" && { echo "FAIL train char_lm: a budget named where none was given"; fails=$((fails + 1)); }
 ACCUMULATE=2 check_train char_lm_accumulate "$src/examples/char_lm.net" 4 4 --set T=16 --set C=32 --set L=1
 # micro-batches in bf16: the guarded update stores the weights' copies for the next step too
 ACCUMULATE=2 check_train gpt2_accumulate "$src/examples/gpt2.net" 4 4 --set V=512 --set C=64 --set L=1 --set H=2 --set MAXT=32 --dim T=32
