@@ -9,6 +9,8 @@ set -u
 NETC=${1:-build/netc}; INFER=${2:-build/bench/infer_netc}
 OUT=${OUT:-/tmp/bench-out}; mkdir -p "$OUT"
 export NETC_CACHE_DIR=$(mktemp -d)
+# ms a command takes (its own output to stderr); fails with it
+ms_of() { local s e; s=$(date +%s%N); "$@" >&2 || return 1; e=$(date +%s%N); echo $(( (e - s) / 1000000 )); }
 "$NETC" build examples/fashion_mlp.net -o "$OUT/mlp.netm" || exit 1
 for b in 1 512; do
   for i in 1 2 3; do "$INFER" "$OUT/mlp.netm" B=$b --iters 300; done
@@ -16,8 +18,8 @@ done
 python3 bench/torch_infer.py 1 512
 # GPT-2's forward pass and loss (bf16 over f32 weights): the module makes its
 # bf16 weight copies once (prepare steps), PyTorch's autocast in every forward
-s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry forward -o "$OUT/gpt2_fwd.netm" || exit 1; e=$(date +%s%N)
-echo "{\"bench\": \"build_gpt2_forward_cold\", \"ms\": $(( (e - s) / 1000000 ))}"
+ms=$(ms_of "$NETC" build examples/gpt2.net --entry forward -o "$OUT/gpt2_fwd.netm") || exit 1
+echo "{\"bench\": \"build_gpt2_forward_cold\", \"ms\": $ms}"
 "$NETC" inspect "$OUT/gpt2_fwd.netm" --dim B=1 --dim T=64 | grep -E "^total|^once"
 for bt in "B=1 T=64" "B=16 T=1024"; do
   for i in 1 2 3; do "$INFER" "$OUT/gpt2_fwd.netm" $bt --iters 100; done
@@ -28,10 +30,10 @@ done
 # build left (3 a kernel set: sm_80, sm_90, PTX) and time one with no cache at all
 for i in 1 2; do
   rm -rf "$NETC_CACHE_DIR"; mkdir -p "$NETC_CACHE_DIR"
-  s=$(date +%s%N); "$NETC" build examples/gpt2.net -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
-  echo "{\"bench\": \"build_gpt2_cold\", \"ms\": $(( (e - s) / 1000000 )), \"cache_entries_after\": $(ls -A "$NETC_CACHE_DIR" | wc -l)}"
-  s=$(date +%s%N); "$NETC" build examples/gpt2.net -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
-  echo "{\"bench\": \"build_gpt2_cached\", \"ms\": $(( (e - s) / 1000000 ))}"
+  ms=$(ms_of "$NETC" build examples/gpt2.net -o "$OUT/gpt2.netm") || exit 1
+  echo "{\"bench\": \"build_gpt2_cold\", \"ms\": $ms, \"cache_entries_after\": $(ls -A "$NETC_CACHE_DIR" | wc -l)}"
+  ms=$(ms_of "$NETC" build examples/gpt2.net -o "$OUT/gpt2.netm") || exit 1
+  echo "{\"bench\": \"build_gpt2_cached\", \"ms\": $ms}"
 done
-s=$(date +%s%N); NETC_NO_CACHE=1 "$NETC" build examples/gpt2.net -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
-echo "{\"bench\": \"build_gpt2_no_cache\", \"ms\": $(( (e - s) / 1000000 ))}"   # NVRTC every time, whatever is on disk
+ms=$(ms_of env NETC_NO_CACHE=1 "$NETC" build examples/gpt2.net -o "$OUT/gpt2.netm") || exit 1
+echo "{\"bench\": \"build_gpt2_no_cache\", \"ms\": $ms}"   # NVRTC every time, whatever is on disk

@@ -1136,9 +1136,9 @@ static bool emit_split_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_valu
     add_int(s, C);
     add_int(s, X);
     add_reduce_operand(cg, v, prologue, s);
-    cg_printf(&cg->body, "  float *part = (float *)A.buf[%d];\n", s->nbufs);
-    add_buf(s, part);
     cg_buf *b = &cg->body;
+    cg_printf(b, "  float *part = (float *)A.buf[%d];\n", s->nbufs);
+    add_buf(s, part);
     cg_printf(b, "  const long long C = A.n[1], count = C > 0 ? A.n[2] / C : 0, P = %lld;\n", (long long)parts);
     cg_printf(b, "  const long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;\n");
     cg_printf(b, "  const int lane = threadIdx.x & 31;\n  if (w >= A.n[0]) return;\n");

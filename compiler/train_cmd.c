@@ -684,9 +684,9 @@ static void report_gpu_memory(trainer *t)
     int64_t used = gpu_device_used_bytes(t->gs);
     /* the budget bounds the step's session only: say so where one was given, so that the device's
        total (the evaluation's session and the CUDA context on top) is not read as over it */
+    const bool budgeted = t->o->memory_budget > 0;
     fprintf(stderr, "GPU memory: the training step holds %.3f GiB (arena %.3f GiB%s), evaluation %.3f GiB%s", held / gib,
-            arena / gib, t->o->memory_budget > 0 ? "; what --memory-budget bounds" : "", eval / gib,
-            t->o->memory_budget > 0 ? " (outside the budget)" : "");
+            arena / gib, budgeted ? "; what --memory-budget bounds" : "", eval / gib, budgeted ? " (outside the budget)" : "");
     if (used >= 0) fprintf(stderr, "; the device has %.3f GiB in use", used / gib);
     fputc('\n', stderr);
     json_t *line = json_pack("{s:I, s:I, s:I, s:I}", "step", (json_int_t)t->step, "gpu_train_bytes", (json_int_t)held,
