@@ -75,6 +75,11 @@ static const char prelude[] =
     "__device__ __forceinline__ float nc_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }\n"
     "__device__ __forceinline__ float nc_round_f16(float v) { return nc_f16_to_f32(nc_f32_to_f16(v)); }\n"
     "__device__ __forceinline__ float nc_round_bf16(float v) { return nc_bf16_to_f32(nc_f32_to_bf16(v)); }\n"
+    "// A pair rounds in one cvt: sm_90 runs conversions at a small fraction of a multiply's rate\n"
+    "__device__ __forceinline__ void nc_round_pair_bf16(float *t) {\n"
+    "  const unsigned p = nc_pack_bf16(t[0], t[1]); t[0] = __uint_as_float(p << 16); t[1] = __uint_as_float(p & 0xffff0000u); }\n"
+    "__device__ __forceinline__ void nc_round_pair_f16(float *t) {\n"
+    "  const unsigned p = nc_pack_f16(t[0], t[1]); t[0] = nc_f16_to_f32((unsigned short)(p & 0xffffu)); t[1] = nc_f16_to_f32((unsigned short)(p >> 16)); }\n"
     "__device__ __forceinline__ float nc_ld(const float *p, long long i) { return p[i]; }\n"
     "__device__ __forceinline__ float nc_ld(const nc_f16 *p, long long i) { return nc_f16_to_f32(p[i].x); }\n"
     "__device__ __forceinline__ float nc_ld(const nc_bf16 *p, long long i) { return nc_bf16_to_f32(p[i].x); }\n"
@@ -186,6 +191,12 @@ static const char prelude[] =
     "__device__ __forceinline__ void nc_st8(nc_bf16 *p, long long i, const float *v) {\n"
     "  uint4 q; q.x = nc_pack_bf16(v[0], v[1]); q.y = nc_pack_bf16(v[2], v[3]); q.z = nc_pack_bf16(v[4], v[5]); q.w = nc_pack_bf16(v[6], v[7]);\n"
     "  NC_VECTOR_AT(p + i, 16); *(uint4 *)(p + i) = q; }\n"
+    "// v already rounded to bf16: a pair packs with one byte permute, no conversion\n"
+    "__device__ __forceinline__ unsigned nc_pack_rounded_bf16(float lo, float hi) { return __float_as_uint(lo) >> 16 | (__float_as_uint(hi) & 0xffff0000u); }\n"
+    "__device__ __forceinline__ void nc_st8_rounded(nc_bf16 *p, long long i, const float *v) {\n"
+    "  uint4 q; q.x = nc_pack_rounded_bf16(v[0], v[1]); q.y = nc_pack_rounded_bf16(v[2], v[3]);\n"
+    "  q.z = nc_pack_rounded_bf16(v[4], v[5]); q.w = nc_pack_rounded_bf16(v[6], v[7]);\n"
+    "  NC_VECTOR_AT(p + i, 16); *(uint4 *)(p + i) = q; }\n"
     "__device__ __forceinline__ void nc_st8(nc_f16 *p, long long i, const float *v) {\n"
     "  uint4 q; q.x = nc_pack_f16(v[0], v[1]); q.y = nc_pack_f16(v[2], v[3]); q.z = nc_pack_f16(v[4], v[5]); q.w = nc_pack_f16(v[6], v[7]);\n"
     "  NC_VECTOR_AT(p + i, 16); *(uint4 *)(p + i) = q; }\n"
@@ -223,8 +234,10 @@ static const char prelude[] =
     "// e^-2u as one ex2 and the quotient as a reciprocal and a product, each within 2 ulp: with expf\n"
     "// and an IEEE division a GELU took 41 instructions an element, more than a bf16 chain has time\n"
     "// for at the copy rate. Past 2^126 the divisor makes the quotient 0 (the result is below 1e-37).\n"
+    "// -2u log2(e) = a (k + k 0.044715 a^2): a product, a multiply-add and a product.\n"
     "__device__ __forceinline__ float nc_sigmoid_2u(float a) {\n"
-    "  return __fdividef(1.0f, 1.0f + nc_exp2(-1.5957691216057307f * NC_LOG2E * (a + 0.044715f * a * a * a))); }\n"
+    "  const float k = -1.5957691216057307f * NC_LOG2E;\n"
+    "  return __fdividef(1.0f, 1.0f + nc_exp2(a * (k + k * 0.044715f * (a * a)))); }\n"
     "__device__ __forceinline__ float nc_gelu_tanh(float a) { return a * nc_sigmoid_2u(a); }\n"
     "// Its derivative: s + 2 x s (1 - s) sqrt(2/pi) (1 + 3 0.044715 x^2), s = sigmoid(2 u).\n"
     "__device__ __forceinline__ float nc_gelu_tanh_slope(float a) {\n"
@@ -2135,6 +2148,7 @@ void cuda_decl_ptr(cg_ctx *cg, const char *name, int k, nc_dtype t, bool is_cons
 void cuda_expand_expr(cg_ctx *cg, const ir_node *n, const char *expr, const char *step) { expand_expr(cg, n, expr, step); }
 const char *cuda_float_literal(char buf[48], double v) { return flit(buf, v); }
 const char *cuda_round_fn(nc_dtype t) { return t == NC_F16 ? "nc_round_f16" : t == NC_BF16 ? "nc_round_bf16" : ""; }
+const char *cuda_round_pair_fn(nc_dtype t) { return t == NC_F16 ? "nc_round_pair_f16" : t == NC_BF16 ? "nc_round_pair_bf16" : ""; }
 /* a random op without its step operand is its inference form, the
  * identity, as on the CPU executor */
 const char *cuda_expr_of(const cg_ctx *cg, const ir_node *n)

@@ -259,6 +259,7 @@ const char *cuda_float_literal(char buf[48], double v);
 bool cuda_warp_rows(const cg_ctx *cg, const ir_node *x, int64_t *C);
 /* The prelude's function rounding a float to dtype t as a store would ("" for f32). */
 const char *cuda_round_fn(nc_dtype t);
+const char *cuda_round_pair_fn(nc_dtype t);   /* rounds float t[2] in place, "" for f32 */
 /* The elementwise expression of n over a, b, c (dropout: the identity without its step operand). */
 const char *cuda_expr_of(const cg_ctx *cg, const ir_node *n);
 

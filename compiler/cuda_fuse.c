@@ -1032,10 +1032,10 @@ static uint32_t ordinal(const cg_ctx *cg, ir_value first, ir_value m)
 
 /* Where a member reads operand a: a register, a literal, or a loaded input. */
 static void operand_expr(const cg_ctx *cg, ir_value first, ir_value a, uint32_t id, const ir_value *inputs, int ninputs,
-                         char *buf, size_t cap)
+                         const char *lane, char *buf, size_t cap)
 {
     const ir_graph *g = cg->g;
-    if (cg->group[a] == id) { snprintf(buf, cap, "t%u", ordinal(cg, first, a)); return; }
+    if (cg->group[a] == id) { snprintf(buf, cap, "t%u%s", ordinal(cg, first, a), lane); return; }
     a = through_spread(g, a);
     if (scalar_fill(g, a)) {   /* a narrow fill holds its value rounded, as the executor's and a stored one do */
         char lit[48];
@@ -1043,7 +1043,7 @@ static void operand_expr(const cg_ctx *cg, ir_value first, ir_value a, uint32_t 
         return;
     }
     for (int k = 0; k < ninputs; k++)
-        if (inputs[k] == a) { snprintf(buf, cap, "in%d", k); return; }
+        if (inputs[k] == a) { snprintf(buf, cap, "in%d%s", k, lane); return; }
     NC_BUG("fused operand %%%u not found", a);
 }
 
@@ -1095,34 +1095,55 @@ static void emit_spread_offset(cg_ctx *cg, const ir_node *b, const ir_node *x, i
 }
 
 
-/* The members' code, one register each, then the stores of what leaves. */
+/* The members' code, one register each, then the stores of what leaves.
+ * vec: in the vector loop, each member for two elements (lanes h = 0, 1
+ * of the pair e, e + 1) and then rounded as a pair: one cvt rounds two
+ * floats, and conversions are among the slowest instructions on sm_90, so
+ * a chain of bf16 ops rounded one element at a time is bound by them. */
 static void emit_members(cg_ctx *cg, ir_value first, ir_value last, uint32_t id, const ir_value *inputs, int nin,
                          const ir_value *outs, int nout, int out_slot0, bool vec)
 {
     const ir_graph *g = cg->g;
+    const char *lane = vec ? "[h]" : "";
     for (ir_value m = first; m <= last; m++) {
         if (cg->group[m] != id) continue;
         const ir_node *n = &g->nodes[m];
         char ops[3][64] = {"0.0f", "0.0f", "0.0f"}, step[64] = "";
         int slot = ir_step_slot(n);   /* the step: its integer input, in no float register */
         for (int i = 0; i < n->nargs && i < 3; i++)
-            if (i != slot) operand_expr(cg, first, ir_args(g, n)[i], id, inputs, nin, ops[i], sizeof ops[i]);
-        if (slot >= 0) operand_expr(cg, first, ir_args(g, n)[slot], id, inputs, nin, step, sizeof step);
+            if (i != slot) operand_expr(cg, first, ir_args(g, n)[i], id, inputs, nin, lane, ops[i], sizeof ops[i]);
+        if (slot >= 0) operand_expr(cg, first, ir_args(g, n)[slot], id, inputs, nin, lane, step, sizeof step);
         uint32_t t = ordinal(cg, first, m);
-        cg_printf(&cg->body, "    float t%u;\n    { const float a = %s, b = %s, c = %s; (void)a; (void)b; (void)c;\n      t%u = %s(",
-                  t, ops[0], ops[1], ops[2], t, cuda_round_fn(n->dtype));
+        if (vec)
+            cg_printf(&cg->body, "    float t%u[2];\n#pragma unroll\n    for (int h = 0; h < 2; h++) {\n      const long long i = i0 + e + h; (void)i;\n"
+                                 "      const float a = %s, b = %s, c = %s; (void)a; (void)b; (void)c;\n      t%u[h] = (",
+                      t, ops[0], ops[1], ops[2], t);
+        else
+            cg_printf(&cg->body, "    float t%u;\n    { const float a = %s, b = %s, c = %s; (void)a; (void)b; (void)c;\n      t%u = %s(",
+                      t, ops[0], ops[1], ops[2], t, cuda_round_fn(n->dtype));
         cuda_expand_expr(cg, n, n->op == OP_BROADCAST ? "a" : cuda_expr_of(cg, n), slot >= 0 ? step : NULL);
         cg_printf(&cg->body, "); }\n");
+        if (vec && *cuda_round_pair_fn(n->dtype)) cg_printf(&cg->body, "    %s(t%u);\n", cuda_round_pair_fn(n->dtype), t);
     }
     for (int k = 0; k < nout; k++) {   /* a carried copy is its new value, rounded as the store converts it */
         ir_value v = cg->group[outs[k]] == id ? outs[k] : cg->carry_from[outs[k]];
-        cg_printf(&cg->body, vec ? "    w%d[e] = t%u;\n" : "    nc_st(y%d, i, t%u);\n", out_slot0 + k, ordinal(cg, first, v));
+        uint32_t t = ordinal(cg, first, v);
+        if (vec) cg_printf(&cg->body, "    w%d[e] = t%u[0]; w%d[e + 1] = t%u[1];\n", out_slot0 + k, t, out_slot0 + k, t);
+        else cg_printf(&cg->body, "    nc_st(y%d, i, t%u);\n", out_slot0 + k, t);
     }
+}
+
+/* Where input k's loaded value goes: a register of its own, or in the
+ * vector loop its lane of the pair's array (emit_loads). */
+static void load_into(cg_ctx *cg, int k, const char *type, bool vec)
+{
+    if (vec) cg_printf(&cg->body, "      in%d[h] = ", k);
+    else cg_printf(&cg->body, "    const %s in%d = ", type, k);
 }
 
 /* Code loading in<k>, the element at index `at` of gather ins[k], from
  * its table (x<k>) at the row its index (the indices' input) picks. */
-static void emit_gather_load(cg_ctx *cg, nrt_step *s, const ir_value *ins, int k, const char *at)
+static void emit_gather_load(cg_ctx *cg, nrt_step *s, const ir_value *ins, int k, const char *at, bool vec)
 {
     const ir_graph *g = cg->g;
     const ir_node *gn = &g->nodes[ins[k]];
@@ -1139,8 +1160,8 @@ static void emit_gather_load(cg_ctx *cg, nrt_step *s, const ir_value *ins, int k
     cg_printf(&cg->body, "    long long g%d;\n    { nc_ix col; const long long r = x%d[nc_divmod((nc_ix)%s, %s, &col)];\n"
                          "      g%d = r < 0 || r >= A.n[%d] ? -1 : r * %s.d + col; }\n",   /* d: the row's length, set up once */
               k, q, at, d.s, k, sr, d.s);
-    cg_printf(&cg->body, "    const float in%d = g%d < 0 ? __int_as_float(0x7fc00000) : nc_ld(x%d, g%d);   // out of range: NaN\n", k,
-              k, k, k);
+    load_into(cg, k, "float", vec);
+    cg_printf(&cg->body, "g%d < 0 ? __int_as_float(0x7fc00000) : nc_ld(x%d, g%d);   // out of range: NaN\n", k, k, k);
 }
 
 /* How a loop loads each of its kernel's inputs. */
@@ -1154,33 +1175,51 @@ typedef enum load_kind {
     LOAD_INDEX,      /* a gather's indices, read by its LOAD_GATHER */
 } load_kind;
 
+/* The type input k is loaded as (integers only as a random op's step). */
+static const char *load_type(const cg_ctx *cg, const ir_value *ins, int k, const load_kind *how)
+{
+    return how[k] == LOAD_SCALAR && !in_registers(cg->g->nodes[ins[k]].dtype) ? "long long" : "float";
+}
+
+/* vec: the vector loop's pair of elements, each input into an array of
+ * two (the members' lanes). */
 static void emit_loads(cg_ctx *cg, nrt_step *s, const ir_value *ins, int nins, const load_kind *how, const ir_value *spread_via,
                        bool vec)
 {
     const ir_graph *g = cg->g;
+    if (vec) {
+        for (int k = 0; k < nins; k++)
+            if (how[k] != LOAD_NONE && how[k] != LOAD_INDEX) cg_printf(&cg->body, "    %s in%d[2];\n", load_type(cg, ins, k, how), k);
+        cg_printf(&cg->body, "#pragma unroll\n    for (int h = 0; h < 2; h++) {\n      const long long i = i0 + e + h; (void)i;\n");
+    }
     for (int k = 0; k < nins; k++) {
-        if (how[k] == LOAD_ELEMENT && vec) cg_printf(&cg->body, "    const float in%d = v%d[e];\n", k, k);
+        const char *type = load_type(cg, ins, k, how);
+        if (how[k] == LOAD_ELEMENT && vec) cg_printf(&cg->body, "      in%d[h] = v%d[e + h];\n", k, k);
         else if (how[k] == LOAD_ELEMENT) cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, i);\n", k, k);
-        else if (how[k] == LOAD_SCALAR)   /* an integer only as a random op's step, kept exact */
-            cg_printf(&cg->body, "    const %s in%d = nc_ld(x%d, 0);\n", in_registers(g->nodes[ins[k]].dtype) ? "float" : "long long", k, k);
-        else if (how[k] == LOAD_SPREAD) {
+        else if (how[k] == LOAD_SCALAR) {
+            load_into(cg, k, type, vec);
+            cg_printf(&cg->body, "nc_ld(x%d, 0);\n", k);
+        } else if (how[k] == LOAD_SPREAD) {
             emit_spread_offset(cg, &g->nodes[spread_via[k]], &g->nodes[ins[k]], k);
-            cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, o%d);\n", k, k, k);
+            load_into(cg, k, type, vec);
+            cg_printf(&cg->body, "nc_ld(x%d, o%d);\n", k, k);
         } else if (how[k] == LOAD_GATHER) {
             char at[16] = "i";
             if (spread_via && spread_via[k] != IR_NONE) {   /* the element of the broadcast's source first */
                 emit_spread_offset(cg, &g->nodes[spread_via[k]], &g->nodes[ins[k]], k);
                 snprintf(at, sizeof at, "o%d", k);
             }
-            emit_gather_load(cg, s, ins, k, at);
+            emit_gather_load(cg, s, ins, k, at, vec);
         } else if (how[k] == LOAD_THROUGH) {
             char var[16];
             snprintf(var, sizeof var, "o%d", k);
             cg_printf(&cg->body, "    nc_ix %s = (nc_ix)i;\n", var);
             cuda_emit_read_through(cg, s, ins[k], var);
-            cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, %s);\n", k, k, var);
+            load_into(cg, k, type, vec);
+            cg_printf(&cg->body, "nc_ld(x%d, %s);\n", k, var);
         }
     }
+    if (vec) cg_printf(&cg->body, "    }\n");
 }
 
 /* One loop over count elements of a group: eight consecutive elements a
@@ -1201,11 +1240,13 @@ static void emit_loop(cg_ctx *cg, nrt_step *s, const char *count, ir_value first
     for (int k = 0; k < nins; k++)
         if (how[k] == LOAD_ELEMENT) cg_printf(&cg->body, "    float v%d[8];\n    nc_ld8(x%d, i0, v%d);\n", k, k, k);
     for (int k = 0; k < nout; k++) cg_printf(&cg->body, "    float w%d[8];\n", out_slot0 + k);
-    cg_printf(&cg->body, "#pragma unroll\n    for (int e = 0; e < 8; e++) {\n    const long long i = i0 + e; (void)i;\n");
+    cg_printf(&cg->body, "#pragma unroll\n    for (int e = 0; e < 8; e += 2) {\n");
     emit_loads(cg, s, ins, nins, how, spread_via, true);
     emit_members(cg, first, last, id, ins, nins, outs, nout, out_slot0, true);
     cg_printf(&cg->body, "    }\n");
-    for (int k = 0; k < nout; k++) cg_printf(&cg->body, "    nc_st8(y%d, i0, w%d);\n", out_slot0 + k, out_slot0 + k);
+    for (int k = 0; k < nout; k++)   /* a member's bf16 value is rounded: its store packs the top halves */
+        cg_printf(&cg->body, "    nc_st8%s(y%d, i0, w%d);\n", cg->group[outs[k]] == id && cg->g->nodes[outs[k]].dtype == NC_BF16 ? "_rounded" : "",
+                  out_slot0 + k, out_slot0 + k);
     cg_printf(&cg->body, "  }\n  NC_GRID_STRIDE_FROM(i, nvec * 8, %s) {\n", count);
     emit_loads(cg, s, ins, nins, how, spread_via, false);
     emit_members(cg, first, last, id, ins, nins, outs, nout, out_slot0, false);
@@ -1328,9 +1369,6 @@ static bool emit_sections(cg_ctx *cg, const uint32_t *ids, int n, ir_value v)
     cuda_add_int(s, ir_dim_intern((ir_graph *)g, &total));
     for (int j = 0; j < n; j++) cuda_add_int(s, numel[j]);
     for (int k = 0; k < nins; k++) {
-        char name[16];
-        snprintf(name, sizeof name, "x%d", k);
-        cuda_decl_ptr(cg, name, k, g->nodes[ins[k]].dtype, true);
         s->slot_section[s->nbufs] = in_section[k];
         cuda_add_buf(s, ins[k]);
     }
@@ -1338,9 +1376,6 @@ static bool emit_sections(cg_ctx *cg, const uint32_t *ids, int n, ir_value v)
     for (int j = 0; j < n; j++) {
         out_slot0[j] = slot - nins;
         for (int k = 0; k < nout[j]; k++, slot++) {
-            char name[16];
-            snprintf(name, sizeof name, "y%d", slot - nins);
-            cuda_decl_ptr(cg, name, slot, g->nodes[outs[j][k]].dtype, false);
             s->slot_section[s->nbufs] = (uint8_t)j;
             cuda_add_buf(s, outs[j][k]);
         }
@@ -1354,9 +1389,25 @@ static bool emit_sections(cg_ctx *cg, const uint32_t *ids, int n, ir_value v)
         for (int k = 0; k < nin; k++)
             for (int q = 0; q < nins; q++)
                 if (ins[q] == in[k]) how[q] = g->nodes[ins[q]].rank == 0 ? LOAD_SCALAR : LOAD_ELEMENT;
+        /* Each loop names only its own buffers, in its own scope: in a batch
+         * the arguments are read from device memory, and the AdamW update's
+         * loops all named at the top kept some 60 pointers in registers
+         * through every loop (240 registers a thread). */
+        cg_printf(&cg->body, "  {\n");
+        for (int q = 0; q < nins; q++) {
+            char name[16];
+            snprintf(name, sizeof name, "x%d", q);
+            if (how[q] != LOAD_NONE) cuda_decl_ptr(cg, name, q, g->nodes[ins[q]].dtype, true);
+        }
+        for (int k = 0; k < nout[j]; k++) {
+            char name[16];
+            snprintf(name, sizeof name, "y%d", out_slot0[j] + k);
+            cuda_decl_ptr(cg, name, nins + out_slot0[j] + k, g->nodes[outs[j][k]].dtype, false);
+        }
         char count[32];
         snprintf(count, sizeof count, "A.n[%d]", 1 + j);
         emit_loop(cg, s, count, first[j], last[j], ids[j], ins, nins, how, NULL, outs[j], nout[j], out_slot0[j]);
+        cg_printf(&cg->body, "  }\n");
         cg_printf(&cg->cur_comment, "%s", j ? " |" : "");
         comment_members(cg, first[j], last[j], ids[j]);
     }
