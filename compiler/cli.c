@@ -103,7 +103,7 @@ static void print_help(FILE *out)
             "  --no-fuse            (build, train) one kernel per op: no elementwise fusion\n"
             "  --no-memplan         (build) give every buffer its own memory: what the plan saves\n"
             "  --no-chunk-loss      (build, train) compute a large-vocabulary cross entropy and its\n"
-            "                       logits in one piece instead of slices with their backward\n"
+            "                       logits in one piece instead of slices (with their backward)\n"
             "  --report             (build) print the optimizer's decisions: casts moved and the bytes\n"
             "                       they save, values merged or dropped, what is recomputed, with source lines\n"
             "  -Werror              treat warnings as errors\n"

@@ -100,6 +100,14 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
             return NULL;
         }
     }
+    if (!train && !(o && o->no_chunk_loss)) {   /* a language model's loss without its whole logits tensor */
+        char err[1024];
+        if (loss_chunk_forward(g, o ? o->report : NULL, err, sizeof err) < 0) {
+            diag_report(d, DIAG_ERROR, (nc_loc){file_id, 0, 0}, NULL, "%s", err);
+            ir_graph_free(g);
+            return NULL;
+        }
+    }
     pass_opts po = {.verify = o ? o->verify : true,
                     .dump_after = o ? o->dump_after : NULL,
                     .dump_out = o && o->dump_out ? o->dump_out : stdout,

@@ -67,11 +67,10 @@ static int users_of(const ir_graph *g, ir_value v)
     return n;
 }
 
-/* The head the rewrite applies to, and the axis to slice: the last leading
- * axis of the logits, when its size is a constant of 2 or more. */
-static bool find_head(const ir_graph *g, ir_value *logits, int *axis, int64_t *len)
+/* Whether loss is a head the rewrite applies to, and the axis to slice: the
+ * last leading axis of the logits, when its size is a constant of 2 or more. */
+static bool find_head(const ir_graph *g, ir_value loss, ir_value *logits, int *axis, int64_t *len)
 {
-    ir_value loss = g->train.loss;
     if (loss == IR_NONE || g->nodes[loss].op != OP_CROSS_ENTROPY) return false;
     *logits = ir_args(g, &g->nodes[loss])[0];
     const ir_node *l = &g->nodes[*logits];
@@ -83,12 +82,24 @@ static bool find_head(const ir_graph *g, ir_value *logits, int *axis, int64_t *l
     return dim_is_const(&g->dims[l->shape[*axis]], len) && *len >= 2;
 }
 
+/* One slice's share of the loss: cross_entropy(matmul(hk, w) as the head's
+ * logits are, tk) weighted by the slice's share of the rows. */
+static ir_value slice_loss(chunk_ctx *c, ir_value logits, ir_value hk, ir_value tk, ir_value w, double smoothing, double share)
+{
+    ir_node mm = {.op = OP_MATMUL, .attr = c->g->nodes[logits].attr}, cp = {.op = OP_CROSS_ENTROPY};
+    ir_value hw[2] = {hk, w};
+    ir_value lk = mk(c, mm, hw, 2);
+    cp.attr.f = smoothing;
+    ir_value lt[2] = {lk, tk};
+    return op2(c, OP_MUL, mk(c, cp, lt, 2), scalar(c, share));
+}
+
 int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *report, char *err, size_t errcap)
 {
     ir_value logits;
     int axis;
     int64_t len;
-    if (!find_head(g, &logits, &axis, &len)) return 0;
+    if (!find_head(g, g->train.loss, &logits, &axis, &len)) return 0;
     chunk_ctx c = {.g = g, .loc = g->nodes[g->train.loss].loc, .err = err, .errcap = errcap};
     const ir_node *ce = &g->nodes[g->train.loss];
     double smoothing = ce->attr.f;
@@ -99,13 +110,8 @@ int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *r
     for (int k = 0; k < chunks && !c.failed; k++) {
         int64_t lo = len * k / chunks, hi = len * (k + 1) / chunks;
         double share = (double)(hi - lo) / (double)len;
-        ir_value hk = slice(&c, h, axis, lo, hi), tk = slice(&c, targets, axis, lo, hi);
-        ir_node mm = {.op = OP_MATMUL, .attr = g->nodes[logits].attr}, cp = {.op = OP_CROSS_ENTROPY};
-        ir_value hw[2] = {hk, w};
-        ir_value lk = mk(&c, mm, hw, 2);
-        cp.attr.f = smoothing;
-        ir_value lt[2] = {lk, tk};
-        ir_value part = op2(&c, OP_MUL, mk(&c, cp, lt, 2), scalar(&c, share));
+        ir_value hk = slice(&c, h, axis, lo, hi);
+        ir_value part = slice_loss(&c, logits, hk, slice(&c, targets, axis, lo, hi), w, smoothing, share);
         loss = loss == IR_NONE ? part : op2(&c, OP_ADD, loss, part);
         /* this slice's backward, now: its logits die here */
         ir_value wrt[2] = {hk, w}, grads[2];
@@ -135,4 +141,34 @@ int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *r
         fprintf(report, "chunk-loss: cross_entropy over %%%u computed in %d slices of axis %d, each with its backward "
                 "(one slice of logits alive at a time)\n", logits, chunks, axis);
     return n;   /* 0 when no trained parameter is behind h or W: the ordinary sweep then finds nothing either */
+}
+
+int loss_chunk_forward(ir_graph *g, FILE *report, char *err, size_t errcap)
+{
+    int rewritten = 0;
+    for (uint32_t i = 0; i < g->noutputs; i++) {
+        ir_value ce = g->outputs[i].value, logits;
+        int axis;
+        int64_t len;
+        if (!find_head(g, ce, &logits, &axis, &len) || users_of(g, ce) != 1) continue;
+        chunk_ctx c = {.g = g, .loc = g->nodes[ce].loc, .err = err, .errcap = errcap};
+        double smoothing = g->nodes[ce].attr.f;
+        ir_value targets = ir_args(g, &g->nodes[ce])[1], h = ir_args(g, &g->nodes[logits])[0], w = ir_args(g, &g->nodes[logits])[1];
+        int chunks = len < LOSS_CHUNK_MAX ? (int)len : LOSS_CHUNK_MAX;
+        ir_value loss = IR_NONE;
+        for (int k = 0; k < chunks && !c.failed; k++) {   /* in order: each slice's logits die before the next's */
+            int64_t lo = len * k / chunks, hi = len * (k + 1) / chunks;
+            ir_value part = slice_loss(&c, logits, slice(&c, h, axis, lo, hi), slice(&c, targets, axis, lo, hi), w, smoothing,
+                                       (double)(hi - lo) / (double)len);
+            loss = loss == IR_NONE ? part : op2(&c, OP_ADD, loss, part);
+        }
+        if (c.failed) return -1;
+        if (g->train.loss == ce) g->train.loss = loss;   /* a forward build that keeps its loss (train_cmd's evaluation) */
+        g->outputs[i].value = loss;
+        rewritten++;
+        if (report)
+            fprintf(report, "chunk-loss: cross_entropy over %%%u (output %s) computed in %d slices of axis %d "
+                    "(one slice of logits alive at a time)\n", logits, g->outputs[i].name, chunks, axis);
+    }
+    return rewritten;
 }

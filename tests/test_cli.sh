@@ -106,6 +106,28 @@ with=$(peak "$tmp/m.netm") without=$(peak "$tmp/nomp.netm")
 if ! [[ -n $with && -n $without && $with -lt $without ]]; then
   echo "FAIL: --no-memplan: planned $with bytes, unplanned $without"; fail=$((fail + 1))
 fi
+# a bf16 chain's vector loop rounds each op's results a pair at a time (one cvt for
+# two; sm_90 runs conversions at a fraction of a multiply's rate) and stores its
+# already-rounded result by packing, no conversion
+n=$((n + 1))
+cuda=$("$netc" build "$src/bench/kernels/chain.net" --dim N=4096 --target '' --emit-cuda -o "$tmp/chain.netm" 2>&1)
+if [[ $(grep -c 'nc_round_pair_bf16(t[0-9]*);' <<<"$cuda") -ne 4 ]] || ! grep -q 'nc_st8_rounded(y0, i0, w0);' <<<"$cuda"; then
+  echo "FAIL: pair rounding in the chain's vector loop"; echo "$cuda" | grep -n 'round\|nc_st8'; fail=$((fail + 1))
+fi
+# the forward build of a large-vocabulary loss computes it in 8 slices, one slice's
+# logits alive at a time; --no-chunk-loss keeps it whole
+n=$((n + 1))
+lm=$'model lm(tokens: i32[4, 16], targets: i32[4, 16]) -> (loss: f32) {\n  param wte: f32[4096, 32] = normal(0.02)\n  return cross_entropy(matmul(gather(wte, tokens), wte, transpose_b: true), targets)\n}\n'
+printf '%s' "$lm" >"$tmp/lm.net"
+lm_peak() { "$netc" inspect "$1" --json | tr -d ' \n' | grep -o '"peak_memory_bytes":[0-9]*' | cut -d: -f2; }
+report=$("$netc" build "$tmp/lm.net" --target '' --report -o "$tmp/lm.netm" 2>&1)
+"$netc" build "$tmp/lm.net" --target '' --no-chunk-loss -o "$tmp/lm_whole.netm" 2>/dev/null
+sliced=$("$netc" inspect "$tmp/lm.netm" | grep -c ' cross_entropy lm.net:3')
+whole=$("$netc" inspect "$tmp/lm_whole.netm" | grep -c ' cross_entropy lm.net:3')
+if ! grep -q 'chunk-loss: cross_entropy over %[0-9]* (output loss) computed in 8 slices of axis 1' <<<"$report" ||
+   [[ $(lm_peak "$tmp/lm.netm") -ge $(lm_peak "$tmp/lm_whole.netm") ]] || [[ $sliced -le $whole ]]; then
+  echo "FAIL: chunked forward loss ($sliced against $whole cross-entropy kernels)"; echo "$report"; fail=$((fail + 1))
+fi
 # netc train with dropout on the CPU: it learns, and a run killed after step 25 and
 # resumed from its checkpoint at step 20 draws the masks the uninterrupted run drew
 # (@step is the step count, which the checkpoint restores): the same losses
