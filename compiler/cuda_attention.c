@@ -836,20 +836,26 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
     cg_printf(b, "      mx0 = fmaxf(mx0, fmaxf(s[nb][0], s[nb][1])), mx1 = fmaxf(mx1, fmaxf(s[nb][2], s[nb][3]));\n    }\n");
     emit_quad(b, "mx0", "fmaxf");
     emit_quad(b, "mx1", "fmaxf");
-    /* online softmax: a row with nothing visible yet keeps its zeros */
+    /* Online softmax: a row with nothing visible yet keeps its zeros. The
+     * base m moves (and l and o are rescaled) only when a row's max passed
+     * it by more than 8, in log2 units, anywhere in the warp: otherwise the
+     * probabilities stay below 2^8 (f32 sums, bf16 and f16 products keep
+     * their relative precision) and the tile skips the rescale's
+     * multiplies and exponentials; the end divides by l of the same base. */
     cg_printf(b, "    mx0 = fmaxf(m0, mx0 * mul), mx1 = fmaxf(m1, mx1 * mul);\n");
-    cg_printf(b, "    const float base0 = mx0 == NEG_INF ? 0.0f : mx0, base1 = mx1 == NEG_INF ? 0.0f : mx1;\n");
-    cg_printf(b, "    const float c0f = nc_exp2(m0 - base0), c1f = nc_exp2(m1 - base1);\n");
-    cg_printf(b, "    l0 *= c0f, l1 *= c1f, m0 = mx0, m1 = mx1;\n");
+    cg_printf(b, "    if (!__all_sync(0xffffffffu, mx0 <= m0 + 8.0f && mx1 <= m1 + 8.0f)) {\n");
+    cg_printf(b, "      const float c0f = nc_exp2(m0 - (mx0 == NEG_INF ? 0.0f : mx0)), c1f = nc_exp2(m1 - (mx1 == NEG_INF ? 0.0f : mx1));\n");
+    cg_printf(b, "      l0 *= c0f, l1 *= c1f, m0 = mx0, m1 = mx1;\n");
+    if (fwd)
+        cg_printf(b, "#pragma unroll\n      for (int nb = 0; nb < %lld; nb++) o[nb][0] *= c0f, o[nb][1] *= c0f, o[nb][2] *= c1f, o[nb][3] *= c1f;\n",
+                  (long long)a->E / 8);
+    cg_printf(b, "    }\n");
+    cg_printf(b, "    const float base0 = m0 == NEG_INF ? 0.0f : m0, base1 = m1 == NEG_INF ? 0.0f : m1;\n");
     cg_printf(b, "#pragma unroll\n    for (int nb = 0; nb < 8; nb++) {\n");
     cg_printf(b, "      s[nb][0] = nc_exp2(fmaf(s[nb][0], mul, -base0)), s[nb][1] = nc_exp2(fmaf(s[nb][1], mul, -base0));\n");
     cg_printf(b, "      s[nb][2] = nc_exp2(fmaf(s[nb][2], mul, -base1)), s[nb][3] = nc_exp2(fmaf(s[nb][3], mul, -base1));\n");
     cg_printf(b, "      l0 += s[nb][0] + s[nb][1], l1 += s[nb][2] + s[nb][3];\n    }\n");
-    if (fwd) {
-        cg_printf(b, "#pragma unroll\n    for (int nb = 0; nb < %lld; nb++) o[nb][0] *= c0f, o[nb][1] *= c0f, o[nb][2] *= c1f, o[nb][3] *= c1f;\n",
-                  (long long)a->E / 8);
-        emit_times_tile(b, a, "o", "s", &t[1]);
-    }
+    if (fwd) emit_times_tile(b, a, "o", "s", &t[1]);
     cg_printf(b, "  }\n");
     emit_quad(b, "l0", "nc_add");
     emit_quad(b, "l1", "nc_add");

@@ -54,7 +54,7 @@ int main(void)
     const char *b64[] = {"B"};
     const int64_t v64[] = {64}, v2[] = {2}, v200[] = {200}, v40[] = {40};
     const char *bt[] = {"B", "T"};
-    const int64_t vbt[] = {2, 64};
+    const int64_t vbt[] = {2, 64}, vbt70[] = {2, 70};
     const char *bt32[] = {"B", "T"};
     const int64_t vbt32[] = {8, 32};
     const char *mid[] = {"V", "C", "L", "H", "MAXT"};
@@ -116,6 +116,9 @@ int main(void)
         /* fused kernels reading through transposes and slices, forward and backward */
         {.name = "movement_train", .path = NETC_SOURCE_DIR "/tests/gpu/movement.net", .dim_names = b64, .dim_values = v2,
          .ndims = 1, .use_graph = true, .train_step = true, .fuse = true, .check_updates = true},
+        /* the forward attention kernel moving its softmax base in the middle of a row */
+        {.name = "attention_jump", .path = NETC_SOURCE_DIR "/tests/gpu/attention_jump.net", .dim_names = bt, .dim_values = vbt70,
+         .ndims = 2, .use_graph = true, .fuse = true},
         {.name = "gpt2_2layers_train_fused", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
          .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
          .train_step = true, .fuse = true, .profile = true},

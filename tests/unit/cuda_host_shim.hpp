@@ -85,6 +85,16 @@ static inline float __shfl_xor_sync(unsigned, float v, int lane_mask)
     return other;
 }
 
+static inline int __all_sync(unsigned, int predicate)
+{
+    int me = (int)threadIdx.x, warp0 = me & ~31, all = 1;
+    nc_exchange[me] = predicate ? 1.0f : 0.0f;
+    nc_wait(NC_AT_WARP_BARRIER);
+    for (int l = 0; l < 32 && warp0 + l < (int)blockDim.x; l++) all &= nc_exchange[warp0 + l] != 0.0f;
+    nc_wait(NC_AT_WARP_BARRIER);
+    return all;
+}
+
 // mma.sync m16n8k16 for one warp: every lane puts its fragments in a slot,
 // then computes its own accumulators from the whole warp's, by the PTX
 // fragment layouts (lane = 4 gid + tig).

@@ -941,6 +941,8 @@ int main(void)
             const int64_t vt70[] = {1, 70};
             check_model_text("attention (f16, D=64, T=70) --fuse", "attn.net", attention_source, fuse, bt, vt70, 2, dn, d64, 1, true);
             check_model_text("attention (f16, D=128, T=70) --fuse", "attn.net", attention_source, fuse, bt, vt70, 2, dn, d128, 1, true);
+            check_model("attention, keys jumping at the second tile (f16, T=70) --fuse", "tests/gpu/attention_jump.net", fuse, bt,
+                        vt70, 2, NULL, NULL, 0, false);
         }
         snprintf(name, sizeof name, "rowwise%s", fuse ? " --fuse" : "");   /* softmax, log_softmax, rmsnorm backward */
         check_model(name, "tests/gpu/rowwise.net", fuse, b, v8, 1, NULL, NULL, 0, true);
