@@ -67,8 +67,9 @@ ir_graph *train_step_input(const ir_graph *g);
  * contributions written to out (0: the loss is not such a head), or -1 with
  * err set. seed: the loss's gradient (IR_NONE = 1). */
 int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *report, char *err, size_t errcap);
-/* The same for a forward graph: each output that is such a loss becomes the
- * sum of its slices' (no backward). Returns how many, or -1 with err set. */
+/* The same for a forward graph: each output that is such a loss, over rows
+ * enough for slices of 256 or more, becomes the sum of its slices' (no
+ * backward). Returns how many, or -1 with err set. */
 int loss_chunk_forward(ir_graph *g, FILE *report, char *err, size_t errcap);
 
 #endif

@@ -872,6 +872,80 @@ static bool passes_over(const cg_ctx *cg, ir_value v, uint32_t id)
     return true;
 }
 
+static uint32_t uf_find(uint32_t *root, uint32_t v)
+{
+    while (root[v] != v) v = root[v] = root[root[v]];
+    return v;
+}
+
+/* Whether group id, whose members are [first, last], splits into parts:
+ * sets part[m] to each member's part (a root of the union-find), false if
+ * the group stays whole (one part, a load through a broadcast or of
+ * another shape, or parts interleaved in node order). */
+static bool group_parts(const cg_ctx *cg, uint32_t id, ir_value first, ir_value last, uint32_t *root)
+{
+    const ir_graph *g = cg->g;
+    for (ir_value m = first; m <= last; m++) {
+        if (cg->group[m] != id) continue;
+        const ir_node *n = &g->nodes[m];
+        for (int i = 0; i < n->nargs; i++) {
+            ir_value a = ir_args(g, n)[i], src = through_spread(g, a);
+            if (cg->group[a] == id) root[uf_find(root, m)] = uf_find(root, a);
+            else if (g->nodes[src].rank == 0 || i == ir_step_slot(n)) continue;   /* a scalar ties no parts together */
+            else if (!spread(g, a) && same_shape(&g->nodes[a], n)) root[uf_find(root, m)] = uf_find(root, a);   /* one element load */
+            else return false;
+        }
+    }
+    uint32_t parts = 0, current = UINT32_MAX;
+    for (ir_value m = first; m <= last; m++) {   /* each part's members in one run */
+        if (cg->group[m] != id || uf_find(root, m) == current) continue;
+        current = uf_find(root, m);
+        for (ir_value u = first; u < m; u++)
+            if (cg->group[u] == id && uf_find(root, u) == current) return false;
+        parts++;
+    }
+    return parts > 1;
+}
+
+/* Chains that share no member and load no element in common (the updates
+ * of parameters of one size, adjacent in the step) join one group only by
+ * being neighbours: each becomes a group of its own, which plan_kernels
+ * makes a loop of the same kernel. One loop then holds one chain's eight
+ * elements of its inputs and results at a time, not every chain's (the
+ * AdamW update's loops over three parameters took 192 registers a thread
+ * and kept one block on a multiprocessor). Group ids stay in node order. */
+static uint32_t split_independent(cg_ctx *cg, uint32_t ngroups)
+{
+    const ir_graph *g = cg->g;
+    uint32_t *root = nc_xmalloc((g->nnodes + 1) * sizeof *root);
+    ir_value *first = nc_xmalloc((ngroups + 1) * sizeof *first), *last = nc_xmalloc((ngroups + 1) * sizeof *last);
+    for (ir_value v = 0; v < g->nnodes; v++) root[v] = v;
+    for (uint32_t id = 0; id <= ngroups; id++) first[id] = last[id] = IR_NONE;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        uint32_t id = cg->group[v];
+        if (id) last[id] = v, first[id] = first[id] == IR_NONE ? v : first[id];
+    }
+    bool *split = nc_xcalloc(ngroups + 1, sizeof *split);
+    for (uint32_t id = 1; id <= ngroups; id++)
+        if (first[id] != IR_NONE) split[id] = group_parts(cg, id, first[id], last[id], root);
+    /* groups never interleave (one closes before the next opens), nor do a
+     * split group's parts: a new id at each change of group or part */
+    uint32_t next = 0, prev_group = 0, prev_part = 0;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        uint32_t id = cg->group[v];
+        if (!id) continue;
+        uint32_t part = split[id] ? uf_find(root, v) : 0;
+        if (id != prev_group || part != prev_part) next++;
+        prev_group = id, prev_part = part;
+        cg->group[v] = next;
+    }
+    free(split);
+    free(first);
+    free(last);
+    free(root);
+    return next;
+}
+
 void cuda_fuse_plan(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
@@ -913,6 +987,7 @@ void cuda_fuse_plan(cg_ctx *cg)
             if (can_fuse) cg->group[v] = ++id, first = v;
         }
     }
+    id = split_independent(cg, id);
     plan_inlined(cg);
     plan_read_through(cg);
     cuda_attention_plan(cg);

@@ -22,6 +22,10 @@
 
 #define LOSS_CHUNK_MIN_CLASSES 4096   /* below this the logits are small: not worth slicing */
 #define LOSS_CHUNK_MAX 8
+/* A forward slice's product reads the whole weight for its rows: with fewer
+ * than this many it is bound by those bytes, not its FLOPs (an H100's 750
+ * TFLOP/s over 3 TB/s), and each slice more would add a read of the weight. */
+#define LOSS_CHUNK_MIN_ROWS 256
 
 typedef struct chunk_ctx {
     ir_graph *g;
@@ -143,6 +147,22 @@ int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *r
     return n;   /* 0 when no trained parameter is behind h or W: the ordinary sweep then finds nothing either */
 }
 
+/* How many slices a forward loss takes: as many as keep every slice at
+ * LOSS_CHUNK_MIN_ROWS rows or more (a dim unknown at build time counted
+ * as 1), up to LOSS_CHUNK_MAX and the sliced axis's length. GPT-2 at
+ * 16 x 1024: 8; at 1024 tokens and a batch bound only at run time: 4; at
+ * 1 x 64: none (the weight read once, not eight times, for 64 rows). */
+static int forward_chunks(const ir_graph *g, ir_value logits, int64_t len)
+{
+    const ir_node *l = &g->nodes[logits];
+    int64_t rows = 1, d;
+    for (int k = 0; k + 1 < l->rank; k++)
+        if (dim_is_const(&g->dims[l->shape[k]], &d)) rows *= d;
+    int64_t chunks = rows / LOSS_CHUNK_MIN_ROWS;
+    if (chunks > LOSS_CHUNK_MAX) chunks = LOSS_CHUNK_MAX;
+    return (int)(chunks < len ? chunks : len);
+}
+
 int loss_chunk_forward(ir_graph *g, FILE *report, char *err, size_t errcap)
 {
     int rewritten = 0;
@@ -151,10 +171,11 @@ int loss_chunk_forward(ir_graph *g, FILE *report, char *err, size_t errcap)
         int axis;
         int64_t len;
         if (!find_head(g, ce, &logits, &axis, &len) || users_of(g, ce) != 1) continue;
+        int chunks = forward_chunks(g, logits, len);
+        if (chunks < 2) continue;
         chunk_ctx c = {.g = g, .loc = g->nodes[ce].loc, .err = err, .errcap = errcap};
         double smoothing = g->nodes[ce].attr.f;
         ir_value targets = ir_args(g, &g->nodes[ce])[1], h = ir_args(g, &g->nodes[logits])[0], w = ir_args(g, &g->nodes[logits])[1];
-        int chunks = len < LOSS_CHUNK_MAX ? (int)len : LOSS_CHUNK_MAX;
         ir_value loss = IR_NONE;
         for (int k = 0; k < chunks && !c.failed; k++) {   /* in order: each slice's logits die before the next's */
             int64_t lo = len * k / chunks, hi = len * (k + 1) / chunks;

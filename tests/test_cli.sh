@@ -114,10 +114,10 @@ cuda=$("$netc" build "$src/bench/kernels/chain.net" --dim N=4096 --target '' --e
 if [[ $(grep -c 'nc_round_pair_bf16(t[0-9]*);' <<<"$cuda") -ne 4 ]] || ! grep -q 'nc_st8_rounded(y0, i0, w0);' <<<"$cuda"; then
   echo "FAIL: pair rounding in the chain's vector loop"; echo "$cuda" | grep -n 'round\|nc_st8'; fail=$((fail + 1))
 fi
-# the forward build of a large-vocabulary loss computes it in 8 slices, one slice's
-# logits alive at a time; --no-chunk-loss keeps it whole
+# the forward build of a large-vocabulary loss over 2048 rows computes it in 8 slices,
+# one slice's logits alive at a time; --no-chunk-loss keeps it whole
 n=$((n + 1))
-lm=$'model lm(tokens: i32[4, 16], targets: i32[4, 16]) -> (loss: f32) {\n  param wte: f32[4096, 32] = normal(0.02)\n  return cross_entropy(matmul(gather(wte, tokens), wte, transpose_b: true), targets)\n}\n'
+lm=$'model lm(tokens: i32[4, 512], targets: i32[4, 512]) -> (loss: f32) {\n  param wte: f32[4096, 32] = normal(0.02)\n  return cross_entropy(matmul(gather(wte, tokens), wte, transpose_b: true), targets)\n}\n'
 printf '%s' "$lm" >"$tmp/lm.net"
 lm_peak() { "$netc" inspect "$1" --json | tr -d ' \n' | grep -o '"peak_memory_bytes":[0-9]*' | cut -d: -f2; }
 report=$("$netc" build "$tmp/lm.net" --target '' --report -o "$tmp/lm.netm" 2>&1)

@@ -576,6 +576,50 @@ static void check_update_placement(bool read_after)
     ir_graph_free(g);
 }
 
+/* Two parameters of one shape: their AdamW updates are independent chains
+ * of one size, adjacent in the step. Each is a group of its own (a loop
+ * holding one parameter's values, not both: fewer registers), and the two
+ * are loops of one kernel. */
+static void check_independent_updates(void)
+{
+    static const char *source =
+        "model two(x: f32[8, 16]) -> (y: f32[8, 16]) {\n"
+        "  param a: f32[16, 16] = xavier\n"
+        "  param b: f32[16, 16] = xavier\n"
+        "  return tanh(x @ a) @ b\n"
+        "}\n"
+        "train two(t: f32[8, 16]) {\n"
+        "  loss = mean(square(y - t))\n"
+        "  optimizer adamw(lr: 0.01)\n"
+        "}\n";
+    src_table src = {0};
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    uint32_t id = src_add(&src, "two.net", source, strlen(source));
+    driver_opts o = {.verify = true, .train_step = true, .fuse = true};
+    ir_graph *g = driver_compile(&src, id, &o, &d);
+    src_free(&src);
+    CHECK(g != NULL);
+    if (!g) return;
+    cg_ctx cg = {.g = g};
+    cuda_fuse_plan(&cg);
+    uint32_t group[2] = {0, 0};
+    for (uint32_t k = 0; k < g->nupdates; k++) {
+        const char *name = g->params[g->updates[k].param].decl.name;
+        if (!strcmp(name, "a") || !strcmp(name, "b")) group[name[0] - 'a'] = cg.group[g->updates[k].value];
+    }
+    printf("independent updates: parameter a's in group %u, b's in group %u, kernels led by %u and %u\n", group[0], group[1],
+           group[0] ? cg.kernel_of[group[0]] : 0, group[1] ? cg.kernel_of[group[1]] : 0);
+    CHECK(group[0] && group[1] && group[0] != group[1] && cg.kernel_of[group[0]] == cg.kernel_of[group[1]]);
+    char err[1024];
+    nrt_program p;
+    CHECK(cuda_emit_program_ex(g, true, &p, err, sizeof err));
+    CHECK(valid_dataflow(g, &p, true));
+    nrt_program_free(&p);
+    cuda_fuse_free(&cg);
+    ir_graph_free(g);
+}
+
 /* Fused kernels that load through movement ops and gathers (cuda_fuse.c,
  * plan_group_reads): in tests/gpu/movement.net the only movement kernels
  * left are the transpose an output needs written and the slice whose chain
@@ -638,6 +682,7 @@ int main(int argc, char **argv)
     check_prepare(root);
     check_update_placement(true);
     check_update_placement(false);
+    check_independent_updates();
     if (!failures) printf("test_fuse: all checks passed\n");
     return failures != 0;
 }
