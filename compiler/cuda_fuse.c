@@ -879,9 +879,10 @@ static uint32_t uf_find(uint32_t *root, uint32_t v)
 }
 
 /* Whether group id, whose members are [first, last], splits into parts:
- * sets part[m] to each member's part (a root of the union-find), false if
- * the group stays whole (one part, a load through a broadcast or of
- * another shape, or parts interleaved in node order). */
+ * joins in root (a union-find over nodes) each member with the members and
+ * element inputs it reads, so a part is a root; false if the group stays
+ * whole (one part, a load through a broadcast or of another shape, or
+ * parts interleaved in node order). */
 static bool group_parts(const cg_ctx *cg, uint32_t id, ir_value first, ir_value last, uint32_t *root)
 {
     const ir_graph *g = cg->g;
