@@ -426,6 +426,19 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
     ir_graph_free(g);
 }
 
+/* A fused training step of a model given as text. */
+static ir_graph *compile_fused_step(const char *name, const char *source)
+{
+    src_table src = {0};
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    uint32_t id = src_add(&src, name, source, strlen(source));
+    driver_opts o = {.verify = true, .train_step = true, .fuse = true};
+    ir_graph *g = driver_compile(&src, id, &o, &d);
+    src_free(&src);
+    return g;
+}
+
 /* An MLP recomputed in the backward pass (@checkpoint): the recomputed
  * matmul is numbered after the backward matmul whose DGELU epilogue reads
  * the value before the GELU, and still applies bias and GELU as its own
@@ -448,13 +461,7 @@ static void check_recomputed_epilogues(void)
         "  loss = mean(square(f32(y) - t))\n"
         "  optimizer sgd(lr: 0.01)\n"
         "}\n";
-    src_table src = {0};
-    diag_ctx d;
-    diag_init(&d, &src, stderr);
-    uint32_t id = src_add(&src, "mlp.net", source, strlen(source));
-    driver_opts o = {.verify = true, .train_step = true, .fuse = true};
-    ir_graph *g = driver_compile(&src, id, &o, &d);
-    src_free(&src);
+    ir_graph *g = compile_fused_step("mlp.net", source);
     CHECK(g != NULL);
     if (!g) return;
     char err[1024];
@@ -592,13 +599,7 @@ static void check_independent_updates(void)
         "  loss = mean(square(y - t))\n"
         "  optimizer adamw(lr: 0.01)\n"
         "}\n";
-    src_table src = {0};
-    diag_ctx d;
-    diag_init(&d, &src, stderr);
-    uint32_t id = src_add(&src, "two.net", source, strlen(source));
-    driver_opts o = {.verify = true, .train_step = true, .fuse = true};
-    ir_graph *g = driver_compile(&src, id, &o, &d);
-    src_free(&src);
+    ir_graph *g = compile_fused_step("two.net", source);
     CHECK(g != NULL);
     if (!g) return;
     cg_ctx cg = {.g = g};
