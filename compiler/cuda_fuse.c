@@ -878,6 +878,8 @@ static uint32_t uf_find(uint32_t *root, uint32_t v)
     return v;
 }
 
+static void uf_join(uint32_t *root, uint32_t a, uint32_t b) { root[uf_find(root, a)] = uf_find(root, b); }
+
 /* Whether group id, whose members are [first, last], splits into parts:
  * joins in root (a union-find over nodes) each member with the members and
  * element inputs it reads, so a part is a root; false if the group stays
@@ -891,9 +893,9 @@ static bool group_parts(const cg_ctx *cg, uint32_t id, ir_value first, ir_value 
         const ir_node *n = &g->nodes[m];
         for (int i = 0; i < n->nargs; i++) {
             ir_value a = ir_args(g, n)[i], src = through_spread(g, a);
-            if (cg->group[a] == id) root[uf_find(root, m)] = uf_find(root, a);
+            if (cg->group[a] == id) uf_join(root, m, a);
             else if (g->nodes[src].rank == 0 || i == ir_step_slot(n)) continue;   /* a scalar ties no parts together */
-            else if (!spread(g, a) && same_shape(&g->nodes[a], n)) root[uf_find(root, m)] = uf_find(root, a);   /* one element load */
+            else if (!spread(g, a) && same_shape(&g->nodes[a], n)) uf_join(root, m, a);   /* one element load */
             else return false;
         }
     }
@@ -1361,6 +1363,15 @@ static ir_value input_buffer(const cg_ctx *cg, ir_value a)
     return gathered(cg, a) ? ir_args(cg->g, &cg->g->nodes[a])[0] : cuda_chain_root(cg, a);
 }
 
+/* Declares the kernel's pointer to buffer slot `slot`: x<k>, the group's
+ * input k (const), or y<k>, its output k. */
+static void decl_io(cg_ctx *cg, bool input, int k, int slot, nc_dtype t)
+{
+    char name[16];
+    snprintf(name, sizeof name, "%c%d", input ? 'x' : 'y', k);
+    cuda_decl_ptr(cg, name, slot, t, input);
+}
+
 /* One group, one loop over its elements. */
 static bool emit_single(cg_ctx *cg, uint32_t id, ir_value first, ir_value v)
 {
@@ -1392,15 +1403,11 @@ static bool emit_single(cg_ctx *cg, uint32_t id, ir_value first, ir_value v)
     if (any_spread)
         for (int d = 0; d < g->nodes[v].rank; d++) cuda_add_int(s, g->nodes[v].shape[d]);
     for (int k = 0; k < nin; k++) {
-        char name[16];
-        snprintf(name, sizeof name, "x%d", k);
-        cuda_decl_ptr(cg, name, k, g->nodes[inputs[k]].dtype, true);
+        decl_io(cg, true, k, k, g->nodes[inputs[k]].dtype);
         cuda_add_buf(s, input_buffer(cg, inputs[k]));
     }
     for (int k = 0; k < nout; k++) {
-        char name[16];
-        snprintf(name, sizeof name, "y%d", k);
-        cuda_decl_ptr(cg, name, nin + k, g->nodes[outs[k]].dtype, false);
+        decl_io(cg, false, k, nin + k, g->nodes[outs[k]].dtype);
         cuda_add_buf(s, outs[k]);
     }
     emit_loop(cg, s, "A.n[0]", first, v, id, inputs, nin, how, spread_via, outs, nout, 0);
@@ -1470,16 +1477,9 @@ static bool emit_sections(cg_ctx *cg, const uint32_t *ids, int n, ir_value v)
          * loops all named at the top kept some 60 pointers in registers
          * through every loop (240 registers a thread). */
         cg_printf(&cg->body, "  {\n");
-        for (int q = 0; q < nins; q++) {
-            char name[16];
-            snprintf(name, sizeof name, "x%d", q);
-            if (how[q] != LOAD_NONE) cuda_decl_ptr(cg, name, q, g->nodes[ins[q]].dtype, true);
-        }
-        for (int k = 0; k < nout[j]; k++) {
-            char name[16];
-            snprintf(name, sizeof name, "y%d", out_slot0[j] + k);
-            cuda_decl_ptr(cg, name, nins + out_slot0[j] + k, g->nodes[outs[j][k]].dtype, false);
-        }
+        for (int q = 0; q < nins; q++)
+            if (how[q] != LOAD_NONE) decl_io(cg, true, q, q, g->nodes[ins[q]].dtype);
+        for (int k = 0; k < nout[j]; k++) decl_io(cg, false, out_slot0[j] + k, nins + out_slot0[j] + k, g->nodes[outs[j][k]].dtype);
         char count[32];
         snprintf(count, sizeof count, "A.n[%d]", 1 + j);
         emit_loop(cg, s, count, first[j], last[j], ids[j], ins, nins, how, NULL, outs[j], nout[j], out_slot0[j]);
@@ -1529,9 +1529,7 @@ void cuda_fuse_prologue_inputs(cg_ctx *cg, uint32_t id, nrt_step *s)
     group_extent(cg, id, &first, &last);
     group_io(cg, id, first, last, in, &nin, out, &nout);
     for (int k = 0; k < nin; k++) {
-        char name[16];
-        snprintf(name, sizeof name, "x%d", k);
-        cuda_decl_ptr(cg, name, s->nbufs, g->nodes[in[k]].dtype, true);
+        decl_io(cg, true, k, s->nbufs, g->nodes[in[k]].dtype);
         cuda_add_buf(s, in[k]);
     }
 }

@@ -71,54 +71,62 @@ static int users_of(const ir_graph *g, ir_value v)
     return n;
 }
 
+/* The head a rewrite slices: loss = cross_entropy(logits, targets), logits =
+ * matmul(h, w, transpose_b), sliced along axis (of constant length len). */
+typedef struct chunk_head {
+    ir_value logits, h, w, targets;
+    double smoothing;
+    int axis;
+    int64_t len;
+} chunk_head;
+
 /* Whether loss is a head the rewrite applies to, and the axis to slice: the
  * last leading axis of the logits, when its size is a constant of 2 or more. */
-static bool find_head(const ir_graph *g, ir_value loss, ir_value *logits, int *axis, int64_t *len)
+static bool find_head(const ir_graph *g, ir_value loss, chunk_head *hd)
 {
     if (loss == IR_NONE || g->nodes[loss].op != OP_CROSS_ENTROPY) return false;
-    *logits = ir_args(g, &g->nodes[loss])[0];
-    const ir_node *l = &g->nodes[*logits];
+    hd->logits = ir_args(g, &g->nodes[loss])[0];
+    const ir_node *l = &g->nodes[hd->logits];
     int64_t classes;
-    if (l->op != OP_MATMUL || !l->attr.tb || l->attr.ta || l->rank < 2 || users_of(g, *logits) != 1) return false;
+    if (l->op != OP_MATMUL || !l->attr.tb || l->attr.ta || l->rank < 2 || users_of(g, hd->logits) != 1) return false;
     if (g->nodes[ir_args(g, l)[1]].rank != 2) return false;   /* one weight matrix shared by every row */
     if (!dim_is_const(&g->dims[l->shape[l->rank - 1]], &classes) || classes < LOSS_CHUNK_MIN_CLASSES) return false;
-    *axis = l->rank - 2;
-    return dim_is_const(&g->dims[l->shape[*axis]], len) && *len >= 2;
+    hd->h = ir_args(g, l)[0], hd->w = ir_args(g, l)[1];
+    hd->targets = ir_args(g, &g->nodes[loss])[1];
+    hd->smoothing = g->nodes[loss].attr.f;
+    hd->axis = l->rank - 2;
+    return dim_is_const(&g->dims[l->shape[hd->axis]], &hd->len) && hd->len >= 2;
 }
 
-/* One slice's share of the loss: cross_entropy(matmul(hk, w) as the head's
- * logits are, tk) weighted by the slice's share of the rows. */
-static ir_value slice_loss(chunk_ctx *c, ir_value logits, ir_value hk, ir_value tk, ir_value w, double smoothing, double share)
+/* Slice k of chunks: cross_entropy(matmul(hk, w) as the head's logits are,
+ * the targets' slice) weighted by the slice's share of the rows; *hk: the
+ * slice of h it reads. */
+static ir_value slice_part(chunk_ctx *c, const chunk_head *hd, int k, int chunks, ir_value *hk)
 {
-    ir_node mm = {.op = OP_MATMUL, .attr = c->g->nodes[logits].attr}, cp = {.op = OP_CROSS_ENTROPY};
-    ir_value hw[2] = {hk, w};
+    int64_t lo = hd->len * k / chunks, hi = hd->len * (k + 1) / chunks;
+    *hk = slice(c, hd->h, hd->axis, lo, hi);
+    ir_value tk = slice(c, hd->targets, hd->axis, lo, hi);
+    ir_node mm = {.op = OP_MATMUL, .attr = c->g->nodes[hd->logits].attr}, cp = {.op = OP_CROSS_ENTROPY};
+    ir_value hw[2] = {*hk, hd->w};
     ir_value lk = mk(c, mm, hw, 2);
-    cp.attr.f = smoothing;
+    cp.attr.f = hd->smoothing;
     ir_value lt[2] = {lk, tk};
-    return op2(c, OP_MUL, mk(c, cp, lt, 2), scalar(c, share));
+    return op2(c, OP_MUL, mk(c, cp, lt, 2), scalar(c, (double)(hi - lo) / (double)hd->len));
 }
 
 int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *report, char *err, size_t errcap)
 {
-    ir_value logits;
-    int axis;
-    int64_t len;
-    if (!find_head(g, g->train.loss, &logits, &axis, &len)) return 0;
+    chunk_head hd;
+    if (!find_head(g, g->train.loss, &hd)) return 0;
     chunk_ctx c = {.g = g, .loc = g->nodes[g->train.loss].loc, .err = err, .errcap = errcap};
-    const ir_node *ce = &g->nodes[g->train.loss];
-    double smoothing = ce->attr.f;
-    ir_value targets = ir_args(g, ce)[1], h = ir_args(g, &g->nodes[logits])[0], w = ir_args(g, &g->nodes[logits])[1];
-    int chunks = len < LOSS_CHUNK_MAX ? (int)len : LOSS_CHUNK_MAX;
+    int chunks = hd.len < LOSS_CHUNK_MAX ? (int)hd.len : LOSS_CHUNK_MAX;
     if (seed == IR_NONE) seed = scalar(&c, 1.0);
     ir_value loss = IR_NONE, dw = IR_NONE, dh_parts[LOSS_CHUNK_MAX];
     for (int k = 0; k < chunks && !c.failed; k++) {
-        int64_t lo = len * k / chunks, hi = len * (k + 1) / chunks;
-        double share = (double)(hi - lo) / (double)len;
-        ir_value hk = slice(&c, h, axis, lo, hi);
-        ir_value part = slice_loss(&c, logits, hk, slice(&c, targets, axis, lo, hi), w, smoothing, share);
+        ir_value hk, part = slice_part(&c, &hd, k, chunks, &hk);
         loss = loss == IR_NONE ? part : op2(&c, OP_ADD, loss, part);
         /* this slice's backward, now: its logits die here */
-        ir_value wrt[2] = {hk, w}, grads[2];
+        ir_value wrt[2] = {hk, hd.w}, grads[2];
         if (c.failed || !autodiff_vjp(g, part, seed, wrt, 2, grads, err, errcap)) return -1;
         dh_parts[k] = grads[0];   /* IR_NONE where no trained parameter is behind h (or W) */
         if (grads[1] != IR_NONE) {
@@ -131,7 +139,7 @@ int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *r
     ir_value dh = dh_parts[0];
     if (dh != IR_NONE) {
         ir_node cat = {.op = OP_CONCAT};
-        cat.attr.axis = axis;
+        cat.attr.axis = hd.axis;
         dh = mk(&c, cat, dh_parts, chunks);
     }
     if (c.failed) return -1;
@@ -139,11 +147,11 @@ int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *r
         if (g->outputs[i].value == g->train.loss) g->outputs[i].value = loss;
     g->train.loss = loss;
     int n = 0;
-    if (dh != IR_NONE) out[n++] = (ad_contribution){.value = h, .grad = dh};
-    if (dw != IR_NONE) out[n++] = (ad_contribution){.value = w, .grad = dw};
+    if (dh != IR_NONE) out[n++] = (ad_contribution){.value = hd.h, .grad = dh};
+    if (dw != IR_NONE) out[n++] = (ad_contribution){.value = hd.w, .grad = dw};
     if (report)
         fprintf(report, "chunk-loss: cross_entropy over %%%u computed in %d slices of axis %d, each with its backward "
-                "(one slice of logits alive at a time)\n", logits, chunks, axis);
+                "(one slice of logits alive at a time)\n", hd.logits, chunks, hd.axis);
     return n;   /* 0 when no trained parameter is behind h or W: the ordinary sweep then finds nothing either */
 }
 
@@ -152,35 +160,30 @@ int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *r
  * as 1), up to LOSS_CHUNK_MAX and the sliced axis's length. GPT-2 at
  * 16 x 1024: 8; at 1024 tokens and a batch bound only at run time: 4; at
  * 1 x 64: none (the weight read once, not eight times, for 64 rows). */
-static int forward_chunks(const ir_graph *g, ir_value logits, int64_t len)
+static int forward_chunks(const ir_graph *g, const chunk_head *hd)
 {
-    const ir_node *l = &g->nodes[logits];
+    const ir_node *l = &g->nodes[hd->logits];
     int64_t rows = 1, d;
     for (int k = 0; k + 1 < l->rank; k++)
         if (dim_is_const(&g->dims[l->shape[k]], &d)) rows *= d;
     int64_t chunks = rows / LOSS_CHUNK_MIN_ROWS;
     if (chunks > LOSS_CHUNK_MAX) chunks = LOSS_CHUNK_MAX;
-    return (int)(chunks < len ? chunks : len);
+    return (int)(chunks < hd->len ? chunks : hd->len);
 }
 
 int loss_chunk_forward(ir_graph *g, FILE *report, char *err, size_t errcap)
 {
     int rewritten = 0;
     for (uint32_t i = 0; i < g->noutputs; i++) {
-        ir_value ce = g->outputs[i].value, logits;
-        int axis;
-        int64_t len;
-        if (!find_head(g, ce, &logits, &axis, &len) || users_of(g, ce) != 1) continue;
-        int chunks = forward_chunks(g, logits, len);
+        ir_value ce = g->outputs[i].value;
+        chunk_head hd;
+        if (!find_head(g, ce, &hd) || users_of(g, ce) != 1) continue;
+        int chunks = forward_chunks(g, &hd);
         if (chunks < 2) continue;
         chunk_ctx c = {.g = g, .loc = g->nodes[ce].loc, .err = err, .errcap = errcap};
-        double smoothing = g->nodes[ce].attr.f;
-        ir_value targets = ir_args(g, &g->nodes[ce])[1], h = ir_args(g, &g->nodes[logits])[0], w = ir_args(g, &g->nodes[logits])[1];
         ir_value loss = IR_NONE;
         for (int k = 0; k < chunks && !c.failed; k++) {   /* in order: each slice's logits die before the next's */
-            int64_t lo = len * k / chunks, hi = len * (k + 1) / chunks;
-            ir_value part = slice_loss(&c, logits, slice(&c, h, axis, lo, hi), slice(&c, targets, axis, lo, hi), w, smoothing,
-                                       (double)(hi - lo) / (double)len);
+            ir_value hk, part = slice_part(&c, &hd, k, chunks, &hk);
             loss = loss == IR_NONE ? part : op2(&c, OP_ADD, loss, part);
         }
         if (c.failed) return -1;
@@ -189,7 +192,7 @@ int loss_chunk_forward(ir_graph *g, FILE *report, char *err, size_t errcap)
         rewritten++;
         if (report)
             fprintf(report, "chunk-loss: cross_entropy over %%%u (output %s) computed in %d slices of axis %d "
-                    "(one slice of logits alive at a time)\n", logits, g->outputs[i].name, chunks, axis);
+                    "(one slice of logits alive at a time)\n", hd.logits, g->outputs[i].name, chunks, hd.axis);
     }
     return rewritten;
 }
