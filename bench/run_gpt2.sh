@@ -19,12 +19,13 @@ echo "{\"bench\": \"build_gpt2_train_cold\", \"ms\": $(( (e - s) / 1000000 ))}"
 s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
 echo "{\"bench\": \"build_gpt2_train_cached\", \"ms\": $(( (e - s) / 1000000 ))}"
 "$NETC" inspect "$OUT/gpt2.netm" --entry train | tail -12
-# one netc training run: VARIANT "" (as built), 4GiB (--memory-budget 4GiB) or bgrad (the MLP
-# biases' gradients by cuBLASLt's DGELU_BGRAD epilogue instead of a second product,
-# NETC_DGELU_BGRAD in runtime/gpu.c: which of the two ways is faster on this GPU)
+# one netc training run: VARIANT "" (as built), sm90a (--target sm_90a: attention by wgmma),
+# 4GiB (--memory-budget 4GiB) or bgrad (the MLP biases' gradients by cuBLASLt's DGELU_BGRAD
+# epilogue instead of a second product, NETC_DGELU_BGRAD in runtime/gpu.c: which of the two
+# ways is faster on this GPU)
 netc_train() {
   local budget=$1 extra=() env=()
-  case $budget in 4GiB) extra=(--memory-budget 4GiB) ;; bgrad) env=(NETC_DGELU_BGRAD=1) ;; esac
+  case $budget in 4GiB) extra=(--memory-budget 4GiB) ;; bgrad) env=(NETC_DGELU_BGRAD=1) ;; sm90a) extra=(--target sm_90a) ;; esac
   env "${env[@]}" "$NETC" train examples/gpt2.net --data "$TEXT" --dim T="$T" --batch "$B" --epochs 1000 --max-steps "$STEPS" \
     --device gpu "${extra[@]}" --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 ||
     { cat "$OUT/gpt2${budget}.log"; return 1; }
@@ -53,6 +54,7 @@ EOF
 # most needed first (bench/run_all.sh may cut the script short): the step against PyTorch,
 # where the time goes, the 4GiB budget, the losses against PyTorch, then the epilogue's variant
 netc_train "" || exit 1
+netc_train sm90a
 python3 bench/torch_gpt2.py "$B" "$T" 20
 # each launch timed on the device: the measured step and the 10 slowest launches with their share and % of floor
 "$NETC" inspect "$OUT/gpt2.netm" --entry train --profile 10 > "$OUT/gpt2.profile.txt" 2>&1 && sed -n '/^measured/,/^targets/p' "$OUT/gpt2.profile.txt"

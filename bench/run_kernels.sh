@@ -7,9 +7,13 @@
 # step with each pass on and off, in netc (each launch timed on the device by
 # `netc inspect --profile`, medians) against PyTorch eager and torch.compile
 # (bench/torch_kernels.py, CUDA events, medians). Prints JSON lines.
+# The attention cases run twice: as built by default (mma.sync) and with
+# --target sm_90a (wgmma, Hopper only). ONLY=REGEX keeps the netc cases whose
+# name matches (and skips PyTorch unless it matches "torch"); SKIP=REGEX
+# leaves out those whose name matches.
 # Usage: bench/run_kernels.sh [NETC] [RUNS]
 set -u
-NETC=${1:-build/netc}; RUNS=${2:-50}
+NETC=${1:-build/netc}; RUNS=${2:-50}; ONLY=${ONLY:-.}; SKIP=${SKIP:-^$}
 OUT=${OUT:-/tmp/bench-out}; mkdir -p "$OUT"
 export NETC_CACHE_DIR=${NETC_CACHE_DIR:-$(mktemp -d)}
 
@@ -17,6 +21,7 @@ export NETC_CACHE_DIR=${NETC_CACHE_DIR:-$(mktemp -d)}
 # (and, for attention cases, the attention kernels' own time and model TFLOP/s)
 netc_case() {
   local name=$1 src=$2 dims=$3; shift 3
+  [[ $name =~ $ONLY && ! $name =~ $SKIP ]] || return 0
   local entry=forward
   [[ " $* " == *" --entry train "* ]] && entry=train
   "$NETC" build "$src" -o "$OUT/$name.netm" "$@" >/dev/null 2>"$OUT/$name.build.log" || { cat "$OUT/$name.build.log"; return 1; }
@@ -42,9 +47,11 @@ netc_case chain_64M_bf16 bench/kernels/chain.net "N=67108864"
 netc_case layernorm_16384x768_bf16 bench/kernels/layernorm.net "R=16384"
 netc_case attention_B16_T1024 bench/kernels/attention.net "B=16 T=1024"
 netc_case attention_train_B16_T1024 bench/kernels/attention.net "B=16 T=1024" --entry train
+netc_case attention_B16_T1024_sm90a bench/kernels/attention.net "B=16 T=1024" --target sm_90a
+netc_case attention_train_B16_T1024_sm90a bench/kernels/attention.net "B=16 T=1024" --entry train --target sm_90a
 netc_case cast_chain_B64 examples/cast_chain.net "" --dim B=64
 netc_case cast_chain_B64_no_cast_hoist examples/cast_chain.net "" --dim B=64 --no-cast-hoist
 for pass in "" --no-cast-hoist --no-cse --no-fuse --no-memplan --no-dce; do
   netc_case "fashion_train_B128${pass//-/_}" examples/fashion_mlp.net "B=128" --entry train $pass
 done
-python3 bench/torch_kernels.py
+if [[ torch =~ $ONLY || $ONLY == . ]]; then python3 bench/torch_kernels.py; fi

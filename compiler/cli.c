@@ -92,7 +92,8 @@ static void print_help(FILE *out)
     for (int i = 0; i < pass_count; i++)
         fprintf(out, "  --no-%-15s skip: %s\n", pass_pipeline[i].name, pass_pipeline[i].what);
     fprintf(out,
-            "  --target LIST        NVRTC targets (default sm_80,sm_90,compute_90)\n"
+            "  --target LIST        NVRTC targets (default sm_80,sm_90,compute_90); sm_90a adds\n"
+            "                       Hopper's wgmma attention kernels (heads of 64); train: one target\n"
             "  --entry forward|train  build: the forward pass only, or the training step only (default:\n"
             "                       forward, plus a train entry point when the model has a train section);\n"
             "                       run, inspect: which entry point of the module (default forward)\n"
@@ -407,6 +408,9 @@ static int cmd_train(cli_opts *o)
     train_opts t = o->train;
     t.model_path = o->files[0];
     t.device = o->device ? o->device : "auto";
+    if (o->targets && strchr(o->targets, ','))
+        return usage_error("train: --target takes one architecture (the device's, e.g. sm_90a), not '%s'", o->targets);
+    t.target = o->targets;
     if (!t.epochs) t.epochs = 1;
     if (!t.batch) t.batch = 128;
     t.set_names = o->set_names, t.set_values = o->set_values, t.nsets = o->nsets;

@@ -201,8 +201,11 @@ static int init_params(trainer *t)
 
 /* ---- the GPU side --------------------------------------------------------- */
 
-static int gpu_module(ir_graph *g, bool fuse, nrt_module_data *m)
+/* PTX for compute_80 unless --target names an architecture: sm_90a's
+ * image has attention's wgmma kernels (cuda_attention.c). */
+static int gpu_module(ir_graph *g, bool fuse, const char *target, nrt_module_data *m)
 {
+    const char *arch = target ? target : "compute_80";
     char err[1024];
     *m = (nrt_module_data){.graph = g};
     if (!cuda_emit_program_ex(g, fuse, &m->program, err, sizeof err)) {
@@ -211,14 +214,14 @@ static int gpu_module(ir_graph *g, bool fuse, nrt_module_data *m)
     }
     nvrtc_image img;
     char *log = NULL;
-    if (!nvrtc_compile(m->program.source, "compute_80", &img, &log)) {
+    if (!nvrtc_compile(m->program.source, arch, &img, &log)) {
         fprintf(stderr, "netc: %s\n", log);
         free(log);
         return 1;
     }
     m->images = nc_xcalloc(1, sizeof *m->images);
-    snprintf(m->images[0].arch, sizeof m->images[0].arch, "compute_80");
-    m->images[0].is_ptx = true;
+    snprintf(m->images[0].arch, sizeof m->images[0].arch, "%s", arch);
+    m->images[0].is_ptx = img.is_ptx;
     m->images[0].data = img.data;
     m->images[0].size = img.size;
     m->nimages = 1;
@@ -268,7 +271,7 @@ static int setup_gpu(trainer *t)
                 strcmp(t->o->device, "cpu") ? why : "", strcmp(t->o->device, "cpu") ? ")" : "");
         return 0;
     }
-    if (gpu_module(t->tg, !t->o->no_fuse, &t->tm) || gpu_module(t->fg, !t->o->no_fuse, &t->fm)) return 1;
+    if (gpu_module(t->tg, !t->o->no_fuse, t->o->target, &t->tm) || gpu_module(t->fg, !t->o->no_fuse, t->o->target, &t->fm)) return 1;
     int64_t syms[NC_MAX_SYMS] = {0};
     if (gpu_session_create(&t->tm, syms, 0, true, &t->gs, desc, sizeof desc, err, sizeof err)) {
         fprintf(stderr, "netc: cannot use the GPU: %s\n", err);

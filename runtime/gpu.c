@@ -270,10 +270,14 @@ static int pick_image(gpu_session *s, int major, int minor, const unsigned char 
                       size_t errcap)
 {
     const nrt_module_data *m = s->m;
-    char want[16], want_ptx[16];
+    char want[16], want_ptx[16], want_specific[16];
     snprintf(want, sizeof want, "sm_%d%d", major, minor);
     snprintf(want_ptx, sizeof want_ptx, "compute_%d%d", major, minor);
+    snprintf(want_specific, sizeof want_specific, "sm_%d%da", major, minor);
     *owned = NULL;
+    /* an image for this very architecture first (sm_90a: wgmma), then for its family */
+    for (uint32_t i = 0; i < m->nimages; i++)
+        if (!m->images[i].is_ptx && strcmp(m->images[i].arch, want_specific) == 0) { *data = m->images[i].data; return 0; }
     for (uint32_t i = 0; i < m->nimages; i++)
         if (!m->images[i].is_ptx && strcmp(m->images[i].arch, want) == 0) { *data = m->images[i].data; return 0; }
     /* PTX of an older architecture is JIT-compiled by the driver for this one */

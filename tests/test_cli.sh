@@ -39,6 +39,7 @@ expect 2 "NAME=VALUE"             build "$src/examples/fashion_mlp.net" --dim B
 expect 1 "not a safetensors"      run "$tmp/m.netm" --dim B=2 --random-inputs 1 --weights "$tmp/junk.netm"
 expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata"
 expect 2 "--epochs"               train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --epochs x
+expect 2 "one architecture"       train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --target sm_80,sm_90
 expect 1 "not a text file"        check "$tmp/m.netm"
 expect 2 "run count from 1"       inspect "$tmp/m.netm" --dim B=2 --profile 0
 probe=$("$netc" run "$tmp/m.netm" --dim B=1 --random-inputs 1 --output "$tmp/probe" 2>&1)   # not piped: pipefail and grep -q

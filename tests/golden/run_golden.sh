@@ -139,6 +139,15 @@ nvrtc)
       [[ $targets == *"\"$arch\""* ]] || { echo "FAIL $name: no $arch image (${targets:-no targets})"; fail=$((fail + 1)); break; }
     done
   done
+  # sm_90a: attention's heads of 64 by wgmma (ptxas checks the warpgroup code), forward and the
+  # training step's gradients
+  n=$((n + 1))
+  if ! NETC_NO_CACHE=1 "$netc" build "$src/examples/gpt2.net" --set L=1 --dim B=2 --dim T=128 --entry train --target sm_90a \
+       -o "$tmp/gpt2_sm90a.netm" 2>"$tmp/err"; then
+    echo "FAIL gpt2 (--target sm_90a):"; cat "$tmp/err"; fail=$((fail + 1))
+  elif ! "$netc" inspect "$tmp/gpt2_sm90a.netm" --entry train --json | tr -d ' \n' | grep -q '"targets":\["sm_90a"\]'; then
+    echo "FAIL gpt2 (--target sm_90a): the module has not just an sm_90a image"; fail=$((fail + 1))
+  fi
   ;;
 count)
   src=$1 min=$2

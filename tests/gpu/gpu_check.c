@@ -377,12 +377,18 @@ int gpu_check(const gpu_check_opts *o)
     cpu_exec_result res = {0};
     int64_t syms[NC_MAX_SYMS] = {0};
     if (!cuda_emit_program_ex(g, o->fuse, &m.program, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; goto out; }
-    if (!nvrtc_compile(m.program.source, "compute_80", &img, &log)) { fprintf(stderr, "%s: %s\n", o->name, log); fails++; goto out; }
-    nrt_image mi = {.arch = "compute_80", .is_ptx = true, .data = img.data, .size = img.size};
+    const char *arch = o->arch ? o->arch : "compute_80";
+    if (!nvrtc_compile(m.program.source, arch, &img, &log)) { fprintf(stderr, "%s: %s\n", o->name, log); fails++; goto out; }
+    nrt_image mi = {.is_ptx = img.is_ptx, .data = img.data, .size = img.size};
+    snprintf(mi.arch, sizeof mi.arch, "%s", arch);
     m.images = &mi;
     m.nimages = 1;
     char desc[256];
-    if (give_mock_source(m.program.source, err, sizeof err) != 0) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; goto img_out; }
+    bool wgmma = o->arch && strcmp(o->arch, "sm_90a") == 0;
+    if (wgmma) setenv("NETC_MOCK_WGMMA", "1", 1);
+    int mock_rc = give_mock_source(m.program.source, err, sizeof err);
+    if (wgmma) unsetenv("NETC_MOCK_WGMMA");
+    if (mock_rc != 0) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; goto img_out; }
     if (o->mock_refuse) setenv("NETC_MOCK_CUBLASLT_REFUSE", o->mock_refuse, 1);   /* read as the matmuls are planned */
     if (o->bgrad_epilogue) setenv("NETC_DGELU_BGRAD", "1", 1);
     int created = gpu_session_create(&m, syms, 0, o->use_graph, &gs, desc, sizeof desc, err, sizeof err);

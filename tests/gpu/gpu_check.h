@@ -31,6 +31,8 @@ typedef struct gpu_check_opts {
     bool check_updates;        /* a training step's new parameters compared too (with plain SGD they
                                   carry the gradients' sizes, which Adam's first step hides) */
     bool bgrad_epilogue;       /* NETC_DGELU_BGRAD=1 as the session is made: cuBLASLt's DGELU_BGRAD, not the second product */
+    const char *arch;          /* a cubin for this architecture (sm_90a: attention's wgmma kernels), not compute_80 PTX;
+                                  a device of another one gets the source compiled for it) */
     const char *mock_refuse;   /* on the mock GPU, cuBLASLt epilogues its heuristic finds no algorithm for
                                   (NETC_MOCK_CUBLASLT_REFUSE): the runtime's fallbacks; a GPU ignores it */
 } gpu_check_opts;

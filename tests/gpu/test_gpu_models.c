@@ -122,6 +122,13 @@ int main(void)
         {.name = "gpt2_2layers_train_fused", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
          .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
          .train_step = true, .fuse = true, .profile = true},
+        /* sm_90a images: attention's heads of 64 multiply with wgmma from swizzled tiles (on the mock
+           GPU, the shim's emulation; on a device other than sm_90 the source compiled for it) */
+        {.name = "attention_jump_wgmma", .path = NETC_SOURCE_DIR "/tests/gpu/attention_jump.net", .dim_names = bt,
+         .dim_values = vbt70, .ndims = 2, .use_graph = true, .fuse = true, .arch = "sm_90a"},
+        {.name = "gpt2_2layers_train_wgmma", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
+         .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
+         .train_step = true, .fuse = true, .arch = "sm_90a"},
     };
     const char *only = getenv("NETC_GPU_CASE"), *seed_env = getenv("NETC_GPU_SEED");
     int fails = 0, runs = 0;

@@ -538,7 +538,9 @@ int mock_cuda_use_source(const char *source, char *err, size_t errcap)
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     char dir[512], cpp[600], so[600], cmd[8192];
     snprintf(dir, sizeof dir, "%s/netc_mock_cuda_%d", tmp, (int)getuid());
-    unsigned long long h = mock_hash(source);
+    /* NETC_MOCK_WGMMA: the kernels as an sm_90a image runs them (wgmma, emulated by the shim) */
+    bool wgmma = getenv("NETC_MOCK_WGMMA") != NULL;
+    unsigned long long h = mock_hash(source) ^ (wgmma ? 0x9e3779b97f4a7c15ULL : 0);
     snprintf(cpp, sizeof cpp, "%s/k%016llx.%d.cpp", dir, h, (int)getpid());   /* tests run side by side */
     snprintf(so, sizeof so, "%s/k%016llx.so", dir, h);
     if (access(so, R_OK) != 0) {   /* compiled before: the same source gives the same library */
@@ -550,8 +552,8 @@ int mock_cuda_use_source(const char *source, char *err, size_t errcap)
         fputs(source, f);
         fclose(f);
         const char *cxx = getenv("CXX") ? getenv("CXX") : "c++";
-        snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w -I'%s' -o '%s.so' '%s' 2>'%s.log' && mv '%s.so' '%s' && rm -f '%s' '%s.log'",
-                 cxx, MOCK_SHIM_DIR, cpp, cpp, cpp, cpp, so, cpp, cpp);
+        snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w%s -I'%s' -o '%s.so' '%s' 2>'%s.log' && mv '%s.so' '%s' && rm -f '%s' '%s.log'",
+                 cxx, wgmma ? " -DNC_HOST_WGMMA" : "", MOCK_SHIM_DIR, cpp, cpp, cpp, cpp, so, cpp, cpp);
         if (system(cmd) != 0) { snprintf(err, errcap, "the kernels do not compile for the host: see %s.log", cpp); return -1; }
     }
     pthread_mutex_lock(&mock_lock);

@@ -25,6 +25,7 @@
 #define __global__
 #define __shared__ static __attribute__((section("nc_shared")))
 #define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
 
 struct nc_dim3 { long long x; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
@@ -213,10 +214,107 @@ static void nc_check_copies_done(void)
     abort();
 }
 
+// wgmma m64n64k16 (A in registers, B in shared memory by descriptor) for a
+// warpgroup, here a block of 128 threads: every thread puts its A fragment
+// in a slot, then computes its own 32 accumulators from the whole group's,
+// B read by the descriptor's address and the 128-byte swizzle of address
+// bits (piece bits 4-6 ^= row bits 7-9; the tiles are 1024-byte aligned, as
+// on the GPU). The results land at nc_wg_wait, as on the GPU, where they are
+// there only after the wait: a kernel reading its accumulators before it
+// waits reads the old values. A descriptor here is the tile's address in
+// units of 16 bytes, as in a real one's low bits: kernels step through a
+// tile by adding to it.
+enum { NC_WG_MAX_PENDING = 4 };
+struct nc_wg_result { float *d; float v[32]; };
+static unsigned nc_wg_slots[NC_MAX_THREADS][4];
+static nc_wg_result nc_wg_pending[NC_MAX_THREADS][NC_WG_MAX_PENDING];
+static int nc_wg_npending[NC_MAX_THREADS];
+
+static inline unsigned long long nc_wg_desc(const void *p)
+{
+    nc_misaligned_by("a wgmma operand", p, 16);
+    return (unsigned long long)((size_t)p >> 4);
+}
+static inline void nc_wg_hold(unsigned *, int) {}
+static inline void nc_wg_hold_acc(float *) {}
+static inline void nc_wg_fence(void) {}
+static inline void nc_wg_commit(void) {}
+static inline void nc_proxy_fence(void) {}
+static inline void nc_wg_check_aligned(const void *p) { nc_misaligned_by("a wgmma tile", p, 1024); }
+
+// B[k][n]: the tile's row n, column k (K-major: the tile's rows transposed),
+// or its row k, column n (N-major: the tile itself).
+static inline float nc_wg_b(unsigned long long desc, int k, int n, bool n_major, bool bf)
+{
+    int row = n_major ? k : n, col = n_major ? n : k;
+    size_t at = ((size_t)desc << 4) + (size_t)(row / 8) * 1024 + (size_t)(row % 8) * 128 + (size_t)col * 2;
+    at ^= ((at >> 7) & 7) << 4;
+    unsigned short h;
+    memcpy(&h, (const void *)at, 2);
+    return nc_host_half(h, bf);
+}
+
+static inline nc_wg_result *nc_wg_result_for(int me, float *d)
+{
+    for (int i = 0; i < nc_wg_npending[me]; i++)
+        if (nc_wg_pending[me][i].d == d) return &nc_wg_pending[me][i];
+    if (nc_wg_npending[me] == NC_WG_MAX_PENDING) {
+        fprintf(stderr, "cuda_host_shim: more than %d wgmma accumulators in flight in thread %d\n", NC_WG_MAX_PENDING, me);
+        abort();
+    }
+    nc_wg_result *r = &nc_wg_pending[me][nc_wg_npending[me]++];
+    r->d = d;
+    memcpy(r->v, d, sizeof r->v);
+    return r;
+}
+
+static inline void nc_wgmma_host(float *d, const unsigned *a, unsigned long long desc, int acc, bool n_major, bool bf)
+{
+    if (blockDim.x != 128) {
+        fprintf(stderr, "cuda_host_shim: wgmma in a block of %lld threads (a warpgroup is 128)\n", blockDim.x);
+        abort();
+    }
+    int me = (int)threadIdx.x, warp = me >> 5, lane = me & 31;
+    for (int i = 0; i < 4; i++) nc_wg_slots[me][i] = a[i];
+    nc_wait(NC_AT_BLOCK_BARRIER);
+    nc_wg_result *r = nc_wg_result_for(me, d);
+    for (int e = 0; e < 32; e++) {
+        int row = 16 * warp + (lane >> 2) + (e & 2 ? 8 : 0), col = 8 * (e >> 2) + (lane & 3) * 2 + (e & 1);
+        float sum = 0.0f;
+        for (int k = 0; k < 16; k++) {
+            // A[row][k]: warp row / 16, lane 4 (row % 8) + (k % 8) / 2, element (k & 1) + 2 (row % 16 >= 8) + 4 (k >= 8)
+            int la = 32 * (row >> 4) + (row & 7) * 4 + ((k & 7) >> 1), ia = (k & 1) + (row & 8 ? 2 : 0) + (k >= 8 ? 4 : 0);
+            sum += nc_fragment_value(nc_wg_slots[la], ia, bf) * nc_wg_b(desc, k, col, n_major, bf);
+        }
+        r->v[e] = (acc ? r->v[e] : 0.0f) + sum;
+    }
+    nc_wait(NC_AT_BLOCK_BARRIER);
+}
+
+static inline void nc_wgmma_bf16_k(float *d, const unsigned *a, unsigned long long desc, int acc) { nc_wgmma_host(d, a, desc, acc, false, true); }
+static inline void nc_wgmma_bf16_n(float *d, const unsigned *a, unsigned long long desc, int acc) { nc_wgmma_host(d, a, desc, acc, true, true); }
+static inline void nc_wgmma_f16_k(float *d, const unsigned *a, unsigned long long desc, int acc) { nc_wgmma_host(d, a, desc, acc, false, false); }
+static inline void nc_wgmma_f16_n(float *d, const unsigned *a, unsigned long long desc, int acc) { nc_wgmma_host(d, a, desc, acc, true, false); }
+
+static inline void nc_wg_wait(float *)
+{
+    int me = (int)threadIdx.x;
+    for (int i = 0; i < nc_wg_npending[me]; i++) memcpy(nc_wg_pending[me][i].d, nc_wg_pending[me][i].v, sizeof nc_wg_pending[me][i].v);
+    nc_wg_npending[me] = 0;
+}
+
+static void nc_check_products_done(void)
+{
+    if (nc_wg_npending[threadIdx.x] == 0) return;
+    fprintf(stderr, "cuda_host_shim: thread %lld of block %lld ends with wgmma results never waited for\n", threadIdx.x, blockIdx.x);
+    abort();
+}
+
 static void nc_fiber_main(void)
 {
     nc_thunk(nc_thunk_ctx);
     nc_check_copies_done();
+    nc_check_products_done();
     nc_fibers[nc_current].state = NC_FINISHED;   // uc_link returns to the scheduler
 }
 

@@ -34,6 +34,9 @@ static FILE *diag_out;
 /* Compile the kernels with NC_WIDE_INDEX: their 64-bit index path, which
  * otherwise only sizes of 2^31 elements and more take. */
 static bool wide_index;
+/* Compile the kernels with NC_HOST_WGMMA: attention's heads of 64 take the
+ * path of sm_90a images (wgmma products, swizzled tiles), emulated by the shim. */
+static bool host_wgmma;
 
 typedef struct nc_args {
     void *buf[NRT_MAX_BUFS];
@@ -642,8 +645,8 @@ static void *compile_for_host(const char *name, const char *dir, const char *sou
     const char *cxx = getenv("CXX") ? getenv("CXX") : "c++";
     char cwd[512];
     if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
-    snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w%s -I%s/tests/unit -o %s %s 2>%s/cc.log", cxx,
-             wide_index ? " -DNC_WIDE_INDEX" : "", cwd, so, cpp, dir);
+    snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w%s%s -I%s/tests/unit -o %s %s 2>%s/cc.log", cxx,
+             wide_index ? " -DNC_WIDE_INDEX" : "", host_wgmma ? " -DNC_HOST_WGMMA" : "", cwd, so, cpp, dir);
     if (system(cmd) != 0) {
         snprintf(cmd, sizeof cmd, "cat %s/cc.log | head -20", dir);
         if (system(cmd) != 0) {}
@@ -912,6 +915,7 @@ int main(void)
         return failures != 0;
     }
     if (getenv("NETC_HOST_PROGRAM")) {   /* one file's training step, fused, at B = NETC_HOST_B (3): a failure's rerun */
+        host_wgmma = getenv("NETC_HOST_WGMMA") != NULL;
         const char *bn[] = {"B"};
         const int64_t bv[] = {getenv("NETC_HOST_B") ? atoll(getenv("NETC_HOST_B")) : 3};
         check_model(getenv("NETC_HOST_PROGRAM"), getenv("NETC_HOST_PROGRAM"), true, bn, bv, 1, NULL, NULL, 0, true);
@@ -943,6 +947,13 @@ int main(void)
             check_model_text("attention (f16, D=128, T=70) --fuse", "attn.net", attention_source, fuse, bt, vt70, 2, dn, d128, 1, true);
             check_model("attention, keys jumping at the second tile (f16, T=70) --fuse", "tests/gpu/attention_jump.net", fuse, bt,
                         vt70, 2, NULL, NULL, 0, false);
+            /* the same heads of 64 through wgmma, as sm_90a images run them */
+            host_wgmma = true;
+            check_model("gpt2 (D=64, T=80, wgmma) --fuse", "examples/gpt2.net", fuse, bt, vbt80, 2, sn, sv64, 5, true);
+            check_model_text("attention (f16, D=64, T=70, wgmma) --fuse", "attn.net", attention_source, fuse, bt, vt70, 2, dn, d64, 1, true);
+            check_model("attention, keys jumping at the second tile (f16, T=70, wgmma) --fuse", "tests/gpu/attention_jump.net", fuse,
+                        bt, vt70, 2, NULL, NULL, 0, false);
+            host_wgmma = false;
         }
         snprintf(name, sizeof name, "rowwise%s", fuse ? " --fuse" : "");   /* softmax, log_softmax, rmsnorm backward */
         check_model(name, "tests/gpu/rowwise.net", fuse, b, v8, 1, NULL, NULL, 0, true);
