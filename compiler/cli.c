@@ -64,6 +64,20 @@ static int usage_error(const char *fmt, const char *arg)
     return 2;
 }
 
+/* Every architecture of a --target list NVRTC compiles for; else says which
+ * is not, with what NVRTC knows. */
+static bool bad_target(const char *list)
+{
+    char copy[256], err[512];
+    snprintf(copy, sizeof copy, "%s", list);
+    for (char *save = NULL, *arch = strtok_r(copy, ",", &save); arch; arch = strtok_r(NULL, ",", &save))
+        if (!nvrtc_target_ok(arch, err, sizeof err)) {
+            fprintf(stderr, "netc: --target: %s\n", err);
+            return true;
+        }
+    return false;
+}
+
 static void print_help(FILE *out)
 {
     fprintf(out,
@@ -239,6 +253,7 @@ static int parse_args(int argc, char **argv, cli_opts *o)
             o->emit_cuda = true;
         } else if (strcmp(a, "--target") == 0) {
             if (!next) return usage_error("%s needs a value, like sm_80,sm_90", a);
+            if (bad_target(next)) return 2;
             o->targets = next;
             i++;
         } else if (strcmp(a, "-Werror") == 0) {

@@ -694,6 +694,25 @@ typedef struct attn_product {
     const attn_tile *t;
 } attn_product;
 
+/* The wgmma path's products, issued back to back and waited for once: the
+ * scores (K-major: the tile's rows transposed, a product 16 of its columns,
+ * 32 bytes on) into acc from the A fragments x, or times the tile (N-major: a
+ * product 16 of its rows, 2048 bytes on) into x from P's fragments pa<i>. */
+static void emit_wg_products(cg_buf *b, const attn_shape *a, const attn_product *p, int n, bool times_tile)
+{
+    for (int i = 0; i < n; i++) {
+        const char *d = times_tile ? p[i].x : p[i].acc;
+        char frag[16];
+        if (times_tile) snprintf(frag, sizeof frag, "pa%d", i);
+        else snprintf(frag, sizeof frag, "%s", p[i].x);
+        cg_printf(b, "    {\n      const unsigned long long dsc = nc_wg_desc(%s);\n#pragma unroll\n"
+                     "      for (int kk = 0; kk < 4; kk++) %s_%c(&%s[0][0], %s[kk], dsc + kk * %d, %s);\n    }\n",
+                  p[i].t->name, a->wgmma, times_tile ? 'n' : 'k', d, frag, times_tile ? 128 : 2, times_tile ? "1" : "kk");
+    }
+    cg_printf(b, "    nc_wg_commit();\n");
+    for (int i = 0; i < n; i++) cg_printf(b, "    nc_wg_wait(&%s[0][0]);\n", times_tile ? p[i].x : p[i].acc);
+}
+
 /* acc[8][4] (16 rows x 64 tile rows) = X (A fragments xa[W/16]) times the
  * tile's rows transposed: B[k][n] = tile[n][k]. Lane l points at row l % 8
  * of the 8 rows nb and at the columns of matrix l / 8: B's two registers for
@@ -705,12 +724,7 @@ static void emit_scores(cg_buf *b, const attn_shape *a, const attn_product *p, i
     for (int i = 0; i < n; i++) cg_printf(b, "    float %s[8][4];\n", p[i].acc);
     if (wg) {
         cg_printf(b, "#if NC_WGMMA\n    nc_wg_fence();\n");
-        for (int i = 0; i < n; i++)
-            cg_printf(b, "    {\n      const unsigned long long dsc = nc_wg_desc(%s);\n#pragma unroll\n"
-                         "      for (int kk = 0; kk < 4; kk++) %s_k(&%s[0][0], %s[kk], dsc + kk * 2, kk);\n    }\n",
-                      p[i].t->name, a->wgmma, p[i].acc, p[i].x);
-        cg_printf(b, "    nc_wg_commit();\n");
-        for (int i = 0; i < n; i++) cg_printf(b, "    nc_wg_wait(&%s[0][0]);\n", p[i].acc);
+        emit_wg_products(b, a, p, n, false);
         cg_printf(b, "#else\n");
     }
     for (int i = 0; i < n; i++) {
@@ -737,24 +751,19 @@ static void emit_times_tile(cg_buf *b, const attn_shape *a, const attn_product *
 {
     bool wg = p[0].t->wg;
     if (wg) {
-        cg_printf(b, "#if NC_WGMMA\n    {\n");
+        cg_printf(b, "#if NC_WGMMA\n  {   /* pa<i>: P's A fragments, this step's only */\n");
         for (int i = 0; i < n; i++) {
             const char *acc = p[i].acc;
-            cg_printf(b, "      unsigned pa%d[4][4];\n#pragma unroll\n      for (int kk = 0; kk < 4; kk++) {\n", i);
-            cg_printf(b, "        pa%d[kk][0] = %s(%s[2 * kk][0], %s[2 * kk][1]), pa%d[kk][1] = %s(%s[2 * kk][2], %s[2 * kk][3]);\n", i, a->pack,
+            cg_printf(b, "    unsigned pa%d[4][4];\n#pragma unroll\n    for (int kk = 0; kk < 4; kk++) {\n", i);
+            cg_printf(b, "      pa%d[kk][0] = %s(%s[2 * kk][0], %s[2 * kk][1]), pa%d[kk][1] = %s(%s[2 * kk][2], %s[2 * kk][3]);\n", i, a->pack,
                       acc, acc, i, a->pack, acc, acc);
-            cg_printf(b, "        pa%d[kk][2] = %s(%s[2 * kk + 1][0], %s[2 * kk + 1][1]), pa%d[kk][3] = %s(%s[2 * kk + 1][2], %s[2 * kk + 1][3]);\n      }\n",
+            cg_printf(b, "      pa%d[kk][2] = %s(%s[2 * kk + 1][0], %s[2 * kk + 1][1]), pa%d[kk][3] = %s(%s[2 * kk + 1][2], %s[2 * kk + 1][3]);\n    }\n",
                       i, a->pack, acc, acc, i, a->pack, acc, acc);
-            cg_printf(b, "      nc_wg_hold(&pa%d[0][0], 16);\n      nc_wg_hold_acc(&%s[0][0]);\n", i, p[i].x);
+            cg_printf(b, "    nc_wg_hold(&pa%d[0][0], 16);\n    nc_wg_hold_acc(&%s[0][0]);\n", i, p[i].x);
         }
-        cg_printf(b, "      nc_wg_fence();\n");
-        for (int i = 0; i < n; i++)
-            cg_printf(b, "      {\n        const unsigned long long dsc = nc_wg_desc(%s);\n#pragma unroll\n"
-                         "        for (int kk = 0; kk < 4; kk++) %s_n(&%s[0][0], pa%d[kk], dsc + kk * 128, 1);\n      }\n",
-                      p[i].t->name, a->wgmma, p[i].x, i);
-        cg_printf(b, "      nc_wg_commit();\n");
-        for (int i = 0; i < n; i++) cg_printf(b, "      nc_wg_wait(&%s[0][0]);\n", p[i].x);
-        cg_printf(b, "    }\n#else\n");
+        cg_printf(b, "    nc_wg_fence();\n");
+        emit_wg_products(b, a, p, n, true);
+        cg_printf(b, "  }\n#else\n");
     }
     for (int i = 0; i < n; i++) {
         const char *out = p[i].x, *acc = p[i].acc;

@@ -22,6 +22,30 @@ int nvrtc_version(void)
     return major * 1000 + minor * 10;
 }
 
+bool nvrtc_target_ok(const char *arch, char *err, size_t errcap)
+{
+    const char *digits = strncmp(arch, "sm_", 3) == 0 ? arch + 3 : strncmp(arch, "compute_", 8) == 0 ? arch + 8 : NULL;
+    char *end = NULL;
+    long number = digits && *digits >= '0' && *digits <= '9' ? strtol(digits, &end, 10) : -1;
+    bool form = number > 0 && end && (*end == 0 || (end[0] == 'a' && end[1] == 0));   /* sm_90, sm_90a */
+    int n = 0;
+    if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return true;   /* cannot ask: NVRTC will say */
+    int *archs = nc_xcalloc((size_t)n, sizeof *archs);
+    bool known = false;
+    if (nvrtcGetSupportedArchs(archs) != NVRTC_SUCCESS) known = true;
+    for (int i = 0; i < n && form; i++) known |= archs[i] == number;
+    if (!known) {
+        cg_buf b = {0};
+        cg_printf(&b, "'%s' is not a target NVRTC %d.%d compiles for; it knows ", arch, nvrtc_version() / 1000, nvrtc_version() % 1000 / 10);
+        for (int i = 0; i < n; i++) cg_printf(&b, "%ssm_%d", i ? ", " : "", archs[i]);
+        cg_printf(&b, " (and compute_NN for PTX; sm_90a for Hopper's arch-specific code)");
+        snprintf(err, errcap, "%s", b.s);
+        free(b.s);
+    }
+    free(archs);
+    return known;
+}
+
 /* Append the generated lines around every "(N): error" in the log. */
 static void context_lines(cg_buf *out, const char *source, const char *log)
 {
@@ -118,6 +142,12 @@ static bool compile_uncached(const char *source, const char *arch, nvrtc_image *
 
 bool nvrtc_available(void) { return false; }
 int nvrtc_version(void) { return 0; }
+
+bool nvrtc_target_ok(const char *arch, char *err, size_t errcap)
+{
+    (void)arch, (void)err, (void)errcap;
+    return true;
+}
 
 bool nvrtc_compile(const char *source, const char *arch, nvrtc_image *out, char **log)
 {

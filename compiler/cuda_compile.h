@@ -17,6 +17,11 @@ bool nvrtc_available(void);
 /* NVRTC's version as major*1000 + minor*10 (0 when unavailable). */
 int nvrtc_version(void);
 
+/* Whether NVRTC compiles for arch ("sm_90", "sm_90a", "compute_90"): its
+ * form and its number among nvrtcGetSupportedArchs. If not, err says why
+ * and lists what it does compile for. True without NVRTC (nothing to ask). */
+bool nvrtc_target_ok(const char *arch, char *err, size_t errcap);
+
 /* Compile source for one architecture ("sm_80", "sm_90", or "compute_90" for
  * PTX). On failure returns false and writes into log a report with NVRTC's
  * messages and the generated lines around each error. */
