@@ -354,6 +354,17 @@ static int give_mock_source(const char *source, char *err, size_t errcap)
     return rc;
 }
 
+/* The image the mock driver last loaded, NULL on a real one. */
+static const void *mock_last_image(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h) return NULL;
+    const void *(*last)(void) = (const void *(*)(void))(uintptr_t)dlsym(h, "mock_cuda_last_image");
+    const void *image = last ? last() : NULL;
+    dlclose(h);
+    return image;
+}
+
 int gpu_check(const gpu_check_opts *o)
 {
     char why[256], err[2048];
@@ -400,6 +411,12 @@ int gpu_check(const gpu_check_opts *o)
         goto img_out;
     }
     printf("%s: %s\n", o->name, desc);
+    /* the mock GPU is an sm_90 device: a module with an sm_90a image runs that one */
+    const void *loaded = mock_last_image();
+    if (o->arch && loaded && loaded != mi.data) {
+        fprintf(stderr, "%s: the runtime did not load the module's %s image\n", o->name, o->arch);
+        fails++;
+    }
     /* what a memory budget counts beside the arena is what the session allocates */
     if (gpu_device_bytes(gs) != gpu_arena_bytes(gs) + nrt_program_side_bytes(&m.program, 0)) {
         fprintf(stderr, "%s: the session holds %lld bytes, the arena and side bytes are %lld\n", o->name,

@@ -83,6 +83,7 @@ static struct {
     long streams, events, modules, graphs, execs;
     struct CUctx_st primary;
     char pending_source_lib[600];   /* what the next cuModuleLoadData loads */
+    const void *last_image;         /* what the last cuModuleLoadData was given */
     CUresult sticky;                /* a kernel that failed poisons the context, as on a GPU */
 } mock;
 static CUstream mock_streams;
@@ -533,6 +534,14 @@ static unsigned long long mock_hash(const char *s)
     return h;
 }
 
+const void *mock_cuda_last_image(void)
+{
+    pthread_mutex_lock(&mock_lock);
+    const void *image = mock.last_image;
+    pthread_mutex_unlock(&mock_lock);
+    return image;
+}
+
 int mock_cuda_use_source(const char *source, char *err, size_t errcap)
 {
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -641,6 +650,7 @@ CUresult cuModuleLoadData(CUmodule *out, const void *image)
     if (!image) return CUDA_ERROR_INVALID_VALUE;
     char path[600];
     pthread_mutex_lock(&mock_lock);
+    mock.last_image = image;
     snprintf(path, sizeof path, "%s", mock.pending_source_lib);
     mock.pending_source_lib[0] = 0;
     pthread_mutex_unlock(&mock_lock);

@@ -26,4 +26,8 @@ bool mock_cuda_in_device_memory(const void *p, size_t bytes);
  * image it is given. Returns 0, or -1 with a message. */
 int mock_cuda_use_source(const char *cuda_source, char *err, size_t errcap);
 
+/* The image the last cuModuleLoadData was given (which of a module's images
+ * the runtime chose), NULL before any. */
+const void *mock_cuda_last_image(void);
+
 #endif
