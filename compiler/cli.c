@@ -107,7 +107,7 @@ static void print_help(FILE *out)
         fprintf(out, "  --no-%-15s skip: %s\n", pass_pipeline[i].name, pass_pipeline[i].what);
     fprintf(out,
             "  --target LIST        NVRTC targets (default sm_80,sm_90,compute_90); sm_90a adds\n"
-            "                       Hopper's wgmma attention kernels (heads of 64); train: one target\n"
+            "                       Hopper's wgmma attention kernels; train: one target\n"
             "  --entry forward|train  build: the forward pass only, or the training step only (default:\n"
             "                       forward, plus a train entry point when the model has a train section);\n"
             "                       run, inspect: which entry point of the module (default forward)\n"

@@ -30,16 +30,17 @@
  * the next tile while they multiply this one (two buffers); the forward
  * and dq, at 168 registers, run three blocks a multiprocessor.
  *
- * Heads of 64 also carry a Hopper path, compiled only into sm_90a images
+ * The kernels also carry a Hopper path, compiled only into sm_90a images
  * (NC_WGMMA, the prelude): the block's 4 warps are one warpgroup, and each
- * product of its 64 rows with a tile is four wgmma m64n64k16, A from the
- * same register fragments, B from the tile by a shared-memory descriptor,
- * the results in the same accumulators; the tiles lose their padding for
- * the 128-byte swizzle wgmma reads. A step's products are issued together
- * and waited for once. The loops issue 15-17% fewer instructions (369, 355
- * and 471 a tile; bench/sass_loops.py --arch sm_90a): 4 instructions a
- * product instead of 32 mma.sync and 16 ldmatrix a warp. Unmeasured on a
- * GPU so far, the path is opt-in (--target sm_90a). The host
+ * product of its 64 rows with a tile is wgmma m64n64k16 (m64n128k16 for P V
+ * at heads of 128), A from the same register fragments, B from the tile by
+ * a shared-memory descriptor, the results in the same accumulators; the
+ * tiles lose their padding for the 128-byte swizzle wgmma reads. A step's
+ * products are issued together and waited for once. At heads of 64 the
+ * loops issue 15-17% fewer instructions (369, 355 and 471 a tile;
+ * bench/sass_loops.py --arch sm_90a), at 128 23-39%: 4 instructions a
+ * product of 64 columns instead of 32 mma.sync and 16 ldmatrix a warp.
+ * Unmeasured on a GPU so far, the path is opt-in (--target sm_90a). The host
  * shim emulates wgmma; tests/gpu/test_wgmma.c checks the layouts alone.
  *
  * q, k and v are usually slices of one matmul's result [B, T, 3C], split
@@ -61,7 +62,7 @@ enum { TILE = 64 };
 typedef struct attn_shape {
     int64_t D, E;
     const char *type, *mma, *pack;   /* storage type, nc_mma_* and nc_pack_* of the dtype */
-    const char *wgmma;               /* nc_wgmma_* of the dtype, for heads of 64 (else NULL) */
+    const char *wgmma;               /* nc_wgmma_* of the dtype (NULL: D and E differ) */
     bool causal;
     char scale[48], scale_log2[48];
     bool prescale;                   /* scale <= 0: scores are scaled before their max (max(s) scale is not max(s scale)) */
@@ -88,7 +89,7 @@ static bool tiled_shape_of(const ir_graph *g, ir_value v, attn_shape *a)
     a->type = bf ? "nc_bf16" : "nc_f16";
     a->mma = bf ? "nc_mma_bf16" : "nc_mma_f16";
     a->pack = bf ? "nc_pack_bf16" : "nc_pack_f16";
-    a->wgmma = a->D == 64 && a->E == 64 ? (bf ? "nc_wgmma_bf16" : "nc_wgmma_f16") : NULL;
+    a->wgmma = a->D == a->E ? (bf ? "nc_wgmma_bf16" : "nc_wgmma_f16") : NULL;   /* D is 64 or 128 */
     a->causal = n->attr.causal;
     double scale = n->attr.f != 0 ? n->attr.f : 1.0 / sqrt((double)a->D);
     cuda_float_literal(a->scale, scale);
@@ -572,7 +573,7 @@ typedef struct attn_tile {
     const char *name;        /* the tile: unsigned name[] */
     const char *src, *len;   /* the operand and its length (T or S) */
     int64_t W;               /* its columns */
-    bool wg;                 /* also laid out for wgmma, under NC_WGMMA (rows of 64: 128 bytes, swizzled) */
+    bool wg;                 /* also laid out for wgmma, under NC_WGMMA (each 64 columns 128 bytes a row, swizzled) */
 } attn_tile;
 
 enum { SHARED_LIMIT = 48 * 1024 };   /* static shared memory a block may have */
@@ -581,14 +582,15 @@ static int64_t row_stride(int64_t W) { return W / 2 + 4; }
 
 /* wgmma reads a tile of 64 rows of 128 bytes through the 128-byte swizzle:
  * 16-byte piece p of row r lies at piece p ^ (r % 8), so the 8 rows of a
- * piece fall in distinct banks without padding. */
+ * piece fall in distinct banks without padding. A tile of 128 columns is
+ * two of those, its first 64 columns and its last, 8 KiB apart. */
 static void emit_tile_decls(cg_buf *b, const attn_tile *t, int n, int buffers)
 {
     bool wg = n > 0 && t[0].wg;
     if (wg) cg_printf(b, "#if NC_WGMMA\n");
     for (int i = 0; wg && i < n; i++)
-        cg_printf(b, "  __shared__ __align__(1024) uint4 %s_mem[%d][%d];\n  nc_wg_check_aligned(%s_mem);\n", t[i].name, buffers, TILE * 8,
-                  t[i].name);
+        cg_printf(b, "  __shared__ __align__(1024) uint4 %s_mem[%d][%lld];\n  nc_wg_check_aligned(%s_mem);\n", t[i].name, buffers,
+                  (long long)(TILE * t[i].W / 8), t[i].name);
     if (wg) cg_printf(b, "#else\n");
     for (int i = 0; i < n; i++)   /* uint4: 16-byte aligned, as cp.async and ldmatrix want */
         cg_printf(b, "  __shared__ uint4 %s_mem[%d][%lld];\n", t[i].name, buffers, (long long)(TILE * row_stride(t[i].W) / 4));
@@ -607,7 +609,7 @@ static void emit_tile_load(cg_buf *b, const attn_tile *t, const char *buf, const
     cg_printf(b, "#pragma unroll\n    for (int i = 0; i < %lld; i++) {\n", (long long)(TILE * per_row / 128));
     cg_printf(b, "      const int x = threadIdx.x + 128 * i, row = x / %lld, piece = x %% %lld;\n", (long long)per_row, (long long)per_row);
     cg_printf(b, "      const bool ok = %s + row < %s;\n", cn, t->len);
-    if (t->wg) cg_printf(b, "#if NC_WGMMA\n      const int at = row * 32 + (piece ^ (row & 7)) * 4;\n#else\n");
+    if (t->wg) cg_printf(b, "#if NC_WGMMA\n      const int at = (piece >> 3) * 2048 + row * 32 + ((piece & 7) ^ (row & 7)) * 4;\n#else\n");
     cg_printf(b, "      const int at = row * %lld + piece * 4;\n", (long long)row_stride(t->W));
     if (t->wg) cg_printf(b, "#endif\n");
     cg_printf(b, "      nc_cp16((unsigned *)%s_mem[%s] + at, %s + %s_base + (ok ? %s + row : 0) * %s_rs + piece * 8, ok);\n    }\n", t->name, buf,
@@ -696,21 +698,27 @@ typedef struct attn_product {
 
 /* The wgmma path's products, issued back to back and waited for once: the
  * scores (K-major: the tile's rows transposed, a product 16 of its columns,
- * 32 bytes on) into acc from the A fragments x, or times the tile (N-major: a
- * product 16 of its rows, 2048 bytes on) into x from P's fragments pa<i>. */
+ * 32 bytes on, the second 64 columns 8 KiB on) into acc from the A fragments
+ * x, or times the tile (N-major: a product 16 of its rows, 2048 bytes on;
+ * 128 columns at once) into x from P's fragments pa<i>. */
 static void emit_wg_products(cg_buf *b, const attn_shape *a, const attn_product *p, int n, bool times_tile)
 {
     for (int i = 0; i < n; i++) {
-        const char *d = times_tile ? p[i].x : p[i].acc;
-        char frag[16];
-        if (times_tile) snprintf(frag, sizeof frag, "pa%d", i);
-        else snprintf(frag, sizeof frag, "%s", p[i].x);
-        cg_printf(b, "    {\n      const unsigned long long dsc = nc_wg_desc(%s);\n#pragma unroll\n"
-                     "      for (int kk = 0; kk < 4; kk++) %s_%c(&%s[0][0], %s[kk], dsc + kk * %d, %s);\n    }\n",
-                  p[i].t->name, a->wgmma, times_tile ? 'n' : 'k', d, frag, times_tile ? 128 : 2, times_tile ? "1" : "kk");
+        const attn_tile *t = p[i].t;
+        bool wide = times_tile && t->W == 128;
+        if (times_tile)
+            cg_printf(b, "    {\n      const unsigned long long dsc = nc_wg_desc%s(%s);\n#pragma unroll\n"
+                         "      for (int kk = 0; kk < 4; kk++) %s_n%s(&%s[0][0], pa%d[kk], dsc + kk * 128, 1);\n    }\n",
+                      wide ? "_wide" : "", t->name, a->wgmma, wide ? "128" : "", p[i].x, i);
+        else
+            cg_printf(b, "    {\n      const unsigned long long dsc = nc_wg_desc(%s);\n#pragma unroll\n"
+                         "      for (int kk = 0; kk < %lld; kk++) %s_k(&%s[0][0], %s[kk], dsc + (kk >> 2) * 512 + (kk & 3) * 2, kk);\n    }\n",
+                      t->name, (long long)t->W / 16, a->wgmma, p[i].acc, p[i].x);
     }
     cg_printf(b, "    nc_wg_commit();\n");
-    for (int i = 0; i < n; i++) cg_printf(b, "    nc_wg_wait(&%s[0][0]);\n", times_tile ? p[i].x : p[i].acc);
+    for (int i = 0; i < n; i++)   /* 32 accumulators a wait */
+        for (int64_t half = 0; half < (times_tile ? p[i].t->W / 64 : 1); half++)
+            cg_printf(b, "    nc_wg_wait(&%s[%lld][0]);\n", times_tile ? p[i].x : p[i].acc, (long long)half * 8);
 }
 
 /* acc[8][4] (16 rows x 64 tile rows) = X (A fragments xa[W/16]) times the
@@ -759,7 +767,8 @@ static void emit_times_tile(cg_buf *b, const attn_shape *a, const attn_product *
                       acc, acc, i, a->pack, acc, acc);
             cg_printf(b, "      pa%d[kk][2] = %s(%s[2 * kk + 1][0], %s[2 * kk + 1][1]), pa%d[kk][3] = %s(%s[2 * kk + 1][2], %s[2 * kk + 1][3]);\n    }\n",
                       i, a->pack, acc, acc, i, a->pack, acc, acc);
-            cg_printf(b, "    nc_wg_hold(&pa%d[0][0], 16);\n    nc_wg_hold_acc(&%s[0][0]);\n", i, p[i].x);
+            cg_printf(b, "    nc_wg_hold(&pa%d[0][0], 16);\n", i);
+            for (int64_t half = 0; half < p[i].t->W / 64; half++) cg_printf(b, "    nc_wg_hold_acc(&%s[%lld][0]);\n", p[i].x, (long long)half * 8);
         }
         cg_printf(b, "    nc_wg_fence();\n");
         emit_wg_products(b, a, p, n, true);

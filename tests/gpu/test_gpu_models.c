@@ -54,7 +54,8 @@ int main(void)
     const char *b64[] = {"B"};
     const int64_t v64[] = {64}, v2[] = {2}, v200[] = {200}, v40[] = {40};
     const char *bt[] = {"B", "T"};
-    const int64_t vbt[] = {2, 64}, vbt70[] = {2, 70};
+    const int64_t vbt[] = {2, 64}, vbt70[] = {2, 70}, vbt80[] = {1, 80};
+    const char *d128[] = {"L", "V", "C", "H", "MAXT"}, *d128_v[] = {"1", "256", "128", "1", "80"};
     const char *bt32[] = {"B", "T"};
     const int64_t vbt32[] = {8, 32};
     const char *mid[] = {"V", "C", "L", "H", "MAXT"};
@@ -128,6 +129,10 @@ int main(void)
          .dim_values = vbt70, .ndims = 2, .use_graph = true, .fuse = true, .arch = "sm_90a"},
         {.name = "gpt2_2layers_train_wgmma", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
          .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
+         .train_step = true, .fuse = true, .arch = "sm_90a"},
+        /* heads of 128 (a tile of 128 columns: two swizzled halves), over 80 positions */
+        {.name = "gpt2_d128_train_wgmma", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt80,
+         .ndims = 2, .set_names = d128, .set_values = d128_v, .nsets = 5, .int_range = 256, .use_graph = true,
          .train_step = true, .fuse = true, .arch = "sm_90a"},
     };
     const char *only = getenv("NETC_GPU_CASE"), *seed_env = getenv("NETC_GPU_SEED");

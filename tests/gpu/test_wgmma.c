@@ -1,12 +1,15 @@
 /* test_wgmma.c - Hopper's wgmma on its own, as attention's sm_90a kernels
  * use it (compiler/cuda_attention.c, the prelude's nc_wgmma_*): one
  * warpgroup multiplies A (64 x 16, bf16, in mma.sync's register fragments)
- * by a 64 x 64 bf16 tile stored in shared memory with the 128-byte swizzle,
- * read through a descriptor two ways: the tile's rows transposed from column
- * 16 on (K-major, the descriptor moved 32 bytes: the scores) and the tile's
- * rows 16 to 31 themselves (N-major, moved 2048 bytes: P V). The products
- * go to global memory in the accumulator layout and are compared with
- * products computed here. Each layout assumption (A and D fragments,
+ * by a 64 x 128 bf16 tile stored in shared memory as two halves of 64
+ * columns with the 128-byte swizzle, read through a descriptor four ways:
+ * the first half's rows transposed from column 16 on (K-major, the
+ * descriptor moved 32 bytes: the scores), the same from column 80 (the
+ * second half, moved 8 KiB more: heads of 128), the first half's rows 16 to
+ * 31 themselves (N-major, moved 2048 bytes: P V) and those rows whole, 128
+ * columns at once (the halves apart by the descriptor's leading byte offset:
+ * P V for heads of 128). The products go to global memory in the
+ * accumulator layout and are compared with products computed here. Each layout assumption (A and D fragments,
  * descriptor fields, swizzle, the descriptor's steps) shows as its own
  * pattern of wrong elements, so a GPU that disagrees says which one: the
  * first differences are printed with their row and column.
@@ -30,29 +33,32 @@ static const char probe_source[] =
     "extern \"C\" __global__ void wg_probe(nc_args A) {\n"
     "  const unsigned short *a = (const unsigned short *)A.buf[0];\n"
     "  const uint4 *tile = (const uint4 *)A.buf[1];\n"
-    "  float *dk = (float *)A.buf[2], *dn = (float *)A.buf[3];\n"
-    "  __shared__ __align__(1024) uint4 t_mem[512];\n"
+    "  float *out = (float *)A.buf[2];   /* [4][64][128]: each probe's product, 64 or 128 columns */\n"
+    "  __shared__ __align__(1024) uint4 t_mem[1024];\n"
     "  nc_wg_check_aligned(t_mem);\n"
     "  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;\n"
-    "  for (int x = tid; x < 512; x += 128) {   /* row x / 8, 16-byte piece x % 8, swizzled */\n"
-    "    const int row = x >> 3, piece = x & 7;\n"
-    "    t_mem[row * 8 + (piece ^ (row & 7))] = tile[x];\n"
+    "  for (int x = tid; x < 1024; x += 128) {   /* row x / 16, 16-byte piece x % 16: half piece / 8, swizzled */\n"
+    "    const int row = x >> 4, piece = x & 15;\n"
+    "    t_mem[(piece >> 3) * 512 + row * 8 + ((piece & 7) ^ (row & 7))] = tile[x];\n"
     "  }\n"
     "  nc_proxy_fence();\n"
     "  __syncthreads();\n"
     "  const unsigned *a0 = (const unsigned *)(a + (warp * 16 + gid) * 16), *a1 = (const unsigned *)(a + (warp * 16 + gid + 8) * 16);\n"
     "  unsigned af[4] = {a0[tig], a1[tig], a0[4 + tig], a1[4 + tig]};\n"
-    "  float d[32];\n"
-    "  for (int pass = 0; pass < 2; pass++) {\n"
+    "  float d[64];\n"
+    "  for (int probe = 0; probe < 4; probe++) {\n"
     "    nc_wg_hold(af, 4);\n"
     "    nc_wg_fence();\n"
-    "    if (pass == 0) nc_wgmma_bf16_k(d, af, nc_wg_desc(t_mem) + 2, 0);\n"
-    "    else nc_wgmma_bf16_n(d, af, nc_wg_desc(t_mem) + 128, 0);\n"
+    "    if (probe == 0) nc_wgmma_bf16_k(d, af, nc_wg_desc(t_mem) + 2, 0);\n"
+    "    else if (probe == 1) nc_wgmma_bf16_k(d, af, nc_wg_desc(t_mem) + 512 + 2, 0);\n"
+    "    else if (probe == 2) nc_wgmma_bf16_n(d, af, nc_wg_desc(t_mem) + 128, 0);\n"
+    "    else nc_wgmma_bf16_n128(d, af, nc_wg_desc_wide(t_mem) + 128, 0);\n"
     "    nc_wg_commit();\n"
     "    nc_wg_wait(d);\n"
-    "    float *out = pass == 0 ? dk : dn;\n"
-    "    for (int e = 0; e < 32; e++)\n"
-    "      out[(warp * 16 + gid + (e & 2 ? 8 : 0)) * 64 + (e >> 2) * 8 + tig * 2 + (e & 1)] = d[e];\n"
+    "    nc_wg_wait(d + 32);\n"
+    "    const int n = probe == 3 ? 64 : 32;   /* floats a thread */\n"
+    "    for (int e = 0; e < n; e++)\n"
+    "      out[probe * 8192 + (warp * 16 + gid + (e & 2 ? 8 : 0)) * 128 + (e >> 2) * 8 + tig * 2 + (e & 1)] = d[e];\n"
     "  }\n"
     "}\n";
 
@@ -96,15 +102,18 @@ static float from_bf16(uint16_t h)
     return f;
 }
 
-/* Counts the elements of got that differ from want; prints the first few. */
-static int compare(const char *what, const float *got, const double *want)
+/* Counts the elements of got ([64][128], the first cols columns) that
+ * differ from want; prints the first few. */
+static int compare(const char *what, const float *got, const double *want, int cols)
 {
     int bad = 0;
-    for (int i = 0; i < 64 * 64; i++) {
-        if (fabs(got[i] - want[i]) <= 1e-3 * (1.0 + fabs(want[i]))) continue;
-        if (bad++ < 6) fprintf(stderr, "  %s: D[%d][%d] = %g, want %g\n", what, i / 64, i % 64, got[i], want[i]);
-    }
-    if (bad) fprintf(stderr, "%s: %d of 4096 elements differ\n", what, bad);
+    for (int r = 0; r < 64; r++)
+        for (int c = 0; c < cols; c++) {
+            int i = r * 128 + c;
+            if (fabs(got[i] - want[i]) <= 1e-3 * (1.0 + fabs(want[i]))) continue;
+            if (bad++ < 6) fprintf(stderr, "  %s: D[%d][%d] = %g, want %g\n", what, r, c, got[i], want[i]);
+        }
+    if (bad) fprintf(stderr, "%s: %d of %d elements differ\n", what, bad, 64 * cols);
     return bad;
 }
 
@@ -117,7 +126,7 @@ static int compare(const char *what, const float *got, const double *want)
         }                                                                  \
     } while (0)
 
-static int run_probe(const unsigned char *image, const uint16_t *a, const uint16_t *tile, float *dk, float *dn)
+static int run_probe(const unsigned char *image, const uint16_t *a, const uint16_t *tile, float *out)
 {
     CUdevice dev;
     CUcontext ctx;
@@ -130,19 +139,18 @@ static int run_probe(const unsigned char *image, const uint16_t *a, const uint16
     CHECK(cu.cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
     CHECK(cu.cuModuleLoadData(&mod, image));
     CHECK(cu.cuModuleGetFunction(&fn, mod, "wg_probe"));
-    CUdeviceptr buf[4];
-    size_t bytes[4] = {64 * 16 * 2, 64 * 64 * 2, 64 * 64 * 4, 64 * 64 * 4};
-    for (int i = 0; i < 4; i++) CHECK(cu.cuMemAlloc(&buf[i], bytes[i]));
+    CUdeviceptr buf[3];
+    size_t bytes[3] = {64 * 16 * 2, 64 * 128 * 2, 4 * 64 * 128 * 4};
+    for (int i = 0; i < 3; i++) CHECK(cu.cuMemAlloc(&buf[i], bytes[i]));
     CHECK(cu.cuMemcpyHtoDAsync(buf[0], a, bytes[0], st));
     CHECK(cu.cuMemcpyHtoDAsync(buf[1], tile, bytes[1], st));
     struct { void *buf[NRT_MAX_BUFS]; long long n[NRT_MAX_INTS]; unsigned long long step; } args = {0};
-    for (int i = 0; i < 4; i++) args.buf[i] = (void *)(uintptr_t)buf[i];
+    for (int i = 0; i < 3; i++) args.buf[i] = (void *)(uintptr_t)buf[i];
     void *params[] = {&args};
     CHECK(cu.cuLaunchKernel(fn, 1, 1, 1, 128, 1, 1, 0, st, params, NULL));
-    CHECK(cu.cuMemcpyDtoHAsync(dk, buf[2], bytes[2], st));
-    CHECK(cu.cuMemcpyDtoHAsync(dn, buf[3], bytes[3], st));
+    CHECK(cu.cuMemcpyDtoHAsync(out, buf[2], bytes[2], st));
     CHECK(cu.cuStreamSynchronize(st));
-    for (int i = 0; i < 4; i++) CHECK(cu.cuMemFree(buf[i]));
+    for (int i = 0; i < 3; i++) CHECK(cu.cuMemFree(buf[i]));
     CHECK(cu.cuStreamDestroy(st));
     CHECK(cu.cuModuleUnload(mod));
     CHECK(cu.cuDevicePrimaryCtxRelease(dev));
@@ -190,28 +198,32 @@ int main(void)
         return 1;
     }
     /* small integers times powers of two: every product and sum exact in f32 */
-    static uint16_t a[64 * 16], tile[64 * 64];
-    static float dk[64 * 64], dn[64 * 64];
-    static double want_k[64 * 64], want_n[64 * 64];
+    static uint16_t a[64 * 16], tile[64 * 128];
+    static float out[4 * 64 * 128];
+    static double want[4][64 * 128];
     uint32_t x = 12345;
     for (int i = 0; i < 64 * 16; i++) x = x * 1103515245u + 12345u, a[i] = to_bf16((float)((int)(x >> 16) % 17 - 8) / 8.0f);
-    for (int i = 0; i < 64 * 64; i++) x = x * 1103515245u + 12345u, tile[i] = to_bf16((float)((int)(x >> 16) % 33 - 16) / 4.0f);
+    for (int i = 0; i < 64 * 128; i++) x = x * 1103515245u + 12345u, tile[i] = to_bf16((float)((int)(x >> 16) % 33 - 16) / 4.0f);
     for (int m = 0; m < 64; m++)
-        for (int c = 0; c < 64; c++) {
-            double k_major = 0, n_major = 0;
+        for (int c = 0; c < 128; c++)
             for (int k = 0; k < 16; k++) {
-                k_major += (double)from_bf16(a[m * 16 + k]) * from_bf16(tile[c * 64 + 16 + k]);   /* B[k][c] = tile[c][16 + k] */
-                n_major += (double)from_bf16(a[m * 16 + k]) * from_bf16(tile[(16 + k) * 64 + c]);   /* B[k][c] = tile[16 + k][c] */
+                double am = from_bf16(a[m * 16 + k]);
+                if (c < 64) {   /* K-major: B[k][c] = tile[c][16 + k], then tile[c][80 + k] */
+                    want[0][m * 128 + c] += am * from_bf16(tile[c * 128 + 16 + k]);
+                    want[1][m * 128 + c] += am * from_bf16(tile[c * 128 + 80 + k]);
+                    want[2][m * 128 + c] += am * from_bf16(tile[(16 + k) * 128 + c]);   /* N-major: B[k][c] = tile[16 + k][c] */
+                }
+                want[3][m * 128 + c] += am * from_bf16(tile[(16 + k) * 128 + c]);
             }
-            want_k[m * 64 + c] = k_major, want_n[m * 64 + c] = n_major;
-        }
-    int rc = run_probe(img.data, a, tile, dk, dn);
+    int rc = run_probe(img.data, a, tile, out);
     free(img.data);
     free(source);
     if (rc) return 1;
-    int bad = compare("K-major (the tile's rows transposed, descriptor + 32 bytes)", dk, want_k) +
-              compare("N-major (the tile's rows, descriptor + 2048 bytes)", dn, want_n);
+    int bad = compare("K-major (the tile's rows transposed, descriptor + 32 bytes)", out, want[0], 64) +
+              compare("K-major, second half (descriptor + 8 KiB + 32 bytes)", out + 8192, want[1], 64) +
+              compare("N-major (the tile's rows, descriptor + 2048 bytes)", out + 2 * 8192, want[2], 64) +
+              compare("N-major, 128 columns (the halves by the leading byte offset)", out + 3 * 8192, want[3], 128);
     if (bad) return 1;
-    printf("test_wgmma: wgmma m64n64k16 from a swizzled tile, K-major and N-major, agrees on all 8192 elements\n");
+    printf("test_wgmma: wgmma m64n64k16 and m64n128k16 from a swizzled tile, K-major and N-major, agree on all 24576 elements\n");
     return 0;
 }

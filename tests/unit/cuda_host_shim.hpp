@@ -214,7 +214,7 @@ static void nc_check_copies_done(void)
     abort();
 }
 
-// wgmma m64n64k16 (A in registers, B in shared memory by descriptor) for a
+// wgmma m64nNk16, N 64 or 128 (A in registers, B in shared memory by descriptor) for a
 // warpgroup, here a block of 128 threads: every thread puts its A fragment
 // in a slot, then computes its own 32 accumulators from the whole group's,
 // B read by the descriptor's address and the 128-byte swizzle of address
@@ -222,19 +222,23 @@ static void nc_check_copies_done(void)
 // on the GPU). The results land at nc_wg_wait, as on the GPU, where they are
 // there only after the wait: a kernel reading its accumulators before it
 // waits reads the old values. A descriptor here is the tile's address in
-// units of 16 bytes, as in a real one's low bits: kernels step through a
-// tile by adding to it.
+// units of 16 bytes, as in a real one's low bits (kernels step through a
+// tile by adding to it), and from bit 48 the leading byte offset, also in
+// units of 16 bytes: an N-major B of 128 columns takes its second 64 from
+// there.
 enum { NC_WG_MAX_PENDING = 4 };
-struct nc_wg_result { float *d; float v[32]; };
+struct nc_wg_result { float *d; int n; float v[64]; };
 static unsigned nc_wg_slots[NC_MAX_THREADS][4];
 static nc_wg_result nc_wg_pending[NC_MAX_THREADS][NC_WG_MAX_PENDING];
 static int nc_wg_npending[NC_MAX_THREADS];
 
-static inline unsigned long long nc_wg_desc(const void *p)
+static inline unsigned long long nc_wg_desc_lbo(const void *p, unsigned long long lbo)
 {
     nc_misaligned_by("a wgmma operand", p, 16);
-    return (unsigned long long)((size_t)p >> 4);
+    return (unsigned long long)((size_t)p >> 4) | (lbo >> 4) << 48;
 }
+static inline unsigned long long nc_wg_desc(const void *p) { return nc_wg_desc_lbo(p, 16); }
+static inline unsigned long long nc_wg_desc_wide(const void *p) { return nc_wg_desc_lbo(p, 8192); }
 static inline void nc_wg_hold(unsigned *, int) {}
 static inline void nc_wg_hold_acc(float *) {}
 static inline void nc_wg_fence(void) {}
@@ -246,15 +250,16 @@ static inline void nc_wg_check_aligned(const void *p) { nc_misaligned_by("a wgmm
 // or its row k, column n (N-major: the tile itself).
 static inline float nc_wg_b(unsigned long long desc, int k, int n, bool n_major, bool bf)
 {
-    int row = n_major ? k : n, col = n_major ? n : k;
-    size_t at = ((size_t)desc << 4) + (size_t)(row / 8) * 1024 + (size_t)(row % 8) * 128 + (size_t)col * 2;
+    int row = n_major ? k : n, col = n_major ? n % 64 : k;
+    size_t base = (size_t)(desc & ((1ull << 48) - 1)) << 4, lbo = (size_t)(desc >> 48) << 4;
+    size_t at = base + (n_major ? (size_t)(n / 64) * lbo : 0) + (size_t)(row / 8) * 1024 + (size_t)(row % 8) * 128 + (size_t)col * 2;
     at ^= ((at >> 7) & 7) << 4;
     unsigned short h;
     memcpy(&h, (const void *)at, 2);
     return nc_host_half(h, bf);
 }
 
-static inline nc_wg_result *nc_wg_result_for(int me, float *d)
+static inline nc_wg_result *nc_wg_result_for(int me, float *d, int n)
 {
     for (int i = 0; i < nc_wg_npending[me]; i++)
         if (nc_wg_pending[me][i].d == d) return &nc_wg_pending[me][i];
@@ -263,12 +268,12 @@ static inline nc_wg_result *nc_wg_result_for(int me, float *d)
         abort();
     }
     nc_wg_result *r = &nc_wg_pending[me][nc_wg_npending[me]++];
-    r->d = d;
-    memcpy(r->v, d, sizeof r->v);
+    r->d = d, r->n = n;
+    memcpy(r->v, d, (size_t)n * sizeof *d);
     return r;
 }
 
-static inline void nc_wgmma_host(float *d, const unsigned *a, unsigned long long desc, int acc, bool n_major, bool bf)
+static inline void nc_wgmma_host(float *d, const unsigned *a, unsigned long long desc, int acc, bool n_major, bool bf, int N)
 {
     if (blockDim.x != 128) {
         fprintf(stderr, "cuda_host_shim: wgmma in a block of %lld threads (a warpgroup is 128)\n", blockDim.x);
@@ -277,8 +282,12 @@ static inline void nc_wgmma_host(float *d, const unsigned *a, unsigned long long
     int me = (int)threadIdx.x, warp = me >> 5, lane = me & 31;
     for (int i = 0; i < 4; i++) nc_wg_slots[me][i] = a[i];
     nc_wait(NC_AT_BLOCK_BARRIER);
-    nc_wg_result *r = nc_wg_result_for(me, d);
-    for (int e = 0; e < 32; e++) {
+    nc_wg_result *r = nc_wg_result_for(me, d, N / 2);
+    if (r->n != N / 2) {
+        fprintf(stderr, "cuda_host_shim: wgmma accumulators of %d and %d floats at one address\n", r->n, N / 2);
+        abort();
+    }
+    for (int e = 0; e < N / 2; e++) {
         int row = 16 * warp + (lane >> 2) + (e & 2 ? 8 : 0), col = 8 * (e >> 2) + (lane & 3) * 2 + (e & 1);
         float sum = 0.0f;
         for (int k = 0; k < 16; k++) {
@@ -291,15 +300,18 @@ static inline void nc_wgmma_host(float *d, const unsigned *a, unsigned long long
     nc_wait(NC_AT_BLOCK_BARRIER);
 }
 
-static inline void nc_wgmma_bf16_k(float *d, const unsigned *a, unsigned long long desc, int acc) { nc_wgmma_host(d, a, desc, acc, false, true); }
-static inline void nc_wgmma_bf16_n(float *d, const unsigned *a, unsigned long long desc, int acc) { nc_wgmma_host(d, a, desc, acc, true, true); }
-static inline void nc_wgmma_f16_k(float *d, const unsigned *a, unsigned long long desc, int acc) { nc_wgmma_host(d, a, desc, acc, false, false); }
-static inline void nc_wgmma_f16_n(float *d, const unsigned *a, unsigned long long desc, int acc) { nc_wgmma_host(d, a, desc, acc, true, false); }
+static inline void nc_wgmma_bf16_k(float *d, const unsigned *a, unsigned long long desc, int acc) { nc_wgmma_host(d, a, desc, acc, false, true, 64); }
+static inline void nc_wgmma_bf16_n(float *d, const unsigned *a, unsigned long long desc, int acc) { nc_wgmma_host(d, a, desc, acc, true, true, 64); }
+static inline void nc_wgmma_f16_k(float *d, const unsigned *a, unsigned long long desc, int acc) { nc_wgmma_host(d, a, desc, acc, false, false, 64); }
+static inline void nc_wgmma_f16_n(float *d, const unsigned *a, unsigned long long desc, int acc) { nc_wgmma_host(d, a, desc, acc, true, false, 64); }
+static inline void nc_wgmma_bf16_n128(float *d, const unsigned *a, unsigned long long desc, int acc) { nc_wgmma_host(d, a, desc, acc, true, true, 128); }
+static inline void nc_wgmma_f16_n128(float *d, const unsigned *a, unsigned long long desc, int acc) { nc_wgmma_host(d, a, desc, acc, true, false, 128); }
 
 static inline void nc_wg_wait(float *)
 {
     int me = (int)threadIdx.x;
-    for (int i = 0; i < nc_wg_npending[me]; i++) memcpy(nc_wg_pending[me][i].d, nc_wg_pending[me][i].v, sizeof nc_wg_pending[me][i].v);
+    for (int i = 0; i < nc_wg_npending[me]; i++)
+        memcpy(nc_wg_pending[me][i].d, nc_wg_pending[me][i].v, (size_t)nc_wg_pending[me][i].n * sizeof(float));
     nc_wg_npending[me] = 0;
 }
 

@@ -947,9 +947,11 @@ int main(void)
             check_model_text("attention (f16, D=128, T=70) --fuse", "attn.net", attention_source, fuse, bt, vt70, 2, dn, d128, 1, true);
             check_model("attention, keys jumping at the second tile (f16, T=70) --fuse", "tests/gpu/attention_jump.net", fuse, bt,
                         vt70, 2, NULL, NULL, 0, false);
-            /* the same heads of 64 through wgmma, as sm_90a images run them */
+            /* the same heads of 64 and 128 through wgmma, as sm_90a images run them */
             host_wgmma = true;
             check_model("gpt2 (D=64, T=80, wgmma) --fuse", "examples/gpt2.net", fuse, bt, vbt80, 2, sn, sv64, 5, true);
+            check_model("gpt2 (D=128, T=80, wgmma) --fuse", "examples/gpt2.net", fuse, bt, vbt80, 2, sn, sv128, 5, true);
+            check_model_text("attention (f16, D=128, T=70, wgmma) --fuse", "attn.net", attention_source, fuse, bt, vt70, 2, dn, d128, 1, true);
             check_model_text("attention (f16, D=64, T=70, wgmma) --fuse", "attn.net", attention_source, fuse, bt, vt70, 2, dn, d64, 1, true);
             check_model("attention, keys jumping at the second tile (f16, T=70, wgmma) --fuse", "tests/gpu/attention_jump.net", fuse,
                         bt, vt70, 2, NULL, NULL, 0, false);
