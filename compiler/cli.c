@@ -423,7 +423,7 @@ static int cmd_train(cli_opts *o)
     train_opts t = o->train;
     t.model_path = o->files[0];
     t.device = o->device ? o->device : "auto";
-    if (o->targets && strchr(o->targets, ','))
+    if (o->targets && (strchr(o->targets, ',') || !*o->targets))
         return usage_error("train: --target takes one architecture (the device's, e.g. sm_90a), not '%s'", o->targets);
     t.target = o->targets;
     if (!t.epochs) t.epochs = 1;

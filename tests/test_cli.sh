@@ -40,6 +40,7 @@ expect 1 "not a safetensors"      run "$tmp/m.netm" --dim B=2 --random-inputs 1 
 expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata"
 expect 2 "--epochs"               train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --epochs x
 expect 2 "one architecture"       train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --target sm_80,sm_90
+expect 2 "one architecture"       train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --target ''
 # a --target NVRTC does not know is the user's mistake, said before any work (where netc has NVRTC)
 "$netc" build "$src/examples/fashion_mlp.net" --target compute_80 -o "$tmp/ptx.netm" 2>/dev/null
 if "$netc" inspect "$tmp/ptx.netm" 2>/dev/null | grep -q '^targets: compute_80'; then
