@@ -60,7 +60,7 @@ step_infer() { OUT=$WORK bash bench/run_infer.sh "$NETC" build-gpu/bench/infer_n
 step_kernels() { OUT=$WORK SKIP=attention bash bench/run_kernels.sh "$NETC" 30; }
 step_wgmma() {
   (cd build-gpu/tests && ./test_wgmma 2>&1 | tail -14 &&
-    for c in attention_jump_wgmma gpt2_1layer_train_wgmma gpt2_d128_train_wgmma; do NETC_GPU_CASE=$c ./test_gpu_models 2>&1 | tail -3; done)
+    for c in attention_jump_wgmma gpt2_d64_train_wgmma gpt2_d128_train_wgmma; do NETC_GPU_CASE=$c ./test_gpu_models 2>&1 | tail -3; done)
   OUT=$WORK ONLY=attention bash bench/run_kernels.sh "$NETC" 30
 }
 declare -A cap=([wgmma]=90 [kernels]=130 [gpt2]=220 [tests]=150 [infer]=120 [train]=80)

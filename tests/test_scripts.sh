@@ -41,7 +41,7 @@ order=$(grep -oE '^== [a-z0-9]+' "$tmp/out1/run.log" | tr '\n' ' ')
 [[ $order == "== wgmma == kernels == gpt2 == tests == infer == train == done " ]] || { echo "FAIL: run_all.sh: steps ran as '$order'"; fail=1; }
 expect "$tmp/out1/run.log" "^gpt2: build-gpu/netc .*text.txt" "run_gpt2.sh gets netc and a text"
 expect "$tmp/out1/run.log" "^test_wgmma: ran" "the wgmma step runs test_wgmma"
-expect "$tmp/out1/run.log" "^test_gpu_models: gpt2_1layer_train_wgmma" "the wgmma step runs its GPU test cases"
+expect "$tmp/out1/run.log" "^test_gpu_models: gpt2_d64_train_wgmma" "the wgmma step runs its GPU test cases"
 expect "$tmp/out1/run.log" "^train: build-gpu/netc 10 512" "run_train.sh gets 10 epochs at batch 512"
 [[ $(grep -c '^kernels: build-gpu/netc 30' "$tmp/out1/run.log") == 2 ]] || { echo "FAIL: run_all.sh: run_kernels.sh ran other than twice (wgmma, kernels)"; fail=1; }
 # the listing first: with pipefail, grep -q stopping early would fail tar with SIGPIPE

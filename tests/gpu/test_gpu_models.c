@@ -55,14 +55,14 @@ int main(void)
     const int64_t v64[] = {64}, v2[] = {2}, v200[] = {200}, v40[] = {40};
     const char *bt[] = {"B", "T"};
     const int64_t vbt[] = {2, 64}, vbt70[] = {2, 70}, vbt80[] = {1, 80};
-    const char *d128[] = {"L", "V", "C", "H", "MAXT"}, *d128_v[] = {"1", "256", "128", "1", "80"};
+    const char *small_gpt2[] = {"L", "V", "C", "H", "MAXT"};
+    const char *d64_v[] = {"1", "256", "128", "2", "80"}, *d128_v[] = {"1", "256", "128", "1", "80"};
     const char *bt32[] = {"B", "T"};
     const int64_t vbt32[] = {8, 32};
     const char *mid[] = {"V", "C", "L", "H", "MAXT"};
     const char *mid_v[] = {"512", "256", "2", "4", "32"};
     const char *small[] = {"L"};
     const char *small_v[] = {"2"};
-    const char *one_layer[] = {"1"};
     gpu_check_opts models[] = {
         {.name = "fashion_mlp", .path = NETC_SOURCE_DIR "/examples/fashion_mlp.net", .dim_names = b64, .dim_values = v64,
          .ndims = 1, .int_range = 10, .use_graph = true},
@@ -128,12 +128,13 @@ int main(void)
            GPU, the shim's emulation; on a device other than sm_90 the source compiled for it) */
         {.name = "attention_jump_wgmma", .path = NETC_SOURCE_DIR "/tests/gpu/attention_jump.net", .dim_names = bt,
          .dim_values = vbt70, .ndims = 2, .use_graph = true, .fuse = true, .arch = "sm_90a"},
-        {.name = "gpt2_1layer_train_wgmma", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
-         .ndims = 2, .set_names = small, .set_values = one_layer, .nsets = 1, .int_range = 50304, .use_graph = true,
+        /* GPT-2's blocks made small, heads of 64 and of 128 (a tile of 128 columns: two swizzled
+           halves), over 80 positions: a whole tile and a part, every attention kernel */
+        {.name = "gpt2_d64_train_wgmma", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt80,
+         .ndims = 2, .set_names = small_gpt2, .set_values = d64_v, .nsets = 5, .int_range = 256, .use_graph = true,
          .train_step = true, .fuse = true, .arch = "sm_90a"},
-        /* heads of 128 (a tile of 128 columns: two swizzled halves), over 80 positions */
         {.name = "gpt2_d128_train_wgmma", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt80,
-         .ndims = 2, .set_names = d128, .set_values = d128_v, .nsets = 5, .int_range = 256, .use_graph = true,
+         .ndims = 2, .set_names = small_gpt2, .set_values = d128_v, .nsets = 5, .int_range = 256, .use_graph = true,
          .train_step = true, .fuse = true, .arch = "sm_90a"},
     };
     const char *only = getenv("NETC_GPU_CASE"), *seed_env = getenv("NETC_GPU_SEED");
