@@ -750,6 +750,16 @@ static void emit_scores(cg_buf *b, const attn_shape *a, const attn_product *p, i
     if (wg) cg_printf(b, "#endif\n");
 }
 
+/* P's A fragment for the 16 tile rows kk, as a brace list: acc's
+ * accumulator pairs of columns 16 kk .. 16 kk + 15, rounded to the
+ * operands' dtype and packed (an accumulator's layout is an A fragment's). */
+static void emit_p_fragment(cg_buf *b, const attn_shape *a, const char *acc)
+{
+    cg_printf(b, "{%s(%s[2 * kk][0], %s[2 * kk][1]), %s(%s[2 * kk][2], %s[2 * kk][3]),\n", a->pack, acc, acc, a->pack, acc, acc);
+    cg_printf(b, "       %s(%s[2 * kk + 1][0], %s[2 * kk + 1][1]), %s(%s[2 * kk + 1][2], %s[2 * kk + 1][3])}", a->pack, acc, acc, a->pack,
+              acc, acc);
+}
+
 /* out[W/8][4] += P (acc[8][4] packed as A fragments, 64 tile rows as k) times
  * the tile itself: B[k][n] = tile[k][n], read transposed. Lane l points at
  * row l % 16 of the 16 rows kk and at the columns of nb + l / 16: B's two
@@ -761,12 +771,9 @@ static void emit_times_tile(cg_buf *b, const attn_shape *a, const attn_product *
     if (wg) {
         cg_printf(b, "#if NC_WGMMA\n  {   /* pa<i>: P's A fragments, this step's only */\n");
         for (int i = 0; i < n; i++) {
-            const char *acc = p[i].acc;
-            cg_printf(b, "    unsigned pa%d[4][4];\n#pragma unroll\n    for (int kk = 0; kk < 4; kk++) {\n", i);
-            cg_printf(b, "      pa%d[kk][0] = %s(%s[2 * kk][0], %s[2 * kk][1]), pa%d[kk][1] = %s(%s[2 * kk][2], %s[2 * kk][3]);\n", i, a->pack,
-                      acc, acc, i, a->pack, acc, acc);
-            cg_printf(b, "      pa%d[kk][2] = %s(%s[2 * kk + 1][0], %s[2 * kk + 1][1]), pa%d[kk][3] = %s(%s[2 * kk + 1][2], %s[2 * kk + 1][3]);\n    }\n",
-                      i, a->pack, acc, acc, i, a->pack, acc, acc);
+            cg_printf(b, "    unsigned pa%d[4][4];\n#pragma unroll\n    for (int kk = 0; kk < 4; kk++) {\n      const unsigned f[4] = ", i);
+            emit_p_fragment(b, a, p[i].acc);
+            cg_printf(b, ";\n      for (int e = 0; e < 4; e++) pa%d[kk][e] = f[e];\n    }\n", i);
             cg_printf(b, "    nc_wg_hold(&pa%d[0][0], 16);\n", i);
             for (int64_t half = 0; half < p[i].t->W / 64; half++) cg_printf(b, "    nc_wg_hold_acc(&%s[%lld][0]);\n", p[i].x, (long long)half * 8);
         }
@@ -777,11 +784,9 @@ static void emit_times_tile(cg_buf *b, const attn_shape *a, const attn_product *
     for (int i = 0; i < n; i++) {
         const char *out = p[i].x, *acc = p[i].acc;
         const attn_tile *t = p[i].t;
-        cg_printf(b, "#pragma unroll\n    for (int kk = 0; kk < 4; kk++) {\n");
-        cg_printf(b, "      const unsigned pa[4] = {%s(%s[2 * kk][0], %s[2 * kk][1]), %s(%s[2 * kk][2], %s[2 * kk][3]),\n", a->pack, acc, acc,
-                  a->pack, acc, acc);
-        cg_printf(b, "                              %s(%s[2 * kk + 1][0], %s[2 * kk + 1][1]), %s(%s[2 * kk + 1][2], %s[2 * kk + 1][3])};\n",
-                  a->pack, acc, acc, a->pack, acc, acc);
+        cg_printf(b, "#pragma unroll\n    for (int kk = 0; kk < 4; kk++) {\n      const unsigned pa[4] = ");
+        emit_p_fragment(b, a, acc);
+        cg_printf(b, ";\n");
         cg_printf(b, "#pragma unroll\n      for (int nb = 0; nb < %lld; nb += 2) {\n        unsigned bf[4];\n", (long long)t->W / 8);
         cg_printf(b, "        nc_ldsm4_t(bf, %s + (kk * 16 + (lane & 15)) * %lld + nb * 4 + (lane >> 4) * 4);\n", t->name,
                   (long long)row_stride(t->W));

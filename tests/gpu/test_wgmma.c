@@ -20,6 +20,7 @@
  * Skipped (77) without a driver, without NVRTC, or on another architecture. */
 #include "cuda_compile.h"
 #include "cuda_emit.h"
+#include "dtype.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -85,21 +86,6 @@ static bool load_driver(void **lib)
     DRIVER(F)
 #undef F
     return cu.cuInit(0) == CUDA_SUCCESS;
-}
-
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-static float from_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
 }
 
 /* Counts the elements of got ([64][128], the first cols columns) that
@@ -202,18 +188,18 @@ int main(void)
     static float out[4 * 64 * 128];
     static double want[4][64 * 128];
     uint32_t x = 12345;
-    for (int i = 0; i < 64 * 16; i++) x = x * 1103515245u + 12345u, a[i] = to_bf16((float)((int)(x >> 16) % 17 - 8) / 8.0f);
-    for (int i = 0; i < 64 * 128; i++) x = x * 1103515245u + 12345u, tile[i] = to_bf16((float)((int)(x >> 16) % 33 - 16) / 4.0f);
+    for (int i = 0; i < 64 * 16; i++) x = x * 1103515245u + 12345u, a[i] = nc_f32_to_bf16_bits((float)((int)(x >> 16) % 17 - 8) / 8.0f);
+    for (int i = 0; i < 64 * 128; i++) x = x * 1103515245u + 12345u, tile[i] = nc_f32_to_bf16_bits((float)((int)(x >> 16) % 33 - 16) / 4.0f);
     for (int m = 0; m < 64; m++)
         for (int c = 0; c < 128; c++)
             for (int k = 0; k < 16; k++) {
-                double am = from_bf16(a[m * 16 + k]);
+                double am = nc_bf16_bits_to_f32(a[m * 16 + k]);
                 if (c < 64) {   /* K-major: B[k][c] = tile[c][16 + k], then tile[c][80 + k] */
-                    want[0][m * 128 + c] += am * from_bf16(tile[c * 128 + 16 + k]);
-                    want[1][m * 128 + c] += am * from_bf16(tile[c * 128 + 80 + k]);
-                    want[2][m * 128 + c] += am * from_bf16(tile[(16 + k) * 128 + c]);   /* N-major: B[k][c] = tile[16 + k][c] */
+                    want[0][m * 128 + c] += am * nc_bf16_bits_to_f32(tile[c * 128 + 16 + k]);
+                    want[1][m * 128 + c] += am * nc_bf16_bits_to_f32(tile[c * 128 + 80 + k]);
+                    want[2][m * 128 + c] += am * nc_bf16_bits_to_f32(tile[(16 + k) * 128 + c]);   /* N-major: B[k][c] = tile[16 + k][c] */
                 }
-                want[3][m * 128 + c] += am * from_bf16(tile[(16 + k) * 128 + c]);
+                want[3][m * 128 + c] += am * nc_bf16_bits_to_f32(tile[(16 + k) * 128 + c]);
             }
     int rc = run_probe(img.data, a, tile, out);
     free(img.data);
