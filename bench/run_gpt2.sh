@@ -19,13 +19,14 @@ echo "{\"bench\": \"build_gpt2_train_cold\", \"ms\": $(( (e - s) / 1000000 ))}"
 s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
 echo "{\"bench\": \"build_gpt2_train_cached\", \"ms\": $(( (e - s) / 1000000 ))}"
 "$NETC" inspect "$OUT/gpt2.netm" --entry train | tail -12
-# one netc training run: VARIANT "" (as built), sm90a (--target sm_90a: attention by wgmma),
+# one netc training run: VARIANT "" (as built: for the device's architecture, sm_90a on
+# Hopper), mma_sync (--target sm_90: attention by mma.sync, as on other GPUs),
 # 4GiB (--memory-budget 4GiB) or bgrad (the MLP biases' gradients by cuBLASLt's DGELU_BGRAD
 # epilogue instead of a second product, NETC_DGELU_BGRAD in runtime/gpu.c: which of the two
 # ways is faster on this GPU)
 netc_train() {
   local budget=$1 extra=() env=()
-  case $budget in 4GiB) extra=(--memory-budget 4GiB) ;; bgrad) env=(NETC_DGELU_BGRAD=1) ;; sm90a) extra=(--target sm_90a) ;; esac
+  case $budget in 4GiB) extra=(--memory-budget 4GiB) ;; bgrad) env=(NETC_DGELU_BGRAD=1) ;; mma_sync) extra=(--target sm_90) ;; esac
   env "${env[@]}" "$NETC" train examples/gpt2.net --data "$TEXT" --dim T="$T" --batch "$B" --epochs 1000 --max-steps "$STEPS" \
     --device gpu "${extra[@]}" --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 ||
     { cat "$OUT/gpt2${budget}.log"; return 1; }
@@ -52,14 +53,14 @@ print(json.dumps({"bench": "gpt2_train_step", "impl": "netc", "variant": sys.arg
 EOF
 }
 # most needed first (bench/run_all.sh may cut the script short): the step against PyTorch,
-# the step with attention on wgmma (sm_90a), where the time goes, the 4GiB budget, the losses
-# against PyTorch, then the epilogue's variant
+# where the time goes, the 4GiB budget, the losses against PyTorch, the step with attention
+# on mma.sync, then the epilogue's variant
 netc_train "" || exit 1
 python3 bench/torch_gpt2.py "$B" "$T" 20
-netc_train sm90a
 # each launch timed on the device: the measured step and the 10 slowest launches with their share and % of floor
 "$NETC" inspect "$OUT/gpt2.netm" --entry train --profile 10 > "$OUT/gpt2.profile.txt" 2>&1 && sed -n '/^measured/,/^targets/p' "$OUT/gpt2.profile.txt"
 netc_train 4GiB
 # the first 10 steps' losses against PyTorch from the same initial weights and batches (bf16 tolerance)
 python3 bench/gpt2_losses.py --steps 10 --batch 4 --T 256 --netc "$NETC" --losses-tool "$(dirname "$NETC")/bench/gpt2_losses" --out "$OUT/losses" | tail -1
+netc_train mma_sync
 netc_train bgrad

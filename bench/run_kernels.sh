@@ -7,8 +7,8 @@
 # step with each pass on and off, in netc (each launch timed on the device by
 # `netc inspect --profile`, medians) against PyTorch eager and torch.compile
 # (bench/torch_kernels.py, CUDA events, medians). Prints JSON lines.
-# The attention cases run twice: as built by default (mma.sync) and with
-# --target sm_90a (wgmma, Hopper only). ONLY=REGEX keeps the netc cases whose
+# The attention cases run twice: as built by default (on Hopper the sm_90a
+# image: wgmma) and with --target sm_90 (mma.sync, what other GPUs run). ONLY=REGEX keeps the netc cases whose
 # name matches (and skips PyTorch unless it matches "torch"); SKIP=REGEX
 # leaves out those whose name matches.
 # Usage: bench/run_kernels.sh [NETC] [RUNS]
@@ -18,7 +18,8 @@ OUT=${OUT:-/tmp/bench-out}; mkdir -p "$OUT"
 export NETC_CACHE_DIR=${NETC_CACHE_DIR:-$(mktemp -d)}
 
 # netc: NAME SOURCE DIMS BUILD-FLAGS... -> one JSON line with the measured and floor totals
-# (and, for attention cases, the attention kernels' own time and model TFLOP/s)
+# (and, for attention cases, the attention kernels' own time and model TFLOP/s; a training
+# case's TFLOP/s are its backward kernels', as bench/torch_kernels.py times PyTorch's backward)
 netc_case() {
   local name=$1 src=$2 dims=$3; shift 3
   [[ $name =~ $ONLY && ! $name =~ $SKIP ]] || return 0
@@ -37,8 +38,13 @@ row = {"bench": name, "impl": "netc", "device": d["profile_device"], "median_us"
        "tb_per_s": round(d["total_bytes_moved"] / d["measured_us"] / 1e6, 3)}
 if name.startswith("attention"):   # causal, 16 x 12 heads of 64 over 1024: forward 4 B H T^2 D / 2, backward 2.5 times that
     us = sum(k["measured_us"] or 0 for k in d["kernels"] if "attention" in k["name"])
-    model_flops = 4 * 16 * 12 * 1024 ** 2 * 64 / 2 * (2.5 if "train" in name else 1)
-    row.update({"attention_us": round(us, 2), "model_tflops": round(model_flops / us / 1e6, 1)})
+    row["attention_us"] = round(us, 2)
+    fwd_flops = 4 * 16 * 12 * 1024 ** 2 * 64 / 2
+    if "train" in name:
+        bwd = sum(k["measured_us"] or 0 for k in d["kernels"] if "attention_grad" in k["name"])
+        row.update({"backward_us": round(bwd, 2), "model_tflops": round(2.5 * fwd_flops / bwd / 1e6, 1)})
+    else:
+        row["model_tflops"] = round(fwd_flops / us / 1e6, 1)
 print(json.dumps(row))
 PY
 }
@@ -47,8 +53,8 @@ netc_case chain_64M_bf16 bench/kernels/chain.net "N=67108864"
 netc_case layernorm_16384x768_bf16 bench/kernels/layernorm.net "R=16384"
 netc_case attention_B16_T1024 bench/kernels/attention.net "B=16 T=1024"
 netc_case attention_train_B16_T1024 bench/kernels/attention.net "B=16 T=1024" --entry train
-netc_case attention_B16_T1024_sm90a bench/kernels/attention.net "B=16 T=1024" --target sm_90a
-netc_case attention_train_B16_T1024_sm90a bench/kernels/attention.net "B=16 T=1024" --entry train --target sm_90a
+netc_case attention_B16_T1024_mma_sync bench/kernels/attention.net "B=16 T=1024" --target sm_90
+netc_case attention_train_B16_T1024_mma_sync bench/kernels/attention.net "B=16 T=1024" --entry train --target sm_90
 netc_case cast_chain_B64 examples/cast_chain.net "" --dim B=64
 netc_case cast_chain_B64_no_cast_hoist examples/cast_chain.net "" --dim B=64 --no-cast-hoist
 for pass in "" --no-cast-hoist --no-cse --no-fuse --no-memplan --no-dce; do

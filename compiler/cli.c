@@ -106,8 +106,9 @@ static void print_help(FILE *out)
     for (int i = 0; i < pass_count; i++)
         fprintf(out, "  --no-%-15s skip: %s\n", pass_pipeline[i].name, pass_pipeline[i].what);
     fprintf(out,
-            "  --target LIST        NVRTC targets (default sm_80,sm_90,compute_90); sm_90a adds\n"
-            "                       Hopper's wgmma attention kernels; train: one target\n"
+            "  --target LIST        NVRTC targets (default sm_80,sm_90a,compute_90: sm_90a is the\n"
+            "                       Hopper image, with wgmma attention); train: one target\n"
+            "                       (default: the device's own architecture)\n"
             "  --entry forward|train  build: the forward pass only, or the training step only (default:\n"
             "                       forward, plus a train entry point when the model has a train section);\n"
             "                       run, inspect: which entry point of the module (default forward)\n"
@@ -339,7 +340,7 @@ static int build_kernels(const cli_opts *o, ir_graph *g, nrt_module_data *m)
     if (o->emit_cuda) fputs(m->program.source, stdout);
     if (!nvrtc_available()) return 0;
     char targets[256];
-    snprintf(targets, sizeof targets, "%s", o->targets ? o->targets : "sm_80,sm_90,compute_90");
+    snprintf(targets, sizeof targets, "%s", o->targets ? o->targets : NC_DEFAULT_TARGETS);
     const char *archs[16];
     int n = 0;
     for (char *save = NULL, *arch = strtok_r(targets, ",", &save); arch && n < 16; arch = strtok_r(NULL, ",", &save))

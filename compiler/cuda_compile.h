@@ -12,6 +12,11 @@ typedef struct nvrtc_image {
     size_t size;
 } nvrtc_image;
 
+/* What `netc build` compiles for: Ampere and Ada (sm_80's cubin runs on 8.x),
+ * Hopper (sm_90a: its wgmma attention kernels; loads on 9.0 only) and PTX
+ * the driver finishes for anything newer. */
+#define NC_DEFAULT_TARGETS "sm_80,sm_90a,compute_90"
+
 /* True when netc was built with NVRTC. */
 bool nvrtc_available(void);
 /* NVRTC's version as major*1000 + minor*10 (0 when unavailable). */

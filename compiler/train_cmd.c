@@ -201,11 +201,9 @@ static int init_params(trainer *t)
 
 /* ---- the GPU side --------------------------------------------------------- */
 
-/* PTX for compute_80 unless --target names an architecture: sm_90a's
- * image has attention's wgmma kernels (cuda_attention.c). */
-static int gpu_module(ir_graph *g, bool fuse, const char *target, nrt_module_data *m)
+/* One image, for arch (the device's own, or --target's). */
+static int gpu_module(ir_graph *g, bool fuse, const char *arch, nrt_module_data *m)
 {
-    const char *arch = target ? target : "compute_80";
     char err[1024];
     *m = (nrt_module_data){.graph = g};
     if (!cuda_emit_program_ex(g, fuse, &m->program, err, sizeof err)) {
@@ -262,6 +260,28 @@ static int64_t eval_batch_of(const trainer *t)
     return t->test.n < t->o->batch ? (t->test.n > 0 ? t->test.n : 1) : t->o->batch;
 }
 
+/* --target's, else the device's own architecture, so that the kernels need
+ * no JIT and a Hopper gets sm_90a's wgmma attention; a device newer than
+ * this NVRTC knows gets compute_80 PTX, which its driver compiles. */
+static int pick_train_arch(const char *target, char *arch, size_t cap)
+{
+    char err[512];
+    if (target) {
+        snprintf(arch, cap, "%s", target);
+        return 0;
+    }
+    if (gpu_device_arch(0, arch, cap, err, sizeof err)) {
+        fprintf(stderr, "netc: cannot use the GPU: %s\n", err);
+        return 1;
+    }
+    if (!nvrtc_target_ok(arch, err, sizeof err)) {
+        fprintf(stderr, "netc: this NVRTC cannot compile for the device's %s; using compute_80 PTX\n", arch);
+        snprintf(arch, cap, "compute_80");
+    }
+    fprintf(stderr, "netc: compiling the kernels for %s (cached after the first time)\n", arch);
+    return 0;
+}
+
 static int setup_gpu(trainer *t)
 {
     char desc[256], eval_desc[256], err[1024], why[256];   /* the training step's session is the one described */
@@ -271,7 +291,9 @@ static int setup_gpu(trainer *t)
                 strcmp(t->o->device, "cpu") ? why : "", strcmp(t->o->device, "cpu") ? ")" : "");
         return 0;
     }
-    if (gpu_module(t->tg, !t->o->no_fuse, t->o->target, &t->tm) || gpu_module(t->fg, !t->o->no_fuse, t->o->target, &t->fm)) return 1;
+    char arch[32];
+    if (pick_train_arch(t->o->target, arch, sizeof arch)) return 1;
+    if (gpu_module(t->tg, !t->o->no_fuse, arch, &t->tm) || gpu_module(t->fg, !t->o->no_fuse, arch, &t->fm)) return 1;
     int64_t syms[NC_MAX_SYMS] = {0};
     if (gpu_session_create(&t->tm, syms, 0, true, &t->gs, desc, sizeof desc, err, sizeof err)) {
         fprintf(stderr, "netc: cannot use the GPU: %s\n", err);

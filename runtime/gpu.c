@@ -21,6 +21,12 @@ bool gpu_probe(char *why, size_t cap)
     snprintf(why, cap, "libnetrt was built without the CUDA toolkit");
     return false;
 }
+int gpu_device_arch(int device_index, char *arch, size_t archcap, char *err, size_t errcap)
+{
+    (void)device_index, (void)arch, (void)archcap;
+    snprintf(err, errcap, "libnetrt was built without the CUDA toolkit");
+    return -1;
+}
 int gpu_session_create(const nrt_module_data *m, const int64_t *syms, int device_index, bool use_graph,
                        gpu_session **out, char *desc, size_t desccap, char *err, size_t errcap)
 {
@@ -152,6 +158,24 @@ bool gpu_probe(char *why, size_t cap)
     return false;
 }
 
+int gpu_device_arch(int device_index, char *arch, size_t archcap, char *err, size_t errcap)
+{
+    if (!load_driver()) {
+        snprintf(err, errcap, "%s", drv.why);
+        return -1;
+    }
+    CUdevice dev;
+    int major = 0, minor = 0;
+    if (drv.cuDeviceGet(&dev, device_index) != CUDA_SUCCESS ||
+        drv.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
+        drv.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS) {
+        snprintf(err, errcap, "cannot read the compute capability of GPU %d", device_index);
+        return -1;
+    }
+    module_best_arch(major, minor, arch, archcap);
+    return 0;
+}
+
 /* The function's name of a call's text: "cuMemAlloc(&p, n)" -> "cuMemAlloc". */
 static int call_name_len(const char *call)
 {
@@ -270,22 +294,14 @@ static int pick_image(gpu_session *s, int major, int minor, const unsigned char 
                       size_t errcap)
 {
     const nrt_module_data *m = s->m;
-    char want[16], want_ptx[16], want_specific[16];
-    snprintf(want, sizeof want, "sm_%d%d", major, minor);
-    snprintf(want_ptx, sizeof want_ptx, "compute_%d%d", major, minor);
-    snprintf(want_specific, sizeof want_specific, "sm_%d%da", major, minor);
     *owned = NULL;
-    /* an image for this very architecture first (sm_90a: wgmma), then for its family */
-    for (uint32_t i = 0; i < m->nimages; i++)
-        if (!m->images[i].is_ptx && strcmp(m->images[i].arch, want_specific) == 0) { *data = m->images[i].data; return 0; }
-    for (uint32_t i = 0; i < m->nimages; i++)
-        if (!m->images[i].is_ptx && strcmp(m->images[i].arch, want) == 0) { *data = m->images[i].data; return 0; }
-    /* PTX of an older architecture is JIT-compiled by the driver for this one */
-    const nrt_image *ptx = NULL;
-    for (uint32_t i = 0; i < m->nimages; i++)
-        if (m->images[i].is_ptx && (!ptx || strcmp(m->images[i].arch, ptx->arch) > 0) && strcmp(m->images[i].arch, want_ptx) <= 0)
-            ptx = &m->images[i];
-    if (ptx) {
+    int i = module_image_for(m, major, minor);
+    if (i >= 0 && !m->images[i].is_ptx) {
+        *data = m->images[i].data;
+        return 0;
+    }
+    if (i >= 0) {
+        const nrt_image *ptx = &m->images[i];
         char *text = nc_xmalloc(ptx->size + 1);   /* the driver wants PTX NUL-terminated */
         memcpy(text, ptx->data, ptx->size);
         text[ptx->size] = 0;
@@ -296,7 +312,9 @@ static int pick_image(gpu_session *s, int major, int minor, const unsigned char 
     /* no image fits: compile the source here, through the on-disk cache */
     size_t size;
     unsigned char *cubin;
-    if (nvrtc_cache_compile(m->program.source, want, &cubin, &size, err, errcap) != 0) return -1;
+    char arch[16];
+    module_best_arch(major, minor, arch, sizeof arch);
+    if (nvrtc_cache_compile(m->program.source, arch, &cubin, &size, err, errcap) != 0) return -1;
     *owned = (char *)cubin;
     *data = cubin;
     return 0;

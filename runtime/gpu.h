@@ -12,6 +12,10 @@ typedef struct gpu_session gpu_session;
 /* Is a usable GPU present? Fills why (when not) for messages. */
 bool gpu_probe(char *why, size_t cap);
 
+/* The NVRTC architecture that suits device device_index best
+ * (module_best_arch: "sm_90a" on a 9.0 device, else "sm_XY"). */
+int gpu_device_arch(int device_index, char *arch, size_t archcap, char *err, size_t errcap);
+
 /* Create a session for the module at bound symbolic dims. params_host holds
  * each parameter's initial value in its dtype's native layout (f16/bf16 as
  * 16-bit encodings). */

@@ -875,3 +875,41 @@ void module_data_free(nrt_module_data *m)
     free(m->images);
     memset(m, 0, sizeof *m);
 }
+
+static int find_cubin(const nrt_module_data *m, const char *arch)
+{
+    for (uint32_t i = 0; i < m->nimages; i++)
+        if (!m->images[i].is_ptx && strcmp(m->images[i].arch, arch) == 0) return (int)i;
+    return -1;
+}
+
+/* "compute_90" -> 90; 0 when it is not of that form */
+static int ptx_version(const char *arch)
+{
+    int v = 0, n = 0;
+    return sscanf(arch, "compute_%d%n", &v, &n) == 1 && arch[n] == 0 ? v : 0;
+}
+
+int module_image_for(const nrt_module_data *m, int major, int minor)
+{
+    char want[16];
+    snprintf(want, sizeof want, "sm_%d%da", major, minor);
+    int i = find_cubin(m, want);
+    for (int older = minor; i < 0 && older >= 0; older--) {
+        snprintf(want, sizeof want, "sm_%d%d", major, older);
+        i = find_cubin(m, want);
+    }
+    if (i >= 0) return i;
+    /* the driver JIT-compiles PTX of this architecture or an older one */
+    int best = 0, device = major * 10 + minor;
+    for (uint32_t k = 0; k < m->nimages; k++) {
+        int v = m->images[k].is_ptx ? ptx_version(m->images[k].arch) : 0;
+        if (v && v <= device && v > best) best = v, i = (int)k;
+    }
+    return i;
+}
+
+void module_best_arch(int major, int minor, char *arch, size_t cap)
+{
+    snprintf(arch, cap, "sm_%d%d%s", major, minor, major == 9 && minor == 0 ? "a" : "");
+}

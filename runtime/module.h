@@ -55,6 +55,18 @@ int module_write(const char *path, const nrt_module_data *m, char *err, size_t e
 int module_read(const char *path, nrt_module_data *m, char *err, size_t errcap);
 int module_read_buffer(const unsigned char *data, size_t size, nrt_module_data *m, char *err, size_t errcap);
 void module_data_free(nrt_module_data *m);
+
+/* Which of m's images a device of compute capability major.minor loads: the
+ * cubin for its very architecture (the architecture-specific "sm_90a" before
+ * "sm_90"), else a cubin of an earlier minor version of the same major one
+ * ("sm_80" on 8.6; never an "a" cubin, which runs on its own architecture
+ * only), else the newest PTX not newer than the device. -1: none fits, and
+ * the source must be compiled for module_best_arch. */
+int module_image_for(const nrt_module_data *m, int major, int minor);
+/* The architecture to compile for when no image fits: "sm_90a" on 9.0, the
+ * one architecture whose specific image netc's code uses (wgmma attention,
+ * NC_WGMMA in the prelude), else "sm_XY". */
+void module_best_arch(int major, int minor, char *arch, size_t cap);
 /* Add an entry point to m (which takes ownership of *entry's contents). */
 void module_add_entry(nrt_module_data *m, const char *name, nrt_module_data *entry);
 /* The main image's entry name: "train" for a module built with --entry train

@@ -73,6 +73,9 @@ check_train() {   # check_train NAME MODEL BATCH STEPS ARGS... (ACCUMULATE=K: K 
 
 cp "$src/README.md" "$tmp/text.txt"
 check_train char_lm "$src/examples/char_lm.net" 4 6 --set T=16 --set C=32 --set L=1
+# with no --target, train compiles for the device's own architecture: the mock is a 9.0 device
+grep -q 'compiling the kernels for sm_90a' "$tmp/char_lm.gpu.log" ||
+  { echo "FAIL train char_lm: not compiled for the mock's sm_90a"; grep compiling "$tmp/char_lm.gpu.log"; fails=$((fails + 1)); }
 # GPT-2 in bf16 (autocast, the bf16 weight copies, the chunked loss), small
 # (the MLP bias's gradient planned into GELU's backward matmul, its sums a second product)
 check_train gpt2_small "$src/examples/gpt2.net" 2 3 --set V=512 --set C=64 --set L=1 --set H=2 --set MAXT=32 --dim T=32

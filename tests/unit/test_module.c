@@ -1,5 +1,6 @@
 /* test_module.c - the module file: write/read round trip, and a reader that
- * refuses every truncation and survives byte flips (run under ASan in CI). */
+ * refuses every truncation and survives byte flips (run under ASan in CI);
+ * which image a device of each compute capability loads. */
 #include "cuda_emit.h"
 #include "driver.h"
 #include "module.h"
@@ -19,8 +20,60 @@ static char *print_graph(const ir_graph *g)
     return buf;
 }
 
+/* The arch of the image module_image_for picks among archs (comma-separated;
+ * "compute_" ones are PTX) on a major.minor device, or "compile:ARCH". */
+static const char *image_choice(const char *archs, int major, int minor)
+{
+    static char out[32];
+    nrt_image imgs[8];
+    memset(imgs, 0, sizeof imgs);
+    nrt_module_data m = {.images = imgs};
+    char list[128];
+    snprintf(list, sizeof list, "%s", archs);
+    for (char *save = NULL, *a = strtok_r(list, ",", &save); a && m.nimages < 8; a = strtok_r(NULL, ",", &save)) {
+        snprintf(imgs[m.nimages].arch, sizeof imgs[0].arch, "%s", a);
+        imgs[m.nimages++].is_ptx = strncmp(a, "compute_", 8) == 0;
+    }
+    int i = module_image_for(&m, major, minor);
+    char arch[16];
+    module_best_arch(major, minor, arch, sizeof arch);
+    snprintf(out, sizeof out, "%s%s", i >= 0 ? "" : "compile:", i >= 0 ? imgs[i].arch : arch);
+    return out;
+}
+
+static void test_image_choice(void)
+{
+    static const struct { const char *archs; int major, minor; const char *want; } cases[] = {
+        {"sm_80,sm_90a,compute_90", 9, 0, "sm_90a"},    /* the default targets on an H100 */
+        {"sm_80,sm_90a,compute_90", 8, 0, "sm_80"},
+        {"sm_80,sm_90a,compute_90", 8, 6, "sm_80"},     /* a cubin runs on later minor versions */
+        {"sm_80,sm_90a,compute_90", 8, 9, "sm_80"},
+        {"sm_80,sm_90a,compute_90", 10, 0, "compute_90"},   /* sm_90a's cubin runs on 9.0 only */
+        {"sm_80,sm_90a,compute_90", 12, 0, "compute_90"},
+        {"sm_80,sm_90a,compute_90", 7, 5, "compile:sm_75"},
+        {"sm_80,sm_90,compute_90", 9, 0, "sm_90"},
+        {"sm_90,sm_90a", 9, 0, "sm_90a"},               /* the specific image first, in either order */
+        {"sm_90a,sm_90", 9, 0, "sm_90a"},
+        {"sm_90a", 10, 0, "compile:sm_100"},
+        {"compute_80", 9, 0, "compute_80"},
+        {"compute_80,compute_90,compute_100", 9, 0, "compute_90"},   /* by number: "compute_100" < "compute_90" as text */
+        {"compute_80,compute_90,compute_100", 10, 0, "compute_100"},
+        {"compute_90", 8, 6, "compile:sm_86"},          /* PTX newer than the device does not load */
+        {"", 9, 0, "compile:sm_90a"},                   /* netc train's module before it had images */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        const char *got = image_choice(cases[k].archs, cases[k].major, cases[k].minor);
+        if (strcmp(got, cases[k].want) != 0) {
+            fprintf(stderr, "images %s on %d.%d: loaded %s, want %s\n", cases[k].archs, cases[k].major, cases[k].minor, got,
+                    cases[k].want);
+            failures++;
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
+    test_image_choice();
     const char *example = argc > 1 ? argv[1] : "examples/gpt2.net";
     src_table src = {0};
     char err[1024];
