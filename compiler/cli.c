@@ -341,13 +341,13 @@ static int build_kernels(const cli_opts *o, ir_graph *g, nrt_module_data *m)
     if (!nvrtc_available()) return 0;
     char targets[256];
     snprintf(targets, sizeof targets, "%s", o->targets ? o->targets : NC_DEFAULT_TARGETS);
-    const char *archs[16];
+    const char *archs[16], *sources[16];
     int n = 0;
     for (char *save = NULL, *arch = strtok_r(targets, ",", &save); arch && n < 16; arch = strtok_r(NULL, ",", &save))
-        archs[n++] = arch;
+        sources[n] = m->program.source, archs[n++] = arch;
     nvrtc_image imgs[16];
     char *log;
-    if (!nvrtc_compile_all(m->program.source, archs, n, imgs, &log)) {   /* every target at once */
+    if (!nvrtc_compile_all(sources, archs, n, imgs, &log)) {   /* every target at once */
         fprintf(stderr, "netc: %s\n", log);
         free(log);
         return 1;

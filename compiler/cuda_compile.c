@@ -179,13 +179,13 @@ static void *compile_one(void *arg)
     return NULL;
 }
 
-bool nvrtc_compile_all(const char *source, const char *const *archs, int n, nvrtc_image *out, char **log)
+bool nvrtc_compile_all(const char *const *sources, const char *const *archs, int n, nvrtc_image *out, char **log)
 {
     compile_job *jobs = nc_xcalloc((size_t)n + 1, sizeof *jobs);
     pthread_t *threads = nc_xcalloc((size_t)n + 1, sizeof *threads);
     bool *started = nc_xcalloc((size_t)n + 1, sizeof *started);
     for (int i = 0; i < n; i++) {
-        jobs[i] = (compile_job){.source = source, .arch = archs[i]};
+        jobs[i] = (compile_job){.source = sources[i], .arch = archs[i]};
         started[i] = pthread_create(&threads[i], NULL, compile_one, &jobs[i]) == 0;
         if (!started[i]) compile_one(&jobs[i]);   /* no thread to be had: compile here */
     }

@@ -33,9 +33,10 @@ bool nvrtc_target_ok(const char *arch, char *err, size_t errcap);
 bool nvrtc_compile(const char *source, const char *arch, nvrtc_image *out, char **log);
 void nvrtc_image_free(nvrtc_image *img);
 
-/* nvrtc_compile for n architectures at once, one thread each (NVRTC compiles
- * separate programs concurrently): out[i] for archs[i]. On failure returns
- * false with the first failing architecture's report in log, and out[] empty. */
-bool nvrtc_compile_all(const char *source, const char *const *archs, int n, nvrtc_image *out, char **log);
+/* nvrtc_compile for n jobs at once, one thread each (NVRTC compiles separate
+ * programs concurrently): out[i] is sources[i] compiled for archs[i]. On
+ * failure returns false with the first failing job's report in log, and
+ * out[] empty. */
+bool nvrtc_compile_all(const char *const *sources, const char *const *archs, int n, nvrtc_image *out, char **log);
 
 #endif

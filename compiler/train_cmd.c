@@ -201,28 +201,37 @@ static int init_params(trainer *t)
 
 /* ---- the GPU side --------------------------------------------------------- */
 
-/* One image, for arch (the device's own, or --target's). */
-static int gpu_module(ir_graph *g, bool fuse, const char *arch, nrt_module_data *m)
+/* The step's and the evaluation's modules, one image each, for arch (the
+ * device's own, or --target's); the two compile at once. */
+static int gpu_modules(ir_graph *const graphs[2], bool fuse, const char *arch, nrt_module_data *mods[2])
 {
     char err[1024];
-    *m = (nrt_module_data){.graph = g};
-    if (!cuda_emit_program_ex(g, fuse, &m->program, err, sizeof err)) {
-        fprintf(stderr, "netc: code generation: %s\n", err);
-        return 1;
+    const char *sources[2], *archs[2] = {arch, arch};
+    for (int i = 0; i < 2; i++) {
+        *mods[i] = (nrt_module_data){.graph = graphs[i]};
+        if (!cuda_emit_program_ex(graphs[i], fuse, &mods[i]->program, err, sizeof err)) {
+            fprintf(stderr, "netc: code generation: %s\n", err);
+            return 1;
+        }
+        sources[i] = mods[i]->program.source;
     }
-    nvrtc_image img;
+    nvrtc_image imgs[2];
+    _Static_assert(sizeof imgs[0].arch == sizeof mods[0]->images->arch, "arch names");
     char *log = NULL;
-    if (!nvrtc_compile(m->program.source, arch, &img, &log)) {
+    if (!nvrtc_compile_all(sources, archs, 2, imgs, &log)) {
         fprintf(stderr, "netc: %s\n", log);
         free(log);
         return 1;
     }
-    m->images = nc_xcalloc(1, sizeof *m->images);
-    snprintf(m->images[0].arch, sizeof m->images[0].arch, "%s", arch);
-    m->images[0].is_ptx = img.is_ptx;
-    m->images[0].data = img.data;
-    m->images[0].size = img.size;
-    m->nimages = 1;
+    for (int i = 0; i < 2; i++) {
+        nrt_module_data *m = mods[i];
+        m->images = nc_xcalloc(1, sizeof *m->images);
+        memcpy(m->images[0].arch, imgs[i].arch, sizeof m->images[0].arch);
+        m->images[0].is_ptx = imgs[i].is_ptx;
+        m->images[0].data = imgs[i].data;
+        m->images[0].size = imgs[i].size;
+        m->nimages = 1;
+    }
     return 0;
 }
 
@@ -293,7 +302,7 @@ static int setup_gpu(trainer *t)
     }
     char arch[32];
     if (pick_train_arch(t->o->target, arch, sizeof arch)) return 1;
-    if (gpu_module(t->tg, !t->o->no_fuse, arch, &t->tm) || gpu_module(t->fg, !t->o->no_fuse, arch, &t->fm)) return 1;
+    if (gpu_modules((ir_graph *const[2]){t->tg, t->fg}, !t->o->no_fuse, arch, (nrt_module_data *[2]){&t->tm, &t->fm})) return 1;
     int64_t syms[NC_MAX_SYMS] = {0};
     if (gpu_session_create(&t->tm, syms, 0, true, &t->gs, desc, sizeof desc, err, sizeof err)) {
         fprintf(stderr, "netc: cannot use the GPU: %s\n", err);
