@@ -27,7 +27,7 @@ done
 (cd bench && python3 torch_gpt2_infer.py 1:64 16:1024)
 # build times, forward and train entries: on the H200 the second and third cold builds took
 # 1 s against 14.5 s for the first (18 s each on 2 cores here), so count the entries the
-# build left (3 a kernel set: sm_80, sm_90, PTX) and time one with no cache at all
+# build left (3 a kernel set: sm_80, sm_90a, PTX) and time one with no cache at all
 for i in 1 2; do
   rm -rf "$NETC_CACHE_DIR"; mkdir -p "$NETC_CACHE_DIR"
   ms=$(ms_of "$NETC" build examples/gpt2.net -o "$OUT/gpt2.netm") || exit 1

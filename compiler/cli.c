@@ -41,7 +41,7 @@ typedef struct cli_opts {
     bool werror;
     bool emit_cuda;
     bool json;
-    const char *targets;           /* --target sm_80,sm_90 */
+    const char *targets;           /* --target sm_80,sm_90a */
     const char *inputs[MAX_LIST];  /* --input NAME=FILE.npy */
     const char *input_files[MAX_LIST];
     int ninputs;
@@ -253,7 +253,7 @@ static int parse_args(int argc, char **argv, cli_opts *o)
         } else if (strcmp(a, "--emit-cuda") == 0) {
             o->emit_cuda = true;
         } else if (strcmp(a, "--target") == 0) {
-            if (!next) return usage_error("%s needs a value, like sm_80,sm_90", a);
+            if (!next) return usage_error("%s needs a value, like sm_80,sm_90a", a);
             if (bad_target(next)) return 2;
             o->targets = next;
             i++;
