@@ -353,14 +353,7 @@ static int build_kernels(const cli_opts *o, ir_graph *g, nrt_module_data *m)
         return 1;
     }
     m->images = nc_xcalloc((size_t)n + 1, sizeof *m->images);
-    for (int i = 0; i < n; i++) {
-        nrt_image *mi = &m->images[m->nimages++];
-        _Static_assert(sizeof mi->arch == sizeof imgs[i].arch, "arch names");
-        memcpy(mi->arch, imgs[i].arch, sizeof mi->arch);
-        mi->is_ptx = imgs[i].is_ptx;
-        mi->data = imgs[i].data;
-        mi->size = imgs[i].size;
-    }
+    for (int i = 0; i < n; i++) nvrtc_image_to_module(&imgs[i], &m->images[m->nimages++]);
     return 0;
 }
 

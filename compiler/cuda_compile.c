@@ -3,6 +3,7 @@
  * each error line: enough to file or fix it. */
 #include "cuda_compile.h"
 #include "cuda_emit.h"
+#include "module.h"
 #include "nvrtc_cache.h"
 
 #include <pthread.h>
@@ -158,6 +159,15 @@ bool nvrtc_compile(const char *source, const char *arch, nvrtc_image *out, char 
 }
 
 #endif
+
+void nvrtc_image_to_module(const nvrtc_image *img, nrt_image *out)
+{
+    _Static_assert(sizeof out->arch == sizeof img->arch, "arch names");
+    memcpy(out->arch, img->arch, sizeof out->arch);
+    out->is_ptx = img->is_ptx;
+    out->data = img->data;
+    out->size = img->size;
+}
 
 void nvrtc_image_free(nvrtc_image *img)
 {

@@ -39,4 +39,8 @@ void nvrtc_image_free(nvrtc_image *img);
  * out[] empty. */
 bool nvrtc_compile_all(const char *const *sources, const char *const *archs, int n, nvrtc_image *out, char **log);
 
+/* A module's image (runtime/module.h) made from img, which it takes over. */
+struct nrt_image;
+void nvrtc_image_to_module(const nvrtc_image *img, struct nrt_image *out);
+
 #endif

@@ -216,7 +216,6 @@ static int gpu_modules(ir_graph *const graphs[2], bool fuse, const char *arch, n
         sources[i] = mods[i]->program.source;
     }
     nvrtc_image imgs[2];
-    _Static_assert(sizeof imgs[0].arch == sizeof mods[0]->images->arch, "arch names");
     char *log = NULL;
     if (!nvrtc_compile_all(sources, archs, 2, imgs, &log)) {
         fprintf(stderr, "netc: %s\n", log);
@@ -224,13 +223,9 @@ static int gpu_modules(ir_graph *const graphs[2], bool fuse, const char *arch, n
         return 1;
     }
     for (int i = 0; i < 2; i++) {
-        nrt_module_data *m = mods[i];
-        m->images = nc_xcalloc(1, sizeof *m->images);
-        memcpy(m->images[0].arch, imgs[i].arch, sizeof m->images[0].arch);
-        m->images[0].is_ptx = imgs[i].is_ptx;
-        m->images[0].data = imgs[i].data;
-        m->images[0].size = imgs[i].size;
-        m->nimages = 1;
+        mods[i]->images = nc_xcalloc(1, sizeof *mods[i]->images);
+        nvrtc_image_to_module(&imgs[i], &mods[i]->images[0]);
+        mods[i]->nimages = 1;
     }
     return 0;
 }

@@ -59,7 +59,7 @@ static void test_image_choice(void)
         {"compute_80,compute_90,compute_100", 9, 0, "compute_90"},   /* by number: "compute_100" < "compute_90" as text */
         {"compute_80,compute_90,compute_100", 10, 0, "compute_100"},
         {"compute_90", 8, 6, "compile:sm_86"},          /* PTX newer than the device does not load */
-        {"", 9, 0, "compile:sm_90a"},                   /* netc train's module before it had images */
+        {"", 9, 0, "compile:sm_90a"},                   /* a module built with --target '' (no images) */
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         const char *got = image_choice(cases[k].archs, cases[k].major, cases[k].minor);
