@@ -21,12 +21,16 @@ echo "{\"bench\": \"build_gpt2_train_cached\", \"ms\": $(( (e - s) / 1000000 ))}
 "$NETC" inspect "$OUT/gpt2.netm" --entry train | tail -12
 # one netc training run: VARIANT "" (as built: for the device's architecture, sm_90a on
 # Hopper), mma_sync (--target sm_90: attention by mma.sync, as on other GPUs),
-# 4GiB (--memory-budget 4GiB) or bgrad (the MLP biases' gradients by cuBLASLt's DGELU_BGRAD
+# 4GiB (--memory-budget 4GiB), bgrad (the MLP biases' gradients by cuBLASLt's DGELU_BGRAD
 # epilogue instead of a second product, NETC_DGELU_BGRAD in runtime/gpu.c: which of the two
-# ways is faster on this GPU)
+# ways is faster on this GPU) or streams2/streams4 (independent launches side by side on 2 or
+# 4 streams, NETC_STREAMS, runtime/launch_dag.c: whether that pays on this GPU)
 netc_train() {
   local budget=$1 extra=() env=()
-  case $budget in 4GiB) extra=(--memory-budget 4GiB) ;; bgrad) env=(NETC_DGELU_BGRAD=1) ;; mma_sync) extra=(--target sm_90) ;; esac
+  case $budget in
+    4GiB) extra=(--memory-budget 4GiB) ;; bgrad) env=(NETC_DGELU_BGRAD=1) ;; mma_sync) extra=(--target sm_90) ;;
+    streams2) env=(NETC_STREAMS=2) ;; streams4) env=(NETC_STREAMS=4) ;;
+  esac
   env "${env[@]}" "$NETC" train examples/gpt2.net --data "$TEXT" --dim T="$T" --batch "$B" --epochs 1000 --max-steps "$STEPS" \
     --device gpu "${extra[@]}" --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 ||
     { cat "$OUT/gpt2${budget}.log"; return 1; }
@@ -53,10 +57,12 @@ print(json.dumps({"bench": "gpt2_train_step", "impl": "netc", "variant": sys.arg
 EOF
 }
 # most needed first (bench/run_all.sh may cut the script short): the step against PyTorch,
-# where the time goes, the 4GiB budget, the losses against PyTorch, the step with attention
-# on mma.sync, then the epilogue's variant
+# the step on 4 and 2 streams, where the time goes, the 4GiB budget, the losses against
+# PyTorch, the step with attention on mma.sync, then the epilogue's variant
 netc_train "" || exit 1
 python3 bench/torch_gpt2.py "$B" "$T" 20
+netc_train streams4
+netc_train streams2
 # each launch timed on the device: the measured step and the 10 slowest launches with their share and % of floor
 "$NETC" inspect "$OUT/gpt2.netm" --entry train --profile 10 > "$OUT/gpt2.profile.txt" 2>&1 && sed -n '/^measured/,/^targets/p' "$OUT/gpt2.profile.txt"
 netc_train 4GiB

@@ -483,12 +483,37 @@ static void finish_index_code(cg_ctx *cg)
     cg->body = b;
 }
 
+/* The buffer slots a kernel body may store to. Every kernel reaches its
+ * buffers through a cast of A.buf[k]; a cast to a const pointer only reads.
+ * Anything else counts as a store, so a form this does not know costs
+ * concurrency (launch_dag.c), never a missed dependency. */
+static uint64_t body_writes(const char *body)
+{
+    static const char key[] = "A.buf[";
+    uint64_t w = 0;
+    for (const char *at = strstr(body, key); at; at = strstr(at + 1, key)) {
+        long k = strtol(at + sizeof key - 1, NULL, 10);
+        if (k < 0 || k >= NRT_MAX_BUFS) continue;
+        const char *q = at;
+        while (q > body && q[-1] == ' ') q--;
+        bool only_read = false;
+        if (q > body && q[-1] == ')') {
+            const char *open = q - 1;
+            while (open > body && *open != '(') open--;
+            only_read = *open == '(' && strncmp(open + 1, "const ", 6) == 0;
+        }
+        if (!only_read) w |= 1ull << k;
+    }
+    return w;
+}
+
 static void end_kernel(cg_ctx *cg)
 {
     cg_printf(&cg->body, "}\n\n");
     finish_index_code(cg);
     nrt_program *p = cg->prog;
     nrt_step *s = &p->steps[cg->cur_step];
+    s->writes = body_writes(cg->body.s);
     for (uint32_t k = 0; k < cg->nbodies; k++)
         if (strcmp(cg->bodies[k], cg->body.s) == 0) {
             s->kernel = k;

@@ -2,6 +2,7 @@
  * with the bytes they move, their FLOPs and their roofline floor on the
  * target, library calls, the memory plan and its peak, parameter bytes. */
 #include "inspect.h"
+#include "launch_dag.h"
 #include "module.h"
 
 #include <jansson.h>
@@ -258,6 +259,30 @@ static double *launch_floors(const ir_graph *g, const nrt_program *p, const memp
     return f;
 }
 
+/* What running independent launches side by side (NETC_STREAMS; a
+ * cuBLASLt workspace a stream) could win at most: the longest chain of
+ * dependent launches' floors against their sum. */
+static void print_streams(FILE *out, const ir_graph *g, const nrt_program *p, const memplan_buf *b, const double *floors)
+{
+    uint32_t nbuf = g->nnodes + p->ntemps;
+    int64_t *off = nc_xmalloc((nbuf + 1) * sizeof *off), *bytes = nc_xmalloc((nbuf + 1) * sizeof *bytes);
+    for (uint32_t i = 0; i < nbuf; i++) off[i] = b[i].offset, bytes[i] = b[i].bytes;
+    dag_memory mem = {off, bytes, nbuf, false};
+    for (uint32_t n = 2; n <= 4; n += 2) {
+        dag_plan d;
+        if (dag_plan_build(p, &mem, false, n, &d, NULL, 0) != 0) continue;
+        double *cost = nc_xcalloc(d.nlaunches + 1, sizeof *cost), sum = 0;
+        for (uint32_t j = 0; j < d.nlaunches; j++) sum += cost[j] = floors[d.first_step[j]];
+        fprintf(out, "%s %u streams %.1f us of %.1f (%u waits)", n == 2 ? "side by side (NETC_STREAMS=N), the longest chain of floors:" : ";", n,
+                dag_plan_span(&d, cost) * 1e6, sum * 1e6, d.nwaits);
+        free(cost);
+        dag_plan_free(&d);
+    }
+    fprintf(out, "\n");
+    free(off);
+    free(bytes);
+}
+
 typedef struct launch_time {
     uint32_t step;
     double seconds;
@@ -409,6 +434,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
                                  (json_int_t)plan.in_place, "param_bytes", param_bytes,
                                  "inputs", decls_json(g, g->inputs, g->ninputs), "outputs", outs);
         json_object_set_new(root, "session_bytes", json_integer(session_bytes));
+        json_object_set_new(root, "kept_bytes", json_integer(plan.kept_bytes));
         json_object_set_new(root, "prepare_steps", json_integer(prep_steps));
         json_object_set_new(root, "prepare_launches", json_integer(prep_launches));
         json_object_set_new(root, "prepare_bytes", json_real(prep_bytes));
@@ -440,13 +466,17 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
             fprintf(out, "once per change of the parameters (steps marked once, not in the total): %u steps in %u launches, "
                          "%s moved, floor %.1f us\n", prep_steps, prep_launches, ppb, prep_floor * 1e6);
         }
-        fprintf(out, "memory plan: peak %s (lower bound %s: the largest live set), parameters %s; %u steps in place\n", pb,
-                lb, par, plan.in_place);
+        char kb[32];
+        human_bytes((double)plan.kept_bytes, kb, sizeof kb);
+        fprintf(out, "memory plan: peak %s (lower bound %s: the largest live set), parameters %s; %u steps in place; "
+                     "%s kept between runs, the rest free for another session's runs (netc train's evaluation)\n", pb,
+                lb, par, plan.in_place, kb);
         char sb[32];
         human_bytes((double)session_bytes, sb, sizeof sb);
         fprintf(out, "a GPU session holds %s: the arena, cuBLASLt's workspace, kernel-argument tables%s (what "
                      "--memory-budget bounds)\n", sb, staged ? " and the landing buffers of prefetched inputs" : "");
         print_peak_live_set(out, g, &m.program, b);
+        print_streams(out, g, &m.program, b, floors);
         if (prof) print_profile(out, g, &m.program, floors, prof);
         fprintf(out, "targets:");
         for (uint32_t i = 0; i < m.nimages; i++) fprintf(out, " %s%s", m.images[i].arch, m.images[i].is_ptx ? "(ptx)" : "");

@@ -305,7 +305,8 @@ static int setup_gpu(trainer *t)
     }
     int s = ir_sym_find(t->fg, t->batch_dim);
     if (s >= 0) syms[s] = eval_batch_of(t);   /* the evaluation session's batch */
-    if (gpu_session_create(&t->fm, syms, 0, true, &t->es, eval_desc, sizeof eval_desc, err, sizeof err)) {
+    /* evaluation runs between steps: in the step's arena above what a step keeps, when it fits */
+    if (gpu_session_create_in(&t->fm, syms, t->gs, &t->es, eval_desc, sizeof eval_desc, err, sizeof err)) {
         fprintf(stderr, "netc: cannot use the GPU: %s\n", err);
         return 1;
     }
@@ -552,6 +553,11 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
     double total = 0;
     int64_t classes = 0;
     char err[1024];
+    char ferr[512];
+    if (t->gpu && gpu_finish(t->gs, ferr, sizeof ferr)) {   /* the evaluation may use the step's arena: no step in flight */
+        fprintf(stderr, "netc: %s\n", ferr);
+        return 1;
+    }
     if (t->gpu && download_params(t)) return 1;
     /* the forward graph's parameters are the trained ones, by name */
     cpu_tensor *fp = nc_xcalloc(f->nparams + 1, sizeof *fp);
@@ -643,6 +649,11 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
 static int save_checkpoint(trainer *t, const char *path, int64_t epoch, int64_t batch_in_epoch)
 {
     char err[1024];
+    char ferr[512];
+    if (t->gpu && gpu_finish(t->gs, ferr, sizeof ferr)) {   /* the evaluation may use the step's arena: no step in flight */
+        fprintf(stderr, "netc: %s\n", ferr);
+        return 1;
+    }
     if (t->gpu && download_params(t)) return 1;
     uint32_t n = t->tg->nparams;
     st_entry *e = nc_xcalloc(n + 2, sizeof *e);
@@ -704,18 +715,20 @@ static void metrics_line(trainer *t, json_t *o)
 
 /* What the GPU held: the training session's own accounting (the arena its
  * plan asked for, the cuBLASLt workspace and the rest it allocated; what a
- * --memory-budget bounds), the evaluation session's, and the device's use as
- * the driver sees it (CUDA contexts and loaded kernels included). */
+ * --memory-budget bounds), the evaluation session's (which lives in the
+ * step's arena when it fits there), and the device's use as the driver
+ * sees it (CUDA contexts and loaded kernels included). */
 static void report_gpu_memory(trainer *t)
 {
     const double gib = 1024.0 * 1024 * 1024;
     int64_t held = gpu_device_bytes(t->gs), arena = gpu_arena_bytes(t->gs), eval = gpu_device_bytes(t->es);
     int64_t used = gpu_device_used_bytes(t->gs);
-    /* the budget bounds the step's session only: say so where one was given, so that the device's
-       total (the evaluation's session and the CUDA context on top) is not read as over it */
-    const bool budgeted = t->o->memory_budget > 0;
+    /* the budget bounds the step's session: say so where one was given, and whether the evaluation's
+       is inside it, so that the device's total (the CUDA context on top) is not read as over it */
+    const bool budgeted = t->o->memory_budget > 0, shared = gpu_arena_borrowed(t->es);
     fprintf(stderr, "GPU memory: the training step holds %.3f GiB (arena %.3f GiB%s), evaluation %.3f GiB%s", held / gib,
-            arena / gib, budgeted ? "; what --memory-budget bounds" : "", eval / gib, budgeted ? " (outside the budget)" : "");
+            arena / gib, budgeted ? "; what --memory-budget bounds" : "", eval / gib,
+            shared ? " more (it runs in the step's arena)" : budgeted ? " (outside the budget: too large for the step's arena)" : "");
     if (used >= 0) fprintf(stderr, "; the device has %.3f GiB in use", used / gib);
     fputc('\n', stderr);
     json_t *line = json_pack("{s:I, s:I, s:I, s:I}", "step", (json_int_t)t->step, "gpu_train_bytes", (json_int_t)held,
@@ -933,8 +946,8 @@ int train_main(const train_opts *o)
     if (rc == 0) rc = train_loop(&t);
     if (t.metrics) fclose(t.metrics);
     if (rc == 0) write_svg(&t, o->metrics_path);
+    gpu_session_free(t.es);   /* first: it may live in the step's arena */
     gpu_session_free(t.gs);
-    gpu_session_free(t.es);
     for (uint32_t i = 0; t.tg && t.params && i < t.tg->nparams; i++) cpu_tensor_free(&t.params[i]);
     free(t.params);
     free(t.curve);

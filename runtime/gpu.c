@@ -5,6 +5,7 @@
  * driver. Every driver and cuBLASLt call goes through one checking macro that
  * names the call and the error. */
 #include "gpu.h"
+#include "launch_dag.h"
 #include "memplan.h"
 #include "nvrtc_cache.h"
 
@@ -35,6 +36,13 @@ int gpu_session_create(const nrt_module_data *m, const int64_t *syms, int device
     snprintf(err, errcap, "libnetrt was built without the CUDA toolkit");
     return -1;
 }
+int gpu_session_create_in(const nrt_module_data *m, const int64_t *syms, const gpu_session *lender, gpu_session **out,
+                          char *desc, size_t desccap, char *err, size_t errcap)
+{
+    (void)lender;
+    return gpu_session_create(m, syms, 0, true, out, desc, desccap, err, errcap);
+}
+bool gpu_arena_borrowed(const gpu_session *s) { (void)s; return false; }
 void gpu_session_free(gpu_session *s) { (void)s; }
 int gpu_upload(gpu_session *s, uint32_t v, const void *d, size_t b, char *err, size_t cap) { (void)s, (void)v, (void)d, (void)b; snprintf(err, cap, "no GPU"); return -1; }
 int gpu_download(gpu_session *s, uint32_t v, void *d, size_t b, char *err, size_t cap) { (void)s, (void)v, (void)d, (void)b; snprintf(err, cap, "no GPU"); return -1; }
@@ -48,6 +56,7 @@ int gpu_drop_staged(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(e
 double gpu_input_wait_seconds(const gpu_session *s) { (void)s; return 0; }
 int64_t gpu_arena_bytes(const gpu_session *s) { (void)s; return 0; }
 int64_t gpu_device_bytes(const gpu_session *s) { (void)s; return 0; }
+uint32_t gpu_streams(const gpu_session *s) { (void)s; return 1; }
 int64_t gpu_device_used_bytes(gpu_session *s) { (void)s; return -1; }
 int gpu_poison(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, cap, "no GPU"); return -1; }
 
@@ -259,7 +268,11 @@ struct gpu_session {
     CUstream stream;
     CUdeviceptr arena;
     int64_t arena_bytes;
-    CUdeviceptr workspace;
+    int64_t kept_bytes;            /* the arena's buffers kept between runs lie below this (memplan.h) */
+    bool arena_borrowed;           /* the arena is a lender session's scratch (gpu_session_create_in), */
+    bool workspace_borrowed;       /* and workspace[0] its workspace */
+    int device_index;
+    CUdeviceptr workspace[DAG_MAX_STREAMS];   /* cuBLASLt's, one per stream that runs products */
     size_t workspace_bytes;
     int64_t device_bytes;          /* everything allocated on the device: arena, workspace, tables, landing buffers */
     int64_t *buf_offset, *buf_bytes;
@@ -283,6 +296,12 @@ struct gpu_session {
     CUevent wait_begin, wait_end;  /* around the run stream's waits for staged inputs */
     bool timing_wait;
     double input_wait_s;
+    /* launches side by side (NETC_STREAMS, launch_dag.h): stream k > 0 is
+     * side[k]; done[j] is recorded after launch j where some launch waits
+     * for it; fork and join[k] tie the side streams to the run stream */
+    dag_plan dag;
+    CUstream side[DAG_MAX_STREAMS];
+    CUevent *done, fork, join[DAG_MAX_STREAMS];
 };
 
 static bool eval_dim(const ir_graph *g, uint32_t d, const int64_t *syms, int64_t *out)
@@ -351,7 +370,66 @@ static int plan_memory(gpu_session *s, const int64_t *syms, char *err, size_t er
     s->buf_bytes = nc_xcalloc(nbuf + 1, sizeof *s->buf_bytes);
     for (uint32_t i = 0; i < nbuf; i++) s->buf_offset[i] = b[i].offset, s->buf_bytes[i] = b[i].bytes;
     s->arena_bytes = r.arena_bytes;
+    s->kept_bytes = r.kept_bytes;
     free(b);
+    return 0;
+}
+
+/* The arena: the lender's scratch above its kept buffers when it fits
+ * there, else an allocation of its own. */
+static int place_arena(gpu_session *s, const gpu_session *lender, char *err, size_t errcap)
+{
+    if (!s->arena_bytes) return 0;
+    if (lender && lender->arena && s->arena_bytes <= lender->arena_bytes - lender->kept_bytes) {
+        s->arena = lender->arena + (CUdeviceptr)lender->kept_bytes;   /* kept_bytes is a multiple of the plan's alignment */
+        s->arena_borrowed = true;
+        return 0;
+    }
+    CUresult ar = drv.cuMemAlloc(&s->arena, (size_t)s->arena_bytes);
+    if (ar != CUDA_SUCCESS) {
+        snprintf(err, errcap, "cannot allocate the %lld-byte arena on the GPU", (long long)s->arena_bytes);
+        return -1;
+    }
+    s->device_bytes += s->arena_bytes;
+    return 0;
+}
+
+/* How many streams a run's launches may spread over: NETC_STREAMS, 1 (the
+ * program's order on one stream) unless set. Not yet the default: whether
+ * side-by-side launches pay on a GPU is for bench/ to measure. */
+static int streams_wanted(uint32_t *n, char *err, size_t errcap)
+{
+    const char *v = getenv("NETC_STREAMS");
+    *n = 1;
+    if (!v || !*v) return 0;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < 1 || x > DAG_MAX_STREAMS) {
+        snprintf(err, errcap, "NETC_STREAMS is '%s': expected a number of streams from 1 to %d", v, DAG_MAX_STREAMS);
+        return -1;
+    }
+    *n = (uint32_t)x;
+    return 0;
+}
+
+/* The plan of which launches may overlap, and the streams and events that
+ * run it; nothing beyond the run stream when it uses one stream. */
+static int plan_streams(gpu_session *s, char *err, size_t errcap)
+{
+    uint32_t want;
+    if (streams_wanted(&want, err, errcap) != 0) return -1;
+    const nrt_program *p = &s->m->program;
+    dag_memory mem = {s->buf_offset, s->buf_bytes, s->m->graph->nnodes + p->ntemps, false};   /* a workspace per stream */
+    if (dag_plan_build(p, &mem, false, want, &s->dag, err, errcap) != 0) return -1;
+    if (s->dag.nstreams < 2) return 0;
+    s->done = nc_xcalloc(s->dag.nlaunches + 1, sizeof *s->done);
+    for (uint32_t j = 0; j < s->dag.nlaunches; j++)
+        if (s->dag.signals[j]) CU(cuEventCreate(&s->done[j], CU_EVENT_DISABLE_TIMING));
+    CU(cuEventCreate(&s->fork, CU_EVENT_DISABLE_TIMING));
+    for (uint32_t k = 1; k < s->dag.nstreams; k++) {
+        CU(cuStreamCreate(&s->side[k], CU_STREAM_NON_BLOCKING));
+        CU(cuEventCreate(&s->join[k], CU_EVENT_DISABLE_TIMING));
+    }
     return 0;
 }
 
@@ -555,7 +633,7 @@ static int prepare_steps(gpu_session *s, const int64_t *syms, char *err, size_t 
     return prepare_batches(s, err, errcap);
 }
 
-static int create_session(const nrt_module_data *m, const int64_t *syms, int device_index, bool use_graph,
+static int create_session(const nrt_module_data *m, const int64_t *syms, int device_index, bool use_graph, const gpu_session *lender,
                           gpu_session **out, char *desc, size_t desccap, char *err, size_t errcap)
 {
     *out = NULL;
@@ -564,6 +642,7 @@ static int create_session(const nrt_module_data *m, const int64_t *syms, int dev
     gpu_session *s = nc_xcalloc(1, sizeof *s);
     s->m = m;
     s->use_graph = use_graph;
+    s->device_index = device_index;
     for (uint32_t k = 0; k < m->program.nsteps; k++) s->has_prepare |= m->program.steps[k].prepare;
     int rc = -1;
     *out = s;
@@ -580,23 +659,24 @@ static int create_session(const nrt_module_data *m, const int64_t *syms, int dev
     drv.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, s->dev);
     snprintf(desc, desccap, "cuda:%d %s (sm_%d%d)", device_index, name, major, minor);
     if (plan_memory(s, syms, err, errcap) != 0) return -1;
-    if (s->arena_bytes) {
-        CUresult ar = drv.cuMemAlloc(&s->arena, (size_t)s->arena_bytes);
-        if (ar != CUDA_SUCCESS) {
-            snprintf(err, errcap, "cannot allocate the %lld-byte arena on the GPU", (long long)s->arena_bytes);
-            return -1;
-        }
-        s->device_bytes += s->arena_bytes;
-    }
+    if (plan_streams(s, err, errcap) != 0) return -1;
+    if (place_arena(s, lender, err, errcap) != 0) return -1;
     s->workspace_bytes = (size_t)NRT_MATMUL_WORKSPACE_BYTES;
-    CU(cuMemAlloc(&s->workspace, s->workspace_bytes));
-    s->device_bytes += NRT_MATMUL_WORKSPACE_BYTES;
+    s->workspace_borrowed = lender && s->arena_borrowed;   /* the runs never overlap: the lender's workspace is free too */
+    if (s->workspace_borrowed) s->workspace[0] = lender->workspace[0];
+    for (uint32_t k = s->workspace_borrowed; k < s->dag.nstreams; k++) {
+        CU(cuMemAlloc(&s->workspace[k], s->workspace_bytes));
+        s->device_bytes += NRT_MATMUL_WORKSPACE_BYTES;
+    }
     LT(cublasLtCreate(&s->lt));
     if (prepare_steps(s, syms, err, errcap) != 0) return -1;
     size_t used = strlen(desc);
     if (s->column_sum_products && used < desccap)
         snprintf(desc + used, desccap - used, "; %u bias gradients as a second product%s", s->column_sum_products,
                  bgrad_epilogue_wanted() ? " (no DGELU_BGRAD algorithm in this cuBLASLt)" : "");
+    used = strlen(desc);
+    if (s->dag.nstreams > 1 && used < desccap)
+        snprintf(desc + used, desccap - used, "; launches side by side on %u streams (%u waits)", s->dag.nstreams, s->dag.nwaits);
     rc = 0;
     return rc;
 }
@@ -604,33 +684,49 @@ static int create_session(const nrt_module_data *m, const int64_t *syms, int dev
 int gpu_session_create(const nrt_module_data *m, const int64_t *syms, int device_index, bool use_graph,
                        gpu_session **out, char *desc, size_t desccap, char *err, size_t errcap)
 {
-    if (create_session(m, syms, device_index, use_graph, out, desc, desccap, err, errcap) == 0) return 0;
+    if (create_session(m, syms, device_index, use_graph, NULL, out, desc, desccap, err, errcap) == 0) return 0;
     gpu_session_free(*out);
     *out = NULL;
     return -1;
 }
 
+int gpu_session_create_in(const nrt_module_data *m, const int64_t *syms, const gpu_session *lender, gpu_session **out,
+                          char *desc, size_t desccap, char *err, size_t errcap)
+{
+    if (create_session(m, syms, lender->device_index, true, lender, out, desc, desccap, err, errcap) == 0) return 0;
+    gpu_session_free(*out);
+    *out = NULL;
+    return -1;
+}
+
+bool gpu_arena_borrowed(const gpu_session *s) { return s && s->arena_borrowed; }
+
+static CUstream lane_stream(const gpu_session *s, uint32_t lane) { return lane ? s->side[lane] : s->stream; }
+
 /* The fallback of setup_column_sums: the ones (written each run: the
  * arena lends their memory to other steps between runs), then the product. */
-static int launch_column_sums(gpu_session *s, const nrt_step *st, const struct nc_args *a, const gpu_matmul *mm, char *err,
-                              size_t errcap)
+static int launch_column_sums(gpu_session *s, uint32_t lane, const nrt_step *st, const struct nc_args *a, const gpu_matmul *mm,
+                              char *err, size_t errcap)
 {
+    CUstream stream = lane_stream(s, lane);
     nrt_matmul_slots slot = nrt_matmul_slots_of(st);
     CUdeviceptr ones = (CUdeviceptr)(uintptr_t)a->buf[slot.ones];
-    if (mm->ones_dtype == NC_F32) CU(cuMemsetD32Async(ones, 0x3f800000u, (size_t)mm->rows, s->stream));
-    else CU(cuMemsetD16Async(ones, mm->ones_dtype == NC_F16 ? 0x3c00 : 0x3f80, (size_t)mm->rows, s->stream));
+    if (mm->ones_dtype == NC_F32) CU(cuMemsetD32Async(ones, 0x3f800000u, (size_t)mm->rows, stream));
+    else CU(cuMemsetD16Async(ones, mm->ones_dtype == NC_F16 ? 0x3c00 : 0x3f80, (size_t)mm->rows, stream));
     float one = 1.0f, zero = 0.0f;
     const gpu_matmul *cs = mm->sums;
     void *sums = a->buf[slot.colsum];
     LT(cublasLtMatmul(s->lt, cs->desc, &one, a->buf[slot.out], cs->a, a->buf[slot.ones], cs->b, &zero, sums, cs->c, sums, cs->c,
-                      &cs->algo, (void *)(uintptr_t)s->workspace, s->workspace_bytes, (cudaStream_t)s->stream));
+                      &cs->algo, (void *)(uintptr_t)s->workspace[lane], s->workspace_bytes, (cudaStream_t)stream));
     return 0;
 }
 
 /* Queue the launch that step *k starts (a kernel, a batch of them, a copy
- * or a matmul); *k moves past the steps it runs. */
-static int launch_from(gpu_session *s, uint32_t *k, char *err, size_t errcap)
+ * or a matmul) on stream lane of the plan (0: the run stream); *k moves
+ * past the steps it runs. */
+static int launch_from(gpu_session *s, uint32_t *k, uint32_t lane, char *err, size_t errcap)
 {
+    CUstream stream = lane_stream(s, lane);
     const nrt_program *p = &s->m->program;
     uint32_t first = *k;
     const nrt_step *st = &p->steps[first];
@@ -641,18 +737,18 @@ static int launch_from(gpu_session *s, uint32_t *k, char *err, size_t errcap)
         if (s->launch[2 * first] == 0) return 0;
         void *params[] = {batch ? &s->batch_args[first] : a};
         CU(cuLaunchKernel(s->funcs[batch ? st->batch_kernel : st->kernel], (unsigned)s->launch[2 * first], 1, 1,
-                          (unsigned)s->launch[2 * first + 1], 1, 1, 0, s->stream, params, NULL));
+                          (unsigned)s->launch[2 * first + 1], 1, 1, 0, stream, params, NULL));
     } else if (st->kind == NRT_STEP_COPY) {
         size_t bytes = (size_t)s->buf_bytes[st->bufs[1]];
-        if (bytes) CU(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)a->buf[1], (CUdeviceptr)(uintptr_t)a->buf[0], bytes, s->stream));
+        if (bytes) CU(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)a->buf[1], (CUdeviceptr)(uintptr_t)a->buf[0], bytes, stream));
     } else {
         gpu_matmul *mm = &s->mm[first];
         float one = 1.0f;
         void *out = a->buf[nrt_matmul_slots_of(st).out];
         /* cuBLASLt's A is our B and its B our A (see setup_matmul) */
         LT(cublasLtMatmul(s->lt, mm->desc, &one, a->buf[1], mm->a, a->buf[0], mm->b, &mm->beta, a->buf[mm->c_buf], mm->c, out,
-                          mm->c, &mm->algo, (void *)(uintptr_t)s->workspace, s->workspace_bytes, (cudaStream_t)s->stream));
-        if (mm->sums && launch_column_sums(s, st, a, mm, err, errcap) != 0) return -1;
+                          mm->c, &mm->algo, (void *)(uintptr_t)s->workspace[lane], s->workspace_bytes, (cudaStream_t)stream));
+        if (mm->sums && launch_column_sums(s, lane, st, a, mm, err, errcap) != 0) return -1;
     }
     return 0;
 }
@@ -664,9 +760,38 @@ static int launch_all(gpu_session *s, bool prepare, char *err, size_t errcap)
     const nrt_program *p = &s->m->program;
     for (uint32_t k = 0; k < p->nsteps;) {
         if (p->steps[k].prepare != prepare) k += nrt_step_launch_len(&p->steps[k]);
-        else if (launch_from(s, &k, err, errcap) != 0) return -1;
+        else if (launch_from(s, &k, 0, err, errcap) != 0) return -1;
     }
     return 0;
+}
+
+/* Queue a run's launches over the streams of the plan: each waits for the
+ * launches on other streams it depends on; the side streams start after
+ * the run stream's earlier work (fork) and it waits for their last (join),
+ * so to anything before or after, the run is one piece of work on the run
+ * stream, as in launch_all (and a capture of it is one graph). */
+static int launch_streams(gpu_session *s, char *err, size_t errcap)
+{
+    const dag_plan *d = &s->dag;
+    CU(cuEventRecord(s->fork, s->stream));
+    for (uint32_t k = 1; k < d->nstreams; k++) CU(cuStreamWaitEvent(s->side[k], s->fork, 0));
+    for (uint32_t j = 0; j < d->nlaunches; j++) {
+        CUstream stream = lane_stream(s, d->stream[j]);
+        for (uint32_t q = d->wait_start[j]; q < d->wait_start[j + 1]; q++) CU(cuStreamWaitEvent(stream, s->done[d->waits[q]], 0));
+        uint32_t k = d->first_step[j];
+        if (launch_from(s, &k, d->stream[j], err, errcap) != 0) return -1;
+        if (d->signals[j]) CU(cuEventRecord(s->done[j], stream));
+    }
+    for (uint32_t k = 1; k < d->nstreams; k++) {
+        CU(cuEventRecord(s->join[k], s->side[k]));
+        CU(cuStreamWaitEvent(s->stream, s->join[k], 0));
+    }
+    return 0;
+}
+
+static int launch_run(gpu_session *s, char *err, size_t errcap)
+{
+    return s->dag.nstreams > 1 ? launch_streams(s, err, errcap) : launch_all(s, false, err, errcap);
 }
 
 /* The prepare steps, when the parameters changed since they last ran: they
@@ -697,7 +822,7 @@ int gpu_run_launch(gpu_session *s, uint32_t *k, char *err, size_t errcap)
 {
     CU(cuCtxSetCurrent(s->ctx));
     if (*k >= s->m->program.nsteps) return fail_msg(err, errcap, "no such step");
-    if (launch_from(s, k, err, errcap) != 0) return -1;
+    if (launch_from(s, k, 0, err, errcap) != 0) return -1;
     CU(cuStreamSynchronize(s->stream));
     return 0;
 }
@@ -716,7 +841,7 @@ int gpu_profile(gpu_session *s, int runs, double *step_seconds, char *err, size_
         for (uint32_t k = 0; k < n && rc == 0;) {
             uint32_t first = k;
             if (drv.cuEventRecord(ev[2 * first], s->stream) != CUDA_SUCCESS) rc = fail_msg(err, errcap, "cuEventRecord failed");
-            if (rc == 0) rc = launch_from(s, &k, err, errcap);
+            if (rc == 0) rc = launch_from(s, &k, 0, err, errcap);
             if (rc == 0 && drv.cuEventRecord(ev[2 * first + 1], s->stream) != CUDA_SUCCESS) rc = fail_msg(err, errcap, "cuEventRecord failed");
         }
         if (rc == 0 && drv.cuStreamSynchronize(s->stream) != CUDA_SUCCESS) rc = fail_msg(err, errcap, "the profiled run failed");
@@ -771,7 +896,7 @@ int gpu_launch(gpu_session *s, char *err, size_t errcap)
         /* The first run ran eagerly (and warmed cuBLASLt); capture the second. */
         CUgraph graph;
         CU(cuStreamBeginCapture(s->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-        int rc = launch_all(s, false, err, errcap);
+        int rc = launch_run(s, err, errcap);
         CUresult er = drv.cuStreamEndCapture(s->stream, &graph);
         if (rc != 0) return rc;
         if (er != CUDA_SUCCESS) return cu_fail(err, errcap, "cuStreamEndCapture", er);
@@ -780,7 +905,7 @@ int gpu_launch(gpu_session *s, char *err, size_t errcap)
         if (ir != CUDA_SUCCESS) return cu_fail(err, errcap, "cuGraphInstantiate", ir);
         CU(cuGraphLaunch(s->graph, s->stream));
     } else {
-        if (launch_all(s, false, err, errcap) != 0) return -1;
+        if (launch_run(s, err, errcap) != 0) return -1;
     }
     s->runs++;
     return 0;
@@ -929,6 +1054,7 @@ int gpu_download(gpu_session *s, uint32_t value, void *data, size_t bytes, char 
 
 int64_t gpu_arena_bytes(const gpu_session *s) { return s ? s->arena_bytes : 0; }
 int64_t gpu_device_bytes(const gpu_session *s) { return s ? s->device_bytes : 0; }
+uint32_t gpu_streams(const gpu_session *s) { return s ? s->dag.nstreams : 1; }
 
 int64_t gpu_device_used_bytes(gpu_session *s)
 {
@@ -984,9 +1110,19 @@ void gpu_session_free(gpu_session *s)
     if (s->wait_begin) drv.cuEventDestroy(s->wait_begin);
     if (s->wait_end) drv.cuEventDestroy(s->wait_end);
     if (s->copy_stream) drv.cuStreamDestroy(s->copy_stream);
+    for (uint32_t j = 0; s->done && j < s->dag.nlaunches; j++)
+        if (s->done[j]) drv.cuEventDestroy(s->done[j]);
+    free(s->done);
+    if (s->fork) drv.cuEventDestroy(s->fork);
+    for (uint32_t k = 1; k < DAG_MAX_STREAMS; k++) {
+        if (s->join[k]) drv.cuEventDestroy(s->join[k]);
+        if (s->side[k]) drv.cuStreamDestroy(s->side[k]);
+    }
+    dag_plan_free(&s->dag);
     if (s->lt) lt.cublasLtDestroy(s->lt);
-    if (s->workspace) drv.cuMemFree(s->workspace);
-    if (s->arena) drv.cuMemFree(s->arena);
+    for (uint32_t k = s->workspace_borrowed; k < DAG_MAX_STREAMS; k++)
+        if (s->workspace[k]) drv.cuMemFree(s->workspace[k]);
+    if (s->arena && !s->arena_borrowed) drv.cuMemFree(s->arena);
     if (s->batch_tables) drv.cuMemFree(s->batch_tables);
     if (s->module) drv.cuModuleUnload(s->module);
     if (s->stream) drv.cuStreamDestroy(s->stream);

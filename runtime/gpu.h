@@ -21,6 +21,16 @@ int gpu_device_arch(int device_index, char *arch, size_t archcap, char *err, siz
  * 16-bit encodings). */
 int gpu_session_create(const nrt_module_data *m, const int64_t *syms, int device_index, bool use_graph,
                        gpu_session **out, char *desc, size_t desccap, char *err, size_t errcap);
+/* A session whose arena is the lender's scratch (the part above the
+ * buffers the lender keeps between runs, memplan.h) when it fits there,
+ * else an arena of its own (gpu_arena_borrowed says which); on the
+ * lender's device. Their runs must not overlap: the caller finishes one
+ * session's run (a download, gpu_run, gpu_finish) before starting the
+ * other's, and frees the borrower first. netc train's evaluation borrows the
+ * training step's arena this way. */
+int gpu_session_create_in(const nrt_module_data *m, const int64_t *syms, const gpu_session *lender, gpu_session **out,
+                          char *desc, size_t desccap, char *err, size_t errcap);
+bool gpu_arena_borrowed(const gpu_session *s);
 void gpu_session_free(gpu_session *s);
 
 /* Copy host bytes into / out of the device buffer of IR value v. */
@@ -57,6 +67,9 @@ int64_t gpu_arena_bytes(const gpu_session *s);
  * landing buffers); what the device as a whole has in use, every process and
  * context included (cuMemGetInfo), -1 if unknown. */
 int64_t gpu_device_bytes(const gpu_session *s);
+/* The streams a run's launches spread over (NETC_STREAMS, launch_dag.h);
+ * each holds a cuBLASLt workspace of its own. */
+uint32_t gpu_streams(const gpu_session *s);
 int64_t gpu_device_used_bytes(gpu_session *s);
 /* Tests: fill every buffer except inputs and parameters with 0xff bytes (NaN
  * for floats), so an element a kernel forgets to write cannot pass; what

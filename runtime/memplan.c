@@ -10,6 +10,7 @@ static const memplan_buf *sort_base;
 static int by_size_desc(const void *x, const void *y)
 {
     const memplan_buf *a = &sort_base[*(const uint32_t *)x], *b = &sort_base[*(const uint32_t *)y];
+    if (a->kept != b->kept) return a->kept ? -1 : 1;
     if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
     return a->first - b->first;
 }
@@ -52,6 +53,7 @@ memplan_result memplan_place(memplan_buf *bufs, uint32_t n, int64_t align)
         }
         b->offset = best >= 0 ? best : cursor;
         if (b->offset + size > r.arena_bytes) r.arena_bytes = b->offset + size;
+        if (b->kept && b->offset + size > r.kept_bytes) r.kept_bytes = b->offset + size;
         placed[nplaced++] = order[k];
     }
     /* lower bound: the most bytes alive at one step */

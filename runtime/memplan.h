@@ -5,7 +5,9 @@
  * step that writes it first to the step that reads it last (pinned buffers
  * the whole run). Placement is best-fit by decreasing size, which is close to
  * the lower bound (the largest set of simultaneously live bytes) in practice;
- * memplan reports both. */
+ * memplan reports both. Kept buffers go first, at the bottom, so what lies
+ * above them is scratch between runs (another session may borrow it:
+ * gpu_session_create_in). */
 #ifndef NRT_MEMPLAN_H
 #define NRT_MEMPLAN_H
 
@@ -15,11 +17,14 @@
 typedef struct memplan_buf {
     int64_t bytes;        /* 0 = needs no memory */
     int32_t first, last;  /* live steps, inclusive */
+    bool kept;            /* a run leaves it for the next run or the host: placed first, at the bottom */
     int64_t offset;       /* out */
 } memplan_buf;
 
 typedef struct memplan_result {
     int64_t arena_bytes;  /* what to allocate */
+    int64_t kept_bytes;   /* the kept buffers lie below this; the rest of the arena is free
+                             between runs */
     int64_t lower_bound;  /* the most bytes alive at any one step */
     uint32_t in_place;    /* buffers placed over an operand dying at their step (program_plan_memory) */
 } memplan_result;

@@ -189,6 +189,7 @@ static void write_program(wbuf *b, const nrt_program *p)
         w_u8(b, (uint8_t)s->mm_out_dtype);
         w_u8(b, s->mm_epilogue);
         w_u64(b, s->spread_reads);
+        w_u64(b, s->writes);
         w_u8(b, s->sections);
         for (int k = 0; s->sections > 1 && k < s->nbufs; k++) w_u8(b, s->slot_section[k]);
         w_u32(b, s->batch);
@@ -665,6 +666,9 @@ static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
         s->spread_reads = r_u64(r);
         if (!r->bad && s->nbufs < 64 && s->spread_reads >> s->nbufs)
             return r_invalid(r, "step %u: spread reads beyond its %u buffers", i, s->nbufs);
+        s->writes = r_u64(r);
+        if (!r->bad && ((s->nbufs < 64 && s->writes >> s->nbufs) || (kind != NRT_STEP_KERNEL && s->writes)))
+            return r_invalid(r, "step %u: stores to buffers it does not have", i);
         s->sections = r_u8(r);
         if (!r->bad && s->sections > NRT_MAX_SECTIONS) return r_invalid(r, "step %u: %u sections", i, s->sections);
         for (int k = 0; s->sections > 1 && k < s->nbufs; k++) {

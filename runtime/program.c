@@ -107,6 +107,17 @@ nrt_matmul_slots nrt_matmul_slots_of(const nrt_step *s)
     return m;
 }
 
+uint64_t nrt_step_writes(const nrt_step *s)
+{
+    if (s->kind == NRT_STEP_KERNEL) return s->writes;
+    if (s->kind == NRT_STEP_COPY) return 1u << 1;
+    nrt_matmul_slots m = nrt_matmul_slots_of(s);
+    uint64_t w = 1ull << m.out;
+    if (m.aux >= 0) w |= 1ull << m.aux;
+    if (m.colsum >= 0) w |= 1ull << m.colsum | 1ull << m.ones;
+    return w;
+}
+
 const char *nrt_matmul_check(const nrt_step *s)
 {
     uint8_t e = s->mm_epilogue;
@@ -277,6 +288,7 @@ memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const 
         for (uint32_t i = 0; i < nbuf; i++) b[i].first = 0, b[i].last = end;
     int32_t *alias = p->plan_flags & NRT_PLAN_NO_REUSE ? NULL : plan_in_place(g, p, launch_of, b, nbuf);
     free(launch_of);
+    for (uint32_t i = 0; i < nbuf; i++) b[i].kept = b[i].last == end;   /* what the next run or the host reads */
     *r = memplan_place(b, nbuf, 256);
     for (uint32_t i = 0; i < nbuf; i++) {
         if (alias && alias[i] >= 0) b[i].offset = b[alias[i]].offset, r->in_place++;

@@ -51,6 +51,9 @@ typedef struct nrt_step {
     uint32_t bufs[NRT_MAX_BUFS];   /* operands first, results last */
     uint64_t spread_reads;         /* bit j: bufs[j] is read at other elements than the one being
                                       written (a fused broadcast's source): never shared in place */
+    uint64_t writes;               /* a kernel step: bit j set when the kernel may store to bufs[j]
+                                      (cuda_emit.c reads it off the kernel's pointer declarations);
+                                      which launches may run side by side follows from it (launch_dag.c) */
     uint8_t sections;              /* a fused kernel of independent loops (one per group, each over its
                                       own element count, e.g. several parameters' updates): how many;
                                       0 or 1 for one loop */
@@ -102,6 +105,9 @@ typedef struct nrt_matmul_slots {
     int a, b, bias, residual, aux_in, out, aux, colsum, ones;
 } nrt_matmul_slots;
 nrt_matmul_slots nrt_matmul_slots_of(const nrt_step *s);
+/* Bit j set when step s may store to bufs[j]: a kernel's own mask, a
+ * matmul's results, a copy's destination. */
+uint64_t nrt_step_writes(const nrt_step *s);
 /* How many buffers a matmul step with this epilogue has. */
 int nrt_matmul_nbufs(uint8_t epilogue);
 /* Whether the epilogue and dtypes are a combination cuBLASLt runs (NULL) or

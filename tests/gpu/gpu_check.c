@@ -417,10 +417,12 @@ int gpu_check(const gpu_check_opts *o)
         fprintf(stderr, "%s: the runtime did not load the module's %s image\n", o->name, o->arch);
         fails++;
     }
-    /* what a memory budget counts beside the arena is what the session allocates */
-    if (gpu_device_bytes(gs) != gpu_arena_bytes(gs) + nrt_program_side_bytes(&m.program, 0)) {
+    /* what a memory budget counts beside the arena is what the session
+     * allocates (and a workspace for each stream past the first) */
+    int64_t side = nrt_program_side_bytes(&m.program, 0) + (int64_t)(gpu_streams(gs) - 1) * NRT_MATMUL_WORKSPACE_BYTES;
+    if (gpu_device_bytes(gs) != gpu_arena_bytes(gs) + side) {
         fprintf(stderr, "%s: the session holds %lld bytes, the arena and side bytes are %lld\n", o->name,
-                (long long)gpu_device_bytes(gs), (long long)(gpu_arena_bytes(gs) + nrt_program_side_bytes(&m.program, 0)));
+                (long long)gpu_device_bytes(gs), (long long)(gpu_arena_bytes(gs) + side));
         fails++;
     }
     if (o->memory_budget && gpu_device_bytes(gs) > o->memory_budget) {

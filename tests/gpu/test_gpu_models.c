@@ -3,7 +3,7 @@
  * training programs (tests/unit/random_program.h), their new parameters
  * compared too; NETC_RANDOM_PROGRAMS=N[:SEED] runs N of those alone.
  * Exits 77 without a GPU.
- * NETC_GPU_CASE=name runs one case (random_SEED for a random program),
+ * NETC_GPU_CASE=name[,name...] runs those cases (random_SEED for a random program),
  * NETC_GPU_SEED=n with another seed. */
 #include "gpu_check.h"
 #include "../unit/random_program.h"
@@ -11,6 +11,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Whether NETC_GPU_CASE (only: names separated by commas; NULL: every
+ * case) names this case. */
+static bool selected(const char *only, const char *name)
+{
+    if (!only) return true;
+    size_t n = strlen(name);
+    for (const char *at = only; (at = strstr(at, name)) != NULL; at += n)
+        if ((at == only || at[-1] == ',') && (at[n] == 0 || at[n] == ',')) return true;
+    return false;
+}
 
 /* Random training programs, fused but every fourth, at B = 3, 1, 5 or 2 (as
  * test_kernels_host runs them on the host): here through the runtime, its
@@ -30,7 +41,7 @@ static int check_random_programs(const char *only, const char *seed_env, int *ru
     for (unsigned long long s = first; s < first + count; s++) {
         char name[64];
         snprintf(name, sizeof name, "random_%llu", s);
-        if ((only && strcmp(only, name) != 0) || !random_program(s, text, sizeof text)) continue;
+        if (!selected(only, name) || !random_program(s, text, sizeof text)) continue;
         const int64_t batch[] = {(int64_t[]){3, 1, 5, 2}[s / 4 % 4]};
         gpu_check_opts o = {.name = name, .source = text, .dim_names = b, .dim_values = batch, .ndims = 1,
                             .seed = seed_env ? strtoull(seed_env, NULL, 10) : s, .int_range = 10, .use_graph = true,
@@ -140,7 +151,7 @@ int main(void)
     const char *only = getenv("NETC_GPU_CASE"), *seed_env = getenv("NETC_GPU_SEED");
     int fails = 0, runs = 0;
     for (size_t i = 0; i < sizeof models / sizeof models[0] && !getenv("NETC_RANDOM_PROGRAMS"); i++) {
-        if (only && strcmp(only, models[i].name) != 0) continue;
+        if (!selected(only, models[i].name)) continue;
         models[i].seed = seed_env ? strtoull(seed_env, NULL, 10) : 42 + i;
         runs++;
         int rc = gpu_check(&models[i]);

@@ -17,7 +17,11 @@
  * non-blocking (the runtime's) neither waits for it nor it for that stream,
  * so a poison or an upload there can land after the kernels that were to
  * follow it, as it can on a GPU. A capturing stream records its work into
- * the graph instead. Calls
+ * the graph instead, as nodes that depend on the stream's earlier work and
+ * on the events it waited for (other streams join the capture by waiting
+ * on an event recorded in it, and must join back before it ends); a replay
+ * runs the nodes in a shuffled order the dependencies allow, so work on two
+ * streams that needed an order between them shows. Calls
  * the real driver refuses are refused: no current context, unknown handles,
  * copies outside an allocation, synchronous calls while a capture is open
  * (CU_STREAM_CAPTURE_MODE_THREAD_LOCAL forbids them), launches beyond the
@@ -56,12 +60,19 @@ typedef struct mock_work {
 } mock_work;
 
 typedef struct mock_worklist { mock_work *items; size_t n, cap; } mock_worklist;
+/* Nodes of a graph (indices into its work). */
+typedef struct mock_set { size_t *v; size_t n; } mock_set;
 
-struct CUgraph_st { mock_worklist work; };
-struct CUgraphExec_st { mock_worklist work; };
+/* A captured graph: work[i] runs after every node in deps[i]. Replays run
+ * the nodes in an order of their own (mock_run_graph), so work captured on
+ * several streams without a dependency between them shows if it needed one. */
+struct CUgraph_st { mock_worklist work; mock_set *deps; unsigned long long id; };
+struct CUgraphExec_st { mock_worklist work; mock_set *deps; unsigned long long replays; };
 struct CUstream_st {
     bool capturing, blocking, draining;
+    bool joined;                    /* capturing into another stream's capture (it waited on its event) */
     struct CUgraph_st *graph;
+    mock_set frontier;              /* capturing: the nodes the stream's next work depends on */
     mock_worklist queue;            /* queued work: items[done..n) not run yet */
     size_t done;
     unsigned long long base;        /* work run and dropped before items[0] */
@@ -69,7 +80,11 @@ struct CUstream_st {
 };
 /* An event's last record is pending while stream is set: it happens when
  * that stream's work numbered seq runs. */
-struct CUevent_st { bool recorded, timing; double at; CUstream stream; unsigned long long seq; };
+struct CUevent_st {
+    bool recorded, timing; double at; CUstream stream; unsigned long long seq;
+    unsigned long long capture;     /* last recorded in this capture (graph id; 0: outside any), */
+    mock_set frontier;              /* after these nodes */
+};
 
 /* ---- the tables of live objects --------------------------------------- */
 
@@ -190,6 +205,30 @@ static void mock_worklist_add(mock_worklist *l, mock_work w)
     l->items[l->n++] = w;
 }
 
+static void mock_set_copy(mock_set *to, const mock_set *from)
+{
+    free(to->v);
+    to->v = malloc((from->n + 1) * sizeof *to->v);
+    if (!to->v) abort();
+    memcpy(to->v, from->v, from->n * sizeof *to->v);
+    to->n = from->n;
+}
+
+static void mock_set_add(mock_set *x, size_t node)
+{
+    for (size_t i = 0; i < x->n; i++)
+        if (x->v[i] == node) return;
+    x->v = realloc(x->v, (x->n + 1) * sizeof *x->v);
+    if (!x->v) abort();
+    x->v[x->n++] = node;
+}
+
+static void mock_set_free(mock_set *x)
+{
+    free(x->v);
+    *x = (mock_set){0};
+}
+
 static void mock_worklist_free(mock_worklist *l)
 {
     for (size_t i = 0; i < l->n; i++) free(l->items[i].ctx);
@@ -208,6 +247,7 @@ static mock_work mock_work_copy(mock_work_fn *run, const void *ctx, size_t bytes
 /* Runs a stream's queued work up to (not including) number upto. */
 static void mock_drain(CUstream s, unsigned long long upto)
 {
+    if (s->base + s->done >= upto) return;   /* already run */
     if (s->draining) {   /* its own later work: a GPU would wait forever */
         mock_complain("a stream waits on an event its own later work records");
         mock.sticky = CUDA_ERROR_LAUNCH_FAILED;
@@ -257,8 +297,16 @@ CUresult mock_cuda_enqueue(CUstream stream, mock_work_fn *run, const void *ctx, 
 {
     CUresult rc = mock_need_context("a launch");
     if (rc != CUDA_SUCCESS) return rc;
-    if (stream && stream->capturing) {
-        mock_worklist_add(&stream->graph->work, mock_work_copy(run, ctx, ctx_bytes));
+    if (stream && stream->capturing) {   /* a node after the stream's frontier, which it becomes */
+        struct CUgraph_st *g = stream->graph;
+        size_t node = g->work.n;
+        mock_worklist_add(&g->work, mock_work_copy(run, ctx, ctx_bytes));
+        g->deps = realloc(g->deps, g->work.cap * sizeof *g->deps);
+        if (!g->deps) abort();
+        g->deps[node] = (mock_set){0};
+        mock_set_copy(&g->deps[node], &stream->frontier);
+        stream->frontier.n = 0;
+        mock_set_add(&stream->frontier, node);
         return CUDA_SUCCESS;
     }
     if (stream) {
@@ -817,6 +865,9 @@ CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
     if (mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && mode != CU_STREAM_CAPTURE_MODE_GLOBAL) return CUDA_ERROR_INVALID_VALUE;
     s->graph = calloc(1, sizeof *s->graph);
     if (!s->graph) return CUDA_ERROR_OUT_OF_MEMORY;
+    static unsigned long long captures;
+    s->graph->id = ++captures;
+    s->frontier.n = 0;
     s->capturing = true;
     mock_open_captures++;
     pthread_mutex_lock(&mock_lock);
@@ -825,19 +876,57 @@ CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
     return CUDA_SUCCESS;
 }
 
+/* Marks node and the nodes it depends on, transitively. */
+static void mock_mark_before(const struct CUgraph_st *g, size_t node, bool *seen)
+{
+    if (seen[node]) return;
+    seen[node] = true;
+    for (size_t i = 0; i < g->deps[node].n; i++) mock_mark_before(g, g->deps[node].v[i], seen);
+}
+
+/* The capture ends on the stream that began it; every stream that joined it
+ * must have joined back: its last work is before the origin's last. */
 CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 {
     if (!s || !s->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+    if (s->joined) {
+        mock_complain("cuStreamEndCapture: the stream joined another stream's capture; end it there");
+        return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    }
+    struct CUgraph_st *graph = s->graph;
+    bool *before = calloc(graph->work.n + 1, 1);
+    if (!before) abort();
+    for (size_t i = 0; i < s->frontier.n; i++) mock_mark_before(graph, s->frontier.v[i], before);
+    CUresult rc = CUDA_SUCCESS;
+    for (CUstream o = mock_streams; o; o = o->next) {
+        if (o == s || !o->capturing || o->graph != graph) continue;
+        for (size_t i = 0; i < o->frontier.n && rc == CUDA_SUCCESS; i++)
+            if (!before[o->frontier.v[i]]) {
+                mock_complain("cuStreamEndCapture: a stream that joined the capture has work the capturing stream does not wait for");
+                rc = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+            }
+        o->capturing = o->joined = false;
+        o->graph = NULL;
+        mock_set_free(&o->frontier);
+    }
+    free(before);
     s->capturing = false;
+    mock_set_free(&s->frontier);
     mock_open_captures--;
-    *g = s->graph;
     s->graph = NULL;
+    if (rc != CUDA_SUCCESS) {
+        cuGraphDestroy(graph);
+        return rc;
+    }
+    *g = graph;
     return CUDA_SUCCESS;
 }
 
 CUresult cuGraphDestroy(CUgraph g)
 {
     if (!g) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < g->work.n; i++) mock_set_free(&g->deps[i]);
+    free(g->deps);
     mock_worklist_free(&g->work);
     free(g);
     pthread_mutex_lock(&mock_lock);
@@ -853,8 +942,12 @@ CUresult cuGraphInstantiate(CUgraphExec *out, CUgraph g, unsigned long long flag
     if (!g || flags != 0) return CUDA_ERROR_INVALID_VALUE;
     struct CUgraphExec_st *e = calloc(1, sizeof *e);
     if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
-    for (size_t i = 0; i < g->work.n; i++)   /* the executable graph is independent of the graph */
+    e->deps = calloc(g->work.n + 1, sizeof *e->deps);
+    if (!e->deps) abort();
+    for (size_t i = 0; i < g->work.n; i++) {   /* the executable graph is independent of the graph */
         mock_worklist_add(&e->work, mock_work_copy(g->work.items[i].run, g->work.items[i].ctx, g->work.items[i].bytes));
+        mock_set_copy(&e->deps[i], &g->deps[i]);
+    }
     pthread_mutex_lock(&mock_lock);
     mock.execs++;
     pthread_mutex_unlock(&mock_lock);
@@ -862,10 +955,36 @@ CUresult cuGraphInstantiate(CUgraphExec *out, CUgraph g, unsigned long long flag
     return CUDA_SUCCESS;
 }
 
+/* A replay runs the nodes in some order their dependencies allow: each
+ * time another one (the ready node is drawn by a generator seeded from the
+ * replay's number and NETC_MOCK_SEED), as a GPU running independent work at
+ * once may finish it in any order. */
 static void mock_run_graph(void *p)
 {
     CUgraphExec e = *(CUgraphExec *)p;
-    for (size_t i = 0; i < e->work.n && mock.sticky == CUDA_SUCCESS; i++) e->work.items[i].run(e->work.items[i].ctx);
+    size_t n = e->work.n, nready = 0;
+    size_t *waiting = calloc(n + 1, sizeof *waiting), *ready = malloc((n + 1) * sizeof *ready);
+    mock_set *after = calloc(n + 1, sizeof *after);
+    if (!waiting || !ready || !after) abort();
+    for (size_t i = 0; i < n; i++) {
+        waiting[i] = e->deps[i].n;
+        for (size_t q = 0; q < e->deps[i].n; q++) mock_set_add(&after[e->deps[i].v[q]], i);
+        if (!waiting[i]) ready[nready++] = i;
+    }
+    const char *seed = getenv("NETC_MOCK_SEED");
+    uint64_t x = (seed ? strtoull(seed, NULL, 10) : 0) * 0x9e3779b97f4a7c15ull + ++e->replays * 0xbf58476d1ce4e5b9ull + 1;
+    while (nready && mock.sticky == CUDA_SUCCESS) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t pick = (size_t)(x % nready), node = ready[pick];
+        ready[pick] = ready[--nready];
+        e->work.items[node].run(e->work.items[node].ctx);
+        for (size_t q = 0; q < after[node].n; q++)
+            if (--waiting[after[node].v[q]] == 0) ready[nready++] = after[node].v[q];
+    }
+    for (size_t i = 0; i < n; i++) mock_set_free(&after[i]);
+    free(after);
+    free(waiting);
+    free(ready);
 }
 
 CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
@@ -881,6 +1000,8 @@ CUresult cuGraphExecDestroy(CUgraphExec e)
 {
     if (!e) return CUDA_ERROR_INVALID_VALUE;
     mock_drain_streams(true);   /* launches of it still queued run first */
+    for (size_t i = 0; i < e->work.n; i++) mock_set_free(&e->deps[i]);
+    free(e->deps);
     mock_worklist_free(&e->work);
     free(e);
     pthread_mutex_lock(&mock_lock);
@@ -909,6 +1030,7 @@ CUresult cuEventDestroy(CUevent e)
 {
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
     mock_drain_streams(true);   /* records of it still queued happen first */
+    mock_set_free(&e->frontier);
     free(e);
     pthread_mutex_lock(&mock_lock);
     mock.events--;
@@ -930,8 +1052,14 @@ static void mock_run_record(void *p)
 CUresult cuEventRecord(CUevent e, CUstream s)
 {
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    if (s && s->capturing) {   /* no node: what waits on it depends on the stream's frontier */
+        e->capture = s->graph->id;
+        mock_set_copy(&e->frontier, &s->frontier);
+        return mock.sticky;
+    }
+    e->capture = 0;
     mock_record r = {.e = e};
-    if (s && !s->capturing) {   /* pending until the stream's work reaches it */
+    if (s) {   /* pending until the stream's work reaches it */
         r.numbered = true;
         r.seq = e->seq = s->base + s->queue.n;
         e->stream = s;
@@ -967,6 +1095,23 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
     CUresult rc = mock_need_context("cuStreamWaitEvent");
     if (rc != CUDA_SUCCESS) return rc;
     if (!e || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (e->capture) {   /* recorded in a capture: joins it, or adds to the frontier */
+        struct CUgraph_st *g = NULL;
+        for (CUstream o = mock_streams; o && !g; o = o->next)
+            if (o->capturing && !o->joined && o->graph->id == e->capture) g = o->graph;
+        if (!g || !s || (s->capturing && s->graph != g)) {
+            mock_complain("cuStreamWaitEvent: the event was recorded in %s", g ? "another capture" : "a capture that has ended");
+            return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+        }
+        if (!s->capturing) {
+            if (s->queue.n > s->done) mock_drain_stream(s);   /* its eager work stays before the capture's */
+            s->capturing = s->joined = true;
+            s->graph = g;
+            s->frontier.n = 0;
+        }
+        for (size_t i = 0; i < e->frontier.n; i++) mock_set_add(&s->frontier, e->frontier.v[i]);
+        return mock.sticky;
+    }
     if (s && s->capturing) {   /* an event from outside the capture cannot join it */
         mock_complain("cuStreamWaitEvent: waiting on an event recorded outside the capture");
         return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;

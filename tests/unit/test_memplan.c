@@ -75,6 +75,13 @@ static void check_program_plan(const char *name, const char *source, bool fuse)
         }
     CHECK(bad == 0);
     CHECK(in_place > 0);
+    /* what a run keeps for the next (inputs, parameters, outputs) lies below kept_bytes: another
+       session may use the rest between runs */
+    int kept_wrong = 0;
+    for (uint32_t i = 0; b && i < nbuf; i++)
+        if (b[i].bytes && last[i] == (int32_t)p.nsteps && b[i].offset + b[i].bytes > r.kept_bytes) kept_wrong++;
+    CHECK(kept_wrong == 0);
+    CHECK(r.kept_bytes > 0 && r.kept_bytes < r.arena_bytes);
     printf("%s: arena %lld bytes (lower bound %lld), %d in-place steps\n", name, (long long)r.arena_bytes,
            (long long)r.lower_bound, in_place);
     free(first);
