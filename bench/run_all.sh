@@ -9,12 +9,13 @@
 # say so. Name steps to run only those (a second call for what the first had
 # no time for):
 #   gpt2     bench/run_gpt2.sh: the step against PyTorch eager and
-#            torch.compile, the step on 4 and 2 streams (NETC_STREAMS),
-#            the per-launch profile, the 4GiB budget, the first 10 losses
+#            torch.compile, the step on 4 and 2 streams (NETC_STREAMS)
+#            and with tuned products (NETC_MATMUL_TUNE), the per-launch profile, the 4GiB budget, the first 10 losses
 #            against PyTorch, the step with attention on mma.sync, with
 #            DGELU_BGRAD (issue 6)                                     cap 310 s
 #   tests    ctest -L gpu: every op and example model on the GPU against the
-#            CPU executor, the training cases on 4 streams, test_wgmma
+#            CPU executor, the training cases on 4 streams with tuned
+#            products, test_wgmma
 #            (issue 3)                                                 cap 150 s
 #   wgmma    attention by wgmma (sm_90a, the default on Hopper): its three
 #            GPU test cases against the CPU executor, then the attention
@@ -30,7 +31,8 @@
 # twenty-second session: GPT-2's step with the called batch bodies and on
 # several streams, its per-launch profile with wgmma, the losses against
 # PyTorch; the wgmma path and the chain were measured on an H200 on
-# 2026-11-27). The first three fill one call (NETC_BENCH_SECONDS=520), the
+# 2026-11-27). The first three fill one call (NETC_BENCH_SECONDS=520; wgmma,
+# measured before, gets what is left), the
 # other three a second.
 # What comes back under $OUT: run.log (every line, the bench scripts' JSON
 # lines among them), ctest_gpu.log and logs.tar.gz (the scripts' own logs;
@@ -64,7 +66,7 @@ step_wgmma() {
   (cd build-gpu/tests && for c in attention_jump_wgmma gpt2_d64_train_wgmma gpt2_d128_train_wgmma; do NETC_GPU_CASE=$c ./test_gpu_models 2>&1 | tail -3; done)
   OUT=$WORK ONLY=attention bash bench/run_kernels.sh "$NETC" 30
 }
-declare -A cap=([gpt2]=310 [tests]=150 [wgmma]=60 [kernels]=130 [infer]=120 [train]=80)
+declare -A cap=([gpt2]=330 [tests]=150 [wgmma]=60 [kernels]=130 [infer]=120 [train]=80)
 order=(gpt2 tests wgmma kernels infer train)   # the default: most needed first
 
 run_steps() {

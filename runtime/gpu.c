@@ -229,6 +229,8 @@ static int lt_fail(char *err, size_t cap, const char *call, cublasStatus_t st)
 struct nc_args { void *buf[NRT_MAX_BUFS]; int64_t n[NRT_MAX_INTS]; uint64_t step; };   /* the kernels' ABI (cuda_emit.c) */
 _Static_assert(sizeof(struct nc_args) == NRT_ARGS_BYTES, "a memory budget counts the batch tables by NRT_ARGS_BYTES");
 
+enum { NRT_TUNE_CANDIDATES = 8 };   /* algorithms a tuned product tries */
+
 typedef struct gpu_matmul {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
@@ -240,6 +242,12 @@ typedef struct gpu_matmul {
     struct gpu_matmul *sums;
     int64_t rows;
     nc_dtype ones_dtype;
+    /* NETC_MATMUL_TUNE: cuBLASLt's first few algorithms, timed at session
+     * creation (tune_products); key names the problem, so that products of
+     * one shape are timed once */
+    cublasLtMatmulAlgo_t cand[NRT_TUNE_CANDIDATES];
+    int ncand, chosen;
+    uint64_t key;
 } gpu_matmul;
 
 /* A staged input: two pinned host buffers and two device landing buffers
@@ -282,6 +290,8 @@ struct gpu_session {
     CUdeviceptr batch_tables;      /* every batch's steps' nc_args, in step order */
     gpu_matmul *mm;                /* per step (matmul steps only) */
     uint32_t column_sum_products;  /* BGRAD steps run as two products (setup_column_sums) */
+    bool tune;                     /* NETC_MATMUL_TUNE: time cuBLASLt's candidates, keep the fastest */
+    uint32_t tuned_shapes, retuned_shapes;   /* shapes timed; of those, where another than the first won */
     cublasLtHandle_t lt;
     bool use_graph;
     int runs;
@@ -472,21 +482,26 @@ static int setup_epilogue(gpu_session *s, const nrt_step *st, const struct nc_ar
     return 0;
 }
 
-/* cuBLASLt's best algorithm for mm's descriptors within the workspace:
- * 0, or -1 when it has none. */
+/* cuBLASLt's best algorithm for mm's descriptors within the workspace
+ * (and, when the session tunes, the next ones as candidates): 0, or -1 when
+ * it has none. */
 static int find_algo(gpu_session *s, gpu_matmul *mm)
 {
     cublasLtMatmulPreference_t pref;
     if (lt.cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return -1;
-    cublasLtMatmulHeuristicResult_t h;
+    cublasLtMatmulHeuristicResult_t h[NRT_TUNE_CANDIDATES];
     int found = 0;
     cublasStatus_t hs = lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &s->workspace_bytes,
                                                                 sizeof s->workspace_bytes);
     if (hs == CUBLAS_STATUS_SUCCESS)
-        hs = lt.cublasLtMatmulAlgoGetHeuristic(s->lt, mm->desc, mm->a, mm->b, mm->c, mm->c, pref, 1, &h, &found);
+        hs = lt.cublasLtMatmulAlgoGetHeuristic(s->lt, mm->desc, mm->a, mm->b, mm->c, mm->c, pref, s->tune ? NRT_TUNE_CANDIDATES : 1,
+                                               h, &found);
     lt.cublasLtMatmulPreferenceDestroy(pref);
-    if (hs != CUBLAS_STATUS_SUCCESS || found == 0 || h.state != CUBLAS_STATUS_SUCCESS) return -1;
-    mm->algo = h.algo;
+    mm->ncand = 0;
+    for (int i = 0; hs == CUBLAS_STATUS_SUCCESS && i < found && i < NRT_TUNE_CANDIDATES; i++)
+        if (h[i].state == CUBLAS_STATUS_SUCCESS) mm->cand[mm->ncand++] = h[i].algo;
+    if (mm->ncand == 0) return -1;
+    mm->algo = mm->cand[0];
     return 0;
 }
 
@@ -560,6 +575,10 @@ static int setup_matmul(gpu_session *s, uint32_t k, const struct nc_args *args, 
         LT(cublasLtMatrixLayoutSetAttribute(mm->c, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc32, sizeof bc32));
         LT(cublasLtMatrixLayoutSetAttribute(mm->c, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sc, sizeof sc));
     }
+    uint64_t key = 1469598103934665603ull;   /* the problem: sizes, dtypes, transposes, epilogue */
+    const int64_t what[] = {M, N, K, batch, st->mm_dtype, st->mm_out_dtype, st->mm_ta, st->mm_tb, st->mm_b_shared, st->mm_epilogue};
+    for (size_t i = 0; i < sizeof what / sizeof what[0]; i++) key = (key ^ (uint64_t)what[i]) * 1099511628211ull;
+    mm->key = key;
     bool bgrad = st->mm_epilogue & NRT_EPI_BGRAD, fused = !bgrad || bgrad_epilogue_wanted();
     if (fused && find_algo(s, mm) == 0) return 0;
     if (bgrad && setup_column_sums(s, mm, st->mm_out_dtype, M, N, err, errcap) == 0) return 0;
@@ -633,6 +652,80 @@ static int prepare_steps(gpu_session *s, const int64_t *syms, char *err, size_t 
     return prepare_batches(s, err, errcap);
 }
 
+static int launch_from(gpu_session *s, uint32_t *k, uint32_t lane, char *err, size_t errcap);
+static int fail_msg(char *err, size_t errcap, const char *msg);
+
+/* NETC_MATMUL_TUNE set (and not "0"): each product shape's first
+ * NRT_TUNE_CANDIDATES algorithms by cuBLASLt's heuristic are timed when the
+ * session is made, and the fastest kept. Off by default until a GPU shows
+ * the heuristic's first choice leaves time on the table; bench/ times both. */
+static bool tune_wanted(void)
+{
+    const char *v = getenv("NETC_MATMUL_TUNE");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* The mean time of launch k with its algorithm of the moment: a warm-up,
+ * then three launches between two events. */
+static int time_launch(gpu_session *s, uint32_t k, CUevent ev[2], float *ms, char *err, size_t errcap)
+{
+    for (int r = 0; r < 4; r++) {
+        if (r == 1) CU(cuEventRecord(ev[0], s->stream));
+        uint32_t at = k;
+        if (launch_from(s, &at, 0, err, errcap) != 0) return -1;
+    }
+    CU(cuEventRecord(ev[1], s->stream));
+    CU(cuEventSynchronize(ev[1]));
+    CU(cuEventElapsedTime(ms, ev[0], ev[1]));
+    *ms /= 3;
+    return 0;
+}
+
+/* Times each candidate of product k (or takes the choice made for its
+ * shape at an earlier step) and keeps the fastest. A candidate cuBLASLt
+ * refuses to run is passed over. The arena holds nothing yet: the products
+ * write where the run will. */
+static int tune_product(gpu_session *s, uint32_t k, CUevent ev[2], char *err, size_t errcap)
+{
+    gpu_matmul *mm = &s->mm[k];
+    for (uint32_t j = 0; j < k; j++)
+        if (s->mm[j].desc && s->mm[j].key == mm->key && s->mm[j].ncand == mm->ncand) {
+            mm->chosen = s->mm[j].chosen;
+            mm->algo = mm->cand[mm->chosen];
+            return 0;
+        }
+    float best = 0;
+    mm->chosen = -1;
+    for (int i = 0; i < mm->ncand; i++) {
+        float ms;
+        mm->algo = mm->cand[i];
+        if (time_launch(s, k, ev, &ms, err, errcap) != 0) {
+            if (i == 0) return -1;   /* the heuristic's first must run */
+            continue;
+        }
+        if (mm->chosen < 0 || ms < best) best = ms, mm->chosen = i;
+    }
+    mm->algo = mm->cand[mm->chosen];
+    s->tuned_shapes++;
+    s->retuned_shapes += mm->chosen != 0;
+    return 0;
+}
+
+static int tune_products(gpu_session *s, char *err, size_t errcap)
+{
+    if (!s->tune) return 0;
+    CUevent ev[2] = {NULL, NULL};
+    int rc = 0;
+    for (int i = 0; i < 2 && rc == 0; i++)
+        if (drv.cuEventCreate(&ev[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS) rc = fail_msg(err, errcap, "cannot create the timing events");
+    const nrt_program *p = &s->m->program;
+    for (uint32_t k = 0; k < p->nsteps && rc == 0; k++)
+        if (p->steps[k].kind == NRT_STEP_MATMUL && s->mm[k].ncand > 1) rc = tune_product(s, k, ev, err, errcap);
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) drv.cuEventDestroy(ev[i]);
+    return rc;
+}
+
 static int create_session(const nrt_module_data *m, const int64_t *syms, int device_index, bool use_graph, const gpu_session *lender,
                           gpu_session **out, char *desc, size_t desccap, char *err, size_t errcap)
 {
@@ -643,6 +736,7 @@ static int create_session(const nrt_module_data *m, const int64_t *syms, int dev
     s->m = m;
     s->use_graph = use_graph;
     s->device_index = device_index;
+    s->tune = tune_wanted();
     for (uint32_t k = 0; k < m->program.nsteps; k++) s->has_prepare |= m->program.steps[k].prepare;
     int rc = -1;
     *out = s;
@@ -670,10 +764,15 @@ static int create_session(const nrt_module_data *m, const int64_t *syms, int dev
     }
     LT(cublasLtCreate(&s->lt));
     if (prepare_steps(s, syms, err, errcap) != 0) return -1;
+    if (tune_products(s, err, errcap) != 0) return -1;
     size_t used = strlen(desc);
     if (s->column_sum_products && used < desccap)
         snprintf(desc + used, desccap - used, "; %u bias gradients as a second product%s", s->column_sum_products,
                  bgrad_epilogue_wanted() ? " (no DGELU_BGRAD algorithm in this cuBLASLt)" : "");
+    used = strlen(desc);
+    if (s->tune && used < desccap)
+        snprintf(desc + used, desccap - used, "; %u product shapes tuned, %u on another algorithm than cuBLASLt's first",
+                 s->tuned_shapes, s->retuned_shapes);
     used = strlen(desc);
     if (s->dag.nstreams > 1 && used < desccap)
         snprintf(desc + used, desccap - used, "; launches side by side on %u streams (%u waits)", s->dag.nstreams, s->dag.nwaits);

@@ -908,7 +908,12 @@ static uint64_t mlt_algo_sum(const cublasLtMatmulAlgo_t *algo)
     return h;
 }
 
-static void mlt_algo_make(cublasLtMatmulAlgo_t *algo, const mlt_problem *p, const mlt_pref *pref)
+/* The heuristic's candidates differ in the workspace they ask for (none, 1
+ * MiB, 4 MiB: what fits the preference's limit), so a caller that tries
+ * several must give each the workspace it asked for. */
+static const uint64_t mlt_candidate_workspace[] = {0, 1u << 20, 4u << 20};
+
+static void mlt_algo_make(cublasLtMatmulAlgo_t *algo, const mlt_problem *p, const mlt_pref *pref, uint64_t workspace)
 {
     memset(algo, 0, sizeof *algo);
     algo->data[0] = MLT_ALGO_TAG;
@@ -919,7 +924,7 @@ static void mlt_algo_make(cublasLtMatmulAlgo_t *algo, const mlt_problem *p, cons
     }
     algo->data[3] = (uint64_t)mlt_ptr_align(p->desc->bias, MLT_MAX_VEC_ALIGN) |
                     (uint64_t)mlt_ptr_align(p->desc->aux, MLT_MAX_VEC_ALIGN) << 16;
-    algo->data[4] = 0;   /* workspace: none */
+    algo->data[4] = workspace;
     algo->data[5] = mlt_algo_sum(algo);
 }
 
@@ -944,13 +949,17 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cubl
     }
     mlt_problem p;
     MLT_TRY(mlt_check_problem(fn, operationDesc, Adesc, Bdesc, Cdesc, Ddesc, &p));
-    cublasLtMatmulHeuristicResult_t *r = &heuristicResultsArray[0];
-    memset(r, 0, sizeof *r);
-    mlt_algo_make(&r->algo, &p, pref);
-    r->workspaceSize = 0;
-    r->state = MLT_SUCCESS;
-    r->wavesCount = 1.0f;
-    *returnAlgoCount = 1;
+    int n = 0;
+    for (size_t i = 0; i < sizeof mlt_candidate_workspace / sizeof *mlt_candidate_workspace && n < requestedAlgoCount; i++) {
+        if (mlt_candidate_workspace[i] > pref->workspace) continue;
+        cublasLtMatmulHeuristicResult_t *r = &heuristicResultsArray[n++];
+        memset(r, 0, sizeof *r);
+        mlt_algo_make(&r->algo, &p, pref, mlt_candidate_workspace[i]);
+        r->workspaceSize = mlt_candidate_workspace[i];
+        r->state = MLT_SUCCESS;
+        r->wavesCount = 1.0f;
+    }
+    *returnAlgoCount = n;
     return MLT_SUCCESS;
 }
 
