@@ -210,7 +210,7 @@ static void mock_set_copy(mock_set *to, const mock_set *from)
     free(to->v);
     to->v = malloc((from->n + 1) * sizeof *to->v);
     if (!to->v) abort();
-    memcpy(to->v, from->v, from->n * sizeof *to->v);
+    if (from->n) memcpy(to->v, from->v, from->n * sizeof *to->v);
     to->n = from->n;
 }
 
