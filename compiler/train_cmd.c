@@ -242,9 +242,13 @@ static int upload_tensor(gpu_session *s, ir_value v, const cpu_tensor *t)
     return rc;
 }
 
+/* The parameters into t->params, once the step in flight is done: after
+ * this no step runs until the next launch, so the evaluation may use the
+ * step's arena (gpu_session_create_in). */
 static int download_params(trainer *t)
 {
     char err[512];
+    if (gpu_finish(t->gs, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
     for (uint32_t i = 0; i < t->tg->nparams; i++) {
         ir_value v = node_of(t->tg, OP_PARAM, i);
         cpu_tensor *p = &t->params[i];
@@ -553,11 +557,6 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
     double total = 0;
     int64_t classes = 0;
     char err[1024];
-    char ferr[512];
-    if (t->gpu && gpu_finish(t->gs, ferr, sizeof ferr)) {   /* the evaluation may use the step's arena: no step in flight */
-        fprintf(stderr, "netc: %s\n", ferr);
-        return 1;
-    }
     if (t->gpu && download_params(t)) return 1;
     /* the forward graph's parameters are the trained ones, by name */
     cpu_tensor *fp = nc_xcalloc(f->nparams + 1, sizeof *fp);
@@ -649,11 +648,6 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
 static int save_checkpoint(trainer *t, const char *path, int64_t epoch, int64_t batch_in_epoch)
 {
     char err[1024];
-    char ferr[512];
-    if (t->gpu && gpu_finish(t->gs, ferr, sizeof ferr)) {   /* the evaluation may use the step's arena: no step in flight */
-        fprintf(stderr, "netc: %s\n", ferr);
-        return 1;
-    }
     if (t->gpu && download_params(t)) return 1;
     uint32_t n = t->tg->nparams;
     st_entry *e = nc_xcalloc(n + 2, sizeof *e);

@@ -726,6 +726,18 @@ static int tune_products(gpu_session *s, char *err, size_t errcap)
     return rc;
 }
 
+/* Adds to the session's description what is out of the ordinary. */
+static void desc_append(char *desc, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void desc_append(char *desc, size_t cap, const char *fmt, ...)
+{
+    size_t used = strlen(desc);
+    if (used + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(desc + used, cap - used, fmt, ap);
+    va_end(ap);
+}
+
 static int create_session(const nrt_module_data *m, const int64_t *syms, int device_index, bool use_graph, const gpu_session *lender,
                           gpu_session **out, char *desc, size_t desccap, char *err, size_t errcap)
 {
@@ -765,17 +777,14 @@ static int create_session(const nrt_module_data *m, const int64_t *syms, int dev
     LT(cublasLtCreate(&s->lt));
     if (prepare_steps(s, syms, err, errcap) != 0) return -1;
     if (tune_products(s, err, errcap) != 0) return -1;
-    size_t used = strlen(desc);
-    if (s->column_sum_products && used < desccap)
-        snprintf(desc + used, desccap - used, "; %u bias gradients as a second product%s", s->column_sum_products,
-                 bgrad_epilogue_wanted() ? " (no DGELU_BGRAD algorithm in this cuBLASLt)" : "");
-    used = strlen(desc);
-    if (s->tune && used < desccap)
-        snprintf(desc + used, desccap - used, "; %u product shapes tuned, %u on another algorithm than cuBLASLt's first",
-                 s->tuned_shapes, s->retuned_shapes);
-    used = strlen(desc);
-    if (s->dag.nstreams > 1 && used < desccap)
-        snprintf(desc + used, desccap - used, "; launches side by side on %u streams (%u waits)", s->dag.nstreams, s->dag.nwaits);
+    if (s->column_sum_products)
+        desc_append(desc, desccap, "; %u bias gradients as a second product%s", s->column_sum_products,
+                    bgrad_epilogue_wanted() ? " (no DGELU_BGRAD algorithm in this cuBLASLt)" : "");
+    if (s->tune)
+        desc_append(desc, desccap, "; %u product shapes tuned, %u on another algorithm than cuBLASLt's first", s->tuned_shapes,
+                    s->retuned_shapes);
+    if (s->dag.nstreams > 1)
+        desc_append(desc, desccap, "; launches side by side on %u streams (%u waits)", s->dag.nstreams, s->dag.nwaits);
     rc = 0;
     return rc;
 }
