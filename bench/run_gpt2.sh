@@ -25,12 +25,15 @@ echo "{\"bench\": \"build_gpt2_train_cached\", \"ms\": $(( (e - s) / 1000000 ))}
 # epilogue instead of a second product, NETC_DGELU_BGRAD in runtime/gpu.c: which of the two
 # ways is faster on this GPU) or streams2/streams4 (independent launches side by side on 2 or
 # 4 streams, NETC_STREAMS, runtime/launch_dag.c: whether that pays on this GPU) or tune (each
-# product shape's algorithm the fastest of cuBLASLt's first 8 when timed, NETC_MATMUL_TUNE)
+# product shape's algorithm the fastest of cuBLASLt's first 8 when timed, NETC_MATMUL_TUNE) or
+# pdl (each kernel launched to start as the one before it ends, NETC_PDL) or fast (all three,
+# on 2 streams)
 netc_train() {
   local budget=$1 extra=() env=()
   case $budget in
     4GiB) extra=(--memory-budget 4GiB) ;; bgrad) env=(NETC_DGELU_BGRAD=1) ;; mma_sync) extra=(--target sm_90) ;;
     streams2) env=(NETC_STREAMS=2) ;; streams4) env=(NETC_STREAMS=4) ;; tune) env=(NETC_MATMUL_TUNE=1) ;;
+    pdl) env=(NETC_PDL=1) ;; fast) env=(NETC_STREAMS=2 NETC_MATMUL_TUNE=1 NETC_PDL=1) ;;
   esac
   env "${env[@]}" "$NETC" train examples/gpt2.net --data "$TEXT" --dim T="$T" --batch "$B" --epochs 1000 --max-steps "$STEPS" \
     --device gpu "${extra[@]}" --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 ||
@@ -58,13 +61,16 @@ print(json.dumps({"bench": "gpt2_train_step", "impl": "netc", "variant": sys.arg
 EOF
 }
 # most needed first (bench/run_all.sh may cut the script short): the step against PyTorch,
-# the step on 4 streams, with tuned products, on 2 streams, where the time goes, the 4GiB budget, the losses against
-# PyTorch, the step with attention on mma.sync, then the epilogue's variant
+# the step with the three launch options off by default together, then each alone, where the
+# time goes, the 4GiB budget, the losses against PyTorch, the step with attention on mma.sync,
+# then the epilogue's variant
 netc_train "" || exit 1
 python3 bench/torch_gpt2.py "$B" "$T" 20
-netc_train streams4
-netc_train tune
+netc_train fast
+netc_train pdl
 netc_train streams2
+netc_train tune
+netc_train streams4
 # each launch timed on the device: the measured step and the 10 slowest launches with their share and % of floor
 "$NETC" inspect "$OUT/gpt2.netm" --entry train --profile 10 > "$OUT/gpt2.profile.txt" 2>&1 && sed -n '/^measured/,/^targets/p' "$OUT/gpt2.profile.txt"
 netc_train 4GiB

@@ -30,15 +30,17 @@
 #include <string.h>
 
 /* Whether a kernel's every loop is grid-stride, from its text: no block or
- * thread index outside the NC_GRID_STRIDE macros, no barrier, no shared
- * memory, no block or warp reduction. */
+ * thread index outside the NC_GRID_STRIDE and NC_WARP_STRIDE macros, no
+ * barrier, no shared memory, no block or warp reduction; lane exchanges
+ * (nc_lane_xor) only with NC_WARP_STRIDE, whose passes keep a warp's lanes
+ * together in a batch too: its steps start on multiples of 256 threads. */
 static bool grid_stride_only(const char *body)
 {
     static const char *const block_wide[] = {"blockIdx", "threadIdx", "blockDim", "gridDim", "__syncthreads",
                                              "__shared__", "nc_block_", "nc_warp", "__shfl", "atomic"};
     for (size_t i = 0; i < sizeof block_wide / sizeof *block_wide; i++)
         if (strstr(body, block_wide[i])) return false;
-    return true;
+    return !strstr(body, "nc_lane_xor") || strstr(body, "NC_WARP_STRIDE");
 }
 
 /* The buffers a run touches and writes, with the list of ids to clear. */
@@ -140,11 +142,15 @@ static void clear_run(run_sets *r)
  * (GPT-2's batches of eight column totals, each over 768 to 2304 columns,
  * took 170-260 us on an H200 when every step started at thread 0). Any
  * rotation covers every element once: a grid-stride loop needs only that
- * its threads are vg distinct numbers from 0. */
+ * its threads are vg distinct numbers from 0. A warp-stride loop needs its
+ * warps whole, which they are: vg and every step's start (nc_batch_share)
+ * are multiples of 256, so a warp's lanes are 32 consecutive numbers from
+ * a multiple of 32. */
 static const char batch_grid_macros[] =
-    "#undef NC_GRID_STRIDE\n#undef NC_GRID_STRIDE_FROM\n"
+    "#undef NC_GRID_STRIDE\n#undef NC_GRID_STRIDE_FROM\n#undef NC_WARP_STRIDE\n"
     "#define NC_GRID_STRIDE(i, n) for (long long i = nc_vt; i < (n); i += nc_vg)\n"
-    "#define NC_GRID_STRIDE_FROM(i, start, n) for (long long i = (start) + nc_vt; i < (n); i += nc_vg)\n";
+    "#define NC_GRID_STRIDE_FROM(i, start, n) for (long long i = (start) + nc_vt; i < (n); i += nc_vg)\n"
+    "#define NC_WARP_STRIDE(w, n) for (long long w = (NC_LANES_MAY_MEET(), nc_vt >> 5); w < (n); w += nc_vg >> 5)\n";
 
 /* The kernel that runs steps [first, first + n): each distinct body once as
  * a device function, consecutive steps of one body in a loop, each step on
@@ -177,7 +183,8 @@ static void emit_batch_kernel(cg_ctx *cg, uint32_t first, uint32_t n, bool *has_
         if (same > 1) cg_printf(&cg->src, " x%u", same);
         k += same;
     }
-    cg_printf(&cg->src, "\nextern \"C\" __global__ void %s(nc_args A) {\n  const nc_args *T = (const nc_args *)A.buf[0];\n", name);
+    cg_printf(&cg->src, "\nextern \"C\" __global__ void %s(nc_args A) {\n  NC_PDL_ENTER();\n  const nc_args *T = (const nc_args *)A.buf[0];\n",
+              name);
     cg_printf(&cg->src, "  const long long vg = (long long)gridDim.x * blockDim.x, tid = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n");
     cg_printf(&cg->src, "  long long at = 0;   /* the thread the next step starts on */\n");
     for (uint32_t k = first; k < first + n;) {

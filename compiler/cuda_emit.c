@@ -304,6 +304,21 @@ static const char prelude[] =
     "__device__ __forceinline__ float nc_gelu_tanh_slope(float a) {\n"
     "  const float s = nc_sigmoid_2u(a);\n"
     "  return s + 2.0f * a * s * (1.0f - s) * 0.79788456080286536f * (1.0f + 0.134145f * a * a); }\n"
+    "// Programmatic dependent launch (NETC_PDL, sm_90 on): a kernel may start while the one before\n"
+    "// it in its stream ends. Every kernel first waits for that one's work to be done and visible\n"
+    "// (before it reads or writes anything), then lets the next one start launching.\n"
+    "#if !defined(NC_HOST) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n"
+    "#define NC_PDL_ENTER() asm volatile(\"griddepcontrol.wait;\\n\\tgriddepcontrol.launch_dependents;\" ::: \"memory\")\n"
+    "#elif !defined(NC_HOST)\n"
+    "#define NC_PDL_ENTER() ((void)0)\n"
+    "#endif\n"
+    "// A lane's value from the lane `mask` away in its warp (xor). Only in NC_WARP_STRIDE loops, where\n"
+    "// every lane of a warp takes each pass, so a batch (cuda_batch.c) may run it too.\n"
+    "#define NC_LANE ((int)(threadIdx.x & 31u))\n"
+    "#ifndef NC_HOST  // the host shim runs a launch's blocks without fibers unless the first meets a barrier\n"
+    "#define NC_LANES_MAY_MEET() ((void)0)\n"
+    "#endif\n"
+    "__device__ __forceinline__ float nc_lane_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }\n"
     "__device__ __forceinline__ float nc_warp_sum(float v) {\n"
     "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }\n"
     "__device__ __forceinline__ float nc_warp_max(float v) {\n"
@@ -524,7 +539,11 @@ static void end_kernel(cg_ctx *cg)
     p->kernel_names = nc_xrealloc(p->kernel_names, (p->nkernels + 1) * sizeof *p->kernel_names);
     p->kernel_names[p->nkernels] = nc_xstrdup(cg->cur_name);
     s->kernel = p->nkernels++;
-    cg_printf(&cg->src, "%s\nextern \"C\" __global__ void %s%s%s", cg->cur_comment.s, cg->cur_bounds, cg->cur_name, cg->body.s);
+    /* the body again after its "(nc_args A) {" line, as cuda_batch.c calls it */
+    const char *header = "(nc_args A) {\n";
+    NC_ASSERT(strncmp(cg->body.s, header, strlen(header)) == 0);
+    cg_printf(&cg->src, "%s\nextern \"C\" __global__ void %s%s%s  NC_PDL_ENTER();\n%s", cg->cur_comment.s, cg->cur_bounds, cg->cur_name,
+              header, cg->body.s + strlen(header));
 }
 
 /* Declare a typed pointer for buffer slot k of dtype t. */
@@ -1141,32 +1160,59 @@ static bool partials_dim(cg_ctx *cg, const ir_node *n, uint32_t C, int64_t parts
 /* What a reduction's accumulator starts from. */
 static const char *reduce_init(const ir_node *n) { return n->op == OP_MAX ? "-__int_as_float(0x7f800000)" : "0.0f"; }
 
+/* Adding up partial rows [P, C] (f32, row p at p C) column by column
+ * leaves a GPU waiting on loads: a few hundred rows and a thread a column
+ * (GPT-2's bias and norm gradients: 264 rows, 768 or 2304 columns) kept
+ * ptxas at about 10 loads in flight, and a batch of eight such sums took
+ * 62-108 us on an H200. So a warp takes a column: lane l combines rows l,
+ * l + 32, ... in order (8 or 9 of 264), and the lanes meet by exchanges in
+ * a fixed order, the same every run. A block's 8 warps read 8 neighbouring
+ * columns of each row: one 32-byte sector. The threads: 32 C. */
+static bool warp_column_threads(cg_ctx *cg, const ir_node *n, uint32_t C, uint32_t *out)
+{
+    dim_expr threads, lanes = dim_const(32);
+    if (dim_mul(&cg->g->dims[C], &lanes, &threads) != DIM_OK) {
+        snprintf(cg->err, sizeof cg->err, "%s: the partial results' size overflows", nc_ops[n->op].name);
+        return false;
+    }
+    *out = ir_dim_intern((ir_graph *)cg->g, &threads);
+    return true;
+}
+
+/* acc combined with the other lanes' (`combine` of a and b), the result in
+ * every lane. */
+static void emit_lanes_combine(cg_buf *b, const char *acc, const char *combine)
+{
+    for (int m = 1; m < 32; m *= 2)
+        cg_printf(b, "    { const float a = %s, b = nc_lane_xor(%s, %d); %s = %s; }\n", acc, acc, m, acc, combine);
+}
+
 /* The second kernel of a column reduction: the `parts` partial rows of
- * part ([parts, C] f32) combined in order into stored (C: the result's dim
- * id, X: the operand's element count; parts 0: a sum over the X / C rows of
- * part, X its element count). */
+ * part ([parts, C] f32) combined into stored (C: the result's dim id, X:
+ * the operand's element count; parts 0: a sum over the X / C rows of part,
+ * X its element count). */
 static bool emit_column_total(cg_ctx *cg, ir_value v, ir_value stored, uint32_t part, int64_t parts, uint32_t C, uint32_t X)
 {
     const ir_node *n = node(cg, v);
     const char *init = reduce_init(n), *combine = nc_cuda_exprs[n->op];
+    uint32_t threads;
+    if (!warp_column_threads(cg, n, C, &threads)) return false;
     cg_buf *b = &cg->body;
     nrt_step *s = begin_kernel(cg, v, "_cols_sum", NRT_GRID_ELEMENTS);
+    add_int(s, threads);
     add_int(s, C);
     add_int(s, X);
     add_buf(s, part);
     add_buf(s, stored);
     cg_printf(b, "  const float *part = (const float *)A.buf[0];\n");
     decl_ptr(cg, "y", 1, node(cg, stored)->dtype, false);
-    cg_printf(b, "  const long long C = A.n[0], R = C > 0 ? A.n[1] / C : 0; (void)R;\n");
-    cg_printf(b, "  NC_GRID_STRIDE(c, C) {\n    float acc = %s;\n", init);
-    /* a few hundred partial rows and a thread per column: the loads, not the adds, take the time,
-       so 32 of them in flight at once (eight took 26 us for 264 rows on an H200) */
-    if (parts > 0)
-        cg_printf(b, "#pragma unroll 32\n    for (int p = 0; p < %lld; p++) { const float a = acc, b = part[p * C + c]; acc = %s; }\n",
-                  (long long)parts, combine);
-    else
-        cg_printf(b, "#pragma unroll 32\n    for (long long p = 0; p < R; p++) { const float a = acc, b = part[p * C + c]; acc = %s; }\n", combine);
-    cg_printf(b, "%s    nc_st(y, c, acc);\n  }\n", n->op == OP_MEAN ? "    acc = acc / (float)R;\n" : "");
+    cg_printf(b, "  const long long C = A.n[1], R = C > 0 ? A.n[2] / C : 0; (void)R;\n");
+    cg_printf(b, "  NC_WARP_STRIDE(c, C) {\n    float acc = %s;\n#pragma unroll 8\n", init);
+    if (parts > 0) cg_printf(b, "    for (int p = NC_LANE; p < %lld; p += 32)", (long long)parts);
+    else cg_printf(b, "    for (long long p = NC_LANE; p < R; p += 32)");
+    cg_printf(b, " { const float a = acc, b = part[p * C + c]; acc = %s; }\n", combine);
+    emit_lanes_combine(b, "acc", combine);
+    cg_printf(b, "    if (NC_LANE == 0) {\n%s      nc_st(y, c, acc);\n    }\n  }\n", n->op == OP_MEAN ? "      acc = acc / (float)R;\n" : "");
     end_kernel(cg);
     return true;
 }
@@ -1812,14 +1858,17 @@ static bool emit_norm_param_columns(cg_ctx *cg, ir_value v, ir_value bias, uint3
     return true;
 }
 
-/* One thread a column adds the nparts partial rows of each set, in order. */
+/* The nparts partial rows of each set added up by column, a warp a column
+ * as in emit_column_total. */
 static bool emit_norm_param_sum(cg_ctx *cg, ir_value v, ir_value bias, uint32_t parts, int nparts)
 {
     const ir_node *x = node(cg, arg(cg, v, 0));
     int sets = bias != IR_NONE ? 2 : 1;
-    uint32_t C = x->shape[x->rank - 1];
+    uint32_t C = x->shape[x->rank - 1], threads;
+    if (!warp_column_threads(cg, node(cg, v), C, &threads)) return false;
     cg_buf *b = &cg->body;
     nrt_step *s = begin_kernel(cg, v, "_sum", NRT_GRID_ELEMENTS);
+    add_int(s, threads);
     add_int(s, C);
     add_buf(s, parts);
     ir_value made[2] = {v, bias};
@@ -1834,13 +1883,19 @@ static bool emit_norm_param_sum(cg_ctx *cg, ir_value v, ir_value bias, uint32_t 
     }
     cg_printf(b, "  const float *part = (const float *)A.buf[0];\n");
     for (int t = 0; t < sets; t++) cg_printf(b, "  float *y%d = (float *)A.buf[%d];\n", t, 1 + t);
-    cg_printf(b, "  NC_GRID_STRIDE(j, A.n[0]) {\n");
+    cg_printf(b, "  const long long C = A.n[1];\n");
+    cg_printf(b, "  NC_WARP_STRIDE(c, C) {\n    float sum[2] = {0.0f, 0.0f};\n#pragma unroll 8\n    for (int p = NC_LANE; p < %d; p += 32) {\n",
+              nparts);
+    for (int t = 0; t < sets; t++) cg_printf(b, "      sum[%d] += part[(%d + p) * C + c];\n", t, t * nparts);
+    cg_printf(b, "    }\n");
     for (int t = 0; t < sets; t++) {
-        cg_printf(b, "    float sum%d = 0.0f;\n", t);
-        cg_printf(b, "#pragma unroll 8\n    for (int p = 0; p < %d; p++) sum%d += part[(%d + p) * A.n[0] + j];\n    y%d[j] = %s(sum%d);\n",
-                  nparts, t, t * nparts, t, round[t], t);
+        char acc[16];
+        snprintf(acc, sizeof acc, "sum[%d]", t);
+        emit_lanes_combine(b, acc, "a + b");
     }
-    cg_printf(b, "  }\n");
+    cg_printf(b, "    if (NC_LANE == 0) {\n");
+    for (int t = 0; t < sets; t++) cg_printf(b, "      y%d[c] = %s(sum[%d]);\n", t, round[t], t);
+    cg_printf(b, "    }\n  }\n");
     end_kernel(cg);
     return true;
 }

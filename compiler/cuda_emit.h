@@ -11,15 +11,19 @@
 
 #include <stdio.h>
 
-/* The grid-stride loops every kernel body writes, over the launch's threads;
- * a batch (cuda_batch.c) redefines them for its steps and then restores
- * them with these lines. */
+/* The grid-stride loops every kernel body writes, over the launch's threads
+ * (NC_WARP_STRIDE: over its warps, every lane of a warp in each pass); a
+ * batch (cuda_batch.c) redefines them for its steps and then restores them
+ * with these lines. */
 #define CUDA_GRID_MACROS \
     "#undef NC_GRID_STRIDE\n#undef NC_GRID_STRIDE_FROM\n" \
     "#define NC_GRID_STRIDE(i, n) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); " \
     "i += (long long)gridDim.x * blockDim.x)\n" \
     "#define NC_GRID_STRIDE_FROM(i, start, n) for (long long i = (start) + blockIdx.x * (long long)blockDim.x + " \
-    "threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)\n"
+    "threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)\n" \
+    "#undef NC_WARP_STRIDE\n" \
+    "#define NC_WARP_STRIDE(w, n) for (long long w = (NC_LANES_MAY_MEET(), (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5); w < (n); " \
+    "w += ((long long)gridDim.x * blockDim.x) >> 5)\n"
 
 /* A growable string. */
 typedef struct cg_buf {

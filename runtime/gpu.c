@@ -81,7 +81,7 @@ int gpu_poison(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, c
     F(cuGraphLaunch) F(cuGraphExecDestroy) F(cuGraphDestroy) F(cuGetErrorString) F(cuDriverGetVersion) F(cuMemsetD8Async) \
     F(cuMemHostAlloc) F(cuMemFreeHost) F(cuMemcpyHtoDAsync) F(cuEventCreate) F(cuEventDestroy) F(cuEventRecord)      \
     F(cuEventSynchronize) F(cuEventElapsedTime) F(cuStreamWaitEvent) F(cuMemGetInfo) F(cuMemsetD16Async)      \
-    F(cuMemsetD32Async) F(cuPointerGetAttribute)
+    F(cuMemsetD32Async) F(cuPointerGetAttribute) F(cuLaunchKernelEx)
 
 static struct {
     bool tried, ok;
@@ -291,6 +291,8 @@ struct gpu_session {
     gpu_matmul *mm;                /* per step (matmul steps only) */
     uint32_t column_sum_products;  /* BGRAD steps run as two products (setup_column_sums) */
     bool tune;                     /* NETC_MATMUL_TUNE: time cuBLASLt's candidates, keep the fastest */
+    bool pdl;                      /* NETC_PDL: kernels launched to start as the one before ends */
+    int image_arch;                /* the loaded image's architecture, 90 for sm_90a or compute_90 */
     uint32_t tuned_shapes, retuned_shapes;   /* shapes timed; of those, where another than the first won */
     cublasLtHandle_t lt;
     bool use_graph;
@@ -325,6 +327,8 @@ static int pick_image(gpu_session *s, int major, int minor, const unsigned char 
     const nrt_module_data *m = s->m;
     *owned = NULL;
     int i = module_image_for(m, major, minor);
+    if (i >= 0) sscanf(m->images[i].arch, m->images[i].is_ptx ? "compute_%d" : "sm_%d", &s->image_arch);
+    else s->image_arch = major * 10 + minor;   /* compiled below for this device */
     if (i >= 0 && !m->images[i].is_ptx) {
         *data = m->images[i].data;
         return 0;
@@ -665,6 +669,18 @@ static bool tune_wanted(void)
     return v && *v && strcmp(v, "0") != 0;
 }
 
+/* NETC_PDL set (and not "0"): each kernel is launched with programmatic
+ * stream serialization, so it starts launching while the kernel before it
+ * in its stream ends and waits at its entry (NC_PDL_ENTER, compiled into
+ * every kernel of an sm_90 or later image) for that kernel's work. Saves
+ * part of the gap between two of netc's kernels; off by default until a
+ * GPU measures it (bench/run_gpt2.sh, variant pdl). */
+static bool pdl_wanted(void)
+{
+    const char *v = getenv("NETC_PDL");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 /* The mean time of launch k with its algorithm of the moment: a warm-up,
  * then three launches between two events. */
 static int time_launch(gpu_session *s, uint32_t k, CUevent ev[2], float *ms, char *err, size_t errcap)
@@ -749,6 +765,7 @@ static int create_session(const nrt_module_data *m, const int64_t *syms, int dev
     s->use_graph = use_graph;
     s->device_index = device_index;
     s->tune = tune_wanted();
+    bool pdl = pdl_wanted();
     for (uint32_t k = 0; k < m->program.nsteps; k++) s->has_prepare |= m->program.steps[k].prepare;
     int rc = -1;
     *out = s;
@@ -764,6 +781,7 @@ static int create_session(const nrt_module_data *m, const int64_t *syms, int dev
     drv.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, s->dev);
     drv.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, s->dev);
     snprintf(desc, desccap, "cuda:%d %s (sm_%d%d)", device_index, name, major, minor);
+    s->pdl = pdl && major >= 9 && s->image_arch >= 90;   /* an older image's kernels do not wait at their entry */
     if (plan_memory(s, syms, err, errcap) != 0) return -1;
     if (plan_streams(s, err, errcap) != 0) return -1;
     if (place_arena(s, lender, err, errcap) != 0) return -1;
@@ -785,6 +803,8 @@ static int create_session(const nrt_module_data *m, const int64_t *syms, int dev
                     s->retuned_shapes);
     if (s->dag.nstreams > 1)
         desc_append(desc, desccap, "; launches side by side on %u streams (%u waits)", s->dag.nstreams, s->dag.nwaits);
+    if (s->pdl) desc_append(desc, desccap, "; kernels launched early (PDL)");
+    else if (pdl) desc_append(desc, desccap, "; NETC_PDL ignored: kernels for sm_%d, not sm_90 or later", s->image_arch);
     rc = 0;
     return rc;
 }
@@ -844,8 +864,17 @@ static int launch_from(gpu_session *s, uint32_t *k, uint32_t lane, char *err, si
         bool batch = st->batch >= 2;
         if (s->launch[2 * first] == 0) return 0;
         void *params[] = {batch ? &s->batch_args[first] : a};
-        CU(cuLaunchKernel(s->funcs[batch ? st->batch_kernel : st->kernel], (unsigned)s->launch[2 * first], 1, 1,
-                          (unsigned)s->launch[2 * first + 1], 1, 1, 0, stream, params, NULL));
+        CUfunction f = s->funcs[batch ? st->batch_kernel : st->kernel];
+        unsigned blocks = (unsigned)s->launch[2 * first], threads = (unsigned)s->launch[2 * first + 1];
+        if (s->pdl) {
+            CUlaunchAttribute early = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+            early.value.programmaticStreamSerializationAllowed = 1;
+            CUlaunchConfig c = {.gridDimX = blocks, .gridDimY = 1, .gridDimZ = 1, .blockDimX = threads, .blockDimY = 1, .blockDimZ = 1,
+                                .hStream = stream, .attrs = &early, .numAttrs = 1};
+            CU(cuLaunchKernelEx(&c, f, params, NULL));
+        } else {
+            CU(cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, stream, params, NULL));
+        }
     } else if (st->kind == NRT_STEP_COPY) {
         size_t bytes = (size_t)s->buf_bytes[st->bufs[1]];
         if (bytes) CU(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)a->buf[1], (CUdeviceptr)(uintptr_t)a->buf[0], bytes, stream));

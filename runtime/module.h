@@ -10,7 +10,7 @@
 #include "program.h"
 
 #define NRT_MODULE_MAGIC "NETCMOD\0"
-#define NRT_MODULE_VERSION 12  /* 2: entry sections (forward + train in one file); 3: 16 buffers a kernel;
+#define NRT_MODULE_VERSION 13  /* 2: entry sections (forward + train in one file); 3: 16 buffers a kernel;
                                   4: 64 buffers a kernel, kernels of several loops; 5: matmul epilogues;
                                   6: batched launches; 7: prepare steps; 8: dropout reads the @step input
                                   (a training step's kernels before it read a step nothing set);
@@ -18,7 +18,9 @@
                                   10: a matmul or scatter_add of f16/bf16 operands may store an f32
                                   result (attribute flag bit 4, f32_result); 11: op gelu_grad (GELU's
                                   backward as one op), which renumbers the ops after it;
-                                  12: a kernel step's mask of the buffers it stores to */
+                                  12: a kernel step's mask of the buffers it stores to;
+                                  13: every kernel waits for its grid dependencies at its entry
+                                  (NETC_PDL launches kernels early only into such images) */
 #define NRT_MODULE_MAX_BYTES ((uint64_t)4 << 30)   /* refuse larger files outright */
 
 typedef struct nrt_image {

@@ -103,10 +103,11 @@ head -c 1500 "$src/README.md" > "$tmp/small.txt"
 EPOCHS=2 TEXT=$tmp/small.txt check_train gpt2_two_epochs "$src/examples/gpt2.net" 8 100 --set V=512 --set C=64 --set L=1 --set H=2 --set MAXT=32 --dim T=32
 [[ $(grep -c '"test_loss"' "$tmp/gpt2_two_epochs.gpu.jsonl") -eq 2 ]] && grep -q "it runs in the step's arena" "$tmp/gpt2_two_epochs.gpu.log" ||
   { echo "FAIL train gpt2_two_epochs: not two evaluations in the step's arena"; grep 'GPU memory' "$tmp/gpt2_two_epochs.gpu.log"; fails=$((fails + 1)); }
-# launches on 2 streams and products tuned by timing cuBLASLt's candidates: the same losses
-NETC_STREAMS=2 NETC_MATMUL_TUNE=1 check_train gpt2_streams_tuned "$src/examples/gpt2.net" 2 3 --set V=512 --set C=64 --set L=1 --set H=2 --set MAXT=32 --dim T=32
-grep -qE "product shapes tuned.*launches side by side on 2 streams" "$tmp/gpt2_streams_tuned.gpu.log" ||
-  { echo "FAIL train gpt2_streams_tuned: not on 2 streams with tuned products"; grep 'training on' "$tmp/gpt2_streams_tuned.gpu.log"; fails=$((fails + 1)); }
+# launches on 2 streams, products tuned by timing cuBLASLt's candidates and kernels launched
+# early (the mock checks each waits at its entry): the same losses
+NETC_STREAMS=2 NETC_MATMUL_TUNE=1 NETC_PDL=1 check_train gpt2_streams_tuned "$src/examples/gpt2.net" 2 3 --set V=512 --set C=64 --set L=1 --set H=2 --set MAXT=32 --dim T=32
+grep -qE "product shapes tuned.*launches side by side on 2 streams.*kernels launched early \(PDL\)" "$tmp/gpt2_streams_tuned.gpu.log" ||
+  { echo "FAIL train gpt2_streams_tuned: not on 2 streams with tuned products and early launches"; grep 'training on' "$tmp/gpt2_streams_tuned.gpu.log"; fails=$((fails + 1)); }
 ACCUMULATE=2 check_train char_lm_accumulate "$src/examples/char_lm.net" 4 4 --set T=16 --set C=32 --set L=1
 # micro-batches in bf16: the guarded update stores the weights' copies for the next step too
 ACCUMULATE=2 check_train gpt2_accumulate "$src/examples/gpt2.net" 4 4 --set V=512 --set C=64 --set L=1 --set H=2 --set MAXT=32 --dim T=32

@@ -50,7 +50,7 @@ enum { MOCK_MAX_THREADS = 1024, MOCK_MAX_STATIC_SHARED = 48 * 1024 };
 static const size_t mock_total_bytes = (size_t)80 << 30;
 
 struct CUctx_st { int retained; };
-struct CUmod_st { void *lib; mock_launch_fn *launch; void (*release)(void); };
+struct CUmod_st { void *lib; mock_launch_fn *launch; void (*release)(void); long long *dependency_waits; };
 struct CUfunc_st { struct CUmod_st *module; mock_kernel_fn *fn; char name[128]; };
 
 typedef struct mock_work {
@@ -105,6 +105,7 @@ static CUstream mock_streams;
 static mock_worklist mock_legacy;   /* the legacy stream's work not yet run */
 static __thread CUcontext mock_current;
 static __thread int mock_open_captures;
+static __thread bool mock_launching_early;   /* cuLaunchKernelEx with programmatic stream serialization */
 
 static double mock_now_ms(void)
 {
@@ -713,6 +714,7 @@ CUresult cuModuleLoadData(CUmodule *out, const void *image)
     if (m->lib) {
         m->launch = (mock_launch_fn *)(uintptr_t)dlsym(m->lib, "nc_host_launch");
         m->release = (void (*)(void))(uintptr_t)dlsym(m->lib, "nc_host_release");
+        m->dependency_waits = (long long *)dlsym(m->lib, "nc_grid_dependency_waits");
     }
     if (!m->lib || !m->launch) {
         mock_complain("cuModuleLoadData: %s", m->lib ? "the library has no nc_host_launch" : dlerror());
@@ -768,6 +770,7 @@ CUresult cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name)
 typedef struct mock_launch {
     struct CUfunc_st *f;
     long long blocks, threads;
+    bool early;   /* launched to start as the kernel before it ends (programmatic stream serialization) */
     mock_args args;
 } mock_launch;
 
@@ -780,8 +783,14 @@ static void mock_run_launch(void *p)
     mock_thread_ctx t = {l->f->fn, &l->args};
     char err[256];
     if (mock.sticky != CUDA_SUCCESS) return;   /* a failed kernel stops the context's work */
+    long long *waits = l->f->module->dependency_waits, before = waits ? *waits : 0;
     if (l->f->module->launch(mock_run_thread, &t, l->blocks, l->threads, err, sizeof err) != 0) {
         mock_complain("kernel %s failed: %s", l->f->name, err);
+        mock.sticky = CUDA_ERROR_LAUNCH_FAILED;
+    } else if (l->early && (!waits || *waits - before != l->blocks * l->threads)) {
+        /* on a GPU it could run before the kernel it follows has finished */
+        mock_complain("kernel %s was launched early, but %lld of its %lld threads waited for the kernel before it",
+                      l->f->name, waits ? *waits - before : 0, l->blocks * l->threads);
         mock.sticky = CUDA_ERROR_LAUNCH_FAILED;
     }
 }
@@ -802,9 +811,31 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (shared > MOCK_MAX_STATIC_SHARED) return CUDA_ERROR_INVALID_VALUE;
-    mock_launch l = {.f = f, .blocks = gx, .threads = bx};
+    mock_launch l = {.f = f, .blocks = gx, .threads = bx, .early = mock_launching_early};
     memcpy(&l.args, params[0], sizeof l.args);   /* arguments are copied at the launch, as CUDA does */
     return mock_cuda_enqueue(s, mock_run_launch, &l, sizeof l);
+}
+
+/* The launch with attributes: the runtime asks only for programmatic stream
+ * serialization (NETC_PDL). The work keeps the stream's order here, as the
+ * kernel's wait at its entry makes it on a GPU; what is checked is that
+ * every thread of it did wait. */
+CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    if (!c || (c->numAttrs && !c->attrs)) return CUDA_ERROR_INVALID_VALUE;
+    bool early = false;
+    for (unsigned i = 0; i < c->numAttrs; i++) {
+        if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) {
+            mock_complain("cuLaunchKernelEx: launch attribute %d", (int)c->attrs[i].id);
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+        early = c->attrs[i].value.programmaticStreamSerializationAllowed != 0;
+    }
+    mock_launching_early = early;
+    CUresult rc = cuLaunchKernel(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                                 c->sharedMemBytes, c->hStream, params, extra);
+    mock_launching_early = false;
+    return rc;
 }
 
 /* ---- streams, capture, graphs ------------------------------------------- */

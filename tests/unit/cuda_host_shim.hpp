@@ -62,6 +62,17 @@ static void *nc_thunk_ctx;
 // is undefined in CUDA too).
 static bool nc_waited, nc_plain;
 
+// A warp-stride loop's lanes exchange values (nc_lane_xor): it counts as a
+// barrier met even where block 0's threads take no pass through it (a
+// batch's step that other blocks run), so the launch keeps its fibers.
+#define NC_LANES_MAY_MEET() ((void)(nc_waited = true))
+
+// Every thread of a kernel starts by waiting for its grid dependencies
+// (programmatic dependent launch): counted, so the mock driver can check
+// that each thread of a kernel it launched early did (mock_cuda.c).
+extern "C" { long long nc_grid_dependency_waits = 0; }
+#define NC_PDL_ENTER() ((void)nc_grid_dependency_waits++)
+
 // Back to the scheduler until the barrier opens; the scheduler sets threadIdx.
 static inline void nc_wait(int barrier)
 {
