@@ -399,6 +399,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:s, s:s}", "name", step_name(&m.program, s, name), "bytes", c.bytes, "flops",
                               c.flops, "floor_us", c.floor_s * 1e6, "op", nc_ops[n->op].name, "source", loc);
         json_object_set_new(o, "prepare", json_boolean(s->prepare));
+        json_object_set_new(o, "launch_step", json_integer(launch_of[k]));   /* the step whose launch runs it (a batch's first) */
         if (prof) json_object_set_new(o, "measured_us", launch_of[k] == k ? json_real(prof->step_seconds[k] * 1e6) : json_null());
         json_array_append(steps_j, o);
         if (s->kind == NRT_STEP_KERNEL) json_array_append(kernels, o);
@@ -406,9 +407,12 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         if (!as_json) {
             fprintf(out, "%-4u %-34.34s %-34.34s %12.0f %12.0f %10.2f", k, step_name(&m.program, s, name), what, c.bytes,
                     c.flops, c.floor_s * 1e6);
-            if (prof && launch_of[k] != k) fprintf(out, "   (in step %u's launch)", launch_of[k]);
-            else if (prof && s->batch >= 2) fprintf(out, " %13.2f (one launch: steps %u-%u)", prof->step_seconds[k] * 1e6, k, k + s->batch - 1u);
-            else if (prof) fprintf(out, " %13.2f", prof->step_seconds[k] * 1e6);
+            if (launch_of[k] != k) {
+                fprintf(out, "   (in step %u's launch)", launch_of[k]);
+            } else {
+                if (prof) fprintf(out, " %13.2f", prof->step_seconds[k] * 1e6);
+                if (s->batch >= 2) fprintf(out, " (one launch: steps %u-%u)", k, k + s->batch - 1u);
+            }
             fprintf(out, "%s\n", s->prepare ? "  once" : "");
         }
     }

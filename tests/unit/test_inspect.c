@@ -173,10 +173,19 @@ int main(int argc, char **argv)
     }
     free(js);
 
-    /* without --profile: no measured column, keys or section */
+    /* without --profile: no measured column, keys or section; the batches still shown as launches */
     char *plain = report(path, NULL, NULL, 0, false, NULL);
+    char one_launch[64], in_launch[64];
+    snprintf(one_launch, sizeof one_launch, "(one launch: steps %u-%u)", slow, slow + p->steps[slow].batch - 1u);
+    snprintf(in_launch, sizeof in_launch, "(in step %u's launch)", launch_of[member]);
     CHECK(plain && !strstr(plain, "measured") && !strstr(plain, "slowest launches"));
+    CHECK(plain && strstr(plain, one_launch) && strstr(plain, in_launch));
     free(plain);
+    js = report(path, NULL, NULL, 0, true, NULL);
+    j = js ? json_loads(js, 0, &je) : NULL;
+    CHECK(j && json_integer_value(json_object_get(json_array_get(json_object_get(j, "steps"), member), "launch_step")) == launch_of[member]);
+    json_decref(j);
+    free(js);
 
     check_prepare_report(example);
     printf("test_inspect: %u steps, %u batches, the report %s\n", p->nsteps, batches, failures ? "differs" : "as expected");
