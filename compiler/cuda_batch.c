@@ -162,15 +162,14 @@ static const char batch_grid_macros[] =
 static void emit_batch_kernel(cg_ctx *cg, uint32_t first, uint32_t n, bool *has_device_fn)
 {
     nrt_program *p = cg->prog;
-    const char *header = "(nc_args A) ";   /* how every body starts (cuda_emit.c, begin_kernel) */
     cg_printf(&cg->src, "%s", batch_grid_macros);
     for (uint32_t k = first; k < first + n; k++) {
         uint32_t kern = p->steps[k].kernel;
         if (has_device_fn[kern]) continue;
         has_device_fn[kern] = true;
-        NC_ASSERT(strncmp(cg->bodies[kern], header, strlen(header)) == 0);
-        cg_printf(&cg->src, "__device__ __noinline__ void %s_in_batch(const nc_args &A, long long nc_vt, long long nc_vg) %s",
-                  p->kernel_names[kern], cg->bodies[kern] + strlen(header));
+        NC_ASSERT(strncmp(cg->bodies[kern], CUDA_BODY_HEADER, strlen(CUDA_BODY_HEADER)) == 0);
+        cg_printf(&cg->src, "__device__ __noinline__ void %s_in_batch(const nc_args &A, long long nc_vt, long long nc_vg) {\n%s",
+                  p->kernel_names[kern], cg->bodies[kern] + strlen(CUDA_BODY_HEADER));
     }
     cg_printf(&cg->src, "%s", CUDA_GRID_MACROS);   /* the kernels after this one loop over their own grid */
     char name[64];

@@ -441,7 +441,7 @@ static nrt_step *begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_gr
     cg->cur_bounds[0] = 0;
     /* more than 64 registers a thread and a 1024-thread launch fails */
     if (grid == NRT_GRID_SINGLE) snprintf(cg->cur_bounds, sizeof cg->cur_bounds, "__launch_bounds__(1024, 1) ");
-    cg_printf(&cg->body, "(nc_args A) {\n");
+    cg_printf(&cg->body, CUDA_BODY_HEADER);
     return s;
 }
 
@@ -539,11 +539,8 @@ static void end_kernel(cg_ctx *cg)
     p->kernel_names = nc_xrealloc(p->kernel_names, (p->nkernels + 1) * sizeof *p->kernel_names);
     p->kernel_names[p->nkernels] = nc_xstrdup(cg->cur_name);
     s->kernel = p->nkernels++;
-    /* the body again after its "(nc_args A) {" line, as cuda_batch.c calls it */
-    const char *header = "(nc_args A) {\n";
-    NC_ASSERT(strncmp(cg->body.s, header, strlen(header)) == 0);
-    cg_printf(&cg->src, "%s\nextern \"C\" __global__ void %s%s%s  NC_PDL_ENTER();\n%s", cg->cur_comment.s, cg->cur_bounds, cg->cur_name,
-              header, cg->body.s + strlen(header));
+    cg_printf(&cg->src, "%s\nextern \"C\" __global__ void %s%s" CUDA_BODY_HEADER "  NC_PDL_ENTER();\n%s", cg->cur_comment.s,
+              cg->cur_bounds, cg->cur_name, cg->body.s + strlen(CUDA_BODY_HEADER));
 }
 
 /* Declare a typed pointer for buffer slot k of dtype t. */

@@ -25,6 +25,11 @@
     "#define NC_WARP_STRIDE(w, n) for (long long w = (NC_LANES_MAY_MEET(), (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5); w < (n); " \
     "w += ((long long)gridDim.x * blockDim.x) >> 5)\n"
 
+/* How every kernel body starts (begin_kernel): the __global__ kernel and a
+ * batch's device function (cuda_batch.c) each print their own signature
+ * and the body after it. */
+#define CUDA_BODY_HEADER "(nc_args A) {\n"
+
 /* A growable string. */
 typedef struct cg_buf {
     char *s;

@@ -321,6 +321,13 @@ static bool eval_dim(const ir_graph *g, uint32_t d, const int64_t *syms, int64_t
     return dim_eval(&g->dims[d], syms, out);
 }
 
+/* An on/off switch from the environment: on when set, not empty and not "0". */
+static bool env_flag(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 static int pick_image(gpu_session *s, int major, int minor, const unsigned char **data, char **owned, char *err,
                       size_t errcap)
 {
@@ -514,11 +521,7 @@ static int find_algo(gpu_session *s, gpu_matmul *mm)
  * DGELU_BGRAD products of GPT-2's step ran at 24% of their floor, 437 us
  * each, and the step was 2.5 ms (6%) faster with the sums as a second
  * product. The variable lets bench/ time both ways on one GPU. */
-static bool bgrad_epilogue_wanted(void)
-{
-    const char *v = getenv("NETC_DGELU_BGRAD");
-    return v && *v && strcmp(v, "0") != 0;
-}
+static bool bgrad_epilogue_wanted(void) { return env_flag("NETC_DGELU_BGRAD"); }
 
 /* DGELU_BGRAD has no algorithm here (cuBLASLt does not promise one for
  * every shape and type), or is switched off: the step runs DGELU alone,
@@ -663,11 +666,7 @@ static int fail_msg(char *err, size_t errcap, const char *msg);
  * NRT_TUNE_CANDIDATES algorithms by cuBLASLt's heuristic are timed when the
  * session is made, and the fastest kept. Off by default until a GPU shows
  * the heuristic's first choice leaves time on the table; bench/ times both. */
-static bool tune_wanted(void)
-{
-    const char *v = getenv("NETC_MATMUL_TUNE");
-    return v && *v && strcmp(v, "0") != 0;
-}
+static bool tune_wanted(void) { return env_flag("NETC_MATMUL_TUNE"); }
 
 /* NETC_PDL set (and not "0"): each kernel is launched with programmatic
  * stream serialization, so it starts launching while the kernel before it
@@ -675,11 +674,7 @@ static bool tune_wanted(void)
  * every kernel of an sm_90 or later image) for that kernel's work. Saves
  * part of the gap between two of netc's kernels; off by default until a
  * GPU measures it (bench/run_gpt2.sh, variant pdl). */
-static bool pdl_wanted(void)
-{
-    const char *v = getenv("NETC_PDL");
-    return v && *v && strcmp(v, "0") != 0;
-}
+static bool pdl_wanted(void) { return env_flag("NETC_PDL"); }
 
 /* The mean time of launch k with its algorithm of the moment: a warm-up,
  * then three launches between two events. */

@@ -389,7 +389,7 @@ int gpu_check(const gpu_check_opts *o)
     int64_t syms[NC_MAX_SYMS] = {0};
     if (!cuda_emit_program_ex(g, o->fuse, &m.program, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; goto out; }
     /* NETC_GPU_ARCH: the image of the cases that name none (compute_90: NETC_PDL launches early only into sm_90 images) */
-    const char *arch = o->arch ? o->arch : getenv("NETC_GPU_ARCH") && *getenv("NETC_GPU_ARCH") ? getenv("NETC_GPU_ARCH") : "compute_80";
+    const char *arch_env = getenv("NETC_GPU_ARCH"), *arch = o->arch ? o->arch : arch_env && *arch_env ? arch_env : "compute_80";
     if (!nvrtc_compile(m.program.source, arch, &img, &log)) { fprintf(stderr, "%s: %s\n", o->name, log); fails++; goto out; }
     nrt_image mi = {.is_ptx = img.is_ptx, .data = img.data, .size = img.size};
     snprintf(mi.arch, sizeof mi.arch, "%s", arch);
