@@ -27,13 +27,14 @@ echo "{\"bench\": \"build_gpt2_train_cached\", \"ms\": $(( (e - s) / 1000000 ))}
 # 4 streams, NETC_STREAMS, runtime/launch_dag.c: whether that pays on this GPU) or tune (each
 # product shape's algorithm the fastest of cuBLASLt's first 8 when timed, NETC_MATMUL_TUNE) or
 # pdl (each kernel launched to start as the one before it ends, NETC_PDL) or fast (all three,
-# on 2 streams)
+# on 2 streams) or slices8/slices2 (the head and its loss in 8 slices, as before the
+# twenty-fourth session, or 2, instead of the 4 netc takes at 16 x 1024: --loss-slices)
 netc_train() {
   local budget=$1 extra=() env=()
   case $budget in
     4GiB) extra=(--memory-budget 4GiB) ;; bgrad) env=(NETC_DGELU_BGRAD=1) ;; mma_sync) extra=(--target sm_90) ;;
     streams2) env=(NETC_STREAMS=2) ;; streams4) env=(NETC_STREAMS=4) ;; tune) env=(NETC_MATMUL_TUNE=1) ;;
-    pdl) env=(NETC_PDL=1) ;; fast) env=(NETC_STREAMS=2 NETC_MATMUL_TUNE=1 NETC_PDL=1) ;;
+    pdl) env=(NETC_PDL=1) ;; fast) env=(NETC_STREAMS=2 NETC_MATMUL_TUNE=1 NETC_PDL=1) ;; slices8) extra=(--loss-slices 8) ;; slices2) extra=(--loss-slices 2) ;;
   esac
   env "${env[@]}" "$NETC" train examples/gpt2.net --data "$TEXT" --dim T="$T" --batch "$B" --epochs 1000 --max-steps "$STEPS" \
     --device gpu "${extra[@]}" --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 ||
@@ -61,12 +62,15 @@ print(json.dumps({"bench": "gpt2_train_step", "impl": "netc", "variant": sys.arg
 EOF
 }
 # most needed first (bench/run_all.sh may cut the script short): the step against PyTorch,
-# the step with the three launch options off by default together, then each alone, where the
+# the step with the three launch options off by default together, the head in 8 slices, then
+# each launch option alone, where the
 # time goes, the 4GiB budget, the losses against PyTorch, the step with attention on mma.sync,
 # then the epilogue's variant
 netc_train "" || exit 1
 python3 bench/torch_gpt2.py "$B" "$T" 20
 netc_train fast
+netc_train slices8
+netc_train slices2
 netc_train pdl
 netc_train streams2
 netc_train tune

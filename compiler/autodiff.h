@@ -50,9 +50,14 @@ bool autodiff_vjp(ir_graph *g, ir_value out, ir_value gout, const ir_value *wrt,
 /* accumulate > 1: the graph runs once per micro-batch; gradients add up in
  * f32 state parameters (NAME.grad_acc) and the update, of their mean, takes
  * effect only where the input @apply is 1 (the accumulators then reset). */
-/* chunk_loss: compute a large-vocabulary head and its loss a slice at a time
- * (loss_chunk.c); report (or NULL) gets a line when it does. */
-bool train_step_build(ir_graph *g, int accumulate, bool chunk_loss, FILE *report, char *err, size_t errcap);
+/* loss_slices: how many slices a large-vocabulary head and its loss take
+ * (loss_chunk.c): 1, whole; 0, as few as keep each slice's logits within
+ * 512 MiB (fewer, larger products, less f32 accumulation of the weight's
+ * gradient); LOSS_SLICES_MOST, the least memory (what a memory budget asks
+ * for); never more than the sliced axis's length. report (or NULL) gets a
+ * line when the head is sliced. */
+#define LOSS_SLICES_MOST 8
+bool train_step_build(ir_graph *g, int accumulate, int loss_slices, FILE *report, char *err, size_t errcap);
 
 /* A graph built to train (its loss kept) draws its random ops' numbers from
  * the step: the copy of g with one more input, @step (TRAIN_INPUT_STEP, an
@@ -65,11 +70,13 @@ ir_graph *train_step_input(const ir_graph *g);
 /* loss_chunk.c: rewrite cross_entropy(matmul(h, W, transpose_b)) as slices,
  * each with its backward right after it. Returns the number of gradient
  * contributions written to out (0: the loss is not such a head), or -1 with
- * err set. seed: the loss's gradient (IR_NONE = 1). */
-int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *report, char *err, size_t errcap);
-/* The same for a forward graph: each output that is such a loss, over rows
- * enough for slices of 256 or more, becomes the sum of its slices' (no
- * backward). Returns how many, or -1 with err set. */
-int loss_chunk_forward(ir_graph *g, FILE *report, char *err, size_t errcap);
+ * err set. seed: the loss's gradient (IR_NONE = 1); slices: as for
+ * train_step_build. */
+int loss_chunk_build(ir_graph *g, ir_value seed, int slices, ad_contribution out[2], FILE *report, char *err, size_t errcap);
+/* The same for a forward graph: each output that is such a loss becomes
+ * the sum of its slices' (no backward): slices of them (1: none), or with
+ * slices 0 as many as keep 256 rows or more in each. Returns how many, or
+ * -1 with err set. */
+int loss_chunk_forward(ir_graph *g, int slices, FILE *report, char *err, size_t errcap);
 
 #endif

@@ -1,6 +1,7 @@
 /* cli.c - netc's subcommands and their flags. Usage errors are one line on
  * stderr and exit code 2; compile errors exit 1. */
 #include "cli.h"
+#include "autodiff.h"
 #include "driver.h"
 #include "passes.h"
 #include "cuda_emit.h"
@@ -118,12 +119,24 @@ static void print_help(FILE *out)
             "  --emit-cuda          print the generated CUDA C\n"
             "  --no-fuse            (build, train) one kernel per op: no elementwise fusion\n"
             "  --no-memplan         (build) give every buffer its own memory: what the plan saves\n"
-            "  --no-chunk-loss      (build, train) compute a large-vocabulary cross entropy and its\n"
-            "                       logits in one piece instead of slices (with their backward)\n"
+            "  --loss-slices N      (build, train) compute a large-vocabulary cross entropy and its\n"
+            "                       logits in N slices of the rows, each with its backward (1-8;\n"
+            "                       default: as few as keep a slice's logits within 512 MiB, 8 under\n"
+            "                       --memory-budget); --no-chunk-loss is --loss-slices 1\n"
             "  --report             (build) print the optimizer's decisions: casts moved and the bytes\n"
             "                       they save, values merged or dropped, what is recomputed, with source lines\n"
             "  -Werror              treat warnings as errors\n"
             "  -o FILE              output file\n");
+}
+
+/* --loss-slices: 1 to LOSS_SLICES_MOST. */
+static bool parse_loss_slices(const char *text, int *slices)
+{
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (*end || end == text || v < 1 || v > LOSS_SLICES_MOST) return false;
+    *slices = (int)v;
+    return true;
 }
 
 /* NAME=VALUE into two strings owned by o. */
@@ -183,7 +196,11 @@ static int parse_args(int argc, char **argv, cli_opts *o)
             o->no_fuse = true;
             o->train.no_fuse = true;
         } else if (strcmp(a, "--no-chunk-loss") == 0) {
-            o->train.no_chunk_loss = true;
+            o->train.loss_slices = 1;
+        } else if (strcmp(a, "--loss-slices") == 0) {
+            if (!next || !parse_loss_slices(next, &o->train.loss_slices))
+                return usage_error("--loss-slices wants a count from 1 to 8, got '%s'", next ? next : "nothing");
+            i++;
         } else if (strcmp(a, "--no-memplan") == 0) {
             o->no_memplan = true;
         } else if (strcmp(a, "--report") == 0) {
@@ -284,7 +301,7 @@ static driver_opts to_driver(const cli_opts *o)
         .train_step = o->entry && strcmp(o->entry, "train") == 0,
         .accumulate = (int)o->train.accumulate,
         .memory_budget = o->train.memory_budget,
-        .no_chunk_loss = o->train.no_chunk_loss,
+        .loss_slices = o->train.loss_slices,
         .fuse = !o->no_fuse,
         .report = o->report ? stdout : NULL,
     };

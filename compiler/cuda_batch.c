@@ -236,24 +236,50 @@ static bool reads_little(const cg_ctx *cg, const nrt_program *p, uint32_t k)
     return total <= SINK_MAX_READ_BYTES;
 }
 
+/* Whether step k stores to its slot j: a product's result too, which
+ * writes_slot (a kernel's view of its values) does not see. */
+static bool step_stores(const cg_ctx *cg, const nrt_program *p, uint32_t k, int j)
+{
+    return (nrt_step_writes(&p->steps[k]) >> j & 1) || writes_slot(cg, p, k, j);
+}
+
+/* Whether steps a and b share a buffer that either of them writes: then
+ * they keep their order. */
+static bool steps_conflict(const cg_ctx *cg, const nrt_program *p, uint32_t a, uint32_t b)
+{
+    const nrt_step *s = &p->steps[a], *t = &p->steps[b];
+    for (int i = 0; i < t->nbufs; i++)
+        for (int j = 0; j < s->nbufs; j++)
+            if (t->bufs[i] == s->bufs[j] && (step_stores(cg, p, a, j) || step_stores(cg, p, b, i))) return true;
+    return false;
+}
+
 /* Where step k can go: just before the first later step that touches what
  * k writes, provided nothing in between writes what k reads; k itself when
  * it cannot move. */
 static uint32_t sink_target(const cg_ctx *cg, const nrt_program *p, uint32_t k)
 {
-    const nrt_step *s = &p->steps[k];
     uint32_t r = k + 1;
-    for (; r < p->nsteps; r++) {
-        const nrt_step *t = &p->steps[r];
-        bool conflict = false;
-        for (int i = 0; i < t->nbufs && !conflict; i++)
-            for (int j = 0; j < s->nbufs && !conflict; j++) {
-                if (t->bufs[i] != s->bufs[j]) continue;
-                conflict = writes_slot(cg, p, k, j) || writes_slot(cg, p, r, i);
-            }
-        if (conflict) break;
-    }
+    while (r < p->nsteps && !steps_conflict(cg, p, k, r)) r++;
     return r - 1;
+}
+
+/* A small step that may move down to its first reader (below). */
+static bool sinkable(const cg_ctx *cg, const nrt_program *p, uint32_t k)
+{
+    return !p->steps[k].prepare && batchable(cg, p, k) && reads_little(cg, p, k);   /* prepare steps stay in front */
+}
+
+/* Where a sunk step k can go up to meet an earlier one: just after the
+ * nearest earlier sinkable step, provided nothing from there to k shares
+ * a buffer with k that either writes; k itself otherwise. */
+static uint32_t gather_target(const cg_ctx *cg, const nrt_program *p, uint32_t k)
+{
+    for (uint32_t r = k; r-- > 0;) {
+        if (steps_conflict(cg, p, r, k)) return k;
+        if (sinkable(cg, p, r)) return r + 1;
+    }
+    return k;
 }
 
 static void move_step(nrt_program *p, uint32_t from, uint32_t to)
@@ -269,18 +295,32 @@ static void move_step(nrt_program *p, uint32_t from, uint32_t to)
     memcpy(&p->slot_values[(size_t)to * NRT_MAX_BUFS], sv, sizeof sv);
 }
 
+static void move_step_up(nrt_program *p, uint32_t from, uint32_t to)
+{
+    for (uint32_t j = from; j > to; j--) move_step(p, j - 1, j);   /* the step before moves behind it */
+}
+
 /* Small grid-stride kernels whose results are read much later (the second
  * kernel of a bias's or a norm parameter's gradient, adding up its partial
  * sums) move down to just before their first reader, where they meet and
- * share one launch: the order of everything else is kept. */
+ * share one launch; then those that landed before different readers move
+ * up to meet the group before them where nothing in between touches what
+ * they do. GPT-2's gradient norm reads its column totals in 10 groups
+ * (concats of 16 parameters' squares), one before each concat: the ten
+ * groups become one launch. The order of everything else is kept. */
 static uint32_t sink_small_steps(cg_ctx *cg)
 {
     nrt_program *p = cg->prog;
     uint32_t moved = 0;
     for (uint32_t k = p->nsteps; k-- > 0;) {
-        if (p->steps[k].prepare || !batchable(cg, p, k) || !reads_little(cg, p, k)) continue;   /* prepare steps stay in front */
+        if (!sinkable(cg, p, k)) continue;
         uint32_t to = sink_target(cg, p, k);
         if (to > k + 1) move_step(p, k, to), moved++;
+    }
+    for (uint32_t k = 1; k < p->nsteps; k++) {
+        if (!sinkable(cg, p, k) || sinkable(cg, p, k - 1)) continue;
+        uint32_t to = gather_target(cg, p, k);
+        if (to < k) move_step_up(p, k, to), moved++;
     }
     return moved;
 }
@@ -293,8 +333,7 @@ static void hoist_prepare_steps(cg_ctx *cg)
     nrt_program *p = cg->prog;
     for (uint32_t k = 0, front = 0; k < p->nsteps; k++)
         if (p->steps[k].prepare) {
-            for (uint32_t j = k; j > front; j--) move_step(p, j - 1, j);   /* the step before moves behind it */
-            front++;
+            move_step_up(p, k, front++);
         }
 }
 

@@ -1572,6 +1572,16 @@ static void emit_chunk_loop(cg_buf *b, int chunks)
                  "    if (j >= C) continue;\n", chunks);
 }
 
+/* float v[8]: elements j to j + 7 of the row parameter p (a norm's weight
+ * or bias), one 16-byte load where vec allows: the same for every row, but
+ * 8 scalar loads a chunk were 48 load instructions a row in a layernorm
+ * that issues 3 for its row. */
+static void emit_param_chunk(cg_buf *b, const char *v, const char *p)
+{
+    cg_printf(b, "    float %s[8];\n    if (vec) nc_ld8(%s, j, %s); else for (int e = 0; e < 8; e++) %s[e] = nc_ld(%s, j + e);\n", v, p, v, v,
+              p);
+}
+
 /* Store o[8] at element j of the row of p. */
 static void emit_row_store(cg_buf *b, const char *p, const char *o)
 {
@@ -1588,8 +1598,9 @@ static void emit_norm_warp_body(cg_ctx *cg, bool ln, double eps, int chunks)
     emit_row_chunks(b, "xv", "x", chunks);
     emit_warp_row_stats(cg, ln, eps, chunks);
     emit_chunk_loop(b, chunks);
-    cg_printf(b, "    float o[8];\n    for (int e = 0; e < 8; e++) o[e] = (xv[c][e] - mean) * rstd * nc_ld(w, j + e)%s;\n",
-              ln ? " + nc_ld(b, j + e)" : "");
+    emit_param_chunk(b, "wv", "w");
+    if (ln) emit_param_chunk(b, "bv", "b");
+    cg_printf(b, "    float o[8];\n    for (int e = 0; e < 8; e++) o[e] = (xv[c][e] - mean) * rstd * wv[e]%s;\n", ln ? " + bv[e]" : "");
     emit_row_store(b, "y", "o");
     cg_printf(b, "  }\n");
 }
@@ -1636,10 +1647,11 @@ static void emit_norm_grad_warp_body(cg_ctx *cg, const norm_grad_form *f)
     if (f->keep_stats) cg_printf(b, "  if (lane == 0) { stats[2 * row] = mean; stats[2 * row + 1] = rstd; }\n");
     cg_printf(b, "  float m1 = 0.0f, m2 = 0.0f;\n");
     emit_chunk_loop(b, f->chunks);
+    emit_param_chunk(b, "wv", "w");
     cg_printf(b, "    for (int e = 0; e < 8; e++) {\n");
     if (f->param_sets > 0) cg_printf(b, "      psum[0][c][e] += gv[c][e] * (xv[c][e] - mean) * rstd;\n");
     if (f->param_sets > 1) cg_printf(b, "      psum[1][c][e] += gv[c][e];\n");
-    cg_printf(b, "      const float gw = gv[c][e] * nc_ld(w, j + e);\n      gv[c][e] = gw;\n"
+    cg_printf(b, "      const float gw = gv[c][e] * wv[e];\n      gv[c][e] = gw;\n"
                  "      m1 += gw;\n      m2 += gw * (xv[c][e] - mean) * rstd;\n    }\n  }\n");
     cg_printf(b, "  m1 = %s;\n  m2 = nc_warp_sum(m2) / (float)C;\n", f->ln ? "nc_warp_sum(m1) / (float)C" : "0.0f");
     emit_chunk_loop(b, f->chunks);

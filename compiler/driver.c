@@ -94,15 +94,17 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
             ir_graph_free(g);
             return NULL;
         }
-        if (!train_step_build(g, o->accumulate, !o->no_chunk_loss, o->report, err, sizeof err)) {
+        /* a budget asks for the least memory; otherwise fewer, larger slices are faster */
+        int slices = o->loss_slices ? o->loss_slices : o->memory_budget > 0 ? LOSS_SLICES_MOST : 0;
+        if (!train_step_build(g, o->accumulate, slices, o->report, err, sizeof err)) {
             diag_report(d, DIAG_ERROR, g->train.loc, NULL, "%s", err);
             ir_graph_free(g);
             return NULL;
         }
     }
-    if (!train && !(o && o->no_chunk_loss)) {   /* a language model's loss without its whole logits tensor */
+    if (!train && !(o && o->loss_slices == 1)) {   /* a language model's loss without its whole logits tensor */
         char err[1024];
-        if (loss_chunk_forward(g, o ? o->report : NULL, err, sizeof err) < 0) {
+        if (loss_chunk_forward(g, o ? o->loss_slices : 0, o ? o->report : NULL, err, sizeof err) < 0) {
             diag_report(d, DIAG_ERROR, (nc_loc){file_id, 0, 0}, NULL, "%s", err);
             ir_graph_free(g);
             return NULL;

@@ -20,7 +20,7 @@ typedef struct driver_opts {
     bool keep_loss;                    /* keep the train section's loss (training builds) */
     bool train_step;                   /* build the training step: backward + optimizer update */
     int accumulate;                    /* micro-batches per training step (0, 1: no accumulation) */
-    bool no_chunk_loss;                /* --no-chunk-loss: a large-vocabulary loss in one piece */
+    int loss_slices;                   /* --loss-slices: a large-vocabulary loss's slices (1: whole; 0: netc's choice, loss_chunk.c) */
     int64_t memory_budget;             /* bytes a training step's plan must fit (0: no limit) */
     FILE *report;                      /* the optimizer's decisions, one line each (NULL: none) */
     bool fuse;                         /* the kernels will be fused: plans (--memory-budget) count that */

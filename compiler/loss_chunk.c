@@ -21,11 +21,18 @@
 #include <string.h>
 
 #define LOSS_CHUNK_MIN_CLASSES 4096   /* below this the logits are small: not worth slicing */
-#define LOSS_CHUNK_MAX 8
+#define LOSS_CHUNK_MAX LOSS_SLICES_MOST
 /* A forward slice's product reads the whole weight for its rows: with fewer
  * than this many it is bound by those bytes, not its FLOPs (an H100's 750
  * TFLOP/s over 3 TB/s), and each slice more would add a read of the weight. */
 #define LOSS_CHUNK_MIN_ROWS 256
+/* Training's slices, unless told how many: as few as keep a slice's logits
+ * (and their gradient, as big) within this. Each slice costs a pass over
+ * the weight's f32 gradient (GPT-2's is 147 MiB, read and written), and its
+ * input-gradient product has only the slice's rows to spread over the GPU
+ * (rows x 768 outputs with K = 50304): GPT-2 at 16 x 1024 takes 4 slices of
+ * 4096 rows (393 MiB of bf16 logits each), not 8 of 2048. */
+#define LOSS_CHUNK_SLICE_BYTES ((int64_t)512 << 20)
 
 typedef struct chunk_ctx {
     ir_graph *g;
@@ -114,12 +121,33 @@ static ir_value slice_part(chunk_ctx *c, const chunk_head *hd, int k, int chunks
     return op2(c, OP_MUL, mk(c, cp, lt, 2), scalar(c, (double)(hi - lo) / (double)hd->len));
 }
 
-int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *report, char *err, size_t errcap)
+/* The slices asked for (slices > 0), or how many a training step's head
+ * takes (see LOSS_CHUNK_SLICE_BYTES); a dim unknown at build time may be
+ * large at run time: the most then. Never more than the axis's length. */
+static int train_chunks(const ir_graph *g, const chunk_head *hd, int slices)
+{
+    int most = hd->len < LOSS_CHUNK_MAX ? (int)hd->len : LOSS_CHUNK_MAX;
+    if (slices > 0) return slices < most ? slices : most;
+    const ir_node *l = &g->nodes[hd->logits];
+    int64_t bytes = (int64_t)dtype_size(l->dtype), d;
+    for (int k = 0; k < l->rank; k++) {
+        if (!dim_is_const(&g->dims[l->shape[k]], &d)) return most;
+        bytes *= d;
+    }
+    int64_t fewest = (bytes + LOSS_CHUNK_SLICE_BYTES - 1) / LOSS_CHUNK_SLICE_BYTES;
+    return fewest < most ? (int)fewest : most;
+}
+
+int loss_chunk_build(ir_graph *g, ir_value seed, int slices, ad_contribution out[2], FILE *report, char *err, size_t errcap)
 {
     chunk_head hd;
     if (!find_head(g, g->train.loss, &hd)) return 0;
+    int chunks = train_chunks(g, &hd, slices);
+    if (chunks < 2) {   /* the ordinary backward pass */
+        if (report) fprintf(report, "chunk-loss: cross_entropy over %%%u in one piece: its logits fit one slice\n", hd.logits);
+        return 0;
+    }
     chunk_ctx c = {.g = g, .loc = g->nodes[g->train.loss].loc, .err = err, .errcap = errcap};
-    int chunks = hd.len < LOSS_CHUNK_MAX ? (int)hd.len : LOSS_CHUNK_MAX;
     if (seed == IR_NONE) seed = scalar(&c, 1.0);
     ir_value loss = IR_NONE, dw = IR_NONE, dh_parts[LOSS_CHUNK_MAX];
     for (int k = 0; k < chunks && !c.failed; k++) {
@@ -155,13 +183,15 @@ int loss_chunk_build(ir_graph *g, ir_value seed, ad_contribution out[2], FILE *r
     return n;   /* 0 when no trained parameter is behind h or W: the ordinary sweep then finds nothing either */
 }
 
-/* How many slices a forward loss takes: as many as keep every slice at
- * LOSS_CHUNK_MIN_ROWS rows or more (a dim unknown at build time counted
- * as 1), up to LOSS_CHUNK_MAX and the sliced axis's length. GPT-2 at
+/* How many slices a forward loss takes: as many as asked (slices > 0), or
+ * as many as keep every slice at LOSS_CHUNK_MIN_ROWS rows or more (a dim
+ * unknown at build time counted as 1), up to LOSS_CHUNK_MAX and the sliced
+ * axis's length. GPT-2 at
  * 16 x 1024: 8; at 1024 tokens and a batch bound only at run time: 4; at
  * 1 x 64: none (the weight read once, not eight times, for 64 rows). */
-static int forward_chunks(const ir_graph *g, const chunk_head *hd)
+static int forward_chunks(const ir_graph *g, const chunk_head *hd, int slices)
 {
+    if (slices > 0) return slices < hd->len ? slices : (int)hd->len;
     const ir_node *l = &g->nodes[hd->logits];
     int64_t rows = 1, d;
     for (int k = 0; k + 1 < l->rank; k++)
@@ -171,14 +201,14 @@ static int forward_chunks(const ir_graph *g, const chunk_head *hd)
     return (int)(chunks < hd->len ? chunks : hd->len);
 }
 
-int loss_chunk_forward(ir_graph *g, FILE *report, char *err, size_t errcap)
+int loss_chunk_forward(ir_graph *g, int slices, FILE *report, char *err, size_t errcap)
 {
     int rewritten = 0;
     for (uint32_t i = 0; i < g->noutputs; i++) {
         ir_value ce = g->outputs[i].value;
         chunk_head hd;
         if (!find_head(g, ce, &hd) || users_of(g, ce) != 1) continue;
-        int chunks = forward_chunks(g, &hd);
+        int chunks = forward_chunks(g, &hd, slices);
         if (chunks < 2) continue;
         chunk_ctx c = {.g = g, .loc = g->nodes[ce].loc, .err = err, .errcap = errcap};
         ir_value loss = IR_NONE;

@@ -225,7 +225,7 @@ static void guard_updates(opt_ctx *c, uint32_t from, ir_value keep_new)
     }
 }
 
-bool train_step_build(ir_graph *g, int accumulate, bool chunk_loss, FILE *report, char *err, size_t errcap)
+bool train_step_build(ir_graph *g, int accumulate, int loss_slices, FILE *report, char *err, size_t errcap)
 {
     ir_train_spec *t = &g->train;
     opt_ctx c = {.g = g, .loc = t->loc, .err = err, .errcap = errcap};
@@ -244,7 +244,7 @@ bool train_step_build(ir_graph *g, int accumulate, bool chunk_loss, FILE *report
     ir_update *acc_updates = nc_xcalloc(nweights + 1, sizeof *acc_updates);
     uint32_t nacc = 0;
     ad_contribution pre[2];
-    int npre = chunk_loss ? loss_chunk_build(g, scale, pre, report, err, errcap) : 0;
+    int npre = loss_slices != 1 ? loss_chunk_build(g, scale, loss_slices, pre, report, err, errcap) : 0;
     bool ok = npre >= 0 && autodiff_run_with(g, scale, pre, npre, grads, err, errcap);
     if (ok) ir_output_add(g, TRAIN_OUTPUT_LOSS, t->loss);
     /* unscale the gradients (and add up micro-batches), then their global

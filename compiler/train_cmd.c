@@ -99,7 +99,7 @@ static ir_graph *compile(trainer *t, uint32_t id, bool train, const char *dim, i
     for (int i = 0; i < t->o->ndims && nd < MAX_TRAIN_DIMS; i++) dn[nd] = t->o->dim_names[i], dv[nd++] = t->o->dim_values[i];
     driver_opts o = {.verify = true, .train_step = train, .accumulate = (int)t->o->accumulate,
                      .memory_budget = train ? t->o->memory_budget : 0, .fuse = !t->o->no_fuse,
-                     .no_chunk_loss = t->o->no_chunk_loss, .dim_names = dn, .dim_values = dv, .ndims = nd,
+                     .loss_slices = t->o->loss_slices, .dim_names = dn, .dim_values = dv, .ndims = nd,
                      .set_names = t->o->set_names, .set_values = t->o->set_values, .nsets = t->o->nsets};
     return driver_compile(&t->src, id, &o, &d);
 }

@@ -15,7 +15,7 @@ typedef struct train_opts {
     int64_t accumulate;            /* micro-batches per step (1 = off) */
     int64_t memory_budget;         /* bytes the training step's plan must fit (0 = no limit) */
     bool no_fuse;                  /* one kernel per op on the GPU */
-    bool no_chunk_loss;            /* a large-vocabulary loss in one piece (loss_chunk.c) */
+    int loss_slices;               /* a large-vocabulary loss's slices (1: whole; 0: netc's choice, loss_chunk.c) */
     const char *target;            /* NVRTC target of the GPU kernels (--target; NULL: compute_80 PTX) */
     const char *checkpoint_dir;
     int64_t checkpoint_every;      /* steps; 0 = only at epoch ends */

@@ -49,6 +49,9 @@ if "$netc" inspect "$tmp/ptx.netm" 2>/dev/null | grep -q '^targets: compute_80';
 fi
 expect 1 "not a text file"        check "$tmp/m.netm"
 expect 2 "run count from 1"       inspect "$tmp/m.netm" --dim B=2 --profile 0
+expect 2 "count from 1 to 8"      build "$src/examples/gpt2.net" --loss-slices 9
+expect 2 "count from 1 to 8"      train "$src/examples/gpt2.net" --data "$tmp/nodata" --loss-slices 0
+expect 2 "count from 1 to 8"      build "$src/examples/gpt2.net" --loss-slices 4x
 probe=$("$netc" run "$tmp/m.netm" --dim B=1 --random-inputs 1 --output "$tmp/probe" 2>&1)   # not piped: pipefail and grep -q
 if ! grep -q 'running on cuda' <<<"$probe"; then
   expect 1 "measures on a GPU"    inspect "$tmp/m.netm" --dim B=2 --profile   # no GPU here
@@ -79,9 +82,10 @@ if ! grep -q 'epilogue: step [0-9]*, one cuBLASLt call computes %[0-9]* matmul (
   echo "FAIL: --report (codegen)"; echo "$report"; fail=$((fail + 1))
 fi
 # --report also says what kernels do beyond their own op (GPT-2's attention in place, the
-# gradient norm's joined sums) and what the schedule moved
+# gradient norm's joined sums) and what the schedule moved; the head in 8 slices, as asked
+# (at these dims netc would leave it whole: below)
 n=$((n + 1))
-report=$("$netc" build "$src/examples/gpt2.net" --entry train --set L=1 --dim B=2 --dim T=64 --target '' --report -o "$tmp/g.netm" 2>&1)
+report=$("$netc" build "$src/examples/gpt2.net" --entry train --set L=1 --dim B=2 --dim T=64 --target '' --report --loss-slices 8 -o "$tmp/g.netm" 2>&1)
 if ! grep -q 'along: step [0-9]*, kernel k[0-9]*_attention_tc reads %[0-9]* transpose (nn.net:55) where it lies, in %[0-9]* add (nn.net:12)' <<<"$report" ||
    ! grep -q 'along: step [0-9]*, kernel k[0-9]*_attention_grad_tc writes its columns of %[0-9]* concat (nn.net:52)' <<<"$report" ||
    ! grep -q 'along: step [0-9]*, kernel k[0-9]*_concat_sums computes the [0-9]* sums joined by' <<<"$report" ||
@@ -94,6 +98,18 @@ if ! grep -q 'along: step [0-9]*, kernel k[0-9]*_attention_tc reads %[0-9]* tran
    ! grep -q "along: step [0-9]*, kernel k[0-9]*_layernorm_grad_colsums also sums the terms of %[0-9]* norm_param_grad (nn.net:33) and %[0-9]* norm_param_grad (nn.net:33) over the rows it holds" <<<"$report" ||
    ! grep -q 'batch: steps [0-9]*-[0-9]* run as one launch, kernel k_batch_step[0-9]* .*: 48 of the step.s 48 assignments' <<<"$report"; then   # the whole update: one launch
   echo "FAIL: --report (along)"; echo "$report" | grep -v '^share'; fail=$((fail + 1))
+fi
+# netc's own choice of slices for a training step's head: as few as keep a slice's logits
+# within 512 MiB; the most (8) under a memory budget
+n=$((n + 1))
+small=$("$netc" build "$src/examples/gpt2.net" --entry train --set L=1 --dim B=2 --dim T=64 --target '' --report -o "$tmp/g1.netm" 2>&1)
+large=$("$netc" build "$src/examples/gpt2.net" --entry train --set L=1 --dim B=16 --dim T=1024 --target '' --report -o "$tmp/g4.netm" 2>&1)
+lean=$("$netc" build "$src/examples/gpt2.net" --entry train --set L=1 --dim B=16 --dim T=1024 --target '' --report \
+       --memory-budget 4GiB -o "$tmp/g8.netm" 2>&1)
+if ! grep -q 'chunk-loss: cross_entropy over %[0-9]* in one piece: its logits fit one slice' <<<"$small" ||
+   ! grep -q 'chunk-loss: cross_entropy over %[0-9]* computed in 4 slices of axis 1' <<<"$large" ||
+   ! grep -q 'chunk-loss: cross_entropy over %[0-9]* computed in 8 slices of axis 1' <<<"$lean"; then
+  echo "FAIL: the head's slices by size"; grep chunk-loss <<<"$small$large$lean"; fail=$((fail + 1))
 fi
 # a reduction to one output or a few is split into runs a warp each, then added up in order
 # (one warp an output took 30 ms for 12.6M elements on an H200); many outputs keep a warp each
@@ -121,6 +137,13 @@ n=$((n + 1))
 cuda=$("$netc" build "$src/bench/kernels/chain.net" --dim N=4096 --target '' --emit-cuda -o "$tmp/chain.netm" 2>&1)
 if [[ $(grep -c 'nc_round_pair_bf16(t[0-9]*);' <<<"$cuda") -ne 4 ]] || ! grep -q 'nc_st8_rounded(y0, i0, w0);' <<<"$cuda"; then
   echo "FAIL: pair rounding in the chain's vector loop"; echo "$cuda" | grep -n 'round\|nc_st8'; fail=$((fail + 1))
+fi
+# a layernorm a warp a row loads its weight and bias 16 bytes at a time, as it loads its row
+# (not 8 scalar loads a chunk: 48 load instructions a row)
+n=$((n + 1))
+cuda=$("$netc" build "$src/bench/kernels/layernorm.net" --dim R=64 --target '' --emit-cuda -o "$tmp/ln.netm" 2>&1)
+if ! grep -q 'if (vec) nc_ld8(w, j, wv);' <<<"$cuda" || ! grep -q 'if (vec) nc_ld8(b, j, bv);' <<<"$cuda"; then
+  echo "FAIL: the layernorm's weight and bias in 16-byte loads"; grep -n 'nc_ld.*(w\|nc_ld.*(b' <<<"$cuda"; fail=$((fail + 1))
 fi
 # the forward build of a large-vocabulary loss over 2048 rows computes it in 8 slices,
 # one slice's logits alive at a time; --no-chunk-loss keeps it whole

@@ -220,8 +220,10 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
     src_table src = {0};
     char err[1024];
     const char *sn[] = {"L"}, *sv[] = {"2"};
+    /* GPT-2's head in the 4 slices it takes at 16 x 1024 (at these dims it would be whole):
+     * the weight's f32 gradient adds up across them in place */
     driver_opts o = {.verify = true, .train_step = true, .fuse = true, .accumulate = accumulate, .dim_names = dn, .dim_values = dv, .ndims = nd,
-                     .set_names = sn, .set_values = sv, .nsets = strstr(path, "gpt2") ? 1 : 0};
+                     .set_names = sn, .set_values = sv, .nsets = strstr(path, "gpt2") ? 1 : 0, .loss_slices = strstr(path, "gpt2") ? 4 : 0};
     ir_graph *g = compile_file(path, &o, &src);
     src_free(&src);
     CHECK(g != NULL);
@@ -376,16 +378,20 @@ static void check_model(const char *path, const char *const *dn, const int64_t *
                     !(st->mm_epilogue & NRT_EPI_RESIDUAL);
         }
         /* the second kernels of column sums (a bias's, a norm parameter's gradient: partial
-         * sums added up) move down to their first reader and share launches (cuda_batch.c) */
-        uint32_t *head = nrt_program_launches(&fused), seconds = 0, alone = 0;
+         * sums added up) move down to their first reader and share launches (cuda_batch.c);
+         * those the gradient norm reads, in groups before each of its concats, meet in one */
+        uint32_t *head = nrt_program_launches(&fused), seconds = 0, alone = 0, second_launches = 0, last_head = UINT32_MAX;
         for (uint32_t k = 0; k < fused.nsteps; k++) {
             const char *kn = fused.steps[k].kind == NRT_STEP_KERNEL ? fused.kernel_names[fused.steps[k].kernel] : "";
             size_t len = strlen(kn);
             bool second = (len > 9 && !strcmp(kn + len - 9, "_cols_sum")) || (len > 19 && !strcmp(kn + len - 19, "norm_param_grad_sum"));
             seconds += second;
             alone += second && fused.steps[head[k]].batch < 2;
+            if (second && head[k] != last_head) second_launches++, last_head = head[k];
         }
         free(head);
+        printf("%s: second kernels of column sums in %u launches\n", path, second_launches);
+        CHECK(second_launches <= 2);
         /* a projection bias's gradient, the column sum of the residual stream's gradient, is
          * summed by the norm gradient's kernel that stores that gradient (partial rows), and
          * only added up by the sum's own kernel (wpe's gradient, a sum over the batch, is not

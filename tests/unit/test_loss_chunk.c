@@ -5,6 +5,7 @@
  * own backward, and the planned peak memory is lower. The forward build's
  * loss, sliced too where its rows are many, agrees with the unsliced one
  * and plans less memory. */
+#include "autodiff.h"
 #include "cuda_emit.h"
 #include "driver.h"
 #include "mem_budget.h"
@@ -40,19 +41,30 @@ static const char *forward_source =
     "  return cross_entropy(matmul(h, wte, transpose_b: true), targets, smoothing: 0.1)\n"
     "}\n";
 
-static ir_graph *compile_text(const char *text, bool chunk, bool train)
+/* How the loss is sliced, as netc's options ask: --loss-slices N (0: netc
+ * chooses), with or without a memory budget (a generous one here: nothing
+ * is recomputed). */
+typedef struct slicing {
+    int slices;
+    bool budget;
+} slicing;
+
+enum { CHOSEN = 0, WHOLE = 1 };
+
+static ir_graph *compile_text(const char *text, slicing how, bool train)
 {
     src_table src = {0};
     diag_ctx d;
     diag_init(&d, &src, stderr);
     uint32_t id = src_add(&src, "lm.net", text, strlen(text));
-    driver_opts o = {.verify = true, .train_step = train, .no_chunk_loss = !chunk};
+    driver_opts o = {.verify = true, .train_step = train, .loss_slices = how.slices,
+                     .memory_budget = how.budget ? (int64_t)4 << 30 : 0};
     ir_graph *g = driver_compile(&src, id, &o, &d);
     src_free(&src);
     return g;
 }
 
-static ir_graph *compile(bool chunk, bool train) { return compile_text(source, chunk, train); }
+static ir_graph *compile(slicing how, bool train) { return compile_text(source, how, train); }
 
 static int64_t peak_bytes(const ir_graph *g)
 {
@@ -89,8 +101,9 @@ static int count_op(const ir_graph *g, nc_op op)
 /* The forward build: its loss output in 8 slices, the same value, less memory. */
 static void check_forward(void)
 {
-    ir_graph *sliced = compile_text(forward_source, true, false), *whole = compile_text(forward_source, false, false);
-    ir_graph *few = compile(true, false);   /* 128 rows: the weight once */
+    ir_graph *sliced = compile_text(forward_source, (slicing){CHOSEN, false}, false);
+    ir_graph *whole = compile_text(forward_source, (slicing){WHOLE, false}, false);
+    ir_graph *few = compile((slicing){CHOSEN, false}, false);   /* 128 rows: the weight once */
     if (!sliced || !whole || !few) { failures++; return; }
     CHECK(count_op(sliced, OP_CROSS_ENTROPY) == 8 && count_op(whole, OP_CROSS_ENTROPY) == 1);
     CHECK(count_op(few, OP_CROSS_ENTROPY) == 1);
@@ -115,10 +128,45 @@ static void check_forward(void)
     ir_graph_free(whole);
 }
 
+/* How many slices a training step's head takes: netc's choice, as few as
+ * keep a slice's logits within 512 MiB (GPT-2's at 16 x 1024, 1.5 GiB of
+ * bf16: 4; at 4 x 1024: whole), and under a memory budget the most, 8; or
+ * as many as asked. Counted on the graph; nothing runs. */
+static int train_slices(int64_t batch, slicing how)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "model lm(tokens: i32[%lld, 1024], targets: i32[%lld, 1024]) -> (loss: f32)\n"
+             "  precision bf16\n{\n"
+             "  param wte: f32[50304, 16] = normal(0.02)\n"
+             "  return cross_entropy(matmul(gather(wte, tokens), wte, transpose_b: true), targets)\n"
+             "}\n"
+             "train lm { optimizer sgd(lr: 0.1) }\n",
+             (long long)batch, (long long)batch);
+    ir_graph *g = compile_text(text, how, true);
+    int n = g ? count_op(g, OP_CROSS_ENTROPY_GRAD) : -1;
+    ir_graph_free(g);
+    return n;
+}
+
+static void check_slice_counts(void)
+{
+    int by_size = train_slices(16, (slicing){CHOSEN, false}), most = train_slices(16, (slicing){CHOSEN, true});
+    int small = train_slices(4, (slicing){CHOSEN, false}), asked = train_slices(4, (slicing){3, true});
+    printf("training slices of a 50304-class head: 16 x 1024 %d (under a budget %d), 4 x 1024 %d (3 asked for: %d)\n", by_size,
+           most, small, asked);
+    CHECK(by_size == 4 && most == 8 && small == 1 && asked == 3);
+}
+
 int main(void)
 {
     check_forward();
-    ir_graph *sliced = compile(true, true), *whole = compile(false, true);
+    check_slice_counts();
+    /* this head's logits are small: in one piece unless a budget asks for the least memory */
+    ir_graph *by_size = compile((slicing){CHOSEN, false}, true);
+    CHECK(by_size && count_op(by_size, OP_CROSS_ENTROPY_GRAD) == 1);
+    ir_graph_free(by_size);
+    ir_graph *sliced = compile((slicing){CHOSEN, true}, true), *whole = compile((slicing){WHOLE, false}, true);
     if (!sliced || !whole) return 1;
     /* 8 slices of the T axis, each with its own gradient of the logits */
     CHECK(count_op(sliced, OP_CROSS_ENTROPY_GRAD) == 8 && count_op(whole, OP_CROSS_ENTROPY_GRAD) == 1);
