@@ -1630,9 +1630,43 @@ typedef struct norm_grad_form {
     int chunks;         /* row_chunks(C) */
     bool keep_stats;    /* store each row's mean and rstd (stats) */
     const char *plus;   /* dx rounded by this function, plus `other`, is what is stored; NULL: dx alone */
+    nc_dtype other;     /* other's dtype (with plus) */
     const char *colsum; /* add what is stored, rounded by this function, to colpart; NULL: no column sum */
     int param_sets;     /* sum g xhat (1), and g (2), into psum: the weight's (and bias's) gradient; 0: no */
+    int64_t smem;       /* bytes of shared memory the kernel declares beside (colpart) */
 } norm_grad_form;
+
+/* A warp-row kernel's blocks are 8 warps (NRT_GRID_WARPS); static shared
+ * memory stops at 48 KiB a block. */
+#define NORM_WARP_THREADS 256
+#define NORM_STAGE_MAX_SMEM ((int64_t)40 << 10)
+
+/* The 16-byte pieces of a lane's chunk of 8 elements of t. */
+static int chunk_pieces(nc_dtype t) { return (int)(8 * dtype_size(t) / 16); }
+
+/* `other` (added to dx at the end) is copied to shared memory at the top of
+ * the row, without registers (cp.async), so its load overlaps the row's
+ * reductions instead of waiting after them: each thread reads back only
+ * what it copied. Where the staging would pass the shared memory a block
+ * may declare, other is loaded at the end as before. */
+static bool norm_grad_stages_other(const norm_grad_form *f)
+{
+    if (!f->plus || dtype_size(f->other) < 2) return false;
+    int64_t stage = (int64_t)NORM_WARP_THREADS * f->chunks * chunk_pieces(f->other) * 16;
+    return stage + f->smem <= NORM_STAGE_MAX_SMEM;
+}
+
+static void emit_other_stage(cg_buf *b, const norm_grad_form *f)
+{
+    int pieces = chunk_pieces(f->other);
+    cg_printf(b, "  __shared__ uint4 other_stage[%d][%d];   /* this thread's chunks of the row of other */\n", NORM_WARP_THREADS,
+              f->chunks * pieces);
+    cg_printf(b, "  if (vec) {\n#pragma unroll\n    for (int c = 0; c < %d; c++) {\n      const long long j = (long long)(lane + 32 * c) * 8;\n"
+                 "      if (j < C)\n        for (int q = 0; q < %d; q++)\n"
+                 "          nc_cp16((unsigned *)&other_stage[threadIdx.x][c * %d + q], other + row * C + j + q * %d, true);\n"
+                 "    }\n  }\n",
+              f->chunks, pieces, pieces, 8 / pieces);
+}
 
 /* dx a warp a row: x and g held in registers, dx = rstd (g w - mean(g w)
  * - xhat mean(g w xhat)) as the block kernel computes it. */
@@ -1641,6 +1675,8 @@ static void emit_norm_grad_warp_body(cg_ctx *cg, const norm_grad_form *f)
     cg_buf *b = &cg->body;
     const char *ptrs[] = {"x", "g", "dx", "w", "other"};
     emit_vec_check(b, ptrs, f->plus ? 5 : 4);
+    bool staged = norm_grad_stages_other(f);
+    if (staged) emit_other_stage(b, f);
     emit_row_chunks(b, "xv", "x", f->chunks);
     emit_row_chunks(b, "gv", "g", f->chunks);
     emit_warp_row_stats(cg, f->ln, f->eps, f->chunks);
@@ -1654,10 +1690,16 @@ static void emit_norm_grad_warp_body(cg_ctx *cg, const norm_grad_form *f)
     cg_printf(b, "      const float gw = gv[c][e] * wv[e];\n      gv[c][e] = gw;\n"
                  "      m1 += gw;\n      m2 += gw * (xv[c][e] - mean) * rstd;\n    }\n  }\n");
     cg_printf(b, "  m1 = %s;\n  m2 = nc_warp_sum(m2) / (float)C;\n", f->ln ? "nc_warp_sum(m1) / (float)C" : "0.0f");
+    if (staged) cg_printf(b, "  nc_cp_wait();\n");
     emit_chunk_loop(b, f->chunks);
     cg_printf(b, "    float o[8];\n    for (int e = 0; e < 8; e++) o[e] = rstd * (gv[c][e] - m1 - (xv[c][e] - mean) * rstd * m2);\n");
     if (f->plus) {   /* dx rounded as its store would be, plus the other gradient of x */
-        cg_printf(b, "    float ov[8];\n    if (vec) nc_ld8(other, row * C + j, ov); else for (int e = 0; e < 8; e++) ov[e] = nc_ld(other, row * C + j + e);\n");
+        if (staged)
+            cg_printf(b, "    float ov[8];\n    if (vec) nc_ld8((const %s *)&other_stage[threadIdx.x][c * %d], 0, ov); "
+                         "else for (int e = 0; e < 8; e++) ov[e] = nc_ld(other, row * C + j + e);\n",
+                      storage_type(f->other), chunk_pieces(f->other));
+        else
+            cg_printf(b, "    float ov[8];\n    if (vec) nc_ld8(other, row * C + j, ov); else for (int e = 0; e < 8; e++) ov[e] = nc_ld(other, row * C + j + e);\n");
         cg_printf(b, "    for (int e = 0; e < 8; e++) o[e] = %s(o[e]) + ov[e];\n", f->plus);
     }
     if (f->colsum)
@@ -1677,6 +1719,14 @@ static void emit_norm_grad_warp_body(cg_ctx *cg, const norm_grad_form *f)
  * lane's 8 columns are 8 apart from the next lane's: one word of padding
  * after every 32 columns puts the 32 lanes' adds in 32 distinct banks
  * (unpadded, every 4th lane shares a bank: 8-way conflicts). */
+static int64_t colpart_row(int64_t C) { return C + C / 32; }
+
+/* The shared memory begin_colsum_rows declares, where the kernel sums columns. */
+static int64_t colsum_rows_smem(ir_value colsum, ir_value params, int64_t C)
+{
+    return colsum != IR_NONE || params != IR_NONE ? 8 * colpart_row(C) * (int64_t)sizeof(float) : 0;
+}
+
 static nrt_step *begin_colsum_rows(cg_ctx *cg, ir_value v, const ir_node *x, int64_t C, int param_sets)
 {
     uint32_t rows;
@@ -1687,7 +1737,7 @@ static nrt_step *begin_colsum_rows(cg_ctx *cg, ir_value v, const ir_node *x, int
     add_int(s, rows);
     cg_buf *b = &cg->body;
     cg_printf(b, "  const long long C = %lld;\n  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n", (long long)C);
-    long long padded = (long long)(C + C / 32);
+    long long padded = (long long)colpart_row(C);
     cg_printf(b, "  __shared__ float colpart[8][%lld];\n  for (long long j = lane; j < %lld; j += 32) colpart[warp][j] = 0.0f;\n", padded,
               padded);
     cg_printf(b, "  __syncthreads();\n");
@@ -1796,7 +1846,8 @@ static bool cuda_emit_norm_grad(cg_ctx *cg, ir_value v)
     cg_buf *b = &cg->body;
     if (warp) {   /* a column sum adds dx as stored: rounded to its dtype */
         norm_grad_form f = {.ln = ln, .eps = n->attr.f, .chunks = row_chunks(C), .keep_stats = keep_stats, .plus = plus,
-                            .colsum = colsum != IR_NONE ? cuda_round_fn(n->dtype) : NULL, .param_sets = param_sets};
+                            .other = n->dtype, .colsum = colsum != IR_NONE ? cuda_round_fn(n->dtype) : NULL,
+                            .param_sets = param_sets, .smem = colsum_rows_smem(colsum, params, C)};
         emit_norm_grad_warp_body(cg, &f);
         if (colsum != IR_NONE || params != IR_NONE) end_colsum_rows(cg, parts_slot, param_slot, param_sets, f.chunks, blocks);
         end_kernel(cg);

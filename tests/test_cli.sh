@@ -145,6 +145,14 @@ cuda=$("$netc" build "$src/bench/kernels/layernorm.net" --dim R=64 --target '' -
 if ! grep -q 'if (vec) nc_ld8(w, j, wv);' <<<"$cuda" || ! grep -q 'if (vec) nc_ld8(b, j, bv);' <<<"$cuda"; then
   echo "FAIL: the layernorm's weight and bias in 16-byte loads"; grep -n 'nc_ld.*(w\|nc_ld.*(b' <<<"$cuda"; fail=$((fail + 1))
 fi
+# and its backward copies the residual stream's other gradient to shared memory at the top
+# of the row (cp.async), where it used to load it after the row's reductions
+n=$((n + 1))
+cuda=$("$netc" build "$src/examples/gpt2.net" --entry train --set L=1 --dim B=2 --dim T=64 --target '' --emit-cuda -o "$tmp/gs.netm" 2>&1)
+if ! grep -q 'nc_cp16((unsigned \*)&other_stage\[threadIdx.x\]' <<<"$cuda" ||
+   ! grep -q 'if (vec) nc_ld8((const nc_bf16 \*)&other_stage\[threadIdx.x\]' <<<"$cuda"; then
+  echo "FAIL: the norm gradient's other gradient staged in shared memory"; fail=$((fail + 1))
+fi
 # the forward build of a large-vocabulary loss over 2048 rows computes it in 8 slices,
 # one slice's logits alive at a time; --no-chunk-loss keeps it whole
 n=$((n + 1))
