@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,11 +58,15 @@ typedef struct cli_opts {
     int nowned;
 } cli_opts;
 
-static int usage_error(const char *fmt, const char *arg)
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "netc: ");
-    fprintf(stderr, fmt, arg);
+    vfprintf(stderr, fmt, ap);
     fprintf(stderr, " (see netc --help)\n");
+    va_end(ap);
     return 2;
 }
 
@@ -238,9 +243,13 @@ static int parse_args(int argc, char **argv, cli_opts *o)
             i++;
         } else if (!strcmp(a, "--epochs") || !strcmp(a, "--batch") || !strcmp(a, "--seed") || !strcmp(a, "--accumulate") ||
                    !strcmp(a, "--checkpoint-every") || !strcmp(a, "--max-steps")) {
+            /* 0 is a seed, or never checkpointing between epochs; a count of 0 would
+             * quietly mean the default (batch, epochs, accumulate) or no limit (max-steps) */
+            bool zero_ok = !strcmp(a, "--seed") || !strcmp(a, "--checkpoint-every");
             char *end;
             long long v = next ? strtoll(next, &end, 10) : -1;
-            if (!next || *end || v < 0 || v > (1ll << 40)) return usage_error("%s needs a non-negative integer", a);
+            if (!next || *end || v < !zero_ok || v > (1ll << 40))
+                return usage_error("%s needs a %s integer, got '%s'", a, zero_ok ? "non-negative" : "positive", next ? next : "nothing");
             if (!strcmp(a, "--epochs")) o->train.epochs = v;
             else if (!strcmp(a, "--batch")) o->train.batch = v;
             else if (!strcmp(a, "--seed")) o->train.seed = (uint64_t)v;

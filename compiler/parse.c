@@ -22,9 +22,11 @@ void parse_error(parse_state *ps, nc_loc loc, const char *msg)
 {
     if (ps->muted && ps->tok_brace_depth > 0) return;   /* an echo of a broken declaration head */
     if (ps->tok_brace_depth == 0) ps->mute_next_block = true;
+    if (ps->tok_opens_block) ps->muted = true;   /* the head broke at its body's '{': the body echoes it */
     const char *hint = NULL;
     for (size_t i = 0; i < NC_COUNT(parse_hints); i++)
         if (strncmp(msg, parse_hints[i].prefix, strlen(parse_hints[i].prefix)) == 0) hint = parse_hints[i].hint;
+    if (!hint && ps->tok_opens_block) hint = "the declaration's head before this '{' is incomplete: a name, a value or a closing bracket is missing";
     diag_report(ps->diag, DIAG_ERROR, loc, hint, "%s", msg);
 }
 

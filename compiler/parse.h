@@ -30,6 +30,7 @@ typedef struct parse_state {
     bool mute_next_block;    /* a top-level error: mute the next top-level block, unless a declaration starts first */
     bool muted;              /* inside that block: syntax errors are not reported */
     bool unmute_next;        /* that block just closed: report again from the next token */
+    bool tok_opens_block;    /* the current token is the '{' of a top-level block */
 } parse_state;
 
 /* Parse file_id of sources. Always returns an ast_file (possibly partial);

@@ -39,6 +39,10 @@ expect 2 "NAME=VALUE"             build "$src/examples/fashion_mlp.net" --dim B
 expect 1 "not a safetensors"      run "$tmp/m.netm" --dim B=2 --random-inputs 1 --weights "$tmp/junk.netm"
 expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata"
 expect 2 "--epochs"               train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --epochs x
+expect 2 "a positive integer, got '0'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --batch 0
+expect 2 "a positive integer, got '0'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --max-steps 0
+expect 2 "a positive integer, got '-2'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --accumulate -2
+expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --seed 0 --checkpoint-every 0
 expect 2 "one architecture"       train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --target sm_80,sm_90
 expect 2 "one architecture"       train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --target ''
 # a --target NVRTC does not know is the user's mistake, said before any work (where netc has NVRTC)
