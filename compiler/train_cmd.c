@@ -16,6 +16,7 @@
 #include "gpu.h"
 #include "tensor_io.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -787,13 +788,9 @@ static int train_loop(trainer *t)
     }
     int64_t start_epoch = 0, skip = 0;
     char ckpt[4096] = "";
-    if (o->checkpoint_dir) {
-        mkdir(o->checkpoint_dir, 0755);
-        snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", o->checkpoint_dir);
-    }
+    if (o->checkpoint_dir) snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", o->checkpoint_dir);   /* made by train_main */
     int rc = 0;
     if (o->resume) {
-        if (!ckpt[0]) { fprintf(stderr, "netc: --resume needs --checkpoint-dir\n"); rc = 2; goto out; }
         if (access(ckpt, R_OK) != 0) fprintf(stderr, "netc: no checkpoint in %s yet: starting from scratch\n", o->checkpoint_dir);
         else if (load_checkpoint(t, ckpt, &start_epoch, &skip)) { rc = 1; goto out; }
         else fprintf(stderr, "netc: resumed from %s at epoch %lld, step %lld\n", ckpt, (long long)start_epoch + 1, (long long)t->step);
@@ -894,6 +891,34 @@ out:
     return rc;
 }
 
+/* Checked before any work: a run that could not write its checkpoints
+ * would find out only at the first one, an epoch of training lost. */
+static bool checkpoint_dir_usable(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1; *p; p++)   /* its parents first, as mkdir -p */
+        if (*p == '/') {
+            *p = 0;
+            mkdir(path, 0755);   /* an error shows at the last one */
+            *p = '/';
+        }
+    struct stat st;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "netc: --checkpoint-dir %s: %s\n", dir, strerror(errno));
+        return false;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "netc: --checkpoint-dir %s: not a directory\n", dir);
+        return false;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "netc: --checkpoint-dir %s: %s\n", dir, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
 int train_main(const train_opts *o)
 {
     if (!o->model_path || !o->data_dir) {
@@ -909,6 +934,11 @@ int train_main(const train_opts *o)
                 (long long)o->accumulate, (long long)o->batch);
         return 2;
     }
+    if (o->resume && !o->checkpoint_dir) {
+        fprintf(stderr, "netc: --resume needs --checkpoint-dir (where the checkpoint to resume from lies)\n");
+        return 2;
+    }
+    if (o->checkpoint_dir && !checkpoint_dir_usable(o->checkpoint_dir)) return 1;
     const char *kill = getenv("NETC_TEST_KILL_AFTER_STEP");
     trainer t = {.o = o, .kill_at_step = kill ? atoll(kill) : -1};
     int rc = build_graphs(&t);
@@ -934,7 +964,7 @@ int train_main(const train_opts *o)
     if (rc == 0) rc = init_params(&t);
     if (rc == 0) rc = setup_gpu(&t);
     if (rc == 0 && o->metrics_path && !(t.metrics = fopen(o->metrics_path, "w"))) {
-        fprintf(stderr, "netc: cannot write %s\n", o->metrics_path);
+        fprintf(stderr, "netc: cannot write --metrics %s: %s\n", o->metrics_path, strerror(errno));
         rc = 1;
     }
     if (rc == 0) rc = train_loop(&t);

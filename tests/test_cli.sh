@@ -43,6 +43,10 @@ expect 2 "a positive integer, got '0'" train "$src/examples/fashion_mlp.net" --d
 expect 2 "a positive integer, got '0'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --max-steps 0
 expect 2 "a positive integer, got '-2'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --accumulate -2
 expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --seed 0 --checkpoint-every 0
+# where the checkpoints cannot go is said before any work, not at the first checkpoint
+expect 1 "--checkpoint-dir $src/README.md: not a directory" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --checkpoint-dir "$src/README.md"
+expect 1 "--checkpoint-dir $src/README.md/x: Not a directory" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --checkpoint-dir "$src/README.md/x"
+expect 2 "--resume needs --checkpoint-dir" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --resume
 expect 2 "one architecture"       train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --target sm_80,sm_90
 expect 2 "one architecture"       train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --target ''
 # a --target NVRTC does not know is the user's mistake, said before any work (where netc has NVRTC)
