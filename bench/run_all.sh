@@ -9,10 +9,11 @@
 # say so. Name steps to run only those (a second call for what the first had
 # no time for):
 #   gpt2     bench/run_gpt2.sh: the step against PyTorch eager and
-#            torch.compile, the step on 4 and 2 streams (NETC_STREAMS)
-#            and with tuned products (NETC_MATMUL_TUNE), the per-launch profile, the 4GiB budget, the first 10 losses
-#            against PyTorch, the step with attention on mma.sync, with
-#            DGELU_BGRAD (issue 6)                                     cap 310 s
+#            torch.compile, the per-launch profile, the step with the
+#            launch options (NETC_STREAMS, NETC_MATMUL_TUNE, NETC_PDL) and
+#            the head in 8 and 2 slices, the 4GiB budget, the first 10
+#            losses against PyTorch, the step with attention on mma.sync,
+#            with DGELU_BGRAD (issue 6)                                cap 330 s
 #   tests    ctest -L gpu: every op and example model on the GPU against the
 #            CPU executor, the training cases on 4 streams with tuned
 #            products, test_wgmma

@@ -62,12 +62,14 @@ print(json.dumps({"bench": "gpt2_train_step", "impl": "netc", "variant": sys.arg
 EOF
 }
 # most needed first (bench/run_all.sh may cut the script short): the step against PyTorch,
-# the step with the three launch options off by default together, the head in 8 slices, then
-# each launch option alone, where the
-# time goes, the 4GiB budget, the losses against PyTorch, the step with attention on mma.sync,
-# then the epilogue's variant
+# where its time goes (cut short by the step's cap in the twenty-first session, after the
+# variants), the step with the three launch options off by default together, the head in 8
+# and 2 slices, then each launch option alone, the 4GiB budget, the losses against PyTorch,
+# the step with attention on mma.sync, then the epilogue's variant
 netc_train "" || exit 1
 python3 bench/torch_gpt2.py "$B" "$T" 20
+# each launch timed on the device: the measured step and the 10 slowest launches with their share and % of floor
+"$NETC" inspect "$OUT/gpt2.netm" --entry train --profile 10 > "$OUT/gpt2.profile.txt" 2>&1 && sed -n '/^measured/,/^targets/p' "$OUT/gpt2.profile.txt"
 netc_train fast
 netc_train slices8
 netc_train slices2
@@ -75,8 +77,6 @@ netc_train pdl
 netc_train streams2
 netc_train tune
 netc_train streams4
-# each launch timed on the device: the measured step and the 10 slowest launches with their share and % of floor
-"$NETC" inspect "$OUT/gpt2.netm" --entry train --profile 10 > "$OUT/gpt2.profile.txt" 2>&1 && sed -n '/^measured/,/^targets/p' "$OUT/gpt2.profile.txt"
 netc_train 4GiB
 # the first 10 steps' losses against PyTorch from the same initial weights and batches (bf16 tolerance)
 python3 bench/gpt2_losses.py --steps 10 --batch 4 --T 256 --netc "$NETC" --losses-tool "$(dirname "$NETC")/bench/gpt2_losses" --out "$OUT/losses" | tail -1
