@@ -776,117 +776,173 @@ static void progress(const trainer *t, int64_t epoch, int64_t b, int64_t nb, dou
 
 /* ---- the loop ---------------------------------------------------------------- */
 
-static int train_loop(trainer *t)
+/* --resume: the weights, moments and position of the checkpoint, where
+ * there is one yet (a run killed before its first starts from scratch). */
+static int resume_from(trainer *t, const char *ckpt, int64_t *start_epoch, int64_t *skip)
 {
-    const train_opts *o = t->o;
-    const ir_graph *g = t->tg;
+    if (access(ckpt, R_OK) != 0) {
+        fprintf(stderr, "netc: no checkpoint in %s yet: starting from scratch\n", t->o->checkpoint_dir);
+        return 0;
+    }
+    if (load_checkpoint(t, ckpt, start_epoch, skip)) return 1;
+    fprintf(stderr, "netc: resumed from %s at epoch %lld, step %lld\n", ckpt, (long long)*start_epoch + 1, (long long)t->step);
+    for (uint32_t i = 0; t->gpu && i < t->tg->nparams; i++) {   /* setup_gpu uploaded the initial ones */
+        ir_value v = node_of(t->tg, OP_PARAM, i);
+        if (v != IR_NONE && upload_tensor(t->gs, v, &t->params[i])) return 1;
+    }
+    return 0;
+}
+
+/* The host tensors a step's inputs are filled in (fill_data_inputs). */
+static cpu_tensor *alloc_step_inputs(const ir_graph *g)
+{
     cpu_tensor *inputs = nc_xcalloc(g->ninputs + 1, sizeof *inputs);
     for (uint32_t i = 0; i < g->ninputs; i++) {
         int64_t shape[NC_MAX_RANK];
         for (int k = 0; k < g->inputs[i].rank; k++) dim_is_const(&g->dims[g->inputs[i].shape[k]], &shape[k]);
         cpu_tensor_alloc(&inputs[i], g->inputs[i].dtype, g->inputs[i].rank, shape, (int64_t)1 << 34);
     }
-    int64_t start_epoch = 0, skip = 0;
-    char ckpt[4096] = "";
-    if (o->checkpoint_dir) snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", o->checkpoint_dir);   /* made by train_main */
-    int rc = 0;
-    if (o->resume) {
-        if (access(ckpt, R_OK) != 0) fprintf(stderr, "netc: no checkpoint in %s yet: starting from scratch\n", o->checkpoint_dir);
-        else if (load_checkpoint(t, ckpt, &start_epoch, &skip)) { rc = 1; goto out; }
-        else fprintf(stderr, "netc: resumed from %s at epoch %lld, step %lld\n", ckpt, (long long)start_epoch + 1, (long long)t->step);
-        if (t->gpu)
-            for (uint32_t i = 0; i < g->nparams; i++) {
-                ir_value v = node_of(g, OP_PARAM, i);
-                if (v != IR_NONE && upload_tensor(t->gs, v, &t->params[i])) { rc = 1; goto out; }
-            }
-    }
-    data_loader *dl = data_loader_new(&t->train, o->batch, o->seed, true, true, 4);
-    batch_feed feed = {.dl = dl};
+    return inputs;
+}
+
+/* What an epoch adds up, for its summary line. */
+typedef struct epoch_tally {
+    int64_t epoch, first_batch, batches;   /* batches: the position in the epoch, first_batch where it resumed */
+    double started, loss_sum, waited;      /* waited: for the data loader */
+    int64_t nloss;                         /* finite losses in loss_sum */
+} epoch_tally;
+
+static void record_step(trainer *t, epoch_tally *e, const step_result *r)
+{
+    if (isfinite(r->loss)) e->loss_sum += r->loss, e->nloss++;
+    t->curve = nc_xrealloc(t->curve, (size_t)(t->ncurve + 1) * 2 * sizeof *t->curve);
+    t->curve[2 * t->ncurve] = (double)t->step, t->curve[2 * t->ncurve + 1] = r->loss;
+    t->ncurve++;
+}
+
+/* The epoch's line on stderr and in the metrics, after its evaluation; el:
+ * the seconds its steps took (the evaluation's left out). */
+static void report_epoch(trainer *t, const epoch_tally *e, double el, double accuracy, double test_loss, double gpu_wait)
+{
+    double rate = (double)(e->batches * t->o->batch) / fmax(el, 1e-9);
+    double train_loss = e->nloss ? e->loss_sum / (double)e->nloss : NAN;
+    char acc_text[48] = "", gpu_text[64] = "";
+    if (!t->text) snprintf(acc_text, sizeof acc_text, ", test accuracy %.4f", accuracy);
+    if (t->gpu) snprintf(gpu_text, sizeof gpu_text, " (the GPU waited %.3f s for inputs)", gpu_wait);
+    fprintf(stderr, "epoch %lld: train loss %.4f, test loss %.4f%s, %.1f s, %.0f samples/s, waited %.2f s for data%s%s\n",
+            (long long)e->epoch + 1, train_loss, test_loss, acc_text, el, rate, e->waited, gpu_text,
+            t->skipped ? " (steps skipped on overflow so far: see below)" : "");
+    json_t *line = json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:I}", "epoch", (json_int_t)e->epoch + 1, "step", (json_int_t)t->step,
+                             "train_loss", e->nloss ? train_loss : 0.0, "samples_per_s", rate, "test_loss", test_loss,
+                             "epoch_seconds", el, "skipped_steps", (json_int_t)t->skipped);
+    if (!t->text) json_object_set_new(line, "test_accuracy", json_real(accuracy));
+    json_object_set_new(line, "data_wait_s", json_real(e->waited));
+    if (t->gpu) json_object_set_new(line, "gpu_input_wait_s", json_real(gpu_wait));
+    metrics_line(t, line);
+}
+
+/* --save: the trained weights (not the optimizer's state) as safetensors. */
+static int save_weights(trainer *t, const char *path)
+{
+    const ir_graph *g = t->tg;
+    if (t->gpu && download_params(t)) return 1;
+    uint32_t n = 0;
+    st_entry *e = nc_xcalloc(g->nparams + 1, sizeof *e);
+    for (uint32_t i = 0; i < g->nparams; i++)
+        if (g->params[i].role == IR_ROLE_WEIGHT) e[n++] = (st_entry){.name = g->params[i].decl.name, .t = &t->params[i]};
+    char err[1024];
+    int rc = safetensors_write(path, e, n, err, sizeof err);
+    if (rc) fprintf(stderr, "netc: %s\n", err);
+    free(e);
+    return rc ? 1 : 0;
+}
+
+/* The run's totals over its epochs, for the closing line. */
+typedef struct run_tally {
+    double started, waited, gpu_waited;
+    int64_t samples;
+} run_tally;
+
+/* One epoch's steps from e->first_batch, then its evaluation, line and
+ * checkpoint. Returns non-zero on an error; *stop when --max-steps is reached. */
+static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *inputs, const char *ckpt, epoch_tally *e,
+                     run_tally *run, bool *stop)
+{
+    const train_opts *o = t->o;
     int64_t nb = data_loader_batches(dl), total_steps = nb * o->epochs;
     int64_t eta_steps = o->max_steps && o->max_steps < total_steps ? o->max_steps : total_steps;   /* what the ETA counts */
     bool tty = isatty(2);
-    double t_start = now_s(), waited_total = 0, gpu_wait_total = 0;
-    int64_t samples = 0;
-    for (int64_t epoch = start_epoch; epoch < o->epochs && rc == 0; epoch++) {
-        data_loader_epoch(dl, epoch, epoch == start_epoch ? skip : 0);
-        double t_epoch = now_s(), loss_sum = 0, waited = 0;
-        int64_t nloss = 0, b = epoch == start_epoch ? skip : 0;
-        data_batch batch;
-        double w;
-        while (rc == 0 && feed_next(&feed, &batch, &w)) {
-            waited += w;
-            step_result r;
-            bool more = !(o->max_steps && t->step + 1 >= o->max_steps) && t->step + 1 != t->kill_at_step;
-            if (train_on_batch(t, &batch, schedule_lr(t, total_steps), inputs, &feed, more, &r)) { rc = 1; break; }
-            adjust_scale(t, r.finite);
-            t->step++;
-            samples += batch.count;
-            if (isfinite(r.loss)) loss_sum += r.loss, nloss++;
-            t->curve = nc_xrealloc(t->curve, (size_t)(t->ncurve + 1) * 2 * sizeof *t->curve);
-            t->curve[2 * t->ncurve] = (double)t->step, t->curve[2 * t->ncurve + 1] = r.loss;
-            t->ncurve++;
-            double el = now_s() - t_epoch, rate = (double)((b + 1 - (epoch == start_epoch ? skip : 0)) * o->batch) / fmax(el, 1e-9);
-            double eta = (double)(eta_steps > t->step ? eta_steps - t->step : 0) * o->batch / fmax(rate, 1e-9);
-            if (tty ? (b % 5 == 0 || b + 1 == nb) : (b % 100 == 0 || b + 1 == nb)) progress(t, epoch, b, nb, r.loss, rate, eta, tty);
-            if (b % 10 == 0)
-                metrics_line(t, json_pack("{s:I, s:I, s:f, s:f, s:f}", "epoch", (json_int_t)epoch + 1, "step", (json_int_t)t->step,
-                                          "train_loss", r.loss, "samples_per_s", rate, "lr", schedule_lr(t, total_steps)));
-            b++;
-            if (ckpt[0] && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 && save_checkpoint(t, ckpt, epoch, b)) rc = 1;
-            if (t->step == t->kill_at_step) raise(SIGKILL);
-            if (o->max_steps && t->step >= o->max_steps) break;
-        }
-        if (tty) fputc('\n', stderr);
-        if (t->gpu && rc == 0) {   /* nothing staged outlives the epoch (a break after a look ahead) */
-            char err[512];
-            if (gpu_drop_staged(t->gs, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); rc = 1; }
-            t->next_staged = false;
-        }
-        if (rc) break;
-        waited_total += waited;
-        double acc = 0, tloss = 0, el = now_s() - t_epoch;
-        double gpu_wait = t->gpu ? gpu_input_wait_seconds(t->gs) - gpu_wait_total : 0;
-        gpu_wait_total += gpu_wait;
-        if (evaluate(t, &acc, &tloss)) { rc = 1; break; }
-        char acc_text[48] = "", gpu_text[64] = "";
-        if (!t->text) snprintf(acc_text, sizeof acc_text, ", test accuracy %.4f", acc);
-        if (t->gpu) snprintf(gpu_text, sizeof gpu_text, " (the GPU waited %.3f s for inputs)", gpu_wait);
-        fprintf(stderr, "epoch %lld: train loss %.4f, test loss %.4f%s, %.1f s, %.0f samples/s, waited %.2f s for data%s%s\n",
-                (long long)epoch + 1, nloss ? loss_sum / (double)nloss : NAN, tloss, acc_text, el,
-                (double)(b * o->batch) / fmax(el, 1e-9), waited, gpu_text,
-                t->skipped ? " (steps skipped on overflow so far: see below)" : "");
-        json_t *line = json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:I}", "epoch", (json_int_t)epoch + 1, "step",
-                                 (json_int_t)t->step, "train_loss", nloss ? loss_sum / (double)nloss : 0.0, "samples_per_s",
-                                 (double)(b * o->batch) / fmax(el, 1e-9), "test_loss", tloss, "epoch_seconds", el,
-                                 "skipped_steps", (json_int_t)t->skipped);
-        if (!t->text) json_object_set_new(line, "test_accuracy", json_real(acc));
-        json_object_set_new(line, "data_wait_s", json_real(waited));
-        if (t->gpu) json_object_set_new(line, "gpu_input_wait_s", json_real(gpu_wait));
-        metrics_line(t, line);
-        if (ckpt[0] && save_checkpoint(t, ckpt, epoch + 1, 0)) rc = 1;
+    int rc = 0;
+    data_batch batch;
+    double w;
+    while (rc == 0 && feed_next(feed, &batch, &w)) {
+        e->waited += w;
+        step_result r;
+        bool more = !(o->max_steps && t->step + 1 >= o->max_steps) && t->step + 1 != t->kill_at_step;
+        if (train_on_batch(t, &batch, schedule_lr(t, total_steps), inputs, feed, more, &r)) { rc = 1; break; }
+        adjust_scale(t, r.finite);
+        t->step++;
+        run->samples += batch.count;
+        record_step(t, e, &r);
+        int64_t b = e->batches;
+        double el = now_s() - e->started, rate = (double)((b + 1 - e->first_batch) * o->batch) / fmax(el, 1e-9);
+        double eta = (double)(eta_steps > t->step ? eta_steps - t->step : 0) * o->batch / fmax(rate, 1e-9);
+        if (tty ? (b % 5 == 0 || b + 1 == nb) : (b % 100 == 0 || b + 1 == nb)) progress(t, e->epoch, b, nb, r.loss, rate, eta, tty);
+        if (b % 10 == 0)
+            metrics_line(t, json_pack("{s:I, s:I, s:f, s:f, s:f}", "epoch", (json_int_t)e->epoch + 1, "step", (json_int_t)t->step,
+                                      "train_loss", r.loss, "samples_per_s", rate, "lr", schedule_lr(t, total_steps)));
+        e->batches++;
+        if (ckpt[0] && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 && save_checkpoint(t, ckpt, e->epoch, e->batches)) rc = 1;
+        if (t->step == t->kill_at_step) raise(SIGKILL);
         if (o->max_steps && t->step >= o->max_steps) break;
     }
-    data_loader_free(dl);
+    if (tty) fputc('\n', stderr);
+    if (t->gpu && rc == 0) {   /* nothing staged outlives the epoch (a break after a look ahead) */
+        char err[512];
+        if (gpu_drop_staged(t->gs, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); rc = 1; }
+        t->next_staged = false;
+    }
+    if (rc) return rc;
+    run->waited += e->waited;
+    double gpu_wait = t->gpu ? gpu_input_wait_seconds(t->gs) - run->gpu_waited : 0;
+    run->gpu_waited += gpu_wait;
+    double acc = 0, tloss = 0, el = now_s() - e->started;
+    if (evaluate(t, &acc, &tloss)) return 1;
+    report_epoch(t, e, el, acc, tloss, gpu_wait);
+    if (ckpt[0] && save_checkpoint(t, ckpt, e->epoch + 1, 0)) return 1;
+    *stop = o->max_steps && t->step >= o->max_steps;
+    return 0;
+}
+
+static int train_loop(trainer *t)
+{
+    const train_opts *o = t->o;
+    cpu_tensor *inputs = alloc_step_inputs(t->tg);
+    int64_t start_epoch = 0, skip = 0;
+    char ckpt[4096] = "";
+    if (o->checkpoint_dir) snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", o->checkpoint_dir);   /* made by train_main */
+    int rc = o->resume ? resume_from(t, ckpt, &start_epoch, &skip) : 0;
+    data_loader *dl = rc ? NULL : data_loader_new(&t->train, o->batch, o->seed, true, true, 4);
+    batch_feed feed = {.dl = dl};
+    run_tally run = {.started = now_s()};
+    bool stop = false;
+    for (int64_t epoch = start_epoch; dl && epoch < o->epochs && rc == 0 && !stop; epoch++) {
+        int64_t first = epoch == start_epoch ? skip : 0;
+        data_loader_epoch(dl, epoch, first);
+        epoch_tally e = {.epoch = epoch, .first_batch = first, .batches = first, .started = now_s()};
+        rc = run_epoch(t, dl, &feed, inputs, ckpt, &e, &run, &stop);
+    }
+    if (dl) data_loader_free(dl);
     if (rc == 0) {
-        double el = now_s() - t_start;
+        double el = now_s() - run.started;
         char gpu_text[64] = "";
         if (t->gpu) snprintf(gpu_text, sizeof gpu_text, " (GPU input wait %.3f s)", gpu_input_wait_seconds(t->gs));
         fprintf(stderr, "done: %lld steps in %.1f s (%.0f samples/s), data wait %.2f s%s, skipped steps %lld\n",
-                (long long)t->step, el, (double)samples / fmax(el, 1e-9), waited_total, gpu_text, (long long)t->skipped);
+                (long long)t->step, el, (double)run.samples / fmax(el, 1e-9), run.waited, gpu_text, (long long)t->skipped);
         if (t->gpu) report_gpu_memory(t);
     }
-    if (rc == 0 && o->save_path) {
-        if (t->gpu && download_params(t)) rc = 1;
-        uint32_t n = 0;
-        st_entry *e = nc_xcalloc(g->nparams + 1, sizeof *e);
-        for (uint32_t i = 0; i < g->nparams; i++)
-            if (g->params[i].role == IR_ROLE_WEIGHT) e[n++] = (st_entry){.name = g->params[i].decl.name, .t = &t->params[i]};
-        char err[1024];
-        if (rc == 0 && safetensors_write(o->save_path, e, n, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); rc = 1; }
-        free(e);
-    }
-out:
-    for (uint32_t i = 0; i < g->ninputs; i++) cpu_tensor_free(&inputs[i]);
+    if (rc == 0 && o->save_path) rc = save_weights(t, o->save_path);
+    for (uint32_t i = 0; i < t->tg->ninputs; i++) cpu_tensor_free(&inputs[i]);
     free(inputs);
     return rc;
 }
