@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,140 +158,246 @@ static bool split_assign(cli_opts *o, const char *arg, const char **name, const 
     return true;
 }
 
+/* The options whose values need more than a store: each checks its value
+ * and returns 0, or usage_error's exit status. */
+static int opt_dim(cli_opts *o, const char *v)
+{
+    const char *name, *value;
+    char *end;
+    if (o->ndims == MAX_LIST || !split_assign(o, v, &name, &value)) return usage_error("--dim wants NAME=VALUE, got '%s'", v);
+    errno = 0;
+    long long n = strtoll(value, &end, 10);
+    if (*end || errno || n <= 0 || n > (1ll << 40)) return usage_error("--dim: '%s' is not a positive size", v);
+    o->dim_names[o->ndims] = name;
+    o->dim_values[o->ndims++] = n;
+    return 0;
+}
+
+static int opt_config(cli_opts *o, const char *v)
+{
+    if (o->nsets == MAX_LIST || !split_assign(o, v, &o->set_names[o->nsets], &o->set_values[o->nsets]))
+        return usage_error("--set wants NAME=VALUE, got '%s'", v);
+    o->nsets++;
+    return 0;
+}
+
+static int opt_input(cli_opts *o, const char *v)
+{
+    if (o->ninputs == MAX_LIST || !split_assign(o, v, &o->inputs[o->ninputs], &o->input_files[o->ninputs]))
+        return usage_error("--input wants NAME=FILE.npy, got '%s'", v);
+    o->ninputs++;
+    return 0;
+}
+
+static int opt_no_fuse(cli_opts *o, const char *v)
+{
+    (void)v;
+    o->no_fuse = o->train.no_fuse = true;
+    return 0;
+}
+
+static int opt_no_chunk_loss(cli_opts *o, const char *v)
+{
+    (void)v;
+    o->train.loss_slices = 1;
+    return 0;
+}
+
+static int opt_loss_slices(cli_opts *o, const char *v)
+{
+    return parse_loss_slices(v, &o->train.loss_slices) ? 0 : usage_error("--loss-slices wants a count from 1 to 8, got '%s'", v);
+}
+
+static int opt_memory_budget(cli_opts *o, const char *v)
+{
+    return mem_budget_parse(v, &o->train.memory_budget) ? 0
+                                                         : usage_error("--memory-budget wants a size such as 4GiB or 512MiB, got '%s'", v);
+}
+
+static int opt_entry(cli_opts *o, const char *v)
+{
+    if (strcmp(v, "forward") && strcmp(v, "train")) return usage_error("--entry is forward or train, not '%s'", v);
+    o->entry = v;
+    return 0;
+}
+
+static int opt_device(cli_opts *o, const char *v)
+{
+    if (strcmp(v, "cpu") && strcmp(v, "gpu") && strcmp(v, "auto")) return usage_error("--device is cpu, gpu or auto, not '%s'", v);
+    o->device = v;
+    return 0;
+}
+
+static int opt_random_inputs(cli_opts *o, const char *v)
+{
+    char *end;
+    long long seed = strtoll(v, &end, 10);
+    if (*end || seed < 0) return usage_error("--random-inputs wants a seed, got '%s'", v);
+    o->random_inputs = seed;
+    return 0;
+}
+
+static int opt_seed(cli_opts *o, const char *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long long seed = strtoull(v, &end, 10);
+    if (!*v || *end || errno || v[0] == '-') return usage_error("--seed needs a non-negative integer, got '%s'", v);
+    o->train.seed = seed;
+    return 0;
+}
+
+static int opt_lr(cli_opts *o, const char *v)
+{
+    char *end;
+    double lr = strtod(v, &end);
+    if (*end || !(lr > 0 && lr < 1e3)) return usage_error("--lr needs a positive number, got '%s'", v);
+    o->train.lr = lr;
+    return 0;
+}
+
+static int opt_profile(cli_opts *o, const char *v)   /* v: an optional run count */
+{
+    o->profile_runs = 20;
+    if (!v) return 0;
+    char *end;
+    long runs = strtol(v, &end, 10);
+    if (*end || runs < 1 || runs > 10000) return usage_error("--profile takes a run count from 1 to 10000, got '%s'", v);
+    o->profile_runs = (int)runs;
+    return 0;
+}
+
+static int opt_target(cli_opts *o, const char *v)
+{
+    if (bad_target(v)) return 2;
+    o->targets = v;
+    return 0;
+}
+
+/* Every option: what it sets, and whether a value follows it. */
+typedef enum { OPT_FLAG, OPT_TEXT, OPT_COUNT, OPT_FN, OPT_FN_VALUE, OPT_FN_OPTIONAL_COUNT } opt_kind;
+
+typedef struct cli_option {
+    const char *name;
+    opt_kind kind;
+    size_t field;   /* offsetof(cli_opts, ...): OPT_FLAG a bool, OPT_TEXT a const char *, OPT_COUNT an int64_t */
+    int least;      /* OPT_COUNT: the smallest value that means what it says */
+    int (*set)(cli_opts *o, const char *value);   /* OPT_FN*: value NULL for OPT_FN, or an optional count left out */
+    const char *wants;                            /* what the value is, for "needs ..." */
+} cli_option;
+
+/* A field of the wrong type for its kind does not compile (no _Generic association). */
+#define FIELD(f, type) _Generic(((cli_opts *)0)->f, type: offsetof(cli_opts, f))
+#define FLAG(n, f) {n, OPT_FLAG, FIELD(f, bool), 0, NULL, NULL}
+#define TEXT(n, f, w) {n, OPT_TEXT, FIELD(f, const char *), 0, NULL, w}
+#define COUNT(n, f, least) {n, OPT_COUNT, FIELD(f, int64_t), least, NULL, NULL}
+#define CALL(n, fn) {n, OPT_FN, 0, 0, fn, NULL}
+#define CALL_WITH(n, fn, w) {n, OPT_FN_VALUE, 0, 0, fn, w}
+
+static const cli_option cli_options[] = {
+    TEXT("-o", output, "a file name"),
+    TEXT("--model", model, "a model's name"),
+    CALL_WITH("--dim", opt_dim, "NAME=VALUE"),
+    CALL_WITH("--set", opt_config, "NAME=VALUE"),
+    FLAG("--report", report),
+    FLAG("--no-memplan", no_memplan),
+    CALL("--no-fuse", opt_no_fuse),
+    CALL("--no-chunk-loss", opt_no_chunk_loss),
+    CALL_WITH("--loss-slices", opt_loss_slices, "a count from 1 to 8"),
+    CALL_WITH("--memory-budget", opt_memory_budget, "a size such as 4GiB or 512MiB"),
+    CALL_WITH("--entry", opt_entry, "forward or train"),
+    CALL_WITH("--input", opt_input, "NAME=FILE.npy"),
+    TEXT("--output", outdir, "a directory"),
+    TEXT("--weights", weights, "a safetensors file"),
+    CALL_WITH("--device", opt_device, "cpu, gpu or auto"),
+    CALL_WITH("--random-inputs", opt_random_inputs, "a seed"),
+    FLAG("--json", json),
+    {"--profile", OPT_FN_OPTIONAL_COUNT, 0, 0, opt_profile, NULL},
+    FLAG("--emit-cuda", emit_cuda),
+    CALL_WITH("--target", opt_target, "a list of targets, like sm_80,sm_90a"),
+    FLAG("-Werror", werror),
+    /* netc train */
+    TEXT("--data", train.data_dir, "a data set's directory or a text file"),
+    TEXT("--checkpoint-dir", train.checkpoint_dir, "a directory"),
+    TEXT("--metrics", train.metrics_path, "a file name"),
+    TEXT("--save", train.save_path, "a file name"),
+    /* 0 is never checkpointing between epochs; a count of 0 elsewhere would
+     * quietly mean the default (batch, epochs, accumulate) or no limit (max-steps) */
+    COUNT("--epochs", train.epochs, 1),
+    COUNT("--batch", train.batch, 1),
+    COUNT("--accumulate", train.accumulate, 1),
+    COUNT("--max-steps", train.max_steps, 1),
+    COUNT("--checkpoint-every", train.checkpoint_every, 0),
+    CALL_WITH("--seed", opt_seed, "a non-negative integer"),
+    CALL_WITH("--lr", opt_lr, "a positive number"),
+    FLAG("--resume", train.resume),
+};
+
+static int opt_count(cli_opts *o, const cli_option *opt, const char *v)
+{
+    const char *kind = opt->least ? "positive" : "non-negative";
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (!*v || *end || errno || n < opt->least || n > (1ll << 40)) return usage_error("%s needs a %s integer, got '%s'", opt->name, kind, v);
+    *(int64_t *)((char *)o + opt->field) = n;
+    return 0;
+}
+
+/* Applies option opt; *used: whether it took next as its value. */
+static int apply_option(cli_opts *o, const cli_option *opt, const char *next, bool *used)
+{
+    *used = opt->kind == OPT_TEXT || opt->kind == OPT_COUNT || opt->kind == OPT_FN_VALUE ||
+            (opt->kind == OPT_FN_OPTIONAL_COUNT && next && next[0] >= '0' && next[0] <= '9');
+    if (*used && !next) {
+        if (opt->kind == OPT_COUNT) return usage_error("%s needs a %s integer", opt->name, opt->least ? "positive" : "non-negative");
+        return usage_error("%s needs a value: %s", opt->name, opt->wants);
+    }
+    char *base = (char *)o;
+    switch (opt->kind) {
+    case OPT_FLAG: *(bool *)(base + opt->field) = true; return 0;
+    case OPT_TEXT: *(const char **)(base + opt->field) = next; return 0;
+    case OPT_COUNT: return opt_count(o, opt, next);
+    case OPT_FN: return opt->set(o, NULL);
+    case OPT_FN_VALUE: return opt->set(o, next);
+    case OPT_FN_OPTIONAL_COUNT: return opt->set(o, *used ? next : NULL);
+    }
+    return 0;
+}
+
+/* The options not in the table: --dump-ir[=after:PASS] and --no-PASS. */
+static int apply_pass_option(cli_opts *o, const char *a, bool *known)
+{
+    *known = true;
+    if (strcmp(a, "--dump-ir") == 0) {
+        o->dump_after = "";
+    } else if (strncmp(a, "--dump-ir=after:", 16) == 0) {
+        o->dump_after = a + 16;
+        if (strcmp(o->dump_after, "sema") != 0 && !pass_find(o->dump_after)) return usage_error("--dump-ir: no pass named '%s'", o->dump_after);
+    } else if (strncmp(a, "--no-", 5) == 0 && pass_find(a + 5)) {
+        if (o->ndisabled == MAX_LIST) return usage_error("too many %s flags", "--no-");
+        o->disabled[o->ndisabled++] = a + 5;
+    } else {
+        *known = false;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, cli_opts *o)
 {
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "-o") == 0 || strcmp(a, "--dim") == 0 || strcmp(a, "--set") == 0 || strcmp(a, "--model") == 0) {
-            if (!next) return usage_error("%s needs a value", a);
-            i++;
-            if (a[1] == 'o') o->output = next;
-            else if (strcmp(a, "--model") == 0) o->model = next;
-            else if (strcmp(a, "--dim") == 0) {
-                const char *name, *value;
-                char *end;
-                if (o->ndims == MAX_LIST || !split_assign(o, next, &name, &value))
-                    return usage_error("--dim wants NAME=VALUE, got '%s'", next);
-                errno = 0;
-                long long v = strtoll(value, &end, 10);
-                if (*end || errno || v <= 0 || v > (1ll << 40))
-                    return usage_error("--dim: '%s' is not a positive size", next);
-                o->dim_names[o->ndims] = name;
-                o->dim_values[o->ndims++] = v;
-            } else {
-                if (o->nsets == MAX_LIST || !split_assign(o, next, &o->set_names[o->nsets], &o->set_values[o->nsets]))
-                    return usage_error("--set wants NAME=VALUE, got '%s'", next);
-                o->nsets++;
-            }
-        } else if (strcmp(a, "--dump-ir") == 0) {
-            o->dump_after = "";
-        } else if (strncmp(a, "--dump-ir=after:", 16) == 0) {
-            o->dump_after = a + 16;
-            if (strcmp(o->dump_after, "sema") != 0 && !pass_find(o->dump_after))
-                return usage_error("--dump-ir: no pass named '%s'", o->dump_after);
-        } else if (strncmp(a, "--no-", 5) == 0 && pass_find(a + 5)) {
-            if (o->ndisabled == MAX_LIST) return usage_error("too many %s flags", "--no-");
-            o->disabled[o->ndisabled++] = a + 5;
-        } else if (strcmp(a, "--input") == 0) {
-            if (!next || o->ninputs == MAX_LIST || !split_assign(o, next, &o->inputs[o->ninputs], &o->input_files[o->ninputs]))
-                return usage_error("--input wants NAME=FILE.npy, got '%s'", next ? next : "nothing");
-            o->ninputs++;
-            i++;
-        } else if (strcmp(a, "--no-fuse") == 0) {
-            o->no_fuse = true;
-            o->train.no_fuse = true;
-        } else if (strcmp(a, "--no-chunk-loss") == 0) {
-            o->train.loss_slices = 1;
-        } else if (strcmp(a, "--loss-slices") == 0) {
-            if (!next || !parse_loss_slices(next, &o->train.loss_slices))
-                return usage_error("--loss-slices wants a count from 1 to 8, got '%s'", next ? next : "nothing");
-            i++;
-        } else if (strcmp(a, "--no-memplan") == 0) {
-            o->no_memplan = true;
-        } else if (strcmp(a, "--report") == 0) {
-            o->report = true;
-        } else if (strcmp(a, "--memory-budget") == 0) {
-            if (!next || !mem_budget_parse(next, &o->train.memory_budget))
-                return usage_error("--memory-budget wants a size such as 4GiB or 512MiB, got '%s'", next ? next : "nothing");
-            i++;
-        } else if (strcmp(a, "--entry") == 0) {
-            if (!next || (strcmp(next, "forward") && strcmp(next, "train")))
-                return usage_error("--entry is forward or train, not '%s'", next ? next : "nothing");
-            o->entry = next;
-            i++;
-        } else if (strcmp(a, "--output") == 0 || strcmp(a, "--weights") == 0 || strcmp(a, "--device") == 0) {
-            if (!next) return usage_error("%s needs a value", a);
-            if (a[2] == 'o') o->outdir = next;
-            else if (a[2] == 'w') o->weights = next;
-            else {
-                if (strcmp(next, "cpu") && strcmp(next, "gpu") && strcmp(next, "auto"))
-                    return usage_error("--device is cpu, gpu or auto, not '%s'", next);
-                o->device = next;
-            }
-            i++;
-        } else if (strcmp(a, "--random-inputs") == 0) {
-            char *end;
-            if (!next || (o->random_inputs = strtoll(next, &end, 10), *end) || o->random_inputs < 0)
-                return usage_error("--random-inputs wants a seed, got '%s'", next ? next : "nothing");
-            i++;
-        } else if (!strcmp(a, "--data") || !strcmp(a, "--checkpoint-dir") || !strcmp(a, "--metrics") || !strcmp(a, "--save")) {
-            if (!next) return usage_error("%s needs a value", a);
-            if (a[2] == 'd') o->train.data_dir = next;
-            else if (a[2] == 'c') o->train.checkpoint_dir = next;
-            else if (a[2] == 'm') o->train.metrics_path = next;
-            else o->train.save_path = next;
-            i++;
-        } else if (!strcmp(a, "--epochs") || !strcmp(a, "--batch") || !strcmp(a, "--seed") || !strcmp(a, "--accumulate") ||
-                   !strcmp(a, "--checkpoint-every") || !strcmp(a, "--max-steps")) {
-            /* 0 is a seed, or never checkpointing between epochs; a count of 0 would
-             * quietly mean the default (batch, epochs, accumulate) or no limit (max-steps) */
-            bool zero_ok = !strcmp(a, "--seed") || !strcmp(a, "--checkpoint-every");
-            char *end;
-            long long v = next ? strtoll(next, &end, 10) : -1;
-            if (!next || *end || v < !zero_ok || v > (1ll << 40))
-                return usage_error("%s needs a %s integer, got '%s'", a, zero_ok ? "non-negative" : "positive", next ? next : "nothing");
-            if (!strcmp(a, "--epochs")) o->train.epochs = v;
-            else if (!strcmp(a, "--batch")) o->train.batch = v;
-            else if (!strcmp(a, "--seed")) o->train.seed = (uint64_t)v;
-            else if (!strcmp(a, "--accumulate")) o->train.accumulate = v;
-            else if (!strcmp(a, "--checkpoint-every")) o->train.checkpoint_every = v;
-            else o->train.max_steps = v;
-            i++;
-        } else if (!strcmp(a, "--lr")) {
-            char *end;
-            double v = next ? strtod(next, &end) : -1;
-            if (!next || *end || !(v > 0 && v < 1e3)) return usage_error("--lr needs a positive number, got '%s'", next ? next : "");
-            o->train.lr = v;
-            i++;
-        } else if (!strcmp(a, "--resume")) {
-            o->train.resume = true;
-        } else if (strcmp(a, "--json") == 0) {
-            o->json = true;
-        } else if (strcmp(a, "--profile") == 0) {
-            o->profile_runs = 20;
-            if (next && next[0] >= '0' && next[0] <= '9') {   /* an optional run count */
-                char *end;
-                long v = strtol(next, &end, 10);
-                if (*end || v < 1 || v > 10000) return usage_error("--profile takes a run count from 1 to 10000, got '%s'", next);
-                o->profile_runs = (int)v;
-                i++;
-            }
-        } else if (strcmp(a, "--emit-cuda") == 0) {
-            o->emit_cuda = true;
-        } else if (strcmp(a, "--target") == 0) {
-            if (!next) return usage_error("%s needs a value, like sm_80,sm_90a", a);
-            if (bad_target(next)) return 2;
-            o->targets = next;
-            i++;
-        } else if (strcmp(a, "-Werror") == 0) {
-            o->werror = true;
-        } else if (a[0] == '-' && a[1]) {
-            return usage_error("unknown option '%s'", a);
-        } else {
-            if (o->nfiles == MAX_LIST) return usage_error("too many files (the limit is 64): %s", a);
-            o->files[o->nfiles++] = a;
-        }
+        const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+        const cli_option *opt = NULL;
+        for (size_t k = 0; k < NC_COUNT(cli_options) && !opt; k++)
+            if (strcmp(a, cli_options[k].name) == 0) opt = &cli_options[k];
+        bool used = false, known = opt != NULL;
+        int rc = opt ? apply_option(o, opt, next, &used) : apply_pass_option(o, a, &known);
+        if (rc) return rc;
+        i += used;
+        if (known) continue;
+        if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
+        if (o->nfiles == MAX_LIST) return usage_error("too many files (the limit is 64): %s", a);
+        o->files[o->nfiles++] = a;
     }
     return 0;
 }

@@ -42,6 +42,9 @@ expect 2 "--epochs"               train "$src/examples/fashion_mlp.net" --data "
 expect 2 "a positive integer, got '0'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --batch 0
 expect 2 "a positive integer, got '0'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --max-steps 0
 expect 2 "a positive integer, got '-2'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --accumulate -2
+expect 2 "--seed needs a non-negative integer, got '-1'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --seed -1
+expect 2 "--dim needs a value: NAME=VALUE" build "$src/examples/fashion_mlp.net" --dim
+expect 2 "--device is cpu, gpu or auto, not 'tpu'" run "$tmp/m.netm" --device tpu
 expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --seed 0 --checkpoint-every 0
 # where the checkpoints cannot go is said before any work, not at the first checkpoint
 expect 1 "--checkpoint-dir $src/README.md: not a directory" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --checkpoint-dir "$src/README.md"
