@@ -550,93 +550,136 @@ static void adjust_scale(trainer *t, bool finite)
 
 /* ---- evaluation ------------------------------------------------------------ */
 
-static int evaluate(trainer *t, double *accuracy, double *loss)
+/* The forward graph's parameters: the trained ones, by name (the tensors
+ * are shared, not copied); on a GPU also uploaded to the evaluation session. */
+static cpu_tensor *eval_params(trainer *t)
 {
     const ir_graph *f = t->fg;
-    const data_set *d = &t->test;
-    int64_t per = eval_batch_of(t), correct = 0, evaluated = 0;
-    double total = 0;
-    int64_t classes = 0;
-    char err[1024];
-    if (t->gpu && download_params(t)) return 1;
-    /* the forward graph's parameters are the trained ones, by name */
+    if (t->gpu && download_params(t)) return NULL;
     cpu_tensor *fp = nc_xcalloc(f->nparams + 1, sizeof *fp);
     for (uint32_t i = 0; i < f->nparams; i++)
         for (uint32_t k = 0; k < t->tg->nparams; k++)
             if (strcmp(f->params[i].decl.name, t->tg->params[k].decl.name) == 0) fp[i] = t->params[k];
-    if (t->gpu)
-        for (uint32_t i = 0; i < f->nparams; i++) {
-            ir_value v = node_of(f, OP_PARAM, i);
-            if (v != IR_NONE && upload_tensor(t->es, v, &fp[i])) { free(fp); return 1; }
-        }
+    for (uint32_t i = 0; t->gpu && i < f->nparams; i++) {
+        ir_value v = node_of(f, OP_PARAM, i);
+        if (v != IR_NONE && upload_tensor(t->es, v, &fp[i])) { free(fp); return NULL; }
+    }
+    return fp;
+}
+
+/* The test set's samples [start, start + count) as the forward graph's
+ * inputs: images (x), or windows of text as tokens (x) and targets (y). */
+static void eval_batch_inputs(const trainer *t, int64_t start, int64_t count, cpu_tensor *x, cpu_tensor *y)
+{
+    const data_set *d = &t->test;
+    int64_t shape[NC_MAX_RANK];
+    memcpy(shape, d->x.shape, sizeof shape);
+    shape[0] = count;
+    cpu_tensor_alloc(x, NC_U8, d->x.rank, shape, (int64_t)1 << 34);
+    int64_t sample = x->numel / count;
+    memcpy(x->i, d->x.i + start * sample, (size_t)x->numel * sizeof *x->i);
+    if (!t->pairs) return;
+    int64_t ps[2] = {count, sample - 1};
+    uint8_t *bytes = nc_xmalloc((size_t)x->numel + 1);
+    for (int64_t j = 0; j < x->numel; j++) bytes[j] = (uint8_t)x->i[j];
+    cpu_tensor_free(x);
+    cpu_tensor_alloc(x, NC_I32, 2, ps, (int64_t)1 << 34);
+    cpu_tensor_alloc(y, NC_I32, 2, ps, (int64_t)1 << 34);
+    text_pairs(bytes, x, y);
+    free(bytes);
+}
+
+/* The forward pass over one batch of the evaluation session's size: its
+ * first output (a row of logits per sample, or a text model's mean loss,
+ * *classes 1). NULL on an error, said in err. */
+static float *eval_on_gpu(trainer *t, const cpu_tensor *x, const cpu_tensor *y, int64_t count, int64_t *classes, char *err, size_t cap)
+{
+    const ir_graph *f = t->fg;
+    ir_value lv = f->outputs[0].value;
+    const ir_node *ln = &f->nodes[lv];
+    if (t->text) *classes = 1;
+    else if (!dim_is_const(&f->dims[ln->shape[ln->rank - 1]], classes) || *classes < 1) {
+        snprintf(err, cap, "the output's last axis (the classes) is not a size known at build time");
+        return NULL;
+    }
+    size_t values = t->text ? 1 : (size_t)(count * *classes);
+    float *out = nc_xmalloc((values + 1) * sizeof *out);
+    if (upload_tensor(t->es, node_of(f, OP_INPUT, 0), x) || (t->pairs && upload_tensor(t->es, node_of(f, OP_INPUT, 1), y)) ||
+        gpu_run(t->es, err, cap) || gpu_download(t->es, lv, out, values * 4, err, cap)) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* The same on the CPU executor, for any count (the last, smaller batch). */
+static float *eval_on_cpu(const trainer *t, const cpu_tensor *inputs, const cpu_tensor *fp, int64_t count, int64_t *classes, char *err,
+                          size_t cap)
+{
+    const ir_graph *f = t->fg;
+    int64_t syms[NC_MAX_SYMS] = {0};
+    int s = ir_sym_find(f, t->batch_dim);
+    if (s >= 0) syms[s] = count;
+    cpu_exec_opts o = {.syms = syms, .inputs = inputs, .params = fp};
+    cpu_exec_result res;
+    if (cpu_exec_run(f, &o, &res, err, cap)) return NULL;
+    const cpu_tensor *l = &res.values[f->outputs[0].value];
+    *classes = l->rank ? l->shape[l->rank - 1] : 1;
+    float *out = nc_xmalloc((size_t)l->numel * sizeof *out);
+    memcpy(out, l->f, (size_t)l->numel * sizeof *out);
+    cpu_exec_result_free(&res);
+    return out;
+}
+
+/* A batch of classifier rows: each row's cross entropy added to *total,
+ * its argmax against the label to *correct. */
+static void score_rows(const float *logits, int64_t classes, const int32_t *labels, int64_t count, double *total, int64_t *correct)
+{
+    for (int64_t r = 0; r < count; r++) {
+        const float *row = logits + r * classes;
+        int64_t best = 0;
+        double m = row[0], sum = 0;
+        for (int64_t k = 1; k < classes; k++) if (row[k] > row[best]) best = k;
+        for (int64_t k = 0; k < classes; k++) m = fmax(m, row[k]);
+        for (int64_t k = 0; k < classes; k++) sum += exp(row[k] - m);
+        *correct += best == labels[r];
+        *total += m + log(sum) - row[labels[r]];
+    }
+}
+
+/* The test set's loss (and a classifier's accuracy), in batches of the
+ * evaluation session's size on the GPU, the rest on the CPU executor. */
+static int evaluate(trainer *t, double *accuracy, double *loss)
+{
+    const data_set *d = &t->test;
+    int64_t per = eval_batch_of(t), correct = 0, evaluated = 0;
+    double total = 0;
+    cpu_tensor *fp = eval_params(t);
+    if (!fp) return 1;
     int rc = 0;
     for (int64_t start = 0; start < d->n && rc == 0; start += per) {
-        int64_t count = d->n - start < per ? d->n - start : per;
+        int64_t count = d->n - start < per ? d->n - start : per, classes = 0;
         if (t->text && count < per) break;   /* the rest of the images goes to the CPU executor, not of the windows */
         evaluated += count;
-        int64_t shape[NC_MAX_RANK];
-        memcpy(shape, d->x.shape, sizeof shape);
-        shape[0] = count;
-        cpu_tensor x = {0}, y = {0}, *inputs = nc_xcalloc(f->ninputs + 1, sizeof *inputs);
-        cpu_tensor_alloc(&x, NC_U8, d->x.rank, shape, (int64_t)1 << 34);
-        int64_t sample = x.numel / count;
-        memcpy(x.i, d->x.i + start * sample, (size_t)x.numel * sizeof *x.i);
-        if (t->pairs) {   /* the windows as tokens and targets */
-            int64_t ps[2] = {count, sample - 1};
-            uint8_t *bytes = nc_xmalloc((size_t)x.numel + 1);
-            for (int64_t j = 0; j < x.numel; j++) bytes[j] = (uint8_t)x.i[j];
-            cpu_tensor_free(&x);
-            cpu_tensor_alloc(&x, NC_I32, 2, ps, (int64_t)1 << 34);
-            cpu_tensor_alloc(&y, NC_I32, 2, ps, (int64_t)1 << 34);
-            text_pairs(bytes, &x, &y);
-            free(bytes);
-            inputs[1] = y;
-        }
+        cpu_tensor x = {0}, y = {0}, *inputs = nc_xcalloc(t->fg->ninputs + 1, sizeof *inputs);
+        eval_batch_inputs(t, start, count, &x, &y);
         inputs[0] = x;
-        float *logits = NULL;
-        ir_value lv = f->outputs[0].value;
-        if (t->gpu && count == per) {   /* the evaluation session's batch */
-            const ir_node *ln = &f->nodes[lv];
-            if (t->text) classes = 1;   /* the output is the batch's mean loss */
-            else if (!dim_is_const(&f->dims[ln->shape[ln->rank - 1]], &classes)) classes = 0;
-            size_t values = t->text ? 1 : (size_t)(count * classes);
-            logits = nc_xmalloc((values + 1) * sizeof *logits);
-            if (upload_tensor(t->es, node_of(f, OP_INPUT, 0), &x) ||
-                (t->pairs && upload_tensor(t->es, node_of(f, OP_INPUT, 1), &y)) || gpu_run(t->es, err, sizeof err) ||
-                gpu_download(t->es, lv, logits, values * 4, err, sizeof err))
-                rc = 1;
+        if (t->pairs) inputs[1] = y;
+        char err[1024];
+        float *out = t->gpu && count == per ? eval_on_gpu(t, &x, &y, count, &classes, err, sizeof err)
+                                            : eval_on_cpu(t, inputs, fp, count, &classes, err, sizeof err);
+        if (!out) {
+            fprintf(stderr, "netc: evaluation: %s\n", err);
+            rc = 1;
+        } else if (t->text) {
+            total += (double)out[0] * (double)count;   /* a mean over count windows */
         } else {
-            int64_t syms[NC_MAX_SYMS] = {0};
-            int s = ir_sym_find(f, t->batch_dim);
-            if (s >= 0) syms[s] = count;
-            cpu_exec_opts o = {.syms = syms, .inputs = inputs, .params = fp};
-            cpu_exec_result res;
-            if (cpu_exec_run(f, &o, &res, err, sizeof err)) rc = 1;
-            else {
-                const cpu_tensor *l = &res.values[lv];
-                classes = l->rank ? l->shape[l->rank - 1] : 1;
-                logits = nc_xmalloc((size_t)l->numel * sizeof *logits);
-                memcpy(logits, l->f, (size_t)l->numel * sizeof *logits);
-                cpu_exec_result_free(&res);
-            }
+            score_rows(out, classes, d->y.i + start, count, &total, &correct);
         }
-        if (rc) fprintf(stderr, "netc: evaluation: %s\n", err);
-        if (rc == 0 && t->text) total += (double)logits[0] * (double)count;   /* a mean over count windows */
-        for (int64_t r = 0; rc == 0 && !t->text && r < count; r++) {
-            const float *row = logits + r * classes;
-            int64_t best = 0;
-            double m = row[0], sum = 0;
-            for (int64_t k = 1; k < classes; k++) if (row[k] > row[best]) best = k;
-            for (int64_t k = 0; k < classes; k++) m = fmax(m, row[k]);
-            for (int64_t k = 0; k < classes; k++) sum += exp(row[k] - m);
-            int32_t label = d->y.i[start + r];
-            correct += best == label;
-            total += m + log(sum) - row[label];
-        }
-        free(logits);
+        free(out);
+        free(inputs);
         cpu_tensor_free(&x);
         cpu_tensor_free(&y);
-        free(inputs);
     }
     free(fp);
     *accuracy = t->text ? NAN : (double)correct / (double)evaluated;
