@@ -225,92 +225,120 @@ static void guard_updates(opt_ctx *c, uint32_t from, ir_value keep_new)
     }
 }
 
+/* What the step's update is built from: the step's scalar inputs and the
+ * values the gradients' pass leaves for the updates. */
+typedef struct step_parts {
+    uint32_t nweights;                  /* the parameters before the step's own (optimizer state, accumulators) */
+    ir_value *grads;                    /* a parameter's gradient, unscaled (and accumulated); IR_NONE: none */
+    ir_value *pnode;                    /* a parameter's node */
+    ir_value lr, bc1, bc2;              /* bc1, bc2: Adam's bias corrections */
+    ir_value scale;                     /* the loss scale; IR_NONE: none */
+    ir_value apply;                     /* with --accumulate: 1 on the last micro-batch; IR_NONE: every step */
+    ir_value clip_coef, finite;         /* IR_NONE: no clipping, no overflow check */
+    ir_update *acc_updates;             /* the accumulators' assignments, added after the parameters' */
+    uint32_t nacc;
+} step_parts;
+
+static ir_value f32_of(opt_ctx *c, ir_value v)
+{
+    if (c->g->nodes[v].dtype == NC_F32) return v;
+    ir_node cp = {.op = OP_CAST};
+    cp.attr.to = NC_F32;
+    return mk(c, cp, &v, 1);
+}
+
+/* Unscales the gradients (and adds up micro-batches); returns the sum of
+ * their squares (IR_NONE without gradients). */
+static ir_value unscaled_sum_of_squares(opt_ctx *c, step_parts *s, int accumulate)
+{
+    ir_graph *g = c->g;
+    ir_value *sq_parts = nc_xcalloc(s->nweights + 1, sizeof *sq_parts);
+    int nsq = 0;
+    for (uint32_t i = 0; i < s->nweights; i++) {   /* accumulate_grad adds parameters */
+        ir_value *grad = &s->grads[i];
+        if (*grad == IR_NONE) continue;
+        if (s->scale != IR_NONE) *grad = op2(c, OP_DIV, *grad, spread(c, s->scale, *grad));
+        if (s->apply != IR_NONE && g->params[i].role == IR_ROLE_WEIGHT && s->pnode[i] != IR_NONE)
+            *grad = accumulate_grad(c, i, f32_of(c, *grad), accumulate, s->apply, &s->acc_updates[s->nacc++]);
+        sq_parts[nsq++] = partial_sums(c, op2(c, OP_MUL, *grad, *grad));
+    }
+    ir_value sumsq = nsq > 0 ? sum_of_parts(c, sq_parts, nsq) : IR_NONE;
+    free(sq_parts);
+    return sumsq;
+}
+
+/* The global norm (an output), the clipping coefficient and, with dynamic
+ * loss scaling, whether every gradient is finite (an output). */
+static void norm_and_overflow(opt_ctx *c, step_parts *s, ir_value sumsq)
+{
+    const ir_train_spec *t = &c->g->train;
+    ir_value norm = op1(c, OP_SQRT, sumsq);
+    ir_output_add(c->g, TRAIN_OUTPUT_NORM, norm);
+    if (t->clip_grad_norm > 0)   /* coef = min(1, max_norm / (norm + 1e-6)) */
+        s->clip_coef = op2(c, OP_MINIMUM, num(c, 1.0, norm),
+                           op2(c, OP_DIV, num(c, t->clip_grad_norm, norm), op2(c, OP_ADD, norm, num(c, 1e-6, norm))));
+    if (t->loss_scale == IR_SCALE_DYNAMIC) {   /* sum of squares is finite iff every gradient is */
+        ir_value is_num = op2(c, OP_EQ, sumsq, sumsq), below_inf = op2(c, OP_LT, sumsq, num(c, INFINITY, sumsq));
+        ir_value x[3] = {is_num, below_inf, is_num};
+        s->finite = mk(c, (ir_node){.op = OP_WHERE}, x, 3);
+        ir_output_add(c->g, TRAIN_OUTPUT_FINITE, s->finite);
+    }
+}
+
+/* The update of parameter i by its optimizer, skipped on overflow. */
+static void add_update(opt_ctx *c, const step_parts *s, uint32_t i)
+{
+    ir_graph *g = c->g;
+    c->loc = g->params[i].decl.loc;
+    ir_value grad = f32_of(c, s->grads[i]), newp;
+    /* clipped here, next to the update: the same kernel scales the
+     * gradient as it loads it, and the clipped copy is never stored */
+    if (s->clip_coef != IR_NONE) grad = op2(c, OP_MUL, grad, spread(c, s->clip_coef, grad));
+    if (g->params[i].decl.dtype != NC_F32) {
+        snprintf(c->err, c->errcap, "parameter %s is %s: training keeps f32 master weights; declare it f32", g->params[i].decl.name,
+                 dtype_name(g->params[i].decl.dtype));
+        c->failed = true;
+        return;
+    }
+    uint32_t first = g->nupdates;
+    if (g->train.optimizer != IR_OPT_SGD) adam(c, i, s->pnode[i], grad, s->lr, s->bc1, s->bc2, &newp);
+    else sgd(c, i, s->pnode[i], grad, s->lr, &newp);
+    ir_update_add(g, i, newp);
+    /* guarded here, next to the update, so one kernel computes and guards it */
+    if (s->finite != IR_NONE) guard_updates(c, first, s->finite);   /* on overflow every assignment keeps its old value */
+    if (s->apply != IR_NONE) guard_updates(c, first, s->apply);     /* between micro-batches nothing moves */
+}
+
 bool train_step_build(ir_graph *g, int accumulate, int loss_slices, FILE *report, char *err, size_t errcap)
 {
     ir_train_spec *t = &g->train;
     opt_ctx c = {.g = g, .loc = t->loc, .err = err, .errcap = errcap};
     uint32_t nweights = g->nparams;
-    ir_value *grads = nc_xmalloc((nweights + 1) * sizeof *grads), *pnode = nc_xmalloc((nweights + 1) * sizeof *pnode);
-    for (uint32_t i = 0; i < nweights; i++) pnode[i] = IR_NONE;
+    step_parts s = {.nweights = nweights, .grads = nc_xmalloc((nweights + 1) * sizeof *s.grads), .pnode = nc_xmalloc((nweights + 1) * sizeof *s.pnode),
+                    .clip_coef = IR_NONE, .finite = IR_NONE, .apply = IR_NONE,
+                    .acc_updates = nc_xcalloc(nweights + 1, sizeof *s.acc_updates)};
+    for (uint32_t i = 0; i < nweights; i++) s.pnode[i] = IR_NONE;
     for (ir_value v = 0; v < g->nnodes; v++)
-        if (g->nodes[v].op == OP_PARAM) pnode[g->nodes[v].attr.index] = v;
-    ir_value lr = scalar_input(&c, TRAIN_INPUT_LR);
+        if (g->nodes[v].op == OP_PARAM) s.pnode[g->nodes[v].attr.index] = v;
+    s.lr = scalar_input(&c, TRAIN_INPUT_LR);
     bool is_adam = t->optimizer != IR_OPT_SGD;
-    ir_value bc1 = is_adam ? scalar_input(&c, TRAIN_INPUT_BC1) : IR_NONE;
-    ir_value bc2 = is_adam ? scalar_input(&c, TRAIN_INPUT_BC2) : IR_NONE;
-    ir_value scale = t->loss_scale != IR_SCALE_NONE ? scalar_input(&c, TRAIN_INPUT_SCALE) : IR_NONE;
-    ir_value apply = IR_NONE;
-    if (accumulate > 1) apply = op2(&c, OP_GT, scalar_input(&c, TRAIN_INPUT_APPLY), num(&c, 0.5, lr));
-    ir_update *acc_updates = nc_xcalloc(nweights + 1, sizeof *acc_updates);
-    uint32_t nacc = 0;
+    s.bc1 = is_adam ? scalar_input(&c, TRAIN_INPUT_BC1) : IR_NONE;
+    s.bc2 = is_adam ? scalar_input(&c, TRAIN_INPUT_BC2) : IR_NONE;
+    s.scale = t->loss_scale != IR_SCALE_NONE ? scalar_input(&c, TRAIN_INPUT_SCALE) : IR_NONE;
+    if (accumulate > 1) s.apply = op2(&c, OP_GT, scalar_input(&c, TRAIN_INPUT_APPLY), num(&c, 0.5, s.lr));
     ad_contribution pre[2];
-    int npre = loss_slices != 1 ? loss_chunk_build(g, scale, loss_slices, pre, report, err, errcap) : 0;
-    bool ok = npre >= 0 && autodiff_run_with(g, scale, pre, npre, grads, err, errcap);
-    if (ok) ir_output_add(g, TRAIN_OUTPUT_LOSS, t->loss);
-    /* unscale the gradients (and add up micro-batches), then their global
-     * norm (clipping, overflow) */
-    ir_value sumsq = IR_NONE, *sq_parts = nc_xcalloc(nweights + 1, sizeof *sq_parts);
-    int nsq = 0;
-    for (uint32_t i = 0; ok && i < nweights; i++) {
-        if (grads[i] == IR_NONE) continue;
-        if (scale != IR_NONE) grads[i] = op2(&c, OP_DIV, grads[i], spread(&c, scale, grads[i]));
-        if (apply != IR_NONE && g->params[i].role == IR_ROLE_WEIGHT && pnode[i] != IR_NONE) {
-            if (g->nodes[grads[i]].dtype != NC_F32) {
-                ir_node cp = {.op = OP_CAST};
-                cp.attr.to = NC_F32;
-                grads[i] = mk(&c, cp, &grads[i], 1);
-            }
-            grads[i] = accumulate_grad(&c, i, grads[i], accumulate, apply, &acc_updates[nacc++]);
-        }
-        sq_parts[nsq++] = partial_sums(&c, op2(&c, OP_MUL, grads[i], grads[i]));
+    int npre = loss_slices != 1 ? loss_chunk_build(g, s.scale, loss_slices, pre, report, err, errcap) : 0;
+    bool ok = npre >= 0 && autodiff_run_with(g, s.scale, pre, npre, s.grads, err, errcap);
+    if (ok) {
+        ir_output_add(g, TRAIN_OUTPUT_LOSS, t->loss);
+        ir_value sumsq = unscaled_sum_of_squares(&c, &s, accumulate);
+        if (sumsq != IR_NONE) norm_and_overflow(&c, &s, sumsq);
     }
-    if (ok && nsq > 0) sumsq = sum_of_parts(&c, sq_parts, nsq);
-    ir_value finite = IR_NONE, clip_coef = IR_NONE;
-    if (ok && sumsq != IR_NONE) {
-        ir_value norm = op1(&c, OP_SQRT, sumsq);
-        ir_output_add(g, TRAIN_OUTPUT_NORM, norm);
-        if (t->clip_grad_norm > 0)   /* coef = min(1, max_norm / (norm + 1e-6)) */
-            clip_coef = op2(&c, OP_MINIMUM, num(&c, 1.0, norm),
-                            op2(&c, OP_DIV, num(&c, t->clip_grad_norm, norm), op2(&c, OP_ADD, norm, num(&c, 1e-6, norm))));
-        if (t->loss_scale == IR_SCALE_DYNAMIC) {   /* sum of squares is finite iff every gradient is */
-            ir_value is_num = op2(&c, OP_EQ, sumsq, sumsq), below_inf = op2(&c, OP_LT, sumsq, num(&c, INFINITY, sumsq));
-            ir_value x[3] = {is_num, below_inf, is_num};
-            finite = mk(&c, (ir_node){.op = OP_WHERE}, x, 3);
-            ir_output_add(g, TRAIN_OUTPUT_FINITE, finite);
-        }
-    }
-    /* the update of every trained parameter, skipped on overflow */
-    for (uint32_t i = 0; ok && !c.failed && i < nweights; i++) {
-        if (grads[i] == IR_NONE || pnode[i] == IR_NONE || g->params[i].role != IR_ROLE_WEIGHT) continue;
-        ir_value p = pnode[i], newp;
-        c.loc = g->params[i].decl.loc;
-        ir_value grad = g->nodes[grads[i]].dtype == NC_F32 ? grads[i] : IR_NONE;
-        if (grad == IR_NONE) {
-            ir_node cp = {.op = OP_CAST};
-            cp.attr.to = NC_F32;
-            grad = mk(&c, cp, &grads[i], 1);
-        }
-        /* clipped here, next to the update: the same kernel scales the
-         * gradient as it loads it, and the clipped copy is never stored */
-        if (clip_coef != IR_NONE) grad = op2(&c, OP_MUL, grad, spread(&c, clip_coef, grad));
-        if (g->params[i].decl.dtype != NC_F32) {
-            snprintf(err, errcap, "parameter %s is %s: training keeps f32 master weights; declare it f32",
-                     g->params[i].decl.name, dtype_name(g->params[i].decl.dtype));
-            c.failed = true;
-            break;
-        }
-        uint32_t first = g->nupdates;
-        if (is_adam) adam(&c, i, p, grad, lr, bc1, bc2, &newp);
-        else sgd(&c, i, p, grad, lr, &newp);
-        ir_update_add(g, i, newp);
-        /* guarded here, next to the update, so one kernel computes and guards it */
-        if (finite != IR_NONE) guard_updates(&c, first, finite);   /* on overflow every assignment keeps its old value */
-        if (apply != IR_NONE) guard_updates(&c, first, apply);     /* between micro-batches nothing moves */
-    }
-    for (uint32_t k = 0; k < nacc && !c.failed; k++) ir_update_add(g, acc_updates[k].param, acc_updates[k].value);
-    free(acc_updates);
-    free(grads);
-    free(pnode);
-    free(sq_parts);
+    for (uint32_t i = 0; ok && !c.failed && i < nweights; i++)
+        if (s.grads[i] != IR_NONE && s.pnode[i] != IR_NONE && g->params[i].role == IR_ROLE_WEIGHT) add_update(&c, &s, i);
+    for (uint32_t k = 0; k < s.nacc && !c.failed; k++) ir_update_add(g, s.acc_updates[k].param, s.acc_updates[k].value);
+    free(s.acc_updates);
+    free(s.grads);
+    free(s.pnode);
     return ok && !c.failed;
 }
