@@ -143,19 +143,11 @@ static void defaults(ir_train_spec *t)
     t->growth_interval = 2000;
 }
 
-void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
+/* The section's statements: 'loss = ...' and other bindings, and each
+ * directive at most once; then the checks that need all of them. */
+static void train_statements(sema_ctx *c, ir_train_spec *t, const ast_node *train)
 {
-    ir_graph *g = c->g;
-    ir_train_spec *t = &g->train;
-    bool weight_decay_set = false;
-    defaults(t);
-    t->loc = train->loc;
-    t->first_train_input = g->ninputs;
-    /* outputs are visible by their names */
-    for (uint32_t i = 0; i < g->noutputs; i++) sema_bind(c, g->outputs[i].name, sv_tensor(c, g->outputs[i].value), model->loc);
-    /* extra inputs (targets) */
-    sema_declare_train_inputs(c, &train->list2);
-    bool seen[4] = {0};
+    bool seen[4] = {0}, weight_decay_set = false;
     static const char *directives[] = {"optimizer", "schedule", "loss_scale", "clip_grad_norm"};
     for (uint32_t i = 0; i < train->list.n; i++) {
         const ast_node *s = train->list.items[i];
@@ -191,34 +183,43 @@ void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
         sema_err(c, train->loc, "write: schedule step(step_size: 1000, gamma: 0.1)", "schedule step needs step_size");
     if (t->schedule == IR_SCHED_COSINE && t->min_lr > t->lr)
         sema_err(c, train->loc, NULL, "schedule cosine: min_lr %g is above lr %g", t->min_lr, t->lr);
+}
 
-    /* the loss: 'loss = ...', or the model's only output if it is a scalar */
-    sv loss = sv_error();
-    bool found = false;
-    for (scope *s = c->env; s && !found; s = s->parent)
+/* The loss: 'loss = ...', or the model's only output if it is a scalar;
+ * reported when there is none. */
+static bool find_loss(sema_ctx *c, const ast_node *model, const ast_node *train, sv *loss)
+{
+    const ir_graph *g = c->g;
+    for (scope *s = c->env; s; s = s->parent)
         for (uint32_t i = s->n; i-- > 0;)
-            if (strcmp(s->b[i].name, "loss") == 0) { loss = s->b[i].value; found = true; break; }
-    if (!found && g->noutputs == 1 && g->nodes[g->outputs[0].value].rank == 0) {
-        loss = sv_tensor(c, g->outputs[0].value);
-        found = true;
+            if (strcmp(s->b[i].name, "loss") == 0) {
+                *loss = s->b[i].value;
+                return true;
+            }
+    if (g->noutputs == 1 && g->nodes[g->outputs[0].value].rank == 0) {
+        *loss = sv_tensor(c, g->outputs[0].value);
+        return true;
     }
-    if (!found) {
-        sema_err(c, train->loc, "add a line like: loss = cross_entropy(logits, labels)",
-                 "train section of '%s' defines no loss", model->name);
-        return;
-    }
-    if (loss.kind == SV_ERROR) return;
+    sema_err(c, train->loc, "add a line like: loss = cross_entropy(logits, labels)", "train section of '%s' defines no loss",
+             model->name);
+    return false;
+}
+
+/* What training needs of the loss and the parameters, said at their lines. */
+static bool check_trainable(sema_ctx *c, const ast_node *train, sv loss)
+{
+    const ir_graph *g = c->g;
     const ir_node *ln = loss.kind == SV_TENSOR ? &g->nodes[loss.t] : NULL;
     if (!ln || ln->rank != 0 || !dtype_is_float(ln->dtype)) {
         sema_err(c, train->loc, "reduce it, e.g. mean(...)", "the loss must be a floating-point scalar");
-        return;
+        return false;
     }
     if (ln->dtype != NC_F32)
-        sema_warn(c, ln->loc, "wrap it in f32(...) and compute the reduction in f32",
-                  "the loss is computed in %s; losses should be f32", dtype_name(ln->dtype));
+        sema_warn(c, ln->loc, "wrap it in f32(...) and compute the reduction in f32", "the loss is computed in %s; losses should be f32",
+                  dtype_name(ln->dtype));
     bool uses_f16 = false;
     for (ir_value v = 0; v < g->nnodes && !uses_f16; v++) uses_f16 = g->nodes[v].dtype == NC_F16;
-    if (uses_f16 && t->loss_scale == IR_SCALE_NONE)
+    if (uses_f16 && g->train.loss_scale == IR_SCALE_NONE)
         sema_warn(c, train->loc, "add: loss_scale dynamic", "f16 training without loss scaling: small gradients underflow to zero");
     for (uint32_t i = 0; i < g->nparams; i++) {   /* what train_step_build would refuse, said at the declaration */
         const ir_param *p = &g->params[i];
@@ -226,5 +227,21 @@ void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
             sema_err(c, p->decl.loc, "declare it f32 and compute in a precision block, which reads a narrow copy",
                      "parameter %s is %s: training keeps f32 master weights", p->decl.name, dtype_name(p->decl.dtype));
     }
+    return true;
+}
+
+void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
+{
+    ir_graph *g = c->g;
+    ir_train_spec *t = &g->train;
+    defaults(t);
+    t->loc = train->loc;
+    t->first_train_input = g->ninputs;
+    /* outputs are visible by their names */
+    for (uint32_t i = 0; i < g->noutputs; i++) sema_bind(c, g->outputs[i].name, sv_tensor(c, g->outputs[i].value), model->loc);
+    sema_declare_train_inputs(c, &train->list2);   /* extra inputs (targets) */
+    train_statements(c, t, train);
+    sv loss = sv_error();
+    if (!find_loss(c, model, train, &loss) || loss.kind == SV_ERROR || !check_trainable(c, train, loss)) return;
     t->loss = loss.t;
 }
