@@ -1242,24 +1242,69 @@ static ir_graph *build_one(sema_ctx *c, const ast_node *model)
     return g;
 }
 
-/* --dim and --set names that matched nothing are mistakes, not no-ops. */
-static void check_options_used(sema_ctx *c, uint32_t file, ir_graph **g)
+/* What a --dim or --set that names nothing is told: the names there are,
+ * as a hint ("its symbolic dims: B, T"). */
+typedef struct option_hints {
+    char dims[256], configs[256];
+    size_t dims_head, configs_head;   /* the lengths of the prefixes: no names yet */
+} option_hints;
+
+static void hints_init(option_hints *h)
 {
-    if (!c->opts || !*g) return;
+    h->dims_head = (size_t)snprintf(h->dims, sizeof h->dims, "its symbolic dims: ");
+    h->configs_head = (size_t)snprintf(h->configs, sizeof h->configs, "the file's config constants: ");
+}
+
+/* Appends name to a list of head bytes then names, once, as long as it fits. */
+static void hint_add_name(char *hint, size_t cap, size_t head, const char *name)
+{
+    size_t len = strlen(name), n = strlen(hint);
+    for (const char *p = hint + head; *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] ? 2 : 0))
+        if (strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == 0)) return;
+    if (n + len + 8 < cap) snprintf(hint + n, cap - n, "%s%s", n == head ? "" : ", ", name);
+}
+
+static void hints_add_model(option_hints *h, const ast_file *f, const ast_node *model, const ir_graph *g)
+{
+    for (uint32_t k = 0; g && k < g->nsyms; k++) hint_add_name(h->dims, sizeof h->dims, h->dims_head, g->sym_names[k]);
+    for (uint32_t i = 0; i < f->decls.n; i++) {   /* the file's config lines, then the model's header */
+        const ast_node *d = f->decls.items[i];
+        for (uint32_t k = 0; d->kind == AST_LIST && k < d->list.n; k++)
+            if (d->list.items[k]->kind == AST_CONFIG) hint_add_name(h->configs, sizeof h->configs, h->configs_head, d->list.items[k]->name);
+    }
+    for (uint32_t i = 0; i < model->list4.n; i++)
+        if (model->list4.items[i]->kind == AST_CONFIG)
+            hint_add_name(h->configs, sizeof h->configs, h->configs_head, model->list4.items[i]->name);
+}
+
+/* --dim and --set names that matched nothing are mistakes, not no-ops:
+ * reported, and true, where there are any. */
+static bool report_unused_options(sema_ctx *c, uint32_t file, const option_hints *h)
+{
+    if (!c->opts) return false;
     int errors = c->diag->errors;
     nc_loc where = {file, 0, 0};
+    const char *dims = strlen(h->dims) == h->dims_head ? "it has none: every size is fixed" : h->dims;
+    const char *configs = strlen(h->configs) == h->configs_head ? "the file has none" : h->configs;
     for (int i = 0; i < c->opts->ndims && i < 64; i++)
         if (!c->dim_used[i])
-            diag_report(c->diag, DIAG_ERROR, where, NULL, "--dim %s: the model has no symbolic dim named %s",
-                        c->opts->dim_names[i], c->opts->dim_names[i]);
+            diag_report(c->diag, DIAG_ERROR, where, dims, "--dim %s: the model has no symbolic dim named %s", c->opts->dim_names[i],
+                        c->opts->dim_names[i]);
     for (int i = 0; i < c->opts->nsets && i < 64; i++)
         if (!c->set_used[i])
-            diag_report(c->diag, DIAG_ERROR, where, NULL, "--set %s: no config constant named %s", c->opts->set_names[i],
+            diag_report(c->diag, DIAG_ERROR, where, configs, "--set %s: no config constant named %s", c->opts->set_names[i],
                         c->opts->set_names[i]);
-    if (c->diag->errors > errors) {
-        ir_graph_free(*g);
-        *g = NULL;
-    }
+    return c->diag->errors > errors;
+}
+
+/* --model naming no model of the file, with the names there are. */
+static void report_no_model(diag_ctx *d, const ast_file *f, const char *name)
+{
+    char models[256] = "the file's models: ";
+    size_t head = strlen(models);
+    for (uint32_t i = 0; i < f->decls.n; i++)
+        if (f->decls.items[i]->kind == AST_MODEL) hint_add_name(models, sizeof models, head, f->decls.items[i]->name);
+    diag_report(d, DIAG_ERROR, (nc_loc){f->file_id, 0, 0}, strlen(models) == head ? "it has none" : models, "no model named '%s'", name);
 }
 
 ir_graph *sema_model(src_table *sources, ast_file *main_file, const char *model_name, const driver_opts *o,
@@ -1272,12 +1317,18 @@ ir_graph *sema_model(src_table *sources, ast_file *main_file, const char *model_
     if (d->errors > errors) {
         /* imports or configs failed */
     } else if (!model) {
-        if (model_name) diag_report(d, DIAG_ERROR, (nc_loc){main_file->file_id, 0, 0}, NULL, "no model named '%s'", model_name);
+        if (model_name) report_no_model(d, main_file, model_name);
         else diag_report(d, DIAG_ERROR, (nc_loc){main_file->file_id, 0, 0}, "declare one with: model name(x: f32[B, 784]) { ... }",
                          "no model in this file");
     } else {
         g = build_one(c, model);
-        check_options_used(c, main_file->file_id, &g);
+        option_hints h;
+        hints_init(&h);
+        hints_add_model(&h, main_file, model, g);
+        if (g && report_unused_options(c, main_file->file_id, &h)) {
+            ir_graph_free(g);
+            g = NULL;
+        }
     }
     ctx_free(c);
     return g;
@@ -1286,7 +1337,11 @@ ir_graph *sema_model(src_table *sources, ast_file *main_file, const char *model_
 int sema_check_all(src_table *sources, ast_file *main_file, const driver_opts *o, diag_ctx *d)
 {
     sema_ctx *c = ctx_new(sources, main_file, o, d);
-    int n = 0;
+    const char *only = o ? o->model : NULL;   /* --model: that one alone */
+    if (only && !find_decl(main_file, AST_MODEL, only)) report_no_model(d, main_file, only);
+    option_hints h;
+    hints_init(&h);
+    int n = 0, errors = d->errors;
     for (uint32_t i = 0; i < main_file->decls.n; i++) {
         const ast_node *decl = main_file->decls.items[i];
         if (decl->kind == AST_TRAIN && !find_decl(main_file, AST_MODEL, decl->name))
@@ -1297,10 +1352,13 @@ int sema_check_all(src_table *sources, ast_file *main_file, const driver_opts *o
             if (prev->kind == AST_MODEL && strcmp(prev->name, decl->name) == 0)
                 diag_report(d, DIAG_ERROR, decl->loc, NULL, "model '%s' is defined twice", decl->name);
         }
+        if (only && strcmp(decl->name, only) != 0) continue;
         ir_graph *g = build_one(c, decl);
+        hints_add_model(&h, main_file, decl, g);
         ir_graph_free(g);
         n++;
     }
+    if (n > 0 && d->errors == errors) report_unused_options(c, main_file->file_id, &h);   /* a name any model used counts */
     ctx_free(c);
     return n;
 }

@@ -36,6 +36,10 @@ expect 1 "holds f32[2, 10]"       run "$tmp/m.netm" --input "images=$tmp/out/log
 expect 1 "malformed header"       run "$tmp/m.netm" --input "images=$tmp/bad.npy"
 expect 1 "has no symbolic dim"    run "$tmp/m.netm" --dim Q=3 --random-inputs 1
 expect 2 "NAME=VALUE"             build "$src/examples/fashion_mlp.net" --dim B
+# a --dim, --set or --model that names nothing says what there is
+expect 1 "hint: its symbolic dims: B, T" build "$src/examples/gpt2.net" --dim Q=3 -o "$tmp/q.netm"
+expect 1 "hint: the file's config constants: H, CLASSES" check "$src/examples/fashion_mlp.net" --set NOPE=3
+expect 1 "hint: the file's models: fashion_mlp" check "$src/examples/fashion_mlp.net" --model nope
 expect 1 "not a safetensors"      run "$tmp/m.netm" --dim B=2 --random-inputs 1 --weights "$tmp/junk.netm"
 expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata"
 expect 2 "--epochs"               train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --epochs x
