@@ -1,6 +1,7 @@
 /* cli.c - netc's subcommands and their flags. Usage errors are one line on
  * stderr and exit code 2; compile errors exit 1. */
 #include "cli.h"
+#include "atomic_file.h"
 #include "autodiff.h"
 #include "driver.h"
 #include "passes.h"
@@ -13,7 +14,6 @@
 #include "tensor_io.h"
 #include "mem_budget.h"
 
-#include <sys/stat.h>
 
 #include <errno.h>
 #include <stdarg.h>
@@ -704,7 +704,6 @@ static void infer_dims(const nrt_module *m, const cli_opts *o, const cpu_tensor 
 
 static int write_outputs(nrt_session *s, const nrt_module *m, const char *dir)
 {
-    if (dir) mkdir(dir, 0755);
     for (int i = 0; i < nrt_module_num_outputs(m); i++) {
         nrt_tensor_info info;
         nrt_module_output(m, i, &info);
@@ -759,6 +758,11 @@ static int write_outputs(nrt_session *s, const nrt_module *m, const char *dir)
 static int cmd_run(cli_opts *o)
 {
     if (o->nfiles != 1) return usage_error("run: expects one module file (.netm)%s", "");
+    char err[1024];
+    if (o->outdir && atomic_file_make_dir(o->outdir, err, sizeof err)) {   /* before the run, not after it */
+        fprintf(stderr, "netc: --output %s\n", err);
+        return 1;
+    }
     nrt_module *m;
     nrt_error e;
     if (nrt_module_load_entry(o->files[0], o->entry, &m, &e)) { fprintf(stderr, "netc: %s\n", e.message); return 1; }
@@ -768,7 +772,6 @@ static int cmd_run(cli_opts *o)
     int64_t dv[NC_MAX_SYMS + MAX_LIST];
     int nd = 0;
     for (int i = 0; i < o->ndims; i++) dn[nd] = o->dim_names[i], dv[nd++] = o->dim_values[i];
-    char err[1024];
     for (int k = 0; k < o->ninputs; k++)
         if (npy_read(o->input_files[k], &loaded[k], (int64_t)8 << 30, err, sizeof err) != 0) {
             fprintf(stderr, "netc: %s\n", err);

@@ -8,6 +8,7 @@
  * scalars and the step number dropout draws from (@step), and keeps the
  * loss scale. */
 #include "train_cmd.h"
+#include "atomic_file.h"
 #include "autodiff.h"
 #include "cuda_compile.h"
 #include "cuda_emit.h"
@@ -23,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -990,34 +990,6 @@ static int train_loop(trainer *t)
     return rc;
 }
 
-/* Checked before any work: a run that could not write its checkpoints
- * would find out only at the first one, an epoch of training lost. */
-static bool checkpoint_dir_usable(const char *dir)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *p = path + 1; *p; p++)   /* its parents first, as mkdir -p */
-        if (*p == '/') {
-            *p = 0;
-            mkdir(path, 0755);   /* an error shows at the last one */
-            *p = '/';
-        }
-    struct stat st;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "netc: --checkpoint-dir %s: %s\n", dir, strerror(errno));
-        return false;
-    }
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "netc: --checkpoint-dir %s: not a directory\n", dir);
-        return false;
-    }
-    if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "netc: --checkpoint-dir %s: %s\n", dir, strerror(errno));
-        return false;
-    }
-    return true;
-}
-
 int train_main(const train_opts *o)
 {
     if (!o->model_path || !o->data_dir) {
@@ -1037,11 +1009,15 @@ int train_main(const train_opts *o)
         fprintf(stderr, "netc: --resume needs --checkpoint-dir (where the checkpoint to resume from lies)\n");
         return 2;
     }
-    if (o->checkpoint_dir && !checkpoint_dir_usable(o->checkpoint_dir)) return 1;
+    char err[1024];
+    /* before any work: a run that could not write its checkpoints would find out at the first, an epoch lost */
+    if (o->checkpoint_dir && atomic_file_make_dir(o->checkpoint_dir, err, sizeof err)) {
+        fprintf(stderr, "netc: --checkpoint-dir %s\n", err);
+        return 1;
+    }
     const char *kill = getenv("NETC_TEST_KILL_AFTER_STEP");
     trainer t = {.o = o, .kill_at_step = kill ? atoll(kill) : -1};
     int rc = build_graphs(&t);
-    char err[1024];
     if (rc == 0 && t.text) {
         int64_t window = 0;
         dim_is_const(&t.fg->dims[t.fg->inputs[0].shape[1]], &window);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int atomic_file_open(atomic_file *a, const char *path, char *err, size_t errcap)
@@ -29,4 +30,33 @@ int atomic_file_commit(atomic_file *a, const char *path, bool written_ok, char *
     snprintf(err, errcap, "%s: write failed: %s", path, strerror(errno));
     remove(a->tmp);
     return -1;
+}
+
+int atomic_file_make_dir(const char *dir, char *err, size_t errcap)
+{
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s", dir) >= sizeof path) {
+        snprintf(err, errcap, "%s: path too long", dir);
+        return -1;
+    }
+    for (char *p = path + 1; *p; p++)   /* the parents first; a failure shows at the last one */
+        if (*p == '/') {
+            *p = 0;
+            mkdir(path, 0755);
+            *p = '/';
+        }
+    struct stat st;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, errcap, "%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errcap, "%s: not a directory", dir);
+        return -1;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        snprintf(err, errcap, "%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
 }

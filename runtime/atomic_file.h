@@ -20,4 +20,8 @@ int atomic_file_open(atomic_file *a, const char *path, char *err, size_t errcap)
  * any failure removes the temporary. 0, or -1 with err. */
 int atomic_file_commit(atomic_file *a, const char *path, bool written_ok, char *err, size_t errcap);
 
+/* The directory such files land in, made with its parents if missing. 0, or
+ * -1 with err when it is not a directory this process may write to. */
+int atomic_file_make_dir(const char *dir, char *err, size_t errcap);
+
 #endif

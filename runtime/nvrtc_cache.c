@@ -82,15 +82,6 @@ bool nvrtc_cache_load(const char *path, unsigned char **data, size_t *size)
     return ok;
 }
 
-static void mkdir_p(const char *dir)
-{
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') { *p = 0; mkdir(tmp, 0755); *p = '/'; }
-    mkdir(tmp, 0755);
-}
-
 /* Best effort: a cache that cannot be written only costs a recompile. */
 void nvrtc_cache_store(const char *path, const unsigned char *data, size_t size)
 {
@@ -98,10 +89,9 @@ void nvrtc_cache_store(const char *path, const unsigned char *data, size_t size)
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
-    mkdir_p(dir);
     atomic_file af;
     char err[256];
-    if (atomic_file_open(&af, path, err, sizeof err) == 0)
+    if (atomic_file_make_dir(dir, err, sizeof err) == 0 && atomic_file_open(&af, path, err, sizeof err) == 0)
         atomic_file_commit(&af, path, fwrite(data, 1, size, af.f) == size, err, sizeof err);
 }
 

@@ -54,6 +54,11 @@ expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --dat
 expect 1 "--checkpoint-dir $src/README.md: not a directory" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --checkpoint-dir "$src/README.md"
 expect 1 "--checkpoint-dir $src/README.md/x: Not a directory" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --checkpoint-dir "$src/README.md/x"
 expect 2 "--resume needs --checkpoint-dir" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --resume
+expect 1 "--output $src/README.md/x: Not a directory" run "$tmp/m.netm" --dim B=2 --random-inputs 1 --output "$src/README.md/x"
+n=$((n + 1))   # run's --output is made with its parents
+if ! "$netc" run "$tmp/m.netm" --dim B=2 --random-inputs 1 --output "$tmp/new/a/b" >/dev/null 2>&1 || [[ ! -s $tmp/new/a/b/logits.npy ]]; then
+  echo "FAIL: run --output into a directory not there yet"; fail=$((fail + 1))
+fi
 expect 2 "one architecture"       train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --target sm_80,sm_90
 expect 2 "one architecture"       train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --target ''
 # a --target NVRTC does not know is the user's mistake, said before any work (where netc has NVRTC)
