@@ -101,6 +101,7 @@ static void print_help(FILE *out)
             "        [--checkpoint-dir D] [--checkpoint-every STEPS] [--resume] [--metrics F.jsonl]\n"
             "        [--save W.safetensors] [--max-steps N]\n"
             "  help                 this text\n"
+            "  version              netc's version, its module format and NVRTC's\n"
             "\n"
             "options:\n"
             "  --model NAME         which model of the file (default: the first)\n"
@@ -810,6 +811,13 @@ int cli_main(int argc, char **argv)
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         print_help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        int nv = nvrtc_version();
+        printf("netc %s (module format %d; ", NETC_VERSION, NRT_MODULE_VERSION);
+        if (nv) printf("NVRTC %d.%d)\n", nv / 1000, nv % 1000 / 10);
+        else printf("built without NVRTC: CUDA source only)\n");
+        return 0;
     }
     cli_opts o = {.random_inputs = -1};
     int rc = parse_args(argc - 2, argv + 2, &o);

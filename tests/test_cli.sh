@@ -55,6 +55,10 @@ expect 1 "--checkpoint-dir $src/README.md: not a directory" train "$src/examples
 expect 1 "--checkpoint-dir $src/README.md/x: Not a directory" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --checkpoint-dir "$src/README.md/x"
 expect 2 "--resume needs --checkpoint-dir" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --resume
 expect 1 "--output $src/README.md/x: Not a directory" run "$tmp/m.netm" --dim B=2 --random-inputs 1 --output "$src/README.md/x"
+n=$((n + 1))   # netc --version: the version and the module format it writes
+if ! "$netc" --version | grep -qE '^netc [0-9]+\.[0-9]+\.[0-9]+ \(module format [0-9]+; '; then
+  echo "FAIL: netc --version"; "$netc" --version; fail=$((fail + 1))
+fi
 n=$((n + 1))   # run's --output is made with its parents
 if ! "$netc" run "$tmp/m.netm" --dim B=2 --random-inputs 1 --output "$tmp/new/a/b" >/dev/null 2>&1 || [[ ! -s $tmp/new/a/b/logits.npy ]]; then
   echo "FAIL: run --output into a directory not there yet"; fail=$((fail + 1))
