@@ -14,7 +14,6 @@
 #include "tensor_io.h"
 #include "mem_budget.h"
 
-
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -334,13 +333,16 @@ static const cli_option cli_options[] = {
     FLAG("--resume", train.resume),
 };
 
+/* What an OPT_COUNT option's value must be, for its errors. */
+static const char *count_wanted(const cli_option *opt) { return opt->least ? "a positive integer" : "a non-negative integer"; }
+
 static int opt_count(cli_opts *o, const cli_option *opt, const char *v)
 {
-    const char *kind = opt->least ? "positive" : "non-negative";
     char *end;
     errno = 0;
     long long n = strtoll(v, &end, 10);
-    if (!*v || *end || errno || n < opt->least || n > (1ll << 40)) return usage_error("%s needs a %s integer, got '%s'", opt->name, kind, v);
+    if (!*v || *end || errno || n < opt->least || n > (1ll << 40))
+        return usage_error("%s needs %s, got '%s'", opt->name, count_wanted(opt), v);
     *(int64_t *)((char *)o + opt->field) = n;
     return 0;
 }
@@ -350,10 +352,9 @@ static int apply_option(cli_opts *o, const cli_option *opt, const char *next, bo
 {
     *used = opt->kind == OPT_TEXT || opt->kind == OPT_COUNT || opt->kind == OPT_FN_VALUE ||
             (opt->kind == OPT_FN_OPTIONAL_COUNT && next && next[0] >= '0' && next[0] <= '9');
-    if (*used && !next) {
-        if (opt->kind == OPT_COUNT) return usage_error("%s needs a %s integer", opt->name, opt->least ? "positive" : "non-negative");
-        return usage_error("%s needs a value: %s", opt->name, opt->wants);
-    }
+    if (*used && !next)
+        return opt->kind == OPT_COUNT ? usage_error("%s needs %s", opt->name, count_wanted(opt))
+                                      : usage_error("%s needs a value: %s", opt->name, opt->wants);
     char *base = (char *)o;
     switch (opt->kind) {
     case OPT_FLAG: *(bool *)(base + opt->field) = true; return 0;
@@ -374,9 +375,10 @@ static int apply_pass_option(cli_opts *o, const char *a, bool *known)
         o->dump_after = "";
     } else if (strncmp(a, "--dump-ir=after:", 16) == 0) {
         o->dump_after = a + 16;
-        if (strcmp(o->dump_after, "sema") != 0 && !pass_find(o->dump_after)) return usage_error("--dump-ir: no pass named '%s'", o->dump_after);
+        if (strcmp(o->dump_after, "sema") != 0 && !pass_find(o->dump_after))
+            return usage_error("--dump-ir: no pass named '%s'", o->dump_after);
     } else if (strncmp(a, "--no-", 5) == 0 && pass_find(a + 5)) {
-        if (o->ndisabled == MAX_LIST) return usage_error("too many %s flags", "--no-");
+        if (o->ndisabled == MAX_LIST) return usage_error("too many --no- flags");
         o->disabled[o->ndisabled++] = a + 5;
     } else {
         *known = false;
@@ -435,7 +437,7 @@ static uint32_t load(src_table *t, const char *path)
 
 static int cmd_check(cli_opts *o)
 {
-    if (o->nfiles == 0) return usage_error("check: no input files%s", "");
+    if (o->nfiles == 0) return usage_error("check: no input files");
     int failed = 0;
     driver_opts dopts = to_driver(o);
     for (int i = 0; i < o->nfiles; i++) {
@@ -547,7 +549,7 @@ static int cmd_build(cli_opts *o)
 
 static int cmd_train(cli_opts *o)
 {
-    if (o->nfiles != 1) return usage_error("train: expects one .net file%s", "");
+    if (o->nfiles != 1) return usage_error("train: expects one .net file");
     train_opts t = o->train;
     t.model_path = o->files[0];
     t.device = o->device ? o->device : "auto";
@@ -628,7 +630,7 @@ done:
 
 static int cmd_inspect(cli_opts *o)
 {
-    if (o->nfiles != 1) return usage_error("inspect: expects one module file%s", "");
+    if (o->nfiles != 1) return usage_error("inspect: expects one module file");
     if (!o->profile_runs) return inspect_module(o->files[0], o->entry, o->dim_names, o->dim_values, o->ndims, o->json, NULL, stdout);
     double *times = NULL;
     char device[256] = "";
@@ -758,7 +760,7 @@ static int write_outputs(nrt_session *s, const nrt_module *m, const char *dir)
 
 static int cmd_run(cli_opts *o)
 {
-    if (o->nfiles != 1) return usage_error("run: expects one module file (.netm)%s", "");
+    if (o->nfiles != 1) return usage_error("run: expects one module file (.netm)");
     char err[1024];
     if (o->outdir && atomic_file_make_dir(o->outdir, err, sizeof err)) {   /* before the run, not after it */
         fprintf(stderr, "netc: --output %s\n", err);

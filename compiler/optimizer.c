@@ -314,8 +314,12 @@ bool train_step_build(ir_graph *g, int accumulate, int loss_slices, FILE *report
     ir_train_spec *t = &g->train;
     opt_ctx c = {.g = g, .loc = t->loc, .err = err, .errcap = errcap};
     uint32_t nweights = g->nparams;
-    step_parts s = {.nweights = nweights, .grads = nc_xmalloc((nweights + 1) * sizeof *s.grads), .pnode = nc_xmalloc((nweights + 1) * sizeof *s.pnode),
-                    .clip_coef = IR_NONE, .finite = IR_NONE, .apply = IR_NONE,
+    step_parts s = {.nweights = nweights,
+                    .grads = nc_xmalloc((nweights + 1) * sizeof *s.grads),
+                    .pnode = nc_xmalloc((nweights + 1) * sizeof *s.pnode),
+                    .clip_coef = IR_NONE,
+                    .finite = IR_NONE,
+                    .apply = IR_NONE,
                     .acc_updates = nc_xcalloc(nweights + 1, sizeof *s.acc_updates)};
     for (uint32_t i = 0; i < nweights; i++) s.pnode[i] = IR_NONE;
     for (ir_value v = 0; v < g->nnodes; v++)

@@ -1249,12 +1249,6 @@ typedef struct option_hints {
     size_t dims_head, configs_head;   /* the lengths of the prefixes: no names yet */
 } option_hints;
 
-static void hints_init(option_hints *h)
-{
-    h->dims_head = (size_t)snprintf(h->dims, sizeof h->dims, "its symbolic dims: ");
-    h->configs_head = (size_t)snprintf(h->configs, sizeof h->configs, "the file's config constants: ");
-}
-
 /* Appends name to a list of head bytes then names, once, as long as it fits. */
 static void hint_add_name(char *hint, size_t cap, size_t head, const char *name)
 {
@@ -1264,14 +1258,22 @@ static void hint_add_name(char *hint, size_t cap, size_t head, const char *name)
     if (n + len + 8 < cap) snprintf(hint + n, cap - n, "%s%s", n == head ? "" : ", ", name);
 }
 
-static void hints_add_model(option_hints *h, const ast_file *f, const ast_node *model, const ir_graph *g)
+/* The file's config lines' names; hints_add_model adds each model's own. */
+static void hints_init(option_hints *h, const ast_file *f)
 {
-    for (uint32_t k = 0; g && k < g->nsyms; k++) hint_add_name(h->dims, sizeof h->dims, h->dims_head, g->sym_names[k]);
-    for (uint32_t i = 0; i < f->decls.n; i++) {   /* the file's config lines, then the model's header */
+    h->dims_head = (size_t)snprintf(h->dims, sizeof h->dims, "its symbolic dims: ");
+    h->configs_head = (size_t)snprintf(h->configs, sizeof h->configs, "the file's config constants: ");
+    for (uint32_t i = 0; i < f->decls.n; i++) {
         const ast_node *d = f->decls.items[i];
         for (uint32_t k = 0; d->kind == AST_LIST && k < d->list.n; k++)
             if (d->list.items[k]->kind == AST_CONFIG) hint_add_name(h->configs, sizeof h->configs, h->configs_head, d->list.items[k]->name);
     }
+}
+
+/* A model's symbolic dims and its header's config constants. */
+static void hints_add_model(option_hints *h, const ast_node *model, const ir_graph *g)
+{
+    for (uint32_t k = 0; g && k < g->nsyms; k++) hint_add_name(h->dims, sizeof h->dims, h->dims_head, g->sym_names[k]);
     for (uint32_t i = 0; i < model->list4.n; i++)
         if (model->list4.items[i]->kind == AST_CONFIG)
             hint_add_name(h->configs, sizeof h->configs, h->configs_head, model->list4.items[i]->name);
@@ -1323,8 +1325,8 @@ ir_graph *sema_model(src_table *sources, ast_file *main_file, const char *model_
     } else {
         g = build_one(c, model);
         option_hints h;
-        hints_init(&h);
-        hints_add_model(&h, main_file, model, g);
+        hints_init(&h, main_file);
+        hints_add_model(&h, model, g);
         if (g && report_unused_options(c, main_file->file_id, &h)) {
             ir_graph_free(g);
             g = NULL;
@@ -1340,7 +1342,7 @@ int sema_check_all(src_table *sources, ast_file *main_file, const driver_opts *o
     const char *only = o ? o->model : NULL;   /* --model: that one alone */
     if (only && !find_decl(main_file, AST_MODEL, only)) report_no_model(d, main_file, only);
     option_hints h;
-    hints_init(&h);
+    hints_init(&h, main_file);
     int n = 0, errors = d->errors;
     for (uint32_t i = 0; i < main_file->decls.n; i++) {
         const ast_node *decl = main_file->decls.items[i];
@@ -1354,7 +1356,7 @@ int sema_check_all(src_table *sources, ast_file *main_file, const driver_opts *o
         }
         if (only && strcmp(decl->name, only) != 0) continue;
         ir_graph *g = build_one(c, decl);
-        hints_add_model(&h, main_file, decl, g);
+        hints_add_model(&h, decl, g);
         ir_graph_free(g);
         n++;
     }

@@ -935,7 +935,8 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
             metrics_line(t, json_pack("{s:I, s:I, s:f, s:f, s:f}", "epoch", (json_int_t)e->epoch + 1, "step", (json_int_t)t->step,
                                       "train_loss", r.loss, "samples_per_s", rate, "lr", schedule_lr(t, total_steps)));
         e->batches++;
-        if (ckpt[0] && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 && save_checkpoint(t, ckpt, e->epoch, e->batches)) rc = 1;
+        if (ckpt[0] && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 && save_checkpoint(t, ckpt, e->epoch, e->batches))
+            rc = 1;
         if (t->step == t->kill_at_step) raise(SIGKILL);
         if (o->max_steps && t->step >= o->max_steps) break;
     }
