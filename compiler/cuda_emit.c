@@ -362,11 +362,11 @@ static const char *compute_type(nc_dtype t) { return dtype_is_float(t) ? "float"
 static const ir_node *node(cg_ctx *cg, ir_value v) { return &cg->g->nodes[v]; }
 static ir_value arg(cg_ctx *cg, ir_value v, int i) { return ir_args(cg->g, node(cg, v))[i]; }
 
-/* The dim id of a node's element count. */
-static bool numel_dim(cg_ctx *cg, const ir_node *n, uint32_t *out)
+/* The dim id of the product of a node's dims from axis `from` on. */
+static bool span_dim(cg_ctx *cg, const ir_node *n, int from, uint32_t *out)
 {
     dim_expr p = dim_const(1);
-    for (int i = 0; i < n->rank; i++)
+    for (int i = from; i < n->rank; i++)
         if (dim_mul(&p, &cg->g->dims[n->shape[i]], &p) != DIM_OK) {
             snprintf(cg->err, sizeof cg->err, "element count of a tensor is too complex to express");
             return false;
@@ -374,6 +374,9 @@ static bool numel_dim(cg_ctx *cg, const ir_node *n, uint32_t *out)
     *out = ir_dim_intern((ir_graph *)cg->g, &p);
     return true;
 }
+
+/* The dim id of a node's element count. */
+static bool numel_dim(cg_ctx *cg, const ir_node *n, uint32_t *out) { return span_dim(cg, n, 0, out); }
 
 static nrt_step *new_step(cg_ctx *cg, nrt_step_kind kind, ir_value v)
 {
@@ -960,106 +963,260 @@ static bool cuda_emit_gather(cg_ctx *cg, ir_value v)
     return true;
 }
 
-/* A kernel over the source's elements: ints nsrc, nidx and the result's
- * rows; buffer 0 the indices (idx); `row` the length of a row. */
-static nrt_step *begin_scatter_kernel(cg_ctx *cg, ir_value v, const char *suffix, uint32_t nsrc, uint32_t nidx)
+/* The dim of a reduction's partial results, `parts` for each of its
+ * outputs (C: the dim of their count); false, with cg->err, on overflow. */
+static bool partials_dim(cg_ctx *cg, const ir_node *n, uint32_t C, int64_t parts, uint32_t *out)
+{
+    dim_expr total, k = dim_const(parts);
+    if (dim_mul(&cg->g->dims[C], &k, &total) != DIM_OK) {
+        snprintf(cg->err, sizeof cg->err, "%s: the partial results' size overflows", nc_ops[n->op].name);
+        return false;
+    }
+    *out = ir_dim_intern((ir_graph *)cg->g, &total);
+    return true;
+}
+
+/* A scatter-add adds each row's source rows in the order of their
+ * positions, so a training step's embedding gradient has the same bits
+ * every run (f32 atomic adds would round in whatever order threads came).
+ * The positions are sorted by the row they pick, a counting sort: count
+ * each row's positions (_count), scan the counts into where each row's
+ * range starts (_scan), put every position into its row's range in any
+ * order (_fill), then order each range by position (_rank: a position's
+ * place is how many of its range are smaller; a range holds one token's
+ * occurrences in a batch). _sum then writes every element of the result
+ * from its row's range. A range longer than a chunk (a common token's,
+ * hundreds; a byte model's space, thousands) is added a chunk at a time by
+ * _chunks and the chunks' sums then by _sum, in order, so no thread adds
+ * more than a chunk or a range's chunks one value after another. The
+ * scratch is int arrays and SCATTER_CHUNKS rows of chunk sums, not an f32
+ * accumulator the size of the result (154 MB for GPT-2's embedding).
+ * Out-of-range indices pick no row. */
+enum { SCATTER_CHUNKS = 2048 };
+
+/* The chunk's length, the same in every kernel: 64 positions, or more
+ * where the indices are so many that the chunks would not fit (a range of
+ * L positions takes L / chunk + 1 chunks at most, and only ranges longer
+ * than a chunk take any). */
+static void emit_scatter_chunk_len(cg_ctx *cg, const char *nidx)
+{
+    cg_printf(&cg->body, "  const long long per_chunk = 2 * %s / %d + 1 > 64 ? 2 * %s / %d + 1 : 64;\n", nidx, SCATTER_CHUNKS, nidx,
+              SCATTER_CHUNKS);
+}
+
+/* The scratch: start and end of each row's range (end: counts first, then
+ * the fill's cursors), each row's first chunk (-1: none), the positions in
+ * their ranges (pos: any order; order: sorted), each chunk's row (and at
+ * SCATTER_CHUNKS how many chunks there are), the chunks' sums. */
+typedef struct scatter_scratch {
+    uint32_t start, end, first_chunk, pos, order, chunk_row, chunk_sum;
+} scatter_scratch;
+
+/* A kernel over the indices: ints nidx and the result's rows, buffer 0 the
+ * indices. */
+static nrt_step *begin_index_kernel(cg_ctx *cg, ir_value v, const char *suffix, uint32_t nidx)
 {
     nrt_step *s = begin_kernel(cg, v, suffix, NRT_GRID_ELEMENTS);
-    add_int(s, nsrc);
     add_int(s, nidx);
     add_int(s, node(cg, v)->shape[0]);
     add_buf(s, arg(cg, v, 0));
     decl_ptr(cg, "idx", 0, NC_I32, true);
-    cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n  const nc_divisor row_d = nc_divisor_of(row);\n");
     return s;
 }
 
-static void emit_scatter_mark_rows(cg_ctx *cg, ir_value v, uint32_t acc, uint32_t mark, uint32_t nsrc, uint32_t nidx)
+static void emit_scatter_count(cg_ctx *cg, ir_value v, uint32_t nidx, const scatter_scratch *x)
 {
-    const ir_node *n = node(cg, v);
-    nrt_step *s = begin_kernel(cg, v, "_unmark", NRT_GRID_ELEMENTS);
-    add_int(s, n->shape[0]);
-    add_buf(s, mark);
-    cg_printf(&cg->body, "  int *mark = (int *)A.buf[0];\n  NC_GRID_STRIDE(r, A.n[0]) mark[r] = 0;\n");
+    nrt_step *s = begin_kernel(cg, v, "_clear", NRT_GRID_ELEMENTS);
+    add_int(s, node(cg, v)->shape[0]);
+    add_buf(s, x->end);
+    cg_printf(&cg->body, "  int *count = (int *)A.buf[0];\n  NC_GRID_STRIDE(r, A.n[0]) count[r] = 0;\n");
     end_kernel(cg);
 
-    s = begin_scatter_kernel(cg, v, "_zero_rows", nsrc, nidx);
-    add_buf(s, acc);
-    add_buf(s, mark);
-    cg_printf(&cg->body, "  float *acc = (float *)A.buf[1];\n  int *mark = (int *)A.buf[2];\n");
-    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {   /* rows picked twice are zeroed twice: the same zeros */\n");
-    cg_printf(&cg->body, "    long long col; const long long r = idx[nc_divmod(i, row_d, &col)];\n    if (r < 0 || r >= A.n[2]) continue;\n");
-    cg_printf(&cg->body, "    acc[r * row + col] = 0.0f;\n    if (col == 0) mark[r] = 1;\n  }\n");
+    s = begin_index_kernel(cg, v, "_count", nidx);
+    add_buf(s, x->end);
+    cg_printf(&cg->body, "  int *count = (int *)A.buf[1];\n");
+    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n    const int r = idx[i];\n"
+                         "    if (r >= 0 && r < A.n[1]) atomicAdd(&count[r], 1);\n  }\n");
     end_kernel(cg);
 }
 
-/* The scatter-add's result: each picked row's accumulator rounded to the
- * result's dtype, zeros elsewhere; or, where the result is only widened and
- * added to an f32 value (cg->sum_into), that sum, stored instead. */
-static void emit_scatter_round_rows(cg_ctx *cg, ir_value v, uint32_t acc, uint32_t mark, uint32_t numel)
+/* One block: each thread a run of rows; the runs' position and chunk
+ * totals are scanned in shared memory (Hillis and Steele), then each
+ * thread sets its rows' starts and first chunks. The counts become the
+ * fill's cursors. */
+static void emit_scatter_scan(cg_ctx *cg, ir_value v, uint32_t nidx, const scatter_scratch *x)
 {
-    const ir_node *n = node(cg, v);
+    nrt_step *s = begin_kernel(cg, v, "_scan", NRT_GRID_SINGLE);
+    add_int(s, node(cg, v)->shape[0]);
+    add_int(s, nidx);
+    add_buf(s, x->end);
+    add_buf(s, x->start);
+    add_buf(s, x->first_chunk);
+    add_buf(s, x->chunk_row);
+    cg_printf(&cg->body, "  int *count = (int *)A.buf[0], *start = (int *)A.buf[1], *first_chunk = (int *)A.buf[2], "
+                         "*chunk_row = (int *)A.buf[3];\n");
+    emit_scatter_chunk_len(cg, "A.n[1]");
+    cg_printf(&cg->body, "  __shared__ int run_total[1024], run_chunks[1024];\n"
+                         "  const long long per = (A.n[0] + blockDim.x - 1) / blockDim.x, r0 = threadIdx.x * per;\n"
+                         "  const long long r1 = r0 + per < A.n[0] ? r0 + per : A.n[0];\n"
+                         "  int total = 0, chunks = 0;\n"
+                         "  for (long long r = r0; r < r1; r++) {\n    const int c = count[r];\n"
+                         "    total += c;\n    if (c > per_chunk) chunks += (int)((c + per_chunk - 1) / per_chunk);\n  }\n"
+                         "  run_total[threadIdx.x] = total;\n  run_chunks[threadIdx.x] = chunks;\n  __syncthreads();\n");
+    cg_printf(&cg->body, "  for (unsigned d = 1; d < blockDim.x; d <<= 1) {\n"
+                         "    const int t = threadIdx.x >= d ? run_total[threadIdx.x - d] : 0;\n"
+                         "    const int k = threadIdx.x >= d ? run_chunks[threadIdx.x - d] : 0;\n    __syncthreads();\n"
+                         "    run_total[threadIdx.x] += t;\n    run_chunks[threadIdx.x] += k;\n    __syncthreads();\n  }\n");
+    cg_printf(&cg->body, "  int at = run_total[threadIdx.x] - total, chunk = run_chunks[threadIdx.x] - chunks;\n"
+                         "  for (long long r = r0; r < r1; r++) {\n    const int c = count[r];\n"
+                         "    start[r] = count[r] = at;\n    at += c;\n"
+                         "    first_chunk[r] = c > per_chunk ? chunk : -1;\n"
+                         "    for (long long k = 0; c > per_chunk && k < c; k += per_chunk) chunk_row[chunk++] = (int)r;\n  }\n"
+                         "  if (threadIdx.x == blockDim.x - 1) chunk_row[%d] = chunk;\n", SCATTER_CHUNKS);
+    end_kernel(cg);
+}
+
+static void emit_scatter_sort(cg_ctx *cg, ir_value v, uint32_t nidx, const scatter_scratch *x)
+{
+    nrt_step *s = begin_index_kernel(cg, v, "_fill", nidx);
+    add_buf(s, x->end);
+    add_buf(s, x->pos);
+    cg_printf(&cg->body, "  int *cursor = (int *)A.buf[1], *pos = (int *)A.buf[2];\n");
+    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n    const int r = idx[i];\n"
+                         "    if (r >= 0 && r < A.n[1]) pos[atomicAdd(&cursor[r], 1)] = (int)i;\n  }\n");
+    end_kernel(cg);
+
+    s = begin_index_kernel(cg, v, "_rank", nidx);
+    add_buf(s, x->start);
+    add_buf(s, x->end);
+    add_buf(s, x->pos);
+    add_buf(s, x->order);
+    cg_printf(&cg->body, "  const int *start = (const int *)A.buf[1], *end = (const int *)A.buf[2], *pos = (const int *)A.buf[3];\n"
+                         "  int *order = (int *)A.buf[4];\n");
+    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n    const int r = idx[i];\n    if (r < 0 || r >= A.n[1]) continue;\n"
+                         "    int at = start[r];\n    for (int k = start[r]; k < end[r]; k++) at += pos[k] < (int)i;\n"
+                         "    order[at] = (int)i;\n  }\n");
+    end_kernel(cg);
+}
+
+/* `total` = the values x[at(k) * row + col] for k in [k0, k1) (at_fmt
+ * writes at(k) from k; lines indented by `in`), added in that order as four
+ * chains side by side (term k to chain k % 4, the chains then added
+ * pairwise): a long range does not wait on each load in turn. */
+static void emit_ordered_sum(cg_ctx *cg, const char *in, const char *x, const char *at_fmt)
+{
+    static const char *const ks[] = {"k", "k + 1", "k + 2", "k + 3"};
+    char at[4][64];
+    for (int j = 0; j < 4; j++) snprintf(at[j], sizeof at[j], at_fmt, ks[j]);
+    cg_printf(&cg->body, "%sfloat s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;\n%slong long k = k0;\n%sfor (; k + 4 <= k1; k += 4) {\n", in,
+              in, in);
+    for (int j = 0; j < 4; j++) cg_printf(&cg->body, "%s  s%d += nc_ld(%s, %s * row + col);\n", in, j, x, at[j]);
+    cg_printf(&cg->body, "%s}\n", in);
+    for (int j = 0; j < 3; j++) cg_printf(&cg->body, "%sif (k + %d < k1) s%d += nc_ld(%s, %s * row + col);\n", in, j, j, x, at[j]);
+    cg_printf(&cg->body, "%sconst float total = (s0 + s1) + (s2 + s3);\n", in);
+}
+
+static void emit_row_len(cg_ctx *cg)
+{
+    cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n  const nc_divisor row_d = nc_divisor_of(row);\n");
+}
+
+/* Each chunk's sum, for the ranges longer than a chunk: ints the chunk
+ * sums' size (SCATTER_CHUNKS rows) and their count, nidx. */
+static void emit_scatter_chunks(cg_ctx *cg, ir_value v, uint32_t nidx, uint32_t chunks_numel, const scatter_scratch *x)
+{
+    nrt_step *s = begin_kernel(cg, v, "_chunks", NRT_GRID_ELEMENTS);
+    add_int(s, chunks_numel);
+    add_int(s, ir_dim_const((ir_graph *)cg->g, SCATTER_CHUNKS));
+    add_int(s, nidx);
+    add_buf(s, x->start);
+    add_buf(s, x->end);
+    add_buf(s, x->first_chunk);
+    add_buf(s, x->chunk_row);
+    add_buf(s, x->order);
+    add_buf(s, arg(cg, v, 1));
+    add_buf(s, x->chunk_sum);
+    cg_printf(&cg->body, "  const int *start = (const int *)A.buf[0], *end = (const int *)A.buf[1], *first_chunk = (const int *)A.buf[2];\n"
+                         "  const int *chunk_row = (const int *)A.buf[3], *order = (const int *)A.buf[4];\n");
+    decl_ptr(cg, "src", 5, node(cg, arg(cg, v, 1))->dtype, true);
+    cg_printf(&cg->body, "  float *chunk_sum = (float *)A.buf[6];\n");
+    emit_scatter_chunk_len(cg, "A.n[2]");
+    emit_row_len(cg);
+    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, chunk_row[A.n[1]] * row) {\n    long long col; const long long c = nc_divmod(i, row_d, &col);\n"
+                         "    const int r = chunk_row[c];\n    const long long k0 = start[r] + (c - first_chunk[r]) * per_chunk;\n"
+                         "    const long long k1 = k0 + per_chunk < end[r] ? k0 + per_chunk : end[r];\n");
+    emit_ordered_sum(cg, "    ", "src", "(long long)order[%s]");
+    cg_printf(&cg->body, "    chunk_sum[i] = total;\n  }\n");
+    end_kernel(cg);
+}
+
+/* Every element of the result: its row's range added in order, or its
+ * chunks' sums, rounded to the result's dtype; or, where the result is only
+ * widened and added to an f32 value (cg->sum_into), that sum, stored
+ * instead. */
+static void emit_scatter_sum(cg_ctx *cg, ir_value v, uint32_t numel, uint32_t nidx, const scatter_scratch *x)
+{
+    const ir_node *n = node(cg, v), *src = node(cg, arg(cg, v, 1));
     ir_value sum = cg->sum_into ? cg->sum_into[v] : IR_NONE, other = IR_NONE, narrow = IR_NONE;
     if (sum != IR_NONE)
         other = cuda_scatter_addend(cg->g, arg(cg, sum, 0) == cg->reader[v] ? arg(cg, sum, 1) : arg(cg, sum, 0), &narrow);
-    nrt_step *s = begin_kernel(cg, v, "_round_rows", NRT_GRID_ELEMENTS);
+    bool rounds = narrow != IR_NONE && narrow != other;   /* other is f32(r(x)) */
+    nrt_step *s = begin_kernel(cg, v, "_sum", NRT_GRID_ELEMENTS);
     add_int(s, numel);
     add_int(s, n->shape[0]);
-    add_buf(s, acc);
-    add_buf(s, mark);
+    add_int(s, nidx);
+    add_buf(s, x->start);
+    add_buf(s, x->end);
+    add_buf(s, x->first_chunk);
+    add_buf(s, x->order);
+    add_buf(s, arg(cg, v, 1));
+    add_buf(s, x->chunk_sum);
     if (other != IR_NONE) add_buf(s, other);
     add_buf(s, sum != IR_NONE ? sum : v);
-    cg_printf(&cg->body, "  const float *acc = (const float *)A.buf[0];\n  const int *mark = (const int *)A.buf[1];\n");
-    cg_printf(&cg->body, "  const long long row = A.n[0] / (A.n[1] > 0 ? A.n[1] : 1);\n  const nc_divisor row_d = nc_divisor_of(row);\n");
-    if (other == IR_NONE) {
-        decl_ptr(cg, "y", 2, n->dtype, false);
-        cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) nc_st(y, i, mark[nc_quot(i, row_d)] ? acc[i] : 0.0f);\n");
-    } else {   /* other + f32(round(row)), as the casts and the add would */
-        bool rounds = narrow != IR_NONE && narrow != other;   /* f32(r(x)) */
-        decl_ptr(cg, "o", 2, node(cg, other)->dtype, true);
-        decl_ptr(cg, "y", 3, NC_F32, false);
-        cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) y[i] = %s(nc_ld(o, i)) + (mark[nc_quot(i, row_d)] ? %s(acc[i]) : 0.0f);\n",
-                  rounds ? cuda_round_fn(node(cg, narrow)->dtype) : "", cuda_round_fn(n->dtype));
-    }
+    cg_printf(&cg->body, "  const int *start = (const int *)A.buf[0], *end = (const int *)A.buf[1], *first_chunk = (const int *)A.buf[2];\n"
+                         "  const int *order = (const int *)A.buf[3];\n");
+    decl_ptr(cg, "src", 4, src->dtype, true);
+    cg_printf(&cg->body, "  const float *chunk_sum = (const float *)A.buf[5];\n");
+    if (other != IR_NONE) decl_ptr(cg, "o", 6, node(cg, other)->dtype, true);
+    decl_ptr(cg, "y", other != IR_NONE ? 7 : 6, other != IR_NONE ? NC_F32 : n->dtype, false);
+    emit_scatter_chunk_len(cg, "A.n[2]");
+    emit_row_len(cg);
+    /* a row's sum: over its range, or over its chunks' sums (chunk c's at c * row + col) */
+    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n    long long col; const long long r = nc_divmod(i, row_d, &col);\n"
+                         "    const bool chunked = first_chunk[r] >= 0;\n"
+                         "    const long long k0 = chunked ? first_chunk[r] : start[r];\n"
+                         "    const long long k1 = chunked ? k0 + (end[r] - start[r] + per_chunk - 1) / per_chunk : end[r];\n"
+                         "    float row_total;\n    if (chunked) {\n");
+    emit_ordered_sum(cg, "      ", "chunk_sum", "(%s)");
+    cg_printf(&cg->body, "      row_total = total;\n    } else {\n");
+    emit_ordered_sum(cg, "      ", "src", "(long long)order[%s]");
+    cg_printf(&cg->body, "      row_total = total;\n    }\n");
+    if (other == IR_NONE)
+        cg_printf(&cg->body, "    nc_st(y, i, row_total);\n  }\n");
+    else   /* other + f32(round(row)), as the casts and the add would */
+        cg_printf(&cg->body, "    y[i] = %s(nc_ld(o, i)) + %s(row_total);\n  }\n", rounds ? cuda_round_fn(node(cg, narrow)->dtype) : "",
+                  cuda_round_fn(n->dtype));
     end_kernel(cg);
 }
 
-/* Zero, atomically add rows in f32, then convert when the result is
- * narrower. Narrower: only the rows the indices pick are zeroed in the f32
- * accumulator (and marked), and the conversion reads only those, writing
- * zeros for the others: an embedding's gradient touches a few thousand of
- * GPT-2's 50304 rows, so most of a dense zeroing and read is saved. The
- * kernels' names end in _zero_rows and _round_rows for netc inspect's byte
- * counts (inspect.c). */
 static bool cuda_emit_scatter_add(cg_ctx *cg, ir_value v)
 {
-    const ir_node *n = node(cg, v), *idx = node(cg, arg(cg, v, 0)), *src = node(cg, arg(cg, v, 1));
-    uint32_t numel, nsrc, nidx;
-    if (!numel_dim(cg, n, &numel) || !numel_dim(cg, src, &nsrc) || !numel_dim(cg, idx, &nidx)) return false;
-    bool narrow = n->dtype != NC_F32;
-    uint32_t acc = narrow ? new_temp(cg, numel, NC_F32) : v, mark = narrow ? new_temp(cg, n->shape[0], NC_I32) : 0;
-
-    nrt_step *s;
-    if (narrow) {
-        emit_scatter_mark_rows(cg, v, acc, mark, nsrc, nidx);
-    } else {
-        s = begin_kernel(cg, v, "_zero", NRT_GRID_ELEMENTS);
-        add_int(s, numel);
-        add_buf(s, acc);
-        cg_printf(&cg->body, "  float *acc = (float *)A.buf[0];\n  NC_GRID_STRIDE(i, A.n[0]) acc[i] = 0.0f;\n");
-        end_kernel(cg);
-    }
-
-    s = begin_scatter_kernel(cg, v, "_add", nsrc, nidx);
-    add_buf(s, arg(cg, v, 1));
-    add_buf(s, acc);
-    decl_ptr(cg, "src", 1, src->dtype, true);
-    cg_printf(&cg->body, "  float *acc = (float *)A.buf[2];\n");
-    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) {\n    long long col; const long long r = idx[nc_divmod(i, row_d, &col)];\n");
-    cg_printf(&cg->body, "    if (r >= 0 && r < A.n[2]) atomicAdd(&acc[r * row + col], nc_ld(src, i));\n  }\n");
-    end_kernel(cg);
-
-    if (narrow) emit_scatter_round_rows(cg, v, acc, mark, numel);
+    const ir_node *n = node(cg, v), *idx = node(cg, arg(cg, v, 0));
+    uint32_t numel, nidx, row, chunks_numel;   /* row: the elements after the first axis */
+    if (!numel_dim(cg, n, &numel) || !numel_dim(cg, idx, &nidx) || !span_dim(cg, n, 1, &row) ||
+        !partials_dim(cg, n, row, SCATTER_CHUNKS, &chunks_numel))
+        return false;
+    uint32_t rows = n->shape[0];
+    scatter_scratch x = {.start = new_temp(cg, rows, NC_I32), .end = new_temp(cg, rows, NC_I32),
+                         .first_chunk = new_temp(cg, rows, NC_I32), .pos = new_temp(cg, nidx, NC_I32),
+                         .order = new_temp(cg, nidx, NC_I32),
+                         .chunk_row = new_temp(cg, ir_dim_const((ir_graph *)cg->g, SCATTER_CHUNKS + 1), NC_I32),
+                         .chunk_sum = new_temp(cg, chunks_numel, NC_F32)};
+    emit_scatter_count(cg, v, nidx, &x);
+    emit_scatter_scan(cg, v, nidx, &x);
+    emit_scatter_sort(cg, v, nidx, &x);
+    emit_scatter_chunks(cg, v, nidx, chunks_numel, &x);
+    emit_scatter_sum(cg, v, numel, nidx, &x);
     return true;
 }
 
@@ -1139,19 +1296,6 @@ static void emit_reduce_term(cg_ctx *cg, const ir_node *n, uint32_t prologue, co
         cg_printf(b, "%sconst float a = acc, b = nc_ld(x, %s);\n", indent, offset);
     }
     cg_printf(b, "%sacc = %s;\n", indent, nc_cuda_exprs[n->op]);
-}
-
-/* The dim of a reduction's partial results, `parts` for each of its
- * outputs (C: the dim of their count); false, with cg->err, on overflow. */
-static bool partials_dim(cg_ctx *cg, const ir_node *n, uint32_t C, int64_t parts, uint32_t *out)
-{
-    dim_expr total, k = dim_const(parts);
-    if (dim_mul(&cg->g->dims[C], &k, &total) != DIM_OK) {
-        snprintf(cg->err, sizeof cg->err, "%s: the partial results' size overflows", nc_ops[n->op].name);
-        return false;
-    }
-    *out = ir_dim_intern((ir_graph *)cg->g, &total);
-    return true;
 }
 
 /* What a reduction's accumulator starts from. */

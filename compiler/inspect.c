@@ -90,32 +90,6 @@ static double step_flops(const ir_graph *g, const nrt_program *p, const nrt_step
     }
 }
 
-/* A scatter-add's kernels (cuda_emit.c) touch only the accumulator's rows
- * the indices pick, at most one a source row: the atomic adds read and
- * write them, _zero_rows zeroes and marks them, _round_rows reads them back
- * (and every mark) while it writes the whole result. -1: another kernel,
- * whose buffers count whole. */
-static double scatter_bytes(const ir_graph *g, const nrt_program *p, const nrt_step *s, const memplan_buf *b, const int64_t *syms)
-{
-    const ir_node *n = &g->nodes[s->node];
-    int64_t nsrc = 0, nidx = 0;
-    ir_numel(g, &g->nodes[ir_args(g, n)[1]], syms, &nsrc);
-    ir_numel(g, &g->nodes[ir_args(g, n)[0]], syms, &nidx);
-    const char *name = s->kernel < p->nkernels ? p->kernel_names[s->kernel] : "";
-    double picked = 4.0 * (double)nsrc;   /* f32 accumulator elements of the picked rows, or fewer */
-    if (ends_with(name, "_add")) {   /* idx, src, acc */
-        double acc = (double)buf_bytes(b, s->bufs[2]);
-        return (double)buf_bytes(b, s->bufs[0]) + (double)buf_bytes(b, s->bufs[1]) + 2.0 * (picked < acc ? picked : acc);
-    }
-    if (ends_with(name, "_zero_rows")) return (double)buf_bytes(b, s->bufs[0]) + picked + 4.0 * (double)nidx;   /* idx, acc, mark */
-    if (ends_with(name, "_round_rows")) {   /* acc, mark, result; or acc, mark, an f32 addend, the sum */
-        double acc = (double)buf_bytes(b, s->bufs[0]), rest = 0;
-        for (int j = 1; j < s->nbufs; j++) rest += (double)buf_bytes(b, s->bufs[j]);
-        return (picked < acc ? picked : acc) + rest;
-    }
-    return -1;
-}
-
 /* What a step reads and writes. Attention reads and writes its operands'
  * heads wherever they lie (inside a matmul's result, a concat's columns):
  * their own sizes, not those of the buffers they lie in. */
@@ -133,8 +107,6 @@ static double step_bytes(const ir_graph *g, const nrt_program *p, const nrt_step
     if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SLICE && s->nbufs == 2) return 2.0 * (double)buf_bytes(b, s->bufs[1]);
     if (s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_GATHER && s->nbufs == 3)
         return 2.0 * (double)buf_bytes(b, s->bufs[2]) + (double)buf_bytes(b, s->bufs[1]);
-    double scattered = s->kind == NRT_STEP_KERNEL && g->nodes[s->node].op == OP_SCATTER_ADD && s->nbufs >= 3 ? scatter_bytes(g, p, s, b, syms) : -1;
-    if (scattered >= 0) return scattered;
     int unused = s->kind == NRT_STEP_MATMUL ? nrt_matmul_slots_of(s).ones : -1;   /* a fallback's (setup_column_sums) */
     /* a per-element kernel reads a value it loads at other offsets (a
      * broadcast's source, the value under a slice it reads through) once

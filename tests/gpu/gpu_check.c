@@ -179,6 +179,47 @@ static int upload_values(const gpu_check_opts *o, const ir_graph *g, gpu_session
     return fails;
 }
 
+/* A hash of the device's bits of every output and every parameter (after a
+ * training step, the new values). */
+static int device_digest(const gpu_check_opts *o, const ir_graph *g, const int64_t *syms, gpu_session *gs, uint64_t *digest)
+{
+    char err[1024];
+    uint64_t h = 14695981039346656037ull;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        bool wanted = g->nodes[v].op == OP_PARAM;
+        for (uint32_t k = 0; k < g->noutputs; k++) wanted |= g->outputs[k].value == v;
+        if (!wanted) continue;
+        size_t bytes = (size_t)ir_bytes(g, &g->nodes[v], syms);
+        unsigned char *buf = nc_xmalloc(bytes + 1);
+        int rc = gpu_download(gs, v, buf, bytes, err, sizeof err);
+        for (size_t i = 0; rc == 0 && i < bytes; i++) h = (h ^ buf[i]) * 1099511628211ull;
+        free(buf);
+        if (rc != 0) { fprintf(stderr, "%s: %s\n", o->name, err); return 1; }
+    }
+    *digest = h;
+    return 0;
+}
+
+/* The training step again from the same parameters and inputs: the same
+ * bits, outputs and new parameters, as no kernel's result may depend on
+ * which thread comes first (an embedding's gradient did, by f32 atomic
+ * adds, and two runs of netc train drifted apart). */
+static int same_bits_again(const gpu_check_opts *o, const ir_graph *g, const int64_t *syms, gpu_session *gs, const cpu_tensor *inputs,
+                           const cpu_tensor *params)
+{
+    char err[1024];
+    uint64_t first = 0, again = 0;
+    if (device_digest(o, g, syms, gs, &first) != 0 || upload_values(o, g, gs, inputs, params) != 0) return 1;
+    if (gpu_poison(gs, err, sizeof err) != 0 || gpu_launch(gs, err, sizeof err) != 0 || gpu_finish(gs, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: gpu, the step again: %s\n", o->name, err);
+        return 1;
+    }
+    if (device_digest(o, g, syms, gs, &again) != 0) return 1;
+    if (again == first) return 0;
+    fprintf(stderr, "%s: the step run again from the same parameters and inputs gives other bits\n", o->name);
+    return 1;
+}
+
 /* Whether step k of p writes the value in its slot j (the emitter's plan
  * says which values a fused kernel stores). */
 static bool step_writes(const cg_ctx *plan, const nrt_program *p, uint32_t k, int j)
@@ -468,6 +509,7 @@ int gpu_check(const gpu_check_opts *o)
         if (o->check_updates) fails += updates_differ(o, g, gs, &res);
         if (fails && run == 0) locate_mismatch(o, g, syms, &m.program, gs, inputs, params);
     }
+    if (!fails && o->same_bits) fails += same_bits_again(o, g, syms, gs, inputs, params);
     /* fused: where the update stores the weights' copies for the next step */
     if (!fails && o->train_step && o->fuse) fails += second_train_step(o, g, syms, &m.program, gs, inputs, params, &res);
     if (o->profile && !fails) fails += check_profile(o, g, &m.program, gs, &res);

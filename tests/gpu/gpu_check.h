@@ -33,6 +33,8 @@ typedef struct gpu_check_opts {
     bool bgrad_epilogue;       /* NETC_DGELU_BGRAD=1 as the session is made: cuBLASLt's DGELU_BGRAD, not the second product */
     const char *arch;          /* a cubin for this architecture (sm_90a: attention's wgmma kernels), not compute_80 PTX;
                                   a device of another one gets the source compiled for it) */
+    bool same_bits;            /* a training step run again from the same parameters and inputs must give
+                                  the same bits (outputs and new parameters) */
     const char *mock_refuse;   /* on the mock GPU, cuBLASLt epilogues its heuristic finds no algorithm for
                                   (NETC_MOCK_CUBLASLT_REFUSE): the runtime's fallbacks; a GPU ignores it */
 } gpu_check_opts;

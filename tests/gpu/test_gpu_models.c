@@ -59,6 +59,17 @@ static int check_random_programs(const char *only, const char *seed_env, int *ru
     return 0;
 }
 
+/* An embedding in f32: its gradient's sums depend on the order of their
+ * terms (bf16 terms of similar size add exactly in f32, whatever the order). */
+static const char *embedding_source =
+    "model emb(tokens: i32[B, 8], targets: i32[B, 8]) -> (loss: f32)\n"
+    "{\n"
+    "  param wte: f32[8, 32] = normal(0.1)\n"
+    "  param w: f32[32, 8] = xavier\n"
+    "  return cross_entropy(tanh(gather(wte, tokens)) @ w, targets)\n"
+    "}\n"
+    "train emb { optimizer sgd(lr: 0.1) }\n";
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* each case's line as it ends, also into a pipe: a run cut short shows how far it got */
@@ -126,6 +137,11 @@ int main(void)
         {.name = "narrow_lm_train", .path = NETC_SOURCE_DIR "/tests/train/narrow_lm.net", .dim_names = b64,
          .dim_values = v64, .ndims = 1, .int_range = 256, .use_graph = true, .train_step = true, .fuse = true,
          .check_updates = true},
+        /* an f32 embedding of 8 rows, each picked about 64 times: the step run twice gives the same
+           bits (f32 atomic adds into the rows would not on a GPU, nor on the mock, whose launches of a
+           kernel alternate between two orders of threads) */
+        {.name = "embedding_train_same_bits", .source = embedding_source, .dim_names = b64, .dim_values = v64, .ndims = 1,
+         .int_range = 8, .use_graph = true, .train_step = true, .fuse = true, .check_updates = true, .same_bits = true},
         /* fused kernels reading through transposes and slices, forward and backward */
         {.name = "movement_train", .path = NETC_SOURCE_DIR "/tests/gpu/movement.net", .dim_names = b64, .dim_values = v2,
          .ndims = 1, .use_graph = true, .train_step = true, .fuse = true, .check_updates = true},

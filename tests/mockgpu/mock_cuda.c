@@ -50,8 +50,13 @@ enum { MOCK_MAX_THREADS = 1024, MOCK_MAX_STATIC_SHARED = 48 * 1024 };
 static const size_t mock_total_bytes = (size_t)80 << 30;
 
 struct CUctx_st { int retained; };
-struct CUmod_st { void *lib; mock_launch_fn *launch; void (*release)(void); long long *dependency_waits; };
-struct CUfunc_st { struct CUmod_st *module; mock_kernel_fn *fn; char name[128]; };
+/* reverse: the shim's nc_host_reverse. A kernel's launches alternate
+ * between the shim's two orders of blocks and threads (runs counts them),
+ * so a kernel whose result depends on which thread comes first (atomic
+ * float adds) gives other bits from one run of a step to the next, as on a
+ * GPU, where a test that runs a step twice sees it. */
+struct CUmod_st { void *lib; mock_launch_fn *launch; void (*release)(void); long long *dependency_waits; int *reverse; };
+struct CUfunc_st { struct CUmod_st *module; mock_kernel_fn *fn; char name[128]; unsigned long long runs; };
 
 typedef struct mock_work {
     mock_work_fn *run;
@@ -715,6 +720,7 @@ CUresult cuModuleLoadData(CUmodule *out, const void *image)
         m->launch = (mock_launch_fn *)(uintptr_t)dlsym(m->lib, "nc_host_launch");
         m->release = (void (*)(void))(uintptr_t)dlsym(m->lib, "nc_host_release");
         m->dependency_waits = (long long *)dlsym(m->lib, "nc_grid_dependency_waits");
+        m->reverse = (int *)dlsym(m->lib, "nc_host_reverse");
     }
     if (!m->lib || !m->launch) {
         mock_complain("cuModuleLoadData: %s", m->lib ? "the library has no nc_host_launch" : dlerror());
@@ -784,7 +790,11 @@ static void mock_run_launch(void *p)
     char err[256];
     if (mock.sticky != CUDA_SUCCESS) return;   /* a failed kernel stops the context's work */
     long long *waits = l->f->module->dependency_waits, before = waits ? *waits : 0;
-    if (l->f->module->launch(mock_run_thread, &t, l->blocks, l->threads, err, sizeof err) != 0) {
+    int *reverse = l->f->module->reverse;
+    if (reverse) *reverse = (int)(l->f->runs++ & 1);
+    int rc = l->f->module->launch(mock_run_thread, &t, l->blocks, l->threads, err, sizeof err);
+    if (reverse) *reverse = 0;
+    if (rc != 0) {
         mock_complain("kernel %s failed: %s", l->f->name, err);
         mock.sticky = CUDA_ERROR_LAUNCH_FAILED;
     } else if (l->early && (!waits || *waits - before != l->blocks * l->threads)) {

@@ -44,6 +44,7 @@ static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)((unsigned long long)a * b >> 32); }
 static inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
 static inline float atomicAdd(float *p, float v) { float o = *p; *p += v; return o; }
+static inline int atomicAdd(int *p, int v) { int o = *p; *p += v; return o; }
 
 enum { NC_RUNNING, NC_AT_BLOCK_BARRIER, NC_AT_WARP_BARRIER, NC_FINISHED };
 enum { NC_MAX_THREADS = 1024, NC_STACK = 256 * 1024 };
@@ -56,7 +57,7 @@ static float nc_exchange[NC_MAX_THREADS];
 static void (*nc_thunk)(void *);
 static void *nc_thunk_ctx;
 
-// A launch whose first block reached no barrier runs its other blocks'
+// A launch whose block 0 reached no barrier runs its other blocks'
 // threads as plain calls, one after another: no fibers (barriers are the
 // same for every block of a kernel; a kernel that waits in some blocks only
 // is undefined in CUDA too).
@@ -385,6 +386,12 @@ static void nc_poison_shared(void)
         memset(__start_nc_shared, 0xff, (size_t)(__stop_nc_shared - __start_nc_shared));
 }
 
+// Set by a test: launches run block 0, then the others last to first, the
+// threads of a block without barriers last to first, and each block's warps
+// and lanes in the order the other parity gets. A kernel whose result
+// depends on which thread comes first (atomic float adds) gives other bits.
+extern "C" { int nc_host_reverse = 0; }
+
 // Runs thunk(ctx) as every thread of blocks x threads; 0, or -1 with err set.
 extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks, long long threads, char *err,
                               size_t errcap)
@@ -396,12 +403,14 @@ extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks
     nc_thunk = thunk, nc_thunk_ctx = ctx;
     gridDim.x = blocks, blockDim.x = threads;
     nc_waited = nc_plain = false;
-    for (long long b = 0; b < blocks; b++) {
+    for (long long turn = 0; turn < blocks; turn++) {
+        const long long b = nc_host_reverse && turn ? blocks - turn : turn;   // block 0 first: it decides nc_plain
         blockIdx.x = b;
         nc_poison_shared();
-        if (b == 1 && !nc_waited) nc_plain = true;
+        if (turn == 1 && !nc_waited) nc_plain = true;
         if (nc_plain) {
-            for (int t = 0; t < threads; t++) threadIdx.x = t, thunk(ctx), nc_check_copies_done();
+            for (int i = 0; i < threads; i++)
+                threadIdx.x = nc_host_reverse ? threads - 1 - i : i, thunk(ctx), nc_check_copies_done();
             continue;
         }
         for (int t = 0; t < threads; t++) {
@@ -421,7 +430,7 @@ extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks
         // tile another warp copies in, a partial sum, a buffer about to be
         // reused, an operand another warp overwrites in place) reads it too
         // early or too late in one of the two orders.
-        bool backwards = b & 1;
+        bool backwards = (b & 1) != (nc_host_reverse != 0);
         int warps = (int)((threads + 31) / 32);
         for (;;) {
             for (int i = 0; i < warps; i++)

@@ -37,6 +37,11 @@ static bool wide_index;
 /* Compile the kernels with NC_HOST_WGMMA: attention's heads of 64 take the
  * path of sm_90a images (wgmma products, swizzled tiles), emulated by the shim. */
 static bool host_wgmma;
+/* Run the program a second time with the shim's launches reversed (blocks
+ * last to first, each block's threads in the other order): every kernel's
+ * results must be the same bits, as a training step's must be from one run
+ * to the next on a GPU. */
+static bool check_order;
 
 typedef struct nc_args {
     void *buf[NRT_MAX_BUFS];
@@ -313,6 +318,7 @@ typedef struct host_run {
     launch_fn *launch;
     void **mem;
     const uint32_t *first_write, *last_write;
+    uint64_t *digest;   /* per step, a hash of the bits its kernel wrote as results */
     int bad, matmuls, batches, batched_steps, carried, in_place;
 } host_run;
 
@@ -496,6 +502,13 @@ static bool carried_copy_matches(host_run *u, uint32_t k, uint32_t b, ir_value v
     return ok;
 }
 
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
 /* each result is checked, then replaced by the executor's, so the next
  * kernel starts from exact operands: a sum that cancels to nearly nothing
  * may differ from the executor's by its summation order, and an exact cast
@@ -513,6 +526,8 @@ static void check_results(host_run *u, uint32_t k)
             continue;
         }
         if (b >= g->nnodes || !is_result(g, u->p, u->plan, k, j) || u->last_write[v] != k) continue;
+        const cpu_tensor *want = &u->res->values[v];
+        u->digest[k] = fnv1a(u->digest[k], u->mem[b], (size_t)want->numel * dtype_size(want->dtype));
         if (!matches(g, u->res, u->name, k, step_what(u->p, s), u->mem[b], &u->res->values[v], v, s->node < g->nnodes ? s->node : v))
             u->bad++;
         cpu_tensor_to_native(&u->res->values[v], u->mem[b]);
@@ -526,7 +541,7 @@ static void check_results(host_run *u, uint32_t k)
  * in-place updates are checked); after a kernel runs, its results must match
  * the executor's. */
 static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, void *lib, const cpu_exec_result *res,
-                     bool fuse)
+                     bool fuse, uint64_t *digest)
 {
     int checked = 0, bad = 0, matmuls = 0;
     cg_ctx plan = {.g = g};   /* which values a fused step writes: its group's members */
@@ -547,7 +562,8 @@ static int run_steps(const char *name, const ir_graph *g, const nrt_program *p, 
             last_write[v] = k;
         }
     host_run u = {.name = name, .g = g, .p = p, .lib = lib, .res = res, .plan = &plan, .launch = launch, .mem = mem,
-                  .first_write = first_write, .last_write = last_write};
+                  .first_write = first_write, .last_write = last_write, .digest = digest};
+    for (uint32_t k = 0; k < p->nsteps; k++) digest[k] = 14695981039346656037ull;
     for (uint32_t k = 0; k < p->nsteps && bad + u.bad < 5 && launch; k++) {
         /* a batch (compiler/cuda_batch.c) runs as its own kernel does: one
          * launch calling each step's body with the step's arguments */
@@ -721,6 +737,32 @@ static void check_divisors(void)
     remove_dir(dir);
 }
 
+/* The program again with the shim's launches reversed: true when every
+ * step's results are the bits of the first run (digest). */
+static bool same_bits_reversed(const char *name, const ir_graph *g, const nrt_program *p, void *lib, const cpu_exec_result *res,
+                               bool fuse, const uint64_t *digest)
+{
+    int *reverse = (int *)dlsym(lib, "nc_host_reverse");
+    uint64_t *again = calloc(p->nsteps + 1, sizeof *again);
+    bool same = reverse != NULL;
+    if (reverse) {
+        char reversed[160];
+        snprintf(reversed, sizeof reversed, "%s, threads in the other order", name);
+        *reverse = 1;
+        same = run_steps(reversed, g, p, lib, res, fuse, again) > 0;
+        *reverse = 0;
+    }
+    for (uint32_t k = 0; same && k < p->nsteps; k++)
+        if (again[k] != digest[k]) {
+            fprintf(stderr, "%s: step %u (%s) gives other bits when its threads run in the other order\n", name, k,
+                    step_what(p, &p->steps[k]));
+            same = false;
+        }
+    if (!reverse) fprintf(stderr, "%s: the shim has no nc_host_reverse\n", name);
+    free(again);
+    return same;
+}
+
 static void check_model_text(const char *name, const char *path, const char *text, bool fuse, const char *const *dn,
                              const int64_t *dv, int nd, const char *const *sn, const char *const *sv, int nsets, bool train_step)
 {
@@ -766,7 +808,10 @@ static void check_model_text(const char *name, const char *path, const char *tex
     }
     void *lib = compile_for_host(name, dir, p.source, "");
     if (lib) {
-        if (run_steps(name, g, &p, lib, &res, fuse) <= 0) failures++;
+        uint64_t *digest = calloc(p.nsteps + 1, sizeof *digest);
+        if (run_steps(name, g, &p, lib, &res, fuse, digest) <= 0) failures++;
+        if (check_order) failures += !same_bits_reversed(name, g, &p, lib, &res, fuse, digest);
+        free(digest);
         void (*release)(void) = (void (*)(void))(uintptr_t)dlsym(lib, "nc_host_release");
         if (release) release();
         dlclose(lib);
@@ -865,6 +910,16 @@ static const char *special_rows_source =
     "  return softmax(z), log_softmax(z)\n"
     "}\n";
 
+/* Scatter-adds whose rows are picked up to a few hundred times at B = 2:
+ * ranges longer than a chunk (64 positions) are added a chunk at a time and
+ * the chunks' sums then in order, shorter ones directly, some rows never
+ * (zeros); in f32 and bf16. */
+static const char *scatter_chunks_source =
+    "model scat(i: i32[B, 300], s: f32[B, 300, 24]) -> (y: f32[12, 24], z: bf16[12, 24]) {\n"
+    "  j = where(i > 4, i, 0 * i)   # row 0 picked about 300 times, rows 5-9 about 60\n"
+    "  return scatter_add(j, s, rows: 12), scatter_add(i, bf16(s), rows: 12)\n"
+    "}\n";
+
 /* Random programs' training steps (random_program.h), at B = 3, 1, 5 or 2,
  * three in four fused:
  * NETC_RANDOM_PROGRAMS=N[:SEED] runs N programs from SEED on, and nothing
@@ -935,7 +990,9 @@ int main(void)
         snprintf(name, sizeof name, "fashion_mlp%s", fuse ? " --fuse" : "");
         check_model(name, "examples/fashion_mlp.net", fuse, b, v8, 1, NULL, NULL, 0, true);
         snprintf(name, sizeof name, "gpt2 (1 layer, bf16)%s", fuse ? " --fuse" : "");
+        check_order = true;   /* the embeddings' gradients: 32 tokens of 10 values, each row picked several times */
         check_model(name, "examples/gpt2.net", fuse, bt, vbt, 2, sn, sv, 5, true);
+        check_order = false;
         /* heads of 64 and 128 over 80 positions (a whole tile and a part): the
          * tensor-core attention kernels (the same with and without fusion) */
         if (fuse) {
@@ -970,7 +1027,9 @@ int main(void)
         snprintf(name, sizeof name, "reduce (B=5)%s", fuse ? " --fuse" : "");
         check_model(name, "tests/gpu/reduce.net", fuse, b, v5, 1, NULL, NULL, 0, false);
         snprintf(name, sizeof name, "char_lm%s", fuse ? " --fuse" : "");
+        check_order = true;
         check_model(name, "examples/char_lm.net", fuse, b, vb2, 1, csn, csv, 3, true);
+        check_order = false;
         /* fused kernels reading through transposes and slices (same-size operands dying there: not in place) */
         snprintf(name, sizeof name, "movement%s", fuse ? " --fuse" : "");
         check_model(name, "tests/gpu/movement.net", fuse, b, vb2, 1, NULL, NULL, 0, true);
@@ -982,6 +1041,10 @@ int main(void)
         check_model_text(name, "tails.net", gelu_tails_source, fuse, b, v5, 1, NULL, NULL, 0, true);
         snprintf(name, sizeof name, "narrow constants%s", fuse ? " --fuse" : "");
         check_model_text(name, "narrow.net", narrow_constant_source, fuse, b, v5, 1, NULL, NULL, 0, false);
+        snprintf(name, sizeof name, "scatter-adds in chunks%s", fuse ? " --fuse" : "");
+        check_order = true;
+        check_model_text(name, "scat.net", scatter_chunks_source, fuse, b, vb2, 1, NULL, NULL, 0, false);
+        check_order = false;
         snprintf(name, sizeof name, "dropout (training)%s", fuse ? " --fuse" : "");
         check_model_text(name, "drop.net", dropout_source, fuse, b, v5, 1, NULL, NULL, 0, true);
     }
