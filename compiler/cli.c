@@ -84,57 +84,6 @@ static bool bad_target(const char *list)
     return false;
 }
 
-static void print_help(FILE *out)
-{
-    fprintf(out,
-            "usage: netc <command> [options] FILE...\n"
-            "\n"
-            "commands:\n"
-            "  check FILE...        parse and type-check; diagnostics only\n"
-            "  build FILE -o M.netm compile a model into a module (CUDA kernels inside)\n"
-            "  run M.netm           run a module: --input NAME=FILE.npy ... --output DIR\n"
-            "                       [--weights W.safetensors] [--device cpu|gpu|auto] [--random-inputs SEED]\n"
-            "  inspect M.netm       kernels, bytes moved, FLOPs, memory plan, peak memory [--json]\n"
-            "                       [--profile [RUNS]]: each launch timed on the GPU (median of RUNS, default 20)\n"
-            "  train FILE --data DIR [--epochs N] [--batch B] [--device cpu|gpu|auto] [--seed S] [--lr X]\n"
-            "        [--checkpoint-dir D] [--checkpoint-every STEPS] [--resume] [--metrics F.jsonl]\n"
-            "        [--save W.safetensors] [--max-steps N]\n"
-            "  help                 this text\n"
-            "  version              netc's version, its module format and NVRTC's\n"
-            "\n"
-            "options:\n"
-            "  --model NAME         which model of the file (default: the first)\n"
-            "  --dim NAME=VALUE     bind a symbolic dimension at build time\n"
-            "  --set NAME=VALUE     override a config constant\n"
-            "  --dump-ir            print the final IR\n"
-            "  --dump-ir=after:PASS print the IR after a pass (sema");
-    for (int i = 0; i < pass_count; i++) fprintf(out, ", %s", pass_pipeline[i].name);
-    fprintf(out, ")\n");
-    for (int i = 0; i < pass_count; i++)
-        fprintf(out, "  --no-%-15s skip: %s\n", pass_pipeline[i].name, pass_pipeline[i].what);
-    fprintf(out,
-            "  --target LIST        NVRTC targets (default sm_80,sm_90a,compute_90: sm_90a is the\n"
-            "                       Hopper image, with wgmma attention); train: one target\n"
-            "                       (default: the device's own architecture)\n"
-            "  --entry forward|train  build: the forward pass only, or the training step only (default:\n"
-            "                       forward, plus a train entry point when the model has a train section);\n"
-            "                       run, inspect: which entry point of the module (default forward)\n"
-            "  --accumulate N       (train, build --entry train) N micro-batches per optimizer step\n"
-            "  --memory-budget SIZE (train, build --entry train) recompute forward values until the\n"
-            "                       step's planned peak fits SIZE (4GiB, 512MiB; all dims bound)\n"
-            "  --emit-cuda          print the generated CUDA C\n"
-            "  --no-fuse            (build, train) one kernel per op: no elementwise fusion\n"
-            "  --no-memplan         (build) give every buffer its own memory: what the plan saves\n"
-            "  --loss-slices N      (build, train) compute a large-vocabulary cross entropy and its\n"
-            "                       logits in N slices of the rows, each with its backward (1-8;\n"
-            "                       default: as few as keep a slice's logits within 512 MiB, 8 under\n"
-            "                       --memory-budget); --no-chunk-loss is --loss-slices 1\n"
-            "  --report             (build) print the optimizer's decisions: casts moved and the bytes\n"
-            "                       they save, values merged or dropped, what is recomputed, with source lines\n"
-            "  -Werror              treat warnings as errors\n"
-            "  -o FILE              output file\n");
-}
-
 /* --loss-slices: 1 to LOSS_SLICES_MOST. */
 static bool parse_loss_slices(const char *text, int *slices)
 {
@@ -274,7 +223,8 @@ static int opt_target(cli_opts *o, const char *v)
     return 0;
 }
 
-/* Every option: what it sets, and whether a value follows it. */
+/* Every option: what it sets, whether a value follows it, and its line of
+ * `netc help`. */
 typedef enum { OPT_FLAG, OPT_TEXT, OPT_COUNT, OPT_FN, OPT_FN_VALUE, OPT_FN_OPTIONAL_COUNT } opt_kind;
 
 typedef struct cli_option {
@@ -284,54 +234,122 @@ typedef struct cli_option {
     int least;      /* OPT_COUNT: the smallest value that means what it says */
     int (*set)(cli_opts *o, const char *value);   /* OPT_FN*: value NULL for OPT_FN, or an optional count left out */
     const char *wants;                            /* what the value is, for "needs ..." */
+    const char *arg;                              /* the value in the help, "NAME=VALUE"; NULL for none */
+    const char *help;                             /* what it does: lines, the commands it is for first */
 } cli_option;
 
 /* A field of the wrong type for its kind does not compile (no _Generic association). */
 #define FIELD(f, type) _Generic(((cli_opts *)0)->f, type: offsetof(cli_opts, f))
-#define FLAG(n, f) {n, OPT_FLAG, FIELD(f, bool), 0, NULL, NULL}
-#define TEXT(n, f, w) {n, OPT_TEXT, FIELD(f, const char *), 0, NULL, w}
-#define COUNT(n, f, least) {n, OPT_COUNT, FIELD(f, int64_t), least, NULL, NULL}
-#define CALL(n, fn) {n, OPT_FN, 0, 0, fn, NULL}
-#define CALL_WITH(n, fn, w) {n, OPT_FN_VALUE, 0, 0, fn, w}
+#define FLAG(n, f, help) {n, OPT_FLAG, FIELD(f, bool), 0, NULL, NULL, NULL, help}
+#define TEXT(n, f, w, arg, help) {n, OPT_TEXT, FIELD(f, const char *), 0, NULL, w, arg, help}
+#define COUNT(n, f, least, arg, help) {n, OPT_COUNT, FIELD(f, int64_t), least, NULL, NULL, arg, help}
+#define CALL(n, fn, help) {n, OPT_FN, 0, 0, fn, NULL, NULL, help}
+#define CALL_WITH(n, fn, w, arg, help) {n, OPT_FN_VALUE, 0, 0, fn, w, arg, help}
 
 static const cli_option cli_options[] = {
-    TEXT("-o", output, "a file name"),
-    TEXT("--model", model, "a model's name"),
-    CALL_WITH("--dim", opt_dim, "NAME=VALUE"),
-    CALL_WITH("--set", opt_config, "NAME=VALUE"),
-    FLAG("--report", report),
-    FLAG("--no-memplan", no_memplan),
-    CALL("--no-fuse", opt_no_fuse),
-    CALL("--no-chunk-loss", opt_no_chunk_loss),
-    CALL_WITH("--loss-slices", opt_loss_slices, "a count from 1 to 8"),
-    CALL_WITH("--memory-budget", opt_memory_budget, "a size such as 4GiB or 512MiB"),
-    CALL_WITH("--entry", opt_entry, "forward or train"),
-    CALL_WITH("--input", opt_input, "NAME=FILE.npy"),
-    TEXT("--output", outdir, "a directory"),
-    TEXT("--weights", weights, "a safetensors file"),
-    CALL_WITH("--device", opt_device, "cpu, gpu or auto"),
-    CALL_WITH("--random-inputs", opt_random_inputs, "a seed"),
-    FLAG("--json", json),
-    {"--profile", OPT_FN_OPTIONAL_COUNT, 0, 0, opt_profile, NULL},
-    FLAG("--emit-cuda", emit_cuda),
-    CALL_WITH("--target", opt_target, "a list of targets, like sm_80,sm_90a"),
-    FLAG("-Werror", werror),
+    TEXT("--model", model, "a model's name", "NAME", "which model of the file (default: the first; check: every model)"),
+    CALL_WITH("--dim", opt_dim, "NAME=VALUE", "NAME=VALUE", "bind a symbolic dimension (build, run, inspect, train)"),
+    CALL_WITH("--set", opt_config, "NAME=VALUE", "NAME=VALUE", "override a config constant"),
+    CALL_WITH("--target", opt_target, "a list of targets, like sm_80,sm_90a", "LIST",
+              "NVRTC targets (default sm_80,sm_90a,compute_90: sm_90a is the\n"
+              "Hopper image, with wgmma attention); train: one target\n"
+              "(default: the device's own architecture)"),
+    CALL_WITH("--entry", opt_entry, "forward or train", "forward|train",
+              "build: the forward pass only, or the training step only (default:\n"
+              "forward, plus a train entry point when the model has a train section);\n"
+              "run, inspect: which entry point of the module (default forward)"),
+    COUNT("--accumulate", train.accumulate, 1, "N", "(train, build --entry train) N micro-batches per optimizer step"),
+    CALL_WITH("--memory-budget", opt_memory_budget, "a size such as 4GiB or 512MiB", "SIZE",
+              "(train, build --entry train) recompute forward values until the\n"
+              "step's planned peak fits SIZE (4GiB, 512MiB; all dims bound)"),
+    FLAG("--emit-cuda", emit_cuda, "(build) print the generated CUDA C"),
+    CALL("--no-fuse", opt_no_fuse, "(build, train) one kernel per op: no elementwise fusion"),
+    FLAG("--no-memplan", no_memplan, "(build) give every buffer its own memory: what the plan saves"),
+    CALL_WITH("--loss-slices", opt_loss_slices, "a count from 1 to 8", "N",
+              "(build, train) compute a large-vocabulary cross entropy and its\n"
+              "logits in N slices of the rows, each with its backward (1-8;\n"
+              "default: as few as keep a slice's logits within 512 MiB, 8 under\n"
+              "--memory-budget)"),
+    CALL("--no-chunk-loss", opt_no_chunk_loss, "(build, train) the same as --loss-slices 1"),
+    FLAG("--report", report,
+         "(build) print the optimizer's decisions: casts moved and the bytes\n"
+         "they save, values merged or dropped, what is recomputed, with source lines"),
+    FLAG("-Werror", werror, "treat warnings as errors"),
+    TEXT("-o", output, "a file name", "FILE", "output file (build: the module)"),
+    /* netc run and inspect */
+    CALL_WITH("--input", opt_input, "NAME=FILE.npy", "NAME=FILE.npy", "(run) an input's value, from a .npy file"),
+    TEXT("--output", outdir, "a directory", "DIR", "(run) where the outputs go, NAME.npy each (made if missing)"),
+    TEXT("--weights", weights, "a safetensors file", "W.safetensors", "(run) the parameters to load (names as in the .net file)"),
+    CALL_WITH("--device", opt_device, "cpu, gpu or auto", "cpu|gpu|auto", "(run, train) where to run (default auto: the GPU when usable)"),
+    CALL_WITH("--random-inputs", opt_random_inputs, "a seed", "SEED", "(run) fill the inputs not given with seeded random values"),
+    FLAG("--json", json, "(inspect) the report as JSON"),
+    {"--profile", OPT_FN_OPTIONAL_COUNT, 0, 0, opt_profile, NULL, "[RUNS]",
+     "(inspect) each launch timed on the GPU (median of RUNS, default 20)"},
     /* netc train */
-    TEXT("--data", train.data_dir, "a data set's directory or a text file"),
-    TEXT("--checkpoint-dir", train.checkpoint_dir, "a directory"),
-    TEXT("--metrics", train.metrics_path, "a file name"),
-    TEXT("--save", train.save_path, "a file name"),
+    TEXT("--data", train.data_dir, "a data set's directory or a text file", "DIR",
+         "(train) the data: a data set's directory (Fashion-MNIST) or a text file"),
     /* 0 is never checkpointing between epochs; a count of 0 elsewhere would
      * quietly mean the default (batch, epochs, accumulate) or no limit (max-steps) */
-    COUNT("--epochs", train.epochs, 1),
-    COUNT("--batch", train.batch, 1),
-    COUNT("--accumulate", train.accumulate, 1),
-    COUNT("--max-steps", train.max_steps, 1),
-    COUNT("--checkpoint-every", train.checkpoint_every, 0),
-    CALL_WITH("--seed", opt_seed, "a non-negative integer"),
-    CALL_WITH("--lr", opt_lr, "a positive number"),
-    FLAG("--resume", train.resume),
+    COUNT("--epochs", train.epochs, 1, "N", "(train) passes over the data (default 1)"),
+    COUNT("--batch", train.batch, 1, "B", "(train) samples a step (default 128)"),
+    CALL_WITH("--lr", opt_lr, "a positive number", "X", "(train) the learning rate (default: the train section's)"),
+    CALL_WITH("--seed", opt_seed, "a non-negative integer", "S", "(train) the seed of the initial weights and the shuffling (default 0)"),
+    COUNT("--max-steps", train.max_steps, 1, "N", "(train) stop after N steps"),
+    TEXT("--checkpoint-dir", train.checkpoint_dir, "a directory", "D", "(train) keep checkpoints in D (made if missing)"),
+    COUNT("--checkpoint-every", train.checkpoint_every, 0, "N",
+          "(train) a checkpoint every N steps (default 0: at the end of each epoch)"),
+    FLAG("--resume", train.resume, "(train) continue from the checkpoint in --checkpoint-dir"),
+    TEXT("--metrics", train.metrics_path, "a file name", "F.jsonl", "(train) metrics every 10 steps and each epoch (and F.svg)"),
+    TEXT("--save", train.save_path, "a file name", "W.safetensors", "(train) the final weights"),
 };
+
+/* An option's help: its name and value, then its text, each further line
+ * of which is indented to the first's column. */
+static void print_option_help(FILE *out, const char *name, const char *arg, const char *help)
+{
+    char head[64];
+    snprintf(head, sizeof head, "%s%s%s", name, arg ? " " : "", arg ? arg : "");
+    fprintf(out, "  %-20s %s", head, strlen(head) > 20 ? " " : "");
+    for (const char *p = help; *p;) {
+        size_t n = strcspn(p, "\n");
+        fprintf(out, "%.*s\n", (int)n, p);
+        p += n;
+        if (*p) fprintf(out, "%23s", ""), p++;
+    }
+}
+
+static void print_help(FILE *out)
+{
+    fprintf(out,
+            "usage: netc <command> [options] FILE...\n"
+            "\n"
+            "commands:\n"
+            "  check FILE...        parse and type-check; diagnostics only\n"
+            "  build FILE -o M.netm compile a model into a module (CUDA kernels inside)\n"
+            "  run M.netm           run a module: --input NAME=FILE.npy ... --output DIR\n"
+            "                       [--weights W.safetensors] [--device cpu|gpu|auto] [--random-inputs SEED]\n"
+            "  inspect M.netm       kernels, bytes moved, FLOPs, memory plan, peak memory [--json]\n"
+            "                       [--profile [RUNS]]: each launch timed on the GPU (median of RUNS, default 20)\n"
+            "  train FILE --data DIR [--epochs N] [--batch B] [--device cpu|gpu|auto] [--seed S] [--lr X]\n"
+            "        [--checkpoint-dir D] [--checkpoint-every N] [--resume] [--metrics F.jsonl]\n"
+            "        [--save W.safetensors] [--max-steps N]\n"
+            "  help                 this text\n"
+            "  version              netc's version, its module format and NVRTC's\n"
+            "\n"
+            "options:\n");
+    print_option_help(out, "--dump-ir", NULL, "print the final IR");
+    char passes[160] = "print the IR after a pass (sema";
+    for (int i = 0; i < pass_count; i++) snprintf(passes + strlen(passes), sizeof passes - strlen(passes), ", %s", pass_pipeline[i].name);
+    snprintf(passes + strlen(passes), sizeof passes - strlen(passes), ")");
+    print_option_help(out, "--dump-ir=after:PASS", NULL, passes);
+    for (int i = 0; i < pass_count; i++) {
+        char name[64], what[160];
+        snprintf(name, sizeof name, "--no-%s", pass_pipeline[i].name);
+        snprintf(what, sizeof what, "skip: %s", pass_pipeline[i].what);
+        print_option_help(out, name, NULL, what);
+    }
+    for (size_t i = 0; i < NC_COUNT(cli_options); i++) print_option_help(out, cli_options[i].name, cli_options[i].arg, cli_options[i].help);
+}
 
 /* What an OPT_COUNT option's value must be, for its errors. */
 static const char *count_wanted(const cli_option *opt) { return opt->least ? "a positive integer" : "a non-negative integer"; }

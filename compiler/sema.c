@@ -1247,6 +1247,7 @@ static ir_graph *build_one(sema_ctx *c, const ast_node *model)
 typedef struct option_hints {
     char dims[256], configs[256];
     size_t dims_head, configs_head;   /* the lengths of the prefixes: no names yet */
+    int models;                       /* how many models' names are in: "its" or "their" dims */
 } option_hints;
 
 /* Appends name to a list of head bytes then names, once, as long as it fits. */
@@ -1261,7 +1262,9 @@ static void hint_add_name(char *hint, size_t cap, size_t head, const char *name)
 /* The file's config lines' names; hints_add_model adds each model's own. */
 static void hints_init(option_hints *h, const ast_file *f)
 {
-    h->dims_head = (size_t)snprintf(h->dims, sizeof h->dims, "its symbolic dims: ");
+    h->dims[0] = 0;
+    h->dims_head = 0;
+    h->models = 0;
     h->configs_head = (size_t)snprintf(h->configs, sizeof h->configs, "the file's config constants: ");
     for (uint32_t i = 0; i < f->decls.n; i++) {
         const ast_node *d = f->decls.items[i];
@@ -1273,6 +1276,7 @@ static void hints_init(option_hints *h, const ast_file *f)
 /* A model's symbolic dims and its header's config constants. */
 static void hints_add_model(option_hints *h, const ast_node *model, const ir_graph *g)
 {
+    h->models++;
     for (uint32_t k = 0; g && k < g->nsyms; k++) hint_add_name(h->dims, sizeof h->dims, h->dims_head, g->sym_names[k]);
     for (uint32_t i = 0; i < model->list4.n; i++)
         if (model->list4.items[i]->kind == AST_CONFIG)
@@ -1286,12 +1290,15 @@ static bool report_unused_options(sema_ctx *c, uint32_t file, const option_hints
     if (!c->opts) return false;
     int errors = c->diag->errors;
     nc_loc where = {file, 0, 0};
-    const char *dims = strlen(h->dims) == h->dims_head ? "it has none: every size is fixed" : h->dims;
+    bool several = h->models > 1;
+    char dims[300];
+    if (h->dims[0]) snprintf(dims, sizeof dims, "%s symbolic dims: %s", several ? "their" : "its", h->dims);
+    else snprintf(dims, sizeof dims, "%s: every size is fixed", several ? "they have none" : "it has none");
     const char *configs = strlen(h->configs) == h->configs_head ? "the file has none" : h->configs;
     for (int i = 0; i < c->opts->ndims && i < 64; i++)
         if (!c->dim_used[i])
-            diag_report(c->diag, DIAG_ERROR, where, dims, "--dim %s: the model has no symbolic dim named %s", c->opts->dim_names[i],
-                        c->opts->dim_names[i]);
+            diag_report(c->diag, DIAG_ERROR, where, dims, "--dim %s: %s symbolic dim named %s", c->opts->dim_names[i],
+                        several ? "no model of the file has a" : "the model has no", c->opts->dim_names[i]);
     for (int i = 0; i < c->opts->nsets && i < 64; i++)
         if (!c->set_used[i])
             diag_report(c->diag, DIAG_ERROR, where, configs, "--set %s: no config constant named %s", c->opts->set_names[i],

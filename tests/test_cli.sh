@@ -38,6 +38,10 @@ expect 1 "has no symbolic dim"    run "$tmp/m.netm" --dim Q=3 --random-inputs 1
 expect 2 "NAME=VALUE"             build "$src/examples/fashion_mlp.net" --dim B
 # a --dim, --set or --model that names nothing says what there is
 expect 1 "hint: its symbolic dims: B, T" build "$src/examples/gpt2.net" --dim Q=3 -o "$tmp/q.netm"
+printf 'model a(x: f32[B, 4]) -> (y: f32[B, 4]) { return relu(x) }\nmodel b(x: f32[T, 4]) -> (y: f32[T, 4]) { return relu(x) }\n' > "$tmp/two.net"
+expect 1 "no model of the file has a symbolic dim named Q" check "$tmp/two.net" --dim Q=3
+expect 1 "hint: their symbolic dims: B, T" check "$tmp/two.net" --dim Q=3
+expect 1 "the model has no symbolic dim named T" check "$tmp/two.net" --model a --dim T=3
 expect 1 "hint: the file's config constants: H, CLASSES" check "$src/examples/fashion_mlp.net" --set NOPE=3
 expect 1 "hint: the file's models: fashion_mlp" check "$src/examples/fashion_mlp.net" --model nope
 expect 1 "not a safetensors"      run "$tmp/m.netm" --dim B=2 --random-inputs 1 --weights "$tmp/junk.netm"
@@ -225,5 +229,13 @@ seeds=$("$netc" build "$tmp/d2.net" --entry train --dump-ir --target '' -o "$tmp
 if [[ $(wc -w <<<"$seeds") -ne 3 || " $seeds" != *" 9 "* ]]; then
   echo "FAIL: dropout seeds: want two defaults of their own and 9, got [$seeds]"; fail=$((fail + 1))
 fi
+# netc help lists every option (from the option table); README's table names each one too
+n=$((n + 1))
+listed=$("$netc" help | sed -n 's/^  \(-[-A-Za-z]*\).*/\1/p')
+for opt in $listed; do
+  case $opt in --no-cast-hoist|--no-cse|--no-recompute|--no-dce|--dump-ir) continue ;; esac   # README: --no-PASS, --dump-ir
+  grep -qF -- "\`$opt" "$src/README.md" || { echo "FAIL: README's table of options does not name $opt"; fail=$((fail + 1)); }
+done
+[[ $listed == *--resume* && $listed == *--memory-budget* ]] || { echo "FAIL: netc help lists [$listed]"; fail=$((fail + 1)); }
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
