@@ -2,9 +2,9 @@
 // CPU (tests/unit/test_kernels_host.c compiles them as C++ after this file).
 //
 // A launch runs its blocks one after another; a block's threads are fibers
-// (ucontext): __syncthreads waits for every live thread of the block, a warp
-// shuffle for every live thread of its warp (it exchanges values through a
-// slot per thread between two warp barriers). Each warp runs as far as it
+// (a stack each, nc_switch): __syncthreads waits for every live thread of
+// the block, a warp shuffle for every live thread of its warp (it exchanges
+// values through a slot per thread between two warp barriers). Each warp runs as far as it
 // can (to a block barrier or its end) before the next warp starts, in
 // opposite orders in even and odd blocks (nc_host_launch), so most kernels
 // that lack a barrier read another warp's data too early or too late here
@@ -14,6 +14,7 @@
 // that reads shared memory it never wrote reads those, not the values an
 // earlier block left.
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,25 +51,70 @@ static inline int atomicAdd(int *p, int v) { int o = *p; *p += v; return o; }
 enum { NC_RUNNING, NC_AT_BLOCK_BARRIER, NC_AT_WARP_BARRIER, NC_FINISHED };
 enum { NC_MAX_THREADS = 1024, NC_STACK = 256 * 1024 };
 
-// Under AddressSanitizer every swapcontext goes through its interceptor,
-// which clears the shadow of the whole stack being entered, before and
-// after: 64 KB of memset a switch, half of a mock GPU run's time. The fibers
-// run this file's uninstrumented code, which leaves no poison on their
-// stacks, so the switches call the C library's own swapcontext.
-typedef int (*nc_swap_fn)(ucontext_t *, const ucontext_t *);
-static nc_swap_fn nc_swap;
+// A fiber switch saves the registers a call must keep on the running stack
+// and resumes the context saved in *to. On x86-64 it is a dozen
+// instructions: swapcontext also saves the signal mask, a system call a
+// switch that took half of a mock GPU run's time, and under AddressSanitizer
+// its interceptor cleared the shadow of the whole stack entered, before and
+// after. The fibers run this file's uninstrumented code, which leaves no
+// poison on their stacks.
+#if defined(__x86_64__)
+typedef void *nc_context;   // the stack pointer, the saved registers on top
+extern "C" __attribute__((visibility("hidden"))) void nc_switch_stacks(nc_context *save, nc_context to);
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".type nc_switch_stacks, @function\n"
+        "nc_switch_stacks:\n"
+        "    pushq %rbp\n    pushq %rbx\n    pushq %r12\n    pushq %r13\n    pushq %r14\n    pushq %r15\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    popq %r15\n    popq %r14\n    popq %r13\n    popq %r12\n    popq %rbx\n    popq %rbp\n"
+        "    ret\n"
+        ".size nc_switch_stacks, .-nc_switch_stacks\n");
 
-static void nc_find_swap(void)
+static void nc_switch(nc_context *save, nc_context *to) { nc_switch_stacks(save, *to); }
+
+// A context that starts entry on the stack [stack, stack + size): six zero
+// registers to pop, then entry as the address to return to, above it a
+// null return address of entry's own so that entry starts as after a call
+// (the stack pointer 8 past a multiple of 16).
+static void nc_context_start(nc_context *c, char *stack, size_t size, void (*entry)(void))
 {
-    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-    void *own = libc ? dlsym(libc, "swapcontext") : NULL;
-    nc_swap = own ? (nc_swap_fn)own : swapcontext;
-    if (libc) dlclose(libc);   // only the reference NOLOAD took: the C library stays
+    void **top = (void **)(((uintptr_t)stack + size) & ~(uintptr_t)15);
+    top[-1] = NULL;
+    top[-2] = (void *)entry;
+    for (int r = 3; r <= 8; r++) top[-r] = NULL;
+    *c = (nc_context)(top - 8);
+}
+#else
+typedef ucontext_t nc_context;
+
+static void nc_switch(nc_context *save, nc_context *to)
+{
+    // The C library's own swapcontext, not a sanitizer's interceptor.
+    static int (*own)(ucontext_t *, const ucontext_t *);
+    if (!own) {
+        void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+        void *f = libc ? dlsym(libc, "swapcontext") : NULL;
+        own = f ? (int (*)(ucontext_t *, const ucontext_t *))f : swapcontext;
+        if (libc) dlclose(libc);   // only the reference NOLOAD took: the C library stays
+    }
+    own(save, to);
 }
 
-struct nc_fiber { ucontext_t ctx; int state; char *stack; };
+static void nc_context_start(nc_context *c, char *stack, size_t size, void (*entry)(void))
+{
+    getcontext(c);
+    c->uc_stack.ss_sp = stack;
+    c->uc_stack.ss_size = size;
+    c->uc_link = NULL;   // entry never returns: it switches back to the scheduler
+    makecontext(c, entry, 0);
+}
+#endif
+
+struct nc_fiber { nc_context ctx; int state; char *stack; };
 static nc_fiber nc_fibers[NC_MAX_THREADS];
-static ucontext_t nc_scheduler;
+static nc_context nc_scheduler;
 static int nc_current;
 static float nc_exchange[NC_MAX_THREADS];
 static void (*nc_thunk)(void *);
@@ -101,7 +147,7 @@ static inline void nc_wait(int barrier)
     nc_waited = true;
     nc_fiber *f = &nc_fibers[nc_current];
     f->state = barrier;
-    nc_swap(&f->ctx, &nc_scheduler);
+    nc_switch(&f->ctx, &nc_scheduler);
 }
 
 static inline void __syncthreads(void) { nc_wait(NC_AT_BLOCK_BARRIER); }
@@ -357,7 +403,9 @@ static void nc_fiber_main(void)
     nc_thunk(nc_thunk_ctx);
     nc_check_copies_done();
     nc_check_products_done();
-    nc_fibers[nc_current].state = NC_FINISHED;   // uc_link returns to the scheduler
+    nc_fiber *f = &nc_fibers[nc_current];
+    f->state = NC_FINISHED;
+    nc_switch(&f->ctx, &nc_scheduler);   // never resumed: the next block starts it afresh
 }
 
 // Runs warp w's live threads (last to first when backwards) through the
@@ -372,7 +420,7 @@ static bool nc_run_warp(int w, int threads, bool backwards)
             int t = first + (backwards ? n - 1 - i : i);
             if (nc_fibers[t].state != NC_RUNNING) continue;
             nc_current = t, threadIdx.x = t;
-            nc_swap(&nc_scheduler, &nc_fibers[t].ctx);
+            nc_switch(&nc_scheduler, &nc_fibers[t].ctx);
         }
         bool waiting = false, complete = true;
         for (int t = first; t < first + n; t++) {
@@ -417,7 +465,6 @@ extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks
         snprintf(err, errcap, "%lld threads a block", threads);
         return -1;
     }
-    if (!nc_swap) nc_find_swap();
     nc_thunk = thunk, nc_thunk_ctx = ctx;
     gridDim.x = blocks, blockDim.x = threads;
     nc_waited = nc_plain = false;
@@ -433,12 +480,11 @@ extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks
         }
         for (int t = 0; t < threads; t++) {
             nc_fiber *f = &nc_fibers[t];
-            if (!f->stack) f->stack = (char *)malloc(NC_STACK);
-            getcontext(&f->ctx);
-            f->ctx.uc_stack.ss_sp = f->stack;
-            f->ctx.uc_stack.ss_size = NC_STACK;
-            f->ctx.uc_link = &nc_scheduler;
-            makecontext(&f->ctx, nc_fiber_main, 0);
+            if (!f->stack && !(f->stack = (char *)malloc(NC_STACK))) {
+                snprintf(err, errcap, "no memory for thread %d's stack", t);
+                return -1;
+            }
+            nc_context_start(&f->ctx, f->stack, NC_STACK, nc_fiber_main);
             f->state = NC_RUNNING;
         }
         // A block's warps run one after another, each as far as it can go
