@@ -4,9 +4,9 @@
 // A launch runs its blocks one after another; a block's threads are fibers
 // (a stack each, nc_switch): __syncthreads waits for every live thread of
 // the block, a warp shuffle for every live thread of its warp (it exchanges
-// values through a slot per thread between two warp barriers). Each warp runs as far as it
-// can (to a block barrier or its end) before the next warp starts, in
-// opposite orders in even and odd blocks (nc_host_launch), so most kernels
+// values through a slot per thread between two warp barriers). Each warp
+// runs as far as it can (to a block barrier or its end) before the next
+// warp starts, in opposite orders in even and odd blocks (nc_host_launch), so most kernels
 // that lack a barrier read another warp's data too early or too late here
 // and fail, as do those that deadlock or mix up threads' data. __shared__
 // variables are statics in one section, one instance for the block running,
@@ -18,8 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dlfcn.h>
-#include <ucontext.h>
 
 #define NC_HOST 1
 #define __device__
@@ -87,6 +85,9 @@ static void nc_context_start(nc_context *c, char *stack, size_t size, void (*ent
     *c = (nc_context)(top - 8);
 }
 #else
+#include <dlfcn.h>
+#include <ucontext.h>
+
 typedef ucontext_t nc_context;
 
 static void nc_switch(nc_context *save, nc_context *to)
