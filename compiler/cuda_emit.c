@@ -172,14 +172,18 @@ static const char prelude[] =
     "  NC_VECTOR_AT(p + i, 16);\n"
     "  const float4 a = *(const float4 *)(p + i), b = *(const float4 *)(p + i + 4);\n"
     "  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w; }\n"
-    "__device__ __forceinline__ void nc_ld8(const nc_bf16 *p, long long i, float *v) {\n"
-    "  NC_VECTOR_AT(p + i, 16);\n"
-    "  const uint4 q = *(const uint4 *)(p + i); const unsigned w[4] = {q.x, q.y, q.z, q.w};\n"
+    "// Sixteen bytes as loaded (a row held in registers, cuda_emit.c's emit_row_hold), and the eight\n"
+    "// 2-byte elements in them as floats; p names the element type.\n"
+    "template <typename T> __device__ __forceinline__ uint4 nc_ld16(const T *p, long long i) {\n"
+    "  NC_VECTOR_AT(p + i, 16); return *(const uint4 *)(p + i); }\n"
+    "__device__ __forceinline__ void nc_unpack8(const nc_bf16 *, uint4 q, float *v) {\n"
+    "  const unsigned w[4] = {q.x, q.y, q.z, q.w};\n"
     "  for (int e = 0; e < 4; e++) { v[2 * e] = nc_bf16_to_f32((unsigned short)(w[e] & 0xffffu)); v[2 * e + 1] = nc_bf16_to_f32((unsigned short)(w[e] >> 16)); } }\n"
-    "__device__ __forceinline__ void nc_ld8(const nc_f16 *p, long long i, float *v) {\n"
-    "  NC_VECTOR_AT(p + i, 16);\n"
-    "  const uint4 q = *(const uint4 *)(p + i); const unsigned w[4] = {q.x, q.y, q.z, q.w};\n"
+    "__device__ __forceinline__ void nc_unpack8(const nc_f16 *, uint4 q, float *v) {\n"
+    "  const unsigned w[4] = {q.x, q.y, q.z, q.w};\n"
     "  for (int e = 0; e < 4; e++) { v[2 * e] = nc_f16_to_f32((unsigned short)(w[e] & 0xffffu)); v[2 * e + 1] = nc_f16_to_f32((unsigned short)(w[e] >> 16)); } }\n"
+    "__device__ __forceinline__ void nc_ld8(const nc_bf16 *p, long long i, float *v) { nc_unpack8(p, nc_ld16(p, i), v); }\n"
+    "__device__ __forceinline__ void nc_ld8(const nc_f16 *p, long long i, float *v) { nc_unpack8(p, nc_ld16(p, i), v); }\n"
     "__device__ __forceinline__ void nc_ld8(const nc_bool *p, long long i, float *v) {\n"
     "  NC_VECTOR_AT(p + i, 8);\n"
     "  const uint2 q = *(const uint2 *)(p + i);\n"
@@ -1560,8 +1564,14 @@ static nrt_step *begin_rows(cg_ctx *cg, ir_value v, const ir_node *x, const char
  * y[row, j].
  * GPT-2's loss rows are 50304 wide: a load and a store per element issue
  * about as many instructions as the row's bytes take to move. */
-static void open_row_chunks(cg_buf *b, const char *y)   /* xs[8] = x[row, j0 .. j0 + 8) */
+static void open_row_chunks(cg_buf *b, const char *y, int held)   /* xs[8] = x[row, j0 .. j0 + 8) */
 {
+    if (held) {   /* from the registers emit_row_hold filled */
+        cg_printf(b, "  if (held) {\n#pragma unroll\n    for (int c = 0; c < %d; c++) {\n", held);
+        cg_printf(b, "      const long long j0 = (threadIdx.x + (long long)blockDim.x * c) * 8;\n      if (j0 >= C) break;\n");
+        cg_printf(b, "      float xs[8]%s;\n      nc_unpack8(x, row_held[c], xs);\n", y ? ", ys[8]" : "");
+        return;
+    }
     if (y) cg_printf(b, "  if (C %% 8 == 0 && (((unsigned long long)(x + row * C) | (unsigned long long)(%s + row * C)) & 15) == 0) {\n", y);
     else cg_printf(b, "  if (C %% 8 == 0 && ((unsigned long long)(x + row * C) & 15) == 0) {\n");
     cg_printf(b, "    for (long long j0 = threadIdx.x * 8LL; j0 < C; j0 += blockDim.x * 8LL) {\n");
@@ -1574,9 +1584,9 @@ static void open_row_elements(cg_buf *b)   /* closes the chunks' branch; a = x[r
     cg_printf(b, "    for (long long j = threadIdx.x; j < C; j += blockDim.x) {\n        const float a = nc_ld(x, row * C + j);\n");
 }
 
-static void emit_row_loop(cg_buf *b, const char *y, const char *body)
+static void emit_row_loop(cg_buf *b, const char *y, const char *body, int held)
 {
-    open_row_chunks(b, y);
+    open_row_chunks(b, y, held);
     cg_printf(b, "#pragma unroll\n      for (int e = 0; e < 8; e++) {\n%s        const float a = xs[e];\n", y ? "        const long long j = j0 + e;\n" : "");
     cg_printf(b, "%s%s      }\n", body, y ? "        ys[e] = r;\n" : "");
     if (y) cg_printf(b, "      nc_st8(%s, row * C + j0, ys);\n", y);
@@ -1592,7 +1602,7 @@ static void emit_row_loop(cg_buf *b, const char *y, const char *body)
  * (and total, the row's plain sum, with want_total). A wide row (a
  * vocabulary) is read once for its statistics instead of twice; a NaN
  * anywhere makes m NaN, as a max pass would. */
-static void emit_row_online_stats(cg_ctx *cg, bool want_total)
+static void emit_row_online_stats(cg_ctx *cg, bool want_total, int held)
 {
     cg_buf *b = &cg->body;
     cg_printf(b, "  const float ninf = -__int_as_float(0x7f800000);\n  float m = ninf, sum = 0.0f, total = 0.0f;\n");
@@ -1601,11 +1611,11 @@ static void emit_row_online_stats(cg_ctx *cg, bool want_total)
      * and expf's range reduction made this pass bound by instructions
      * issued, not by bytes). A NaN, or +inf, makes the sum NaN, and a NaN
      * sum makes m NaN. */
-    open_row_chunks(b, NULL);
+    open_row_chunks(b, NULL, held);
     cg_printf(b, "      const float cm = fmaxf(fmaxf(fmaxf(xs[0], xs[1]), fmaxf(xs[2], xs[3])), fmaxf(fmaxf(xs[4], xs[5]), fmaxf(xs[6], xs[7])));\n");
     cg_printf(b, "      if (cm > m) { sum *= nc_exp2((m - cm) * NC_LOG2E); m = cm; }\n");
-    cg_printf(b, "      const float mb = m == ninf ? 0.0f : m;\n#pragma unroll\n");
-    cg_printf(b, "      for (int e = 0; e < 8; e++) { total += xs[e]; sum += nc_exp2((xs[e] - mb) * NC_LOG2E); }\n    }\n");
+    cg_printf(b, "      const float mb2 = (m == ninf ? 0.0f : m) * NC_LOG2E;\n#pragma unroll\n");
+    cg_printf(b, "      for (int e = 0; e < 8; e++) { total += xs[e]; sum += nc_exp2(fmaf(xs[e], NC_LOG2E, -mb2)); }\n    }\n");
     cg_printf(b, "    if (sum != sum) m = sum;\n");
     open_row_elements(b);
     cg_printf(b, "        total += a;\n"
@@ -1614,6 +1624,48 @@ static void emit_row_online_stats(cg_ctx *cg, bool want_total)
     cg_printf(b, "  const float row_max = nc_block_max(m);\n  sum = nc_block_sum(m == ninf ? 0.0f : sum * expf(m - row_max));\n  m = row_max;\n");
     cg_printf(b, want_total ? "  total = nc_block_sum(total);\n" : "  (void)total;\n");
 }
+
+/* Rows of a constant length C, a multiple of 8 up to WARP_ROW_MAX, run a
+ * warp a row: the row is read once into registers, eight elements a load
+ * where every pointer is 16-byte aligned, and its statistics are warp
+ * shuffles, with no block barrier (a block a row spends most of a short row
+ * waiting at them). */
+#define WARP_ROW_MAX 2048
+
+/* A row op that reads its row for statistics and again to write y reads a
+ * wide row (GPT-2's 50304 logits, 98 KiB) from memory twice where the rows
+ * of the blocks in flight outgrow L2 (GPT-2's: 8 blocks on each of 132
+ * multiprocessors). A row of 2-byte elements of constant length, at most
+ * ROW_HELD_MAX_CHUNKS 16-byte chunks a thread, is held in registers
+ * instead (as loaded, 4 a chunk): one read. 0: not held. */
+#define ROW_HELD_MAX_CHUNKS 28
+
+static int row_held_chunks(const cg_ctx *cg, const ir_node *x)
+{
+    int64_t C;
+    if (x->rank < 1 || dtype_size(x->dtype) != 2 || !dtype_is_float(x->dtype) ||
+        !dim_is_const(&cg->g->dims[x->shape[x->rank - 1]], &C) || C % 8 || C <= WARP_ROW_MAX)
+        return 0;
+    int64_t chunks = (C / 8 + 255) / 256;   /* begin_rows: 256 threads a row */
+    return chunks <= ROW_HELD_MAX_CHUNKS ? (int)chunks : 0;
+}
+
+/* Load this thread's chunks of the row into row_held; `held` says they
+ * are there (x, and y if any, 16-byte aligned; enough threads). */
+static void emit_row_hold(cg_buf *b, const char *y, int held)
+{
+    cg_printf(b, "  const bool held = blockDim.x * %dLL * 8 >= C && (((unsigned long long)(x + row * C)", held);
+    if (y) cg_printf(b, " | (unsigned long long)(%s + row * C)", y);
+    cg_printf(b, ") & 15) == 0;\n  uint4 row_held[%d];\n  if (held) {\n#pragma unroll\n    for (int c = 0; c < %d; c++) {\n", held, held);
+    cg_printf(b, "      const long long j0 = (threadIdx.x + (long long)blockDim.x * c) * 8;\n");
+    cg_printf(b, "      if (j0 < C) row_held[c] = nc_ld16(x, row * C + j0);\n    }\n  }\n");
+}
+
+/* exp(a - m) of a row's element a, m2 = m log2(e): a multiply-add and an
+ * ex2, where expf's range reduction took a handful more instructions an
+ * element of the pass that writes (the statistics' pass sums the same way);
+ * -inf and NaN come out as expf's would. */
+#define ROW_EXP "nc_exp2(fmaf(a, NC_LOG2E, -m2))"
 
 static bool cuda_emit_softmax(cg_ctx *cg, ir_value v)
 {
@@ -1624,22 +1676,17 @@ static bool cuda_emit_softmax(cg_ctx *cg, ir_value v)
     add_buf(s, v);
     decl_ptr(cg, "x", 0, x->dtype, true);
     decl_ptr(cg, "y", 1, n->dtype, false);
-    emit_row_online_stats(cg, false);
+    int held = row_held_chunks(cg, x);
+    if (held) emit_row_hold(&cg->body, "y", held);
+    emit_row_online_stats(cg, false, held);
     if (n->op == OP_LOG_SOFTMAX)
         cg_printf(&cg->body, "  float lse = m + logf(sum);\n");
     else
-        cg_printf(&cg->body, "  float inv = 1.0f / sum;\n");
-    emit_row_loop(&cg->body, "y", n->op == OP_LOG_SOFTMAX ? "        const float r = a - lse;\n" : "        const float r = expf(a - m) * inv;\n");
+        cg_printf(&cg->body, "  const float inv = 1.0f / sum, m2 = m * NC_LOG2E;\n");
+    emit_row_loop(&cg->body, "y", n->op == OP_LOG_SOFTMAX ? "        const float r = a - lse;\n" : "        const float r = " ROW_EXP " * inv;\n", held);
     end_kernel(cg);
     return true;
 }
-
-/* Rows of a constant length C, a multiple of 8 up to WARP_ROW_MAX, run a
- * warp a row: the row is read once into registers, eight elements a load
- * where every pointer is 16-byte aligned, and its statistics are warp
- * shuffles, with no block barrier (a block a row spends most of a short row
- * waiting at them). */
-#define WARP_ROW_MAX 2048
 
 bool cuda_warp_rows(const cg_ctx *cg, const ir_node *x, int64_t *C)
 {
@@ -2326,6 +2373,18 @@ static void emit_loss_mean(cg_ctx *cg, ir_value v, uint32_t rows, uint32_t losse
     end_kernel(cg);
 }
 
+/* Thread 0's row loss, from the row's statistics (m, sum; total, the row's
+ * sum, with smoothing), `bad` (the target out of range: NaN) and the
+ * target's logit; closes the thread's branch. */
+static void emit_row_loss(cg_ctx *cg, double smoothing, const char *picked)
+{
+    cg_printf(&cg->body, "    const float lse = m + logf(sum);\n    loss[row] = bad ? __int_as_float(0x7fc00000)\n");
+    if (smoothing != 0)
+        cg_printf(&cg->body, "              : (1.0f - smoothing) * (lse - (%s)) + smoothing * (lse - total / (float)C);\n  }\n", picked);
+    else
+        cg_printf(&cg->body, "              : lse - (%s);\n  }\n", picked);
+}
+
 /* Row losses into an f32 scratch, then their mean (emit_loss_mean). Where
  * the gradient's kernel, scheduled first, wrote them (cg->loss_rows_with),
  * only the mean. */
@@ -2349,10 +2408,9 @@ static bool cuda_emit_cross_entropy(cg_ctx *cg, ir_value v)
     decl_ptr(cg, "target", 1, NC_I32, true);
     char b[48];
     cg_printf(&cg->body, "  float *loss = (float *)A.buf[2];\n  const float smoothing = %s;\n", flit(b, n->attr.f));
-    emit_row_online_stats(cg, true);
-    cg_printf(&cg->body, "  if (threadIdx.x == 0) {\n    const float lse = m + logf(sum);\n    const int k = target[row];\n");
-    cg_printf(&cg->body, "    loss[row] = k < 0 || k >= C ? __int_as_float(0x7fc00000)\n");
-    cg_printf(&cg->body, "              : (1.0f - smoothing) * (lse - nc_ld(x, row * C + k)) + smoothing * (lse - total / (float)C);\n  }\n");
+    emit_row_online_stats(cg, n->attr.f != 0, 0);   /* one pass: nothing to hold */
+    cg_printf(&cg->body, "  if (threadIdx.x == 0) {\n    const int k = target[row];\n    const bool bad = k < 0 || k >= C;\n");
+    emit_row_loss(cg, n->attr.f, "bad ? 0.0f : nc_ld(x, row * C + k)");
     end_kernel(cg);
     emit_loss_mean(cg, v, rows, losses);
     return true;
@@ -2395,17 +2453,25 @@ static bool cuda_emit_cross_entropy_grad(cg_ctx *cg, ir_value v)
     /* The target's logit is read before the statistics' barriers: y may be
      * x's memory (in place), and past the last barrier another warp may
      * already have stored its gradient over it. */
-    if (loss_rows) cg_printf(&cg->body, "  const float picked = threadIdx.x == 0 && !bad ? nc_ld(x, row * C + k) : 0.0f;\n");
-    emit_row_online_stats(cg, loss_rows);
-    cg_printf(&cg->body, "  const float inv = 1.0f / sum, scale = seed / (float)(A.n[0] / C), base = smoothing / (float)C;\n");
+    cg_printf(&cg->body, "  const float picked = threadIdx.x == 0 && !bad ? nc_ld(x, row * C + k) : 0.0f;\n");
+    int held = row_held_chunks(cg, x);
+    if (held) emit_row_hold(&cg->body, "y", held);
+    emit_row_online_stats(cg, loss_rows && n->attr.f != 0, held);
+    /* (exp(a - m) / sum - s/C) g / rows as one multiply-add an element, its
+     * factor (NaN for a bad target) and offset computed once; the target's
+     * element, less (1 - s) g / rows, is stored again after the row (no
+     * compare an element) */
+    cg_printf(&cg->body, "  const float scale = seed / (float)(A.n[0] / C), base = smoothing / (float)C, m2 = m * NC_LOG2E;\n");
+    cg_printf(&cg->body, "  const float factor = bad ? __int_as_float(0x7fc00000) : scale / sum, off = -base * scale;\n");
     if (loss_rows) {   /* the loss of this row, as cross_entropy's kernel computes it */
-        cg_printf(&cg->body, "  if (threadIdx.x == 0) {\n    const float lse = m + logf(sum);\n");
-        cg_printf(&cg->body, "    loss[row] = bad ? __int_as_float(0x7fc00000)\n");
-        cg_printf(&cg->body, "              : (1.0f - smoothing) * (lse - picked) + smoothing * (lse - total / (float)C);\n  }\n");
+        cg_printf(&cg->body, "  if (threadIdx.x == 0) {\n");
+        emit_row_loss(cg, n->attr.f, "picked");
     }
     emit_row_loop(&cg->body, "y",
-                  "        const float p = expf(a - m) * inv - base - (j == k ? 1.0f - smoothing : 0.0f);\n"
-                  "        const float r = bad ? __int_as_float(0x7fc00000) : p * scale;\n");
+                  "        const float r = fmaf(" ROW_EXP ", factor, off);\n", held);
+    cg_printf(&cg->body, "  __syncthreads();   /* whichever thread stored the target's element has */\n");
+    cg_printf(&cg->body, "  if (threadIdx.x == 0 && !bad)\n    nc_st(y, row * C + k, fmaf(nc_exp2(fmaf(picked, NC_LOG2E, -m2)), factor, "
+                         "off - (1.0f - smoothing) * scale));\n");
     end_kernel(cg);
     return true;
 }

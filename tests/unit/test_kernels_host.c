@@ -166,6 +166,12 @@ static double sum_scale(const ir_graph *g, const cpu_exec_result *res, uint32_t 
     if ((cat != CAT_REDUCTION && cat != CAT_ROWWISE) || n->nargs < 1) return 0;
     const cpu_tensor *first = &res->values[ir_args(g, n)[0]], *out = &res->values[r];
     if (!first->numel || !out->numel || !first->rank) return 0;
+    /* softmax's sum is of positive terms, and the loss's gradient is
+     * softmax less the target's one: each element within rounding of
+     * itself (an element of the row taken for another shows). log_softmax,
+     * x - lse, cancels x's magnitude at most. */
+    if (n->op == OP_SOFTMAX || n->op == OP_CROSS_ENTROPY_GRAD) return 0;
+    if (n->op == OP_LOG_SOFTMAX) return largest(first);
     double terms = cat == CAT_REDUCTION ? (double)(first->numel / out->numel) : (double)first->shape[first->rank - 1];
     for (int i = 0; i < n->nargs; i++) {
         const cpu_tensor *a = &res->values[ir_args(g, n)[i]];
