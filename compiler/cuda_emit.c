@@ -1557,6 +1557,15 @@ static nrt_step *begin_rows(cg_ctx *cg, ir_value v, const ir_node *x, const char
     return s;
 }
 
+/* `vec`: every pointer named is 16-byte aligned (rows of a multiple of 8
+ * elements then are too). */
+static void emit_vec_check(cg_buf *b, const char *const *ptrs, int n)
+{
+    cg_printf(b, "  const bool vec = ((0ull");
+    for (int i = 0; i < n; i++) cg_printf(b, " | (unsigned long long)%s", ptrs[i]);
+    cg_printf(b, ") & 15) == 0;\n");
+}
+
 /* A loop over a block's row, a = x[row, j] for each j: eight elements a
  * thread at a time (16-byte loads and, with y, stores) where the row's
  * length is a multiple of 8 and the rows are 16-byte aligned, one at a time
@@ -1651,12 +1660,15 @@ static int row_held_chunks(const cg_ctx *cg, const ir_node *x)
 }
 
 /* Load this thread's chunks of the row into row_held; `held` says they
- * are there (x, and y if any, 16-byte aligned; enough threads). */
+ * are there (x's and y's rows 16-byte aligned; enough threads). */
 static void emit_row_hold(cg_buf *b, const char *y, int held)
 {
-    cg_printf(b, "  const bool held = blockDim.x * %dLL * 8 >= C && (((unsigned long long)(x + row * C)", held);
-    if (y) cg_printf(b, " | (unsigned long long)(%s + row * C)", y);
-    cg_printf(b, ") & 15) == 0;\n  uint4 row_held[%d];\n  if (held) {\n#pragma unroll\n    for (int c = 0; c < %d; c++) {\n", held, held);
+    char yrow[32];
+    snprintf(yrow, sizeof yrow, "(%s + row * C)", y);
+    const char *ptrs[] = {"(x + row * C)", yrow};
+    emit_vec_check(b, ptrs, 2);
+    cg_printf(b, "  const bool held = vec && blockDim.x * %dLL * 8 >= C;\n", held);
+    cg_printf(b, "  uint4 row_held[%d];\n  if (held) {\n#pragma unroll\n    for (int c = 0; c < %d; c++) {\n", held, held);
     cg_printf(b, "      const long long j0 = (threadIdx.x + (long long)blockDim.x * c) * 8;\n");
     cg_printf(b, "      if (j0 < C) row_held[c] = nc_ld16(x, row * C + j0);\n    }\n  }\n");
 }
@@ -1719,15 +1731,6 @@ static nrt_step *begin_warp_rows(cg_ctx *cg, ir_value v, const ir_node *x, int64
     cg_printf(&cg->body, "  const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5, C = %lld;\n", (long long)C);
     cg_printf(&cg->body, "  const int lane = threadIdx.x & 31;\n  if (row >= A.n[0]) return;   /* the whole warp: it has one row */\n");
     return s;
-}
-
-/* `vec`: every pointer named is 16-byte aligned (rows of a multiple of 8
- * elements then are too). */
-static void emit_vec_check(cg_buf *b, const char *const *ptrs, int n)
-{
-    cg_printf(b, "  const bool vec = ((0ull");
-    for (int i = 0; i < n; i++) cg_printf(b, " | (unsigned long long)%s", ptrs[i]);
-    cg_printf(b, ") & 15) == 0;\n");
 }
 
 /* float v[chunks][8]: this lane's chunks of the row of p (elements
