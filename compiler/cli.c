@@ -84,6 +84,9 @@ static bool bad_target(const char *list)
     return false;
 }
 
+/* --accumulate: more micro-batches than this would each be a fraction of a sample. */
+#define ACCUMULATE_MOST 65536
+
 /* --loss-slices: 1 to LOSS_SLICES_MOST. */
 static bool parse_loss_slices(const char *text, int *slices)
 {
@@ -107,6 +110,15 @@ static bool split_assign(cli_opts *o, const char *arg, const char **name, const 
     return true;
 }
 
+/* Whether name is among the first n of names: a NAME=VALUE option given
+ * twice for one name is a mistake (which one was meant is unknown). */
+static bool name_given(const char *const *names, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0) return true;
+    return false;
+}
+
 /* The options whose values need more than a store: each checks its value
  * and returns 0, or usage_error's exit status. */
 static int opt_dim(cli_opts *o, const char *v)
@@ -114,6 +126,7 @@ static int opt_dim(cli_opts *o, const char *v)
     const char *name, *value;
     char *end;
     if (o->ndims == MAX_LIST || !split_assign(o, v, &name, &value)) return usage_error("--dim wants NAME=VALUE, got '%s'", v);
+    if (name_given(o->dim_names, o->ndims, name)) return usage_error("--dim %s is given twice", name);
     errno = 0;
     long long n = strtoll(value, &end, 10);
     if (*end || errno || n <= 0 || n > (1ll << 40)) return usage_error("--dim: '%s' is not a positive size", v);
@@ -126,6 +139,7 @@ static int opt_config(cli_opts *o, const char *v)
 {
     if (o->nsets == MAX_LIST || !split_assign(o, v, &o->set_names[o->nsets], &o->set_values[o->nsets]))
         return usage_error("--set wants NAME=VALUE, got '%s'", v);
+    if (name_given(o->set_names, o->nsets, o->set_names[o->nsets])) return usage_error("--set %s is given twice", o->set_names[o->nsets]);
     o->nsets++;
     return 0;
 }
@@ -134,6 +148,7 @@ static int opt_input(cli_opts *o, const char *v)
 {
     if (o->ninputs == MAX_LIST || !split_assign(o, v, &o->inputs[o->ninputs], &o->input_files[o->ninputs]))
         return usage_error("--input wants NAME=FILE.npy, got '%s'", v);
+    if (name_given(o->inputs, o->ninputs, o->inputs[o->ninputs])) return usage_error("--input %s is given twice", o->inputs[o->ninputs]);
     o->ninputs++;
     return 0;
 }
@@ -155,6 +170,17 @@ static int opt_no_chunk_loss(cli_opts *o, const char *v)
 static int opt_loss_slices(cli_opts *o, const char *v)
 {
     return parse_loss_slices(v, &o->train.loss_slices) ? 0 : usage_error("--loss-slices wants a count from 1 to 8, got '%s'", v);
+}
+
+static int opt_accumulate(cli_opts *o, const char *v)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (!(v[0] >= '0' && v[0] <= '9') || *end || errno || n < 1 || n > ACCUMULATE_MOST)
+        return usage_error("--accumulate wants a count of micro-batches from 1 to %d, got '%s'", ACCUMULATE_MOST, v);
+    o->train.accumulate = n;
+    return 0;
 }
 
 static int opt_memory_budget(cli_opts *o, const char *v)
@@ -180,8 +206,9 @@ static int opt_device(cli_opts *o, const char *v)
 static int opt_random_inputs(cli_opts *o, const char *v)
 {
     char *end;
+    errno = 0;
     long long seed = strtoll(v, &end, 10);
-    if (*end || seed < 0) return usage_error("--random-inputs wants a seed, got '%s'", v);
+    if (!(v[0] >= '0' && v[0] <= '9') || *end || errno) return usage_error("--random-inputs wants a seed (a non-negative integer), got '%s'", v);
     o->random_inputs = seed;
     return 0;
 }
@@ -191,7 +218,7 @@ static int opt_seed(cli_opts *o, const char *v)
     char *end;
     errno = 0;
     unsigned long long seed = strtoull(v, &end, 10);
-    if (!*v || *end || errno || v[0] == '-') return usage_error("--seed needs a non-negative integer, got '%s'", v);
+    if (!(v[0] >= '0' && v[0] <= '9') || *end || errno) return usage_error("--seed needs a non-negative integer, got '%s'", v);
     o->train.seed = seed;
     return 0;
 }
@@ -258,7 +285,8 @@ static const cli_option cli_options[] = {
               "build: the forward pass only, or the training step only (default:\n"
               "forward, plus a train entry point when the model has a train section);\n"
               "run, inspect: which entry point of the module (default forward)"),
-    COUNT("--accumulate", train.accumulate, 1, "N", "(train, build --entry train) N micro-batches per optimizer step"),
+    CALL_WITH("--accumulate", opt_accumulate, "a count of micro-batches", "N",
+              "(train, build --entry train) N micro-batches per optimizer step"),
     CALL_WITH("--memory-budget", opt_memory_budget, "a size such as 4GiB or 512MiB", "SIZE",
               "(train, build --entry train) recompute forward values until the\n"
               "step's planned peak fits SIZE (4GiB, 512MiB; all dims bound)"),
@@ -359,7 +387,7 @@ static int opt_count(cli_opts *o, const cli_option *opt, const char *v)
     char *end;
     errno = 0;
     long long n = strtoll(v, &end, 10);
-    if (!*v || *end || errno || n < opt->least || n > (1ll << 40))
+    if (!(v[0] >= '0' && v[0] <= '9') || *end || errno || n < opt->least || n > (1ll << 40))
         return usage_error("%s needs %s, got '%s'", opt->name, count_wanted(opt), v);
     *(int64_t *)((char *)o + opt->field) = n;
     return 0;
@@ -570,6 +598,7 @@ static int cmd_train(cli_opts *o)
     if (o->nfiles != 1) return usage_error("train: expects one .net file");
     train_opts t = o->train;
     t.model_path = o->files[0];
+    t.model = o->model;
     t.device = o->device ? o->device : "auto";
     if (o->targets && (strchr(o->targets, ',') || !*o->targets))
         return usage_error("train: --target takes one architecture (the device's, e.g. sm_90a), not '%s'", o->targets);

@@ -98,7 +98,7 @@ static ir_graph *compile(trainer *t, uint32_t id, bool train, const char *dim, i
     int nd = 0;
     if (dim) dn[nd] = dim, dv[nd++] = value;
     for (int i = 0; i < t->o->ndims && nd < MAX_TRAIN_DIMS; i++) dn[nd] = t->o->dim_names[i], dv[nd++] = t->o->dim_values[i];
-    driver_opts o = {.verify = true, .train_step = train, .accumulate = (int)t->o->accumulate,
+    driver_opts o = {.model = t->o->model, .verify = true, .train_step = train, .accumulate = (int)t->o->accumulate,
                      .memory_budget = train ? t->o->memory_budget : 0, .fuse = !t->o->no_fuse,
                      .loss_slices = t->o->loss_slices, .dim_names = dn, .dim_values = dv, .ndims = nd,
                      .set_names = t->o->set_names, .set_values = t->o->set_values, .nsets = t->o->nsets};
@@ -142,7 +142,8 @@ static int build_graphs(trainer *t)
     }
     const dim_expr *d0 = &f->dims[f->inputs[0].shape[0]];
     if (d0->nterms != 1 || d0->term[0].nfactors != 1 || d0->term[0].coeff != 1) {
-        fprintf(stderr, "netc: the first axis of input %s must be a symbolic batch dim such as B\n", f->inputs[0].name);
+        fprintf(stderr, "netc: the first axis of input %s must be a symbolic batch dim such as B (netc train binds it "
+                        "from --batch: do not give it with --dim)\n", f->inputs[0].name);
         return 1;
     }
     snprintf(t->batch_dim, sizeof t->batch_dim, "%s", f->sym_names[d0->term[0].sym[0]]);
@@ -169,23 +170,48 @@ static int build_graphs(trainer *t)
 }
 
 /* Samples must be u8 with the data set's per-sample shape. */
+/* Whether a data set's samples have the shape of the model's first input
+ * (u8, every axis after the batch's fixed and equal). */
+static bool samples_fit(const ir_graph *g, const data_set *d)
+{
+    const ir_tensor_decl *x = &g->inputs[0];
+    bool ok = x->dtype == NC_U8 && x->rank == d->x.rank;
+    for (int k = 1; ok && k < x->rank; k++) {
+        int64_t v;
+        ok = dim_is_const(&g->dims[x->shape[k]], &v) && v == d->x.shape[k];
+    }
+    return ok;
+}
+
+/* Both splits, before any step: a test set that does not fit would
+ * otherwise fail at the first evaluation, an epoch of work lost. */
 static int check_data(trainer *t)
 {
     if (t->pairs) return 0;   /* the windows were cut to the model's length */
-    const ir_tensor_decl *x = &t->tg->inputs[0];
-    bool ok = x->dtype == NC_U8 && x->rank == t->train.x.rank;
-    for (int k = 1; ok && k < x->rank; k++) {
-        int64_t v;
-        ok = dim_is_const(&t->tg->dims[x->shape[k]], &v) && v == t->train.x.shape[k];
-    }
-    if (!ok) {
+    const data_set *split[2] = {&t->train, &t->test};
+    for (int k = 0; k < 2; k++) {
+        if (samples_fit(t->tg, split[k])) continue;
+        const ir_tensor_decl *x = &t->tg->inputs[0];
+        const cpu_tensor *dx = &split[k]->x;
         char have[256];
         ir_shape_format(t->tg, x->dtype, x->rank, x->shape, have, sizeof have);
-        fprintf(stderr, "netc: input %s is %s; the data set has u8 samples of %lldx%lld\n", x->name, have,
-                (long long)t->train.x.shape[1], (long long)(t->train.x.rank > 2 ? t->train.x.shape[2] : 1));
+        fprintf(stderr, "netc: input %s is %s; the %s set has u8 samples of %lldx%lld\n", x->name, have, k ? "test" : "training",
+                (long long)dx->shape[1], (long long)(dx->rank > 2 ? dx->shape[2] : 1));
         return 1;
     }
     return 0;
+}
+
+/* A classifier's classes: the last axis of its logits, when known at build
+ * time; labels are checked against it as the data loads. */
+static int32_t model_classes(const trainer *t)
+{
+    const ir_node *out = &t->fg->nodes[t->fg->outputs[0].value];
+    int64_t classes;
+    if (t->text || out->rank < 1 || !dim_is_const(&t->fg->dims[out->shape[out->rank - 1]], &classes) || classes < 1 ||
+        classes > (1 << 20))
+        return 1 << 20;
+    return (int32_t)classes;
 }
 
 static int init_params(trainer *t)
@@ -689,6 +715,15 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
 
 /* ---- checkpoints, metrics, the loss curve ---------------------------------- */
 
+/* The loop's state in a checkpoint, as one f32 tensor "@train_state" (f32
+ * holds integers to 2^24 exactly: the step and the seed go in pieces):
+ * epoch, batch in the epoch, step (2 pieces), loss scale, then the run's
+ * --batch and --seed (3 pieces), which a resume must repeat for the batch
+ * index to mean the same samples. Checkpoints before 2026-11-29 hold only
+ * the first five. */
+enum { STATE_LEN = 9, STATE_LEN_OLD = 5 };
+#define STATE_PIECE ((int64_t)1 << 24)
+
 static int save_checkpoint(trainer *t, const char *path, int64_t epoch, int64_t batch_in_epoch)
 {
     char err[1024];
@@ -697,11 +732,13 @@ static int save_checkpoint(trainer *t, const char *path, int64_t epoch, int64_t 
     st_entry *e = nc_xcalloc(n + 2, sizeof *e);
     for (uint32_t i = 0; i < n; i++) e[i] = (st_entry){.name = t->tg->params[i].decl.name, .t = &t->params[i]};
     cpu_tensor state = {0};
-    int64_t four = 5;
-    cpu_tensor_alloc(&state, NC_F32, 1, &four, 64);
-    /* f32 holds integers to 2^24 exactly: the step goes in two halves */
-    state.f[0] = (float)epoch, state.f[1] = (float)batch_in_epoch;
-    state.f[2] = (float)(t->step >> 24), state.f[3] = (float)(t->step & 0xffffff), state.f[4] = (float)t->scale;
+    int64_t len = STATE_LEN;
+    cpu_tensor_alloc(&state, NC_F32, 1, &len, 64);
+    const uint64_t seed = t->o->seed;
+    const float values[STATE_LEN] = {(float)epoch, (float)batch_in_epoch, (float)(t->step / STATE_PIECE), (float)(t->step % STATE_PIECE),
+                                     (float)t->scale, (float)t->o->batch, (float)(seed >> 48), (float)((seed >> 24) & 0xffffff),
+                                     (float)(seed & 0xffffff)};
+    memcpy(state.f, values, sizeof values);
     e[n] = (st_entry){.name = "@train_state", .t = &state};
     int rc = safetensors_write(path, e, n + 1, err, sizeof err);
     if (rc) fprintf(stderr, "netc: %s\n", err);
@@ -710,22 +747,52 @@ static int save_checkpoint(trainer *t, const char *path, int64_t epoch, int64_t 
     return rc;
 }
 
-static int load_checkpoint(trainer *t, const char *path, int64_t *epoch, int64_t *batch)
+/* "@train_state" of len floats from path, or non-zero with err. */
+static int load_state(const char *path, int64_t len, cpu_tensor *state, char *err, size_t errcap)
 {
-    char err[1024];
-    /* the parameters and states by name; the loop state as one more tensor */
     ir_graph *g = ir_graph_new("checkpoint");
     ir_param p = {.decl = {.name = "@train_state", .dtype = NC_F32, .rank = 1}};
-    p.decl.shape[0] = ir_dim_const(g, 5);
+    p.decl.shape[0] = ir_dim_const(g, len);
     ir_param_add(g, &p);
+    int rc = safetensors_load_params(path, g, state, true, err, errcap);
+    ir_graph_free(g);
+    return rc;
+}
+
+/* A whole number in [0, 2^24): what every piece of the state must be. */
+static bool state_piece(float v) { return v >= 0 && v < (float)STATE_PIECE && v == floorf(v); }
+
+/* Why the state cannot be resumed from, or NULL. */
+static const char *state_problem(const trainer *t, const cpu_tensor *state)
+{
+    const float *f = state->f;
+    for (int k = 0; k < STATE_LEN_OLD - 1; k++)
+        if (!state_piece(f[k])) return "its epoch, batch or step is not a count";
+    if (!isfinite(f[4]) || f[4] <= 0) return "its loss scale is not a positive number";
+    if (state->numel < STATE_LEN) return NULL;
+    for (int k = 5; k < STATE_LEN; k++)
+        if (!state_piece(f[k])) return "its --batch or --seed is not a count";
+    if ((int64_t)f[5] != t->o->batch) return "it was made with another --batch: resume with the same one";
+    uint64_t seed = ((uint64_t)f[6] << 48) | ((uint64_t)f[7] << 24) | (uint64_t)f[8];
+    if (seed != t->o->seed) return "it was made with another --seed: resume with the same one";
+    return NULL;
+}
+
+static int load_checkpoint(trainer *t, const char *path, int64_t *epoch, int64_t *batch)
+{
+    char err[1024], old_err[1024];
+    /* the parameters and states by name; the loop state as one more tensor */
     cpu_tensor *loaded = nc_xcalloc(t->tg->nparams + 1, sizeof *loaded), state = {0};
     int rc = safetensors_load_params(path, t->tg, loaded, true, err, sizeof err);
-    if (rc == 0) rc = safetensors_load_params(path, g, &state, true, err, sizeof err);
-    ir_graph_free(g);
-    if (rc) {
+    if (rc == 0 && load_state(path, STATE_LEN, &state, err, sizeof err) != 0)
+        rc = load_state(path, STATE_LEN_OLD, &state, old_err, sizeof old_err);
+    const char *problem = rc ? NULL : state_problem(t, &state);
+    if (problem) snprintf(err, sizeof err, "%s: @train_state: %s", path, problem);
+    if (rc || problem) {
         fprintf(stderr, "netc: cannot resume: %s\n", err);
         for (uint32_t i = 0; i < t->tg->nparams; i++) cpu_tensor_free(&loaded[i]);
         free(loaded);
+        cpu_tensor_free(&state);
         return 1;
     }
     for (uint32_t i = 0; i < t->tg->nparams; i++) {
@@ -735,7 +802,7 @@ static int load_checkpoint(trainer *t, const char *path, int64_t *epoch, int64_t
     free(loaded);
     *epoch = (int64_t)state.f[0];
     *batch = (int64_t)state.f[1];
-    t->step = ((int64_t)state.f[2] << 24) + (int64_t)state.f[3];
+    t->step = (int64_t)state.f[2] * STATE_PIECE + (int64_t)state.f[3];
     t->scale = state.f[4];
     cpu_tensor_free(&state);
     return 0;
@@ -775,16 +842,28 @@ static void report_gpu_memory(trainer *t)
     metrics_line(t, line);
 }
 
-static void write_svg(const trainer *t, const char *metrics_path)
+/* The loss curve's file beside the metrics: their name with .svg for its
+ * extension. Non-zero when that is the metrics file itself. */
+static int svg_path(const char *metrics_path, char *path, size_t cap)
 {
-    if (t->ncurve < 2 || !metrics_path) return;
-    char path[4096];
-    snprintf(path, sizeof path, "%s", metrics_path);
+    snprintf(path, cap, "%s", metrics_path);
     char *dot = strrchr(path, '.');
     if (dot && !strchr(dot, '/')) *dot = 0;
-    strncat(path, ".svg", sizeof path - strlen(path) - 1);
+    strncat(path, ".svg", cap - strlen(path) - 1);
+    return strcmp(path, metrics_path) == 0;
+}
+
+/* 0, or 1 with the reason on stderr. */
+static int write_svg(const trainer *t, const char *metrics_path)
+{
+    if (t->ncurve < 2 || !metrics_path) return 0;
+    char path[4096];
+    svg_path(metrics_path, path, sizeof path);
     FILE *f = fopen(path, "w");
-    if (!f) return;
+    if (!f) {
+        fprintf(stderr, "netc: cannot write the loss curve %s: %s\n", path, strerror(errno));
+        return 1;
+    }
     double x0 = t->curve[0], x1 = t->curve[2 * (t->ncurve - 1)], lo = INFINITY, hi = -INFINITY;
     for (int64_t i = 0; i < t->ncurve; i++) lo = fmin(lo, t->curve[2 * i + 1]), hi = fmax(hi, t->curve[2 * i + 1]);
     if (hi <= lo) hi = lo + 1;
@@ -800,7 +879,12 @@ static void write_svg(const trainer *t, const char *metrics_path)
     for (int64_t i = 0; i < t->ncurve; i++)
         fprintf(f, "%.1f,%.1f ", 60 + 640 * (t->curve[2 * i] - x0) / (x1 - x0), 320 - 290 * (t->curve[2 * i + 1] - lo) / (hi - lo));
     fprintf(f, "\"/>\n</svg>\n");
-    fclose(f);
+    bool ok = !ferror(f);
+    if (fclose(f) != 0 || !ok) {
+        fprintf(stderr, "netc: cannot write the loss curve %s: %s\n", path, strerror(errno ? errno : EIO));
+        return 1;
+    }
+    return 0;
 }
 
 static void progress(const trainer *t, int64_t epoch, int64_t b, int64_t nb, double loss, double rate, double eta, bool tty)
@@ -953,7 +1037,9 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
     double acc = 0, tloss = 0, el = now_s() - e->started;
     if (evaluate(t, &acc, &tloss)) return 1;
     report_epoch(t, e, el, acc, tloss, gpu_wait);
-    if (ckpt[0] && save_checkpoint(t, ckpt, e->epoch + 1, 0)) return 1;
+    /* stopped by --max-steps inside the epoch: a resume goes on from there */
+    bool whole = e->batches >= nb;
+    if (ckpt[0] && save_checkpoint(t, ckpt, whole ? e->epoch + 1 : e->epoch, whole ? 0 : e->batches)) return 1;
     *stop = o->max_steps && t->step >= o->max_steps;
     return 0;
 }
@@ -967,6 +1053,11 @@ static int train_loop(trainer *t)
     if (o->checkpoint_dir) snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", o->checkpoint_dir);   /* made by train_main */
     int rc = o->resume ? resume_from(t, ckpt, &start_epoch, &skip) : 0;
     data_loader *dl = rc ? NULL : data_loader_new(&t->train, o->batch, o->seed, true, true, 4);
+    if (dl && skip > data_loader_batches(dl)) {   /* == : the epoch's steps were done, its evaluation was not */
+        fprintf(stderr, "netc: cannot resume: %s: @train_state: batch %lld of an epoch of %lld batches\n", ckpt, (long long)skip,
+                (long long)data_loader_batches(dl));
+        rc = 1;
+    }
     batch_feed feed = {.dl = dl};
     run_tally run = {.started = now_s()};
     bool stop = false;
@@ -1016,6 +1107,16 @@ int train_main(const train_opts *o)
         fprintf(stderr, "netc: --checkpoint-dir %s\n", err);
         return 1;
     }
+    if (o->save_path && atomic_file_check(o->save_path, err, sizeof err)) {   /* the weights are the run's result */
+        fprintf(stderr, "netc: --save %s\n", err);
+        return 1;
+    }
+    char svg[4096];
+    if (o->metrics_path && svg_path(o->metrics_path, svg, sizeof svg)) {
+        fprintf(stderr, "netc: --metrics %s: the loss curve goes to NAME.svg beside it; give the metrics another name, "
+                        "e.g. %s.jsonl\n", o->metrics_path, o->metrics_path);
+        return 2;
+    }
     const char *kill = getenv("NETC_TEST_KILL_AFTER_STEP");
     trainer t = {.o = o, .kill_at_step = kill ? atoll(kill) : -1};
     int rc = build_graphs(&t);
@@ -1027,8 +1128,8 @@ int train_main(const train_opts *o)
             fprintf(stderr, "netc: %s\n", err);
             rc = 1;
         }
-    } else if (rc == 0 && (data_load_dir(o->data_dir, "train", 1 << 20, &t.train, err, sizeof err) ||
-                           data_load_dir(o->data_dir, "test", 1 << 20, &t.test, err, sizeof err))) {
+    } else if (rc == 0 && (data_load_dir(o->data_dir, "train", model_classes(&t), &t.train, err, sizeof err) ||
+                           data_load_dir(o->data_dir, "test", model_classes(&t), &t.test, err, sizeof err))) {
         fprintf(stderr, "netc: %s\n", err);
         rc = 1;
     }
@@ -1045,7 +1146,7 @@ int train_main(const train_opts *o)
     }
     if (rc == 0) rc = train_loop(&t);
     if (t.metrics) fclose(t.metrics);
-    if (rc == 0) write_svg(&t, o->metrics_path);
+    if (rc == 0) rc = write_svg(&t, o->metrics_path);
     gpu_session_free(t.es);   /* first: it may live in the step's arena */
     gpu_session_free(t.gs);
     for (uint32_t i = 0; t.tg && t.params && i < t.tg->nparams; i++) cpu_tensor_free(&t.params[i]);

@@ -7,6 +7,7 @@
 
 typedef struct train_opts {
     const char *model_path;
+    const char *model;             /* which model of the file (--model; NULL: the first) */
     const char *data_dir;
     int64_t epochs, batch;
     const char *device;            /* cpu | gpu | auto */

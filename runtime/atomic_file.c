@@ -6,16 +6,51 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* What path names in the end: path itself, or where its chain of symbolic
+ * links leads, which need not exist yet (a link made for the output first). */
+static int resolve_target(const char *path, char *target, size_t cap, char *err, size_t errcap)
+{
+    if ((size_t)snprintf(target, cap, "%s", path) >= cap) goto too_long;
+    for (int depth = 0; depth < 40; depth++) {   /* the kernel's own limit on a chain */
+        struct stat st;
+        if (lstat(target, &st) != 0 || !S_ISLNK(st.st_mode)) return 0;
+        char link[4096];
+        ssize_t n = readlink(target, link, sizeof link - 1);
+        if (n < 0 || (size_t)n >= sizeof link - 1) {
+            snprintf(err, errcap, "%s: cannot read the symbolic link: %s", path, n < 0 ? strerror(errno) : "too long");
+            return -1;
+        }
+        link[n] = 0;
+        char *slash = strrchr(target, '/');
+        if (link[0] == '/' || !slash) {   /* absolute, or relative to the current directory like target */
+            if ((size_t)snprintf(target, cap, "%s", link) >= cap) goto too_long;
+        } else {   /* relative to the directory the link lies in */
+            if ((size_t)(slash + 1 - target) + (size_t)n >= cap) goto too_long;
+            memcpy(slash + 1, link, (size_t)n + 1);
+        }
+    }
+    snprintf(err, errcap, "%s: too many levels of symbolic links", path);
+    return -1;
+too_long:
+    snprintf(err, errcap, "%s: path too long", path);
+    return -1;
+}
+
 int atomic_file_open(atomic_file *a, const char *path, char *err, size_t errcap)
 {
-    /* the pid keeps two writers of one target from sharing a temporary */
-    if ((size_t)snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof a->tmp) {
-        snprintf(err, errcap, "%s: path too long", path);
+    memset(a, 0, sizeof *a);
+    if (resolve_target(path, a->target, sizeof a->target, err, errcap) != 0) return -1;
+    struct stat st;
+    if (stat(a->target, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, errcap, "%s: is a directory", path);
         return -1;
     }
-    a->f = fopen(a->tmp, "wb");
+    a->in_place = stat(a->target, &st) == 0 && !S_ISREG(st.st_mode);
+    /* the pid keeps two writers of one target from sharing a temporary */
+    snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", a->target, (long)getpid());
+    a->f = fopen(a->in_place ? a->target : a->tmp, "wb");
     if (!a->f) {
-        snprintf(err, errcap, "%s: %s", a->tmp, strerror(errno));
+        snprintf(err, errcap, "%s: cannot write %s: %s", path, a->in_place ? "it" : "a file beside it", strerror(errno));
         return -1;
     }
     return 0;
@@ -23,13 +58,25 @@ int atomic_file_open(atomic_file *a, const char *path, char *err, size_t errcap)
 
 int atomic_file_commit(atomic_file *a, const char *path, bool written_ok, char *err, size_t errcap)
 {
-    bool ok = written_ok && fflush(a->f) == 0 && fsync(fileno(a->f)) == 0;
+    errno = 0;
+    bool ok = written_ok && fflush(a->f) == 0 && (a->in_place || fsync(fileno(a->f)) == 0);
+    int why = errno;
     ok = fclose(a->f) == 0 && ok;
     a->f = NULL;
-    if (ok && rename(a->tmp, path) == 0) return 0;
-    snprintf(err, errcap, "%s: write failed: %s", path, strerror(errno));
-    remove(a->tmp);
+    if (!why) why = errno;
+    if (ok && (a->in_place || rename(a->tmp, a->target) == 0)) return 0;
+    snprintf(err, errcap, "%s: write failed: %s", path, why ? strerror(why) : strerror(errno ? errno : EIO));
+    if (!a->in_place) remove(a->tmp);
     return -1;
+}
+
+int atomic_file_check(const char *path, char *err, size_t errcap)
+{
+    atomic_file a;
+    if (atomic_file_open(&a, path, err, errcap) != 0) return -1;
+    fclose(a.f);
+    if (!a.in_place) remove(a.tmp);
+    return 0;
 }
 
 int atomic_file_make_dir(const char *dir, char *err, size_t errcap)

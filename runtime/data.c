@@ -186,8 +186,11 @@ int data_load_dir(const char *dir, const char *split, int32_t max_classes, data_
 {
     char path[4096];
     struct stat st;
+    /* a directory of .npy files is one for both splits: a missing test_x.npy is named as such */
     snprintf(path, sizeof path, "%s/%s_x.npy", dir, split);
-    if (stat(path, &st) == 0) return data_load_npy(dir, split, max_classes, out, err, errcap);
+    bool npy = stat(path, &st) == 0;
+    snprintf(path, sizeof path, "%s/train_x.npy", dir);
+    if (npy || stat(path, &st) == 0) return data_load_npy(dir, split, max_classes, out, err, errcap);
     return data_load_idx(dir, strcmp(split, "test") == 0 ? "t10k" : split, max_classes, out, err, errcap);
 }
 

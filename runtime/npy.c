@@ -96,6 +96,12 @@ static int parse_header(const char *s, npy_header *h, char *err, size_t errcap)
         p = skip_ws(p);
         if (*p++ != ':') goto bad;
         p = skip_ws(p);
+        bool again = (!strcmp(key, "descr") && seen_descr) || (!strcmp(key, "fortran_order") && seen_order) ||
+                     (!strcmp(key, "shape") && seen_shape);
+        if (again) {   /* Python's dict would keep the last: which one the writer meant is unknown */
+            snprintf(err, errcap, "header key '%s' given twice", key);
+            return -1;
+        }
         if (!strcmp(key, "descr")) {
             if (!(p = parse_pystr(p, val, sizeof val))) goto bad;
             for (size_t k = 0; k < NC_COUNT(npy_kinds); k++)
@@ -237,8 +243,16 @@ int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, si
     }
     /* the data the header announces must be what the file holds: checked
      * before allocating, so a tiny file cannot ask for gigabytes */
+    const int64_t most = (int64_t)1 << 40;
     int64_t numel = 1;
-    for (int d = 0; d < h.rank; d++) numel = numel * h.shape[d] > ((int64_t)1 << 40) ? ((int64_t)1 << 40) + 1 : numel * h.shape[d];
+    for (int d = 0; d < h.rank; d++) numel = h.shape[d] == 0 ? 0 : numel;
+    for (int d = 0; d < h.rank && numel > 0; d++) {
+        if (numel > most / h.shape[d]) {
+            snprintf(err, errcap, "%s: the header's shape holds more than 2^40 elements", path);
+            goto out;
+        }
+        numel *= h.shape[d];
+    }
     long here = ftell(f);
     if (here >= 0 && fseek(f, 0, SEEK_END) == 0) {
         long end = ftell(f);

@@ -49,7 +49,7 @@ expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --dat
 expect 2 "--epochs"               train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --epochs x
 expect 2 "a positive integer, got '0'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --batch 0
 expect 2 "a positive integer, got '0'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --max-steps 0
-expect 2 "a positive integer, got '-2'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --accumulate -2
+expect 2 "from 1 to 65536, got '-2'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --accumulate -2
 expect 2 "--seed needs a non-negative integer, got '-1'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --seed -1
 expect 2 "--dim needs a value: NAME=VALUE" build "$src/examples/fashion_mlp.net" --dim
 expect 2 "--device is cpu, gpu or auto, not 'tpu'" run "$tmp/m.netm" --device tpu
@@ -59,6 +59,36 @@ expect 1 "--checkpoint-dir $src/README.md: not a directory" train "$src/examples
 expect 1 "--checkpoint-dir $src/README.md/x: Not a directory" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --checkpoint-dir "$src/README.md/x"
 expect 2 "--resume needs --checkpoint-dir" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --resume
 expect 1 "--output $src/README.md/x: Not a directory" run "$tmp/m.netm" --dim B=2 --random-inputs 1 --output "$src/README.md/x"
+# a NAME=VALUE option given twice for one name, and numbers with a sign or a space before them
+expect 2 "--dim B is given twice"  build "$src/examples/fashion_mlp.net" --dim B=2 --dim B=3
+expect 2 "--set H is given twice"  build "$src/examples/fashion_mlp.net" --set H=2 --set H=3
+expect 2 "--input images is given twice" run "$tmp/m.netm" --input "images=$tmp/a.npy" --input "images=$tmp/b.npy"
+expect 2 "--seed needs a non-negative integer, got ' -1'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --seed ' -1'
+expect 2 "--random-inputs wants a seed" run "$tmp/m.netm" --dim B=2 --random-inputs ''
+expect 2 "--random-inputs wants a seed" run "$tmp/m.netm" --dim B=2 --random-inputs 99999999999999999999999
+expect 2 "from 1 to 65536, got '4294967297'" build "$src/examples/fashion_mlp.net" --entry train --accumulate 4294967297
+expect 2 "--max-steps needs a positive integer, got '+3'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --max-steps +3
+# train takes --model as build does, and its batch dim from --batch, not --dim
+expect 1 "hint: the file's models: fashion_mlp" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --model nope
+expect 1 "do not give it with --dim" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --dim B=4
+# the loss curve goes to NAME.svg beside the metrics: metrics named so would be overwritten by it
+expect 2 "give the metrics another name" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --metrics "$tmp/m.svg"
+# a .npy header whose shape multiplies past 2^40 elements is refused before any arithmetic overflows
+big="{'descr': '|u1', 'fortran_order': False, 'shape': (1099511627776, 1099511627776, 1099511627776), }"
+npy_header() { printf "\\x93NUMPY\\x01\\x00\\x$(printf %02x $((${#1} + 1)))\\x00%s\\n" "$1"; }   # version 1, then the header
+npy_header "$big" > "$tmp/big.npy"
+expect 1 "holds more than 2^40 elements" run "$tmp/m.netm" --input "images=$tmp/big.npy"
+dup="{'descr': '|u1', 'shape': (2, 28, 28), 'fortran_order': False, 'shape': (3, 28, 28), }"
+npy_header "$dup" > "$tmp/dup.npy"
+expect 1 "header key 'shape' given twice" run "$tmp/m.netm" --input "images=$tmp/dup.npy"
+expect 1 "$tmp: is a directory" build "$src/examples/fashion_mlp.net" --target '' -o "$tmp"
+# -o to a FIFO (or a device, as /dev/null) writes into it; a rename would put a file in its place
+n=$((n + 1))
+mkfifo "$tmp/fifo"; cat "$tmp/fifo" > "$tmp/from_fifo" &
+if ! "$netc" build "$src/examples/fashion_mlp.net" --target '' -o "$tmp/fifo" 2>/dev/null || ! wait $! ||
+   [[ ! -p $tmp/fifo ]] || ! cmp -s "$tmp/from_fifo" "$tmp/m.netm"; then
+  echo "FAIL: build -o into a FIFO"; fail=$((fail + 1))
+fi
 n=$((n + 1))   # netc --version: the version and the module format it writes
 if ! "$netc" --version | grep -qE '^netc [0-9]+\.[0-9]+\.[0-9]+ \(module format [0-9]+; '; then
   echo "FAIL: netc --version"; "$netc" --version; fail=$((fail + 1))

@@ -55,4 +55,41 @@ paste <(losses "$tmp/full.jsonl") <(losses "$tmp/acc.jsonl") |
 if "$netc" train "$model" "${common[@]}" --accumulate 5 2>"$tmp/acc.log"; then echo "--accumulate 5 with --batch 32 was accepted"; exit 1; fi
 grep -q 'must divide' "$tmp/acc.log"
 
-echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch"
+
+# 5: a run stopped by --max-steps inside an epoch resumes inside it: 5 steps, then the
+# other 123 of the two epochs of 64 batches (its checkpoint once said "epoch 1 done")
+"$netc" train "$model" "${common[@]}" --max-steps 5 --checkpoint-dir "$tmp/ms" 2>/dev/null
+"$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ms" --resume 2>"$tmp/ms.log"
+grep -q 'resumed from .* at epoch 1, step 5' "$tmp/ms.log" && grep -q '^done: 128 steps' "$tmp/ms.log" ||
+  { cat "$tmp/ms.log"; echo "a run stopped mid-epoch did not resume where it stopped"; exit 1; }
+# ... and only with the --batch and --seed it was made with (the batch index means their samples)
+for other in "--batch 64" "--seed 4"; do
+  args=("${common[@]}"); [[ $other == --batch* ]] && args[3]=64 || args[9]=4
+  if "$netc" train "$model" "${args[@]}" --checkpoint-dir "$tmp/ms" --resume 2>"$tmp/other.log"; then
+    echo "resumed with $other"; exit 1
+  fi
+  grep -q "cannot resume: .*@train_state: it was made with another ${other%% *}" "$tmp/other.log" || { cat "$tmp/other.log"; exit 1; }
+done
+
+# 6: labels outside the model's classes, and a test set of another sample shape, are
+# refused as the data loads, not after an epoch of work (the labels 0-3 of tiny.net's 4 classes)
+bad=$tmp/badlabel; cp -r "$tmp/data" "$bad"
+printf '\x04' | dd of="$bad/t10k-labels-idx1-ubyte" bs=1 seek=71 conv=notrunc 2>/dev/null
+if "$netc" train "$model" "${common[@]}" --data "$bad" 2>"$tmp/bl.log"; then echo "a label of 4 for 4 classes was accepted"; exit 1; fi
+grep -q "t10k: label 63 is 4, outside the 4 classes allowed" "$tmp/bl.log" && ! grep -q '^epoch' "$tmp/bl.log" ||
+  { cat "$tmp/bl.log"; exit 1; }
+shape=$tmp/badshape; cp -r "$tmp/data" "$shape"
+printf '\x00\x00\x00\x10\x00\x00\x00\x04' | dd of="$shape/t10k-images-idx3-ubyte" bs=1 seek=8 conv=notrunc 2>/dev/null
+if "$netc" train "$model" "${common[@]}" --data "$shape" 2>"$tmp/bs.log"; then echo "a test set of 16x4 samples was accepted"; exit 1; fi
+grep -q "the test set has u8 samples of 16x4" "$tmp/bs.log" && ! grep -q '^epoch' "$tmp/bs.log" || { cat "$tmp/bs.log"; exit 1; }
+
+# 7: --save where it cannot be written is said before any step; -o through a symbolic
+# link writes the file it points to and keeps the link
+if "$netc" train "$model" "${common[@]}" --save "$tmp/none/w.safetensors" 2>"$tmp/sv.log"; then echo "--save into no directory"; exit 1; fi
+grep -q -- "--save $tmp/none/w.safetensors: cannot write" "$tmp/sv.log" && ! grep -q '^epoch' "$tmp/sv.log" || { cat "$tmp/sv.log"; exit 1; }
+ln -s "$tmp/real.safetensors" "$tmp/link.safetensors"
+"$netc" train "$model" "${common[@]}" --epochs 1 --max-steps 2 --save "$tmp/link.safetensors" 2>/dev/null
+[[ -L "$tmp/link.safetensors" && -s "$tmp/real.safetensors" ]] || { echo "--save replaced the symbolic link"; exit 1; }
+
+echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch," \
+     "resumes mid-epoch with the same batch and seed only, refuses bad labels and test shapes and an unwritable --save up front"
