@@ -4,6 +4,7 @@
  * Requires: a parsed ast_file. Produces: a verified ir_graph, or diagnostics. */
 #include "sema_int.h"
 #include "parse.h"
+#include "file_open.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -206,11 +207,11 @@ static sema_module *module_new(sema_ctx *c, const char *name, ast_file *ast)
     return m;
 }
 
+/* A file here that is no regular file (a FIFO, a directory) counts as one,
+ * so the import reports it by name instead of hanging or falling through. */
 static bool file_exists(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (f) fclose(f);
-    return f != NULL;
+    return access(path, F_OK) == 0;
 }
 
 /* The standard library: --stdlib / NETC_STDLIB, else next to an installed
@@ -259,9 +260,13 @@ static sema_module *module_load(sema_ctx *c, const char *name, nc_loc loc)
     if (!path[0] || !file_exists(path)) stdlib_path(c, name, path, sizeof path);
     char err[512];
     uint32_t id = src_load(c->sources, path, err, sizeof err);
-    if (!id) {
+    if (!id && !file_exists(path)) {
         sema_err(c, loc, "modules are looked up next to the importing file, then in the standard "
                          "library (set NETC_STDLIB to move it)", "cannot import '%s': no file %s", name, path);
+        return NULL;
+    }
+    if (!id) {
+        sema_err(c, loc, NULL, "cannot import '%s': %s", name, err);
         return NULL;
     }
     int errors = c->diag->errors;

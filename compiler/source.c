@@ -1,5 +1,6 @@
 /* source.c - whole-file source storage for diagnostics. */
 #include "source.h"
+#include "file_open.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -24,9 +25,10 @@ uint32_t src_load(src_table *t, const char *path, char *err, size_t errcap)
      * training step) reuses what is loaded, so graph locations stay valid. */
     for (uint32_t i = 0; i < t->nfiles; i++)
         if (strcmp(t->files[i].path, path) == 0) return i + 1;
-    FILE *fp = fopen(path, "rb");
+    const char *why;
+    FILE *fp = file_open_regular(path, &why);
     if (!fp) {
-        snprintf(err, errcap, "cannot open %s: %s", path, strerror(errno));
+        snprintf(err, errcap, "cannot open %s: %s", path, why);
         return 0;
     }
     char *buf = NULL;
@@ -49,7 +51,7 @@ uint32_t src_load(src_table *t, const char *path, char *err, size_t errcap)
     bool bad = ferror(fp);
     fclose(fp);
     if (bad) {
-        snprintf(err, errcap, "cannot read %s (is it a directory?)", path);
+        snprintf(err, errcap, "cannot read %s: %s", path, strerror(errno));
         free(buf);
         return 0;
     }

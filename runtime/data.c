@@ -6,6 +6,7 @@
  * order, and the slot it holds is released on its next call. */
 #include "data.h"
 #include "tensor_io.h"
+#include "file_open.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,18 +17,26 @@
 #include <dirent.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define IDX_MAX_SAMPLES ((uint32_t)1 << 26)
 #define IDX_MAX_SAMPLE_BYTES ((uint32_t)1 << 24)
 
-static gzFile open_idx(const char *dir, const char *split, const char *kind, char *path, size_t cap)
+/* NULL with *why set when neither file opens (file_open_regular's reasons). */
+static gzFile open_idx(const char *dir, const char *split, const char *kind, char *path, size_t cap, const char **why)
 {
     struct stat st;
     snprintf(path, cap, "%s/%s-%s-ubyte.gz", dir, split, kind);
-    if (stat(path, &st) == 0) return gzopen(path, "rb");
-    snprintf(path, cap, "%s/%s-%s-ubyte", dir, split, kind);
-    return gzopen(path, "rb");
+    if (stat(path, &st) != 0) snprintf(path, cap, "%s/%s-%s-ubyte", dir, split, kind);
+    int fd = file_open_regular_fd(path, why);
+    if (fd < 0) return NULL;
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        *why = "out of memory";
+        close(fd);
+    }
+    return f;
 }
 
 static bool read_be32(gzFile f, uint32_t *v)
@@ -99,10 +108,11 @@ static int load_part(const char *dir, const char *split, const char *kind, int r
                      size_t errcap)
 {
     char path[4096];
-    gzFile f = open_idx(dir, split, kind, path, sizeof path);
+    const char *why;
+    gzFile f = open_idx(dir, split, kind, path, sizeof path, &why);
     if (!f) {
-        snprintf(err, errcap, "%s: %s (is the data set installed? see README: scripts/setup.sh)", path,
-                 strerror(errno ? errno : ENOENT));
+        snprintf(err, errcap, "%s: %s%s", path, why,
+                 access(path, F_OK) != 0 ? " (is the data set installed? see README: scripts/setup.sh)" : "");
         return -1;
     }
     int rc = read_idx(f, path, rank, t, err, errcap);
@@ -197,9 +207,10 @@ int data_load_dir(const char *dir, const char *split, int32_t max_classes, data_
 /* Appends the bytes of one file to *buf. */
 static int append_file(const char *path, uint8_t **buf, size_t *len, size_t *cap, char *err, size_t errcap)
 {
-    FILE *f = fopen(path, "rb");
+    const char *why;
+    FILE *f = file_open_regular(path, &why);
     if (!f) {
-        snprintf(err, errcap, "%s: %s", path, strerror(errno));
+        snprintf(err, errcap, "%s: %s", path, why);
         return -1;
     }
     for (;;) {

@@ -7,6 +7,7 @@
  * before anyone runs it. */
 #include "module.h"
 #include "atomic_file.h"
+#include "file_open.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -800,12 +801,17 @@ static int read_module(const unsigned char *data, size_t size, nrt_module_data *
 int module_read(const char *path, nrt_module_data *m, char *err, size_t errcap)
 {
     memset(m, 0, sizeof *m);
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errcap, "cannot open %s: %s", path, strerror(errno));
+    const char *why;
+    FILE *f = file_open_regular(path, &why);
+    if (!f) {
+        fail(err, errcap, "cannot open %s: %s", path, why);
+        return FILE_OPEN_IO_ERROR;
+    }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fileno(f), &st) != 0) {
+        fail(err, errcap, "cannot read %s: %s", path, strerror(errno));
         fclose(f);
-        return fail(err, errcap, "%s is not a regular file", path);
+        return FILE_OPEN_IO_ERROR;
     }
     if ((uint64_t)st.st_size > NRT_MODULE_MAX_BYTES) {
         fclose(f);
@@ -816,8 +822,10 @@ int module_read(const char *path, nrt_module_data *m, char *err, size_t errcap)
     size_t got = fread(buf, 1, size, f);
     fclose(f);
     int rc;
-    if (got != size) rc = fail(err, errcap, "cannot read %s", path);
-    else {
+    if (got != size) {
+        fail(err, errcap, "cannot read %s", path);
+        rc = FILE_OPEN_IO_ERROR;
+    } else {
         char inner[512];
         rc = module_read_buffer(buf, size, m, inner, sizeof inner);
         if (rc) fail(err, errcap, "%s: %s", path, inner);

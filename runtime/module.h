@@ -54,7 +54,8 @@ struct nrt_module_entry {
 
 /* Write atomically (temporary file, fsync, rename). 0 or -1 with err. */
 int module_write(const char *path, const nrt_module_data *m, char *err, size_t errcap);
-/* Read and validate. 0 or -1 with err; on success the caller owns m. */
+/* Read and validate. 0, or -1 with err (FILE_OPEN_IO_ERROR, file_open.h, when
+ * the file cannot be opened or read); on success the caller owns m. */
 int module_read(const char *path, nrt_module_data *m, char *err, size_t errcap);
 int module_read_buffer(const unsigned char *data, size_t size, nrt_module_data *m, char *err, size_t errcap);
 void module_data_free(nrt_module_data *m);

@@ -6,6 +6,7 @@
  * match the file size exactly, so a truncated or padded file is an error. */
 #include "tensor_io.h"
 #include "atomic_file.h"
+#include "file_open.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -200,10 +201,11 @@ static int read_data(FILE *f, const char *path, const npy_header *h, cpu_tensor 
 int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
+    const char *reason;
+    FILE *f = file_open_regular(path, &reason);
     if (!f) {
-        snprintf(err, errcap, "%s: %s", path, strerror(errno));
-        return -1;
+        snprintf(err, errcap, "%s: %s", path, reason);
+        return FILE_OPEN_IO_ERROR;
     }
     int rc = -1;
     char *hdr = NULL;

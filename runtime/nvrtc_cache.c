@@ -2,6 +2,7 @@
 #include "nvrtc_cache.h"
 #include "atomic_file.h"
 #include "base.h"
+#include "file_open.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -68,7 +69,8 @@ static uint64_t fnv1a(const char *s)
 
 bool nvrtc_cache_load(const char *path, unsigned char **data, size_t *size)
 {
-    FILE *f = fopen(path, "rb");
+    const char *why;
+    FILE *f = file_open_regular(path, &why);
     if (!f) return false;
     struct stat st;
     bool ok = fstat(fileno(f), &st) == 0 && st.st_size > 0 && st.st_size < (1 << 30);

@@ -4,6 +4,7 @@
  * and every size against dtype x shape before it reads a byte of data. */
 #include "tensor_io.h"
 #include "atomic_file.h"
+#include "file_open.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -126,10 +127,11 @@ typedef struct st_file {
 static int st_open(const char *path, st_file *sf, char *err, size_t errcap)
 {
     memset(sf, 0, sizeof *sf);
-    sf->f = fopen(path, "rb");
+    const char *why;
+    sf->f = file_open_regular(path, &why);
     if (!sf->f) {
-        snprintf(err, errcap, "%s: %s", path, strerror(errno));
-        return -1;
+        snprintf(err, errcap, "%s: %s", path, why);
+        return FILE_OPEN_IO_ERROR;
     }
     uint8_t len[8];
     if (fseek(sf->f, 0, SEEK_END) != 0) goto bad_io;
@@ -164,7 +166,7 @@ static int st_open(const char *path, st_file *sf, char *err, size_t errcap)
     return 0;
 bad_io:
     snprintf(err, errcap, "%s: read error", path);
-    return -1;
+    return FILE_OPEN_IO_ERROR;
 }
 
 static void st_close(st_file *sf)
@@ -246,7 +248,7 @@ static int st_read_tensor(st_file *sf, const char *path, const char *name, nc_dt
     return 0;
 bad:
     snprintf(err, errcap, "%s: tensor '%s': read error", path, name);
-    return -1;
+    return FILE_OPEN_IO_ERROR;
 }
 
 static bool dtypes_compatible(nc_dtype file, nc_dtype want)
@@ -293,11 +295,9 @@ static int load_param(st_file *sf, const char *path, const ir_graph *g, uint32_t
         snprintf(err, errcap, "%s: parameter '%s': too large", path, p->decl.name);
         return -1;
     }
-    if (st_read_tensor(sf, path, p->decl.name, dt, begin, t, err, errcap) != 0) {
-        cpu_tensor_free(t);
-        return -1;
-    }
-    return 0;
+    int rc = st_read_tensor(sf, path, p->decl.name, dt, begin, t, err, errcap);
+    if (rc != 0) cpu_tensor_free(t);
+    return rc;
 }
 
 static int check_extras(st_file *sf, const char *path, const ir_graph *g, char *err, size_t errcap)

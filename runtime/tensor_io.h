@@ -9,7 +9,8 @@
 
 /* .npy: reads <f4 <f2 <f8 <i4 <i8 |u1 |b1 (C order); f8 and i8 are converted
  * (i8 values must fit i32). The result's dtype is the file's (f8 -> f32,
- * i8 -> i32). max_bytes bounds the data size. Returns 0 or -1 with err set. */
+ * i8 -> i32). max_bytes bounds the data size. Returns 0, or -1 with err set
+ * (FILE_OPEN_IO_ERROR, file_open.h, when the file cannot be opened). */
 int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, size_t errcap);
 /* Writes f32 as <f4, f16 as <f2, bf16 as <f4 (NumPy has no bfloat16),
  * i32 as <i4, u8 as |u1, bool as |b1. */
@@ -36,7 +37,9 @@ int safetensors_write(const char *path, const st_entry *entries, uint32_t n, cha
 /* Read a safetensors file into the graph's parameters: every parameter must be
  * present with its exact shape; dtypes convert between F32/F16/BF16 (rounding
  * to the parameter's dtype); extra tensors in the file are an error unless
- * allow_extra. params[g->nparams] receive allocated tensors. */
+ * allow_extra. params[g->nparams] receive allocated tensors. Returns 0, -1 for
+ * a malformed file, or FILE_OPEN_IO_ERROR (file_open.h) when it cannot be
+ * opened or read. */
 int safetensors_load_params(const char *path, const ir_graph *g, cpu_tensor *params, bool allow_extra, char *err,
                             size_t errcap);
 

@@ -15,7 +15,7 @@ fail=0 n=0
 expect() {  # status fragment args...
   local want=$1 frag=$2; shift 2
   n=$((n + 1))
-  out=$("$netc" "$@" 2>&1 >/dev/null); got=$?
+  out=$(timeout 120 "$netc" "$@" 2>&1 >/dev/null); got=$?   # 124: it hung
   if [[ $got != "$want" || $out != *"$frag"* ]]; then
     echo "FAIL: netc $*"; echo "  exit $got (want $want), stderr: $out"; fail=$((fail + 1))
   elif (( $(wc -l <<<"$out") > 4 )); then
@@ -45,6 +45,23 @@ expect 1 "the model has no symbolic dim named T" check "$tmp/two.net" --model a 
 expect 1 "hint: the file's config constants: H, CLASSES" check "$src/examples/fashion_mlp.net" --set NOPE=3
 expect 1 "hint: the file's models: fashion_mlp" check "$src/examples/fashion_mlp.net" --model nope
 expect 1 "not a safetensors"      run "$tmp/m.netm" --dim B=2 --random-inputs 1 --weights "$tmp/junk.netm"
+# an input that is no regular file is refused by name: a FIFO (whose open
+# would wait for a writer forever) and a directory (which read as a short file)
+mkfifo "$tmp/fifo"
+mkdir -p "$tmp/fifodata" "$tmp/fifoimport"
+mkfifo "$tmp/fifodata/train-images-idx3-ubyte" "$tmp/fifoimport/nn.net"
+printf 'import nn\nmodel m(x: f32[2, 4]) -> (y: f32[2, 3]) { return nn.linear(x, 3) }\n' > "$tmp/fifoimport/m.net"
+expect 1 "fifo: not a regular file (a FIFO)" check "$tmp/fifo"
+expect 1 "fifo: not a regular file (a FIFO)" inspect "$tmp/fifo"
+expect 1 "fifo: not a regular file (a FIFO)" run "$tmp/fifo"
+expect 1 "fifo: not a regular file (a FIFO)" run "$tmp/m.netm" --dim B=2 --random-inputs 1 --weights "$tmp/fifo"
+expect 1 "fifo: not a regular file (a FIFO)" run "$tmp/m.netm" --dim B=2 --input "images=$tmp/fifo"
+expect 1 "nodata: is a directory" run "$tmp/m.netm" --dim B=2 --random-inputs 1 --weights "$tmp/nodata"
+expect 1 "nodata: is a directory" run "$tmp/m.netm" --dim B=2 --input "images=$tmp/nodata"
+expect 1 "nodata: is a directory" inspect "$tmp/nodata"
+expect 1 "train-images-idx3-ubyte: not a regular file (a FIFO)" train "$src/examples/fashion_mlp.net" --data "$tmp/fifodata"
+expect 1 "fifo: not a regular file (a FIFO)" train "$src/examples/char_lm.net" --data "$tmp/fifo" --set C=32 --set L=1 --set H=2 --set T=16
+expect 1 "cannot import 'nn': cannot open $tmp/fifoimport/nn.net: not a regular file (a FIFO)" check "$tmp/fifoimport/m.net"
 expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata"
 expect 2 "--epochs"               train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --epochs x
 expect 2 "a positive integer, got '0'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --batch 0
