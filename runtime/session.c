@@ -2,6 +2,7 @@
  * executor or the GPU, inputs, outputs and parameters. */
 #include "netrt.h"
 #include "cpu_exec.h"
+#include "file_open.h"
 #include "gpu.h"
 #include "module.h"
 #include "tensor_io.h"
@@ -58,9 +59,10 @@ nrt_status nrt_module_load(const char *path, nrt_module **out, nrt_error *err)
     *out = NULL;
     nrt_module *m = nc_xcalloc(1, sizeof *m);
     char msg[1024];
-    if (module_read(path, &m->d, msg, sizeof msg) != 0) {
+    int rc = module_read(path, &m->d, msg, sizeof msg);
+    if (rc != 0) {
         free(m);
-        return set_err(err, strstr(msg, "cannot open") || strstr(msg, "cannot read") ? NRT_ERR_IO : NRT_ERR_FORMAT, "%s", msg);
+        return set_err(err, rc == FILE_OPEN_IO_ERROR ? NRT_ERR_IO : NRT_ERR_FORMAT, "%s", msg);
     }
     *out = m;
     return ok(err);
@@ -455,9 +457,10 @@ nrt_status nrt_session_load_weights(nrt_session *s, const char *path, nrt_error 
     const ir_graph *g = s->g;
     cpu_tensor *loaded = nc_xcalloc(g->nparams + 1, sizeof *loaded);
     char msg[1024];
-    if (safetensors_load_params(path, g, loaded, false, msg, sizeof msg) != 0) {
+    int rc = safetensors_load_params(path, g, loaded, false, msg, sizeof msg);
+    if (rc != 0) {
         free(loaded);
-        return set_err(err, strstr(msg, "cannot open") ? NRT_ERR_IO : NRT_ERR_FORMAT, "%s", msg);
+        return set_err(err, rc == FILE_OPEN_IO_ERROR ? NRT_ERR_IO : NRT_ERR_FORMAT, "%s", msg);
     }
     nrt_status st = NRT_OK;
     for (uint32_t i = 0; i < g->nparams; i++) {

@@ -210,6 +210,29 @@ static void check_symbolic_mean(void)
     nrt_module_free(tm);
 }
 
+/* A file that cannot be read is NRT_ERR_IO, one whose contents are wrong
+ * NRT_ERR_FORMAT, for modules and weights alike (the reader says which; the
+ * message is not searched). module_path is a valid module, not weights. */
+static void check_status_codes(nrt_session *s, const char *module_path)
+{
+    nrt_module *m = NULL;
+    nrt_error e;
+    CHECK(nrt_module_load("/nonexistent/x.netm", &m, &e) == NRT_ERR_IO && strstr(e.message, "/nonexistent/x.netm"));
+    CHECK(nrt_module_load("/tmp", &m, &e) == NRT_ERR_IO && strstr(e.message, "is a directory"));
+    CHECK(nrt_session_load_weights(s, "/nonexistent/w.safetensors", &e) == NRT_ERR_IO &&
+          strstr(e.message, "/nonexistent/w.safetensors"));
+    CHECK(nrt_session_load_weights(s, "/tmp", &e) == NRT_ERR_IO && strstr(e.message, "is a directory"));
+    CHECK(nrt_session_load_weights(s, module_path, &e) == NRT_ERR_FORMAT && strstr(e.message, "not a safetensors"));
+    char w[] = "/tmp/netc_weights_XXXXXX";
+    int fd = mkstemp(w);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    CHECK(nrt_session_save_weights(s, w, &e) == NRT_OK && nrt_session_load_weights(s, w, &e) == NRT_OK);
+    CHECK(nrt_module_load(w, &m, &e) == NRT_ERR_FORMAT && strstr(e.message, "not a netc module"));
+    unlink(w);
+}
+
 int main(void)
 {
     char path[] = "/tmp/netc_entry_XXXXXX";
@@ -267,6 +290,7 @@ int main(void)
     CHECK(nrt_session_run(fs, &e) == NRT_OK);
     CHECK(nrt_session_get_output(fs, "logits", logits, sizeof logits, &e) == NRT_OK);
     for (int i = 0; i < 8; i++) CHECK((logits[i][1] > logits[i][0]) == (labels[i] == 1));
+    check_status_codes(fs, path);
 
     nrt_session_free(ts);
     nrt_session_free(fs);
