@@ -154,8 +154,14 @@ static int st_open(const char *path, st_file *sf, char *err, size_t errcap)
     }
     text[hlen] = 0;
     json_error_t je;
-    sf->header = json_loadb(text, (size_t)hlen, 0, &je);
+    sf->header = json_loadb(text, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
     free(text);
+    if (!sf->header && json_error_code(&je) == json_error_duplicate_key) {
+        /* jansson would keep the last of two entries of one name: which one a
+         * reader means is not defined, so the format forbids it */
+        snprintf(err, errcap, "%s: header names a key twice (%s)", path, je.text);
+        return -1;
+    }
     if (!sf->header || !json_is_object(sf->header)) {
         snprintf(err, errcap, "%s: header is not a JSON object%s%s", path, sf->header ? "" : ": ",
                  sf->header ? "" : je.text);
@@ -177,7 +183,7 @@ static void st_close(st_file *sf)
 
 /* Validates one header entry; fills dtype, shape and the byte range. */
 static int st_entry_check(const char *path, const char *name, json_t *e, const st_file *sf, nc_dtype *dtype,
-                          uint8_t *rank, int64_t *shape, uint64_t *begin, char *err, size_t errcap)
+                          uint8_t *rank, int64_t *shape, uint64_t *begin, uint64_t *end, char *err, size_t errcap)
 {
     json_t *dt = json_object_get(e, "dtype"), *sh = json_object_get(e, "shape"), *off = json_object_get(e, "data_offsets");
     if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off) || json_array_size(off) != 2) {
@@ -214,7 +220,8 @@ static int st_entry_check(const char *path, const char *name, json_t *e, const s
         return -1;
     }
     *begin = (uint64_t)json_integer_value(b);
-    if ((uint64_t)json_integer_value(en) - *begin != numel * dtype_size(*dtype)) {
+    *end = (uint64_t)json_integer_value(en);
+    if (*end - *begin != numel * dtype_size(*dtype)) {
         snprintf(err, errcap, "%s: tensor '%s': data size does not match dtype and shape", path, name);
         return -1;
     }
@@ -251,6 +258,79 @@ bad:
     return FILE_OPEN_IO_ERROR;
 }
 
+/* __metadata__, when present, maps names to strings. */
+static int st_check_metadata(const char *path, const st_file *sf, char *err, size_t errcap)
+{
+    json_t *md = json_object_get(sf->header, "__metadata__");
+    const char *key;
+    json_t *v;
+    if (md && !json_is_object(md)) {
+        snprintf(err, errcap, "%s: __metadata__ is not a map of names to strings", path);
+        return -1;
+    }
+    json_object_foreach(md, key, v) {
+        if (!json_is_string(v)) {
+            snprintf(err, errcap, "%s: __metadata__ entry '%s' is not a string", path, key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+typedef struct st_range {
+    uint64_t begin, end;
+    const char *name;
+} st_range;
+
+static int by_offset(const void *pa, const void *pb)
+{
+    const st_range *a = pa, *b = pb;
+    if (a->begin != b->begin) return a->begin < b->begin ? -1 : 1;
+    return a->end < b->end ? -1 : a->end > b->end;
+}
+
+/* Every tensor's entry is valid, and together their byte ranges are the data
+ * buffer exactly, as the format requires: no tensor overlaps another, no byte
+ * belongs to none (a hole, or bytes after the last). Extra tensors are
+ * checked too, even when the caller will not load them. */
+static int st_check_layout(const char *path, const st_file *sf, char *err, size_t errcap)
+{
+    st_range *r = nc_xmalloc((json_object_size(sf->header) + 1) * sizeof *r);
+    size_t n = 0;
+    const char *key;
+    json_t *v;
+    int rc = 0;
+    json_object_foreach(sf->header, key, v) {
+        if (!strcmp(key, "__metadata__")) continue;
+        nc_dtype dt;
+        uint8_t rank;
+        int64_t shape[NC_MAX_RANK];
+        r[n].name = key;
+        rc = st_entry_check(path, key, v, sf, &dt, &rank, shape, &r[n].begin, &r[n].end, err, errcap);
+        if (rc != 0) break;
+        n++;
+    }
+    if (rc == 0) qsort(r, n, sizeof *r, by_offset);
+    uint64_t at = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (r[i].begin < at) {
+            snprintf(err, errcap, "%s: tensor '%s' overlaps tensor '%s' in the data", path, r[i].name, r[i - 1].name);
+            rc = -1;
+        } else if (r[i].begin > at) {
+            snprintf(err, errcap, "%s: data bytes %" PRIu64 " to %" PRIu64 " (before tensor '%s') belong to no tensor",
+                     path, at, r[i].begin, r[i].name);
+            rc = -1;
+        }
+        at = r[i].end;
+    }
+    if (rc == 0 && at != sf->data_len) {
+        snprintf(err, errcap, "%s: %" PRIu64 " bytes after the last tensor's data", path, sf->data_len - at);
+        rc = -1;
+    }
+    free(r);
+    return rc;
+}
+
 static bool dtypes_compatible(nc_dtype file, nc_dtype want)
 {
     return file == want || (dtype_is_float(file) && dtype_is_float(want));
@@ -268,8 +348,8 @@ static int load_param(st_file *sf, const char *path, const ir_graph *g, uint32_t
     nc_dtype dt;
     uint8_t rank;
     int64_t shape[NC_MAX_RANK];
-    uint64_t begin;
-    if (st_entry_check(path, p->decl.name, e, sf, &dt, &rank, shape, &begin, err, errcap) != 0) return -1;
+    uint64_t begin, end;
+    if (st_entry_check(path, p->decl.name, e, sf, &dt, &rank, shape, &begin, &end, err, errcap) != 0) return -1;
     bool same = rank == p->decl.rank;
     for (uint8_t d = 0; same && d < rank; d++) {
         int64_t v;
@@ -322,9 +402,13 @@ int safetensors_load_params(const char *path, const ir_graph *g, cpu_tensor *par
     st_file sf;
     if (g->nparams) memset(params, 0, sizeof *params * g->nparams);
     int rc = st_open(path, &sf, err, errcap);
+    if (rc == 0) rc = st_check_metadata(path, &sf, err, errcap);
     if (rc == 0 && !allow_extra) rc = check_extras(&sf, path, g, err, errcap);
     uint32_t loaded = 0;
     for (; rc == 0 && loaded < g->nparams; loaded++) rc = load_param(&sf, path, g, loaded, &params[loaded], err, errcap);
+    /* after the parameters, so that a missing one is reported as such, not as
+     * the hole its data left */
+    if (rc == 0) rc = st_check_layout(path, &sf, err, errcap);
     if (rc != 0)
         for (uint32_t i = 0; i < g->nparams; i++) cpu_tensor_free(&params[i]);
     st_close(&sf);

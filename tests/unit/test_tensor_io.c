@@ -93,6 +93,57 @@ static ir_graph *compile(const char *source)
     return g;
 }
 
+/* A safetensors file of header (JSON) and nbytes of zero data. */
+static void write_st(const char *path, const char *header, size_t nbytes)
+{
+    size_t h = strlen(header), n = 8 + h + nbytes;
+    unsigned char *b = calloc(n, 1);
+    for (int k = 0; k < 8; k++) b[k] = (unsigned char)((uint64_t)h >> (8 * k));
+    memcpy(b + 8, header, h);
+    spit(path, b, n);
+    free(b);
+}
+
+/* The format's rules the reader enforces beyond bounds: names unique, the
+ * data exactly the tensors' bytes (no overlap, no hole, nothing after), and
+ * __metadata__ a map of strings. g has w: f32[3, 4], b: bf16[4], h: f16[4]. */
+static void test_safetensors_layout(const ir_graph *g)
+{
+    char path[128], err[512];
+    path_in(path, sizeof path, "layout.safetensors");
+    cpu_tensor q[3];
+#define W "\"w\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[0,48]}"
+#define T(name, dt, b, e) "\"" name "\":{\"dtype\":\"" dt "\",\"shape\":[4],\"data_offsets\":[" #b "," #e "]}"
+    static const struct { const char *header; size_t bytes; const char *want; } cases[] = {
+        {"{" W "," T("b", "BF16", 48, 56) "," T("h", "F16", 56, 64) "}", 64, NULL},
+        {"{\"__metadata__\":{\"format\":\"pt\"}," W "," T("b", "BF16", 48, 56) "," T("h", "F16", 56, 64) "}", 64, NULL},
+        {"{" W "," T("b", "BF16", 48, 56) "," T("h", "F16", 56, 64) "," T("h", "F16", 56, 64) "}", 64, "names a key twice"},
+        {"{" W "," T("b", "BF16", 48, 56) "," T("h", "F16", 52, 60) "}", 60, "tensor 'h' overlaps tensor 'b'"},
+        {"{" W "," T("b", "BF16", 48, 56) "," T("h", "F16", 60, 68) "}", 68, "bytes 56 to 60 (before tensor 'h') belong to no tensor"},
+        {"{" W "," T("b", "BF16", 56, 64) "," T("h", "F16", 64, 72) "}", 72, "bytes 48 to 56 (before tensor 'b')"},
+        {"{" W "," T("b", "BF16", 48, 56) "," T("h", "F16", 56, 64) "}", 68, "4 bytes after the last tensor's data"},
+        {"{\"__metadata__\":5," W "," T("b", "BF16", 48, 56) "," T("h", "F16", 56, 64) "}", 64, "__metadata__ is not a map"},
+        {"{\"__metadata__\":{\"n\":1}," W "," T("b", "BF16", 48, 56) "," T("h", "F16", 56, 64) "}", 64, "'n' is not a string"},
+    };
+#undef W
+#undef T
+    for (size_t i = 0; i < NC_COUNT(cases); i++) {
+        write_st(path, cases[i].header, cases[i].bytes);
+        err[0] = 0;
+        int rc = safetensors_load_params(path, g, q, true, err, sizeof err);
+        if (rc == 0) for (int k = 0; k < 3; k++) cpu_tensor_free(&q[k]);
+        bool ok = cases[i].want ? rc == -1 && strstr(err, path) && strstr(err, cases[i].want) : rc == 0;
+        if (!ok) fprintf(stderr, "layout case %zu: rc %d, %s\n", i, rc, err);
+        CHECK(ok);
+    }
+    /* an extra tensor that is not loaded still may not overlap */
+    write_st(path, "{\"w\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[0,48]},"
+                   "\"x\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[40,42]},"
+                   "\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[48,56]},"
+                   "\"h\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[56,64]}}", 64);
+    CHECK(safetensors_load_params(path, g, q, true, err, sizeof err) == -1 && strstr(err, "tensor 'x' overlaps tensor 'w'"));
+}
+
 static void test_safetensors(void)
 {
     ir_graph *g = compile("model m(x: f32[2, 3]) -> f32[2, 4] {\n"
@@ -148,6 +199,7 @@ static void test_safetensors(void)
         bytes[i] = saved;
     }
     free(bytes);
+    test_safetensors_layout(g);
     cpu_tensor_free(&wrong);
     for (int i = 0; i < 3; i++) cpu_tensor_free(&p[i]);
     ir_graph_free(g);
