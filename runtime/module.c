@@ -741,7 +741,11 @@ static int read_module(const unsigned char *data, size_t size, nrt_module_data *
                                    (unsigned long long)size, (unsigned long long)total);
     if (nsec > SEC_COUNT_LIMIT || 24 + (uint64_t)nsec * 24 > size) return fail(err, errcap, "module is corrupt: %u sections", nsec);
     int rc = 0;
-    bool have_program = false;
+    bool have_program = false, have_source = false;
+    /* The sections follow the table end to end, as the writer lays them out:
+     * every byte of the file is the header's, the table's or one section's,
+     * so a damaged count or offset cannot leave data that nothing reads. */
+    uint64_t at = 24 + (uint64_t)nsec * 24;
     for (uint32_t i = 0; i < nsec && rc == 0; i++) {
         uint32_t kind = r_u32(&r);
         r_u32(&r);
@@ -754,6 +758,12 @@ static int read_module(const unsigned char *data, size_t size, nrt_module_data *
             rc = fail(err, errcap, "module is corrupt: section %u lies outside the file", i);
             break;
         }
+        if (off != at) {
+            rc = fail(err, errcap, "module is corrupt: section %u starts at byte %llu, not at %llu where %s ends", i,
+                      (unsigned long long)off, (unsigned long long)at, i ? "the section before it" : "the section table");
+            break;
+        }
+        at = off + len;
         rd s = {.p = data + off, .n = (size_t)len, .err = err, .errcap = errcap, .what = "section"};
         if (kind == SEC_GRAPH) {
             if (m->graph) rc = fail(err, errcap, "module is corrupt: two graph sections");
@@ -765,9 +775,10 @@ static int read_module(const unsigned char *data, size_t size, nrt_module_data *
             have_program = true;
         } else if (kind == SEC_SOURCE) {
             s.what = "CUDA source";
-            free(m->program.source);
-            m->program.source = r_str(&s, 1u << 30);
+            if (have_source) rc = fail(err, errcap, "module is corrupt: two source sections");
+            else m->program.source = r_str(&s, 1u << 30);
             if (s.bad) rc = -1;
+            have_source = true;
         } else if (kind == SEC_IMAGE) {
             s.what = "compiled image";
             nrt_image img = {0};
@@ -792,7 +803,12 @@ static int read_module(const unsigned char *data, size_t size, nrt_module_data *
             rc = fail(err, errcap, "module is corrupt: unknown section kind %u", kind);
         }
     }
+    if (rc == 0 && at != size)
+        rc = fail(err, errcap, "module is corrupt: bytes %llu to %llu belong to no section (%u sections)",
+                  (unsigned long long)at, (unsigned long long)size, nsec);
     if (rc == 0 && !m->graph) rc = fail(err, errcap, "module is corrupt: no graph");
+    if (rc == 0 && !have_program) rc = fail(err, errcap, "module is corrupt: no program section");
+    if (rc == 0 && !have_source) rc = fail(err, errcap, "module is corrupt: no source section");
     if (rc == 0 && m->program.nsteps && !m->program.source) rc = fail(err, errcap, "module is corrupt: steps without source");
     if (rc != 0) module_data_free(m);
     return rc;

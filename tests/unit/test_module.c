@@ -142,6 +142,24 @@ int main(int argc, char **argv)
         bytes[0] = 'N';
         bytes[8] = NRT_MODULE_VERSION + 1;
         CHECK(module_read_buffer(bytes, size, &r, err, sizeof err) != 0 && strstr(err, "version"));
+        bytes[8] = NRT_MODULE_VERSION;
+        /* the sections cover the file exactly: a section count cut to 1 leaves
+         * the graph where the table now ends, and the rest unread */
+        CHECK(bytes[12] >= 3);
+        uint8_t nsec = bytes[12];
+        bytes[12] = 1;
+        CHECK(module_read_buffer(bytes, size, &r, err, sizeof err) != 0 && strstr(err, "section 0 starts at byte"));
+        bytes[12] = nsec;
+        /* bytes after the last section, counted in the header's total */
+        unsigned char *longer = malloc(size + 8);
+        memcpy(longer, bytes, size);
+        memset(longer + size, 0, 8);
+        uint64_t total = size + 8;
+        for (int k = 0; k < 8; k++) longer[16 + k] = (unsigned char)(total >> (8 * k));
+        CHECK(module_read_buffer(longer, size + 8, &r, err, sizeof err) != 0 && strstr(err, "belong to no section"));
+        free(longer);
+        CHECK(module_read_buffer(bytes, size, &r, err, sizeof err) == 0);
+        module_data_free(&r);
     }
     /* a matmul epilogue cuBLASLt cannot run is refused by the reader */
     uint32_t epi = UINT32_MAX;
