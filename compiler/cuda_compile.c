@@ -81,12 +81,15 @@ bool nvrtc_compile(const char *source, const char *arch, nvrtc_image *out, char 
     nvrtc_cache_path(source, arch, major, minor, path, sizeof path);
     bool use_cache = !getenv("NETC_NO_CACHE");
     size_t size;
-    if (use_cache && nvrtc_cache_load(path, &out->data, &size)) {
+    const char *damaged = NULL;
+    bool ptx = strncmp(arch, "compute_", 8) == 0;
+    if (use_cache && nvrtc_cache_load(path, ptx, &out->data, &size, &damaged)) {
         out->size = size;
-        out->is_ptx = strncmp(arch, "compute_", 8) == 0;
+        out->is_ptx = ptx;
         snprintf(out->arch, sizeof out->arch, "%s", arch);
         return true;
     }
+    if (damaged) fprintf(stderr, "netc: note: NVRTC cache entry %s: %s; compiling it again\n", path, damaged);
     if (!compile_uncached(source, arch, out, log)) return false;
     if (use_cache) nvrtc_cache_store(path, out->data, out->size);
     return true;

@@ -60,28 +60,76 @@ void nvrtc_cache_dir(char *buf, size_t cap)
     else snprintf(buf, cap, "%s/.cache/netc", home && *home ? home : "/tmp");
 }
 
-static uint64_t fnv1a(const char *s)
+static uint64_t fnv1a_bytes(const unsigned char *p, size_t n)
 {
     uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
     return h;
 }
 
-bool nvrtc_cache_load(const char *path, unsigned char **data, size_t *size)
+static uint64_t fnv1a(const char *s) { return fnv1a_bytes((const unsigned char *)s, strlen(s)); }
+
+/* An entry is this header, then the image: "NETCNVC1", the image's length and
+ * its FNV-1a hash, each u64 little-endian. The store is atomic, so a crash
+ * leaves no half entry, but a disk error, a full disk on another writer's
+ * filesystem or a person can; an entry that fails any check is a miss. */
+#define CACHE_MAGIC "NETCNVC1"
+enum { CACHE_HEADER = 24 };
+
+static uint64_t get_u64(const unsigned char *p)
 {
+    uint64_t v = 0;
+    for (int k = 0; k < 8; k++) v |= (uint64_t)p[k] << (8 * k);
+    return v;
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int k = 0; k < 8; k++) p[k] = (unsigned char)(v >> (8 * k));
+}
+
+/* NULL when the image looks like its kind: a cubin is an ELF file longer than
+ * an ELF64 header; PTX is NUL-terminated text with .version and .target. */
+static const char *image_implausible(const unsigned char *p, size_t n, bool ptx)
+{
+    if (!ptx) return n > 64 && memcmp(p, "\x7f" "ELF", 4) == 0 ? NULL : "not an ELF cubin";
+    const char *s = (const char *)p;
+    if (n < 2 || p[n - 1] != 0 || strlen(s) != n - 1) return "not PTX text";
+    return strstr(s, ".version") && strstr(s, ".target") ? NULL : "not PTX text";
+}
+
+static const char *entry_damage(const unsigned char *e, size_t n, bool ptx)
+{
+    if (n < CACHE_HEADER || memcmp(e, CACHE_MAGIC, 8) != 0) return "no entry header (an older netc's, or overwritten)";
+    if (get_u64(e + 8) != n - CACHE_HEADER) return "its length does not match the file (truncated or extended)";
+    if (get_u64(e + 16) != fnv1a_bytes(e + CACHE_HEADER, n - CACHE_HEADER)) return "checksum mismatch";
+    return image_implausible(e + CACHE_HEADER, n - CACHE_HEADER, ptx);
+}
+
+bool nvrtc_cache_load(const char *path, bool ptx, unsigned char **data, size_t *size, const char **damaged)
+{
+    *damaged = NULL;
     const char *why;
     FILE *f = file_open_regular(path, &why);
     if (!f) return false;
     struct stat st;
-    bool ok = fstat(fileno(f), &st) == 0 && st.st_size > 0 && st.st_size < (1 << 30);
-    if (ok) {
-        *size = (size_t)st.st_size;
-        *data = nc_xmalloc(*size);
-        ok = fread(*data, 1, *size, f) == *size;
-        if (!ok) free(*data);
+    unsigned char *e = NULL;
+    size_t n = 0;
+    if (fstat(fileno(f), &st) != 0 || st.st_size >= (1 << 30)) *damaged = "unreadable or too large";
+    else {
+        n = (size_t)st.st_size;
+        e = nc_xmalloc(n ? n : 1);
+        if (fread(e, 1, n, f) != n) *damaged = "read error";
     }
     fclose(f);
-    return ok;
+    if (!*damaged) *damaged = entry_damage(e, n, ptx);
+    if (!*damaged) {
+        *size = n - CACHE_HEADER;
+        *data = nc_xmalloc(*size);
+        memcpy(*data, e + CACHE_HEADER, *size);
+    }
+    free(e);
+    return !*damaged;
 }
 
 /* Best effort: a cache that cannot be written only costs a recompile. */
@@ -91,10 +139,15 @@ void nvrtc_cache_store(const char *path, const unsigned char *data, size_t size)
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
+    unsigned char header[CACHE_HEADER];
+    memcpy(header, CACHE_MAGIC, 8);
+    put_u64(header + 8, size);
+    put_u64(header + 16, fnv1a_bytes(data, size));
     atomic_file af;
     char err[256];
     if (atomic_file_make_dir(dir, err, sizeof err) == 0 && atomic_file_open(&af, path, err, sizeof err) == 0)
-        atomic_file_commit(&af, path, fwrite(data, 1, size, af.f) == size, err, sizeof err);
+        atomic_file_commit(&af, path, fwrite(header, 1, sizeof header, af.f) == sizeof header &&
+                                          fwrite(data, 1, size, af.f) == size, err, sizeof err);
 }
 
 void nvrtc_cache_path(const char *source, const char *arch, int major, int minor, char *buf, size_t cap)
@@ -116,7 +169,8 @@ int nvrtc_cache_compile(const char *source, const char *arch, unsigned char **cu
     nv.version(&major, &minor);
     char path[1200];
     nvrtc_cache_path(source, arch, major, minor, path, sizeof path);
-    if (nvrtc_cache_load(path, cubin, size)) return 0;
+    const char *damaged;   /* a damaged entry is compiled again and overwritten, silently: the library prints nothing */
+    if (nvrtc_cache_load(path, false, cubin, size, &damaged)) return 0;
     void *prog = NULL;
     if (nv.create(&prog, source, "netc_kernels.cu", 0, NULL, NULL) != 0) {
         snprintf(err, errcap, "nvrtcCreateProgram failed");

@@ -17,9 +17,14 @@ int nvrtc_cache_compile(const char *source, const char *arch, unsigned char **cu
                         size_t errcap);
 
 /* The cache file for (source, arch, NVRTC version), and reading/writing it:
- * the compiler uses the same cache at build time. */
+ * the compiler uses the same cache at build time. An entry carries its
+ * length and a checksum. nvrtc_cache_load: true with the image (the caller
+ * frees *data), or false for a miss; *damaged then says why when an entry
+ * was there but failed its checks (bad header, length or checksum, or not
+ * an ELF cubin, or not PTX text when ptx), for the caller to compile again
+ * and store over it. */
 void nvrtc_cache_path(const char *source, const char *arch, int nvrtc_major, int nvrtc_minor, char *buf, size_t cap);
-bool nvrtc_cache_load(const char *path, unsigned char **data, size_t *size);
+bool nvrtc_cache_load(const char *path, bool ptx, unsigned char **data, size_t *size, const char **damaged);
 void nvrtc_cache_store(const char *path, const unsigned char *data, size_t size);
 
 #endif

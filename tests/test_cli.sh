@@ -276,6 +276,27 @@ seeds=$("$netc" build "$tmp/d2.net" --entry train --dump-ir --target '' -o "$tmp
 if [[ $(wc -w <<<"$seeds") -ne 3 || " $seeds" != *" 9 "* ]]; then
   echo "FAIL: dropout seeds: want two defaults of their own and 9, got [$seeds]"; fail=$((fail + 1))
 fi
+# a damaged NVRTC cache entry is a miss: compiled again (one note on stderr),
+# overwritten, and the module is the same as a clean build's (NVRTC only)
+if "$netc" --version | grep -q 'NVRTC [0-9]'; then
+  n=$((n + 1))
+  cache=(env NETC_CACHE_DIR="$tmp/nvcache")
+  "${cache[@]}" "$netc" build "$src/tests/train/tiny.net" --target sm_80,compute_80 -o "$tmp/clean.netm" 2>/dev/null
+  for e in "$tmp"/nvcache/*; do
+    case $e in
+      *sm_80*) printf garbage > "$e" ;;
+      *) head -c 100 "$e" > "$e.cut" && mv "$e.cut" "$e" ;;   # PTX, truncated
+    esac
+  done
+  entries=$(ls "$tmp/nvcache" | wc -l)
+  "${cache[@]}" "$netc" build "$src/tests/train/tiny.net" --target sm_80,compute_80 -o "$tmp/rebuilt.netm" 2>"$tmp/nv.log"
+  "${cache[@]}" "$netc" build "$src/tests/train/tiny.net" --target sm_80,compute_80 -o "$tmp/cached.netm" 2>"$tmp/nv2.log"
+  if ! cmp -s "$tmp/clean.netm" "$tmp/rebuilt.netm" || ! cmp -s "$tmp/clean.netm" "$tmp/cached.netm" ||
+     [[ $(grep -c 'NVRTC cache entry .*compiling it again' "$tmp/nv.log") != "$entries" || -s "$tmp/nv2.log" || $entries -lt 2 ]]; then
+    echo "FAIL: damaged NVRTC cache entries ($entries): the rebuilt module differs, or the notes are wrong"
+    cat "$tmp/nv.log" "$tmp/nv2.log"; fail=$((fail + 1))
+  fi
+fi
 # netc help lists every option (from the option table); README's table names each one too
 n=$((n + 1))
 listed=$("$netc" help | sed -n 's/^  \(-[-A-Za-z]*\).*/\1/p')
