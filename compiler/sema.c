@@ -377,6 +377,58 @@ bool sema_as_dim(sema_ctx *c, sv v, nc_loc loc, uint32_t *dim)
     return false;
 }
 
+/* "2^80", "6442450944" or "about 2^62.5": an element count for a message. */
+static void count_text(double n, char *buf, size_t cap)
+{
+    int e;
+    double m = frexp(n, &e);
+    if (m == 0.5) snprintf(buf, cap, "2^%d", e - 1);
+    else if (n < 9007199254740992.0) snprintf(buf, cap, "%.0f", n);
+    else snprintf(buf, cap, "about 2^%.1f", log2(n));
+}
+
+/* Every tensor netc types (an input, a parameter, an op's result) holds at
+ * most DIM_LIMIT elements, the limit of one dim: the backends count elements
+ * in 64-bit integers, and a product of dims under the limit each can pass
+ * 2^63. A symbolic dim counts as its largest coefficient (B as 1, 4*C as 4),
+ * so the bound holds at the smallest sizes the symbols can take. A dim of
+ * size 0 is refused too: no op, backend or gradient handles an empty tensor. */
+bool sema_check_shape(sema_ctx *c, nc_dtype dtype, uint8_t rank, const uint32_t *shape, nc_loc loc)
+{
+    double count = 1;
+    bool symbolic = false;
+    for (int i = 0; i < rank; i++) {
+        const dim_expr *d = &c->g->dims[shape[i]];
+        int64_t v;
+        if (dim_is_const(d, &v)) {
+            if (v == 0) {
+                char s[256];
+                ir_shape_format(c->g, dtype, rank, shape, s, sizeof s);
+                sema_err(c, loc, "every dimension of a tensor is at least 1",
+                         "%s: dimension %d has size 0", s, i);
+                return false;
+            }
+            count *= (double)v;
+            continue;
+        }
+        symbolic = true;
+        int64_t big = 1;
+        for (int k = 0; k < d->nterms; k++) {
+            int64_t a = d->term[k].coeff < 0 ? -d->term[k].coeff : d->term[k].coeff;
+            if (a > big) big = a;
+        }
+        count *= (double)big;
+    }
+    if (count <= (double)DIM_LIMIT) return true;
+    char n[48], s[256], h[300];
+    count_text(count, n, sizeof n);
+    ir_shape_format(c->g, dtype, rank, shape, s, sizeof s);
+    snprintf(h, sizeof h, "the shape is %s", s);
+    sema_err(c, loc, h, "tensor of %s%s elements: at most 2^%d", symbolic ? "at least " : "", n,
+             __builtin_ctzll((unsigned long long)DIM_LIMIT));
+    return false;
+}
+
 /* Resolve a name inside a type's dims: bound names evaluate; unbound ones
  * become new symbols (model signature) or pattern variables (fn args). */
 typedef enum { DIMS_MODEL, DIMS_PATTERN, DIMS_PARAM } dims_mode;
@@ -427,7 +479,12 @@ static bool eval_type_dims(sema_ctx *c, const ast_node *type, dims_mode mode, ui
                 continue;
             }
         }
-        if (!sema_as_dim(c, sema_expr(c, e), e->loc, &shape[i])) ok = false;
+        if (!sema_as_dim(c, sema_expr(c, e), e->loc, &shape[i])) { ok = false; continue; }
+        int64_t v;
+        if (mode != DIMS_PATTERN && dim_is_const(&c->g->dims[shape[i]], &v) && v == 0) {
+            sema_err(c, e->loc, "every dimension of a tensor is at least 1", "a dimension of size 0");
+            ok = false;
+        }
     }
     *rank = (uint8_t)type->list.n;
     return ok;
@@ -674,6 +731,10 @@ static void exec_param(sema_ctx *c, const ast_node *s)
             scope_put(c->env, s->name, sv_error(), s->loc);
             return;
         }
+    }
+    if (!sema_check_shape(c, type->dtype, p.decl.rank, p.decl.shape, type->loc)) {
+        scope_put(c->env, s->name, sv_error(), s->loc);
+        return;
     }
     p.decl.dtype = type->dtype;
     p.decl.loc = s->loc;
@@ -1029,7 +1090,8 @@ static void declare_inputs(sema_ctx *c, const ast_list *args, bool train_only)
             continue;
         }
         ir_tensor_decl d = {.name = a->name, .dtype = a->a->dtype, .loc = a->loc};
-        if (!eval_type_dims(c, a->a, DIMS_MODEL, &d.rank, d.shape)) {
+        if (!eval_type_dims(c, a->a, DIMS_MODEL, &d.rank, d.shape) ||
+            !sema_check_shape(c, d.dtype, d.rank, d.shape, a->a->loc)) {
             scope_put(c->env, a->name, sv_error(), a->loc);   /* reported once: uses stay quiet */
             continue;
         }

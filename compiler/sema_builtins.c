@@ -281,6 +281,8 @@ sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_loc
         sema_err(c, where, e.hint[0] ? e.hint : NULL, "%s", e.msg);
         return sv_error();
     }
+    const ir_node *r = &c->g->nodes[out];
+    if (!sema_check_shape(c, r->dtype, r->rank, r->shape, proto->loc)) return sv_error();
     return sv_tensor(c, out);
 }
 

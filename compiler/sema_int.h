@@ -105,6 +105,8 @@ const char *sv_kind_name(sv_kind k);
 void sema_err(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void sema_warn(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 bool sema_as_dim(sema_ctx *c, sv v, nc_loc loc, uint32_t *dim);
+/* A typed tensor's shape: no dim of size 0, at most DIM_LIMIT elements. */
+bool sema_check_shape(sema_ctx *c, nc_dtype dtype, uint8_t rank, const uint32_t *shape, nc_loc loc);
 ir_node sema_proto(sema_ctx *c, nc_op op, nc_loc loc);
 
 void sema_declare_train_inputs(sema_ctx *c, const ast_list *args);
