@@ -351,6 +351,13 @@ static void module_add_decls(sema_ctx *c, sema_module *m)
         case AST_FN:
             if (scope_find_local(&m->globals, d->name) || sema_builtin_exists(d->name))
                 sema_err(c, d->loc, NULL, "'%s' is already defined", d->name);
+            for (uint32_t k = 1; k < d->list2.n; k++)
+                for (uint32_t j = 0; j < k; j++)
+                    if (strcmp(d->list2.items[j]->name, d->list2.items[k]->name) == 0) {
+                        sema_err(c, d->list2.items[k]->loc, "give each argument a name of its own",
+                                 "'%s' has two arguments named '%s'", d->name, d->list2.items[k]->name);
+                        break;
+                    }
             scope_put(&m->globals, d->name, (sv){.kind = SV_FN, .decl = d, .mod = m}, d->loc);
             break;
         default:
@@ -1146,6 +1153,29 @@ static void bind_outputs(sema_ctx *c, const ast_node *model)
     }
 }
 
+/* Outputs are named apart from each other and from the inputs: netc run
+ * writes each as NAME.npy, and a train section reads them by name. */
+static void check_output_names(sema_ctx *c, const ast_node *model)
+{
+    const ast_list *outs = &model->list3, *ins = &model->list2;
+    for (uint32_t i = 0; i < outs->n; i++) {
+        const ast_node *o = outs->items[i];
+        if (!o->name) continue;
+        bool clash = false;
+        for (uint32_t j = 0; j < i && !clash; j++)
+            if (outs->items[j]->name && strcmp(outs->items[j]->name, o->name) == 0) {
+                sema_err(c, o->loc, "give each output a name of its own", "output '%s' declared twice", o->name);
+                clash = true;
+            }
+        for (uint32_t j = 0; j < ins->n && !clash; j++)
+            if (strcmp(ins->items[j]->name, o->name) == 0) {
+                sema_err(c, o->loc, "give the output a name of its own",
+                         "output '%s' has the name of an input", o->name);
+                clash = true;
+            }
+    }
+}
+
 static void check_unused_inputs(sema_ctx *c);
 static void check_unused_bindings(sema_ctx *c, const scope *body);
 static void lint_casts(sema_ctx *c);
@@ -1166,10 +1196,16 @@ static void elaborate_model(sema_ctx *c, const ast_node *model)
     scope model_scope;
     c->env = &c->main->globals;
     scope_enter(c, &model_scope, true);
+    const ast_node *precision = NULL;
     for (uint32_t i = 0; i < model->list4.n; i++) {
         const ast_node *h = model->list4.items[i];
         if (h->kind == AST_CONFIG) define_config(c, c->env, h);
-        else if (h->kind == AST_TYPE) {
+        else if (h->kind == AST_TYPE && precision) {
+            char at[64];
+            snprintf(at, sizeof at, "the first is at line %u", precision->loc.line);
+            sema_err(c, h->loc, at, "precision given twice");
+        } else if (h->kind == AST_TYPE) {
+            precision = h;
             if (!dtype_is_float(h->dtype)) sema_err(c, h->loc, NULL, "precision must be a float dtype, got %s", dtype_name(h->dtype));
             c->autocast = h->dtype != NC_F32;
             c->autocast_dtype = h->dtype;
@@ -1180,6 +1216,7 @@ static void elaborate_model(sema_ctx *c, const ast_node *model)
     c->autocast = false;
     declare_inputs(c, &model->list2, false);
     c->autocast = ac;
+    check_output_names(c, model);
     scope body;
     scope_enter(c, &body, false);
     exec_stmts(c, &model->list);
@@ -1189,6 +1226,14 @@ static void elaborate_model(sema_ctx *c, const ast_node *model)
     if (train && c->diag->errors == 0) {
         /* the train section sees the model's body scope: outputs, inputs, configs */
         sema_train(c, model, train);
+    }
+    for (uint32_t i = 0; train && i < c->main->ast->decls.n; i++) {   /* one train section a model */
+        const ast_node *d = c->main->ast->decls.items[i];
+        if (d != train && d->kind == AST_TRAIN && strcmp(d->name, model->name) == 0) {
+            char first[64];
+            snprintf(first, sizeof first, "the first is at line %u", train->loc.line);
+            sema_err(c, d->loc, first, "model '%s' has a second train section", model->name);
+        }
     }
     if (c->diag->errors == 0) {      /* lints only make sense on a complete graph */
         check_unused_inputs(c);

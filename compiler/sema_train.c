@@ -112,6 +112,7 @@ static void apply_choice(sema_ctx *c, ir_train_spec *t, const ast_node *d)
     }
     *(int *)((char *)t + ch->field) = ch->value;
     if (e->kind != AST_CALL) return;
+    bool given[16] = {0};
     for (uint32_t i = 0; i < e->list.n; i++) {
         const ast_node *a = e->list.items[i];
         const hparam *h = a->kind == AST_KWARG ? ch->params : (i == 0 && ch->params[0].name ? ch->params : NULL);
@@ -124,8 +125,25 @@ static void apply_choice(sema_ctx *c, ir_train_spec *t, const ast_node *d)
                      a->kind == AST_KWARG ? "unknown argument" : "name the arguments, like lr: 1e-3");
             continue;
         }
+        size_t k = (size_t)(h - ch->params);
+        if (k < NC_COUNT(given) && given[k]) {
+            sema_err(c, a->loc, NULL, "%s %s: '%s' given twice", d->name, ch->name, h->name);
+            continue;
+        }
+        if (k < NC_COUNT(given)) given[k] = true;
         set_hparam(c, t, h, sema_expr(c, a->kind == AST_KWARG ? a->a : a), a->loc);
     }
+}
+
+/* The argument NAME of a directive written as a call, or NULL. */
+static const ast_node *directive_arg(const ast_node *d, const char *name)
+{
+    if (!d || d->a->kind != AST_CALL) return NULL;
+    for (uint32_t j = 0; j < d->a->list.n; j++) {
+        const ast_node *a = d->a->list.items[j];
+        if (a->kind == AST_KWARG && strcmp(a->name, name) == 0) return a;
+    }
+    return NULL;
 }
 
 static void defaults(ir_train_spec *t)
@@ -147,7 +165,8 @@ static void defaults(ir_train_spec *t)
  * directive at most once; then the checks that need all of them. */
 static void train_statements(sema_ctx *c, ir_train_spec *t, const ast_node *train)
 {
-    bool seen[4] = {0}, weight_decay_set = false;
+    bool seen[4] = {0};
+    const ast_node *given[4] = {0};   /* each directive's statement */
     static const char *directives[] = {"optimizer", "schedule", "loss_scale", "clip_grad_norm"};
     for (uint32_t i = 0; i < train->list.n; i++) {
         const ast_node *s = train->list.items[i];
@@ -167,33 +186,41 @@ static void train_statements(sema_ctx *c, ir_train_spec *t, const ast_node *trai
         }
         if (seen[k]) sema_err(c, s->loc, NULL, "'%s' given twice", s->name);
         seen[k] = true;
+        if (!given[k]) given[k] = s;
         if (k == 3) {
             static const hparam clip = {"clip_grad_norm", F(clip_grad_norm), 'f', 0, 1e12, true};
             set_hparam(c, t, &clip, sema_expr(c, s->a), s->a->loc);
             continue;
         }
-        if (k == 0 && s->a->kind == AST_CALL)
-            for (uint32_t j = 0; j < s->a->list.n; j++)
-                if (s->a->list.items[j]->kind == AST_KWARG && strcmp(s->a->list.items[j]->name, "weight_decay") == 0)
-                    weight_decay_set = true;
         apply_choice(c, t, s);
     }
-    if (t->optimizer == IR_OPT_ADAMW && !weight_decay_set) t->weight_decay = 0.01;
-    if (t->schedule == IR_SCHED_STEP && t->step_size == 0)
-        sema_err(c, train->loc, "write: schedule step(step_size: 1000, gamma: 0.1)", "schedule step needs step_size");
-    if (t->schedule == IR_SCHED_COSINE && t->min_lr > t->lr)
-        sema_err(c, train->loc, NULL, "schedule cosine: min_lr %g is above lr %g", t->min_lr, t->lr);
+    if (t->optimizer == IR_OPT_ADAMW && !directive_arg(given[0], "weight_decay")) t->weight_decay = 0.01;
+    const ast_node *sched = given[1];
+    /* said at the schedule's line; a step_size given but out of range was reported already */
+    if (t->schedule == IR_SCHED_STEP && !directive_arg(sched, "step_size"))
+        sema_err(c, sched ? sched->loc : train->loc, "write: schedule step(step_size: 1000, gamma: 0.1)",
+                 "schedule step needs step_size");
+    if (t->schedule == IR_SCHED_COSINE && t->min_lr > t->lr) {
+        const ast_node *at = directive_arg(sched, "min_lr");
+        sema_err(c, at ? at->loc : sched ? sched->loc : train->loc, "min_lr is where the cosine ends: at most lr",
+                 "schedule cosine: min_lr %g is above lr %g", t->min_lr, t->lr);
+    }
 }
 
 /* The loss: 'loss = ...', or the model's only output if it is a scalar;
  * reported when there is none. */
-static bool find_loss(sema_ctx *c, const ast_node *model, const ast_node *train, sv *loss)
+static bool find_loss(sema_ctx *c, const ast_node *model, const ast_node *train, sv *loss, nc_loc *at)
 {
     const ir_graph *g = c->g;
+    *at = train->loc;
     for (scope *s = c->env; s; s = s->parent)
         for (uint32_t i = s->n; i-- > 0;)
             if (strcmp(s->b[i].name, "loss") == 0) {
                 *loss = s->b[i].value;
+                for (uint32_t k = 0; k < train->list.n; k++) {   /* the section's last 'loss = ...' */
+                    const ast_node *st = train->list.items[k];
+                    if (st->kind == AST_LET && st->name && strcmp(st->name, "loss") == 0) *at = st->loc;
+                }
                 return true;
             }
     if (g->noutputs == 1 && g->nodes[g->outputs[0].value].rank == 0) {
@@ -206,12 +233,13 @@ static bool find_loss(sema_ctx *c, const ast_node *model, const ast_node *train,
 }
 
 /* What training needs of the loss and the parameters, said at their lines. */
-static bool check_trainable(sema_ctx *c, const ast_node *train, sv loss)
+static bool check_trainable(sema_ctx *c, const ast_node *train, sv loss, nc_loc at)
 {
     const ir_graph *g = c->g;
     const ir_node *ln = loss.kind == SV_TENSOR ? &g->nodes[loss.t] : NULL;
     if (!ln || ln->rank != 0 || !dtype_is_float(ln->dtype)) {
-        sema_err(c, train->loc, "reduce it, e.g. mean(...)", "the loss must be a floating-point scalar");
+        sema_err(c, at, ln ? "reduce it, e.g. mean(...)" : "the loss is computed from the model's values",
+                 "the loss must be a floating-point scalar%s%s", ln ? "" : ", got a ", ln ? "" : sv_kind_name(loss.kind));
         return false;
     }
     if (ln->dtype != NC_F32)
@@ -242,6 +270,7 @@ void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
     sema_declare_train_inputs(c, &train->list2);   /* extra inputs (targets) */
     train_statements(c, t, train);
     sv loss = sv_error();
-    if (!find_loss(c, model, train, &loss) || loss.kind == SV_ERROR || !check_trainable(c, train, loss)) return;
+    nc_loc at;
+    if (!find_loss(c, model, train, &loss, &at) || loss.kind == SV_ERROR || !check_trainable(c, train, loss, at)) return;
     t->loss = loss.t;
 }
