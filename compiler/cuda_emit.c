@@ -2246,8 +2246,8 @@ static bool cuda_emit_softmax_grad(cg_ctx *cg, ir_value v)
  * version is the faster kernel to come. */
 static bool attention_head_size(cg_ctx *cg, uint32_t dim, int64_t *out)
 {
-    if (dim_is_const(&cg->g->dims[dim], out) && *out >= 1 && *out <= 256) return true;
-    snprintf(cg->err, sizeof cg->err, "attention: the head size must be a constant between 1 and 256");
+    if (dim_is_const(&cg->g->dims[dim], out) && *out >= 1 && *out <= OP_ATTENTION_MAX_HEAD) return true;
+    snprintf(cg->err, sizeof cg->err, "attention: the head size must be a constant between 1 and %d", OP_ATTENTION_MAX_HEAD);
     return false;
 }
 

@@ -8,6 +8,7 @@
 #include "ir.h"
 #include "typecheck.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -235,6 +236,14 @@ static bool shape_same(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
     return true;
 }
 
+/* dropout(x, p): zeroes an element with probability p and scales the rest by
+ * 1 / (1 - p), so p = 1 would divide by zero */
+static bool shape_dropout(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    if (!(n->attr.f >= 0 && n->attr.f < 1)) return fail(e, -1, "dropout: p must be in [0, 1), got %g", n->attr.f);
+    return shape_same(g, n, a, e);
+}
+
 /* Reduce axes: none given = all; normalised, sorted, distinct. */
 static bool shape_reduce(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
@@ -277,6 +286,8 @@ static bool shape_rowwise(ir_graph *g, ir_node *n, const ir_value *a, tc_error *
 static bool shape_norm(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     if (!shape_rowwise(g, n, a, e)) return false;
+    if (!(n->attr.f > 0 && isfinite(n->attr.f)))   /* sqrt(var + eps) of a constant row */
+        return fail(e, -1, "%s: eps must be finite and above 0, got %g", nc_ops[n->op].name, n->attr.f);
     const ir_node *x = &g->nodes[a[0]];
     uint32_t c = x->shape[x->rank - 1];
     for (int i = 1; i < n->nargs; i++) {
@@ -367,6 +378,22 @@ static bool attention_operands(ir_graph *g, const ir_node *n, const ir_value *a,
     if (n->attr.causal && k->shape[r - 2] != q->shape[r - 2])
         return fail(e, 1, "%s: causal attention needs as many keys as queries: %s and %s", op, shape_str(g, q, s1, sizeof s1),
                     shape_str(g, k, s2, sizeof s2));
+    if (!isfinite(n->attr.f)) return fail(e, -1, "%s: scale must be finite, got %g", op, n->attr.f);
+    /* the GPU kernels hold a row of q and of v in registers (cuda_emit.c) */
+    for (int i = 0; i < (with_v ? 3 : 1); i += 2) {
+        const ir_node *x = &g->nodes[a[i]];
+        int64_t d;
+        if (!dim_is_const(&g->dims[x->shape[r - 1]], &d) || d > OP_ATTENTION_MAX_HEAD) {
+            fail(e, i, "%s: %s must be a constant of at most %d, got %s", op,
+                 i == 0 ? "the head size (q's and k's last axis)" : "v's last axis", OP_ATTENTION_MAX_HEAD,
+                 dim_str(g, x->shape[r - 1], s1, sizeof s1));
+            if (dim_is_const(&g->dims[x->shape[r - 1]], &d))
+                hint(e, "the GPU kernels hold a row of q and of v in registers: use more, narrower heads");
+            else
+                hint(e, "the kernels are made for one size: write the axis as a number or a config constant");
+            return false;
+        }
+    }
     return true;
 }
 

@@ -12,6 +12,10 @@ typedef enum nc_op {
     OP_COUNT
 } nc_op;
 
+/* attention's largest head size (q's and v's last axis): its GPU kernels hold
+ * a row of each in registers */
+#define OP_ATTENTION_MAX_HEAD 256
+
 typedef enum nc_op_category {
     CAT_SOURCE,        /* no operands: inputs, params, constants */
     CAT_ELEMENTWISE,   /* out[i] depends on in[i] only */
