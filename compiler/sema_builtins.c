@@ -149,6 +149,23 @@ static sv scalar_tensor(sema_ctx *c, sv s, nc_dtype dtype, nc_loc loc)
                  "the number %g cannot be used with an %s tensor", v, dtype_name(dtype));
         return sv_error();
     }
+    /* a number the tensor's dtype cannot hold would be saturated, wrapped or
+     * rounded to inf: 300 meeting u8, 70000.0 meeting f16 */
+    static const double int_lo[NC_DTYPE_COUNT] = {[NC_I32] = -2147483648.0, [NC_U8] = 0};
+    static const double int_hi[NC_DTYPE_COUNT] = {[NC_I32] = 2147483647.0, [NC_U8] = 255};
+    const char *an = strchr("if", dtype_name(dtype)[0]) ? "an" : "a";   /* an i32, an f16, a u8, a bf16 */
+    if (!dtype_is_float(dtype) && dtype != NC_BOOL && !(v >= int_lo[dtype] && v <= int_hi[dtype])) {
+        char hint[96];
+        snprintf(hint, sizeof hint, "%s holds %.0f to %.0f%s", dtype_name(dtype), int_lo[dtype], int_hi[dtype],
+                 dtype == NC_U8 ? ": cast the tensor to a wider dtype, e.g. i32(...)" : "");
+        sema_err(c, loc, hint, "the number %.17g is out of range for %s %s tensor", v, an, dtype_name(dtype));
+        return sv_error();
+    }
+    if (dtype_is_float(dtype) && isfinite(v) && isinf(nc_round_to(dtype, (float)v))) {
+        sema_err(c, loc, dtype == NC_F32 ? "write inf if that is meant" : "compute in f32, e.g. f32(...)",
+                 "the number %g is out of range for %s %s tensor: it would round to inf", v, an, dtype_name(dtype));
+        return sv_error();
+    }
     ir_node n = sema_proto(c, OP_FILL, loc);
     n.dtype = dtype;
     n.attr.f = v;
