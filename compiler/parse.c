@@ -134,7 +134,14 @@ void parse_push(parse_state *ps, ast_list *l, ast_node *n) { ast_list_push(ps->a
 ast_node *parse_with_attr(parse_state *ps, nc_loc loc, const char *attr, ast_node *stmt)
 {
     if (strcmp(attr, "checkpoint") == 0) {
-        if (stmt) stmt->attrs |= AST_ATTR_CHECKPOINT;
+        /* it marks the ops a statement creates: a binding's, a block's, a repeat's */
+        if (!stmt) return stmt;
+        if (stmt->kind != AST_LET && stmt->kind != AST_BLOCK && stmt->kind != AST_REPEAT)
+            diag_report(ps->diag, DIAG_ERROR, loc, "mark the binding that computes the value, e.g. @checkpoint y = f(x)",
+                        "@checkpoint applies to a binding, a block or a repeat, not a %s", ast_kind_name(stmt->kind));
+        else if (stmt->attrs & AST_ATTR_CHECKPOINT)
+            diag_report(ps->diag, DIAG_ERROR, loc, NULL, "@checkpoint given twice");
+        stmt->attrs |= AST_ATTR_CHECKPOINT;
     } else {
         diag_report(ps->diag, DIAG_ERROR, loc, "the only attribute is @checkpoint", "unknown attribute '@%s'", attr);
     }

@@ -68,6 +68,11 @@ static bool fill_axes(sema_ctx *c, sv v, nc_loc loc, const char *what, ir_attr *
         sema_err(c, loc, NULL, "%s: more than %d axes", what, NC_MAX_RANK);
         return false;
     }
+    if (n == 0) {   /* naxes 0 is the spec's 'not given': every axis, or transpose's last two */
+        sema_err(c, loc, strstr(what, "'perm'") ? "leave perm out to swap the last two axes" : "leave axis out to reduce every axis",
+                 "%s: an empty list of axes", what);
+        return false;
+    }
     for (uint32_t i = 0; i < n; i++) {
         int64_t ax;
         if (!want_int(c, v.kind == SV_LIST ? v.items[i] : one, loc, what, &ax)) return false;
