@@ -905,8 +905,9 @@ static bool cuda_emit_concat(cg_ctx *cg, ir_value v)
     if (cg->joined_sums && cg->joined_sums[v]) return emit_joined_sums(cg, v);
     const ir_node *n = node(cg, v);
     if (n->nargs > NRT_MAX_BUFS - 1 || n->rank + n->nargs + 1 > NRT_MAX_INTS) {
-        snprintf(cg->err, sizeof cg->err, "concat of %d tensors: the GPU backend joins at most %d at once", n->nargs,
-                 NRT_MAX_BUFS - 1);
+        int most = NRT_MAX_INTS - 1 - n->rank < NRT_MAX_BUFS - 1 ? NRT_MAX_INTS - 1 - n->rank : NRT_MAX_BUFS - 1;
+        snprintf(cg->err, sizeof cg->err, "concat of %d tensors of rank %d: the GPU backend joins at most %d at once",
+                 n->nargs, n->rank, most);
         return false;
     }
     nrt_step *s = begin_kernel(cg, v, "", NRT_GRID_ELEMENTS);

@@ -6,6 +6,7 @@
  * attribute each further argument fills. No op is special-cased here except
  * where the language itself has sugar (operators, dtype casts). */
 #include "sema_int.h"
+#include "program.h"   /* NRT_MAX_INTS: the sizes one kernel takes */
 
 #include <math.h>
 #include <stdio.h>
@@ -255,11 +256,40 @@ static void autocast_operands(sema_ctx *c, sv *ops, int first, int n, nc_loc loc
             ops[i] = sema_cast(c, ops[i], c->autocast_dtype, loc, true);
 }
 
+/* A concat's kernel takes its result's dims and each part's size along the
+ * axis, plus the element count: rank + parts + 1 sizes of NRT_MAX_INTS. A
+ * longer concat is joined in groups that fit, then the groups (exact: a
+ * concat of concats along one axis is the concat of their parts). */
+static sv concat_in_groups(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_locs, bool *done)
+{
+    *done = false;
+    if (proto->op != OP_CONCAT || ops[0].kind != SV_TENSOR) return sv_error();
+    int most = NRT_MAX_INTS - 1 - c->g->nodes[ops[0].t].rank;
+    if (most < 2 || n <= most || n > 64 * most) return sv_error();
+    *done = true;
+    sv groups[64];
+    nc_loc locs[64];
+    int m = 0;
+    int ngroups = (n + most - 1) / most;   /* as few groups as fit, of even sizes */
+    for (int i = 0; m < ngroups; m++) {
+        int left = ngroups - m, k = (n - i + left - 1) / left;
+        ir_node p = *proto;
+        groups[m] = k == 1 ? ops[i] : sema_apply(c, &p, ops + i, k, arg_locs + i);
+        if (groups[m].kind == SV_ERROR) return sv_error();
+        locs[m] = proto->loc;
+        i += k;
+    }
+    return sema_apply(c, proto, groups, m, locs);
+}
+
 sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_locs)
 {
     const nc_op_info *info = &nc_ops[proto->op];
     bool elementwise = info->category == CAT_ELEMENTWISE && n >= 2;
     for (int i = 0; i < n; i++) if (ops[i].kind == SV_ERROR) return sv_error();
+    bool grouped;
+    sv grouped_result = concat_in_groups(c, proto, ops, n, arg_locs, &grouped);
+    if (grouped) return grouped_result;
     /* scalars among elementwise operands take the dtype of the tensors */
     if (elementwise) {
         int first_value = proto->op == OP_WHERE ? 1 : 0;
