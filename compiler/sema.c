@@ -459,6 +459,16 @@ static bool symbolic_dim(sema_ctx *c, const char *name, nc_loc loc, uint32_t *di
     return true;
 }
 
+/* The first name in a dim expression (2 * B) that nothing binds, or NULL. */
+static const ast_node *unbound_name(sema_ctx *c, const ast_node *e)
+{
+    if (!e) return NULL;
+    if (e->kind == AST_NAME) return lookup(c, e->name) ? NULL : e;
+    if (e->kind != AST_BINARY && e->kind != AST_UNARY) return NULL;
+    const ast_node *n = unbound_name(c, e->a);
+    return n ? n : e->kind == AST_BINARY ? unbound_name(c, e->b) : NULL;
+}
+
 /* The dims of a type written in a model signature or a param declaration. */
 static bool eval_type_dims(sema_ctx *c, const ast_node *type, dims_mode mode, uint8_t *rank, uint32_t *shape)
 {
@@ -472,6 +482,15 @@ static bool eval_type_dims(sema_ctx *c, const ast_node *type, dims_mode mode, ui
         if (e->kind == AST_WILDCARD || e->kind == AST_ELLIPSIS) {
             sema_err(c, e->loc, "'_' and '...' match dims in function arguments only",
                      "a %s needs every dimension spelled out", mode == DIMS_MODEL ? "model input" : "parameter");
+            ok = false;
+            continue;
+        }
+        const ast_node *u = mode == DIMS_MODEL && e->kind != AST_NAME ? unbound_name(c, e) : NULL;
+        if (u) {   /* f32[2 * B, 4]: B has no size yet to compute with */
+            char hint[160];
+            snprintf(hint, sizeof hint, "give '%s' an axis of its own in an input, e.g. f32[%s, 4], then reshape or slice",
+                     u->name, u->name);
+            sema_err(c, u->loc, hint, "symbolic dimension '%s' must first appear alone as an axis", u->name);
             ok = false;
             continue;
         }

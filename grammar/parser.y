@@ -174,7 +174,7 @@ stmt
     | PARAM NAME ':' type '=' expr  { $$ = parse_named(ps, AST_PARAM, @2, $2, $4, $6); }
     | RETURN exprs                  { $$ = parse_list(ps, @1, &$2); $$->kind = AST_RETURN; }
     | block                         { $$ = $1; }
-    | PRECISION DTYPE block         { $$ = $3; $$->has_dtype = true; $$->dtype = $2; }
+    | PRECISION DTYPE block         { $$ = $3; $$->loc = @2; $$->has_dtype = true; $$->dtype = $2; }
     | REPEAT expr block             { $$ = parse_named(ps, AST_REPEAT, @1, NULL, $2, NULL); $$->list = $3->list; }
     | REPEAT expr AS NAME block     { $$ = parse_named(ps, AST_REPEAT, @1, $4, $2, NULL); $$->list = $5->list; }
     | REPEAT expr ATTR block        { $$ = parse_with_attr(ps, @3, $3, parse_named(ps, AST_REPEAT, @1, NULL, $2, NULL)); $$->list = $4->list; }
