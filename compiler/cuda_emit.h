@@ -155,6 +155,14 @@ bool cuda_emit_program(const ir_graph *g, nrt_program *out, char *err, size_t er
  * (compiler/cuda_fuse.c). */
 bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *err, size_t errcap);
 
+/* The most ops one fused group computes: a longer run is cut into groups of
+ * this many, each a kernel, the value at a cut stored and loaded again.
+ * NVRTC's time grows faster than the kernel (a chain of 500 adds took it
+ * 7.7 s, of 2500 minutes); the largest group of the examples, benchmarks and
+ * test models is 18 ops (GPT-2's), and a kernel of several loops at most
+ * NRT_MAX_SECTIONS groups (char_lm's AdamW update: 136 ops in 8 loops). */
+#define CUDA_FUSE_MAX_OPS 64
+
 /* Fusion (cuda_fuse.c): mark the groups in cg (cg->group, cg->inlined), and
  * emit the group whose last member is v; false if v is not a group's last
  * member (the caller then emits it alone, or skips it if it is fused). */

@@ -965,7 +965,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     for (uint32_t i = 0; i < g->nupdates; i++) cg->escapes[g->updates[i].value] = true;
     if (g->train.present && g->train.loss != IR_NONE) cg->escapes[g->train.loss] = true;
     cuda_epilogue_plan(cg);
-    uint32_t id = 0;
+    uint32_t id = 0, members = 0;
     ir_value first = IR_NONE;
     for (ir_value v = 0; v < g->nnodes; v++) {
         if (inlinable(g, v)) {
@@ -977,17 +977,18 @@ void cuda_fuse_plan(cg_ctx *cg)
         if (g->nodes[v].op == OP_PARAM || g->nodes[v].op == OP_INPUT) continue;   /* no kernel: nothing to split */
         if (first != IR_NONE && passes_over(cg, v, id)) continue;
         bool can_fuse = fusable(g, v) && !cg->absorbed[v];
-        bool joins = can_fuse && first != IR_NONE && same_shape(&g->nodes[first], &g->nodes[v]);
+        bool joins = can_fuse && first != IR_NONE && members < CUDA_FUSE_MAX_OPS && same_shape(&g->nodes[first], &g->nodes[v]);
         if (joins) {
             cg->group[v] = id;
             ir_value in[GROUP_IO_CAP], out[GROUP_IO_CAP];
             int nin, nout;
             group_io(cg, id, first, v, in, &nin, out, &nout);
             if (nin + nout > NRT_MAX_BUFS) cg->group[v] = 0, joins = false;
+            else members++;
         }
         if (!joins) {
             first = IR_NONE;
-            if (can_fuse) cg->group[v] = ++id, first = v;
+            if (can_fuse) cg->group[v] = ++id, first = v, members = 1;
         }
     }
     id = split_independent(cg, id);

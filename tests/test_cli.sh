@@ -297,6 +297,22 @@ if "$netc" --version | grep -q 'NVRTC [0-9]'; then
     cat "$tmp/nv.log" "$tmp/nv2.log"; fail=$((fail + 1))
   fi
 fi
+# a chain of 2500 adds is cut into fused kernels of at most 64 ops (CUDA_FUSE_MAX_OPS), 40
+# launches of 2 distinct kernels; NVRTC (where netc has it) compiles them in seconds (2.8 s
+# on 2 cores for the three default targets, uncached), where one kernel of 2500 took minutes
+printf 'model m(x: f32[B, 4]) {\n  repeat 50 { repeat 50 { x = x + 1.0 } }\n  return x\n}\n' > "$tmp/chain.net"
+n=$((n + 1))
+fused=$("$netc" build "$tmp/chain.net" --target '' --report -o "$tmp/chain.netm" 2>&1 | grep -c '^fuse: ')
+kernels=$("$netc" inspect "$tmp/chain.netm" 2>&1 | sed -n 's/.* \([0-9]*\) launches, \([0-9]*\) kernels$/\1 \2/p')
+[[ $fused == 40 && $kernels == "40 2" ]] || { echo "FAIL: the chain of 2500 adds: $fused fused kernels, launches and kernels '$kernels' (want 40, '40 2')"; fail=$((fail + 1)); }
+if "$netc" inspect "$tmp/ptx.netm" 2>/dev/null | grep -q '^targets: compute_80'; then
+  n=$((n + 1))
+  start=$SECONDS
+  NETC_NO_CACHE=1 timeout 300 "$netc" build "$tmp/chain.net" -o "$tmp/chain_nvrtc.netm" 2>/dev/null; rc=$?
+  if ((rc != 0 || SECONDS - start > 60)); then
+    echo "FAIL: building the chain of 2500 adds with NVRTC: exit $rc after $((SECONDS - start)) s (want 0, within 60 s)"; fail=$((fail + 1))
+  fi
+fi
 # netc help lists every option (from the option table); README's table names each one too
 n=$((n + 1))
 listed=$("$netc" help | sed -n 's/^  \(-[-A-Za-z]*\).*/\1/p')

@@ -627,6 +627,55 @@ static void check_independent_updates(void)
     ir_graph_free(g);
 }
 
+/* A chain of 2500 adds (x = x + 1.0 in two nested repeats) is cut into
+ * groups of at most CUDA_FUSE_MAX_OPS ops, each a kernel of its own (each
+ * reads the one before: no two are loops of one kernel), so NVRTC never
+ * sees one body of 2500 dependent ops; the program stays a valid dataflow,
+ * every cut value stored by one kernel and loaded by the next. */
+static void check_long_chain(void)
+{
+    static const char *source =
+        "model m(x: f32[B, 4]) {\n"
+        "  repeat 50 { repeat 50 { x = x + 1.0 } }\n"
+        "  return x\n"
+        "}\n";
+    src_table src = {0};
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    uint32_t id = src_add(&src, "chain.net", source, strlen(source));
+    driver_opts o = {.verify = true, .fuse = true};
+    ir_graph *g = driver_compile(&src, id, &o, &d);
+    src_free(&src);
+    CHECK(g != NULL);
+    if (!g) return;
+    cg_ctx cg = {.g = g};
+    cuda_fuse_plan(&cg);
+    uint32_t *size = calloc(cg.ngroups + 1, sizeof *size), adds = 0, largest = 0, groups = 0, kernels = 0;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        adds += g->nodes[v].op == OP_ADD;
+        if (cg.group[v]) size[cg.group[v]]++;
+    }
+    for (uint32_t k = 1; k <= cg.ngroups; k++) {
+        groups += size[k] > 0;
+        kernels += size[k] > 0 && cg.kernel_of[k] == k;
+        if (size[k] > largest) largest = size[k];
+    }
+    char err[1024];
+    nrt_program p;
+    CHECK(cuda_emit_program_ex(g, true, &p, err, sizeof err));
+    uint32_t steps = 0;
+    for (uint32_t k = 0; k < p.nsteps; k++) steps += p.steps[k].kind == NRT_STEP_KERNEL;
+    uint32_t want = (adds + CUDA_FUSE_MAX_OPS - 1) / CUDA_FUSE_MAX_OPS;
+    printf("a chain of %u adds: %u groups of at most %u ops (the cap %d), %u kernels, %u kernel steps, %zu bytes of CUDA\n", adds,
+           groups, largest, CUDA_FUSE_MAX_OPS, kernels, steps, strlen(p.source));
+    CHECK(adds == 2500 && largest == CUDA_FUSE_MAX_OPS && groups == want && kernels == want && steps == want);
+    CHECK(valid_dataflow(g, &p, true));
+    free(size);
+    nrt_program_free(&p);
+    cuda_fuse_free(&cg);
+    ir_graph_free(g);
+}
+
 /* Fused kernels that load through movement ops and gathers (cuda_fuse.c,
  * plan_group_reads): in tests/gpu/movement.net the only movement kernels
  * left are the transpose an output needs written and the slice whose chain
@@ -690,6 +739,7 @@ int main(int argc, char **argv)
     check_update_placement(true);
     check_update_placement(false);
     check_independent_updates();
+    check_long_chain();
     if (!failures) printf("test_fuse: all checks passed\n");
     return failures != 0;
 }

@@ -647,6 +647,15 @@ static const char *gelu_tails_source =
     "  optimizer sgd(lr: 0.1)\n"
     "}\n";
 
+/* A chain longer than one fused group takes (CUDA_FUSE_MAX_OPS): 160 bf16
+ * ops cut into kernels of 64, 64 and 32, each value at a cut rounded,
+ * stored and loaded again by the next kernel, as the executor rounds it. */
+static const char *long_chain_source =
+    "model chain(x: bf16[B, 20]) -> (y: bf16[B, 20]) {\n"
+    "  repeat 80 { x = x * 0.75 + 0.5 }\n"
+    "  return x\n"
+    "}\n";
+
 /* Compiles source (after the shim) and extra into a library in dir and
  * loads it; NULL, counted as a failure, if it does not compile or load. */
 static void *compile_for_host(const char *name, const char *dir, const char *source, const char *extra)
@@ -1045,6 +1054,8 @@ int main(void)
         check_model_text(name, "scal.net", scalar_slice_source, fuse, b, v5, 1, NULL, NULL, 0, false);
         snprintf(name, sizeof name, "GELU's tails (training)%s", fuse ? " --fuse" : "");
         check_model_text(name, "tails.net", gelu_tails_source, fuse, b, v5, 1, NULL, NULL, 0, true);
+        if (fuse) check_model_text("a chain of 160 ops cut into 3 kernels (bf16) --fuse", "chain.net", long_chain_source, fuse, b, v5, 1,
+                                   NULL, NULL, 0, false);
         snprintf(name, sizeof name, "narrow constants%s", fuse ? " --fuse" : "");
         check_model_text(name, "narrow.net", narrow_constant_source, fuse, b, v5, 1, NULL, NULL, 0, false);
         snprintf(name, sizeof name, "scatter-adds in chunks%s", fuse ? " --fuse" : "");
