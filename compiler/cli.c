@@ -15,6 +15,7 @@
 #include "mem_budget.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -54,7 +55,7 @@ typedef struct cli_opts {
     long long random_inputs;       /* --random-inputs SEED, -1 = off */
     int profile_runs;              /* inspect --profile [N]: measure each launch N times on the GPU (0: no) */
     train_opts train;              /* netc train */
-    char *owned[MAX_LIST * 2];     /* strings split off NAME=VALUE arguments */
+    char *owned[MAX_LIST * 3];     /* strings split off NAME=VALUE arguments */
     int nowned;
 } cli_opts;
 
@@ -101,7 +102,8 @@ static bool parse_loss_slices(const char *text, int *slices)
 static bool split_assign(cli_opts *o, const char *arg, const char **name, const char **value)
 {
     const char *eq = strchr(arg, '=');
-    if (!eq || eq == arg || !eq[1] || o->nowned + 1 >= MAX_LIST * 2) return false;
+    if (!eq || eq == arg || !eq[1]) return false;
+    NC_ASSERT(o->nowned < MAX_LIST * 3);   /* one for each --dim, --set and --input, MAX_LIST of each */
     char *n = nc_xstrdup(arg);
     n[eq - arg] = 0;
     o->owned[o->nowned++] = n;
@@ -125,28 +127,64 @@ static int opt_dim(cli_opts *o, const char *v)
 {
     const char *name, *value;
     char *end;
-    if (o->ndims == MAX_LIST || !split_assign(o, v, &name, &value)) return usage_error("--dim wants NAME=VALUE, got '%s'", v);
+    if (o->ndims == MAX_LIST) return usage_error("at most %d --dim options", MAX_LIST);
+    if (!split_assign(o, v, &name, &value)) return usage_error("--dim wants NAME=VALUE, got '%s'", v);
     if (name_given(o->dim_names, o->ndims, name)) return usage_error("--dim %s is given twice", name);
     errno = 0;
     long long n = strtoll(value, &end, 10);
-    if (*end || errno || n <= 0 || n > (1ll << 40)) return usage_error("--dim: '%s' is not a positive size", v);
+    if (!(value[0] >= '0' && value[0] <= '9') || *end || errno || n <= 0 || n > (1ll << 40))
+        return usage_error("--dim %s: '%s' is not a size from 1 to 2^40", name, value);
     o->dim_names[o->ndims] = name;
     o->dim_values[o->ndims++] = n;
     return 0;
 }
 
+/* Why a --set value is not one sema takes as written (config_overridden),
+ * or NULL: a decimal integer that fits in 64 bits, a finite decimal number,
+ * true or false. Anything else is refused here rather than read another way:
+ * strtoll saturates past 2^63 and strtod takes hex (0x10), inf and nan. */
+static const char *set_value_problem(const char *s)
+{
+    static const char *wanted = "the value must be a decimal integer, a decimal number (1.5e-3), true or false";
+    if (!strcmp(s, "true") || !strcmp(s, "false")) return NULL;
+    const char *p = s + (*s == '-' || *s == '+');
+    size_t digits = strspn(p, "0123456789");
+    char *end;
+    errno = 0;
+    if (digits && !p[digits]) {   /* an integer */
+        (void)strtoll(s, &end, 10);
+        return errno ? "the integer does not fit in 64 bits" : NULL;
+    }
+    size_t frac = p[digits] == '.' ? strspn(p + digits + 1, "0123456789") : 0;
+    const char *q = p + digits + (p[digits] == '.') + frac;
+    if (!digits && !frac) return wanted;
+    if (*q == 'e' || *q == 'E') {
+        q += 1 + (q[1] == '-' || q[1] == '+');
+        size_t exp = strspn(q, "0123456789");
+        if (!exp) return wanted;
+        q += exp;
+    }
+    if (*q) return wanted;
+    double d = strtod(s, &end);
+    return *end || errno || !isfinite(d) ? "the number is out of range" : NULL;
+}
+
 static int opt_config(cli_opts *o, const char *v)
 {
-    if (o->nsets == MAX_LIST || !split_assign(o, v, &o->set_names[o->nsets], &o->set_values[o->nsets]))
+    if (o->nsets == MAX_LIST) return usage_error("at most %d --set options", MAX_LIST);
+    if (!split_assign(o, v, &o->set_names[o->nsets], &o->set_values[o->nsets]))
         return usage_error("--set wants NAME=VALUE, got '%s'", v);
-    if (name_given(o->set_names, o->nsets, o->set_names[o->nsets])) return usage_error("--set %s is given twice", o->set_names[o->nsets]);
+    const char *name = o->set_names[o->nsets], *value = o->set_values[o->nsets], *problem = set_value_problem(value);
+    if (name_given(o->set_names, o->nsets, name)) return usage_error("--set %s is given twice", name);
+    if (problem) return usage_error("--set %s=%s: %s", name, value, problem);
     o->nsets++;
     return 0;
 }
 
 static int opt_input(cli_opts *o, const char *v)
 {
-    if (o->ninputs == MAX_LIST || !split_assign(o, v, &o->inputs[o->ninputs], &o->input_files[o->ninputs]))
+    if (o->ninputs == MAX_LIST) return usage_error("at most %d --input options", MAX_LIST);
+    if (!split_assign(o, v, &o->inputs[o->ninputs], &o->input_files[o->ninputs]))
         return usage_error("--input wants NAME=FILE.npy, got '%s'", v);
     if (name_given(o->inputs, o->ninputs, o->inputs[o->ninputs])) return usage_error("--input %s is given twice", o->inputs[o->ninputs]);
     o->ninputs++;
@@ -276,7 +314,7 @@ typedef struct cli_option {
 static const cli_option cli_options[] = {
     TEXT("--model", model, "a model's name", "NAME", "which model of the file (default: the first; check: every model)"),
     CALL_WITH("--dim", opt_dim, "NAME=VALUE", "NAME=VALUE", "bind a symbolic dimension (build, run, inspect, train)"),
-    CALL_WITH("--set", opt_config, "NAME=VALUE", "NAME=VALUE", "override a config constant"),
+    CALL_WITH("--set", opt_config, "NAME=VALUE", "NAME=VALUE", "override a config constant: a decimal number, true or false"),
     CALL_WITH("--target", opt_target, "a list of targets, like sm_80,sm_90a", "LIST",
               "NVRTC targets (default sm_80,sm_90a,compute_90: sm_90a is the\n"
               "Hopper image, with wgmma attention); train: one target\n"

@@ -514,6 +514,15 @@ static bool shape_reshape(ir_graph *g, ir_node *n, const ir_value *a, tc_error *
     return true;
 }
 
+/* Whether d is at least 1 at every binding of its symbols (each at least
+ * 1): a sum of terms whose coefficients are all positive (B + 1, 2*B, 3). */
+static bool dim_positive_always(const dim_expr *d)
+{
+    for (int i = 0; i < d->nterms; i++)
+        if (d->term[i].coeff <= 0) return false;
+    return d->nterms > 0;
+}
+
 static bool shape_slice(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     const ir_node *x = &g->nodes[a[0]];
@@ -523,13 +532,21 @@ static bool shape_slice(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
     dim_expr len;
     dim_status s = dim_sub(&g->dims[n->attr.hi], &g->dims[n->attr.lo], &len);
     if (s != DIM_OK) return fail(e, -1, "slice: %s", dim_status_message(s));
-    int64_t lo, hi, size, l;
-    bool clo = dim_is_const(&g->dims[n->attr.lo], &lo), chi = dim_is_const(&g->dims[n->attr.hi], &hi);
-    if (clo && lo < 0) return fail(e, -1, "slice: start %lld is negative", (long long)lo);
-    if (dim_is_const(&len, &l) && l <= 0) return fail(e, -1, "slice: empty or reversed range [%lld, %lld)",
-                                                       (long long)(clo ? lo : 0), (long long)(chi ? hi : 0));
-    if (chi && dim_is_const(&g->dims[x->shape[ax]], &size) && hi > size)
-        return fail(e, -1, "slice: end %lld is past the axis size %lld", (long long)hi, (long long)size);
+    int64_t lo;
+    if (dim_is_const(&g->dims[n->attr.lo], &lo) && lo < 0) return fail(e, -1, "slice: start %lld is negative", (long long)lo);
+    /* an empty range, or an end past the axis, at every binding of the dims
+     * (start B, end B; end B + 1 or 2*B of an axis B): an error here, not
+     * when the model runs */
+    dim_expr over, rev;
+    bool empty = dim_sub(&g->dims[n->attr.lo], &g->dims[n->attr.hi], &rev) == DIM_OK && (rev.nterms == 0 || dim_positive_always(&rev));
+    if (empty || (dim_sub(&g->dims[n->attr.hi], &g->dims[x->shape[ax]], &over) == DIM_OK && dim_positive_always(&over))) {
+        char slo[64], shi[64], size[64];
+        ir_dim_format(g, n->attr.lo, slo, sizeof slo);
+        ir_dim_format(g, n->attr.hi, shi, sizeof shi);
+        ir_dim_format(g, x->shape[ax], size, sizeof size);
+        if (empty) return fail(e, -1, "slice: empty or reversed range [%s, %s)", slo, shi);
+        return fail(e, -1, "slice: end %s is past the axis size %s", shi, size);
+    }
     copy_shape(n, x);
     n->shape[ax] = ir_dim_intern(g, &len);
     return true;

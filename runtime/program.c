@@ -234,6 +234,33 @@ static int32_t *plan_in_place(const ir_graph *g, const nrt_program *p, const uin
     return alias;
 }
 
+/* Buffer i is too large at these dims (numel elements, or more than an
+ * int64 counts when !counted): says which value it holds (%N, its op, name,
+ * type and .net line) or which scratch, and the size. */
+static void size_error(const ir_graph *g, const nrt_program *p, uint32_t i, bool counted, int64_t numel, char *err, size_t errcap)
+{
+    char what[384], size[64];
+    if (counted) snprintf(size, sizeof size, "%lld elements", (long long)numel);
+    else snprintf(size, sizeof size, "more elements than 2^63");
+    if (i < g->nnodes) {
+        const ir_node *n = &g->nodes[i];
+        char type[192], loc[160] = "", name[96] = "";
+        ir_shape_format(g, n->dtype, n->rank, n->shape, type, sizeof type);
+        if (n->op == OP_INPUT && n->attr.index < g->ninputs) snprintf(name, sizeof name, " %s", g->inputs[n->attr.index].name);
+        if (n->op == OP_PARAM && n->attr.index < g->nparams) snprintf(name, sizeof name, " %s", g->params[n->attr.index].decl.name);
+        if (n->loc.file && n->loc.file <= g->nfiles) {
+            const char *f = g->files[n->loc.file - 1], *slash = strrchr(f, '/');
+            snprintf(loc, sizeof loc, ", %s:%u", slash ? slash + 1 : f, n->loc.line);
+        }
+        snprintf(what, sizeof what, "%%%u (%s%s: %s%s)", i, nc_ops[n->op].name, name, type, loc);
+    } else {
+        char numel_dim[128];
+        ir_dim_format(g, p->temps[i - g->nnodes].numel, numel_dim, sizeof numel_dim);
+        snprintf(what, sizeof what, "scratch buffer %u (%s[%s])", i - g->nnodes, dtype_name(p->temps[i - g->nnodes].dtype), numel_dim);
+    }
+    snprintf(err, errcap, "%s would hold %s at these dims: more than a buffer's 2^40", what, size);
+}
+
 memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const int64_t *syms, memplan_result *r,
                                  char *err, size_t errcap)
 {
@@ -252,7 +279,7 @@ memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const 
         }
         if (!ok || numel > ((int64_t)1 << 40)) {
             free(b);
-            snprintf(err, errcap, "buffer %u has an impossible size at these dims", i);
+            size_error(g, p, i, ok, numel, err, errcap);
             return NULL;
         }
         b[i].bytes = numel * (int64_t)dtype_size(t);

@@ -79,6 +79,19 @@ expect 1 "--output $src/README.md/x: Not a directory" run "$tmp/m.netm" --dim B=
 # a NAME=VALUE option given twice for one name, and numbers with a sign or a space before them
 expect 2 "--dim B is given twice"  build "$src/examples/fashion_mlp.net" --dim B=2 --dim B=3
 expect 2 "--set H is given twice"  build "$src/examples/fashion_mlp.net" --set H=2 --set H=3
+expect 2 "--dim B is given twice"  build "$src/examples/fashion_mlp.net" --dim B=4 --dim B=4
+# a size past 2^40, a 65th NAME=VALUE option of a kind, and --set values that are not
+# decimal numbers that fit (strtoll would saturate, strtod would read hex, inf and nan)
+expect 2 "--dim B: '140737488355328' is not a size from 1 to 2^40" build "$src/examples/fashion_mlp.net" --dim B=140737488355328
+expect 2 "--dim B: '+5' is not a size from 1 to 2^40" build "$src/examples/fashion_mlp.net" --dim B=+5
+expect 2 "at most 64 --set options" check "$src/examples/fashion_mlp.net" $(for i in $(seq 65); do echo "--set N$i=1"; done)
+expect 2 "at most 64 --dim options" check "$src/examples/fashion_mlp.net" $(for i in $(seq 65); do echo "--dim N$i=1"; done)
+expect 2 "at most 64 --input options" run "$tmp/m.netm" $(for i in $(seq 65); do echo "--input N$i=$tmp/a.npy"; done)
+expect 2 "--set H=99999999999999999999: the integer does not fit in 64 bits" check "$src/examples/fashion_mlp.net" --set H=99999999999999999999
+expect 2 "--set H=0x10: the value must be a decimal integer" check "$src/examples/fashion_mlp.net" --set H=0x10
+expect 2 "--set H=nan: the value must be a decimal integer" check "$src/examples/fashion_mlp.net" --set H=nan
+expect 2 "--set H=1e999: the number is out of range" check "$src/examples/fashion_mlp.net" --set H=1e999
+expect 2 "--set H=f32: the value must be" check "$src/examples/fashion_mlp.net" --set H=f32
 expect 2 "--input images is given twice" run "$tmp/m.netm" --input "images=$tmp/a.npy" --input "images=$tmp/b.npy"
 expect 2 "--seed needs a non-negative integer, got ' -1'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --seed ' -1'
 expect 2 "--random-inputs wants a seed" run "$tmp/m.netm" --dim B=2 --random-inputs ''
@@ -123,6 +136,15 @@ if "$netc" inspect "$tmp/ptx.netm" 2>/dev/null | grep -q '^targets: compute_80';
   expect 2 "it knows sm_"         train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --target bogus
 fi
 expect 1 "not a text file"        check "$tmp/m.netm"
+# a buffer too large at the given dims is named, with its size
+expect 1 "%0 (input images: u8[B, 28, 28], fashion_mlp.net:5) would hold 862017116176384 elements" inspect "$tmp/m.netm" --dim B=1099511627776
+# a slice empty, or past its axis, at every binding of its dims is an error where it is written
+printf 'model s(x: f32[B, 4]) {\n  return slice(x, axis: 0, start: B, end: B)\n}\n' > "$tmp/slice_empty.net"
+printf 'model s(x: f32[B, 4]) {\n  return slice(x, axis: 0, start: 0, end: B + 1)\n}\n' > "$tmp/slice_past.net"
+printf 'model s(x: f32[B, 4]) {\n  return slice(x, axis: 0, start: 1, end: 2 * B)\n}\n' > "$tmp/slice_twice.net"
+expect 1 "slice_empty.net:2:10: error: slice: empty or reversed range [B, B)" check "$tmp/slice_empty.net"
+expect 1 "slice_past.net:2:10: error: slice: end B + 1 is past the axis size B" check "$tmp/slice_past.net"
+expect 1 "slice_twice.net:2:10: error: slice: end 2*B is past the axis size B" build "$tmp/slice_twice.net" --target '' -o "$tmp/s.netm"
 expect 2 "run count from 1"       inspect "$tmp/m.netm" --dim B=2 --profile 0
 expect 2 "count from 1 to 8"      build "$src/examples/gpt2.net" --loss-slices 9
 expect 2 "count from 1 to 8"      train "$src/examples/gpt2.net" --data "$tmp/nodata" --loss-slices 0
