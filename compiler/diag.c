@@ -40,6 +40,7 @@ static void print_source_line(diag_ctx *d, nc_loc loc)
     size_t len;
     const char *line = src_line(d->sources, loc.file, loc.line, &len);
     if (!line) return;
+    if (len && line[len - 1] == '\r') len--;   /* a CRLF file's line ends before its \r */
     const size_t width = 160;
     size_t col = loc.col ? loc.col - 1 : 0, start = 0;
     if (col > len) col = len;
@@ -88,11 +89,14 @@ void diag_report(diag_ctx *d, diag_level level, nc_loc loc, const char *hint, co
         return;
     }
     static const char *names[] = {"error", "warning", "note"};
+    /* under -Werror a warning fails the command: it is said as the error it is, and why */
+    const bool promoted = level == DIAG_WARNING && d->werror;
+    const char *name = promoted ? "error" : names[level], *why = promoted ? " [-Werror]" : "";
     const src_file *f = src_get(d->sources, loc.file);
     if (f && loc.line)
-        fprintf(d->out, "%s:%u:%u: %s: %s\n", f->path, loc.line, loc.col, names[level], msg);
+        fprintf(d->out, "%s:%u:%u: %s: %s%s\n", f->path, loc.line, loc.col, name, msg, why);
     else
-        fprintf(d->out, "%s: %s: %s\n", f ? f->path : "netc", names[level], msg);
+        fprintf(d->out, "%s: %s: %s%s\n", f ? f->path : "netc", name, msg, why);
     if (f && loc.line) print_source_line(d, loc);
     if (hint && *hint) fprintf(d->out, "  hint: %s\n", hint);
 }

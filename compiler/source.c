@@ -55,7 +55,9 @@ uint32_t src_load(src_table *t, const char *path, char *err, size_t errcap)
         free(buf);
         return 0;
     }
-    uint32_t id = src_add(t, path, buf, len);
+    /* a UTF-8 byte-order mark (some editors write one) is not text: columns count from after it */
+    size_t bom = len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+    uint32_t id = src_add(t, path, buf + bom, len - bom);
     free(buf);
     return id;
 }

@@ -114,9 +114,9 @@ expect 1 "header key 'shape' given twice" run "$tmp/m.netm" --input "images=$tmp
 expect 1 "$tmp: is a directory" build "$src/examples/fashion_mlp.net" --target '' -o "$tmp"
 # -o to a FIFO (or a device, as /dev/null) writes into it; a rename would put a file in its place
 n=$((n + 1))
-mkfifo "$tmp/fifo"; cat "$tmp/fifo" > "$tmp/from_fifo" &
-if ! "$netc" build "$src/examples/fashion_mlp.net" --target '' -o "$tmp/fifo" 2>/dev/null || ! wait $! ||
-   [[ ! -p $tmp/fifo ]] || ! cmp -s "$tmp/from_fifo" "$tmp/m.netm"; then
+mkfifo "$tmp/out_fifo"; cat "$tmp/out_fifo" > "$tmp/from_fifo" &
+if ! "$netc" build "$src/examples/fashion_mlp.net" --target '' -o "$tmp/out_fifo" 2>/dev/null || ! wait $! ||
+   [[ ! -p $tmp/out_fifo ]] || ! cmp -s "$tmp/from_fifo" "$tmp/m.netm"; then
   echo "FAIL: build -o into a FIFO"; fail=$((fail + 1))
 fi
 n=$((n + 1))   # netc --version: the version and the module format it writes
@@ -136,6 +136,8 @@ if "$netc" inspect "$tmp/ptx.netm" 2>/dev/null | grep -q '^targets: compute_80';
   expect 2 "it knows sm_"         train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --target bogus
 fi
 expect 1 "not a text file"        check "$tmp/m.netm"
+# under -Werror a warning fails the check, and is said as an error, with the reason
+expect 1 "error: 'hidden' is assigned but never used [-Werror]" check "$src/tests/golden/diag/unused_binding_warning.net" -Werror
 # a buffer too large at the given dims is named, with its size
 expect 1 "%0 (input images: u8[B, 28, 28], fashion_mlp.net:5) would hold 862017116176384 elements" inspect "$tmp/m.netm" --dim B=1099511627776
 # a slice empty, or past its axis, at every binding of its dims is an error where it is written
