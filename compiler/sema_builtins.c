@@ -720,9 +720,18 @@ bool sema_initializer(sema_ctx *c, const ast_node *e, ir_param *p)
     }
     /* uniform(a) means uniform(-a, a) */
     if (p->init == IR_INIT_UNIFORM && set_low && e->list.n == 1) vals[1] = fabs(vals[0]), vals[0] = -fabs(vals[0]);
-    if (!isfinite(vals[0]) || !isfinite(vals[1]) || (p->init == IR_INIT_NORMAL && vals[0] < 0) ||
-        (p->init == IR_INIT_UNIFORM && vals[0] > vals[1])) {
-        sema_err(c, e->loc, NULL, "%s: invalid arguments", name);
+    for (int k = 0; k < nnames; k++)
+        if (!isfinite(vals[k])) {
+            sema_err(c, e->loc, NULL, "%s: its %s is %g, not a finite number", name, names[k], vals[k]);
+            return false;
+        }
+    if (p->init == IR_INIT_NORMAL && vals[0] < 0) {
+        sema_err(c, e->loc, "a standard deviation is 0 or more", "normal: its std is %g", vals[0]);
+        return false;
+    }
+    if (p->init == IR_INIT_UNIFORM && vals[0] > vals[1]) {
+        sema_err(c, e->loc, "uniform(low, high) draws from [low, high]; uniform(a) from [-a, a]",
+                 "uniform: its low %g is above its high %g", vals[0], vals[1]);
         return false;
     }
     p->init_a = vals[0];
