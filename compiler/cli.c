@@ -15,7 +15,6 @@
 #include "mem_budget.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -88,13 +87,16 @@ static bool bad_target(const char *list)
 /* --accumulate: more micro-batches than this would each be a fraction of a sample. */
 #define ACCUMULATE_MOST 65536
 
-/* --loss-slices: 1 to LOSS_SLICES_MOST. */
-static bool parse_loss_slices(const char *text, int *slices)
+/* A count from low to high, written in decimal digits only: strtoull alone
+ * would also take a sign, leading spaces and "-1" as 2^64 - 1. */
+static bool parse_count(const char *text, uint64_t low, uint64_t high, uint64_t *value)
 {
+    if (!(text[0] >= '0' && text[0] <= '9')) return false;
     char *end;
-    long v = strtol(text, &end, 10);
-    if (*end || end == text || v < 1 || v > LOSS_SLICES_MOST) return false;
-    *slices = (int)v;
+    errno = 0;
+    unsigned long long n = strtoull(text, &end, 10);
+    if (*end || errno || n < low || n > high) return false;
+    *value = n;
     return true;
 }
 
@@ -126,47 +128,14 @@ static bool name_given(const char *const *names, int n, const char *name)
 static int opt_dim(cli_opts *o, const char *v)
 {
     const char *name, *value;
-    char *end;
+    uint64_t n;
     if (o->ndims == MAX_LIST) return usage_error("at most %d --dim options", MAX_LIST);
     if (!split_assign(o, v, &name, &value)) return usage_error("--dim wants NAME=VALUE, got '%s'", v);
     if (name_given(o->dim_names, o->ndims, name)) return usage_error("--dim %s is given twice", name);
-    errno = 0;
-    long long n = strtoll(value, &end, 10);
-    if (!(value[0] >= '0' && value[0] <= '9') || *end || errno || n <= 0 || n > (1ll << 40))
-        return usage_error("--dim %s: '%s' is not a size from 1 to 2^40", name, value);
+    if (!parse_count(value, 1, 1ull << 40, &n)) return usage_error("--dim %s: '%s' is not a size from 1 to 2^40", name, value);
     o->dim_names[o->ndims] = name;
-    o->dim_values[o->ndims++] = n;
+    o->dim_values[o->ndims++] = (int64_t)n;
     return 0;
-}
-
-/* Why a --set value is not one sema takes as written (config_overridden),
- * or NULL: a decimal integer that fits in 64 bits, a finite decimal number,
- * true or false. Anything else is refused here rather than read another way:
- * strtoll saturates past 2^63 and strtod takes hex (0x10), inf and nan. */
-static const char *set_value_problem(const char *s)
-{
-    static const char *wanted = "the value must be a decimal integer, a decimal number (1.5e-3), true or false";
-    if (!strcmp(s, "true") || !strcmp(s, "false")) return NULL;
-    const char *p = s + (*s == '-' || *s == '+');
-    size_t digits = strspn(p, "0123456789");
-    char *end;
-    errno = 0;
-    if (digits && !p[digits]) {   /* an integer */
-        (void)strtoll(s, &end, 10);
-        return errno ? "the integer does not fit in 64 bits" : NULL;
-    }
-    size_t frac = p[digits] == '.' ? strspn(p + digits + 1, "0123456789") : 0;
-    const char *q = p + digits + (p[digits] == '.') + frac;
-    if (!digits && !frac) return wanted;
-    if (*q == 'e' || *q == 'E') {
-        q += 1 + (q[1] == '-' || q[1] == '+');
-        size_t exp = strspn(q, "0123456789");
-        if (!exp) return wanted;
-        q += exp;
-    }
-    if (*q) return wanted;
-    double d = strtod(s, &end);
-    return *end || errno || !isfinite(d) ? "the number is out of range" : NULL;
 }
 
 static int opt_config(cli_opts *o, const char *v)
@@ -174,7 +143,8 @@ static int opt_config(cli_opts *o, const char *v)
     if (o->nsets == MAX_LIST) return usage_error("at most %d --set options", MAX_LIST);
     if (!split_assign(o, v, &o->set_names[o->nsets], &o->set_values[o->nsets]))
         return usage_error("--set wants NAME=VALUE, got '%s'", v);
-    const char *name = o->set_names[o->nsets], *value = o->set_values[o->nsets], *problem = set_value_problem(value);
+    driver_set_value unused;
+    const char *name = o->set_names[o->nsets], *value = o->set_values[o->nsets], *problem = driver_set_value_parse(value, &unused);
     if (name_given(o->set_names, o->nsets, name)) return usage_error("--set %s is given twice", name);
     if (problem) return usage_error("--set %s=%s: %s", name, value, problem);
     o->nsets++;
@@ -207,17 +177,18 @@ static int opt_no_chunk_loss(cli_opts *o, const char *v)
 
 static int opt_loss_slices(cli_opts *o, const char *v)
 {
-    return parse_loss_slices(v, &o->train.loss_slices) ? 0 : usage_error("--loss-slices wants a count from 1 to 8, got '%s'", v);
+    uint64_t n;
+    if (!parse_count(v, 1, LOSS_SLICES_MOST, &n)) return usage_error("--loss-slices wants a count from 1 to %d, got '%s'", LOSS_SLICES_MOST, v);
+    o->train.loss_slices = (int)n;
+    return 0;
 }
 
 static int opt_accumulate(cli_opts *o, const char *v)
 {
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (!(v[0] >= '0' && v[0] <= '9') || *end || errno || n < 1 || n > ACCUMULATE_MOST)
+    uint64_t n;
+    if (!parse_count(v, 1, ACCUMULATE_MOST, &n))
         return usage_error("--accumulate wants a count of micro-batches from 1 to %d, got '%s'", ACCUMULATE_MOST, v);
-    o->train.accumulate = n;
+    o->train.accumulate = (int64_t)n;
     return 0;
 }
 
@@ -243,29 +214,24 @@ static int opt_device(cli_opts *o, const char *v)
 
 static int opt_random_inputs(cli_opts *o, const char *v)
 {
-    char *end;
-    errno = 0;
-    long long seed = strtoll(v, &end, 10);
-    if (!(v[0] >= '0' && v[0] <= '9') || *end || errno) return usage_error("--random-inputs wants a seed (a non-negative integer), got '%s'", v);
-    o->random_inputs = seed;
+    uint64_t seed;
+    if (!parse_count(v, 0, INT64_MAX, &seed)) return usage_error("--random-inputs wants a seed (a non-negative integer), got '%s'", v);
+    o->random_inputs = (long long)seed;
     return 0;
 }
 
 static int opt_seed(cli_opts *o, const char *v)
 {
-    char *end;
-    errno = 0;
-    unsigned long long seed = strtoull(v, &end, 10);
-    if (!(v[0] >= '0' && v[0] <= '9') || *end || errno) return usage_error("--seed needs a non-negative integer, got '%s'", v);
-    o->train.seed = seed;
+    if (!parse_count(v, 0, UINT64_MAX, &o->train.seed)) return usage_error("--seed needs a non-negative integer, got '%s'", v);
     return 0;
 }
 
 static int opt_lr(cli_opts *o, const char *v)
 {
-    char *end;
-    double lr = strtod(v, &end);
-    if (*end || !(lr > 0 && lr < 1e3)) return usage_error("--lr needs a positive number, got '%s'", v);
+    driver_set_value n;   /* written as --set takes numbers: no hex, inf or nan */
+    bool number = !driver_set_value_parse(v, &n) && n.kind != DRIVER_SET_BOOL;
+    double lr = !number ? 0 : n.kind == DRIVER_SET_INT ? (double)n.i : n.f;
+    if (!number || !(lr > 0 && lr < 1e3)) return usage_error("--lr needs a positive number, got '%s'", v);
     o->train.lr = lr;
     return 0;
 }
@@ -274,9 +240,8 @@ static int opt_profile(cli_opts *o, const char *v)   /* v: an optional run count
 {
     o->profile_runs = 20;
     if (!v) return 0;
-    char *end;
-    long runs = strtol(v, &end, 10);
-    if (*end || runs < 1 || runs > 10000) return usage_error("--profile takes a run count from 1 to 10000, got '%s'", v);
+    uint64_t runs;
+    if (!parse_count(v, 1, 10000, &runs)) return usage_error("--profile takes a run count from 1 to 10000, got '%s'", v);
     o->profile_runs = (int)runs;
     return 0;
 }
@@ -422,12 +387,9 @@ static const char *count_wanted(const cli_option *opt) { return opt->least ? "a 
 
 static int opt_count(cli_opts *o, const cli_option *opt, const char *v)
 {
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (!(v[0] >= '0' && v[0] <= '9') || *end || errno || n < opt->least || n > (1ll << 40))
-        return usage_error("%s needs %s, got '%s'", opt->name, count_wanted(opt), v);
-    *(int64_t *)((char *)o + opt->field) = n;
+    uint64_t n;
+    if (!parse_count(v, (uint64_t)opt->least, 1ull << 40, &n)) return usage_error("%s needs %s, got '%s'", opt->name, count_wanted(opt), v);
+    *(int64_t *)((char *)o + opt->field) = (int64_t)n;
     return 0;
 }
 

@@ -7,7 +7,45 @@
 #include "passes.h"
 #include "sema.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* Anything but the three forms is refused rather than read another way:
+ * strtoll saturates past 2^63, and strtod takes hex (0x10), inf and nan. */
+const char *driver_set_value_parse(const char *text, driver_set_value *out)
+{
+    static const char *wanted = "the value must be a decimal integer, a decimal number (1.5e-3), true or false";
+    if (!strcmp(text, "true") || !strcmp(text, "false")) {
+        *out = (driver_set_value){.kind = DRIVER_SET_BOOL, .i = text[0] == 't'};
+        return NULL;
+    }
+    const char *p = text + (*text == '-' || *text == '+');
+    size_t digits = strspn(p, "0123456789");
+    char *end;
+    errno = 0;
+    if (digits && !p[digits]) {
+        long long n = strtoll(text, &end, 10);
+        if (errno) return "the integer does not fit in 64 bits";
+        *out = (driver_set_value){.kind = DRIVER_SET_INT, .i = n};
+        return NULL;
+    }
+    size_t frac = p[digits] == '.' ? strspn(p + digits + 1, "0123456789") : 0;
+    const char *q = p + digits + (p[digits] == '.') + frac;
+    if (!digits && !frac) return wanted;
+    if (*q == 'e' || *q == 'E') {
+        q += 1 + (q[1] == '-' || q[1] == '+');
+        size_t exp = strspn(q, "0123456789");
+        if (!exp) return wanted;
+        q += exp;
+    }
+    if (*q) return wanted;
+    double d = strtod(text, &end);
+    if (*end || errno || !isfinite(d)) return "the number is out of range";
+    *out = (driver_set_value){.kind = DRIVER_SET_NUMBER, .f = d};
+    return NULL;
+}
 
 /* Many control bytes near the start mean binary data (an ELF file, a .netm, a
  * gzip): one error for the file instead of one per byte. A stray control

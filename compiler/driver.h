@@ -30,6 +30,18 @@ typedef struct driver_opts {
     int ndisabled;
 } driver_opts;
 
+/* A --set value, read one way for every command: a decimal integer that
+ * fits in 64 bits, a finite decimal number (1.5e-3), true or false. */
+typedef enum { DRIVER_SET_INT, DRIVER_SET_NUMBER, DRIVER_SET_BOOL } driver_set_kind;
+typedef struct driver_set_value {
+    driver_set_kind kind;
+    int64_t i;   /* DRIVER_SET_INT; DRIVER_SET_BOOL: 1 for true */
+    double f;    /* DRIVER_SET_NUMBER */
+} driver_set_value;
+
+/* Reads text into *out; returns NULL, or why text is not such a value. */
+const char *driver_set_value_parse(const char *text, driver_set_value *out);
+
 /* Parse, check and lower the file at path (already added to sources as
  * file_id). Returns the graph, or NULL when diagnostics reported errors. */
 ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts *o, diag_ctx *d);

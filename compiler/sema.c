@@ -298,16 +298,15 @@ static bool config_overridden(sema_ctx *c, const char *name, sv *out, nc_loc loc
         if (strcmp(c->opts->set_names[i], name) != 0) continue;
         if (i < 64) c->set_used[i] = true;
         const char *s = c->opts->set_values[i];
-        char *end;
-        long long iv = strtoll(s, &end, 10);
-        if (*end == 0 && end != s) { *out = sv_int(iv); return true; }
-        double fv = strtod(s, &end);
-        if (*end == 0 && end != s && isfinite(fv)) { *out = sv_float(fv); return true; }
-        if (strcmp(s, "true") == 0 || strcmp(s, "false") == 0) {
-            *out = (sv){.kind = SV_BOOL, .i = s[0] == 't'};
+        driver_set_value v;
+        const char *problem = driver_set_value_parse(s, &v);
+        if (!problem) {
+            *out = v.kind == DRIVER_SET_INT ? sv_int(v.i)
+                 : v.kind == DRIVER_SET_NUMBER ? sv_float(v.f)
+                                                : (sv){.kind = SV_BOOL, .i = v.i};
             return true;
         }
-        sema_err(c, loc, NULL, "--set %s=%s: not a number or bool", name, s);
+        sema_err(c, loc, NULL, "--set %s=%s: %s", name, s, problem);
         return false;
     }
     return false;
