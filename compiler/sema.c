@@ -674,7 +674,7 @@ sv sema_expr(sema_ctx *c, const ast_node *e)
     case AST_BINARY: {
         sv a = sema_expr(c, e->a);
         sv b = sema_expr(c, e->b);
-        return sema_binary(c, e->op, a, b, e->loc);
+        return sema_binary(c, e->op, a, b, e->loc, (nc_loc[2]){e->a->loc, e->b->loc});
     }
     case AST_KWARG:
         sema_err(c, e->loc, NULL, "keyword argument '%s:' outside a call", e->name);

@@ -566,7 +566,7 @@ fail:
     return sv_error();
 }
 
-sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
+sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc operand_locs[2])
 {
     if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
     /* x / T: the dim becomes a scalar of the tensor's dtype */
@@ -582,7 +582,8 @@ sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
         }
         ir_node proto = sema_proto(c, binary_ops[op], loc);
         sv ops[2] = {a, b};
-        nc_loc locs[2] = {loc, loc};
+        /* an error about a number is about where it is written; one about the pair, at the operator */
+        nc_loc locs[2] = {is_scalar(a) ? operand_locs[0] : loc, is_scalar(b) ? operand_locs[1] : loc};
         if (op == AST_OP_MATMUL && (a.kind != SV_TENSOR || b.kind != SV_TENSOR)) {
             sema_err(c, loc, NULL, "'@' multiplies two tensors");
             return sv_error();

@@ -119,7 +119,9 @@ void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train);
 bool sema_builtin_exists(const char *name);
 sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call);
 /* Binary operators and unary minus on compile-time values or tensors. */
-sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc);
+/* operand_locs: where a and b are written, for errors about one of them
+ * (a number out of its tensor's range); loc: the operator. */
+sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc operand_locs[2]);
 sv sema_negate(sema_ctx *c, sv a, nc_loc loc);
 /* Build a table op on tensor operands, with broadcasting and autocast. */
 sv sema_apply(sema_ctx *c, ir_node *proto, sv *operands, int n, const nc_loc *arg_locs);
