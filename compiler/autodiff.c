@@ -9,6 +9,7 @@
  * normalisations go through f32, as the forward ops accumulate in f32. */
 #include "autodiff.h"
 #include "typecheck.h"
+#include "program.h"   /* NRT_MAX_INTS: the sizes one kernel takes */
 
 #include <math.h>
 #include <stdio.h>
@@ -200,6 +201,27 @@ static ir_value pad_slice(ad_ctx *c, ir_value x, int ax, uint32_t lo, uint32_t h
     return build(c, p, parts, np);
 }
 
+/* Slice gradients of one tensor joined by one concat; with more, each is zero-padded. */
+enum { SETTLE_MAX_PARTS = 16 };
+
+/* A concat's kernel takes rank + parts + 1 sizes of NRT_MAX_INTS, as sema's
+ * concat_in_groups says: 16 slices of a rank-4 tensor are one too many, so
+ * more parts than fit are joined in groups first (exact). */
+static ir_value concat_parts(ad_ctx *c, int ax, const ir_value *parts, int np)
+{
+    ir_node p = {.op = OP_CONCAT};
+    p.attr.axis = ax;
+    int most = NRT_MAX_INTS - 1 - nd(c, parts[0])->rank;
+    if (np <= most) return build(c, p, parts, np);
+    ir_value groups[SETTLE_MAX_PARTS];
+    int m = 0;
+    for (int i = 0; i < np; i += most) {
+        int k = np - i < most ? np - i : most;
+        groups[m++] = k == 1 ? parts[i] : build(c, p, parts + i, k);
+    }
+    return build(c, p, groups, m);
+}
+
 /* x's waiting slice gradients into its gradient: one concat when they cover
  * the axis end to end, else each zero-padded. */
 static void settle(ad_ctx *c, ir_value x)
@@ -207,10 +229,10 @@ static void settle(ad_ctx *c, ir_value x)
     if (x >= c->nforward || c->pieces_of[x] < 0) return;
     int ax = c->pieces_axis[x];
     uint32_t at = ir_dim_const(c->g, 0), size = nd(c, x)->shape[ax];
-    ir_value parts[16];
+    ir_value parts[SETTLE_MAX_PARTS];
     int np = 0, total = 0;
     for (int32_t i = c->pieces_of[x]; i >= 0; i = c->pieces[i].next) total++;
-    while (at != size && np < total && np < 16) {   /* follow lo == the last hi from 0 */
+    while (at != size && np < total && np < SETTLE_MAX_PARTS) {   /* follow lo == the last hi from 0 */
         int32_t found = -1;
         for (int32_t i = c->pieces_of[x]; i >= 0 && found < 0; i = c->pieces[i].next)
             if (c->pieces[i].lo == at) found = i;
@@ -221,9 +243,7 @@ static void settle(ad_ctx *c, ir_value x)
     int32_t first = c->pieces_of[x];
     c->pieces_of[x] = -1;
     if (at == size && np == total) {
-        ir_node p = {.op = OP_CONCAT};
-        p.attr.axis = ax;
-        add_grad(c, x, np == 1 ? parts[0] : build(c, p, parts, np));
+        add_grad(c, x, np == 1 ? parts[0] : concat_parts(c, ax, parts, np));
         return;
     }
     for (int32_t i = first; i >= 0; i = c->pieces[i].next)

@@ -69,6 +69,18 @@ static const grad_case cases[] = {
     /* slices with a gap, and the same slice twice: zero-padded as before */
     {"slices_gap", "p = slice(a, axis: 1, start: 0, end: 1)\n  q = slice(a, axis: 1, start: 2, end: 4)\n  y = concat([q, p, p * 2.0], axis: 1)",
      "param a: f32[3, 4] = normal(1)"},
+    /* 16 slices of a rank-4 tensor: more parts than one concat kernel takes,
+       joined in groups; each a different weight, so the order is checked */
+    {"slices_many", "y = "
+     "slice(a, axis: 3, start: 0, end: 1) * 1.0 + slice(a, axis: 3, start: 1, end: 2) * 2.0 + "
+     "slice(a, axis: 3, start: 2, end: 3) * 3.0 + slice(a, axis: 3, start: 3, end: 4) * 4.0 + "
+     "slice(a, axis: 3, start: 4, end: 5) * 5.0 + slice(a, axis: 3, start: 5, end: 6) * 6.0 + "
+     "slice(a, axis: 3, start: 6, end: 7) * 7.0 + slice(a, axis: 3, start: 7, end: 8) * 8.0 + "
+     "slice(a, axis: 3, start: 8, end: 9) * 9.0 + slice(a, axis: 3, start: 9, end: 10) * 10.0 + "
+     "slice(a, axis: 3, start: 10, end: 11) * 11.0 + slice(a, axis: 3, start: 11, end: 12) * 12.0 + "
+     "slice(a, axis: 3, start: 12, end: 13) * 13.0 + slice(a, axis: 3, start: 13, end: 14) * 14.0 + "
+     "slice(a, axis: 3, start: 14, end: 15) * 15.0 + slice(a, axis: 3, start: 15, end: 16) * 16.0",
+     "param a: f32[1, 2, 1, 16] = normal(1)"},
     {"concat", "y = concat([a, b, a], axis: 1)", "param a: f32[3, 2] = normal(1)\n param b: f32[3, 1] = normal(1)"},
     {"broadcast", "y = a + b * 2.0", "param a: f32[2, 3, 4] = normal(1)\n param b: f32[3, 1] = normal(1)"},
     {"gather", "y = gather(a, reshape(iota([4], dtype: i32), [2, 2]) / 2)", "param a: f32[3, 4] = normal(1)"},
