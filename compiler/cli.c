@@ -231,7 +231,7 @@ static int opt_lr(cli_opts *o, const char *v)
     driver_set_value n;   /* written as --set takes numbers: no hex, inf or nan */
     bool number = !driver_set_value_parse(v, &n) && n.kind != DRIVER_SET_BOOL;
     double lr = !number ? 0 : n.kind == DRIVER_SET_INT ? (double)n.i : n.f;
-    if (!number || !(lr > 0 && lr < 1e3)) return usage_error("--lr needs a positive number, got '%s'", v);
+    if (!number || !(lr > 0 && lr <= 1e3)) return usage_error("--lr needs a number in (0, 1000], got '%s'", v);
     o->train.lr = lr;
     return 0;
 }

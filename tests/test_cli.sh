@@ -157,8 +157,10 @@ expect 2 "count from 1 to 8"      build "$src/examples/gpt2.net" --loss-slices 9
 expect 2 "count from 1 to 8"      train "$src/examples/gpt2.net" --data "$tmp/nodata" --loss-slices 0
 expect 2 "count from 1 to 8"      build "$src/examples/gpt2.net" --loss-slices 4x
 expect 2 "count from 1 to 8"      build "$src/examples/gpt2.net" --loss-slices +3   # digits only, as every count
-expect 2 "--lr needs a positive number, got '0x1p-3'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --lr 0x1p-3
-expect 2 "--lr needs a positive number, got ' 0.1'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --lr ' 0.1'
+expect 2 "--lr needs a number in (0, 1000], got '0x1p-3'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --lr 0x1p-3
+expect 2 "--lr needs a number in (0, 1000], got ' 0.1'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --lr ' 0.1'
+expect 2 "--lr needs a number in (0, 1000], got '1001'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --lr 1001
+expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --lr 1000   # the file's own limit
 probe=$("$netc" run "$tmp/m.netm" --dim B=1 --random-inputs 1 --output "$tmp/probe" 2>&1)   # not piped: pipefail and grep -q
 if ! grep -q 'running on cuda' <<<"$probe"; then
   expect 1 "measures on a GPU"    inspect "$tmp/m.netm" --dim B=2 --profile   # no GPU here
