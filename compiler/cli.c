@@ -529,7 +529,7 @@ static int build_kernels(const cli_opts *o, ir_graph *g, nrt_module_data *m)
         sources[n] = m->program.source, archs[n++] = arch;
     nvrtc_image imgs[16];
     char *log;
-    if (!nvrtc_compile_all(sources, archs, n, imgs, &log)) {   /* every target at once */
+    if (!nvrtc_compile_all(sources, archs, n, imgs, &log, stderr)) {   /* every target at once */
         fprintf(stderr, "netc: %s\n", log);
         free(log);
         return 1;

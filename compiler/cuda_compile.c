@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #ifdef NETC_HAVE_NVRTC
 #include <nvrtc.h>
@@ -95,6 +97,18 @@ bool nvrtc_compile(const char *source, const char *arch, nvrtc_image *out, char 
     return true;
 }
 
+/* Whether nvrtc_compile will find source for arch in the cache (a damaged
+ * entry counts: that is found, and noted, as it is read). */
+static bool nvrtc_cached(const char *source, const char *arch)
+{
+    if (getenv("NETC_NO_CACHE")) return false;
+    int major = 0, minor = 0;
+    nvrtcVersion(&major, &minor);
+    char path[1300];
+    nvrtc_cache_path(source, arch, major, minor, path, sizeof path);
+    return access(path, R_OK) == 0;
+}
+
 static bool compile_uncached(const char *source, const char *arch, nvrtc_image *out, char **log)
 {
     nvrtcProgram prog;
@@ -146,6 +160,7 @@ static bool compile_uncached(const char *source, const char *arch, nvrtc_image *
 
 bool nvrtc_available(void) { return false; }
 int nvrtc_version(void) { return 0; }
+static bool nvrtc_cached(const char *source, const char *arch) { return (void)source, (void)arch, true; }   /* nothing to wait for */
 
 bool nvrtc_target_ok(const char *arch, char *err, size_t errcap)
 {
@@ -192,8 +207,37 @@ static void *compile_one(void *arg)
     return NULL;
 }
 
-bool nvrtc_compile_all(const char *const *sources, const char *const *archs, int n, nvrtc_image *out, char **log)
+static double seconds_now(void)
 {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* The line before a cold compile: which targets, and that it happens once. */
+static bool say_cold(const char *const *sources, const char *const *archs, int n, FILE *progress)
+{
+    char cold[256] = "";
+    size_t len = 0, bytes = 0;
+    for (int i = 0; i < n; i++) {
+        if (nvrtc_cached(sources[i], archs[i]) || len >= sizeof cold) continue;
+        len += (size_t)snprintf(cold + len, sizeof cold - len, "%s%s", len ? ", " : "", archs[i]);
+        bool again = false;   /* one source for several targets counts once */
+        for (int k = 0; k < i; k++) again |= sources[k] == sources[i];
+        if (!again) bytes += strlen(sources[i]);
+    }
+    if (!len || !progress) return false;
+    fprintf(progress, "netc: NVRTC: compiling %zu KiB of CUDA C for %s (once: later builds take it from the cache)\n",
+            (bytes + 1023) / 1024, cold);
+    fflush(progress);
+    return true;
+}
+
+bool nvrtc_compile_all(const char *const *sources, const char *const *archs, int n, nvrtc_image *out, char **log,
+                       FILE *progress)
+{
+    double start = seconds_now();
+    bool cold = say_cold(sources, archs, n, progress);
     compile_job *jobs = nc_xcalloc((size_t)n + 1, sizeof *jobs);
     pthread_t *threads = nc_xcalloc((size_t)n + 1, sizeof *threads);
     bool *started = nc_xcalloc((size_t)n + 1, sizeof *started);
@@ -211,6 +255,7 @@ bool nvrtc_compile_all(const char *const *sources, const char *const *archs, int
         out[i] = jobs[i].image;
     }
     for (int i = 0; i < n && !ok; i++) nvrtc_image_free(&out[i]);
+    if (cold && ok) fprintf(progress, "netc: NVRTC: done in %.1f s\n", seconds_now() - start);
     free(started);
     free(threads);
     free(jobs);

@@ -5,6 +5,8 @@
 
 #include "base.h"
 
+#include <stdio.h>
+
 typedef struct nvrtc_image {
     char arch[16];         /* "sm_90" for a cubin, "compute_90" for PTX */
     bool is_ptx;
@@ -36,8 +38,11 @@ void nvrtc_image_free(nvrtc_image *img);
 /* nvrtc_compile for n jobs at once, one thread each (NVRTC compiles separate
  * programs concurrently): out[i] is sources[i] compiled for archs[i]. On
  * failure returns false with the first failing job's report in log, and
- * out[] empty. */
-bool nvrtc_compile_all(const char *const *sources, const char *const *archs, int n, nvrtc_image *out, char **log);
+ * out[] empty. progress (NULL: nothing): where a line goes when some jobs
+ * are not in the cache (a cold build of a large model takes a minute or
+ * more), and one with the time when they are done. */
+bool nvrtc_compile_all(const char *const *sources, const char *const *archs, int n, nvrtc_image *out, char **log,
+                       FILE *progress);
 
 /* A module's image (runtime/module.h) made from img, which it takes over. */
 struct nrt_image;

@@ -244,7 +244,7 @@ static int gpu_modules(ir_graph *const graphs[2], bool fuse, const char *arch, n
     }
     nvrtc_image imgs[2];
     char *log = NULL;
-    if (!nvrtc_compile_all(sources, archs, 2, imgs, &log)) {
+    if (!nvrtc_compile_all(sources, archs, 2, imgs, &log, stderr)) {
         fprintf(stderr, "netc: %s\n", log);
         free(log);
         return 1;

@@ -311,11 +311,16 @@ if [[ $(wc -w <<<"$seeds") -ne 3 || " $seeds" != *" 9 "* ]]; then
   echo "FAIL: dropout seeds: want two defaults of their own and 9, got [$seeds]"; fail=$((fail + 1))
 fi
 # a damaged NVRTC cache entry is a miss: compiled again (one note on stderr),
-# overwritten, and the module is the same as a clean build's (NVRTC only)
+# overwritten, and the module is the same as a clean build's (NVRTC only);
+# a cold build says what it compiles and how long it took, a cached one is quiet
 if "$netc" --version | grep -q 'NVRTC [0-9]'; then
   n=$((n + 1))
   cache=(env NETC_CACHE_DIR="$tmp/nvcache")
-  "${cache[@]}" "$netc" build "$src/tests/train/tiny.net" --target sm_80,compute_80 -o "$tmp/clean.netm" 2>/dev/null
+  "${cache[@]}" "$netc" build "$src/tests/train/tiny.net" --target sm_80,compute_80 -o "$tmp/clean.netm" 2>"$tmp/nv0.log"
+  if ! grep -q '^netc: NVRTC: compiling [0-9]* KiB of CUDA C for sm_80, compute_80 (once' "$tmp/nv0.log" ||
+     ! grep -q '^netc: NVRTC: done in [0-9.]* s$' "$tmp/nv0.log"; then
+    echo "FAIL: a cold build's progress lines"; cat "$tmp/nv0.log"; fail=$((fail + 1))
+  fi
   for e in "$tmp"/nvcache/*; do
     case $e in
       *sm_80*) printf garbage > "$e" ;;
