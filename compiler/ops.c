@@ -592,10 +592,57 @@ bad:;
     return fail(e, 0, "cannot broadcast %s to %s", shape_str(g, x, s1, sizeof s1), shape_str(g, n, s2, sizeof s2));
 }
 
+/* Indices that are an iota hold 0 .. len-1 along its axis, whatever the
+ * data: a reshape, broadcast or transpose of it moves or repeats those values
+ * but makes none larger. True with *len the axis' dim id. */
+static bool iota_extent(const ir_graph *g, ir_value v, uint32_t *len)
+{
+    const ir_node *x = &g->nodes[v];
+    while ((x->op == OP_RESHAPE || x->op == OP_BROADCAST || x->op == OP_TRANSPOSE) && x->nargs >= 1)
+        x = &g->nodes[ir_args(g, x)[0]];
+    if (x->op != OP_IOTA || x->attr.axis < 0 || x->attr.axis >= x->rank) return false;
+    *len = x->shape[x->attr.axis];
+    return true;
+}
+
+/* The name a user knows the table by: a parameter or input, looked for
+ * through the casts a precision block puts around it; "the table" else. */
+static const char *table_name(const ir_graph *g, const ir_node *t)
+{
+    while (t->op == OP_CAST && t->nargs == 1) t = &g->nodes[ir_args(g, t)[0]];
+    if (t->op == OP_PARAM && t->attr.index < g->nparams) return g->params[t->attr.index].decl.name;
+    if (t->op == OP_INPUT && t->attr.index < g->ninputs) return g->inputs[t->attr.index].name;
+    return "the table";
+}
+
+/* gather(table, iota over an axis of len): index len-1 must be a row, so a
+ * len known to exceed the rows (2048 and 1024, or T + 1 and T) is a type
+ * error here, not an index error in the first run. */
+static bool gather_iota_fits(ir_graph *g, const ir_value *a, tc_error *e)
+{
+    uint32_t len;
+    if (!iota_extent(g, a[1], &len)) return true;
+    uint32_t rows = g->nodes[a[0]].shape[0];
+    dim_expr over;
+    int64_t k;
+    if (dim_sub(&g->dims[len], &g->dims[rows], &over) != DIM_OK || !dim_is_const(&over, &k) || k <= 0) return true;
+    char sl[64], sr[64], smax[80];
+    const char *name = table_name(g, &g->nodes[a[0]]);
+    dim_expr one = dim_const(1), last;
+    dim_str(g, len, sl, sizeof sl);
+    dim_str(g, rows, sr, sizeof sr);
+    if (dim_sub(&g->dims[len], &one, &last) == DIM_OK) dim_format(&last, (const char *const *)g->sym_names, smax, sizeof smax);
+    else snprintf(smax, sizeof smax, "%s - 1", sl);
+    fail(e, 1, "gather: the indices are an iota over %s positions, 0 to %s, but %s has %s rows", sl, smax, name, sr);
+    hint(e, "the iota's length must be at most %s's %s rows: a shorter sequence, or a larger table", name, sr);
+    return false;
+}
+
 static bool shape_gather(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     const ir_node *t = &g->nodes[a[0]], *idx = &g->nodes[a[1]];
     if (t->rank < 1) return fail(e, 0, "gather: the table must have rank 1 or more");
+    if (!gather_iota_fits(g, a, e)) return false;
     if (idx->rank + t->rank - 1 > NC_MAX_RANK) return fail(e, 1, "gather: result rank exceeds %d", NC_MAX_RANK);
     n->rank = (uint8_t)(idx->rank + t->rank - 1);
     memcpy(n->shape, idx->shape, idx->rank * sizeof(uint32_t));
@@ -621,6 +668,46 @@ static shape_rule *const shape_rules[OP_COUNT] = {
 #include "ops.def"
 #undef X
 };
+
+/* ------------------------------------------------------------------ */
+/* binding rules: what an op needs of the symbolic dims' values, checked
+ * when a session binds them (a module built without --dim)                */
+
+typedef bool binding_rule(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e);
+
+/* gather_iota_fits at run time: the iota's length, known now, must not pass
+ * the table's rows, or the first run would fail on an index. */
+static bool bind_gather(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e)
+{
+    const ir_value *a = ir_args(g, n);
+    uint32_t len;
+    int64_t vl, vr;
+    if (!iota_extent(g, a[1], &len)) return true;
+    uint32_t rows = g->nodes[a[0]].shape[0];
+    if (!dim_eval(&g->dims[len], syms, &vl) || !dim_eval(&g->dims[rows], syms, &vr) || vl <= vr) return true;
+    char sl[64], where[256] = "";
+    const dim_expr *d = &g->dims[len];
+    bool lone = d->nterms == 1 && d->term[0].coeff == 1 && d->term[0].nfactors == 1;
+    dim_str(g, len, sl, sizeof sl);
+    if (n->loc.file >= 1 && n->loc.file <= g->nfiles)
+        snprintf(where, sizeof where, " at %s:%u", g->files[n->loc.file - 1], n->loc.line);
+    const char *name = table_name(g, &g->nodes[a[0]]);
+    fail(e, -1, "%s%s = %lld is more than the %lld rows of %s, which the gather%s indexes with an iota over %s: "
+                "%s must be at most %lld",
+         lone ? "dim " : "", sl, (long long)vl, (long long)vr, name, where, sl, sl, (long long)vr);
+    return false;
+}
+
+static binding_rule *const binding_rules[OP_COUNT] = {
+    [OP_GATHER] = bind_gather,
+};
+
+bool tc_check_binding(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e)
+{
+    memset(e, 0, sizeof *e);
+    e->arg = -1;
+    return !binding_rules[n->op] || binding_rules[n->op](g, n, syms, e);
+}
 
 /* ------------------------------------------------------------------ */
 

@@ -14,6 +14,11 @@ typedef struct tc_error {
  * operands do not fit the op. n->nargs must be set. */
 bool tc_infer(ir_graph *g, ir_node *n, const ir_value *args, tc_error *e);
 
+/* The rules of n's op on the symbolic dims' values (syms, by symbol id),
+ * for a session binding them: false with e->msg saying which dim is too
+ * large and why (gather: an iota index past its table's rows). */
+bool tc_check_binding(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e);
+
 /* Type-check and append. */
 bool ir_build(ir_graph *g, const ir_node *proto, const ir_value *args, uint16_t nargs, ir_value *out,
               tc_error *e);

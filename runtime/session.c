@@ -6,6 +6,7 @@
 #include "gpu.h"
 #include "module.h"
 #include "tensor_io.h"
+#include "typecheck.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -171,6 +172,12 @@ static nrt_status bind_dims(nrt_session *s, const nrt_session_opts *o, nrt_error
         if (o->dim_values[found] <= 0 || o->dim_values[found] > ((int64_t)1 << 40))
             return set_err(err, NRT_ERR_ARGUMENT, "dim %s = %lld is not a usable size", g->sym_names[k], (long long)o->dim_values[found]);
         s->syms[k] = o->dim_values[found];
+    }
+    /* ops' limits on the values (a gather's iota past its table), here,
+     * before they turn into a run's index error */
+    for (ir_value v = 0; g->nsyms && v < g->nnodes; v++) {
+        tc_error e;
+        if (!tc_check_binding(g, &g->nodes[v], s->syms, &e)) return set_err(err, NRT_ERR_ARGUMENT, "%s", e.msg);
     }
     return NRT_OK;
 }

@@ -45,6 +45,17 @@ expect 1 "the model has no symbolic dim named T" check "$tmp/two.net" --model a 
 expect 1 "hint: the file's config constants: H, CLASSES" check "$src/examples/fashion_mlp.net" --set NOPE=3
 expect 1 "hint: the file's models: fashion_mlp" check "$src/examples/fashion_mlp.net" --model nope
 expect 1 "not a safetensors"      run "$tmp/m.netm" --dim B=2 --random-inputs 1 --weights "$tmp/junk.netm"
+# a context longer than the position table: a type error where T is known (the
+# gather's line), and where it is bound only at run time, refused by name at the
+# bind rather than as the gather's index error of the first run
+expect 1 "gpt2.net:13:41: error: gather: the indices are an iota over 2048 positions, 0 to 2047, but wpe has 1024 rows" \
+  check "$src/examples/gpt2.net" --dim T=2048
+expect 1 "hint: the iota's length must be at most wpe's 16 rows" build "$src/examples/gpt2.net" --set MAXT=16 --dim T=17 --target '' -o "$tmp/g.netm"
+printf 'model pos(tokens: i32[B, T]) -> f32[B, T, 4]\n  config MAXT = 8\n{\n  param wpe: f32[MAXT, 4] = normal(0.02)\n  param wte: f32[16, 4] = normal(0.02)\n  positions = iota([T], axis: 0, dtype: i32)\n  return gather(wte, tokens) + gather(wpe, positions)\n}\n' > "$tmp/pos.net"
+"$netc" build "$tmp/pos.net" --target '' -o "$tmp/pos.netm" 2>/dev/null || echo "cannot build pos.net"
+expect 1 "dim T = 9 is more than the 8 rows of wpe, which the gather at $tmp/pos.net:7 indexes with an iota over T: T must be at most 8" \
+  run "$tmp/pos.netm" --dim B=1 --dim T=9 --random-inputs 1 --device cpu --output "$tmp/posout"
+expect 0 "" run "$tmp/pos.netm" --dim B=1 --dim T=8 --random-inputs 1 --device cpu --output "$tmp/posout"
 # an input that is no regular file is refused by name: a FIFO (whose open
 # would wait for a writer forever) and a directory (which read as a short file)
 mkfifo "$tmp/fifo"
