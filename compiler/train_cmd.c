@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -808,14 +809,42 @@ static int load_checkpoint(trainer *t, const char *path, int64_t *epoch, int64_t
     return 0;
 }
 
-static void metrics_line(trainer *t, json_t *o)
+/* Whether --metrics could be written, before any work, without touching an
+ * existing file: a run that fails before its first line leaves the last
+ * run's metrics as they were. 0, or 1 with the reason on stderr. */
+static int metrics_check(const char *path)
 {
-    if (!t->metrics) { json_decref(o); return; }
+    struct stat st;
+    char err[1024];
+    if (stat(path, &st) != 0) {   /* not there yet: can a file be made beside it? */
+        if (atomic_file_check(path, err, sizeof err) == 0) return 0;
+        fprintf(stderr, "netc: --metrics %s\n", err);
+        return 1;
+    }
+    /* a device or FIFO (/dev/stdout, a pipe to a follower) is not opened here:
+       a FIFO's open would wait for its reader */
+    if (S_ISDIR(st.st_mode) || access(path, W_OK) != 0) {
+        fprintf(stderr, "netc: cannot write --metrics %s: %s\n", path, S_ISDIR(st.st_mode) ? "is a directory" : strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* A line of the metrics, the first opening the file (truncating an earlier
+ * run's): only a run that has something to say replaces them. 0, or 1 with
+ * the reason on stderr. */
+static int metrics_line(trainer *t, json_t *o)
+{
+    const char *path = t->o->metrics_path;
+    if (path && !t->metrics && !(t->metrics = fopen(path, "w")))
+        fprintf(stderr, "netc: cannot write --metrics %s: %s\n", path, strerror(errno));
+    if (!t->metrics) { json_decref(o); return path ? 1 : 0; }
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     fprintf(t->metrics, "%s\n", s);
     fflush(t->metrics);
     free(s);
     json_decref(o);
+    return 0;
 }
 
 /* What the GPU held: the training session's own accounting (the arena its
@@ -823,7 +852,7 @@ static void metrics_line(trainer *t, json_t *o)
  * --memory-budget bounds), the evaluation session's (which lives in the
  * step's arena when it fits there), and the device's use as the driver
  * sees it (CUDA contexts and loaded kernels included). */
-static void report_gpu_memory(trainer *t)
+static int report_gpu_memory(trainer *t)
 {
     const double gib = 1024.0 * 1024 * 1024;
     int64_t held = gpu_device_bytes(t->gs), arena = gpu_arena_bytes(t->gs), eval = gpu_device_bytes(t->es);
@@ -839,7 +868,7 @@ static void report_gpu_memory(trainer *t)
     json_t *line = json_pack("{s:I, s:I, s:I, s:I}", "step", (json_int_t)t->step, "gpu_train_bytes", (json_int_t)held,
                              "gpu_arena_bytes", (json_int_t)arena, "gpu_eval_bytes", (json_int_t)eval);
     if (used >= 0) json_object_set_new(line, "gpu_device_used_bytes", json_integer(used));
-    metrics_line(t, line);
+    return metrics_line(t, line);
 }
 
 /* The loss curve's file beside the metrics: their name with .svg for its
@@ -949,7 +978,7 @@ static void record_step(trainer *t, epoch_tally *e, const step_result *r)
 
 /* The epoch's line on stderr and in the metrics, after its evaluation; el:
  * the seconds its steps took (the evaluation's left out). */
-static void report_epoch(trainer *t, const epoch_tally *e, double el, double accuracy, double test_loss, double gpu_wait)
+static int report_epoch(trainer *t, const epoch_tally *e, double el, double accuracy, double test_loss, double gpu_wait)
 {
     double rate = (double)(e->batches * t->o->batch) / fmax(el, 1e-9);
     double train_loss = e->nloss ? e->loss_sum / (double)e->nloss : NAN;
@@ -965,7 +994,7 @@ static void report_epoch(trainer *t, const epoch_tally *e, double el, double acc
     if (!t->text) json_object_set_new(line, "test_accuracy", json_real(accuracy));
     json_object_set_new(line, "data_wait_s", json_real(e->waited));
     if (t->gpu) json_object_set_new(line, "gpu_input_wait_s", json_real(gpu_wait));
-    metrics_line(t, line);
+    return metrics_line(t, line);
 }
 
 /* --save: the trained weights (not the optimizer's state) as safetensors. */
@@ -1015,9 +1044,10 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
         double el = now_s() - e->started, rate = (double)((b + 1 - e->first_batch) * o->batch) / fmax(el, 1e-9);
         double eta = (double)(eta_steps > t->step ? eta_steps - t->step : 0) * o->batch / fmax(rate, 1e-9);
         if (tty ? (b % 5 == 0 || b + 1 == nb) : (b % 100 == 0 || b + 1 == nb)) progress(t, e->epoch, b, nb, r.loss, rate, eta, tty);
-        if (b % 10 == 0)
+        if (b % 10 == 0 &&
             metrics_line(t, json_pack("{s:I, s:I, s:f, s:f, s:f}", "epoch", (json_int_t)e->epoch + 1, "step", (json_int_t)t->step,
-                                      "train_loss", r.loss, "samples_per_s", rate, "lr", schedule_lr(t, total_steps)));
+                                      "train_loss", r.loss, "samples_per_s", rate, "lr", schedule_lr(t, total_steps))))
+            rc = 1;
         e->batches++;
         if (ckpt[0] && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 && save_checkpoint(t, ckpt, e->epoch, e->batches))
             rc = 1;
@@ -1036,7 +1066,7 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
     run->gpu_waited += gpu_wait;
     double acc = 0, tloss = 0, el = now_s() - e->started;
     if (evaluate(t, &acc, &tloss)) return 1;
-    report_epoch(t, e, el, acc, tloss, gpu_wait);
+    if (report_epoch(t, e, el, acc, tloss, gpu_wait)) return 1;
     /* stopped by --max-steps inside the epoch: a resume goes on from there */
     bool whole = e->batches >= nb;
     if (ckpt[0] && save_checkpoint(t, ckpt, whole ? e->epoch + 1 : e->epoch, whole ? 0 : e->batches)) return 1;
@@ -1074,7 +1104,7 @@ static int train_loop(trainer *t)
         if (t->gpu) snprintf(gpu_text, sizeof gpu_text, " (GPU input wait %.3f s)", gpu_input_wait_seconds(t->gs));
         fprintf(stderr, "done: %lld steps in %.1f s (%.0f samples/s), data wait %.2f s%s, skipped steps %lld\n",
                 (long long)t->step, el, (double)run.samples / fmax(el, 1e-9), run.waited, gpu_text, (long long)t->skipped);
-        if (t->gpu) report_gpu_memory(t);
+        if (t->gpu) rc = report_gpu_memory(t);
     }
     if (rc == 0 && o->save_path) rc = save_weights(t, o->save_path);
     for (uint32_t i = 0; i < t->tg->ninputs; i++) cpu_tensor_free(&inputs[i]);
@@ -1117,6 +1147,7 @@ int train_main(const train_opts *o)
                         "e.g. %s.jsonl\n", o->metrics_path, o->metrics_path);
         return 2;
     }
+    if (o->metrics_path && metrics_check(o->metrics_path)) return 1;
     const char *kill = getenv("NETC_TEST_KILL_AFTER_STEP");
     trainer t = {.o = o, .kill_at_step = kill ? atoll(kill) : -1};
     int rc = build_graphs(&t);
@@ -1140,10 +1171,6 @@ int train_main(const train_opts *o)
     }
     if (rc == 0) rc = init_params(&t);
     if (rc == 0) rc = setup_gpu(&t);
-    if (rc == 0 && o->metrics_path && !(t.metrics = fopen(o->metrics_path, "w"))) {
-        fprintf(stderr, "netc: cannot write --metrics %s: %s\n", o->metrics_path, strerror(errno));
-        rc = 1;
-    }
     if (rc == 0) rc = train_loop(&t);
     if (t.metrics) fclose(t.metrics);
     if (rc == 0) rc = write_svg(&t, o->metrics_path);

@@ -91,5 +91,25 @@ ln -s "$tmp/real.safetensors" "$tmp/link.safetensors"
 "$netc" train "$model" "${common[@]}" --epochs 1 --max-steps 2 --save "$tmp/link.safetensors" 2>/dev/null
 [[ -L "$tmp/link.safetensors" && -s "$tmp/real.safetensors" ]] || { echo "--save replaced the symbolic link"; exit 1; }
 
+# 8: a run that fails before its first step (a checkpoint it cannot resume from, which
+# emptied the file, opened before; bad labels, too few samples for a batch, no data
+# set) leaves an earlier run's --metrics file as it was: the file is opened with its
+# first line; where it cannot be written is still said before any work
+printf '{"earlier":"run"}\n' > "$tmp/keep.jsonl"
+for why in "--checkpoint-dir $ck --resume" "--checkpoint-dir $tmp/ms --resume --seed 4" "--data $bad" "--batch 4096" \
+           "--data $tmp/nodata"; do
+  # shellcheck disable=SC2086  # $why is several words
+  if "$netc" train "$model" "${common[@]}" $why --metrics "$tmp/keep.jsonl" 2>"$tmp/keep.log"; then echo "$why: the run did not fail"; exit 1; fi
+  [[ $(cat "$tmp/keep.jsonl") == '{"earlier":"run"}' ]] || { cat "$tmp/keep.log"; echo "$why: the failed run emptied --metrics"; exit 1; }
+done
+if "$netc" train "$model" "${common[@]}" --data "$tmp/nodata" --metrics "$tmp/none/m.jsonl" 2>"$tmp/mx.log"; then echo "--metrics into no directory"; exit 1; fi
+grep -q -- "--metrics $tmp/none/m.jsonl: cannot write" "$tmp/mx.log" && ! grep -q 'data set installed' "$tmp/mx.log" || { cat "$tmp/mx.log"; exit 1; }
+mkdir "$tmp/mdir"
+if "$netc" train "$model" "${common[@]}" --data "$tmp/nodata" --metrics "$tmp/mdir" 2>"$tmp/md.log"; then echo "--metrics a directory"; exit 1; fi
+grep -q -- "cannot write --metrics $tmp/mdir: is a directory" "$tmp/md.log" || { cat "$tmp/md.log"; exit 1; }
+"$netc" train "$model" "${common[@]}" --epochs 1 --max-steps 2 --metrics "$tmp/keep.jsonl" 2>/dev/null
+grep -q '"train_loss"' "$tmp/keep.jsonl" && ! grep -q earlier "$tmp/keep.jsonl" || { echo "a run's --metrics did not replace the earlier run's"; exit 1; }
+
 echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch," \
-     "resumes mid-epoch with the same batch and seed only, refuses bad labels and test shapes and an unwritable --save up front"
+     "resumes mid-epoch with the same batch and seed only, refuses bad labels and test shapes and an unwritable --save or --metrics up front," \
+     "keeps an earlier run's metrics when it fails before its first step"
