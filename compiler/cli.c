@@ -611,9 +611,11 @@ static int cmd_train(cli_opts *o)
 }
 
 /* Seeded random values for every input not given with --input: floats in
- * [-1, 1), bytes in [0, 256), integers in [0, 10) (class labels, token ids of
- * any vocabulary); with sane_scalars, a rank-0 float (a learning rate, a bias
- * correction) in [0.5, 1). Returns non-zero after printing the error. */
+ * [-1, 1), bytes in [0, 256), integers in the range their uses accept (class
+ * labels below the classes, indices below their table's rows: the smallest
+ * such bound), [0, 10) where none bounds them; with sane_scalars, a rank-0
+ * float (a learning rate, a bias correction) in [0.5, 1). Returns non-zero
+ * after printing the error. */
 static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, uint64_t seed, bool sane_scalars)
 {
     for (int i = 0; i < nrt_module_num_inputs(m); i++) {
@@ -624,11 +626,14 @@ static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, u
         for (int k = 0; k < o->ninputs; k++) given |= strcmp(o->inputs[k], decl.name) == 0;
         if (given) continue;
         if (nrt_session_input_info(s, decl.name, &info, &e)) continue;   /* not read by this entry */
+        int64_t bound = 0;
+        if (!dtype_is_float((nc_dtype)info.dtype) && nrt_session_input_bound(s, decl.name, &bound, &e)) bound = 0;
+        double ints = info.dtype == NRT_U8 ? 256.0 : bound > 0 ? (double)bound : 10.0;
         cpu_tensor t = {0};
         cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, info.shape, (int64_t)8 << 30);
         for (int64_t j = 0; j < t.numel; j++) {
             float u = nc_rng_uniform(seed, (uint64_t)i, (uint64_t)j);
-            double v = !dtype_is_float(t.dtype) ? (info.dtype == NRT_U8 ? 256.0 * u : 10.0 * u)
+            double v = !dtype_is_float(t.dtype) ? ints * u
                      : sane_scalars && info.rank == 0 ? 0.5 + 0.5 * u : 2.0 * u - 1.0;
             cpu_set(&t, j, v);
         }

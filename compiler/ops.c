@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const nc_op_info nc_ops[OP_COUNT] = {
@@ -707,6 +708,70 @@ bool tc_check_binding(const ir_graph *g, const ir_node *n, const int64_t *syms, 
     memset(e, 0, sizeof *e);
     e->arg = -1;
     return !binding_rules[n->op] || binding_rules[n->op](g, n, syms, e);
+}
+
+/* ------------------------------------------------------------------ */
+/* value bounds: the integer values an op accepts in an operand, [0, bound):
+ * what a caller inventing inputs (netc run --random-inputs) must keep to  */
+
+typedef bool value_bound_rule(const ir_graph *g, const ir_node *n, int operand, const int64_t *syms, int64_t *bound);
+
+static bool bound_dim(const ir_graph *g, uint32_t dim, const int64_t *syms, int64_t *bound)
+{
+    return dim_eval(&g->dims[dim], syms, bound);
+}
+
+/* gather(table, indices): a row of the table */
+static bool bound_gather(const ir_graph *g, const ir_node *n, int operand, const int64_t *syms, int64_t *bound)
+{
+    return operand == 1 && bound_dim(g, g->nodes[ir_args(g, n)[0]].shape[0], syms, bound);
+}
+
+/* scatter_add(indices, src) of attr.lo rows: a row of the result */
+static bool bound_scatter_add(const ir_graph *g, const ir_node *n, int operand, const int64_t *syms, int64_t *bound)
+{
+    return operand == 0 && bound_dim(g, n->attr.lo, syms, bound);
+}
+
+/* cross_entropy(logits, targets) and its gradient: a class, the logits' last axis */
+static bool bound_targets(const ir_graph *g, const ir_node *n, int operand, const int64_t *syms, int64_t *bound)
+{
+    const ir_node *lg = &g->nodes[ir_args(g, n)[0]];
+    return operand == 1 && lg->rank >= 1 && bound_dim(g, lg->shape[lg->rank - 1], syms, bound);
+}
+
+static value_bound_rule *const value_bound_rules[OP_COUNT] = {
+    [OP_GATHER] = bound_gather,
+    [OP_SCATTER_ADD] = bound_scatter_add,
+    [OP_CROSS_ENTROPY] = bound_targets,
+    [OP_CROSS_ENTROPY_GRAD] = bound_targets,
+};
+
+/* Ops whose result holds only values of their operands (moved, repeated,
+ * picked), so a bound on the result's values binds the operands' too. */
+static bool passes_values_on(nc_op op)
+{
+    return op == OP_RESHAPE || op == OP_TRANSPOSE || op == OP_SLICE || op == OP_CONCAT || op == OP_BROADCAST;
+}
+
+int64_t ops_value_bound(const ir_graph *g, ir_value v, const int64_t *syms)
+{
+    bool *carries = nc_xcalloc(g->nnodes + 1, sizeof *carries);   /* holds values of v */
+    carries[v] = true;
+    int64_t best = 0;
+    for (ir_value u = v + 1; u < g->nnodes; u++) {   /* operands precede their users */
+        const ir_node *n = &g->nodes[u];
+        const ir_value *a = ir_args(g, n);
+        for (int k = 0; k < n->nargs; k++) {
+            if (!carries[a[k]]) continue;
+            int64_t b;
+            if (passes_values_on(n->op)) carries[u] = true;
+            else if (value_bound_rules[n->op] && value_bound_rules[n->op](g, n, k, syms, &b) && b >= 1 && (!best || b < best))
+                best = b;
+        }
+    }
+    free(carries);
+    return best;
 }
 
 /* ------------------------------------------------------------------ */

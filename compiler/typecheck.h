@@ -19,6 +19,12 @@ bool tc_infer(ir_graph *g, ir_node *n, const ir_value *args, tc_error *e);
  * large and why (gather: an iota index past its table's rows). */
 bool tc_check_binding(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e);
 
+/* The integer values v may hold for every op that reads it, at the binding
+ * syms: [0, bound), the smallest over its uses (a cross entropy's classes, a
+ * gather's or scatter-add's rows), followed through ops that only move or
+ * repeat values (reshape, slice...). 0: no use bounds it. */
+int64_t ops_value_bound(const ir_graph *g, ir_value v, const int64_t *syms);
+
 /* Type-check and append. */
 bool ir_build(ir_graph *g, const ir_node *proto, const ir_value *args, uint16_t nargs, ir_value *out,
               tc_error *e);

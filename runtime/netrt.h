@@ -113,6 +113,11 @@ nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dty
 nrt_status nrt_session_run(nrt_session *s, nrt_error *err);
 /* Shape of an input at the session's dims. */
 nrt_status nrt_session_input_info(const nrt_session *s, const char *name, nrt_tensor_info *info, nrt_error *err);
+/* The values an integer input may hold, [0, *bound) at the session's dims:
+ * the smallest bound over its uses (a cross entropy's labels: its classes; a
+ * gather's indices: its table's rows), through reshapes, slices and the like.
+ * *bound = 0 when no use bounds it. */
+nrt_status nrt_session_input_bound(const nrt_session *s, const char *name, int64_t *bound, nrt_error *err);
 /* Shape of an output at the session's dims; copy it out after a run. */
 nrt_status nrt_session_output_info(const nrt_session *s, const char *name, nrt_tensor_info *info, nrt_error *err);
 nrt_status nrt_session_get_output(nrt_session *s, const char *name, void *data, size_t bytes, nrt_error *err);

@@ -375,6 +375,17 @@ nrt_status nrt_session_input_info(const nrt_session *s, const char *name, nrt_te
     return set_err(err, NRT_ERR_ARGUMENT, "the module has no input named %s", name);
 }
 
+nrt_status nrt_session_input_bound(const nrt_session *s, const char *name, int64_t *bound, nrt_error *err)
+{
+    *bound = 0;
+    for (uint32_t i = 0; i < s->g->ninputs; i++) {
+        if (strcmp(s->g->inputs[i].name, name) != 0) continue;
+        if (s->input_node[i] != IR_NONE) *bound = ops_value_bound(s->g, s->input_node[i], s->syms);
+        return ok(err);
+    }
+    return set_err(err, NRT_ERR_ARGUMENT, "the module has no input named %s", name);
+}
+
 static int find_output(const ir_graph *g, const char *name)
 {
     for (uint32_t i = 0; i < g->noutputs; i++)

@@ -363,6 +363,27 @@ if "$netc" inspect "$tmp/ptx.netm" 2>/dev/null | grep -q '^targets: compute_80';
     echo "FAIL: building the chain of 2500 adds with NVRTC: exit $rc after $((SECONDS - start)) s (want 0, within 60 s)"; fail=$((fail + 1))
   fi
 fi
+# --random-inputs draws an integer input below what its uses accept: a 4-class
+# model's labels in [0, 4), indices in [0, rows) of a 4-row table (through a
+# reshape), the smaller of a 5-class loss and a 3-row table for one read by both;
+# each max is reached with B = 64 (it was [0, 10): a target or index out of range)
+printf 'model cls(x: f32[B, 8], labels: i32[B]) -> (loss: f32, top: f32) {\n  param w: f32[8, 4] = normal(0.1)\n  return cross_entropy(matmul(x, w), labels), max(f32(labels))\n}\n' > "$tmp/cls.net"
+printf '%s\n' 'model emb(x: f32[B, 5], ids: i32[B, 6], both: i32[B]) -> (rows: f32[B * 6, 2], top: f32, loss: f32, both_top: f32) {' \
+  '  param table: f32[4, 2] = normal(0.1)' '  param small: f32[3, 5] = normal(0.1)' \
+  '  loss = cross_entropy(x, both) + sum(gather(small, both))' \
+  '  return gather(table, reshape(ids, [B * 6])), max(f32(ids)), loss, max(f32(both))' '}' > "$tmp/emb.net"
+for m in cls emb; do
+  n=$((n + 1))
+  "$netc" build "$tmp/$m.net" --target '' -o "$tmp/$m.netm" 2>/dev/null
+  got=$("$netc" run "$tmp/$m.netm" --dim B=64 --random-inputs 1 --device cpu 2>&1)
+  case $m in
+    cls) want=("output top: f32[] mean 3 first 3") ;;
+    emb) want=("output top: f32[] mean 3 first 3" "output both_top: f32[] mean 2 first 2") ;;
+  esac
+  for w in "${want[@]}"; do
+    [[ $got == *"$w"* ]] || { echo "FAIL: --random-inputs on $m.net: want '$w', got: $got"; fail=$((fail + 1)); break; }
+  done
+done
 # netc help lists every option (from the option table); README's table names each one too
 n=$((n + 1))
 listed=$("$netc" help | sed -n 's/^  \(-[-A-Za-z]*\).*/\1/p')
