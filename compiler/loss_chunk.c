@@ -34,39 +34,20 @@
  * 4096 rows (393 MiB of bf16 logits each), not 8 of 2048. */
 #define LOSS_CHUNK_SLICE_BYTES ((int64_t)512 << 20)
 
-typedef struct chunk_ctx {
-    ir_graph *g;
-    nc_loc loc;
-    bool failed;
-    char *err;
-    size_t errcap;
-} chunk_ctx;
-
-static ir_value mk(chunk_ctx *c, ir_node p, const ir_value *args, int n)
-{
-    return ir_build_or_fail(c->g, p, c->loc, args, n, "chunked loss", &c->failed, c->err, c->errcap);
-}
-
-static ir_value op2(chunk_ctx *c, nc_op op, ir_value a, ir_value b)
-{
-    ir_value x[2] = {a, b};
-    return mk(c, (ir_node){.op = op}, x, 2);
-}
-
-static ir_value scalar(chunk_ctx *c, double v)
+static ir_value scalar(ir_builder *c, double v)
 {
     ir_node p = {.op = OP_FILL, .dtype = NC_F32};
     p.attr.f = v;
-    return mk(c, p, NULL, 0);
+    return irb_node(c, p, NULL, 0);
 }
 
-static ir_value slice(chunk_ctx *c, ir_value x, int axis, int64_t lo, int64_t hi)
+static ir_value slice(ir_builder *c, ir_value x, int axis, int64_t lo, int64_t hi)
 {
     ir_node p = {.op = OP_SLICE};
     p.attr.axis = axis;
     p.attr.lo = ir_dim_const(c->g, lo);
     p.attr.hi = ir_dim_const(c->g, hi);
-    return mk(c, p, &x, 1);
+    return irb_node(c, p, &x, 1);
 }
 
 static int users_of(const ir_graph *g, ir_value v)
@@ -108,17 +89,17 @@ static bool find_head(const ir_graph *g, ir_value loss, chunk_head *hd)
 /* Slice k of chunks: cross_entropy(matmul(hk, w) as the head's logits are,
  * the targets' slice) weighted by the slice's share of the rows; *hk: the
  * slice of h it reads. */
-static ir_value slice_part(chunk_ctx *c, const chunk_head *hd, int k, int chunks, ir_value *hk)
+static ir_value slice_part(ir_builder *c, const chunk_head *hd, int k, int chunks, ir_value *hk)
 {
     int64_t lo = hd->len * k / chunks, hi = hd->len * (k + 1) / chunks;
     *hk = slice(c, hd->h, hd->axis, lo, hi);
     ir_value tk = slice(c, hd->targets, hd->axis, lo, hi);
     ir_node mm = {.op = OP_MATMUL, .attr = c->g->nodes[hd->logits].attr}, cp = {.op = OP_CROSS_ENTROPY};
     ir_value hw[2] = {*hk, hd->w};
-    ir_value lk = mk(c, mm, hw, 2);
+    ir_value lk = irb_node(c, mm, hw, 2);
     cp.attr.f = hd->smoothing;
     ir_value lt[2] = {lk, tk};
-    return op2(c, OP_MUL, mk(c, cp, lt, 2), scalar(c, (double)(hi - lo) / (double)hd->len));
+    return irb_op2(c, OP_MUL, irb_node(c, cp, lt, 2), scalar(c, (double)(hi - lo) / (double)hd->len));
 }
 
 /* The slices asked for (slices > 0), or how many a training step's head
@@ -147,12 +128,12 @@ int loss_chunk_build(ir_graph *g, ir_value seed, int slices, ad_contribution out
         if (report) fprintf(report, "chunk-loss: cross_entropy over %%%u in one piece: its logits fit one slice\n", hd.logits);
         return 0;
     }
-    chunk_ctx c = {.g = g, .loc = g->nodes[g->train.loss].loc, .err = err, .errcap = errcap};
+    ir_builder c = {.g = g, .who = "chunked loss", .loc = g->nodes[g->train.loss].loc, .err = err, .errcap = errcap};
     if (seed == IR_NONE) seed = scalar(&c, 1.0);
     ir_value loss = IR_NONE, dw = IR_NONE, dh_parts[LOSS_CHUNK_MAX];
     for (int k = 0; k < chunks && !c.failed; k++) {
         ir_value hk, part = slice_part(&c, &hd, k, chunks, &hk);
-        loss = loss == IR_NONE ? part : op2(&c, OP_ADD, loss, part);
+        loss = loss == IR_NONE ? part : irb_op2(&c, OP_ADD, loss, part);
         /* this slice's backward, now: its logits die here */
         ir_value wrt[2] = {hk, hd.w}, grads[2];
         if (c.failed || !autodiff_vjp(g, part, seed, wrt, 2, grads, err, errcap)) return -1;
@@ -160,15 +141,15 @@ int loss_chunk_build(ir_graph *g, ir_value seed, int slices, ad_contribution out
         if (grads[1] != IR_NONE) {
             ir_node up = {.op = OP_CAST};
             up.attr.to = NC_F32;
-            ir_value dwk = mk(&c, up, &grads[1], 1);
-            dw = dw == IR_NONE ? dwk : op2(&c, OP_ADD, dw, dwk);
+            ir_value dwk = irb_node(&c, up, &grads[1], 1);
+            dw = dw == IR_NONE ? dwk : irb_op2(&c, OP_ADD, dw, dwk);
         }
     }
     ir_value dh = dh_parts[0];
     if (dh != IR_NONE) {
         ir_node cat = {.op = OP_CONCAT};
         cat.attr.axis = hd.axis;
-        dh = mk(&c, cat, dh_parts, chunks);
+        dh = irb_node(&c, cat, dh_parts, chunks);
     }
     if (c.failed) return -1;
     for (uint32_t i = 0; i < g->noutputs; i++)   /* a model that returns its loss returns the new one */
@@ -210,11 +191,11 @@ int loss_chunk_forward(ir_graph *g, int slices, FILE *report, char *err, size_t 
         if (!find_head(g, ce, &hd) || users_of(g, ce) != 1) continue;
         int chunks = forward_chunks(g, &hd, slices);
         if (chunks < 2) continue;
-        chunk_ctx c = {.g = g, .loc = g->nodes[ce].loc, .err = err, .errcap = errcap};
+        ir_builder c = {.g = g, .who = "chunked loss", .loc = g->nodes[ce].loc, .err = err, .errcap = errcap};
         ir_value loss = IR_NONE;
         for (int k = 0; k < chunks && !c.failed; k++) {   /* in order: each slice's logits die before the next's */
             ir_value hk, part = slice_part(&c, &hd, k, chunks, &hk);
-            loss = loss == IR_NONE ? part : op2(&c, OP_ADD, loss, part);
+            loss = loss == IR_NONE ? part : irb_op2(&c, OP_ADD, loss, part);
         }
         if (c.failed) return -1;
         if (g->train.loss == ce) g->train.loss = loss;   /* a forward build that keeps its loss (train_cmd's evaluation) */

@@ -822,19 +822,26 @@ bool ir_build(ir_graph *g, const ir_node *proto, const ir_value *args, uint16_t 
     return true;
 }
 
-ir_value ir_build_or_fail(ir_graph *g, ir_node proto, nc_loc loc, const ir_value *args, int nargs, const char *who,
-                          bool *failed, char *err, size_t errcap)
+ir_value irb_node(ir_builder *b, ir_node proto, const ir_value *args, int nargs)
 {
-    if (*failed) return IR_NONE;
+    if (b->failed) return IR_NONE;
     for (int i = 0; i < nargs; i++)
-        if (args[i] == IR_NONE) { *failed = true; return IR_NONE; }
-    proto.loc = loc;
+        if (args[i] == IR_NONE) { b->failed = true; return IR_NONE; }
+    proto.loc = b->loc;
     ir_value out;
     tc_error e;
-    if (!ir_build(g, &proto, args, (uint16_t)nargs, &out, &e)) {
-        snprintf(err, errcap, "%s: %s", who, e.msg);
-        *failed = true;
+    if (!ir_build(b->g, &proto, args, (uint16_t)nargs, &out, &e)) {
+        snprintf(b->err, b->errcap, "%s: %s", b->who, e.msg);
+        b->failed = true;
         return IR_NONE;
     }
     return out;
+}
+
+ir_value irb_op1(ir_builder *b, nc_op op, ir_value x) { return irb_node(b, (ir_node){.op = op}, &x, 1); }
+
+ir_value irb_op2(ir_builder *b, nc_op op, ir_value x, ir_value y)
+{
+    ir_value xy[2] = {x, y};
+    return irb_node(b, (ir_node){.op = op}, xy, 2);
 }

@@ -15,44 +15,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct opt_ctx {
-    ir_graph *g;
-    nc_loc loc;
-    bool failed;
-    char *err;
-    size_t errcap;
-} opt_ctx;
-
-static ir_value mk(opt_ctx *c, ir_node p, const ir_value *args, int n)
-{
-    return ir_build_or_fail(c->g, p, c->loc, args, n, "optimizer", &c->failed, c->err, c->errcap);
-}
-
-static ir_value op2(opt_ctx *c, nc_op op, ir_value a, ir_value b)
-{
-    ir_value x[2] = {a, b};
-    return mk(c, (ir_node){.op = op}, x, 2);
-}
-static ir_value op1(opt_ctx *c, nc_op op, ir_value a) { return mk(c, (ir_node){.op = op}, &a, 1); }
-
 /* s (a rank-0 tensor) broadcast to like's shape */
-static ir_value spread(opt_ctx *c, ir_value s, ir_value like)
+static ir_value spread(ir_builder *c, ir_value s, ir_value like)
 {
     const ir_node *l = &c->g->nodes[like];
     ir_node p = {.op = OP_BROADCAST, .rank = l->rank};
     memcpy(p.shape, l->shape, sizeof p.shape);
     if (l->rank == 0) return s;
-    return mk(c, p, &s, 1);
+    return irb_node(c, p, &s, 1);
 }
 
-static ir_value num(opt_ctx *c, double v, ir_value like)
+static ir_value num(ir_builder *c, double v, ir_value like)
 {
     ir_node p = {.op = OP_FILL, .dtype = c->g->nodes[like].dtype};
     p.attr.f = v;
-    return spread(c, mk(c, p, NULL, 0), like);
+    return spread(c, irb_node(c, p, NULL, 0), like);
 }
 
-static ir_value scalar_input(opt_ctx *c, const char *name)
+static ir_value scalar_input(ir_builder *c, const char *name)
 {
     ir_tensor_decl d = {.name = (char *)name, .dtype = NC_F32, .rank = 0, .loc = c->loc};
     uint32_t idx = ir_input_add(c->g, &d);
@@ -90,7 +70,7 @@ ir_graph *train_step_input(const ir_graph *g)
 }
 
 /* A zero-initialised f32 state parameter shaped like param i. */
-static ir_value state_param(opt_ctx *c, uint32_t i, const char *suffix, uint32_t *index)
+static ir_value state_param(ir_builder *c, uint32_t i, const char *suffix, uint32_t *index)
 {
     ir_param p = c->g->params[i];
     char name[700];
@@ -117,14 +97,14 @@ static ir_value state_param(opt_ctx *c, uint32_t i, const char *suffix, uint32_t
 #define SUM_SPLIT_MIN 65536
 #define SUM_SPLIT_GROUPS 1024
 
-static ir_value partial_sums(opt_ctx *c, ir_value x)
+static ir_value partial_sums(ir_builder *c, ir_value x)
 {
     int64_t n;
     if (x == IR_NONE || !ir_numel(c->g, &c->g->nodes[x], NULL, &n)) {   /* symbolic sizes: no view to take */
         ir_node view = {.op = OP_RESHAPE, .rank = 1};
         view.shape[0] = ir_dim_const(c->g, 1);
-        ir_value total = op1(c, OP_SUM, x);
-        return mk(c, view, &total, 1);
+        ir_value total = irb_op1(c, OP_SUM, x);
+        return irb_node(c, view, &total, 1);
     }
     int64_t groups = 1;
     if (n >= SUM_SPLIT_MIN)
@@ -135,8 +115,8 @@ static ir_value partial_sums(opt_ctx *c, ir_value x)
     view.shape[1] = ir_dim_const(c->g, n / groups);
     ir_node rows = {.op = OP_SUM};
     rows.attr.naxes = 1, rows.attr.axes[0] = 1;
-    ir_value v = mk(c, view, &x, 1);
-    return mk(c, rows, &v, 1);
+    ir_value v = irb_node(c, view, &x, 1);
+    return irb_node(c, rows, &v, 1);
 }
 
 /* The sum of the vectors' elements: joined by concats of up to 16 (a
@@ -144,74 +124,74 @@ static ir_value partial_sums(opt_ctx *c, ir_value x)
  * (one launch each). */
 #define SUM_JOIN 16
 
-static ir_value sum_of_parts(opt_ctx *c, ir_value *parts, int n)
+static ir_value sum_of_parts(ir_builder *c, ir_value *parts, int n)
 {
     while (n > 1 && !c->failed) {
         int m = 0;
         for (int i = 0; i < n; i += SUM_JOIN) {
             int k = n - i < SUM_JOIN ? n - i : SUM_JOIN;
-            parts[m++] = k == 1 ? parts[i] : mk(c, (ir_node){.op = OP_CONCAT}, &parts[i], k);
+            parts[m++] = k == 1 ? parts[i] : irb_node(c, (ir_node){.op = OP_CONCAT}, &parts[i], k);
         }
         n = m;
     }
-    return n == 1 ? op1(c, OP_SUM, parts[0]) : IR_NONE;
+    return n == 1 ? irb_op1(c, OP_SUM, parts[0]) : IR_NONE;
 }
 
 /* Adam / AdamW: m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2;
  * p' = p - lr (m'/bc1) / (sqrt(v'/bc2) + eps) [- lr wd p for AdamW]. */
-static void adam(opt_ctx *c, uint32_t i, ir_value p, ir_value grad, ir_value lr, ir_value bc1, ir_value bc2, ir_value *newp)
+static void adam(ir_builder *c, uint32_t i, ir_value p, ir_value grad, ir_value lr, ir_value bc1, ir_value bc2, ir_value *newp)
 {
     const ir_train_spec *t = &c->g->train;
     uint32_t mi, vi;
     ir_value m = state_param(c, i, "adam_m", &mi), v = state_param(c, i, "adam_v", &vi);
     if (t->optimizer == IR_OPT_ADAM && t->weight_decay > 0)       /* L2: into the gradient */
-        grad = op2(c, OP_ADD, grad, op2(c, OP_MUL, num(c, t->weight_decay, p), p));
-    ir_value m2 = op2(c, OP_ADD, op2(c, OP_MUL, num(c, t->beta1, m), m), op2(c, OP_MUL, num(c, 1 - t->beta1, grad), grad));
+        grad = irb_op2(c, OP_ADD, grad, irb_op2(c, OP_MUL, num(c, t->weight_decay, p), p));
+    ir_value m2 = irb_op2(c, OP_ADD, irb_op2(c, OP_MUL, num(c, t->beta1, m), m), irb_op2(c, OP_MUL, num(c, 1 - t->beta1, grad), grad));
     /* ((1-b2) g) g, as PyTorch's fused Adam rounds it, and not g g: that
      * square would be the gradient norm's too, and the two kernels would
      * share it through memory instead of each squaring g as it loads */
-    ir_value g2 = op2(c, OP_MUL, op2(c, OP_MUL, num(c, 1 - t->beta2, grad), grad), grad);
-    ir_value v2 = op2(c, OP_ADD, op2(c, OP_MUL, num(c, t->beta2, v), v), g2);
-    ir_value mhat = op2(c, OP_DIV, m2, spread(c, bc1, m2)), vhat = op2(c, OP_DIV, v2, spread(c, bc2, v2));
-    ir_value step = op2(c, OP_DIV, mhat, op2(c, OP_ADD, op1(c, OP_SQRT, vhat), num(c, t->eps, vhat)));
+    ir_value g2 = irb_op2(c, OP_MUL, irb_op2(c, OP_MUL, num(c, 1 - t->beta2, grad), grad), grad);
+    ir_value v2 = irb_op2(c, OP_ADD, irb_op2(c, OP_MUL, num(c, t->beta2, v), v), g2);
+    ir_value mhat = irb_op2(c, OP_DIV, m2, spread(c, bc1, m2)), vhat = irb_op2(c, OP_DIV, v2, spread(c, bc2, v2));
+    ir_value step = irb_op2(c, OP_DIV, mhat, irb_op2(c, OP_ADD, irb_op1(c, OP_SQRT, vhat), num(c, t->eps, vhat)));
     if (t->optimizer == IR_OPT_ADAMW && t->weight_decay > 0)      /* decoupled */
-        step = op2(c, OP_ADD, step, op2(c, OP_MUL, num(c, t->weight_decay, p), p));
-    *newp = op2(c, OP_SUB, p, op2(c, OP_MUL, spread(c, lr, step), step));
+        step = irb_op2(c, OP_ADD, step, irb_op2(c, OP_MUL, num(c, t->weight_decay, p), p));
+    *newp = irb_op2(c, OP_SUB, p, irb_op2(c, OP_MUL, spread(c, lr, step), step));
     ir_update_add(c->g, mi, m2);
     ir_update_add(c->g, vi, v2);
 }
 
 /* SGD: b' = mu b + g; d = nesterov ? g + mu b' : b'; p' = p - lr d. */
-static void sgd(opt_ctx *c, uint32_t i, ir_value p, ir_value grad, ir_value lr, ir_value *newp)
+static void sgd(ir_builder *c, uint32_t i, ir_value p, ir_value grad, ir_value lr, ir_value *newp)
 {
     const ir_train_spec *t = &c->g->train;
-    if (t->weight_decay > 0) grad = op2(c, OP_ADD, grad, op2(c, OP_MUL, num(c, t->weight_decay, p), p));
+    if (t->weight_decay > 0) grad = irb_op2(c, OP_ADD, grad, irb_op2(c, OP_MUL, num(c, t->weight_decay, p), p));
     ir_value d = grad;
     if (t->momentum > 0) {
         uint32_t bi;
         ir_value b = state_param(c, i, "momentum", &bi);
-        ir_value b2 = op2(c, OP_ADD, op2(c, OP_MUL, num(c, t->momentum, b), b), grad);
+        ir_value b2 = irb_op2(c, OP_ADD, irb_op2(c, OP_MUL, num(c, t->momentum, b), b), grad);
         ir_update_add(c->g, bi, b2);
-        d = t->nesterov ? op2(c, OP_ADD, grad, op2(c, OP_MUL, num(c, t->momentum, b2), b2)) : b2;
+        d = t->nesterov ? irb_op2(c, OP_ADD, grad, irb_op2(c, OP_MUL, num(c, t->momentum, b2), b2)) : b2;
     }
-    *newp = op2(c, OP_SUB, p, op2(c, OP_MUL, spread(c, lr, d), d));
+    *newp = irb_op2(c, OP_SUB, p, irb_op2(c, OP_MUL, spread(c, lr, d), d));
 }
 
 /* Accumulation: total = acc + grad; the step uses total / K. Returns the
  * gradient to use; appends acc's own update to *acc_updates for later (it
  * must not be undone by the overflow guard, or an inf would stick). */
-static ir_value accumulate_grad(opt_ctx *c, uint32_t i, ir_value grad, int k, ir_value apply, ir_update *acc_update)
+static ir_value accumulate_grad(ir_builder *c, uint32_t i, ir_value grad, int k, ir_value apply, ir_update *acc_update)
 {
     uint32_t ai;
     ir_value acc = state_param(c, i, "grad_acc", &ai);
-    ir_value total = op2(c, OP_ADD, acc, grad);
+    ir_value total = irb_op2(c, OP_ADD, acc, grad);
     ir_value x[3] = {spread(c, apply, total), num(c, 0.0, total), total};
-    *acc_update = (ir_update){.param = ai, .value = mk(c, (ir_node){.op = OP_WHERE}, x, 3)};
-    return op2(c, OP_MUL, total, num(c, 1.0 / k, total));
+    *acc_update = (ir_update){.param = ai, .value = irb_node(c, (ir_node){.op = OP_WHERE}, x, 3)};
+    return irb_op2(c, OP_MUL, total, num(c, 1.0 / k, total));
 }
 
 /* Keep the old value of every assignment from `from` on where keep_new is false. */
-static void guard_updates(opt_ctx *c, uint32_t from, ir_value keep_new)
+static void guard_updates(ir_builder *c, uint32_t from, ir_value keep_new)
 {
     ir_graph *g = c->g;
     for (uint32_t k = from; k < g->nupdates && !c->failed; k++) {
@@ -221,7 +201,7 @@ static void guard_updates(opt_ctx *c, uint32_t from, ir_value keep_new)
             if (g->nodes[v].op == OP_PARAM && g->nodes[v].attr.index == u->param) old = v;
         ir_value value = u->value;
         ir_value x[3] = {spread(c, keep_new, value), value, old};
-        g->updates[k].value = mk(c, (ir_node){.op = OP_WHERE}, x, 3);
+        g->updates[k].value = irb_node(c, (ir_node){.op = OP_WHERE}, x, 3);
     }
 }
 
@@ -239,17 +219,17 @@ typedef struct step_parts {
     uint32_t nacc;
 } step_parts;
 
-static ir_value f32_of(opt_ctx *c, ir_value v)
+static ir_value f32_of(ir_builder *c, ir_value v)
 {
     if (c->g->nodes[v].dtype == NC_F32) return v;
     ir_node cp = {.op = OP_CAST};
     cp.attr.to = NC_F32;
-    return mk(c, cp, &v, 1);
+    return irb_node(c, cp, &v, 1);
 }
 
 /* Unscales the gradients (and adds up micro-batches); returns the sum of
  * their squares (IR_NONE without gradients). */
-static ir_value unscaled_sum_of_squares(opt_ctx *c, step_parts *s, int accumulate)
+static ir_value unscaled_sum_of_squares(ir_builder *c, step_parts *s, int accumulate)
 {
     ir_graph *g = c->g;
     ir_value *sq_parts = nc_xcalloc(s->nweights + 1, sizeof *sq_parts);
@@ -257,10 +237,10 @@ static ir_value unscaled_sum_of_squares(opt_ctx *c, step_parts *s, int accumulat
     for (uint32_t i = 0; i < s->nweights; i++) {   /* accumulate_grad adds parameters */
         ir_value *grad = &s->grads[i];
         if (*grad == IR_NONE) continue;
-        if (s->scale != IR_NONE) *grad = op2(c, OP_DIV, *grad, spread(c, s->scale, *grad));
+        if (s->scale != IR_NONE) *grad = irb_op2(c, OP_DIV, *grad, spread(c, s->scale, *grad));
         if (s->apply != IR_NONE && g->params[i].role == IR_ROLE_WEIGHT && s->pnode[i] != IR_NONE)
             *grad = accumulate_grad(c, i, f32_of(c, *grad), accumulate, s->apply, &s->acc_updates[s->nacc++]);
-        sq_parts[nsq++] = partial_sums(c, op2(c, OP_MUL, *grad, *grad));
+        sq_parts[nsq++] = partial_sums(c, irb_op2(c, OP_MUL, *grad, *grad));
     }
     ir_value sumsq = nsq > 0 ? sum_of_parts(c, sq_parts, nsq) : IR_NONE;
     free(sq_parts);
@@ -269,31 +249,31 @@ static ir_value unscaled_sum_of_squares(opt_ctx *c, step_parts *s, int accumulat
 
 /* The global norm (an output), the clipping coefficient and, with dynamic
  * loss scaling, whether every gradient is finite (an output). */
-static void norm_and_overflow(opt_ctx *c, step_parts *s, ir_value sumsq)
+static void norm_and_overflow(ir_builder *c, step_parts *s, ir_value sumsq)
 {
     const ir_train_spec *t = &c->g->train;
-    ir_value norm = op1(c, OP_SQRT, sumsq);
+    ir_value norm = irb_op1(c, OP_SQRT, sumsq);
     ir_output_add(c->g, TRAIN_OUTPUT_NORM, norm);
     if (t->clip_grad_norm > 0)   /* coef = min(1, max_norm / (norm + 1e-6)) */
-        s->clip_coef = op2(c, OP_MINIMUM, num(c, 1.0, norm),
-                           op2(c, OP_DIV, num(c, t->clip_grad_norm, norm), op2(c, OP_ADD, norm, num(c, 1e-6, norm))));
+        s->clip_coef = irb_op2(c, OP_MINIMUM, num(c, 1.0, norm),
+                           irb_op2(c, OP_DIV, num(c, t->clip_grad_norm, norm), irb_op2(c, OP_ADD, norm, num(c, 1e-6, norm))));
     if (t->loss_scale == IR_SCALE_DYNAMIC) {   /* sum of squares is finite iff every gradient is */
-        ir_value is_num = op2(c, OP_EQ, sumsq, sumsq), below_inf = op2(c, OP_LT, sumsq, num(c, INFINITY, sumsq));
+        ir_value is_num = irb_op2(c, OP_EQ, sumsq, sumsq), below_inf = irb_op2(c, OP_LT, sumsq, num(c, INFINITY, sumsq));
         ir_value x[3] = {is_num, below_inf, is_num};
-        s->finite = mk(c, (ir_node){.op = OP_WHERE}, x, 3);
+        s->finite = irb_node(c, (ir_node){.op = OP_WHERE}, x, 3);
         ir_output_add(c->g, TRAIN_OUTPUT_FINITE, s->finite);
     }
 }
 
 /* The update of parameter i by its optimizer, skipped on overflow. */
-static void add_update(opt_ctx *c, const step_parts *s, uint32_t i)
+static void add_update(ir_builder *c, const step_parts *s, uint32_t i)
 {
     ir_graph *g = c->g;
     c->loc = g->params[i].decl.loc;
     ir_value grad = f32_of(c, s->grads[i]), newp;
     /* clipped here, next to the update: the same kernel scales the
      * gradient as it loads it, and the clipped copy is never stored */
-    if (s->clip_coef != IR_NONE) grad = op2(c, OP_MUL, grad, spread(c, s->clip_coef, grad));
+    if (s->clip_coef != IR_NONE) grad = irb_op2(c, OP_MUL, grad, spread(c, s->clip_coef, grad));
     if (g->params[i].decl.dtype != NC_F32) {
         snprintf(c->err, c->errcap, "parameter %s is %s: training keeps f32 master weights; declare it f32", g->params[i].decl.name,
                  dtype_name(g->params[i].decl.dtype));
@@ -312,7 +292,7 @@ static void add_update(opt_ctx *c, const step_parts *s, uint32_t i)
 bool train_step_build(ir_graph *g, int accumulate, int loss_slices, FILE *report, char *err, size_t errcap)
 {
     ir_train_spec *t = &g->train;
-    opt_ctx c = {.g = g, .loc = t->loc, .err = err, .errcap = errcap};
+    ir_builder c = {.g = g, .who = "optimizer", .loc = t->loc, .err = err, .errcap = errcap};
     uint32_t nweights = g->nparams;
     step_parts s = {.nweights = nweights,
                     .grads = nc_xmalloc((nweights + 1) * sizeof *s.grads),
@@ -329,7 +309,7 @@ bool train_step_build(ir_graph *g, int accumulate, int loss_slices, FILE *report
     s.bc1 = is_adam ? scalar_input(&c, TRAIN_INPUT_BC1) : IR_NONE;
     s.bc2 = is_adam ? scalar_input(&c, TRAIN_INPUT_BC2) : IR_NONE;
     s.scale = t->loss_scale != IR_SCALE_NONE ? scalar_input(&c, TRAIN_INPUT_SCALE) : IR_NONE;
-    if (accumulate > 1) s.apply = op2(&c, OP_GT, scalar_input(&c, TRAIN_INPUT_APPLY), num(&c, 0.5, s.lr));
+    if (accumulate > 1) s.apply = irb_op2(&c, OP_GT, scalar_input(&c, TRAIN_INPUT_APPLY), num(&c, 0.5, s.lr));
     ad_contribution pre[2];
     int npre = loss_slices != 1 ? loss_chunk_build(g, s.scale, loss_slices, pre, report, err, errcap) : 0;
     bool ok = npre >= 0 && autodiff_run_with(g, s.scale, pre, npre, s.grads, err, errcap);

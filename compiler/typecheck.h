@@ -30,10 +30,20 @@ bool ir_build(ir_graph *g, const ir_node *proto, const ir_value *args, uint16_t 
               tc_error *e);
 
 /* ir_build for netc's own runs of nodes (the optimizer update, the chunked
- * loss): at loc; once *failed is set, or an operand is IR_NONE (an earlier
- * node failed), nothing more is built. A type error sets *failed and err to
- * "who: message". Returns the node, or IR_NONE. */
-ir_value ir_build_or_fail(ir_graph *g, ir_node proto, nc_loc loc, const ir_value *args, int nargs, const char *who,
-                          bool *failed, char *err, size_t errcap);
+ * loss), each at loc. Once failed is set, by a type error (err: "who:
+ * message") or an operand IR_NONE (an earlier node failed), nothing more is
+ * built and every call returns IR_NONE: a run of calls checks once, at its end. */
+typedef struct ir_builder {
+    ir_graph *g;
+    nc_loc loc;
+    const char *who;
+    bool failed;
+    char *err;
+    size_t errcap;
+} ir_builder;
+
+ir_value irb_node(ir_builder *b, ir_node proto, const ir_value *args, int nargs);
+ir_value irb_op1(ir_builder *b, nc_op op, ir_value x);
+ir_value irb_op2(ir_builder *b, nc_op op, ir_value x, ir_value y);
 
 #endif
