@@ -12,7 +12,10 @@
  *
  * Errors: every call returns NRT_OK (0) or an error code, and fills the
  * caller's nrt_error (may be NULL) with a message. The library never prints
- * and never exits.
+ * and never exits. A NULL module, session, name, path, data buffer, shape
+ * (of rank > 0) or out-pointer is refused with NRT_ERR_ARGUMENT, the message
+ * naming the argument; calls that return no status give 0 or NULL for a
+ * NULL module or session. Freeing NULL does nothing.
  *
  * Threads: a module is immutable after loading and may be shared by sessions
  * on any threads. A session must be used by one thread at a time; different
@@ -66,7 +69,10 @@ nrt_status nrt_module_load_entry(const char *path, const char *entry, nrt_module
 void nrt_module_free(nrt_module *m);
 
 /* The interface. Symbolic dims show as -1 in shapes; their names come from
- * nrt_module_dim_name. Indexes run from 0 to the count - 1. */
+ * nrt_module_dim_name. Indexes run from 0 to the count - 1: another index
+ * (or a NULL info) gets NRT_ERR_ARGUMENT from the functions that return a
+ * status, NULL from those that return a name. The info's name points into
+ * the module. */
 typedef struct nrt_tensor_info {
     const char *name;
     nrt_dtype dtype;

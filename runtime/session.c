@@ -44,6 +44,11 @@ static nrt_status set_err(nrt_error *e, nrt_status st, const char *fmt, ...)
     return st;
 }
 
+/* A NULL where a call wants a module, a session, a name or a buffer is the
+ * caller's error to report, not a pointer to follow. */
+#define NEED(p, err) \
+    do { if (!(p)) return set_err(err, NRT_ERR_ARGUMENT, "%s: %s is NULL", __func__, #p); } while (0)
+
 static nrt_status ok(nrt_error *e)
 {
     if (e) e->status = NRT_OK, e->message[0] = 0;
@@ -57,7 +62,9 @@ size_t nrt_dtype_size(nrt_dtype t) { return t <= NRT_BOOL ? dtype_size((nc_dtype
 
 nrt_status nrt_module_load(const char *path, nrt_module **out, nrt_error *err)
 {
+    NEED(out, err);
     *out = NULL;
+    NEED(path, err);
     nrt_module *m = nc_xcalloc(1, sizeof *m);
     char msg[1024];
     int rc = module_read(path, &m->d, msg, sizeof msg);
@@ -71,6 +78,8 @@ nrt_status nrt_module_load(const char *path, nrt_module **out, nrt_error *err)
 
 nrt_status nrt_module_load_entry(const char *path, const char *entry, nrt_module **out, nrt_error *err)
 {
+    NEED(out, err);
+    NEED(path, err);
     nrt_status st = nrt_module_load(path, out, err);
     if (st != NRT_OK) return st;
     nrt_module_data all = (*out)->d;
@@ -101,18 +110,19 @@ static void decl_info(const ir_graph *g, const ir_tensor_decl *d, nrt_tensor_inf
     }
 }
 
-int nrt_module_num_inputs(const nrt_module *m) { return (int)m->d.graph->ninputs; }
-int nrt_module_num_outputs(const nrt_module *m) { return (int)m->d.graph->noutputs; }
-int nrt_module_num_params(const nrt_module *m) { return (int)m->d.graph->nparams; }
-int nrt_module_num_dims(const nrt_module *m) { return (int)m->d.graph->nsyms; }
-int nrt_module_num_steps(const nrt_module *m) { return (int)m->d.program.nsteps; }
+int nrt_module_num_inputs(const nrt_module *m) { return m ? (int)m->d.graph->ninputs : 0; }
+int nrt_module_num_outputs(const nrt_module *m) { return m ? (int)m->d.graph->noutputs : 0; }
+int nrt_module_num_params(const nrt_module *m) { return m ? (int)m->d.graph->nparams : 0; }
+int nrt_module_num_dims(const nrt_module *m) { return m ? (int)m->d.graph->nsyms : 0; }
+int nrt_module_num_steps(const nrt_module *m) { return m ? (int)m->d.program.nsteps : 0; }
 const char *nrt_module_dim_name(const nrt_module *m, int i)
 {
-    return i >= 0 && (uint32_t)i < m->d.graph->nsyms ? m->d.graph->sym_names[i] : NULL;
+    return m && i >= 0 && (uint32_t)i < m->d.graph->nsyms ? m->d.graph->sym_names[i] : NULL;
 }
 
 const char *nrt_module_input_dim(const nrt_module *m, int input, int axis)
 {
+    if (!m) return NULL;
     const ir_graph *g = m->d.graph;
     if (input < 0 || (uint32_t)input >= g->ninputs || axis < 0 || axis >= g->inputs[input].rank) return NULL;
     const dim_expr *d = &g->dims[g->inputs[input].shape[axis]];
@@ -122,20 +132,21 @@ const char *nrt_module_input_dim(const nrt_module *m, int input, int axis)
 
 nrt_status nrt_module_input(const nrt_module *m, int i, nrt_tensor_info *info)
 {
-    if (i < 0 || (uint32_t)i >= m->d.graph->ninputs) return NRT_ERR_ARGUMENT;
+    if (!m || !info || i < 0 || (uint32_t)i >= m->d.graph->ninputs) return NRT_ERR_ARGUMENT;
     decl_info(m->d.graph, &m->d.graph->inputs[i], info);
     return NRT_OK;
 }
 
 nrt_status nrt_module_param(const nrt_module *m, int i, nrt_tensor_info *info)
 {
-    if (i < 0 || (uint32_t)i >= m->d.graph->nparams) return NRT_ERR_ARGUMENT;
+    if (!m || !info || i < 0 || (uint32_t)i >= m->d.graph->nparams) return NRT_ERR_ARGUMENT;
     decl_info(m->d.graph, &m->d.graph->params[i].decl, info);
     return NRT_OK;
 }
 
 nrt_status nrt_module_output(const nrt_module *m, int i, nrt_tensor_info *info)
 {
+    if (!m || !info) return NRT_ERR_ARGUMENT;
     const ir_graph *g = m->d.graph;
     if (i < 0 || (uint32_t)i >= g->noutputs) return NRT_ERR_ARGUMENT;
     const ir_node *n = &g->nodes[g->outputs[i].value];
@@ -152,9 +163,9 @@ nrt_session_opts nrt_session_defaults(void)
     return (nrt_session_opts){.device = NRT_DEVICE_AUTO, .use_cuda_graph = 1};
 }
 
-const char *nrt_session_device(const nrt_session *s) { return s->device; }
-int64_t nrt_session_arena_bytes(const nrt_session *s) { return s->gpu ? gpu_arena_bytes(s->gpu) : 0; }
-int64_t nrt_session_device_bytes(const nrt_session *s) { return s->gpu ? gpu_device_bytes(s->gpu) : 0; }
+const char *nrt_session_device(const nrt_session *s) { return s ? s->device : NULL; }
+int64_t nrt_session_arena_bytes(const nrt_session *s) { return s && s->gpu ? gpu_arena_bytes(s->gpu) : 0; }
+int64_t nrt_session_device_bytes(const nrt_session *s) { return s && s->gpu ? gpu_device_bytes(s->gpu) : 0; }
 
 static nrt_status bind_dims(nrt_session *s, const nrt_session_opts *o, nrt_error *err)
 {
@@ -211,7 +222,9 @@ static nrt_status upload_param(nrt_session *s, uint32_t i, nrt_error *err)
 
 nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nrt_session **out, nrt_error *err)
 {
+    NEED(out, err);
     *out = NULL;
+    NEED(m, err);
     nrt_session_opts def = nrt_session_defaults();
     if (!o) o = &def;
     nrt_session *s = nc_xcalloc(1, sizeof *s);
@@ -279,8 +292,10 @@ static void format_shape(nc_dtype t, int rank, const int64_t *shape, char *buf, 
 }
 
 static nrt_status check_tensor(const nrt_session *s, const char *what, const ir_tensor_decl *d, nrt_dtype dtype, int rank,
-                               const int64_t *shape, nrt_error *err)
+                               const int64_t *shape, const void *data, nrt_error *err)
 {
+    if (!shape && rank > 0) return set_err(err, NRT_ERR_ARGUMENT, "%s %s: shape is NULL (rank %d)", what, d->name, rank);
+    if (!data) return set_err(err, NRT_ERR_ARGUMENT, "%s %s: data is NULL", what, d->name);
     int64_t want[NC_MAX_RANK];
     bound_shape(s, d, want);
     bool same = (nc_dtype)dtype == d->dtype && rank == d->rank;
@@ -296,11 +311,13 @@ static nrt_status check_tensor(const nrt_session *s, const char *what, const ir_
 nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dtype, int rank, const int64_t *shape,
                                  const void *data, nrt_error *err)
 {
+    NEED(s, err);
+    NEED(name, err);
     const ir_graph *g = s->g;
     uint32_t i = 0;
     while (i < g->ninputs && strcmp(g->inputs[i].name, name) != 0) i++;
     if (i == g->ninputs) return set_err(err, NRT_ERR_ARGUMENT, "the module has no input named %s", name);
-    nrt_status st = check_tensor(s, "input", &g->inputs[i], dtype, rank, shape, err);
+    nrt_status st = check_tensor(s, "input", &g->inputs[i], dtype, rank, shape, data, err);
     if (st) return st;
     cpu_tensor *t = &s->inputs[i];
     cpu_tensor_free(t);
@@ -329,6 +346,7 @@ static nrt_status inputs_ready(const nrt_session *s, nrt_error *err)
 
 nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
 {
+    NEED(s, err);
     const ir_graph *g = s->g;
     nrt_status ready = inputs_ready(s, err);
     if (ready) return ready;
@@ -349,6 +367,7 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
 
 nrt_status nrt_session_profile(nrt_session *s, int runs, double *step_seconds, int nsteps, nrt_error *err)
 {
+    NEED(s, err);
     if (!s->gpu) return set_err(err, NRT_ERR_STATE, "profiling needs a GPU session (this one runs on %s)", s->device);
     if (runs < 1 || runs > 10000) return set_err(err, NRT_ERR_ARGUMENT, "profile: %d runs (1 to 10000)", runs);
     if (!step_seconds || nsteps != (int)s->m->d.program.nsteps)
@@ -363,6 +382,9 @@ nrt_status nrt_session_profile(nrt_session *s, int runs, double *step_seconds, i
 
 nrt_status nrt_session_input_info(const nrt_session *s, const char *name, nrt_tensor_info *info, nrt_error *err)
 {
+    NEED(s, err);
+    NEED(name, err);
+    NEED(info, err);
     for (uint32_t i = 0; i < s->g->ninputs; i++) {
         const ir_tensor_decl *d = &s->g->inputs[i];
         if (strcmp(d->name, name) != 0) continue;
@@ -395,6 +417,9 @@ static int find_output(const ir_graph *g, const char *name)
 
 nrt_status nrt_session_output_info(const nrt_session *s, const char *name, nrt_tensor_info *info, nrt_error *err)
 {
+    NEED(s, err);
+    NEED(name, err);
+    NEED(info, err);
     int k = find_output(s->g, name);
     if (k < 0) return set_err(err, NRT_ERR_ARGUMENT, "the module has no output named %s", name);
     const ir_node *n = &s->g->nodes[s->g->outputs[k].value];
@@ -407,6 +432,8 @@ nrt_status nrt_session_output_info(const nrt_session *s, const char *name, nrt_t
 
 nrt_status nrt_session_get_output(nrt_session *s, const char *name, void *data, size_t bytes, nrt_error *err)
 {
+    NEED(s, err);
+    NEED(name, err);
     nrt_tensor_info info;
     nrt_status st = nrt_session_output_info(s, name, &info, err);
     if (st) return st;
@@ -414,6 +441,7 @@ nrt_status nrt_session_get_output(nrt_session *s, const char *name, void *data, 
     for (int i = 0; i < info.rank; i++) numel *= info.shape[i];
     size_t want = (size_t)numel * nrt_dtype_size(info.dtype);
     if (bytes != want) return set_err(err, NRT_ERR_ARGUMENT, "output %s has %zu bytes, the buffer %zu", name, want, bytes);
+    if (!data) return set_err(err, NRT_ERR_ARGUMENT, "output %s: data is NULL", name);
     ir_value v = s->g->outputs[find_output(s->g, name)].value;
     if (s->gpu) {
         char msg[512];
@@ -435,9 +463,11 @@ static int find_param(const ir_graph *g, const char *name)
 nrt_status nrt_session_set_param(nrt_session *s, const char *name, nrt_dtype dtype, int rank, const int64_t *shape,
                                  const void *data, nrt_error *err)
 {
+    NEED(s, err);
+    NEED(name, err);
     int i = find_param(s->g, name);
     if (i < 0) return set_err(err, NRT_ERR_ARGUMENT, "the module has no parameter named %s", name);
-    nrt_status st = check_tensor(s, "parameter", &s->g->params[i].decl, dtype, rank, shape, err);
+    nrt_status st = check_tensor(s, "parameter", &s->g->params[i].decl, dtype, rank, shape, data, err);
     if (st) return st;
     cpu_tensor_from_native(data, &s->params[i]);
     return upload_param(s, (uint32_t)i, err);
@@ -459,11 +489,14 @@ static nrt_status sync_param_from_gpu(nrt_session *s, uint32_t i, nrt_error *err
 
 nrt_status nrt_session_get_param(nrt_session *s, const char *name, void *data, size_t bytes, nrt_error *err)
 {
+    NEED(s, err);
+    NEED(name, err);
     int i = find_param(s->g, name);
     if (i < 0) return set_err(err, NRT_ERR_ARGUMENT, "the module has no parameter named %s", name);
     cpu_tensor *t = &s->params[i];
     size_t want = (size_t)t->numel * dtype_size(t->dtype);
     if (bytes != want) return set_err(err, NRT_ERR_ARGUMENT, "parameter %s has %zu bytes, the buffer %zu", name, want, bytes);
+    if (!data) return set_err(err, NRT_ERR_ARGUMENT, "parameter %s: data is NULL", name);
     nrt_status st = sync_param_from_gpu(s, (uint32_t)i, err);
     if (st) return st;
     cpu_tensor_to_native(t, data);
@@ -472,6 +505,8 @@ nrt_status nrt_session_get_param(nrt_session *s, const char *name, void *data, s
 
 nrt_status nrt_session_load_weights(nrt_session *s, const char *path, nrt_error *err)
 {
+    NEED(s, err);
+    NEED(path, err);
     const ir_graph *g = s->g;
     cpu_tensor *loaded = nc_xcalloc(g->nparams + 1, sizeof *loaded);
     char msg[1024];
@@ -492,6 +527,8 @@ nrt_status nrt_session_load_weights(nrt_session *s, const char *path, nrt_error 
 
 nrt_status nrt_session_save_weights(nrt_session *s, const char *path, nrt_error *err)
 {
+    NEED(s, err);
+    NEED(path, err);
     const ir_graph *g = s->g;
     st_entry *e = nc_xcalloc(g->nparams + 1, sizeof *e);
     nrt_status st = NRT_OK;

@@ -1,0 +1,148 @@
+/* test_api_misuse.c - netrt.h as an embedding program can get it wrong:
+ * NULL for every pointer. Each gets the status netrt.h
+ * documents and a message, never a crash (run under ASan in CI). */
+#include "cuda_emit.h"
+#include "driver.h"
+#include "module.h"
+#include "netrt.h"
+
+#include "test_util.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *source =
+    "model prod(x: f32[B, T]) -> (y: f32[B * T], s: f32[B]) {\n"
+    "  param w: f32[1] = ones\n"
+    "  return reshape(x, [B * T]) * w, sum(x, axis: 1)\n"
+    "}\n";
+
+static char module_path[] = "/tmp/netc_api_misuse_XXXXXX";
+
+static bool write_module(void)
+{
+    src_table src = {0};
+    uint32_t id = src_add(&src, "prod.net", source, strlen(source));
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    driver_opts o = {.verify = true};
+    ir_graph *g = driver_compile(&src, id, &o, &d);
+    nrt_module_data m = {.graph = g};
+    char err[1024];
+    bool ok = g && cuda_emit_program(g, &m.program, err, sizeof err);
+    if (ok) {
+        int fd = mkstemp(module_path);
+        if (fd >= 0) close(fd);
+        ok = fd >= 0 && module_write(module_path, &m, err, sizeof err) == 0;
+    }
+    if (g) module_data_free(&m);
+    src_free(&src);
+    return ok;
+}
+
+/* st is want, and the message says so (contains what) */
+static bool refused(nrt_status st, const nrt_error *e, nrt_status want, const char *what)
+{
+    if (st == want && e->status == want && strstr(e->message, what)) return true;
+    fprintf(stderr, "  got status %d (%s), want %d with '%s'\n", st, e->message, want, what);
+    return false;
+}
+
+static nrt_status create(const nrt_module *m, nrt_device dev, int n, const char *const *names, const int64_t *values,
+                         nrt_session **s, nrt_error *e)
+{
+    nrt_session_opts o = nrt_session_defaults();
+    o.device = dev, o.dim_names = names, o.dim_values = values, o.ndims = n;
+    return nrt_session_create(m, &o, s, e);
+}
+
+static void check_module_nulls(void)
+{
+    nrt_error e;
+    nrt_module *m = (nrt_module *)&e;
+    CHECK(refused(nrt_module_load(NULL, &m, &e), &e, NRT_ERR_ARGUMENT, "path is NULL"));
+    CHECK(m == NULL);
+    CHECK(refused(nrt_module_load(module_path, NULL, &e), &e, NRT_ERR_ARGUMENT, "out is NULL"));
+    CHECK(refused(nrt_module_load_entry(module_path, "forward", NULL, &e), &e, NRT_ERR_ARGUMENT, "out is NULL"));
+    CHECK(nrt_module_num_inputs(NULL) == 0 && nrt_module_num_outputs(NULL) == 0 && nrt_module_num_params(NULL) == 0);
+    CHECK(nrt_module_num_dims(NULL) == 0 && nrt_module_num_steps(NULL) == 0);
+    CHECK(nrt_module_dim_name(NULL, 0) == NULL && nrt_module_input_dim(NULL, 0, 0) == NULL);
+    nrt_tensor_info info;
+    CHECK(nrt_module_input(NULL, 0, &info) == NRT_ERR_ARGUMENT);
+    CHECK(nrt_module_output(NULL, 0, &info) == NRT_ERR_ARGUMENT);
+    CHECK(nrt_module_param(NULL, 0, &info) == NRT_ERR_ARGUMENT);
+    CHECK(nrt_module_load(module_path, &m, &e) == NRT_OK);
+    CHECK(nrt_module_input(m, 0, NULL) == NRT_ERR_ARGUMENT);
+    CHECK(nrt_module_output(m, 0, NULL) == NRT_ERR_ARGUMENT);
+    CHECK(nrt_module_param(m, 0, NULL) == NRT_ERR_ARGUMENT);
+    nrt_module_free(m);
+    nrt_module_free(NULL);
+    nrt_session_free(NULL);
+}
+
+static void check_create(const nrt_module *m)
+{
+    nrt_error e;
+    nrt_session *s = (nrt_session *)&e;
+    CHECK(refused(nrt_session_create(NULL, NULL, &s, &e), &e, NRT_ERR_ARGUMENT, "m is NULL"));
+    CHECK(s == NULL);
+    CHECK(refused(nrt_session_create(m, NULL, NULL, &e), &e, NRT_ERR_ARGUMENT, "out is NULL"));
+    nrt_session_free(s);
+}
+
+static void check_session_nulls(nrt_session *s)
+{
+    nrt_error e;
+    float x[6] = {1, 2, 3, 4, 5, 6}, y[6];
+    const int64_t shape[] = {2, 3}, one[] = {1};
+    nrt_tensor_info info;
+    CHECK(refused(nrt_session_set_input(NULL, "x", NRT_F32, 2, shape, x, &e), &e, NRT_ERR_ARGUMENT, "s is NULL"));
+    CHECK(refused(nrt_session_set_input(s, NULL, NRT_F32, 2, shape, x, &e), &e, NRT_ERR_ARGUMENT, "name is NULL"));
+    CHECK(refused(nrt_session_set_input(s, "x", NRT_F32, 2, NULL, x, &e), &e, NRT_ERR_ARGUMENT, "shape is NULL"));
+    CHECK(refused(nrt_session_set_input(s, "x", NRT_F32, 2, shape, NULL, &e), &e, NRT_ERR_ARGUMENT, "data is NULL"));
+    CHECK(refused(nrt_session_run(NULL, &e), &e, NRT_ERR_ARGUMENT, "s is NULL"));
+    CHECK(refused(nrt_session_input_info(NULL, "x", &info, &e), &e, NRT_ERR_ARGUMENT, "s is NULL"));
+    CHECK(refused(nrt_session_input_info(s, NULL, &info, &e), &e, NRT_ERR_ARGUMENT, "name is NULL"));
+    CHECK(refused(nrt_session_input_info(s, "x", NULL, &e), &e, NRT_ERR_ARGUMENT, "info is NULL"));
+    CHECK(refused(nrt_session_output_info(s, NULL, &info, &e), &e, NRT_ERR_ARGUMENT, "name is NULL"));
+    CHECK(refused(nrt_session_output_info(s, "y", NULL, &e), &e, NRT_ERR_ARGUMENT, "info is NULL"));
+    CHECK(refused(nrt_session_get_output(NULL, "y", y, sizeof y, &e), &e, NRT_ERR_ARGUMENT, "s is NULL"));
+    CHECK(refused(nrt_session_get_output(s, NULL, y, sizeof y, &e), &e, NRT_ERR_ARGUMENT, "name is NULL"));
+    CHECK(refused(nrt_session_get_output(s, "y", NULL, sizeof y, &e), &e, NRT_ERR_ARGUMENT, "data is NULL"));
+    CHECK(refused(nrt_session_set_param(s, NULL, NRT_F32, 1, one, x, &e), &e, NRT_ERR_ARGUMENT, "name is NULL"));
+    CHECK(refused(nrt_session_set_param(s, "w", NRT_F32, 1, NULL, x, &e), &e, NRT_ERR_ARGUMENT, "shape is NULL"));
+    CHECK(refused(nrt_session_set_param(s, "w", NRT_F32, 1, one, NULL, &e), &e, NRT_ERR_ARGUMENT, "data is NULL"));
+    CHECK(refused(nrt_session_get_param(s, NULL, x, 4, &e), &e, NRT_ERR_ARGUMENT, "name is NULL"));
+    CHECK(refused(nrt_session_get_param(s, "w", NULL, 4, &e), &e, NRT_ERR_ARGUMENT, "data is NULL"));
+    CHECK(refused(nrt_session_load_weights(s, NULL, &e), &e, NRT_ERR_ARGUMENT, "path is NULL"));
+    /* used to write a file named "(null)" and succeed */
+    CHECK(refused(nrt_session_save_weights(s, NULL, &e), &e, NRT_ERR_ARGUMENT, "path is NULL"));
+    CHECK(access("(null)", F_OK) != 0);
+    CHECK(refused(nrt_session_profile(NULL, 1, NULL, 0, &e), &e, NRT_ERR_ARGUMENT, "s is NULL"));
+    CHECK(nrt_session_device(NULL) == NULL);
+    CHECK(nrt_session_arena_bytes(NULL) == 0 && nrt_session_device_bytes(NULL) == 0);
+}
+
+int main(void)
+{
+    if (!write_module()) {
+        fprintf(stderr, "cannot build the test module\n");
+        return 1;
+    }
+    check_module_nulls();
+    nrt_module *m;
+    nrt_error e;
+    CHECK(nrt_module_load(module_path, &m, &e) == NRT_OK);
+    const char *bt[] = {"B", "T"};
+    const int64_t small[] = {2, 3};
+    check_create(m);
+    nrt_session *s;
+    CHECK(create(m, NRT_DEVICE_CPU, 2, bt, small, &s, &e) == NRT_OK);
+    check_session_nulls(s);
+    nrt_session_free(s);
+    nrt_module_free(m);
+    unlink(module_path);
+    if (failures) fprintf(stderr, "%d failures\n", failures);
+    return failures ? 1 : 0;
+}
