@@ -167,9 +167,55 @@ const char *nrt_session_device(const nrt_session *s) { return s ? s->device : NU
 int64_t nrt_session_arena_bytes(const nrt_session *s) { return s && s->gpu ? gpu_arena_bytes(s->gpu) : 0; }
 int64_t nrt_session_device_bytes(const nrt_session *s) { return s && s->gpu ? gpu_device_bytes(s->gpu) : 0; }
 
+/* The option lists themselves: counted, present, and each name once (a
+ * second value for a dim would silently win). */
+static nrt_status check_dim_opts(const nrt_session_opts *o, nrt_error *err)
+{
+    if (o->ndims < 0) return set_err(err, NRT_ERR_ARGUMENT, "session options: ndims is %d", o->ndims);
+    if (o->ndims > 0 && (!o->dim_names || !o->dim_values))
+        return set_err(err, NRT_ERR_ARGUMENT, "session options: ndims is %d but dim_%s is NULL", o->ndims,
+                       o->dim_names ? "values" : "names");
+    for (int i = 0; i < o->ndims; i++) {
+        if (!o->dim_names[i]) return set_err(err, NRT_ERR_ARGUMENT, "session options: dim_names[%d] is NULL", i);
+        for (int j = 0; j < i; j++)
+            if (strcmp(o->dim_names[i], o->dim_names[j]) == 0)
+                return set_err(err, NRT_ERR_ARGUMENT, "session options: dim %s is bound twice (dim_names[%d] and [%d])",
+                               o->dim_names[i], j, i);
+    }
+    return NRT_OK;
+}
+
+/* Each dim is capped, but products of them (B*T, a tensor's element count)
+ * can still overflow; every later size computation assumes they fit. */
+static nrt_status check_sizes(const nrt_session *s, nrt_error *err)
+{
+    const ir_graph *g = s->g;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        int64_t bytes = (int64_t)dtype_size(n->dtype), d;
+        bool fits = true;
+        for (int i = 0; i < n->rank && fits; i++)
+            fits = dim_eval(&g->dims[n->shape[i]], s->syms, &d) && !__builtin_mul_overflow(bytes, d, &bytes);
+        if (fits) continue;
+        char shape[256];
+        ir_shape_format(g, n->dtype, n->rank, n->shape, shape, sizeof shape);
+        return set_err(err, NRT_ERR_ARGUMENT, "the dims bound make a tensor of %s too large to address", shape);
+    }
+    for (uint32_t i = 0; i < g->ndims; i++) {
+        int64_t d;
+        if (dim_eval(&g->dims[i], s->syms, &d)) continue;
+        char dim[128];
+        ir_dim_format(g, i, dim, sizeof dim);
+        return set_err(err, NRT_ERR_ARGUMENT, "the dims bound make the size %s overflow", dim);
+    }
+    return NRT_OK;
+}
+
 static nrt_status bind_dims(nrt_session *s, const nrt_session_opts *o, nrt_error *err)
 {
     const ir_graph *g = s->g;
+    nrt_status st = check_dim_opts(o, err);
+    if (st) return st;
     /* A misspelt name first: it explains the unbound dim that would follow. */
     for (int i = 0; i < o->ndims; i++)
         if (ir_sym_find(g, o->dim_names[i]) < 0)
@@ -190,7 +236,7 @@ static nrt_status bind_dims(nrt_session *s, const nrt_session_opts *o, nrt_error
         tc_error e;
         if (!tc_check_binding(g, &g->nodes[v], s->syms, &e)) return set_err(err, NRT_ERR_ARGUMENT, "%s", e.msg);
     }
-    return NRT_OK;
+    return check_sizes(s, err);
 }
 
 static void find_nodes(nrt_session *s)
@@ -227,6 +273,8 @@ nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nr
     NEED(m, err);
     nrt_session_opts def = nrt_session_defaults();
     if (!o) o = &def;
+    if ((unsigned)o->device > NRT_DEVICE_GPU)
+        return set_err(err, NRT_ERR_ARGUMENT, "session options: device %d is none of NRT_DEVICE_AUTO, _CPU, _GPU", (int)o->device);
     nrt_session *s = nc_xcalloc(1, sizeof *s);
     s->m = m;
     s->g = m->d.graph;

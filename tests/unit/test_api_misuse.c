@@ -1,5 +1,6 @@
 /* test_api_misuse.c - netrt.h as an embedding program can get it wrong:
- * NULL for every pointer. Each gets the status netrt.h
+ * NULL for every pointer, options out of range, a dim bound twice, dims
+ * whose products overflow, calls out of order. Each gets the status netrt.h
  * documents and a message, never a crash (run under ASan in CI). */
 #include "cuda_emit.h"
 #include "driver.h"
@@ -85,9 +86,27 @@ static void check_create(const nrt_module *m)
 {
     nrt_error e;
     nrt_session *s = (nrt_session *)&e;
+    const char *bt[] = {"B", "T"};
+    const int64_t small[] = {2, 3};
     CHECK(refused(nrt_session_create(NULL, NULL, &s, &e), &e, NRT_ERR_ARGUMENT, "m is NULL"));
     CHECK(s == NULL);
     CHECK(refused(nrt_session_create(m, NULL, NULL, &e), &e, NRT_ERR_ARGUMENT, "out is NULL"));
+    CHECK(refused(create(m, NRT_DEVICE_CPU, 2, NULL, small, &s, &e), &e, NRT_ERR_ARGUMENT, "dim_names is NULL"));
+    CHECK(refused(create(m, NRT_DEVICE_CPU, 2, bt, NULL, &s, &e), &e, NRT_ERR_ARGUMENT, "dim_values is NULL"));
+    CHECK(refused(create(m, NRT_DEVICE_CPU, -1, bt, small, &s, &e), &e, NRT_ERR_ARGUMENT, "ndims is -1"));
+    const char *hole[] = {"B", NULL};
+    CHECK(refused(create(m, NRT_DEVICE_CPU, 2, hole, small, &s, &e), &e, NRT_ERR_ARGUMENT, "dim_names[1] is NULL"));
+    /* the second B used to win silently */
+    const char *twice[] = {"B", "T", "B"};
+    const int64_t tv[] = {2, 3, 8};
+    CHECK(refused(create(m, NRT_DEVICE_CPU, 3, twice, tv, &s, &e), &e, NRT_ERR_ARGUMENT, "dim B is bound twice"));
+    CHECK(s == NULL);
+    /* a device past the enum used to run on the CPU */
+    CHECK(refused(create(m, (nrt_device)7, 2, bt, small, &s, &e), &e, NRT_ERR_ARGUMENT, "device 7"));
+    /* each dim in range, B*T not: output y's shape used to come back unset */
+    const int64_t huge[] = {(int64_t)1 << 40, (int64_t)1 << 40};
+    CHECK(refused(create(m, NRT_DEVICE_CPU, 2, bt, huge, &s, &e), &e, NRT_ERR_ARGUMENT, "too large"));
+    CHECK(s == NULL);
     nrt_session_free(s);
 }
 
