@@ -29,6 +29,7 @@ struct nrt_session {
     ir_value *input_node, *param_node;   /* IR value of each, IR_NONE if optimised away */
     cpu_exec_result result;
     bool have_result;
+    bool ran;                      /* the outputs of a run are there to read */
 };
 
 static nrt_status set_err(nrt_error *e, nrt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -399,16 +400,18 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
     nrt_status ready = inputs_ready(s, err);
     if (ready) return ready;
     char msg[1024];
+    s->ran = false;
     if (s->gpu) {
         if (gpu_run(s->gpu, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
         s->have_result = false;
+        s->ran = true;
         return ok(err);
     }
     if (s->have_result) cpu_exec_result_free(&s->result);
     s->have_result = false;
     cpu_exec_opts o = {.syms = s->syms, .inputs = s->inputs, .params = s->params};
     if (cpu_exec_run(g, &o, &s->result, msg, sizeof msg) != 0) return set_err(err, NRT_ERR_ARGUMENT, "%s", msg);
-    s->have_result = true;
+    s->have_result = s->ran = true;
     cpu_exec_apply_updates(g, &s->result, s->params);   /* a training step moves the parameters */
     return ok(err);
 }
@@ -423,8 +426,10 @@ nrt_status nrt_session_profile(nrt_session *s, int runs, double *step_seconds, i
     nrt_status ready = inputs_ready(s, err);
     if (ready) return ready;
     char msg[1024];
+    s->ran = false;
     if (gpu_profile(s->gpu, runs, step_seconds, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
     s->have_result = false;
+    s->ran = true;
     return ok(err);
 }
 
@@ -490,13 +495,13 @@ nrt_status nrt_session_get_output(nrt_session *s, const char *name, void *data, 
     size_t want = (size_t)numel * nrt_dtype_size(info.dtype);
     if (bytes != want) return set_err(err, NRT_ERR_ARGUMENT, "output %s has %zu bytes, the buffer %zu", name, want, bytes);
     if (!data) return set_err(err, NRT_ERR_ARGUMENT, "output %s: data is NULL", name);
+    if (!s->ran) return set_err(err, NRT_ERR_STATE, "no output yet: call nrt_session_run first");
     ir_value v = s->g->outputs[find_output(s->g, name)].value;
     if (s->gpu) {
         char msg[512];
         if (gpu_download(s->gpu, v, data, bytes, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
         return ok(err);
     }
-    if (!s->have_result) return set_err(err, NRT_ERR_STATE, "no output yet: call nrt_session_run first");
     cpu_tensor_to_native(&s->result.values[v], data);
     return ok(err);
 }
