@@ -64,8 +64,11 @@ nrt_status nrt_module_load(const char *path, nrt_module **out, nrt_error *err);
  * a new value every run, e.g. the step count from 0 as netc train does: the
  * same @step draws the same masks (a resumed loop continues its sequence),
  * and a run without it set is refused. CPU and GPU draw the same masks. The
- * forward entry has no @step; its dropout is the identity. */
+ * forward entry has no @step; its dropout is the identity. entry NULL: what
+ * nrt_module_load loads. An entry the module lacks: NRT_ERR_ARGUMENT, naming
+ * the entries it has. */
 nrt_status nrt_module_load_entry(const char *path, const char *entry, nrt_module **out, nrt_error *err);
+/* The module must outlive every session created from it: free them first. */
 void nrt_module_free(nrt_module *m);
 
 /* The interface. Symbolic dims show as -1 in shapes; their names come from
@@ -117,7 +120,10 @@ const char *nrt_session_device(const nrt_session *s);
 
 /* Host data in the dtype's own layout: f16 and bf16 as their 16-bit
  * encodings, bool as one byte 0/1. The shape must match the module's
- * declaration at the session's dims. */
+ * declaration at the session's dims (a scalar: rank 0, shape may be NULL).
+ * The data is copied before the call returns. A run refuses, with
+ * NRT_ERR_STATE, while an input it reads has not been set; an input keeps its
+ * value across runs until set again. */
 nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dtype, int rank, const int64_t *shape,
                                  const void *data, nrt_error *err);
 nrt_status nrt_session_run(nrt_session *s, nrt_error *err);
@@ -138,6 +144,10 @@ nrt_status nrt_session_get_output(nrt_session *s, const char *name, void *data, 
 nrt_status nrt_session_set_param(nrt_session *s, const char *name, nrt_dtype dtype, int rank, const int64_t *shape,
                                  const void *data, nrt_error *err);
 nrt_status nrt_session_get_param(nrt_session *s, const char *name, void *data, size_t bytes, nrt_error *err);
+/* The file must hold every parameter of the module and nothing else (a train
+ * entry's parameters include the optimizer's state, "fc1.weight.adam_m"),
+ * each of the declared shape; f32, f16 and bf16 convert to one another.
+ * Refused (NRT_ERR_FORMAT, NRT_ERR_IO) with the parameters unchanged. */
 nrt_status nrt_session_load_weights(nrt_session *s, const char *safetensors_path, nrt_error *err);
 nrt_status nrt_session_save_weights(nrt_session *s, const char *safetensors_path, nrt_error *err);
 
