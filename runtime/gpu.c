@@ -10,6 +10,7 @@
 #include "nvrtc_cache.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +85,7 @@ int gpu_poison(gpu_session *s, char *err, size_t cap) { (void)s; snprintf(err, c
     F(cuMemsetD32Async) F(cuPointerGetAttribute) F(cuLaunchKernelEx)
 
 static struct {
-    bool tried, ok;
+    bool ok;
     char why[256];
 #define F(name) __typeof__(&name) name;
     DRIVER_FUNCS(F)
@@ -99,17 +100,15 @@ static struct {
     F(cublasLtMatmulAlgoGetHeuristic) F(cublasLtMatmul)
 
 static struct {
-    bool tried, ok;
+    bool ok;
     char why[256];
 #define F(name) __typeof__(&name) name;
     LT_FUNCS(F)
 #undef F
 } lt;
 
-static bool load_driver(void)
+static bool open_driver(void)
 {
-    if (drv.tried) return drv.ok;
-    drv.tried = true;
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(drv.why, sizeof drv.why, "no NVIDIA driver (libcuda.so.1 not found)");
@@ -138,10 +137,8 @@ static bool load_driver(void)
     return true;
 }
 
-static bool load_cublaslt(void)
+static bool open_cublaslt(void)
 {
-    if (lt.tried) return lt.ok;
-    lt.tried = true;
     const char *names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"};
     void *h = NULL;
     for (size_t i = 0; i < NC_COUNT(names) && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
@@ -158,6 +155,25 @@ static bool load_cublaslt(void)
 #undef F
     lt.ok = true;
     return true;
+}
+
+/* Once per process, however many threads create their first sessions at
+ * once: a second caller must wait for the first's answer, not read a
+ * half-loaded table as "no GPU". */
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT, cublaslt_once = PTHREAD_ONCE_INIT;
+static void open_driver_once(void) { open_driver(); }
+static void open_cublaslt_once(void) { open_cublaslt(); }
+
+static bool load_driver(void)
+{
+    pthread_once(&driver_once, open_driver_once);
+    return drv.ok;
+}
+
+static bool load_cublaslt(void)
+{
+    pthread_once(&cublaslt_once, open_cublaslt_once);
+    return lt.ok;
 }
 
 bool gpu_probe(char *why, size_t cap)

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ typedef int (*nvrtc_destroy_fn)(void **);
 typedef int (*nvrtc_version_fn)(int *, int *);
 
 static struct {
-    bool tried, ok;
+    bool ok;
     nvrtc_create_fn create;
     nvrtc_compile_fn compile;
     nvrtc_size_fn cubin_size, log_size;
@@ -31,14 +32,12 @@ static struct {
     nvrtc_version_fn version;
 } nv;
 
-static bool load_nvrtc(void)
+static void open_nvrtc(void)
 {
-    if (nv.tried) return nv.ok;
-    nv.tried = true;
     const char *names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
     void *h = NULL;
     for (size_t i = 0; i < NC_COUNT(names) && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (!h) return false;
+    if (!h) return;
     nv.create = (nvrtc_create_fn)dlsym(h, "nvrtcCreateProgram");
     nv.compile = (nvrtc_compile_fn)dlsym(h, "nvrtcCompileProgram");
     nv.cubin_size = (nvrtc_size_fn)dlsym(h, "nvrtcGetCUBINSize");
@@ -48,6 +47,14 @@ static bool load_nvrtc(void)
     nv.destroy = (nvrtc_destroy_fn)dlsym(h, "nvrtcDestroyProgram");
     nv.version = (nvrtc_version_fn)dlsym(h, "nvrtcVersion");
     nv.ok = nv.create && nv.compile && nv.cubin_size && nv.cubin && nv.log_size && nv.log && nv.destroy && nv.version;
+}
+
+/* Once per process: sessions created on several threads at once all wait
+ * for the one load (a second caller read "not available" mid-load). */
+static bool load_nvrtc(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, open_nvrtc);
     return nv.ok;
 }
 

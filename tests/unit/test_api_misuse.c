@@ -1,16 +1,18 @@
 /* test_api_misuse.c - netrt.h as an embedding program can get it wrong:
  * NULL for every pointer, options out of range, a dim bound twice, dims
  * whose products overflow, calls out of order. Each gets the status netrt.h
- * documents and a message, never a crash (run under ASan in CI). The GPU
- * part runs where a GPU (or the mock, tests/mockgpu) is usable. */
+ * documents and a message, never a crash (run under ASan in CI). Sessions
+ * created on several threads at once all get the device one alone gets. The
+ * GPU part runs where a GPU (or the mock, tests/mockgpu) is usable. */
 #include "cuda_emit.h"
 #include "driver.h"
 #include "module.h"
 #include "netrt.h"
 
 #include "test_util.h"
-#include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -163,14 +165,64 @@ static void check_order(nrt_session *s)
     CHECK(y[0] == 1 && y[5] == 6 && sums[0] == 6 && sums[1] == 15);
 }
 
-/* Under the mock driver the kernels run from the module's CUDA source. */
+enum { THREADS = 8 };
+
+typedef struct first_session {
+    const nrt_module *m;
+    pthread_barrier_t *start;
+    nrt_status st;
+    char device[sizeof ((nrt_error *)0)->message];   /* or the error */
+} first_session;
+
+static void *create_at_once(void *p)
+{
+    first_session *f = p;
+    const char *bt[] = {"B", "T"};
+    const int64_t small[] = {2, 3};
+    nrt_session *s;
+    nrt_error e;
+    pthread_barrier_wait(f->start);
+    f->st = create(f->m, NRT_DEVICE_AUTO, 2, bt, small, &s, &e);
+    snprintf(f->device, sizeof f->device, "%s", f->st ? e.message : nrt_session_device(s));
+    nrt_session_free(s);
+    return NULL;
+}
+
+/* The process's first sessions, on threads at once (before anything else
+ * here opens the driver): each used to find the driver half-loaded by
+ * another and take it for "no GPU" (falling back to the CPU with no reason
+ * given), or NVRTC for "not available". */
+static void check_first_sessions_on_threads(const nrt_module *m)
+{
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, THREADS);
+    first_session f[THREADS];
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        f[i] = (first_session){.m = m, .start = &start};
+        CHECK(pthread_create(&t[i], NULL, create_at_once, &f[i]) == 0);
+    }
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&start);
+    for (int i = 0; i < THREADS; i++) {
+        CHECK(f[i].st == NRT_OK);
+        CHECK(strcmp(f[i].device, f[0].device) == 0);
+        if (f[i].st != NRT_OK || strcmp(f[i].device, f[0].device) != 0)
+            fprintf(stderr, "  thread %d: status %d, %s; thread 0: %s\n", i, f[i].st, f[i].device, f[0].device);
+    }
+}
+
+/* Under the mock driver the kernels run from the module's CUDA source, read
+ * from a file at each session's cuModuleLoadData. */
+static char source_path[] = "/tmp/netc_api_misuse_cu_XXXXXX";
+
 static void give_mock_source(void)
 {
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!h) h = dlopen("libcuda.so.1", RTLD_NOW);
-    int (*use)(const char *, char *, size_t) = h ? (int (*)(const char *, char *, size_t))(uintptr_t)dlsym(h, "mock_cuda_use_source") : NULL;
-    char err[512];
-    if (use && use(program_source, err, sizeof err) != 0) fprintf(stderr, "mock: %s\n", err);
+    int fd = mkstemp(source_path);
+    if (fd < 0) return;
+    close(fd);
+    spit(source_path, (const unsigned char *)program_source, strlen(program_source));
+    setenv("NETC_MOCK_CUDA_SOURCE", source_path, 1);
 }
 
 int main(void)
@@ -179,10 +231,12 @@ int main(void)
         fprintf(stderr, "cannot build the test module\n");
         return 1;
     }
-    check_module_nulls();
     nrt_module *m;
     nrt_error e;
     CHECK(nrt_module_load(module_path, &m, &e) == NRT_OK);
+    give_mock_source();
+    check_first_sessions_on_threads(m);
+    check_module_nulls();
     const char *bt[] = {"B", "T"};
     const int64_t small[] = {2, 3};
     check_create(m);
@@ -191,7 +245,6 @@ int main(void)
     check_session_nulls(s);
     check_order(s);
     nrt_session_free(s);
-    give_mock_source();
     if (create(m, NRT_DEVICE_GPU, 2, bt, small, &s, &e) == NRT_OK) {
         check_order(s);   /* the GPU's get_output used to read the arena before any run */
         nrt_session_free(s);
@@ -200,6 +253,7 @@ int main(void)
     }
     nrt_module_free(m);
     unlink(module_path);
+    unlink(source_path);
     free((void *)program_source);
     if (failures) fprintf(stderr, "%d failures\n", failures);
     return failures ? 1 : 0;
