@@ -606,19 +606,27 @@ int mock_cuda_use_source(const char *source, char *err, size_t errcap)
     unsigned long long h = mock_hash(source) ^ (wgmma ? 0x9e3779b97f4a7c15ULL : 0);
     snprintf(cpp, sizeof cpp, "%s/k%016llx.%d.cpp", dir, h, (int)getpid());   /* tests run side by side */
     snprintf(so, sizeof so, "%s/k%016llx.so", dir, h);
+    /* one compile at a time: threads creating sessions at once share the
+     * .cpp name (it carries the pid), and the first's library serves all */
+    static pthread_mutex_t compile_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&compile_lock);
+    int rc = 0;
     if (access(so, R_OK) != 0) {   /* compiled before: the same source gives the same library */
         snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
-        if (system(cmd) != 0) { snprintf(err, errcap, "cannot make %s", dir); return -1; }
-        FILE *f = fopen(cpp, "w");
-        if (!f) { snprintf(err, errcap, "cannot write %s", cpp); return -1; }
-        fputs("#include \"cuda_host_shim.hpp\"\n", f);
-        fputs(source, f);
-        fclose(f);
-        const char *cxx = getenv("CXX") ? getenv("CXX") : "c++";
-        snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w%s -I'%s' -o '%s.so' '%s' 2>'%s.log' && mv '%s.so' '%s' && rm -f '%s' '%s.log'",
-                 cxx, wgmma ? " -DNC_HOST_WGMMA" : "", MOCK_SHIM_DIR, cpp, cpp, cpp, cpp, so, cpp, cpp);
-        if (system(cmd) != 0) { snprintf(err, errcap, "the kernels do not compile for the host: see %s.log", cpp); return -1; }
+        FILE *f = system(cmd) == 0 ? fopen(cpp, "w") : NULL;
+        if (!f) rc = -1, snprintf(err, errcap, "cannot write %s", cpp);
+        if (f) {
+            fputs("#include \"cuda_host_shim.hpp\"\n", f);
+            fputs(source, f);
+            fclose(f);
+            const char *cxx = getenv("CXX") ? getenv("CXX") : "c++";
+            snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w%s -I'%s' -o '%s.so' '%s' 2>'%s.log' && mv '%s.so' '%s' && rm -f '%s' '%s.log'",
+                     cxx, wgmma ? " -DNC_HOST_WGMMA" : "", MOCK_SHIM_DIR, cpp, cpp, cpp, cpp, so, cpp, cpp);
+            if (system(cmd) != 0) rc = -1, snprintf(err, errcap, "the kernels do not compile for the host: see %s.log", cpp);
+        }
     }
+    pthread_mutex_unlock(&compile_lock);
+    if (rc != 0) return rc;
     pthread_mutex_lock(&mock_lock);
     snprintf(mock.pending_source_lib, sizeof mock.pending_source_lib, "%s", so);
     pthread_mutex_unlock(&mock_lock);
