@@ -30,6 +30,7 @@ struct nrt_session {
     cpu_exec_result result;
     bool have_result;
     bool ran;                      /* the outputs of a run are there to read */
+    bool *set_since_run;           /* per IR value: an input or parameter set again since */
 };
 
 static nrt_status set_err(nrt_error *e, nrt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -285,6 +286,7 @@ nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nr
     const ir_graph *g = s->g;
     s->inputs = nc_xcalloc(g->ninputs + 1, sizeof *s->inputs);
     s->input_set = nc_xcalloc(g->ninputs + 1, sizeof *s->input_set);
+    s->set_since_run = nc_xcalloc(g->nnodes + 1, sizeof *s->set_since_run);
     s->params = nc_xcalloc(g->nparams + 1, sizeof *s->params);
     char msg[1024];
     for (uint32_t i = 0; i < g->nparams; i++)
@@ -318,10 +320,35 @@ void nrt_session_free(nrt_session *s)
     if (s->have_result) cpu_exec_result_free(&s->result);
     free(s->inputs);
     free(s->input_set);
+    free(s->set_since_run);
     free(s->params);
     free(s->input_node);
     free(s->param_node);
     free(s);
+}
+
+/* An output that is an input or a parameter itself reads on the GPU that
+ * tensor's present value, on the CPU the run's copy: once it is set again
+ * neither is certain to be the last run's, so it is refused until the next. */
+static void mark_set(nrt_session *s, ir_value v)
+{
+    if (v != IR_NONE) s->set_since_run[v] = true;
+}
+
+static nrt_status check_output_fresh(const nrt_session *s, const char *name, ir_value v, nrt_error *err)
+{
+    if (!s->set_since_run[v]) return NRT_OK;
+    const ir_node *n = &s->g->nodes[v];
+    bool input = n->op == OP_INPUT;
+    return set_err(err, NRT_ERR_STATE, "output %s is %s %s itself, set again since the last run: run first", name,
+                   input ? "input" : "parameter", input ? s->g->inputs[n->attr.index].name : s->g->params[n->attr.index].decl.name);
+}
+
+/* Until it succeeds there is no output to read; after, every output is the run's. */
+static void start_run(nrt_session *s)
+{
+    s->ran = false;
+    memset(s->set_since_run, 0, s->g->nnodes * sizeof *s->set_since_run);
 }
 
 /* A declaration's shape at the session's dims. */
@@ -379,6 +406,7 @@ nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dty
             return set_err(err, NRT_ERR_DEVICE, "input %s: %s", name, msg);
     }
     s->input_set[i] = true;
+    mark_set(s, s->input_node[i]);
     return ok(err);
 }
 
@@ -400,7 +428,7 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
     nrt_status ready = inputs_ready(s, err);
     if (ready) return ready;
     char msg[1024];
-    s->ran = false;
+    start_run(s);
     if (s->gpu) {
         if (gpu_run(s->gpu, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
         s->have_result = false;
@@ -421,12 +449,13 @@ nrt_status nrt_session_profile(nrt_session *s, int runs, double *step_seconds, i
     NEED(s, err);
     if (!s->gpu) return set_err(err, NRT_ERR_STATE, "profiling needs a GPU session (this one runs on %s)", s->device);
     if (runs < 1 || runs > 10000) return set_err(err, NRT_ERR_ARGUMENT, "profile: %d runs (1 to 10000)", runs);
-    if (!step_seconds || nsteps != (int)s->m->d.program.nsteps)
+    NEED(step_seconds, err);
+    if (nsteps != (int)s->m->d.program.nsteps)
         return set_err(err, NRT_ERR_ARGUMENT, "profile: room for %d steps, the program has %u", nsteps, s->m->d.program.nsteps);
     nrt_status ready = inputs_ready(s, err);
     if (ready) return ready;
     char msg[1024];
-    s->ran = false;
+    start_run(s);
     if (gpu_profile(s->gpu, runs, step_seconds, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
     s->have_result = false;
     s->ran = true;
@@ -497,6 +526,7 @@ nrt_status nrt_session_get_output(nrt_session *s, const char *name, void *data, 
     if (!data) return set_err(err, NRT_ERR_ARGUMENT, "output %s: data is NULL", name);
     if (!s->ran) return set_err(err, NRT_ERR_STATE, "no output yet: call nrt_session_run first");
     ir_value v = s->g->outputs[find_output(s->g, name)].value;
+    if ((st = check_output_fresh(s, name, v, err)) != NRT_OK) return st;
     if (s->gpu) {
         char msg[512];
         if (gpu_download(s->gpu, v, data, bytes, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
@@ -523,6 +553,7 @@ nrt_status nrt_session_set_param(nrt_session *s, const char *name, nrt_dtype dty
     nrt_status st = check_tensor(s, "parameter", &s->g->params[i].decl, dtype, rank, shape, data, err);
     if (st) return st;
     cpu_tensor_from_native(data, &s->params[i]);
+    mark_set(s, s->param_node[i]);
     return upload_param(s, (uint32_t)i, err);
 }
 
@@ -572,6 +603,7 @@ nrt_status nrt_session_load_weights(nrt_session *s, const char *path, nrt_error 
     for (uint32_t i = 0; i < g->nparams; i++) {
         cpu_tensor_free(&s->params[i]);
         s->params[i] = loaded[i];
+        mark_set(s, s->param_node[i]);
         if (st == NRT_OK) st = upload_param(s, i, err);
     }
     free(loaded);

@@ -23,26 +23,37 @@ static const char *source =
     "  return reshape(x, [B * T]) * w, sum(x, axis: 1)\n"
     "}\n";
 
-static char module_path[] = "/tmp/netc_api_misuse_XXXXXX";
-static const char *program_source;   /* for the mock GPU */
+/* Outputs that are an input and a parameter themselves. */
+static const char *ident_source =
+    "model ident(x: f32[B, T]) -> (y: f32[B, T], v: f32[2]) {\n"
+    "  param w: f32[2] = ones\n"
+    "  return x, w\n"
+    "}\n";
 
-static bool write_module(void)
+/* Each module and its CUDA source, for the mock GPU (mkstemp templates). */
+static char module_path[] = "/tmp/netc_api_misuse_XXXXXX", ident_path[] = "/tmp/netc_api_misuse_XXXXXX";
+static char cuda_path[] = "/tmp/netc_api_misuse_cu_XXXXXX", ident_cuda_path[] = "/tmp/netc_api_misuse_cu_XXXXXX";
+
+static bool temp_file(char *path)
+{
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+}
+
+static bool write_module(const char *text, char *path, char *cuda)
 {
     src_table src = {0};
-    uint32_t id = src_add(&src, "prod.net", source, strlen(source));
+    uint32_t id = src_add(&src, "api.net", text, strlen(text));
     diag_ctx d;
     diag_init(&d, &src, stderr);
     driver_opts o = {.verify = true};
     ir_graph *g = driver_compile(&src, id, &o, &d);
     nrt_module_data m = {.graph = g};
     char err[1024];
-    bool ok = g && cuda_emit_program(g, &m.program, err, sizeof err);
-    if (ok) {
-        int fd = mkstemp(module_path);
-        if (fd >= 0) close(fd);
-        ok = fd >= 0 && module_write(module_path, &m, err, sizeof err) == 0;
-        if (ok) program_source = strdup(m.program.source);
-    }
+    bool ok = g && cuda_emit_program(g, &m.program, err, sizeof err) && temp_file(path) && temp_file(cuda) &&
+              module_write(path, &m, err, sizeof err) == 0;
+    if (ok) spit(cuda, (const unsigned char *)m.program.source, strlen(m.program.source));
     if (g) module_data_free(&m);
     src_free(&src);
     return ok;
@@ -212,49 +223,72 @@ static void check_first_sessions_on_threads(const nrt_module *m)
     }
 }
 
-/* Under the mock driver the kernels run from the module's CUDA source, read
- * from a file at each session's cuModuleLoadData. */
-static char source_path[] = "/tmp/netc_api_misuse_cu_XXXXXX";
-
-static void give_mock_source(void)
+/* An output that is an input or a parameter itself: the GPU's read that
+ * tensor as set after the run, the CPU's the run's copy. Neither now. */
+static void check_set_since_run(nrt_session *s)
 {
-    int fd = mkstemp(source_path);
-    if (fd < 0) return;
-    close(fd);
-    spit(source_path, (const unsigned char *)program_source, strlen(program_source));
-    setenv("NETC_MOCK_CUDA_SOURCE", source_path, 1);
+    nrt_error e;
+    float x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {0}, w[2] = {7, 8}, v[2] = {0};
+    const int64_t shape[] = {2, 3}, two[] = {2};
+    CHECK(nrt_session_set_input(s, "x", NRT_F32, 2, shape, x, &e) == NRT_OK);
+    CHECK(nrt_session_run(s, &e) == NRT_OK);
+    x[0] = 100;
+    CHECK(nrt_session_set_input(s, "x", NRT_F32, 2, shape, x, &e) == NRT_OK);
+    CHECK(refused(nrt_session_get_output(s, "y", y, sizeof y, &e), &e, NRT_ERR_STATE, "output y is input x itself"));
+    CHECK(nrt_session_get_output(s, "v", v, sizeof v, &e) == NRT_OK && v[0] == 1);
+    CHECK(nrt_session_set_param(s, "w", NRT_F32, 1, two, w, &e) == NRT_OK);
+    CHECK(refused(nrt_session_get_output(s, "v", v, sizeof v, &e), &e, NRT_ERR_STATE, "output v is parameter w itself"));
+    CHECK(nrt_session_run(s, &e) == NRT_OK);
+    CHECK(nrt_session_get_output(s, "y", y, sizeof y, &e) == NRT_OK && y[0] == 100);
+    CHECK(nrt_session_get_output(s, "v", v, sizeof v, &e) == NRT_OK && v[0] == 7);
+}
+
+/* The checks that take a session, on the CPU and where one is usable the GPU. */
+static void check_sessions(const nrt_module *m, const nrt_module *ident, nrt_device dev)
+{
+    const char *bt[] = {"B", "T"};
+    const int64_t small[] = {2, 3};
+    nrt_session *s;
+    nrt_error e;
+    if (create(m, dev, 2, bt, small, &s, &e) != NRT_OK) {
+        printf("no GPU session (%s): the GPU part is skipped\n", e.message);
+        return;
+    }
+    if (dev == NRT_DEVICE_CPU) check_session_nulls(s);
+    if (dev == NRT_DEVICE_GPU)   /* said "room for 0 steps, the program has 0" where the program had 0 */
+        CHECK(refused(nrt_session_profile(s, 1, NULL, nrt_module_num_steps(m), &e), &e, NRT_ERR_ARGUMENT, "step_seconds is NULL"));
+    check_order(s);   /* the GPU's get_output used to read the arena before any run */
+    nrt_session_free(s);
+    CHECK(create(ident, dev, 2, bt, small, &s, &e) == NRT_OK);
+    check_set_since_run(s);
+    nrt_session_free(s);
 }
 
 int main(void)
 {
-    if (!write_module()) {
-        fprintf(stderr, "cannot build the test module\n");
+    if (!write_module(source, module_path, cuda_path) || !write_module(ident_source, ident_path, ident_cuda_path)) {
+        fprintf(stderr, "cannot build the test modules\n");
         return 1;
     }
-    nrt_module *m;
+    /* the mock GPU runs each module's kernels from the file of its CUDA source */
+    char sources[128];
+    snprintf(sources, sizeof sources, "%s:%s", cuda_path, ident_cuda_path);
+    setenv("NETC_MOCK_CUDA_SOURCE", sources, 1);
+    nrt_module *m, *ident;
     nrt_error e;
     CHECK(nrt_module_load(module_path, &m, &e) == NRT_OK);
-    give_mock_source();
+    CHECK(nrt_module_load(ident_path, &ident, &e) == NRT_OK);
     check_first_sessions_on_threads(m);
     check_module_nulls();
-    const char *bt[] = {"B", "T"};
-    const int64_t small[] = {2, 3};
     check_create(m);
-    nrt_session *s;
-    CHECK(create(m, NRT_DEVICE_CPU, 2, bt, small, &s, &e) == NRT_OK);
-    check_session_nulls(s);
-    check_order(s);
-    nrt_session_free(s);
-    if (create(m, NRT_DEVICE_GPU, 2, bt, small, &s, &e) == NRT_OK) {
-        check_order(s);   /* the GPU's get_output used to read the arena before any run */
-        nrt_session_free(s);
-    } else {
-        printf("no GPU session (%s): the GPU part is skipped\n", e.message);
-    }
+    check_sessions(m, ident, NRT_DEVICE_CPU);
+    check_sessions(m, ident, NRT_DEVICE_GPU);
     nrt_module_free(m);
+    nrt_module_free(ident);
     unlink(module_path);
-    unlink(source_path);
-    free((void *)program_source);
+    unlink(ident_path);
+    unlink(cuda_path);
+    unlink(ident_cuda_path);
     if (failures) fprintf(stderr, "%d failures\n", failures);
     return failures ? 1 : 0;
 }
