@@ -188,7 +188,8 @@ static nrt_status check_dim_opts(const nrt_session_opts *o, nrt_error *err)
 }
 
 /* Each dim is capped, but products of them (B*T, a tensor's element count)
- * can still overflow; every later size computation assumes they fit. */
+ * can still overflow, and a difference (T - 2) go negative; every later size
+ * computation, the API's shapes among them, assumes they are sizes. */
 static nrt_status check_sizes(const nrt_session *s, nrt_error *err)
 {
     const ir_graph *g = s->g;
@@ -199,16 +200,11 @@ static nrt_status check_sizes(const nrt_session *s, nrt_error *err)
         for (int i = 0; i < n->rank && fits; i++)
             fits = dim_eval(&g->dims[n->shape[i]], s->syms, &d) && !__builtin_mul_overflow(bytes, d, &bytes);
         if (fits) continue;
-        char shape[256];
+        char shape[256], at[256] = "";
         ir_shape_format(g, n->dtype, n->rank, n->shape, shape, sizeof shape);
-        return set_err(err, NRT_ERR_ARGUMENT, "the dims bound make a tensor of %s too large to address", shape);
-    }
-    for (uint32_t i = 0; i < g->ndims; i++) {
-        int64_t d;
-        if (dim_eval(&g->dims[i], s->syms, &d)) continue;
-        char dim[128];
-        ir_dim_format(g, i, dim, sizeof dim);
-        return set_err(err, NRT_ERR_ARGUMENT, "the dims bound make the size %s overflow", dim);
+        for (uint32_t k = 0, len = 0; k < g->nsyms && len < sizeof at; k++)
+            len += (uint32_t)snprintf(at + len, sizeof at - len, "%s%s = %lld", k ? ", " : "", g->sym_names[k], (long long)s->syms[k]);
+        return set_err(err, NRT_ERR_ARGUMENT, "at %s a tensor of %s has no size (negative, or past 2^63 bytes)", at, shape);
     }
     return NRT_OK;
 }

@@ -23,11 +23,11 @@ static const char *source =
     "  return reshape(x, [B * T]) * w, sum(x, axis: 1)\n"
     "}\n";
 
-/* Outputs that are an input and a parameter themselves. */
+/* Outputs that are an input and a parameter themselves; one of T - 2 columns. */
 static const char *ident_source =
-    "model ident(x: f32[B, T]) -> (y: f32[B, T], v: f32[2]) {\n"
+    "model ident(x: f32[B, T]) -> (y: f32[B, T], v: f32[2], z: f32[B, T - 2]) {\n"
     "  param w: f32[2] = ones\n"
-    "  return x, w\n"
+    "  return x, w, slice(x, axis: 1, start: 0, end: T - 2)\n"
     "}\n";
 
 /* Each module and its CUDA source, for the mock GPU (mkstemp templates). */
@@ -99,7 +99,7 @@ static void check_module_nulls(void)
     nrt_session_free(NULL);
 }
 
-static void check_create(const nrt_module *m)
+static void check_create(const nrt_module *m, const nrt_module *ident)
 {
     nrt_error e;
     nrt_session *s = (nrt_session *)&e;
@@ -122,7 +122,13 @@ static void check_create(const nrt_module *m)
     CHECK(refused(create(m, (nrt_device)7, 2, bt, small, &s, &e), &e, NRT_ERR_ARGUMENT, "device 7"));
     /* each dim in range, B*T not: output y's shape used to come back unset */
     const int64_t huge[] = {(int64_t)1 << 40, (int64_t)1 << 40};
-    CHECK(refused(create(m, NRT_DEVICE_CPU, 2, bt, huge, &s, &e), &e, NRT_ERR_ARGUMENT, "too large"));
+    CHECK(refused(create(m, NRT_DEVICE_CPU, 2, bt, huge, &s, &e), &e, NRT_ERR_ARGUMENT,
+                  "at B = 1099511627776, T = 1099511627776 a tensor of f32[B, T] has no size"));
+    CHECK(s == NULL);
+    /* T - 2 < 0: output_info used to give z's shape uninitialised */
+    const int64_t narrow[] = {2, 1};
+    CHECK(refused(create(ident, NRT_DEVICE_CPU, 2, bt, narrow, &s, &e), &e, NRT_ERR_ARGUMENT,
+                  "at B = 2, T = 1 a tensor of f32[B, T - 2] has no size"));
     CHECK(s == NULL);
     nrt_session_free(s);
 }
@@ -280,7 +286,7 @@ int main(void)
     CHECK(nrt_module_load(ident_path, &ident, &e) == NRT_OK);
     check_first_sessions_on_threads(m);
     check_module_nulls();
-    check_create(m);
+    check_create(m, ident);
     check_sessions(m, ident, NRT_DEVICE_CPU);
     check_sessions(m, ident, NRT_DEVICE_GPU);
     nrt_module_free(m);
