@@ -260,13 +260,16 @@ static int alloc_result(cpu_run *r, const ir_node *n, const int64_t *shape, cpu_
     format_shape(n->dtype, n->rank, shape, s, sizeof s);
     if (!shape_numel(n->rank, shape, &numel))
         return run_fail(r, n, "%s: result %s has more elements than fit in 64 bits", op_name(n->op), s);
-    if (numel > r->max_bytes / CPU_ELEM_BYTES)
-        return run_fail(r, n, "%s: result %s needs %" PRId64 "%s bytes, over the limit of %" PRId64 " bytes",
-                        op_name(n->op), s, numel > INT64_MAX / CPU_ELEM_BYTES ? INT64_MAX : numel * CPU_ELEM_BYTES,
-                        numel > INT64_MAX / CPU_ELEM_BYTES ? "+" : "", r->max_bytes);
-    if (!cpu_tensor_alloc(out, n->dtype, n->rank, shape, r->max_bytes))
-        return run_fail(r, n, "%s: out of memory allocating %s (%" PRId64 " bytes)", op_name(n->op), s,
-                        numel * CPU_ELEM_BYTES);
+    if (numel > r->max_bytes / CPU_ELEM_BYTES) {
+        run_fail(r, n, "%s: result %s needs %" PRId64 "%s bytes, over the limit of %" PRId64 " bytes",
+                 op_name(n->op), s, numel > INT64_MAX / CPU_ELEM_BYTES ? INT64_MAX : numel * CPU_ELEM_BYTES,
+                 numel > INT64_MAX / CPU_ELEM_BYTES ? "+" : "", r->max_bytes);
+        return CPU_EXEC_NO_MEMORY;
+    }
+    if (!cpu_tensor_alloc(out, n->dtype, n->rank, shape, r->max_bytes)) {
+        run_fail(r, n, "%s: out of memory allocating %s (%" PRId64 " bytes)", op_name(n->op), s, numel * CPU_ELEM_BYTES);
+        return CPU_EXEC_NO_MEMORY;
+    }
     return 0;
 }
 
@@ -294,7 +297,8 @@ static int bind_source(cpu_run *r, ir_value v, const int64_t *shape)
         return 0;
     }
     cpu_tensor *out = &r->res->values[v];
-    if (alloc_result(r, n, shape, out)) return -1;
+    int rc = alloc_result(r, n, shape, out);
+    if (rc) return rc;
     memcpy(data_of(out), data_of(t), (size_t)t->numel * CPU_ELEM_BYTES);
     return 0;
 }
@@ -326,7 +330,8 @@ static int eval_node(cpu_run *r, ir_value v)
         r->argv[k] = t;
     }
     cpu_tensor *out = &r->res->values[v];
-    if (alloc_result(r, n, shape, out) || check_operands(r, n)) return -1;
+    int rc = alloc_result(r, n, shape, out);
+    if (rc || (rc = check_operands(r, n))) return rc;
     char kerr[512] = "";
     cpu_op_ctx c = {.g = g, .node = n, .args = r->argv, .out = out, .syms = r->syms, .err = kerr, .errcap = sizeof kerr};
     cpu_kernels[n->op](&c);

@@ -74,9 +74,11 @@ typedef struct cpu_exec_result {
 } cpu_exec_result;
 
 /* Run the whole graph. Returns 0, or -1 with a message in err (bad binding,
- * shape mismatch of an input, allocation refused, a kernel's error such as an
- * index out of range); on failure res holds nothing. Outputs are the values of
+ * shape mismatch of an input, a kernel's error such as an index out of
+ * range), or CPU_EXEC_NO_MEMORY with one when a tensor is over max_bytes or
+ * its allocation is refused; on failure res holds nothing. Outputs are the values of
  * g->outputs[k].value in res->values; free with cpu_exec_result_free. */
+enum { CPU_EXEC_NO_MEMORY = -2 };
 int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res, char *err, size_t errcap);
 void cpu_exec_result_free(cpu_exec_result *res);
 /* After a training step: each updated parameter (or optimizer state) in

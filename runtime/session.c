@@ -434,7 +434,8 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
     if (s->have_result) cpu_exec_result_free(&s->result);
     s->have_result = false;
     cpu_exec_opts o = {.syms = s->syms, .inputs = s->inputs, .params = s->params};
-    if (cpu_exec_run(g, &o, &s->result, msg, sizeof msg) != 0) return set_err(err, NRT_ERR_ARGUMENT, "%s", msg);
+    int rc = cpu_exec_run(g, &o, &s->result, msg, sizeof msg);
+    if (rc != 0) return set_err(err, rc == CPU_EXEC_NO_MEMORY ? NRT_ERR_MEMORY : NRT_ERR_ARGUMENT, "%s", msg);
     s->have_result = s->ran = true;
     cpu_exec_apply_updates(g, &s->result, s->params);   /* a training step moves the parameters */
     return ok(err);

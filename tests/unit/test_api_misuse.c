@@ -249,6 +249,32 @@ static void check_set_since_run(nrt_session *s)
     CHECK(nrt_session_get_output(s, "v", v, sizeof v, &e) == NRT_OK && v[0] == 7);
 }
 
+/* A result over the CPU executor's 16 GiB: refused before any allocation,
+ * as the memory error it is (it was NRT_ERR_ARGUMENT). */
+static void check_cpu_memory(void)
+{
+    static const char *outer =
+        "model outer(x: f32[B]) -> (y: f32[B, B]) {\n"
+        "  return reshape(x, [B, 1]) * reshape(x, [1, B])\n"
+        "}\n";
+    char path[] = "/tmp/netc_api_misuse_XXXXXX", cuda[] = "/tmp/netc_api_misuse_cu_XXXXXX";
+    nrt_module *m = NULL;
+    nrt_session *s = NULL;
+    nrt_error e;
+    const char *b[] = {"B"};
+    const int64_t n[] = {65537};
+    float *x = calloc((size_t)n[0], sizeof *x);
+    CHECK(write_module(outer, path, cuda) && nrt_module_load(path, &m, &e) == NRT_OK);
+    CHECK(m && create(m, NRT_DEVICE_CPU, 1, b, n, &s, &e) == NRT_OK);
+    CHECK(s && nrt_session_set_input(s, "x", NRT_F32, 1, n, x, &e) == NRT_OK);
+    CHECK(s && refused(nrt_session_run(s, &e), &e, NRT_ERR_MEMORY, "over the limit"));
+    nrt_session_free(s);
+    nrt_module_free(m);
+    free(x);
+    unlink(path);
+    unlink(cuda);
+}
+
 /* The checks that take a session, on the CPU and where one is usable the GPU. */
 static void check_sessions(const nrt_module *m, const nrt_module *ident, nrt_device dev)
 {
@@ -289,6 +315,7 @@ int main(void)
     check_create(m, ident);
     check_sessions(m, ident, NRT_DEVICE_CPU);
     check_sessions(m, ident, NRT_DEVICE_GPU);
+    check_cpu_memory();
     nrt_module_free(m);
     nrt_module_free(ident);
     unlink(module_path);
