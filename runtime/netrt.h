@@ -94,6 +94,7 @@ const char *nrt_module_dim_name(const nrt_module *m, int i);
 /* The name of the symbolic dim an input's axis is, or NULL when the axis is
  * fixed or an expression (B*T). Lets a caller bind dims from data shapes. */
 const char *nrt_module_input_dim(const nrt_module *m, int input, int axis);
+/* "f32", and its bytes; "?" and 0 for a value outside the enum. */
 const char *nrt_dtype_name(nrt_dtype t);
 size_t nrt_dtype_size(nrt_dtype t);
 

@@ -86,6 +86,8 @@ static void check_module_nulls(void)
     CHECK(nrt_module_num_inputs(NULL) == 0 && nrt_module_num_outputs(NULL) == 0 && nrt_module_num_params(NULL) == 0);
     CHECK(nrt_module_num_dims(NULL) == 0 && nrt_module_num_steps(NULL) == 0);
     CHECK(nrt_module_dim_name(NULL, 0) == NULL && nrt_module_input_dim(NULL, 0, 0) == NULL);
+    CHECK(strcmp(nrt_dtype_name((nrt_dtype)99), "?") == 0 && nrt_dtype_size((nrt_dtype)99) == 0);
+    CHECK(strcmp(nrt_dtype_name((nrt_dtype)-1), "?") == 0 && nrt_dtype_size((nrt_dtype)-1) == 0);
     nrt_tensor_info info;
     CHECK(nrt_module_input(NULL, 0, &info) == NRT_ERR_ARGUMENT);
     CHECK(nrt_module_output(NULL, 0, &info) == NRT_ERR_ARGUMENT);
