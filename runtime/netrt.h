@@ -121,9 +121,10 @@ void nrt_session_free(nrt_session *s);
 const char *nrt_session_device(const nrt_session *s);
 
 /* Host data in the dtype's own layout: f16 and bf16 as their 16-bit
- * encodings, bool as one byte 0/1. The shape must match the module's
- * declaration at the session's dims (a scalar: rank 0, shape may be NULL).
- * The data is copied before the call returns. A run refuses, with
+ * encodings, bool as one byte 0/1 (another byte: NRT_ERR_ARGUMENT). The
+ * shape must match the module's declaration at the session's dims (a
+ * scalar: rank 0, shape may be NULL). The data is copied before the call
+ * returns. A run refuses, with
  * NRT_ERR_STATE, while an input it reads has not been set; an input keeps its
  * value across runs until set again. */
 nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dtype, int rank, const int64_t *shape,

@@ -363,6 +363,21 @@ static void format_shape(nc_dtype t, int rank, const int64_t *shape, char *buf, 
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
+/* A bool is one byte 0 or 1: the CPU executor read any other byte as 1, the
+ * GPU's kernels as its value (f32(m) gave 2.0 there, 1.0 here). */
+static nrt_status check_bools(const char *what, const char *name, int rank, const int64_t *shape, const void *data,
+                              nrt_error *err)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= shape[i];
+    const unsigned char *p = data;
+    for (int64_t i = 0; i < n; i++)
+        if (p[i] > 1)
+            return set_err(err, NRT_ERR_ARGUMENT, "%s %s: element %lld is byte %u; a bool is one byte 0 or 1", what, name,
+                           (long long)i, p[i]);
+    return NRT_OK;
+}
+
 static nrt_status check_tensor(const nrt_session *s, const char *what, const ir_tensor_decl *d, nrt_dtype dtype, int rank,
                                const int64_t *shape, const void *data, nrt_error *err)
 {
@@ -372,7 +387,7 @@ static nrt_status check_tensor(const nrt_session *s, const char *what, const ir_
     bound_shape(s, d, want);
     bool same = (nc_dtype)dtype == d->dtype && rank == d->rank;
     for (int i = 0; same && i < rank; i++) same = shape[i] == want[i];
-    if (same) return NRT_OK;
+    if (same) return dtype == NRT_BOOL ? check_bools(what, d->name, rank, shape, data, err) : NRT_OK;
     char w[256], h[256];
     format_shape(d->dtype, d->rank, want, w, sizeof w);
     if (rank < 0 || rank > NC_MAX_RANK || (unsigned)dtype > NRT_BOOL) snprintf(h, sizeof h, "an invalid shape");

@@ -23,11 +23,12 @@ static const char *source =
     "  return reshape(x, [B * T]) * w, sum(x, axis: 1)\n"
     "}\n";
 
-/* Outputs that are an input and a parameter themselves; one of T - 2 columns. */
+/* Outputs that are an input and a parameter themselves; one of T - 2
+ * columns; bools as numbers. */
 static const char *ident_source =
-    "model ident(x: f32[B, T]) -> (y: f32[B, T], v: f32[2], z: f32[B, T - 2]) {\n"
+    "model ident(x: f32[B, T], m: bool[B]) -> (y: f32[B, T], v: f32[2], z: f32[B, T - 2], k: f32[B]) {\n"
     "  param w: f32[2] = ones\n"
-    "  return x, w, slice(x, axis: 1, start: 0, end: T - 2)\n"
+    "  return x, w, slice(x, axis: 1, start: 0, end: T - 2), f32(m)\n"
     "}\n";
 
 /* Each module and its CUDA source, for the mock GPU (mkstemp templates). */
@@ -236,10 +237,16 @@ static void check_first_sessions_on_threads(const nrt_module *m)
 static void check_set_since_run(nrt_session *s)
 {
     nrt_error e;
-    float x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {0}, w[2] = {7, 8}, v[2] = {0};
+    float x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {0}, w[2] = {7, 8}, v[2] = {0}, k[2] = {0};
     const int64_t shape[] = {2, 3}, two[] = {2};
+    /* a bool byte of 2 gave k 1 on the CPU and 2 on the GPU */
+    unsigned char two_bytes[2] = {0, 2}, mask[2] = {0, 1};
+    CHECK(refused(nrt_session_set_input(s, "m", NRT_BOOL, 1, two, two_bytes, &e), &e, NRT_ERR_ARGUMENT,
+                  "input m: element 1 is byte 2; a bool is one byte 0 or 1"));
+    CHECK(nrt_session_set_input(s, "m", NRT_BOOL, 1, two, mask, &e) == NRT_OK);
     CHECK(nrt_session_set_input(s, "x", NRT_F32, 2, shape, x, &e) == NRT_OK);
     CHECK(nrt_session_run(s, &e) == NRT_OK);
+    CHECK(nrt_session_get_output(s, "k", k, sizeof k, &e) == NRT_OK && k[0] == 0 && k[1] == 1);
     x[0] = 100;
     CHECK(nrt_session_set_input(s, "x", NRT_F32, 2, shape, x, &e) == NRT_OK);
     CHECK(refused(nrt_session_get_output(s, "y", y, sizeof y, &e), &e, NRT_ERR_STATE, "output y is input x itself"));
