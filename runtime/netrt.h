@@ -129,6 +129,10 @@ const char *nrt_session_device(const nrt_session *s);
  * value across runs until set again. */
 nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dtype, int rank, const int64_t *shape,
                                  const void *data, nrt_error *err);
+/* A bad value in the data (a gather's index or a loss's target out of
+ * range) fails the run on the CPU with NRT_ERR_ARGUMENT naming it; a GPU's
+ * kernels cannot stop, and give NaN where it was used. A result over the
+ * CPU's 16 GiB limit: NRT_ERR_MEMORY. */
 nrt_status nrt_session_run(nrt_session *s, nrt_error *err);
 /* Shape of an input at the session's dims. */
 nrt_status nrt_session_input_info(const nrt_session *s, const char *name, nrt_tensor_info *info, nrt_error *err);
