@@ -273,6 +273,7 @@ nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nr
     if (!o) o = &def;
     if ((unsigned)o->device > NRT_DEVICE_GPU)
         return set_err(err, NRT_ERR_ARGUMENT, "session options: device %d is none of NRT_DEVICE_AUTO, _CPU, _GPU", (int)o->device);
+    if (o->gpu_index < 0) return set_err(err, NRT_ERR_ARGUMENT, "session options: gpu_index %d (GPUs count from 0)", o->gpu_index);
     nrt_session *s = nc_xcalloc(1, sizeof *s);
     s->m = m;
     s->g = m->d.graph;

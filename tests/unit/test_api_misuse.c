@@ -123,6 +123,10 @@ static void check_create(const nrt_module *m, const nrt_module *ident)
     CHECK(s == NULL);
     /* a device past the enum used to run on the CPU */
     CHECK(refused(create(m, (nrt_device)7, 2, bt, small, &s, &e), &e, NRT_ERR_ARGUMENT, "device 7"));
+    /* was up to the driver: "cuDeviceGet failed", or "no NVIDIA driver" where there is none */
+    nrt_session_opts o = nrt_session_defaults();
+    o.device = NRT_DEVICE_GPU, o.gpu_index = -1, o.dim_names = bt, o.dim_values = small, o.ndims = 2;
+    CHECK(refused(nrt_session_create(m, &o, &s, &e), &e, NRT_ERR_ARGUMENT, "gpu_index -1"));
     /* each dim in range, B*T not: output y's shape used to come back unset */
     const int64_t huge[] = {(int64_t)1 << 40, (int64_t)1 << 40};
     CHECK(refused(create(m, NRT_DEVICE_CPU, 2, bt, huge, &s, &e), &e, NRT_ERR_ARGUMENT,
