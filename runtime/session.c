@@ -325,8 +325,9 @@ void nrt_session_free(nrt_session *s)
 }
 
 /* An output that is an input or a parameter itself reads on the GPU that
- * tensor's present value, on the CPU the run's copy: once it is set again
- * neither is certain to be the last run's, so it is refused until the next. */
+ * tensor's present value, on the CPU the run's copy: once it changes (set,
+ * loaded, or updated by the training step that returned it) the two differ,
+ * so it is refused until a run that leaves it as it read it. */
 static void mark_set(nrt_session *s, ir_value v)
 {
     if (v != IR_NONE) s->set_since_run[v] = true;
@@ -337,15 +338,24 @@ static nrt_status check_output_fresh(const nrt_session *s, const char *name, ir_
     if (!s->set_since_run[v]) return NRT_OK;
     const ir_node *n = &s->g->nodes[v];
     bool input = n->op == OP_INPUT;
-    return set_err(err, NRT_ERR_STATE, "output %s is %s %s itself, set again since the last run: run first", name,
-                   input ? "input" : "parameter", input ? s->g->inputs[n->attr.index].name : s->g->params[n->attr.index].decl.name);
+    return set_err(err, NRT_ERR_STATE, "output %s is %s %s itself, changed since the last run read it (set, loaded or "
+                   "updated by the run): %s", name, input ? "input" : "parameter",
+                   input ? s->g->inputs[n->attr.index].name : s->g->params[n->attr.index].decl.name,
+                   input ? "run again to read it" : "nrt_session_get_param reads its present value");
 }
 
-/* Until it succeeds there is no output to read; after, every output is the run's. */
+/* Until it succeeds there is no output to read; after, every output is the
+ * run's but a parameter its training step has moved since. */
 static void start_run(nrt_session *s)
 {
     s->ran = false;
     memset(s->set_since_run, 0, s->g->nnodes * sizeof *s->set_since_run);
+}
+
+static void end_run(nrt_session *s)
+{
+    s->ran = true;
+    for (uint32_t k = 0; k < s->g->nupdates; k++) mark_set(s, s->param_node[s->g->updates[k].param]);
 }
 
 /* A declaration's shape at the session's dims. */
@@ -444,7 +454,7 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
     if (s->gpu) {
         if (gpu_run(s->gpu, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
         s->have_result = false;
-        s->ran = true;
+        end_run(s);
         return ok(err);
     }
     if (s->have_result) cpu_exec_result_free(&s->result);
@@ -452,7 +462,8 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
     cpu_exec_opts o = {.syms = s->syms, .inputs = s->inputs, .params = s->params};
     int rc = cpu_exec_run(g, &o, &s->result, msg, sizeof msg);
     if (rc != 0) return set_err(err, rc == CPU_EXEC_NO_MEMORY ? NRT_ERR_MEMORY : NRT_ERR_ARGUMENT, "%s", msg);
-    s->have_result = s->ran = true;
+    s->have_result = true;
+    end_run(s);
     cpu_exec_apply_updates(g, &s->result, s->params);   /* a training step moves the parameters */
     return ok(err);
 }
@@ -471,7 +482,7 @@ nrt_status nrt_session_profile(nrt_session *s, int runs, double *step_seconds, i
     start_run(s);
     if (gpu_profile(s->gpu, runs, step_seconds, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
     s->have_result = false;
-    s->ran = true;
+    end_run(s);
     return ok(err);
 }
 

@@ -11,6 +11,7 @@
 
 #include "test_util.h"
 #include <pthread.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -42,13 +43,14 @@ static bool temp_file(char *path)
     return fd >= 0;
 }
 
-static bool write_module(const char *text, char *path, char *cuda)
+/* The module of text (its training step where train), and its CUDA source. */
+static bool write_module(const char *text, bool train, char *path, char *cuda)
 {
     src_table src = {0};
     uint32_t id = src_add(&src, "api.net", text, strlen(text));
     diag_ctx d;
     diag_init(&d, &src, stderr);
-    driver_opts o = {.verify = true};
+    driver_opts o = {.verify = true, .train_step = train};
     ir_graph *g = driver_compile(&src, id, &o, &d);
     nrt_module_data m = {.graph = g};
     char err[1024];
@@ -262,6 +264,47 @@ static void check_set_since_run(nrt_session *s)
     CHECK(nrt_session_get_output(s, "v", v, sizeof v, &e) == NRT_OK && v[0] == 7);
 }
 
+/* A training step that returns a parameter: the CPU's output was the value
+ * the step read, the GPU's the value it wrote. */
+static void check_step_returning_param(nrt_device dev)
+{
+    static const char *step =
+        "model tp(x: f32[B, 2]) -> (y: f32[B], wout: f32[2]) {\n"
+        "  param w: f32[2] = ones\n"
+        "  return sum(x * w, axis: 1), w\n"
+        "}\n"
+        "train tp(t: f32[B]) {\n"
+        "  loss = sum(square(y - t))\n"
+        "  optimizer sgd(lr: 0.1)\n"
+        "}\n";
+    char path[] = "/tmp/netc_api_misuse_XXXXXX", cuda[] = "/tmp/netc_api_misuse_cu_XXXXXX";
+    nrt_module *m = NULL;
+    nrt_session *s = NULL;
+    nrt_error e;
+    const char *b[] = {"B"};
+    const int64_t one[] = {1}, row[] = {1, 2};
+    float x[2] = {1, 1}, t0 = 0, lr = 0.1f, y = -1, w[2] = {0};
+    CHECK(write_module(step, true, path, cuda) && nrt_module_load(path, &m, &e) == NRT_OK);
+    char before[128], sources[192];   /* the mock GPU finds this module's kernels here too */
+    snprintf(before, sizeof before, "%s", getenv("NETC_MOCK_CUDA_SOURCE"));
+    snprintf(sources, sizeof sources, "%s:%s", before, cuda);
+    setenv("NETC_MOCK_CUDA_SOURCE", sources, 1);
+    if (m && create(m, dev, 1, b, one, &s, &e) == NRT_OK) {
+        CHECK(nrt_session_set_input(s, "x", NRT_F32, 2, row, x, &e) == NRT_OK);
+        CHECK(nrt_session_set_input(s, "t", NRT_F32, 1, one, &t0, &e) == NRT_OK);
+        CHECK(nrt_session_set_input(s, "@lr", NRT_F32, 0, NULL, &lr, &e) == NRT_OK);
+        CHECK(nrt_session_run(s, &e) == NRT_OK);
+        CHECK(nrt_session_get_output(s, "y", &y, sizeof y, &e) == NRT_OK && y == 2);
+        CHECK(refused(nrt_session_get_output(s, "wout", w, sizeof w, &e), &e, NRT_ERR_STATE, "output wout is parameter w itself"));
+        CHECK(nrt_session_get_param(s, "w", w, sizeof w, &e) == NRT_OK && fabsf(w[0] - 0.6f) < 1e-6f);
+    }
+    nrt_session_free(s);
+    nrt_module_free(m);
+    setenv("NETC_MOCK_CUDA_SOURCE", before, 1);
+    unlink(path);
+    unlink(cuda);
+}
+
 /* A result over the CPU executor's 16 GiB: refused before any allocation,
  * as the memory error it is (it was NRT_ERR_ARGUMENT). */
 static void check_cpu_memory(void)
@@ -277,7 +320,7 @@ static void check_cpu_memory(void)
     const char *b[] = {"B"};
     const int64_t n[] = {65537};
     float *x = calloc((size_t)n[0], sizeof *x);
-    CHECK(write_module(outer, path, cuda) && nrt_module_load(path, &m, &e) == NRT_OK);
+    CHECK(write_module(outer, false, path, cuda) && nrt_module_load(path, &m, &e) == NRT_OK);
     CHECK(m && create(m, NRT_DEVICE_CPU, 1, b, n, &s, &e) == NRT_OK);
     CHECK(s && nrt_session_set_input(s, "x", NRT_F32, 1, n, x, &e) == NRT_OK);
     CHECK(s && refused(nrt_session_run(s, &e), &e, NRT_ERR_MEMORY, "over the limit"));
@@ -311,7 +354,7 @@ static void check_sessions(const nrt_module *m, const nrt_module *ident, nrt_dev
 
 int main(void)
 {
-    if (!write_module(source, module_path, cuda_path) || !write_module(ident_source, ident_path, ident_cuda_path)) {
+    if (!write_module(source, false, module_path, cuda_path) || !write_module(ident_source, false, ident_path, ident_cuda_path)) {
         fprintf(stderr, "cannot build the test modules\n");
         return 1;
     }
@@ -328,6 +371,8 @@ int main(void)
     check_create(m, ident);
     check_sessions(m, ident, NRT_DEVICE_CPU);
     check_sessions(m, ident, NRT_DEVICE_GPU);
+    check_step_returning_param(NRT_DEVICE_CPU);
+    check_step_returning_param(NRT_DEVICE_GPU);
     check_cpu_memory();
     nrt_module_free(m);
     nrt_module_free(ident);
