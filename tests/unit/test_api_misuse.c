@@ -1,20 +1,23 @@
 /* test_api_misuse.c - netrt.h as an embedding program can get it wrong:
  * NULL for every pointer, options out of range, a dim bound twice, dims
- * whose products overflow, calls out of order. Each gets the status netrt.h
- * documents and a message, never a crash (run under ASan in CI). Sessions
- * created on several threads at once all get the device one alone gets. The
- * GPU part runs where a GPU (or the mock, tests/mockgpu) is usable. */
+ * whose products overflow or differences go negative, calls out of order,
+ * bool bytes other than 0 and 1, outputs read after the input or parameter
+ * they are has changed, a result over the CPU's memory limit. Each gets the
+ * status netrt.h documents and a message, never a crash (run under ASan in
+ * CI), and the CPU and the GPU the same answer. Sessions created on several
+ * threads at once all get the device one alone gets. The GPU part runs where
+ * a GPU (or the mock, tests/mockgpu) is usable. */
 #include "cuda_emit.h"
 #include "driver.h"
 #include "module.h"
 #include "netrt.h"
 
 #include "test_util.h"
-#include <pthread.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
