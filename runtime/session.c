@@ -505,6 +505,9 @@ nrt_status nrt_session_input_info(const nrt_session *s, const char *name, nrt_te
 
 nrt_status nrt_session_input_bound(const nrt_session *s, const char *name, int64_t *bound, nrt_error *err)
 {
+    NEED(s, err);
+    NEED(name, err);
+    NEED(bound, err);
     *bound = 0;
     for (uint32_t i = 0; i < s->g->ninputs; i++) {
         if (strcmp(s->g->inputs[i].name, name) != 0) continue;

@@ -159,6 +159,10 @@ static void check_session_nulls(nrt_session *s)
     CHECK(refused(nrt_session_input_info(NULL, "x", &info, &e), &e, NRT_ERR_ARGUMENT, "s is NULL"));
     CHECK(refused(nrt_session_input_info(s, NULL, &info, &e), &e, NRT_ERR_ARGUMENT, "name is NULL"));
     CHECK(refused(nrt_session_input_info(s, "x", NULL, &e), &e, NRT_ERR_ARGUMENT, "info is NULL"));
+    int64_t bound;
+    CHECK(refused(nrt_session_input_bound(NULL, "x", &bound, &e), &e, NRT_ERR_ARGUMENT, "s is NULL"));
+    CHECK(refused(nrt_session_input_bound(s, NULL, &bound, &e), &e, NRT_ERR_ARGUMENT, "name is NULL"));
+    CHECK(refused(nrt_session_input_bound(s, "x", NULL, &e), &e, NRT_ERR_ARGUMENT, "bound is NULL"));
     CHECK(refused(nrt_session_output_info(s, NULL, &info, &e), &e, NRT_ERR_ARGUMENT, "name is NULL"));
     CHECK(refused(nrt_session_output_info(s, "y", NULL, &e), &e, NRT_ERR_ARGUMENT, "info is NULL"));
     CHECK(refused(nrt_session_get_output(NULL, "y", y, sizeof y, &e), &e, NRT_ERR_ARGUMENT, "s is NULL"));
