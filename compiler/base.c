@@ -30,6 +30,16 @@ void *nc_xmalloc(size_t n) { return check_alloc(malloc(n ? n : 1), n); }
 void *nc_xcalloc(size_t n, size_t size) { return check_alloc(calloc(n ? n : 1, size ? size : 1), n * size); }
 void *nc_xrealloc(void *p, size_t n) { return check_alloc(realloc(p, n ? n : 1), n); }
 
+nc_number_text nc_number(double v)
+{
+    nc_number_text t;
+    for (int digits = 6; digits <= 17; digits++) {   /* %g's 6 at least: 300, not 3e+02 */
+        snprintf(t.s, sizeof t.s, "%.*g", digits, v);
+        if (strtod(t.s, NULL) == v || v != v) break;
+    }
+    return t;
+}
+
 char *nc_xstrdup(const char *s)
 {
     size_t n = strlen(s) + 1;

@@ -31,4 +31,10 @@ char *nc_xstrdup(const char *s);
 
 #define NC_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
+/* v as %g writes it, with more digits where it needs them to read back as
+ * v (0.9999999, where %g writes 1): for messages that show a number the
+ * user wrote, or a limit to stay within. */
+typedef struct nc_number_text { char s[32]; } nc_number_text;
+nc_number_text nc_number(double v);
+
 #endif

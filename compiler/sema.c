@@ -28,10 +28,10 @@ sv sv_tensor(sema_ctx *c, ir_value t)
     return (sv){.kind = SV_TENSOR, .t = t, .dtype = c->g->nodes[t].dtype};
 }
 
-const char *sv_kind_name(sv_kind k)
+const char *sv_kind_phrase(sv_kind k)
 {
-    static const char *names[] = {"error", "nothing", "tensor", "integer", "number", "bool", "string",
-                                  "dtype", "dimension", "list", "module", "function"};
+    static const char *names[] = {"an error", "nothing", "a tensor", "an integer", "a number", "a bool", "a string",
+                                  "a dtype", "a dimension", "a list", "a module", "a function"};
     return k < NC_COUNT(names) ? names[k] : "?";
 }
 
@@ -291,25 +291,43 @@ static sv eval_in_module(sema_ctx *c, sema_module *m, const ast_node *e)
     return v;
 }
 
-static bool config_overridden(sema_ctx *c, const char *name, sv *out, nc_loc loc)
+/* A --set value in place of the file's own (file_value): of the same kind,
+ * or an integer where the file has a number (H = 4 takes 7, S = 0.5 takes
+ * 2). Any other kind would be used where the program expects the file's,
+ * and fail there with an error that does not say --set (a dtype's cast
+ * given 1), or pass unnoticed (true for a width of 4). */
+static sv config_set_value(sema_ctx *c, const ast_node *d, const char *text, sv file_value)
 {
-    if (!c->opts) return false;
-    for (int i = 0; i < c->opts->nsets; i++) {
-        if (strcmp(c->opts->set_names[i], name) != 0) continue;
-        if (i < 64) c->set_used[i] = true;
-        const char *s = c->opts->set_values[i];
-        driver_set_value v;
-        const char *problem = driver_set_value_parse(s, &v);
-        if (!problem) {
-            *out = v.kind == DRIVER_SET_INT ? sv_int(v.i)
-                 : v.kind == DRIVER_SET_NUMBER ? sv_float(v.f)
-                                                : (sv){.kind = SV_BOOL, .i = v.i};
-            return true;
-        }
-        sema_err(c, loc, NULL, "--set %s=%s: %s", name, s, problem);
-        return false;
+    driver_set_value v;
+    const char *problem = driver_set_value_parse(text, &v);
+    if (problem) {
+        sema_err(c, d->loc, NULL, "--set %s=%s: %s", d->name, text, problem);
+        return sv_error();
     }
-    return false;
+    sv_kind want = file_value.kind;
+    if (want == SV_ERROR) return file_value;
+    if (want == SV_FLOAT && v.kind == DRIVER_SET_INT) return sv_float((double)v.i);
+    if (want == SV_INT && v.kind == DRIVER_SET_INT) return sv_int(v.i);
+    if (want == SV_FLOAT && v.kind == DRIVER_SET_NUMBER) return sv_float(v.f);
+    if (want == SV_BOOL && v.kind == DRIVER_SET_BOOL) return (sv){.kind = SV_BOOL, .i = v.i};
+    bool settable = want == SV_INT || want == SV_FLOAT || want == SV_BOOL;
+    sema_err(c, d->loc,
+             settable ? (want == SV_BOOL ? "give true or false" : want == SV_INT ? "give a whole number" : "give a number")
+                      : "--set takes numbers and bools; change this one in the file",
+             "--set %s=%s: config '%s' is %s in the file", d->name, text, d->name, sv_kind_phrase(want));
+    return sv_error();
+}
+
+/* The --set value given for name, or NULL. */
+static const char *config_set_text(sema_ctx *c, const char *name)
+{
+    if (!c->opts) return NULL;
+    for (int i = 0; i < c->opts->nsets; i++)
+        if (strcmp(c->opts->set_names[i], name) == 0) {
+            if (i < 64) c->set_used[i] = true;
+            return c->opts->set_values[i];
+        }
+    return NULL;
 }
 
 static void define_config(sema_ctx *c, scope *s, const ast_node *d)
@@ -318,13 +336,12 @@ static void define_config(sema_ctx *c, scope *s, const ast_node *d)
         sema_err(c, d->loc, NULL, "'%s' is already defined in this scope", d->name);
         return;
     }
-    sv v;
-    if (!config_overridden(c, d->name, &v, d->loc)) {
-        scope *saved = c->env;
-        c->env = s;
-        v = sema_expr(c, d->a);
-        c->env = saved;
-    }
+    scope *saved = c->env;   /* the file's value, even when --set replaces it: its kind is the one --set must give */
+    c->env = s;
+    sv v = sema_expr(c, d->a);
+    c->env = saved;
+    const char *set = config_set_text(c, d->name);
+    if (set) v = config_set_value(c, d, set, v);
     if (v.kind == SV_TENSOR) {
         sema_err(c, d->a->loc, "config constants are numbers, bools, strings or dtypes",
                  "config '%s' must be known at compile time", d->name);
@@ -379,7 +396,7 @@ bool sema_as_dim(sema_ctx *c, sv v, nc_loc loc, uint32_t *dim)
         return true;
     }
     if (v.kind == SV_FLOAT && v.f == floor(v.f) && fabs(v.f) <= (double)DIM_LIMIT) return sema_as_dim(c, sv_int((int64_t)v.f), loc, dim);
-    sema_err(c, loc, NULL, "expected a dimension (an integer or a size name), got a %s", sv_kind_name(v.kind));
+    sema_err(c, loc, NULL, "expected a dimension (an integer or a size name), got %s", sv_kind_phrase(v.kind));
     return false;
 }
 
@@ -593,7 +610,7 @@ static sv eval_call(sema_ctx *c, const ast_node *e)
         if (x.kind == SV_DIM && dtype_is_float(callee->dtype))   /* f32(T): the bound size, as a scalar */
             return sema_dim_tensor(c, x.dim, callee->dtype, e->loc);
         if (x.kind != SV_TENSOR) {
-            sema_err(c, e->loc, NULL, "%s(...) casts a tensor, got a %s", dtype_name(callee->dtype), sv_kind_name(x.kind));
+            sema_err(c, e->loc, NULL, "%s(...) casts a tensor, got %s", dtype_name(callee->dtype), sv_kind_phrase(x.kind));
             return sv_error();
         }
         return sema_cast(c, x, callee->dtype, e->loc, false);
@@ -604,7 +621,7 @@ static sv eval_call(sema_ctx *c, const ast_node *e)
             b->used = true;
             if (b->value.kind == SV_FN) return call_fn(c, b->value, e);
             if (b->value.kind == SV_ERROR) return sv_error();
-            sema_err(c, callee->loc, NULL, "'%s' is a %s, not a function", callee->name, sv_kind_name(b->value.kind));
+            sema_err(c, callee->loc, NULL, "'%s' is %s, not a function", callee->name, sv_kind_phrase(b->value.kind));
             return sv_error();
         }
         if (sema_builtin_exists(callee->name)) return sema_call_builtin(c, callee->name, e);
@@ -613,7 +630,7 @@ static sv eval_call(sema_ctx *c, const ast_node *e)
     }
     sv f = sema_expr(c, callee);
     if (f.kind == SV_FN) return call_fn(c, f, e);
-    if (f.kind != SV_ERROR) sema_err(c, callee->loc, NULL, "a %s cannot be called", sv_kind_name(f.kind));
+    if (f.kind != SV_ERROR) sema_err(c, callee->loc, NULL, "%s cannot be called", sv_kind_phrase(f.kind));
     return sv_error();
 }
 
@@ -622,7 +639,7 @@ static sv eval_member(sema_ctx *c, const ast_node *e)
     sv obj = sema_expr(c, e->a);
     if (obj.kind == SV_ERROR) return obj;
     if (obj.kind != SV_MODULE) {
-        sema_err(c, e->loc, NULL, "'.%s': a %s has no members", e->name, sv_kind_name(obj.kind));
+        sema_err(c, e->loc, NULL, "'.%s': %s has no members", e->name, sv_kind_phrase(obj.kind));
         return sv_error();
     }
     binding *b = scope_find_local(&obj.mod->globals, e->name);
@@ -835,8 +852,8 @@ static void exec_repeat(sema_ctx *c, const ast_node *s)
         return;
     }
     if (n.kind != SV_INT) {
-        sema_err(c, s->a->loc, "use a number or a config constant", "repeat needs a non-negative integer count, got a %s",
-                 sv_kind_name(n.kind));
+        sema_err(c, s->a->loc, "use a number or a config constant", "repeat needs a non-negative integer count, got %s",
+                 sv_kind_phrase(n.kind));
         return;
     }
     if (n.i > SEMA_MAX_REPEAT) {
@@ -966,8 +983,8 @@ static bool bind_arg(sema_ctx *c, const ast_node *decl, sv v, nc_loc loc)
     if (t->kind == AST_KIND || is_static_bool) {
         const char *kind = t->kind == AST_KIND ? t->name : "bool";
         if (is_static_bool ? v.kind != SV_BOOL : !static_kind_ok(kind, v)) {
-            sema_err(c, loc, NULL, "argument '%s' must be a%s %s, got a %s", decl->name, kind[0] == 'i' ? "n" : "",
-                     kind, sv_kind_name(v.kind));
+            sema_err(c, loc, NULL, "argument '%s' must be a%s %s, got %s", decl->name, kind[0] == 'i' ? "n" : "",
+                     kind, sv_kind_phrase(v.kind));
             return false;
         }
         if (strcmp(kind, "float") == 0 && v.kind == SV_INT) v = sv_float((double)v.i);
@@ -975,7 +992,7 @@ static bool bind_arg(sema_ctx *c, const ast_node *decl, sv v, nc_loc loc)
         return true;
     }
     if (v.kind != SV_TENSOR) {
-        sema_err(c, loc, NULL, "argument '%s' must be a tensor, got a %s", decl->name, sv_kind_name(v.kind));
+        sema_err(c, loc, NULL, "argument '%s' must be a tensor, got %s", decl->name, sv_kind_phrase(v.kind));
         return false;
     }
     if (!match_pattern(c, t, decl->name, v, loc)) return false;
@@ -1147,7 +1164,7 @@ static void bind_outputs(sema_ctx *c, const ast_node *model)
         sv v = c->ret[i];
         if (v.kind == SV_ERROR) continue;
         if (v.kind != SV_TENSOR) {
-            sema_err(c, model->loc, NULL, "model outputs are tensors; output %d is a %s", i, sv_kind_name(v.kind));
+            sema_err(c, model->loc, NULL, "model outputs are tensors; output %d is %s", i, sv_kind_phrase(v.kind));
             continue;
         }
         const ast_node *decl = outs->n ? outs->items[i] : NULL;

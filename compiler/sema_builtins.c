@@ -57,7 +57,7 @@ static sv spec_default(const char *def)
 static bool want_int(sema_ctx *c, sv v, nc_loc loc, const char *what, int64_t *out)
 {
     if (v.kind == SV_INT) { *out = v.i; return true; }
-    if (v.kind != SV_ERROR) sema_err(c, loc, NULL, "%s must be an integer, got a %s", what, sv_kind_name(v.kind));
+    if (v.kind != SV_ERROR) sema_err(c, loc, NULL, "%s must be an integer, got %s", what, sv_kind_phrase(v.kind));
     return false;
 }
 
@@ -113,7 +113,7 @@ static bool apply_field(sema_ctx *c, const kw_spec *k, sv v, nc_loc loc, ir_node
     if (v.kind == SV_ERROR) return false;
     if (strcmp(f, "f") == 0) {
         if (v.kind == SV_INT) v = sv_float((double)v.i);
-        if (v.kind != SV_FLOAT) { sema_err(c, loc, NULL, "%s must be a number, got a %s", what, sv_kind_name(v.kind)); return false; }
+        if (v.kind != SV_FLOAT) { sema_err(c, loc, NULL, "%s must be a number, got %s", what, sv_kind_phrase(v.kind)); return false; }
         a->f = v.f;
         return true;
     }
@@ -152,7 +152,7 @@ static sv scalar_tensor(sema_ctx *c, sv s, nc_dtype dtype, nc_loc loc)
     double v = s.kind == SV_FLOAT ? s.f : (double)s.i;
     if (!dtype_is_float(dtype) && s.kind == SV_FLOAT && v != floor(v)) {
         sema_err(c, loc, "write an integer, or cast the tensor to a float dtype",
-                 "the number %g cannot be used with an %s tensor", v, dtype_name(dtype));
+                 "the number %s cannot be used with an %s tensor", nc_number(v).s, dtype_name(dtype));
         return sv_error();
     }
     /* a number the tensor's dtype cannot hold would be saturated, wrapped or
@@ -164,12 +164,12 @@ static sv scalar_tensor(sema_ctx *c, sv s, nc_dtype dtype, nc_loc loc)
         char hint[96];
         snprintf(hint, sizeof hint, "%s holds %.0f to %.0f%s", dtype_name(dtype), int_lo[dtype], int_hi[dtype],
                  dtype == NC_U8 ? ": cast the tensor to a wider dtype, e.g. i32(...)" : "");
-        sema_err(c, loc, hint, "the number %.17g is out of range for %s %s tensor", v, an, dtype_name(dtype));
+        sema_err(c, loc, hint, "the number %s is out of range for %s %s tensor", nc_number(v).s, an, dtype_name(dtype));
         return sv_error();
     }
     if (dtype_is_float(dtype) && isfinite(v) && isinf(nc_round_to(dtype, (float)v))) {
         sema_err(c, loc, dtype == NC_F32 ? "write inf if that is meant" : "compute in f32, e.g. f32(...)",
-                 "the number %g is out of range for %s %s tensor: it would round to inf", v, an, dtype_name(dtype));
+                 "the number %s is out of range for %s %s tensor: it would round to inf", nc_number(v).s, an, dtype_name(dtype));
         return sv_error();
     }
     ir_node n = sema_proto(c, OP_FILL, loc);
@@ -314,8 +314,8 @@ sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_loc
     } else {
         for (int i = 0; i < n; i++)
             if (ops[i].kind != SV_TENSOR) {
-                sema_err(c, arg_locs[i], NULL, "%s: operand %d must be a tensor, got a %s", info->name, i + 1,
-                         sv_kind_name(ops[i].kind));
+                sema_err(c, arg_locs[i], NULL, "%s: operand %d must be a tensor, got %s", info->name, i + 1,
+                         sv_kind_phrase(ops[i].kind));
                 return sv_error();
             }
         if (proto->op != OP_GATHER && proto->op != OP_SCATTER_ADD && proto->op != OP_CROSS_ENTROPY)
@@ -577,7 +577,7 @@ sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc oper
     if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
     if (a.kind == SV_TENSOR || b.kind == SV_TENSOR) {
         if ((a.kind != SV_TENSOR && !is_scalar(a)) || (b.kind != SV_TENSOR && !is_scalar(b))) {
-            sema_err(c, loc, NULL, "'%s' between a %s and a %s", ast_op_text(op), sv_kind_name(a.kind), sv_kind_name(b.kind));
+            sema_err(c, loc, NULL, "'%s' between %s and %s", ast_op_text(op), sv_kind_phrase(a.kind), sv_kind_phrase(b.kind));
             return sv_error();
         }
         ir_node proto = sema_proto(c, binary_ops[op], loc);
@@ -603,7 +603,7 @@ sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc oper
         bool eq = a.kind == SV_STRING ? strcmp(a.s, b.s) == 0 : a.kind == SV_DTYPE ? a.dtype == b.dtype : a.i == b.i;
         return (sv){.kind = SV_BOOL, .i = op == AST_OP_EQ ? eq : !eq};
     }
-    sema_err(c, loc, NULL, "'%s' between a %s and a %s", ast_op_text(op), sv_kind_name(a.kind), sv_kind_name(b.kind));
+    sema_err(c, loc, NULL, "'%s' between %s and %s", ast_op_text(op), sv_kind_phrase(a.kind), sv_kind_phrase(b.kind));
     return sv_error();
 }
 
@@ -621,7 +621,7 @@ sv sema_negate(sema_ctx *c, sv a, nc_loc loc)
         return sema_apply(c, &proto, &a, 1, &loc);
     }
     default:
-        sema_err(c, loc, NULL, "cannot negate a %s", sv_kind_name(a.kind));
+        sema_err(c, loc, NULL, "cannot negate %s", sv_kind_phrase(a.kind));
         return sv_error();
     }
 }

@@ -101,7 +101,8 @@ sv sv_float(double f);
 sv sv_tensor(sema_ctx *c, ir_value t);
 /* A symbolic dim's value as a scalar tensor of float dtype t (x / T, f32(T)). */
 sv sema_dim_tensor(sema_ctx *c, uint32_t dim, nc_dtype t, nc_loc loc);
-const char *sv_kind_name(sv_kind k);
+/* A kind with its article, for messages: "an integer", "a dtype". */
+const char *sv_kind_phrase(sv_kind k);
 void sema_err(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void sema_warn(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 bool sema_as_dim(sema_ctx *c, sv v, nc_loc loc, uint32_t *dim);

@@ -75,11 +75,12 @@ static void set_hparam(sema_ctx *c, ir_train_spec *t, const hparam *h, sv v, nc_
     }
     double x = v.kind == SV_INT ? (double)v.i : v.kind == SV_FLOAT ? v.f : NAN;
     if (v.kind != SV_INT && v.kind != SV_FLOAT) {
-        if (v.kind != SV_ERROR) sema_err(c, loc, NULL, "'%s' must be a number, got a %s", h->name, sv_kind_name(v.kind));
+        if (v.kind != SV_ERROR) sema_err(c, loc, NULL, "'%s' must be a number, got %s", h->name, sv_kind_phrase(v.kind));
         return;
     }
     if (!(x >= h->lo && x <= h->hi) || (h->lo_open && x == h->lo)) {
-        sema_err(c, loc, NULL, "'%s' = %g is out of range %s%g, %g]", h->name, x, h->lo_open ? "(" : "[", h->lo, h->hi);
+        sema_err(c, loc, NULL, "'%s' = %s is out of range %s%s, %s]", h->name, nc_number(x).s, h->lo_open ? "(" : "[",
+                 nc_number(h->lo).s, nc_number(h->hi).s);
         return;
     }
     if (h->kind == 'i') {
@@ -239,7 +240,7 @@ static bool check_trainable(sema_ctx *c, const ast_node *train, sv loss, nc_loc 
     const ir_node *ln = loss.kind == SV_TENSOR ? &g->nodes[loss.t] : NULL;
     if (!ln || ln->rank != 0 || !dtype_is_float(ln->dtype)) {
         sema_err(c, at, ln ? "reduce it, e.g. mean(...)" : "the loss is computed from the model's values",
-                 "the loss must be a floating-point scalar%s%s", ln ? "" : ", got a ", ln ? "" : sv_kind_name(loss.kind));
+                 "the loss must be a floating-point scalar%s%s", ln ? "" : ", got ", ln ? "" : sv_kind_phrase(loss.kind));
         return false;
     }
     if (ln->dtype != NC_F32)

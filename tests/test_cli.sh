@@ -44,6 +44,17 @@ expect 1 "hint: their symbolic dims: B, T" check "$tmp/two.net" --dim Q=3
 expect 1 "the model has no symbolic dim named T" check "$tmp/two.net" --model a --dim T=3
 expect 1 "hint: the file's config constants: H, CLASSES" check "$src/examples/fashion_mlp.net" --set NOPE=3
 expect 1 "hint: the file's models: fashion_mlp" check "$src/examples/fashion_mlp.net" --model nope
+# --set gives a config a value of the kind the file gives it (an integer where it has a
+# number), at the config's line; a dtype or string config is not set from the command line
+printf 'model m(x: f32[B, 4]) -> (y: bf16[B, 4])\n  config D = bf16, H = 4, S = 0.5, F = true, N = "a"\n{\n  return cast(x * S, D)\n}\n' > "$tmp/setk.net"
+expect 1 "setk.net:2:10: error: --set D=1: config 'D' is a dtype in the file" check "$tmp/setk.net" --set D=1
+expect 1 "--set H=true: config 'H' is an integer in the file" check "$tmp/setk.net" --set H=true
+expect 1 "hint: give a whole number" check "$tmp/setk.net" --set H=2.5
+expect 1 "--set F=1: config 'F' is a bool in the file" check "$tmp/setk.net" --set F=1
+expect 1 "--set N=3: config 'N' is a string in the file" check "$tmp/setk.net" --set N=3
+expect 0 "" check "$tmp/setk.net" --set S=2 --set H=7 --set F=false
+printf 'model m(x: f32[B, 4]) -> (y: f32[B, 4])\n  config H = 4\n{\n  return x * f32(H)\n}\n' > "$tmp/cast_int.net"
+expect 1 "f32(...) casts a tensor, got an integer" check "$tmp/cast_int.net"
 expect 1 "not a safetensors"      run "$tmp/m.netm" --dim B=2 --random-inputs 1 --weights "$tmp/junk.netm"
 # a context longer than the position table: a type error where T is known (the
 # gather's line), and where it is bound only at run time, refused by name at the
