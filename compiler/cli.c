@@ -257,6 +257,34 @@ static int opt_target(cli_opts *o, const char *v)
  * `netc help`. */
 typedef enum { OPT_FLAG, OPT_TEXT, OPT_COUNT, OPT_FN, OPT_FN_VALUE, OPT_FN_OPTIONAL_COUNT } opt_kind;
 
+/* The commands that take options, as bits of cli_option.commands. */
+enum { CMD_CHECK = 1, CMD_BUILD = 2, CMD_RUN = 4, CMD_INSPECT = 8, CMD_TRAIN = 16 };
+static const char *const command_names[] = {"check", "build", "run", "inspect", "train"};
+
+/* cmd's bit; 0 for a command without options (or none: its error comes later) */
+static unsigned command_bit(const char *cmd)
+{
+    for (size_t i = 0; i < NC_COUNT(command_names); i++)
+        if (strcmp(cmd, command_names[i]) == 0) return 1u << i;
+    return 0;
+}
+
+/* An option the command does not read would be ignored without a word
+ * (netc run --epochs 2): a usage error naming the commands it is for. */
+static int refuse_for_command(const char *option, unsigned commands, const char *cmd)
+{
+    char list[64] = "";
+    size_t len = 0;
+    int n = 0, total = __builtin_popcount(commands);
+    for (size_t i = 0; i < NC_COUNT(command_names); i++) {
+        if (!(commands & (1u << i))) continue;
+        n++;
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", n == 1 ? "" : n == total ? " and " : ", ",
+                                command_names[i]);
+    }
+    return usage_error("netc %s does not take %s: it is an option of %s", cmd, option, list);
+}
+
 typedef struct cli_option {
     const char *name;
     opt_kind kind;
@@ -265,73 +293,74 @@ typedef struct cli_option {
     int (*set)(cli_opts *o, const char *value);   /* OPT_FN*: value NULL for OPT_FN, or an optional count left out */
     const char *wants;                            /* what the value is, for "needs ..." */
     const char *arg;                              /* the value in the help, "NAME=VALUE"; NULL for none */
+    unsigned commands;                            /* CMD_*: the commands that read it; any other refuses it */
     const char *help;                             /* what it does: lines, the commands it is for first */
 } cli_option;
 
 /* A field of the wrong type for its kind does not compile (no _Generic association). */
 #define FIELD(f, type) _Generic(((cli_opts *)0)->f, type: offsetof(cli_opts, f))
-#define FLAG(n, f, help) {n, OPT_FLAG, FIELD(f, bool), 0, NULL, NULL, NULL, help}
-#define TEXT(n, f, w, arg, help) {n, OPT_TEXT, FIELD(f, const char *), 0, NULL, w, arg, help}
-#define COUNT(n, f, least, arg, help) {n, OPT_COUNT, FIELD(f, int64_t), least, NULL, NULL, arg, help}
-#define CALL(n, fn, help) {n, OPT_FN, 0, 0, fn, NULL, NULL, help}
-#define CALL_WITH(n, fn, w, arg, help) {n, OPT_FN_VALUE, 0, 0, fn, w, arg, help}
+#define FLAG(cmds, n, f, help) {n, OPT_FLAG, FIELD(f, bool), 0, NULL, NULL, NULL, cmds, help}
+#define TEXT(cmds, n, f, w, arg, help) {n, OPT_TEXT, FIELD(f, const char *), 0, NULL, w, arg, cmds, help}
+#define COUNT(cmds, n, f, least, arg, help) {n, OPT_COUNT, FIELD(f, int64_t), least, NULL, NULL, arg, cmds, help}
+#define CALL(cmds, n, fn, help) {n, OPT_FN, 0, 0, fn, NULL, NULL, cmds, help}
+#define CALL_WITH(cmds, n, fn, w, arg, help) {n, OPT_FN_VALUE, 0, 0, fn, w, arg, cmds, help}
 
 static const cli_option cli_options[] = {
-    TEXT("--model", model, "a model's name", "NAME", "which model of the file (default: the first; check: every model)"),
-    CALL_WITH("--dim", opt_dim, "NAME=VALUE", "NAME=VALUE", "bind a symbolic dimension (build, run, inspect, train)"),
-    CALL_WITH("--set", opt_config, "NAME=VALUE", "NAME=VALUE", "override a config constant: a decimal number, true or false"),
-    CALL_WITH("--target", opt_target, "a list of targets, like sm_80,sm_90a", "LIST",
+    TEXT(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--model", model, "a model's name", "NAME", "which model of the file (default: the first; check: every model)"),
+    CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_RUN | CMD_INSPECT | CMD_TRAIN, "--dim", opt_dim, "NAME=VALUE", "NAME=VALUE", "bind a symbolic dimension (build, run, inspect, train)"),
+    CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--set", opt_config, "NAME=VALUE", "NAME=VALUE", "override a config constant: a decimal number, true or false"),
+    CALL_WITH(CMD_BUILD | CMD_TRAIN, "--target", opt_target, "a list of targets, like sm_80,sm_90a", "LIST",
               "NVRTC targets (default sm_80,sm_90a,compute_90: sm_90a is the\n"
               "Hopper image, with wgmma attention); train: one target\n"
               "(default: the device's own architecture)"),
-    CALL_WITH("--entry", opt_entry, "forward or train", "forward|train",
+    CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_RUN | CMD_INSPECT, "--entry", opt_entry, "forward or train", "forward|train",
               "build: the forward pass only, or the training step only (default:\n"
               "forward, plus a train entry point when the model has a train section);\n"
               "run, inspect: which entry point of the module (default forward)"),
-    CALL_WITH("--accumulate", opt_accumulate, "a count of micro-batches", "N",
+    CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--accumulate", opt_accumulate, "a count of micro-batches", "N",
               "(train, build --entry train) N micro-batches per optimizer step"),
-    CALL_WITH("--memory-budget", opt_memory_budget, "a size such as 4GiB or 512MiB", "SIZE",
+    CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--memory-budget", opt_memory_budget, "a size such as 4GiB or 512MiB", "SIZE",
               "(train, build --entry train) recompute forward values until the\n"
               "step's planned peak fits SIZE (4GiB, 512MiB; all dims bound)"),
-    FLAG("--emit-cuda", emit_cuda, "(build) print the generated CUDA C"),
-    CALL("--no-fuse", opt_no_fuse, "(build, train) one kernel per op: no elementwise fusion"),
-    FLAG("--no-memplan", no_memplan, "(build) give every buffer its own memory: what the plan saves"),
-    CALL_WITH("--loss-slices", opt_loss_slices, "a count from 1 to 8", "N",
+    FLAG(CMD_BUILD, "--emit-cuda", emit_cuda, "(build) print the generated CUDA C"),
+    CALL(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--no-fuse", opt_no_fuse, "(build, train) one kernel per op: no elementwise fusion"),
+    FLAG(CMD_BUILD, "--no-memplan", no_memplan, "(build) give every buffer its own memory: what the plan saves"),
+    CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--loss-slices", opt_loss_slices, "a count from 1 to 8", "N",
               "(build, train) compute a large-vocabulary cross entropy and its\n"
               "logits in N slices of the rows, each with its backward (1-8;\n"
               "default: as few as keep a slice's logits within 512 MiB, 8 under\n"
               "--memory-budget)"),
-    CALL("--no-chunk-loss", opt_no_chunk_loss, "(build, train) the same as --loss-slices 1"),
-    FLAG("--report", report,
+    CALL(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--no-chunk-loss", opt_no_chunk_loss, "(build, train) the same as --loss-slices 1"),
+    FLAG(CMD_CHECK | CMD_BUILD, "--report", report,
          "(build) print the optimizer's decisions: casts moved and the bytes\n"
          "they save, values merged or dropped, what is recomputed, with source lines"),
-    FLAG("-Werror", werror, "treat warnings as errors"),
-    TEXT("-o", output, "a file name", "FILE", "output file (build: the module)"),
+    FLAG(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "-Werror", werror, "treat warnings as errors"),
+    TEXT(CMD_BUILD, "-o", output, "a file name", "FILE", "output file (build: the module)"),
     /* netc run and inspect */
-    CALL_WITH("--input", opt_input, "NAME=FILE.npy", "NAME=FILE.npy", "(run) an input's value, from a .npy file"),
-    TEXT("--output", outdir, "a directory", "DIR", "(run) where the outputs go, NAME.npy each (made if missing)"),
-    TEXT("--weights", weights, "a safetensors file", "W.safetensors", "(run) the parameters to load (names as in the .net file)"),
-    CALL_WITH("--device", opt_device, "cpu, gpu or auto", "cpu|gpu|auto", "(run, train) where to run (default auto: the GPU when usable)"),
-    CALL_WITH("--random-inputs", opt_random_inputs, "a seed", "SEED", "(run) fill the inputs not given with seeded random values"),
-    FLAG("--json", json, "(inspect) the report as JSON"),
-    {"--profile", OPT_FN_OPTIONAL_COUNT, 0, 0, opt_profile, NULL, "[RUNS]",
+    CALL_WITH(CMD_RUN, "--input", opt_input, "NAME=FILE.npy", "NAME=FILE.npy", "(run) an input's value, from a .npy file"),
+    TEXT(CMD_RUN, "--output", outdir, "a directory", "DIR", "(run) where the outputs go, NAME.npy each (made if missing)"),
+    TEXT(CMD_RUN, "--weights", weights, "a safetensors file", "W.safetensors", "(run) the parameters to load (names as in the .net file)"),
+    CALL_WITH(CMD_RUN | CMD_TRAIN, "--device", opt_device, "cpu, gpu or auto", "cpu|gpu|auto", "(run, train) where to run (default auto: the GPU when usable)"),
+    CALL_WITH(CMD_RUN, "--random-inputs", opt_random_inputs, "a seed", "SEED", "(run) fill the inputs not given with seeded random values"),
+    FLAG(CMD_INSPECT, "--json", json, "(inspect) the report as JSON"),
+    {"--profile", OPT_FN_OPTIONAL_COUNT, 0, 0, opt_profile, NULL, "[RUNS]", CMD_INSPECT,
      "(inspect) each launch timed on the GPU (median of RUNS, default 20)"},
     /* netc train */
-    TEXT("--data", train.data_dir, "a data set's directory or a text file", "DIR",
+    TEXT(CMD_TRAIN, "--data", train.data_dir, "a data set's directory or a text file", "DIR",
          "(train) the data: a data set's directory (Fashion-MNIST) or a text file"),
     /* 0 is never checkpointing between epochs; a count of 0 elsewhere would
      * quietly mean the default (batch, epochs, accumulate) or no limit (max-steps) */
-    COUNT("--epochs", train.epochs, 1, "N", "(train) passes over the data (default 1)"),
-    COUNT("--batch", train.batch, 1, "B", "(train) samples a step (default 128)"),
-    CALL_WITH("--lr", opt_lr, "a positive number", "X", "(train) the learning rate (default: the train section's)"),
-    CALL_WITH("--seed", opt_seed, "a non-negative integer", "S", "(train) the seed of the initial weights and the shuffling (default 0)"),
-    COUNT("--max-steps", train.max_steps, 1, "N", "(train) stop after N steps"),
-    TEXT("--checkpoint-dir", train.checkpoint_dir, "a directory", "D", "(train) keep checkpoints in D (made if missing)"),
-    COUNT("--checkpoint-every", train.checkpoint_every, 0, "N",
+    COUNT(CMD_TRAIN, "--epochs", train.epochs, 1, "N", "(train) passes over the data (default 1)"),
+    COUNT(CMD_TRAIN, "--batch", train.batch, 1, "B", "(train) samples a step (default 128)"),
+    CALL_WITH(CMD_TRAIN, "--lr", opt_lr, "a positive number", "X", "(train) the learning rate (default: the train section's)"),
+    CALL_WITH(CMD_TRAIN, "--seed", opt_seed, "a non-negative integer", "S", "(train) the seed of the initial weights and the shuffling (default 0)"),
+    COUNT(CMD_TRAIN, "--max-steps", train.max_steps, 1, "N", "(train) stop after N steps"),
+    TEXT(CMD_TRAIN, "--checkpoint-dir", train.checkpoint_dir, "a directory", "D", "(train) keep checkpoints in D (made if missing)"),
+    COUNT(CMD_TRAIN, "--checkpoint-every", train.checkpoint_every, 0, "N",
           "(train) a checkpoint every N steps (default 0: at the end of each epoch)"),
-    FLAG("--resume", train.resume, "(train) continue from the checkpoint in --checkpoint-dir"),
-    TEXT("--metrics", train.metrics_path, "a file name", "F.jsonl", "(train) metrics every 10 steps and each epoch (and F.svg)"),
-    TEXT("--save", train.save_path, "a file name", "W.safetensors", "(train) the final weights"),
+    FLAG(CMD_TRAIN, "--resume", train.resume, "(train) continue from the checkpoint in --checkpoint-dir"),
+    TEXT(CMD_TRAIN, "--metrics", train.metrics_path, "a file name", "F.jsonl", "(train) metrics every 10 steps and each epoch (and F.svg)"),
+    TEXT(CMD_TRAIN, "--save", train.save_path, "a file name", "W.safetensors", "(train) the final weights"),
 };
 
 /* An option's help: its name and value, then its text, each further line
@@ -432,16 +461,22 @@ static int apply_pass_option(cli_opts *o, const char *a, bool *known)
     return 0;
 }
 
-static int parse_args(int argc, char **argv, cli_opts *o)
+/* The options of netc cmd, from argv. */
+static int parse_args(int argc, char **argv, const char *cmd, cli_opts *o)
 {
+    const unsigned bit = command_bit(cmd);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
         const cli_option *opt = NULL;
         for (size_t k = 0; k < NC_COUNT(cli_options) && !opt; k++)
             if (strcmp(a, cli_options[k].name) == 0) opt = &cli_options[k];
+        if (opt && bit && !(opt->commands & bit)) return refuse_for_command(a, opt->commands, cmd);
         bool used = false, known = opt != NULL;
         int rc = opt ? apply_option(o, opt, next, &used) : apply_pass_option(o, a, &known);
         if (rc) return rc;
+        /* --dump-ir and --no-PASS, outside the table */
+        unsigned pass_commands = CMD_CHECK | CMD_BUILD | (strncmp(a, "--dump-ir", 9) ? CMD_TRAIN : 0);
+        if (!opt && known && bit && !(pass_commands & bit)) return refuse_for_command(a, pass_commands, cmd);
         i += used;
         if (known) continue;
         if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
@@ -607,6 +642,8 @@ static int cmd_train(cli_opts *o)
     if (!t.batch) t.batch = 128;
     t.set_names = o->set_names, t.set_values = o->set_values, t.nsets = o->nsets;
     t.dim_names = o->dim_names, t.dim_values = o->dim_values, t.ndims = o->ndims;
+    t.disabled_passes = o->disabled, t.ndisabled = o->ndisabled;
+    t.werror = o->werror;
     return train_main(&t);
 }
 
@@ -874,7 +911,7 @@ int cli_main(int argc, char **argv)
         return 0;
     }
     cli_opts o = {.random_inputs = -1};
-    int rc = parse_args(argc - 2, argv + 2, &o);
+    int rc = parse_args(argc - 2, argv + 2, argv[1], &o);
     if (rc) { free_opts(&o); return rc; }
     const char *cmd = argv[1];
     if (strcmp(cmd, "check") == 0) rc = cmd_check(&o);

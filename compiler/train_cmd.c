@@ -102,8 +102,15 @@ static ir_graph *compile(trainer *t, uint32_t id, bool train, const char *dim, i
     driver_opts o = {.model = t->o->model, .verify = true, .train_step = train, .accumulate = (int)t->o->accumulate,
                      .memory_budget = train ? t->o->memory_budget : 0, .fuse = !t->o->no_fuse,
                      .loss_slices = t->o->loss_slices, .dim_names = dn, .dim_values = dv, .ndims = nd,
-                     .set_names = t->o->set_names, .set_values = t->o->set_values, .nsets = t->o->nsets};
-    return driver_compile(&t->src, id, &o, &d);
+                     .set_names = t->o->set_names, .set_values = t->o->set_values, .nsets = t->o->nsets,
+                     .disabled_passes = t->o->disabled_passes, .ndisabled = t->o->ndisabled};
+    d.werror = t->o->werror;
+    ir_graph *g = driver_compile(&t->src, id, &o, &d);
+    if (g && diag_failed(&d)) {   /* -Werror: a warning fails the run as it fails a build */
+        ir_graph_free(g);
+        return NULL;
+    }
+    return g;
 }
 
 static int build_graphs(trainer *t)

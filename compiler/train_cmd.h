@@ -30,6 +30,9 @@ typedef struct train_opts {
     const char *const *set_names;  /* --set overrides */
     const char *const *set_values;
     int nsets;
+    const char *const *disabled_passes;   /* --no-PASS */
+    int ndisabled;
+    bool werror;                   /* -Werror: the model's warnings stop the run */
 } train_opts;
 
 /* The process exit code. */

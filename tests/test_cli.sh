@@ -53,6 +53,13 @@ expect 1 "hint: give a whole number" check "$tmp/setk.net" --set H=2.5
 expect 1 "--set F=1: config 'F' is a bool in the file" check "$tmp/setk.net" --set F=1
 expect 1 "--set N=3: config 'N' is a string in the file" check "$tmp/setk.net" --set N=3
 expect 0 "" check "$tmp/setk.net" --set S=2 --set H=7 --set F=false
+# an option the command does not read is refused, naming the commands it is for (it was ignored)
+expect 2 "netc run does not take --epochs: it is an option of train" run "$tmp/m.netm" --dim B=2 --random-inputs 1 --epochs 2
+expect 2 "netc check does not take --emit-cuda: it is an option of build" check "$src/examples/fashion_mlp.net" --emit-cuda
+expect 2 "netc train does not take --dump-ir: it is an option of check and build" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --dump-ir
+expect 2 "netc inspect does not take --set: it is an option of check, build and train" inspect "$tmp/m.netm" --set H=2
+# train reads -Werror (and --no-PASS) as build does
+expect 1 "error: 'hidden' is assigned but never used [-Werror]" train "$src/tests/golden/diag/unused_binding_warning.net" --data "$tmp/nodata" -Werror
 printf 'model m(x: f32[B, 4]) -> (y: f32[B, 4])\n  config H = 4\n{\n  return x * f32(H)\n}\n' > "$tmp/cast_int.net"
 expect 1 "f32(...) casts a tensor, got an integer" check "$tmp/cast_int.net"
 expect 1 "not a safetensors"      run "$tmp/m.netm" --dim B=2 --random-inputs 1 --weights "$tmp/junk.netm"
