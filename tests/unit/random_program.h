@@ -14,7 +14,12 @@
  * with and without a tail after the vector loops, dims of 1. Values stay
  * moderate (no exp of exp), and the generator avoids inputs whose exact
  * result is rounding noise (a layernorm of a constant row, attention over
- * repeated keys), so results compare within a dtype's rounding. */
+ * repeated keys), so results compare within a dtype's rounding.
+ *
+ * random_program_ex varies a seed's program for test_pass_semantics: ended
+ * in a tied language-model head (whose loss compiler/loss_chunk.c slices),
+ * or with every statement @checkpoint. random_program's programs are the
+ * same as they were before those existed. */
 #ifndef NETC_RANDOM_PROGRAM_H
 #define NETC_RANDOM_PROGRAM_H
 
@@ -46,6 +51,8 @@ typedef struct rp_gen {
     size_t nparams_text;
     int nparams;
     bool uses_ids, uses_f16;
+    bool lm_head;                    /* the program ends in a tied head (rp_lm_head) */
+    bool checkpoint_all;             /* every statement @checkpoint (the same program otherwise) */
 } rp_gen;
 
 static uint64_t rp_next(rp_gen *g)
@@ -131,6 +138,7 @@ static void rp_bind(rp_gen *g, const rp_value *r, const char *e)
             g->used[atoi(p + 1)] = true;
     snprintf(g->expr[g->nv], sizeof g->expr[g->nv], "%s", e);
     g->checkpoint[g->nv] = rp_pick(g, 8) == 0;   /* the training step recomputes it instead of keeping it */
+    g->checkpoint[g->nv] |= g->checkpoint_all;
     g->v[g->nv++] = *r;
 }
 
@@ -181,6 +189,11 @@ static bool rp_step(rp_gen *g)
     }
     case 2: { /* minus a reduction over one axis, kept */
         if (last < 0) return false;
+        /* over repeated rows that is exact zeros: a head's cross entropy has a
+         * gradient at any logits, and back through such a value every
+         * parameter's gradient is cancellation noise, which a sliced loss
+         * (another order of the same sums) does not reproduce */
+        if (g->lm_head && x.same_rows) return false;
         int ax = rp_pick(g, x.rank);
         snprintf(e, sizeof e, "v%d - %s(v%d, axis: %d, keepdim: true)", a, rp_pick(g, 2) ? "max" : "mean", a, ax);
         break;
@@ -374,13 +387,58 @@ static bool rp_step(rp_gen *g)
     return true;
 }
 
-/* The program for seed, in out (cap bytes); false if it does not fit. */
-static bool random_program(uint64_t seed, char *out, size_t cap)
+/* The body's last value through a tied language-model head: the model
+ * returns cross_entropy(matmul(h, W, transpose_b: true), targets) over
+ * RP_LM_CLASSES classes, the loss compiler/loss_chunk.c slices (it wants
+ * that many classes and one [classes, C] weight). False (no program) when
+ * the last value has no constant last axis C of at most 64 (a larger W
+ * would make a unit test slow) or no leading axis to slice. */
+enum { RP_LM_CLASSES = 4096 };
+
+static bool rp_lm_head(rp_gen *g, const char *xt, const char *sx, char *out, size_t cap)
 {
+    const rp_value *h = &g->v[g->nv - 1];
+    int last = h->rank - 1;
+    /* the head slices the axis before the classes: not one of 1 (B is bound to 2 or more where this is used) */
+    if (last < 1 || h->shape[last] == RP_SYM || h->shape[last] > 64 || h->shape[last - 1] == 1) return false;
+    rp_value t = *h;   /* the targets: the logits' shape without the classes */
+    t.rank--;
+    int64_t wshape[2] = {RP_LM_CLASSES, h->shape[last]};
+    char w[64], st[64], hx[64];
+    rp_param(g, 2, wshape, "normal(0.5)", "f32", w, sizeof w);
+    rp_shape_text(&t, st, sizeof st);
+    /* logits in f32 whatever h's dtype: the head's sums are what slicing reorders */
+    snprintf(hx, sizeof hx, strcmp(h->dtype, "f32") ? "f32(v%d)" : "v%d", g->nv - 1);
+    g->used[g->nv - 1] = true;
+    size_t n = 0;
+    rp_append(out, &n, cap, "# random program with a tied head\n");
+    rp_append(out, &n, cap, "model m(x: %s%s%s, targets: i32%s) -> (loss: f32) {\n", xt, sx, g->uses_ids ? ", ids: i32[B]" : "", st);
+    rp_append(out, &n, cap, "%s", g->params);
+    rp_body(g, out, &n, cap);
+    rp_append(out, &n, cap, "  return cross_entropy(matmul(%s, %s, transpose_b: true), targets%s)\n}\n", hx, w,
+              rp_pick(g, 2) ? ", smoothing: 0.1" : "");
+    rp_append(out, &n, cap, "train m {\n  optimizer sgd(lr: 0.01)\n%s}\n", g->uses_f16 ? "  loss_scale dynamic\n" : "");
+    return n + 1 < cap;
+}
+
+/* How random_program_ex varies a program. */
+enum {
+    RP_LM_HEAD = 1,          /* end in a tied head (rp_lm_head): another program */
+    RP_CHECKPOINT_ALL = 2,   /* the same program with every statement @checkpoint: the same values */
+};
+
+/* The program for seed, in out (cap bytes); false if it does not fit (or,
+ * with RP_LM_HEAD, if its last value cannot feed the head: rp_lm_head).
+ * Without RP_LM_HEAD the programs are those random_program gives. */
+static bool random_program_ex(uint64_t seed, char *out, size_t cap, unsigned flags)
+{
+    bool lm_head = flags & RP_LM_HEAD;
     static rp_gen g;
     memset(&g, 0, sizeof g);
     g.state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
     for (int i = 0; i < 8; i++) rp_next(&g);
+    g.lm_head = lm_head;
+    g.checkpoint_all = flags & RP_CHECKPOINT_ALL;
     static const char *const input_types[] = {"f32", "f32", "bf16", "u8"};
     const char *xt = input_types[rp_pick(&g, 4)];
     rp_value in = {"f32", 2 + rp_pick(&g, 2), {RP_SYM, rp_size(&g), rp_size(&g)}, false, false};
@@ -396,6 +454,11 @@ static bool random_program(uint64_t seed, char *out, size_t cap)
         if (rp_step(&g)) steps--;
     int y0 = g.nv - 1, y1 = 2 + rp_pick(&g, g.nv - 2 > 0 ? g.nv - 2 : 1);
     if (y1 >= y0) y1 = 1;
+    if (lm_head) {
+        char sxl[64];
+        rp_shape_text(&in, sxl, sizeof sxl);
+        return rp_lm_head(&g, xt, sxl, out, cap);
+    }
     char s0[64], s1[64], sx[64];
     rp_shape_text(&g.v[y0], s0, sizeof s0);
     rp_shape_text(&g.v[y1], s1, sizeof s1);
@@ -418,5 +481,7 @@ static bool random_program(uint64_t seed, char *out, size_t cap)
               g.uses_f16 ? "  loss_scale dynamic\n" : "");
     return n + 1 < cap;
 }
+
+static bool random_program(uint64_t seed, char *out, size_t cap) { return random_program_ex(seed, out, cap, 0); }
 
 #endif
