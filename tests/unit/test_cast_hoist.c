@@ -41,6 +41,9 @@ static const hoist_case cases[] = {
      * whole chain is costed, not one op */
     {"max_reduce_chain", "model m(x: f32[64, 48]) -> f16[64] { return f16(max(transpose(x), axis: 0)) }", 1, OP_MAX,
      NC_F16, false},
+    /* a sum rounds once at the end: narrowing what it adds up is another
+     * result, so the cast stays below it even where max's would climb */
+    {"sum_blocks", "model m(x: f32[64, 48]) -> f16[64] { return f16(sum(transpose(x), axis: 0)) }", 1, OP_SUM, NC_F32, false},
     /* relu of a broadcast: narrow the small operand before broadcasting */
     {"broadcast", "model m(x: f32[48]) -> bf16[64, 48] { return bf16(relu(broadcast(x, [64, 48]))) }", 1, OP_BROADCAST,
      NC_BF16, false},
