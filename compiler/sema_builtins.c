@@ -147,16 +147,19 @@ static bool apply_field(sema_ctx *c, const kw_spec *k, sv v, nc_loc loc, ir_node
 /* ------------------------------------------------------------------ */
 /* operands: scalars become tensors, shapes broadcast, precisions meet  */
 
-static sv scalar_tensor(sema_ctx *c, sv s, nc_dtype dtype, nc_loc loc)
+/* Whether the number v can be an element of a dtype tensor as written; an
+ * error at loc when not. A number the dtype cannot hold would otherwise be
+ * truncated, saturated, wrapped, or rounded to inf or to zero: 0.5 meeting
+ * i32, 300 meeting u8, 70000.0 meeting f16, 1e-8 meeting f16 (an epsilon
+ * that silently vanishes). Used wherever a number becomes a tensor: beside
+ * an operator, and as the value of fill(v, dtype: ...). */
+static bool number_fits(sema_ctx *c, double v, nc_dtype dtype, nc_loc loc)
 {
-    double v = s.kind == SV_FLOAT ? s.f : (double)s.i;
-    if (!dtype_is_float(dtype) && s.kind == SV_FLOAT && v != floor(v)) {
+    if (!dtype_is_float(dtype) && v != floor(v)) {
         sema_err(c, loc, "write an integer, or cast the tensor to a float dtype",
                  "the number %s cannot be used with an %s tensor", nc_number(v).s, dtype_name(dtype));
-        return sv_error();
+        return false;
     }
-    /* a number the tensor's dtype cannot hold would be saturated, wrapped or
-     * rounded to inf: 300 meeting u8, 70000.0 meeting f16 */
     static const double int_lo[NC_DTYPE_COUNT] = {[NC_I32] = -2147483648.0, [NC_U8] = 0};
     static const double int_hi[NC_DTYPE_COUNT] = {[NC_I32] = 2147483647.0, [NC_U8] = 255};
     const char *an = strchr("if", dtype_name(dtype)[0]) ? "an" : "a";   /* an i32, an f16, a u8, a bf16 */
@@ -165,13 +168,26 @@ static sv scalar_tensor(sema_ctx *c, sv s, nc_dtype dtype, nc_loc loc)
         snprintf(hint, sizeof hint, "%s holds %.0f to %.0f%s", dtype_name(dtype), int_lo[dtype], int_hi[dtype],
                  dtype == NC_U8 ? ": cast the tensor to a wider dtype, e.g. i32(...)" : "");
         sema_err(c, loc, hint, "the number %s is out of range for %s %s tensor", nc_number(v).s, an, dtype_name(dtype));
-        return sv_error();
+        return false;
     }
     if (dtype_is_float(dtype) && isfinite(v) && isinf(nc_round_to(dtype, (float)v))) {
         sema_err(c, loc, dtype == NC_F32 ? "write inf if that is meant" : "compute in f32, e.g. f32(...)",
-                 "the number %s is out of range for %s %s tensor: it would round to inf", nc_number(v).s, an, dtype_name(dtype));
-        return sv_error();
+                 "the number %s is out of range for %s %s tensor: it would round to inf", nc_number(v).s, an,
+                 dtype_name(dtype));
+        return false;
     }
+    if (dtype_is_float(dtype) && v != 0 && nc_round_to(dtype, (float)v) == 0) {
+        sema_err(c, loc, dtype == NC_F32 ? "write 0.0 if that is meant" : "compute in f32, e.g. f32(...)",
+                 "the number %s is too small for %s %s tensor: it would round to 0", nc_number(v).s, an, dtype_name(dtype));
+        return false;
+    }
+    return true;
+}
+
+static sv scalar_tensor(sema_ctx *c, sv s, nc_dtype dtype, nc_loc loc)
+{
+    double v = s.kind == SV_FLOAT ? s.f : (double)s.i;
+    if (!number_fits(c, v, dtype, loc)) return sv_error();
     ir_node n = sema_proto(c, OP_FILL, loc);
     n.dtype = dtype;
     n.attr.f = v;
@@ -446,6 +462,12 @@ sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
         if (!apply_field(c, &spec[k], v, loc, &proto, name)) return sv_error();
     }
     if ((nc_ops[op].flags & OPF_RANDOM) && !seed_given(spec, nspec, has)) proto.attr.seed = default_seed(c);
+    /* a source op's value must fit its declared dtype, as a number beside an
+     * operator must: fill(1.5, dtype: i32) would silently be 1 */
+    for (int k = 0; k < nspec; k++)
+        if (info->dtype_rule == DT_DECLARED && strcmp(spec[k].field, "f") == 0 &&
+            !number_fits(c, proto.attr.f, proto.dtype, has[k] ? given_loc[k] : call->loc))
+            return sv_error();
     if (info->nargs < 0) {           /* a list of tensors: concat([a, b], axis: 1) */
         sv list = ops[0];
         if (list.kind == SV_ERROR) return list;
