@@ -1180,7 +1180,18 @@ static void bind_outputs(sema_ctx *c, const ast_node *model)
                 char have[256], want[256];
                 ir_shape_format(c->g, n->dtype, n->rank, n->shape, have, sizeof have);
                 ir_shape_format(c->g, decl->a->dtype, rank, shape, want, sizeof want);
-                sema_err(c, decl->loc, NULL, "model '%s' returns %s but declares %s", model->name, have, want);
+                /* only the dtype differs (often a precision block's autocast
+                 * narrowed the value): say which cast converts it, and where
+                 * the value was made, since the caret is on the declaration */
+                bool dtype_only = n->dtype != decl->a->dtype && n->rank == rank &&
+                                  memcmp(n->shape, shape, rank * sizeof *shape) == 0;
+                char hint[96];
+                snprintf(hint, sizeof hint, "to convert it, return %s(...): there is no silent precision change",
+                         dtype_name(decl->a->dtype));
+                sema_err(c, decl->loc, dtype_only ? hint : NULL, "model '%s' returns %s but declares %s", model->name,
+                         have, want);
+                if (dtype_only && n->loc.line) diag_report(c->diag, DIAG_NOTE, n->loc, NULL, "the %s value is made here",
+                                                           dtype_name(n->dtype));
                 continue;
             }
         }
