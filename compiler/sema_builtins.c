@@ -187,6 +187,18 @@ static bool number_fits(sema_ctx *c, double v, nc_dtype dtype, nc_loc loc)
 static sv scalar_tensor(sema_ctx *c, sv s, nc_dtype dtype, nc_loc loc)
 {
     double v = s.kind == SV_FLOAT ? s.f : (double)s.i;
+    /* true/false are not numbers: x + true would silently add 1, and c == 2
+     * on a bool mask would silently compare with true */
+    if ((s.kind == SV_BOOL) != (dtype == NC_BOOL)) {
+        const char *an = strchr("if", dtype_name(dtype)[0]) ? "an" : "a";
+        if (s.kind == SV_BOOL)
+            sema_err(c, loc, s.i ? (dtype_is_float(dtype) ? "write 1.0" : "write 1") : (dtype_is_float(dtype) ? "write 0.0" : "write 0"),
+                     "%s cannot be used with %s %s tensor", s.i ? "true" : "false", an, dtype_name(dtype));
+        else
+            sema_err(c, loc, "write true or false, or cast the mask first, e.g. i32(...)",
+                     "the number %g cannot be used with a bool tensor", v);
+        return sv_error();
+    }
     if (!number_fits(c, v, dtype, loc)) return sv_error();
     ir_node n = sema_proto(c, OP_FILL, loc);
     n.dtype = dtype;
