@@ -533,16 +533,20 @@ static bool eval_type_dims(sema_ctx *c, const ast_node *type, dims_mode mode, ui
 }
 
 /* Match an fn argument's tensor against a pattern like f32[..., In]; binds
- * unbound names in the current (fn) scope. */
+ * unbound names in the current (fn) scope. argname NULL: the fn's declared
+ * `-> type`, checked against the value it returns. */
 static bool match_pattern(sema_ctx *c, const ast_node *type, const char *argname, sv v, nc_loc argloc)
 {
     const ir_node *n = &c->g->nodes[v.t];
-    char have[256];
+    char have[256], subject[96];
     ir_shape_format(c->g, n->dtype, n->rank, n->shape, have, sizeof have);
+    if (argname) snprintf(subject, sizeof subject, "argument '%s'", argname);
+    else snprintf(subject, sizeof subject, "the return value");
     if (type->has_dtype && n->dtype != type->dtype) {
         char hint[128];
-        snprintf(hint, sizeof hint, "insert %s(...) around the argument", dtype_name(type->dtype));
-        sema_err(c, argloc, hint, "argument '%s' must be %s, got %s", argname, dtype_name(type->dtype), have);
+        snprintf(hint, sizeof hint, "insert %s(...) around the %s", dtype_name(type->dtype),
+                 argname ? "argument" : "returned value");
+        sema_err(c, argloc, hint, "%s must be %s, got %s", subject, dtype_name(type->dtype), have);
         return false;
     }
     if (!type->ival) return true;                 /* no brackets: any shape */
@@ -555,7 +559,7 @@ static bool match_pattern(sema_ctx *c, const ast_node *type, const char *argname
         }
     int fixed = (int)pat->n - (ell >= 0);
     if (ell < 0 ? n->rank != fixed : n->rank < fixed) {
-        sema_err(c, argloc, NULL, "argument '%s' must have rank %s%d, got %s", argname, ell >= 0 ? "at least " : "",
+        sema_err(c, argloc, NULL, "%s must have rank %s%d, got %s", subject, ell >= 0 ? "at least " : "",
                  fixed, have);
         return false;
     }
@@ -574,8 +578,8 @@ static bool match_pattern(sema_ctx *c, const ast_node *type, const char *argname
             char w[96], a[96];
             ir_dim_format(c->g, want, w, sizeof w);
             ir_dim_format(c->g, actual, a, sizeof a);
-            sema_err(c, argloc, NULL, "argument '%s': axis %d must be %s, got %s (the argument is %s)", argname,
-                     axis, w, a, have);
+            sema_err(c, argloc, NULL, "%s: axis %d must be %s, got %s (%s is %s)", subject, axis, w, a,
+                     argname ? "the argument" : "it", have);
             return false;
         }
     }
@@ -1094,7 +1098,7 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
         }
         if (decl->list3.n == 1 && result.kind == SV_TENSOR) {
             const ast_node *rt = decl->list3.items[0]->a;
-            if (rt && rt->kind == AST_TYPE && !match_pattern(c, rt, "(return value)", result, decl->loc)) result = sv_error();
+            if (rt && rt->kind == AST_TYPE && !match_pattern(c, rt, NULL, result, rt->loc)) result = sv_error();
         }
     }
     c->returned = saved_returned;
