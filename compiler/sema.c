@@ -120,8 +120,22 @@ static void scope_enter(sema_ctx *c, scope *s, bool fn_boundary)
     c->env = s;
 }
 
+/* The function or model scope a scope belongs to. */
+static const scope *scope_owner(const scope *s)
+{
+    while (s && !s->fn_boundary) s = s->parent;
+    return s;
+}
+
 static void scope_leave(sema_ctx *c, scope *s)
 {
+    const int cap = (int)(sizeof c->ended / sizeof c->ended[0]);
+    for (uint32_t i = 0; i < s->n && !s->fn_boundary; i++) {
+        if (c->nended == cap) memmove(c->ended, c->ended + 1, --c->nended * sizeof c->ended[0]);
+        c->ended[c->nended].name = s->b[i].name;
+        c->ended[c->nended].loc = s->b[i].loc;
+        c->ended[c->nended++].owner = scope_owner(s->parent);
+    }
     c->env = s->parent;
     free(s->b);
 }
@@ -182,6 +196,14 @@ static void unknown_name(sema_ctx *c, const char *name, nc_loc loc)
         sema_err(c, loc, "the dtypes are f32, f16, bf16, i32, u8 and bool", "unknown dtype '%s'", name);
         return;
     }
+    for (int i = c->nended; i-- > 0;)
+        if (strcmp(c->ended[i].name, name) == 0 && c->ended[i].owner == scope_owner(c->env)) {
+            char hint[200];
+            snprintf(hint, sizeof hint, "'%s' was bound at line %d inside a block and ended with it: "
+                     "assign %s before the block, and the block's assignment rebinds it", name, c->ended[i].loc.line, name);
+            sema_err(c, loc, hint, "unknown name '%s'", name);
+            return;
+        }
     suggestion s = {NULL, 3};
     for (scope *sc = c->env; sc; sc = sc->parent) suggest_scope(&s, name, sc);
     for (int op = 0; op < OP_COUNT; op++)
@@ -625,7 +647,10 @@ static sv eval_call(sema_ctx *c, const ast_node *e)
             b->used = true;
             if (b->value.kind == SV_FN) return call_fn(c, b->value, e);
             if (b->value.kind == SV_ERROR) return sv_error();
-            sema_err(c, callee->loc, NULL, "'%s' is %s, not a function", callee->name, sv_kind_phrase(b->value.kind));
+            char hint[128];   /* a dtype held in a config: cast(x, DT) is the way to use it */
+            snprintf(hint, sizeof hint, "to convert to the dtype %s holds, write cast(x, %s)", callee->name, callee->name);
+            sema_err(c, callee->loc, b->value.kind == SV_DTYPE ? hint : NULL, "'%s' is %s, not a function", callee->name,
+                     sv_kind_phrase(b->value.kind));
             return sv_error();
         }
         if (sema_builtin_exists(callee->name)) return sema_call_builtin(c, callee->name, e);

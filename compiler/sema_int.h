@@ -88,6 +88,11 @@ typedef struct sema_ctx {
     nc_loc call_site;       /* innermost fn call, for notes */
     bool dim_used[64], set_used[64];   /* which --dim / --set names matched something */
     uint64_t random_sites;  /* random ops given no seed so far: each gets its own (default_seed) */
+    /* the last names bound in a block that has ended, with the function or
+     * model scope they were in: an unknown name found here gets a hint that
+     * its block ended (names bound inside { } or precision blocks are local) */
+    struct { const char *name; nc_loc loc; const scope *owner; } ended[16];
+    int nended;
 } sema_ctx;
 
 /* sema.c */
