@@ -109,6 +109,8 @@ static bool need_dtype(const ir_graph *g, const char *op, const ir_value *a, int
     nc_dtype t = g->nodes[a[i]].dtype;
     if (t == want) return true;
     fail(e, i, "%s: %s must be %s, got %s", op, role, dtype_name(want), dtype_name(t));
+    if (want == NC_BOOL) hint(e, "write a comparison such as (... > 0.0), or bool(...), which is (... != 0)");
+    else hint(e, "convert it: %s(...)", dtype_name(want));
     return false;
 }
 
@@ -121,7 +123,11 @@ static bool apply_dtype_rule(const ir_graph *g, ir_node *n, const ir_value *a, t
         return true;
     case DT_NUMERIC:
         if (!same_dtype(g, op, a, 0, na, e)) return false;
-        if (g->nodes[a[0]].dtype == NC_BOOL) return fail(e, 0, "%s: not defined on bool tensors", op);
+        if (g->nodes[a[0]].dtype == NC_BOOL) {
+            fail(e, 0, "%s: not defined on bool tensors", op);
+            hint(e, "convert the mask first, e.g. f32(...) or i32(...): true becomes 1");
+            return false;
+        }
         n->dtype = g->nodes[a[0]].dtype;
         return true;
     case DT_FLOAT:
