@@ -1541,7 +1541,11 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     cg_printf(&cg->body, "  for (int w = 16; w > 0; w >>= 1) { %s a = acc, b = __shfl_xor_sync(0xffffffffu, acc, w); acc = %s; }\n",
               acc_t, nc_cuda_exprs[n->op]);
     if (n->op == OP_MEAN) cg_printf(&cg->body, "  acc = acc / (float)count;\n");
-    cg_printf(&cg->body, "  if (lane == 0) nc_st(y, o, acc);\n");
+    /* An integer sum wraps to its dtype like the CPU executor's (cpu_exec.h)
+     * before the store, whose conversion saturates (right for a cast fused
+     * after it, wrong for the sum itself: a u8 sum of 614 stored 255, not 102). */
+    if (!is_float) cg_printf(&cg->body, "  if (lane == 0) nc_st(y, o, (long long)(%s)acc);\n", storage_type(n->dtype));
+    else cg_printf(&cg->body, "  if (lane == 0) nc_st(y, o, acc);\n");
     end_kernel(cg);
     return true;
 }

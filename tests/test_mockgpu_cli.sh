@@ -43,6 +43,12 @@ if on_mock "$tmp/fashion_mlp.cu" "$netc" inspect "$tmp/fashion_mlp.netm" --profi
    grep -q '^measured: .* 4 launches' "$tmp/profile.txt"; then echo "ok inspect --profile"; else
   echo "FAIL inspect --profile"; cat "$tmp/profile.txt"; fails=$((fails + 1)); fi
 check_run char_lm "$src/examples/char_lm.net" --dim B=2 --set T=16 --set C=32 --set L=1
+# Integer sums past their dtype wrap on the GPU as on the CPU (u8 pixels
+# 0-255, four to a row; i32 values near 2^31): the GPU's sum stored them
+# saturated (255, 2147483647) where the CPU executor wraps
+printf '%s\n' 'model isum(x: u8[B, 4], y: i32[B, 4]) -> (s: u8[B], t: i32[4], u: f32[B]) {' \
+  '  return sum(x, -1), sum(y * 300000000, 0), f32(sum(x, -1)) }' > "$tmp/isum.net"
+check_run int_sum_wraps "$tmp/isum.net" --dim B=3
 
 # Training: char_lm (f32, small) on this repository's README, 6 steps of 4
 # windows; the loss of each step on the GPU follows the CPU's.
