@@ -7,16 +7,48 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define LINE_START_HINT "an operator at the start of a line does not continue the line before: end that line with the operator (y = x +, then the rest)"
+
 /* Hints for the syntax errors people make most: keyed by the start of
- * bison's "unexpected X" message. */
+ * bison's "unexpected X" message; the last entry that applies wins. */
 static const struct {
     const char *prefix, *hint;
+    bool line_start;   /* only when the token is the first on its line */
 } parse_hints[] = {
-    {"unexpected config", "config constants go in the model header, before its '{': model m(x: f32[B, N]) -> f32[B, N] config N = 4 {"},
-    {"unexpected param", "param declares a parameter inside a model or fn body: param w: f32[4, 4] = xavier"},
-    {"unexpected ->", "'->' comes once, between a model's or fn's inputs and its outputs: model m(x: f32[B, 4]) -> (y: f32[B, 4])"},
-    {"unexpected optimizer", "optimizer, schedule, loss_scale and clip_grad_norm go in a train section: train m { optimizer adam(lr: 1e-3) }"},
+    {"unexpected config", "config constants go in the model header, before its '{': model m(x: f32[B, N]) -> f32[B, N] config N = 4 {", false},
+    {"unexpected param", "param declares a parameter inside a model or fn body: param w: f32[4, 4] = xavier", false},
+    {"unexpected ->", "'->' comes once, between a model's or fn's inputs and its outputs: model m(x: f32[B, 4]) -> (y: f32[B, 4])", false},
+    /* a < b < c; then (the later entry wins) any operator that starts a line */
+    {"unexpected '<'", "comparisons do not chain: a < b < c is an error", false},
+    {"unexpected '>'", "comparisons do not chain: a < b < c is an error", false},
+    {"unexpected <=", "comparisons do not chain: a < b < c is an error", false},
+    {"unexpected >=", "comparisons do not chain: a < b < c is an error", false},
+    {"unexpected ==", "comparisons do not chain: a < b < c is an error", false},
+    {"unexpected !=", "comparisons do not chain: a < b < c is an error", false},
+    {"unexpected '+'", LINE_START_HINT, true},
+    {"unexpected '-'", LINE_START_HINT, true},
+    {"unexpected '*'", LINE_START_HINT, true},
+    {"unexpected '/'", LINE_START_HINT, true},
+    {"unexpected '@'", LINE_START_HINT, true},
+    {"unexpected '<'", LINE_START_HINT, true},
+    {"unexpected '>'", LINE_START_HINT, true},
+    {"unexpected <=", LINE_START_HINT, true},
+    {"unexpected >=", LINE_START_HINT, true},
+    {"unexpected ==", LINE_START_HINT, true},
+    {"unexpected !=", LINE_START_HINT, true},
+    {"unexpected optimizer", "optimizer, schedule, loss_scale and clip_grad_norm go in a train section: train m { optimizer adam(lr: 1e-3) }", false},
 };
+
+/* Whether only blanks precede loc on its line. */
+static bool first_on_line(const parse_state *ps, nc_loc loc)
+{
+    size_t len;
+    const char *line = src_line(ps->diag->sources, loc.file, loc.line, &len);
+    if (!line || loc.col == 0 || loc.col - 1 > len) return false;
+    for (uint32_t i = 0; i + 1 < loc.col; i++)
+        if (line[i] != ' ' && line[i] != '\t') return false;
+    return true;
+}
 
 void parse_error(parse_state *ps, nc_loc loc, const char *msg)
 {
@@ -25,7 +57,9 @@ void parse_error(parse_state *ps, nc_loc loc, const char *msg)
     if (ps->tok_opens_block) ps->muted = true;   /* the head broke at its body's '{': the body echoes it */
     const char *hint = NULL;
     for (size_t i = 0; i < NC_COUNT(parse_hints); i++)
-        if (strncmp(msg, parse_hints[i].prefix, strlen(parse_hints[i].prefix)) == 0) hint = parse_hints[i].hint;
+        if (strncmp(msg, parse_hints[i].prefix, strlen(parse_hints[i].prefix)) == 0 &&
+            (!parse_hints[i].line_start || first_on_line(ps, loc)))
+            hint = parse_hints[i].hint;
     if (!hint && ps->tok_opens_block) hint = "the declaration's head before this '{' is incomplete: a name, a value or a closing bracket is missing";
     diag_report(ps->diag, DIAG_ERROR, loc, hint, "%s", msg);
 }
