@@ -114,6 +114,12 @@ void sema_bind(sema_ctx *c, const char *name, sv v, nc_loc loc)
 
 static void scope_enter(sema_ctx *c, scope *s, bool fn_boundary)
 {
+    if (fn_boundary) {   /* a new function or model: names a finished one at this address left are not its own */
+        int k = 0;
+        for (int i = 0; i < c->nended; i++)
+            if (c->ended[i].owner != s) c->ended[k++] = c->ended[i];
+        c->nended = k;
+    }
     memset(s, 0, sizeof *s);
     s->parent = c->env;
     s->fn_boundary = fn_boundary;
