@@ -679,6 +679,13 @@ sv sema_cast(sema_ctx *c, sv x, nc_dtype to, nc_loc loc, bool automatic)
                       "cast round trip %s -> %s -> %s rounds the value to %s precision", dtype_name(orig),
                       dtype_name(src->dtype), dtype_name(to), dtype_name(src->dtype));
     }
+    /* lint: f32(w) of an f32 parameter inside a bf16 block widens the block's
+     * bf16 copy of w: it looks like a way back to the master weight, and is not */
+    if (!automatic && src->op == OP_CAST && (src->flags & IR_FLAG_AUTOCAST) &&
+        c->g->nodes[ir_args(c->g, src)[0]].dtype == to && dtype_size(src->dtype) < dtype_size(to))
+        sema_warn(c, loc, "to compute with the f32 value, do it outside the block or in a precision f32 { ... } block",
+                  "%s(...) of a parameter inside a %s block widens its %s copy: the value keeps %s precision",
+                  dtype_name(to), dtype_name(src->dtype), dtype_name(src->dtype), dtype_name(src->dtype));
     ir_node proto = sema_proto(c, OP_CAST, loc);
     proto.attr.to = to;
     if (automatic) proto.flags |= IR_FLAG_AUTOCAST;
