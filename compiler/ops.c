@@ -220,6 +220,16 @@ static bool shape_iota(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
     int ax = norm_axis(n->attr.axis, n->rank);
     if (ax < 0 || ax >= n->rank) return fail(e, -1, "iota: axis %d out of range for rank %d", n->attr.axis, n->rank);
     n->attr.axis = ax;
+    /* a float dtype holds whole numbers exactly only up to 2^(mantissa bits + 1):
+     * a bf16 iota of 300 would silently repeat 256 where 257 belongs */
+    int64_t len;
+    const int64_t exact = n->dtype == NC_BF16 ? 256 : n->dtype == NC_F16 ? 2048 : n->dtype == NC_F32 ? 16777216 : INT64_MAX;
+    if (dim_is_const(&g->dims[n->shape[ax]], &len) && len - 1 > exact) {
+        fail(e, -1, "iota: indices up to %lld are not exact in %s, which holds whole numbers only up to %lld",
+             (long long)(len - 1), dtype_name(n->dtype), (long long)exact);
+        hint(e, "make the iota i32 (or f32) and cast the values you compute from it");
+        return false;
+    }
     return true;
 }
 
