@@ -782,16 +782,21 @@ static void exec_param(sema_ctx *c, const ast_node *s)
 {
     ir_param p = {0};
     const ast_node *type = s->a;
+    if (scope_find_local(c->env, s->name)) {
+        sema_err(c, s->loc, NULL, "'%s' is already defined in this scope", s->name);
+        return;
+    }
+    /* a parameter declared wrong is still declared: its uses say nothing more
+     * (no "unknown name" after "parameters are floating point") */
     if (type->kind != AST_TYPE || !type->has_dtype) {
         sema_err(c, type->loc, "write it like f32[784, 1024]", "a parameter needs a dtype and a shape");
+        scope_put(c->env, s->name, sv_error(), s->loc);
         return;
     }
     if (!dtype_is_float(type->dtype)) {
-        sema_err(c, type->loc, NULL, "parameters are floating point, got %s", dtype_name(type->dtype));
-        return;
-    }
-    if (scope_find_local(c->env, s->name)) {
-        sema_err(c, s->loc, NULL, "'%s' is already defined in this scope", s->name);
+        sema_err(c, type->loc, "parameters are trained, so they hold floats: declare it f32 (or f16, bf16)",
+                 "parameters are floating point, got %s", dtype_name(type->dtype));
+        scope_put(c->env, s->name, sv_error(), s->loc);
         return;
     }
     if (!eval_type_dims(c, type, DIMS_PARAM, &p.decl.rank, p.decl.shape)) {
