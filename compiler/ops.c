@@ -214,16 +214,23 @@ static bool shape_declared(ir_graph *g, ir_node *n, const ir_value *a, tc_error 
 
 static int norm_axis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
+/* The largest whole number a dtype holds exactly with all below it:
+ * 2^(mantissa bits + 1) for floats; integers hold every index. */
+static int64_t float_exact_limit(nc_dtype t)
+{
+    return t == NC_BF16 ? 256 : t == NC_F16 ? 2048 : t == NC_F32 ? 16777216 : INT64_MAX;
+}
+
 static bool shape_iota(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     (void)g, (void)a;
     int ax = norm_axis(n->attr.axis, n->rank);
     if (ax < 0 || ax >= n->rank) return fail(e, -1, "iota: axis %d out of range for rank %d", n->attr.axis, n->rank);
     n->attr.axis = ax;
-    /* a float dtype holds whole numbers exactly only up to 2^(mantissa bits + 1):
-     * a bf16 iota of 300 would silently repeat 256 where 257 belongs */
+    /* a bf16 iota of 300 would silently repeat 256 where 257 belongs; a
+     * symbolic length is checked when a session binds it (bind_iota) */
     int64_t len;
-    const int64_t exact = n->dtype == NC_BF16 ? 256 : n->dtype == NC_F16 ? 2048 : n->dtype == NC_F32 ? 16777216 : INT64_MAX;
+    const int64_t exact = float_exact_limit(n->dtype);
     if (dim_is_const(&g->dims[n->shape[ax]], &len) && len - 1 > exact) {
         fail(e, -1, "iota: indices up to %lld are not exact in %s, which holds whole numbers only up to %lld",
              (long long)(len - 1), dtype_name(n->dtype), (long long)exact);
@@ -715,8 +722,27 @@ static bool bind_gather(const ir_graph *g, const ir_node *n, const int64_t *syms
     return false;
 }
 
+/* shape_iota's exactness at run time: a float iota over a symbolic length
+ * (iota([T], dtype: bf16)) must count every index exactly at the bound size. */
+static bool bind_iota(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e)
+{
+    uint32_t d = n->shape[n->attr.axis];
+    int64_t len;
+    const int64_t exact = float_exact_limit(n->dtype);
+    if (!dim_eval(&g->dims[d], syms, &len) || len - 1 <= exact) return true;
+    char sl[64], where[256] = "";
+    dim_str(g, d, sl, sizeof sl);
+    if (n->loc.file >= 1 && n->loc.file <= g->nfiles)
+        snprintf(where, sizeof where, " at %s:%u", g->files[n->loc.file - 1], n->loc.line);
+    fail(e, -1, "%s = %lld is too long for the %s iota%s: %s holds whole numbers exactly only up to %lld, "
+                "so %s must be at most %lld",
+         sl, (long long)len, dtype_name(n->dtype), where, dtype_name(n->dtype), (long long)exact, sl, (long long)exact + 1);
+    return false;
+}
+
 static binding_rule *const binding_rules[OP_COUNT] = {
     [OP_GATHER] = bind_gather,
+    [OP_IOTA] = bind_iota,
 };
 
 bool tc_check_binding(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e)

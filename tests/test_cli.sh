@@ -410,5 +410,11 @@ for opt in $listed; do
   grep -qF -- "\`$opt" "$src/README.md" || { echo "FAIL: README's table of options does not name $opt"; fail=$((fail + 1)); }
 done
 [[ $listed == *--resume* && $listed == *--memory-budget* ]] || { echo "FAIL: netc help lists [$listed]"; fail=$((fail + 1)); }
+# a bf16 iota over a symbolic T counts exactly only to 256: a session binding
+# T past 257 is refused by name (it ran, with 256 where 257 belonged); 257 runs
+printf 'model pos(x: bf16[B, T]) { return x + iota([B, T], axis: 1, dtype: bf16) }\n' > "$tmp/pos.net"
+"$netc" build "$tmp/pos.net" --target '' -o "$tmp/pos.netm" 2>/dev/null
+expect 1 "T = 300 is too long for the bf16 iota" run "$tmp/pos.netm" --dim B=2 --dim T=300 --random-inputs 1 --device cpu
+expect 0 "running on cpu" run "$tmp/pos.netm" --dim B=2 --dim T=257 --random-inputs 1 --device cpu
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
