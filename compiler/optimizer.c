@@ -137,6 +137,23 @@ static ir_value sum_of_parts(ir_builder *c, ir_value *parts, int n)
     return n == 1 ? irb_op1(c, OP_SUM, parts[0]) : IR_NONE;
 }
 
+/* The step's loss as the output TRAIN_OUTPUT_LOSS, unless the model already
+ * returns it under that name (GPT-2's): two outputs of one name would be
+ * written to one file, the second over the first. A model output named so
+ * that is another value cannot share the name. */
+static bool add_loss_output(ir_graph *g, ir_value loss, char *err, size_t errcap)
+{
+    for (uint32_t i = 0; i < g->noutputs; i++) {
+        if (strcmp(g->outputs[i].name, TRAIN_OUTPUT_LOSS) != 0) continue;
+        if (g->outputs[i].value == loss) return true;
+        snprintf(err, errcap, "the model has an output named '%s' that is not the train section's loss, which a training "
+                 "step returns under that name: give the output another name", TRAIN_OUTPUT_LOSS);
+        return false;
+    }
+    ir_output_add(g, TRAIN_OUTPUT_LOSS, loss);
+    return true;
+}
+
 /* Adam / AdamW: m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2;
  * p' = p - lr (m'/bc1) / (sqrt(v'/bc2) + eps) [- lr wd p for AdamW]. */
 static void adam(ir_builder *c, uint32_t i, ir_value p, ir_value grad, ir_value lr, ir_value bc1, ir_value bc2, ir_value *newp)
@@ -313,8 +330,8 @@ bool train_step_build(ir_graph *g, int accumulate, int loss_slices, FILE *report
     ad_contribution pre[2];
     int npre = loss_slices != 1 ? loss_chunk_build(g, s.scale, loss_slices, pre, report, err, errcap) : 0;
     bool ok = npre >= 0 && autodiff_run_with(g, s.scale, pre, npre, s.grads, err, errcap);
+    if (ok && !add_loss_output(g, t->loss, err, errcap)) ok = false;
     if (ok) {
-        ir_output_add(g, TRAIN_OUTPUT_LOSS, t->loss);
         ir_value sumsq = unscaled_sum_of_squares(&c, &s, accumulate);
         if (sumsq != IR_NONE) norm_and_overflow(&c, &s, sumsq);
     }

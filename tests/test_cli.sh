@@ -58,6 +58,14 @@ expect 2 "netc run does not take --epochs: it is an option of train" run "$tmp/m
 expect 2 "netc check does not take --emit-cuda: it is an option of build" check "$src/examples/fashion_mlp.net" --emit-cuda
 expect 2 "netc train does not take --dump-ir: it is an option of check and build" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --dump-ir
 expect 2 "netc inspect does not take --set: it is an option of check, build and train" inspect "$tmp/m.netm" --set H=2
+# a training step returns its loss as 'loss': once where the model returns it so (GPT-2),
+# and a model output of that name holding another value is an error (it was a second
+# output 'loss', written over the first)
+printf 'model m(x: f32[B, 4]) -> (loss: f32)\n{\n  param w: f32[4] = ones\n  return sum(x * w)\n}\ntrain m {\n  loss = loss * 2.0\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/lossout.net"
+expect 1 "lossout.net:6:7: error: the model has an output named 'loss' that is not the train section's loss" build "$tmp/lossout.net" --entry train --target '' -o "$tmp/lo.netm"
+n=$((n + 1))
+louts=$("$netc" build "$src/examples/gpt2.net" --entry train --set L=1 --dim B=2 --dim T=64 --target '' --dump-ir -o "$tmp/g2.netm" 2>/dev/null | grep -c '^output loss ')
+[[ $louts == 1 ]] || { echo "FAIL: GPT-2's training step has $louts outputs named loss (want 1)"; fail=$((fail + 1)); }
 # train reads -Werror (and --no-PASS) as build does
 expect 1 "error: 'hidden' is assigned but never used [-Werror]" train "$src/tests/golden/diag/unused_binding_warning.net" --data "$tmp/nodata" -Werror
 printf 'model m(x: f32[B, 4]) -> (y: f32[B, 4])\n  config H = 4\n{\n  return x * f32(H)\n}\n' > "$tmp/cast_int.net"
