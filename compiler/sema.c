@@ -196,8 +196,38 @@ static bool looks_like_dtype(const char *name)
     return *p && strspn(p, "0123456789") == strlen(p);
 }
 
+static bool loc_after(nc_loc a, nc_loc b) { return a.line > b.line || (a.line == b.line && a.col > b.col); }
+
+/* The config constant named name declared after loc where configs are being
+ * defined (config_model, config_module), or NULL. */
+static const ast_node *config_declared_later(const sema_ctx *c, const char *name, nc_loc loc)
+{
+    if (c->config_model) {
+        const ast_list *h = &c->config_model->list4;
+        for (uint32_t i = 0; i < h->n; i++)
+            if (h->items[i]->kind == AST_CONFIG && !strcmp(h->items[i]->name, name) && loc_after(h->items[i]->loc, loc))
+                return h->items[i];
+    }
+    if (c->config_module) {
+        const ast_list *decls = &c->config_module->ast->decls;
+        for (uint32_t i = 0; i < decls->n; i++) {
+            const ast_node *d = decls->items[i];
+            for (uint32_t k = 0; d->kind == AST_LIST && k < d->list.n; k++)
+                if (!strcmp(d->list.items[k]->name, name) && loc_after(d->list.items[k]->loc, loc)) return d->list.items[k];
+        }
+    }
+    return NULL;
+}
+
 static void unknown_name(sema_ctx *c, const char *name, nc_loc loc)
 {
+    const ast_node *later = config_declared_later(c, name, loc);
+    if (later) {
+        char hint[160];
+        snprintf(hint, sizeof hint, "config constants are read in order: declare '%s' before the one that uses it", name);
+        sema_err(c, loc, hint, "config '%s' is not declared yet here: it comes later, at line %u", name, later->loc.line);
+        return;
+    }
     if (looks_like_dtype(name)) {
         sema_err(c, loc, "the dtypes are f32, f16, bf16, i32, u8 and bool", "unknown dtype '%s'", name);
         return;
@@ -390,7 +420,9 @@ static void module_add_decls(sema_ctx *c, sema_module *m)
             break;
         }
         case AST_LIST:   /* a config line */
+            c->config_module = m;
             for (uint32_t k = 0; k < d->list.n; k++) define_config(c, &m->globals, d->list.items[k]);
+            c->config_module = NULL;
             break;
         case AST_FN:
             if (scope_find_local(&m->globals, d->name) || sema_builtin_exists(d->name))
@@ -1285,8 +1317,11 @@ static void elaborate_model(sema_ctx *c, const ast_node *model)
     const ast_node *precision = NULL;
     for (uint32_t i = 0; i < model->list4.n; i++) {
         const ast_node *h = model->list4.items[i];
-        if (h->kind == AST_CONFIG) define_config(c, c->env, h);
-        else if (h->kind == AST_TYPE && precision) {
+        if (h->kind == AST_CONFIG) {
+            c->config_model = model;
+            define_config(c, c->env, h);
+            c->config_model = NULL;
+        } else if (h->kind == AST_TYPE && precision) {
             char at[64];
             snprintf(at, sizeof at, "the first is at line %u", precision->loc.line);
             sema_err(c, h->loc, at, "precision given twice");

@@ -93,6 +93,11 @@ typedef struct sema_ctx {
      * its block ended (names bound inside { } or precision blocks are local) */
     struct { const char *name; nc_loc loc; const scope *owner; } ended[16];
     int nended;
+    /* while config constants are defined, where they are declared: a model's
+     * header, else a module's config lines. Configs are read in order, so an
+     * unknown name among them may be one declared further on. */
+    const ast_node *config_model;
+    const sema_module *config_module;
 } sema_ctx;
 
 /* sema.c */
