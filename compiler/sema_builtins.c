@@ -160,6 +160,10 @@ static bool number_fits(sema_ctx *c, double v, nc_dtype dtype, nc_loc loc)
                  "the number %s cannot be used with an %s tensor", nc_number(v).s, dtype_name(dtype));
         return false;
     }
+    if (dtype == NC_BOOL && v != 0 && v != 1) {   /* fill(2, dtype: bool) would be true */
+        sema_err(c, loc, "write true or false", "the number %s cannot be a bool: a bool is false or true (0 or 1)", nc_number(v).s);
+        return false;
+    }
     static const double int_lo[NC_DTYPE_COUNT] = {[NC_I32] = -2147483648.0, [NC_U8] = 0};
     static const double int_hi[NC_DTYPE_COUNT] = {[NC_I32] = 2147483647.0, [NC_U8] = 255};
     const char *an = strchr("if", dtype_name(dtype)[0]) ? "an" : "a";   /* an i32, an f16, a u8, a bf16 */
