@@ -135,6 +135,10 @@ static const scope *scope_owner(const scope *s)
 
 static void scope_leave(sema_ctx *c, scope *s)
 {
+    int kept = 0;   /* a function's unknown names go with it: its next call (or another's scope here) reports its own */
+    for (int i = 0; i < c->nunknown; i++)
+        if (c->unknown[i].owner != s) c->unknown[kept++] = c->unknown[i];
+    c->nunknown = kept;
     const int cap = (int)(sizeof c->ended / sizeof c->ended[0]);
     for (uint32_t i = 0; i < s->n && !s->fn_boundary; i++) {
         if (c->nended == cap) memmove(c->ended, c->ended + 1, --c->nended * sizeof c->ended[0]);
@@ -219,8 +223,25 @@ static const ast_node *config_declared_later(const sema_ctx *c, const char *name
     return NULL;
 }
 
+/* Whether name was reported unknown already in this function or model:
+ * its later uses would repeat the error (and any cascade) line after line.
+ * Records it when not. */
+static bool unknown_already(sema_ctx *c, const char *name)
+{
+    const scope *owner = scope_owner(c->env);
+    if (!owner) return false;   /* a file's config lines: few names, each reported */
+    for (int i = 0; i < c->nunknown; i++)
+        if (c->unknown[i].owner == owner && strcmp(c->unknown[i].name, name) == 0) return true;
+    const int cap = (int)NC_COUNT(c->unknown);
+    if (c->nunknown == cap) memmove(c->unknown, c->unknown + 1, --c->nunknown * sizeof c->unknown[0]);
+    c->unknown[c->nunknown].name = name;
+    c->unknown[c->nunknown++].owner = owner;
+    return false;
+}
+
 static void unknown_name(sema_ctx *c, const char *name, nc_loc loc)
 {
+    if (unknown_already(c, name)) return;
     const ast_node *later = config_declared_later(c, name, loc);
     if (later) {
         char hint[160];

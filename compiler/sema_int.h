@@ -98,6 +98,10 @@ typedef struct sema_ctx {
      * unknown name among them may be one declared further on. */
     const ast_node *config_model;
     const sema_module *config_module;
+    /* unknown names already reported, with their function or model scope
+     * (cleared as it ends): each is reported at its first use only */
+    struct { const char *name; const scope *owner; } unknown[16];
+    int nunknown;
 } sema_ctx;
 
 /* sema.c */
