@@ -260,6 +260,9 @@ typedef enum { OPT_FLAG, OPT_TEXT, OPT_COUNT, OPT_FN, OPT_FN_VALUE, OPT_FN_OPTIO
 /* The commands that take options, as bits of cli_option.commands. */
 enum { CMD_CHECK = 1, CMD_BUILD = 2, CMD_RUN = 4, CMD_INSPECT = 8, CMD_TRAIN = 16 };
 static const char *const command_names[] = {"check", "build", "run", "inspect", "train"};
+/* The options outside the table, from the pass pipeline: --dump-ir[=after:PASS]
+ * and --no-PASS (train compiles too, but prints no IR). */
+enum { DUMP_IR_COMMANDS = CMD_CHECK | CMD_BUILD, PASS_OFF_COMMANDS = CMD_CHECK | CMD_BUILD | CMD_TRAIN };
 
 /* cmd's bit; 0 for a command without options (or none: its error comes later) */
 static unsigned command_bit(const char *cmd)
@@ -269,20 +272,27 @@ static unsigned command_bit(const char *cmd)
     return 0;
 }
 
+/* The commands of a CMD_* set as a list into buf: "build, run" with sep ", "
+ * between all, or "build and run" with last " and ". */
+static const char *command_list(unsigned commands, const char *last, char *buf, size_t size)
+{
+    size_t len = 0;
+    int n = 0, total = __builtin_popcount(commands);
+    buf[0] = 0;
+    for (size_t i = 0; i < NC_COUNT(command_names); i++) {
+        if (!(commands & (1u << i))) continue;
+        n++;
+        len += (size_t)snprintf(buf + len, size - len, "%s%s", n == 1 ? "" : n == total ? last : ", ", command_names[i]);
+    }
+    return buf;
+}
+
 /* An option the command does not read would be ignored without a word
  * (netc run --epochs 2): a usage error naming the commands it is for. */
 static int refuse_for_command(const char *option, unsigned commands, const char *cmd)
 {
-    char list[64] = "";
-    size_t len = 0;
-    int n = 0, total = __builtin_popcount(commands);
-    for (size_t i = 0; i < NC_COUNT(command_names); i++) {
-        if (!(commands & (1u << i))) continue;
-        n++;
-        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", n == 1 ? "" : n == total ? " and " : ", ",
-                                command_names[i]);
-    }
-    return usage_error("netc %s does not take %s: it is an option of %s", cmd, option, list);
+    char list[64];
+    return usage_error("netc %s does not take %s: it is an option of %s", cmd, option, command_list(commands, " and ", list, sizeof list));
 }
 
 typedef struct cli_option {
@@ -294,7 +304,7 @@ typedef struct cli_option {
     const char *wants;                            /* what the value is, for "needs ..." */
     const char *arg;                              /* the value in the help, "NAME=VALUE"; NULL for none */
     unsigned commands;                            /* CMD_*: the commands that read it; any other refuses it */
-    const char *help;                             /* what it does: lines, the commands it is for first */
+    const char *help;                             /* what it does: lines (the help adds the commands) */
 } cli_option;
 
 /* A field of the wrong type for its kind does not compile (no _Generic association). */
@@ -307,75 +317,82 @@ typedef struct cli_option {
 
 static const cli_option cli_options[] = {
     TEXT(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--model", model, "a model's name", "NAME", "which model of the file (default: the first; check: every model)"),
-    CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_RUN | CMD_INSPECT | CMD_TRAIN, "--dim", opt_dim, "NAME=VALUE", "NAME=VALUE", "bind a symbolic dimension (build, run, inspect, train)"),
+    CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_RUN | CMD_INSPECT | CMD_TRAIN, "--dim", opt_dim, "NAME=VALUE", "NAME=VALUE", "bind a symbolic dimension"),
     CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--set", opt_config, "NAME=VALUE", "NAME=VALUE", "override a config constant: a decimal number, true or false"),
     CALL_WITH(CMD_BUILD | CMD_TRAIN, "--target", opt_target, "a list of targets, like sm_80,sm_90a", "LIST",
-              "NVRTC targets (default sm_80,sm_90a,compute_90: sm_90a is the\n"
-              "Hopper image, with wgmma attention); train: one target\n"
+              "NVRTC targets (default sm_80,sm_90a,compute_90: sm_90a is the "
+              "Hopper image, with wgmma attention); train: one target "
               "(default: the device's own architecture)"),
     CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_RUN | CMD_INSPECT, "--entry", opt_entry, "forward or train", "forward|train",
-              "build: the forward pass only, or the training step only (default:\n"
-              "forward, plus a train entry point when the model has a train section);\n"
+              "build: the forward pass only, or the training step only (default: "
+              "forward, plus a train entry point when the model has a train section); "
               "run, inspect: which entry point of the module (default forward)"),
     CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--accumulate", opt_accumulate, "a count of micro-batches", "N",
-              "(train, build --entry train) N micro-batches per optimizer step"),
+              "N micro-batches per optimizer step (build: with --entry train)"),
     CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--memory-budget", opt_memory_budget, "a size such as 4GiB or 512MiB", "SIZE",
-              "(train, build --entry train) recompute forward values until the\n"
-              "step's planned peak fits SIZE (4GiB, 512MiB; all dims bound)"),
-    FLAG(CMD_BUILD, "--emit-cuda", emit_cuda, "(build) print the generated CUDA C"),
-    CALL(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--no-fuse", opt_no_fuse, "(build, train) one kernel per op: no elementwise fusion"),
-    FLAG(CMD_BUILD, "--no-memplan", no_memplan, "(build) give every buffer its own memory: what the plan saves"),
+              "recompute forward values until the training step's planned "
+              "peak fits SIZE (4GiB, 512MiB; all dims bound; build: with --entry train)"),
+    FLAG(CMD_BUILD, "--emit-cuda", emit_cuda, "print the generated CUDA C"),
+    CALL(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--no-fuse", opt_no_fuse, "one kernel per op: no elementwise fusion"),
+    FLAG(CMD_BUILD, "--no-memplan", no_memplan, "give every buffer its own memory: what the plan saves"),
     CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--loss-slices", opt_loss_slices, "a count from 1 to 8", "N",
-              "(build, train) compute a large-vocabulary cross entropy and its\n"
-              "logits in N slices of the rows, each with its backward (1-8;\n"
-              "default: as few as keep a slice's logits within 512 MiB, 8 under\n"
-              "--memory-budget)"),
-    CALL(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--no-chunk-loss", opt_no_chunk_loss, "(build, train) the same as --loss-slices 1"),
+              "compute a large-vocabulary cross entropy and its logits in N "
+              "slices of the rows, each with its backward (1-8; default: as few "
+              "as keep a slice's logits within 512 MiB, 8 under --memory-budget)"),
+    CALL(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--no-chunk-loss", opt_no_chunk_loss, "the same as --loss-slices 1"),
     FLAG(CMD_CHECK | CMD_BUILD, "--report", report,
-         "(build) print the optimizer's decisions: casts moved and the bytes\n"
-         "they save, values merged or dropped, what is recomputed, with source lines"),
+         "print the optimizer's decisions: casts moved and the bytes they "
+         "save, values merged or dropped, what is recomputed, with source lines"),
     FLAG(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "-Werror", werror, "treat warnings as errors"),
-    TEXT(CMD_BUILD, "-o", output, "a file name", "FILE", "output file (build: the module)"),
+    TEXT(CMD_BUILD, "-o", output, "a file name", "FILE", "the module file to write"),
     /* netc run and inspect */
-    CALL_WITH(CMD_RUN, "--input", opt_input, "NAME=FILE.npy", "NAME=FILE.npy", "(run) an input's value, from a .npy file"),
-    TEXT(CMD_RUN, "--output", outdir, "a directory", "DIR", "(run) where the outputs go, NAME.npy each (made if missing)"),
-    TEXT(CMD_RUN, "--weights", weights, "a safetensors file", "W.safetensors", "(run) the parameters to load (names as in the .net file)"),
-    CALL_WITH(CMD_RUN | CMD_TRAIN, "--device", opt_device, "cpu, gpu or auto", "cpu|gpu|auto", "(run, train) where to run (default auto: the GPU when usable)"),
-    CALL_WITH(CMD_RUN, "--random-inputs", opt_random_inputs, "a seed", "SEED", "(run) fill the inputs not given with seeded random values"),
-    FLAG(CMD_INSPECT, "--json", json, "(inspect) the report as JSON"),
+    CALL_WITH(CMD_RUN, "--input", opt_input, "NAME=FILE.npy", "NAME=FILE.npy", "an input's value, from a .npy file"),
+    TEXT(CMD_RUN, "--output", outdir, "a directory", "DIR", "where the outputs go, NAME.npy each (made if missing)"),
+    TEXT(CMD_RUN, "--weights", weights, "a safetensors file", "W.safetensors", "the parameters to load (names as in the .net file)"),
+    CALL_WITH(CMD_RUN | CMD_TRAIN, "--device", opt_device, "cpu, gpu or auto", "cpu|gpu|auto", "where to run (default auto: the GPU when usable)"),
+    CALL_WITH(CMD_RUN, "--random-inputs", opt_random_inputs, "a seed", "SEED", "fill the inputs not given with seeded random values"),
+    FLAG(CMD_INSPECT, "--json", json, "the report as JSON"),
     {"--profile", OPT_FN_OPTIONAL_COUNT, 0, 0, opt_profile, NULL, "[RUNS]", CMD_INSPECT,
-     "(inspect) each launch timed on the GPU (median of RUNS, default 20)"},
+     "each launch timed on the GPU (median of RUNS, default 20)"},
     /* netc train */
     TEXT(CMD_TRAIN, "--data", train.data_dir, "a data set's directory or a text file", "DIR",
-         "(train) the data: a data set's directory (Fashion-MNIST) or a text file"),
+         "the data: a data set's directory (Fashion-MNIST) or a text file"),
     /* 0 is never checkpointing between epochs; a count of 0 elsewhere would
      * quietly mean the default (batch, epochs, accumulate) or no limit (max-steps) */
-    COUNT(CMD_TRAIN, "--epochs", train.epochs, 1, "N", "(train) passes over the data (default 1)"),
-    COUNT(CMD_TRAIN, "--batch", train.batch, 1, "B", "(train) samples a step (default 128)"),
-    CALL_WITH(CMD_TRAIN, "--lr", opt_lr, "a positive number", "X", "(train) the learning rate (default: the train section's)"),
-    CALL_WITH(CMD_TRAIN, "--seed", opt_seed, "a non-negative integer", "S", "(train) the seed of the initial weights and the shuffling (default 0)"),
-    COUNT(CMD_TRAIN, "--max-steps", train.max_steps, 1, "N", "(train) stop after N steps"),
-    TEXT(CMD_TRAIN, "--checkpoint-dir", train.checkpoint_dir, "a directory", "D", "(train) keep checkpoints in D (made if missing)"),
+    COUNT(CMD_TRAIN, "--epochs", train.epochs, 1, "N", "passes over the data (default 1)"),
+    COUNT(CMD_TRAIN, "--batch", train.batch, 1, "B", "samples a step (default 128)"),
+    CALL_WITH(CMD_TRAIN, "--lr", opt_lr, "a positive number", "X", "the learning rate (default: the train section's)"),
+    CALL_WITH(CMD_TRAIN, "--seed", opt_seed, "a non-negative integer", "S", "the seed of the initial weights and the shuffling (default 0)"),
+    COUNT(CMD_TRAIN, "--max-steps", train.max_steps, 1, "N", "stop after N steps"),
+    TEXT(CMD_TRAIN, "--checkpoint-dir", train.checkpoint_dir, "a directory", "D", "keep checkpoints in D (made if missing)"),
     COUNT(CMD_TRAIN, "--checkpoint-every", train.checkpoint_every, 0, "N",
-          "(train) a checkpoint every N steps (default 0: at the end of each epoch)"),
-    FLAG(CMD_TRAIN, "--resume", train.resume, "(train) continue from the checkpoint in --checkpoint-dir"),
-    TEXT(CMD_TRAIN, "--metrics", train.metrics_path, "a file name", "F.jsonl", "(train) metrics every 10 steps and each epoch (and F.svg)"),
-    TEXT(CMD_TRAIN, "--save", train.save_path, "a file name", "W.safetensors", "(train) the final weights"),
+          "a checkpoint every N steps (default 0: at the end of each epoch)"),
+    FLAG(CMD_TRAIN, "--resume", train.resume, "continue from the checkpoint in --checkpoint-dir"),
+    TEXT(CMD_TRAIN, "--metrics", train.metrics_path, "a file name", "F.jsonl", "metrics every 10 steps and each epoch (and F.svg)"),
+    TEXT(CMD_TRAIN, "--save", train.save_path, "a file name", "W.safetensors", "the final weights"),
 };
 
-/* An option's help: its name and value, then its text, each further line
- * of which is indented to the first's column. */
-static void print_option_help(FILE *out, const char *name, const char *arg, const char *help)
+/* An option's help: its name and value, the commands that take it, then
+ * its text, wrapped at HELP_WIDTH columns with each further line indented to
+ * the first's column. */
+enum { HELP_INDENT = 23, HELP_WIDTH = 96 };
+
+static void print_option_help(FILE *out, const char *name, const char *arg, unsigned commands, const char *help)
 {
-    char head[64];
+    char head[64], list[64], text[512];
     snprintf(head, sizeof head, "%s%s%s", name, arg ? " " : "", arg ? arg : "");
-    fprintf(out, "  %-20s %s", head, strlen(head) > 20 ? " " : "");
-    for (const char *p = help; *p;) {
-        size_t n = strcspn(p, "\n");
-        fprintf(out, "%.*s\n", (int)n, p);
+    snprintf(text, sizeof text, "(%s) %s", command_list(commands, ", ", list, sizeof list), help);
+    int col = fprintf(out, "  %-20s %s", head, strlen(head) > 20 ? " " : "");
+    bool line_start = true;
+    for (const char *p = text; *p; p += *p == ' ') {
+        int n = (int)strcspn(p, " ");
+        if (!line_start && col + 1 + n > HELP_WIDTH) col = fprintf(out, "\n%*s", HELP_INDENT, "") - 1, line_start = true;
+        if (!line_start) col += fprintf(out, " ");
+        col += fprintf(out, "%.*s", n, p);
+        line_start = false;
         p += n;
-        if (*p) fprintf(out, "%23s", ""), p++;
     }
+    fputc('\n', out);
 }
 
 static void print_help(FILE *out)
@@ -397,18 +414,21 @@ static void print_help(FILE *out)
             "  version              netc's version, its module format and NVRTC's\n"
             "\n"
             "options:\n");
-    print_option_help(out, "--dump-ir", NULL, "print the final IR");
+    print_option_help(out, "--dump-ir", NULL, DUMP_IR_COMMANDS, "print the final IR");
     char passes[160] = "print the IR after a pass (sema";
     for (int i = 0; i < pass_count; i++) snprintf(passes + strlen(passes), sizeof passes - strlen(passes), ", %s", pass_pipeline[i].name);
     snprintf(passes + strlen(passes), sizeof passes - strlen(passes), ")");
-    print_option_help(out, "--dump-ir=after:PASS", NULL, passes);
+    print_option_help(out, "--dump-ir=after:PASS", NULL, DUMP_IR_COMMANDS, passes);
     for (int i = 0; i < pass_count; i++) {
         char name[64], what[160];
         snprintf(name, sizeof name, "--no-%s", pass_pipeline[i].name);
         snprintf(what, sizeof what, "skip: %s", pass_pipeline[i].what);
-        print_option_help(out, name, NULL, what);
+        print_option_help(out, name, NULL, PASS_OFF_COMMANDS, what);
     }
-    for (size_t i = 0; i < NC_COUNT(cli_options); i++) print_option_help(out, cli_options[i].name, cli_options[i].arg, cli_options[i].help);
+    for (size_t i = 0; i < NC_COUNT(cli_options); i++) {
+        const cli_option *opt = &cli_options[i];
+        print_option_help(out, opt->name, opt->arg, opt->commands, opt->help);
+    }
 }
 
 /* What an OPT_COUNT option's value must be, for its errors. */
@@ -475,7 +495,7 @@ static int parse_args(int argc, char **argv, const char *cmd, cli_opts *o)
         int rc = opt ? apply_option(o, opt, next, &used) : apply_pass_option(o, a, &known);
         if (rc) return rc;
         /* --dump-ir and --no-PASS, outside the table */
-        unsigned pass_commands = CMD_CHECK | CMD_BUILD | (strncmp(a, "--dump-ir", 9) ? CMD_TRAIN : 0);
+        unsigned pass_commands = strncmp(a, "--dump-ir", 9) ? PASS_OFF_COMMANDS : DUMP_IR_COMMANDS;
         if (!opt && known && bit && !(pass_commands & bit)) return refuse_for_command(a, pass_commands, cmd);
         i += used;
         if (known) continue;

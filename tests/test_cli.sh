@@ -418,6 +418,23 @@ for opt in $listed; do
   grep -qF -- "\`$opt" "$src/README.md" || { echo "FAIL: README's table of options does not name $opt"; fail=$((fail + 1)); }
 done
 [[ $listed == *--resume* && $listed == *--memory-budget* ]] || { echo "FAIL: netc help lists [$listed]"; fail=$((fail + 1)); }
+# netc help names the commands of each option, and exactly those take it:
+# every other refuses it by name (one table says both)
+n=$((n + 1)) checked=0
+while IFS=';' read -r opt arg cmds; do
+  case $arg in
+    NAME=VALUE) val=N=1 ;; NAME=FILE.npy) val=x=$tmp/none.npy ;; forward*) val=forward ;; cpu*) val=cpu ;;
+    SIZE) val=4GiB ;; LIST) val=sm_80 ;; X) val=0.1 ;; '') val= ;; *) val=1 ;;
+  esac
+  checked=$((checked + 1))
+  for cmd in check build run inspect train; do
+    out=$(timeout 60 "$netc" "$cmd" "$opt" ${val:+"$val"} "$tmp/none.file" 2>&1 >/dev/null)
+    refused=no; [[ $out == *"netc $cmd does not take $opt"* ]] && refused=yes
+    listed=no; [[ ",$cmds," == *",$cmd,"* ]] && listed=yes
+    [[ $refused != "$listed" ]] || { echo "FAIL: netc help lists $opt for [$cmds], but netc $cmd: $out"; fail=$((fail + 1)); }
+  done
+done < <("$netc" help | sed -n 's/^  \(-[-A-Za-z]*\)\( [^ (]*\)\{0,1\}  *(\([a-z, ]*\)).*/\1;\2;\3/p' | tr -d ' ')
+(( checked >= 35 )) || { echo "FAIL: netc help: only $checked options with their commands"; fail=$((fail + 1)); }
 # a bf16 iota over a symbolic T counts exactly only to 256: a session binding
 # T past 257 is refused by name (it ran, with 256 where 257 belonged); 257 runs
 printf 'model pos(x: bf16[B, T]) { return x + iota([B, T], axis: 1, dtype: bf16) }\n' > "$tmp/pos.net"
