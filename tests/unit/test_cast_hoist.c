@@ -7,13 +7,12 @@
  * remain and in which dtype a named op now runs. */
 #include "cpu_exec.h"
 #include "driver.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
 
 typedef struct hoist_case {
     const char *name;
@@ -143,15 +142,6 @@ static bool run(const ir_graph *g, bool few_specials, cpu_exec_result *res)
     for (uint32_t i = 0; i < g->ninputs; i++) cpu_tensor_free(&in[i]);
     free(in);
     return rc == 0;
-}
-
-static bool same_bits(float a, float b)
-{
-    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
-    uint32_t x, y;
-    memcpy(&x, &a, 4);
-    memcpy(&y, &b, 4);
-    return x == y;
 }
 
 static void check_case(const hoist_case *c)

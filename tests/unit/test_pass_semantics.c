@@ -45,6 +45,7 @@
 #include "program.h"
 #include "random_program.h"
 #include "tensor_io.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -53,7 +54,6 @@
 
 enum { PROGRAMS = 128, MAX_OFF = 16 };
 
-static int failures;
 static FILE *diag_sink;   /* random programs' warnings (unused values): expected, not shown */
 
 typedef struct variant {
@@ -200,15 +200,6 @@ static double slice_tolerance(const ir_graph *g)
  * losses come to failing. */
 static double worst_of_tolerance[3];
 static int tolerance_kind;
-
-static bool same_bits(float a, float b)
-{
-    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
-    uint32_t x, y;
-    memcpy(&x, &a, 4);
-    memcpy(&y, &b, 4);
-    return x == y;
-}
 
 /* got against want, bit for bit or (tol > 0) within tol of want's largest
  * finite magnitude; a mismatch is described in why. */

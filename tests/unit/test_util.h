@@ -1,13 +1,29 @@
 /* test_util.h - what the C unit tests share: a CHECK that counts failures
- * and goes on, and whole-file reads and writes for corruption tests. */
+ * and goes on, bit-for-bit comparison of floats, and whole-file reads and
+ * writes for corruption tests. */
 #ifndef NETC_TEST_UTIL_H
 #define NETC_TEST_UTIL_H
 
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int failures;
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
+
+/* a and b the same bits (0 is not -0); a NaN matches any NaN, since which
+ * NaN an operation makes (sign, payload) is not part of its meaning. */
+static inline bool same_bits(float a, float b)
+{
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    uint32_t x, y;
+    memcpy(&x, &a, sizeof x);
+    memcpy(&y, &b, sizeof y);
+    return x == y;
+}
 
 /* The whole file (NUL-terminated, size without the NUL), or NULL. */
 static inline unsigned char *slurp(const char *path, size_t *size)
