@@ -435,6 +435,21 @@ while IFS=';' read -r opt arg cmds; do
   done
 done < <("$netc" help | sed -n 's/^  \(-[-A-Za-z]*\)\( [^ (]*\)\{0,1\}  *(\([a-z, ]*\)).*/\1;\2;\3/p' | tr -d ' ')
 (( checked >= 35 )) || { echo "FAIL: netc help: only $checked options with their commands"; fail=$((fail + 1)); }
+# README's table of options names the same commands for each as netc help
+n=$((n + 1)) checked=0
+declare -A help_cmds
+while IFS=';' read -r opt arg cmds; do help_cmds[$opt]=$cmds; done \
+  < <("$netc" help | sed -n 's/^  \(-[-A-Za-z]*\)\( [^ (]*\)\{0,1\}  *(\([a-z, ]*\)).*/\1;\2;\3/p' | tr -d ' ')
+while IFS='|' read -r _ names cmds _; do
+  want=$(grep -oE '\b(check|build|run|inspect|train)\b' <<<"$cmds" | sort | tr '\n' ' ')
+  for opt in $(grep -oE '`-[-A-Za-z]+' <<<"$names" | tr -d '`'); do
+    [[ -n ${help_cmds[$opt]:-} ]] || continue   # --no-PASS: a pattern
+    checked=$((checked + 1))
+    got=$(tr ',' '\n' <<<"${help_cmds[$opt]}" | sort | tr '\n' ' ')
+    [[ $got == "$want" ]] || { echo "FAIL: README gives $opt to [$want], netc help to [$got]"; fail=$((fail + 1)); }
+  done
+done < <(grep -E '^\| `-' "$src/README.md" | sed 's/\\|/\//g')   # forward\|train: not a column
+(( checked >= 30 )) || { echo "FAIL: README's table: only $checked options compared with netc help"; fail=$((fail + 1)); }
 # a bf16 iota over a symbolic T counts exactly only to 256: a session binding
 # T past 257 is refused by name (it ran, with 256 where 257 belonged); 257 runs
 printf 'model pos(x: bf16[B, T]) { return x + iota([B, T], axis: 1, dtype: bf16) }\n' > "$tmp/pos.net"
