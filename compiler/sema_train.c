@@ -246,16 +246,21 @@ static bool check_trainable(sema_ctx *c, const ast_node *train, sv loss, nc_loc 
     if (ln->dtype != NC_F32)
         sema_warn(c, ln->loc, "wrap it in f32(...) and compute the reduction in f32", "the loss is computed in %s; losses should be f32",
                   dtype_name(ln->dtype));
-    bool uses_f16 = false;
-    for (ir_value v = 0; v < g->nnodes && !uses_f16; v++) uses_f16 = g->nodes[v].dtype == NC_F16;
-    if (uses_f16 && g->train.loss_scale == IR_SCALE_NONE)
-        sema_warn(c, train->loc, "add: loss_scale dynamic", "f16 training without loss scaling: small gradients underflow to zero");
+    bool f16_weight = false;
     for (uint32_t i = 0; i < g->nparams; i++) {   /* what train_step_build would refuse, said at the declaration */
         const ir_param *p = &g->params[i];
-        if (p->role == IR_ROLE_WEIGHT && p->decl.dtype != NC_F32)
+        if (p->role == IR_ROLE_WEIGHT && p->decl.dtype != NC_F32) {
             sema_err(c, p->decl.loc, "declare it f32 and compute in a precision block, which reads a narrow copy",
                      "parameter %s is %s: training keeps f32 master weights", p->decl.name, dtype_name(p->decl.dtype));
+            f16_weight |= p->decl.dtype == NC_F16;
+        }
     }
+    /* beside "parameter w is f16" the f16 is a mistake already reported, not
+     * a precision to protect: a loss-scaling warning there is noise */
+    bool uses_f16 = false;
+    for (ir_value v = 0; v < g->nnodes && !uses_f16; v++) uses_f16 = g->nodes[v].dtype == NC_F16;
+    if (uses_f16 && !f16_weight && g->train.loss_scale == IR_SCALE_NONE)
+        sema_warn(c, train->loc, "add: loss_scale dynamic", "f16 training without loss scaling: small gradients underflow to zero");
     return true;
 }
 
