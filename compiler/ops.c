@@ -49,6 +49,20 @@ static bool fail(tc_error *e, int arg, const char *fmt, ...)
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
     e->arg = arg;
+    e->attr = NULL;
+    return false;
+}
+
+/* A failure about an attribute: field is its field in the op's kwargs spec,
+ * so the caret can go to the argument that set it (tc_error.attr). */
+static bool fail_attr(tc_error *e, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->arg = -1;
+    e->attr = field;
     return false;
 }
 
@@ -225,15 +239,15 @@ static bool shape_iota(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     (void)g, (void)a;
     int ax = norm_axis(n->attr.axis, n->rank);
-    if (ax < 0 || ax >= n->rank) return fail(e, -1, "iota: axis %d out of range for rank %d", n->attr.axis, n->rank);
+    if (ax < 0 || ax >= n->rank) return fail_attr(e, "axis", "iota: axis %d out of range for rank %d", n->attr.axis, n->rank);
     n->attr.axis = ax;
     /* a bf16 iota of 300 would silently repeat 256 where 257 belongs; a
      * symbolic length is checked when a session binds it (bind_iota) */
     int64_t len;
     const int64_t exact = float_exact_limit(n->dtype);
     if (dim_is_const(&g->dims[n->shape[ax]], &len) && len - 1 > exact) {
-        fail(e, -1, "iota: indices up to %lld are not exact in %s, which holds whole numbers only up to %lld",
-             (long long)(len - 1), dtype_name(n->dtype), (long long)exact);
+        fail_attr(e, "dtype", "iota: indices up to %lld are not exact in %s, which holds whole numbers only up to %lld",
+                  (long long)(len - 1), dtype_name(n->dtype), (long long)exact);
         hint(e, "make the iota i32 (or f32) and cast the values you compute from it");
         return false;
     }
@@ -264,7 +278,7 @@ static bool shape_same(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
  * 1 / (1 - p), so p = 1 would divide by zero */
 static bool shape_dropout(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
-    if (!(n->attr.f >= 0 && n->attr.f < 1)) return fail(e, -1, "dropout: p must be in [0, 1), got %g", n->attr.f);
+    if (!(n->attr.f >= 0 && n->attr.f < 1)) return fail_attr(e, "f", "dropout: p must be in [0, 1), got %g", n->attr.f);
     return shape_same(g, n, a, e);
 }
 
@@ -280,9 +294,9 @@ static bool shape_reduce(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e
     for (int i = 0; i < n->attr.naxes; i++) {
         int ax = norm_axis(n->attr.axes[i], x->rank);
         if (ax < 0 || ax >= x->rank)
-            return fail(e, -1, "%s: axis %d out of range for a rank-%d tensor", nc_ops[n->op].name,
-                        n->attr.axes[i], x->rank);
-        if (reduced[ax]) return fail(e, -1, "%s: axis %d given twice", nc_ops[n->op].name, ax);
+            return fail_attr(e, "axes", "%s: axis %d out of range for a rank-%d tensor", nc_ops[n->op].name,
+                             n->attr.axes[i], x->rank);
+        if (reduced[ax]) return fail_attr(e, "axes", "%s: axis %d given twice", nc_ops[n->op].name, ax);
         reduced[ax] = true;
     }
     int k = 0, r = 0;
@@ -311,7 +325,7 @@ static bool shape_norm(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     if (!shape_rowwise(g, n, a, e)) return false;
     if (!(n->attr.f > 0 && isfinite(n->attr.f)))   /* sqrt(var + eps) of a constant row */
-        return fail(e, -1, "%s: eps must be finite and above 0, got %g", nc_ops[n->op].name, n->attr.f);
+        return fail_attr(e, "f", "%s: eps must be finite and above 0, got %g", nc_ops[n->op].name, n->attr.f);
     const ir_node *x = &g->nodes[a[0]];
     uint32_t c = x->shape[x->rank - 1];
     for (int i = 1; i < n->nargs; i++) {
@@ -349,7 +363,7 @@ static bool shape_norm_param_grad(ir_graph *g, ir_node *n, const ir_value *a, tc
     if (x->rank < 1 || gr->rank != x->rank || memcmp(gr->shape, x->shape, x->rank * sizeof(uint32_t)) != 0)
         return fail(e, 1, "norm_param_grad: the gradient must be shaped like x, got %s and %s", shape_str(g, x, s1, sizeof s1),
                     shape_str(g, gr, s2, sizeof s2));
-    if (n->attr.axis < 0 || n->attr.axis > 2) return fail(e, -1, "norm_param_grad: wrt must be 0 (bias), 1 (layernorm weight) or 2 (rmsnorm weight)");
+    if (n->attr.axis < 0 || n->attr.axis > 2) return fail_attr(e, "axis", "norm_param_grad: wrt must be 0 (bias), 1 (layernorm weight) or 2 (rmsnorm weight)");
     n->rank = 1;
     n->shape[0] = x->shape[x->rank - 1];
     return true;
@@ -364,7 +378,7 @@ static bool shape_cross_entropy(ir_graph *g, ir_node *n, const ir_value *a, tc_e
         return fail(e, 1, "cross_entropy: targets must have the logits' shape without the class axis: "
                           "logits %s, targets %s", shape_str(g, lg, s1, sizeof s1), shape_str(g, tg, s2, sizeof s2));
     if (n->attr.f < 0 || n->attr.f >= 1)
-        return fail(e, -1, "cross_entropy: smoothing must be in [0, 1), got %g", n->attr.f);
+        return fail_attr(e, "f", "cross_entropy: smoothing must be in [0, 1), got %g", n->attr.f);
     n->rank = 0;
     return true;
 }
@@ -402,7 +416,7 @@ static bool attention_operands(ir_graph *g, const ir_node *n, const ir_value *a,
     if (n->attr.causal && k->shape[r - 2] != q->shape[r - 2])
         return fail(e, 1, "%s: causal attention needs as many keys as queries: %s and %s", op, shape_str(g, q, s1, sizeof s1),
                     shape_str(g, k, s2, sizeof s2));
-    if (!isfinite(n->attr.f)) return fail(e, -1, "%s: scale must be finite, got %g", op, n->attr.f);
+    if (!isfinite(n->attr.f)) return fail_attr(e, "f", "%s: scale must be finite, got %g", op, n->attr.f);
     /* the GPU kernels hold a row of q and of v in registers (cuda_emit.c) */
     for (int i = 0; i < (with_v ? 3 : 1); i += 2) {
         const ir_node *x = &g->nodes[a[i]];
@@ -442,7 +456,7 @@ static bool shape_attention_lse(ir_graph *g, ir_node *n, const ir_value *a, tc_e
 static bool shape_attention_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     if (!attention_operands(g, n, a, true, e)) return false;
-    if (n->attr.axis < 0 || n->attr.axis > 2) return fail(e, -1, "attention_grad: wrt must be 0 (q), 1 (k) or 2 (v)");
+    if (n->attr.axis < 0 || n->attr.axis > 2) return fail_attr(e, "axis", "attention_grad: wrt must be 0 (q), 1 (k) or 2 (v)");
     ir_node o = g->nodes[a[0]], rows = g->nodes[a[0]];
     o.shape[o.rank - 1] = g->nodes[a[2]].shape[o.rank - 1];
     rows.shape[rows.rank - 1] = ir_dim_const(g, 1);
@@ -498,12 +512,12 @@ static bool shape_transpose(ir_graph *g, ir_node *n, const ir_value *a, tc_error
         n->attr.axes[x->rank - 1] = (int8_t)(x->rank - 2);
     }
     if (n->attr.naxes != x->rank)
-        return fail(e, -1, "transpose: permutation has %d axes, the tensor has %d", n->attr.naxes, x->rank);
+        return fail_attr(e, "axes", "transpose: permutation has %d axes, the tensor has %d", n->attr.naxes, x->rank);
     bool seen[NC_MAX_RANK] = {0};
     for (int i = 0; i < x->rank; i++) {
         int p = norm_axis(n->attr.axes[i], x->rank);
         if (p < 0 || p >= x->rank || seen[p])
-            return fail(e, -1, "transpose: not a permutation of 0..%d", x->rank - 1);
+            return fail_attr(e, "axes", "transpose: not a permutation of 0..%d", x->rank - 1);
         seen[p] = true;
         n->attr.axes[i] = (int8_t)p;
         n->shape[i] = x->shape[p];
@@ -512,12 +526,13 @@ static bool shape_transpose(ir_graph *g, ir_node *n, const ir_value *a, tc_error
     return true;
 }
 
-static bool numel_dim(ir_graph *g, uint8_t rank, const uint32_t *shape, dim_expr *out, tc_error *e)
+/* attr: the shape's field when it is an attribute, NULL for an operand's */
+static bool numel_dim(ir_graph *g, uint8_t rank, const uint32_t *shape, const char *attr, dim_expr *out, tc_error *e)
 {
     dim_expr p = dim_const(1);
     for (int i = 0; i < rank; i++) {
         dim_status s = dim_mul(&p, &g->dims[shape[i]], &p);
-        if (s != DIM_OK) return fail(e, -1, "element count: %s", dim_status_message(s));
+        if (s != DIM_OK) return fail_attr(e, attr, "element count: %s", dim_status_message(s));
     }
     *out = p;
     return true;
@@ -527,13 +542,13 @@ static bool shape_reshape(ir_graph *g, ir_node *n, const ir_value *a, tc_error *
 {
     const ir_node *x = &g->nodes[a[0]];
     dim_expr px, pn;
-    if (!numel_dim(g, x->rank, x->shape, &px, e) || !numel_dim(g, n->rank, n->shape, &pn, e)) return false;
+    if (!numel_dim(g, x->rank, x->shape, NULL, &px, e) || !numel_dim(g, n->rank, n->shape, "shape", &pn, e)) return false;
     if (!dim_equal(&px, &pn)) {
         char s1[128], s2[128], c1[64], c2[64];
         ir_dim_format(g, ir_dim_intern(g, &px), c1, sizeof c1);
         ir_dim_format(g, ir_dim_intern(g, &pn), c2, sizeof c2);
-        return fail(e, -1, "reshape: element counts differ: %s has %s, %s has %s", shape_str(g, x, s1, sizeof s1),
-                    c1, shape_str(g, n, s2, sizeof s2), c2);
+        return fail_attr(e, "shape", "reshape: element counts differ: %s has %s, %s has %s", shape_str(g, x, s1, sizeof s1),
+                         c1, shape_str(g, n, s2, sizeof s2), c2);
     }
     return true;
 }
@@ -551,13 +566,13 @@ static bool shape_slice(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     const ir_node *x = &g->nodes[a[0]];
     int ax = norm_axis(n->attr.axis, x->rank);
-    if (ax < 0 || ax >= x->rank) return fail(e, -1, "slice: axis %d out of range for rank %d", n->attr.axis, x->rank);
+    if (ax < 0 || ax >= x->rank) return fail_attr(e, "axis", "slice: axis %d out of range for rank %d", n->attr.axis, x->rank);
     n->attr.axis = ax;
     dim_expr len;
     dim_status s = dim_sub(&g->dims[n->attr.hi], &g->dims[n->attr.lo], &len);
-    if (s != DIM_OK) return fail(e, -1, "slice: %s", dim_status_message(s));
+    if (s != DIM_OK) return fail_attr(e, "hi", "slice: %s", dim_status_message(s));
     int64_t lo;
-    if (dim_is_const(&g->dims[n->attr.lo], &lo) && lo < 0) return fail(e, -1, "slice: start %lld is negative", (long long)lo);
+    if (dim_is_const(&g->dims[n->attr.lo], &lo) && lo < 0) return fail_attr(e, "lo", "slice: start %lld is negative", (long long)lo);
     /* an empty range, or an end past the axis, at every binding of the dims
      * (start B, end B; end B + 1 or 2*B of an axis B): an error here, not
      * when the model runs */
@@ -568,8 +583,8 @@ static bool shape_slice(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
         ir_dim_format(g, n->attr.lo, slo, sizeof slo);
         ir_dim_format(g, n->attr.hi, shi, sizeof shi);
         ir_dim_format(g, x->shape[ax], size, sizeof size);
-        if (empty) return fail(e, -1, "slice: empty or reversed range [%s, %s)", slo, shi);
-        return fail(e, -1, "slice: end %s is past the axis size %s", shi, size);
+        if (empty) return fail_attr(e, "hi", "slice: empty or reversed range [%s, %s)", slo, shi);
+        return fail_attr(e, "hi", "slice: end %s is past the axis size %s", shi, size);
     }
     copy_shape(n, x);
     n->shape[ax] = ir_dim_intern(g, &len);
@@ -580,7 +595,7 @@ static bool shape_concat(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e
 {
     const ir_node *x = &g->nodes[a[0]];
     int ax = norm_axis(n->attr.axis, x->rank);
-    if (ax < 0 || ax >= x->rank) return fail(e, -1, "concat: axis %d out of range for rank %d", n->attr.axis, x->rank);
+    if (ax < 0 || ax >= x->rank) return fail_attr(e, "axis", "concat: axis %d out of range for rank %d", n->attr.axis, x->rank);
     n->attr.axis = ax;
     dim_expr total = g->dims[x->shape[ax]];
     for (int i = 1; i < n->nargs; i++) {
@@ -818,6 +833,15 @@ int64_t ops_value_bound(const ir_graph *g, ir_value v, const int64_t *syms)
 
 /* ------------------------------------------------------------------ */
 
+/* Whether an op's kwargs spec ("name:field=default ...") fills field. */
+static bool spec_has_field(const char *spec, const char *field)
+{
+    size_t len = strlen(field);
+    for (const char *p = strchr(spec, ':'); p; p = strchr(p + 1, ':'))
+        if (strncmp(p + 1, field, len) == 0 && p[1 + len] == '=') return true;
+    return false;
+}
+
 /* An accumulating op storing its f16/bf16 operands' result as f32 (OPF_WIDE_RESULT). */
 static bool widen_result(ir_node *n, tc_error *e)
 {
@@ -852,6 +876,8 @@ bool tc_infer(ir_graph *g, ir_node *n, const ir_value *args, tc_error *e)
     n->nargs = (uint16_t)own;
     bool ok = apply_dtype_rule(g, n, args, e) && widen_result(n, e) && shape_rules[n->op](g, n, args, e);
     n->nargs = all;
+    if (!ok && e->attr && !spec_has_field(nc_ops[n->op].kwargs, e->attr))
+        NC_BUG("%s: a rule names attribute '%s', which its kwargs in ops.def do not fill", nc_ops[n->op].name, e->attr);
     return ok;
 }
 

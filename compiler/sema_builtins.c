@@ -292,7 +292,8 @@ static void autocast_operands(sema_ctx *c, sv *ops, int first, int n, nc_loc loc
  * axis, plus the element count: rank + parts + 1 sizes of NRT_MAX_INTS. A
  * longer concat is joined in groups that fit, then the groups (exact: a
  * concat of concats along one axis is the concat of their parts). */
-static sv concat_in_groups(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_locs, bool *done)
+static sv concat_in_groups(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_locs,
+                           const sema_attr_locs *attrs, bool *done)
 {
     *done = false;
     if (proto->op != OP_CONCAT || ops[0].kind != SV_TENSOR) return sv_error();
@@ -306,21 +307,31 @@ static sv concat_in_groups(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc
     for (int i = 0; m < ngroups; m++) {
         int left = ngroups - m, k = (n - i + left - 1) / left;
         ir_node p = *proto;
-        groups[m] = k == 1 ? ops[i] : sema_apply(c, &p, ops + i, k, arg_locs + i);
+        groups[m] = k == 1 ? ops[i] : sema_apply(c, &p, ops + i, k, arg_locs + i, attrs);
         if (groups[m].kind == SV_ERROR) return sv_error();
         locs[m] = proto->loc;
         i += k;
     }
-    return sema_apply(c, proto, groups, m, locs);
+    return sema_apply(c, proto, groups, m, locs, attrs);
 }
 
-sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_locs)
+/* Where an op rule's error is about: the operand or written attribute it
+ * names, else the call (an attribute left to its default included). */
+static nc_loc rule_error_loc(const tc_error *e, int n, const nc_loc *arg_locs, const sema_attr_locs *attrs, nc_loc call)
+{
+    if (e->arg >= 0 && e->arg < n) return arg_locs[e->arg];
+    for (int k = 0; attrs && e->attr && k < attrs->n; k++)
+        if (strcmp(attrs->field[k], e->attr) == 0) return attrs->loc[k];
+    return call;
+}
+
+sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_locs, const sema_attr_locs *attrs)
 {
     const nc_op_info *info = &nc_ops[proto->op];
     bool elementwise = info->category == CAT_ELEMENTWISE && n >= 2;
     for (int i = 0; i < n; i++) if (ops[i].kind == SV_ERROR) return sv_error();
     bool grouped;
-    sv grouped_result = concat_in_groups(c, proto, ops, n, arg_locs, &grouped);
+    sv grouped_result = concat_in_groups(c, proto, ops, n, arg_locs, attrs, &grouped);
     if (grouped) return grouped_result;
     /* scalars among elementwise operands take the dtype of the tensors */
     if (elementwise) {
@@ -361,8 +372,7 @@ sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_loc
     for (int i = 0; i < n; i++) args[i] = ops[i].t;
     tc_error e;
     if (!ir_build(c->g, proto, args, (uint16_t)n, &out, &e)) {
-        nc_loc where = e.arg >= 0 && e.arg < n ? arg_locs[e.arg] : proto->loc;
-        sema_err(c, where, e.hint[0] ? e.hint : NULL, "%s", e.msg);
+        sema_err(c, rule_error_loc(&e, n, arg_locs, attrs, proto->loc), e.hint[0] ? e.hint : NULL, "%s", e.msg);
         return sv_error();
     }
     const ir_node *r = &c->g->nodes[out];
@@ -392,7 +402,7 @@ static bool fold_scalar_math(sema_ctx *c, const char *name, const ast_node *call
             if (v.kind == SV_TENSOR) {            /* not a number after all: apply the op */
                 ir_node proto = sema_proto(c, OP_COUNT, call->loc);
                 op_from_name(name, &proto.op);
-                *out = sema_apply(c, &proto, &v, 1, &call->loc);
+                *out = sema_apply(c, &proto, &v, 1, &call->loc, NULL);
                 return true;
             }
             return false;
@@ -495,7 +505,10 @@ sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
         ntensor = (int)list.n;
     }
     if (op == OP_SOFTMAX || op == OP_LOG_SOFTMAX) proto.attr.axis = -1;
-    return sema_apply(c, &proto, ops, ntensor, locs);
+    sema_attr_locs written = {0};
+    for (int k = 0; k < nspec; k++)
+        if (has[k]) written.field[written.n] = spec[k].field, written.loc[written.n++] = given_loc[k];
+    return sema_apply(c, &proto, ops, ntensor, locs, &written);
 }
 
 /* ------------------------------------------------------------------ */
@@ -626,7 +639,7 @@ sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc oper
             sema_err(c, loc, NULL, "'@' multiplies two tensors");
             return sv_error();
         }
-        return sema_apply(c, &proto, ops, 2, locs);
+        return sema_apply(c, &proto, ops, 2, locs, NULL);
     }
     if (a.kind == SV_DIM || b.kind == SV_DIM) return dim_arith(c, op, a, b, loc);
     if (op == AST_OP_MATMUL) {
@@ -656,7 +669,7 @@ sv sema_negate(sema_ctx *c, sv a, nc_loc loc)
     case SV_DIM: return dim_arith(c, AST_OP_MUL, sv_int(-1), a, loc);
     case SV_TENSOR: {
         ir_node proto = sema_proto(c, OP_NEG, loc);
-        return sema_apply(c, &proto, &a, 1, &loc);
+        return sema_apply(c, &proto, &a, 1, &loc, NULL);
     }
     default:
         sema_err(c, loc, NULL, "cannot negate %s", sv_kind_phrase(a.kind));

@@ -138,8 +138,17 @@ sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call);
  * (a number out of its tensor's range); loc: the operator. */
 sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc operand_locs[2]);
 sv sema_negate(sema_ctx *c, sv a, nc_loc loc);
-/* Build a table op on tensor operands, with broadcasting and autocast. */
-sv sema_apply(sema_ctx *c, ir_node *proto, sv *operands, int n, const nc_loc *arg_locs);
+/* Where a call wrote its non-tensor arguments: each written one's field in
+ * the op's kwargs spec (ops.def) and location; defaulted ones are absent. */
+typedef struct sema_attr_locs {
+    int n;
+    const char *field[8];
+    nc_loc loc[8];
+} sema_attr_locs;
+/* Build a table op on tensor operands, with broadcasting and autocast. An
+ * error about an operand is said at its arg_locs entry, one about an
+ * attribute at its attrs entry (attrs may be NULL), else at the call. */
+sv sema_apply(sema_ctx *c, ir_node *proto, sv *operands, int n, const nc_loc *arg_locs, const sema_attr_locs *attrs);
 /* An explicit (or automatic) cast of a tensor. */
 sv sema_cast(sema_ctx *c, sv x, nc_dtype to, nc_loc loc, bool automatic);
 /* Parameter initializer from an expression like normal(0.02). */

@@ -181,9 +181,9 @@ expect 1 "%0 (input images: u8[B, 28, 28], fashion_mlp.net:5) would hold 8620171
 printf 'model s(x: f32[B, 4]) {\n  return slice(x, axis: 0, start: B, end: B)\n}\n' > "$tmp/slice_empty.net"
 printf 'model s(x: f32[B, 4]) {\n  return slice(x, axis: 0, start: 0, end: B + 1)\n}\n' > "$tmp/slice_past.net"
 printf 'model s(x: f32[B, 4]) {\n  return slice(x, axis: 0, start: 1, end: 2 * B)\n}\n' > "$tmp/slice_twice.net"
-expect 1 "slice_empty.net:2:10: error: slice: empty or reversed range [B, B)" check "$tmp/slice_empty.net"
-expect 1 "slice_past.net:2:10: error: slice: end B + 1 is past the axis size B" check "$tmp/slice_past.net"
-expect 1 "slice_twice.net:2:10: error: slice: end 2*B is past the axis size B" build "$tmp/slice_twice.net" --target '' -o "$tmp/s.netm"
+expect 1 "slice_empty.net:2:38: error: slice: empty or reversed range [B, B)" check "$tmp/slice_empty.net"
+expect 1 "slice_past.net:2:38: error: slice: end B + 1 is past the axis size B" check "$tmp/slice_past.net"
+expect 1 "slice_twice.net:2:38: error: slice: end 2*B is past the axis size B" build "$tmp/slice_twice.net" --target '' -o "$tmp/s.netm"
 # the gradients of 16 slices of a rank-4 tensor, one concat too many for a GPU kernel, are joined in groups
 terms="slice(h, axis: 3, start: 0, end: 1)"
 for i in $(seq 1 15); do terms+=" + slice(h, axis: 3, start: $i, end: $((i + 1)))"; done
