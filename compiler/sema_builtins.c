@@ -325,6 +325,16 @@ static nc_loc rule_error_loc(const tc_error *e, int n, const nc_loc *arg_locs, c
     return call;
 }
 
+/* Where a result shape past the tensor limits (a size 0, too many elements)
+ * is said: at a written attribute of dims (fill's or broadcast's shape,
+ * scatter_add's rows), which sets the result's dims; else at the call. */
+static nc_loc result_shape_loc(const sema_attr_locs *attrs, nc_loc call)
+{
+    for (int k = 0; attrs && k < attrs->n; k++)
+        if (strcmp(attrs->field[k], "shape") == 0 || strcmp(attrs->field[k], "lo") == 0) return attrs->loc[k];
+    return call;
+}
+
 sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_locs, const sema_attr_locs *attrs)
 {
     const nc_op_info *info = &nc_ops[proto->op];
@@ -376,7 +386,7 @@ sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_loc
         return sv_error();
     }
     const ir_node *r = &c->g->nodes[out];
-    if (!sema_check_shape(c, r->dtype, r->rank, r->shape, proto->loc)) return sv_error();
+    if (!sema_check_shape(c, r->dtype, r->rank, r->shape, result_shape_loc(attrs, proto->loc))) return sv_error();
     return sv_tensor(c, out);
 }
 
