@@ -25,9 +25,10 @@
  * the real driver refuses are refused: no current context, unknown handles,
  * copies outside an allocation, synchronous calls while a capture is open
  * (CU_STREAM_CAPTURE_MODE_THREAD_LOCAL forbids them), launches beyond the
- * device's limits. Allocations, streams, events and modules still alive at
- * exit are reported, and the process then exits 3 (the runtime must free
- * what it made). */
+ * device's limits. A host-to-device copy can be made to fail
+ * (mock_cuda_fail_htod, NETC_MOCK_FAIL_HTOD; mock_cuda.h). Allocations,
+ * streams, events and modules still alive at exit are reported, and the
+ * process then exits 3 (the runtime must free what it made). */
 #define _GNU_SOURCE
 #include "mock_cuda.h"
 
@@ -472,9 +473,40 @@ static CUresult mock_enqueue_staged(CUstream s, CUdeviceptr dst, const void *src
     return rc;
 }
 
+/* Fault injection (mock_cuda.h): the host-to-device copy numbered
+ * mock_htod_fail_at (counting from 1) fails; 0: none does. */
+static unsigned long long mock_htod_copies, mock_htod_fail_at;
+static pthread_once_t mock_htod_env_once = PTHREAD_ONCE_INIT;
+static void mock_htod_read_env(void)
+{
+    const char *n = getenv("NETC_MOCK_FAIL_HTOD");
+    if (n) mock_htod_fail_at = strtoull(n, NULL, 10);
+}
+
+void mock_cuda_fail_htod(unsigned long long n)
+{
+    pthread_once(&mock_htod_env_once, mock_htod_read_env);   /* the hook wins over the variable */
+    pthread_mutex_lock(&mock_lock);
+    mock_htod_fail_at = n ? mock_htod_copies + n : 0;
+    pthread_mutex_unlock(&mock_lock);
+}
+
+/* Counts the copy; the one chosen to fail does not happen. */
+static CUresult mock_htod_fault(const char *call)
+{
+    pthread_once(&mock_htod_env_once, mock_htod_read_env);
+    pthread_mutex_lock(&mock_lock);
+    bool fail = ++mock_htod_copies == mock_htod_fail_at;
+    pthread_mutex_unlock(&mock_lock);
+    if (!fail) return CUDA_SUCCESS;
+    mock_complain("%s: failing host-to-device copy %llu as asked (fault injection)", call, mock_htod_copies);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes)
 {
     CUresult rc = mock_sync_allowed("cuMemcpyHtoD");
+    if (rc == CUDA_SUCCESS) rc = mock_htod_fault("cuMemcpyHtoD");
     if (rc == CUDA_SUCCESS) rc = mock_device_range(dst, bytes, "cuMemcpyHtoD");
     return rc == CUDA_SUCCESS ? mock_enqueue_staged(NULL, dst, src, bytes) : rc;
 }
@@ -545,6 +577,7 @@ CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, CUstrea
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream s)
 {
     CUresult rc = mock_device_range(dst, bytes, "cuMemcpyHtoDAsync");
+    if (rc == CUDA_SUCCESS) rc = mock_htod_fault("cuMemcpyHtoDAsync");
     if (rc != CUDA_SUCCESS) return rc;
     if (mock_in_pinned(src, bytes)) {
         mock_copy c = {(void *)(uintptr_t)dst, src, bytes};

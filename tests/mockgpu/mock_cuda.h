@@ -30,4 +30,12 @@ int mock_cuda_use_source(const char *cuda_source, char *err, size_t errcap);
  * the runtime chose), NULL before any. */
 const void *mock_cuda_last_image(void);
 
+/* Fault injection: the n-th host-to-device copy from now (cuMemcpyHtoD or
+ * cuMemcpyHtoDAsync, 1 = the next) fails with CUDA_ERROR_OUT_OF_MEMORY and
+ * copies nothing, as a driver refusing it; the copies after it succeed. 0
+ * cancels. A test finds it with dlsym in the loaded libcuda.so.1 (absent from
+ * a real driver). The environment variable NETC_MOCK_FAIL_HTOD=N does the
+ * same for the process's N-th copy, for tests of the command line. */
+void mock_cuda_fail_htod(unsigned long long n);
+
 #endif
