@@ -17,6 +17,18 @@
  * naming the argument; calls that return no status give 0 or NULL for a
  * NULL module or session. Freeing NULL does nothing.
  *
+ * Copies to a GPU: a value set (nrt_session_set_input, _set_param,
+ * _load_weights) whose copy to the device fails is refused with
+ * NRT_ERR_DEVICE, yet is set: the session keeps it on the host, where
+ * nrt_session_get_param and _save_weights read it, and the next
+ * nrt_session_run (or _profile) copies it before it starts. Should that copy
+ * fail as well, the run is refused with NRT_ERR_DEVICE naming the tensor,
+ * and there is no output to read until a run succeeds. A run never uses the
+ * device's old copy of a value set since, nor some new parameters and some
+ * old. A training run that fails on the device may have moved some
+ * parameters and not others (the kernels stop where they are): load them
+ * again before going on.
+ *
  * Threads: a module is immutable after loading and may be shared by sessions
  * on any threads. A session must be used by one thread at a time; different
  * sessions may run concurrently. */
@@ -157,7 +169,9 @@ nrt_status nrt_session_get_param(nrt_session *s, const char *name, void *data, s
 /* The file must hold every parameter of the module and nothing else (a train
  * entry's parameters include the optimizer's state, "fc1.weight.adam_m"),
  * each of the declared shape; f32, f16 and bf16 convert to one another.
- * Refused (NRT_ERR_FORMAT, NRT_ERR_IO) with the parameters unchanged. */
+ * Refused (NRT_ERR_FORMAT, NRT_ERR_IO) with the parameters unchanged. A GPU
+ * copy that fails (NRT_ERR_DEVICE) leaves every parameter the file's all the
+ * same, those not copied yet copied at the next run (see "Copies to a GPU"). */
 nrt_status nrt_session_load_weights(nrt_session *s, const char *safetensors_path, nrt_error *err);
 nrt_status nrt_session_save_weights(nrt_session *s, const char *safetensors_path, nrt_error *err);
 

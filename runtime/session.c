@@ -31,6 +31,10 @@ struct nrt_session {
     bool have_result;
     bool ran;                      /* the outputs of a run are there to read */
     bool *set_since_run;           /* per IR value: an input or parameter set again since */
+    /* GPU: the device copy is behind the host's, which holds the value (a
+     * copy to the device failed); copied before the next run, which a
+     * failing copy refuses. Never a run on some new values and some old. */
+    bool *input_stale, *param_stale;
 };
 
 static nrt_status set_err(nrt_error *e, nrt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -251,17 +255,49 @@ static void find_nodes(nrt_session *s)
     }
 }
 
+/* The host's value of IR value v to the device: the device copy stays stale
+ * until a copy succeeds (data: the native bytes, or NULL to convert t's). */
+static nrt_status upload_value(nrt_session *s, ir_value v, const cpu_tensor *t, const void *data, bool *stale,
+                               const char *what, const char *name, nrt_error *err)
+{
+    if (!s->gpu || v == IR_NONE) return NRT_OK;
+    size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
+    void *buf = NULL;
+    if (!data) {
+        buf = nc_xmalloc(bytes ? bytes : 1);
+        cpu_tensor_to_native(t, buf);
+    }
+    char msg[512];
+    *stale = true;
+    int rc = gpu_upload(s->gpu, v, data ? data : buf, bytes, msg, sizeof msg);
+    free(buf);
+    if (rc) return set_err(err, NRT_ERR_DEVICE, "%s %s: %s", what, name, msg);
+    *stale = false;
+    return NRT_OK;
+}
+
 static nrt_status upload_param(nrt_session *s, uint32_t i, nrt_error *err)
 {
-    if (!s->gpu || s->param_node[i] == IR_NONE) return NRT_OK;
-    const cpu_tensor *t = &s->params[i];
-    size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
-    void *buf = nc_xmalloc(bytes ? bytes : 1);
-    cpu_tensor_to_native(t, buf);
-    char msg[512];
-    int rc = gpu_upload(s->gpu, s->param_node[i], buf, bytes, msg, sizeof msg);
-    free(buf);
-    return rc ? set_err(err, NRT_ERR_DEVICE, "parameter %s: %s", s->g->params[i].decl.name, msg) : NRT_OK;
+    return upload_value(s, s->param_node[i], &s->params[i], NULL, &s->param_stale[i], "parameter",
+                        s->g->params[i].decl.name, err);
+}
+
+/* Before a run: what an earlier copy left behind on the device. */
+static nrt_status upload_stale(nrt_session *s, nrt_error *err)
+{
+    const ir_graph *g = s->g;
+    nrt_status st = NRT_OK;
+    for (uint32_t i = 0; i < g->ninputs && st == NRT_OK; i++)
+        if (s->input_stale[i])
+            st = upload_value(s, s->input_node[i], &s->inputs[i], NULL, &s->input_stale[i], "input", g->inputs[i].name, err);
+    for (uint32_t i = 0; i < g->nparams && st == NRT_OK; i++)
+        if (s->param_stale[i]) st = upload_param(s, i, err);
+    if (st && err) {   /* say why the run needed the copy */
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        set_err(err, st, "the run is refused: %s (not on the device since a copy to it failed)", why);
+    }
+    return st;
 }
 
 nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nrt_session **out, nrt_error *err)
@@ -285,6 +321,8 @@ nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nr
     s->input_set = nc_xcalloc(g->ninputs + 1, sizeof *s->input_set);
     s->set_since_run = nc_xcalloc(g->nnodes + 1, sizeof *s->set_since_run);
     s->params = nc_xcalloc(g->nparams + 1, sizeof *s->params);
+    s->input_stale = nc_xcalloc(g->ninputs + 1, sizeof *s->input_stale);
+    s->param_stale = nc_xcalloc(g->nparams + 1, sizeof *s->param_stale);
     char msg[1024];
     for (uint32_t i = 0; i < g->nparams; i++)
         if (param_init(g, i, o->seed, &s->params[i], msg, sizeof msg) != 0) {
@@ -319,6 +357,8 @@ void nrt_session_free(nrt_session *s)
     free(s->input_set);
     free(s->set_since_run);
     free(s->params);
+    free(s->input_stale);
+    free(s->param_stale);
     free(s->input_node);
     free(s->param_node);
     free(s);
@@ -422,14 +462,10 @@ nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dty
     if (!cpu_tensor_alloc(t, (nc_dtype)dtype, (uint8_t)rank, shape, (int64_t)16 << 30))
         return set_err(err, NRT_ERR_MEMORY, "input %s is too large", name);
     cpu_tensor_from_native(data, t);
-    if (s->gpu && s->input_node[i] != IR_NONE) {
-        char msg[512];
-        if (gpu_upload(s->gpu, s->input_node[i], data, (size_t)t->numel * dtype_size(t->dtype), msg, sizeof msg))
-            return set_err(err, NRT_ERR_DEVICE, "input %s: %s", name, msg);
-    }
-    s->input_set[i] = true;
+    s->input_set[i] = true;   /* a failed copy below is made again before the next run */
     mark_set(s, s->input_node[i]);
-    return ok(err);
+    st = upload_value(s, s->input_node[i], t, data, &s->input_stale[i], "input", g->inputs[i].name, err);
+    return st ? st : ok(err);
 }
 
 /* Every input the run reads has been set. */
@@ -452,6 +488,7 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
     char msg[1024];
     start_run(s);
     if (s->gpu) {
+        if ((ready = upload_stale(s, err)) != NRT_OK) return ready;
         if (gpu_run(s->gpu, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
         s->have_result = false;
         end_run(s);
@@ -480,6 +517,7 @@ nrt_status nrt_session_profile(nrt_session *s, int runs, double *step_seconds, i
     if (ready) return ready;
     char msg[1024];
     start_run(s);
+    if ((ready = upload_stale(s, err)) != NRT_OK) return ready;
     if (gpu_profile(s->gpu, runs, step_seconds, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
     s->have_result = false;
     end_run(s);
@@ -581,13 +619,15 @@ nrt_status nrt_session_set_param(nrt_session *s, const char *name, nrt_dtype dty
     if (st) return st;
     cpu_tensor_from_native(data, &s->params[i]);
     mark_set(s, s->param_node[i]);
-    return upload_param(s, (uint32_t)i, err);
+    st = upload_param(s, (uint32_t)i, err);
+    return st ? st : ok(err);
 }
 
-/* On the GPU the device copy is the truth (training updates it). */
+/* On the GPU the device copy is the truth (training updates it), but while
+ * it is stale the host's is. */
 static nrt_status sync_param_from_gpu(nrt_session *s, uint32_t i, nrt_error *err)
 {
-    if (!s->gpu || s->param_node[i] == IR_NONE) return NRT_OK;
+    if (!s->gpu || s->param_node[i] == IR_NONE || s->param_stale[i]) return NRT_OK;
     cpu_tensor *t = &s->params[i];
     size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
     void *buf = nc_xmalloc(bytes ? bytes : 1);
@@ -626,14 +666,22 @@ nrt_status nrt_session_load_weights(nrt_session *s, const char *path, nrt_error 
         free(loaded);
         return set_err(err, rc == FILE_OPEN_IO_ERROR ? NRT_ERR_IO : NRT_ERR_FORMAT, "%s", msg);
     }
+    /* After a failed copy the rest are not tried: they wait for the run,
+     * as that one does, and every parameter is the file's. */
     nrt_status st = NRT_OK;
     for (uint32_t i = 0; i < g->nparams; i++) {
         cpu_tensor_free(&s->params[i]);
         s->params[i] = loaded[i];
         mark_set(s, s->param_node[i]);
         if (st == NRT_OK) st = upload_param(s, i, err);
+        else s->param_stale[i] = s->gpu && s->param_node[i] != IR_NONE;
     }
     free(loaded);
+    if (st && err) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        set_err(err, st, "%s; the parameters hold the file's values, and the next run copies those not on the device yet", why);
+    }
     return st ? st : ok(err);
 }
 

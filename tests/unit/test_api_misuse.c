@@ -13,6 +13,7 @@
 #include "netrt.h"
 
 #include "test_util.h"
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -312,6 +313,104 @@ static void check_step_returning_param(nrt_device dev)
     unlink(cuda);
 }
 
+/* The mock GPU's fault injection (tests/mockgpu/mock_cuda.h), NULL on a
+ * real driver. */
+typedef void fail_htod_fn(unsigned long long n);
+static fail_htod_fn *mock_fail_htod(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    fail_htod_fn *f = lib ? (fail_htod_fn *)(uintptr_t)dlsym(lib, "mock_cuda_fail_htod") : NULL;
+    if (lib) dlclose(lib);   /* the runtime holds it open */
+    return f;
+}
+
+static bool param_is(nrt_session *s, const char *name, float want)
+{
+    nrt_error e;
+    float v = -1;
+    if (nrt_session_get_param(s, name, &v, sizeof v, &e) == NRT_OK && v == want) return true;
+    fprintf(stderr, "  parameter %s: %g (%s), want %g\n", name, v, e.message, want);
+    return false;
+}
+
+static bool run_gives(nrt_session *s, float y0, float y1)
+{
+    nrt_error e;
+    float y[2] = {-1, -1};
+    if (nrt_session_run(s, &e) == NRT_OK && nrt_session_get_output(s, "y", y, sizeof y, &e) == NRT_OK && y[0] == y0 &&
+        y[1] == y1)
+        return true;
+    fprintf(stderr, "  run: y = [%g, %g] (%s), want [%g, %g]\n", y[0], y[1], e.message, y0, y1);
+    return false;
+}
+
+/* A copy to the device that fails partway through load_weights (or in
+ * set_param, set_input): the parameters after it kept their old device
+ * values, so the next run used some new weights and some old, and
+ * get_param read the old. Now the host's values stand, and each run copies
+ * what is not on the device yet first, or is refused. */
+static void check_upload_failures(void)
+{
+    static const char *three =
+        "model three(x: f32[B]) -> (y: f32[B]) {\n"
+        "  param a: f32[1] = ones\n"
+        "  param b: f32[1] = ones\n"
+        "  param c: f32[1] = ones\n"
+        "  return x * a + x * b + x * c\n"
+        "}\n";
+    char path[] = "/tmp/netc_api_misuse_XXXXXX", cuda[] = "/tmp/netc_api_misuse_cu_XXXXXX";
+    char weights[] = "/tmp/netc_api_misuse_w_XXXXXX", saved[] = "/tmp/netc_api_misuse_w_XXXXXX";
+    nrt_module *m = NULL;
+    nrt_session *cpu = NULL, *s = NULL;
+    nrt_error e;
+    const char *b[] = {"B"};
+    const int64_t two[] = {2}, one[] = {1};
+    float x[2] = {1, 10}, w[3] = {2, 3, 4}, five = 5;
+    CHECK(write_module(three, false, path, cuda) && nrt_module_load(path, &m, &e) == NRT_OK);
+    char before[128], sources[192];
+    snprintf(before, sizeof before, "%s", getenv("NETC_MOCK_CUDA_SOURCE"));
+    snprintf(sources, sizeof sources, "%s:%s", before, cuda);
+    setenv("NETC_MOCK_CUDA_SOURCE", sources, 1);
+    CHECK(m && temp_file(weights) && temp_file(saved) && create(m, NRT_DEVICE_CPU, 1, b, two, &cpu, &e) == NRT_OK);
+    for (int i = 0; cpu && i < 3; i++)
+        CHECK(nrt_session_set_param(cpu, (const char *[]){"a", "b", "c"}[i], NRT_F32, 1, one, &w[i], &e) == NRT_OK);
+    CHECK(cpu && nrt_session_save_weights(cpu, weights, &e) == NRT_OK);
+    fail_htod_fn *fail = NULL;
+    if (m && create(m, NRT_DEVICE_GPU, 1, b, two, &s, &e) == NRT_OK && !(fail = mock_fail_htod()))
+        printf("not the mock GPU: the upload failures are skipped\n");
+    if (fail) {
+        CHECK(nrt_session_set_input(s, "x", NRT_F32, 1, two, x, &e) == NRT_OK);
+        fail(2);   /* b's copy */
+        CHECK(refused(nrt_session_load_weights(s, weights, &e), &e, NRT_ERR_DEVICE, "parameter b"));
+        CHECK(strstr(e.message, "the parameters hold the file's values, and the next run copies those not on the device yet"));
+        CHECK(param_is(s, "a", 2) && param_is(s, "b", 3) && param_is(s, "c", 4));
+        CHECK(run_gives(s, 9, 90));   /* gave 4, 40: a new, b and c old */
+        fail(1);
+        CHECK(refused(nrt_session_set_param(s, "a", NRT_F32, 1, one, &five, &e), &e, NRT_ERR_DEVICE, "parameter a"));
+        CHECK(param_is(s, "a", 5));   /* gave 2, what the runs used */
+        fail(1);   /* a's copy again, at the run: refused, not run on a = 2 */
+        CHECK(refused(nrt_session_run(s, &e), &e, NRT_ERR_DEVICE, "the run is refused: parameter a: "));
+        float y[2];
+        CHECK(refused(nrt_session_get_output(s, "y", y, sizeof y, &e), &e, NRT_ERR_STATE, "nrt_session_run first"));
+        CHECK(nrt_session_save_weights(s, saved, &e) == NRT_OK);   /* a as set, not the device's */
+        CHECK(nrt_session_load_weights(cpu, saved, &e) == NRT_OK && param_is(cpu, "a", 5) && param_is(cpu, "c", 4));
+        CHECK(run_gives(s, 12, 120));
+        x[0] = 2, x[1] = 20;
+        fail(1);
+        CHECK(refused(nrt_session_set_input(s, "x", NRT_F32, 1, two, x, &e), &e, NRT_ERR_DEVICE, "input x"));
+        CHECK(run_gives(s, 24, 240));   /* gave 12, 120: the old x */
+        fail(0);
+    }
+    nrt_session_free(s);
+    nrt_session_free(cpu);
+    nrt_module_free(m);
+    setenv("NETC_MOCK_CUDA_SOURCE", before, 1);
+    unlink(path);
+    unlink(cuda);
+    unlink(weights);
+    unlink(saved);
+}
+
 /* A result over the CPU executor's 16 GiB: refused before any allocation,
  * as the memory error it is (it was NRT_ERR_ARGUMENT). */
 static void check_cpu_memory(void)
@@ -380,6 +479,7 @@ int main(void)
     check_sessions(m, ident, NRT_DEVICE_GPU);
     check_step_returning_param(NRT_DEVICE_CPU);
     check_step_returning_param(NRT_DEVICE_GPU);
+    check_upload_failures();
     check_cpu_memory();
     nrt_module_free(m);
     nrt_module_free(ident);
