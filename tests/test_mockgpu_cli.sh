@@ -50,6 +50,31 @@ printf '%s\n' 'model isum(x: u8[B, 4], y: i32[B, 4]) -> (s: u8[B], t: i32[4], u:
   '  return sum(x, -1), sum(y * 300000000, 0), f32(sum(x, -1)) }' > "$tmp/isum.net"
 check_run int_sum_wraps "$tmp/isum.net" --dim B=3
 
+# A copy to the device that fails (the mock's NETC_MOCK_FAIL_HTOD=N: the
+# process's N-th): at the session's creation, in --weights' load (copies 4
+# to 6: the message says the parameters hold the file's values, the next run
+# copies the rest) or for the input, each a message and exit 1, nothing
+# leaked; the copy after them all fails none, and the run has the file's weights.
+printf '%s\n' 'model three(x: f32[B]) -> (y: f32[B]) {' '  param a: f32[1] = ones' '  param b: f32[1] = ones' \
+  '  param c: f32[1] = ones' '  return x * a + x * b + x * c' '}' > "$tmp/three.net"
+"$netc" build "$tmp/three.net" --entry forward --dim B=2 -o "$tmp/three.netm" --emit-cuda >"$tmp/three.cu"
+hdr='{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},"c":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}'
+{ printf "\\x$(printf %02x ${#hdr})\\x00\\x00\\x00\\x00\\x00\\x00\\x00"; printf '%s' "$hdr"
+  printf '\x00\x00\x00\x40\x00\x00\x40\x40\x00\x00\x80\x40'; } >"$tmp/three.safetensors"   # a 2, b 3, c 4
+three=(run "$tmp/three.netm" --weights "$tmp/three.safetensors" --random-inputs 1)
+cpu=$("$netc" "${three[@]}" --device cpu 2>&1 | run_numbers)
+for n in 1 2 3 4 5 6 7 8; do
+  rc=0; NETC_MOCK_FAIL_HTOD=$n on_mock "$tmp/three.cu" "$netc" "${three[@]}" --device gpu >"$tmp/three.out" 2>"$tmp/three.err" || rc=$?
+  want='netc: (parameter [abc]|input x): cuMemcpyHtoDAsync failed'
+  ((n < 4 || n > 6)) || want="$want: out of memory \\(2\\); the parameters hold the file's values, and the next run copies"
+  good=0
+  if ((n < 8)); then [[ $rc -eq 1 ]] && grep -qE "$want" "$tmp/three.err" || good=1
+  else [[ $rc -eq 0 ]] && close 1e-5 "$cpu" "$(run_numbers <"$tmp/three.out")" || good=1; fi
+  if ((good != 0)); then
+    echo "FAIL copy $n to the device failing: exit $rc, cpu [$cpu]"; cat "$tmp/three.err" "$tmp/three.out"; fails=$((fails + 1))
+  else echo "ok copy $n to the device failing (exit $rc)"; fi
+done
+
 # Training: char_lm (f32, small) on this repository's README, 6 steps of 4
 # windows; the loss of each step on the GPU follows the CPU's.
 # Training on the mock GPU against the CPU, the loss of the first step and
