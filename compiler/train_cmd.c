@@ -265,14 +265,24 @@ static int gpu_modules(ir_graph *const graphs[2], bool fuse, const char *arch, n
     return 0;
 }
 
-static int upload_tensor(gpu_session *s, ir_value v, const cpu_tensor *t)
+/* A host tensor into value v's device buffer; err names it ("input x: ..."). */
+static int upload_tensor_err(gpu_session *s, ir_value v, const cpu_tensor *t, const char *what, const char *name, char *err,
+                             size_t errcap)
 {
-    char err[512];
+    char why[512];
     size_t n = (size_t)t->numel * dtype_size(t->dtype);
     unsigned char *buf = nc_xmalloc(n + 1);
     cpu_tensor_to_native(t, buf);
-    int rc = gpu_upload(s, v, buf, n, err, sizeof err);
+    int rc = gpu_upload(s, v, buf, n, why, sizeof why);
     free(buf);
+    if (rc) snprintf(err, errcap, "%s %s: %s", what, name, why);
+    return rc;
+}
+
+static int upload_tensor(gpu_session *s, ir_value v, const cpu_tensor *t, const char *what, const char *name)
+{
+    char err[768];
+    int rc = upload_tensor_err(s, v, t, what, name, err, sizeof err);
     if (rc) fprintf(stderr, "netc: %s\n", err);
     return rc;
 }
@@ -351,7 +361,7 @@ static int setup_gpu(trainer *t)
     }
     for (uint32_t i = 0; i < t->tg->nparams; i++) {
         ir_value v = node_of(t->tg, OP_PARAM, i);
-        if (v != IR_NONE && upload_tensor(t->gs, v, &t->params[i])) return 1;
+        if (v != IR_NONE && upload_tensor(t->gs, v, &t->params[i], "parameter", t->tg->params[i].decl.name)) return 1;
     }
     t->gpu = true;
     fprintf(stderr, "netc: training on %s\n", desc);
@@ -448,7 +458,7 @@ static int stage_data(trainer *t, const data_batch *b, cpu_tensor *inputs)
         cpu_tensor_to_native(&inputs[i], t->stage_buf);
         char err[512];
         if (gpu_stage_input(t->gs, v, t->stage_buf, n, err, sizeof err)) {
-            fprintf(stderr, "netc: %s\n", err);
+            fprintf(stderr, "netc: input %s: %s\n", g->inputs[i].name, err);
             return 1;
         }
     }
@@ -464,7 +474,7 @@ static int gpu_step(trainer *t, const data_batch *b, const data_batch *next, cpu
     t->next_staged = false;
     for (uint32_t i = 0; i < g->ninputs; i++) {
         ir_value v = node_of(g, OP_INPUT, i);
-        if (!is_data_input(t, i) && v != IR_NONE && upload_tensor(t->gs, v, &inputs[i])) return 1;
+        if (!is_data_input(t, i) && v != IR_NONE && upload_tensor(t->gs, v, &inputs[i], "input", g->inputs[i].name)) return 1;
     }
     char err[1024];
     if (gpu_launch(t->gs, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
@@ -596,7 +606,7 @@ static cpu_tensor *eval_params(trainer *t)
             if (strcmp(f->params[i].decl.name, t->tg->params[k].decl.name) == 0) fp[i] = t->params[k];
     for (uint32_t i = 0; t->gpu && i < f->nparams; i++) {
         ir_value v = node_of(f, OP_PARAM, i);
-        if (v != IR_NONE && upload_tensor(t->es, v, &fp[i])) { free(fp); return NULL; }
+        if (v != IR_NONE && upload_tensor(t->es, v, &fp[i], "parameter", f->params[i].decl.name)) { free(fp); return NULL; }
     }
     return fp;
 }
@@ -638,7 +648,9 @@ static float *eval_on_gpu(trainer *t, const cpu_tensor *x, const cpu_tensor *y, 
     }
     size_t values = t->text ? 1 : (size_t)(count * *classes);
     float *out = nc_xmalloc((values + 1) * sizeof *out);
-    if (upload_tensor(t->es, node_of(f, OP_INPUT, 0), x) || (t->pairs && upload_tensor(t->es, node_of(f, OP_INPUT, 1), y)) ||
+    /* every failure fills err, which the caller prints */
+    if (upload_tensor_err(t->es, node_of(f, OP_INPUT, 0), x, "input", f->inputs[0].name, err, cap) ||
+        (t->pairs && upload_tensor_err(t->es, node_of(f, OP_INPUT, 1), y, "input", f->inputs[1].name, err, cap)) ||
         gpu_run(t->es, err, cap) || gpu_download(t->es, lv, out, values * 4, err, cap)) {
         free(out);
         return NULL;
@@ -951,7 +963,7 @@ static int resume_from(trainer *t, const char *ckpt, int64_t *start_epoch, int64
     fprintf(stderr, "netc: resumed from %s at epoch %lld, step %lld\n", ckpt, (long long)*start_epoch + 1, (long long)t->step);
     for (uint32_t i = 0; t->gpu && i < t->tg->nparams; i++) {   /* setup_gpu uploaded the initial ones */
         ir_value v = node_of(t->tg, OP_PARAM, i);
-        if (v != IR_NONE && upload_tensor(t->gs, v, &t->params[i])) return 1;
+        if (v != IR_NONE && upload_tensor(t->gs, v, &t->params[i], "parameter", t->tg->params[i].decl.name)) return 1;
     }
     return 0;
 }

@@ -105,6 +105,17 @@ check_train() {   # check_train NAME MODEL BATCH STEPS ARGS... (ACCUMULATE=K: K 
 
 cp "$src/README.md" "$tmp/text.txt"
 check_train char_lm "$src/examples/char_lm.net" 4 6 --set T=16 --set C=32 --set L=1
+# The evaluation's copy to the device failing (the run's last copy, counted by
+# the mock at exit when the one asked to fail never came): the message named
+# nothing ("netc: evaluation: " and whatever its buffer held); now the input.
+ev=(train "$src/examples/char_lm.net" --data "$tmp/text.txt" --batch 4 --max-steps 6 --epochs 1 --seed 5 --accumulate 1
+    --set T=16 --set C=32 --set L=1 --device gpu)
+copies=$(NETC_MOCK_FAIL_HTOD=1000000000 on_mock "$tmp/char_lm.train.cu:$tmp/char_lm.forward.cu" "$netc" "${ev[@]}" 2>&1 |
+         sed -nE 's/^mock libcuda: at exit: ([0-9]+) host-to-device copies.*/\1/p')
+rc=0; NETC_MOCK_FAIL_HTOD=${copies:-1} on_mock "$tmp/char_lm.train.cu:$tmp/char_lm.forward.cu" "$netc" "${ev[@]}" >"$tmp/ev.log" 2>&1 || rc=$?
+if [[ -n $copies && $rc -eq 1 ]] && tail -1 "$tmp/ev.log" | grep -qE '^netc: evaluation: input text: cuMemcpyHtoDAsync failed'; then
+  echo "ok train char_lm: the evaluation's copy $copies failing"
+else echo "FAIL train char_lm: the evaluation's copy ${copies:-?} failing: exit $rc"; tail -3 "$tmp/ev.log"; fails=$((fails + 1)); fi
 # with no --target, train compiles for the device's own architecture: the mock is a 9.0 device
 grep -q 'compiling the kernels for sm_90a' "$tmp/char_lm.gpu.log" ||
   { echo "FAIL train char_lm: not compiled for the mock's sm_90a"; grep compiling "$tmp/char_lm.gpu.log"; fails=$((fails + 1)); }

@@ -1239,6 +1239,9 @@ __attribute__((destructor)) static void mock_exit_report(void)
         free(c);
     }
     mock_worklist_free(&mock_legacy);   /* what no synchronize asked for never ran, as at a GPU program's exit */
+    if (mock_htod_fail_at > mock_htod_copies)   /* the sweep that asked went past the process's copies */
+        mock_complain("at exit: %llu host-to-device copies; copy %llu, asked to fail, never came", mock_htod_copies,
+                      mock_htod_fail_at);
     bool leaked = mock.nblocks || mock.streams || mock.events || mock.modules || mock.graphs || mock.execs || mock.primary.retained;
     if (leaked)
         mock_complain("at exit: %zu allocations (%zu device bytes), %ld streams, %ld events, %ld modules, %ld graphs, %ld "
