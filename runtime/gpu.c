@@ -1179,12 +1179,14 @@ int gpu_upload(gpu_session *s, uint32_t value, const void *data, size_t bytes, c
         snprintf(err, errcap, "expected %lld bytes, got %zu", (long long)s->buf_bytes[value], bytes);
         return -1;
     }
+    /* what depends on a parameter is stale from the moment its copy may
+     * have begun, whether or not the copy then completes */
+    if (value < s->m->graph->nnodes && s->m->graph->nodes[value].op == OP_PARAM) s->prepared = false;
     CU(cuCtxSetCurrent(s->ctx));
     /* on the session's stream, not the legacy one: a stream created
      * non-blocking does not wait for the legacy stream's copies, nor they for it */
     if (bytes) CU(cuMemcpyHtoDAsync(s->arena + (CUdeviceptr)s->buf_offset[value], data, bytes, s->stream));
     if (bytes && host_pinned(data)) CU(cuStreamSynchronize(s->stream));   /* the caller may reuse data on return */
-    if (value < s->m->graph->nnodes && s->m->graph->nodes[value].op == OP_PARAM) s->prepared = false;   /* what depends on it is stale */
     return 0;
 }
 
