@@ -532,6 +532,7 @@ static void grad_reshape(ad_ctx *c, ir_value v, ir_value g)
     memcpy(shape, x->shape, sizeof shape);
     add_grad(c, A0, reshape_to(c, g, x->rank, shape));
 }
+static void grad_copy(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, g); }
 static void grad_broadcast(ad_ctx *c, ir_value v, ir_value g)
 {
     const ir_node *x = nd(c, A0);

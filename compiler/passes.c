@@ -35,6 +35,52 @@ static bool verify(const ir_graph *g, const char *after, FILE *err)
     return problems == 0;
 }
 
+static bool is_source_tensor(const ir_graph *g, ir_value v)
+{
+    return g->nodes[v].op == OP_INPUT || g->nodes[v].op == OP_PARAM;
+}
+
+/* A copy of each source tensor an output is, just after it: the GPU keeps
+ * an output in its value's memory, and an input's or a parameter's is
+ * written again (set_input, set_param, the training step's update) while the
+ * CPU executor keeps the run's copy. With its own value the output is what
+ * the run read on both. After the passes, so CSE and DCE never see it; not a
+ * pass of the list, since the runtime relies on it (the module reader refuses
+ * an output that is a source). */
+void pass_output_copies(ir_graph **gp)
+{
+    const ir_graph *g = *gp;
+    bool *wanted = nc_xcalloc(g->nnodes + 1, sizeof *wanted), any = false;
+    for (uint32_t i = 0; i < g->noutputs; i++)
+        if (is_source_tensor(g, g->outputs[i].value)) wanted[g->outputs[i].value] = any = true;
+    if (!any) {
+        free(wanted);
+        return;
+    }
+    ir_graph *out = ir_graph_shell(g);
+    ir_value *map = nc_xmalloc((g->nnodes + 1) * sizeof *map), *copy = nc_xmalloc((g->nnodes + 1) * sizeof *copy);
+    ir_value *args = nc_xmalloc((g->nargs + 1) * sizeof *args);
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        for (int i = 0; i < n->nargs; i++) args[i] = map[ir_args(g, n)[i]];
+        map[v] = ir_add(out, n, args, n->nargs);
+        copy[v] = map[v];
+        if (!wanted[v]) continue;
+        ir_node c = {.op = OP_COPY, .dtype = n->dtype, .rank = n->rank, .loc = n->loc};
+        memcpy(c.shape, n->shape, sizeof c.shape);
+        copy[v] = ir_add(out, &c, &map[v], 1);
+    }
+    for (uint32_t i = 0; i < g->noutputs; i++) ir_output_add(out, g->outputs[i].name, copy[g->outputs[i].value]);
+    if (g->train.present && g->train.loss != IR_NONE) out->train.loss = map[g->train.loss];
+    for (uint32_t i = 0; i < g->nupdates; i++) ir_update_add(out, g->updates[i].param, map[g->updates[i].value]);
+    free(args);
+    free(copy);
+    free(map);
+    free(wanted);
+    ir_graph_free(*gp);
+    *gp = out;
+}
+
 bool pass_run_all(ir_graph **g, const pass_opts *o, FILE *err)
 {
     if (o->verify && !verify(*g, "sema", err)) return false;
@@ -47,6 +93,8 @@ bool pass_run_all(ir_graph **g, const pass_opts *o, FILE *err)
         if (o->verify && !verify(*g, p->name, err)) return false;
         if (o->dump_after && strcmp(o->dump_after, p->name) == 0) ir_print(*g, o->dump_out);
     }
+    pass_output_copies(g);
+    if (o->verify && !verify(*g, "output copies", err)) return false;
     if (o->dump_after && !o->dump_after[0]) ir_print(*g, o->dump_out);
     return true;
 }

@@ -37,8 +37,13 @@ typedef struct pass_opts {
     FILE *report;                  /* the passes' decisions, one line each (NULL = none) */
 } pass_opts;
 
-/* Run the pipeline; false if a pass or the verifier failed. */
+/* Run the pipeline, then pass_output_copies; false if a pass or the
+ * verifier failed. */
 bool pass_run_all(ir_graph **g, const pass_opts *o, FILE *err);
+/* Every output that is an input or a parameter itself reads a copy of it
+ * instead (op copy), made by the run: an output keeps the value the run read
+ * after that tensor is set again or updated. Always run (not switched off). */
+void pass_output_copies(ir_graph **g);
 
 /* The passes. */
 bool pass_dce(ir_graph **g, const pass_ctx *cx);

@@ -938,6 +938,8 @@ void cpu_reshape(const cpu_op_ctx *c)
     copy_elems(bytes_of(c->out), 0, bytes_of(c->args[0]), 0, c->out->numel);
 }
 
+void cpu_copy(const cpu_op_ctx *c) { copy_elems(bytes_of(c->out), 0, bytes_of(c->args[0]), 0, c->out->numel); }
+
 /* Bounds are dims evaluated at this binding, so they are checked here too:
  * a symbolic end can pass sema and still be past the axis. */
 void cpu_slice(const cpu_op_ctx *c)

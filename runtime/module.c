@@ -594,6 +594,11 @@ static ir_graph *read_graph(rd *r)
         char *s = r_str(r, 4096);
         uint32_t v = r_u32(r);
         if (!r->bad && v >= g->nnodes) r_invalid(r, "output %s refers to %%%u", s, v);
+        /* the session reads an output's memory after the run, which an input's or a
+         * parameter's is not: set or updated since, it would not be what the run read */
+        if (!r->bad && (g->nodes[v].op == OP_INPUT || g->nodes[v].op == OP_PARAM))
+            r_invalid(r, "output %s is %s node %%%u itself, not a copy of it", s,
+                      g->nodes[v].op == OP_INPUT ? "input" : "parameter", v);
         if (!r->bad) ir_output_add(g, s, v);
         free(s);
     }

@@ -156,10 +156,11 @@ nrt_status nrt_session_input_bound(const nrt_session *s, const char *name, int64
 /* Shape of an output at the session's dims; copy it out after a run. */
 nrt_status nrt_session_output_info(const nrt_session *s, const char *name, nrt_tensor_info *info, nrt_error *err);
 /* bytes must be the output's size exactly (NRT_ERR_ARGUMENT). The values of
- * the last run; NRT_ERR_STATE before the first, after a run that failed, and
- * for an output that is an input or a parameter itself (return x, w) once
- * that has changed since the run read it: set, loaded, or moved by the
- * training step that returned it (nrt_session_get_param reads it then). */
+ * the last run (NRT_ERR_STATE before the first and after a run that failed),
+ * on the CPU and the GPU alike: an output that is an input or a parameter
+ * itself (return x, w) is the value the run read, not what was set or loaded
+ * since, nor what a training step moved it to (nrt_session_get_param reads
+ * that). */
 nrt_status nrt_session_get_output(nrt_session *s, const char *name, void *data, size_t bytes, nrt_error *err);
 
 /* Parameters: names as in the .net file ("fc1.weight", "h.3.attn.c_attn.weight"). */

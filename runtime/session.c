@@ -29,8 +29,10 @@ struct nrt_session {
     ir_value *input_node, *param_node;   /* IR value of each, IR_NONE if optimised away */
     cpu_exec_result result;
     bool have_result;
-    bool ran;                      /* the outputs of a run are there to read */
-    bool *set_since_run;           /* per IR value: an input or parameter set again since */
+    bool ran;                      /* the outputs of a run are there to read: values of the run's own,
+                                      never an input's or a parameter's memory (netc gives such an output a
+                                      copy, the module reader refuses one without), so what is set or updated
+                                      after the run leaves them as the run made them */
     /* GPU: the device copy is behind the host's, which holds the value (a
      * copy to the device failed); copied before the next run, which a
      * failing copy refuses. Never a run on some new values and some old. */
@@ -319,7 +321,6 @@ nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nr
     const ir_graph *g = s->g;
     s->inputs = nc_xcalloc(g->ninputs + 1, sizeof *s->inputs);
     s->input_set = nc_xcalloc(g->ninputs + 1, sizeof *s->input_set);
-    s->set_since_run = nc_xcalloc(g->nnodes + 1, sizeof *s->set_since_run);
     s->params = nc_xcalloc(g->nparams + 1, sizeof *s->params);
     s->input_stale = nc_xcalloc(g->ninputs + 1, sizeof *s->input_stale);
     s->param_stale = nc_xcalloc(g->nparams + 1, sizeof *s->param_stale);
@@ -355,47 +356,12 @@ void nrt_session_free(nrt_session *s)
     if (s->have_result) cpu_exec_result_free(&s->result);
     free(s->inputs);
     free(s->input_set);
-    free(s->set_since_run);
     free(s->params);
     free(s->input_stale);
     free(s->param_stale);
     free(s->input_node);
     free(s->param_node);
     free(s);
-}
-
-/* An output that is an input or a parameter itself reads on the GPU that
- * tensor's present value, on the CPU the run's copy: once it changes (set,
- * loaded, or updated by the training step that returned it) the two differ,
- * so it is refused until a run that leaves it as it read it. */
-static void mark_set(nrt_session *s, ir_value v)
-{
-    if (v != IR_NONE) s->set_since_run[v] = true;
-}
-
-static nrt_status check_output_fresh(const nrt_session *s, const char *name, ir_value v, nrt_error *err)
-{
-    if (!s->set_since_run[v]) return NRT_OK;
-    const ir_node *n = &s->g->nodes[v];
-    bool input = n->op == OP_INPUT;
-    return set_err(err, NRT_ERR_STATE, "output %s is %s %s itself, changed since the last run read it (set, loaded or "
-                   "updated by the run): %s", name, input ? "input" : "parameter",
-                   input ? s->g->inputs[n->attr.index].name : s->g->params[n->attr.index].decl.name,
-                   input ? "run again to read it" : "nrt_session_get_param reads its present value");
-}
-
-/* Until it succeeds there is no output to read; after, every output is the
- * run's but a parameter its training step has moved since. */
-static void start_run(nrt_session *s)
-{
-    s->ran = false;
-    memset(s->set_since_run, 0, s->g->nnodes * sizeof *s->set_since_run);
-}
-
-static void end_run(nrt_session *s)
-{
-    s->ran = true;
-    for (uint32_t k = 0; k < s->g->nupdates; k++) mark_set(s, s->param_node[s->g->updates[k].param]);
 }
 
 /* A declaration's shape at the session's dims. */
@@ -463,7 +429,6 @@ nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dty
         return set_err(err, NRT_ERR_MEMORY, "input %s is too large", name);
     cpu_tensor_from_native(data, t);
     s->input_set[i] = true;   /* a failed copy below is made again before the next run */
-    mark_set(s, s->input_node[i]);
     st = upload_value(s, s->input_node[i], t, data, &s->input_stale[i], "input", g->inputs[i].name, err);
     return st ? st : ok(err);
 }
@@ -486,12 +451,12 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
     nrt_status ready = inputs_ready(s, err);
     if (ready) return ready;
     char msg[1024];
-    start_run(s);
+    s->ran = false;   /* until the run succeeds there is no output to read */
     if (s->gpu) {
         if ((ready = upload_stale(s, err)) != NRT_OK) return ready;
         if (gpu_run(s->gpu, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
         s->have_result = false;
-        end_run(s);
+        s->ran = true;
         return ok(err);
     }
     if (s->have_result) cpu_exec_result_free(&s->result);
@@ -500,7 +465,7 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
     int rc = cpu_exec_run(g, &o, &s->result, msg, sizeof msg);
     if (rc != 0) return set_err(err, rc == CPU_EXEC_NO_MEMORY ? NRT_ERR_MEMORY : NRT_ERR_ARGUMENT, "%s", msg);
     s->have_result = true;
-    end_run(s);
+    s->ran = true;
     cpu_exec_apply_updates(g, &s->result, s->params);   /* a training step moves the parameters */
     return ok(err);
 }
@@ -516,11 +481,11 @@ nrt_status nrt_session_profile(nrt_session *s, int runs, double *step_seconds, i
     nrt_status ready = inputs_ready(s, err);
     if (ready) return ready;
     char msg[1024];
-    start_run(s);
+    s->ran = false;
     if ((ready = upload_stale(s, err)) != NRT_OK) return ready;
     if (gpu_profile(s->gpu, runs, step_seconds, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
     s->have_result = false;
-    end_run(s);
+    s->ran = true;
     return ok(err);
 }
 
@@ -591,7 +556,6 @@ nrt_status nrt_session_get_output(nrt_session *s, const char *name, void *data, 
     if (!data) return set_err(err, NRT_ERR_ARGUMENT, "output %s: data is NULL", name);
     if (!s->ran) return set_err(err, NRT_ERR_STATE, "no output yet: call nrt_session_run first");
     ir_value v = s->g->outputs[find_output(s->g, name)].value;
-    if ((st = check_output_fresh(s, name, v, err)) != NRT_OK) return st;
     if (s->gpu) {
         char msg[512];
         if (gpu_download(s->gpu, v, data, bytes, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
@@ -618,7 +582,6 @@ nrt_status nrt_session_set_param(nrt_session *s, const char *name, nrt_dtype dty
     nrt_status st = check_tensor(s, "parameter", &s->g->params[i].decl, dtype, rank, shape, data, err);
     if (st) return st;
     cpu_tensor_from_native(data, &s->params[i]);
-    mark_set(s, s->param_node[i]);
     st = upload_param(s, (uint32_t)i, err);
     return st ? st : ok(err);
 }
@@ -672,7 +635,6 @@ nrt_status nrt_session_load_weights(nrt_session *s, const char *path, nrt_error 
     for (uint32_t i = 0; i < g->nparams; i++) {
         cpu_tensor_free(&s->params[i]);
         s->params[i] = loaded[i];
-        mark_set(s, s->param_node[i]);
         if (st == NRT_OK) st = upload_param(s, i, err);
         else s->param_stale[i] = s->gpu && s->param_node[i] != IR_NONE;
     }

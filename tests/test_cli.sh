@@ -456,5 +456,15 @@ printf 'model pos(x: bf16[B, T]) { return x + iota([B, T], axis: 1, dtype: bf16)
 "$netc" build "$tmp/pos.net" --target '' -o "$tmp/pos.netm" 2>/dev/null
 expect 1 "T = 300 is too long for the bf16 iota" run "$tmp/pos.netm" --dim B=2 --dim T=300 --random-inputs 1 --device cpu
 expect 0 "running on cpu" run "$tmp/pos.netm" --dim B=2 --dim T=257 --random-inputs 1 --device cpu
+# a training step that returns a parameter: its output is the value the step
+# read, the forward pass's; it stopped with 'output w is parameter w itself,
+# changed since the last run read it' (the step had updated it)
+printf '%s\n' 'model rp(x: f32[B, 4]) -> (y: f32[B, 2], w: f32[4, 2]) {' '  param w: f32[4, 2] = xavier' \
+  '  return x @ w, w' '}' 'train rp(t: f32[B, 2]) {' '  loss = mean(square(y - t))' '  optimizer sgd(lr: 0.5)' '}' > "$tmp/rp.net"
+"$netc" build "$tmp/rp.net" --target '' -o "$tmp/rp.netm" 2>/dev/null
+expect 0 "running on cpu" run "$tmp/rp.netm" --entry train --dim B=3 --random-inputs 1 --device cpu --output "$tmp/rpt"
+expect 0 "running on cpu" run "$tmp/rp.netm" --dim B=3 --random-inputs 1 --device cpu --output "$tmp/rpf"
+n=$((n + 1))
+cmp -s "$tmp/rpt/w.npy" "$tmp/rpf/w.npy" || { echo "FAIL: the step's output w is not the forward pass's w"; fail=$((fail + 1)); }
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))

@@ -990,7 +990,7 @@ static void test_matmul_transposed_sizes(void)
 static void test_transpose_reshape(void)
 {
     tcase t;
-    begin(&t, "transpose/reshape");
+    begin(&t, "transpose/reshape/copy");
     ir_value x = in(&t, NC_F32, S(2, 3), V(1, 2, 3, 4, 5, 6));
     ir_value x3 = in(&t, NC_I32, S(2, 2, 3), V(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11));
     ir_attr perm = {.naxes = 3};
@@ -998,6 +998,7 @@ static void test_transpose_reshape(void)
     ir_value tr = op(&t, OP_TRANSPOSE, NOATTR, A(x));
     ir_value tp = op(&t, OP_TRANSPOSE, perm, A(x3));
     ir_value rs = op_shaped(&t, OP_RESHAPE, NC_F32, NOATTR, S(3, 1, 2), A(x));
+    ir_value cp = op(&t, OP_COPY, NOATTR, A(x3));
     if (run(&t)) {
         expect(&t, "transpose last two", tr, V(1, 4, 2, 5, 3, 6));
         expect_shape(&t, "transpose last two", tr, S(3, 2));
@@ -1006,6 +1007,8 @@ static void test_transpose_reshape(void)
         expect_shape(&t, "transpose perm", tp, S(3, 2, 2));
         expect(&t, "reshape", rs, V(1, 2, 3, 4, 5, 6));
         expect_shape(&t, "reshape", rs, S(3, 1, 2));
+        expect(&t, "copy", cp, V(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11));
+        expect_shape(&t, "copy", cp, S(2, 2, 3));
     }
     end(&t);
 }

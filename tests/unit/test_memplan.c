@@ -91,6 +91,53 @@ static void check_program_plan(const char *name, const char *source, bool fuse)
     ir_graph_free(g);
 }
 
+/* An output that is an input or a parameter is a copy of it (passes.c): a
+ * step of its own that reads the tensor before any step writes it (the
+ * training step's update, in place or copied back), into a buffer the
+ * tensor does not share. It stood for the tensor's memory, which the GPU
+ * read after the step had updated it. */
+static void check_output_copies(const char *name, const char *source)
+{
+    src_table src = {0};
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    uint32_t id = src_add(&src, name, source, strlen(source));
+    driver_opts o = {.verify = true, .train_step = true};
+    ir_graph *g = driver_compile(&src, id, &o, &d);
+    src_free(&src);
+    nrt_program p;
+    char err[512];
+    CHECK(g && cuda_emit_program_ex(g, true, &p, err, sizeof err));
+    if (!g) return;
+    memplan_result r;
+    memplan_buf *b = program_plan_memory(g, &p, NULL, &r, err, sizeof err);
+    CHECK(b != NULL);
+    int copies = 0;
+    for (uint32_t i = 0; b && i < g->noutputs; i++) {
+        ir_value v = g->outputs[i].value;
+        CHECK(g->nodes[v].op != OP_INPUT && g->nodes[v].op != OP_PARAM);
+        if (g->nodes[v].op != OP_COPY) continue;
+        ir_value src_v = ir_args(g, &g->nodes[v])[0];
+        int32_t read = -1, written = INT32_MAX;
+        for (uint32_t k = 0; k < p.nsteps; k++) {
+            const nrt_step *s = &p.steps[k];
+            uint64_t w = nrt_step_writes(s);
+            for (int j = 0; j < s->nbufs; j++) {
+                if (s->bufs[j] == src_v && (w >> j & 1) && (int32_t)k < written) written = (int32_t)k;
+                if (s->bufs[j] == v && s->kind == NRT_STEP_COPY && s->bufs[0] == src_v) read = (int32_t)k;
+            }
+        }
+        copies++;
+        CHECK(read >= 0 && read < written);
+        bool apart = b[v].offset + b[v].bytes <= b[src_v].offset || b[src_v].offset + b[src_v].bytes <= b[v].offset;
+        CHECK(b[v].bytes > 0 && apart && b[v].offset + b[v].bytes <= r.kept_bytes);
+    }
+    CHECK(copies == 2);
+    free(b);
+    nrt_program_free(&p);
+    ir_graph_free(g);
+}
+
 int main(void)
 {
     /* a chain: each buffer lives two steps; the plan needs two slots, not ten */
@@ -122,6 +169,10 @@ int main(void)
                            "  param w1: f32[32, 64] = xavier\n  param w2: f32[64, 8] = xavier\n"
                            "  h = gelu(x @ w1) * 2.0 + 1.0\n  return mean(square(tanh(h) @ w2 - t))\n}\n"
                            "train m { optimizer adamw(lr: 0.01, weight_decay: 0.1) }\n", fuse);
+    check_output_copies("returns.net", "model m(x: f32[64, 32], t: f32[64, 8]) -> (l: f32, w: f32[32, 8], xin: f32[64, 32]) {\n"
+                                       "  param w2: f32[32, 8] = xavier\n"
+                                       "  return mean(square(tanh(x @ w2) - t)), w2, x\n}\n"
+                                       "train m { loss = l\n  optimizer sgd(lr: 0.1) }\n");
     printf("test_memplan: %s\n", failures ? "FAILED" : "all checks passed");
     return failures != 0;
 }

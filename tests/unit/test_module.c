@@ -177,6 +177,18 @@ int main(int argc, char **argv)
         CHECK(module_read(path, &r, err, sizeof err) != 0 && strstr(err, "matmul"));
         m.program.steps[epi] = saved;
     }
+    /* an output that is an input or a parameter itself is refused: netc gives
+     * it a copy, and the session reads an output after the run, when that
+     * tensor may have been set or updated since */
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        if (g->nodes[v].op != OP_INPUT && g->nodes[v].op != OP_PARAM) continue;
+        ir_value saved = g->outputs[0].value;
+        g->outputs[0].value = v;
+        CHECK(module_write(path, &m, err, sizeof err) == 0);
+        err[0] = 0;
+        CHECK(module_read(path, &r, err, sizeof err) != 0 && strstr(err, "itself, not a copy of it"));
+        g->outputs[0].value = saved;
+    }
     /* a bias's gradient stored by the matmul (DGELU_BGRAD) goes with GELU's
      * backward alone, after out: the sums, then the fallback's ones */
     nrt_step bg = {.kind = NRT_STEP_MATMUL, .mm_dtype = NC_BF16, .mm_out_dtype = NC_BF16,
