@@ -35,7 +35,8 @@ typedef struct ir_attr {
 enum {
     IR_FLAG_CHECKPOINT = 1u << 0,  /* inside an @checkpoint region (see region) */
     IR_FLAG_AUTOCAST = 1u << 1,    /* a cast inserted by a precision block, not written */
-    IR_FLAG_RECOMPUTE = 1u << 2,   /* a forward value computed again for the backward pass */
+    IR_FLAG_RECOMPUTE = 1u << 2,   /* a forward value computed again (pass_recompute.c): for the backward
+                                      pass, or a constant for a @checkpoint region, instead of kept */
 };
 
 typedef struct ir_node {

@@ -49,7 +49,10 @@ static ir_value recomputed(recompute_ctx *c, ir_value v)
 
 /* Constants (a causal mask, a broadcast fill) are computed again in each
  * region and once for the backward pass: CSE merged the copies of every
- * layer into one value, which would otherwise stay alive across every cut. */
+ * layer into one value, which would otherwise stay alive across every cut.
+ * Only a forward value made again is marked `recompute`: the backward
+ * pass's own constants (the gradient's seed, a fill of 1 and its broadcast)
+ * are computed once either way, at their first use. */
 static ir_value constant_in(recompute_ctx *c, ir_value a, uint32_t key)
 {
     if (c->const_key[a] == key) return c->const_copy[a];
@@ -58,7 +61,7 @@ static ir_value constant_in(recompute_ctx *c, ir_value a, uint32_t key)
     ir_value *args = n->nargs <= 16 ? small : nc_xmalloc(n->nargs * sizeof *args);
     for (int i = 0; i < n->nargs; i++) args[i] = constant_in(c, ir_args(c->g, n)[i], key);
     ir_node p = *n;
-    p.flags |= IR_FLAG_RECOMPUTE;
+    if (a <= c->boundary) p.flags |= IR_FLAG_RECOMPUTE;
     c->const_copy[a] = ir_add(c->out, &p, args, n->nargs);
     c->const_key[a] = key;
     if (args != small) free(args);

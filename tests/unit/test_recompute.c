@@ -72,6 +72,29 @@ static int64_t arena_budget(const ir_graph *without, int percent)
     return side + (peak_bytes(without) - side) * percent / 100;
 }
 
+/* A value marked recompute computes a forward value again: the same op on
+ * the same shape (and a fill the same number) is there before the loss. The
+ * backward pass's own constants (the gradient's seed, fill 1 and its
+ * broadcast; the momentum 0.9) were marked too, and have no such original. */
+static int marked_without_original(const ir_graph *g)
+{
+    int bad = 0;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        if (!(n->flags & IR_FLAG_RECOMPUTE)) continue;
+        bool found = false;
+        for (ir_value u = 0; u < g->train.loss && !found; u++) {
+            const ir_node *o = &g->nodes[u];
+            found = !(o->flags & IR_FLAG_RECOMPUTE) && o->op == n->op && o->dtype == n->dtype && o->rank == n->rank &&
+                    memcmp(o->shape, n->shape, n->rank * sizeof *n->shape) == 0 &&
+                    (n->op != OP_FILL || o->attr.f == n->attr.f);
+        }
+        if (!found && bad++ < 3)
+            fprintf(stderr, "%%%u (%s) is marked recompute but computes no forward value\n", v, nc_ops[n->op].name);
+    }
+    return bad;
+}
+
 static bool step(const ir_graph *g, cpu_exec_result *res, cpu_tensor *params, cpu_tensor *inputs)
 {
     char err[512];
@@ -158,6 +181,7 @@ int main(void)
     int copies = 0;
     for (ir_value v = 0; v < with->nnodes; v++) copies += (with->nodes[v].flags & IR_FLAG_RECOMPUTE) != 0;
     CHECK(copies > 0);
+    CHECK(marked_without_original(with) == 0);
     CHECK(with->nupdates == without->nupdates && with->ninputs == without->ninputs);
     cpu_tensor pa[32] = {{0}}, pb[32] = {{0}}, ia[8] = {{0}}, ib[8] = {{0}};
     cpu_exec_result ra, rb;
