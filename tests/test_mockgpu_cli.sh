@@ -49,6 +49,16 @@ check_run char_lm "$src/examples/char_lm.net" --dim B=2 --set T=16 --set C=32 --
 printf '%s\n' 'model isum(x: u8[B, 4], y: i32[B, 4]) -> (s: u8[B], t: i32[4], u: f32[B]) {' \
   '  return sum(x, -1), sum(y * 300000000, 0), f32(sum(x, -1)) }' > "$tmp/isum.net"
 check_run int_sum_wraps "$tmp/isum.net" --dim B=3
+# A training step that returns a parameter: the GPU's output w is the value
+# the step read, as the CPU's (the GPU read the weight the step had written;
+# then both were refused)
+printf '%s\n' 'model rp(x: f32[B, 4]) -> (y: f32[B, 2], w: f32[4, 2]) {' '  param w: f32[4, 2] = xavier' \
+  '  return x @ w, w' '}' 'train rp(t: f32[B, 2]) {' '  loss = mean(square(y - t))' '  optimizer sgd(lr: 0.5)' '}' > "$tmp/rp.net"
+"$netc" build "$tmp/rp.net" --entry train --dim B=3 --target '' -o "$tmp/rp.netm" --emit-cuda >"$tmp/rp.cu"
+"$netc" run "$tmp/rp.netm" --entry train --random-inputs 1 --device cpu --output "$tmp/rp_cpu" >/dev/null 2>&1 || true
+if on_mock "$tmp/rp.cu" "$netc" run "$tmp/rp.netm" --entry train --random-inputs 1 --device gpu --output "$tmp/rp_gpu" \
+     >/dev/null 2>"$tmp/rp.err" && cmp -s "$tmp/rp_cpu/w.npy" "$tmp/rp_gpu/w.npy"; then echo "ok run step returning a parameter"
+else echo "FAIL run step returning a parameter: the GPU's w is not the CPU's"; cat "$tmp/rp.err"; fails=$((fails + 1)); fi
 
 # A copy to the device that fails (the mock's NETC_MOCK_FAIL_HTOD=N: the
 # process's N-th): at the session's creation, in --weights' load (copies 4
