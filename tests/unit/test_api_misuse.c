@@ -67,6 +67,38 @@ static bool write_module(const char *text, bool train, char *path, char *cuda)
     return ok;
 }
 
+/* A module a case compiles for itself: its files, and the mock GPU's list
+ * of kernel sources as it was before this one's was added to it. */
+typedef struct own_module {
+    char path[32], cuda[32];
+    char sources_before[128];
+    nrt_module *m;
+} own_module;
+
+/* Compile text (its training step where train) and load it; the mock GPU
+ * finds its kernels through NETC_MOCK_CUDA_SOURCE. */
+static bool own_module_load(own_module *om, const char *text, bool train)
+{
+    nrt_error e;
+    snprintf(om->path, sizeof om->path, "/tmp/netc_api_misuse_XXXXXX");
+    snprintf(om->cuda, sizeof om->cuda, "/tmp/netc_api_misuse_cu_XXXXXX");
+    snprintf(om->sources_before, sizeof om->sources_before, "%s", getenv("NETC_MOCK_CUDA_SOURCE"));
+    om->m = NULL;
+    if (!write_module(text, train, om->path, om->cuda)) return false;
+    char sources[192];
+    snprintf(sources, sizeof sources, "%s:%s", om->sources_before, om->cuda);
+    setenv("NETC_MOCK_CUDA_SOURCE", sources, 1);
+    return nrt_module_load(om->path, &om->m, &e) == NRT_OK;
+}
+
+static void own_module_free(own_module *om)
+{
+    nrt_module_free(om->m);
+    setenv("NETC_MOCK_CUDA_SOURCE", om->sources_before, 1);
+    unlink(om->path);
+    unlink(om->cuda);
+}
+
 /* st is want, and the message says so (contains what) */
 static bool refused(nrt_status st, const nrt_error *e, nrt_status want, const char *what)
 {
@@ -289,19 +321,14 @@ static void check_step_returning_param(nrt_device dev)
         "  loss = sum(square(y - t))\n"
         "  optimizer sgd(lr: 0.1)\n"
         "}\n";
-    char path[] = "/tmp/netc_api_misuse_XXXXXX", cuda[] = "/tmp/netc_api_misuse_cu_XXXXXX";
-    nrt_module *m = NULL;
+    own_module om;
     nrt_session *s = NULL;
     nrt_error e;
     const char *b[] = {"B"};
     const int64_t one[] = {1}, row[] = {1, 2};
     float x[2] = {1, 1}, t0 = 0, lr = 0.1f, y = -1, w[2] = {0};
-    CHECK(write_module(step, true, path, cuda) && nrt_module_load(path, &m, &e) == NRT_OK);
-    char before[128], sources[192];   /* the mock GPU finds this module's kernels here too */
-    snprintf(before, sizeof before, "%s", getenv("NETC_MOCK_CUDA_SOURCE"));
-    snprintf(sources, sizeof sources, "%s:%s", before, cuda);
-    setenv("NETC_MOCK_CUDA_SOURCE", sources, 1);
-    if (m && create(m, dev, 1, b, one, &s, &e) == NRT_OK) {
+    CHECK(own_module_load(&om, step, true));
+    if (om.m && create(om.m, dev, 1, b, one, &s, &e) == NRT_OK) {
         CHECK(nrt_session_set_input(s, "x", NRT_F32, 2, row, x, &e) == NRT_OK);
         CHECK(nrt_session_set_input(s, "t", NRT_F32, 1, one, &t0, &e) == NRT_OK);
         CHECK(nrt_session_set_input(s, "@lr", NRT_F32, 0, NULL, &lr, &e) == NRT_OK);
@@ -315,10 +342,7 @@ static void check_step_returning_param(nrt_device dev)
         CHECK(nrt_session_get_param(s, "w", w, sizeof w, &e) == NRT_OK && fabsf(w[0] - 0.36f) < 1e-6f);
     }
     nrt_session_free(s);
-    nrt_module_free(m);
-    setenv("NETC_MOCK_CUDA_SOURCE", before, 1);
-    unlink(path);
-    unlink(cuda);
+    own_module_free(&om);
 }
 
 /* The mock GPU's fault injection (tests/mockgpu/mock_cuda.h), NULL on a
@@ -366,19 +390,15 @@ static void check_upload_failures(void)
         "  param c: f32[1] = ones\n"
         "  return x * a + x * b + x * c\n"
         "}\n";
-    char path[] = "/tmp/netc_api_misuse_XXXXXX", cuda[] = "/tmp/netc_api_misuse_cu_XXXXXX";
     char weights[] = "/tmp/netc_api_misuse_w_XXXXXX", saved[] = "/tmp/netc_api_misuse_w_XXXXXX";
-    nrt_module *m = NULL;
+    own_module om;
     nrt_session *cpu = NULL, *s = NULL;
     nrt_error e;
     const char *b[] = {"B"};
     const int64_t two[] = {2}, one[] = {1};
     float x[2] = {1, 10}, w[3] = {2, 3, 4}, five = 5;
-    CHECK(write_module(three, false, path, cuda) && nrt_module_load(path, &m, &e) == NRT_OK);
-    char before[128], sources[192];
-    snprintf(before, sizeof before, "%s", getenv("NETC_MOCK_CUDA_SOURCE"));
-    snprintf(sources, sizeof sources, "%s:%s", before, cuda);
-    setenv("NETC_MOCK_CUDA_SOURCE", sources, 1);
+    CHECK(own_module_load(&om, three, false));
+    nrt_module *m = om.m;
     CHECK(m && temp_file(weights) && temp_file(saved) && create(m, NRT_DEVICE_CPU, 1, b, two, &cpu, &e) == NRT_OK);
     for (int i = 0; cpu && i < 3; i++)
         CHECK(nrt_session_set_param(cpu, (const char *[]){"a", "b", "c"}[i], NRT_F32, 1, one, &w[i], &e) == NRT_OK);
@@ -411,10 +431,7 @@ static void check_upload_failures(void)
     }
     nrt_session_free(s);
     nrt_session_free(cpu);
-    nrt_module_free(m);
-    setenv("NETC_MOCK_CUDA_SOURCE", before, 1);
-    unlink(path);
-    unlink(cuda);
+    own_module_free(&om);
     unlink(weights);
     unlink(saved);
 }
