@@ -24,17 +24,22 @@
  * streams that needed an order between them shows. Calls
  * the real driver refuses are refused: no current context, unknown handles,
  * copies outside an allocation, synchronous calls while a capture is open
- * (CU_STREAM_CAPTURE_MODE_THREAD_LOCAL forbids them), launches beyond the
- * device's limits. A host-to-device copy can be made to fail
- * (mock_cuda_fail_htod, NETC_MOCK_FAIL_HTOD; mock_cuda.h). Allocations,
- * streams, events and modules still alive at exit are reported, and the
- * process then exits 3 (the runtime must free what it made). */
+ * (CU_STREAM_CAPTURE_MODE_THREAD_LOCAL forbids them on the capturing thread,
+ * GLOBAL on every thread), a capture ended on another thread than began it,
+ * launches beyond the device's limits. Any number of threads may call it,
+ * each with its own current context (none until cuCtxSetCurrent on that
+ * thread); one lock runs the calls, and the work they queue, one at a
+ * time. A host-to-device copy can be made to fail (mock_cuda_fail_htod,
+ * NETC_MOCK_FAIL_HTOD; mock_cuda.h). Allocations, streams, events and
+ * modules still alive at exit are reported, and the process then exits 3
+ * (the runtime must free what it made). */
 #define _GNU_SOURCE
 #include "mock_cuda.h"
 
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +81,8 @@ struct CUgraph_st { mock_worklist work; mock_set *deps; unsigned long long id; }
 struct CUgraphExec_st { mock_worklist work; mock_set *deps; unsigned long long replays; };
 struct CUstream_st {
     bool capturing, blocking, draining;
+    bool capture_global;            /* the capture it began is CU_STREAM_CAPTURE_MODE_GLOBAL */
+    pthread_t capture_thread;       /* which began it: the capture ends there (neither mode is RELAXED) */
     bool joined;                    /* capturing into another stream's capture (it waited on its event) */
     struct CUgraph_st *graph;
     mock_set frontier;              /* capturing: the nodes the stream's next work depends on */
@@ -96,7 +103,31 @@ struct CUevent_st {
 
 typedef struct mock_block { uintptr_t base; size_t bytes; bool host; } mock_block;
 
-static pthread_mutex_t mock_lock = PTHREAD_MUTEX_INITIALIZER;
+/* One lock for the whole mock, held through every call of its API (MOCK_API)
+ * and so through the queued work a call runs: a real driver takes calls from
+ * any number of threads, while the mock's tables, the streams' queues and
+ * the host-compiled kernels (whose blockIdx, __shared__ memory and fibers
+ * are globals of their library, shared by every session of one model) are
+ * single-threaded. Recursive: calls run work that calls back in (a wait
+ * drains another stream; cuLaunchKernelEx is cuLaunchKernel). What the
+ * driver keeps per thread stays per thread (mock_current, the captures). */
+static pthread_mutex_t mock_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static __thread int mock_api_depth;
+/* Leaving the mock, a thread lets the others in: a lock taken again at once
+ * by the thread that released it would run each thread's calls in long
+ * stretches, where threads on a GPU interleave theirs call by call. */
+static void mock_unlock(pthread_mutex_t **held)
+{
+    pthread_mutex_unlock(*held);
+    if (--mock_api_depth == 0) sched_yield();
+}
+static pthread_mutex_t *mock_lock_api(void)
+{
+    pthread_mutex_lock(&mock_lock);
+    mock_api_depth++;
+    return &mock_lock;
+}
+#define MOCK_API pthread_mutex_t *mock_held_ __attribute__((cleanup(mock_unlock), unused)) = mock_lock_api()
 static struct {
     mock_block *blocks;
     size_t nblocks, capblocks;
@@ -111,6 +142,12 @@ static CUstream mock_streams;
 static mock_worklist mock_legacy;   /* the legacy stream's work not yet run */
 static __thread CUcontext mock_current;
 static __thread int mock_open_captures;
+/* Captures begun in CU_STREAM_CAPTURE_MODE_GLOBAL, on any thread: while one
+ * is open, every thread's potentially unsafe calls are refused, as the
+ * driver does; THREAD_LOCAL captures (mock_open_captures) bind their own
+ * thread only. */
+static int mock_global_captures;
+static __thread int mock_own_global_captures;
 static __thread bool mock_launching_early;   /* cuLaunchKernelEx with programmatic stream serialization */
 
 static double mock_now_ms(void)
@@ -197,8 +234,9 @@ static CUresult mock_sync_allowed(const char *call)
 {
     CUresult rc = mock_need_context(call);
     if (rc != CUDA_SUCCESS) return rc;
-    if (mock_open_captures == 0) return CUDA_SUCCESS;
-    mock_complain("%s: not allowed while a stream capture is open on this thread", call);
+    if (mock_open_captures == 0 && mock_global_captures == mock_own_global_captures) return CUDA_SUCCESS;
+    mock_complain("%s: not allowed while a stream capture is open %s", call,
+                  mock_open_captures ? "on this thread" : "in CU_STREAM_CAPTURE_MODE_GLOBAL on another thread");
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
@@ -302,6 +340,7 @@ static void mock_sync_legacy(void)
 
 CUresult mock_cuda_enqueue(CUstream stream, mock_work_fn *run, const void *ctx, size_t ctx_bytes)
 {
+    MOCK_API;
     CUresult rc = mock_need_context("a launch");
     if (rc != CUDA_SUCCESS) return rc;
     if (stream && stream->capturing) {   /* a node after the stream's frontier, which it becomes */
@@ -334,6 +373,7 @@ CUresult cuDeviceGetCount(int *n) { *n = 1; return CUDA_SUCCESS; }
 
 CUresult cuDeviceGet(CUdevice *d, int ordinal)
 {
+    MOCK_API;
     if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
     *d = 0;
     return CUDA_SUCCESS;
@@ -341,6 +381,7 @@ CUresult cuDeviceGet(CUdevice *d, int ordinal)
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice d)
 {
+    MOCK_API;
     if (d != 0 || len <= 0) return CUDA_ERROR_INVALID_VALUE;
     snprintf(name, (size_t)len, "netc mock GPU (host)");
     return CUDA_SUCCESS;
@@ -348,6 +389,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice d)
 
 CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 {
+    MOCK_API;
     if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
     switch (a) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; return CUDA_SUCCESS;
@@ -362,6 +404,7 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d)
 {
+    MOCK_API;
     if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&mock_lock);
     mock.primary.retained++;
@@ -372,6 +415,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d)
 
 CUresult cuDevicePrimaryCtxRelease(CUdevice d)
 {
+    MOCK_API;
     if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&mock_lock);
     CUresult rc = mock.primary.retained > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
@@ -382,6 +426,7 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice d)
 
 CUresult cuCtxSetCurrent(CUcontext ctx)
 {
+    MOCK_API;
     if (ctx && (ctx != &mock.primary || mock.primary.retained == 0)) return CUDA_ERROR_INVALID_CONTEXT;
     mock_current = ctx;
     return CUDA_SUCCESS;
@@ -391,6 +436,7 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
 
 CUresult cuMemGetInfo(size_t *free_bytes, size_t *total)
 {
+    MOCK_API;
     CUresult rc = mock_need_context("cuMemGetInfo");
     if (rc != CUDA_SUCCESS) return rc;
     pthread_mutex_lock(&mock_lock);
@@ -402,6 +448,7 @@ CUresult cuMemGetInfo(size_t *free_bytes, size_t *total)
 
 CUresult cuMemAlloc(CUdeviceptr *p, size_t bytes)
 {
+    MOCK_API;
     CUresult rc = mock_sync_allowed("cuMemAlloc");
     if (rc != CUDA_SUCCESS) return rc;
     if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -416,6 +463,7 @@ CUresult cuMemAlloc(CUdeviceptr *p, size_t bytes)
 
 CUresult cuMemFree(CUdeviceptr p)
 {
+    MOCK_API;
     CUresult rc = mock_sync_allowed("cuMemFree");
     if (rc != CUDA_SUCCESS && rc != mock.sticky) return rc;
     mock_drain_streams(true);   /* work queued on the memory finishes first */
@@ -429,6 +477,7 @@ CUresult cuMemFree(CUdeviceptr p)
 
 CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned int flags)
 {
+    MOCK_API;
     CUresult rc = mock_sync_allowed("cuMemHostAlloc");
     if (rc != CUDA_SUCCESS) return rc;
     if (bytes == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
@@ -440,6 +489,7 @@ CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned int flags)
 
 CUresult cuMemFreeHost(void *p)
 {
+    MOCK_API;
     mock_drain_streams(true);
     if (!mock_remove_block((uintptr_t)p, true)) {
         mock_complain("cuMemFreeHost: %p is not a pinned allocation", p);
@@ -505,6 +555,7 @@ static CUresult mock_htod_fault(const char *call)
 
 CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes)
 {
+    MOCK_API;
     CUresult rc = mock_sync_allowed("cuMemcpyHtoD");
     if (rc == CUDA_SUCCESS) rc = mock_htod_fault("cuMemcpyHtoD");
     if (rc == CUDA_SUCCESS) rc = mock_device_range(dst, bytes, "cuMemcpyHtoD");
@@ -513,6 +564,7 @@ CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes)
 
 CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes)
 {
+    MOCK_API;
     CUresult rc = mock_sync_allowed("cuMemcpyDtoH");
     if (rc == CUDA_SUCCESS) mock_sync_legacy();
     if (rc == CUDA_SUCCESS) rc = mock_device_range(src, bytes, "cuMemcpyDtoH");
@@ -522,6 +574,7 @@ CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes)
 
 CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s)
 {
+    MOCK_API;
     CUresult rc = mock_device_range(dst, bytes, "cuMemcpyDtoDAsync (destination)");
     if (rc == CUDA_SUCCESS) rc = mock_device_range(src, bytes, "cuMemcpyDtoDAsync (source)");
     mock_copy c = {(void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes};
@@ -553,22 +606,26 @@ static CUresult mock_fill_async(CUdeviceptr dst, uint32_t value, size_t n, size_
 
 CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t n)
 {
+    MOCK_API;
     CUresult rc = mock_sync_allowed("cuMemsetD8");
     return rc == CUDA_SUCCESS ? mock_fill_async(dst, value, n, 1, NULL, "cuMemsetD8") : rc;
 }
 
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream s)
 {
+    MOCK_API;
     return mock_fill_async(dst, value, n, 1, s, "cuMemsetD8Async");
 }
 
 CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short value, size_t n, CUstream s)
 {
+    MOCK_API;
     return mock_fill_async(dst, value, n, 2, s, "cuMemsetD16Async");
 }
 
 CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, CUstream s)
 {
+    MOCK_API;
     return mock_fill_async(dst, value, n, 4, s, "cuMemsetD32Async");
 }
 
@@ -576,6 +633,7 @@ CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, CUstrea
  * pageable memory the driver stages src before it returns. */
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream s)
 {
+    MOCK_API;
     CUresult rc = mock_device_range(dst, bytes, "cuMemcpyHtoDAsync");
     if (rc == CUDA_SUCCESS) rc = mock_htod_fault("cuMemcpyHtoDAsync");
     if (rc != CUDA_SUCCESS) return rc;
@@ -588,6 +646,7 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstr
 
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr p)
 {
+    MOCK_API;
     if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) return CUDA_ERROR_NOT_SUPPORTED;   /* not modelled */
     const void *at = (const void *)(uintptr_t)p;
     if (mock_in_pinned(at, 1)) *(unsigned int *)data = CU_MEMORYTYPE_HOST;
@@ -598,6 +657,7 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
 
 CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream s)
 {
+    MOCK_API;
     CUresult rc = mock_device_range(src, bytes, "cuMemcpyDtoHAsync");
     mock_copy c = {dst, (const void *)(uintptr_t)src, bytes};
     return rc == CUDA_SUCCESS ? mock_cuda_enqueue(s, mock_run_copy, &c, sizeof c) : rc;
@@ -623,6 +683,7 @@ static unsigned long long mock_hash(const char *s)
 
 const void *mock_cuda_last_image(void)
 {
+    MOCK_API;
     pthread_mutex_lock(&mock_lock);
     const void *image = mock.last_image;
     pthread_mutex_unlock(&mock_lock);
@@ -631,6 +692,7 @@ const void *mock_cuda_last_image(void)
 
 int mock_cuda_use_source(const char *source, char *err, size_t errcap)
 {
+    MOCK_API;
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     char dir[512], cpp[600], so[600], cmd[8192];
     snprintf(dir, sizeof dir, "%s/netc_mock_cuda_%d", tmp, (int)getuid());
@@ -639,10 +701,8 @@ int mock_cuda_use_source(const char *source, char *err, size_t errcap)
     unsigned long long h = mock_hash(source) ^ (wgmma ? 0x9e3779b97f4a7c15ULL : 0);
     snprintf(cpp, sizeof cpp, "%s/k%016llx.%d.cpp", dir, h, (int)getpid());   /* tests run side by side */
     snprintf(so, sizeof so, "%s/k%016llx.so", dir, h);
-    /* one compile at a time: threads creating sessions at once share the
-     * .cpp name (it carries the pid), and the first's library serves all */
-    static pthread_mutex_t compile_lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&compile_lock);
+    /* one compile at a time (MOCK_API): threads creating sessions at once
+     * share the .cpp name (it carries the pid), and the first's library serves all */
     int rc = 0;
     if (access(so, R_OK) != 0) {   /* compiled before: the same source gives the same library */
         snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
@@ -658,7 +718,6 @@ int mock_cuda_use_source(const char *source, char *err, size_t errcap)
             if (system(cmd) != 0) rc = -1, snprintf(err, errcap, "the kernels do not compile for the host: see %s.log", cpp);
         }
     }
-    pthread_mutex_unlock(&compile_lock);
     if (rc != 0) return rc;
     pthread_mutex_lock(&mock_lock);
     snprintf(mock.pending_source_lib, sizeof mock.pending_source_lib, "%s", so);
@@ -740,6 +799,7 @@ static bool mock_source_from_env(const void *image)
 
 CUresult cuModuleLoadData(CUmodule *out, const void *image)
 {
+    MOCK_API;
     CUresult rc = mock_sync_allowed("cuModuleLoadData");
     if (rc != CUDA_SUCCESS) return rc;
     if (!image) return CUDA_ERROR_INVALID_VALUE;
@@ -778,6 +838,7 @@ CUresult cuModuleLoadData(CUmodule *out, const void *image)
 
 CUresult cuModuleUnload(CUmodule m)
 {
+    MOCK_API;
     if (!m) return CUDA_ERROR_INVALID_HANDLE;
     mock_drain_streams(true);
     if (m->release) m->release();
@@ -796,6 +857,7 @@ static mock_fn_cache *mock_functions;
 
 CUresult cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name)
 {
+    MOCK_API;
     if (!m || !name) return CUDA_ERROR_INVALID_HANDLE;
     mock_kernel_fn *fn = (mock_kernel_fn *)(uintptr_t)dlsym(m->lib, name);
     if (!fn) {
@@ -849,6 +911,7 @@ static void mock_run_launch(void *p)
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shared, CUstream s, void **params, void **extra)
 {
+    MOCK_API;
     CUresult rc = mock_need_context("cuLaunchKernel");
     if (rc != CUDA_SUCCESS) return rc;
     if (!f) return CUDA_ERROR_INVALID_HANDLE;
@@ -873,6 +936,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
  * every thread of it did wait. */
 CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
 {
+    MOCK_API;
     if (!c || (c->numAttrs && !c->attrs)) return CUDA_ERROR_INVALID_VALUE;
     bool early = false;
     for (unsigned i = 0; i < c->numAttrs; i++) {
@@ -893,6 +957,7 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, 
 
 CUresult cuStreamCreate(CUstream *s, unsigned int flags)
 {
+    MOCK_API;
     CUresult rc = mock_need_context("cuStreamCreate");
     if (rc != CUDA_SUCCESS) return rc;
     if (flags != CU_STREAM_DEFAULT && flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
@@ -908,6 +973,7 @@ CUresult cuStreamCreate(CUstream *s, unsigned int flags)
 
 CUresult cuStreamDestroy(CUstream s)
 {
+    MOCK_API;
     if (!s) return CUDA_ERROR_INVALID_HANDLE;
     if (s->capturing) {
         mock_complain("cuStreamDestroy: the stream is capturing");
@@ -928,6 +994,7 @@ CUresult cuStreamDestroy(CUstream s)
 
 CUresult cuStreamSynchronize(CUstream s)
 {
+    MOCK_API;
     CUresult rc = mock_sync_allowed("cuStreamSynchronize");
     if (rc != CUDA_SUCCESS) return rc;
     if (s) mock_drain_stream(s);
@@ -937,6 +1004,7 @@ CUresult cuStreamSynchronize(CUstream s)
 
 CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
 {
+    MOCK_API;
     CUresult rc = mock_need_context("cuStreamBeginCapture");
     if (rc != CUDA_SUCCESS) return rc;
     if (!s) {
@@ -951,6 +1019,9 @@ CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
     s->graph->id = ++captures;
     s->frontier.n = 0;
     s->capturing = true;
+    s->capture_global = mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+    s->capture_thread = pthread_self();
+    mock_global_captures += s->capture_global, mock_own_global_captures += s->capture_global;
     mock_open_captures++;
     pthread_mutex_lock(&mock_lock);
     mock.graphs++;
@@ -970,10 +1041,15 @@ static void mock_mark_before(const struct CUgraph_st *g, size_t node, bool *seen
  * must have joined back: its last work is before the origin's last. */
 CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 {
+    MOCK_API;
     if (!s || !s->capturing) return CUDA_ERROR_ILLEGAL_STATE;
     if (s->joined) {
         mock_complain("cuStreamEndCapture: the stream joined another stream's capture; end it there");
         return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    }
+    if (!pthread_equal(s->capture_thread, pthread_self())) {
+        mock_complain("cuStreamEndCapture: the capture began on another thread");
+        return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
     }
     struct CUgraph_st *graph = s->graph;
     bool *before = calloc(graph->work.n + 1, 1);
@@ -995,6 +1071,8 @@ CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
     s->capturing = false;
     mock_set_free(&s->frontier);
     mock_open_captures--;
+    mock_global_captures -= s->capture_global, mock_own_global_captures -= s->capture_global;
+    s->capture_global = false;
     s->graph = NULL;
     if (rc != CUDA_SUCCESS) {
         cuGraphDestroy(graph);
@@ -1006,6 +1084,7 @@ CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 
 CUresult cuGraphDestroy(CUgraph g)
 {
+    MOCK_API;
     if (!g) return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < g->work.n; i++) mock_set_free(&g->deps[i]);
     free(g->deps);
@@ -1019,6 +1098,7 @@ CUresult cuGraphDestroy(CUgraph g)
 
 CUresult cuGraphInstantiate(CUgraphExec *out, CUgraph g, unsigned long long flags)
 {
+    MOCK_API;
     CUresult rc = mock_need_context("cuGraphInstantiate");
     if (rc != CUDA_SUCCESS) return rc;
     if (!g || flags != 0) return CUDA_ERROR_INVALID_VALUE;
@@ -1071,6 +1151,7 @@ static void mock_run_graph(void *p)
 
 CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
 {
+    MOCK_API;
     CUresult rc = mock_need_context("cuGraphLaunch");
     if (rc != CUDA_SUCCESS) return rc;
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
@@ -1080,6 +1161,7 @@ CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
 
 CUresult cuGraphExecDestroy(CUgraphExec e)
 {
+    MOCK_API;
     if (!e) return CUDA_ERROR_INVALID_VALUE;
     mock_drain_streams(true);   /* launches of it still queued run first */
     for (size_t i = 0; i < e->work.n; i++) mock_set_free(&e->deps[i]);
@@ -1096,6 +1178,7 @@ CUresult cuGraphExecDestroy(CUgraphExec e)
 
 CUresult cuEventCreate(CUevent *e, unsigned int flags)
 {
+    MOCK_API;
     CUresult rc = mock_need_context("cuEventCreate");
     if (rc != CUDA_SUCCESS) return rc;
     if (flags & ~(unsigned)(CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC)) return CUDA_ERROR_INVALID_VALUE;
@@ -1110,6 +1193,7 @@ CUresult cuEventCreate(CUevent *e, unsigned int flags)
 
 CUresult cuEventDestroy(CUevent e)
 {
+    MOCK_API;
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
     mock_drain_streams(true);   /* records of it still queued happen first */
     mock_set_free(&e->frontier);
@@ -1133,6 +1217,7 @@ static void mock_run_record(void *p)
 
 CUresult cuEventRecord(CUevent e, CUstream s)
 {
+    MOCK_API;
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
     if (s && s->capturing) {   /* no node: what waits on it depends on the stream's frontier */
         e->capture = s->graph->id;
@@ -1151,6 +1236,7 @@ CUresult cuEventRecord(CUevent e, CUstream s)
 
 CUresult cuEventSynchronize(CUevent e)
 {
+    MOCK_API;
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
     CUresult rc = mock_sync_allowed("cuEventSynchronize");
     if (rc == CUDA_SUCCESS && e->stream) mock_drain(e->stream, e->seq + 1);
@@ -1159,6 +1245,7 @@ CUresult cuEventSynchronize(CUevent e)
 
 CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 {
+    MOCK_API;
     CUresult rc = mock_need_context("cuEventElapsedTime");
     if (rc != CUDA_SUCCESS) return rc;
     if (!a || !b || !a->timing || !b->timing) return CUDA_ERROR_INVALID_HANDLE;
@@ -1174,6 +1261,7 @@ static void mock_run_wait(void *p) { mock_wait *w = p; mock_drain(w->other, w->u
 
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 {
+    MOCK_API;
     CUresult rc = mock_need_context("cuStreamWaitEvent");
     if (rc != CUDA_SUCCESS) return rc;
     if (!e || flags != 0) return CUDA_ERROR_INVALID_VALUE;
@@ -1206,6 +1294,7 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 /* NVRTC asks a loaded driver for its private tables; there are none here. */
 CUresult cuGetExportTable(const void **table, const CUuuid *id)
 {
+    MOCK_API;
     (void)id;
     *table = NULL;
     return CUDA_ERROR_NOT_SUPPORTED;
@@ -1215,6 +1304,7 @@ CUresult cuGetExportTable(const void **table, const CUuuid *id)
 
 CUresult cuGetErrorString(CUresult rc, const char **s)
 {
+    MOCK_API;
     switch (rc) {
     case CUDA_SUCCESS: *s = "no error"; break;
     case CUDA_ERROR_INVALID_VALUE: *s = "invalid argument"; break;
