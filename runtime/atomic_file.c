@@ -2,6 +2,7 @@
 #include "atomic_file.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -46,8 +47,11 @@ int atomic_file_open(atomic_file *a, const char *path, char *err, size_t errcap)
         return -1;
     }
     a->in_place = stat(a->target, &st) == 0 && !S_ISREG(st.st_mode);
-    /* the pid keeps two writers of one target from sharing a temporary */
-    snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", a->target, (long)getpid());
+    /* the pid and a number of the process's own keep two writers of one
+     * target from sharing a temporary, be they processes or threads (two
+     * sessions storing the kernels they compiled: one truncated the other's) */
+    static atomic_uint writers;
+    snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld.%u", a->target, (long)getpid(), atomic_fetch_add(&writers, 1));
     a->f = fopen(a->in_place ? a->target : a->tmp, "wb");
     if (!a->f) {
         snprintf(err, errcap, "%s: cannot write %s: %s", path, a->in_place ? "it" : "a file beside it", strerror(errno));

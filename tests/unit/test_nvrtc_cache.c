@@ -3,14 +3,18 @@
  * a bit flipped, an older netc's headerless file, a cubin that is no ELF,
  * PTX that is no text) is a miss that says why, so the caller compiles again
  * and overwrites it. A FIFO in the entry's place is a miss, not a hang. No
- * NVRTC needed: the images are made up. */
+ * NVRTC needed: the images are made up. Threads storing one entry at once
+ * (sessions created together, each compiling the same kernels) leave one
+ * of their images whole. */
 #include "base.h"
 #include "nvrtc_cache.h"
 
 #include "test_util.h"
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,6 +39,58 @@ static void damage(const char *path, const unsigned char *bytes, size_t n, size_
     if (at < n) copy[at] ^= xor_with;
     spit(path, copy, n);
     free(copy);
+}
+
+enum { WRITERS = 4, IMAGE_BYTES = 1 << 20, ROUNDS = 32 };
+
+typedef struct writer {
+    const char *path;
+    unsigned char *image;
+    pthread_barrier_t *start;
+} writer;
+
+static void *store_at_once(void *p)
+{
+    writer *w = p;
+    pthread_barrier_wait(w->start);
+    nvrtc_cache_store(w->path, w->image, IMAGE_BYTES);
+    return NULL;
+}
+
+/* They used to share one temporary (named by the process): one writer
+ * truncated it under another, and the entry renamed into place held parts
+ * of two images, or none of the last (a checksum mismatch: compiled again
+ * by every session after). */
+static void check_stores_on_threads(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/threads-sm_90.bin", dir);
+    writer w[WRITERS];
+    pthread_barrier_t start;
+    for (int i = 0; i < WRITERS; i++) {
+        w[i] = (writer){path, malloc(IMAGE_BYTES), &start};
+        memcpy(w[i].image, "\x7f" "ELF", 4);
+        memset(w[i].image + 4, 'a' + i, IMAGE_BYTES - 4);
+    }
+    int whole = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        pthread_barrier_init(&start, NULL, WRITERS);
+        pthread_t t[WRITERS];
+        for (int i = 0; i < WRITERS; i++) CHECK(pthread_create(&t[i], NULL, store_at_once, &w[i]) == 0);
+        for (int i = 0; i < WRITERS; i++) pthread_join(t[i], NULL);
+        pthread_barrier_destroy(&start);
+        const char *damaged = NULL;
+        for (int i = 0; i < WRITERS; i++) whole += loads(path, false, w[i].image, IMAGE_BYTES, &damaged);
+        if (damaged) fprintf(stderr, "round %d: the entry stored by %d threads at once is damaged: %s\n", r, WRITERS, damaged);
+    }
+    CHECK(whole == ROUNDS);
+    for (int i = 0; i < WRITERS; i++) free(w[i].image);
+    DIR *d = opendir(dir);   /* no temporary left behind */
+    for (struct dirent *e; d && (e = readdir(d));) {
+        CHECK(!strstr(e->d_name, ".tmp."));
+        if (strstr(e->d_name, ".tmp.")) fprintf(stderr, "left behind: %s\n", e->d_name);
+    }
+    if (d) closedir(d);
 }
 
 int main(void)
@@ -98,6 +154,7 @@ int main(void)
     CHECK(mkfifo(fifo, 0600) == 0);
     CHECK(!loads(fifo, false, cubin, sizeof cubin, &damaged));
     free(entry);
+    check_stores_on_threads();
 
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
