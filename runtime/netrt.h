@@ -30,8 +30,12 @@
  * again before going on.
  *
  * Threads: a module is immutable after loading and may be shared by sessions
- * on any threads. A session must be used by one thread at a time; different
- * sessions may run concurrently. */
+ * on any threads. Different sessions may run concurrently, each on its own
+ * thread, and a session may move from one thread to another between calls.
+ * A session used by two threads at once is the caller's bug (not detected).
+ * On the GPU, every call makes the device's primary context current on the
+ * calling thread (and leaves it so); the sessions on one device share that
+ * context, so a kernel that faults fails them all, as CUDA's errors do. */
 #ifndef NETRT_H
 #define NETRT_H
 
