@@ -40,6 +40,7 @@
 #include <stdarg.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,16 +114,30 @@ typedef struct mock_block { uintptr_t base; size_t bytes; bool host; } mock_bloc
  * driver keeps per thread stays per thread (mock_current, the captures). */
 static pthread_mutex_t mock_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static __thread int mock_api_depth;
-/* Leaving the mock, a thread lets the others in: a lock taken again at once
- * by the thread that released it would run each thread's calls in long
- * stretches, where threads on a GPU interleave theirs call by call. */
+static __thread bool mock_thread_counted;
+static atomic_int mock_threads;      /* live threads that have called the mock */
+static pthread_key_t mock_thread_key;
+static pthread_once_t mock_key_once = PTHREAD_ONCE_INIT;
+static void mock_thread_exit(void *p) { (void)p, atomic_fetch_sub(&mock_threads, 1); }
+static void mock_make_key(void) { pthread_key_create(&mock_thread_key, mock_thread_exit); }
+/* Leaving the mock while other threads use it, a thread yields: a lock
+ * taken again at once by the thread that released it would run each
+ * thread's calls in long stretches, where threads on a GPU interleave
+ * theirs call by call. A process with one thread never yields (the core
+ * would go to other processes). */
 static void mock_unlock(pthread_mutex_t **held)
 {
     pthread_mutex_unlock(*held);
-    if (--mock_api_depth == 0) sched_yield();
+    if (--mock_api_depth == 0 && atomic_load(&mock_threads) > 1) sched_yield();
 }
 static pthread_mutex_t *mock_lock_api(void)
 {
+    if (!mock_thread_counted) {
+        pthread_once(&mock_key_once, mock_make_key);
+        pthread_setspecific(mock_thread_key, &mock_thread_counted);   /* its destructor counts the thread out */
+        mock_thread_counted = true;
+        atomic_fetch_add(&mock_threads, 1);
+    }
     pthread_mutex_lock(&mock_lock);
     mock_api_depth++;
     return &mock_lock;
