@@ -6,10 +6,20 @@
 
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) & ~(a - 1); }
 
-static const memplan_buf *sort_base;
+/* What a buffer is sorted by, carried with its index: the comparators
+ * read nothing else (they read the buffers through a global, which two
+ * threads planning at once, sessions created together, overwrote under each
+ * other: a wrong order, a buffer placed over a live one, a read of freed memory). */
+typedef struct sort_key {
+    bool kept;
+    int64_t bytes;     /* by_size_desc: its size; by_offset: its offset */
+    int32_t first;
+    uint32_t index;
+} sort_key;
+
 static int by_size_desc(const void *x, const void *y)
 {
-    const memplan_buf *a = &sort_base[*(const uint32_t *)x], *b = &sort_base[*(const uint32_t *)y];
+    const sort_key *a = x, *b = y;
     if (a->kept != b->kept) return a->kept ? -1 : 1;
     if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
     return a->first - b->first;
@@ -17,8 +27,8 @@ static int by_size_desc(const void *x, const void *y)
 
 static int by_offset(const void *x, const void *y)
 {
-    const memplan_buf *a = &sort_base[*(const uint32_t *)x], *b = &sort_base[*(const uint32_t *)y];
-    return a->offset < b->offset ? -1 : a->offset > b->offset;
+    const sort_key *a = x, *b = y;
+    return a->bytes < b->bytes ? -1 : a->bytes > b->bytes;
 }
 
 static bool overlaps(const memplan_buf *a, const memplan_buf *b) { return a->first <= b->last && b->first <= a->last; }
@@ -26,26 +36,25 @@ static bool overlaps(const memplan_buf *a, const memplan_buf *b) { return a->fir
 memplan_result memplan_place(memplan_buf *bufs, uint32_t n, int64_t align)
 {
     memplan_result r = {0};
-    uint32_t *order = nc_xmalloc((n + 1) * sizeof *order), *placed = nc_xmalloc((n + 1) * sizeof *placed);
-    uint32_t *conflict = nc_xmalloc((n + 1) * sizeof *conflict);
+    sort_key *order = nc_xmalloc((n + 1) * sizeof *order), *conflict = nc_xmalloc((n + 1) * sizeof *conflict);
+    uint32_t *placed = nc_xmalloc((n + 1) * sizeof *placed);
     uint32_t nplaced = 0;
-    for (uint32_t i = 0; i < n; i++) order[i] = i;
-    sort_base = bufs;
+    for (uint32_t i = 0; i < n; i++) order[i] = (sort_key){bufs[i].kept, bufs[i].bytes, bufs[i].first, i};
     qsort(order, n, sizeof *order, by_size_desc);
     for (uint32_t k = 0; k < n; k++) {
-        memplan_buf *b = &bufs[order[k]];
+        memplan_buf *b = &bufs[order[k].index];
         int64_t size = round_up(b->bytes, align);
         b->offset = 0;
         if (size == 0) continue;
         /* the placed buffers alive at the same time, by offset */
         uint32_t nc = 0;
         for (uint32_t j = 0; j < nplaced; j++)
-            if (overlaps(b, &bufs[placed[j]])) conflict[nc++] = placed[j];
+            if (overlaps(b, &bufs[placed[j]])) conflict[nc++] = (sort_key){.bytes = bufs[placed[j]].offset, .index = placed[j]};
         qsort(conflict, nc, sizeof *conflict, by_offset);
         /* best fit: the smallest gap that holds it, else the end */
         int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
         for (uint32_t j = 0; j < nc; j++) {
-            const memplan_buf *c = &bufs[conflict[j]];
+            const memplan_buf *c = &bufs[conflict[j].index];
             int64_t gap = c->offset - cursor;
             if (gap >= size && gap < best_gap) best = cursor, best_gap = gap;
             int64_t end = c->offset + round_up(c->bytes, align);
@@ -54,7 +63,7 @@ memplan_result memplan_place(memplan_buf *bufs, uint32_t n, int64_t align)
         b->offset = best >= 0 ? best : cursor;
         if (b->offset + size > r.arena_bytes) r.arena_bytes = b->offset + size;
         if (b->kept && b->offset + size > r.kept_bytes) r.kept_bytes = b->offset + size;
-        placed[nplaced++] = order[k];
+        placed[nplaced++] = order[k].index;
     }
     /* lower bound: the most bytes alive at one step */
     int32_t last_step = 0;

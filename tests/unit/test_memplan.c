@@ -1,11 +1,14 @@
 /* test_memplan.c - the arena planner: no two live buffers overlap, dead ones
- * are reused, and the arena is near the live-set lower bound. */
+ * are reused, and the arena is near the live-set lower bound. Threads
+ * planning at once (sessions created together) get the plans one thread
+ * gets. */
 #include "cuda_emit.h"
 #include "driver.h"
 #include "memplan.h"
 #include "program.h"
 
 #include "test_util.h"
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,8 +141,58 @@ static void check_output_copies(const char *name, const char *source)
     ir_graph_free(g);
 }
 
+enum { PLANNERS = 4, PLAN_BUFS = 2000, PLAN_ROUNDS = 6 };
+
+typedef struct planner {
+    memplan_buf *bufs;         /* a random set of its own */
+    int64_t offsets[PLAN_BUFS];   /* its plan on one thread */
+    int64_t arena;
+    int wrong;                 /* rounds whose plan differed */
+} planner;
+
+static void *plan_rounds(void *p)
+{
+    planner *t = p;
+    for (int r = 0; r < PLAN_ROUNDS; r++) {
+        memplan_result res = memplan_place(t->bufs, PLAN_BUFS, 256);
+        bool same = res.arena_bytes == t->arena;
+        for (int i = 0; i < PLAN_BUFS; i++) same &= t->bufs[i].offset == t->offsets[i];
+        t->wrong += !same;
+    }
+    return NULL;
+}
+
+/* The planner's comparators read the buffers through a global: threads
+ * planning at once sorted by each other's buffers (plans with live buffers
+ * over each other, reads of freed memory under ASan). */
+static void check_plans_on_threads(void)
+{
+    static planner t[PLANNERS];
+    uint64_t x = 88172645463325252ull;
+    for (int k = 0; k < PLANNERS; k++) {
+        t[k].bufs = calloc(PLAN_BUFS, sizeof *t[k].bufs);
+        for (int i = 0; i < PLAN_BUFS; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            int32_t first = (int32_t)(x % 500);
+            t[k].bufs[i] = (memplan_buf){.bytes = (int64_t)(x >> 20) % 100000 + 1, .first = first,
+                                         .last = first + (int32_t)((x >> 40) % 50), .kept = (x >> 60) == 0};
+        }
+        t[k].arena = memplan_place(t[k].bufs, PLAN_BUFS, 256).arena_bytes;
+        for (int i = 0; i < PLAN_BUFS; i++) t[k].offsets[i] = t[k].bufs[i].offset;
+    }
+    pthread_t th[PLANNERS];
+    for (int k = 0; k < PLANNERS; k++) CHECK(pthread_create(&th[k], NULL, plan_rounds, &t[k]) == 0);
+    for (int k = 0; k < PLANNERS; k++) pthread_join(th[k], NULL);
+    for (int k = 0; k < PLANNERS; k++) {
+        if (t[k].wrong) fprintf(stderr, "planner %d: %d of %d plans made beside other threads differ from its own\n", k, t[k].wrong, PLAN_ROUNDS);
+        CHECK(t[k].wrong == 0);
+        free(t[k].bufs);
+    }
+}
+
 int main(void)
 {
+    check_plans_on_threads();
     /* a chain: each buffer lives two steps; the plan needs two slots, not ten */
     memplan_buf chain[10];
     for (int i = 0; i < 10; i++) chain[i] = (memplan_buf){.bytes = 1000, .first = i, .last = i + 1};
