@@ -164,8 +164,8 @@ void nvrtc_cache_path(const char *source, const char *arch, int major, int minor
     snprintf(buf, cap, "%s/%016llx-%s-nvrtc%d.%d.bin", dir, (unsigned long long)fnv1a(source), arch, major, minor);
 }
 
-int nvrtc_cache_compile(const char *source, const char *arch, unsigned char **cubin, size_t *size, char *err,
-                        size_t errcap)
+static int compile_through_cache(const char *source, const char *arch, unsigned char **cubin, size_t *size, char *err,
+                                 size_t errcap)
 {
     if (!load_nvrtc()) {
         snprintf(err, errcap, "the module has no image for %s and NVRTC (libnvrtc.so.13) is not available to compile one",
@@ -204,4 +204,20 @@ int nvrtc_cache_compile(const char *source, const char *arch, unsigned char **cu
     nv.destroy(&prog);
     nvrtc_cache_store(path, *cubin, *size);
     return 0;
+}
+
+/* One compile at a time in the process, the cache looked at inside the
+ * lock: sessions created on several threads at once compile a module's
+ * kernels once, the others loading what the first stored (each compiled
+ * them, and stored them over each other), and NVRTC is never entered by
+ * two threads (ThreadSanitizer saw a mutex NVRTC allocates on one thread
+ * locked on another without an order it could see). */
+int nvrtc_cache_compile(const char *source, const char *arch, unsigned char **cubin, size_t *size, char *err,
+                        size_t errcap)
+{
+    static pthread_mutex_t compiling = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&compiling);
+    int rc = compile_through_cache(source, arch, cubin, size, err, errcap);
+    pthread_mutex_unlock(&compiling);
+    return rc;
 }
