@@ -9,8 +9,8 @@
  * on one thread, session after session. On the CPU, and on the GPU where
  * one (or the mock, tests/mockgpu, whose calls from several threads are
  * serialised but interleaved as the threads make them) is usable. The
- * threaded runs go first, with an empty NVRTC cache: every session compiles
- * the kernels and stores them at once. */
+ * threaded runs go first, with an empty NVRTC cache: the sessions all ask
+ * for the kernels at once. */
 #include "cuda_emit.h"
 #include "driver.h"
 #include "module.h"
