@@ -66,6 +66,10 @@ expect 1 "lossout.net:6:7: error: the model has an output named 'loss' that is n
 n=$((n + 1))
 louts=$("$netc" build "$src/examples/gpt2.net" --entry train --set L=1 --dim B=2 --dim T=64 --target '' --dump-ir -o "$tmp/g2.netm" 2>/dev/null | grep -c '^output loss ')
 [[ $louts == 1 ]] || { echo "FAIL: GPT-2's training step has $louts outputs named loss (want 1)"; fail=$((fail + 1)); }
+# a classifier's test set is scored from its first output as [B, classes] logits: a scalar
+# first (an autoencoder's loss) was read past its one value (test loss nan), so it is refused
+printf 'model m(x: u8[B, 28, 28]) -> (e: f32, y: f32[B, 784])\n{\n  y = f32(reshape(x, [B, 784]))\n  param w: f32[784] = ones\n  y = y * w\n  return mean(square(y)), y\n}\ntrain m(labels: i32[B]) {\n  loss = e + 0.0 * f32(sum(labels))\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/lossfirst.net"
+expect 1 "first output, 'e', as logits [B, classes]; it is f32[]" train "$tmp/lossfirst.net" --data "$tmp/nodata"
 # train reads -Werror (and --no-PASS) as build does
 expect 1 "error: 'hidden' is assigned but never used [-Werror]" train "$src/tests/golden/diag/unused_binding_warning.net" --data "$tmp/nodata" -Werror
 printf 'model m(x: f32[B, 4]) -> (y: f32[B, 4])\n  config H = 4\n{\n  return x * f32(H)\n}\n' > "$tmp/cast_int.net"
