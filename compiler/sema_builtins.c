@@ -430,6 +430,14 @@ static bool fold_scalar_math(sema_ctx *c, const char *name, const ast_node *call
     return false;
 }
 
+/* The op a user likely meant when a reduction is given two tensors. */
+static const char *tensor_slot_hint(const char *name)
+{
+    if (strcmp(name, "max") == 0) return "for the elementwise larger of two tensors, use maximum(a, b)";
+    if (strcmp(name, "sum") == 0) return "to add two tensors, write a + b";
+    return NULL;
+}
+
 sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
 {
     c->pending_name = NULL;
@@ -478,6 +486,11 @@ sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
         }
         if (has[k]) { sema_err(c, a->loc, NULL, "%s: '%s' given twice", name, spec[k].name); return sv_error(); }
         given[k] = sema_expr(c, a);
+        if (given[k].kind == SV_TENSOR) {   /* max(a, b): a second tensor where a compile-time value goes */
+            sema_err(c, a->loc, tensor_slot_hint(name), "%s takes %d tensor operand%s; its argument '%s' is a compile-time value, got a tensor",
+                     name, ntensor, ntensor == 1 ? "" : "s", spec[k].name);
+            return sv_error();
+        }
         given_loc[k] = a->loc;
         has[k] = true;
     }
