@@ -4,6 +4,7 @@
 #include "parser.h"
 #include "lexer.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,16 +51,40 @@ static bool first_on_line(const parse_state *ps, nc_loc loc)
     return true;
 }
 
+/* Hints that need the text around the token: what a user of another
+ * language writes for a power, an index or an if. NULL when none applies. */
+static const char *foreign_syntax_hint(const parse_state *ps, nc_loc loc, const char *msg)
+{
+    size_t len;
+    const char *line = src_line(ps->diag->sources, loc.file, loc.line, &len);
+    if (!line || loc.col < 2 || loc.col - 1 > len) return NULL;
+    char before = line[loc.col - 2];
+    if (strncmp(msg, "unexpected '*'", 14) == 0 && before == '*') return "there is no power operator: use pow(x, 2.0), or square(x)";
+    if (strncmp(msg, "unexpected '['", 14) == 0 && (before == ')' || before == '_' || isalnum((unsigned char)before)))
+        return "there is no indexing: take elements with slice(x, axis: A, start: i, end: i + 1), rows by index with gather(table, ids)";
+    size_t i = 0;
+    while (i < len && (line[i] == ' ' || line[i] == '\t')) i++;
+    if (strncmp(msg, "unexpected '{'", 14) == 0 && len - i > 3 && strncmp(line + i, "if", 2) == 0 && (line[i + 2] == ' ' || line[i + 2] == '('))
+        return "there is no if: choose between tensors with where(cond, a, b), or pass a compile-time bool to a fn";
+    return NULL;
+}
+
 void parse_error(parse_state *ps, nc_loc loc, const char *msg)
 {
     if (ps->muted && ps->tok_brace_depth > 0) return;   /* an echo of a broken declaration head */
     if (ps->tok_brace_depth == 0) ps->mute_next_block = true;
     if (ps->tok_opens_block) ps->muted = true;   /* the head broke at its body's '{': the body echoes it */
+    /* a statement broke at a block's '{' (if c { ... }): the recovery stops at the
+     * block's last newline and its '}' closes the body, so the rest of the body
+     * would echo as errors at the top level, up to the body's own '}' */
+    if (strncmp(msg, "unexpected '{'", 14) == 0 && ps->tok_brace_depth >= 2) ps->muted = true;
     const char *hint = NULL;
     for (size_t i = 0; i < NC_COUNT(parse_hints); i++)
         if (strncmp(msg, parse_hints[i].prefix, strlen(parse_hints[i].prefix)) == 0 &&
             (!parse_hints[i].line_start || first_on_line(ps, loc)))
             hint = parse_hints[i].hint;
+    const char *foreign = foreign_syntax_hint(ps, loc, msg);
+    if (foreign) hint = foreign;
     if (!hint && ps->tok_opens_block) hint = "the declaration's head before this '{' is incomplete: a name, a value or a closing bracket is missing";
     diag_report(ps->diag, DIAG_ERROR, loc, hint, "%s", msg);
 }
