@@ -261,6 +261,14 @@ static void unknown_name(sema_ctx *c, const char *name, nc_loc loc)
             sema_err(c, loc, hint, "unknown name '%s'", name);
             return;
         }
+    for (int i = c->nrepeats < (int)NC_COUNT(c->repeats) ? c->nrepeats : (int)NC_COUNT(c->repeats); i-- > 0;)
+        if (c->repeats[i]->name && strcmp(c->repeats[i]->name, name) == 0) {
+            char hint[256];
+            snprintf(hint, sizeof hint, "'repeat N as %s' names the loop's parameters (%s.0.*, %s.1.*, ...); the iteration's "
+                     "number is not a value: carry what changes in a name assigned before the loop", name, name, name);
+            sema_err(c, loc, hint, "unknown name '%s'", name);
+            return;
+        }
     suggestion s = {NULL, 3};
     for (scope *sc = c->env; sc; sc = sc->parent) suggest_scope(&s, name, sc);
     for (int op = 0; op < OP_COUNT; op++)
@@ -955,6 +963,8 @@ static void exec_repeat(sema_ctx *c, const ast_node *s)
     }
     char base[128], saved[512];
     unique_scope_name(c, s->name ? s->name : "layers", base, sizeof base);
+    if (c->nrepeats < (int)NC_COUNT(c->repeats)) c->repeats[c->nrepeats] = s;
+    c->nrepeats++;
     for (int64_t i = 0; i < n.i && !c->returned; i++) {
         char name[160];
         snprintf(name, sizeof name, "%s.%lld", base, (long long)i);
@@ -969,6 +979,7 @@ static void exec_repeat(sema_ctx *c, const ast_node *s)
         pop_prefix(c, saved);
         if (c->diag->errors > errors) break;     /* the same error in every iteration helps nobody */
     }
+    c->nrepeats--;
 }
 
 static bool bound_in_fn(sema_ctx *c, const char *name)

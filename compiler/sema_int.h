@@ -93,6 +93,8 @@ typedef struct sema_ctx {
      * its block ended (names bound inside { } or precision blocks are local) */
     struct { const char *name; nc_loc loc; const scope *owner; } ended[16];
     int nended;
+    const ast_node *repeats[8];   /* the repeats being expanded, innermost last: a hint for their names */
+    int nrepeats;
     /* while config constants are defined, where they are declared: a model's
      * header, else a module's config lines. Configs are read in order, so an
      * unknown name among them may be one declared further on. */
