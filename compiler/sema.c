@@ -1581,6 +1581,17 @@ static void report_no_model(diag_ctx *d, const ast_file *f, const char *name)
     diag_report(d, DIAG_ERROR, (nc_loc){f->file_id, 0, 0}, strlen(models) == head ? "it has none" : models, "no model named '%s'", name);
 }
 
+/* A train section names its model; a typo there is the usual cause. */
+static void report_train_orphan(diag_ctx *d, const ast_file *f, const ast_node *train)
+{
+    char models[256] = "the file's models: ";
+    size_t head = strlen(models);
+    for (uint32_t i = 0; i < f->decls.n; i++)
+        if (f->decls.items[i]->kind == AST_MODEL) hint_add_name(models, sizeof models, head, f->decls.items[i]->name);
+    diag_report(d, DIAG_ERROR, train->loc, strlen(models) == head ? "the file has no model" : models,
+                "train section for unknown model '%s'", train->name);
+}
+
 ir_graph *sema_model(src_table *sources, ast_file *main_file, const char *model_name, const driver_opts *o,
                      diag_ctx *d)
 {
@@ -1619,7 +1630,7 @@ int sema_check_all(src_table *sources, ast_file *main_file, const driver_opts *o
     for (uint32_t i = 0; i < main_file->decls.n; i++) {
         const ast_node *decl = main_file->decls.items[i];
         if (decl->kind == AST_TRAIN && !find_decl(main_file, AST_MODEL, decl->name))
-            diag_report(d, DIAG_ERROR, decl->loc, NULL, "train section for unknown model '%s'", decl->name);
+            report_train_orphan(d, main_file, decl);
         if (decl->kind != AST_MODEL) continue;
         for (uint32_t k = 0; k < i; k++) {
             const ast_node *prev = main_file->decls.items[k];

@@ -121,9 +121,12 @@ static void apply_choice(sema_ctx *c, ir_train_spec *t, const ast_node *d)
             while (h->name && strcmp(h->name, a->name) != 0) h++;
         if (!h || !h->name) {
             char hint[256] = "it takes:";
-            for (const hparam *p = ch->params; p->name; p++) snprintf(hint + strlen(hint), sizeof hint - strlen(hint), " %s", p->name);
-            sema_err(c, a->loc, ch->params[0].name ? hint : NULL, "%s %s: %s", d->name, ch->name,
-                     a->kind == AST_KWARG ? "unknown argument" : "name the arguments, like lr: 1e-3");
+            for (const hparam *p = ch->params; p->name; p++)
+                snprintf(hint + strlen(hint), sizeof hint - strlen(hint), "%s %s", p == ch->params ? "" : ",", p->name);
+            if (a->kind == AST_KWARG)
+                sema_err(c, a->loc, ch->params[0].name ? hint : NULL, "%s %s has no argument '%s'", d->name, ch->name, a->name);
+            else
+                sema_err(c, a->loc, ch->params[0].name ? hint : NULL, "%s %s: name the arguments, like lr: 1e-3", d->name, ch->name);
             continue;
         }
         size_t k = (size_t)(h - ch->params);
