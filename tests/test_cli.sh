@@ -70,6 +70,12 @@ louts=$("$netc" build "$src/examples/gpt2.net" --entry train --set L=1 --dim B=2
 # first (an autoencoder's loss) was read past its one value (test loss nan), so it is refused
 printf 'model m(x: u8[B, 28, 28]) -> (e: f32, y: f32[B, 784])\n{\n  y = f32(reshape(x, [B, 784]))\n  param w: f32[784] = ones\n  y = y * w\n  return mean(square(y)), y\n}\ntrain m(labels: i32[B]) {\n  loss = e + 0.0 * f32(sum(labels))\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/lossfirst.net"
 expect 1 "first output, 'e', as logits [B, classes]; it is f32[]" train "$tmp/lossfirst.net" --data "$tmp/nodata"
+# max's gradient is shared by the elements that tie for the maximum: a row of four equal
+# values passes a quarter to each (it passed all of it to each: 4 times the true gradient)
+printf 'model m(x: f32[B, 4]) -> (loss: f32)\n{\n  param w: f32[4] = ones\n  return sum(max(w + 0.0 * x, axis: -1))\n}\ntrain m {\n  optimizer sgd(lr: 1.0)\n}\n' > "$tmp/tie.net"
+"$netc" build "$tmp/tie.net" --entry train --target '' -o "$tmp/tie.netm" 2>/dev/null
+tie=$("$netc" run "$tmp/tie.netm" --entry train --dim B=2 --random-inputs 1 --output "$tmp/tie" 2>&1 | grep '@grad_norm')
+[[ $tie == *"mean 1 first 1"* ]] || { echo "FAIL: max's gradient over 4 ties in 2 rows: $tie (want a norm of 1)"; fail=$((fail + 1)); }
 # train reads -Werror (and --no-PASS) as build does
 expect 1 "error: 'hidden' is assigned but never used [-Werror]" train "$src/tests/golden/diag/unused_binding_warning.net" --data "$tmp/nodata" -Werror
 printf 'model m(x: f32[B, 4]) -> (y: f32[B, 4])\n  config H = 4\n{\n  return x * f32(H)\n}\n' > "$tmp/cast_int.net"
