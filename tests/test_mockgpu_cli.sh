@@ -165,5 +165,22 @@ ACCUMULATE=2 check_train char_lm_accumulate "$src/examples/char_lm.net" 4 4 --se
 ACCUMULATE=2 check_train gpt2_accumulate "$src/examples/gpt2.net" 4 4 --set V=512 --set C=64 --set L=1 --set H=2 --set MAXT=32 --dim T=32
 check_train drop_lm "$src/tests/train/drop_lm.net" 16 8
 
+# a classifier computed in bf16 that returns its logits in bf16: the GPU's evaluation reads
+# them in their own dtype (it asked for 4 bytes a value and stopped after the first epoch)
+bars() {   # bars DIR SPLIT N N_AS_4_BYTES: 8x8 images, a bright row whose index is the label
+  local i img=() r k row
+  for ((k = 0; k < 4; k++)); do
+    row=""; for ((r = 0; r < 8; r++)); do if ((r == k)); then row+=$'\xc8\xc8\xc8\xc8\xc8\xc8\xc8\xc8'; else row+=$'\x14\x14\x14\x14\x14\x14\x14\x14'; fi; done
+    img[k]=$row
+  done
+  { printf '\x00\x00\x08\x03'"$4"'\x00\x00\x00\x08\x00\x00\x00\x08'; for ((i = 0; i < $3; i++)); do printf '%s' "${img[i % 4]}"; done; } > "$1/$2-images-idx3-ubyte"
+  { printf '\x00\x00\x08\x01'"$4"; for ((i = 0; i < $3; i++)); do printf "\\x0$((i % 4))"; done; } > "$1/$2-labels-idx1-ubyte"
+}
+mkdir -p "$tmp/bars"
+bars "$tmp/bars" train 64 '\x00\x00\x00\x40'
+bars "$tmp/bars" t10k 1000 '\x00\x00\x03\xe8'
+printf 'model c(x: u8[B, 8, 8]) -> (logits: bf16[B, 4])\n  precision bf16\n{\n  param w: f32[64, 4]\n  h = bf16(reshape(x, [B, 64])) / 255.0\n  return h @ w\n}\ntrain c(labels: i32[B]) {\n  loss = cross_entropy(logits, labels)\n  optimizer sgd(lr: 0.5)\n}\n' > "$tmp/bf16_logits.net"
+TEXT=$tmp/bars check_train bf16_logits "$tmp/bf16_logits.net" 8 4
+
 echo "$fails failed"
 [[ $fails -eq 0 ]]
