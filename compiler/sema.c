@@ -774,7 +774,10 @@ sv sema_expr(sema_ctx *c, const ast_node *e)
         if (strcmp(e->name, "nan") == 0) return sv_float(NAN);
         if (strcmp(e->name, "pi") == 0) return sv_float(3.14159265358979323846);
         if (sema_builtin_exists(e->name)) {
-            sema_err(c, e->loc, NULL, "'%s' is a built-in function; call it with (...)", e->name);
+            char hint[160];   /* passed to a fn (twice(relu, x)): only fns are values */
+            snprintf(hint, sizeof hint, "built-in ops are not values; to pass it, wrap it in a fn: fn %s_fn(x) { return %s(x) }",
+                     e->name, e->name);
+            sema_err(c, e->loc, hint, "'%s' is a built-in function; call it with (...)", e->name);
             return sv_error();
         }
         unknown_name(c, e->name, e->loc);
