@@ -1428,8 +1428,9 @@ static void check_unused_inputs(sema_ctx *c)
     for (uint32_t i = 0; i < c->g->noutputs; i++) used[c->g->outputs[i].value] = true;
     for (ir_value v = 0; v < c->g->nnodes; v++) {
         const ir_node *n = &c->g->nodes[v];
-        if (n->op == OP_INPUT && !used[v])
-            sema_warn(c, n->loc, NULL, "input '%s' is never used", c->g->inputs[n->attr.index].name);
+        const char *in = n->op == OP_INPUT ? c->g->inputs[n->attr.index].name : NULL;
+        if (in && !used[v] && in[0] != '_')   /* _labels: unused on purpose (an autoencoder's train section must take labels) */
+            sema_warn(c, n->loc, "use it, or name it with a leading _ to say it is unused on purpose", "input '%s' is never used", in);
         if (n->op == OP_PARAM && !used[v])
             sema_warn(c, n->loc, "an unused parameter is still allocated, saved and loaded",
                       "parameter '%s' is never used", c->g->params[n->attr.index].decl.name);
