@@ -100,6 +100,7 @@ typedef struct ir_train_spec {
     bool present;
     ir_value loss;                 /* f32 scalar */
     uint32_t first_train_input;    /* inputs from this index on feed only the loss */
+    bool loss_reads_train_inputs;  /* the loss depends on one of them (a classifier's labels) */
     ir_optimizer optimizer;
     double lr, momentum, beta1, beta2, eps, weight_decay;
     bool nesterov;

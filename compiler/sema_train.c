@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* One hyper-parameter a directive accepts: where it goes and its range. */
@@ -267,6 +268,24 @@ static bool check_trainable(sema_ctx *c, const ast_node *train, sv loss, nc_loc 
     return true;
 }
 
+/* Whether value v depends on an input declared by the train section: netc
+ * train scores a classifier's test set against those labels, which says
+ * nothing of a model whose loss never reads them (an autoencoder). Operands
+ * precede their users, so one backward sweep marks what v reads. */
+static bool reads_train_inputs(const ir_graph *g, ir_value v)
+{
+    bool *live = nc_xcalloc(g->nnodes + 1, 1), found = false;
+    live[v] = true;
+    for (ir_value u = v + 1; u-- > 0 && !found;) {
+        if (!live[u]) continue;
+        const ir_node *n = &g->nodes[u];
+        found = n->op == OP_INPUT && n->attr.index >= g->train.first_train_input;
+        for (int i = 0; i < n->nargs; i++) live[ir_args(g, n)[i]] = true;
+    }
+    free(live);
+    return found;
+}
+
 void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
 {
     ir_graph *g = c->g;
@@ -282,4 +301,5 @@ void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
     nc_loc at;
     if (!find_loss(c, model, train, &loss, &at) || loss.kind == SV_ERROR || !check_trainable(c, train, loss, at)) return;
     t->loss = loss.t;
+    t->loss_reads_train_inputs = reads_train_inputs(g, t->loss);
 }

@@ -175,6 +175,9 @@ static int build_graphs(trainer *t)
         return 1;
     }
     if (!t->text && logits_unfit(f, out0)) return 1;
+    if (!t->text && !f->train.loss_reads_train_inputs)
+        fprintf(stderr, "netc: warning: the train section's loss does not read its labels: the test loss and accuracy below "
+                        "score the output '%s' as logits against them, which says nothing of this model\n", f->outputs[0].name);
     snprintf(t->batch_dim, sizeof t->batch_dim, "%s", f->sym_names[d0->term[0].sym[0]]);
     t->micro = t->o->batch / (t->o->accumulate > 1 ? t->o->accumulate : 1);
     t->tg = compile(t, id, true, t->batch_dim, t->micro);

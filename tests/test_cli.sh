@@ -76,6 +76,10 @@ printf 'model m(x: f32[B, 4]) -> (loss: f32)\n{\n  param w: f32[4] = ones\n  ret
 "$netc" build "$tmp/tie.net" --entry train --target '' -o "$tmp/tie.netm" 2>/dev/null
 tie=$("$netc" run "$tmp/tie.netm" --entry train --dim B=2 --random-inputs 1 --output "$tmp/tie" 2>&1 | grep '@grad_norm')
 [[ $tie == *"mean 1 first 1"* ]] || { echo "FAIL: max's gradient over 4 ties in 2 rows: $tie (want a norm of 1)"; fail=$((fail + 1)); }
+# an autoencoder's loss does not read the labels its train section must take: its test
+# "accuracy" scores the reconstruction as 784-class logits, and train says so
+printf 'model ae(x: u8[B, 28, 28]) -> (y: f32[B, 784])\n{\n  param w: f32[784] = ones\n  return f32(reshape(x, [B, 784])) * w\n}\ntrain ae(_labels: i32[B]) {\n  loss = mean(square(y - f32(reshape(x, [B, 784]))))\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/ae.net"
+expect 1 "the train section's loss does not read its labels: the test loss and accuracy below score the output 'y'" train "$tmp/ae.net" --data "$tmp/nodata"
 # train reads -Werror (and --no-PASS) as build does
 expect 1 "error: 'hidden' is assigned but never used [-Werror]" train "$src/tests/golden/diag/unused_binding_warning.net" --data "$tmp/nodata" -Werror
 printf 'model m(x: f32[B, 4]) -> (y: f32[B, 4])\n  config H = 4\n{\n  return x * f32(H)\n}\n' > "$tmp/cast_int.net"
