@@ -467,6 +467,7 @@ static cublasStatus_t mlt_check_handle(const char *fn, cublasLtHandle_t h)
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *lightHandle)
 {
+    if (mock_cuda_fault("cublasLtCreate")) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (!lightHandle) return MLT_INVALID;
     *lightHandle = mlt_new(MLT_HANDLE, sizeof(struct cublasLtContext));
     return *lightHandle ? MLT_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
@@ -481,6 +482,7 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle)
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc, cublasComputeType_t computeType,
                                         cudaDataType_t scaleType)
 {
+    if (mock_cuda_fault("cublasLtMatmulDescCreate")) return CUBLAS_STATUS_ALLOC_FAILED;
     if (!matmulDesc) return MLT_INVALID;
     mlt_desc *d = mlt_new(MLT_DESC, sizeof *d);
     if (!d) return CUBLAS_STATUS_ALLOC_FAILED;
@@ -503,6 +505,7 @@ cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc)
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *matLayout, cudaDataType type, uint64_t rows, uint64_t cols,
                                           int64_t ld)
 {
+    if (mock_cuda_fault("cublasLtMatrixLayoutCreate")) return CUBLAS_STATUS_ALLOC_FAILED;
     if (!matLayout) return MLT_INVALID;
     mlt_layout *l = mlt_new(MLT_LAYOUT, sizeof *l);
     if (!l) return CUBLAS_STATUS_ALLOC_FAILED;
@@ -524,6 +527,7 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout)
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref)
 {
+    if (mock_cuda_fault("cublasLtMatmulPreferenceCreate")) return CUBLAS_STATUS_ALLOC_FAILED;
     if (!pref) return MLT_INVALID;
     mlt_pref *p = mlt_new(MLT_PREF, sizeof *p);
     if (!p) return CUBLAS_STATUS_ALLOC_FAILED;
@@ -935,6 +939,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cubl
                                               cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int *returnAlgoCount)
 {
     const char *fn = "cublasLtMatmulAlgoGetHeuristic";
+    if (mock_cuda_fault("cublasLtMatmulAlgoGetHeuristic")) return CUBLAS_STATUS_NOT_SUPPORTED;
     if (!returnAlgoCount || !heuristicResultsArray || requestedAlgoCount <= 0) return MLT_INVALID;
     *returnAlgoCount = 0;
     MLT_TRY(mlt_check_handle(fn, lightHandle));
@@ -1117,6 +1122,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
                               size_t workspaceSizeInBytes, cudaStream_t stream)
 {
     const char *fn = "cublasLtMatmul";
+    if (mock_cuda_fault("cublasLtMatmul")) return CUBLAS_STATUS_EXECUTION_FAILED;
     MLT_TRY(mlt_check_handle(fn, lightHandle));
     mlt_problem p;
     mlt_algo_req req;

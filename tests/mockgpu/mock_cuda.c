@@ -389,6 +389,7 @@ CUresult cuDeviceGetCount(int *n) { *n = 1; return CUDA_SUCCESS; }
 CUresult cuDeviceGet(CUdevice *d, int ordinal)
 {
     MOCK_API;
+    if (mock_cuda_fault("cuDeviceGet")) return CUDA_ERROR_INVALID_DEVICE;
     if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
     *d = 0;
     return CUDA_SUCCESS;
@@ -420,6 +421,7 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d)
 {
     MOCK_API;
+    if (mock_cuda_fault("cuDevicePrimaryCtxRetain")) return CUDA_ERROR_OUT_OF_MEMORY;
     if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&mock_lock);
     mock.primary.retained++;
@@ -442,6 +444,7 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice d)
 CUresult cuCtxSetCurrent(CUcontext ctx)
 {
     MOCK_API;
+    if (mock_cuda_fault("cuCtxSetCurrent")) return CUDA_ERROR_INVALID_CONTEXT;
     if (ctx && (ctx != &mock.primary || mock.primary.retained == 0)) return CUDA_ERROR_INVALID_CONTEXT;
     mock_current = ctx;
     return CUDA_SUCCESS;
@@ -453,6 +456,7 @@ CUresult cuMemGetInfo(size_t *free_bytes, size_t *total)
 {
     MOCK_API;
     CUresult rc = mock_need_context("cuMemGetInfo");
+    if (mock_cuda_fault("cuMemGetInfo")) return CUDA_ERROR_INVALID_CONTEXT;
     if (rc != CUDA_SUCCESS) return rc;
     pthread_mutex_lock(&mock_lock);
     *total = mock_total_bytes;
@@ -465,6 +469,7 @@ CUresult cuMemAlloc(CUdeviceptr *p, size_t bytes)
 {
     MOCK_API;
     CUresult rc = mock_sync_allowed("cuMemAlloc");
+    if (mock_cuda_fault("cuMemAlloc")) return CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) return rc;
     if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
     if (bytes > mock_total_bytes - mock.device_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -494,6 +499,7 @@ CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned int flags)
 {
     MOCK_API;
     CUresult rc = mock_sync_allowed("cuMemHostAlloc");
+    if (mock_cuda_fault("cuMemHostAlloc")) return CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) return rc;
     if (bytes == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
     *p = malloc(bytes);
@@ -568,10 +574,35 @@ static CUresult mock_htod_fault(const char *call)
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* Fault injection for any fallible call (mock_cuda.h): the call numbered
+ * mock_call_fail_at (from 1) fails; the log, when asked, names every one. */
+static unsigned long long mock_calls, mock_call_fail_at;
+static FILE *mock_call_log;
+static pthread_once_t mock_call_env_once = PTHREAD_ONCE_INIT;
+static void mock_call_read_env(void)
+{
+    const char *n = getenv("NETC_MOCK_FAIL_CALL"), *log = getenv("NETC_MOCK_CALL_LOG");
+    if (n) mock_call_fail_at = strtoull(n, NULL, 10);
+    if (log && !(mock_call_log = fopen(log, "w"))) mock_complain("NETC_MOCK_CALL_LOG: cannot write %s", log);
+}
+
+bool mock_cuda_fault(const char *call)
+{
+    pthread_once(&mock_call_env_once, mock_call_read_env);
+    pthread_mutex_lock(&mock_lock);
+    unsigned long long n = ++mock_calls;
+    if (mock_call_log) fprintf(mock_call_log, "%llu %s\n", n, call);
+    pthread_mutex_unlock(&mock_lock);
+    if (n != mock_call_fail_at) return false;
+    mock_complain("%s: failing call %llu as asked (fault injection)", call, n);
+    return true;
+}
+
 CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes)
 {
     MOCK_API;
     CUresult rc = mock_sync_allowed("cuMemcpyHtoD");
+    if (mock_cuda_fault("cuMemcpyHtoD")) return CUDA_ERROR_LAUNCH_FAILED;
     if (rc == CUDA_SUCCESS) rc = mock_htod_fault("cuMemcpyHtoD");
     if (rc == CUDA_SUCCESS) rc = mock_device_range(dst, bytes, "cuMemcpyHtoD");
     return rc == CUDA_SUCCESS ? mock_enqueue_staged(NULL, dst, src, bytes) : rc;
@@ -581,6 +612,7 @@ CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes)
 {
     MOCK_API;
     CUresult rc = mock_sync_allowed("cuMemcpyDtoH");
+    if (mock_cuda_fault("cuMemcpyDtoH")) return CUDA_ERROR_LAUNCH_FAILED;
     if (rc == CUDA_SUCCESS) mock_sync_legacy();
     if (rc == CUDA_SUCCESS) rc = mock_device_range(src, bytes, "cuMemcpyDtoH");
     if (rc == CUDA_SUCCESS) memcpy(dst, (const void *)(uintptr_t)src, bytes);
@@ -591,6 +623,7 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstr
 {
     MOCK_API;
     CUresult rc = mock_device_range(dst, bytes, "cuMemcpyDtoDAsync (destination)");
+    if (mock_cuda_fault("cuMemcpyDtoDAsync")) return CUDA_ERROR_LAUNCH_FAILED;
     if (rc == CUDA_SUCCESS) rc = mock_device_range(src, bytes, "cuMemcpyDtoDAsync (source)");
     mock_copy c = {(void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes};
     return rc == CUDA_SUCCESS ? mock_cuda_enqueue(s, mock_run_copy, &c, sizeof c) : rc;
@@ -623,24 +656,28 @@ CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t n)
 {
     MOCK_API;
     CUresult rc = mock_sync_allowed("cuMemsetD8");
+    if (mock_cuda_fault("cuMemsetD8")) return CUDA_ERROR_LAUNCH_FAILED;
     return rc == CUDA_SUCCESS ? mock_fill_async(dst, value, n, 1, NULL, "cuMemsetD8") : rc;
 }
 
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream s)
 {
     MOCK_API;
+    if (mock_cuda_fault("cuMemsetD8Async")) return CUDA_ERROR_LAUNCH_FAILED;
     return mock_fill_async(dst, value, n, 1, s, "cuMemsetD8Async");
 }
 
 CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short value, size_t n, CUstream s)
 {
     MOCK_API;
+    if (mock_cuda_fault("cuMemsetD16Async")) return CUDA_ERROR_LAUNCH_FAILED;
     return mock_fill_async(dst, value, n, 2, s, "cuMemsetD16Async");
 }
 
 CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, CUstream s)
 {
     MOCK_API;
+    if (mock_cuda_fault("cuMemsetD32Async")) return CUDA_ERROR_LAUNCH_FAILED;
     return mock_fill_async(dst, value, n, 4, s, "cuMemsetD32Async");
 }
 
@@ -650,6 +687,7 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstr
 {
     MOCK_API;
     CUresult rc = mock_device_range(dst, bytes, "cuMemcpyHtoDAsync");
+    if (mock_cuda_fault("cuMemcpyHtoDAsync")) return CUDA_ERROR_LAUNCH_FAILED;
     if (rc == CUDA_SUCCESS) rc = mock_htod_fault("cuMemcpyHtoDAsync");
     if (rc != CUDA_SUCCESS) return rc;
     if (mock_in_pinned(src, bytes)) {
@@ -662,6 +700,7 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstr
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr p)
 {
     MOCK_API;
+    if (mock_cuda_fault("cuPointerGetAttribute")) return CUDA_ERROR_INVALID_VALUE;
     if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) return CUDA_ERROR_NOT_SUPPORTED;   /* not modelled */
     const void *at = (const void *)(uintptr_t)p;
     if (mock_in_pinned(at, 1)) *(unsigned int *)data = CU_MEMORYTYPE_HOST;
@@ -674,6 +713,7 @@ CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream s)
 {
     MOCK_API;
     CUresult rc = mock_device_range(src, bytes, "cuMemcpyDtoHAsync");
+    if (mock_cuda_fault("cuMemcpyDtoHAsync")) return CUDA_ERROR_LAUNCH_FAILED;
     mock_copy c = {dst, (const void *)(uintptr_t)src, bytes};
     return rc == CUDA_SUCCESS ? mock_cuda_enqueue(s, mock_run_copy, &c, sizeof c) : rc;
 }
@@ -816,6 +856,7 @@ CUresult cuModuleLoadData(CUmodule *out, const void *image)
 {
     MOCK_API;
     CUresult rc = mock_sync_allowed("cuModuleLoadData");
+    if (mock_cuda_fault("cuModuleLoadData")) return CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) return rc;
     if (!image) return CUDA_ERROR_INVALID_VALUE;
     char path[600];
@@ -873,6 +914,7 @@ static mock_fn_cache *mock_functions;
 CUresult cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name)
 {
     MOCK_API;
+    if (mock_cuda_fault("cuModuleGetFunction")) return CUDA_ERROR_NOT_FOUND;
     if (!m || !name) return CUDA_ERROR_INVALID_HANDLE;
     mock_kernel_fn *fn = (mock_kernel_fn *)(uintptr_t)dlsym(m->lib, name);
     if (!fn) {
@@ -928,6 +970,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
 {
     MOCK_API;
     CUresult rc = mock_need_context("cuLaunchKernel");
+    if (mock_cuda_fault("cuLaunchKernel")) return CUDA_ERROR_LAUNCH_FAILED;
     if (rc != CUDA_SUCCESS) return rc;
     if (!f) return CUDA_ERROR_INVALID_HANDLE;
     if (extra || !params || !params[0]) {
@@ -952,6 +995,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
 CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
 {
     MOCK_API;
+    if (mock_cuda_fault("cuLaunchKernelEx")) return CUDA_ERROR_LAUNCH_FAILED;
     if (!c || (c->numAttrs && !c->attrs)) return CUDA_ERROR_INVALID_VALUE;
     bool early = false;
     for (unsigned i = 0; i < c->numAttrs; i++) {
@@ -974,6 +1018,7 @@ CUresult cuStreamCreate(CUstream *s, unsigned int flags)
 {
     MOCK_API;
     CUresult rc = mock_need_context("cuStreamCreate");
+    if (mock_cuda_fault("cuStreamCreate")) return CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) return rc;
     if (flags != CU_STREAM_DEFAULT && flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
     *s = calloc(1, sizeof **s);
@@ -1011,6 +1056,7 @@ CUresult cuStreamSynchronize(CUstream s)
 {
     MOCK_API;
     CUresult rc = mock_sync_allowed("cuStreamSynchronize");
+    if (mock_cuda_fault("cuStreamSynchronize")) return CUDA_ERROR_LAUNCH_FAILED;
     if (rc != CUDA_SUCCESS) return rc;
     if (s) mock_drain_stream(s);
     else mock_sync_legacy();
@@ -1021,6 +1067,7 @@ CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
 {
     MOCK_API;
     CUresult rc = mock_need_context("cuStreamBeginCapture");
+    if (mock_cuda_fault("cuStreamBeginCapture")) return CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) return rc;
     if (!s) {
         mock_complain("cuStreamBeginCapture: the legacy stream cannot capture");
@@ -1115,6 +1162,7 @@ CUresult cuGraphInstantiate(CUgraphExec *out, CUgraph g, unsigned long long flag
 {
     MOCK_API;
     CUresult rc = mock_need_context("cuGraphInstantiate");
+    if (mock_cuda_fault("cuGraphInstantiate")) return CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) return rc;
     if (!g || flags != 0) return CUDA_ERROR_INVALID_VALUE;
     struct CUgraphExec_st *e = calloc(1, sizeof *e);
@@ -1168,6 +1216,7 @@ CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
 {
     MOCK_API;
     CUresult rc = mock_need_context("cuGraphLaunch");
+    if (mock_cuda_fault("cuGraphLaunch")) return CUDA_ERROR_LAUNCH_FAILED;
     if (rc != CUDA_SUCCESS) return rc;
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
     if (s && s->capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -1195,6 +1244,7 @@ CUresult cuEventCreate(CUevent *e, unsigned int flags)
 {
     MOCK_API;
     CUresult rc = mock_need_context("cuEventCreate");
+    if (mock_cuda_fault("cuEventCreate")) return CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) return rc;
     if (flags & ~(unsigned)(CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC)) return CUDA_ERROR_INVALID_VALUE;
     *e = calloc(1, sizeof **e);
@@ -1233,6 +1283,7 @@ static void mock_run_record(void *p)
 CUresult cuEventRecord(CUevent e, CUstream s)
 {
     MOCK_API;
+    if (mock_cuda_fault("cuEventRecord")) return CUDA_ERROR_LAUNCH_FAILED;
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
     if (s && s->capturing) {   /* no node: what waits on it depends on the stream's frontier */
         e->capture = s->graph->id;
@@ -1252,6 +1303,7 @@ CUresult cuEventRecord(CUevent e, CUstream s)
 CUresult cuEventSynchronize(CUevent e)
 {
     MOCK_API;
+    if (mock_cuda_fault("cuEventSynchronize")) return CUDA_ERROR_LAUNCH_FAILED;
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
     CUresult rc = mock_sync_allowed("cuEventSynchronize");
     if (rc == CUDA_SUCCESS && e->stream) mock_drain(e->stream, e->seq + 1);
@@ -1262,6 +1314,7 @@ CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 {
     MOCK_API;
     CUresult rc = mock_need_context("cuEventElapsedTime");
+    if (mock_cuda_fault("cuEventElapsedTime")) return CUDA_ERROR_NOT_READY;
     if (rc != CUDA_SUCCESS) return rc;
     if (!a || !b || !a->timing || !b->timing) return CUDA_ERROR_INVALID_HANDLE;
     if (!a->recorded || !b->recorded) return a->stream || b->stream ? CUDA_ERROR_NOT_READY : CUDA_ERROR_INVALID_HANDLE;
@@ -1278,6 +1331,7 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 {
     MOCK_API;
     CUresult rc = mock_need_context("cuStreamWaitEvent");
+    if (mock_cuda_fault("cuStreamWaitEvent")) return CUDA_ERROR_LAUNCH_FAILED;
     if (rc != CUDA_SUCCESS) return rc;
     if (!e || flags != 0) return CUDA_ERROR_INVALID_VALUE;
     if (e->capture) {   /* recorded in a capture: joins it, or adds to the frontier */
@@ -1323,6 +1377,8 @@ CUresult cuGetErrorString(CUresult rc, const char **s)
     switch (rc) {
     case CUDA_SUCCESS: *s = "no error"; break;
     case CUDA_ERROR_INVALID_VALUE: *s = "invalid argument"; break;
+    case CUDA_ERROR_INVALID_DEVICE: *s = "invalid device ordinal"; break;
+    case CUDA_ERROR_NOT_READY: *s = "device not ready"; break;
     case CUDA_ERROR_OUT_OF_MEMORY: *s = "out of memory"; break;
     case CUDA_ERROR_INVALID_CONTEXT: *s = "invalid device context"; break;
     case CUDA_ERROR_INVALID_IMAGE: *s = "device kernel image is invalid"; break;
@@ -1344,6 +1400,9 @@ __attribute__((destructor)) static void mock_exit_report(void)
         free(c);
     }
     mock_worklist_free(&mock_legacy);   /* what no synchronize asked for never ran, as at a GPU program's exit */
+    if (mock_call_log) fclose(mock_call_log);
+    if (mock_call_fail_at > mock_calls)
+        mock_complain("at exit: %llu fallible calls; call %llu, asked to fail, never came", mock_calls, mock_call_fail_at);
     if (mock_htod_fail_at > mock_htod_copies)   /* the sweep that asked went past the process's copies */
         mock_complain("at exit: %llu host-to-device copies; copy %llu, asked to fail, never came", mock_htod_copies,
                       mock_htod_fail_at);

@@ -38,4 +38,14 @@ const void *mock_cuda_last_image(void);
  * same for the process's N-th copy, for tests of the command line. */
 void mock_cuda_fail_htod(unsigned long long n);
 
+/* Fault injection for every fallible entry point (the driver's and the
+ * mock cuBLASLt's; not the frees and destroys, which a runtime can only
+ * report): each calls this once, first thing, naming itself. Calls are
+ * counted across the process; with NETC_MOCK_FAIL_CALL=N the N-th returns
+ * true and the caller fails with the error a real library gives for it (out
+ * of memory for an allocation, launch failed for a launch, ...). With
+ * NETC_MOCK_CALL_LOG=FILE every counted call appends "N NAME" to FILE, so a
+ * sweep learns how many calls a clean run makes and which one N is. */
+bool mock_cuda_fault(const char *call);
+
 #endif

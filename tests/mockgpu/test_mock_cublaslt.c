@@ -37,6 +37,12 @@ static int nblocks, kept;   /* blocks below kept (the workspace) outlive the tes
 static bool holding;   /* as a capturing stream: keep the work, run it later */
 static struct { mock_work_fn *run; void *ctx; } held;
 
+bool mock_cuda_fault(const char *call)
+{
+    (void)call;
+    return false;
+}
+
 bool mock_cuda_in_device_memory(const void *p, size_t bytes)
 {
     const char *c = p;
