@@ -1046,7 +1046,10 @@ int gpu_launch(gpu_session *s, char *err, size_t errcap)
         CU(cuStreamBeginCapture(s->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
         int rc = launch_run(s, err, errcap);
         CUresult er = drv.cuStreamEndCapture(s->stream, &graph);
-        if (rc != 0) return rc;
+        if (rc != 0) {   /* the capture ended all the same: what it recorded goes */
+            if (er == CUDA_SUCCESS) drv.cuGraphDestroy(graph);
+            return rc;
+        }
         if (er != CUDA_SUCCESS) return cu_fail(err, errcap, "cuStreamEndCapture", er);
         CUresult ir = drv.cuGraphInstantiate(&s->graph, graph, 0);
         drv.cuGraphDestroy(graph);
