@@ -510,24 +510,29 @@ static int setup_epilogue(gpu_session *s, const nrt_step *st, const struct nc_ar
 }
 
 /* cuBLASLt's best algorithm for mm's descriptors within the workspace
- * (and, when the session tunes, the next ones as candidates): 0, or -1 when
- * it has none. */
-static int find_algo(gpu_session *s, gpu_matmul *mm)
+ * (and, when the session tunes, the next ones as candidates): 0; 1 when it
+ * has none (a shape or epilogue it does not cover: the caller may have
+ * another way); -1 with a message when a call failed. */
+static int find_algo(gpu_session *s, gpu_matmul *mm, char *err, size_t errcap)
 {
     cublasLtMatmulPreference_t pref;
-    if (lt.cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return -1;
+    LT(cublasLtMatmulPreferenceCreate(&pref));
     cublasLtMatmulHeuristicResult_t h[NRT_TUNE_CANDIDATES];
     int found = 0;
+    const char *call = "cublasLtMatmulPreferenceSetAttribute";
     cublasStatus_t hs = lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &s->workspace_bytes,
                                                                 sizeof s->workspace_bytes);
-    if (hs == CUBLAS_STATUS_SUCCESS)
+    if (hs == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatmulAlgoGetHeuristic";
         hs = lt.cublasLtMatmulAlgoGetHeuristic(s->lt, mm->desc, mm->a, mm->b, mm->c, mm->c, pref, s->tune ? NRT_TUNE_CANDIDATES : 1,
                                                h, &found);
+    }
     lt.cublasLtMatmulPreferenceDestroy(pref);
+    if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED) return lt_fail(err, errcap, call, hs);
     mm->ncand = 0;
     for (int i = 0; hs == CUBLAS_STATUS_SUCCESS && i < found && i < NRT_TUNE_CANDIDATES; i++)
         if (h[i].state == CUBLAS_STATUS_SUCCESS) mm->cand[mm->ncand++] = h[i].algo;
-    if (mm->ncand == 0) return -1;
+    if (mm->ncand == 0) return 1;
     mm->algo = mm->cand[0];
     return 0;
 }
@@ -543,14 +548,16 @@ static bool bgrad_epilogue_wanted(void) { return env_flag("NETC_DGELU_BGRAD"); }
  * every shape and type), or is switched off: the step runs DGELU alone,
  * then sums the result's rows as a product with a vector of ones (a pass
  * over the result, as a separate kernel would make). The sums are computed
- * in f32 and stored in the result's dtype, as the fused form does. */
+ * in f32 and stored in the result's dtype, as the fused form does. As
+ * find_algo: 0, 1 when cuBLASLt has no algorithm, -1 with a message. */
 static int setup_column_sums(gpu_session *s, gpu_matmul *mm, nc_dtype t, int64_t rows, int64_t N, char *err, size_t errcap)
 {
     cublasLtEpilogue_t plain = CUBLASLT_EPILOGUE_DGELU;
     const void *none = NULL;
     LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &plain, sizeof plain));
     LT(cublasLtMatmulDescSetAttribute(mm->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &none, sizeof none));
-    if (find_algo(s, mm) != 0) return -1;
+    int fr = find_algo(s, mm, err, errcap);
+    if (fr != 0) return fr;
     gpu_matmul *cs = mm->sums = nc_xcalloc(1, sizeof *cs);
     cudaDataType_t dt = cuda_type(t);
     /* column-major: sums [N x 1] = out's memory [N x rows] times ones [rows x 1] */
@@ -558,7 +565,8 @@ static int setup_column_sums(gpu_session *s, gpu_matmul *mm, nc_dtype t, int64_t
     LT(cublasLtMatrixLayoutCreate(&cs->a, dt, (uint64_t)N, (uint64_t)rows, N));
     LT(cublasLtMatrixLayoutCreate(&cs->b, dt, (uint64_t)rows, 1, rows));
     LT(cublasLtMatrixLayoutCreate(&cs->c, dt, (uint64_t)N, 1, N));
-    if (find_algo(s, cs) != 0) return -1;
+    fr = find_algo(s, cs, err, errcap);
+    if (fr != 0) return fr;
     mm->rows = rows;
     mm->ones_dtype = t;
     s->column_sum_products++;
@@ -603,8 +611,9 @@ static int setup_matmul(gpu_session *s, uint32_t k, const struct nc_args *args, 
     for (size_t i = 0; i < sizeof what / sizeof what[0]; i++) key = (key ^ (uint64_t)what[i]) * 1099511628211ull;
     mm->key = key;
     bool bgrad = st->mm_epilogue & NRT_EPI_BGRAD, fused = !bgrad || bgrad_epilogue_wanted();
-    if (fused && find_algo(s, mm) == 0) return 0;
-    if (bgrad && setup_column_sums(s, mm, st->mm_out_dtype, M, N, err, errcap) == 0) return 0;
+    int fr = fused ? find_algo(s, mm, err, errcap) : 1;
+    if (fr == 1 && bgrad) fr = setup_column_sums(s, mm, st->mm_out_dtype, M, N, err, errcap);
+    if (fr <= 0) return fr;
     snprintf(err, errcap, "cuBLASLt has no algorithm for matmul %lldx%lldx%lld (batch %lld, epilogue 0x%x)", (long long)M,
              (long long)N, (long long)K, (long long)batch, st->mm_epilogue);
     return -1;
