@@ -183,6 +183,8 @@ bool gpu_probe(char *why, size_t cap)
     return false;
 }
 
+static int cu_fail(char *err, size_t cap, const char *call, CUresult rc);
+
 int gpu_device_arch(int device_index, char *arch, size_t archcap, char *err, size_t errcap)
 {
     if (!load_driver()) {
@@ -191,10 +193,14 @@ int gpu_device_arch(int device_index, char *arch, size_t archcap, char *err, siz
     }
     CUdevice dev;
     int major = 0, minor = 0;
-    if (drv.cuDeviceGet(&dev, device_index) != CUDA_SUCCESS ||
-        drv.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
-        drv.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS) {
-        snprintf(err, errcap, "cannot read the compute capability of GPU %d", device_index);
+    const char *call = "cuDeviceGet";
+    CUresult r = drv.cuDeviceGet(&dev, device_index);
+    if (r == CUDA_SUCCESS) call = "cuDeviceGetAttribute", r = drv.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    if (r == CUDA_SUCCESS) r = drv.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    if (r != CUDA_SUCCESS) {
+        char why[160];
+        cu_fail(why, sizeof why, call, r);
+        snprintf(err, errcap, "cannot read the compute capability of GPU %d: %s", device_index, why);
         return -1;
     }
     module_best_arch(major, minor, arch, archcap);
@@ -424,7 +430,9 @@ static int place_arena(gpu_session *s, const gpu_session *lender, char *err, siz
     }
     CUresult ar = drv.cuMemAlloc(&s->arena, (size_t)s->arena_bytes);
     if (ar != CUDA_SUCCESS) {
-        snprintf(err, errcap, "cannot allocate the %lld-byte arena on the GPU", (long long)s->arena_bytes);
+        char why[160];
+        cu_fail(why, sizeof why, "cuMemAlloc", ar);
+        snprintf(err, errcap, "cannot allocate the %lld-byte arena on the GPU: %s", (long long)s->arena_bytes, why);
         return -1;
     }
     s->device_bytes += s->arena_bytes;
