@@ -1117,7 +1117,8 @@ CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
     bool *before = calloc(graph->work.n + 1, 1);
     if (!before) abort();
     for (size_t i = 0; i < s->frontier.n; i++) mock_mark_before(graph, s->frontier.v[i], before);
-    CUresult rc = CUDA_SUCCESS;
+    /* a failing end still ends the capture, and the graph goes */
+    CUresult rc = mock_cuda_fault("cuStreamEndCapture") ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
     for (CUstream o = mock_streams; o; o = o->next) {
         if (o == s || !o->capturing || o->graph != graph) continue;
         for (size_t i = 0; i < o->frontier.n && rc == CUDA_SUCCESS; i++)
@@ -1385,6 +1386,7 @@ CUresult cuGetErrorString(CUresult rc, const char **s)
     case CUDA_ERROR_INVALID_HANDLE: *s = "invalid resource handle"; break;
     case CUDA_ERROR_NOT_FOUND: *s = "named symbol not found"; break;
     case CUDA_ERROR_LAUNCH_FAILED: *s = "unspecified launch failure"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: *s = "operation failed due to a previous error during capture"; break;
     case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: *s = "operation not permitted when stream is capturing"; break;
     default: *s = "mock: some error"; return CUDA_SUCCESS;
     }
