@@ -30,7 +30,8 @@
  * each with its own current context (none until cuCtxSetCurrent on that
  * thread); one lock runs the calls, and the work they queue, one at a
  * time. A host-to-device copy can be made to fail (mock_cuda_fail_htod,
- * NETC_MOCK_FAIL_HTOD; mock_cuda.h). Allocations, streams, events and
+ * NETC_MOCK_FAIL_HTOD; mock_cuda.h), and so can any fallible call
+ * (mock_cuda_fault, NETC_MOCK_FAIL_CALL). Allocations, streams, events and
  * modules still alive at exit are reported, and the process then exits 3
  * (the runtime must free what it made). */
 #define _GNU_SOURCE
