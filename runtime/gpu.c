@@ -760,8 +760,15 @@ static int tune_products(gpu_session *s, char *err, size_t errcap)
     if (!s->tune) return 0;
     CUevent ev[2] = {NULL, NULL};
     int rc = 0;
-    for (int i = 0; i < 2 && rc == 0; i++)
-        if (drv.cuEventCreate(&ev[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS) rc = fail_msg(err, errcap, "cannot create the timing events");
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        CUresult r = drv.cuEventCreate(&ev[i], CU_EVENT_DEFAULT);
+        if (r != CUDA_SUCCESS) {
+            char why[160];
+            cu_fail(why, sizeof why, "cuEventCreate", r);
+            snprintf(err, errcap, "cannot create the timing events: %s", why);
+            rc = -1;
+        }
+    }
     const nrt_program *p = &s->m->program;
     for (uint32_t k = 0; k < p->nsteps && rc == 0; k++)
         if (p->steps[k].kind == NRT_STEP_MATMUL && s->mm[k].ncand > 1) rc = tune_product(s, k, ev, err, errcap);
