@@ -329,6 +329,20 @@ static void mock_drain(CUstream s, unsigned long long upto)
 
 static void mock_drain_stream(CUstream s) { mock_drain(s, s->base + s->queue.n); }
 
+/* A synchronize failing as asked: the stream's work failed, as after a
+ * kernel's fault on a GPU, and what waits in its queue never runs (a copy
+ * to host memory lands nowhere, as the caller, told of the failure, may
+ * free it). */
+static bool mock_sync_fault(CUstream s, const char *call)
+{
+    if (!mock_cuda_fault(call)) return false;
+    if (!s || s->draining) return true;
+    for (size_t i = 0; i < s->queue.n; i++) free(s->queue.items[i].ctx);
+    s->base += s->queue.n;
+    s->queue.n = s->done = 0;
+    return true;
+}
+
 static void mock_drain_legacy(void)
 {
     for (size_t i = 0; i < mock_legacy.n; i++) {   /* work may queue more: n is read each time */
@@ -1057,7 +1071,7 @@ CUresult cuStreamSynchronize(CUstream s)
 {
     MOCK_API;
     CUresult rc = mock_sync_allowed("cuStreamSynchronize");
-    if (mock_cuda_fault("cuStreamSynchronize")) return CUDA_ERROR_LAUNCH_FAILED;
+    if (mock_sync_fault(s, "cuStreamSynchronize")) return CUDA_ERROR_LAUNCH_FAILED;
     if (rc != CUDA_SUCCESS) return rc;
     if (s) mock_drain_stream(s);
     else mock_sync_legacy();
@@ -1305,7 +1319,7 @@ CUresult cuEventRecord(CUevent e, CUstream s)
 CUresult cuEventSynchronize(CUevent e)
 {
     MOCK_API;
-    if (mock_cuda_fault("cuEventSynchronize")) return CUDA_ERROR_LAUNCH_FAILED;
+    if (mock_sync_fault(e ? e->stream : NULL, "cuEventSynchronize")) return CUDA_ERROR_LAUNCH_FAILED;
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
     CUresult rc = mock_sync_allowed("cuEventSynchronize");
     if (rc == CUDA_SUCCESS && e->stream) mock_drain(e->stream, e->seq + 1);
