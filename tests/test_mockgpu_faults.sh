@@ -13,7 +13,7 @@
 #
 # Every call of a case is swept with NETC_FAULT_SWEEP=full; by default (CI)
 # the first and last call of each entry point and each STRIDE-th call, which
-# touches every entry point the case uses.
+# touches every entry point the case uses. NETC_FAULT_ONLY=NAME sweeps one case.
 set -uo pipefail
 netc=$1 src=$2 mock=$3
 tmp=$(mktemp -d)
@@ -56,6 +56,7 @@ pick() {   # pick LOG
 
 sweep() {   # sweep NAME CUDA_SOURCES NETC_ARGS...
   local name=$1 cu=$2; shift 2
+  [[ -z ${NETC_FAULT_ONLY:-} || $name == "$NETC_FAULT_ONLY" ]] || return 0
   local log="$tmp/$name.calls" rc=0
   NETC_MOCK_CALL_LOG="$log" on_mock "$cu" timeout "$limit" "$netc" "$@" >"$tmp/$name.out" 2>&1 || rc=$?
   if ((rc != 0)) || [[ ! -s $log ]]; then
