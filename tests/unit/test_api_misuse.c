@@ -41,32 +41,6 @@ static const char *ident_source =
 static char module_path[] = "/tmp/netc_api_misuse_XXXXXX", ident_path[] = "/tmp/netc_api_misuse_XXXXXX";
 static char cuda_path[] = "/tmp/netc_api_misuse_cu_XXXXXX", ident_cuda_path[] = "/tmp/netc_api_misuse_cu_XXXXXX";
 
-static bool temp_file(char *path)
-{
-    int fd = mkstemp(path);
-    if (fd >= 0) close(fd);
-    return fd >= 0;
-}
-
-/* The module of text (its training step where train), and its CUDA source. */
-static bool write_module(const char *text, bool train, char *path, char *cuda)
-{
-    src_table src = {0};
-    uint32_t id = src_add(&src, "api.net", text, strlen(text));
-    diag_ctx d;
-    diag_init(&d, &src, stderr);
-    driver_opts o = {.verify = true, .train_step = train};
-    ir_graph *g = driver_compile(&src, id, &o, &d);
-    nrt_module_data m = {.graph = g};
-    char err[1024];
-    bool ok = g && cuda_emit_program(g, &m.program, err, sizeof err) && temp_file(path) && temp_file(cuda) &&
-              module_write(path, &m, err, sizeof err) == 0;
-    if (ok) spit(cuda, (const unsigned char *)m.program.source, strlen(m.program.source));
-    if (g) module_data_free(&m);
-    src_free(&src);
-    return ok;
-}
-
 /* A module a case compiles for itself: its files, and the mock GPU's list
  * of kernel sources as it was before this one's was added to it. */
 typedef struct own_module {
@@ -84,7 +58,7 @@ static bool own_module_load(own_module *om, const char *text, bool train)
     snprintf(om->cuda, sizeof om->cuda, "/tmp/netc_api_misuse_cu_XXXXXX");
     snprintf(om->sources_before, sizeof om->sources_before, "%s", getenv("NETC_MOCK_CUDA_SOURCE"));
     om->m = NULL;
-    if (!write_module(text, train, om->path, om->cuda)) return false;
+    if (!write_module_file("api.net", text, train, om->path, om->cuda)) return false;
     char sources[192];
     snprintf(sources, sizeof sources, "%s:%s", om->sources_before, om->cuda);
     setenv("NETC_MOCK_CUDA_SOURCE", sources, 1);
@@ -451,7 +425,7 @@ static void check_cpu_memory(void)
     const char *b[] = {"B"};
     const int64_t n[] = {65537};
     float *x = calloc((size_t)n[0], sizeof *x);
-    CHECK(write_module(outer, false, path, cuda) && nrt_module_load(path, &m, &e) == NRT_OK);
+    CHECK(write_module_file("api.net", outer, false, path, cuda) && nrt_module_load(path, &m, &e) == NRT_OK);
     CHECK(m && create(m, NRT_DEVICE_CPU, 1, b, n, &s, &e) == NRT_OK);
     CHECK(s && nrt_session_set_input(s, "x", NRT_F32, 1, n, x, &e) == NRT_OK);
     CHECK(s && refused(nrt_session_run(s, &e), &e, NRT_ERR_MEMORY, "over the limit"));
@@ -485,7 +459,7 @@ static void check_sessions(const nrt_module *m, const nrt_module *ident, nrt_dev
 
 int main(void)
 {
-    if (!write_module(source, false, module_path, cuda_path) || !write_module(ident_source, false, ident_path, ident_cuda_path)) {
+    if (!write_module_file("api.net", source, false, module_path, cuda_path) || !write_module_file("api.net", ident_source, false, ident_path, ident_cuda_path)) {
         fprintf(stderr, "cannot build the test modules\n");
         return 1;
     }

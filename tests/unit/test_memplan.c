@@ -31,22 +31,51 @@ static bool fused_kernel(const nrt_program *p, const nrt_step *s)
     return s->kind == NRT_STEP_KERNEL && n > 6 && strcmp(k + n - 6, "_fused") == 0;
 }
 
-static void check_program_plan(const char *name, const char *source, bool fuse)
+/* The training step of source, its program and its memory plan; NULL (and a
+ * failed check) when it does not compile. */
+typedef struct planned {
+    ir_graph *g;
+    nrt_program p;
+    memplan_result r;
+    memplan_buf *b;
+} planned;
+
+static bool plan_step(const char *name, const char *source, bool fuse, planned *pl)
 {
     src_table src = {0};
     diag_ctx d;
     diag_init(&d, &src, stderr);
     uint32_t id = src_add(&src, name, source, strlen(source));
     driver_opts o = {.verify = true, .train_step = true};
-    ir_graph *g = driver_compile(&src, id, &o, &d);
+    pl->g = driver_compile(&src, id, &o, &d);
     src_free(&src);
-    nrt_program p;
     char err[512];
-    CHECK(g && cuda_emit_program_ex(g, fuse, &p, err, sizeof err));
-    if (!g) return;
-    memplan_result r;
-    memplan_buf *b = program_plan_memory(g, &p, NULL, &r, err, sizeof err);
-    CHECK(b != NULL);
+    bool emitted = pl->g && cuda_emit_program_ex(pl->g, fuse, &pl->p, err, sizeof err);
+    CHECK(emitted);
+    if (!emitted) {
+        ir_graph_free(pl->g);
+        return false;
+    }
+    pl->b = program_plan_memory(pl->g, &pl->p, NULL, &pl->r, err, sizeof err);
+    CHECK(pl->b != NULL);
+    return true;
+}
+
+static void planned_free(planned *pl)
+{
+    free(pl->b);
+    nrt_program_free(&pl->p);
+    ir_graph_free(pl->g);
+}
+
+static void check_program_plan(const char *name, const char *source, bool fuse)
+{
+    planned pl;
+    if (!plan_step(name, source, fuse, &pl)) return;
+    const ir_graph *g = pl.g;
+    const nrt_program p = pl.p;
+    const memplan_result r = pl.r;
+    const memplan_buf *b = pl.b;
     uint32_t nbuf = g->nnodes + p.ntemps;
     int32_t *first = malloc(nbuf * sizeof *first), *last = malloc(nbuf * sizeof *last);
     for (uint32_t i = 0; i < nbuf; i++) first[i] = INT32_MAX, last[i] = -1;
@@ -89,9 +118,7 @@ static void check_program_plan(const char *name, const char *source, bool fuse)
            (long long)r.lower_bound, in_place);
     free(first);
     free(last);
-    free(b);
-    nrt_program_free(&p);
-    ir_graph_free(g);
+    planned_free(&pl);
 }
 
 /* An output that is an input or a parameter is a copy of it (passes.c): a
@@ -101,20 +128,12 @@ static void check_program_plan(const char *name, const char *source, bool fuse)
  * read after the step had updated it. */
 static void check_output_copies(const char *name, const char *source)
 {
-    src_table src = {0};
-    diag_ctx d;
-    diag_init(&d, &src, stderr);
-    uint32_t id = src_add(&src, name, source, strlen(source));
-    driver_opts o = {.verify = true, .train_step = true};
-    ir_graph *g = driver_compile(&src, id, &o, &d);
-    src_free(&src);
-    nrt_program p;
-    char err[512];
-    CHECK(g && cuda_emit_program_ex(g, true, &p, err, sizeof err));
-    if (!g) return;
-    memplan_result r;
-    memplan_buf *b = program_plan_memory(g, &p, NULL, &r, err, sizeof err);
-    CHECK(b != NULL);
+    planned pl;
+    if (!plan_step(name, source, true, &pl)) return;
+    const ir_graph *g = pl.g;
+    const nrt_program p = pl.p;
+    const memplan_result r = pl.r;
+    const memplan_buf *b = pl.b;
     int copies = 0;
     for (uint32_t i = 0; b && i < g->noutputs; i++) {
         ir_value v = g->outputs[i].value;
@@ -136,9 +155,7 @@ static void check_output_copies(const char *name, const char *source)
         CHECK(b[v].bytes > 0 && apart && b[v].offset + b[v].bytes <= r.kept_bytes);
     }
     CHECK(copies == 2);
-    free(b);
-    nrt_program_free(&p);
-    ir_graph_free(g);
+    planned_free(&pl);
 }
 
 enum { PLANNERS = 4, PLAN_BUFS = 2000, PLAN_ROUNDS = 6 };

@@ -42,32 +42,6 @@ static const char *source =
 static char fwd_path[] = "/tmp/netc_threads_XXXXXX", train_path[] = "/tmp/netc_threads_XXXXXX";
 static char fwd_cuda[] = "/tmp/netc_threads_cu_XXXXXX", train_cuda[] = "/tmp/netc_threads_cu_XXXXXX";
 
-static bool temp_file(char *path)
-{
-    int fd = mkstemp(path);
-    if (fd >= 0) close(fd);
-    return fd >= 0;
-}
-
-/* The module of source (its training step where train), and its CUDA source. */
-static bool write_module(bool train, char *path, char *cuda)
-{
-    src_table src = {0};
-    uint32_t id = src_add(&src, "threads.net", source, strlen(source));
-    diag_ctx d;
-    diag_init(&d, &src, stderr);
-    driver_opts o = {.verify = true, .train_step = train};
-    ir_graph *g = driver_compile(&src, id, &o, &d);
-    nrt_module_data m = {.graph = g};
-    char err[1024];
-    bool ok = g && cuda_emit_program(g, &m.program, err, sizeof err) && temp_file(path) && temp_file(cuda) &&
-              module_write(path, &m, err, sizeof err) == 0;
-    if (ok) spit(cuda, (const unsigned char *)m.program.source, strlen(m.program.source));
-    if (g) module_data_free(&m);
-    src_free(&src);
-    return ok;
-}
-
 /* What one worker's session gave: each step's outputs, then the parameters. */
 typedef struct record {
     float v[MAX_VALUES];
@@ -255,7 +229,7 @@ static bool check_case(const nrt_module *m, nrt_device dev, bool train)
 
 int main(void)
 {
-    if (!write_module(false, fwd_path, fwd_cuda) || !write_module(true, train_path, train_cuda)) {
+    if (!write_module_file("threads.net", source, false, fwd_path, fwd_cuda) || !write_module_file("threads.net", source, true, train_path, train_cuda)) {
         fprintf(stderr, "cannot build the test modules\n");
         return 1;
     }

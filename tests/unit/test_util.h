@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int failures;
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
@@ -62,6 +63,37 @@ static inline ir_graph *compile_file(const char *path, const driver_opts *o, src
     diag_ctx d;
     diag_init(&d, src, stderr);
     return driver_compile(src, id, o, &d);
+}
+#endif
+
+#if defined(NC_DRIVER_H) && defined(NC_CUDA_EMIT_H) && defined(NRT_MODULE_H)
+/* A temporary file from the mkstemp pattern in path (XXXXXX, replaced). */
+static inline bool temp_file(char *path)
+{
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+}
+
+/* The module of the .net text (its training step where train) written to a
+ * temporary file from the pattern path, and its CUDA source to one from
+ * cuda (for the mock GPU, NETC_MOCK_CUDA_SOURCE); diagnostics on stderr. */
+static inline bool write_module_file(const char *name, const char *text, bool train, char *path, char *cuda)
+{
+    src_table src = {0};
+    uint32_t id = src_add(&src, name, text, strlen(text));
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    driver_opts o = {.verify = true, .train_step = train};
+    ir_graph *g = driver_compile(&src, id, &o, &d);
+    nrt_module_data m = {.graph = g};
+    char err[1024];
+    bool ok = g && cuda_emit_program(g, &m.program, err, sizeof err) && temp_file(path) && temp_file(cuda) &&
+              module_write(path, &m, err, sizeof err) == 0;
+    if (ok) spit(cuda, (const unsigned char *)m.program.source, strlen(m.program.source));
+    if (g) module_data_free(&m);
+    src_free(&src);
+    return ok;
 }
 #endif
 
