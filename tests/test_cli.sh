@@ -31,6 +31,8 @@ expect 1 "not a netc module"      run "$tmp/junk.netm"
 expect 1 "truncated"              run "$tmp/short.netm"
 expect 1 "not a netc module"      inspect "$src/examples/fashion_mlp.net"
 expect 1 "not bound"              run "$tmp/m.netm" --random-inputs 1
+# an input not given says how netc run gives one (it said only 'input images was not set')
+expect 1 "input images was not set (nrt_session_set_input; netc run: --input images=FILE.npy, or --random-inputs SEED" run "$tmp/m.netm" --dim B=2
 expect 1 "has no input 'imgs'"    run "$tmp/m.netm" --input "imgs=$tmp/out/logits.npy"
 expect 1 "holds f32[2, 10]"       run "$tmp/m.netm" --input "images=$tmp/out/logits.npy"
 expect 1 "malformed header"       run "$tmp/m.netm" --input "images=$tmp/bad.npy"
