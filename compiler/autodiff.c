@@ -411,21 +411,14 @@ static void grad_mean(ad_ctx *c, ir_value v, ir_value g)
  * count is of f32 ones, exact up to 2^24 ties. */
 static void grad_max(ad_ctx *c, ir_value v, ir_value g)
 {
-    const ir_node *n = nd(c, v), *xn = nd(c, A0);
-    int8_t axes[NC_MAX_RANK];   /* copied: building nodes may move n and xn */
+    const ir_node *n = nd(c, v);
+    int8_t axes[NC_MAX_RANK];   /* copied: building nodes may move n */
     memcpy(axes, n->attr.axes, sizeof axes);
     int naxes = n->attr.naxes;
     bool keepdim = n->attr.keepdim;
-    uint32_t xshape[NC_MAX_RANK];
-    memcpy(xshape, xn->shape, sizeof xshape);
-    uint8_t xrank = xn->rank;
     nc_dtype t = nd(c, g)->dtype;
     ir_value x = A0, hit = bin(c, OP_EQ, x, unreduce(c, v, v));
-    ir_node one = {.op = OP_FILL, .dtype = NC_F32}, zero = {.op = OP_FILL, .dtype = NC_F32};
-    one.attr.f = 1.0;
-    ir_value ones = broadcast_to(c, build(c, one, NULL, 0), xrank, xshape);
-    ir_value zeros = broadcast_to(c, build(c, zero, NULL, 0), xrank, xshape);
-    ir_value count = reduce(c, OP_SUM, where(c, hit, ones, zeros), axes, naxes, keepdim);
+    ir_value count = reduce(c, OP_SUM, cast_to(c, hit, NC_F32), axes, naxes, keepdim);
     ir_value share = cast_to(c, bin(c, OP_DIV, cast_to(c, g, NC_F32), count), t);
     add_grad(c, x, where(c, hit, unreduce(c, v, share), zeros_like(c, x)));
 }
