@@ -184,6 +184,7 @@ bool gpu_probe(char *why, size_t cap)
 }
 
 static int cu_fail(char *err, size_t cap, const char *call, CUresult rc);
+static int cu_fail_in(char *err, size_t cap, const char *what, const char *call, CUresult rc);
 
 int gpu_device_arch(int device_index, char *arch, size_t archcap, char *err, size_t errcap)
 {
@@ -198,10 +199,9 @@ int gpu_device_arch(int device_index, char *arch, size_t archcap, char *err, siz
     if (r == CUDA_SUCCESS) call = "cuDeviceGetAttribute", r = drv.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
     if (r == CUDA_SUCCESS) r = drv.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
     if (r != CUDA_SUCCESS) {
-        char why[160];
-        cu_fail(why, sizeof why, call, r);
-        snprintf(err, errcap, "cannot read the compute capability of GPU %d: %s", device_index, why);
-        return -1;
+        char what[64];
+        snprintf(what, sizeof what, "cannot read the compute capability of GPU %d", device_index);
+        return cu_fail_in(err, errcap, what, call, r);
     }
     module_best_arch(major, minor, arch, archcap);
     return 0;
@@ -221,6 +221,15 @@ static int cu_fail(char *err, size_t cap, const char *call, CUresult rc)
     const char *s = NULL;
     if (drv.cuGetErrorString) drv.cuGetErrorString(rc, &s);
     snprintf(err, cap, "%.*s failed: %s (%d)", call_name_len(call), call, s ? s : "unknown error", (int)rc);
+    return -1;
+}
+
+/* The failed call, after what the runtime was doing: "cannot ...: cuX failed: ..." */
+static int cu_fail_in(char *err, size_t cap, const char *what, const char *call, CUresult rc)
+{
+    char why[160];
+    cu_fail(why, sizeof why, call, rc);
+    snprintf(err, cap, "%s: %s", what, why);
     return -1;
 }
 
@@ -430,10 +439,9 @@ static int place_arena(gpu_session *s, const gpu_session *lender, char *err, siz
     }
     CUresult ar = drv.cuMemAlloc(&s->arena, (size_t)s->arena_bytes);
     if (ar != CUDA_SUCCESS) {
-        char why[160];
-        cu_fail(why, sizeof why, "cuMemAlloc", ar);
-        snprintf(err, errcap, "cannot allocate the %lld-byte arena on the GPU: %s", (long long)s->arena_bytes, why);
-        return -1;
+        char what[80];
+        snprintf(what, sizeof what, "cannot allocate the %lld-byte arena on the GPU", (long long)s->arena_bytes);
+        return cu_fail_in(err, errcap, what, "cuMemAlloc", ar);
     }
     s->device_bytes += s->arena_bytes;
     return 0;
@@ -762,12 +770,7 @@ static int tune_products(gpu_session *s, char *err, size_t errcap)
     int rc = 0;
     for (int i = 0; i < 2 && rc == 0; i++) {
         CUresult r = drv.cuEventCreate(&ev[i], CU_EVENT_DEFAULT);
-        if (r != CUDA_SUCCESS) {
-            char why[160];
-            cu_fail(why, sizeof why, "cuEventCreate", r);
-            snprintf(err, errcap, "cannot create the timing events: %s", why);
-            rc = -1;
-        }
+        if (r != CUDA_SUCCESS) rc = cu_fail_in(err, errcap, "cannot create the timing events", "cuEventCreate", r);
     }
     const nrt_program *p = &s->m->program;
     for (uint32_t k = 0; k < p->nsteps && rc == 0; k++)
