@@ -57,6 +57,16 @@ static nrt_status set_err(nrt_error *e, nrt_status st, const char *fmt, ...)
 #define NEED(p, err) \
     do { if (!(p)) return set_err(err, NRT_ERR_ARGUMENT, "%s: %s is NULL", __func__, #p); } while (0)
 
+/* An error reported by a call beneath, put in the caller's words:
+ * before + the message + after, the status kept. */
+static void err_reword(nrt_error *e, const char *before, const char *after)
+{
+    if (!e) return;
+    char why[sizeof e->message];
+    snprintf(why, sizeof why, "%s", e->message);
+    set_err(e, e->status, "%s%s%s", before, why, after);
+}
+
 static nrt_status ok(nrt_error *e)
 {
     if (e) e->status = NRT_OK, e->message[0] = 0;
@@ -294,11 +304,7 @@ static nrt_status upload_stale(nrt_session *s, nrt_error *err)
             st = upload_value(s, s->input_node[i], &s->inputs[i], NULL, &s->input_stale[i], "input", g->inputs[i].name, err);
     for (uint32_t i = 0; i < g->nparams && st == NRT_OK; i++)
         if (s->param_stale[i]) st = upload_param(s, i, err);
-    if (st && err) {   /* say why the run needed the copy */
-        char why[sizeof err->message];
-        snprintf(why, sizeof why, "%s", err->message);
-        set_err(err, st, "the run is refused: %s (not on the device since a copy to it failed)", why);
-    }
+    if (st) err_reword(err, "the run is refused: ", " (not on the device since a copy to it failed)");
     return st;
 }
 
@@ -640,11 +646,7 @@ nrt_status nrt_session_load_weights(nrt_session *s, const char *path, nrt_error 
         else s->param_stale[i] = s->gpu && s->param_node[i] != IR_NONE;
     }
     free(loaded);
-    if (st && err) {
-        char why[sizeof err->message];
-        snprintf(why, sizeof why, "%s", err->message);
-        set_err(err, st, "%s; the parameters hold the file's values, and the next run copies those not on the device yet", why);
-    }
+    if (st) err_reword(err, "", "; the parameters hold the file's values, and the next run copies those not on the device yet");
     return st ? st : ok(err);
 }
 
