@@ -7,12 +7,11 @@
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) & ~(a - 1); }
 
 /* What a buffer is sorted by, carried with its index: the comparators
- * read nothing else (they read the buffers through a global, which two
- * threads planning at once, sessions created together, overwrote under each
- * other: a wrong order, a buffer placed over a live one, a read of freed memory). */
+ * read nothing else, so that sessions created at once on several threads
+ * plan without sharing state (a global base pointer once raced there). */
 typedef struct sort_key {
     bool kept;
-    int64_t bytes;     /* by_size_desc: its size; by_offset: its offset */
+    int64_t key;       /* by_size_desc: its size; by_offset: its offset */
     int32_t first;
     uint32_t index;
 } sort_key;
@@ -21,14 +20,14 @@ static int by_size_desc(const void *x, const void *y)
 {
     const sort_key *a = x, *b = y;
     if (a->kept != b->kept) return a->kept ? -1 : 1;
-    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
+    if (a->key != b->key) return a->key > b->key ? -1 : 1;
     return a->first - b->first;
 }
 
 static int by_offset(const void *x, const void *y)
 {
     const sort_key *a = x, *b = y;
-    return a->bytes < b->bytes ? -1 : a->bytes > b->bytes;
+    return a->key < b->key ? -1 : a->key > b->key;
 }
 
 static bool overlaps(const memplan_buf *a, const memplan_buf *b) { return a->first <= b->last && b->first <= a->last; }
@@ -49,7 +48,7 @@ memplan_result memplan_place(memplan_buf *bufs, uint32_t n, int64_t align)
         /* the placed buffers alive at the same time, by offset */
         uint32_t nc = 0;
         for (uint32_t j = 0; j < nplaced; j++)
-            if (overlaps(b, &bufs[placed[j]])) conflict[nc++] = (sort_key){.bytes = bufs[placed[j]].offset, .index = placed[j]};
+            if (overlaps(b, &bufs[placed[j]])) conflict[nc++] = (sort_key){.key = bufs[placed[j]].offset, .index = placed[j]};
         qsort(conflict, nc, sizeof *conflict, by_offset);
         /* best fit: the smallest gap that holds it, else the end */
         int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
