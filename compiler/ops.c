@@ -66,6 +66,23 @@ static bool fail_attr(tc_error *e, const char *field, const char *fmt, ...)
     return false;
 }
 
+/* Whether an op's kwargs spec ("name:field=default ...") fills field. */
+static bool spec_has_field(const char *spec, const char *field)
+{
+    size_t len = strlen(field);
+    for (const char *p = strchr(spec, ':'); p; p = strchr(p + 1, ':'))
+        if (strncmp(p + 1, field, len) == 0 && p[1 + len] == '=') return true;
+    return false;
+}
+
+/* Success, the result's dims set by an attribute (fill's shape,
+ * scatter_add's rows): sema points there if they pass the tensor limits. */
+static bool shaped_by(const ir_node *n, tc_error *e, const char *field)
+{
+    e->attr = spec_has_field(nc_ops[n->op].kwargs, field) ? field : NULL;
+    return true;
+}
+
 static void hint(tc_error *e, const char *fmt, ...)
 {
     va_list ap;
@@ -222,8 +239,8 @@ static void copy_shape(ir_node *n, const ir_node *from)
 
 static bool shape_declared(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
-    (void)g, (void)n, (void)a, (void)e;
-    return true;
+    (void)g, (void)a;
+    return shaped_by(n, e, "shape");   /* fill's; an input's or parameter's are declared */
 }
 
 static int norm_axis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
@@ -251,7 +268,7 @@ static bool shape_iota(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
         hint(e, "make the iota i32 (or f32) and cast the values you compute from it");
         return false;
     }
-    return true;
+    return shaped_by(n, e, "shape");
 }
 
 static bool shapes_equal(const ir_node *x, const ir_node *y)
@@ -550,7 +567,7 @@ static bool shape_reshape(ir_graph *g, ir_node *n, const ir_value *a, tc_error *
         return fail_attr(e, "shape", "reshape: element counts differ: %s has %s, %s has %s", shape_str(g, x, s1, sizeof s1),
                          c1, shape_str(g, n, s2, sizeof s2), c2);
     }
-    return true;
+    return shaped_by(n, e, "shape");
 }
 
 /* Whether d is at least 1 at every binding of its symbols (each at least
@@ -625,7 +642,7 @@ static bool shape_broadcast(ir_graph *g, ir_node *n, const ir_value *a, tc_error
         uint32_t xd = x->shape[x->rank - 1 - i], nd = n->shape[n->rank - 1 - i];
         if (xd != nd && xd != one) goto bad;
     }
-    return true;
+    return shaped_by(n, e, "shape");
 bad:;
     char s1[128], s2[128];
     return fail(e, 0, "cannot broadcast %s to %s", shape_str(g, x, s1, sizeof s1), shape_str(g, n, s2, sizeof s2));
@@ -699,7 +716,7 @@ static bool shape_scatter_add(ir_graph *g, ir_node *n, const ir_value *a, tc_err
     n->rank = (uint8_t)(src->rank - idx->rank + 1);
     n->shape[0] = n->attr.lo;
     memcpy(n->shape + 1, src->shape + idx->rank, (src->rank - idx->rank) * sizeof(uint32_t));
-    return true;
+    return shaped_by(n, e, "lo");
 }
 
 static shape_rule *const shape_rules[OP_COUNT] = {
@@ -833,15 +850,6 @@ int64_t ops_value_bound(const ir_graph *g, ir_value v, const int64_t *syms)
 
 /* ------------------------------------------------------------------ */
 
-/* Whether an op's kwargs spec ("name:field=default ...") fills field. */
-static bool spec_has_field(const char *spec, const char *field)
-{
-    size_t len = strlen(field);
-    for (const char *p = strchr(spec, ':'); p; p = strchr(p + 1, ':'))
-        if (strncmp(p + 1, field, len) == 0 && p[1 + len] == '=') return true;
-    return false;
-}
-
 /* An accumulating op storing its f16/bf16 operands' result as f32 (OPF_WIDE_RESULT). */
 static bool widen_result(ir_node *n, tc_error *e)
 {
@@ -876,7 +884,7 @@ bool tc_infer(ir_graph *g, ir_node *n, const ir_value *args, tc_error *e)
     n->nargs = (uint16_t)own;
     bool ok = apply_dtype_rule(g, n, args, e) && widen_result(n, e) && shape_rules[n->op](g, n, args, e);
     n->nargs = all;
-    if (!ok && e->attr && !spec_has_field(nc_ops[n->op].kwargs, e->attr))
+    if (e->attr && !spec_has_field(nc_ops[n->op].kwargs, e->attr))
         NC_BUG("%s: a rule names attribute '%s', which its kwargs in ops.def do not fill", nc_ops[n->op].name, e->attr);
     return ok;
 }

@@ -315,24 +315,20 @@ static sv concat_in_groups(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc
     return sema_apply(c, proto, groups, m, locs, attrs);
 }
 
-/* Where an op rule's error is about: the operand or written attribute it
- * names, else the call (an attribute left to its default included). */
-static nc_loc rule_error_loc(const tc_error *e, int n, const nc_loc *arg_locs, const sema_attr_locs *attrs, nc_loc call)
+/* Where the call wrote the attribute that fills field (the op's kwargs
+ * spec in ops.def); the call itself for one left to its default or none. */
+static nc_loc attr_loc(const sema_attr_locs *attrs, const char *field, nc_loc call)
 {
-    if (e->arg >= 0 && e->arg < n) return arg_locs[e->arg];
-    for (int k = 0; attrs && e->attr && k < attrs->n; k++)
-        if (strcmp(attrs->field[k], e->attr) == 0) return attrs->loc[k];
+    for (int k = 0; attrs && field && k < attrs->n; k++)
+        if (strcmp(attrs->field[k], field) == 0) return attrs->loc[k];
     return call;
 }
 
-/* Where a result shape past the tensor limits (a size 0, too many elements)
- * is said: at a written attribute of dims (fill's or broadcast's shape,
- * scatter_add's rows), which sets the result's dims; else at the call. */
-static nc_loc result_shape_loc(const sema_attr_locs *attrs, nc_loc call)
+/* Where an op rule's error is about: the operand or attribute it names. */
+static nc_loc rule_error_loc(const tc_error *e, int n, const nc_loc *arg_locs, const sema_attr_locs *attrs, nc_loc call)
 {
-    for (int k = 0; attrs && k < attrs->n; k++)
-        if (strcmp(attrs->field[k], "shape") == 0 || strcmp(attrs->field[k], "lo") == 0) return attrs->loc[k];
-    return call;
+    if (e->arg >= 0 && e->arg < n) return arg_locs[e->arg];
+    return attr_loc(attrs, e->attr, call);
 }
 
 sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_locs, const sema_attr_locs *attrs)
@@ -386,7 +382,8 @@ sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_loc
         return sv_error();
     }
     const ir_node *r = &c->g->nodes[out];
-    if (!sema_check_shape(c, r->dtype, r->rank, r->shape, result_shape_loc(attrs, proto->loc))) return sv_error();
+    /* a result past the tensor limits: at the attribute that set its dims (tc_error.attr) */
+    if (!sema_check_shape(c, r->dtype, r->rank, r->shape, attr_loc(attrs, e.attr, proto->loc))) return sv_error();
     return sv_tensor(c, out);
 }
 

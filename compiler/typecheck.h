@@ -10,7 +10,8 @@ typedef struct tc_error {
     int arg;            /* operand the problem is about, -1 = the call as a whole */
     const char *attr;   /* else the attribute it is about, as its field in the op's kwargs
                            spec in ops.def ("f", "axes", "lo"...), for sema to point at the
-                           argument that set it; NULL = none */
+                           argument that set it; NULL = none. On success: the attribute
+                           the result's dims come from (fill's shape), if any */
 } tc_error;
 
 /* Fill n's dtype and shape from its operands and attrs; false with e set if the
