@@ -430,9 +430,13 @@ static bool attention_operands(ir_graph *g, const ir_node *n, const ir_value *a,
     if (with_v && g->nodes[a[2]].shape[r - 2] != k->shape[r - 2])
         return fail(e, 2, "%s: k and v have different lengths: %s and %s", op, shape_str(g, k, s1, sizeof s1),
                     shape_str(g, &g->nodes[a[2]], s2, sizeof s2));
-    if (n->attr.causal && k->shape[r - 2] != q->shape[r - 2])
-        return fail(e, 1, "%s: causal attention needs as many keys as queries: %s and %s", op, shape_str(g, q, s1, sizeof s1),
-                    shape_str(g, k, s2, sizeof s2));
+    if (n->attr.causal && k->shape[r - 2] != q->shape[r - 2]) {
+        fail_attr(e, "causal", "%s: causal attention needs as many keys as queries: q %s, k %s", op,
+                  shape_str(g, q, s1, sizeof s1), shape_str(g, k, s2, sizeof s2));
+        hint(e, "causal: true lets query i see keys 0..i of the same sequence; attention across two sequences "
+                "(cross-attention) is not causal");
+        return false;
+    }
     if (!isfinite(n->attr.f)) return fail_attr(e, "f", "%s: scale must be finite, got %g", op, n->attr.f);
     /* the GPU kernels hold a row of q and of v in registers (cuda_emit.c) */
     for (int i = 0; i < (with_v ? 3 : 1); i += 2) {
