@@ -42,6 +42,12 @@ typedef struct trainer {
     /* Fault injection for the resume test (NETC_TEST_KILL_AFTER_STEP): die by
      * SIGKILL right after this step, as a killed job would. -1 = never. */
     int64_t kill_at_step;
+    /* NETC_TEST_INTERRUPT=N or eval: SIGINT raised in-process as step N
+     * runs or during the first evaluation, as a user's Ctrl-C would arrive
+     * (the tests' deterministic stand-in for pressing it). -1 / false: never. */
+    int64_t interrupt_at_step;
+    int interrupt_times;               /* N,2: twice, as a user who presses it again */
+    bool interrupt_in_eval;
     /* GPU */
     bool gpu;
     nrt_module_data tm, fm;
@@ -50,6 +56,8 @@ typedef struct trainer {
     unsigned char *stage_buf;          /* native bytes of the input being staged */
     /* state */
     int64_t step, skipped;
+    int64_t first_step;                /* t->step when this run's loop began (after --resume) */
+    int stopped_by;                    /* the signal that stopped the loop early; 0: none */
     double scale;
     int64_t clean_steps;
     data_set train, test;
@@ -85,6 +93,67 @@ static ir_value node_of(const ir_graph *g, nc_op op, uint32_t index)
         if (g->nodes[v].op == op && g->nodes[v].attr.index == index) return v;
     return IR_NONE;
 }
+
+/* ---- interruption ------------------------------------------------------- */
+
+/* The first SIGINT or SIGTERM only asks the loop to stop: it finishes the
+ * step (or drops the evaluation) in flight, writes the checkpoint, --save
+ * and the metrics, and exits 128 + the signal. The handler does no more
+ * than async-signal-safe calls allow: the flag, a line, and for a second
+ * signal the default action (an immediate stop, as without netc's help). */
+static volatile sig_atomic_t train_interrupt;   /* the signal that asked; 0: none */
+
+static const int interrupt_signals[2] = {SIGINT, SIGTERM};
+
+typedef struct interrupt_guard {
+    struct sigaction old[2];
+    bool caught[2];
+} interrupt_guard;
+
+static void say_async(const char *s, size_t n)
+{
+    ssize_t w = write(STDERR_FILENO, s, n);
+    (void)w;   /* nothing to do if stderr is gone */
+}
+
+static void on_interrupt(int sig)
+{
+    if (train_interrupt) {   /* the second: quit at once */
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        sigemptyset(&dfl.sa_mask);
+        sigaction(sig, &dfl, NULL);
+        raise(sig);   /* pending until this handler returns, then the default action */
+        return;
+    }
+    train_interrupt = sig;
+    static const char on_int[] = "\nnetc: interrupted: stopping at the end of this step to save (press Ctrl-C again to quit at once)\n";
+    static const char on_term[] = "\nnetc: terminated: stopping at the end of this step to save (send the signal again to quit at once)\n";
+    if (sig == SIGINT) say_async(on_int, sizeof on_int - 1);
+    else say_async(on_term, sizeof on_term - 1);
+}
+
+/* A signal ignored when netc started (`netc train ... &` in a script ignores
+ * SIGINT; nohup) stays ignored, as the caller asked. */
+static void interrupt_catch(interrupt_guard *g)
+{
+    train_interrupt = 0;
+    for (int k = 0; k < 2; k++) {
+        g->caught[k] = false;
+        if (sigaction(interrupt_signals[k], NULL, &g->old[k]) != 0 || g->old[k].sa_handler == SIG_IGN) continue;
+        struct sigaction sa = {.sa_handler = on_interrupt, .sa_flags = SA_RESTART};
+        sigemptyset(&sa.sa_mask);
+        for (int j = 0; j < 2; j++) sigaddset(&sa.sa_mask, interrupt_signals[j]);   /* one handler at a time */
+        g->caught[k] = sigaction(interrupt_signals[k], &sa, NULL) == 0;
+    }
+}
+
+static void interrupt_release(const interrupt_guard *g)
+{
+    for (int k = 0; k < 2; k++)
+        if (g->caught[k]) sigaction(interrupt_signals[k], &g->old[k], NULL);
+}
+
+static const char *interrupt_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 
 /* ---- building ----------------------------------------------------------- */
 
@@ -724,8 +793,13 @@ static void score_rows(const float *logits, int64_t classes, const int32_t *labe
     }
 }
 
+/* evaluate's result when an interruption stopped it: nothing scored, the
+ * evaluation is left for the resumed run. */
+enum { EVAL_INTERRUPTED = 2 };
+
 /* The test set's loss (and a classifier's accuracy), in batches of the
- * evaluation session's size on the GPU, the rest on the CPU executor. */
+ * evaluation session's size on the GPU, the rest on the CPU executor; 0, 1
+ * on an error, or EVAL_INTERRUPTED. */
 static int evaluate(trainer *t, double *accuracy, double *loss)
 {
     const data_set *d = &t->test;
@@ -734,7 +808,7 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
     cpu_tensor *fp = eval_params(t);
     if (!fp) return 1;
     int rc = 0;
-    for (int64_t start = 0; start < d->n && rc == 0; start += per) {
+    for (int64_t start = 0; start < d->n && rc == 0 && !train_interrupt; start += per) {
         int64_t count = d->n - start < per ? d->n - start : per, classes = 0;
         if (t->text && count < per) break;   /* the rest of the images goes to the CPU executor, not of the windows */
         evaluated += count;
@@ -757,8 +831,10 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
         free(inputs);
         cpu_tensor_free(&x);
         cpu_tensor_free(&y);
+        if (t->interrupt_in_eval) t->interrupt_in_eval = false, raise(SIGINT);
     }
     free(fp);
+    if (rc == 0 && train_interrupt) return EVAL_INTERRUPTED;
     *accuracy = t->text ? NAN : (double)correct / (double)evaluated;
     *loss = total / (double)(evaluated ? evaluated : 1);
     return rc;
@@ -1030,17 +1106,21 @@ static void record_step(trainer *t, epoch_tally *e, const step_result *r)
  * the seconds its steps took (the evaluation's left out). */
 static int report_epoch(trainer *t, const epoch_tally *e, double el, double accuracy, double test_loss, double gpu_wait)
 {
-    double rate = (double)(e->batches * t->o->batch) / fmax(el, 1e-9);
+    /* the batches this run took: a resumed epoch's earlier ones were another run's */
+    double rate = (double)((e->batches - e->first_batch) * t->o->batch) / fmax(el, 1e-9);
     double train_loss = e->nloss ? e->loss_sum / (double)e->nloss : NAN;
-    char acc_text[48] = "", gpu_text[64] = "";
+    bool stepped = e->batches > e->first_batch;   /* not: resumed for the evaluation alone */
+    char acc_text[48] = "", gpu_text[64] = "", loss_text[48] = "-";
+    if (stepped) snprintf(loss_text, sizeof loss_text, "%.4f", train_loss);
     if (!t->text) snprintf(acc_text, sizeof acc_text, ", test accuracy %.4f", accuracy);
     if (t->gpu) snprintf(gpu_text, sizeof gpu_text, " (the GPU waited %.3f s for inputs)", gpu_wait);
-    fprintf(stderr, "epoch %lld: train loss %.4f, test loss %.4f%s, %.1f s, %.0f samples/s, waited %.2f s for data%s%s\n",
-            (long long)e->epoch + 1, train_loss, test_loss, acc_text, el, rate, e->waited, gpu_text,
+    fprintf(stderr, "epoch %lld: train loss %s, test loss %.4f%s, %.1f s, %.0f samples/s, waited %.2f s for data%s%s\n",
+            (long long)e->epoch + 1, loss_text, test_loss, acc_text, el, rate, e->waited, gpu_text,
             t->skipped ? " (steps skipped on overflow so far: see below)" : "");
     json_t *line = json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:I}", "epoch", (json_int_t)e->epoch + 1, "step", (json_int_t)t->step,
                              "train_loss", e->nloss ? train_loss : 0.0, "samples_per_s", rate, "test_loss", test_loss,
                              "epoch_seconds", el, "skipped_steps", (json_int_t)t->skipped);
+    if (!stepped) json_object_del(line, "train_loss");   /* not 0: no step of the epoch ran here */
     if (!t->text) json_object_set_new(line, "test_accuracy", json_real(accuracy));
     json_object_set_new(line, "data_wait_s", json_real(e->waited));
     if (t->gpu) json_object_set_new(line, "gpu_input_wait_s", json_real(gpu_wait));
@@ -1069,8 +1149,59 @@ typedef struct run_tally {
     int64_t samples;
 } run_tally;
 
+/* "the checkpoint, the weights and the metrics": what an interrupted run
+ * writes, for its messages; "" when it writes nothing. */
+static void saved_things(const trainer *t, const char *ckpt, char *buf, size_t cap)
+{
+    const char *what[3];
+    int n = 0;
+    if (ckpt[0]) what[n++] = "the checkpoint";
+    if (t->o->save_path) what[n++] = "the weights";
+    if (t->o->metrics_path) what[n++] = "the metrics";
+    buf[0] = 0;
+    for (int i = 0; i < n; i++)
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", i == 0 ? "" : i + 1 == n ? " and " : ", ", what[i]);
+}
+
+/* The loop stopped by a signal after its step (or in its evaluation, which
+ * is dropped: with every step of the epoch done, the resumed run evaluates
+ * first). The checkpoint holds the position, so --resume goes on with the
+ * next step. */
+static int stop_interrupted(trainer *t, const char *ckpt, const epoch_tally *e, bool *stop)
+{
+    *stop = true;
+    t->stopped_by = train_interrupt;
+    if (t->step == t->first_step) return 0;   /* nothing new: train_loop says so */
+    char what[96];
+    saved_things(t, ckpt, what, sizeof what);
+    fprintf(stderr, "netc: interrupted at step %lld; %s%s (%s again to quit at once)\n", (long long)t->step, what[0] ? "saving " : "",
+            what[0] ? what : "nothing to save (no --checkpoint-dir, --save or --metrics)",
+            t->stopped_by == SIGINT ? "press Ctrl-C" : "send the signal");
+    return ckpt[0] ? save_checkpoint(t, ckpt, e->epoch, e->batches) : 0;
+}
+
+/* After an interruption's checkpoint and weights: the metrics' last line
+ * and what was saved where. 0, or 1 with the reason on stderr. */
+static int finish_interrupted(trainer *t, const char *ckpt)
+{
+    if (t->step == t->first_step) {
+        fprintf(stderr, "netc: interrupted (%s) before this run's first step: nothing new to save\n", interrupt_name(t->stopped_by));
+        return 0;
+    }
+    if (t->o->metrics_path && metrics_line(t, json_pack("{s:I, s:s}", "step", (json_int_t)t->step, "interrupted",
+                                                           interrupt_name(t->stopped_by))))
+        return 1;
+    fprintf(stderr, "netc: stopped by %s after step %lld", interrupt_name(t->stopped_by), (long long)t->step);
+    if (ckpt[0]) fprintf(stderr, "; checkpoint %s (--resume goes on with step %lld)", ckpt, (long long)t->step + 1);
+    if (t->o->save_path) fprintf(stderr, "; weights %s", t->o->save_path);
+    if (t->o->metrics_path) fprintf(stderr, "; metrics %s", t->o->metrics_path);
+    fputc('\n', stderr);
+    return 0;
+}
+
 /* One epoch's steps from e->first_batch, then its evaluation, line and
- * checkpoint. Returns non-zero on an error; *stop when --max-steps is reached. */
+ * checkpoint. Returns non-zero on an error; *stop when --max-steps is
+ * reached or a signal asked the run to stop. */
 static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *inputs, const char *ckpt, epoch_tally *e,
                      run_tally *run, bool *stop)
 {
@@ -1081,10 +1212,11 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
     int rc = 0;
     data_batch batch;
     double w;
-    while (rc == 0 && feed_next(feed, &batch, &w)) {
+    while (rc == 0 && !train_interrupt && feed_next(feed, &batch, &w)) {
         e->waited += w;
         step_result r;
-        bool more = !(o->max_steps && t->step + 1 >= o->max_steps) && t->step + 1 != t->kill_at_step;
+        bool more = !(o->max_steps && t->step + 1 >= o->max_steps) && t->step + 1 != t->kill_at_step && !train_interrupt;
+        for (int k = 0; t->step + 1 == t->interrupt_at_step && k < t->interrupt_times; k++) raise(SIGINT);   /* lands as the step runs */
         if (train_on_batch(t, &batch, schedule_lr(t, total_steps), inputs, feed, more, &r)) { rc = 1; break; }
         adjust_scale(t, r.finite);
         t->step++;
@@ -1111,11 +1243,14 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
         t->next_staged = false;
     }
     if (rc) return rc;
+    if (train_interrupt) return stop_interrupted(t, ckpt, e, stop);
     run->waited += e->waited;
     double gpu_wait = t->gpu ? gpu_input_wait_seconds(t->gs) - run->gpu_waited : 0;
     run->gpu_waited += gpu_wait;
     double acc = 0, tloss = 0, el = now_s() - e->started;
-    if (evaluate(t, &acc, &tloss)) return 1;
+    int ev = evaluate(t, &acc, &tloss);
+    if (ev == EVAL_INTERRUPTED) return stop_interrupted(t, ckpt, e, stop);
+    if (ev) return 1;
     if (report_epoch(t, e, el, acc, tloss, gpu_wait)) return 1;
     /* stopped by --max-steps inside the epoch: a resume goes on from there */
     bool whole = e->batches >= nb;
@@ -1140,6 +1275,7 @@ static int train_loop(trainer *t)
     }
     batch_feed feed = {.dl = dl};
     run_tally run = {.started = now_s()};
+    t->first_step = t->step;
     bool stop = false;
     for (int64_t epoch = start_epoch; dl && epoch < o->epochs && rc == 0 && !stop; epoch++) {
         int64_t first = epoch == start_epoch ? skip : 0;
@@ -1147,8 +1283,8 @@ static int train_loop(trainer *t)
         epoch_tally e = {.epoch = epoch, .first_batch = first, .batches = first, .started = now_s()};
         rc = run_epoch(t, dl, &feed, inputs, ckpt, &e, &run, &stop);
     }
-    if (dl) data_loader_free(dl);
-    if (rc == 0) {
+    if (dl) data_loader_free(dl);   /* its thread stops at once: it waits only for a free slot */
+    if (rc == 0 && !t->stopped_by) {
         double el = now_s() - run.started;
         char gpu_text[64] = "";
         if (t->gpu) snprintf(gpu_text, sizeof gpu_text, " (GPU input wait %.3f s)", gpu_input_wait_seconds(t->gs));
@@ -1156,7 +1292,8 @@ static int train_loop(trainer *t)
                 (long long)t->step, el, (double)run.samples / fmax(el, 1e-9), run.waited, gpu_text, (long long)t->skipped);
         if (t->gpu) rc = report_gpu_memory(t);
     }
-    if (rc == 0 && o->save_path) rc = save_weights(t, o->save_path);
+    if (rc == 0 && o->save_path && (!t->stopped_by || t->step > t->first_step)) rc = save_weights(t, o->save_path);
+    if (rc == 0 && t->stopped_by) rc = finish_interrupted(t, ckpt);
     for (uint32_t i = 0; i < t->tg->ninputs; i++) cpu_tensor_free(&inputs[i]);
     free(inputs);
     return rc;
@@ -1198,8 +1335,10 @@ int train_main(const train_opts *o)
         return 2;
     }
     if (o->metrics_path && metrics_check(o->metrics_path)) return 1;
-    const char *kill = getenv("NETC_TEST_KILL_AFTER_STEP");
-    trainer t = {.o = o, .kill_at_step = kill ? atoll(kill) : -1};
+    const char *kill = getenv("NETC_TEST_KILL_AFTER_STEP"), *intr = getenv("NETC_TEST_INTERRUPT");
+    trainer t = {.o = o, .kill_at_step = kill ? atoll(kill) : -1, .interrupt_at_step = intr && strcmp(intr, "eval") ? atoll(intr) : -1,
+                 .interrupt_times = intr && strchr(intr, ',') ? atoi(strchr(intr, ',') + 1) : 1,
+                 .interrupt_in_eval = intr && !strcmp(intr, "eval")};
     int rc = build_graphs(&t);
     if (rc == 0 && t.text) {
         int64_t window = 0;
@@ -1221,9 +1360,16 @@ int train_main(const train_opts *o)
     }
     if (rc == 0) rc = init_params(&t);
     if (rc == 0) rc = setup_gpu(&t);
+    interrupt_guard guard = {0};
+    if (rc == 0) interrupt_catch(&guard);   /* from the loop on: before it, nothing is lost by the default action */
     if (rc == 0) rc = train_loop(&t);
-    if (t.metrics) fclose(t.metrics);
+    if (t.metrics && fclose(t.metrics) != 0 && rc == 0) {
+        fprintf(stderr, "netc: cannot write --metrics %s: %s\n", o->metrics_path, strerror(errno));
+        rc = 1;
+    }
     if (rc == 0) rc = write_svg(&t, o->metrics_path);
+    interrupt_release(&guard);
+    if (rc == 0 && t.stopped_by) rc = 128 + t.stopped_by;   /* as a shell reports a process the signal stopped */
     gpu_session_free(t.es);   /* first: it may live in the step's arena */
     gpu_session_free(t.gs);
     for (uint32_t i = 0; t.tg && t.params && i < t.tg->nparams; i++) cpu_tensor_free(&t.params[i]);

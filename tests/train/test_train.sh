@@ -4,9 +4,11 @@
 #  2. a run killed with SIGKILL (mid-epoch) resumes from its last checkpoint and then
 #     reproduces the uninterrupted run's losses exactly;
 #  3. a damaged checkpoint is refused with a clear error.
-# Args: NETC MAKE_IDX SOURCE_DIR
+#  9. Ctrl-C (SIGINT) or SIGTERM stops the run at the end of its step: checkpoint, --save,
+#     whole metrics lines, exit 130 / 143; --resume goes on with the next step.
+# Args: NETC MAKE_IDX SOURCE_DIR JSONL_CHECK
 set -euo pipefail
-netc=$1 make_idx=$2 src=$3
+netc=$1 make_idx=$2 src=$3 jsonl_check=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/data"
@@ -110,6 +112,71 @@ grep -q -- "cannot write --metrics $tmp/mdir: is a directory" "$tmp/md.log" || {
 "$netc" train "$model" "${common[@]}" --epochs 1 --max-steps 2 --metrics "$tmp/keep.jsonl" 2>/dev/null
 grep -q '"train_loss"' "$tmp/keep.jsonl" && ! grep -q earlier "$tmp/keep.jsonl" || { echo "a run's --metrics did not replace the earlier run's"; exit 1; }
 
+# 9: an interruption. In-process first (NETC_TEST_INTERRUPT=N: SIGINT raised as step N runs;
+# eval: in the first evaluation), then a real signal from outside. Each case says FAIL and
+# the rest still run.
+ifails=0
+ifail() { echo "FAIL interrupt: $*"; ifails=$((ifails + 1)); }
+"$netc" build "$model" --entry forward --dim B=2 --target '' -o "$tmp/tiny.netm" 2>/dev/null
+interrupted() {   # interrupted LOG METRICS SIGNAL STEP: what an interrupted run must have said and written
+  grep -q "^netc: interrupted at step $4; saving the checkpoint, the weights and the metrics" "$1" &&
+    grep -q "^netc: stopped by $3 after step $4; checkpoint .*/checkpoint.safetensors (--resume goes on with step $(($4 + 1)))" "$1" &&
+    "$jsonl_check" "$2" >/dev/null && [[ $(tail -1 "$2") == "{\"step\":$4,\"interrupted\":\"$3\"}" ]] ||
+    { cat "$1"; tail -2 "$2"; return 1; }
+}
+weights_load() { "$netc" run "$tmp/tiny.netm" --weights "$1" --random-inputs 1 --device cpu >/dev/null 2>"$tmp/wl.log" || { cat "$tmp/wl.log"; return 1; }; }
+# mid-epoch (step 75 of 128): the resumed run's losses are the uninterrupted run's
+rc=0; NETC_TEST_INTERRUPT=75 "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/i75" --metrics "$tmp/i75.jsonl" \
+  --save "$tmp/i75.safetensors" 2>"$tmp/i75.log" || rc=$?
+if [[ $rc -eq 130 ]] && interrupted "$tmp/i75.log" "$tmp/i75.jsonl" SIGINT 75 && weights_load "$tmp/i75.safetensors"; then
+  "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/i75" --resume --metrics "$tmp/i75b.jsonl" 2>"$tmp/i75b.log" || true
+  first=$(grep -o '"step":[0-9]*' "$tmp/i75b.jsonl" | head -1 | cut -d: -f2)
+  grep -q 'resumed from .* at epoch 2, step 75$' "$tmp/i75b.log" && diff <(pick "$tmp/full.jsonl") <(pick "$tmp/i75b.jsonl") &&
+    [[ -n "$(pick "$tmp/i75b.jsonl")" ]] || { cat "$tmp/i75b.log"; ifail "the run resumed after step 75 does not follow the uninterrupted one"; }
+else ifail "SIGINT in step 75: exit $rc"; fi
+# in the first step
+rc=0; NETC_TEST_INTERRUPT=1 "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/i1" --metrics "$tmp/i1.jsonl" \
+  --save "$tmp/i1.safetensors" 2>"$tmp/i1.log" || rc=$?
+[[ $rc -eq 130 ]] && interrupted "$tmp/i1.log" "$tmp/i1.jsonl" SIGINT 1 && weights_load "$tmp/i1.safetensors" || ifail "SIGINT in the first step: exit $rc"
+# in the evaluation: dropped, its epoch's line is the resumed run's, which takes no step first
+rc=0; NETC_TEST_INTERRUPT=eval "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ie" --metrics "$tmp/ie.jsonl" \
+  --save "$tmp/ie.safetensors" 2>"$tmp/ie.log" || rc=$?
+if [[ $rc -eq 130 ]] && interrupted "$tmp/ie.log" "$tmp/ie.jsonl" SIGINT 64 && ! grep -q test_loss "$tmp/ie.jsonl"; then
+  "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ie" --resume --max-steps 64 --metrics "$tmp/ieb.jsonl" 2>"$tmp/ieb.log" || true
+  grep -q 'resumed from .* at epoch 1, step 64$' "$tmp/ieb.log" && grep -q '^epoch 1: train loss -, test loss' "$tmp/ieb.log" &&
+    grep -q '^done: 64 steps' "$tmp/ieb.log" && [[ $(grep -c test_loss "$tmp/ieb.jsonl") == 1 ]] && ! grep -q train_loss "$tmp/ieb.jsonl" ||
+    { cat "$tmp/ieb.log" "$tmp/ieb.jsonl"; ifail "the resumed run did not evaluate what the interrupted one left"; }
+else ifail "SIGINT in the evaluation: exit $rc"; fi
+# pressed twice: the second quits at once (the default action: no checkpoint, no weights)
+rc=0; NETC_TEST_INTERRUPT=5,2 "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/i2" --save "$tmp/i2.safetensors" \
+  2>"$tmp/i2.log" || rc=$?
+[[ $rc -eq 130 && ! -e $tmp/i2/checkpoint.safetensors && ! -e $tmp/i2.safetensors ]] && grep -q 'interrupted: stopping' "$tmp/i2.log" &&
+  ! grep -q 'saving' "$tmp/i2.log" || { cat "$tmp/i2.log"; ifail "a second SIGINT did not quit at once: exit $rc"; }
+# from outside, as a terminal's Ctrl-C or a scheduler's SIGTERM: once an epoch is done (its
+# line in the metrics, polled), the signal; the run stops, saves and exits 128 + the signal
+long=(--data "$tmp/data" --batch 32 --epochs 100000 --device cpu --seed 3)
+signalled() {   # signalled SIGNAL STATUS
+  local d=$tmp/sig$1 rc=0 i pid step
+  # `&` in a script starts a job with SIGINT ignored (and netc leaves it so): trap - INT gives it back
+  (trap - INT; exec "$netc" train "$model" "${long[@]}" --checkpoint-dir "$d" --metrics "$d.jsonl" --save "$d.safetensors" 2>"$d.log") &
+  pid=$!
+  for ((i = 0; i < 600; i++)); do grep -qs test_loss "$d.jsonl" && break; sleep 0.05; done
+  kill -s "$1" "$pid"
+  for ((i = 0; i < 600; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  kill -0 "$pid" 2>/dev/null && { kill -9 "$pid"; echo "$1: still running 30 s after the signal"; return 1; }
+  wait "$pid" || rc=$?
+  step=$(sed -n 's/^netc: interrupted at step \([0-9]*\);.*/\1/p' "$d.log")
+  [[ $rc -eq $2 && -n $step ]] && interrupted "$d.log" "$d.jsonl" "SIG$1" "$step" && weights_load "$d.safetensors" ||
+    { echo "$1: exit $rc (not $2), step '$step'"; return 1; }
+  "$netc" train "$model" "${long[@]}" --checkpoint-dir "$d" --resume --max-steps $((step + 1)) 2>"$d.resume.log" || true
+  grep -q "resumed from .* step $step$" "$d.resume.log" && grep -q "^done: $((step + 1)) steps" "$d.resume.log" ||
+    { cat "$d.resume.log"; echo "$1: did not resume with step $((step + 1))"; return 1; }
+}
+signalled INT 130 || ifail "SIGINT from outside"
+signalled TERM 143 || ifail "SIGTERM from outside"
+((ifails == 0)) || exit 1
+
 echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch," \
      "resumes mid-epoch with the same batch and seed only, refuses bad labels and test shapes and an unwritable --save or --metrics up front," \
-     "keeps an earlier run's metrics when it fails before its first step"
+     "keeps an earlier run's metrics when it fails before its first step," \
+     "stops on SIGINT/SIGTERM at the end of a step (first, mid-epoch, in the evaluation) with a checkpoint to resume from, the weights and whole metrics"
