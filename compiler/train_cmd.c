@@ -1212,7 +1212,8 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
     int rc = 0;
     data_batch batch;
     double w;
-    while (rc == 0 && !train_interrupt && feed_next(feed, &batch, &w)) {
+    /* --max-steps checked first too: a run resumed from one stopped there takes no step more */
+    while (rc == 0 && !train_interrupt && !(o->max_steps && t->step >= o->max_steps) && feed_next(feed, &batch, &w)) {
         e->waited += w;
         step_result r;
         bool more = !(o->max_steps && t->step + 1 >= o->max_steps) && t->step + 1 != t->kill_at_step && !train_interrupt;
@@ -1234,7 +1235,6 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
         if (ckpt[0] && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 && save_checkpoint(t, ckpt, e->epoch, e->batches))
             rc = 1;
         if (t->step == t->kill_at_step) raise(SIGKILL);
-        if (o->max_steps && t->step >= o->max_steps) break;
     }
     if (tty) fputc('\n', stderr);
     if (t->gpu && rc == 0) {   /* nothing staged outlives the epoch (a break after a look ahead) */

@@ -64,6 +64,10 @@ grep -q 'must divide' "$tmp/acc.log"
 "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ms" --resume 2>"$tmp/ms.log"
 grep -q 'resumed from .* at epoch 1, step 5' "$tmp/ms.log" && grep -q '^done: 128 steps' "$tmp/ms.log" ||
   { cat "$tmp/ms.log"; echo "a run stopped mid-epoch did not resume where it stopped"; exit 1; }
+# resumed with the --max-steps it stopped at, a run takes no step more (it took one)
+"$netc" train "$model" "${common[@]}" --max-steps 5 --checkpoint-dir "$tmp/ms5" 2>/dev/null
+"$netc" train "$model" "${common[@]}" --max-steps 5 --checkpoint-dir "$tmp/ms5" --resume 2>"$tmp/ms5.log"
+grep -q '^done: 5 steps' "$tmp/ms5.log" || { cat "$tmp/ms5.log"; echo "resumed at --max-steps, the run went on"; exit 1; }
 # ... and only with the --batch and --seed it was made with (the batch index means their samples)
 for other in "--batch 64" "--seed 4"; do
   args=("${common[@]}"); [[ $other == --batch* ]] && args[3]=64 || args[9]=4
