@@ -410,6 +410,7 @@ static void print_help(FILE *out)
             "  train FILE --data DIR [--epochs N] [--batch B] [--device cpu|gpu|auto] [--seed S] [--lr X]\n"
             "        [--checkpoint-dir D] [--checkpoint-every N] [--resume] [--metrics F.jsonl]\n"
             "        [--save W.safetensors] [--max-steps N]\n"
+            "        Ctrl-C or SIGTERM: stop after the step, save the checkpoint, --save and metrics; exit 130/143\n"
             "  help                 this text\n"
             "  version              netc's version, its module format and NVRTC's\n"
             "\n"

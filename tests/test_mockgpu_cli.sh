@@ -129,6 +129,28 @@ else echo "FAIL train char_lm: the evaluation's copy ${copies:-?} failing: exit 
 # with no --target, train compiles for the device's own architecture: the mock is a 9.0 device
 grep -q 'compiling the kernels for sm_90a' "$tmp/char_lm.gpu.log" ||
   { echo "FAIL train char_lm: not compiled for the mock's sm_90a"; grep compiling "$tmp/char_lm.gpu.log"; fails=$((fails + 1)); }
+# Ctrl-C on the GPU (NETC_TEST_INTERRUPT=3: SIGINT as step 3 runs, the next batch already on
+# its way; eval: in the evaluation after the 6 steps, dropped): exit 130, the checkpoint, the
+# weights and whole metrics lines; the resumed run ends at the uninterrupted run's test loss
+# (it evaluates alone after an interrupted evaluation). Without the handler: killed, nothing saved.
+test_loss() { grep -oE '"test_loss": *[-0-9.e+]*' "$1" | sed 's/.*: *//' | tail -1; }
+interrupted_gpu() {   # interrupted_gpu WHEN STEP
+  local d=$tmp/int_$1 rc=0
+  NETC_TEST_INTERRUPT=$1 on_mock "$tmp/char_lm.train.cu:$tmp/char_lm.forward.cu" "$netc" "${ev[@]}" --checkpoint-dir "$d" \
+    --save "$d.safetensors" --metrics "$d.jsonl" >"$d.log" 2>&1 || rc=$?
+  if [[ $rc -ne 130 ]] || ! grep -q "^netc: stopped by SIGINT after step $2; checkpoint" "$d.log" || [[ ! -s $d.safetensors ]] ||
+     [[ $(tail -1 "$d.jsonl") != "{\"step\":$2,\"interrupted\":\"SIGINT\"}" ]] ||
+     ! "$netc" run "$tmp/f.netm" --weights "$d.safetensors" --dim B=2 --random-inputs 1 --device cpu >/dev/null 2>&1; then
+    echo "FAIL train char_lm: SIGINT ($1) on the GPU: exit $rc"; tail -5 "$d.log"; fails=$((fails + 1)); return
+  fi
+  on_mock "$tmp/char_lm.train.cu:$tmp/char_lm.forward.cu" "$netc" "${ev[@]}" --checkpoint-dir "$d" --resume --metrics "$d.b.jsonl" \
+    >"$d.b.log" 2>&1 || true
+  if grep -q "resumed from .* step $2$" "$d.b.log" && close 1e-5 "$(test_loss "$tmp/char_lm.gpu.jsonl")" "$(test_loss "$d.b.jsonl")"; then
+    echo "ok train char_lm: SIGINT ($1) on the GPU, resumed"
+  else echo "FAIL train char_lm: resumed after SIGINT ($1) on the GPU"; tail -5 "$d.b.log"; fails=$((fails + 1)); fi
+}
+interrupted_gpu 3 3
+interrupted_gpu eval 6
 # GPT-2 in bf16 (autocast, the bf16 weight copies, the chunked loss), small
 # (the MLP bias's gradient planned into GELU's backward matmul, its sums a second product)
 check_train gpt2_small "$src/examples/gpt2.net" 2 3 --set V=512 --set C=64 --set L=1 --set H=2 --set MAXT=32 --dim T=32
