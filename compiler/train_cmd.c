@@ -740,21 +740,19 @@ static float *eval_on_gpu(trainer *t, const cpu_tensor *x, const cpu_tensor *y, 
         return NULL;
     }
     size_t values = t->text ? 1 : (size_t)(count * *classes);
-    float *out = nc_xmalloc((values + 1) * sizeof *out);
-    nc_dtype dt = ln->dtype;   /* a model computed in bf16 or f16 may return its logits so: widened here */
-    uint16_t *narrow = dt == NC_F32 ? NULL : nc_xmalloc((values + 1) * sizeof *narrow);
+    /* in the output's own dtype (a model computed in bf16 or f16 may return its logits so), widened to f32 */
+    unsigned char *native = nc_xmalloc(values * dtype_size(ln->dtype) + 1);
     /* every failure fills err, which the caller prints */
     if (upload_tensor_err(t->es, node_of(f, OP_INPUT, 0), x, "input", f->inputs[0].name, err, cap) ||
         (t->pairs && upload_tensor_err(t->es, node_of(f, OP_INPUT, 1), y, "input", f->inputs[1].name, err, cap)) ||
-        gpu_run(t->es, err, cap) ||
-        gpu_download(t->es, lv, narrow ? (void *)narrow : (void *)out, values * dtype_size(dt), err, cap)) {
-        free(narrow);
-        free(out);
+        gpu_run(t->es, err, cap) || gpu_download(t->es, lv, native, values * dtype_size(ln->dtype), err, cap)) {
+        free(native);
         return NULL;
     }
-    for (size_t i = 0; narrow && i < values; i++)
-        out[i] = dt == NC_BF16 ? nc_bf16_bits_to_f32(narrow[i]) : nc_f16_bits_to_f32(narrow[i]);
-    free(narrow);
+    float *out = nc_xmalloc((values + 1) * sizeof *out);
+    cpu_tensor wide = {.dtype = ln->dtype, .rank = 1, .shape = {(int64_t)values}, .numel = (int64_t)values, .f = out};
+    cpu_tensor_from_native(native, &wide);
+    free(native);
     return out;
 }
 
