@@ -183,21 +183,22 @@ static ir_graph *compile(trainer *t, uint32_t id, bool train, const char *dim, i
 }
 
 /* A classifier's test set is scored from its first output as logits, one
- * row per sample: [B, classes], the batch axis the first input's and the
- * classes known. Anything else (a scalar loss first, a [B, T, V] map) would
- * be scored out of its bounds or as the wrong rows, so it is refused before
- * any work. True (said on stderr) when it does not fit. */
+ * row per sample: [B, classes] of a float type, the batch axis the first
+ * input's and the classes known. Anything else (a scalar loss first, a
+ * [B, T, V] map, integers) would be scored out of its bounds, as the wrong
+ * rows or from no floats at all, so it is refused before any work. True
+ * (said on stderr) when it does not fit. */
 static bool logits_unfit(const ir_graph *f, const ir_node *out0)
 {
     int64_t classes;
-    if (out0->rank == 2 && dim_equal(&f->dims[out0->shape[0]], &f->dims[f->inputs[0].shape[0]]) &&
+    if (dtype_is_float(out0->dtype) && out0->rank == 2 && dim_equal(&f->dims[out0->shape[0]], &f->dims[f->inputs[0].shape[0]]) &&
         dim_is_const(&f->dims[out0->shape[1]], &classes) && classes >= 1)
         return false;
     char have[256], batch[64];
     ir_shape_format(f, out0->dtype, out0->rank, out0->shape, have, sizeof have);
     ir_dim_format(f, f->inputs[0].shape[0], batch, sizeof batch);
     fprintf(stderr, "netc: train scores a classifier's test set from its first output, '%s', as logits [%s, classes]; "
-                    "it is %s (hint: return the logits first, with the number of classes known at build time)\n",
+                    "it is %s (hint: return the logits first, as floats, with the number of classes known at build time)\n",
             f->outputs[0].name, batch, have);
     return true;
 }

@@ -72,6 +72,9 @@ louts=$("$netc" build "$src/examples/gpt2.net" --entry train --set L=1 --dim B=2
 # first (an autoencoder's loss) was read past its one value (test loss nan), so it is refused
 printf 'model m(x: u8[B, 28, 28]) -> (e: f32, y: f32[B, 784])\n{\n  y = f32(reshape(x, [B, 784]))\n  param w: f32[784] = ones\n  y = y * w\n  return mean(square(y)), y\n}\ntrain m(labels: i32[B]) {\n  loss = e + 0.0 * f32(sum(labels))\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/lossfirst.net"
 expect 1 "first output, 'e', as logits [B, classes]; it is f32[]" train "$tmp/lossfirst.net" --data "$tmp/nodata"
+# ... and integers first (a prediction): the CPU's evaluation read floats from none (a crash), the GPU's overran its buffer
+printf 'import nn\nmodel m(x: u8[B, 8, 8]) -> (pred: i32[B, 4], logits: f32[B, 4])\n{\n  out = nn.linear(f32(reshape(x, [B, 64])), 4)\n  return i32(out), out\n}\ntrain m(labels: i32[B]) {\n  loss = cross_entropy(logits, labels)\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/intfirst.net"
+expect 1 "first output, 'pred', as logits [B, classes]; it is i32[B, 4] (hint: return the logits first, as floats" train "$tmp/intfirst.net" --data "$tmp/nodata"
 # max's gradient is shared by the elements that tie for the maximum: a row of four equal
 # values passes a quarter to each (it passed all of it to each: 4 times the true gradient)
 printf 'model m(x: f32[B, 4]) -> (loss: f32)\n{\n  param w: f32[4] = ones\n  return sum(max(w + 0.0 * x, axis: -1))\n}\ntrain m {\n  optimizer sgd(lr: 1.0)\n}\n' > "$tmp/tie.net"
