@@ -410,7 +410,7 @@ static void print_help(FILE *out)
             "  train FILE --data DIR [--epochs N] [--batch B] [--device cpu|gpu|auto] [--seed S] [--lr X]\n"
             "        [--checkpoint-dir D] [--checkpoint-every N] [--resume] [--metrics F.jsonl]\n"
             "        [--save W.safetensors] [--max-steps N]\n"
-            "        Ctrl-C or SIGTERM: stop after the step, save the checkpoint, --save and metrics; exit 130/143\n"
+            "        Ctrl-C or SIGTERM: stop after the step, save the checkpoint, --save and metrics; status 130/143\n"
             "  help                 this text\n"
             "  version              netc's version, its module format and NVRTC's\n"
             "\n"
@@ -942,5 +942,5 @@ int cli_main(int argc, char **argv)
     else if (strcmp(cmd, "inspect") == 0) rc = cmd_inspect(&o);
     else rc = usage_error("unknown command '%s'", cmd);
     free_opts(&o);
-    return rc;
+    return strcmp(cmd, "train") == 0 ? train_exit(rc) : rc;
 }

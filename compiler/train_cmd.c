@@ -27,6 +27,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
 
 typedef struct trainer {
     const train_opts *o;
@@ -98,7 +101,7 @@ static ir_value node_of(const ir_graph *g, nc_op op, uint32_t index)
 
 /* The first SIGINT or SIGTERM only asks the loop to stop: it finishes the
  * step (or drops the evaluation) in flight, writes the checkpoint, --save
- * and the metrics, and exits 128 + the signal. The handler does no more
+ * and the metrics, and dies of the signal (train_exit). The handler does no more
  * than async-signal-safe calls allow: the flag, a line, and for a second
  * signal the default action (an immediate stop, as without netc's help). */
 static volatile sig_atomic_t train_interrupt;   /* the signal that asked; 0: none */
@@ -151,6 +154,19 @@ static void interrupt_release(const interrupt_guard *g)
 {
     for (int k = 0; k < 2; k++)
         if (g->caught[k]) sigaction(interrupt_signals[k], &g->old[k], NULL);
+}
+
+int train_exit(int rc)
+{
+    int sig = rc - 128;
+    if (sig != SIGINT && sig != SIGTERM) return rc;
+    fflush(NULL);
+#ifdef __SANITIZE_ADDRESS__
+    __lsan_do_leak_check();   /* dying of the signal skips the check at exit */
+#endif
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return rc;   /* the signal blocked by the caller: the status says it */
 }
 
 static const char *interrupt_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }

@@ -35,7 +35,13 @@ typedef struct train_opts {
     bool werror;                   /* -Werror: the model's warnings stop the run */
 } train_opts;
 
-/* The process exit code. */
+/* The process exit code: 128 + the signal for a run a SIGINT or SIGTERM
+ * stopped, once it saved what it had. */
 int train_main(const train_opts *o);
+
+/* The last thing netc does, after every free: a run a signal stopped dies
+ * of that signal, so that the shell running it sees why (a script's loop of
+ * runs stops at Ctrl-C, where an exit 130 lets it go on); any other rc is returned. */
+int train_exit(int rc);
 
 #endif

@@ -178,6 +178,22 @@ signalled() {   # signalled SIGNAL STATUS
 }
 signalled INT 130 || ifail "SIGINT from outside"
 signalled TERM 143 || ifail "SIGTERM from outside"
+# a script running netc train, then more: Ctrl-C reaches both (one process group); netc
+# saves, then dies of SIGINT, and so the script stops too (after an exit 130 it went on)
+loop_stops() {
+  local d=$tmp/loop i pid
+  (trap - INT; exec setsid bash -c '"$1" train "$2" "${@:4}" 2>"$3.log"; echo went on >"$3.after"' _ \
+    "$netc" "$model" "$d" "${long[@]}" --checkpoint-dir "$d" --metrics "$d.jsonl") &
+  pid=$!   # setsid: a session and process group of its own, led by that pid
+  for ((i = 0; i < 600; i++)); do grep -qs test_loss "$d.jsonl" && break; sleep 0.05; done
+  kill -s INT -- -"$pid"
+  for ((i = 0; i < 600; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  kill -0 "$pid" 2>/dev/null && { kill -9 -- -"$pid"; echo "still running 30 s after the signal"; return 1; }
+  wait "$pid" || true
+  [[ -e $d/checkpoint.safetensors ]] && grep -q '^netc: stopped by SIGINT' "$d.log" && [[ ! -e $d.after ]] ||
+    { cat "$d.log"; echo "checkpoint: $(ls "$d" 2>&1); the script: $(cat "$d.after" 2>&1)"; return 1; }
+}
+loop_stops || ifail "Ctrl-C in a script that runs netc train did not stop the script"
 ((ifails == 0)) || exit 1
 
 echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch," \
