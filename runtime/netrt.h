@@ -1,14 +1,16 @@
 /* netrt.h - libnetrt, the netc runtime: load a compiled module (.netm) and run
  * it on an NVIDIA GPU or on the CPU reference executor.
  *
+ *   static uint8_t pixels[64][28][28];  static float logits[64][10];
  *   nrt_module *m;  nrt_session *s;  nrt_error e;
  *   if (nrt_module_load("mlp.netm", &m, &e)) { fprintf(stderr, "%s\n", e.message); return 1; }
  *   nrt_session_opts o = nrt_session_defaults();       // device auto, seed 0
  *   o.dim_names = (const char *[]){"B"}; o.dim_values = (int64_t[]){64}; o.ndims = 1;
- *   if (nrt_session_create(m, &o, &s, &e)) ...
+ *   if (nrt_session_create(m, &o, &s, &e)) { fprintf(stderr, "%s\n", e.message); return 1; }
  *   nrt_session_set_input(s, "images", NRT_U8, 3, (int64_t[]){64, 28, 28}, pixels, &e);
  *   nrt_session_run(s, &e);
  *   nrt_session_get_output(s, "logits", logits, sizeof logits, &e);
+ *   nrt_session_free(s);  nrt_module_free(m);
  *
  * Errors: every call returns NRT_OK (0) or an error code, and fills the
  * caller's nrt_error (may be NULL) with a message. The library never prints

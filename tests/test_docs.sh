@@ -1,0 +1,236 @@
+#!/bin/bash
+# test_docs.sh NETC SRC: the documentation says what netc does. Every fenced block of
+# README.md and docs/*.md that shows .net code, a netc command or netc's output is checked
+# against the binary. The conventions (each doc names them in a comment at its top):
+#
+#   ```net              a whole program: `netc check` exits 0 and prints nothing.
+#   ```net error        a program wrong on purpose: `netc check` exits 1. When the next
+#                       block is a transcript, its first line `$ netc check NAME`, the lines
+#                       after it up to the next `$ ` line are exactly what netc prints for
+#                       the block saved as NAME (the standard library's directory written
+#                       /path/to/stdlib), and `$ echo $?` then N is the exit status.
+#   ```net part=PATH    a part of a program: checked as the file PATH of the tree with its
+#                       train sections taken out, this block in their place.
+#   a block of diagnostics (its first line `NAME.net:L:C: ...`) elsewhere: a run of lines
+#                       of a transcript of NAME.net in the same doc.
+#   <!-- output: netc ARGS -->  on the line before a block: the block's lines appear in
+#                       that order in what `netc ARGS` prints (run in the tree), `...`
+#                       standing for any lines.
+#   every `netc CMD ...` line (```sh blocks, transcripts, inline `code`): CMD is a command
+#                       and each option is one `netc help` lists for CMD (an option refused
+#                       on purpose only in a sentence that says "usage error"); the cheap
+#                       ones of ```sh blocks run for real (build with --target '', train
+#                       with --max-steps 2 where the data is installed).
+#   ```c                every line is in the source tree (the docs quote ops.def, passes.c).
+#   The usage comment of runtime/netrt.h compiles against netrt.h (cc -fsyntax-only).
+set -u
+netc=$(realpath "$1") src=$(realpath "$2")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export NETC_STDLIB=${NETC_STDLIB:-$src/stdlib}
+export NETC_CACHE_DIR=$tmp/cache
+fail=0 checked=0
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+docs=(README.md docs/language.md docs/training.md docs/architecture.md docs/module-format.md)
+
+# Each doc's fenced blocks as $tmp/b/K, and "K doc line info comment-before-it" (\\037 between) in $tmp/index.
+mkdir -p "$tmp/b" "$tmp/w" "$tmp/out"
+k=0
+for d in "${docs[@]}"; do
+  [[ -f $src/$d ]] || { bad "$d is missing"; continue; }
+  k=$(awk -v dir="$tmp/b" -v doc="$d" -v k="$k" -v index_file="$tmp/index" '
+    !inb && /^```/ { k++; inb = 1; info = substr($0, 4); sub(/[ \t]+$/, "", info)
+                     printf "%d\037%s\037%d\037%s\037%s\n", k, doc, NR, info, prev >> index_file
+                     printf "" > (dir "/" k); next }
+    inb && /^```[ \t]*$/ { inb = 0; close(dir "/" k); prev = ""; next }
+    inb { print > (dir "/" k); next }
+    /[^ \t]/ { prev = $0 }
+    END { if (inb) printf "FAIL: %s: a block is not closed\n", doc >> index_file ".fail"; print k }' "$src/$d")
+done
+
+[[ -f $tmp/index.fail ]] && { cat "$tmp/index.fail"; fail=$((fail + $(wc -l <"$tmp/index.fail"))); }
+
+# netc check on a block saved as $tmp/w/NAME: stdout and stderr in $tmp/got, the status echoed
+check_block() {  # FILE NAME
+  cp "$1" "$tmp/w/$2"
+  (cd "$tmp/w" && timeout 60 "$netc" check "$2") >"$tmp/got" 2>&1
+  local rc=$?
+  sed -i "s|$NETC_STDLIB/|/path/to/stdlib/|g; s|$src/stdlib/|/path/to/stdlib/|g" "$tmp/got"
+  return $rc
+}
+
+# train sections out of a .net file: from a line `train NAME` to the `}` that closes it
+strip_train() { awk '/^train[ \t]/ { skip = 1 } !skip { print } skip && /^}/ { skip = 0 }' "$1"; }
+
+# The commands each option is for, from netc help
+declare -A opt_cmds
+while IFS=';' read -r opt cmds; do opt_cmds[$opt]=$cmds; done \
+  < <("$netc" help | sed -n 's/^  \(-[-A-Za-z]*\)\(=[^ ]*\)\{0,1\}\( [^ (]*\)\{0,1\}  *(\([a-z, ]*\)).*/\1;\4/p' | tr -d ' ')
+(( ${#opt_cmds[@]} >= 35 )) || bad "netc help: only ${#opt_cmds[@]} options read"
+
+# A command line a doc shows: its command and every option netc takes for it.
+check_cmdline() {  # WHERE LINE [REFUSAL_OK]
+  local where=$1 line=$2 refusal_ok=${3:-}
+  read -r -a w <<<"$line"
+  local cmd=${w[1]:-}
+  checked=$((checked + 1))
+  case $cmd in
+    check|build|run|inspect|train|help|version|--version) ;;
+    *) bad "$where: '$line': netc has no command '$cmd'"; return ;;
+  esac
+  local word opt
+  for word in "${w[@]:2}"; do
+    [[ $word == -* && $word != -[0-9]* ]] || continue
+    opt=${word%%=*}
+    [[ $opt == --no-PASS ]] && continue      # a pattern the docs spell out
+    if [[ -z ${opt_cmds[$opt]:-} ]]; then
+      bad "$where: '$line': netc help lists no option $opt"
+    elif [[ ",${opt_cmds[$opt]}," != *",$cmd,"* && -z $refusal_ok ]]; then
+      bad "$where: '$line': $opt is for ${opt_cmds[$opt]}, not $cmd"
+    fi
+  done
+}
+
+pending_error= pending_doc=
+declare -a excerpts=()
+while IFS=$'\037' read -r k doc line info comment; do   # \037: empty fields kept
+  b=$tmp/b/$k where="$doc:$line"
+  first=$(head -n 1 "$b")
+  # a transcript: only right after a ```net error block
+  if [[ $first =~ ^\$\ (build/)?netc\ check\ ([^ ]+)$ ]]; then
+    name=${BASH_REMATCH[2]}
+    check_cmdline "$where" "${first#\$ }"
+    if [[ -z $pending_error || $pending_doc != "$doc" ]]; then
+      bad "$where: a transcript of $name with no \`\`\`net error block before it"
+    else
+      check_block "$tmp/b/$pending_error" "$name"; rc=$?
+      awk 'NR > 1 && /^\$ / { exit } NR > 1' "$b" >"$tmp/want"
+      cp "$tmp/got" "$tmp/out/${doc//\//_}-$name"
+      diff -u "$tmp/want" "$tmp/got" >"$tmp/diff" ||
+        bad "$where: netc check $name prints otherwise than the doc shows:$(printf '\n'; cat "$tmp/diff")"
+      want_rc=$(awk 'prev == "$ echo $?" { print; exit } { prev = $0 }' "$b")
+      [[ -z $want_rc || $want_rc == "$rc" ]] || bad "$where: netc check $name exits $rc, the doc says $want_rc"
+      checked=$((checked + 1))
+    fi
+    pending_error=
+    continue
+  fi
+  pending_error=
+  out_re='^<!-- output: (build/)?netc (.*) -->$'
+  if [[ $comment =~ $out_re ]]; then
+    args=${BASH_REMATCH[2]}
+    check_cmdline "$where" "netc $args"
+    (cd "$src" && eval "timeout 60 \"$netc\" $args") >"$tmp/got" 2>/dev/null ||
+      bad "$where: netc $args failed"
+    # the block's lines in order, each run between "..." lines consecutive; the block may start anywhere
+    awk 'NR == FNR { want[++n] = $0; next }
+      i == n { next }
+      { while (i < n && want[i + 1] == "...") { i++; gap = 1 }
+        if (i == n) next
+        if ($0 == want[i + 1]) { i++; gap = 0 }
+        else if (!gap) { printf "after line %d of the block netc prints: %s\n", i, $0; failed = 1; exit 1 } }
+      BEGIN { gap = 1 }
+      END { if (failed) exit 1
+            while (i < n && want[i + 1] == "...") i++
+            if (i < n) { printf "line %d of the block is not in order in the output: %s\n", i + 1, want[i + 1]; exit 1 } }' \
+      "$b" "$tmp/got" >"$tmp/msg" || bad "$where: the output of netc $args differs from the block: $(cat "$tmp/msg")"
+    checked=$((checked + 1))
+    continue
+  fi
+  case $info in
+    net)
+      check_block "$b" block.net; rc=$?
+      [[ $rc == 0 && ! -s $tmp/got ]] ||
+        bad "$where: a \`\`\`net block does not check cleanly (exit $rc):$(printf '\n'; cat "$tmp/got")"
+      checked=$((checked + 1)) ;;
+    "net error")
+      check_block "$b" block.net; rc=$?
+      [[ $rc == 1 && -s $tmp/got ]] || bad "$where: a \`\`\`net error block: netc check exits $rc"
+      pending_error=$k pending_doc=$doc
+      checked=$((checked + 1)) ;;
+    "net part="*)
+      part=${info#net part=}
+      if [[ ! -f $src/$part ]]; then bad "$where: part=$part: no such file"; continue; fi
+      { strip_train "$src/$part"; cat "$b"; } >"$tmp/part.net"
+      check_block "$tmp/part.net" "$(basename "$part")"; rc=$?
+      [[ $rc == 0 && ! -s $tmp/got ]] ||
+        bad "$where: a \`\`\`net part=$part block does not check cleanly (exit $rc):$(printf '\n'; cat "$tmp/got")"
+      checked=$((checked + 1)) ;;
+    net*) bad "$where: unknown block kind '$info'" ;;
+    sh)
+      while read -r cl; do
+        cl=${cl%%#*}; cl=${cl%"${cl##*[! ]}"}
+        [[ $cl =~ ^(build/)?netc\  ]] && echo "$where	$cl"
+      done < <(sed -e ':a' -e '/\\$/N; s/\\\n[ \t]*//; ta' "$b") >>"$tmp/sh_cmds" ;;
+    c)   # the block, spaces and line breaks aside, in one source file
+      t=$(tr -s ' \t\n' '   ' <"$b" | sed 's/^ //; s/ $//')
+      found=
+      for f in "$src"/compiler/*.[ch] "$src"/compiler/*.def "$src"/runtime/*.[ch]; do
+        tr -s ' \t\n' '   ' <"$f" | grep -qF -- "$t" && { found=$f; break; }
+      done
+      [[ -n $found ]] || bad "$where: this \`\`\`c block is in no source file of compiler/ or runtime/:$(printf '\n'; cat "$b")"
+      checked=$((checked + 1)) ;;
+    "")
+      if [[ $first =~ ^([A-Za-z0-9_.-]+\.net):[0-9]+:[0-9]+:\  ]]; then
+        excerpts+=("$where	$doc	${BASH_REMATCH[1]}	$k")
+      elif [[ $first == '$ '* ]]; then
+        bad "$where: a transcript that is not of netc check after a \`\`\`net error block: $first"
+      fi ;;
+  esac
+done <"$tmp/index"
+
+# diagnostics excerpts: a run of lines of the transcript of that file in the same doc
+for e in "${excerpts[@]}"; do
+  IFS=$'\t' read -r where doc name k <<<"$e"
+  t=$tmp/out/${doc//\//_}-$name
+  if [[ ! -f $t ]]; then bad "$where: diagnostics of $name, but the doc has no transcript of it"; continue; fi
+  awk 'NR == FNR { want[++n] = $0; next } { got[++m] = $0 }
+    END { for (s = 0; s + n <= m; s++) { for (i = 1; i <= n && got[s + i] == want[i]; i++) ;
+                                         if (i > n) exit 0 }
+          exit 1 }' "$tmp/b/$k" "$t" || bad "$where: these diagnostics of $name are not in what netc prints:$(printf '\n'; cat "$t")"
+  checked=$((checked + 1))
+done
+
+# inline `netc ...` in the prose (a span may run over a line break)
+for d in "${docs[@]}"; do
+  awk '/^```/ { inb = !inb; print ""; next } !inb' "$src/$d" | awk 'BEGIN { RS = "" } { gsub(/\n/, " "); print }' |
+    while IFS= read -r para; do
+      grep -oE '`(build/)?netc [^`]*`' <<<"$para" | tr -d '`' | while IFS= read -r cl; do
+        refusal=; [[ $para == *"usage error"* ]] && refusal=yes
+        check_cmdline "$d (inline)" "$cl" "$refusal"
+        echo "checked: $cl"
+      done
+    done
+done >"$tmp/inline_out"   # a pipeline's subshells: their failures counted from what they print
+grep '^FAIL' "$tmp/inline_out"
+fail=$((fail + $(grep -c '^FAIL' "$tmp/inline_out")))
+checked=$((checked + $(grep -c '^checked: ' "$tmp/inline_out")))
+
+# ```sh commands: options, and the cheap ones for real on tiny inputs
+mkdir -p "$tmp/run"
+while IFS=$'\t' read -r where cl; do
+  check_cmdline "$where" "$cl"
+  read -r -a w <<<"$cl"
+  w=("${w[@]/#examples\//$src/examples/}")
+  w[0]=$netc
+  case ${w[1]} in
+    check|build|inspect|run) [[ ${w[1]} == build ]] && w+=(--target '') ;;
+    train) [[ " ${w[*]} " == *" --data /usr/share/datasets/fashion-mnist "* && -d /usr/share/datasets/fashion-mnist ]] || continue
+           w+=(--max-steps 2 --device cpu) ;;
+    *) continue ;;
+  esac
+  (cd "$tmp/run" && timeout 120 "${w[@]}") >"$tmp/got" 2>&1 || bad "$where: '$cl' failed:$(printf '\n'; tail -5 "$tmp/got")"
+done <"$tmp/sh_cmds"
+
+# runtime/netrt.h's usage comment, as the body of a function
+# (its lines indented by more than " * " in the file's first comment)
+awk '/\*\// { exit } /^ \*   / { sub(/^ \* /, ""); print }' "$src/runtime/netrt.h" >"$tmp/usage.c"
+{ printf '#include <stdio.h>\n#include "netrt.h"\nint usage(void);\nint usage(void) {\n'
+  cat "$tmp/usage.c"; printf 'return 0;\n}\n'; } >"$tmp/usage_main.c"
+[[ $(wc -l <"$tmp/usage.c") -ge 5 ]] || bad "runtime/netrt.h: no usage comment found"
+cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$src/runtime" "$tmp/usage_main.c" 2>"$tmp/cc" ||
+  bad "runtime/netrt.h's usage comment does not compile:$(printf '\n'; cat "$tmp/usage_main.c" "$tmp/cc")"
+
+(( checked >= 40 )) || bad "only $checked things checked: the extraction is broken"
+echo "test_docs: $checked checks, $fail failures"
+[[ $fail == 0 ]]
