@@ -222,6 +222,18 @@ while IFS=$'\t' read -r where cl; do
   (cd "$tmp/run" && timeout 120 "${w[@]}") >"$tmp/got" 2>&1 || bad "$where: '$cl' failed:$(printf '\n'; tail -5 "$tmp/got")"
 done <"$tmp/sh_cmds"
 
+# language.md's op tables follow compiler/ops.def: a row for every op that can be called,
+# and the internal ones named
+while read -r op internal; do
+  if [[ $internal == 1 ]]; then
+    grep -qF "\`$op\`" "$src/docs/language.md" || bad "docs/language.md does not name the internal op $op"
+  else
+    grep -qE "^\| (\`[a-z_0-9]+\` )*\`$op\`" "$src/docs/language.md" || bad "docs/language.md has no row for the op $op (compiler/ops.def)"
+  fi
+  checked=$((checked + 1))
+done < <(awk '/^X\(OP_/ { n = $0; while (n !~ /\)[ \t]*$/ && (getline more) > 0) n = n " " more
+                           split(n, f, /, */); print f[2], (n ~ /OPF_INTERNAL/) }' "$src/compiler/ops.def")
+
 # runtime/netrt.h's usage comment, as the body of a function
 # (its lines indented by more than " * " in the file's first comment)
 awk '/\*\// { exit } /^ \*   / { sub(/^ \* /, ""); print }' "$src/runtime/netrt.h" >"$tmp/usage.c"
