@@ -22,7 +22,10 @@
 #                       ones of ```sh blocks run for real (build with --target '', train
 #                       with --max-steps 2 where the data is installed).
 #   ```c                every line is in the source tree (the docs quote ops.def, passes.c).
-#   The usage comment of runtime/netrt.h compiles against netrt.h (cc -fsyntax-only).
+#   `bash SCRIPT` in a ```sh block: the script exists.
+#   Also: language.md has a row for every callable op of compiler/ops.def and names the
+#   internal ones; module-format.md's version is the one netc writes; the usage comment of
+#   runtime/netrt.h compiles against netrt.h (cc -fsyntax-only).
 set -u
 netc=$(realpath "$1") src=$(realpath "$2")
 tmp=$(mktemp -d)
@@ -160,6 +163,7 @@ while IFS=$'\037' read -r k doc line info comment; do   # \037: empty fields kep
     sh)
       while read -r cl; do
         cl=${cl%%#*}; cl=${cl%"${cl##*[! ]}"}
+        [[ $cl =~ ^bash\ ([^ ]+) && ! -f $src/${BASH_REMATCH[1]} ]] && echo "FAIL: $where: $cl: no such script" >>"$tmp/index.fail2"
         [[ $cl =~ ^(build/)?netc\  ]] && echo "$where	$cl"
       done < <(sed -e ':a' -e '/\\$/N; s/\\\n[ \t]*//; ta' "$b") >>"$tmp/sh_cmds" ;;
     c)   # the block, spaces and line breaks aside, in one source file
@@ -233,6 +237,14 @@ while read -r op internal; do
   checked=$((checked + 1))
 done < <(awk '/^X\(OP_/ { n = $0; while (n !~ /\)[ \t]*$/ && (getline more) > 0) n = n " " more
                            split(n, f, /, */); print f[2], (n ~ /OPF_INTERNAL/) }' "$src/compiler/ops.def")
+
+[[ -f $tmp/index.fail2 ]] && { cat "$tmp/index.fail2"; fail=$((fail + $(wc -l <"$tmp/index.fail2"))); }
+
+# the module format version module-format.md describes is the one netc writes
+doc_v=$(sed -n '1s/.*(version \([0-9]*\)).*/\1/p' "$src/docs/module-format.md")
+netc_v=$("$netc" --version | sed -n 's/.*module format \([0-9]*\).*/\1/p')
+[[ -n $doc_v && $doc_v == "$netc_v" ]] || bad "docs/module-format.md describes version '$doc_v', netc writes '$netc_v'"
+checked=$((checked + 1))
 
 # runtime/netrt.h's usage comment, as the body of a function
 # (its lines indented by more than " * " in the file's first comment)
