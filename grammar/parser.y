@@ -154,6 +154,9 @@ dims
 
 block
     : '{' stmts '}'                 { $$ = parse_block(ps, @1, &$2); }
+    /* an error on a block's last line recovers at its '}' when the '}' is on that line
+       ('{ return x + }'), not at the newline after it, which would leave the block open */
+    | '{' stmts error '}'           { yyerrok; $$ = parse_block(ps, @1, &$2); }
     ;
 
 stmts
