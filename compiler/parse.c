@@ -37,6 +37,7 @@ static const struct {
     {"unexpected >=", LINE_START_HINT, true},
     {"unexpected ==", LINE_START_HINT, true},
     {"unexpected !=", LINE_START_HINT, true},
+    {"unexpected end of file", "the file ended inside a block or a bracket: a '}', ')' or ']' is missing", false},
     {"unexpected optimizer", "optimizer, schedule, loss_scale and clip_grad_norm go in a train section: train m { optimizer adam(lr: 1e-3) }", false},
 };
 
