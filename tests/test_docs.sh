@@ -23,7 +23,8 @@
 #                       with --max-steps 2 where the data is installed).
 #   ```c                every line is in the source tree (the docs quote ops.def, passes.c).
 #   `bash SCRIPT` in a ```sh block: the script exists.
-#   Also: language.md has a row for every callable op of compiler/ops.def and names the
+#   Also: paths of the tree the docs name exist, links lead to a file and heading;
+#   language.md has a row for every callable op of compiler/ops.def and names the
 #   internal ones; module-format.md's version is the one netc writes; the usage comment of
 #   runtime/netrt.h compiles against netrt.h (cc -fsyntax-only).
 set -u
@@ -239,6 +240,23 @@ done < <(awk '/^X\(OP_/ { n = $0; while (n !~ /\)[ \t]*$/ && (getline more) > 0)
                            split(n, f, /, */); print f[2], (n ~ /OPF_INTERNAL/) }' "$src/compiler/ops.def")
 
 [[ -f $tmp/index.fail2 ]] && { cat "$tmp/index.fail2"; fail=$((fail + $(wc -l <"$tmp/index.fail2"))); }
+
+# the tree's paths the docs name exist, and their links lead somewhere: a file, and a
+# heading for #anchor (GitHub's anchors: lower case, punctuation dropped, spaces to -)
+anchors() { sed -n 's/^#\{1,6\} //p' "$1" | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9 _-]//g; s/ /-/g'; }
+for d in "${docs[@]}"; do
+  for p in $(grep -oE '`(compiler|runtime|tests|scripts|examples|bench|stdlib|grammar|docs)/[A-Za-z0-9_./-]*`' "$src/$d" | tr -d '`' | sort -u); do
+    [[ $p == *NAME* || -e $src/$p ]] || bad "$d names $p, which is not in the tree"
+    checked=$((checked + 1))
+  done
+  for l in $(grep -oE '\]\([^) ]+\)' "$src/$d" | sed 's/^](//; s/)$//' | grep -v '^https\?:' | sort -u); do
+    f=${l%%#*} a=; [[ $l == *'#'* ]] && a=${l#*#}
+    t=$src/$d; [[ -n $f ]] && t=$(dirname "$src/$d")/$f
+    checked=$((checked + 1))
+    [[ -e $t ]] || { bad "$d links to $l: no such file"; continue; }
+    [[ -z $a ]] || anchors "$t" | grep -qxF -- "$a" || bad "$d links to $l: no such heading"
+  done
+done
 
 # the module format version module-format.md describes is the one netc writes
 doc_v=$(sed -n '1s/.*(version \([0-9]*\)).*/\1/p' "$src/docs/module-format.md")
