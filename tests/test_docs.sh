@@ -16,7 +16,7 @@
 #   <!-- output: netc ARGS -->  on the line before a block: the block's lines appear in
 #                       that order in what `netc ARGS` prints (run in the tree), `...`
 #                       standing for any lines.
-#   every `netc CMD ...` line (```sh blocks, transcripts, inline `code`): CMD is a command
+#   every `netc CMD ...` line (```sh blocks, transcripts, synopses, inline `code`): CMD is a command
 #                       and each option is one `netc help` lists for CMD (an option refused
 #                       on purpose only in a sentence that says "usage error"); the cheap
 #                       ones of ```sh blocks run for real (build with --target '', train
@@ -180,7 +180,11 @@ while IFS=$'\037' read -r k doc line info comment; do   # \037: empty fields kep
         excerpts+=("$where	$doc	${BASH_REMATCH[1]}	$k")
       elif [[ $first == '$ '* ]]; then
         bad "$where: a transcript that is not of netc check after a \`\`\`net error block: $first"
-      fi ;;
+      fi
+      # a synopsis (README's list of commands): each line's command and options
+      while read -r cl; do
+        [[ $cl =~ ^(build/)?netc\ [-a-z] ]] && check_cmdline "$where" "$(sed 's/  .*//; s/\[//g; s/\]//g' <<<"$cl")"
+      done <"$b" ;;
   esac
 done <"$tmp/index"
 
