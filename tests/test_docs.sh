@@ -21,7 +21,8 @@
 #                       on purpose only in a sentence that says "usage error"); the cheap
 #                       ones of ```sh blocks run for real (build with --target '', train
 #                       with --max-steps 2 where the data is installed).
-#   ```c                every line is in the source tree (the docs quote ops.def, passes.c).
+#   ```c                the block is in a source file of compiler/ or runtime/, spaces and
+#                       line breaks aside (the docs quote ops.def, passes.c).
 #   `bash SCRIPT` in a ```sh block: the script exists.
 #   Also: paths of the tree the docs name exist, links lead to a file and heading;
 #   language.md has a row for every callable op of compiler/ops.def and names the
@@ -37,8 +38,9 @@ fail=0 checked=0
 bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
 docs=(README.md docs/language.md docs/training.md docs/architecture.md docs/module-format.md)
 
-# Each doc's fenced blocks as $tmp/b/K, and "K doc line info comment-before-it" (\\037 between) in $tmp/index.
+# Each doc's fenced blocks as $tmp/b/K, and "K doc line info comment-before-it" (\037 between) in $tmp/index.
 mkdir -p "$tmp/b" "$tmp/w" "$tmp/out"
+: >"$tmp/sh_cmds"
 k=0
 for d in "${docs[@]}"; do
   [[ -f $src/$d ]] || { bad "$d is missing"; continue; }
