@@ -221,6 +221,8 @@ probe=$("$netc" run "$tmp/m.netm" --dim B=1 --random-inputs 1 --output "$tmp/pro
 if ! grep -q 'running on cuda' <<<"$probe"; then
   expect 1 "measures on a GPU"    inspect "$tmp/m.netm" --dim B=2 --profile   # no GPU here
 fi
+# a dim left unbound names the option of the command at hand (it said 'netc run:' to inspect too)
+expect 1 "netc inspect --profile: --dim B=N" inspect "$tmp/m.netm" --profile
 # --report names each decision with its source line
 n=$((n + 1))
 report=$("$netc" build "$src/examples/cast_chain.net" --dim B=64 --target '' --report -o "$tmp/cc.netm" 2>&1)
