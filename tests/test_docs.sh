@@ -25,8 +25,8 @@
 #                       line breaks aside (the docs quote ops.def, passes.c).
 #   `bash SCRIPT` in a ```sh block: the script exists.
 #   Also: paths of the tree the docs name exist, links lead to a file and heading;
-#   language.md has a row for every callable op of compiler/ops.def and names the
-#   internal ones; module-format.md's version is the one netc writes; the usage comment of
+#   language.md has a row for every callable op of compiler/ops.def, with its arguments
+#   and their defaults, and names the internal ones; module-format.md's version is the one netc writes; the usage comment of
 #   runtime/netrt.h compiles against netrt.h (cc -fsyntax-only).
 set -u
 netc=$(realpath "$1") src=$(realpath "$2")
@@ -244,6 +244,25 @@ while read -r op internal; do
   checked=$((checked + 1))
 done < <(awk '/^X\(OP_/ { n = $0; while (n !~ /\)[ \t]*$/ && (getline more) > 0) n = n " " more
                            split(n, f, /, */); print f[2], (n ~ /OPF_INTERNAL/) }' "$src/compiler/ops.def")
+
+# and each row's further arguments are the op's kwargs in ops.def: every name, "required"
+# where it has no default, and "`name` (default)" or "(default: ...)" where it is a value
+while IFS='|' read -r op kwargs; do
+  row=$(grep -E "^\| (\`[a-z_0-9]+\` )*\`$op\`" "$src/docs/language.md" | head -n 1 | cut -d'|' -f4)
+  for kw in $kwargs; do
+    name=${kw%%:*} def=${kw#*=} kind=${kw#*:}; kind=${kind%%=*}
+    checked=$((checked + 1))
+    if [[ $row != *"\`$name\`"* ]]; then bad "docs/language.md: the row of $op does not name its argument $name"
+    elif [[ $def == '!' ]]; then [[ $row == *required* ]] || bad "docs/language.md: the row of $op does not say $name is required"
+    elif [[ $def != - && $kind != seed ]]; then
+      [[ $row == *"\`$name\` ($def)"* || $row == *"\`$name\` ($def:"* ]] || bad "docs/language.md: the row of $op does not give $name's default ($def)"
+    fi
+  done
+done < <(awk '/^X\(OP_/ { n = $0; while (n !~ /\)[ \t]*$/ && (getline more) > 0) n = n " " more
+                           if (n ~ /OPF_INTERNAL/) next
+                           split(n, f, /, */); kw = ""
+                           if (match(n, /grad_[a-z_]+, *"[^"]*"/)) { kw = substr(n, RSTART, RLENGTH); sub(/^grad_[a-z_]+, *"/, "", kw); sub(/"$/, "", kw) }
+                           print f[2] "|" kw }' "$src/compiler/ops.def")
 
 [[ -f $tmp/index.fail2 ]] && { cat "$tmp/index.fail2"; fail=$((fail + $(wc -l <"$tmp/index.fail2"))); }
 
