@@ -26,7 +26,7 @@
 #   `bash SCRIPT` in a ```sh block: the script exists.
 #   Also: paths of the tree the docs name exist, links lead to a file and heading;
 #   language.md has a row for every callable op of compiler/ops.def, with its arguments
-#   and their defaults, and names the internal ones; module-format.md's version is the one netc writes; the usage comment of
+#   and their defaults and its dtype rule, and names the internal ones; module-format.md's version is the one netc writes; the usage comment of
 #   runtime/netrt.h compiles against netrt.h (cc -fsyntax-only).
 set -u
 netc=$(realpath "$1") src=$(realpath "$2")
@@ -235,15 +235,20 @@ done <"$tmp/sh_cmds"
 
 # language.md's op tables follow compiler/ops.def: a row for every op that can be called,
 # and the internal ones named
-while read -r op internal; do
+while read -r op internal rule; do
   if [[ $internal == 1 ]]; then
     grep -qF "\`$op\`" "$src/docs/language.md" || bad "docs/language.md does not name the internal op $op"
   else
-    grep -qE "^\| (\`[a-z_0-9]+\` )*\`$op\`" "$src/docs/language.md" || bad "docs/language.md has no row for the op $op (compiler/ops.def)"
+    row=$(grep -E "^\| (\`[a-z_0-9]+\` )*\`$op\`" "$src/docs/language.md" | head -n 1)
+    if [[ -z $row ]]; then bad "docs/language.md has no row for the op $op (compiler/ops.def)"; continue; fi
+    case $rule in   # the dtype column, for the rules most ops share
+      DT_NUMERIC) want='numeric → same' ;; DT_FLOAT) want='float → same' ;; DT_ANY) want='any → same' ;; *) want= ;;
+    esac
+    [[ -z $want || $(cut -d'|' -f5 <<<"$row") == " $want " ]] || bad "docs/language.md: $op's dtypes are not '$want' ($rule in ops.def)"
   fi
   checked=$((checked + 1))
 done < <(awk '/^X\(OP_/ { n = $0; while (n !~ /\)[ \t]*$/ && (getline more) > 0) n = n " " more
-                           split(n, f, /, */); print f[2], (n ~ /OPF_INTERNAL/) }' "$src/compiler/ops.def")
+                           split(n, f, /, */); print f[2], (n ~ /OPF_INTERNAL/), f[5] }' "$src/compiler/ops.def")
 
 # and each row's further arguments are the op's kwargs in ops.def: every name, "required"
 # where it has no default, and "`name` (default)" or "(default: ...)" where it is a value
