@@ -26,7 +26,8 @@
 #   `bash SCRIPT` in a ```sh block: the script exists.
 #   Also: paths of the tree the docs name exist, links lead to a file and heading;
 #   language.md has a row for every callable op of compiler/ops.def, with its arguments
-#   and their defaults and its dtype rule, and names the internal ones; module-format.md's version is the one netc writes; the usage comment of
+#   and their defaults and its dtype rule, and names the internal ones; its table of nn
+#   gives every fn of stdlib/nn.net as declared; module-format.md's version is the one netc writes; the usage comment of
 #   runtime/netrt.h compiles against netrt.h (cc -fsyntax-only).
 set -u
 netc=$(realpath "$1") src=$(realpath "$2")
@@ -268,6 +269,12 @@ done < <(awk '/^X\(OP_/ { n = $0; while (n !~ /\)[ \t]*$/ && (getline more) > 0)
                            split(n, f, /, */); kw = ""
                            if (match(n, /grad_[a-z_]+, *"[^"]*"/)) { kw = substr(n, RSTART, RLENGTH); sub(/^grad_[a-z_]+, *"/, "", kw); sub(/"$/, "", kw) }
                            print f[2] "|" kw }' "$src/compiler/ops.def")
+
+# language.md's table of the standard library: every fn of stdlib/nn.net, as declared
+while IFS= read -r sig; do
+  grep -qF "| \`$sig\`" "$src/docs/language.md" || bad "docs/language.md's table of nn does not give $sig (stdlib/nn.net)"
+  checked=$((checked + 1))
+done < <(sed -n 's/^fn \([^{]*)\) *{.*/\1/p' "$src/stdlib/nn.net")
 
 [[ -f $tmp/index.fail2 ]] && { cat "$tmp/index.fail2"; fail=$((fail + $(wc -l <"$tmp/index.fail2"))); }
 
