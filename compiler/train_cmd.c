@@ -36,6 +36,7 @@ typedef struct trainer {
     src_table src;
     ir_graph *tg, *fg;                 /* training step at the batch; forward, symbolic */
     cpu_tensor *params;                /* tg's parameters and states (host copy) */
+    cpu_pool pool;                     /* the CPU step's storage, kept from step to step */
     uint32_t in_x, in_y, in_lr, in_bc1, in_bc2, in_scale, in_apply, in_step;   /* tg input indices (UINT32_MAX: none) */
     int64_t micro;                     /* micro-batch: the batch tg is built for (batch / accumulate) */
     ir_value loss_v, finite_v;
@@ -610,7 +611,7 @@ static int cpu_step(trainer *t, const data_batch *b, cpu_tensor *inputs, step_re
     const ir_graph *g = t->tg;
     fill_data_inputs(t, b, inputs);
     char err[1024];
-    cpu_exec_opts o = {.inputs = inputs, .params = t->params};
+    cpu_exec_opts o = {.inputs = inputs, .params = t->params, .pool = &t->pool};
     cpu_exec_result res;
     if (cpu_exec_run(g, &o, &res, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
     r->loss = res.values[t->loss_v].f[0];
@@ -1389,6 +1390,7 @@ int train_main(const train_opts *o)
     gpu_session_free(t.gs);
     for (uint32_t i = 0; t.tg && t.params && i < t.tg->nparams; i++) cpu_tensor_free(&t.params[i]);
     free(t.params);
+    cpu_pool_free(&t.pool);
     free(t.curve);
     free(t.stage_buf);
     for (int k = 0; k < 2; k++) {

@@ -28,6 +28,18 @@ static bool shape_numel(uint8_t rank, const int64_t *shape, int64_t *out)
     return true;
 }
 
+/* t describes data: numel n of the given shape (checked by the caller). */
+static void tensor_wrap(cpu_tensor *t, nc_dtype dtype, uint8_t rank, const int64_t *shape, int64_t n, void *data)
+{
+    memset(t, 0, sizeof *t);
+    t->dtype = dtype;
+    t->rank = rank;
+    if (rank) memcpy(t->shape, shape, rank * sizeof *shape);
+    t->numel = n;
+    if (dtype_is_float(dtype)) t->f = data;
+    else t->i = data;
+}
+
 bool cpu_tensor_alloc(cpu_tensor *t, nc_dtype dtype, uint8_t rank, const int64_t *shape, int64_t limit_bytes)
 {
     memset(t, 0, sizeof *t);
@@ -38,12 +50,7 @@ bool cpu_tensor_alloc(cpu_tensor *t, nc_dtype dtype, uint8_t rank, const int64_t
     /* calloc, not nc_xcalloc: a size the machine cannot give is an error to report, not an abort. */
     void *p = calloc((size_t)(n ? n : 1), CPU_ELEM_BYTES);
     if (!p) return false;
-    t->dtype = dtype;
-    t->rank = rank;
-    if (rank) memcpy(t->shape, shape, rank * sizeof *shape);
-    t->numel = n;
-    if (dtype_is_float(dtype)) t->f = p;
-    else t->i = p;
+    tensor_wrap(t, dtype, rank, shape, n, p);
     return true;
 }
 
@@ -111,6 +118,75 @@ void cpu_tensor_to_native(const cpu_tensor *t, void *data)
         default: p[i] = (unsigned char)t->i[i]; break;
         }
     }
+}
+
+/* ------------------------------------------------------------------ */
+/* the pool                                                             */
+
+static size_t storage_bytes(int64_t numel) { return (size_t)(numel ? numel : 1) * CPU_ELEM_BYTES; }
+
+/* A free buffer of exactly `bytes`: the one given back last, likely still in cache. */
+static void *pool_take(cpu_pool *p, size_t bytes)
+{
+    for (uint32_t k = p->n; k-- > 0;)
+        if (p->bufs[k].bytes == bytes) {
+            void *data = p->bufs[k].data;
+            memmove(&p->bufs[k], &p->bufs[k + 1], (p->n - k - 1) * sizeof *p->bufs);
+            p->n--;
+            return data;
+        }
+    return NULL;
+}
+
+static void pool_give(cpu_pool *p, void *data, size_t bytes)
+{
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 32;
+        p->bufs = nc_xrealloc(p->bufs, p->cap * sizeof *p->bufs);
+    }
+    p->bufs[p->n++] = (cpu_pool_buf){.data = data, .bytes = bytes, .run = p->run};
+}
+
+/* At a run's end: what the run did not use (another binding's sizes) goes. */
+static void pool_trim(cpu_pool *p)
+{
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < p->n; k++) {
+        if (p->bufs[k].run == p->run) p->bufs[kept++] = p->bufs[k];
+        else free(p->bufs[k].data);
+    }
+    p->n = kept;
+}
+
+void cpu_pool_free(cpu_pool *p)
+{
+    if (!p) return;
+    for (uint32_t k = 0; k < p->n; k++) free(p->bufs[k].data);
+    free(p->bufs);
+    memset(p, 0, sizeof *p);
+}
+
+/* A value's storage: from the pool when there is one (not zeroed), else fresh. */
+static bool value_alloc(cpu_pool *p, cpu_tensor *t, nc_dtype dtype, uint8_t rank, const int64_t *shape,
+                        int64_t limit_bytes)
+{
+    int64_t n;
+    void *data;
+    if (p && shape_numel(rank, shape, &n) && (data = pool_take(p, storage_bytes(n)))) {
+        tensor_wrap(t, dtype, rank, shape, n, data);
+        return true;
+    }
+    if (!cpu_tensor_alloc(t, dtype, rank, shape, limit_bytes)) return false;
+    if (p) p->fresh++;
+    return true;
+}
+
+static void value_free(cpu_pool *p, cpu_tensor *t)
+{
+    if (p && data_of(t)) pool_give(p, data_of(t), storage_bytes(t->numel));
+    else cpu_tensor_free(t);
+    t->f = NULL;
+    t->i = NULL;
 }
 
 /* ------------------------------------------------------------------ */
@@ -266,7 +342,7 @@ static int alloc_result(cpu_run *r, const ir_node *n, const int64_t *shape, cpu_
                  numel > INT64_MAX / CPU_ELEM_BYTES ? "+" : "", r->max_bytes);
         return CPU_EXEC_NO_MEMORY;
     }
-    if (!cpu_tensor_alloc(out, n->dtype, n->rank, shape, r->max_bytes)) {
+    if (!value_alloc(r->o->pool, out, n->dtype, n->rank, shape, r->max_bytes)) {
         run_fail(r, n, "%s: out of memory allocating %s (%" PRId64 " bytes)", op_name(n->op), s, numel * CPU_ELEM_BYTES);
         return CPU_EXEC_NO_MEMORY;
     }
@@ -305,7 +381,7 @@ static int bind_source(cpu_run *r, ir_value v, const int64_t *shape)
 
 static void release(cpu_run *r, ir_value v)
 {
-    if (!r->res->borrowed[v]) cpu_tensor_free(&r->res->values[v]);
+    if (!r->res->borrowed[v]) value_free(r->o->pool, &r->res->values[v]);
     r->res->values[v].f = NULL;
     r->res->values[v].i = NULL;
 }
@@ -352,10 +428,15 @@ static void release_dead(cpu_run *r, ir_value v)
 int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res, char *err, size_t errcap)
 {
     memset(res, 0, sizeof *res);
+    res->pool = o->pool;
+    if (o->pool) o->pool->run++;
     if (err && errcap) err[0] = 0;
     cpu_run r = {.g = g, .o = o, .syms = o->syms, .res = res, .err = err, .errcap = errcap,
                  .max_bytes = o->max_bytes > 0 ? o->max_bytes : CPU_DEFAULT_MAX_BYTES};
-    if (check_binding(&r)) return -1;
+    if (check_binding(&r)) {
+        if (o->pool) pool_trim(o->pool);
+        return -1;
+    }
     uint32_t maxargs = 1;
     for (uint32_t v = 0; v < g->nnodes; v++)
         if (g->nodes[v].nargs > maxargs) maxargs = g->nodes[v].nargs;
@@ -373,6 +454,7 @@ int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res
     free(r.last_use);
     free(r.argv);
     if (rc) cpu_exec_result_free(res);
+    if (o->pool) pool_trim(o->pool);
     return rc;
 }
 
@@ -388,7 +470,7 @@ void cpu_exec_apply_updates(const ir_graph *g, const cpu_exec_result *res, cpu_t
 void cpu_exec_result_free(cpu_exec_result *res)
 {
     for (uint32_t v = 0; v < res->nvalues; v++)
-        if (!res->borrowed || !res->borrowed[v]) cpu_tensor_free(&res->values[v]);
+        if (!res->borrowed || !res->borrowed[v]) value_free(res->pool, &res->values[v]);
     free(res->values);
     free(res->borrowed);
     memset(res, 0, sizeof *res);

@@ -45,7 +45,8 @@ void cpu_tensor_from_native(const void *data, cpu_tensor *t);
 double cpu_native_get(nc_dtype t, const void *data, int64_t i);
 
 /* What a kernel sees: its node, the evaluated operands, and its result
- * (already allocated, zeroed, shape set). */
+ * (already allocated, shape set). The result's storage may hold a value of an
+ * earlier run (cpu_pool): a kernel writes every element of it. */
 typedef struct cpu_op_ctx {
     const ir_graph *g;
     const ir_node *node;
@@ -57,12 +58,33 @@ typedef struct cpu_op_ctx {
     size_t errcap;
 } cpu_op_ctx;
 
+/* Storage kept from run to run, so a training step that repeats allocates
+ * (and the kernel zeroes and faults in) nothing new: each value's buffer comes
+ * from here and goes back at its last use. Buffers are matched by exact size;
+ * one that a whole run did not use is freed at that run's end, so a pool holds
+ * about one run's peak. One pool per graph (and per thread); zero-initialise. */
+typedef struct cpu_pool_buf {
+    void *data;
+    size_t bytes;
+    uint32_t run;              /* the run it was last given back in */
+} cpu_pool_buf;
+
+typedef struct cpu_pool {
+    cpu_pool_buf *bufs;        /* free buffers */
+    uint32_t n, cap;
+    uint32_t run;              /* runs begun with this pool */
+    uint64_t fresh;            /* buffers allocated rather than reused, ever (tests) */
+} cpu_pool;
+
+void cpu_pool_free(cpu_pool *p);
+
 typedef struct cpu_exec_opts {
     const int64_t *syms;       /* g->nsyms values */
     const cpu_tensor *inputs;  /* g->ninputs, shapes matching the declarations */
     const cpu_tensor *params;  /* g->nparams */
     int64_t max_bytes;         /* refuse any single tensor larger than this (0 = 16 GiB) */
     bool keep_all;             /* keep every node's value (tests); else free at last use */
+    cpu_pool *pool;            /* where values' storage comes from and goes back to (NULL: the heap) */
 } cpu_exec_opts;
 
 typedef struct cpu_exec_result {
@@ -71,6 +93,7 @@ typedef struct cpu_exec_result {
     bool *borrowed;            /* values[v] aliases a caller's input or param (not
                                   copied): valid as long as that tensor is. Graph
                                   outputs are never borrowed. */
+    cpu_pool *pool;            /* cpu_exec_result_free gives the storage back here */
 } cpu_exec_result;
 
 /* Run the whole graph. Returns 0, or -1 with a message in err (bad binding,

@@ -28,6 +28,7 @@ struct nrt_session {
     cpu_tensor *params;            /* host copy of every parameter */
     ir_value *input_node, *param_node;   /* IR value of each, IR_NONE if optimised away */
     cpu_exec_result result;
+    cpu_pool pool;                 /* CPU: the result's storage, kept from run to run */
     bool have_result;
     bool ran;                      /* the outputs of a run are there to read: values of the run's own,
                                       never an input's or a parameter's memory (netc gives such an output a
@@ -360,6 +361,7 @@ void nrt_session_free(nrt_session *s)
     for (uint32_t i = 0; s->g && i < s->g->ninputs; i++) cpu_tensor_free(&s->inputs[i]);
     for (uint32_t i = 0; s->g && i < s->g->nparams; i++) cpu_tensor_free(&s->params[i]);
     if (s->have_result) cpu_exec_result_free(&s->result);
+    cpu_pool_free(&s->pool);
     free(s->inputs);
     free(s->input_set);
     free(s->params);
@@ -468,7 +470,7 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
     }
     if (s->have_result) cpu_exec_result_free(&s->result);
     s->have_result = false;
-    cpu_exec_opts o = {.syms = s->syms, .inputs = s->inputs, .params = s->params};
+    cpu_exec_opts o = {.syms = s->syms, .inputs = s->inputs, .params = s->params, .pool = &s->pool};
     int rc = cpu_exec_run(g, &o, &s->result, msg, sizeof msg);
     if (rc != 0) return set_err(err, rc == CPU_EXEC_NO_MEMORY ? NRT_ERR_MEMORY : NRT_ERR_ARGUMENT, "%s", msg);
     s->have_result = true;
