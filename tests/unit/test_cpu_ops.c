@@ -33,6 +33,7 @@ typedef struct tcase {
     int64_t syms[NC_MAX_SYMS];
     cpu_exec_opts o;
     cpu_exec_result res;
+    cpu_pool pool;
     char err[512];
 } tcase;
 
@@ -47,6 +48,7 @@ static void begin(tcase *t, const char *name)
 static void end(tcase *t)
 {
     cpu_exec_result_free(&t->res);
+    cpu_pool_free(&t->pool);
     for (uint32_t i = 0; i < t->g->ninputs; i++) cpu_tensor_free(&t->in[i]);
     for (uint32_t i = 0; i < t->g->nparams; i++) cpu_tensor_free(&t->par[i]);
     ir_graph_free(t->g);
@@ -150,13 +152,27 @@ static ir_value op_shaped(tcase *t, nc_op o, nc_dtype dt, ir_attr a, const int64
     return build(t, n, args, nargs);
 }
 
+/* Each case runs twice through one pool, as a training step repeats: the
+ * second run must take every buffer from the pool (allocate nothing), and
+ * the pool's buffers are poisoned in between (0xff bytes: NaN, or -1), so a
+ * kernel that leaves an element of its result unwritten gives a wrong value. */
 static int run_raw(tcase *t)
 {
     t->o.syms = t->syms;
     t->o.inputs = t->in;
     t->o.params = t->par;
+    t->o.pool = &t->pool;
     cpu_exec_result_free(&t->res);
-    return cpu_exec_run(t->g, &t->o, &t->res, t->err, sizeof t->err);
+    int rc = cpu_exec_run(t->g, &t->o, &t->res, t->err, sizeof t->err);
+    if (rc) return rc;
+    cpu_exec_result_free(&t->res);
+    for (uint32_t k = 0; k < t->pool.n; k++) memset(t->pool.bufs[k].data, 0xff, t->pool.bufs[k].bytes);
+    uint64_t fresh = t->pool.fresh;
+    rc = cpu_exec_run(t->g, &t->o, &t->res, t->err, sizeof t->err);
+    if (rc == 0 && t->pool.fresh != fresh)
+        fail(t, "the second run allocated %llu buffers, not reusing the first run's",
+             (unsigned long long)(t->pool.fresh - fresh));
+    return rc;
 }
 
 static bool run(tcase *t)
