@@ -130,22 +130,30 @@ static void walk_next(cpu_walk *w)
     }
 }
 
+/* One last-axis run of gather_strided, in the storage's own type. */
+#define GATHER_RUNS(T, SRC, DST)                                              \
+    do {                                                                      \
+        T *d_ = (DST);                                                        \
+        for (int64_t r_ = 0; r_ < w.runs; r_++, walk_next(&w), d_ += w.len) { \
+            const T *s_ = (SRC) + w.off;                                      \
+            if (w.step == 1) {                                                \
+                memcpy(d_, s_, (size_t)w.len * sizeof *d_);                   \
+            } else if (w.step == 0) { /* broadcast along the last axis */     \
+                T v_ = s_[0];                                                 \
+                for (int64_t j_ = 0; j_ < w.len; j_++) d_[j_] = v_;           \
+            } else {                                                          \
+                for (int64_t j_ = 0; j_ < w.len; j_++) d_[j_] = s_[j_ * w.step]; \
+            }                                                                 \
+        }                                                                     \
+    } while (0)
+
 /* out[j] = in[offset of j], where the walk over out's shape gives the offset. */
 static void gather_strided(const cpu_tensor *in, cpu_tensor *out, const int64_t *in_stride)
 {
     cpu_walk w;
     walk_init(&w, out->rank, out->shape, in_stride);
-    const char *src = bytes_of(in);
-    char *dst = bytes_of(out);
-    int64_t o = 0;
-    for (int64_t r = 0; r < w.runs; r++, walk_next(&w)) {
-        if (w.step == 1) {
-            copy_elems(dst, o, src, w.off, w.len);
-        } else {
-            for (int64_t j = 0; j < w.len; j++) copy_elem(dst, o + j, src, w.off + j * w.step);
-        }
-        o += w.len;
-    }
+    if (is_float(out)) GATHER_RUNS(float, in->f, out->f);
+    else GATHER_RUNS(int32_t, in->i, out->i);
 }
 
 static bool dim_value(const cpu_op_ctx *c, uint32_t dim, int64_t *v)
@@ -164,7 +172,11 @@ void cpu_fill(const cpu_op_ctx *c)
     cpu_tensor *y = c->out;
     if (y->numel == 0) return;
     cpu_set(y, 0, c->node->attr.f);
-    for (int64_t i = 1; i < y->numel; i++) copy_elem(bytes_of(y), i, bytes_of(y), 0);
+    if (is_float(y)) {
+        for (int64_t i = 1; i < y->numel; i++) y->f[i] = y->f[0];
+    } else {
+        for (int64_t i = 1; i < y->numel; i++) y->i[i] = y->i[0];
+    }
 }
 
 void cpu_iota(const cpu_op_ctx *c)
@@ -422,17 +434,28 @@ static int64_t reduce_strides(const cpu_op_ctx *c, int64_t *ostride)
     return count;   /* elements reduced into each output */
 }
 
-/* acc[out offset] = OP(acc, x) over the input in order. */
+/* acc[out offset] = OP(acc, x) over the input in order. A run along a
+ * reduced last axis accumulates in a local, the same operations in the
+ * same order (the compiler cannot keep acc[o] in a register itself). */
 #define REDUCE_WALK(T, XS, ACC, OP)                                   \
     do {                                                              \
         cpu_walk w_;                                                  \
         walk_init(&w_, c->args[0]->rank, c->args[0]->shape, ostride); \
         int64_t base_ = 0;                                            \
         for (int64_t r_ = 0; r_ < w_.runs; r_++, walk_next(&w_)) {    \
-            for (int64_t j_ = 0; j_ < w_.len; j_++) {                 \
-                int64_t o_ = w_.off + j_ * w_.step;                   \
-                T v = (XS)[base_ + j_];                               \
-                (ACC)[o_] = OP((ACC)[o_], v);                         \
+            if (w_.step == 0) {                                       \
+                T a_ = (ACC)[w_.off];                                 \
+                for (int64_t j_ = 0; j_ < w_.len; j_++) {             \
+                    T v = (XS)[base_ + j_];                           \
+                    a_ = OP(a_, v);                                   \
+                }                                                     \
+                (ACC)[w_.off] = a_;                                   \
+            } else {                                                  \
+                for (int64_t j_ = 0; j_ < w_.len; j_++) {             \
+                    int64_t o_ = w_.off + j_ * w_.step;               \
+                    T v = (XS)[base_ + j_];                           \
+                    (ACC)[o_] = OP((ACC)[o_], v);                     \
+                }                                                     \
             }                                                         \
             base_ += w_.len;                                          \
         }                                                             \
