@@ -108,6 +108,11 @@ void cpu_exec_result_free(cpu_exec_result *res);
  * params takes the value the step computed for it. */
 void cpu_exec_apply_updates(const ir_graph *g, const cpu_exec_result *res, cpu_tensor *params);
 
+/* Threads the CPU executor's matmuls use: 1 (the same bits on any machine)
+ * unless OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS or OMP_NUM_THREADS asks for
+ * more. The first matmul sets OpenBLAS's process-wide count. */
+int cpu_blas_threads(void);
+
 /* The counter-based RNG shared by every backend (dropout, initialisers):
  * a pure function of (seed, stream, index), so CPU and GPU draw identically.
  * Dropout's stream is its step operand, the graph's @step input (ir.h,

@@ -18,6 +18,10 @@
 #if NETC_HAVE_CBLAS
 #include <cblas.h>
 #endif
+#if NETC_HAVE_CBLAS && defined(OPENBLAS_VERSION)
+#include <pthread.h>
+#define CPU_OPENBLAS 1
+#endif
 
 /* Not in strict C11 <math.h>. */
 #define CPU_SQRT1_2 0.70710678118654752440
@@ -869,6 +873,32 @@ static void gemm_rows_tb(bool ta, int64_t M, int64_t N, int64_t K, const float *
 }
 #endif
 
+#if CPU_OPENBLAS
+/* One BLAS thread unless the environment asks for more (OPENBLAS_NUM_THREADS,
+ * GOTO_NUM_THREADS, OMP_NUM_THREADS): OpenBLAS splits a product differently
+ * with more threads, so the bits of a result would depend on the machine's core
+ * count, and its idle threads spin (sched_yield) on the cores the rest of a
+ * training step needs. On a shared 2-core EPYC one thread trained fashion_mlp
+ * as fast as two, with half the system time. */
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_threads_init(void)
+{
+    if (!getenv("OPENBLAS_NUM_THREADS") && !getenv("GOTO_NUM_THREADS") && !getenv("OMP_NUM_THREADS"))
+        openblas_set_num_threads(1);
+}
+#endif
+
+int cpu_blas_threads(void)
+{
+#if CPU_OPENBLAS
+    pthread_once(&blas_once, blas_threads_init);
+    return openblas_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
 /* C[M, N] = op(A) op(B), row-major; op(A) = A^T when ta (A stored [K, M]). */
 static void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C)
 {
@@ -878,6 +908,9 @@ static void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float 
         return;
     }
 #if NETC_HAVE_CBLAS
+#if CPU_OPENBLAS
+    pthread_once(&blas_once, blas_threads_init);
+#endif
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
                 (int)K, 1.0f, A, (int)(ta ? M : K), B, (int)(tb ? K : N), 0.0f, C, (int)N);
 #else

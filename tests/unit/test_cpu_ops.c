@@ -1231,6 +1231,20 @@ static void test_freeing(void)
     end(&t);
 }
 
+/* The matmuls run on one BLAS thread unless the environment asks for more:
+ * OpenBLAS splits a product differently on more threads, and the bits of a
+ * training run then depended on the core count (fashion_mlp: test accuracy
+ * 0.8328 on two threads, 0.8349 on one). */
+static void test_blas_threads(void)
+{
+    if (getenv("OPENBLAS_NUM_THREADS") || getenv("GOTO_NUM_THREADS") || getenv("OMP_NUM_THREADS")) return;
+    int n = cpu_blas_threads();
+    if (n != 1) {
+        printf("FAIL blas threads: %d, not 1\n", n);
+        failures++;
+    }
+}
+
 static void check_coverage(void)
 {
     for (int o = 0; o < OP_COUNT; o++)
@@ -1266,6 +1280,7 @@ int main(void)
     test_input_mismatch();
     test_absurd_sizes();
     test_freeing();
+    test_blas_threads();
     check_coverage();
     if (failures) {
         printf("test_cpu_ops: %d failure(s)\n", failures);
