@@ -105,8 +105,12 @@ enum { CPU_EXEC_NO_MEMORY = -2 };
 int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res, char *err, size_t errcap);
 void cpu_exec_result_free(cpu_exec_result *res);
 /* After a training step: each updated parameter (or optimizer state) in
- * params takes the value the step computed for it. */
-void cpu_exec_apply_updates(const ir_graph *g, const cpu_exec_result *res, cpu_tensor *params);
+ * params takes the value the step computed for it. Where that value is the
+ * run's own and read by nothing else, its buffer becomes the parameter's (no
+ * copy): params' data must be heap memory of their size (cpu_tensor_alloc),
+ * the old buffer goes back to res's pool or is freed, and res reads the value
+ * (and any value borrowing the old parameter) as freed. */
+void cpu_exec_apply_updates(const ir_graph *g, cpu_exec_result *res, cpu_tensor *params);
 
 /* Threads the CPU executor's matmuls use: 1 (the same bits on any machine)
  * unless OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS or OMP_NUM_THREADS asks for
