@@ -905,20 +905,31 @@ static int load_state(const char *path, int64_t len, cpu_tensor *state, char *er
 /* A whole number in [0, 2^24): what every piece of the state must be. */
 static bool state_piece(float v) { return v >= 0 && v < (float)STATE_PIECE && v == floorf(v); }
 
-/* Why the state cannot be resumed from, or NULL. */
-static const char *state_problem(const trainer *t, const cpu_tensor *state)
+/* Why the state cannot be resumed from, in why; false when it can. */
+static bool state_problem(const trainer *t, const cpu_tensor *state, char *why, size_t cap)
 {
     const float *f = state->f;
-    for (int k = 0; k < STATE_LEN_OLD - 1; k++)
-        if (!state_piece(f[k])) return "its epoch, batch or step is not a count";
-    if (!isfinite(f[4]) || f[4] <= 0) return "its loss scale is not a positive number";
-    if (state->numel < STATE_LEN) return NULL;
-    for (int k = 5; k < STATE_LEN; k++)
-        if (!state_piece(f[k])) return "its --batch or --seed is not a count";
-    if ((int64_t)f[5] != t->o->batch) return "it was made with another --batch: resume with the same one";
+    const char *bad = NULL;
+    for (int k = 0; k < STATE_LEN_OLD - 1 && !bad; k++)
+        if (!state_piece(f[k])) bad = "its epoch, batch or step is not a count";
+    if (!bad && (!isfinite(f[4]) || f[4] <= 0)) bad = "its loss scale is not a positive number";
+    bool has_run = state->numel >= STATE_LEN;   /* older checkpoints did not keep --batch and --seed */
+    for (int k = 5; has_run && k < STATE_LEN && !bad; k++)
+        if (!state_piece(f[k])) bad = "its --batch or --seed is not a count";
+    if (bad) {
+        snprintf(why, cap, "%s", bad);
+        return true;
+    }
+    if (!has_run) return false;
     uint64_t seed = ((uint64_t)f[6] << 48) | ((uint64_t)f[7] << 24) | (uint64_t)f[8];
-    if (seed != t->o->seed) return "it was made with another --seed: resume with the same one";
-    return NULL;
+    if ((int64_t)f[5] != t->o->batch)
+        snprintf(why, cap, "it was made with --batch %lld, this run has --batch %lld: resume with the same one",
+                 (long long)f[5], (long long)t->o->batch);
+    else if (seed != t->o->seed)
+        snprintf(why, cap, "it was made with --seed %llu, this run has --seed %llu: resume with the same one",
+                 (unsigned long long)seed, (unsigned long long)t->o->seed);
+    else return false;
+    return true;
 }
 
 static int load_checkpoint(trainer *t, const char *path, int64_t *epoch, int64_t *batch)
@@ -929,8 +940,9 @@ static int load_checkpoint(trainer *t, const char *path, int64_t *epoch, int64_t
     int rc = safetensors_load_params(path, t->tg, loaded, true, err, sizeof err);
     if (rc == 0 && load_state(path, STATE_LEN, &state, err, sizeof err) != 0)
         rc = load_state(path, STATE_LEN_OLD, &state, old_err, sizeof old_err);
-    const char *problem = rc ? NULL : state_problem(t, &state);
-    if (problem) snprintf(err, sizeof err, "%s: @train_state: %s", path, problem);
+    char why[160];
+    bool problem = rc == 0 && state_problem(t, &state, why, sizeof why);
+    if (problem) snprintf(err, sizeof err, "%s: @train_state: %s", path, why);
     if (rc || problem) {
         fprintf(stderr, "netc: cannot resume: %s\n", err);
         for (uint32_t i = 0; i < t->tg->nparams; i++) cpu_tensor_free(&loaded[i]);
