@@ -106,6 +106,16 @@ static ast_file *parse_checked(src_table *sources, uint32_t file_id, diag_ctx *d
     return f;
 }
 
+void driver_warn_accumulate(const ir_graph *g, int accumulate, diag_ctx *d)
+{
+    if (accumulate <= 1 || !g->train.present || !g->train.loss_mixes_batch) return;
+    diag_report(d, DIAG_WARNING, g->train.batch_reduce_loc,
+                "make the loss a mean over the batch (mean(...) where it adds up the samples; cross_entropy is one "
+                "already), or train without --accumulate",
+                "--accumulate %d averages the gradients of %d micro-batches, one batch's only for a loss that is a mean "
+                "over the batch; this %s is over the batch axis", accumulate, accumulate, op_name(g->train.batch_reduce_op));
+}
+
 ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts *o, diag_ctx *d)
 {
     ast_file *f = parse_checked(sources, file_id, d);
@@ -132,6 +142,7 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
             ir_graph_free(g);
             return NULL;
         }
+        driver_warn_accumulate(g, o->accumulate, d);
         /* a budget asks for the least memory; otherwise fewer, larger slices are faster */
         int slices = o->loss_slices ? o->loss_slices : o->memory_budget > 0 ? LOSS_SLICES_MOST : 0;
         if (!train_step_build(g, o->accumulate, slices, o->report, err, sizeof err)) {

@@ -46,6 +46,10 @@ const char *driver_set_value_parse(const char *text, driver_set_value *out);
  * file_id). Returns the graph, or NULL when diagnostics reported errors. */
 ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts *o, diag_ctx *d);
 
+/* A warning where --accumulate K would not give one batch's result: the
+ * loss of g (its batch a symbol) combines samples other than by a mean. */
+void driver_warn_accumulate(const ir_graph *g, int accumulate, diag_ctx *d);
+
 /* Parse and type-check only (netc check): returns the number of errors. */
 int driver_check(src_table *sources, uint32_t file_id, const driver_opts *o, diag_ctx *d);
 

@@ -101,6 +101,12 @@ typedef struct ir_train_spec {
     ir_value loss;                 /* f32 scalar */
     uint32_t first_train_input;    /* inputs from this index on feed only the loss */
     bool loss_reads_train_inputs;  /* the loss depends on one of them (a classifier's labels) */
+    /* where the loss reduces over the batch other than by a mean (a sum of
+     * per-sample terms): --accumulate's mean of micro-batch gradients is then
+     * not one batch's (found by sema where the batch is a symbol) */
+    bool loss_mixes_batch;
+    nc_op batch_reduce_op;
+    nc_loc batch_reduce_loc;
     ir_optimizer optimizer;
     double lr, momentum, beta1, beta2, eps, weight_decay;
     bool nesterov;

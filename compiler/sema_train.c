@@ -286,6 +286,43 @@ static bool reads_train_inputs(const ir_graph *g, ir_value v)
     return found;
 }
 
+/* Whether dim d holds the batch symbol (B, or B * T after a reshape). */
+static bool dim_has_sym(const ir_graph *g, uint32_t d, uint8_t sym)
+{
+    const dim_expr *e = &g->dims[d];
+    for (int k = 0; k < e->nterms; k++)
+        for (int f = 0; f < e->term[k].nfactors; f++)
+            if (e->term[k].sym[f] == sym) return true;
+    return false;
+}
+
+/* The first op the loss reads that combines samples other than by their mean:
+ * a sum, max or row-wise op over an axis holding the batch (the first input's
+ * first axis, where it is a symbol). --accumulate K averages K micro-batches'
+ * gradients, which is one batch's only for a mean over the batch. */
+static void find_batch_reduce(const ir_graph *g, ir_value v, ir_train_spec *t)
+{
+    if (g->ninputs < 1 || g->inputs[0].rank < 1) return;
+    const dim_expr *d0 = &g->dims[g->inputs[0].shape[0]];
+    if (d0->nterms != 1 || d0->term[0].nfactors != 1 || d0->term[0].coeff != 1) return;
+    const uint8_t batch = d0->term[0].sym[0];
+    bool *live = nc_xcalloc(g->nnodes + 1, 1);
+    live[v] = true;
+    for (ir_value u = v + 1; u-- > 0;) {
+        if (!live[u]) continue;
+        const ir_node *n = &g->nodes[u];
+        const ir_node *x = n->nargs ? &g->nodes[ir_args(g, n)[0]] : NULL;
+        bool mixes = false;
+        if (x && nc_ops[n->op].category == CAT_REDUCTION && n->op != OP_MEAN)
+            for (int k = 0; k < n->attr.naxes; k++) mixes |= dim_has_sym(g, x->shape[n->attr.axes[k]], batch);
+        if (x && x->rank && nc_ops[n->op].category == CAT_ROWWISE && n->op != OP_CROSS_ENTROPY)
+            mixes = dim_has_sym(g, x->shape[x->rank - 1], batch);
+        if (mixes) t->loss_mixes_batch = true, t->batch_reduce_op = n->op, t->batch_reduce_loc = n->loc;   /* the last found is the first written */
+        for (int i = 0; i < n->nargs; i++) live[ir_args(g, n)[i]] = true;
+    }
+    free(live);
+}
+
 void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
 {
     ir_graph *g = c->g;
@@ -302,4 +339,5 @@ void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
     if (!find_loss(c, model, train, &loss, &at) || loss.kind == SV_ERROR || !check_trainable(c, train, loss, at)) return;
     t->loss = loss.t;
     t->loss_reads_train_inputs = reads_train_inputs(g, t->loss);
+    find_batch_reduce(g, t->loss, t);
 }

@@ -228,6 +228,11 @@ static int build_graphs(trainer *t)
     t->fg = compile(t, id, false, NULL, 0);
     if (!t->fg) return 1;
     const ir_graph *f = t->fg;
+    diag_ctx d;   /* the forward graph's batch is a symbol: where a sum over it would make --accumulate inexact */
+    diag_init(&d, &t->src, stderr);
+    d.werror = t->o->werror;
+    driver_warn_accumulate(f, (int)t->o->accumulate, &d);
+    if (diag_failed(&d)) return 1;
     if (!f->train.present) {
         fprintf(stderr, "netc: %s: model %s has no train section (add: train %s { optimizer adam(lr: 1e-3) })\n",
                 t->o->model_path, f->name, f->name);

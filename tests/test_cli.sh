@@ -85,6 +85,15 @@ tie=$("$netc" run "$tmp/tie.netm" --entry train --dim B=2 --random-inputs 1 --ou
 # "accuracy" scores the reconstruction as 784-class logits, and train says so
 printf 'model ae(x: u8[B, 28, 28]) -> (y: f32[B, 784])\n{\n  param w: f32[784] = ones\n  return f32(reshape(x, [B, 784])) * w\n}\ntrain ae(_labels: i32[B]) {\n  loss = mean(square(y - f32(reshape(x, [B, 784]))))\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/ae.net"
 expect 1 "the train section's loss does not read its labels: the test loss and accuracy below score the output 'y'" train "$tmp/ae.net" --data "$tmp/nodata"
+# --accumulate K averages K micro-batches' gradients: one batch's only for a loss that is a
+# mean over the batch. A sum over it (the losses were silently not those of one batch) is warned of
+printf 'model m(x: u8[B, 28, 28]) -> (y: f32[B, 10])\n{\n  param w: f32[784, 10] = normal(0.1)\n  return f32(reshape(x, [B, 784])) @ w\n}\ntrain m(labels: i32[B]) {\n  loss = cross_entropy(y, labels) + 0.01 * sum(square(y))\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/sumloss.net"
+expect 1 "sumloss.net:7:44: error: --accumulate 4 averages the gradients of 4 micro-batches, one batch's only for a loss that is a mean over the batch; this sum is over the batch axis [-Werror]" \
+  train "$tmp/sumloss.net" --data "$tmp/nodata" --accumulate 4 -Werror
+expect 0 "sumloss.net:7:44: warning: --accumulate 2 averages" build "$tmp/sumloss.net" --entry train --accumulate 2 --target '' -o "$tmp/sl.netm"
+sed 's/sum(square(y))/mean(sum(square(y), axis: 1))/' "$tmp/sumloss.net" > "$tmp/meanloss.net"
+expect 0 "" build "$tmp/meanloss.net" --entry train --accumulate 2 --target '' -Werror -o "$tmp/ml.netm"
+expect 0 "" build "$src/examples/char_lm.net" --entry train --accumulate 2 --target '' -Werror -o "$tmp/cl.netm"
 # train reads -Werror (and --no-PASS) as build does
 expect 1 "error: 'hidden' is assigned but never used [-Werror]" train "$src/tests/golden/diag/unused_binding_warning.net" --data "$tmp/nodata" -Werror
 printf 'model m(x: f32[B, 4]) -> (y: f32[B, 4])\n  config H = 4\n{\n  return x * f32(H)\n}\n' > "$tmp/cast_int.net"
