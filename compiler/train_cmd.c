@@ -1310,6 +1310,9 @@ static int train_loop(trainer *t)
     run_tally run = {.started = now_s()};
     t->first_step = t->step;
     bool stop = false;
+    if (rc == 0 && o->max_steps && t->step >= o->max_steps)   /* run_epoch takes none, then evaluates */
+        fprintf(stderr, "netc: the checkpoint is at step %lld, --max-steps %lld: no steps to run\n", (long long)t->step,
+                (long long)o->max_steps);
     for (int64_t epoch = start_epoch; dl && epoch < o->epochs && rc == 0 && !stop; epoch++) {
         int64_t first = epoch == start_epoch ? skip : 0;
         data_loader_epoch(dl, epoch, first);

@@ -61,6 +61,11 @@ grep -q 'must divide' "$tmp/acc.log"
 # 5: a run stopped by --max-steps inside an epoch resumes inside it: 5 steps, then the
 # other 123 of the two epochs of 64 batches (its checkpoint once said "epoch 1 done")
 "$netc" train "$model" "${common[@]}" --max-steps 5 --checkpoint-dir "$tmp/ms" 2>/dev/null
+# resumed with the --max-steps it reached, it runs no step (it ran a sixth and moved the checkpoint)
+cp "$tmp/ms/checkpoint.safetensors" "$tmp/ms5.safetensors"
+"$netc" train "$model" "${common[@]}" --max-steps 5 --checkpoint-dir "$tmp/ms" --resume 2>"$tmp/ms5.log"
+grep -q '^done: 5 steps' "$tmp/ms5.log" && grep -q 'the checkpoint is at step 5, --max-steps 5: no steps to run' "$tmp/ms5.log" &&
+  cmp -s "$tmp/ms/checkpoint.safetensors" "$tmp/ms5.safetensors" || { cat "$tmp/ms5.log"; echo "a resume at --max-steps ran on"; exit 1; }
 "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ms" --resume 2>"$tmp/ms.log"
 grep -q 'resumed from .* at epoch 1, step 5' "$tmp/ms.log" && grep -q '^done: 128 steps' "$tmp/ms.log" ||
   { cat "$tmp/ms.log"; echo "a run stopped mid-epoch did not resume where it stopped"; exit 1; }
