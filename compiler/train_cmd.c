@@ -1251,7 +1251,8 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
         step_result r;
         bool more = !(o->max_steps && t->step + 1 >= o->max_steps) && t->step + 1 != t->kill_at_step && !train_interrupt;
         for (int k = 0; t->step + 1 == t->interrupt_at_step && k < t->interrupt_times; k++) raise(SIGINT);   /* lands as the step runs */
-        if (train_on_batch(t, &batch, schedule_lr(t, total_steps), inputs, feed, more, &r)) { rc = 1; break; }
+        const double lr = schedule_lr(t, total_steps);   /* this step's: the metrics line reports it with its loss */
+        if (train_on_batch(t, &batch, lr, inputs, feed, more, &r)) { rc = 1; break; }
         adjust_scale(t, r.finite);
         t->step++;
         run->samples += batch.count;
@@ -1262,7 +1263,7 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
         if (tty ? (b % 5 == 0 || b + 1 == nb) : (b % 100 == 0 || b + 1 == nb)) progress(t, e->epoch, b, nb, r.loss, rate, eta, tty);
         if (b % 10 == 0 &&
             metrics_line(t, json_pack("{s:I, s:I, s:f, s:f, s:f}", "epoch", (json_int_t)e->epoch + 1, "step", (json_int_t)t->step,
-                                      "train_loss", r.loss, "samples_per_s", rate, "lr", schedule_lr(t, total_steps))))
+                                      "train_loss", r.loss, "samples_per_s", rate, "lr", lr)))
             rc = 1;
         e->batches++;
         if (ckpt[0] && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 && save_checkpoint(t, ckpt, e->epoch, e->batches))

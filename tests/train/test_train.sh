@@ -23,6 +23,10 @@ acc=$(grep -o '"test_accuracy":[0-9.]*' "$tmp/full.jsonl" | tail -1 | cut -d: -f
 awk -v a="$acc" 'BEGIN { exit !(a > 0.9) }' || { echo "accuracy $acc is not above 0.9"; exit 1; }
 [[ -s "$tmp/full.svg" && -s "$tmp/w.safetensors" ]] || { echo "no SVG or weights"; exit 1; }
 grep -q '"train_loss"' "$tmp/full.jsonl"
+# a step's line gives the lr that step ran with: step 1 of tiny.net's 5 warmup steps at 3e-3 ran
+# with 6e-4 (the line said 1.2e-3, the next step's)
+lr1=$(head -1 "$tmp/full.jsonl" | grep -o '"lr":[-0-9.e]*' | cut -d: -f2)
+awk -v l="$lr1" 'BEGIN { d = l - 6e-4; exit !(d < 1e-12 && d > -1e-12) }' || { head -1 "$tmp/full.jsonl"; echo "step 1's lr is $lr1, not 6e-4"; exit 1; }
 
 # 2: kill -9 mid-run, resume, compare every logged loss after the checkpoint
 ck=$tmp/ck
