@@ -937,12 +937,46 @@ static bool state_problem(const trainer *t, const cpu_tensor *state, char *why, 
     return true;
 }
 
+/* --accumulate's gradient accumulators: zero at every checkpoint (one is
+ * written after a whole step), so not read from it, and a run may resume
+ * with another --accumulate than it was made with. */
+static bool is_accumulator(const ir_param *p)
+{
+    size_t n = strlen(p->decl.name), k = strlen(".grad_acc");
+    return p->role == IR_ROLE_STATE && n > k && strcmp(p->decl.name + n - k, ".grad_acc") == 0;
+}
+
+/* The parameters and states of t->tg but the accumulators, from path into
+ * loaded (indexed as t->tg's); the accumulators get zeros. */
+static int load_checkpoint_params(trainer *t, const char *path, cpu_tensor *loaded, char *err, size_t cap)
+{
+    ir_graph kept = *t->tg;   /* the same graph, its accumulators left out of the list */
+    kept.params = nc_xcalloc(t->tg->nparams + 1, sizeof *kept.params);
+    uint32_t *index = nc_xcalloc(t->tg->nparams + 1, sizeof *index);
+    kept.nparams = 0;
+    for (uint32_t i = 0; i < t->tg->nparams; i++)
+        if (!is_accumulator(&t->tg->params[i])) index[kept.nparams] = i, kept.params[kept.nparams++] = t->tg->params[i];
+    cpu_tensor *got = nc_xcalloc(kept.nparams + 1, sizeof *got);
+    int rc = safetensors_load_params(path, &kept, got, true, err, cap);
+    for (uint32_t k = 0; rc == 0 && k < kept.nparams; k++) loaded[index[k]] = got[k];
+    for (uint32_t i = 0; rc == 0 && i < t->tg->nparams; i++)
+        if (is_accumulator(&t->tg->params[i])) {
+            const cpu_tensor *p = &t->params[i];
+            if (!cpu_tensor_alloc(&loaded[i], p->dtype, p->rank, p->shape, (int64_t)1 << 40))
+                rc = 1, snprintf(err, cap, "out of memory for %s", t->tg->params[i].decl.name);
+        }
+    free(got);
+    free(index);
+    free(kept.params);
+    return rc;
+}
+
 static int load_checkpoint(trainer *t, const char *path, int64_t *epoch, int64_t *batch)
 {
     char err[1024], old_err[1024];
     /* the parameters and states by name; the loop state as one more tensor */
     cpu_tensor *loaded = nc_xcalloc(t->tg->nparams + 1, sizeof *loaded), state = {0};
-    int rc = safetensors_load_params(path, t->tg, loaded, true, err, sizeof err);
+    int rc = load_checkpoint_params(t, path, loaded, err, sizeof err);
     if (rc == 0 && load_state(path, STATE_LEN, &state, err, sizeof err) != 0)
         rc = load_state(path, STATE_LEN_OLD, &state, old_err, sizeof old_err);
     char why[160];

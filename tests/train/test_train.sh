@@ -70,6 +70,11 @@ cp "$tmp/ms/checkpoint.safetensors" "$tmp/ms5.safetensors"
 "$netc" train "$model" "${common[@]}" --max-steps 5 --checkpoint-dir "$tmp/ms" --resume 2>"$tmp/ms5.log"
 grep -q '^done: 5 steps' "$tmp/ms5.log" && grep -q 'the checkpoint is at step 5, --max-steps 5: no steps to run' "$tmp/ms5.log" &&
   cmp -s "$tmp/ms/checkpoint.safetensors" "$tmp/ms5.safetensors" || { cat "$tmp/ms5.log"; echo "a resume at --max-steps ran on"; exit 1; }
+# a checkpoint holds no gradient accumulators (they are zero after a whole step): one made
+# without --accumulate resumes with it (it was refused: "parameter 'h.weight.grad_acc' is missing")
+cp -r "$tmp/ms" "$tmp/ms_acc"
+"$netc" train "$model" "${common[@]}" --accumulate 4 --max-steps 8 --checkpoint-dir "$tmp/ms_acc" --resume 2>"$tmp/msacc.log" &&
+  grep -q '^done: 8 steps' "$tmp/msacc.log" || { cat "$tmp/msacc.log"; echo "no resume with --accumulate"; exit 1; }
 "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ms" --resume 2>"$tmp/ms.log"
 grep -q 'resumed from .* at epoch 1, step 5' "$tmp/ms.log" && grep -q '^done: 128 steps' "$tmp/ms.log" ||
   { cat "$tmp/ms.log"; echo "a run stopped mid-epoch did not resume where it stopped"; exit 1; }
