@@ -342,7 +342,9 @@ static int load_param(st_file *sf, const char *path, const ir_graph *g, uint32_t
     const ir_param *p = &g->params[i];
     json_t *e = json_object_get(sf->header, p->decl.name);
     if (!e) {
-        snprintf(err, errcap, "%s: parameter '%s' is missing", path, p->decl.name);
+        snprintf(err, errcap, "%s: parameter '%s' is missing%s", path, p->decl.name,
+                 p->role == IR_ROLE_STATE ? " (optimizer state: netc train --save writes the weights only; a checkpoint "
+                                            "of --checkpoint-dir holds it too)" : "");
         return -1;
     }
     nc_dtype dt;
@@ -380,13 +382,27 @@ static int load_param(st_file *sf, const char *path, const ir_graph *g, uint32_t
     return rc;
 }
 
+/* Whether key is a parameter's state in a checkpoint of netc train: NAME.adam_m for a parameter NAME. */
+static bool state_of_param(const ir_graph *g, const char *key)
+{
+    for (uint32_t i = 0; i < g->nparams; i++) {
+        size_t n = strlen(g->params[i].decl.name);
+        if (!strncmp(key, g->params[i].decl.name, n) && key[n] == '.' && key[n + 1] && !strchr(key + n + 1, '.')) return true;
+    }
+    return false;
+}
+
+/* A checkpoint of netc train (it holds @train_state) loads as weights: its
+ * optimizer state and loop state are passed over, every parameter still
+ * required with its shape. */
 static int check_extras(st_file *sf, const char *path, const ir_graph *g, char *err, size_t errcap)
 {
     const char *key;
     json_t *v;
+    const bool checkpoint = json_object_get(sf->header, "@train_state") != NULL;
     json_object_foreach(sf->header, key, v) {
         if (!strcmp(key, "__metadata__")) continue;
-        bool known = false;
+        bool known = checkpoint && (!strcmp(key, "@train_state") || state_of_param(g, key));
         for (uint32_t i = 0; i < g->nparams && !known; i++) known = !strcmp(g->params[i].decl.name, key);
         if (!known) {
             snprintf(err, errcap, "%s: tensor '%s' is not a parameter of model '%s'", path, key, g->name ? g->name : "?");

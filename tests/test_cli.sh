@@ -359,6 +359,18 @@ if ! awk -v l="$dloss" 'BEGIN { exit !(l < 3.0) }' || ! grep -q 'resumed from' "
   echo "FAIL: train with dropout (test loss $dloss, below 3 wanted; resumed losses must equal the uninterrupted run's)"
   cat "$tmp/d_full.log" "$tmp/d_res.log"; fail=$((fail + 1))
 fi
+# a checkpoint loads as weights into netc run (its optimizer and loop state passed over; it was
+# refused: "tensor '@train_state' is not a parameter"), and a training step's module says
+# where its optimizer state is when given weights without it
+"$netc" build "$src/tests/train/drop_lm.net" --target '' -o "$tmp/drop.netm" 2>/dev/null
+"$netc" train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 3 --device cpu --save "$tmp/drop3.st" \
+  --checkpoint-dir "$tmp/dck3" >/dev/null 2>&1
+expect 0 "running on cpu" run "$tmp/drop.netm" --dim B=2 --random-inputs 1 --weights "$tmp/dck3/checkpoint.safetensors" --output "$tmp/ck_out"
+expect 0 "running on cpu" run "$tmp/drop.netm" --dim B=2 --random-inputs 1 --weights "$tmp/drop3.st" --output "$tmp/st_out"
+n=$((n + 1))
+cmp -s "$tmp/ck_out/loss.npy" "$tmp/st_out/loss.npy" || { echo "FAIL: a checkpoint's weights run otherwise than --save's"; fail=$((fail + 1)); }
+expect 1 "parameter 'wte.adam_m' is missing (optimizer state: netc train --save writes the weights only; a checkpoint of --checkpoint-dir holds it too)" \
+  run "$tmp/drop.netm" --entry train --dim B=2 --random-inputs 1 --weights "$tmp/drop3.st"
 # dropouts written without a seed draw their own masks (one seed each, also
 # across the layers of a repeat); a seed written by hand is kept
 n=$((n + 1))
