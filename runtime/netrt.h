@@ -175,7 +175,9 @@ nrt_status nrt_session_set_param(nrt_session *s, const char *name, nrt_dtype dty
 nrt_status nrt_session_get_param(nrt_session *s, const char *name, void *data, size_t bytes, nrt_error *err);
 /* The file must hold every parameter of the module and nothing else (a train
  * entry's parameters include the optimizer's state, "fc1.weight.adam_m"),
- * each of the declared shape; f32, f16 and bf16 convert to one another.
+ * each of the declared shape; a checkpoint of netc train (it holds
+ * "@train_state") may hold more: its loop state and its parameters' states
+ * ("NAME.SUFFIX" for a parameter NAME), which a forward entry passes over; f32, f16 and bf16 convert to one another.
  * Refused (NRT_ERR_FORMAT, NRT_ERR_IO) with the parameters unchanged. A GPU
  * copy that fails (NRT_ERR_DEVICE) leaves every parameter the file's all the
  * same, those not copied yet copied at the next run (see "Copies to a GPU"). */
