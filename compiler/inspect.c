@@ -314,11 +314,12 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
     }
     const ir_graph *g = m.graph;
     int64_t syms[NC_MAX_SYMS];
-    bool defaulted = false;
+    bool defaulted = false, sym_defaulted[NC_MAX_SYMS] = {0};
     for (uint32_t k = 0; k < g->nsyms; k++) {
         syms[k] = -1;
         for (int i = 0; i < ndims; i++)
             if (strcmp(dim_names[i], g->sym_names[k]) == 0) syms[k] = dim_values[i];
+        sym_defaulted[k] = syms[k] < 0;
         if (syms[k] < 0) syms[k] = 1, defaulted = true;
     }
     for (int i = 0; i < ndims; i++)
@@ -409,6 +410,18 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
                                  "peak_lower_bound_bytes", (json_int_t)plan.lower_bound, "in_place_steps",
                                  (json_int_t)plan.in_place, "param_bytes", param_bytes,
                                  "inputs", decls_json(g, g->inputs, g->ninputs), "outputs", outs);
+        /* which entry point this is, and which dims were not given (taken as 1), as the text's first lines say */
+        json_t *entry_points = json_array(), *unbound = json_array();
+        for (char *e = entries, *next; e; e = next) {   /* "forward, train" */
+            next = strstr(e, ", ");
+            json_array_append_new(entry_points, json_stringn(e, next ? (size_t)(next - e) : strlen(e)));
+            if (next) next += 2;
+        }
+        for (uint32_t k = 0; k < g->nsyms; k++)
+            if (sym_defaulted[k]) json_array_append_new(unbound, json_string(g->sym_names[k]));
+        json_object_set_new(root, "entry", json_string(shown));
+        json_object_set_new(root, "entry_points", entry_points);
+        json_object_set_new(root, "dims_taken_as_1", unbound);
         json_object_set_new(root, "session_bytes", json_integer(session_bytes));
         json_object_set_new(root, "kept_bytes", json_integer(plan.kept_bytes));
         json_object_set_new(root, "prepare_steps", json_integer(prep_steps));

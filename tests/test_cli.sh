@@ -298,6 +298,16 @@ if ! grep -qE '^[0-9]+ +k[0-9]+_sum_split +%[0-9]+ sum reduce.net:20' <<<"$kerne
    ! grep -qE '^[0-9]+ +k[0-9]+_sum +%[0-9]+ sum reduce.net:15' <<<"$kernels"; then
   echo "FAIL: split reductions"; echo "$kernels"; fail=$((fail + 1))
 fi
+# inspect --json says which entry point it reports, the module's entry points and the dims
+# taken as 1, as the text's first lines do (a forward and a train report could not be told apart)
+n=$((n + 1))
+"$netc" build "$src/tests/train/tiny.net" --target '' -o "$tmp/tiny.netm" 2>/dev/null
+fj=$("$netc" inspect "$tmp/tiny.netm" --json | tr -d ' \n')
+tj=$("$netc" inspect "$tmp/tiny.netm" --entry train --dim B=4 --json | tr -d ' \n')
+if [[ $fj != *'"entry":"forward","entry_points":["forward","train"],"dims_taken_as_1":["B"]'* ||
+      $tj != *'"entry":"train","entry_points":["forward","train"],"dims_taken_as_1":[]'* ]]; then
+  echo "FAIL: inspect --json's entry and dims: $fj"; fail=$((fail + 1))
+fi
 # --no-memplan: the same module without buffer sharing plans more memory
 n=$((n + 1))
 peak() { "$netc" inspect "$1" --dim B=64 --json | tr -d ' \n' | grep -o '"peak_memory_bytes":[0-9]*' | cut -d: -f2; }
