@@ -250,10 +250,13 @@ static int read_text(const char *path, uint8_t **buf, size_t *len, char *err, si
         snprintf(err, errcap, "%s: %s", path, strerror(errno));
         return -1;
     }
-    char **names = NULL;
+    char **names = NULL, dotted[256] = "";   /* dotted: a file passed over for its name, for the message */
     size_t n = 0;
     for (struct dirent *e; (e = readdir(d));) {
-        if (strchr(e->d_name, '.')) continue;   /* ., .., index files such as fortune's .dat */
+        if (strchr(e->d_name, '.')) {   /* ., .., index files such as fortune's .dat */
+            if (e->d_name[0] != '.' && (!dotted[0] || strcmp(e->d_name, dotted) < 0)) snprintf(dotted, sizeof dotted, "%s", e->d_name);
+            continue;
+        }
         char full[4096];
         snprintf(full, sizeof full, "%s/%s", path, e->d_name);
         if (stat(full, &st) != 0 || !S_ISREG(st.st_mode)) continue;
@@ -269,7 +272,10 @@ static int read_text(const char *path, uint8_t **buf, size_t *len, char *err, si
     }
     free(names);
     if (rc == 0 && n == 0) {
-        snprintf(err, errcap, "%s: no text files in this directory (and no IDX or .npy data set)", path);
+        if (dotted[0])
+            snprintf(err, errcap, "%s: no text files in this directory (and no IDX or .npy data set): a directory's text is "
+                     "its files named without a '.', and %s has one; give a file itself, --data %s/%s", path, dotted, path, dotted);
+        else snprintf(err, errcap, "%s: no text files in this directory (and no IDX or .npy data set)", path);
         rc = -1;
     }
     return rc;
