@@ -1426,7 +1426,8 @@ int train_main(const train_opts *o)
     }
     if (rc == 0) rc = check_data(&t);
     if (rc == 0 && t.train.n < o->batch) {
-        fprintf(stderr, "netc: the training set has %lld samples, fewer than one batch of %lld\n", (long long)t.train.n, (long long)o->batch);
+        fprintf(stderr, "netc: the training set has %lld samples, fewer than one batch of %lld: give --batch %lld or less%s\n",
+                (long long)t.train.n, (long long)o->batch, (long long)t.train.n, o->accumulate > 1 ? " (a multiple of --accumulate)" : "");
         rc = 2;
     }
     if (rc == 0) rc = init_params(&t);

@@ -128,6 +128,10 @@ expect 1 "train-images-idx3-ubyte: not a regular file (a FIFO)" train "$src/exam
 expect 1 "fifo: not a regular file (a FIFO)" train "$src/examples/char_lm.net" --data "$tmp/fifo" --set C=32 --set L=1 --set H=2 --set T=16
 expect 1 "cannot import 'nn': cannot open $tmp/fifoimport/nn.net: not a regular file (a FIFO)" check "$tmp/fifoimport/m.net"
 expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata"
+# a training set smaller than one batch names the largest --batch it takes
+head -c 200 "$src/README.md" > "$tmp/small.txt"
+expect 2 "the training set has 11 samples, fewer than one batch of 128: give --batch 11 or less" \
+  train "$src/examples/char_lm.net" --data "$tmp/small.txt" --set C=32 --set L=1 --set H=2 --set T=16 --device cpu
 # a text directory's files are those named without a '.': one of only .txt files says so and names it
 mkdir -p "$tmp/txtdir"; printf 'some text to learn from. ' > "$tmp/txtdir/corpus.txt"
 expect 1 "a directory's text is its files named without a '.', and corpus.txt has one; give a file itself, --data $tmp/txtdir/corpus.txt" \
