@@ -537,9 +537,22 @@ static uint32_t load(src_table *t, const char *path)
     return id;
 }
 
+/* The options check reads only with --dump-ir (they shape the compiled
+ * graph it dumps; a plain check stops at types): the first one given, or NULL. */
+static const char *needs_dump_ir(const cli_opts *o)
+{
+    return o->report ? "--report" : o->entry ? "--entry" : o->train.accumulate ? "--accumulate"
+         : o->train.memory_budget ? "--memory-budget" : o->no_fuse ? "--no-fuse" : o->train.loss_slices ? "--loss-slices (or --no-chunk-loss)"
+         : NULL;
+}
+
 static int cmd_check(cli_opts *o)
 {
     if (o->nfiles == 0) return usage_error("check: no input files");
+    const char *lone = o->dump_after ? NULL : needs_dump_ir(o);
+    if (lone)   /* it was read by nothing: the check said nothing of it */
+        return usage_error("netc check reads %s only with --dump-ir (it shapes the compiled graph that prints); "
+                           "without it, check stops at the types", lone);
     int failed = 0;
     driver_opts dopts = to_driver(o);
     for (int i = 0; i < o->nfiles; i++) {
