@@ -1335,6 +1335,9 @@ static int train_loop(trainer *t)
     char ckpt[4096] = "";
     if (o->checkpoint_dir) snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", o->checkpoint_dir);   /* made by train_main */
     int rc = o->resume ? resume_from(t, ckpt, &start_epoch, &skip) : 0;
+    if (!o->resume && ckpt[0] && access(ckpt, F_OK) == 0)   /* a forgotten --resume would lose the last run's work */
+        fprintf(stderr, "netc: warning: %s holds a checkpoint; this run starts from scratch and replaces it at its first "
+                        "(give --resume to continue from it)\n", ckpt);
     data_loader *dl = rc ? NULL : data_loader_new(&t->train, o->batch, o->seed, true, true, 4);
     if (dl && skip > data_loader_batches(dl)) {   /* == : the epoch's steps were done, its evaluation was not */
         fprintf(stderr, "netc: cannot resume: %s: @train_state: batch %lld of an epoch of %lld batches\n", ckpt, (long long)skip,

@@ -391,6 +391,12 @@ n=$((n + 1))
 cmp -s "$tmp/ck_out/loss.npy" "$tmp/st_out/loss.npy" || { echo "FAIL: a checkpoint's weights run otherwise than --save's"; fail=$((fail + 1)); }
 expect 1 "parameter 'wte.adam_m' is missing (optimizer state: netc train --save writes the weights only; a checkpoint of --checkpoint-dir holds it too)" \
   run "$tmp/drop.netm" --entry train --dim B=2 --random-inputs 1 --weights "$tmp/drop3.st"
+# a run without --resume into a directory holding a checkpoint warns that it will replace it
+n=$((n + 1))
+"$netc" train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu \
+  --checkpoint-dir "$tmp/dck3" 2>"$tmp/fresh.log" >/dev/null
+grep -q "warning: $tmp/dck3/checkpoint.safetensors holds a checkpoint; this run starts from scratch and replaces it at its first (give --resume to continue from it)" "$tmp/fresh.log" ||
+  { echo "FAIL: no warning before a checkpoint is replaced"; cat "$tmp/fresh.log"; fail=$((fail + 1)); }
 # dropouts written without a seed draw their own masks (one seed each, also
 # across the layers of a repeat); a seed written by hand is kept
 n=$((n + 1))
