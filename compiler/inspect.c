@@ -324,7 +324,9 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
     }
     for (int i = 0; i < ndims; i++)
         if (ir_sym_find(g, dim_names[i]) < 0) {
-            fprintf(stderr, "netc: the module has no symbolic dim %s\n", dim_names[i]);
+            char names[256];
+            ir_sym_names_note(g, names, sizeof names);
+            fprintf(stderr, "netc: the module has no symbolic dim %s%s\n", dim_names[i], names);
             module_data_free(&m);
             return 2;
         }

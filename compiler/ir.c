@@ -62,6 +62,17 @@ uint32_t ir_dim_const(ir_graph *g, int64_t v)
     return ir_dim_intern(g, &d);
 }
 
+void ir_sym_names_note(const ir_graph *g, char *buf, size_t cap)
+{
+    if (!g->nsyms) {
+        snprintf(buf, cap, " (all its dims are fixed)");
+        return;
+    }
+    size_t n = (size_t)snprintf(buf, cap, " (its symbolic dims: ");
+    for (uint32_t k = 0; k < g->nsyms && n < cap; k++) n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? ", " : "", g->sym_names[k]);
+    if (n < cap) snprintf(buf + n, cap - n, ")");
+}
+
 int ir_sym_find(const ir_graph *g, const char *name)
 {
     for (uint32_t i = 0; i < g->nsyms; i++)

@@ -233,9 +233,11 @@ static nrt_status bind_dims(nrt_session *s, const nrt_session_opts *o, nrt_error
     if (st) return st;
     /* A misspelt name first: it explains the unbound dim that would follow. */
     for (int i = 0; i < o->ndims; i++)
-        if (ir_sym_find(g, o->dim_names[i]) < 0)
-            return set_err(err, NRT_ERR_ARGUMENT, "the module has no symbolic dim %s%s", o->dim_names[i],
-                           g->nsyms ? "" : " (all its dims are fixed)");
+        if (ir_sym_find(g, o->dim_names[i]) < 0) {
+            char names[256];
+            ir_sym_names_note(g, names, sizeof names);
+            return set_err(err, NRT_ERR_ARGUMENT, "the module has no symbolic dim %s%s", o->dim_names[i], names);
+        }
     for (uint32_t k = 0; k < g->nsyms; k++) {
         int found = -1;
         for (int i = 0; i < o->ndims; i++)

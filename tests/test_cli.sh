@@ -36,7 +36,8 @@ expect 1 "input images was not set (nrt_session_set_input; netc run: --input ima
 expect 1 "has no input 'imgs'"    run "$tmp/m.netm" --input "imgs=$tmp/out/logits.npy"
 expect 1 "holds f32[2, 10]"       run "$tmp/m.netm" --input "images=$tmp/out/logits.npy"
 expect 1 "malformed header"       run "$tmp/m.netm" --input "images=$tmp/bad.npy"
-expect 1 "has no symbolic dim"    run "$tmp/m.netm" --dim Q=3 --random-inputs 1
+expect 1 "has no symbolic dim Q (its symbolic dims: B)" run "$tmp/m.netm" --dim Q=3 --random-inputs 1
+expect 2 "has no symbolic dim Q (its symbolic dims: B)" inspect "$tmp/m.netm" --dim Q=3
 expect 2 "NAME=VALUE"             build "$src/examples/fashion_mlp.net" --dim B
 # a --dim, --set or --model that names nothing says what there is
 expect 1 "hint: its symbolic dims: B, T" build "$src/examples/gpt2.net" --dim Q=3 -o "$tmp/q.netm"
