@@ -137,8 +137,11 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
     if (train) {
         char err[1024];
         if (!g->train.present) {
-            diag_report(d, DIAG_ERROR, (nc_loc){file_id, 0, 0}, "add: train <model> { optimizer adam(lr: 1e-3) }",
-                        "model %s has no train section", g->name);
+            char hint[256];
+            if (g->train.trained_models[0])
+                snprintf(hint, sizeof hint, "the file's models with one: %s (give --model NAME)", g->train.trained_models);
+            else snprintf(hint, sizeof hint, "add: train <model> { optimizer adam(lr: 1e-3) }");
+            diag_report(d, DIAG_ERROR, (nc_loc){file_id, 0, 0}, hint, "model %s has no train section", g->name);
             ir_graph_free(g);
             return NULL;
         }

@@ -122,6 +122,9 @@ typedef struct ir_train_spec {
      * they live only while read, which --memory-budget may need */
     bool copies_each_step;
     nc_loc loc;
+    /* a model without a train section: the file's models that have one
+     * ("cls, lm"), for the message that it has none (sema) */
+    char trained_models[128];
 } ir_train_spec;
 
 typedef struct ir_graph {

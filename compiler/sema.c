@@ -1611,6 +1611,10 @@ ir_graph *sema_model(src_table *sources, ast_file *main_file, const char *model_
                          "no model in this file");
     } else {
         g = build_one(c, model);
+        if (g && !g->train.present)   /* which models could be trained, for netc train's message */
+            for (uint32_t i = 0; i < main_file->decls.n; i++)
+                if (main_file->decls.items[i]->kind == AST_TRAIN && find_decl(main_file, AST_MODEL, main_file->decls.items[i]->name))
+                    hint_add_name(g->train.trained_models, sizeof g->train.trained_models, 0, main_file->decls.items[i]->name);
         option_hints h;
         hints_init(&h, main_file);
         hints_add_model(&h, model, g);
