@@ -66,6 +66,7 @@ typedef struct trainer {
     int64_t clean_steps;
     data_set train, test;
     FILE *metrics;
+    char *metrics_kept;                /* --resume: the resumed run's lines, written before this run's first */
     double *curve;                     /* (step, loss) pairs for the SVG */
     int64_t ncurve;
 } trainer;
@@ -1035,6 +1036,11 @@ static int metrics_line(trainer *t, json_t *o)
     const char *path = t->o->metrics_path;
     if (path && !t->metrics && !(t->metrics = fopen(path, "w")))
         fprintf(stderr, "netc: cannot write --metrics %s: %s\n", path, strerror(errno));
+    if (t->metrics && t->metrics_kept) {
+        fputs(t->metrics_kept, t->metrics);
+        free(t->metrics_kept);
+        t->metrics_kept = NULL;
+    }
     if (!t->metrics) { json_decref(o); return path ? 1 : 0; }
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     fprintf(t->metrics, "%s\n", s);
@@ -1066,6 +1072,37 @@ static int report_gpu_memory(trainer *t)
                              "gpu_arena_bytes", (json_int_t)arena, "gpu_eval_bytes", (json_int_t)eval);
     if (used >= 0) json_object_set_new(line, "gpu_device_used_bytes", json_integer(used));
     return metrics_line(t, line);
+}
+
+/* --resume: the metrics of the run resumed, up to the checkpoint's step, go
+ * on in this run's file (and its step losses on the loss curve); the lines
+ * a killed run wrote after its checkpoint are dropped, as this run does
+ * those steps again. Only a regular file is read (not a FIFO's writer side). */
+static void metrics_keep(trainer *t)
+{
+    const char *path = t->o->metrics_path;
+    struct stat st;
+    FILE *in = path && stat(path, &st) == 0 && S_ISREG(st.st_mode) ? fopen(path, "r") : NULL;
+    if (!in) return;
+    size_t len = 0, cap = 0;
+    char line[4096];
+    while (fgets(line, sizeof line, in)) {
+        json_t *o = json_loads(line, 0, NULL), *step = o ? json_object_get(o, "step") : NULL;
+        json_t *loss = o ? json_object_get(o, "train_loss") : NULL;
+        if (json_is_integer(step) && json_integer_value(step) <= t->step && strchr(line, '\n')) {
+            size_t n = strlen(line);
+            if (len + n + 1 > cap) t->metrics_kept = nc_xrealloc(t->metrics_kept, cap = 2 * (len + n + 1));
+            memcpy(t->metrics_kept + len, line, n + 1);
+            len += n;
+            if (json_is_number(loss) && json_object_get(o, "lr")) {   /* a step's line, not an epoch's mean */
+                t->curve = nc_xrealloc(t->curve, (size_t)(t->ncurve + 1) * 2 * sizeof *t->curve);
+                t->curve[2 * t->ncurve] = (double)json_integer_value(step), t->curve[2 * t->ncurve + 1] = json_number_value(loss);
+                t->ncurve++;
+            }
+        }
+        json_decref(o);
+    }
+    fclose(in);
 }
 
 /* The loss curve's file beside the metrics: their name with .svg for its
@@ -1339,6 +1376,7 @@ static int train_loop(trainer *t)
     char ckpt[4096] = "";
     if (o->checkpoint_dir) snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", o->checkpoint_dir);   /* made by train_main */
     int rc = o->resume ? resume_from(t, ckpt, &start_epoch, &skip) : 0;
+    if (rc == 0 && o->resume && t->step > 0) metrics_keep(t);
     if (!o->resume && ckpt[0] && access(ckpt, F_OK) == 0)   /* a forgotten --resume would lose the last run's work */
         fprintf(stderr, "netc: warning: %s holds a checkpoint; this run starts from scratch and replaces it at its first "
                         "(give --resume to continue from it)\n", ckpt);
@@ -1455,6 +1493,7 @@ int train_main(const train_opts *o)
     free(t.params);
     cpu_pool_free(&t.pool);
     free(t.curve);
+    free(t.metrics_kept);
     free(t.stage_buf);
     for (int k = 0; k < 2; k++) {
         nrt_module_data *m = k ? &t.fm : &t.tm;

@@ -45,6 +45,13 @@ pick() { grep '"train_loss"' "$1" | grep -v test_accuracy | sed 's/.*"step":\([0
 diff <(pick "$tmp/full.jsonl") <(pick "$tmp/b.jsonl") || { echo "resumed losses differ from the uninterrupted run"; exit 1; }
 [[ -n "$(pick "$tmp/b.jsonl")" ]] || { echo "nothing to compare"; exit 1; }
 
+# 2b: resumed with the killed run's --metrics, the file goes on from the checkpoint: every
+# step's line of the uninterrupted run, once each (it was replaced: the first 70 steps lost)
+NETC_TEST_KILL_AFTER_STEP=75 "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ck2" --checkpoint-every 10 \
+  --metrics "$tmp/k.jsonl" 2>/dev/null && { echo "the run was not killed"; exit 1; }
+"$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ck2" --resume --metrics "$tmp/k.jsonl" 2>/dev/null
+steps() { grep '"lr"' "$1" | sed 's/.*"step":\([0-9]*\).*"train_loss":\([-0-9.e]*\).*/\1 \2/'; }
+diff <(steps "$tmp/full.jsonl") <(steps "$tmp/k.jsonl") || { echo "a resumed run's metrics are not the whole run's"; exit 1; }
 # 3: a damaged checkpoint is refused
 printf 'garbage' | dd of="$ck/checkpoint.safetensors" bs=1 seek=20 conv=notrunc 2>/dev/null
 if "$netc" train "$model" "${common[@]}" --checkpoint-dir "$ck" --resume 2>"$tmp/bad.log"; then
