@@ -66,6 +66,7 @@ typedef struct budget_ctx {
 typedef struct plan_cost {
     int64_t peak;
     double floor_s;
+    int64_t side;      /* of the peak, what the session holds beside the arena */
 } plan_cost;
 
 static plan_cost plan_cost_of(const ir_graph *unscheduled, bool fuse, char *err, size_t errcap)
@@ -80,9 +81,10 @@ static plan_cost plan_cost_of(const ir_graph *unscheduled, bool fuse, char *err,
     }
     memplan_result r;
     memplan_buf *bufs = program_plan_memory(g, &p, NULL, &r, err, errcap);
-    if (bufs)
-        c = (plan_cost){r.arena_bytes + nrt_program_side_bytes(&p, nrt_program_staged_bytes(g, NULL)),
-                        inspect_floor_seconds(g, &p, bufs, NULL)};
+    if (bufs) {
+        int64_t side = nrt_program_side_bytes(&p, nrt_program_staged_bytes(g, NULL));
+        c = (plan_cost){r.arena_bytes + side, inspect_floor_seconds(g, &p, bufs, NULL), side};
+    }
     free(bufs);
     nrt_program_free(&p);
     ir_graph_free(scheduled);
@@ -643,7 +645,12 @@ static bool fit_budget(ir_graph **gp, int64_t budget, const budget_ctx *ctx)
     }
     int64_t smallest = seg_peak > 0 && (single.cost.peak < 0 || seg_peak < single.cost.peak) ? seg_peak : single.cost.peak;
     human(smallest > 0 ? smallest : peak0, b, sizeof b);
-    snprintf(err, errcap, "cannot fit the memory budget of %s: the smallest plan recomputation reaches needs %s", want, b);
+    /* the fixed part is most of a small model's peak: a budget below it cannot be met by any plan */
+    int64_t side = plan_cost_of(g, bc.fuse, err, errcap).side;
+    char fixed[32];
+    human(side > 0 ? side : 0, fixed, sizeof fixed);
+    snprintf(err, errcap, "cannot fit the memory budget of %s: the smallest plan recomputation reaches needs %s, of which "
+             "%s is what a GPU session holds beside its arena (cuBLASLt's workspace, argument tables)", want, b, fixed);
     return false;
 }
 
