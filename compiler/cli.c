@@ -776,9 +776,10 @@ static void format_decl(const nrt_module *m, int input, const nrt_tensor_info *i
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
-/* Every --input names a module input and has its dtype and rank: one clear
- * line otherwise, before any dim is inferred from it. */
-static int check_given_inputs(const nrt_module *m, const cli_opts *o, const cpu_tensor *loaded)
+/* Every --input names a module input and has its dtype (floats of another
+ * float dtype are rounded to it) and rank: one clear line otherwise, before
+ * any dim is inferred from it. */
+static int check_given_inputs(const nrt_module *m, const cli_opts *o, cpu_tensor *loaded)
 {
     for (int k = 0; k < o->ninputs; k++) {
         int found = -1;
@@ -795,6 +796,13 @@ static int check_given_inputs(const nrt_module *m, const cli_opts *o, const cpu_
             }
             fprintf(stderr, "netc: the module has no input '%s' (its inputs: %s)\n", o->inputs[k], names);
             return 1;
+        }
+        if (info.rank == loaded[k].rank && (int)info.dtype != (int)loaded[k].dtype && dtype_is_float(loaded[k].dtype) &&
+            dtype_is_float((nc_dtype)info.dtype)) {   /* NumPy writes no bf16: floats round to the input's dtype, as weights do */
+            fprintf(stderr, "netc: input '%s': %s's %s values rounded to %s\n", o->inputs[k], o->input_files[k],
+                    dtype_name(loaded[k].dtype), nrt_dtype_name(info.dtype));
+            loaded[k].dtype = (nc_dtype)info.dtype;
+            for (int64_t j = 0; j < loaded[k].numel; j++) cpu_set(&loaded[k], j, cpu_get(&loaded[k], j));
         }
         if (info.rank != loaded[k].rank || (int)info.dtype != (int)loaded[k].dtype) {
             char want[256], got[256];

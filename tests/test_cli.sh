@@ -36,6 +36,11 @@ expect 1 "input images was not set (nrt_session_set_input; netc run: --input ima
 expect 1 "has no input 'imgs'"    run "$tmp/m.netm" --input "imgs=$tmp/out/logits.npy"
 expect 1 "holds f32[2, 10]"       run "$tmp/m.netm" --input "images=$tmp/out/logits.npy"
 expect 1 "malformed header"       run "$tmp/m.netm" --input "images=$tmp/bad.npy"
+# NumPy writes no bf16: an f32 file rounds to a bf16 input (it was refused: no way to give one)
+printf 'model h(x: bf16[B, 4]) -> (y: f32[B, 4]) { return f32(x) * 2.0 }\n' > "$tmp/bfin.net"
+"$netc" build "$tmp/bfin.net" --target '' -o "$tmp/bfin.netm" 2>/dev/null
+"$netc" run "$tmp/bfin.netm" --dim B=2 --random-inputs 1 --device cpu --output "$tmp/bfin" >/dev/null 2>&1   # y.npy: f32[2, 4]
+expect 0 "input 'x': $tmp/bfin/y.npy's f32 values rounded to bf16" run "$tmp/bfin.netm" --input "x=$tmp/bfin/y.npy" --device cpu
 expect 1 "has no symbolic dim Q (its symbolic dims: B)" run "$tmp/m.netm" --dim Q=3 --random-inputs 1
 expect 2 "has no symbolic dim Q (its symbolic dims: B)" inspect "$tmp/m.netm" --dim Q=3
 expect 2 "NAME=VALUE"             build "$src/examples/fashion_mlp.net" --dim B
