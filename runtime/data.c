@@ -264,7 +264,7 @@ static int read_text(const char *path, uint8_t **buf, size_t *len, char *err, si
         names[n++] = nc_xstrdup(full);
     }
     closedir(d);
-    qsort(names, n, sizeof *names, by_name);
+    if (n) qsort(names, n, sizeof *names, by_name);   /* names is NULL when none: qsort may not take it */
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
         if (rc == 0) rc = append_file(names[i], buf, len, &cap, err, errcap);
