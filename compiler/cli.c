@@ -779,7 +779,7 @@ static void format_decl(const nrt_module *m, int input, const nrt_tensor_info *i
 /* Every --input names a module input and has its dtype (floats of another
  * float dtype are rounded to it) and rank: one clear line otherwise, before
  * any dim is inferred from it. */
-static int check_given_inputs(const nrt_module *m, const cli_opts *o, cpu_tensor *loaded)
+static int check_given_inputs(const nrt_module *m, const cli_opts *o, cpu_tensor *loaded, const char *const *descr)
 {
     for (int k = 0; k < o->ninputs; k++) {
         int found = -1;
@@ -807,10 +807,13 @@ static int check_given_inputs(const nrt_module *m, const cli_opts *o, cpu_tensor
         if (info.rank != loaded[k].rank || (int)info.dtype != (int)loaded[k].dtype) {
             char want[256], got[256];
             format_decl(m, found, &info, want, sizeof want);
-            size_t n = (size_t)snprintf(got, sizeof got, "%s[", dtype_name(loaded[k].dtype));
+            /* the file's own dtype: a float64 or int64 file reads as f32 or i32, which it does not hold */
+            const bool wide = descr[k] && (!strcmp(descr[k], "<f8") || !strcmp(descr[k], "<i8"));
+            size_t n = (size_t)snprintf(got, sizeof got, "%s[", wide ? descr[k][1] == 'f' ? "float64" : "int64" : dtype_name(loaded[k].dtype));
             for (int a = 0; a < loaded[k].rank && n < sizeof got; a++)
                 n += (size_t)snprintf(got + n, sizeof got - n, "%s%lld", a ? ", " : "", (long long)loaded[k].shape[a]);
             if (n < sizeof got) snprintf(got + n, sizeof got - n, "]");
+
             fprintf(stderr, "netc: input '%s' is %s but %s holds %s\n", o->inputs[k], want, o->input_files[k], got);
             return 1;
         }
@@ -902,16 +905,17 @@ static int cmd_run(cli_opts *o)
     if (nrt_module_load_entry(o->files[0], o->entry, &m, &e)) { fprintf(stderr, "netc: %s\n", e.message); return 1; }
     int rc = 1;
     cpu_tensor loaded[MAX_LIST] = {{0}};
+    const char *descr[MAX_LIST] = {0};   /* each file's own dtype: f8 and i8 read as f32 and i32 */
     const char *dn[NC_MAX_SYMS + MAX_LIST];
     int64_t dv[NC_MAX_SYMS + MAX_LIST];
     int nd = 0;
     for (int i = 0; i < o->ndims; i++) dn[nd] = o->dim_names[i], dv[nd++] = o->dim_values[i];
     for (int k = 0; k < o->ninputs; k++)
-        if (npy_read(o->input_files[k], &loaded[k], (int64_t)8 << 30, err, sizeof err) != 0) {
+        if (npy_read_descr(o->input_files[k], &loaded[k], (int64_t)8 << 30, &descr[k], err, sizeof err) != 0) {
             fprintf(stderr, "netc: %s\n", err);
             goto done;
         }
-    if (check_given_inputs(m, o, loaded)) goto done;
+    if (check_given_inputs(m, o, loaded, descr)) goto done;
     infer_dims(m, o, loaded, dn, dv, &nd);
     nrt_session_opts so = nrt_session_defaults();
     so.device = !o->device || !strcmp(o->device, "auto") ? NRT_DEVICE_AUTO : !strcmp(o->device, "cpu") ? NRT_DEVICE_CPU : NRT_DEVICE_GPU;

@@ -200,6 +200,11 @@ static int read_data(FILE *f, const char *path, const npy_header *h, cpu_tensor 
 
 int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, size_t errcap)
 {
+    return npy_read_descr(path, out, max_bytes, NULL, err, errcap);
+}
+
+int npy_read_descr(const char *path, cpu_tensor *out, int64_t max_bytes, const char **descr, char *err, size_t errcap)
+{
     memset(out, 0, sizeof *out);
     const char *reason;
     FILE *f = file_open_regular(path, &reason);
@@ -267,6 +272,7 @@ int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, si
         }
     }
     rc = read_data(f, path, &h, out, max_bytes, err, errcap);
+    if (rc == 0 && descr) *descr = npy_kinds[h.kind].descr;
     goto out;
 trunc:
     snprintf(err, errcap, "%s: file is truncated in the header", path);

@@ -12,6 +12,8 @@
  * i8 -> i32). max_bytes bounds the data size. Returns 0, or -1 with err set
  * (FILE_OPEN_IO_ERROR, file_open.h, when the file cannot be opened). */
 int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, size_t errcap);
+/* npy_read, and *descr the file's own dtype ("<f8" for what reads as f32). */
+int npy_read_descr(const char *path, cpu_tensor *out, int64_t max_bytes, const char **descr, char *err, size_t errcap);
 /* Writes f32 as <f4, f16 as <f2, bf16 as <f4 (NumPy has no bfloat16),
  * i32 as <i4, u8 as |u1, bool as |b1. */
 int npy_write(const char *path, const cpu_tensor *t, char *err, size_t errcap);

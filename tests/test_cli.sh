@@ -199,6 +199,10 @@ big="{'descr': '|u1', 'fortran_order': False, 'shape': (1099511627776, 109951162
 npy_header() { printf "\\x93NUMPY\\x01\\x00\\x$(printf %02x $((${#1} + 1)))\\x00%s\\n" "$1"; }   # version 1, then the header
 npy_header "$big" > "$tmp/big.npy"
 expect 1 "holds more than 2^40 elements" run "$tmp/m.netm" --input "images=$tmp/big.npy"
+# a float64 file (NumPy's default) reads as f32, but is said as what it holds (it said 'holds f32')
+f8="{'descr': '<f8', 'fortran_order': False, 'shape': (1, 28, 28), }"
+{ npy_header "$f8"; head -c 6272 /dev/zero; } > "$tmp/f8.npy"
+expect 1 "input 'images' is u8[B, 28, 28] but $tmp/f8.npy holds float64[1, 28, 28]" run "$tmp/m.netm" --input "images=$tmp/f8.npy"
 dup="{'descr': '|u1', 'shape': (2, 28, 28), 'fortran_order': False, 'shape': (3, 28, 28), }"
 npy_header "$dup" > "$tmp/dup.npy"
 expect 1 "header key 'shape' given twice" run "$tmp/m.netm" --input "images=$tmp/dup.npy"
