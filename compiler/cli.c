@@ -632,6 +632,9 @@ static int add_train_entry(const cli_opts *o, src_table *t, uint32_t id, diag_ct
 static int cmd_build(cli_opts *o)
 {
     if (o->nfiles != 1) return usage_error("build: expects one .net file, got %s", o->nfiles ? "several" : "none");
+    const char *step_only = o->train.accumulate ? "--accumulate" : o->train.memory_budget ? "--memory-budget" : NULL;
+    if (step_only && o->entry && strcmp(o->entry, "forward") == 0)   /* read by nothing: there is no step */
+        return usage_error("%s shapes the training step, and --entry forward builds none", step_only);
     src_table t = {0};
     uint32_t id = load(&t, o->files[0]);
     if (!id) return 1;
