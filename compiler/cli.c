@@ -649,8 +649,8 @@ static int cmd_build(cli_opts *o)
     else ir_graph_free(g);
     bool forward_only = o->entry && strcmp(o->entry, "forward") == 0;
     if (rc == 0 && !dopts.train_step && !forward_only && m.graph->train.present) rc = add_train_entry(o, &t, id, &d, &m);
-    if (rc == 0 && dopts.memory_budget && !m.graph->train.present && !m.nentries) {
-        fprintf(stderr, "netc: --memory-budget plans a training step, and %s has no train section\n", o->files[0]);
+    if (rc == 0 && step_only && !m.graph->train.present && !m.nentries) {
+        fprintf(stderr, "netc: %s shapes a training step, and %s has no train section\n", step_only, o->files[0]);
         rc = 2;
     }
     if (rc == 0 && o->output && !nvrtc_available())

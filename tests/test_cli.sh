@@ -65,6 +65,8 @@ expect 0 "" check "$tmp/setk.net" --set S=2 --set H=7 --set F=false
 expect 2 "netc check reads --report only with --dump-ir" check "$src/examples/fashion_mlp.net" --report
 expect 2 "netc check reads --accumulate only with --dump-ir" check "$src/examples/fashion_mlp.net" --accumulate 2
 expect 2 "--accumulate shapes the training step, and --entry forward builds none" build "$src/examples/fashion_mlp.net" --entry forward --accumulate 2 --target '' -o "$tmp/fw.netm"
+printf 'model m(x: f32[B, 4]) -> (y: f32[B, 4]) { return x * 2.0 }\n' > "$tmp/notrain1.net"
+expect 2 "--accumulate shapes a training step, and $tmp/notrain1.net has no train section" build "$tmp/notrain1.net" --accumulate 2 --target '' -o "$tmp/nt1.netm"
 expect 2 "netc run does not take --epochs: it is an option of train" run "$tmp/m.netm" --dim B=2 --random-inputs 1 --epochs 2
 expect 2 "netc check does not take --emit-cuda: it is an option of build" check "$src/examples/fashion_mlp.net" --emit-cuda
 expect 2 "netc train does not take --dump-ir: it is an option of check and build" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --dump-ir
