@@ -1415,6 +1415,43 @@ static int train_loop(trainer *t)
     return rc;
 }
 
+/* Whether path's directory is the directory *d (its inode), its last name put in base. */
+static bool dir_of(const char *path, struct stat *d, char *base, size_t cap)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    snprintf(base, cap, "%s", slash ? slash + 1 : dir);
+    if (slash) slash == dir ? (void)(dir[1] = 0) : (void)(*slash = 0);
+    return stat(slash ? dir : ".", d) == 0;
+}
+
+/* Whether paths a and b name one file, there yet or not: the same name in
+ * the same directory (./x and d/../x alike), or the same inode. */
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    char ba[4096], bb[4096];
+    if (strcmp(a, b) == 0) return true;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return dir_of(a, &sa, ba, sizeof ba) && dir_of(b, &sb, bb, sizeof bb) && strcmp(ba, bb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* --save naming a file the run writes otherwise (the metrics, their loss
+ * curve, the checkpoint), which the weights would replace at the end: said
+ * on stderr. */
+static bool save_collides(const train_opts *o, const char *svg)
+{
+    char ckpt[4096] = "";
+    if (o->checkpoint_dir) snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", o->checkpoint_dir);
+    const char *other = o->metrics_path && same_file(o->save_path, o->metrics_path) ? "--metrics"
+                      : o->metrics_path && same_file(o->save_path, svg) ? "the loss curve of --metrics"
+                      : ckpt[0] && same_file(o->save_path, ckpt) ? "the checkpoint of --checkpoint-dir" : NULL;
+    if (other) fprintf(stderr, "netc: --save %s is the file of %s: the weights would replace it; save them elsewhere\n", o->save_path, other);
+    return other != NULL;
+}
+
 int train_main(const train_opts *o)
 {
     if (!o->model_path || !o->data_dir) {
@@ -1451,6 +1488,7 @@ int train_main(const train_opts *o)
         return 2;
     }
     if (o->metrics_path && metrics_check(o->metrics_path)) return 1;
+    if (o->save_path && save_collides(o, svg)) return 2;
     const char *kill = getenv("NETC_TEST_KILL_AFTER_STEP"), *intr = getenv("NETC_TEST_INTERRUPT");
     trainer t = {.o = o, .kill_at_step = kill ? atoll(kill) : -1, .interrupt_at_step = intr && strcmp(intr, "eval") ? atoll(intr) : -1,
                  .interrupt_times = intr && strchr(intr, ',') ? atoi(strchr(intr, ',') + 1) : 1,

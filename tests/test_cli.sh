@@ -195,6 +195,9 @@ expect 1 "hint: the file's models with one: cls (give --model NAME)" build "$tmp
 # train takes --model as build does, and its batch dim from --batch, not --dim
 expect 1 "hint: the file's models: fashion_mlp" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --model nope
 expect 1 "do not give it with --dim" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --dim B=4
+# --save naming a file the run writes otherwise: the weights replaced the metrics or the checkpoint at the end
+expect 2 "--save $tmp/./w.jsonl is the file of --metrics: the weights would replace it" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --metrics "$tmp/w.jsonl" --save "$tmp/./w.jsonl"
+expect 2 "is the file of the checkpoint of --checkpoint-dir" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --checkpoint-dir "$tmp/cksave" --save "$tmp/cksave/../cksave/checkpoint.safetensors"
 # the loss curve goes to NAME.svg beside the metrics: metrics named so would be overwritten by it
 expect 2 "give the metrics another name" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --metrics "$tmp/m.svg"
 # a .npy header whose shape multiplies past 2^40 elements is refused before any arithmetic overflows
