@@ -206,6 +206,7 @@ typedef struct cpu_run {
     int64_t max_bytes;
     cpu_exec_result *res;
     uint32_t *last_use;            /* node that reads the value last; UINT32_MAX = keep */
+    uint32_t *base;                /* the operand whose buffer v may view (v itself: none) */
     const cpu_tensor **argv;       /* scratch for a node's operands */
     char *err;
     size_t errcap;
@@ -299,8 +300,42 @@ static int check_binding(cpu_run *r)
     return 0;
 }
 
+/* Elementwise kernels of two or three operands read a one-element operand
+ * in place (cpu_tensor.splat). */
+static bool reads_splat(const ir_node *n)
+{
+    return nc_ops[n->op].category == CAT_ELEMENTWISE && nc_ops[n->op].nargs >= 2;
+}
+
+/* Values that may be views of their operand's buffer instead of a copy: a
+ * reshape, and a broadcast only such kernels read (one of one element
+ * becomes a splat). Values are never written after their node, so a view
+ * sees its base's bytes as long as the base lives; kept values (outputs,
+ * updates, the loss) are never views, so nothing outlives the run. */
+static void plan_views(cpu_run *r)
+{
+    const ir_graph *g = r->g;
+    bool *splat_only = nc_xmalloc((g->nnodes ? g->nnodes : 1) * sizeof *splat_only);
+    for (uint32_t v = 0; v < g->nnodes; v++) splat_only[v] = true;
+    for (uint32_t v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        const ir_value *a = node_args(g, n);
+        for (int k = 0; k < n->nargs; k++)
+            if (!reads_splat(n)) splat_only[a[k]] = false;
+    }
+    for (uint32_t v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        r->base[v] = v;
+        if (r->last_use[v] == UINT32_MAX || n->nargs != 1) continue;
+        if (n->op == OP_RESHAPE || (n->op == OP_BROADCAST && splat_only[v])) r->base[v] = ir_args(g, n)[0];
+    }
+    free(splat_only);
+}
+
 /* last_use[v] = the last node reading v; graph outputs, the values a
- * training step assigns to parameters, and the loss are never freed. */
+ * training step assigns to parameters, and the loss are never freed. A
+ * view's base lives until the view's last reader (and so on down a chain of
+ * views: backwards, a view's own end is final before it reaches its base). */
 static void compute_last_uses(cpu_run *r)
 {
     const ir_graph *g = r->g;
@@ -315,6 +350,11 @@ static void compute_last_uses(cpu_run *r)
     for (uint32_t i = 0; i < g->nupdates; i++)
         if (g->updates[i].value < g->nnodes) r->last_use[g->updates[i].value] = UINT32_MAX;
     if (g->train.present && g->train.loss < g->nnodes) r->last_use[g->train.loss] = UINT32_MAX;
+    plan_views(r);
+    for (uint32_t v = g->nnodes; v-- > 0;) {
+        uint32_t *end = &r->last_use[r->base[v]];
+        if (*end != UINT32_MAX && r->last_use[v] > *end) *end = r->last_use[v];
+    }
 }
 
 /* Elementwise kernels index every operand by the result's index (but a
@@ -379,6 +419,27 @@ static int bind_source(cpu_run *r, ir_value v, const int64_t *shape)
     return 0;
 }
 
+/* v as a view of its operand's buffer (plan_views); false where it must be
+ * computed instead: a broadcast of more than one element, or anything the
+ * kernel would refuse (it then says why). */
+static bool bind_view(cpu_run *r, ir_value v, const int64_t *shape)
+{
+    const ir_node *n = &r->g->nodes[v];
+    const cpu_tensor *x = &r->res->values[ir_args(r->g, n)[0]];
+    bool splat = n->op == OP_BROADCAST;
+    int64_t numel;
+    if (!shape_numel(n->rank, shape, &numel) || x->dtype != n->dtype || x->splat) return false;
+    if (splat ? x->numel != 1 || x->rank > n->rank : x->numel != numel) return false;
+    cpu_tensor *t = &r->res->values[v];
+    *t = *x;
+    t->rank = n->rank;
+    if (n->rank) memcpy(t->shape, shape, n->rank * sizeof *shape);
+    t->numel = numel;
+    t->splat = splat;
+    r->res->borrowed[v] = true;
+    return true;
+}
+
 static void release(cpu_run *r, ir_value v)
 {
     if (!r->res->borrowed[v]) value_free(r->o->pool, &r->res->values[v]);
@@ -405,6 +466,7 @@ static int eval_node(cpu_run *r, ir_value v)
         NC_ASSERT(a[k] < v && (t->f || t->i));   /* operands precede users and are alive */
         r->argv[k] = t;
     }
+    if (r->base[v] != v && bind_view(r, v, shape)) return 0;
     cpu_tensor *out = &r->res->values[v];
     int rc = alloc_result(r, n, shape, out);
     if (rc || (rc = check_operands(r, n))) return rc;
@@ -415,13 +477,19 @@ static int eval_node(cpu_run *r, ir_value v)
     return 0;
 }
 
-/* Free operands read for the last time by v, and v itself if nothing reads it. */
+static bool alive(const cpu_run *r, ir_value v) { return r->res->values[v].f || r->res->values[v].i; }
+
+/* Free operands read for the last time by v (and the buffers they view),
+ * and v itself if nothing reads it. */
 static void release_dead(cpu_run *r, ir_value v)
 {
     const ir_node *n = &r->g->nodes[v];
     const ir_value *a = node_args(r->g, n);
     for (int k = 0; k < n->nargs; k++)
-        if (r->last_use[a[k]] == v && (r->res->values[a[k]].f || r->res->values[a[k]].i)) release(r, a[k]);
+        for (ir_value u = a[k];; u = r->base[u]) {
+            if (r->last_use[u] == v && alive(r, u)) release(r, u);
+            if (r->base[u] == u) break;
+        }
     if (r->last_use[v] == v) release(r, v);
 }
 
@@ -445,6 +513,7 @@ int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res
     res->nvalues = g->nnodes;
     r.last_use = nc_xmalloc((g->nnodes ? g->nnodes : 1) * sizeof *r.last_use);
     r.argv = nc_xmalloc(maxargs * sizeof *r.argv);
+    r.base = nc_xmalloc((g->nnodes ? g->nnodes : 1) * sizeof *r.base);
     compute_last_uses(&r);
     int rc = 0;
     for (uint32_t v = 0; v < g->nnodes && rc == 0; v++) {
@@ -452,6 +521,7 @@ int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res
         if (rc == 0) release_dead(&r, v);
     }
     free(r.last_use);
+    free(r.base);
     free(r.argv);
     if (rc) cpu_exec_result_free(res);
     if (o->pool) pool_trim(o->pool);

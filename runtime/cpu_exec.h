@@ -25,6 +25,9 @@ typedef struct cpu_tensor {
     int64_t numel;
     float *f;          /* float dtypes (NULL otherwise) */
     int32_t *i;        /* i32, u8, bool (NULL otherwise) */
+    bool splat;        /* one element stored, standing for all numel: a broadcast the
+                          executor left unwritten (only kernels of 2-3 operand
+                          elementwise ops ever see one) */
 } cpu_tensor;
 
 /* Allocate zeroed storage for a tensor; false (and no allocation) if the

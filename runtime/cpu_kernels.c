@@ -75,11 +75,6 @@ static int32_t wrap_int(nc_dtype t, int64_t v)
     return w <= INT32_MAX ? (int32_t)w : (int32_t)(w - 0x80000000u) - INT32_MAX - 1;
 }
 
-static void copy_elem(char *dst, int64_t di, const char *src, int64_t si)
-{
-    memcpy(dst + di * CPU_ELEM_BYTES, src + si * CPU_ELEM_BYTES, CPU_ELEM_BYTES);
-}
-
 static void copy_elems(char *dst, int64_t di, const char *src, int64_t si, int64_t n)
 {
     if (n > 0) memcpy(dst + di * CPU_ELEM_BYTES, src + si * CPU_ELEM_BYTES, (size_t)n * CPU_ELEM_BYTES);
@@ -223,14 +218,30 @@ void cpu_iota(const cpu_op_ctx *c)
         }                                                              \
     } while (0)
 
+/* Two operands, either of which may be a splat (cpu_tensor.splat: its one
+ * element read at every index, as the broadcast would have written it): one
+ * plain loop per case, so each still vectorizes. T is what a and b are
+ * computed in; STORE, of a and b, is what element i_ of ys_ gets. */
+#define LOOP2(T, IA, IB, STORE)                                        \
+    for (int64_t i_ = 0; i_ < n_; i_++) {                              \
+        T a = as_[IA], b = bs_[IB];                                    \
+        ys_[i_] = STORE;                                               \
+    }
+#define SPLAT2(T, STORE)                                               \
+    do {                                                               \
+        bool sa_ = c->args[0]->splat, sb_ = c->args[1]->splat;         \
+        if (!sa_ && !sb_) LOOP2(T, i_, i_, STORE)                      \
+        else if (!sb_) LOOP2(T, 0, i_, STORE)                          \
+        else if (!sa_) LOOP2(T, i_, 0, STORE)                          \
+        else LOOP2(T, 0, 0, STORE)                                     \
+    } while (0)
+
 #define MAP2_F(EXPR)                                                   \
     do {                                                               \
         const float *as_ = c->args[0]->f, *bs_ = c->args[1]->f;        \
         float *ys_ = c->out->f;                                        \
-        for (int64_t i_ = 0, n_ = c->out->numel; i_ < n_; i_++) {      \
-            double a = as_[i_], b = bs_[i_];                           \
-            ys_[i_] = (float)(EXPR);                                   \
-        }                                                              \
+        int64_t n_ = c->out->numel;                                    \
+        SPLAT2(double, (float)(EXPR));                                 \
         round_out(c->out);                                             \
     } while (0)
 
@@ -238,11 +249,9 @@ void cpu_iota(const cpu_op_ctx *c)
     do {                                                               \
         const int32_t *as_ = c->args[0]->i, *bs_ = c->args[1]->i;      \
         int32_t *ys_ = c->out->i;                                      \
+        int64_t n_ = c->out->numel;                                    \
         nc_dtype t_ = c->out->dtype;                                   \
-        for (int64_t i_ = 0, n_ = c->out->numel; i_ < n_; i_++) {      \
-            int64_t a = as_[i_], b = bs_[i_];                          \
-            ys_[i_] = wrap_int(t_, (EXPR));                            \
-        }                                                              \
+        SPLAT2(int64_t, wrap_int(t_, (EXPR)));                         \
     } while (0)
 
 /* Comparisons read either storage and write bool 0/1. */
@@ -252,16 +261,10 @@ void cpu_iota(const cpu_op_ctx *c)
         int64_t n_ = c->out->numel;                                    \
         if (is_float(c->args[0])) {                                    \
             const float *as_ = c->args[0]->f, *bs_ = c->args[1]->f;    \
-            for (int64_t i_ = 0; i_ < n_; i_++) {                      \
-                double a = as_[i_], b = bs_[i_];                       \
-                ys_[i_] = (EXPR);                                      \
-            }                                                          \
+            SPLAT2(double, (EXPR));                                    \
         } else {                                                       \
             const int32_t *as_ = c->args[0]->i, *bs_ = c->args[1]->i;  \
-            for (int64_t i_ = 0; i_ < n_; i_++) {                      \
-                int64_t a = as_[i_], b = bs_[i_];                      \
-                ys_[i_] = (EXPR);                                      \
-            }                                                          \
+            SPLAT2(int64_t, (EXPR));                                   \
         }                                                              \
     } while (0)
 
@@ -373,12 +376,36 @@ void cpu_le(const cpu_op_ctx *c) { CMP(a <= b); }
 void cpu_gt(const cpu_op_ctx *c) { CMP(a > b); }
 void cpu_ge(const cpu_op_ctx *c) { CMP(a >= b); }
 
+/* An operand's step from one element to the next: 0 for a splat. */
+static int64_t step_of(const cpu_tensor *t) { return t->splat ? 0 : 1; }
+
+/* As SPLAT2: one plain loop for each case of a splat value operand; under
+ * a splat condition every element comes from the one operand it picks. */
+#define WHERE_LOOP(T, IC, IA, IB)                                                 \
+    do {                                                                          \
+        for (int64_t i_ = 0; i_ < n; i_++) {                                      \
+            T av_ = a_[IA], bv_ = b_[IB]; /* both loaded: the loop vectorizes */  \
+            y_[i_] = cond[IC] ? av_ : bv_;                                        \
+        }                                                                         \
+    } while (0)
+#define WHERE(T, A, B, Y)                                                         \
+    do {                                                                          \
+        const T *a_ = (A), *b_ = (B);                                             \
+        T *y_ = (Y);                                                              \
+        if (c->args[0]->splat && (cond[0] ? sa : sb)) WHERE_LOOP(T, 0, i_, i_);   \
+        else if (c->args[0]->splat) WHERE_LOOP(T, 0, 0, 0);                       \
+        else if (sa && sb) WHERE_LOOP(T, i_, i_, i_);                             \
+        else if (sa) WHERE_LOOP(T, i_, i_, 0);                                    \
+        else if (sb) WHERE_LOOP(T, i_, 0, i_);                                    \
+        else WHERE_LOOP(T, i_, 0, 0);                                             \
+    } while (0)
+
 void cpu_where(const cpu_op_ctx *c)
 {
     const int32_t *cond = c->args[0]->i;
-    const char *a = bytes_of(c->args[1]), *b = bytes_of(c->args[2]);
-    char *y = bytes_of(c->out);
-    for (int64_t i = 0; i < c->out->numel; i++) copy_elem(y, i, cond[i] ? a : b, i);
+    int64_t n = c->out->numel, sa = step_of(c->args[1]), sb = step_of(c->args[2]);
+    if (is_float(c->out)) WHERE(float, c->args[1]->f, c->args[2]->f, c->out->f);
+    else WHERE(int32_t, c->args[1]->i, c->args[2]->i, c->out->i);
 }
 
 /* Conversions saturate (cpu_set); only the common f32 -> f16/bf16/f32 cases

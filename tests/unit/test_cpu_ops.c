@@ -1267,6 +1267,103 @@ static void test_apply_updates(void)
     end(&t);
 }
 
+/* A broadcast of one element that only elementwise ops of two or three
+ * operands read is not written out: they read its element at every index
+ * (a splat), in any operand, f32, i32 and bool. */
+static void test_splat_operands(void)
+{
+    tcase t;
+    begin(&t, "splat operands");
+    ir_value x = in(&t, NC_F32, S(4), V(1, 2, 3, 4));
+    ir_value xi = in(&t, NC_I32, S(4), V(1, 5, 3, -4));
+    ir_value s = op_shaped(&t, OP_FILL, NC_F32, (ir_attr){.f = 2.5}, NULL, 0, NULL, 0);
+    ir_value si = op_shaped(&t, OP_FILL, NC_I32, (ir_attr){.f = 3}, S(1), NULL, 0);
+    ir_value no = op_shaped(&t, OP_FILL, NC_BOOL, (ir_attr){.f = 0}, NULL, 0, NULL, 0);
+    ir_value bs = op_shaped(&t, OP_BROADCAST, NC_F32, NOATTR, S(4), A(s));
+    ir_value bsi = op_shaped(&t, OP_BROADCAST, NC_I32, NOATTR, S(4), A(si));
+    ir_value bno = op_shaped(&t, OP_BROADCAST, NC_BOOL, NOATTR, S(4), A(no));
+    ir_value r[] = {
+        op(&t, OP_ADD, NOATTR, A(x, bs)),        op(&t, OP_SUB, NOATTR, A(bs, x)),
+        op(&t, OP_MUL, NOATTR, A(bs, bs)),       op(&t, OP_ADD, NOATTR, A(xi, bsi)),
+        op(&t, OP_LT, NOATTR, A(bsi, xi)),       op(&t, OP_LT, NOATTR, A(x, bs)),
+    };
+    ir_value w[] = {
+        op(&t, OP_WHERE, NOATTR, A(r[5], x, bs)),   op(&t, OP_WHERE, NOATTR, A(r[5], bs, x)),
+        op(&t, OP_WHERE, NOATTR, A(bno, x, bs)),    op(&t, OP_WHERE, NOATTR, A(bno, bs, x)),
+        op(&t, OP_WHERE, NOATTR, A(r[5], bs, bs)),  op(&t, OP_WHERE, NOATTR, A(r[4], bsi, xi)),
+    };
+    for (size_t k = 0; k < NC_COUNT(r); k++) ir_output_add(t.g, "r", r[k]);
+    for (size_t k = 0; k < NC_COUNT(w); k++) ir_output_add(t.g, "w", w[k]);
+    t.o.keep_all = false;
+    if (run(&t)) {
+        expect(&t, "x + s", r[0], V(3.5, 4.5, 5.5, 6.5));
+        expect(&t, "s - x", r[1], V(1.5, 0.5, -0.5, -1.5));
+        expect(&t, "s * s", r[2], V(6.25, 6.25, 6.25, 6.25));
+        expect(&t, "i32 x + s", r[3], V(4, 8, 6, -1));
+        expect(&t, "i32 s < x", r[4], V(0, 1, 0, 0));
+        expect(&t, "x < s", r[5], V(1, 1, 0, 0));
+        expect(&t, "where(c, x, s)", w[0], V(1, 2, 2.5, 2.5));
+        expect(&t, "where(c, s, x)", w[1], V(2.5, 2.5, 3, 4));
+        expect(&t, "where(false, x, s)", w[2], V(2.5, 2.5, 2.5, 2.5));
+        expect(&t, "where(false, s, x)", w[3], V(1, 2, 3, 4));
+        expect(&t, "where(c, s, s)", w[4], V(2.5, 2.5, 2.5, 2.5));
+        expect(&t, "i32 where(c, s, x)", w[5], V(1, 3, 3, -4));
+        /* the three fills and the twelve results; the broadcasts none */
+        if (t.pool.fresh != 15) fail(&t, "%llu buffers, expected 15", (unsigned long long)t.pool.fresh);
+    }
+    end(&t);
+}
+
+/* A reshape, and a splat broadcast, view their operand's buffer; the buffer
+ * lives until the view's last reader, through a chain of views, though
+ * values of its size are made (from the pool) after the operand's last
+ * direct reader. */
+static void test_views_live(void)
+{
+    tcase t;
+    begin(&t, "views live");
+    ir_value x = in(&t, NC_F32, S(4), V(0, 1, 2, 3));
+    ir_value x2 = in(&t, NC_F32, S(2, 2), V(10, 20, 30, 40));
+    ir_value e = op(&t, OP_NEG, NOATTR, A(x));
+    ir_value r = op_shaped(&t, OP_RESHAPE, NC_F32, NOATTR, S(2, 2), A(e));
+    ir_value r2 = op_shaped(&t, OP_RESHAPE, NC_F32, NOATTR, S(4), A(r));
+    ir_value s = op_shaped(&t, OP_FILL, NC_F32, (ir_attr){.f = 2}, NULL, 0, NULL, 0);
+    ir_value b = op_shaped(&t, OP_BROADCAST, NC_F32, NOATTR, S(2, 2), A(s));
+    ir_value n = op(&t, OP_NEG, NOATTR, A(x2));     /* e's size: would take e's buffer */
+    ir_value m = op(&t, OP_SUM, NOATTR, A(x));      /* s's size: would take s's buffer */
+    ir_value y = op(&t, OP_ADD, NOATTR, A(r, n));
+    ir_value y2 = op(&t, OP_MUL, NOATTR, A(y, b));
+    ir_value z = op(&t, OP_MUL, NOATTR, A(r2, x));
+    ir_output_add(t.g, "y2", y2);
+    ir_output_add(t.g, "z", z);
+    ir_output_add(t.g, "m", m);
+    t.o.keep_all = false;
+    if (run(&t)) {
+        expect(&t, "(-x + -x2) * 2", y2, V(-20, -42, -64, -86));
+        expect(&t, "-x * x", z, V(0, -1, -4, -9));
+        expect(&t, "sum", m, V(6));
+        /* e, s, n, m, y (y2 and z take n's and y's); the reshapes and the broadcast none */
+        if (t.pool.fresh != 5) fail(&t, "%llu buffers, expected 5", (unsigned long long)t.pool.fresh);
+    }
+    end(&t);
+
+    /* a view of a parameter, and an update that is a reshape (kept: a copy) */
+    begin(&t, "views of a parameter");
+    ir_value w = param(&t, NC_F32, S(2, 2), V(1, 2, 3, 4));
+    ir_value rw = op_shaped(&t, OP_RESHAPE, NC_F32, NOATTR, S(4), A(w));
+    ir_value nw = op(&t, OP_NEG, NOATTR, A(rw));
+    ir_value u = op_shaped(&t, OP_RESHAPE, NC_F32, NOATTR, S(2, 2), A(nw));
+    ir_update_add(t.g, 0, u);
+    t.o.keep_all = false;
+    for (int step = 0; step < 2 && run(&t); step++) {
+        cpu_exec_apply_updates(t.g, &t.res, t.par);
+        double sign = step == 0 ? -1 : 1;
+        for (int i = 0; i < 4; i++)
+            if (t.par[0].f[i] != sign * (i + 1)) fail(&t, "step %d: w[%d] = %g", step, i, t.par[0].f[i]);
+    }
+    end(&t);
+}
+
 /* The matmuls run on one BLAS thread unless the environment asks for more:
  * OpenBLAS splits a product differently on more threads, and the bits of a
  * training run then depended on the core count (fashion_mlp: test accuracy
@@ -1317,6 +1414,8 @@ int main(void)
     test_absurd_sizes();
     test_freeing();
     test_apply_updates();
+    test_splat_operands();
+    test_views_live();
     test_blas_threads();
     check_coverage();
     if (failures) {
