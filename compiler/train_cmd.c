@@ -37,6 +37,7 @@ typedef struct trainer {
     ir_graph *tg, *fg;                 /* training step at the batch; forward, symbolic */
     cpu_tensor *params;                /* tg's parameters and states (host copy) */
     cpu_pool pool;                     /* the CPU step's storage, kept from step to step */
+    cpu_pool eval_pool;                /* the CPU evaluation's, kept from batch to batch */
     uint32_t in_x, in_y, in_lr, in_bc1, in_bc2, in_scale, in_apply, in_step;   /* tg input indices (UINT32_MAX: none) */
     int64_t micro;                     /* micro-batch: the batch tg is built for (batch / accumulate) */
     ir_value loss_v, finite_v;
@@ -785,14 +786,14 @@ static float *eval_on_gpu(trainer *t, const cpu_tensor *x, const cpu_tensor *y, 
 }
 
 /* The same on the CPU executor, for any count (the last, smaller batch). */
-static float *eval_on_cpu(const trainer *t, const cpu_tensor *inputs, const cpu_tensor *fp, int64_t count, int64_t *classes, char *err,
+static float *eval_on_cpu(trainer *t, const cpu_tensor *inputs, const cpu_tensor *fp, int64_t count, int64_t *classes, char *err,
                           size_t cap)
 {
     const ir_graph *f = t->fg;
     int64_t syms[NC_MAX_SYMS] = {0};
     int s = ir_sym_find(f, t->batch_dim);
     if (s >= 0) syms[s] = count;
-    cpu_exec_opts o = {.syms = syms, .inputs = inputs, .params = fp};
+    cpu_exec_opts o = {.syms = syms, .inputs = inputs, .params = fp, .pool = &t->eval_pool};
     cpu_exec_result res;
     if (cpu_exec_run(f, &o, &res, err, cap)) return NULL;
     const cpu_tensor *l = &res.values[f->outputs[0].value];
@@ -1530,6 +1531,7 @@ int train_main(const train_opts *o)
     for (uint32_t i = 0; t.tg && t.params && i < t.tg->nparams; i++) cpu_tensor_free(&t.params[i]);
     free(t.params);
     cpu_pool_free(&t.pool);
+    cpu_pool_free(&t.eval_pool);
     free(t.curve);
     free(t.metrics_kept);
     free(t.stage_buf);
