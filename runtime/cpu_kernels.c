@@ -380,7 +380,8 @@ void cpu_ge(const cpu_op_ctx *c) { CMP(a >= b); }
 static int64_t step_of(const cpu_tensor *t) { return t->splat ? 0 : 1; }
 
 /* As SPLAT2: one plain loop for each case of a splat value operand; under
- * a splat condition every element comes from the one operand it picks. */
+ * a splat condition every element comes from the one operand it picks
+ * (rare: one loop that multiplies the index). */
 #define WHERE_LOOP(T, IC, IA, IB)                                                 \
     do {                                                                          \
         for (int64_t i_ = 0; i_ < n; i_++) {                                      \
@@ -392,9 +393,11 @@ static int64_t step_of(const cpu_tensor *t) { return t->splat ? 0 : 1; }
     do {                                                                          \
         const T *a_ = (A), *b_ = (B);                                             \
         T *y_ = (Y);                                                              \
-        if (c->args[0]->splat && (cond[0] ? sa : sb)) WHERE_LOOP(T, 0, i_, i_);   \
-        else if (c->args[0]->splat) WHERE_LOOP(T, 0, 0, 0);                       \
-        else if (sa && sb) WHERE_LOOP(T, i_, i_, i_);                             \
+        if (c->args[0]->splat) { /* the other operand may be a splat: not read */ \
+            const T *p_ = cond[0] ? a_ : b_;                                      \
+            int64_t sp_ = cond[0] ? sa : sb;                                      \
+            for (int64_t i_ = 0; i_ < n; i_++) y_[i_] = p_[i_ * sp_];             \
+        } else if (sa && sb) WHERE_LOOP(T, i_, i_, i_);                           \
         else if (sa) WHERE_LOOP(T, i_, i_, 0);                                    \
         else if (sb) WHERE_LOOP(T, i_, 0, i_);                                    \
         else WHERE_LOOP(T, i_, 0, 0);                                             \
