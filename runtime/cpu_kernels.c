@@ -411,14 +411,18 @@ void cpu_where(const cpu_op_ctx *c)
     else WHERE(int32_t, c->args[1]->i, c->args[2]->i, c->out->i);
 }
 
-/* Conversions saturate (cpu_set); only the common f32 -> f16/bf16/f32 cases
- * get their own loop. */
+/* Conversions saturate (cpu_set); only the common f32 -> f16/bf16/f32 and
+ * integer -> float cases get their own loop. */
 void cpu_cast(const cpu_op_ctx *c)
 {
     const cpu_tensor *x = c->args[0];
     cpu_tensor *y = c->out;
     if (x->dtype == NC_F32 && is_float(y)) {
         for (int64_t i = 0; i < y->numel; i++) y->f[i] = nc_round_to(y->dtype, x->f[i]);
+        return;
+    }
+    if (!is_float(x) && is_float(y)) {   /* cpu_set's rounding of cpu_get's value (images to f32) */
+        for (int64_t i = 0; i < y->numel; i++) y->f[i] = nc_round_to(y->dtype, (float)(double)x->i[i]);
         return;
     }
     for (int64_t i = 0; i < y->numel; i++) cpu_set(y, i, cpu_get(x, i));
