@@ -66,6 +66,7 @@ typedef struct trainer {
     double scale;
     int64_t clean_steps;
     data_set train, test;
+    uint64_t train_id;                 /* train_set_id(&train), for the checkpoint */
     FILE *metrics;
     char *metrics_kept;                /* --resume: the resumed run's lines, written before this run's first */
     double *curve;                     /* (step, loss) pairs for the SVG */
@@ -869,16 +870,71 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
 
 /* ---- checkpoints, metrics, the loss curve ---------------------------------- */
 
-/* The loop's state in a checkpoint, as one f32 tensor "@train_state" (f32
- * holds integers to 2^24 exactly: the step and the seed go in pieces):
- * epoch, batch in the epoch, step (2 pieces), loss scale, then the run's
- * --batch and --seed (3 pieces), which a resume must repeat for the batch
- * index to mean the same samples. Checkpoints before 2026-11-29 hold only
- * the first five. */
-enum { STATE_LEN = 9, STATE_LEN_OLD = 5 };
+/* The loop's state in a checkpoint, as one f32 tensor "@train_state". f32
+ * holds whole numbers to 2^24 exactly, so larger ones go in 24-bit pieces,
+ * the most significant first:
+ *   0 epoch, 1 batch in the epoch, 2-3 step, 4 loss scale;
+ *   5 --batch, 6-8 --seed (a resume must repeat them for the batch index
+ *     to mean the same samples);
+ *   9 --epochs (the cosine schedule's length), 10-11 the training set's
+ *     sample count and 12-13 a 48-bit hash of it (another data set would
+ *     give the batch index other samples too), 14-16 the bits of the f64
+ *     sum of the epoch's finite losses so far and 17-18 their count (so a
+ *     resumed epoch's train loss is the whole epoch's).
+ * Checkpoints before 2026-11-29 hold the first 5; before 2026-11-30, 9. */
+enum { STATE_LEN = 19, STATE_LEN_RUN = 9, STATE_LEN_OLD = 5 };
 #define STATE_PIECE ((int64_t)1 << 24)
 
-static int save_checkpoint(trainer *t, const char *path, int64_t epoch, int64_t batch_in_epoch)
+/* Where a run is: what a checkpoint records of the loop's position. */
+typedef struct train_pos {
+    int64_t epoch, batch;   /* the next step's epoch, and its batch in it */
+    double loss_sum;        /* the epoch's finite losses so far, and how many */
+    int64_t nloss;
+    bool has_loss;          /* on load: the checkpoint kept loss_sum and nloss (older ones did not) */
+    int64_t epochs;         /* on load: the run's --epochs; 0 where older checkpoints did not keep it */
+} train_pos;
+
+/* v as n 24-bit pieces into f, the most significant first, and back. */
+static void put_pieces(float *f, uint64_t v, int n)
+{
+    for (int k = n - 1; k >= 0; k--, v >>= 24) f[k] = (float)(v & 0xffffff);
+}
+
+static uint64_t get_pieces(const float *f, int n)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < n; k++) v = v << 24 | (uint64_t)f[k];
+    return v;
+}
+
+/* FNV-1a over the 4 bytes of each of n words, little end first. */
+static uint64_t hash_words(uint64_t h, const void *words, int64_t n)
+{
+    const uint8_t *p = words;
+    for (int64_t i = 0; i < 4 * n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The training set's identity for a checkpoint, 48 bits: a hash of every
+ * label and of 64 samples spread over the set (the first and last among
+ * them). It takes well under a millisecond for 60000 images, and tells
+ * apart another set of the same size; a change in a sample it skips is not
+ * seen. Storage is 4 bytes an element whatever the dtype (cpu_tensor). */
+static uint64_t train_set_id(const data_set *d)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    if (d->n <= 0) return h & 0xffffffffffffull;
+    int64_t per = d->x.numel / d->n, picks = d->n < 64 ? d->n : 64;
+    const void *x = d->x.f ? (const void *)d->x.f : (const void *)d->x.i;
+    if (d->y.i) h = hash_words(h, d->y.i, d->y.numel);
+    for (int64_t k = 0; x && k < picks; k++) {
+        int64_t s = picks > 1 ? k * (d->n - 1) / (picks - 1) : 0;
+        h = hash_words(h, (const char *)x + 4 * s * per, per);
+    }
+    return (h ^ h >> 48) & 0xffffffffffffull;
+}
+
+static int save_checkpoint(trainer *t, const char *path, const train_pos *p)
 {
     char err[1024];
     if (t->gpu && download_params(t)) return 1;
@@ -887,12 +943,17 @@ static int save_checkpoint(trainer *t, const char *path, int64_t epoch, int64_t 
     for (uint32_t i = 0; i < n; i++) e[i] = (st_entry){.name = t->tg->params[i].decl.name, .t = &t->params[i]};
     cpu_tensor state = {0};
     int64_t len = STATE_LEN;
-    cpu_tensor_alloc(&state, NC_F32, 1, &len, 64);
-    const uint64_t seed = t->o->seed;
-    const float values[STATE_LEN] = {(float)epoch, (float)batch_in_epoch, (float)(t->step / STATE_PIECE), (float)(t->step % STATE_PIECE),
-                                     (float)t->scale, (float)t->o->batch, (float)(seed >> 48), (float)((seed >> 24) & 0xffffff),
-                                     (float)(seed & 0xffffff)};
-    memcpy(state.f, values, sizeof values);
+    cpu_tensor_alloc(&state, NC_F32, 1, &len, 4 * STATE_LEN);
+    float *f = state.f;
+    uint64_t loss_bits;
+    memcpy(&loss_bits, &p->loss_sum, sizeof loss_bits);
+    f[0] = (float)p->epoch, f[1] = (float)p->batch, f[4] = (float)t->scale, f[5] = (float)t->o->batch, f[9] = (float)t->o->epochs;
+    put_pieces(f + 2, (uint64_t)t->step, 2);
+    put_pieces(f + 6, t->o->seed, 3);
+    put_pieces(f + 10, (uint64_t)t->train.n, 2);
+    put_pieces(f + 12, t->train_id, 2);
+    put_pieces(f + 14, loss_bits, 3);
+    put_pieces(f + 17, (uint64_t)p->nloss, 2);
     e[n] = (st_entry){.name = "@train_state", .t = &state};
     int rc = safetensors_write(path, e, n + 1, err, sizeof err);
     if (rc) fprintf(stderr, "netc: %s\n", err);
@@ -916,29 +977,51 @@ static int load_state(const char *path, int64_t len, cpu_tensor *state, char *er
 /* A whole number in [0, 2^24): what every piece of the state must be. */
 static bool state_piece(float v) { return v >= 0 && v < (float)STATE_PIECE && v == floorf(v); }
 
+/* What is wrong with the state's values themselves; NULL when nothing. */
+static const char *state_malformed(const cpu_tensor *state)
+{
+    const float *f = state->f;
+    for (int k = 0; k < STATE_LEN_OLD - 1; k++)
+        if (!state_piece(f[k])) return "its epoch, batch or step is not a count";
+    if (!isfinite(f[4]) || f[4] <= 0) return "its loss scale is not a positive number";
+    for (int k = STATE_LEN_OLD; k < STATE_LEN_RUN && k < state->numel; k++)
+        if (!state_piece(f[k])) return "its --batch or --seed is not a count";
+    for (int k = STATE_LEN_RUN; k < state->numel; k++)
+        if (!state_piece(f[k])) return "its --epochs, data set or loss so far is not a count";
+    if (state->numel < STATE_LEN) return NULL;
+    if (f[9] < 1) return "its --epochs is not a positive count";
+    uint64_t bits = get_pieces(f + 14, 3);
+    double loss_sum;
+    memcpy(&loss_sum, &bits, sizeof loss_sum);
+    if (f[14] >= 65536 || !isfinite(loss_sum))   /* 3 pieces: 72 bits, the first 8 unused */ return "its loss so far is not a number";
+    return NULL;
+}
+
 /* Why the state cannot be resumed from, in why; false when it can. */
 static bool state_problem(const trainer *t, const cpu_tensor *state, char *why, size_t cap)
 {
     const float *f = state->f;
-    const char *bad = NULL;
-    for (int k = 0; k < STATE_LEN_OLD - 1 && !bad; k++)
-        if (!state_piece(f[k])) bad = "its epoch, batch or step is not a count";
-    if (!bad && (!isfinite(f[4]) || f[4] <= 0)) bad = "its loss scale is not a positive number";
-    bool has_run = state->numel >= STATE_LEN;   /* older checkpoints did not keep --batch and --seed */
-    for (int k = 5; has_run && k < STATE_LEN && !bad; k++)
-        if (!state_piece(f[k])) bad = "its --batch or --seed is not a count";
+    const char *bad = state_malformed(state);
     if (bad) {
         snprintf(why, cap, "%s", bad);
         return true;
     }
-    if (!has_run) return false;
-    uint64_t seed = ((uint64_t)f[6] << 48) | ((uint64_t)f[7] << 24) | (uint64_t)f[8];
+    if (state->numel < STATE_LEN_RUN) return false;   /* older checkpoints did not keep --batch and --seed */
+    uint64_t seed = get_pieces(f + 6, 3);
+    bool has_data = state->numel >= STATE_LEN;        /* nor, later, the data set */
+    long long samples = has_data ? (long long)get_pieces(f + 10, 2) : 0;
     if ((int64_t)f[5] != t->o->batch)
         snprintf(why, cap, "it was made with --batch %lld, this run has --batch %lld: resume with the same one",
                  (long long)f[5], (long long)t->o->batch);
     else if (seed != t->o->seed)
         snprintf(why, cap, "it was made with --seed %llu, this run has --seed %llu: resume with the same one",
                  (unsigned long long)seed, (unsigned long long)t->o->seed);
+    else if (has_data && samples != t->train.n)
+        snprintf(why, cap, "it was made on %lld training samples, this run has %lld: resume on the same data (--data)", samples,
+                 (long long)t->train.n);
+    else if (has_data && get_pieces(f + 12, 2) != t->train_id)
+        snprintf(why, cap, "it was made on other training data (%lld samples too, other labels or samples): resume on the same data (--data)",
+                 samples);
     else return false;
     return true;
 }
@@ -977,15 +1060,16 @@ static int load_checkpoint_params(trainer *t, const char *path, cpu_tensor *load
     return rc;
 }
 
-static int load_checkpoint(trainer *t, const char *path, int64_t *epoch, int64_t *batch)
+static int load_checkpoint(trainer *t, const char *path, train_pos *pos)
 {
     char err[1024], old_err[1024];
     /* the parameters and states by name; the loop state as one more tensor */
     cpu_tensor *loaded = nc_xcalloc(t->tg->nparams + 1, sizeof *loaded), state = {0};
     int rc = load_checkpoint_params(t, path, loaded, err, sizeof err);
-    if (rc == 0 && load_state(path, STATE_LEN, &state, err, sizeof err) != 0)
+    if (rc == 0 && load_state(path, STATE_LEN, &state, err, sizeof err) != 0 &&   /* else an older one's, or err stands */
+        (rc = load_state(path, STATE_LEN_RUN, &state, old_err, sizeof old_err)) != 0)
         rc = load_state(path, STATE_LEN_OLD, &state, old_err, sizeof old_err);
-    char why[160];
+    char why[192];
     bool problem = rc == 0 && state_problem(t, &state, why, sizeof why);
     if (problem) snprintf(err, sizeof err, "%s: @train_state: %s", path, why);
     if (rc || problem) {
@@ -1000,10 +1084,16 @@ static int load_checkpoint(trainer *t, const char *path, int64_t *epoch, int64_t
         t->params[i] = loaded[i];
     }
     free(loaded);
-    *epoch = (int64_t)state.f[0];
-    *batch = (int64_t)state.f[1];
-    t->step = (int64_t)state.f[2] * STATE_PIECE + (int64_t)state.f[3];
-    t->scale = state.f[4];
+    const float *f = state.f;
+    *pos = (train_pos){.epoch = (int64_t)f[0], .batch = (int64_t)f[1], .has_loss = state.numel >= STATE_LEN};
+    t->step = (int64_t)get_pieces(f + 2, 2);
+    t->scale = f[4];
+    if (pos->has_loss) {
+        uint64_t bits = get_pieces(f + 14, 3);
+        memcpy(&pos->loss_sum, &bits, sizeof bits);
+        pos->nloss = (int64_t)get_pieces(f + 17, 2);
+        pos->epochs = (int64_t)f[9];
+    }
     cpu_tensor_free(&state);
     return 0;
 }
@@ -1167,16 +1257,67 @@ static void progress(const trainer *t, int64_t epoch, int64_t b, int64_t nb, dou
 
 /* ---- the loop ---------------------------------------------------------------- */
 
+/* Whether the learning rate's schedule is stretched over the run's --epochs
+ * (cosine without total_steps): another --epochs changes every step's. */
+static bool schedule_spans_epochs(const trainer *t)
+{
+    return t->tg->train.schedule == IR_SCHED_COSINE && t->tg->train.total_steps == 0;
+}
+
+/* A resume with other --epochs than the checkpoint's: refused where the
+ * schedule spans them, as the learning rate would jump; said otherwise
+ * (the run then goes as an uninterrupted one with these --epochs). */
+static int check_epochs(trainer *t, const char *ckpt, int64_t nb, const train_pos *pos)
+{
+    const train_opts *o = t->o;
+    /* older checkpoints did not keep them; past the new --epochs, no step runs */
+    if (!pos->epochs || pos->epochs == o->epochs || pos->epoch >= o->epochs) return 0;
+    if (!schedule_spans_epochs(t)) {
+        fprintf(stderr, "netc: the checkpoint was made with --epochs %lld; this run goes on to --epochs %lld (its learning-rate schedule "
+                        "does not depend on them)\n", (long long)pos->epochs, (long long)o->epochs);
+        return 0;
+    }
+    double was = schedule_lr(t, nb * pos->epochs), now = schedule_lr(t, nb * o->epochs);
+    fprintf(stderr, "netc: cannot resume: %s: @train_state: it was made with --epochs %lld, this run has --epochs %lld: the cosine "
+                    "schedule spans the run's epochs, so its learning rates would be another run's (step %lld's: %.4g, not %.4g); resume "
+                    "with --epochs %lld\n",
+            ckpt, (long long)pos->epochs, (long long)o->epochs, (long long)t->step + 1, now, was, (long long)pos->epochs);
+    return 1;
+}
+
+/* What a resume says of where it goes on, or that there is nothing left. */
+static void say_resumed(const trainer *t, const char *ckpt, const train_pos *pos)
+{
+    const train_opts *o = t->o;
+    if (pos->epoch < o->epochs)
+        fprintf(stderr, "netc: resumed from %s at epoch %lld, step %lld\n", ckpt, (long long)pos->epoch + 1, (long long)t->step);
+    else if (pos->epoch == o->epochs && pos->batch == 0)
+        fprintf(stderr, "netc: %s is of a finished run: all %lld epochs done, step %lld; nothing to run (%s)\n", ckpt,
+                (long long)o->epochs, (long long)t->step,
+                schedule_spans_epochs(t) && pos->epochs ? "its cosine schedule ended with them: to train longer, start a new run with more --epochs"
+                                                        : "give more --epochs to train on");
+    else
+        fprintf(stderr, "netc: %s is at epoch %lld, step %lld, past --epochs %lld: nothing to run\n", ckpt, (long long)pos->epoch + 1,
+                (long long)t->step, (long long)o->epochs);
+}
+
 /* --resume: the weights, moments and position of the checkpoint, where
- * there is one yet (a run killed before its first starts from scratch). */
-static int resume_from(trainer *t, const char *ckpt, int64_t *start_epoch, int64_t *skip)
+ * there is one yet (a run killed before its first starts from scratch);
+ * nb: the batches of an epoch. */
+static int resume_from(trainer *t, const char *ckpt, int64_t nb, train_pos *pos)
 {
     if (access(ckpt, R_OK) != 0) {
         fprintf(stderr, "netc: no checkpoint in %s yet: starting from scratch\n", t->o->checkpoint_dir);
         return 0;
     }
-    if (load_checkpoint(t, ckpt, start_epoch, skip)) return 1;
-    fprintf(stderr, "netc: resumed from %s at epoch %lld, step %lld\n", ckpt, (long long)*start_epoch + 1, (long long)t->step);
+    if (load_checkpoint(t, ckpt, pos)) return 1;
+    if (pos->batch > nb) {   /* == : the epoch's steps were done, its evaluation was not */
+        fprintf(stderr, "netc: cannot resume: %s: @train_state: batch %lld of an epoch of %lld batches\n", ckpt, (long long)pos->batch,
+                (long long)nb);
+        return 1;
+    }
+    if (check_epochs(t, ckpt, nb, pos)) return 1;
+    say_resumed(t, ckpt, pos);
     for (uint32_t i = 0; t->gpu && i < t->tg->nparams; i++) {   /* setup_gpu uploaded the initial ones */
         ir_value v = node_of(t->tg, OP_PARAM, i);
         if (v != IR_NONE && upload_tensor(t->gs, v, &t->params[i], "parameter", t->tg->params[i].decl.name)) return 1;
@@ -1201,7 +1342,14 @@ typedef struct epoch_tally {
     int64_t epoch, first_batch, batches;   /* batches: the position in the epoch, first_batch where it resumed */
     double started, loss_sum, waited;      /* waited: for the data loader */
     int64_t nloss;                         /* finite losses in loss_sum */
+    bool from_start;                       /* loss_sum has the epoch's steps from its first (a checkpoint's included) */
 } epoch_tally;
+
+/* Where the run is after e's steps, for a checkpoint. */
+static train_pos tally_pos(const epoch_tally *e)
+{
+    return (train_pos){.epoch = e->epoch, .batch = e->batches, .loss_sum = e->loss_sum, .nloss = e->nloss};
+}
 
 static void record_step(trainer *t, epoch_tally *e, const step_result *r)
 {
@@ -1218,7 +1366,8 @@ static int report_epoch(trainer *t, const epoch_tally *e, double el, double accu
     /* the batches this run took: a resumed epoch's earlier ones were another run's */
     double rate = (double)((e->batches - e->first_batch) * t->o->batch) / fmax(el, 1e-9);
     double train_loss = e->nloss ? e->loss_sum / (double)e->nloss : NAN;
-    bool stepped = e->batches > e->first_batch;   /* not: resumed for the evaluation alone */
+    /* not: resumed for the evaluation alone from a checkpoint without the epoch's losses */
+    bool stepped = e->batches > (e->from_start ? 0 : e->first_batch);
     char acc_text[48] = "", gpu_text[64] = "", loss_text[48] = "-";
     if (stepped) snprintf(loss_text, sizeof loss_text, "%.4f", train_loss);
     if (!t->text) snprintf(acc_text, sizeof acc_text, ", test accuracy %.4f", accuracy);
@@ -1286,7 +1435,8 @@ static int stop_interrupted(trainer *t, const char *ckpt, const epoch_tally *e, 
     fprintf(stderr, "netc: interrupted at step %lld; %s%s (%s again to quit at once)\n", (long long)t->step, what[0] ? "saving " : "",
             what[0] ? what : "nothing to save (no --checkpoint-dir, --save or --metrics)",
             t->stopped_by == SIGINT ? "press Ctrl-C" : "send the signal");
-    return ckpt[0] ? save_checkpoint(t, ckpt, e->epoch, e->batches) : 0;
+    train_pos here = tally_pos(e);
+    return ckpt[0] ? save_checkpoint(t, ckpt, &here) : 0;
 }
 
 /* After an interruption's checkpoint and weights: the metrics' last line
@@ -1342,8 +1492,8 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
                                       "train_loss", r.loss, "samples_per_s", rate, "lr", lr)))
             rc = 1;
         e->batches++;
-        if (ckpt[0] && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 && save_checkpoint(t, ckpt, e->epoch, e->batches))
-            rc = 1;
+        train_pos here = tally_pos(e);
+        if (ckpt[0] && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 && save_checkpoint(t, ckpt, &here)) rc = 1;
         if (t->step == t->kill_at_step) raise(SIGKILL);
     }
     if (tty) fputc('\n', stderr);
@@ -1363,8 +1513,8 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
     if (ev) return 1;
     if (report_epoch(t, e, el, acc, tloss, gpu_wait)) return 1;
     /* stopped by --max-steps inside the epoch: a resume goes on from there */
-    bool whole = e->batches >= nb;
-    if (ckpt[0] && save_checkpoint(t, ckpt, whole ? e->epoch + 1 : e->epoch, whole ? 0 : e->batches)) return 1;
+    train_pos next = e->batches >= nb ? (train_pos){.epoch = e->epoch + 1} : tally_pos(e);
+    if (ckpt[0] && save_checkpoint(t, ckpt, &next)) return 1;
     *stop = o->max_steps && t->step >= o->max_steps;
     return 0;
 }
@@ -1373,31 +1523,31 @@ static int train_loop(trainer *t)
 {
     const train_opts *o = t->o;
     cpu_tensor *inputs = alloc_step_inputs(t->tg);
-    int64_t start_epoch = 0, skip = 0;
+    train_pos pos = {0};
     char ckpt[4096] = "";
     if (o->checkpoint_dir) snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", o->checkpoint_dir);   /* made by train_main */
-    int rc = o->resume ? resume_from(t, ckpt, &start_epoch, &skip) : 0;
+    t->train_id = train_set_id(&t->train);
+    data_loader *dl = data_loader_new(&t->train, o->batch, o->seed, true, true, 4);
+    int rc = o->resume ? resume_from(t, ckpt, data_loader_batches(dl), &pos) : 0;
     if (rc == 0 && o->resume && t->step > 0) metrics_keep(t);
     if (!o->resume && ckpt[0] && access(ckpt, F_OK) == 0)   /* a forgotten --resume would lose the last run's work */
         fprintf(stderr, "netc: warning: %s holds a checkpoint; this run starts from scratch and replaces it at its first "
                         "(give --resume to continue from it)\n", ckpt);
-    data_loader *dl = rc ? NULL : data_loader_new(&t->train, o->batch, o->seed, true, true, 4);
-    if (dl && skip > data_loader_batches(dl)) {   /* == : the epoch's steps were done, its evaluation was not */
-        fprintf(stderr, "netc: cannot resume: %s: @train_state: batch %lld of an epoch of %lld batches\n", ckpt, (long long)skip,
-                (long long)data_loader_batches(dl));
-        rc = 1;
-    }
+    if (rc) data_loader_free(dl), dl = NULL;
     batch_feed feed = {.dl = dl};
     run_tally run = {.started = now_s()};
     t->first_step = t->step;
     bool stop = false;
-    if (rc == 0 && o->max_steps && t->step >= o->max_steps)   /* run_epoch takes none, then evaluates */
+    if (rc == 0 && o->max_steps && t->step >= o->max_steps && pos.epoch < o->epochs)   /* run_epoch takes none, then evaluates */
         fprintf(stderr, "netc: the checkpoint is at step %lld, --max-steps %lld: no steps to run\n", (long long)t->step,
                 (long long)o->max_steps);
-    for (int64_t epoch = start_epoch; dl && epoch < o->epochs && rc == 0 && !stop; epoch++) {
-        int64_t first = epoch == start_epoch ? skip : 0;
+    for (int64_t epoch = pos.epoch; dl && epoch < o->epochs && rc == 0 && !stop; epoch++) {
+        bool resumed = epoch == pos.epoch;
+        int64_t first = resumed ? pos.batch : 0;
         data_loader_epoch(dl, epoch, first);
-        epoch_tally e = {.epoch = epoch, .first_batch = first, .batches = first, .started = now_s()};
+        epoch_tally e = {.epoch = epoch, .first_batch = first, .batches = first, .started = now_s(),
+                         .from_start = first == 0 || pos.has_loss};
+        if (resumed) e.loss_sum = pos.loss_sum, e.nloss = pos.nloss;
         rc = run_epoch(t, dl, &feed, inputs, ckpt, &e, &run, &stop);
     }
     if (dl) data_loader_free(dl);   /* its thread stops at once: it waits only for a free slot */

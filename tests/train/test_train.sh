@@ -2,8 +2,10 @@
 # netc train end to end on the CPU executor, on a small synthetic data set:
 #  1. it learns (test accuracy > 0.9) and writes metrics, the SVG and weights;
 #  2. a run killed with SIGKILL (mid-epoch) resumes from its last checkpoint and then
-#     reproduces the uninterrupted run's losses exactly;
+#     reproduces the uninterrupted run's losses exactly, and its epoch line;
 #  3. a damaged checkpoint is refused with a clear error.
+#  5. a resume goes on mid-epoch only with the --batch, --seed and training set it was made
+#     with (and --epochs, where the cosine schedule spans them); a finished run runs nothing.
 #  9. Ctrl-C (SIGINT) or SIGTERM stops the run at the end of its step: checkpoint, --save,
 #     whole metrics lines, exit 130 / 143; --resume goes on with the next step.
 # Args: NETC MAKE_IDX SOURCE_DIR JSONL_CHECK
@@ -44,6 +46,12 @@ first=$(grep -o '"step":[0-9]*' "$tmp/b.jsonl" | head -1 | cut -d: -f2)
 pick() { grep '"train_loss"' "$1" | grep -v test_accuracy | sed 's/.*"step":\([0-9]*\).*"train_loss":\([-0-9.e]*\).*/\1 \2/' | awk -v f="$first" '$1 >= f'; }
 diff <(pick "$tmp/full.jsonl") <(pick "$tmp/b.jsonl") || { echo "resumed losses differ from the uninterrupted run"; exit 1; }
 [[ -n "$(pick "$tmp/b.jsonl")" ]] || { echo "nothing to compare"; exit 1; }
+# ... and so is its epoch 2 line, the whole epoch's train loss (it averaged the steps after the resume)
+eline() { sed -n 's/^\(epoch 2: train loss [^,]*, test loss [^,]*\),.*/\1/p' "$1"; }
+eloss() { grep '"epoch":2,.*"test_loss"' "$1" | grep -o '"train_loss":[-0-9.e]*'; }
+[[ -n $(eline "$tmp/full.log") && $(eline "$tmp/full.log") == "$(eline "$tmp/resume.log")" && -n $(eloss "$tmp/full.jsonl") &&
+   $(eloss "$tmp/full.jsonl") == "$(eloss "$tmp/b.jsonl")" ]] ||
+  { grep '^epoch 2:' "$tmp/full.log" "$tmp/resume.log"; eloss "$tmp/b.jsonl"; echo "the resumed epoch's train loss is not the whole epoch's"; exit 1; }
 
 # 2b: resumed with the killed run's --metrics, the file goes on from the checkpoint: every
 # step's line of the uninterrupted run, once each (it was replaced: the first 70 steps lost)
@@ -98,6 +106,45 @@ for other in "--batch 64" "--seed 4"; do
   want="it was made with --batch 32, this run has --batch 64"; [[ $other == --seed* ]] && want="it was made with --seed 3, this run has --seed 4"
   grep -q "cannot resume: .*@train_state: $want: resume with the same one" "$tmp/other.log" || { cat "$tmp/other.log"; exit 1; }
 done
+# ... and only on the training set it was made on: another size, or the same size with other samples
+mkdir "$tmp/data1k"; "$make_idx" "$tmp/data1k" 1024 512
+same=$tmp/samesize; cp -r "$tmp/data" "$same"
+printf '\x00\x00' | dd of="$same/train-images-idx3-ubyte" bs=1 seek=20 conv=notrunc 2>/dev/null   # the first image's first row
+for d in data1k samesize; do
+  if "$netc" train "$model" "${common[@]}" --data "$tmp/$d" --checkpoint-dir "$tmp/ms5" --resume 2>"$tmp/other.log"; then
+    echo "resumed on $d"; exit 1
+  fi
+  want="it was made on 2048 training samples, this run has 1024"
+  [[ $d == samesize ]] && want="it was made on other training data (2048 samples too, other labels or samples)"
+  grep -q "cannot resume: .*@train_state: $want: resume on the same data (--data)" "$tmp/other.log" || { cat "$tmp/other.log"; exit 1; }
+done
+# ... and with the --epochs it was made with where the schedule spans them (tiny.net's cosine):
+# another would change every later step's learning rate
+if "$netc" train "$model" "${common[@]}" --epochs 3 --checkpoint-dir "$tmp/ms5" --resume 2>"$tmp/other.log"; then
+  echo "a cosine run resumed with other --epochs"; exit 1
+fi
+grep -q "cannot resume: .*@train_state: it was made with --epochs 2, this run has --epochs 3: the cosine schedule spans the run's epochs, so its learning rates would be another run's (step 6's: .*); resume with --epochs 2" \
+  "$tmp/other.log" || { cat "$tmp/other.log"; exit 1; }
+# a finished run (all its epochs done) runs nothing, says so and exits 0, its checkpoint untouched
+cp "$tmp/ms/checkpoint.safetensors" "$tmp/done.safetensors"
+"$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ms" --resume 2>"$tmp/done.log" &&
+  grep -q "ms/checkpoint.safetensors is of a finished run: all 2 epochs done, step 128; nothing to run (its cosine schedule ended with them" "$tmp/done.log" &&
+  grep -q '^done: 128 steps' "$tmp/done.log" && ! grep -q -e 'resumed from' -e '^epoch' "$tmp/done.log" &&
+  cmp -s "$tmp/ms/checkpoint.safetensors" "$tmp/done.safetensors" || { cat "$tmp/done.log"; echo "a finished run's resume did not say so"; exit 1; }
+# with a constant learning rate other --epochs are the run's to choose: stopped at step 70 of 2 epochs,
+# resumed with --epochs 3, it takes the losses of an uninterrupted 3-epoch run; then finished, it says
+# to give more --epochs
+flat=$tmp/flat.net; sed '/schedule cosine/d' "$model" > "$flat"
+"$netc" train "$flat" "${common[@]}" --epochs 3 --metrics "$tmp/flat3.jsonl" 2>/dev/null
+"$netc" train "$flat" "${common[@]}" --max-steps 70 --checkpoint-dir "$tmp/fl" 2>/dev/null
+"$netc" train "$flat" "${common[@]}" --epochs 3 --checkpoint-dir "$tmp/fl" --resume --metrics "$tmp/fl.jsonl" 2>"$tmp/fl.log" &&
+  grep -q 'the checkpoint was made with --epochs 2; this run goes on to --epochs 3' "$tmp/fl.log" && grep -q '^done: 192 steps' "$tmp/fl.log" ||
+  { cat "$tmp/fl.log"; echo "a constant-lr run did not resume with more --epochs"; exit 1; }
+first=71; diff <(pick "$tmp/flat3.jsonl") <(pick "$tmp/fl.jsonl") && [[ -n "$(pick "$tmp/fl.jsonl")" ]] ||
+  { echo "the run resumed with more --epochs is not the longer run"; exit 1; }
+"$netc" train "$flat" "${common[@]}" --epochs 3 --checkpoint-dir "$tmp/fl" --resume 2>"$tmp/fl.log" &&
+  grep -q 'is of a finished run: all 3 epochs done, step 192; nothing to run (give more --epochs to train on)' "$tmp/fl.log" ||
+  { cat "$tmp/fl.log"; echo "a finished run's resume did not say so"; exit 1; }
 
 # 6: labels outside the model's classes, and a test set of another sample shape, are
 # refused as the data loads, not after an epoch of work (the labels 0-3 of tiny.net's 4 classes)
@@ -169,8 +216,11 @@ rc=0; NETC_TEST_INTERRUPT=eval "$netc" train "$model" "${common[@]}" --checkpoin
   --save "$tmp/ie.safetensors" 2>"$tmp/ie.log" || rc=$?
 if [[ $rc -eq 130 ]] && interrupted "$tmp/ie.log" "$tmp/ie.jsonl" SIGINT 64 && ! grep -q test_loss "$tmp/ie.jsonl"; then
   "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ie" --resume --max-steps 64 --metrics "$tmp/ieb.jsonl" 2>"$tmp/ieb.log" || true
-  grep -q 'resumed from .* at epoch 1, step 64$' "$tmp/ieb.log" && grep -q '^epoch 1: train loss -, test loss' "$tmp/ieb.log" &&
-    grep -q '^done: 64 steps' "$tmp/ieb.log" && [[ $(grep -c test_loss "$tmp/ieb.jsonl") == 1 ]] && ! grep -q train_loss "$tmp/ieb.jsonl" ||
+  # the checkpoint kept the epoch's losses: its line is the uninterrupted run's (it said "train loss -")
+  e1=$(sed -n 's/^\(epoch 1: train loss [^,]*, test loss [^,]*\),.*/\1/p' "$tmp/full.log")
+  grep -q 'resumed from .* at epoch 1, step 64$' "$tmp/ieb.log" && grep -qF "$e1," "$tmp/ieb.log" &&
+    grep -q '^done: 64 steps' "$tmp/ieb.log" && [[ $(grep -c test_loss "$tmp/ieb.jsonl") == 1 ]] &&
+    [[ $(grep -o '"train_loss":[-0-9.e]*' "$tmp/ieb.jsonl") == $(grep '"epoch":1,.*test_loss' "$tmp/full.jsonl" | grep -o '"train_loss":[-0-9.e]*') ]] ||
     { cat "$tmp/ieb.log" "$tmp/ieb.jsonl"; ifail "the resumed run did not evaluate what the interrupted one left"; }
 else ifail "SIGINT in the evaluation: exit $rc"; fi
 # pressed twice: the second quits at once (the default action: no checkpoint, no weights)
@@ -219,6 +269,6 @@ loop_stops || ifail "Ctrl-C in a script that runs netc train did not stop the sc
 ((ifails == 0)) || exit 1
 
 echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch," \
-     "resumes mid-epoch with the same batch and seed only, refuses bad labels and test shapes and an unwritable --save or --metrics up front," \
+     "resumes mid-epoch with the same batch, seed, data and (cosine) epochs only, with the whole epoch's train loss; says a finished run has nothing to run, refuses bad labels and test shapes and an unwritable --save or --metrics up front," \
      "keeps an earlier run's metrics when it fails before its first step," \
      "stops on SIGINT/SIGTERM at the end of a step (first, mid-epoch, in the evaluation) with a checkpoint to resume from, the weights and whole metrics"
