@@ -907,7 +907,7 @@ static uint64_t get_pieces(const float *f, int n)
     return v;
 }
 
-/* FNV-1a over the 4 bytes of each of n words, little end first. */
+/* FNV-1a over the 4 bytes of each of n words, in memory order. */
 static uint64_t hash_words(uint64_t h, const void *words, int64_t n)
 {
     const uint8_t *p = words;
@@ -993,7 +993,7 @@ static const char *state_malformed(const cpu_tensor *state)
     uint64_t bits = get_pieces(f + 14, 3);
     double loss_sum;
     memcpy(&loss_sum, &bits, sizeof loss_sum);
-    if (f[14] >= 65536 || !isfinite(loss_sum))   /* 3 pieces: 72 bits, the first 8 unused */ return "its loss so far is not a number";
+    if (f[14] >= 65536 || !isfinite(loss_sum)) return "its loss so far is not a number";   /* 3 pieces: 72 bits for 64 */
     return NULL;
 }
 
@@ -1294,8 +1294,8 @@ static void say_resumed(const trainer *t, const char *ckpt, const train_pos *pos
     else if (pos->epoch == o->epochs && pos->batch == 0)
         fprintf(stderr, "netc: %s is of a finished run: all %lld epochs done, step %lld; nothing to run (%s)\n", ckpt,
                 (long long)o->epochs, (long long)t->step,
-                schedule_spans_epochs(t) && pos->epochs ? "its cosine schedule ended with them: to train longer, start a new run with more --epochs"
-                                                        : "give more --epochs to train on");
+                schedule_spans_epochs(t) ? "its cosine schedule ended with them: to train longer, start a new run with more --epochs"
+                                           : "give more --epochs to train on");
     else
         fprintf(stderr, "netc: %s is at epoch %lld, step %lld, past --epochs %lld: nothing to run\n", ckpt, (long long)pos->epoch + 1,
                 (long long)t->step, (long long)o->epochs);
