@@ -45,3 +45,10 @@ char *nc_xstrdup(const char *s)
     size_t n = strlen(s) + 1;
     return memcpy(nc_xmalloc(n), s, n);
 }
+
+uint64_t nc_fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+    return h;
+}

@@ -37,4 +37,9 @@ char *nc_xstrdup(const char *s);
 typedef struct nc_number_text { char s[32]; } nc_number_text;
 nc_number_text nc_number(double v);
 
+/* FNV-1a: h continued over n bytes (start from NC_FNV1A_BASIS). For keys
+ * and checksums, not for security. */
+#define NC_FNV1A_BASIS 0xcbf29ce484222325ull
+uint64_t nc_fnv1a(uint64_t h, const void *p, size_t n);
+
 #endif

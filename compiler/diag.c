@@ -12,19 +12,12 @@ void diag_init(diag_ctx *d, const src_table *sources, FILE *out)
     d->max_errors = 50;
 }
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* True if this exact diagnostic was printed recently (a function body checked
  * once per call site reports the same problem once). */
 static bool seen_recently(diag_ctx *d, nc_loc loc, const char *msg)
 {
-    uint64_t h = fnv1a(0xcbf29ce484222325ull, &loc, sizeof loc);
-    h = fnv1a(h, msg, strlen(msg));
+    uint64_t h = nc_fnv1a(NC_FNV1A_BASIS, &loc, sizeof loc);
+    h = nc_fnv1a(h, msg, strlen(msg));
     for (int i = 0; i < d->nrecent; i++)
         if (d->recent[i] == h) return true;
     d->recent[d->nrecent++ % 64] = h;

@@ -907,14 +907,6 @@ static uint64_t get_pieces(const float *f, int n)
     return v;
 }
 
-/* FNV-1a over the 4 bytes of each of n words, in memory order. */
-static uint64_t hash_words(uint64_t h, const void *words, int64_t n)
-{
-    const uint8_t *p = words;
-    for (int64_t i = 0; i < 4 * n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* The training set's identity for a checkpoint, 48 bits: a hash of every
  * label and of 64 samples spread over the set (the first and last among
  * them). It takes well under a millisecond for 60000 images, and tells
@@ -922,14 +914,14 @@ static uint64_t hash_words(uint64_t h, const void *words, int64_t n)
  * seen. Storage is 4 bytes an element whatever the dtype (cpu_tensor). */
 static uint64_t train_set_id(const data_set *d)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = NC_FNV1A_BASIS;
     if (d->n <= 0) return h & 0xffffffffffffull;
     int64_t per = d->x.numel / d->n, picks = d->n < 64 ? d->n : 64;
     const void *x = d->x.f ? (const void *)d->x.f : (const void *)d->x.i;
-    if (d->y.i) h = hash_words(h, d->y.i, d->y.numel);
+    if (d->y.i) h = nc_fnv1a(h, d->y.i, 4 * (size_t)d->y.numel);
     for (int64_t k = 0; x && k < picks; k++) {
         int64_t s = picks > 1 ? k * (d->n - 1) / (picks - 1) : 0;
-        h = hash_words(h, (const char *)x + 4 * s * per, per);
+        h = nc_fnv1a(h, (const char *)x + 4 * s * per, 4 * (size_t)per);
     }
     return (h ^ h >> 48) & 0xffffffffffffull;
 }

@@ -67,13 +67,7 @@ void nvrtc_cache_dir(char *buf, size_t cap)
     else snprintf(buf, cap, "%s/.cache/netc", home && *home ? home : "/tmp");
 }
 
-static uint64_t fnv1a_bytes(const unsigned char *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
+static uint64_t fnv1a_bytes(const unsigned char *p, size_t n) { return nc_fnv1a(NC_FNV1A_BASIS, p, n); }
 static uint64_t fnv1a(const char *s) { return fnv1a_bytes((const unsigned char *)s, strlen(s)); }
 
 /* An entry is this header, then the image: "NETCNVC1", the image's length and

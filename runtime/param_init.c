@@ -11,12 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static uint64_t name_stream(const char *name)
-{
-    uint64_t h = 0xcbf29ce484222325ull;   /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
-    return h;
-}
+static uint64_t name_stream(const char *name) { return nc_fnv1a(NC_FNV1A_BASIS, name, strlen(name)); }
 
 /* Open interval (0, 1): safe under log(). */
 static double uniform01(uint64_t seed, uint64_t stream, uint64_t index)
