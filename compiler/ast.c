@@ -83,6 +83,6 @@ const char *ast_kind_name(ast_kind k)
 
 const char *ast_op_text(ast_op op)
 {
-    static const char *t[] = {"+", "-", "*", "/", "@", "==", "!=", "<", "<=", ">", ">=", "-"};
+    static const char *t[] = {"+", "-", "*", "/", "@", "==", "!=", "<", "<=", ">", ">=", "-", "//"};
     return op < NC_COUNT(t) ? t[op] : "?";
 }

@@ -59,7 +59,7 @@ typedef enum ast_kind {
 typedef enum ast_op {
     AST_OP_ADD, AST_OP_SUB, AST_OP_MUL, AST_OP_DIV, AST_OP_MATMUL,
     AST_OP_EQ, AST_OP_NE, AST_OP_LT, AST_OP_LE, AST_OP_GT, AST_OP_GE,
-    AST_OP_NEG,
+    AST_OP_NEG, AST_OP_FLOORDIV,
 } ast_op;
 
 enum { AST_ATTR_CHECKPOINT = 1u << 0 };

@@ -31,6 +31,7 @@ static const struct {
     {"unexpected '*'", LINE_START_HINT, true},
     {"unexpected '/'", LINE_START_HINT, true},
     {"unexpected '@'", LINE_START_HINT, true},
+    {"unexpected //", LINE_START_HINT, true},
     {"unexpected '<'", LINE_START_HINT, true},
     {"unexpected '>'", LINE_START_HINT, true},
     {"unexpected <=", LINE_START_HINT, true},

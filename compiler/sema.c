@@ -734,6 +734,12 @@ static sv eval_member(sema_ctx *c, const ast_node *e)
 {
     sv obj = sema_expr(c, e->a);
     if (obj.kind == SV_ERROR) return obj;
+    if (obj.kind == SV_TENSOR) {   /* x.dtype: so a fn can make tensors of its argument's dtype */
+        if (strcmp(e->name, "dtype") == 0) return (sv){.kind = SV_DTYPE, .dtype = obj.dtype};
+        sema_err(c, e->loc, "a fn binds sizes by its argument's pattern: fn f(x: [B, H, W, C])",
+                 "'.%s': a tensor's one member is .dtype", e->name);
+        return sv_error();
+    }
     if (obj.kind != SV_MODULE) {
         sema_err(c, e->loc, NULL, "'.%s': %s has no members", e->name, sv_kind_phrase(obj.kind));
         return sv_error();

@@ -612,13 +612,15 @@ static sv dim_arith(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
 
 /* A symbolic dim as a scalar tensor of dtype t, for x / T: its value is
  * known only when the dims are bound, so it is counted at run time as the sum
- * of T ones (exact below 2^24, accumulated in f32), then cast. */
+ * of T ones, then cast. Float results count in f32 (exact below 2^24); integer
+ * ones in i32, so that a u8 count does not wrap at 256. */
 sv sema_dim_tensor(sema_ctx *c, uint32_t dim, nc_dtype t, nc_loc loc)
 {
     ir_value one, ones, count, out;
     tc_error e;
+    nc_dtype counting = dtype_is_float(t) ? NC_F32 : NC_I32;
     ir_node p = sema_proto(c, OP_FILL, loc);
-    p.dtype = NC_F32;
+    p.dtype = counting;
     p.attr.f = 1.0;
     if (!ir_build(c->g, &p, NULL, 0, &one, &e)) goto fail;
     p = sema_proto(c, OP_BROADCAST, loc);
@@ -627,7 +629,7 @@ sv sema_dim_tensor(sema_ctx *c, uint32_t dim, nc_dtype t, nc_loc loc)
     if (!ir_build(c->g, &p, &one, 1, &ones, &e)) goto fail;
     p = sema_proto(c, OP_SUM, loc);
     if (!ir_build(c->g, &p, &ones, 1, &count, &e)) goto fail;
-    if (t == NC_F32) return sv_tensor(c, count);
+    if (t == counting) return sv_tensor(c, count);
     p = sema_proto(c, OP_CAST, loc);
     p.attr.to = t;
     if (!ir_build(c->g, &p, &count, 1, &out, &e)) goto fail;
@@ -637,14 +639,53 @@ fail:
     return sv_error();
 }
 
+/* A dim beside a tensor, as in x / T or ih < H: a number where the dim is
+ * known (a fn's H bound to 28), else a scalar tensor of x's dtype counted when
+ * the session binds it. A bool tensor keeps the dim, for the error below. */
+static sv dim_beside_tensor(sema_ctx *c, sv dim, ir_value tensor, nc_loc loc)
+{
+    int64_t k;
+    if (dim_is_const(&c->g->dims[dim.dim], &k)) return sv_int(k);
+    nc_dtype t = c->g->nodes[tensor].dtype;
+    return t == NC_BOOL ? dim : sema_dim_tensor(c, dim.dim, t, loc);
+}
+
+/* A dim known when the model is built is a plain number to '//'. */
+static bool known_size(sema_ctx *c, sv *v, nc_loc loc)
+{
+    int64_t k;
+    if (v->kind != SV_DIM) return true;
+    if (dim_is_const(&c->g->dims[v->dim], &k)) { *v = sv_int(k); return true; }
+    char name[96];
+    ir_dim_format(c->g, v->dim, name, sizeof name);
+    sema_err(c, loc, "'/' divides symbolic sizes that divide exactly: T / 2",
+             "'//' needs sizes known when the model is built; %s is symbolic", name);
+    return false;
+}
+
+/* a // b: the floor of a / b, for whole numbers (a conv's output size,
+ * (H + 2 * padding - kernel) // stride + 1), rounding down as Python does. */
+static sv floor_divide(sema_ctx *c, sv a, sv b, nc_loc loc)
+{
+    if (!known_size(c, &a, loc) || !known_size(c, &b, loc)) return sv_error();
+    if (a.kind != SV_INT || b.kind != SV_INT) {
+        sema_err(c, loc, a.kind == SV_TENSOR || b.kind == SV_TENSOR ? "'/' divides tensors" : NULL,
+                 "'//' divides whole numbers, got %s and %s", sv_kind_phrase(a.kind), sv_kind_phrase(b.kind));
+        return sv_error();
+    }
+    if (b.i == 0) { sema_err(c, loc, NULL, "division by zero"); return sv_error(); }
+    if (a.i == INT64_MIN && b.i == -1) { sema_err(c, loc, NULL, "integer overflow in a constant expression"); return sv_error(); }
+    int64_t q = a.i / b.i;
+    if (a.i % b.i != 0 && (a.i < 0) != (b.i < 0)) q--;
+    return sv_int(q);
+}
+
 sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc operand_locs[2])
 {
     if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
-    /* x / T: the dim becomes a scalar of the tensor's dtype */
-    if (a.kind == SV_TENSOR && b.kind == SV_DIM && dtype_is_float(c->g->nodes[a.t].dtype))
-        b = sema_dim_tensor(c, b.dim, c->g->nodes[a.t].dtype, loc);
-    else if (b.kind == SV_TENSOR && a.kind == SV_DIM && dtype_is_float(c->g->nodes[b.t].dtype))
-        a = sema_dim_tensor(c, a.dim, c->g->nodes[b.t].dtype, loc);
+    if (op == AST_OP_FLOORDIV) return floor_divide(c, a, b, loc);
+    if (a.kind == SV_TENSOR && b.kind == SV_DIM) b = dim_beside_tensor(c, b, a.t, loc);
+    else if (b.kind == SV_TENSOR && a.kind == SV_DIM) a = dim_beside_tensor(c, a, b.t, loc);
     if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
     if (a.kind == SV_TENSOR || b.kind == SV_TENSOR) {
         if ((a.kind != SV_TENSOR && !is_scalar(a)) || (b.kind != SV_TENSOR && !is_scalar(b))) {

@@ -40,7 +40,7 @@ static void yyerror(YYLTYPE *loc, parse_state *ps, yyscan_t scanner, const char 
 %token <fval> FLOAT_LIT "number"
 %token <str> NAME "name" STRING_LIT "string" KIND "int, float or string" ATTR "@attribute"
 %token <dtype> DTYPE "dtype"
-%token NL "end of line" ARROW "->" EQ "==" NE "!=" LE "<=" GE ">=" WILDCARD "_" ELLIPSIS "..."
+%token NL "end of line" ARROW "->" EQ "==" NE "!=" LE "<=" GE ">=" FLOORDIV "//" WILDCARD "_" ELLIPSIS "..."
 
 %type <node> decl import_decl config_item fn_decl model_decl train_decl model_head
 %type <node> stmt block expr postfix primary arg type arg_decl
@@ -49,7 +49,7 @@ static void yyerror(YYLTYPE *loc, parse_state *ps, yyscan_t scanner, const char 
 
 %nonassoc EQ NE '<' LE '>' GE
 %left '+' '-'
-%left '*' '/' '@'
+%left '*' '/' FLOORDIV '@'
 %precedence UMINUS
 
 %%
@@ -205,6 +205,7 @@ expr
     | expr '-' expr                 { $$ = parse_binary(ps, @2, AST_OP_SUB, $1, $3); }
     | expr '*' expr                 { $$ = parse_binary(ps, @2, AST_OP_MUL, $1, $3); }
     | expr '/' expr                 { $$ = parse_binary(ps, @2, AST_OP_DIV, $1, $3); }
+    | expr FLOORDIV expr            { $$ = parse_binary(ps, @2, AST_OP_FLOORDIV, $1, $3); }
     | expr '@' expr                 { $$ = parse_binary(ps, @2, AST_OP_MATMUL, $1, $3); }
     | expr EQ expr                  { $$ = parse_binary(ps, @2, AST_OP_EQ, $1, $3); }
     | expr NE expr                  { $$ = parse_binary(ps, @2, AST_OP_NE, $1, $3); }
