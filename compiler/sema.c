@@ -543,7 +543,7 @@ bool sema_check_shape(sema_ctx *c, nc_dtype dtype, uint8_t rank, const uint32_t 
 
 /* Resolve a name inside a type's dims: bound names evaluate; unbound ones
  * become new symbols (model signature) or pattern variables (fn args). */
-typedef enum { DIMS_MODEL, DIMS_PATTERN, DIMS_PARAM } dims_mode;
+typedef enum { DIMS_MODEL, DIMS_PATTERN, DIMS_PARAM, DIMS_OUTPUT } dims_mode;
 
 static bool symbolic_dim(sema_ctx *c, const char *name, nc_loc loc, uint32_t *dim)
 {
@@ -585,8 +585,12 @@ static bool eval_type_dims(sema_ctx *c, const ast_node *type, dims_mode mode, ui
     for (uint32_t i = 0; i < type->list.n; i++) {
         const ast_node *e = type->list.items[i];
         if (e->kind == AST_WILDCARD || e->kind == AST_ELLIPSIS) {
-            sema_err(c, e->loc, "'_' and '...' match dims in function arguments only",
-                     "a %s needs every dimension spelled out", mode == DIMS_MODEL ? "model input" : "parameter");
+            static const char *const subject[] = {[DIMS_MODEL] = "model input", [DIMS_PARAM] = "parameter",
+                                                  [DIMS_OUTPUT] = "model output's type", [DIMS_PATTERN] = "pattern"};
+            sema_err(c, e->loc,
+                     mode == DIMS_OUTPUT ? "write every dim, or leave the type out: -> (y) takes the value's"
+                                         : "'_' and '...' match dims in function arguments only",
+                     "a %s needs every dimension spelled out", subject[mode]);
             ok = false;
             continue;
         }
@@ -1288,7 +1292,7 @@ static void bind_outputs(sema_ctx *c, const ast_node *model)
             const ir_node *n = &c->g->nodes[v.t];
             uint8_t rank;
             uint32_t shape[NC_MAX_RANK];
-            if (!eval_type_dims(c, decl->a, DIMS_PARAM, &rank, shape)) continue;
+            if (!eval_type_dims(c, decl->a, DIMS_OUTPUT, &rank, shape)) continue;
             if (n->dtype != decl->a->dtype || n->rank != rank || memcmp(n->shape, shape, rank * sizeof *shape) != 0) {
                 char have[256], want[256];
                 ir_shape_format(c->g, n->dtype, n->rank, n->shape, have, sizeof have);

@@ -212,6 +212,17 @@ static sv scalar_tensor(sema_ctx *c, sv s, nc_dtype dtype, nc_loc loc)
 
 static bool is_scalar(sv v) { return v.kind == SV_INT || v.kind == SV_FLOAT || v.kind == SV_BOOL; }
 
+/* A dim beside a tensor of dtype t, as in x / T, ih < H or where(c, i, N - 1):
+ * a number where the dim is known (a fn's H bound to 28), else a scalar tensor
+ * of dtype t counted when the session binds it. For a bool t it stays a dim,
+ * for the caller's error. */
+static sv dim_beside_tensor(sema_ctx *c, sv dim, nc_dtype t, nc_loc loc)
+{
+    int64_t k;
+    if (dim_is_const(&c->g->dims[dim.dim], &k)) return sv_int(k);
+    return t == NC_BOOL ? dim : sema_dim_tensor(c, dim.dim, t, loc);
+}
+
 /* The common shape of elementwise operands (numpy rule), or false. */
 static bool broadcast_shape(sema_ctx *c, sv *ops, int n, nc_loc loc, uint8_t *rank, uint32_t *shape)
 {
@@ -348,6 +359,16 @@ sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_loc
             if (ops[i].kind == SV_TENSOR) dt = c->g->nodes[ops[i].t].dtype, found = true;
         if (!found && proto->op != OP_WHERE)
             NC_BUG("elementwise op on scalars only should have been folded");
+        for (int i = 0; i < n; i++) {
+            nc_dtype want = proto->op == OP_WHERE && i == 0 ? NC_BOOL : dt;
+            if (ops[i].kind == SV_DIM) ops[i] = dim_beside_tensor(c, ops[i], want, arg_locs[i]);
+            if (ops[i].kind == SV_ERROR) return sv_error();
+            if (ops[i].kind != SV_TENSOR && !is_scalar(ops[i])) {
+                sema_err(c, arg_locs[i], NULL, "%s: operand %d must be a tensor or a number, got %s", info->name,
+                         i + 1, sv_kind_phrase(ops[i].kind));
+                return sv_error();
+            }
+        }
         for (int i = 0; i < n; i++)
             if (is_scalar(ops[i])) {
                 nc_dtype want = proto->op == OP_WHERE && i == 0 ? NC_BOOL : dt;
@@ -639,17 +660,6 @@ fail:
     return sv_error();
 }
 
-/* A dim beside a tensor, as in x / T or ih < H: a number where the dim is
- * known (a fn's H bound to 28), else a scalar tensor of x's dtype counted when
- * the session binds it. A bool tensor keeps the dim, for the error below. */
-static sv dim_beside_tensor(sema_ctx *c, sv dim, ir_value tensor, nc_loc loc)
-{
-    int64_t k;
-    if (dim_is_const(&c->g->dims[dim.dim], &k)) return sv_int(k);
-    nc_dtype t = c->g->nodes[tensor].dtype;
-    return t == NC_BOOL ? dim : sema_dim_tensor(c, dim.dim, t, loc);
-}
-
 /* A dim known when the model is built is a plain number to '//'. */
 static bool known_size(sema_ctx *c, sv *v, nc_loc loc)
 {
@@ -684,8 +694,8 @@ sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc oper
 {
     if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
     if (op == AST_OP_FLOORDIV) return floor_divide(c, a, b, loc);
-    if (a.kind == SV_TENSOR && b.kind == SV_DIM) b = dim_beside_tensor(c, b, a.t, loc);
-    else if (b.kind == SV_TENSOR && a.kind == SV_DIM) a = dim_beside_tensor(c, a, b.t, loc);
+    if (a.kind == SV_TENSOR && b.kind == SV_DIM) b = dim_beside_tensor(c, b, c->g->nodes[a.t].dtype, loc);
+    else if (b.kind == SV_TENSOR && a.kind == SV_DIM) a = dim_beside_tensor(c, a, c->g->nodes[b.t].dtype, loc);
     if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
     if (a.kind == SV_TENSOR || b.kind == SV_TENSOR) {
         if ((a.kind != SV_TENSOR && !is_scalar(a)) || (b.kind != SV_TENSOR && !is_scalar(b))) {

@@ -1,0 +1,188 @@
+/* test_stdlib_conv.c - stdlib/nn.net's image layers against loops written
+ * here. windows, conv2d, max_pool2d and avg_pool2d are written in the .net
+ * language (a gather of pixel rows at indices computed from iota and where),
+ * so their index arithmetic is checked on random images over kernel sizes,
+ * strides, paddings and odd sizes whose output size rounds down. Also the
+ * sizes that meet tensors as numbers (a fn's known H, a symbolic T). */
+#include "cpu_exec.h"
+#include "driver.h"
+#include "tensor_io.h"
+
+#include "test_util.h"
+
+typedef struct conv_case {
+    int b, h, w, c, out, kernel, stride, padding;
+} conv_case;
+
+static const conv_case cases[] = {
+    {2, 5, 4, 3, 2, 3, 1, 1},   /* same size */
+    {1, 7, 7, 2, 3, 3, 2, 1},   /* 7 -> 4: (7 + 2 - 3) // 2 + 1 */
+    {2, 6, 5, 1, 4, 2, 2, 0},   /* 5 -> 2: the last column is dropped */
+    {1, 5, 6, 2, 2, 5, 1, 2},   /* LeNet's 5x5 with padding 2 */
+    {3, 4, 3, 4, 5, 1, 1, 0},   /* 1x1: a matmul per pixel */
+    {1, 3, 3, 1, 1, 3, 3, 2},   /* stride past the image: windows mostly padding */
+};
+
+static int out_size(int n, const conv_case *k) { return (n + 2 * k->padding - k->kernel) / k->stride + 1; }
+
+/* The value x[b, i, j, ch] of an image in (B, H, W, C), 0 in the padding. */
+static float pixel(const cpu_tensor *x, const conv_case *k, int b, int i, int j, int ch)
+{
+    if (i < 0 || i >= k->h || j < 0 || j >= k->w) return 0.0f;
+    return x->f[(((int64_t)b * k->h + i) * k->w + j) * k->c + ch];
+}
+
+static ir_graph *compile_text(src_table *src, const char *name, const char *text)
+{
+    uint32_t id = src_add(src, name, text, strlen(text));
+    diag_ctx d;
+    diag_init(&d, src, stderr);
+    driver_opts o = {.verify = true};
+    return driver_compile(src, id, &o, &d);
+}
+
+static void random_fill(cpu_tensor *t, uint32_t seed)
+{
+    for (int64_t i = 0; i < t->numel; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        t->f[i] = (float)((seed >> 8) / 16777216.0 * 2.0 - 1.0);
+    }
+}
+
+/* Outputs: the windows, the convolution, and (stride = kernel, no padding)
+ * both pools, checked element by element. */
+static void check_case(const conv_case *k)
+{
+    char text[1024], name[64];
+    snprintf(name, sizeof name, "conv_%dx%d_s%d_p%d", k->kernel, k->kernel, k->stride, k->padding);
+    snprintf(text, sizeof text,
+             "import nn\n"
+             "model m(x: f32[%d, %d, %d, %d]) -> (win, y, mp, ap) {\n"
+             "  win = nn.windows(x, %d, stride: %d, padding: %d)\n"
+             "  y = nn.conv2d(x, %d, %d, stride: %d, padding: %d)\n"
+             "  return win, y, nn.max_pool2d(x, %d), nn.avg_pool2d(x, %d)\n"
+             "}\n",
+             k->b, k->h, k->w, k->c, k->kernel, k->stride, k->padding, k->out, k->kernel, k->stride, k->padding,
+             k->kernel, k->kernel);
+    src_table src = {0};
+    ir_graph *g = compile_text(&src, name, text);
+    CHECK(g != NULL);
+    if (!g) { src_free(&src); return; }
+    char err[512];
+    cpu_tensor x = {0}, params[2] = {{0}};
+    int64_t xs[4] = {k->b, k->h, k->w, k->c};
+    cpu_tensor_alloc(&x, NC_F32, 4, xs, 0);
+    random_fill(&x, (uint32_t)(k->h * 131 + k->kernel));
+    CHECK(g->nparams == 2);   /* y.weight [k, k, C, out], y.bias [out] */
+    for (uint32_t i = 0; i < g->nparams && i < 2; i++) CHECK(param_init(g, i, 11, &params[i], err, sizeof err) == 0);
+    random_fill(&params[1], 5);   /* a bias of zeros would hide a wrong one */
+    cpu_exec_opts o = {.inputs = &x, .params = params};
+    cpu_exec_result res;
+    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", name, err);
+        failures++;
+        goto done;
+    }
+    const cpu_tensor *win = &res.values[g->outputs[0].value], *y = &res.values[g->outputs[1].value];
+    const cpu_tensor *mp = &res.values[g->outputs[2].value], *ap = &res.values[g->outputs[3].value];
+    const cpu_tensor *wt = &params[0], *bias = &params[1];
+    int oh = out_size(k->h, k), ow = out_size(k->w, k), kk = k->kernel * k->kernel;
+    CHECK(win->rank == 5 && win->shape[1] == oh && win->shape[2] == ow && win->shape[3] == kk && win->shape[4] == k->c);
+    CHECK(y->rank == 4 && y->shape[1] == oh && y->shape[2] == ow && y->shape[3] == k->out);
+    int bad = 0;
+    for (int b = 0; b < k->b; b++)
+        for (int i = 0; i < oh; i++)
+            for (int j = 0; j < ow; j++) {
+                for (int o2 = 0; o2 < k->out; o2++) {
+                    double want = bias->f[o2];
+                    for (int u = 0; u < k->kernel; u++)
+                        for (int v = 0; v < k->kernel; v++)
+                            for (int ch = 0; ch < k->c; ch++)
+                                want += (double)pixel(&x, k, b, i * k->stride + u - k->padding, j * k->stride + v - k->padding, ch) *
+                                        wt->f[((u * k->kernel + v) * k->c + ch) * k->out + o2];
+                    float got = y->f[(((int64_t)b * oh + i) * ow + j) * k->out + o2];
+                    if (fabs(got - want) > 1e-5 * (1 + fabs(want)) && bad++ < 3)
+                        fprintf(stderr, "%s: y[%d, %d, %d, %d] = %g, want %g\n", name, b, i, j, o2, got, want);
+                }
+                for (int u = 0; u < kk; u++)
+                    for (int ch = 0; ch < k->c; ch++) {
+                        float want = pixel(&x, k, b, i * k->stride + u / k->kernel - k->padding,
+                                           j * k->stride + u % k->kernel - k->padding, ch);
+                        float got = win->f[((((int64_t)b * oh + i) * ow + j) * kk + u) * k->c + ch];
+                        if (!same_bits(got, want) && bad++ < 3)
+                            fprintf(stderr, "%s: windows[%d, %d, %d, %d, %d] = %g, want %g\n", name, b, i, j, u, ch, got, want);
+                    }
+            }
+    int ph = k->h / k->kernel, pw = k->w / k->kernel;   /* pools: stride = kernel, no padding: rounds down */
+    CHECK(mp->rank == 4 && mp->shape[1] == ph && mp->shape[2] == pw && ap->shape[1] == ph && ap->shape[2] == pw);
+    for (int b = 0; b < k->b; b++)
+        for (int i = 0; i < ph; i++)
+            for (int j = 0; j < pw; j++)
+                for (int ch = 0; ch < k->c; ch++) {
+                    float hi = -INFINITY;
+                    double sum = 0;
+                    for (int u = 0; u < k->kernel; u++)
+                        for (int v = 0; v < k->kernel; v++) {
+                            float p = pixel(&x, k, b, i * k->kernel + u, j * k->kernel + v, ch);
+                            hi = p > hi ? p : hi;
+                            sum += p;
+                        }
+                    int64_t at = (((int64_t)b * ph + i) * pw + j) * k->c + ch;
+                    if (!same_bits(mp->f[at], hi) && bad++ < 3) fprintf(stderr, "%s: max_pool2d = %g, want %g\n", name, mp->f[at], hi);
+                    if (fabs(ap->f[at] - sum / kk) > 1e-6 && bad++ < 3)
+                        fprintf(stderr, "%s: avg_pool2d = %g, want %g\n", name, ap->f[at], sum / kk);
+                }
+    if (bad) { fprintf(stderr, "%s: %d elements differ\n", name, bad); failures++; }
+    cpu_exec_result_free(&res);
+done:
+    cpu_tensor_free(&x);
+    for (int i = 0; i < 2; i++) cpu_tensor_free(&params[i]);
+    ir_graph_free(g);
+    src_free(&src);
+}
+
+/* A fn's N compares as 4 where v fixes it, and as the bound T (counted at
+ * run time in i32 and f32) where x leaves it symbolic. */
+static void check_sizes_beside_tensors(void)
+{
+    const char *text = "fn below(i: i32[N]) {\n  return where(i < N, i, N - 1)\n}\n"
+                       "model m(x: i32[T], v: i32[4]) -> (y: i32[T], w: i32[4], h: f32[T]) {\n"
+                       "  return below(x) * (1 + i32(iota([T]) < T - 1)), below(v), f32(x) / T\n}\n";
+    src_table src = {0};
+    ir_graph *g = compile_text(&src, "sizes", text);
+    CHECK(g != NULL && g->nsyms == 1);
+    if (!g || g->nsyms != 1) { ir_graph_free(g); src_free(&src); return; }
+    int64_t t = 5, syms[1] = {t}, four = 4;
+    cpu_tensor in[2] = {{0}};
+    cpu_tensor_alloc(&in[0], NC_I32, 1, &t, 0);
+    cpu_tensor_alloc(&in[1], NC_I32, 1, &four, 0);
+    const int32_t x[5] = {0, 5, 2, 9, -1}, v[4] = {3, 4, 7, 1};
+    memcpy(in[0].i, x, sizeof x);
+    memcpy(in[1].i, v, sizeof v);
+    cpu_exec_opts o = {.syms = syms, .inputs = in};
+    cpu_exec_result res;
+    char err[512];
+    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "sizes: %s\n", err);
+        failures++;
+    } else {
+        const int32_t want_y[5] = {0, 8, 4, 8, -1}, want_w[4] = {3, 3, 3, 1};   /* x >= 5 -> 4, doubled but the last */
+        const cpu_tensor *y = &res.values[g->outputs[0].value], *w = &res.values[g->outputs[1].value];
+        const cpu_tensor *h = &res.values[g->outputs[2].value];
+        CHECK(memcmp(y->i, want_y, sizeof want_y) == 0);
+        CHECK(memcmp(w->i, want_w, sizeof want_w) == 0);
+        for (int i = 0; i < 5; i++) CHECK(same_bits(h->f[i], (float)x[i] / 5.0f));
+        cpu_exec_result_free(&res);
+    }
+    for (int i = 0; i < 2; i++) cpu_tensor_free(&in[i]);
+    ir_graph_free(g);
+    src_free(&src);
+}
+
+int main(void)
+{
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+    check_sizes_beside_tensors();
+    if (failures) fprintf(stderr, "test_stdlib_conv: %d failures\n", failures);
+    return failures != 0;
+}
