@@ -8,6 +8,7 @@
 #     with (and --epochs, where the cosine schedule spans them); a finished run runs nothing.
 #  9. Ctrl-C (SIGINT) or SIGTERM stops the run at the end of its step: checkpoint, --save,
 #     whole metrics lines, exit 130 / 143; --resume goes on with the next step.
+# 10. a small CNN (nn.conv2d, nn.max_pool2d) learns.
 # Args: NETC MAKE_IDX SOURCE_DIR JSONL_CHECK
 set -euo pipefail
 netc=$1 make_idx=$2 src=$3 jsonl_check=$4
@@ -268,7 +269,18 @@ loop_stops() {
 loop_stops || ifail "Ctrl-C in a script that runs netc train did not stop the script"
 ((ifails == 0)) || exit 1
 
+# 10: a CNN of the stdlib's conv2d and max_pool2d learns (windows by gather, gradients by
+# scatter-add): the loss falls from its first epoch to its second, and the test accuracy is high
+"$netc" train "$src/tests/train/tiny_cnn.net" "${common[@]}" --metrics "$tmp/cnn.jsonl" 2>"$tmp/cnn.log" ||
+  { cat "$tmp/cnn.log"; echo "FAIL: tiny_cnn did not train"; exit 1; }
+cnn_acc=$(grep -o '"test_accuracy":[0-9.]*' "$tmp/cnn.jsonl" | tail -1 | cut -d: -f2)
+awk -v a="$cnn_acc" 'BEGIN { exit !(a > 0.9) }' || { cat "$tmp/cnn.log"; echo "FAIL: tiny_cnn's accuracy $cnn_acc is not above 0.9"; exit 1; }
+mapfile -t cnn_loss < <(grep '"test_loss"' "$tmp/cnn.jsonl" | grep -o '"train_loss":[-0-9.e]*' | cut -d: -f2)
+awk -v a="${cnn_loss[0]:-}" -v b="${cnn_loss[1]:-}" 'BEGIN { exit !(a != "" && b != "" && b < a) }' ||
+  { cat "$tmp/cnn.log"; echo "FAIL: tiny_cnn's train loss did not fall: ${cnn_loss[*]}"; exit 1; }
+
 echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch," \
      "resumes mid-epoch with the same batch, seed, data and (cosine) epochs only, with the whole epoch's train loss; says a finished run has nothing to run, refuses bad labels and test shapes and an unwritable --save or --metrics up front," \
      "keeps an earlier run's metrics when it fails before its first step," \
-     "stops on SIGINT/SIGTERM at the end of a step (first, mid-epoch, in the evaluation) with a checkpoint to resume from, the weights and whole metrics"
+     "stops on SIGINT/SIGTERM at the end of a step (first, mid-epoch, in the evaluation) with a checkpoint to resume from, the weights and whole metrics," \
+     "trains a CNN of nn.conv2d and nn.max_pool2d"
