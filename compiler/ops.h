@@ -58,6 +58,10 @@ enum {
                                       the result may take a dying row operand's memory */
     OPF_WIDE_RESULT = 1u << 5,     /* accumulates f16/bf16 operands into a result it may store as f32
                                       (attr.f32_result; set by cast hoisting, no syntax) */
+    OPF_AVERAGES = 1u << 6,        /* a reduction or row-wise op whose result is the mean over what it
+                                      reduces: a loss that reduces the batch axis with it does not grow
+                                      with the batch, so --accumulate K's average of K micro-batch
+                                      gradients is the gradient of the whole batch (sema_train.c) */
 };
 
 typedef struct nc_op_info {

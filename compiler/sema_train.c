@@ -297,9 +297,10 @@ static bool dim_has_sym(const ir_graph *g, uint32_t d, uint8_t sym)
 }
 
 /* The first op the loss reads that combines samples other than by their mean:
- * a sum, max or row-wise op over an axis holding the batch (the first input's
- * first axis, where it is a symbol). --accumulate K averages K micro-batches'
- * gradients, which is one batch's only for a mean over the batch. */
+ * a reduction or row-wise op not flagged OPF_AVERAGES (sum, max, softmax, ...)
+ * over an axis holding the batch (the first input's first axis, where it is a
+ * symbol). --accumulate K averages K micro-batches' gradients, which is one
+ * batch's only for a mean over the batch. */
 static void find_batch_reduce(const ir_graph *g, ir_value v, ir_train_spec *t)
 {
     if (g->ninputs < 1 || g->inputs[0].rank < 1) return;
@@ -312,10 +313,11 @@ static void find_batch_reduce(const ir_graph *g, ir_value v, ir_train_spec *t)
         if (!live[u]) continue;
         const ir_node *n = &g->nodes[u];
         const ir_node *x = n->nargs ? &g->nodes[ir_args(g, n)[0]] : NULL;
+        const nc_op_info *op = &nc_ops[n->op];
         bool mixes = false;
-        if (x && nc_ops[n->op].category == CAT_REDUCTION && n->op != OP_MEAN)
+        if (x && op->category == CAT_REDUCTION && !(op->flags & OPF_AVERAGES))
             for (int k = 0; k < n->attr.naxes; k++) mixes |= dim_has_sym(g, x->shape[n->attr.axes[k]], batch);
-        if (x && x->rank && nc_ops[n->op].category == CAT_ROWWISE && n->op != OP_CROSS_ENTROPY)
+        if (x && x->rank && op->category == CAT_ROWWISE && !(op->flags & OPF_AVERAGES))
             mixes = dim_has_sym(g, x->shape[x->rank - 1], batch);
         if (mixes) t->loss_mixes_batch = true, t->batch_reduce_op = n->op, t->batch_reduce_loc = n->loc;   /* the last found is the first written */
         for (int i = 0; i < n->nargs; i++) live[ir_args(g, n)[i]] = true;
