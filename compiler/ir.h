@@ -69,6 +69,8 @@ typedef enum ir_init_kind {
 typedef enum ir_param_role {
     IR_ROLE_WEIGHT,                /* trained */
     IR_ROLE_STATE,                 /* optimizer state (moments): saved, not trained */
+    IR_ROLE_ACCUMULATOR,           /* --accumulate's gradient sum (NAME.grad_acc): state that is zero
+                                      after every whole step, so a resume sets it, not the checkpoint */
 } ir_param_role;
 
 typedef struct ir_param {

@@ -69,14 +69,14 @@ ir_graph *train_step_input(const ir_graph *g)
     return out;
 }
 
-/* A zero-initialised f32 state parameter shaped like param i. */
-static ir_value state_param(ir_builder *c, uint32_t i, const char *suffix, uint32_t *index)
+/* A zero-initialised f32 state parameter (role: optimizer state or accumulator) shaped like param i. */
+static ir_value state_param(ir_builder *c, uint32_t i, const char *suffix, ir_param_role role, uint32_t *index)
 {
     ir_param p = c->g->params[i];
     char name[700];
     snprintf(name, sizeof name, "%s.%s", c->g->params[i].decl.name, suffix);
     p.decl.name = name;
-    p.role = IR_ROLE_STATE;
+    p.role = role;
     p.init = IR_INIT_ZEROS;
     p.init_a = p.init_b = 0;
     p.decl.dtype = NC_F32;
@@ -160,7 +160,7 @@ static void adam(ir_builder *c, uint32_t i, ir_value p, ir_value grad, ir_value 
 {
     const ir_train_spec *t = &c->g->train;
     uint32_t mi, vi;
-    ir_value m = state_param(c, i, "adam_m", &mi), v = state_param(c, i, "adam_v", &vi);
+    ir_value m = state_param(c, i, "adam_m", IR_ROLE_STATE, &mi), v = state_param(c, i, "adam_v", IR_ROLE_STATE, &vi);
     if (t->optimizer == IR_OPT_ADAM && t->weight_decay > 0)       /* L2: into the gradient */
         grad = irb_op2(c, OP_ADD, grad, irb_op2(c, OP_MUL, num(c, t->weight_decay, p), p));
     ir_value m2 = irb_op2(c, OP_ADD, irb_op2(c, OP_MUL, num(c, t->beta1, m), m), irb_op2(c, OP_MUL, num(c, 1 - t->beta1, grad), grad));
@@ -186,7 +186,7 @@ static void sgd(ir_builder *c, uint32_t i, ir_value p, ir_value grad, ir_value l
     ir_value d = grad;
     if (t->momentum > 0) {
         uint32_t bi;
-        ir_value b = state_param(c, i, "momentum", &bi);
+        ir_value b = state_param(c, i, "momentum", IR_ROLE_STATE, &bi);
         ir_value b2 = irb_op2(c, OP_ADD, irb_op2(c, OP_MUL, num(c, t->momentum, b), b), grad);
         ir_update_add(c->g, bi, b2);
         d = t->nesterov ? irb_op2(c, OP_ADD, grad, irb_op2(c, OP_MUL, num(c, t->momentum, b2), b2)) : b2;
@@ -200,7 +200,7 @@ static void sgd(ir_builder *c, uint32_t i, ir_value p, ir_value grad, ir_value l
 static ir_value accumulate_grad(ir_builder *c, uint32_t i, ir_value grad, int k, ir_value apply, ir_update *acc_update)
 {
     uint32_t ai;
-    ir_value acc = state_param(c, i, "grad_acc", &ai);
+    ir_value acc = state_param(c, i, "grad_acc", IR_ROLE_ACCUMULATOR, &ai);
     ir_value total = irb_op2(c, OP_ADD, acc, grad);
     ir_value x[3] = {spread(c, apply, total), num(c, 0.0, total), total};
     *acc_update = (ir_update){.param = ai, .value = irb_node(c, (ir_node){.op = OP_WHERE}, x, 3)};

@@ -1018,37 +1018,22 @@ static bool state_problem(const trainer *t, const cpu_tensor *state, char *why, 
     return true;
 }
 
-/* --accumulate's gradient accumulators: zero at every checkpoint (one is
+/* --accumulate's gradient accumulators are zero at every checkpoint (one is
  * written after a whole step), so not read from it, and a run may resume
  * with another --accumulate than it was made with. */
-static bool is_accumulator(const ir_param *p)
-{
-    size_t n = strlen(p->decl.name), k = strlen(".grad_acc");
-    return p->role == IR_ROLE_STATE && n > k && strcmp(p->decl.name + n - k, ".grad_acc") == 0;
-}
+static bool not_accumulator(const ir_param *p) { return p->role != IR_ROLE_ACCUMULATOR; }
 
 /* The parameters and states of t->tg but the accumulators, from path into
  * loaded (indexed as t->tg's); the accumulators get zeros. */
 static int load_checkpoint_params(trainer *t, const char *path, cpu_tensor *loaded, char *err, size_t cap)
 {
-    ir_graph kept = *t->tg;   /* the same graph, its accumulators left out of the list */
-    kept.params = nc_xcalloc(t->tg->nparams + 1, sizeof *kept.params);
-    uint32_t *index = nc_xcalloc(t->tg->nparams + 1, sizeof *index);
-    kept.nparams = 0;
-    for (uint32_t i = 0; i < t->tg->nparams; i++)
-        if (!is_accumulator(&t->tg->params[i])) index[kept.nparams] = i, kept.params[kept.nparams++] = t->tg->params[i];
-    cpu_tensor *got = nc_xcalloc(kept.nparams + 1, sizeof *got);
-    int rc = safetensors_load_params(path, &kept, got, true, err, cap);
-    for (uint32_t k = 0; rc == 0 && k < kept.nparams; k++) loaded[index[k]] = got[k];
+    int rc = safetensors_load_params_if(path, t->tg, not_accumulator, loaded, true, err, cap);
     for (uint32_t i = 0; rc == 0 && i < t->tg->nparams; i++)
-        if (is_accumulator(&t->tg->params[i])) {
+        if (!not_accumulator(&t->tg->params[i])) {
             const cpu_tensor *p = &t->params[i];
             if (!cpu_tensor_alloc(&loaded[i], p->dtype, p->rank, p->shape, (int64_t)1 << 40))
                 rc = 1, snprintf(err, cap, "out of memory for %s", t->tg->params[i].decl.name);
         }
-    free(got);
-    free(index);
-    free(kept.params);
     return rc;
 }
 

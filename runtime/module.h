@@ -10,7 +10,7 @@
 #include "program.h"
 
 #define NRT_MODULE_MAGIC "NETCMOD\0"
-#define NRT_MODULE_VERSION 14  /* 2: entry sections (forward + train in one file); 3: 16 buffers a kernel;
+#define NRT_MODULE_VERSION 15  /* 2: entry sections (forward + train in one file); 3: 16 buffers a kernel;
                                   4: 64 buffers a kernel, kernels of several loops; 5: matmul epilogues;
                                   6: batched launches; 7: prepare steps; 8: dropout reads the @step input
                                   (a training step's kernels before it read a step nothing set);
@@ -22,7 +22,9 @@
                                   13: every kernel waits for its grid dependencies at its entry
                                   (NETC_PDL launches kernels early only into such images);
                                   14: op copy: an output that is an input or a parameter is a copy of
-                                  it (before, the GPU read the tensor as set or updated after the run) */
+                                  it (before, the GPU read the tensor as set or updated after the run);
+                                  15: parameter role 2, --accumulate's gradient accumulators (role 1,
+                                  optimizer state, before) */
 #define NRT_MODULE_MAX_BYTES ((uint64_t)4 << 30)   /* refuse larger files outright */
 
 typedef struct nrt_image {

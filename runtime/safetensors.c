@@ -343,7 +343,7 @@ static int load_param(st_file *sf, const char *path, const ir_graph *g, uint32_t
     json_t *e = json_object_get(sf->header, p->decl.name);
     if (!e) {
         snprintf(err, errcap, "%s: parameter '%s' is missing%s", path, p->decl.name,
-                 p->role == IR_ROLE_STATE ? " (optimizer state: netc train --save writes the weights only; a checkpoint "
+                 p->role != IR_ROLE_WEIGHT ? " (optimizer state: netc train --save writes the weights only; a checkpoint "
                                             "of --checkpoint-dir holds it too)" : "");
         return -1;
     }
@@ -415,13 +415,20 @@ static int check_extras(st_file *sf, const char *path, const ir_graph *g, char *
 int safetensors_load_params(const char *path, const ir_graph *g, cpu_tensor *params, bool allow_extra, char *err,
                             size_t errcap)
 {
+    return safetensors_load_params_if(path, g, NULL, params, allow_extra, err, errcap);
+}
+
+int safetensors_load_params_if(const char *path, const ir_graph *g, st_param_filter wanted, cpu_tensor *params,
+                               bool allow_extra, char *err, size_t errcap)
+{
     st_file sf;
     if (g->nparams) memset(params, 0, sizeof *params * g->nparams);
     int rc = st_open(path, &sf, err, errcap);
     if (rc == 0) rc = st_check_metadata(path, &sf, err, errcap);
     if (rc == 0 && !allow_extra) rc = check_extras(&sf, path, g, err, errcap);
     uint32_t loaded = 0;
-    for (; rc == 0 && loaded < g->nparams; loaded++) rc = load_param(&sf, path, g, loaded, &params[loaded], err, errcap);
+    for (; rc == 0 && loaded < g->nparams; loaded++)
+        if (!wanted || wanted(&g->params[loaded])) rc = load_param(&sf, path, g, loaded, &params[loaded], err, errcap);
     /* after the parameters, so that a missing one is reported as such, not as
      * the hole its data left */
     if (rc == 0) rc = st_check_layout(path, &sf, err, errcap);

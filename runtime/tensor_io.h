@@ -44,5 +44,10 @@ int safetensors_write(const char *path, const st_entry *entries, uint32_t n, cha
  * opened or read. */
 int safetensors_load_params(const char *path, const ir_graph *g, cpu_tensor *params, bool allow_extra, char *err,
                             size_t errcap);
+/* The same for the parameters `wanted` accepts only (all, when NULL): the
+ * others are neither required nor read, and their params[] stay empty. */
+typedef bool (*st_param_filter)(const ir_param *p);
+int safetensors_load_params_if(const char *path, const ir_graph *g, st_param_filter wanted, cpu_tensor *params,
+                               bool allow_extra, char *err, size_t errcap);
 
 #endif

@@ -91,6 +91,21 @@ grep -q '^done: 5 steps' "$tmp/ms5.log" && grep -q 'the checkpoint is at step 5,
 cp -r "$tmp/ms" "$tmp/ms_acc"
 "$netc" train "$model" "${common[@]}" --accumulate 4 --max-steps 8 --checkpoint-dir "$tmp/ms_acc" --resume 2>"$tmp/msacc.log" &&
   grep -q '^done: 8 steps' "$tmp/msacc.log" || { cat "$tmp/msacc.log"; echo "no resume with --accumulate"; exit 1; }
+# ... which are known by their role, not their name: a parameter of the model's own may be called
+# grad_acc (s.grad_acc here), and a resume reads it back like any weight (zeroed, it would zero x):
+# resumed at step 8, the run takes the uninterrupted run's losses
+ga=$tmp/ga.net
+sed -e '/^model tiny/i fn scaled(x: [..., C]) {\n  param grad_acc: f32[C] = ones\n  return x * grad_acc\n}\n' \
+    -e 's/h = nn.linear(x, 32)/s = scaled(x)\n  h = nn.linear(s, 32)/' "$model" > "$ga"
+"$netc" build "$ga" --entry train --accumulate 2 --dump-ir >"$tmp/ga.ir" 2>/dev/null && grep -q '^param s.grad_acc: f32\[64\]' "$tmp/ga.ir" ||
+  { echo "$ga has no parameter s.grad_acc"; exit 1; }
+"$netc" train "$ga" "${common[@]}" --accumulate 2 --max-steps 24 --metrics "$tmp/ga24.jsonl" 2>/dev/null
+"$netc" train "$ga" "${common[@]}" --accumulate 2 --max-steps 8 --checkpoint-dir "$tmp/ga" 2>/dev/null
+"$netc" train "$ga" "${common[@]}" --accumulate 2 --max-steps 24 --checkpoint-dir "$tmp/ga" --resume --metrics "$tmp/ga.jsonl" 2>"$tmp/ga.log"
+test_loss() { grep -o '"test_loss":[-0-9.e]*' "$1" | tail -1; }
+first=9; diff <(pick "$tmp/ga24.jsonl") <(pick "$tmp/ga.jsonl") && [[ $(pick "$tmp/ga.jsonl" | wc -l) == 2 ]] &&
+  [[ -n $(test_loss "$tmp/ga.jsonl") && $(test_loss "$tmp/ga.jsonl") == "$(test_loss "$tmp/ga24.jsonl")" ]] ||
+  { cat "$tmp/ga.log"; echo "a parameter named grad_acc was not resumed as a parameter"; exit 1; }
 "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ms" --resume 2>"$tmp/ms.log"
 grep -q 'resumed from .* at epoch 1, step 5' "$tmp/ms.log" && grep -q '^done: 128 steps' "$tmp/ms.log" ||
   { cat "$tmp/ms.log"; echo "a run stopped mid-epoch did not resume where it stopped"; exit 1; }

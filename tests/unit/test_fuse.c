@@ -176,8 +176,8 @@ static uint32_t check_batches(const ir_graph *g, const nrt_program *p, uint32_t 
     for (uint32_t k = 0; b && k < p->nsteps; k++) {
         const nrt_step *s = &p->steps[k];
         for (uint32_t i = 0; i < g->nupdates && s->kind == NRT_STEP_KERNEL; i++) {
-            const char *name = g->params[g->updates[i].param].decl.name;   /* micro-batch accumulators are not the update */
-            if (strlen(name) > 9 && strcmp(name + strlen(name) - 9, ".grad_acc") == 0) continue;
+            /* micro-batch accumulators are not the update */
+            if (g->params[g->updates[i].param].role == IR_ROLE_ACCUMULATOR) continue;
             if (!cuda_kernel_writes(&cg, s->node, g->updates[i].value) || launch_of[k] == update_launch) continue;
             update_launch = launch_of[k];
             update_launches++;

@@ -88,6 +88,9 @@ int main(int argc, char **argv)
     m.images = &img;
     m.nimages = 1;
     const char *path = "test_module.netm";
+    /* every role travels: the last parameter stands for one of --accumulate's accumulators */
+    CHECK(g->nparams > 0);
+    if (g->nparams) g->params[g->nparams - 1].role = IR_ROLE_ACCUMULATOR;
     CHECK(module_write(path, &m, err, sizeof err) == 0);
 
     /* round trip: the same graph text, steps, kernels, source and image */
@@ -103,6 +106,8 @@ int main(int argc, char **argv)
         CHECK(strcmp(r.program.source, m.program.source) == 0);
         CHECK(r.nimages == 1 && r.images[0].size == sizeof fake && memcmp(r.images[0].data, fake, sizeof fake) == 0);
         CHECK(r.graph->train.present == g->train.present && r.graph->train.lr == g->train.lr);
+        CHECK(r.graph->nparams == g->nparams);
+        for (uint32_t i = 0; i < g->nparams && i < r.graph->nparams; i++) CHECK(r.graph->params[i].role == g->params[i].role);
         module_data_free(&r);
     }
 
