@@ -116,6 +116,14 @@ void driver_warn_accumulate(const ir_graph *g, int accumulate, diag_ctx *d)
                 "over the batch; this %s is over the batch axis", accumulate, accumulate, op_name(g->train.batch_reduce_op));
 }
 
+const char *driver_no_train_hint(const ir_graph *g, char *buf, size_t cap)
+{
+    if (g->train.trained_models[0])
+        snprintf(buf, cap, "the file's models with one: %s (give --model NAME)", g->train.trained_models);
+    else snprintf(buf, cap, "add: train %s { optimizer adam(lr: 1e-3) }", g->name);
+    return buf;
+}
+
 ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts *o, diag_ctx *d)
 {
     ast_file *f = parse_checked(sources, file_id, d);
@@ -138,10 +146,8 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
         char err[1024];
         if (!g->train.present) {
             char hint[256];
-            if (g->train.trained_models[0])
-                snprintf(hint, sizeof hint, "the file's models with one: %s (give --model NAME)", g->train.trained_models);
-            else snprintf(hint, sizeof hint, "add: train <model> { optimizer adam(lr: 1e-3) }");
-            diag_report(d, DIAG_ERROR, (nc_loc){file_id, 0, 0}, hint, "model %s has no train section", g->name);
+            diag_report(d, DIAG_ERROR, (nc_loc){file_id, 0, 0}, driver_no_train_hint(g, hint, sizeof hint),
+                        "model %s has no train section", g->name);
             ir_graph_free(g);
             return NULL;
         }

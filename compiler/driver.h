@@ -50,6 +50,12 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
  * loss of g (its batch a symbol) combines samples other than by a mean. */
 void driver_warn_accumulate(const ir_graph *g, int accumulate, diag_ctx *d);
 
+/* What to do about model g having no train section, into buf (returned):
+ * the file's models with one (the first model is the default; another may
+ * be the one to train), else the section to add. netc build's hint and
+ * netc train's error say the same. */
+const char *driver_no_train_hint(const ir_graph *g, char *buf, size_t cap);
+
 /* Parse and type-check only (netc check): returns the number of errors. */
 int driver_check(src_table *sources, uint32_t file_id, const driver_opts *o, diag_ctx *d);
 

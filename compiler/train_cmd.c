@@ -237,12 +237,9 @@ static int build_graphs(trainer *t)
     driver_warn_accumulate(f, (int)t->o->accumulate, &d);
     if (diag_failed(&d)) return 1;
     if (!f->train.present) {
-        if (f->train.trained_models[0])   /* the first model of the file is the default; another may be the one to train */
-            fprintf(stderr, "netc: %s: model %s has no train section; the file's models with one: %s (give --model NAME)\n",
-                    t->o->model_path, f->name, f->train.trained_models);
-        else
-            fprintf(stderr, "netc: %s: model %s has no train section (add: train %s { optimizer adam(lr: 1e-3) })\n",
-                    t->o->model_path, f->name, f->name);
+        char hint[256];
+        fprintf(stderr, "netc: %s: model %s has no train section; %s\n", t->o->model_path, f->name,
+                driver_no_train_hint(f, hint, sizeof hint));
         return 1;
     }
     /* two kinds of model: a classifier (u8 samples, a train input for i32

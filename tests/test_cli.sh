@@ -192,6 +192,9 @@ expect 2 "--max-steps needs a positive integer, got '+3'" train "$src/examples/f
 printf 'model enc(x: u8[B, 8, 8]) -> (y: f32[B, 64]) { return f32(reshape(x, [B, 64])) }\nmodel cls(x: u8[B, 8, 8]) -> (logits: f32[B, 4]) {\n  param w: f32[64, 4] = normal(0.1)\n  return f32(reshape(x, [B, 64])) @ w\n}\ntrain cls(labels: i32[B]) {\n  loss = cross_entropy(logits, labels)\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/notrain.net"
 expect 1 "model enc has no train section; the file's models with one: cls (give --model NAME)" train "$tmp/notrain.net" --data "$tmp/nodata"
 expect 1 "hint: the file's models with one: cls (give --model NAME)" build "$tmp/notrain.net" --entry train --target '' -o "$tmp/nt.netm"
+# ... and a file without any, the section to add, named for the model (build said 'train <model>')
+expect 1 "model m has no train section; add: train m { optimizer adam(lr: 1e-3) }" train "$tmp/notrain1.net" --data "$tmp/nodata"
+expect 1 "hint: add: train m { optimizer adam(lr: 1e-3) }" build "$tmp/notrain1.net" --entry train --target '' -o "$tmp/nt1.netm"
 # train takes --model as build does, and its batch dim from --batch, not --dim
 expect 1 "hint: the file's models: fashion_mlp" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --model nope
 expect 1 "do not give it with --dim" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --dim B=4
