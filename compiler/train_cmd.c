@@ -490,10 +490,13 @@ static int setup_gpu(trainer *t)
 
 /* ---- one step ------------------------------------------------------------- */
 
+/* The rate the schedule starts from: --lr, else the train section's. */
+static double base_lr(const trainer *t) { return t->o->lr > 0 ? t->o->lr : t->tg->train.lr; }
+
 static double schedule_lr(const trainer *t, int64_t total_steps)
 {
     const ir_train_spec *s = &t->tg->train;
-    double base = t->o->lr > 0 ? t->o->lr : s->lr;
+    double base = base_lr(t);
     if (s->warmup_steps > 0 && t->step < s->warmup_steps) return base * (double)(t->step + 1) / (double)s->warmup_steps;
     switch (s->schedule) {
     case IR_SCHED_STEP: return base * pow(s->gamma, (double)(t->step / (s->step_size ? s->step_size : 1)));
@@ -877,9 +880,12 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
  *     sample count and 12-13 a 48-bit hash of it (another data set would
  *     give the batch index other samples too), 14-16 the bits of the f64
  *     sum of the epoch's finite losses so far and 17-18 their count (so a
- *     resumed epoch's train loss is the whole epoch's).
- * Checkpoints before 2026-11-29 hold the first 5; before 2026-11-30, 9. */
-enum { STATE_LEN = 19, STATE_LEN_RUN = 9, STATE_LEN_OLD = 5 };
+ *     resumed epoch's train loss is the whole epoch's);
+ *   19-21 the bits of the f64 base learning rate (--lr or the train
+ *     section's), so a resume with another says so.
+ * Checkpoints before 2026-11-29 hold the first 5; before 2026-11-30, 9;
+ * before the learning rate was kept (2026-11-30), 19. */
+enum { STATE_LEN = 22, STATE_LEN_DATA = 19, STATE_LEN_RUN = 9, STATE_LEN_OLD = 5 };
 #define STATE_PIECE ((int64_t)1 << 24)
 
 /* Where a run is: what a checkpoint records of the loop's position. */
@@ -889,6 +895,7 @@ typedef struct train_pos {
     int64_t nloss;
     bool has_loss;          /* on load: the checkpoint kept loss_sum and nloss (older ones did not) */
     int64_t epochs;         /* on load: the run's --epochs; 0 where older checkpoints did not keep it */
+    double lr;              /* on load: the run's base learning rate; 0 where older checkpoints did not keep it */
 } train_pos;
 
 /* v as n 24-bit pieces into f, the most significant first, and back. */
@@ -934,8 +941,10 @@ static int save_checkpoint(trainer *t, const char *path, const train_pos *p)
     int64_t len = STATE_LEN;
     cpu_tensor_alloc(&state, NC_F32, 1, &len, 4 * STATE_LEN);
     float *f = state.f;
-    uint64_t loss_bits;
+    uint64_t loss_bits, lr_bits;
+    const double lr = base_lr(t);
     memcpy(&loss_bits, &p->loss_sum, sizeof loss_bits);
+    memcpy(&lr_bits, &lr, sizeof lr_bits);
     f[0] = (float)p->epoch, f[1] = (float)p->batch, f[4] = (float)t->scale, f[5] = (float)t->o->batch, f[9] = (float)t->o->epochs;
     put_pieces(f + 2, (uint64_t)t->step, 2);
     put_pieces(f + 6, t->o->seed, 3);
@@ -943,6 +952,7 @@ static int save_checkpoint(trainer *t, const char *path, const train_pos *p)
     put_pieces(f + 12, t->train_id, 2);
     put_pieces(f + 14, loss_bits, 3);
     put_pieces(f + 17, (uint64_t)p->nloss, 2);
+    put_pieces(f + 19, lr_bits, 3);
     e[n] = (st_entry){.name = "@train_state", .t = &state};
     int rc = safetensors_write(path, e, n + 1, err, sizeof err);
     if (rc) fprintf(stderr, "netc: %s\n", err);
@@ -976,13 +986,18 @@ static const char *state_malformed(const cpu_tensor *state)
     for (int k = STATE_LEN_OLD; k < STATE_LEN_RUN && k < state->numel; k++)
         if (!state_piece(f[k])) return "its --batch or --seed is not a count";
     for (int k = STATE_LEN_RUN; k < state->numel; k++)
-        if (!state_piece(f[k])) return "its --epochs, data set or loss so far is not a count";
-    if (state->numel < STATE_LEN) return NULL;
+        if (!state_piece(f[k])) return "its --epochs, data set, loss so far or learning rate is not a count";
+    if (state->numel < STATE_LEN_DATA) return NULL;
     if (f[9] < 1) return "its --epochs is not a positive count";
     uint64_t bits = get_pieces(f + 14, 3);
     double loss_sum;
     memcpy(&loss_sum, &bits, sizeof loss_sum);
     if (f[14] >= 65536 || !isfinite(loss_sum)) return "its loss so far is not a number";   /* 3 pieces: 72 bits for 64 */
+    if (state->numel < STATE_LEN) return NULL;
+    bits = get_pieces(f + 19, 3);
+    double lr;
+    memcpy(&lr, &bits, sizeof lr);
+    if (f[19] >= 65536 || !isfinite(lr) || lr <= 0) return "its learning rate is not a positive number";
     return NULL;
 }
 
@@ -997,7 +1012,7 @@ static bool state_problem(const trainer *t, const cpu_tensor *state, char *why, 
     }
     if (state->numel < STATE_LEN_RUN) return false;   /* older checkpoints did not keep --batch and --seed */
     uint64_t seed = get_pieces(f + 6, 3);
-    bool has_data = state->numel >= STATE_LEN;        /* nor, later, the data set */
+    bool has_data = state->numel >= STATE_LEN_DATA;   /* nor, later, the data set */
     long long samples = has_data ? (long long)get_pieces(f + 10, 2) : 0;
     if ((int64_t)f[5] != t->o->batch)
         snprintf(why, cap, "it was made with --batch %lld, this run has --batch %lld: resume with the same one",
@@ -1040,9 +1055,12 @@ static int load_checkpoint(trainer *t, const char *path, train_pos *pos)
     /* the parameters and states by name; the loop state as one more tensor */
     cpu_tensor *loaded = nc_xcalloc(t->tg->nparams + 1, sizeof *loaded), state = {0};
     int rc = load_checkpoint_params(t, path, loaded, err, sizeof err);
-    if (rc == 0 && load_state(path, STATE_LEN, &state, err, sizeof err) != 0 &&   /* else an older one's, or err stands */
-        (rc = load_state(path, STATE_LEN_RUN, &state, old_err, sizeof old_err)) != 0)
-        rc = load_state(path, STATE_LEN_OLD, &state, old_err, sizeof old_err);
+    if (rc == 0) {   /* the newest form, else an older one's; the newest's error stands */
+        static const int64_t older[] = {STATE_LEN_DATA, STATE_LEN_RUN, STATE_LEN_OLD};
+        rc = load_state(path, STATE_LEN, &state, err, sizeof err);
+        for (size_t k = 0; rc != 0 && k < sizeof older / sizeof *older; k++)
+            rc = load_state(path, older[k], &state, old_err, sizeof old_err);
+    }
     char why[192];
     bool problem = rc == 0 && state_problem(t, &state, why, sizeof why);
     if (problem) snprintf(err, sizeof err, "%s: @train_state: %s", path, why);
@@ -1059,7 +1077,7 @@ static int load_checkpoint(trainer *t, const char *path, train_pos *pos)
     }
     free(loaded);
     const float *f = state.f;
-    *pos = (train_pos){.epoch = (int64_t)f[0], .batch = (int64_t)f[1], .has_loss = state.numel >= STATE_LEN};
+    *pos = (train_pos){.epoch = (int64_t)f[0], .batch = (int64_t)f[1], .has_loss = state.numel >= STATE_LEN_DATA};
     t->step = (int64_t)get_pieces(f + 2, 2);
     t->scale = f[4];
     if (pos->has_loss) {
@@ -1067,6 +1085,10 @@ static int load_checkpoint(trainer *t, const char *path, train_pos *pos)
         memcpy(&pos->loss_sum, &bits, sizeof bits);
         pos->nloss = (int64_t)get_pieces(f + 17, 2);
         pos->epochs = (int64_t)f[9];
+    }
+    if (state.numel >= STATE_LEN) {
+        uint64_t bits = get_pieces(f + 19, 3);
+        memcpy(&pos->lr, &bits, sizeof bits);
     }
     cpu_tensor_free(&state);
     return 0;
@@ -1259,13 +1281,37 @@ static int check_epochs(trainer *t, const char *ckpt, int64_t nb, const train_po
     return 1;
 }
 
+/* a and b with the fewest digits (6 at least) that tell them apart */
+static void fmt_distinct(double a, double b, char *as, char *bs, size_t cap)
+{
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(as, cap, "%.*g", digits, a);
+        snprintf(bs, cap, "%.*g", digits, b);
+        if (strcmp(as, bs) != 0) return;
+    }
+}
+
+/* A resume with another base learning rate than the checkpoint's (--lr, or
+ * the train section's edited) goes on with the new one, as asked, and says
+ * so with both; older checkpoints did not keep it. */
+static void say_lr(const trainer *t, const train_pos *pos)
+{
+    const double now = base_lr(t);
+    if (pos->lr <= 0 || pos->lr == now) return;
+    char was_s[32], now_s[32];
+    fmt_distinct(pos->lr, now, was_s, now_s, sizeof was_s);
+    fprintf(stderr, "netc: the checkpoint was made with learning rate %s; this run goes on with learning rate %s (%s) from step %lld\n",
+            was_s, now_s, t->o->lr > 0 ? "--lr" : "the train section's lr", (long long)t->step + 1);
+}
+
 /* What a resume says of where it goes on, or that there is nothing left. */
 static void say_resumed(const trainer *t, const char *ckpt, const train_pos *pos)
 {
     const train_opts *o = t->o;
-    if (pos->epoch < o->epochs)
+    if (pos->epoch < o->epochs) {
         fprintf(stderr, "netc: resumed from %s at epoch %lld, step %lld\n", ckpt, (long long)pos->epoch + 1, (long long)t->step);
-    else if (pos->epoch == o->epochs && pos->batch == 0)
+        say_lr(t, pos);
+    } else if (pos->epoch == o->epochs && pos->batch == 0)
         fprintf(stderr, "netc: %s is of a finished run: all %lld epochs done, step %lld; nothing to run (%s)\n", ckpt,
                 (long long)o->epochs, (long long)t->step,
                 schedule_spans_epochs(t) ? "its cosine schedule ended with them: to train longer, start a new run with more --epochs"

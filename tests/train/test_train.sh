@@ -5,7 +5,8 @@
 #     reproduces the uninterrupted run's losses exactly, and its epoch line;
 #  3. a damaged checkpoint is refused with a clear error.
 #  5. a resume goes on mid-epoch only with the --batch, --seed and training set it was made
-#     with (and --epochs, where the cosine schedule spans them); a finished run runs nothing.
+#     with (and --epochs, where the cosine schedule spans them); a finished run runs nothing;
+#     another learning rate is taken and said.
 #  9. Ctrl-C (SIGINT) or SIGTERM stops the run at the end of its step: checkpoint, --save,
 #     whole metrics lines, exit 130 / 143; --resume goes on with the next step.
 # 10. a small CNN (nn.conv2d, nn.max_pool2d) learns.
@@ -161,6 +162,20 @@ first=71; diff <(pick "$tmp/flat3.jsonl") <(pick "$tmp/fl.jsonl") && [[ -n "$(pi
 "$netc" train "$flat" "${common[@]}" --epochs 3 --checkpoint-dir "$tmp/fl" --resume 2>"$tmp/fl.log" &&
   grep -q 'is of a finished run: all 3 epochs done, step 192; nothing to run (give more --epochs to train on)' "$tmp/fl.log" ||
   { cat "$tmp/fl.log"; echo "a finished run's resume did not say so"; exit 1; }
+# another learning rate on a resume (--lr, or the train section's edited) is the user's to choose:
+# the run goes on with it and says so, naming both (it went on silently); the checkpoint then keeps
+# the new one, so a resume with it again says nothing
+"$netc" train "$model" "${common[@]}" --max-steps 5 --checkpoint-dir "$tmp/lr" 2>/dev/null
+"$netc" train "$model" "${common[@]}" --max-steps 10 --checkpoint-dir "$tmp/lr" --resume --lr 1e-3 2>"$tmp/lr.log" &&
+  grep -q '^netc: the checkpoint was made with learning rate 0.003; this run goes on with learning rate 0.001 (--lr) from step 6$' "$tmp/lr.log" &&
+  grep -q '^done: 10 steps' "$tmp/lr.log" || { cat "$tmp/lr.log"; echo "a resume with another --lr did not say so"; exit 1; }
+"$netc" train "$model" "${common[@]}" --max-steps 15 --checkpoint-dir "$tmp/lr" --resume --lr 1e-3 2>"$tmp/lr.log" &&
+  grep -q 'resumed from .* step 10$' "$tmp/lr.log" && ! grep -q 'learning rate' "$tmp/lr.log" ||
+  { cat "$tmp/lr.log"; echo "a resume with the checkpoint's --lr spoke of it"; exit 1; }
+sed 's/lr: 3e-3/lr: 2.5e-3/' "$model" > "$tmp/lr.net"
+"$netc" train "$tmp/lr.net" "${common[@]}" --max-steps 20 --checkpoint-dir "$tmp/lr" --resume 2>"$tmp/lr.log" &&
+  grep -q "^netc: the checkpoint was made with learning rate 0.001; this run goes on with learning rate 0.0025 (the train section's lr) from step 16$" "$tmp/lr.log" ||
+  { cat "$tmp/lr.log"; echo "a resume with another lr in the train section did not say so"; exit 1; }
 
 # 6: labels outside the model's classes, and a test set of another sample shape, are
 # refused as the data loads, not after an epoch of work (the labels 0-3 of tiny.net's 4 classes)
@@ -295,7 +310,7 @@ awk -v a="${cnn_loss[0]:-}" -v b="${cnn_loss[1]:-}" 'BEGIN { exit !(a != "" && b
   { cat "$tmp/cnn.log"; echo "FAIL: tiny_cnn's train loss did not fall: ${cnn_loss[*]}"; exit 1; }
 
 echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch," \
-     "resumes mid-epoch with the same batch, seed, data and (cosine) epochs only, with the whole epoch's train loss; says a finished run has nothing to run, refuses bad labels and test shapes and an unwritable --save or --metrics up front," \
+     "resumes mid-epoch with the same batch, seed, data and (cosine) epochs only, with the whole epoch's train loss, and says so of another learning rate; says a finished run has nothing to run, refuses bad labels and test shapes and an unwritable --save or --metrics up front," \
      "keeps an earlier run's metrics when it fails before its first step," \
      "stops on SIGINT/SIGTERM at the end of a step (first, mid-epoch, in the evaluation) with a checkpoint to resume from, the weights and whole metrics," \
      "trains a CNN of nn.conv2d and nn.max_pool2d"
