@@ -1310,7 +1310,7 @@ static void say_resumed(const trainer *t, const char *ckpt, const train_pos *pos
     const train_opts *o = t->o;
     if (pos->epoch < o->epochs) {
         fprintf(stderr, "netc: resumed from %s at epoch %lld, step %lld\n", ckpt, (long long)pos->epoch + 1, (long long)t->step);
-        say_lr(t, pos);
+        if (!(o->max_steps && t->step >= o->max_steps)) say_lr(t, pos);   /* no step will run at any rate */
     } else if (pos->epoch == o->epochs && pos->batch == 0)
         fprintf(stderr, "netc: %s is of a finished run: all %lld epochs done, step %lld; nothing to run (%s)\n", ckpt,
                 (long long)o->epochs, (long long)t->step,

@@ -176,6 +176,10 @@ sed 's/lr: 3e-3/lr: 2.5e-3/' "$model" > "$tmp/lr.net"
 "$netc" train "$tmp/lr.net" "${common[@]}" --max-steps 20 --checkpoint-dir "$tmp/lr" --resume 2>"$tmp/lr.log" &&
   grep -q "^netc: the checkpoint was made with learning rate 0.001; this run goes on with learning rate 0.0025 (the train section's lr) from step 16$" "$tmp/lr.log" ||
   { cat "$tmp/lr.log"; echo "a resume with another lr in the train section did not say so"; exit 1; }
+# ... but not where --max-steps leaves no step to run at any rate
+"$netc" train "$model" "${common[@]}" --max-steps 20 --checkpoint-dir "$tmp/lr" --resume --lr 5e-4 2>"$tmp/lr.log" &&
+  grep -q 'no steps to run' "$tmp/lr.log" && ! grep -q 'learning rate' "$tmp/lr.log" ||
+  { cat "$tmp/lr.log"; echo "a resume with no step to run spoke of its learning rate"; exit 1; }
 
 # 6: labels outside the model's classes, and a test set of another sample shape, are
 # refused as the data loads, not after an epoch of work (the labels 0-3 of tiny.net's 4 classes)
