@@ -38,6 +38,7 @@ typedef struct ast_list {
     X(AST_LET,       "let")        /* name = a                                 */ \
     X(AST_PARAM,     "param")      /* param name: a(type) = b(init, optional)  */ \
     X(AST_RETURN,    "return")     /* list = values                            */ \
+    X(AST_ASSERT,    "assert")     /* assert a, b(message) [, c(hint)]         */ \
     X(AST_BLOCK,     "block")      /* list = stmts; dtype/has_dtype: precision */ \
     X(AST_REPEAT,    "repeat")     /* repeat a as name { list }                */ \
     X(AST_DIRECTIVE, "directive")  /* name a  (optimizer adamw(...), ...)      */ \

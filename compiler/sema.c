@@ -625,6 +625,28 @@ static bool eval_type_dims(sema_ctx *c, const ast_node *type, dims_mode mode, ui
     return ok;
 }
 
+/* "'conv2d' takes x: [B, H, W, C]": the axes' names say what each axis is
+ * (channels last), which a rank alone does not. Empty when an axis is an
+ * expression. */
+static void pattern_hint(const sema_ctx *c, const ast_node *type, const char *argname, char *out, size_t cap)
+{
+    out[0] = 0;
+    if (!argname || !c->fn_decl) return;
+    size_t o = (size_t)snprintf(out, cap, "'%s' takes %s: %s[", c->fn_decl->name, argname,
+                                type->has_dtype ? dtype_name(type->dtype) : "");
+    for (uint32_t i = 0; i < type->list.n && o < cap; i++) {
+        const ast_node *e = type->list.items[i];
+        const char *sep = i ? ", " : "";
+        if (e->kind == AST_NAME) o += (size_t)snprintf(out + o, cap - o, "%s%s", sep, e->name);
+        else if (e->kind == AST_INT) o += (size_t)snprintf(out + o, cap - o, "%s%lld", sep, (long long)e->ival);
+        else if (e->kind == AST_WILDCARD || e->kind == AST_ELLIPSIS)
+            o += (size_t)snprintf(out + o, cap - o, "%s%s", sep, e->kind == AST_WILDCARD ? "_" : "...");
+        else { out[0] = 0; return; }
+    }
+    if (o + 1 < cap) snprintf(out + o, cap - o, "]");
+    else out[0] = 0;
+}
+
 /* Match an fn argument's tensor against a pattern like f32[..., In]; binds
  * unbound names in the current (fn) scope. argname NULL: the fn's declared
  * `-> type`, checked against the value it returns. */
@@ -652,8 +674,10 @@ static bool match_pattern(sema_ctx *c, const ast_node *type, const char *argname
         }
     int fixed = (int)pat->n - (ell >= 0);
     if (ell < 0 ? n->rank != fixed : n->rank < fixed) {
-        sema_err(c, argloc, NULL, "%s must have rank %s%d, got %s", subject, ell >= 0 ? "at least " : "",
-                 fixed, have);
+        char hint[256];
+        pattern_hint(c, type, argname, hint, sizeof hint);
+        sema_err(c, argloc, hint[0] ? hint : NULL, "%s must have rank %s%d, got %s", subject,
+                 ell >= 0 ? "at least " : "", fixed, have);
         return false;
     }
     for (uint32_t i = 0; i < pat->n; i++) {
@@ -1050,6 +1074,110 @@ void sema_exec_let(sema_ctx *c, const ast_node *s)
     sema_bind(c, s->name, v, s->loc);
 }
 
+/* The fn argument that a name in an assert's condition stands for: the
+ * argument itself, or the one whose pattern binds it (H of x: [B, H, W, C]). */
+static const ast_node *assert_arg(const ast_node *fn, const char *name)
+{
+    for (uint32_t i = 0; i < fn->list2.n; i++) {
+        const ast_node *d = fn->list2.items[i];
+        if (strcmp(d->name, name) == 0) return d;
+        const ast_node *t = d->a;
+        if (t && t->kind == AST_TYPE)
+            for (uint32_t k = 0; k < t->list.n; k++)
+                if (t->list.items[k]->kind == AST_NAME && strcmp(t->list.items[k]->name, name) == 0) return d;
+    }
+    return NULL;
+}
+
+/* Where a failed assert is reported: at the first argument its condition
+ * reads that the caller wrote in the user's file (conv2d's `stride: 0`),
+ * else at the assert; the note then names the user's call. */
+static bool assert_loc(sema_ctx *c, const ast_node *e, nc_loc *loc)
+{
+    if (!e || !c->fn_decl) return false;
+    if (e->kind == AST_NAME) {
+        const ast_node *d = assert_arg(c->fn_decl, e->name);
+        binding *b = NULL;
+        for (scope *s = c->env; d && s && !b; s = s->fn_boundary ? NULL : s->parent) b = scope_find_local(s, d->name);
+        if (b && b->loc.file == c->call_site.file && b->loc.line) { *loc = b->loc; return true; }
+        return false;
+    }
+    if (e->kind != AST_BINARY && e->kind != AST_UNARY) return false;
+    return assert_loc(c, e->a, loc) || (e->kind == AST_BINARY && assert_loc(c, e->b, loc));
+}
+
+/* "{name}" in an assert's message: the value bound to name. */
+static void assert_value_text(sema_ctx *c, const char *name, char *out, size_t cap)
+{
+    binding *b = lookup(c, name);
+    if (!b) { snprintf(out, cap, "{%s}", name); return; }
+    sv v = b->value;
+    const ir_node *n = v.kind == SV_TENSOR ? &c->g->nodes[v.t] : NULL;
+    switch (v.kind) {
+    case SV_INT: snprintf(out, cap, "%lld", (long long)v.i); break;
+    case SV_FLOAT: snprintf(out, cap, "%g", v.f); break;
+    case SV_BOOL: snprintf(out, cap, "%s", v.i ? "true" : "false"); break;
+    case SV_STRING: snprintf(out, cap, "%s", v.s); break;
+    case SV_DTYPE: snprintf(out, cap, "%s", dtype_name(v.dtype)); break;
+    case SV_DIM: ir_dim_format(c->g, v.dim, out, cap); break;
+    case SV_TENSOR: ir_shape_format(c->g, n->dtype, n->rank, n->shape, out, cap); break;
+    default: snprintf(out, cap, "{%s}", name);
+    }
+}
+
+static void assert_format(sema_ctx *c, const char *msg, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (const char *p = msg; *p && o + 1 < cap;) {
+        const char *end = *p == '{' ? strchr(p, '}') : NULL;
+        if (end && end - p > 1 && end - p < 64) {
+            char name[64], val[256];
+            snprintf(name, sizeof name, "%.*s", (int)(end - p - 1), p + 1);
+            assert_value_text(c, name, val, sizeof val);
+            o += (size_t)snprintf(out + o, cap - o, "%s", val);
+            if (o >= cap) o = cap - 1;
+            p = end + 1;
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = 0;
+}
+
+/* assert COND, "message" [, "hint"]: a check a function makes of its
+ * arguments when it is expanded; COND is a compile-time bool. */
+static void exec_assert(sema_ctx *c, const ast_node *s)
+{
+    sv cond = sema_expr(c, s->a);
+    sv msg = sema_expr(c, s->b);
+    sv hint = s->c ? sema_expr(c, s->c) : (sv){.kind = SV_NONE};
+    if (cond.kind == SV_ERROR || msg.kind == SV_ERROR || hint.kind == SV_ERROR) return;
+    if (msg.kind != SV_STRING || (s->c && hint.kind != SV_STRING)) {
+        sema_err(c, msg.kind != SV_STRING ? s->b->loc : s->c->loc, "e.g. assert stride >= 1, \"stride must be at least 1\"",
+                 "an assert's message and hint are strings");
+        return;
+    }
+    if (cond.kind != SV_BOOL) {
+        sema_err(c, s->a->loc, "compare numbers or sizes known when the model is built: kernel <= H",
+                 "an assert's condition must be true or false when the model is built, got %s",
+                 sv_kind_phrase(cond.kind));
+        return;
+    }
+    if (cond.i) return;
+    char text[1024], help[1024];
+    assert_format(c, msg.s, text, sizeof text);
+    if (s->c) assert_format(c, hint.s, help, sizeof help);
+    nc_loc loc = s->loc;
+    assert_loc(c, s->a, &loc);
+    sema_err(c, loc, s->c ? help : NULL, "%s", text);
+    if (!c->fn_decl) return;
+    /* the rest of the fn would only report what the assert has said */
+    c->assert_failed = c->returned = true;
+    c->ret = ast_alloc(c->arena, sizeof *c->ret);
+    *c->ret = sv_error();
+    c->nret = 1;
+}
+
 static void exec_stmt(sema_ctx *c, const ast_node *s)
 {
     switch (s->kind) {
@@ -1058,6 +1186,7 @@ static void exec_stmt(sema_ctx *c, const ast_node *s)
     case AST_RETURN: exec_return(c, s); break;
     case AST_BLOCK: exec_block(c, s); break;
     case AST_REPEAT: exec_repeat(c, s); break;
+    case AST_ASSERT: exec_assert(c, s); break;
     case AST_DIRECTIVE:
         sema_err(c, s->loc, "optimizer, schedule, loss_scale and clip_grad_norm belong in a train section",
                  "'%s' is not a statement here", s->name);
@@ -1071,7 +1200,7 @@ static void exec_stmts(sema_ctx *c, const ast_list *stmts)
 {
     for (uint32_t i = 0; i < stmts->n && !c->returned; i++) {
         exec_stmt(c, stmts->items[i]);
-        if (c->returned && i + 1 < stmts->n)
+        if (c->returned && !c->assert_failed && i + 1 < stmts->n)
             sema_warn(c, stmts->items[i + 1]->loc, NULL, "unreachable statement after return");
     }
 }
@@ -1187,6 +1316,8 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
     scope sc;
     scope_enter(c, &sc, true);
     nc_loc saved_site = c->call_site;
+    const ast_node *saved_decl = c->fn_decl;
+    c->fn_decl = decl;
     if (c->call_depth == 0) c->call_site = call->loc;
     c->call_depth++;
     char base[128], saved_prefix[512];
@@ -1204,6 +1335,7 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
     c->nret = 0;
     if (ok) {
         exec_stmts(c, &decl->list);
+        c->assert_failed = false;
         if (!c->returned) result = (sv){.kind = SV_NONE};
         else if (c->nret == 1) result = c->ret[0];
         else {
@@ -1220,6 +1352,7 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
     pop_prefix(c, saved_prefix);
     c->call_depth--;
     c->call_site = saved_site;
+    c->fn_decl = saved_decl;
     scope_leave(c, &sc);
     c->env = saved_env;
     if (result.kind == SV_TENSOR) result.is_param = false;

@@ -690,6 +690,15 @@ static sv floor_divide(sema_ctx *c, sv a, sv b, nc_loc loc)
     return sv_int(q);
 }
 
+/* A dim whose size is known (a fn's H bound to 28) as that number. Division
+ * stays dim arithmetic, exact or an error, rather than a fraction. */
+static sv known_dim_as_int(sema_ctx *c, sv v)
+{
+    int64_t k;
+    if (v.kind == SV_DIM && dim_is_const(&c->g->dims[v.dim], &k)) return sv_int(k);
+    return v;
+}
+
 sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc operand_locs[2])
 {
     if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
@@ -711,6 +720,10 @@ sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc oper
             return sv_error();
         }
         return sema_apply(c, &proto, ops, 2, locs, NULL);
+    }
+    if (op != AST_OP_DIV) {   /* H + 2 * padding with padding -1, kernel <= H: a known size is a number */
+        a = known_dim_as_int(c, a);
+        b = known_dim_as_int(c, b);
     }
     if (a.kind == SV_DIM || b.kind == SV_DIM) return dim_arith(c, op, a, b, loc);
     if (op == AST_OP_MATMUL) {

@@ -86,6 +86,8 @@ typedef struct sema_ctx {
     int nret;
     bool returned;
     nc_loc call_site;       /* innermost fn call, for notes */
+    const ast_node *fn_decl; /* the fn being expanded, NULL in a model body */
+    bool assert_failed;     /* the fn's expansion stopped at a failed assert */
     bool dim_used[64], set_used[64];   /* which --dim / --set names matched something */
     uint64_t random_sites;  /* random ops given no seed so far: each gets its own (default_seed) */
     /* the last names bound in a block that has ended, with the function or

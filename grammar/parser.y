@@ -35,7 +35,7 @@ static void yyerror(YYLTYPE *loc, parse_state *ps, yyscan_t scanner, const char 
 }
 
 %token IMPORT "import" CONFIG "config" FN "fn" MODEL "model" TRAIN "train"
-%token PARAM "param" RETURN "return" REPEAT "repeat" AS "as" PRECISION "precision"
+%token PARAM "param" RETURN "return" REPEAT "repeat" AS "as" PRECISION "precision" ASSERT "assert"
 %token <ival> INT_LIT "integer" BOOL_LIT "true or false"
 %token <fval> FLOAT_LIT "number"
 %token <str> NAME "name" STRING_LIT "string" KIND "int, float or string" ATTR "@attribute"
@@ -176,6 +176,8 @@ stmt
     | PARAM NAME ':' type           { $$ = parse_named(ps, AST_PARAM, @2, $2, $4, NULL); }
     | PARAM NAME ':' type '=' expr  { $$ = parse_named(ps, AST_PARAM, @2, $2, $4, $6); }
     | RETURN exprs                  { $$ = parse_list(ps, @1, &$2); $$->kind = AST_RETURN; }
+    | ASSERT expr ',' expr          { $$ = parse_named(ps, AST_ASSERT, @1, NULL, $2, $4); }
+    | ASSERT expr ',' expr ',' expr { $$ = parse_named(ps, AST_ASSERT, @1, NULL, $2, $4); $$->c = $6; }
     | block                         { $$ = $1; }
     | PRECISION DTYPE block         { $$ = $3; $$->loc = @2; $$->has_dtype = true; $$->dtype = $2; }
     | REPEAT expr block             { $$ = parse_named(ps, AST_REPEAT, @1, NULL, $2, NULL); $$->list = $3->list; }
