@@ -85,6 +85,14 @@ static const grad_case cases[] = {
     {"broadcast", "y = a + b * 2.0", "param a: f32[2, 3, 4] = normal(1)\n param b: f32[3, 1] = normal(1)"},
     {"gather", "y = gather(a, reshape(iota([4], dtype: i32), [2, 2]) / 2)", "param a: f32[3, 4] = normal(1)"},
     {"scatter_add", "y = scatter_add(reshape(iota([4], dtype: i32), [4]) / 2, a, rows: 3)", "param a: f32[4, 3] = normal(1)"},
+    /* the standard library's convolutions (gather of pixel rows, scatter_add
+       back): odd and unequal H and W, so that a swapped axis or a window
+       reading past the edge shows; stride 2 reads the padding at both ends */
+    {"nn_conv2d", "y = nn.conv2d(a, 2, 3, stride: 2, padding: 1)", "param a: f32[2, 5, 3, 2] = normal(1)"},
+    /* the odd last row and column are in no window: their gradient is 0 */
+    {"nn_max_pool2d", "y = nn.max_pool2d(a)", "param a: f32[2, 5, 3, 2] = normal(1)"},
+    {"nn_avg_pool2d", "p = nn.avg_pool2d(a, kernel: 3)\n  q = nn.avg_pool2d(a * 2.0)\n  y = concat([reshape(p, [8]), reshape(q, [18])], axis: 0)",
+     "param a: f32[1, 7, 6, 2] = normal(1)"},
 };
 
 static int failures;
@@ -110,7 +118,8 @@ static void run_case(const grad_case *c)
      * with its own weight. w needs y's shape: compile once to learn it. */
     src_table src = {0};
     char probe[2048];
-    snprintf(probe, sizeof probe, "model m() {\n %s\n %s\n return y\n}\n", c->params, stmts);
+    const char *imports = strstr(stmts, "nn.") ? "import nn\n" : "";
+    snprintf(probe, sizeof probe, "%smodel m() {\n %s\n %s\n return y\n}\n", imports, c->params, stmts);
     uint32_t id = src_add(&src, c->name, probe, strlen(probe));
     diag_ctx d;
     diag_init(&d, &src, stderr);
@@ -130,9 +139,9 @@ static void run_case(const grad_case *c)
     ir_graph_free(pg);
     char source[4096];
     snprintf(source, sizeof source,
-             "model m() -> f32 {\n %s\n %s\n w = 1.0 + 0.37 * f32(reshape(iota([%lld], dtype: i32), %s))\n return sum(y * w)\n}\n"
+             "%smodel m() -> f32 {\n %s\n %s\n w = 1.0 + 0.37 * f32(reshape(iota([%lld], dtype: i32), %s))\n return sum(y * w)\n}\n"
              "train m { optimizer sgd(lr: 1.0) }\n",
-             c->params, stmts, (long long)numel, shape);
+             imports, c->params, stmts, (long long)numel, shape);
     id = src_add(&src, c->name, source, strlen(source));
     driver_opts o = {.verify = true, .keep_loss = true};
     ir_graph *g = driver_compile(&src, id, &o, &d);
