@@ -42,6 +42,19 @@ static const struct {
     {"unexpected optimizer", "optimizer, schedule, loss_scale and clip_grad_norm go in a train section: train m { optimizer adam(lr: 1e-3) }", false},
 };
 
+/* Whether the line of loc ends in a '{' after it (comments and blanks aside):
+ * a statement that opens a block broke before its '{' (repeat i in 3 {). */
+static bool line_opens_block_after(const parse_state *ps, nc_loc loc)
+{
+    size_t len;
+    const char *line = src_line(ps->diag->sources, loc.file, loc.line, &len);
+    if (!line || loc.col == 0 || loc.col - 1 > len) return false;
+    const char *hash = memchr(line, '#', len);
+    size_t end = hash ? (size_t)(hash - line) : len;
+    while (end > loc.col && (line[end - 1] == ' ' || line[end - 1] == '\t' || line[end - 1] == '\r')) end--;
+    return end > loc.col && line[end - 1] == '{';
+}
+
 /* Whether only blanks precede loc on its line. */
 static bool first_on_line(const parse_state *ps, nc_loc loc)
 {
@@ -68,6 +81,9 @@ static const char *foreign_syntax_hint(const parse_state *ps, nc_loc loc, const 
     while (i < len && (line[i] == ' ' || line[i] == '\t')) i++;
     if (strncmp(msg, "unexpected '{'", 14) == 0 && len - i > 3 && strncmp(line + i, "if", 2) == 0 && (line[i + 2] == ' ' || line[i + 2] == '('))
         return "there is no if: choose between tensors with where(cond, a, b), or pass a compile-time bool to a fn";
+    if ((len - i > 4 && strncmp(line + i, "for ", 4) == 0) || (len - i > 7 && strncmp(line + i, "repeat ", 7) == 0))
+        return "a loop is written repeat N as name { ... }: the body is unrolled N times, with parameters under "
+               "name.0, name.1, ...; there is no loop variable";
     return NULL;
 }
 
@@ -80,6 +96,8 @@ void parse_error(parse_state *ps, nc_loc loc, const char *msg)
      * block's last newline and its '}' closes the body, so the rest of the body
      * would echo as errors at the top level, up to the body's own '}' */
     if (strncmp(msg, "unexpected '{'", 14) == 0 && ps->tok_brace_depth >= 2) ps->muted = true;
+    /* the same when the statement broke before its '{': the recovery skips the '{' */
+    if (ps->tok_brace_depth >= 1 && line_opens_block_after(ps, loc)) ps->muted = true;
     const char *hint = NULL;
     for (size_t i = 0; i < NC_COUNT(parse_hints); i++)
         if (strncmp(msg, parse_hints[i].prefix, strlen(parse_hints[i].prefix)) == 0 &&
