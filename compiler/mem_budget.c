@@ -644,7 +644,10 @@ static bool fit_budget(ir_graph **gp, int64_t budget, const budget_ctx *ctx)
         return true;
     }
     int64_t smallest = seg_peak > 0 && (single.cost.peak < 0 || seg_peak < single.cost.peak) ? seg_peak : single.cost.peak;
-    human(smallest > 0 ? smallest : peak0, b, sizeof b);
+    /* the step as it is can be smaller than any plan the search makes (its
+     * own @checkpoint regions recomputed): that is the smallest then */
+    if (smallest <= 0 || peak0 < smallest) smallest = peak0;
+    human(smallest, b, sizeof b);
     /* the fixed part is most of a small model's peak: a budget below it cannot be met by any plan */
     int64_t side = plan_cost_of(g, bc.fuse, err, errcap).side;
     char fixed[32];

@@ -145,6 +145,33 @@ mb=$("$netc" build "$src/examples/char_lm.net" --set C=32 --set L=2 --set H=2 --
   --memory-budget 1MiB --target '' -o "$tmp/mb.netm" 2>&1)
 grep -q "error: cannot fit the memory budget of 1.00 MiB: the smallest plan recomputation reaches needs 33.[0-9]* MiB, of which 32.[0-9]* MiB is what a GPU session holds beside its arena (cuBLASLt's workspace, argument tables)" <<<"$mb" ||
   { echo "FAIL: an impossible budget's fixed part: $mb"; fail=$((fail + 1)); }
+# the smallest plan an impossible budget names is never above the plan the step has without
+# one (a CNN whose own @checkpoint blocks made 106.57 MiB was said to need at least 110.43)
+n=$((n + 1))
+cat > "$tmp/ckconv.net" <<'EOF'
+import nn
+model ck(images: u8[B, 28, 28]) -> (logits: f32[B, 10]) {
+  x = f32(reshape(images, [B, 28, 28, 1])) / 255.0
+  h = nn.conv2d(x, 16, 3, padding: 1)
+  @checkpoint repeat 3 as blocks {
+    c = nn.conv2d(relu(h), 16, 3, padding: 1)
+    h = h + c
+  }
+  @checkpoint p = nn.max_pool2d(relu(h))
+  @checkpoint q = nn.conv2d(p, 32, 3, stride: 2, padding: 1)
+  return nn.linear(mean(relu(q), axis: [1, 2]), 10)
+}
+train ck(labels: i32[B]) {
+  loss = cross_entropy(logits, labels)
+  optimizer adam(lr: 1e-3)
+}
+EOF
+mb_mib() { sed -nE "s/.*$1 ([0-9.]+) MiB.*/\1/p" <<<"$2" | head -1; }
+mbfree=$("$netc" build "$tmp/ckconv.net" --entry train --dim B=64 --memory-budget 1TiB --target '' -o "$tmp/ck.netm" 2>&1)
+mbtight=$("$netc" build "$tmp/ckconv.net" --entry train --dim B=64 --memory-budget 40MiB --target '' -o "$tmp/ck.netm" 2>&1)
+free_mib=$(mb_mib "the plan needs" "$mbfree") tight_mib=$(mb_mib "recomputation reaches needs" "$mbtight")
+[[ -n $free_mib && -n $tight_mib ]] && awk -v a="$tight_mib" -v b="$free_mib" 'BEGIN { exit !(a <= b) }' ||
+  { echo "FAIL: the smallest plan of an impossible budget is above the step's own: $mbtight (without: $mbfree)"; fail=$((fail + 1)); }
 # a training set smaller than one batch names the largest --batch it takes
 head -c 200 "$src/README.md" > "$tmp/small.txt"
 expect 2 "the training set has 11 samples, fewer than one batch of 128: give --batch 11 or less" \
