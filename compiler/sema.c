@@ -1102,6 +1102,7 @@ static bool assert_loc(sema_ctx *c, const ast_node *e, nc_loc *loc)
         if (b && b->loc.file == c->call_site.file && b->loc.line) { *loc = b->loc; return true; }
         return false;
     }
+    if (e->kind == AST_MEMBER) return assert_loc(c, e->a, loc);   /* x.dtype */
     if (e->kind != AST_BINARY && e->kind != AST_UNARY) return false;
     return assert_loc(c, e->a, loc) || (e->kind == AST_BINARY && assert_loc(c, e->b, loc));
 }
@@ -1144,6 +1145,17 @@ static void assert_format(sema_ctx *c, const char *msg, char *out, size_t cap)
     out[o] = 0;
 }
 
+/* A failed assert, or one that could not be checked, ends the fn's
+ * expansion: the rest would only report what the assert has said. */
+static void assert_stop(sema_ctx *c)
+{
+    if (!c->fn_decl) return;
+    c->assert_failed = c->returned = true;
+    c->ret = ast_alloc(c->arena, sizeof *c->ret);
+    *c->ret = sv_error();
+    c->nret = 1;
+}
+
 /* assert COND, "message" [, "hint"]: a check a function makes of its
  * arguments when it is expanded; COND is a compile-time bool. */
 static void exec_assert(sema_ctx *c, const ast_node *s)
@@ -1151,16 +1163,18 @@ static void exec_assert(sema_ctx *c, const ast_node *s)
     sv cond = sema_expr(c, s->a);
     sv msg = sema_expr(c, s->b);
     sv hint = s->c ? sema_expr(c, s->c) : (sv){.kind = SV_NONE};
-    if (cond.kind == SV_ERROR || msg.kind == SV_ERROR || hint.kind == SV_ERROR) return;
+    if (cond.kind == SV_ERROR || msg.kind == SV_ERROR || hint.kind == SV_ERROR) { assert_stop(c); return; }
     if (msg.kind != SV_STRING || (s->c && hint.kind != SV_STRING)) {
         sema_err(c, msg.kind != SV_STRING ? s->b->loc : s->c->loc, "e.g. assert stride >= 1, \"stride must be at least 1\"",
                  "an assert's message and hint are strings");
+        assert_stop(c);
         return;
     }
     if (cond.kind != SV_BOOL) {
         sema_err(c, s->a->loc, "compare numbers or sizes known when the model is built: kernel <= H",
                  "an assert's condition must be true or false when the model is built, got %s",
                  sv_kind_phrase(cond.kind));
+        assert_stop(c);
         return;
     }
     if (cond.i) return;
@@ -1170,12 +1184,7 @@ static void exec_assert(sema_ctx *c, const ast_node *s)
     nc_loc loc = s->loc;
     assert_loc(c, s->a, &loc);
     sema_err(c, loc, s->c ? help : NULL, "%s", text);
-    if (!c->fn_decl) return;
-    /* the rest of the fn would only report what the assert has said */
-    c->assert_failed = c->returned = true;
-    c->ret = ast_alloc(c->arena, sizeof *c->ret);
-    *c->ret = sv_error();
-    c->nret = 1;
+    assert_stop(c);
 }
 
 static void exec_stmt(sema_ctx *c, const ast_node *s)

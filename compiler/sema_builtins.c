@@ -615,6 +615,15 @@ static sv dim_arith(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
     case AST_OP_DIV: s = dim_div(x, y, &r); break;
     case AST_OP_EQ: return (sv){.kind = SV_BOOL, .i = da == db};
     case AST_OP_NE: return (sv){.kind = SV_BOOL, .i = da != db};
+    case AST_OP_LT: case AST_OP_LE: case AST_OP_GT: case AST_OP_GE: {
+        /* a size a symbol stands for has no value until the model runs */
+        char name[96];
+        int64_t k;
+        ir_dim_format(c->g, dim_is_const(x, &k) ? db : da, name, sizeof name);
+        sema_err(c, loc, "bind the symbol when building (--dim NAME=VALUE), or give its axis a number in the model's inputs",
+                 "'%s' compares sizes known when the model is built; %s is symbolic", ast_op_text(op), name);
+        return sv_error();
+    }
     default:
         sema_err(c, loc, NULL, "'%s' is not defined on symbolic dimensions", ast_op_text(op));
         return sv_error();
