@@ -335,6 +335,23 @@ static nc_loc attr_loc(const sema_attr_locs *attrs, const char *field, nc_loc ca
     return call;
 }
 
+/* An f32 library weight meeting a bf16 or f16 argument outside a precision
+ * block: the usual hint (insert a cast around an operand) points into the
+ * library, where the user cannot write; say what the caller can do. */
+static const char *library_mix_hint(const sema_ctx *c, const ir_value *args, int n, nc_loc at)
+{
+    if (c->autocast || c->call_depth == 0 || at.file == c->call_site.file) return NULL;
+    bool f32 = false, low = false;
+    for (int i = 0; i < n; i++) {
+        nc_dtype t = c->g->nodes[args[i]].dtype;
+        f32 |= t == NC_F32;
+        low |= t == NC_BF16 || t == NC_F16;
+    }
+    if (!f32 || !low) return NULL;
+    return "the library's parameters are f32: call it inside a precision block (precision bf16 { ... } reads "
+           "them as bf16), or pass it f32(...) of its argument";
+}
+
 /* Where an op rule's error is about: the operand or attribute it names. */
 static nc_loc rule_error_loc(const tc_error *e, int n, const nc_loc *arg_locs, const sema_attr_locs *attrs, nc_loc call)
 {
@@ -399,7 +416,9 @@ sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_loc
     for (int i = 0; i < n; i++) args[i] = ops[i].t;
     tc_error e;
     if (!ir_build(c->g, proto, args, (uint16_t)n, &out, &e)) {
-        sema_err(c, rule_error_loc(&e, n, arg_locs, attrs, proto->loc), e.hint[0] ? e.hint : NULL, "%s", e.msg);
+        nc_loc at = rule_error_loc(&e, n, arg_locs, attrs, proto->loc);
+        const char *lib = library_mix_hint(c, args, n, at);
+        sema_err(c, at, lib ? lib : e.hint[0] ? e.hint : NULL, "%s", e.msg);
         return sv_error();
     }
     const ir_node *r = &c->g->nodes[out];
