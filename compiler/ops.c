@@ -559,6 +559,20 @@ static bool numel_dim(ir_graph *g, uint8_t rank, const uint32_t *shape, const ch
     return true;
 }
 
+/* A flatten after pooling that miscounts ([B, 14 * 14 * 16] of a
+ * [B, 14, 14, 8]): the count all but the first axis hold. */
+static void flatten_hint(ir_graph *g, const ir_node *x, const ir_node *n, tc_error *e)
+{
+    if (x->rank < 3 || n->rank != 2 || x->shape[0] != n->shape[0]) return;
+    dim_expr rest;
+    tc_error scratch;   /* a failure here must not replace the error being reported */
+    if (!numel_dim(g, (uint8_t)(x->rank - 1), x->shape + 1, NULL, &rest, &scratch)) return;
+    char lead[64], count[64];
+    ir_dim_format(g, x->shape[0], lead, sizeof lead);
+    ir_dim_format(g, ir_dim_intern(g, &rest), count, sizeof count);
+    hint(e, "flattening all but the first axis gives [%s, %s]", lead, count);
+}
+
 static bool shape_reshape(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     const ir_node *x = &g->nodes[a[0]];
@@ -568,8 +582,10 @@ static bool shape_reshape(ir_graph *g, ir_node *n, const ir_value *a, tc_error *
         char s1[128], s2[128], c1[64], c2[64];
         ir_dim_format(g, ir_dim_intern(g, &px), c1, sizeof c1);
         ir_dim_format(g, ir_dim_intern(g, &pn), c2, sizeof c2);
-        return fail_attr(e, "shape", "reshape: element counts differ: %s has %s, %s has %s", shape_str(g, x, s1, sizeof s1),
-                         c1, shape_str(g, n, s2, sizeof s2), c2);
+        fail_attr(e, "shape", "reshape: element counts differ: %s has %s, %s has %s", shape_str(g, x, s1, sizeof s1),
+                  c1, shape_str(g, n, s2, sizeof s2), c2);
+        flatten_hint(g, x, n, e);
+        return false;
     }
     return shaped_by(n, e, "shape");
 }
