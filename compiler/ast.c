@@ -81,6 +81,11 @@ const char *ast_kind_name(ast_kind k)
     return k < AST_KIND_COUNT ? names[k] : "?";
 }
 
+const char *ast_kind_article(ast_kind k)
+{
+    return strchr("aeiou", ast_kind_name(k)[0]) ? "an" : "a";
+}
+
 const char *ast_op_text(ast_op op)
 {
     static const char *t[] = {"+", "-", "*", "/", "@", "==", "!=", "<", "<=", ">", ">=", "-", "//"};

@@ -96,6 +96,7 @@ void ast_list_push(ast_arena *ar, ast_list *l, ast_node *n);
 ast_arena *ast_arena_new(void);
 void ast_arena_free(ast_arena *ar);
 const char *ast_kind_name(ast_kind k);
+const char *ast_kind_article(ast_kind k);  /* "a" (a return) or "an" (an assert) */
 const char *ast_op_text(ast_op op);
 
 #define AST_MAX_DEPTH 256   /* deeper expressions are refused with a diagnostic */

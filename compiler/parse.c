@@ -217,7 +217,7 @@ ast_node *parse_with_attr(parse_state *ps, nc_loc loc, const char *attr, ast_nod
         if (!stmt) return stmt;
         if (stmt->kind != AST_LET && stmt->kind != AST_BLOCK && stmt->kind != AST_REPEAT)
             diag_report(ps->diag, DIAG_ERROR, loc, "mark the binding that computes the value, e.g. @checkpoint y = f(x)",
-                        "@checkpoint applies to a binding, a block or a repeat, not a %s", ast_kind_name(stmt->kind));
+                        "@checkpoint applies to a binding, a block or a repeat, not %s %s", ast_kind_article(stmt->kind), ast_kind_name(stmt->kind));
         else if (stmt->attrs & AST_ATTR_CHECKPOINT)
             diag_report(ps->diag, DIAG_ERROR, loc, NULL, "@checkpoint given twice");
         stmt->attrs |= AST_ATTR_CHECKPOINT;

@@ -180,7 +180,7 @@ static void train_statements(sema_ctx *c, ir_train_spec *t, const ast_node *trai
             continue;
         }
         if (s->kind != AST_DIRECTIVE) {
-            sema_err(c, s->loc, NULL, "a train section holds 'loss = ...' and directives, not a %s", ast_kind_name(s->kind));
+            sema_err(c, s->loc, NULL, "a train section holds 'loss = ...' and directives, not %s %s", ast_kind_article(s->kind), ast_kind_name(s->kind));
             continue;
         }
         size_t k = 0;
