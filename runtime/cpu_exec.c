@@ -158,11 +158,57 @@ static void pool_trim(cpu_pool *p)
     p->n = kept;
 }
 
+/* ------------------------------------------------------------------ */
+/* constants kept from run to run (cpu_const_cache in cpu_exec.h)       */
+
+#define CPU_CONST_CACHE_BYTES ((size_t)64 << 20)
+
+struct cpu_const_cache {
+    const ir_graph *g;         /* the graph and binding the kept values belong to */
+    uint32_t nnodes, nsyms;
+    int64_t *syms;
+    cpu_tensor *kept;          /* per node: its kept value (NULL data: none) */
+    size_t bytes;              /* their storage */
+    bool complete;             /* a whole run built it: later runs may read it */
+};
+
+static void const_cache_clear(cpu_const_cache *cc)
+{
+    for (uint32_t v = 0; v < cc->nnodes; v++) cpu_tensor_free(&cc->kept[v]);
+    free(cc->kept);
+    free(cc->syms);
+    memset(cc, 0, sizeof *cc);
+}
+
+static bool const_kept(const cpu_const_cache *cc, ir_value v) { return cc->kept[v].f || cc->kept[v].i; }
+
+/* The pool's cache, usable as it is (complete) when it was built for this
+ * graph at this binding; otherwise emptied and keyed to them, to be built. */
+static cpu_const_cache *const_cache_for(cpu_pool *p, const ir_graph *g, const int64_t *syms)
+{
+    if (!p->consts) p->consts = nc_xcalloc(1, sizeof *p->consts);
+    cpu_const_cache *cc = p->consts;
+    if (cc->complete && cc->g == g && cc->nnodes == g->nnodes && cc->nsyms == g->nsyms &&
+        (g->nsyms == 0 || memcmp(cc->syms, syms, g->nsyms * sizeof *syms) == 0))
+        return cc;
+    const_cache_clear(cc);
+    cc->g = g;
+    cc->nnodes = g->nnodes;
+    cc->nsyms = g->nsyms;
+    cc->kept = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *cc->kept);
+    cc->syms = nc_xmalloc((g->nsyms ? g->nsyms : 1) * sizeof *cc->syms);
+    if (g->nsyms) memcpy(cc->syms, syms, g->nsyms * sizeof *syms);
+    p->const_builds++;
+    return cc;
+}
+
 void cpu_pool_free(cpu_pool *p)
 {
     if (!p) return;
     for (uint32_t k = 0; k < p->n; k++) free(p->bufs[k].data);
     free(p->bufs);
+    if (p->consts) const_cache_clear(p->consts);
+    free(p->consts);
     memset(p, 0, sizeof *p);
 }
 
@@ -207,6 +253,9 @@ typedef struct cpu_run {
     cpu_exec_result *res;
     uint32_t *last_use;            /* node that reads the value last; UINT32_MAX = keep */
     uint32_t *base;                /* the operand whose buffer v may view (v itself: none) */
+    uint8_t *mode;                 /* how v gets its value (run_mode) */
+    bool *frontier;                /* a constant value that a non-constant node reads */
+    cpu_const_cache *consts;       /* the pool's constants (NULL: none kept) */
     const cpu_tensor **argv;       /* scratch for a node's operands */
     char *err;
     size_t errcap;
@@ -332,24 +381,79 @@ static void plan_views(cpu_run *r)
     free(splat_only);
 }
 
-/* last_use[v] = the last node reading v; graph outputs, the values a
- * training step assigns to parameters, and the loss are never freed. A
- * view's base lives until the view's last reader (and so on down a chain of
- * views: backwards, a view's own end is final before it reaches its base). */
-static void compute_last_uses(cpu_run *r)
+/* Graph outputs, the values a training step assigns to parameters, and the
+ * loss are never freed (last_use UINT32_MAX); every value with keep_all. */
+static void mark_kept(cpu_run *r)
 {
     const ir_graph *g = r->g;
-    for (uint32_t v = 0; v < g->nnodes; v++) {
-        r->last_use[v] = r->o->keep_all ? UINT32_MAX : v;
-        const ir_value *a = node_args(g, &g->nodes[v]);
-        for (int k = 0; k < g->nodes[v].nargs; k++)
-            if (r->last_use[a[k]] != UINT32_MAX) r->last_use[a[k]] = v;
-    }
+    for (uint32_t v = 0; v < g->nnodes; v++) r->last_use[v] = r->o->keep_all ? UINT32_MAX : v;
     for (uint32_t i = 0; i < g->noutputs; i++)
         if (g->outputs[i].value < g->nnodes) r->last_use[g->outputs[i].value] = UINT32_MAX;
     for (uint32_t i = 0; i < g->nupdates; i++)
         if (g->updates[i].value < g->nnodes) r->last_use[g->updates[i].value] = UINT32_MAX;
     if (g->train.present && g->train.loss < g->nnodes) r->last_use[g->train.loss] = UINT32_MAX;
+}
+
+enum run_mode {
+    MODE_RUN,                      /* computed (or bound) by its node */
+    MODE_KEPT,                     /* read from the pool's constants */
+    MODE_SKIP,                     /* not needed: only kept constants depended on it */
+};
+
+/* Constant values: neither sources of data nor random, all operands
+ * constant, and not handed to the caller (kept values are never borrowed). */
+static void mark_constants(cpu_run *r, bool *is_const)
+{
+    const ir_graph *g = r->g;
+    for (uint32_t v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        const ir_value *a = node_args(g, n);
+        bool c = n->op < OP_COUNT && n->op != OP_INPUT && n->op != OP_PARAM &&
+                 !(nc_ops[n->op].flags & OPF_RANDOM) && r->last_use[v] != UINT32_MAX;
+        for (int k = 0; k < n->nargs && c; k++) c = is_const[a[k]];
+        is_const[v] = c;
+        for (int k = 0; k < n->nargs; k++) r->frontier[a[k]] |= is_const[a[k]] && !c;
+    }
+}
+
+/* With a complete cache, a kept value is read from it, and a constant that
+ * nothing computed this run reads is skipped. While the cache is being built,
+ * every node runs (eval_consts keeps the frontier's values as they come). */
+static void plan_consts(cpu_run *r)
+{
+    const ir_graph *g = r->g;
+    cpu_pool *p = r->o->pool;
+    if (!p || r->o->keep_all) return;
+    bool *is_const = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *is_const);
+    bool *need = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *need);
+    mark_constants(r, is_const);
+    r->consts = const_cache_for(p, g, r->syms);
+    for (uint32_t v = g->nnodes; r->consts->complete && v-- > 0;) {
+        const ir_node *n = &g->nodes[v];
+        need[v] |= !is_const[v];
+        if (!need[v]) r->mode[v] = MODE_SKIP;
+        else if (const_kept(r->consts, v)) r->mode[v] = MODE_KEPT;
+        else
+            for (int k = 0; k < n->nargs; k++) need[node_args(g, n)[k]] = true;
+    }
+    free(need);
+    free(is_const);
+}
+
+/* last_use[v] = the last node reading v (only nodes that run read). A
+ * view's base lives until the view's last reader (and so on down a chain of
+ * views: backwards, a view's own end is final before it reaches its base). */
+static void compute_last_uses(cpu_run *r)
+{
+    const ir_graph *g = r->g;
+    mark_kept(r);
+    plan_consts(r);
+    for (uint32_t v = 0; v < g->nnodes; v++) {
+        if (r->mode[v] != MODE_RUN) continue;
+        const ir_value *a = node_args(g, &g->nodes[v]);
+        for (int k = 0; k < g->nodes[v].nargs; k++)
+            if (r->last_use[a[k]] != UINT32_MAX) r->last_use[a[k]] = v;
+    }
     plan_views(r);
     for (uint32_t v = g->nnodes; v-- > 0;) {
         uint32_t *end = &r->last_use[r->base[v]];
@@ -460,6 +564,12 @@ static int eval_node(cpu_run *r, ir_value v)
                         op_name(n->op), s);
     }
     if (n->op == OP_INPUT || n->op == OP_PARAM) return bind_source(r, v, shape);
+    if (r->mode[v] == MODE_KEPT) {
+        r->res->values[v] = r->consts->kept[v];
+        r->res->borrowed[v] = true;
+        r->o->pool->const_reads++;
+        return 0;
+    }
     const ir_value *a = node_args(g, n);
     for (int k = 0; k < n->nargs; k++) {
         const cpu_tensor *t = &r->res->values[a[k]];
@@ -485,12 +595,29 @@ static void release_dead(cpu_run *r, ir_value v)
 {
     const ir_node *n = &r->g->nodes[v];
     const ir_value *a = node_args(r->g, n);
-    for (int k = 0; k < n->nargs; k++)
+    for (int k = 0; k < n->nargs && r->mode[v] == MODE_RUN; k++)
         for (ir_value u = a[k];; u = r->base[u]) {
             if (r->last_use[u] == v && alive(r, u)) release(r, u);
             if (r->base[u] == u) break;
         }
     if (r->last_use[v] == v) release(r, v);
+}
+
+/* While the cache is being built: v, a constant that the rest of the graph
+ * reads, has its value; the buffer behind it (v's own, or the one it views)
+ * moves from the run to the cache, if the budget allows. */
+static void keep_const(cpu_run *r, ir_value v)
+{
+    cpu_const_cache *cc = r->consts;
+    ir_value u = v;
+    while (!const_kept(cc, u) && r->res->borrowed[u] && r->base[u] != u) u = r->base[u];
+    cpu_tensor *t = &r->res->values[u];
+    size_t bytes = storage_bytes(t->numel);
+    if (const_kept(cc, u) || r->res->borrowed[u] || !alive(r, u) || cc->bytes + bytes > CPU_CONST_CACHE_BYTES)
+        return;
+    cc->kept[u] = *t;
+    cc->bytes += bytes;
+    r->res->borrowed[u] = true;   /* the cache's now: a release leaves it alone */
 }
 
 int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res, char *err, size_t errcap)
@@ -514,16 +641,27 @@ int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res
     r.last_use = nc_xmalloc((g->nnodes ? g->nnodes : 1) * sizeof *r.last_use);
     r.argv = nc_xmalloc(maxargs * sizeof *r.argv);
     r.base = nc_xmalloc((g->nnodes ? g->nnodes : 1) * sizeof *r.base);
+    r.mode = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *r.mode);
+    r.frontier = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *r.frontier);
     compute_last_uses(&r);
+    bool building = r.consts && !r.consts->complete;
     int rc = 0;
     for (uint32_t v = 0; v < g->nnodes && rc == 0; v++) {
+        if (r.mode[v] == MODE_SKIP) continue;
         rc = eval_node(&r, v);
+        if (rc == 0 && building && r.frontier[v]) keep_const(&r, v);
         if (rc == 0) release_dead(&r, v);
     }
     free(r.last_use);
     free(r.base);
     free(r.argv);
+    free(r.mode);
+    free(r.frontier);
     if (rc) cpu_exec_result_free(res);
+    if (building) {
+        if (rc) const_cache_clear(r.consts);   /* half built: the next run starts over */
+        else r.consts->complete = true;
+    }
     if (o->pool) pool_trim(o->pool);
     return rc;
 }

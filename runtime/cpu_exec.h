@@ -72,11 +72,23 @@ typedef struct cpu_pool_buf {
     uint32_t run;              /* the run it was last given back in */
 } cpu_pool_buf;
 
+/* Values that depend on no input and no parameter (a convolution's window
+ * indices: iota, fill, integer arithmetic on them) are the same in every run
+ * at one binding of the dims. A run computes them once and leaves the ones the
+ * rest of the graph reads here (or the buffers those view), up to
+ * CPU_CONST_CACHE_BYTES in all; later runs of the same graph at the same
+ * binding read them from here and skip their computation. A run of another
+ * graph or binding starts over. Never with keep_all (every value is wanted). */
+typedef struct cpu_const_cache cpu_const_cache;
+
 typedef struct cpu_pool {
     cpu_pool_buf *bufs;        /* free buffers */
     uint32_t n, cap;
     uint32_t run;              /* runs begun with this pool */
     uint64_t fresh;            /* buffers allocated rather than reused, ever (tests) */
+    cpu_const_cache *consts;   /* the constant values kept from run to run (NULL: none yet) */
+    uint64_t const_builds;     /* runs that computed the constants afresh, ever (tests) */
+    uint64_t const_reads;      /* values read from the kept constants instead, ever (tests) */
 } cpu_pool;
 
 void cpu_pool_free(cpu_pool *p);

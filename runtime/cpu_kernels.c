@@ -186,10 +186,20 @@ void cpu_iota(const cpu_op_ctx *c)
         cpu_fail(c, "iota: axis %d out of range for rank %d", ax, y->rank);
         return;
     }
-    int64_t outer = span(y, 0, ax), n = y->shape[ax], inner = span(y, ax + 1, y->rank), i = 0;
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t k = 0; k < n; k++)
-            for (int64_t j = 0; j < inner; j++) cpu_set(y, i++, (double)k);
+    /* One block of n * inner elements, each k stored (cpu_set's rounding or
+     * saturation) once and repeated across its inner run; then block copies. */
+    int64_t outer = span(y, 0, ax), n = y->shape[ax], inner = span(y, ax + 1, y->rank), block = n * inner;
+    if (y->numel == 0) return;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t i = k * inner;
+        cpu_set(y, i, (double)k);
+        if (is_float(y)) {
+            for (int64_t j = 1; j < inner; j++) y->f[i + j] = y->f[i];
+        } else {
+            for (int64_t j = 1; j < inner; j++) y->i[i + j] = y->i[i];
+        }
+    }
+    for (int64_t o = 1; o < outer; o++) copy_elems(bytes_of(y), o * block, bytes_of(y), 0, block);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1119,8 +1129,17 @@ void cpu_gather(const cpu_op_ctx *c)
             cpu_fail(c, "gather: index %d out of range [0, %lld)", v, (long long)V);
             return;
         }
-        copy_elems(bytes_of(c->out), k * row, bytes_of(tab), v * row, row);
     }
+    if (row == 1) {   /* one element a row (a one-channel image's windows): no memcpy call each */
+        const int32_t *ix = idx->i;
+        if (is_float(tab)) {
+            for (int64_t k = 0; k < idx->numel; k++) c->out->f[k] = tab->f[ix[k]];
+        } else {
+            for (int64_t k = 0; k < idx->numel; k++) c->out->i[k] = tab->i[ix[k]];
+        }
+        return;
+    }
+    for (int64_t k = 0; k < idx->numel; k++) copy_elems(bytes_of(c->out), k * row, bytes_of(tab), idx->i[k] * row, row);
 }
 
 /* idx (...), src (...idx, ...rest) -> (rows, ...rest): zeros, then each src

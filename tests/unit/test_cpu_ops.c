@@ -276,7 +276,17 @@ static void test_fill_iota(void)
     ir_value io0 = op_shaped(&t, OP_IOTA, NC_I32, (ir_attr){.axis = 0}, S(2, 3), NULL, 0);
     ir_value iof = op_shaped(&t, OP_IOTA, NC_F32, (ir_attr){.axis = -1}, S(4), NULL, 0);
     ir_value iob = op_shaped(&t, OP_IOTA, NC_BF16, (ir_attr){.axis = 0}, S(257), NULL, 0);   /* the longest exact */
+    /* an axis with axes before and after it: each value repeats along the
+     * inner axis, and the block of both repeats along the outer */
+    ir_value io3 = op_shaped(&t, OP_IOTA, NC_I32, (ir_attr){.axis = 1}, S(2, 3, 2), NULL, 0);
+    ir_value iou = op_shaped(&t, OP_IOTA, NC_U8, (ir_attr){.axis = 0}, S(300), NULL, 0);   /* saturates as a cast */
+    ir_value iol = op_shaped(&t, OP_IOTA, NC_BOOL, (ir_attr){.axis = 1}, S(2, 3), NULL, 0);
     if (run(&t)) {
+        expect(&t, "iota rank 3 axis 1", io3, V(0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2));
+        expect(&t, "iota bool", iol, V(0, 1, 1, 0, 1, 1));
+        const cpu_tensor *u = value(&t, iou);
+        if (u && (u->i[0] != 0 || u->i[254] != 254 || u->i[255] != 255 || u->i[299] != 255))
+            fail(&t, "iota u8: got %d %d %d %d, expected 0 254 255 255", u->i[0], u->i[254], u->i[255], u->i[299]);
         expect(&t, "fill f32", f32, V(1.5, 1.5, 1.5, 1.5));
         expect(&t, "fill scalar", sc, V(3.25));
         expect_shape(&t, "fill scalar", sc, NULL, 0);
@@ -1111,12 +1121,15 @@ static void test_gather_scatter(void)
     ir_value srcb = in(&t, NC_BF16, S(3), V(1, P8, P8));
     ir_value g = op(&t, OP_GATHER, NOATTR, A(tab, idx));
     ir_value gi = op(&t, OP_GATHER, NOATTR, A(ti, si));
+    ir_value tf = in(&t, NC_F32, S(4, 1), V(0.5, 1.5, 2.5, 3.5));
+    ir_value gf = op(&t, OP_GATHER, NOATTR, A(tf, idx));   /* rows of one element */
     ir_value sc = op(&t, OP_SCATTER_ADD, (ir_attr){.lo = ir_dim_const(t.g, 3)}, A(si, src));
     ir_value scb = op(&t, OP_SCATTER_ADD, (ir_attr){.lo = ir_dim_const(t.g, 2)}, A(sb, srcb));
     if (run(&t)) {
         expect(&t, "gather", g, V(30, 31, 0, 1, 10, 11, 30, 31));
         expect_shape(&t, "gather", g, S(2, 2, 2));
         expect(&t, "gather i32 rank 1", gi, V(6, 5, 6, 6));
+        expect(&t, "gather f32 rows of 1", gf, V(3.5, 0.5, 1.5, 3.5));
         /* row 0 gets src[1]; row 1 gets src[0] + src[2] + src[3]; row 2 nothing */
         expect(&t, "scatter_add repeated", sc, V(3, 4, 13, 16, 0, 0));
         /* 1 + 2^-8 + 2^-8 = 1 + 2^-7, exact in bf16; a bf16 running sum would tie back to 1 twice */
@@ -1364,6 +1377,78 @@ static void test_views_live(void)
     end(&t);
 }
 
+/* Values that depend on no input and no parameter are computed in the first
+ * run at a binding and read from the pool after: here kf = (iota * 2) as f32,
+ * kr, a view of it, and a broadcast of kr's row, materialized since it has
+ * more than one element. Bound to another N, they are computed again, at the
+ * new size. */
+static void test_const_cache(void)
+{
+    tcase t;
+    begin(&t, "constants kept from run to run");
+    int N = ir_sym_add(t.g, "N");
+    dim_expr ns = dim_sym(N);
+    uint32_t n = ir_dim_intern(t.g, &ns), one = ir_dim_const(t.g, 1), two = ir_dim_const(t.g, 2);
+    ir_value x = declare(&t, NC_F32, 1, &n);
+    ir_value xr = declare(&t, NC_F32, 2, (const uint32_t[]){one, n});
+    ir_value x2 = declare(&t, NC_F32, 2, (const uint32_t[]){two, n});
+    ir_node io = {.op = OP_IOTA, .dtype = NC_I32, .rank = 1, .shape = {n}};
+    ir_value k = build(&t, io, NULL, 0);
+    ir_value c2 = op_shaped(&t, OP_FILL, NC_I32, (ir_attr){.f = 2}, NULL, 0, NULL, 0);
+    ir_node bc = {.op = OP_BROADCAST, .dtype = NC_I32, .rank = 1, .shape = {n}};
+    ir_value k2 = op(&t, OP_MUL, NOATTR, A(k, build(&t, bc, A(c2))));
+    ir_value kf = op(&t, OP_CAST, (ir_attr){.to = NC_F32}, A(k2));
+    ir_node rs = {.op = OP_RESHAPE, .dtype = NC_F32, .rank = 2, .shape = {one, n}};
+    ir_value kr = build(&t, rs, A(kf));
+    ir_node rows = {.op = OP_BROADCAST, .dtype = NC_F32, .rank = 2, .shape = {two, n}};
+    ir_value y = op(&t, OP_ADD, NOATTR, A(x, kf));
+    ir_value y2 = op(&t, OP_ADD, NOATTR, A(xr, kr));
+    ir_value y3 = op(&t, OP_MUL, NOATTR, A(x2, build(&t, rows, A(kr))));
+    ir_output_add(t.g, "y", y);
+    ir_output_add(t.g, "y2", y2);
+    ir_output_add(t.g, "y3", y3);
+    t.o.keep_all = false;
+    for (int64_t len = 3; len <= 5; len += 2) {
+        t.syms[N] = len;
+        for (int i = 0; i < 3; i++) cpu_tensor_free(&t.in[i]);
+        fill_tensor(&t, &t.in[0], NC_F32, S(len), NULL, 0);
+        fill_tensor(&t, &t.in[1], NC_F32, S(1, len), NULL, 0);
+        fill_tensor(&t, &t.in[2], NC_F32, S(2, len), NULL, 0);
+        for (int64_t i = 0; i < len; i++) t.in[0].f[i] = t.in[1].f[i] = t.in[2].f[i] = 100, t.in[2].f[len + i] = 200;
+        uint64_t builds = t.pool.const_builds, reads = t.pool.const_reads;
+        if (!run(&t)) break;
+        double want[10], want3[10];
+        for (int64_t i = 0; i < len; i++) {
+            want[i] = 100 + 2 * i;
+            want3[i] = 100.0 * 2 * i, want3[len + i] = 200.0 * 2 * i;
+        }
+        expect(&t, "x + iota * 2", y, want, (int)len);
+        expect(&t, "xr + view", y2, want, (int)len);
+        expect(&t, "x2 * rows", y3, want3, 2 * (int)len);
+        /* run_raw ran twice: the first computed the constants, the second read
+         * kf (y's operand, and the buffer behind y2's) and the broadcast */
+        if (t.pool.const_builds != builds + 1)
+            fail(&t, "N = %lld: %llu builds, expected 1", (long long)len, (unsigned long long)(t.pool.const_builds - builds));
+        if (t.pool.const_reads != reads + 2)
+            fail(&t, "N = %lld: %llu values read from the pool, expected 2", (long long)len,
+                 (unsigned long long)(t.pool.const_reads - reads));
+    }
+    end(&t);
+
+    /* keep_all wants every value: nothing is kept or skipped */
+    begin(&t, "constants with keep_all");
+    x = in(&t, NC_I32, S(3), V(1, 2, 3));
+    k = op_shaped(&t, OP_IOTA, NC_I32, NOATTR, S(3), NULL, 0);
+    ir_value s = op(&t, OP_NEG, NOATTR, A(k));
+    y = op(&t, OP_ADD, NOATTR, A(x, s));
+    if (run(&t)) {
+        expect(&t, "-iota", s, V(0, -1, -2));
+        expect(&t, "x - iota", y, V(1, 1, 1));
+        if (t.pool.const_reads) fail(&t, "keep_all read %llu kept values", (unsigned long long)t.pool.const_reads);
+    }
+    end(&t);
+}
+
 /* The matmuls run on one BLAS thread unless the environment asks for more:
  * OpenBLAS splits a product differently on more threads, and the bits of a
  * training run then depended on the core count (fashion_mlp: test accuracy
@@ -1416,6 +1501,7 @@ int main(void)
     test_apply_updates();
     test_splat_operands();
     test_views_live();
+    test_const_cache();
     test_blas_threads();
     check_coverage();
     if (failures) {
