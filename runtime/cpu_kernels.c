@@ -288,6 +288,9 @@ static double gelu_tanh_d(double x)
     return x / (1.0 + exp(-2.0 * CPU_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));   /* 0.5 x (1 + tanh u), without the cancellation */
 }
 static double max_d(double a, double b) { return isnan(a) ? a : isnan(b) ? b : a > b ? a : b; }
+/* max_d of floats, in float: the same comparisons; a NaN is quieted (+ 0)
+ * as its conversion to double and back would. */
+static float max_f(float a, float b) { return isnan(a) ? a : isnan(b) ? b + 0.0f : a > b ? a : b; }
 static double min_d(double a, double b) { return isnan(a) ? a : isnan(b) ? b : a < b ? a : b; }
 static int64_t max_i(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t min_i(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -427,8 +430,16 @@ void cpu_cast(const cpu_op_ctx *c)
 {
     const cpu_tensor *x = c->args[0];
     cpu_tensor *y = c->out;
+    if (x->dtype == NC_F32 && y->dtype == NC_F32) {
+        memcpy(y->f, x->f, (size_t)y->numel * sizeof *y->f);
+        return;
+    }
     if (x->dtype == NC_F32 && is_float(y)) {
         for (int64_t i = 0; i < y->numel; i++) y->f[i] = nc_round_to(y->dtype, x->f[i]);
+        return;
+    }
+    if (!is_float(x) && y->dtype == NC_F32) {   /* an i32 is exact in double, rounded once to f32 */
+        for (int64_t i = 0; i < y->numel; i++) y->f[i] = (float)x->i[i];
         return;
     }
     if (!is_float(x) && is_float(y)) {   /* cpu_set's rounding of cpu_get's value (images to f32) */
@@ -522,12 +533,62 @@ static void reduce_finish(cpu_tensor *y, const double *acc, double div)
     }
 }
 
+/* The reduced axes as one block between kept ones: x is [outer, R, inner]
+ * and y [outer, inner], inner > 1 (a pooling window's axis, or all but the
+ * channels). False for any other set of axes. */
+typedef struct reduce_block {
+    int64_t outer, R, inner;
+} reduce_block;
+
+static bool block_of(const cpu_op_ctx *c, reduce_block *b)
+{
+    const cpu_tensor *x = c->args[0];
+    bool red[NC_MAX_RANK] = {0};
+    int lo = x->rank, hi = -1;
+    for (int k = 0; k < c->node->attr.naxes; k++) {
+        int ax = c->node->attr.axes[k];
+        if (ax >= 0 && ax < x->rank) red[ax] = true;
+    }
+    for (int i = 0; i < x->rank; i++)
+        if (red[i]) lo = i < lo ? i : lo, hi = i;
+    for (int i = lo; i <= hi; i++)
+        if (!red[i]) return false;
+    if (hi < 0 || hi == x->rank - 1) return false;
+    *b = (reduce_block){span(x, 0, lo), span(x, lo, hi + 1), span(x, hi + 1, x->rank)};
+    return b->inner > 1 && b->R > 0;
+}
+
+/* A float sum over a block: for each output row, its R input rows added in
+ * order into a row of doubles, as REDUCE_WALK adds them into the whole
+ * result's (the same additions), so no result-sized buffer. */
+static void sum_block(const cpu_op_ctx *c, const reduce_block *b, double div)
+{
+    const float *x = c->args[0]->f;
+    float *y = c->out->f;
+    double *acc = nc_xmalloc((size_t)b->inner * sizeof *acc);
+    for (int64_t o = 0; o < b->outer; o++) {
+        for (int64_t i = 0; i < b->inner; i++) acc[i] = 0;
+        for (int64_t r = 0; r < b->R; r++) {
+            const float *xr = x + (o * b->R + r) * b->inner;
+            for (int64_t i = 0; i < b->inner; i++) acc[i] += xr[i];
+        }
+        for (int64_t i = 0; i < b->inner; i++) y[o * b->inner + i] = (float)(acc[i] / div);
+    }
+    free(acc);
+    round_out(c->out);
+}
+
 /* Sum in double for floats; ints are summed in int64 and wrap like add. */
 static void reduce_sum(const cpu_op_ctx *c, bool mean)
 {
     int64_t ostride[NC_MAX_RANK];
     int64_t count = reduce_strides(c, ostride);
     cpu_tensor *y = c->out;
+    reduce_block b;
+    if (is_float(y) && block_of(c, &b)) {
+        sum_block(c, &b, mean ? (double)count : 1.0);
+        return;
+    }
     if (!is_float(y)) {
         int64_t *acc = nc_xcalloc((size_t)y->numel, sizeof *acc);
         REDUCE_WALK(int64_t, c->args[0]->i, acc, ADD_OP);
@@ -544,16 +605,52 @@ static void reduce_sum(const cpu_op_ctx *c, bool mean)
 void cpu_sum(const cpu_op_ctx *c) { reduce_sum(c, false); }
 void cpu_mean(const cpu_op_ctx *c) { reduce_sum(c, true); }
 
+/* A float max over a block, row against row: without a NaN, max_f is
+ * a > b ? a : b, a loop the compiler vectorizes. False (nothing to keep)
+ * when the input holds a NaN: max_f's order of NaNs is then needed. */
+static bool max_block(const cpu_op_ctx *c, const reduce_block *b)
+{
+    const float *x = c->args[0]->f;
+    float *y = c->out->f;
+    int nan = 0;
+    for (int64_t o = 0; o < b->outer; o++) {
+        float *yo = y + o * b->inner;
+        const float *xo = x + o * b->R * b->inner;
+        for (int64_t i = 0; i < b->inner; i++) {
+            yo[i] = xo[i];
+            nan |= xo[i] != xo[i];
+        }
+        for (int64_t r = 1; r < b->R; r++) {
+            const float *xr = xo + r * b->inner;
+            for (int64_t i = 0; i < b->inner; i++) {
+                float a = yo[i], v = xr[i];
+                yo[i] = a > v ? a : v;
+                nan |= v != v;
+            }
+        }
+    }
+    if (nan) return false;
+    round_out(c->out);
+    return true;
+}
+
 /* NaN wins; an empty reduction gives -inf (ints: the dtype's minimum). */
 void cpu_max(const cpu_op_ctx *c)
 {
     int64_t ostride[NC_MAX_RANK];
     reduce_strides(c, ostride);
     cpu_tensor *y = c->out;
+    reduce_block b;
+    if (is_float(c->args[0]) && block_of(c, &b) && max_block(c, &b)) return;
+    if (is_float(c->args[0])) {   /* in the result itself: the max of floats is one of them */
+        for (int64_t i = 0; i < y->numel; i++) y->f[i] = -INFINITY;
+        REDUCE_WALK(float, c->args[0]->f, y->f, max_f);
+        round_out(y);
+        return;
+    }
     double *acc = nc_xmalloc((size_t)(y->numel ? y->numel : 1) * sizeof *acc);
     for (int64_t i = 0; i < y->numel; i++) acc[i] = -INFINITY;
-    if (is_float(c->args[0])) REDUCE_WALK(double, c->args[0]->f, acc, max_d);
-    else REDUCE_WALK(double, c->args[0]->i, acc, max_d);
+    REDUCE_WALK(double, c->args[0]->i, acc, max_d);
     reduce_finish(y, acc, 1.0);
     free(acc);
 }
@@ -1154,17 +1251,31 @@ void cpu_scatter_add(const cpu_op_ctx *c)
         cpu_fail(c, "scatter_add: src size does not fit the indices");
         return;
     }
-    double *acc = nc_xcalloc((size_t)(y->numel ? y->numel : 1), sizeof *acc);
     for (int64_t k = 0; k < idx->numel; k++) {
         int32_t v = idx->i[k];
         if (v < 0 || v >= rows) {
             cpu_fail(c, "scatter_add: index %d out of range [0, %lld)", v, (long long)rows);
-            break;
+            return;
         }
-        const float *s = src->f + k * row;
-        double *d = acc + v * row;
-        for (int64_t j = 0; j < row; j++) d[j] += s[j];
     }
-    reduce_finish(y, acc, 1.0);
+    /* Row by row of the result, the src rows sent to it in order (a counting
+     * sort of the indices): the same sums as a running one over src, with a
+     * double accumulator the size of one row, not of the whole result. */
+    int64_t *start = nc_xcalloc((size_t)rows + 2, sizeof *start), *order = nc_xmalloc((size_t)(idx->numel + 1) * sizeof *order);
+    for (int64_t k = 0; k < idx->numel; k++) start[idx->i[k] + 2]++;
+    for (int64_t v = 0; v < rows; v++) start[v + 2] += start[v + 1];
+    for (int64_t k = 0; k < idx->numel; k++) order[start[idx->i[k] + 1]++] = k;   /* start[v + 1]: row v's end */
+    double *acc = nc_xmalloc((size_t)(row ? row : 1) * sizeof *acc);
+    for (int64_t v = 0; v < rows; v++) {
+        for (int64_t j = 0; j < row; j++) acc[j] = 0;
+        for (int64_t e = start[v]; e < start[v + 1]; e++) {
+            const float *s = src->f + order[e] * row;
+            for (int64_t j = 0; j < row; j++) acc[j] += s[j];
+        }
+        for (int64_t j = 0; j < row; j++) y->f[v * row + j] = (float)acc[j];
+    }
+    round_out(y);
     free(acc);
+    free(order);
+    free(start);
 }

@@ -675,7 +675,25 @@ static void test_reductions(void)
     ir_value mx1 = op(&t, OP_MAX, axes(1, 1, 0, false), A(xm));
     ir_value mx0 = op(&t, OP_MAX, axes(1, 0, 0, true), A(xm));
     ir_value mxi = op(&t, OP_MAX, axes(1, 0, 0, false), A(xi));
+    ir_value mxmid = op(&t, OP_MAX, axes(1, 1, 0, false), A(x3));   /* as a max pool: not the last axis */
+    ir_value xz = in(&t, NC_F32, S(2, 2), V(-0.0, 0.0, 0.0, -0.0));
+    ir_value mxz = op(&t, OP_MAX, axes(1, 1, 0, false), A(xz));
+    /* a NaN in a middle axis wins as in the last: the first one met */
+    ir_value xn = in(&t, NC_F32, S(1, 3, 2), V(1, -NAN, NAN, 2, 3, NAN));
+    ir_value mxn = op(&t, OP_MAX, axes(1, 1, 0, false), A(xn));
+    ir_value mmid = op(&t, OP_MEAN, axes(1, 1, 0, false), A(x3));
+    ir_value sfront = op(&t, OP_SUM, axes(2, 0, 1, false), A(x3));   /* all but the last: a bias's gradient */
     if (run(&t)) {
+        const cpu_tensor *n = value(&t, mxn);
+        if (n && (!isnan(n->f[0]) || signbit(n->f[0]) || !isnan(n->f[1]) || !signbit(n->f[1])))
+            fail(&t, "max middle axis with NaNs: got %g %g, expected nan -nan", n->f[0], n->f[1]);
+        expect(&t, "mean middle axis", mmid, V(2, 3, 8, 9));
+        /* over i, j: 6i + 2j + k summed: (0 + 6) * 3 + (0 + 2 + 4) * 2 + 6k */
+        expect(&t, "sum leading axes", sfront, V(30, 36));
+        expect(&t, "max middle axis", mxmid, V(4, 5, 10, 11));
+        const cpu_tensor *z = value(&t, mxz);   /* a > b or b: the later zero of a tie */
+        if (z && (signbit(z->f[0]) || !signbit(z->f[1])))
+            fail(&t, "max of zeros: got %g %g, expected 0 -0", z->f[0], z->f[1]);
         expect(&t, "sum axis 1", s1, V(6, 15));
         expect(&t, "sum axis 0 keepdim", s0, V(5, 7, 9));
         expect_shape(&t, "sum keepdim shape", s0, S(1, 3));
@@ -1135,6 +1153,15 @@ static void test_gather_scatter(void)
         /* 1 + 2^-8 + 2^-8 = 1 + 2^-7, exact in bf16; a bf16 running sum would tie back to 1 twice */
         expect(&t, "scatter_add bf16 sums in double", scb, V(1 + 2 * P8, 0));
     }
+    end(&t);
+
+    /* Each row's sum is in src's order: 1 + 2^60 - 2^60 is 0 in double, and
+     * would be 1 summed the other way round. */
+    begin(&t, "scatter_add order");
+    si = in(&t, NC_I32, S(5), V(0, 2, 0, 2, 0));
+    src = in(&t, NC_F32, S(5), V(1, 5, 1152921504606846976.0, 7, -1152921504606846976.0));
+    sc = op(&t, OP_SCATTER_ADD, (ir_attr){.lo = ir_dim_const(t.g, 3)}, A(si, src));
+    if (run(&t)) expect(&t, "scatter_add in order", sc, V(0, 0, 12));
     end(&t);
 
     begin(&t, "gather (index out of range)");
