@@ -1210,6 +1210,10 @@ void cpu_broadcast(const cpu_op_ctx *c)
     gather_strided(x, y, bst);
 }
 
+#define GATHER_FIXED(R)                                                                            \
+    for (int64_t k_ = 0; k_ < idx->numel; k_++)                                                    \
+    memcpy(dst + k_ * (R) * CPU_ELEM_BYTES, src + (int64_t)idx->i[k_] * (R) * CPU_ELEM_BYTES, (R) * CPU_ELEM_BYTES)
+
 /* table (V, ...rest), idx (...) -> (...idx, ...rest). An index outside [0, V)
  * fails the run with a message rather than reading out of bounds. */
 void cpu_gather(const cpu_op_ctx *c)
@@ -1236,7 +1240,16 @@ void cpu_gather(const cpu_op_ctx *c)
         }
         return;
     }
-    for (int64_t k = 0; k < idx->numel; k++) copy_elems(bytes_of(c->out), k * row, bytes_of(tab), idx->i[k] * row, row);
+    char *dst = bytes_of(c->out);
+    const char *src = bytes_of(tab);
+    switch (row) {   /* a few channels: a copy of a known size, which the compiler inlines */
+    case 8: GATHER_FIXED(8); break;
+    case 16: GATHER_FIXED(16); break;
+    case 32: GATHER_FIXED(32); break;
+    case 64: GATHER_FIXED(64); break;
+    default:
+        for (int64_t k = 0; k < idx->numel; k++) copy_elems(dst, k * row, src, idx->i[k] * row, row);
+    }
 }
 
 /* idx (...), src (...idx, ...rest) -> (rows, ...rest): zeros, then each src
@@ -1267,12 +1280,18 @@ void cpu_scatter_add(const cpu_op_ctx *c)
     for (int64_t k = 0; k < idx->numel; k++) order[start[idx->i[k] + 1]++] = k;   /* start[v + 1]: row v's end */
     double *acc = nc_xmalloc((size_t)(row ? row : 1) * sizeof *acc);
     for (int64_t v = 0; v < rows; v++) {
+        float *yv = y->f + v * row;
+        if (start[v + 1] - start[v] <= 1) {   /* (float)(0.0 + s) is s + 0.0f: -0 becomes +0, a NaN quiet */
+            const float *s = start[v + 1] > start[v] ? src->f + order[start[v]] * row : NULL;
+            for (int64_t j = 0; j < row; j++) yv[j] = s ? s[j] + 0.0f : 0.0f;
+            continue;
+        }
         for (int64_t j = 0; j < row; j++) acc[j] = 0;
         for (int64_t e = start[v]; e < start[v + 1]; e++) {
             const float *s = src->f + order[e] * row;
             for (int64_t j = 0; j < row; j++) acc[j] += s[j];
         }
-        for (int64_t j = 0; j < row; j++) y->f[v * row + j] = (float)acc[j];
+        for (int64_t j = 0; j < row; j++) yv[j] = (float)acc[j];
     }
     round_out(y);
     free(acc);

@@ -1155,6 +1155,36 @@ static void test_gather_scatter(void)
     }
     end(&t);
 
+    /* Rows of 8, 16, 32 and 64 elements are copied by a copy of that size,
+     * others by the general one: each row k of a table holds 1000 k + j. */
+    for (int64_t rl = 7; rl <= 64; rl = rl == 7 ? 8 : 2 * rl) {
+        begin(&t, "gather rows of 7 to 64");
+        double tv[4 * 64], want[3 * 64];
+        for (int64_t r = 0; r < 4; r++)
+            for (int64_t j = 0; j < rl; j++) tv[r * rl + j] = 1000.0 * r + j;
+        for (int64_t k = 0; k < 3; k++)
+            for (int64_t j = 0; j < rl; j++) want[k * rl + j] = 1000.0 * (k == 1 ? 0 : 3 - k) + j;
+        tab = in(&t, NC_F32, (const int64_t[]){4, rl}, 2, tv, (int)(4 * rl));
+        idx = in(&t, NC_I32, S(3), V(3, 0, 1));
+        g = op(&t, OP_GATHER, NOATTR, A(tab, idx));
+        if (run(&t)) expect(&t, "gather", g, want, (int)(3 * rl));
+        end(&t);
+    }
+
+    /* A row with one source is that source plus 0.0 (in double, the sum
+     * from 0): -0 becomes +0. */
+    begin(&t, "scatter_add one source");
+    si = in(&t, NC_I32, S(2), V(2, 0));
+    src = in(&t, NC_F32, S(2, 2), V(-0.0, 3, 4, -0.0));
+    sc = op(&t, OP_SCATTER_ADD, (ir_attr){.lo = ir_dim_const(t.g, 3)}, A(si, src));
+    if (run(&t)) {
+        expect(&t, "scatter_add one source", sc, V(4, 0, 0, 0, 0, 3));
+        const cpu_tensor *y = value(&t, sc);
+        for (int j = 0; y && j < 6; j++)
+            if (signbit(y->f[j])) fail(&t, "element %d is -0, expected +0", j);
+    }
+    end(&t);
+
     /* Each row's sum is in src's order: 1 + 2^60 - 2^60 is 0 in double, and
      * would be 1 summed the other way round. */
     begin(&t, "scatter_add order");
