@@ -164,9 +164,10 @@ static void pool_trim(cpu_pool *p)
 #define CPU_CONST_CACHE_BYTES ((size_t)64 << 20)
 
 struct cpu_const_cache {
-    const ir_graph *g;         /* the graph and binding the kept values belong to */
+    const ir_graph *g;         /* the graph, binding and size limit the kept values belong to */
     uint32_t nnodes, nsyms;
     int64_t *syms;
+    int64_t max_bytes;
     cpu_tensor *kept;          /* per node: its kept value (NULL data: none) */
     size_t bytes;              /* their storage */
     bool complete;             /* a whole run built it: later runs may read it */
@@ -183,16 +184,18 @@ static void const_cache_clear(cpu_const_cache *cc)
 static bool const_kept(const cpu_const_cache *cc, ir_value v) { return cc->kept[v].f || cc->kept[v].i; }
 
 /* The pool's cache, usable as it is (complete) when it was built for this
- * graph at this binding; otherwise emptied and keyed to them, to be built. */
-static cpu_const_cache *const_cache_for(cpu_pool *p, const ir_graph *g, const int64_t *syms)
+ * graph at this binding and limit (a lower one must refuse what it would
+ * have); otherwise emptied and keyed to them, to be built. */
+static cpu_const_cache *const_cache_for(cpu_pool *p, const ir_graph *g, const int64_t *syms, int64_t max_bytes)
 {
     if (!p->consts) p->consts = nc_xcalloc(1, sizeof *p->consts);
     cpu_const_cache *cc = p->consts;
-    if (cc->complete && cc->g == g && cc->nnodes == g->nnodes && cc->nsyms == g->nsyms &&
+    if (cc->complete && cc->g == g && cc->nnodes == g->nnodes && cc->nsyms == g->nsyms && cc->max_bytes == max_bytes &&
         (g->nsyms == 0 || memcmp(cc->syms, syms, g->nsyms * sizeof *syms) == 0))
         return cc;
     const_cache_clear(cc);
     cc->g = g;
+    cc->max_bytes = max_bytes;
     cc->nnodes = g->nnodes;
     cc->nsyms = g->nsyms;
     cc->kept = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *cc->kept);
@@ -418,7 +421,7 @@ static void mark_constants(cpu_run *r, bool *is_const)
 
 /* With a complete cache, a kept value is read from it, and a constant that
  * nothing computed this run reads is skipped. While the cache is being built,
- * every node runs (eval_consts keeps the frontier's values as they come). */
+ * every node runs (keep_const keeps the frontier's values as they come). */
 static void plan_consts(cpu_run *r)
 {
     const ir_graph *g = r->g;
@@ -427,7 +430,7 @@ static void plan_consts(cpu_run *r)
     bool *is_const = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *is_const);
     bool *need = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *need);
     mark_constants(r, is_const);
-    r->consts = const_cache_for(p, g, r->syms);
+    r->consts = const_cache_for(p, g, r->syms, r->max_bytes);
     for (uint32_t v = g->nnodes; r->consts->complete && v-- > 0;) {
         const ir_node *n = &g->nodes[v];
         need[v] |= !is_const[v];
@@ -456,6 +459,7 @@ static void compute_last_uses(cpu_run *r)
     }
     plan_views(r);
     for (uint32_t v = g->nnodes; v-- > 0;) {
+        if (r->mode[v] != MODE_RUN) continue;   /* reads nothing this run */
         uint32_t *end = &r->last_use[r->base[v]];
         if (*end != UINT32_MAX && r->last_use[v] > *end) *end = r->last_use[v];
     }

@@ -75,10 +75,11 @@ typedef struct cpu_pool_buf {
 /* Values that depend on no input and no parameter (a convolution's window
  * indices: iota, fill, integer arithmetic on them) are the same in every run
  * at one binding of the dims. A run computes them once and leaves the ones the
- * rest of the graph reads here (or the buffers those view), up to
- * CPU_CONST_CACHE_BYTES in all; later runs of the same graph at the same
+ * rest of the graph reads here (or the buffers those view), up to 64 MiB in
+ * all (CPU_CONST_CACHE_BYTES); later runs of the same graph at the same
  * binding read them from here and skip their computation. A run of another
- * graph or binding starts over. Never with keep_all (every value is wanted). */
+ * graph (told apart by its address: one pool per graph), binding or max_bytes
+ * starts over. Never with keep_all (every value is wanted). */
 typedef struct cpu_const_cache cpu_const_cache;
 
 typedef struct cpu_pool {

@@ -1492,6 +1492,19 @@ static void test_const_cache(void)
     }
     end(&t);
 
+    /* Only the sum is kept, and the iota behind it skipped: a lower
+     * max_bytes, which the iota is over, computes them again and fails. */
+    begin(&t, "constants and max_bytes");
+    x = in(&t, NC_F32, NULL, 0, V(1));
+    k = op_shaped(&t, OP_IOTA, NC_F32, NOATTR, S(5), NULL, 0);
+    ir_value total = op(&t, OP_SUM, NOATTR, A(k));
+    ir_output_add(t.g, "y", op(&t, OP_ADD, NOATTR, A(x, total)));
+    t.o.keep_all = false;
+    if (run(&t) && t.pool.const_reads != 1) fail(&t, "%llu values read from the pool, expected 1", (unsigned long long)t.pool.const_reads);
+    t.o.max_bytes = 8;   /* the iota's 5 floats are 20 bytes */
+    run_expect_error(&t, "over the limit of 8 bytes");
+    end(&t);
+
     /* keep_all wants every value: nothing is kept or skipped */
     begin(&t, "constants with keep_all");
     x = in(&t, NC_I32, S(3), V(1, 2, 3));
