@@ -1281,9 +1281,13 @@ void cpu_scatter_add(const cpu_op_ctx *c)
     double *acc = nc_xmalloc((size_t)(row ? row : 1) * sizeof *acc);
     for (int64_t v = 0; v < rows; v++) {
         float *yv = y->f + v * row;
-        if (start[v + 1] - start[v] <= 1) {   /* (float)(0.0 + s) is s + 0.0f: -0 becomes +0, a NaN quiet */
-            const float *s = start[v + 1] > start[v] ? src->f + order[start[v]] * row : NULL;
-            for (int64_t j = 0; j < row; j++) yv[j] = s ? s[j] + 0.0f : 0.0f;
+        if (start[v + 1] == start[v]) {
+            for (int64_t j = 0; j < row; j++) yv[j] = 0.0f;
+            continue;
+        }
+        if (start[v + 1] - start[v] == 1) {   /* (float)(0.0 + s) is s + 0.0f: -0 becomes +0, a NaN quiet */
+            const float *s = src->f + order[start[v]] * row;
+            for (int64_t j = 0; j < row; j++) yv[j] = s[j] + 0.0f;
             continue;
         }
         for (int64_t j = 0; j < row; j++) acc[j] = 0;
