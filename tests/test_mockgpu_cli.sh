@@ -204,5 +204,25 @@ bars "$tmp/bars" t10k 1000 '\x00\x00\x03\xe8'
 printf 'model c(x: u8[B, 8, 8]) -> (logits: bf16[B, 4])\n  precision bf16\n{\n  param w: f32[64, 4]\n  h = bf16(reshape(x, [B, 64])) / 255.0\n  return h @ w\n}\ntrain c(labels: i32[B]) {\n  loss = cross_entropy(logits, labels)\n  optimizer sgd(lr: 0.5)\n}\n' > "$tmp/bf16_logits.net"
 TEXT=$tmp/bars check_train bf16_logits "$tmp/bf16_logits.net" 8 4
 
+
+# A CNN (nn.conv2d, nn.max_pool2d: windows gathered by computed indices, their gradient a
+# scatter-add where up to 9 windows pick a pixel) on 28x28 images, a bright band at rows
+# 2 label to 2 label + 3 (10 classes): its training and evaluation on the GPU follow the CPU's
+be32() { printf "\\x$(printf %02x $(($1 >> 24 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))\\x$(printf %02x $(($1 >> 8 & 255)))\\x$(printf %02x $(($1 & 255)))"; }
+bands() {   # bands DIR SPLIT N
+  local i k r img=() row dark bright
+  dark=$(printf '\x10%.0s' {1..28}) bright=$(printf '\xb4%.0s' {1..28})
+  for ((k = 0; k < 10; k++)); do
+    row=""; for ((r = 0; r < 28; r++)); do if ((r >= 2 * k && r < 2 * k + 3)); then row+=$bright; else row+=$dark; fi; done
+    img[k]=$row
+  done
+  { printf '\x00\x00\x08\x03'; be32 "$3"; be32 28; be32 28; for ((i = 0; i < $3; i++)); do printf '%s' "${img[i * 7 % 10]}"; done; } > "$1/$2-images-idx3-ubyte"
+  { printf '\x00\x00\x08\x01'; be32 "$3"; for ((i = 0; i < $3; i++)); do printf "\\x0$((i * 7 % 10))"; done; } > "$1/$2-labels-idx1-ubyte"
+}
+mkdir -p "$tmp/bands"
+bands "$tmp/bands" train 24
+bands "$tmp/bands" t10k 12
+TEXT=$tmp/bands check_train fashion_cnn "$src/examples/fashion_cnn.net" 4 4
+
 echo "$fails failed"
 [[ $fails -eq 0 ]]

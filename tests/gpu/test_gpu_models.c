@@ -74,7 +74,7 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* each case's line as it ends, also into a pipe: a run cut short shows how far it got */
     const char *b64[] = {"B"};
-    const int64_t v64[] = {64}, v2[] = {2}, v200[] = {200}, v40[] = {40};
+    const int64_t v64[] = {64}, v2[] = {2}, v200[] = {200}, v40[] = {40}, v3[] = {3};
     const char *bt[] = {"B", "T"};
     const int64_t vbt[] = {2, 64}, vbt70[] = {2, 70}, vbt80[] = {1, 80};
     const char *small_gpt2[] = {"L", "V", "C", "H", "MAXT"};
@@ -148,6 +148,13 @@ int main(void)
         /* the forward attention kernel moving its softmax base in the middle of a row */
         {.name = "attention_jump", .path = NETC_SOURCE_DIR "/tests/gpu/attention_jump.net", .dim_names = bt, .dim_values = vbt70,
          .ndims = 2, .use_graph = true, .fuse = true},
+        /* convolutions as a gather of pixel rows (nn.windows), their gradient a scatter-add in which
+           each pixel is picked by up to 9 windows; 3 images, the padding's zero row among the picks */
+        {.name = "fashion_cnn", .path = NETC_SOURCE_DIR "/examples/fashion_cnn.net", .dim_names = b64, .dim_values = v3,
+         .ndims = 1, .int_range = 10, .use_graph = true, .fuse = true},
+        {.name = "fashion_cnn_train", .path = NETC_SOURCE_DIR "/examples/fashion_cnn.net", .dim_names = b64,
+         .dim_values = v3, .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true,
+         .check_updates = true, .same_bits = true},
         {.name = "gpt2_2layers_train_fused", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
          .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
          .train_step = true, .fuse = true, .profile = true},
