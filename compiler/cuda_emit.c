@@ -2484,26 +2484,44 @@ static bool cuda_emit_cross_entropy_grad(cg_ctx *cg, ir_value v)
     return true;
 }
 
+/* Whether every value step k touches (through views too) is computed from
+ * fills and iotas alone (konst: ir_constant_values): the same bits every run. */
+static bool constant_step(const ir_graph *g, const nrt_program *p, const bool *konst, uint32_t k)
+{
+    const nrt_step *s = &p->steps[k];
+    if (s->kind != NRT_STEP_KERNEL || !nrt_step_param_only(g, konst, s)) return false;
+    for (int j = 0; p->slot_values && j < s->nbufs; j++) {
+        uint32_t v = p->slot_values[k * NRT_MAX_BUFS + j];
+        if (v < g->nnodes && !konst[v]) return false;
+    }
+    return true;
+}
+
 /* A training step's kernels that make parameters' low-precision copies
  * which the optimizer's kernels store again (cuda_fuse.c, carry_into) run
- * only when parameters are set from outside: prepare steps. A kernel that
- * writes anything else stays in every run. */
+ * only when parameters are set from outside: prepare steps. So do kernels
+ * that compute from fills and iotas alone (a convolution's window indices,
+ * nn.windows: some 60 launches and 0.4 GB a step of fashion_cnn at B = 128),
+ * whose values no run changes. A kernel that writes anything else stays in
+ * every run. */
 static void mark_carried_copies(cg_ctx *cg, nrt_program *p)
 {
     const ir_graph *g = cg->g;
-    if (!g->nupdates || !cg->carry_from) return;
-    bool *from = ir_parameter_values(g);
+    if (!g->nupdates) return;
+    bool *from = ir_parameter_values(g), *konst = ir_constant_values(g);
     for (uint32_t k = 0; k < p->nsteps; k++) {
         nrt_step *s = &p->steps[k];
-        bool carried = s->kind == NRT_STEP_KERNEL && nrt_step_param_only(g, from, s);
+        bool carried = cg->carry_from && s->kind == NRT_STEP_KERNEL && nrt_step_param_only(g, from, s);
         for (int j = 0; j < s->nbufs && carried; j++) {
             uint32_t v = p->slot_values ? p->slot_values[k * NRT_MAX_BUFS + j] : s->bufs[j];
             if (v < g->nnodes && !from[v]) carried = false;
             else if (v >= g->nnodes || cuda_kernel_writes(cg, s->node, v)) carried = v < g->nnodes && cg->carry_from[v] != IR_NONE;
         }
-        s->prepare = carried;
+        s->prepare = carried || constant_step(g, p, konst, k);
     }
     free(from);
+    free(konst);
+    nrt_program_prepare_temps(g, p);
 }
 
 /* A matmul step's operands, sizes and dtypes; the caller adds what it

@@ -350,8 +350,9 @@ static bool check_batches(rd *r, const nrt_program *p)
 }
 
 /* Prepare steps (run when parameters are set, not every run) each depend
- * on parameters and constants alone: a step reading an input must run
- * every time. In a program that updates parameters they make the copies
+ * on parameters and constants alone, or touch only temporaries (a sort of
+ * constant indices, nrt_program_prepare_temps): a step reading an input
+ * must run every time. In a program that updates parameters they make the copies
  * the update's kernels store again (compiler/cuda_fuse.c); the reader
  * cannot tell that apart from a stale copy, any more than other kernels'
  * code from wrong code. A batch is all prepare steps or none. */
@@ -365,7 +366,8 @@ static bool check_prepare(rd *r, const ir_graph *g, const nrt_program *p)
             if (p->steps[j].prepare != s->prepare) ok = r_invalid(r, "step %u: a batch of prepare and other steps", i);
         if (!s->prepare || !ok) continue;
         if (!from) from = ir_parameter_values(g);
-        if (!nrt_step_param_only(g, from, s)) ok = r_invalid(r, "step %u: a prepare step that reads more than parameters", i);
+        if (!nrt_step_param_only(g, from, s) && !nrt_step_temps_only(g, s))
+            ok = r_invalid(r, "step %u: a prepare step that reads more than parameters", i);
     }
     free(from);
     return ok;

@@ -44,6 +44,35 @@ void nrt_program_mark_prepare(const ir_graph *g, nrt_program *p)
     bool *from = ir_parameter_values(g);
     for (uint32_t k = 0; k < p->nsteps; k++) p->steps[k].prepare = nrt_step_param_only(g, from, &p->steps[k]);
     free(from);
+    nrt_program_prepare_temps(g, p);
+}
+
+bool nrt_step_temps_only(const ir_graph *g, const nrt_step *s)
+{
+    for (int j = 0; j < s->nbufs; j++)
+        if (s->bufs[j] < g->nnodes) return false;
+    return true;
+}
+
+void nrt_program_prepare_temps(const ir_graph *g, nrt_program *p)
+{
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        if (p->steps[k].kind == NRT_STEP_KERNEL && nrt_step_temps_only(g, &p->steps[k])) p->steps[k].prepare = true;
+    bool *run_written = nc_xcalloc(g->nnodes + p->ntemps + 1, sizeof *run_written);
+    for (bool changed = true; changed;) {
+        changed = false;
+        memset(run_written, 0, (g->nnodes + p->ntemps + 1) * sizeof *run_written);
+        for (uint32_t k = 0; k < p->nsteps; k++)
+            for (int j = 0; !p->steps[k].prepare && j < p->steps[k].nbufs; j++)
+                if (p->steps[k].bufs[j] >= g->nnodes && (nrt_step_writes(&p->steps[k]) >> j & 1)) run_written[p->steps[k].bufs[j]] = true;
+        for (uint32_t k = 0; k < p->nsteps; k++)
+            for (int j = 0; p->steps[k].prepare && j < p->steps[k].nbufs; j++)
+                if (run_written[p->steps[k].bufs[j]]) {
+                    p->steps[k].prepare = false;
+                    changed = true;
+                }
+    }
+    free(run_written);
 }
 
 int64_t nrt_program_side_bytes(const nrt_program *p, int64_t staged_input_bytes)
@@ -301,11 +330,19 @@ memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const 
     for (uint32_t v = 0; v < g->nnodes; v++)
         if (g->nodes[v].op == OP_INPUT || g->nodes[v].op == OP_PARAM) b[v].first = 0, b[v].last = end;
     for (uint32_t i = 0; i < g->noutputs; i++) b[g->outputs[i].value].last = end;
-    /* what a prepare step touches outlives the run: later runs read it
-     * without the step running again */
+    /* what a prepare step makes for the other steps outlives the run: later
+     * runs read it without the step running again. What only prepare steps
+     * read (a convolution's index arithmetic before its last op) lives among
+     * them: they run before the rest, as a phase of their own, so it may share
+     * memory with what lives only in a run */
+    bool *run_reads = nc_xcalloc(nbuf + 1, sizeof *run_reads);
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        for (int j = 0; !p->steps[k].prepare && j < p->steps[k].nbufs; j++) run_reads[p->steps[k].bufs[j]] = true;
     for (uint32_t k = 0; k < p->nsteps; k++)
         for (int j = 0; p->steps[k].prepare && j < p->steps[k].nbufs; j++)
-            b[p->steps[k].bufs[j]].first = 0, b[p->steps[k].bufs[j]].last = end;
+            if (run_reads[p->steps[k].bufs[j]] || b[p->steps[k].bufs[j]].last == end)
+                b[p->steps[k].bufs[j]].first = 0, b[p->steps[k].bufs[j]].last = end;
+    free(run_reads);
     for (uint32_t i = 0; i < nbuf; i++)
         if (b[i].last < 0) b[i].bytes = 0, b[i].first = b[i].last = 0;   /* never touched */
         else if (b[i].first > b[i].last) b[i].first = b[i].last;

@@ -150,10 +150,20 @@ int64_t nrt_program_staged_bytes(const ir_graph *g, const int64_t *syms);
 /* Whether every IR value step s touches is computed from parameters and
  * constants alone (from: ir_parameter_values); temporaries are its own. */
 bool nrt_step_param_only(const ir_graph *g, const bool *from, const nrt_step *s);
+/* Whether step s touches temporaries alone (an op's scratch: a scatter-add's clear and scan). */
+bool nrt_step_temps_only(const ir_graph *g, const nrt_step *s);
 /* Flags the steps of an inference program (no updates) that depend on
  * parameters alone as prepare steps: the bf16 copies of f32 weights, a
  * causal mask. A program with updates is left alone. */
 void nrt_program_mark_prepare(const ir_graph *g, nrt_program *p);
+/* Temporaries (an op's scratch) and prepare steps: a step of temporaries
+ * alone is one too, and no prepare step touches a temporary that a step of
+ * every run writes (repeated until none does): it would run once and read
+ * or leave scratch that the other rewrites each run. A scatter-add with a
+ * constant index (a convolution's gradient) sorts it once, its clear,
+ * count, scan, fill and rank; its sums, which only read the sort, run each
+ * time. With one of tokens, all of them run each time. */
+void nrt_program_prepare_temps(const ir_graph *g, nrt_program *p);
 
 /* How many steps the launch that step s starts runs: its batch, or itself. */
 static inline uint32_t nrt_step_launch_len(const nrt_step *s) { return s->batch >= 2 ? s->batch : 1u; }
