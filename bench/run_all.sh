@@ -28,13 +28,17 @@
 #            GPT-2's forward, build and load times (issue 3)           cap 120 s
 #   train    bench/run_train.sh: fashion_mlp, 10 epochs at batch 512, against
 #            PyTorch eager and torch.compile (issue 4)                 cap  80 s
+#   cnn      bench/run_cnn.sh: fashion_cnn's training step at batch 128
+#            and 512 against PyTorch eager and torch.compile (cuDNN,
+#            channels last), ms per step; lowest priority: last, and
+#            left out when the earlier steps took the time         cap 150 s
 # The order is that of the list (what the open issues still lack, as of the
 # twenty-second session: GPT-2's step with the called batch bodies and on
 # several streams, its per-launch profile with wgmma, the losses against
 # PyTorch; the wgmma path and the chain were measured on an H200 on
 # 2026-11-27). The first three fill one call (NETC_BENCH_SECONDS=520; wgmma,
 # measured before, gets what is left), the
-# other three a second.
+# other three a second, and cnn a third (or what the second leaves).
 # What comes back under $OUT: run.log (every line, the bench scripts' JSON
 # lines among them), ctest_gpu.log and logs.tar.gz (the scripts' own logs;
 # compiled modules left out).
@@ -63,12 +67,13 @@ step_gpt2() {
 step_train() { OUT=$WORK DATA=data/fashion-mnist bash bench/run_train.sh "$NETC" 10 512; }
 step_infer() { OUT=$WORK bash bench/run_infer.sh "$NETC" build-gpu/bench/infer_netc; }
 step_kernels() { OUT=$WORK SKIP=attention bash bench/run_kernels.sh "$NETC" 30; }
+step_cnn() { OUT=$WORK DATA=data/fashion-mnist bash bench/run_cnn.sh "$NETC" 100 128 512; }
 step_wgmma() {
   (cd build-gpu/tests && for c in attention_jump_wgmma gpt2_d64_train_wgmma gpt2_d128_train_wgmma; do NETC_GPU_CASE=$c ./test_gpu_models 2>&1 | tail -3; done)
   OUT=$WORK ONLY=attention bash bench/run_kernels.sh "$NETC" 30
 }
-declare -A cap=([gpt2]=330 [tests]=150 [wgmma]=60 [kernels]=130 [infer]=120 [train]=80)
-order=(gpt2 tests wgmma kernels infer train)   # the default: most needed first
+declare -A cap=([gpt2]=330 [tests]=150 [wgmma]=60 [kernels]=130 [infer]=120 [train]=80 [cnn]=150)
+order=(gpt2 tests wgmma kernels infer train cnn)   # the default: most needed first
 
 run_steps() {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv

@@ -24,7 +24,7 @@ printf '#!/bin/sh\necho "test_gpu_models: $NETC_GPU_CASE"\n' > "$tree/build-gpu/
 echo "CMAKE_HOME_DIRECTORY:INTERNAL=$tmp/built-at/tree" > "$tree/build-gpu/CMakeCache.txt"
 printf '#!/bin/sh\necho stub-gpu\n' > "$tmp/bin/nvidia-smi"
 printf '#!/bin/sh\necho "100%% tests passed, 0 tests failed out of 2"\n' > "$tmp/bin/ctest"
-for s in gpt2 train infer kernels; do   # each prints its arguments, sleeps SLEEP_<step> seconds, writes a log
+for s in gpt2 train infer kernels cnn; do   # each prints its arguments, sleeps SLEEP_<step> seconds, writes a log
   printf 'echo "%s: $*"; echo log > "$OUT/%s.log"; sleep ${SLEEP_%s:-0}; echo "%s: finished"\n' $s $s $s $s > "$tree/bench/run_$s.sh"
 done
 chmod +x "$tree/build-gpu/netc" "$tree/build-gpu/tests/"* "$tmp/bin/"*
@@ -37,7 +37,7 @@ expect() {  # log pattern what
 (cd "$tree" && PATH="$tmp/bin:$PATH" OUT=$tmp/out1 bash bench/run_all.sh > "$tmp/all.txt" 2>&1)
 expect "$tmp/out1/run.log" "100% tests passed" "the GPU tests' summary"
 order=$(grep -oE '^== [a-z0-9]+' "$tmp/out1/run.log" | tr '\n' ' ')
-[[ $order == "== gpt2 == tests == wgmma == kernels == infer == train == done " ]] || { echo "FAIL: run_all.sh: steps ran as '$order'"; fail=1; }
+[[ $order == "== gpt2 == tests == wgmma == kernels == infer == train == cnn == done " ]] || { echo "FAIL: run_all.sh: steps ran as '$order'"; fail=1; }
 expect "$tmp/out1/run.log" "^gpt2: build-gpu/netc .*text.txt" "run_gpt2.sh gets netc and a text"
 expect "$tmp/out1/run.log" "^test_gpu_models: gpt2_d64_train_wgmma" "the wgmma step runs its GPU test cases"
 expect "$tmp/out1/run.log" "^train: build-gpu/netc 10 512" "run_train.sh gets 10 epochs at batch 512"
