@@ -43,6 +43,11 @@ if on_mock "$tmp/fashion_mlp.cu" "$netc" inspect "$tmp/fashion_mlp.netm" --profi
    grep -q '^measured: .* 4 launches' "$tmp/profile.txt"; then echo "ok inspect --profile"; else
   echo "FAIL inspect --profile"; cat "$tmp/profile.txt"; fails=$((fails + 1)); fi
 check_run char_lm "$src/examples/char_lm.net" --dim B=2 --set T=16 --set C=32 --set L=1
+# A scatter-add of constant indices in a forward pass (rows of x summed by iota / 3): its sort
+# of the indices runs once, all of it; the GPU's result was zeros where the count, fill and rank
+# ran once, before the clear and the scan that every run did
+printf '%s\n' 'model sa(x: f32[B, 4]) -> (y: f32[3, 4]) {' '  return scatter_add(iota([B], axis: 0) / 3, x, rows: 3)' '}' > "$tmp/sa.net"
+check_run scatter_constant "$tmp/sa.net" --dim B=7
 # Integer sums past their dtype wrap on the GPU as on the CPU (u8 pixels
 # 0-255, four to a row; i32 values near 2^31): the GPU's sum stored them
 # saturated (255, 2147483647) where the CPU executor wraps
