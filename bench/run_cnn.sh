@@ -15,7 +15,7 @@ DATA=${DATA:-/usr/share/datasets/fashion-mnist}   # on the GPU machine: data/fas
 OUT=${OUT:-/tmp/bench-out}; mkdir -p "$OUT"
 for b in $BATCHES; do
   log="$OUT/cnn_b$b"
-  "$NETC" build examples/fashion_cnn.net --entry train --dim B="$b" -o "$log.netm" > "$log.build.log" 2>&1 &&
+  "$NETC" build examples/fashion_cnn.net --entry train --dim B="$b" --target '' -o "$log.netm" > "$log.build.log" 2>&1 &&
     "$NETC" inspect "$log.netm" --entry train | grep -E '^(module|total|once|memory plan)'
   "$NETC" train examples/fashion_cnn.net --data "$DATA" --epochs 1 --max-steps "$STEPS" --batch "$b" --device gpu \
     --metrics "$log.jsonl" > "$log.log" 2>&1 || { tail -5 "$log.log"; continue; }
