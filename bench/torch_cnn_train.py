@@ -21,23 +21,12 @@ so the model flattens x.permute(0, 2, 3, 1) (a view of channels-last memory,
 no copy), the same (h, w, c) order: fc1's weight then maps by the transpose
 alone. Biases are the same vectors. The initial values differ (each framework
 draws its own); the step's cost does not depend on them."""
-import gzip, json, math, os, statistics, sys, time
+import json, math, os, statistics, sys, time
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-def idx(path):
-    op = gzip.open if path.endswith(".gz") else open
-    with op(path, "rb") as f:
-        data = f.read()
-    magic = int.from_bytes(data[:4], "big"); rank = magic & 0xff
-    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(rank)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
-
-def find(d, stem):
-    for name in (stem + ".gz", stem):
-        if os.path.exists(os.path.join(d, name)): return os.path.join(d, name)
-    raise FileNotFoundError(stem)
+from idx_files import idx, find
 
 class Cnn(torch.nn.Module):
     def __init__(self):

@@ -5,22 +5,11 @@ kept on the GPU as u8 and converted there, as netc does. Seconds per epoch
 (median over epochs after the first) and test accuracy, eager and
 torch.compile (mode=reduce-overhead: CUDA graphs). Prints JSON lines.
 Usage: torch_mlp_train.py DATA_DIR [EPOCHS] [BATCH]"""
-import gzip, json, math, os, sys, time
+import json, math, os, sys, time
 import numpy as np
 import torch
 
-def idx(path):
-    op = gzip.open if path.endswith(".gz") else open
-    with op(path, "rb") as f:
-        data = f.read()
-    magic = int.from_bytes(data[:4], "big"); rank = magic & 0xff
-    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(rank)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
-
-def find(d, stem):
-    for name in (stem + ".gz", stem):
-        if os.path.exists(os.path.join(d, name)): return os.path.join(d, name)
-    raise FileNotFoundError(stem)
+from idx_files import idx, find
 
 def run(compiled, data, epochs, batch):
     torch.manual_seed(0)
