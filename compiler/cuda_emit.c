@@ -2485,14 +2485,18 @@ static bool cuda_emit_cross_entropy_grad(cg_ctx *cg, ir_value v)
 }
 
 /* Whether every value step k touches (through views too) is computed from
- * fills and iotas alone (konst: ir_constant_values): the same bits every run. */
+ * fills and iotas alone (konst: ir_constant_values), the same bits every run,
+ * and is an index or a mask: integers and bools. A float constant (a fill
+ * broadcast to a gradient's shape) stays in every run, where fusion makes it
+ * for free; kept across runs it would only hold memory that a budget's
+ * recomputation cannot give back. */
 static bool constant_step(const ir_graph *g, const nrt_program *p, const bool *konst, uint32_t k)
 {
     const nrt_step *s = &p->steps[k];
     if (s->kind != NRT_STEP_KERNEL || !nrt_step_param_only(g, konst, s)) return false;
     for (int j = 0; p->slot_values && j < s->nbufs; j++) {
         uint32_t v = p->slot_values[k * NRT_MAX_BUFS + j];
-        if (v < g->nnodes && !konst[v]) return false;
+        if (v < g->nnodes && (!konst[v] || dtype_is_float(g->nodes[v].dtype))) return false;
     }
     return true;
 }
