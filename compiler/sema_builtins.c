@@ -212,14 +212,23 @@ static sv scalar_tensor(sema_ctx *c, sv s, nc_dtype dtype, nc_loc loc)
 
 static bool is_scalar(sv v) { return v.kind == SV_INT || v.kind == SV_FLOAT || v.kind == SV_BOOL; }
 
+/* A dim whose size is known (a fn's H bound to 28) as that number. Division
+ * stays dim arithmetic, exact or an error, rather than a fraction. */
+static sv known_dim_as_int(sema_ctx *c, sv v)
+{
+    int64_t k;
+    if (v.kind == SV_DIM && dim_is_const(&c->g->dims[v.dim], &k)) return sv_int(k);
+    return v;
+}
+
 /* A dim beside a tensor of dtype t, as in x / T, ih < H or where(c, i, N - 1):
  * a number where the dim is known (a fn's H bound to 28), else a scalar tensor
  * of dtype t counted when the session binds it. For a bool t it stays a dim,
  * for the caller's error. */
 static sv dim_beside_tensor(sema_ctx *c, sv dim, nc_dtype t, nc_loc loc)
 {
-    int64_t k;
-    if (dim_is_const(&c->g->dims[dim.dim], &k)) return sv_int(k);
+    sv known = known_dim_as_int(c, dim);
+    if (known.kind != SV_DIM) return known;
     return t == NC_BOOL ? dim : sema_dim_tensor(c, dim.dim, t, loc);
 }
 
@@ -691,9 +700,8 @@ fail:
 /* A dim known when the model is built is a plain number to '//'. */
 static bool known_size(sema_ctx *c, sv *v, nc_loc loc)
 {
-    int64_t k;
+    *v = known_dim_as_int(c, *v);
     if (v->kind != SV_DIM) return true;
-    if (dim_is_const(&c->g->dims[v->dim], &k)) { *v = sv_int(k); return true; }
     char name[96];
     ir_dim_format(c->g, v->dim, name, sizeof name);
     sema_err(c, loc, "'/' divides symbolic sizes that divide exactly: T / 2",
@@ -716,15 +724,6 @@ static sv floor_divide(sema_ctx *c, sv a, sv b, nc_loc loc)
     int64_t q = a.i / b.i;
     if (a.i % b.i != 0 && (a.i < 0) != (b.i < 0)) q--;
     return sv_int(q);
-}
-
-/* A dim whose size is known (a fn's H bound to 28) as that number. Division
- * stays dim arithmetic, exact or an error, rather than a fraction. */
-static sv known_dim_as_int(sema_ctx *c, sv v)
-{
-    int64_t k;
-    if (v.kind == SV_DIM && dim_is_const(&c->g->dims[v.dim], &k)) return sv_int(k);
-    return v;
 }
 
 sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc operand_locs[2])
