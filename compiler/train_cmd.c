@@ -976,6 +976,15 @@ static int load_state(const char *path, int64_t len, cpu_tensor *state, char *er
 /* A whole number in [0, 2^24): what every piece of the state must be. */
 static bool state_piece(float v) { return v >= 0 && v < (float)STATE_PIECE && v == floorf(v); }
 
+/* A double kept as 3 pieces (72 bits for 64): the loss so far, the learning rate. */
+static double state_double(const float *f)
+{
+    uint64_t bits = get_pieces(f, 3);
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
 /* What is wrong with the state's values themselves; NULL when nothing. */
 static const char *state_malformed(const cpu_tensor *state)
 {
@@ -989,14 +998,9 @@ static const char *state_malformed(const cpu_tensor *state)
         if (!state_piece(f[k])) return "its --epochs, data set, loss so far or learning rate is not a count";
     if (state->numel < STATE_LEN_DATA) return NULL;
     if (f[9] < 1) return "its --epochs is not a positive count";
-    uint64_t bits = get_pieces(f + 14, 3);
-    double loss_sum;
-    memcpy(&loss_sum, &bits, sizeof loss_sum);
-    if (f[14] >= 65536 || !isfinite(loss_sum)) return "its loss so far is not a number";   /* 3 pieces: 72 bits for 64 */
+    if (f[14] >= 65536 || !isfinite(state_double(f + 14))) return "its loss so far is not a number";   /* 3 pieces: 72 bits for 64 */
     if (state->numel < STATE_LEN) return NULL;
-    bits = get_pieces(f + 19, 3);
-    double lr;
-    memcpy(&lr, &bits, sizeof lr);
+    const double lr = state_double(f + 19);
     if (f[19] >= 65536 || !isfinite(lr) || lr <= 0) return "its learning rate is not a positive number";
     return NULL;
 }
@@ -1033,15 +1037,15 @@ static bool state_problem(const trainer *t, const cpu_tensor *state, char *why, 
 /* --accumulate's gradient accumulators are zero at every checkpoint (one is
  * written after a whole step), so not read from it, and a run may resume
  * with another --accumulate than it was made with. */
-static bool not_accumulator(const ir_param *p) { return p->role != IR_ROLE_ACCUMULATOR; }
+static bool read_from_checkpoint(const ir_param *p) { return p->role != IR_ROLE_ACCUMULATOR; }
 
 /* The parameters and states of t->tg but the accumulators, from path into
  * loaded (indexed as t->tg's); the accumulators get zeros. */
 static int load_checkpoint_params(trainer *t, const char *path, cpu_tensor *loaded, char *err, size_t cap)
 {
-    int rc = safetensors_load_params_if(path, t->tg, not_accumulator, loaded, true, err, cap);
+    int rc = safetensors_load_params_if(path, t->tg, read_from_checkpoint, loaded, true, err, cap);
     for (uint32_t i = 0; rc == 0 && i < t->tg->nparams; i++)
-        if (!not_accumulator(&t->tg->params[i])) {
+        if (t->tg->params[i].role == IR_ROLE_ACCUMULATOR) {
             const cpu_tensor *p = &t->params[i];
             if (!cpu_tensor_alloc(&loaded[i], p->dtype, p->rank, p->shape, (int64_t)1 << 40))
                 rc = 1, snprintf(err, cap, "out of memory for %s", t->tg->params[i].decl.name);
@@ -1081,15 +1085,11 @@ static int load_checkpoint(trainer *t, const char *path, train_pos *pos)
     t->step = (int64_t)get_pieces(f + 2, 2);
     t->scale = f[4];
     if (pos->has_loss) {
-        uint64_t bits = get_pieces(f + 14, 3);
-        memcpy(&pos->loss_sum, &bits, sizeof bits);
+        pos->loss_sum = state_double(f + 14);
         pos->nloss = (int64_t)get_pieces(f + 17, 2);
         pos->epochs = (int64_t)f[9];
     }
-    if (state.numel >= STATE_LEN) {
-        uint64_t bits = get_pieces(f + 19, 3);
-        memcpy(&pos->lr, &bits, sizeof bits);
-    }
+    if (state.numel >= STATE_LEN) pos->lr = state_double(f + 19);
     cpu_tensor_free(&state);
     return 0;
 }
