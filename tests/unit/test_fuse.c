@@ -487,6 +487,19 @@ static void check_recomputed_epilogues(void)
     ir_graph_free(g);
 }
 
+/* path compiled with o and its fused program in *p; NULL (and no program)
+ * when it does not compile. */
+static ir_graph *compile_with_program(const char *path, const driver_opts *o, nrt_program *p)
+{
+    char err[1024];
+    src_table src = {0};
+    ir_graph *g = compile_file(path, o, &src);
+    src_free(&src);
+    CHECK(g != NULL);
+    if (g) CHECK(cuda_emit_program_ex(g, true, p, err, sizeof err));
+    return g;
+}
+
 /* How many buffers of p's plan b that prepare steps make for the other
  * steps (what a run that skips them still reads) overlap another buffer. */
 static uint32_t prepared_overlaps(const ir_graph *g, const nrt_program *p, const memplan_buf *b)
@@ -520,13 +533,9 @@ static void check_constant_prepare(const char *root)
     const char *dn[] = {"B"};
     const int64_t dv[] = {2};
     driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 1};
-    src_table src = {0};
-    ir_graph *g = compile_file(path, &o, &src);
-    src_free(&src);
-    CHECK(g != NULL);
-    if (!g) return;
     nrt_program p;
-    CHECK(cuda_emit_program_ex(g, true, &p, err, sizeof err));
+    ir_graph *g = compile_with_program(path, &o, &p);
+    if (!g) return;
     bool *konst = ir_constant_values(g);
     uint32_t every_run = 0, constant_every_run = 0, sorted_once = 0, summed_every_run = 0, stale = 0;
     for (uint32_t k = 0; k < p.nsteps; k++) {
@@ -579,13 +588,9 @@ static void check_prepare(const char *root)
     for (int train = 0; train < 2; train++) {
         driver_opts o = {.verify = true, .train_step = train, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 2,
                          .set_names = sn, .set_values = sv, .nsets = 1};
-        src_table src = {0};
-        ir_graph *g = compile_file(path, &o, &src);
-        src_free(&src);
-        CHECK(g != NULL);
-        if (!g) continue;
         nrt_program p;
-        CHECK(cuda_emit_program_ex(g, true, &p, err, sizeof err));
+        ir_graph *g = compile_with_program(path, &o, &p);
+        if (!g) continue;
         bool *from = ir_parameter_values(g), *konst = ir_constant_values(g);
         uint32_t prepare = 0, casts = 0, overlaps = 0, prepare_launches = 0, out_of_front = 0;
         uint32_t *head = nrt_program_launches(&p);
@@ -758,18 +763,14 @@ static void check_long_chain(void)
 static void check_read_through(const char *root, const char *file, const char *dim, int64_t value, uint32_t want_movement,
                                uint32_t want_gathers)
 {
-    char path[1024], err[1024];
+    char path[1024];
     snprintf(path, sizeof path, "%s/%s", root, file);
     const char *dn[] = {dim};
     const int64_t dv[] = {value};
-    src_table src = {0};
     driver_opts o = {.verify = true, .dim_names = dn, .dim_values = dv, .ndims = 1};
-    ir_graph *g = compile_file(path, &o, &src);
-    src_free(&src);
-    CHECK(g != NULL);
-    if (!g) return;
     nrt_program p;
-    CHECK(cuda_emit_program_ex(g, true, &p, err, sizeof err));
+    ir_graph *g = compile_with_program(path, &o, &p);
+    if (!g) return;
     uint32_t movement = 0, gathers = 0, unwritten = 0;
     bool *written = calloc(g->nnodes + p.ntemps + 1, sizeof *written);
     for (uint32_t k = 0; k < p.nsteps; k++) {
