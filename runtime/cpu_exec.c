@@ -403,20 +403,20 @@ enum run_mode {
     MODE_SKIP,                     /* not needed: only kept constants depended on it */
 };
 
-/* Constant values: neither sources of data nor random, all operands
- * constant, and not handed to the caller (kept values are never borrowed). */
+/* Constant values: the compiler's (computed from fills and iotas alone,
+ * nothing random), less those handed to the caller (kept values are never
+ * borrowed). A value read after such a one stays constant: that one is
+ * computed every run from its own kept operands. */
 static void mark_constants(cpu_run *r, bool *is_const)
 {
     const ir_graph *g = r->g;
+    bool *from_constants = ir_constant_values(g);
+    for (uint32_t v = 0; v < g->nnodes; v++) is_const[v] = from_constants[v] && r->last_use[v] != UINT32_MAX;
     for (uint32_t v = 0; v < g->nnodes; v++) {
         const ir_node *n = &g->nodes[v];
-        const ir_value *a = node_args(g, n);
-        bool c = n->op < OP_COUNT && n->op != OP_INPUT && n->op != OP_PARAM &&
-                 !(nc_ops[n->op].flags & OPF_RANDOM) && r->last_use[v] != UINT32_MAX;
-        for (int k = 0; k < n->nargs && c; k++) c = is_const[a[k]];
-        is_const[v] = c;
-        for (int k = 0; k < n->nargs; k++) r->frontier[a[k]] |= is_const[a[k]] && !c;
+        for (int k = 0; k < n->nargs; k++) r->frontier[node_args(g, n)[k]] |= is_const[node_args(g, n)[k]] && !is_const[v];
     }
+    free(from_constants);
 }
 
 /* With a complete cache, a kept value is read from it, and a constant that

@@ -1505,6 +1505,28 @@ static void test_const_cache(void)
     run_expect_error(&t, "over the limit of 8 bytes");
     end(&t);
 
+    /* An output made of constants is handed to the caller, so computed every
+     * run (never a kept buffer the caller would own); what reads it is still
+     * a constant (the compiler's ir_constant_values): (3 * iota + 1) * 2 is
+     * one kept value, with the iota and the 3 behind the output, not each
+     * fill on its way */
+    begin(&t, "constants read after an output");
+    x = in(&t, NC_I32, S(4), V(10, 20, 30, 40));
+    k = op_shaped(&t, OP_IOTA, NC_I32, NOATTR, S(4), NULL, 0);
+    ir_value k3 = op(&t, OP_MUL, NOATTR, A(k, op_shaped(&t, OP_FILL, NC_I32, (ir_attr){.f = 3}, S(4), NULL, 0)));
+    ir_value k31 = op(&t, OP_ADD, NOATTR, A(k3, op_shaped(&t, OP_FILL, NC_I32, (ir_attr){.f = 1}, S(4), NULL, 0)));
+    ir_value k62 = op(&t, OP_MUL, NOATTR, A(k31, op_shaped(&t, OP_FILL, NC_I32, (ir_attr){.f = 2}, S(4), NULL, 0)));
+    y = op(&t, OP_ADD, NOATTR, A(x, k62));
+    ir_output_add(t.g, "k3", k3);
+    ir_output_add(t.g, "y", y);
+    t.o.keep_all = false;
+    if (run(&t)) {
+        expect(&t, "3 * iota, an output", k3, V(0, 3, 6, 9));
+        expect(&t, "x + (3 * iota + 1) * 2", y, V(12, 28, 44, 60));
+        if (t.pool.const_reads != 3) fail(&t, "%llu values read from the pool, expected 3", (unsigned long long)t.pool.const_reads);
+    }
+    end(&t);
+
     /* keep_all wants every value: nothing is kept or skipped */
     begin(&t, "constants with keep_all");
     x = in(&t, NC_I32, S(3), V(1, 2, 3));
