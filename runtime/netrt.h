@@ -28,8 +28,11 @@
  * and there is no output to read until a run succeeds. A run never uses the
  * device's old copy of a value set since, nor some new parameters and some
  * old. A training run that fails on the device may have moved some
- * parameters and not others (the kernels stop where they are): load them
- * again before going on.
+ * parameters and not others (the kernels stop where they are): until each
+ * parameter it updates is set again (nrt_session_load_weights, or
+ * nrt_session_set_param), the next run, nrt_session_get_param of such a
+ * parameter and nrt_session_save_weights are refused with NRT_ERR_STATE
+ * naming it, so that part-updated values are never read as trained ones.
  *
  * Threads: a module is immutable after loading and may be shared by sessions
  * on any threads. Different sessions may run concurrently, each on its own

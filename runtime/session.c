@@ -38,6 +38,12 @@ struct nrt_session {
      * copy to the device failed); copied before the next run, which a
      * failing copy refuses. Never a run on some new values and some old. */
     bool *input_stale, *param_stale;
+    /* GPU: a training run failed on the device part way, so this parameter,
+     * one it updates, may hold some updated values and some old (kernels
+     * stop where they are). Until it is set again, nothing reads it: no run,
+     * no get_param, no save_weights. Never stale at the same time: a stale
+     * parameter refuses the run before it starts. */
+    bool *param_torn;
 };
 
 static nrt_status set_err(nrt_error *e, nrt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -333,6 +339,7 @@ nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nr
     s->params = nc_xcalloc(g->nparams + 1, sizeof *s->params);
     s->input_stale = nc_xcalloc(g->ninputs + 1, sizeof *s->input_stale);
     s->param_stale = nc_xcalloc(g->nparams + 1, sizeof *s->param_stale);
+    s->param_torn = nc_xcalloc(g->nparams + 1, sizeof *s->param_torn);
     char msg[1024];
     for (uint32_t i = 0; i < g->nparams; i++)
         if (param_init(g, i, o->seed, &s->params[i], msg, sizeof msg) != 0) {
@@ -369,6 +376,7 @@ void nrt_session_free(nrt_session *s)
     free(s->params);
     free(s->input_stale);
     free(s->param_stale);
+    free(s->param_torn);
     free(s->input_node);
     free(s->param_node);
     free(s);
@@ -443,6 +451,35 @@ nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dty
     return st ? st : ok(err);
 }
 
+/* After a training run failed on the device: every parameter it updates may
+ * be part updated. */
+static void tear_updated_params(nrt_session *s, nrt_error *err)
+{
+    const ir_graph *g = s->g;
+    for (uint32_t i = 0; i < g->nupdates; i++) s->param_torn[g->updates[i].param] = true;
+    if (g->nupdates)
+        err_reword(err, "", "; the parameters this training run updates may now hold some updated values and some not: "
+                            "set them again (nrt_session_load_weights, or nrt_session_set_param of each) before going on");
+}
+
+static const char torn_why[] = "a training run failed on the device part way, so it may hold some updated values and some not";
+static const char torn_fix[] = "set it again first (nrt_session_load_weights, or nrt_session_set_param)";
+
+/* No parameter is part updated by a failed run; else which, in err. */
+static nrt_status params_whole(const nrt_session *s, const char *refused, nrt_error *err)
+{
+    for (uint32_t i = 0; i < s->g->nparams; i++)
+        if (s->param_torn[i]) {
+            uint32_t more = 0;
+            for (uint32_t j = i + 1; j < s->g->nparams; j++) more += s->param_torn[j];
+            char others[64] = "";
+            if (more) snprintf(others, sizeof others, " (and %u more)", more);
+            return set_err(err, NRT_ERR_STATE, "%sparameter %s%s: %s; %s", refused, s->g->params[i].decl.name, others, torn_why,
+                           torn_fix);
+        }
+    return NRT_OK;
+}
+
 /* Every input the run reads has been set. */
 static nrt_status inputs_ready(const nrt_session *s, nrt_error *err)
 {
@@ -460,12 +497,16 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
     NEED(s, err);
     const ir_graph *g = s->g;
     nrt_status ready = inputs_ready(s, err);
-    if (ready) return ready;
+    if (ready || (ready = params_whole(s, "the run is refused: ", err))) return ready;
     char msg[1024];
     s->ran = false;   /* until the run succeeds there is no output to read */
     if (s->gpu) {
         if ((ready = upload_stale(s, err)) != NRT_OK) return ready;
-        if (gpu_run(s->gpu, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
+        if (gpu_run(s->gpu, msg, sizeof msg)) {
+            set_err(err, NRT_ERR_DEVICE, "%s", msg);
+            tear_updated_params(s, err);
+            return NRT_ERR_DEVICE;
+        }
         s->have_result = false;
         s->ran = true;
         return ok(err);
@@ -490,11 +531,15 @@ nrt_status nrt_session_profile(nrt_session *s, int runs, double *step_seconds, i
     if (nsteps != (int)s->m->d.program.nsteps)
         return set_err(err, NRT_ERR_ARGUMENT, "profile: room for %d steps, the program has %u", nsteps, s->m->d.program.nsteps);
     nrt_status ready = inputs_ready(s, err);
-    if (ready) return ready;
+    if (ready || (ready = params_whole(s, "profile: ", err))) return ready;
     char msg[1024];
     s->ran = false;
     if ((ready = upload_stale(s, err)) != NRT_OK) return ready;
-    if (gpu_profile(s->gpu, runs, step_seconds, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
+    if (gpu_profile(s->gpu, runs, step_seconds, msg, sizeof msg)) {
+        set_err(err, NRT_ERR_DEVICE, "%s", msg);
+        tear_updated_params(s, err);
+        return NRT_ERR_DEVICE;
+    }
     s->have_result = false;
     s->ran = true;
     return ok(err);
@@ -593,6 +638,7 @@ nrt_status nrt_session_set_param(nrt_session *s, const char *name, nrt_dtype dty
     nrt_status st = check_tensor(s, "parameter", &s->g->params[i].decl, dtype, rank, shape, data, err);
     if (st) return st;
     cpu_tensor_from_native(data, &s->params[i]);
+    s->param_torn[i] = false;   /* the host's value is whole: the device's, or the next run, takes it */
     st = upload_param(s, (uint32_t)i, err);
     return st ? st : ok(err);
 }
@@ -622,6 +668,7 @@ nrt_status nrt_session_get_param(nrt_session *s, const char *name, void *data, s
     size_t want = (size_t)t->numel * dtype_size(t->dtype);
     if (bytes != want) return set_err(err, NRT_ERR_ARGUMENT, "parameter %s has %zu bytes, the buffer %zu", name, want, bytes);
     if (!data) return set_err(err, NRT_ERR_ARGUMENT, "parameter %s: data is NULL", name);
+    if (s->param_torn[i]) return set_err(err, NRT_ERR_STATE, "parameter %s: %s; %s", name, torn_why, torn_fix);
     nrt_status st = sync_param_from_gpu(s, (uint32_t)i, err);
     if (st) return st;
     cpu_tensor_to_native(t, data);
@@ -646,6 +693,7 @@ nrt_status nrt_session_load_weights(nrt_session *s, const char *path, nrt_error 
     for (uint32_t i = 0; i < g->nparams; i++) {
         cpu_tensor_free(&s->params[i]);
         s->params[i] = loaded[i];
+        s->param_torn[i] = false;
         if (st == NRT_OK) st = upload_param(s, i, err);
         else s->param_stale[i] = s->gpu && s->param_node[i] != IR_NONE;
     }
@@ -659,8 +707,9 @@ nrt_status nrt_session_save_weights(nrt_session *s, const char *path, nrt_error 
     NEED(s, err);
     NEED(path, err);
     const ir_graph *g = s->g;
+    nrt_status st = params_whole(s, "nothing is saved: ", err);
+    if (st) return st;
     st_entry *e = nc_xcalloc(g->nparams + 1, sizeof *e);
-    nrt_status st = NRT_OK;
     for (uint32_t i = 0; i < g->nparams && st == NRT_OK; i++) {
         st = sync_param_from_gpu(s, i, err);
         e[i] = (st_entry){.name = g->params[i].decl.name, .t = &s->params[i]};

@@ -601,6 +601,23 @@ static void mock_call_read_env(void)
     if (log && !(mock_call_log = fopen(log, "w"))) mock_complain("NETC_MOCK_CALL_LOG: cannot write %s", log);
 }
 
+void mock_cuda_fail_call(unsigned long long n)
+{
+    pthread_once(&mock_call_env_once, mock_call_read_env);   /* the hook wins over the variable */
+    pthread_mutex_lock(&mock_lock);
+    mock_call_fail_at = n ? mock_calls + n : 0;
+    pthread_mutex_unlock(&mock_lock);
+}
+
+unsigned long long mock_cuda_calls(void)
+{
+    pthread_once(&mock_call_env_once, mock_call_read_env);
+    pthread_mutex_lock(&mock_lock);
+    unsigned long long n = mock_calls;
+    pthread_mutex_unlock(&mock_lock);
+    return n;
+}
+
 bool mock_cuda_fault(const char *call)
 {
     pthread_once(&mock_call_env_once, mock_call_read_env);

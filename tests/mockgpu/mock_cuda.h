@@ -48,4 +48,10 @@ void mock_cuda_fail_htod(unsigned long long n);
  * sweep learns how many calls a clean run makes and which one N is. */
 bool mock_cuda_fault(const char *call);
 
+/* The same from a test, found as mock_cuda_fail_htod is: the n-th fallible
+ * call from now (1 = the next) fails; 0 cancels. mock_cuda_calls counts the
+ * calls made so far, so a test learns how many one run makes. */
+void mock_cuda_fail_call(unsigned long long n);
+unsigned long long mock_cuda_calls(void);
+
 #endif

@@ -410,6 +410,66 @@ static void check_upload_failures(void)
     unlink(saved);
 }
 
+typedef void fail_call_fn(unsigned long long n);
+typedef unsigned long long count_calls_fn(void);
+
+/* A training run that fails on the device part way (here its last fallible
+ * call) may leave its parameters some updated and some not. The next run,
+ * get_param and save_weights went on with them silently; now they are
+ * refused, naming the parameter, until it is set again (load_weights, or
+ * set_param of each), and the failure itself says so. */
+static void check_failed_training_run(void)
+{
+    static const char *step =
+        "model tp(x: f32[B, 2]) -> (y: f32[B]) {\n"
+        "  param w: f32[2] = ones\n"
+        "  param b: f32[1] = zeros\n"
+        "  return sum(x * w, axis: 1) + b\n"
+        "}\n"
+        "train tp(t: f32[B]) {\n"
+        "  loss = sum(square(y - t))\n"
+        "  optimizer sgd(lr: 0.1)\n"
+        "}\n";
+    char weights[] = "/tmp/netc_api_misuse_w_XXXXXX";
+    own_module om;
+    nrt_session *s = NULL;
+    nrt_error e;
+    const char *bn[] = {"B"};
+    const int64_t one[] = {1}, row[] = {1, 2}, two[] = {2};
+    float x[2] = {1, 1}, t0 = 0, lr = 0.1f, w[2] = {0}, b = 0;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    fail_call_fn *fail = lib ? (fail_call_fn *)(uintptr_t)dlsym(lib, "mock_cuda_fail_call") : NULL;
+    count_calls_fn *calls = lib ? (count_calls_fn *)(uintptr_t)dlsym(lib, "mock_cuda_calls") : NULL;
+    if (lib) dlclose(lib);
+    if (!fail || !calls) {
+        printf("not the mock GPU: the failed training run is skipped\n");
+        return;
+    }
+    CHECK(own_module_load(&om, step, true) && temp_file(weights));
+    if (om.m && create(om.m, NRT_DEVICE_GPU, 1, bn, one, &s, &e) == NRT_OK) {
+        CHECK(nrt_session_set_input(s, "x", NRT_F32, 2, row, x, &e) == NRT_OK);
+        CHECK(nrt_session_set_input(s, "t", NRT_F32, 1, one, &t0, &e) == NRT_OK);
+        CHECK(nrt_session_set_input(s, "@lr", NRT_F32, 0, NULL, &lr, &e) == NRT_OK);
+        CHECK(nrt_session_save_weights(s, weights, &e) == NRT_OK);
+        unsigned long long before = calls();
+        CHECK(nrt_session_run(s, &e) == NRT_OK);
+        unsigned long long per_run = calls() - before;
+        fail(per_run);   /* the next run's last call */
+        CHECK(refused(nrt_session_run(s, &e), &e, NRT_ERR_DEVICE, "may now hold some updated values and some not"));
+        CHECK(refused(nrt_session_run(s, &e), &e, NRT_ERR_STATE, "the run is refused: parameter w (and 1 more): a training run failed"));
+        CHECK(refused(nrt_session_get_param(s, "b", &b, sizeof b, &e), &e, NRT_ERR_STATE, "parameter b: a training run failed"));
+        CHECK(refused(nrt_session_save_weights(s, weights, &e), &e, NRT_ERR_STATE, "nothing is saved: parameter w"));
+        CHECK(nrt_session_set_param(s, "w", NRT_F32, 1, two, w, &e) == NRT_OK);
+        CHECK(refused(nrt_session_run(s, &e), &e, NRT_ERR_STATE, "the run is refused: parameter b: "));
+        CHECK(nrt_session_load_weights(s, weights, &e) == NRT_OK);   /* every parameter whole again */
+        CHECK(nrt_session_run(s, &e) == NRT_OK && param_is(s, "b", -0.4f));   /* from the saved b = 0: y = 2, b -= 0.1 * 2y */
+        fail(0);
+    }
+    nrt_session_free(s);
+    own_module_free(&om);
+    unlink(weights);
+}
+
 /* A result over the CPU executor's 16 GiB: refused before any allocation,
  * as the memory error it is (it was NRT_ERR_ARGUMENT). */
 static void check_cpu_memory(void)
@@ -479,6 +539,7 @@ int main(void)
     check_step_returning_param(NRT_DEVICE_CPU);
     check_step_returning_param(NRT_DEVICE_GPU);
     check_upload_failures();
+    check_failed_training_run();
     check_cpu_memory();
     nrt_module_free(m);
     nrt_module_free(ident);
