@@ -40,7 +40,8 @@ typedef struct ast_list {
     X(AST_RETURN,    "return")     /* list = values                            */ \
     X(AST_ASSERT,    "assert")     /* assert a, b(message) [, c(hint)]         */ \
     X(AST_BLOCK,     "block")      /* list = stmts; dtype/has_dtype: precision */ \
-    X(AST_REPEAT,    "repeat")     /* repeat a as name { list }                */ \
+    X(AST_REPEAT,    "repeat")     /* repeat a as name[, b(index NAME)] { list } */ \
+    X(AST_IF,        "if")         /* if a { list } else c (BLOCK, IF or NULL) */ \
     X(AST_DIRECTIVE, "directive")  /* name a  (optimizer adamw(...), ...)      */ \
     X(AST_ARG,       "arg")        /* name: a(type, optional) = b(default)     */ \
     X(AST_IMPORT,    "import")     /* name = module                            */ \
@@ -61,6 +62,7 @@ typedef enum ast_op {
     AST_OP_ADD, AST_OP_SUB, AST_OP_MUL, AST_OP_DIV, AST_OP_MATMUL,
     AST_OP_EQ, AST_OP_NE, AST_OP_LT, AST_OP_LE, AST_OP_GT, AST_OP_GE,
     AST_OP_NEG, AST_OP_FLOORDIV,
+    AST_OP_AND, AST_OP_OR, AST_OP_NOT,   /* compile-time bools only */
 } ast_op;
 
 enum { AST_ATTR_CHECKPOINT = 1u << 0 };

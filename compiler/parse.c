@@ -39,6 +39,9 @@ static const struct {
     {"unexpected ==", LINE_START_HINT, true},
     {"unexpected !=", LINE_START_HINT, true},
     {"unexpected end of file", "the file ended inside a block or a bracket: a '}', ')' or ']' is missing", false},
+    {"unexpected else", "else continues an if, after the '}' of its block: if COND { ... } else { ... }", false},
+    {"unexpected and", LINE_START_HINT, true},
+    {"unexpected or", LINE_START_HINT, true},
     {"unexpected optimizer", "optimizer, schedule, loss_scale and clip_grad_norm go in a train section: train m { optimizer adam(lr: 1e-3) }", false},
 };
 
@@ -67,7 +70,7 @@ static bool first_on_line(const parse_state *ps, nc_loc loc)
 }
 
 /* Hints that need the text around the token: what a user of another
- * language writes for a power, an index or an if. NULL when none applies. */
+ * language writes for a power, an index, an if or a loop. NULL when none applies. */
 static const char *foreign_syntax_hint(const parse_state *ps, nc_loc loc, const char *msg)
 {
     size_t len;
@@ -79,11 +82,21 @@ static const char *foreign_syntax_hint(const parse_state *ps, nc_loc loc, const 
         return "there is no indexing: take elements with slice(x, axis: A, start: i, end: i + 1), rows by index with gather(table, ids)";
     size_t i = 0;
     while (i < len && (line[i] == ' ' || line[i] == '\t')) i++;
-    if (strncmp(msg, "unexpected '{'", 14) == 0 && len - i > 3 && strncmp(line + i, "if", 2) == 0 && (line[i + 2] == ' ' || line[i + 2] == '('))
-        return "there is no if: choose between tensors with where(cond, a, b), or pass a compile-time bool to a fn";
+    size_t b = loc.col - 1;
+    while (b > 0 && (line[b - 1] == ' ' || line[b - 1] == '\t')) b--;
+    bool after_if = b >= 2 && strncmp(line + b - 2, "if", 2) == 0 && (b == 2 || !isalnum((unsigned char)line[b - 3]));
+    if (strncmp(msg, "unexpected '{'", 14) == 0 && after_if) return "an if needs its condition before the '{': if COND { ... }";
+    if (strncmp(msg, "unexpected end of line", 22) == 0 && b >= 4 && strncmp(line + b - 4, "else", 4) == 0)
+        return "the '{' of an else goes on the else's line: } else {";
+    bool if_line = (len - i > 3 && strncmp(line + i, "if ", 3) == 0) || strstr(line, "else if ") != NULL;
+    if (strncmp(msg, "unexpected '='", 14) == 0 && if_line) return "to compare, write ==: if a == b { ... }";
+    if (strncmp(msg, "unexpected ':'", 14) == 0 && if_line)
+        return "an if's branches are blocks: if COND { ... } else { ... }";
+    bool at_elif = len - (loc.col - 1) > 5 && strncmp(line + loc.col - 1, "elif ", 5) == 0;
+    if (at_elif || (len - i > 5 && strncmp(line + i, "elif ", 5) == 0)) return "write else if: if A { ... } else if B { ... } else { ... }";
     if ((len - i > 4 && strncmp(line + i, "for ", 4) == 0) || (len - i > 7 && strncmp(line + i, "repeat ", 7) == 0))
-        return "a loop is written repeat N as name { ... }: the body is unrolled N times, with parameters under "
-               "name.0, name.1, ...; there is no loop variable";
+        return "a loop is written repeat N as name, i { ... }: the body is unrolled N times, with parameters under "
+               "name.0, name.1, ... and the index i = 0, 1, ..., N - 1 (a number known when the model is built)";
     return NULL;
 }
 
@@ -210,13 +223,31 @@ ast_node *parse_block(parse_state *ps, nc_loc loc, ast_list *stmts)
 
 void parse_push(parse_state *ps, ast_list *l, ast_node *n) { ast_list_push(ps->arena, l, n); }
 
+ast_node *parse_if(parse_state *ps, nc_loc loc, ast_node *cond, ast_node *then, ast_node *otherwise)
+{
+    ast_node *n = parse_node(ps, AST_IF, loc);
+    n->a = cond;
+    n->list = then->list;
+    n->c = otherwise;
+    set_depth(ps, n, cond, otherwise);   /* nested branches count: sema's recursion stays bounded */
+    return n;
+}
+
+ast_node *parse_repeat_index(parse_state *ps, nc_loc loc, ast_node *count, char *name, nc_loc index_loc, char *index, ast_node *body)
+{
+    ast_node *n = parse_named(ps, AST_REPEAT, loc, name, count, parse_named(ps, AST_NAME, index_loc, index, NULL, NULL));
+    n->list = body->list;
+    return n;
+}
+
 ast_node *parse_with_attr(parse_state *ps, nc_loc loc, const char *attr, ast_node *stmt)
 {
     if (strcmp(attr, "checkpoint") == 0) {
         /* it marks the ops a statement creates: a binding's, a block's, a repeat's */
         if (!stmt) return stmt;
         if (stmt->kind != AST_LET && stmt->kind != AST_BLOCK && stmt->kind != AST_REPEAT)
-            diag_report(ps->diag, DIAG_ERROR, loc, "mark the binding that computes the value, e.g. @checkpoint y = f(x)",
+            diag_report(ps->diag, DIAG_ERROR, loc, stmt->kind == AST_IF ? "mark a binding or a block inside the branch: if c { @checkpoint y = f(x) }"
+                                                                          : "mark the binding that computes the value, e.g. @checkpoint y = f(x)",
                         "@checkpoint applies to a binding, a block or a repeat, not %s %s", ast_kind_article(stmt->kind), ast_kind_name(stmt->kind));
         else if (stmt->attrs & AST_ATTR_CHECKPOINT)
             diag_report(ps->diag, DIAG_ERROR, loc, NULL, "@checkpoint given twice");

@@ -49,6 +49,10 @@ ast_node *parse_named(parse_state *ps, ast_kind kind, nc_loc loc, char *name, as
 ast_node *parse_type(parse_state *ps, nc_loc loc, bool has_dtype, nc_dtype t, bool brackets, ast_list *dims);
 ast_node *parse_block(parse_state *ps, nc_loc loc, ast_list *stmts);
 void parse_push(parse_state *ps, ast_list *l, ast_node *n);
+/* if cond { then } else otherwise: otherwise is a block, an if (else if) or NULL */
+ast_node *parse_if(parse_state *ps, nc_loc loc, ast_node *cond, ast_node *then, ast_node *otherwise);
+/* repeat count as name, index { body } */
+ast_node *parse_repeat_index(parse_state *ps, nc_loc loc, ast_node *count, char *name, nc_loc index_loc, char *index, ast_node *body);
 ast_node *parse_with_attr(parse_state *ps, nc_loc loc, const char *attr, ast_node *stmt);
 void parse_error(parse_state *ps, nc_loc loc, const char *msg);
 

@@ -103,6 +103,12 @@ void sema_bind(sema_ctx *c, const char *name, sv v, nc_loc loc)
 {
     for (scope *s = c->env; s; s = s->parent) {
         binding *b = scope_find_local(s, name);
+        if (b && b->fixed) {
+            char hint[160];
+            snprintf(hint, sizeof hint, "the index is the iteration's number for the whole body: bind a new name, e.g. %s1 = %s + 1", name, name);
+            sema_err(c, loc, hint, "'%s' is the repeat's index; it cannot be assigned", name);
+            return;
+        }
         if (b) {
             b->value = v;
             return;
@@ -133,22 +139,30 @@ static const scope *scope_owner(const scope *s)
     return s;
 }
 
-static void scope_leave(sema_ctx *c, scope *s)
+/* A name whose scope ended (or an if's branch that was not taken binds):
+ * an unknown name found here gets a hint; why is the if or repeat, or NULL. */
+static void ended_push(sema_ctx *c, const char *name, nc_loc loc, const scope *owner, const ast_node *why)
+{
+    const int cap = (int)NC_COUNT(c->ended);
+    if (c->nended == cap) memmove(c->ended, c->ended + 1, --c->nended * sizeof c->ended[0]);
+    c->ended[c->nended].name = name;
+    c->ended[c->nended].loc = loc;
+    c->ended[c->nended].owner = owner;
+    c->ended[c->nended++].why = why;
+}
+
+static void scope_end(sema_ctx *c, scope *s, const ast_node *why)
 {
     int kept = 0;   /* a function's unknown names go with it: its next call (or another's scope here) reports its own */
     for (int i = 0; i < c->nunknown; i++)
         if (c->unknown[i].owner != s) c->unknown[kept++] = c->unknown[i];
     c->nunknown = kept;
-    const int cap = (int)(sizeof c->ended / sizeof c->ended[0]);
-    for (uint32_t i = 0; i < s->n && !s->fn_boundary; i++) {
-        if (c->nended == cap) memmove(c->ended, c->ended + 1, --c->nended * sizeof c->ended[0]);
-        c->ended[c->nended].name = s->b[i].name;
-        c->ended[c->nended].loc = s->b[i].loc;
-        c->ended[c->nended++].owner = scope_owner(s->parent);
-    }
+    for (uint32_t i = 0; i < s->n && !s->fn_boundary; i++) ended_push(c, s->b[i].name, s->b[i].loc, scope_owner(s->parent), why);
     c->env = s->parent;
     free(s->b);
 }
+
+static void scope_leave(sema_ctx *c, scope *s) { scope_end(c, s, NULL); }
 
 /* Edit distance, for "did you mean" hints. */
 static int edit_distance(const char *a, const char *b)
@@ -255,9 +269,17 @@ static void unknown_name(sema_ctx *c, const char *name, nc_loc loc)
     }
     for (int i = c->nended; i-- > 0;)
         if (strcmp(c->ended[i].name, name) == 0 && c->ended[i].owner == scope_owner(c->env)) {
-            char hint[200];
-            snprintf(hint, sizeof hint, "'%s' was bound at line %d inside a block and ended with it: "
-                     "assign %s before the block, and the block's assignment rebinds it", name, c->ended[i].loc.line, name);
+            char hint[256];
+            const ast_node *why = c->ended[i].why;
+            if (why && why->kind == AST_IF)
+                snprintf(hint, sizeof hint, "'%s' is bound inside the if at line %u, which it outlives only when every branch "
+                         "(with an else) binds it: bind it in each branch, or assign %s before the if", name, why->loc.line, name);
+            else if (why && why->kind == AST_REPEAT && why->b && strcmp(why->b->name, name) == 0)
+                snprintf(hint, sizeof hint, "'%s' is the index of the repeat at line %u: it exists only inside the loop's body",
+                         name, why->loc.line);
+            else
+                snprintf(hint, sizeof hint, "'%s' was bound at line %d inside a block and ended with it: "
+                         "assign %s before the block, and the block's assignment rebinds it", name, c->ended[i].loc.line, name);
             sema_err(c, loc, hint, "unknown name '%s'", name);
             return;
         }
@@ -265,7 +287,7 @@ static void unknown_name(sema_ctx *c, const char *name, nc_loc loc)
         if (c->repeats[i]->name && strcmp(c->repeats[i]->name, name) == 0) {
             char hint[256];
             snprintf(hint, sizeof hint, "'repeat N as %s' names the loop's parameters (%s.0.*, %s.1.*, ...); the iteration's "
-                     "number is not a value: carry what changes in a name assigned before the loop", name, name, name);
+                     "number is its index: repeat N as %s, i { ... } binds i = 0, 1, ...", name, name, name, name);
             sema_err(c, loc, hint, "unknown name '%s'", name);
             return;
         }
@@ -793,6 +815,31 @@ static sv eval_list(sema_ctx *c, const ast_node *e)
     return v;
 }
 
+/* An operand of and, or, not: true or false when the model is built. */
+static bool logic_operand(sema_ctx *c, sv v, const ast_node *e, const ast_node *operand)
+{
+    if (v.kind == SV_BOOL) return true;
+    if (v.kind == SV_ERROR) return false;
+    if (v.kind == SV_TENSOR)
+        sema_err(c, operand->loc, "on bool tensors: a and b is where(a, b, false), a or b is where(a, true, b), not a is a == false",
+                 "'%s' combines true and false known when the model is built, not tensors", ast_op_text(e->op));
+    else
+        sema_err(c, operand->loc, NULL, "'%s' takes true or false, got %s", ast_op_text(e->op), sv_kind_phrase(v.kind));
+    return false;
+}
+
+/* a and b, a or b, not a: the right side is read only when the left does
+ * not decide, so it may rely on the left (n > 0 and H // n >= 2). */
+static sv eval_logic(sema_ctx *c, const ast_node *e)
+{
+    sv a = sema_expr(c, e->a);
+    if (!logic_operand(c, a, e, e->a)) return sv_error();
+    if (e->op == AST_OP_NOT) return (sv){.kind = SV_BOOL, .i = !a.i};
+    if (a.i == (e->op == AST_OP_OR)) return a;
+    sv b = sema_expr(c, e->b);
+    return logic_operand(c, b, e, e->b) ? b : sv_error();
+}
+
 sv sema_expr(sema_ctx *c, const ast_node *e)
 {
     switch (e->kind) {
@@ -820,8 +867,11 @@ sv sema_expr(sema_ctx *c, const ast_node *e)
     case AST_MEMBER: return eval_member(c, e);
     case AST_CALL: return eval_call(c, e);
     case AST_LIST: return eval_list(c, e);
-    case AST_UNARY: return sema_negate(c, sema_expr(c, e->a), e->loc);
+    case AST_UNARY:
+        if (e->op == AST_OP_NOT) return eval_logic(c, e);
+        return sema_negate(c, sema_expr(c, e->a), e->loc);
     case AST_BINARY: {
+        if (e->op == AST_OP_AND || e->op == AST_OP_OR) return eval_logic(c, e);
         sv a = sema_expr(c, e->a);
         sv b = sema_expr(c, e->b);
         return sema_binary(c, e->op, a, b, e->loc, (nc_loc[2]){e->a->loc, e->b->loc});
@@ -981,6 +1031,19 @@ static void exec_block(sema_ctx *c, const ast_node *s)
     c->autocast_dtype = saved_dt;
 }
 
+static bool bound_in_fn(sema_ctx *c, const char *name);
+
+/* repeat N as name, i: i is the iteration's number, a compile-time int. */
+static bool repeat_index_ok(sema_ctx *c, const ast_node *s)
+{
+    if (!s->b || !bound_in_fn(c, s->b->name)) return true;
+    binding *b = lookup(c, s->b->name);
+    char hint[160];
+    snprintf(hint, sizeof hint, "'%s' is bound at line %u: give the index a name of its own", s->b->name, b->loc.line);
+    sema_err(c, s->b->loc, hint, "the repeat's index '%s' would hide a name already bound here", s->b->name);
+    return false;
+}
+
 static void exec_repeat(sema_ctx *c, const ast_node *s)
 {
     sv n = sema_expr(c, s->a);
@@ -998,6 +1061,7 @@ static void exec_repeat(sema_ctx *c, const ast_node *s)
         sema_err(c, s->a->loc, NULL, "repeat count %lld is more than the supported %d", (long long)n.i, SEMA_MAX_REPEAT);
         return;
     }
+    if (!repeat_index_ok(c, s)) return;
     char base[128], saved[512];
     unique_scope_name(c, s->name ? s->name : "layers", base, sizeof base);
     if (c->nrepeats < (int)NC_COUNT(c->repeats)) c->repeats[c->nrepeats] = s;
@@ -1009,14 +1073,130 @@ static void exec_repeat(sema_ctx *c, const ast_node *s)
         uint32_t saved_region = begin_region(c, s);
         scope sc;
         scope_enter(c, &sc, false);
+        if (s->b) {
+            scope_put(&sc, s->b->name, sv_int(i), s->b->loc);
+            sc.b[sc.n - 1].fixed = sc.b[sc.n - 1].used = true;
+        }
         int errors = c->diag->errors;
         exec_stmts(c, &s->list);
-        scope_leave(c, &sc);
+        scope_end(c, &sc, s);
         c->region = saved_region;
         pop_prefix(c, saved);
         if (c->diag->errors > errors) break;     /* the same error in every iteration helps nobody */
     }
     c->nrepeats--;
+}
+
+/* ------------------------------------------------------------------ */
+/* if / else: one branch is chosen when the model is built               */
+
+static bool if_binds_always(const ast_node *s, const char *name);
+
+/* Whether running stmts surely binds name: a binding or parameter of the
+ * list itself, or one that every branch of an if in it binds. */
+static bool stmts_bind(const ast_list *stmts, const char *name)
+{
+    for (uint32_t i = 0; i < stmts->n; i++) {
+        const ast_node *s = stmts->items[i];
+        if ((s->kind == AST_LET || s->kind == AST_PARAM) && s->name && strcmp(s->name, name) == 0) return true;
+        for (uint32_t k = 0; s->kind == AST_LET && !s->name && k < s->list.n; k++)
+            if (strcmp(s->list.items[k]->name, name) == 0) return true;
+        if (s->kind == AST_IF && if_binds_always(s, name)) return true;
+    }
+    return false;
+}
+
+/* Whether every branch of the if (so it has an else) binds name. */
+static bool if_binds_always(const ast_node *s, const char *name)
+{
+    for (; s; s = s->c) {
+        if (!stmts_bind(&s->list, name)) return false;
+        if (!s->c) return false;
+        if (s->c->kind == AST_BLOCK) return stmts_bind(&s->c->list, name);
+    }
+    return false;
+}
+
+/* The names a branch not taken binds at its top level: used after the if,
+ * each gets the hint that says why it is unknown, whichever branch ran. */
+static void if_note_untaken(sema_ctx *c, const ast_node *head, const ast_list *stmts)
+{
+    for (uint32_t i = 0; i < stmts->n; i++) {
+        const ast_node *s = stmts->items[i];
+        if ((s->kind == AST_LET || s->kind == AST_PARAM) && s->name) ended_push(c, s->name, s->loc, scope_owner(c->env), head);
+        for (uint32_t k = 0; s->kind == AST_LET && !s->name && k < s->list.n; k++)
+            ended_push(c, s->list.items[k]->name, s->list.items[k]->loc, scope_owner(c->env), head);
+    }
+}
+
+/* Run the taken branch as a block; the names every branch binds outlive it. */
+static void if_run_branch(sema_ctx *c, const ast_node *head, const ast_list *stmts)
+{
+    scope sc;
+    scope_enter(c, &sc, false);
+    exec_stmts(c, stmts);
+    if (c->returned) c->returned_in_if = true;
+    for (uint32_t i = 0; i < sc.n; i++)
+        if (if_binds_always(head, sc.b[i].name)) {
+            binding kept = sc.b[i];
+            scope_put(sc.parent, kept.name, kept.value, kept.loc);
+            sc.parent->b[sc.parent->n - 1].used = kept.used;
+        }
+    scope_end(c, &sc, head);
+}
+
+/* An if's condition: true or false when the model is built. */
+static bool if_condition(sema_ctx *c, const ast_node *e, bool *taken)
+{
+    bool outer = c->dim_eq_symbolic;   /* an if in a fn the condition calls must not clear the caller's */
+    c->dim_eq_symbolic = false;
+    sv v = sema_expr(c, e);
+    bool symbolic = c->dim_eq_symbolic;
+    c->dim_eq_symbolic = outer || symbolic;
+    if (v.kind == SV_ERROR) return false;
+    if (v.kind == SV_BOOL && symbolic) {
+        sema_err(c, c->dim_eq_loc, "bind the symbol when building (--dim NAME=VALUE), or give its axis a number in the model's inputs",
+                 "an if's condition compares a symbolic size, whose value is known only when the model runs");
+        return false;
+    }
+    if (v.kind == SV_BOOL) {
+        *taken = v.i != 0;
+        return true;
+    }
+    if (v.kind == SV_TENSOR)
+        sema_err(c, e->loc, "an if chooses code when the model is built; to choose between tensors element by element, use where(cond, a, b)",
+                 "an if's condition must be known when the model is built, not a tensor's values");
+    else
+        sema_err(c, e->loc, "compare it, as in if n > 1 { ... }: bools, numbers, configs, fn arguments and known sizes are known when the model is built",
+                 "an if's condition must be true or false, got %s", sv_kind_phrase(v.kind));
+    return false;
+}
+
+/* if A { ... } else if B { ... } else { ... }: the first branch whose
+ * condition holds is checked and expanded; the others are not read. */
+static void exec_if(sema_ctx *c, const ast_node *head)
+{
+    const ast_node *s = head;
+    for (; s; s = s->c && s->c->kind == AST_IF ? s->c : NULL) {
+        bool taken = false;
+        if (!if_condition(c, s->a, &taken)) break;
+        if (taken) {
+            if_run_branch(c, head, &s->list);
+            return;
+        }
+        if_note_untaken(c, head, &s->list);
+        if (s->c && s->c->kind == AST_BLOCK) {
+            if_run_branch(c, head, &s->c->list);
+            return;
+        }
+    }
+    if (!s) return;
+    /* the condition was wrong: the names the if would bind are errors, not unknown */
+    for (uint32_t i = 0; i < head->list.n; i++) {
+        const ast_node *st = head->list.items[i];
+        if ((st->kind == AST_LET || st->kind == AST_PARAM) && st->name && if_binds_always(head, st->name) && !bound_in_fn(c, st->name))
+            scope_put(c->env, st->name, sv_error(), st->loc);
+    }
 }
 
 static bool bound_in_fn(sema_ctx *c, const char *name)
@@ -1195,6 +1375,7 @@ static void exec_stmt(sema_ctx *c, const ast_node *s)
     case AST_RETURN: exec_return(c, s); break;
     case AST_BLOCK: exec_block(c, s); break;
     case AST_REPEAT: exec_repeat(c, s); break;
+    case AST_IF: exec_if(c, s); break;
     case AST_ASSERT: exec_assert(c, s); break;
     case AST_DIRECTIVE:
         sema_err(c, s->loc, "optimizer, schedule, loss_scale and clip_grad_norm belong in a train section",
@@ -1209,7 +1390,7 @@ static void exec_stmts(sema_ctx *c, const ast_list *stmts)
 {
     for (uint32_t i = 0; i < stmts->n && !c->returned; i++) {
         exec_stmt(c, stmts->items[i]);
-        if (c->returned && !c->assert_failed && i + 1 < stmts->n)
+        if (c->returned && !c->assert_failed && !c->returned_in_if && i + 1 < stmts->n)
             sema_warn(c, stmts->items[i + 1]->loc, NULL, "unreachable statement after return");
     }
 }
@@ -1336,10 +1517,10 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
     bool ok = true;
     for (uint32_t k = 0; k < decl->list2.n && ok; k++) ok = bind_arg(c, decl->list2.items[k], vals[k], locs[k]);
     sv result = sv_error();
-    bool saved_returned = c->returned;
+    bool saved_returned = c->returned, saved_returned_in_if = c->returned_in_if;
     sv *saved_ret = c->ret;
     int saved_nret = c->nret;
-    c->returned = false;
+    c->returned = c->returned_in_if = false;
     c->ret = NULL;
     c->nret = 0;
     if (ok) {
@@ -1356,6 +1537,7 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
         }
     }
     c->returned = saved_returned;
+    c->returned_in_if = saved_returned_in_if;
     c->ret = saved_ret;
     c->nret = saved_nret;
     pop_prefix(c, saved_prefix);
@@ -1651,7 +1833,7 @@ static ir_graph *build_one(sema_ctx *c, const ast_node *model)
     c->region = 0;
     c->next_region = 0;
     c->autocast = false;
-    c->returned = false;
+    c->returned = c->returned_in_if = false;
     int errors = c->diag->errors;
     elaborate_model(c, model);
     ir_graph *g = c->g;

@@ -641,8 +641,12 @@ static sv dim_arith(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
     case AST_OP_SUB: s = dim_sub(x, y, &r); break;
     case AST_OP_MUL: s = dim_mul(x, y, &r); break;
     case AST_OP_DIV: s = dim_div(x, y, &r); break;
-    case AST_OP_EQ: return (sv){.kind = SV_BOOL, .i = da == db};
-    case AST_OP_NE: return (sv){.kind = SV_BOOL, .i = da != db};
+    case AST_OP_EQ:
+    case AST_OP_NE: {
+        int64_t k;
+        if (da != db && (!dim_is_const(x, &k) || !dim_is_const(y, &k))) c->dim_eq_symbolic = true, c->dim_eq_loc = loc;
+        return (sv){.kind = SV_BOOL, .i = (da == db) == (op == AST_OP_EQ)};
+    }
     case AST_OP_LT: case AST_OP_LE: case AST_OP_GT: case AST_OP_GE: {
         /* a size a symbol stands for has no value until the model runs */
         char name[96];

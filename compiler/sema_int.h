@@ -46,6 +46,7 @@ typedef struct binding {
     sv value;
     nc_loc loc;
     bool used;
+    bool fixed;             /* a repeat's index: the body reads it, never assigns it */
 } binding;
 
 /* A lexical scope. fn_boundary marks a function's outermost scope: assignment
@@ -85,6 +86,11 @@ typedef struct sema_ctx {
     sv *ret;                /* set by return */
     int nret;
     bool returned;
+    bool returned_in_if;    /* the return was in an if's branch: what follows the if is not unreachable */
+    /* set by an == or != between sizes whose answer depends on a symbol's value
+     * (T == 1): an if may not choose by it */
+    bool dim_eq_symbolic;
+    nc_loc dim_eq_loc;
     nc_loc call_site;       /* innermost fn call, for notes */
     const ast_node *fn_decl; /* the fn being expanded, NULL in a model body */
     bool assert_failed;     /* the fn's expansion stopped at a failed assert */
@@ -93,7 +99,8 @@ typedef struct sema_ctx {
     /* the last names bound in a block that has ended, with the function or
      * model scope they were in: an unknown name found here gets a hint that
      * its block ended (names bound inside { } or precision blocks are local) */
-    struct { const char *name; nc_loc loc; const scope *owner; } ended[16];
+    /* why: the if or repeat whose scope ended the name, for its own hint (NULL: a block) */
+    struct { const char *name; nc_loc loc; const scope *owner; const ast_node *why; } ended[16];
     int nended;
     const ast_node *repeats[8];   /* the repeats being expanded, innermost last: a hint for their names */
     int nrepeats;

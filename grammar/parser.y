@@ -40,13 +40,19 @@ static void yyerror(YYLTYPE *loc, parse_state *ps, yyscan_t scanner, const char 
 %token <fval> FLOAT_LIT "number"
 %token <str> NAME "name" STRING_LIT "string" KIND "int, float or string" ATTR "@attribute"
 %token <dtype> DTYPE "dtype"
+/* statements and conditions known when the model is built: if/else, and/or/not */
+%token IF "if" ELSE "else" AND "and" OR "or" NOT "not"
 %token NL "end of line" ARROW "->" EQ "==" NE "!=" LE "<=" GE ">=" FLOORDIV "//" WILDCARD "_" ELLIPSIS "..."
 
 %type <node> decl import_decl config_item fn_decl model_decl train_decl model_head
+%type <node> if_stmt
 %type <node> stmt block expr postfix primary arg type arg_decl
 %type <list> decls config_items stmts call_args arg_seq exprs expr_seq arg_decls arg_decl_seq
 %type <list> model_headers ret_opt dims name_seq
 
+%left OR
+%left AND
+%precedence NOT
 %nonassoc EQ NE '<' LE '>' GE
 %left '+' '-'
 %left '*' '/' FLOORDIV '@'
@@ -186,6 +192,18 @@ stmt
     | REPEAT expr AS NAME ATTR block
                                     { $$ = parse_with_attr(ps, @5, $5, parse_named(ps, AST_REPEAT, @1, $4, $2, NULL)); $$->list = $6->list; }
     | ATTR stmt                     { $$ = parse_with_attr(ps, @1, $1, $2); }
+    /* if/else and the loop index: statements that choose or count when the model is built */
+    | if_stmt
+    | REPEAT expr AS NAME ',' NAME block
+                                    { $$ = parse_repeat_index(ps, @1, $2, $4, @6, $6, $7); }
+    | REPEAT expr AS NAME ',' NAME ATTR block
+                                    { $$ = parse_with_attr(ps, @7, $7, parse_repeat_index(ps, @1, $2, $4, @6, $6, $8)); }
+    ;
+
+if_stmt
+    : IF expr block                 { $$ = parse_if(ps, @1, $2, $3, NULL); }
+    | IF expr block ELSE block      { $$ = parse_if(ps, @1, $2, $3, $5); }
+    | IF expr block ELSE if_stmt    { $$ = parse_if(ps, @1, $2, $3, $5); }
     ;
 
 exprs
@@ -216,6 +234,9 @@ expr
     | expr '>' expr                 { $$ = parse_binary(ps, @2, AST_OP_GT, $1, $3); }
     | expr GE expr                  { $$ = parse_binary(ps, @2, AST_OP_GE, $1, $3); }
     | '-' expr %prec UMINUS         { $$ = parse_unary(ps, @1, AST_OP_NEG, $2); }
+    | expr AND expr                 { $$ = parse_binary(ps, @2, AST_OP_AND, $1, $3); }
+    | expr OR expr                  { $$ = parse_binary(ps, @2, AST_OP_OR, $1, $3); }
+    | NOT expr                      { $$ = parse_unary(ps, @1, AST_OP_NOT, $2); }
     | postfix
     ;
 
