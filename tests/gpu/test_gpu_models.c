@@ -155,6 +155,9 @@ int main(void)
         {.name = "fashion_cnn_train", .path = NETC_SOURCE_DIR "/examples/fashion_cnn.net", .dim_names = b64,
          .dim_values = v3, .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true,
          .check_updates = true, .same_bits = true},
+        /* the pools with strides and paddings: max_pool2d's padding a row of -inf among the picks */
+        {.name = "pools_train", .path = NETC_SOURCE_DIR "/tests/gpu/pools.net", .dim_names = b64, .dim_values = v3,
+         .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true, .check_updates = true},
         {.name = "gpt2_2layers_train_fused", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
          .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
          .train_step = true, .fuse = true, .profile = true},

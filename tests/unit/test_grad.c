@@ -93,6 +93,11 @@ static const grad_case cases[] = {
     {"nn_max_pool2d", "y = nn.max_pool2d(a)", "param a: f32[2, 5, 3, 2] = normal(1)"},
     {"nn_avg_pool2d", "p = nn.avg_pool2d(a, kernel: 3)\n  q = nn.avg_pool2d(a * 2.0)\n  y = concat([reshape(p, [8]), reshape(q, [18])], axis: 0)",
      "param a: f32[1, 7, 6, 2] = normal(1)"},
+    /* padded pools, as PyTorch's: max_pool2d's padding reads -inf, which must
+       never win nor make its gradient NaN (the values are mostly negative, so
+       a padding of zeros would win); avg_pool2d's reads zeros, counted */
+    {"nn_max_pool2d_padded", "y = nn.max_pool2d(a, 3, stride: 2, padding: 1)", "param a: f32[2, 5, 4, 2] = normal(1, mean: -3)"},
+    {"nn_avg_pool2d_padded", "y = nn.avg_pool2d(a, 3, stride: 1, padding: 1)", "param a: f32[1, 4, 5, 2] = normal(1)"},
 };
 
 static int failures;

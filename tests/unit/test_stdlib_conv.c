@@ -2,8 +2,10 @@
  * here. windows, conv2d, max_pool2d and avg_pool2d are written in the .net
  * language (a gather of pixel rows at indices computed from iota and where),
  * so their index arithmetic is checked on random images over kernel sizes,
- * strides, paddings and odd sizes whose output size rounds down. Also the
- * sizes that meet tensors as numbers (a fn's known H, a symbolic T). */
+ * strides, paddings and odd sizes whose output size rounds down; the pools
+ * with PyTorch's strides and paddings (max: the padding never wins, avg: its
+ * zeros counted). Also the sizes that meet tensors as numbers (a fn's known
+ * H, a symbolic T). */
 #include "cpu_exec.h"
 #include "driver.h"
 #include "tensor_io.h"
@@ -141,6 +143,97 @@ done:
     src_free(&src);
 }
 
+typedef struct pool_case {
+    int b, h, w, c, kernel, stride, padding;   /* stride 0: not written (the kernel) */
+    bool negative;                              /* every pixel below 0 */
+} pool_case;
+
+static const pool_case pool_cases[] = {
+    {2, 6, 5, 3, 2, 0, 0, false},   /* the default stride, the kernel: 5 -> 2 drops a column */
+    {1, 7, 7, 2, 3, 2, 1, false},   /* ResNet's stem pool: 7 -> 4, the last window reads the padding */
+    {2, 5, 6, 1, 3, 1, 1, true},    /* same size; all negative: a zero padding would win at the edges */
+    {1, 6, 6, 2, 2, 1, 1, true},    /* 6 -> 7: the corner windows hold one pixel and three of padding */
+    {1, 4, 5, 1, 4, 2, 2, true},    /* padding = kernel / 2, the most PyTorch allows */
+    {1, 8, 9, 2, 2, 3, 0, false},   /* stride past the kernel: pixels between windows unread */
+    {1, 5, 5, 2, 3, 3, 1, false},   /* stride = kernel, padded: 5 -> 2 */
+};
+
+/* max_pool2d and avg_pool2d against PyTorch's definition: the max over the
+ * window's pixels (the padding never wins), the sum over them divided by
+ * kernel * kernel (count_include_pad). */
+static void check_pool(const pool_case *k)
+{
+    char text[1024], name[64], stride[32] = "";
+    if (k->stride) snprintf(stride, sizeof stride, ", stride: %d", k->stride);
+    int s = k->stride ? k->stride : k->kernel;
+    snprintf(name, sizeof name, "pool_%dx%d_s%d_p%d%s", k->kernel, k->kernel, s, k->padding, k->negative ? "_neg" : "");
+    snprintf(text, sizeof text,
+             "import nn\n"
+             "model m(x: f32[%d, %d, %d, %d]) -> (mp, ap, gp) {\n"
+             "  return nn.max_pool2d(x, %d%s, padding: %d), nn.avg_pool2d(x, %d%s, padding: %d), nn.global_avg_pool(x)\n"
+             "}\n",
+             k->b, k->h, k->w, k->c, k->kernel, stride, k->padding, k->kernel, stride, k->padding);
+    src_table src = {0};
+    ir_graph *g = compile_text(&src, name, text);
+    CHECK(g != NULL);
+    if (!g) { src_free(&src); return; }
+    char err[512];
+    cpu_tensor x = {0};
+    int64_t xs[4] = {k->b, k->h, k->w, k->c};
+    cpu_tensor_alloc(&x, NC_F32, 4, xs, 0);
+    random_fill(&x, (uint32_t)(k->h * 977 + k->kernel * 31 + k->padding));
+    if (k->negative)
+        for (int64_t i = 0; i < x.numel; i++) x.f[i] = -fabsf(x.f[i]) - 0.25f;
+    cpu_exec_opts o = {.inputs = &x};
+    cpu_exec_result res;
+    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", name, err);
+        failures++;
+        goto done;
+    }
+    const cpu_tensor *mp = &res.values[g->outputs[0].value], *ap = &res.values[g->outputs[1].value];
+    const cpu_tensor *gp = &res.values[g->outputs[2].value];
+    conv_case geo = {.h = k->h, .w = k->w, .c = k->c, .kernel = k->kernel, .stride = s, .padding = k->padding};
+    int oh = out_size(k->h, &geo), ow = out_size(k->w, &geo), bad = 0;
+    CHECK(mp->rank == 4 && mp->shape[1] == oh && mp->shape[2] == ow && ap->shape[1] == oh && ap->shape[2] == ow);
+    for (int b = 0; b < k->b; b++)
+        for (int i = 0; i < oh; i++)
+            for (int j = 0; j < ow; j++)
+                for (int ch = 0; ch < k->c; ch++) {
+                    float hi = -INFINITY;
+                    double sum = 0;
+                    for (int u = 0; u < k->kernel; u++)
+                        for (int v = 0; v < k->kernel; v++) {
+                            int r = i * s + u - k->padding, q = j * s + v - k->padding;
+                            if (r < 0 || r >= k->h || q < 0 || q >= k->w) continue;
+                            float p = pixel(&x, &geo, b, r, q, ch);
+                            hi = p > hi ? p : hi;
+                            sum += p;
+                        }
+                    int64_t at = (((int64_t)b * oh + i) * ow + j) * k->c + ch;
+                    double mean = sum / (k->kernel * k->kernel);
+                    if (!same_bits(mp->f[at], hi) && bad++ < 3)
+                        fprintf(stderr, "%s: max_pool2d[%d, %d, %d, %d] = %g, want %g\n", name, b, i, j, ch, mp->f[at], hi);
+                    if (fabs(ap->f[at] - mean) > 1e-6 && bad++ < 3)
+                        fprintf(stderr, "%s: avg_pool2d[%d, %d, %d, %d] = %g, want %g\n", name, b, i, j, ch, ap->f[at], mean);
+                }
+    CHECK(gp->rank == 2 && gp->shape[0] == k->b && gp->shape[1] == k->c);
+    for (int b = 0; b < k->b; b++)
+        for (int ch = 0; ch < k->c; ch++) {
+            double sum = 0;
+            for (int i = 0; i < k->h; i++)
+                for (int j = 0; j < k->w; j++) sum += pixel(&x, &geo, b, i, j, ch);
+            if (fabs(gp->f[b * k->c + ch] - sum / (k->h * k->w)) > 1e-6 && bad++ < 3)
+                fprintf(stderr, "%s: global_avg_pool[%d, %d] = %g, want %g\n", name, b, ch, gp->f[b * k->c + ch], sum / (k->h * k->w));
+        }
+    if (bad) { fprintf(stderr, "%s: %d elements differ\n", name, bad); failures++; }
+    cpu_exec_result_free(&res);
+done:
+    cpu_tensor_free(&x);
+    ir_graph_free(g);
+    src_free(&src);
+}
+
 /* A fn's N compares as 4 where v fixes it, and as the bound T (counted at
  * run time in i32 and f32) where x leaves it symbolic. */
 static void check_sizes_beside_tensors(void)
@@ -182,6 +275,7 @@ static void check_sizes_beside_tensors(void)
 int main(void)
 {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+    for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) check_pool(&pool_cases[i]);
     check_sizes_beside_tensors();
     if (failures) fprintf(stderr, "test_stdlib_conv: %d failures\n", failures);
     return failures != 0;
