@@ -5,6 +5,7 @@
  * what is wrong in words a model author understands. ir_verify reuses the same
  * rules to check that every node's type still follows from its operands. */
 #include "ops.h"
+#include "index_range.h"
 #include "ir.h"
 #include "typecheck.h"
 
@@ -714,11 +715,45 @@ static bool gather_iota_fits(ir_graph *g, const ir_value *a, tc_error *e)
     return false;
 }
 
+/* "the add at nn.net:107": the op of the indices' arithmetic that wraps */
+static void op_at(const ir_graph *g, ir_value v, char *out, size_t cap)
+{
+    const ir_node *n = &g->nodes[v];
+    const char *file = n->loc.file >= 1 && n->loc.file <= g->nfiles ? g->files[n->loc.file - 1] : NULL;
+    const char *base = file && strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+    if (base) snprintf(out, cap, "the %s at %s:%u", nc_ops[n->op].name, base, n->loc.line);
+    else snprintf(out, cap, "its %s", nc_ops[n->op].name);
+}
+
+/* The values an op of the indices' arithmetic would reach past i32. */
+static void wrap_values(const irange *r, char *out, size_t cap)
+{
+    if (r->wrap_hi > INT32_MAX) snprintf(out, cap, "values up to %lld, past i32's largest, 2147483647", (long long)r->wrap_hi);
+    else snprintf(out, cap, "values down to %lld, below i32's smallest, -2147483648", (long long)r->wrap_lo);
+}
+
+/* Indices computed in i32 from iotas (nn.windows': the image's iota times
+ * its pixels) that would wrap past 2^31 - 1 pick wrong rows, silently: a
+ * type error where the sizes are known (bind_indices where they are not). */
+static bool indices_fit_i32(ir_graph *g, const char *op, ir_value idx, int arg, uint32_t rows, tc_error *e)
+{
+    irange r;
+    if (!irange_find(g, idx, NULL, &r) || r.wraps == IR_NONE) return true;
+    char at[160], vals[128], sr[64];
+    op_at(g, r.wraps, at, sizeof at);
+    wrap_values(&r, vals, sizeof vals);
+    dim_str(g, rows, sr, sizeof sr);
+    fail(e, arg, "%s: the indices, i32 arithmetic on iotas, would wrap around: %s computes %s", op, at, vals);
+    hint(e, "the indices pick rows of a table of %s rows: fewer at once (a smaller batch) keeps them in i32", sr);
+    return false;
+}
+
 static bool shape_gather(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     const ir_node *t = &g->nodes[a[0]], *idx = &g->nodes[a[1]];
     if (t->rank < 1) return fail(e, 0, "gather: the table must have rank 1 or more");
     if (!gather_iota_fits(g, a, e)) return false;
+    if (!indices_fit_i32(g, "gather", a[1], 1, t->shape[0], e)) return false;
     if (idx->rank + t->rank - 1 > NC_MAX_RANK) return fail(e, 1, "gather: result rank exceeds %d", NC_MAX_RANK);
     n->rank = (uint8_t)(idx->rank + t->rank - 1);
     memcpy(n->shape, idx->shape, idx->rank * sizeof(uint32_t));
@@ -733,6 +768,7 @@ static bool shape_scatter_add(ir_graph *g, ir_node *n, const ir_value *a, tc_err
     if (src->rank < idx->rank || memcmp(src->shape, idx->shape, idx->rank * sizeof(uint32_t)) != 0)
         return fail(e, 1, "scatter_add: src must start with the indices' shape: indices %s, src %s",
                     shape_str(g, idx, s1, sizeof s1), shape_str(g, src, s2, sizeof s2));
+    if (!indices_fit_i32(g, "scatter_add", a[0], 0, n->attr.lo, e)) return false;
     n->rank = (uint8_t)(src->rank - idx->rank + 1);
     n->shape[0] = n->attr.lo;
     memcpy(n->shape + 1, src->shape + idx->rank, (src->rank - idx->rank) * sizeof(uint32_t));
@@ -751,13 +787,48 @@ static shape_rule *const shape_rules[OP_COUNT] = {
 
 typedef bool binding_rule(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e);
 
-/* gather_iota_fits at run time: the iota's length, known now, must not pass
- * the table's rows, or the first run would fail on an index. */
+/* The one symbolic dim's largest value at which idx keeps in i32 (it wraps
+ * at *syms): by halving, sizes growing the indices' values. 0: none found. */
+static int64_t largest_binding(const ir_graph *g, ir_value idx, const int64_t *syms)
+{
+    int64_t ok = 0, bad = syms[0];
+    while (bad - ok > 1) {
+        int64_t mid = ok + (bad - ok) / 2;
+        irange r;
+        if (irange_find(g, idx, &mid, &r) && r.wraps != IR_NONE) bad = mid;
+        else ok = mid;
+    }
+    return ok;
+}
+
+/* indices_fit_i32 at run time, the sizes known now. */
+static bool bind_indices(const ir_graph *g, const ir_node *n, ir_value idx, const int64_t *syms, tc_error *e)
+{
+    irange r;
+    if (!irange_find(g, idx, syms, &r) || r.wraps == IR_NONE) return true;
+    char at[160], vals[128], sizes[256] = "", where[256] = "", most[128] = "";
+    op_at(g, r.wraps, at, sizeof at);
+    wrap_values(&r, vals, sizeof vals);
+    for (uint32_t k = 0, len = 0; k < g->nsyms && len < sizeof sizes; k++)
+        len += (uint32_t)snprintf(sizes + len, sizeof sizes - len, "%s%s = %lld", k ? ", " : "", g->sym_names[k], (long long)syms[k]);
+    if (n->loc.file >= 1 && n->loc.file <= g->nfiles)
+        snprintf(where, sizeof where, " at %s:%u", g->files[n->loc.file - 1], n->loc.line);
+    int64_t m = g->nsyms == 1 ? largest_binding(g, idx, syms) : 0;
+    if (m > 0) snprintf(most, sizeof most, ": %s must be at most %lld", g->sym_names[0], (long long)m);
+    fail(e, -1, "%s%s %s too large for the %s%s, whose indices, i32 arithmetic on iotas, would wrap around: %s computes %s%s",
+         g->nsyms == 1 ? "dim " : "", sizes, g->nsyms == 1 ? "is" : "are", nc_ops[n->op].name, where, at, vals, most);
+    return false;
+}
+
+/* indices_fit_i32 and gather_iota_fits at run time: the indices must keep
+ * in i32, and the iota's length, known now, must not pass the table's rows,
+ * or the first run would fail on an index. */
 static bool bind_gather(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e)
 {
     const ir_value *a = ir_args(g, n);
     uint32_t len;
     int64_t vl, vr;
+    if (!bind_indices(g, n, a[1], syms, e)) return false;
     if (!iota_extent(g, a[1], &len)) return true;
     uint32_t rows = g->nodes[a[0]].shape[0];
     if (!dim_eval(&g->dims[len], syms, &vl) || !dim_eval(&g->dims[rows], syms, &vr) || vl <= vr) return true;
@@ -772,6 +843,11 @@ static bool bind_gather(const ir_graph *g, const ir_node *n, const int64_t *syms
                 "%s must be at most %lld",
          lone ? "dim " : "", sl, (long long)vl, (long long)vr, name, where, sl, sl, (long long)vr);
     return false;
+}
+
+static bool bind_scatter_add(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e)
+{
+    return bind_indices(g, n, ir_args(g, n)[0], syms, e);
 }
 
 /* shape_iota's exactness at run time: a float iota over a symbolic length
@@ -794,6 +870,7 @@ static bool bind_iota(const ir_graph *g, const ir_node *n, const int64_t *syms, 
 
 static binding_rule *const binding_rules[OP_COUNT] = {
     [OP_GATHER] = bind_gather,
+    [OP_SCATTER_ADD] = bind_scatter_add,
     [OP_IOTA] = bind_iota,
 };
 
