@@ -524,7 +524,8 @@ static uint32_t prepared_overlaps(const ir_graph *g, const nrt_program *p, const
  * run once, not every step (they were some 60 launches of 127 at B = 128);
  * so is the sort of those indices that each window gradient's scatter-add
  * makes (clear, count, scan, fill, rank), whose sums, reading the gradient,
- * run every step. No prepare step touches scratch a step of every run
+ * run every step: one, the second convolution's (the first's input, the
+ * images, has no gradient; the pools are tiles, with no index). No prepare step touches scratch a step of every run
  * writes, and what they make for the run overlaps nothing in the plan. */
 static void check_constant_prepare(const char *root)
 {
@@ -564,7 +565,7 @@ static void check_constant_prepare(const char *root)
     printf("fashion_cnn training step: %u steps every run, %u of them computing constant indices; %u scatter-add sorts once, "
            "%u sums every run; %u overlaps of what prepare steps make for the run\n",
            every_run, constant_every_run, sorted_once / 2, summed_every_run / 2, overlaps);
-    CHECK(constant_every_run == 0 && sorted_once == 6 && summed_every_run == 6 && overlaps == 0 && stale == 0);
+    CHECK(constant_every_run == 0 && sorted_once == 2 && summed_every_run == 2 && overlaps == 0 && stale == 0);
     free(b);
     free(konst);
     nrt_program_free(&p);
