@@ -124,6 +124,23 @@ const char *driver_no_train_hint(const ir_graph *g, char *buf, size_t cap)
     return buf;
 }
 
+/* The train section's loss as g's only output (the others are then dead
+ * code): false, said, when g has no train section. The graph frees. */
+static bool loss_as_output(ir_graph *g, uint32_t file_id, diag_ctx *d)
+{
+    if (!g->train.present || g->train.loss == IR_NONE) {
+        char hint[256];
+        diag_report(d, DIAG_ERROR, (nc_loc){file_id, 0, 0}, driver_no_train_hint(g, hint, sizeof hint), "model %s has no train section",
+                    g->name);
+        ir_graph_free(g);
+        return false;
+    }
+    for (uint32_t i = 0; i < g->noutputs; i++) free(g->outputs[i].name);
+    g->noutputs = 0;
+    ir_output_add(g, TRAIN_OUTPUT_LOSS, g->train.loss);
+    return true;
+}
+
 ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts *o, diag_ctx *d)
 {
     ast_file *f = parse_checked(sources, file_id, d);
@@ -133,11 +150,12 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
     if (!g) return NULL;
     /* A forward (inference) build computes the outputs only; the train spec
      * stays for reference, its loss detached so DCE drops it. */
-    bool train = o && o->train_step;
-    if (g->train.present && !(o && (o->keep_loss || train))) g->train.loss = IR_NONE;
+    bool train = o && o->train_step, loss_only = o && o->loss_only && !train;
+    if (g->train.present && !(o && (o->keep_loss || train || loss_only))) g->train.loss = IR_NONE;
+    if (loss_only && !loss_as_output(g, file_id, d)) return NULL;
     /* A graph built to train draws dropout's masks from the @step input the
      * loop sets each run; the forward build's dropout is the identity. */
-    ir_graph *stepped = g->train.present && g->train.loss != IR_NONE ? train_step_input(g) : NULL;
+    ir_graph *stepped = !loss_only && g->train.present && g->train.loss != IR_NONE ? train_step_input(g) : NULL;
     if (stepped) {
         ir_graph_free(g);
         g = stepped;

@@ -19,6 +19,9 @@ typedef struct driver_opts {
     bool verify;                       /* run the IR verifier after every pass */
     bool keep_loss;                    /* keep the train section's loss (training builds) */
     bool train_step;                   /* build the training step: backward + optimizer update */
+    bool loss_only;                    /* the forward pass to the train section's loss, its one output
+                                          (TRAIN_OUTPUT_LOSS), dropout the identity: netc train scores
+                                          a model that is not a classifier by it */
     int accumulate;                    /* micro-batches per training step (0, 1: no accumulation) */
     int loss_slices;                   /* --loss-slices: a large-vocabulary loss's slices (1: whole; 0: netc's choice, loss_chunk.c) */
     int64_t memory_budget;             /* bytes a training step's plan must fit (0: no limit) */

@@ -35,6 +35,8 @@ typedef struct trainer {
     const train_opts *o;
     src_table src;
     ir_graph *tg, *fg;                 /* training step at the batch; forward, symbolic */
+    ir_graph *lg;                      /* forward to the train section's loss, symbolic (a model scored by its loss) */
+    const ir_graph *eg;                /* what the evaluation runs: lg, else fg */
     cpu_tensor *params;                /* tg's parameters and states (host copy) */
     cpu_pool pool;                     /* the CPU step's storage, kept from step to step */
     cpu_pool eval_pool;                /* the CPU evaluation's, kept from batch to batch */
@@ -42,7 +44,10 @@ typedef struct trainer {
     int64_t micro;                     /* micro-batch: the batch tg is built for (batch / accumulate) */
     ir_value loss_v, finite_v;
     char batch_dim[64];
-    bool text;                         /* a byte-level language model on text, not a classifier */
+    bool text;                         /* a byte-level language model on text */
+    bool classifier;                   /* integer labels and logits [B, classes]: scored by cross entropy and accuracy */
+    bool has_y;                        /* the loss reads targets: the data set holds them (the train section's input) */
+    uint32_t eval_y;                   /* the targets' input of eg (UINT32_MAX: none fed) */
     bool pairs;                        /* text as i32 tokens [B, T] and targets [B, T] (window T + 1) */
     /* Fault injection for the resume test (NETC_TEST_KILL_AFTER_STEP): die by
      * SIGKILL right after this step, as a killed job would. -1 = never. */
@@ -179,7 +184,7 @@ static const char *interrupt_name(int sig) { return sig == SIGINT ? "SIGINT" : s
 
 #define MAX_TRAIN_DIMS 16
 
-static ir_graph *compile(trainer *t, uint32_t id, bool train, const char *dim, int64_t value)
+static ir_graph *compile(trainer *t, uint32_t id, bool train, bool loss_only, const char *dim, int64_t value)
 {
     diag_ctx d;
     diag_init(&d, &t->src, stderr);
@@ -188,7 +193,7 @@ static ir_graph *compile(trainer *t, uint32_t id, bool train, const char *dim, i
     int nd = 0;
     if (dim) dn[nd] = dim, dv[nd++] = value;
     for (int i = 0; i < t->o->ndims && nd < MAX_TRAIN_DIMS; i++) dn[nd] = t->o->dim_names[i], dv[nd++] = t->o->dim_values[i];
-    driver_opts o = {.model = t->o->model, .verify = true, .train_step = train, .accumulate = (int)t->o->accumulate,
+    driver_opts o = {.model = t->o->model, .verify = true, .train_step = train, .loss_only = loss_only, .accumulate = (int)t->o->accumulate,
                      .memory_budget = train ? t->o->memory_budget : 0, .fuse = !t->o->no_fuse,
                      .loss_slices = t->o->loss_slices, .dim_names = dn, .dim_values = dv, .ndims = nd,
                      .set_names = t->o->set_names, .set_values = t->o->set_values, .nsets = t->o->nsets,
@@ -202,25 +207,43 @@ static ir_graph *compile(trainer *t, uint32_t id, bool train, const char *dim, i
     return g;
 }
 
-/* A classifier's test set is scored from its first output as logits, one
- * row per sample: [B, classes] of a float type, the batch axis the first
- * input's and the classes known. Anything else (a scalar loss first, a
- * [B, T, V] map, integers) would be scored out of its bounds, as the wrong
- * rows or from no floats at all, so it is refused before any work. True
- * (said on stderr) when it does not fit. */
-static bool logits_unfit(const ir_graph *f, const ir_node *out0)
+/* Whether a model's first output is a classifier's logits, one row per
+ * sample: [B, classes] of a float type, the batch axis the first input's and
+ * the classes known. A model whose is not (a scalar loss first, a [B, T, V]
+ * map, integers) is scored by its train section's loss instead. */
+static bool logits_fit(const ir_graph *f, const ir_node *out0)
 {
     int64_t classes;
-    if (dtype_is_float(out0->dtype) && out0->rank == 2 && dim_equal(&f->dims[out0->shape[0]], &f->dims[f->inputs[0].shape[0]]) &&
-        dim_is_const(&f->dims[out0->shape[1]], &classes) && classes >= 1)
-        return false;
-    char have[256], batch[64];
-    ir_shape_format(f, out0->dtype, out0->rank, out0->shape, have, sizeof have);
-    ir_dim_format(f, f->inputs[0].shape[0], batch, sizeof batch);
-    fprintf(stderr, "netc: train scores a classifier's test set from its first output, '%s', as logits [%s, classes]; "
-                    "it is %s (hint: return the logits first, as floats, with the number of classes known at build time)\n",
-            f->outputs[0].name, batch, have);
-    return true;
+    return dtype_is_float(out0->dtype) && out0->rank == 2 && dim_equal(&f->dims[out0->shape[0]], &f->dims[f->inputs[0].shape[0]]) &&
+           dim_is_const(&f->dims[out0->shape[1]], &classes) && classes >= 1;
+}
+
+/* A model trained on a data set of samples: the first input takes them,
+ * the train section's one input (if any) their targets. How its test set is
+ * scored: a classifier (the loss reads integer labels [B], the first output
+ * is logits) by cross entropy and accuracy, any other by its own loss. */
+static int sample_model_kind(trainer *t)
+{
+    const ir_graph *f = t->fg;
+    uint32_t ntrain = f->ninputs - f->train.first_train_input;
+    if (f->train.first_train_input != 1 || ntrain > 1) {
+        fprintf(stderr, "netc: train on a data set feeds the model's first input the samples and the train section's input, if "
+                        "it has one, their targets; model %s has %u inputs and its train section %u (hint: one of each, as "
+                        "`model m(x: f32[B, 4])` and `train m(target: f32[B, 1])`)\n", f->name, f->train.first_train_input, ntrain);
+        return 1;
+    }
+    t->has_y = ntrain == 1 && f->train.loss_reads_train_inputs;   /* an unread input (autoencoder's _labels) gets zeros */
+    const ir_tensor_decl *y = t->has_y ? &f->inputs[1] : NULL;
+    t->classifier = y && y->dtype == NC_I32 && y->rank == 1 && f->noutputs && logits_fit(f, &f->nodes[f->outputs[0].value]);
+    t->eval_y = t->has_y && !t->classifier ? 1 : UINT32_MAX;
+    if (y && (y->rank < 1 || !dim_equal(&f->dims[y->shape[0]], &f->dims[f->inputs[0].shape[0]]))) {
+        char have[256];
+        ir_shape_format(f, y->dtype, y->rank, y->shape, have, sizeof have);
+        fprintf(stderr, "netc: the train input %s is %s; it takes each sample's target, so its first axis must be the batch, "
+                        "%s, as the input %s's\n", y->name, have, t->batch_dim, f->inputs[0].name);
+        return 1;
+    }
+    return 0;
 }
 
 static int build_graphs(trainer *t)
@@ -228,7 +251,7 @@ static int build_graphs(trainer *t)
     char err[1024];
     uint32_t id = src_load(&t->src, t->o->model_path, err, sizeof err);
     if (!id) { fprintf(stderr, "netc: %s\n", err); return 1; }
-    t->fg = compile(t, id, false, NULL, 0);
+    t->fg = compile(t, id, false, false, NULL, 0);
     if (!t->fg) return 1;
     const ir_graph *f = t->fg;
     diag_ctx d;   /* the forward graph's batch is a symbol: where a sum over it would make --accumulate inexact */
@@ -242,19 +265,20 @@ static int build_graphs(trainer *t)
                 driver_no_train_hint(f, hint, sizeof hint));
         return 1;
     }
-    /* two kinds of model: a classifier (u8 samples, a train input for i32
-     * labels, logits out) and a language model over bytes, its loss out and
-     * no train inputs: either u8 windows of text in, or (as gpt2.net) i32
-     * tokens and targets [B, T], the window's first T bytes and last T */
-    t->text = f->train.first_train_input >= f->ninputs;
+    /* two kinds of model: one trained on a data set of samples (and their
+     * targets, if its loss reads any) and a language model over bytes given
+     * text, its loss out and no train inputs: either u8 windows of text in,
+     * or (as gpt2.net) i32 tokens and targets [B, T], the window's first T
+     * bytes and last T */
+    t->text = f->train.first_train_input >= f->ninputs && !data_dir_has_samples(t->o->data_dir);
     t->pairs = t->text && f->ninputs == 2 && f->inputs[0].dtype == NC_I32 && f->inputs[1].dtype == NC_I32 &&
                f->inputs[0].rank == 2 && f->inputs[1].rank == 2 && f->inputs[0].shape[1] == f->inputs[1].shape[1];
     const ir_node *out0 = f->noutputs ? &f->nodes[f->outputs[0].value] : NULL;
     if (f->ninputs < 1 || f->inputs[0].rank < 1 || !out0 || (t->text && (out0->rank != 0 || f->inputs[0].rank != 2)) ||
         (t->text && f->ninputs > 1 && !t->pairs)) {
-        fprintf(stderr, "netc: train needs either a classifier (first input the samples [B, ...], a train input for "
-                        "the labels, an output for the logits) or a byte-level language model (input u8[B, W]: "
-                        "windows of text, or i32 tokens and targets [B, T]; output: its loss)\n");
+        fprintf(stderr, "netc: train needs either a data set of samples in --data (train_x.npy or IDX files) for the model's "
+                        "first input, [B, ...], or text for a byte-level language model (input u8[B, W]: windows of text, or "
+                        "i32 tokens and targets [B, T]; output: its loss)\n");
         return 1;
     }
     int64_t len;
@@ -270,17 +294,21 @@ static int build_graphs(trainer *t)
                         "from --batch: do not give it with --dim)\n", f->inputs[0].name);
         return 1;
     }
-    if (!t->text && logits_unfit(f, out0)) return 1;
-    if (!t->text && !f->train.loss_reads_train_inputs)
-        fprintf(stderr, "netc: warning: the train section's loss does not read its labels: the test loss and accuracy below "
-                        "score the output '%s' as logits against them, which says nothing of this model\n", f->outputs[0].name);
     snprintf(t->batch_dim, sizeof t->batch_dim, "%s", f->sym_names[d0->term[0].sym[0]]);
+    t->eval_y = UINT32_MAX;
+    if (!t->text && sample_model_kind(t)) return 1;
     t->micro = t->o->batch / (t->o->accumulate > 1 ? t->o->accumulate : 1);
-    t->tg = compile(t, id, true, t->batch_dim, t->micro);
+    t->tg = compile(t, id, true, false, t->batch_dim, t->micro);
     if (!t->tg) return 1;
+    t->eg = t->fg;
+    if (!t->text && !t->classifier) {   /* no update, no dropout: the step's loss on the test set */
+        t->lg = compile(t, id, false, true, NULL, 0);
+        if (!t->lg) return 1;
+        t->eg = t->lg;
+    }
     const ir_graph *g = t->tg;
     t->in_x = 0;
-    t->in_y = t->text ? UINT32_MAX : g->train.first_train_input;
+    t->in_y = t->has_y ? g->train.first_train_input : UINT32_MAX;
     t->in_lr = input_index(g, TRAIN_INPUT_LR);
     t->in_bc1 = input_index(g, TRAIN_INPUT_BC1);
     t->in_bc2 = input_index(g, TRAIN_INPUT_BC2);
@@ -289,26 +317,27 @@ static int build_graphs(trainer *t)
     t->in_step = input_index(g, TRAIN_INPUT_STEP);
     t->loss_v = output_value(g, TRAIN_OUTPUT_LOSS);
     t->finite_v = output_value(g, TRAIN_OUTPUT_FINITE);
-    if (!t->text && (g->inputs[t->in_y].dtype != NC_I32 || g->inputs[t->in_y].rank != 1)) {
-        fprintf(stderr, "netc: the train input %s must be i32[%s] labels\n", g->inputs[t->in_y].name, t->batch_dim);
-        return 1;
-    }
     t->scale = g->train.loss_scale == IR_SCALE_NONE ? 1.0 : g->train.init_scale;
     return 0;
 }
 
-/* Samples must be u8 with the data set's per-sample shape. */
-/* Whether a data set's samples have the shape of the model's first input
- * (u8, every axis after the batch's fixed and equal). */
-static bool samples_fit(const ir_graph *g, const data_set *d)
+/* Whether an array's rows have the shape of decl past its batch axis
+ * (every such axis fixed and equal). */
+static bool rows_fit(const ir_graph *g, const ir_tensor_decl *decl, const cpu_tensor *a)
 {
-    const ir_tensor_decl *x = &g->inputs[0];
-    bool ok = x->dtype == NC_U8 && x->rank == d->x.rank;
-    for (int k = 1; ok && k < x->rank; k++) {
+    bool ok = decl->rank == a->rank;
+    for (int k = 1; ok && k < decl->rank; k++) {
         int64_t v;
-        ok = dim_is_const(&g->dims[x->shape[k]], &v) && v == d->x.shape[k];
+        ok = dim_is_const(&g->dims[decl->shape[k]], &v) && v == a->shape[k];
     }
     return ok;
+}
+
+/* "16x4" of a's shape past its first axis ("one value" for none). */
+static void row_shape(const cpu_tensor *a, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", a->rank > 1 ? "" : "one value");
+    for (int k = 1; k < a->rank; k++) snprintf(buf + strlen(buf), cap - strlen(buf), "%s%lld", k > 1 ? "x" : "", (long long)a->shape[k]);
 }
 
 /* Both splits, before any step: a test set that does not fit would
@@ -318,13 +347,21 @@ static int check_data(trainer *t)
     if (t->pairs) return 0;   /* the windows were cut to the model's length */
     const data_set *split[2] = {&t->train, &t->test};
     for (int k = 0; k < 2; k++) {
-        if (samples_fit(t->tg, split[k])) continue;
-        const ir_tensor_decl *x = &t->tg->inputs[0];
-        const cpu_tensor *dx = &split[k]->x;
-        char have[256];
-        ir_shape_format(t->tg, x->dtype, x->rank, x->shape, have, sizeof have);
-        fprintf(stderr, "netc: input %s is %s; the %s set has u8 samples of %lldx%lld\n", x->name, have, k ? "test" : "training",
-                (long long)dx->shape[1], (long long)(dx->rank > 2 ? dx->shape[2] : 1));
+        /* the forward graph's declarations: the batch axis by its name */
+        const ir_graph *f = t->fg;
+        const ir_tensor_decl *x = &f->inputs[0], *y = t->in_y != UINT32_MAX ? &f->inputs[f->train.first_train_input] : NULL;
+        bool x_fits = rows_fit(f, x, &split[k]->x);
+        if (x_fits && (!y || rows_fit(f, y, &split[k]->y))) continue;
+        const ir_tensor_decl *bad = x_fits ? y : x;
+        const cpu_tensor *a = x_fits ? &split[k]->y : &split[k]->x;
+        char have[256], rows[128];
+        ir_shape_format(f, bad->dtype, bad->rank, bad->shape, have, sizeof have);
+        row_shape(a, rows, sizeof rows);
+        int64_t last = 0;   /* targets [N] for an input [B, 1]: NumPy's usual slip */
+        bool unit = a->rank + 1 == bad->rank && dim_is_const(&f->dims[bad->shape[bad->rank - 1]], &last) && last == 1;
+        fprintf(stderr, "netc: %s %s is %s; the %s set has %s %s of %s%s\n", x_fits ? "the train input" : "input", bad->name, have,
+                k ? "test" : "training", dtype_name(a->dtype), x_fits ? "targets" : "samples", rows,
+                unit ? " (hint: give the array an axis of 1, a.reshape(-1, 1), or declare the input without it)" : "");
         return 1;
     }
     return 0;
@@ -342,6 +379,15 @@ static int32_t model_classes(const trainer *t)
     return (int32_t)classes;
 }
 
+/* Both splits of a data set of samples, in the dtypes the model declares. */
+static int load_samples(trainer *t, char *err, size_t cap)
+{
+    const ir_graph *g = t->tg;
+    data_want w = {.x = g->inputs[0].dtype, .x_input = g->inputs[0].name, .has_y = t->in_y != UINT32_MAX, .max_classes = model_classes(t)};
+    if (w.has_y) w.y = g->inputs[t->in_y].dtype, w.y_input = g->inputs[t->in_y].name;
+    return data_load_dir(t->o->data_dir, "train", &w, &t->train, err, cap) || data_load_dir(t->o->data_dir, "test", &w, &t->test, err, cap);
+}
+
 static int init_params(trainer *t)
 {
     char err[1024];
@@ -356,6 +402,23 @@ static int init_params(trainer *t)
 
 /* ---- the GPU side --------------------------------------------------------- */
 
+/* NETC_TRAIN_CUDA_DIR=D: the CUDA C of the step and of the evaluation into
+ * D/train.cu and D/eval.cu as they are made, before they load (the mock
+ * GPU's tests run the kernels of those files; `netc build --emit-cuda`
+ * writes the step's and the forward pass's, not a loss graph's). */
+static int keep_source(int which, const char *source)
+{
+    const char *dir = getenv("NETC_TRAIN_CUDA_DIR");
+    if (!dir) return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.cu", dir, which ? "eval" : "train");
+    FILE *f = fopen(path, "w");
+    bool ok = f && fputs(source, f) >= 0;
+    if (f && fclose(f) != 0) ok = false;
+    if (!ok) fprintf(stderr, "netc: NETC_TRAIN_CUDA_DIR: cannot write %s: %s\n", path, strerror(errno));
+    return ok ? 0 : 1;
+}
+
 /* The step's and the evaluation's modules, one image each, for arch (the
  * device's own, or --target's); the two compile at once. */
 static int gpu_modules(ir_graph *const graphs[2], bool fuse, const char *arch, nrt_module_data *mods[2])
@@ -369,6 +432,7 @@ static int gpu_modules(ir_graph *const graphs[2], bool fuse, const char *arch, n
             return 1;
         }
         sources[i] = mods[i]->program.source;
+        if (keep_source(i, sources[i])) return 1;
     }
     nvrtc_image imgs[2];
     char *log = NULL;
@@ -423,13 +487,14 @@ static int download_params(trainer *t)
     return 0;
 }
 
-/* Classes: 1000 images a run. Text: the training batch (or the held-out
- * windows, if fewer), since a language model's forward over 1000 windows can
- * need more memory than its training step, and on the CPU executor would
- * take minutes; the test loss is over the whole batches, on either device. */
+/* Classes: 1000 images a run. Otherwise the training batch (or the test
+ * set, if smaller), since a forward pass over 1000 windows of text can need
+ * more memory than the training step, and on the CPU executor would take
+ * minutes; a text model's test loss is over the whole batches, on either
+ * device. */
 static int64_t eval_batch_of(const trainer *t)
 {
-    if (!t->text) return 1000;
+    if (t->classifier) return 1000;
     return t->test.n < t->o->batch ? (t->test.n > 0 ? t->test.n : 1) : t->o->batch;
 }
 
@@ -466,13 +531,14 @@ static int setup_gpu(trainer *t)
     }
     char arch[32];
     if (pick_train_arch(t->o->target, arch, sizeof arch)) return 1;
-    if (gpu_modules((ir_graph *const[2]){t->tg, t->fg}, !t->o->no_fuse, arch, (nrt_module_data *[2]){&t->tm, &t->fm})) return 1;
+    if (gpu_modules((ir_graph *const[2]){t->tg, (ir_graph *)t->eg}, !t->o->no_fuse, arch, (nrt_module_data *[2]){&t->tm, &t->fm}))
+        return 1;
     int64_t syms[NC_MAX_SYMS] = {0};
     if (gpu_session_create(&t->tm, syms, 0, true, &t->gs, desc, sizeof desc, err, sizeof err)) {
         fprintf(stderr, "netc: cannot use the GPU: %s\n", err);
         return 1;
     }
-    int s = ir_sym_find(t->fg, t->batch_dim);
+    int s = ir_sym_find(t->eg, t->batch_dim);
     if (s >= 0) syms[s] = eval_batch_of(t);   /* the evaluation session's batch */
     /* evaluation runs between steps: in the step's arena above what a step keeps, when it fits */
     if (gpu_session_create_in(&t->fm, syms, t->gs, &t->es, eval_desc, sizeof eval_desc, err, sizeof err)) {
@@ -539,14 +605,21 @@ static bool is_data_input(const trainer *t, uint32_t i)
     return i == t->in_x || i == t->in_y || (t->pairs && i == 1);
 }
 
+/* A batch's rows into an input: bytes (u8 samples) widened, else the set's
+ * 4-byte elements as they are (the loader checked the dtype). */
+static void fill_rows(cpu_tensor *in, const void *rows, bool bytes)
+{
+    if (bytes)
+        for (int64_t j = 0; j < in->numel; j++) in->i[j] = ((const uint8_t *)rows)[j];
+    else memcpy(in->f ? (void *)in->f : (void *)in->i, rows, (size_t)in->numel * 4);
+}
+
 static void fill_data_inputs(const trainer *t, const data_batch *b, cpu_tensor *inputs)
 {
     cpu_tensor *x = &inputs[t->in_x];
     if (t->pairs) text_pairs(b->x, x, &inputs[1]);
-    else
-        for (int64_t j = 0; j < x->numel; j++) x->i[j] = b->x[j];
-    if (t->in_y != UINT32_MAX)
-        for (int64_t j = 0; j < inputs[t->in_y].numel; j++) inputs[t->in_y].i[j] = b->y[j];
+    else fill_rows(x, b->x, t->train.x.dtype == NC_U8);
+    if (t->in_y != UINT32_MAX) fill_rows(&inputs[t->in_y], b->y, false);
 }
 
 /* micro: which micro-batch of the step (0 without --accumulate). */
@@ -661,6 +734,14 @@ static const data_batch *feed_peek(batch_feed *f, bool more_steps)
     return f->has_ahead ? &f->ahead : NULL;
 }
 
+/* Rows [first, first + count) of batch b, in place. */
+static void slice_rows(data_batch *b, int64_t first, int64_t count)
+{
+    b->x = (const char *)b->x + first * b->x_bytes;
+    if (b->y) b->y = (const char *)b->y + first * b->y_bytes;
+    b->count = count;
+}
+
 /* One optimizer step on a batch: with --accumulate K, K runs of the step
  * graph on consecutive slices, the update applied by the last one. The loss
  * reported is the mean over the slices, as one large batch's would be. */
@@ -668,10 +749,10 @@ static int train_on_batch(trainer *t, const data_batch *b, double lr, cpu_tensor
                           step_result *r)
 {
     int64_t k = t->o->accumulate > 1 ? t->o->accumulate : 1;
-    int64_t sample = t->train.x.numel / t->train.n;
     double loss = 0;
     for (int64_t m = 0; m < k; m++) {
-        data_batch slice = {.x = b->x + m * t->micro * sample, .y = b->y + m * t->micro, .count = t->micro, .index = b->index};
+        data_batch slice = *b;
+        slice_rows(&slice, m * t->micro, t->micro);
         if (t->in_apply != UINT32_MAX) set_scalar(inputs, t->in_apply, m + 1 == k ? 1.0f : 0.0f);
         fill_scalars(t, lr, m, inputs);
         int rc;
@@ -683,7 +764,8 @@ static int train_on_batch(trainer *t, const data_batch *b, double lr, cpu_tensor
             data_batch next_slice;
             const data_batch *next = NULL;
             if (m + 1 < k) {
-                next_slice = (data_batch){.x = slice.x + t->micro * sample, .y = slice.y + t->micro, .count = t->micro};
+                next_slice = slice;
+                slice_rows(&next_slice, t->micro, t->micro);
                 next = &next_slice;
             } else {
                 next = feed_peek(feed, more);   /* its first micro-batch */
@@ -717,11 +799,11 @@ static void adjust_scale(trainer *t, bool finite)
 
 /* ---- evaluation ------------------------------------------------------------ */
 
-/* The forward graph's parameters: the trained ones, by name (the tensors
+/* The evaluation graph's parameters: the trained ones, by name (the tensors
  * are shared, not copied); on a GPU also uploaded to the evaluation session. */
 static cpu_tensor *eval_params(trainer *t)
 {
-    const ir_graph *f = t->fg;
+    const ir_graph *f = t->eg;
     if (t->gpu && download_params(t)) return NULL;
     cpu_tensor *fp = nc_xcalloc(f->nparams + 1, sizeof *fp);
     for (uint32_t i = 0; i < f->nparams; i++)
@@ -734,19 +816,28 @@ static cpu_tensor *eval_params(trainer *t)
     return fp;
 }
 
-/* The test set's samples [start, start + count) as the forward graph's
- * inputs: images (x), or windows of text as tokens (x) and targets (y). */
+/* Rows [start, start + count) of a (first axis = sample) as a tensor of their own. */
+static void rows_of(const cpu_tensor *a, int64_t start, int64_t count, cpu_tensor *out)
+{
+    int64_t shape[NC_MAX_RANK];
+    memcpy(shape, a->shape, sizeof shape);
+    shape[0] = count;
+    cpu_tensor_alloc(out, a->dtype, a->rank, shape, (int64_t)1 << 34);
+    int64_t per = out->numel / count;
+    const void *src = a->f ? (const void *)(a->f + start * per) : (const void *)(a->i + start * per);
+    memcpy(out->f ? (void *)out->f : (void *)out->i, src, (size_t)out->numel * 4);
+}
+
+/* The test set's samples [start, start + count) as the evaluation graph's
+ * inputs: samples (x) and the targets its loss reads (y), or windows of
+ * text as tokens (x) and targets (y). */
 static void eval_batch_inputs(const trainer *t, int64_t start, int64_t count, cpu_tensor *x, cpu_tensor *y)
 {
     const data_set *d = &t->test;
-    int64_t shape[NC_MAX_RANK];
-    memcpy(shape, d->x.shape, sizeof shape);
-    shape[0] = count;
-    cpu_tensor_alloc(x, NC_U8, d->x.rank, shape, (int64_t)1 << 34);
-    int64_t sample = x->numel / count;
-    memcpy(x->i, d->x.i + start * sample, (size_t)x->numel * sizeof *x->i);
+    rows_of(&d->x, start, count, x);
+    if (t->eval_y != UINT32_MAX) rows_of(&d->y, start, count, y);
     if (!t->pairs) return;
-    int64_t ps[2] = {count, sample - 1};
+    int64_t sample = x->numel / count, ps[2] = {count, sample - 1};
     uint8_t *bytes = nc_xmalloc((size_t)x->numel + 1);
     for (int64_t j = 0; j < x->numel; j++) bytes[j] = (uint8_t)x->i[j];
     cpu_tensor_free(x);
@@ -756,25 +847,31 @@ static void eval_batch_inputs(const trainer *t, int64_t start, int64_t count, cp
     free(bytes);
 }
 
+/* The index of the evaluation graph's second data input: a text model's
+ * targets (input 1), the targets a loss reads, or none. */
+static uint32_t eval_second(const trainer *t) { return t->pairs ? 1 : t->eval_y; }
+
 /* The forward pass over one batch of the evaluation session's size: its
- * first output (a row of logits per sample, or a text model's mean loss,
- * *classes 1). NULL on an error, said in err. */
+ * first output (a row of logits per sample, or a mean loss, *classes 1).
+ * NULL on an error, said in err. */
 static float *eval_on_gpu(trainer *t, const cpu_tensor *x, const cpu_tensor *y, int64_t count, int64_t *classes, char *err, size_t cap)
 {
-    const ir_graph *f = t->fg;
+    const ir_graph *f = t->eg;
     ir_value lv = f->outputs[0].value;
     const ir_node *ln = &f->nodes[lv];
-    if (t->text) *classes = 1;
+    uint32_t second = eval_second(t);
+    if (!t->classifier) *classes = 1;
     else if (!dim_is_const(&f->dims[ln->shape[ln->rank - 1]], classes) || *classes < 1) {
         snprintf(err, cap, "the output's last axis (the classes) is not a size known at build time");
         return NULL;
     }
-    size_t values = t->text ? 1 : (size_t)(count * *classes);
+    size_t values = t->classifier ? (size_t)(count * *classes) : 1;
     /* in the output's own dtype (a model computed in bf16 or f16 may return its logits so), widened to f32 */
     unsigned char *native = nc_xmalloc(values * dtype_size(ln->dtype) + 1);
     /* every failure fills err, which the caller prints */
     if (upload_tensor_err(t->es, node_of(f, OP_INPUT, 0), x, "input", f->inputs[0].name, err, cap) ||
-        (t->pairs && upload_tensor_err(t->es, node_of(f, OP_INPUT, 1), y, "input", f->inputs[1].name, err, cap)) ||
+        (second != UINT32_MAX && node_of(f, OP_INPUT, second) != IR_NONE &&
+         upload_tensor_err(t->es, node_of(f, OP_INPUT, second), y, "input", f->inputs[second].name, err, cap)) ||
         gpu_run(t->es, err, cap) || gpu_download(t->es, lv, native, values * dtype_size(ln->dtype), err, cap)) {
         free(native);
         return NULL;
@@ -790,7 +887,7 @@ static float *eval_on_gpu(trainer *t, const cpu_tensor *x, const cpu_tensor *y, 
 static float *eval_on_cpu(trainer *t, const cpu_tensor *inputs, const cpu_tensor *fp, int64_t count, int64_t *classes, char *err,
                           size_t cap)
 {
-    const ir_graph *f = t->fg;
+    const ir_graph *f = t->eg;
     int64_t syms[NC_MAX_SYMS] = {0};
     int s = ir_sym_find(f, t->batch_dim);
     if (s >= 0) syms[s] = count;
@@ -827,7 +924,8 @@ enum { EVAL_INTERRUPTED = 2 };
 
 /* The test set's loss (and a classifier's accuracy), in batches of the
  * evaluation session's size on the GPU, the rest on the CPU executor; 0, 1
- * on an error, or EVAL_INTERRUPTED. */
+ * on an error, or EVAL_INTERRUPTED. A model scored by its own loss (or a
+ * text model's) adds each batch's mean, weighted by its samples. */
 static int evaluate(trainer *t, double *accuracy, double *loss)
 {
     const data_set *d = &t->test;
@@ -836,22 +934,23 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
     cpu_tensor *fp = eval_params(t);
     if (!fp) return 1;
     int rc = 0;
+    uint32_t second = eval_second(t);
     for (int64_t start = 0; start < d->n && rc == 0 && !train_interrupt; start += per) {
         int64_t count = d->n - start < per ? d->n - start : per, classes = 0;
-        if (t->text && count < per) break;   /* the rest of the images goes to the CPU executor, not of the windows */
+        if (t->text && count < per) break;   /* the rest of the samples goes to the CPU executor, not of the windows */
         evaluated += count;
-        cpu_tensor x = {0}, y = {0}, *inputs = nc_xcalloc(t->fg->ninputs + 1, sizeof *inputs);
+        cpu_tensor x = {0}, y = {0}, *inputs = nc_xcalloc(t->eg->ninputs + 1, sizeof *inputs);
         eval_batch_inputs(t, start, count, &x, &y);
         inputs[0] = x;
-        if (t->pairs) inputs[1] = y;
+        if (second != UINT32_MAX) inputs[second] = y;
         char err[1024];
         float *out = t->gpu && count == per ? eval_on_gpu(t, &x, &y, count, &classes, err, sizeof err)
                                             : eval_on_cpu(t, inputs, fp, count, &classes, err, sizeof err);
         if (!out) {
             fprintf(stderr, "netc: evaluation: %s\n", err);
             rc = 1;
-        } else if (t->text) {
-            total += (double)out[0] * (double)count;   /* a mean over count windows */
+        } else if (!t->classifier) {
+            total += (double)out[0] * (double)count;   /* a mean over count samples */
         } else {
             score_rows(out, classes, d->y.i + start, count, &total, &correct);
         }
@@ -863,7 +962,7 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
     }
     free(fp);
     if (rc == 0 && train_interrupt) return EVAL_INTERRUPTED;
-    *accuracy = t->text ? NAN : (double)correct / (double)evaluated;
+    *accuracy = t->classifier ? (double)correct / (double)evaluated : NAN;
     *loss = total / (double)(evaluated ? evaluated : 1);
     return rc;
 }
@@ -921,8 +1020,8 @@ static uint64_t train_set_id(const data_set *d)
     uint64_t h = NC_FNV1A_BASIS;
     if (d->n <= 0) return h & 0xffffffffffffull;
     int64_t per = d->x.numel / d->n, picks = d->n < 64 ? d->n : 64;
-    const void *x = d->x.f ? (const void *)d->x.f : (const void *)d->x.i;
-    if (d->y.i) h = nc_fnv1a(h, d->y.i, 4 * (size_t)d->y.numel);
+    const void *x = d->x.f ? (const void *)d->x.f : (const void *)d->x.i, *y = d->y.f ? (const void *)d->y.f : (const void *)d->y.i;
+    if (y) h = nc_fnv1a(h, y, 4 * (size_t)d->y.numel);
     for (int64_t k = 0; x && k < picks; k++) {
         int64_t s = picks > 1 ? k * (d->n - 1) / (picks - 1) : 0;
         h = nc_fnv1a(h, (const char *)x + 4 * s * per, 4 * (size_t)per);
@@ -1390,7 +1489,7 @@ static int report_epoch(trainer *t, const epoch_tally *e, double el, double accu
     bool stepped = e->batches > (e->from_start ? 0 : e->first_batch);
     char acc_text[48] = "", gpu_text[64] = "", loss_text[48] = "-";
     if (stepped) snprintf(loss_text, sizeof loss_text, "%.4f", train_loss);
-    if (!t->text) snprintf(acc_text, sizeof acc_text, ", test accuracy %.4f", accuracy);
+    if (t->classifier) snprintf(acc_text, sizeof acc_text, ", test accuracy %.4f", accuracy);
     if (t->gpu) snprintf(gpu_text, sizeof gpu_text, " (the GPU waited %.3f s for inputs)", gpu_wait);
     fprintf(stderr, "epoch %lld: train loss %s, test loss %.4f%s, %.1f s, %.0f samples/s, waited %.2f s for data%s%s\n",
             (long long)e->epoch + 1, loss_text, test_loss, acc_text, el, rate, e->waited, gpu_text,
@@ -1399,7 +1498,7 @@ static int report_epoch(trainer *t, const epoch_tally *e, double el, double accu
                              "train_loss", e->nloss ? train_loss : 0.0, "samples_per_s", rate, "test_loss", test_loss,
                              "epoch_seconds", el, "skipped_steps", (json_int_t)t->skipped);
     if (!stepped) json_object_del(line, "train_loss");   /* not 0: no step of the epoch ran here */
-    if (!t->text) json_object_set_new(line, "test_accuracy", json_real(accuracy));
+    if (t->classifier) json_object_set_new(line, "test_accuracy", json_real(accuracy));
     json_object_set_new(line, "data_wait_s", json_real(e->waited));
     if (t->gpu) json_object_set_new(line, "gpu_input_wait_s", json_real(gpu_wait));
     return metrics_line(t, line);
@@ -1673,8 +1772,7 @@ int train_main(const train_opts *o)
             fprintf(stderr, "netc: %s\n", err);
             rc = 1;
         }
-    } else if (rc == 0 && (data_load_dir(o->data_dir, "train", model_classes(&t), &t.train, err, sizeof err) ||
-                           data_load_dir(o->data_dir, "test", model_classes(&t), &t.test, err, sizeof err))) {
+    } else if (rc == 0 && load_samples(&t, err, sizeof err)) {
         fprintf(stderr, "netc: %s\n", err);
         rc = 1;
     }
@@ -1715,6 +1813,7 @@ int train_main(const train_opts *o)
     data_set_free(&t.test);
     ir_graph_free(t.tg);
     ir_graph_free(t.fg);
+    ir_graph_free(t.lg);
     src_free(&t.src);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include "file_open.h"
 
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -123,7 +124,7 @@ static int load_part(const char *dir, const char *split, const char *kind, int r
 /* Labels in [0, max_classes); classes = 1 + the largest. */
 static int check_labels(const char *what, data_set *d, int32_t max_classes, char *err, size_t errcap)
 {
-    for (int64_t i = 0; i < d->n; i++) {
+    for (int64_t i = 0; i < d->y.numel; i++) {
         if (d->y.i[i] < 0 || d->y.i[i] >= max_classes) {
             snprintf(err, errcap, "%s: label %" PRId64 " is %d, outside the %d classes allowed", what, i, d->y.i[i], max_classes);
             return -1;
@@ -133,10 +134,13 @@ static int check_labels(const char *what, data_set *d, int32_t max_classes, char
     return 0;
 }
 
-int data_load_idx(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap)
+/* The IDX pair of a split, or its images alone where the model reads no labels. */
+static int idx_load(const char *dir, const char *split, bool labels_too, int32_t max_classes, data_set *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
     if (load_part(dir, split, "images-idx3", 3, &out->x, err, errcap) != 0) return -1;
+    out->n = out->x.shape[0];
+    if (!labels_too) return 0;
     cpu_tensor labels;
     if (load_part(dir, split, "labels-idx1", 1, &labels, err, errcap) != 0) {
         data_set_free(out);
@@ -144,7 +148,6 @@ int data_load_idx(const char *dir, const char *split, int32_t max_classes, data_
     }
     out->y = labels;
     out->y.dtype = NC_I32;
-    out->n = out->x.shape[0];
     if (labels.shape[0] != out->n) {
         snprintf(err, errcap, "%s: %s has %" PRId64 " images but %" PRId64 " labels", dir, split, out->n, labels.shape[0]);
         data_set_free(out);
@@ -159,40 +162,131 @@ int data_load_idx(const char *dir, const char *split, int32_t max_classes, data_
     return 0;
 }
 
-int data_load_npy(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap)
+int data_load_idx(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap)
+{
+    return idx_load(dir, split, true, max_classes, out, err, errcap);
+}
+
+/* NumPy's name of a dtype, for the hint that converts a file: what
+ * `.astype(np.NAME)` takes. */
+static const char *numpy_name(nc_dtype t)
+{
+    switch (t) {
+    case NC_F32: return "float32";
+    case NC_F16: return "float16";
+    case NC_I32: return "int32";
+    case NC_U8: return "uint8";
+    case NC_BOOL: return "bool_";
+    default: return NULL;
+    }
+}
+
+/* NumPy's name of what a file holds: its own descr ("<f8": float64). */
+static const char *numpy_file_name(const char *descr, nc_dtype read_as)
+{
+    if (!strcmp(descr, "<f8")) return "float64";
+    if (!strcmp(descr, "<i8")) return "int64";
+    return numpy_name(read_as);
+}
+
+/* Whether a file of descr (read as dtype) holds what an input of type want
+ * takes: the same dtype, or for an i32 any integers (NumPy's default int64:
+ * every value must fit, npy_read checks). float64 is not narrowed unasked. */
+static bool npy_fits(const char *descr, nc_dtype read_as, nc_dtype want)
+{
+    if (want == NC_I32 && (!strcmp(descr, "<i4") || !strcmp(descr, "<i8") || !strcmp(descr, "|u1"))) return true;
+    return read_as == want && strcmp(descr, "<f8") != 0 && strcmp(descr, "<i8") != 0;
+}
+
+static int npy_dtype_error(const char *path, const char *descr, const cpu_tensor *t, nc_dtype want, const char *input, char *err,
+                           size_t errcap)
+{
+    const char *np = numpy_name(want);
+    if (!np) {
+        snprintf(err, errcap, "%s: the model's input %s is %s, which a .npy file cannot hold: declare it f32 (or f16) and cast "
+                 "it in the model", path, input, dtype_name(want));
+        return -1;
+    }
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(err, errcap, "%s holds %s, but the model's input %s is %s (hint: convert the array with NumPy, "
+             "np.save('%s', a.astype(np.%s)))", path, numpy_file_name(descr, t->dtype), input, dtype_name(want), base, np);
+    return -1;
+}
+
+/* A float array's first NaN or infinity, said with its sample and element. */
+static int check_finite(const char *path, const cpu_tensor *t, char *err, size_t errcap)
+{
+    if (!dtype_is_float(t->dtype) || t->shape[0] == 0) return 0;
+    int64_t per = t->numel / t->shape[0];
+    for (int64_t k = 0; k < t->numel; k++) {
+        if (isfinite(t->f[k])) continue;
+        snprintf(err, errcap, "%s: sample %" PRId64 " holds %s (at element %" PRId64 " of its %" PRId64 "): clean the data, "
+                 "or drop that sample, before training", path, k / per, isnan(t->f[k]) ? "NaN" : t->f[k] > 0 ? "inf" : "-inf",
+                 k % per, per);
+        return -1;
+    }
+    return 0;
+}
+
+/* One array of the set: the dtype the model takes, a sample axis, finite floats. */
+static int read_part(const char *path, nc_dtype want, const char *input, const char *missing_hint, cpu_tensor *t, char *err,
+                     size_t errcap)
+{
+    const char *descr = "";
+    int rc = npy_read_descr(path, t, (int64_t)1 << 34, &descr, err, errcap);
+    if (rc != 0) {
+        if (access(path, F_OK) != 0 && missing_hint) snprintf(err + strlen(err), errcap - strlen(err), " (%s)", missing_hint);
+        return -1;
+    }
+    if (!npy_fits(descr, t->dtype, want)) rc = npy_dtype_error(path, descr, t, want, input, err, errcap);
+    else if (t->rank < 1 || t->shape[0] == 0) {
+        snprintf(err, errcap, "%s: no samples (want the sample axis first, then each sample's shape)", path);
+        rc = -1;
+    } else rc = check_finite(path, t, err, errcap);
+    if (rc != 0) cpu_tensor_free(t);
+    else if (want == NC_I32) t->dtype = NC_I32;   /* from int64 or uint8: the storage is i32 already */
+    return rc;
+}
+
+int data_load_npy(const char *dir, const char *split, const data_want *w, data_set *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
-    char px[4096], py[4096];
+    char px[4096], py[4096], hint[512];
     snprintf(px, sizeof px, "%s/%s_x.npy", dir, split);
     snprintf(py, sizeof py, "%s/%s_y.npy", dir, split);
-    if (npy_read(px, &out->x, (int64_t)1 << 34, err, errcap) != 0) return -1;
-    int rc = npy_read(py, &out->y, (int64_t)1 << 34, err, errcap);
-    if (rc == 0 && (out->x.dtype != NC_U8 || out->x.rank < 2)) {
-        snprintf(err, errcap, "%s: samples must be u8 (|u1) with a sample axis first, got %s of rank %d", px,
-                 dtype_name(out->x.dtype), out->x.rank);
-        rc = -1;
+    int rc = read_part(px, w->x, w->x_input, NULL, &out->x, err, errcap);
+    out->n = rc == 0 ? out->x.shape[0] : 0;
+    if (rc == 0 && w->has_y) {
+        snprintf(hint, sizeof hint, "the train section's loss reads its input %s: %s_y.npy holds it, one row per sample", w->y_input,
+                 split);
+        rc = read_part(py, w->y, w->y_input, hint, &out->y, err, errcap);
+        if (rc == 0 && out->y.shape[0] != out->n) {
+            snprintf(err, errcap, "%s holds %" PRId64 " samples but %s holds %" PRId64 ": want one target per sample", px, out->n,
+                     py, out->y.shape[0]);
+            rc = -1;
+        }
+        if (rc == 0 && out->y.dtype == NC_I32) rc = check_labels(py, out, w->max_classes, err, errcap);
     }
-    if (rc == 0 && (out->y.dtype != NC_I32 && out->y.dtype != NC_U8)) {
-        snprintf(err, errcap, "%s: labels must be integers (<i4, <i8 or |u1), got %s", py, dtype_name(out->y.dtype));
-        rc = -1;
-    }
-    if (rc == 0 && (out->y.rank != 1 || out->y.shape[0] != out->x.shape[0])) {
-        snprintf(err, errcap, "%s: %" PRId64 " samples but %s holds %" PRId64 " labels (want one per sample, rank 1)", px,
-                 out->x.shape[0], py, out->y.rank ? out->y.shape[0] : 0);
-        rc = -1;
-    }
-    if (rc == 0 && out->x.shape[0] == 0) {
-        snprintf(err, errcap, "%s: no samples", px);
-        rc = -1;
-    }
-    out->y.dtype = NC_I32;
-    out->n = out->x.rank ? out->x.shape[0] : 0;
-    if (rc == 0) rc = check_labels(py, out, max_classes, err, errcap);
     if (rc != 0) data_set_free(out);
     return rc;
 }
 
-int data_load_dir(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap)
+/* Whether DIR holds a data set of samples (the .npy layout or IDX files)
+ * rather than text. */
+bool data_dir_has_samples(const char *dir)
+{
+    static const char *const names[] = {"train_x.npy", "train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"};
+    char path[4096];
+    struct stat st;
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        if (stat(path, &st) == 0) return true;
+    }
+    return false;
+}
+
+int data_load_dir(const char *dir, const char *split, const data_want *w, data_set *out, char *err, size_t errcap)
 {
     char path[4096];
     struct stat st;
@@ -200,8 +294,16 @@ int data_load_dir(const char *dir, const char *split, int32_t max_classes, data_
     snprintf(path, sizeof path, "%s/%s_x.npy", dir, split);
     bool npy = stat(path, &st) == 0;
     snprintf(path, sizeof path, "%s/train_x.npy", dir);
-    if (npy || stat(path, &st) == 0) return data_load_npy(dir, split, max_classes, out, err, errcap);
-    return data_load_idx(dir, strcmp(split, "test") == 0 ? "t10k" : split, max_classes, out, err, errcap);
+    bool other = w->x != NC_U8 || (w->has_y && w->y != NC_I32);   /* than IDX files hold */
+    if (npy || stat(path, &st) == 0 || (other && !data_dir_has_samples(dir))) return data_load_npy(dir, split, w, out, err, errcap);
+    memset(out, 0, sizeof *out);
+    if (other) {
+        snprintf(err, errcap, "%s: IDX files hold u8 images and integer labels, but the model's input %s is %s: give the data as "
+                 "train_x.npy and test_x.npy (with train_y.npy and test_y.npy for the targets) of the dtypes the model declares",
+                 dir, w->x != NC_U8 ? w->x_input : w->y_input, dtype_name(w->x != NC_U8 ? w->x : w->y));
+        return -1;
+    }
+    return idx_load(dir, strcmp(split, "test") == 0 ? "t10k" : split, w->has_y, w->max_classes, out, err, errcap);
 }
 
 /* Appends the bytes of one file to *buf. */
@@ -327,8 +429,7 @@ void data_set_free(data_set *d)
 /* --- loader ------------------------------------------------------------- */
 
 typedef struct loader_slot {
-    uint8_t *x;
-    int32_t *y;
+    unsigned char *x, *y;
     int64_t count;
     int64_t index;
     bool filled;
@@ -336,8 +437,10 @@ typedef struct loader_slot {
 
 struct data_loader {
     const data_set *d;
-    uint8_t *packed;             /* the set's samples as bytes */
-    int64_t sample_bytes, batch, nbatches;
+    uint8_t *packed;             /* u8 samples as bytes (a quarter of the set's storage); NULL for others */
+    const unsigned char *xs, *ys;   /* each sample's x and y: packed, else the set's own 4-byte elements */
+    int64_t x_bytes, y_bytes;    /* per sample (y_bytes 0: no targets) */
+    int64_t batch, nbatches;
     uint64_t seed;
     bool shuffle;
     int64_t *order;
@@ -358,8 +461,8 @@ static void fill_slot(data_loader *l, loader_slot *s, int64_t b)
     s->count = end - start;
     for (int64_t k = 0; k < s->count; k++) {
         int64_t src = l->order[start + k];
-        memcpy(s->x + k * l->sample_bytes, l->packed + src * l->sample_bytes, (size_t)l->sample_bytes);
-        s->y[k] = l->d->y.i[src];
+        memcpy(s->x + k * l->x_bytes, l->xs + src * l->x_bytes, (size_t)l->x_bytes);
+        if (l->y_bytes) memcpy(s->y + k * l->y_bytes, l->ys + src * l->y_bytes, (size_t)l->y_bytes);
     }
     s->index = b;
 }
@@ -404,15 +507,23 @@ data_loader *data_loader_new(const data_set *d, int64_t batch, uint64_t seed, bo
     l->seed = seed;
     l->shuffle = shuffle;
     l->depth = depth;
-    l->sample_bytes = d->x.numel / d->n;
     l->nbatches = drop_last ? d->n / batch : (d->n + batch - 1) / batch;
-    l->packed = nc_xmalloc((size_t)d->x.numel);
-    for (int64_t i = 0; i < d->x.numel; i++) l->packed[i] = (uint8_t)d->x.i[i];
+    if (d->x.dtype == NC_U8) {
+        l->packed = nc_xmalloc((size_t)d->x.numel);
+        for (int64_t i = 0; i < d->x.numel; i++) l->packed[i] = (uint8_t)d->x.i[i];
+        l->xs = l->packed;
+        l->x_bytes = d->x.numel / d->n;
+    } else {
+        l->xs = d->x.f ? (const unsigned char *)d->x.f : (const unsigned char *)d->x.i;
+        l->x_bytes = 4 * (d->x.numel / d->n);
+    }
+    l->ys = d->y.f ? (const unsigned char *)d->y.f : (const unsigned char *)d->y.i;
+    l->y_bytes = l->ys ? 4 * (d->y.numel / d->n) : 0;
     l->order = nc_xmalloc((size_t)d->n * sizeof *l->order);
     l->slots = nc_xcalloc((size_t)depth, sizeof *l->slots);
     for (int k = 0; k < depth; k++) {
-        l->slots[k].x = nc_xmalloc((size_t)(batch * l->sample_bytes));
-        l->slots[k].y = nc_xmalloc((size_t)batch * sizeof(int32_t));
+        l->slots[k].x = nc_xmalloc((size_t)(batch * l->x_bytes));
+        l->slots[k].y = nc_xmalloc((size_t)(batch * l->y_bytes) + 1);
     }
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
@@ -467,7 +578,8 @@ bool data_loader_next(data_loader *l, data_batch *b, double *waited_s)
     l->held = l->next % l->depth;
     l->next++;
     pthread_mutex_unlock(&l->mu);
-    *b = (data_batch){.x = s->x, .y = s->y, .count = s->count, .index = s->index};
+    *b = (data_batch){.x = s->x, .y = l->y_bytes ? s->y : NULL, .x_bytes = l->x_bytes, .y_bytes = l->y_bytes, .count = s->count,
+                      .index = s->index};
     return true;
 }
 

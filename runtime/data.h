@@ -7,23 +7,40 @@
 
 #include "cpu_exec.h"
 
-/* A labelled set: images u8 [n, h, w] (or any u8/f32 sample shape), labels i32 [n]. */
+/* A set of samples, u8 images [n, h, w] or any sample shape and dtype, and
+ * their targets: i32 labels [n], targets of any shape, or none. */
 typedef struct data_set {
     cpu_tensor x;          /* samples, first axis = sample */
-    cpu_tensor y;          /* i32 labels [n] */
+    cpu_tensor y;          /* targets, first axis = sample; empty (numel 0) when the model reads none */
     int64_t n;
-    int32_t classes;       /* 1 + the largest label */
+    int32_t classes;       /* integer targets: 1 + the largest */
 } data_set;
+
+/* What the model takes from a data set: its samples' dtype, and whether its
+ * loss reads targets and of which dtype (NC_I32: integers, checked to lie in
+ * [0, max_classes); a float type: finite values). Names for messages. */
+typedef struct data_want {
+    nc_dtype x;
+    bool has_y;
+    nc_dtype y;
+    int32_t max_classes;
+    const char *x_input, *y_input;
+} data_want;
 
 /* Load DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (the MNIST
  * layout; split is "train" or "t10k"). Labels must be < max_classes. */
 int data_load_idx(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap);
-/* Load DIR/SPLIT_x.npy (u8 samples, first axis = sample) and DIR/SPLIT_y.npy
- * (integer labels, one per sample); split is "train" or "test". */
-int data_load_npy(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap);
-/* Whichever layout DIR holds: the IDX files, else the .npy pair
- * ("train" / "test" select the split; IDX calls the test split t10k). */
-int data_load_dir(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap);
+/* Load DIR/SPLIT_x.npy (first axis = sample) and, where w->has_y,
+ * DIR/SPLIT_y.npy (one target row per sample); split is "train" or "test".
+ * Each must hold w's dtype (an i32 takes any integers; float64 is refused
+ * with the NumPy call that converts it), float values must be finite. */
+int data_load_npy(const char *dir, const char *split, const data_want *w, data_set *out, char *err, size_t errcap);
+/* Whichever layout DIR holds: the .npy files, else the IDX files (u8 images
+ * and, where w->has_y, their labels; "train" / "test" select the split, IDX
+ * calls the test split t10k). */
+int data_load_dir(const char *dir, const char *split, const data_want *w, data_set *out, char *err, size_t errcap);
+/* Whether DIR holds such a set (train_x.npy or the IDX training images) rather than text. */
+bool data_dir_has_samples(const char *dir);
 /* Text for a byte-level language model: path is a file, or a directory whose
  * plain files (names without a '.') are read in name order and joined. The
  * bytes are cut into windows of `window` bytes (x: u8 [n, window], each
@@ -38,8 +55,9 @@ void data_set_free(data_set *d);
  * partial batch is returned short (count < batch) unless drop_last. The
  * loader owns a thread that fills the next `depth` batches ahead of time. */
 typedef struct data_batch {
-    const uint8_t *x;      /* count samples, row-major, as the set stores them (u8) */
-    const int32_t *y;
+    const void *x;         /* count samples, row-major: a byte an element for u8 samples, else the set's 4-byte elements */
+    const void *y;         /* count targets, the set's 4-byte elements (i32 labels, floats); NULL: none */
+    int64_t x_bytes, y_bytes;   /* per sample */
     int64_t count;
     int64_t index;         /* batch number within the epoch */
 } data_batch;

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# test_mockgpu_cli.sh NETC SRC MOCKDIR - the command line's GPU paths on the
+# test_mockgpu_cli.sh NETC SRC MOCKDIR MAKE_NPY - the command line's GPU paths on the
 # mock GPU (tests/mockgpu): `netc run --device gpu` against `--device cpu`,
 # and `netc train --device gpu` (staged inputs, CUDA graph replays, the
 # evaluation pass) against the CPU executor's training on the same data,
 # step by step. The mock runs the kernels of the CUDA C files named in
-# NETC_MOCK_CUDA_SOURCE, which `netc build --emit-cuda` writes here.
+# NETC_MOCK_CUDA_SOURCE, which `netc build --emit-cuda` writes here (and
+# netc train itself, NETC_TRAIN_CUDA_DIR, for the loss graph that evaluates a
+# model that is not a classifier).
 set -euo pipefail
-netc=$1 src=$2 mock=$3
+netc=$1 src=$2 mock=$3 make_npy=$4
 tmp=$(mktemp -d)
 [[ -n ${NETC_KEEP_TMP:-} ]] || trap 'rm -rf "$tmp"' EXIT
 fails=0
@@ -107,7 +109,9 @@ check_train() {   # check_train NAME MODEL BATCH STEPS ARGS... (ACCUMULATE=K: K 
   "$netc" build "$model" --entry forward "$@" --emit-cuda -o "$tmp/f.netm" >"$tmp/$name.forward.cu"
   "$netc" "${train[@]}" --device cpu --metrics "$tmp/$name.cpu.jsonl" >"$tmp/$name.cpu.log" 2>&1 ||
     { echo "FAIL train $name: cpu"; cat "$tmp/$name.cpu.log"; fails=$((fails + 1)); return; }
-  if ! on_mock "$tmp/$name.train.cu:$tmp/$name.forward.cu" "$netc" "${train[@]}" --device gpu --metrics "$tmp/$name.gpu.jsonl" \
+  mkdir -p "$tmp/$name.cuda"   # the evaluation's own source, where it is the loss graph
+  if ! NETC_TRAIN_CUDA_DIR=$tmp/$name.cuda on_mock "$tmp/$name.train.cu:$tmp/$name.forward.cu:$tmp/$name.cuda/eval.cu" \
+       "$netc" "${train[@]}" --device gpu --metrics "$tmp/$name.gpu.jsonl" \
        >"$tmp/$name.gpu.log" 2>&1 || ! grep -q 'training on cuda:0 netc mock GPU' "$tmp/$name.gpu.log"; then
     echo "FAIL train $name on the mock GPU"; tail -20 "$tmp/$name.gpu.log"; fails=$((fails + 1)); return
   fi
@@ -191,6 +195,23 @@ ACCUMULATE=2 check_train char_lm_accumulate "$src/examples/char_lm.net" 4 4 --se
 # micro-batches in bf16: the guarded update stores the weights' copies for the next step too
 ACCUMULATE=2 check_train gpt2_accumulate "$src/examples/gpt2.net" 4 4 --set V=512 --set C=64 --set L=1 --set H=2 --set MAXT=32 --dim T=32
 check_train drop_lm "$src/tests/train/drop_lm.net" 16 8
+
+# float data from .npy files, scored by the train section's loss (a graph of the forward
+# pass and the loss, no update, no dropout): a regression (f32 targets [N, 1], nn.mse, a
+# dropout) and an autoencoder without labels; the test set of 20 is two batches of 8 on
+# the GPU and the last 4 on the CPU executor. Before, netc train refused f32 samples.
+npy_set() {   # npy_set DIR SPLIT N COLUMNS [TARGET_COLUMNS]: values in [-1, 1), targets a sum of them
+  awk -v n="$3" -v c="$4" -v s="$RANDOM" 'BEGIN { srand(s); for (i = 0; i < n; i++) { t = 0.1
+    for (k = 0; k < c; k++) { v = 2 * rand() - 1; t += (k % 2 ? -0.5 : 0.8) * v; printf "%.6f ", v } printf "\n"; print t > "/dev/stderr" } }' \
+    2>"$tmp/targets.txt" | "$make_npy" "$1/$2_x.npy" '<f4' "$3,$4"
+  [[ -z ${5:-} ]] || "$make_npy" "$1/$2_y.npy" '<f4' "$3,$5" <"$tmp/targets.txt"
+}
+mkdir -p "$tmp/reg" "$tmp/ae"
+npy_set "$tmp/reg" train 64 4 1; npy_set "$tmp/reg" test 20 4 1
+npy_set "$tmp/ae" train 64 8; npy_set "$tmp/ae" test 20 8
+TEXT=$tmp/reg check_train regression "$src/tests/train/reg.net" 8 6
+grep -q test_accuracy "$tmp/regression.gpu.jsonl" && { echo "FAIL train regression: a test accuracy"; fails=$((fails + 1)); }
+TEXT=$tmp/ae check_train autoencoder "$src/tests/train/ae.net" 8 6
 
 # a classifier computed in bf16 that returns its logits in bf16: the GPU's evaluation reads
 # them in their own dtype (it asked for 4 bytes a value and stopped after the first epoch)

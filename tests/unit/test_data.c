@@ -5,6 +5,7 @@
 #include "tensor_io.h"
 
 #include "test_util.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,9 @@ static void test_load(void)
     CHECK(data_load_idx(dir, "train", 10, &d, err, sizeof err) != 0 && strstr(err, "magic"));
 }
 
+static const uint8_t *bx(const data_batch *b) { return b->x; }
+static const int32_t *by(const data_batch *b) { return b->y; }
+
 /* The pixels identify the sample: sample i's first pixel is i % 256 and its
  * label i % 10, so with n <= 256 a batch names its samples. */
 static void test_loader(void)
@@ -105,10 +109,10 @@ static void test_loader(void)
         data_loader_epoch(l, epoch, 0);
         data_batch b;
         while (data_loader_next(l, &b, NULL)) {
-            CHECK(b.count == (b.index == 7 ? 250 - 7 * 32 : 32));
+            CHECK(b.count == (b.index == 7 ? 250 - 7 * 32 : 32) && b.x_bytes == 12 && b.y_bytes == 4);
             for (int64_t s = 0; s < b.count; s++) {
-                int id = b.x[s * 12];
-                CHECK(b.y[s] == id % 10 && b.x[s * 12 + 11] == (id + 11) % 256);
+                int id = bx(&b)[s * 12];
+                CHECK(by(&b)[s] == id % 10 && bx(&b)[s * 12 + 11] == (id + 11) % 256);
                 seen[id]++;
                 order[epoch][k++] = id;
             }
@@ -121,13 +125,13 @@ static void test_loader(void)
     data_batch b;
     int k = 5 * 32;
     while (data_loader_next(l, &b, NULL))
-        for (int64_t s = 0; s < b.count; s++) CHECK(b.x[s * 12] == order[1][k++]);
+        for (int64_t s = 0; s < b.count; s++) CHECK(bx(&b)[s * 12] == order[1][k++]);
     CHECK(k == 250);
     /* Abandoning an epoch midway and starting another works (producer stopped cleanly). */
     data_loader_epoch(l, 0, 0);
-    CHECK(data_loader_next(l, &b, NULL) && b.x[0] == order[0][0]);
+    CHECK(data_loader_next(l, &b, NULL) && bx(&b)[0] == order[0][0]);
     data_loader_epoch(l, 0, 0);
-    CHECK(data_loader_next(l, &b, NULL) && b.x[0] == order[0][0]);
+    CHECK(data_loader_next(l, &b, NULL) && bx(&b)[0] == order[0][0]);
     data_loader_free(l);
     /* drop_last drops the short batch; no shuffle keeps file order. */
     l = data_loader_new(&d, 32, 9, false, true, 1);
@@ -135,7 +139,7 @@ static void test_loader(void)
     data_loader_epoch(l, 0, 0);
     int n = 0;
     while (data_loader_next(l, &b, NULL)) {
-        CHECK(b.count == 32 && b.x[0] == (b.index * 32) % 256);
+        CHECK(b.count == 32 && bx(&b)[0] == (b.index * 32) % 256);
         n++;
     }
     CHECK(n == 7);
@@ -157,21 +161,71 @@ static void test_npy_layout(void)
     for (int64_t i = 0; i < x.numel; i++) x.i[i] = (int32_t)(i % 251);
     for (int64_t i = 0; i < 20; i++) y.i[i] = (int32_t)(i % 3);
     CHECK(npy_write(px, &x, err, sizeof err) == 0 && npy_write(py, &y, err, sizeof err) == 0);
-    CHECK(data_load_dir(dir, "train", 10, &d, err, sizeof err) == 0);
+    data_want w = {.x = NC_U8, .has_y = true, .y = NC_I32, .max_classes = 10, .x_input = "x", .y_input = "labels"};
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0);
     CHECK(d.n == 20 && d.classes == 3 && d.x.shape[1] == 4 && d.x.i[13] == 13 && d.y.i[7] == 1);
     data_set_free(&d);
-    CHECK(data_load_dir(dir, "train", 2, &d, err, sizeof err) != 0 && strstr(err, "label"));
+    w.max_classes = 2;
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 && strstr(err, "label"));
+    w.max_classes = 10;
     y.shape[0] = 19, y.numel = 19;                       /* one label short */
     CHECK(npy_write(py, &y, err, sizeof err) == 0);
-    CHECK(data_load_dir(dir, "train", 10, &d, err, sizeof err) != 0 && strstr(err, "labels"));
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 && strstr(err, "one target per sample"));
     cpu_tensor_alloc(&yf, NC_F32, 1, (int64_t[]){20}, 0);  /* float labels */
     CHECK(npy_write(py, &yf, err, sizeof err) == 0);
-    CHECK(data_load_dir(dir, "train", 10, &d, err, sizeof err) != 0 && strstr(err, "integers"));
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 && strstr(err, "holds float32, but the model's input labels is i32"));
     /* the test split of a .npy directory is test_x.npy: its absence is named, not t10k's IDX file's */
-    CHECK(data_load_dir(dir, "test", 10, &d, err, sizeof err) != 0 && strstr(err, "test_x.npy"));
+    CHECK(data_load_dir(dir, "test", &w, &d, err, sizeof err) != 0 && strstr(err, "test_x.npy"));
     cpu_tensor_free(&x);
     cpu_tensor_free(&y);
     cpu_tensor_free(&yf);
+}
+
+/* Float samples and float targets [n, 2], batched as their 4-byte elements;
+ * the dtype the model declares or a refusal that names both; no NaN. */
+static void test_npy_float(void)
+{
+    char err[512], px[128], py[128];
+    data_set d;
+    clean();
+    snprintf(px, sizeof px, "%s/train_x.npy", dir);
+    snprintf(py, sizeof py, "%s/train_y.npy", dir);
+    cpu_tensor x, y;
+    cpu_tensor_alloc(&x, NC_F32, 2, (int64_t[]){10, 3}, 0);
+    cpu_tensor_alloc(&y, NC_F32, 2, (int64_t[]){10, 2}, 0);
+    for (int64_t i = 0; i < x.numel; i++) x.f[i] = 0.5f * (float)i;
+    for (int64_t i = 0; i < y.numel; i++) y.f[i] = -(float)i;
+    CHECK(npy_write(px, &x, err, sizeof err) == 0 && npy_write(py, &y, err, sizeof err) == 0);
+    data_want w = {.x = NC_F32, .has_y = true, .y = NC_F32, .max_classes = 10, .x_input = "x", .y_input = "target"};
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0);
+    if (d.n == 10) {
+        data_loader *l = data_loader_new(&d, 4, 1, false, true, 2);
+        data_loader_epoch(l, 0, 0);
+        data_batch b;
+        CHECK(data_loader_next(l, &b, NULL) && data_loader_next(l, &b, NULL) && b.x_bytes == 12 && b.y_bytes == 8);
+        const float *bxf = b.x, *byf = b.y;
+        CHECK(bxf[0] == 6.0f && bxf[11] == 11.5f && byf[0] == -8.0f && byf[7] == -15.0f);   /* samples 4-7 */
+        data_loader_free(l);
+        data_set_free(&d);
+    }
+    w.has_y = false;   /* an autoencoder's: no targets read, none needed */
+    CHECK(remove(py) == 0 && data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0 && d.y.numel == 0);
+    data_set_free(&d);
+    w.has_y = true;
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 && strstr(err, "train_y.npy") && strstr(err, "reads its input target"));
+    w.x = NC_F16;
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 &&
+          strstr(err, "holds float32, but the model's input x is f16 (hint: convert the array with NumPy, np.save('train_x.npy', a.astype(np.float16)))"));
+    w.x = NC_F32;
+    x.f[7] = NAN;
+    CHECK(npy_write(px, &x, err, sizeof err) == 0 && npy_write(py, &y, err, sizeof err) == 0);
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 && strstr(err, "train_x.npy: sample 2 holds NaN (at element 1 of its 3)"));
+    x.f[7] = 1;
+    y.f[19] = -INFINITY;
+    CHECK(npy_write(px, &x, err, sizeof err) == 0 && npy_write(py, &y, err, sizeof err) == 0);
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 && strstr(err, "train_y.npy: sample 9 holds -inf"));
+    cpu_tensor_free(&x);
+    cpu_tensor_free(&y);
 }
 
 int main(void)
@@ -181,6 +235,7 @@ int main(void)
     test_load();
     test_loader();
     test_npy_layout();
+    test_npy_float();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

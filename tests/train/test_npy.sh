@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# netc train on .npy data sets other than a classifier's u8 images, on the CPU executor:
+#  1. a regression (f32 features, f32 targets [N, 1], nn.mse, a dropout) learns: its train
+#     loss falls, and its test loss is the mean squared error of the trained model on the
+#     test set, computed here apart (netc run of pred - target with the saved weights, no
+#     dropout); no accuracy is printed or written; --accumulate slices the targets too;
+#  2. an autoencoder whose train section takes no inputs trains from train_x.npy and
+#     test_x.npy alone (no _y files), scored by its own loss;
+#  3. an autoencoder with `train ae(_labels: i32[B])` on IDX images: scored by its loss, the
+#     warning that the numbers said nothing is gone; a classifier whose first output is
+#     integers (not refused now) is scored by its loss;
+#  4. f16 samples (<f2) for an f16 input, NumPy's int64 for an i32 one;
+#  5. refusals before any step, status 1, each naming the file: another dtype (float64,
+#     uint8, integer targets for float ones), another sample or target shape, NaN and inf
+#     (with the sample), counts that differ, a missing train_y.npy.
+# Each case says FAIL and the rest still run.
+# Args: NETC MAKE_NPY SOURCE_DIR MAKE_IDX NPY_DIGEST
+set -euo pipefail
+netc=$1 make_npy=$2 src=$3 make_idx=$4 npy_digest=$5
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+common=(--batch 32 --device cpu --seed 3)
+
+# y = 0.8 x0 - 0.5 x1 + 0.6 x2 x3 + 0.1 on x uniform in [-1, 1]^4 (the targets' variance: 0.34)
+reg_rows() {   # reg_rows N SEED: features on stderr, targets on stdout
+  awk -v n="$1" -v s="$2" 'BEGIN { srand(s); for (i = 0; i < n; i++) { for (k = 0; k < 4; k++) {
+    x[k] = 2 * rand() - 1; printf "%.6f ", x[k] > "/dev/stderr" }
+    printf "\n" > "/dev/stderr"; printf "%.6f\n", 0.8 * x[0] - 0.5 * x[1] + 0.6 * x[2] * x[3] + 0.1 } }'
+}
+reg_split() {   # reg_split DIR SPLIT N SEED
+  reg_rows "$3" "$4" 2>"$tmp/x.txt" >"$tmp/y.txt"
+  "$make_npy" "$1/$2_x.npy" '<f4' "$3,4" <"$tmp/x.txt" && "$make_npy" "$1/$2_y.npy" '<f4' "$3,1" <"$tmp/y.txt"
+}
+reg=$tmp/reg; mkdir "$reg"
+reg_split "$reg" train 512 1; reg_split "$reg" test 128 2
+
+# 1: the regression learns; its test loss is the mse
+if "$netc" train "$src/tests/train/reg.net" --data "$reg" "${common[@]}" --epochs 3 --metrics "$tmp/reg.jsonl" \
+     --save "$tmp/reg.safetensors" 2>"$tmp/reg.log"; then
+  first=$(head -1 "$tmp/reg.jsonl" | grep -o '"train_loss":[-0-9.e]*' | cut -d: -f2)
+  last=$(grep test_loss "$tmp/reg.jsonl" | tail -1 | grep -o '"train_loss":[-0-9.e]*' | cut -d: -f2)
+  tl=$(grep test_loss "$tmp/reg.jsonl" | tail -1 | grep -o '"test_loss":[-0-9.e]*' | cut -d: -f2)
+  awk -v a="$first" -v b="$last" -v t="$tl" 'BEGIN { exit !(b < a / 4 && t < 0.05) }' ||
+    { cat "$tmp/reg.log"; fail "the regression did not learn: first step's loss $first, last epoch's $last, test loss $tl"; }
+  grep -q test_accuracy "$tmp/reg.jsonl" && fail "a regression's metrics give a test accuracy"
+  grep -qE '^epoch 3: train loss [0-9.]+, test loss [0-9.]+, [0-9.]+ s,' "$tmp/reg.log" ||
+    { cat "$tmp/reg.log"; fail "the regression's epoch line is not 'train loss, test loss' alone"; }
+  grep -q 'warning' "$tmp/reg.log" && { cat "$tmp/reg.log"; fail "the regression was warned of"; }
+  # the same model, its output pred - target, run on the test set with the trained weights
+  sed -e 's/^model reg(x: f32\[B, 4\]) -> (pred: f32\[B, 1\])/model reg(x: f32[B, 4], target: f32[B, 1]) -> (err: f32[B, 1])/' \
+      -e 's/^  return out$/  return out - target/' -e '/^train/,$d' "$src/tests/train/reg.net" >"$tmp/regerr.net"
+  if "$netc" build "$tmp/regerr.net" --target '' -o "$tmp/regerr.netm" 2>"$tmp/regerr.log" &&
+     "$netc" run "$tmp/regerr.netm" --weights "$tmp/reg.safetensors" --input "x=$reg/test_x.npy" --input "target=$reg/test_y.npy" \
+       --device cpu --output "$tmp/regerr" >/dev/null 2>>"$tmp/regerr.log"; then
+    mapfile -t dg < <("$npy_digest" "$tmp/regerr/err.npy")   # dtype[shape], mean, standard deviation, ...
+    [[ ${dg[0]} == 'f32[128, 1]' ]] &&
+      awk -v m="${dg[1]}" -v s="${dg[2]}" -v t="$tl" 'BEGIN { mse = m * m + s * s; d = mse - t; exit !(d < 1e-5 * mse && d > -1e-5 * mse) }' ||
+      fail "the regression's test loss $tl is not the mse of its predictions (mean ${dg[1]}, deviation ${dg[2]})"
+  else cat "$tmp/regerr.log"; fail "the regression's errors could not be computed"; fi
+else cat "$tmp/reg.log"; fail "the regression did not train"; fi
+
+# ... and --accumulate 4 slices the targets with the samples: the same losses (without the dropout,
+# whose masks are drawn per micro-batch)
+sed 's/  d = dropout(relu(h), p: 0.1)/  d = relu(h)/' "$src/tests/train/reg.net" >"$tmp/regnd.net"
+eplines() { grep '^epoch .:' "$1" | sed 's/, [0-9.]* s,.*//'; }
+"$netc" train "$tmp/regnd.net" --data "$reg" "${common[@]}" --epochs 2 2>"$tmp/acc1.log" &&
+  "$netc" train "$tmp/regnd.net" --data "$reg" "${common[@]}" --epochs 2 --accumulate 4 2>"$tmp/acc4.log" &&
+  [[ -n $(eplines "$tmp/acc1.log") && $(eplines "$tmp/acc1.log") == "$(eplines "$tmp/acc4.log")" ]] ||
+  { eplines "$tmp/acc1.log"; eplines "$tmp/acc4.log"; fail "--accumulate 4 did not follow the whole batches"; }
+
+# 2: an autoencoder without labels: 8 features of 2 numbers, no _y files
+ae=$tmp/ae; mkdir "$ae"
+ae_rows() {
+  awk -v n="$1" -v s="$2" 'BEGIN { srand(s); for (i = 0; i < n; i++) { u = 2 * rand() - 1; v = 2 * rand() - 1;
+    printf "%.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", u, v, 0.5 * (u + v), 0.5 * (u - v), 0.5 * u, -v, 0.3 * u + 0.6 * v, 0.7 * u - 0.2 * v } }'
+}
+ae_rows 512 3 | "$make_npy" "$ae/train_x.npy" '<f4' 512,8; ae_rows 128 4 | "$make_npy" "$ae/test_x.npy" '<f4' 128,8
+if "$netc" train "$src/tests/train/ae.net" --data "$ae" "${common[@]}" --epochs 3 --metrics "$tmp/ae.jsonl" 2>"$tmp/ae.log"; then
+  mapfile -t tls < <(grep -o '"test_loss":[-0-9.e]*' "$tmp/ae.jsonl" | cut -d: -f2)
+  awk -v a="${tls[0]:-}" -v b="${tls[2]:-}" 'BEGIN { exit !(a != "" && b != "" && b < a / 2) }' ||
+    { cat "$tmp/ae.log"; fail "the autoencoder's test loss did not fall: ${tls[*]}"; }
+  grep -q -e test_accuracy -e warning "$tmp/ae.jsonl" "$tmp/ae.log" && { cat "$tmp/ae.log"; fail "the autoencoder was scored as a classifier"; }
+else cat "$tmp/ae.log"; fail "the autoencoder did not train"; fi
+
+# 3: an autoencoder of u8 images whose train section takes labels it does not read
+idx=$tmp/idx; mkdir "$idx"; "$make_idx" "$idx" 256 64
+printf 'model ae(x: u8[B, 8, 8]) -> (y: f32[B, 64])\n{\n  param w: f32[64] = ones\n  return f32(reshape(x, [B, 64])) / 255.0 * w\n}\ntrain ae(_labels: i32[B]) {\n  loss = mean(square(y - f32(reshape(x, [B, 64])) / 255.0))\n  optimizer sgd(lr: 0.1)\n}\n' >"$tmp/ael.net"
+if "$netc" train "$tmp/ael.net" --data "$idx" "${common[@]}" --epochs 2 2>"$tmp/ael.log"; then
+  grep -q -e 'test accuracy' -e warning "$tmp/ael.log" && { cat "$tmp/ael.log"; fail "an autoencoder with _labels was scored as a classifier"; }
+  grep -qE '^epoch 2: train loss [0-9.]+, test loss [0-9.]+, [0-9.]+ s,' "$tmp/ael.log" || { cat "$tmp/ael.log"; fail "no test loss for _labels"; }
+else cat "$tmp/ael.log"; fail "an autoencoder with _labels did not train"; fi
+
+# ... and a classifier whose first output is not its logits (a prediction as integers first):
+# scored by its loss, the cross entropy (it was refused)
+printf 'import nn\nmodel m(x: u8[B, 8, 8]) -> (pred: i32[B, 4], logits: f32[B, 4])\n{\n  out = nn.linear(f32(reshape(x, [B, 64])) / 255.0, 4)\n  return i32(out), out\n}\ntrain m(labels: i32[B]) {\n  loss = cross_entropy(logits, labels)\n  optimizer adam(lr: 1e-2)\n}\n' >"$tmp/intfirst.net"
+if "$netc" train "$tmp/intfirst.net" --data "$idx" "${common[@]}" --epochs 3 --metrics "$tmp/if.jsonl" 2>"$tmp/if.log"; then
+  mapfile -t tls < <(grep -o '"test_loss":[-0-9.e]*' "$tmp/if.jsonl" | cut -d: -f2)
+  awk -v a="${tls[0]:-}" -v b="${tls[2]:-}" 'BEGIN { exit !(a != "" && b != "" && b < a && b < 1.0) }' && ! grep -q test_accuracy "$tmp/if.jsonl" ||
+    { cat "$tmp/if.log"; fail "a classifier with integers first was not scored by its loss: ${tls[*]}"; }
+else cat "$tmp/if.log"; fail "a classifier with integers first did not train"; fi
+
+# 4: other dtypes the model declares: f16 (<f2) and i32 (from NumPy's int64)
+f16=$tmp/f16; mkdir "$f16"; cp "$reg"/*_y.npy "$f16"
+for s in train:512:1 test:128:2; do
+  IFS=: read -r split n seed <<<"$s"; reg_rows "$n" "$seed" 2>"$tmp/x.txt" >/dev/null
+  "$make_npy" "$f16/${split}_x.npy" '<f2' "$n,4" <"$tmp/x.txt"
+done
+sed -e 's/x: f32\[B, 4\]/x: f16[B, 4]/' -e 's/nn.linear(x, 16)/nn.linear(f32(x), 16)/' "$src/tests/train/reg.net" >"$tmp/reg16.net"
+"$netc" train "$tmp/reg16.net" --data "$f16" "${common[@]}" --epochs 1 2>"$tmp/f16.log" && grep -q '^epoch 1: train loss' "$tmp/f16.log" ||
+  { cat "$tmp/f16.log"; fail "f16 samples did not train an f16 input"; }
+i64=$tmp/i64; mkdir "$i64"; cp "$reg"/*_y.npy "$i64"
+for s in train:512 test:128; do
+  IFS=: read -r split n <<<"$s"; awk -v n="$n" 'BEGIN { for (i = 0; i < 4 * n; i++) print i % 7 - 3 }' | "$make_npy" "$i64/${split}_x.npy" '<i8' "$n,4"
+done
+sed -e 's/x: f32\[B, 4\]/x: i32[B, 4]/' -e 's/nn.linear(x, 16)/nn.linear(f32(x), 16)/' "$src/tests/train/reg.net" >"$tmp/regi.net"
+"$netc" train "$tmp/regi.net" --data "$i64" "${common[@]}" --epochs 1 2>"$tmp/i64.log" && grep -q '^epoch 1: train loss' "$tmp/i64.log" ||
+  { cat "$tmp/i64.log"; fail "int64 samples did not train an i32 input"; }
+
+# 5: what does not fit is refused as the data loads, before any step, with status 1
+refused() {   # refused NAME MESSAGE: the regression on $tmp/NAME (a copy of $reg, changed)
+  local rc=0
+  "$netc" train "$src/tests/train/reg.net" --data "$tmp/$1" "${common[@]}" --epochs 1 >/dev/null 2>"$tmp/$1.log" || rc=$?
+  [[ $rc == 1 ]] && grep -qF -- "$2" "$tmp/$1.log" && ! grep -q '^epoch' "$tmp/$1.log" ||
+    { cat "$tmp/$1.log"; fail "$1: exit $rc, want 1 and: $2"; }
+}
+variant() { rm -rf "${tmp:?}/$1"; cp -r "$reg" "$tmp/$1"; }   # variant NAME: a copy of the regression's data to change
+variant f64; reg_rows 512 1 2>&1 >/dev/null | "$make_npy" "$tmp/f64/train_x.npy" '<f8' 512,4
+refused f64 "f64/train_x.npy holds float64, but the model's input x is f32 (hint: convert the array with NumPy, np.save('train_x.npy', a.astype(np.float32)))"
+variant u8; awk 'BEGIN { for (i = 0; i < 512; i++) print i % 256 }' | "$make_npy" "$tmp/u8/test_x.npy" '|u1' 128,4
+refused u8 "u8/test_x.npy holds uint8, but the model's input x is f32"
+variant ints; awk 'BEGIN { for (i = 0; i < 512; i++) print i % 3 }' | "$make_npy" "$tmp/ints/train_y.npy" '<i8' 512,1
+refused ints "ints/train_y.npy holds int64, but the model's input target is f32 (hint: convert the array with NumPy, np.save('train_y.npy', a.astype(np.float32)))"
+variant wide; awk 'BEGIN { for (i = 0; i < 640; i++) print i / 640 }' | "$make_npy" "$tmp/wide/test_x.npy" '<f4' 128,5
+refused wide "netc: input x is f32[B, 4]; the test set has f32 samples of 5"
+variant flat; reg_rows 512 1 2>/dev/null | "$make_npy" "$tmp/flat/train_y.npy" '<f4' 512
+refused flat "netc: the train input target is f32[B, 1]; the training set has f32 targets of one value (hint: give the array an axis of 1, a.reshape(-1, 1)"
+variant nan; reg_rows 128 2 2>/dev/null | awk 'NR == 4 { $1 = "nan" } 1' | "$make_npy" "$tmp/nan/test_y.npy" '<f4' 128,1
+refused nan "nan/test_y.npy: sample 3 holds NaN (at element 0 of its 1)"
+variant inf; reg_rows 512 1 2>&1 >/dev/null | awk 'NR == 11 { $3 = "-inf" } 1' | "$make_npy" "$tmp/inf/train_x.npy" '<f4' 512,4
+refused inf "inf/train_x.npy: sample 10 holds -inf (at element 2 of its 4)"
+variant short; reg_rows 127 2 2>/dev/null | "$make_npy" "$tmp/short/test_y.npy" '<f4' 127,1
+refused short "short/test_x.npy holds 128 samples but $tmp/short/test_y.npy holds 127: want one target per sample"
+variant noy; rm "$tmp/noy/train_y.npy"
+refused noy "noy/train_y.npy: No such file or directory (the train section's loss reads its input target: train_y.npy holds it, one row per sample)"
+
+((fails == 0)) || exit 1
+echo "test_npy: a regression on f32 data learns and its test loss is its mse, autoencoders train without labels (and with unread" \
+     "ones), f16 and int64 data fit their inputs, other dtypes, shapes, NaN, inf, counts and a missing train_y.npy are refused"
