@@ -36,7 +36,7 @@ typedef struct trainer {
     src_table src;
     ir_graph *tg, *fg;                 /* training step at the batch; forward, symbolic */
     ir_graph *lg;                      /* forward to the train section's loss, symbolic (a model scored by its loss) */
-    const ir_graph *eg;                /* what the evaluation runs: lg, else fg */
+    ir_graph *eg;                      /* what the evaluation runs: lg, else fg */
     cpu_tensor *params;                /* tg's parameters and states (host copy) */
     cpu_pool pool;                     /* the CPU step's storage, kept from step to step */
     cpu_pool eval_pool;                /* the CPU evaluation's, kept from batch to batch */
@@ -531,8 +531,7 @@ static int setup_gpu(trainer *t)
     }
     char arch[32];
     if (pick_train_arch(t->o->target, arch, sizeof arch)) return 1;
-    if (gpu_modules((ir_graph *const[2]){t->tg, (ir_graph *)t->eg}, !t->o->no_fuse, arch, (nrt_module_data *[2]){&t->tm, &t->fm}))
-        return 1;
+    if (gpu_modules((ir_graph *const[2]){t->tg, t->eg}, !t->o->no_fuse, arch, (nrt_module_data *[2]){&t->tm, &t->fm})) return 1;
     int64_t syms[NC_MAX_SYMS] = {0};
     if (gpu_session_create(&t->tm, syms, 0, true, &t->gs, desc, sizeof desc, err, sizeof err)) {
         fprintf(stderr, "netc: cannot use the GPU: %s\n", err);
