@@ -88,6 +88,6 @@ const char *ast_kind_article(ast_kind k)
 
 const char *ast_op_text(ast_op op)
 {
-    static const char *t[] = {"+", "-", "*", "/", "@", "==", "!=", "<", "<=", ">", ">=", "-", "//", "and", "or", "not"};
+    static const char *t[] = {"+", "-", "*", "/", "@", "==", "!=", "<", "<=", ">", ">=", "-", "//", "and", "or", "not", "**"};
     return op < NC_COUNT(t) ? t[op] : "?";
 }

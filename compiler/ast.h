@@ -32,6 +32,8 @@ typedef struct ast_list {
     X(AST_LIST,      "list")       /* [list]                                   */ \
     X(AST_WILDCARD,  "_")          /* a dim pattern matching any one dim       */ \
     X(AST_ELLIPSIS,  "...")        /* a dim pattern matching any leading dims  */ \
+    X(AST_INDEX,     "index")      /* a[list]: list = items (exprs, SLICEs)    */ \
+    X(AST_SLICE,     "slice")      /* a:b[:c] in an index; NULL where omitted  */ \
     X(AST_TYPE,      "type")       /* dtype (or has_dtype=0), list = dims;     */ \
                                    /* ival = 1 if brackets were written        */ \
     X(AST_KIND,      "kind")       /* name = int|float|bool|string (static arg)*/ \
@@ -63,6 +65,7 @@ typedef enum ast_op {
     AST_OP_EQ, AST_OP_NE, AST_OP_LT, AST_OP_LE, AST_OP_GT, AST_OP_GE,
     AST_OP_NEG, AST_OP_FLOORDIV,
     AST_OP_AND, AST_OP_OR, AST_OP_NOT,   /* compile-time bools only */
+    AST_OP_POW,
 } ast_op;
 
 enum { AST_ATTR_CHECKPOINT = 1u << 0 };

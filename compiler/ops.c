@@ -868,10 +868,31 @@ static bool bind_iota(const ir_graph *g, const ir_node *n, const int64_t *syms, 
     return false;
 }
 
+/* shape_slice's bounds at run time: a bound past a symbolic axis at some
+ * sizes only (x[:, 5] of an axis T) is refused here, before a kernel reads
+ * outside the axis. */
+static bool bind_slice(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e)
+{
+    uint32_t size = g->nodes[ir_args(g, n)[0]].shape[n->attr.axis];
+    int64_t lo, hi, len;
+    if (dim_eval(&g->dims[n->attr.lo], syms, &lo) && dim_eval(&g->dims[n->attr.hi], syms, &hi) &&
+        dim_eval(&g->dims[size], syms, &len) && lo < hi && hi <= len)
+        return true;
+    char slo[64], shi[64], ssize[64], where[256] = "", at[256] = "";
+    if (n->loc.file >= 1 && n->loc.file <= g->nfiles)
+        snprintf(where, sizeof where, " at %s:%u", g->files[n->loc.file - 1], n->loc.line);
+    for (uint32_t k = 0, used = 0; k < g->nsyms && used < sizeof at; k++)
+        used += (uint32_t)snprintf(at + used, sizeof at - used, "%s%s = %lld", k ? ", " : "", g->sym_names[k], (long long)syms[k]);
+    fail(e, -1, "the slice%s takes [%s, %s) of an axis of size %s: at %s that is not inside the axis", where,
+         dim_str(g, n->attr.lo, slo, sizeof slo), dim_str(g, n->attr.hi, shi, sizeof shi), dim_str(g, size, ssize, sizeof ssize), at);
+    return false;
+}
+
 static binding_rule *const binding_rules[OP_COUNT] = {
     [OP_GATHER] = bind_gather,
     [OP_SCATTER_ADD] = bind_scatter_add,
     [OP_IOTA] = bind_iota,
+    [OP_SLICE] = bind_slice,
 };
 
 bool tc_check_binding(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e)

@@ -32,6 +32,7 @@ static const struct {
     {"unexpected '/'", LINE_START_HINT, true},
     {"unexpected '@'", LINE_START_HINT, true},
     {"unexpected //", LINE_START_HINT, true},
+    {"unexpected **", LINE_START_HINT, true},
     {"unexpected '<'", LINE_START_HINT, true},
     {"unexpected '>'", LINE_START_HINT, true},
     {"unexpected <=", LINE_START_HINT, true},
@@ -70,24 +71,33 @@ static bool first_on_line(const parse_state *ps, nc_loc loc)
 }
 
 /* Hints that need the text around the token: what a user of another
- * language writes for a power, an index, an if or a loop. NULL when none applies. */
+ * language writes for a power, an index, an if or a loop, an index with nothing
+ * in it. NULL when none applies. */
 static const char *foreign_syntax_hint(const parse_state *ps, nc_loc loc, const char *msg)
 {
     size_t len;
     const char *line = src_line(ps->diag->sources, loc.file, loc.line, &len);
-    if (!line || loc.col < 2 || loc.col - 1 > len) return NULL;
-    char before = line[loc.col - 2];
-    if (strncmp(msg, "unexpected '*'", 14) == 0 && before == '*') return "there is no power operator: use pow(x, 2.0), or square(x)";
-    if (strncmp(msg, "unexpected '['", 14) == 0 && (before == ')' || before == '_' || isalnum((unsigned char)before)))
-        return "there is no indexing: take elements with slice(x, axis: A, start: i, end: i + 1), rows by index with gather(table, ids)";
+    if (!line || loc.col < 1 || loc.col - 1 > len) return NULL;
+    char before = loc.col >= 2 ? line[loc.col - 2] : 0;
+    if (strncmp(msg, "unexpected ']'", 14) == 0 && before == '[') return "an index takes an item per axis: x[0], x[:, 1:3], x[..., -1]";
+    size_t b = loc.col - 1;   /* the last thing before the error: x[0] = y closes an index there */
+    while (b > 0 && (line[b - 1] == ' ' || line[b - 1] == '\t')) b--;
+    if (strncmp(msg, "unexpected '='", 14) == 0 && b > 0 && line[b - 1] == ']')
+        return "a tensor is a value: its elements cannot be assigned; make the new tensor, e.g. with concat or where";
     size_t i = 0;
     while (i < len && (line[i] == ' ' || line[i] == '\t')) i++;
-    size_t b = loc.col - 1;
-    while (b > 0 && (line[b - 1] == ' ' || line[b - 1] == '\t')) b--;
     bool after_if = b >= 2 && strncmp(line + b - 2, "if", 2) == 0 && (b == 2 || !isalnum((unsigned char)line[b - 3]));
     if (strncmp(msg, "unexpected '{'", 14) == 0 && after_if) return "an if needs its condition before the '{': if COND { ... }";
     if (strncmp(msg, "unexpected end of line", 22) == 0 && b >= 4 && strncmp(line + b - 4, "else", 4) == 0)
         return "the '{' of an else goes on the else's line: } else {";
+    const char *at = line + loc.col - 1;   /* where the error is */
+    size_t rest = len - (loc.col - 1);
+    if (rest >= 2 && strchr("+-*/", at[0]) && at[1] == '=')
+        return "there is no update in place: x = x + 1.0 binds x to a new value";
+    if (strncmp(msg, "unexpected if", 13) == 0 && i < loc.col - 1)
+        return "if is a statement, not a value: if COND { y = a } else { y = b }; elementwise, where(cond, a, b)";
+    if (len - i > 4 && strncmp(line + i, "def ", 4) == 0 && loc.col - 1 == i)
+        return "a function is written fn name(x: [B, C], n: int) { ... return y }";
     bool if_line = (len - i > 3 && strncmp(line + i, "if ", 3) == 0) || strstr(line, "else if ") != NULL;
     if (strncmp(msg, "unexpected '='", 14) == 0 && if_line) return "to compare, write ==: if a == b { ... }";
     if (strncmp(msg, "unexpected ':'", 14) == 0 && if_line)
@@ -189,6 +199,27 @@ ast_node *parse_list(parse_state *ps, nc_loc loc, ast_list *items)
     ast_node *n = parse_node(ps, AST_LIST, loc);
     n->list = *items;
     set_depth(ps, n, NULL, NULL);
+    return n;
+}
+
+ast_node *parse_index(parse_state *ps, nc_loc loc, ast_node *obj, ast_list *items)
+{
+    ast_node *n = parse_node(ps, AST_INDEX, loc);
+    n->a = obj;
+    n->list = *items;
+    set_depth(ps, n, obj, NULL);
+    return n;
+}
+
+/* loc is the first ':'; a bound or step left out is NULL */
+ast_node *parse_slice(parse_state *ps, nc_loc loc, ast_node *start, ast_node *end, ast_node *step)
+{
+    ast_node *n = parse_node(ps, AST_SLICE, loc);
+    n->a = start;
+    n->b = end;
+    n->c = step;
+    set_depth(ps, n, start, end);
+    if (step && step->depth >= n->depth) set_depth(ps, n, step, NULL);
     return n;
 }
 

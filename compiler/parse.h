@@ -45,6 +45,8 @@ ast_node *parse_unary(parse_state *ps, nc_loc loc, ast_op op, ast_node *a);
 ast_node *parse_call(parse_state *ps, ast_node *callee, ast_list *args);
 ast_node *parse_member(parse_state *ps, nc_loc loc, ast_node *obj, char *name);
 ast_node *parse_list(parse_state *ps, nc_loc loc, ast_list *items);
+ast_node *parse_index(parse_state *ps, nc_loc loc, ast_node *obj, ast_list *items);
+ast_node *parse_slice(parse_state *ps, nc_loc loc, ast_node *start, ast_node *end, ast_node *step);
 ast_node *parse_named(parse_state *ps, ast_kind kind, nc_loc loc, char *name, ast_node *a, ast_node *b);
 ast_node *parse_type(parse_state *ps, nc_loc loc, bool has_dtype, nc_dtype t, bool brackets, ast_list *dims);
 ast_node *parse_block(parse_state *ps, nc_loc loc, ast_list *stmts);

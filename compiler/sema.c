@@ -867,6 +867,7 @@ sv sema_expr(sema_ctx *c, const ast_node *e)
     case AST_MEMBER: return eval_member(c, e);
     case AST_CALL: return eval_call(c, e);
     case AST_LIST: return eval_list(c, e);
+    case AST_INDEX: return sema_index(c, e);
     case AST_UNARY:
         if (e->op == AST_OP_NOT) return eval_logic(c, e);
         return sema_negate(c, sema_expr(c, e->a), e->loc);

@@ -586,7 +586,7 @@ sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
 static const nc_op binary_ops[] = {
     [AST_OP_ADD] = OP_ADD, [AST_OP_SUB] = OP_SUB, [AST_OP_MUL] = OP_MUL, [AST_OP_DIV] = OP_DIV,
     [AST_OP_MATMUL] = OP_MATMUL, [AST_OP_EQ] = OP_EQ, [AST_OP_NE] = OP_NE, [AST_OP_LT] = OP_LT,
-    [AST_OP_LE] = OP_LE, [AST_OP_GT] = OP_GT, [AST_OP_GE] = OP_GE,
+    [AST_OP_LE] = OP_LE, [AST_OP_GT] = OP_GT, [AST_OP_GE] = OP_GE, [AST_OP_POW] = OP_POW,
 };
 
 static sv fold_compare(ast_op op, double x, double y)
@@ -594,6 +594,41 @@ static sv fold_compare(ast_op op, double x, double y)
     bool r = op == AST_OP_EQ ? x == y : op == AST_OP_NE ? x != y : op == AST_OP_LT ? x < y
            : op == AST_OP_LE ? x <= y : op == AST_OP_GT ? x > y : x >= y;
     return (sv){.kind = SV_BOOL, .i = r};
+}
+
+/* x ** y as Python folds it: a negative base takes only a whole exponent
+ * (else the result is not a real number), zero no negative one, and a
+ * result past the doubles is an error rather than inf. */
+static sv fold_float_pow(sema_ctx *c, double x, double y, nc_loc loc)
+{
+    if (x == 0 && y < 0) {
+        sema_err(c, loc, NULL, "zero cannot be raised to a negative power (%s)", nc_number(y).s);
+        return sv_error();
+    }
+    if (x < 0 && isfinite(y) && y != floor(y)) {
+        sema_err(c, loc, NULL, "(%s) ** %s is not a real number", nc_number(x).s, nc_number(y).s);
+        return sv_error();
+    }
+    double r = pow(x, y);
+    if (isinf(r) && isfinite(x) && isfinite(y)) {
+        sema_err(c, loc, NULL, "%s ** %s is not a finite number", nc_number(x).s, nc_number(y).s);
+        return sv_error();
+    }
+    return sv_float(r);
+}
+
+/* A whole power of a whole number is whole (2 ** 10 is 1024, overflow an
+ * error); a negative exponent gives a fraction, as in Python (2 ** -1 is 0.5). */
+static sv fold_int_pow(sema_ctx *c, int64_t x, int64_t y, nc_loc loc)
+{
+    if (y < 0) return fold_float_pow(c, (double)x, (double)y, loc);
+    int64_t r = 1;
+    for (bool ovf = false; y > 0; y >>= 1) {   /* by squaring: a squared x that overflows is a factor of r */
+        if (y & 1) ovf |= __builtin_mul_overflow(r, x, &r);
+        if (y > 1) ovf |= __builtin_mul_overflow(x, x, &x);
+        if (ovf) { sema_err(c, loc, NULL, "integer overflow in a constant expression"); return sv_error(); }
+    }
+    return sv_int(r);
 }
 
 static sv fold_ints(sema_ctx *c, ast_op op, int64_t x, int64_t y, nc_loc loc)
@@ -610,6 +645,7 @@ static sv fold_ints(sema_ctx *c, ast_op op, int64_t x, int64_t y, nc_loc loc)
         if (x == INT64_MIN && y == -1) { ovf = true; break; }
         r = x / y;
         break;
+    case AST_OP_POW: return fold_int_pow(c, x, y, loc);
     default: return fold_compare(op, (double)x, (double)y);
     }
     if (ovf) { sema_err(c, loc, NULL, "integer overflow in a constant expression"); return sv_error(); }
@@ -625,6 +661,7 @@ static sv fold_floats(sema_ctx *c, ast_op op, double x, double y, nc_loc loc)
     case AST_OP_DIV:
         if (y == 0) { sema_err(c, loc, NULL, "division by zero"); return sv_error(); }
         return sv_float(x / y);
+    case AST_OP_POW: return fold_float_pow(c, x, y, loc);
     default: return fold_compare(op, x, y);
     }
 }
@@ -701,6 +738,41 @@ fail:
     return sv_error();
 }
 
+/* T ** 2 is T * T: a whole exponent of 0 or more keeps a symbolic size a
+ * polynomial (a product of at most DIM_MAX_FACTORS symbols). */
+static sv dim_power(sema_ctx *c, sv a, sv b, nc_loc loc)
+{
+    char name[96];
+    if (b.kind == SV_DIM) {
+        ir_dim_format(c->g, b.dim, name, sizeof name);
+        sema_err(c, loc, "bind the symbol when building (--dim NAME=VALUE) to compute with its value",
+                 "'**' with a symbolic exponent: %s is known only when the model runs", name);
+        return sv_error();
+    }
+    if (a.kind != SV_DIM || b.kind != SV_INT || b.i < 0) {
+        ir_dim_format(c->g, a.dim, name, sizeof name);
+        sema_err(c, loc, "T ** 2 is T * T: a symbolic size takes a whole exponent of 0 or more",
+                 "'**' of the symbolic size %s by %s", name, b.kind == SV_INT ? "a negative number" : sv_kind_phrase(b.kind));
+        return sv_error();
+    }
+    sv r = sv_int(1);
+    for (int64_t k = 0; k < b.i && r.kind != SV_ERROR; k++) r = dim_arith(c, AST_OP_MUL, r, a, loc);
+    return r;
+}
+
+/* pow is defined on floats: say how to get one from an integer operand of
+ * '**' rather than the op's generic "expects a floating-point tensor". */
+static bool pow_operand_float(sema_ctx *c, sv v, nc_loc loc)
+{
+    if (v.kind != SV_TENSOR || dtype_is_float(c->g->nodes[v.t].dtype)) return true;
+    const ir_node *n = &c->g->nodes[v.t];
+    char have[256];
+    ir_shape_format(c->g, n->dtype, n->rank, n->shape, have, sizeof have);
+    sema_err(c, loc, "cast it first, f32(x) ** 2, or multiply it out, x * x",
+             "'**' raises floats to a power; this operand is %s", have);
+    return false;
+}
+
 /* A dim known when the model is built is a plain number to '//'. */
 static bool known_size(sema_ctx *c, sv *v, nc_loc loc)
 {
@@ -750,12 +822,15 @@ sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc oper
             sema_err(c, loc, NULL, "'@' multiplies two tensors");
             return sv_error();
         }
+        if (op == AST_OP_POW && (!pow_operand_float(c, a, operand_locs[0]) || !pow_operand_float(c, b, operand_locs[1])))
+            return sv_error();
         return sema_apply(c, &proto, ops, 2, locs, NULL);
     }
     if (op != AST_OP_DIV) {   /* H + 2 * padding with padding -1, kernel <= H: a known size is a number */
         a = known_dim_as_int(c, a);
         b = known_dim_as_int(c, b);
     }
+    if (op == AST_OP_POW && (a.kind == SV_DIM || b.kind == SV_DIM)) return dim_power(c, a, b, loc);
     if (a.kind == SV_DIM || b.kind == SV_DIM) return dim_arith(c, op, a, b, loc);
     if (op == AST_OP_MATMUL) {
         sema_err(c, loc, NULL, "'@' multiplies two tensors");

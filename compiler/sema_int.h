@@ -137,6 +137,10 @@ ir_node sema_proto(sema_ctx *c, nc_op op, nc_loc loc);
 
 void sema_declare_train_inputs(sema_ctx *c, const ast_list *args);
 
+/* sema_index.c */
+/* x[i, a:b, ...]: slices and a reshape of the tensor x. */
+sv sema_index(sema_ctx *c, const ast_node *e);
+
 /* sema_train.c */
 void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train);
 

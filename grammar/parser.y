@@ -43,11 +43,14 @@ static void yyerror(YYLTYPE *loc, parse_state *ps, yyscan_t scanner, const char 
 /* statements and conditions known when the model is built: if/else, and/or/not */
 %token IF "if" ELSE "else" AND "and" OR "or" NOT "not"
 %token NL "end of line" ARROW "->" EQ "==" NE "!=" LE "<=" GE ">=" FLOORDIV "//" WILDCARD "_" ELLIPSIS "..."
+%token POW "**"
 
 %type <node> decl import_decl config_item fn_decl model_decl train_decl model_head
 %type <node> if_stmt
 %type <node> stmt block expr postfix primary arg type arg_decl
 %type <list> decls config_items stmts call_args arg_seq exprs expr_seq arg_decls arg_decl_seq
+%type <node> index_item slice_bound
+%type <list> index_items
 %type <list> model_headers ret_opt dims name_seq
 
 %left OR
@@ -57,6 +60,7 @@ static void yyerror(YYLTYPE *loc, parse_state *ps, yyscan_t scanner, const char 
 %left '+' '-'
 %left '*' '/' FLOORDIV '@'
 %precedence UMINUS
+%right POW                          /* tighter than unary minus: -x ** 2 is -(x ** 2) */
 
 %%
 
@@ -233,6 +237,7 @@ expr
     | expr LE expr                  { $$ = parse_binary(ps, @2, AST_OP_LE, $1, $3); }
     | expr '>' expr                 { $$ = parse_binary(ps, @2, AST_OP_GT, $1, $3); }
     | expr GE expr                  { $$ = parse_binary(ps, @2, AST_OP_GE, $1, $3); }
+    | expr POW expr                 { $$ = parse_binary(ps, @2, AST_OP_POW, $1, $3); }
     | '-' expr %prec UMINUS         { $$ = parse_unary(ps, @1, AST_OP_NEG, $2); }
     | expr AND expr                 { $$ = parse_binary(ps, @2, AST_OP_AND, $1, $3); }
     | expr OR expr                  { $$ = parse_binary(ps, @2, AST_OP_OR, $1, $3); }
@@ -244,6 +249,25 @@ postfix
     : primary
     | postfix '(' call_args ')'     { $$ = parse_call(ps, $1, &$3); }
     | postfix '.' NAME              { $$ = parse_member(ps, @3, $1, $3); }
+    | postfix '[' index_items ']'   { $$ = parse_index(ps, @2, $1, &$3); }
+    ;
+
+/* x[i, a:b, ..., :]: an index or a slice per axis */
+index_items
+    : index_item                    { $$ = (ast_list){0}; parse_push(ps, &$$, $1); }
+    | index_items ',' index_item    { $$ = $1; parse_push(ps, &$$, $3); }
+    ;
+
+index_item
+    : expr
+    | slice_bound ':' slice_bound   { $$ = parse_slice(ps, @2, $1, $3, NULL); }
+    | slice_bound ':' slice_bound ':' slice_bound
+                                    { $$ = parse_slice(ps, @2, $1, $3, $5); }
+    ;
+
+slice_bound
+    : %empty                        { $$ = NULL; }
+    | expr
     ;
 
 primary

@@ -41,6 +41,9 @@ static const grad_case cases[] = {
     {"gelu", "y = gelu(a) + gelu_tanh(a * 2.0)", "param a: f32[3, 4] = normal(1)"},
     {"silu", "y = silu(a)", "param a: f32[3, 4] = normal(1)"},
     {"pow", "y = pow(abs(a) + 0.5, b)", "param a: f32[3, 4] = normal(1)\n param b: f32[3, 4] = normal(0.5)"},
+    /* the operator: a number exponent (a fill) and a tensor one; -a ** 2 is -(a ** 2) */
+    {"pow_operator", "y = -a ** 2 + (abs(b) + 0.5) ** b + 2.0 ** a * a ** -1",
+     "param a: f32[3, 4] = normal(1)\n param b: f32[3, 4] = normal(0.5)"},
     {"maximum", "y = maximum(a, b) + minimum(a, b * 2.0)", "param a: f32[3, 4] = normal(1)\n param b: f32[3, 4] = normal(1)"},
     {"where", "y = where(a > b, a * 3.0, b)", "param a: f32[3, 4] = normal(1)\n param b: f32[3, 4] = normal(1)"},
     {"cast", "y = f32(bf16(a) * bf16(b))", "param a: f32[3, 4] = normal(1)\n param b: f32[3, 4] = normal(1)"},
@@ -63,6 +66,9 @@ static const grad_case cases[] = {
     {"transpose", "y = transpose(a, [2, 0, 1]) * 1.5", "param a: f32[2, 3, 4] = normal(1)"},
     {"reshape", "y = reshape(a, [4, 3]) * 1.5", "param a: f32[3, 4] = normal(1)"},
     {"slice", "y = slice(a, axis: 1, start: 1, end: 3)", "param a: f32[3, 4] = normal(1)"},
+    /* indexing: slices along several axes and reshapes dropping the indexed ones */
+    {"index", "p = a[:, 1:, 1:3]\n  q = a[..., -1]\n  r = a[1, 0]\n  y = concat([reshape(p, [8]), reshape(q, [6]) * 2.0, r * 3.0], axis: 0)",
+     "param a: f32[2, 3, 4] = normal(1)"},
     /* slices covering the axis end to end: their gradients joined by one concat */
     {"slices_cover", "p = slice(a, axis: 1, start: 0, end: 1)\n  q = slice(a, axis: 1, start: 1, end: 4)\n  y = concat([q * q, p], axis: 1)",
      "param a: f32[3, 4] = normal(1)"},
