@@ -875,6 +875,7 @@ static bool bind_slice(const ir_graph *g, const ir_node *n, const int64_t *syms,
 {
     uint32_t size = g->nodes[ir_args(g, n)[0]].shape[n->attr.axis];
     int64_t lo, hi, len;
+    if (!dim_eval(&g->dims[n->shape[n->attr.axis]], syms, &len)) return true;   /* no length: the session's size check says so */
     if (dim_eval(&g->dims[n->attr.lo], syms, &lo) && dim_eval(&g->dims[n->attr.hi], syms, &hi) &&
         dim_eval(&g->dims[size], syms, &len) && lo < hi && hi <= len)
         return true;
