@@ -1146,20 +1146,29 @@ static void if_run_branch(sema_ctx *c, const ast_node *head, const ast_list *stm
     scope_end(c, &sc, head);
 }
 
-/* An if's condition: true or false when the model is built. */
-static bool if_condition(sema_ctx *c, const ast_node *e, bool *taken)
+/* The condition of an if or an assert (what: "an if"), evaluated; a bool
+ * that rests on a symbolic size's value (T == 1, which folds to false only
+ * because T is not 1 written out) is an error, SV_ERROR. */
+static sv build_time_condition(sema_ctx *c, const ast_node *e, const char *what)
 {
     bool outer = c->dim_eq_symbolic;   /* an if in a fn the condition calls must not clear the caller's */
     c->dim_eq_symbolic = false;
     sv v = sema_expr(c, e);
     bool symbolic = c->dim_eq_symbolic;
     c->dim_eq_symbolic = outer || symbolic;
-    if (v.kind == SV_ERROR) return false;
     if (v.kind == SV_BOOL && symbolic) {
         sema_err(c, c->dim_eq_loc, "bind the symbol when building (--dim NAME=VALUE), or give its axis a number in the model's inputs",
-                 "an if's condition compares a symbolic size, whose value is known only when the model runs");
-        return false;
+                 "%s's condition compares a symbolic size, whose value is known only when the model runs", what);
+        return (sv){.kind = SV_ERROR};
     }
+    return v;
+}
+
+/* An if's condition: true or false when the model is built. */
+static bool if_condition(sema_ctx *c, const ast_node *e, bool *taken)
+{
+    sv v = build_time_condition(c, e, "an if");
+    if (v.kind == SV_ERROR) return false;
     if (v.kind == SV_BOOL) {
         *taken = v.i != 0;
         return true;
@@ -1341,7 +1350,7 @@ static void assert_stop(sema_ctx *c)
  * arguments when it is expanded; COND is a compile-time bool. */
 static void exec_assert(sema_ctx *c, const ast_node *s)
 {
-    sv cond = sema_expr(c, s->a);
+    sv cond = build_time_condition(c, s->a, "an assert");
     sv msg = sema_expr(c, s->b);
     sv hint = s->c ? sema_expr(c, s->c) : (sv){.kind = SV_NONE};
     if (cond.kind == SV_ERROR || msg.kind == SV_ERROR || hint.kind == SV_ERROR) { assert_stop(c); return; }
