@@ -248,6 +248,29 @@ static const ir_value *node_args(const ir_graph *g, const ir_node *n)
     return n->nargs ? ir_args(g, n) : none;
 }
 
+/* A chain of elementwise nodes whose kernels run tile by tile (chain_run):
+ * each tile of every operand and result stays in cache from one node to the
+ * next, instead of each node streaming whole tensors through memory (an
+ * optimizer's dozen ops on each weight). Every element gets the same
+ * operations as a whole-tensor run (the kernels are position independent),
+ * so the bits are the same. */
+#define CPU_CHAIN_MAX 32
+#define CPU_CHAIN_TILE 4096        /* elements: a tile of a dozen values fits in L2 */
+#define CPU_CHAIN_SCRATCH ((size_t)CPU_CHAIN_MAX * CPU_CHAIN_TILE * CPU_ELEM_BYTES)
+
+enum chain_state {
+    CHAIN_NONE,
+    CHAIN_PENDING,                 /* in the chain, its tiles go to its buffer */
+    CHAIN_LOCAL,                   /* in the chain, its tiles go to one tile of scratch */
+};
+
+typedef struct cpu_chain {
+    ir_value first;                /* the node the chain began at: later nodes' releases wait */
+    uint32_t n;                    /* nodes whose kernel waits (0: no chain) */
+    ir_value nodes[CPU_CHAIN_MAX];
+    int64_t numel;                 /* every chained result's element count */
+} cpu_chain;
+
 typedef struct cpu_run {
     const ir_graph *g;
     const cpu_exec_opts *o;
@@ -260,6 +283,10 @@ typedef struct cpu_run {
     bool *frontier;                /* a constant value that a non-constant node reads */
     cpu_const_cache *consts;       /* the pool's constants (NULL: none kept) */
     const cpu_tensor **argv;       /* scratch for a node's operands */
+    cpu_chain chain;
+    uint8_t *pending;              /* v's kernel waits in the chain (chain_state) */
+    void *scratch;                 /* the chain's local tiles (NULL: none yet) */
+    bool building;                 /* the constant cache is being built this run */
     char *err;
     size_t errcap;
 } cpu_run;
@@ -555,6 +582,133 @@ static void release(cpu_run *r, ir_value v)
     r->res->values[v].i = NULL;
 }
 
+/* Dropout draws by element index, so it alone is not position independent. */
+static bool chainable_op(nc_op op)
+{
+    return nc_ops[op].category == CAT_ELEMENTWISE && op != OP_DROPOUT;
+}
+
+/* v (result allocated, operands checked) may wait in the chain: its operands
+ * are all the result's size (check_operands) or splats, and it is as large
+ * as the chain's results. Small results are not worth the tiles. */
+static bool chain_fits(const cpu_run *r, ir_value v)
+{
+    const cpu_chain *ch = &r->chain;
+    int64_t numel = r->res->values[v].numel;
+    if (!chainable_op(r->g->nodes[v].op) || numel < 2 * CPU_CHAIN_TILE) return false;
+    return ch->n == 0 || (ch->n < CPU_CHAIN_MAX && ch->numel == numel);
+}
+
+static void chain_push(cpu_run *r, ir_value v)
+{
+    cpu_chain *ch = &r->chain;
+    if (ch->n == 0) ch->first = v, ch->numel = r->res->values[v].numel;
+    ch->nodes[ch->n++] = v;
+    r->pending[v] = CHAIN_PENDING;
+}
+
+/* Elements [off, off + len) of value v, as a rank-1 tensor; a splat stays
+ * whole, and a local value's tile is all its scratch holds. */
+static cpu_tensor tile_of(const cpu_run *r, ir_value v, int64_t off, int64_t len)
+{
+    const cpu_tensor *t = &r->res->values[v];
+    cpu_tensor s = *t;
+    if (t->splat) return s;
+    if (r->pending[v] == CHAIN_LOCAL) off = 0;
+    if (s.f) s.f += off;
+    else s.i += off;
+    s.rank = 1;
+    s.shape[0] = len;
+    s.numel = len;
+    return s;
+}
+
+/* Run u's kernel on one tile. */
+static int chain_kernel(cpu_run *r, ir_value u, int64_t off, int64_t len)
+{
+    const ir_node *n = &r->g->nodes[u];
+    const ir_value *a = node_args(r->g, n);
+    cpu_tensor args[3], out = tile_of(r, u, off, len);
+    const cpu_tensor *argv[3];   /* not r->argv: that holds the operands of the node that ran the chain */
+    NC_ASSERT(n->nargs <= 3);
+    for (int k = 0; k < n->nargs; k++) {
+        args[k] = tile_of(r, a[k], off, len);
+        argv[k] = &args[k];
+    }
+    char kerr[512] = "";
+    cpu_op_ctx c = {.g = r->g, .node = n, .args = argv, .out = &out, .syms = r->syms, .err = kerr,
+                    .errcap = sizeof kerr};
+    cpu_kernels[n->op](&c);
+    return kerr[0] ? run_fail(r, n, "%s", kerr) : 0;
+}
+
+static void finish_node(cpu_run *r, ir_value v);
+
+/* u, a chained value, is read by chained nodes alone and freed once the
+ * chain has run: no tile of it need reach its buffer, and one tile of
+ * scratch, still in cache when the next node reads it, serves instead. Any
+ * other node reading u runs the chain first (a kernel, or a view of a
+ * pending value), so a last use within the chain is a chained one. Not a
+ * constant the cache may keep (frontier). Its buffer stays allocated,
+ * untouched, so that its release is as without the chain. */
+static bool chain_local(const cpu_run *r, ir_value u, ir_value last)
+{
+    return r->last_use[u] != UINT32_MAX && r->last_use[u] <= last && !r->frontier[u];
+}
+
+static void set_data(cpu_tensor *t, void *data)
+{
+    if (t->f) t->f = data;
+    else t->i = data;
+}
+
+/* Point the chain's local values at their scratch tiles; saved[k] keeps
+ * node k's own buffer (NULL: not local). */
+static void chain_localize(cpu_run *r, void **saved)
+{
+    cpu_chain *ch = &r->chain;
+    for (uint32_t k = 0; k < ch->n; k++) {
+        ir_value u = ch->nodes[k];
+        saved[k] = NULL;
+        if (!chain_local(r, u, ch->nodes[ch->n - 1])) continue;
+        if (!r->scratch && !(r->o->pool && (r->scratch = pool_take(r->o->pool, CPU_CHAIN_SCRATCH))))
+            r->scratch = nc_xmalloc(CPU_CHAIN_SCRATCH);
+        saved[k] = data_of(&r->res->values[u]);
+        set_data(&r->res->values[u], (char *)r->scratch + (size_t)k * CPU_CHAIN_TILE * CPU_ELEM_BYTES);
+        r->pending[u] = CHAIN_LOCAL;
+    }
+}
+
+/* Run the chain's kernels, tile by tile, then do what the nodes from its
+ * first up to end (not included) left for after their value: their
+ * releases, in node order, as an unchained run would have done them. */
+static int chain_run(cpu_run *r, ir_value end)
+{
+    cpu_chain *ch = &r->chain;
+    void *saved[CPU_CHAIN_MAX];
+    int rc = 0;
+    chain_localize(r, saved);
+    for (int64_t off = 0; off < ch->numel && rc == 0; off += CPU_CHAIN_TILE) {
+        int64_t len = ch->numel - off < CPU_CHAIN_TILE ? ch->numel - off : CPU_CHAIN_TILE;
+        for (uint32_t k = 0; k < ch->n && rc == 0; k++) rc = chain_kernel(r, ch->nodes[k], off, len);
+    }
+    for (uint32_t k = 0; k < ch->n; k++) {
+        if (saved[k]) set_data(&r->res->values[ch->nodes[k]], saved[k]);   /* dead: its bytes are never read */
+        r->pending[ch->nodes[k]] = CHAIN_NONE;
+    }
+    ch->n = 0;
+    for (ir_value u = ch->first; u < end && rc == 0; u++)
+        if (r->mode[u] != MODE_SKIP) finish_node(r, u);
+    return rc;
+}
+
+static bool reads_pending(const cpu_run *r, const ir_node *n)
+{
+    for (int k = 0; k < n->nargs; k++)
+        if (r->pending[node_args(r->g, n)[k]]) return true;
+    return false;
+}
+
 static int eval_node(cpu_run *r, ir_value v)
 {
     const ir_graph *g = r->g;
@@ -580,10 +734,19 @@ static int eval_node(cpu_run *r, ir_value v)
         NC_ASSERT(a[k] < v && (t->f || t->i));   /* operands precede users and are alive */
         r->argv[k] = t;
     }
-    if (r->base[v] != v && bind_view(r, v, shape)) return 0;
+    int rc;
+    if (r->base[v] != v) {
+        if (r->chain.n && reads_pending(r, n) && (rc = chain_run(r, v))) return rc;
+        if (bind_view(r, v, shape)) return 0;
+    }
     cpu_tensor *out = &r->res->values[v];
-    int rc = alloc_result(r, n, shape, out);
+    rc = alloc_result(r, n, shape, out);
     if (rc || (rc = check_operands(r, n))) return rc;
+    if (r->chain.n && !chain_fits(r, v) && (rc = chain_run(r, v))) return rc;
+    if (chain_fits(r, v)) {   /* joins the chain, or begins the next one */
+        chain_push(r, v);
+        return 0;
+    }
     char kerr[512] = "";
     cpu_op_ctx c = {.g = g, .node = n, .args = r->argv, .out = out, .syms = r->syms, .err = kerr, .errcap = sizeof kerr};
     cpu_kernels[n->op](&c);
@@ -624,6 +787,14 @@ static void keep_const(cpu_run *r, ir_value v)
     r->res->borrowed[u] = true;   /* the cache's now: a release leaves it alone */
 }
 
+/* After v has its value: keep it if it is a constant the cache wants, and
+ * free what v read last (and v, if nothing reads it). */
+static void finish_node(cpu_run *r, ir_value v)
+{
+    if (r->building && r->frontier[v]) keep_const(r, v);
+    release_dead(r, v);
+}
+
 int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res, char *err, size_t errcap)
 {
     memset(res, 0, sizeof *res);
@@ -649,13 +820,18 @@ int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res
     r.frontier = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *r.frontier);
     compute_last_uses(&r);
     bool building = r.consts && !r.consts->complete;
+    r.building = building;
+    r.pending = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *r.pending);
     int rc = 0;
     for (uint32_t v = 0; v < g->nnodes && rc == 0; v++) {
         if (r.mode[v] == MODE_SKIP) continue;
         rc = eval_node(&r, v);
-        if (rc == 0 && building && r.frontier[v]) keep_const(&r, v);
-        if (rc == 0) release_dead(&r, v);
+        if (rc == 0 && r.chain.n == 0) finish_node(&r, v);
     }
+    if (rc == 0 && r.chain.n) rc = chain_run(&r, g->nnodes);
+    free(r.pending);
+    if (r.scratch && o->pool) pool_give(o->pool, r.scratch, CPU_CHAIN_SCRATCH);   /* the next run's, without page faults */
+    else free(r.scratch);
     free(r.last_use);
     free(r.base);
     free(r.argv);

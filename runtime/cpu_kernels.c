@@ -323,7 +323,19 @@ void cpu_relu(const cpu_op_ctx *c)
 
 void cpu_exp(const cpu_op_ctx *c) { MAP1_F(exp(x)); }
 void cpu_log(const cpu_op_ctx *c) { MAP1_F(log(x)); }
-void cpu_sqrt(const cpu_op_ctx *c) { MAP1_F(sqrt(x)); }
+/* The double square root of an f32, rounded to f32, is the f32 square root
+ * (double has more than 2 x 24 + 2 bits), NaNs and -0 included: in f32 the
+ * loop runs twice as wide. */
+void cpu_sqrt(const cpu_op_ctx *c)
+{
+    if (c->out->dtype != NC_F32) {
+        MAP1_F(sqrt(x));
+        return;
+    }
+    const float *xs = c->args[0]->f;
+    float *ys = c->out->f;
+    for (int64_t i = 0, n = c->out->numel; i < n; i++) ys[i] = sqrtf(xs[i]);
+}
 void cpu_rsqrt(const cpu_op_ctx *c) { MAP1_F(1.0 / sqrt(x)); }
 void cpu_tanh(const cpu_op_ctx *c) { MAP1_F(tanh(x)); }
 void cpu_erf(const cpu_op_ctx *c) { MAP1_F(erf(x)); }
@@ -578,15 +590,61 @@ static void sum_block(const cpu_op_ctx *c, const reduce_block *b, double div)
     round_out(c->out);
 }
 
+/* The reduced axes are the last ones (and at least one is): x is
+ * [outer, R] and y [outer]. */
+static bool rows_of_suffix(const cpu_op_ctx *c, int64_t *outer, int64_t *R)
+{
+    const cpu_tensor *x = c->args[0];
+    bool red[NC_MAX_RANK] = {0};
+    int lo = x->rank;
+    for (int k = 0; k < c->node->attr.naxes; k++) {
+        int ax = c->node->attr.axes[k];
+        if (ax >= 0 && ax < x->rank) red[ax] = true;
+    }
+    while (lo > 0 && red[lo - 1]) lo--;
+    for (int i = 0; i < lo; i++)
+        if (red[i]) return false;
+    *outer = span(x, 0, lo);
+    *R = span(x, lo, x->rank);
+    return lo < x->rank;
+}
+
+/* A float sum over trailing axes, four rows at a time: each row's additions
+ * in REDUCE_WALK's order (from 0, element by element), but four chains of
+ * them interleaved, so the adds' latency overlaps. */
+#define SUM_ROWS 4
+static void sum_rows(const cpu_op_ctx *c, int64_t outer, int64_t R, double div)
+{
+    const float *x = c->args[0]->f;
+    float *y = c->out->f;
+    int64_t o = 0;
+    for (; o + SUM_ROWS <= outer; o += SUM_ROWS) {
+        const float *x0 = x + o * R, *x1 = x0 + R, *x2 = x1 + R, *x3 = x2 + R;
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        for (int64_t j = 0; j < R; j++) a0 += x0[j], a1 += x1[j], a2 += x2[j], a3 += x3[j];
+        y[o] = (float)(a0 / div), y[o + 1] = (float)(a1 / div), y[o + 2] = (float)(a2 / div), y[o + 3] = (float)(a3 / div);
+    }
+    for (; o < outer; o++) {
+        double a = 0;
+        for (int64_t j = 0; j < R; j++) a += x[o * R + j];
+        y[o] = (float)(a / div);
+    }
+    round_out(c->out);
+}
+
 /* Sum in double for floats; ints are summed in int64 and wrap like add. */
 static void reduce_sum(const cpu_op_ctx *c, bool mean)
 {
     int64_t ostride[NC_MAX_RANK];
-    int64_t count = reduce_strides(c, ostride);
+    int64_t count = reduce_strides(c, ostride), outer, R;
     cpu_tensor *y = c->out;
     reduce_block b;
     if (is_float(y) && block_of(c, &b)) {
         sum_block(c, &b, mean ? (double)count : 1.0);
+        return;
+    }
+    if (is_float(y) && rows_of_suffix(c, &outer, &R) && outer >= SUM_ROWS) {
+        sum_rows(c, outer, R, mean ? (double)count : 1.0);
         return;
     }
     if (!is_float(y)) {

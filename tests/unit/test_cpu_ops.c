@@ -1216,6 +1216,142 @@ static void test_gather_scatter(void)
     end(&t);
 }
 
+/* Bits of an f32 result against the value the general path defines: equal
+ * bits, or both NaN. */
+static void expect_bits(tcase *t, const char *what, ir_value v, const float *want, int64_t n)
+{
+    const cpu_tensor *x = value(t, v);
+    if (!x || !x->f || x->numel != n) {
+        fail(t, "[%s] %%%u has no f32 value of %lld elements", what, v, (long long)n);
+        return;
+    }
+    int shown = 0;
+    for (int64_t i = 0; i < n && shown < 5; i++)
+        if (memcmp(&x->f[i], &want[i], sizeof *want) != 0 && !(isnan(x->f[i]) && isnan(want[i]))) {
+            fail(t, "[%s] element %lld: expected %.9g, got %.9g", what, (long long)i, want[i], x->f[i]);
+            shown++;
+        }
+}
+
+/* Values with the cases rounding and NaN rules care about, repeated. */
+static double awkward(int64_t i)
+{
+    static const double v[] = {1.5, -0.0, 0.0, -2.25, 3e38, -3e38, 1e-45, 0.1, 7.0, -1e-3, 12345.678};
+    if (i % 97 == 13) return NAN;
+    if (i % 89 == 7) return INFINITY;
+    return v[i % (int64_t)NC_COUNT(v)] * (1.0 + (double)(i % 31) / 7.0);
+}
+
+/* f32 sqrt has its own loop: its bits are those of the double sqrt rounded
+ * to f32 (negative, -0, NaN, inf and subnormal inputs included). */
+static void test_sqrt_f32(void)
+{
+    enum { N = 301 };
+    tcase t;
+    begin(&t, "sqrt f32");
+    double xv[N];
+    float want[N];
+    for (int i = 0; i < N; i++) xv[i] = awkward(i) * (i % 3 ? 1 : -1);
+    ir_value x = in(&t, NC_F32, S(N), xv, N);
+    ir_value y = op(&t, OP_SQRT, NOATTR, A(x));
+    for (int i = 0; i < N; i++) want[i] = (float)sqrt((double)t.in[0].f[i]);
+    if (run(&t)) expect_bits(&t, "sqrt", y, want, N);
+    end(&t);
+}
+
+/* A sum over trailing axes adds four rows at a time; each row's sum is
+ * still in order from 0 (1 + 2^60 - 2^60 is 0, -0 alone gives +0), and the
+ * rows past the last four go one by one. */
+static void test_sum_rows(void)
+{
+    enum { R = 6, O = 7 };
+    tcase t;
+    begin(&t, "sum over trailing axes");
+    double xv[O * R];
+    float want[O], wmean[O];
+    for (int o = 0; o < O; o++)
+        for (int j = 0; j < R; j++) xv[o * R + j] = o == 2 ? -0.0 : j == 1 ? 1152921504606846976.0 : j == 3 ? -1152921504606846976.0 : awkward(o * R + j);
+    ir_value x = in(&t, NC_F32, S(O, 2, 3), xv, O * R);
+    ir_value s = op(&t, OP_SUM, axes(2, 1, 2, false), A(x));
+    ir_value m = op(&t, OP_MEAN, axes(2, 1, 2, false), A(x));
+    for (int o = 0; o < O; o++) {
+        double a = 0;
+        for (int j = 0; j < R; j++) a += t.in[0].f[o * R + j];
+        want[o] = (float)a;
+        wmean[o] = (float)(a / R);
+    }
+    if (run(&t)) {
+        expect_bits(&t, "sum", s, want, O);
+        expect_bits(&t, "mean", m, wmean, O);
+    }
+    end(&t);
+}
+
+/* Elementwise nodes of one large size run as a chain, tile by tile (the
+ * last tile short), values read only inside the chain in scratch tiles. The
+ * bits must be those of node-by-node runs: a * 2.5 + w, where(x > w, ., x),
+ * / w, sqrt, - a. A reshape of c ends the first chain (a view of a pending
+ * value) and the sum reads c's whole buffer. */
+static void test_elementwise_chain(void)
+{
+    enum { N = 3 * 4096 + 5 };
+    tcase t;
+    begin(&t, "elementwise chain");
+    double *xv = malloc(N * sizeof *xv), *wv = malloc(N * sizeof *wv);
+    float *wa = malloc(N * sizeof *wa), *wc = malloc(N * sizeof *wc), *wf = malloc(N * sizeof *wf);
+    for (int i = 0; i < N; i++) xv[i] = awkward(i), wv[i] = awkward(i + 5) + (i % 5 == 0 ? 0.0 : 0.5);
+    ir_value x = in(&t, NC_F32, S(N), xv, N);
+    ir_value w = in(&t, NC_F32, S(N), wv, N);
+    ir_value s = op_shaped(&t, OP_FILL, NC_F32, (ir_attr){.f = 2.5}, NULL, 0, NULL, 0);
+    ir_value bs = op_shaped(&t, OP_BROADCAST, NC_F32, NOATTR, S(N), A(s));
+    ir_value a = op(&t, OP_MUL, NOATTR, A(x, bs));
+    ir_value b = op(&t, OP_ADD, NOATTR, A(a, w));
+    ir_value gt = op(&t, OP_GT, NOATTR, A(x, w));
+    ir_value c = op(&t, OP_WHERE, NOATTR, A(gt, b, x));
+    ir_value rc = op_shaped(&t, OP_RESHAPE, NC_F32, NOATTR, S(1, N), A(c));
+    ir_value sum = op(&t, OP_SUM, axes(1, 1, 0, false), A(rc));
+    ir_value d = op(&t, OP_DIV, NOATTR, A(c, w));
+    ir_value e = op(&t, OP_SQRT, NOATTR, A(d));
+    ir_value f = op(&t, OP_SUB, NOATTR, A(e, a));
+    ir_output_add(t.g, "f", f);
+    ir_output_add(t.g, "sum", sum);
+    t.o.keep_all = false;
+    double acc = 0;
+    for (int i = 0; i < N; i++) {
+        double xi = t.in[0].f[i], wi = t.in[1].f[i];
+        wa[i] = (float)(xi * 2.5);
+        float bi = (float)((double)wa[i] + wi);
+        wc[i] = xi > wi ? bi : (float)xi;
+        acc += wc[i];
+        float di = (float)((double)wc[i] / wi), ei = (float)sqrt((double)di);
+        wf[i] = (float)((double)ei - wa[i]);
+    }
+    float wsum = (float)acc;
+    if (run(&t)) {
+        expect_bits(&t, "chain", f, wf, N);
+        expect_bits(&t, "sum of a chained value", sum, &wsum, 1);
+    }
+    end(&t);
+
+    /* k2, a constant the cache keeps (read by h), is written to its own
+     * buffer though only the chain reads it: the second run reads it kept. */
+    begin(&t, "elementwise chain of constants");
+    x = in(&t, NC_F32, S(N), xv, N);
+    ir_value io = op_shaped(&t, OP_IOTA, NC_I32, (ir_attr){.axis = 0}, S(N), NULL, 0);
+    ir_value k = op_shaped(&t, OP_CAST, NC_F32, NOATTR, S(N), A(io));
+    ir_value k2 = op(&t, OP_MUL, NOATTR, A(k, k));
+    ir_value h = op(&t, OP_ADD, NOATTR, A(k2, x));
+    ir_output_add(t.g, "h", h);
+    t.o.keep_all = false;
+    for (int i = 0; i < N; i++) wf[i] = (float)((double)(float)((double)i * i) + t.in[0].f[i]);
+    if (run(&t)) {
+        expect_bits(&t, "iota^2 + x", h, wf, N);
+        if (t.pool.const_reads == 0) fail(&t, "the second run read no kept constant");
+    }
+    end(&t);
+    free(xv), free(wv), free(wa), free(wc), free(wf);
+}
+
 /* ------------------------------------------------------------------ */
 /* the executor                                                         */
 
@@ -1592,6 +1728,9 @@ int main(void)
     test_freeing();
     test_apply_updates();
     test_splat_operands();
+    test_sqrt_f32();
+    test_sum_rows();
+    test_elementwise_chain();
     test_views_live();
     test_const_cache();
     test_blas_threads();
