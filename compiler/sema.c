@@ -780,14 +780,35 @@ static sv eval_call(sema_ctx *c, const ast_node *e)
     return sv_error();
 }
 
+/* x.numel, the product of x's sizes: the one size a pattern's `...` cannot
+ * name, so that fn flatten(x: [B, ...]) can say x.numel / B. */
+static sv tensor_numel(sema_ctx *c, sv x, nc_loc loc)
+{
+    const ir_node *n = &c->g->nodes[x.t];
+    dim_expr r = dim_const(1);
+    for (int i = 0; i < n->rank; i++) {
+        dim_expr p;
+        dim_status s = dim_mul(&r, &c->g->dims[n->shape[i]], &p);
+        if (s != DIM_OK) {
+            sema_err(c, loc, NULL, "'.numel': %s", dim_status_message(s));
+            return sv_error();
+        }
+        r = p;
+    }
+    int64_t k;
+    if (dim_is_const(&r, &k)) return sv_int(k);
+    return (sv){.kind = SV_DIM, .dim = ir_dim_intern(c->g, &r)};
+}
+
 static sv eval_member(sema_ctx *c, const ast_node *e)
 {
     sv obj = sema_expr(c, e->a);
     if (obj.kind == SV_ERROR) return obj;
     if (obj.kind == SV_TENSOR) {   /* x.dtype: so a fn can make tensors of its argument's dtype */
         if (strcmp(e->name, "dtype") == 0) return (sv){.kind = SV_DTYPE, .dtype = obj.dtype};
+        if (strcmp(e->name, "numel") == 0) return tensor_numel(c, obj, e->loc);
         sema_err(c, e->loc, "a fn binds sizes by its argument's pattern: fn f(x: [B, H, W, C])",
-                 "'.%s': a tensor's one member is .dtype", e->name);
+                 "'.%s': a tensor's members are .dtype and .numel", e->name);
         return sv_error();
     }
     if (obj.kind != SV_MODULE) {

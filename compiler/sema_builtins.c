@@ -4,7 +4,8 @@
  * A call like sum(x, axis: -1) is checked generically from the op's row in
  * ops.def: the tensor operands come first, then the kwargs spec says which
  * attribute each further argument fills. No op is special-cased here except
- * where the language itself has sugar (operators, dtype casts). */
+ * where the language itself has sugar (operators, dtype casts, softmax's and
+ * log_softmax's axis). */
 #include "sema_int.h"
 #include "program.h"   /* NRT_MAX_INTS: the sizes one kernel takes */
 
@@ -484,6 +485,60 @@ static const char *tensor_slot_hint(const char *name)
     return NULL;
 }
 
+/* softmax(x, axis: k) and log_softmax(x, axis: k). The ops work on the last
+ * axis; another axis is swapped with the last and back, two transposes that
+ * autodiff and both backends already know, so the ops stay as they are. */
+static sv rowwise_on_axis(sema_ctx *c, nc_op op, const ast_node *call, const ast_node *axis_arg)
+{
+    const char *name = nc_ops[op].name;
+    const ast_node *xa = call->list.items[0];
+    if (call->list.n != 2 || xa->kind == AST_KWARG) {
+        sema_err(c, call->loc, NULL, "%s takes one tensor and 'axis': %s(x, axis: -1)", name, name);
+        return sv_error();
+    }
+    sv x = sema_expr(c, xa);
+    sv ax = sema_expr(c, axis_arg->a);
+    if (x.kind == SV_ERROR || ax.kind == SV_ERROR) return sv_error();
+    char what[48];
+    snprintf(what, sizeof what, "%s: 'axis'", name);
+    int64_t k;
+    if (!want_int(c, ax, axis_arg->loc, what, &k)) return sv_error();
+    if (x.kind != SV_TENSOR) {
+        sema_err(c, xa->loc, NULL, "%s: x must be a tensor, got %s", name, sv_kind_phrase(x.kind));
+        return sv_error();
+    }
+    int rank = c->g->nodes[x.t].rank;
+    if (k < -rank || k >= rank) {
+        char hint[96];
+        snprintf(hint, sizeof hint, "x has rank %d: its axes are 0 to %d, or -%d to -1 from the end", rank, rank - 1, rank);
+        sema_err(c, axis_arg->loc, rank ? hint : NULL, "%s: axis %lld is out of range for a tensor of rank %d",
+                 name, (long long)k, rank);
+        return sv_error();
+    }
+    if (k < 0) k += rank;
+    ir_node row = sema_proto(c, op, call->loc);
+    row.attr.axis = -1;
+    if (k == rank - 1) return sema_apply(c, &row, &x, 1, &xa->loc, NULL);
+    ir_node swap = sema_proto(c, OP_TRANSPOSE, call->loc);
+    swap.attr.naxes = (uint8_t)rank;
+    for (int i = 0; i < rank; i++) swap.attr.axes[i] = (int8_t)i;
+    swap.attr.axes[k] = (int8_t)(rank - 1);
+    swap.attr.axes[rank - 1] = (int8_t)k;
+    ir_node back = swap;
+    sv y = sema_apply(c, &swap, &x, 1, &xa->loc, NULL);
+    if (y.kind != SV_ERROR) y = sema_apply(c, &row, &y, 1, &xa->loc, NULL);
+    if (y.kind != SV_ERROR) y = sema_apply(c, &back, &y, 1, &xa->loc, NULL);
+    return y;
+}
+
+static const ast_node *axis_kwarg(const ast_node *call)
+{
+    for (uint32_t i = 0; i < call->list.n; i++)
+        if (call->list.items[i]->kind == AST_KWARG && strcmp(call->list.items[i]->name, "axis") == 0)
+            return call->list.items[i];
+    return NULL;
+}
+
 sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
 {
     c->pending_name = NULL;
@@ -491,6 +546,8 @@ sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
     if (fold_scalar_math(c, name, call, &folded)) return folded;
     nc_op op;
     if (!op_from_name(name, &op)) NC_BUG("not a builtin: %s", name);
+    const ast_node *axis_arg = axis_kwarg(call);
+    if ((op == OP_SOFTMAX || op == OP_LOG_SOFTMAX) && axis_arg) return rowwise_on_axis(c, op, call, axis_arg);
     const nc_op_info *info = &nc_ops[op];
     kw_spec spec[8];
     int nspec = parse_spec(info->kwargs, spec, 8);

@@ -53,6 +53,9 @@ static const grad_case cases[] = {
     {"sum_mean", "y = sum(a, axis: 1, keepdim: true) + mean(a, axis: 0)", "param a: f32[3, 4] = normal(1)"},
     {"max", "y = max(a, axis: -1)", "param a: f32[3, 4] = normal(1)"},
     {"softmax", "y = softmax(a) + log_softmax(a * 2.0)", "param a: f32[3, 5] = normal(1)"},
+    /* over another axis: transposes around the row-wise op */
+    {"softmax_axis", "y = softmax(a, axis: 0) + log_softmax(a * 2.0, axis: -2) + softmax(a, axis: 2)",
+     "param a: f32[2, 3, 4] = normal(1)"},
     {"layernorm", "y = layernorm(a, w, b)", "param a: f32[3, 6] = normal(1)\n param w: f32[6] = normal(1)\n param b: f32[6] = normal(1)"},
     {"rmsnorm", "y = rmsnorm(a, w)", "param a: f32[3, 6] = normal(1)\n param w: f32[6] = normal(1)"},
     {"cross_entropy", "y = cross_entropy(a, iota([3], dtype: i32)) + cross_entropy(a * 2.0, iota([3], dtype: i32), smoothing: 0.2)",
@@ -95,6 +98,8 @@ static const grad_case cases[] = {
        back): odd and unequal H and W, so that a swapped axis or a window
        reading past the edge shows; stride 2 reads the padding at both ends */
     {"nn_conv2d", "y = nn.conv2d(a, 2, 3, stride: 2, padding: 1)", "param a: f32[2, 5, 3, 2] = normal(1)"},
+    {"nn_depthwise_conv2d", "y = nn.depthwise_conv2d(a, 3, stride: 2, padding: 1)", "param a: f32[2, 5, 3, 2] = normal(1)"},
+    {"nn_flatten", "y = nn.flatten(a) * 1.5", "param a: f32[2, 3, 2, 2] = normal(1)"},
     /* the odd last row and column are in no window: their gradient is 0 */
     {"nn_max_pool2d", "y = nn.max_pool2d(a)", "param a: f32[2, 5, 3, 2] = normal(1)"},
     {"nn_avg_pool2d", "p = nn.avg_pool2d(a, kernel: 3)\n  q = nn.avg_pool2d(a * 2.0)\n  y = concat([reshape(p, [8]), reshape(q, [18])], axis: 0)",

@@ -5,7 +5,8 @@
  * strides, paddings and odd sizes whose output size rounds down; the pools
  * with PyTorch's strides and paddings (max: the padding never wins, avg: its
  * zeros counted). Also the sizes that meet tensors as numbers (a fn's known
- * H, a symbolic T). */
+ * H, a symbolic T). depthwise_conv2d likewise, flatten, and softmax over
+ * an axis that is not the last. */
 #include "cpu_exec.h"
 #include "driver.h"
 #include "tensor_io.h"
@@ -272,8 +273,128 @@ static void check_sizes_beside_tensors(void)
     src_free(&src);
 }
 
+/* depthwise_conv2d: channel ch of the output reads only channel ch of the
+ * windows, weighted by weight[u, v, ch]. */
+static void check_depthwise(const conv_case *k)
+{
+    char text[512], name[64];
+    snprintf(name, sizeof name, "depthwise_%dx%d_s%d_p%d", k->kernel, k->kernel, k->stride, k->padding);
+    snprintf(text, sizeof text,
+             "import nn\n"
+             "model m(x: f32[%d, %d, %d, %d]) -> (y) {\n"
+             "  y = nn.depthwise_conv2d(x, %d, stride: %d, padding: %d)\n"
+             "  return y\n"
+             "}\n",
+             k->b, k->h, k->w, k->c, k->kernel, k->stride, k->padding);
+    src_table src = {0};
+    ir_graph *g = compile_text(&src, name, text);
+    CHECK(g != NULL && g->nparams == 2);   /* y.weight [k, k, C], y.bias [C] */
+    if (!g || g->nparams != 2) { if (g) ir_graph_free(g); src_free(&src); return; }
+    char err[512];
+    cpu_tensor x = {0}, params[2] = {{0}};
+    int64_t xs[4] = {k->b, k->h, k->w, k->c};
+    cpu_tensor_alloc(&x, NC_F32, 4, xs, 0);
+    random_fill(&x, (uint32_t)(k->w * 71 + k->kernel));
+    for (uint32_t i = 0; i < 2; i++) CHECK(param_init(g, i, 13, &params[i], err, sizeof err) == 0);
+    CHECK(params[0].rank == 3 && params[0].shape[0] == k->kernel && params[0].shape[2] == k->c);
+    random_fill(&params[1], 7);
+    cpu_exec_opts o = {.inputs = &x, .params = params};
+    cpu_exec_result res;
+    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", name, err);
+        failures++;
+        goto done;
+    }
+    const cpu_tensor *y = &res.values[g->outputs[0].value], *wt = &params[0];
+    int oh = out_size(k->h, k), ow = out_size(k->w, k), bad = 0;
+    CHECK(y->rank == 4 && y->shape[1] == oh && y->shape[2] == ow && y->shape[3] == k->c);
+    for (int b = 0; b < k->b; b++)
+        for (int i = 0; i < oh; i++)
+            for (int j = 0; j < ow; j++)
+                for (int ch = 0; ch < k->c; ch++) {
+                    double want = params[1].f[ch];
+                    for (int u = 0; u < k->kernel; u++)
+                        for (int v = 0; v < k->kernel; v++)
+                            want += (double)pixel(&x, k, b, i * k->stride + u - k->padding, j * k->stride + v - k->padding, ch) *
+                                    wt->f[(u * k->kernel + v) * k->c + ch];
+                    float got = y->f[(((int64_t)b * oh + i) * ow + j) * k->c + ch];
+                    if (fabs(got - want) > 1e-5 * (1 + fabs(want)) && bad++ < 3)
+                        fprintf(stderr, "%s: y[%d, %d, %d, %d] = %g, want %g\n", name, b, i, j, ch, got, want);
+                }
+    if (bad) { fprintf(stderr, "%s: %d elements differ\n", name, bad); failures++; }
+    cpu_exec_result_free(&res);
+done:
+    cpu_tensor_free(&x);
+    for (int i = 0; i < 2; i++) cpu_tensor_free(&params[i]);
+    ir_graph_free(g);
+    src_free(&src);
+}
+
+/* softmax and log_softmax over the middle axis of a (2, 3, 4) tensor against
+ * exp(x - max) / sum over that axis, and nn.flatten, a (B, H, W, C) image as
+ * (B, H * W * C) rows with a symbolic B. */
+static void check_softmax_axis_and_flatten(void)
+{
+    const char *text = "import nn\n"
+                       "model m(x: f32[2, 3, 4], im: f32[B, 3, 2, 2]) -> (s, l, s0, f) {\n"
+                       "  return softmax(x, axis: 1), log_softmax(x, axis: -2), softmax(x, axis: -3), nn.flatten(im)\n"
+                       "}\n";
+    src_table src = {0};
+    ir_graph *g = compile_text(&src, "softmax_axis", text);
+    CHECK(g != NULL);
+    if (!g) { src_free(&src); return; }
+    char err[512];
+    cpu_tensor in[2] = {{0}};
+    int64_t xs[3] = {2, 3, 4}, ims[4] = {5, 3, 2, 2};
+    cpu_tensor_alloc(&in[0], NC_F32, 3, xs, 0);
+    cpu_tensor_alloc(&in[1], NC_F32, 4, ims, 0);
+    random_fill(&in[0], 3);
+    for (int i = 0; i < 24; i++) in[0].f[i] *= 4.0f;
+    random_fill(&in[1], 9);
+    int64_t bsym[1] = {5};
+    cpu_exec_opts o = {.syms = bsym, .inputs = in};
+    cpu_exec_result res;
+    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "softmax_axis: %s\n", err);
+        failures++;
+        goto done;
+    }
+    const cpu_tensor *s = &res.values[g->outputs[0].value], *l = &res.values[g->outputs[1].value];
+    const cpu_tensor *s0 = &res.values[g->outputs[2].value], *f = &res.values[g->outputs[3].value];
+    CHECK(s->rank == 3 && l->rank == 3 && s->shape[1] == 3 && s0->shape[0] == 2);
+    int bad = 0;
+    for (int a = 0; a < 2; a++)
+        for (int c = 0; c < 4; c++) {
+            double sum = 0;
+            for (int j = 0; j < 3; j++) sum += exp(in[0].f[(a * 3 + j) * 4 + c]);
+            for (int j = 0; j < 3; j++) {
+                int at = (a * 3 + j) * 4 + c;
+                double p = exp(in[0].f[at]) / sum;
+                if (fabs(s->f[at] - p) > 1e-6 && bad++ < 3) fprintf(stderr, "softmax axis 1 [%d] = %g, want %g\n", at, s->f[at], p);
+                if (fabs(l->f[at] - log(p)) > 1e-5 && bad++ < 3) fprintf(stderr, "log_softmax axis -2 [%d] = %g, want %g\n", at, l->f[at], log(p));
+            }
+        }
+    for (int r = 0; r < 12; r++) {
+        double sum = exp(in[0].f[r]) + exp(in[0].f[12 + r]);
+        for (int a = 0; a < 2; a++)
+            if (fabs(s0->f[a * 12 + r] - exp(in[0].f[a * 12 + r]) / sum) > 1e-6 && bad++ < 3)
+                fprintf(stderr, "softmax axis -3 [%d] = %g\n", a * 12 + r, s0->f[a * 12 + r]);
+    }
+    CHECK(f->rank == 2 && f->shape[0] == 5 && f->shape[1] == 12);
+    for (int i = 0; i < 60 && f->numel == 60; i++)
+        if (!same_bits(f->f[i], in[1].f[i]) && bad++ < 3) fprintf(stderr, "flatten [%d] = %g, want %g\n", i, f->f[i], in[1].f[i]);
+    if (bad) { fprintf(stderr, "softmax_axis: %d elements differ\n", bad); failures++; }
+    cpu_exec_result_free(&res);
+done:
+    for (int i = 0; i < 2; i++) cpu_tensor_free(&in[i]);
+    ir_graph_free(g);
+    src_free(&src);
+}
+
 int main(void)
 {
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_depthwise(&cases[i]);
+    check_softmax_axis_and_flatten();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
     for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) check_pool(&pool_cases[i]);
     check_sizes_beside_tensors();
