@@ -54,6 +54,39 @@ static void random_fill(cpu_tensor *t, uint32_t seed)
 
 /* Outputs: the windows, the convolution, and (stride = kernel, no padding)
  * both pools, checked element by element. */
+/* max_pool2d (mp) and avg_pool2d (ap) of x against PyTorch's definition on
+ * geo's windows (its stride and padding): the max over each window's pixels
+ * (the padding never wins), their sum divided by kernel * kernel
+ * (count_include_pad). The number of elements that differ. */
+static int check_pools(const char *name, const cpu_tensor *x, int batch, const conv_case *geo, const cpu_tensor *mp,
+                       const cpu_tensor *ap)
+{
+    int oh = out_size(geo->h, geo), ow = out_size(geo->w, geo), bad = 0, kk = geo->kernel * geo->kernel;
+    CHECK(mp->rank == 4 && mp->shape[1] == oh && mp->shape[2] == ow && ap->shape[1] == oh && ap->shape[2] == ow);
+    if (mp->numel != (int64_t)batch * oh * ow * geo->c || ap->numel != mp->numel) return 1;
+    for (int b = 0; b < batch; b++)
+        for (int i = 0; i < oh; i++)
+            for (int j = 0; j < ow; j++)
+                for (int ch = 0; ch < geo->c; ch++) {
+                    float hi = -INFINITY;
+                    double sum = 0;
+                    for (int u = 0; u < geo->kernel; u++)
+                        for (int v = 0; v < geo->kernel; v++) {
+                            int r = i * geo->stride + u - geo->padding, q = j * geo->stride + v - geo->padding;
+                            if (r < 0 || r >= geo->h || q < 0 || q >= geo->w) continue;
+                            float p = pixel(x, geo, b, r, q, ch);
+                            hi = p > hi ? p : hi;
+                            sum += p;
+                        }
+                    int64_t at = (((int64_t)b * oh + i) * ow + j) * geo->c + ch;
+                    if (!same_bits(mp->f[at], hi) && bad++ < 3)
+                        fprintf(stderr, "%s: max_pool2d[%d, %d, %d, %d] = %g, want %g\n", name, b, i, j, ch, mp->f[at], hi);
+                    if (fabs(ap->f[at] - sum / kk) > 1e-6 && bad++ < 3)
+                        fprintf(stderr, "%s: avg_pool2d[%d, %d, %d, %d] = %g, want %g\n", name, b, i, j, ch, ap->f[at], sum / kk);
+                }
+    return bad;
+}
+
 static void check_case(const conv_case *k)
 {
     char text[1024], name[64];
@@ -116,25 +149,8 @@ static void check_case(const conv_case *k)
                             fprintf(stderr, "%s: windows[%d, %d, %d, %d, %d] = %g, want %g\n", name, b, i, j, u, ch, got, want);
                     }
             }
-    int ph = k->h / k->kernel, pw = k->w / k->kernel;   /* pools: stride = kernel, no padding: rounds down */
-    CHECK(mp->rank == 4 && mp->shape[1] == ph && mp->shape[2] == pw && ap->shape[1] == ph && ap->shape[2] == pw);
-    for (int b = 0; b < k->b; b++)
-        for (int i = 0; i < ph; i++)
-            for (int j = 0; j < pw; j++)
-                for (int ch = 0; ch < k->c; ch++) {
-                    float hi = -INFINITY;
-                    double sum = 0;
-                    for (int u = 0; u < k->kernel; u++)
-                        for (int v = 0; v < k->kernel; v++) {
-                            float p = pixel(&x, k, b, i * k->kernel + u, j * k->kernel + v, ch);
-                            hi = p > hi ? p : hi;
-                            sum += p;
-                        }
-                    int64_t at = (((int64_t)b * ph + i) * pw + j) * k->c + ch;
-                    if (!same_bits(mp->f[at], hi) && bad++ < 3) fprintf(stderr, "%s: max_pool2d = %g, want %g\n", name, mp->f[at], hi);
-                    if (fabs(ap->f[at] - sum / kk) > 1e-6 && bad++ < 3)
-                        fprintf(stderr, "%s: avg_pool2d = %g, want %g\n", name, ap->f[at], sum / kk);
-                }
+    conv_case pools = {.h = k->h, .w = k->w, .c = k->c, .kernel = k->kernel, .stride = k->kernel};   /* stride = kernel, no padding */
+    bad += check_pools(name, &x, k->b, &pools, mp, ap);
     if (bad) { fprintf(stderr, "%s: %d elements differ\n", name, bad); failures++; }
     cpu_exec_result_free(&res);
 done:
@@ -195,29 +211,7 @@ static void check_pool(const pool_case *k)
     const cpu_tensor *mp = &res.values[g->outputs[0].value], *ap = &res.values[g->outputs[1].value];
     const cpu_tensor *gp = &res.values[g->outputs[2].value];
     conv_case geo = {.h = k->h, .w = k->w, .c = k->c, .kernel = k->kernel, .stride = s, .padding = k->padding};
-    int oh = out_size(k->h, &geo), ow = out_size(k->w, &geo), bad = 0;
-    CHECK(mp->rank == 4 && mp->shape[1] == oh && mp->shape[2] == ow && ap->shape[1] == oh && ap->shape[2] == ow);
-    for (int b = 0; b < k->b; b++)
-        for (int i = 0; i < oh; i++)
-            for (int j = 0; j < ow; j++)
-                for (int ch = 0; ch < k->c; ch++) {
-                    float hi = -INFINITY;
-                    double sum = 0;
-                    for (int u = 0; u < k->kernel; u++)
-                        for (int v = 0; v < k->kernel; v++) {
-                            int r = i * s + u - k->padding, q = j * s + v - k->padding;
-                            if (r < 0 || r >= k->h || q < 0 || q >= k->w) continue;
-                            float p = pixel(&x, &geo, b, r, q, ch);
-                            hi = p > hi ? p : hi;
-                            sum += p;
-                        }
-                    int64_t at = (((int64_t)b * oh + i) * ow + j) * k->c + ch;
-                    double mean = sum / (k->kernel * k->kernel);
-                    if (!same_bits(mp->f[at], hi) && bad++ < 3)
-                        fprintf(stderr, "%s: max_pool2d[%d, %d, %d, %d] = %g, want %g\n", name, b, i, j, ch, mp->f[at], hi);
-                    if (fabs(ap->f[at] - mean) > 1e-6 && bad++ < 3)
-                        fprintf(stderr, "%s: avg_pool2d[%d, %d, %d, %d] = %g, want %g\n", name, b, i, j, ch, ap->f[at], mean);
-                }
+    int bad = check_pools(name, &x, k->b, &geo, mp, ap);
     CHECK(gp->rank == 2 && gp->shape[0] == k->b && gp->shape[1] == k->c);
     for (int b = 0; b < k->b; b++)
         for (int ch = 0; ch < k->c; ch++) {
