@@ -740,6 +740,19 @@ static sv read_name(sema_ctx *c, binding *b, nc_loc loc)
 
 static sv call_fn(sema_ctx *c, sv fn, const ast_node *call);
 
+/* f32(i + 1), i32(2.7): a number converted as a tensor's elements would be
+ * (rounded to the float dtype; truncated toward zero and saturated to the
+ * integer one, NaN to 0; bool: not zero), and still a number. */
+static sv cast_number(sv x, nc_dtype to)
+{
+    double v = x.kind == SV_INT ? (double)x.i : x.f;
+    if (dtype_is_float(to)) return sv_float((double)nc_round_to(to, (float)v));
+    if (to == NC_BOOL) return (sv){.kind = SV_BOOL, .i = v != 0};
+    double lo = to == NC_U8 ? 0 : (double)INT32_MIN, hi = to == NC_U8 ? 255 : (double)INT32_MAX;
+    if (x.kind == SV_INT) return sv_int(x.i < lo ? (int64_t)lo : x.i > hi ? (int64_t)hi : x.i);
+    return sv_int(v != v ? 0 : v <= lo ? (int64_t)lo : v >= hi ? (int64_t)hi : (int64_t)trunc(v));
+}
+
 static sv eval_call(sema_ctx *c, const ast_node *e)
 {
     const ast_node *callee = e->a;
@@ -752,8 +765,9 @@ static sv eval_call(sema_ctx *c, const ast_node *e)
         if (x.kind == SV_ERROR) return x;
         if (x.kind == SV_DIM && dtype_is_float(callee->dtype))   /* f32(T): the bound size, as a scalar */
             return sema_dim_tensor(c, x.dim, callee->dtype, e->loc);
+        if (x.kind == SV_INT || x.kind == SV_FLOAT) return cast_number(x, callee->dtype);
         if (x.kind != SV_TENSOR) {
-            sema_err(c, e->loc, NULL, "%s(...) casts a tensor, got %s", dtype_name(callee->dtype), sv_kind_phrase(x.kind));
+            sema_err(c, e->loc, NULL, "%s(...) casts a tensor or a number, got %s", dtype_name(callee->dtype), sv_kind_phrase(x.kind));
             return sv_error();
         }
         return sema_cast(c, x, callee->dtype, e->loc, false);

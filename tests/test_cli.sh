@@ -104,7 +104,9 @@ expect 0 "" build "$src/examples/char_lm.net" --entry train --accumulate 2 --tar
 # train reads -Werror (and --no-PASS) as build does
 expect 1 "error: 'hidden' is assigned but never used [-Werror]" train "$src/tests/golden/diag/unused_binding_warning.net" --data "$tmp/nodata" -Werror
 printf 'model m(x: f32[B, 4]) -> (y: f32[B, 4])\n  config H = 4\n{\n  return x * f32(H)\n}\n' > "$tmp/cast_int.net"
-expect 1 "f32(...) casts a tensor, got an integer" check "$tmp/cast_int.net"
+expect 0 "" check "$tmp/cast_int.net"   # f32 of a config's number is a number (4.0); it was refused
+printf 'model m(x: f32[B, 4]) -> (y: f32[B, 4])\n  config NAME = "four"\n{\n  return x * f32(NAME)\n}\n' > "$tmp/cast_str.net"
+expect 1 "f32(...) casts a tensor or a number, got a string" check "$tmp/cast_str.net"
 expect 1 "not a safetensors"      run "$tmp/m.netm" --dim B=2 --random-inputs 1 --weights "$tmp/junk.netm"
 # a context longer than the position table: a type error where T is known (the
 # gather's line), and where it is bound only at run time, refused by name at the
