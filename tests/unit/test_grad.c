@@ -1,12 +1,16 @@
 /* test_grad.c - every differentiable op's gradient rule against central
  * finite differences on the CPU executor. Each case is a tiny model whose
- * loss is a weighted sum of the op's result, so every output element counts
- * with a different weight. NETC_GRAD_CASE=name runs one case. */
+ * loss is a weighted sum of the op's result y, so every output element counts
+ * with a different weight. The finite differences take the executor's f32 y
+ * and sum it in double on the host: an f32 loss rounds away the differences
+ * of a larger tensor, and a weight growing with the index magnifies them.
+ * NETC_GRAD_CASE=name runs one case. */
 #include "autodiff.h"
 #include "cpu_exec.h"
 #include "driver.h"
 #include "tensor_io.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +22,18 @@ typedef struct grad_case {
     const char *params;        /* declarations */
 } grad_case;
 
-/* Finite-difference step and tolerance where the defaults (1e-3, 1e-2) do not
+/* The step (relative to max(1, |x|)) and relative tolerance by default: a
+ * step near the cube root of f32's epsilon balances the central difference's
+ * truncation (h^2) against the rounding of y (eps / h); the tolerance catches
+ * a rule off by 1%. The absolute part of the tolerance is that rounding,
+ * estimated per element (fd_noise). */
+#define FD_STEP 5e-3
+#define FD_RTOL 3e-3
+/* How many f32 ulps of each weighted output element the forward's rounding
+ * may move it by (sums, subtractions of nearby values inside an op). */
+#define FD_ULPS 4.0
+
+/* Finite-difference step and tolerance where the defaults do not
  * fit: through bf16 the loss is piecewise constant at the scale of one ulp
  * (2^-8), so the step must span many ulps and the check is coarser. */
 static const struct {
@@ -53,6 +68,8 @@ static const grad_case cases[] = {
     {"sum_mean", "y = sum(a, axis: 1, keepdim: true) + mean(a, axis: 0)", "param a: f32[3, 4] = normal(1)"},
     {"max", "y = max(a, axis: -1)", "param a: f32[3, 4] = normal(1)"},
     {"softmax", "y = softmax(a) + log_softmax(a * 2.0)", "param a: f32[3, 5] = normal(1)"},
+    /* 60 elements: the rounding of a larger sum must not fail a right gradient */
+    {"softmax_large", "y = softmax(a) + softmax(a * 2.0)", "param a: f32[3, 4, 5] = normal(1)"},
     /* over another axis: transposes around the row-wise op */
     {"softmax_axis", "y = softmax(a, axis: 0) + log_softmax(a * 2.0, axis: -2) + softmax(a, axis: 2)",
      "param a: f32[2, 3, 4] = normal(1)"},
@@ -113,130 +130,191 @@ static const grad_case cases[] = {
 
 static int failures;
 
-static double loss_of(const ir_graph *g, const cpu_tensor *inputs, cpu_tensor *params, ir_value loss)
+/* The weight of y's element j: within [0.5, 1.5) and all different (the
+ * golden ratio's multiples modulo 1), so that a gradient routed to the wrong
+ * element shows, without magnifying the rounding of a large tensor. */
+static float weight_of(int64_t j) { return (float)(0.5 + fmod(0.6180339887498949 * (double)j, 1.0)); }
+
+typedef struct fd_loss {
+    double loss;   /* sum of weight * y, in double */
+    double mag;    /* sum of |weight * y|: the scale of its rounding */
+} fd_loss;
+
+static fd_loss loss_of(const ir_graph *g, const cpu_tensor *inputs, cpu_tensor *params, ir_value y, const cpu_tensor *wt)
 {
     cpu_exec_opts o = {.inputs = inputs, .params = params};
     cpu_exec_result res;
     char err[512];
+    fd_loss l = {NAN, 0};
     if (cpu_exec_run(g, &o, &res, err, sizeof err)) {
         fprintf(stderr, "run: %s\n", err);
-        return NAN;
+        return l;
     }
-    double v = res.values[loss].f[0];
+    l.loss = 0;
+    for (int64_t j = 0; j < wt->numel; j++) {
+        double v = (double)wt->f[j] * (double)res.values[y].f[j];
+        l.loss += v;
+        l.mag += fabs(v);
+    }
     cpu_exec_result_free(&res);
-    return v;
+    return l;
 }
 
-static void run_case(const grad_case *c)
+/* A central difference and the most the rounding of y can move it by. */
+typedef struct fd_result {
+    double d, noise;
+} fd_result;
+
+static fd_result central_difference(const ir_graph *g, const cpu_tensor *inputs, cpu_tensor *params, ir_value y,
+                                    const cpu_tensor *wt, float *x, double h)
 {
-    const char *stmts = c->body;
-    /* loss = sum(y * w) with w = 1 + 0.37 * index: every element of y counts
-     * with its own weight. w needs y's shape: compile once to learn it. */
-    src_table src = {0};
+    float saved = *x, up = (float)(saved + h), down = (float)(saved - h);
+    double span = (double)up - (double)down;   /* the step f32 could take */
+    *x = up;
+    fd_loss lp = loss_of(g, inputs, params, y, wt);
+    *x = down;
+    fd_loss lm = loss_of(g, inputs, params, y, wt);
+    *x = saved;
+    return (fd_result){(lp.loss - lm.loss) / span, FD_ULPS * FLT_EPSILON * (lp.mag + lm.mag) / span};
+}
+
+/* The model: the case's y returned along with the loss sum(y * wt), wt an
+ * input the host fills (weight_of). w needs y's shape: compile y once to
+ * learn it. Returns the training graph with the loss kept, or NULL. */
+static ir_graph *compile_case(const grad_case *c, src_table *src, diag_ctx *d, int64_t *numel)
+{
     char probe[2048];
-    const char *imports = strstr(stmts, "nn.") ? "import nn\n" : "";
-    snprintf(probe, sizeof probe, "%smodel m() {\n %s\n %s\n return y\n}\n", imports, c->params, stmts);
-    uint32_t id = src_add(&src, c->name, probe, strlen(probe));
-    diag_ctx d;
-    diag_init(&d, &src, stderr);
+    const char *imports = strstr(c->body, "nn.") ? "import nn\n" : "";
+    snprintf(probe, sizeof probe, "%smodel m() {\n %s\n %s\n return y\n}\n", imports, c->params, c->body);
+    uint32_t id = src_add(src, c->name, probe, strlen(probe));
     driver_opts po = {.verify = true};
-    ir_graph *pg = driver_compile(&src, id, &po, &d);
-    if (!pg) { failures++; src_free(&src); return; }
+    ir_graph *pg = driver_compile(src, id, &po, d);
+    if (!pg) return NULL;
     const ir_node *yn = &pg->nodes[pg->outputs[0].value];
     char shape[256] = "[";
-    int64_t numel = 1;
+    *numel = 1;
     for (int k = 0; k < yn->rank; k++) {
         int64_t v;
         dim_is_const(&pg->dims[yn->shape[k]], &v);
-        numel *= v;
+        *numel *= v;
         snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", k ? ", " : "", (long long)v);
     }
     strcat(shape, "]");
     ir_graph_free(pg);
     char source[4096];
     snprintf(source, sizeof source,
-             "%smodel m() -> f32 {\n %s\n %s\n w = 1.0 + 0.37 * f32(reshape(iota([%lld], dtype: i32), %s))\n return sum(y * w)\n}\n"
-             "train m { optimizer sgd(lr: 1.0) }\n",
-             imports, c->params, stmts, (long long)numel, shape);
-    id = src_add(&src, c->name, source, strlen(source));
+             "%smodel m(wt: f32%s) -> (l: f32, yo: f32%s) {\n %s\n %s\n return sum(y * wt), y\n}\n"
+             "train m {\n loss = l\n optimizer sgd(lr: 1.0)\n}\n",
+             imports, shape, shape, c->params, c->body);
+    id = src_add(src, c->name, source, strlen(source));
     driver_opts o = {.verify = true, .keep_loss = true};
-    ir_graph *g = driver_compile(&src, id, &o, &d);
+    return driver_compile(src, id, &o, d);
+}
+
+/* The training graph's inputs: the weights, and dropout's @step. */
+static bool set_inputs(const grad_case *c, const ir_graph *g, cpu_tensor *inputs, cpu_tensor **wt)
+{
+    for (uint32_t i = 0; i < g->ninputs; i++) {
+        const ir_tensor_decl *in = &g->inputs[i];
+        if (!strcmp(in->name, "wt")) {
+            int64_t shape[8];
+            for (int k = 0; k < in->rank; k++) dim_is_const(&g->dims[in->shape[k]], &shape[k]);
+            cpu_tensor_alloc(&inputs[i], NC_F32, in->rank, shape, 0);
+            for (int64_t j = 0; j < inputs[i].numel; j++) inputs[i].f[j] = weight_of(j);
+            *wt = &inputs[i];
+        } else if (!strcmp(in->name, TRAIN_INPUT_STEP) && in->rank == 0) {
+            cpu_tensor_alloc(&inputs[i], NC_I32, 0, NULL, 0);
+            inputs[i].i[0] = 5;
+        } else {
+            fprintf(stderr, "%s: unexpected input %s\n", c->name, in->name);
+            return false;
+        }
+    }
+    if (!*wt) fprintf(stderr, "%s: no input wt\n", c->name);
+    return *wt != NULL;
+}
+
+static ir_value output_named(const ir_graph *g, const char *name)
+{
+    for (uint32_t i = 0; i < g->noutputs; i++)
+        if (!strcmp(g->outputs[i].name, name)) return g->outputs[i].value;
+    return IR_NONE;
+}
+
+typedef struct fd_tally {
+    int bad, kinks, checked;
+} fd_tally;
+
+/* Every element of parameter i: autodiff's gradient an against central
+ * differences at steps h and 2h; where those disagree beyond their rounding
+ * a kink (relu, abs, max) lies within a step: no derivative to check. */
+static void check_param(const grad_case *c, const ir_graph *g, const cpu_tensor *inputs, cpu_tensor *params, uint32_t i,
+                        ir_value y, const cpu_tensor *wt, const cpu_tensor *an, double step, double tol, fd_tally *t)
+{
+    cpu_tensor *p = &params[i];
+    for (int64_t j = 0; j < p->numel; j++) {
+        double h = step * fmax(1.0, fabs(p->f[j]));
+        fd_result f1 = central_difference(g, inputs, params, y, wt, &p->f[j], h);
+        fd_result f2 = central_difference(g, inputs, params, y, wt, &p->f[j], 2 * h);
+        if (fabs(f1.d - f2.d) > tol * fmax(fabs(f1.d), fabs(f2.d)) + f1.noise + f2.noise) { t->kinks++; continue; }
+        double a = an->f[j];
+        if (!(fabs(a - f1.d) <= tol * fmax(fabs(a), fabs(f1.d)) + f1.noise) && t->bad++ < 4)
+            fprintf(stderr, "%s: d loss / d %s[%lld]: autodiff %.7g, finite difference %.7g (within %.2g)\n", c->name,
+                    g->params[i].decl.name, (long long)j, a, f1.d, tol * fmax(fabs(a), fabs(f1.d)) + f1.noise);
+        t->checked++;
+    }
+}
+
+static void run_case(const grad_case *c)
+{
+    src_table src = {0};
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    int64_t numel = 0;
+    ir_graph *g = compile_case(c, &src, &d, &numel);
     if (!g) { failures++; src_free(&src); return; }
     ir_value *grads = nc_xmalloc((g->nparams + 1) * sizeof *grads);
+    cpu_tensor *params = nc_xcalloc(g->nparams + 1, sizeof *params), *inputs = nc_xcalloc(g->ninputs + 1, sizeof *inputs);
     char err[1024];
+    fd_tally t = {0};
+    ir_value y = output_named(g, "yo");
+    cpu_tensor *wt = NULL;
     if (!autodiff_run(g, IR_NONE, grads, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", c->name, err);
-        failures++;
+        t.bad++;
         goto done;
     }
-    ir_output_add(g, "loss", g->train.loss);     /* outputs are kept; other values die at their last use */
-    for (uint32_t i = 0; i < g->nparams; i++)
+    for (uint32_t i = 0; i < g->nparams; i++)   /* outputs are kept; other values die at their last use */
         if (grads[i] != IR_NONE) ir_output_add(g, g->params[i].decl.name, grads[i]);
-    if (ir_verify(g, stderr)) { failures++; goto done; }
-    cpu_tensor *params = nc_xcalloc(g->nparams + 1, sizeof *params), *inputs = nc_xcalloc(g->ninputs + 1, sizeof *inputs);
+    if (y == IR_NONE) fprintf(stderr, "%s: no output yo\n", c->name);
+    if (y == IR_NONE || ir_verify(g, stderr) || !set_inputs(c, g, inputs, &wt)) { t.bad++; goto done; }
     for (uint32_t i = 0; i < g->nparams; i++) param_init(g, i, 7, &params[i], err, sizeof err);
-    for (uint32_t i = 0; i < g->ninputs; i++) {   /* the one input a training graph has here: dropout's @step */
-        if (strcmp(g->inputs[i].name, TRAIN_INPUT_STEP) != 0 || g->inputs[i].rank != 0) {
-            fprintf(stderr, "%s: unexpected input %s\n", c->name, g->inputs[i].name);
-            failures++;
-            goto free_params;
-        }
-        cpu_tensor_alloc(&inputs[i], NC_I32, 0, NULL, 0);
-        inputs[i].i[0] = 5;
-    }
     cpu_exec_opts eo = {.inputs = inputs, .params = params, .keep_all = false};
     cpu_exec_result res;
-    if (cpu_exec_run(g, &eo, &res, err, sizeof err)) { fprintf(stderr, "%s: %s\n", c->name, err); failures++; goto free_params; }
-    int bad = 0, kinks = 0, checked = 0;
-    double step = 1e-3, tol = 1e-2;
+    if (cpu_exec_run(g, &eo, &res, err, sizeof err)) { fprintf(stderr, "%s: %s\n", c->name, err); t.bad++; goto done; }
+    double step = FD_STEP, tol = FD_RTOL;
     for (size_t k = 0; k < NC_COUNT(fd_overrides); k++)
         if (!strcmp(fd_overrides[k].name, c->name)) step = fd_overrides[k].step, tol = fd_overrides[k].tol;
     for (uint32_t i = 0; i < g->nparams; i++) {
-        if (grads[i] == IR_NONE) { fprintf(stderr, "%s: no gradient for %s\n", c->name, g->params[i].decl.name); bad++; continue; }
-        const cpu_tensor *an = &res.values[grads[i]];
-        cpu_tensor *p = &params[i];
-        for (int64_t j = 0; j < p->numel; j++) {
-            /* central differences at two step sizes; where they disagree a
-             * kink (relu, abs, max) lies within a step: no derivative to check */
-            double fd[2];
-            float saved = p->f[j];
-            for (int k = 0; k < 2; k++) {
-                double h = (k ? step : 2 * step) * fmax(1.0, fabs(saved));
-                float up = (float)(saved + h), down = (float)(saved - h);
-                p->f[j] = up;
-                double lp = loss_of(g, inputs, params, g->train.loss);
-                p->f[j] = down;
-                double lm = loss_of(g, inputs, params, g->train.loss);
-                fd[k] = (lp - lm) / ((double)up - (double)down);
-            }
-            p->f[j] = saved;
-            if (fabs(fd[0] - fd[1]) > tol * fmax(1.0, fabs(fd[1]))) { kinks++; continue; }
-            double a = an->f[j];
-            if (!(fabs(a - fd[1]) <= tol * fmax(1.0, fabs(fd[1])))) {
-                if (bad++ < 4)
-                    fprintf(stderr, "%s: d loss / d %s[%lld]: autodiff %.6g, finite difference %.6g\n", c->name,
-                            g->params[i].decl.name, (long long)j, a, fd[1]);
-            }
-            checked++;
-        }
+        if (grads[i] == IR_NONE) { fprintf(stderr, "%s: no gradient for %s\n", c->name, g->params[i].decl.name); t.bad++; continue; }
+        check_param(c, g, inputs, params, i, y, wt, &res.values[grads[i]], step, tol, &t);
     }
-    if (checked < kinks * 4) {   /* most elements skipped: the case checks too little */
-        fprintf(stderr, "%s: %d elements near a kink, only %d checked\n", c->name, kinks, checked);
-        bad++;
+    cpu_exec_result_free(&res);
+    if (t.checked < t.kinks * 4) {   /* most elements skipped: the case checks too little */
+        fprintf(stderr, "%s: %d elements near a kink, only %d checked\n", c->name, t.kinks, t.checked);
+        t.bad++;
     }
-    if (bad) {
+done:
+    if (t.bad) {
         failures++;
         fprintf(stderr, "FAIL %s (rerun: NETC_GRAD_CASE=%s)\n", c->name, c->name);
     } else {
         printf("ok %s\n", c->name);
     }
-    cpu_exec_result_free(&res);
-free_params:
     for (uint32_t i = 0; i < g->nparams; i++) cpu_tensor_free(&params[i]);
     for (uint32_t i = 0; i < g->ninputs; i++) cpu_tensor_free(&inputs[i]);
     free(params);
     free(inputs);
-done:
     free(grads);
     ir_graph_free(g);
     src_free(&src);
