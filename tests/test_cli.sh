@@ -92,6 +92,14 @@ printf 'model m(x: f32[B, 4]) -> (loss: f32)\n{\n  param w: f32[4] = ones\n  ret
 "$netc" build "$tmp/tie.net" --entry train --target '' -o "$tmp/tie.netm" 2>/dev/null
 tie=$("$netc" run "$tmp/tie.netm" --entry train --dim B=2 --random-inputs 1 --output "$tmp/tie" 2>&1 | grep '@grad_norm')
 [[ $tie == *"mean 1 first 1"* ]] || { echo "FAIL: max's gradient over 4 ties in 2 rows: $tie (want a norm of 1)"; fail=$((fail + 1)); }
+# --random-inputs gives a training step's scalars its first step's values, not random ones
+# (a negative @lr, a loss scale below 1): the rate after a warmup of 4 steps, and a loss scale
+# of 1e30 that overflows a gradient of 2e9 (@finite 0; a random @scale in [-1, 1) kept it finite)
+printf 'model m(x: f32[B, 4]) -> (loss: f32)\n{\n  param w: f32[4] = ones\n  return 1e9 * sum(w * w) + 0.0 * sum(x)\n}\ntrain m {\n  optimizer adam(lr: 0.25, beta1: 0.8)\n  schedule cosine(warmup: 4)\n  loss_scale dynamic(init: 1e30)\n}\n' > "$tmp/first.net"
+"$netc" build "$tmp/first.net" --entry train --target '' -o "$tmp/first.netm" 2>/dev/null
+first=$("$netc" run "$tmp/first.netm" --entry train --dim B=2 --random-inputs 3 --output "$tmp/first" 2>&1)
+[[ $first == *"first values: @lr 0.0625, @bias1 0.2, @bias2 0.001, @scale 1e+30"* && $first == *"@finite: bool[] mean 0 first 0"* ]] ||
+  { echo "FAIL: --random-inputs on a train entry: $first (want the first step's @lr 0.0625, @bias1 0.2, @scale 1e+30, @finite 0)"; fail=$((fail + 1)); }
 # --accumulate K averages K micro-batches' gradients: one batch's only for a loss that is a
 # mean over the batch. A sum over it (the losses were silently not those of one batch) is warned of
 printf 'model m(x: u8[B, 28, 28]) -> (y: f32[B, 10])\n{\n  param w: f32[784, 10] = normal(0.1)\n  return f32(reshape(x, [B, 784])) @ w\n}\ntrain m(labels: i32[B]) {\n  loss = cross_entropy(y, labels) + 0.01 * sum(square(y))\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/sumloss.net"
