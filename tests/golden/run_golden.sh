@@ -74,7 +74,8 @@ ir)
 passes)
   netc=$1 src=$2
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-  for f in "$src"/tests/golden/ir/*.net "$src"/examples/fashion_mlp.net "$src"/examples/cast_chain.net "$src"/examples/fashion_rows.net; do
+  for f in "$src"/tests/golden/ir/*.net "$src"/examples/fashion_mlp.net "$src"/examples/cast_chain.net "$src"/examples/fashion_rows.net \
+           "$src"/examples/fashion_cnn.net "$src"/examples/fashion_resnet.net; do
     n=$((n + 1))
     name=$(basename "${f%.net}")
     ok=1
