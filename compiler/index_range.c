@@ -33,6 +33,7 @@ typedef struct range_ctx {
 typedef bool range_rule(range_ctx *r, const ir_node *n, span *s);
 
 static bool range_of(range_ctx *r, ir_value v, span *s);
+static bool node_sound(const range_ctx *r, ir_value v);
 
 static int64_t sat_add(int64_t a, int64_t b)
 {
@@ -164,8 +165,8 @@ static bool range_reduce(range_ctx *r, const ir_node *n, span *s)
     if (!range_apart(r, args_of(r, n)[0], s)) return false;
     if (n->op == OP_MAX || is_empty(*s)) return true;
     int64_t count = 1, d;
-    for (int i = 0; i < n->attr.naxes; i++) {
-        if (!dim_value(r, x->shape[n->attr.axes[i]], &d)) return false;
+    for (int i = 0; i < (n->attr.naxes ? n->attr.naxes : x->rank); i++) {   /* no axes: all of them */
+        if (!dim_value(r, x->shape[n->attr.naxes ? n->attr.axes[i] : i], &d)) return false;
         count = sat_mul(count, d);
     }
     *s = count ? (span){sat_mul(count, s->lo), sat_mul(count, s->hi)} : (span){0, 0};
@@ -176,6 +177,7 @@ static bool range_reduce(range_ctx *r, const ir_node *n, span *s)
  * holds (yes) and where it does not (no). False when it says nothing. */
 static bool condition_facts(range_ctx *r, ir_value cond, range_fact *yes, range_fact *no)
 {
+    if (!node_sound(r, cond)) return false;
     const ir_node *c = &r->g->nodes[cond];
     if (c->op != OP_LT && c->op != OP_LE && c->op != OP_GT && c->op != OP_GE) return false;
     const ir_value *x = args_of(r, c);
@@ -227,8 +229,36 @@ static range_rule *const range_rules[OP_COUNT] = {
     [OP_SLICE] = range_move,
 };
 
+/* A graph read from a module file is checked by ir_verify, which reports a
+ * malformed node and goes on to the next: one whose indices reach back to
+ * it must not follow its operands, axes or dims. Only a node whose own
+ * fields are in range is read (its operands are checked as the walk reaches
+ * them). */
+static bool node_sound(const range_ctx *r, ir_value v)
+{
+    const ir_graph *g = r->g;
+    if (v >= g->nnodes) return false;
+    const ir_node *n = &g->nodes[v];
+    if (n->op >= OP_COUNT || n->rank > NC_MAX_RANK) return false;
+    int want = nc_ops[n->op].nargs;
+    if ((want >= 0 ? n->nargs != want : n->nargs < 1) || (uint64_t)n->args_at + n->nargs > g->nargs) return false;
+    for (int i = 0; i < n->rank; i++)
+        if (n->shape[i] >= g->ndims) return false;
+    for (int i = 0; i < n->nargs; i++)
+        if (ir_args(g, n)[i] >= v) return false;
+    if (n->op == OP_IOTA && (n->attr.axis < 0 || n->attr.axis >= n->rank)) return false;
+    if (n->op == OP_SUM || n->op == OP_MAX) {
+        const ir_node *x = &g->nodes[ir_args(g, n)[0]];
+        if (n->attr.naxes > NC_MAX_RANK) return false;
+        for (int i = 0; i < n->attr.naxes; i++)
+            if (n->attr.axes[i] < 0 || n->attr.axes[i] >= x->rank || x->shape[n->attr.axes[i]] >= g->ndims) return false;
+    }
+    return true;
+}
+
 static bool range_of(range_ctx *r, ir_value v, span *s)
 {
+    if (!node_sound(r, v)) return false;
     const ir_node *n = &r->g->nodes[v];
     if (--r->budget < 0 || n->dtype != NC_I32 || !range_rules[n->op] || !range_rules[n->op](r, n, s)) return false;
     for (int i = 0; i < r->nfacts; i++)

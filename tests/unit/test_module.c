@@ -71,9 +71,41 @@ static void test_image_choice(void)
     }
 }
 
+/* A module's graph is checked node by node, and a malformed node reported
+ * and passed over; a gather after it still reads its indices' range
+ * (index_range.c), which followed the malformed node's operands: a neg with
+ * none read operand 0 of NULL (the fuzzer's crash-7f6053...). Now it is
+ * reported, and the walk stops there. */
+static void test_malformed_index_operand(void)
+{
+    ir_graph *g = ir_graph_new("malformed");
+    uint32_t ten = ir_dim_const(g, 10), two = ir_dim_const(g, 2), three = ir_dim_const(g, 3);
+    ir_tensor_decl d = {.name = "t", .dtype = NC_F32, .rank = 2, .shape = {ten, two}};
+    ir_node in = {.op = OP_INPUT, .dtype = NC_F32, .rank = 2, .shape = {ten, two}, .attr.index = ir_input_add(g, &d)};
+    ir_value t = ir_add(g, &in, NULL, 0);
+    ir_node neg = {.op = OP_NEG, .dtype = NC_I32, .rank = 1, .shape = {three}};
+    ir_value idx = ir_add(g, &neg, NULL, 0);   /* no operand */
+    ir_node gather = {.op = OP_GATHER, .dtype = NC_F32, .rank = 2, .shape = {three, two}};
+    ir_value y = ir_add(g, &gather, (const ir_value[]){t, idx}, 2);
+    ir_output_add(g, "y", y);
+    /* and a where whose condition, a comparison, has no operands */
+    ir_node lt = {.op = OP_LT, .dtype = NC_BOOL, .rank = 1, .shape = {three}};
+    ir_value cond = ir_add(g, &lt, NULL, 0);
+    ir_node iota = {.op = OP_IOTA, .dtype = NC_I32, .rank = 1, .shape = {three}};
+    ir_value k = ir_add(g, &iota, NULL, 0);
+    ir_node where = {.op = OP_WHERE, .dtype = NC_I32, .rank = 1, .shape = {three}};
+    ir_value picked = ir_add(g, &where, (const ir_value[]){cond, k, k}, 3);
+    ir_output_add(g, "z", ir_add(g, &gather, (const ir_value[]){t, picked}, 2));
+    FILE *quiet = fopen("/dev/null", "w");
+    CHECK(ir_verify(g, quiet) > 0);
+    fclose(quiet);
+    ir_graph_free(g);
+}
+
 int main(int argc, char **argv)
 {
     test_image_choice();
+    test_malformed_index_operand();
     const char *example = argc > 1 ? argv[1] : "examples/gpt2.net";
     src_table src = {0};
     char err[1024];
