@@ -39,6 +39,8 @@ typedef struct ast_list {
     X(AST_KIND,      "kind")       /* name = int|float|bool|string (static arg)*/ \
     X(AST_LET,       "let")        /* name = a                                 */ \
     X(AST_PARAM,     "param")      /* param name: a(type) = b(init, optional)  */ \
+    X(AST_BUFFER,    "buffer")     /* buffer name: a(type) = b(init, optional) */ \
+    X(AST_UPDATE,    "update")     /* update name = a                          */ \
     X(AST_RETURN,    "return")     /* list = values                            */ \
     X(AST_ASSERT,    "assert")     /* assert a, b(message) [, c(hint)]         */ \
     X(AST_BLOCK,     "block")      /* list = stmts; dtype/has_dtype: precision */ \

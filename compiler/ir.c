@@ -263,7 +263,7 @@ void ir_print(const ir_graph *g, FILE *out)
     }
     for (uint32_t i = 0; i < g->nparams; i++) {
         const ir_param *p = &g->params[i];
-        fprintf(out, "%s %s: ", p->role == IR_ROLE_WEIGHT ? "param" : "state", p->decl.name);
+        fprintf(out, "%s %s: ", p->role == IR_ROLE_WEIGHT ? "param" : p->role == IR_ROLE_BUFFER ? "buffer" : "state", p->decl.name);
         print_type(g, p->decl.dtype, p->decl.rank, p->decl.shape, out);
         fprintf(out, " = %s(%.9g, %.9g)\n", init_names[p->init], p->init_a, p->init_b);
     }

@@ -71,6 +71,9 @@ typedef enum ir_param_role {
     IR_ROLE_STATE,                 /* optimizer state (moments): saved, not trained */
     IR_ROLE_ACCUMULATOR,           /* --accumulate's gradient sum (NAME.grad_acc): state that is zero
                                       after every whole step, so a resume sets it, not the checkpoint */
+    IR_ROLE_BUFFER,                /* a model's own state (batch norm's running statistics): read by the
+                                      forward pass like a weight, saved with the weights, never trained;
+                                      the training step assigns it where the model says `update` */
 } ir_param_role;
 
 typedef struct ir_param {

@@ -46,6 +46,15 @@ static const struct {
     {"unexpected optimizer", "optimizer, schedule, loss_scale and clip_grad_norm go in a train section: train m { optimizer adam(lr: 1e-3) }", false},
 };
 
+/* The statement keywords a user may take for names (update = x). */
+static const struct {
+    const char *word, *hint;
+} keyword_hints[] = {
+    {"update", "update is a keyword: update NAME = expr assigns a buffer in a training step; give the value another name"},
+    {"buffer", "buffer is a keyword: buffer NAME: f32[C] = zeros declares a buffer; give the value another name"},
+    {"param", "param is a keyword: param NAME: f32[4, 4] = xavier declares a parameter; give the value another name"},
+};
+
 /* Whether the line of loc ends in a '{' after it (comments and blanks aside):
  * a statement that opens a block broke before its '{' (repeat i in 3 {). */
 static bool line_opens_block_after(const parse_state *ps, nc_loc loc)
@@ -90,6 +99,15 @@ static const char *foreign_syntax_hint(const parse_state *ps, nc_loc loc, const 
     if (strncmp(msg, "unexpected '{'", 14) == 0 && after_if) return "an if needs its condition before the '{': if COND { ... }";
     if (strncmp(msg, "unexpected end of line", 22) == 0 && b >= 4 && strncmp(line + b - 4, "else", 4) == 0)
         return "the '{' of an else goes on the else's line: } else {";
+    /* a keyword used as a name: update = x, return update */
+    for (size_t k = 0; k < NC_COUNT(keyword_hints); k++) {
+        const char *kw = keyword_hints[k].word;
+        size_t n = strlen(kw);
+        bool bound = strncmp(msg, "unexpected '='", 14) == 0 && b == i + n && strncmp(line + i, kw, n) == 0;
+        bool read = strncmp(msg, "unexpected ", 11) == 0 && strncmp(msg + 11, kw, n) == 0 && (msg[11 + n] == 0 || msg[11 + n] == ',') &&
+                    strcmp(kw, "param") != 0;   /* a param out of place has its own hint */
+        if (bound || read) return keyword_hints[k].hint;
+    }
     const char *at = line + loc.col - 1;   /* where the error is */
     size_t rest = len - (loc.col - 1);
     if (rest >= 2 && strchr("+-*/", at[0]) && at[1] == '=')

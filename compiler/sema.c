@@ -728,6 +728,10 @@ static bool match_pattern(sema_ctx *c, const ast_node *type, const char *argname
 /* ------------------------------------------------------------------ */
 /* expressions                                                         */
 
+/* Whether the graph being built is a training step (or its loss), where
+ * `training` is true and `update` assigns its buffer. */
+static bool sema_training(const sema_ctx *c) { return c->training; }
+
 /* Reading a parameter inside a precision block reads its low-precision copy. */
 static sv read_name(sema_ctx *c, binding *b, nc_loc loc)
 {
@@ -889,6 +893,11 @@ sv sema_expr(sema_ctx *c, const ast_node *e)
         if (strcmp(e->name, "inf") == 0) return sv_float(INFINITY);
         if (strcmp(e->name, "nan") == 0) return sv_float(NAN);
         if (strcmp(e->name, "pi") == 0) return sv_float(3.14159265358979323846);
+        if (strcmp(e->name, "training") == 0) {   /* the build's own: a training step, or the forward pass */
+            c->read_training = true;
+            c->body_read_training |= !c->fn_decl;
+            return (sv){.kind = SV_BOOL, .i = sema_training(c)};
+        }
         if (sema_builtin_exists(e->name)) {
             char hint[160];   /* passed to a fn (twice(relu, x)): only fns are values */
             snprintf(hint, sizeof hint, "built-in ops are not values; to pass it, wrap it in a fn: fn %s_fn(x) { return %s(x) }",
@@ -962,9 +971,14 @@ static void unique_scope_name(sema_ctx *c, const char *base, char *out, size_t c
     }
 }
 
+/* param NAME: TYPE = INIT, or buffer NAME: ...: a tensor the model keeps
+ * between runs. A parameter is trained; a buffer (running statistics) is
+ * assigned by the model's own `update`, in the training step only. */
 static void exec_param(sema_ctx *c, const ast_node *s)
 {
-    ir_param p = {0};
+    const bool buffer = s->kind == AST_BUFFER;
+    const char *what = buffer ? "buffer" : "parameter";
+    ir_param p = {.role = buffer ? IR_ROLE_BUFFER : IR_ROLE_WEIGHT};
     const ast_node *type = s->a;
     if (scope_find_local(c->env, s->name)) {
         sema_err(c, s->loc, NULL, "'%s' is already defined in this scope", s->name);
@@ -973,13 +987,15 @@ static void exec_param(sema_ctx *c, const ast_node *s)
     /* a parameter declared wrong is still declared: its uses say nothing more
      * (no "unknown name" after "parameters are floating point") */
     if (type->kind != AST_TYPE || !type->has_dtype) {
-        sema_err(c, type->loc, "write it like f32[784, 1024]", "a parameter needs a dtype and a shape");
+        sema_err(c, type->loc, "write it like f32[784, 1024]", "a %s needs a dtype and a shape", what);
         scope_put(c->env, s->name, sv_error(), s->loc);
         return;
     }
     if (!dtype_is_float(type->dtype)) {
-        sema_err(c, type->loc, "parameters are trained, so they hold floats: declare it f32 (or f16, bf16)",
-                 "parameters are floating point, got %s", dtype_name(type->dtype));
+        sema_err(c, type->loc,
+                 buffer ? "a buffer holds statistics of floats: declare it f32 (or f16, bf16)"
+                        : "parameters are trained, so they hold floats: declare it f32 (or f16, bf16)",
+                 "%ss are floating point, got %s", what, dtype_name(type->dtype));
         scope_put(c->env, s->name, sv_error(), s->loc);
         return;
     }
@@ -992,8 +1008,8 @@ static void exec_param(sema_ctx *c, const ast_node *s)
         if (!dim_is_const(&c->g->dims[p.decl.shape[i]], &v)) {
             char d[96];
             ir_dim_format(c->g, p.decl.shape[i], d, sizeof d);
-            sema_err(c, type->list.items[i]->loc, "parameter shapes are fixed when the model is built",
-                     "parameter '%s' has a symbolic dimension %s", s->name, d);
+            sema_err(c, type->list.items[i]->loc, "parameter and buffer shapes are fixed when the model is built",
+                     "%s '%s' has a symbolic dimension %s", what, s->name, d);
             scope_put(c->env, s->name, sv_error(), s->loc);
             return;
         }
@@ -1004,7 +1020,7 @@ static void exec_param(sema_ctx *c, const ast_node *s)
     }
     p.decl.dtype = type->dtype;
     p.decl.loc = s->loc;
-    p.init = p.decl.rank >= 2 ? IR_INIT_XAVIER_UNIFORM : IR_INIT_ZEROS;
+    p.init = p.decl.rank >= 2 && !buffer ? IR_INIT_XAVIER_UNIFORM : IR_INIT_ZEROS;
     p.init_a = p.init == IR_INIT_XAVIER_UNIFORM ? 1.0 : 0.0;     /* as if written: xavier(1), zeros() */
     if (s->b && !sema_initializer(c, s->b, &p)) {
         scope_put(c->env, s->name, sv_error(), s->loc);
@@ -1015,7 +1031,7 @@ static void exec_param(sema_ctx *c, const ast_node *s)
     for (uint32_t i = 0; i < c->g->nparams; i++)
         if (strcmp(c->g->params[i].decl.name, full) == 0) {
             sema_err(c, s->loc, "each call of a function gets its own parameters; name the calls differently",
-                     "parameter '%s' is defined twice", full);
+                     "%s '%s' is defined twice", what, full);
             return;
         }
     p.decl.name = full;
@@ -1028,6 +1044,68 @@ static void exec_param(sema_ctx *c, const ast_node *s)
     sv v = sv_tensor(c, ir_add(c->g, &n, NULL, 0));
     v.is_param = true;
     scope_put(c->env, s->name, v, s->loc);
+}
+
+/* The buffer a name is bound to, as its parameter index; false, said, when it is none. */
+static bool update_target(sema_ctx *c, const ast_node *s, uint32_t *index)
+{
+    binding *b = lookup(c, s->name);
+    if (!b) {
+        unknown_name(c, s->name, s->loc);
+        return false;
+    }
+    b->used = true;
+    if (b->value.kind == SV_ERROR) return false;
+    const ir_node *n = b->value.kind == SV_TENSOR ? &c->g->nodes[b->value.t] : NULL;
+    if (n && n->op == OP_PARAM && c->g->params[n->attr.index].role == IR_ROLE_BUFFER) {
+        *index = n->attr.index;
+        return true;
+    }
+    char hint[256];
+    if (n && n->op == OP_PARAM)
+        snprintf(hint, sizeof hint, "a parameter is trained by the optimizer; a value the model keeps itself is a buffer: "
+                 "buffer %s: f32[...] = zeros", s->name);
+    else snprintf(hint, sizeof hint, "update assigns a buffer declared in this fn or model: buffer %s: f32[...] = zeros, "
+                  "then update %s = ...; to bind a name, write %s = ...", s->name, s->name, s->name);
+    sema_err(c, s->loc, hint, "'%s' is not a buffer", s->name);
+    return false;
+}
+
+/* update NAME = expr: the buffer's value after a training step. Checked in
+ * every build; only a training step keeps the assignment (the forward pass
+ * reads the buffer and changes nothing). */
+static void exec_update(sema_ctx *c, const ast_node *s)
+{
+    uint32_t index;
+    bool target = update_target(c, s, &index);
+    sv v = sema_expr(c, s->a);
+    if (!target || v.kind == SV_ERROR) return;
+    const ir_param *p = &c->g->params[index];
+    if (v.kind != SV_TENSOR || !dtype_is_float(v.dtype)) {
+        sema_err(c, s->a->loc, "the new value is a float tensor of the buffer's shape",
+                 "update %s: expected a float tensor, got %s", s->name,
+                 v.kind == SV_TENSOR ? dtype_name(v.dtype) : sv_kind_phrase(v.kind));
+        return;
+    }
+    const ir_node *n = &c->g->nodes[v.t];
+    bool same = n->rank == p->decl.rank;
+    for (int i = 0; same && i < n->rank; i++) same = dim_equal(&c->g->dims[n->shape[i]], &c->g->dims[p->decl.shape[i]]);
+    if (!same) {
+        char got[160], want[160];
+        ir_shape_format(c->g, n->dtype, n->rank, n->shape, got, sizeof got);
+        ir_shape_format(c->g, p->decl.dtype, p->decl.rank, p->decl.shape, want, sizeof want);
+        sema_err(c, s->a->loc, "a buffer keeps its shape: reduce the value to it (mean(x, axis: 0) for a batch's statistics)",
+                 "update %s: the value is %s, the buffer %s", s->name, got, want);
+        return;
+    }
+    for (uint32_t i = 0; i < c->g->nupdates; i++)
+        if (c->g->updates[i].param == index) {
+            sema_err(c, s->loc, "a training step assigns a buffer once: combine the two values into one update",
+                     "buffer '%s' is updated twice (first at line %u)", p->decl.name, c->g->nodes[c->g->updates[i].value].loc.line);
+            return;
+        }
+    if (v.dtype != p->decl.dtype) v = sema_cast(c, v, p->decl.dtype, s->a->loc, true);
+    if (v.kind == SV_TENSOR) ir_update_add(c->g, index, v.t);   /* a forward build drops them (build_one) */
 }
 
 static void exec_return(sema_ctx *c, const ast_node *s)
@@ -1128,13 +1206,19 @@ static void exec_repeat(sema_ctx *c, const ast_node *s)
 
 static bool if_binds_always(const ast_node *s, const char *name);
 
+/* A statement that binds its name: name = ..., param name, buffer name. */
+static bool declares_name(const ast_node *s)
+{
+    return (s->kind == AST_LET || s->kind == AST_PARAM || s->kind == AST_BUFFER) && s->name;
+}
+
 /* Whether running stmts surely binds name: a binding or parameter of the
  * list itself, or one that every branch of an if in it binds. */
 static bool stmts_bind(const ast_list *stmts, const char *name)
 {
     for (uint32_t i = 0; i < stmts->n; i++) {
         const ast_node *s = stmts->items[i];
-        if ((s->kind == AST_LET || s->kind == AST_PARAM) && s->name && strcmp(s->name, name) == 0) return true;
+        if (declares_name(s) && strcmp(s->name, name) == 0) return true;
         for (uint32_t k = 0; s->kind == AST_LET && !s->name && k < s->list.n; k++)
             if (strcmp(s->list.items[k]->name, name) == 0) return true;
         if (s->kind == AST_IF && if_binds_always(s, name)) return true;
@@ -1159,7 +1243,7 @@ static void if_note_untaken(sema_ctx *c, const ast_node *head, const ast_list *s
 {
     for (uint32_t i = 0; i < stmts->n; i++) {
         const ast_node *s = stmts->items[i];
-        if ((s->kind == AST_LET || s->kind == AST_PARAM) && s->name) ended_push(c, s->name, s->loc, scope_owner(c->env), head);
+        if (declares_name(s)) ended_push(c, s->name, s->loc, scope_owner(c->env), head);
         for (uint32_t k = 0; s->kind == AST_LET && !s->name && k < s->list.n; k++)
             ended_push(c, s->list.items[k]->name, s->list.items[k]->loc, scope_owner(c->env), head);
     }
@@ -1239,7 +1323,7 @@ static void exec_if(sema_ctx *c, const ast_node *head)
     /* the condition was wrong: the names the if would bind are errors, not unknown */
     for (uint32_t i = 0; i < head->list.n; i++) {
         const ast_node *st = head->list.items[i];
-        if ((st->kind == AST_LET || st->kind == AST_PARAM) && st->name && if_binds_always(head, st->name) && !bound_in_fn(c, st->name))
+        if (declares_name(st) && if_binds_always(head, st->name) && !bound_in_fn(c, st->name))
             scope_put(c->env, st->name, sv_error(), st->loc);
     }
 }
@@ -1416,7 +1500,9 @@ static void exec_stmt(sema_ctx *c, const ast_node *s)
 {
     switch (s->kind) {
     case AST_LET: sema_exec_let(c, s); break;
-    case AST_PARAM: exec_param(c, s); break;
+    case AST_PARAM:
+    case AST_BUFFER: exec_param(c, s); break;
+    case AST_UPDATE: exec_update(c, s); break;
     case AST_RETURN: exec_return(c, s); break;
     case AST_BLOCK: exec_block(c, s); break;
     case AST_REPEAT: exec_repeat(c, s); break;
@@ -1773,7 +1859,8 @@ static void elaborate_model(sema_ctx *c, const ast_node *model)
     if (c->diag->errors == 0) {      /* lints only make sense on a complete graph */
         check_unused_inputs(c);
         lint_casts(c);
-        check_unused_bindings(c, &body);
+        /* a body that chooses by `training` may bind a value for one build only */
+        if (!c->body_read_training) check_unused_bindings(c, &body);
     }
     scope_leave(c, &body);
     scope_leave(c, &model_scope);
@@ -1810,9 +1897,11 @@ static void check_unused_inputs(sema_ctx *c)
         const char *in = n->op == OP_INPUT ? c->g->inputs[n->attr.index].name : NULL;
         if (in && !used[v] && in[0] != '_')   /* _labels: unused on purpose (an autoencoder's train section must take labels) */
             sema_warn(c, n->loc, "use it, or name it with a leading _ to say it is unused on purpose", "input '%s' is never used", in);
-        if (n->op == OP_PARAM && !used[v])
-            sema_warn(c, n->loc, "an unused parameter is still allocated, saved and loaded",
-                      "parameter '%s' is never used", c->g->params[n->attr.index].decl.name);
+        bool assigned = false;   /* a buffer an update assigns is used */
+        for (uint32_t k = 0; n->op == OP_PARAM && k < c->g->nupdates; k++) assigned |= c->g->updates[k].param == n->attr.index;
+        if (n->op == OP_PARAM && !used[v] && !assigned)
+            sema_warn(c, n->loc, "an unused parameter is still allocated, saved and loaded", "%s '%s' is never used",
+                      c->g->params[n->attr.index].role == IR_ROLE_BUFFER ? "buffer" : "parameter", c->g->params[n->attr.index].decl.name);
     }
     free(used);
 }
@@ -1849,6 +1938,7 @@ static sema_ctx *ctx_new(src_table *sources, ast_file *main_file, const driver_o
     c->sources = sources;
     c->diag = d;
     c->opts = o;
+    c->training = o && (o->train_step || o->keep_loss);
     c->arena = ast_arena_new();
     c->main = module_new(c, "", main_file);
     c->main->state = 1;
@@ -1883,6 +1973,7 @@ static ir_graph *build_one(sema_ctx *c, const ast_node *model)
     elaborate_model(c, model);
     ir_graph *g = c->g;
     c->g = NULL;
+    if (!c->training) g->nupdates = 0;   /* the forward pass reads its buffers and assigns nothing */
     if (c->diag->errors > errors) {
         ir_graph_free(g);
         return NULL;
@@ -2025,9 +2116,16 @@ int sema_check_all(src_table *sources, ast_file *main_file, const driver_opts *o
                 diag_report(d, DIAG_ERROR, decl->loc, NULL, "model '%s' is defined twice", decl->name);
         }
         if (only && strcmp(decl->name, only) != 0) continue;
+        c->read_training = c->body_read_training = false;
         ir_graph *g = build_one(c, decl);
         hints_add_model(&h, decl, g);
+        bool built = g != NULL;
         ir_graph_free(g);
+        if (built && c->read_training) {   /* the model chooses by `training`: check the other build's choices too */
+            c->training = !c->training;
+            ir_graph_free(build_one(c, decl));
+            c->training = !c->training;
+        }
         n++;
     }
     if (n > 0 && d->errors == errors) report_unused_options(c, main_file->file_id, &h);   /* a name any model used counts */

@@ -94,6 +94,9 @@ typedef struct sema_ctx {
     nc_loc call_site;       /* innermost fn call, for notes */
     const ast_node *fn_decl; /* the fn being expanded, NULL in a model body */
     bool assert_failed;     /* the fn's expansion stopped at a failed assert */
+    bool training;          /* building a training step: `training` is true, `update` assigns */
+    bool read_training;     /* the model read `training`: netc check builds it both ways */
+    bool body_read_training; /* its body did, not only a fn it calls */
     bool dim_used[64], set_used[64];   /* which --dim / --set names matched something */
     uint64_t random_sites;  /* random ops given no seed so far: each gets its own (default_seed) */
     /* the last names bound in a block that has ended, with the function or

@@ -1503,7 +1503,9 @@ static int report_epoch(trainer *t, const epoch_tally *e, double el, double accu
     return metrics_line(t, line);
 }
 
-/* --save: the trained weights (not the optimizer's state) as safetensors. */
+/* --save: the trained weights and the model's buffers (batch norm's
+ * running statistics, which its forward pass reads), not the optimizer's
+ * state, as safetensors. */
 static int save_weights(trainer *t, const char *path)
 {
     const ir_graph *g = t->tg;
@@ -1511,7 +1513,7 @@ static int save_weights(trainer *t, const char *path)
     uint32_t n = 0;
     st_entry *e = nc_xcalloc(g->nparams + 1, sizeof *e);
     for (uint32_t i = 0; i < g->nparams; i++)
-        if (g->params[i].role == IR_ROLE_WEIGHT) e[n++] = (st_entry){.name = g->params[i].decl.name, .t = &t->params[i]};
+        if (g->params[i].role == IR_ROLE_WEIGHT || g->params[i].role == IR_ROLE_BUFFER) e[n++] = (st_entry){.name = g->params[i].decl.name, .t = &t->params[i]};
     char err[1024];
     int rc = safetensors_write(path, e, n, err, sizeof err);
     if (rc) fprintf(stderr, "netc: %s\n", err);

@@ -35,7 +35,7 @@ static void yyerror(YYLTYPE *loc, parse_state *ps, yyscan_t scanner, const char 
 }
 
 %token IMPORT "import" CONFIG "config" FN "fn" MODEL "model" TRAIN "train"
-%token PARAM "param" RETURN "return" REPEAT "repeat" AS "as" PRECISION "precision" ASSERT "assert"
+%token PARAM "param" BUFFER "buffer" UPDATE "update" RETURN "return" REPEAT "repeat" AS "as" PRECISION "precision" ASSERT "assert"
 %token <ival> INT_LIT "integer" BOOL_LIT "true or false"
 %token <fval> FLOAT_LIT "number"
 %token <str> NAME "name" STRING_LIT "string" KIND "int, float or string" ATTR "@attribute"
@@ -185,6 +185,9 @@ stmt
     | NAME expr                     { $$ = parse_named(ps, AST_DIRECTIVE, @1, $1, $2, NULL); }
     | PARAM NAME ':' type           { $$ = parse_named(ps, AST_PARAM, @2, $2, $4, NULL); }
     | PARAM NAME ':' type '=' expr  { $$ = parse_named(ps, AST_PARAM, @2, $2, $4, $6); }
+    | BUFFER NAME ':' type          { $$ = parse_named(ps, AST_BUFFER, @2, $2, $4, NULL); }
+    | BUFFER NAME ':' type '=' expr { $$ = parse_named(ps, AST_BUFFER, @2, $2, $4, $6); }
+    | UPDATE NAME '=' expr          { $$ = parse_named(ps, AST_UPDATE, @2, $2, $4, NULL); }
     | RETURN exprs                  { $$ = parse_list(ps, @1, &$2); $$->kind = AST_RETURN; }
     | ASSERT expr ',' expr          { $$ = parse_named(ps, AST_ASSERT, @1, NULL, $2, $4); }
     | ASSERT expr ',' expr ',' expr { $$ = parse_named(ps, AST_ASSERT, @1, NULL, $2, $4); $$->c = $6; }

@@ -578,7 +578,7 @@ static ir_graph *read_graph(rd *r)
         ir_param p = {0};
         if (r_decl(r, g, &p.decl)) {
             uint8_t role = r_u8(r);
-            if (role > IR_ROLE_ACCUMULATOR) r_invalid(r, "parameter role %u", role);
+            if (role > IR_ROLE_BUFFER) r_invalid(r, "parameter role %u", role);
             p.role = (ir_param_role)role;
             uint8_t init = r_u8(r);
             if (init >= IR_INIT_COUNT) r_invalid(r, "initializer %u", init);

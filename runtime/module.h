@@ -10,7 +10,7 @@
 #include "program.h"
 
 #define NRT_MODULE_MAGIC "NETCMOD\0"
-#define NRT_MODULE_VERSION 16  /* 2: entry sections (forward + train in one file); 3: 16 buffers a kernel;
+#define NRT_MODULE_VERSION 17  /* 2: entry sections (forward + train in one file); 3: 16 buffers a kernel;
                                   4: 64 buffers a kernel, kernels of several loops; 5: matmul epilogues;
                                   6: batched launches; 7: prepare steps; 8: dropout reads the @step input
                                   (a training step's kernels before it read a step nothing set);
@@ -26,7 +26,9 @@
                                   15: parameter role 2, --accumulate's gradient accumulators (role 1,
                                   optimizer state, before);
                                   16: prepare steps of temporaries alone (a scatter-add's sort of
-                                  constant indices), which a reader of 15 refused as corrupt */
+                                  constant indices), which a reader of 15 refused as corrupt;
+                                  17: parameter role 3, a model's buffer (batch norm's running
+                                  statistics), which a reader of 16 refused as corrupt */
 #define NRT_MODULE_MAX_BYTES ((uint64_t)4 << 30)   /* refuse larger files outright */
 
 typedef struct nrt_image {

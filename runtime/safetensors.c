@@ -342,9 +342,16 @@ static int load_param(st_file *sf, const char *path, const ir_graph *g, uint32_t
     const ir_param *p = &g->params[i];
     json_t *e = json_object_get(sf->header, p->decl.name);
     if (!e) {
-        snprintf(err, errcap, "%s: parameter '%s' is missing%s", path, p->decl.name,
-                 p->role != IR_ROLE_WEIGHT ? " (optimizer state: netc train --save writes the weights only; a checkpoint "
-                                            "of --checkpoint-dir holds it too)" : "");
+        static const char *why[] = {
+            [IR_ROLE_STATE] = " (optimizer state: netc train --save writes the weights only; a checkpoint of --checkpoint-dir "
+                              "holds it too)",
+            [IR_ROLE_ACCUMULATOR] = " (optimizer state: netc train --save writes the weights only; a checkpoint of "
+                                    "--checkpoint-dir holds it too)",
+            [IR_ROLE_BUFFER] = " (a buffer, such as batch norm's running statistics: netc train --save writes it with the "
+                               "weights; a file without it was saved from another model)",
+        };
+        snprintf(err, errcap, "%s: %s '%s' is missing%s", path, p->role == IR_ROLE_BUFFER ? "buffer" : "parameter", p->decl.name,
+                 p->role != IR_ROLE_WEIGHT ? why[p->role] : "");
         return -1;
     }
     nc_dtype dt;

@@ -212,6 +212,8 @@ npy_set "$tmp/ae" train 64 8; npy_set "$tmp/ae" test 20 8
 TEXT=$tmp/reg check_train regression "$src/tests/train/reg.net" 8 6
 grep -q test_accuracy "$tmp/regression.gpu.jsonl" && { echo "FAIL train regression: a test accuracy"; fails=$((fails + 1)); }
 TEXT=$tmp/ae check_train autoencoder "$src/tests/train/ae.net" 8 6
+# a batch norm: the step assigns its running statistics on the device; the evaluation reads them
+TEXT=$tmp/reg check_train regression_bn "$src/tests/train/reg_bn.net" 8 6
 
 # a classifier computed in bf16 that returns its logits in bf16: the GPU's evaluation reads
 # them in their own dtype (it asked for 4 bytes a value and stopped after the first epoch)

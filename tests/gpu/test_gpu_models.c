@@ -74,7 +74,7 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* each case's line as it ends, also into a pipe: a run cut short shows how far it got */
     const char *b64[] = {"B"};
-    const int64_t v64[] = {64}, v2[] = {2}, v200[] = {200}, v40[] = {40}, v3[] = {3};
+    const int64_t v64[] = {64}, v2[] = {2}, v200[] = {200}, v40[] = {40}, v3[] = {3}, v5[] = {5};
     const char *bt[] = {"B", "T"};
     const int64_t vbt[] = {2, 64}, vbt70[] = {2, 70}, vbt80[] = {1, 80};
     const char *small_gpt2[] = {"L", "V", "C", "H", "MAXT"};
@@ -158,6 +158,12 @@ int main(void)
         /* the pools with strides and paddings: max_pool2d's padding a row of -inf among the picks */
         {.name = "pools_train", .path = NETC_SOURCE_DIR "/tests/gpu/pools.net", .dim_names = b64, .dim_values = v3,
          .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true, .check_updates = true},
+        /* batch norm: the training step assigns the running statistics (buffers), the forward pass reads them */
+        {.name = "batch_norm", .path = NETC_SOURCE_DIR "/tests/gpu/batch_norm.net", .dim_names = b64, .dim_values = v5,
+         .ndims = 1, .int_range = 4, .use_graph = true, .fuse = true},
+        {.name = "batch_norm_train", .path = NETC_SOURCE_DIR "/tests/gpu/batch_norm.net", .dim_names = b64,
+         .dim_values = v5, .ndims = 1, .int_range = 4, .use_graph = true, .train_step = true, .fuse = true,
+         .check_updates = true},
         {.name = "gpt2_2layers_train_fused", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
          .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
          .train_step = true, .fuse = true, .profile = true},

@@ -3,7 +3,8 @@
 #  1. a regression (f32 features, f32 targets [N, 1], nn.mse, a dropout) learns: its train
 #     loss falls, and its test loss is the mean squared error of the trained model on the
 #     test set, computed here apart (netc run of pred - target with the saved weights, no
-#     dropout); no accuracy is printed or written; --accumulate slices the targets too;
+#     dropout); no accuracy is printed or written; --accumulate slices the targets too; the
+#     same with a batch norm, whose running statistics --save writes and netc run reads;
 #  2. an autoencoder whose train section takes no inputs trains from train_x.npy and
 #     test_x.npy alone (no _y files), scored by its own loss;
 #  3. an autoencoder with `train ae(_labels: i32[B])` on IDX images: scored by its loss, the
@@ -36,30 +37,36 @@ reg_split() {   # reg_split DIR SPLIT N SEED
 reg=$tmp/reg; mkdir "$reg"
 reg_split "$reg" train 512 1; reg_split "$reg" test 128 2
 
-# 1: the regression learns; its test loss is the mse
-if "$netc" train "$src/tests/train/reg.net" --data "$reg" "${common[@]}" --epochs 3 --metrics "$tmp/reg.jsonl" \
-     --save "$tmp/reg.safetensors" 2>"$tmp/reg.log"; then
-  first=$(head -1 "$tmp/reg.jsonl" | grep -o '"train_loss":[-0-9.e]*' | cut -d: -f2)
-  last=$(grep test_loss "$tmp/reg.jsonl" | tail -1 | grep -o '"train_loss":[-0-9.e]*' | cut -d: -f2)
-  tl=$(grep test_loss "$tmp/reg.jsonl" | tail -1 | grep -o '"test_loss":[-0-9.e]*' | cut -d: -f2)
-  awk -v a="$first" -v b="$last" -v t="$tl" 'BEGIN { exit !(b < a / 4 && t < 0.05) }' ||
-    { cat "$tmp/reg.log"; fail "the regression did not learn: first step's loss $first, last epoch's $last, test loss $tl"; }
-  grep -q test_accuracy "$tmp/reg.jsonl" && fail "a regression's metrics give a test accuracy"
-  grep -qE '^epoch 3: train loss [0-9.]+, test loss [0-9.]+, [0-9.]+ s,' "$tmp/reg.log" ||
-    { cat "$tmp/reg.log"; fail "the regression's epoch line is not 'train loss, test loss' alone"; }
-  grep -q 'warning' "$tmp/reg.log" && { cat "$tmp/reg.log"; fail "the regression was warned of"; }
-  # the same model, its output pred - target, run on the test set with the trained weights
-  sed -e 's/^model reg(x: f32\[B, 4\]) -> (pred: f32\[B, 1\])/model reg(x: f32[B, 4], target: f32[B, 1]) -> (err: f32[B, 1])/' \
-      -e 's/^  return out$/  return out - target/' -e '/^train/,$d' "$src/tests/train/reg.net" >"$tmp/regerr.net"
-  if "$netc" build "$tmp/regerr.net" --target '' -o "$tmp/regerr.netm" 2>"$tmp/regerr.log" &&
-     "$netc" run "$tmp/regerr.netm" --weights "$tmp/reg.safetensors" --input "x=$reg/test_x.npy" --input "target=$reg/test_y.npy" \
-       --device cpu --output "$tmp/regerr" >/dev/null 2>>"$tmp/regerr.log"; then
-    mapfile -t dg < <("$npy_digest" "$tmp/regerr/err.npy")   # dtype[shape], mean, standard deviation, ...
-    [[ ${dg[0]} == 'f32[128, 1]' ]] &&
-      awk -v m="${dg[1]}" -v s="${dg[2]}" -v t="$tl" 'BEGIN { mse = m * m + s * s; d = mse - t; exit !(d < 1e-5 * mse && d > -1e-5 * mse) }' ||
-      fail "the regression's test loss $tl is not the mse of its predictions (mean ${dg[1]}, deviation ${dg[2]})"
-  else cat "$tmp/regerr.log"; fail "the regression's errors could not be computed"; fi
-else cat "$tmp/reg.log"; fail "the regression did not train"; fi
+# 1: the regression learns; its test loss is the mse of its predictions, computed apart
+# with the saved weights (with a batch norm: the running statistics, saved with them)
+check_regression() {   # check_regression NAME MODEL
+  local name=$1 model=$2 first last tl dg
+  if "$netc" train "$model" --data "$reg" "${common[@]}" --epochs 3 --metrics "$tmp/$name.jsonl" \
+       --save "$tmp/$name.safetensors" 2>"$tmp/$name.log"; then
+    first=$(head -1 "$tmp/$name.jsonl" | grep -o '"train_loss":[-0-9.e]*' | cut -d: -f2)
+    last=$(grep test_loss "$tmp/$name.jsonl" | tail -1 | grep -o '"train_loss":[-0-9.e]*' | cut -d: -f2)
+    tl=$(grep test_loss "$tmp/$name.jsonl" | tail -1 | grep -o '"test_loss":[-0-9.e]*' | cut -d: -f2)
+    awk -v a="$first" -v b="$last" -v t="$tl" 'BEGIN { exit !(b < a / 4 && t < 0.05) }' ||
+      { cat "$tmp/$name.log"; fail "$name did not learn: first step's loss $first, last epoch's $last, test loss $tl"; }
+    grep -q test_accuracy "$tmp/$name.jsonl" && fail "a regression's metrics give a test accuracy"
+    grep -qE '^epoch 3: train loss [0-9.]+, test loss [0-9.]+, [0-9.]+ s,' "$tmp/$name.log" ||
+      { cat "$tmp/$name.log"; fail "$name's epoch line is not 'train loss, test loss' alone"; }
+    grep -q 'warning' "$tmp/$name.log" && { cat "$tmp/$name.log"; fail "$name was warned of"; }
+    # the same model, its output pred - target, run on the test set with the trained weights
+    sed -e 's/^model reg(x: f32\[B, 4\]) -> (pred: f32\[B, 1\])/model reg(x: f32[B, 4], target: f32[B, 1]) -> (err: f32[B, 1])/' \
+        -e 's/^  return out$/  return out - target/' -e '/^train/,$d' "$model" >"$tmp/$name.err.net"
+    if "$netc" build "$tmp/$name.err.net" --target '' -o "$tmp/$name.err.netm" 2>"$tmp/$name.err.log" &&
+       "$netc" run "$tmp/$name.err.netm" --weights "$tmp/$name.safetensors" --input "x=$reg/test_x.npy" --input "target=$reg/test_y.npy" \
+         --device cpu --output "$tmp/$name.err" >/dev/null 2>>"$tmp/$name.err.log"; then
+      mapfile -t dg < <("$npy_digest" "$tmp/$name.err/err.npy")   # dtype[shape], mean, standard deviation, ...
+      [[ ${dg[0]} == 'f32[128, 1]' ]] &&
+        awk -v m="${dg[1]}" -v s="${dg[2]}" -v t="$tl" 'BEGIN { mse = m * m + s * s; d = mse - t; exit !(d < 1e-5 * mse && d > -1e-5 * mse) }' ||
+        fail "$name's test loss $tl is not the mse of its predictions (mean ${dg[1]}, deviation ${dg[2]})"
+    else cat "$tmp/$name.err.log"; fail "$name's errors could not be computed"; fi
+  else cat "$tmp/$name.log"; fail "$name did not train"; fi
+}
+check_regression regression "$src/tests/train/reg.net"
+check_regression regression_bn "$src/tests/train/reg_bn.net"
 
 # ... and --accumulate 4 slices the targets with the samples: the same losses (without the dropout,
 # whose masks are drawn per micro-batch)

@@ -125,6 +125,9 @@ static const grad_case cases[] = {
        never win nor make its gradient NaN (the values are mostly negative, so
        a padding of zeros would win); avg_pool2d's reads zeros, counted */
     {"nn_max_pool2d_padded", "y = nn.max_pool2d(a, 3, stride: 2, padding: 1)", "param a: f32[2, 5, 4, 2] = normal(1, mean: -3)"},
+    /* a training build: the batch's statistics, differentiated through */
+    {"nn_batch_norm", "y = nn.batch_norm(a * 3.0 + 1.0)", "param a: f32[4, 2, 3] = normal(1)"},
+    {"nn_batch_norm_rows", "y = nn.batch_norm(a, eps: 0.5)", "param a: f32[5, 2] = normal(1)"},
     {"nn_avg_pool2d_padded", "y = nn.avg_pool2d(a, 3, stride: 1, padding: 1)", "param a: f32[1, 4, 5, 2] = normal(1)"},
 };
 
@@ -296,6 +299,7 @@ static void run_case(const grad_case *c)
     for (size_t k = 0; k < NC_COUNT(fd_overrides); k++)
         if (!strcmp(fd_overrides[k].name, c->name)) step = fd_overrides[k].step, tol = fd_overrides[k].tol;
     for (uint32_t i = 0; i < g->nparams; i++) {
+        if (g->params[i].role == IR_ROLE_BUFFER) continue;   /* not trained: batch norm's running statistics */
         if (grads[i] == IR_NONE) { fprintf(stderr, "%s: no gradient for %s\n", c->name, g->params[i].decl.name); t.bad++; continue; }
         check_param(c, g, inputs, params, i, y, wt, &res.values[grads[i]], step, tol, &t);
     }

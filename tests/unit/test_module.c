@@ -120,9 +120,10 @@ int main(int argc, char **argv)
     m.images = &img;
     m.nimages = 1;
     const char *path = "test_module.netm";
-    /* every role travels: the last parameter stands for one of --accumulate's accumulators */
-    CHECK(g->nparams > 0);
-    if (g->nparams) g->params[g->nparams - 1].role = IR_ROLE_ACCUMULATOR;
+    /* every role travels: the last parameter stands for one of --accumulate's accumulators,
+       the one before it for a buffer (batch norm's running statistics) */
+    CHECK(g->nparams > 1);
+    if (g->nparams > 1) g->params[g->nparams - 1].role = IR_ROLE_ACCUMULATOR, g->params[g->nparams - 2].role = IR_ROLE_BUFFER;
     CHECK(module_write(path, &m, err, sizeof err) == 0);
 
     /* round trip: the same graph text, steps, kernels, source and image */

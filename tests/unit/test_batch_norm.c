@@ -1,0 +1,222 @@
+/* test_batch_norm.c - buffers, `update` and `training`, through
+ * stdlib/nn.net's batch_norm against PyTorch's definition computed here:
+ * the forward pass normalises by the running statistics and assigns
+ * nothing; a training step normalises by the batch's (biased variance) and
+ * moves the running ones by momentum towards the batch's (unbiased
+ * variance), step after step; the result has x's dtype. */
+#include "cpu_exec.h"
+#include "driver.h"
+#include "tensor_io.h"
+
+#include "test_util.h"
+
+enum { BATCH = 5, H = 3, W = 2, C = 4, ROWS = BATCH * H * W };
+#define MOMENTUM 0.2
+#define EPS 1e-3
+
+static const char *model_text(const char *dtype)
+{
+    static char text[1024];
+    snprintf(text, sizeof text,
+             "import nn\n"
+             "model m(x: %s[B, %d, %d, %d]) {\n"
+             "  bn = nn.batch_norm(x, momentum: %g, eps: %g)\n"
+             "  return bn\n"
+             "}\n"
+             "train m(t: %s[B, %d, %d, %d]) {\n"
+             "  loss = nn.mse(output, t)\n"
+             "  optimizer sgd(lr: 0.5)\n"
+             "}\n",
+             dtype, H, W, C, MOMENTUM, EPS, dtype, H, W, C);
+    return text;
+}
+
+static ir_graph *compile_model(src_table *src, const char *dtype, bool train_step)
+{
+    const char *text = model_text(dtype);
+    uint32_t id = src_add(src, "bn.net", text, strlen(text));
+    diag_ctx d;
+    diag_init(&d, src, stderr);
+    driver_opts o = {.verify = true, .train_step = train_step};
+    return driver_compile(src, id, &o, &d);
+}
+
+static float uniform(uint32_t *seed, float lo, float hi)
+{
+    *seed = *seed * 1664525u + 1013904223u;
+    return lo + (hi - lo) * (float)((*seed >> 8) / 16777216.0);
+}
+
+static uint32_t param_named(const ir_graph *g, const char *name)
+{
+    for (uint32_t i = 0; i < g->nparams; i++)
+        if (!strcmp(g->params[i].decl.name, name)) return i;
+    fprintf(stderr, "no parameter %s\n", name);
+    failures++;
+    return UINT32_MAX;
+}
+
+/* The model's tensors and what a step left in them. */
+typedef struct bn_state {
+    cpu_tensor *params;
+    float x[ROWS * C];
+    float weight[C], bias[C], mean[C], var[C];   /* the parameters and running statistics before the run */
+} bn_state;
+
+/* x in [-2, 3); weight, bias, the running mean in [-1, 1); the running variance in [0.5, 2). */
+static void bn_init(const ir_graph *g, bn_state *s, uint32_t seed)
+{
+    s->params = nc_xcalloc(g->nparams + 1, sizeof *s->params);
+    char err[256];
+    for (uint32_t i = 0; i < g->nparams; i++) CHECK(param_init(g, i, 1, &s->params[i], err, sizeof err) == 0);
+    for (int i = 0; i < ROWS * C; i++) s->x[i] = uniform(&seed, -2.0f, 3.0f);
+    float *dst[4] = {s->weight, s->bias, s->mean, s->var};
+    const char *names[4] = {"bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"};
+    for (int k = 0; k < 4; k++) {
+        uint32_t p = param_named(g, names[k]);
+        for (int ch = 0; ch < C; ch++) {
+            dst[k][ch] = k == 3 ? uniform(&seed, 0.5f, 2.0f) : uniform(&seed, -1.0f, 1.0f);
+            if (p != UINT32_MAX) s->params[p].f[ch] = dst[k][ch];
+        }
+    }
+}
+
+static void bn_free(const ir_graph *g, bn_state *s)
+{
+    for (uint32_t i = 0; i < g->nparams; i++) cpu_tensor_free(&s->params[i]);
+    free(s->params);
+}
+
+/* Each input of g: x (in its dtype), t (zeros), SGD's @lr (0: the weights
+ * stay, so a second step sees the same ones). */
+static void set_inputs(const ir_graph *g, const bn_state *s, cpu_tensor *in)
+{
+    for (uint32_t i = 0; i < g->ninputs; i++) {
+        const ir_tensor_decl *d = &g->inputs[i];
+        int64_t shape[4] = {BATCH, H, W, C};
+        if (d->rank == 0) {
+            cpu_tensor_alloc(&in[i], d->dtype, 0, NULL, 0);
+            in[i].f[0] = 0.0f;
+            continue;
+        }
+        cpu_tensor_alloc(&in[i], d->dtype, 4, shape, 0);
+        for (int64_t j = 0; j < in[i].numel; j++) in[i].f[j] = !strcmp(d->name, "x") ? nc_round_to(d->dtype, s->x[j]) : 0.0f;
+    }
+}
+
+/* The model's output for the state's x, in float (NaN-filled on failure). */
+static void run(const ir_graph *g, bn_state *s, float *y)
+{
+    cpu_tensor *in = nc_xcalloc(g->ninputs + 1, sizeof *in);
+    set_inputs(g, s, in);
+    int64_t syms[1] = {BATCH};
+    cpu_exec_opts o = {.syms = syms, .inputs = in, .params = s->params};
+    cpu_exec_result res;
+    char err[512];
+    for (int i = 0; i < ROWS * C; i++) y[i] = NAN;
+    if (cpu_exec_run(g, &o, &res, err, sizeof err)) {
+        fprintf(stderr, "run: %s\n", err);
+        failures++;
+    } else {
+        const cpu_tensor *out = &res.values[g->outputs[0].value];
+        CHECK(out->numel == ROWS * C && out->dtype == g->inputs[0].dtype);
+        for (int64_t i = 0; i < out->numel && i < ROWS * C; i++) y[i] = out->f[i];
+        cpu_exec_apply_updates(g, &res, s->params);
+        cpu_exec_result_free(&res);
+    }
+    for (uint32_t i = 0; i < g->ninputs; i++) cpu_tensor_free(&in[i]);
+    free(in);
+}
+
+/* Whether y is x normalised by mean and var, scaled and shifted, within tol. */
+static int count_off(const bn_state *s, const float *y, const double *mean, const double *var, double tol)
+{
+    int off = 0;
+    for (int r = 0; r < ROWS; r++)
+        for (int ch = 0; ch < C; ch++) {
+            double want = (s->x[r * C + ch] - mean[ch]) / sqrt(var[ch] + EPS) * s->weight[ch] + s->bias[ch];
+            double got = y[r * C + ch];
+            if (!(fabs(got - want) <= tol * (1.0 + fabs(want))) && off++ < 3)
+                fprintf(stderr, "y[%d, %d] = %.7g, want %.7g\n", r, ch, got, want);
+        }
+    return off;
+}
+
+/* The forward pass: the running statistics, and nothing assigned. */
+static void test_forward(const char *dtype, double tol)
+{
+    src_table src = {0};
+    ir_graph *g = compile_model(&src, dtype, false);
+    CHECK(g != NULL);
+    if (!g) { src_free(&src); return; }
+    CHECK(g->nupdates == 0);
+    bn_state s;
+    bn_init(g, &s, 11);
+    float y[ROWS * C];
+    double mean[C], var[C];
+    for (int ch = 0; ch < C; ch++) mean[ch] = s.mean[ch], var[ch] = s.var[ch];
+    if (strcmp(dtype, "f32") != 0)   /* the model reads x in its dtype */
+        for (int i = 0; i < ROWS * C; i++) s.x[i] = nc_round_to(NC_BF16, s.x[i]);
+    run(g, &s, y);
+    int off = count_off(&s, y, mean, var, tol);
+    if (off) fprintf(stderr, "forward %s: %d values off\n", dtype, off);
+    CHECK(off == 0);
+    uint32_t rm = param_named(g, "bn.running_mean");
+    for (int ch = 0; rm != UINT32_MAX && ch < C; ch++) CHECK(same_bits(s.params[rm].f[ch], s.mean[ch]));
+    bn_free(g, &s);
+    ir_graph_free(g);
+    src_free(&src);
+}
+
+/* Two training steps on one batch: the batch's statistics normalise, and
+ * the running ones move towards them each step. */
+static void test_training_step(void)
+{
+    src_table src = {0};
+    ir_graph *g = compile_model(&src, "f32", true);
+    CHECK(g != NULL);
+    if (!g) { src_free(&src); return; }
+    bn_state s;
+    bn_init(g, &s, 29);
+    double mean[C], var[C], unbiased[C], run_mean[C], run_var[C];
+    for (int ch = 0; ch < C; ch++) {
+        double sum = 0, sq = 0;
+        for (int r = 0; r < ROWS; r++) sum += s.x[r * C + ch];
+        mean[ch] = sum / ROWS;
+        for (int r = 0; r < ROWS; r++) sq += (s.x[r * C + ch] - mean[ch]) * (s.x[r * C + ch] - mean[ch]);
+        var[ch] = sq / ROWS;
+        unbiased[ch] = sq / (ROWS - 1);
+        run_mean[ch] = s.mean[ch];
+        run_var[ch] = s.var[ch];
+    }
+    uint32_t rm = param_named(g, "bn.running_mean"), rv = param_named(g, "bn.running_var");
+    for (int step = 0; step < 2 && rm != UINT32_MAX && rv != UINT32_MAX; step++) {
+        float y[ROWS * C];
+        run(g, &s, y);
+        int off = count_off(&s, y, mean, var, 1e-5);
+        if (off) fprintf(stderr, "training step %d: %d values off\n", step, off);
+        CHECK(off == 0);
+        for (int ch = 0; ch < C; ch++) {
+            run_mean[ch] = (1 - MOMENTUM) * run_mean[ch] + MOMENTUM * mean[ch];
+            run_var[ch] = (1 - MOMENTUM) * run_var[ch] + MOMENTUM * unbiased[ch];
+            if (!(fabs(s.params[rm].f[ch] - run_mean[ch]) <= 1e-5 && fabs(s.params[rv].f[ch] - run_var[ch]) <= 1e-5)) {
+                fprintf(stderr, "step %d, channel %d: running mean %.7g (want %.7g), var %.7g (want %.7g)\n", step, ch,
+                        s.params[rm].f[ch], run_mean[ch], s.params[rv].f[ch], run_var[ch]);
+                failures++;
+            }
+        }
+    }
+    bn_free(g, &s);
+    ir_graph_free(g);
+    src_free(&src);
+}
+
+int main(void)
+{
+    test_forward("f32", 1e-5);
+    test_forward("bf16", 1e-2);
+    test_training_step();
+    if (failures) fprintf(stderr, "%d failures\n", failures);
+    else printf("ok\n");
+    return failures ? 1 : 0;
+}
