@@ -60,6 +60,16 @@ uint16_t nc_f32_to_f16_bits(float x)
     return sign | (uint16_t)(r >> 13);
 }
 
+uint16_t nc_f64_to_f16_bits(double x)
+{
+    float f = (float)(fabs(x) < 65536.0 || !isfinite(x) ? x : copysign(65536.0, x));   /* 65536 already rounds to inf */
+    if ((double)f != x && isfinite(x)) {   /* round to odd: f32's 13 spare bits keep whether x was past a tie */
+        if (fabs((double)f) > fabs(x)) f = nextafterf(f, 0.0f);
+        f = bits_f32(f32_bits(f) | 1u);
+    }
+    return nc_f32_to_f16_bits(f);
+}
+
 float nc_f16_bits_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;

@@ -36,6 +36,10 @@ uint16_t nc_f32_to_bf16_bits(float x);
 uint16_t nc_f32_to_f16_bits(float x);
 float nc_bf16_bits_to_f32(uint16_t h);
 float nc_f16_bits_to_f32(uint16_t h);
+/* float64 to f16 rounded once, as NumPy's astype(np.float16): through f32 by
+ * itself, a value just past an f16 tie could land on the tie and round the
+ * wrong way. */
+uint16_t nc_f64_to_f16_bits(double x);
 /* Round an f32 value to what dtype t can store (identity for f32). */
 float nc_round_to(nc_dtype t, float x);
 

@@ -385,7 +385,17 @@ static int load_samples(trainer *t, char *err, size_t cap)
     const ir_graph *g = t->tg;
     data_want w = {.x = g->inputs[0].dtype, .x_input = g->inputs[0].name, .has_y = t->in_y != UINT32_MAX, .max_classes = model_classes(t)};
     if (w.has_y) w.y = g->inputs[t->in_y].dtype, w.y_input = g->inputs[t->in_y].name;
-    return data_load_dir(t->o->data_dir, "train", &w, &t->train, err, cap) || data_load_dir(t->o->data_dir, "test", &w, &t->test, err, cap);
+    static const char *const splits[] = {"train", "test"};
+    data_set *sets[] = {&t->train, &t->test};
+    for (int k = 0; k < 2; k++) {
+        if (data_load_dir(t->o->data_dir, splits[k], &w, sets[k], err, cap)) return 1;
+        for (const char *line = sets[k]->note; *line;) {   /* a line a converted file */
+            int len = (int)strcspn(line, "\n");
+            fprintf(stderr, "netc: note: %.*s\n", len, line);
+            line += len + (line[len] == '\n');
+        }
+    }
+    return 0;
 }
 
 static int init_params(trainer *t)

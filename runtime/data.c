@@ -9,6 +9,7 @@
 #include "file_open.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -190,12 +191,13 @@ static const char *numpy_file_name(const char *descr, nc_dtype read_as)
 }
 
 /* Whether a file of descr (read as dtype) holds what an input of type want
- * takes: the same dtype, or for an i32 any integers (NumPy's default int64:
- * every value must fit, npy_read checks). float64 is not narrowed unasked. */
+ * takes: the same dtype (float64 is read as the input's float dtype), or
+ * for an i32 any integers (NumPy's default int64: every value must fit,
+ * npy_read checks). */
 static bool npy_fits(const char *descr, nc_dtype read_as, nc_dtype want)
 {
     if (want == NC_I32 && (!strcmp(descr, "<i4") || !strcmp(descr, "<i8") || !strcmp(descr, "|u1"))) return true;
-    return read_as == want && strcmp(descr, "<f8") != 0 && strcmp(descr, "<i8") != 0;
+    return read_as == want && strcmp(descr, "<i8") != 0;
 }
 
 static int npy_dtype_error(const char *path, const char *descr, const cpu_tensor *t, nc_dtype want, const char *input, char *err,
@@ -229,23 +231,40 @@ static int check_finite(const char *path, const cpu_tensor *t, char *err, size_t
     return 0;
 }
 
-/* One array of the set: the dtype the model takes, a sample axis, finite floats. */
-static int read_part(const char *path, nc_dtype want, const char *input, const char *missing_hint, cpu_tensor *t, char *err,
-                     size_t errcap)
+/* A float64 value the input's dtype cannot hold, said as check_finite says a NaN. */
+static int misfit_error(const char *path, const cpu_tensor *t, const npy_file_info *info, char *err, size_t errcap)
 {
-    const char *descr = "";
-    int rc = npy_read_descr(path, t, (int64_t)1 << 34, &descr, err, errcap);
+    int64_t per = t->numel / t->shape[0];
+    snprintf(err, errcap, "%s: sample %" PRId64 " holds %g (at element %" PRId64 " of its %" PRId64 "), beyond %s's range (its "
+             "largest is %g, the value would be inf): scale the data, or drop that sample, before training", path,
+             info->misfit_at / per, info->misfit, info->misfit_at % per, per, dtype_name(t->dtype),
+             t->dtype == NC_F16 ? 65504.0 : (double)FLT_MAX);
+    return -1;
+}
+
+/* One array of the set: the dtype the model takes, a sample axis, finite
+ * floats. A float64 file is read as the input's float dtype, and a line
+ * appended to note says so. */
+static int read_part(const char *path, nc_dtype want, const char *input, const char *missing_hint, cpu_tensor *t, char *note,
+                     char *err, size_t errcap)
+{
+    npy_file_info info;
+    int rc = npy_read_as(path, want == NC_F16 ? NC_F16 : NC_F32, t, (int64_t)1 << 34, &info, err, errcap);
     if (rc != 0) {
         if (access(path, F_OK) != 0 && missing_hint) snprintf(err + strlen(err), errcap - strlen(err), " (%s)", missing_hint);
         return -1;
     }
-    if (!npy_fits(descr, t->dtype, want)) rc = npy_dtype_error(path, descr, t, want, input, err, errcap);
+    if (!npy_fits(info.descr, t->dtype, want)) rc = npy_dtype_error(path, info.descr, t, want, input, err, errcap);
     else if (t->rank < 1 || t->shape[0] == 0) {
         snprintf(err, errcap, "%s: no samples (want the sample axis first, then each sample's shape)", path);
         rc = -1;
-    } else rc = check_finite(path, t, err, errcap);
+    } else if (info.misfit_at >= 0) rc = misfit_error(path, t, &info, err, errcap);
+    else rc = check_finite(path, t, err, errcap);
     if (rc != 0) cpu_tensor_free(t);
     else if (want == NC_I32) t->dtype = NC_I32;   /* from int64 or uint8: the storage is i32 already */
+    if (rc == 0 && !strcmp(info.descr, "<f8"))
+        snprintf(note + strlen(note), DATA_NOTE_CAP - strlen(note), "%s%s holds float64: read as %s for the model's input %s, "
+                 "each value rounded as a.astype(np.%s) does", note[0] ? "\n" : "", path, dtype_name(want), input, numpy_name(want));
     return rc;
 }
 
@@ -255,12 +274,12 @@ int data_load_npy(const char *dir, const char *split, const data_want *w, data_s
     char px[4096], py[4096], hint[512];
     snprintf(px, sizeof px, "%s/%s_x.npy", dir, split);
     snprintf(py, sizeof py, "%s/%s_y.npy", dir, split);
-    int rc = read_part(px, w->x, w->x_input, NULL, &out->x, err, errcap);
+    int rc = read_part(px, w->x, w->x_input, NULL, &out->x, out->note, err, errcap);
     out->n = rc == 0 ? out->x.shape[0] : 0;
     if (rc == 0 && w->has_y) {
         snprintf(hint, sizeof hint, "the train section's loss reads its input %s: %s_y.npy holds it, one row per sample", w->y_input,
                  split);
-        rc = read_part(py, w->y, w->y_input, hint, &out->y, err, errcap);
+        rc = read_part(py, w->y, w->y_input, hint, &out->y, out->note, err, errcap);
         if (rc == 0 && out->y.shape[0] != out->n) {
             snprintf(err, errcap, "%s holds %" PRId64 " samples but %s holds %" PRId64 ": want one target per sample", px, out->n,
                      py, out->y.shape[0]);

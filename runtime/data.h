@@ -7,6 +7,8 @@
 
 #include "cpu_exec.h"
 
+#define DATA_NOTE_CAP 1200
+
 /* A set of samples, u8 images [n, h, w] or any sample shape and dtype, and
  * their targets: i32 labels [n], targets of any shape, or none. */
 typedef struct data_set {
@@ -14,6 +16,7 @@ typedef struct data_set {
     cpu_tensor y;          /* targets, first axis = sample; empty (numel 0) when the model reads none */
     int64_t n;
     int32_t classes;       /* integer targets: 1 + the largest */
+    char note[DATA_NOTE_CAP];   /* what loading converted, a line a file (float64 read as f32), for the caller to show; "" none */
 } data_set;
 
 /* What the model takes from a data set: its samples' dtype, and whether its
@@ -32,8 +35,10 @@ typedef struct data_want {
 int data_load_idx(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap);
 /* Load DIR/SPLIT_x.npy (first axis = sample) and, where w->has_y,
  * DIR/SPLIT_y.npy (one target row per sample); split is "train" or "test".
- * Each must hold w's dtype (an i32 takes any integers; float64 is refused
- * with the NumPy call that converts it), float values must be finite. */
+ * Each must hold w's dtype (an i32 takes any integers, an f32 or f16 also
+ * float64, rounded to it as it loads and said in out->note; another dtype is
+ * refused with the NumPy call that converts it); float values must be
+ * finite, and float64 ones within the range of the dtype they become. */
 int data_load_npy(const char *dir, const char *split, const data_want *w, data_set *out, char *err, size_t errcap);
 /* Whichever layout DIR holds: the .npy files, else the IDX files (u8 images
  * and, where w->has_y, their labels; "train" / "test" select the split, IDX

@@ -10,7 +10,9 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,24 +148,38 @@ bad:
     return -1;
 }
 
-static void store_element(cpu_tensor *t, int64_t i, npy_kind kind, const uint8_t *p)
+/* A float64 value as dtype f8_as (f32 or f16), rounded once; false when a
+ * finite value lies beyond that dtype's range (it is stored as inf). */
+static bool store_f64(cpu_tensor *t, int64_t i, nc_dtype f8_as, double v)
+{
+    if (f8_as == NC_F16) t->f[i] = nc_f16_bits_to_f32(nc_f64_to_f16_bits(v));
+    /* from the tie above FLT_MAX on, f32 rounds to inf: said so, as C's cast is undefined there */
+    else t->f[i] = fabs(v) < 0x1.ffffffp+127 || !isfinite(v) ? (float)v : v < 0 ? -INFINITY : INFINITY;
+    return isfinite(t->f[i]) || !isfinite(v);
+}
+
+/* One element into t; false for a float64 beyond f8_as (stored as inf). */
+static bool store_element(cpu_tensor *t, int64_t i, npy_kind kind, nc_dtype f8_as, const uint8_t *p)
 {
     switch (kind) {
     case NPY_F4: { float v; memcpy(&v, p, 4); t->f[i] = v; break; }
     case NPY_F2: { uint16_t v; memcpy(&v, p, 2); t->f[i] = nc_f16_bits_to_f32(v); break; }
-    case NPY_F8: { double v; memcpy(&v, p, 8); t->f[i] = (float)v; break; }
+    case NPY_F8: { double v; memcpy(&v, p, 8); return store_f64(t, i, f8_as, v); }
     case NPY_I4: { int32_t v; memcpy(&v, p, 4); t->i[i] = v; break; }
     case NPY_I8: { int64_t v; memcpy(&v, p, 8); t->i[i] = (int32_t)v; break; }
     case NPY_U1: t->i[i] = p[0]; break;
     case NPY_B1: t->i[i] = p[0] != 0; break;
     }
+    return true;
 }
 
-static int read_data(FILE *f, const char *path, const npy_header *h, cpu_tensor *out, int64_t max_bytes,
-                     char *err, size_t errcap)
+/* Streams the data through a small buffer into out: a float64 file costs
+ * its converted copy only, never a second one of its own width. */
+static int read_data(FILE *f, const char *path, const npy_header *h, nc_dtype f8_as, cpu_tensor *out, int64_t max_bytes,
+                     npy_file_info *info, char *err, size_t errcap)
 {
     const int kind = npy_kinds[h->kind].kind, bytes = npy_kinds[h->kind].bytes;
-    if (!cpu_tensor_alloc(out, npy_kinds[h->kind].dtype, h->rank, h->shape, max_bytes)) {
+    if (!cpu_tensor_alloc(out, kind == NPY_F8 ? f8_as : npy_kinds[h->kind].dtype, h->rank, h->shape, max_bytes)) {
         snprintf(err, errcap, "%s: array too large", path);
         return -1;
     }
@@ -178,7 +194,7 @@ static int read_data(FILE *f, const char *path, const npy_header *h, cpu_tensor 
         }
         for (int64_t k = 0; k < n; k++) {
             const uint8_t *p = chunk + k * bytes;
-            if (kind == NPY_I8) {
+            if (kind == NPY_I8) {   /* no caller takes an int64 beyond i32 */
                 int64_t v;
                 memcpy(&v, p, 8);
                 if (v < INT32_MIN || v > INT32_MAX) {
@@ -187,7 +203,10 @@ static int read_data(FILE *f, const char *path, const npy_header *h, cpu_tensor 
                     return -1;
                 }
             }
-            store_element(out, i + k, kind, p);
+            if (!store_element(out, i + k, kind, f8_as, p) && info->misfit_at < 0) {
+                info->misfit_at = i + k;
+                memcpy(&info->misfit, p, 8);
+            }
         }
     }
     if (fgetc(f) != EOF) {
@@ -205,7 +224,23 @@ int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, si
 
 int npy_read_descr(const char *path, cpu_tensor *out, int64_t max_bytes, const char **descr, char *err, size_t errcap)
 {
+    npy_file_info info;
+    if (npy_read_as(path, NC_F32, out, max_bytes, &info, err, errcap) != 0) return -1;
+    if (info.misfit_at >= 0) {
+        snprintf(err, errcap, "%s: element %" PRId64 " = %g does not fit f32 (its largest is %g)", path, info.misfit_at, info.misfit,
+                 (double)FLT_MAX);
+        cpu_tensor_free(out);
+        return -1;
+    }
+    if (descr) *descr = info.descr;
+    return 0;
+}
+
+int npy_read_as(const char *path, nc_dtype f8_as, cpu_tensor *out, int64_t max_bytes, npy_file_info *info, char *err, size_t errcap)
+{
+    NC_ASSERT(f8_as == NC_F32 || f8_as == NC_F16);
     memset(out, 0, sizeof *out);
+    *info = (npy_file_info){.descr = "", .misfit_at = -1};
     const char *reason;
     FILE *f = file_open_regular(path, &reason);
     if (!f) {
@@ -271,8 +306,8 @@ int npy_read_descr(const char *path, cpu_tensor *out, int64_t max_bytes, const c
             goto out;
         }
     }
-    rc = read_data(f, path, &h, out, max_bytes, err, errcap);
-    if (rc == 0 && descr) *descr = npy_kinds[h.kind].descr;
+    rc = read_data(f, path, &h, f8_as, out, max_bytes, info, err, errcap);
+    if (rc == 0) info->descr = npy_kinds[h.kind].descr;
     goto out;
 trunc:
     snprintf(err, errcap, "%s: file is truncated in the header", path);

@@ -10,10 +10,13 @@
 #  3. an autoencoder with `train ae(_labels: i32[B])` on IDX images: scored by its loss, the
 #     warning that the numbers said nothing is gone; a classifier whose first output is
 #     integers (not refused now) is scored by its loss;
-#  4. f16 samples (<f2) for an f16 input, NumPy's int64 for an i32 one;
-#  5. refusals before any step, status 1, each naming the file: another dtype (float64,
-#     uint8, integer targets for float ones), another sample or target shape, NaN and inf
-#     (with the sample), counts that differ, a missing train_y.npy.
+#  4. f16 samples (<f2) for an f16 input, NumPy's int64 for an i32 one; NumPy's float64
+#     read as f32 (the same losses as the float32 copy, a note a file) and as f16 (a value
+#     beyond f16's range refused, with its sample);
+#  5. refusals before any step, status 1, each naming the file: another dtype (float64 for
+#     integers, uint8, integer targets for float ones), another sample or target shape, NaN
+#     and inf (with the sample, float64 too), a float64 beyond f32, counts that differ, a
+#     missing train_y.npy.
 # Each case says FAIL and the rest still run.
 # Args: NETC MAKE_NPY SOURCE_DIR MAKE_IDX NPY_DIGEST
 set -euo pipefail
@@ -125,6 +128,34 @@ sed -e 's/x: f32\[B, 4\]/x: i32[B, 4]/' -e 's/nn.linear(x, 16)/nn.linear(f32(x),
 "$netc" train "$tmp/regi.net" --data "$i64" "${common[@]}" --epochs 1 2>"$tmp/i64.log" && grep -q '^epoch 1: train loss' "$tmp/i64.log" ||
   { cat "$tmp/i64.log"; fail "int64 samples did not train an i32 input"; }
 
+# ... and NumPy's default float64, read as the input's float dtype: the regression on a float64 copy
+# of its data trains to the same losses, to the digit, as on the float32 one, with one note a file
+f64=$tmp/f64; mkdir "$f64"
+for s in train:512:1 test:128:2; do
+  IFS=: read -r split n seed <<<"$s"; reg_rows "$n" "$seed" 2>"$tmp/x.txt" >"$tmp/y.txt"
+  "$make_npy" "$f64/${split}_x.npy" '<f8' "$n,4" <"$tmp/x.txt" && "$make_npy" "$f64/${split}_y.npy" '<f8' "$n,1" <"$tmp/y.txt"
+done
+if "$netc" train "$src/tests/train/reg.net" --data "$f64" "${common[@]}" --epochs 2 --metrics "$tmp/f64.jsonl" 2>"$tmp/f64.log" &&
+   "$netc" train "$src/tests/train/reg.net" --data "$reg" "${common[@]}" --epochs 2 --metrics "$tmp/f32.jsonl" 2>"$tmp/f32.log"; then
+  tl() { grep -o '"test_loss":[-0-9.e]*' "$1"; }
+  [[ -n $(tl "$tmp/f64.jsonl") && $(tl "$tmp/f64.jsonl") == "$(tl "$tmp/f32.jsonl")" && $(eplines "$tmp/f64.log") == "$(eplines "$tmp/f32.log")" ]] ||
+    { eplines "$tmp/f64.log"; eplines "$tmp/f32.log"; fail "float64 data did not train as its float32 copy does"; }
+  [[ $(grep -c '^netc: note: .* holds float64: read as f32' "$tmp/f64.log") == 4 ]] &&
+    grep -qF "netc: note: $f64/train_x.npy holds float64: read as f32 for the model's input x, each value rounded as a.astype(np.float32) does" "$tmp/f64.log" ||
+    { cat "$tmp/f64.log"; fail "float64 data: not one note a file"; }
+  grep -q 'note' "$tmp/f32.log" && { cat "$tmp/f32.log"; fail "float32 data got a note"; }
+else cat "$tmp/f64.log" "$tmp/f32.log" 2>/dev/null || true; fail "float64 data did not train an f32 input"; fi
+# for an f16 input each value is rounded to f16 once; one beyond f16's range is refused (NumPy would make it inf)
+f64h=$tmp/f64h; cp -r "$f64" "$f64h"
+"$netc" train "$tmp/reg16.net" --data "$f64h" "${common[@]}" --epochs 1 2>"$tmp/f64h.log" && grep -q '^epoch 1: train loss' "$tmp/f64h.log" &&
+  grep -qF "f64h/test_x.npy holds float64: read as f16 for the model's input x" "$tmp/f64h.log" ||
+  { cat "$tmp/f64h.log"; fail "float64 samples did not train an f16 input"; }
+reg_rows 128 2 2>&1 >/dev/null | awk 'NR == 6 { $4 = "70000" } 1' | "$make_npy" "$f64h/test_x.npy" '<f8' 128,4
+rc=0; "$netc" train "$tmp/reg16.net" --data "$f64h" "${common[@]}" --epochs 1 >/dev/null 2>"$tmp/f64h.log" || rc=$?
+[[ $rc == 1 ]] && ! grep -q '^epoch' "$tmp/f64h.log" &&
+  grep -qF "f64h/test_x.npy: sample 5 holds 70000 (at element 3 of its 4), beyond f16's range (its largest is 65504, the value would be inf)" "$tmp/f64h.log" ||
+  { cat "$tmp/f64h.log"; fail "a float64 beyond f16's range: exit $rc, want 1 and the sample named"; }
+
 # 5: what does not fit is refused as the data loads, before any step, with status 1
 refused() {   # refused NAME MESSAGE: the regression on $tmp/NAME (a copy of $reg, changed)
   local rc=0
@@ -133,8 +164,14 @@ refused() {   # refused NAME MESSAGE: the regression on $tmp/NAME (a copy of $re
     { cat "$tmp/$1.log"; fail "$1: exit $rc, want 1 and: $2"; }
 }
 variant() { rm -rf "${tmp:?}/$1"; cp -r "$reg" "$tmp/$1"; }   # variant NAME: a copy of the regression's data to change
-variant f64; reg_rows 512 1 2>&1 >/dev/null | "$make_npy" "$tmp/f64/train_x.npy" '<f8' 512,4
-refused f64 "f64/train_x.npy holds float64, but the model's input x is f32 (hint: convert the array with NumPy, np.save('train_x.npy', a.astype(np.float32)))"
+variant f64i; reg_rows 512 1 2>&1 >/dev/null | "$make_npy" "$tmp/f64i/train_x.npy" '<f8' 512,4
+rc=0; "$netc" train "$tmp/regi.net" --data "$tmp/f64i" "${common[@]}" --epochs 1 >/dev/null 2>"$tmp/f64i.log" || rc=$?
+[[ $rc == 1 ]] && grep -qF "f64i/train_x.npy holds float64, but the model's input x is i32 (hint: convert the array with NumPy, np.save('train_x.npy', a.astype(np.int32)))" "$tmp/f64i.log" ||
+  { cat "$tmp/f64i.log"; fail "float64 samples for an i32 input: exit $rc, want 1 and the astype(np.int32) hint"; }
+variant huge; reg_rows 512 1 2>&1 >/dev/null | awk 'NR == 8 { $2 = "1e300" } 1' | "$make_npy" "$tmp/huge/train_x.npy" '<f8' 512,4
+refused huge "huge/train_x.npy: sample 7 holds 1e+300 (at element 1 of its 4), beyond f32's range"
+variant nan64; reg_rows 128 2 2>/dev/null | awk 'NR == 4 { $1 = "nan" } 1' | "$make_npy" "$tmp/nan64/test_y.npy" '<f8' 128,1
+refused nan64 "nan64/test_y.npy: sample 3 holds NaN (at element 0 of its 1)"
 variant u8; awk 'BEGIN { for (i = 0; i < 512; i++) print i % 256 }' | "$make_npy" "$tmp/u8/test_x.npy" '|u1' 128,4
 refused u8 "u8/test_x.npy holds uint8, but the model's input x is f32"
 variant ints; awk 'BEGIN { for (i = 0; i < 512; i++) print i % 3 }' | "$make_npy" "$tmp/ints/train_y.npy" '<i8' 512,1
@@ -154,4 +191,4 @@ refused noy "noy/train_y.npy: No such file or directory (the train section's los
 
 ((fails == 0)) || exit 1
 echo "test_npy: a regression on f32 data learns and its test loss is its mse, autoencoders train without labels (and with unread" \
-     "ones), f16 and int64 data fit their inputs, other dtypes, shapes, NaN, inf, counts and a missing train_y.npy are refused"
+     "ones), f16, int64 and float64 data fit their inputs, other dtypes, shapes, NaN, inf, counts and a missing train_y.npy are refused"

@@ -228,6 +228,70 @@ static void test_npy_float(void)
     cpu_tensor_free(&y);
 }
 
+/* A float64 array [n, cols] as NumPy saves one (npy_write writes no float64). */
+static void write_f64(const char *path, int64_t n, int64_t cols, const double *v)
+{
+    char hdr[128];
+    int len = snprintf(hdr, sizeof hdr, "{'descr': '<f8', 'fortran_order': False, 'shape': (%lld, %lld), }", (long long)n, (long long)cols);
+    int pad = (int)((64 - (10 + len + 1) % 64) % 64);
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(len + pad + 1), 0};
+    FILE *f = fopen(path, "wb");
+    CHECK(f);
+    if (!f) return;
+    bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, (size_t)len, f) == (size_t)len;
+    for (int k = 0; k < pad; k++) ok = ok && fputc(' ', f) != EOF;
+    ok = ok && fputc('\n', f) != EOF && fwrite(v, sizeof *v, (size_t)(n * cols), f) == (size_t)(n * cols);
+    CHECK(fclose(f) == 0 && ok);
+}
+
+/* NumPy's default float64, read as an f32 or f16 input's dtype: each value
+ * rounded once, a note that names the file; a value beyond the dtype's range
+ * is refused with its sample, as a NaN is; integer inputs still refuse it. */
+static void test_npy_float64(void)
+{
+    char err[512], px[128];
+    data_set d;
+    clean();
+    snprintf(px, sizeof px, "%s/train_x.npy", dir);
+    /* 1 + 2^-11 + 2^-40 is past an f16 tie that f32 alone would round it onto */
+    double v[12] = {0.1, -2.5, 1e-3, 1.0 + ldexp(1, -11) + ldexp(1, -40), 65519.0, -7.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0};
+    write_f64(px, 4, 3, v);
+    data_want w = {.x = NC_F32, .x_input = "x"};
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0);
+    CHECK(d.x.dtype == NC_F32 && d.n == 4 && d.x.f[0] == 0.1f && d.x.f[3] == (float)v[3] && d.x.f[4] == 65519.0f);
+    char want[256];
+    snprintf(want, sizeof want, "%s holds float64: read as f32 for the model's input x, each value rounded as a.astype(np.float32) does", px);
+    CHECK(strcmp(d.note, want) == 0);
+    data_set_free(&d);
+    w.x = NC_F16;
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0);
+    CHECK(d.x.dtype == NC_F16 && d.x.f[0] == nc_round_f16(0.1f) && d.x.f[3] == 1.0f + ldexpf(1, -10) && d.x.f[4] == 65504.0f &&
+          strstr(d.note, "read as f16 for the model's input x, each value rounded as a.astype(np.float16) does"));
+    data_set_free(&d);
+    v[10] = 70000.0;   /* beyond f16: sample 3, element 1 */
+    write_f64(px, 4, 3, v);
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 &&
+          strstr(err, "train_x.npy: sample 3 holds 70000 (at element 1 of its 3), beyond f16's range (its largest is 65504"));
+    w.x = NC_F32;
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0 && d.x.f[10] == 70000.0f);
+    data_set_free(&d);
+    v[10] = -1e39;   /* beyond f32 */
+    write_f64(px, 4, 3, v);
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 && strstr(err, "sample 3 holds -1e+39 (at element 1 of its 3), beyond f32's range"));
+    v[10] = NAN;
+    write_f64(px, 4, 3, v);
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 && strstr(err, "train_x.npy: sample 3 holds NaN (at element 1 of its 3)"));
+    w.x = NC_F16;
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 && strstr(err, "train_x.npy: sample 3 holds NaN (at element 1 of its 3)"));
+    w.x = NC_I32;
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 &&
+          strstr(err, "holds float64, but the model's input x is i32 (hint: convert the array with NumPy, np.save('train_x.npy', a.astype(np.int32)))"));
+    cpu_tensor back;   /* netc run's reader refuses what f32 cannot hold */
+    v[10] = 1e300;
+    write_f64(px, 4, 3, v);
+    CHECK(npy_read(px, &back, 0, err, sizeof err) != 0 && strstr(err, "element 10 = 1e+300 does not fit f32"));
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/netc_data_XXXXXX");
@@ -236,6 +300,7 @@ int main(void)
     test_loader();
     test_npy_layout();
     test_npy_float();
+    test_npy_float64();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

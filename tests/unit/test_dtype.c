@@ -122,10 +122,10 @@ static void test_round_trip(void)
 }
 
 /* Round |x| to a grid of 2^(e - mant) with e >= emin, ties to even, in double. */
-static float ref_round(float x, int mant, int emin, double maxfinite)
+static double ref_round_d(double x, int mant, int emin, double maxfinite)
 {
     if (isnan(x)) return x;
-    double a = fabs((double)x);
+    double a = fabs(x);
     if (a == 0 || isinf(a)) return x;
     int e;
     frexp(a, &e);                     /* a = m * 2^e, m in [0.5, 1) */
@@ -133,8 +133,10 @@ static float ref_round(float x, int mant, int emin, double maxfinite)
     if (e < emin) e = emin;
     double ulp = ldexp(1, e - mant), r = nearbyint(a / ulp) * ulp;
     if (r > maxfinite) r = INFINITY;
-    return (float)(x < 0 ? -r : r);
+    return x < 0 ? -r : r;
 }
+
+static float ref_round(float x, int mant, int emin, double maxfinite) { return (float)ref_round_d(x, mant, emin, maxfinite); }
 
 /* Every 257th f32 pattern (about 17 million values), both signs, all exponents. */
 static void test_against_reference(void)
@@ -147,6 +149,33 @@ static void test_against_reference(void)
         float gf = nc_round_f16(x), gb = nc_round_bf16(x);
         if (!same(gf, rf) && bad++ < 10) printf("FAIL f16(%.9g [0x%08x]): reference %.9g, got %.9g\n", x, (uint32_t)u, rf, gf);
         if (!same(gb, rb) && bad++ < 10) printf("FAIL bf16(%.9g [0x%08x]): reference %.9g, got %.9g\n", x, (uint32_t)u, rb, gb);
+    }
+    failures += bad;
+}
+
+/* float64 straight to f16: a value just past an f16 tie, which f32 would round onto the
+ * tie, and random doubles of every f16 exponent against the reference in double. */
+static void test_f64_to_f16(void)
+{
+    const double tie = 1.0 + ldexp(1, -11), past = tie + ldexp(1, -40);   /* f32 rounds past to tie */
+    check("f64->f16", (float)past, nc_f16_bits_to_f32(nc_f64_to_f16_bits(past)), 1.0f + ldexpf(1, -10));
+    check("f64->f16", (float)tie, nc_f16_bits_to_f32(nc_f64_to_f16_bits(tie)), 1.0f);
+    check("f64->f16", (float)-past, nc_f16_bits_to_f32(nc_f64_to_f16_bits(-past)), -1.0f - ldexpf(1, -10));
+    check("f64->f16", 65519.0f, nc_f16_bits_to_f32(nc_f64_to_f16_bits(65519.999)), 65504.0f);
+    check("f64->f16", 65520.0f, nc_f16_bits_to_f32(nc_f64_to_f16_bits(65520.0)), INFINITY);
+    check("f64->f16", INFINITY, nc_f16_bits_to_f32(nc_f64_to_f16_bits(1e300)), INFINITY);
+    check("f64->f16", -INFINITY, nc_f16_bits_to_f32(nc_f64_to_f16_bits(-1e300)), -INFINITY);
+    check("f64->f16", 0.0f, nc_f16_bits_to_f32(nc_f64_to_f16_bits(1e-300)), 0.0f);
+    check("f64->f16", -0.0f, nc_f16_bits_to_f32(nc_f64_to_f16_bits(-1e-300)), -0.0f);
+    check("f64->f16", NAN, nc_f16_bits_to_f32(nc_f64_to_f16_bits(NAN)), NAN);
+    int bad = 0;
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (int k = 0; k < 2000000; k++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        double x = ldexp(1.0 + (double)(r >> 12) * 0x1p-52, (int)(r % 48) - 30);   /* [2^-30, 2^18) */
+        if (k & 1) x = -x;
+        float got = nc_f16_bits_to_f32(nc_f64_to_f16_bits(x)), want = (float)ref_round_d(x, 10, -14, 65504.0);
+        if (!same(got, want) && bad++ < 10) printf("FAIL f64->f16(%.17g): reference %.9g, got %.9g\n", x, want, got);
     }
     failures += bad;
 }
@@ -167,6 +196,7 @@ int main(void)
     test_f16_cases();
     test_round_trip();
     test_against_reference();
+    test_f64_to_f16();
     test_names();
     if (failures) {
         printf("test_dtype: %d failure(s)\n", failures);
