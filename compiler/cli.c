@@ -684,45 +684,27 @@ static int cmd_train(cli_opts *o)
     return train_main(&t);
 }
 
-/* The value netc train gives a training step's scalar input on its first
- * step (train_cmd.c: schedule_lr and fill_scalars at step 0, no --lr); false
- * for another input. */
-static bool first_step_value(const ir_train_spec *t, const char *name, double *v)
+/* The train section of a loaded module's entry point; NULL where it has none. */
+static const ir_train_spec *entry_train_spec(const nrt_module *m)
 {
-    if (!strcmp(name, TRAIN_INPUT_LR)) *v = t->warmup_steps > 0 ? t->lr / (double)t->warmup_steps : t->lr;
-    else if (!strcmp(name, TRAIN_INPUT_BC1)) *v = 1.0 - t->beta1;
-    else if (!strcmp(name, TRAIN_INPUT_BC2)) *v = 1.0 - t->beta2;
-    else if (!strcmp(name, TRAIN_INPUT_SCALE)) *v = t->loss_scale == IR_SCALE_NONE ? 1.0 : t->init_scale;
-    else if (!strcmp(name, TRAIN_INPUT_APPLY)) *v = 1.0;
-    else if (!strcmp(name, TRAIN_INPUT_STEP)) *v = 0.0;
-    else return false;
-    return true;
-}
-
-/* The train section of the module's entry point (the runtime's module keeps
- * its graph to itself): false where it has none or cannot be read again. */
-static bool entry_train_spec(const char *path, const char *entry, ir_train_spec *out)
-{
-    nrt_module_data all, one;
-    char err[512];
-    if (module_read(path, &all, err, sizeof err) || module_take_entry(&all, entry, &one, err, sizeof err)) return false;
-    *out = one.graph->train;
-    module_data_free(&one);
-    return out->present;
+    const ir_train_spec *t = &nrt_module_graph(m)->train;
+    return t->present ? t : NULL;
 }
 
 /* Seeded random values for every input not given with --input: floats in
  * [-1, 1), bytes in [0, 256), integers in the range their uses accept (class
  * labels below the classes, indices below their table's rows: the smallest
- * such bound), [0, 10) where none bounds them; with sane_scalars, a rank-0
- * float (a learning rate, a bias correction) in [0.5, 1). A training step's
- * scalars (@lr, @bias1, ...) get their first step's values from train (NULL:
- * none), not random ones: a negative learning rate runs a nonsense step.
- * Returns non-zero after printing the error. */
+ * such bound), [0, 10) where none bounds them; with sane_scalars (inspect
+ * --profile's), a rank-0 float in [0.5, 1). A training step's scalars (@lr,
+ * @bias1, ...) get the values netc train feeds its first step
+ * (train_first_point) from train (NULL: none), not random ones: a negative
+ * learning rate runs a nonsense step. Returns non-zero after printing the
+ * error. */
 static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, uint64_t seed, bool sane_scalars,
                              const ir_train_spec *train)
 {
     char note[256] = "";
+    const train_point first_point = train ? train_first_point(train) : (train_point){0};
     for (int i = 0; i < nrt_module_num_inputs(m); i++) {
         nrt_tensor_info decl, info;
         nrt_error e;
@@ -737,7 +719,7 @@ static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, u
         cpu_tensor t = {0};
         cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, info.shape, (int64_t)8 << 30);
         double first;
-        bool step_scalar = train && info.rank == 0 && first_step_value(train, decl.name, &first);
+        bool step_scalar = train && info.rank == 0 && train_scalar_value(train, &first_point, decl.name, &first);
         if (step_scalar) snprintf(note + strlen(note), sizeof note - strlen(note), "%s%s %g", *note ? ", " : "", decl.name, first);
         for (int64_t j = 0; j < t.numel; j++) {
             float u = nc_rng_uniform(seed, (uint64_t)i, (uint64_t)j);
@@ -754,7 +736,7 @@ static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, u
         cpu_tensor_free(&t);
         if (st) { fprintf(stderr, "netc: %s\n", e.message); return 1; }
     }
-    if (*note) fprintf(stderr, "netc: --random-inputs: a training step's first values: %s\n", note);
+    if (*note) fprintf(stderr, "netc: %s: a training step's first values: %s\n", sane_scalars ? "--profile" : "--random-inputs", note);
     return 0;
 }
 
@@ -779,7 +761,7 @@ static int profile_module(const cli_opts *o, double **step_seconds, char *device
     fprintf(stderr, "netc: profiling on %s, %d runs a launch\n", device, o->profile_runs);
     int n = nrt_module_num_steps(m);
     *step_seconds = nc_xcalloc((size_t)n + 1, sizeof **step_seconds);
-    if (set_random_inputs(m, s, o, 1, true, NULL)) goto done;
+    if (set_random_inputs(m, s, o, 1, true, entry_train_spec(m))) goto done;
     for (int i = 0; i < 3; i++)
         if (nrt_session_run(s, &e)) { fprintf(stderr, "netc: %s\n", e.message); goto done; }
     if (nrt_session_profile(s, o->profile_runs, *step_seconds, n, &e)) { fprintf(stderr, "netc: %s\n", e.message); goto done; }
@@ -972,9 +954,7 @@ static int cmd_run(cli_opts *o)
         if (st) { fprintf(stderr, "netc: %s\n", e.message); goto free_session; }
     }
     if (o->random_inputs >= 0) {
-        ir_train_spec train;
-        bool has_train = entry_train_spec(o->files[0], o->entry, &train);
-        if (set_random_inputs(m, s, o, (uint64_t)o->random_inputs, false, has_train ? &train : NULL)) goto free_session;
+        if (set_random_inputs(m, s, o, (uint64_t)o->random_inputs, false, entry_train_spec(m))) goto free_session;
     }
     if (nrt_session_run(s, &e)) { fprintf(stderr, "netc: %s\n", e.message); goto free_session; }
     rc = write_outputs(s, m, o->outdir);

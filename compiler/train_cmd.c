@@ -317,7 +317,7 @@ static int build_graphs(trainer *t)
     t->in_step = input_index(g, TRAIN_INPUT_STEP);
     t->loss_v = output_value(g, TRAIN_OUTPUT_LOSS);
     t->finite_v = output_value(g, TRAIN_OUTPUT_FINITE);
-    t->scale = g->train.loss_scale == IR_SCALE_NONE ? 1.0 : g->train.init_scale;
+    t->scale = train_first_point(&g->train).scale;
     return 0;
 }
 
@@ -568,16 +568,14 @@ static int setup_gpu(trainer *t)
 /* The rate the schedule starts from: --lr, else the train section's. */
 static double base_lr(const trainer *t) { return t->o->lr > 0 ? t->o->lr : t->tg->train.lr; }
 
-static double schedule_lr(const trainer *t, int64_t total_steps)
+double train_schedule_lr(const ir_train_spec *s, double base, int64_t step, int64_t total_steps)
 {
-    const ir_train_spec *s = &t->tg->train;
-    double base = base_lr(t);
-    if (s->warmup_steps > 0 && t->step < s->warmup_steps) return base * (double)(t->step + 1) / (double)s->warmup_steps;
+    if (s->warmup_steps > 0 && step < s->warmup_steps) return base * (double)(step + 1) / (double)s->warmup_steps;
     switch (s->schedule) {
-    case IR_SCHED_STEP: return base * pow(s->gamma, (double)(t->step / (s->step_size ? s->step_size : 1)));
+    case IR_SCHED_STEP: return base * pow(s->gamma, (double)(step / (s->step_size ? s->step_size : 1)));
     case IR_SCHED_COSINE: {
         int64_t total = s->total_steps ? s->total_steps : total_steps;
-        double span = (double)(total - s->warmup_steps), done = (double)(t->step - s->warmup_steps);
+        double span = (double)(total - s->warmup_steps), done = (double)(step - s->warmup_steps);
         double p = span > 0 ? fmin(1.0, fmax(0.0, done / span)) : 1.0;
         return s->min_lr + (base - s->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * p));
     }
@@ -585,10 +583,33 @@ static double schedule_lr(const trainer *t, int64_t total_steps)
     }
 }
 
-static void set_scalar(cpu_tensor *inputs, uint32_t i, float v)
+static double schedule_lr(const trainer *t, int64_t total_steps)
 {
-    if (i == UINT32_MAX) return;
-    inputs[i].f[0] = v;
+    return train_schedule_lr(&t->tg->train, base_lr(t), t->step, total_steps);
+}
+
+bool train_scalar_value(const ir_train_spec *s, const train_point *p, const char *name, double *v)
+{
+    const double n = (double)(p->step + 1);   /* Adam's t counts from 1 */
+    if (!strcmp(name, TRAIN_INPUT_LR)) *v = p->lr;
+    else if (!strcmp(name, TRAIN_INPUT_BC1)) *v = 1.0 - pow(s->beta1, n);
+    else if (!strcmp(name, TRAIN_INPUT_BC2)) *v = 1.0 - pow(s->beta2, n);
+    else if (!strcmp(name, TRAIN_INPUT_SCALE)) *v = p->scale;
+    else if (!strcmp(name, TRAIN_INPUT_APPLY)) *v = p->micro + 1 == p->accumulate ? 1.0 : 0.0;
+    /* dropout's masks: a new draw every run, numbered by the step count
+     * (restored on resume, so a resumed run draws what the uninterrupted one
+     * did); with --accumulate K, K numbers a step, so each micro-batch draws
+     * masks of its own, as the slices of one large batch would */
+    else if (!strcmp(name, TRAIN_INPUT_STEP)) *v = (double)(p->step * p->accumulate + p->micro);
+    else return false;
+    return true;
+}
+
+train_point train_first_point(const ir_train_spec *s)
+{
+    /* a run of any length: the first step's rate does not depend on it */
+    return (train_point){.lr = train_schedule_lr(s, s->lr, 0, 1), .scale = s->loss_scale == IR_SCALE_NONE ? 1.0 : s->init_scale,
+                         .accumulate = 1};
 }
 
 typedef struct step_result {
@@ -634,19 +655,16 @@ static void fill_data_inputs(const trainer *t, const data_batch *b, cpu_tensor *
 /* micro: which micro-batch of the step (0 without --accumulate). */
 static void fill_scalars(const trainer *t, double lr, int64_t micro, cpu_tensor *inputs)
 {
-    const ir_train_spec *s = &t->tg->train;
-    double tt = (double)(t->step + 1);
-    set_scalar(inputs, t->in_lr, (float)lr);
-    set_scalar(inputs, t->in_bc1, (float)(1.0 - pow(s->beta1, tt)));
-    set_scalar(inputs, t->in_bc2, (float)(1.0 - pow(s->beta2, tt)));
-    set_scalar(inputs, t->in_scale, (float)t->scale);
-    /* dropout's masks: a new draw every run, numbered by the step count
-     * (restored on resume, so a resumed run draws what the uninterrupted one
-     * did); with --accumulate K, K numbers a step, so each micro-batch draws
-     * masks of its own, as the slices of one large batch would. The i32
-     * holds the number modulo 2^32 (its bits are the RNG's stream). */
-    int64_t k = t->o->accumulate > 1 ? t->o->accumulate : 1;
-    if (t->in_step != UINT32_MAX) inputs[t->in_step].i[0] = (int32_t)(uint32_t)(uint64_t)(t->step * k + micro);
+    const train_point p = {.step = t->step, .lr = lr, .scale = t->scale, .micro = micro,
+                           .accumulate = t->o->accumulate > 1 ? t->o->accumulate : 1};
+    const uint32_t scalars[] = {t->in_lr, t->in_bc1, t->in_bc2, t->in_scale, t->in_apply, t->in_step};
+    for (size_t k = 0; k < NC_COUNT(scalars); k++) {
+        uint32_t i = scalars[k];
+        double v;
+        if (i == UINT32_MAX || !train_scalar_value(&t->tg->train, &p, t->tg->inputs[i].name, &v)) continue;
+        if (inputs[i].f) inputs[i].f[0] = (float)v;
+        else inputs[i].i[0] = (int32_t)(uint32_t)(uint64_t)v;   /* @step modulo 2^32: its bits are the RNG's stream */
+    }
 }
 
 /* Send a micro-batch's data towards the GPU: pinned memory, a copy stream,
@@ -762,7 +780,6 @@ static int train_on_batch(trainer *t, const data_batch *b, double lr, cpu_tensor
     for (int64_t m = 0; m < k; m++) {
         data_batch slice = *b;
         slice_rows(&slice, m * t->micro, t->micro);
-        if (t->in_apply != UINT32_MAX) set_scalar(inputs, t->in_apply, m + 1 == k ? 1.0f : 0.0f);
         fill_scalars(t, lr, m, inputs);
         int rc;
         if (t->gpu) {

@@ -4,6 +4,7 @@
 #define NC_TRAIN_CMD_H
 
 #include "base.h"
+#include "ir.h"
 
 typedef struct train_opts {
     const char *model_path;
@@ -34,6 +35,27 @@ typedef struct train_opts {
     int ndisabled;
     bool werror;                   /* -Werror: the model's warnings stop the run */
 } train_opts;
+
+/* The learning rate of s's schedule (warm-up, step or cosine) at step
+ * (optimizer steps before this one), from base (--lr, else s->lr);
+ * total_steps: the run's, which a cosine schedule without its own spans. */
+double train_schedule_lr(const ir_train_spec *s, double base, int64_t step, int64_t total_steps);
+
+/* Where a run stands as a step begins: what the training step's scalar
+ * inputs (autodiff.h's TRAIN_INPUT_*) are computed from. */
+typedef struct train_point {
+    int64_t step;                  /* optimizer steps before this one */
+    double lr;                     /* this step's rate (train_schedule_lr) */
+    double scale;                  /* the loss scale now */
+    int64_t micro, accumulate;     /* this micro-batch, of how many a step (1: no --accumulate) */
+} train_point;
+
+/* The value netc train feeds the training step's scalar input `name` at p;
+ * false for another input. */
+bool train_scalar_value(const ir_train_spec *s, const train_point *p, const char *name, double *v);
+/* A run's first step without --lr or --accumulate: what `netc run
+ * --random-inputs` and `netc inspect --profile` feed a training step. */
+train_point train_first_point(const ir_train_spec *s);
 
 /* The process exit code: 128 + the signal for a run a SIGINT or SIGTERM
  * stopped, once it saved what it had. */

@@ -60,6 +60,12 @@ struct nrt_module_entry {
 
 #define NRT_ENTRY_MAX 8
 
+/* The graph of a module libnetrt loaded (netrt.h's nrt_module_load_entry):
+ * for netc itself, which reads more of it (the train section) than the
+ * public API says; not in netrt.h. */
+struct nrt_module;
+const ir_graph *nrt_module_graph(const struct nrt_module *m);
+
 /* Write atomically (temporary file, fsync, rename). 0 or -1 with err. */
 int module_write(const char *path, const nrt_module_data *m, char *err, size_t errcap);
 /* Read and validate. 0, or -1 with err (FILE_OPEN_IO_ERROR, file_open.h, when

@@ -117,6 +117,8 @@ nrt_status nrt_module_load_entry(const char *path, const char *entry, nrt_module
     return ok(err);
 }
 
+const ir_graph *nrt_module_graph(const nrt_module *m) { return m->d.graph; }
+
 void nrt_module_free(nrt_module *m)
 {
     if (!m) return;

@@ -44,6 +44,14 @@ check_run fashion_mlp "$src/examples/fashion_mlp.net" --dim B=5
 if on_mock "$tmp/fashion_mlp.cu" "$netc" inspect "$tmp/fashion_mlp.netm" --profile 2 >"$tmp/profile.txt" 2>&1 &&
    grep -q '^measured: .* 4 launches' "$tmp/profile.txt"; then echo "ok inspect --profile"; else
   echo "FAIL inspect --profile"; cat "$tmp/profile.txt"; fails=$((fails + 1)); fi
+# ... of a training step: its scalars get the values netc train feeds its first step (the rate
+# after a warmup of 4 steps, Adam's corrections, the initial loss scale), not random ones in [0.5, 1)
+printf 'model m(x: f32[B, 4]) -> (loss: f32)\n{\n  param w: f32[4] = ones\n  return sum(w * w) + 0.0 * sum(x)\n}\ntrain m {\n  optimizer adam(lr: 0.25, beta1: 0.8)\n  schedule cosine(warmup: 4)\n  loss_scale dynamic(init: 1e30)\n}\n' > "$tmp/first.net"
+if "$netc" build "$tmp/first.net" --entry train --target '' -o "$tmp/first.netm" --emit-cuda >"$tmp/first.cu" &&
+   on_mock "$tmp/first.cu" "$netc" inspect "$tmp/first.netm" --entry train --dim B=2 --profile 1 >"$tmp/profile.txt" 2>&1 &&
+   grep -q "^netc: --profile: a training step's first values: @lr 0.0625, @bias1 0.2, @bias2 0.001, @scale 1e+30$" "$tmp/profile.txt"; then
+  echo "ok inspect --profile --entry train"; else
+  echo "FAIL inspect --profile --entry train: want the first step's scalars"; cat "$tmp/profile.txt"; fails=$((fails + 1)); fi
 check_run char_lm "$src/examples/char_lm.net" --dim B=2 --set T=16 --set C=32 --set L=1
 # A scatter-add of constant indices in a forward pass (rows of x summed by iota / 3): its sort
 # of the indices runs once, all of it; the GPU's result was zeros where the count, fill and rank
