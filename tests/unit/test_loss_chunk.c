@@ -51,20 +51,14 @@ typedef struct slicing {
 
 enum { CHOSEN = 0, WHOLE = 1 };
 
-static ir_graph *compile_text(const char *text, slicing how, bool train)
+static ir_graph *compile_sliced(const char *text, slicing how, bool train)
 {
-    src_table src = {0};
-    diag_ctx d;
-    diag_init(&d, &src, stderr);
-    uint32_t id = src_add(&src, "lm.net", text, strlen(text));
     driver_opts o = {.verify = true, .train_step = train, .loss_slices = how.slices,
                      .memory_budget = how.budget ? (int64_t)4 << 30 : 0};
-    ir_graph *g = driver_compile(&src, id, &o, &d);
-    src_free(&src);
-    return g;
+    return compile_text("lm.net", text, &o);
 }
 
-static ir_graph *compile(slicing how, bool train) { return compile_text(source, how, train); }
+static ir_graph *compile(slicing how, bool train) { return compile_sliced(source, how, train); }
 
 static int64_t peak_bytes(const ir_graph *g)
 {
@@ -76,19 +70,11 @@ static bool step(const ir_graph *g, cpu_exec_result *res, cpu_tensor *params, cp
 {
     char err[512];
     for (uint32_t i = 0; i < g->nparams; i++) param_init(g, i, 7, &params[i], err, sizeof err);
-    for (uint32_t i = 0; i < g->ninputs; i++) {
-        int64_t shape[NC_MAX_RANK];
-        for (int k = 0; k < g->inputs[i].rank; k++) dim_is_const(&g->dims[g->inputs[i].shape[k]], &shape[k]);
-        cpu_tensor_alloc(&inputs[i], g->inputs[i].dtype, g->inputs[i].rank, shape, 0);
+    alloc_inputs(g, inputs);
+    for (uint32_t i = 0; i < g->ninputs; i++)
         for (int64_t j = 0; j < inputs[i].numel; j++)   /* tokens and targets: classes; @lr and the like: 0.5 */
             cpu_set(&inputs[i], j, g->inputs[i].rank ? (double)(nc_rng_hash(11, i, (uint64_t)j) % VOCAB) : 0.5);
-    }
-    cpu_exec_opts o = {.inputs = inputs, .params = params};
-    if (cpu_exec_run(g, &o, res, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return false;
-    }
-    return true;
+    return run_cpu("lm.net", g, inputs, params, res);
 }
 
 static int count_op(const ir_graph *g, nc_op op)
@@ -101,8 +87,8 @@ static int count_op(const ir_graph *g, nc_op op)
 /* The forward build: its loss output in 8 slices, the same value, less memory. */
 static void check_forward(void)
 {
-    ir_graph *sliced = compile_text(forward_source, (slicing){CHOSEN, false}, false);
-    ir_graph *whole = compile_text(forward_source, (slicing){WHOLE, false}, false);
+    ir_graph *sliced = compile_sliced(forward_source, (slicing){CHOSEN, false}, false);
+    ir_graph *whole = compile_sliced(forward_source, (slicing){WHOLE, false}, false);
     ir_graph *few = compile((slicing){CHOSEN, false}, false);   /* 128 rows: the weight once */
     if (!sliced || !whole || !few) { failures++; return; }
     CHECK(count_op(sliced, OP_CROSS_ENTROPY) == 8 && count_op(whole, OP_CROSS_ENTROPY) == 1);
@@ -143,7 +129,7 @@ static int train_slices(int64_t batch, slicing how)
              "}\n"
              "train lm { optimizer sgd(lr: 0.1) }\n",
              (long long)batch, (long long)batch);
-    ir_graph *g = compile_text(text, how, true);
+    ir_graph *g = compile_sliced(text, how, true);
     int n = g ? count_op(g, OP_CROSS_ENTROPY_GRAD) : -1;
     ir_graph_free(g);
     return n;

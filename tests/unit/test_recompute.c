@@ -34,16 +34,10 @@ static const char *source =
 
 static ir_graph *compile_budget(bool recompute, int64_t budget)
 {
-    src_table src = {0};
-    diag_ctx d;
-    diag_init(&d, &src, stderr);
-    uint32_t id = src_add(&src, "ck.net", source, strlen(source));
     const char *off[] = {"recompute"};
     driver_opts o = {.verify = true, .train_step = true, .disabled_passes = off, .ndisabled = recompute ? 0 : 1,
                      .memory_budget = budget};
-    ir_graph *g = driver_compile(&src, id, &o, &d);
-    src_free(&src);
-    return g;
+    return compile_text("ck.net", source, &o);
 }
 
 static ir_graph *compile(bool recompute) { return compile_budget(recompute, 0); }
@@ -99,20 +93,12 @@ static bool step(const ir_graph *g, cpu_exec_result *res, cpu_tensor *params, cp
 {
     char err[512];
     for (uint32_t i = 0; i < g->nparams; i++) param_init(g, i, 5, &params[i], err, sizeof err);
-    for (uint32_t i = 0; i < g->ninputs; i++) {
-        int64_t shape[NC_MAX_RANK];
-        for (int k = 0; k < g->inputs[i].rank; k++) dim_is_const(&g->dims[g->inputs[i].shape[k]], &shape[k]);
-        cpu_tensor_alloc(&inputs[i], g->inputs[i].dtype, g->inputs[i].rank, shape, 0);
+    alloc_inputs(g, inputs);
+    for (uint32_t i = 0; i < g->ninputs; i++)
         for (int64_t j = 0; j < inputs[i].numel; j++)   /* the scalars: @lr 0.5, dropout's @step 4 */
             cpu_set(&inputs[i], j, g->inputs[i].rank ? nc_rng_uniform(3, i, (uint64_t)j) * 2 - 1
                                    : !strcmp(g->inputs[i].name, "@step") ? 4 : 0.5);
-    }
-    cpu_exec_opts o = {.inputs = inputs, .params = params};
-    if (cpu_exec_run(g, &o, res, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return false;
-    }
-    return true;
+    return run_cpu("ck.net", g, inputs, params, res);
 }
 
 /* Compile with budget, check the plan fits and the step's updates equal

@@ -35,15 +35,6 @@ static float pixel(const cpu_tensor *x, const conv_case *k, int b, int i, int j,
     return x->f[(((int64_t)b * k->h + i) * k->w + j) * k->c + ch];
 }
 
-static ir_graph *compile_text(src_table *src, const char *name, const char *text)
-{
-    uint32_t id = src_add(src, name, text, strlen(text));
-    diag_ctx d;
-    diag_init(&d, src, stderr);
-    driver_opts o = {.verify = true};
-    return driver_compile(src, id, &o, &d);
-}
-
 static void random_fill(cpu_tensor *t, uint32_t seed)
 {
     for (int64_t i = 0; i < t->numel; i++) {
@@ -100,10 +91,9 @@ static void check_case(const conv_case *k)
              "}\n",
              k->b, k->h, k->w, k->c, k->kernel, k->stride, k->padding, k->out, k->kernel, k->stride, k->padding,
              k->kernel, k->kernel);
-    src_table src = {0};
-    ir_graph *g = compile_text(&src, name, text);
+    ir_graph *g = compile_text(name, text, NULL);
     CHECK(g != NULL);
-    if (!g) { src_free(&src); return; }
+    if (!g) return;
     char err[512];
     cpu_tensor x = {0}, params[2] = {{0}};
     int64_t xs[4] = {k->b, k->h, k->w, k->c};
@@ -112,10 +102,8 @@ static void check_case(const conv_case *k)
     CHECK(g->nparams == 2);   /* y.weight [k, k, C, out], y.bias [out] */
     for (uint32_t i = 0; i < g->nparams && i < 2; i++) CHECK(param_init(g, i, 11, &params[i], err, sizeof err) == 0);
     random_fill(&params[1], 5);   /* a bias of zeros would hide a wrong one */
-    cpu_exec_opts o = {.inputs = &x, .params = params};
     cpu_exec_result res;
-    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: %s\n", name, err);
+    if (!run_cpu(name, g, &x, params, &res)) {
         failures++;
         goto done;
     }
@@ -157,7 +145,6 @@ done:
     cpu_tensor_free(&x);
     for (int i = 0; i < 2; i++) cpu_tensor_free(&params[i]);
     ir_graph_free(g);
-    src_free(&src);
 }
 
 typedef struct pool_case {
@@ -190,21 +177,17 @@ static void check_pool(const pool_case *k)
              "  return nn.max_pool2d(x, %d%s, padding: %d), nn.avg_pool2d(x, %d%s, padding: %d), nn.global_avg_pool(x)\n"
              "}\n",
              k->b, k->h, k->w, k->c, k->kernel, stride, k->padding, k->kernel, stride, k->padding);
-    src_table src = {0};
-    ir_graph *g = compile_text(&src, name, text);
+    ir_graph *g = compile_text(name, text, NULL);
     CHECK(g != NULL);
-    if (!g) { src_free(&src); return; }
-    char err[512];
+    if (!g) return;
     cpu_tensor x = {0};
     int64_t xs[4] = {k->b, k->h, k->w, k->c};
     cpu_tensor_alloc(&x, NC_F32, 4, xs, 0);
     random_fill(&x, (uint32_t)(k->h * 977 + k->kernel * 31 + k->padding));
     if (k->negative)
         for (int64_t i = 0; i < x.numel; i++) x.f[i] = -fabsf(x.f[i]) - 0.25f;
-    cpu_exec_opts o = {.inputs = &x};
     cpu_exec_result res;
-    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: %s\n", name, err);
+    if (!run_cpu(name, g, &x, NULL, &res)) {
         failures++;
         goto done;
     }
@@ -226,7 +209,6 @@ static void check_pool(const pool_case *k)
 done:
     cpu_tensor_free(&x);
     ir_graph_free(g);
-    src_free(&src);
 }
 
 /* A fn's N compares as 4 where v fixes it, and as the bound T (counted at
@@ -236,10 +218,9 @@ static void check_sizes_beside_tensors(void)
     const char *text = "fn below(i: i32[N]) {\n  return where(i < N, i, N - 1)\n}\n"
                        "model m(x: i32[T], v: i32[4]) -> (y: i32[T], w: i32[4], h: f32[T]) {\n"
                        "  return below(x) * (1 + i32(iota([T]) < T - 1)), below(v), f32(x) / T\n}\n";
-    src_table src = {0};
-    ir_graph *g = compile_text(&src, "sizes", text);
+    ir_graph *g = compile_text("sizes", text, NULL);
     CHECK(g != NULL && g->nsyms == 1);
-    if (!g || g->nsyms != 1) { ir_graph_free(g); src_free(&src); return; }
+    if (!g || g->nsyms != 1) { ir_graph_free(g); return; }
     int64_t t = 5, syms[1] = {t}, four = 4;
     cpu_tensor in[2] = {{0}};
     cpu_tensor_alloc(&in[0], NC_I32, 1, &t, 0);
@@ -264,7 +245,6 @@ static void check_sizes_beside_tensors(void)
     }
     for (int i = 0; i < 2; i++) cpu_tensor_free(&in[i]);
     ir_graph_free(g);
-    src_free(&src);
 }
 
 /* depthwise_conv2d: channel ch of the output reads only channel ch of the
@@ -280,10 +260,9 @@ static void check_depthwise(const conv_case *k)
              "  return y\n"
              "}\n",
              k->b, k->h, k->w, k->c, k->kernel, k->stride, k->padding);
-    src_table src = {0};
-    ir_graph *g = compile_text(&src, name, text);
+    ir_graph *g = compile_text(name, text, NULL);
     CHECK(g != NULL && g->nparams == 2);   /* y.weight [k, k, C], y.bias [C] */
-    if (!g || g->nparams != 2) { if (g) ir_graph_free(g); src_free(&src); return; }
+    if (!g || g->nparams != 2) { if (g) ir_graph_free(g); return; }
     char err[512];
     cpu_tensor x = {0}, params[2] = {{0}};
     int64_t xs[4] = {k->b, k->h, k->w, k->c};
@@ -292,10 +271,8 @@ static void check_depthwise(const conv_case *k)
     for (uint32_t i = 0; i < 2; i++) CHECK(param_init(g, i, 13, &params[i], err, sizeof err) == 0);
     CHECK(params[0].rank == 3 && params[0].shape[0] == k->kernel && params[0].shape[2] == k->c);
     random_fill(&params[1], 7);
-    cpu_exec_opts o = {.inputs = &x, .params = params};
     cpu_exec_result res;
-    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: %s\n", name, err);
+    if (!run_cpu(name, g, &x, params, &res)) {
         failures++;
         goto done;
     }
@@ -321,7 +298,6 @@ done:
     cpu_tensor_free(&x);
     for (int i = 0; i < 2; i++) cpu_tensor_free(&params[i]);
     ir_graph_free(g);
-    src_free(&src);
 }
 
 /* softmax and log_softmax over the middle axis of a (2, 3, 4) tensor against
@@ -333,10 +309,9 @@ static void check_softmax_axis_and_flatten(void)
                        "model m(x: f32[2, 3, 4], im: f32[B, 3, 2, 2]) -> (s, l, s0, f) {\n"
                        "  return softmax(x, axis: 1), log_softmax(x, axis: -2), softmax(x, axis: -3), nn.flatten(im)\n"
                        "}\n";
-    src_table src = {0};
-    ir_graph *g = compile_text(&src, "softmax_axis", text);
+    ir_graph *g = compile_text("softmax_axis", text, NULL);
     CHECK(g != NULL);
-    if (!g) { src_free(&src); return; }
+    if (!g) return;
     char err[512];
     cpu_tensor in[2] = {{0}};
     int64_t xs[3] = {2, 3, 4}, ims[4] = {5, 3, 2, 2};
@@ -382,7 +357,6 @@ static void check_softmax_axis_and_flatten(void)
 done:
     for (int i = 0; i < 2; i++) cpu_tensor_free(&in[i]);
     ir_graph_free(g);
-    src_free(&src);
 }
 
 int main(void)

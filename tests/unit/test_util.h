@@ -1,6 +1,7 @@
 /* test_util.h - what the C unit tests share: a CHECK that counts failures
- * and goes on, bit-for-bit comparison of floats, and whole-file reads and
- * writes for corruption tests. */
+ * and goes on, bit-for-bit comparison of floats, whole-file reads and
+ * writes for corruption tests, and (with driver.h and cpu_exec.h included
+ * first) .net text compiled to a graph and run on the CPU executor. */
 #ifndef NETC_TEST_UTIL_H
 #define NETC_TEST_UTIL_H
 
@@ -63,6 +64,46 @@ static inline ir_graph *compile_file(const char *path, const driver_opts *o, src
     diag_ctx d;
     diag_init(&d, src, stderr);
     return driver_compile(src, id, o, &d);
+}
+#endif
+
+#ifdef NC_DRIVER_H
+/* The checked graph of the .net text, under o (NULL: verified, nothing
+ * else), or NULL; name is the file its diagnostics (on stderr) name. */
+static inline ir_graph *compile_text(const char *name, const char *text, const driver_opts *o)
+{
+    src_table src = {0};
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    uint32_t id = src_add(&src, name, text, strlen(text));
+    const driver_opts verified = {.verify = true};
+    ir_graph *g = driver_compile(&src, id, o ? o : &verified, &d);
+    src_free(&src);
+    return g;
+}
+#endif
+
+#ifdef NRT_CPU_EXEC_H
+/* Every input of g allocated at its declared shape, zeros, for the test to
+ * fill: each dim a constant (the source's or the options' binding). */
+static inline void alloc_inputs(const ir_graph *g, cpu_tensor *inputs)
+{
+    for (uint32_t i = 0; i < g->ninputs; i++) {
+        int64_t shape[NC_MAX_RANK];
+        for (int k = 0; k < g->inputs[i].rank; k++) dim_is_const(&g->dims[g->inputs[i].shape[k]], &shape[k]);
+        cpu_tensor_alloc(&inputs[i], g->inputs[i].dtype, g->inputs[i].rank, shape, 0);
+    }
+}
+
+/* g run on the CPU executor; false with its error on stderr after what. */
+static inline bool run_cpu(const char *what, const ir_graph *g, const cpu_tensor *inputs, const cpu_tensor *params,
+                           cpu_exec_result *res)
+{
+    char err[512];
+    cpu_exec_opts o = {.inputs = inputs, .params = params};
+    if (cpu_exec_run(g, &o, res, err, sizeof err) == 0) return true;
+    fprintf(stderr, "%s: %s\n", what, err);
+    return false;
 }
 #endif
 
