@@ -31,14 +31,12 @@ static const char *model_text(const char *dtype)
     return text;
 }
 
-static ir_graph *compile_model(src_table *src, const char *dtype, bool train_step)
+static ir_graph *compile_model(const char *dtype, bool train_step)
 {
-    const char *text = model_text(dtype);
-    uint32_t id = src_add(src, "bn.net", text, strlen(text));
-    diag_ctx d;
-    diag_init(&d, src, stderr);
-    driver_opts o = {.verify = true, .train_step = train_step};
-    return driver_compile(src, id, &o, &d);
+    const char *b[] = {"B"};
+    const int64_t batch[] = {BATCH};
+    driver_opts o = {.verify = true, .train_step = train_step, .dim_names = b, .dim_values = batch, .ndims = 1};
+    return compile_text("bn.net", model_text(dtype), &o);
 }
 
 static float uniform(uint32_t *seed, float lo, float hi)
@@ -87,35 +85,18 @@ static void bn_free(const ir_graph *g, bn_state *s)
     free(s->params);
 }
 
-/* Each input of g: x (in its dtype), t (zeros), SGD's @lr (0: the weights
- * stay, so a second step sees the same ones). */
-static void set_inputs(const ir_graph *g, const bn_state *s, cpu_tensor *in)
-{
-    for (uint32_t i = 0; i < g->ninputs; i++) {
-        const ir_tensor_decl *d = &g->inputs[i];
-        int64_t shape[4] = {BATCH, H, W, C};
-        if (d->rank == 0) {
-            cpu_tensor_alloc(&in[i], d->dtype, 0, NULL, 0);
-            in[i].f[0] = 0.0f;
-            continue;
-        }
-        cpu_tensor_alloc(&in[i], d->dtype, 4, shape, 0);
-        for (int64_t j = 0; j < in[i].numel; j++) in[i].f[j] = !strcmp(d->name, "x") ? nc_round_to(d->dtype, s->x[j]) : 0.0f;
-    }
-}
-
-/* The model's output for the state's x, in float (NaN-filled on failure). */
+/* The model's output for the state's x, in float (NaN-filled on failure),
+ * the step's updates applied. Its inputs: x (in its dtype), t (zeros),
+ * SGD's @lr (0: the weights stay, so a second step sees the same ones). */
 static void run(const ir_graph *g, bn_state *s, float *y)
 {
     cpu_tensor *in = nc_xcalloc(g->ninputs + 1, sizeof *in);
-    set_inputs(g, s, in);
-    int64_t syms[1] = {BATCH};
-    cpu_exec_opts o = {.syms = syms, .inputs = in, .params = s->params};
+    alloc_inputs(g, in);
+    for (uint32_t i = 0; i < g->ninputs; i++)
+        for (int64_t j = 0; !strcmp(g->inputs[i].name, "x") && j < in[i].numel; j++) in[i].f[j] = nc_round_to(in[i].dtype, s->x[j]);
     cpu_exec_result res;
-    char err[512];
     for (int i = 0; i < ROWS * C; i++) y[i] = NAN;
-    if (cpu_exec_run(g, &o, &res, err, sizeof err)) {
-        fprintf(stderr, "run: %s\n", err);
+    if (!run_cpu("batch norm", g, in, s->params, &res)) {
         failures++;
     } else {
         const cpu_tensor *out = &res.values[g->outputs[0].value];
@@ -145,10 +126,9 @@ static int count_off(const bn_state *s, const float *y, const double *mean, cons
 /* The forward pass: the running statistics, and nothing assigned. */
 static void test_forward(const char *dtype, double tol)
 {
-    src_table src = {0};
-    ir_graph *g = compile_model(&src, dtype, false);
+    ir_graph *g = compile_model(dtype, false);
     CHECK(g != NULL);
-    if (!g) { src_free(&src); return; }
+    if (!g) return;
     CHECK(g->nupdates == 0);
     bn_state s;
     bn_init(g, &s, 11);
@@ -165,17 +145,15 @@ static void test_forward(const char *dtype, double tol)
     for (int ch = 0; rm != UINT32_MAX && ch < C; ch++) CHECK(same_bits(s.params[rm].f[ch], s.mean[ch]));
     bn_free(g, &s);
     ir_graph_free(g);
-    src_free(&src);
 }
 
 /* Two training steps on one batch: the batch's statistics normalise, and
  * the running ones move towards them each step. */
 static void test_training_step(void)
 {
-    src_table src = {0};
-    ir_graph *g = compile_model(&src, "f32", true);
+    ir_graph *g = compile_model("f32", true);
     CHECK(g != NULL);
-    if (!g) { src_free(&src); return; }
+    if (!g) return;
     bn_state s;
     bn_init(g, &s, 29);
     double mean[C], var[C], unbiased[C], run_mean[C], run_var[C];
@@ -208,7 +186,6 @@ static void test_training_step(void)
     }
     bn_free(g, &s);
     ir_graph_free(g);
-    src_free(&src);
 }
 
 int main(void)
