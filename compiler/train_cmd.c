@@ -1286,6 +1286,17 @@ static int report_gpu_memory(trainer *t)
     return metrics_line(t, line);
 }
 
+/* What the CPU executor's pools held at most: the step's values, its chain
+ * scratch and kept constants (the parameters and optimizer state are the
+ * trainer's, beside them), and the evaluation's. */
+static void report_cpu_memory(const trainer *t)
+{
+    const double mib = 1024.0 * 1024;
+    fprintf(stderr, "CPU memory: the training step's values held %.1f MiB at most (parameters and optimizer "
+                    "state aside), evaluation %.1f MiB\n", (double)t->pool.peak_bytes / mib,
+            (double)t->eval_pool.peak_bytes / mib);
+}
+
 /* --resume: the metrics of the run resumed, up to the checkpoint's step, go
  * on in this run's file (and its step losses on the loss curve); the lines
  * a killed run wrote after its checkpoint are dropped, as this run does
@@ -1705,6 +1716,7 @@ static int train_loop(trainer *t)
         fprintf(stderr, "done: %lld steps in %.1f s (%.0f samples/s), data wait %.2f s%s, skipped steps %lld\n",
                 (long long)t->step, el, (double)run.samples / fmax(el, 1e-9), run.waited, gpu_text, (long long)t->skipped);
         if (t->gpu) rc = report_gpu_memory(t);
+        else report_cpu_memory(t);
     }
     if (rc == 0 && o->save_path && (!t->stopped_by || t->step > t->first_step)) rc = save_weights(t, o->save_path);
     if (rc == 0 && t->stopped_by) rc = finish_interrupted(t, ckpt);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # netc train end to end on the CPU executor, on a small synthetic data set:
-#  1. it learns (test accuracy > 0.9) and writes metrics, the SVG and weights;
+#  1. it learns (test accuracy > 0.9) and writes metrics, the SVG and weights, and says what
+#     its values held;
 #  2. a run killed with SIGKILL (mid-epoch) resumes from its last checkpoint and then
 #     reproduces the uninterrupted run's losses exactly, and its epoch line;
 #  3. a damaged checkpoint is refused with a clear error.
@@ -26,6 +27,8 @@ cat "$tmp/full.log"
 acc=$(grep -o '"test_accuracy":[0-9.]*' "$tmp/full.jsonl" | tail -1 | cut -d: -f2)
 awk -v a="$acc" 'BEGIN { exit !(a > 0.9) }' || { echo "accuracy $acc is not above 0.9"; exit 1; }
 [[ -s "$tmp/full.svg" && -s "$tmp/w.safetensors" ]] || { echo "no SVG or weights"; exit 1; }
+grep -Eq "^CPU memory: the training step's values held [0-9]+\.[0-9] MiB at most \(parameters and optimizer state aside\), evaluation [0-9]+\.[0-9] MiB$" "$tmp/full.log" ||
+  { echo "no line of what the CPU executor's values held"; exit 1; }
 grep -q '"train_loss"' "$tmp/full.jsonl"
 # a step's line gives the lr that step ran with: step 1 of tiny.net's 5 warmup steps at 3e-3 ran
 # with 6e-4 (the line said 1.2e-3, the next step's)
