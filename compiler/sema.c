@@ -1517,12 +1517,56 @@ static void exec_stmt(sema_ctx *c, const ast_node *s)
     }
 }
 
+static bool stmts_always_return(const ast_list *stmts);
+
+/* Whether s returns whichever way its build-time conditions go: a return, a
+ * block that does, an if with an else all of whose branches do. A repeat
+ * does not count: its body may run once for one count and never for
+ * another. The else-if chain is walked, not recursed: it may be long. */
+static bool stmt_always_returns(const ast_node *s)
+{
+    if (s->kind == AST_RETURN) return true;
+    if (s->kind == AST_BLOCK) return stmts_always_return(&s->list);
+    for (; s && s->kind == AST_IF; s = s->c) {
+        if (!stmts_always_return(&s->list) || !s->c) return false;
+        if (s->c->kind == AST_BLOCK) return stmts_always_return(&s->c->list);
+    }
+    return false;
+}
+
+static bool stmts_always_return(const ast_list *stmts)
+{
+    for (uint32_t i = 0; i < stmts->n; i++)
+        if (stmt_always_returns(stmts->items[i])) return true;
+    return false;
+}
+
+/* After the statement that returned, the next one is unreachable when the
+ * return was unconditional, or in an if whose every branch returns; a return
+ * in one branch only leaves what follows reachable for other conditions. */
+static void warn_unreachable(sema_ctx *c, const ast_node *done, const ast_node *next)
+{
+    if (c->assert_failed) return;
+    if (!c->returned_in_if) {
+        sema_warn(c, next->loc, "nothing after a return runs: remove it, or move it before the return",
+                  "unreachable statement after return");
+        return;
+    }
+    if (!stmt_always_returns(done)) return;
+    if (done->kind != AST_IF) {
+        sema_warn(c, next->loc, "the block above returns whichever way its ifs go: remove what follows it",
+                  "unreachable statement after return");
+        return;
+    }
+    sema_warn(c, next->loc, "remove it, or leave a branch without a return so that it runs after that branch",
+              "unreachable statement: every branch of the if at line %u returns", done->loc.line);
+}
+
 static void exec_stmts(sema_ctx *c, const ast_list *stmts)
 {
     for (uint32_t i = 0; i < stmts->n && !c->returned; i++) {
         exec_stmt(c, stmts->items[i]);
-        if (c->returned && !c->assert_failed && !c->returned_in_if && i + 1 < stmts->n)
-            sema_warn(c, stmts->items[i + 1]->loc, NULL, "unreachable statement after return");
+        if (c->returned && i + 1 < stmts->n) warn_unreachable(c, stmts->items[i], stmts->items[i + 1]);
     }
 }
 
