@@ -1498,6 +1498,10 @@ static void exec_assert(sema_ctx *c, const ast_node *s)
 
 static void exec_stmt(sema_ctx *c, const ast_node *s)
 {
+    if (c->train && s->kind != AST_IF) {
+        sema_train_stmt(c, s);
+        return;
+    }
     switch (s->kind) {
     case AST_LET: sema_exec_let(c, s); break;
     case AST_PARAM:
@@ -1561,6 +1565,8 @@ static void warn_unreachable(sema_ctx *c, const ast_node *done, const ast_node *
     sema_warn(c, next->loc, "remove it, or leave a branch without a return so that it runs after that branch",
               "unreachable statement: every branch of the if at line %u returns", done->loc.line);
 }
+
+void sema_exec_stmts(sema_ctx *c, const ast_list *stmts) { exec_stmts(c, stmts); }
 
 static void exec_stmts(sema_ctx *c, const ast_list *stmts)
 {
@@ -1693,6 +1699,8 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
     for (uint32_t k = 0; k < decl->list2.n && ok; k++) ok = bind_arg(c, decl->list2.items[k], vals[k], locs[k]);
     sv result = sv_error();
     bool saved_returned = c->returned, saved_returned_in_if = c->returned_in_if;
+    struct sema_train_state *saved_train = c->train;   /* a fn's body has a fn's statements, also when a train section calls it */
+    c->train = NULL;
     sv *saved_ret = c->ret;
     int saved_nret = c->nret;
     c->returned = c->returned_in_if = false;
@@ -1713,6 +1721,7 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
     }
     c->returned = saved_returned;
     c->returned_in_if = saved_returned_in_if;
+    c->train = saved_train;
     c->ret = saved_ret;
     c->nret = saved_nret;
     pop_prefix(c, saved_prefix);

@@ -116,6 +116,9 @@ typedef struct sema_ctx {
      * (cleared as it ends): each is reported at its first use only */
     struct { const char *name; const scope *owner; } unknown[16];
     int nunknown;
+    /* the train section being checked (its directives so far), NULL elsewhere
+     * and inside the fns it calls: a directive is a statement only there */
+    struct sema_train_state *train;
 } sema_ctx;
 
 /* sema.c */
@@ -123,6 +126,8 @@ sv sema_expr(sema_ctx *c, const ast_node *e);
 void sema_bind(sema_ctx *c, const char *name, sv v, nc_loc loc);
 /* name = expr, or a, b = f(...): evaluate and bind (a model body's rules). */
 void sema_exec_let(sema_ctx *c, const ast_node *s);
+/* Run statements in order up to a return; an if expands its taken branch. */
+void sema_exec_stmts(sema_ctx *c, const ast_list *stmts);
 sv sv_error(void);
 sv sv_int(int64_t i);
 sv sv_float(double f);
@@ -146,6 +151,9 @@ sv sema_index(sema_ctx *c, const ast_node *e);
 
 /* sema_train.c */
 void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train);
+/* A statement of a train section other than an if: a binding, a directive
+ * (checked against those given so far on the path taken), or an error. */
+void sema_train_stmt(sema_ctx *c, const ast_node *s);
 
 /* sema_builtins.c */
 /* A call of a name that is not a user fn: table ops, casts, initializers. */

@@ -166,41 +166,71 @@ static void defaults(ir_train_spec *t)
     t->growth_interval = 2000;
 }
 
-/* The section's statements: 'loss = ...' and other bindings, and each
- * directive at most once; then the checks that need all of them. */
-static void train_statements(sema_ctx *c, ir_train_spec *t, const ast_node *train)
+/* The directives given so far on the path the section's ifs take: each at
+ * most once on it (one in each branch of an if is once). */
+struct sema_train_state {
+    ir_train_spec *t;
+    const ast_node *given[4];   /* each directive's first statement, NULL until given */
+    const ast_node *loss_at;    /* the last 'loss = ...' run */
+};
+
+static const char *const directives[] = {"optimizer", "schedule", "loss_scale", "clip_grad_norm"};
+
+/* optimizer adam(lr: 1e-3), clip_grad_norm 1.0, ...: into the spec */
+static void train_directive(sema_ctx *c, struct sema_train_state *st, const ast_node *s)
 {
-    bool seen[4] = {0};
-    const ast_node *given[4] = {0};   /* each directive's statement */
-    static const char *directives[] = {"optimizer", "schedule", "loss_scale", "clip_grad_norm"};
-    for (uint32_t i = 0; i < train->list.n; i++) {
-        const ast_node *s = train->list.items[i];
-        if (s->kind == AST_LET) {   /* loss = ..., or a, b = f(...) */
-            sema_exec_let(c, s);
-            continue;
-        }
-        if (s->kind != AST_DIRECTIVE) {
-            sema_err(c, s->loc, NULL, "a train section holds 'loss = ...' and directives, not %s %s", ast_kind_article(s->kind), ast_kind_name(s->kind));
-            continue;
-        }
-        size_t k = 0;
-        while (k < NC_COUNT(directives) && strcmp(directives[k], s->name) != 0) k++;
-        if (k == NC_COUNT(directives)) {
-            sema_err(c, s->loc, "directives: optimizer, schedule, loss_scale, clip_grad_norm", "unknown directive '%s'", s->name);
-            continue;
-        }
-        if (seen[k]) sema_err(c, s->loc, NULL, "'%s' given twice", s->name);
-        seen[k] = true;
-        if (!given[k]) given[k] = s;
-        if (k == 3) {
-            static const hparam clip = {"clip_grad_norm", F(clip_grad_norm), 'f', 0, 1e12, true};
-            set_hparam(c, t, &clip, sema_expr(c, s->a), s->a->loc);
-            continue;
-        }
-        apply_choice(c, t, s);
+    size_t k = 0;
+    while (k < NC_COUNT(directives) && strcmp(directives[k], s->name) != 0) k++;
+    if (k == NC_COUNT(directives)) {
+        sema_err(c, s->loc, "directives: optimizer, schedule, loss_scale, clip_grad_norm", "unknown directive '%s'", s->name);
+        return;
     }
-    if (t->optimizer == IR_OPT_ADAMW && !directive_arg(given[0], "weight_decay")) t->weight_decay = 0.01;
-    const ast_node *sched = given[1];
+    if (st->given[k]) {
+        char first[64];
+        snprintf(first, sizeof first, "the first is at line %u", st->given[k]->loc.line);
+        sema_err(c, s->loc, first, "'%s' given twice", s->name);
+    } else {
+        st->given[k] = s;
+    }
+    if (k == 3) {
+        static const hparam clip = {"clip_grad_norm", F(clip_grad_norm), 'f', 0, 1e12, true};
+        set_hparam(c, st->t, &clip, sema_expr(c, s->a), s->a->loc);
+        return;
+    }
+    apply_choice(c, st->t, s);
+}
+
+void sema_train_stmt(sema_ctx *c, const ast_node *s)
+{
+    struct sema_train_state *st = c->train;
+    if (s->kind == AST_LET) {   /* loss = ..., or a, b = f(...) */
+        sema_exec_let(c, s);
+        if (s->name && strcmp(s->name, "loss") == 0) st->loss_at = s;
+    } else if (s->kind == AST_DIRECTIVE) {
+        train_directive(c, st, s);
+    } else {
+        sema_err(c, s->loc, NULL, "a train section holds 'loss = ...', directives and ifs, not %s %s", ast_kind_article(s->kind),
+                 ast_kind_name(s->kind));
+    }
+}
+
+/* The section's statements: 'loss = ...' and other bindings, each directive
+ * at most once, ifs choosing among them as in a model body (the taken
+ * branch only); then the checks that need all of them. The model's body
+ * has returned: the section's statements run after it all the same. */
+static void train_statements(sema_ctx *c, ir_train_spec *t, const ast_node *train, const ast_node **loss_at)
+{
+    struct sema_train_state st = {.t = t};
+    bool returned = c->returned, returned_in_if = c->returned_in_if;
+    c->returned = c->returned_in_if = false;
+    c->train = &st;
+    sema_exec_stmts(c, &train->list);
+    c->train = NULL;
+    *loss_at = st.loss_at;
+    c->returned = returned;
+    c->returned_in_if = returned_in_if;
+    if (t->optimizer == IR_OPT_ADAMW && !directive_arg(st.given[0], "weight_decay")) t->weight_decay = 0.01;
+    const ast_node *sched = st.given[1];
     /* said at the schedule's line; a step_size given but out of range was reported already */
     if (t->schedule == IR_SCHED_STEP && !directive_arg(sched, "step_size"))
         sema_err(c, sched ? sched->loc : train->loc, "write: schedule step(step_size: 1000, gamma: 0.1)",
@@ -214,7 +244,7 @@ static void train_statements(sema_ctx *c, ir_train_spec *t, const ast_node *trai
 
 /* The loss: 'loss = ...', or the model's only output if it is a scalar;
  * reported when there is none. */
-static bool find_loss(sema_ctx *c, const ast_node *model, const ast_node *train, sv *loss, nc_loc *at)
+static bool find_loss(sema_ctx *c, const ast_node *model, const ast_node *train, const ast_node *loss_at, sv *loss, nc_loc *at)
 {
     const ir_graph *g = c->g;
     *at = train->loc;
@@ -222,18 +252,21 @@ static bool find_loss(sema_ctx *c, const ast_node *model, const ast_node *train,
         for (uint32_t i = s->n; i-- > 0;)
             if (strcmp(s->b[i].name, "loss") == 0) {
                 *loss = s->b[i].value;
-                for (uint32_t k = 0; k < train->list.n; k++) {   /* the section's last 'loss = ...' */
-                    const ast_node *st = train->list.items[k];
-                    if (st->kind == AST_LET && st->name && strcmp(st->name, "loss") == 0) *at = st->loc;
-                }
+                if (loss_at) *at = loss_at->loc;
                 return true;
             }
     if (g->noutputs == 1 && g->nodes[g->outputs[0].value].rank == 0) {
         *loss = sv_tensor(c, g->outputs[0].value);
         return true;
     }
-    sema_err(c, train->loc, "add a line like: loss = cross_entropy(logits, labels)", "train section of '%s' defines no loss",
-             model->name);
+    char hint[256] = "add a line like: loss = cross_entropy(logits, labels)";
+    for (int i = c->nended; i-- > 0;)
+        if (strcmp(c->ended[i].name, "loss") == 0 && c->ended[i].why && c->ended[i].why->kind == AST_IF) {
+            snprintf(hint, sizeof hint, "'loss' is bound inside the if at line %u, which it outlives only when every branch "
+                     "(with an else) binds it: bind it in each branch", c->ended[i].why->loc.line);
+            break;
+        }
+    sema_err(c, train->loc, hint, "train section of '%s' defines no loss", model->name);
     return false;
 }
 
@@ -335,10 +368,11 @@ void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
     /* outputs are visible by their names */
     for (uint32_t i = 0; i < g->noutputs; i++) sema_bind(c, g->outputs[i].name, sv_tensor(c, g->outputs[i].value), model->loc);
     sema_declare_train_inputs(c, &train->list2);   /* extra inputs (targets) */
-    train_statements(c, t, train);
+    const ast_node *loss_at = NULL;
+    train_statements(c, t, train, &loss_at);
     sv loss = sv_error();
     nc_loc at;
-    if (!find_loss(c, model, train, &loss, &at) || loss.kind == SV_ERROR || !check_trainable(c, train, loss, at)) return;
+    if (!find_loss(c, model, train, loss_at, &loss, &at) || loss.kind == SV_ERROR || !check_trainable(c, train, loss, at)) return;
     t->loss = loss.t;
     t->loss_reads_train_inputs = reads_train_inputs(g, t->loss);
     find_batch_reduce(g, t->loss, t);

@@ -3,7 +3,7 @@
  * parameter in one call and absent in the other), an else-if chain picks
  * the first branch that holds, and the index i is the number 0..N-1 in
  * arithmetic, in conditions, as a fn argument and in a width that grows
- * with it. */
+ * with it. A train section's ifs pick its loss and directives. */
 #include "cpu_exec.h"
 #include "driver.h"
 
@@ -37,7 +37,7 @@ static const char *source =
     "  return y, z, a, b\n"
     "}\n";
 
-int main(void)
+static void test_branches(void)
 {
     src_table src = {0};
     uint32_t id = src_add(&src, "statements.net", source, strlen(source));
@@ -46,7 +46,7 @@ int main(void)
     driver_opts opts = {.verify = true};
     ir_graph *g = driver_compile(&src, id, &opts, &d);
     CHECK(g != NULL);
-    if (!g) { src_free(&src); return 1; }
+    if (!g) { src_free(&src); return; }
     /* dense's bias: a parameter of the call that takes the branch only */
     const char *names[] = {"a.weight", "a.bias", "b.weight"};
     CHECK(g->nparams == 3);
@@ -98,6 +98,59 @@ int main(void)
     for (int i = 0; i < 3; i++) cpu_tensor_free(&params[i]);
     ir_graph_free(g);
     src_free(&src);
+}
+
+/* A train section's ifs choose the loss and the directives when the model
+ * is built, as a body's do: each branch's choices, and only the taken
+ * branch's, reach the training spec, for both values of the config. */
+static const char *train_source =
+    "model m(x: f32[B, 4]) -> (logits: f32[B, 4])\n"
+    "  config USE_SGD = true\n"
+    "{\n"
+    "  return x\n"
+    "}\n"
+    "train m {\n"
+    "  if USE_SGD {\n"
+    "    optimizer sgd(lr: 0.1, momentum: 0.9)\n"
+    "    loss = sum(logits)\n"
+    "  } else {\n"
+    "    optimizer adamw(lr: 1e-3)\n"
+    "    clip_grad_norm 2.0\n"
+    "    loss = mean(logits)\n"
+    "  }\n"
+    "  schedule cosine(warmup: 10)\n"
+    "}\n";
+
+static void check_train_choice(const char *use_sgd)
+{
+    src_table src = {0};
+    uint32_t id = src_add(&src, "train_if.net", train_source, strlen(train_source));
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    const char *names[] = {"USE_SGD"}, *values[] = {use_sgd};
+    driver_opts opts = {.verify = true, .keep_loss = true, .set_names = names, .set_values = values, .nsets = 1};
+    ir_graph *g = driver_compile(&src, id, &opts, &d);
+    CHECK(g != NULL && d.errors == 0);
+    if (!g) { src_free(&src); return; }
+    const ir_train_spec *t = &g->train;
+    bool sgd = strcmp(use_sgd, "true") == 0;
+    CHECK(t->present);
+    CHECK(t->optimizer == (sgd ? IR_OPT_SGD : IR_OPT_ADAMW));
+    CHECK(t->lr == (sgd ? 0.1 : 1e-3));
+    CHECK(t->momentum == (sgd ? 0.9 : 0.0));
+    CHECK(t->weight_decay == (sgd ? 0.0 : 0.01));   /* adamw's default decay: the directive is the taken branch's */
+    CHECK(t->clip_grad_norm == (sgd ? 0.0 : 2.0));
+    CHECK(t->schedule == IR_SCHED_COSINE && t->warmup_steps == 10);
+    CHECK(t->loss < g->nnodes && g->nodes[t->loss].op == (sgd ? OP_SUM : OP_MEAN));
+    ir_graph_free(g);
+    src_free(&src);
+}
+
+int main(void)
+{
+    test_branches();
+    check_train_choice("true");
+    check_train_choice("false");
     if (failures) fprintf(stderr, "test_statements: %d failures\n", failures);
     return failures != 0;
 }
