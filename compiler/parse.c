@@ -282,6 +282,22 @@ ast_node *parse_if(parse_state *ps, nc_loc loc, ast_node *cond, ast_node *then, 
     return n;
 }
 
+/* The links of an else-if chain, each the next's else, the last's else the
+ * block or NULL. The chain is one statement, not nested ones: it counts as
+ * deep as its deepest branch, and sema walks it in a loop. */
+ast_node *parse_if_chain(parse_state *ps, ast_list *links, ast_node *otherwise)
+{
+    ast_node *next = otherwise;
+    for (uint32_t i = links->n; i-- > 0;) {
+        ast_node *link = links->items[i];
+        link->c = next;
+        if (next && next == otherwise) set_depth(ps, link, link->a, otherwise);   /* the else block nests, as a branch does */
+        else if (next && next->depth > link->depth) link->depth = next->depth;
+        next = link;
+    }
+    return links->items[0];
+}
+
 ast_node *parse_repeat_index(parse_state *ps, nc_loc loc, ast_node *count, char *name, nc_loc index_loc, char *index, ast_node *body)
 {
     ast_node *n = parse_named(ps, AST_REPEAT, loc, name, count, parse_named(ps, AST_NAME, index_loc, index, NULL, NULL));

@@ -53,6 +53,8 @@ ast_node *parse_block(parse_state *ps, nc_loc loc, ast_list *stmts);
 void parse_push(parse_state *ps, ast_list *l, ast_node *n);
 /* if cond { then } else otherwise: otherwise is a block, an if (else if) or NULL */
 ast_node *parse_if(parse_state *ps, nc_loc loc, ast_node *cond, ast_node *then, ast_node *otherwise);
+/* if A { } else if B { } ... [else otherwise]: links are the ifs in order */
+ast_node *parse_if_chain(parse_state *ps, ast_list *links, ast_node *otherwise);
 /* repeat count as name, index { body } */
 ast_node *parse_repeat_index(parse_state *ps, nc_loc loc, ast_node *count, char *name, nc_loc index_loc, char *index, ast_node *body);
 ast_node *parse_with_attr(parse_state *ps, nc_loc loc, const char *attr, ast_node *stmt);

@@ -47,6 +47,7 @@ static void yyerror(YYLTYPE *loc, parse_state *ps, yyscan_t scanner, const char 
 
 %type <node> decl import_decl config_item fn_decl model_decl train_decl model_head
 %type <node> if_stmt
+%type <list> if_chain
 %type <node> stmt block expr postfix primary arg type arg_decl
 %type <list> decls config_items stmts call_args arg_seq exprs expr_seq arg_decls arg_decl_seq
 %type <node> index_item slice_bound
@@ -208,9 +209,15 @@ stmt
     ;
 
 if_stmt
-    : IF expr block                 { $$ = parse_if(ps, @1, $2, $3, NULL); }
-    | IF expr block ELSE block      { $$ = parse_if(ps, @1, $2, $3, $5); }
-    | IF expr block ELSE if_stmt    { $$ = parse_if(ps, @1, $2, $3, $5); }
+    : if_chain                      { $$ = parse_if_chain(ps, &$1, NULL); }
+    | if_chain ELSE block           { $$ = parse_if_chain(ps, &$1, $3); }
+    ;
+
+/* if A { } else if B { } ...: one if a link, gathered left-recursively so
+   that a chain of thousands keeps the parser's stack flat */
+if_chain
+    : IF expr block                 { $$ = (ast_list){0}; parse_push(ps, &$$, parse_if(ps, @1, $2, $3, NULL)); }
+    | if_chain ELSE IF expr block   { $$ = $1; parse_push(ps, &$$, parse_if(ps, @3, $4, $5, NULL)); }
     ;
 
 exprs
