@@ -247,6 +247,39 @@ static void check_sizes_beside_tensors(void)
     ir_graph_free(g);
 }
 
+/* Padded pools, windows and depthwise_conv2d gather from x where it lies:
+ * no concat copying x beside a row of padding, every gather's table x's
+ * B * H * W pixel rows (the padding is a where after the gather). */
+static void check_padding_reads_x(void)
+{
+    const char *text = "import nn\n"
+                       "model m(x: f32[2, 5, 6, 3]) -> (a, b, c, d) {\n"
+                       "  return nn.max_pool2d(x, 3, 2, padding: 1), nn.avg_pool2d(x, 3, 1, padding: 1),\n"
+                       "    nn.depthwise_conv2d(x, 3, padding: 1), nn.windows(x, 2, padding: 1, pad_value: 5.0)\n"
+                       "}\n";
+    src_table src = {0};
+    diag_ctx d;
+    diag_init(&d, &src, stderr);
+    uint32_t id = src_add(&src, "padding_reads_x", text, strlen(text));
+    driver_opts o = {.verify = true};
+    ir_graph *g = driver_compile(&src, id, &o, &d);
+    CHECK(g != NULL);
+    if (!g) { src_free(&src); return; }
+    int gathers = 0;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        CHECK(n->op != OP_CONCAT);
+        if (n->op != OP_GATHER) continue;
+        gathers++;
+        const ir_node *table = &g->nodes[ir_args(g, n)[0]];
+        int64_t rows = 0;
+        CHECK(dim_is_const(&g->dims[table->shape[0]], &rows) && rows == 2 * 5 * 6);
+    }
+    CHECK(gathers == 3);   /* the avg pool and depthwise_conv2d share theirs (CSE) */
+    ir_graph_free(g);
+    src_free(&src);
+}
+
 /* depthwise_conv2d: channel ch of the output reads only channel ch of the
  * windows, weighted by weight[u, v, ch]. */
 static void check_depthwise(const conv_case *k)
@@ -366,6 +399,7 @@ int main(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
     for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) check_pool(&pool_cases[i]);
     check_sizes_beside_tensors();
+    check_padding_reads_x();
     if (failures) fprintf(stderr, "test_stdlib_conv: %d failures\n", failures);
     return failures != 0;
 }
