@@ -257,14 +257,9 @@ static void check_padding_reads_x(void)
                        "  return nn.max_pool2d(x, 3, 2, padding: 1), nn.avg_pool2d(x, 3, 1, padding: 1),\n"
                        "    nn.depthwise_conv2d(x, 3, padding: 1), nn.windows(x, 2, padding: 1, pad_value: 5.0)\n"
                        "}\n";
-    src_table src = {0};
-    diag_ctx d;
-    diag_init(&d, &src, stderr);
-    uint32_t id = src_add(&src, "padding_reads_x", text, strlen(text));
-    driver_opts o = {.verify = true};
-    ir_graph *g = driver_compile(&src, id, &o, &d);
+    ir_graph *g = compile_text("padding_reads_x", text, NULL);
     CHECK(g != NULL);
-    if (!g) { src_free(&src); return; }
+    if (!g) return;
     int gathers = 0;
     for (ir_value v = 0; v < g->nnodes; v++) {
         const ir_node *n = &g->nodes[v];
@@ -277,7 +272,6 @@ static void check_padding_reads_x(void)
     }
     CHECK(gathers == 3);   /* the avg pool and depthwise_conv2d share theirs (CSE) */
     ir_graph_free(g);
-    src_free(&src);
 }
 
 /* depthwise_conv2d: channel ch of the output reads only channel ch of the
