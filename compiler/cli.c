@@ -15,6 +15,8 @@
 #include "mem_budget.h"
 
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -797,6 +799,39 @@ static void format_decl(const nrt_module *m, int input, const nrt_tensor_info *i
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
+/* The largest finite value of a float dtype. */
+static double float_dtype_max(nc_dtype t)
+{
+    switch (t) {
+    case NC_F16: return nc_f16_bits_to_f32(0x7bff);
+    case NC_BF16: return nc_bf16_bits_to_f32(0x7f7f);
+    default: return FLT_MAX;
+    }
+}
+
+/* A file's floats rounded to the input's float dtype t; a finite value
+ * beyond t's range is refused (NumPy's astype would make it inf), with
+ * where it is, as netc train refuses one in its data. */
+static int round_input(const char *input, const char *path, cpu_tensor *x, nc_dtype t)
+{
+    x->dtype = t;
+    for (int64_t j = 0; j < x->numel; j++) {
+        double v = cpu_get(x, j);
+        cpu_set(x, j, v);
+        if (isfinite(cpu_get(x, j)) || !isfinite(v)) continue;
+        int64_t idx[NC_MAX_RANK], rest = j;
+        for (int a = x->rank; a-- > 0; rest /= x->shape[a]) idx[a] = rest % x->shape[a];
+        char at[256] = "[";
+        for (int a = 0; a < x->rank; a++)
+            snprintf(at + strlen(at), sizeof at - strlen(at), "%s%lld", a ? ", " : "", (long long)idx[a]);
+        snprintf(at + strlen(at), sizeof at - strlen(at), "]");
+        fprintf(stderr, "netc: input '%s': %s holds %g at %s (element %lld), beyond %s's range (its largest is %g, the value "
+                "would be inf): scale the data first\n", input, path, v, at, (long long)j, dtype_name(t), float_dtype_max(t));
+        return 1;
+    }
+    return 0;
+}
+
 /* Every --input names a module input and has its dtype (floats of another
  * float dtype are rounded to it) and rank: one clear line otherwise, before
  * any dim is inferred from it. */
@@ -820,10 +855,10 @@ static int check_given_inputs(const nrt_module *m, const cli_opts *o, cpu_tensor
         }
         if (info.rank == loaded[k].rank && (int)info.dtype != (int)loaded[k].dtype && dtype_is_float(loaded[k].dtype) &&
             dtype_is_float((nc_dtype)info.dtype)) {   /* NumPy writes no bf16: floats round to the input's dtype, as weights do */
-            fprintf(stderr, "netc: input '%s': %s's %s values rounded to %s\n", o->inputs[k], o->input_files[k],
-                    dtype_name(loaded[k].dtype), nrt_dtype_name(info.dtype));
-            loaded[k].dtype = (nc_dtype)info.dtype;
-            for (int64_t j = 0; j < loaded[k].numel; j++) cpu_set(&loaded[k], j, cpu_get(&loaded[k], j));
+            const nc_dtype was = loaded[k].dtype;
+            if (round_input(o->inputs[k], o->input_files[k], &loaded[k], (nc_dtype)info.dtype)) return 1;
+            fprintf(stderr, "netc: input '%s': %s's %s values rounded to %s\n", o->inputs[k], o->input_files[k], dtype_name(was),
+                    nrt_dtype_name(info.dtype));
         }
         if (info.rank != loaded[k].rank || (int)info.dtype != (int)loaded[k].dtype) {
             char want[256], got[256];

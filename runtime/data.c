@@ -186,14 +186,15 @@ static const char *numpy_name(nc_dtype t)
 static const char *numpy_file_name(const char *descr, nc_dtype read_as)
 {
     if (!strcmp(descr, "<f8")) return "float64";
+    if (!strcmp(descr, "<f4")) return "float32";
     if (!strcmp(descr, "<i8")) return "int64";
     return numpy_name(read_as);
 }
 
 /* Whether a file of descr (read as dtype) holds what an input of type want
- * takes: the same dtype (float64 is read as the input's float dtype), or
- * for an i32 any integers (NumPy's default int64: every value must fit,
- * npy_read checks). */
+ * takes: the same dtype (float64 is read as the input's float dtype, float32
+ * as an f16 input's), or for an i32 any integers (NumPy's default int64:
+ * every value must fit, npy_read checks). */
 static bool npy_fits(const char *descr, nc_dtype read_as, nc_dtype want)
 {
     if (want == NC_I32 && (!strcmp(descr, "<i4") || !strcmp(descr, "<i8") || !strcmp(descr, "|u1"))) return true;
@@ -231,7 +232,8 @@ static int check_finite(const char *path, const cpu_tensor *t, char *err, size_t
     return 0;
 }
 
-/* A float64 value the input's dtype cannot hold, said as check_finite says a NaN. */
+/* A float64 (or float32) value the input's dtype cannot hold, said as
+ * check_finite says a NaN. */
 static int misfit_error(const char *path, const cpu_tensor *t, const npy_file_info *info, char *err, size_t errcap)
 {
     int64_t per = t->numel / t->shape[0];
@@ -243,8 +245,8 @@ static int misfit_error(const char *path, const cpu_tensor *t, const npy_file_in
 }
 
 /* One array of the set: the dtype the model takes, a sample axis, finite
- * floats. A float64 file is read as the input's float dtype, and a line
- * appended to note says so. */
+ * floats. A float64 file is read as the input's float dtype, a float32 one
+ * as an f16 input's, and a line appended to note says so. */
 static int read_part(const char *path, nc_dtype want, const char *input, const char *missing_hint, cpu_tensor *t, char *note,
                      char *err, size_t errcap)
 {
@@ -262,9 +264,11 @@ static int read_part(const char *path, nc_dtype want, const char *input, const c
     else rc = check_finite(path, t, err, errcap);
     if (rc != 0) cpu_tensor_free(t);
     else if (want == NC_I32) t->dtype = NC_I32;   /* from int64 or uint8: the storage is i32 already */
-    if (rc == 0 && !strcmp(info.descr, "<f8"))
-        snprintf(note + strlen(note), DATA_NOTE_CAP - strlen(note), "%s%s holds float64: read as %s for the model's input %s, "
-                 "each value rounded as a.astype(np.%s) does", note[0] ? "\n" : "", path, dtype_name(want), input, numpy_name(want));
+    const bool narrowed = !strcmp(info.descr, "<f8") || (!strcmp(info.descr, "<f4") && want == NC_F16);
+    if (rc == 0 && narrowed)
+        snprintf(note + strlen(note), DATA_NOTE_CAP - strlen(note), "%s%s holds %s: read as %s for the model's input %s, "
+                 "each value rounded as a.astype(np.%s) does", note[0] ? "\n" : "", path, numpy_file_name(info.descr, want),
+                 dtype_name(want), input, numpy_name(want));
     return rc;
 }
 

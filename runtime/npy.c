@@ -148,23 +148,29 @@ bad:
     return -1;
 }
 
-/* A float64 value as dtype f8_as (f32 or f16), rounded once; false when a
- * finite value lies beyond that dtype's range (it is stored as inf). */
-static bool store_f64(cpu_tensor *t, int64_t i, nc_dtype f8_as, double v)
+/* A float64 (or float32) value as dtype (f32 or f16), rounded once; false
+ * when a finite value lies beyond that dtype's range (it is stored as inf). */
+static bool store_narrowed(cpu_tensor *t, int64_t i, nc_dtype dtype, double v)
 {
-    if (f8_as == NC_F16) t->f[i] = nc_f16_bits_to_f32(nc_f64_to_f16_bits(v));
+    if (dtype == NC_F16) t->f[i] = nc_f16_bits_to_f32(nc_f64_to_f16_bits(v));
     /* from the tie above FLT_MAX on, f32 rounds to inf: said so, as C's cast is undefined there */
     else t->f[i] = fabs(v) < 0x1.ffffffp+127 || !isfinite(v) ? (float)v : v < 0 ? -INFINITY : INFINITY;
     return isfinite(t->f[i]) || !isfinite(v);
 }
 
-/* One element into t; false for a float64 beyond f8_as (stored as inf). */
-static bool store_element(cpu_tensor *t, int64_t i, npy_kind kind, nc_dtype f8_as, const uint8_t *p)
+/* One element into t; false for a float beyond float_as (stored as inf). */
+static bool store_element(cpu_tensor *t, int64_t i, npy_kind kind, nc_dtype float_as, const uint8_t *p)
 {
     switch (kind) {
-    case NPY_F4: { float v; memcpy(&v, p, 4); t->f[i] = v; break; }
+    case NPY_F4: {
+        float v;
+        memcpy(&v, p, 4);
+        if (float_as == NC_F16) return store_narrowed(t, i, NC_F16, v);   /* f32 -> f64 is exact: still one rounding */
+        t->f[i] = v;
+        break;
+    }
     case NPY_F2: { uint16_t v; memcpy(&v, p, 2); t->f[i] = nc_f16_bits_to_f32(v); break; }
-    case NPY_F8: { double v; memcpy(&v, p, 8); return store_f64(t, i, f8_as, v); }
+    case NPY_F8: { double v; memcpy(&v, p, 8); return store_narrowed(t, i, float_as, v); }
     case NPY_I4: { int32_t v; memcpy(&v, p, 4); t->i[i] = v; break; }
     case NPY_I8: { int64_t v; memcpy(&v, p, 8); t->i[i] = (int32_t)v; break; }
     case NPY_U1: t->i[i] = p[0]; break;
@@ -173,13 +179,35 @@ static bool store_element(cpu_tensor *t, int64_t i, npy_kind kind, nc_dtype f8_a
     return true;
 }
 
+/* The float an element of a float file holds, as a double (for a message). */
+static double float_element(npy_kind kind, const uint8_t *p)
+{
+    if (kind == NPY_F8) {
+        double v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* The dtype a file of kind is read as: a float64 file as float_as, a
+ * float32 file for an f16 (float_as) as f16, anything else as itself. */
+static nc_dtype read_dtype(const npy_header *h, nc_dtype float_as)
+{
+    const npy_kind kind = npy_kinds[h->kind].kind;
+    if (kind == NPY_F8 || (kind == NPY_F4 && float_as == NC_F16)) return float_as;
+    return npy_kinds[h->kind].dtype;
+}
+
 /* Streams the data through a small buffer into out: a float64 file costs
  * its converted copy only, never a second one of its own width. */
-static int read_data(FILE *f, const char *path, const npy_header *h, nc_dtype f8_as, cpu_tensor *out, int64_t max_bytes,
+static int read_data(FILE *f, const char *path, const npy_header *h, nc_dtype float_as, cpu_tensor *out, int64_t max_bytes,
                      npy_file_info *info, char *err, size_t errcap)
 {
     const int kind = npy_kinds[h->kind].kind, bytes = npy_kinds[h->kind].bytes;
-    if (!cpu_tensor_alloc(out, kind == NPY_F8 ? f8_as : npy_kinds[h->kind].dtype, h->rank, h->shape, max_bytes)) {
+    if (!cpu_tensor_alloc(out, read_dtype(h, float_as), h->rank, h->shape, max_bytes)) {
         snprintf(err, errcap, "%s: array too large", path);
         return -1;
     }
@@ -203,9 +231,9 @@ static int read_data(FILE *f, const char *path, const npy_header *h, nc_dtype f8
                     return -1;
                 }
             }
-            if (!store_element(out, i + k, kind, f8_as, p) && info->misfit_at < 0) {
+            if (!store_element(out, i + k, kind, float_as, p) && info->misfit_at < 0) {
                 info->misfit_at = i + k;
-                memcpy(&info->misfit, p, 8);
+                info->misfit = float_element(kind, p);
             }
         }
     }
@@ -236,9 +264,10 @@ int npy_read_descr(const char *path, cpu_tensor *out, int64_t max_bytes, const c
     return 0;
 }
 
-int npy_read_as(const char *path, nc_dtype f8_as, cpu_tensor *out, int64_t max_bytes, npy_file_info *info, char *err, size_t errcap)
+int npy_read_as(const char *path, nc_dtype float_as, cpu_tensor *out, int64_t max_bytes, npy_file_info *info, char *err,
+                size_t errcap)
 {
-    NC_ASSERT(f8_as == NC_F32 || f8_as == NC_F16);
+    NC_ASSERT(float_as == NC_F32 || float_as == NC_F16);
     memset(out, 0, sizeof *out);
     *info = (npy_file_info){.descr = "", .misfit_at = -1};
     const char *reason;
@@ -306,7 +335,7 @@ int npy_read_as(const char *path, nc_dtype f8_as, cpu_tensor *out, int64_t max_b
             goto out;
         }
     }
-    rc = read_data(f, path, &h, f8_as, out, max_bytes, info, err, errcap);
+    rc = read_data(f, path, &h, float_as, out, max_bytes, info, err, errcap);
     if (rc == 0) info->descr = npy_kinds[h.kind].descr;
     goto out;
 trunc:

@@ -18,12 +18,13 @@ int npy_read_descr(const char *path, cpu_tensor *out, int64_t max_bytes, const c
 /* What npy_read_as saw beside the values. */
 typedef struct npy_file_info {
     const char *descr;     /* the file's own dtype ("<f8") */
-    int64_t misfit_at;     /* flat index of the first finite float64 beyond the range of f8_as (read as inf), -1 none */
+    int64_t misfit_at;     /* flat index of the first finite float beyond the range of float_as (read as inf), -1 none */
     double misfit;         /* its value */
 } npy_file_info;
-/* npy_read with a float64 file read as f8_as, f32 or f16, each value rounded
- * once (as NumPy's astype): the caller decides about a value out of range. */
-int npy_read_as(const char *path, nc_dtype f8_as, cpu_tensor *out, int64_t max_bytes, npy_file_info *info, char *err,
+/* npy_read with a float64 file read as float_as, f32 or f16, and a float32
+ * file for an f16 float_as read as f16: each value rounded once to nearest
+ * even (as NumPy's astype); the caller decides about a value out of range. */
+int npy_read_as(const char *path, nc_dtype float_as, cpu_tensor *out, int64_t max_bytes, npy_file_info *info, char *err,
                 size_t errcap);
 /* Writes f32 as <f4, f16 as <f2, bf16 as <f4 (NumPy has no bfloat16),
  * i32 as <i4, u8 as |u1, bool as |b1. */

@@ -12,7 +12,8 @@
 #     integers (not refused now) is scored by its loss;
 #  4. f16 samples (<f2) for an f16 input, NumPy's int64 for an i32 one; NumPy's float64
 #     read as f32 (the same losses as the float32 copy, a note a file) and as f16 (a value
-#     beyond f16's range refused, with its sample);
+#     beyond f16's range refused, with its sample); float32 read as f16 likewise (the
+#     losses of the float64 copy), and netc run refuses one beyond f16's range too;
 #  5. refusals before any step, status 1, each naming the file: another dtype (float64 for
 #     integers, uint8, integer targets for float ones), another sample or target shape, NaN
 #     and inf (with the sample, float64 too), a float64 beyond f32, counts that differ, a
@@ -155,6 +156,33 @@ rc=0; "$netc" train "$tmp/reg16.net" --data "$f64h" "${common[@]}" --epochs 1 >/
 [[ $rc == 1 ]] && ! grep -q '^epoch' "$tmp/f64h.log" &&
   grep -qF "f64h/test_x.npy: sample 5 holds 70000 (at element 3 of its 4), beyond f16's range (its largest is 65504, the value would be inf)" "$tmp/f64h.log" ||
   { cat "$tmp/f64h.log"; fail "a float64 beyond f16's range: exit $rc, want 1 and the sample named"; }
+# float32 for an f16 input likewise (it was refused): the f32 set trains the f16 model to the test losses of its
+# float64 copy, to the digit (make_npy's <f2 flushes subnormals), with a note for each x file; a value beyond
+# f16's range is refused with its sample
+tl() { grep -o '"test_loss":[-0-9.e]*' "$1"; }
+if "$netc" train "$tmp/reg16.net" --data "$reg" "${common[@]}" --epochs 1 --metrics "$tmp/f32h.jsonl" 2>"$tmp/f32h.log" &&
+   "$netc" train "$tmp/reg16.net" --data "$f64" "${common[@]}" --epochs 1 --metrics "$tmp/f16h.jsonl" 2>/dev/null; then
+  [[ -n $(tl "$tmp/f32h.jsonl") && $(tl "$tmp/f32h.jsonl") == "$(tl "$tmp/f16h.jsonl")" ]] ||
+    { tl "$tmp/f32h.jsonl"; tl "$tmp/f16h.jsonl"; fail "float32 data did not train an f16 input as its float64 copy does"; }
+  [[ $(grep -c '^netc: note: .* holds float32: read as f16' "$tmp/f32h.log") == 2 ]] &&
+    grep -qF "netc: note: $reg/train_x.npy holds float32: read as f16 for the model's input x, each value rounded as a.astype(np.float16) does" "$tmp/f32h.log" ||
+    { cat "$tmp/f32h.log"; fail "float32 data for an f16 input: not one note an x file"; }
+else cat "$tmp/f32h.log"; fail "float32 samples did not train an f16 input"; fi
+f32h=$tmp/f32h; cp -r "$reg" "$f32h"
+reg_rows 128 2 2>&1 >/dev/null | awk 'NR == 6 { $4 = "70000" } 1' | "$make_npy" "$f32h/test_x.npy" '<f4' 128,4
+rc=0; "$netc" train "$tmp/reg16.net" --data "$f32h" "${common[@]}" --epochs 1 >/dev/null 2>"$tmp/f32h.log" || rc=$?
+[[ $rc == 1 ]] && ! grep -q '^epoch' "$tmp/f32h.log" &&
+  grep -qF "f32h/test_x.npy: sample 5 holds 70000 (at element 3 of its 4), beyond f16's range (its largest is 65504, the value would be inf)" "$tmp/f32h.log" ||
+  { cat "$tmp/f32h.log"; fail "a float32 beyond f16's range: exit $rc, want 1 and the sample named"; }
+# ... and netc run refuses it too (it rounded 70000 to inf silently), where it rounds the rest
+printf 'model h(x: f16[B, 4]) -> (y: f32[B, 4]) { return f32(x) * 2.0 }\n' >"$tmp/h16.net"
+"$netc" build "$tmp/h16.net" --target '' -o "$tmp/h16.netm" 2>/dev/null
+rc=0; "$netc" run "$tmp/h16.netm" --input "x=$f32h/test_x.npy" --device cpu --output "$tmp/h16" >/dev/null 2>"$tmp/h16.log" || rc=$?
+[[ $rc == 1 && ! -e $tmp/h16/y.npy ]] &&
+  grep -qF "netc: input 'x': $f32h/test_x.npy holds 70000 at [5, 3] (element 23), beyond f16's range (its largest is 65504, the value would be inf)" "$tmp/h16.log" ||
+  { cat "$tmp/h16.log"; fail "netc run of a float32 beyond an f16 input's range: exit $rc, want 1 and where it is"; }
+"$netc" run "$tmp/h16.netm" --input "x=$reg/test_x.npy" --device cpu --output "$tmp/h16" >/dev/null 2>"$tmp/h16.log" && [[ -s $tmp/h16/y.npy ]] ||
+  { cat "$tmp/h16.log"; fail "netc run of float32 data for an f16 input"; }
 
 # 5: what does not fit is refused as the data loads, before any step, with status 1
 refused() {   # refused NAME MESSAGE: the regression on $tmp/NAME (a copy of $reg, changed)

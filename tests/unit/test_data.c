@@ -213,9 +213,9 @@ static void test_npy_float(void)
     data_set_free(&d);
     w.has_y = true;
     CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 && strstr(err, "train_y.npy") && strstr(err, "reads its input target"));
-    w.x = NC_F16;
+    w.x = NC_I32;
     CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 &&
-          strstr(err, "holds float32, but the model's input x is f16 (hint: convert the array with NumPy, np.save('train_x.npy', a.astype(np.float16)))"));
+          strstr(err, "holds float32, but the model's input x is i32 (hint: convert the array with NumPy, np.save('train_x.npy', a.astype(np.int32)))"));
     w.x = NC_F32;
     x.f[7] = NAN;
     CHECK(npy_write(px, &x, err, sizeof err) == 0 && npy_write(py, &y, err, sizeof err) == 0);
@@ -292,6 +292,44 @@ static void test_npy_float64(void)
     CHECK(npy_read(px, &back, 0, err, sizeof err) != 0 && strstr(err, "element 10 = 1e+300 does not fit f32"));
 }
 
+/* float32 samples for an f16 input, as float64 ones: each value rounded
+ * once to nearest even (a.astype(np.float16)), a note that names the file;
+ * a finite value beyond f16's range refused with its sample and element. */
+static void test_npy_float32_as_f16(void)
+{
+    char err[512], px[128], want[256];
+    data_set d;
+    clean();
+    snprintf(px, sizeof px, "%s/train_x.npy", dir);
+    cpu_tensor x;
+    cpu_tensor_alloc(&x, NC_F32, 2, (int64_t[]){4, 3}, 0);
+    /* 1 + 2^-11 is an f16 tie (to the even 1), 1 + 3 * 2^-11 one to 1 + 2^-9; 65519 rounds down to
+       65504, the largest f16, 65520 to inf; 2^-25 + 2^-30 rounds to f16's smallest subnormal */
+    const float v[12] = {0.1f, -2.5f, 1.0f + ldexpf(1, -11), 1.0f + 3 * ldexpf(1, -11), 65519.0f, -65519.0f,
+                         ldexpf(1, -25) + ldexpf(1, -30), 3.0f, 4.0f, 5.0f, 6.0f, 7.0f};
+    memcpy(x.f, v, sizeof v);
+    CHECK(npy_write(px, &x, err, sizeof err) == 0);
+    data_want w = {.x = NC_F16, .x_input = "x"};
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0);
+    CHECK(d.x.dtype == NC_F16 && d.n == 4 && d.x.f[0] == nc_round_f16(0.1f) && d.x.f[1] == -2.5f && d.x.f[2] == 1.0f &&
+          d.x.f[3] == 1.0f + ldexpf(1, -9) && d.x.f[4] == 65504.0f && d.x.f[5] == -65504.0f && d.x.f[6] == ldexpf(1, -24));
+    snprintf(want, sizeof want, "%s holds float32: read as f16 for the model's input x, each value rounded as a.astype(np.float16) does", px);
+    CHECK(strcmp(d.note, want) == 0);
+    data_set_free(&d);
+    w.x = NC_F32;   /* an f32 input reads it as it is, without a note */
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0 && d.x.f[4] == 65519.0f && d.note[0] == 0);
+    data_set_free(&d);
+    x.f[10] = -70000.0f;   /* beyond f16: sample 3, element 1 */
+    CHECK(npy_write(px, &x, err, sizeof err) == 0);
+    w.x = NC_F16;
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 &&
+          strstr(err, "train_x.npy: sample 3 holds -70000 (at element 1 of its 3), beyond f16's range (its largest is 65504, the value would be inf)"));
+    x.f[10] = INFINITY;   /* an infinity is said as one, as in any float file */
+    CHECK(npy_write(px, &x, err, sizeof err) == 0);
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 && strstr(err, "train_x.npy: sample 3 holds inf (at element 1 of its 3)"));
+    cpu_tensor_free(&x);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/netc_data_XXXXXX");
@@ -301,6 +339,7 @@ int main(void)
     test_npy_layout();
     test_npy_float();
     test_npy_float64();
+    test_npy_float32_as_f16();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
