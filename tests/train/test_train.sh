@@ -10,7 +10,8 @@
 #     another learning rate is taken and said.
 #  9. Ctrl-C (SIGINT) or SIGTERM stops the run at the end of its step: checkpoint, --save,
 #     whole metrics lines, exit 130 / 143; --resume goes on with the next step.
-# 10. a small CNN (nn.conv2d, nn.max_pool2d) learns.
+# 10. a small CNN (nn.conv2d, nn.max_pool2d) learns, and its evaluation's values hold no more
+#     than its training step's.
 # Args: NETC MAKE_IDX SOURCE_DIR JSONL_CHECK
 set -euo pipefail
 netc=$1 make_idx=$2 src=$3 jsonl_check=$4
@@ -315,9 +316,14 @@ awk -v a="$cnn_acc" 'BEGIN { exit !(a > 0.9) }' || { cat "$tmp/cnn.log"; echo "F
 mapfile -t cnn_loss < <(grep '"test_loss"' "$tmp/cnn.jsonl" | grep -o '"train_loss":[-0-9.e]*' | cut -d: -f2)
 awk -v a="${cnn_loss[0]:-}" -v b="${cnn_loss[1]:-}" 'BEGIN { exit !(a != "" && b != "" && b < a) }' ||
   { cat "$tmp/cnn.log"; echo "FAIL: tiny_cnn's train loss did not fall: ${cnn_loss[*]}"; exit 1; }
+# ... and its evaluation holds no more than its step: it runs the test set in the step's batches (it ran
+# 1000 images at once, here the whole 512: 13.5 MiB of convolution windows against the step's 1.4 MiB)
+read -r step_mib eval_mib < <(sed -n "s/^CPU memory: the training step's values held \([0-9.]*\) MiB.*evaluation \([0-9.]*\) MiB$/\1 \2/p" "$tmp/cnn.log") || true
+awk -v s="${step_mib:-}" -v e="${eval_mib:-}" 'BEGIN { exit !(s != "" && e != "" && e + 0 <= s + 0) }' ||
+  { cat "$tmp/cnn.log"; echo "FAIL: tiny_cnn's evaluation held ${eval_mib:-?} MiB, more than its step's ${step_mib:-?} MiB"; exit 1; }
 
 echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch," \
      "resumes mid-epoch with the same batch, seed, data and (cosine) epochs only, with the whole epoch's train loss, and says so of another learning rate; says a finished run has nothing to run, refuses bad labels and test shapes and an unwritable --save or --metrics up front," \
      "keeps an earlier run's metrics when it fails before its first step," \
      "stops on SIGINT/SIGTERM at the end of a step (first, mid-epoch, in the evaluation) with a checkpoint to resume from, the weights and whole metrics," \
-     "trains a CNN of nn.conv2d and nn.max_pool2d"
+     "trains a CNN of nn.conv2d and nn.max_pool2d (evaluating in no more memory than its step)"
