@@ -103,11 +103,59 @@ static ir_value constant(ad_ctx *c, double v, ir_value like)
 
 static ir_value scale(ad_ctx *c, ir_value x, double k) { return bin(c, OP_MUL, x, constant(c, k, x)); }
 
+static ir_value reshape_to(ad_ctx *c, ir_value x, uint8_t rank, const uint32_t *shape);
+
+/* reshape(x, shape) built from x's broadcasts again, at the new shape, when
+ * x is an elementwise expression of broadcasts whose sources vary only along
+ * trailing axes the reshape keeps (a mean's gradient over a channels-last
+ * batch norm's [N, C] view: reshape(g[1, C] / N spread to [N, C]) to
+ * [B, H, W, C] is g / N spread to [B, H, W, C]). The same elements, with no
+ * reshape between the spread and its readers: the fuser loads the source
+ * in the readers' kernel instead of writing the spread tensor (two kernels
+ * and a tensor's writes and reads per batch norm). IR_NONE where x is not
+ * such an expression. */
+/* Ops deep enough for a mean's gradient (a spread times 1/N) and a sum of
+ * two such. */
+enum { RESPREAD_DEPTH = 3 };
+
+static ir_value respread(ad_ctx *c, ir_value x, uint8_t rank, const uint32_t *shape, int depth, bool build_it)
+{
+    const ir_node *n = nd(c, x);
+    uint32_t one = ir_dim_const(c->g, 1);
+    if (n->op == OP_BROADCAST) {
+        ir_value s = ir_args(c->g, n)[0];
+        const ir_node *sn = nd(c, s);
+        int f = 0;   /* the source's leading 1s */
+        while (f < sn->rank && sn->shape[f] == one) f++;
+        int L = sn->rank - f;
+        if (L > rank || L > n->rank) return IR_NONE;
+        for (int j = 0; j < L; j++)
+            if (n->shape[n->rank - L + j] != shape[rank - L + j]) return IR_NONE;
+        if (!build_it) return x;
+        if (sn->rank > rank) {   /* its leading 1s would not fit the new rank */
+            uint32_t kept[NC_MAX_RANK];
+            memcpy(kept, sn->shape + f, L * sizeof *kept);
+            s = reshape_to(c, s, (uint8_t)L, kept);
+        }
+        return broadcast_to(c, s, rank, shape);
+    }
+    if (depth == 0 || nc_ops[n->op].category != CAT_ELEMENTWISE || ir_step_slot(n) >= 0 || n->nargs > 3 || n->nargs < 1) return IR_NONE;
+    ir_value args[3];
+    int nargs = n->nargs;
+    ir_node proto = {.op = n->op, .attr = n->attr};
+    for (int i = 0; i < nargs; i++) {
+        args[i] = respread(c, ir_args(c->g, nd(c, x))[i], rank, shape, depth - 1, build_it);
+        if (args[i] == IR_NONE) return IR_NONE;
+    }
+    return build_it ? build(c, proto, args, nargs) : x;
+}
+
 static ir_value reshape_to(ad_ctx *c, ir_value x, uint8_t rank, const uint32_t *shape)
 {
     if (x == IR_NONE) return x;
     const ir_node *n = nd(c, x);
     if (n->rank == rank && (rank == 0 || memcmp(n->shape, shape, rank * sizeof *shape) == 0)) return x;
+    if (respread(c, x, rank, shape, RESPREAD_DEPTH, false) != IR_NONE) return respread(c, x, rank, shape, RESPREAD_DEPTH, true);
     ir_node p = {.op = OP_RESHAPE, .rank = rank};
     if (rank) memcpy(p.shape, shape, rank * sizeof *shape);
     return build(c, p, &x, 1);

@@ -270,6 +270,74 @@ static void plan_prologues(cg_ctx *cg)
     }
 }
 
+/* The group of values only one other group reads (0: a value outside
+ * groups, or something else, reads them too). */
+static uint32_t *sole_reader_groups(const cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    uint32_t *into = nc_xcalloc(cg->ngroups + 1, sizeof *into), *seen = nc_xcalloc(cg->ngroups + 1, sizeof *seen);
+    bool *mixed = nc_xcalloc(cg->ngroups + 1, sizeof *mixed);
+    for (ir_value u = 0; u < g->nnodes; u++) {
+        const ir_node *un = &g->nodes[u];
+        uint32_t h = cg->group[u];
+        for (int i = 0; i < un->nargs; i++) {
+            uint32_t a = cg->group[ir_args(g, un)[i]];
+            if (!a || a == h) continue;
+            mixed[a] |= !h || (seen[a] && seen[a] != h);
+            seen[a] = h;
+        }
+        if (h && cg->escapes[u]) mixed[h] = true;
+    }
+    for (uint32_t id = 1; id <= cg->ngroups; id++) into[id] = mixed[id] ? 0 : seen[id];
+    free(seen);
+    free(mixed);
+    return into;
+}
+
+/* A group whose results only one later group of the same shape reads joins
+ * that group: its members are computed in the later group's kernel from the
+ * operands they load, and their results are never stored and read back (a
+ * batch norm's gradient dy * scale, made before the column sums that the
+ * group reading it waits for: a launch, and a tensor written and read, per
+ * norm). The two groups then interleave with other kernels: the members'
+ * operands are ready before the group's kernel, at its last member, and
+ * nothing between reads what they compute. Neither group may be a
+ * reduction's prologue (one result, loaded at the reduction's index). */
+static void plan_sunk_groups(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    uint32_t *into = sole_reader_groups(cg), *moved = nc_xcalloc(cg->ngroups + 1, sizeof *moved);
+    for (uint32_t id = 1; id <= cg->ngroups; id++) {
+        uint32_t h = into[id];
+        while (h && moved[h]) h = moved[h];
+        if (!h || h == id || cg->prologue_of[id] != IR_NONE || cg->prologue_of[h] != IR_NONE) continue;
+        ir_value first, last, hfirst, hlast;
+        group_extent(cg, id, &first, &last);
+        group_extent(cg, h, &hfirst, &hlast);
+        if (first == IR_NONE || hfirst == IR_NONE || last > hfirst || !same_shape(&g->nodes[last], &g->nodes[hfirst])) continue;
+        uint32_t members = 0;
+        bool copy = false;   /* a parameter's low-precision copy: an update's kernel may store it (plan_carried_copies) */
+        for (ir_value m = first; m <= hlast; m++) {
+            members += cg->group[m] == id || cg->group[m] == h;
+            copy |= cg->group[m] == id && g->nodes[m].op == OP_CAST && g->nodes[ir_args(g, &g->nodes[m])[0]].op == OP_PARAM;
+        }
+        if (members > CUDA_FUSE_MAX_OPS || copy) continue;
+        for (ir_value m = first; m <= last; m++)
+            if (cg->group[m] == id) cg->group[m] = h;
+        ir_value in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+        int nin, nout;
+        group_io(cg, h, first, hlast, in, &nin, out, &nout);
+        if (nin + nout > NRT_MAX_BUFS) {   /* too many buffers for one kernel: undone */
+            for (ir_value m = first; m <= last; m++)
+                if (cg->group[m] == h) cg->group[m] = id;   /* h's own members all come after last */
+            continue;
+        }
+        moved[id] = h;
+    }
+    free(moved);
+    free(into);
+}
+
 /* A part of a concat that a joined kernel can sum: a sum over the last
  * axis of a float operand, read only by the concat (through a reshape to
  * [1] for a scalar), every size a constant. Returns the sum, or IR_NONE. */
@@ -1004,6 +1072,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_round_trips(cg);
     cg->ngroups = id;
     plan_prologues(cg);
+    plan_sunk_groups(cg);
     plan_joined_sums(cg);
     plan_widened_sums(cg);
     plan_scatter_sums(cg);
