@@ -1363,38 +1363,76 @@ static bool emit_column_total(cg_ctx *cg, ir_value v, ir_value stored, uint32_t 
     return true;
 }
 
-static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_value stored, int64_t rows)
+static void reduce_counts(const cg_ctx *cg, const ir_node *x, const bool *red, int64_t *reduced, int64_t *kept);
+
+/* The rows a column reduction's partial results split into. */
+static int64_t column_parts(int64_t rows)
+{
+    int64_t parts = rows < 0 ? COLUMN_PARTS : rows / COLUMN_PART_ROWS;   /* rows < 0: not known until run time */
+    return parts < 1 ? 1 : parts > COLUMN_PARTS ? COLUMN_PARTS : parts;
+}
+
+/* v's column reduction; with a sibling (cg->sibling_sum: a plain sum of
+ * an input of v's prologue over the same rows) a second accumulator adds up
+ * that input as the prologue loads it, stored as the sibling's result
+ * (acc2, part2, y2). The kernel runs at `at`, the later of the two. */
+static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_value stored, int64_t rows, ir_value sib, ir_value at)
 {
     const ir_node *n = node(cg, v), *x = node(cg, arg(cg, v, 0));
-    int64_t parts = rows < 0 ? COLUMN_PARTS : rows / COLUMN_PART_ROWS;   /* rows < 0: not known until run time */
-    parts = parts < 1 ? 1 : parts > COLUMN_PARTS ? COLUMN_PARTS : parts;
+    int64_t parts = column_parts(rows);
     uint32_t C, X, grid;
     if (!numel_dim(cg, n, &C) || !numel_dim(cg, x, &X) || !partials_dim(cg, n, C, parts, &grid)) return false;
-    uint32_t part = parts > 1 ? new_temp(cg, grid, NC_F32) : 0;
+    uint32_t part = parts > 1 ? new_temp(cg, grid, NC_F32) : 0, part2 = parts > 1 && sib != IR_NONE ? new_temp(cg, grid, NC_F32) : 0;
     const char *init = reduce_init(n);
-    char mean[64] = "";
-    if (n->op == OP_MEAN) snprintf(mean, sizeof mean, "    acc = acc / (float)R;\n");
-
-    nrt_step *s = begin_kernel(cg, v, prologue ? "_fused_cols" : "_cols", NRT_GRID_ELEMENTS);
+    nrt_step *s = begin_kernel(cg, at, prologue ? "_fused_cols" : "_cols", NRT_GRID_ELEMENTS);
     add_int(s, grid);
     add_int(s, C);
     add_int(s, X);
     add_reduce_operand(cg, v, prologue, s);
-    if (parts > 1) cg_printf(&cg->body, "  float *part = (float *)A.buf[%d];\n", s->nbufs);
-    else decl_ptr(cg, "y", s->nbufs, node(cg, stored)->dtype, false);
-    add_buf(s, parts > 1 ? part : stored);
+    for (int k = 0; k < (sib != IR_NONE ? 2 : 1); k++) {
+        const char *sfx = k ? "2" : "";
+        ir_value to = k ? sib : stored;
+        if (parts > 1) cg_printf(&cg->body, "  float *part%s = (float *)A.buf[%d];\n", sfx, s->nbufs);
+        else decl_ptr(cg, k ? "y2" : "y", s->nbufs, node(cg, to)->dtype, false);
+        add_buf(s, parts > 1 ? (k ? part2 : part) : to);
+    }
     cg_buf *b = &cg->body;
     cg_printf(b, "  const long long C = A.n[1], R = C > 0 ? A.n[2] / C : 0;\n");
     cg_printf(b, "  NC_GRID_STRIDE(t, A.n[0]) {\n    const long long p = t / C, c = t - p * C;\n");
-    cg_printf(b, "    float acc = %s;\n", init);
+    cg_printf(b, "    float acc = %s, acc2 = %s; (void)acc2;\n", init, init);
     cg_printf(b, "#pragma unroll 8\n    for (long long r = p * R / %lld, end = (p + 1) * R / %lld; r < end; r++) {\n", (long long)parts,
               (long long)parts);
-    emit_reduce_term(cg, n, prologue, "r * C + c", "      ");
+    if (sib != IR_NONE) {   /* the prologue's block, which loads the sibling's operand as in<k> */
+        cg_printf(b, "      float pv, pv2;\n      { const long long i = r * C + c;\n");
+        cuda_fuse_prologue_value(cg, prologue);
+        cg_printf(b, "      pv2 = in%d; }\n", cuda_fuse_prologue_input(cg, prologue, arg(cg, sib, 0)));
+        cg_printf(b, "      { const float a = acc, b = pv; acc = %s; }\n", nc_cuda_exprs[n->op]);
+        cg_printf(b, "      { const float a = acc2, b = pv2; acc2 = %s; }\n", nc_cuda_exprs[node(cg, sib)->op]);
+    } else {
+        emit_reduce_term(cg, n, prologue, "r * C + c", "      ");
+    }
     cg_printf(b, "    }\n");
-    if (parts > 1) cg_printf(b, "    part[t] = acc;\n  }\n");
-    else cg_printf(b, "%s    nc_st(y, c, acc);\n  }\n", mean);
+    if (parts > 1) cg_printf(b, "    part[t] = acc;\n%s  }\n", sib != IR_NONE ? "    part2[t] = acc2;\n" : "");
+    else {
+        cg_printf(b, "%s    nc_st(y, c, acc);\n", n->op == OP_MEAN ? "    acc = acc / (float)R;\n" : "");
+        if (sib != IR_NONE) cg_printf(b, "%s    nc_st(y2, c, acc2);\n", node(cg, sib)->op == OP_MEAN ? "    acc2 = acc2 / (float)R;\n" : "");
+        cg_printf(b, "  }\n");
+    }
     end_kernel(cg);
-    return parts == 1 || emit_column_total(cg, v, stored, part, parts, C, X);
+    if (parts == 1) return true;
+    return emit_column_total(cg, v, stored, part, parts, C, X) && (sib == IR_NONE || emit_column_total(cg, sib, sib, part2, parts, C, X));
+}
+
+bool cuda_column_reduce(const cg_ctx *cg, ir_value v, int64_t *rows)
+{
+    const ir_node *n = &cg->g->nodes[v], *x = &cg->g->nodes[ir_args(cg->g, n)[0]];
+    if ((cg->colsum_by && cg->colsum_by[v] != IR_NONE) || (cg->attn_colsum && cg->attn_colsum[v] != IR_NONE) || !dtype_is_float(x->dtype))
+        return false;
+    bool red[NC_MAX_RANK] = {0};
+    for (int k = 0; k < n->attr.naxes; k++) red[n->attr.axes[k]] = true;
+    int64_t kept;
+    reduce_counts(cg, x, red, rows, &kept);
+    return reduce_form_of(x, red) == REDUCE_PREFIX && (kept < 0 || kept >= 32);
 }
 
 /* A reduction over trailing axes with few outputs (a loss summed over a
@@ -1481,8 +1519,13 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     }
     int64_t reduced, kept;   /* elements summed into each output, and outputs (-1: known at run time) */
     reduce_counts(cg, x, red, &reduced, &kept);
+    if (cg->sibling_sum && cg->sibling_sum[v] != IR_NONE) {   /* one kernel for v and its sibling, here */
+        ir_value o = cg->sibling_sum[v];
+        return prologue ? emit_column_reduce(cg, v, prologue, stored, reduced, o, v)
+                        : emit_column_reduce(cg, o, cuda_fuse_prologue_group(cg, o), o, reduced, v, v);
+    }
     if (form == REDUCE_PREFIX && dtype_is_float(x->dtype) && (kept < 0 || kept >= 32))
-        return emit_column_reduce(cg, v, prologue, stored, reduced);
+        return emit_column_reduce(cg, v, prologue, stored, reduced, IR_NONE, v);
     if (form == REDUCE_SUFFIX && dtype_is_float(x->dtype)) {
         int64_t parts = split_parts(kept, reduced);
         if (parts > 1) return emit_split_reduce(cg, v, prologue, stored, parts);

@@ -83,6 +83,10 @@ typedef struct cg_ctx {
                               g that its kernels compute along (reading x and g once), IR_NONE if none */
     bool *joined_sums;     /* fusion: a concat of sums (a gradient norm's partial sums) whose one kernel
                               computes every part's sum into its place (the sums have no kernels) */
+    ir_value *sibling_sum; /* fusion: for a column sum or mean computed with a prologue, the plain column sum
+                              or mean of one of the prologue's inputs over the same rows (a batch norm's
+                              bias gradient beside its weight's): one kernel reads the input once for both,
+                              at the later of the two, IR_NONE */
     ir_value *widened_to;  /* fusion: for a sum or mean in f16/bf16, the cast to f32 that is its one reader:
                               the reduction stores its f32 accumulator there (a bias gradient), IR_NONE */
     ir_value *stats_from;  /* fusion: for a norm's weight gradient, the layernorm_grad or rmsnorm_grad of
@@ -246,6 +250,11 @@ uint32_t cuda_fuse_prologue_group(const cg_ctx *cg, ir_value r);
 void cuda_fuse_prologue_inputs(cg_ctx *cg, uint32_t id, nrt_step *s);
 /* Code setting `float pv` to the group's value at element index `i`. */
 void cuda_fuse_prologue_value(cg_ctx *cg, uint32_t id);
+/* Which input of the group v is (the `in<k>` prologue_value loads), or -1. */
+int cuda_fuse_prologue_input(const cg_ctx *cg, uint32_t id, ir_value v);
+/* Whether reduction v is a float column reduction (over leading axes) that
+ * emit_column_reduce computes, and over how many rows (-1: known at run time). */
+bool cuda_column_reduce(const cg_ctx *cg, ir_value v, int64_t *rows);
 
 /* Shared with cuda_fuse.c. */
 bool cuda_emit_is_elementwise(nc_op op);

@@ -1017,6 +1017,54 @@ static uint32_t split_independent(cg_ctx *cg, uint32_t ngroups)
     return next;
 }
 
+/* A plain column reduction that can share host h's kernel: over an input
+ * of h's prologue group of h's operand's shape, the same axes, with
+ * nothing reading it between the two (the kernel runs at the later). */
+static bool sibling_of(const cg_ctx *cg, ir_value h, uint32_t id, ir_value p)
+{
+    const ir_graph *g = cg->g;
+    const ir_node *hn = &g->nodes[h], *pn = &g->nodes[p];
+    int64_t hrows, prows;
+    if ((pn->op != OP_SUM && pn->op != OP_MEAN) || !dtype_is_float(pn->dtype) || cg->group[p] || cg->inlined[p] ||
+        cg->absorbed[p] || cg->widened_to[p] != IR_NONE || cg->sibling_sum[p] != IR_NONE || cuda_fuse_prologue_group(cg, p) ||
+        pn->attr.naxes != hn->attr.naxes || memcmp(pn->attr.axes, hn->attr.axes, (size_t)hn->attr.naxes) ||
+        !cuda_column_reduce(cg, p, &prows) || !cuda_column_reduce(cg, h, &hrows) || prows != hrows ||
+        cuda_fuse_prologue_input(cg, id, ir_args(g, pn)[0]) < 0)
+        return false;
+    const ir_node *px = &g->nodes[ir_args(g, pn)[0]], *hx = &g->nodes[ir_args(g, hn)[0]];
+    if (!same_shape(px, hx)) return false;
+    ir_value first = p < h ? p : h, last = p < h ? h : p;
+    for (ir_value u = first + 1; u <= last; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++)
+            if (ir_args(g, &g->nodes[u])[i] == first) return false;
+    return true;
+}
+
+/* A column sum or mean computed with a prologue (sum(dy * xhat), a batch
+ * norm's weight gradient) and a plain one of an input that prologue loads
+ * (sum(dy), the bias's) over the same rows: one kernel, at the later of the
+ * two, keeps both sums and reads the input once. Any model's pairs, not only
+ * a batch norm's. */
+static void plan_sibling_sums(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->sibling_sum = cuda_no_values(g);
+    for (ir_value h = 0; h < g->nnodes; h++) {
+        const ir_node *hn = &g->nodes[h];
+        uint32_t id;
+        if ((hn->op != OP_SUM && hn->op != OP_MEAN) || !dtype_is_float(hn->dtype) || cg->absorbed[h] || cg->inlined[h] ||
+            cg->widened_to[h] != IR_NONE || cg->sibling_sum[h] != IR_NONE || !(id = cuda_fuse_prologue_group(cg, h)))
+            continue;
+        for (ir_value p = 0; p < g->nnodes; p++) {
+            if (p == h || !sibling_of(cg, h, id, p)) continue;
+            ir_value later = p > h ? p : h, earlier = p > h ? h : p;
+            cg->sibling_sum[later] = earlier;
+            cg->inlined[earlier] = true;   /* computed by the later one's kernel */
+            break;
+        }
+    }
+}
+
 void cuda_fuse_plan(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
@@ -1079,6 +1127,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_group_reads(cg);
     plan_carried_copies(cg);
     plan_kernels(cg);
+    plan_sibling_sums(cg);
 }
 
 void cuda_fuse_free(cg_ctx *cg)
@@ -1108,6 +1157,8 @@ void cuda_fuse_free(cg_ctx *cg)
     cg->params_by = NULL, cg->stats_from = NULL, cg->kept_temp = NULL, cg->loss_rows_with = NULL, cg->sum_to = NULL, cg->colsum_by = NULL;
     free(cg->joined_sums);
     free(cg->widened_to);
+    free(cg->sibling_sum);
+    cg->sibling_sum = NULL;
     free(cg->round_trip_to);
     free(cg->sum_into);
     cg->sum_into = NULL;
@@ -1155,6 +1206,7 @@ bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v)
                               (cg->bias_grad_with && cg->bias_grad_with[node] != IR_NONE && cg->round_trip_to[cg->bias_grad_with[node]] == v)))
         return true;
     if (cg->widened_to && cg->widened_to[node] == v) return true;
+    if (cg->sibling_sum && cg->sibling_sum[node] == v) return true;
     if (cg->sum_to && cg->sum_to[node] == v) return true;
     if (cg->sum_into && cg->sum_into[node] == v) return true;
     if (cg->carry_from && cg->carry_from[v] != IR_NONE && cuda_fuse_same_kernel(cg, cg->carry_from[v], node)) return true;
@@ -1616,4 +1668,15 @@ void cuda_fuse_prologue_value(cg_ctx *cg, uint32_t id)
     emit_loads(cg, NULL, in, nin, how, NULL, false);
     emit_members(cg, first, last, id, in, nin, out, 0, 0, false);
     cg_printf(&cg->body, "    pv = t%u;\n", ordinal(cg, first, out[0]));
+}
+
+int cuda_fuse_prologue_input(const cg_ctx *cg, uint32_t id, ir_value v)
+{
+    ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+    int nin, nout;
+    group_extent(cg, id, &first, &last);
+    group_io(cg, id, first, last, in, &nin, out, &nout);
+    for (int k = 0; k < nin; k++)
+        if (in[k] == v && cg->g->nodes[v].rank > 0) return k;
+    return -1;
 }

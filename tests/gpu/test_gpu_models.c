@@ -164,6 +164,10 @@ int main(void)
         {.name = "batch_norm_train", .path = NETC_SOURCE_DIR "/tests/gpu/batch_norm.net", .dim_names = b64,
          .dim_values = v5, .ndims = 1, .int_range = 4, .use_graph = true, .train_step = true, .fuse = true,
          .check_updates = true},
+        /* 40 channels: the column sums' kernels, the bias gradient's sum with the weight's */
+        {.name = "batch_norm_wide_train", .path = NETC_SOURCE_DIR "/tests/gpu/batch_norm_wide.net", .dim_names = b64,
+         .dim_values = v5, .ndims = 1, .int_range = 4, .use_graph = true, .train_step = true, .fuse = true,
+         .check_updates = true},
         {.name = "gpt2_2layers_train_fused", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt,
          .ndims = 2, .set_names = small, .set_values = small_v, .nsets = 1, .int_range = 50304, .use_graph = true,
          .train_step = true, .fuse = true, .profile = true},

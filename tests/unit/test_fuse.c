@@ -834,6 +834,42 @@ static void check_batch_norm(const char *root)
     ir_graph_free(g);
 }
 
+/* tests/gpu/batch_norm_wide.net at B = 5: each norm's bias gradient sum(dy)
+ * is computed by the kernel of its weight gradient's sum(dy * xhat), which
+ * loads dy for both (plan_sibling_sums): two column-sum kernels fewer, and
+ * the first norm's pair still split into partial rows (a second kernel for
+ * each sum). */
+static void check_sibling_sums(const char *root)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/gpu/batch_norm_wide.net", root);
+    const char *dn[] = {"B"};
+    const int64_t dv[] = {5};
+    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 1};
+    nrt_program p;
+    ir_graph *g = compile_with_program(path, &o, &p);
+    if (!g) return;
+    uint32_t cols = 0, totals = 0;
+    for (uint32_t k = 0; k < p.nsteps; k++) {
+        if (p.steps[k].kind != NRT_STEP_KERNEL) continue;
+        const char *name = p.kernel_names[p.steps[k].kernel];
+        size_t len = strlen(name);
+        cols += len > 5 && !strcmp(name + len - 5, "_cols");
+        totals += len > 9 && !strcmp(name + len - 9, "_cols_sum");
+    }
+    cg_ctx cg = {.g = g};
+    cuda_fuse_plan(&cg);
+    uint32_t pairs = 0;
+    for (ir_value v = 0; cg.sibling_sum && v < g->nnodes; v++) pairs += cg.sibling_sum[v] != IR_NONE;
+    printf("batch_norm_wide.net train step: %u sums computed with a sibling's, %u column kernels, %u second kernels\n", pairs, cols,
+           totals);
+    CHECK(pairs == 2 && cols == 8 && totals == 5);
+    CHECK(valid_dataflow(g, &p, true));
+    cuda_fuse_free(&cg);
+    nrt_program_free(&p);
+    ir_graph_free(g);
+}
+
 int main(int argc, char **argv)
 {
     const char *root = argc > 1 ? argv[1] : ".";
@@ -857,6 +893,7 @@ int main(int argc, char **argv)
     check_independent_updates();
     check_long_chain();
     check_batch_norm(root);
+    check_sibling_sums(root);
     if (!failures) printf("test_fuse: all checks passed\n");
     return failures != 0;
 }
