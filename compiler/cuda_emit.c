@@ -1364,6 +1364,7 @@ static bool emit_column_total(cg_ctx *cg, ir_value v, ir_value stored, uint32_t 
 }
 
 static void reduce_counts(const cg_ctx *cg, const ir_node *x, const bool *red, int64_t *reduced, int64_t *kept);
+static int64_t split_parts(int64_t outputs, int64_t count);
 
 /* The rows a column reduction's partial results split into. */
 static int64_t column_parts(int64_t rows)
@@ -1423,7 +1424,7 @@ static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_val
     return emit_column_total(cg, v, stored, part, parts, C, X) && (sib == IR_NONE || emit_column_total(cg, sib, sib, part2, parts, C, X));
 }
 
-bool cuda_column_reduce(const cg_ctx *cg, ir_value v, int64_t *rows)
+bool cuda_reduce_takes_sibling(const cg_ctx *cg, ir_value v, int64_t *rows)
 {
     const ir_node *n = &cg->g->nodes[v], *x = &cg->g->nodes[ir_args(cg->g, n)[0]];
     if ((cg->colsum_by && cg->colsum_by[v] != IR_NONE) || (cg->attn_colsum && cg->attn_colsum[v] != IR_NONE) || !dtype_is_float(x->dtype))
@@ -1432,7 +1433,9 @@ bool cuda_column_reduce(const cg_ctx *cg, ir_value v, int64_t *rows)
     for (int k = 0; k < n->attr.naxes; k++) red[n->attr.axes[k]] = true;
     int64_t kept;
     reduce_counts(cg, x, red, rows, &kept);
-    return reduce_form_of(x, red) == REDUCE_PREFIX && (kept < 0 || kept >= 32);
+    reduce_form form = reduce_form_of(x, red);
+    if (form == REDUCE_PREFIX && (kept < 0 || kept >= 32)) return true;   /* emit_column_reduce */
+    return !(form == REDUCE_SUFFIX && split_parts(kept, *rows) > 1);     /* a warp an output, not split */
 }
 
 /* A reduction over trailing axes with few outputs (a loss summed over a
@@ -1519,13 +1522,14 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     }
     int64_t reduced, kept;   /* elements summed into each output, and outputs (-1: known at run time) */
     reduce_counts(cg, x, red, &reduced, &kept);
-    if (cg->sibling_sum && cg->sibling_sum[v] != IR_NONE) {   /* one kernel for v and its sibling, here */
-        ir_value o = cg->sibling_sum[v];
-        return prologue ? emit_column_reduce(cg, v, prologue, stored, reduced, o, v)
-                        : emit_column_reduce(cg, o, cuda_fuse_prologue_group(cg, o), o, reduced, v, v);
+    ir_value host = v, sib = cg->sibling_sum ? cg->sibling_sum[v] : IR_NONE;   /* one kernel for v and its sibling, here */
+    if (sib != IR_NONE && !prologue) {   /* the sibling computes its operand with the prologue: it leads */
+        host = sib, sib = v, stored = host;
+        prologue = cuda_fuse_prologue_group(cg, host);
+        n = node(cg, host);
     }
     if (form == REDUCE_PREFIX && dtype_is_float(x->dtype) && (kept < 0 || kept >= 32))
-        return emit_column_reduce(cg, v, prologue, stored, reduced, IR_NONE, v);
+        return emit_column_reduce(cg, host, prologue, stored, reduced, sib, v);
     if (form == REDUCE_SUFFIX && dtype_is_float(x->dtype)) {
         int64_t parts = split_parts(kept, reduced);
         if (parts > 1) return emit_split_reduce(cg, v, prologue, stored, parts);
@@ -1535,9 +1539,13 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     if (!numel_dim(cg, n, &numel)) return false;
     add_int(s, numel);
     add_shape(s, x);
-    add_reduce_operand(cg, v, prologue, s);
+    add_reduce_operand(cg, host, prologue, s);
     decl_ptr(cg, "y", s->nbufs, node(cg, stored)->dtype, false);
     add_buf(s, stored);
+    if (sib != IR_NONE) {
+        decl_ptr(cg, "y2", s->nbufs, node(cg, sib)->dtype, false);
+        add_buf(s, sib);
+    }
     bool is_float = dtype_is_float(x->dtype), is_max = n->op == OP_MAX;
     const char *acc_t = is_float ? "float" : "long long";
     cg_printf(&cg->body, "  const int r = %d;\n  const bool red[%d] = {", x->rank, x->rank ? x->rank : 1);
@@ -1561,6 +1569,7 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
         }
     }
     cg_printf(&cg->body, "  %s acc = %s;\n", acc_t, is_max ? (is_float ? "-__int_as_float(0x7f800000)" : "NC_I64_MIN") : "0");
+    if (sib != IR_NONE) cg_printf(&cg->body, "  float acc2 = 0;\n");
     cg_printf(&cg->body, "  for (long long j = lane; j < count; j += 32) {\n");
     if (form == REDUCE_SUFFIX) {   /* the kept coordinates lead: output o reads [o * count, (o + 1) * count) */
         cg_printf(&cg->body, "    const long long off = o * count + j;\n");
@@ -1573,7 +1582,13 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
         }
         cg_bound(cg, x->rank > 0 ? x_numel : "0");
     }
-    if (prologue) {
+    if (sib != IR_NONE) {   /* the sibling's operand, as the prologue loads it, into acc2 */
+        cg_printf(&cg->body, "    float pv, pv2;\n    { const long long i = off;\n");
+        cuda_fuse_prologue_value(cg, prologue);
+        cg_printf(&cg->body, "    pv2 = in%d; }\n", cuda_fuse_prologue_input(cg, prologue, arg(cg, sib, 0)));
+        cg_printf(&cg->body, "    { const float a = acc2, b = pv2; acc2 = %s; }\n", nc_cuda_exprs[node(cg, sib)->op]);
+        cg_printf(&cg->body, "    %s a = acc, b = pv;\n    acc = ", acc_t);
+    } else if (prologue) {
         cg_printf(&cg->body, "    float pv;\n    { const long long i = off;\n");
         cuda_fuse_prologue_value(cg, prologue);
         cg_printf(&cg->body, "    }\n    %s a = acc, b = pv;\n    acc = ", acc_t);
@@ -1584,6 +1599,11 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     cg_printf(&cg->body, "  for (int w = 16; w > 0; w >>= 1) { %s a = acc, b = __shfl_xor_sync(0xffffffffu, acc, w); acc = %s; }\n",
               acc_t, nc_cuda_exprs[n->op]);
     if (n->op == OP_MEAN) cg_printf(&cg->body, "  acc = acc / (float)count;\n");
+    if (sib != IR_NONE) {
+        cg_printf(&cg->body, "  for (int w = 16; w > 0; w >>= 1) { float a = acc2, b = __shfl_xor_sync(0xffffffffu, acc2, w); acc2 = %s; }\n",
+                  nc_cuda_exprs[node(cg, sib)->op]);
+        cg_printf(&cg->body, "%s  if (lane == 0) nc_st(y2, o, acc2);\n", node(cg, sib)->op == OP_MEAN ? "  acc2 = acc2 / (float)count;\n" : "");
+    }
     /* An integer sum wraps to its dtype like the CPU executor's (cpu_exec.h)
      * before the store, whose conversion saturates (right for a cast fused
      * after it, wrong for the sum itself: a u8 sum of 614 stored 255, not 102). */

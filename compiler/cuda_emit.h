@@ -252,9 +252,10 @@ void cuda_fuse_prologue_inputs(cg_ctx *cg, uint32_t id, nrt_step *s);
 void cuda_fuse_prologue_value(cg_ctx *cg, uint32_t id);
 /* Which input of the group v is (the `in<k>` prologue_value loads), or -1. */
 int cuda_fuse_prologue_input(const cg_ctx *cg, uint32_t id, ir_value v);
-/* Whether reduction v is a float column reduction (over leading axes) that
- * emit_column_reduce computes, and over how many rows (-1: known at run time). */
-bool cuda_column_reduce(const cg_ctx *cg, ir_value v, int64_t *rows);
+/* Whether float reduction v's kernel can keep a sibling's sum too (a column
+ * reduction, or a warp an output: not split into runs), and how many of its
+ * operand's elements each output takes (-1: known at run time). */
+bool cuda_reduce_takes_sibling(const cg_ctx *cg, ir_value v, int64_t *rows);
 
 /* Shared with cuda_fuse.c. */
 bool cuda_emit_is_elementwise(nc_op op);

@@ -1028,7 +1028,7 @@ static bool sibling_of(const cg_ctx *cg, ir_value h, uint32_t id, ir_value p)
     if ((pn->op != OP_SUM && pn->op != OP_MEAN) || !dtype_is_float(pn->dtype) || cg->group[p] || cg->inlined[p] ||
         cg->absorbed[p] || cg->widened_to[p] != IR_NONE || cg->sibling_sum[p] != IR_NONE || cuda_fuse_prologue_group(cg, p) ||
         pn->attr.naxes != hn->attr.naxes || memcmp(pn->attr.axes, hn->attr.axes, (size_t)hn->attr.naxes) ||
-        !cuda_column_reduce(cg, p, &prows) || !cuda_column_reduce(cg, h, &hrows) || prows != hrows ||
+        !cuda_reduce_takes_sibling(cg, p, &prows) || !cuda_reduce_takes_sibling(cg, h, &hrows) || prows != hrows ||
         cuda_fuse_prologue_input(cg, id, ir_args(g, pn)[0]) < 0)
         return false;
     const ir_node *px = &g->nodes[ir_args(g, pn)[0]], *hx = &g->nodes[ir_args(g, hn)[0]];

@@ -798,7 +798,8 @@ static void check_read_through(const char *root, const char *file, const char *d
  * computed in the kernel that reads it (plan_sunk_groups), so the first
  * norm's backward pass has two elementwise kernels over its 36864 elements
  * (the gradient before the centring sum, and dx) besides gelu_grad's, and the
- * forward two (x - mu, and the affine). */
+ * forward two (x - mu, and the affine). Each norm's sum(dy) is computed by
+ * the kernel of its sum(dy * xhat), a warp an output (plan_sibling_sums). */
 static void check_batch_norm(const char *root)
 {
     char path[1024];
@@ -826,9 +827,14 @@ static void check_batch_norm(const char *root)
         for (int i = 0; i < a->nargs && spread && a->op != OP_BROADCAST; i++) spread = g->nodes[ir_args(g, a)[i]].op == OP_BROADCAST;
         spread_reshapes += spread;
     }
-    printf("batch_norm.net train step: %u kernel steps, %u elementwise over the conv's 36864 elements, %u reshapes of spreads\n",
-           kernels, elementwise, spread_reshapes);
-    CHECK(elementwise == 5 && spread_reshapes == 0);
+    cg_ctx cg = {.g = g};   /* 8 channels: sum(dy) beside sum(dy * xhat) in a warp-an-output kernel */
+    cuda_fuse_plan(&cg);
+    uint32_t pairs = 0;
+    for (ir_value v = 0; cg.sibling_sum && v < g->nnodes; v++) pairs += cg.sibling_sum[v] != IR_NONE;
+    cuda_fuse_free(&cg);
+    printf("batch_norm.net train step: %u kernel steps, %u elementwise over the conv's 36864 elements, %u reshapes of spreads, "
+           "%u sums computed with a sibling's\n", kernels, elementwise, spread_reshapes, pairs);
+    CHECK(elementwise == 5 && spread_reshapes == 0 && pairs == 2);
     CHECK(valid_dataflow(g, &p, true));
     nrt_program_free(&p);
     ir_graph_free(g);
