@@ -654,6 +654,25 @@ static bool cuda_emit_fill(cg_ctx *cg, ir_value v)
     return true;
 }
 
+/* The size arrives as a launch argument, evaluated from the bound symbols
+ * like every shape: the value is stored, nothing is counted. */
+static bool cuda_emit_dim_value(cg_ctx *cg, ir_value v)
+{
+    const ir_node *n = node(cg, v);
+    nrt_step *s = begin_kernel(cg, v, "", NRT_GRID_ELEMENTS);
+    uint32_t numel;
+    if (!numel_dim(cg, n, &numel)) return false;
+    add_int(s, numel);
+    add_int(s, n->attr.lo);
+    add_buf(s, v);
+    decl_ptr(cg, "y", 0, n->dtype, false);
+    if (dtype_is_float(n->dtype)) cg_printf(&cg->body, "  const float value = (float)A.n[1];   /* rounded to nearest */\n");
+    else cg_printf(&cg->body, "  const long long value = A.n[1];\n");
+    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) nc_st(y, i, value);\n");
+    end_kernel(cg);
+    return true;
+}
+
 static bool cuda_emit_iota(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v);
@@ -2548,18 +2567,20 @@ static bool cuda_emit_cross_entropy_grad(cg_ctx *cg, ir_value v)
 }
 
 /* Whether every value step k touches (through views too) is computed from
- * fills and iotas alone (konst: ir_constant_values), the same bits every run,
- * and is an index or a mask: integers and bools. A float constant (a fill
- * broadcast to a gradient's shape) stays in every run, where fusion makes it
- * for free; kept across runs it would only hold memory that a budget's
- * recomputation cannot give back. */
+ * fills, iotas and sizes alone (konst: ir_constant_values), the same bits
+ * every run, and is an index or a mask (integers and bools) or a float
+ * scalar (a size's value, f32(N) / f32(N - 1): a launch a run saved for 4
+ * bytes kept). A larger float constant (a fill broadcast to a gradient's
+ * shape) stays in every run, where fusion makes it for free; kept across
+ * runs it would only hold memory that a budget's recomputation cannot give
+ * back. */
 static bool constant_step(const ir_graph *g, const nrt_program *p, const bool *konst, uint32_t k)
 {
     const nrt_step *s = &p->steps[k];
     if (s->kind != NRT_STEP_KERNEL || !nrt_step_param_only(g, konst, s)) return false;
     for (int j = 0; p->slot_values && j < s->nbufs; j++) {
         uint32_t v = p->slot_values[k * NRT_MAX_BUFS + j];
-        if (v < g->nnodes && (!konst[v] || dtype_is_float(g->nodes[v].dtype))) return false;
+        if (v < g->nnodes && (!konst[v] || (dtype_is_float(g->nodes[v].dtype) && g->nodes[v].rank > 0))) return false;
     }
     return true;
 }

@@ -86,6 +86,14 @@ static bool range_fill(range_ctx *r, const ir_node *n, span *s)
     return true;
 }
 
+static bool range_dim_value(range_ctx *r, const ir_node *n, span *s)
+{
+    int64_t v;
+    if (!dim_value(r, n->attr.lo, &v)) return false;
+    *s = (span){v, v};
+    return true;
+}
+
 /* reshape, broadcast, transpose, slice: the same values, elsewhere */
 static bool range_move(range_ctx *r, const ir_node *n, span *s) { return range_apart(r, args_of(r, n)[0], s); }
 
@@ -226,7 +234,7 @@ static range_rule *const range_rules[OP_COUNT] = {
     [OP_MUL] = range_mul,         [OP_MAXIMUM] = range_maximum,   [OP_MINIMUM] = range_maximum,
     [OP_WHERE] = range_where,     [OP_SUM] = range_reduce,        [OP_MAX] = range_reduce,
     [OP_RESHAPE] = range_move,    [OP_BROADCAST] = range_move,    [OP_TRANSPOSE] = range_move,
-    [OP_SLICE] = range_move,
+    [OP_SLICE] = range_move,      [OP_DIM_VALUE] = range_dim_value,
 };
 
 /* A graph read from a module file is checked by ir_verify, which reports a
@@ -247,6 +255,7 @@ static bool node_sound(const range_ctx *r, ir_value v)
     for (int i = 0; i < n->nargs; i++)
         if (ir_args(g, n)[i] >= v) return false;
     if (n->op == OP_IOTA && (n->attr.axis < 0 || n->attr.axis >= n->rank)) return false;
+    if (n->op == OP_DIM_VALUE && n->attr.lo >= g->ndims) return false;
     if (n->op == OP_SUM || n->op == OP_MAX) {
         const ir_node *x = &g->nodes[ir_args(g, n)[0]];
         if (n->attr.naxes > NC_MAX_RANK) return false;

@@ -346,14 +346,14 @@ int ir_verify(const ir_graph *g, FILE *err)
     return problems;
 }
 
-/* Per value: computed from fills and iotas (and, with params, parameters)
- * alone, nothing random. */
+/* Per value: computed from fills, iotas and sizes' values (and, with params,
+ * parameters) alone, nothing random: the same at every run of a binding. */
 static bool *values_from(const ir_graph *g, bool params)
 {
     bool *from = nc_xcalloc(g->nnodes + 1, sizeof *from);
     for (ir_value v = 0; v < g->nnodes; v++) {
         const ir_node *n = &g->nodes[v];
-        bool k = n->op == OP_FILL || n->op == OP_IOTA || (params && n->op == OP_PARAM);
+        bool k = n->op == OP_FILL || n->op == OP_IOTA || n->op == OP_DIM_VALUE || (params && n->op == OP_PARAM);
         if (n->nargs && !(nc_ops[n->op].flags & OPF_RANDOM) && nc_ops[n->op].category != CAT_SOURCE) {
             k = true;
             for (int i = 0; i < n->nargs; i++) k = k && from[ir_args(g, n)[i]];

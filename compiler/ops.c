@@ -272,6 +272,19 @@ static bool shape_iota(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
     return shaped_by(n, e, "shape");
 }
 
+/* A size's value as a scalar: f32 holds any count (rounded past 2^24, as a
+ * float literal is), i32 the indices and counts integer arithmetic needs;
+ * one wider than 2^31 - 1 is refused where a session binds it (bind_dim_value). */
+static bool shape_dim_value(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
+{
+    (void)a;
+    if (n->rank != 0) return fail(e, -1, "dim_value: the result is a scalar, got rank %d", n->rank);
+    if (n->dtype != NC_F32 && n->dtype != NC_I32)
+        return fail_attr(e, "dtype", "dim_value: counts in f32 or i32, got %s", dtype_name(n->dtype));
+    if (n->attr.lo >= g->ndims) return fail_attr(e, "size", "dim_value: dim %u out of range", n->attr.lo);
+    return true;
+}
+
 static bool shapes_equal(const ir_node *x, const ir_node *y)
 {
     return x->rank == y->rank && memcmp(x->shape, y->shape, x->rank * sizeof(uint32_t)) == 0;
@@ -889,7 +902,22 @@ static bool bind_slice(const ir_graph *g, const ir_node *n, const int64_t *syms,
     return false;
 }
 
+/* shape_dim_value's i32 at run time: B * T * C past 2^31 - 1 would wrap
+ * (a sum of ones in i32 did, silently); refused before a kernel runs. */
+static bool bind_dim_value(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e)
+{
+    int64_t v;
+    if (n->dtype != NC_I32 || !dim_eval(&g->dims[n->attr.lo], syms, &v) || v <= INT32_MAX) return true;
+    char sv[64], where[256] = "";
+    dim_str(g, n->attr.lo, sv, sizeof sv);
+    if (n->loc.file >= 1 && n->loc.file <= g->nfiles)
+        snprintf(where, sizeof where, " at %s:%u", g->files[n->loc.file - 1], n->loc.line);
+    return fail(e, -1, "%s = %lld is too large for the i32 value of that size%s: i32 holds at most %d, so %s must be at most %d",
+                sv, (long long)v, where, INT32_MAX, sv, INT32_MAX);
+}
+
 static binding_rule *const binding_rules[OP_COUNT] = {
+    [OP_DIM_VALUE] = bind_dim_value,
     [OP_GATHER] = bind_gather,
     [OP_SCATTER_ADD] = bind_scatter_add,
     [OP_IOTA] = bind_iota,

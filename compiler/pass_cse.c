@@ -48,7 +48,7 @@ bool pass_cse(ir_graph **gp, const pass_ctx *cx)
         for (int i = 0; i < n->nargs; i++) g->args[n->args_at + i] = replace[g->args[n->args_at + i]];
         replace[v] = v;
         keep[v] = true;
-        bool unique = nc_ops[n->op].category == CAT_SOURCE && n->op != OP_FILL && n->op != OP_IOTA;
+        bool unique = nc_ops[n->op].category == CAT_SOURCE && n->op != OP_FILL && n->op != OP_IOTA && n->op != OP_DIM_VALUE;
         if (unique || (nc_ops[n->op].flags & OPF_RANDOM)) continue;
         uint64_t h = node_hash(g, n);
         for (uint32_t s = (uint32_t)h & (cap - 1);; s = (s + 1) & (cap - 1)) {

@@ -223,9 +223,9 @@ static sv known_dim_as_int(sema_ctx *c, sv v)
 }
 
 /* A dim beside a tensor of dtype t, as in x / T, ih < H or where(c, i, N - 1):
- * a number where the dim is known (a fn's H bound to 28), else a scalar tensor
- * of dtype t counted when the session binds it. For a bool t it stays a dim,
- * for the caller's error. */
+ * a number where the dim is known (a fn's H bound to 28), else a scalar
+ * tensor of dtype t read from the symbols a session binds (dim_value). For a
+ * bool t it stays a dim, for the caller's error. */
 static sv dim_beside_tensor(sema_ctx *c, sv dim, nc_dtype t, nc_loc loc)
 {
     sv known = known_dim_as_int(c, dim);
@@ -767,24 +767,19 @@ static sv dim_arith(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
 }
 
 /* A symbolic dim as a scalar tensor of dtype t, for x / T: its value is
- * known only when the dims are bound, so it is counted at run time as the sum
- * of T ones, then cast. Float results count in f32 (exact below 2^24); integer
- * ones in i32, so that a u8 count does not wrap at 256. */
+ * known only when the dims are bound, so dim_value reads it from the bound
+ * symbols at run time (no reduction), then it is cast. Float results take
+ * the value in f32 (exact below 2^24); integer ones in i32, so that a u8
+ * size saturates as a cast of the count does rather than wrapping at 256. */
 sv sema_dim_tensor(sema_ctx *c, uint32_t dim, nc_dtype t, nc_loc loc)
 {
-    ir_value one, ones, count, out;
+    ir_value count, out;
     tc_error e;
     nc_dtype counting = dtype_is_float(t) ? NC_F32 : NC_I32;
-    ir_node p = sema_proto(c, OP_FILL, loc);
+    ir_node p = sema_proto(c, OP_DIM_VALUE, loc);
     p.dtype = counting;
-    p.attr.f = 1.0;
-    if (!ir_build(c->g, &p, NULL, 0, &one, &e)) goto fail;
-    p = sema_proto(c, OP_BROADCAST, loc);
-    p.rank = 1;
-    p.shape[0] = dim;
-    if (!ir_build(c->g, &p, &one, 1, &ones, &e)) goto fail;
-    p = sema_proto(c, OP_SUM, loc);
-    if (!ir_build(c->g, &p, &ones, 1, &count, &e)) goto fail;
+    p.attr.lo = dim;
+    if (!ir_build(c->g, &p, NULL, 0, &count, &e)) goto fail;
     if (t == counting) return sv_tensor(c, count);
     p = sema_proto(c, OP_CAST, loc);
     p.attr.to = t;

@@ -178,6 +178,21 @@ void cpu_fill(const cpu_op_ctx *c)
     }
 }
 
+/* The value itself, not a count of ones: O(1) whatever the size. */
+void cpu_dim_value(const cpu_op_ctx *c)
+{
+    int64_t v;
+    if (!dim_value(c, c->node->attr.lo, &v)) {
+        cpu_fail(c, "dim_value: the size has no value at this binding");
+        return;
+    }
+    if (!is_float(c->out) && v > INT32_MAX) {
+        cpu_fail(c, "dim_value: %lld does not fit in i32", (long long)v);
+        return;
+    }
+    cpu_set(c->out, 0, (double)v);
+}
+
 void cpu_iota(const cpu_op_ctx *c)
 {
     cpu_tensor *y = c->out;

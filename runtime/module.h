@@ -28,7 +28,9 @@
                                   16: prepare steps of temporaries alone (a scatter-add's sort of
                                   constant indices), which a reader of 15 refused as corrupt;
                                   17: parameter role 3, a model's buffer (batch norm's running
-                                  statistics), which a reader of 16 refused as corrupt */
+                                  statistics), which a reader of 16 refused as corrupt; and the op
+                                  dim_value (a symbolic size's value, at the end of ops.def), which a
+                                  reader of 16 did not know */
 #define NRT_MODULE_MAX_BYTES ((uint64_t)4 << 30)   /* refuse larger files outright */
 
 typedef struct nrt_image {

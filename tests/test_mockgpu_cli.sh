@@ -64,6 +64,25 @@ check_run scatter_constant "$tmp/sa.net" --dim B=7
 printf '%s\n' 'model isum(x: u8[B, 4], y: i32[B, 4]) -> (s: u8[B], t: i32[4], u: f32[B]) {' \
   '  return sum(x, -1), sum(y * 300000000, 0), f32(sum(x, -1)) }' > "$tmp/isum.net"
 check_run int_sum_wraps "$tmp/isum.net" --dim B=3
+# Sizes as numbers in a module built with a symbolic B: each a dim_value
+# kernel storing the size the launch is given, no sum of ones (f32 and i32),
+# the same bits as the CPU's; in a training step the float scalars made from
+# them alone (f32(N) / f32(N - 1), as nn.batch_norm's) are prepare steps
+printf '%s\n' 'model sz(x: f32[B, 5], k: i32[B]) -> (y: f32[B, 5], r: f32, p: i32[B]) {' \
+  '  param w: f32[5] = ones' '  return x * w / B, f32(B * 5) / f32(B * 5 - 1), k + B * B' '}' \
+  'train sz(t: f32[B, 5]) {' '  loss = mean(square(y * r - t))' '  optimizer sgd(lr: 0.5)' '}' > "$tmp/sz.net"
+for entry in forward train; do
+  "$netc" build "$tmp/sz.net" --entry $entry --target '' -o "$tmp/sz_$entry.netm" --emit-cuda >"$tmp/sz_$entry.cu"
+  "$netc" run "$tmp/sz_$entry.netm" --entry $entry --dim B=3 --random-inputs 2 --device cpu \
+    --output "$tmp/sz_${entry}_cpu" >/dev/null 2>&1 || true
+  if ! grep -q 'dim_value' "$tmp/sz_$entry.cu" || { [[ $entry == forward ]] && grep -q '^// %[0-9]* = sum ' "$tmp/sz_$entry.cu"; }; then
+    echo "FAIL run sizes as numbers ($entry): no dim_value kernel, or a sum"; fails=$((fails + 1))
+  elif on_mock "$tmp/sz_$entry.cu" "$netc" run "$tmp/sz_$entry.netm" --entry $entry --dim B=3 --random-inputs 2 \
+       --device gpu --output "$tmp/sz_${entry}_gpu" >/dev/null 2>"$tmp/sz.err" &&
+     cmp -s "$tmp/sz_${entry}_cpu/r.npy" "$tmp/sz_${entry}_gpu/r.npy" && cmp -s "$tmp/sz_${entry}_cpu/p.npy" "$tmp/sz_${entry}_gpu/p.npy" &&
+     cmp -s "$tmp/sz_${entry}_cpu/y.npy" "$tmp/sz_${entry}_gpu/y.npy"; then echo "ok run sizes as numbers ($entry)"
+  else echo "FAIL run sizes as numbers ($entry): the GPU's outputs are not the CPU's"; cat "$tmp/sz.err"; fails=$((fails + 1)); fi
+done
 # A training step that returns a parameter: the GPU's output w is the value
 # the step read, as the CPU's (the GPU read the weight the step had written;
 # then both were refused)

@@ -1626,6 +1626,42 @@ static void test_views_live(void)
     end(&t);
 }
 
+/* dim_value: a size read from the bound symbols, N * M here, for several
+ * bindings (a constant kept in the pool, computed again at a new one): f32
+ * rounds to nearest past 2^24 (4097 * 4097 is odd), i32 is exact, and an
+ * i32 past 2^31 - 1 is an error, not a wrapped count. */
+static void test_dim_value(void)
+{
+    tcase t;
+    begin(&t, "dim_value");
+    int N = ir_sym_add(t.g, "N"), M = ir_sym_add(t.g, "M");
+    dim_expr nm;
+    dim_expr ns = dim_sym(N), ms = dim_sym(M);
+    if (dim_mul(&ns, &ms, &nm) != DIM_OK) { fail(&t, "test bug: N * M"); end(&t); return; }
+    ir_node p = {.op = OP_DIM_VALUE, .dtype = NC_F32, .attr.lo = ir_dim_intern(t.g, &nm)};
+    ir_value f = build(&t, p, NULL, 0);
+    p.dtype = NC_I32;
+    ir_value i = build(&t, p, NULL, 0);
+    p.attr.lo = ir_dim_intern(t.g, &ns);
+    ir_value n = build(&t, p, NULL, 0);
+    ir_output_add(t.g, "f", f);
+    ir_output_add(t.g, "i", i);
+    ir_output_add(t.g, "n", n);
+    t.o.keep_all = false;
+    const int64_t bind[][2] = {{1, 1}, {3, 5}, {4097, 4097}, {46341, 46340}};
+    for (size_t k = 0; k < NC_COUNT(bind); k++) {
+        t.syms[N] = bind[k][0], t.syms[M] = bind[k][1];
+        if (!run(&t)) break;
+        int64_t v = bind[k][0] * bind[k][1];
+        expect(&t, "f32 N * M", f, (const double[]){(float)v}, 1);
+        expect(&t, "i32 N * M", i, (const double[]){(double)v}, 1);
+        expect(&t, "i32 N", n, (const double[]){(double)bind[k][0]}, 1);
+    }
+    t.syms[N] = 46341, t.syms[M] = 46341;   /* 2147488281 */
+    run_expect_error(&t, "does not fit in i32");
+    end(&t);
+}
+
 /* Values that depend on no input and no parameter are computed in the first
  * run at a binding and read from the pool after: here kf = (iota * 2) as f32,
  * kr, a view of it, and a broadcast of kr's row, materialized since it has
@@ -1790,6 +1826,7 @@ int main(void)
     test_chain_local_storage();
     test_views_live();
     test_const_cache();
+    test_dim_value();
     test_blas_threads();
     check_coverage();
     if (failures) {

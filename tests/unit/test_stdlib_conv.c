@@ -10,6 +10,7 @@
 #include "cpu_exec.h"
 #include "driver.h"
 #include "tensor_io.h"
+#include "typecheck.h"
 
 #include "test_util.h"
 
@@ -211,7 +212,7 @@ done:
     ir_graph_free(g);
 }
 
-/* A fn's N compares as 4 where v fixes it, and as the bound T (counted at
+/* A fn's N compares as 4 where v fixes it, and as the bound T (its value at
  * run time in i32 and f32) where x leaves it symbolic. */
 static void check_sizes_beside_tensors(void)
 {
@@ -271,6 +272,70 @@ static void check_padding_reads_x(void)
         CHECK(dim_is_const(&g->dims[table->shape[0]], &rows) && rows == 2 * 5 * 6);
     }
     CHECK(gathers == 3);   /* the avg pool and depthwise_conv2d share theirs (CSE) */
+    ir_graph_free(g);
+}
+
+/* A symbolic size's value as a number is read from the bound symbols
+ * (dim_value), not counted as a sum of ones: the IR has no sum, and the
+ * values are the sizes themselves at every binding, f32 rounded to nearest
+ * past 2^24 (4097 * 4097 is odd) and i32 exact; an i32 value past 2^31 - 1
+ * is refused when a session binds it. */
+static void check_size_values(void)
+{
+    const char *text = "model m(x: bf16[B], k: i32[T]) -> (n: f32[], r: f32[], p: i32[T], h: bf16[B]) {\n"
+                       "  return f32(B * T), f32(B * T) / f32(B * T - 1), k + B * T, x / T\n}\n";
+    ir_graph *g = compile_text("size values", text, NULL);
+    CHECK(g != NULL && g->nsyms == 2);
+    if (!g || g->nsyms != 2) { ir_graph_free(g); return; }
+    int sums = 0, values = 0;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        sums += g->nodes[v].op == OP_SUM;
+        values += g->nodes[v].op == OP_DIM_VALUE;
+    }
+    CHECK(sums == 0 && values >= 3);
+    const int64_t bindings[][2] = {{2, 3}, {7, 5}, {64, 4099}, {4097, 4097}, {3, 300}};
+    for (size_t b = 0; b < sizeof bindings / sizeof *bindings; b++) {
+        int64_t nb = bindings[b][0], nt = bindings[b][1], syms[2], n = nb * nt;
+        syms[strcmp(g->sym_names[0], "B") == 0 ? 0 : 1] = nb;
+        syms[strcmp(g->sym_names[0], "B") == 0 ? 1 : 0] = nt;
+        cpu_tensor in[2] = {{0}};
+        cpu_tensor_alloc(&in[0], NC_BF16, 1, &nb, 0);
+        cpu_tensor_alloc(&in[1], NC_I32, 1, &nt, 0);
+        for (int64_t i = 0; i < nb; i++) in[0].f[i] = 1.0f;
+        for (int64_t i = 0; i < nt; i++) in[1].i[i] = (int32_t)i - 7;
+        cpu_exec_opts o = {.syms = syms, .inputs = in};
+        cpu_exec_result res;
+        char err[512];
+        if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
+            fprintf(stderr, "size values at B = %lld, T = %lld: %s\n", (long long)nb, (long long)nt, err);
+            failures++;
+        } else {
+            const cpu_tensor *nv = &res.values[g->outputs[0].value], *r = &res.values[g->outputs[1].value];
+            const cpu_tensor *p = &res.values[g->outputs[2].value], *h = &res.values[g->outputs[3].value];
+            float fn = (float)n, fn1 = (float)(n - 1);
+            if (!same_bits(nv->f[0], fn) || !same_bits(r->f[0], fn / fn1)) {
+                fprintf(stderr, "size values at B = %lld, T = %lld: f32(N) = %.9g, N / (N - 1) = %.9g, want %.9g, %.9g\n",
+                        (long long)nb, (long long)nt, nv->f[0], r->f[0], fn, fn / fn1);
+                failures++;
+            }
+            for (int64_t i = 0; i < nt; i++) CHECK(p->i[i] == (int32_t)(i - 7 + n));
+            /* x / T in bf16: T rounded to bf16 (4097 -> 4096), the quotient too */
+            CHECK(same_bits(h->f[0], nc_round_to(NC_BF16, 1.0f / nc_round_to(NC_BF16, (float)nt))));
+            cpu_exec_result_free(&res);
+        }
+        for (int i = 0; i < 2; i++) cpu_tensor_free(&in[i]);
+    }
+    /* B * T = 2^31 as an i32: refused at the binding, as a wrap would not be */
+    int64_t big[2] = {65536, 32768};
+    int refused = 0;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        tc_error e;
+        if (!tc_check_binding(g, &g->nodes[v], big, &e)) {
+            refused++;
+            CHECK(strstr(e.msg, "too large for the i32 value") != NULL);
+        }
+    }
+    CHECK(refused == 1);
     ir_graph_free(g);
 }
 
@@ -394,6 +459,7 @@ int main(void)
     for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) check_pool(&pool_cases[i]);
     check_sizes_beside_tensors();
     check_padding_reads_x();
+    check_size_values();
     if (failures) fprintf(stderr, "test_stdlib_conv: %d failures\n", failures);
     return failures != 0;
 }
