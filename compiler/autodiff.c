@@ -424,33 +424,48 @@ static ir_value unreduce(ad_ctx *c, ir_value v, ir_value g)
 }
 
 static void grad_sum(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, unreduce(c, v, g)); }
-static void grad_mean(ad_ctx *c, ir_value v, ir_value g)
+/* mean's count, the elements each output averages, over x's shape, for dims
+ * bound only at run time (a module built without --dim B=...): the size's
+ * value read from the bound symbols (dim_value: f32, exact up to 2^24,
+ * rounded as the constant would be past it), not a sum of ones every run.
+ * A count past what a size expression holds is still summed. */
+static ir_value mean_count(ad_ctx *c, ir_value v, const dim_expr *count, dim_status s)
 {
-    int64_t in = 1;   /* the count is a ratio of element counts, known when dims are */
     const ir_node *x = nd(c, A0), *n = nd(c, v);
-    dim_expr pi = dim_const(1), po = dim_const(1), q;
-    for (int k = 0; k < x->rank; k++) dim_mul(&pi, &c->g->dims[x->shape[k]], &pi);
-    for (int k = 0; k < n->rank; k++) dim_mul(&po, &c->g->dims[n->shape[k]], &po);
-    if (dim_div(&pi, &po, &q) == DIM_OK && dim_is_const(&q, &in)) {
-        add_grad(c, A0, scale(c, unreduce(c, v, g), 1.0 / (double)in));
-        return;
-    }
-    /* dims bound only at run time (a module built without --dim B=...):
-     * the count is computed, as the sum of f32 ones over the same axes
-     * (exact up to 2^24 elements, rounded as the constant would be past it) */
-    ir_node one = {.op = OP_FILL, .dtype = NC_F32};
-    one.attr.f = 1.0;
     uint32_t xshape[NC_MAX_RANK];   /* copied: building nodes may move x and n */
     memcpy(xshape, x->shape, sizeof xshape);
     uint8_t xrank = x->rank;
+    if (s == DIM_OK) {
+        ir_node p = {.op = OP_DIM_VALUE, .dtype = NC_F32};
+        p.attr.lo = ir_dim_intern(c->g, count);
+        return broadcast_to(c, build(c, p, NULL, 0), xrank, xshape);
+    }
     int8_t axes[NC_MAX_RANK];
     memcpy(axes, n->attr.axes, sizeof axes);
     int naxes = n->attr.naxes;
     bool keepdim = n->attr.keepdim;
-    nc_dtype t = nd(c, g)->dtype;
+    ir_node one = {.op = OP_FILL, .dtype = NC_F32};
+    one.attr.f = 1.0;
     ir_value ones = broadcast_to(c, build(c, one, NULL, 0), xrank, xshape);
-    ir_value count = reduce(c, OP_SUM, ones, axes, naxes, keepdim);
-    ir_value share = bin(c, OP_DIV, unreduce(c, v, cast_to(c, g, NC_F32)), unreduce(c, v, count));
+    return unreduce(c, v, reduce(c, OP_SUM, ones, axes, naxes, keepdim));
+}
+
+static void grad_mean(ad_ctx *c, ir_value v, ir_value g)
+{
+    int64_t in = 1;   /* the count is a ratio of element counts, known when dims are */
+    const ir_node *x = nd(c, A0), *n = nd(c, v);
+    dim_expr pi = dim_const(1), po = dim_const(1), q = dim_const(1);
+    dim_status s = DIM_OK;
+    for (int k = 0; k < x->rank && s == DIM_OK; k++) s = dim_mul(&pi, &c->g->dims[x->shape[k]], &pi);
+    for (int k = 0; k < n->rank && s == DIM_OK; k++) s = dim_mul(&po, &c->g->dims[n->shape[k]], &po);
+    if (s == DIM_OK) s = dim_div(&pi, &po, &q);
+    if (s == DIM_OK && dim_is_const(&q, &in)) {
+        add_grad(c, A0, scale(c, unreduce(c, v, g), 1.0 / (double)in));
+        return;
+    }
+    nc_dtype t = nd(c, g)->dtype;
+    ir_value count = mean_count(c, v, &q, s);
+    ir_value share = bin(c, OP_DIV, unreduce(c, v, cast_to(c, g, NC_F32)), count);
     add_grad(c, A0, cast_to(c, share, t));
 }
 /* Ties share the gradient: a maximum reached k times passes g/k to each,

@@ -568,6 +568,39 @@ static void check_constant_prepare(const char *root)
     ir_graph_free(g);
 }
 
+/* Batch norm's training step built with a symbolic B: f32(N) / f32(N - 1)
+ * is dim_value steps and scalar arithmetic on them, which no run changes, so
+ * prepare steps; no kernel of every run computes scalar constants alone (the
+ * scalars' fused kernels did, two launches a batch norm), and no sum counts
+ * ones (f32(N) did, and mean's gradient its count). */
+static void check_size_prepare(const char *root)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/gpu/batch_norm.net", root);
+    driver_opts o = {.verify = true, .train_step = true, .fuse = true};
+    nrt_program p;
+    ir_graph *g = compile_with_program(path, &o, &p);
+    if (!g) return;
+    CHECK(g->nsyms == 1);
+    bool *konst = ir_constant_values(g);
+    uint32_t sizes = 0, sizes_every_run = 0, constant_every_run = 0, counting = 0;
+    for (uint32_t k = 0; k < p.nsteps; k++) {
+        const nrt_step *s = &p.steps[k];
+        bool size = g->nodes[s->node].op == OP_DIM_VALUE;
+        sizes += size;
+        sizes_every_run += size && !s->prepare;
+        constant_every_run += s->kind == NRT_STEP_KERNEL && !s->prepare && nrt_step_param_only(g, konst, s) &&
+                              g->nodes[s->node].rank == 0;
+        counting += g->nodes[s->node].op == OP_SUM && konst[s->node];
+    }
+    printf("batch_norm training step, symbolic B: %u dim_value steps, %u of them every run; %u steps every run "
+           "computing scalar constants alone; %u sums of constants\n", sizes, sizes_every_run, constant_every_run, counting);
+    CHECK(sizes >= 2 && sizes_every_run == 0 && constant_every_run == 0 && counting == 0);
+    free(konst);
+    nrt_program_free(&p);
+    ir_graph_free(g);
+}
+
 /* Inference: the steps that depend on parameters alone (GPT-2's bf16
  * weight copies, its positions) are prepare steps, run when parameters
  * change; what they make for the run overlaps no other buffer in the plan,
@@ -894,6 +927,7 @@ int main(int argc, char **argv)
     check_read_through(root, "examples/cast_chain.net", "B", 64, 0, 0);
     check_prepare(root);
     check_constant_prepare(root);
+    check_size_prepare(root);
     check_update_placement(true);
     check_update_placement(false);
     check_independent_updates();
