@@ -596,6 +596,13 @@ printf 'model pos(x: bf16[B, T]) { return x + iota([B, T], axis: 1, dtype: bf16)
 "$netc" build "$tmp/pos.net" --target '' -o "$tmp/pos.netm" 2>/dev/null
 expect 1 "T = 300 is too long for the bf16 iota" run "$tmp/pos.netm" --dim B=2 --dim T=300 --random-inputs 1 --device cpu
 expect 0 "running on cpu" run "$tmp/pos.netm" --dim B=2 --dim T=257 --random-inputs 1 --device cpu
+# a symbolic size beside an i32 tensor is an i32 (dim_value): a binding past
+# 2^31 - 1 is refused by name (the count of ones it was wrapped, -2.09e9 at 1300)
+printf 'model cube(x: i32[B]) { return x + B * B * B }\n' > "$tmp/cube.net"
+"$netc" build "$tmp/cube.net" --target '' -o "$tmp/cube.netm" 2>/dev/null
+expect 1 "B*B*B = 2197000000 is too large for the i32 value of that size at $tmp/cube.net:1" \
+  run "$tmp/cube.netm" --dim B=1300 --random-inputs 1 --device cpu
+expect 0 "running on cpu" run "$tmp/cube.netm" --dim B=1290 --random-inputs 1 --device cpu
 # a training step that returns a parameter: its output is the value the step
 # read, the forward pass's; it stopped with 'output w is parameter w itself,
 # changed since the last run read it' (the step had updated it)
