@@ -4,7 +4,7 @@
 # on the CPU executor otherwise, then report the test accuracy.
 # Data: /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist,
 # installed by scripts/setup.sh).
-#   EPOCHS=N   epochs (default: 10 on a GPU, 1 on the CPU: about 21 s on 2 cores)
+#   EPOCHS=N   epochs (default: 10 on a GPU, 1 on the CPU: about 15 s on 2 cores)
 #   BATCH=N    batch size (default 128)
 #   DEVICE=cpu|gpu|auto (default auto)
 set -euo pipefail
