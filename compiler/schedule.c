@@ -110,8 +110,8 @@ ir_graph *schedule_loss_gradients_first(const ir_graph *g, FILE *report)
         if (g->nodes[v].op == OP_CROSS_ENTROPY) {
             for (ir_value u = v; u < g->nnodes; u++) need[u] = false;
             if (loss_gradient_of(g, v, need) != IR_NONE) {
-                for (ir_value u = v + 1; u < g->nnodes; u++)
-                    if (need[u]) order[n++] = u, placed[u] = true;
+                for (ir_value u = v + 1; u < g->nnodes; u++)   /* a second cross entropy's may share nodes the first's moved */
+                    if (need[u] && !placed[u]) order[n++] = u, placed[u] = true;
                 moved++;
             }
         }

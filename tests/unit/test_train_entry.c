@@ -213,6 +213,35 @@ static void check_symbolic_mean(void)
 /* A file that cannot be read is NRT_ERR_IO, one whose contents are wrong
  * NRT_ERR_FORMAT, for modules and weights alike (the reader says which; the
  * message is not searched). module_path is a valid module, not weights. */
+/* Two cross entropies in one training step, the second a train-section
+ * binding nothing reads, every pass off so it stays (fuzz_compile's
+ * crash-13aaf9fe): the schedule that runs each one's gradient before its
+ * loss placed nodes the first had already moved a second time, writing past
+ * its order (a segfault of netc build). And both in the loss. */
+static void check_two_cross_entropies(void)
+{
+    static const char *const passes[] = {"cast-hoist", "cse", "recompute", "dce"};
+    const char *texts[] = {
+        "model m(x: bf16[B, 48]) -> (logits: bf16[B, 16])\n  precision bf16\n{\n"
+        "  param w1: f32[48, 64] = xavier\n  param b1: f32[64] = zeros\n"
+        "  param w2: f32[64, 16] = xavier\n  param b2: f32[16] = zeros\n"
+        "  h = gelu_tanh(x @ w1 + b1)\n  return h @ w2 + b2\n}\n"
+        "train m(labels: i32[B]) {\n  loss = cross_entropy(logits, labels)\n"
+        "  _other = cross_entropy(logits, labels)\n  optimizer sgd(lr: 0.5)\n}\n",
+        "model m(x: f32[B, 4]) -> (logits: f32[B, 3]) {\n  param w: f32[4, 3]\n  return x @ w\n}\n"
+        "train m(labels: i32[B]) {\n  loss = cross_entropy(logits, labels) + 0.5 * cross_entropy(logits * 2.0, labels)\n"
+        "  optimizer sgd(lr: 0.5)\n}\n",
+    };
+    for (size_t k = 0; k < sizeof texts / sizeof *texts; k++)
+        for (int off = 0; off < 2; off++) {
+            driver_opts o = {.verify = true, .train_step = true, .fuse = true, .disabled_passes = passes, .ndisabled = off ? 4 : 0};
+            ir_graph *g = compile_text("two_ce.net", texts[k], &o);
+            CHECK(g != NULL);
+            if (g) CHECK(ir_verify(g, stderr) == 0);
+            ir_graph_free(g);
+        }
+}
+
 static void check_status_codes(nrt_session *s, const char *module_path)
 {
     nrt_module *m = NULL;
@@ -235,6 +264,7 @@ static void check_status_codes(nrt_session *s, const char *module_path)
 
 int main(void)
 {
+    check_two_cross_entropies();
     char path[] = "/tmp/netc_entry_XXXXXX";
     if (!write_module("toy.net", source, path)) return 1;
 
