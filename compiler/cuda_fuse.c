@@ -294,22 +294,14 @@ static uint32_t *sole_reader_groups(const cg_ctx *cg)
     return into;
 }
 
-/* A group whose results only one later group of the same shape reads joins
- * that group: its members are computed in the later group's kernel from the
- * operands they load, and their results are never stored and read back (a
- * batch norm's gradient dy * scale, made before the column sums that the
- * group reading it waits for: a launch, and a tensor written and read, per
- * norm). The two groups then interleave with other kernels: the members'
- * operands are ready before the group's kernel, at its last member, and
- * nothing between reads what they compute. Neither group may be a
- * reduction's prologue (one result, loaded at the reduction's index). */
 /* Whether computing group id's members (first..last) at at, in a later
  * group's kernel, keeps no operand alive longer than the value it saves
  * storing: each operand they load from outside is read again at or after
- * at, or is no larger than their result (same shape, or of lower rank, as
- * a per-channel scale). A chunked loss's slices would otherwise hold a
- * larger input until the last slice, and the plan's peak grow. */
-static bool operands_live_at(const cg_ctx *cg, uint32_t id, ir_value first, ir_value last, ir_value at)
+ * at (last_read: the last node reading a value), or is no larger than
+ * their result (same shape, or of lower rank, as a per-channel scale). A
+ * chunked loss's slices would otherwise hold a larger input until the last
+ * slice, and the plan's peak grow. */
+static bool operands_live_at(const cg_ctx *cg, const ir_value *last_read, uint32_t id, ir_value first, ir_value last, ir_value at)
 {
     const ir_graph *g = cg->g;
     const ir_node *result = &g->nodes[last];
@@ -319,22 +311,29 @@ static bool operands_live_at(const cg_ctx *cg, uint32_t id, ir_value first, ir_v
             ir_value a = ir_args(g, &g->nodes[m])[i];
             const ir_node *an = &g->nodes[a];
             if (cg->group[a] == id || an->rank < result->rank || same_shape(an, result)) continue;
-            bool later = cg->escapes[a];
-            for (ir_value u = at; u < g->nnodes && !later; u++) {
-                if (cg->group[u] == id) continue;
-                for (int k = 0; k < g->nodes[u].nargs && !later; k++) later = ir_args(g, &g->nodes[u])[k] == a;
-            }
-            if (!later) return false;
+            if (!cg->escapes[a] && (last_read[a] == IR_NONE || last_read[a] < at)) return false;
         }
     }
     return true;
 }
 
+/* A group whose results only one later group of the same shape reads joins
+ * that group: its members are computed in the later group's kernel from the
+ * operands they load, and their results are never stored and read back (a
+ * batch norm's gradient dy * scale, made before the column sums that the
+ * group reading it waits for: a launch, and a tensor written and read, per
+ * norm). The two groups then interleave with other kernels: the members'
+ * operands are ready before the group's kernel, at its last member, and
+ * nothing between reads what they compute. Neither group may be a
+ * reduction's prologue (one result, loaded at the reduction's index). */
 static void plan_sunk_groups(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
     uint32_t *into = sole_reader_groups(cg), *moved = nc_xcalloc(cg->ngroups + 1, sizeof *moved);
     bool *absorbed = nc_xcalloc(cg->ngroups + 1, sizeof *absorbed);   /* a group that took another in sinks no further */
+    ir_value *last_read = cuda_no_values(g);   /* nodes keep their places: one pass serves every group */
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++) last_read[ir_args(g, &g->nodes[u])[i]] = u;
     for (uint32_t id = 1; id <= cg->ngroups; id++) {
         uint32_t h = into[id];
         while (h && moved[h]) h = moved[h];
@@ -349,7 +348,7 @@ static void plan_sunk_groups(cg_ctx *cg)
             members += cg->group[m] == id || cg->group[m] == h;
             copy |= cg->group[m] == id && g->nodes[m].op == OP_CAST && g->nodes[ir_args(g, &g->nodes[m])[0]].op == OP_PARAM;
         }
-        if (members > CUDA_FUSE_MAX_OPS || copy || !operands_live_at(cg, id, first, last, hfirst)) continue;
+        if (members > CUDA_FUSE_MAX_OPS || copy || !operands_live_at(cg, last_read, id, first, last, hfirst)) continue;
         for (ir_value m = first; m <= last; m++)
             if (cg->group[m] == id) cg->group[m] = h;
         ir_value in[GROUP_IO_CAP], out[GROUP_IO_CAP];
@@ -363,6 +362,7 @@ static void plan_sunk_groups(cg_ctx *cg)
         moved[id] = h;
         absorbed[h] = true;
     }
+    free(last_read);
     free(absorbed);
     free(moved);
     free(into);
