@@ -633,25 +633,32 @@ static bool cuda_emit_elementwise(cg_ctx *cg, ir_value v)
     return true;
 }
 
-static bool cuda_emit_fill(cg_ctx *cg, ir_value v)
+/* A kernel storing one value in each of v's elements: value, the C
+ * expression of it (it may read A.n[1], the launch argument arg when one
+ * is given). */
+static bool emit_one_value(cg_ctx *cg, ir_value v, const char *value, const uint32_t *arg)
 {
     const ir_node *n = node(cg, v);
     nrt_step *s = begin_kernel(cg, v, "", NRT_GRID_ELEMENTS);
     uint32_t numel;
     if (!numel_dim(cg, n, &numel)) return false;
     add_int(s, numel);
+    if (arg) add_int(s, *arg);
     add_buf(s, v);
     decl_ptr(cg, "y", 0, n->dtype, false);
-    double f = n->attr.f;
-    char b[48];
-    if (dtype_is_float(n->dtype)) {
-        cg_printf(&cg->body, "  const float value = %s;\n", flit(b, f));
-    } else {
-        cg_printf(&cg->body, "  const long long value = %lldLL;\n", (long long)f);
-    }
+    cg_printf(&cg->body, "  const %s value = %s;\n", dtype_is_float(n->dtype) ? "float" : "long long", value);
     cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) nc_st(y, i, value);\n");
     end_kernel(cg);
     return true;
+}
+
+static bool cuda_emit_fill(cg_ctx *cg, ir_value v)
+{
+    const ir_node *n = node(cg, v);
+    char b[48];
+    if (dtype_is_float(n->dtype)) return emit_one_value(cg, v, flit(b, n->attr.f), NULL);
+    snprintf(b, sizeof b, "%lldLL", (long long)n->attr.f);
+    return emit_one_value(cg, v, b, NULL);
 }
 
 /* The size arrives as a launch argument, evaluated from the bound symbols
@@ -659,18 +666,8 @@ static bool cuda_emit_fill(cg_ctx *cg, ir_value v)
 static bool cuda_emit_dim_value(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v);
-    nrt_step *s = begin_kernel(cg, v, "", NRT_GRID_ELEMENTS);
-    uint32_t numel;
-    if (!numel_dim(cg, n, &numel)) return false;
-    add_int(s, numel);
-    add_int(s, n->attr.lo);
-    add_buf(s, v);
-    decl_ptr(cg, "y", 0, n->dtype, false);
-    if (dtype_is_float(n->dtype)) cg_printf(&cg->body, "  const float value = (float)A.n[1];   /* rounded to nearest */\n");
-    else cg_printf(&cg->body, "  const long long value = A.n[1];\n");
-    cg_printf(&cg->body, "  NC_GRID_STRIDE(i, A.n[0]) nc_st(y, i, value);\n");
-    end_kernel(cg);
-    return true;
+    /* a float rounded to nearest */
+    return emit_one_value(cg, v, dtype_is_float(n->dtype) ? "(float)A.n[1]" : "A.n[1]", &n->attr.lo);
 }
 
 static bool cuda_emit_iota(cg_ctx *cg, ir_value v)
