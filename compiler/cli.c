@@ -15,7 +15,6 @@
 #include "mem_budget.h"
 
 #include <errno.h>
-#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -799,16 +798,6 @@ static void format_decl(const nrt_module *m, int input, const nrt_tensor_info *i
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
-/* The largest finite value of a float dtype. */
-static double float_dtype_max(nc_dtype t)
-{
-    switch (t) {
-    case NC_F16: return nc_f16_bits_to_f32(0x7bff);
-    case NC_BF16: return nc_bf16_bits_to_f32(0x7f7f);
-    default: return FLT_MAX;
-    }
-}
-
 /* A file's floats rounded to the input's float dtype t; a finite value
  * beyond t's range is refused (NumPy's astype would make it inf), with
  * where it is, as netc train refuses one in its data. */
@@ -826,7 +815,7 @@ static int round_input(const char *input, const char *path, cpu_tensor *x, nc_dt
             snprintf(at + strlen(at), sizeof at - strlen(at), "%s%lld", a ? ", " : "", (long long)idx[a]);
         snprintf(at + strlen(at), sizeof at - strlen(at), "]");
         fprintf(stderr, "netc: input '%s': %s holds %g at %s (element %lld), beyond %s's range (its largest is %g, the value "
-                "would be inf): scale the data first\n", input, path, v, at, (long long)j, dtype_name(t), float_dtype_max(t));
+                "would be inf): scale the data first\n", input, path, v, at, (long long)j, dtype_name(t), nc_float_max(t));
         return 1;
     }
     return 0;

@@ -1,6 +1,8 @@
 /* dtype.c - dtype properties and exact f16/bf16 rounding. */
 #include "dtype.h"
 
+#include <float.h>
+
 #include <math.h>
 #include <string.h>
 
@@ -91,5 +93,14 @@ float nc_round_to(nc_dtype t, float x)
     case NC_BF16: return nc_round_bf16(x);
     case NC_F16: return nc_round_f16(x);
     default: return x;
+    }
+}
+
+double nc_float_max(nc_dtype t)
+{
+    switch (t) {
+    case NC_F16: return nc_f16_bits_to_f32(0x7bff);
+    case NC_BF16: return nc_bf16_bits_to_f32(0x7f7f);
+    default: return FLT_MAX;
     }
 }

@@ -42,5 +42,7 @@ float nc_f16_bits_to_f32(uint16_t h);
 uint16_t nc_f64_to_f16_bits(double x);
 /* Round an f32 value to what dtype t can store (identity for f32). */
 float nc_round_to(nc_dtype t, float x);
+/* The largest finite value of float dtype t (f16: 65504). */
+double nc_float_max(nc_dtype t);
 
 #endif

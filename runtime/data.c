@@ -9,7 +9,6 @@
 #include "file_open.h"
 
 #include <errno.h>
-#include <float.h>
 #include <math.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -240,7 +239,7 @@ static int misfit_error(const char *path, const cpu_tensor *t, const npy_file_in
     snprintf(err, errcap, "%s: sample %" PRId64 " holds %g (at element %" PRId64 " of its %" PRId64 "), beyond %s's range (its "
              "largest is %g, the value would be inf): scale the data, or drop that sample, before training", path,
              info->misfit_at / per, info->misfit, info->misfit_at % per, per, dtype_name(t->dtype),
-             t->dtype == NC_F16 ? 65504.0 : (double)FLT_MAX);
+             nc_float_max(t->dtype));
     return -1;
 }
 
