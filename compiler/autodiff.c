@@ -105,6 +105,10 @@ static ir_value scale(ad_ctx *c, ir_value x, double k) { return bin(c, OP_MUL, x
 
 static ir_value reshape_to(ad_ctx *c, ir_value x, uint8_t rank, const uint32_t *shape);
 
+/* Ops deep enough for a mean's gradient (a spread times 1/N) and a sum of
+ * two such. */
+enum { RESPREAD_DEPTH = 3 };
+
 /* reshape(x, shape) built from x's broadcasts again, at the new shape, when
  * x is an elementwise expression of broadcasts whose sources vary only along
  * trailing axes the reshape keeps (a mean's gradient over a channels-last
@@ -113,11 +117,7 @@ static ir_value reshape_to(ad_ctx *c, ir_value x, uint8_t rank, const uint32_t *
  * reshape between the spread and its readers: the fuser loads the source
  * in the readers' kernel instead of writing the spread tensor (two kernels
  * and a tensor's writes and reads per batch norm). IR_NONE where x is not
- * such an expression. */
-/* Ops deep enough for a mean's gradient (a spread times 1/N) and a sum of
- * two such. */
-enum { RESPREAD_DEPTH = 3 };
-
+ * such an expression; with build_it false, x where it is, and nothing built. */
 static ir_value respread(ad_ctx *c, ir_value x, uint8_t rank, const uint32_t *shape, int depth, bool build_it)
 {
     const ir_node *n = nd(c, x);

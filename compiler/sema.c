@@ -728,10 +728,6 @@ static bool match_pattern(sema_ctx *c, const ast_node *type, const char *argname
 /* ------------------------------------------------------------------ */
 /* expressions                                                         */
 
-/* Whether the graph being built is a training step (or its loss), where
- * `training` is true and `update` assigns its buffer. */
-static bool sema_training(const sema_ctx *c) { return c->training; }
-
 /* Reading a parameter inside a precision block reads its low-precision copy. */
 static sv read_name(sema_ctx *c, binding *b, nc_loc loc)
 {
@@ -896,7 +892,7 @@ sv sema_expr(sema_ctx *c, const ast_node *e)
         if (strcmp(e->name, "training") == 0) {   /* the build's own: a training step, or the forward pass */
             c->read_training = true;
             c->body_read_training |= !c->fn_decl;
-            return (sv){.kind = SV_BOOL, .i = sema_training(c)};
+            return (sv){.kind = SV_BOOL, .i = c->training};
         }
         if (sema_builtin_exists(e->name)) {
             char hint[160];   /* passed to a fn (twice(relu, x)): only fns are values */
