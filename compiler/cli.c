@@ -798,71 +798,87 @@ static void format_decl(const nrt_module *m, int input, const nrt_tensor_info *i
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
-/* A file's floats rounded to the input's float dtype t; a finite value
- * beyond t's range is refused (NumPy's astype would make it inf), with
- * where it is, as netc train refuses one in its data. */
-static int round_input(const char *input, const char *path, cpu_tensor *x, nc_dtype t)
+/* The module input named name (its index, -1 with a line saying which
+ * inputs there are). */
+static int find_input(const nrt_module *m, const char *name, nrt_tensor_info *info)
 {
-    x->dtype = t;
-    for (int64_t j = 0; j < x->numel; j++) {
-        double v = cpu_get(x, j);
-        cpu_set(x, j, v);
-        if (isfinite(cpu_get(x, j)) || !isfinite(v)) continue;
-        int64_t idx[NC_MAX_RANK], rest = j;
-        for (int a = x->rank; a-- > 0; rest /= x->shape[a]) idx[a] = rest % x->shape[a];
-        char at[256] = "[";
-        for (int a = 0; a < x->rank; a++)
-            snprintf(at + strlen(at), sizeof at - strlen(at), "%s%lld", a ? ", " : "", (long long)idx[a]);
-        snprintf(at + strlen(at), sizeof at - strlen(at), "]");
-        fprintf(stderr, "netc: input '%s': %s holds %g at %s (element %lld), beyond %s's range (its largest is %g, the value "
-                "would be inf): scale the data first\n", input, path, v, at, (long long)j, dtype_name(t), nc_float_max(t));
-        return 1;
+    for (int i = 0; i < nrt_module_num_inputs(m); i++) {
+        nrt_module_input(m, i, info);
+        if (strcmp(info->name, name) == 0) return i;
     }
-    return 0;
+    char names[512] = "";
+    for (int i = 0; i < nrt_module_num_inputs(m); i++) {
+        nrt_module_input(m, i, info);
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", info->name);
+    }
+    fprintf(stderr, "netc: the module has no input '%s' (its inputs: %s)\n", name, names);
+    return -1;
 }
 
-/* Every --input names a module input and has its dtype (floats of another
- * float dtype are rounded to it) and rank: one clear line otherwise, before
- * any dim is inferred from it. */
-static int check_given_inputs(const nrt_module *m, const cli_opts *o, cpu_tensor *loaded, const char *const *descr)
+/* What a .npy file holds as the messages say it (netc's names, NumPy's
+ * for float64 and int64, which read as f32 and i32 but are not that). */
+static const char *file_dtype_name(const char *descr)
 {
-    for (int k = 0; k < o->ninputs; k++) {
-        int found = -1;
-        nrt_tensor_info info;
-        for (int i = 0; i < nrt_module_num_inputs(m) && found < 0; i++) {
-            nrt_module_input(m, i, &info);
-            if (strcmp(info.name, o->inputs[k]) == 0) found = i;
-        }
-        if (found < 0) {
-            char names[512] = "";
-            for (int i = 0; i < nrt_module_num_inputs(m); i++) {
-                nrt_module_input(m, i, &info);
-                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", info.name);
-            }
-            fprintf(stderr, "netc: the module has no input '%s' (its inputs: %s)\n", o->inputs[k], names);
-            return 1;
-        }
-        if (info.rank == loaded[k].rank && (int)info.dtype != (int)loaded[k].dtype && dtype_is_float(loaded[k].dtype) &&
-            dtype_is_float((nc_dtype)info.dtype)) {   /* NumPy writes no bf16: floats round to the input's dtype, as weights do */
-            const nc_dtype was = loaded[k].dtype;
-            if (round_input(o->inputs[k], o->input_files[k], &loaded[k], (nc_dtype)info.dtype)) return 1;
-            fprintf(stderr, "netc: input '%s': %s's %s values rounded to %s\n", o->inputs[k], o->input_files[k], dtype_name(was),
-                    nrt_dtype_name(info.dtype));
-        }
-        if (info.rank != loaded[k].rank || (int)info.dtype != (int)loaded[k].dtype) {
-            char want[256], got[256];
-            format_decl(m, found, &info, want, sizeof want);
-            /* the file's own dtype: a float64 or int64 file reads as f32 or i32, which it does not hold */
-            const bool wide = descr[k] && (!strcmp(descr[k], "<f8") || !strcmp(descr[k], "<i8"));
-            size_t n = (size_t)snprintf(got, sizeof got, "%s[", wide ? descr[k][1] == 'f' ? "float64" : "int64" : dtype_name(loaded[k].dtype));
-            for (int a = 0; a < loaded[k].rank && n < sizeof got; a++)
-                n += (size_t)snprintf(got + n, sizeof got - n, "%s%lld", a ? ", " : "", (long long)loaded[k].shape[a]);
-            if (n < sizeof got) snprintf(got + n, sizeof got - n, "]");
+    static const char *const names[][2] = {{"<f8", "float64"}, {"<i8", "int64"}, {"<f4", "f32"}, {"<f2", "f16"},
+                                           {"<i4", "i32"}, {"|u1", "u8"}, {"|b1", "bool"}};
+    for (size_t k = 0; k < NC_COUNT(names); k++)
+        if (!strcmp(descr, names[k][0])) return names[k][1];
+    return descr;
+}
 
-            fprintf(stderr, "netc: input '%s' is %s but %s holds %s\n", o->inputs[k], want, o->input_files[k], got);
-            return 1;
-        }
+/* A finite value the input's dtype cannot hold (NumPy's astype would make
+ * it inf), said with where it is, as netc train refuses one in its data. */
+static int misfit_error(const char *input, const char *path, const cpu_tensor *x, const npy_file_info *fi)
+{
+    int64_t idx[NC_MAX_RANK], rest = fi->misfit_at;
+    for (int a = x->rank; a-- > 0; rest /= x->shape[a]) idx[a] = rest % x->shape[a];
+    char at[256] = "[";
+    for (int a = 0; a < x->rank; a++)
+        snprintf(at + strlen(at), sizeof at - strlen(at), "%s%lld", a ? ", " : "", (long long)idx[a]);
+    snprintf(at + strlen(at), sizeof at - strlen(at), "]");
+    fprintf(stderr, "netc: input '%s': %s holds %g at %s (element %lld), beyond %s's range (its largest is %g, the value "
+            "would be inf): scale the data first\n", input, path, fi->misfit, at, (long long)fi->misfit_at, dtype_name(x->dtype),
+            nc_float_max(x->dtype));
+    return 1;
+}
+
+/* The k-th --input, read for its module input: floats of another float
+ * dtype rounded once to the input's (npy_read_as: NumPy writes no bf16, and
+ * a float64 file is NumPy's default), as netc train reads its data; then it
+ * must have the input's dtype and rank, one clear line otherwise, before any
+ * dim is inferred from it. */
+static int read_given_input(const nrt_module *m, const cli_opts *o, int k, cpu_tensor *x)
+{
+    const char *name = o->inputs[k], *path = o->input_files[k];
+    nrt_tensor_info info;
+    int found = find_input(m, name, &info);
+    if (found < 0) return 1;
+    const nc_dtype want = (nc_dtype)info.dtype;
+    npy_file_info fi;
+    char err[1024];
+    if (npy_read_as(path, dtype_is_float(want) ? want : NC_F32, x, (int64_t)8 << 30, &fi, err, sizeof err) != 0) {
+        fprintf(stderr, "netc: %s\n", err);
+        return 1;
     }
+    const char *holds = file_dtype_name(fi.descr);
+    const bool rounded = dtype_is_float(want) && (holds[0] == 'f') && strcmp(holds, dtype_name(want)) != 0;
+    if (x->dtype == NC_F16 && want != NC_F16 && dtype_is_float(want)) {   /* a float16 file: its values widen, or round once to bf16 */
+        x->dtype = want;
+        for (int64_t j = 0; j < x->numel; j++) cpu_set(x, j, x->f[j]);
+    }
+    if (info.rank != x->rank || want != x->dtype) {
+        char decl[256], got[256];
+        format_decl(m, found, &info, decl, sizeof decl);
+        size_t n = (size_t)snprintf(got, sizeof got, "%s[", holds);
+        for (int a = 0; a < x->rank && n < sizeof got; a++)
+            n += (size_t)snprintf(got + n, sizeof got - n, "%s%lld", a ? ", " : "", (long long)x->shape[a]);
+        if (n < sizeof got) snprintf(got + n, sizeof got - n, "]");
+        fprintf(stderr, "netc: input '%s' is %s but %s holds %s\n", name, decl, path, got);
+        return 1;
+    }
+    if (fi.misfit_at >= 0) return misfit_error(name, path, x, &fi);
+    if (rounded)   /* as netc train's note says a float64 file read as f32 */
+        fprintf(stderr, "netc: input '%s': %s's %s values rounded to %s\n", name, path, holds, dtype_name(want));
     return 0;
 }
 
@@ -950,17 +966,12 @@ static int cmd_run(cli_opts *o)
     if (nrt_module_load_entry(o->files[0], o->entry, &m, &e)) { fprintf(stderr, "netc: %s\n", e.message); return 1; }
     int rc = 1;
     cpu_tensor loaded[MAX_LIST] = {{0}};
-    const char *descr[MAX_LIST] = {0};   /* each file's own dtype: f8 and i8 read as f32 and i32 */
     const char *dn[NC_MAX_SYMS + MAX_LIST];
     int64_t dv[NC_MAX_SYMS + MAX_LIST];
     int nd = 0;
     for (int i = 0; i < o->ndims; i++) dn[nd] = o->dim_names[i], dv[nd++] = o->dim_values[i];
     for (int k = 0; k < o->ninputs; k++)
-        if (npy_read_descr(o->input_files[k], &loaded[k], (int64_t)8 << 30, &descr[k], err, sizeof err) != 0) {
-            fprintf(stderr, "netc: %s\n", err);
-            goto done;
-        }
-    if (check_given_inputs(m, o, loaded, descr)) goto done;
+        if (read_given_input(m, o, k, &loaded[k])) goto done;
     infer_dims(m, o, loaded, dn, dv, &nd);
     nrt_session_opts so = nrt_session_defaults();
     so.device = !o->device || !strcmp(o->device, "auto") ? NRT_DEVICE_AUTO : !strcmp(o->device, "cpu") ? NRT_DEVICE_CPU : NRT_DEVICE_GPU;

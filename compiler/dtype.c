@@ -62,15 +62,24 @@ uint16_t nc_f32_to_f16_bits(float x)
     return sign | (uint16_t)(r >> 13);
 }
 
-uint16_t nc_f64_to_f16_bits(double x)
+/* x rounded to f32 by round-to-odd (a value between two floats takes the
+ * odd one): f32's spare bits then keep whether x lay past a tie of a format
+ * of 8 or more bits fewer, so rounding that f32 once more to nearest even
+ * gives what rounding x once would. Beyond limit (where the narrow format is
+ * inf already) x is taken as limit, kept odd. */
+static float f64_to_f32_odd(double x, double limit)
 {
-    float f = (float)(fabs(x) < 65536.0 || !isfinite(x) ? x : copysign(65536.0, x));   /* 65536 already rounds to inf */
-    if ((double)f != x && isfinite(x)) {   /* round to odd: f32's 13 spare bits keep whether x was past a tie */
+    float f = (float)(fabs(x) < limit || !isfinite(x) ? x : copysign(limit, x));
+    if ((double)f != x && isfinite(x)) {
         if (fabs((double)f) > fabs(x)) f = nextafterf(f, 0.0f);
         f = bits_f32(f32_bits(f) | 1u);
     }
-    return nc_f32_to_f16_bits(f);
+    return f;
 }
+
+uint16_t nc_f64_to_f16_bits(double x) { return nc_f32_to_f16_bits(f64_to_f32_odd(x, 65536.0)); }   /* 65536 already rounds to inf */
+
+uint16_t nc_f64_to_bf16_bits(double x) { return nc_f32_to_bf16_bits(f64_to_f32_odd(x, FLT_MAX)); }   /* beyond bf16's tie to inf */
 
 float nc_f16_bits_to_f32(uint16_t h)
 {

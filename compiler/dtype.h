@@ -40,6 +40,7 @@ float nc_f16_bits_to_f32(uint16_t h);
  * itself, a value just past an f16 tie could land on the tie and round the
  * wrong way. */
 uint16_t nc_f64_to_f16_bits(double x);
+uint16_t nc_f64_to_bf16_bits(double x);
 /* Round an f32 value to what dtype t can store (identity for f32). */
 float nc_round_to(nc_dtype t, float x);
 /* The largest finite value of float dtype t (f16: 65504). */

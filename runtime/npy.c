@@ -148,11 +148,13 @@ bad:
     return -1;
 }
 
-/* A float64 (or float32) value as dtype (f32 or f16), rounded once; false
- * when a finite value lies beyond that dtype's range (it is stored as inf). */
+/* A float64 (or float32) value as dtype (f32, f16 or bf16), rounded once;
+ * false when a finite value lies beyond that dtype's range (it is stored as
+ * inf). */
 static bool store_narrowed(cpu_tensor *t, int64_t i, nc_dtype dtype, double v)
 {
     if (dtype == NC_F16) t->f[i] = nc_f16_bits_to_f32(nc_f64_to_f16_bits(v));
+    else if (dtype == NC_BF16) t->f[i] = nc_bf16_bits_to_f32(nc_f64_to_bf16_bits(v));
     /* from the tie above FLT_MAX on, f32 rounds to inf: said so, as C's cast is undefined there */
     else t->f[i] = fabs(v) < 0x1.ffffffp+127 || !isfinite(v) ? (float)v : v < 0 ? -INFINITY : INFINITY;
     return isfinite(t->f[i]) || !isfinite(v);
@@ -165,7 +167,7 @@ static bool store_element(cpu_tensor *t, int64_t i, npy_kind kind, nc_dtype floa
     case NPY_F4: {
         float v;
         memcpy(&v, p, 4);
-        if (float_as == NC_F16) return store_narrowed(t, i, NC_F16, v);   /* f32 -> f64 is exact: still one rounding */
+        if (float_as != NC_F32) return store_narrowed(t, i, float_as, v);   /* f32 -> f64 is exact: still one rounding */
         t->f[i] = v;
         break;
     }
@@ -193,11 +195,11 @@ static double float_element(npy_kind kind, const uint8_t *p)
 }
 
 /* The dtype a file of kind is read as: a float64 file as float_as, a
- * float32 file for an f16 (float_as) as f16, anything else as itself. */
+ * float32 file for a narrower float_as as that, anything else as itself. */
 static nc_dtype read_dtype(const npy_header *h, nc_dtype float_as)
 {
     const npy_kind kind = npy_kinds[h->kind].kind;
-    if (kind == NPY_F8 || (kind == NPY_F4 && float_as == NC_F16)) return float_as;
+    if (kind == NPY_F8 || (kind == NPY_F4 && float_as != NC_F32)) return float_as;
     return npy_kinds[h->kind].dtype;
 }
 
@@ -247,27 +249,22 @@ static int read_data(FILE *f, const char *path, const npy_header *h, nc_dtype fl
 
 int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, size_t errcap)
 {
-    return npy_read_descr(path, out, max_bytes, NULL, err, errcap);
-}
-
-int npy_read_descr(const char *path, cpu_tensor *out, int64_t max_bytes, const char **descr, char *err, size_t errcap)
-{
     npy_file_info info;
-    if (npy_read_as(path, NC_F32, out, max_bytes, &info, err, errcap) != 0) return -1;
+    int rc = npy_read_as(path, NC_F32, out, max_bytes, &info, err, errcap);
+    if (rc != 0) return rc;
     if (info.misfit_at >= 0) {
         snprintf(err, errcap, "%s: element %" PRId64 " = %g does not fit f32 (its largest is %g)", path, info.misfit_at, info.misfit,
                  (double)FLT_MAX);
         cpu_tensor_free(out);
         return -1;
     }
-    if (descr) *descr = info.descr;
     return 0;
 }
 
 int npy_read_as(const char *path, nc_dtype float_as, cpu_tensor *out, int64_t max_bytes, npy_file_info *info, char *err,
                 size_t errcap)
 {
-    NC_ASSERT(float_as == NC_F32 || float_as == NC_F16);
+    NC_ASSERT(float_as == NC_F32 || float_as == NC_F16 || float_as == NC_BF16);
     memset(out, 0, sizeof *out);
     *info = (npy_file_info){.descr = "", .misfit_at = -1};
     const char *reason;

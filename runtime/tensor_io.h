@@ -8,22 +8,21 @@
 #include "cpu_exec.h"
 
 /* .npy: reads <f4 <f2 <f8 <i4 <i8 |u1 |b1 (C order); f8 and i8 are converted
- * (values must fit f32 and i32). The result's dtype is the file's (f8 -> f32,
- * i8 -> i32). max_bytes bounds the data size. Returns 0, or -1 with err set
+ * (values must fit f32 and i32: a finite float64 beyond f32's range is
+ * refused). The result's dtype is the file's (f8 -> f32, i8 -> i32).
+ * max_bytes bounds the data size. Returns 0, or -1 with err set
  * (FILE_OPEN_IO_ERROR, file_open.h, when the file cannot be opened). */
 int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, size_t errcap);
-/* npy_read, and *descr the file's own dtype ("<f8" for what reads as f32).
- * A finite float64 beyond f32's range is refused. */
-int npy_read_descr(const char *path, cpu_tensor *out, int64_t max_bytes, const char **descr, char *err, size_t errcap);
 /* What npy_read_as saw beside the values. */
 typedef struct npy_file_info {
     const char *descr;     /* the file's own dtype ("<f8") */
     int64_t misfit_at;     /* flat index of the first finite float beyond the range of float_as (read as inf), -1 none */
     double misfit;         /* its value */
 } npy_file_info;
-/* npy_read with a float64 file read as float_as, f32 or f16, and a float32
- * file for an f16 float_as read as f16: each value rounded once to nearest
- * even (as NumPy's astype); the caller decides about a value out of range. */
+/* npy_read with a float64 file read as float_as (f32, f16 or bf16), and a
+ * float32 file for an f16 or bf16 float_as read as that: each value rounded
+ * once to nearest even (as NumPy's astype); the caller decides about a value
+ * out of range. A float16 file stays f16. */
 int npy_read_as(const char *path, nc_dtype float_as, cpu_tensor *out, int64_t max_bytes, npy_file_info *info, char *err,
                 size_t errcap);
 /* Writes f32 as <f4, f16 as <f2, bf16 as <f4 (NumPy has no bfloat16),

@@ -13,7 +13,8 @@
 #  4. f16 samples (<f2) for an f16 input, NumPy's int64 for an i32 one; NumPy's float64
 #     read as f32 (the same losses as the float32 copy, a note a file) and as f16 (a value
 #     beyond f16's range refused, with its sample); float32 read as f16 likewise (the
-#     losses of the float64 copy), and netc run refuses one beyond f16's range too;
+#     losses of the float64 copy), and netc run refuses one beyond f16's range too, and
+#     rounds a float64 for an f16 or bf16 input once, as netc train does;
 #  5. refusals before any step, status 1, each naming the file: another dtype (float64 for
 #     integers, uint8, integer targets for float ones), another sample or target shape, NaN
 #     and inf (with the sample, float64 too), a float64 beyond f32, counts that differ, a
@@ -183,6 +184,27 @@ rc=0; "$netc" run "$tmp/h16.netm" --input "x=$f32h/test_x.npy" --device cpu --ou
   { cat "$tmp/h16.log"; fail "netc run of a float32 beyond an f16 input's range: exit $rc, want 1 and where it is"; }
 "$netc" run "$tmp/h16.netm" --input "x=$reg/test_x.npy" --device cpu --output "$tmp/h16" >/dev/null 2>"$tmp/h16.log" && [[ -s $tmp/h16/y.npy ]] ||
   { cat "$tmp/h16.log"; fail "netc run of float32 data for an f16 input"; }
+# ... and reads float64 for an f16 or bf16 input as netc train does, each value rounded once: 1 + 2^-11 + 1e-13 (and
+# 1 + 2^-8 + 1e-13) lies just past a tie of f16 (of bf16), which f32 would round onto, and then to even, 1 (y: 2)
+printf 'model hb(x: bf16[B, 4]) -> (y: f32[B, 4]) { return f32(x) * 2.0 }\n' >"$tmp/hb.net"
+"$netc" build "$tmp/hb.net" --target '' -o "$tmp/hb.netm" 2>/dev/null
+once() {   # once MODEL VALUES WORDS: y's f32 bits from netc run of the float64 [1, 4] VALUES
+  echo "$2" | "$make_npy" "$tmp/once.npy" '<f8' 1,4
+  rm -rf "$tmp/once"
+  "$netc" run "$tmp/$1.netm" --input "x=$tmp/once.npy" --device cpu --output "$tmp/once" >/dev/null 2>"$tmp/once.log" &&
+    [[ $(tail -c 16 "$tmp/once/y.npy" | od -An -tx4 | xargs) == "$3" ]] &&
+    grep -qF "netc: input 'x': $tmp/once.npy's float64 values rounded to" "$tmp/once.log" ||
+    { cat "$tmp/once.log"; tail -c 16 "$tmp/once/y.npy" 2>/dev/null | od -An -tx4; fail "netc run of float64 data for a $1 input: want y $3"; }
+}
+once h16 "1.0004882812501 -1.0004882812501 0.5 1.0004882812499" "40002000 c0002000 3f800000 40000000"
+once hb "1.0039062500001 -1.0039062500001 0.5 1.0039062499999" "40010000 c0010000 3f800000 40000000"
+# ... and refuses a float64 beyond an f32 input's range as it does one beyond f16's, saying where it is
+printf 'model h32(x: f32[B, 4]) -> (y: f32[B, 4]) { return x * 2.0 }\n' >"$tmp/h32.net"
+"$netc" build "$tmp/h32.net" --target '' -o "$tmp/h32.netm" 2>/dev/null
+echo "1 2 3 4 5 1e300 7 8" | "$make_npy" "$tmp/big.npy" '<f8' 2,4
+rc=0; "$netc" run "$tmp/h32.netm" --input "x=$tmp/big.npy" --device cpu >/dev/null 2>"$tmp/big.log" || rc=$?
+[[ $rc == 1 ]] && grep -qF "netc: input 'x': $tmp/big.npy holds 1e+300 at [1, 1] (element 5), beyond f32's range (its largest is 3.40282e+38" "$tmp/big.log" ||
+  { cat "$tmp/big.log"; fail "netc run of a float64 beyond an f32 input's range: exit $rc, want 1 and where it is"; }
 
 # 5: what does not fit is refused as the data loads, before any step, with status 1
 refused() {   # refused NAME MESSAGE: the regression on $tmp/NAME (a copy of $reg, changed)

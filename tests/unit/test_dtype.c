@@ -3,6 +3,7 @@
  * independent reference written with frexp/nearbyint in double. */
 #include "dtype.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -180,6 +181,33 @@ static void test_f64_to_f16(void)
     failures += bad;
 }
 
+/* float64 straight to bf16 (netc run's float64 file for a bf16 input): past a
+ * tie that f32 would round onto, the ends of the range, and random doubles of
+ * every bf16 exponent (subnormals, and past the largest, to inf). */
+static void test_f64_to_bf16(void)
+{
+    const double tie = 1.0 + ldexp(1, -8), past = tie + ldexp(1, -40);   /* f32 rounds past to tie */
+    check("f64->bf16", (float)past, nc_bf16_bits_to_f32(nc_f64_to_bf16_bits(past)), 1.0f + ldexpf(1, -7));
+    check("f64->bf16", (float)tie, nc_bf16_bits_to_f32(nc_f64_to_bf16_bits(tie)), 1.0f);
+    check("f64->bf16", (float)-past, nc_bf16_bits_to_f32(nc_f64_to_bf16_bits(-past)), -1.0f - ldexpf(1, -7));
+    check("f64->bf16", INFINITY, nc_bf16_bits_to_f32(nc_f64_to_bf16_bits(1e300)), INFINITY);
+    check("f64->bf16", -INFINITY, nc_bf16_bits_to_f32(nc_f64_to_bf16_bits(-(double)FLT_MAX)), -INFINITY);
+    check("f64->bf16", 0.0f, nc_bf16_bits_to_f32(nc_f64_to_bf16_bits(1e-300)), 0.0f);
+    check("f64->bf16", -0.0f, nc_bf16_bits_to_f32(nc_f64_to_bf16_bits(-1e-300)), -0.0f);
+    check("f64->bf16", NAN, nc_bf16_bits_to_f32(nc_f64_to_bf16_bits(NAN)), NAN);
+    int bad = 0;
+    const double bf16_max = (double)bits_f32(0x7f7f0000u);
+    uint64_t r = 0x243f6a8885a308d3ull;
+    for (int k = 0; k < 2000000; k++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        double x = ldexp(1.0 + (double)(r >> 12) * 0x1p-52, (int)(r % 272) - 142);   /* [2^-142, 2^130) */
+        if (k & 1) x = -x;
+        float got = nc_bf16_bits_to_f32(nc_f64_to_bf16_bits(x)), want = (float)ref_round_d(x, 7, -126, bf16_max);
+        if (!same(got, want) && bad++ < 10) printf("FAIL f64->bf16(%.17g): reference %.9g, got %.9g\n", x, want, got);
+    }
+    failures += bad;
+}
+
 static void test_names(void)
 {
     nc_dtype t;
@@ -197,6 +225,7 @@ int main(void)
     test_round_trip();
     test_against_reference();
     test_f64_to_f16();
+    test_f64_to_bf16();
     test_names();
     if (failures) {
         printf("test_dtype: %d failure(s)\n", failures);
