@@ -42,6 +42,7 @@ typedef struct trainer {
     cpu_pool eval_pool;                /* the CPU evaluation's, kept from batch to batch */
     uint32_t in_x, in_y, in_lr, in_bc1, in_bc2, in_scale, in_apply, in_step;   /* tg input indices (UINT32_MAX: none) */
     int64_t micro;                     /* micro-batch: the batch tg is built for (batch / accumulate) */
+    int64_t eval_cpu_batch;            /* a classifier's evaluation batch on the CPU executor (eval_cpu_batch_of) */
     ir_value loss_v, finite_v;
     char batch_dim[64];
     bool text;                         /* a byte-level language model on text */
@@ -398,6 +399,46 @@ static int load_samples(trainer *t, char *err, size_t cap)
     return 0;
 }
 
+/* cpu_exec_planned_bytes of the evaluation over the test set in runs of b: the last,
+ * smaller run's values come on top of the runs before it, whose buffers of
+ * other sizes the pool keeps until that run ends. */
+static int64_t eval_held(const trainer *t, int64_t *syms, int s, int64_t b)
+{
+    syms[s] = b;
+    int64_t held = cpu_exec_planned_bytes(t->eg, syms), rest = t->test.n % b;
+    if (rest) syms[s] = rest, held += cpu_exec_planned_bytes(t->eg, syms);
+    return held;
+}
+
+/* A classifier's evaluation batch on the CPU executor: the most samples (1000
+ * at most) whose forward pass holds no more (cpu_exec_planned_bytes) than the training
+ * step, and never fewer than the step's micro-batch. From the graphs and the
+ * test set's size alone, so a resumed run scores in the batches the
+ * uninterrupted one did (a row's logits may differ in their last bit at
+ * another run size: OpenBLAS's sgemm rounds a row by how many rows it
+ * multiplies). The step's batch itself left fashion_mlp at --batch 16 with
+ * 625 runs of 16 rows, each paying its fixed cost (1.7 s where 10 runs took
+ * 1.1 s); 1000 images of fashion_cnn held 953 MiB of windows against the
+ * step's 179 MiB. */
+static int64_t eval_cpu_batch_of(const trainer *t)
+{
+    int64_t syms[NC_MAX_SYMS] = {0}, n = t->test.n > 0 ? t->test.n : 1;
+    int s = ir_sym_find(t->tg, t->batch_dim);
+    if (s >= 0) syms[s] = t->micro;
+    const int64_t budget = cpu_exec_planned_bytes(t->tg, syms), most = n < 1000 ? n : 1000;
+    const int64_t least = t->micro < most ? t->micro : most;   /* the step's own forward pass is within the step */
+    int64_t lo = least, hi = most;
+    if ((s = ir_sym_find(t->eg, t->batch_dim)) < 0) return hi;
+    while (lo < hi) {   /* the most whose whole runs fit (more samples hold more) */
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        syms[s] = mid;
+        if (cpu_exec_planned_bytes(t->eg, syms) <= budget) lo = mid;
+        else hi = mid - 1;
+    }
+    while (lo > least && eval_held(t, syms, s, lo) > budget) lo--;   /* and the last run beside them */
+    return lo;
+}
+
 static int init_params(trainer *t)
 {
     char err[1024];
@@ -498,21 +539,14 @@ static int download_params(trainer *t)
 }
 
 /* Classes: on the GPU 1000 images a run, to keep the device busy; on the
- * CPU executor the step's micro-batch (1000 at most), since a forward pass
- * over no more samples than the step's needs no more memory than the step
- * (1000 images of fashion_cnn held 953 MiB of windows against the step's
- * 179 MiB) and at --batch 128 is no slower (at 16, fashion_mlp's 625 runs
- * take 1.7 s where 10 took 1.1: each run has its fixed cost). A row's logits
- * may differ in their last bit at another run size (OpenBLAS's sgemm
- * rounds a row by how many rows it multiplies), which moves the test loss
- * in its tenth digit and left the examples' accuracies as they were.
- * Otherwise the training batch (or the test set, if smaller), since a
- * forward pass over 1000 windows of text can need more memory than the
- * training step, and on the CPU executor would take minutes; a text model's
- * test loss is over the whole batches, on either device. */
+ * CPU executor eval_cpu_batch_of's. Otherwise the training batch (or the
+ * test set, if smaller), since a forward pass over 1000 windows of text can
+ * need more memory than the training step, and on the CPU executor would
+ * take minutes; a text model's test loss is over the whole batches, on
+ * either device. */
 static int64_t eval_batch_of(const trainer *t, bool gpu)
 {
-    if (t->classifier) return gpu || t->micro > 1000 ? 1000 : t->micro;
+    if (t->classifier) return gpu ? 1000 : t->eval_cpu_batch;
     return t->test.n < t->o->batch ? (t->test.n > 0 ? t->test.n : 1) : t->o->batch;
 }
 
@@ -1296,13 +1330,14 @@ static int report_gpu_memory(trainer *t)
 
 /* What the CPU executor's pools held at most: the step's values, its chain
  * scratch and kept constants (the parameters and optimizer state are the
- * trainer's, beside them), and the evaluation's. */
+ * trainer's, beside them), and the evaluation's, with the samples a run of
+ * it took (what its memory follows). */
 static void report_cpu_memory(const trainer *t)
 {
     const double mib = 1024.0 * 1024;
     fprintf(stderr, "CPU memory: the training step's values held %.1f MiB at most (parameters and optimizer "
-                    "state aside), evaluation %.1f MiB\n", (double)t->pool.peak_bytes / mib,
-            (double)t->eval_pool.peak_bytes / mib);
+                    "state aside), evaluation %.1f MiB in runs of %lld samples\n", (double)t->pool.peak_bytes / mib,
+            (double)t->eval_pool.peak_bytes / mib, (long long)eval_batch_of(t, false));
 }
 
 /* --resume: the metrics of the run resumed, up to the checkpoint's step, go
@@ -1825,6 +1860,7 @@ int train_main(const train_opts *o)
         rc = 1;
     }
     if (rc == 0) rc = check_data(&t);
+    if (rc == 0 && t.classifier) t.eval_cpu_batch = eval_cpu_batch_of(&t);
     if (rc == 0 && t.train.n < o->batch) {
         fprintf(stderr, "netc: the training set has %lld samples, fewer than one batch of %lld: give --batch %lld or less%s\n",
                 (long long)t.train.n, (long long)o->batch, (long long)t.train.n, o->accumulate > 1 ? " (a multiple of --accumulate)" : "");

@@ -747,6 +747,48 @@ static int chain_run(cpu_run *r, ir_value end)
     return rc;
 }
 
+int64_t cpu_exec_planned_bytes(const ir_graph *g, const int64_t *syms)
+{
+    const uint32_t n = g->nnodes;
+    uint32_t *base = nc_xmalloc((n + 1) * sizeof *base), *end = nc_xmalloc((n + 1) * sizeof *end);
+    for (uint32_t v = 0; v < n; v++) {
+        const ir_node *node = &g->nodes[v];
+        base[v] = node->op == OP_RESHAPE && node->nargs == 1 ? base[node_args(g, node)[0]] : v;
+        end[v] = v;
+        for (int k = 0; k < node->nargs; k++) {
+            uint32_t b = base[node_args(g, node)[k]];
+            if (end[b] < v) end[b] = v;
+        }
+    }
+    for (uint32_t i = 0; i < g->noutputs; i++) end[base[g->outputs[i].value]] = n;
+    /* size classes: live[c] results of size[c] hold storage now, most[c] at once at most */
+    int64_t *size = nc_xcalloc(n + 1, sizeof *size), *live = nc_xcalloc(n + 1, sizeof *live), *most = nc_xcalloc(n + 1, sizeof *most);
+    uint32_t nclasses = 0, *class_of = nc_xcalloc(n + 1, sizeof *class_of);
+    bool *owns = nc_xcalloc(n + 1, sizeof *owns);
+    for (uint32_t v = 0; v < n; v++) {   /* v's storage taken, then what v read last given back */
+        const ir_node *node = &g->nodes[v];
+        int64_t numel = 0;
+        owns[v] = base[v] == v && node->op != OP_INPUT && node->op != OP_PARAM;
+        if (owns[v]) {
+            const int64_t bytes = (int64_t)storage_bytes(ir_numel(g, node, syms, &numel) ? numel : 0);
+            uint32_t c = 0;
+            while (c < nclasses && size[c] != bytes) c++;
+            if (c == nclasses) size[nclasses++] = bytes;
+            class_of[v] = c;
+            if (++live[c] > most[c]) most[c] = live[c];
+        }
+        for (int k = 0; k < node->nargs; k++) {
+            uint32_t b = base[node_args(g, node)[k]];
+            if (end[b] == v && owns[b]) owns[b] = false, live[class_of[b]]--;
+        }
+        if (end[v] == v && owns[v]) owns[v] = false, live[class_of[v]]--;   /* read by nothing */
+    }
+    int64_t held = 0;
+    for (uint32_t c = 0; c < nclasses; c++) held += size[c] * most[c];
+    free(base), free(end), free(size), free(live), free(most), free(class_of), free(owns);
+    return held;
+}
+
 static bool reads_pending(const cpu_run *r, const ir_node *n)
 {
     for (int k = 0; k < n->nargs; k++)

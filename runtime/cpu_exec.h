@@ -131,6 +131,18 @@ void cpu_exec_result_free(cpu_exec_result *res);
  * (and any value borrowing the old parameter) as freed. */
 void cpu_exec_apply_updates(const ir_graph *g, cpu_exec_result *res, cpu_tensor *params);
 
+/* What a run of g at the binding syms holds in its pool for values at most,
+ * from the graph alone (no run, no pool: the same figure every time): in
+ * node order, each result's storage (CPU_ELEM_BYTES an element) taken, and
+ * given back after its last reader, to be taken again only by a result of
+ * exactly its size, so each size counts the most results of it alive at
+ * once; a reshape is a view of its operand (which lives as long), the inputs
+ * and parameters are the caller's. A pool measures less where a chained
+ * result gets no buffer (an optimizer's: fashion_cnn's step at B = 128 plans
+ * 202 MiB, holds 179) and more by its kept constants: netc train sizes its
+ * evaluation's runs by it, against its step's. */
+int64_t cpu_exec_planned_bytes(const ir_graph *g, const int64_t *syms);
+
 /* Threads the CPU executor's matmuls use: 1 (the same bits on any machine)
  * unless OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS or OMP_NUM_THREADS asks for
  * more. The first matmul sets OpenBLAS's process-wide count. */

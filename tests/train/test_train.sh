@@ -11,7 +11,7 @@
 #  9. Ctrl-C (SIGINT) or SIGTERM stops the run at the end of its step: checkpoint, --save,
 #     whole metrics lines, exit 130 / 143; --resume goes on with the next step.
 # 10. a small CNN (nn.conv2d, nn.max_pool2d) learns, and its evaluation's values hold no more
-#     than its training step's.
+#     than its training step's; at --batch 4 the evaluation runs more than 4 samples at a time.
 # Args: NETC MAKE_IDX SOURCE_DIR JSONL_CHECK
 set -euo pipefail
 netc=$1 make_idx=$2 src=$3 jsonl_check=$4
@@ -28,7 +28,7 @@ cat "$tmp/full.log"
 acc=$(grep -o '"test_accuracy":[0-9.]*' "$tmp/full.jsonl" | tail -1 | cut -d: -f2)
 awk -v a="$acc" 'BEGIN { exit !(a > 0.9) }' || { echo "accuracy $acc is not above 0.9"; exit 1; }
 [[ -s "$tmp/full.svg" && -s "$tmp/w.safetensors" ]] || { echo "no SVG or weights"; exit 1; }
-grep -Eq "^CPU memory: the training step's values held [0-9]+\.[0-9] MiB at most \(parameters and optimizer state aside\), evaluation [0-9]+\.[0-9] MiB$" "$tmp/full.log" ||
+grep -Eq "^CPU memory: the training step's values held [0-9]+\.[0-9] MiB at most \(parameters and optimizer state aside\), evaluation [0-9]+\.[0-9] MiB in runs of [0-9]+ samples$" "$tmp/full.log" ||
   { echo "no line of what the CPU executor's values held"; exit 1; }
 grep -q '"train_loss"' "$tmp/full.jsonl"
 # a step's line gives the lr that step ran with: step 1 of tiny.net's 5 warmup steps at 3e-3 ran
@@ -318,12 +318,20 @@ awk -v a="${cnn_loss[0]:-}" -v b="${cnn_loss[1]:-}" 'BEGIN { exit !(a != "" && b
   { cat "$tmp/cnn.log"; echo "FAIL: tiny_cnn's train loss did not fall: ${cnn_loss[*]}"; exit 1; }
 # ... and its evaluation holds no more than its step: it runs the test set in the step's batches (it ran
 # 1000 images at once, here the whole 512: 13.5 MiB of convolution windows against the step's 1.4 MiB)
-read -r step_mib eval_mib < <(sed -n "s/^CPU memory: the training step's values held \([0-9.]*\) MiB.*evaluation \([0-9.]*\) MiB$/\1 \2/p" "$tmp/cnn.log") || true
+read -r step_mib eval_mib < <(sed -n "s/^CPU memory: the training step's values held \([0-9.]*\) MiB.*evaluation \([0-9.]*\) MiB in runs.*/\1 \2/p" "$tmp/cnn.log") || true
 awk -v s="${step_mib:-}" -v e="${eval_mib:-}" 'BEGIN { exit !(s != "" && e != "" && e + 0 <= s + 0) }' ||
   { cat "$tmp/cnn.log"; echo "FAIL: tiny_cnn's evaluation held ${eval_mib:-?} MiB, more than its step's ${step_mib:-?} MiB"; exit 1; }
+# ... and a small --batch does not make the evaluation as many small runs: tiny.net at --batch 4 scores its
+# 512 test images in runs of more than 4 (it ran 128 runs of 4, each with its fixed cost), as many as the
+# step's planned values (its weights' gradients and Adam's) hold room for
+"$netc" train "$model" "${common[@]}" --batch 4 --max-steps 3 2>"$tmp/b4.log" >/dev/null ||
+  { cat "$tmp/b4.log"; echo "FAIL: tiny.net at --batch 4 did not train"; exit 1; }
+runs=$(sed -n "s/^CPU memory: .* in runs of \([0-9]*\) samples$/\1/p" "$tmp/b4.log")
+[[ -n $runs ]] && (( runs > 4 && runs <= 512 )) ||
+  { cat "$tmp/b4.log"; echo "FAIL: tiny.net at --batch 4 evaluated in runs of ${runs:-?} samples, want more than 4"; exit 1; }
 
 echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch," \
      "resumes mid-epoch with the same batch, seed, data and (cosine) epochs only, with the whole epoch's train loss, and says so of another learning rate; says a finished run has nothing to run, refuses bad labels and test shapes and an unwritable --save or --metrics up front," \
      "keeps an earlier run's metrics when it fails before its first step," \
      "stops on SIGINT/SIGTERM at the end of a step (first, mid-epoch, in the evaluation) with a checkpoint to resume from, the weights and whole metrics," \
-     "trains a CNN of nn.conv2d and nn.max_pool2d (evaluating in no more memory than its step)"
+     "trains a CNN of nn.conv2d and nn.max_pool2d (evaluating in no more memory than its step, in runs the step's plan sizes)"

@@ -6,6 +6,7 @@
  * compares node values. At the end, an op of ops.def that no test built is
  * itself a failure, so a new op cannot arrive without a test. */
 #include "cpu_exec.h"
+#include "cpu_kernels.h"
 #include "typecheck.h"
 
 #include <math.h>
@@ -1408,6 +1409,30 @@ static void test_chain_local_storage(void)
     free(pv), free(gv), free(mv), free(wm), free(wp);
 }
 
+/* cpu_exec_planned_bytes, from the graph alone, is what a run's pool holds
+ * at most where no chain runs and no constant is kept: results of one size
+ * take the buffers finished ones gave back, so three hold storage (a, read
+ * again at the end, beside b and b + x, then c * c in b's), the reshape
+ * none. netc train sizes its CPU evaluation by it. */
+static void test_planned_bytes(void)
+{
+    tcase t;
+    begin(&t, "planned bytes: the pool's peak");
+    t.o.keep_all = false;
+    ir_value x = in(&t, NC_F32, S(100), NULL, 0);
+    ir_value a = op(&t, OP_EXP, NOATTR, A(x)), b = op(&t, OP_MUL, NOATTR, A(a, a));
+    ir_value c = op(&t, OP_ADD, NOATTR, A(b, x)), d = op(&t, OP_MUL, NOATTR, A(c, c));
+    ir_value f = op(&t, OP_ADD, NOATTR, A(d, a));
+    ir_output_add(t.g, "r", op_shaped(&t, OP_RESHAPE, NC_F32, NOATTR, S(10, 10), A(f)));
+    if (run(&t)) {
+        int64_t planned = cpu_exec_planned_bytes(t.g, t.syms);
+        if (planned != t.pool.peak_bytes || planned != 3 * 100 * CPU_ELEM_BYTES)
+            fail(&t, "planned %lld bytes, the pool held %lld, want %d", (long long)planned, (long long)t.pool.peak_bytes,
+                 3 * 100 * CPU_ELEM_BYTES);
+    }
+    end(&t);
+}
+
 /* ------------------------------------------------------------------ */
 /* the executor                                                         */
 
@@ -1824,6 +1849,7 @@ int main(void)
     test_sum_rows();
     test_elementwise_chain();
     test_chain_local_storage();
+    test_planned_bytes();
     test_views_live();
     test_const_cache();
     test_dim_value();
