@@ -160,12 +160,24 @@ static int updates_differ(const gpu_check_opts *o, const ir_graph *g, gpu_sessio
     return fails;
 }
 
+/* o->skew_param: element 0 of a parameter's native bytes one larger. */
+static void skew_first(const cpu_tensor *t, unsigned char *buf)
+{
+    if (t->numel == 0) return;
+    cpu_tensor one = *t;
+    float f = (float)cpu_get(t, 0) + 1.0f;
+    int32_t i = (int32_t)cpu_get(t, 0) + 1;
+    one.numel = 1, one.f = t->f ? &f : NULL, one.i = t->f ? NULL : &i;
+    cpu_tensor_to_native(&one, buf);
+}
+
 /* Every input's and parameter's value into its device buffer. */
 static int upload_values(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs, const cpu_tensor *inputs,
                          const cpu_tensor *params)
 {
     char err[1024];
     int fails = 0;
+    bool skewed = false;
     for (ir_value v = 0; v < g->nnodes; v++) {
         const ir_node *n = &g->nodes[v];
         const cpu_tensor *t = n->op == OP_INPUT ? &inputs[n->attr.index] : n->op == OP_PARAM ? &params[n->attr.index] : NULL;
@@ -173,6 +185,7 @@ static int upload_values(const gpu_check_opts *o, const ir_graph *g, gpu_session
         size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
         unsigned char *buf = nc_xmalloc(bytes + 1);
         cpu_tensor_to_native(t, buf);
+        if (o->skew_param && n->op == OP_PARAM && !skewed) skew_first(t, buf), skewed = true;
         if (gpu_upload(gs, v, buf, bytes, err, sizeof err) != 0) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; }
         free(buf);
     }
@@ -234,6 +247,21 @@ static bool step_writes(const cg_ctx *plan, const nrt_program *p, uint32_t k, in
     return cuda_kernel_writes(plan, s->node, v);
 }
 
+/* Where each value lives on the device: its own buffer, but a parameter's
+ * (or buffer's) update, stored in the parameter's memory, which it has none
+ * of (updates_differ reads it there; read as its own, "expected 0 bytes"). */
+static uint32_t *home_buffers(const ir_graph *g)
+{
+    uint32_t *home = nc_xmalloc((g->nnodes + 1) * sizeof *home);
+    for (ir_value v = 0; v < g->nnodes; v++) home[v] = v;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        if (g->nodes[v].op != OP_PARAM) continue;
+        for (uint32_t i = 0; i < g->nupdates; i++)
+            if (g->updates[i].param == g->nodes[v].attr.index && g->updates[i].value < g->nnodes) home[g->updates[i].value] = v;
+    }
+    return home;
+}
+
 /* After a mismatch: the program again from the same parameters and inputs,
  * one launch at a time, each value against the executor's when the last
  * step that writes it has run: the first launch that differs names the
@@ -250,7 +278,7 @@ static void locate_mismatch(const gpu_check_opts *o, const ir_graph *g, const in
     const cpu_exec_result *res = &every;
     cg_ctx plan = {.g = g};
     if (o->fuse) cuda_fuse_plan(&plan);
-    uint32_t *last_write = nc_xcalloc(g->nnodes + 1, sizeof *last_write);
+    uint32_t *last_write = nc_xcalloc(g->nnodes + 1, sizeof *last_write), *home = home_buffers(g);
     for (uint32_t k = 0; k < p->nsteps; k++)
         for (int j = 0; j < p->steps[k].nbufs; j++)
             if (step_writes(&plan, p, k, j)) last_write[p->slot_values ? p->slot_values[k * NRT_MAX_BUFS + j] : p->steps[k].bufs[j]] = k;
@@ -270,7 +298,7 @@ static void locate_mismatch(const gpu_check_opts *o, const ir_graph *g, const in
                 const nc_loc *at = &g->nodes[v].loc;
                 snprintf(what, sizeof what, "%%%u %s (%s:%u)", v, nc_ops[g->nodes[v].op].name,
                          at->file >= 1 && at->file - 1 < g->nfiles ? g->files[at->file - 1] : "?", at->line);
-                if (value_differs(o, g, gs, res, v, v, what) == 0) continue;
+                if (value_differs(o, g, gs, res, v, home[v], what) == 0) continue;
                 const nrt_step *s = &p->steps[l];
                 fprintf(stderr, "%s: step by step, the first launch that differs: step %u, %s, computing %%%u %s\n", o->name, l,
                         s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : s->kind == NRT_STEP_MATMUL ? "a cuBLASLt matmul" : "a copy",
@@ -280,6 +308,7 @@ static void locate_mismatch(const gpu_check_opts *o, const ir_graph *g, const in
     }
     if (!found) fprintf(stderr, "%s: step by step, every launch agrees: look at the CUDA graph or the order of launches\n", o->name);
     free(last_write);
+    free(home);
     cuda_fuse_free(&plan);
     cpu_exec_result_free(&every);
 }

@@ -37,6 +37,9 @@ typedef struct gpu_check_opts {
                                   the same bits (outputs and new parameters) */
     const char *mock_refuse;   /* on the mock GPU, cuBLASLt epilogues its heuristic finds no algorithm for
                                   (NETC_MOCK_CUBLASLT_REFUSE): the runtime's fallbacks; a GPU ignores it */
+    bool skew_param;           /* a test of the checker: the first parameter's first element goes to the GPU one
+                                  larger than the executor's, a mismatch that must be reported, with the launch
+                                  that first differs */
 } gpu_check_opts;
 
 /* 0 pass, 1 fail, 77 no GPU. Prints what failed and how to rerun. */

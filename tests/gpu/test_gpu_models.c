@@ -3,6 +3,7 @@
  * training programs (tests/unit/random_program.h), their new parameters
  * compared too; NETC_RANDOM_PROGRAMS=N[:SEED] runs N of those alone.
  * Exits 77 without a GPU.
+ * Then the checker's report of a mismatch it is made to see (mismatch_report).
  * NETC_GPU_CASE=name[,name...] runs those cases (random_SEED for a random program),
  * NETC_GPU_SEED=n with another seed. */
 #include "gpu_check.h"
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Whether NETC_GPU_CASE (only: names separated by commas; NULL: every
  * case) names this case. */
@@ -69,6 +71,39 @@ static const char *embedding_source =
     "  return cross_entropy(tanh(gather(wte, tokens)) @ w, targets)\n"
     "}\n"
     "train emb { optimizer sgd(lr: 0.1) }\n";
+
+/* The checker's own report of a mismatch: batch_norm's training step with
+ * its first parameter's first element one larger on the GPU (skew_param)
+ * must fail, and say step by step which launch first differs. Its running
+ * statistics' updates live in their buffers' memory, which the report read
+ * as the updates' own ("expected 0 bytes, got 32", then a launch named for
+ * that). Returns 1 when the report is not that, 77 without a GPU. */
+static int check_mismatch_report(void)
+{
+    const char *b[] = {"B"};
+    const int64_t v[] = {5};
+    gpu_check_opts o = {.name = "mismatch_report", .path = NETC_SOURCE_DIR "/tests/gpu/batch_norm.net", .dim_names = b,
+                        .dim_values = v, .ndims = 1, .int_range = 4, .use_graph = true, .train_step = true, .fuse = true,
+                        .check_updates = true, .seed = 65, .skew_param = true};
+    FILE *log = tmpfile();
+    int saved = dup(2);
+    if (!log || saved < 0) { perror("mismatch_report"); return 1; }
+    fflush(stderr);
+    dup2(fileno(log), 2);
+    int rc = gpu_check(&o);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char text[16384];
+    size_t n = (rewind(log), fread(text, 1, sizeof text - 1, log));
+    text[n] = 0;
+    fclose(log);
+    if (rc == 77) return 77;
+    bool named = strstr(text, "mismatch_report: step by step, the first launch that differs: step ") != NULL;
+    if (rc == 1 && named && !strstr(text, "expected ")) return 0;
+    fprintf(stderr, "FAIL mismatch_report: a parameter made to differ on the GPU gave exit %d and this report:\n%s", rc, text);
+    return 1;
+}
 
 int main(void)
 {
@@ -194,6 +229,13 @@ int main(void)
         if (rc == 77) { printf("no GPU: skipped\n"); return 77; }
         if (rc) fails++;
         else printf("ok %s\n", models[i].name);
+    }
+    if (selected(only, "mismatch_report") && !getenv("NETC_RANDOM_PROGRAMS")) {
+        runs++;
+        int mrc = check_mismatch_report();
+        if (mrc == 77) { printf("no GPU: skipped\n"); return 77; }
+        if (mrc) fails++;
+        else printf("ok mismatch_report\n");
     }
     int rc = check_random_programs(only, seed_env, &runs, &fails);
     if (rc == 77) { printf("no GPU: skipped\n"); return 77; }
