@@ -43,6 +43,8 @@ typedef struct ast_list {
     X(AST_UPDATE,    "update")     /* update name = a                          */ \
     X(AST_RETURN,    "return")     /* list = values                            */ \
     X(AST_ASSERT,    "assert")     /* assert a, b(message) [, c(hint)]         */ \
+    X(AST_REQUIRE,   "require")    /* require a, b(message) [, c(hint)]: an assert whose
+                                      comparisons of symbolic sizes the session checks */ \
     X(AST_BLOCK,     "block")      /* list = stmts; dtype/has_dtype: precision */ \
     X(AST_REPEAT,    "repeat")     /* repeat a as name[, b(index NAME)] { list } */ \
     X(AST_IF,        "if")         /* if a { list } else c (BLOCK, IF or NULL) */ \

@@ -40,6 +40,8 @@ void ir_graph_free(ir_graph *g)
     free(g->params);
     free(g->outputs);
     free(g->updates);
+    for (uint32_t i = 0; i < g->nrequires; i++) free(g->requires[i].message);
+    free(g->requires);
     free(g->files);
     free(g->name);
     free(g);
@@ -162,6 +164,33 @@ void ir_update_add(ir_graph *g, uint32_t param, ir_value v)
     g->updates[g->nupdates++] = (ir_update){.param = param, .value = v};
 }
 
+void ir_require_add(ir_graph *g, const ir_require *r)
+{
+    g->requires = nc_xrealloc(g->requires, (g->nrequires + 1) * sizeof *g->requires);
+    g->requires[g->nrequires] = *r;
+    g->requires[g->nrequires++].message = nc_xstrdup(r->message ? r->message : "");
+}
+
+const char *ir_cmp_text(ir_cmp c)
+{
+    static const char *const text[IR_CMP_COUNT] = {"<", "<=", ">", ">=", "==", "!="};
+    return c < IR_CMP_COUNT ? text[c] : "?";
+}
+
+bool ir_require_holds(const ir_graph *g, const ir_require *r, const int64_t *syms)
+{
+    int64_t a, b;
+    if (!dim_eval(&g->dims[r->lhs], syms, &a) || !dim_eval(&g->dims[r->rhs], syms, &b)) return false;
+    switch (r->cmp) {
+    case IR_CMP_LT: return a < b;
+    case IR_CMP_LE: return a <= b;
+    case IR_CMP_GT: return a > b;
+    case IR_CMP_GE: return a >= b;
+    case IR_CMP_EQ: return a == b;
+    default: return a != b;
+    }
+}
+
 bool ir_shape_numel(const ir_graph *g, uint8_t rank, const uint32_t *shape, const int64_t *syms, int64_t *out)
 {
     int64_t n = 1;
@@ -267,6 +296,15 @@ void ir_print(const ir_graph *g, FILE *out)
         print_type(g, p->decl.dtype, p->decl.rank, p->decl.shape, out);
         fprintf(out, " = %s(%.9g, %.9g)\n", init_names[p->init], p->init_a, p->init_b);
     }
+    for (uint32_t i = 0; i < g->nrequires; i++) {
+        const ir_require *r = &g->requires[i];
+        char a[96], b[96];
+        ir_dim_format(g, r->lhs, a, sizeof a);
+        ir_dim_format(g, r->rhs, b, sizeof b);
+        fprintf(out, "require %s %s %s", a, ir_cmp_text(r->cmp), b);
+        print_loc(g, r->loc, out);
+        fputc('\n', out);
+    }
     for (uint32_t v = 0; v < g->nnodes; v++) {
         const ir_node *n = &g->nodes[v];
         fprintf(out, "%%%u = %s", v, nc_ops[n->op].name);
@@ -335,6 +373,10 @@ int ir_verify(const ir_graph *g, FILE *err)
     for (uint32_t i = 0; i < g->noutputs; i++)
         if (g->outputs[i].value >= g->nnodes) VFAIL("output %s: value out of range", g->outputs[i].name);
     if (g->train.present && g->train.loss != IR_NONE && g->train.loss >= g->nnodes) VFAIL("train loss out of range");
+    for (uint32_t i = 0; i < g->nrequires; i++) {
+        const ir_require *r = &g->requires[i];
+        if (r->lhs >= g->ndims || r->rhs >= g->ndims || r->cmp >= IR_CMP_COUNT) VFAIL("require %u out of range", i);
+    }
     for (uint32_t i = 0; i < g->nupdates; i++) {
         const ir_update *u = &g->updates[i];
         if (u->param >= g->nparams || u->value >= g->nnodes) { VFAIL("update %u out of range", i); continue; }

@@ -89,6 +89,19 @@ typedef struct ir_update {
     ir_value value;
 } ir_update;
 
+/* A condition on sizes that an assert states and the build could not
+ * decide (B > 1 with B symbolic): lhs CMP rhs, checked when a session binds
+ * the symbols (tc_check_requires, typecheck.h), message the assert's. */
+typedef enum ir_cmp { IR_CMP_LT, IR_CMP_LE, IR_CMP_GT, IR_CMP_GE, IR_CMP_EQ, IR_CMP_NE, IR_CMP_COUNT } ir_cmp;
+
+typedef struct ir_require {
+    uint32_t lhs, rhs;             /* dim ids */
+    ir_cmp cmp;
+    char *message;                 /* formatted when the model was built */
+    nc_loc loc;                    /* the assert */
+    nc_loc site;                   /* the user's call that reached it (line 0: the model's own assert) */
+} ir_require;
+
 typedef struct ir_output {
     char *name;
     ir_value value;
@@ -141,6 +154,7 @@ typedef struct ir_graph {
     ir_param *params; uint32_t nparams;
     ir_output *outputs; uint32_t noutputs;
     ir_update *updates; uint32_t nupdates;         /* a training step's assignments */
+    ir_require *requires; uint32_t nrequires;      /* conditions on the symbols' values */
     char **files; uint32_t nfiles;                  /* loc.file - 1 indexes this */
     char *name;                                     /* the model's name */
     ir_train_spec train;
@@ -187,6 +201,10 @@ uint32_t ir_input_add(ir_graph *g, const ir_tensor_decl *d);
 uint32_t ir_param_add(ir_graph *g, const ir_param *p);
 void ir_output_add(ir_graph *g, const char *name, ir_value v);
 void ir_update_add(ir_graph *g, uint32_t param, ir_value v);
+void ir_require_add(ir_graph *g, const ir_require *r);   /* copies the message */
+const char *ir_cmp_text(ir_cmp c);                       /* ">" */
+/* Whether lhs CMP rhs holds at the binding syms; false also when a side has no value. */
+bool ir_require_holds(const ir_graph *g, const ir_require *r, const int64_t *syms);
 
 const char *ir_init_name(ir_init_kind k);
 

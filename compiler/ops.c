@@ -931,6 +931,38 @@ bool tc_check_binding(const ir_graph *g, const ir_node *n, const int64_t *syms, 
     return !binding_rules[n->op] || binding_rules[n->op](g, n, syms, e);
 }
 
+/* "nn.net:315" */
+static void loc_text(const ir_graph *g, nc_loc loc, char *out, size_t cap)
+{
+    const char *file = loc.file >= 1 && loc.file <= g->nfiles ? g->files[loc.file - 1] : NULL;
+    const char *base = file && strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+    snprintf(out, cap, "%s:%u", base ? base : "?", loc.line);
+}
+
+bool tc_check_requires(const ir_graph *g, const int64_t *syms, tc_error *e)
+{
+    memset(e, 0, sizeof *e);
+    e->arg = -1;
+    for (uint32_t i = 0; i < g->nrequires; i++) {
+        const ir_require *q = &g->requires[i];
+        if (ir_require_holds(g, q, syms)) continue;
+        char a[96], b[96], at[64], site[96] = "", sizes[256] = "";
+        ir_dim_format(g, q->lhs, a, sizeof a);
+        ir_dim_format(g, q->rhs, b, sizeof b);
+        loc_text(g, q->loc, at, sizeof at);
+        if (q->site.line) {
+            char s[64];
+            loc_text(g, q->site, s, sizeof s);
+            snprintf(site, sizeof site, " (in the call at %s)", s);
+        }
+        for (uint32_t k = 0, len = 0; k < g->nsyms && len < sizeof sizes; k++)
+            len += (uint32_t)snprintf(sizes + len, sizeof sizes - len, "%s%s = %lld", k ? ", " : "", g->sym_names[k], (long long)syms[k]);
+        return fail(e, -1, "the require at %s%s fails at %s, where %s %s %s is false: %s", at, site, sizes, a,
+                    ir_cmp_text(q->cmp), b, q->message);
+    }
+    return true;
+}
+
 /* ------------------------------------------------------------------ */
 /* value bounds: the integer values an op accepts in an operand, [0, bound):
  * what a caller inventing inputs (netc run --random-inputs) must keep to  */

@@ -131,6 +131,7 @@ ir_graph *ir_graph_shell(const ir_graph *g)
     for (uint32_t i = 0; i < g->nfiles; i++) ir_file_add(out, g->files[i]);
     for (uint32_t i = 0; i < g->ninputs; i++) ir_input_add(out, &g->inputs[i]);
     for (uint32_t i = 0; i < g->nparams; i++) ir_param_add(out, &g->params[i]);
+    for (uint32_t i = 0; i < g->nrequires; i++) ir_require_add(out, &g->requires[i]);
     out->train = g->train;
     return out;
 }

@@ -867,12 +867,20 @@ static bool logic_operand(sema_ctx *c, sv v, const ast_node *e, const ast_node *
  * not decide, so it may rely on the left (n > 0 and H // n >= 2). */
 static sv eval_logic(sema_ctx *c, const ast_node *e)
 {
-    sv a = sema_expr(c, e->a);
-    if (!logic_operand(c, a, e, e->a)) return sv_error();
-    if (e->op == AST_OP_NOT) return (sv){.kind = SV_BOOL, .i = !a.i};
-    if (a.i == (e->op == AST_OP_OR)) return a;
-    sv b = sema_expr(c, e->b);
-    return logic_operand(c, b, e, e->b) ? b : sv_error();
+    bool defer = c->defer_sizes;   /* a require keeps a conjunction of comparisons, not their or nor their not */
+    const char *blocked = c->defer_blocked;
+    c->defer_sizes = defer && e->op == AST_OP_AND;
+    if (defer && e->op != AST_OP_AND) c->defer_blocked = e->op == AST_OP_OR ? "or" : "not";
+    sv a = sema_expr(c, e->a), b = a;
+    bool ok = logic_operand(c, a, e, e->a);
+    if (ok && e->op == AST_OP_NOT) b = (sv){.kind = SV_BOOL, .i = !a.i};
+    else if (ok && a.i != (e->op == AST_OP_OR)) {
+        b = sema_expr(c, e->b);
+        ok = logic_operand(c, b, e, e->b);
+    }
+    c->defer_sizes = defer;
+    c->defer_blocked = blocked;
+    return ok ? b : sv_error();
 }
 
 sv sema_expr(sema_ctx *c, const ast_node *e)
@@ -1462,29 +1470,60 @@ static void assert_stop(sema_ctx *c)
 }
 
 /* assert COND, "message" [, "hint"]: a check a function makes of its
- * arguments when it is expanded; COND is a compile-time bool. */
+ * arguments when it is expanded; COND is a compile-time bool. require is
+ * the same check, but its comparisons of symbolic sizes (B > 1) are kept
+ * in the graph for the session that binds them (assert_require). */
+/* The comparisons of symbolic sizes a passing require's condition left to
+ * the session (pending from base on): one ir_require each, once per graph. */
+static void assert_require(sema_ctx *c, const ast_node *s, int base, const char *msg)
+{
+    for (int i = base; i < c->npending; i++) {
+        ir_require q = {.lhs = c->pending[i].lhs, .rhs = c->pending[i].rhs, .cmp = c->pending[i].cmp,
+                        .message = (char *)msg, .loc = s->loc, .site = c->call_depth ? c->call_site : (nc_loc){0}};
+        bool seen = false;
+        for (uint32_t k = 0; k < c->g->nrequires && !seen; k++)
+            seen = c->g->requires[k].lhs == q.lhs && c->g->requires[k].rhs == q.rhs && c->g->requires[k].cmp == q.cmp;
+        if (!seen) ir_require_add(c->g, &q);
+    }
+}
+
 static void exec_assert(sema_ctx *c, const ast_node *s)
 {
-    sv cond = build_time_condition(c, s->a, "an assert");
+    int base = c->npending;
+    bool defer = c->defer_sizes;
+    const char *blocked = c->defer_blocked;
+    c->defer_sizes = s->kind == AST_REQUIRE;
+    c->defer_blocked = NULL;
+    const char *what = s->kind == AST_REQUIRE ? "a require" : "an assert";
+    sv cond = build_time_condition(c, s->a, what);
+    c->defer_sizes = defer;
+    c->defer_blocked = blocked;
+    int end = c->npending;
+    c->npending = base;
     sv msg = sema_expr(c, s->b);
     sv hint = s->c ? sema_expr(c, s->c) : (sv){.kind = SV_NONE};
     if (cond.kind == SV_ERROR || msg.kind == SV_ERROR || hint.kind == SV_ERROR) { assert_stop(c); return; }
     if (msg.kind != SV_STRING || (s->c && hint.kind != SV_STRING)) {
         sema_err(c, msg.kind != SV_STRING ? s->b->loc : s->c->loc, "e.g. assert stride >= 1, \"stride must be at least 1\"",
-                 "an assert's message and hint are strings");
+                 "%s's message and hint are strings", what);
         assert_stop(c);
         return;
     }
     if (cond.kind != SV_BOOL) {
         sema_err(c, s->a->loc, "compare numbers or sizes known when the model is built: kernel <= H",
-                 "an assert's condition must be true or false when the model is built, got %s",
+                 "%s's condition must be true or false when the model is built, got %s", what,
                  sv_kind_phrase(cond.kind));
         assert_stop(c);
         return;
     }
-    if (cond.i) return;
     char text[1024], help[1024];
     assert_format(c, msg.s, text, sizeof text);
+    if (cond.i) {
+        c->npending = end;
+        assert_require(c, s, base, text);
+        c->npending = base;
+        return;
+    }
     if (s->c) assert_format(c, hint.s, help, sizeof help);
     nc_loc loc = s->loc;
     assert_loc(c, s->a, &loc);
@@ -1507,7 +1546,8 @@ static void exec_stmt(sema_ctx *c, const ast_node *s)
     case AST_BLOCK: exec_block(c, s); break;
     case AST_REPEAT: exec_repeat(c, s); break;
     case AST_IF: exec_if(c, s); break;
-    case AST_ASSERT: exec_assert(c, s); break;
+    case AST_ASSERT:
+    case AST_REQUIRE: exec_assert(c, s); break;
     case AST_DIRECTIVE:
         sema_err(c, s->loc, "optimizer, schedule, loss_scale and clip_grad_norm belong in a train section",
                  "'%s' is not a statement here", s->name);
@@ -1684,6 +1724,10 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
     scope_enter(c, &sc, true);
     nc_loc saved_site = c->call_site;
     const ast_node *saved_decl = c->fn_decl;
+    bool saved_defer = c->defer_sizes;   /* the fn's own asserts and ifs are its own */
+    const char *saved_blocked = c->defer_blocked;
+    c->defer_sizes = false;
+    c->defer_blocked = NULL;
     c->fn_decl = decl;
     if (c->call_depth == 0) c->call_site = call->loc;
     c->call_depth++;
@@ -1724,6 +1768,8 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
     c->call_depth--;
     c->call_site = saved_site;
     c->fn_decl = saved_decl;
+    c->defer_sizes = saved_defer;
+    c->defer_blocked = saved_blocked;
     scope_leave(c, &sc);
     c->env = saved_env;
     if (result.kind == SV_TENSOR) result.is_param = false;

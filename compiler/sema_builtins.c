@@ -723,6 +723,61 @@ static sv fold_floats(sema_ctx *c, ast_op op, double x, double y, nc_loc loc)
     }
 }
 
+/* What lhs - rhs = p CMP 0 is at every binding (symbols are sizes, 1 or
+ * more): 1 true, 0 false, -1 it depends. p's terms all growing with the
+ * symbols puts its least value at all ones; all shrinking, its largest. */
+static int size_sign_decides(const dim_expr *p, ir_cmp cmp)
+{
+    bool up = true, down = true;
+    int64_t at_ones = 0;   /* at most DIM_MAX_TERMS coefficients of DIM_LIMIT: no overflow */
+    for (int t = 0; t < p->nterms; t++) {
+        at_ones += p->term[t].coeff;
+        if (p->term[t].nfactors && p->term[t].coeff < 0) up = false;
+        if (p->term[t].nfactors && p->term[t].coeff > 0) down = false;
+    }
+    int64_t lo = up ? at_ones : INT64_MIN, hi = down ? at_ones : INT64_MAX;
+    switch (cmp) {
+    case IR_CMP_LT: return hi < 0 ? 1 : lo >= 0 ? 0 : -1;
+    case IR_CMP_LE: return hi <= 0 ? 1 : lo > 0 ? 0 : -1;
+    case IR_CMP_GT: return lo > 0 ? 1 : hi <= 0 ? 0 : -1;
+    case IR_CMP_GE: return lo >= 0 ? 1 : hi < 0 ? 0 : -1;
+    case IR_CMP_EQ: return lo > 0 || hi < 0 ? 0 : -1;
+    default: return lo > 0 || hi < 0 ? 1 : -1;
+    }
+}
+
+/* A comparison of sizes in a require's condition: folded where every
+ * binding gives the same answer (B * 784 > 1), else true for now and kept
+ * for the session that binds the symbols (B > 1). */
+static sv size_compare(sema_ctx *c, ast_op op, uint32_t da, uint32_t db, nc_loc loc)
+{
+    static const ir_cmp cmps[] = {[AST_OP_LT] = IR_CMP_LT, [AST_OP_LE] = IR_CMP_LE, [AST_OP_GT] = IR_CMP_GT,
+                                  [AST_OP_GE] = IR_CMP_GE, [AST_OP_EQ] = IR_CMP_EQ, [AST_OP_NE] = IR_CMP_NE};
+    ir_cmp cmp = cmps[op];
+    dim_expr p;
+    dim_status s = dim_sub(&c->g->dims[da], &c->g->dims[db], &p);
+    int known = s == DIM_OK ? size_sign_decides(&p, cmp) : -1;
+    if (known >= 0) return (sv){.kind = SV_BOOL, .i = known};
+    if (c->npending == (int)NC_COUNT(c->pending)) {
+        sema_err(c, loc, "split the require in two", "a require's condition compares at most %d symbolic sizes",
+                 (int)NC_COUNT(c->pending));
+        return sv_error();
+    }
+    c->pending[c->npending].lhs = da, c->pending[c->npending].rhs = db, c->pending[c->npending].cmp = cmp;
+    c->npending++;
+    return (sv){.kind = SV_BOOL, .i = 1};
+}
+
+/* B > 1 under a require's or or not: the session checks each comparison
+ * alone, so it cannot check this one. */
+static sv size_blocked(sema_ctx *c, ast_op op, nc_loc loc)
+{
+    sema_err(c, loc, "join such comparisons with and, or write them as requires of their own",
+             "'%s' compares symbolic sizes, which a require leaves to the session binding them, but not under '%s'",
+             ast_op_text(op), c->defer_blocked);
+    return sv_error();
+}
+
 static sv dim_arith(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
 {
     uint32_t da, db;
@@ -738,10 +793,14 @@ static sv dim_arith(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
     case AST_OP_EQ:
     case AST_OP_NE: {
         int64_t k;
+        if (c->defer_sizes && da != db) return size_compare(c, op, da, db, loc);
+        if (c->defer_blocked && da != db && (!dim_is_const(x, &k) || !dim_is_const(y, &k))) return size_blocked(c, op, loc);
         if (da != db && (!dim_is_const(x, &k) || !dim_is_const(y, &k))) c->dim_eq_symbolic = true, c->dim_eq_loc = loc;
         return (sv){.kind = SV_BOOL, .i = (da == db) == (op == AST_OP_EQ)};
     }
     case AST_OP_LT: case AST_OP_LE: case AST_OP_GT: case AST_OP_GE: {
+        if (c->defer_sizes) return size_compare(c, op, da, db, loc);
+        if (c->defer_blocked) return size_blocked(c, op, loc);
         /* a size a symbol stands for has no value until the model runs */
         char name[96];
         int64_t k;

@@ -91,6 +91,13 @@ typedef struct sema_ctx {
      * (T == 1): an if may not choose by it */
     bool dim_eq_symbolic;
     nc_loc dim_eq_loc;
+    /* while a require's condition is read (outside or, not and fn calls): a
+     * comparison of sizes that rests on a symbol's value (B > 1) is true
+     * here and kept in pending, for the session binding B to check */
+    bool defer_sizes;
+    const char *defer_blocked;   /* "or", "not": the require's operator that keeps them from the session */
+    struct { uint32_t lhs, rhs; ir_cmp cmp; } pending[8];
+    int npending;
     nc_loc call_site;       /* innermost fn call, for notes */
     const ast_node *fn_decl; /* the fn being expanded, NULL in a model body */
     bool assert_failed;     /* the fn's expansion stopped at a failed assert */

@@ -22,6 +22,10 @@ bool tc_infer(ir_graph *g, ir_node *n, const ir_value *args, tc_error *e);
  * for a session binding them: false with e->msg saying which dim is too
  * large and why (gather: an iota index past its table's rows). */
 bool tc_check_binding(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e);
+/* The graph's conditions on sizes (an assert on symbolic sizes) at the
+ * binding syms: false with e naming the first that fails, its sizes and
+ * its assert's message. */
+bool tc_check_requires(const ir_graph *g, const int64_t *syms, tc_error *e);
 
 /* The integer values v may hold for every op that reads it, at the binding
  * syms: [0, bound), the smallest over its uses (a cross entropy's classes, a

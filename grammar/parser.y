@@ -35,7 +35,7 @@ static void yyerror(YYLTYPE *loc, parse_state *ps, yyscan_t scanner, const char 
 }
 
 %token IMPORT "import" CONFIG "config" FN "fn" MODEL "model" TRAIN "train"
-%token PARAM "param" BUFFER "buffer" UPDATE "update" RETURN "return" REPEAT "repeat" AS "as" PRECISION "precision" ASSERT "assert"
+%token PARAM "param" BUFFER "buffer" UPDATE "update" RETURN "return" REPEAT "repeat" AS "as" PRECISION "precision" ASSERT "assert" REQUIRE "require"
 %token <ival> INT_LIT "integer" BOOL_LIT "true or false"
 %token <fval> FLOAT_LIT "number"
 %token <str> NAME "name" STRING_LIT "string" KIND "int, float or string" ATTR "@attribute"
@@ -192,6 +192,8 @@ stmt
     | RETURN exprs                  { $$ = parse_list(ps, @1, &$2); $$->kind = AST_RETURN; }
     | ASSERT expr ',' expr          { $$ = parse_named(ps, AST_ASSERT, @1, NULL, $2, $4); }
     | ASSERT expr ',' expr ',' expr { $$ = parse_named(ps, AST_ASSERT, @1, NULL, $2, $4); $$->c = $6; }
+    | REQUIRE expr ',' expr         { $$ = parse_named(ps, AST_REQUIRE, @1, NULL, $2, $4); }
+    | REQUIRE expr ',' expr ',' expr { $$ = parse_named(ps, AST_REQUIRE, @1, NULL, $2, $4); $$->c = $6; }
     | block                         { $$ = $1; }
     | PRECISION DTYPE block         { $$ = $3; $$->loc = @2; $$->has_dtype = true; $$->dtype = $2; }
     | REPEAT expr block             { $$ = parse_named(ps, AST_REPEAT, @1, NULL, $2, NULL); $$->list = $3->list; }

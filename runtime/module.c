@@ -161,6 +161,16 @@ static void write_graph(wbuf *b, const ir_graph *g)
         w_u32(b, g->updates[i].param);
         w_u32(b, g->updates[i].value);
     }
+    w_u32(b, g->nrequires);
+    for (uint32_t i = 0; i < g->nrequires; i++) {
+        const ir_require *q = &g->requires[i];
+        w_u32(b, q->lhs);
+        w_u32(b, q->rhs);
+        w_u8(b, (uint8_t)q->cmp);
+        w_str(b, q->message);
+        w_loc(b, q->loc);
+        w_loc(b, q->site);
+    }
     write_train(b, &g->train);
 }
 
@@ -545,6 +555,26 @@ static bool r_train(rd *r, ir_graph *g)
     return true;
 }
 
+/* A condition on sizes (ir_require): dims of this graph, a comparison,
+ * its message, and locations in its files. */
+static bool r_require(rd *r, ir_graph *g)
+{
+    ir_require q = {0};
+    q.lhs = r_u32(r);
+    q.rhs = r_u32(r);
+    uint8_t cmp = r_u8(r);
+    q.message = r_str(r, 4096);
+    q.loc = r_loc(r);
+    q.site = r_loc(r);
+    bool ok = !r->bad;
+    if (ok && (q.lhs >= g->ndims || q.rhs >= g->ndims || cmp >= IR_CMP_COUNT || q.loc.file > g->nfiles || q.site.file > g->nfiles))
+        ok = r_invalid(r, "require out of range");
+    q.cmp = (ir_cmp)cmp;
+    if (ok) ir_require_add(g, &q);
+    free(q.message);
+    return ok;
+}
+
 static ir_graph *read_graph(rd *r)
 {
     r->what = "graph";
@@ -610,6 +640,8 @@ static ir_graph *read_graph(rd *r)
         if (!r->bad && (p >= g->nparams || v >= g->nnodes)) r_invalid(r, "update %u out of range", i);
         if (!r->bad) ir_update_add(g, p, v);
     }
+    uint32_t nreq = r_count(r, 37, 1u << 16);
+    for (uint32_t i = 0; i < nreq && !r->bad; i++) r_require(r, g);
     if (!r->bad) r_train(r, g);
     if (!r->bad) {
         char buf[512] = "";

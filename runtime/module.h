@@ -10,7 +10,7 @@
 #include "program.h"
 
 #define NRT_MODULE_MAGIC "NETCMOD\0"
-#define NRT_MODULE_VERSION 17  /* 2: entry sections (forward + train in one file); 3: 16 buffers a kernel;
+#define NRT_MODULE_VERSION 18  /* 2: entry sections (forward + train in one file); 3: 16 buffers a kernel;
                                   4: 64 buffers a kernel, kernels of several loops; 5: matmul epilogues;
                                   6: batched launches; 7: prepare steps; 8: dropout reads the @step input
                                   (a training step's kernels before it read a step nothing set);
@@ -30,7 +30,9 @@
                                   17: parameter role 3, a model's buffer (batch norm's running
                                   statistics), which a reader of 16 refused as corrupt; and the op
                                   dim_value (a symbolic size's value, at the end of ops.def), which a
-                                  reader of 16 did not know */
+                                  reader of 16 did not know;
+                                  18: the graph's conditions on sizes (an assert on symbolic sizes,
+                                  checked when a session binds them), after its updates */
 #define NRT_MODULE_MAX_BYTES ((uint64_t)4 << 30)   /* refuse larger files outright */
 
 typedef struct nrt_image {

@@ -261,6 +261,8 @@ static nrt_status bind_dims(nrt_session *s, const nrt_session_opts *o, nrt_error
         tc_error e;
         if (!tc_check_binding(g, &g->nodes[v], s->syms, &e)) return set_err(err, NRT_ERR_ARGUMENT, "%s", e.msg);
     }
+    tc_error e;
+    if (!tc_check_requires(g, s->syms, &e)) return set_err(err, NRT_ERR_ARGUMENT, "%s", e.msg);
     return check_sizes(s, err);
 }
 

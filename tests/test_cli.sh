@@ -86,6 +86,11 @@ printf 'model m(x: u8[B, 28, 28]) -> (e: f32, y: f32[B, 784])\n{\n  y = f32(resh
 expect 1 "nodata/train-images-idx3-ubyte: No such file or directory" train "$tmp/lossfirst.net" --data "$tmp/nodata"
 printf 'import nn\nmodel m(x: u8[B, 8, 8]) -> (pred: i32[B, 4], logits: f32[B, 4])\n{\n  out = nn.linear(f32(reshape(x, [B, 64])), 4)\n  return i32(out), out\n}\ntrain m(labels: i32[B]) {\n  loss = cross_entropy(logits, labels)\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/intfirst.net"
 expect 1 "nodata/train-images-idx3-ubyte: No such file or directory" train "$tmp/intfirst.net" --data "$tmp/nodata"
+# a batch norm's training step needs more than one value per channel (PyTorch refuses it too):
+# its require N > 1, left to the session by a module built with B symbolic, refuses B = 1 there
+"$netc" build "$src/tests/train/reg_bn.net" --entry train --target '' -o "$tmp/bn.netm" 2>/dev/null
+expect 1 "(in the call at reg_bn.net:10) fails at B = 1, where B > 1 is false: batch_norm: training needs more than one value per channel, x is f32[B, 16]" run "$tmp/bn.netm" --dim B=1 --random-inputs 1 --device cpu
+expect 0 "" run "$tmp/bn.netm" --dim B=2 --random-inputs 1 --device cpu
 # max's gradient is shared by the elements that tie for the maximum: a row of four equal
 # values passes a quarter to each (it passed all of it to each: 4 times the true gradient)
 printf 'model m(x: f32[B, 4]) -> (loss: f32)\n{\n  param w: f32[4] = ones\n  return sum(max(w + 0.0 * x, axis: -1))\n}\ntrain m {\n  optimizer sgd(lr: 1.0)\n}\n' > "$tmp/tie.net"

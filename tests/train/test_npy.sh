@@ -72,6 +72,14 @@ check_regression() {   # check_regression NAME MODEL
 }
 check_regression regression "$src/tests/train/reg.net"
 check_regression regression_bn "$src/tests/train/reg_bn.net"
+# ... at a batch of 1, or micro-batches of 1, the batch norm's require N > 1 refuses the step
+# when it is built (PyTorch: "Expected more than 1 value per channel when training")
+for opts in "--batch 1" "--batch 4 --accumulate 4"; do
+  rc=0; "$netc" train "$src/tests/train/reg_bn.net" --data "$reg" --device cpu --epochs 1 $opts >/dev/null 2>"$tmp/bn1.log" || rc=$?
+  [[ $rc == 1 ]] && grep -qF "error: batch_norm: training needs more than one value per channel, x is f32[1, 16]" "$tmp/bn1.log" &&
+    grep -qF "reg_bn.net:10:10: note: in the call from here" "$tmp/bn1.log" && ! grep -q '^epoch' "$tmp/bn1.log" ||
+    { cat "$tmp/bn1.log"; fail "reg_bn.net trained with $opts: exit $rc, want 1 and batch_norm's require at the call"; }
+done
 
 # ... and --accumulate 4 slices the targets with the samples: the same losses (without the dropout,
 # whose masks are drawn per micro-batch)

@@ -8,6 +8,7 @@
 #include "cpu_exec.h"
 #include "driver.h"
 #include "tensor_io.h"
+#include "typecheck.h"
 
 #include "test_util.h"
 
@@ -234,8 +235,58 @@ static void test_symbolic_gradients(void)
     symbolic = false, lr = 0;
 }
 
+/* PyTorch refuses to train on one value per channel (the unbiased running
+ * variance divides by N - 1 = 0): batch_norm's assert N > 1 is an error
+ * where the batch is known, folds where the other axes make N > 1 at any
+ * batch, and is left to the session binding a symbolic B; the forward pass,
+ * which reads the running statistics, takes a batch of 1. */
+static void test_one_value_per_channel(void)
+{
+    const char *text = "import nn\n"
+                       "model m(x: f32[B, 4]) {\n"
+                       "  return nn.batch_norm(x)\n"
+                       "}\n"
+                       "train m(t: f32[B, 4]) {\n"
+                       "  loss = nn.mse(output, t)\n"
+                       "  optimizer sgd(lr: 0.5)\n"
+                       "}\n";
+    const char *b[] = {"B"};
+    const int64_t one[] = {1};
+    driver_opts bound = {.verify = true, .train_step = true, .dim_names = b, .dim_values = one, .ndims = 1};
+    fprintf(stderr, "(an error is expected next: batch_norm at B = 1)\n");
+    ir_graph *g = compile_text("one.net", text, &bound);
+    CHECK(g == NULL);
+    ir_graph_free(g);
+    bound.train_step = false;
+    g = compile_text("one.net", text, &bound);
+    CHECK(g != NULL && g->nrequires == 0);
+    ir_graph_free(g);
+
+    driver_opts sym = {.verify = true, .train_step = true};
+    g = compile_text("one.net", text, &sym);
+    CHECK(g != NULL && g->nrequires == 1);
+    if (g && g->nrequires == 1) {
+        tc_error e;
+        CHECK(tc_check_requires(g, (const int64_t[]){2}, &e));
+        CHECK(!tc_check_requires(g, one, &e));
+        CHECK(strstr(e.msg, "(in the call at one.net:3) fails at B = 1, where B > 1 is false: "
+                            "batch_norm: training needs more than one value per channel, x is f32[B, 4]") != NULL);
+    }
+    ir_graph_free(g);
+    sym.train_step = false;
+    g = compile_text("one.net", text, &sym);
+    CHECK(g != NULL && g->nrequires == 0);
+    ir_graph_free(g);
+    symbolic = true;
+    g = compile_model("f32", true);   /* [B, 3, 2, 4]: N = 6 * B > 1 whatever B */
+    CHECK(g != NULL && g->nrequires == 0);
+    ir_graph_free(g);
+    symbolic = false;
+}
+
 int main(void)
 {
+    test_one_value_per_channel();
     test_forward("f32", 1e-5);
     test_forward("bf16", 1e-2);
     test_training_step();

@@ -4,6 +4,7 @@
 #include "cuda_emit.h"
 #include "driver.h"
 #include "module.h"
+#include "typecheck.h"
 
 #include "test_util.h"
 #include <stdio.h>
@@ -124,6 +125,11 @@ int main(int argc, char **argv)
        the one before it for a buffer (batch norm's running statistics) */
     CHECK(g->nparams > 1);
     if (g->nparams > 1) g->params[g->nparams - 1].role = IR_ROLE_ACCUMULATOR, g->params[g->nparams - 2].role = IR_ROLE_BUFFER;
+    /* a condition on sizes travels, for the session binding them to check (T <= 1024) */
+    CHECK(g->nsyms == 2 && g->nrequires == 0);
+    const dim_expr t_dim = dim_sym(1);
+    ir_require_add(g, &(ir_require){.lhs = ir_dim_intern(g, &t_dim), .rhs = ir_dim_const(g, 1024), .cmp = IR_CMP_LE,
+                                    .message = "T is at most 1024", .loc = {1, 5, 3}, .site = {1, 9, 10}});
     CHECK(module_write(path, &m, err, sizeof err) == 0);
 
     /* round trip: the same graph text, steps, kernels, source and image */
@@ -141,8 +147,23 @@ int main(int argc, char **argv)
         CHECK(r.graph->train.present == g->train.present && r.graph->train.lr == g->train.lr);
         CHECK(r.graph->nparams == g->nparams);
         for (uint32_t i = 0; i < g->nparams && i < r.graph->nparams; i++) CHECK(r.graph->params[i].role == g->params[i].role);
+        CHECK(r.graph->nrequires == 1);
+        if (r.graph->nrequires == 1) {
+            const ir_require *q = &r.graph->requires[0];
+            CHECK(q->cmp == IR_CMP_LE && !strcmp(q->message, "T is at most 1024") && q->site.line == 9 && q->site.col == 10);
+            tc_error e;
+            CHECK(tc_check_requires(r.graph, (const int64_t[]){8, 1024}, &e));
+            CHECK(!tc_check_requires(r.graph, (const int64_t[]){8, 1025}, &e));
+            CHECK(strstr(e.msg, "fails at B = 8, T = 1025, where T <= 1024 is false: T is at most 1024") != NULL);
+        }
         module_data_free(&r);
     }
+    /* one whose dim is not the graph's is refused */
+    g->requires[0].rhs = g->ndims + 3;
+    CHECK(module_write("test_module_req.netm", &m, err, sizeof err) == 0);
+    CHECK(module_read("test_module_req.netm", &r, err, sizeof err) != 0 && strstr(err, "require out of range"));
+    remove("test_module_req.netm");
+    g->requires[0].rhs = ir_dim_const(g, 1024);
 
     /* every truncation is refused with a message */
     size_t size = 0;
