@@ -135,7 +135,10 @@ nrt_session_opts nrt_session_defaults(void);
  * the three, a negative gpu_index, a dim the module lacks or bound twice,
  * one left unbound, a value outside 1 to 2^40, and values at which a
  * tensor's size does not evaluate: a product (B*T, its bytes) past int64_t,
- * a difference (T - 2) below 0. Any number of sessions may share one module. */
+ * a difference (T - 2) below 0, and values at which a model's `require`
+ * on sizes is false (nn.batch_norm's training step at B = 1: the message
+ * names the require, the sizes and its message). Any number of sessions may
+ * share one module. */
 nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nrt_session **out, nrt_error *err);
 void nrt_session_free(nrt_session *s);
 /* "cpu" or e.g. "cuda:0 NVIDIA H100 80GB HBM3 (sm_90)". */
