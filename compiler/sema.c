@@ -1085,6 +1085,9 @@ static void exec_update(sema_ctx *c, const ast_node *s)
     sv v = sema_expr(c, s->a);
     if (!target || v.kind == SV_ERROR) return;
     const ir_param *p = &c->g->params[index];
+    if (v.kind == SV_INT || v.kind == SV_FLOAT)   /* weakly typed: the buffer's dtype, every element */
+        v = sema_number_tensor(c, v, p->decl.dtype, p->decl.rank, p->decl.shape, s->a->loc);
+    if (v.kind == SV_ERROR) return;
     if (v.kind != SV_TENSOR || !dtype_is_float(v.dtype)) {
         sema_err(c, s->a->loc, "the new value is a float tensor of the buffer's shape",
                  "update %s: expected a float tensor, got %s", s->name,

@@ -291,6 +291,12 @@ static sv broadcast_to(sema_ctx *c, sv x, uint8_t rank, const uint32_t *shape, n
     return sv_tensor(c, out);
 }
 
+sv sema_number_tensor(sema_ctx *c, sv number, nc_dtype dtype, uint8_t rank, const uint32_t *shape, nc_loc loc)
+{
+    sv t = scalar_tensor(c, number, dtype, loc);
+    return t.kind == SV_TENSOR ? broadcast_to(c, t, rank, shape, loc) : t;
+}
+
 /* Inside a precision block, f32 operands meeting low-precision ones are
  * narrowed to the block's dtype rather than rejected. */
 static void autocast_operands(sema_ctx *c, sv *ops, int first, int n, nc_loc loc)

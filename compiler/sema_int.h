@@ -141,6 +141,9 @@ sv sv_float(double f);
 sv sv_tensor(sema_ctx *c, ir_value t);
 /* A symbolic dim's value as a scalar tensor of float dtype t (x / T, f32(T)). */
 sv sema_dim_tensor(sema_ctx *c, uint32_t dim, nc_dtype t, nc_loc loc);
+/* A number (weakly typed) as a tensor of dtype and shape: a fill, broadcast;
+ * an error where the dtype cannot hold it (300 in u8, 1e-8 in f16). */
+sv sema_number_tensor(sema_ctx *c, sv number, nc_dtype dtype, uint8_t rank, const uint32_t *shape, nc_loc loc);
 /* A kind with its article, for messages: "an integer", "a dtype". */
 const char *sv_kind_phrase(sv_kind k);
 void sema_err(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));

@@ -284,8 +284,57 @@ static void test_one_value_per_channel(void)
     symbolic = false;
 }
 
+/* update NAME = number: a number is weakly typed, so it takes the buffer's
+ * dtype and shape (it was refused: "expected a float tensor, got a number"). */
+static void test_update_number(void)
+{
+    const char *text = "model m(x: f32[B, 3]) {\n"
+                       "  buffer seen: f32[2, 3]\n"
+                       "  buffer half: bf16[3]\n"
+                       "  update seen = 1\n"
+                       "  update half = 0.5\n"
+                       "  param w: f32[3] = ones\n"
+                       "  return x * w\n"
+                       "}\n"
+                       "train m(t: f32[B, 3]) {\n"
+                       "  loss = mean(square(output - t))\n"
+                       "  optimizer sgd(lr: 0.1)\n"
+                       "}\n";
+    driver_opts o = {.verify = true, .train_step = true};
+    ir_graph *g = compile_text("number.net", text, &o);
+    CHECK(g != NULL);
+    if (!g) return;
+    cpu_tensor *params = nc_xcalloc(g->nparams + 1, sizeof *params), *in = nc_xcalloc(g->ninputs + 1, sizeof *in);
+    char err[512];
+    for (uint32_t i = 0; i < g->nparams; i++) CHECK(param_init(g, i, 1, &params[i], err, sizeof err) == 0);
+    int64_t syms[NC_MAX_SYMS] = {2};
+    for (uint32_t i = 0; i < g->ninputs; i++) {
+        int64_t shape[NC_MAX_RANK];
+        for (int k = 0; k < g->inputs[i].rank; k++) CHECK(dim_eval(&g->dims[g->inputs[i].shape[k]], syms, &shape[k]));
+        cpu_tensor_alloc(&in[i], g->inputs[i].dtype, g->inputs[i].rank, shape, 0);
+    }
+    cpu_exec_result res;
+    cpu_exec_opts eo = {.inputs = in, .params = params, .syms = syms};
+    CHECK(cpu_exec_run(g, &eo, &res, err, sizeof err) == 0);
+    if (res.values) {
+        cpu_exec_apply_updates(g, &res, params);
+        cpu_exec_result_free(&res);
+        uint32_t seen = param_named(g, "seen"), half = param_named(g, "half");
+        for (int64_t j = 0; seen != UINT32_MAX && j < params[seen].numel; j++) CHECK(params[seen].f[j] == 1.0f);
+        CHECK(seen != UINT32_MAX && params[seen].numel == 6);
+        for (int64_t j = 0; half != UINT32_MAX && j < params[half].numel; j++) CHECK(params[half].f[j] == 0.5f);
+        CHECK(half != UINT32_MAX && params[half].numel == 3 && params[half].dtype == NC_BF16);
+    }
+    for (uint32_t i = 0; i < g->nparams; i++) cpu_tensor_free(&params[i]);
+    for (uint32_t i = 0; i < g->ninputs; i++) cpu_tensor_free(&in[i]);
+    free(params);
+    free(in);
+    ir_graph_free(g);
+}
+
 int main(void)
 {
+    test_update_number();
     test_one_value_per_channel();
     test_forward("f32", 1e-5);
     test_forward("bf16", 1e-2);
