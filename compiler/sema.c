@@ -1893,6 +1893,7 @@ static void check_output_names(sema_ctx *c, const ast_node *model)
 }
 
 static void check_unused_inputs(sema_ctx *c);
+static ir_graph *build_one(sema_ctx *c, const ast_node *model);
 static void check_unused_bindings(sema_ctx *c, const scope *body);
 static void lint_casts(sema_ctx *c);
 
@@ -1981,6 +1982,64 @@ static void check_unused_bindings(sema_ctx *c, const scope *body)
     }
 }
 
+/* An unused input or parameter: a warning now, or, where the model reads
+ * `training`, kept until the other build says whether it reads it. */
+static void report_unused(sema_ctx *c, const char *kind, const char *name, nc_loc loc)
+{
+    if (c->read_training) {
+        c->unused = nc_xrealloc(c->unused, (c->nunused + 1) * sizeof *c->unused);
+        c->unused[c->nunused++] = (struct sema_unused){.name = nc_xstrdup(name), .kind = kind, .loc = loc};
+    } else if (!strcmp(kind, "input"))
+        sema_warn(c, loc, "use it, or name it with a leading _ to say it is unused on purpose", "input '%s' is never used", name);
+    else
+        sema_warn(c, loc, "an unused parameter is still allocated, saved and loaded", "%s '%s' is never used", kind, name);
+}
+
+static void unused_free(struct sema_unused *u, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) free(u[i].name);
+    free(u);
+}
+
+/* The two builds of a model that reads `training` (first: the first's
+ * unused list; c->unused the other's): what neither reads is unused. A
+ * parameter read only while training (or only by the forward pass) is not. */
+static void report_unused_in_both(sema_ctx *c, struct sema_unused *first, uint32_t nfirst)
+{
+    bool saved = c->read_training;
+    c->read_training = false;
+    for (uint32_t i = 0; i < nfirst; i++)
+        for (uint32_t k = 0; k < c->nunused; k++)
+            if (!strcmp(first[i].name, c->unused[k].name) && !strcmp(first[i].kind, c->unused[k].kind)) {
+                report_unused(c, first[i].kind, first[i].name, first[i].loc);
+                break;
+            }
+    c->read_training = saved;
+    unused_free(c->unused, c->nunused);
+    c->unused = NULL;
+    c->nunused = 0;
+    unused_free(first, nfirst);
+}
+
+/* The other build of a model that reads `training`, for its unused inputs
+ * and parameters alone: its diagnostics are the other build's to give
+ * (netc check reports them), so they go nowhere here. */
+static void quiet_other_build(sema_ctx *c, const ast_node *model)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *sink = open_memstream(&text, &len);
+    diag_ctx quiet, *loud = c->diag;
+    diag_init(&quiet, c->sources, sink);
+    c->diag = &quiet;
+    c->training = !c->training;
+    ir_graph_free(build_one(c, model));
+    c->training = !c->training;
+    c->diag = loud;
+    if (sink) fclose(sink);
+    free(text);
+}
+
 /* Inputs and parameters nothing reads: usually a typo or a forgotten layer. */
 static void check_unused_inputs(sema_ctx *c)
 {
@@ -1994,12 +2053,12 @@ static void check_unused_inputs(sema_ctx *c)
         const ir_node *n = &c->g->nodes[v];
         const char *in = n->op == OP_INPUT ? c->g->inputs[n->attr.index].name : NULL;
         if (in && !used[v] && in[0] != '_')   /* _labels: unused on purpose (an autoencoder's train section must take labels) */
-            sema_warn(c, n->loc, "use it, or name it with a leading _ to say it is unused on purpose", "input '%s' is never used", in);
+            report_unused(c, "input", in, n->loc);
         bool assigned = false;   /* a buffer an update assigns is used */
         for (uint32_t k = 0; n->op == OP_PARAM && k < c->g->nupdates; k++) assigned |= c->g->updates[k].param == n->attr.index;
         if (n->op == OP_PARAM && !used[v] && !assigned)
-            sema_warn(c, n->loc, "an unused parameter is still allocated, saved and loaded", "%s '%s' is never used",
-                      c->g->params[n->attr.index].role == IR_ROLE_BUFFER ? "buffer" : "parameter", c->g->params[n->attr.index].decl.name);
+            report_unused(c, c->g->params[n->attr.index].role == IR_ROLE_BUFFER ? "buffer" : "parameter",
+                          c->g->params[n->attr.index].decl.name, n->loc);
     }
     free(used);
 }
@@ -2179,6 +2238,15 @@ ir_graph *sema_model(src_table *sources, ast_file *main_file, const char *model_
                          "no model in this file");
     } else {
         g = build_one(c, model);
+        if (g && c->read_training) {   /* what it leaves unused, the other build may read */
+            struct sema_unused *first = c->unused;
+            uint32_t nfirst = c->nunused;
+            c->unused = NULL, c->nunused = 0;
+            quiet_other_build(c, model);
+            report_unused_in_both(c, first, nfirst);
+        }
+        unused_free(c->unused, c->nunused);
+        c->unused = NULL, c->nunused = 0;
         if (g && !g->train.present)   /* which models could be trained, for netc train's message */
             for (uint32_t i = 0; i < main_file->decls.n; i++)
                 if (main_file->decls.items[i]->kind == AST_TRAIN && find_decl(main_file, AST_MODEL, main_file->decls.items[i]->name))
@@ -2220,10 +2288,16 @@ int sema_check_all(src_table *sources, ast_file *main_file, const driver_opts *o
         bool built = g != NULL;
         ir_graph_free(g);
         if (built && c->read_training) {   /* the model chooses by `training`: check the other build's choices too */
+            struct sema_unused *first = c->unused;
+            uint32_t nfirst = c->nunused;
+            c->unused = NULL, c->nunused = 0;
             c->training = !c->training;
             ir_graph_free(build_one(c, decl));
             c->training = !c->training;
+            report_unused_in_both(c, first, nfirst);
         }
+        unused_free(c->unused, c->nunused);
+        c->unused = NULL, c->nunused = 0;
         n++;
     }
     if (n > 0 && d->errors == errors) report_unused_options(c, main_file->file_id, &h);   /* a name any model used counts */

@@ -94,6 +94,10 @@ typedef struct sema_ctx {
     /* while a require's condition is read (outside or, not and fn calls): a
      * comparison of sizes that rests on a symbol's value (B > 1) is true
      * here and kept in pending, for the session binding B to check */
+    /* the inputs and parameters a build of a model that reads `training`
+     * left unused: warned of only when the other build leaves them unused too */
+    struct sema_unused { char *name; const char *kind; nc_loc loc; } *unused;
+    uint32_t nunused;
     bool defer_sizes;
     const char *defer_blocked;   /* "or", "not": the require's operator that keeps them from the session */
     struct { uint32_t lhs, rhs; ir_cmp cmp; } pending[8];

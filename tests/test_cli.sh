@@ -91,6 +91,13 @@ expect 1 "nodata/train-images-idx3-ubyte: No such file or directory" train "$tmp
 "$netc" build "$src/tests/train/reg_bn.net" --entry train --target '' -o "$tmp/bn.netm" 2>/dev/null
 expect 1 "(in the call at reg_bn.net:10) fails at B = 1, where B > 1 is false: batch_norm: training needs more than one value per channel, x is f32[B, 16]" run "$tmp/bn.netm" --dim B=1 --random-inputs 1 --device cpu
 expect 0 "" run "$tmp/bn.netm" --dim B=2 --random-inputs 1 --device cpu
+# a parameter read only while training (or only by the forward pass) is not "never used" in the
+# build that does not read it: netc build warns of what neither build reads, as netc check does
+for entry in forward train; do
+  out=$("$netc" build "$src/tests/golden/diag/unused_training_branch.net" --entry $entry --target '' -o "$tmp/utb.netm" 2>&1 >/dev/null)
+  [[ $out == *"parameter 'never' is never used"* && $out != *scale_* ]] ||
+    { echo "FAIL: netc build --entry $entry of unused_training_branch.net: $out"; fail=$((fail + 1)); }
+done
 # max's gradient is shared by the elements that tie for the maximum: a row of four equal
 # values passes a quarter to each (it passed all of it to each: 4 times the true gradient)
 printf 'model m(x: f32[B, 4]) -> (loss: f32)\n{\n  param w: f32[4] = ones\n  return sum(max(w + 0.0 * x, axis: -1))\n}\ntrain m {\n  optimizer sgd(lr: 1.0)\n}\n' > "$tmp/tie.net"
