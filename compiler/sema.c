@@ -1727,6 +1727,8 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
     scope_enter(c, &sc, true);
     nc_loc saved_site = c->call_site;
     const ast_node *saved_decl = c->fn_decl;
+    uint32_t saved_body = c->body;
+    c->body = ++c->next_body;
     bool saved_defer = c->defer_sizes;   /* the fn's own asserts and ifs are its own */
     const char *saved_blocked = c->defer_blocked;
     c->defer_sizes = false;
@@ -1773,6 +1775,7 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
     c->fn_decl = saved_decl;
     c->defer_sizes = saved_defer;
     c->defer_blocked = saved_blocked;
+    c->body = saved_body;
     scope_leave(c, &sc);
     c->env = saved_env;
     if (result.kind == SV_TENSOR) result.is_param = false;
@@ -2114,6 +2117,7 @@ static void ctx_free(sema_ctx *c)
         free(m);
     }
     ast_arena_free(c->arena);
+    free(c->cast_body);
     free(c);
 }
 
@@ -2126,6 +2130,7 @@ static ir_graph *build_one(sema_ctx *c, const ast_node *model)
     c->next_region = 0;
     c->autocast = false;
     c->returned = c->returned_in_if = false;
+    c->body = c->next_body = c->ncast_body = 0;   /* value ids start again */
     int errors = c->diag->errors;
     elaborate_model(c, model);
     ir_graph *g = c->g;

@@ -375,6 +375,8 @@ static nc_loc rule_error_loc(const tc_error *e, int n, const nc_loc *arg_locs, c
     return attr_loc(attrs, e->attr, call);
 }
 
+static void cast_body_set(sema_ctx *c, ir_value v);
+
 sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_locs, const sema_attr_locs *attrs)
 {
     const nc_op_info *info = &nc_ops[proto->op];
@@ -437,6 +439,7 @@ sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_loc
         sema_err(c, at, lib ? lib : e.hint[0] ? e.hint : NULL, "%s", e.msg);
         return sv_error();
     }
+    if (proto->op == OP_CAST) cast_body_set(c, out);   /* cast(x, to: bf16) is as explicit as bf16(x) */
     const ir_node *r = &c->g->nodes[out];
     /* a result past the tensor limits: at the attribute that set its dims (tc_error.attr) */
     if (!sema_check_shape(c, r->dtype, r->rank, r->shape, attr_loc(attrs, e.attr, proto->loc))) return sv_error();
@@ -987,12 +990,29 @@ sv sema_negate(sema_ctx *c, sv a, nc_loc loc)
 /* ------------------------------------------------------------------ */
 /* casts                                                                */
 
+/* Which fn expansion's explicit cast made v (UINT32_MAX: none, or an autocast). */
+static uint32_t cast_body_of(const sema_ctx *c, ir_value v) { return v < c->ncast_body ? c->cast_body[v] : UINT32_MAX; }
+
+static void cast_body_set(sema_ctx *c, ir_value v)
+{
+    if (v >= c->ncast_body) {
+        uint32_t n = v + 64;
+        c->cast_body = nc_xrealloc(c->cast_body, n * sizeof *c->cast_body);
+        for (uint32_t i = c->ncast_body; i < n; i++) c->cast_body[i] = UINT32_MAX;
+        c->ncast_body = n;
+    }
+    c->cast_body[v] = c->body;
+}
+
 sv sema_cast(sema_ctx *c, sv x, nc_dtype to, nc_loc loc, bool automatic)
 {
     const ir_node *src = &c->g->nodes[x.t];
     if (src->dtype == to) return x;
-    /* lint: f16 -> f32 -> f16 is the identity, written twice */
-    if (!automatic && src->op == OP_CAST && !(src->flags & IR_FLAG_AUTOCAST)) {
+    /* lint: f16 -> f32 -> f16 is the identity, written twice. Only where one
+     * body wrote both casts: across a call each is its fn's own contract
+     * (nn.batch_norm returns x's dtype, nn.mse computes in f32), and nobody
+     * could remove the pair. */
+    if (!automatic && src->op == OP_CAST && cast_body_of(c, x.t) == c->body) {
         nc_dtype orig = c->g->nodes[ir_args(c->g, src)[0]].dtype;
         if (orig == to && dtype_is_float(to) && dtype_size(src->dtype) > dtype_size(to))
             sema_warn(c, loc, "remove both casts", "cast round trip %s -> %s -> %s has no effect", dtype_name(orig),
@@ -1019,6 +1039,7 @@ sv sema_cast(sema_ctx *c, sv x, nc_dtype to, nc_loc loc, bool automatic)
         sema_err(c, loc, NULL, "%s", e.msg);
         return sv_error();
     }
+    if (!automatic) cast_body_set(c, out);
     return sv_tensor(c, out);
 }
 

@@ -98,6 +98,12 @@ typedef struct sema_ctx {
      * left unused: warned of only when the other build leaves them unused too */
     struct sema_unused { char *name; const char *kind; nc_loc loc; } *unused;
     uint32_t nunused;
+    /* the fn expansion being checked (0: the model's body; each call its own)
+     * and, per IR value, the expansion whose explicit cast made it
+     * (UINT32_MAX: none): a cast round trip is one body's to undo */
+    uint32_t body, next_body;
+    uint32_t *cast_body;
+    uint32_t ncast_body;
     bool defer_sizes;
     const char *defer_blocked;   /* "or", "not": the require's operator that keeps them from the session */
     struct { uint32_t lhs, rhs; ir_cmp cmp; } pending[8];
