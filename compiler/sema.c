@@ -1472,10 +1472,6 @@ static void assert_stop(sema_ctx *c)
     c->nret = 1;
 }
 
-/* assert COND, "message" [, "hint"]: a check a function makes of its
- * arguments when it is expanded; COND is a compile-time bool. require is
- * the same check, but its comparisons of symbolic sizes (B > 1) are kept
- * in the graph for the session that binds them (assert_require). */
 /* The comparisons of symbolic sizes a passing require's condition left to
  * the session (pending from base on): one ir_require each, once per graph. */
 static void assert_require(sema_ctx *c, const ast_node *s, int base, const char *msg)
@@ -1490,6 +1486,10 @@ static void assert_require(sema_ctx *c, const ast_node *s, int base, const char 
     }
 }
 
+/* assert COND, "message" [, "hint"]: a check a function makes of its
+ * arguments when it is expanded; COND is a compile-time bool. require is
+ * the same check, but its comparisons of symbolic sizes (B > 1) are kept
+ * in the graph for the session that binds them (assert_require). */
 static void exec_assert(sema_ctx *c, const ast_node *s)
 {
     int base = c->npending;
