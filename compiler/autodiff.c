@@ -503,18 +503,20 @@ static void grad_attention(ad_ctx *c, ir_value v, ir_value g)
 {
     const ir_node *n = nd(c, v);
     nc_dtype dt = n->dtype;   /* copied: building nodes may move n */
+    int slot = ir_keyword_operand_slot(n);
+    ir_value lens = slot >= 0 ? argv_(c, v, slot) : IR_NONE;   /* the key lengths, passed on to both */
     ir_node lp = {.op = OP_ATTENTION_LSE};
     lp.attr.causal = n->attr.causal, lp.attr.f = n->attr.f;
-    ir_value qk[2] = {A0, A1};
-    ir_value lse = build(c, lp, qk, 2), gn = cast_to(c, g, dt);
+    ir_value qk[3] = {A0, A1, lens};
+    ir_value lse = build(c, lp, qk, lens != IR_NONE ? 3 : 2), gn = cast_to(c, g, dt);
     ir_value delta = row_sum(c, bin(c, OP_MUL, cast_to(c, gn, NC_F32), cast_to(c, v, NC_F32)));
-    ir_value args[6] = {A0, A1, A2, gn, lse, delta};
+    ir_value args[7] = {A0, A1, A2, gn, lse, delta, lens};
     for (int wrt = 0; wrt < 3; wrt++) {
         if (!c->needs[argv_(c, v, wrt)]) continue;
         ir_node gp = lp;
         gp.op = OP_ATTENTION_GRAD;
         gp.attr.axis = wrt;
-        add_grad(c, argv_(c, v, wrt), build(c, gp, args, 6));
+        add_grad(c, argv_(c, v, wrt), build(c, gp, args, lens != IR_NONE ? 7 : 6));
     }
 }
 

@@ -64,6 +64,7 @@ typedef struct attn_shape {
     const char *type, *mma, *pack;   /* storage type, nc_mma_* and nc_pack_* of the dtype */
     const char *wgmma;               /* nc_wgmma_* of the dtype (NULL: D and E differ) */
     bool causal;
+    int lens;                        /* with key lengths: the int slot of the heads a length (-1: none) */
     char scale[48], scale_log2[48];
     bool prescale;                   /* scale <= 0: scores are scaled before their max (max(s) scale is not max(s scale)) */
     bool with_lse;                   /* the forward kernel also writes the log-sum-exp */
@@ -91,6 +92,7 @@ static bool tiled_shape_of(const ir_graph *g, ir_value v, attn_shape *a)
     a->pack = bf ? "nc_pack_bf16" : "nc_pack_f16";
     a->wgmma = a->D == a->E ? (bf ? "nc_wgmma_bf16" : "nc_wgmma_f16") : NULL;   /* D is 64 or 128 */
     a->causal = n->attr.causal;
+    a->lens = -1;
     double scale = n->attr.f != 0 ? n->attr.f : 1.0 / sqrt((double)a->D);
     cuda_float_literal(a->scale, scale);
     cuda_float_literal(a->scale_log2, scale * 1.4426950408889634);
@@ -177,11 +179,18 @@ static bool read_by_tiled_gradients_only(const cg_ctx *cg, ir_value v)
     return seen == cg->readers[v] && seen > 0;
 }
 
+/* An attention node's key lengths (ir_keyword_operand_slot), IR_NONE if none. */
+static ir_value lengths_of(const ir_graph *g, const ir_node *n)
+{
+    int slot = ir_keyword_operand_slot(n);
+    return slot >= 0 ? ir_args(g, n)[slot] : IR_NONE;
+}
+
 static bool same_attention(const ir_graph *g, const ir_node *a, const ir_node *b)
 {
     for (int i = 0; i < 3; i++)
         if (ir_args(g, a)[i] != ir_args(g, b)[i]) return false;
-    return a->attr.causal == b->attr.causal && a->attr.f == b->attr.f;
+    return a->attr.causal == b->attr.causal && a->attr.f == b->attr.f && lengths_of(g, a) == lengths_of(g, b);
 }
 
 /* x = cast(src) to f32, read once: src, else IR_NONE. */
@@ -254,7 +263,7 @@ static void plan_lse(cg_ctx *cg)
             const ir_node *fn = &g->nodes[f];
             if (fn->op != OP_ATTENTION || cg->lse_with[f] != IR_NONE || !tiled_shape_of(g, f, &a) ||
                 ir_args(g, fn)[0] != ir_args(g, l)[0] || ir_args(g, fn)[1] != ir_args(g, l)[1] ||
-                fn->attr.causal != l->attr.causal || fn->attr.f != l->attr.f)
+                fn->attr.causal != l->attr.causal || fn->attr.f != l->attr.f || lengths_of(g, fn) != lengths_of(g, l))
                 continue;
             cg->lse_with[f] = u;
             cg->inlined[u] = true;
@@ -441,11 +450,12 @@ static nrt_step *begin_tiled(cg_ctx *cg, ir_value v, bool by_key)
     cuda_add_int(s, k->shape[k->rank - 2]);
     static const char *const names[] = {"q", "k", "v", "g", "lse", "delta"};
     bool computes_delta = cg->delta_from && cg->delta_from[v] != IR_NONE;
+    int lens = ir_keyword_operand_slot(n);
     for (int i = 0; i < n->nargs; i++) {
         ir_value a = ir_args(g, n)[i];
-        bool in_place = i < 4 && cg->attn_root && cg->attn_root[a] != IR_NONE;
+        bool in_place = i < 4 && i != lens && cg->attn_root && cg->attn_root[a] != IR_NONE;
         cuda_add_buf(s, in_place ? cg->attn_root[a] : a);
-        cuda_decl_ptr(cg, names[i], i, g->nodes[a].dtype, !(computes_delta && i == 5));   /* delta: written */
+        cuda_decl_ptr(cg, i == lens ? "lens" : names[i], i, g->nodes[a].dtype, !(computes_delta && i == 5));   /* delta: written */
     }
     cuda_add_buf(s, cg->out_as && cg->out_as[v] != IR_NONE ? cg->out_as[v] : v);
     cuda_decl_ptr(cg, "out", n->nargs, n->dtype, false);
@@ -505,7 +515,8 @@ static void emit_layouts(cg_ctx *cg, nrt_step *s, ir_value v, const attn_shape *
     const ir_graph *g = cg->g;
     const ir_node *n = &g->nodes[v];
     static const char *const names[] = {"q", "k", "v", "g"};
-    for (int i = 0; i < n->nargs && i < 4; i++) {
+    int lens = ir_keyword_operand_slot(n);
+    for (int i = 0; i < (lens >= 0 ? lens : n->nargs) && i < 4; i++) {
         ir_value x = ir_args(g, n)[i];
         const char *len = i == 0 || i == 3 ? "T" : "S";
         long long W = i == 0 || i == 1 ? a->D : a->E;
@@ -802,11 +813,14 @@ static void emit_quad(cg_buf *b, const char *x, const char *op)
     cg_printf(b, "    %s = %s(%s, __shfl_xor_sync(0xffffffffu, %s, 2));\n", x, op, x, x);
 }
 
-/* Whether score (row r, column c) counts: inside S (or T), and causal. */
-static const char *visible(bool causal, bool by_key)
+/* Whether score (row r, column c) counts: inside S (or T), causal, and
+ * (with key lengths) a key below the head's length. */
+static const char *visible(const attn_shape *a, bool by_key)
 {
-    if (by_key) return causal ? "(c < T && c >= key)" : "(c < T)";
-    return causal ? "(c < S && c <= row)" : "(c < S)";
+    if (a->lens >= 0 && by_key) return a->causal ? "(c < T && c >= key && key < len)" : "(c < T && key < len)";
+    if (a->lens >= 0) return a->causal ? "(c < len && c <= row)" : "(c < len)";
+    if (by_key) return a->causal ? "(c < T && c >= key)" : "(c < T)";
+    return a->causal ? "(c < S && c <= row)" : "(c < S)";
 }
 
 /* The softmax runs in powers of 2: p = 2^(s mul - m), m in units of log2,
@@ -817,11 +831,11 @@ static const char *visible(bool causal, bool by_key)
  * inside skip the test. */
 static void emit_mask_scores(cg_buf *b, const attn_shape *a, bool by_key)
 {
-    const char *end = by_key ? "T" : "S";
-    cg_printf(b, "    if (c0 + 64 > %s%s) {\n", end, a->causal ? " || c0 == row0" : "");
+    const char *end = by_key ? "T" : a->lens >= 0 ? "len" : "S";
+    cg_printf(b, "    if (c0 + 64 > %s%s%s) {\n", end, a->causal ? " || c0 == row0" : "", a->lens >= 0 && by_key ? " || row0 + 64 > len" : "");
     cg_printf(b, "#pragma unroll\n      for (int nb = 0; nb < 8; nb++)\n#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
     cg_printf(b, "          const long long c = c0 + nb * 8 + tig * 2 + (e & 1), %s = e < 2 ? r0 : r1;\n", by_key ? "key" : "row");
-    cg_printf(b, "          s[nb][e] = %s ? s[nb][e]%s : NEG_INF;\n        }\n    }", visible(a->causal, by_key), a->prescale ? " * sl2" : "");
+    cg_printf(b, "          s[nb][e] = %s ? s[nb][e]%s : NEG_INF;\n        }\n    }", visible(a, by_key), a->prescale ? " * sl2" : "");
     if (a->prescale)
         cg_printf(b, " else {\n#pragma unroll\n      for (int nb = 0; nb < 8; nb++)\n#pragma unroll\n        for (int e = 0; e < 4; e++) s[nb][e] *= sl2;\n    }");
     cg_printf(b, "\n");
@@ -913,8 +927,11 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
     bool fwd = op == OP_ATTENTION, lse = op == OP_ATTENTION_LSE, dq = op == OP_ATTENTION_GRAD;
     emit_prologue(b, a, "T");
     emit_layouts(cg, st, v, a);
+    /* keys past the length are neither loaded nor seen */
+    const char *keys = a->lens >= 0 ? "len" : "S";
+    if (a->lens >= 0) cuda_emit_attention_length(b, "  ", "head", a->lens);
     /* k: for the scores and dq's dS K; v: for the forward's P V and dq's dP = dO V^T */
-    attn_tile t[2] = {{"ks", "k", "S", a->D, a->wgmma != NULL}, {"vs", "v", "S", a->E, a->wgmma != NULL}};
+    attn_tile t[2] = {{"ks", "k", keys, a->D, a->wgmma != NULL}, {"vs", "v", keys, a->E, a->wgmma != NULL}};
     int ntiles = lse ? 1 : 2;
     emit_a_fragments(b, "qa", "q", a->D, "T");
     if (dq) {
@@ -935,7 +952,8 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
     if (!lse) cg_printf(b, "  float o[%lld][4];\n  for (int nb = 0; nb < %lld; nb++) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;\n",
                         (long long)W / 8, (long long)W / 8);
     if (!dq) cg_printf(b, "  float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f;   /* m: in units of log2 */\n");
-    cg_printf(b, "  const long long cend = %s;\n", a->causal ? "(row0 + 64 < S ? row0 + 64 : S)" : "S");
+    if (a->lens >= 0) cg_printf(b, "  const long long cend = %s;\n", a->causal ? "(row0 + 64 < len ? row0 + 64 : len)" : "len");
+    else cg_printf(b, "  const long long cend = %s;\n", a->causal ? "(row0 + 64 < S ? row0 + 64 : S)" : "S");
     emit_walk_begin(b, &(attn_walk){.t = t, .n = ntiles, .start = "0", .end = "cend"});
     emit_scores(b, a, (attn_product[]){{"s", "qa", &t[0]}, {"dp", "ga", &t[1]}}, dq ? 2 : 1);
     emit_mask_scores(b, a, false);
@@ -982,6 +1000,7 @@ static void emit_by_query(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape
         cg_printf(b, "  if (tig == 0 && r1 < T) nc_st(%s, head * T + r1, m1 * LN2 + logf(l1));\n", to);
         if (lse) return;
     }
+    if (a->lens >= 0) cg_printf(b, "  if (l0 == 0.0f) l0 = 1.0f;   /* no key seen: zeros */\n  if (l1 == 0.0f) l1 = 1.0f;\n");
     emit_store_rows(b, "out", "o", a->E, "T", " / l0", " / l1");
 }
 
@@ -991,18 +1010,25 @@ static void emit_by_key(cg_ctx *cg, nrt_step *st, ir_value v, const attn_shape *
     cg_buf *b = &cg->body;
     emit_prologue(b, a, "S");
     emit_layouts(cg, st, v, a);
+    /* keys past the length: zero rows, hidden scores, and a block of them only stores zeros */
+    const char *keys = a->lens >= 0 ? "len" : "S";
+    if (a->lens >= 0) {
+        cuda_emit_attention_length(b, "  ", "head", a->lens);
+        cg_printf(b, "  const long long tend = row0 < len ? T : 0;\n");
+    }
     bool both = wrt == 1 && a->dv != IR_NONE;   /* P^T for dV, dS^T for dK */
     /* q: for S^T = K Q^T and dK += dS^T Q; dO: for dP^T = V dO^T and dV += P^T dO */
     attn_tile t[2] = {{"qs", "q", "T", a->D, a->wgmma != NULL}, {"gs", "g", "T", a->E, a->wgmma != NULL}};
-    emit_a_fragments(b, "ka", "k", a->D, "S");
-    if (wrt == 1) emit_a_fragments(b, "va", "v", a->E, "S");
+    emit_a_fragments(b, "ka", "k", a->D, keys);
+    if (wrt == 1) emit_a_fragments(b, "va", "v", a->E, keys);
     int64_t W = wrt == 1 ? a->D : a->E;
     cg_printf(b, "  float o[%lld][4];\n  for (int nb = 0; nb < %lld; nb++) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;\n",
               (long long)W / 8, (long long)W / 8);
     if (both)
         cg_printf(b, "  float ov[%lld][4];\n  for (int nb = 0; nb < %lld; nb++) ov[nb][0] = ov[nb][1] = ov[nb][2] = ov[nb][3] = 0.0f;\n",
                   (long long)a->E / 8, (long long)a->E / 8);
-    emit_walk_begin(b, &(attn_walk){.t = t, .n = 2, .stats = true, .start = a->causal ? "row0" : "0", .end = "T"});
+    emit_walk_begin(b, &(attn_walk){.t = t, .n = 2, .stats = true, .start = a->causal ? "row0" : "0",
+                                  .end = a->lens >= 0 ? "tend" : "T"});
     /* S^T: 16 keys x 64 queries; dP^T = V dO^T */
     emit_scores(b, a, (attn_product[]){{"s", "ka", &t[0]}, {"dp", "va", &t[1]}}, wrt == 1 ? 2 : 1);
     emit_mask_scores(b, a, true);
@@ -1036,6 +1062,11 @@ bool cuda_emit_attention_tiled(cg_ctx *cg, ir_value v, bool *emitted)
     a.dv = cg->dv_with ? cg->dv_with[v] : IR_NONE;
     nrt_step *s = begin_tiled(cg, v, by_key);
     if (!s) return false;
+    uint32_t per;
+    if (ir_keyword_operand_slot(n) >= 0) {
+        if (!cuda_attention_per_length(cg, v, &per)) return false;
+        a.lens = int_slot(s, per);
+    }
     /* heads of 64 by query: three blocks a multiprocessor at 168 registers
      * (sm_90: the forward without spills, dq with 4 spill instructions a
      * tile against 252 registers and two blocks; the key gradients' kernel

@@ -2325,7 +2325,8 @@ static bool cuda_emit_softmax_grad(cg_ctx *cg, ir_value v)
 
 /* Attention, one thread per row: a query (attention, attention_lse, the
  * gradient of q) or a key (the gradients of k and v). Scores are rebuilt in
- * registers with an online softmax and never stored. Block-free, so it also
+ * registers with an online softmax and never stored. With key lengths a
+ * query stops at its sequence's length and a key past it stays zero. Block-free, so it also
  * runs on the host (tests/unit/test_kernels_host.c); a tiled tensor-core
  * version is the faster kernel to come. */
 static bool attention_head_size(cg_ctx *cg, uint32_t dim, int64_t *out)
@@ -2333,6 +2334,23 @@ static bool attention_head_size(cg_ctx *cg, uint32_t dim, int64_t *out)
     if (dim_is_const(&cg->g->dims[dim], out) && *out >= 1 && *out <= OP_ATTENTION_MAX_HEAD) return true;
     snprintf(cg->err, sizeof cg->err, "attention: the head size must be a constant between 1 and %d", OP_ATTENTION_MAX_HEAD);
     return false;
+}
+
+/* With key lengths (ir_keyword_operand_slot): the dim of how many of q's
+ * leading rows (heads) share one length, for the kernel's ints; and the
+ * line that reads it for leading row `bt` into `len`, clamped to [0, S]. */
+bool cuda_attention_per_length(cg_ctx *cg, ir_value v, uint32_t *per)
+{
+    const ir_node *n = node(cg, v), *q = node(cg, arg(cg, v, 0));
+    ir_node lead = *q;
+    lead.rank = (uint8_t)(q->rank - 2);
+    return span_dim(cg, &lead, node(cg, arg(cg, v, ir_keyword_operand_slot(n)))->rank, per);
+}
+
+void cuda_emit_attention_length(cg_buf *b, const char *indent, const char *bt, int per_slot)
+{
+    cg_printf(b, "%sconst long long len_given = nc_ld(lens, (%s) / A.n[%d]), len = len_given < 0 ? 0 : len_given < S ? len_given : S;\n",
+              indent, bt, per_slot);
 }
 
 static bool cuda_emit_attention(cg_ctx *cg, ir_value v)
@@ -2354,10 +2372,16 @@ static bool cuda_emit_attention(cg_ctx *cg, ir_value v)
     add_int(s, nrows);
     add_int(s, q->shape[r - 2]);
     add_int(s, node(cg, arg(cg, v, 1))->shape[r - 2]);
+    int lens = ir_keyword_operand_slot(n);
+    uint32_t per;
+    if (lens >= 0) {
+        if (!cuda_attention_per_length(cg, v, &per)) return false;
+        add_int(s, per);
+    }
     static const char *const names[] = {"q", "k", "v", "g", "lse", "delta"};
     for (int i = 0; i < n->nargs; i++) {
         add_buf(s, arg(cg, v, i));
-        decl_ptr(cg, names[i], i, node(cg, arg(cg, v, i))->dtype, true);
+        decl_ptr(cg, i == lens ? "lens" : names[i], i, node(cg, arg(cg, v, i))->dtype, true);
     }
     add_buf(s, v);
     decl_ptr(cg, "out", n->nargs, n->dtype, false);
@@ -2369,10 +2393,11 @@ static bool cuda_emit_attention(cg_ctx *cg, ir_value v)
     cg_printf(b, "  NC_GRID_STRIDE(r, A.n[0]) {\n");
     if (by_key) {   /* key j meets the queries that see it; its own rows stay in registers */
         cg_printf(b, "    const long long bt = r / S, j = r %% S;\n");
+        if (lens >= 0) cuda_emit_attention_length(b, "    ", "bt", 3);
         cg_printf(b, "    float kr[%lld], acc[%lld];\n    for (int x = 0; x < %lld; x++) kr[x] = nc_ld(k, r * %lld + x);\n", d, width, d, d);
         if (wrt == 1) cg_printf(b, "    float vr[%lld];\n    for (int x = 0; x < %lld; x++) vr[x] = nc_ld(v, r * %lld + x);\n", e, e, e);
         cg_printf(b, "    for (int x = 0; x < %lld; x++) acc[x] = 0.0f;\n", width);
-        cg_printf(b, "    for (long long i = %s; i < T; i++) {\n", n->attr.causal ? "j" : "0");
+        cg_printf(b, "    for (long long i = %s; i < %s; i++) {\n", n->attr.causal ? "j" : "0", lens >= 0 ? "(j < len ? T : 0)" : "T");
         cg_printf(b, "      const float lse_i = nc_ld(lse, bt * T + i), delta_i = nc_ld(delta, bt * T + i);\n");
         cg_printf(b, "      float s = 0.0f;\n      for (int x = 0; x < %lld; x++) s += nc_ld(q, (bt * T + i) * %lld + x) * kr[x];\n", d, d);
         cg_printf(b, "      const float p = expf(s * scale - lse_i);\n");
@@ -2389,7 +2414,13 @@ static bool cuda_emit_attention(cg_ctx *cg, ir_value v)
         return true;
     }
     /* query i against keys 0 .. jend - 1 */
-    cg_printf(b, "    const long long bt = r / T, i = r %% T, jend = %s;\n", n->attr.causal ? "(i + 1 < S ? i + 1 : S)" : "S");
+    if (lens >= 0) {   /* query i against keys 0 .. jend - 1 below its length */
+        cg_printf(b, "    const long long bt = r / T, i = r %% T;\n");
+        cuda_emit_attention_length(b, "    ", "bt", 3);
+        cg_printf(b, "    const long long jend = %s;\n", n->attr.causal ? "(i + 1 < len ? i + 1 : len)" : "len");
+    } else {
+        cg_printf(b, "    const long long bt = r / T, i = r %% T, jend = %s;\n", n->attr.causal ? "(i + 1 < S ? i + 1 : S)" : "S");
+    }
     cg_printf(b, "    float qr[%lld];\n    for (int x = 0; x < %lld; x++) qr[x] = nc_ld(q, r * %lld + x);\n", d, d, d);
     if (fwd || lse) cg_printf(b, "    float m = -__int_as_float(0x7f800000), l = 0.0f;\n");
     if (!lse) cg_printf(b, "    float acc[%lld];\n    for (int x = 0; x < %lld; x++) acc[x] = 0.0f;\n", fwd ? e : d, fwd ? e : d);
@@ -2407,6 +2438,7 @@ static bool cuda_emit_attention(cg_ctx *cg, ir_value v)
         cg_printf(b, "      if (s > m) { const float c = expf(m - s); l *= c; for (int x = 0; x < %lld; x++) acc[x] *= c; m = s; }\n", e);
         cg_printf(b, "      const float p = expf(s - m);\n      l += p;\n");
         cg_printf(b, "      for (int x = 0; x < %lld; x++) acc[x] += p * nc_ld(v, (bt * S + j) * %lld + x);\n    }\n", e, e);
+        if (lens >= 0) cg_printf(b, "    if (l == 0.0f) l = 1.0f;   /* no key seen: zeros */\n");
         cg_printf(b, "    for (int x = 0; x < %lld; x++) nc_st(out, r * %lld + x, acc[x] / l);\n  }\n", e, e);
     } else {
         cg_printf(b, "      const float p = expf(s - lse_i);\n      float dp = 0.0f;\n");

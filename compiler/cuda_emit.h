@@ -277,6 +277,11 @@ void cuda_add_int(nrt_step *s, uint32_t dim);
 /* The slot of dim in s's sizes (A.n[slot]), added if new. */
 int cuda_dim_slot(nrt_step *s, uint32_t dim);
 bool cuda_numel_dim(cg_ctx *cg, const ir_node *n, uint32_t *out);
+/* Attention's key lengths: the dim of how many heads share one length, and
+ * the line declaring `len` (clamped to [0, S]) for head or row `bt` from the
+ * kernel's int per_slot and pointer `lens` (cuda_emit.c). */
+bool cuda_attention_per_length(cg_ctx *cg, ir_value v, uint32_t *per);
+void cuda_emit_attention_length(cg_buf *b, const char *indent, const char *bt, int per_slot);
 void cuda_decl_ptr(cg_ctx *cg, const char *name, int k, nc_dtype t, bool is_const);
 /* step: the C expression of n's step operand (an integer) for STEP, or NULL. */
 void cuda_expand_expr(cg_ctx *cg, const ir_node *n, const char *expr, const char *step);

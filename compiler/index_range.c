@@ -249,7 +249,8 @@ static bool node_sound(const range_ctx *r, ir_value v)
     const ir_node *n = &g->nodes[v];
     if (n->op >= OP_COUNT || n->rank > NC_MAX_RANK) return false;
     int want = nc_ops[n->op].nargs;
-    if ((want >= 0 ? n->nargs != want : n->nargs < 1) || (uint64_t)n->args_at + n->nargs > g->nargs) return false;
+    int most = want + op_optional_operands(n->op);
+    if ((want >= 0 ? n->nargs < want || n->nargs > most : n->nargs < 1) || (uint64_t)n->args_at + n->nargs > g->nargs) return false;
     for (int i = 0; i < n->rank; i++)
         if (n->shape[i] >= g->ndims) return false;
     for (int i = 0; i < n->nargs; i++)

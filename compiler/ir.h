@@ -197,6 +197,14 @@ static inline int ir_step_slot(const ir_node *n)
                : -1;
 }
 
+/* The slot of the operand a node took by keyword (op_optional_operands:
+ * attention's key lengths), or -1 when it was not given. */
+static inline int ir_keyword_operand_slot(const ir_node *n)
+{
+    int fixed = nc_ops[n->op].nargs;
+    return fixed >= 0 && n->nargs > fixed && op_optional_operands(n->op) > 0 ? fixed : -1;
+}
+
 uint32_t ir_input_add(ir_graph *g, const ir_tensor_decl *d);
 uint32_t ir_param_add(ir_graph *g, const ir_param *p);
 void ir_output_add(ir_graph *g, const char *name, ir_value v);

@@ -40,6 +40,8 @@ const char *op_category_name(nc_op_category c)
     return c < NC_COUNT(names) ? names[c] : "?";
 }
 
+int op_optional_operands(nc_op op) { return strstr(nc_ops[op].kwargs, ":operand=") ? 1 : 0; }
+
 /* ------------------------------------------------------------------ */
 /* error reporting for rules                                           */
 
@@ -203,11 +205,13 @@ static bool apply_dtype_rule(const ir_graph *g, ir_node *n, const ir_value *a, t
         n->dtype = NC_F32;
         return true;
     case DT_ATTENTION: {
-        int nsame = na < 4 ? na : 4;
+        int lens = ir_keyword_operand_slot(n), nt = lens >= 0 ? lens : na;
+        if (lens >= 0 && !need_dtype(g, op, a, lens, NC_I32, "the key lengths", e)) return false;
+        int nsame = nt < 4 ? nt : 4;
         for (int i = 0; i < nsame; i++)
             if (!need_float(g, op, a, i, e)) return false;
         if (!same_dtype(g, op, a, 0, nsame, e)) return false;
-        for (int i = nsame; i < na; i++)
+        for (int i = nsame; i < nt; i++)
             if (!need_dtype(g, op, a, i, NC_F32, "the row statistics", e)) return false;
         n->dtype = n->op == OP_ATTENTION_LSE ? NC_F32 : g->nodes[a[0]].dtype;
         return true;
@@ -424,6 +428,25 @@ static bool shape_cross_entropy_grad(ir_graph *g, ir_node *n, const ir_value *a,
     return true;
 }
 
+/* The key lengths, if given: i32 over q's leading axes [B, H, ...] or a
+ * prefix of them ([B]: one length for every head of a sequence). */
+static bool attention_lengths(ir_graph *g, const ir_node *n, const ir_value *a, tc_error *e)
+{
+    int slot = ir_keyword_operand_slot(n);
+    if (slot < 0) return true;
+    const ir_node *q = &g->nodes[a[0]], *len = &g->nodes[a[slot]];
+    int lead = q->rank - 2;
+    if (len->rank <= lead && memcmp(len->shape, q->shape, len->rank * sizeof(uint32_t)) == 0) return true;
+    ir_node want = *q;
+    want.rank = (uint8_t)(lead > 0 ? lead : 0);
+    want.dtype = NC_I32;
+    char s1[128], s2[128], s3[128];
+    fail(e, slot, "%s: lengths must be q's leading axes %s (or a prefix of them), got %s; q is %s", nc_ops[n->op].name,
+         shape_str(g, &want, s1, sizeof s1), shape_str(g, len, s2, sizeof s2), shape_str(g, q, s3, sizeof s3));
+    hint(e, "one length per sequence (and head): query row b sees key j only when j < lengths[b]");
+    return false;
+}
+
 /* q [..., T, D] and k [..., S, D] (and v [..., S, E] when nv): the same
  * batch axes, one head size; causal needs T == S. */
 static bool attention_operands(ir_graph *g, const ir_node *n, const ir_value *a, bool with_v, tc_error *e)
@@ -452,6 +475,7 @@ static bool attention_operands(ir_graph *g, const ir_node *n, const ir_value *a,
         return false;
     }
     if (!isfinite(n->attr.f)) return fail_attr(e, "f", "%s: scale must be finite, got %g", op, n->attr.f);
+    if (!attention_lengths(g, n, a, e)) return false;
     /* the GPU kernels hold a row of q and of v in registers (cuda_emit.c) */
     for (int i = 0; i < (with_v ? 3 : 1); i += 2) {
         const ir_node *x = &g->nodes[a[i]];
@@ -1056,7 +1080,7 @@ bool tc_infer(ir_graph *g, ir_node *n, const ir_value *args, tc_error *e)
                         dtype_name(s->dtype), s->rank ? " with dims" : "");
     }
     int own = step >= 0 ? step : n->nargs;
-    if (want >= 0 ? own != want : own < 1)
+    if (want >= 0 ? own < want || own > want + op_optional_operands(n->op) : own < 1)
         return fail(e, -1, "%s: expects %d tensor operand%s, got %d", nc_ops[n->op].name, want < 0 ? 1 : want,
                     want == 1 ? "" : "s", n->nargs);
     uint16_t all = n->nargs;

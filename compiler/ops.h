@@ -41,7 +41,8 @@ typedef enum nc_dtype_rule {
     DT_LOSS_GRAD,  /* float logits, i32 targets, f32 scale; result in the logits dtype */
     DT_FLOAT_F32,  /* operands share one float dtype; result f32 (statistics accumulated over rows) */
     DT_ATTENTION,  /* up to four operands of one float dtype (q, k, v, g), then f32
-                      row statistics; result theirs (attention_lse: f32) */
+                      row statistics, then the i32 key lengths if given
+                      (ir_keyword_operand_slot); result theirs (attention_lse: f32) */
 } nc_dtype_rule;
 
 enum {
@@ -78,6 +79,10 @@ extern const nc_op_info nc_ops[OP_COUNT];
 const char *op_name(nc_op op);
 bool op_from_name(const char *name, nc_op *out);
 const char *op_category_name(nc_op_category c);
+/* Operands an op may take past nargs: one if its kwargs name one with the
+ * field "operand" (attention's "lengths:operand=-"), a tensor given by its
+ * name and appended after the positional ones (ir_keyword_operand_slot). */
+int op_optional_operands(nc_op op);
 
 /* Movement read through (cuda_fuse.c, cuda_emit.c): a transpose, slice or
  * concat kernel loads its operand through a chain of reshapes, transposes

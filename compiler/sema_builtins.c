@@ -487,10 +487,15 @@ static bool fold_scalar_math(sema_ctx *c, const char *name, const ast_node *call
 }
 
 /* The op a user likely meant when a reduction is given two tensors. */
-static const char *tensor_slot_hint(const char *name)
+static const char *tensor_slot_hint(const char *name, const kw_spec *spec, int nspec, char *buf, size_t cap)
 {
     if (strcmp(name, "max") == 0) return "for the elementwise larger of two tensors, use maximum(a, b)";
     if (strcmp(name, "sum") == 0) return "to add two tensors, write a + b";
+    for (int k = 0; k < nspec; k++)
+        if (strcmp(spec[k].field, "operand") == 0) {   /* attention's lengths */
+            snprintf(buf, cap, "a further tensor goes by its name: %s: ...", spec[k].name);
+            return buf;
+        }
     return NULL;
 }
 
@@ -548,6 +553,24 @@ static const ast_node *axis_kwarg(const ast_node *call)
     return NULL;
 }
 
+/* A tensor given by name where the spec's field is "operand" (attention's
+ * lengths) goes after the positional operands. */
+static bool append_keyword_operands(sema_ctx *c, const char *name, const kw_spec *spec, int nspec, const sv *given,
+                                    const nc_loc *given_loc, const bool *has, sv *ops, nc_loc *locs, int *ntensor)
+{
+    for (int k = 0; k < nspec; k++) {
+        if (!has[k] || strcmp(spec[k].field, "operand") != 0) continue;
+        if (given[k].kind == SV_ERROR) return false;
+        if (given[k].kind != SV_TENSOR) {
+            sema_err(c, given_loc[k], NULL, "%s: '%s' must be a tensor, got %s", name, spec[k].name, sv_kind_phrase(given[k].kind));
+            return false;
+        }
+        ops[*ntensor] = given[k];
+        locs[(*ntensor)++] = given_loc[k];
+    }
+    return true;
+}
+
 sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
 {
     c->pending_name = NULL;
@@ -562,8 +585,8 @@ sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
     int nspec = parse_spec(info->kwargs, spec, 8);
     int ntensor = info->nargs < 0 ? 1 : info->nargs;
 
-    sv ops[64];
-    nc_loc locs[64];
+    sv ops[65];   /* a list of 64, or the operands and one given by name */
+    nc_loc locs[65];
     sv given[8];
     nc_loc given_loc[8];
     bool has[8] = {0};
@@ -598,8 +621,9 @@ sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
         }
         if (has[k]) { sema_err(c, a->loc, NULL, "%s: '%s' given twice", name, spec[k].name); return sv_error(); }
         given[k] = sema_expr(c, a);
-        if (given[k].kind == SV_TENSOR) {   /* max(a, b): a second tensor where a compile-time value goes */
-            sema_err(c, a->loc, tensor_slot_hint(name), "%s takes %d tensor operand%s; its argument '%s' is a compile-time value, got a tensor",
+        if (given[k].kind == SV_TENSOR && strcmp(spec[k].field, "operand") != 0) {   /* max(a, b): a second tensor where a compile-time value goes */
+            char hint[96];
+            sema_err(c, a->loc, tensor_slot_hint(name, spec, nspec, hint, sizeof hint), "%s takes %d tensor operand%s; its argument '%s' is a compile-time value, got a tensor",
                      name, ntensor, ntensor == 1 ? "" : "s", spec[k].name);
             return sv_error();
         }
@@ -614,6 +638,7 @@ sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
     for (int k = 0; k < nspec; k++) {
         sv v;
         nc_loc loc = call->loc;
+        if (strcmp(spec[k].field, "operand") == 0) continue;   /* a tensor: appended to the operands below */
         if (has[k]) v = given[k], loc = given_loc[k];
         else if (strcmp(spec[k].def, "!") == 0) {
             sema_err(c, call->loc, NULL, "%s: missing argument '%s'", name, spec[k].name);
@@ -639,10 +664,11 @@ sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
         for (uint32_t i = 0; i < list.n; i++) ops[i] = list.items[i], locs[i] = locs[0];
         ntensor = (int)list.n;
     }
+    if (!append_keyword_operands(c, name, spec, nspec, given, given_loc, has, ops, locs, &ntensor)) return sv_error();
     if (op == OP_SOFTMAX || op == OP_LOG_SOFTMAX) proto.attr.axis = -1;
     sema_attr_locs written = {0};
     for (int k = 0; k < nspec; k++)
-        if (has[k]) written.field[written.n] = spec[k].field, written.loc[written.n++] = given_loc[k];
+        if (has[k] && strcmp(spec[k].field, "operand") != 0) written.field[written.n] = spec[k].field, written.loc[written.n++] = given_loc[k];
     return sema_apply(c, &proto, ops, ntensor, locs, &written);
 }
 

@@ -961,29 +961,44 @@ typedef struct attn_dims {
     int64_t batch, T, S, D, E;
     double scale;
     bool causal;
+    const int32_t *lens;   /* the key lengths (ir_keyword_operand_slot), NULL: every key */
+    int64_t per;           /* batches (q's leading index) per length */
 } attn_dims;
 
 static attn_dims attn_dims_of(const cpu_op_ctx *c)
 {
     const cpu_tensor *q = c->args[0], *k = c->args[1];
-    int r = q->rank;
+    int r = q->rank, lens = ir_keyword_operand_slot(c->node);
     attn_dims d = {.T = q->shape[r - 2], .S = k->shape[r - 2], .D = q->shape[r - 1], .causal = c->node->attr.causal};
-    d.E = c->node->nargs > 2 ? c->args[2]->shape[r - 1] : d.D;
+    d.E = c->node->op != OP_ATTENTION_LSE ? c->args[2]->shape[r - 1] : d.D;
     d.batch = d.T > 0 && d.D > 0 ? q->numel / (d.T * d.D) : 0;
     d.scale = c->node->attr.f != 0 ? c->node->attr.f : 1.0 / sqrt((double)(d.D ? d.D : 1));
+    if (lens >= 0 && c->args[lens]->numel > 0) {
+        d.lens = c->args[lens]->i;
+        d.per = d.batch / c->args[lens]->numel;
+    }
     return d;
+}
+
+/* The keys batch b sees: its length clamped to [0, S] (a length is data,
+ * so one out of range cannot be refused when the model is built). */
+static int64_t attn_keys(const attn_dims *d, int64_t b)
+{
+    if (!d->lens) return d->S;
+    int64_t n = d->lens[b / d->per];
+    return n < 0 ? 0 : n > d->S ? d->S : n;
 }
 
 static void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C);
 
-/* The scaled scores of batch b, S[i, j] = scale q_i . k_j (one matmul),
- * -inf where masked, into s[T * S]. */
-static void attn_scores(const cpu_op_ctx *c, const attn_dims *d, int64_t b, float *s)
+/* The scaled scores of batch b over its first n keys, S[i, j] = scale
+ * q_i . k_j (one matmul), -inf where masked, into s[T * n]. */
+static void attn_scores(const cpu_op_ctx *c, const attn_dims *d, int64_t b, int64_t n, float *s)
 {
-    gemm(false, true, d->T, d->S, d->D, c->args[0]->f + b * d->T * d->D, c->args[1]->f + b * d->S * d->D, s);
+    gemm(false, true, d->T, n, d->D, c->args[0]->f + b * d->T * d->D, c->args[1]->f + b * d->S * d->D, s);
     for (int64_t i = 0; i < d->T; i++)
-        for (int64_t j = 0; j < d->S; j++)
-            s[i * d->S + j] = d->causal && j > i ? -INFINITY : (float)(s[i * d->S + j] * d->scale);
+        for (int64_t j = 0; j < n; j++)
+            s[i * n + j] = d->causal && j > i ? -INFINITY : (float)(s[i * n + j] * d->scale);
 }
 
 /* Row i of s becomes softmax probabilities; returns the row's log-sum-exp. */
@@ -1002,9 +1017,15 @@ void cpu_attention(const cpu_op_ctx *c)
     attn_dims d = attn_dims_of(c);
     float *s = nc_xmalloc((size_t)(d.T * d.S + 1) * sizeof *s);
     for (int64_t b = 0; b < d.batch; b++) {
-        attn_scores(c, &d, b, s);
-        for (int64_t i = 0; i < d.T; i++) attn_softmax_row(s + i * d.S, d.S);
-        gemm(false, false, d.T, d.E, d.S, s, c->args[2]->f + b * d.S * d.E, c->out->f + b * d.T * d.E);
+        int64_t n = attn_keys(&d, b);
+        float *out = c->out->f + b * d.T * d.E;
+        if (n == 0) {   /* no key seen: zeros, not 0/0 */
+            memset(out, 0, (size_t)(d.T * d.E) * sizeof *out);
+            continue;
+        }
+        attn_scores(c, &d, b, n, s);
+        for (int64_t i = 0; i < d.T; i++) attn_softmax_row(s + i * n, n);
+        gemm(false, false, d.T, d.E, n, s, c->args[2]->f + b * d.S * d.E, out);
     }
     free(s);
     round_out(c->out);
@@ -1015,14 +1036,16 @@ void cpu_attention_lse(const cpu_op_ctx *c)
     attn_dims d = attn_dims_of(c);
     float *s = nc_xmalloc((size_t)(d.T * d.S + 1) * sizeof *s);
     for (int64_t b = 0; b < d.batch; b++) {
-        attn_scores(c, &d, b, s);
-        for (int64_t i = 0; i < d.T; i++) c->out->f[b * d.T + i] = (float)attn_softmax_row(s + i * d.S, d.S);
+        int64_t n = attn_keys(&d, b);
+        if (n > 0) attn_scores(c, &d, b, n, s);
+        for (int64_t i = 0; i < d.T; i++) c->out->f[b * d.T + i] = n > 0 ? (float)attn_softmax_row(s + i * n, n) : -INFINITY;
     }
     free(s);
 }
 
 /* With P = softmax rows (rebuilt from lse), dP = g v^T and
- * dS = P (dP - delta): dq = scale dS k, dk = scale dS^T q, dv = P^T g. */
+ * dS = P (dP - delta): dq = scale dS k, dk = scale dS^T q, dv = P^T g.
+ * Keys past a batch's length get zero gradients. */
 void cpu_attention_grad(const cpu_op_ctx *c)
 {
     attn_dims d = attn_dims_of(c);
@@ -1031,21 +1054,26 @@ void cpu_attention_grad(const cpu_op_ctx *c)
     const float *lse = c->args[4]->f, *delta = c->args[5]->f;
     float *p = nc_xmalloc((size_t)(d.T * d.S + 1) * sizeof *p), *dp = NULL;
     if (wrt != 2) dp = nc_xmalloc((size_t)(d.T * d.S + 1) * sizeof *dp);
+    int64_t rows = wrt == 0 ? d.T : d.S, width = wrt == 2 ? d.E : d.D;
     for (int64_t b = 0; b < d.batch; b++) {
-        attn_scores(c, &d, b, p);
+        int64_t n = attn_keys(&d, b);
+        float *out = c->out->f + b * rows * width;
+        if (n == 0 || (wrt > 0 && n < d.S)) memset(out, 0, (size_t)(rows * width) * sizeof *out);
+        if (n == 0) continue;
+        attn_scores(c, &d, b, n, p);
         for (int64_t i = 0; i < d.T; i++)
-            for (int64_t j = 0; j < d.S; j++) p[i * d.S + j] = (float)exp((double)p[i * d.S + j] - lse[b * d.T + i]);
+            for (int64_t j = 0; j < n; j++) p[i * n + j] = (float)exp((double)p[i * n + j] - lse[b * d.T + i]);
         const float *gb = g + b * d.T * d.E;
         if (wrt == 2) {
-            gemm(true, false, d.S, d.E, d.T, p, gb, c->out->f + b * d.S * d.E);
+            gemm(true, false, n, d.E, d.T, p, gb, out);
             continue;
         }
-        gemm(false, true, d.T, d.S, d.E, gb, v + b * d.S * d.E, dp);
+        gemm(false, true, d.T, n, d.E, gb, v + b * d.S * d.E, dp);
         for (int64_t i = 0; i < d.T; i++)
-            for (int64_t j = 0; j < d.S; j++)
-                dp[i * d.S + j] = (float)(p[i * d.S + j] * ((double)dp[i * d.S + j] - delta[b * d.T + i]) * d.scale);
-        if (wrt == 0) gemm(false, false, d.T, d.D, d.S, dp, k + b * d.S * d.D, c->out->f + b * d.T * d.D);
-        else gemm(true, false, d.S, d.D, d.T, dp, q + b * d.T * d.D, c->out->f + b * d.S * d.D);
+            for (int64_t j = 0; j < n; j++)
+                dp[i * n + j] = (float)(p[i * n + j] * ((double)dp[i * n + j] - delta[b * d.T + i]) * d.scale);
+        if (wrt == 0) gemm(false, false, d.T, d.D, n, dp, k + b * d.S * d.D, out);
+        else gemm(true, false, n, d.D, d.T, dp, q + b * d.T * d.D, out);
     }
     free(dp);
     free(p);

@@ -31,8 +31,11 @@
                                   statistics), which a reader of 16 refused as corrupt; and the op
                                   dim_value (a symbolic size's value, at the end of ops.def), which a
                                   reader of 16 did not know;
-                                  18: the graph's conditions on sizes (an assert on symbolic sizes,
-                                  checked when a session binds them), after its updates */
+                                  18: the graph's conditions on sizes (a require on symbolic sizes,
+                                  checked when a session binds them), after its updates; and
+                                  attention's key lengths, one more operand of attention (its
+                                  4th), attention_lse (3rd) and attention_grad (7th), which a
+                                  reader of 17 refused as corrupt */
 #define NRT_MODULE_MAX_BYTES ((uint64_t)4 << 30)   /* refuse larger files outright */
 
 typedef struct nrt_image {

@@ -109,7 +109,7 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* each case's line as it ends, also into a pipe: a run cut short shows how far it got */
     const char *b64[] = {"B"};
-    const int64_t v64[] = {64}, v2[] = {2}, v200[] = {200}, v40[] = {40}, v3[] = {3}, v5[] = {5};
+    const int64_t v64[] = {64}, v2[] = {2}, v200[] = {200}, v40[] = {40}, v3[] = {3}, v5[] = {5}, v4[] = {4};
     const char *bt[] = {"B", "T"};
     const int64_t vbt[] = {2, 64}, vbt70[] = {2, 70}, vbt80[] = {1, 80};
     const char *small_gpt2[] = {"L", "V", "C", "H", "MAXT"};
@@ -183,6 +183,9 @@ int main(void)
         /* the forward attention kernel moving its softmax base in the middle of a row */
         {.name = "attention_jump", .path = NETC_SOURCE_DIR "/tests/gpu/attention_jump.net", .dim_names = bt, .dim_values = vbt70,
          .ndims = 2, .use_graph = true, .fuse = true},
+        /* key lengths: none seen, part of a tile, all, past T (tests/gpu/attention_lengths.net) */
+        {.name = "attention_lengths_train", .path = NETC_SOURCE_DIR "/tests/gpu/attention_lengths.net", .dim_names = b64,
+         .dim_values = v4, .ndims = 1, .use_graph = true, .train_step = true, .fuse = true, .check_updates = true},
         /* convolutions as a gather of pixel rows (nn.windows), their gradient a scatter-add in which
            each pixel is picked by up to 9 windows; 3 images, the padding's zero row among the picks */
         {.name = "fashion_cnn", .path = NETC_SOURCE_DIR "/examples/fashion_cnn.net", .dim_names = b64, .dim_values = v3,
@@ -210,6 +213,9 @@ int main(void)
            GPU, the shim's emulation; on a device other than sm_90 the source compiled for it) */
         {.name = "attention_jump_wgmma", .path = NETC_SOURCE_DIR "/tests/gpu/attention_jump.net", .dim_names = bt,
          .dim_values = vbt70, .ndims = 2, .use_graph = true, .fuse = true, .arch = "sm_90a"},
+        {.name = "attention_lengths_train_wgmma", .path = NETC_SOURCE_DIR "/tests/gpu/attention_lengths.net", .dim_names = b64,
+         .dim_values = v4, .ndims = 1, .use_graph = true, .train_step = true, .fuse = true, .check_updates = true,
+         .arch = "sm_90a"},
         /* GPT-2's blocks made small, heads of 64 and of 128 (a tile of 128 columns: two swizzled
            halves), over 80 positions: a whole tile and a part, every attention kernel */
         {.name = "gpt2_d64_train_wgmma", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt80,

@@ -927,6 +927,106 @@ static void test_cross_entropy(void)
 /* ------------------------------------------------------------------ */
 /* matmul                                                               */
 
+/* Naive attention of one head in double over its first n keys (n clamped
+ * to [0, S], as the kernels do): out [T, E], lse [T], and from g and delta
+ * the gradients dq [T, D], dk [S, D], dv [S, E] (keys past n: zeros). */
+typedef struct naive_attn {
+    int T, S, D, E;
+    bool causal;
+    double scale;
+} naive_attn;
+
+static void naive_attention(const naive_attn *a, int n, const double *q, const double *k, const double *v, const double *g,
+                            double *out, double *lse, double *dq, double *dk, double *dv)
+{
+    n = n < 0 ? 0 : n > a->S ? a->S : n;
+    double p[8][8], dl[8];
+    for (int i = 0; i < a->T * a->E; i++) out[i] = 0;
+    for (int i = 0; i < a->T * a->D; i++) dq[i] = 0;
+    for (int i = 0; i < a->S * a->D; i++) dk[i] = 0;
+    for (int i = 0; i < a->S * a->E; i++) dv[i] = 0;
+    for (int i = 0; i < a->T; i++) {
+        double m = -INFINITY, l = 0;
+        for (int j = 0; j < a->S; j++) {
+            double s = 0;
+            for (int x = 0; x < a->D; x++) s += q[i * a->D + x] * k[j * a->D + x];
+            p[i][j] = j < n && !(a->causal && j > i) ? s * a->scale : -INFINITY;
+            m = fmax(m, p[i][j]);
+        }
+        for (int j = 0; j < a->S; j++) l += m == -INFINITY ? 0 : exp(p[i][j] - m);
+        lse[i] = m + log(l);
+        dl[i] = 0;
+        for (int j = 0; j < a->S; j++) {
+            p[i][j] = l > 0 ? exp(p[i][j] - lse[i]) : 0;
+            for (int x = 0; x < a->E; x++) out[i * a->E + x] += p[i][j] * v[j * a->E + x];
+        }
+        for (int x = 0; x < a->E; x++) dl[i] += g[i * a->E + x] * out[i * a->E + x];
+    }
+    for (int i = 0; i < a->T; i++)
+        for (int j = 0; j < a->S; j++) {
+            double dp = 0;
+            for (int x = 0; x < a->E; x++) dp += g[i * a->E + x] * v[j * a->E + x], dv[j * a->E + x] += p[i][j] * g[i * a->E + x];
+            double ds = p[i][j] * (dp - dl[i]) * a->scale;
+            for (int x = 0; x < a->D; x++) dq[i * a->D + x] += ds * k[j * a->D + x], dk[j * a->D + x] += ds * q[i * a->D + x];
+        }
+}
+
+/* Attention with key lengths against naive_attention: lengths over
+ * [B] (one for both heads) and over [B, H], causal or not, with lengths
+ * of 0 (zeros, zero gradients), inside, at and past S (clamped) and
+ * negative (as 0). */
+static void test_attention_lengths(void)
+{
+    enum { B = 2, H = 2, T = 5, SK = 5, D = 4, E = 3 };
+    static double q[B * H * T * D], k[B * H * SK * D], v[B * H * SK * E], g[B * H * T * E];
+    for (int i = 0; i < B * H * T * D; i++) q[i] = sin(0.7 * i + 0.3);
+    for (int i = 0; i < B * H * SK * D; i++) k[i] = cos(1.3 * i);
+    for (int i = 0; i < B * H * SK * E; i++) v[i] = sin(0.37 * i) * 2;
+    for (int i = 0; i < B * H * T * E; i++) g[i] = cos(0.91 * i + 1);
+    static const int lens_b[B] = {3, 9}, lens_bh[B * H] = {0, 2, -1, 5};
+    for (int form = 0; form < 4; form++) {
+        bool causal = form & 1, per_head = form & 2;
+        tcase t;
+        char name[64];
+        snprintf(name, sizeof name, "attention lengths%s%s", per_head ? " [B, H]" : " [B]", causal ? " causal" : "");
+        begin(&t, name);
+        ir_value aq = in(&t, NC_F32, S(B, H, T, D), q, B * H * T * D), ak = in(&t, NC_F32, S(B, H, SK, D), k, B * H * SK * D);
+        ir_value av = in(&t, NC_F32, S(B, H, SK, E), v, B * H * SK * E), ag = in(&t, NC_F32, S(B, H, T, E), g, B * H * T * E);
+        ir_value al = per_head ? in(&t, NC_I32, S(B, H), V(0, 2, -1, 5)) : in(&t, NC_I32, S(B), V(3, 9));
+        ir_attr at = {.f = 0.5, .causal = causal};
+        ir_value out = op(&t, OP_ATTENTION, at, A(aq, ak, av, al));
+        ir_value lse = op(&t, OP_ATTENTION_LSE, at, A(aq, ak, al));
+        static double want[5][B * H * SK * D], wlse[B * H * T], delta[B * H * T];
+        naive_attn na = {T, SK, D, E, causal, 0.5};
+        for (int h = 0; h < B * H; h++) {
+            double o[T * E], dq[T * D], dk[SK * D], dv[SK * E];
+            naive_attention(&na, per_head ? lens_bh[h] : lens_b[h / H], q + h * T * D, k + h * SK * D, v + h * SK * E, g + h * T * E, o,
+                            wlse + h * T, dq, dk, dv);
+            memcpy(want[0] + h * T * E, o, sizeof o), memcpy(want[1] + h * T * D, dq, sizeof dq);
+            memcpy(want[2] + h * SK * D, dk, sizeof dk), memcpy(want[3] + h * SK * E, dv, sizeof dv);
+            for (int i = 0; i < T; i++) {
+                delta[h * T + i] = 0;
+                for (int x = 0; x < E; x++) delta[h * T + i] += g[(h * T + i) * E + x] * o[i * E + x];
+            }
+        }
+        ir_value adelta = in(&t, NC_F32, S(B, H, T, 1), delta, B * H * T);
+        ir_value grads[3];
+        for (int wrt = 0; wrt < 3; wrt++) {
+            ir_attr ga = at;
+            ga.axis = wrt;
+            grads[wrt] = op(&t, OP_ATTENTION_GRAD, ga, A(aq, ak, av, ag, lse, adelta, al));
+        }
+        if (run(&t)) {
+            expect_tol(&t, "out", out, TOL, want[0], B * H * T * E);
+            expect_tol(&t, "lse (-inf: no key seen)", lse, TOL, wlse, B * H * T);
+            expect_tol(&t, "dq", grads[0], TOL, want[1], B * H * T * D);
+            expect_tol(&t, "dk", grads[1], TOL, want[2], B * H * SK * D);
+            expect_tol(&t, "dv", grads[2], TOL, want[3], B * H * SK * E);
+        }
+        end(&t);
+    }
+}
+
 static void test_matmul(void)
 {
     tcase t;
@@ -1820,6 +1920,7 @@ static void check_coverage(void)
 int main(void)
 {
     test_fill_iota();
+    test_attention_lengths();
     test_param();
     test_unary_numeric();
     test_unary_float();

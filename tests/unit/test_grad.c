@@ -79,6 +79,14 @@ static const grad_case cases[] = {
      "param a: f32[3, 5] = normal(1)"},
     {"attention", "y = attention(a, b, c, causal: true) + attention(a * 2.0, b, c, scale: 0.3)",
      "param a: f32[2, 3, 4] = normal(1)\n param b: f32[2, 3, 4] = normal(1)\n param c: f32[2, 3, 5] = normal(1)"},
+    /* key lengths -1 (as 0: zeros, no gradient), 2 of 4 and 5 (clamped to 4), causal or not, over
+       [B] and [B, H] */
+    {"attention_lengths",
+     "n = iota([3]) * 3 - 1\n  h = iota([3, 2], axis: 0) * 2 + iota([3, 2], axis: 1) * 3 - 1\n"
+     "  y1 = attention(a, b, c, lengths: n) + reshape(attention(reshape(a, [3, 1, 4, 4]) * 2.0, reshape(b, [3, 1, 4, 4]),\n"
+     "      reshape(c, [3, 1, 4, 2]), causal: true, lengths: n), [3, 4, 2])\n"
+     "  y = concat([y1, reshape(attention(reshape(a, [3, 2, 2, 4]), reshape(a, [3, 2, 2, 4]) * 0.5, reshape(b, [3, 2, 2, 4]), lengths: h), [3, 4, 4])], axis: 2)",
+     "param a: f32[3, 4, 4] = normal(1)\n param b: f32[3, 4, 4] = normal(1)\n param c: f32[3, 4, 2] = normal(1)"},
     {"attention_cross", "y = attention(a, b, c)", "param a: f32[2, 4] = normal(1)\n param b: f32[3, 4] = normal(1)\n param c: f32[3, 2] = normal(1)"},
     {"matmul", "y = a @ b + matmul(a, c, transpose_b: true)", "param a: f32[3, 4] = normal(1)\n param b: f32[4, 5] = normal(1)\n param c: f32[5, 4] = normal(1)"},
     {"matmul_t", "y = matmul(a, b, transpose_a: true)", "param a: f32[4, 3] = normal(1)\n param b: f32[4, 2] = normal(1)"},

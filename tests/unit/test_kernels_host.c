@@ -1019,6 +1019,10 @@ int main(void)
             check_model_text("attention (f16, D=128, T=70) --fuse", "attn.net", attention_source, fuse, bt, vt70, 2, dn, d128, 1, true);
             check_model("attention, keys jumping at the second tile (f16, T=70) --fuse", "tests/gpu/attention_jump.net", fuse, bt,
                         vt70, 2, NULL, NULL, 0, false);
+            /* key lengths: none, part of a tile, all, past T; tensor cores and one thread a row */
+            const int64_t vb4[] = {4};
+            check_model("attention with key lengths (f16 D=64 and 128, f32; T=70) --fuse", "tests/gpu/attention_lengths.net", fuse, b,
+                        vb4, 1, NULL, NULL, 0, true);
             /* the same heads of 64 and 128 through wgmma, as sm_90a images run them */
             host_wgmma = true;
             check_model("gpt2 (D=64, T=80, wgmma) --fuse", "examples/gpt2.net", fuse, bt, vbt80, 2, sn, sv64, 5, true);
@@ -1027,6 +1031,8 @@ int main(void)
             check_model_text("attention (f16, D=64, T=70, wgmma) --fuse", "attn.net", attention_source, fuse, bt, vt70, 2, dn, d64, 1, true);
             check_model("attention, keys jumping at the second tile (f16, T=70, wgmma) --fuse", "tests/gpu/attention_jump.net", fuse,
                         bt, vt70, 2, NULL, NULL, 0, false);
+            check_model("attention with key lengths (f16 D=64 and 128, f32; T=70, wgmma) --fuse", "tests/gpu/attention_lengths.net", fuse,
+                        b, vb4, 1, NULL, NULL, 0, true);
             host_wgmma = false;
         }
         snprintf(name, sizeof name, "rowwise%s", fuse ? " --fuse" : "");   /* softmax, log_softmax, rmsnorm backward */
