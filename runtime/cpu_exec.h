@@ -56,6 +56,10 @@ typedef struct cpu_op_ctx {
     const cpu_tensor *const *args;
     cpu_tensor *out;
     const int64_t *syms;       /* values of the symbolic dims */
+    int64_t first, whole;      /* out holds elements [first, first + out->numel) of a result
+                                  of whole elements (a chain's tile; whole 0: all of it);
+                                  only gather reads them, the elementwise kernels being
+                                  position independent */
     char *err;                 /* a kernel that cannot compute its result (index out of
                                   range) writes why here; cpu_exec_run then fails */
     size_t errcap;

@@ -1312,36 +1312,21 @@ void cpu_broadcast(const cpu_op_ctx *c)
 }
 
 #define GATHER_FIXED(R)                                                                            \
-    for (int64_t k_ = 0; k_ < idx->numel; k_++)                                                    \
-    memcpy(dst + k_ * (R) * CPU_ELEM_BYTES, src + (int64_t)idx->i[k_] * (R) * CPU_ELEM_BYTES, (R) * CPU_ELEM_BYTES)
+    for (int64_t k_ = 0; k_ < rows; k_++)                                                          \
+    memcpy(dst + k_ * (R) * CPU_ELEM_BYTES, src + (int64_t)ix[k_] * (R) * CPU_ELEM_BYTES, (R) * CPU_ELEM_BYTES)
 
-/* table (V, ...rest), idx (...) -> (...idx, ...rest). An index outside [0, V)
- * fails the run with a message rather than reading out of bounds. */
-void cpu_gather(const cpu_op_ctx *c)
+/* out, whole rows: table rows ix[0 .. rows). */
+static void gather_rows(const cpu_tensor *tab, const int32_t *ix, int64_t rows, int64_t row, cpu_tensor *out)
 {
-    const cpu_tensor *tab = c->args[0], *idx = c->args[1];
-    int64_t V = tab->rank ? tab->shape[0] : 0, row = span(tab, 1, tab->rank);
-    if (c->out->numel != idx->numel * row) {
-        cpu_fail(c, "gather: result size does not fit the operands");
-        return;
-    }
-    for (int64_t k = 0; k < idx->numel; k++) {
-        int32_t v = idx->i[k];
-        if (v < 0 || v >= V) {
-            cpu_fail(c, "gather: index %d out of range [0, %lld)", v, (long long)V);
-            return;
-        }
-    }
     if (row == 1) {   /* one element a row (a one-channel image's windows): no memcpy call each */
-        const int32_t *ix = idx->i;
         if (is_float(tab)) {
-            for (int64_t k = 0; k < idx->numel; k++) c->out->f[k] = tab->f[ix[k]];
+            for (int64_t k = 0; k < rows; k++) out->f[k] = tab->f[ix[k]];
         } else {
-            for (int64_t k = 0; k < idx->numel; k++) c->out->i[k] = tab->i[ix[k]];
+            for (int64_t k = 0; k < rows; k++) out->i[k] = tab->i[ix[k]];
         }
         return;
     }
-    char *dst = bytes_of(c->out);
+    char *dst = bytes_of(out);
     const char *src = bytes_of(tab);
     switch (row) {   /* a few channels: a copy of a known size, which the compiler inlines */
     case 8: GATHER_FIXED(8); break;
@@ -1349,7 +1334,40 @@ void cpu_gather(const cpu_op_ctx *c)
     case 32: GATHER_FIXED(32); break;
     case 64: GATHER_FIXED(64); break;
     default:
-        for (int64_t k = 0; k < idx->numel; k++) copy_elems(dst, k * row, src, idx->i[k] * row, row);
+        for (int64_t k = 0; k < rows; k++) copy_elems(dst, k * row, src, ix[k] * row, row);
+    }
+}
+
+/* table (V, ...rest), idx (...) -> (...idx, ...rest), or a tile of it
+ * (cpu_op_ctx.first, whole), which may begin and end inside a row.
+ * An index outside [0, V) fails the run with a message rather than reading
+ * out of bounds. */
+void cpu_gather(const cpu_op_ctx *c)
+{
+    const cpu_tensor *tab = c->args[0], *idx = c->args[1];
+    int64_t V = tab->rank ? tab->shape[0] : 0, row = span(tab, 1, tab->rank), n = c->out->numel;
+    int64_t whole = c->whole ? c->whole : n;
+    if (whole != idx->numel * row || c->first < 0 || c->first > whole - n) {
+        cpu_fail(c, "gather: result size does not fit the operands");
+        return;
+    }
+    if (n == 0) return;
+    int64_t k0 = c->first / row, k1 = (c->first + n - 1) / row + 1;   /* the index rows the elements are in */
+    for (int64_t k = k0; k < k1; k++) {
+        int32_t v = idx->i[k];
+        if (v < 0 || v >= V) {
+            cpu_fail(c, "gather: index %d out of range [0, %lld)", v, (long long)V);
+            return;
+        }
+    }
+    if (c->first % row == 0 && n % row == 0) {
+        gather_rows(tab, idx->i + k0, k1 - k0, row, c->out);
+        return;
+    }
+    for (int64_t done = 0; done < n;) {   /* a tile that cuts rows: piece by piece */
+        int64_t e = c->first + done, j = e % row, len = row - j < n - done ? row - j : n - done;
+        copy_elems(bytes_of(c->out), done, bytes_of(tab), (int64_t)idx->i[e / row] * row + j, len);
+        done += len;
     }
 }
 

@@ -1533,6 +1533,62 @@ static void test_planned_bytes(void)
     end(&t);
 }
 
+/* A gather joins the chain of the elementwise ops after it (a padded
+ * window's where, a relu), making each tile from its operands read whole:
+ * rows of 3 (tiles cut rows) and of 16 (whole rows), the bits of the
+ * op-by-op arithmetic, and the gathered rows in a tile of scratch, never a
+ * buffer of their own (the peak: the result and the scratch, under twice
+ * the result; with a buffer 2 results and more). An index out of range in
+ * the last tile fails the run as the whole gather's would. */
+static void test_gather_chain(void)
+{
+    enum { M = 32 * 4096 + 7, V = 50 };
+    int32_t *ix = malloc(M * sizeof *ix);
+    double *iv = malloc(M * sizeof *iv), *tv = malloc(V * 16 * sizeof *tv), *mv = malloc(M * 16 * sizeof *mv);
+    float *want = malloc(M * 16 * sizeof *want);
+    for (int k = 0; k < M; k++) ix[k] = (int32_t)((k * 37 + k / 5) % V), iv[k] = ix[k];
+    for (int i = 0; i < V * 16; i++) tv[i] = awkward(i);
+    for (int i = 0; i < M * 16; i++) mv[i] = (i / 3 + i / 7) % 4 != 0;
+    for (int row = 3; row <= 16; row += 13) {
+        tcase t;
+        begin(&t, row == 3 ? "gather chain, rows of 3" : "gather chain, rows of 16");
+        int64_t n = (int64_t)M * row;
+        ir_value tab = in(&t, NC_F32, (const int64_t[]){V, row}, 2, tv, V * row);
+        ir_value idx = in(&t, NC_I32, S(M), iv, M);
+        ir_value mask = in(&t, NC_BOOL, (const int64_t[]){M, row}, 2, mv, (int)n);
+        ir_value z = op_shaped(&t, OP_FILL, NC_F32, (ir_attr){.f = -0.5}, NULL, 0, NULL, 0);
+        ir_value zb = op_shaped(&t, OP_BROADCAST, NC_F32, NOATTR, (const int64_t[]){M, row}, 2, A(z));
+        ir_value g = op(&t, OP_GATHER, NOATTR, A(tab, idx));   /* after the fill: a scalar node ends a chain */
+        ir_value w = op(&t, OP_WHERE, NOATTR, A(mask, g, zb));
+        ir_value y = op(&t, OP_RELU, NOATTR, A(w));
+        ir_output_add(t.g, "y", y);
+        t.o.keep_all = false;
+        for (int64_t e = 0; e < n; e++) {
+            float v = mv[e] != 0 ? (float)t.in[0].f[ix[e / row] * row + e % row] : -0.5f;
+            want[e] = v > 0 || isnan(v) ? v : 0.0f;   /* relu keeps a NaN */
+        }
+        if (run(&t)) {
+            expect_bits(&t, "relu(where(mask, gather, -0.5))", y, want, n);
+            int64_t peak = t.pool.peak_bytes, bytes = n * 4;
+            if (peak >= 2 * bytes)
+                fail(&t, "peak %lld bytes, expected under %lld (the gathered rows in a buffer?)", (long long)peak,
+                     (long long)(2 * bytes));
+        }
+        end(&t);
+    }
+    tcase t;
+    begin(&t, "gather chain (index out of range)");
+    iv[M - 2] = V;
+    ir_value tab = in(&t, NC_F32, (const int64_t[]){V, 3}, 2, tv, V * 3);
+    ir_value idx = in(&t, NC_I32, S(M), iv, M);
+    ir_value g = op(&t, OP_GATHER, NOATTR, A(tab, idx));
+    ir_output_add(t.g, "y", op(&t, OP_NEG, NOATTR, A(g)));
+    t.o.keep_all = false;
+    run_expect_error(&t, "gather: index 50 out of range [0, 50)");
+    end(&t);
+    free(ix), free(iv), free(tv), free(mv), free(want);
+}
+
 /* ------------------------------------------------------------------ */
 /* the executor                                                         */
 
@@ -1951,6 +2007,7 @@ int main(void)
     test_elementwise_chain();
     test_chain_local_storage();
     test_planned_bytes();
+    test_gather_chain();
     test_views_live();
     test_const_cache();
     test_dim_value();
