@@ -275,6 +275,72 @@ static void check_padding_reads_x(void)
     ir_graph_free(g);
 }
 
+/* Concats and gathers of g: whether a padded conv2d copies x beside a row of
+ * padding, and the rows of the table its gather reads. */
+static void count_copies(const ir_graph *g, int *concats, int *gathers_of_x, int64_t x_rows)
+{
+    *concats = *gathers_of_x = 0;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        *concats += n->op == OP_CONCAT;
+        int64_t rows = 0;
+        if (n->op == OP_GATHER && dim_is_const(&g->dims[g->nodes[ir_args(g, n)[0]].shape[0]], &rows))
+            *gathers_of_x += rows == x_rows;
+    }
+}
+
+/* A padded conv2d's forward pass gathers its windows from x where it lies
+ * (no concat), the training step from the copy; the forward's values are the
+ * copy's to the bit: z, the copy's windows times the same weight and bias. */
+static void check_conv_forward_reads_x(void)
+{
+    const char *text = "import nn\n"
+                       "model m(x: f32[2, 5, 6, 3]) -> (y, z) {\n"
+                       "  param w: f32[3, 3, 3, 4] = kaiming\n"
+                       "  param b: f32[4] = zeros\n"
+                       "  cols = reshape(nn.copied_windows(x, 3, 1, padding: 1), [2, 5, 6, 27])\n"
+                       "  return nn.conv2d(x, 4, 3, padding: 1), cols @ reshape(w, [27, 4]) + b\n"
+                       "}\n"
+                       "train m(t: f32[2, 5, 6, 4]) {\n"
+                       "  loss = nn.mse(y + z, t)\n"
+                       "  optimizer sgd(lr: 0.1)\n"
+                       "}\n";
+    driver_opts step = {.verify = true, .train_step = true};
+    ir_graph *g = compile_text("conv_forward", text, NULL), *t = compile_text("conv_step", text, &step);
+    CHECK(g != NULL && t != NULL);
+    int concats, gathers;
+    if (t) {
+        count_copies(t, &concats, &gathers, 2 * 5 * 6);
+        CHECK(concats >= 2 && gathers == 0);   /* z's copy, and conv2d's own */
+    }
+    if (!g || !t || g->nparams != 4) goto done;
+    count_copies(g, &concats, &gathers, 2 * 5 * 6);
+    CHECK(concats == 1 && gathers == 1);   /* z's copy; conv2d reads x */
+    char err[512];
+    cpu_tensor x = {0}, params[4] = {{0}};
+    int64_t xs[4] = {2, 5, 6, 3};
+    cpu_tensor_alloc(&x, NC_F32, 4, xs, 0);
+    random_fill(&x, 41);
+    for (uint32_t i = 0; i < 4; i++) CHECK(param_init(g, i, 7, &params[i], err, sizeof err) == 0);
+    random_fill(&params[1], 5);   /* w, b and conv2d's weight, bias, in some order: pairs alike */
+    for (int i = 0; i < 2 && params[i].numel == params[i + 2].numel; i++)
+        memcpy(params[i + 2].f, params[i].f, (size_t)params[i].numel * sizeof(float));
+    cpu_exec_result res;
+    if (!run_cpu("conv_forward", g, &x, params, &res)) {
+        failures++;
+    } else {
+        const cpu_tensor *y = &res.values[g->outputs[0].value], *z = &res.values[g->outputs[1].value];
+        CHECK(y->numel == 2 * 5 * 6 * 4 && z->numel == y->numel);
+        CHECK(memcmp(y->f, z->f, (size_t)y->numel * sizeof(float)) == 0);
+        cpu_exec_result_free(&res);
+    }
+    cpu_tensor_free(&x);
+    for (int i = 0; i < 4; i++) cpu_tensor_free(&params[i]);
+done:
+    ir_graph_free(g);
+    ir_graph_free(t);
+}
+
 /* A symbolic size's value as a number is read from the bound symbols
  * (dim_value), not counted as a sum of ones: the IR has no sum, and the
  * values are the sizes themselves at every binding, f32 rounded to nearest
@@ -459,6 +525,7 @@ int main(void)
     for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) check_pool(&pool_cases[i]);
     check_sizes_beside_tensors();
     check_padding_reads_x();
+    check_conv_forward_reads_x();
     check_size_values();
     if (failures) fprintf(stderr, "test_stdlib_conv: %d failures\n", failures);
     return failures != 0;
