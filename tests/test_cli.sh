@@ -139,15 +139,15 @@ printf 'model pos(tokens: i32[B, T]) -> f32[B, T, 4]\n  config MAXT = 8\n{\n  pa
 expect 1 "dim T = 9 is more than the 8 rows of wpe, which the gather at $tmp/pos.net:7 indexes with an iota over T: T must be at most 8" \
   run "$tmp/pos.netm" --dim B=1 --dim T=9 --random-inputs 1 --device cpu --output "$tmp/posout"
 expect 0 "" run "$tmp/pos.netm" --dim B=1 --dim T=8 --random-inputs 1 --device cpu --output "$tmp/posout"
-# nn.conv2d's gather indices, B * (8 * 8 + 1) rows (x copied beside a padding row per
-# image), computed in i32 from iotas:
-# a batch past 2^31 of them (one more image than 33038209) would wrap them. A
-# symbolic B bound that large is refused by name (no tensor allocated), the
-# largest that fits named; before, it ran on indices that wrapped
+# nn.conv2d's gather indices, B * 8 * 8 rows in the forward pass (x where it lies; the
+# training step's B * (8 * 8 + 1), x copied beside a padding row per image), computed
+# in i32 from iotas: a batch past 2^31 of them (one more image than 33554432) would
+# wrap them. A symbolic B bound that large is refused by name (no tensor allocated),
+# the largest that fits named; before, it ran on indices that wrapped
 printf 'import nn\nmodel cnn(x: f32[B, 8, 8, 1]) {\n  return nn.max_pool2d(relu(nn.conv2d(x, 4, 3, padding: 1)), 3, 2, 1)\n}\n' > "$tmp/wrap.net"
 "$netc" build "$tmp/wrap.net" --target '' -o "$tmp/wrap.netm" 2>/dev/null || echo "cannot build wrap.net"
-expect 1 "dim B = 33038210 is too large for the gather at $src/stdlib/nn.net:160, whose indices, i32 arithmetic on iotas, would wrap around: the add at nn.net:160 computes values up to 2147483649, past i32's largest, 2147483647: B must be at most 33038209" \
-  run "$tmp/wrap.netm" --dim B=33038210 --random-inputs 1 --device cpu --output "$tmp/wrapout"
+expect 1 "dim B = 33554433 is too large for the gather at $src/stdlib/nn.net:133, whose indices, i32 arithmetic on iotas, would wrap around: the mul at nn.net:132 computes values up to 2147483648, past i32's largest, 2147483647: B must be at most 33554432" \
+  run "$tmp/wrap.netm" --dim B=33554433 --random-inputs 1 --device cpu --output "$tmp/wrapout"
 expect 0 "" run "$tmp/wrap.netm" --dim B=2 --random-inputs 1 --device cpu --output "$tmp/wrapout"
 # an input that is no regular file is refused by name: a FIFO (whose open
 # would wait for a writer forever) and a directory (which read as a short file)
