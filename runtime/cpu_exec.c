@@ -297,6 +297,7 @@ typedef struct cpu_run {
     const cpu_tensor **argv;       /* scratch for a node's operands */
     cpu_chain chain;
     uint8_t *pending;              /* v's kernel waits in the chain (chain_state) */
+    bool *cond_only;               /* only where's condition reads v (plan_views) */
     void *scratch;                 /* the chain's local tiles (NULL: none yet) */
     bool building;                 /* the constant cache is being built this run */
     char *err;
@@ -400,19 +401,24 @@ static bool reads_splat(const ir_node *n)
 
 /* Values that may be views of their operand's buffer instead of a copy: a
  * reshape, and a broadcast only such kernels read (one of one element
- * becomes a splat). Values are never written after their node, so a view
- * sees its base's bytes as long as the base lives; kept values (outputs,
- * updates, the loss) are never views, so nothing outlives the run. */
+ * becomes a splat; one over the last axis that only where's condition
+ * reads, a repeat: a padded window's mask, a constant the cache keeps, is
+ * then kept a C-th of the windows' size, and its where reads that much).
+ * Values are never written after their node, so a view sees its base's
+ * bytes as long as the base lives; kept values (outputs, updates, the loss)
+ * are never views, so nothing outlives the run. */
 static void plan_views(cpu_run *r)
 {
     const ir_graph *g = r->g;
     bool *splat_only = nc_xmalloc((g->nnodes ? g->nnodes : 1) * sizeof *splat_only);
-    for (uint32_t v = 0; v < g->nnodes; v++) splat_only[v] = true;
+    for (uint32_t v = 0; v < g->nnodes; v++) splat_only[v] = r->cond_only[v] = true;
     for (uint32_t v = 0; v < g->nnodes; v++) {
         const ir_node *n = &g->nodes[v];
         const ir_value *a = node_args(g, n);
-        for (int k = 0; k < n->nargs; k++)
+        for (int k = 0; k < n->nargs; k++) {
             if (!reads_splat(n)) splat_only[a[k]] = false;
+            if (n->op != OP_WHERE || k != 0) r->cond_only[a[k]] = false;
+        }
     }
     for (uint32_t v = 0; v < g->nnodes; v++) {
         const ir_node *n = &g->nodes[v];
@@ -585,23 +591,37 @@ static int bind_source(cpu_run *r, ir_value v, const int64_t *shape)
     return 0;
 }
 
+/* How many times broadcast v at shape repeats each element of x, a repeat
+ * view (plan_views): x of v's shape but a last axis of 1, read only by
+ * where's condition; 1: none. A chain's tile must not cut one element's
+ * run, so the count divides the tile. */
+static int64_t repeat_of(const cpu_run *r, ir_value v, const cpu_tensor *x, const int64_t *shape)
+{
+    const ir_node *n = &r->g->nodes[v];
+    if (!r->cond_only[v] || n->rank == 0 || x->rank != n->rank || x->shape[n->rank - 1] != 1) return 1;
+    if (n->rank > 1 && memcmp(x->shape, shape, (n->rank - 1) * sizeof *shape) != 0) return 1;
+    int64_t c = shape[n->rank - 1];
+    return c > 1 && CPU_CHAIN_TILE % c == 0 ? c : 1;
+}
+
 /* v as a view of its operand's buffer (plan_views); false where it must be
- * computed instead: a broadcast of more than one element, or anything the
- * kernel would refuse (it then says why). */
+ * computed instead: a broadcast of more than one element but a repeat, or
+ * anything the kernel would refuse (it then says why). */
 static bool bind_view(cpu_run *r, ir_value v, const int64_t *shape)
 {
     const ir_node *n = &r->g->nodes[v];
     const cpu_tensor *x = &r->res->values[ir_args(r->g, n)[0]];
-    bool splat = n->op == OP_BROADCAST;
-    int64_t numel;
-    if (!shape_numel(n->rank, shape, &numel) || x->dtype != n->dtype || x->splat) return false;
-    if (splat ? x->numel != 1 || x->rank > n->rank : x->numel != numel) return false;
+    bool widen = n->op == OP_BROADCAST;
+    int64_t numel, repeat = widen && x->numel != 1 ? repeat_of(r, v, x, shape) : 1;
+    if (!shape_numel(n->rank, shape, &numel) || x->dtype != n->dtype || x->splat || x->repeat > 1) return false;
+    if (widen ? (x->numel != 1 && repeat == 1) || x->rank > n->rank : x->numel != numel) return false;
     cpu_tensor *t = &r->res->values[v];
     *t = *x;
     t->rank = n->rank;
     if (n->rank) memcpy(t->shape, shape, n->rank * sizeof *shape);
     t->numel = numel;
-    t->splat = splat;
+    t->splat = widen && x->numel == 1;
+    t->repeat = repeat;
     r->res->borrowed[v] = true;
     return true;
 }
@@ -614,9 +634,9 @@ static void release(cpu_run *r, ir_value v)
 }
 
 /* Kernels that make a tile of their result from operands read whole. A
- * broadcast could too, but a padded window's mask (kept as a constant,
- * widened over the channels) read whole was faster than widened again tile
- * by tile, every run: two padded pools, 7.5 ms a run against 9.9. */
+ * broadcast could too, but a padded window's mask widened again tile by
+ * tile, every run, was slower than the kept one read whole (two padded
+ * pools, 9.9 ms a run against 7.5); it is a repeat view instead (bind_view). */
 static bool makes_tiles(nc_op op) { return op == OP_GATHER; }
 
 /* Dropout draws by element index, so it alone is not position independent. */
@@ -664,6 +684,7 @@ static cpu_tensor tile_of(const cpu_run *r, ir_value v, int64_t off, int64_t len
     cpu_tensor s = *t;
     if (t->splat) return s;
     if (r->pending[v] == CHAIN_LOCAL) off = 0;
+    if (t->repeat > 1) off /= t->repeat;   /* tiles never cut a run: the repeat divides them */
     if (s.f) s.f += off;
     else s.i += off;
     s.rank = 1;
@@ -920,6 +941,7 @@ int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res
     r.base = nc_xmalloc((g->nnodes ? g->nnodes : 1) * sizeof *r.base);
     r.mode = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *r.mode);
     r.frontier = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *r.frontier);
+    r.cond_only = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *r.cond_only);
     compute_last_uses(&r);
     bool building = r.consts && !r.consts->complete;
     r.building = building;
@@ -939,6 +961,7 @@ int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res
     free(r.argv);
     free(r.mode);
     free(r.frontier);
+    free(r.cond_only);
     if (rc) cpu_exec_result_free(res);
     if (building) {
         if (rc) {   /* half built: the next run starts over */

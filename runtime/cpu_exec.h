@@ -28,6 +28,9 @@ typedef struct cpu_tensor {
     bool splat;        /* one element stored, standing for all numel: a broadcast the
                           executor left unwritten (only kernels of 2-3 operand
                           elementwise ops ever see one) */
+    int64_t repeat;    /* over 1: each element stored stands for this many in a row, a
+                          broadcast over the last axis the executor left unwritten
+                          (only where's condition is ever one) */
 } cpu_tensor;
 
 /* Allocate zeroed storage for a tensor; false (and no allocation) if the

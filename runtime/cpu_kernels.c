@@ -443,10 +443,40 @@ static int64_t step_of(const cpu_tensor *t) { return t->splat ? 0 : 1; }
         else WHERE_LOOP(T, i_, 0, 0);                                             \
     } while (0)
 
+/* A condition that repeats each element rep times (cpu_tensor.repeat): one
+ * read of it a run, the run copied from the operand it picks, one loop for
+ * each case of a splat operand (IA, IB: the index into each). */
+#define WHERE_RUNS(T, IA, IB)                                                     \
+    for (int64_t g_ = 0; g_ < n / rep; g_++) {                                    \
+        int64_t i0_ = g_ * rep;                                                   \
+        if (cond[g_])                                                             \
+            for (int64_t i_ = i0_; i_ < i0_ + rep; i_++) y_[i_] = a_[IA];         \
+        else                                                                      \
+            for (int64_t i_ = i0_; i_ < i0_ + rep; i_++) y_[i_] = b_[IB];         \
+    }
+#define WHERE_REPEAT(T, A, B, Y)                                                  \
+    do {                                                                          \
+        const T *a_ = (A), *b_ = (B);                                             \
+        T *y_ = (Y);                                                              \
+        if (sa && sb) WHERE_RUNS(T, i_, i_)                                       \
+        else if (sa) WHERE_RUNS(T, i_, 0)                                         \
+        else if (sb) WHERE_RUNS(T, 0, i_)                                         \
+        else WHERE_RUNS(T, 0, 0)                                                  \
+    } while (0)
+
 void cpu_where(const cpu_op_ctx *c)
 {
     const int32_t *cond = c->args[0]->i;
-    int64_t n = c->out->numel, sa = step_of(c->args[1]), sb = step_of(c->args[2]);
+    int64_t n = c->out->numel, sa = step_of(c->args[1]), sb = step_of(c->args[2]), rep = c->args[0]->repeat;
+    if (rep > 1 && n % rep != 0) {
+        cpu_fail(c, "where: %lld elements are no whole runs of the condition's %lld", (long long)n, (long long)rep);
+        return;
+    }
+    if (rep > 1) {
+        if (is_float(c->out)) WHERE_REPEAT(float, c->args[1]->f, c->args[2]->f, c->out->f);
+        else WHERE_REPEAT(int32_t, c->args[1]->i, c->args[2]->i, c->out->i);
+        return;
+    }
     if (is_float(c->out)) WHERE(float, c->args[1]->f, c->args[2]->f, c->out->f);
     else WHERE(int32_t, c->args[1]->i, c->args[2]->i, c->out->i);
 }

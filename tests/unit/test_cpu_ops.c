@@ -1589,6 +1589,48 @@ static void test_gather_chain(void)
     free(ix), free(iv), free(tv), free(mv), free(want);
 }
 
+/* A broadcast over the last axis that only where's condition reads is a
+ * view of the narrow mask (cpu_tensor.repeat), never written widened: the
+ * two wheres (x where the mask holds or -1.5, and the other way round, a
+ * chain) give the op-by-op bits, and the peak is their two results (with
+ * the widened mask in a buffer of its own, three). A last axis of 3, which
+ * does not divide a chain's tile, is widened as before. */
+static void test_where_repeat(void)
+{
+    enum { M = 16 * 4096 + 3 };
+    double *cv = malloc(M * sizeof *cv), *xv = malloc(M * 16 * sizeof *xv);
+    float *w1 = malloc(M * 16 * sizeof *w1), *w2 = malloc(M * 16 * sizeof *w2);
+    for (int k = 0; k < M; k++) cv[k] = (k / 3 + k / 11) % 3 != 0;
+    for (int i = 0; i < M * 16; i++) xv[i] = awkward(i);
+    for (int c = 3; c <= 16; c += 13) {
+        tcase t;
+        begin(&t, c == 3 ? "where over a mask widened to 3" : "where over a mask widened to 16 (a view)");
+        int64_t n = (int64_t)M * c;
+        ir_value cond = in(&t, NC_BOOL, S(M, 1), cv, M);
+        ir_value x = in(&t, NC_F32, (const int64_t[]){M, c}, 2, xv, (int)n);
+        ir_value f = op_shaped(&t, OP_FILL, NC_F32, (ir_attr){.f = -1.5}, NULL, 0, NULL, 0);
+        ir_value fb = op_shaped(&t, OP_BROADCAST, NC_F32, NOATTR, (const int64_t[]){M, c}, 2, A(f));
+        ir_value cb = op_shaped(&t, OP_BROADCAST, NC_BOOL, NOATTR, (const int64_t[]){M, c}, 2, A(cond));
+        ir_value y1 = op(&t, OP_WHERE, NOATTR, A(cb, x, fb)), y2 = op(&t, OP_WHERE, NOATTR, A(cb, fb, x));
+        ir_output_add(t.g, "y1", y1);
+        ir_output_add(t.g, "y2", y2);
+        t.o.keep_all = false;
+        for (int64_t e = 0; e < n; e++) {
+            w1[e] = cv[e / c] != 0 ? t.in[1].f[e] : -1.5f;
+            w2[e] = cv[e / c] != 0 ? -1.5f : t.in[1].f[e];
+        }
+        if (run(&t)) {
+            expect_bits(&t, "where(mask, x, -1.5)", y1, w1, n);
+            expect_bits(&t, "where(mask, -1.5, x)", y2, w2, n);
+            int64_t peak = t.pool.peak_bytes, bytes = n * 4, most = c == 16 ? 2 * bytes + bytes / 2 : 4 * bytes;
+            if (peak >= most) fail(&t, "peak %lld bytes, expected under %lld", (long long)peak, (long long)most);
+            if (c == 3 && peak < 3 * bytes) fail(&t, "peak %lld bytes: the mask of 3 was not widened", (long long)peak);
+        }
+        end(&t);
+    }
+    free(cv), free(xv), free(w1), free(w2);
+}
+
 /* ------------------------------------------------------------------ */
 /* the executor                                                         */
 
@@ -2008,6 +2050,7 @@ int main(void)
     test_chain_local_storage();
     test_planned_bytes();
     test_gather_chain();
+    test_where_repeat();
     test_views_live();
     test_const_cache();
     test_dim_value();
