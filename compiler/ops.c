@@ -34,12 +34,6 @@ bool op_from_name(const char *name, nc_op *out)
     return false;
 }
 
-const char *op_category_name(nc_op_category c)
-{
-    static const char *names[] = {"source", "elementwise", "reduction", "rowwise", "contraction", "movement"};
-    return c < NC_COUNT(names) ? names[c] : "?";
-}
-
 int op_optional_operands(nc_op op) { return strstr(nc_ops[op].kwargs, ":operand=") ? 1 : 0; }
 
 /* ------------------------------------------------------------------ */
@@ -985,6 +979,13 @@ bool tc_check_requires(const ir_graph *g, const int64_t *syms, tc_error *e)
                     ir_cmp_text(q->cmp), b, q->message);
     }
     return true;
+}
+
+bool tc_check_bound_sizes(const ir_graph *g, const int64_t *syms, tc_error *e)
+{
+    for (ir_value v = 0; g->nsyms && v < g->nnodes; v++)
+        if (!tc_check_binding(g, &g->nodes[v], syms, e)) return false;
+    return tc_check_requires(g, syms, e);
 }
 
 /* ------------------------------------------------------------------ */

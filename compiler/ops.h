@@ -78,7 +78,6 @@ typedef struct nc_op_info {
 extern const nc_op_info nc_ops[OP_COUNT];
 const char *op_name(nc_op op);
 bool op_from_name(const char *name, nc_op *out);
-const char *op_category_name(nc_op_category c);
 /* Operands an op may take past nargs: one if its kwargs name one with the
  * field "operand" (attention's "lengths:operand=-"), a tensor given by its
  * name and appended after the positional ones (ir_keyword_operand_slot). */
