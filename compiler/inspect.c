@@ -4,6 +4,7 @@
 #include "inspect.h"
 #include "launch_dag.h"
 #include "module.h"
+#include "typecheck.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -330,6 +331,12 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
             module_data_free(&m);
             return 2;
         }
+    tc_error bad;   /* a binding a session refuses has no numbers to show */
+    if (!defaulted && !tc_check_bound_sizes(g, syms, &bad)) {
+        fprintf(stderr, "netc: a session refuses this binding: %s\n", bad.msg);
+        module_data_free(&m);
+        return 1;
+    }
     memplan_result plan;
     memplan_buf *b = program_plan_memory(g, &m.program, syms, &plan, err, sizeof err);
     if (!b) {

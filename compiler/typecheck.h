@@ -26,6 +26,10 @@ bool tc_check_binding(const ir_graph *g, const ir_node *n, const int64_t *syms, 
  * binding syms: false with e naming the first that fails, its sizes and
  * its assert's message. */
 bool tc_check_requires(const ir_graph *g, const int64_t *syms, tc_error *e);
+/* Every check a binding of the symbolic dims must pass: each node's
+ * tc_check_binding, then tc_check_requires. A session runs it when it binds
+ * them, netc inspect when --dim binds them all. */
+bool tc_check_bound_sizes(const ir_graph *g, const int64_t *syms, tc_error *e);
 
 /* The integer values v may hold for every op that reads it, at the binding
  * syms: [0, bound), the smallest over its uses (a cross entropy's classes, a

@@ -255,14 +255,10 @@ static nrt_status bind_dims(nrt_session *s, const nrt_session_opts *o, nrt_error
             return set_err(err, NRT_ERR_ARGUMENT, "dim %s = %lld is not a usable size", g->sym_names[k], (long long)o->dim_values[found]);
         s->syms[k] = o->dim_values[found];
     }
-    /* ops' limits on the values (a gather's iota past its table), here,
-     * before they turn into a run's index error */
-    for (ir_value v = 0; g->nsyms && v < g->nnodes; v++) {
-        tc_error e;
-        if (!tc_check_binding(g, &g->nodes[v], s->syms, &e)) return set_err(err, NRT_ERR_ARGUMENT, "%s", e.msg);
-    }
+    /* ops' limits on the values (a gather's iota past its table) and the
+     * model's requires, here, before they turn into a run's index error or inf */
     tc_error e;
-    if (!tc_check_requires(g, s->syms, &e)) return set_err(err, NRT_ERR_ARGUMENT, "%s", e.msg);
+    if (!tc_check_bound_sizes(g, s->syms, &e)) return set_err(err, NRT_ERR_ARGUMENT, "%s", e.msg);
     return check_sizes(s, err);
 }
 

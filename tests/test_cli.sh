@@ -91,6 +91,9 @@ expect 1 "nodata/train-images-idx3-ubyte: No such file or directory" train "$tmp
 "$netc" build "$src/tests/train/reg_bn.net" --entry train --target '' -o "$tmp/bn.netm" 2>/dev/null
 expect 1 "(in the call at reg_bn.net:10) fails at B = 1, where B > 1 is false: batch_norm: training needs more than one value per channel, x is f32[B, 16]" run "$tmp/bn.netm" --dim B=1 --random-inputs 1 --device cpu
 expect 0 "" run "$tmp/bn.netm" --dim B=2 --random-inputs 1 --device cpu
+# netc inspect binding every dim with --dim refuses what a session would (it showed numbers for B = 1)
+expect 1 "a session refuses this binding: the require at nn.net:" inspect "$tmp/bn.netm" --entry train --dim B=1
+expect 0 "" inspect "$tmp/bn.netm" --entry train --dim B=2
 # a parameter read only while training (or only by the forward pass) is not "never used" in the
 # build that does not read it: netc build warns of what neither build reads, as netc check does
 for entry in forward train; do
