@@ -41,13 +41,24 @@ static nc_dtype coarsest_upstream(const ir_graph *g, ir_value v)
     return dtype_is_float(g->nodes[v].dtype) ? t : g->nodes[v].dtype;
 }
 
-/* Compare one value (an output, a new parameter); prints the first mismatches. */
+/* The training step's learning rate here (its @lr input). */
+#define CHECK_LR 0.01f
+
+/* Compare one value (an output, a new parameter); prints the first mismatches.
+ * slack > 0 (a parameter's update): an element off by more than the
+ * tolerance but by no more than slack is ill-conditioned, not wrong, while
+ * there are few of them: Adam's first step moves an element by about lr
+ * whatever its gradient's size, so a gradient that cancels to ~1e-8 on one
+ * side and not on the other (summation order) moves it by lr there and not
+ * here. Such elements, at most one in 10000, stay out of the relative error;
+ * a wrong kernel moves many more. */
 static int compare(const gpu_check_opts *o, const ir_graph *g, ir_value value, const char *what, const cpu_tensor *ref,
-                   const unsigned char *got)
+                   const unsigned char *got, double slack)
 {
     const ir_node *n = &g->nodes[value];
     double tol = tolerance(coarsest_upstream(g, value), n->op), num = 0, den = 0;
     int bad = 0;
+    int64_t loose = 0, most_loose = ref->numel / 10000 > 1 ? ref->numel / 10000 : 1;
     for (int64_t j = 0; j < ref->numel; j++) {
         double r = cpu_get(ref, j), v = cpu_native_get(n->dtype, got, j);
         bool nan_ok = isnan(r) && isnan(v);
@@ -55,6 +66,10 @@ static int compare(const gpu_check_opts *o, const ir_graph *g, ir_value value, c
         if (nan_ok || inf_ok) continue;
         bool elem_bad = isnan(v) || isinf(v) != isinf(r) ||
                         (dtype_is_float(n->dtype) ? fabs(v - r) > tol * (1.0 + fabs(r)) * 4 : v != r);
+        if (elem_bad && fabs(v - r) <= slack && loose < most_loose) {
+            loose++;
+            continue;
+        }
         if (elem_bad && bad++ < 5) fprintf(stderr, "  %s %s[%lld]: gpu %.9g, cpu %.9g\n", o->name, what, (long long)j, v, r);
         if (!isnan(v) && !isinf(r)) num += (v - r) * (v - r), den += r * r;
     }
@@ -114,7 +129,7 @@ static int stage_all(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs
 /* Whether value v on the GPU (read from buffer `from`, where it lives)
  * differs from the executor's: a count of mismatches. */
 static int value_differs(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs, const cpu_exec_result *res, ir_value v,
-                         uint32_t from, const char *what)
+                         uint32_t from, const char *what, double slack)
 {
     char err[1024];
     const cpu_tensor *ref = &res->values[v];
@@ -125,7 +140,7 @@ static int value_differs(const gpu_check_opts *o, const ir_graph *g, gpu_session
         fprintf(stderr, "%s: %s\n", o->name, err);
         fails++;
     } else {
-        fails += compare(o, g, v, what, ref, got);
+        fails += compare(o, g, v, what, ref, got, slack);
     }
     free(got);
     return fails;
@@ -138,7 +153,7 @@ static int outputs_differ(const gpu_check_opts *o, const ir_graph *g, gpu_sessio
     char what[300];
     for (uint32_t k = 0; k < g->noutputs; k++) {
         snprintf(what, sizeof what, "output %s", g->outputs[k].name);
-        fails += value_differs(o, g, gs, res, g->outputs[k].value, g->outputs[k].value, what);
+        fails += value_differs(o, g, gs, res, g->outputs[k].value, g->outputs[k].value, what, 0);
     }
     return fails;
 }
@@ -155,7 +170,7 @@ static int updates_differ(const gpu_check_opts *o, const ir_graph *g, gpu_sessio
             if (g->nodes[v].op == OP_PARAM && g->nodes[v].attr.index == param) node = v;
         if (node == IR_NONE) continue;   /* no node reads it: nothing the step computed */
         snprintf(what, sizeof what, "new %s", g->params[param].decl.name);
-        fails += value_differs(o, g, gs, res, g->updates[i].value, node, what);
+        fails += value_differs(o, g, gs, res, g->updates[i].value, node, what, 2.0 * CHECK_LR);
     }
     return fails;
 }
@@ -298,7 +313,7 @@ static void locate_mismatch(const gpu_check_opts *o, const ir_graph *g, const in
                 const nc_loc *at = &g->nodes[v].loc;
                 snprintf(what, sizeof what, "%%%u %s (%s:%u)", v, nc_ops[g->nodes[v].op].name,
                          at->file >= 1 && at->file - 1 < g->nfiles ? g->files[at->file - 1] : "?", at->line);
-                if (value_differs(o, g, gs, res, v, home[v], what) == 0) continue;
+                if (value_differs(o, g, gs, res, v, home[v], what, home[v] != v ? 2.0 * CHECK_LR : 0) == 0) continue;
                 const nrt_step *s = &p->steps[l];
                 fprintf(stderr, "%s: step by step, the first launch that differs: step %u, %s, computing %%%u %s\n", o->name, l,
                         s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : s->kind == NRT_STEP_MATMUL ? "a cuBLASLt matmul" : "a copy",
@@ -509,7 +524,7 @@ int gpu_check(const gpu_check_opts *o)
         random_tensor(&inputs[i], o->seed, 1000 + i, o->int_range);
         if (g->inputs[i].name[0] == '@') {   /* a training step's scalars: lr, bias corrections, scale, apply */
             static const struct { const char *name; float v; } fixed[] = {
-                {"@lr", 0.01f}, {"@bias1", 0.1f}, {"@bias2", 0.001f}, {"@scale", 1.0f}, {"@apply", 1.0f}};
+                {"@lr", CHECK_LR}, {"@bias1", 0.1f}, {"@bias2", 0.001f}, {"@scale", 1.0f}, {"@apply", 1.0f}};
             for (size_t k = 0; k < sizeof fixed / sizeof fixed[0]; k++)
                 if (strcmp(fixed[k].name, g->inputs[i].name) == 0) inputs[i].f[0] = fixed[k].v;
         }
