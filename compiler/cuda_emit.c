@@ -1352,15 +1352,19 @@ static void emit_lanes_combine(cg_buf *b, const char *acc, const char *combine)
 /* The second kernel of a column reduction: the `parts` partial rows of
  * part ([parts, C] f32) combined into stored (C: the result's dim id, X:
  * the operand's element count; parts 0: a sum over the X / C rows of part,
- * X its element count). */
-static bool emit_column_total(cg_ctx *cg, ir_value v, ir_value stored, uint32_t part, int64_t parts, uint32_t C, uint32_t X)
+ * X its element count; epilogue: groups of the result's shape computed
+ * from each total by the lane that has it, cuda_fuse_epilogue). */
+static bool emit_column_total(cg_ctx *cg, ir_value v, ir_value stored, uint32_t part, int64_t parts, uint32_t C, uint32_t X,
+                              const uint32_t *epilogue, int nepilogue)
 {
     const ir_node *n = node(cg, v);
     const char *init = reduce_init(n), *combine = nc_cuda_exprs[n->op];
     uint32_t threads;
     if (!warp_column_threads(cg, n, C, &threads)) return false;
     cg_buf *b = &cg->body;
-    nrt_step *s = begin_kernel(cg, v, "_cols_sum", NRT_GRID_ELEMENTS);
+    /* with an epilogue, a kernel per element (runtime/program.c nrt_step_per_element): a result may take
+     * the memory of an operand of its size, which the lane loads before it stores anything */
+    nrt_step *s = begin_kernel(cg, v, nepilogue ? "_cols_sum_fused" : "_cols_sum", NRT_GRID_ELEMENTS);
     add_int(s, threads);
     add_int(s, C);
     add_int(s, X);
@@ -1374,7 +1378,9 @@ static bool emit_column_total(cg_ctx *cg, ir_value v, ir_value stored, uint32_t 
     else cg_printf(b, "    for (long long p = NC_LANE; p < R; p += 32)");
     cg_printf(b, " { const float a = acc, b = part[p * C + c]; acc = %s; }\n", combine);
     emit_lanes_combine(b, "acc", combine);
-    cg_printf(b, "    if (NC_LANE == 0) {\n%s      nc_st(y, c, acc);\n    }\n  }\n", n->op == OP_MEAN ? "      acc = acc / (float)R;\n" : "");
+    cg_printf(b, "    if (NC_LANE == 0) {\n%s", n->op == OP_MEAN ? "      acc = acc / (float)R;\n" : "");
+    if (nepilogue) cuda_fuse_epilogue(cg, s, epilogue, nepilogue, v, "acc", "c");
+    cg_printf(b, "      nc_st(y, c, acc);\n    }\n  }\n");
     end_kernel(cg);
     return true;
 }
@@ -1437,7 +1443,41 @@ static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_val
     }
     end_kernel(cg);
     if (parts == 1) return true;
-    return emit_column_total(cg, v, stored, part, parts, C, X) && (sib == IR_NONE || emit_column_total(cg, sib, sib, part2, parts, C, X));
+    /* a total with an epilogue is added up where its group runs (cuda_emit_reduce_total) */
+    bool later = cuda_fuse_epilogue_group(cg, v) != 0, later2 = sib != IR_NONE && cuda_fuse_epilogue_group(cg, sib) != 0;
+    if (later) cg->kept_temp[v] = part;
+    if (later2) cg->kept_temp[sib] = part2;
+    return (later || emit_column_total(cg, v, stored, part, parts, C, X, NULL, 0)) &&
+           (sib == IR_NONE || later2 || emit_column_total(cg, sib, sib, part2, parts, C, X, NULL, 0));
+}
+
+/* The operand's rows a reduction over leading axes takes, or -2 where r is
+ * not a column reduction of floats (emit_column_reduce) whose partial
+ * results another kernel adds up (and no other kernel writes them). */
+static int64_t column_total_rows(const cg_ctx *cg, ir_value r)
+{
+    const ir_node *n = &cg->g->nodes[r];
+    if (n->op != OP_SUM && n->op != OP_MEAN && n->op != OP_MAX) return -2;
+    const ir_node *x = &cg->g->nodes[ir_args(cg->g, n)[0]];
+    if ((cg->colsum_by && cg->colsum_by[r] != IR_NONE) || (cg->attn_colsum && cg->attn_colsum[r] != IR_NONE) || !dtype_is_float(x->dtype))
+        return -2;
+    bool red[NC_MAX_RANK] = {0};
+    for (int k = 0; k < n->attr.naxes; k++) red[n->attr.axes[k]] = true;
+    int64_t rows, kept;
+    reduce_counts(cg, x, red, &rows, &kept);
+    bool columns = reduce_form_of(x, red) == REDUCE_PREFIX && (kept < 0 || kept >= 32);
+    return columns && column_parts(rows) > 1 ? rows : -2;
+}
+
+bool cuda_reduce_total_apart(const cg_ctx *cg, ir_value r) { return column_total_rows(cg, r) != -2; }
+
+bool cuda_emit_reduce_total(cg_ctx *cg, ir_value r, const uint32_t *epilogue, int nepilogue)
+{
+    const ir_node *n = node(cg, r), *x = node(cg, arg(cg, r, 0));
+    uint32_t C, X;
+    NC_ASSERT(cg->kept_temp[r]);
+    return numel_dim(cg, n, &C) && numel_dim(cg, x, &X) &&
+           emit_column_total(cg, r, r, cg->kept_temp[r], column_parts(column_total_rows(cg, r)), C, X, epilogue, nepilogue);
 }
 
 bool cuda_reduce_takes_sibling(const cg_ctx *cg, ir_value v, int64_t *rows)
@@ -1499,7 +1539,7 @@ static bool emit_split_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_valu
               combine);
     cg_printf(b, "  if (lane == 0) part[p * C + o] = acc;\n");
     end_kernel(cg);
-    return emit_column_total(cg, v, stored, part, parts, C, X);
+    return emit_column_total(cg, v, stored, part, parts, C, X, NULL, 0);
 }
 
 /* How many of x's elements each output of a reduction over the axes `red`
@@ -1529,12 +1569,12 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     if (cg->colsum_by && cg->colsum_by[v] != IR_NONE) {   /* the norm gradient's kernel wrote the partial sums */
         uint32_t C, X;
         NC_ASSERT(cg->kept_temp[v]);
-        return numel_dim(cg, n, &C) && numel_dim(cg, x, &X) && emit_column_total(cg, v, stored, cg->kept_temp[v], colsum_blocks(cg, x), C, X);
+        return numel_dim(cg, n, &C) && numel_dim(cg, x, &X) && emit_column_total(cg, v, stored, cg->kept_temp[v], colsum_blocks(cg, x), C, X, NULL, 0);
     }
     if (cg->attn_colsum && cg->attn_colsum[v] != IR_NONE) {   /* the attention gradients' kernels wrote the partial sums */
         uint32_t C;
         NC_ASSERT(cg->kept_temp[v] && n->op == OP_SUM);
-        return numel_dim(cg, n, &C) && emit_column_total(cg, v, stored, cg->kept_temp[v], 0, C, cg->prog->temps[cg->kept_temp[v] - cg->g->nnodes].numel);
+        return numel_dim(cg, n, &C) && emit_column_total(cg, v, stored, cg->kept_temp[v], 0, C, cg->prog->temps[cg->kept_temp[v] - cg->g->nnodes].numel, NULL, 0);
     }
     int64_t reduced, kept;   /* elements summed into each output, and outputs (-1: known at run time) */
     reduce_counts(cg, x, red, &reduced, &kept);

@@ -59,6 +59,9 @@ typedef struct cg_ctx {
     ir_value *reader;      /* ... and one of its readers (the only one where readers is 1) */
     uint32_t *kernel_of;   /* fusion: for each group id, the first group of the kernel it is a loop of */
     ir_value *prologue_of; /* fusion: for each group id, the reduction that computes it as it loads (IR_NONE: none) */
+    ir_value *epilogue_of; /* fusion: for each group id, the column reduction whose second kernel computes it
+                              from each column's total (its only input of another shape), IR_NONE: none */
+    int *prologue_dim0;    /* ... and the slot of the first of its dims in that kernel's ints (spread loads' offsets) */
     uint32_t ngroups;
     bool *absorbed;        /* epilogues: computed by a matmul step (the matmul and its epilogue's ops) */
     ir_value *attn_root;   /* fusion: for q, k or v of tensor-core attention, the [B, T, W] value whose
@@ -256,6 +259,22 @@ int cuda_fuse_prologue_input(const cg_ctx *cg, uint32_t id, ir_value v);
  * reduction, or a warp an output: not split into runs), and how many of its
  * operand's elements each output takes (-1: known at run time). */
 bool cuda_reduce_takes_sibling(const cg_ctx *cg, ir_value v, int64_t *rows);
+/* Groups of a reduction's shape, one of which reads its result (a batch
+ * norm's scale from the variance, the running statistics' updates),
+ * computed by the kernel that adds up the partial results, the lane holding
+ * each total (cuda_fuse.c plan_epilogues): no launch of their own. The
+ * first group computed from reduction r's totals, or 0. */
+uint32_t cuda_fuse_epilogue_group(const cg_ctx *cg, ir_value r);
+/* Code (at the scope of reduction r's total `acc` of output `index`)
+ * computing the members of groups ids[0..n) there and storing their
+ * results, every input loaded first; inputs and outputs added to s's next
+ * slots. */
+void cuda_fuse_epilogue(cg_ctx *cg, nrt_step *s, const uint32_t *ids, int n, ir_value r, const char *acc, const char *index);
+/* Whether reduction r's partial results are added up by a kernel of their
+ * own, which can take an epilogue; and that kernel, emitted with the groups
+ * `epilogue` where their kernel was. */
+bool cuda_reduce_total_apart(const cg_ctx *cg, ir_value r);
+bool cuda_emit_reduce_total(cg_ctx *cg, ir_value r, const uint32_t *epilogue, int nepilogue);
 
 /* Shared with cuda_fuse.c. */
 bool cuda_emit_is_elementwise(nc_op op);

@@ -212,37 +212,61 @@ static ir_value spread_of(const cg_ctx *cg, ir_value first, ir_value last, uint3
 
 static bool reduction_with_prologue(nc_op op) { return op == OP_SUM || op == OP_MEAN; }
 
+/* Whether every operand slot reading m is in a member of `part` between m
+ * and a (m's readers all come before a, the reduction's operand). */
+static bool read_only_by(const cg_ctx *cg, ir_value m, ir_value a, const bool *part)
+{
+    const ir_graph *g = cg->g;
+    uint32_t seen = 0;
+    for (ir_value u = m + 1; u <= a; u++)
+        for (int i = 0; part[u] && i < g->nodes[u].nargs; i++) seen += ir_args(g, &g->nodes[u])[i] == m;
+    return !cg->escapes[m] && seen == cg->readers[m];
+}
+
 /* The reduction's operand a ends a group whose other results are stored
  * anyway (a gradient, then its square for the norm): a becomes a group of
- * its own, which the reduction can compute as it loads. Returns the new
- * group id, or 0 when a cannot leave (it is not the group's last member, or
- * it reads a member that is not stored). */
+ * its own, with the members only it reads (a value recomputed for it:
+ * schedule.c's x - spread(m)), which the reduction can compute as it loads.
+ * Returns the new group id, or 0 when a cannot leave (it is not the
+ * group's last member, or it reads a member that is not stored). */
 static uint32_t split_off_last(cg_ctx *cg, uint32_t id, ir_value a, const ir_value *out, int nout)
 {
     const ir_graph *g = cg->g;
     ir_value first, last;
     group_extent(cg, id, &first, &last);
     if (last != a || first == a) return 0;
-    for (int i = 0; i < g->nodes[a].nargs; i++) {
-        ir_value x = ir_args(g, &g->nodes[a])[i];
-        bool stored = cg->group[x] != id;
-        for (int k = 0; k < nout && !stored; k++) stored = out[k] == x;
-        if (!stored) return 0;
+    bool *part = nc_xcalloc(a + 1, sizeof *part);
+    part[a] = true;
+    for (ir_value m = a; m-- > first;) part[m] = cg->group[m] == id && read_only_by(cg, m, a, part);
+    bool ok = !part[first];   /* something stays */
+    for (ir_value m = first; m <= a && ok; m++) {
+        for (int i = 0; part[m] && i < g->nodes[m].nargs && ok; i++) {
+            ir_value x = ir_args(g, &g->nodes[m])[i];
+            bool stored = cg->group[x] != id || part[x];
+            for (int k = 0; k < nout && !stored; k++) stored = out[k] == x;
+            ok = stored;
+        }
     }
-    cg->group[a] = ++cg->ngroups;
-    return cg->ngroups;
+    if (ok) {
+        cg->ngroups++;
+        for (ir_value m = first; m <= a; m++)
+            if (part[m]) cg->group[m] = cg->ngroups;
+    }
+    free(part);
+    return ok ? cg->ngroups : 0;
 }
 
 /* A sum or mean whose operand, through reshapes with no other reader, is a
  * group's only result read by nothing else computes the group as it loads:
- * the squares of the gradient norm are never stored. Groups that load
- * through broadcasts of other shapes stay (their offsets use the group's
- * own dims, not the reduction's). */
+ * the squares of the gradient norm are never stored. A group that loads
+ * through a broadcast (x - mean in a batch norm's variance) is passed its
+ * own dims for the offsets (cuda_fuse_prologue_inputs). */
 static void plan_prologues(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
     uint32_t room = cg->ngroups + (uint32_t)g->nnodes + 1;   /* split_off_last may add groups */
     cg->prologue_of = nc_xmalloc(room * sizeof *cg->prologue_of);
+    cg->prologue_dim0 = nc_xcalloc(room, sizeof *cg->prologue_dim0);
     for (uint32_t k = 0; k < room; k++) cg->prologue_of[k] = IR_NONE;
     const uint32_t *users = cg->readers;
     for (ir_value r = 0; r < g->nnodes; r++) {
@@ -258,12 +282,12 @@ static void plan_prologues(cg_ctx *cg)
         group_extent(cg, id, &first, &last);
         group_io(cg, id, first, last, in, &nin, out, &nout);
         if (nout > 1 && (id = split_off_last(cg, id, a, out, nout)) != 0) {
-            first = last = a;
+            group_extent(cg, id, &first, &last);
             group_io(cg, id, first, last, in, &nin, out, &nout);
         }
         if (!id) continue;
         bool ok = nout == 1 && out[0] == a && nin + 1 <= NRT_MAX_BUFS;
-        for (int k = 0; k < nin && ok; k++) ok = g->nodes[in[k]].rank == 0 || spread_of(cg, first, last, id, in[k]) == IR_NONE;
+        for (int k = 0; k < nin && ok; k++) ok = !gathered(cg, in[k]) && !cuda_reads_through(cg, in[k]);
         if (!ok) continue;
         cg->prologue_of[id] = r;
         for (ir_value w = ir_args(g, rn)[0]; w != a; w = ir_args(g, &g->nodes[w])[0]) cg->inlined[w] = true;   /* no copy of what is never stored */
@@ -442,6 +466,8 @@ static void plan_joined_sums(cg_ctx *cg)
                 group_extent(cg, id, &first, &last);
                 group_io(cg, id, first, last, in, &nin, out, &nout);
                 bufs += nin;
+                for (int k = 0; k < nin; k++)   /* its dims would take the kernel's ints, one set a part */
+                    all &= g->nodes[in[k]].rank == 0 || spread_of(cg, first, last, id, in[k]) == IR_NONE;
             } else {
                 bufs++;
             }
@@ -1095,6 +1121,89 @@ static void plan_sibling_sums(cg_ctx *cg)
     }
 }
 
+/* Whether group id's inputs can be loaded in a column total's lane: floats
+ * at the group's own index (shape) or scalars; returns the latest one that
+ * is a column reduction whose total is added up apart (own: by a kernel of
+ * its own, not yet given a group) in r, IR_NONE if none. */
+static bool epilogue_inputs(const cg_ctx *cg, uint32_t id, const ir_node *shape, const bool *own, ir_value *r)
+{
+    const ir_graph *g = cg->g;
+    ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+    int nin, nout;
+    group_extent(cg, id, &first, &last);
+    group_io(cg, id, first, last, in, &nin, out, &nout);
+    if (nout == 0 || !same_shape(&g->nodes[last], shape)) return false;
+    for (int k = 0; k < nin; k++) {
+        ir_value a = in[k];
+        const ir_node *an = &g->nodes[a];
+        if (!in_registers(an->dtype) || gathered(cg, a) || cuda_reads_through(cg, a)) return false;
+        if (an->rank > 0 && (!same_shape(an, shape) || spread_of(cg, first, last, id, a) != IR_NONE)) return false;
+        if (own[a] && cg->group[a] == 0 && (*r == IR_NONE || a > *r) && (!cg->widened_to || cg->widened_to[a] == IR_NONE) &&
+            cuda_reduce_total_apart(cg, a))
+            *r = a;
+    }
+    return true;
+}
+
+/* The buffers group id's epilogue adds to its kernel: its inputs but r, and
+ * its results. */
+static int epilogue_bufs(const cg_ctx *cg, uint32_t id, ir_value r)
+{
+    ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+    int nin, nout, n = 0;
+    group_extent(cg, id, &first, &last);
+    group_io(cg, id, first, last, in, &nin, out, &nout);
+    for (int k = 0; k < nin; k++) n += in[k] != r;
+    return n + nout;
+}
+
+/* A kernel of groups (one or several loops) of the shape of a column
+ * reduction's result, which one of them reads, runs in the kernel adding up
+ * that reduction's partial results (cuda_reduce_total_apart), emitted where
+ * the groups' kernel was: the lane that has each column's total computes
+ * the groups' members at that column, loading their other inputs there.
+ * A batch norm's scale from its variance (with the running statistics'
+ * updates), and its weight's gradient terms from sum(dy * xhat), are no
+ * launches of their own. The latest such reduction read takes the kernel,
+ * if nothing else reads it before the kernel's place; a reduction takes
+ * one kernel. */
+static void plan_epilogues(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    cg->epilogue_of = nc_xmalloc((cg->ngroups + 1) * sizeof *cg->epilogue_of);
+    bool *own = nc_xmalloc((g->nnodes + 1) * sizeof *own);
+    for (ir_value v = 0; v < g->nnodes; v++) own[v] = !cg->inlined[v] && !cg->absorbed[v];   /* a kernel of its own, at v */
+    for (ir_value v = 0; v < g->nnodes; v++)
+        if (cg->sibling_sum[v] != IR_NONE) own[cg->sibling_sum[v]] = true;   /* added up apart, after v's kernel */
+    for (uint32_t id = 1; id <= cg->ngroups; id++) cg->epilogue_of[id] = IR_NONE;
+    for (uint32_t leader = 1; leader <= cg->ngroups; leader++) {
+        if (cg->kernel_of[leader] != leader || cg->prologue_of[leader] != IR_NONE) continue;
+        ir_value r = IR_NONE, end = IR_NONE, first, last;
+        const ir_node *shape = NULL;
+        bool ok = true;
+        for (uint32_t id = leader; id <= cg->ngroups && ok; id++) {
+            if (cg->kernel_of[id] != leader) continue;
+            group_extent(cg, id, &first, &last);
+            if (first == IR_NONE) { ok = false; break; }
+            if (!shape) shape = &g->nodes[last];
+            ok = epilogue_inputs(cg, id, shape, own, &r);
+            end = end == IR_NONE || last > end ? last : end;
+        }
+        if (!ok || r == IR_NONE) continue;
+        int bufs = 2;   /* the total's partial rows and result */
+        for (uint32_t id = leader; id <= cg->ngroups; id++)
+            if (cg->kernel_of[id] == leader) bufs += epilogue_bufs(cg, id, r);
+        for (ir_value u = r + 1; u < end && ok; u++)   /* r is stored at end now */
+            for (int i = 0; cg->kernel_of[cg->group[u]] != leader && i < g->nodes[u].nargs && ok; i++)
+                ok = ir_args(g, &g->nodes[u])[i] != r;
+        if (!ok || bufs > NRT_MAX_BUFS) continue;
+        for (uint32_t id = leader; id <= cg->ngroups; id++)
+            if (cg->kernel_of[id] == leader) cg->epilogue_of[id] = r;
+        own[r] = false;
+    }
+    free(own);
+}
+
 void cuda_fuse_plan(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
@@ -1158,6 +1267,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_carried_copies(cg);
     plan_kernels(cg);
     plan_sibling_sums(cg);
+    plan_epilogues(cg);
 }
 
 void cuda_fuse_free(cg_ctx *cg)
@@ -1168,6 +1278,8 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->escapes);
     free(cg->kernel_of);
     free(cg->prologue_of);
+    free(cg->prologue_dim0);
+    free(cg->epilogue_of);
     free(cg->attn_root);
     free(cg->attn_col);
     free(cg->attn_colsum);
@@ -1199,7 +1311,7 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->reader);
     cg->readers = NULL, cg->reader = NULL;
     cg->joined_sums = NULL, cg->widened_to = NULL, cg->round_trip_to = NULL;
-    cg->prologue_of = NULL, cg->attn_root = NULL, cg->attn_col = NULL, cg->attn_colsum = NULL, cg->lse_with = NULL, cg->delta_from = NULL;
+    cg->prologue_of = NULL, cg->prologue_dim0 = NULL, cg->epilogue_of = NULL, cg->attn_root = NULL, cg->attn_col = NULL, cg->attn_colsum = NULL, cg->lse_with = NULL, cg->delta_from = NULL;
     cg->out_as = NULL, cg->out_col = NULL, cg->bias_grad_with = NULL;
     cuda_epilogue_free(cg);
     cg->group = NULL, cg->inlined = NULL, cg->last_use = NULL, cg->escapes = NULL, cg->kernel_of = NULL;
@@ -1240,6 +1352,7 @@ bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v)
     if (cg->sum_to && cg->sum_to[node] == v) return true;
     if (cg->sum_into && cg->sum_into[node] == v) return true;
     if (cg->carry_from && cg->carry_from[v] != IR_NONE && cuda_fuse_same_kernel(cg, cg->carry_from[v], node)) return true;
+    if (cg->epilogue_of && cg->group[v] && cg->epilogue_of[cg->group[v]] == node) return true;
     return cuda_fuse_same_kernel(cg, v, node) || (cg->lse_with && cg->lse_with[node] == v);
 }
 
@@ -1294,10 +1407,10 @@ static ir_value spread_of(const cg_ctx *cg, ir_value first, ir_value last, uint3
 }
 
 /* Code setting o<k> to the offset in broadcast b's source of element i of b,
- * whose dims are A.n[1..rank]. Axes are taken in runs of kept or broadcast
+ * whose dims are A.n[dim0..dim0 + rank - 1]. Axes are taken in runs of kept or broadcast
  * axes from the last one, so [C] -> [B, T, C] costs one modulo and
  * [B, T, 1] -> [B, T, C] one division. */
-static void emit_spread_offset(cg_ctx *cg, const ir_node *b, const ir_node *x, int k)
+static void emit_spread_offset(cg_ctx *cg, const ir_node *b, const ir_node *x, int k, int dim0)
 {
     uint32_t one = ir_dim_const((ir_graph *)cg->g, 1);
     cg_printf(&cg->body, "    nc_ix o%d = 0;\n    { nc_ix rem = (nc_ix)i, stride = 1; (void)stride;\n", k);
@@ -1313,7 +1426,7 @@ static void emit_spread_offset(cg_ctx *cg, const ir_node *b, const ir_node *x, i
         }
         char size[160] = "";   /* the run's dims, a product as the kernel's divisors are named (cg_divisor) */
         size_t len = 0;
-        for (int a = axis + 1; a <= end; a++) len += (size_t)snprintf(size + len, sizeof size - len, "%sA.n[%d]", len ? " * " : "", 1 + a);
+        for (int a = axis + 1; a <= end; a++) len += (size_t)snprintf(size + len, sizeof size - len, "%sA.n[%d]", len ? " * " : "", dim0 + a);
         bool leading = axis < 0;
         cg_name d;
         if (!leading) cg_divisor(cg, size, d.s, sizeof d.s);
@@ -1412,9 +1525,9 @@ static const char *load_type(const cg_ctx *cg, const ir_value *ins, int k, const
 }
 
 /* vec: the vector loop's pair of elements, each input into an array of
- * two (the members' lanes). */
+ * two (the members' lanes). The group's dims are A.n[dim0...]. */
 static void emit_loads(cg_ctx *cg, nrt_step *s, const ir_value *ins, int nins, const load_kind *how, const ir_value *spread_via,
-                       bool vec)
+                       bool vec, int dim0)
 {
     const ir_graph *g = cg->g;
     if (vec) {
@@ -1430,13 +1543,13 @@ static void emit_loads(cg_ctx *cg, nrt_step *s, const ir_value *ins, int nins, c
             load_into(cg, k, type, vec);
             cg_printf(&cg->body, "nc_ld(x%d, 0);\n", k);
         } else if (how[k] == LOAD_SPREAD) {
-            emit_spread_offset(cg, &g->nodes[spread_via[k]], &g->nodes[ins[k]], k);
+            emit_spread_offset(cg, &g->nodes[spread_via[k]], &g->nodes[ins[k]], k, dim0);
             load_into(cg, k, type, vec);
             cg_printf(&cg->body, "nc_ld(x%d, o%d);\n", k, k);
         } else if (how[k] == LOAD_GATHER) {
             char at[16] = "i";
             if (spread_via && spread_via[k] != IR_NONE) {   /* the element of the broadcast's source first */
-                emit_spread_offset(cg, &g->nodes[spread_via[k]], &g->nodes[ins[k]], k);
+                emit_spread_offset(cg, &g->nodes[spread_via[k]], &g->nodes[ins[k]], k, dim0);
                 snprintf(at, sizeof at, "o%d", k);
             }
             emit_gather_load(cg, s, ins, k, at, vec);
@@ -1471,14 +1584,14 @@ static void emit_loop(cg_ctx *cg, nrt_step *s, const char *count, ir_value first
         if (how[k] == LOAD_ELEMENT) cg_printf(&cg->body, "    float v%d[8];\n    nc_ld8(x%d, i0, v%d);\n", k, k, k);
     for (int k = 0; k < nout; k++) cg_printf(&cg->body, "    float w%d[8];\n", out_slot0 + k);
     cg_printf(&cg->body, "#pragma unroll\n    for (int e = 0; e < 8; e += 2) {\n");
-    emit_loads(cg, s, ins, nins, how, spread_via, true);
+    emit_loads(cg, s, ins, nins, how, spread_via, true, 1);
     emit_members(cg, first, last, id, ins, nins, outs, nout, out_slot0, true);
     cg_printf(&cg->body, "    }\n");
     for (int k = 0; k < nout; k++)   /* a member's bf16 value is rounded: its store packs the top halves */
         cg_printf(&cg->body, "    nc_st8%s(y%d, i0, w%d);\n", cg->group[outs[k]] == id && cg->g->nodes[outs[k]].dtype == NC_BF16 ? "_rounded" : "",
                   out_slot0 + k, out_slot0 + k);
     cg_printf(&cg->body, "  }\n  NC_GRID_STRIDE_FROM(i, nvec * 8, %s) {\n", count);
-    emit_loads(cg, s, ins, nins, how, spread_via, false);
+    emit_loads(cg, s, ins, nins, how, spread_via, false, 1);
     emit_members(cg, first, last, id, ins, nins, outs, nout, out_slot0, false);
     cg_printf(&cg->body, "  }\n  }\n");
 }
@@ -1655,7 +1768,9 @@ bool cuda_fuse_emit(cg_ctx *cg, ir_value v, bool *ok)
     int n = 0;
     for (uint32_t k = leader; k <= id; k++)
         if (cg->kernel_of[k] == leader) ids[n++] = k;
-    if (n == 1) {
+    if (cg->epilogue_of[leader] != IR_NONE) {   /* the reduction's second kernel computes them, here */
+        *ok = cuda_emit_reduce_total(cg, cg->epilogue_of[leader], ids, n);
+    } else if (n == 1) {
         ir_value first, last;
         group_extent(cg, id, &first, &last);
         *ok = emit_single(cg, id, first, v);
@@ -1673,29 +1788,55 @@ uint32_t cuda_fuse_prologue_group(const cg_ctx *cg, ir_value r)
     return 0;
 }
 
+/* A group's inputs loaded through broadcasts (spread_via[k]), IR_NONE for
+ * one loaded at the element's index or a scalar; how each is loaded. */
+static bool prologue_loads(const cg_ctx *cg, uint32_t id, ir_value first, ir_value last, const ir_value *in, int nin,
+                           ir_value *spread_via, load_kind *how)
+{
+    bool any = false;
+    for (int k = 0; k < nin; k++) {
+        bool scalar = cg->g->nodes[in[k]].rank == 0;
+        spread_via[k] = scalar ? IR_NONE : spread_of(cg, first, last, id, in[k]);
+        how[k] = scalar ? LOAD_SCALAR : spread_via[k] != IR_NONE ? LOAD_SPREAD : LOAD_ELEMENT;
+        any |= how[k] == LOAD_SPREAD;
+    }
+    return any;
+}
+
 void cuda_fuse_prologue_inputs(cg_ctx *cg, uint32_t id, nrt_step *s)
 {
     const ir_graph *g = cg->g;
-    ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+    ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP], spread_via[GROUP_IO_CAP];
+    load_kind how[GROUP_IO_CAP];
     int nin, nout;
     group_extent(cg, id, &first, &last);
     group_io(cg, id, first, last, in, &nin, out, &nout);
+    bool spreads = prologue_loads(cg, id, first, last, in, nin, spread_via, how);
     for (int k = 0; k < nin; k++) {
+        if (how[k] == LOAD_SPREAD) s->spread_reads |= (uint64_t)1 << s->nbufs;
         decl_io(cg, true, k, s->nbufs, g->nodes[in[k]].dtype);
         cuda_add_buf(s, in[k]);
     }
+    cg->prologue_dim0[id] = s->nints;   /* the group's own dims, which its spread offsets divide by */
+    for (int d = 0; spreads && d < g->nodes[last].rank; d++) cuda_add_int(s, g->nodes[last].shape[d]);
 }
 
 void cuda_fuse_prologue_value(cg_ctx *cg, uint32_t id)
 {
     const ir_graph *g = cg->g;
-    ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+    ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP], spread_via[GROUP_IO_CAP];
     int nin, nout;
     group_extent(cg, id, &first, &last);
     group_io(cg, id, first, last, in, &nin, out, &nout);
     load_kind how[GROUP_IO_CAP] = {LOAD_NONE};
-    for (int k = 0; k < nin; k++) how[k] = g->nodes[in[k]].rank == 0 ? LOAD_SCALAR : LOAD_ELEMENT;
-    emit_loads(cg, NULL, in, nin, how, NULL, false);
+    if (prologue_loads(cg, id, first, last, in, nin, spread_via, how)) {   /* the offsets stay below the group's count */
+        char numel[CG_DIVISOR_LEN] = "nc_capped_product(";
+        int dim0 = cg->prologue_dim0[id], rank = g->nodes[last].rank;
+        for (int d = 0; d < rank; d++)
+            snprintf(numel + strlen(numel), sizeof numel - strlen(numel), "%sA.n[%d]%s", d ? ", " : "", dim0 + d, d == rank - 1 ? ")" : "");
+        cg_bound(cg, numel);
+    }
+    emit_loads(cg, NULL, in, nin, how, spread_via, false, cg->prologue_dim0[id]);
     emit_members(cg, first, last, id, in, nin, out, 0, 0, false);
     cg_printf(&cg->body, "    pv = t%u;\n", ordinal(cg, first, out[0]));
 }
@@ -1709,4 +1850,54 @@ int cuda_fuse_prologue_input(const cg_ctx *cg, uint32_t id, ir_value v)
     for (int k = 0; k < nin; k++)
         if (in[k] == v && cg->g->nodes[v].rank > 0) return k;
     return -1;
+}
+
+uint32_t cuda_fuse_epilogue_group(const cg_ctx *cg, ir_value r)
+{
+    if (!cg->group || !cg->epilogue_of) return 0;
+    for (uint32_t id = 1; id <= cg->ngroups; id++)
+        if (cg->epilogue_of[id] == r) return id;
+    return 0;
+}
+
+void cuda_fuse_epilogue(cg_ctx *cg, nrt_step *s, const uint32_t *ids, int n, ir_value r, const char *acc, const char *index)
+{
+    const ir_graph *g = cg->g;
+    ir_value first[NRT_MAX_SECTIONS], last[NRT_MAX_SECTIONS], ins[NRT_MAX_BUFS], outs[NRT_MAX_SECTIONS][GROUP_IO_CAP];
+    int nins = 0, nout[NRT_MAX_SECTIONS];
+    for (int j = 0; j < n; j++) {   /* every group's inputs, once each */
+        ir_value in[GROUP_IO_CAP];
+        int nin;
+        group_extent(cg, ids[j], &first[j], &last[j]);
+        group_io(cg, ids[j], first[j], last[j], in, &nin, outs[j], &nout[j]);
+        for (int k = 0; k < nin; k++) {
+            int q = 0;
+            while (q < nins && ins[q] != in[k]) q++;
+            if (q == nins) ins[nins++] = in[k];
+        }
+    }
+    /* every load before any store: a result may take the memory of an operand that dies here */
+    cg_printf(&cg->body, "      {   // groups of the result's shape, from the total\n    const long long i = %s;\n", index);
+    for (int k = 0; k < nins; k++) {
+        if (ins[k] == r) {   /* as stored: rounded to r's dtype */
+            cg_printf(&cg->body, "    const float in%d = %s(%s);\n", k, cuda_round_fn(g->nodes[r].dtype), acc);
+            continue;
+        }
+        decl_io(cg, true, k, s->nbufs, g->nodes[ins[k]].dtype);
+        cuda_add_buf(s, ins[k]);
+        cg_printf(&cg->body, "    const float in%d = nc_ld(x%d, %s);\n", k, k, g->nodes[ins[k]].rank == 0 ? "0" : "i");
+    }
+    cg_printf(&cg->cur_comment, "\n// and an epilogue:");
+    for (int j = 0, slot0 = 0; j < n; slot0 += nout[j], j++) {
+        for (int k = 0; k < nout[j]; k++) {
+            decl_io(cg, false, slot0 + k, s->nbufs, g->nodes[outs[j][k]].dtype);
+            cuda_add_buf(s, outs[j][k]);
+        }
+        cg_printf(&cg->body, "    {\n");
+        emit_members(cg, first[j], last[j], ids[j], ins, nins, outs[j], nout[j], slot0, false);
+        cg_printf(&cg->body, "    }\n");
+        cg_printf(&cg->cur_comment, "%s", j ? " |" : "");
+        comment_members(cg, first[j], last[j], ids[j]);
+    }
+    cg_printf(&cg->body, "      }\n");
 }

@@ -20,9 +20,21 @@ static void list_op(FILE *out, const ir_graph *g, ir_value v, bool *first)
     *first = false;
 }
 
+static void name_value(FILE *out, const ir_graph *g, ir_value v);
+
 static void report_kernel(FILE *out, const cg_ctx *cg, const nrt_program *p, uint32_t k)
 {
     const nrt_step *s = &p->steps[k];
+    if (cg->group && !cg->group[s->node] && cuda_fuse_epilogue_group(cg, s->node) && strstr(p->kernel_names[s->kernel], "_cols_sum")) {
+        fprintf(out, "fuse: step %u, kernel %s also computes ", k, p->kernel_names[s->kernel]);
+        bool first = true;
+        for (ir_value v = 0; v < cg->g->nnodes; v++)
+            if (cg->group[v] && cuda_kernel_writes(cg, s->node, v) && cg->epilogue_of[cg->group[v]] == s->node) list_op(out, cg->g, v, &first);
+        fprintf(out, " from each column's total of ");
+        name_value(out, cg->g, s->node);
+        fprintf(out, ": no kernel of their own\n");
+        return;
+    }
     if (!cg->group || !cg->group[s->node]) return;
     fprintf(out, "fuse: step %u, kernel %s computes ", k, p->kernel_names[s->kernel]);
     bool first = true;

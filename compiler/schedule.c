@@ -204,13 +204,46 @@ static bool split_widening(const ir_graph *g, ir_value c, const uint32_t *uses, 
            uses[c] == r->slots[c] && r->elementwise[c];
 }
 
+/* Whether v is in memory whatever its readers do: a product, a reduction,
+ * a row-wise or attention op, an input or parameter, or a product's bias
+ * add (cuBLASLt's epilogue stores it). */
+static bool stored_anyway(const ir_graph *g, ir_value v)
+{
+    const ir_node *n = &g->nodes[v];
+    nc_op_category cat = nc_ops[n->op].category;
+    if (cat == CAT_CONTRACTION || cat == CAT_REDUCTION || cat == CAT_ROWWISE || cat == CAT_ATTENTION) return true;
+    if (n->op == OP_INPUT || n->op == OP_PARAM) return true;
+    return n->op == OP_ADD && g->nodes[ir_args(g, n)[0]].op == OP_MATMUL && g->nodes[ir_args(g, n)[1]].op == OP_BROADCAST;
+}
+
+/* A sub or mul of a value in memory (stored_anyway) and a broadcast of a
+ * smaller one (x - mean(x) in a batch norm), read by several elementwise ops
+ * and nothing else: each reader's kernel computes it from x as it loads it,
+ * one op an element, instead of a kernel storing it and every reader loading
+ * it back (x is read as often, and lives instead of the result, which has
+ * its size). An add is left alone: on a product it is the bias cuBLASLt
+ * adds. */
+static bool split_recomputed(const ir_graph *g, ir_value c, const uint32_t *uses, const read_counts *r)
+{
+    const ir_node *n = &g->nodes[c];
+    if ((n->op != OP_SUB && n->op != OP_MUL) || !dtype_is_float(n->dtype) || r->readers[c] < 2 || uses[c] != r->slots[c] ||
+        !r->elementwise[c])
+        return false;
+    ir_value a = ir_args(g, n)[0], b = ir_args(g, n)[1];
+    if (g->nodes[a].op == OP_BROADCAST) { ir_value t = a; a = b; b = t; }
+    return g->nodes[b].op == OP_BROADCAST && g->nodes[a].op != OP_BROADCAST && stored_anyway(g, a) &&
+           g->nodes[a].dtype == n->dtype;
+}
+
 ir_graph *schedule_widenings_per_reader(const ir_graph *g, FILE *report)
 {
     uint32_t *uses = ir_count_uses(g);
     read_counts r = count_reads(g);
     bool *split = nc_xcalloc(g->nnodes + 1, sizeof *split);
-    uint32_t nsplit = 0;
+    uint32_t nsplit = 0, nrecomputed = 0;
     for (ir_value c = 0; c < g->nnodes; c++) nsplit += split[c] = split_widening(g, c, uses, &r);
+    for (ir_value c = 0; c < g->nnodes; c++)
+        if (!split[c] && split_recomputed(g, c, uses, &r)) split[c] = true, nsplit++, nrecomputed++;
     ir_graph *out = NULL;
     if (nsplit) {
         out = ir_graph_shell(g);
@@ -226,17 +259,21 @@ ir_graph *schedule_widenings_per_reader(const ir_graph *g, FILE *report)
                 for (int k = 0; k < i && split[a]; k++)
                     if (ir_args(g, n)[k] == a) dst[i] = dst[k];   /* mul(g, g): one copy */
                 if (dst[i] != IR_NONE) continue;
-                ir_value src = map[ir_args(g, &g->nodes[a])[0]];
-                dst[i] = ir_add(out, &g->nodes[a], &src, 1);   /* this reader's own copy of the cast */
+                const ir_node *an = &g->nodes[a];
+                ir_value src[2] = {map[ir_args(g, an)[0]], an->nargs > 1 ? map[ir_args(g, an)[1]] : IR_NONE};
+                dst[i] = ir_add(out, an, src, an->nargs);   /* this reader's own copy */
             }
             map[v] = ir_add(out, n, dst, n->nargs);
             if (dst != small) free(dst);
         }
         ir_graph_finish(out, g, map);
         free(map);
-        if (report)
+        if (report && nsplit > nrecomputed)
             fprintf(report, "schedule: %u widened matmul products (weight gradients) are widened by each op that reads "
-                            "them: the product is stored in its own dtype\n", nsplit);
+                            "them: the product is stored in its own dtype\n", nsplit - nrecomputed);
+        if (report && nrecomputed)
+            fprintf(report, "schedule: %u values x - spread(m) or x * spread(m) are computed by each op that reads them, "
+                            "from x in memory: not stored\n", nrecomputed);
     }
     free(split);
     free(uses);

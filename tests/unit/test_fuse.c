@@ -831,8 +831,13 @@ static void check_read_through(const char *root, const char *file, const char *d
  * computed in the kernel that reads it (plan_sunk_groups), so the first
  * norm's backward pass has two elementwise kernels over its 36864 elements
  * (the gradient before the centring sum, and dx) besides gelu_grad's, and the
- * forward two (x - mu, and the affine). Each norm's sum(dy) is computed by
- * the kernel of its sum(dy * xhat), a warp an output (plan_sibling_sums). */
+ * forward one (the affine): x - mu is never stored, but computed from x by
+ * each kernel that reads it (schedule.c, split_recomputed), the variance's
+ * and sum(dy * xhat)'s included, whose prologues load mu through its
+ * broadcast (spread_prologues: two norms, forward and backward). Each norm's
+ * sum(dy) is computed by the kernel of its sum(dy * xhat), a warp an output
+ * (plan_sibling_sums), the prologue split off the group with the x - mu
+ * only it reads (split_off_last). */
 static void check_batch_norm(const char *root)
 {
     char path[1024];
@@ -862,12 +867,23 @@ static void check_batch_norm(const char *root)
     }
     cg_ctx cg = {.g = g};   /* 8 channels: sum(dy) beside sum(dy * xhat) in a warp-an-output kernel */
     cuda_fuse_plan(&cg);
-    uint32_t pairs = 0;
+    uint32_t pairs = 0, spread_prologues = 0;
     for (ir_value v = 0; cg.sibling_sum && v < g->nnodes; v++) pairs += cg.sibling_sum[v] != IR_NONE;
+    for (ir_value r = 0; r < g->nnodes; r++) {   /* a prologue loading a [C] value through its broadcast */
+        uint32_t id = cuda_fuse_prologue_group(&cg, r);
+        bool spreads = false;
+        for (ir_value m = 0; id && m < g->nnodes; m++)
+            for (int i = 0; cg.group[m] == id && i < g->nodes[m].nargs; i++) {
+                const ir_node *b = &g->nodes[ir_args(g, &g->nodes[m])[i]];
+                spreads |= b->op == OP_BROADCAST && g->nodes[ir_args(g, b)[0]].rank > 0;
+            }
+        spread_prologues += spreads;
+    }
     cuda_fuse_free(&cg);
     printf("batch_norm.net train step: %u kernel steps, %u elementwise over the conv's 36864 elements, %u reshapes of spreads, "
-           "%u sums computed with a sibling's\n", kernels, elementwise, spread_reshapes, pairs);
-    CHECK(elementwise == 5 && spread_reshapes == 0 && pairs == 2);
+           "%u sums computed with a sibling's, %u prologues loading through a broadcast\n", kernels, elementwise, spread_reshapes,
+           pairs, spread_prologues);
+    CHECK(elementwise == 4 && spread_reshapes == 0 && pairs == 2 && spread_prologues == 4);
     CHECK(valid_dataflow(g, &p, true));
     nrt_program_free(&p);
     ir_graph_free(g);
@@ -877,7 +893,11 @@ static void check_batch_norm(const char *root)
  * is computed by the kernel of its weight gradient's sum(dy * xhat), which
  * loads dy for both (plan_sibling_sums): two column-sum kernels fewer, and
  * the first norm's pair still split into partial rows (a second kernel for
- * each sum). */
+ * each sum). The first norm's [40] groups, the scale from the variance with
+ * the running statistics' updates and the weight's gradient terms from
+ * sum(dy * xhat), run in the second kernels of those sums, the lane with a
+ * column's total computing them (plan_epilogues): no launches of their own,
+ * and the running variance still updated in place (no copy at the end). */
 static void check_sibling_sums(const char *root)
 {
     char path[1024];
@@ -888,21 +908,23 @@ static void check_sibling_sums(const char *root)
     nrt_program p;
     ir_graph *g = compile_with_program(path, &o, &p);
     if (!g) return;
-    uint32_t cols = 0, totals = 0;
+    uint32_t cols = 0, totals = 0, epilogues = 0, copies = 0;
     for (uint32_t k = 0; k < p.nsteps; k++) {
+        copies += p.steps[k].kind == NRT_STEP_COPY;
         if (p.steps[k].kind != NRT_STEP_KERNEL) continue;
         const char *name = p.kernel_names[p.steps[k].kernel];
         size_t len = strlen(name);
         cols += len > 5 && !strcmp(name + len - 5, "_cols");
         totals += len > 9 && !strcmp(name + len - 9, "_cols_sum");
+        epilogues += len > 15 && !strcmp(name + len - 15, "_cols_sum_fused");
     }
     cg_ctx cg = {.g = g};
     cuda_fuse_plan(&cg);
     uint32_t pairs = 0;
     for (ir_value v = 0; cg.sibling_sum && v < g->nnodes; v++) pairs += cg.sibling_sum[v] != IR_NONE;
-    printf("batch_norm_wide.net train step: %u sums computed with a sibling's, %u column kernels, %u second kernels\n", pairs, cols,
-           totals);
-    CHECK(pairs == 2 && cols == 8 && totals == 5);
+    printf("batch_norm_wide.net train step: %u sums computed with a sibling's, %u column kernels, %u second kernels, %u of them "
+           "with an epilogue, %u copies\n", pairs, cols, totals + epilogues, epilogues, copies);
+    CHECK(pairs == 2 && cols == 8 && totals == 3 && epilogues == 2 && copies == 0);
     CHECK(valid_dataflow(g, &p, true));
     cuda_fuse_free(&cg);
     nrt_program_free(&p);
