@@ -395,7 +395,7 @@ static void plan_sunk_groups(cg_ctx *cg)
 /* A part of a concat that a joined kernel can sum: a sum over the last
  * axis of a float operand, read only by the concat (through a reshape to
  * [1] for a scalar), every size a constant. Returns the sum, or IR_NONE. */
-static ir_value joinable_sum(const cg_ctx *cg, ir_value part)
+static ir_value joinable_sum(const cg_ctx *cg, ir_value part, const uint32_t *concat_reads)
 {
     const uint32_t *users = cg->readers;
     const ir_graph *g = cg->g;
@@ -403,10 +403,12 @@ static ir_value joinable_sum(const cg_ctx *cg, ir_value part)
     if (g->nodes[s].op == OP_RESHAPE) {
         if (users[s] != 1 || cg->escapes[s]) return IR_NONE;
         s = ir_args(g, &g->nodes[s])[0];
+        if (users[s] != 1) return IR_NONE;
     }
     const ir_node *sn = &g->nodes[s];
-    if (sn->op != OP_SUM || sn->dtype != NC_F32 || cg->group[s] || cg->absorbed[s] || cg->escapes[s] || users[s] != 1 ||
-        sn->attr.keepdim || sn->attr.naxes != 1)
+    /* read by concats only: a sum CSE found twice (two parameters' equal gradients) is added up in each place */
+    if (sn->op != OP_SUM || sn->dtype != NC_F32 || cg->group[s] || cg->absorbed[s] || cg->escapes[s] ||
+        (users[s] != 1 && users[s] != concat_reads[s]) || sn->attr.keepdim || sn->attr.naxes != 1)
         return IR_NONE;
     const ir_node *x = &g->nodes[ir_args(g, sn)[0]];
     if (x->rank < 1 || sn->attr.axes[0] != x->rank - 1 || !dtype_is_float(x->dtype)) return IR_NONE;
@@ -415,6 +417,32 @@ static ir_value joinable_sum(const cg_ctx *cg, ir_value part)
         if (!dim_is_const(&g->dims[x->shape[k]], &d)) return IR_NONE;
     }
     return s;
+}
+
+/* Whether c is a concat whose kernel could compute its parts' sums. */
+static bool joinable_concat(const cg_ctx *cg, ir_value c, const uint32_t *concat_reads)
+{
+    const ir_graph *g = cg->g;
+    const ir_node *cn = &g->nodes[c];
+    if (cn->op != OP_CONCAT || cn->rank != 1 || cn->dtype != NC_F32 || cg->group[c] || cg->inlined[c] || cn->nargs < 2) return false;
+    int bufs = 1;
+    for (int i = 0; i < cn->nargs; i++) {
+        ir_value s = joinable_sum(cg, ir_args(g, cn)[i], concat_reads);
+        if (s == IR_NONE) return false;
+        uint32_t id = cuda_fuse_prologue_group(cg, s);
+        if (!id) {
+            bufs++;
+            continue;
+        }
+        ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+        int nin, nout;
+        group_extent(cg, id, &first, &last);
+        group_io(cg, id, first, last, in, &nin, out, &nout);
+        bufs += nin;
+        for (int k = 0; k < nin; k++)   /* its dims would take the kernel's ints, one set a part */
+            if (g->nodes[in[k]].rank > 0 && spread_of(cg, first, last, id, in[k]) != IR_NONE) return false;
+    }
+    return bufs <= NRT_MAX_BUFS;
 }
 
 /* A sum in f16/bf16 widened to f32 by its one reader (a bias's gradient,
@@ -449,37 +477,34 @@ static void plan_joined_sums(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
     cg->joined_sums = nc_xcalloc(g->nnodes + 1, sizeof *cg->joined_sums);
-    for (ir_value c = 0; c < g->nnodes; c++) {
-        const ir_node *cn = &g->nodes[c];
-        if (cn->op != OP_CONCAT || cn->rank != 1 || cn->dtype != NC_F32 || cg->group[c] || cg->inlined[c] || cn->nargs < 2)
-            continue;
-        bool all = true;
-        int bufs = 1;
-        for (int i = 0; i < cn->nargs && all; i++) {
-            ir_value s = joinable_sum(cg, ir_args(g, cn)[i]);
-            all = s != IR_NONE;
-            if (!all) break;
-            uint32_t id = cuda_fuse_prologue_group(cg, s);
-            if (id) {
-                ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
-                int nin, nout;
-                group_extent(cg, id, &first, &last);
-                group_io(cg, id, first, last, in, &nin, out, &nout);
-                bufs += nin;
-                for (int k = 0; k < nin; k++)   /* its dims would take the kernel's ints, one set a part */
-                    all &= g->nodes[in[k]].rank == 0 || spread_of(cg, first, last, id, in[k]) == IR_NONE;
-            } else {
-                bufs++;
+    uint32_t *concat_reads = nc_xcalloc(g->nnodes + 1, sizeof *concat_reads);
+    for (ir_value c = 0; c < g->nnodes; c++)
+        if (g->nodes[c].op == OP_CONCAT)
+            for (int i = 0; i < g->nodes[c].nargs; i++) concat_reads[ir_args(g, &g->nodes[c])[i]]++;
+    for (ir_value c = 0; c < g->nnodes; c++) cg->joined_sums[c] = joinable_concat(cg, c, concat_reads);
+    /* a sum several concats read has no kernel only if every one of them adds it up */
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (ir_value c = 0; c < g->nnodes; c++) {
+            if (!cg->joined_sums[c] || g->nodes[c].nargs == 0) continue;
+            for (int i = 0; i < g->nodes[c].nargs && cg->joined_sums[c]; i++) {
+                ir_value s = ir_args(g, &g->nodes[c])[i];
+                if (cg->readers[s] == 1) continue;
+                for (ir_value u = s + 1; u < g->nnodes && cg->joined_sums[c]; u++)
+                    for (int k = 0; k < g->nodes[u].nargs; k++)
+                        if (ir_args(g, &g->nodes[u])[k] == s && !cg->joined_sums[u]) cg->joined_sums[c] = false, changed = true;
             }
         }
-        if (!all || bufs > NRT_MAX_BUFS) continue;
-        cg->joined_sums[c] = true;
-        for (int i = 0; i < cn->nargs; i++) {
-            ir_value part = ir_args(g, cn)[i];
+    }
+    for (ir_value c = 0; c < g->nnodes; c++) {
+        if (!cg->joined_sums[c]) continue;
+        for (int i = 0; i < g->nodes[c].nargs; i++) {
+            ir_value part = ir_args(g, &g->nodes[c])[i];
             cg->inlined[part] = true;
             if (g->nodes[part].op == OP_RESHAPE) cg->inlined[ir_args(g, &g->nodes[part])[0]] = true;
         }
     }
+    free(concat_reads);
 }
 
 /* The extent of each group in schedule order, with what it loads and

@@ -931,6 +931,47 @@ static void check_sibling_sums(const char *root)
     ir_graph_free(g);
 }
 
+/* examples/fashion_resnet.net's training step at B = 8: the gradient
+ * norm's partial sums are joined by concats, and CSE leaves two of them each
+ * read twice (two parameters' squared gradients found equal). Every concat
+ * of sums still has one kernel adding up all its parts, a shared sum in
+ * each place (plan_joined_sums): no sum the concats read has a kernel of its
+ * own. */
+static void check_shared_norm_sums(const char *root)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/examples/fashion_resnet.net", root);
+    const char *dn[] = {"B"};
+    const int64_t dv[] = {8};
+    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 1};
+    nrt_program p;
+    ir_graph *g = compile_with_program(path, &o, &p);
+    if (!g) return;
+    uint32_t *concat_reads = calloc(g->nnodes + 1, sizeof *concat_reads), *reads = calloc(g->nnodes + 1, sizeof *reads);
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++) {
+            ir_value a = ir_args(g, &g->nodes[u])[i];
+            reads[a]++;
+            concat_reads[a] += g->nodes[u].op == OP_CONCAT;
+        }
+    uint32_t alone = 0, joined = 0, shared = 0;
+    for (ir_value v = 0; v < g->nnodes; v++) shared += g->nodes[v].op == OP_SUM && concat_reads[v] > 1 && concat_reads[v] == reads[v];
+    for (uint32_t k = 0; k < p.nsteps; k++) {
+        if (p.steps[k].kind != NRT_STEP_KERNEL) continue;
+        ir_value v = p.steps[k].node;
+        alone += g->nodes[v].op == OP_SUM && reads[v] > 0 && concat_reads[v] == reads[v];
+        joined += strstr(p.kernel_names[p.steps[k].kernel], "_concat_sums") != NULL;
+    }
+    printf("fashion_resnet training step: %u norm sums read by more than one concat slot, %u concats of sums in one kernel each, "
+           "%u sums with a kernel of their own\n", shared, joined, alone);
+    CHECK(shared == 2 && joined == 3 && alone == 0);
+    CHECK(valid_dataflow(g, &p, true));
+    free(concat_reads);
+    free(reads);
+    nrt_program_free(&p);
+    ir_graph_free(g);
+}
+
 int main(int argc, char **argv)
 {
     const char *root = argc > 1 ? argv[1] : ".";
@@ -956,6 +997,7 @@ int main(int argc, char **argv)
     check_long_chain();
     check_batch_norm(root);
     check_sibling_sums(root);
+    check_shared_norm_sums(root);
     if (!failures) printf("test_fuse: all checks passed\n");
     return failures != 0;
 }
