@@ -1098,26 +1098,46 @@ static uint32_t split_independent(cg_ctx *cg, uint32_t ngroups)
     return next;
 }
 
+/* Each value's readers in order: those of v at at[start[v] .. start[v + 1]). */
+typedef struct reader_index {
+    uint32_t *start;
+    ir_value *at;
+} reader_index;
+
+static reader_index index_readers(const ir_graph *g)
+{
+    reader_index ri = {nc_xcalloc(g->nnodes + 2, sizeof *ri.start), NULL};
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++) ri.start[ir_args(g, &g->nodes[u])[i] + 1]++;
+    for (ir_value v = 0; v < g->nnodes; v++) ri.start[v + 1] += ri.start[v];
+    ri.at = nc_xmalloc((ri.start[g->nnodes] + 1) * sizeof *ri.at);
+    uint32_t *fill = nc_xmalloc((g->nnodes + 1) * sizeof *fill);
+    memcpy(fill, ri.start, g->nnodes * sizeof *fill);
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++) ri.at[fill[ir_args(g, &g->nodes[u])[i]]++] = u;
+    free(fill);
+    return ri;
+}
+
 /* A plain column reduction that can share host h's kernel: over an input
  * of h's prologue group of h's operand's shape, the same axes, with
  * nothing reading it between the two (the kernel runs at the later). */
-static bool sibling_of(const cg_ctx *cg, ir_value h, uint32_t id, ir_value p)
+static bool sibling_of(const cg_ctx *cg, ir_value h, uint32_t id, ir_value p, const uint32_t *prologue, const reader_index *ri)
 {
     const ir_graph *g = cg->g;
     const ir_node *hn = &g->nodes[h], *pn = &g->nodes[p];
     int64_t hrows, prows;
     if ((pn->op != OP_SUM && pn->op != OP_MEAN) || !dtype_is_float(pn->dtype) || cg->group[p] || cg->inlined[p] ||
-        cg->absorbed[p] || cg->widened_to[p] != IR_NONE || cg->sibling_sum[p] != IR_NONE || cuda_fuse_prologue_group(cg, p) ||
+        cg->absorbed[p] || cg->widened_to[p] != IR_NONE || cg->sibling_sum[p] != IR_NONE || prologue[p] ||
         pn->attr.naxes != hn->attr.naxes || memcmp(pn->attr.axes, hn->attr.axes, (size_t)hn->attr.naxes) ||
         !cuda_reduce_takes_sibling(cg, p, &prows) || !cuda_reduce_takes_sibling(cg, h, &hrows) || prows != hrows ||
         cuda_fuse_prologue_input(cg, id, ir_args(g, pn)[0]) < 0)
         return false;
     const ir_node *px = &g->nodes[ir_args(g, pn)[0]], *hx = &g->nodes[ir_args(g, hn)[0]];
     if (!same_shape(px, hx)) return false;
-    ir_value first = p < h ? p : h, last = p < h ? h : p;
-    for (ir_value u = first + 1; u <= last; u++)
-        for (int i = 0; i < g->nodes[u].nargs; i++)
-            if (ir_args(g, &g->nodes[u])[i] == first) return false;
+    ir_value first = p < h ? p : h, last = p < h ? h : p;   /* nothing reads the earlier one before the later one's kernel */
+    for (uint32_t k = ri->start[first]; k < ri->start[first + 1]; k++)
+        if (ri->at[k] <= last) return false;
     return true;
 }
 
@@ -1125,25 +1145,40 @@ static bool sibling_of(const cg_ctx *cg, ir_value h, uint32_t id, ir_value p)
  * norm's weight gradient) and a plain one of an input that prologue loads
  * (sum(dy), the bias's) over the same rows: one kernel, at the later of the
  * two, keeps both sums and reads the input once. Any model's pairs, not only
- * a batch norm's. */
+ * a batch norm's. Candidates are the readers of the prologue's inputs (an
+ * index of readers: every reduction against every other, scanning the nodes
+ * between each pair, was quadratic). */
 static void plan_sibling_sums(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
     cg->sibling_sum = cuda_no_values(g);
+    uint32_t *prologue = nc_xcalloc(g->nnodes + 1, sizeof *prologue);   /* each reduction's prologue group */
+    for (uint32_t id = 1; id <= cg->ngroups; id++)
+        if (cg->prologue_of[id] != IR_NONE) prologue[cg->prologue_of[id]] = id;
+    reader_index ri = index_readers(g);
     for (ir_value h = 0; h < g->nnodes; h++) {
         const ir_node *hn = &g->nodes[h];
-        uint32_t id;
+        uint32_t id = prologue[h];
         if ((hn->op != OP_SUM && hn->op != OP_MEAN) || !dtype_is_float(hn->dtype) || cg->absorbed[h] || cg->inlined[h] ||
-            cg->widened_to[h] != IR_NONE || cg->sibling_sum[h] != IR_NONE || !(id = cuda_fuse_prologue_group(cg, h)))
+            cg->widened_to[h] != IR_NONE || cg->sibling_sum[h] != IR_NONE || !id)
             continue;
-        for (ir_value p = 0; p < g->nnodes; p++) {
-            if (p == h || !sibling_of(cg, h, id, p)) continue;
-            ir_value later = p > h ? p : h, earlier = p > h ? h : p;
-            cg->sibling_sum[later] = earlier;
-            cg->inlined[earlier] = true;   /* computed by the later one's kernel */
-            break;
-        }
+        ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP], p = IR_NONE;
+        int nin, nout;
+        group_extent(cg, id, &first, &last);
+        group_io(cg, id, first, last, in, &nin, out, &nout);
+        for (int k = 0; k < nin; k++)   /* a sibling reads an input of the prologue: the first such */
+            for (uint32_t j = ri.start[in[k]]; j < ri.start[in[k] + 1]; j++) {
+                ir_value u = ri.at[j];
+                if (u != h && (p == IR_NONE || u < p) && sibling_of(cg, h, id, u, prologue, &ri)) p = u;
+            }
+        if (p == IR_NONE) continue;
+        ir_value later = p > h ? p : h, earlier = p > h ? h : p;
+        cg->sibling_sum[later] = earlier;
+        cg->inlined[earlier] = true;   /* computed by the later one's kernel */
     }
+    free(prologue);
+    free(ri.start);
+    free(ri.at);
 }
 
 /* Whether group id's inputs can be loaded in a column total's lane: floats
