@@ -862,42 +862,78 @@ static bool emit_movement(cg_ctx *cg, ir_value v)
 static bool cuda_emit_transpose(cg_ctx *cg, ir_value v) { return emit_movement(cg, v); }
 static bool cuda_emit_slice(cg_ctx *cg, ir_value v) { return emit_movement(cg, v); }
 
-/* A concat of sums (cuda_fuse.c's plan_joined_sums): one warp per output
- * element, as cuda_emit_reduce, the part an output falls in chosen by its
- * place; each part's operand loaded (or computed, with its prologue) in a
- * scope of its own. */
+/* The warps a joined sum gives each output of `count` elements: one warp
+ * took ~2.4 ns an element, so a lone 36,864-element sum (a 3x3x64x64 conv
+ * weight's squared gradient) held the whole kernel ~90 us on an H100. Up to
+ * a block's 8 warps share an output (a power of two, so that they sit in
+ * one block), each about JOINED_WARP_ELEMS elements or more; netc inspect
+ * counts the serial work each warp is left (inspect.c cost_of). */
+enum { JOINED_WARP_ELEMS = 2048, JOINED_MAX_WARPS = 8 };
+
+int64_t cuda_joined_sum_warps(int64_t count)
+{
+    int64_t k = 1;
+    while (k < JOINED_MAX_WARPS && count > k * JOINED_WARP_ELEMS) k *= 2;
+    return k;
+}
+
+/* The part p of a joined concat: its sum, its operand, its outputs and the
+ * elements of each. */
+static ir_value joined_part(cg_ctx *cg, ir_value v, int p, int64_t *outputs, int64_t *count)
+{
+    ir_value sum = arg(cg, v, p);
+    if (node(cg, sum)->op == OP_RESHAPE) sum = arg(cg, sum, 0);
+    const ir_node *x = node(cg, arg(cg, sum, 0));
+    int64_t d = 1;
+    *outputs = *count = 1;
+    for (int k = 0; k < x->rank; k++) {
+        dim_is_const(&cg->g->dims[x->shape[k]], &d);
+        if (k == x->rank - 1) *count = d;
+        else *outputs *= d;
+    }
+    return sum;
+}
+
+/* A concat of sums (cuda_fuse.c's plan_joined_sums): each output element
+ * added up by cuda_joined_sum_warps of its count warps of one block (their partial
+ * results combined in a fixed order in shared memory: the same bits every
+ * run), the part a warp falls in chosen by its place; each part's operand
+ * loaded (or computed, with its prologue) in a scope of its own. A part of
+ * k warps an output starts at a multiple of k. */
 static bool emit_joined_sums(cg_ctx *cg, ir_value v)
 {
-    const ir_graph *g = cg->g;
     const ir_node *n = node(cg, v);
-    nrt_step *s = begin_kernel(cg, v, "_sums", NRT_GRID_WARPS);
-    uint32_t numel;
-    if (!numel_dim(cg, n, &numel)) return false;
-    add_int(s, numel);
-    cg_buf *b = &cg->body;
-    cg_printf(b, "  const long long o = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;\n");
-    cg_printf(b, "  const int lane = threadIdx.x & 31;\n  if (o >= A.n[0]) return;\n  float acc = 0.0f;\n");
-    int64_t at = 0;
+    int64_t warps = 0, outputs, count;
     for (int p = 0; p < n->nargs; p++) {
-        ir_value sum = arg(cg, v, p);
-        if (node(cg, sum)->op == OP_RESHAPE) sum = arg(cg, sum, 0);
-        const ir_node *x = node(cg, arg(cg, sum, 0));
-        int64_t outputs = 1, count = 1, d = 1;
-        for (int k = 0; k < x->rank; k++) {
-            dim_is_const(&g->dims[x->shape[k]], &d);
-            if (k == x->rank - 1) count = d;
-            else outputs *= d;
-        }
-        cg_printf(b, "  if (o >= %lld && o < %lld) {   /* %%%u */\n", (long long)at, (long long)(at + outputs), sum);
+        joined_part(cg, v, p, &outputs, &count);
+        int64_t k = cuda_joined_sum_warps(count);
+        warps = (warps + k - 1) / k * k + outputs * k;
+    }
+    nrt_step *s = begin_kernel(cg, v, "_sums", NRT_GRID_WARPS);
+    add_int(s, ir_dim_const((ir_graph *)cg->g, warps));
+    cg_buf *b = &cg->body;
+    cg_printf(b, "  const long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;\n");
+    cg_printf(b, "  const int lane = threadIdx.x & 31;\n  float acc = 0.0f;\n  long long out = -1;   /* the output this warp adds to */\n");
+    cg_printf(b, "  int nw = 1, wr = 0;   /* the warps of out, and which of them this is */\n");
+    int64_t at = 0, wat = 0;
+    for (int p = 0; p < n->nargs; p++) {
+        ir_value sum = joined_part(cg, v, p, &outputs, &count);
+        ir_value x = arg(cg, sum, 0);
+        int64_t k = cuda_joined_sum_warps(count);
+        wat = (wat + k - 1) / k * k;
+        cg_printf(b, "  if (w >= %lld && w < %lld) {   /* %%%u: %lld elements an output, %lld warps each */\n", (long long)wat,
+                  (long long)(wat + outputs * k), sum, (long long)count, (long long)k);
         uint32_t prologue = cuda_fuse_prologue_group(cg, sum);
         if (prologue) {
             cuda_fuse_prologue_inputs(cg, prologue, s);
         } else {
-            decl_ptr(cg, "x", s->nbufs, x->dtype, true);
-            add_buf(s, arg(cg, sum, 0));
+            decl_ptr(cg, "x", s->nbufs, node(cg, x)->dtype, true);
+            add_buf(s, x);
         }
-        cg_printf(b, "    const long long base = (o - %lld) * %lld;\n", (long long)at, (long long)count);
-        cg_printf(b, "    for (long long j = lane; j < %lld; j += 32) {\n", (long long)count);
+        cg_printf(b, "    nw = %lld, wr = (int)((w - %lld) %% %lld), out = %lld + (w - %lld) / %lld;\n", (long long)k, (long long)wat,
+                  (long long)k, (long long)at, (long long)wat, (long long)k);
+        cg_printf(b, "    const long long base = (out - %lld) * %lld;\n", (long long)at, (long long)count);
+        cg_printf(b, "#pragma unroll 4\n    for (long long j = wr * 32 + lane; j < %lld; j += %lld) {\n", (long long)count, (long long)(32 * k));
         if (prologue) {
             cg_printf(b, "    float pv;\n    { const long long i = base + j;\n");
             cuda_fuse_prologue_value(cg, prologue);
@@ -907,11 +943,15 @@ static bool emit_joined_sums(cg_ctx *cg, ir_value v)
         }
         cg_printf(b, "    }\n  }\n");
         at += outputs;
+        wat += outputs * k;
     }
-    cg_printf(b, "  for (int w = 16; w > 0; w >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, w);\n");
+    cg_printf(b, "  for (int m = 16; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);\n");
+    cg_printf(b, "  __shared__ float warp_acc[8];\n  const int wib = threadIdx.x >> 5;\n");
+    cg_printf(b, "  if (lane == 0) warp_acc[wib] = acc;\n  __syncthreads();   /* every thread of the block comes here */\n");
     decl_ptr(cg, "y", s->nbufs, n->dtype, false);
     add_buf(s, v);
-    cg_printf(b, "  if (lane == 0) nc_st(y, o, acc);\n");
+    cg_printf(b, "  if (lane == 0 && out >= 0 && wr == 0) {\n    float t = warp_acc[wib];\n");
+    cg_printf(b, "    for (int q = 1; q < nw; q++) t += warp_acc[wib + q];\n    nc_st(y, out, t);\n  }\n");
     end_kernel(cg);
     return true;
 }

@@ -234,6 +234,10 @@ void cuda_attention_plan(cg_ctx *cg);
  * matmul epilogue, each value living in another's buffer, with source lines. */
 void cuda_report(const ir_graph *g, const nrt_program *p, bool fused, FILE *out);
 
+/* The warps (of one block) that add up each output of a concat of sums
+ * whose part sums `count` elements an output (emit_joined_sums). */
+int64_t cuda_joined_sum_warps(int64_t count);
+
 /* Buffer sharing (cuda_alias.c), on the finished steps: reshapes become
  * views, and updates that can be computed in their parameter's memory are,
  * dropping their copy steps. Sets p->slot_values. */

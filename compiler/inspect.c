@@ -2,6 +2,7 @@
  * with the bytes they move, their FLOPs and their roofline floor on the
  * target, library calls, the memory plan and its peak, parameter bytes. */
 #include "inspect.h"
+#include "cuda_emit.h"
 #include "launch_dag.h"
 #include "module.h"
 #include "typecheck.h"
@@ -16,6 +17,7 @@
 #define FLOOR_MATMUL_LOW 750e12    /* bf16/f16 tensor cores */
 #define FLOOR_MATMUL_F32 51e12     /* f32 without tf32 */
 #define FLOOR_VECTOR 60e12         /* f32 on the CUDA cores */
+#define FLOOR_WARP_ELEMENT_S 2.4e-9 /* one warp adding up a run of f32 alone (30 ms for 12.6M elements on an H200) */
 
 typedef struct step_cost {
     double bytes, flops, floor_s;
@@ -127,14 +129,38 @@ static double step_bytes(const ir_graph *g, const nrt_program *p, const nrt_step
     return bytes;
 }
 
+/* The longest run of elements one warp of a concat of sums adds up alone
+ * (emit_joined_sums): a few warps over a large part leave the GPU idle
+ * however few bytes the kernel moves. 0 for other steps. */
+static int64_t joined_sum_run(const ir_graph *g, const nrt_program *p, const nrt_step *s, const int64_t *syms)
+{
+    if (s->kind != NRT_STEP_KERNEL || s->grid != NRT_GRID_WARPS || s->kernel >= p->nkernels ||
+        !ends_with(p->kernel_names[s->kernel], "_concat_sums") || s->node >= g->nnodes)
+        return 0;
+    const ir_node *c = &g->nodes[s->node];
+    int64_t most = 0;
+    for (int i = 0; i < c->nargs; i++) {
+        ir_value sum = ir_args(g, c)[i];
+        if (g->nodes[sum].op == OP_RESHAPE) sum = ir_args(g, &g->nodes[sum])[0];
+        if (g->nodes[sum].nargs < 1) continue;
+        const ir_node *x = &g->nodes[ir_args(g, &g->nodes[sum])[0]];
+        int64_t count = 1;
+        if (x->rank < 1 || !dim_eval(&g->dims[x->shape[x->rank - 1]], syms, &count) || count < 1) continue;
+        int64_t warps = cuda_joined_sum_warps(count), run = (count + warps - 1) / warps;
+        if (run > most) most = run;
+    }
+    return most;
+}
+
 static step_cost cost_of(const ir_graph *g, const nrt_program *p, const nrt_step *s, const memplan_buf *b, const int64_t *syms)
 {
     step_cost c = {.bytes = step_bytes(g, p, s, b, syms), .flops = step_flops(g, p, s, syms)};
     double rate = s->kind == NRT_STEP_MATMUL ? (s->mm_dtype == NC_F32 ? FLOOR_MATMUL_F32 : FLOOR_MATMUL_LOW)
                 : s->grid == NRT_GRID_TILES ? FLOOR_MATMUL_LOW   /* mma.sync */
                                             : FLOOR_VECTOR;
-    double tb = c.bytes / FLOOR_BYTES_PER_S, tf = c.flops / rate;
+    double tb = c.bytes / FLOOR_BYTES_PER_S, tf = c.flops / rate, tw = (double)joined_sum_run(g, p, s, syms) * FLOOR_WARP_ELEMENT_S;
     c.floor_s = tb > tf ? tb : tf;
+    if (tw > c.floor_s) c.floor_s = tw;
     return c;
 }
 

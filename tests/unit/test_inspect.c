@@ -114,6 +114,41 @@ static void check_prepare_report(const char *example)
     built_free(&b);
 }
 
+/* examples/fashion_resnet.net's training step at B = 8: its largest
+ * concat of sums moves ~1 MB (0.4 us by bytes), but a 3x3x64x64 conv
+ * weight's 36,864 squares go to at most a block's 8 warps, 4,608 a warp at
+ * ~2.4 ns an element: the floor shows the ~11 us the bytes hide. */
+static void check_joined_sums_floor(const char *root)
+{
+    char example[1024], err[1024];
+    snprintf(example, sizeof example, "%s/examples/fashion_resnet.net", root);
+    const char *dn[] = {"B"};
+    const int64_t dv[] = {8};
+    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 1};
+    built b = {.path = "test_inspect_resnet.netm"};
+    b.g = compile_file(example, &o, &b.src);
+    CHECK(b.g != NULL);
+    if (!b.g) return;
+    b.m = (nrt_module_data){.graph = b.g, .nvrtc_version = 13000};
+    CHECK(cuda_emit_program_ex(b.g, true, &b.m.program, err, sizeof err));
+    CHECK(module_write(b.path, &b.m, err, sizeof err) == 0);
+    char *js = report(b.path, NULL, NULL, 0, true, NULL);
+    json_error_t je;
+    json_t *j = js ? json_loads(js, 0, &je) : NULL, *steps = json_object_get(j, "steps");
+    double most = 0, most_bytes = 0;
+    for (size_t i = 0; i < json_array_size(steps); i++) {
+        json_t *st = json_array_get(steps, i);
+        if (!strstr(json_string_value(json_object_get(st, "name")), "_concat_sums")) continue;
+        double floor_us = json_real_value(json_object_get(st, "floor_us"));
+        if (floor_us > most) most = floor_us, most_bytes = json_real_value(json_object_get(st, "bytes"));
+    }
+    printf("fashion_resnet step: the slowest concat of sums %.2f us (%.0f bytes)\n", most, most_bytes);
+    CHECK(most_bytes > 0 && most > 10 && most < 12);
+    json_decref(j);
+    free(js);
+    built_free(&b);
+}
+
 int main(int argc, char **argv)
 {
     const char *root = argc > 1 ? argv[1] : ".";
@@ -188,6 +223,7 @@ int main(int argc, char **argv)
     free(js);
 
     check_prepare_report(example);
+    check_joined_sums_floor(root);
     printf("test_inspect: %u steps, %u batches, the report %s\n", p->nsteps, batches, failures ? "differs" : "as expected");
     free(t);
     free(launch_of);
