@@ -150,7 +150,7 @@ static const char batch_grid_macros[] =
     "#undef NC_GRID_STRIDE\n#undef NC_GRID_STRIDE_FROM\n#undef NC_WARP_STRIDE\n"
     "#define NC_GRID_STRIDE(i, n) for (long long i = nc_vt; i < (n); i += nc_vg)\n"
     "#define NC_GRID_STRIDE_FROM(i, start, n) for (long long i = (start) + nc_vt; i < (n); i += nc_vg)\n"
-    "#define NC_WARP_STRIDE(w, n) for (long long w = (NC_LANES_MAY_MEET(), nc_vt >> 5); w < (n); w += nc_vg >> 5)\n";
+    "#define NC_WARP_STRIDE(w, n) for (long long w = nc_vt >> 5; w < (n); w += nc_vg >> 5)\n";
 
 /* The kernel that runs steps [first, first + n): each distinct body once as
  * a device function, consecutive steps of one body in a loop, each step on

@@ -22,7 +22,7 @@
     "#define NC_GRID_STRIDE_FROM(i, start, n) for (long long i = (start) + blockIdx.x * (long long)blockDim.x + " \
     "threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)\n" \
     "#undef NC_WARP_STRIDE\n" \
-    "#define NC_WARP_STRIDE(w, n) for (long long w = (NC_LANES_MAY_MEET(), (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5); w < (n); " \
+    "#define NC_WARP_STRIDE(w, n) for (long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; w < (n); " \
     "w += ((long long)gridDim.x * blockDim.x) >> 5)\n"
 
 /* How every kernel body starts (begin_kernel): the __global__ kernel and a

@@ -113,24 +113,22 @@ static void nc_context_start(nc_context *c, char *stack, size_t size, void (*ent
 }
 #endif
 
-struct nc_fiber { nc_context ctx; int state; char *stack; };
+// A thread takes a stack when it first runs and gives it back when it
+// finishes, and the next thread to start takes the stack given back last:
+// a block without barriers runs all its threads on one stack, warm in the
+// cache, at about the cost of plain calls, and a block whose threads wait
+// at a barrier holds a stack a thread. So every block runs as fibers, and
+// blocks may take different paths, as on a GPU: a head of attention that
+// sees no key skips its loop and the loop's barriers (nc_host_launch).
+struct nc_fiber { nc_context ctx; int state; char *stack; };   // stack: null before the start and after the end
 static nc_fiber nc_fibers[NC_MAX_THREADS];
+static char *nc_spare[NC_MAX_THREADS];   // the stacks no thread holds, nc_nspare of them
+static int nc_nspare, nc_nstacks;        // nc_nstacks: all stacks allocated
 static nc_context nc_scheduler;
 static int nc_current;
 static float nc_exchange[NC_MAX_THREADS];
 static void (*nc_thunk)(void *);
 static void *nc_thunk_ctx;
-
-// A launch whose block 0 reached no barrier runs its other blocks'
-// threads as plain calls, one after another: no fibers (barriers are the
-// same for every block of a kernel; a kernel that waits in some blocks only
-// is undefined in CUDA too).
-static bool nc_waited, nc_plain;
-
-// A warp-stride loop's lanes exchange values (nc_lane_xor): it counts as a
-// barrier met even where block 0's threads take no pass through it (a
-// batch's step that other blocks run), so the launch keeps its fibers.
-#define NC_LANES_MAY_MEET() ((void)(nc_waited = true))
 
 // Every thread of a kernel starts by waiting for its grid dependencies
 // (programmatic dependent launch): counted, so the mock driver can check
@@ -141,11 +139,6 @@ extern "C" { long long nc_grid_dependency_waits = 0; }
 // Back to the scheduler until the barrier opens; the scheduler sets threadIdx.
 static inline void nc_wait(int barrier)
 {
-    if (nc_plain) {
-        fprintf(stderr, "cuda_host_shim: a barrier in block %lld, none in block 0\n", blockIdx.x);
-        abort();
-    }
-    nc_waited = true;
     nc_fiber *f = &nc_fibers[nc_current];
     f->state = barrier;
     nc_switch(&f->ctx, &nc_scheduler);
@@ -419,9 +412,12 @@ static bool nc_run_warp(int w, int threads, bool backwards)
     for (;;) {
         for (int i = 0; i < n; i++) {
             int t = first + (backwards ? n - 1 - i : i);
-            if (nc_fibers[t].state != NC_RUNNING) continue;
+            nc_fiber *f = &nc_fibers[t];
+            if (f->state != NC_RUNNING) continue;
+            if (!f->stack) f->stack = nc_spare[--nc_nspare], nc_context_start(&f->ctx, f->stack, NC_STACK, nc_fiber_main);
             nc_current = t, threadIdx.x = t;
-            nc_switch(&nc_scheduler, &nc_fibers[t].ctx);
+            nc_switch(&nc_scheduler, &f->ctx);
+            if (f->state == NC_FINISHED) nc_spare[nc_nspare++] = f->stack, f->stack = NULL;
         }
         bool waiting = false, complete = true;
         for (int t = first; t < first + n; t++) {
@@ -435,10 +431,31 @@ static bool nc_run_warp(int w, int threads, bool backwards)
     }
 }
 
+// Gives back the stacks of the threads a failed launch left waiting.
+static void nc_reclaim_stacks(void)
+{
+    for (int t = 0; t < NC_MAX_THREADS; t++)
+        if (nc_fibers[t].stack) nc_spare[nc_nspare++] = nc_fibers[t].stack, nc_fibers[t].stack = NULL;
+}
+
+// Enough stacks for every thread of a block to wait at a barrier; false
+// if out of memory.
+static bool nc_reserve_stacks(long long threads)
+{
+    for (; nc_nstacks < threads; nc_nstacks++) {
+        char *stack = (char *)malloc(NC_STACK);
+        if (!stack) return false;
+        nc_spare[nc_nspare++] = stack;
+    }
+    return true;
+}
+
 // Frees the threads' stacks (before the library is closed).
 extern "C" void nc_host_release(void)
 {
-    for (int t = 0; t < NC_MAX_THREADS; t++) free(nc_fibers[t].stack), nc_fibers[t].stack = NULL;
+    nc_reclaim_stacks();
+    while (nc_nspare) free(nc_spare[--nc_nspare]);
+    nc_nstacks = 0;
 }
 
 // The linker's bounds of the nc_shared section (absent, both null, when no
@@ -452,10 +469,10 @@ static void nc_poison_shared(void)
         memset(__start_nc_shared, 0xff, (size_t)(__stop_nc_shared - __start_nc_shared));
 }
 
-// Set by a test: launches run block 0, then the others last to first, the
-// threads of a block without barriers last to first, and each block's warps
-// and lanes in the order the other parity gets. A kernel whose result
-// depends on which thread comes first (atomic float adds) gives other bits.
+// Set by a test: launches run block 0, then the others last to first, and
+// each block's warps and lanes in the order the other parity gets. A
+// kernel whose result depends on which thread comes first (atomic float
+// adds) gives other bits.
 extern "C" { int nc_host_reverse = 0; }
 
 // Runs thunk(ctx) as every thread of blocks x threads; 0, or -1 with err set.
@@ -466,28 +483,17 @@ extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks
         snprintf(err, errcap, "%lld threads a block", threads);
         return -1;
     }
+    if (!nc_reserve_stacks(threads)) {
+        snprintf(err, errcap, "no memory for %lld threads' stacks", threads);
+        return -1;
+    }
     nc_thunk = thunk, nc_thunk_ctx = ctx;
     gridDim.x = blocks, blockDim.x = threads;
-    nc_waited = nc_plain = false;
     for (long long turn = 0; turn < blocks; turn++) {
-        const long long b = nc_host_reverse && turn ? blocks - turn : turn;   // block 0 first: it decides nc_plain
+        const long long b = nc_host_reverse && turn ? blocks - turn : turn;
         blockIdx.x = b;
         nc_poison_shared();
-        if (turn == 1 && !nc_waited) nc_plain = true;
-        if (nc_plain) {
-            for (int i = 0; i < threads; i++)
-                threadIdx.x = nc_host_reverse ? threads - 1 - i : i, thunk(ctx), nc_check_copies_done();
-            continue;
-        }
-        for (int t = 0; t < threads; t++) {
-            nc_fiber *f = &nc_fibers[t];
-            if (!f->stack && !(f->stack = (char *)malloc(NC_STACK))) {
-                snprintf(err, errcap, "no memory for thread %d's stack", t);
-                return -1;
-            }
-            nc_context_start(&f->ctx, f->stack, NC_STACK, nc_fiber_main);
-            f->state = NC_RUNNING;
-        }
+        for (int t = 0; t < threads; t++) nc_fibers[t].state = NC_RUNNING;
         // A block's warps run one after another, each as far as it can go
         // before the next starts, and odd blocks run their warps and lanes
         // last to first: a GPU orders nothing between barriers, so a thread
@@ -501,7 +507,7 @@ extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks
             for (int i = 0; i < warps; i++)
                 if (!nc_run_warp(backwards ? warps - 1 - i : i, (int)threads, backwards)) {
                     snprintf(err, errcap, "block %lld: the lanes of a warp wait at different barriers", b);
-                    nc_plain = false;
+                    nc_reclaim_stacks();
                     return -1;
                 }
             bool live = false;
@@ -511,6 +517,5 @@ extern "C" int nc_host_launch(void (*thunk)(void *), void *ctx, long long blocks
                 if (nc_fibers[t].state == NC_AT_BLOCK_BARRIER) nc_fibers[t].state = NC_RUNNING;
         }
     }
-    nc_plain = false;
     return 0;
 }
