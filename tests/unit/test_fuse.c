@@ -496,6 +496,17 @@ static ir_graph *compile_with_program(const char *path, const driver_opts *o, nr
     return g;
 }
 
+/* root/rel's training step, fused, at B = batch, with its program. */
+static ir_graph *compile_train_step(const char *root, const char *rel, int64_t batch, nrt_program *p)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    const char *dn[] = {"B"};
+    const int64_t dv[] = {batch};
+    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 1};
+    return compile_with_program(path, &o, p);
+}
+
 /* How many buffers of p's plan b that prepare steps make for the other
  * steps (what a run that skips them still reads) overlap another buffer. */
 static uint32_t prepared_overlaps(const ir_graph *g, const nrt_program *p, const memplan_buf *b)
@@ -525,13 +536,9 @@ static uint32_t prepared_overlaps(const ir_graph *g, const nrt_program *p, const
  * writes, and what they make for the run overlaps nothing in the plan. */
 static void check_constant_prepare(const char *root)
 {
-    char path[1024], err[512];
-    snprintf(path, sizeof path, "%s/examples/fashion_cnn.net", root);
-    const char *dn[] = {"B"};
-    const int64_t dv[] = {2};
-    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 1};
+    char err[512];
     nrt_program p;
-    ir_graph *g = compile_with_program(path, &o, &p);
+    ir_graph *g = compile_train_step(root, "examples/fashion_cnn.net", 2, &p);
     if (!g) return;
     bool *konst = ir_constant_values(g);
     uint32_t every_run = 0, constant_every_run = 0, sorted_once = 0, summed_every_run = 0, stale = 0;
@@ -840,13 +847,8 @@ static void check_read_through(const char *root, const char *file, const char *d
  * only it reads (split_off_last). */
 static void check_batch_norm(const char *root)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/gpu/batch_norm.net", root);
-    const char *dn[] = {"B"};
-    const int64_t dv[] = {128};
-    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 1};
     nrt_program p;
-    ir_graph *g = compile_with_program(path, &o, &p);
+    ir_graph *g = compile_train_step(root, "tests/gpu/batch_norm.net", 128, &p);
     if (!g) return;
     uint32_t elementwise = 0, spread_reshapes = 0, kernels = 0;
     for (uint32_t k = 0; k < p.nsteps; k++) {
@@ -900,13 +902,8 @@ static void check_batch_norm(const char *root)
  * and the running variance still updated in place (no copy at the end). */
 static void check_sibling_sums(const char *root)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/gpu/batch_norm_wide.net", root);
-    const char *dn[] = {"B"};
-    const int64_t dv[] = {5};
-    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 1};
     nrt_program p;
-    ir_graph *g = compile_with_program(path, &o, &p);
+    ir_graph *g = compile_train_step(root, "tests/gpu/batch_norm_wide.net", 5, &p);
     if (!g) return;
     uint32_t cols = 0, totals = 0, epilogues = 0, copies = 0;
     for (uint32_t k = 0; k < p.nsteps; k++) {
@@ -939,13 +936,8 @@ static void check_sibling_sums(const char *root)
  * own. */
 static void check_shared_norm_sums(const char *root)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/examples/fashion_resnet.net", root);
-    const char *dn[] = {"B"};
-    const int64_t dv[] = {8};
-    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 1};
     nrt_program p;
-    ir_graph *g = compile_with_program(path, &o, &p);
+    ir_graph *g = compile_train_step(root, "examples/fashion_resnet.net", 8, &p);
     if (!g) return;
     uint32_t *concat_reads = calloc(g->nnodes + 1, sizeof *concat_reads), *reads = calloc(g->nnodes + 1, sizeof *reads);
     for (ir_value u = 0; u < g->nnodes; u++)
@@ -981,13 +973,8 @@ enum { NORM_WARP_MAX = 8192 };
 
 static void check_norm_sums_spread(const char *root)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/examples/fashion_resnet.net", root);
-    const char *dn[] = {"B"};
-    const int64_t dv[] = {8};
-    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 1};
     nrt_program p;
-    ir_graph *g = compile_with_program(path, &o, &p);
+    ir_graph *g = compile_train_step(root, "examples/fashion_resnet.net", 8, &p);
     if (!g) return;
     int64_t most = 0, short_by = 0;
     for (uint32_t k = 0; k < p.nsteps; k++) {
