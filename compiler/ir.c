@@ -75,6 +75,13 @@ void ir_sym_names_note(const ir_graph *g, char *buf, size_t cap)
     if (n < cap) snprintf(buf + n, cap - n, ")");
 }
 
+void ir_syms_format(const ir_graph *g, const int64_t *syms, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    for (uint32_t k = 0, n = 0; k < g->nsyms && n < cap; k++)
+        n += (uint32_t)snprintf(buf + n, cap - n, "%s%s = %lld", k ? ", " : "", g->sym_names[k], (long long)syms[k]);
+}
+
 int ir_sym_find(const ir_graph *g, const char *name)
 {
     for (uint32_t i = 0; i < g->nsyms; i++)

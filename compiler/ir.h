@@ -169,6 +169,8 @@ uint32_t ir_dim_const(ir_graph *g, int64_t v);
 int ir_sym_find(const ir_graph *g, const char *name);   /* -1 if absent */
 /* " (its symbolic dims: B, T)", or " (all its dims are fixed)": what a --dim naming none could name. */
 void ir_sym_names_note(const ir_graph *g, char *buf, size_t cap);
+/* "B = 8, T = 1024": a binding of the symbolic dims, for messages about it. */
+void ir_syms_format(const ir_graph *g, const int64_t *syms, char *buf, size_t cap);
 int ir_sym_add(ir_graph *g, const char *name);          /* -1 if NC_MAX_SYMS reached */
 void ir_dim_format(const ir_graph *g, uint32_t dim, char *buf, size_t cap);
 void ir_shape_format(const ir_graph *g, nc_dtype t, uint8_t rank, const uint32_t *shape,

@@ -840,8 +840,7 @@ static bool bind_indices(const ir_graph *g, const ir_node *n, ir_value idx, cons
     char at[160], vals[128], sizes[256] = "", where[256] = "", most[128] = "";
     op_at(g, r.wraps, at, sizeof at);
     wrap_values(&r, vals, sizeof vals);
-    for (uint32_t k = 0, len = 0; k < g->nsyms && len < sizeof sizes; k++)
-        len += (uint32_t)snprintf(sizes + len, sizeof sizes - len, "%s%s = %lld", k ? ", " : "", g->sym_names[k], (long long)syms[k]);
+    ir_syms_format(g, syms, sizes, sizeof sizes);
     if (n->loc.file >= 1 && n->loc.file <= g->nfiles)
         snprintf(where, sizeof where, " at %s:%u", g->files[n->loc.file - 1], n->loc.line);
     int64_t m = g->nsyms == 1 ? largest_binding(g, idx, syms) : 0;
@@ -913,8 +912,7 @@ static bool bind_slice(const ir_graph *g, const ir_node *n, const int64_t *syms,
     char slo[64], shi[64], ssize[64], where[256] = "", at[256] = "";
     if (n->loc.file >= 1 && n->loc.file <= g->nfiles)
         snprintf(where, sizeof where, " at %s:%u", g->files[n->loc.file - 1], n->loc.line);
-    for (uint32_t k = 0, used = 0; k < g->nsyms && used < sizeof at; k++)
-        used += (uint32_t)snprintf(at + used, sizeof at - used, "%s%s = %lld", k ? ", " : "", g->sym_names[k], (long long)syms[k]);
+    ir_syms_format(g, syms, at, sizeof at);
     fail(e, -1, "the slice%s takes [%s, %s) of an axis of size %s: at %s that is not inside the axis", where,
          dim_str(g, n->attr.lo, slo, sizeof slo), dim_str(g, n->attr.hi, shi, sizeof shi), dim_str(g, size, ssize, sizeof ssize), at);
     return false;
@@ -973,8 +971,7 @@ bool tc_check_requires(const ir_graph *g, const int64_t *syms, tc_error *e)
             loc_text(g, q->site, s, sizeof s);
             snprintf(site, sizeof site, " (in the call at %s)", s);
         }
-        for (uint32_t k = 0, len = 0; k < g->nsyms && len < sizeof sizes; k++)
-            len += (uint32_t)snprintf(sizes + len, sizeof sizes - len, "%s%s = %lld", k ? ", " : "", g->sym_names[k], (long long)syms[k]);
+        ir_syms_format(g, syms, sizes, sizeof sizes);
         return fail(e, -1, "the require at %s%s fails at %s, where %s %s %s is false: %s", at, site, sizes, a,
                     ir_cmp_text(q->cmp), b, q->message);
     }

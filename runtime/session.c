@@ -227,8 +227,7 @@ static nrt_status check_sizes(const nrt_session *s, nrt_error *err)
         if (fits) continue;
         char shape[256], at[256] = "";
         ir_shape_format(g, n->dtype, n->rank, n->shape, shape, sizeof shape);
-        for (uint32_t k = 0, len = 0; k < g->nsyms && len < sizeof at; k++)
-            len += (uint32_t)snprintf(at + len, sizeof at - len, "%s%s = %lld", k ? ", " : "", g->sym_names[k], (long long)s->syms[k]);
+        ir_syms_format(g, s->syms, at, sizeof at);
         return set_err(err, NRT_ERR_ARGUMENT, "at %s a tensor of %s has no size (negative, or past 2^63 bytes)", at, shape);
     }
     return NRT_OK;
