@@ -1473,10 +1473,10 @@ static void assert_stop(sema_ctx *c)
 }
 
 /* The comparisons of symbolic sizes a passing require's condition left to
- * the session (pending from base on): one ir_require each, once per graph. */
-static void assert_require(sema_ctx *c, const ast_node *s, int base, const char *msg)
+ * the session (pending[base, end)): one ir_require each, once per graph. */
+static void assert_require(sema_ctx *c, const ast_node *s, int base, int end, const char *msg)
 {
-    for (int i = base; i < c->npending; i++) {
+    for (int i = base; i < end; i++) {
         ir_require q = {.lhs = c->pending[i].lhs, .rhs = c->pending[i].rhs, .cmp = c->pending[i].cmp,
                         .message = (char *)msg, .loc = s->loc, .site = c->call_depth ? c->call_site : (nc_loc){0}};
         bool seen = false;
@@ -1522,9 +1522,7 @@ static void exec_assert(sema_ctx *c, const ast_node *s)
     char text[1024], help[1024];
     assert_format(c, msg.s, text, sizeof text);
     if (cond.i) {
-        c->npending = end;
-        assert_require(c, s, base, text);
-        c->npending = base;
+        assert_require(c, s, base, end, text);
         return;
     }
     if (s->c) assert_format(c, hint.s, help, sizeof help);
