@@ -470,6 +470,27 @@ static void plan_widened_sums(cg_ctx *cg)
     }
 }
 
+/* Each value's readers in order: those of v at at[start[v] .. start[v + 1]). */
+typedef struct reader_index {
+    uint32_t *start;
+    ir_value *at;
+} reader_index;
+
+static reader_index index_readers(const ir_graph *g)
+{
+    reader_index ri = {nc_xcalloc(g->nnodes + 2, sizeof *ri.start), NULL};
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++) ri.start[ir_args(g, &g->nodes[u])[i] + 1]++;
+    for (ir_value v = 0; v < g->nnodes; v++) ri.start[v + 1] += ri.start[v];
+    ri.at = nc_xmalloc((ri.start[g->nnodes] + 1) * sizeof *ri.at);
+    uint32_t *fill = nc_xmalloc((g->nnodes + 1) * sizeof *fill);
+    memcpy(fill, ri.start, g->nnodes * sizeof *fill);
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++) ri.at[fill[ir_args(g, &g->nodes[u])[i]]++] = u;
+    free(fill);
+    return ri;
+}
+
 /* A gradient norm joins its partial sums with concats: one kernel computes
  * all the parts of such a concat, each warp one output, instead of a kernel
  * per sum. */
@@ -483,6 +504,7 @@ static void plan_joined_sums(cg_ctx *cg)
             for (int i = 0; i < g->nodes[c].nargs; i++) concat_reads[ir_args(g, &g->nodes[c])[i]]++;
     for (ir_value c = 0; c < g->nnodes; c++) cg->joined_sums[c] = joinable_concat(cg, c, concat_reads);
     /* a sum several concats read has no kernel only if every one of them adds it up */
+    reader_index ri = index_readers(g);
     for (bool changed = true; changed;) {
         changed = false;
         for (ir_value c = 0; c < g->nnodes; c++) {
@@ -490,9 +512,8 @@ static void plan_joined_sums(cg_ctx *cg)
             for (int i = 0; i < g->nodes[c].nargs && cg->joined_sums[c]; i++) {
                 ir_value s = ir_args(g, &g->nodes[c])[i];
                 if (cg->readers[s] == 1) continue;
-                for (ir_value u = s + 1; u < g->nnodes && cg->joined_sums[c]; u++)
-                    for (int k = 0; k < g->nodes[u].nargs; k++)
-                        if (ir_args(g, &g->nodes[u])[k] == s && !cg->joined_sums[u]) cg->joined_sums[c] = false, changed = true;
+                for (uint32_t j = ri.start[s]; j < ri.start[s + 1] && cg->joined_sums[c]; j++)
+                    if (!cg->joined_sums[ri.at[j]]) cg->joined_sums[c] = false, changed = true;
             }
         }
     }
@@ -505,6 +526,8 @@ static void plan_joined_sums(cg_ctx *cg)
         }
     }
     free(concat_reads);
+    free(ri.start);
+    free(ri.at);
 }
 
 /* The extent of each group in schedule order, with what it loads and
@@ -1096,27 +1119,6 @@ static uint32_t split_independent(cg_ctx *cg, uint32_t ngroups)
     free(last);
     free(root);
     return next;
-}
-
-/* Each value's readers in order: those of v at at[start[v] .. start[v + 1]). */
-typedef struct reader_index {
-    uint32_t *start;
-    ir_value *at;
-} reader_index;
-
-static reader_index index_readers(const ir_graph *g)
-{
-    reader_index ri = {nc_xcalloc(g->nnodes + 2, sizeof *ri.start), NULL};
-    for (ir_value u = 0; u < g->nnodes; u++)
-        for (int i = 0; i < g->nodes[u].nargs; i++) ri.start[ir_args(g, &g->nodes[u])[i] + 1]++;
-    for (ir_value v = 0; v < g->nnodes; v++) ri.start[v + 1] += ri.start[v];
-    ri.at = nc_xmalloc((ri.start[g->nnodes] + 1) * sizeof *ri.at);
-    uint32_t *fill = nc_xmalloc((g->nnodes + 1) * sizeof *fill);
-    memcpy(fill, ri.start, g->nnodes * sizeof *fill);
-    for (ir_value u = 0; u < g->nnodes; u++)
-        for (int i = 0; i < g->nodes[u].nargs; i++) ri.at[fill[ir_args(g, &g->nodes[u])[i]]++] = u;
-    free(fill);
-    return ri;
 }
 
 /* A plain column reduction that can share host h's kernel: over an input
