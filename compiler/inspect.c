@@ -360,6 +360,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
     tc_error bad;   /* a binding a session refuses has no numbers to show */
     if (!defaulted && !tc_check_bound_sizes(g, syms, &bad)) {
         fprintf(stderr, "netc: a session refuses this binding: %s\n", bad.msg);
+        if (bad.hint[0]) fprintf(stderr, "  hint: %s\n", bad.hint);
         module_data_free(&m);
         return 1;
     }

@@ -40,7 +40,7 @@ void ir_graph_free(ir_graph *g)
     free(g->params);
     free(g->outputs);
     free(g->updates);
-    for (uint32_t i = 0; i < g->nrequires; i++) free(g->requires[i].message);
+    for (uint32_t i = 0; i < g->nrequires; i++) free(g->requires[i].message), free(g->requires[i].hint);
     free(g->requires);
     free(g->files);
     free(g->name);
@@ -175,7 +175,79 @@ void ir_require_add(ir_graph *g, const ir_require *r)
 {
     g->requires = nc_xrealloc(g->requires, (g->nrequires + 1) * sizeof *g->requires);
     g->requires[g->nrequires] = *r;
-    g->requires[g->nrequires++].message = nc_xstrdup(r->message ? r->message : "");
+    g->requires[g->nrequires].message = nc_xstrdup(r->message ? r->message : "");
+    g->requires[g->nrequires++].hint = nc_xstrdup(r->hint ? r->hint : "");
+}
+
+void ir_require_span(const ir_graph *g, nc_dtype t, int rank, const uint32_t *shape, char *out, size_t cap)
+{
+    int ndims = rank < 0 ? 1 : rank;
+    bool symbolic = false;
+    int64_t v;
+    for (int i = 0; i < ndims; i++) symbolic |= !dim_is_const(&g->dims[shape[i]], &v);
+    if (!symbolic) {
+        if (rank < 0) ir_dim_format(g, shape[0], out, cap);
+        else ir_shape_format(g, t, (uint8_t)rank, shape, out, cap);
+        return;
+    }
+    size_t n = rank < 0 ? (size_t)snprintf(out, cap, "%cd", IR_SIZES_MARK) : (size_t)snprintf(out, cap, "%ct%d", IR_SIZES_MARK, (int)t);
+    for (int i = 0; i < ndims && n < cap; i++) n += (size_t)snprintf(out + n, cap - n, "%s%u", rank < 0 ? "" : " ", shape[i]);
+    if (n < cap) snprintf(out + n, cap - n, "%c", IR_SIZES_MARK);
+}
+
+/* One size span's text (its kind and numbers, between the marks): the dims
+ * as written, then with syms their values ({T} in "T is {T}" reads as T's
+ * value alone, a tensor as both: "f32[B, T] = f32[2, 5]"). A span a module could not have
+ * been written with (an unknown dtype, a dim past the graph's) reads "?". */
+static size_t sizes_span_text(const ir_graph *g, const char *span, const char *end, const int64_t *syms, char *out, size_t cap)
+{
+    char kind = *span++;
+    uint32_t shape[NC_MAX_RANK];
+    int rank = 0;
+    char *next;
+    long dtype = kind == 't' ? strtol(span, &next, 10) : 0;
+    if (kind == 't') span = next;
+    while (span < end && rank < NC_MAX_RANK) {
+        unsigned long d = strtoul(span, &next, 10);
+        if (next == span || d >= g->ndims) break;
+        shape[rank++] = (uint32_t)d;
+        span = next;
+    }
+    if ((kind != 't' && kind != 'd') || span != end || dtype < 0 || dtype >= NC_DTYPE_COUNT || (kind == 'd' && rank != 1))
+        return (size_t)snprintf(out, cap, "?");
+    char written[256], bound[256];
+    size_t n = 0;
+    if (kind == 'd') ir_dim_format(g, shape[0], written, sizeof written);
+    else {
+        ir_shape_format(g, (nc_dtype)dtype, (uint8_t)rank, shape, written, sizeof written);
+        n = (size_t)snprintf(bound, sizeof bound, "%s[", dtype_name((nc_dtype)dtype));
+    }
+    bool known = syms != NULL;
+    for (int i = 0; i < rank && known && n < sizeof bound; i++) {
+        int64_t v;
+        known = dim_eval(&g->dims[shape[i]], syms, &v);
+        n += (size_t)snprintf(bound + n, sizeof bound - n, "%s%lld", i ? ", " : "", (long long)v);
+    }
+    if (kind == 't' && n < sizeof bound) snprintf(bound + n, sizeof bound - n, "]");
+    if (!known) return (size_t)snprintf(out, cap, "%s", written);
+    return kind == 'd' ? (size_t)snprintf(out, cap, "%s", bound) : (size_t)snprintf(out, cap, "%s = %s", written, bound);
+}
+
+void ir_require_text(const ir_graph *g, const char *text, const int64_t *syms, char *out, size_t cap)
+{
+    size_t o = 0;
+    out[0] = 0;
+    for (const char *p = text ? text : ""; *p && o + 1 < cap;) {
+        const char *end = *p == IR_SIZES_MARK ? strchr(p + 1, IR_SIZES_MARK) : NULL;
+        if (end) {
+            o += sizes_span_text(g, p + 1, end, syms, out + o, cap - o);
+            p = end + 1;
+        } else {
+            out[o++] = *p++;
+            out[o] = 0;
+        }
+    }
+    if (o >= cap) out[cap - 1] = 0;
 }
 
 const char *ir_cmp_text(ir_cmp c)

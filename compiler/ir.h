@@ -91,13 +91,19 @@ typedef struct ir_update {
 
 /* A condition on sizes that an assert states and the build could not
  * decide (B > 1 with B symbolic): lhs CMP rhs, checked when a session binds
- * the symbols (tc_check_requires, typecheck.h), message the assert's. */
+ * the symbols (tc_check_requires, typecheck.h), message and hint the assert's.
+ * Their {name}s keep the symbolic sizes they stood for, for the session to
+ * show them bound: a span IR_SIZES_MARK 't' DTYPE (' ' DIM)* IR_SIZES_MARK
+ * is a tensor's type, IR_SIZES_MARK 'd' DIM IR_SIZES_MARK a size (DTYPE and
+ * DIM in decimal: a dtype and a dim id); ir_require_text writes them. */
+#define IR_SIZES_MARK '\x01'
 typedef enum ir_cmp { IR_CMP_LT, IR_CMP_LE, IR_CMP_GT, IR_CMP_GE, IR_CMP_EQ, IR_CMP_NE, IR_CMP_COUNT } ir_cmp;
 
 typedef struct ir_require {
     uint32_t lhs, rhs;             /* dim ids */
     ir_cmp cmp;
-    char *message;                 /* formatted when the model was built */
+    char *message;                 /* formatted when the model was built, but for its size spans */
+    char *hint;                    /* likewise; "" for none */
     nc_loc loc;                    /* the assert */
     nc_loc site;                   /* the user's call that reached it (line 0: the model's own assert) */
 } ir_require;
@@ -211,10 +217,17 @@ uint32_t ir_input_add(ir_graph *g, const ir_tensor_decl *d);
 uint32_t ir_param_add(ir_graph *g, const ir_param *p);
 void ir_output_add(ir_graph *g, const char *name, ir_value v);
 void ir_update_add(ir_graph *g, uint32_t param, ir_value v);
-void ir_require_add(ir_graph *g, const ir_require *r);   /* copies the message */
+void ir_require_add(ir_graph *g, const ir_require *r);   /* copies the message and hint */
 const char *ir_cmp_text(ir_cmp c);                       /* ">" */
 /* Whether lhs CMP rhs holds at the binding syms; false also when a side has no value. */
 bool ir_require_holds(const ir_graph *g, const ir_require *r, const int64_t *syms);
+/* A require's text (its message or hint) with each size span as the build read
+ * it ("f32[B, 16]"), and with syms beside its bound value ("f32[B, 16] = f32[1, 16]";
+ * a size: its value alone). */
+void ir_require_text(const ir_graph *g, const char *text, const int64_t *syms, char *out, size_t cap);
+/* A {name}'s text in a require's message: a tensor type (rank >= 0) or a
+ * size (rank -1, shape[0]), as a size span where it holds a symbol. */
+void ir_require_span(const ir_graph *g, nc_dtype t, int rank, const uint32_t *shape, char *out, size_t cap);
 
 const char *ir_init_name(ir_init_kind k);
 

@@ -962,7 +962,7 @@ bool tc_check_requires(const ir_graph *g, const int64_t *syms, tc_error *e)
     for (uint32_t i = 0; i < g->nrequires; i++) {
         const ir_require *q = &g->requires[i];
         if (ir_require_holds(g, q, syms)) continue;
-        char a[96], b[96], at[64], site[96] = "", sizes[256] = "";
+        char a[96], b[96], at[64], site[96] = "", sizes[256] = "", text[512];
         ir_dim_format(g, q->lhs, a, sizeof a);
         ir_dim_format(g, q->rhs, b, sizeof b);
         loc_text(g, q->loc, at, sizeof at);
@@ -972,8 +972,10 @@ bool tc_check_requires(const ir_graph *g, const int64_t *syms, tc_error *e)
             snprintf(site, sizeof site, " (in the call at %s)", s);
         }
         ir_syms_format(g, syms, sizes, sizeof sizes);
-        return fail(e, -1, "the require at %s%s fails at %s, where %s %s %s is false: %s", at, site, sizes, a,
-                    ir_cmp_text(q->cmp), b, q->message);
+        ir_require_text(g, q->message, syms, text, sizeof text);
+        fail(e, -1, "the require at %s%s fails at %s, where %s %s %s is false: %s", at, site, sizes, a, ir_cmp_text(q->cmp), b, text);
+        ir_require_text(g, q->hint, syms, e->hint, sizeof e->hint);
+        return false;
     }
     return true;
 }

@@ -1423,8 +1423,10 @@ static bool assert_loc(sema_ctx *c, const ast_node *e, nc_loc *loc)
     return assert_loc(c, e->a, loc) || (e->kind == AST_BINARY && assert_loc(c, e->b, loc));
 }
 
-/* "{name}" in an assert's message: the value bound to name. */
-static void assert_value_text(sema_ctx *c, const char *name, char *out, size_t cap)
+/* "{name}" in an assert's message: the value bound to name; for a require
+ * (spans), a size or a tensor's type as a size span (ir_require_span), which
+ * the session that binds its symbols shows beside their values. */
+static void assert_value_text(sema_ctx *c, const char *name, bool spans, char *out, size_t cap)
 {
     binding *b = lookup(c, name);
     if (!b) { snprintf(out, cap, "{%s}", name); return; }
@@ -1436,13 +1438,19 @@ static void assert_value_text(sema_ctx *c, const char *name, char *out, size_t c
     case SV_BOOL: snprintf(out, cap, "%s", v.i ? "true" : "false"); break;
     case SV_STRING: snprintf(out, cap, "%s", v.s); break;
     case SV_DTYPE: snprintf(out, cap, "%s", dtype_name(v.dtype)); break;
-    case SV_DIM: ir_dim_format(c->g, v.dim, out, cap); break;
-    case SV_TENSOR: ir_shape_format(c->g, n->dtype, n->rank, n->shape, out, cap); break;
+    case SV_DIM:
+        if (spans) ir_require_span(c->g, NC_I32, -1, &v.dim, out, cap);
+        else ir_dim_format(c->g, v.dim, out, cap);
+        break;
+    case SV_TENSOR:
+        if (spans) ir_require_span(c->g, n->dtype, n->rank, n->shape, out, cap);
+        else ir_shape_format(c->g, n->dtype, n->rank, n->shape, out, cap);
+        break;
     default: snprintf(out, cap, "{%s}", name);
     }
 }
 
-static void assert_format(sema_ctx *c, const char *msg, char *out, size_t cap)
+static void assert_format(sema_ctx *c, const char *msg, bool spans, char *out, size_t cap)
 {
     size_t o = 0;
     for (const char *p = msg; *p && o + 1 < cap;) {
@@ -1450,12 +1458,13 @@ static void assert_format(sema_ctx *c, const char *msg, char *out, size_t cap)
         if (end && end - p > 1 && end - p < 64) {
             char name[64], val[256];
             snprintf(name, sizeof name, "%.*s", (int)(end - p - 1), p + 1);
-            assert_value_text(c, name, val, sizeof val);
+            assert_value_text(c, name, spans, val, sizeof val);
             o += (size_t)snprintf(out + o, cap - o, "%s", val);
             if (o >= cap) o = cap - 1;
             p = end + 1;
-        } else {
-            out[o++] = *p++;
+        } else {   /* a mark the user wrote would read as a span */
+            out[o++] = spans && *p == IR_SIZES_MARK ? '?' : *p;
+            p++;
         }
     }
     out[o] = 0;
@@ -1474,11 +1483,15 @@ static void assert_stop(sema_ctx *c)
 
 /* The comparisons of symbolic sizes a passing require's condition left to
  * the session (pending[base, end)): one ir_require each, once per graph. */
-static void assert_require(sema_ctx *c, const ast_node *s, int base, int end, const char *msg)
+static void assert_require(sema_ctx *c, const ast_node *s, int base, int end, const char *msg, const char *hint)
 {
+    if (base == end) return;
+    char text[1024], help[1024] = "";
+    assert_format(c, msg, true, text, sizeof text);
+    if (hint) assert_format(c, hint, true, help, sizeof help);
     for (int i = base; i < end; i++) {
         ir_require q = {.lhs = c->pending[i].lhs, .rhs = c->pending[i].rhs, .cmp = c->pending[i].cmp,
-                        .message = (char *)msg, .loc = s->loc, .site = c->call_depth ? c->call_site : (nc_loc){0}};
+                        .message = text, .hint = help, .loc = s->loc, .site = c->call_depth ? c->call_site : (nc_loc){0}};
         bool seen = false;
         for (uint32_t k = 0; k < c->g->nrequires && !seen; k++)
             seen = c->g->requires[k].lhs == q.lhs && c->g->requires[k].rhs == q.rhs && c->g->requires[k].cmp == q.cmp;
@@ -1519,13 +1532,13 @@ static void exec_assert(sema_ctx *c, const ast_node *s)
         assert_stop(c);
         return;
     }
-    char text[1024], help[1024];
-    assert_format(c, msg.s, text, sizeof text);
     if (cond.i) {
-        assert_require(c, s, base, end, text);
+        assert_require(c, s, base, end, msg.s, s->c ? hint.s : NULL);
         return;
     }
-    if (s->c) assert_format(c, hint.s, help, sizeof help);
+    char text[1024], help[1024];
+    assert_format(c, msg.s, false, text, sizeof text);
+    if (s->c) assert_format(c, hint.s, false, help, sizeof help);
     nc_loc loc = s->loc;
     assert_loc(c, s->a, &loc);
     sema_err(c, loc, s->c ? help : NULL, "%s", text);

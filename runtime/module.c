@@ -168,6 +168,7 @@ static void write_graph(wbuf *b, const ir_graph *g)
         w_u32(b, q->rhs);
         w_u8(b, (uint8_t)q->cmp);
         w_str(b, q->message);
+        w_str(b, q->hint ? q->hint : "");
         w_loc(b, q->loc);
         w_loc(b, q->site);
     }
@@ -564,6 +565,7 @@ static bool r_require(rd *r, ir_graph *g)
     q.rhs = r_u32(r);
     uint8_t cmp = r_u8(r);
     q.message = r_str(r, 4096);
+    q.hint = r_str(r, 4096);
     q.loc = r_loc(r);
     q.site = r_loc(r);
     bool ok = !r->bad;
@@ -572,6 +574,7 @@ static bool r_require(rd *r, ir_graph *g)
     q.cmp = (ir_cmp)cmp;
     if (ok) ir_require_add(g, &q);
     free(q.message);
+    free(q.hint);
     return ok;
 }
 

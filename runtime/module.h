@@ -10,7 +10,7 @@
 #include "program.h"
 
 #define NRT_MODULE_MAGIC "NETCMOD\0"
-#define NRT_MODULE_VERSION 18  /* 2: entry sections (forward + train in one file); 3: 16 buffers a kernel;
+#define NRT_MODULE_VERSION 19  /* 2: entry sections (forward + train in one file); 3: 16 buffers a kernel;
                                   4: 64 buffers a kernel, kernels of several loops; 5: matmul epilogues;
                                   6: batched launches; 7: prepare steps; 8: dropout reads the @step input
                                   (a training step's kernels before it read a step nothing set);
@@ -35,7 +35,9 @@
                                   checked when a session binds them), after its updates; and
                                   attention's key lengths, one more operand of attention (its
                                   4th), attention_lse (3rd) and attention_grad (7th), which a
-                                  reader of 17 refused as corrupt */
+                                  reader of 17 refused as corrupt;
+                                  19: a require's hint after its message, and size spans in both
+                                  (IR_SIZES_MARK, ir.h), which a reader of 18 misread */
 #define NRT_MODULE_MAX_BYTES ((uint64_t)4 << 30)   /* refuse larger files outright */
 
 typedef struct nrt_image {

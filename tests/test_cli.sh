@@ -87,12 +87,16 @@ expect 1 "nodata/train-images-idx3-ubyte: No such file or directory" train "$tmp
 printf 'import nn\nmodel m(x: u8[B, 8, 8]) -> (pred: i32[B, 4], logits: f32[B, 4])\n{\n  out = nn.linear(f32(reshape(x, [B, 64])), 4)\n  return i32(out), out\n}\ntrain m(labels: i32[B]) {\n  loss = cross_entropy(logits, labels)\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/intfirst.net"
 expect 1 "nodata/train-images-idx3-ubyte: No such file or directory" train "$tmp/intfirst.net" --data "$tmp/nodata"
 # a batch norm's training step needs more than one value per channel (PyTorch refuses it too):
-# its require N > 1, left to the session by a module built with B symbolic, refuses B = 1 there
+# its require N > 1, left to the session by a module built with B symbolic, refuses B = 1 there,
+# its message showing the bound sizes beside the written ones and its hint (it showed x is f32[B, 16]
+# alone, no hint)
 "$netc" build "$src/tests/train/reg_bn.net" --entry train --target '' -o "$tmp/bn.netm" 2>/dev/null
-expect 1 "(in the call at reg_bn.net:10) fails at B = 1, where B > 1 is false: batch_norm: training needs more than one value per channel, x is f32[B, 16]" run "$tmp/bn.netm" --dim B=1 --random-inputs 1 --device cpu
+bn_hint="
+  hint: the running variance is unbiased, over N - 1: train with a batch of 2 or more"
+expect 1 "(in the call at reg_bn.net:10) fails at B = 1, where B > 1 is false: batch_norm: training needs more than one value per channel, x is f32[B, 16] = f32[1, 16]$bn_hint" run "$tmp/bn.netm" --dim B=1 --random-inputs 1 --device cpu
 expect 0 "" run "$tmp/bn.netm" --dim B=2 --random-inputs 1 --device cpu
 # netc inspect binding every dim with --dim refuses what a session would (it showed numbers for B = 1)
-expect 1 "a session refuses this binding: the require at nn.net:" inspect "$tmp/bn.netm" --entry train --dim B=1
+expect 1 "a session refuses this binding: the require at nn.net:314 (in the call at reg_bn.net:10) fails at B = 1, where B > 1 is false: batch_norm: training needs more than one value per channel, x is f32[B, 16] = f32[1, 16]$bn_hint" inspect "$tmp/bn.netm" --entry train --dim B=1
 expect 0 "" inspect "$tmp/bn.netm" --entry train --dim B=2
 # a parameter read only while training (or only by the forward pass) is not "never used" in the
 # build that does not read it: netc build warns of what neither build reads, as netc check does

@@ -128,8 +128,19 @@ int main(int argc, char **argv)
     /* a condition on sizes travels, for the session binding them to check (T <= 1024) */
     CHECK(g->nsyms == 2 && g->nrequires == 0);
     const dim_expr t_dim = dim_sym(1);
+    /* its {name}s' sizes travel too, shown as written and as bound; a span naming a dim the
+       graph lacks (a corrupt file) reads "?" */
+    char span[128], msg[256], text[256];
+    const dim_expr b_dim = dim_sym(0);
+    uint32_t bt[2] = {ir_dim_intern(g, &b_dim), ir_dim_intern(g, &t_dim)};
+    ir_require_span(g, NC_F32, 2, bt, span, sizeof span);
+    snprintf(msg, sizeof msg, "T is at most 1024, x is %s", span);
+    ir_require_text(g, msg, NULL, text, sizeof text);
+    CHECK(!strcmp(text, "T is at most 1024, x is f32[B, T]"));
+    ir_require_text(g, "x is \x01t1 99999\x01.", (const int64_t[]){8, 1025}, text, sizeof text);
+    CHECK(!strcmp(text, "x is ?."));
     ir_require_add(g, &(ir_require){.lhs = ir_dim_intern(g, &t_dim), .rhs = ir_dim_const(g, 1024), .cmp = IR_CMP_LE,
-                                    .message = "T is at most 1024", .loc = {1, 5, 3}, .site = {1, 9, 10}});
+                                    .message = msg, .hint = "cut the text into windows", .loc = {1, 5, 3}, .site = {1, 9, 10}});
     CHECK(module_write(path, &m, err, sizeof err) == 0);
 
     /* round trip: the same graph text, steps, kernels, source and image */
@@ -150,11 +161,12 @@ int main(int argc, char **argv)
         CHECK(r.graph->nrequires == 1);
         if (r.graph->nrequires == 1) {
             const ir_require *q = &r.graph->requires[0];
-            CHECK(q->cmp == IR_CMP_LE && !strcmp(q->message, "T is at most 1024") && q->site.line == 9 && q->site.col == 10);
+            CHECK(q->cmp == IR_CMP_LE && !strcmp(q->message, msg) && q->hint && !strcmp(q->hint, "cut the text into windows") && q->site.line == 9 && q->site.col == 10);
             tc_error e;
             CHECK(tc_check_requires(r.graph, (const int64_t[]){8, 1024}, &e));
             CHECK(!tc_check_requires(r.graph, (const int64_t[]){8, 1025}, &e));
-            CHECK(strstr(e.msg, "fails at B = 8, T = 1025, where T <= 1024 is false: T is at most 1024") != NULL);
+            CHECK(strstr(e.msg, "fails at B = 8, T = 1025, where T <= 1024 is false: T is at most 1024, x is f32[B, T] = f32[8, 1025]") != NULL);
+            CHECK(!strcmp(e.hint, "cut the text into windows"));
         }
         module_data_free(&r);
     }
