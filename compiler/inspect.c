@@ -321,6 +321,50 @@ static void print_profile(FILE *out, const ir_graph *g, const nrt_program *p, co
     free(t);
 }
 
+/* The check of the bound sizes a session makes first refuses (a node's
+ * binding rule, or a require: nnodes + its index), -1 when it refuses none. */
+static int64_t first_refusal(const ir_graph *g, const int64_t *syms, tc_error *e)
+{
+    for (ir_value v = 0; v < g->nnodes; v++)
+        if (!tc_check_binding(g, &g->nodes[v], syms, e)) return v;
+    for (uint32_t i = 0; i < g->nrequires; i++)
+        if (!ir_require_holds(g, &g->requires[i], syms)) return tc_check_requires(g, syms, e) ? -1 : (int64_t)(g->nnodes + i);
+    return -1;
+}
+
+/* Dims not given with --dim are taken as 1, unless a session refuses that
+ * binding (batch norm's N > 1 in a training step): then each such dim in
+ * turn goes to the least value up to INSPECT_MAX_DEFAULT that gets past the
+ * refusal, so that the report is of a step a session runs. false, with the
+ * first refusal in bad, where that ends in one still. */
+#define INSPECT_MAX_DEFAULT 1024
+static bool bind_defaults(const ir_graph *g, int64_t *syms, const bool *defaulted, bool *raised, tc_error *bad)
+{
+    tc_error e;
+    int64_t at = first_refusal(g, syms, bad);
+    for (uint32_t k = 0; k < g->nsyms && at >= 0; k++) {
+        if (!defaulted[k]) continue;
+        int64_t moved = at;
+        for (syms[k] = 2; syms[k] <= INSPECT_MAX_DEFAULT && moved == at; syms[k]++) moved = first_refusal(g, syms, &e);
+        if (moved == at) { syms[k] = 1; continue; }
+        syms[k]--;
+        raised[k] = true;
+        at = moved;
+    }
+    return at < 0;
+}
+
+/* "(... taken as 1, but B as 2, the least a session accepts: the require at ...)" */
+static void defaults_note(const ir_graph *g, const int64_t *syms, const bool *raised, const tc_error *why, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "(symbolic dims not bound with --dim are taken as 1");
+    bool any = false;
+    for (uint32_t k = 0; k < g->nsyms && n < cap; k++)
+        if (raised[k]) n += (size_t)snprintf(out + n, cap - n, "%s %s as %lld", any ? "," : ", but", g->sym_names[k], (long long)syms[k]), any = true;
+    if (any && n < cap) n += (size_t)snprintf(out + n, cap - n, ", the least a session accepts: %s", why->msg);
+    if (n < cap) snprintf(out + n, cap - n, ")");
+}
+
 int inspect_module(const char *path, const char *entry, const char *const *dim_names, const int64_t *dim_values,
                    int ndims, bool as_json, const inspect_profile *prof, FILE *out)
 {
@@ -358,12 +402,26 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
             return 2;
         }
     tc_error bad;   /* a binding a session refuses has no numbers to show */
-    if (!defaulted && !tc_check_bound_sizes(g, syms, &bad)) {
-        fprintf(stderr, "netc: a session refuses this binding: %s\n", bad.msg);
+    bool raised[NC_MAX_SYMS] = {0};
+    if (!bind_defaults(g, syms, sym_defaulted, raised, &bad)) {
+        char names[256] = "";
+        const char *first = NULL;
+        for (uint32_t k = 0, n = 0; k < g->nsyms && n < sizeof names; k++)
+            if (sym_defaulted[k]) {
+                n += (uint32_t)snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", g->sym_names[k]);
+                if (!first) first = g->sym_names[k];
+            }
+        if (defaulted)
+            fprintf(stderr, "netc: a session refuses this binding, with %s taken as 1 (not given with --dim) and no value up to %d "
+                            "of %s accepted either: %s\n", names, INSPECT_MAX_DEFAULT, names, bad.msg);
+        else fprintf(stderr, "netc: a session refuses this binding: %s\n", bad.msg);
         if (bad.hint[0]) fprintf(stderr, "  hint: %s\n", bad.hint);
+        if (first) fprintf(stderr, "  hint: give the sizes to inspect with --dim (--dim %s=N)\n", first);
         module_data_free(&m);
         return 1;
     }
+    char note[768];
+    defaults_note(g, syms, raised, &bad, note, sizeof note);
     memplan_result plan;
     memplan_buf *b = program_plan_memory(g, &m.program, syms, &plan, err, sizeof err);
     if (!b) {
@@ -386,7 +444,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
     if (!as_json) {
         fprintf(out, "module %s: model %s, entry %s (entry points: %s), %u steps, %u launches, %u kernels\n", path, g->name,
                 shown, entries, m.program.nsteps, launches, m.program.nkernels);
-        if (defaulted) fprintf(out, "(symbolic dims not bound with --dim are taken as 1)\n");
+        if (defaulted) fprintf(out, "%s\n", note);
         fprintf(out, "%-4s %-34s %-34s %12s %12s %10s%s\n", "step", "kernel / call", "computes", "bytes", "flops", "floor us",
                 prof ? "   measured us" : "");
     }
@@ -453,11 +511,15 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
             json_array_append_new(entry_points, json_stringn(e, next ? (size_t)(next - e) : strlen(e)));
             if (next) next += 2;
         }
-        for (uint32_t k = 0; k < g->nsyms; k++)
-            if (sym_defaulted[k]) json_array_append_new(unbound, json_string(g->sym_names[k]));
+        json_t *chosen = json_object();   /* every dim not given, at its value: 1, or what a session accepts */
+        for (uint32_t k = 0; k < g->nsyms; k++) {
+            if (sym_defaulted[k] && !raised[k]) json_array_append_new(unbound, json_string(g->sym_names[k]));
+            if (sym_defaulted[k]) json_object_set_new(chosen, g->sym_names[k], json_integer(syms[k]));
+        }
         json_object_set_new(root, "entry", json_string(shown));
         json_object_set_new(root, "entry_points", entry_points);
         json_object_set_new(root, "dims_taken_as_1", unbound);
+        json_object_set_new(root, "dims_defaulted", chosen);
         json_object_set_new(root, "session_bytes", json_integer(session_bytes));
         json_object_set_new(root, "kept_bytes", json_integer(plan.kept_bytes));
         json_object_set_new(root, "prepare_steps", json_integer(prep_steps));

@@ -98,6 +98,20 @@ expect 0 "" run "$tmp/bn.netm" --dim B=2 --random-inputs 1 --device cpu
 # netc inspect binding every dim with --dim refuses what a session would (it showed numbers for B = 1)
 expect 1 "a session refuses this binding: the require at nn.net:314 (in the call at reg_bn.net:10) fails at B = 1, where B > 1 is false: batch_norm: training needs more than one value per channel, x is f32[B, 16] = f32[1, 16]$bn_hint" inspect "$tmp/bn.netm" --entry train --dim B=1
 expect 0 "" inspect "$tmp/bn.netm" --entry train --dim B=2
+# ... and without --dim it takes B as the least a session accepts, 2, saying why (it took B as 1,
+# checked nothing and showed a step no session runs, under a note); a dim no size fixes is an error
+n=$((n + 1))
+bnt=$("$netc" inspect "$tmp/bn.netm" --entry train 2>&1)
+bnj=$("$netc" inspect "$tmp/bn.netm" --entry train --json 2>&1 | tr -d ' \n')
+bn2=$("$netc" inspect "$tmp/bn.netm" --entry train --dim B=2 2>&1 | sed 1d)
+[[ $bnt == *"(symbolic dims not bound with --dim are taken as 1, but B as 2, the least a session accepts: the require at nn.net:314 (in the call at reg_bn.net:10) fails at B = 1, where B > 1 is false: "* &&
+   $(sed 1,2d <<<"$bnt") == "$bn2" && $bnj == *'"dims_taken_as_1":[],"dims_defaulted":{"B":2}'* ]] ||
+  { echo "FAIL: inspect of a batch norm's step with B not given: $bnt $bnj"; fail=$((fail + 1)); }
+printf 'model m(x: f32[B, 4]) -> f32[B, 4] {\n  require B == 2000, "B is {B}", "give 2000"\n  return x * 2.0\n}\n' > "$tmp/b2000.net"
+"$netc" build "$tmp/b2000.net" --target '' -o "$tmp/b2000.netm" 2>/dev/null
+expect 1 "netc: a session refuses this binding, with B taken as 1 (not given with --dim) and no value up to 1024 of B accepted either: the require at b2000.net:2 fails at B = 1, where B == 2000 is false: B is 1
+  hint: give 2000
+  hint: give the sizes to inspect with --dim (--dim B=N)" inspect "$tmp/b2000.netm"
 # a parameter read only while training (or only by the forward pass) is not "never used" in the
 # build that does not read it: netc build warns of what neither build reads, as netc check does
 for entry in forward train; do
