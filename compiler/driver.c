@@ -108,12 +108,24 @@ static ast_file *parse_checked(src_table *sources, uint32_t file_id, diag_ctx *d
 
 void driver_warn_accumulate(const ir_graph *g, int accumulate, diag_ctx *d)
 {
-    if (accumulate <= 1 || !g->train.present || !g->train.loss_mixes_batch) return;
-    diag_report(d, DIAG_WARNING, g->train.batch_reduce_loc,
+    const ir_train_spec *t = &g->train;
+    if (accumulate <= 1 || !t->present || !t->loss_mixes_batch) return;
+    char what[160], dim[96];
+    if (t->batch_reduce_op == OP_DIM_VALUE) {
+        ir_dim_format(g, t->batch_reduce_dim, dim, sizeof dim);
+        snprintf(what, sizeof what, "the loss is scaled by this size, %s, which grows with the batch", dim);
+    } else if (t->batch_reduce_op == OP_MATMUL || t->batch_reduce_op == OP_SCATTER_ADD) {
+        snprintf(what, sizeof what, "this %s adds up along the batch axis", op_name(t->batch_reduce_op));
+    } else {
+        snprintf(what, sizeof what, "this %s is over the batch axis", op_name(t->batch_reduce_op));
+    }
+    diag_report(d, DIAG_WARNING, t->batch_reduce_loc,
                 "make the loss a mean over the batch (mean(...) where it adds up the samples; cross_entropy is one "
                 "already), or train without --accumulate",
                 "--accumulate %d averages the gradients of %d micro-batches, one batch's only for a loss that is a mean "
-                "over the batch; this %s is over the batch axis", accumulate, accumulate, op_name(g->train.batch_reduce_op));
+                "over the batch; %s", accumulate, accumulate, what);
+    if (t->loss_loc.line && (t->loss_loc.file != t->batch_reduce_loc.file || t->loss_loc.line != t->batch_reduce_loc.line))
+        diag_report(d, DIAG_NOTE, t->loss_loc, NULL, "in the loss, here");
 }
 
 const char *driver_no_train_hint(const ir_graph *g, char *buf, size_t cap)

@@ -129,8 +129,10 @@ typedef struct ir_train_spec {
      * per-sample terms): --accumulate's mean of micro-batch gradients is then
      * not one batch's (found by sema where the batch is a symbol) */
     bool loss_mixes_batch;
-    nc_op batch_reduce_op;
+    nc_op batch_reduce_op;         /* a sum, a max, a matmul along the batch; a dim_value: f32(B) scaling it */
     nc_loc batch_reduce_loc;
+    uint32_t batch_reduce_dim;     /* the dim_value's dim */
+    nc_loc loss_loc;               /* the loss's statement, for a note where the op lies elsewhere (a fn) */
     ir_optimizer optimizer;
     double lr, momentum, beta1, beta2, eps, weight_decay;
     bool nesterov;

@@ -319,43 +319,146 @@ static bool reads_train_inputs(const ir_graph *g, ir_value v)
     return found;
 }
 
-/* Whether dim d holds the batch symbol (B, or B * T after a reshape). */
-static bool dim_has_sym(const ir_graph *g, uint32_t d, uint8_t sym)
+/* The power of the batch symbol in dim d (B: 1, B * T after a reshape: 1,
+ * 16: 0); the highest of its terms'. */
+static int batch_power(const ir_graph *g, uint32_t d, uint8_t batch)
 {
     const dim_expr *e = &g->dims[d];
-    for (int k = 0; k < e->nterms; k++)
-        for (int f = 0; f < e->term[k].nfactors; f++)
-            if (e->term[k].sym[f] == sym) return true;
-    return false;
+    int most = 0;
+    for (int k = 0; k < e->nterms; k++) {
+        int p = 0;
+        for (int f = 0; f < e->term[k].nfactors; f++) p += e->term[k].sym[f] == batch;
+        if (p > most) most = p;
+    }
+    return most;
 }
 
-/* The first op the loss reads that combines samples other than by their mean:
- * a reduction or row-wise op not flagged OPF_AVERAGES (sum, max, softmax, ...)
- * over an axis holding the batch (the first input's first axis, where it is a
- * symbol). --accumulate K averages K micro-batches' gradients, which is one
- * batch's only for a mean over the batch. */
+/* How a value scales with the batch size at fixed samples, for --accumulate:
+ * its degree (a sample's value, or a mean over the batch: 0; a sum over the
+ * batch: 1; that sum divided by f32(B): 0; a mean times f32(B): 1), or mixed
+ * where samples meet other than linearly (a max over the batch, a sum's
+ * square, a per-sample term plus a sum). varies: it reads an input or a
+ * parameter (a constant term adds nothing to a gradient). from: the op that
+ * made it so, the first written where several did (IR_NONE: none). */
+typedef struct batch_scale {
+    int degree;
+    bool mixed, varies;
+    ir_value from;
+} batch_scale;
+
+static bool scale_off(batch_scale s) { return s.degree != 0 || s.mixed; }
+
+static void scale_blame(batch_scale *r, batch_scale s)
+{
+    if (scale_off(s) && s.from < r->from) r->from = s.from;
+}
+
+/* Operands' scales joined where the op is linear in each (add, concat,
+ * where's branches): one degree, else mixed. */
+static batch_scale scale_join(const batch_scale *ops, int n)
+{
+    batch_scale r = {0, false, false, IR_NONE};
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        if (!ops[i].varies) continue;
+        r.mixed |= ops[i].mixed || (any && ops[i].degree != r.degree);
+        if (!any || ops[i].degree) r.degree = ops[i].degree;
+        r.varies = any = true;
+        scale_blame(&r, ops[i]);
+    }
+    return r;
+}
+
+/* A product's or quotient's: the degrees add up (sign -1: subtract). */
+static batch_scale scale_product(batch_scale a, batch_scale b, int sign)
+{
+    batch_scale r = {a.degree + sign * b.degree, a.mixed || b.mixed, a.varies || b.varies, IR_NONE};
+    if (scale_off(r)) scale_blame(&r, a), scale_blame(&r, b);
+    return r;
+}
+
+/* Where an op made its operands' samples meet other than linearly. */
+static batch_scale scale_mixed(batch_scale r, ir_value at)
+{
+    if (!scale_off(r)) r.from = at;
+    r.mixed = true;
+    return r;
+}
+
+/* r, its batch degree raised by p (a sum along an axis holding B^p) at v. */
+static batch_scale scale_sum(batch_scale r, int p, ir_value v)
+{
+    if (p && !scale_off(r)) r.from = v;
+    r.degree += p;
+    return r;
+}
+
+static batch_scale scale_of_node(const ir_graph *g, ir_value v, const batch_scale *sc, uint8_t batch)
+{
+    const ir_node *n = &g->nodes[v];
+    const ir_value *a = ir_args(g, n);
+    const ir_node *x = n->nargs ? &g->nodes[a[0]] : NULL;
+    const nc_op_info *op = &nc_ops[n->op];
+    batch_scale in[8], r;
+    int m = n->nargs < 8 ? n->nargs : 8;
+    for (int i = 0; i < m; i++) in[i] = sc[a[i]];
+    switch (n->op) {
+    case OP_INPUT: case OP_PARAM:
+        return (batch_scale){0, false, true, IR_NONE};
+    case OP_DIM_VALUE: {
+        int p = batch_power(g, n->attr.lo, batch);
+        return (batch_scale){p, false, false, p ? v : IR_NONE};
+    }
+    case OP_MUL: case OP_DIV:
+        return scale_product(in[0], in[1], n->op == OP_MUL ? 1 : -1);
+    case OP_ADD: case OP_SUB: case OP_MAXIMUM: case OP_MINIMUM: case OP_CONCAT:
+        return scale_join(in, m);
+    case OP_WHERE:
+        return scale_off(in[0]) ? scale_mixed(scale_join(in, 3), v) : scale_join(in + 1, 2);
+    case OP_NEG: case OP_CAST: case OP_COPY: case OP_DROPOUT:
+    case OP_TRANSPOSE: case OP_RESHAPE: case OP_SLICE: case OP_BROADCAST:
+        return in[0];
+    case OP_GATHER:   /* rows of a table picked by per-sample indices */
+        return scale_off(in[1]) ? scale_mixed(scale_join(in, 2), v) : in[0];
+    case OP_SCATTER_ADD: {   /* src's rows added into rows: a sum where they are the samples' */
+        int p = batch_power(g, g->nodes[a[1]].shape[0], batch) - batch_power(g, n->shape[0], batch);
+        r = scale_off(in[0]) ? scale_mixed(scale_join(in, 2), v) : in[1];
+        return scale_sum(r, p > 0 ? p : 0, v);
+    }
+    case OP_MATMUL:   /* a product adds up along its inner axis */
+        return scale_sum(scale_product(in[0], in[1], 1), batch_power(g, x->shape[x->rank - (n->attr.ta ? 2 : 1)], batch), v);
+    default: break;
+    }
+    r = scale_join(in, m);
+    int p = 0;   /* the batch's power in the axes reduced, or along a row */
+    if (op->category == CAT_REDUCTION)
+        for (int k = 0; k < n->attr.naxes; k++) p += batch_power(g, x->shape[n->attr.axes[k]], batch);
+    if (op->category == CAT_ROWWISE && x->rank) p = batch_power(g, x->shape[x->rank - 1], batch);
+    if (op->category == CAT_REDUCTION && (op->flags & OPF_ACCUM) && !(op->flags & OPF_AVERAGES)) return scale_sum(r, p, v);
+    if (p && !(op->flags & OPF_AVERAGES)) return scale_mixed(r, v);   /* a max or a softmax along the batch */
+    if ((op->flags & OPF_AVERAGES) || op->category == CAT_REDUCTION || op->category == CAT_SOURCE) return r;
+    return scale_off(r) ? scale_mixed(r, r.from) : r;   /* exp, square, softmax, ... of a sum over the batch */
+}
+
+/* The op that makes the loss other than a mean over the batch (a sum of
+ * per-sample terms, a max along it, a mean times B), where the batch is the
+ * first input's first axis and a symbol: --accumulate K averages K
+ * micro-batches' gradients, which is one batch's only for a loss of degree 0
+ * in the batch size (batch_scale). */
 static void find_batch_reduce(const ir_graph *g, ir_value v, ir_train_spec *t)
 {
     if (g->ninputs < 1 || g->inputs[0].rank < 1) return;
     const dim_expr *d0 = &g->dims[g->inputs[0].shape[0]];
     if (d0->nterms != 1 || d0->term[0].nfactors != 1 || d0->term[0].coeff != 1) return;
     const uint8_t batch = d0->term[0].sym[0];
-    bool *live = nc_xcalloc(g->nnodes + 1, 1);
-    live[v] = true;
-    for (ir_value u = v + 1; u-- > 0;) {
-        if (!live[u]) continue;
-        const ir_node *n = &g->nodes[u];
-        const ir_node *x = n->nargs ? &g->nodes[ir_args(g, n)[0]] : NULL;
-        const nc_op_info *op = &nc_ops[n->op];
-        bool mixes = false;
-        if (x && op->category == CAT_REDUCTION && !(op->flags & OPF_AVERAGES))
-            for (int k = 0; k < n->attr.naxes; k++) mixes |= dim_has_sym(g, x->shape[n->attr.axes[k]], batch);
-        if (x && x->rank && op->category == CAT_ROWWISE && !(op->flags & OPF_AVERAGES))
-            mixes = dim_has_sym(g, x->shape[x->rank - 1], batch);
-        if (mixes) t->loss_mixes_batch = true, t->batch_reduce_op = n->op, t->batch_reduce_loc = n->loc;   /* the last found is the first written */
-        for (int i = 0; i < n->nargs; i++) live[ir_args(g, n)[i]] = true;
+    batch_scale *sc = nc_xcalloc(v + 1, sizeof *sc);
+    for (ir_value u = 0; u <= v; u++) sc[u] = scale_of_node(g, u, sc, batch);
+    if (scale_off(sc[v]) && sc[v].from != IR_NONE) {
+        const ir_node *n = &g->nodes[sc[v].from];
+        t->loss_mixes_batch = true, t->batch_reduce_op = n->op, t->batch_reduce_loc = n->loc;
+        t->batch_reduce_dim = n->op == OP_DIM_VALUE ? n->attr.lo : 0;
     }
-    free(live);
+    free(sc);
 }
 
 void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
@@ -375,5 +478,6 @@ void sema_train(sema_ctx *c, const ast_node *model, const ast_node *train)
     if (!find_loss(c, model, train, loss_at, &loss, &at) || loss.kind == SV_ERROR || !check_trainable(c, train, loss, at)) return;
     t->loss = loss.t;
     t->loss_reads_train_inputs = reads_train_inputs(g, t->loss);
+    t->loss_loc = loss_at ? loss_at->loc : (nc_loc){0};
     find_batch_reduce(g, t->loss, t);
 }

@@ -2,7 +2,9 @@
 # run_golden.sh - golden tests: netc's output compared with files kept in git.
 #
 #   run_golden.sh diag NETC SRC   every tests/golden/diag/X.net: `netc check`'s
-#                                 stderr and exit status == X.expected
+#                                 stderr and exit status == X.expected; a first line
+#                                 `# args: ...` gives check more arguments (a build
+#                                 option's diagnostics: --dump-ir --accumulate 2)
 #   run_golden.sh ir NETC SRC     every tests/golden/ir/X.net: the IR after each
 #                                 pass (sema, cast-hoist, cse, dce) == X.after-PASS.ir; every
 #                                 example's final IR == ir/examples/EX.ir
@@ -48,7 +50,8 @@ diag)
   cd "$src/tests/golden/diag" || exit 1
   for f in *.net; do
     n=$((n + 1))
-    out=$(timeout 20 "$netc" check "$f" 2>&1 >/dev/null; echo "exit: $?")
+    read -ra args < <(sed -n '1s/^# args: //p' "$f")
+    out=$(timeout 20 "$netc" check "${args[@]}" "$f" 2>&1 >/dev/null; echo "exit: $?")
     out=${out//$src/<src>}
     compare "${f%.net}.expected" "$out" || fail=$((fail + 1))
   done
