@@ -353,18 +353,19 @@ static void scale_blame(batch_scale *r, batch_scale s)
     if (scale_off(s) && s.from < r->from) r->from = s.from;
 }
 
-/* Operands' scales joined where the op is linear in each (add, concat,
- * where's branches): one degree, else mixed. */
-static batch_scale scale_join(const batch_scale *ops, int n)
+/* The scales of n operands (args) joined where the op is linear in each
+ * (add, concat, where's branches): one degree, else mixed. */
+static batch_scale scale_join(const batch_scale *sc, const ir_value *args, int n)
 {
     batch_scale r = {0, false, false, IR_NONE};
     bool any = false;
     for (int i = 0; i < n; i++) {
-        if (!ops[i].varies) continue;
-        r.mixed |= ops[i].mixed || (any && ops[i].degree != r.degree);
-        if (!any || ops[i].degree) r.degree = ops[i].degree;
+        batch_scale o = sc[args[i]];
+        if (!o.varies) continue;
+        r.mixed |= o.mixed || (any && o.degree != r.degree);
+        if (!any || o.degree) r.degree = o.degree;
         r.varies = any = true;
-        scale_blame(&r, ops[i]);
+        scale_blame(&r, o);
     }
     return r;
 }
@@ -399,9 +400,8 @@ static batch_scale scale_of_node(const ir_graph *g, ir_value v, const batch_scal
     const ir_value *a = ir_args(g, n);
     const ir_node *x = n->nargs ? &g->nodes[a[0]] : NULL;
     const nc_op_info *op = &nc_ops[n->op];
-    batch_scale in[8], r;
-    int m = n->nargs < 8 ? n->nargs : 8;
-    for (int i = 0; i < m; i++) in[i] = sc[a[i]];
+    const batch_scale *in0 = n->nargs > 0 ? &sc[a[0]] : NULL, *in1 = n->nargs > 1 ? &sc[a[1]] : NULL;
+    batch_scale r;
     switch (n->op) {
     case OP_INPUT: case OP_PARAM:
         return (batch_scale){0, false, true, IR_NONE};
@@ -410,26 +410,26 @@ static batch_scale scale_of_node(const ir_graph *g, ir_value v, const batch_scal
         return (batch_scale){p, false, false, p ? v : IR_NONE};
     }
     case OP_MUL: case OP_DIV:
-        return scale_product(in[0], in[1], n->op == OP_MUL ? 1 : -1);
+        return scale_product(*in0, *in1, n->op == OP_MUL ? 1 : -1);
     case OP_ADD: case OP_SUB: case OP_MAXIMUM: case OP_MINIMUM: case OP_CONCAT:
-        return scale_join(in, m);
+        return scale_join(sc, a, n->nargs);
     case OP_WHERE:
-        return scale_off(in[0]) ? scale_mixed(scale_join(in, 3), v) : scale_join(in + 1, 2);
+        return scale_off(*in0) ? scale_mixed(scale_join(sc, a, 3), v) : scale_join(sc, a + 1, 2);
     case OP_NEG: case OP_CAST: case OP_COPY: case OP_DROPOUT:
     case OP_TRANSPOSE: case OP_RESHAPE: case OP_SLICE: case OP_BROADCAST:
-        return in[0];
+        return *in0;
     case OP_GATHER:   /* rows of a table picked by per-sample indices */
-        return scale_off(in[1]) ? scale_mixed(scale_join(in, 2), v) : in[0];
+        return scale_off(*in1) ? scale_mixed(scale_join(sc, a, 2), v) : *in0;
     case OP_SCATTER_ADD: {   /* src's rows added into rows: a sum where they are the samples' */
         int p = batch_power(g, g->nodes[a[1]].shape[0], batch) - batch_power(g, n->shape[0], batch);
-        r = scale_off(in[0]) ? scale_mixed(scale_join(in, 2), v) : in[1];
+        r = scale_off(*in0) ? scale_mixed(scale_join(sc, a, 2), v) : *in1;
         return scale_sum(r, p > 0 ? p : 0, v);
     }
     case OP_MATMUL:   /* a product adds up along its inner axis */
-        return scale_sum(scale_product(in[0], in[1], 1), batch_power(g, x->shape[x->rank - (n->attr.ta ? 2 : 1)], batch), v);
+        return scale_sum(scale_product(*in0, *in1, 1), batch_power(g, x->shape[x->rank - (n->attr.ta ? 2 : 1)], batch), v);
     default: break;
     }
-    r = scale_join(in, m);
+    r = scale_join(sc, a, n->nargs);
     int p = 0;   /* the batch's power in the axes reduced, or along a row */
     if (op->category == CAT_REDUCTION)
         for (int k = 0; k < n->attr.naxes; k++) p += batch_power(g, x->shape[n->attr.axes[k]], batch);
