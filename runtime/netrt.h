@@ -63,7 +63,7 @@ typedef enum nrt_status {
 
 typedef struct nrt_error {
     nrt_status status;
-    char message[1024];
+    char message[1024];   /* what went wrong; a binding a require refuses adds its hint on a second line, "  hint: ..." */
 } nrt_error;
 
 typedef enum nrt_dtype { NRT_F32, NRT_F16, NRT_BF16, NRT_I32, NRT_U8, NRT_BOOL } nrt_dtype;
