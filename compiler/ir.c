@@ -224,9 +224,9 @@ static size_t sizes_span_text(const ir_graph *g, const char *span, const char *e
     }
     bool known = syms != NULL;
     for (int i = 0; i < rank && known && n < sizeof bound; i++) {
-        int64_t v;
+        int64_t v = 0;
         known = dim_eval(&g->dims[shape[i]], syms, &v);
-        n += (size_t)snprintf(bound + n, sizeof bound - n, "%s%lld", i ? ", " : "", (long long)v);
+        if (known) n += (size_t)snprintf(bound + n, sizeof bound - n, "%s%lld", i ? ", " : "", (long long)v);
     }
     if (kind == 't' && n < sizeof bound) snprintf(bound + n, sizeof bound - n, "]");
     if (!known) return (size_t)snprintf(out, cap, "%s", written);
