@@ -15,8 +15,9 @@
  * movement cheap to redo, norms and reductions a little less, matmuls last);
  * the peak falls (nearly) monotonically along the ranking, so a binary
  * search finds the shortest prefix that fits. Segments: the forward pass cut
- * at its narrowest points (between layers) into automatic @checkpoint
- * blocks; for each spacing of the cuts, keeping every matmul and attention
+ * at its narrowest points (between layers; from the first op on a weight to
+ * where the backward pass begins, what follows the last cut kept) into
+ * automatic @checkpoint blocks; for each spacing of the cuts, keeping every matmul and attention
  * result, else as many of the values the backward pass reads as fit,
  * dearest to redo per byte first (redo_costs: as the fused program would
  * redo them), down to none; the room the best plan leaves goes to later
@@ -352,16 +353,22 @@ static segment_plan with_cuts(const ir_graph *g, const bool *cut, const bool *ke
     for (ir_value v = 0; v < g->nnodes; v++) all[v] = true;
     ir_graph *t = ir_graph_filter(g, all, NULL);
     free(all);
+    /* what follows the last cut is kept: the backward pass starts there and
+     * would redo it at once (a loss in slices, each slice's backward beside
+     * its forward, would be done twice) */
+    ir_value tail = 0;
+    for (ir_value v = 0; v <= t->train.loss; v++)
+        if (cut[v]) tail = v + 1;
     uint32_t region = 1;
     for (ir_value v = 0; v <= t->train.loss; v++) {
         /* small values are kept: redoing one frees next to nothing and costs a
          * launch (a slice of the labels, the loss's seed over its slices) */
         bool small = ir_bytes(t, &t->nodes[v], NULL) <= SMALL_VALUE_BYTES;
         bool outside = nc_ops[t->nodes[v].op].category == CAT_SOURCE || small || (keep && keep[v]);
-        t->nodes[v].region = outside ? 0 : region;
+        t->nodes[v].region = outside || v >= tail ? 0 : region;
         if (cut[v]) region++;
     }
-    segment_plan plan = {.cost.peak = -1, .segments = region};
+    segment_plan plan = {.cost.peak = -1, .segments = region - 1};
     pass_ctx cx = {.err = b->log};
     if (!pass_recompute(&t, &cx)) {
         ir_graph_free(t);
@@ -391,9 +398,13 @@ static int64_t *cut_widths(const ir_graph *g)
             if (u > last[a]) last[a] = u;
         }
     bool *constant = ir_constant_values(g);   /* made again in each segment: they cross nothing */
+    /* a weight's low-precision copy lives through the step wherever the cuts
+     * are (GPT-2's embedding, read by the first layer and the head: 74 MiB
+     * over every point would hide which are narrow) */
+    bool *from_params = ir_parameter_values(g);
     for (ir_value v = 0; v <= end; v++) {
         int64_t numel;
-        if (nc_ops[g->nodes[v].op].category == CAT_SOURCE || constant[v] || last[v] == v ||
+        if (nc_ops[g->nodes[v].op].category == CAT_SOURCE || constant[v] || from_params[v] || last[v] == v ||
             !ir_numel(g, &g->nodes[v], NULL, &numel))
             continue;
         int64_t bytes = numel * (int64_t)dtype_size(g->nodes[v].dtype);
@@ -402,21 +413,74 @@ static int64_t *cut_widths(const ir_graph *g)
     }
     free(last);
     free(constant);
+    free(from_params);
     for (ir_value p = 1; p <= end; p++) delta[p] += delta[p - 1];
     return delta;
 }
 
-/* The narrowest points of the forward pass (within 1.25x of the narrowest,
- * at least 8 nodes apart): where segments may end. */
-static ir_value *narrow_points(const ir_graph *g, uint32_t *npoints)
+/* The first forward node that computes with a parameter: before it lie the
+ * inputs' own values (a slice of the tokens, a cast of the pixels), which
+ * the backward pass does not read, so a cut there saves nothing; and being
+ * small (bytes, not activations) they would make every later point look
+ * wide. */
+static ir_value first_weighted(const ir_graph *g)
+{
+    bool *from_params = ir_parameter_values(g);
+    ir_value first = 0;
+    for (ir_value v = 0; v <= g->train.loss && !first; v++) {
+        const ir_node *n = &g->nodes[v];
+        if (from_params[v] || nc_ops[n->op].category == CAT_SOURCE) continue;
+        for (int i = 0; i < n->nargs && !first; i++)
+            if (from_params[ir_args(g, n)[i]]) first = v;
+    }
+    free(from_params);
+    return first;
+}
+
+/* Where the backward pass begins: the first node before the loss that the
+ * loss does not depend on and the backward pass does (the loss in slices
+ * does each slice's backward beside its forward, loss_chunk.c; a batch
+ * norm's running statistics feed neither); else the loss. Segments end
+ * before it: one that held that work would do it twice. */
+static ir_value backward_start(const ir_graph *g)
 {
     ir_value end = g->train.loss;
+    bool *feeds_loss = nc_xcalloc((size_t)g->nnodes + 1, sizeof *feeds_loss);
+    bool *feeds_backward = nc_xcalloc((size_t)g->nnodes + 1, sizeof *feeds_backward);
+    feeds_loss[end] = true;
+    for (ir_value v = g->nnodes; v-- > 0;)
+        for (int i = 0; i < g->nodes[v].nargs; i++) {
+            ir_value a = ir_args(g, &g->nodes[v])[i];
+            if (feeds_loss[v]) feeds_loss[a] = true;
+            if (v > end || feeds_backward[v]) feeds_backward[a] = true;
+        }
+    /* constants and the weights' copies are shared with the backward pass
+     * (CSE merged a 0.9 with Adam's): not its work */
+    bool *constant = ir_constant_values(g), *from_params = ir_parameter_values(g);
+    ir_value start = end;
+    for (ir_value v = 0; v < end && start == end; v++)
+        if (!feeds_loss[v] && feeds_backward[v] && !constant[v] && !from_params[v] &&
+            nc_ops[g->nodes[v].op].category != CAT_SOURCE)
+            start = v;
+    free(feeds_loss);
+    free(feeds_backward);
+    free(constant);
+    free(from_params);
+    return start;
+}
+
+/* The narrowest points of the forward pass (within 1.25x of the narrowest,
+ * at least 8 nodes apart) from its first weighted node to where the backward
+ * pass begins: where segments may end. */
+static ir_value *narrow_points(const ir_graph *g, uint32_t *npoints)
+{
+    ir_value end = g->train.loss, start = first_weighted(g), stop = backward_start(g);
     int64_t *width = cut_widths(g), narrowest = INT64_MAX;
-    for (ir_value p = end / 20; p + end / 20 < end; p++)
+    for (ir_value p = start > end / 20 ? start : end / 20; p + end / 20 < end && p < stop; p++)
         if (width[p] > 0 && width[p] < narrowest) narrowest = width[p];
     ir_value *points = nc_xmalloc(((size_t)end + 1) * sizeof *points);
     uint32_t n = 0;
-    for (ir_value p = 0; p + 1 < end; p++)
+    for (ir_value p = start; p + 1 < stop; p++)
         if (width[p] > 0 && width[p] <= narrowest + narrowest / 4 && (!n || p >= points[n - 1] + 8)) points[n++] = p;
     free(width);
     *npoints = n;
@@ -445,6 +509,7 @@ static void mark_cuts(bool *cut, size_t n, const ir_value *points, uint32_t npoi
 {
     memset(cut, 0, n);
     for (uint32_t i = every - 1; i < npoints; i += every) cut[points[i]] = true;
+    if (npoints) cut[points[npoints - 1]] = true;   /* the segments end where the kept tail begins */
 }
 
 static segment_plan keeping_first(const ir_graph *g, const bool *cut, uint32_t every, const kept_value *rank, uint32_t k,
@@ -464,9 +529,18 @@ static segment_plan keeping_first(const ir_graph *g, const bool *cut, uint32_t e
  * at once), so a short ranking is tried whole. */
 #define EVERY_PREFIX_UP_TO 24
 static void keep_what_fits(const ir_graph *g, int64_t budget, const bool *cut, const kept_value *rank, uint32_t n,
-                           uint32_t every, segment_plan *best, int64_t *smallest, const budget_ctx *b)
+                           uint32_t every, bool whole_first, segment_plan *best, int64_t *smallest, const budget_ctx *b)
 {
     bool *keep = nc_xmalloc((size_t)g->nnodes + 1);
+    if (whole_first) {   /* likely to fit, and then no shorter prefix is faster */
+        segment_plan t = keeping_first(g, cut, every, rank, n, n, keep, b);
+        bool fits = t.graph && t.cost.peak <= budget;
+        consider(best, t, budget, smallest);
+        if (fits) {
+            free(keep);
+            return;
+        }
+    }
     if (n <= EVERY_PREFIX_UP_TO) {
         for (uint32_t k = 0; k <= n; k++) consider(best, keeping_first(g, cut, every, rank, k, n, keep, b), budget, smallest);
     } else {
@@ -520,13 +594,19 @@ static segment_plan fit_by_segments(const ir_graph *g, int64_t budget, int64_t *
     bool *all_expensive = nc_xcalloc((size_t)g->nnodes + 1, 1), *cut = nc_xmalloc((size_t)g->nnodes + 1);
     for (ir_value v = 0; v <= g->train.loss; v++) all_expensive[v] = expensive(&g->nodes[v]);
     segment_plan best = {.cost.peak = -1};
+    bool loose_searched = false;
     for (uint32_t every = 1; every <= npoints; every = next_spacing(every)) {
         mark_cuts(cut, (size_t)g->nnodes + 1, points, npoints, every);
         segment_plan t = with_cuts(g, cut, all_expensive, b);
         t.keep_expensive = true, t.every = every;
         bool fits = t.graph && t.cost.peak <= budget;
         consider(&best, t, budget, smallest);
-        if (!fits) keep_what_fits(g, budget, cut, rank, nrank, every, &best, smallest, b);
+        /* where they fit, keeping more of the ranking can still be faster
+         * (the matmuls' epilogues and the values they read); such a budget
+         * leaves few values to redo, wherever the cuts are, so that is
+         * searched at one spacing */
+        if (!fits || !loose_searched) keep_what_fits(g, budget, cut, rank, nrank, every, fits, &best, smallest, b);
+        loose_searched |= fits;
     }
     if (best.graph && !best.keep_expensive && best.kept < nrank) {
         mark_cuts(cut, (size_t)g->nnodes + 1, points, npoints, best.every);

@@ -151,7 +151,7 @@ int main(void)
         {.name = "fashion_mlp_train_staged", .path = NETC_SOURCE_DIR "/examples/fashion_mlp.net", .dim_names = b64,
          .dim_values = v64, .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true,
          .stage_inputs = true},
-        /* under a memory budget: 3 forward values recomputed by the backward pass */
+        /* under a memory budget: the forward pass recomputed in segments for the backward pass */
         {.name = "gpt2_train_budget", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt32, .dim_values = vbt32,
          .ndims = 2, .set_names = mid, .set_values = mid_v, .nsets = 5, .int_range = 512, .use_graph = true,
          .train_step = true, .fuse = true, .memory_budget = (int64_t)(59.5 * 1048576)},
