@@ -492,25 +492,34 @@ static nrt_status inputs_ready(const nrt_session *s, nrt_error *err)
     return NRT_OK;
 }
 
+/* One run of the program on the device, or profile_runs timed ones (the
+ * launches' times in step_seconds): the results stay there until read. */
+static nrt_status run_on_gpu(nrt_session *s, int profile_runs, double *step_seconds, nrt_error *err)
+{
+    nrt_status st = upload_stale(s, err);
+    if (st != NRT_OK) return st;
+    char msg[1024];
+    int rc = profile_runs ? gpu_profile(s->gpu, profile_runs, step_seconds, msg, sizeof msg)
+                          : gpu_run(s->gpu, msg, sizeof msg);
+    if (rc) {
+        set_err(err, NRT_ERR_DEVICE, "%s", msg);
+        tear_updated_params(s, err);
+        return NRT_ERR_DEVICE;
+    }
+    s->have_result = false;
+    s->ran = true;
+    return ok(err);
+}
+
 nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
 {
     NEED(s, err);
     const ir_graph *g = s->g;
     nrt_status ready = inputs_ready(s, err);
     if (ready || (ready = params_whole(s, "the run is refused: ", err))) return ready;
-    char msg[1024];
     s->ran = false;   /* until the run succeeds there is no output to read */
-    if (s->gpu) {
-        if ((ready = upload_stale(s, err)) != NRT_OK) return ready;
-        if (gpu_run(s->gpu, msg, sizeof msg)) {
-            set_err(err, NRT_ERR_DEVICE, "%s", msg);
-            tear_updated_params(s, err);
-            return NRT_ERR_DEVICE;
-        }
-        s->have_result = false;
-        s->ran = true;
-        return ok(err);
-    }
+    if (s->gpu) return run_on_gpu(s, 0, NULL, err);
+    char msg[1024];
     if (s->have_result) cpu_exec_result_free(&s->result);
     s->have_result = false;
     cpu_exec_opts o = {.syms = s->syms, .inputs = s->inputs, .params = s->params, .pool = &s->pool};
@@ -532,17 +541,8 @@ nrt_status nrt_session_profile(nrt_session *s, int runs, double *step_seconds, i
         return set_err(err, NRT_ERR_ARGUMENT, "profile: room for %d steps, the program has %u", nsteps, s->m->d.program.nsteps);
     nrt_status ready = inputs_ready(s, err);
     if (ready || (ready = params_whole(s, "profile: ", err))) return ready;
-    char msg[1024];
     s->ran = false;
-    if ((ready = upload_stale(s, err)) != NRT_OK) return ready;
-    if (gpu_profile(s->gpu, runs, step_seconds, msg, sizeof msg)) {
-        set_err(err, NRT_ERR_DEVICE, "%s", msg);
-        tear_updated_params(s, err);
-        return NRT_ERR_DEVICE;
-    }
-    s->have_result = false;
-    s->ran = true;
-    return ok(err);
+    return run_on_gpu(s, runs, step_seconds, err);
 }
 
 nrt_status nrt_session_input_info(const nrt_session *s, const char *name, nrt_tensor_info *info, nrt_error *err)
