@@ -227,6 +227,19 @@ void cpu_pool_free(cpu_pool *p)
     memset(p, 0, sizeof *p);
 }
 
+void cpu_pool_release(cpu_pool *p)
+{
+    for (uint32_t k = 0; k < p->n; k++) {
+        free(p->bufs[k].data);
+        pool_count(p, -(int64_t)p->bufs[k].bytes);
+    }
+    p->n = 0;
+    if (p->consts) {
+        pool_count(p, -(int64_t)p->consts->bytes);
+        const_cache_clear(p->consts);
+    }
+}
+
 /* A value's storage: from the pool when there is one (not zeroed), else fresh. */
 static bool value_alloc(cpu_pool *p, cpu_tensor *t, nc_dtype dtype, uint8_t rank, const int64_t *shape,
                         int64_t limit_bytes)

@@ -103,6 +103,11 @@ typedef struct cpu_pool {
 } cpu_pool;
 
 void cpu_pool_free(cpu_pool *p);
+/* Frees what p holds between runs (its free buffers, the kept constants) and
+ * keeps its counts: a pool that waits while another graph runs (a training
+ * step's, during the evaluation) would otherwise hold its peak beside that
+ * one's. The next run allocates afresh and rebuilds the constants. */
+void cpu_pool_release(cpu_pool *p);
 
 typedef struct cpu_exec_opts {
     const int64_t *syms;       /* g->nsyms values */

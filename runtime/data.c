@@ -607,6 +607,12 @@ bool data_loader_next(data_loader *l, data_batch *b, double *waited_s)
 
 int64_t data_loader_batches(const data_loader *l) { return l->nbatches; }
 
+void data_loader_drop_source(data_loader *l, data_set *d)
+{
+    NC_ASSERT(l->d == d);
+    if (l->packed) cpu_tensor_free(&d->x);
+}
+
 void data_loader_free(data_loader *l)
 {
     if (!l) return;

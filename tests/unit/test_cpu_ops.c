@@ -1941,6 +1941,22 @@ static void test_const_cache(void)
             fail(&t, "N = %lld: %llu values read from the pool, expected 2", (long long)len,
                  (unsigned long long)(t.pool.const_reads - reads));
     }
+    /* Released between runs (a training step's pool while the evaluation
+     * runs), the pool holds nothing and keeps its peak; the next runs
+     * allocate and compute the constants again, to the same values. */
+    cpu_exec_result_free(&t.res);
+    int64_t peak = t.pool.peak_bytes;
+    uint64_t builds = t.pool.const_builds;
+    cpu_pool_release(&t.pool);
+    if (t.pool.n || t.pool.held_bytes || t.pool.peak_bytes != peak)
+        fail(&t, "released: %u buffers, %lld bytes held, peak %lld (was %lld)", t.pool.n, (long long)t.pool.held_bytes,
+             (long long)t.pool.peak_bytes, (long long)peak);
+    if (run(&t)) {
+        double want[5];
+        for (int64_t i = 0; i < 5; i++) want[i] = 100 + 2 * i;
+        expect(&t, "x + iota * 2, released", y, want, 5);
+        if (t.pool.const_builds != builds + 1) fail(&t, "released: %llu builds, expected 1", (unsigned long long)(t.pool.const_builds - builds));
+    }
     end(&t);
 
     /* Only the sum is kept, and the iota behind it skipped: a lower
