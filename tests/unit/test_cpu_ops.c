@@ -1360,6 +1360,44 @@ static void test_sqrt_f32(void)
     end(&t);
 }
 
+/* A float max over axes apart with the last one kept (a max_pool2d's
+ * tiles, [B, OH, 2, OW, 2, C]) walks the input in order: its bits are
+ * max_f's in that order (a tie of zeros goes to the later one, -inf and
+ * infinities as they come), and a NaN anywhere takes the NaN rules. */
+static float max_f_ref(float a, float b) { return isnan(a) ? a : isnan(b) ? b + 0.0f : a > b ? a : b; }
+
+static void test_max_tiles(void)
+{
+    enum { A0 = 2, A1 = 3, A2 = 2, A3 = 2, C = 5, N = A0 * A1 * A2 * A3 * C, M = A0 * A2 * C };
+    tcase t;
+    begin(&t, "max over axes apart");
+    double xv[N], nv[N];
+    float want[M], wantn[M];
+    for (int i = 0; i < N; i++) {
+        nv[i] = awkward(i);
+        xv[i] = i % 7 == 1 ? -0.0 : i % 7 == 4 ? 0.0 : i % 97 == 13 ? -INFINITY : -fabs(awkward(i));   /* zeros win */
+    }
+    ir_value x = in(&t, NC_F32, S(A0, A1, A2, A3, C), xv, N);
+    ir_value xn = in(&t, NC_F32, S(A0, A1, A2, A3, C), nv, N);
+    ir_value y = op(&t, OP_MAX, axes(2, 1, 3, false), A(x));
+    ir_value yn = op(&t, OP_MAX, axes(2, 1, 3, false), A(xn));
+    for (int k = 0; k < M; k++) want[k] = wantn[k] = -INFINITY;
+    for (int i = 0; i < N; i++) {
+        int c = i % C, a2 = i / (C * A3) % A2, a0 = i / (C * A3 * A2 * A1);
+        int o = (a0 * A2 + a2) * C + c;
+        want[o] = max_f_ref(want[o], t.in[0].f[i]);
+        wantn[o] = max_f_ref(wantn[o], t.in[1].f[i]);
+    }
+    if (run(&t)) {
+        expect_bits(&t, "max", y, want, M);
+        expect_bits(&t, "max with NaNs", yn, wantn, M);
+        for (int k = 0; k < M; k++)
+            if (signbit(value(&t, yn)->f[k]) != signbit(wantn[k]))
+                fail(&t, "max with NaNs: element %d's sign", k);
+    }
+    end(&t);
+}
+
 /* A sum over trailing axes adds four rows at a time; each row's sum is
  * still in order from 0 (1 + 2^60 - 2^60 is 0, -0 alone gives +0), and the
  * rows past the last four go one by one. */
@@ -2069,6 +2107,7 @@ int main(void)
     test_where_repeat();
     test_views_live();
     test_const_cache();
+    test_max_tiles();
     test_dim_value();
     test_blas_threads();
     check_coverage();
