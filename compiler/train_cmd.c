@@ -902,7 +902,7 @@ static void rows_of(const cpu_tensor *a, int64_t start, int64_t count, cpu_tenso
 static void eval_batch_inputs(const trainer *t, int64_t start, int64_t count, cpu_tensor *x, cpu_tensor *y)
 {
     const data_set *d = &t->test;
-    rows_of(&d->x, start, count, x);
+    data_rows(d, start, count, x);
     if (t->eval_y != UINT32_MAX) rows_of(&d->y, start, count, y);
     if (!t->pairs) return;
     int64_t sample = x->numel / count, ps[2] = {count, sample - 1};
@@ -1086,17 +1086,20 @@ static uint64_t get_pieces(const float *f, int n)
  * label and of 64 samples spread over the set (the first and last among
  * them). It takes well under a millisecond for 60000 images, and tells
  * apart another set of the same size; a change in a sample it skips is not
- * seen. Storage is 4 bytes an element whatever the dtype (cpu_tensor). */
+ * seen. Hashed as 4 bytes an element whatever the dtype (cpu_tensor's; a
+ * set's bytes widened), so a checkpoint keeps its set's identity. */
 static uint64_t train_set_id(const data_set *d)
 {
     uint64_t h = NC_FNV1A_BASIS;
     if (d->n <= 0) return h & 0xffffffffffffull;
-    int64_t per = d->x.numel / d->n, picks = d->n < 64 ? d->n : 64;
-    const void *x = d->x.f ? (const void *)d->x.f : (const void *)d->x.i, *y = d->y.f ? (const void *)d->y.f : (const void *)d->y.i;
+    int64_t picks = d->n < 64 ? d->n : 64;
+    const void *y = d->y.f ? (const void *)d->y.f : (const void *)d->y.i;
     if (y) h = nc_fnv1a(h, y, 4 * (size_t)d->y.numel);
-    for (int64_t k = 0; x && k < picks; k++) {
-        int64_t s = picks > 1 ? k * (d->n - 1) / (picks - 1) : 0;
-        h = nc_fnv1a(h, (const char *)x + 4 * s * per, 4 * (size_t)per);
+    for (int64_t k = 0; (d->bytes || d->x.f || d->x.i) && k < picks; k++) {
+        cpu_tensor row;
+        data_rows(d, picks > 1 ? k * (d->n - 1) / (picks - 1) : 0, 1, &row);
+        h = nc_fnv1a(h, row.f ? (const void *)row.f : (const void *)row.i, 4 * (size_t)row.numel);
+        cpu_tensor_free(&row);
     }
     return (h ^ h >> 48) & 0xffffffffffffull;
 }

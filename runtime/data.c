@@ -48,8 +48,9 @@ static bool read_be32(gzFile f, uint32_t *v)
     return true;
 }
 
-/* Reads an IDX file of unsigned bytes with the given rank (1 or 3) into t (u8). */
-static int read_idx(gzFile f, const char *path, int rank, cpu_tensor *t, char *err, size_t errcap)
+/* Reads an IDX file of unsigned bytes with the given rank (1 or 3): t gets
+ * the dtype (u8) and shape, and *bytes the data, a byte each; t has no storage. */
+static int read_idx(gzFile f, const char *path, int rank, cpu_tensor *t, uint8_t **bytes, char *err, size_t errcap)
 {
     uint32_t magic = 0, dims[3] = {1, 1, 1};
     if (!read_be32(f, &magic) || magic != (0x800u | (uint32_t)rank)) {
@@ -94,19 +95,19 @@ static int read_idx(gzFile f, const char *path, int rank, cpu_tensor *t, char *e
         free(raw);
         return -1;
     }
-    int64_t shape[3] = {dims[0], dims[1], dims[2]};
-    if (!cpu_tensor_alloc(t, NC_U8, (uint8_t)rank, shape, (int64_t)1 << 34)) {
-        snprintf(err, errcap, "%s: too large to load", path);
-        free(raw);
-        return -1;
-    }
-    for (int64_t i = 0; i < numel; i++) t->i[i] = raw[i];
-    free(raw);
+    memset(t, 0, sizeof *t);
+    t->dtype = NC_U8;
+    t->rank = (uint8_t)rank;
+    for (int d = 0; d < rank; d++) t->shape[d] = dims[d];
+    t->numel = numel;
+    *bytes = raw;
     return 0;
 }
 
-static int load_part(const char *dir, const char *split, const char *kind, int rank, cpu_tensor *t, char *err,
-                     size_t errcap)
+/* An IDX file's data as bytes (*bytes; t: dtype and shape, no storage), or,
+ * with bytes NULL, in t's own storage (labels). */
+static int load_part(const char *dir, const char *split, const char *kind, int rank, cpu_tensor *t, uint8_t **bytes,
+                     char *err, size_t errcap)
 {
     char path[4096];
     const char *why;
@@ -116,9 +117,22 @@ static int load_part(const char *dir, const char *split, const char *kind, int r
                  access(path, F_OK) != 0 ? " (is the data set installed? see README: scripts/setup.sh)" : "");
         return -1;
     }
-    int rc = read_idx(f, path, rank, t, err, errcap);
+    uint8_t *raw = NULL;
+    int rc = read_idx(f, path, rank, t, &raw, err, errcap);
     gzclose(f);
-    return rc;
+    if (rc || bytes) {
+        if (bytes) *bytes = raw;
+        return rc;
+    }
+    cpu_tensor shape = *t;
+    if (!cpu_tensor_alloc(t, NC_U8, shape.rank, shape.shape, (int64_t)1 << 34)) {
+        snprintf(err, errcap, "%s: too large to load", path);
+        free(raw);
+        return -1;
+    }
+    for (int64_t i = 0; i < t->numel; i++) t->i[i] = raw[i];
+    free(raw);
+    return 0;
 }
 
 /* Labels in [0, max_classes); classes = 1 + the largest. */
@@ -138,11 +152,11 @@ static int check_labels(const char *what, data_set *d, int32_t max_classes, char
 static int idx_load(const char *dir, const char *split, bool labels_too, int32_t max_classes, data_set *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
-    if (load_part(dir, split, "images-idx3", 3, &out->x, err, errcap) != 0) return -1;
+    if (load_part(dir, split, "images-idx3", 3, &out->x, &out->bytes, err, errcap) != 0) return -1;
     out->n = out->x.shape[0];
     if (!labels_too) return 0;
     cpu_tensor labels;
-    if (load_part(dir, split, "labels-idx1", 1, &labels, err, errcap) != 0) {
+    if (load_part(dir, split, "labels-idx1", 1, &labels, NULL, err, errcap) != 0) {
         data_set_free(out);
         return -1;
     }
@@ -441,8 +455,25 @@ int data_load_text(const char *path, int64_t window, double test_fraction, data_
     return 0;
 }
 
+void data_rows(const data_set *d, int64_t first, int64_t count, cpu_tensor *out)
+{
+    int64_t shape[NC_MAX_RANK];
+    memcpy(shape, d->x.shape, sizeof shape);
+    shape[0] = count;
+    if (!cpu_tensor_alloc(out, d->x.dtype, d->x.rank, shape, (int64_t)1 << 34)) NC_BUG("data rows: allocation");
+    int64_t per = count ? out->numel / count : 0;
+    if (d->bytes) {
+        const uint8_t *src = d->bytes + first * per;
+        for (int64_t j = 0; j < out->numel; j++) out->i[j] = src[j];
+        return;
+    }
+    const void *src = d->x.f ? (const void *)(d->x.f + first * per) : (const void *)(d->x.i + first * per);
+    memcpy(out->f ? (void *)out->f : (void *)out->i, src, (size_t)out->numel * 4);
+}
+
 void data_set_free(data_set *d)
 {
+    free(d->bytes);
     cpu_tensor_free(&d->x);
     cpu_tensor_free(&d->y);
     memset(d, 0, sizeof *d);
@@ -530,7 +561,10 @@ data_loader *data_loader_new(const data_set *d, int64_t batch, uint64_t seed, bo
     l->shuffle = shuffle;
     l->depth = depth;
     l->nbatches = drop_last ? d->n / batch : (d->n + batch - 1) / batch;
-    if (d->x.dtype == NC_U8) {
+    if (d->bytes) {
+        l->xs = d->bytes;
+        l->x_bytes = d->x.numel / d->n;
+    } else if (d->x.dtype == NC_U8) {
         l->packed = nc_xmalloc((size_t)d->x.numel);
         for (int64_t i = 0; i < d->x.numel; i++) l->packed[i] = (uint8_t)d->x.i[i];
         l->xs = l->packed;

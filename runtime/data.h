@@ -12,7 +12,8 @@
 /* A set of samples, u8 images [n, h, w] or any sample shape and dtype, and
  * their targets: i32 labels [n], targets of any shape, or none. */
 typedef struct data_set {
-    cpu_tensor x;          /* samples, first axis = sample */
+    cpu_tensor x;          /* samples, first axis = sample; with bytes, their dtype and shape alone (no storage) */
+    uint8_t *bytes;        /* u8 samples a byte each (IDX images: a quarter of x's 4-byte elements); NULL: x holds them */
     cpu_tensor y;          /* targets, first axis = sample; empty (numel 0) when the model reads none */
     int64_t n;
     int32_t classes;       /* integer targets: 1 + the largest */
@@ -54,6 +55,9 @@ bool data_dir_has_samples(const char *dir);
  * (never fewer than one) is the test set. */
 int data_load_text(const char *path, int64_t window, double test_fraction, data_set *train, data_set *test, char *err,
                    size_t errcap);
+/* Samples [first, first + count) of d in out (allocated: cpu_tensor's 4-byte
+ * elements of x's dtype), from x or bytes, wherever d holds them. */
+void data_rows(const data_set *d, int64_t first, int64_t count, cpu_tensor *out);
 void data_set_free(data_set *d);
 
 /* Batches in a seeded random order (a new order each epoch); the last
@@ -75,11 +79,11 @@ void data_loader_epoch(data_loader *l, int64_t epoch, int64_t skip_batches);
  * the next call. *waited_s: how long this call waited for the producer. */
 bool data_loader_next(data_loader *l, data_batch *b, double *waited_s);
 int64_t data_loader_batches(const data_loader *l);   /* per epoch */
-/* A loader keeps a u8 set's samples as bytes of its own, so the set's 4-byte
- * copy (cpu_tensor's) is then needed no more: this frees it (d->x keeps its
- * dtype and shape, without storage; Fashion-MNIST's training images: 188 MB
- * of the 235 the two held). Nothing for sets of other dtypes, whose storage
- * the loader reads. d is l's set; read no samples from it afterwards. */
+/* A loader keeps the u8 samples of a set without bytes (.npy, text windows)
+ * as bytes of its own, so the set's 4-byte copy (cpu_tensor's) is then
+ * needed no more: this frees it (d->x keeps its dtype and shape, without
+ * storage). Nothing for other sets, whose storage the loader reads. d is
+ * l's set; read no samples from it afterwards. */
 void data_loader_drop_source(data_loader *l, data_set *d);
 void data_loader_free(data_loader *l);
 
