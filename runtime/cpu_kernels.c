@@ -677,6 +677,59 @@ static void sum_rows(const cpu_op_ctx *c, int64_t outer, int64_t R, double div)
     round_out(c->out);
 }
 
+/* One step of an odometer over the axes ax[0..n) of a shape (the last
+ * fastest), keeping *off, the offset by strides st, in step. */
+static void odometer_next(int n, const int *ax, const int64_t *shape, const int64_t *st, int64_t *idx, int64_t *off)
+{
+    for (int a = n - 1; a >= 0; a--) {
+        *off += st[ax[a]];
+        if (++idx[a] < shape[ax[a]]) return;
+        *off -= st[ax[a]] * shape[ax[a]];
+        idx[a] = 0;
+    }
+}
+
+/* A float sum over axes apart with the trailing ones kept (a max pool's
+ * gradient counting each window's maxima: [B, OH, 2, OW, 2, C] over axes 2
+ * and 4), a result row (the kept trailing axes) at a time: each element gets
+ * its inputs added in input order, as REDUCE_WALK adds them, but into a row
+ * of doubles, not a result-sized buffer allocated, zeroed and walked run by
+ * run. False for other axes. */
+static bool sum_apart(const cpu_op_ctx *c, double div)
+{
+    const cpu_tensor *x = c->args[0];
+    bool red[NC_MAX_RANK] = {0};
+    for (int k = 0; k < c->node->attr.naxes; k++) {
+        int ax = c->node->attr.axes[k];
+        if (ax >= 0 && ax < x->rank) red[ax] = true;
+    }
+    int t = x->rank, kept[NC_MAX_RANK], reduced[NC_MAX_RANK], nk = 0, nr = 0;
+    while (t > 0 && !red[t - 1]) t--;
+    if (t == x->rank) return false;   /* the last axis is reduced: sum_rows' or REDUCE_WALK's */
+    const int64_t inner = span(x, t, x->rank);
+    if (inner < 2) return false;
+    int64_t st[NC_MAX_RANK], rows = 1, combos = 1;
+    strides_of(x, st);
+    for (int i = 0; i < t; i++) {
+        if (red[i]) reduced[nr++] = i, combos *= x->shape[i];
+        else kept[nk++] = i, rows *= x->shape[i];
+    }
+    double *acc = nc_xmalloc((size_t)inner * sizeof *acc);
+    int64_t ki[NC_MAX_RANK] = {0}, row_off = 0;
+    for (int64_t o = 0; o < rows; o++, odometer_next(nk, kept, x->shape, st, ki, &row_off)) {
+        for (int64_t j = 0; j < inner; j++) acc[j] = 0;
+        int64_t ri[NC_MAX_RANK] = {0}, off = row_off;
+        for (int64_t q = 0; q < combos; q++, odometer_next(nr, reduced, x->shape, st, ri, &off)) {
+            const float *xr = x->f + off;
+            for (int64_t j = 0; j < inner; j++) acc[j] += xr[j];
+        }
+        for (int64_t j = 0; j < inner; j++) c->out->f[o * inner + j] = (float)(acc[j] / div);
+    }
+    free(acc);
+    round_out(c->out);
+    return true;
+}
+
 /* Sum in double for floats; ints are summed in int64 and wrap like add. */
 static void reduce_sum(const cpu_op_ctx *c, bool mean)
 {
@@ -692,6 +745,7 @@ static void reduce_sum(const cpu_op_ctx *c, bool mean)
         sum_rows(c, outer, R, mean ? (double)count : 1.0);
         return;
     }
+    if (is_float(y) && sum_apart(c, mean ? (double)count : 1.0)) return;
     if (!is_float(y)) {
         int64_t *acc = nc_xcalloc((size_t)y->numel, sizeof *acc);
         REDUCE_WALK(int64_t, c->args[0]->i, acc, ADD_OP);

@@ -1398,6 +1398,39 @@ static void test_max_tiles(void)
     end(&t);
 }
 
+/* A float sum over axes apart with the trailing ones kept (a max pool's
+ * gradient, [B, OH, 2, OW, 2, C] over axes 2 and 4) goes a result row at a
+ * time; each element's additions are still in input order, in double (1,
+ * 2^60, 1, -2^60, 1, 1 give 2 in that order, other sums in others), and -0
+ * alone gives +0. */
+static void test_sum_apart(void)
+{
+    enum { A0 = 2, A1 = 3, A2 = 2, A3 = 2, C = 5, N = A0 * A1 * A2 * A3 * C, M = A0 * A2 * C };
+    tcase t;
+    begin(&t, "sum over axes apart");
+    double xv[N], acc[M] = {0};
+    float want[M], wmean[M];
+    for (int i = 0; i < N; i++) {
+        int r = i / C % A3 + i / (C * A3 * A2) % A1 * A3;   /* the window position, 0..5, in input order */
+        xv[i] = i % C == 0 ? -0.0 : i % C == 1 ? (r == 1 ? 1152921504606846976.0 : r == 3 ? -1152921504606846976.0 : 1.0)
+                                  : awkward(i);
+    }
+    ir_value x = in(&t, NC_F32, S(A0, A1, A2, A3, C), xv, N);
+    ir_value y = op(&t, OP_SUM, axes(2, 1, 3, false), A(x));
+    ir_value m = op(&t, OP_MEAN, axes(2, 1, 3, false), A(x));
+    for (int i = 0; i < N; i++) {
+        int c = i % C, a2 = i / (C * A3) % A2, a0 = i / (C * A3 * A2 * A1);
+        acc[(a0 * A2 + a2) * C + c] += t.in[0].f[i];
+    }
+    for (int k = 0; k < M; k++) want[k] = (float)acc[k], wmean[k] = (float)(acc[k] / (A1 * A3));
+    if (run(&t)) {
+        expect_bits(&t, "sum", y, want, M);
+        expect_bits(&t, "mean", m, wmean, M);
+        if (want[1] != 2.0f || signbit(want[0])) fail(&t, "test bug: want[1] = %g, want[0] = %g", want[1], want[0]);
+    }
+    end(&t);
+}
+
 /* A sum over trailing axes adds four rows at a time; each row's sum is
  * still in order from 0 (1 + 2^60 - 2^60 is 0, -0 alone gives +0), and the
  * rows past the last four go one by one. */
@@ -2108,6 +2141,7 @@ int main(void)
     test_views_live();
     test_const_cache();
     test_max_tiles();
+    test_sum_apart();
     test_dim_value();
     test_blas_threads();
     check_coverage();
