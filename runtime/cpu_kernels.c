@@ -1487,6 +1487,8 @@ void cpu_gather(const cpu_op_ctx *c)
 /* idx (...), src (...idx, ...rest) -> (rows, ...rest): zeros, then each src
  * row added at its index. Sums in double, so repeated indices do not depend
  * on the order of the additions. */
+#define SCATTER_BLOCK_ELEMS ((int64_t)1 << 17)   /* a block's doubles: 1 MiB */
+
 void cpu_scatter_add(const cpu_op_ctx *c)
 {
     const cpu_tensor *idx = c->args[0], *src = c->args[1];
@@ -1503,31 +1505,30 @@ void cpu_scatter_add(const cpu_op_ctx *c)
             return;
         }
     }
-    /* Row by row of the result, the src rows sent to it in order (a counting
-     * sort of the indices): the same sums as a running one over src, with a
-     * double accumulator the size of one row, not of the whole result. */
-    int64_t *start = nc_xcalloc((size_t)rows + 2, sizeof *start), *order = nc_xmalloc((size_t)(idx->numel + 1) * sizeof *order);
-    for (int64_t k = 0; k < idx->numel; k++) start[idx->i[k] + 2]++;
-    for (int64_t v = 0; v < rows; v++) start[v + 2] += start[v + 1];
-    for (int64_t k = 0; k < idx->numel; k++) order[start[idx->i[k] + 1]++] = k;   /* start[v + 1]: row v's end */
-    double *acc = nc_xmalloc((size_t)(row ? row : 1) * sizeof *acc);
-    for (int64_t v = 0; v < rows; v++) {
-        float *yv = y->f + v * row;
-        if (start[v + 1] == start[v]) {
-            for (int64_t j = 0; j < row; j++) yv[j] = 0.0f;
-            continue;
-        }
-        if (start[v + 1] - start[v] == 1) {   /* (float)(0.0 + s) is s + 0.0f: -0 becomes +0, a NaN quiet */
-            const float *s = src->f + order[start[v]] * row;
-            for (int64_t j = 0; j < row; j++) yv[j] = s[j] + 0.0f;
-            continue;
-        }
-        for (int64_t j = 0; j < row; j++) acc[j] = 0;
-        for (int64_t e = start[v]; e < start[v + 1]; e++) {
+    /* A block of result rows at a time (their doubles in about 1 MiB, in
+     * cache), the src rows sent to the block in src order (a counting sort
+     * of the indices by block): each element's sum is a running one over src
+     * from 0.0, as ever, and src is read nearly in order (a convolution's
+     * windows of one image land in one block), where one result row at a
+     * time read its scattered sources (fashion_cnn's step: 8% in the load
+     * misses). A row with no source is 0, one with one is that source plus
+     * 0.0: -0 becomes +0, a NaN quiet. */
+    const int64_t per = row > 0 && row < SCATTER_BLOCK_ELEMS ? SCATTER_BLOCK_ELEMS / row : 1;
+    const int64_t nblocks = rows ? (rows + per - 1) / per : 0;
+    int64_t *start = nc_xcalloc((size_t)nblocks + 2, sizeof *start), *order = nc_xmalloc((size_t)(idx->numel + 1) * sizeof *order);
+    for (int64_t k = 0; k < idx->numel; k++) start[idx->i[k] / per + 2]++;
+    for (int64_t b = 0; b < nblocks; b++) start[b + 2] += start[b + 1];
+    for (int64_t k = 0; k < idx->numel; k++) order[start[idx->i[k] / per + 1]++] = k;   /* start[b + 1]: block b's end */
+    double *acc = nc_xmalloc((size_t)(per * row > 0 ? per * row : 1) * sizeof *acc);
+    for (int64_t b = 0; b < nblocks; b++) {
+        const int64_t v0 = b * per, n = (rows - v0 < per ? rows - v0 : per) * row;
+        for (int64_t j = 0; j < n; j++) acc[j] = 0;
+        for (int64_t e = start[b]; e < start[b + 1]; e++) {
             const float *s = src->f + order[e] * row;
-            for (int64_t j = 0; j < row; j++) acc[j] += s[j];
+            double *a = acc + (idx->i[order[e]] - v0) * row;
+            for (int64_t j = 0; j < row; j++) a[j] += s[j];
         }
-        for (int64_t j = 0; j < row; j++) yv[j] = (float)acc[j];
+        for (int64_t j = 0; j < n; j++) y->f[v0 * row + j] = (float)acc[j];
     }
     round_out(y);
     free(acc);

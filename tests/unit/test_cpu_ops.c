@@ -1360,6 +1360,50 @@ static void test_sqrt_f32(void)
     end(&t);
 }
 
+static uint32_t xorshift32(uint32_t *s)
+{
+    *s ^= *s << 13, *s ^= *s >> 17, *s ^= *s << 5;
+    return *s;
+}
+
+/* Rows of 32 go in blocks of 4096 result rows: 10000 rows are three
+ * blocks, the last one short. Each element is still src's running sum in
+ * double in src order, from 0.0 (a row sent one -0 gives +0, one sent
+ * none 0), whichever block its sources come from and in whatever order
+ * they arrive: indices jump back and forth across the blocks. */
+static void test_scatter_blocks(void)
+{
+    tcase t;
+    ir_value si, src, sc;
+    enum { ROWS = 10000, K = 30011, R = 32 };
+    int32_t *iv = malloc(K * sizeof *iv);
+    double *sv = malloc((size_t)K * R * sizeof *sv), *acc = calloc((size_t)ROWS * R, sizeof *acc);
+    float *want = malloc((size_t)ROWS * R * sizeof *want);
+    uint32_t seed = 99;
+    for (int k = 0; k < K; k++) {
+        uint32_t u = xorshift32(&seed);
+        iv[k] = k % 5 == 0 ? (int32_t)(u % ROWS) : (int32_t)((k / 3 * 7 + (int32_t)(u % 3)) % ROWS);
+        if (iv[k] == 17 || iv[k] == 18) iv[k] = 19;   /* 17 and 18 get one source each, below */
+        for (int j = 0; j < R; j++) sv[(size_t)k * R + j] = j == 1 ? (k % 3 == 1 ? 1152921504606846976.0 : k % 3 == 2 ? -1152921504606846976.0 : 1.0) : awkward(k * R + j);
+    }
+    iv[0] = 17, iv[1] = 18;
+    for (int j = 0; j < R; j++) sv[j] = -0.0;
+    begin(&t, "scatter_add in blocks of rows");
+    si = in(&t, NC_I32, S(K), NULL, 0);
+    src = in(&t, NC_F32, S(K, R), sv, K * R);
+    for (int k = 0; k < K; k++) t.in[0].i[k] = iv[k];
+    sc = op(&t, OP_SCATTER_ADD, (ir_attr){.lo = ir_dim_const(t.g, ROWS)}, A(si, src));
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < R; j++) acc[(size_t)iv[k] * R + j] += t.in[1].f[(size_t)k * R + j];
+    for (int64_t e = 0; e < (int64_t)ROWS * R; e++) want[e] = (float)acc[e];
+    if (run(&t)) {
+        expect_bits(&t, "scatter_add in blocks", sc, want, (int64_t)ROWS * R);
+        if (signbit(value(&t, sc)->f[17 * R])) fail(&t, "row 17 (one source, -0): -0, expected +0");
+    }
+    end(&t);
+    free(iv), free(sv), free(acc), free(want);
+}
+
 /* A float max over axes apart with the last one kept (a max_pool2d's
  * tiles, [B, OH, 2, OW, 2, C]) walks the input in order: its bits are
  * max_f's in that order (a tie of zeros goes to the later one, -inf and
@@ -2141,6 +2185,7 @@ int main(void)
     test_views_live();
     test_const_cache();
     test_max_tiles();
+    test_scatter_blocks();
     test_sum_apart();
     test_dim_value();
     test_blas_threads();
