@@ -864,14 +864,53 @@ static bool cuda_emit_slice(cg_ctx *cg, ir_value v) { return emit_movement(cg, v
  * weight's squared gradient) held the whole kernel ~90 us on an H100. Up to
  * a block's 8 warps share an output (a power of two, so that they sit in
  * one block), each about JOINED_WARP_ELEMS elements or more; netc inspect
- * counts the serial work each warp is left (inspect.c cost_of). */
-enum { JOINED_WARP_ELEMS = 2048, JOINED_MAX_WARPS = 8 };
+ * counts the serial work each warp is left (inspect.c cost_of).
+ *
+ * One block an output still left a warp 4,608 of that weight's elements
+ * (~11 us), and a part that optimizer.c's partial_sums cannot split (under
+ * 65,536 elements, or a size with no divisor from 32 to 1024) all of its
+ * elements over 8 warps. A concat whose slowest warp that would save more
+ * than a launch (JOINED_LAUNCH_RUN elements of a warp's run, ~4 us) over its
+ * bytes' time is spread: its parts get warps for JOINED_SPREAD_WARP_ELEMS
+ * elements each, a large one whole blocks of 8 (at most JOINED_MAX_BLOCKS an
+ * output); every block stores its output's partial result in a scratch row
+ * and a second kernel adds each output's partials in order. A part one
+ * block still adds up keeps one partial, which the second kernel copies. */
+enum {
+    JOINED_WARP_ELEMS = 2048, JOINED_MAX_WARPS = 8, JOINED_SPREAD_WARP_ELEMS = 512, JOINED_MAX_BLOCKS = 1024,
+    JOINED_LAUNCH_RUN = 1700,        /* ~4 us, a launch's cost at its upper end, at 2.4 ns an element */
+    JOINED_BANDWIDTH_ELEMS = 1740,   /* f32 elements the GPU reads while a warp adds one: 2.4 ns at 2.9 TB/s */
+};
 
-int64_t cuda_joined_sum_warps(int64_t count)
+int64_t cuda_joined_sum_warps(int64_t count, bool spread)
 {
-    int64_t k = 1;
-    while (k < JOINED_MAX_WARPS && count > k * JOINED_WARP_ELEMS) k *= 2;
-    return k;
+    int64_t per = spread ? JOINED_SPREAD_WARP_ELEMS : JOINED_WARP_ELEMS, k = 1;
+    while (k < JOINED_MAX_WARPS && count > k * per) k *= 2;
+    if (!spread || count <= k * per) return k;
+    int64_t blocks = (count + JOINED_MAX_WARPS * per - 1) / (JOINED_MAX_WARPS * per);
+    return JOINED_MAX_WARPS * (blocks < JOINED_MAX_BLOCKS ? blocks : JOINED_MAX_BLOCKS);
+}
+
+/* The longest run of elements one warp adds up alone. */
+static int64_t joined_run(int64_t count, bool spread)
+{
+    int64_t k = cuda_joined_sum_warps(count, spread);
+    return (count + k - 1) / k;
+}
+
+bool cuda_joined_sums_spread(const int64_t *outputs, const int64_t *counts, int nparts)
+{
+    int64_t elems = 0, run = 0, spread_run = 0;
+    for (int p = 0; p < nparts; p++) {
+        elems += outputs[p] * counts[p];
+        int64_t r = joined_run(counts[p], false), rs = joined_run(counts[p], true);
+        run = r > run ? r : run;
+        spread_run = rs > spread_run ? rs : spread_run;
+    }
+    int64_t bytes_run = elems / JOINED_BANDWIDTH_ELEMS;   /* the kernel's bytes' time, as a warp's run */
+    run = run > bytes_run ? run : bytes_run;
+    spread_run = spread_run > bytes_run ? spread_run : bytes_run;
+    return run - spread_run > JOINED_LAUNCH_RUN;
 }
 
 /* The part p of a joined concat: its sum, its operand, its outputs and the
@@ -891,33 +930,96 @@ static ir_value joined_part(cg_ctx *cg, ir_value v, int p, int64_t *outputs, int
     return sum;
 }
 
+static bool joined_spread(cg_ctx *cg, ir_value v)
+{
+    const ir_node *n = node(cg, v);
+    int64_t *outputs = nc_xmalloc((n->nargs + 1) * sizeof *outputs), *counts = nc_xmalloc((n->nargs + 1) * sizeof *counts);
+    for (int p = 0; p < n->nargs; p++) joined_part(cg, v, p, &outputs[p], &counts[p]);
+    bool spread = cuda_joined_sums_spread(outputs, counts, n->nargs);
+    free(outputs);
+    free(counts);
+    return spread;
+}
+
+/* The scratch slots of each output of a part of k warps an output: one a block. */
+static int64_t joined_slots(int64_t k) { return k > JOINED_MAX_WARPS ? k / JOINED_MAX_WARPS : 1; }
+
+/* Where a part's warps start: a multiple of its warps an output, or of a
+ * block's 8 where an output takes whole blocks. */
+static int64_t joined_start(int64_t wat, int64_t k)
+{
+    int64_t align = k < JOINED_MAX_WARPS ? k : JOINED_MAX_WARPS;
+    return (wat + align - 1) / align * align;
+}
+
+static void emit_lanes_combine(cg_buf *b, const char *acc, const char *combine);
+
+/* The second kernel of a spread concat of sums: output c adds its
+ * partials (part[base .. base + np), in the first kernel's block order)
+ * lane by lane in order, the lanes meeting by exchanges in a fixed order;
+ * one partial is copied. Grid-stride, so it may batch (cuda_batch.c). */
+static bool emit_joined_totals(cg_ctx *cg, ir_value v, uint32_t part, int64_t outputs_total)
+{
+    const ir_node *n = node(cg, v);
+    ir_graph *g = (ir_graph *)cg->g;
+    nrt_step *s = begin_kernel(cg, v, "_totals", NRT_GRID_ELEMENTS);
+    add_int(s, ir_dim_const(g, 32 * outputs_total));
+    add_int(s, ir_dim_const(g, outputs_total));
+    add_buf(s, part);
+    add_buf(s, v);
+    cg_buf *b = &cg->body;
+    cg_printf(b, "  const float *part = (const float *)A.buf[0];\n");
+    decl_ptr(cg, "y", 1, n->dtype, false);
+    cg_printf(b, "  NC_WARP_STRIDE(c, A.n[1]) {\n    long long base = 0, np = 1;\n");
+    int64_t at = 0, slot = 0, outputs, count;
+    for (int p = 0; p < n->nargs; p++) {
+        joined_part(cg, v, p, &outputs, &count);
+        int64_t nb = joined_slots(cuda_joined_sum_warps(count, true));
+        cg_printf(b, "    %sif (c < %lld) base = %lld + (c - %lld) * %lld, np = %lld;\n", p ? "else " : "", (long long)(at + outputs),
+                  (long long)slot, (long long)at, (long long)nb, (long long)nb);
+        at += outputs;
+        slot += outputs * nb;
+    }
+    cg_printf(b, "    float acc = 0.0f;\n    for (long long q = NC_LANE; q < np; q += 32) acc += part[base + q];\n");
+    cg_printf(b, "    if (np > 1) {\n");
+    emit_lanes_combine(b, "acc", "a + b");
+    cg_printf(b, "    }\n    if (NC_LANE == 0) nc_st(y, c, np > 1 ? acc : part[base]);\n  }\n");
+    end_kernel(cg);
+    return true;
+}
+
 /* A concat of sums (cuda_fuse.c's plan_joined_sums): each output element
  * added up by cuda_joined_sum_warps of its count warps of one block (their partial
  * results combined in a fixed order in shared memory: the same bits every
  * run), the part a warp falls in chosen by its place; each part's operand
  * loaded (or computed, with its prologue) in a scope of its own. A part of
- * k warps an output starts at a multiple of k. */
+ * k warps an output starts at a multiple of k. Spread (joined_spread): each
+ * block's result goes to a scratch slot, emit_joined_totals adds them. */
 static bool emit_joined_sums(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v);
-    int64_t warps = 0, outputs, count;
+    bool spread = joined_spread(cg, v);
+    int64_t warps = 0, outputs, count, slots = 0;
     for (int p = 0; p < n->nargs; p++) {
         joined_part(cg, v, p, &outputs, &count);
-        int64_t k = cuda_joined_sum_warps(count);
-        warps = (warps + k - 1) / k * k + outputs * k;
+        int64_t k = cuda_joined_sum_warps(count, spread);
+        warps = joined_start(warps, k) + outputs * k;
+        slots += outputs * joined_slots(k);
     }
+    uint32_t part = spread ? new_temp(cg, ir_dim_const((ir_graph *)cg->g, slots), NC_F32) : 0;
     nrt_step *s = begin_kernel(cg, v, "_sums", NRT_GRID_WARPS);
     add_int(s, ir_dim_const((ir_graph *)cg->g, warps));
     cg_buf *b = &cg->body;
     cg_printf(b, "  const long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;\n");
     cg_printf(b, "  const int lane = threadIdx.x & 31;\n  float acc = 0.0f;\n  long long out = -1;   /* the output this warp adds to */\n");
     cg_printf(b, "  int nw = 1, wr = 0;   /* the warps of out, and which of them this is */\n");
-    int64_t at = 0, wat = 0;
+    if (spread) cg_printf(b, "  long long slot = 0;   /* where its block's result goes */\n");
+    int64_t at = 0, wat = 0, slot = 0;
     for (int p = 0; p < n->nargs; p++) {
         ir_value sum = joined_part(cg, v, p, &outputs, &count);
         ir_value x = arg(cg, sum, 0);
-        int64_t k = cuda_joined_sum_warps(count);
-        wat = (wat + k - 1) / k * k;
+        int64_t k = cuda_joined_sum_warps(count, spread), nb = joined_slots(k);
+        wat = joined_start(wat, k);
         cg_printf(b, "  if (w >= %lld && w < %lld) {   /* %%%u: %lld elements an output, %lld warps each */\n", (long long)wat,
                   (long long)(wat + outputs * k), sum, (long long)count, (long long)k);
         uint32_t prologue = cuda_fuse_prologue_group(cg, sum);
@@ -927,8 +1029,13 @@ static bool emit_joined_sums(cg_ctx *cg, ir_value v)
             decl_ptr(cg, "x", s->nbufs, node(cg, x)->dtype, true);
             add_buf(s, x);
         }
-        cg_printf(b, "    nw = %lld, wr = (int)((w - %lld) %% %lld), out = %lld + (w - %lld) / %lld;\n", (long long)k, (long long)wat,
-                  (long long)k, (long long)at, (long long)wat, (long long)k);
+        cg_printf(b, "    nw = %lld, wr = (int)((w - %lld) %% %lld), out = %lld + (w - %lld) / %lld;\n",
+                  (long long)(k < JOINED_MAX_WARPS ? k : JOINED_MAX_WARPS), (long long)wat, (long long)k, (long long)at, (long long)wat,
+                  (long long)k);
+        if (spread && nb > 1)
+            cg_printf(b, "    slot = %lld + (out - %lld) * %lld + wr / %d;\n", (long long)slot, (long long)at, (long long)nb, JOINED_MAX_WARPS);
+        else if (spread)
+            cg_printf(b, "    slot = %lld + (out - %lld);\n", (long long)slot, (long long)at);
         cg_printf(b, "    const long long base = (out - %lld) * %lld;\n", (long long)at, (long long)count);
         cg_printf(b, "#pragma unroll 4\n    for (long long j = wr * 32 + lane; j < %lld; j += %lld) {\n", (long long)count, (long long)(32 * k));
         if (prologue) {
@@ -941,10 +1048,19 @@ static bool emit_joined_sums(cg_ctx *cg, ir_value v)
         cg_printf(b, "    }\n  }\n");
         at += outputs;
         wat += outputs * k;
+        slot += outputs * nb;
     }
     cg_printf(b, "  for (int m = 16; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);\n");
     cg_printf(b, "  __shared__ float warp_acc[8];\n  const int wib = threadIdx.x >> 5;\n");
     cg_printf(b, "  if (lane == 0) warp_acc[wib] = acc;\n  __syncthreads();   /* every thread of the block comes here */\n");
+    if (spread) {
+        cg_printf(b, "  float *part = (float *)A.buf[%d];\n", s->nbufs);
+        add_buf(s, part);
+        cg_printf(b, "  if (lane == 0 && out >= 0 && wr %% nw == 0) {\n    float t = warp_acc[wib];\n");
+        cg_printf(b, "    for (int q = 1; q < nw; q++) t += warp_acc[wib + q];\n    part[slot] = t;\n  }\n");
+        end_kernel(cg);
+        return emit_joined_totals(cg, v, part, at);
+    }
     decl_ptr(cg, "y", s->nbufs, n->dtype, false);
     add_buf(s, v);
     cg_printf(b, "  if (lane == 0 && out >= 0 && wr == 0) {\n    float t = warp_acc[wib];\n");

@@ -72,6 +72,22 @@ static const char *embedding_source =
     "}\n"
     "train emb { optimizer sgd(lr: 0.1) }\n";
 
+/* A weight of 60,491 elements (241 x 251, under the optimizer's 65,536 for
+ * splitting its squares): its norm's sum, one output, is spread over 15
+ * blocks of the joined kernel and their results added by a second kernel
+ * (cuda_emit.c emit_joined_totals), with the bias's 251 and the second
+ * weight's 251 x 2 in the same concat; clipping at a norm the step exceeds
+ * carries the norm into every update. */
+static const char *spread_norm_source =
+    "model wide(x: f32[B, 241], t: f32[B, 2]) -> (loss: f32)\n"
+    "{\n"
+    "  param w: f32[241, 251] = xavier\n"
+    "  param b: f32[251] = zeros\n"
+    "  param w2: f32[251, 2] = xavier\n"
+    "  return mean(square(tanh(x @ w + b) @ w2 - t))\n"
+    "}\n"
+    "train wide {\n  optimizer sgd(lr: 0.1)\n  clip_grad_norm 0.01\n}\n";
+
 /* The checker's own report of a mismatch: batch_norm's training step with
  * its first parameter's first element one larger on the GPU (skew_param)
  * must fail, and say step by step which launch first differs. Its running
@@ -224,6 +240,10 @@ int main(void)
         {.name = "gpt2_d128_train_wgmma", .path = NETC_SOURCE_DIR "/examples/gpt2.net", .dim_names = bt, .dim_values = vbt80,
          .ndims = 2, .set_names = small_gpt2, .set_values = d128_v, .nsets = 5, .int_range = 256, .use_graph = true,
          .train_step = true, .fuse = true, .arch = "sm_90a"},
+        /* a gradient norm's sum spread over blocks: the same bits twice (the mock alternates the
+           blocks' order), the norm and the clipped updates as on the CPU */
+        {.name = "spread_norm_train_same_bits", .source = spread_norm_source, .dim_names = b64, .dim_values = v5, .ndims = 1,
+         .use_graph = true, .train_step = true, .fuse = true, .check_updates = true, .same_bits = true},
     };
     const char *only = getenv("NETC_GPU_CASE"), *seed_env = getenv("NETC_GPU_SEED");
     int fails = 0, runs = 0;

@@ -971,15 +971,20 @@ static void check_shared_norm_sums(const char *root)
  * NORM_WARP_MAX elements of a part, if its elements are shared out evenly. */
 enum { NORM_WARP_MAX = 8192 };
 
-static void check_norm_sums_spread(const char *root)
+/* How many warps p's concats of sums are short of NORM_WARP_MAX elements
+ * a warp (counting each part's outputs' elements shared out evenly), with
+ * the most elements an output of a part adds up in *most and the second
+ * kernels of spread concats in *totals. */
+static int64_t norm_sums_short(const ir_graph *g, const nrt_program *p, int64_t *most, int *totals)
 {
-    nrt_program p;
-    ir_graph *g = compile_train_step(root, "examples/fashion_resnet.net", 8, &p);
-    if (!g) return;
-    int64_t most = 0, short_by = 0;
-    for (uint32_t k = 0; k < p.nsteps; k++) {
-        const nrt_step *st = &p.steps[k];
-        if (st->kind != NRT_STEP_KERNEL || !strstr(p.kernel_names[st->kernel], "_concat_sums")) continue;
+    int64_t short_by = 0;
+    *most = 0, *totals = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        const nrt_step *st = &p->steps[k];
+        if (st->kind != NRT_STEP_KERNEL) continue;
+        const char *name = p->kernel_names[st->kernel];
+        *totals += strstr(name, "_concat_totals") != NULL;
+        if (strlen(name) < 12 || strcmp(name + strlen(name) - 12, "_concat_sums") != 0) continue;
         int64_t warps = 0, needed = 0;
         CHECK(dim_is_const(&g->dims[st->ints[0]], &warps));
         const ir_node *c = &g->nodes[st->node];
@@ -993,14 +998,57 @@ static void check_norm_sums_spread(const char *root)
                 if (a == x->rank - 1) count = d;
                 else outputs *= d;
             }
-            if (count > most) most = count;
+            if (count > *most) *most = count;
             needed += outputs * ((count + NORM_WARP_MAX - 1) / NORM_WARP_MAX);
         }
         if (needed > warps) short_by += needed - warps;
     }
+    return short_by;
+}
+
+static void check_norm_sums_spread(const char *root)
+{
+    nrt_program p;
+    ir_graph *g = compile_train_step(root, "examples/fashion_resnet.net", 8, &p);
+    if (!g) return;
+    int64_t most;
+    int totals;
+    int64_t short_by = norm_sums_short(g, &p, &most, &totals);
     printf("fashion_resnet training step: the largest joined sum part adds %lld elements an output; %lld warps short of "
-           "%d elements a warp\n", (long long)most, (long long)short_by, NORM_WARP_MAX);
+           "%d elements a warp; %d concats spread\n", (long long)most, (long long)short_by, NORM_WARP_MAX, totals);
     CHECK(most > NORM_WARP_MAX && short_by == 0);
+    nrt_program_free(&p);
+    ir_graph_free(g);
+}
+
+/* A 2003x2003 weight (4,012,009 elements, prime factors 2003 alone): the
+ * optimizer's partial sums find no group count from 32 to 1024 to split its
+ * squares into, so its norm's sum is one output of 4M elements, which a
+ * block's 8 warps added up ~500,000 elements each (~1.2 ms at 2.4 ns an
+ * element). Spread over blocks, with a second kernel adding their results,
+ * no warp adds more than NORM_WARP_MAX. */
+static void check_norm_sums_over_blocks(void)
+{
+    static const char *source =
+        "model m(x: f32[4, 2003], t: f32[4, 2003]) -> (loss: f32)\n"
+        "{\n"
+        "  param w: f32[2003, 2003] = xavier\n"
+        "  param b: f32[2003] = zeros\n"
+        "  return mean(square(x @ w + b - t))\n"
+        "}\n"
+        "train m { optimizer adamw(lr: 0.001) }\n";
+    ir_graph *g = compile_fused_step("big.net", source);
+    CHECK(g != NULL);
+    if (!g) return;
+    char err[1024];
+    nrt_program p;
+    CHECK(cuda_emit_program_ex(g, true, &p, err, sizeof err));
+    int64_t most;
+    int totals;
+    int64_t short_by = norm_sums_short(g, &p, &most, &totals);
+    printf("a 2003x2003 weight: its norm's sum adds %lld elements an output; %lld warps short of %d elements a warp; "
+           "%d concats spread\n", (long long)most, (long long)short_by, NORM_WARP_MAX, totals);
+    CHECK(most == 2003LL * 2003 && short_by == 0 && totals == 1);
     nrt_program_free(&p);
     ir_graph_free(g);
 }
@@ -1032,6 +1080,7 @@ int main(int argc, char **argv)
     check_sibling_sums(root);
     check_shared_norm_sums(root);
     check_norm_sums_spread(root);
+    check_norm_sums_over_blocks();
     if (!failures) printf("test_fuse: all checks passed\n");
     return failures != 0;
 }

@@ -116,8 +116,11 @@ static void check_prepare_report(const char *example)
 
 /* examples/fashion_resnet.net's training step at B = 8: its largest
  * concat of sums moves ~1 MB (0.4 us by bytes), but a 3x3x64x64 conv
- * weight's 36,864 squares go to at most a block's 8 warps, 4,608 a warp at
- * ~2.4 ns an element: the floor shows the ~11 us the bytes hide. */
+ * weight's 36,864 squares gave a block's 8 warps 4,608 each at ~2.4 ns an
+ * element: the floor showed the ~11 us the bytes hide. That concat is now
+ * spread over blocks (72 warps for the weight, 512 elements each: ~1.2 us);
+ * the slowest left is one whose 8,192-element parts take 4 warps of 2,048
+ * (~4.9 us), where a second launch would cost more than it saves. */
 static void check_joined_sums_floor(const char *root)
 {
     char example[1024], err[1024];
@@ -135,15 +138,18 @@ static void check_joined_sums_floor(const char *root)
     char *js = report(b.path, NULL, NULL, 0, true, NULL);
     json_error_t je;
     json_t *j = js ? json_loads(js, 0, &je) : NULL, *steps = json_object_get(j, "steps");
-    double most = 0, most_bytes = 0;
+    double most = 0, most_bytes = 0, largest = 0, largest_floor = 0;
     for (size_t i = 0; i < json_array_size(steps); i++) {
         json_t *st = json_array_get(steps, i);
         if (!strstr(json_string_value(json_object_get(st, "name")), "_concat_sums")) continue;
-        double floor_us = json_real_value(json_object_get(st, "floor_us"));
-        if (floor_us > most) most = floor_us, most_bytes = json_real_value(json_object_get(st, "bytes"));
+        double floor_us = json_real_value(json_object_get(st, "floor_us")), bytes = json_real_value(json_object_get(st, "bytes"));
+        if (floor_us > most) most = floor_us, most_bytes = bytes;
+        if (bytes > largest) largest = bytes, largest_floor = floor_us;
     }
-    printf("fashion_resnet step: the slowest concat of sums %.2f us (%.0f bytes)\n", most, most_bytes);
-    CHECK(most_bytes > 0 && most > 10 && most < 12);
+    printf("fashion_resnet step: the slowest concat of sums %.2f us (%.0f bytes); the largest %.2f us (%.0f bytes)\n", most,
+           most_bytes, largest_floor, largest);
+    CHECK(most_bytes > 0 && most > 4.5 && most < 5.5);
+    CHECK(largest > 1e6 && largest_floor > 1 && largest_floor < 1.5);
     json_decref(j);
     free(js);
     built_free(&b);
