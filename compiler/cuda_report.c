@@ -156,7 +156,11 @@ static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint
         name_value(out, g, cg->delta_from[v]);
         fprintf(out, ": no kernel of its own\n");
     }
-    if (cg->joined_sums && cg->joined_sums[v]) {
+    if (cg->joined_sums && cg->joined_sums[v] && strstr(kernel, "_concat_totals")) {   /* a spread concat's second kernel */
+        fprintf(out, "along: step %u, kernel %s adds up in order the blocks' partial sums of ", k, kernel);
+        name_value(out, g, v);
+        fprintf(out, " (parts too large for one block)\n");
+    } else if (cg->joined_sums && cg->joined_sums[v]) {
         fprintf(out, "along: step %u, kernel %s computes the %d sums joined by ", k, kernel, n->nargs);
         name_value(out, g, v);
         fprintf(out, ": one kernel, not one each\n");

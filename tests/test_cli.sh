@@ -390,6 +390,15 @@ if ! grep -q 'along: step [0-9]*, kernel k[0-9]*_attention_tc reads %[0-9]* tran
    ! grep -q 'batch: steps [0-9]*-[0-9]* run as one launch, kernel k_batch_step[0-9]* .*: 48 of the step.s 48 assignments' <<<"$report"; then   # the whole update: one launch
   echo "FAIL: --report (along)"; echo "$report" | grep -v '^share'; fail=$((fail + 1))
 fi
+# a gradient norm's concat of sums spread over blocks (fashion_cnn's 3x3x32x64 conv weight):
+# the first kernel computes the sums, the second adds up the blocks' partial sums
+n=$((n + 1))
+report=$("$netc" build "$src/examples/fashion_cnn.net" --entry train --dim B=2 --target '' --report -o "$tmp/c.netm" 2>&1)
+if ! grep -q 'along: step [0-9]*, kernel k[0-9]*_concat_sums computes the [0-9]* sums joined by' <<<"$report" ||
+   ! grep -q "along: step [0-9]*, kernel k[0-9]*_concat_totals adds up in order the blocks' partial sums of %[0-9]* concat" <<<"$report" ||
+   grep -q 'kernel k[0-9]*_concat_totals computes' <<<"$report"; then
+  echo "FAIL: --report (spread sums)"; grep 'concat' <<<"$report"; fail=$((fail + 1))
+fi
 # netc's own choice of slices for a training step's head: as few as keep a slice's logits
 # within 512 MiB; the most (8) under a memory budget
 n=$((n + 1))
