@@ -75,16 +75,18 @@ static const char *embedding_source =
 /* A weight of 60,491 elements (241 x 251, under the optimizer's 65,536 for
  * splitting its squares): its norm's sum, one output, is spread over 15
  * blocks of the joined kernel and their results added by a second kernel
- * (cuda_emit.c emit_joined_totals), with the bias's 251 and the second
- * weight's 251 x 2 in the same concat; clipping at a norm the step exceeds
+ * (cuda_emit.c emit_joined_totals), with the bias's 251, the second
+ * weight's 251 x 2 and v's 32 x 5003 (the optimizer's 32 sums of 5,003,
+ * 2 blocks each) in the same concat; clipping at a norm the step exceeds
  * carries the norm into every update. */
 static const char *spread_norm_source =
-    "model wide(x: f32[B, 241], t: f32[B, 2]) -> (loss: f32)\n"
+    "model wide(x: f32[B, 241], z: f32[B, 32], t: f32[B, 2]) -> (loss: f32)\n"
     "{\n"
     "  param w: f32[241, 251] = xavier\n"
     "  param b: f32[251] = zeros\n"
     "  param w2: f32[251, 2] = xavier\n"
-    "  return mean(square(tanh(x @ w + b) @ w2 - t))\n"
+    "  param v: f32[32, 5003] = xavier\n"
+    "  return mean(square(tanh(x @ w + b) @ w2 - t)) + mean(square(tanh(z @ v)))\n"
     "}\n"
     "train wide {\n  optimizer sgd(lr: 0.1)\n  clip_grad_norm 0.01\n}\n";
 
