@@ -871,7 +871,7 @@ static bool cuda_emit_slice(cg_ctx *cg, ir_value v) { return emit_movement(cg, v
  * 65,536 elements, or a size with no divisor from 32 to 1024) all of its
  * elements over 8 warps. A concat whose slowest warp that would save more
  * than a launch (JOINED_LAUNCH_RUN elements of a warp's run, ~4 us) over its
- * bytes' time is spread: its parts get warps for JOINED_SPREAD_WARP_ELEMS
+ * bytes' time is spread (joined_spread): its parts get warps for JOINED_SPREAD_WARP_ELEMS
  * elements each, a large one whole blocks of 8 (at most JOINED_MAX_BLOCKS an
  * output); every block stores its output's partial result in a scratch row
  * and a second kernel adds each output's partials in order. A part one
@@ -898,7 +898,9 @@ static int64_t joined_run(int64_t count, bool spread)
     return (count + k - 1) / k;
 }
 
-bool cuda_joined_sums_spread(const int64_t *outputs, const int64_t *counts, int nparts)
+/* How much shorter a concat of sums' slowest warp's run is spread than
+ * with one block an output, each at least the kernel's bytes' time. */
+static int64_t joined_saving(const int64_t *outputs, const int64_t *counts, int nparts)
 {
     int64_t elems = 0, run = 0, spread_run = 0;
     for (int p = 0; p < nparts; p++) {
@@ -910,7 +912,7 @@ bool cuda_joined_sums_spread(const int64_t *outputs, const int64_t *counts, int 
     int64_t bytes_run = elems / JOINED_BANDWIDTH_ELEMS;   /* the kernel's bytes' time, as a warp's run */
     run = run > bytes_run ? run : bytes_run;
     spread_run = spread_run > bytes_run ? spread_run : bytes_run;
-    return run - spread_run > JOINED_LAUNCH_RUN;
+    return run - spread_run;
 }
 
 /* The part p of a joined concat: its sum, its operand, its outputs and the
@@ -930,15 +932,33 @@ static ir_value joined_part(cg_ctx *cg, ir_value v, int p, int64_t *outputs, int
     return sum;
 }
 
-static bool joined_spread(cg_ctx *cg, ir_value v)
+static int64_t joined_concat_saving(cg_ctx *cg, ir_value v)
 {
     const ir_node *n = node(cg, v);
     int64_t *outputs = nc_xmalloc((n->nargs + 1) * sizeof *outputs), *counts = nc_xmalloc((n->nargs + 1) * sizeof *counts);
     for (int p = 0; p < n->nargs; p++) joined_part(cg, v, p, &outputs[p], &counts[p]);
-    bool spread = cuda_joined_sums_spread(outputs, counts, n->nargs);
+    int64_t saving = joined_saving(outputs, counts, n->nargs);
     free(outputs);
     free(counts);
-    return spread;
+    return saving;
+}
+
+/* Whether the concat of sums v is spread: where that saves more than a
+ * launch, or saves anything and another concat of sums that the same
+ * concat reads (the norm's next level) is spread: the second kernels all
+ * wait for that reader and run as one launch (cuda_batch.c), so the one
+ * launch pays for both (fashion_resnet's three). */
+static bool joined_spread(cg_ctx *cg, ir_value v)
+{
+    int64_t saving = joined_concat_saving(cg, v);
+    if (saving > JOINED_LAUNCH_RUN) return true;
+    if (saving <= 0 || cg->readers[v] != 1 || node(cg, cg->reader[v])->op != OP_CONCAT) return false;
+    const ir_node *r = node(cg, cg->reader[v]);
+    for (int i = 0; i < r->nargs; i++) {
+        ir_value c = ir_args(cg->g, r)[i];
+        if (c != v && cg->joined_sums[c] && joined_concat_saving(cg, c) > JOINED_LAUNCH_RUN) return true;
+    }
+    return false;
 }
 
 /* The scratch slots of each output of a part of k warps an output: one a block. */

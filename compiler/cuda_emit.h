@@ -238,10 +238,6 @@ void cuda_report(const ir_graph *g, const nrt_program *p, bool fused, FILE *out)
  * `count` elements an output (emit_joined_sums): of one block, or spread,
  * whole blocks of 8 for a large part. */
 int64_t cuda_joined_sum_warps(int64_t count, bool spread);
-/* Whether a concat of sums of nparts parts (part p: outputs[p] outputs of
- * counts[p] elements) is spread: blocks' partial results in scratch, added
- * up by a second kernel, which pays where it saves more than a launch. */
-bool cuda_joined_sums_spread(const int64_t *outputs, const int64_t *counts, int nparts);
 
 /* Buffer sharing (cuda_alias.c), on the finished steps: reshapes become
  * views, and updates that can be computed in their parameter's memory are,

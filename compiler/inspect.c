@@ -129,36 +129,40 @@ static double step_bytes(const ir_graph *g, const nrt_program *p, const nrt_step
     return bytes;
 }
 
+/* Whether the program adds up the concat of sums c's blocks' partial sums
+ * in a second kernel: the emitter spread it (cuda_emit.c joined_spread). */
+static bool joined_sums_spread(const nrt_program *p, ir_value c)
+{
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        if (p->steps[k].kind == NRT_STEP_KERNEL && p->steps[k].node == c && p->steps[k].kernel < p->nkernels &&
+            ends_with(p->kernel_names[p->steps[k].kernel], "_concat_totals"))
+            return true;
+    return false;
+}
+
 /* The longest run of elements one warp of a concat of sums adds up alone
  * (emit_joined_sums): a few warps over a large part leave the GPU idle
  * however few bytes the kernel moves. A spread concat's parts have more
- * warps (cuda_joined_sums_spread), and its second kernel's warps add up
- * a few partials each. 0 for other steps. */
+ * warps, and its second kernel's warps add up a few partials each. 0 for
+ * other steps. */
 static int64_t joined_sum_run(const ir_graph *g, const nrt_program *p, const nrt_step *s, const int64_t *syms)
 {
     if (s->kind != NRT_STEP_KERNEL || s->grid != NRT_GRID_WARPS || s->kernel >= p->nkernels ||
         !ends_with(p->kernel_names[s->kernel], "_concat_sums") || s->node >= g->nnodes)
         return 0;
     const ir_node *c = &g->nodes[s->node];
-    int64_t *outputs = nc_xcalloc(c->nargs + 1, sizeof *outputs), *counts = nc_xcalloc(c->nargs + 1, sizeof *counts), most = 0;
-    int n = 0;
+    bool spread = joined_sums_spread(p, s->node);
+    int64_t most = 0;
     for (int i = 0; i < c->nargs; i++) {
         ir_value sum = ir_args(g, c)[i];
         if (g->nodes[sum].op == OP_RESHAPE) sum = ir_args(g, &g->nodes[sum])[0];
         if (g->nodes[sum].nargs < 1) continue;
         const ir_node *x = &g->nodes[ir_args(g, &g->nodes[sum])[0]];
-        int64_t count = 1, outs = 1, d;
+        int64_t count = 1;
         if (x->rank < 1 || !dim_eval(&g->dims[x->shape[x->rank - 1]], syms, &count) || count < 1) continue;
-        for (int k = 0; k + 1 < x->rank; k++) outs *= dim_eval(&g->dims[x->shape[k]], syms, &d) ? d : 1;
-        outputs[n] = outs, counts[n++] = count;
-    }
-    bool spread = cuda_joined_sums_spread(outputs, counts, n);
-    for (int i = 0; i < n; i++) {
-        int64_t warps = cuda_joined_sum_warps(counts[i], spread), run = (counts[i] + warps - 1) / warps;
+        int64_t warps = cuda_joined_sum_warps(count, spread), run = (count + warps - 1) / warps;
         if (run > most) most = run;
     }
-    free(outputs);
-    free(counts);
     return most;
 }
 

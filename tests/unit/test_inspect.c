@@ -117,10 +117,11 @@ static void check_prepare_report(const char *example)
 /* examples/fashion_resnet.net's training step at B = 8: its largest
  * concat of sums moves ~1 MB (0.4 us by bytes), but a 3x3x64x64 conv
  * weight's 36,864 squares gave a block's 8 warps 4,608 each at ~2.4 ns an
- * element: the floor showed the ~11 us the bytes hide. That concat is now
- * spread over blocks (72 warps for the weight, 512 elements each: ~1.2 us);
- * the slowest left is one whose 8,192-element parts take 4 warps of 2,048
- * (~4.9 us), where a second launch would cost more than it saves. */
+ * element: the floor showed the ~11 us the bytes hide. The step's three
+ * concats of sums are now spread over blocks (72 warps for that weight, 512
+ * elements each: ~1.2 us; the third's 8,192-element parts 16 warps of 512,
+ * not 4 of 2,048, ~4.9 us, since its second kernel shares the others'
+ * launch). */
 static void check_joined_sums_floor(const char *root)
 {
     char example[1024], err[1024];
@@ -148,7 +149,7 @@ static void check_joined_sums_floor(const char *root)
     }
     printf("fashion_resnet step: the slowest concat of sums %.2f us (%.0f bytes); the largest %.2f us (%.0f bytes)\n", most,
            most_bytes, largest_floor, largest);
-    CHECK(most_bytes > 0 && most > 4.5 && most < 5.5);
+    CHECK(most_bytes > 0 && most > 1 && most < 1.5);
     CHECK(largest > 1e6 && largest_floor > 1 && largest_floor < 1.5);
     json_decref(j);
     free(js);
