@@ -235,45 +235,158 @@ static bool split_recomputed(const ir_graph *g, ir_value c, const uint32_t *uses
            g->nodes[a].dtype == n->dtype;
 }
 
+/* The largest elementwise expression recomputed_tree takes (nodes). */
+#define TREE_MAX 16
+
+/* Whether a (read by a tree node) can join c's expression: elementwise,
+ * not an output or update, and every slot reading it in the tree. */
+static bool tree_member(const ir_graph *g, ir_value a, const uint32_t *uses, const read_counts *r, const uint32_t *tree_slots)
+{
+    const ir_node *n = &g->nodes[a];
+    return nc_ops[n->op].category == CAT_ELEMENTWISE && n->op != OP_CAST && n->nargs > 0 && uses[a] == r->slots[a] &&
+           tree_slots[a] == r->slots[a];
+}
+
+/* Whether v reads a product: cuBLASLt's epilogue computes it as it stores
+ * the product (a bias, a residual, a widening), for no load at all. */
+static bool reads_product(const ir_graph *g, ir_value v)
+{
+    const ir_node *n = &g->nodes[v];
+    for (int i = 0; i < n->nargs; i++)
+        if (nc_ops[g->nodes[ir_args(g, n)[i]].op].category == CAT_CONTRACTION) return true;
+    return false;
+}
+
+/* Bytes of a value with c's element count that a kernel loads for leaf l
+ * (0: a broadcast, a source or a smaller value, read as good as free). */
+static int64_t leaf_bytes(const ir_graph *g, ir_value l, const ir_node *c)
+{
+    const ir_node *n = &g->nodes[l];
+    if (n->op == OP_BROADCAST || nc_ops[n->op].category == CAT_SOURCE || n->rank != c->rank) return 0;
+    for (int k = 0; k < n->rank; k++)
+        if (n->shape[k] != c->shape[k]) return 0;
+    return dtype_size(n->dtype);
+}
+
+/* An elementwise expression c over values in memory (its leaves: values
+ * read by more than it, or not elementwise), read by several elementwise
+ * ops and nothing else, whose readers all computing it from the leaves
+ * load fewer bytes than a kernel storing it and the readers loading it
+ * back: a batch norm's gradient before the centring sum, dd = dy * s +
+ * 2 * (x - mu) * t, read by sum(-dd) and by dx = dd + mean(-dd), is two
+ * loads (dy, x) a reader against four bytes stored and loaded per element
+ * more. Marks in_tree[] the expression's ops (2 to TREE_MAX), its inner
+ * ones read only inside it, and leaf[] its leaves: the copies read them
+ * more often than counted, so they are not recomputed in turn. A single
+ * sub or mul is split_recomputed's. tree_slots[] is scratch, all 0. */
+static bool recomputed_tree(const ir_graph *g, ir_value c, const uint32_t *uses, const read_counts *r, uint32_t *tree_slots,
+                            bool *in_tree, bool *leaf)
+{
+    const ir_node *n = &g->nodes[c];
+    if (nc_ops[n->op].category != CAT_ELEMENTWISE || n->op == OP_CAST || !dtype_is_float(n->dtype) || n->rank < 2 ||
+        r->readers[c] < 2 || uses[c] != r->slots[c] || !r->elementwise[c])
+        return false;
+    ir_value nodes[TREE_MAX], leaves[4 * TREE_MAX];
+    int nn = 1, nl = 0;
+    nodes[0] = c;
+    /* Walk down by decreasing id: every reader of a node comes after it,
+     * so its slots in the tree are all counted when it is reached. */
+    for (int done = 0; done < nn; done++) {
+        int best = done;
+        for (int k = done + 1; k < nn; k++)
+            if (nodes[k] > nodes[best]) best = k;
+        ir_value v = nodes[best];
+        nodes[best] = nodes[done], nodes[done] = v;
+        if (v != c && !tree_member(g, v, uses, r, tree_slots)) {   /* a leaf after all */
+            nodes[done--] = nodes[--nn];
+            if (nl < 4 * TREE_MAX) leaves[nl++] = v;
+            continue;
+        }
+        if (reads_product(g, v)) { nl = -1; break; }
+        in_tree[v] = true;
+        for (int i = 0; i < g->nodes[v].nargs; i++) {
+            ir_value a = ir_args(g, &g->nodes[v])[i];
+            if (tree_slots[a]++ > 0) continue;   /* queued already */
+            if (nn == TREE_MAX) { nl = -1; break; }
+            nodes[nn++] = a;
+        }
+        if (nl < 0) break;
+    }
+    int64_t load = 0, out = dtype_size(n->dtype);
+    for (int k = 0; k < nl; k++) load += leaf_bytes(g, leaves[k], n);
+    bool pays = nl >= 0 && nn > 1 && (int64_t)r->readers[c] * load < load + out + (int64_t)r->readers[c] * out;
+    for (int k = 0; k < nn; k++) {   /* leave tree_slots and in_tree clean for the next c */
+        const ir_node *v = &g->nodes[nodes[k]];
+        for (int i = 0; i < v->nargs; i++) tree_slots[ir_args(g, v)[i]] = 0;
+        in_tree[nodes[k]] = pays && in_tree[nodes[k]];
+    }
+    for (int k = 0; k < nl; k++) tree_slots[leaves[k]] = 0, leaf[leaves[k]] |= pays;
+    return pays;
+}
+
+/* v in out for one reader: a value made by each of its readers (split)
+ * copied, with its split operands, once a reader (memo). */
+static ir_value reader_copy(ir_graph *out, const ir_graph *g, const ir_value *map, const bool *split, ir_value v,
+                            ir_value *memo_from, ir_value *memo_to, int *nmemo)
+{
+    if (!split[v]) return map[v];
+    for (int k = 0; k < *nmemo; k++)
+        if (memo_from[k] == v) return memo_to[k];   /* mul(g, g): one copy */
+    const ir_node *an = &g->nodes[v];
+    ir_value src[8];
+    NC_ASSERT(an->nargs <= 8);   /* elementwise ops and casts */
+    for (int i = 0; i < an->nargs; i++)
+        src[i] = reader_copy(out, g, map, split, ir_args(g, an)[i], memo_from, memo_to, nmemo);
+    ir_value copy = ir_add(out, an, src, an->nargs);   /* this reader's own copy */
+    if (*nmemo < 2 * TREE_MAX) memo_from[*nmemo] = v, memo_to[(*nmemo)++] = copy;
+    return copy;
+}
+
 ir_graph *schedule_widenings_per_reader(const ir_graph *g, FILE *report)
 {
     uint32_t *uses = ir_count_uses(g);
     read_counts r = count_reads(g);
     bool *split = nc_xcalloc(g->nnodes + 1, sizeof *split);
-    uint32_t nsplit = 0, nrecomputed = 0;
-    for (ir_value c = 0; c < g->nnodes; c++) nsplit += split[c] = split_widening(g, c, uses, &r);
+    uint32_t nsplit = 0, nwidened = 0, nrecomputed = 0, ntrees = 0;
+    for (ir_value c = 0; c < g->nnodes; c++) nsplit += nwidened += split[c] = split_widening(g, c, uses, &r);
     for (ir_value c = 0; c < g->nnodes; c++)
         if (!split[c] && split_recomputed(g, c, uses, &r)) split[c] = true, nsplit++, nrecomputed++;
+    uint32_t *tree_slots = nc_xcalloc(g->nnodes + 1, sizeof *tree_slots);
+    bool *in_tree = nc_xcalloc(g->nnodes + 1, sizeof *in_tree), *leaf = nc_xcalloc(g->nnodes + 1, sizeof *leaf);
+    for (ir_value c = g->nnodes; c-- > 0;)   /* outermost first: a tree's inner nodes are read by it alone */
+        if (!split[c] && !in_tree[c] && !leaf[c] && recomputed_tree(g, c, uses, &r, tree_slots, in_tree, leaf)) ntrees++;
+    for (ir_value c = 0; c < g->nnodes; c++)
+        if (in_tree[c] && !split[c]) split[c] = true, nsplit++;
+    free(tree_slots);
+    free(in_tree);
+    free(leaf);
     ir_graph *out = NULL;
     if (nsplit) {
         out = ir_graph_shell(g);
         ir_value *map = nc_xmalloc((g->nnodes + 1) * sizeof *map), small[16];
+        ir_value memo_from[2 * TREE_MAX], memo_to[2 * TREE_MAX];
         for (ir_value v = 0; v < g->nnodes; v++) {
             const ir_node *n = &g->nodes[v];
             map[v] = IR_NONE;
             if (split[v]) continue;   /* made by each of its readers */
             ir_value *dst = n->nargs <= 16 ? small : nc_xmalloc(n->nargs * sizeof *dst);
-            for (int i = 0; i < n->nargs; i++) {
-                ir_value a = ir_args(g, n)[i];
-                dst[i] = map[a];
-                for (int k = 0; k < i && split[a]; k++)
-                    if (ir_args(g, n)[k] == a) dst[i] = dst[k];   /* mul(g, g): one copy */
-                if (dst[i] != IR_NONE) continue;
-                const ir_node *an = &g->nodes[a];
-                ir_value src[2] = {map[ir_args(g, an)[0]], an->nargs > 1 ? map[ir_args(g, an)[1]] : IR_NONE};
-                dst[i] = ir_add(out, an, src, an->nargs);   /* this reader's own copy */
-            }
+            int nmemo = 0;
+            for (int i = 0; i < n->nargs; i++)
+                dst[i] = reader_copy(out, g, map, split, ir_args(g, n)[i], memo_from, memo_to, &nmemo);
             map[v] = ir_add(out, n, dst, n->nargs);
             if (dst != small) free(dst);
         }
         ir_graph_finish(out, g, map);
         free(map);
-        if (report && nsplit > nrecomputed)
+        if (report && nwidened)
             fprintf(report, "schedule: %u widened matmul products (weight gradients) are widened by each op that reads "
-                            "them: the product is stored in its own dtype\n", nsplit - nrecomputed);
+                            "them: the product is stored in its own dtype\n", nwidened);
         if (report && nrecomputed)
             fprintf(report, "schedule: %u values x - spread(m) or x * spread(m) are computed by each op that reads them, "
                             "from x in memory: not stored\n", nrecomputed);
+        if (report && ntrees)
+            fprintf(report, "schedule: %u elementwise expressions are computed by each op that reads them, from the "
+                            "values in memory they are made of: fewer bytes than storing them\n", ntrees);
     }
     free(split);
     free(uses);
