@@ -1485,6 +1485,7 @@ static void emit_reduce_term(cg_ctx *cg, const ir_node *n, uint32_t prologue, co
     if (prologue) {
         cg_printf(b, "%sfloat pv;\n%s{ const long long i = %s;\n", indent, indent, offset);
         cuda_fuse_prologue_value(cg, prologue);
+        if (cuda_fuse_prologue_stored(cg, prologue) != IR_NONE) cg_printf(b, "%snc_st(ys, i, pv);\n", indent);
         cg_printf(b, "%s}\n%sconst float a = acc, b = pv;\n", indent, indent);
     } else {
         cg_printf(b, "%sconst float a = acc, b = nc_ld(x, %s);\n", indent, offset);
@@ -1585,6 +1586,12 @@ static bool emit_column_reduce(cg_ctx *cg, ir_value v, uint32_t prologue, ir_val
     add_int(s, C);
     add_int(s, X);
     add_reduce_operand(cg, v, prologue, s);
+    ir_value kept = prologue ? cuda_fuse_prologue_stored(cg, prologue) : IR_NONE;
+    NC_ASSERT(kept == IR_NONE || (sib == IR_NONE && node(cg, kept)->dtype == NC_F32));
+    if (kept != IR_NONE) {   /* the group's result, stored as the prologue computes it */
+        decl_ptr(cg, "ys", s->nbufs, NC_F32, false);
+        add_buf(s, kept);
+    }
     for (int k = 0; k < (sib != IR_NONE ? 2 : 1); k++) {
         const char *sfx = k ? "2" : "";
         ir_value to = k ? sib : stored;
@@ -1651,6 +1658,19 @@ bool cuda_emit_reduce_total(cg_ctx *cg, ir_value r, const uint32_t *epilogue, in
     NC_ASSERT(cg->kept_temp[r]);
     return numel_dim(cg, n, &C) && numel_dim(cg, x, &X) &&
            emit_column_total(cg, r, r, cg->kept_temp[r], column_parts(column_total_rows(cg, r)), C, X, epilogue, nepilogue);
+}
+
+bool cuda_reduce_by_columns(const cg_ctx *cg, ir_value v)
+{
+    const ir_node *n = &cg->g->nodes[v], *x = &cg->g->nodes[ir_args(cg->g, n)[0]];
+    if ((n->op != OP_SUM && n->op != OP_MEAN) || (cg->colsum_by && cg->colsum_by[v] != IR_NONE) ||
+        (cg->attn_colsum && cg->attn_colsum[v] != IR_NONE) || !dtype_is_float(x->dtype))
+        return false;
+    bool red[NC_MAX_RANK] = {0};
+    for (int k = 0; k < n->attr.naxes; k++) red[n->attr.axes[k]] = true;
+    int64_t rows, kept;
+    reduce_counts(cg, x, red, &rows, &kept);
+    return reduce_form_of(x, red) == REDUCE_PREFIX && (kept < 0 || kept >= 32);
 }
 
 bool cuda_reduce_takes_sibling(const cg_ctx *cg, ir_value v, int64_t *rows)

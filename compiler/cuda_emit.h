@@ -62,6 +62,8 @@ typedef struct cg_ctx {
     ir_value *epilogue_of; /* fusion: for each group id, the column reduction whose second kernel computes it
                               from each column's total (its only input of another shape), IR_NONE: none */
     int *prologue_dim0;    /* ... and the slot of the first of its dims in that kernel's ints (spread loads' offsets) */
+    bool *prologue_stored; /* ... and whether that kernel also stores the group's result, which others read later */
+    bool *loaded_by_prologue; /* fusion, while planning prologues: values a planned prologue loads */
     uint32_t ngroups;
     bool *absorbed;        /* epilogues: computed by a matmul step (the matmul and its epilogue's ops) */
     ir_value *attn_root;   /* fusion: for q, k or v of tensor-core attention, the [B, T, W] value whose
@@ -260,6 +262,13 @@ void cuda_fuse_prologue_inputs(cg_ctx *cg, uint32_t id, nrt_step *s);
 void cuda_fuse_prologue_value(cg_ctx *cg, uint32_t id);
 /* Which input of the group v is (the `in<k>` prologue_value loads), or -1. */
 int cuda_fuse_prologue_input(const cg_ctx *cg, uint32_t id, ir_value v);
+/* The group's result when its reduction's kernel stores it too (others
+ * read it after the reduction: a conv's dy, which its bias gradient sums
+ * and its products read), else IR_NONE. */
+ir_value cuda_fuse_prologue_stored(const cg_ctx *cg, uint32_t id);
+/* Whether reduction v is a column reduction of floats (emit_column_reduce:
+ * a thread a column over a run of rows, each element loaded once). */
+bool cuda_reduce_by_columns(const cg_ctx *cg, ir_value v);
 /* Whether float reduction v's kernel can keep a sibling's sum too (a column
  * reduction, or a warp an output: not split into runs), and how many of its
  * operand's elements each output takes (-1: known at run time). */

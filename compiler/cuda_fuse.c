@@ -256,42 +256,78 @@ static uint32_t split_off_last(cg_ctx *cg, uint32_t id, ir_value a, const ir_val
     return ok ? cg->ngroups : 0;
 }
 
+/* Whether r's kernel can store group result a as it computes it, for a's
+ * other readers: r a column reduction (each element loaded once, by one
+ * thread), a in f32 (stored as computed) and no output, and nothing but r
+ * (through reshapes) reading a before r: a conv's dy, computed by the
+ * kernel of its bias gradient's sum, which the conv's products read after
+ * it (a pass over dy and a launch fewer). */
+static bool stores_prologue(const cg_ctx *cg, ir_value r, ir_value a)
+{
+    const ir_graph *g = cg->g;
+    if (g->nodes[a].dtype != NC_F32 || cg->escapes[a] || !cuda_reduce_by_columns(cg, r)) return false;
+    for (ir_value u = a + 1, w = ir_args(g, &g->nodes[r])[0]; u < r; u++)
+        for (int i = 0; u != w && i < g->nodes[u].nargs; i++)
+            if (ir_args(g, &g->nodes[u])[i] == a) return false;
+    return true;
+}
+
+/* Reduction r's prologue: the group whose result a is r's operand (through
+ * reshapes), stored too (stores_prologue) where others read a. Returns
+ * whether it is planned. */
+static bool plan_prologue(cg_ctx *cg, ir_value r, bool stored)
+{
+    const ir_graph *g = cg->g;
+    const ir_node *rn = &g->nodes[r];
+    const uint32_t *users = cg->readers;
+    if (!reduction_with_prologue(rn->op) || !dtype_is_float(rn->dtype) || cg->group[r] || cg->absorbed[r]) return false;
+    ir_value a = ir_args(g, rn)[0];
+    while (g->nodes[a].op == OP_RESHAPE && users[a] == 1 && !cg->escapes[a] && !cg->group[a]) a = ir_args(g, &g->nodes[a])[0];
+    uint32_t id = cg->group[a];
+    if (!id || cg->escapes[a] || cg->prologue_of[id] != IR_NONE || (users[a] != 1) != stored) return false;
+    if (stored && (cg->loaded_by_prologue[a] || !stores_prologue(cg, r, a))) return false;
+    ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+    int nin, nout;
+    group_extent(cg, id, &first, &last);
+    group_io(cg, id, first, last, in, &nin, out, &nout);
+    if (nout > 1 && !stored && (id = split_off_last(cg, id, a, out, nout)) != 0) {
+        group_extent(cg, id, &first, &last);
+        group_io(cg, id, first, last, in, &nin, out, &nout);
+    }
+    if (!id) return false;
+    bool ok = nout == 1 && out[0] == a && nin + 1 + stored <= NRT_MAX_BUFS;
+    for (int k = 0; k < nin && ok; k++) ok = !gathered(cg, in[k]) && !cuda_reads_through(cg, in[k]);
+    if (!ok) return false;
+    cg->prologue_of[id] = r;
+    cg->prologue_stored[id] = stored;
+    for (int k = 0; k < nin; k++) cg->loaded_by_prologue[in[k]] = true;
+    for (ir_value w = ir_args(g, rn)[0]; w != a && !stored; w = ir_args(g, &g->nodes[w])[0])
+        cg->inlined[w] = true;   /* no copy of what is never stored */
+    return true;
+}
+
 /* A sum or mean whose operand, through reshapes with no other reader, is a
  * group's only result read by nothing else computes the group as it loads:
  * the squares of the gradient norm are never stored. A group that loads
  * through a broadcast (x - mean in a batch norm's variance) is passed its
- * own dims for the offsets (cuda_fuse_prologue_inputs). */
+ * own dims for the offsets (cuda_fuse_prologue_inputs). Then a group read
+ * by others too, but only after a column sum (stores_prologue), is stored
+ * by that sum's kernel in place of a kernel of its own; not one that
+ * another prologue loads, whose plain sum joins that prologue's reduction
+ * instead (plan_sibling_sums: a batch norm's sum(dy) with sum(dy * xhat)). */
 static void plan_prologues(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
     uint32_t room = cg->ngroups + (uint32_t)g->nnodes + 1;   /* split_off_last may add groups */
     cg->prologue_of = nc_xmalloc(room * sizeof *cg->prologue_of);
     cg->prologue_dim0 = nc_xcalloc(room, sizeof *cg->prologue_dim0);
+    cg->prologue_stored = nc_xcalloc(room, sizeof *cg->prologue_stored);
+    cg->loaded_by_prologue = nc_xcalloc(g->nnodes + 1, sizeof *cg->loaded_by_prologue);
     for (uint32_t k = 0; k < room; k++) cg->prologue_of[k] = IR_NONE;
-    const uint32_t *users = cg->readers;
-    for (ir_value r = 0; r < g->nnodes; r++) {
-        const ir_node *rn = &g->nodes[r];
-        if (!reduction_with_prologue(rn->op) || !dtype_is_float(rn->dtype) || cg->group[r] || cg->absorbed[r]) continue;
-        ir_value a = ir_args(g, rn)[0];
-        while (g->nodes[a].op == OP_RESHAPE && users[a] == 1 && !cg->escapes[a] && !cg->group[a])
-            a = ir_args(g, &g->nodes[a])[0];
-        uint32_t id = cg->group[a];
-        if (!id || users[a] != 1 || cg->escapes[a] || cg->prologue_of[id] != IR_NONE) continue;
-        ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
-        int nin, nout;
-        group_extent(cg, id, &first, &last);
-        group_io(cg, id, first, last, in, &nin, out, &nout);
-        if (nout > 1 && (id = split_off_last(cg, id, a, out, nout)) != 0) {
-            group_extent(cg, id, &first, &last);
-            group_io(cg, id, first, last, in, &nin, out, &nout);
-        }
-        if (!id) continue;
-        bool ok = nout == 1 && out[0] == a && nin + 1 <= NRT_MAX_BUFS;
-        for (int k = 0; k < nin && ok; k++) ok = !gathered(cg, in[k]) && !cuda_reads_through(cg, in[k]);
-        if (!ok) continue;
-        cg->prologue_of[id] = r;
-        for (ir_value w = ir_args(g, rn)[0]; w != a; w = ir_args(g, &g->nodes[w])[0]) cg->inlined[w] = true;   /* no copy of what is never stored */
-    }
+    for (ir_value r = 0; r < g->nnodes; r++) plan_prologue(cg, r, false);
+    for (ir_value r = 0; r < g->nnodes; r++) plan_prologue(cg, r, true);
+    free(cg->loaded_by_prologue);
+    cg->loaded_by_prologue = NULL;
 }
 
 /* The group of values only one other group reads (0: a value outside
@@ -1162,7 +1198,7 @@ static void plan_sibling_sums(cg_ctx *cg)
         const ir_node *hn = &g->nodes[h];
         uint32_t id = prologue[h];
         if ((hn->op != OP_SUM && hn->op != OP_MEAN) || !dtype_is_float(hn->dtype) || cg->absorbed[h] || cg->inlined[h] ||
-            cg->widened_to[h] != IR_NONE || cg->sibling_sum[h] != IR_NONE || !id)
+            cg->widened_to[h] != IR_NONE || cg->sibling_sum[h] != IR_NONE || !id || cg->prologue_stored[id])
             continue;
         ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP], p = IR_NONE;
         int nin, nout;
@@ -1341,6 +1377,8 @@ void cuda_fuse_free(cg_ctx *cg)
     free(cg->kernel_of);
     free(cg->prologue_of);
     free(cg->prologue_dim0);
+    free(cg->prologue_stored);
+    cg->prologue_stored = NULL;
     free(cg->epilogue_of);
     free(cg->attn_root);
     free(cg->attn_col);
@@ -1415,6 +1453,7 @@ bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v)
     if (cg->sum_into && cg->sum_into[node] == v) return true;
     if (cg->carry_from && cg->carry_from[v] != IR_NONE && cuda_fuse_same_kernel(cg, cg->carry_from[v], node)) return true;
     if (cg->epilogue_of && cg->group[v] && cg->epilogue_of[cg->group[v]] == node) return true;
+    if (cg->prologue_stored && cg->group[v] && cg->prologue_stored[cg->group[v]] && cg->prologue_of[cg->group[v]] == node) return true;
     return cuda_fuse_same_kernel(cg, v, node) || (cg->lse_with && cg->lse_with[node] == v);
 }
 
@@ -1901,6 +1940,16 @@ void cuda_fuse_prologue_value(cg_ctx *cg, uint32_t id)
     emit_loads(cg, NULL, in, nin, how, spread_via, false, cg->prologue_dim0[id]);
     emit_members(cg, first, last, id, in, nin, out, 0, 0, false);
     cg_printf(&cg->body, "    pv = t%u;\n", ordinal(cg, first, out[0]));
+}
+
+ir_value cuda_fuse_prologue_stored(const cg_ctx *cg, uint32_t id)
+{
+    if (!cg->prologue_stored || !cg->prologue_stored[id]) return IR_NONE;
+    ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
+    int nin, nout;
+    group_extent(cg, id, &first, &last);
+    group_io(cg, id, first, last, in, &nin, out, &nout);
+    return out[0];
 }
 
 int cuda_fuse_prologue_input(const cg_ctx *cg, uint32_t id, ir_value v)

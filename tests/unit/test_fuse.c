@@ -1067,6 +1067,85 @@ static void check_norm_sums_over_blocks(void)
     ir_graph_free(g);
 }
 
+/* Elementwise kernel steps of p (every run, not prepare) that store a
+ * value of rank 4 (an image's activations or their gradient). */
+static uint32_t image_kernels(const ir_graph *g, const nrt_program *p)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        const nrt_step *st = &p->steps[k];
+        const ir_node *v = &g->nodes[st->node];
+        n += st->kind == NRT_STEP_KERNEL && !st->prepare && nc_ops[v->op].category == CAT_ELEMENTWISE && v->rank == 4;
+    }
+    return n;
+}
+
+/* examples/fashion_resnet.net's training step at B = 8. Each batch norm's
+ * gradient before its centring sum, dd = dy * s + 2 * (x - mu) * t, read by
+ * sum(-dd) and by dx = dd + mean(-dd), is computed by both their kernels
+ * from dy and x (schedule.c, recomputed_tree): never stored, a launch and a
+ * pass fewer a norm. Each conv's dy (the norm's dx) is stored by the kernel
+ * of the conv's bias gradient, sum(dy), which computes it as its prologue
+ * (cuda_fuse.c, stores_prologue): no kernel of its own, a pass over dy
+ * fewer; the conv's products read it after. Nine norms, nine convs: the
+ * image-sized elementwise kernels left are the pixels' scaling, the seven
+ * relus (each norm's affine and a block's residual add computed in them)
+ * and their seven gradients (each a where, read by three kernels). */
+/* Values of rel's training step at B = batch stored by the column sum that
+ * computes them as its prologue (stores_prologue); *written: how many the
+ * sum's step writes, *own: kernels of their own (none). */
+static uint32_t stored_prologues(const char *root, const char *rel, int64_t batch, uint32_t *written, uint32_t *own,
+                                 uint32_t *images)
+{
+    nrt_program p;
+    ir_graph *g = compile_train_step(root, rel, batch, &p);
+    *written = *own = *images = 0;
+    if (!g) return 0;
+    cg_ctx cg = {.g = g};
+    cuda_fuse_plan(&cg);
+    uint32_t stored = 0;
+    for (uint32_t id = 1; id <= cg.ngroups; id++) {
+        ir_value v = cuda_fuse_prologue_stored(&cg, id), r = cg.prologue_of[id];
+        if (v == IR_NONE) continue;
+        stored++;
+        for (uint32_t k = 0; k < p.nsteps; k++) {
+            const nrt_step *st = &p.steps[k];
+            *own += st->kind == NRT_STEP_KERNEL && st->node == v;
+            for (int j = 0; st->kind == NRT_STEP_KERNEL && st->node == r && j < st->nbufs; j++) *written += st->bufs[j] == v;
+        }
+    }
+    cuda_fuse_free(&cg);
+    *images = image_kernels(g, &p);
+    CHECK(valid_dataflow(g, &p, true));
+    nrt_program_free(&p);
+    ir_graph_free(g);
+    return stored;
+}
+
+static void check_norm_backward(const char *root)
+{
+    uint32_t written, own, images;
+    uint32_t stored = stored_prologues(root, "examples/fashion_resnet.net", 8, &written, &own, &images);
+    printf("fashion_resnet training step: %u values stored by the column sum computing them, %u of them written by its "
+           "kernel, %u by a kernel of their own; %u image-sized elementwise kernels\n", stored, written, own, images);
+    CHECK(stored == 9 && written == stored && own == 0 && images == 15);
+}
+
+/* The same without batch norms: a relu's gradient, dy of the layer before
+ * it, stored by the kernel of that layer's bias gradient, sum(dy)
+ * (stores_prologue): fashion_mlp's two hidden layers, fashion_cnn's two
+ * convs and its hidden layer. */
+static void check_stored_bias_grads(const char *root)
+{
+    uint32_t written, own, images;
+    uint32_t mlp = stored_prologues(root, "examples/fashion_mlp.net", 64, &written, &own, &images);
+    CHECK(written == mlp && own == 0);
+    uint32_t cnn = stored_prologues(root, "examples/fashion_cnn.net", 8, &written, &own, &images);
+    CHECK(written == cnn && own == 0);
+    printf("relu gradients stored by their bias gradient's column sum: %u in fashion_mlp's step, %u in fashion_cnn's\n", mlp, cnn);
+    CHECK(mlp == 2 && cnn == 3);
+}
+
 int main(int argc, char **argv)
 {
     const char *root = argc > 1 ? argv[1] : ".";
@@ -1095,6 +1174,8 @@ int main(int argc, char **argv)
     check_shared_norm_sums(root);
     check_norm_sums_spread(root);
     check_norm_sums_over_blocks();
+    check_norm_backward(root);
+    check_stored_bias_grads(root);
     if (!failures) printf("test_fuse: all checks passed\n");
     return failures != 0;
 }
