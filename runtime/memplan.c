@@ -3,6 +3,7 @@
 #include "base.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) & ~(a - 1); }
 
@@ -11,7 +12,7 @@ static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) & ~(a - 1); }
  * plan without sharing state (a global base pointer once raced there). */
 typedef struct sort_key {
     bool kept;
-    int64_t key;       /* by_size_desc: its size; by_offset: its offset */
+    int64_t key;       /* its size */
     int32_t first;
     uint32_t index;
 } sort_key;
@@ -24,18 +25,12 @@ static int by_size_desc(const void *x, const void *y)
     return a->first - b->first;
 }
 
-static int by_offset(const void *x, const void *y)
-{
-    const sort_key *a = x, *b = y;
-    return a->key < b->key ? -1 : a->key > b->key;
-}
-
 static bool overlaps(const memplan_buf *a, const memplan_buf *b) { return a->first <= b->last && b->first <= a->last; }
 
 memplan_result memplan_place(memplan_buf *bufs, uint32_t n, int64_t align)
 {
     memplan_result r = {0};
-    sort_key *order = nc_xmalloc((n + 1) * sizeof *order), *conflict = nc_xmalloc((n + 1) * sizeof *conflict);
+    sort_key *order = nc_xmalloc((n + 1) * sizeof *order);
     uint32_t *placed = nc_xmalloc((n + 1) * sizeof *placed);
     uint32_t nplaced = 0;
     for (uint32_t i = 0; i < n; i++) order[i] = (sort_key){bufs[i].kept, bufs[i].bytes, bufs[i].first, i};
@@ -45,15 +40,14 @@ memplan_result memplan_place(memplan_buf *bufs, uint32_t n, int64_t align)
         int64_t size = round_up(b->bytes, align);
         b->offset = 0;
         if (size == 0) continue;
-        /* the placed buffers alive at the same time, by offset */
-        uint32_t nc = 0;
-        for (uint32_t j = 0; j < nplaced; j++)
-            if (overlaps(b, &bufs[placed[j]])) conflict[nc++] = (sort_key){.key = bufs[placed[j]].offset, .index = placed[j]};
-        qsort(conflict, nc, sizeof *conflict, by_offset);
-        /* best fit: the smallest gap that holds it, else the end */
+        /* the placed buffers alive at the same time, by offset: `placed` is
+         * kept in offset order, so no sort per buffer (the search of
+         * --memory-budget plans hundreds of steps of thousands of buffers) */
         int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
-        for (uint32_t j = 0; j < nc; j++) {
-            const memplan_buf *c = &bufs[conflict[j].index];
+        for (uint32_t j = 0; j < nplaced; j++) {
+            const memplan_buf *c = &bufs[placed[j]];
+            if (!overlaps(b, c)) continue;
+            /* best fit: the smallest gap that holds it, else the end */
             int64_t gap = c->offset - cursor;
             if (gap >= size && gap < best_gap) best = cursor, best_gap = gap;
             int64_t end = c->offset + round_up(c->bytes, align);
@@ -62,7 +56,11 @@ memplan_result memplan_place(memplan_buf *bufs, uint32_t n, int64_t align)
         b->offset = best >= 0 ? best : cursor;
         if (b->offset + size > r.arena_bytes) r.arena_bytes = b->offset + size;
         if (b->kept && b->offset + size > r.kept_bytes) r.kept_bytes = b->offset + size;
-        placed[nplaced++] = order[k].index;
+        uint32_t at = nplaced;
+        while (at > 0 && bufs[placed[at - 1]].offset > b->offset) at--;
+        memmove(placed + at + 1, placed + at, (nplaced - at) * sizeof *placed);
+        placed[at] = order[k].index;
+        nplaced++;
     }
     /* lower bound: the most bytes alive at one step */
     int32_t last_step = 0;
@@ -81,6 +79,5 @@ memplan_result memplan_place(memplan_buf *bufs, uint32_t n, int64_t align)
     free(live);
     free(order);
     free(placed);
-    free(conflict);
     return r;
 }

@@ -207,8 +207,79 @@ static void check_plans_on_threads(void)
     }
 }
 
+/* The best fit as memplan_place made it before it kept its placed buffers
+ * in offset order (sorting each buffer's conflicts instead): the order of
+ * placement and the rule are the same, so every offset must be too. Same
+ * key order as memplan's by_size_desc: kept first, larger first, earlier. */
+static int ref_by_size(const void *x, const void *y)
+{
+    const memplan_buf *a = *(const memplan_buf *const *)x, *b = *(const memplan_buf *const *)y;
+    if (a->kept != b->kept) return a->kept ? -1 : 1;
+    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
+    return a->first - b->first;
+}
+
+static const memplan_buf *const *ref_conflicts;
+static int ref_by_offset(const void *x, const void *y)
+{
+    int64_t a = ref_conflicts[*(const uint32_t *)x]->offset, b = ref_conflicts[*(const uint32_t *)y]->offset;
+    return a < b ? -1 : a > b;
+}
+
+static int64_t ref_place(memplan_buf *b, uint32_t n, int64_t align)
+{
+    memplan_buf *order[256], *placed[256];
+    const memplan_buf *conflict[256];
+    uint32_t idx[256], nplaced = 0;
+    int64_t arena = 0;
+    for (uint32_t i = 0; i < n; i++) order[i] = &b[i];
+    qsort(order, n, sizeof *order, ref_by_size);
+    for (uint32_t k = 0; k < n; k++) {
+        memplan_buf *x = order[k];
+        int64_t size = (x->bytes + align - 1) / align * align;
+        x->offset = 0;
+        if (!size) continue;
+        uint32_t nc = 0;
+        for (uint32_t j = 0; j < nplaced; j++)
+            if (x->first <= placed[j]->last && placed[j]->first <= x->last) conflict[nc] = placed[j], idx[nc] = nc, nc++;
+        ref_conflicts = conflict;
+        qsort(idx, nc, sizeof *idx, ref_by_offset);
+        int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
+        for (uint32_t j = 0; j < nc; j++) {
+            const memplan_buf *c = conflict[idx[j]];
+            int64_t gap = c->offset - cursor, end = c->offset + (c->bytes + align - 1) / align * align;
+            if (gap >= size && gap < best_gap) best = cursor, best_gap = gap;
+            if (end > cursor) cursor = end;
+        }
+        x->offset = best >= 0 ? best : cursor;
+        if (x->offset + size > arena) arena = x->offset + size;
+        placed[nplaced++] = x;
+    }
+    return arena;
+}
+
+/* Few distinct sizes and short lives: many buffers end up at one offset,
+ * many gaps tie. */
+static void check_same_as_reference(void)
+{
+    uint64_t x = 987654321;
+    for (int trial = 0; trial < 300; trial++) {
+        memplan_buf b[200], ref[200];
+        for (int i = 0; i < 200; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            int first = (int)(x % 120), len = (int)(x >> 24 & 15);
+            b[i] = (memplan_buf){.bytes = (int64_t)(x >> 32 & 7) * 1000, .first = first, .last = first + len, .kept = (x >> 40 & 15) == 0};
+            ref[i] = b[i];
+        }
+        memplan_result r = memplan_place(b, 200, 256);
+        CHECK(r.arena_bytes == ref_place(ref, 200, 256));
+        for (int i = 0; i < 200; i++) CHECK(b[i].offset == ref[i].offset);
+    }
+}
+
 int main(void)
 {
+    check_same_as_reference();
     check_plans_on_threads();
     /* a chain: each buffer lives two steps; the plan needs two slots, not ten */
     memplan_buf chain[10];
