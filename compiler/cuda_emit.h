@@ -51,6 +51,8 @@ typedef struct cg_ctx {
     uint32_t cur_step;
     char **bodies;         /* distinct kernel bodies so far, index = kernel */
     uint32_t nbodies;
+    int8_t *stride_only;   /* cuda_batch_launches: whether body k is grid-stride only (0 not yet known, 1, -1) */
+    uint32_t nstride_only; /* bodies stride_only covers: the batch kernels it adds are judged afresh */
     uint32_t *group;       /* fusion: group id of each node (0: alone), NULL when not fusing */
     bool *inlined;         /* fusion: a scalar fill that every user inlines (no kernel of its own) */
     ir_value *last_use;    /* fusion: the last node reading each value (itself if none) */
