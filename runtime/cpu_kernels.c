@@ -762,6 +762,19 @@ static void reduce_sum(const cpu_op_ctx *c, bool mean)
 void cpu_sum(const cpu_op_ctx *c) { reduce_sum(c, false); }
 void cpu_mean(const cpu_op_ctx *c) { reduce_sum(c, true); }
 
+/* y[i] = max(y[i], x[i]) as a > b ? a : b, which vectorizes; whether x
+ * held a NaN (the comparison then dropped it: the caller redoes the max). */
+static int max_run(float *y, const float *x, int64_t n)
+{
+    int nan = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float a = y[i], v = x[i];
+        y[i] = a > v ? a : v;
+        nan |= v != v;
+    }
+    return nan;
+}
+
 /* A float max over a block, row against row: without a NaN, max_f is
  * a > b ? a : b, a loop the compiler vectorizes. False (nothing to keep)
  * when the input holds a NaN: max_f's order of NaNs is then needed. */
@@ -777,14 +790,7 @@ static bool max_block(const cpu_op_ctx *c, const reduce_block *b)
             yo[i] = xo[i];
             nan |= xo[i] != xo[i];
         }
-        for (int64_t r = 1; r < b->R; r++) {
-            const float *xr = xo + r * b->inner;
-            for (int64_t i = 0; i < b->inner; i++) {
-                float a = yo[i], v = xr[i];
-                yo[i] = a > v ? a : v;
-                nan |= v != v;
-            }
-        }
+        for (int64_t r = 1; r < b->R; r++) nan |= max_run(yo, xo + r * b->inner, b->inner);
     }
     if (nan) return false;
     round_out(c->out);
@@ -807,12 +813,7 @@ static bool max_walk(const cpu_op_ctx *c, const int64_t *ostride)
     int nan = 0;
     const float *xr = x->f;
     for (int64_t r = 0; r < w.runs; r++, walk_next(&w), xr += w.len) {
-        float *yr = y + w.off;
-        for (int64_t j = 0; j < w.len; j++) {
-            float a = yr[j], v = xr[j];
-            yr[j] = a > v ? a : v;
-            nan |= v != v;
-        }
+        nan |= max_run(y + w.off, xr, w.len);
     }
     if (nan) return false;
     round_out(c->out);

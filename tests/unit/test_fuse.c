@@ -441,6 +441,17 @@ static ir_graph *compile_fused_step(const char *name, const char *source)
     return g;
 }
 
+/* source compiled as a fused training step with its program in *p; NULL
+ * (and no program) when it does not compile. */
+static ir_graph *fused_step_program(const char *name, const char *source, nrt_program *p)
+{
+    char err[1024];
+    ir_graph *g = compile_fused_step(name, source);
+    CHECK(g != NULL);
+    if (g) CHECK(cuda_emit_program_ex(g, true, p, err, sizeof err));
+    return g;
+}
+
 /* An MLP recomputed in the backward pass (@checkpoint): the recomputed
  * matmul is numbered after the backward matmul whose DGELU epilogue reads
  * the value before the GELU, and still applies bias and GELU as its own
@@ -463,12 +474,9 @@ static void check_recomputed_epilogues(void)
         "  loss = mean(square(f32(y) - t))\n"
         "  optimizer sgd(lr: 0.01)\n"
         "}\n";
-    ir_graph *g = compile_fused_step("mlp.net", source);
-    CHECK(g != NULL);
-    if (!g) return;
-    char err[1024];
     nrt_program p;
-    CHECK(cuda_emit_program_ex(g, true, &p, err, sizeof err));
+    ir_graph *g = fused_step_program("mlp.net", source, &p);
+    if (!g) return;
     uint32_t gelus = 0, recomputed_matmuls = 0, gelu_epilogues = 0;
     for (ir_value v = 0; v < g->nnodes; v++) {
         gelus += g->nodes[v].op == OP_GELU_TANH;
@@ -1051,12 +1059,9 @@ static void check_norm_sums_over_blocks(void)
         "  return mean(square(x @ w + b - t))\n"
         "}\n"
         "train m { optimizer adamw(lr: 0.001) }\n";
-    ir_graph *g = compile_fused_step("big.net", source);
-    CHECK(g != NULL);
-    if (!g) return;
-    char err[1024];
     nrt_program p;
-    CHECK(cuda_emit_program_ex(g, true, &p, err, sizeof err));
+    ir_graph *g = fused_step_program("big.net", source, &p);
+    if (!g) return;
     int64_t most;
     int totals;
     int64_t short_by = norm_sums_short(g, &p, &most, &totals);
