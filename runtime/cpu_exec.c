@@ -647,10 +647,13 @@ static void release(cpu_run *r, ir_value v)
 }
 
 /* Kernels that make a tile of their result from operands read whole. A
- * broadcast could too, but a padded window's mask widened again tile by
- * tile, every run, was slower than the kept one read whole (two padded
- * pools, 9.9 ms a run against 7.5); it is a repeat view instead (bind_view). */
-static bool makes_tiles(nc_op op) { return op == OP_GATHER; }
+ * broadcast that is not a view (bind_view) joins the chain of its readers:
+ * max's gradient compares x with the max widened to x's windows and picks
+ * the share widened again, and each widened copy of a fashion_cnn pool's
+ * windows was a 12.8 MB buffer written and read once. A constant one the
+ * cache keeps is stored whole all the same (chain_local), so a padded
+ * window's mask is not widened again every run (that was slower). */
+static bool makes_tiles(nc_op op) { return op == OP_GATHER || op == OP_BROADCAST; }
 
 /* Dropout draws by element index, so it alone is not position independent. */
 static bool chainable_op(nc_op op)

@@ -155,6 +155,42 @@ static void gather_strided(const cpu_tensor *in, cpu_tensor *out, const int64_t 
     else GATHER_RUNS(int32_t, in->i, out->i);
 }
 
+/* The walk at its run q: each axis but the last at q's digit. */
+static void walk_seek(cpu_walk *w, int64_t q)
+{
+    for (int a = w->rank - 2; a >= 0; a--) {
+        w->idx[a] = q % w->shape[a];
+        w->off += w->idx[a] * w->stride[a];
+        q /= w->shape[a];
+    }
+}
+
+/* len elements of one run from element j of the run on. */
+#define GATHER_PIECE(T, SRC, DST)                                                        \
+    do {                                                                                 \
+        T *d_ = (DST) + done;                                                            \
+        const T *s_ = (SRC) + w.off + j * w.step;                                        \
+        if (w.step == 1) memcpy(d_, s_, (size_t)len * sizeof *d_);                       \
+        else for (int64_t k_ = 0; k_ < len; k_++) d_[k_] = s_[k_ * w.step];              \
+    } while (0)
+
+/* out = elements [first, first + out->numel) of gather_strided's result at
+ * shape (a chain's tile, which may begin and end inside a run). */
+static void gather_strided_part(const cpu_tensor *in, cpu_tensor *out, int rank, const int64_t *shape,
+                                const int64_t *in_stride, int64_t first)
+{
+    cpu_walk w;
+    walk_init(&w, rank, shape, in_stride);
+    if (w.runs == 0 || out->numel == 0) return;
+    walk_seek(&w, first / w.len);
+    for (int64_t done = 0, j = first % w.len; done < out->numel; j = 0, walk_next(&w)) {
+        int64_t len = w.len - j < out->numel - done ? w.len - j : out->numel - done;
+        if (is_float(out)) GATHER_PIECE(float, in->f, out->f);
+        else GATHER_PIECE(int32_t, in->i, out->i);
+        done += len;
+    }
+}
+
 static bool dim_value(const cpu_op_ctx *c, uint32_t dim, int64_t *v)
 {
     return dim < c->g->ndims && dim_eval(&c->g->dims[dim], c->syms, v);
@@ -1401,28 +1437,53 @@ void cpu_concat(const cpu_op_ctx *c)
         }
 }
 
-/* Numpy alignment: trailing axes line up; a size-1 or missing axis repeats (stride 0). */
+/* The whole result's shape: a chain's tile (cpu_op_ctx.whole) is rank 1,
+ * and the node's own dims give it. Its rank, or -1 (failed). */
+static int whole_shape(const cpu_op_ctx *c, int64_t *shape)
+{
+    if (!c->whole) {
+        memcpy(shape, c->out->shape, (size_t)c->out->rank * sizeof *shape);
+        return c->out->rank;
+    }
+    int64_t numel = 1;
+    for (int i = 0; i < c->node->rank; i++) {
+        if (!dim_value(c, c->node->shape[i], &shape[i])) {
+            cpu_fail(c, "%s: axis %d of the result has no value at this binding", op_name(c->node->op), i);
+            return -1;
+        }
+        numel *= shape[i];
+    }
+    if (numel != c->whole || c->first < 0 || c->first > c->whole - c->out->numel) {
+        cpu_fail(c, "%s: the tile does not fit the result", op_name(c->node->op));
+        return -1;
+    }
+    return c->node->rank;
+}
+
+/* Numpy alignment: trailing axes line up; a size-1 or missing axis repeats
+ * (stride 0). The whole result or a chain's tile of it. */
 void cpu_broadcast(const cpu_op_ctx *c)
 {
     const cpu_tensor *x = c->args[0];
-    cpu_tensor *y = c->out;
-    int64_t st[NC_MAX_RANK], bst[NC_MAX_RANK];
-    int lead = y->rank - x->rank;
+    int64_t st[NC_MAX_RANK], bst[NC_MAX_RANK], shape[NC_MAX_RANK];
+    int rank = whole_shape(c, shape), lead = rank - x->rank;
+    if (rank < 0) return;
     if (lead < 0) {
-        cpu_fail(c, "broadcast: rank %d to rank %d", x->rank, y->rank);
+        cpu_fail(c, "broadcast: rank %d to rank %d", x->rank, rank);
         return;
     }
     strides_of(x, st);
-    for (int i = 0; i < y->rank; i++) {
+    for (int i = 0; i < rank; i++) {
         int k = i - lead;
-        if (k >= 0 && x->shape[k] != 1 && x->shape[k] != y->shape[i]) {
+        if (k >= 0 && x->shape[k] != 1 && x->shape[k] != shape[i]) {
             cpu_fail(c, "broadcast: axis %d has size %lld, cannot broadcast to %lld", k,
-                     (long long)x->shape[k], (long long)y->shape[i]);
+                     (long long)x->shape[k], (long long)shape[i]);
             return;
         }
         bst[i] = k < 0 || x->shape[k] == 1 ? 0 : st[k];
     }
-    gather_strided(x, y, bst);
+    if (c->whole) gather_strided_part(x, c->out, rank, shape, bst, c->first);
+    else gather_strided(x, c->out, bst);
 }
 
 #define GATHER_FIXED(R)                                                                            \
