@@ -18,7 +18,8 @@
  * at its narrowest points (between layers; from the first op on a weight to
  * where the backward pass begins, what follows the last cut kept) into
  * automatic @checkpoint blocks; for each spacing of the cuts, keeping every matmul and attention
- * result, else as many of the values the backward pass reads as fit,
+ * result (where the backward pass reads it; else what it reads that is made
+ * from it, the value after a bias or GELU epilogue), else as many of the values the backward pass reads as fit,
  * dearest to redo per byte first (redo_costs: as the fused program would
  * redo them), down to none; the room the best plan leaves goes to later
  * values of the ranking that make it faster. */
@@ -332,6 +333,28 @@ static uint32_t rank_dear_values(const ir_graph *g, kept_value *out)
     return n;
 }
 
+/* The values that hold a matmul's or attention's work for the backward
+ * pass: each such result the backward pass reads, else the first values
+ * made from one (through ops whose results it does not read) that it reads.
+ * Keeping a matmul's raw product where only its epilogue (a bias add, a
+ * GELU) reads it stored the product unfused, then ran the add and GELU as
+ * kernels of their own in the forward pass and again in the backward: the
+ * value after the epilogue is kept instead, with the same bytes. */
+bool *mem_budget_dear_results(const ir_graph *g)
+{
+    bool *read_by_backward = backward_reads(g);
+    bool *holds = nc_xcalloc((size_t)g->nnodes + 1, 1), *keep = nc_xcalloc((size_t)g->nnodes + 1, 1);
+    for (ir_value v = 0; v <= g->train.loss; v++) {
+        const ir_node *n = &g->nodes[v];
+        holds[v] = expensive(n);
+        for (int i = 0; i < n->nargs; i++) holds[v] |= holds[ir_args(g, n)[i]] && !read_by_backward[ir_args(g, n)[i]];
+        keep[v] = holds[v] && read_by_backward[v];
+    }
+    free(holds);
+    free(read_by_backward);
+    return keep;
+}
+
 /* A segment plan: the step, its cost, how many segments. */
 typedef struct segment_plan {
     ir_graph *graph;
@@ -591,9 +614,10 @@ static segment_plan fit_by_segments(const ir_graph *g, int64_t budget, int64_t *
     ir_value *points = narrow_points(g, &npoints);
     kept_value *rank = nc_xmalloc(((size_t)g->train.loss + 1) * sizeof *rank);
     nrank = rank_dear_values(g, rank);
-    bool *all_expensive = nc_xcalloc((size_t)g->nnodes + 1, 1), *cut = nc_xmalloc((size_t)g->nnodes + 1);
-    for (ir_value v = 0; v <= g->train.loss; v++) all_expensive[v] = expensive(&g->nodes[v]);
-    segment_plan best = {.cost.peak = -1};
+    bool *all_expensive = mem_budget_dear_results(g), *cut = nc_xmalloc((size_t)g->nnodes + 1);
+    /* the ranking's best plan is filled on its own: a faster plan keeping
+     * every matmul and attention result must not stop that */
+    segment_plan best = {.cost.peak = -1}, ranked = {.cost.peak = -1};
     bool loose_searched = false;
     for (uint32_t every = 1; every <= npoints; every = next_spacing(every)) {
         mark_cuts(cut, (size_t)g->nnodes + 1, points, npoints, every);
@@ -605,13 +629,14 @@ static segment_plan fit_by_segments(const ir_graph *g, int64_t budget, int64_t *
          * (the matmuls' epilogues and the values they read); such a budget
          * leaves few values to redo, wherever the cuts are, so that is
          * searched at one spacing */
-        if (!fits || !loose_searched) keep_what_fits(g, budget, cut, rank, nrank, every, fits, &best, smallest, b);
+        if (!fits || !loose_searched) keep_what_fits(g, budget, cut, rank, nrank, every, fits, &ranked, smallest, b);
         loose_searched |= fits;
     }
-    if (best.graph && !best.keep_expensive && best.kept < nrank) {
-        mark_cuts(cut, (size_t)g->nnodes + 1, points, npoints, best.every);
-        fill_headroom(g, budget, cut, rank, nrank, &best, smallest, b);
+    if (ranked.graph && ranked.kept < nrank) {
+        mark_cuts(cut, (size_t)g->nnodes + 1, points, npoints, ranked.every);
+        fill_headroom(g, budget, cut, rank, nrank, &ranked, smallest, b);
     }
+    consider(&best, ranked, budget, smallest);
     free(all_expensive);
     free(cut);
     free(rank);

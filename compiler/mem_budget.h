@@ -22,6 +22,13 @@ int64_t mem_budget_planned_peak(const ir_graph *g, bool fuse, char *err, size_t 
  * total), the time a budget's plans are weighed by; -1 on error. */
 double mem_budget_planned_floor(const ir_graph *g, bool fuse, char *err, size_t errcap);
 
+/* The forward values a segment plan keeping "every matmul and attention
+ * result" keeps: each such result the backward pass reads, else the values
+ * it reads that are made from one (a matmul's raw product that only its
+ * bias/GELU epilogue reads is not kept, the value after the bias is). An
+ * array of g->nnodes + 1 the caller frees. */
+bool *mem_budget_dear_results(const ir_graph *g);
+
 /* "4GiB", "512MiB", "6GB", "1.5G", "1048576": bytes; false if malformed. */
 bool mem_budget_parse(const char *text, int64_t *bytes);
 

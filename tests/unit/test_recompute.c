@@ -160,6 +160,48 @@ static void check_gpt2_budget(void)
     ir_graph_free(fitted);
 }
 
+/* Whether the backward pass of g reads forward value v (through its views). */
+static bool read_by_backward(const ir_graph *g, ir_value v)
+{
+    for (ir_value u = g->train.loss + 1; u < g->nnodes; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++) {
+            ir_value a = ir_args(g, &g->nodes[u])[i];
+            while (a > g->train.loss && g->nodes[a].op == OP_RESHAPE) a = ir_args(g, &g->nodes[a])[0];
+            if (a == v) return true;
+        }
+    return false;
+}
+
+/* The segment plans that keep "every matmul and attention result" keep
+ * what the backward pass reads: never a matmul's raw product that only a
+ * bias add or GELU (its cuBLASLt epilogue) reads - keeping it stored the
+ * product unfused, then redid the add and GELU - but the value after them. */
+static void check_dear_results_skip_epilogue_products(void)
+{
+    const char *dn[] = {"B", "T"};
+    const int64_t dv[] = {2, 64};
+    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 2};
+    src_table src = {0};
+    ir_graph *g = compile_file("examples/gpt2.net", &o, &src);
+    src_free(&src);
+    CHECK(g != NULL);
+    if (!g) return;
+    bool *keep = mem_budget_dear_results(g);
+    int raw_kept = 0, after_epilogue_kept = 0;
+    for (ir_value v = 0; v <= g->train.loss; v++) {
+        const ir_node *n = &g->nodes[v];
+        if (n->op == OP_MATMUL && keep[v] && !read_by_backward(g, v)) raw_kept++;
+        bool on_product = false;
+        for (int i = 0; i < n->nargs; i++) on_product |= g->nodes[ir_args(g, n)[i]].op == OP_MATMUL;
+        if (keep[v] && on_product && (n->op == OP_ADD || n->op == OP_GELU_TANH)) after_epilogue_kept++;
+    }
+    printf("gpt2 2x64: %d raw matmul products kept that the backward pass does not read, %d values after an epilogue "
+           "kept\n", raw_kept, after_epilogue_kept);
+    CHECK(raw_kept == 0 && after_epilogue_kept > 0);
+    free(keep);
+    ir_graph_free(g);
+}
+
 /* A budget that @checkpoint on every block meets: the search finds a plan
  * within it at least as fast by the roofline floor. examples/char_lm.net at
  * batch 256, its blocks marked by hand, against the same file under a budget
@@ -246,6 +288,7 @@ int main(void)
     CHECK(mem_budget_parse("4GiB", &parsed) && parsed == (int64_t)4 << 30);
     CHECK(mem_budget_parse("1.5MB", &parsed) && parsed == 1500000);
     CHECK(!mem_budget_parse("4 apples", &parsed) && !mem_budget_parse("-1G", &parsed));
+    check_dear_results_skip_epilogue_products();
     check_budget_matches_hand_plan();
     check_gpt2_budget();
     cpu_exec_result_free(&ra);
