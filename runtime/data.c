@@ -1,4 +1,10 @@
-/* data.c - IDX data sets and the batch loader.
+/* data.c - IDX, .npy and text data sets and the batch loader.
+ *
+ * A set holds its samples at their own width (an f16 in 2 bytes, a pixel in
+ * one), as the files give them: a 4-byte copy of Fashion-MNIST would be
+ * 188 MB. Rows are widened to cpu_tensor's 4-byte elements, to the same
+ * bits, a batch at a time: by data_rows, and by the loader's thread for all
+ * but u8 samples, which a batch carries as bytes.
  *
  * zlib's gzread reads both gzip and plain files, so one reader covers
  * "train-images-idx3-ubyte.gz" and its uncompressed twin. The loader's
@@ -153,6 +159,7 @@ static int idx_load(const char *dir, const char *split, bool labels_too, int32_t
 {
     memset(out, 0, sizeof *out);
     if (load_part(dir, split, "images-idx3", 3, &out->x, &out->bytes, err, errcap) != 0) return -1;
+    out->held = NC_U8;
     out->n = out->x.shape[0];
     if (!labels_too) return 0;
     cpu_tensor labels;
@@ -230,16 +237,17 @@ static int npy_dtype_error(const char *path, const char *descr, const cpu_tensor
     return -1;
 }
 
-/* A float array's first NaN or infinity, said with its sample and element. */
-static int check_finite(const char *path, const cpu_tensor *t, char *err, size_t errcap)
+/* A float array's first NaN or infinity, said with its sample and element;
+ * its values in t's storage or, with bytes, there at their own width. */
+static int check_finite(const char *path, const cpu_tensor *t, const uint8_t *bytes, char *err, size_t errcap)
 {
     if (!dtype_is_float(t->dtype) || t->shape[0] == 0) return 0;
     int64_t per = t->numel / t->shape[0];
     for (int64_t k = 0; k < t->numel; k++) {
-        if (isfinite(t->f[k])) continue;
+        double v = bytes ? cpu_native_get(t->dtype, bytes, k) : t->f[k];
+        if (isfinite(v)) continue;
         snprintf(err, errcap, "%s: sample %" PRId64 " holds %s (at element %" PRId64 " of its %" PRId64 "): clean the data, "
-                 "or drop that sample, before training", path, k / per, isnan(t->f[k]) ? "NaN" : t->f[k] > 0 ? "inf" : "-inf",
-                 k % per, per);
+                 "or drop that sample, before training", path, k / per, isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf", k % per, per);
         return -1;
     }
     return 0;
@@ -259,12 +267,17 @@ static int misfit_error(const char *path, const cpu_tensor *t, const npy_file_in
 
 /* One array of the set: the dtype the model takes, a sample axis, finite
  * floats. A float64 file is read as the input's float dtype, a float32 one
- * as an f16 input's, and a line appended to note says so. */
-static int read_part(const char *path, nc_dtype want, const char *input, const char *missing_hint, cpu_tensor *t, char *note,
-                     char *err, size_t errcap)
+ * as an f16 input's, and a line appended to note says so. With bytes, the
+ * values stay at their own width there (*held: their dtype, t: the
+ * input's dtype and shape, no storage); else in t's 4-byte storage. */
+static int read_part(const char *path, nc_dtype want, const char *input, const char *missing_hint, cpu_tensor *t, uint8_t **bytes,
+                     nc_dtype *held, char *note, char *err, size_t errcap)
 {
     npy_file_info info;
-    int rc = npy_read_as(path, want == NC_F16 ? NC_F16 : NC_F32, t, (int64_t)1 << 34, &info, err, errcap);
+    const nc_dtype float_as = want == NC_F16 ? NC_F16 : NC_F32;
+    const int64_t most = (int64_t)1 << 34;
+    int rc = bytes ? npy_read_native(path, float_as, t, bytes, most, &info, err, errcap)
+                   : npy_read_as(path, float_as, t, most, &info, err, errcap);
     if (rc != 0) {
         if (access(path, F_OK) != 0 && missing_hint) snprintf(err + strlen(err), errcap - strlen(err), " (%s)", missing_hint);
         return -1;
@@ -274,9 +287,12 @@ static int read_part(const char *path, nc_dtype want, const char *input, const c
         snprintf(err, errcap, "%s: no samples (want the sample axis first, then each sample's shape)", path);
         rc = -1;
     } else if (info.misfit_at >= 0) rc = misfit_error(path, t, &info, err, errcap);
-    else rc = check_finite(path, t, err, errcap);
-    if (rc != 0) cpu_tensor_free(t);
-    else if (want == NC_I32) t->dtype = NC_I32;   /* from int64 or uint8: the storage is i32 already */
+    else rc = check_finite(path, t, bytes ? *bytes : NULL, err, errcap);
+    if (bytes) *held = t->dtype;
+    if (rc != 0) {
+        cpu_tensor_free(t);
+        if (bytes) free(*bytes), *bytes = NULL;
+    } else if (want == NC_I32) t->dtype = NC_I32;   /* from int64 or uint8: 4-byte storage is i32 already, bytes keep *held */
     const bool narrowed = !strcmp(info.descr, "<f8") || (!strcmp(info.descr, "<f4") && want == NC_F16);
     if (rc == 0 && narrowed)
         snprintf(note + strlen(note), DATA_NOTE_CAP - strlen(note), "%s%s holds %s: read as %s for the model's input %s, "
@@ -291,12 +307,12 @@ int data_load_npy(const char *dir, const char *split, const data_want *w, data_s
     char px[4096], py[4096], hint[512];
     snprintf(px, sizeof px, "%s/%s_x.npy", dir, split);
     snprintf(py, sizeof py, "%s/%s_y.npy", dir, split);
-    int rc = read_part(px, w->x, w->x_input, NULL, &out->x, out->note, err, errcap);
+    int rc = read_part(px, w->x, w->x_input, NULL, &out->x, &out->bytes, &out->held, out->note, err, errcap);
     out->n = rc == 0 ? out->x.shape[0] : 0;
     if (rc == 0 && w->has_y) {
         snprintf(hint, sizeof hint, "the train section's loss reads its input %s: %s_y.npy holds it, one row per sample", w->y_input,
                  split);
-        rc = read_part(py, w->y, w->y_input, hint, &out->y, out->note, err, errcap);
+        rc = read_part(py, w->y, w->y_input, hint, &out->y, NULL, NULL, out->note, err, errcap);
         if (rc == 0 && out->y.shape[0] != out->n) {
             snprintf(err, errcap, "%s holds %" PRId64 " samples but %s holds %" PRId64 ": want one target per sample", px, out->n,
                      py, out->y.shape[0]);
@@ -419,13 +435,15 @@ static int read_text(const char *path, uint8_t **buf, size_t *len, char *err, si
     return rc;
 }
 
+/* Each window a byte an element (bytes): text is bytes already. */
 static void windows_into(data_set *d, const uint8_t *text, int64_t first, int64_t count, int64_t window)
 {
     int64_t shape[2] = {count, window};
-    if (!cpu_tensor_alloc(&d->x, NC_U8, 2, shape, (int64_t)1 << 36) || !cpu_tensor_alloc(&d->y, NC_I32, 1, shape, 0))
-        NC_BUG("text windows: allocation");
-    for (int64_t w = 0; w < count; w++)
-        for (int64_t k = 0; k < window; k++) d->x.i[w * window + k] = text[(first + w) * (window - 1) + k];
+    if (!cpu_tensor_alloc(&d->y, NC_I32, 1, shape, 0)) NC_BUG("text windows: allocation");
+    d->x = (cpu_tensor){.dtype = NC_U8, .rank = 2, .shape = {count, window}, .numel = count * window};
+    d->bytes = nc_xmalloc((size_t)(count * window));
+    d->held = NC_U8;
+    for (int64_t w = 0; w < count; w++) memcpy(d->bytes + w * window, text + (first + w) * (window - 1), (size_t)window);
     d->n = count;
     d->classes = 256;
 }
@@ -455,6 +473,32 @@ int data_load_text(const char *path, int64_t window, double test_fraction, data_
     return 0;
 }
 
+/* n elements held at their own width (cpu_tensor_to_native's layout of
+ * held) as 4-byte ones, as cpu_tensor_from_native reads them: an f16's
+ * bits as the f32 of the same value, a byte as an i32. */
+static void widen(nc_dtype held, const uint8_t *src, int64_t n, void *dst)
+{
+    float *f = dst;
+    int32_t *i = dst;
+    switch (held) {
+    case NC_F32:
+    case NC_I32: memcpy(dst, src, (size_t)n * 4); break;
+    case NC_F16:
+    case NC_BF16:
+        for (int64_t k = 0; k < n; k++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * k, 2);
+            f[k] = held == NC_F16 ? nc_f16_bits_to_f32(h) : nc_bf16_bits_to_f32(h);
+        }
+        break;
+    case NC_U8:
+    case NC_BOOL:
+    default:
+        for (int64_t k = 0; k < n; k++) i[k] = src[k];
+        break;
+    }
+}
+
 void data_rows(const data_set *d, int64_t first, int64_t count, cpu_tensor *out)
 {
     int64_t shape[NC_MAX_RANK];
@@ -462,13 +506,13 @@ void data_rows(const data_set *d, int64_t first, int64_t count, cpu_tensor *out)
     shape[0] = count;
     if (!cpu_tensor_alloc(out, d->x.dtype, d->x.rank, shape, (int64_t)1 << 34)) NC_BUG("data rows: allocation");
     int64_t per = count ? out->numel / count : 0;
+    void *dst = out->f ? (void *)out->f : (void *)out->i;
     if (d->bytes) {
-        const uint8_t *src = d->bytes + first * per;
-        for (int64_t j = 0; j < out->numel; j++) out->i[j] = src[j];
+        widen(d->held, d->bytes + first * per * (int64_t)dtype_size(d->held), out->numel, dst);
         return;
     }
     const void *src = d->x.f ? (const void *)(d->x.f + first * per) : (const void *)(d->x.i + first * per);
-    memcpy(out->f ? (void *)out->f : (void *)out->i, src, (size_t)out->numel * 4);
+    memcpy(dst, src, (size_t)out->numel * 4);
 }
 
 void data_set_free(data_set *d)
@@ -490,9 +534,12 @@ typedef struct loader_slot {
 
 struct data_loader {
     const data_set *d;
-    uint8_t *packed;             /* u8 samples as bytes (a quarter of the set's storage); NULL for others */
-    const unsigned char *xs, *ys;   /* each sample's x and y: packed, else the set's own 4-byte elements */
-    int64_t x_bytes, y_bytes;    /* per sample (y_bytes 0: no targets) */
+    uint8_t *packed;             /* u8 samples of a set's 4-byte storage as bytes (a quarter of it); NULL for others */
+    const unsigned char *xs, *ys;   /* each sample's x and y: the set's bytes, packed, else the set's own 4-byte elements */
+    int64_t x_row;               /* bytes of a sample in xs */
+    nc_dtype x_held;             /* with widen: the dtype of xs's elements */
+    bool widen;                  /* xs holds the set's bytes of other than u8 samples: batches get them as 4-byte elements */
+    int64_t x_bytes, y_bytes;    /* per sample in a batch (y_bytes 0: no targets) */
     int64_t batch, nbatches;
     uint64_t seed;
     bool shuffle;
@@ -514,7 +561,9 @@ static void fill_slot(data_loader *l, loader_slot *s, int64_t b)
     s->count = end - start;
     for (int64_t k = 0; k < s->count; k++) {
         int64_t src = l->order[start + k];
-        memcpy(s->x + k * l->x_bytes, l->xs + src * l->x_bytes, (size_t)l->x_bytes);
+        const unsigned char *row = l->xs + src * l->x_row;
+        if (l->widen) widen(l->x_held, row, l->x_bytes / 4, s->x + k * l->x_bytes);
+        else memcpy(s->x + k * l->x_bytes, row, (size_t)l->x_bytes);
         if (l->y_bytes) memcpy(s->y + k * l->y_bytes, l->ys + src * l->y_bytes, (size_t)l->y_bytes);
     }
     s->index = b;
@@ -561,17 +610,22 @@ data_loader *data_loader_new(const data_set *d, int64_t batch, uint64_t seed, bo
     l->shuffle = shuffle;
     l->depth = depth;
     l->nbatches = drop_last ? d->n / batch : (d->n + batch - 1) / batch;
+    const int64_t per = d->x.numel / d->n;
     if (d->bytes) {
+        NC_ASSERT(d->x.dtype != NC_U8 || d->held == NC_U8);
         l->xs = d->bytes;
-        l->x_bytes = d->x.numel / d->n;
+        l->x_row = per * (int64_t)dtype_size(d->held);
+        l->x_held = d->held;
+        l->widen = d->x.dtype != NC_U8;   /* the batch's layout: a byte each for u8 samples only */
+        l->x_bytes = l->widen ? 4 * per : per;
     } else if (d->x.dtype == NC_U8) {
         l->packed = nc_xmalloc((size_t)d->x.numel);
         for (int64_t i = 0; i < d->x.numel; i++) l->packed[i] = (uint8_t)d->x.i[i];
         l->xs = l->packed;
-        l->x_bytes = d->x.numel / d->n;
+        l->x_row = l->x_bytes = per;
     } else {
         l->xs = d->x.f ? (const unsigned char *)d->x.f : (const unsigned char *)d->x.i;
-        l->x_bytes = 4 * (d->x.numel / d->n);
+        l->x_row = l->x_bytes = 4 * per;
     }
     l->ys = d->y.f ? (const unsigned char *)d->y.f : (const unsigned char *)d->y.i;
     l->y_bytes = l->ys ? 4 * (d->y.numel / d->n) : 0;

@@ -10,10 +10,14 @@
 #define DATA_NOTE_CAP 1200
 
 /* A set of samples, u8 images [n, h, w] or any sample shape and dtype, and
- * their targets: i32 labels [n], targets of any shape, or none. */
+ * their targets: i32 labels [n], targets of any shape, or none. The loaders
+ * keep the samples at their own width (bytes), as the files give them: a u8
+ * or bool element in one byte, an f16 in two, not cpu_tensor's four; a
+ * batch is widened as it is taken (data_rows, the loader). */
 typedef struct data_set {
     cpu_tensor x;          /* samples, first axis = sample; with bytes, their dtype and shape alone (no storage) */
-    uint8_t *bytes;        /* u8 samples a byte each (IDX images: a quarter of x's 4-byte elements); NULL: x holds them */
+    uint8_t *bytes;        /* the samples in cpu_tensor_to_native's layout of `held`; NULL: x holds them (a set built by hand) */
+    nc_dtype held;         /* what bytes holds: x's dtype, or u8 for an i32 input read from a uint8 file */
     cpu_tensor y;          /* targets, first axis = sample; empty (numel 0) when the model reads none */
     int64_t n;
     int32_t classes;       /* integer targets: 1 + the largest */
@@ -56,7 +60,8 @@ bool data_dir_has_samples(const char *dir);
 int data_load_text(const char *path, int64_t window, double test_fraction, data_set *train, data_set *test, char *err,
                    size_t errcap);
 /* Samples [first, first + count) of d in out (allocated: cpu_tensor's 4-byte
- * elements of x's dtype), from x or bytes, wherever d holds them. */
+ * elements of x's dtype), from x or bytes, wherever d holds them: the
+ * values a 4-byte copy of the whole set would give, bit for bit. */
 void data_rows(const data_set *d, int64_t first, int64_t count, cpu_tensor *out);
 void data_set_free(data_set *d);
 
@@ -64,7 +69,7 @@ void data_set_free(data_set *d);
  * partial batch is returned short (count < batch) unless drop_last. The
  * loader owns a thread that fills the next `depth` batches ahead of time. */
 typedef struct data_batch {
-    const void *x;         /* count samples, row-major: a byte an element for u8 samples, else the set's 4-byte elements */
+    const void *x;         /* count samples, row-major: a byte an element for u8 samples, else 4-byte ones (data_rows's) */
     const void *y;         /* count targets, the set's 4-byte elements (i32 labels, floats); NULL: none */
     int64_t x_bytes, y_bytes;   /* per sample */
     int64_t count;
@@ -79,11 +84,11 @@ void data_loader_epoch(data_loader *l, int64_t epoch, int64_t skip_batches);
  * the next call. *waited_s: how long this call waited for the producer. */
 bool data_loader_next(data_loader *l, data_batch *b, double *waited_s);
 int64_t data_loader_batches(const data_loader *l);   /* per epoch */
-/* A loader keeps the u8 samples of a set without bytes (.npy, text windows)
- * as bytes of its own, so the set's 4-byte copy (cpu_tensor's) is then
- * needed no more: this frees it (d->x keeps its dtype and shape, without
- * storage). Nothing for other sets, whose storage the loader reads. d is
- * l's set; read no samples from it afterwards. */
+/* For a set built with its samples in x's 4-byte storage: a loader keeps
+ * u8 samples as bytes of its own, so the set's copy is then needed no more
+ * and this frees it (d->x keeps its dtype and shape, without storage).
+ * Nothing for other sets, whose storage the loader reads (the loaders'
+ * sets: their bytes). d is l's set; read no samples from it afterwards. */
 void data_loader_drop_source(data_loader *l, data_set *d);
 void data_loader_free(data_loader *l);
 

@@ -5,6 +5,7 @@
  * anything else rather than guess. The data size implied by the header must
  * match the file size exactly, so a truncated or padded file is an error. */
 #include "tensor_io.h"
+#include "cpu_kernels.h"
 #include "atomic_file.h"
 #include "file_open.h"
 
@@ -203,48 +204,84 @@ static nc_dtype read_dtype(const npy_header *h, nc_dtype float_as)
     return npy_kinds[h->kind].dtype;
 }
 
-/* Streams the data through a small buffer into out: a float64 file costs
- * its converted copy only, never a second one of its own width. */
-static int read_data(FILE *f, const char *path, const npy_header *h, nc_dtype float_as, cpu_tensor *out, int64_t max_bytes,
-                     npy_file_info *info, char *err, size_t errcap)
+/* Storage for the data: out's own 4-byte elements, or, with native, a
+ * buffer at the dtype's width (*native) beside a shape-only out. The same
+ * limit either way (max_bytes of 4-byte elements), so a file is refused as
+ * too large by both readers alike. */
+static bool alloc_data(const npy_header *h, nc_dtype dtype, cpu_tensor *out, uint8_t **native, int64_t max_bytes)
+{
+    if (!native) return cpu_tensor_alloc(out, dtype, h->rank, h->shape, max_bytes);
+    int64_t numel = 1;   /* at most 2^40: npy_read_as checked the header */
+    for (int d = 0; d < h->rank; d++) numel *= h->shape[d];
+    if (numel > max_bytes / CPU_ELEM_BYTES) return false;
+    /* malloc, not nc_xmalloc: a size the machine cannot give is an error to report */
+    *native = malloc((size_t)(numel ? numel : 1) * dtype_size(dtype));
+    if (!*native) return false;
+    *out = (cpu_tensor){.dtype = dtype, .rank = h->rank, .numel = numel};
+    memcpy(out->shape, h->shape, sizeof out->shape);
+    return true;
+}
+
+static void free_data(cpu_tensor *out, uint8_t **native)
+{
+    cpu_tensor_free(out);
+    if (!native) return;
+    free(*native);
+    *native = NULL;
+}
+
+/* Streams the data through a small buffer into out (or *native): a
+ * float64 file costs its converted copy only, never a second one of its own
+ * width. Each chunk's elements are decoded as 4-byte ones first, into out's
+ * storage or a chunk of their own, so both layouts hold the same values. */
+static int read_data(FILE *f, const char *path, const npy_header *h, nc_dtype float_as, cpu_tensor *out, uint8_t **native,
+                     int64_t max_bytes, npy_file_info *info, char *err, size_t errcap)
 {
     const int kind = npy_kinds[h->kind].kind, bytes = npy_kinds[h->kind].bytes;
-    if (!cpu_tensor_alloc(out, read_dtype(h, float_as), h->rank, h->shape, max_bytes)) {
+    const nc_dtype dtype = read_dtype(h, float_as);
+    if (!alloc_data(h, dtype, out, native, max_bytes)) {
         snprintf(err, errcap, "%s: array too large", path);
         return -1;
     }
     uint8_t chunk[1 << 16];
     const int64_t per_chunk = (int64_t)sizeof chunk / bytes;
-    for (int64_t i = 0; i < out->numel; i += per_chunk) {
+    cpu_tensor part = {0};
+    if (native && !cpu_tensor_alloc(&part, dtype, 1, &per_chunk, 0)) NC_BUG("npy: chunk allocation");
+    int rc = 0;
+    for (int64_t i = 0; i < out->numel && rc == 0; i += per_chunk) {
         int64_t n = out->numel - i < per_chunk ? out->numel - i : per_chunk;
         if (fread(chunk, (size_t)bytes, (size_t)n, f) != (size_t)n) {
             snprintf(err, errcap, "%s: file is truncated (expected %" PRId64 " elements)", path, out->numel);
-            cpu_tensor_free(out);
-            return -1;
+            rc = -1;
+            break;
         }
-        for (int64_t k = 0; k < n; k++) {
+        cpu_tensor into = native ? part : *out;
+        if (!native) into.f = out->f ? out->f + i : NULL, into.i = out->i ? out->i + i : NULL;
+        into.numel = n;
+        for (int64_t k = 0; k < n && rc == 0; k++) {
             const uint8_t *p = chunk + k * bytes;
             if (kind == NPY_I8) {   /* no caller takes an int64 beyond i32 */
                 int64_t v;
                 memcpy(&v, p, 8);
                 if (v < INT32_MIN || v > INT32_MAX) {
                     snprintf(err, errcap, "%s: element %" PRId64 " = %" PRId64 " does not fit i32", path, i + k, v);
-                    cpu_tensor_free(out);
-                    return -1;
+                    rc = -1;
                 }
             }
-            if (!store_element(out, i + k, kind, float_as, p) && info->misfit_at < 0) {
+            if (rc == 0 && !store_element(&into, k, kind, float_as, p) && info->misfit_at < 0) {
                 info->misfit_at = i + k;
                 info->misfit = float_element(kind, p);
             }
         }
+        if (rc == 0 && native) cpu_tensor_to_native(&into, *native + i * (int64_t)dtype_size(dtype));
     }
-    if (fgetc(f) != EOF) {
+    cpu_tensor_free(&part);
+    if (rc == 0 && fgetc(f) != EOF) {
         snprintf(err, errcap, "%s: trailing bytes after the array data", path);
-        cpu_tensor_free(out);
-        return -1;
+        rc = -1;
     }
-    return 0;
+    if (rc != 0) free_data(out, native);
+    return rc;
 }
 
 int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, size_t errcap)
@@ -261,11 +298,12 @@ int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, si
     return 0;
 }
 
-int npy_read_as(const char *path, nc_dtype float_as, cpu_tensor *out, int64_t max_bytes, npy_file_info *info, char *err,
-                size_t errcap)
+static int read_file(const char *path, nc_dtype float_as, cpu_tensor *out, uint8_t **native, int64_t max_bytes,
+                     npy_file_info *info, char *err, size_t errcap)
 {
     NC_ASSERT(float_as == NC_F32 || float_as == NC_F16 || float_as == NC_BF16);
     memset(out, 0, sizeof *out);
+    if (native) *native = NULL;
     *info = (npy_file_info){.descr = "", .misfit_at = -1};
     const char *reason;
     FILE *f = file_open_regular(path, &reason);
@@ -332,7 +370,7 @@ int npy_read_as(const char *path, nc_dtype float_as, cpu_tensor *out, int64_t ma
             goto out;
         }
     }
-    rc = read_data(f, path, &h, float_as, out, max_bytes, info, err, errcap);
+    rc = read_data(f, path, &h, float_as, out, native, max_bytes, info, err, errcap);
     if (rc == 0) info->descr = npy_kinds[h.kind].descr;
     goto out;
 trunc:
@@ -341,6 +379,19 @@ out:
     free(hdr);
     fclose(f);
     return rc;
+}
+
+int npy_read_as(const char *path, nc_dtype float_as, cpu_tensor *out, int64_t max_bytes, npy_file_info *info, char *err,
+                size_t errcap)
+{
+    return read_file(path, float_as, out, NULL, max_bytes, info, err, errcap);
+}
+
+int npy_read_native(const char *path, nc_dtype float_as, cpu_tensor *out, uint8_t **data, int64_t max_bytes, npy_file_info *info,
+                    char *err, size_t errcap)
+{
+    NC_ASSERT(max_bytes > 0);
+    return read_file(path, float_as, out, data, max_bytes, info, err, errcap);
 }
 
 static const char *npy_descr_for(nc_dtype t, int *bytes)

@@ -25,6 +25,13 @@ typedef struct npy_file_info {
  * out of range. A float16 file stays f16. */
 int npy_read_as(const char *path, nc_dtype float_as, cpu_tensor *out, int64_t max_bytes, npy_file_info *info, char *err,
                 size_t errcap);
+/* npy_read_as's values at their dtype's own width, in cpu_tensor_to_native's
+ * layout (an f16 in its 2 bytes, a u8 in one): *data (malloc'd, for the
+ * caller to free; NULL on an error) holds them, out only their dtype and
+ * shape. The same checks and errors, max_bytes (> 0) counting 4 bytes an
+ * element as npy_read_as does. */
+int npy_read_native(const char *path, nc_dtype float_as, cpu_tensor *out, uint8_t **data, int64_t max_bytes, npy_file_info *info,
+                    char *err, size_t errcap);
 /* Writes f32 as <f4, f16 as <f2, bf16 as <f4 (NumPy has no bfloat16),
  * i32 as <i4, u8 as |u1, bool as |b1. */
 int npy_write(const char *path, const cpu_tensor *t, char *err, size_t errcap);

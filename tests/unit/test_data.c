@@ -1,14 +1,18 @@
 /* test_data.c - IDX loading (gzip and plain, damaged files refused) and the
  * batch loader: every sample once per epoch, order a function of (seed,
- * epoch) only, resuming mid-epoch gives the same remaining batches. */
+ * epoch) only, resuming mid-epoch gives the same remaining batches. Sets
+ * hold their samples at the file's width, and what data_rows and the
+ * loader widen is bit for bit what a 4-byte read of the file gives. */
 #include "data.h"
 #include "tensor_io.h"
 
 #include "test_util.h"
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 static char dir[64];
@@ -184,7 +188,8 @@ static void test_npy_layout(void)
     CHECK(npy_write(px, &x, err, sizeof err) == 0 && npy_write(py, &y, err, sizeof err) == 0);
     data_want w = {.x = NC_U8, .has_y = true, .y = NC_I32, .max_classes = 10, .x_input = "x", .y_input = "labels"};
     CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0);
-    CHECK(d.n == 20 && d.classes == 3 && d.x.shape[1] == 4 && d.x.i[13] == 13 && d.y.i[7] == 1);
+    CHECK(d.n == 20 && d.classes == 3 && d.x.shape[1] == 4 && d.y.i[7] == 1);
+    CHECK(d.bytes && d.held == NC_U8 && !d.x.i && d.bytes[13] == 13 && d.bytes[20 * 12 - 1] == (20 * 12 - 1) % 251);
     data_set_free(&d);
     w.max_classes = 2;
     CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 && strstr(err, "label"));
@@ -249,11 +254,24 @@ static void test_npy_float(void)
     cpu_tensor_free(&y);
 }
 
-/* A float64 array [n, cols] as NumPy saves one (npy_write writes no float64). */
-static void write_f64(const char *path, int64_t n, int64_t cols, const double *v)
+/* Sample element k of a loaded set, as data_rows widens it (the set holds
+ * its samples as bytes, not in x). */
+static float value_f(const data_set *d, int64_t k)
+{
+    cpu_tensor all;
+    data_rows(d, 0, d->n, &all);
+    float v = all.f ? all.f[k] : NAN;
+    cpu_tensor_free(&all);
+    return v;
+}
+
+/* An array [n, cols] of descr as NumPy saves one, its elements `size`
+ * bytes each (npy_write writes no float64 and no int64). */
+static void write_raw(const char *path, const char *descr, int64_t n, int64_t cols, const void *v, size_t size)
 {
     char hdr[128];
-    int len = snprintf(hdr, sizeof hdr, "{'descr': '<f8', 'fortran_order': False, 'shape': (%lld, %lld), }", (long long)n, (long long)cols);
+    int len = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (%lld, %lld), }", descr, (long long)n,
+                       (long long)cols);
     int pad = (int)((64 - (10 + len + 1) % 64) % 64);
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(len + pad + 1), 0};
     FILE *f = fopen(path, "wb");
@@ -261,9 +279,11 @@ static void write_f64(const char *path, int64_t n, int64_t cols, const double *v
     if (!f) return;
     bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, (size_t)len, f) == (size_t)len;
     for (int k = 0; k < pad; k++) ok = ok && fputc(' ', f) != EOF;
-    ok = ok && fputc('\n', f) != EOF && fwrite(v, sizeof *v, (size_t)(n * cols), f) == (size_t)(n * cols);
+    ok = ok && fputc('\n', f) != EOF && fwrite(v, size, (size_t)(n * cols), f) == (size_t)(n * cols);
     CHECK(fclose(f) == 0 && ok);
 }
+
+static void write_f64(const char *path, int64_t n, int64_t cols, const double *v) { write_raw(path, "<f8", n, cols, v, 8); }
 
 /* NumPy's default float64, read as an f32 or f16 input's dtype: each value
  * rounded once, a note that names the file; a value beyond the dtype's range
@@ -279,14 +299,16 @@ static void test_npy_float64(void)
     write_f64(px, 4, 3, v);
     data_want w = {.x = NC_F32, .x_input = "x"};
     CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0);
-    CHECK(d.x.dtype == NC_F32 && d.n == 4 && d.x.f[0] == 0.1f && d.x.f[3] == (float)v[3] && d.x.f[4] == 65519.0f);
+    CHECK(d.x.dtype == NC_F32 && d.held == NC_F32 && d.n == 4 && value_f(&d, 0) == 0.1f && value_f(&d, 3) == (float)v[3] &&
+          value_f(&d, 4) == 65519.0f);
     char want[256];
     snprintf(want, sizeof want, "%s holds float64: read as f32 for the model's input x, each value rounded as a.astype(np.float32) does", px);
     CHECK(strcmp(d.note, want) == 0);
     data_set_free(&d);
     w.x = NC_F16;
     CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0);
-    CHECK(d.x.dtype == NC_F16 && d.x.f[0] == nc_round_f16(0.1f) && d.x.f[3] == 1.0f + ldexpf(1, -10) && d.x.f[4] == 65504.0f &&
+    CHECK(d.x.dtype == NC_F16 && d.held == NC_F16 && value_f(&d, 0) == nc_round_f16(0.1f) && value_f(&d, 3) == 1.0f + ldexpf(1, -10) &&
+          value_f(&d, 4) == 65504.0f &&
           strstr(d.note, "read as f16 for the model's input x, each value rounded as a.astype(np.float16) does"));
     data_set_free(&d);
     v[10] = 70000.0;   /* beyond f16: sample 3, element 1 */
@@ -294,7 +316,7 @@ static void test_npy_float64(void)
     CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 &&
           strstr(err, "train_x.npy: sample 3 holds 70000 (at element 1 of its 3), beyond f16's range (its largest is 65504"));
     w.x = NC_F32;
-    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0 && d.x.f[10] == 70000.0f);
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0 && value_f(&d, 10) == 70000.0f);
     data_set_free(&d);
     v[10] = -1e39;   /* beyond f32 */
     write_f64(px, 4, 3, v);
@@ -332,13 +354,14 @@ static void test_npy_float32_as_f16(void)
     CHECK(npy_write(px, &x, err, sizeof err) == 0);
     data_want w = {.x = NC_F16, .x_input = "x"};
     CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0);
-    CHECK(d.x.dtype == NC_F16 && d.n == 4 && d.x.f[0] == nc_round_f16(0.1f) && d.x.f[1] == -2.5f && d.x.f[2] == 1.0f &&
-          d.x.f[3] == 1.0f + ldexpf(1, -9) && d.x.f[4] == 65504.0f && d.x.f[5] == -65504.0f && d.x.f[6] == ldexpf(1, -24));
+    CHECK(d.x.dtype == NC_F16 && d.n == 4 && value_f(&d, 0) == nc_round_f16(0.1f) && value_f(&d, 1) == -2.5f && value_f(&d, 2) == 1.0f &&
+          value_f(&d, 3) == 1.0f + ldexpf(1, -9) && value_f(&d, 4) == 65504.0f && value_f(&d, 5) == -65504.0f &&
+          value_f(&d, 6) == ldexpf(1, -24));
     snprintf(want, sizeof want, "%s holds float32: read as f16 for the model's input x, each value rounded as a.astype(np.float16) does", px);
     CHECK(strcmp(d.note, want) == 0);
     data_set_free(&d);
     w.x = NC_F32;   /* an f32 input reads it as it is, without a note */
-    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0 && d.x.f[4] == 65519.0f && d.note[0] == 0);
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) == 0 && value_f(&d, 4) == 65519.0f && d.note[0] == 0);
     data_set_free(&d);
     x.f[10] = -70000.0f;   /* beyond f16: sample 3, element 1 */
     CHECK(npy_write(px, &x, err, sizeof err) == 0);
@@ -351,6 +374,211 @@ static void test_npy_float32_as_f16(void)
     cpu_tensor_free(&x);
 }
 
+/* Element k of a 4-byte tensor (a float's bits or an int) as raw bits. */
+static uint32_t bits_at(const cpu_tensor *t, int64_t k)
+{
+    uint32_t v;
+    memcpy(&v, t->f ? (const void *)(t->f + k) : (const void *)(t->i + k), 4);
+    return v;
+}
+
+/* A train_x.npy of descr (n samples of cols elements, `size` bytes each in
+ * file) for an input of dtype want: the set holds it at held's width, its
+ * bytes those of `native` (NULL: cpu_tensor_to_native of the reference),
+ * and data_rows and the loader (its source dropped) give bit for bit the
+ * 4-byte elements of npy_read_as, the reference: how sets were held. */
+static void check_native(const char *descr, const void *file, size_t size, int64_t n, int64_t cols, nc_dtype want, nc_dtype held,
+                         const void *native)
+{
+    char err[512], px[128];
+    clean();
+    snprintf(px, sizeof px, "%s/train_x.npy", dir);
+    write_raw(px, descr, n, cols, file, size);
+    cpu_tensor ref;
+    npy_file_info info;
+    if (npy_read_as(px, want == NC_F16 ? NC_F16 : NC_F32, &ref, 0, &info, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: reference: %s\n", descr, err);
+        failures++;
+        return;
+    }
+    data_want w = {.x = want, .x_input = "x"};
+    data_set d;
+    if (data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0) {
+        fprintf(stderr, "%s as %s: %s\n", descr, dtype_name(want), err);
+        failures++;
+        cpu_tensor_free(&ref);
+        return;
+    }
+    const int64_t numel = n * cols;
+    uint8_t *want_bytes = nc_xmalloc((size_t)numel * 4);
+    if (native) memcpy(want_bytes, native, (size_t)numel * dtype_size(held));
+    else cpu_tensor_to_native(&ref, want_bytes);
+    bool same_bytes = d.bytes && memcmp(d.bytes, want_bytes, (size_t)numel * dtype_size(held)) == 0;
+    CHECK(d.n == n && d.x.dtype == want && d.held == held && !d.x.f && !d.x.i && same_bytes);
+    cpu_tensor rows;
+    data_rows(&d, 0, n, &rows);
+    int64_t bad = 0;
+    for (int64_t k = 0; k < numel; k++) bad += bits_at(&rows, k) != bits_at(&ref, k);
+    CHECK(rows.dtype == want && bad == 0);
+    if (bad) fprintf(stderr, "%s as %s: data_rows: %" PRId64 " elements differ\n", descr, dtype_name(want), bad);
+    cpu_tensor_free(&rows);
+    data_loader *l = data_loader_new(&d, 7, 1, false, false, 2);
+    data_loader_drop_source(l, &d);
+    CHECK(d.bytes != NULL);   /* the loader reads them */
+    data_loader_epoch(l, 0, 0);
+    data_batch b;
+    int64_t seen = 0;
+    bad = 0;
+    while (data_loader_next(l, &b, NULL)) {
+        CHECK(b.x_bytes == cols * (want == NC_U8 ? 1 : 4) && b.y == NULL);
+        for (int64_t j = 0; j < b.count * cols; j++) {
+            uint32_t got;
+            if (want == NC_U8) got = ((const uint8_t *)b.x)[j];
+            else memcpy(&got, (const unsigned char *)b.x + 4 * j, 4);
+            bad += got != bits_at(&ref, seen * cols + j);
+        }
+        seen += b.count;
+    }
+    CHECK(seen == n && bad == 0);
+    if (bad) fprintf(stderr, "%s as %s: loader: %" PRId64 " elements differ\n", descr, dtype_name(want), bad);
+    data_loader_free(l);
+    data_set_free(&d);
+    cpu_tensor_free(&ref);
+    free(want_bytes);
+}
+
+static uint64_t lcg(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 11;
+}
+
+/* Every file dtype an input takes, held at its own width: u8 and bool a
+ * byte, f16 two (every finite f16; f32 and f64 rounded to it), f32 and i32
+ * four; a uint8 file for an i32 input stays bytes. */
+static void test_npy_native(void)
+{
+    enum { N = 3968, COLS = 16 };   /* N * COLS: the finite f16s */
+    uint16_t *h = malloc(N * COLS * 2);
+    int64_t m = 0;
+    for (uint32_t b = 0; b < 65536; b++)
+        if ((b & 0x7c00) != 0x7c00) h[m++] = (uint16_t)b;
+    CHECK(m == N * COLS);
+    check_native("<f2", h, 2, N, COLS, NC_F16, NC_F16, h);
+    free(h);
+
+    enum { R = 301 };   /* 301 samples of 16: batches of 7, the last short */
+    float *f = malloc(R * COLS * 4);
+    double *g = malloc(R * COLS * 8);
+    int32_t *i4 = malloc(R * COLS * 4);
+    int64_t *i8 = malloc(R * COLS * 8);
+    uint8_t *u = malloc(R * COLS), *bo = malloc(R * COLS);
+    uint64_t s = 7;
+    for (int64_t k = 0; k < R * COLS; k++) {
+        uint32_t r = (uint32_t)lcg(&s);
+        /* f16's range and below it, subnormals, ties (low 13 bits 0x1000) and signed zeros among them */
+        uint32_t e = 90 + (r >> 8) % 52, fb = (r & 0x80000000u) | e << 23 | ((uint32_t)lcg(&s) & 0x7fffff);
+        if (k % 5 == 0) fb = (fb & ~0x1fffu) | 0x1000u;
+        if (k % 97 == 0) fb &= 0x80000000u;
+        memcpy(&f[k], &fb, 4);
+        g[k] = (double)f[k] * (1.0 + ldexp((double)(lcg(&s) % 1024) - 512, -40));
+        i4[k] = (int32_t)lcg(&s);
+        i8[k] = (int64_t)i4[k];
+        u[k] = (uint8_t)r;
+        bo[k] = (uint8_t)(r & 1);
+    }
+    check_native("<f4", f, 4, R, COLS, NC_F16, NC_F16, NULL);
+    check_native("<f8", g, 8, R, COLS, NC_F16, NC_F16, NULL);
+    check_native("<f8", g, 8, R, COLS, NC_F32, NC_F32, NULL);
+    for (int64_t k = 0; k < R * COLS; k++) {   /* any finite f32: beyond f16's range, subnormals */
+        uint32_t fb = (uint32_t)lcg(&s);
+        if ((fb & 0x7f800000u) == 0x7f800000u) fb &= ~0x00800000u;
+        memcpy(&f[k], &fb, 4);
+    }
+    check_native("<f4", f, 4, R, COLS, NC_F32, NC_F32, f);
+    check_native("<i4", i4, 4, R, COLS, NC_I32, NC_I32, i4);
+    check_native("<i8", i8, 8, R, COLS, NC_I32, NC_I32, i4);
+    check_native("|u1", u, 1, R, COLS, NC_U8, NC_U8, u);
+    check_native("|u1", u, 1, R, COLS, NC_I32, NC_U8, u);   /* widened as a batch is taken, not as the file loads */
+    check_native("|b1", bo, 1, R, COLS, NC_BOOL, NC_BOOL, bo);
+    free(f), free(g), free(i4), free(i8), free(u), free(bo);
+}
+
+/* An f16 file's NaN and infinities refused as an f32 file's are, read from
+ * the bytes it is held in; a truncated file as before. */
+static void test_npy_native_errors(void)
+{
+    char err[512], px[128];
+    data_set d;
+    data_want w = {.x = NC_F16, .x_input = "x"};
+    snprintf(px, sizeof px, "%s/train_x.npy", dir);
+    const struct { uint16_t bits; const char *said; } bad[] = {{0x7e01, "NaN"}, {0x7c00, "inf"}, {0xfc00, "-inf"}};
+    for (size_t c = 0; c < sizeof bad / sizeof *bad; c++) {
+        uint16_t h[12] = {0x3c00, 0x4000, 0x4200, 0x4400, 0x4500, 0x4600, 0x4700, 0x4800, 0x4880, 0x4900, 0x4980, 0x4a00};
+        h[6] = bad[c].bits;   /* sample 1, element 2 */
+        clean();
+        write_raw(px, "<f2", 3, 4, h, 2);
+        char want[160];
+        snprintf(want, sizeof want, "train_x.npy: sample 1 holds %s (at element 2 of its 4): clean the data", bad[c].said);
+        CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 && strstr(err, want));
+    }
+    CHECK(truncate(px, 64 + 12 * 2 - 1) == 0);
+    CHECK(data_load_dir(dir, "train", &w, &d, err, sizeof err) != 0 && strstr(err, "file is truncated"));
+}
+
+/* Text windows held as their bytes, widened by data_rows; batches of bytes. */
+static void test_text_bytes(void)
+{
+    char err[512], path[128];
+    clean();
+    snprintf(path, sizeof path, "%s/text", dir);
+    uint8_t text[1000];
+    for (int k = 0; k < 1000; k++) text[k] = (uint8_t)(k * 7 % 251);
+    FILE *o = fopen(path, "wb");
+    CHECK(o && fwrite(text, 1, sizeof text, o) == sizeof text);
+    if (o) fclose(o);
+    data_set train, test;
+    CHECK(data_load_text(path, 10, 0.1, &train, &test, err, sizeof err) == 0);
+    /* (1000 - 1) / 9 = 111 windows of 10 bytes, each starting on its predecessor's last byte; the last 11 are the test set */
+    CHECK(train.n == 100 && test.n == 11 && train.x.dtype == NC_U8 && train.x.shape[1] == 10 && train.x.numel == 1000);
+    CHECK(train.bytes && train.held == NC_U8 && !train.x.i && test.bytes && test.held == NC_U8 && !test.x.i);
+    CHECK(train.y.numel == 100 && train.y.i[99] == 0 && train.classes == 256);
+    if (!train.bytes || !test.bytes) {
+        data_set_free(&train);
+        data_set_free(&test);
+        return;
+    }
+    int64_t bad = 0;
+    for (int64_t w = 0; w < 100; w++)
+        for (int k = 0; k < 10; k++) bad += train.bytes[w * 10 + k] != text[w * 9 + k];
+    for (int64_t w = 0; w < 11; w++)
+        for (int k = 0; k < 10; k++) bad += test.bytes[w * 10 + k] != text[(100 + w) * 9 + k];
+    CHECK(bad == 0);
+    cpu_tensor rows;
+    data_rows(&test, 3, 2, &rows);
+    CHECK(rows.dtype == NC_U8 && rows.shape[0] == 2 && rows.shape[1] == 10 && rows.i[0] == text[103 * 9] && rows.i[19] == text[104 * 9 + 9]);
+    cpu_tensor_free(&rows);
+    data_loader *l = data_loader_new(&train, 16, 5, true, true, 2);
+    data_loader_drop_source(l, &train);
+    data_loader_epoch(l, 0, 0);
+    data_batch b;
+    int64_t seen = 0;
+    while (data_loader_next(l, &b, NULL)) {
+        CHECK(b.x_bytes == 10 && b.y_bytes == 4);
+        for (int64_t r = 0; r < b.count; r++) {   /* a window names itself: its first byte is text[w * 9] */
+            const uint8_t *x = (const uint8_t *)b.x + r * 10;
+            int64_t w = 0;
+            while (w < 100 && memcmp(train.bytes + w * 10, x, 10) != 0) w++;
+            bad += w == 100;
+        }
+        seen += b.count;
+    }
+    CHECK(seen == 96 && bad == 0);
+    data_loader_free(l);
+    data_set_free(&train);
+    data_set_free(&test);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/netc_data_XXXXXX");
@@ -361,6 +589,9 @@ int main(void)
     test_npy_float();
     test_npy_float64();
     test_npy_float32_as_f16();
+    test_npy_native();
+    test_npy_native_errors();
+    test_text_bytes();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
