@@ -78,7 +78,7 @@ int main(int argc, char **argv)
             nrt_session_get_output(s, "loss", &loss, sizeof loss, &e))
             rc = fail("step", &e);
         else
-            printf("{\"impl\": \"netc\", \"device\": \"%s\", \"step\": %ld, \"loss\": %.6f}\n", nrt_session_device(s), step,
+            printf("{\"impl\": \"netc\", \"device\": \"%s\", \"step\": %ld, \"loss\": %.9g}\n", nrt_session_device(s), step,
                    (double)loss);
         fflush(stdout);
     }
