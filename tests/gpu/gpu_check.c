@@ -44,19 +44,74 @@ static nc_dtype coarsest_upstream(const ir_graph *g, ir_value v)
 /* The training step's learning rate here (its @lr input). */
 #define CHECK_LR 0.01f
 
+/* How far an element that rounding decides may be from the executor's: up
+ * to NOISE_ROOM times the largest such element on either run (a step of
+ * Adam from a gradient of rounding noise goes either way, by up to lr);
+ * where rounding decides the whole tensor, NOISE_ALL_ROOM times: the GPU
+ * adds a sum's terms in another order, and its rounding of a sum that
+ * cancels was up to 9 times the executor's in fashion_resnet_train, 62
+ * times in its square (Adam's second moment), while a wrong kernel's error
+ * is of the size of the terms: 3,500 and 12,000,000 times when one term of
+ * a zero gradient counts twice (wrong_kernel_report). */
+#define NOISE_ROOM 8
+#define NOISE_ALL_ROOM 1000
+
+/* Whether rounding decides an element: shaken at the rounding level, the
+ * inputs and parameters move it by more than the tolerance, relatively
+ * (by more than 80 times the shake: a sum that cancels to rounding noise, a
+ * step of Adam taken from such a gradient, a tie between two maxima). */
+static bool rounding_decides(double r, double s, double tol)
+{
+    return isfinite(r) && isfinite(s) && fabs(s - r) > tol * fabs(r);
+}
+
+/* The largest magnitude, on either run, of the elements rounding decides;
+ * *all: whether it decides most of them, and so the tensor as a whole (a
+ * gradient that is 0 in theory: an element of it that the shake happens to
+ * move little is as much rounding as the others). */
+static double rounding_noise(const cpu_tensor *ref, const cpu_tensor *shaken, double tol, bool *all)
+{
+    double noise = 0;
+    int64_t decided = 0;
+    for (int64_t j = 0; shaken && j < ref->numel; j++) {
+        double r = cpu_get(ref, j), s = cpu_get(shaken, j);
+        if (!rounding_decides(r, s, tol)) continue;
+        decided++;
+        noise = fmax(noise, fmax(fabs(r), fabs(s)));
+    }
+    *all = decided * 2 > ref->numel;
+    if (*all)
+        for (int64_t j = 0; j < ref->numel; j++) noise = fmax(noise, fmax(fabs(cpu_get(ref, j)), fabs(cpu_get(shaken, j))));
+    return noise;
+}
+
 /* Compare one value (an output, a new parameter); prints the first mismatches.
- * slack > 0 (a parameter's update): an element off by more than the
- * tolerance but by no more than slack is ill-conditioned, not wrong, while
- * there are few of them: Adam's first step moves an element by about lr
- * whatever its gradient's size, so a gradient that cancels to ~1e-8 on one
- * side and not on the other (summation order) moves it by lr there and not
- * here. Such elements, at most one in 10000, stay out of the relative error;
- * a wrong kernel moves many more. */
+ * shaken (NULL: none) is its value from the shaken inputs and parameters:
+ * an element rounding decides (a gradient that is 0 in theory holds the
+ * rounding of either side's sums, the GPU's larger than the executor's
+ * where it adds in another order) stays out of the relative error, which
+ * measures the others against their own norm, and may differ by up to
+ * NOISE_ROOM times the largest such element (NOISE_ALL_ROOM where rounding
+ * decides the tensor as a whole, and the tolerance's floor for elements of
+ * size 1 is no floor there: a wrong element of a zero gradient stands out).
+ * slack > 0 (a weight's update, update_slack): an element off by more than
+ * the tolerance but by no more than slack is ill-conditioned, not wrong,
+ * while there are few of them: Adam's first step moves an element by about
+ * lr whatever its gradient's size, so a gradient that cancels to ~1e-8 on
+ * one side and not on the other (summation order) moves it by lr there and
+ * not here, and the shaken run can move it by lr the same way. Such
+ * elements, at most one in 10000, stay out of the relative error; a wrong
+ * kernel moves many more, and the optimizer's states, compared with no
+ * slack, show a wrong element of the gradient. */
 static int compare(const gpu_check_opts *o, const ir_graph *g, ir_value value, const char *what, const cpu_tensor *ref,
-                   const unsigned char *got, double slack)
+                   const cpu_tensor *shaken, const unsigned char *got, double slack)
 {
     const ir_node *n = &g->nodes[value];
     double tol = tolerance(coarsest_upstream(g, value), n->op), num = 0, den = 0;
+    if (!dtype_is_float(n->dtype) || (shaken && shaken->numel != ref->numel)) shaken = NULL;
+    bool all_noise = false;
+    double noise_size = rounding_noise(ref, shaken, tol, &all_noise);
+    double room = (all_noise ? NOISE_ALL_ROOM : NOISE_ROOM) * noise_size;
     int bad = 0;
     int64_t loose = 0, most_loose = ref->numel / 10000 > 1 ? ref->numel / 10000 : 1;
     for (int64_t j = 0; j < ref->numel; j++) {
@@ -64,14 +119,15 @@ static int compare(const gpu_check_opts *o, const ir_graph *g, ir_value value, c
         bool nan_ok = isnan(r) && isnan(v);
         bool inf_ok = isinf(r) && r == v;
         if (nan_ok || inf_ok) continue;
+        bool noise = shaken && (all_noise || rounding_decides(r, cpu_get(shaken, j), tol));
         bool elem_bad = isnan(v) || isinf(v) != isinf(r) ||
-                        (dtype_is_float(n->dtype) ? fabs(v - r) > tol * (1.0 + fabs(r)) * 4 : v != r);
+                        (dtype_is_float(n->dtype) ? fabs(v - r) > fmax(all_noise ? 0 : tol * (1.0 + fabs(r)) * 4, noise ? room : 0) : v != r);
         if (elem_bad && fabs(v - r) <= slack && loose < most_loose) {
             loose++;
             continue;
         }
         if (elem_bad && bad++ < 5) fprintf(stderr, "  %s %s[%lld]: gpu %.9g, cpu %.9g\n", o->name, what, (long long)j, v, r);
-        if (!isnan(v) && !isinf(r)) num += (v - r) * (v - r), den += r * r;
+        if (!isnan(v) && !isinf(r) && !noise) num += (v - r) * (v - r), den += r * r;
     }
     double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     if (dtype_is_float(n->dtype) && rel > tol) {
@@ -79,6 +135,57 @@ static int compare(const gpu_check_opts *o, const ir_graph *g, ir_value value, c
         bad++;
     }
     return bad;
+}
+
+/* The executor's results, and its results again from the inputs and
+ * parameters shaken at the rounding level (SHAKE): what moves between the
+ * two, rounding decides (compare). */
+typedef struct reference {
+    cpu_exec_result exact, shaken;
+    cpu_tensor *inputs, *params;   /* the shaken copies, which shaken's values may borrow */
+} reference;
+
+#define SHAKE 0x1p-22   /* relative: two f32 roundings */
+
+/* copies[i]: t[i] with each float element moved by up to SHAKE, a random
+ * amount; a training step's scalars (@lr...) stay as they are. */
+static cpu_tensor *shaken_copies(const ir_graph *g, const cpu_tensor *t, uint32_t n, bool inputs)
+{
+    cpu_tensor *copies = nc_xcalloc(n + 1, sizeof *copies);
+    for (uint32_t i = 0; i < n; i++) {
+        bool keep = !dtype_is_float(t[i].dtype) || (inputs && g->inputs[i].name[0] == '@');
+        NC_ASSERT(cpu_tensor_alloc(&copies[i], t[i].dtype, t[i].rank, t[i].shape, (int64_t)1 << 34));
+        for (int64_t j = 0; j < t[i].numel; j++) {
+            double u = keep ? 0 : 2.0 * nc_rng_uniform(0x5ca1e, 2000 + i + (inputs ? 0 : n), (uint64_t)j) - 1.0;
+            cpu_set(&copies[i], j, cpu_get(&t[i], j) * (1.0 + SHAKE * u));
+        }
+    }
+    return copies;
+}
+
+static void reference_free(const ir_graph *g, reference *r)
+{
+    if (r->exact.values) cpu_exec_result_free(&r->exact);
+    if (r->shaken.values) cpu_exec_result_free(&r->shaken);
+    for (uint32_t i = 0; r->inputs && i < g->ninputs; i++) cpu_tensor_free(&r->inputs[i]);
+    for (uint32_t i = 0; r->params && i < g->nparams; i++) cpu_tensor_free(&r->params[i]);
+    free(r->inputs);
+    free(r->params);
+    *r = (reference){0};
+}
+
+/* Both runs of the executor; -1 with err, r holding nothing, when one fails. */
+static int reference_run(const ir_graph *g, const int64_t *syms, const cpu_tensor *inputs, const cpu_tensor *params,
+                         bool keep_all, reference *r, char *err, size_t errcap)
+{
+    *r = (reference){.inputs = shaken_copies(g, inputs, g->ninputs, true), .params = shaken_copies(g, params, g->nparams, false)};
+    cpu_exec_opts co = {.syms = syms, .inputs = inputs, .params = params, .keep_all = keep_all};
+    cpu_exec_opts shaken = {.syms = syms, .inputs = r->inputs, .params = r->params, .keep_all = keep_all};
+    if (cpu_exec_run(g, &co, &r->exact, err, errcap) != 0 || cpu_exec_run(g, &shaken, &r->shaken, err, errcap) != 0) {
+        reference_free(g, r);
+        return -1;
+    }
+    return 0;
 }
 
 static void random_tensor(cpu_tensor *t, uint64_t seed, uint64_t stream, int int_range)
@@ -128,11 +235,11 @@ static int stage_all(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs
 
 /* Whether value v on the GPU (read from buffer `from`, where it lives)
  * differs from the executor's: a count of mismatches. */
-static int value_differs(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs, const cpu_exec_result *res, ir_value v,
+static int value_differs(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs, const reference *res, ir_value v,
                          uint32_t from, const char *what, double slack)
 {
     char err[1024];
-    const cpu_tensor *ref = &res->values[v];
+    const cpu_tensor *ref = &res->exact.values[v], *shaken = &res->shaken.values[v];
     size_t bytes = (size_t)ref->numel * dtype_size(ref->dtype);
     unsigned char *got = nc_xmalloc(bytes + 1);
     int fails = 0;
@@ -140,14 +247,14 @@ static int value_differs(const gpu_check_opts *o, const ir_graph *g, gpu_session
         fprintf(stderr, "%s: %s\n", o->name, err);
         fails++;
     } else {
-        fails += compare(o, g, v, what, ref, got, slack);
+        fails += compare(o, g, v, what, ref, shaken->f || shaken->i ? shaken : NULL, got, slack);
     }
     free(got);
     return fails;
 }
 
 /* How many outputs the GPU has that differ from the executor's (or cannot be read). */
-static int outputs_differ(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs, const cpu_exec_result *res)
+static int outputs_differ(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs, const reference *res)
 {
     int fails = 0;
     char what[300];
@@ -158,8 +265,15 @@ static int outputs_differ(const gpu_check_opts *o, const ir_graph *g, gpu_sessio
     return fails;
 }
 
+/* The slack of a parameter's update (compare): a weight's, not an optimizer
+ * state's nor a buffer's. */
+static double update_slack(const ir_graph *g, uint32_t param)
+{
+    return g->params[param].role == IR_ROLE_WEIGHT ? 2.0 * CHECK_LR : 0;
+}
+
 /* After a training step: each parameter's memory holds its update. */
-static int updates_differ(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs, const cpu_exec_result *res)
+static int updates_differ(const gpu_check_opts *o, const ir_graph *g, gpu_session *gs, const reference *res)
 {
     int fails = 0;
     char what[300];
@@ -170,7 +284,7 @@ static int updates_differ(const gpu_check_opts *o, const ir_graph *g, gpu_sessio
             if (g->nodes[v].op == OP_PARAM && g->nodes[v].attr.index == param) node = v;
         if (node == IR_NONE) continue;   /* no node reads it: nothing the step computed */
         snprintf(what, sizeof what, "new %s", g->params[param].decl.name);
-        fails += value_differs(o, g, gs, res, g->updates[i].value, node, what, 2.0 * CHECK_LR);
+        fails += value_differs(o, g, gs, res, g->updates[i].value, node, what, update_slack(g, param));
     }
     return fails;
 }
@@ -287,10 +401,9 @@ static void locate_mismatch(const gpu_check_opts *o, const ir_graph *g, const in
 {
     char err[1024];
     if (o->stage_inputs || upload_values(o, g, gs, inputs, params) != 0 || gpu_poison(gs, err, sizeof err) != 0) return;
-    cpu_exec_result every = {0};   /* each value the step computes, kept */
-    cpu_exec_opts co = {.syms = syms, .inputs = inputs, .params = params, .keep_all = true};
-    if (cpu_exec_run(g, &co, &every, err, sizeof err) != 0) return;
-    const cpu_exec_result *res = &every;
+    reference every;   /* each value the step computes, kept */
+    if (reference_run(g, syms, inputs, params, true, &every, err, sizeof err) != 0) return;
+    const reference *res = &every;
     cg_ctx plan = {.g = g};
     if (o->fuse) cuda_fuse_plan(&plan);
     uint32_t *last_write = nc_xcalloc(g->nnodes + 1, sizeof *last_write), *home = home_buffers(g);
@@ -307,13 +420,14 @@ static void locate_mismatch(const gpu_check_opts *o, const ir_graph *g, const in
         for (uint32_t l = first; l < k && !found; l++)
             for (int j = 0; j < p->steps[l].nbufs && !found; j++) {
                 uint32_t v = p->slot_values ? p->slot_values[l * NRT_MAX_BUFS + j] : p->steps[l].bufs[j];
-                const cpu_tensor *want = &res->values[v];   /* the executor keeps outputs, and values still read */
+                const cpu_tensor *want = &res->exact.values[v];   /* the executor keeps outputs, and values still read */
                 if (!step_writes(&plan, p, l, j) || last_write[v] != l || want->numel == 0 || (!want->f && !want->i)) continue;
                 char what[160];
                 const nc_loc *at = &g->nodes[v].loc;
                 snprintf(what, sizeof what, "%%%u %s (%s:%u)", v, nc_ops[g->nodes[v].op].name,
                          at->file >= 1 && at->file - 1 < g->nfiles ? g->files[at->file - 1] : "?", at->line);
-                if (value_differs(o, g, gs, res, v, home[v], what, home[v] != v ? 2.0 * CHECK_LR : 0) == 0) continue;
+                double slack = home[v] != v ? update_slack(g, g->nodes[home[v]].attr.index) : 0;
+                if (value_differs(o, g, gs, res, v, home[v], what, slack) == 0) continue;
                 const nrt_step *s = &p->steps[l];
                 fprintf(stderr, "%s: step by step, the first launch that differs: step %u, %s, computing %%%u %s\n", o->name, l,
                         s->kind == NRT_STEP_KERNEL ? p->kernel_names[s->kernel] : s->kind == NRT_STEP_MATMUL ? "a cuBLASLt matmul" : "a copy",
@@ -325,7 +439,7 @@ static void locate_mismatch(const gpu_check_opts *o, const ir_graph *g, const in
     free(last_write);
     free(home);
     cuda_fuse_free(&plan);
-    cpu_exec_result_free(&every);
+    reference_free(g, &every);
 }
 
 /* A training step's second run starts from the first's new parameters and
@@ -334,7 +448,7 @@ static void locate_mismatch(const gpu_check_opts *o, const ir_graph *g, const in
  * from the GPU's new parameters (its own would differ where Adam's first
  * step turns a gradient's rounding into a sign). */
 static int second_train_step(const gpu_check_opts *o, const ir_graph *g, const int64_t *syms, const nrt_program *p,
-                             gpu_session *gs, cpu_tensor *inputs, cpu_tensor *params, cpu_exec_result *res)
+                             gpu_session *gs, cpu_tensor *inputs, cpu_tensor *params, reference *res)
 {
     char err[1024];
     for (ir_value v = 0; v < g->nnodes; v++) {
@@ -347,9 +461,11 @@ static int second_train_step(const gpu_check_opts *o, const ir_graph *g, const i
         free(buf);
         if (rc != 0) { fprintf(stderr, "%s: %s\n", o->name, err); return 1; }
     }
-    cpu_exec_result_free(res);
-    cpu_exec_opts co = {.syms = syms, .inputs = inputs, .params = params};
-    if (cpu_exec_run(g, &co, res, err, sizeof err) != 0) { fprintf(stderr, "%s: cpu, second step: %s\n", o->name, err); return 1; }
+    reference_free(g, res);
+    if (reference_run(g, syms, inputs, params, false, res, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: cpu, second step: %s\n", o->name, err);
+        return 1;
+    }
     if (gpu_poison(gs, err, sizeof err) != 0 || gpu_launch(gs, err, sizeof err) != 0 || gpu_finish(gs, err, sizeof err) != 0) {
         fprintf(stderr, "%s: gpu, second step: %s\n", o->name, err);
         return 1;
@@ -385,22 +501,24 @@ static int check_new_params(const gpu_check_opts *o, const ir_graph *g, const in
         if (gpu_upload(gs, v, buf, bytes, err, sizeof err) != 0) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; }
         free(buf);
     }
-    cpu_exec_result res = {0};
-    cpu_exec_opts co = {.syms = syms, .inputs = inputs, .params = params};
-    if (!fails && cpu_exec_run(g, &co, &res, err, sizeof err) != 0) { fprintf(stderr, "%s: cpu: %s\n", o->name, err); fails++; }
+    reference res = {0};
+    if (!fails && reference_run(g, syms, inputs, params, false, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: cpu: %s\n", o->name, err);
+        fails++;
+    }
     if (!fails && (gpu_poison(gs, err, sizeof err) != 0 || gpu_run(gs, err, sizeof err) != 0)) {
         fprintf(stderr, "%s: gpu, new parameters: %s\n", o->name, err);
         fails++;
     }
     if (!fails) fails += outputs_differ(o, g, gs, &res);
-    if (res.values) cpu_exec_result_free(&res);
+    reference_free(g, &res);
     return fails;
 }
 
 /* gpu_profile times every launch: each launch's first step gets a time,
  * the other steps of a batch none; the launches one by one compute what
  * the graph did (a forward pass's outputs, checked again). */
-static int check_profile(const gpu_check_opts *o, const ir_graph *g, const nrt_program *p, gpu_session *gs, const cpu_exec_result *res)
+static int check_profile(const gpu_check_opts *o, const ir_graph *g, const nrt_program *p, gpu_session *gs, const reference *res)
 {
     char err[1024];
     double *t = nc_xcalloc(p->nsteps + 1, sizeof *t), total = 0;
@@ -450,6 +568,27 @@ static const void *mock_last_image(void)
     return image;
 }
 
+/* o->wrong_from: the kernel made wrong, in *source (which it replaces);
+ * false where the text is not there. */
+static bool make_wrong(const gpu_check_opts *o, char **source)
+{
+    const char *after = o->wrong_after ? strstr(*source, o->wrong_after) : *source;
+    const char *at = after ? strstr(after, o->wrong_from) : NULL;
+    if (!at) {
+        fprintf(stderr, "%s: the CUDA source has no '%s' after '%s' to make wrong\n", o->name, o->wrong_from,
+                o->wrong_after ? o->wrong_after : "its start");
+        return false;
+    }
+    size_t head = (size_t)(at - *source), from = strlen(o->wrong_from), to = strlen(o->wrong_to), all = strlen(*source);
+    char *wrong = nc_xmalloc(all - from + to + 1);
+    memcpy(wrong, *source, head);
+    memcpy(wrong + head, o->wrong_to, to);
+    memcpy(wrong + head + to, at + from, all - head - from + 1);
+    free(*source);
+    *source = wrong;
+    return true;
+}
+
 int gpu_check(const gpu_check_opts *o)
 {
     char why[256], err[2048];
@@ -470,10 +609,11 @@ int gpu_check(const gpu_check_opts *o)
     char *log = NULL;
     gpu_session *gs = NULL;
     cpu_tensor *inputs = nc_xcalloc(g->ninputs + 1, sizeof *inputs), *params = nc_xcalloc(g->nparams + 1, sizeof *params);
-    cpu_exec_result res = {0};
+    reference res = {0};
     int64_t syms[NC_MAX_SYMS] = {0};
     if (!cuda_emit_program_ex(g, o->fuse, &m.program, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->name, err); fails++; goto out; }
     /* NETC_GPU_ARCH: the image of the cases that name none (compute_90: NETC_PDL launches early only into sm_90 images) */
+    if (o->wrong_from && !make_wrong(o, &m.program.source)) { fails++; goto out; }
     const char *arch_env = getenv("NETC_GPU_ARCH"), *arch = o->arch ? o->arch : arch_env && *arch_env ? arch_env : "compute_80";
     if (!nvrtc_compile(m.program.source, arch, &img, &log)) { fprintf(stderr, "%s: %s\n", o->name, log); fails++; goto out; }
     nrt_image mi = {.is_ptx = img.is_ptx, .data = img.data, .size = img.size};
@@ -533,8 +673,11 @@ int gpu_check(const gpu_check_opts *o)
         if (param_init(g, i, o->seed, &params[i], err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); fails++; goto sess_out; }
     fails += upload_values(o, g, gs, inputs, params);
     if (o->stage_inputs && stage_all(o, g, gs, inputs) != 0) fails++;
-    cpu_exec_opts co = {.syms = syms, .inputs = inputs, .params = params};
-    if (cpu_exec_run(g, &co, &res, err, sizeof err) != 0) { fprintf(stderr, "%s: cpu: %s\n", o->name, err); fails++; goto sess_out; }
+    if (reference_run(g, syms, inputs, params, false, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: cpu: %s\n", o->name, err);
+        fails++;
+        goto sess_out;
+    }
     int runs = o->use_graph && !o->train_step ? 3 : 1;
     for (int run = 0; run < runs && !fails; run++) {
         if ((o->stage_inputs && poison_inputs(g, gs, inputs, err, sizeof err) != 0) || gpu_poison(gs, err, sizeof err) != 0 ||
@@ -564,7 +707,7 @@ img_out:
     nvrtc_image_free(&img);
 out:
     free(log);
-    if (res.values) cpu_exec_result_free(&res);
+    reference_free(g, &res);
     for (uint32_t i = 0; i < g->ninputs; i++) cpu_tensor_free(&inputs[i]);
     for (uint32_t i = 0; i < g->nparams; i++) cpu_tensor_free(&params[i]);
     free(inputs);

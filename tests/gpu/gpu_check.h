@@ -40,6 +40,8 @@ typedef struct gpu_check_opts {
     bool skew_param;           /* a test of the checker: the first parameter's first element goes to the GPU one
                                   larger than the executor's, a mismatch that must be reported, with the launch
                                   that first differs */
+    const char *wrong_after, *wrong_from, *wrong_to;   /* a test of the checker: a kernel made wrong, the first
+                                  wrong_from after wrong_after in the emitted CUDA replaced by wrong_to */
 } gpu_check_opts;
 
 /* 0 pass, 1 fail, 77 no GPU. Prints what failed and how to rerun. */

@@ -3,7 +3,8 @@
  * training programs (tests/unit/random_program.h), their new parameters
  * compared too; NETC_RANDOM_PROGRAMS=N[:SEED] runs N of those alone.
  * Exits 77 without a GPU.
- * Then the checker's report of a mismatch it is made to see (mismatch_report).
+ * Then the checker's report of a mismatch it is made to see (mismatch_report),
+ * and of a kernel made wrong where rounding decides its tensor (wrong_kernel_report).
  * NETC_GPU_CASE=name[,name...] runs those cases (random_SEED for a random program),
  * NETC_GPU_SEED=n with another seed. */
 #include "gpu_check.h"
@@ -108,6 +109,38 @@ static const char *spread_norm_source =
     "}\n"
     "train wide {\n  optimizer sgd(lr: 0.1)\n  clip_grad_norm 0.01\n}\n";
 
+/* A convolution's bias before batch norm, which subtracts it again: the
+ * bias's gradient is 0 in theory, rounding noise on either side, and Adam's
+ * first step turns that noise into a step of lr one way or the other. */
+static const char *conv_bias_norm_source =
+    "import nn\n"
+    "model conv_norm(x: f32[B, 6, 6, 3]) -> (logits: f32[B, 4]) {\n"
+    "  norm = nn.batch_norm(nn.conv2d(x, 8, 3, padding: 1))\n"
+    "  return nn.linear(nn.global_avg_pool(relu(norm)), 4)\n"
+    "}\n"
+    "train conv_norm(labels: i32[B]) {\n"
+    "  loss = cross_entropy(logits, labels)\n"
+    "  optimizer adam(lr: 0.01)\n"
+    "}\n";
+
+/* Runs o with stderr caught into text (cap bytes): gpu_check's exit. */
+static int check_quietly(const gpu_check_opts *o, char *text, size_t cap)
+{
+    FILE *log = tmpfile();
+    int saved = dup(2);
+    if (!log || saved < 0) { perror(o->name); return 1; }
+    fflush(stderr);
+    dup2(fileno(log), 2);
+    int rc = gpu_check(o);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    size_t n = (rewind(log), fread(text, 1, cap - 1, log));
+    text[n] = 0;
+    fclose(log);
+    return rc;
+}
+
 /* The checker's own report of a mismatch: batch_norm's training step with
  * its first parameter's first element one larger on the GPU (skew_param)
  * must fail, and say step by step which launch first differs. Its running
@@ -121,23 +154,36 @@ static int check_mismatch_report(void)
     gpu_check_opts o = {.name = "mismatch_report", .path = NETC_SOURCE_DIR "/tests/gpu/batch_norm.net", .dim_names = b,
                         .dim_values = v, .ndims = 1, .int_range = 4, .use_graph = true, .train_step = true, .fuse = true,
                         .check_updates = true, .seed = 65, .skew_param = true};
-    FILE *log = tmpfile();
-    int saved = dup(2);
-    if (!log || saved < 0) { perror("mismatch_report"); return 1; }
-    fflush(stderr);
-    dup2(fileno(log), 2);
-    int rc = gpu_check(&o);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
     char text[16384];
-    size_t n = (rewind(log), fread(text, 1, sizeof text - 1, log));
-    text[n] = 0;
-    fclose(log);
+    int rc = check_quietly(&o, text, sizeof text);
     if (rc == 77) return 77;
     bool named = strstr(text, "mismatch_report: step by step, the first launch that differs: step ") != NULL;
     if (rc == 1 && named && !strstr(text, "expected ")) return 0;
     fprintf(stderr, "FAIL mismatch_report: a parameter made to differ on the GPU gave exit %d and this report:\n%s", rc, text);
+    return 1;
+}
+
+/* The checker against a wrong kernel where rounding decides the tensor: the
+ * conv's bias gradient (conv_bias_norm_train's, rounding noise on either
+ * side) with one element's sum a term off must still fail, the sum's
+ * launch named (the noise let through must not let that through). Returns 1
+ * when it passes or the report is not that, 77 without a GPU. */
+static int check_wrong_kernel(void)
+{
+    const char *b[] = {"B"};
+    const int64_t v[] = {3};
+    gpu_check_opts o = {.name = "wrong_kernel_report", .source = conv_bias_norm_source, .dim_names = b, .dim_values = v,
+                        .ndims = 1, .int_range = 4, .use_graph = true, .train_step = true, .fuse = true,
+                        .check_updates = true, .seed = 75, .wrong_after = "(nn.net:184)",
+                        .wrong_from = "if (lane == 0) nc_st(y, o, acc);",
+                        .wrong_to = "if (lane == 0) nc_st(y, o, o == 3 ? acc + nc_ld(x, 3) : acc);"};
+    char text[16384];
+    int rc = check_quietly(&o, text, sizeof text);
+    if (rc == 77) return 77;
+    if (rc == 1 && strstr(text, "wrong_kernel_report: step by step, the first launch that differs: ") && strstr(text, " sum\n"))
+        return 0;
+    fprintf(stderr, "FAIL wrong_kernel_report: a conv's bias gradient made wrong in one element gave exit %d and this report:\n%s",
+            rc, text);
     return 1;
 }
 
@@ -264,6 +310,13 @@ int main(void)
            blocks' order), the norm and the clipped updates as on the CPU */
         {.name = "spread_norm_train_same_bits", .source = spread_norm_source, .dim_names = b64, .dim_values = v5, .ndims = 1,
          .use_graph = true, .train_step = true, .fuse = true, .check_updates = true, .same_bits = true},
+        /* a residual network's step: each convolution's bias is followed by batch norm, which
+           subtracts it again, so its gradient is 0 but for rounding on either side */
+        {.name = "fashion_resnet_train", .path = NETC_SOURCE_DIR "/examples/fashion_resnet.net", .dim_names = b64,
+         .dim_values = v2, .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true,
+         .check_updates = true},
+        {.name = "conv_bias_norm_train", .source = conv_bias_norm_source, .dim_names = b64, .dim_values = v3, .ndims = 1,
+         .int_range = 4, .use_graph = true, .train_step = true, .fuse = true, .check_updates = true},
     };
     const char *only = getenv("NETC_GPU_CASE"), *seed_env = getenv("NETC_GPU_SEED");
     int fails = 0, runs = 0;
@@ -282,6 +335,13 @@ int main(void)
         if (mrc == 77) { printf("no GPU: skipped\n"); return 77; }
         if (mrc) fails++;
         else printf("ok mismatch_report\n");
+    }
+    if (selected(only, "wrong_kernel_report") && !getenv("NETC_RANDOM_PROGRAMS")) {
+        runs++;
+        int wrc = check_wrong_kernel();
+        if (wrc == 77) { printf("no GPU: skipped\n"); return 77; }
+        if (wrc) fails++;
+        else printf("ok wrong_kernel_report\n");
     }
     int rc = check_random_programs(only, seed_env, &runs, &fails);
     if (rc == 77) { printf("no GPU: skipped\n"); return 77; }
