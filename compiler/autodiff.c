@@ -55,6 +55,7 @@ static ir_value build(ad_ctx *c, ir_node proto, const ir_value *args, int n)
     tc_error e;
     if (!ir_build(c->g, &proto, args, (uint16_t)n, &out, &e)) {
         snprintf(c->err, c->errcap, "autodiff: building %s: %s", nc_ops[proto.op].name, e.msg);
+        tc_error_free(&e);
         c->failed = true;
         return IR_NONE;
     }

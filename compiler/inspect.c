@@ -354,12 +354,15 @@ static int64_t first_refusal(const ir_graph *g, const int64_t *syms, tc_error *e
 #define INSPECT_MAX_DEFAULT 1024
 static bool bind_defaults(const ir_graph *g, int64_t *syms, const bool *defaulted, bool *raised, tc_error *bad)
 {
-    tc_error e;
+    tc_error e = {0};
     int64_t at = first_refusal(g, syms, bad);
     for (uint32_t k = 0; k < g->nsyms && at >= 0; k++) {
         if (!defaulted[k]) continue;
         int64_t moved = at;
-        for (syms[k] = 2; syms[k] <= INSPECT_MAX_DEFAULT && moved == at; syms[k]++) moved = first_refusal(g, syms, &e);
+        for (syms[k] = 2; syms[k] <= INSPECT_MAX_DEFAULT && moved == at; syms[k]++) {
+            moved = first_refusal(g, syms, &e);
+            tc_error_free(&e);
+        }
         if (moved == at) { syms[k] = 1; continue; }
         syms[k]--;
         raised[k] = true;
@@ -415,7 +418,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
             module_data_free(&m);
             return 2;
         }
-    tc_error bad;   /* a binding a session refuses has no numbers to show */
+    tc_error bad = {0};   /* a binding a session refuses has no numbers to show */
     bool raised[NC_MAX_SYMS] = {0};
     if (!bind_defaults(g, syms, sym_defaulted, raised, &bad)) {
         char names[256] = "";
@@ -431,11 +434,13 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         else fprintf(stderr, "netc: a session refuses this binding: %s\n", bad.msg);
         if (bad.hint[0]) fprintf(stderr, "  hint: %s\n", bad.hint);
         if (first) fprintf(stderr, "  hint: give the sizes to inspect with --dim (--dim %s=N)\n", first);
+        tc_error_free(&bad);
         module_data_free(&m);
         return 1;
     }
     char note[768];
     defaults_note(g, syms, raised, &bad, note, sizeof note);
+    tc_error_free(&bad);
     memplan_result plan;
     memplan_buf *b = program_plan_memory(g, &m.program, syms, &plan, err, sizeof err);
     if (!b) {

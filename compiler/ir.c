@@ -438,6 +438,7 @@ static int verify_node(const ir_graph *g, ir_value v, FILE *err)
     tc_error e;
     if (!tc_infer((ir_graph *)g, &chk, a, &e)) {
         VFAIL("%%%u (%s): %s", v, nc_ops[n->op].name, e.msg);
+        tc_error_free(&e);
     } else if (chk.dtype != n->dtype || chk.rank != n->rank ||
                memcmp(chk.shape, n->shape, n->rank * sizeof(uint32_t)) != 0) {
         VFAIL("%%%u (%s): stored type differs from the inferred one", v, nc_ops[n->op].name);

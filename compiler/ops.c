@@ -39,11 +39,39 @@ int op_optional_operands(nc_op op) { return strstr(nc_ops[op].kwargs, ":operand=
 /* ------------------------------------------------------------------ */
 /* error reporting for rules                                           */
 
+/* tc_error's msg and hint when empty: never freed. */
+static char tc_none[1];
+
+void tc_error_free(tc_error *e)
+{
+    if (e->msg && e->msg != tc_none) free(e->msg);
+    if (e->hint && e->hint != tc_none) free(e->hint);
+    e->msg = e->hint = tc_none;
+}
+
+static void tc_error_start(tc_error *e)
+{
+    *e = (tc_error){.msg = tc_none, .hint = tc_none, .arg = -1};
+}
+
+/* *field (msg or hint) replaced by the text fmt writes, at its length. */
+static void set_text(char **field, const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *text = n > 0 ? nc_xmalloc((size_t)n + 1) : tc_none;
+    if (n > 0) vsnprintf(text, (size_t)n + 1, fmt, again);
+    va_end(again);
+    if (*field && *field != tc_none) free(*field);
+    *field = text;
+}
+
 static bool fail(tc_error *e, int arg, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    set_text(&e->msg, fmt, ap);
     va_end(ap);
     e->arg = arg;
     e->attr = NULL;
@@ -56,7 +84,7 @@ static bool fail_attr(tc_error *e, const char *field, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    set_text(&e->msg, fmt, ap);
     va_end(ap);
     e->arg = -1;
     e->attr = field;
@@ -84,7 +112,7 @@ static void hint(tc_error *e, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->hint, sizeof e->hint, fmt, ap);
+    set_text(&e->hint, fmt, ap);
     va_end(ap);
 }
 
@@ -598,7 +626,10 @@ static void flatten_hint(ir_graph *g, const ir_node *x, const ir_node *n, tc_err
     if (x->rank < 3 || n->rank != 2 || x->shape[0] != n->shape[0]) return;
     dim_expr rest;
     tc_error scratch;   /* a failure here must not replace the error being reported */
-    if (!numel_dim(g, (uint8_t)(x->rank - 1), x->shape + 1, NULL, &rest, &scratch)) return;
+    tc_error_start(&scratch);
+    bool counted = numel_dim(g, (uint8_t)(x->rank - 1), x->shape + 1, NULL, &rest, &scratch);
+    tc_error_free(&scratch);
+    if (!counted) return;
     char lead[64], count[64];
     ir_dim_format(g, x->shape[0], lead, sizeof lead);
     ir_dim_format(g, ir_dim_intern(g, &rest), count, sizeof count);
@@ -942,9 +973,10 @@ static binding_rule *const binding_rules[OP_COUNT] = {
 
 bool tc_check_binding(const ir_graph *g, const ir_node *n, const int64_t *syms, tc_error *e)
 {
-    memset(e, 0, sizeof *e);
-    e->arg = -1;
-    return !binding_rules[n->op] || binding_rules[n->op](g, n, syms, e);
+    tc_error_start(e);
+    bool ok = !binding_rules[n->op] || binding_rules[n->op](g, n, syms, e);
+    if (ok) tc_error_free(e);
+    return ok;
 }
 
 /* "nn.net:315" */
@@ -955,26 +987,58 @@ static void loc_text(const ir_graph *g, nc_loc loc, char *out, size_t cap)
     snprintf(out, cap, "%s:%u", base ? base : "?", loc.line);
 }
 
+/* A text at its length: write(g, what, syms, ...) into a buffer grown until
+ * it holds all of it (the functions of ir.h cut what does not fit). */
+typedef void text_writer(const ir_graph *g, const void *what, const int64_t *syms, char *out, size_t cap);
+
+static char *whole_text(text_writer *write, const ir_graph *g, const void *what, const int64_t *syms)
+{
+    for (size_t cap = 256;; cap *= 2) {
+        char *text = nc_xmalloc(cap);
+        write(g, what, syms, text, cap);
+        if (strlen(text) + 1 < cap) return text;
+        free(text);
+    }
+}
+
+static void write_require_text(const ir_graph *g, const void *text, const int64_t *syms, char *out, size_t cap)
+{
+    ir_require_text(g, text, syms, out, cap);
+}
+
+static void write_syms(const ir_graph *g, const void *unused, const int64_t *syms, char *out, size_t cap)
+{
+    ir_syms_format(g, syms, out, cap);
+}
+
+static void write_dim(const ir_graph *g, const void *dim, const int64_t *unused, char *out, size_t cap)
+{
+    ir_dim_format(g, *(const uint32_t *)dim, out, cap);
+}
+
 bool tc_check_requires(const ir_graph *g, const int64_t *syms, tc_error *e)
 {
-    memset(e, 0, sizeof *e);
-    e->arg = -1;
+    tc_error_start(e);
     for (uint32_t i = 0; i < g->nrequires; i++) {
         const ir_require *q = &g->requires[i];
         if (ir_require_holds(g, q, syms)) continue;
-        char a[96], b[96], at[64], site[96] = "", sizes[256] = "", text[512];
-        ir_dim_format(g, q->lhs, a, sizeof a);
-        ir_dim_format(g, q->rhs, b, sizeof b);
+        char at[64], site[96] = "";
         loc_text(g, q->loc, at, sizeof at);
         if (q->site.line) {
             char s[64];
             loc_text(g, q->site, s, sizeof s);
             snprintf(site, sizeof site, " (in the call at %s)", s);
         }
-        ir_syms_format(g, syms, sizes, sizeof sizes);
-        ir_require_text(g, q->message, syms, text, sizeof text);
+        char *a = whole_text(write_dim, g, &q->lhs, syms), *b = whole_text(write_dim, g, &q->rhs, syms);
+        char *sizes = whole_text(write_syms, g, NULL, syms), *text = whole_text(write_require_text, g, q->message, syms);
         fail(e, -1, "the require at %s%s fails at %s, where %s %s %s is false: %s", at, site, sizes, a, ir_cmp_text(q->cmp), b, text);
-        ir_require_text(g, q->hint, syms, e->hint, sizeof e->hint);
+        char *hint_text = whole_text(write_require_text, g, q->hint, syms);
+        if (hint_text[0]) hint(e, "%s", hint_text);
+        free(hint_text);
+        free(text);
+        free(sizes);
+        free(b);
+        free(a);
         return false;
     }
     return true;
@@ -1067,8 +1131,7 @@ static bool widen_result(ir_node *n, tc_error *e)
 
 bool tc_infer(ir_graph *g, ir_node *n, const ir_value *args, tc_error *e)
 {
-    memset(e, 0, sizeof *e);
-    e->arg = -1;
+    tc_error_start(e);
     int want = nc_ops[n->op].nargs;
     /* a random op's training step (ir_step_slot): an i32 scalar after its
      * own operands, which the op's rules below do not see */
@@ -1089,6 +1152,7 @@ bool tc_infer(ir_graph *g, ir_node *n, const ir_value *args, tc_error *e)
     n->nargs = all;
     if (e->attr && !spec_has_field(nc_ops[n->op].kwargs, e->attr))
         NC_BUG("%s: a rule names attribute '%s', which its kwargs in ops.def do not fill", nc_ops[n->op].name, e->attr);
+    if (ok) tc_error_free(e);   /* a rule that tried one way and then another leaves nothing behind */
     return ok;
 }
 
@@ -1111,6 +1175,7 @@ ir_value irb_node(ir_builder *b, ir_node proto, const ir_value *args, int nargs)
     tc_error e;
     if (!ir_build(b->g, &proto, args, (uint16_t)nargs, &out, &e)) {
         snprintf(b->err, b->errcap, "%s: %s", b->who, e.msg);
+        tc_error_free(&e);
         b->failed = true;
         return IR_NONE;
     }

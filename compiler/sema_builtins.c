@@ -437,6 +437,7 @@ sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_loc
         nc_loc at = rule_error_loc(&e, n, arg_locs, attrs, proto->loc);
         const char *lib = library_mix_hint(c, args, n, at);
         sema_err(c, at, lib ? lib : e.hint[0] ? e.hint : NULL, "%s", e.msg);
+        tc_error_free(&e);
         return sv_error();
     }
     if (proto->op == OP_CAST) cast_body_set(c, out);   /* cast(x, to: bf16) is as explicit as bf16(x) */
@@ -881,6 +882,7 @@ sv sema_dim_tensor(sema_ctx *c, uint32_t dim, nc_dtype t, nc_loc loc)
     return sv_tensor(c, out);
 fail:
     sema_err(c, loc, NULL, "%s", e.msg);
+    tc_error_free(&e);
     return sv_error();
 }
 
@@ -1063,6 +1065,7 @@ sv sema_cast(sema_ctx *c, sv x, nc_dtype to, nc_loc loc, bool automatic)
     tc_error e;
     if (!ir_build(c->g, &proto, &x.t, 1, &out, &e)) {
         sema_err(c, loc, NULL, "%s", e.msg);
+        tc_error_free(&e);
         return sv_error();
     }
     if (!automatic) cast_body_set(c, out);

@@ -4,15 +4,23 @@
 
 #include "ir.h"
 
+/* A rule's complaint. msg and hint are as long as what is written (a
+ * require's message, its bound shapes and its hint, however long): "" or a
+ * string of the heap, which tc_error_free frees. Every function below
+ * starts e afresh, so free a failed one's before passing it again. */
 typedef struct tc_error {
-    char msg[512];
-    char hint[512];
+    char *msg;
+    char *hint;         /* "": none */
     int arg;            /* operand the problem is about, -1 = the call as a whole */
     const char *attr;   /* else the attribute it is about, as its field in the op's kwargs
                            spec in ops.def ("f", "axes", "lo"...), for sema to point at the
                            argument that set it; NULL = none. On success: the attribute
                            the result's dims come from (fill's shape), if any */
 } tc_error;
+
+/* Frees e's msg and hint, leaving "" (attr and arg stay). A tc_error zeroed
+ * or filled by the functions below, failed or not. */
+void tc_error_free(tc_error *e);
 
 /* Fill n's dtype and shape from its operands and attrs; false with e set if the
  * operands do not fit the op. n->nargs must be set. */

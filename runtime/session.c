@@ -257,8 +257,11 @@ static nrt_status bind_dims(nrt_session *s, const nrt_session_opts *o, nrt_error
     /* ops' limits on the values (a gather's iota past its table) and the
      * model's requires, here, before they turn into a run's index error or inf */
     tc_error e;
-    if (!tc_check_bound_sizes(g, s->syms, &e))
-        return set_err(err, NRT_ERR_ARGUMENT, "%s%s%s", e.msg, e.hint[0] ? "\n  hint: " : "", e.hint);
+    if (!tc_check_bound_sizes(g, s->syms, &e)) {
+        set_err(err, NRT_ERR_ARGUMENT, "%s%s%s", e.msg, e.hint[0] ? "\n  hint: " : "", e.hint);
+        tc_error_free(&e);
+        return NRT_ERR_ARGUMENT;
+    }
     return check_sizes(s, err);
 }
 

@@ -112,6 +112,16 @@ printf 'model m(x: f32[B, 4]) -> f32[B, 4] {\n  require B == 2000, "B is {B}", "
 expect 1 "netc: a session refuses this binding, with B taken as 1 (not given with --dim) and no value up to 1024 of B accepted either: the require at b2000.net:2 fails at B = 1, where B == 2000 is false: B is 1
   hint: give 2000
   hint: give the sizes to inspect with --dim (--dim B=N)" inspect "$tmp/b2000.netm"
+# a require's message past 512 bytes, with its bound shapes and its hint, reaches the user whole
+# (tc_error held 512 bytes: the text, the shapes and the end were cut)
+long_msg=$(printf 'part %d, ' {1..60}) long_hint=$(printf 'step %d, ' {1..30})
+printf 'model m(x: f32[B, 4]) -> f32[B, 4] {\n  require B > 1, "%sx is {x}, the end", "%sthen done"\n  return x * 2.0\n}\n' \
+  "$long_msg" "$long_hint" > "$tmp/long.net"
+"$netc" build "$tmp/long.net" --target '' -o "$tmp/long.netm" 2>/dev/null
+long_want="fails at B = 1, where B > 1 is false: ${long_msg}x is f32[B, 4] = f32[1, 4], the end
+  hint: ${long_hint}then done"
+expect 1 "$long_want" inspect "$tmp/long.netm" --dim B=1
+expect 1 "$long_want" run "$tmp/long.netm" --dim B=1 --random-inputs 1 --device cpu
 # a parameter read only while training (or only by the forward pass) is not "never used" in the
 # build that does not read it: netc build warns of what neither build reads, as netc check does
 for entry in forward train; do

@@ -273,6 +273,7 @@ static void test_one_value_per_channel(void)
                             "batch_norm: training needs more than one value per channel, x is f32[B, 4] = f32[1, 4]") != NULL);
         /* the require's hint travels with it (it was said only where B was known at the build) */
         CHECK(strstr(e.hint, "the running variance is unbiased, over N - 1: train with a batch of 2 or more") != NULL);
+        tc_error_free(&e);
     }
     ir_graph_free(g);
     sym.train_step = false;

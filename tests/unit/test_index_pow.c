@@ -174,9 +174,11 @@ static void run_case(const index_case *c)
     src_free(&src);
 }
 
-/* The binding check of every node at the sizes syms: the first message, or "". */
+/* The binding check of every node at the sizes syms: the first message, or ""
+ * (e's last message freed first). */
 static const char *binding_error(const ir_graph *g, const int64_t *syms, tc_error *e)
 {
+    tc_error_free(e);
     for (ir_value v = 0; v < g->nnodes; v++)
         if (!tc_check_binding(g, &g->nodes[v], syms, e)) return e->msg;
     return "";
@@ -192,7 +194,7 @@ static void run_binding_case(void)
     driver_opts o = {.verify = true};
     ir_graph *g = driver_compile(&src, id, &o, &d);
     if (!g) { failures++; src_free(&src); return; }
-    tc_error e;
+    tc_error e = {0};
     bool ok = true;
     const int64_t fits[2] = {2, 7}, short_axis[2] = {2, 6}, shorter[2] = {2, 3};
     const char *msg = binding_error(g, fits, &e);
@@ -204,6 +206,7 @@ static void run_binding_case(void)
         ok = false, fprintf(stderr, "binding: T = 3: '%s'\n", msg);
     if (ok) printf("ok binding\n");
     else failures++, fprintf(stderr, "FAIL binding (rerun: NETC_INDEX_CASE=binding)\n");
+    tc_error_free(&e);
     ir_graph_free(g);
     src_free(&src);
 }

@@ -167,6 +167,7 @@ int main(int argc, char **argv)
             CHECK(!tc_check_requires(r.graph, (const int64_t[]){8, 1025}, &e));
             CHECK(strstr(e.msg, "fails at B = 8, T = 1025, where T <= 1024 is false: T is at most 1024, x is f32[B, T] = f32[8, 1025]") != NULL);
             CHECK(!strcmp(e.hint, "cut the text into windows"));
+            tc_error_free(&e);
         }
         module_data_free(&r);
     }

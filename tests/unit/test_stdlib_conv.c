@@ -399,6 +399,7 @@ static void check_size_values(void)
         if (!tc_check_binding(g, &g->nodes[v], big, &e)) {
             refused++;
             CHECK(strstr(e.msg, "too large for the i32 value") != NULL);
+            tc_error_free(&e);
         }
     }
     CHECK(refused == 1);
