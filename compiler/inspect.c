@@ -349,13 +349,26 @@ static int64_t first_refusal(const ir_graph *g, const int64_t *syms, tc_error *e
 /* Dims not given with --dim are taken as 1, unless a session refuses that
  * binding (batch norm's N > 1 in a training step): then each such dim in
  * turn goes to the least value up to INSPECT_MAX_DEFAULT that gets past the
- * refusal, so that the report is of a step a session runs. false, with the
- * first refusal in bad, where that ends in one still. */
+ * refusal, so that the report is of a step a session runs; where that ends
+ * in a refusal still (T > 1 and B > T: T's 2 leaves B > T, and B was tried
+ * alone before; B * T > 1024), search_together tries them together. */
 #define INSPECT_MAX_DEFAULT 1024
-static bool bind_defaults(const ir_graph *g, int64_t *syms, const bool *defaulted, bool *raised, tc_error *bad)
+#define INSPECT_SEARCH_BINDINGS 16384   /* bindings search_together tries dim by dim, before only equal values */
+
+/* Whether a session accepts the binding syms. */
+static bool accepted(const ir_graph *g, const int64_t *syms)
 {
     tc_error e = {0};
-    int64_t at = first_refusal(g, syms, bad);
+    bool ok = first_refusal(g, syms, &e) < 0;
+    tc_error_free(&e);
+    return ok;
+}
+
+/* Each defaulted dim in turn raised alone while that moves the first
+ * refusal (at): the first refusal left, -1 for none. */
+static int64_t raise_one_by_one(const ir_graph *g, int64_t *syms, const bool *defaulted, int64_t at)
+{
+    tc_error e = {0};
     for (uint32_t k = 0; k < g->nsyms && at >= 0; k++) {
         if (!defaulted[k]) continue;
         int64_t moved = at;
@@ -365,10 +378,79 @@ static bool bind_defaults(const ir_graph *g, int64_t *syms, const bool *defaulte
         }
         if (moved == at) { syms[k] = 1; continue; }
         syms[k]--;
-        raised[k] = true;
         at = moved;
     }
-    return at < 0;
+    return at;
+}
+
+/* The bindings of the dims ks[0..n) to values up to top with one at top,
+ * the first dim slowest: true at the first accepted, in syms. */
+static bool search_shell(const ir_graph *g, int64_t *syms, const uint32_t *ks, uint32_t n, int64_t top)
+{
+    int64_t v[NC_MAX_SYMS];
+    for (uint32_t i = 0; i < n; i++) v[i] = 1;
+    for (;;) {
+        bool at_top = false;
+        for (uint32_t i = 0; i < n; i++) at_top |= v[i] == top;
+        for (uint32_t i = 0; i < n && at_top; i++) syms[ks[i]] = v[i];
+        if (at_top && accepted(g, syms)) return true;
+        uint32_t i = n;
+        while (i > 0 && v[i - 1] == top) v[--i] = 1;
+        if (i == 0) return false;
+        v[i - 1]++;
+    }
+}
+
+/* How many bindings of n dims to values up to top have one at top (capped
+ * past INSPECT_SEARCH_BINDINGS). */
+static int64_t shell_size(uint32_t n, int64_t top)
+{
+    int64_t all = 1, below = 1;
+    for (uint32_t i = 0; i < n && all <= INSPECT_SEARCH_BINDINGS; i++) all *= top, below *= top - 1;
+    return all <= INSPECT_SEARCH_BINDINGS ? all - below : INSPECT_SEARCH_BINDINGS + 1;
+}
+
+/* The defaulted dims ks[0..n) together: every binding with values up to 2,
+ * then 3..., while INSPECT_SEARCH_BINDINGS lasts, then all of them equal up
+ * to INSPECT_MAX_DEFAULT; the binding found, each dim then lowered to the
+ * least value still accepted, in syms. false (the dims at 1) where none is. */
+static bool search_together(const ir_graph *g, int64_t *syms, const uint32_t *ks, uint32_t n)
+{
+    bool found = false;
+    int64_t top = 2, tried = 0;
+    for (; !found && top <= INSPECT_MAX_DEFAULT && tried + shell_size(n, top) <= INSPECT_SEARCH_BINDINGS; top++) {
+        tried += shell_size(n, top);
+        found = search_shell(g, syms, ks, n, top);
+    }
+    for (; !found && top <= INSPECT_MAX_DEFAULT; top++) {
+        for (uint32_t i = 0; i < n; i++) syms[ks[i]] = top;
+        found = accepted(g, syms);
+    }
+    if (!found) {
+        for (uint32_t i = 0; i < n; i++) syms[ks[i]] = 1;
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t keep = syms[ks[i]];   /* accepted, the dims before it lowered: the search stops there at the latest */
+        for (syms[ks[i]] = 1; syms[ks[i]] < keep && !accepted(g, syms);) syms[ks[i]]++;
+    }
+    return true;
+}
+
+/* syms with the defaulted dims taken as above, raised[k] where dim k is not
+ * 1; false, with the first refusal of all 1s in bad, where no binding tried
+ * is accepted. */
+static bool bind_defaults(const ir_graph *g, int64_t *syms, const bool *defaulted, bool *raised, tc_error *bad)
+{
+    int64_t at = first_refusal(g, syms, bad);
+    if (at >= 0 && raise_one_by_one(g, syms, defaulted, at) >= 0) {
+        uint32_t ks[NC_MAX_SYMS], n = 0;
+        for (uint32_t k = 0; k < g->nsyms; k++)
+            if (defaulted[k]) syms[k] = 1, ks[n++] = k;
+        if (n == 0 || !search_together(g, syms, ks, n)) return false;
+    }
+    for (uint32_t k = 0; k < g->nsyms; k++) raised[k] = defaulted[k] && syms[k] != 1;
+    return true;
 }
 
 /* "(... taken as 1, but B as 2, the least a session accepts: the require at ...)" */

@@ -122,6 +122,19 @@ long_want="fails at B = 1, where B > 1 is false: ${long_msg}x is f32[B, 4] = f32
   hint: ${long_hint}then done"
 expect 1 "$long_want" inspect "$tmp/long.netm" --dim B=1
 expect 1 "$long_want" run "$tmp/long.netm" --dim B=1 --random-inputs 1 --device cpu
+# dims not given: a binding where no one dim raised alone gets past the refusals is found too (T
+# was raised to 2, then B > T refused it, with B already tried alone and dropped back to 1; B * T
+# > 1024 no dim up to 1024 meets alone), and the dims are named as defaulted
+printf 'model m(x: f32[B, T]) -> f32[B, T] {\n  require T > 1 and B > T, "B is {B}, T is {T}"\n  return x * 2.0\n}\n' > "$tmp/bgt.net"
+printf 'model m(x: f32[B, T]) -> f32[B, T] {\n  require B * T > 1024, "B is {B}, T is {T}"\n  return x * 2.0\n}\n' > "$tmp/bt.net"
+for m in bgt bt; do "$netc" build "$tmp/$m.net" --target '' -o "$tmp/$m.netm" 2>/dev/null; done
+n=$((n + 1))
+bgt=$("$netc" inspect "$tmp/bgt.netm" 2>&1) bgtj=$("$netc" inspect "$tmp/bgt.netm" --json 2>&1 | tr -d ' \n')
+bt=$("$netc" inspect "$tmp/bt.netm" 2>&1) btj=$("$netc" inspect "$tmp/bt.netm" --json 2>&1 | tr -d ' \n')
+[[ $bgt == *"(symbolic dims not bound with --dim are taken as 1, but B as 3, T as 2, the least a session accepts: the require at bgt.net:2 fails at B = 1, T = 1, where T > 1 is false: "* &&
+   $bgtj == *'"dims_taken_as_1":[],"dims_defaulted":{"B":3,"T":2}'* &&
+   $bt == *"taken as 1, but B as 32, T as 33, the least"* && $btj == *'"dims_defaulted":{"B":32,"T":33}'* ]] ||
+  { echo "FAIL: inspect with dims not given that only a pair of values gets past: $bgt $bgtj $bt $btj"; fail=$((fail + 1)); }
 # a parameter read only while training (or only by the forward pass) is not "never used" in the
 # build that does not read it: netc build warns of what neither build reads, as netc check does
 for entry in forward train; do
