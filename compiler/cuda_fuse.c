@@ -72,6 +72,35 @@ static bool same_shape(const ir_node *a, const ir_node *b)
     return a->rank == b->rank && memcmp(a->shape, b->shape, a->rank * sizeof *a->shape) == 0;
 }
 
+/* Each value's readers in order: those of v at at[start[v] .. start[v + 1]). */
+typedef struct reader_index {
+    uint32_t *start;
+    ir_value *at;
+} reader_index;
+
+/* One index serves every planner: nodes keep their places while fusion is
+ * planned. */
+static reader_index index_readers(const ir_graph *g)
+{
+    reader_index ri = {nc_xcalloc(g->nnodes + 2, sizeof *ri.start), NULL};
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++) ri.start[ir_args(g, &g->nodes[u])[i] + 1]++;
+    for (ir_value v = 0; v < g->nnodes; v++) ri.start[v + 1] += ri.start[v];
+    ri.at = nc_xmalloc((ri.start[g->nnodes] + 1) * sizeof *ri.at);
+    uint32_t *fill = nc_xmalloc((g->nnodes + 1) * sizeof *fill);
+    memcpy(fill, ri.start, g->nnodes * sizeof *fill);
+    for (ir_value u = 0; u < g->nnodes; u++)
+        for (int i = 0; i < g->nodes[u].nargs; i++) ri.at[fill[ir_args(g, &g->nodes[u])[i]]++] = u;
+    free(fill);
+    return ri;
+}
+
+static void free_readers(reader_index *ri)
+{
+    free(ri->start);
+    free(ri->at);
+}
+
 /* The buffers of group id over [first, last]: what it loads (outside
  * operands, through broadcasts) in first-use order, then the members read
  * after the group or by an output. Counts both (the lists hold at most cap
@@ -262,20 +291,22 @@ static uint32_t split_off_last(cg_ctx *cg, uint32_t id, ir_value a, const ir_val
  * (through reshapes) reading a before r: a conv's dy, computed by the
  * kernel of its bias gradient's sum, which the conv's products read after
  * it (a pass over dy and a launch fewer). */
-static bool stores_prologue(const cg_ctx *cg, ir_value r, ir_value a)
+static bool stores_prologue(const cg_ctx *cg, const reader_index *ri, ir_value r, ir_value a)
 {
     const ir_graph *g = cg->g;
     if (g->nodes[a].dtype != NC_F32 || cg->escapes[a] || !cuda_reduce_by_columns(cg, r)) return false;
-    for (ir_value u = a + 1, w = ir_args(g, &g->nodes[r])[0]; u < r; u++)
-        for (int i = 0; u != w && i < g->nodes[u].nargs; i++)
-            if (ir_args(g, &g->nodes[u])[i] == a) return false;
+    ir_value w = ir_args(g, &g->nodes[r])[0];
+    /* a's readers from the index, in node order: scanning every node
+     * between a and r for each candidate was quadratic */
+    for (uint32_t j = ri->start[a]; j < ri->start[a + 1] && ri->at[j] < r; j++)
+        if (ri->at[j] != w) return false;
     return true;
 }
 
 /* Reduction r's prologue: the group whose result a is r's operand (through
  * reshapes), stored too (stores_prologue) where others read a. Returns
  * whether it is planned. */
-static bool plan_prologue(cg_ctx *cg, ir_value r, bool stored)
+static bool plan_prologue(cg_ctx *cg, const reader_index *ri, ir_value r, bool stored)
 {
     const ir_graph *g = cg->g;
     const ir_node *rn = &g->nodes[r];
@@ -285,7 +316,7 @@ static bool plan_prologue(cg_ctx *cg, ir_value r, bool stored)
     while (g->nodes[a].op == OP_RESHAPE && users[a] == 1 && !cg->escapes[a] && !cg->group[a]) a = ir_args(g, &g->nodes[a])[0];
     uint32_t id = cg->group[a];
     if (!id || cg->escapes[a] || cg->prologue_of[id] != IR_NONE || (users[a] != 1) != stored) return false;
-    if (stored && (cg->loaded_by_prologue[a] || !stores_prologue(cg, r, a))) return false;
+    if (stored && (cg->loaded_by_prologue[a] || !stores_prologue(cg, ri, r, a))) return false;
     ir_value first, last, in[GROUP_IO_CAP], out[GROUP_IO_CAP];
     int nin, nout;
     group_extent(cg, id, &first, &last);
@@ -315,7 +346,7 @@ static bool plan_prologue(cg_ctx *cg, ir_value r, bool stored)
  * by that sum's kernel in place of a kernel of its own; not one that
  * another prologue loads, whose plain sum joins that prologue's reduction
  * instead (plan_sibling_sums: a batch norm's sum(dy) with sum(dy * xhat)). */
-static void plan_prologues(cg_ctx *cg)
+static void plan_prologues(cg_ctx *cg, const reader_index *ri)
 {
     const ir_graph *g = cg->g;
     uint32_t room = cg->ngroups + (uint32_t)g->nnodes + 1;   /* split_off_last may add groups */
@@ -324,8 +355,8 @@ static void plan_prologues(cg_ctx *cg)
     cg->prologue_stored = nc_xcalloc(room, sizeof *cg->prologue_stored);
     cg->loaded_by_prologue = nc_xcalloc(g->nnodes + 1, sizeof *cg->loaded_by_prologue);
     for (uint32_t k = 0; k < room; k++) cg->prologue_of[k] = IR_NONE;
-    for (ir_value r = 0; r < g->nnodes; r++) plan_prologue(cg, r, false);
-    for (ir_value r = 0; r < g->nnodes; r++) plan_prologue(cg, r, true);
+    for (ir_value r = 0; r < g->nnodes; r++) plan_prologue(cg, ri, r, false);
+    for (ir_value r = 0; r < g->nnodes; r++) plan_prologue(cg, ri, r, true);
     free(cg->loaded_by_prologue);
     cg->loaded_by_prologue = NULL;
 }
@@ -506,31 +537,10 @@ static void plan_widened_sums(cg_ctx *cg)
     }
 }
 
-/* Each value's readers in order: those of v at at[start[v] .. start[v + 1]). */
-typedef struct reader_index {
-    uint32_t *start;
-    ir_value *at;
-} reader_index;
-
-static reader_index index_readers(const ir_graph *g)
-{
-    reader_index ri = {nc_xcalloc(g->nnodes + 2, sizeof *ri.start), NULL};
-    for (ir_value u = 0; u < g->nnodes; u++)
-        for (int i = 0; i < g->nodes[u].nargs; i++) ri.start[ir_args(g, &g->nodes[u])[i] + 1]++;
-    for (ir_value v = 0; v < g->nnodes; v++) ri.start[v + 1] += ri.start[v];
-    ri.at = nc_xmalloc((ri.start[g->nnodes] + 1) * sizeof *ri.at);
-    uint32_t *fill = nc_xmalloc((g->nnodes + 1) * sizeof *fill);
-    memcpy(fill, ri.start, g->nnodes * sizeof *fill);
-    for (ir_value u = 0; u < g->nnodes; u++)
-        for (int i = 0; i < g->nodes[u].nargs; i++) ri.at[fill[ir_args(g, &g->nodes[u])[i]]++] = u;
-    free(fill);
-    return ri;
-}
-
 /* A gradient norm joins its partial sums with concats: one kernel computes
  * all the parts of such a concat, each warp one output, instead of a kernel
  * per sum. */
-static void plan_joined_sums(cg_ctx *cg)
+static void plan_joined_sums(cg_ctx *cg, const reader_index *ri)
 {
     const ir_graph *g = cg->g;
     cg->joined_sums = nc_xcalloc(g->nnodes + 1, sizeof *cg->joined_sums);
@@ -540,7 +550,6 @@ static void plan_joined_sums(cg_ctx *cg)
             for (int i = 0; i < g->nodes[c].nargs; i++) concat_reads[ir_args(g, &g->nodes[c])[i]]++;
     for (ir_value c = 0; c < g->nnodes; c++) cg->joined_sums[c] = joinable_concat(cg, c, concat_reads);
     /* a sum several concats read has no kernel only if every one of them adds it up */
-    reader_index ri = index_readers(g);
     for (bool changed = true; changed;) {
         changed = false;
         for (ir_value c = 0; c < g->nnodes; c++) {
@@ -548,8 +557,8 @@ static void plan_joined_sums(cg_ctx *cg)
             for (int i = 0; i < g->nodes[c].nargs && cg->joined_sums[c]; i++) {
                 ir_value s = ir_args(g, &g->nodes[c])[i];
                 if (cg->readers[s] == 1) continue;
-                for (uint32_t j = ri.start[s]; j < ri.start[s + 1] && cg->joined_sums[c]; j++)
-                    if (!cg->joined_sums[ri.at[j]]) cg->joined_sums[c] = false, changed = true;
+                for (uint32_t j = ri->start[s]; j < ri->start[s + 1] && cg->joined_sums[c]; j++)
+                    if (!cg->joined_sums[ri->at[j]]) cg->joined_sums[c] = false, changed = true;
             }
         }
     }
@@ -562,8 +571,6 @@ static void plan_joined_sums(cg_ctx *cg)
         }
     }
     free(concat_reads);
-    free(ri.start);
-    free(ri.at);
 }
 
 /* The extent of each group in schedule order, with what it loads and
@@ -1186,14 +1193,13 @@ static bool sibling_of(const cg_ctx *cg, ir_value h, uint32_t id, ir_value p, co
  * a batch norm's. Candidates are the readers of the prologue's inputs (an
  * index of readers: every reduction against every other, scanning the nodes
  * between each pair, was quadratic). */
-static void plan_sibling_sums(cg_ctx *cg)
+static void plan_sibling_sums(cg_ctx *cg, const reader_index *ri)
 {
     const ir_graph *g = cg->g;
     cg->sibling_sum = cuda_no_values(g);
     uint32_t *prologue = nc_xcalloc(g->nnodes + 1, sizeof *prologue);   /* each reduction's prologue group */
     for (uint32_t id = 1; id <= cg->ngroups; id++)
         if (cg->prologue_of[id] != IR_NONE) prologue[cg->prologue_of[id]] = id;
-    reader_index ri = index_readers(g);
     for (ir_value h = 0; h < g->nnodes; h++) {
         const ir_node *hn = &g->nodes[h];
         uint32_t id = prologue[h];
@@ -1205,9 +1211,9 @@ static void plan_sibling_sums(cg_ctx *cg)
         group_extent(cg, id, &first, &last);
         group_io(cg, id, first, last, in, &nin, out, &nout);
         for (int k = 0; k < nin; k++)   /* a sibling reads an input of the prologue: the first such */
-            for (uint32_t j = ri.start[in[k]]; j < ri.start[in[k] + 1]; j++) {
-                ir_value u = ri.at[j];
-                if (u != h && (p == IR_NONE || u < p) && sibling_of(cg, h, id, u, prologue, &ri)) p = u;
+            for (uint32_t j = ri->start[in[k]]; j < ri->start[in[k] + 1]; j++) {
+                ir_value u = ri->at[j];
+                if (u != h && (p == IR_NONE || u < p) && sibling_of(cg, h, id, u, prologue, ri)) p = u;
             }
         if (p == IR_NONE) continue;
         ir_value later = p > h ? p : h, earlier = p > h ? h : p;
@@ -1215,8 +1221,6 @@ static void plan_sibling_sums(cg_ctx *cg)
         cg->inlined[earlier] = true;   /* computed by the later one's kernel */
     }
     free(prologue);
-    free(ri.start);
-    free(ri.at);
 }
 
 /* Whether group id's inputs can be loaded in a column total's lane: floats
@@ -1356,15 +1360,17 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_loss_rows(cg);
     plan_round_trips(cg);
     cg->ngroups = id;
-    plan_prologues(cg);
+    reader_index ri = index_readers(g);
+    plan_prologues(cg, &ri);
     plan_sunk_groups(cg);
-    plan_joined_sums(cg);
+    plan_joined_sums(cg, &ri);
     plan_widened_sums(cg);
     plan_scatter_sums(cg);
     plan_group_reads(cg);
     plan_carried_copies(cg);
     plan_kernels(cg);
-    plan_sibling_sums(cg);
+    plan_sibling_sums(cg, &ri);
+    free_readers(&ri);
     plan_epilogues(cg);
 }
 
