@@ -244,7 +244,7 @@ static void plan_delta(cg_ctx *cg, bool *in_delta)
         cg->delta_from[u] = delta_source(cg, u, in_delta);
     }
     for (ir_value v = 0; v < g->nnodes; v++)
-        if (in_delta[v]) cg->inlined[v] = true, cg->group[v] = 0;
+        if (in_delta[v]) cg->inlined[v] = true, cuda_fuse_set_group(cg, v, 0);
 }
 
 /* The backward pass's attention_lse recomputes what the forward kernel

@@ -53,7 +53,11 @@ typedef struct cg_ctx {
     uint32_t nbodies;
     int8_t *stride_only;   /* cuda_batch_launches: whether body k is grid-stride only (0 not yet known, 1, -1) */
     uint32_t nstride_only; /* bodies stride_only covers: the batch kernels it adds are judged afresh */
-    uint32_t *group;       /* fusion: group id of each node (0: alone), NULL when not fusing */
+    uint32_t *group;       /* fusion: group id of each node (0: alone), NULL when not fusing; set by
+                              cuda_fuse_set_group once the extents below exist */
+    ir_value *group_first; /* fusion: each group id's first member (IR_NONE: none) ... */
+    ir_value *group_last;  /* ... and its last, kept as members come and go (cuda_fuse_set_group) */
+    uint32_t group_room;   /* ... for the ids below this */
     bool *inlined;         /* fusion: a scalar fill that every user inlines (no kernel of its own) */
     ir_value *last_use;    /* fusion: the last node reading each value (itself if none) */
     bool *escapes;         /* fusion: read by an output, an update or the loss */
@@ -180,6 +184,8 @@ bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *
 void cuda_fuse_plan(cg_ctx *cg);
 void cuda_fuse_free(cg_ctx *cg);
 bool cuda_fuse_is_member(const cg_ctx *cg, ir_value v);
+/* Moves v into group id (0: out of any group), keeping the groups' extents. */
+void cuda_fuse_set_group(cg_ctx *cg, ir_value v, uint32_t id);
 /* Whether gather v has no kernel: the fused group reading it loads the rows. */
 bool cuda_fuse_gathers(const cg_ctx *cg, ir_value v);
 /* Whether fused values a and b are computed by the same kernel (one group,

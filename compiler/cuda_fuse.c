@@ -101,6 +101,59 @@ static void free_readers(reader_index *ri)
     free(ri->at);
 }
 
+/* Each group's first and last member, kept as members join and leave:
+ * the planners and the emitter ask for a group's extent once or more per
+ * group, and scanning every node each time was quadratic. Indexed once the
+ * groups are formed (index_extents); ids below group_room. */
+static void index_extents(cg_ctx *cg, uint32_t room)
+{
+    cg->group_room = room;
+    cg->group_first = nc_xmalloc(room * sizeof *cg->group_first);
+    cg->group_last = nc_xmalloc(room * sizeof *cg->group_last);
+    for (uint32_t id = 0; id < room; id++) cg->group_first[id] = cg->group_last[id] = IR_NONE;
+    for (ir_value v = 0; v < cg->g->nnodes; v++) {
+        uint32_t id = cg->group[v];
+        NC_ASSERT(id < room);
+        if (id && cg->group_first[id] == IR_NONE) cg->group_first[id] = v;
+        if (id) cg->group_last[id] = v;
+    }
+}
+
+/* v left group id: an end it held moves to the next member inwards. Each
+ * step passes a node that is no longer id's, so members leaving in node
+ * order (a group sunk into another, or moved back) cost their span once. */
+static void shrink_extent(cg_ctx *cg, uint32_t id, ir_value v)
+{
+    ir_value *first = &cg->group_first[id], *last = &cg->group_last[id];
+    if (*first == v && *last == v) {
+        *first = *last = IR_NONE;
+    } else if (*first == v) {   /* *last is still a member: the walk stops there at the latest */
+        while (cg->group[*first] != id) ++*first;
+    } else if (*last == v) {
+        while (cg->group[*last] != id) --*last;
+    }
+}
+
+static void set_group(cg_ctx *cg, ir_value v, uint32_t id)
+{
+    uint32_t was = cg->group[v];
+    cg->group[v] = id;
+    if (!cg->group_first || was == id) return;   /* the groups are being formed: nothing indexed yet */
+    NC_ASSERT(id < cg->group_room);
+    if (id && (cg->group_first[id] == IR_NONE || v < cg->group_first[id])) cg->group_first[id] = v;
+    if (id && (cg->group_last[id] == IR_NONE || v > cg->group_last[id])) cg->group_last[id] = v;
+    if (was) shrink_extent(cg, was, v);
+}
+
+void cuda_fuse_set_group(cg_ctx *cg, ir_value v, uint32_t id) { set_group(cg, v, id); }
+
+static void group_extent(const cg_ctx *cg, uint32_t id, ir_value *first, ir_value *last)
+{
+    NC_ASSERT(id < cg->group_room);
+    *first = cg->group_first[id];
+    *last = cg->group_last[id];
+}
+
 /* The buffers of group id over [first, last]: what it loads (outside
  * operands, through broadcasts) in first-use order, then the members read
  * after the group or by an output. Counts both (the lists hold at most cap
@@ -236,7 +289,6 @@ static void plan_read_through(cg_ctx *cg)
     }
 }
 
-static void group_extent(const cg_ctx *cg, uint32_t id, ir_value *first, ir_value *last);
 static ir_value spread_of(const cg_ctx *cg, ir_value first, ir_value last, uint32_t id, ir_value a);
 
 static bool reduction_with_prologue(nc_op op) { return op == OP_SUM || op == OP_MEAN; }
@@ -279,7 +331,7 @@ static uint32_t split_off_last(cg_ctx *cg, uint32_t id, ir_value a, const ir_val
     if (ok) {
         cg->ngroups++;
         for (ir_value m = first; m <= a; m++)
-            if (part[m]) cg->group[m] = cg->ngroups;
+            if (part[m]) set_group(cg, m, cg->ngroups);
     }
     free(part);
     return ok ? cg->ngroups : 0;
@@ -441,13 +493,13 @@ static void plan_sunk_groups(cg_ctx *cg)
         }
         if (members > CUDA_FUSE_MAX_OPS || copy || !operands_live_at(cg, last_read, id, first, last, hfirst)) continue;
         for (ir_value m = first; m <= last; m++)
-            if (cg->group[m] == id) cg->group[m] = h;
+            if (cg->group[m] == id) set_group(cg, m, h);
         ir_value in[GROUP_IO_CAP], out[GROUP_IO_CAP];
         int nin, nout;
         group_io(cg, h, first, hlast, in, &nin, out, &nout);
         if (nin + nout > NRT_MAX_BUFS) {   /* too many buffers for one kernel: undone */
             for (ir_value m = first; m <= last; m++)
-                if (cg->group[m] == h) cg->group[m] = id;   /* h's own members all come after last */
+                if (cg->group[m] == h) set_group(cg, m, id);   /* h's own members all come after last */
             continue;
         }
         moved[id] = h;
@@ -533,7 +585,7 @@ static void plan_widened_sums(cg_ctx *cg)
         if (cn->op != OP_CAST || cn->dtype != NC_F32 || cg->inlined[c] || cg->absorbed[c]) continue;
         cg->widened_to[r] = c;
         cg->inlined[c] = true;   /* stored by the reduction */
-        cg->group[c] = 0;
+        set_group(cg, c, 0);
     }
 }
 
@@ -732,7 +784,7 @@ static void plan_norm_grad_sums(cg_ctx *cg)
                 !same_shape(on, an))
                 continue;
             cg->sum_to[d] = a;
-            cg->group[a] = 0;
+            set_group(cg, a, 0);
             cg->inlined[a] = true;   /* written by the norm's kernel */
             break;
         }
@@ -838,7 +890,7 @@ static void plan_round_trips(cg_ctx *cg)
         if (wn->op != OP_CAST || wn->dtype != NC_F32 || cg->inlined[wide] || cg->absorbed[wide] || cg->absorbed[narrow]) continue;
         cg->round_trip_to[v] = wide;
         cg->inlined[narrow] = cg->inlined[wide] = true;
-        cg->group[narrow] = cg->group[wide] = 0;
+        set_group(cg, narrow, 0), set_group(cg, wide, 0);
     }
 }
 
@@ -883,9 +935,9 @@ static void plan_scatter_sums(cg_ctx *cg)
         if (o != x && (users[o] != 1 || cg->escapes[o] || (rounds && (users[narrow] != 1 || cg->escapes[narrow])))) continue;
         cg->sum_into[v] = a;
         cg->inlined[w] = cg->inlined[a] = true;   /* no kernels of their own: a is stored by the scatter */
-        cg->group[w] = cg->group[a] = 0;
-        if (o != x) cg->inlined[o] = true, cg->group[o] = 0;
-        if (rounds) cg->inlined[narrow] = true, cg->group[narrow] = 0;
+        set_group(cg, w, 0), set_group(cg, a, 0);
+        if (o != x) cg->inlined[o] = true, set_group(cg, o, 0);
+        if (rounds) cg->inlined[narrow] = true, set_group(cg, narrow, 0);
     }
 }
 
@@ -1155,7 +1207,7 @@ static uint32_t split_independent(cg_ctx *cg, uint32_t ngroups)
         uint32_t part = split[id] ? uf_find(root, v) : 0;
         if (id != prev_group || part != prev_part) next++;
         prev_group = id, prev_part = part;
-        cg->group[v] = next;
+        set_group(cg, v, next);
     }
     free(split);
     free(first);
@@ -1336,19 +1388,20 @@ void cuda_fuse_plan(cg_ctx *cg)
         bool can_fuse = fusable(g, v) && !cg->absorbed[v];
         bool joins = can_fuse && first != IR_NONE && members < CUDA_FUSE_MAX_OPS && same_shape(&g->nodes[first], &g->nodes[v]);
         if (joins) {
-            cg->group[v] = id;
+            set_group(cg, v, id);
             ir_value in[GROUP_IO_CAP], out[GROUP_IO_CAP];
             int nin, nout;
             group_io(cg, id, first, v, in, &nin, out, &nout);
-            if (nin + nout > NRT_MAX_BUFS) cg->group[v] = 0, joins = false;
+            if (nin + nout > NRT_MAX_BUFS) set_group(cg, v, 0), joins = false;
             else members++;
         }
         if (!joins) {
             first = IR_NONE;
-            if (can_fuse) cg->group[v] = ++id, first = v, members = 1;
+            if (can_fuse) set_group(cg, v, ++id), first = v, members = 1;
         }
     }
     id = split_independent(cg, id);
+    index_extents(cg, id + (uint32_t)g->nnodes + 1);   /* split_off_last adds at most a group a node */
     plan_inlined(cg);
     plan_read_through(cg);
     cuda_attention_plan(cg);
@@ -1377,6 +1430,9 @@ void cuda_fuse_plan(cg_ctx *cg)
 void cuda_fuse_free(cg_ctx *cg)
 {
     free(cg->group);
+    free(cg->group_first);
+    free(cg->group_last);
+    cg->group_first = cg->group_last = NULL;
     free(cg->inlined);
     free(cg->last_use);
     free(cg->escapes);
@@ -1465,10 +1521,10 @@ bool cuda_kernel_writes(const cg_ctx *cg, ir_value node, ir_value v)
 
 static bool is_last(const cg_ctx *cg, ir_value v)
 {
+    ir_value first, last;
     if (!cg->group[v]) return false;
-    for (ir_value u = v + 1; u < cg->g->nnodes; u++)
-        if (cg->group[u] == cg->group[v]) return false;
-    return true;
+    group_extent(cg, cg->group[v], &first, &last);
+    return last == v;
 }
 
 /* Registers are numbered by position in the group, not by IR value, so the
@@ -1708,16 +1764,6 @@ static void comment_members(cg_ctx *cg, ir_value first, ir_value last, uint32_t 
 {
     for (ir_value m = first; m <= last; m++)
         if (cg->group[m] == id) cg_printf(&cg->cur_comment, " %%%u %s", m, nc_ops[cg->g->nodes[m].op].name);
-}
-
-static void group_extent(const cg_ctx *cg, uint32_t id, ir_value *first, ir_value *last)
-{
-    *first = *last = IR_NONE;
-    for (ir_value u = 0; u < cg->g->nnodes; u++)
-        if (cg->group[u] == id) {
-            if (*first == IR_NONE) *first = u;
-            *last = u;
-        }
 }
 
 /* Whether input k is the indices of a gather among the inputs. */
