@@ -268,6 +268,99 @@ static int64_t leaf_bytes(const ir_graph *g, ir_value l, const ir_node *c)
     return dtype_size(n->dtype);
 }
 
+/* An expression recomputed_tree walks down from its root: its ops and its
+ * leaves (at most 3 operands an op, so 4 * TREE_MAX leaves are room enough). */
+typedef struct expr_tree {
+    ir_value nodes[TREE_MAX], leaves[4 * TREE_MAX];
+    int nn, nl;
+} expr_tree;
+
+/* Whether c may root a recomputed expression: a float elementwise op of
+ * rank 2 or more, read by several elementwise ops and nothing else (its
+ * readers are what would compute it). A cast stays: it is the widening a
+ * product's readers share (split_widening). */
+static bool tree_root(const ir_graph *g, ir_value c, const uint32_t *uses, const read_counts *r)
+{
+    const ir_node *n = &g->nodes[c];
+    return nc_ops[n->op].category == CAT_ELEMENTWISE && n->op != OP_CAST && dtype_is_float(n->dtype) && n->rank >= 2 &&
+           r->readers[c] >= 2 && uses[c] == r->slots[c] && r->elementwise[c];
+}
+
+/* The queued node with the highest id, swapped into nodes[done]: every
+ * reader of a node comes after it, so when it is taken all its slots in
+ * the tree have been counted (tree_member can tell an inner node). */
+static ir_value take_latest(expr_tree *t, int done)
+{
+    int best = done;
+    for (int k = done + 1; k < t->nn; k++)
+        if (t->nodes[k] > t->nodes[best]) best = k;
+    ir_value v = t->nodes[best];
+    t->nodes[best] = t->nodes[done], t->nodes[done] = v;
+    return v;
+}
+
+/* Queues v's operands not queued yet, counting every slot in tree_slots;
+ * false when the tree would pass TREE_MAX ops (larger expressions stay
+ * stored: their kernels would grow with every reader). */
+static bool queue_operands(const ir_graph *g, ir_value v, uint32_t *tree_slots, expr_tree *t)
+{
+    for (int i = 0; i < g->nodes[v].nargs; i++) {
+        ir_value a = ir_args(g, &g->nodes[v])[i];
+        if (tree_slots[a]++ > 0) continue;
+        if (t->nn == TREE_MAX) return false;
+        t->nodes[t->nn++] = a;
+    }
+    return true;
+}
+
+/* Walks c's expression down by decreasing id into *t, marking in_tree[] its
+ * ops: a queued node read outside the tree is a leaf after all, and leaves
+ * the queue. False when the expression is too large or an op reads a
+ * product (cuBLASLt's epilogue computes that op for no load at all); *t
+ * then still holds every node whose scratch must be cleared. */
+static bool walk_tree(const ir_graph *g, ir_value c, const uint32_t *uses, const read_counts *r, uint32_t *tree_slots,
+                      bool *in_tree, expr_tree *t)
+{
+    t->nodes[0] = c, t->nn = 1, t->nl = 0;
+    for (int done = 0; done < t->nn; done++) {
+        ir_value v = take_latest(t, done);
+        if (v != c && !tree_member(g, v, uses, r, tree_slots)) {
+            t->nodes[done--] = t->nodes[--t->nn];
+            if (t->nl < 4 * TREE_MAX) t->leaves[t->nl++] = v;
+            continue;
+        }
+        if (reads_product(g, v)) return false;
+        in_tree[v] = true;
+        if (!queue_operands(g, v, tree_slots, t)) return false;
+    }
+    return true;
+}
+
+/* Whether each of c's readers loading the tree's leaves moves fewer bytes
+ * an element than one kernel storing c and every reader loading it back. */
+static bool tree_pays(const ir_graph *g, ir_value c, const read_counts *r, const expr_tree *t)
+{
+    const ir_node *n = &g->nodes[c];
+    int64_t load = 0, out = dtype_size(n->dtype), readers = r->readers[c];
+    for (int k = 0; k < t->nl; k++) load += leaf_bytes(g, t->leaves[k], n);
+    return t->nn > 1 && readers * load < load + out + readers * out;
+}
+
+/* Leaves tree_slots all 0 and in_tree as it was for the next root, but for
+ * a tree that pays: its ops stay in_tree and its leaves become leaf[] (the
+ * copies read them more often than counted, so they are not recomputed in
+ * turn). Every leaf and every queued node is an operand of an op still in
+ * t->nodes, so clearing the ops' operands clears all the scratch. */
+static void settle_tree(const ir_graph *g, const expr_tree *t, bool pays, uint32_t *tree_slots, bool *in_tree, bool *leaf)
+{
+    for (int k = 0; k < t->nn; k++) {
+        const ir_node *v = &g->nodes[t->nodes[k]];
+        for (int i = 0; i < v->nargs; i++) tree_slots[ir_args(g, v)[i]] = 0;
+        in_tree[t->nodes[k]] = pays && in_tree[t->nodes[k]];
+    }
+    for (int k = 0; k < t->nl; k++) leaf[t->leaves[k]] |= pays;
+}
+
 /* An elementwise expression c over values in memory (its leaves: values
  * read by more than it, or not elementwise), read by several elementwise
  * ops and nothing else, whose readers all computing it from the leaves
@@ -276,51 +369,15 @@ static int64_t leaf_bytes(const ir_graph *g, ir_value l, const ir_node *c)
  * 2 * (x - mu) * t, read by sum(-dd) and by dx = dd + mean(-dd), is two
  * loads (dy, x) a reader against four bytes stored and loaded per element
  * more. Marks in_tree[] the expression's ops (2 to TREE_MAX), its inner
- * ones read only inside it, and leaf[] its leaves: the copies read them
- * more often than counted, so they are not recomputed in turn. A single
- * sub or mul is split_recomputed's. tree_slots[] is scratch, all 0. */
+ * ones read only inside it, and leaf[] its leaves. A single sub or mul is
+ * split_recomputed's. tree_slots[] is scratch, all 0. */
 static bool recomputed_tree(const ir_graph *g, ir_value c, const uint32_t *uses, const read_counts *r, uint32_t *tree_slots,
                             bool *in_tree, bool *leaf)
 {
-    const ir_node *n = &g->nodes[c];
-    if (nc_ops[n->op].category != CAT_ELEMENTWISE || n->op == OP_CAST || !dtype_is_float(n->dtype) || n->rank < 2 ||
-        r->readers[c] < 2 || uses[c] != r->slots[c] || !r->elementwise[c])
-        return false;
-    ir_value nodes[TREE_MAX], leaves[4 * TREE_MAX];
-    int nn = 1, nl = 0;
-    nodes[0] = c;
-    /* Walk down by decreasing id: every reader of a node comes after it,
-     * so its slots in the tree are all counted when it is reached. */
-    for (int done = 0; done < nn; done++) {
-        int best = done;
-        for (int k = done + 1; k < nn; k++)
-            if (nodes[k] > nodes[best]) best = k;
-        ir_value v = nodes[best];
-        nodes[best] = nodes[done], nodes[done] = v;
-        if (v != c && !tree_member(g, v, uses, r, tree_slots)) {   /* a leaf after all */
-            nodes[done--] = nodes[--nn];
-            if (nl < 4 * TREE_MAX) leaves[nl++] = v;
-            continue;
-        }
-        if (reads_product(g, v)) { nl = -1; break; }
-        in_tree[v] = true;
-        for (int i = 0; i < g->nodes[v].nargs; i++) {
-            ir_value a = ir_args(g, &g->nodes[v])[i];
-            if (tree_slots[a]++ > 0) continue;   /* queued already */
-            if (nn == TREE_MAX) { nl = -1; break; }
-            nodes[nn++] = a;
-        }
-        if (nl < 0) break;
-    }
-    int64_t load = 0, out = dtype_size(n->dtype);
-    for (int k = 0; k < nl; k++) load += leaf_bytes(g, leaves[k], n);
-    bool pays = nl >= 0 && nn > 1 && (int64_t)r->readers[c] * load < load + out + (int64_t)r->readers[c] * out;
-    for (int k = 0; k < nn; k++) {   /* leave tree_slots and in_tree clean for the next c */
-        const ir_node *v = &g->nodes[nodes[k]];
-        for (int i = 0; i < v->nargs; i++) tree_slots[ir_args(g, v)[i]] = 0;
-        in_tree[nodes[k]] = pays && in_tree[nodes[k]];
-    }
-    for (int k = 0; k < nl; k++) tree_slots[leaves[k]] = 0, leaf[leaves[k]] |= pays;
+    if (!tree_root(g, c, uses, r)) return false;
+    expr_tree t;
+    bool pays = walk_tree(g, c, uses, r, tree_slots, in_tree, &t) && tree_pays(g, c, r, &t);
+    settle_tree(g, &t, pays, tree_slots, in_tree, leaf);
     return pays;
 }
 
