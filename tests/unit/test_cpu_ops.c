@@ -1368,6 +1368,62 @@ static uint32_t xorshift32(uint32_t *s)
     return *s;
 }
 
+/* + - * / of f32 (and bf16) operands compute in f32: the bits must be
+ * those of the double operation rounded to f32 (then to the dtype), the
+ * arithmetic cpu_exec.h defines, over values that round (sums of unlike
+ * magnitudes, quotients), overflow, underflow to subnormals and carry NaNs,
+ * infinities and -0, with either operand a splat. */
+static void test_binary_f32_bits(void)
+{
+    enum { N = 4099 };
+    static const nc_op ops[4] = {OP_ADD, OP_SUB, OP_MUL, OP_DIV};
+    static const char *names[4] = {"add", "sub", "mul", "div"};
+    double *av = malloc(N * sizeof *av), *bv = malloc(N * sizeof *bv);
+    float *want = malloc(N * sizeof *want);
+    uint32_t seed = 12345;
+    for (int i = 0; i < N; i++) {
+        av[i] = awkward(i) * (i % 5 == 0 ? 1e-38 : 1.0);
+        bv[i] = i % 7 == 3 ? -0.0 : awkward(i * 3 + 1) * (i % 4 == 0 ? 1e-7 : i % 4 == 1 ? 3e7 : 1.0);
+        if (i % 11 == 5) {   /* random bits: any exponent, any mantissa */
+            uint32_t ab = xorshift32(&seed), bb = xorshift32(&seed);
+            float fa, fb;
+            memcpy(&fa, &ab, 4), memcpy(&fb, &bb, 4);
+            av[i] = fa, bv[i] = fb;
+        }
+    }
+    for (int dt = 0; dt < 2; dt++)
+        for (int splat = 0; splat < 3; splat++) {
+            nc_dtype d = dt ? NC_BF16 : NC_F32;
+            tcase t;
+            begin(&t, dt ? "+ - * / of bf16: the bits of double rounded" : "+ - * / of f32: the bits of double rounded");
+            ir_value a = in(&t, d, S(N), av, N), b = in(&t, d, S(N), bv, N);
+            /* splat 1: a is 0.1 at every index, 2: b is -3e-39 (a subnormal in f32) */
+            const double ka = 0.1, kb = -3e-39;
+            ir_value fa = op_shaped(&t, OP_FILL, d, (ir_attr){.f = ka}, NULL, 0, NULL, 0);
+            ir_value fb = op_shaped(&t, OP_FILL, d, (ir_attr){.f = kb}, NULL, 0, NULL, 0);
+            ir_value x = splat == 1 ? op_shaped(&t, OP_BROADCAST, d, NOATTR, S(N), A(fa)) : a;
+            ir_value y = splat == 2 ? op_shaped(&t, OP_BROADCAST, d, NOATTR, S(N), A(fb)) : b;
+            ir_value r[4];
+            for (int k = 0; k < 4; k++) ir_output_add(t.g, names[k], r[k] = op(&t, ops[k], NOATTR, A(x, y)));
+            t.o.keep_all = false;
+            if (!run(&t)) {
+                end(&t);
+                continue;
+            }
+            for (int k = 0; k < 4; k++) {
+                for (int i = 0; i < N; i++) {
+                    double p = splat == 1 ? nc_round_to(d, (float)ka) : t.in[0].f[i];
+                    double q = splat == 2 ? nc_round_to(d, (float)kb) : t.in[1].f[i];
+                    double e = k == 0 ? p + q : k == 1 ? p - q : k == 2 ? p * q : p / q;
+                    want[i] = nc_round_to(d, (float)e);
+                }
+                expect_bits(&t, names[k], r[k], want, N);
+            }
+            end(&t);
+        }
+    free(av), free(bv), free(want);
+}
+
 /* Rows of 32 go in blocks of 4096 result rows: 10000 rows are three
  * blocks, the last one short. Each element is still src's running sum in
  * double in src order, from 0.0 (a row sent one -0 gives +0, one sent
@@ -2236,6 +2292,7 @@ int main(void)
     test_apply_updates();
     test_splat_operands();
     test_sqrt_f32();
+    test_binary_f32_bits();
     test_sum_rows();
     test_elementwise_chain();
     test_chain_local_storage();
