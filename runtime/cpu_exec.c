@@ -5,6 +5,7 @@
  * after its last use. Kernels (cpu_kernels.c) only compute. Inputs and params
  * are not copied: their values alias the caller's tensors (res->borrowed). */
 #include "cpu_exec.h"
+#include "cpu_crew.h"
 #include "cpu_kernels.h"
 
 #include <inttypes.h>
@@ -311,7 +312,10 @@ typedef struct cpu_run {
     cpu_chain chain;
     uint8_t *pending;              /* v's kernel waits in the chain (chain_state) */
     bool *cond_only;               /* only where's condition reads v (plan_views) */
-    void *scratch;                 /* the chain's local tiles (NULL: none yet) */
+    void *scratch;                 /* the chain's local tiles, a CPU_CHAIN_SCRATCH for each
+                                      thread (NULL: none yet) */
+    int threads;                   /* what a chain's tiles may be spread over (cpu_crew_threads) */
+    cpu_crew *crew;                /* the workers, once a chain is long enough (NULL: none yet) */
     bool building;                 /* the constant cache is being built this run */
     char *err;
     size_t errcap;
@@ -693,13 +697,14 @@ static void chain_push(cpu_run *r, ir_value v)
 }
 
 /* Elements [off, off + len) of value v, as a rank-1 tensor; a splat stays
- * whole, and a local value's tile is all its scratch holds. */
-static cpu_tensor tile_of(const cpu_run *r, ir_value v, int64_t off, int64_t len)
+ * whole, and a local value's tile is all its scratch holds (the thread's
+ * own scratch: thread 0's, and then each other's CPU_CHAIN_SCRATCH on). */
+static cpu_tensor tile_of(const cpu_run *r, ir_value v, int64_t off, int64_t len, int thread)
 {
     const cpu_tensor *t = &r->res->values[v];
     cpu_tensor s = *t;
     if (t->splat) return s;
-    if (r->pending[v] == CHAIN_LOCAL) off = 0;
+    if (r->pending[v] == CHAIN_LOCAL) off = (int64_t)thread * (int64_t)(CPU_CHAIN_SCRATCH / CPU_ELEM_BYTES);
     if (t->repeat > 1) off /= t->repeat;   /* tiles never cut a run: the repeat divides them */
     if (s.f) s.f += off;
     else s.i += off;
@@ -709,23 +714,61 @@ static cpu_tensor tile_of(const cpu_run *r, ir_value v, int64_t off, int64_t len
     return s;
 }
 
-/* Run u's kernel on one tile (makes_tiles: the operands whole). */
-static int chain_kernel(cpu_run *r, ir_value u, int64_t off, int64_t len)
+/* Run u's kernel on one tile (makes_tiles: the operands whole) on a
+ * thread; a kernel's refusal goes to kerr (non-empty: failed). */
+static void chain_kernel(const cpu_run *r, ir_value u, int64_t off, int64_t len, int thread, char *kerr,
+                         size_t errcap)
 {
     const ir_node *n = &r->g->nodes[u];
     const ir_value *a = node_args(r->g, n);
-    cpu_tensor args[3], out = tile_of(r, u, off, len);
+    cpu_tensor args[3], out = tile_of(r, u, off, len, thread);
     const cpu_tensor *argv[3];   /* not r->argv: that holds the operands of the node that ran the chain */
     NC_ASSERT(n->nargs <= 3);
     for (int k = 0; k < n->nargs; k++) {
-        args[k] = makes_tiles(n->op) ? r->res->values[a[k]] : tile_of(r, a[k], off, len);
+        args[k] = makes_tiles(n->op) ? r->res->values[a[k]] : tile_of(r, a[k], off, len, thread);
         argv[k] = &args[k];
     }
-    char kerr[512] = "";
     cpu_op_ctx c = {.g = r->g, .node = n, .args = argv, .out = &out, .syms = r->syms, .first = off,
-                    .whole = r->chain.numel, .err = kerr, .errcap = sizeof kerr};
+                    .whole = r->chain.numel, .err = kerr, .errcap = errcap};
     cpu_kernels[n->op](&c);
-    return kerr[0] ? run_fail(r, n, "%s", kerr) : 0;
+}
+
+/* One chain_run: its tiles, and per thread what its failed kernel said. */
+typedef struct chain_job {
+    const cpu_run *r;
+    int64_t tile;                  /* elements a tile (the last may be short) */
+    ir_value failed[CPU_CREW_MAX];
+    char err[CPU_CREW_MAX][512];
+} chain_job;
+
+/* Every chained kernel, in node order, on one tile. */
+static int chain_tile(void *ctx, int64_t t, int thread)
+{
+    chain_job *job = ctx;
+    const cpu_chain *ch = &job->r->chain;
+    int64_t off = t * job->tile, len = ch->numel - off < job->tile ? ch->numel - off : job->tile;
+    for (uint32_t k = 0; k < ch->n; k++) {
+        job->err[thread][0] = 0;
+        chain_kernel(job->r, ch->nodes[k], off, len, thread, job->err[thread], sizeof job->err[thread]);
+        if (job->err[thread][0]) {
+            job->failed[thread] = ch->nodes[k];
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Tiles worth the workers' wake-up: fewer run on the calling thread. */
+#define CPU_CREW_MIN_TILES 4
+
+/* The crew to spread ntiles over (NULL: the calling thread alone),
+ * started at the first chain that wants one. */
+static cpu_crew *chain_crew(cpu_run *r, int64_t ntiles)
+{
+    if (r->threads < 2 || ntiles < CPU_CREW_MIN_TILES) return NULL;
+    if (!r->crew) r->crew = cpu_crew_new(r->threads);
+    if (!r->crew) r->threads = 1;   /* no thread would start: alone from now on */
+    return r->crew;
 }
 
 static void finish_node(cpu_run *r, ir_value v);
@@ -750,12 +793,14 @@ static void set_data(cpu_tensor *t, void *data)
     else t->i = data;
 }
 
+static size_t scratch_bytes(const cpu_run *r) { return (size_t)r->threads * CPU_CHAIN_SCRATCH; }
+
 static void *chain_scratch(cpu_run *r)
 {
     cpu_pool *p = r->o->pool;
-    if (r->scratch || (p && (r->scratch = pool_take(p, CPU_CHAIN_SCRATCH)))) return r->scratch;
-    r->scratch = nc_xmalloc(CPU_CHAIN_SCRATCH);
-    if (p) pool_count(p, (int64_t)CPU_CHAIN_SCRATCH);
+    if (r->scratch || (p && (r->scratch = pool_take(p, scratch_bytes(r))))) return r->scratch;
+    r->scratch = nc_xmalloc(scratch_bytes(r));
+    if (p) pool_count(p, (int64_t)scratch_bytes(r));
     return r->scratch;
 }
 
@@ -787,12 +832,14 @@ static int chain_run(cpu_run *r, ir_value end)
 {
     cpu_chain *ch = &r->chain;
     int rc = chain_store(r);
-    /* a node alone, with a buffer, gains nothing from tiles: one of it all */
-    int64_t tile = ch->n == 1 && r->pending[ch->nodes[0]] != CHAIN_LOCAL ? ch->numel : CPU_CHAIN_TILE;
-    for (int64_t off = 0; off < ch->numel && rc == 0; off += tile) {
-        int64_t len = ch->numel - off < tile ? ch->numel - off : tile;
-        for (uint32_t k = 0; k < ch->n && rc == 0; k++) rc = chain_kernel(r, ch->nodes[k], off, len);
-    }
+    chain_job job = {.r = r, .tile = CPU_CHAIN_TILE};
+    int64_t ntiles = (ch->numel + CPU_CHAIN_TILE - 1) / CPU_CHAIN_TILE;
+    cpu_crew *crew = rc ? NULL : chain_crew(r, ntiles);
+    /* a node alone, with a buffer, gains nothing from tiles on one thread: one of it all */
+    if (!crew && ch->n == 1 && r->pending[ch->nodes[0]] != CHAIN_LOCAL) job.tile = ch->numel, ntiles = 1;
+    int thread;
+    if (rc == 0 && cpu_crew_run(crew, ntiles, chain_tile, &job, &thread) < ntiles)
+        rc = run_fail(r, &r->g->nodes[job.failed[thread]], "%s", job.err[thread]);
     for (uint32_t k = 0; k < ch->n; k++) {
         ir_value u = ch->nodes[k];
         if (r->pending[u] == CHAIN_LOCAL) set_data(&r->res->values[u], NULL);   /* dead: never read again */
@@ -958,11 +1005,13 @@ int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res
     r.mode = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *r.mode);
     r.frontier = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *r.frontier);
     r.cond_only = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *r.cond_only);
+    int threads = cpu_crew_threads(err, errcap);
+    r.threads = threads < 1 ? 1 : threads;
     compute_last_uses(&r);
     bool building = r.consts && !r.consts->complete;
     r.building = building;
     r.pending = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *r.pending);
-    int rc = 0;
+    int rc = threads < 1 ? -1 : 0;
     for (uint32_t v = 0; v < g->nnodes && rc == 0; v++) {
         if (r.mode[v] == MODE_SKIP) continue;
         rc = eval_node(&r, v);
@@ -970,7 +1019,8 @@ int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res
     }
     if (rc == 0 && r.chain.n) rc = chain_run(&r, g->nnodes);
     free(r.pending);
-    if (r.scratch && o->pool) pool_give(o->pool, r.scratch, CPU_CHAIN_SCRATCH);   /* the next run's, without page faults */
+    cpu_crew_free(r.crew);
+    if (r.scratch && o->pool) pool_give(o->pool, r.scratch, scratch_bytes(&r));   /* the next run's, without page faults */
     else free(r.scratch);
     free(r.last_use);
     free(r.base);
