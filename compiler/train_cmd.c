@@ -765,7 +765,8 @@ static int cpu_step(trainer *t, const data_batch *b, cpu_tensor *inputs, step_re
     const ir_graph *g = t->tg;
     fill_data_inputs(t, b, inputs);
     char err[1024];
-    cpu_exec_opts o = {.inputs = inputs, .params = t->params, .pool = &t->pool};
+    /* a failed step ends the run unsaved, so its parameters may take their new values as they come */
+    cpu_exec_opts o = {.inputs = inputs, .params = t->params, .pool = &t->pool, .update_in_place = true};
     cpu_exec_result res;
     if (cpu_exec_run(g, &o, &res, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); return 1; }
     r->loss = res.values[t->loss_v].f[0];

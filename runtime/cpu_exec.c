@@ -316,6 +316,8 @@ typedef struct cpu_run {
                                       thread (NULL: none yet) */
     int threads;                   /* what a chain's tiles may be spread over (cpu_crew_threads) */
     cpu_crew *crew;                /* the workers, once a chain is long enough (NULL: none yet) */
+    ir_value *in_place;            /* update_in_place: the param node an update value may be
+                                      written over (in_place_plan; IR_NONE: none), else NULL */
     bool building;                 /* the constant cache is being built this run */
     char *err;
     size_t errcap;
@@ -804,6 +806,37 @@ static void *chain_scratch(cpu_run *r)
     return r->scratch;
 }
 
+/* Whether v reads p's buffer: p itself, or a view of it. */
+static bool reads_buffer_of(const cpu_run *r, ir_value v, ir_value p)
+{
+    for (;; v = r->base[v]) {
+        if (v == p) return true;
+        if (r->base[v] == v) return false;
+    }
+}
+
+/* u, chained, may be written over its parameter's buffer (in_place_plan):
+ * every node that reads that buffer (through views too) comes before u,
+ * and those from the chain's first on are kernels of the chain reading it
+ * tile by tile (not a gather or broadcast reading it whole), so when a
+ * tile of u is written, no one reads that tile's old values any more. */
+static bool chain_in_place(const cpu_run *r, ir_value u)
+{
+    ir_value p = r->in_place ? r->in_place[u] : IR_NONE;
+    if (p == IR_NONE || r->last_use[p] > u || !r->res->borrowed[p] || !data_of(&r->res->values[p]) ||
+        r->res->values[p].numel != r->chain.numel)
+        return false;
+    for (ir_value w = r->chain.first; w <= u; w++) {
+        const ir_node *n = &r->g->nodes[w];
+        bool chained = r->pending[w] == CHAIN_PENDING && !makes_tiles(n->op);
+        for (int k = 0; k < n->nargs && !chained; k++) {
+            ir_value a = node_args(r->g, n)[k];
+            if (reads_buffer_of(r, a, p) && !(r->base[w] != w && r->res->borrowed[w])) return false;
+        }
+    }
+    return true;
+}
+
 /* Storage for the chain's values: a buffer each for those read after it,
  * all taken before any points into scratch (a failed allocation leaves
  * nothing there for the run's cleanup to free), and a tile of scratch for
@@ -813,8 +846,16 @@ static int chain_store(cpu_run *r)
     cpu_chain *ch = &r->chain;
     ir_value last = ch->nodes[ch->n - 1];
     int rc;
-    for (uint32_t k = 0; k < ch->n; k++)
-        if (!chain_local(r, ch->nodes[k], last) && (rc = store_result(r, ch->nodes[k]))) return rc;
+    for (uint32_t k = 0; k < ch->n; k++) {
+        ir_value u = ch->nodes[k];
+        if (chain_local(r, u, last)) continue;
+        if (chain_in_place(r, u)) {
+            set_data(&r->res->values[u], data_of(&r->res->values[r->in_place[u]]));
+            r->res->borrowed[u] = true;   /* the caller's parameter, now holding u */
+        } else if ((rc = store_result(r, u))) {
+            return rc;
+        }
+    }
     for (uint32_t k = 0; k < ch->n; k++) {
         ir_value u = ch->nodes[k];
         if (!chain_local(r, u, last)) continue;
@@ -981,6 +1022,33 @@ static void finish_node(cpu_run *r, ir_value v)
     release_dead(r, v);
 }
 
+/* update_in_place: for each update value that alone sets its parameter,
+ * and that parameter's one node, not an output (so the run borrows the
+ * caller's tensor) and of its dtype: the node whose buffer it may take
+ * (chain_in_place decides, when its chain runs). NULL without the option. */
+static ir_value *in_place_plan(const cpu_run *r)
+{
+    const ir_graph *g = r->g;
+    if (!r->o->update_in_place || r->o->keep_all || g->nupdates == 0) return NULL;
+    ir_value *plan = nc_xmalloc(g->nnodes * sizeof *plan), *node_of = nc_xmalloc(g->nparams * sizeof *node_of);
+    for (uint32_t p = 0; p < g->nparams; p++) node_of[p] = IR_NONE;
+    for (uint32_t v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        plan[v] = IR_NONE;
+        if (n->op == OP_PARAM && n->attr.index < g->nparams)   /* a second node of one parameter: neither */
+            node_of[n->attr.index] = node_of[n->attr.index] == IR_NONE && !is_output(g, v) ? v : IR_NONE - 1;
+    }
+    for (uint32_t k = 0; k < g->nupdates; k++) {
+        ir_value u = g->updates[k].value, p = g->updates[k].param < g->nparams ? node_of[g->updates[k].param] : IR_NONE;
+        bool alone = u < g->nnodes && !is_output(g, u) && p < g->nnodes && g->nodes[u].dtype == g->nodes[p].dtype;
+        for (uint32_t j = 0; j < g->nupdates && alone; j++)
+            alone = j == k || (g->updates[j].value != u && g->updates[j].param != g->updates[k].param);
+        if (alone) plan[u] = p;
+    }
+    free(node_of);
+    return plan;
+}
+
 int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res, char *err, size_t errcap)
 {
     memset(res, 0, sizeof *res);
@@ -1008,6 +1076,7 @@ int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res
     int threads = cpu_crew_threads(err, errcap);
     r.threads = threads < 1 ? 1 : threads;
     compute_last_uses(&r);
+    r.in_place = in_place_plan(&r);
     bool building = r.consts && !r.consts->complete;
     r.building = building;
     r.pending = nc_xcalloc(g->nnodes ? g->nnodes : 1, sizeof *r.pending);
@@ -1028,6 +1097,7 @@ int cpu_exec_run(const ir_graph *g, const cpu_exec_opts *o, cpu_exec_result *res
     free(r.mode);
     free(r.frontier);
     free(r.cond_only);
+    free(r.in_place);
     if (rc) cpu_exec_result_free(res);
     if (building) {
         if (rc) {   /* half built: the next run starts over */

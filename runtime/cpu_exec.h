@@ -116,6 +116,11 @@ typedef struct cpu_exec_opts {
     int64_t max_bytes;         /* refuse any single tensor larger than this (0 = 16 GiB) */
     bool keep_all;             /* keep every node's value (tests); else free at last use */
     cpu_pool *pool;            /* where values' storage comes from and goes back to (NULL: the heap) */
+    bool update_in_place;      /* a training step: an update computed in a chain, whose parameter
+                                  nothing reads after it, is written over the caller's parameter
+                                  as it is computed (no buffer of its own, no copy);
+                                  cpu_exec_apply_updates then finds it there. A run that fails
+                                  may have changed such parameters. Not with keep_all. */
 } cpu_exec_opts;
 
 typedef struct cpu_exec_result {

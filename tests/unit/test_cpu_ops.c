@@ -1322,6 +1322,16 @@ static void test_gather_scatter(void)
 
 /* Bits of an f32 result against the value the general path defines: equal
  * bits, or both NaN. */
+static void expect_array_bits(tcase *t, const char *what, const float *got, const float *want, int64_t n)
+{
+    int shown = 0;
+    for (int64_t i = 0; i < n && shown < 5; i++)
+        if (memcmp(&got[i], &want[i], sizeof *want) != 0 && !(isnan(got[i]) && isnan(want[i]))) {
+            fail(t, "[%s] element %lld: expected %.9g, got %.9g", what, (long long)i, want[i], got[i]);
+            shown++;
+        }
+}
+
 static void expect_bits(tcase *t, const char *what, ir_value v, const float *want, int64_t n)
 {
     const cpu_tensor *x = value(t, v);
@@ -1329,12 +1339,7 @@ static void expect_bits(tcase *t, const char *what, ir_value v, const float *wan
         fail(t, "[%s] %%%u has no f32 value of %lld elements", what, v, (long long)n);
         return;
     }
-    int shown = 0;
-    for (int64_t i = 0; i < n && shown < 5; i++)
-        if (memcmp(&x->f[i], &want[i], sizeof *want) != 0 && !(isnan(x->f[i]) && isnan(want[i]))) {
-            fail(t, "[%s] element %lld: expected %.9g, got %.9g", what, (long long)i, want[i], x->f[i]);
-            shown++;
-        }
+    expect_array_bits(t, what, x->f, want, n);
 }
 
 /* Values with the cases rounding and NaN rules care about, repeated. */
@@ -2059,6 +2064,72 @@ static void test_apply_updates(void)
     end(&t);
 }
 
+/* update_in_place: Adam-like updates of m and p in one chain, on 1 and 3
+ * threads, are written over the caller's parameters (the update's value is
+ * the parameter's buffer, and apply_updates leaves it) with the op-by-op
+ * bits. Where the old p is read after its update (a chained mul after it,
+ * a sum at the end), p's update takes a buffer of its own and those readers
+ * see the old values; m's, read by nothing after, is still in place. */
+static void test_update_in_place(void)
+{
+    enum { N = 16 * 4096 + 3 };
+    double *pv = malloc(N * sizeof *pv), *gv = malloc(N * sizeof *gv), *mv = malloc(N * sizeof *mv);
+    float *wm = malloc(N * sizeof *wm), *wp = malloc(N * sizeof *wp), *wz = malloc(N * sizeof *wz);
+    for (int i = 0; i < N; i++) pv[i] = awkward(i), gv[i] = awkward(i + 3) * 1e-3, mv[i] = awkward(i + 7) * 1e-2;
+    const char *saved = getenv("NETC_CPU_THREADS");
+    char *old = saved ? strdup(saved) : NULL;
+    for (int late = 0; late < 2; late++)
+        for (int threads = 1; threads <= 3; threads += 2) {
+            setenv("NETC_CPU_THREADS", threads == 1 ? "1" : "3", 1);
+            tcase t;
+            begin(&t, late ? "update in place, p read after its update" : "update in place");
+            ir_value p = param(&t, NC_F32, S(N), pv, N), m = param(&t, NC_F32, S(N), mv, N);
+            ir_value g = in(&t, NC_F32, S(N), gv, N);
+            ir_value f9 = op_shaped(&t, OP_FILL, NC_F32, (ir_attr){.f = 0.9}, NULL, 0, NULL, 0);
+            ir_value b9 = op_shaped(&t, OP_BROADCAST, NC_F32, NOATTR, S(N), A(f9));
+            ir_value m2 = op(&t, OP_ADD, NOATTR, A(op(&t, OP_MUL, NOATTR, A(m, b9)), g));
+            ir_value e = op(&t, OP_SQRT, NOATTR, A(op(&t, OP_MUL, NOATTR, A(g, g))));
+            ir_value p2 = op(&t, OP_SUB, NOATTR, A(p, op(&t, OP_DIV, NOATTR, A(m2, e))));
+            ir_value z = IR_NONE, sum = IR_NONE;
+            if (late) {
+                ir_output_add(t.g, "z", z = op(&t, OP_MUL, NOATTR, A(p, b9)));
+                ir_value rp = op_shaped(&t, OP_RESHAPE, NC_F32, NOATTR, S(1, N), A(p));
+                ir_output_add(t.g, "sum", sum = op(&t, OP_SUM, axes(1, 1, 0, false), A(rp)));
+            }
+            ir_update_add(t.g, 0, p2);
+            ir_update_add(t.g, 1, m2);
+            double acc = 0;
+            for (int i = 0; i < N; i++) {
+                double pi = t.par[0].f[i], mi = t.par[1].f[i], gi = t.in[0].f[i];
+                wm[i] = (float)((double)(float)(mi * 0.9f) + gi);
+                wp[i] = (float)(pi - (double)(float)((double)wm[i] / (float)sqrt((double)(float)(gi * gi))));
+                wz[i] = (float)(pi * 0.9f);
+                acc += pi;
+            }
+            float wsum = (float)acc;
+            t.o = (cpu_exec_opts){.inputs = t.in, .params = t.par, .pool = &t.pool, .update_in_place = true};
+            if (cpu_exec_run(t.g, &t.o, &t.res, t.err, sizeof t.err)) {
+                fail(&t, "run failed: %s", t.err);
+                end(&t);
+                continue;
+            }
+            if (t.res.values[m2].f != t.par[1].f) fail(&t, "%d threads: m's update is not in m's buffer", threads);
+            if ((t.res.values[p2].f == t.par[0].f) == (late != 0))
+                fail(&t, "%d threads: p's update %s in p's buffer", threads, late ? "is" : "is not");
+            if (late) {
+                expect_bits(&t, "the old p times 0.9", z, wz, N);
+                expect_bits(&t, "the old p's sum", sum, &wsum, 1);
+            }
+            cpu_exec_apply_updates(t.g, &t.res, t.par);
+            expect_array_bits(&t, "p", t.par[0].f, wp, N);
+            expect_array_bits(&t, "m", t.par[1].f, wm, N);
+            end(&t);
+        }
+    if (old) setenv("NETC_CPU_THREADS", old, 1);
+    else unsetenv("NETC_CPU_THREADS");
+    free(old), free(pv), free(gv), free(mv), free(wm), free(wp), free(wz);
+}
+
 /* A broadcast of one element that only elementwise ops of two or three
  * operands read is not written out: they read its element at every index
  * (a splat), in any operand, f32, i32 and bool. */
@@ -2366,6 +2437,7 @@ int main(void)
     test_absurd_sizes();
     test_freeing();
     test_apply_updates();
+    test_update_in_place();
     test_splat_operands();
     test_sqrt_f32();
     test_binary_f32_bits();
