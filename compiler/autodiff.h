@@ -78,5 +78,12 @@ int loss_chunk_build(ir_graph *g, ir_value seed, int slices, ad_contribution out
  * slices 0 as many as keep 256 rows or more in each. Returns how many, or
  * -1 with err set. */
 int loss_chunk_forward(ir_graph *g, int slices, FILE *report, char *err, size_t errcap);
+/* How many losses of g the rewrite above could slice: the train section's
+ * (train) or the outputs' (forward). With none, --loss-slices asks for
+ * nothing: the CLI warns (loss_chunk_unused_warning). */
+int loss_chunk_heads(const ir_graph *g, bool train);
+/* The warning for --loss-slices slices where no loss could be sliced
+ * (heads 0), on out; nothing otherwise. */
+void loss_chunk_unused_warning(int slices, int heads, FILE *out);
 
 #endif

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #define MAX_LIST 64
+#define CLI_OPTIONS_MOST 48   /* the options of cli_options, at most */
 
 typedef struct cli_opts {
     const char *files[MAX_LIST];
@@ -36,6 +37,7 @@ typedef struct cli_opts {
     int nsets;
     const char *disabled[MAX_LIST];
     int ndisabled;
+    const char *first_pass_off;    /* the first --no-PASS as given */
     const char *dump_after;
     bool report;                   /* --report: the optimizer's decisions */
     bool no_memplan;               /* --no-memplan: no buffer sharing (to measure what the plan saves) */
@@ -55,6 +57,8 @@ typedef struct cli_opts {
     long long random_inputs;       /* --random-inputs SEED, -1 = off */
     int profile_runs;              /* inspect --profile [N]: measure each launch N times on the GPU (0: no) */
     train_opts train;              /* netc train */
+    const struct cli_option *given[CLI_OPTIONS_MOST];   /* each table option's slot (option_slot) as given last; NULL: not given */
+    const char *given_value[CLI_OPTIONS_MOST];   /* and its value (NULL: none) */
     char *owned[MAX_LIST * 3];     /* strings split off NAME=VALUE arguments */
     int nowned;
 } cli_opts;
@@ -373,6 +377,53 @@ static const cli_option cli_options[] = {
     TEXT(CMD_TRAIN, "--save", train.save_path, "a file name", "W.safetensors", "the final weights"),
 };
 
+_Static_assert(NC_COUNT(cli_options) <= CLI_OPTIONS_MOST, "raise CLI_OPTIONS_MOST");
+
+/* The index of the option named name in cli_options. */
+static size_t option_index(const char *name)
+{
+    size_t i = 0;
+    while (i + 1 < NC_COUNT(cli_options) && strcmp(cli_options[i].name, name)) i++;
+    NC_ASSERT(!strcmp(cli_options[i].name, name));
+    return i;
+}
+
+/* --no-chunk-loss is --loss-slices 1: the two share one slot of cli_opts.given. */
+static size_t option_slot(size_t k)
+{
+    return strcmp(cli_options[k].name, "--no-chunk-loss") ? k : option_index("--loss-slices");
+}
+
+/* The options read once: each given again with another value is read at
+ * its last, and a warning says the first was not (--epochs 2 ... --epochs 3).
+ * A flag given twice asks for the same; the NAME=VALUE lists refuse a name
+ * given twice (opt_dim). */
+static bool read_once(const cli_option *opt)
+{
+    if (opt->set == opt_no_chunk_loss) return true;   /* against --loss-slices N */
+    return opt->kind != OPT_FLAG && opt->kind != OPT_FN && opt->set != opt_dim && opt->set != opt_config && opt->set != opt_input;
+}
+
+static void note_given(cli_opts *o, size_t k, const char *value)
+{
+    const cli_option *opt = &cli_options[k];
+    if (!read_once(opt)) return;
+    const size_t slot = option_slot(k);
+    const cli_option *last = o->given[slot];
+    const char *was = o->given_value[slot];
+    /* what each asks for: --no-chunk-loss is a count of 1 */
+    const char *asked = opt->set == opt_no_chunk_loss ? "1" : value ? value : "";
+    const char *asked_before = last && last->set == opt_no_chunk_loss ? "1" : was ? was : "";
+    if (last && strcmp(asked, asked_before)) {
+        fprintf(stderr, "netc: warning: %s%s%s is overridden by %s%s%s, given after it\n", last->name, was ? " " : "",
+                was ? was : "", opt->name, value ? " " : "", value ? value : "");
+        if (last == opt) fprintf(stderr, "  hint: give %s once: only the last one given is read\n", opt->name);
+        else fprintf(stderr, "  hint: give one of %s and %s: only the last one given is read\n", last->name, opt->name);
+    }
+    o->given[slot] = opt;
+    o->given_value[slot] = value;
+}
+
 /* An option's help: its name and value, the commands that take it, then
  * its text, wrapped at HELP_WIDTH columns with each further line indented to
  * the first's column. */
@@ -476,6 +527,7 @@ static int apply_pass_option(cli_opts *o, const char *a, bool *known)
             return usage_error("--dump-ir: no pass named '%s'", o->dump_after);
     } else if (strncmp(a, "--no-", 5) == 0 && pass_find(a + 5)) {
         if (o->ndisabled == MAX_LIST) return usage_error("too many --no- flags");
+        if (!o->first_pass_off) o->first_pass_off = a;
         o->disabled[o->ndisabled++] = a + 5;
     } else {
         *known = false;
@@ -489,13 +541,14 @@ static int parse_args(int argc, char **argv, const char *cmd, cli_opts *o)
     const unsigned bit = command_bit(cmd);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
-        const cli_option *opt = NULL;
-        for (size_t k = 0; k < NC_COUNT(cli_options) && !opt; k++)
-            if (strcmp(a, cli_options[k].name) == 0) opt = &cli_options[k];
+        size_t k = 0;
+        while (k < NC_COUNT(cli_options) && strcmp(a, cli_options[k].name)) k++;
+        const cli_option *opt = k < NC_COUNT(cli_options) ? &cli_options[k] : NULL;
         if (opt && bit && !(opt->commands & bit)) return refuse_for_command(a, opt->commands, cmd);
         bool used = false, known = opt != NULL;
         int rc = opt ? apply_option(o, opt, next, &used) : apply_pass_option(o, a, &known);
         if (rc) return rc;
+        if (opt) note_given(o, k, used ? next : NULL);
         /* --dump-ir and --no-PASS, outside the table */
         unsigned pass_commands = strncmp(a, "--dump-ir", 9) ? PASS_OFF_COMMANDS : DUMP_IR_COMMANDS;
         if (!opt && known && bit && !(pass_commands & bit)) return refuse_for_command(a, pass_commands, cmd);
@@ -544,7 +597,7 @@ static const char *needs_dump_ir(const cli_opts *o)
 {
     return o->report ? "--report" : o->entry ? "--entry" : o->train.accumulate ? "--accumulate"
          : o->train.memory_budget ? "--memory-budget" : o->no_fuse ? "--no-fuse" : o->train.loss_slices ? "--loss-slices (or --no-chunk-loss)"
-         : NULL;
+         : o->first_pass_off;
 }
 
 static int cmd_check(cli_opts *o)
@@ -554,8 +607,9 @@ static int cmd_check(cli_opts *o)
     if (lone)   /* it was read by nothing: the check said nothing of it */
         return usage_error("netc check reads %s only with --dump-ir (it shapes the compiled graph that prints); "
                            "without it, check stops at the types", lone);
-    int failed = 0;
+    int failed = 0, heads = 0;
     driver_opts dopts = to_driver(o);
+    dopts.loss_heads = &heads;
     for (int i = 0; i < o->nfiles; i++) {
         src_table t = {0};
         uint32_t id = load(&t, o->files[i]);
@@ -574,6 +628,7 @@ static int cmd_check(cli_opts *o)
         if (diag_failed(&d)) failed = 1;
         src_free(&t);
     }
+    if (!failed && o->dump_after) loss_chunk_unused_warning(o->train.loss_slices, heads, stderr);
     return failed;
 }
 
@@ -611,9 +666,10 @@ static int build_kernels(const cli_opts *o, ir_graph *g, nrt_module_data *m)
 
 /* A model with a train section gets a second entry point, "train": the
  * training step (forward, backward, update), for libnetrt users who train. */
-static int add_train_entry(const cli_opts *o, src_table *t, uint32_t id, diag_ctx *d, nrt_module_data *m)
+static int add_train_entry(const cli_opts *o, src_table *t, uint32_t id, diag_ctx *d, nrt_module_data *m, int *loss_heads)
 {
     driver_opts dopts = to_driver(o);
+    dopts.loss_heads = loss_heads;
     dopts.train_step = true;
     dopts.dump_after = NULL;
     ir_graph *tg = driver_compile(t, id, &dopts, d);
@@ -642,18 +698,21 @@ static int cmd_build(cli_opts *o)
     diag_ctx d;
     diag_init(&d, &t, stderr);
     d.werror = o->werror;
+    int heads = 0;
     driver_opts dopts = to_driver(o);
+    dopts.loss_heads = &heads;
     ir_graph *g = driver_compile(&t, id, &dopts, &d);
     nrt_module_data m = {0};
     int rc = g && !diag_failed(&d) ? 0 : 1;
     if (rc == 0) rc = build_kernels(o, g, &m);
     else ir_graph_free(g);
     bool forward_only = o->entry && strcmp(o->entry, "forward") == 0;
-    if (rc == 0 && !dopts.train_step && !forward_only && m.graph->train.present) rc = add_train_entry(o, &t, id, &d, &m);
+    if (rc == 0 && !dopts.train_step && !forward_only && m.graph->train.present) rc = add_train_entry(o, &t, id, &d, &m, &heads);
     if (rc == 0 && step_only && !m.graph->train.present && !m.nentries) {
         fprintf(stderr, "netc: %s shapes a training step, and %s has no train section\n", step_only, o->files[0]);
         rc = 2;
     }
+    if (rc == 0) loss_chunk_unused_warning(o->train.loss_slices, heads, stderr);
     if (rc == 0 && o->output && !nvrtc_available())
         fprintf(stderr, "netc: note: built without NVRTC: the module carries CUDA source only\n");
     char err[1024];
@@ -682,6 +741,11 @@ static int cmd_train(cli_opts *o)
     t.dim_names = o->dim_names, t.dim_values = o->dim_values, t.ndims = o->ndims;
     t.disabled_passes = o->disabled, t.ndisabled = o->ndisabled;
     t.werror = o->werror;
+    const size_t every = option_index("--checkpoint-every");
+    if (o->given[every] && !t.checkpoint_dir)   /* not an error: a script may give the directory only sometimes */
+        fprintf(stderr, "netc: warning: --checkpoint-every %s has no effect without --checkpoint-dir: no checkpoint is written\n"
+                        "  hint: give --checkpoint-dir D to keep checkpoints in D, or drop --checkpoint-every\n",
+                o->given_value[every]);
     return train_main(&t);
 }
 
@@ -705,6 +769,7 @@ static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, u
                              const ir_train_spec *train)
 {
     char note[256] = "";
+    int filled = 0;
     const train_point first_point = train ? train_first_point(train) : (train_point){0};
     for (int i = 0; i < nrt_module_num_inputs(m); i++) {
         nrt_tensor_info decl, info;
@@ -720,6 +785,7 @@ static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, u
         cpu_tensor t = {0};
         cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, info.shape, (int64_t)8 << 30);
         double first;
+        filled++;
         bool step_scalar = train && info.rank == 0 && train_scalar_value(train, &first_point, decl.name, &first);
         if (step_scalar) snprintf(note + strlen(note), sizeof note - strlen(note), "%s%s %g", *note ? ", " : "", decl.name, first);
         for (int64_t j = 0; j < t.numel; j++) {
@@ -738,6 +804,9 @@ static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, u
         if (st) { fprintf(stderr, "netc: %s\n", e.message); return 1; }
     }
     if (*note) fprintf(stderr, "netc: %s: a training step's first values: %s\n", sane_scalars ? "--profile" : "--random-inputs", note);
+    if (!filled && !sane_scalars)   /* netc run's: --profile fills what it must, and says nothing of it */
+        fprintf(stderr, "netc: warning: --random-inputs %llu has no effect: every input the entry point reads is given "
+                        "with --input\n  hint: drop --random-inputs\n", (unsigned long long)seed);
     return 0;
 }
 

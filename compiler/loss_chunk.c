@@ -207,3 +207,24 @@ int loss_chunk_forward(ir_graph *g, int slices, FILE *report, char *err, size_t 
     }
     return rewritten;
 }
+
+int loss_chunk_heads(const ir_graph *g, bool train)
+{
+    chunk_head hd;
+    if (train) return find_head(g, g->train.loss, &hd);
+    int n = 0;
+    for (uint32_t i = 0; i < g->noutputs; i++)
+        n += find_head(g, g->outputs[i].value, &hd) && users_of(g, g->outputs[i].value) == 1;
+    return n;
+}
+
+/* --loss-slices 1 (--no-chunk-loss) asks for the whole loss, which is what
+ * a loss too small to slice gets: only a count above 1 goes unheard. */
+void loss_chunk_unused_warning(int slices, int heads, FILE *out)
+{
+    if (slices < 2 || heads > 0) return;
+    fprintf(out, "netc: warning: --loss-slices %d has no effect: the model has no loss of the form "
+            "cross_entropy(matmul(h, W, transpose_b: true)) over %d or more classes to slice\n"
+            "  hint: drop --loss-slices: only such a large-vocabulary loss is sliced (a smaller one's logits are small)\n",
+            slices, LOSS_CHUNK_MIN_CLASSES);
+}

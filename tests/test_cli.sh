@@ -678,5 +678,51 @@ expect 0 "running on cpu" run "$tmp/rp.netm" --entry train --dim B=3 --random-in
 expect 0 "running on cpu" run "$tmp/rp.netm" --dim B=3 --random-inputs 1 --device cpu --output "$tmp/rpf"
 n=$((n + 1))
 cmp -s "$tmp/rpt/w.npy" "$tmp/rpf/w.npy" || { echo "FAIL: the step's output w is not the forward pass's w"; fail=$((fail + 1)); }
+# an option given where it does nothing says so, with what to do instead (each was read by
+# nothing without a word); an option given as netc's default would be does not
+says() {  # status fragment args...: as expect, for a command that says more as it works (netc train)
+  local want=$1 frag=$2; shift 2
+  n=$((n + 1))
+  out=$(timeout 120 "$netc" "$@" 2>&1 >/dev/null); got=$?
+  if [[ $got != "$want" || $out != *"$frag"* ]]; then echo "FAIL: netc $*"; echo "  exit $got (want $want), stderr: $out"; fail=$((fail + 1)); fi
+}
+quiet() {  # args...: netc succeeds and says no warning
+  n=$((n + 1))
+  out=$(timeout 120 "$netc" "$@" 2>&1 >/dev/null); got=$?
+  if [[ $got != 0 || $out == *warning* ]]; then echo "FAIL: netc $*: a warning (or exit $got)"; echo "$out"; fail=$((fail + 1)); fi
+}
+unsliced="has no effect: the model has no loss of the form cross_entropy(matmul(h, W, transpose_b: true)) over 4096 or more classes to slice
+  hint: drop --loss-slices: only such a large-vocabulary loss is sliced (a smaller one's logits are small)"
+expect 0 "netc: warning: --loss-slices 4 $unsliced" build "$src/examples/fashion_mlp.net" --loss-slices 4 --target '' -o "$tmp/ls.netm"
+expect 0 "netc: warning: --loss-slices 3 $unsliced" check "$src/examples/fashion_mlp.net" --dump-ir --loss-slices 3
+says 0 "netc: warning: --loss-slices 2 $unsliced" \
+  train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu --loss-slices 2
+quiet build "$src/examples/fashion_mlp.net" --no-chunk-loss --target '' -o "$tmp/ls.netm"   # asks for the whole loss, and gets it
+quiet build "$src/examples/gpt2.net" --set L=1 --dim B=2 --dim T=64 --loss-slices 2 --target '' -o "$tmp/ls.netm"   # the train entry's loss is sliced
+# a value option given twice is read at its last (a later one overriding an earlier, as a script may): the first is named
+expect 0 "netc: warning: -o $tmp/a.netm is overridden by -o $tmp/b.netm, given after it
+  hint: give -o once: only the last one given is read" build "$src/examples/fashion_mlp.net" --target '' -o "$tmp/a.netm" -o "$tmp/b.netm"
+expect 0 "netc: warning: --loss-slices 4 is overridden by --no-chunk-loss, given after it
+  hint: give one of --loss-slices and --no-chunk-loss: only the last one given is read" \
+  build "$src/examples/fashion_mlp.net" --loss-slices 4 --no-chunk-loss --target '' -o "$tmp/ls.netm"
+quiet build "$src/examples/fashion_mlp.net" --target '' -o "$tmp/ls.netm" -o "$tmp/ls.netm" --loss-slices 1 --no-chunk-loss --no-fuse --no-fuse
+says 0 "netc: warning: --epochs 2 is overridden by --epochs 1, given after it" \
+  train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu --epochs 2 --epochs 1
+# netc train: checkpoints need a directory, and a target a GPU
+says 0 "netc: warning: --checkpoint-every 5 has no effect without --checkpoint-dir: no checkpoint is written
+  hint: give --checkpoint-dir D to keep checkpoints in D, or drop --checkpoint-every" \
+  train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu --checkpoint-every 5
+says 0 "netc: warning: --checkpoint-every 0 has no effect without --checkpoint-dir" \
+  train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu --checkpoint-every 0
+quiet train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu
+says 0 "netc: warning: --target sm_80 has no effect: training runs on the CPU executor
+  hint: drop --target, or give --device gpu to train on the GPU" \
+  train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu --target sm_80
+# check runs no pass without --dump-ir: a pass turned off is refused, as --no-fuse is
+expect 2 "netc check reads --no-cse only with --dump-ir" check "$src/examples/fashion_mlp.net" --no-cse
+quiet check "$src/examples/fashion_mlp.net" --no-cse --dump-ir
+# netc run: random values for no input
+expect 0 "netc: warning: --random-inputs 3 has no effect: every input the entry point reads is given with --input
+  hint: drop --random-inputs" run "$tmp/bfin.netm" --input "x=$tmp/bfin/y.npy" --device cpu --random-inputs 3
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
