@@ -51,13 +51,16 @@ static double category_weight(nc_op_category c)
     }
 }
 
+typedef struct plan_cache plan_cache;
+
 /* What every step of the search needs: how the program will be emitted,
- * where to log, where to put an error. */
+ * where to log, where to put an error, the costs already paid for. */
 typedef struct budget_ctx {
     bool fuse;
     FILE *log;
     char *err;
     size_t errcap;
+    plan_cache *cache;
 } budget_ctx;
 
 /* What a plan costs: its peak (bytes, -1 on error) and its roofline floor
@@ -104,7 +107,75 @@ double mem_budget_planned_floor(const ir_graph *g, bool fuse, char *err, size_t 
     return c.peak < 0 ? -1 : c.floor_s;
 }
 
-static int64_t planned_peak(const ir_graph *g, const budget_ctx *b) { return mem_budget_planned_peak(g, b->fuse, b->err, b->errcap); }
+/* The search meets the same candidate again (each spacing's prefix search
+ * and the headroom fill retry plans, wide spacings cut at the same points,
+ * the chosen single-value plan is costed once more): a candidate is the
+ * step with a choice of what to recompute (its regions, its chosen values),
+ * and compiling it is nearly all of the search's time, so each choice's cost
+ * is kept. One cache a step: the weights' copies carried or not change every
+ * cost. */
+typedef struct cached_cost {
+    char kind;          /* 's': single values chosen, 'r': regions */
+    uint64_t hash;
+    unsigned char *key;
+    size_t len;
+    plan_cost cost;
+} cached_cost;
+
+struct plan_cache {
+    cached_cost *e;
+    uint32_t n, cap;
+    uint32_t hits;
+};
+
+static uint64_t key_hash(const void *key, size_t len)
+{
+    const unsigned char *k = key;
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+    for (size_t i = 0; i < len; i++) h = (h ^ k[i]) * 1099511628211ull;
+    return h;
+}
+
+static const plan_cost *cache_find(const plan_cache *c, char kind, const void *key, size_t len)
+{
+    uint64_t h = key_hash(key, len);
+    for (uint32_t i = 0; c && i < c->n; i++)
+        if (c->e[i].kind == kind && c->e[i].hash == h && c->e[i].len == len && memcmp(c->e[i].key, key, len) == 0)
+            return &c->e[i].cost;
+    return NULL;
+}
+
+static void cache_add(plan_cache *c, char kind, const void *key, size_t len, plan_cost cost)
+{
+    if (!c) return;
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        c->e = nc_xrealloc(c->e, c->cap * sizeof *c->e);
+    }
+    unsigned char *copy = nc_xmalloc(len ? len : 1);
+    memcpy(copy, key, len);
+    c->e[c->n++] = (cached_cost){kind, key_hash(key, len), copy, len, cost};
+}
+
+static void cache_free(plan_cache *c)
+{
+    for (uint32_t i = 0; i < c->n; i++) free(c->e[i].key);
+    free(c->e);
+}
+
+/* The cost of candidate g, made from the search's step by the choice key
+ * (the same key, the same graph): from the cache, or compiled and kept. */
+static plan_cost candidate_cost(const ir_graph *g, char kind, const void *key, size_t len, const budget_ctx *b)
+{
+    const plan_cost *known = cache_find(b->cache, kind, key, len);
+    if (known) {
+        b->cache->hits++;
+        return *known;
+    }
+    plan_cost c = plan_cost_of(g, b->fuse, b->err, b->errcap);
+    if (c.peak >= 0) cache_add(b->cache, kind, key, len, c);   /* an error is not kept: err says it each time */
+    return c;
+}
 
 static int by_score(const void *x, const void *y)
 {
@@ -155,8 +226,8 @@ static uint32_t rank_candidates(const ir_graph *g, candidate *out)
     return n;
 }
 
-/* The step with the first k candidates recomputed, and its peak. */
-static ir_graph *with_prefix(const ir_graph *g, const candidate *c, uint32_t k, int64_t *peak, const budget_ctx *b)
+/* The step with the first k candidates recomputed, and its cost. */
+static ir_graph *with_prefix(const ir_graph *g, const candidate *c, uint32_t k, plan_cost *cost, const budget_ctx *b)
 {
     /* A recomputed value is computed from kept ones: recomputing a chain would
      * bring the whole chain back to life at the first backward use, which
@@ -174,8 +245,8 @@ static ir_graph *with_prefix(const ir_graph *g, const candidate *c, uint32_t k, 
     free(kept);
     pass_ctx cx = {.err = b->log};
     ir_graph *out = recompute_values(g, chosen, &cx);
+    *cost = out ? candidate_cost(out, 's', chosen, (size_t)g->nnodes + 1, b) : (plan_cost){.peak = -1};
     free(chosen);
-    *peak = out ? planned_peak(out, b) : -1;
     return out;
 }
 
@@ -392,12 +463,16 @@ static segment_plan with_cuts(const ir_graph *g, const bool *cut, const bool *ke
         if (cut[v]) region++;
     }
     segment_plan plan = {.cost.peak = -1, .segments = region - 1};
+    uint32_t nkey = t->train.loss + 1, *key = nc_xmalloc(nkey * sizeof *key);   /* the regions are the choice */
+    for (ir_value v = 0; v < nkey; v++) key[v] = t->nodes[v].region;
     pass_ctx cx = {.err = b->log};
     if (!pass_recompute(&t, &cx)) {
+        free(key);
         ir_graph_free(t);
         return plan;
     }
-    plan.cost = plan_cost_of(t, b->fuse, b->err, b->errcap);
+    plan.cost = candidate_cost(t, 'r', key, nkey * sizeof *key, b);
+    free(key);
     if (plan.cost.peak < 0) {
         ir_graph_free(t);
         return plan;
@@ -657,7 +732,7 @@ static single_plan fit_by_single_values(const ir_graph *g, int64_t budget, const
     candidate *c = nc_xmalloc((g->nnodes + 1) * sizeof *c);
     uint32_t n = rank_candidates(g, c), lo = 1, hi = n;
     single_plan best = {.k = n, .of = n};
-    best.graph = with_prefix(g, c, n, &best.cost.peak, b);
+    best.graph = with_prefix(g, c, n, &best.cost, b);
     if (!best.graph || best.cost.peak < 0 || best.cost.peak > budget) {
         int64_t reached = best.graph ? best.cost.peak : -1;
         ir_graph_free(best.graph);
@@ -666,18 +741,17 @@ static single_plan fit_by_single_values(const ir_graph *g, int64_t budget, const
     }
     while (lo < hi) {   /* the shortest prefix that fits */
         uint32_t mid = lo + (hi - lo) / 2;
-        int64_t peak;
-        ir_graph *t = with_prefix(g, c, mid, &peak, b);
-        if (t && peak >= 0 && peak <= budget) {
+        plan_cost cost;
+        ir_graph *t = with_prefix(g, c, mid, &cost, b);
+        if (t && cost.peak >= 0 && cost.peak <= budget) {
             ir_graph_free(best.graph);
-            best.graph = t, best.cost.peak = peak, best.k = mid, hi = mid;
+            best.graph = t, best.cost = cost, best.k = mid, hi = mid;
         } else {
             ir_graph_free(t);
             lo = mid + 1;
         }
     }
     free(c);
-    best.cost = plan_cost_of(best.graph, b->fuse, b->err, b->errcap);
     return best;
 }
 
@@ -699,7 +773,7 @@ static bool budget_applies(const ir_graph *g, char *err, size_t errcap)
  * values reach, segments are the only way; above it, segments that keep
  * what is dear can still be faster). The step as it is: with the weights'
  * copies carried from step to step or not (mem_budget_fit tries both). */
-static bool fit_budget(ir_graph **gp, int64_t budget, const budget_ctx *ctx)
+static bool fit_budget_cached(ir_graph **gp, int64_t budget, const budget_ctx *ctx)
 {
     const budget_ctx bc = *ctx;
     FILE *log = bc.log;
@@ -708,7 +782,8 @@ static bool fit_budget(ir_graph **gp, int64_t budget, const budget_ctx *ctx)
     const ir_graph *g = *gp;
     char a[32], b[32], want[32];
     human(budget, want, sizeof want);
-    int64_t peak0 = planned_peak(g, &bc);
+    plan_cost step = plan_cost_of(g, bc.fuse, err, errcap);
+    int64_t peak0 = step.peak;
     if (peak0 < 0) return false;
     human(peak0, a, sizeof a);
     if (peak0 <= budget) {
@@ -754,12 +829,26 @@ static bool fit_budget(ir_graph **gp, int64_t budget, const budget_ctx *ctx)
     if (smallest <= 0 || peak0 < smallest) smallest = peak0;
     human(smallest, b, sizeof b);
     /* the fixed part is most of a small model's peak: a budget below it cannot be met by any plan */
-    int64_t side = plan_cost_of(g, bc.fuse, err, errcap).side;
     char fixed[32];
-    human(side > 0 ? side : 0, fixed, sizeof fixed);
+    human(step.side > 0 ? step.side : 0, fixed, sizeof fixed);
     snprintf(err, errcap, "cannot fit the memory budget of %s: the smallest plan recomputation reaches needs %s, of which "
              "%s is what a GPU session holds beside its arena (cuBLASLt's workspace, argument tables)", want, b, fixed);
     return false;
+}
+
+/* NETC_BUDGET_CACHE=0 compiles every candidate (the cache's test compares
+ * the plans), =trace says how many were compiled and how many met again. */
+static bool fit_budget(ir_graph **gp, int64_t budget, const budget_ctx *ctx)
+{
+    const char *mode = getenv("NETC_BUDGET_CACHE");
+    plan_cache cache = {0};
+    budget_ctx bc = *ctx;
+    bc.cache = mode && strcmp(mode, "0") == 0 ? NULL : &cache;
+    bool ok = fit_budget_cached(gp, budget, &bc);
+    if (ctx->log && mode && strcmp(mode, "trace") == 0)
+        fprintf(ctx->log, "netc: memory budget search: %u plans compiled, %u met again\n", cache.n, cache.hits);
+    cache_free(&cache);
+    return ok;
 }
 
 bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *err, size_t errcap)

@@ -131,19 +131,22 @@ static int check_fitted(int64_t budget, const cpu_exec_result *rb, const ir_grap
     return recomputed;
 }
 
-/* examples/gpt2.net's fused training step at B x T, within budget bytes
- * (0: none); NULL when it does not compile. */
-static ir_graph *gpt2_step(int64_t B, int64_t T, int64_t budget)
+/* examples/gpt2.net's fused training step at B x T with `layers` layers
+ * (NULL: its own 12), within budget bytes (0: none); NULL when it does not
+ * compile. */
+static ir_graph *gpt2_step_of(int64_t B, int64_t T, const char *layers, int64_t budget)
 {
-    const char *dn[] = {"B", "T"};
+    const char *dn[] = {"B", "T"}, *sn[] = {"L"}, *sv[] = {layers};
     const int64_t dv[] = {B, T};
     driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 2,
-                     .memory_budget = budget};
+                     .memory_budget = budget, .set_names = sn, .set_values = sv, .nsets = layers ? 1 : 0};
     src_table src = {0};
     ir_graph *g = compile_file("examples/gpt2.net", &o, &src);
     src_free(&src);
     return g;
 }
+
+static ir_graph *gpt2_step(int64_t B, int64_t T, int64_t budget) { return gpt2_step_of(B, T, NULL, budget); }
 
 /* Issue 6's goal for examples/gpt2.net's step at 16 x 1024 with
  * --memory-budget 4GiB: everything the session allocates within 4 GiB, the
@@ -165,6 +168,51 @@ static void check_gpt2_budget(void)
     }
     ir_graph_free(free_step);
     ir_graph_free(fitted);
+}
+
+/* The CUDA source of g's fused program ("" when it does not emit); the caller frees it. */
+static char *fused_source(const ir_graph *g)
+{
+    nrt_program p;
+    char err[512];
+    if (!cuda_emit_program_ex(g, true, &p, err, sizeof err)) return nc_xstrdup("");
+    char *s = nc_xstrdup(p.source);
+    nrt_program_free(&p);
+    return s;
+}
+
+/* The search keeps each candidate's cost and meets many again: with the
+ * cache (the default) and without it (NETC_BUDGET_CACHE=0), every budget
+ * gives the same program. GPT-2's step with 2 layers at 8 x 512, budgets
+ * from loose (segments keeping what is dear, the headroom filled) to tight
+ * (the weights' copies made in each step) and one no plan meets. */
+static void check_budget_cache_same_plans(void)
+{
+    /* the step needs 1.13 GiB under a budget (its loss in 8 slices), the
+     * smallest plan 1.00 GiB */
+    const double gib[] = {1.10, 1.08, 1.06, 1.05, 1.04, 1.02, 1.01, 0.9};
+    int same = 0, fitted = 0;
+    for (size_t i = 0; i < NC_COUNT(gib); i++) {
+        int64_t budget = (int64_t)(gib[i] * 1073741824.0);
+        ir_graph *cached = gpt2_step_of(8, 512, "2", budget);
+        setenv("NETC_BUDGET_CACHE", "0", 1);
+        ir_graph *compiled = gpt2_step_of(8, 512, "2", budget);
+        unsetenv("NETC_BUDGET_CACHE");
+        if (!cached || !compiled) {
+            same += !cached && !compiled;
+        } else {
+            char *a = fused_source(cached), *b = fused_source(compiled);
+            same += strcmp(a, b) == 0 && *a;
+            fitted++;
+            free(a);
+            free(b);
+        }
+        ir_graph_free(cached);
+        ir_graph_free(compiled);
+    }
+    printf("gpt2 L=2 8x512: %d of %zu budgets give the same program with the search's cache as without (%d fitted)\n", same,
+           NC_COUNT(gib), fitted);
+    CHECK(same == (int)NC_COUNT(gib) && fitted >= 5);
 }
 
 /* Whether the backward pass of g reads forward value v (through its views). */
@@ -293,6 +341,7 @@ int main(void)
     check_dear_results_skip_epilogue_products();
     check_budget_matches_hand_plan();
     check_gpt2_budget();
+    check_budget_cache_same_plans();
     cpu_exec_result_free(&ra);
     cpu_exec_result_free(&rb);
     for (uint32_t i = 0; i < with->nparams; i++) cpu_tensor_free(&pa[i]), cpu_tensor_free(&pb[i]);
