@@ -34,13 +34,6 @@ static int update_count(const ir_graph *g, ir_value v)
     return n;
 }
 
-static void rename_from(nrt_program *p, uint32_t first_step, uint32_t from, uint32_t to)
-{
-    for (uint32_t k = first_step; k < p->nsteps; k++)
-        for (int j = 0; j < p->steps[k].nbufs; j++)
-            if (p->steps[k].bufs[j] == from) p->steps[k].bufs[j] = to;
-}
-
 /* The copy that assigns an update to its parameter (cuda_emit's last steps):
  * the only steps whose node is a parameter. */
 static bool is_update_copy(const ir_graph *g, const nrt_step *s)
@@ -73,15 +66,57 @@ static int32_t last_read(const ir_graph *g, const nrt_program *p, uint32_t buf)
     return -1;
 }
 
+/* Where each buffer is first referenced and last read (before the update
+ * copies), found in one pass over the steps rather than a pass a question
+ * (GPT-2's step: hundreds of update copies over thousands of steps, asked
+ * for each candidate plan of --memory-budget). A buffer an in-place update
+ * was renamed into is looked up again: its references moved. */
+typedef struct alias_index {
+    uint32_t n;
+    int32_t *first, *last;
+    bool *moved;
+} alias_index;
+
+static alias_index index_steps(const ir_graph *g, const nrt_program *p)
+{
+    alias_index ix = {0};
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        for (int j = 0; j < p->steps[k].nbufs; j++)
+            if (p->steps[k].bufs[j] >= ix.n) ix.n = p->steps[k].bufs[j] + 1;
+    ix.first = nc_xmalloc(((size_t)ix.n + 1) * sizeof *ix.first);
+    ix.last = nc_xmalloc(((size_t)ix.n + 1) * sizeof *ix.last);
+    ix.moved = nc_xcalloc((size_t)ix.n + 1, sizeof *ix.moved);
+    for (uint32_t b = 0; b < ix.n; b++) ix.first[b] = ix.last[b] = -1;
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        for (int j = 0; j < p->steps[k].nbufs; j++) {
+            uint32_t b = p->steps[k].bufs[j];
+            if (ix.first[b] < 0) ix.first[b] = (int32_t)k;
+            if (!is_update_copy(g, &p->steps[k])) ix.last[b] = (int32_t)k;
+        }
+    return ix;
+}
+
+static int32_t first_ref_of(const alias_index *ix, const nrt_program *p, uint32_t buf)
+{
+    if (buf >= ix->n) return -1;
+    return ix->moved[buf] ? first_ref(p, buf) : ix->first[buf];
+}
+
+static int32_t last_read_of(const alias_index *ix, const ir_graph *g, const nrt_program *p, uint32_t buf)
+{
+    if (buf >= ix->n) return -1;
+    return ix->moved[buf] ? last_read(g, p, buf) : ix->last[buf];
+}
+
 /* Whether update value u can be computed in the memory of parameter node pnode. */
-static bool update_fits_in_place(const ir_graph *g, const nrt_program *p, ir_value pnode, ir_value u)
+static bool update_fits_in_place(const ir_graph *g, const nrt_program *p, ir_value pnode, ir_value u, const alias_index *ix)
 {
     const ir_node *un = &g->nodes[u], *pn = &g->nodes[pnode];
     if (u == pnode || un->op == OP_PARAM || un->op == OP_INPUT || is_output(g, u) || update_count(g, u) != 1) return false;
     if (un->dtype != pn->dtype || un->rank != pn->rank) return false;
     for (int d = 0; d < un->rank; d++)
         if (un->shape[d] != pn->shape[d]) return false;
-    int32_t written = first_ref(p, u), old_read = last_read(g, p, pnode);
+    int32_t written = first_ref_of(ix, p, u), old_read = last_read_of(ix, g, p, pnode);
     if (written < 0 || is_update_copy(g, &p->steps[written])) return false;
     /* at the step that writes it, only a kernel that loads before it stores may read the old value */
     if (old_read < written) return true;
@@ -106,6 +141,34 @@ static void drop_steps(nrt_program *p, const bool *drop)
     p->nsteps = kept;
 }
 
+static uint32_t renamed(const uint32_t *to, uint32_t n, uint32_t b)
+{
+    while (b < n && to[b] != UINT32_MAX) b = to[b];
+    return b;
+}
+
+/* Each view's steps after it read its operand's buffer: one pass, each
+ * step's buffers renamed by the views before it (a view's operand is
+ * renamed when the view is reached, so following the renames ends). */
+static void alias_views(const ir_graph *g, nrt_program *p, bool *drop)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        for (int j = 0; j < p->steps[k].nbufs; j++)
+            if (p->steps[k].bufs[j] >= n) n = p->steps[k].bufs[j] + 1;
+    uint32_t *to = nc_xmalloc(((size_t)n + 1) * sizeof *to);
+    for (uint32_t b = 0; b < n; b++) to[b] = UINT32_MAX;
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        nrt_step *s = &p->steps[k];
+        for (int j = 0; j < s->nbufs; j++) s->bufs[j] = renamed(to, n, s->bufs[j]);
+        if (!is_view(g, s)) continue;
+        to[s->node] = s->bufs[0];
+        s->nbufs = 0;   /* no longer a reference to either buffer */
+        drop[k] = true;
+    }
+    free(to);
+}
+
 void cuda_alias_buffers(const ir_graph *g, nrt_program *p)
 {
     free(p->slot_values);
@@ -113,19 +176,22 @@ void cuda_alias_buffers(const ir_graph *g, nrt_program *p)
     for (uint32_t k = 0; k < p->nsteps; k++)
         memcpy(&p->slot_values[k * NRT_MAX_BUFS], p->steps[k].bufs, sizeof p->steps[k].bufs);
     bool *drop = nc_xcalloc(p->nsteps + 1, sizeof *drop);
-    for (uint32_t k = 0; k < p->nsteps; k++)
-        if (is_view(g, &p->steps[k])) {
-            rename_from(p, k + 1, p->steps[k].node, p->steps[k].bufs[0]);
-            p->steps[k].nbufs = 0;   /* no longer a reference to either buffer */
-            drop[k] = true;
-        }
+    alias_views(g, p, drop);
+    alias_index ix = index_steps(g, p);
     for (uint32_t k = 0; k < p->nsteps; k++) {
         nrt_step *s = &p->steps[k];
-        if (!is_update_copy(g, s) || !update_fits_in_place(g, p, s->bufs[1], s->bufs[0])) continue;
-        rename_from(p, (uint32_t)first_ref(p, s->bufs[0]), s->bufs[0], s->bufs[1]);
+        if (!is_update_copy(g, s) || !update_fits_in_place(g, p, s->bufs[1], s->bufs[0], &ix)) continue;
+        uint32_t u = s->bufs[0], pnode = s->bufs[1];
+        for (uint32_t r = (uint32_t)first_ref_of(&ix, p, u); r < p->nsteps; r++)
+            for (int j = 0; j < p->steps[r].nbufs; j++)
+                if (p->steps[r].bufs[j] == u) p->steps[r].bufs[j] = pnode;
         s->nbufs = 0;
         drop[k] = true;
+        ix.moved[u] = ix.moved[pnode] = true;
     }
     drop_steps(p, drop);
     free(drop);
+    free(ix.first);
+    free(ix.last);
+    free(ix.moved);
 }
