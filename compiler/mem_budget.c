@@ -17,12 +17,15 @@
  * search finds the shortest prefix that fits. Segments: the forward pass cut
  * at its narrowest points (between layers; from the first op on a weight to
  * where the backward pass begins, what follows the last cut kept) into
- * automatic @checkpoint blocks; for each spacing of the cuts, keeping every matmul and attention
- * result (where the backward pass reads it; else what it reads that is made
- * from it, the value after a bias or GELU epilogue), else as many of the values the backward pass reads as fit,
+ * automatic @checkpoint blocks; for each spacing of the cuts, keeping
+ * every matmul and attention result (where the backward pass reads it; else
+ * what it reads that is made from it, the value after a bias or GELU
+ * epilogue), else as many of the values the backward pass reads as fit,
  * dearest to redo per byte first (redo_costs: as the fused program would
  * redo them), down to none; the room the best plan leaves goes to later
- * values of the ranking that make it faster. */
+ * values of the ranking that make it faster. Each candidate is scored by
+ * compiling it (plan_cost_of), and each cost is kept by what the candidate
+ * recomputes (plan_cache): the search meets many again. */
 #include "mem_budget.h"
 #include "cuda_emit.h"
 #include "inspect.h"
