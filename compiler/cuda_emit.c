@@ -18,6 +18,7 @@
 void cg_printf(cg_buf *b, const char *fmt, ...)
 {
     va_list ap;
+    if (b->discard) return;
     for (;;) {
         va_start(ap, fmt);
         int need = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
@@ -2951,10 +2952,25 @@ bool cuda_emit_program(const ir_graph *g, nrt_program *out, char *err, size_t er
     return cuda_emit_program_ex(g, false, out, err, errcap);
 }
 
+static bool emit_program(const ir_graph *g, bool fuse, bool source, nrt_program *out, char *err, size_t errcap);
+
 bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *err, size_t errcap)
+{
+    return emit_program(g, fuse, true, out, err, errcap);
+}
+
+bool cuda_emit_program_cost(const ir_graph *g, bool fuse, nrt_program *out, char *err, size_t errcap)
+{
+    return emit_program(g, fuse, false, out, err, errcap);
+}
+
+/* source: write the module's source; else only the bodies, which the
+ * steps are read off (the comments and the assembled source are not). */
+static bool emit_program(const ir_graph *g, bool fuse, bool source, nrt_program *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
     cg_ctx cg = {.g = g, .prog = out};
+    cg.src.discard = cg.cur_comment.discard = !source;
     cg_printf(&cg.src, "%s", prelude);
     if (fuse) cuda_fuse_plan(&cg);
     for (ir_value v = 0; v < g->nnodes; v++) {

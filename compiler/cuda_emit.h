@@ -34,6 +34,7 @@
 typedef struct cg_buf {
     char *s;
     size_t n, cap;
+    bool discard;   /* text nothing reads (cuda_emit_program_cost): not written */
 } cg_buf;
 
 void cg_printf(cg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -169,6 +170,12 @@ bool cuda_emit_program(const ir_graph *g, nrt_program *out, char *err, size_t er
 /* The same; with fuse, runs of elementwise ops become one kernel each
  * (compiler/cuda_fuse.c). */
 bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *err, size_t errcap);
+/* The same program without its source (out->source NULL): the steps,
+ * kernels and names a memory plan and a roofline floor read, for
+ * --memory-budget's search, which compiles hundreds of candidates. The
+ * kernels' bodies are still written: which steps share a kernel, what a
+ * kernel stores and which launches batch are read off them. */
+bool cuda_emit_program_cost(const ir_graph *g, bool fuse, nrt_program *out, char *err, size_t errcap);
 
 /* The most ops one fused group computes: a longer run is cut into groups of
  * this many, each a kernel, the value at a cut stored and loaded again.

@@ -83,7 +83,7 @@ static plan_cost plan_cost_of(const ir_graph *unscheduled, bool fuse, char *err,
     ir_graph *scheduled = schedule_training_step(unscheduled, fuse, NULL);   /* as the driver will */
     const ir_graph *g = scheduled ? scheduled : unscheduled;
     nrt_program p;
-    if (!cuda_emit_program_ex(g, fuse, &p, err, errcap)) {
+    if (!cuda_emit_program_cost(g, fuse, &p, err, errcap)) {
         ir_graph_free(scheduled);
         return c;
     }

@@ -215,6 +215,62 @@ static void check_budget_cache_same_plans(void)
     CHECK(same == (int)NC_COUNT(gib) && fitted >= 5);
 }
 
+/* Whether two emissions of a graph are the same program to a memory plan
+ * and a roofline floor: the same steps, kernels and their names, temps,
+ * slots; the same arena. */
+static bool same_program(const ir_graph *g, const nrt_program *a, const nrt_program *b)
+{
+    if (a->nsteps != b->nsteps || a->nkernels != b->nkernels || a->ntemps != b->ntemps) return false;
+    if (memcmp(a->steps, b->steps, a->nsteps * sizeof *a->steps) != 0) return false;
+    if (a->ntemps && memcmp(a->temps, b->temps, a->ntemps * sizeof *a->temps) != 0) return false;
+    if (!a->slot_values != !b->slot_values ||
+        (a->slot_values && memcmp(a->slot_values, b->slot_values, (size_t)a->nsteps * NRT_MAX_BUFS * sizeof *a->slot_values)))
+        return false;
+    for (uint32_t k = 0; k < a->nkernels; k++)
+        if (strcmp(a->kernel_names[k], b->kernel_names[k]) != 0) return false;
+    char err[512];
+    memplan_result ra, rb;
+    memplan_buf *ba = program_plan_memory(g, a, NULL, &ra, err, sizeof err), *bb = program_plan_memory(g, b, NULL, &rb, err, sizeof err);
+    bool same = ba && bb && ra.arena_bytes == rb.arena_bytes;
+    free(ba);
+    free(bb);
+    return same;
+}
+
+/* --memory-budget's search scores candidates by a program emitted without
+ * its source (cuda_emit_program_cost): it is the program the module gets,
+ * less the text. The checkpointed step, GPT-2 with 2 layers as it is and
+ * as a budget cuts it into segments (the weights' copies carried, and made
+ * each step), char_lm as a budget fits it. */
+static void check_cost_only_program(void)
+{
+    ir_graph *gs[5] = {compile(true), gpt2_step_of(8, 512, "2", 0), gpt2_step_of(8, 512, "2", (int64_t)(1.06 * 1073741824.0)),
+                       gpt2_step_of(8, 512, "2", (int64_t)(1.01 * 1073741824.0)), NULL};
+    size_t n;
+    char *text = (char *)slurp("examples/char_lm.net", &n);
+    const char *dn[] = {"B"};
+    const int64_t dv[] = {256};
+    driver_opts o = {.verify = true, .train_step = true, .fuse = true, .dim_names = dn, .dim_values = dv, .ndims = 1,
+                     .memory_budget = 240 << 20};
+    if (text) gs[4] = compile_text("char_lm.net", text, &o);
+    free(text);
+    int same = 0;
+    for (int i = 0; i < 5; i++) {
+        CHECK(gs[i] != NULL);
+        if (!gs[i]) continue;
+        nrt_program full, cost;
+        char err[512];
+        bool ok = cuda_emit_program_ex(gs[i], true, &full, err, sizeof err);
+        ok = cuda_emit_program_cost(gs[i], true, &cost, err, sizeof err) && ok;
+        CHECK(ok);
+        if (ok) same += same_program(gs[i], &full, &cost) && full.source && !cost.source;
+        if (ok) nrt_program_free(&full), nrt_program_free(&cost);
+        ir_graph_free(gs[i]);
+    }
+    printf("cost-only programs: %d of 5 the same as the module's, without the source\n", same);
+    CHECK(same == 5);
+}
+
 /* Whether the backward pass of g reads forward value v (through its views). */
 static bool read_by_backward(const ir_graph *g, ir_value v)
 {
@@ -342,6 +398,7 @@ int main(void)
     check_budget_matches_hand_plan();
     check_gpt2_budget();
     check_budget_cache_same_plans();
+    check_cost_only_program();
     cpu_exec_result_free(&ra);
     cpu_exec_result_free(&rb);
     for (uint32_t i = 0; i < with->nparams; i++) cpu_tensor_free(&pa[i]), cpu_tensor_free(&pb[i]);
