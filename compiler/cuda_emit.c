@@ -15,10 +15,106 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The conversions the emitters use most: %s %.*s %c %d %u %ld %lu %lld
+ * %llu %zu and %%, without flags or widths. cg_printf formats these itself:
+ * libquadmath, which openblas's libgfortran loads, registers a printf type,
+ * and from then on glibc formats every printf of the process on its slow
+ * positional path (a sixth of --memory-budget's search went there). */
+static bool simple_format(const char *fmt)
+{
+    for (const char *p = strchr(fmt, '%'); p; p = strchr(p + 1, '%')) {
+        p++;
+        if (p[0] == '.' && p[1] == '*' && p[2] == 's') p += 2;
+        else if (p[0] == 'l' && p[1] == 'l' && (p[2] == 'd' || p[2] == 'u')) p += 2;
+        else if ((p[0] == 'l' || p[0] == 'z') && (p[1] == 'd' || p[1] == 'u') && !(p[0] == 'z' && p[1] == 'd')) p += 1;
+        else if (!strchr("sducp%", *p) || *p == 'p' || !*p) return false;
+    }
+    return true;
+}
+
+static void put(cg_buf *b, const char *s, size_t n)
+{
+    if (!b->s || b->n + n >= b->cap) {
+        b->cap = (b->cap + n + 1) * 2;
+        b->s = nc_xrealloc(b->s, b->cap);
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void put_integer(cg_buf *b, unsigned long long magnitude, bool negative)
+{
+    char digits[24];
+    int n = (int)sizeof digits;
+    do digits[--n] = (char)('0' + magnitude % 10); while ((magnitude /= 10) != 0);
+    if (negative) digits[--n] = '-';
+    put(b, digits + n, sizeof digits - (size_t)n);
+}
+
+/* %s and %.*s of NULL as glibc writes them */
+static void put_string(cg_buf *b, const char *s, int precision)
+{
+    if (!s) s = precision < 0 || precision >= 6 ? "(null)" : "";
+    size_t n = precision < 0 ? strlen(s) : strnlen(s, (size_t)precision);
+    put(b, s, n);
+}
+
+static void simple_printf(cg_buf *b, const char *fmt, va_list ap)
+{
+    const char *p = fmt;
+    for (const char *at = strchr(p, '%'); at; at = strchr(p, '%')) {
+        put(b, p, (size_t)(at - p));
+        at++;
+        if (*at == '%') put(b, "%", 1);
+        else if (*at == 's') put_string(b, va_arg(ap, const char *), -1);
+        else if (*at == '.') {   /* %.*s */
+            int precision = va_arg(ap, int);
+            put_string(b, va_arg(ap, const char *), precision);
+            at += 2;
+        } else if (*at == 'c') {
+            char c = (char)va_arg(ap, int);
+            put(b, &c, 1);
+        } else if (*at == 'd') {
+            int v = va_arg(ap, int);
+            put_integer(b, v < 0 ? 0ull - (unsigned long long)(long long)v : (unsigned long long)v, v < 0);
+        } else if (*at == 'u') {
+            put_integer(b, va_arg(ap, unsigned), false);
+        } else if (at[0] == 'l' && at[1] == 'l') {
+            at += 2;
+            if (*at == 'd') {
+                long long v = va_arg(ap, long long);
+                put_integer(b, v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v, v < 0);
+            } else {
+                put_integer(b, va_arg(ap, unsigned long long), false);
+            }
+        } else if (at[0] == 'l') {
+            at++;
+            if (*at == 'd') {
+                long v = va_arg(ap, long);
+                put_integer(b, v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v, v < 0);
+            } else {
+                put_integer(b, va_arg(ap, unsigned long), false);
+            }
+        } else {   /* %zu */
+            at++;
+            put_integer(b, va_arg(ap, size_t), false);
+        }
+        p = at + 1;
+    }
+    put(b, p, strlen(p));
+}
+
 void cg_printf(cg_buf *b, const char *fmt, ...)
 {
     va_list ap;
     if (b->discard) return;
+    if (simple_format(fmt)) {
+        va_start(ap, fmt);
+        simple_printf(b, fmt, ap);
+        va_end(ap);
+        return;
+    }
     for (;;) {
         va_start(ap, fmt);
         int need = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);

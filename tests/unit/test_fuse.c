@@ -9,6 +9,7 @@
 #include "program.h"
 
 #include "test_util.h"
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1151,8 +1152,45 @@ static void check_stored_bias_grads(const char *root)
     CHECK(mlp == 2 && cnn == 3);
 }
 
+/* cg_printf formats the common conversions itself (glibc's printf is slow
+ * once libquadmath has registered a type): it writes what vsnprintf writes,
+ * extremes and NULL strings included, and hands anything else to it. */
+static void check_printf_as_libc(void)
+{
+    cg_buf b = {0};
+    char want[512];
+    int same = 0, n = 0;
+#define AS_LIBC(...)                                       \
+    do {                                                   \
+        b.n = 0;                                           \
+        cg_printf(&b, __VA_ARGS__);                        \
+        snprintf(want, sizeof want, __VA_ARGS__);          \
+        n++;                                               \
+        if (b.s && strcmp(b.s, want) == 0) same++;         \
+        else fprintf(stderr, "cg_printf [%s], libc [%s]\n", b.s ? b.s : "", want); \
+    } while (0)
+    AS_LIBC("plain text, no conversion");
+    AS_LIBC("%s", "");
+    AS_LIBC("  float *%s = (float *)A.buf[%d];\n", "x", 3);
+    AS_LIBC("%d %d %d %d", 0, -1, INT32_MAX, INT32_MIN);
+    AS_LIBC("%u %u", 0u, UINT32_MAX);
+    AS_LIBC("%lld|%lld|%lld|%llu", 0ll, (long long)INT64_MAX, (long long)INT64_MIN, (unsigned long long)UINT64_MAX);
+    AS_LIBC("%ld %lu %zu", -42l, 42ul, (size_t)SIZE_MAX);
+    AS_LIBC("100%% of %c%c", 'o', 'k');
+    AS_LIBC("[%.*s][%.*s][%.*s]", 3, "abcdef", 0, "abc", -1, "whole");
+    const char *volatile none = NULL;   /* hidden from the compiler's format checks */
+    AS_LIBC("[%s][%.*s][%.*s]", none, 2, none, 8, none);
+    AS_LIBC("%5ld|%-4d|%08.3f|%.9g|%x", 7l, 3, 2.5, 0.1, 255u);   /* not simple: vsnprintf's */
+    AS_LIBC("trailing %s and %u%%", "text", 12u);
+#undef AS_LIBC
+    free(b.s);
+    printf("cg_printf: %d of %d formats as libc writes them\n", same, n);
+    CHECK(same == n);
+}
+
 int main(int argc, char **argv)
 {
+    check_printf_as_libc();
     const char *root = argc > 1 ? argv[1] : ".";
     char path[1024];
     const char *b[] = {"B"}, *bt[] = {"B", "T"};
