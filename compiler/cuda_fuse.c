@@ -774,6 +774,8 @@ static void plan_norm_grad_sums(cg_ctx *cg)
         const ir_node *an = &g->nodes[a];
         ir_value first, last;
         if (an->op != OP_ADD || !cg->group[a] || cg->absorbed[a]) continue;
+        group_extent(cg, cg->group[a], &first, &last);
+        if (first != a || last != a) continue;   /* not alone in its group */
         for (int i = 0; i < 2; i++) {
             ir_value d = ir_args(g, an)[i], o = ir_args(g, an)[1 - i];
             const ir_node *dn = &g->nodes[d], *on = &g->nodes[o];
@@ -781,9 +783,6 @@ static void plan_norm_grad_sums(cg_ctx *cg)
                 o > d || on->op == OP_BROADCAST || dn->dtype != an->dtype || on->dtype != an->dtype || !same_shape(dn, an) ||
                 !same_shape(on, an))
                 continue;
-            /* asked last: finding the group's extent walks every node */
-            group_extent(cg, cg->group[a], &first, &last);
-            if (first != a || last != a) break;   /* not alone in its group */
             cg->sum_to[d] = a;
             set_group(cg, a, 0);
             cg->inlined[a] = true;   /* written by the norm's kernel */
@@ -1041,17 +1040,9 @@ static bool take_gather(cg_ctx *cg, uint32_t id, ir_value first, ir_value last, 
 static void plan_group_reads(cg_ctx *cg)
 {
     const ir_graph *g = cg->g;
-    /* every group's extent in one walk (no group changes here), not a walk a group */
-    ir_value *firsts = nc_xmalloc(((size_t)cg->ngroups + 1) * sizeof *firsts);
-    ir_value *lasts = nc_xmalloc(((size_t)cg->ngroups + 1) * sizeof *lasts);
-    for (uint32_t id = 0; id <= cg->ngroups; id++) firsts[id] = lasts[id] = IR_NONE;
-    for (ir_value u = 0; u < g->nnodes; u++)
-        if (cg->group[u] && cg->group[u] <= cg->ngroups) {
-            if (firsts[cg->group[u]] == IR_NONE) firsts[cg->group[u]] = u;
-            lasts[cg->group[u]] = u;
-        }
     for (uint32_t id = 1; id <= cg->ngroups; id++) {
-        ir_value first = firsts[id], last = lasts[id];
+        ir_value first, last;
+        group_extent(cg, id, &first, &last);
         if (first == IR_NONE || cg->prologue_of[id] != IR_NONE) continue;
         const ir_node *ln = &g->nodes[last];
         dim_set d = {.n = 1};   /* the element count; the shape's dims count apart, repeats too (emit_single) */
@@ -1065,73 +1056,27 @@ static void plan_group_reads(cg_ctx *cg)
             }
         }
     }
-    free(firsts);
-    free(lasts);
-}
-
-/* What plan_carried_copies asks of every copy, found once: each group's
- * first and last member, each value's readers (the questions walked every
- * node for each weight's copy). */
-typedef struct carry_index {
-    ir_value *group_first, *group_last;
-    uint32_t *reader_at;   /* value v's readers: readers[reader_at[v] .. reader_at[v + 1]) */
-    ir_value *readers;
-} carry_index;
-
-static carry_index carry_index_of(const cg_ctx *cg)
-{
-    const ir_graph *g = cg->g;
-    uint32_t ngroups = 0, nreads = 0;
-    for (ir_value u = 0; u < g->nnodes; u++) {
-        if (cg->group[u] >= ngroups) ngroups = cg->group[u] + 1;
-        nreads += (uint32_t)g->nodes[u].nargs;
-    }
-    carry_index x = {.group_first = nc_xmalloc(((size_t)ngroups + 1) * sizeof *x.group_first),
-                     .group_last = nc_xmalloc(((size_t)ngroups + 1) * sizeof *x.group_last),
-                     .reader_at = nc_xcalloc((size_t)g->nnodes + 2, sizeof *x.reader_at),
-                     .readers = nc_xmalloc(((size_t)nreads + 1) * sizeof *x.readers)};
-    for (uint32_t id = 0; id <= ngroups; id++) x.group_first[id] = x.group_last[id] = IR_NONE;
-    for (ir_value u = 0; u < g->nnodes; u++) {
-        if (x.group_first[cg->group[u]] == IR_NONE) x.group_first[cg->group[u]] = u;
-        x.group_last[cg->group[u]] = u;
-        for (int i = 0; i < g->nodes[u].nargs; i++) x.reader_at[ir_args(g, &g->nodes[u])[i] + 1]++;
-    }
-    for (ir_value v = 0; v < g->nnodes; v++) x.reader_at[v + 1] += x.reader_at[v];
-    uint32_t *next = nc_xmalloc(((size_t)g->nnodes + 1) * sizeof *next);
-    memcpy(next, x.reader_at, (size_t)g->nnodes * sizeof *next);
-    for (ir_value u = 0; u < g->nnodes; u++)
-        for (int i = 0; i < g->nodes[u].nargs; i++) x.readers[next[ir_args(g, &g->nodes[u])[i]]++] = u;
-    free(next);
-    return x;
-}
-
-static void carry_index_free(carry_index *x)
-{
-    free(x->group_first);
-    free(x->group_last);
-    free(x->reader_at);
-    free(x->readers);
 }
 
 /* The step that computes r runs at this node: its matmul epilogue's last
  * op, its group's last member, or r itself. */
-static ir_value emitted_at(const cg_ctx *cg, const carry_index *x, ir_value r)
+static ir_value emitted_at(const cg_ctx *cg, ir_value r)
 {
     for (uint32_t k = 0; cg->absorbed && cg->absorbed[r] && k < cg->nepilogues; k++)   /* a matmul's epilogue: at its last op */
         for (int i = 0; i < cg->epilogues[k].nchain; i++)
             if (cg->epilogues[k].chain[i] == r || cg->epilogues[k].colsum == r) return cg->epilogues[k].out;
-    return cg->group[r] ? x->group_last[cg->group[r]] : r;
+    return cg->group[r] ? cg->group_last[cg->group[r]] : r;
 }
 
 /* Whether every step that reads v runs before node `first`: v's own, and
  * those of its readers, and of an inlined reader's readers (a bias's
  * broadcast, loaded where it is used). */
-static bool read_before(const cg_ctx *cg, const carry_index *x, ir_value v, ir_value first)
+static bool read_before(const cg_ctx *cg, const reader_index *ri, ir_value v, ir_value first)
 {
-    if (emitted_at(cg, x, v) >= first) return false;
-    for (uint32_t k = x->reader_at[v]; k < x->reader_at[v + 1]; k++) {
-        ir_value r = x->readers[k];
-        if (cg->inlined[r] ? !read_before(cg, x, r, first) : emitted_at(cg, x, r) >= first) return false;
+    if (emitted_at(cg, v) >= first) return false;
+    for (uint32_t k = ri->start[v]; k < ri->start[v + 1]; k++) {
+        ir_value r = ri->at[k];
+        if (cg->inlined[r] ? !read_before(cg, ri, r, first) : emitted_at(cg, r) >= first) return false;
     }
     return true;
 }
@@ -1144,7 +1089,7 @@ static bool read_before(const cg_ctx *cg, const carry_index *x, ir_value v, ir_v
  * outside. Exact: the copy is the same rounding of the same value. GPT-2's
  * step no longer reads each f32 weight to make its copy (13 kernels, 0.68
  * GiB); the updates write 0.23 GiB more. */
-static void plan_carried_copies(cg_ctx *cg)
+static void plan_carried_copies(cg_ctx *cg, const reader_index *ri)
 {
     const ir_graph *g = cg->g;
     cg->carry_into = cuda_no_values(g);
@@ -1157,7 +1102,6 @@ static void plan_carried_copies(cg_ctx *cg)
     for (ir_value p = 0; p < g->nnodes; p++)
         if (g->nodes[p].op == OP_PARAM && g->nodes[p].attr.index < g->nparams) update_of[p] = new_value[g->nodes[p].attr.index];
     free(new_value);
-    carry_index x = carry_index_of(cg);
     for (ir_value c = 0; c < g->nnodes; c++) {
         const ir_node *cn = &g->nodes[c];
         if (cn->op != OP_CAST || (cn->dtype != NC_BF16 && cn->dtype != NC_F16) || !cg->group[c] || cg->inlined[c] ||
@@ -1167,12 +1111,11 @@ static void plan_carried_copies(cg_ctx *cg)
         if (u == IR_NONE || g->nodes[p].dtype != NC_F32 || g->nodes[u].dtype != NC_F32 || !cg->group[u] || cg->inlined[u] ||
             cg->absorbed[u] || cg->carry_into[u] != IR_NONE)
             continue;
-        ir_value first = x.group_first[cg->group[u]];   /* u's kernel starts at its group's first member */
-        if (!read_before(cg, &x, c, first)) continue;
+        ir_value first = cg->group_first[cg->group[u]];   /* u's kernel starts at its group's first member */
+        if (!read_before(cg, ri, c, first)) continue;
         cg->carry_into[u] = c;
         cg->carry_from[c] = u;
     }
-    carry_index_free(&x);
     free(update_of);
 }
 
@@ -1471,7 +1414,7 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_widened_sums(cg);
     plan_scatter_sums(cg);
     plan_group_reads(cg);
-    plan_carried_copies(cg);
+    plan_carried_copies(cg, &ri);
     plan_kernels(cg);
     plan_sibling_sums(cg, &ri);
     free_readers(&ri);
