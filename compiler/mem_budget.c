@@ -872,9 +872,12 @@ bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *e
 
 bool mem_budget_parse(const char *text, int64_t *bytes)
 {
+    /* decimal only, as --lr and --set: strtod alone would also take leading
+     * spaces and hex (0x10GiB) */
+    if (!(text[0] >= '0' && text[0] <= '9') && text[0] != '.') return false;
     char *end;
     double v = strtod(text, &end);
-    if (end == text || !(v > 0)) return false;
+    if (end == text || !(v > 0) || strspn(text, "0123456789.eE+-") < (size_t)(end - text)) return false;
     static const struct { const char *suffix; double scale; } units[] = {
         {"", 1}, {"B", 1}, {"K", 1024}, {"KiB", 1024}, {"KB", 1e3}, {"M", 1048576}, {"MiB", 1048576}, {"MB", 1e6},
         {"G", 1073741824.0}, {"GiB", 1073741824.0}, {"GB", 1e9}, {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12},
@@ -882,7 +885,8 @@ bool mem_budget_parse(const char *text, int64_t *bytes)
     for (size_t i = 0; i < NC_COUNT(units); i++)
         if (strcmp(end, units[i].suffix) == 0) {
             double b = v * units[i].scale;
-            if (b > 9e18) return false;
+            /* under a byte would truncate to 0, which means no budget at all */
+            if (b < 1 || b > 9e18) return false;
             *bytes = (int64_t)b;
             return true;
         }

@@ -364,6 +364,10 @@ expect 2 "--lr needs a number in (0, 1000], got '0x1p-3'" train "$src/examples/f
 expect 2 "--lr needs a number in (0, 1000], got ' 0.1'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --lr ' 0.1'
 expect 2 "--lr needs a number in (0, 1000], got '1001'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --lr 1001
 expect 1 "is the data set installed" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --lr 1000   # the file's own limit
+# a budget under a byte was 0 bytes, that is none: the step built without one (and hex, a leading space, were taken)
+expect 2 "--memory-budget wants a size such as 4GiB or 512MiB, got '0.5'" build "$src/examples/fashion_mlp.net" --dim B=8 --memory-budget 0.5
+expect 2 "got '0x10GiB'" build "$src/examples/fashion_mlp.net" --dim B=8 --memory-budget 0x10GiB
+expect 2 "got ' 4GiB'" build "$src/examples/fashion_mlp.net" --dim B=8 --memory-budget ' 4GiB'
 probe=$("$netc" run "$tmp/m.netm" --dim B=1 --random-inputs 1 --output "$tmp/probe" 2>&1)   # not piped: pipefail and grep -q
 if ! grep -q 'running on cuda' <<<"$probe"; then
   expect 1 "measures on a GPU"    inspect "$tmp/m.netm" --dim B=2 --profile   # no GPU here

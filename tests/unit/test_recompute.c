@@ -394,6 +394,10 @@ int main(void)
     CHECK(mem_budget_parse("4GiB", &parsed) && parsed == (int64_t)4 << 30);
     CHECK(mem_budget_parse("1.5MB", &parsed) && parsed == 1500000);
     CHECK(!mem_budget_parse("4 apples", &parsed) && !mem_budget_parse("-1G", &parsed));
+    /* 0.5 would be 0 bytes, that is no budget: refused, as hex and spaces */
+    CHECK(!mem_budget_parse("0.5", &parsed) && !mem_budget_parse("1e-4KiB", &parsed));
+    CHECK(!mem_budget_parse("0x10GiB", &parsed) && !mem_budget_parse(" 4GiB", &parsed));
+    CHECK(mem_budget_parse("0.5KiB", &parsed) && parsed == 512);
     check_dear_results_skip_epilogue_products();
     check_budget_matches_hand_plan();
     check_gpt2_budget();
