@@ -15,6 +15,11 @@
 
 #define SEMA_MAX_CALL_DEPTH 64
 #define SEMA_MAX_REPEAT 4096
+/* Each repeat is at most SEMA_MAX_REPEAT, but nested ones (and fns that call
+ * another twice, each level) multiply: repeats of 1000 in 1000 in 1000 ran for
+ * hours. examples/gpt2.net runs 494 statements, 1934 with 48 layers; the
+ * limit takes 0.1 s of CPU to reach here, 3 s in fuzz_parse at 4 times it. */
+#define SEMA_MAX_STMTS ((uint64_t)1 << 16)
 
 /* ------------------------------------------------------------------ */
 /* values and diagnostics                                              */
@@ -1545,8 +1550,27 @@ static void exec_assert(sema_ctx *c, const ast_node *s)
     assert_stop(c);
 }
 
+/* Whether one more statement may run; past SEMA_MAX_STMTS, an error (once)
+ * and every statement after it is passed over (a repeat stops at an error
+ * in its body). */
+static bool stmt_budget(sema_ctx *c, const ast_node *s)
+{
+    if (++c->nstmts <= SEMA_MAX_STMTS) return true;
+    if (c->nstmts == SEMA_MAX_STMTS + 1) {
+        char hint[192] = "a fn that calls another more than once multiplies its body at each level";
+        if (c->nrepeats > 0 && c->nrepeats <= (int)NC_COUNT(c->repeats))
+            snprintf(hint, sizeof hint, "a repeat in a repeat runs its body the product of their counts; the innermost here is at line %u",
+                     c->repeats[c->nrepeats - 1]->loc.line);
+        else if (c->nrepeats > 0)
+            snprintf(hint, sizeof hint, "a repeat in a repeat runs its body the product of their counts");
+        sema_err(c, s->loc, hint, "the model expands to more than %llu statements", (unsigned long long)SEMA_MAX_STMTS);
+    }
+    return false;
+}
+
 static void exec_stmt(sema_ctx *c, const ast_node *s)
 {
+    if (!stmt_budget(c, s)) return;
     if (c->train && s->kind != AST_IF) {
         sema_train_stmt(c, s);
         return;
@@ -1765,7 +1789,8 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
     if (ok) {
         exec_stmts(c, &decl->list);
         c->assert_failed = false;
-        if (!c->returned) result = (sv){.kind = SV_NONE};
+        if (c->nstmts > SEMA_MAX_STMTS) result = sv_error();   /* cut short by the statement budget: said */
+        else if (!c->returned) result = (sv){.kind = SV_NONE};
         else if (c->nret == 1) result = c->ret[0];
         else {
             result = (sv){.kind = SV_LIST, .items = c->ret, .n = (uint32_t)c->nret};
@@ -1835,6 +1860,7 @@ static void declare_inputs(sema_ctx *c, const ast_list *args, bool train_only)
 static void bind_outputs(sema_ctx *c, const ast_node *model)
 {
     const ast_list *outs = &model->list3;
+    if (c->nstmts > SEMA_MAX_STMTS) return;   /* its return was passed over with the rest: said */
     if (!c->returned) {
         sema_err(c, model->loc, NULL, "model '%s' has no return statement", model->name);
         return;
@@ -2160,6 +2186,7 @@ static ir_graph *build_one(sema_ctx *c, const ast_node *model)
     c->autocast = false;
     c->returned = c->returned_in_if = false;
     c->body = c->next_body = c->ncast_body = 0;   /* value ids start again */
+    c->nstmts = 0;
     int errors = c->diag->errors;
     elaborate_model(c, model);
     ir_graph *g = c->g;

@@ -82,6 +82,7 @@ typedef struct sema_ctx {
     uint32_t region;        /* current checkpoint region, 0 = none */
     uint32_t next_region;
     int call_depth;
+    uint64_t nstmts;        /* statements run in this build: repeats and calls multiply them (SEMA_MAX_STMTS) */
     const char *pending_name; /* let-binding target, names the next fn call's scope */
     sv *ret;                /* set by return */
     int nret;
