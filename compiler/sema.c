@@ -20,6 +20,10 @@
  * hours. examples/gpt2.net runs 494 statements, 1934 with 48 layers; the
  * limit takes 0.1 s of CPU to reach here, 3 s in fuzz_parse at 4 times it. */
 #define SEMA_MAX_STMTS ((uint64_t)1 << 16)
+/* After an error the build has failed: what it runs further only looks for
+ * more errors, and a fn expanded 2^16 times repeats its own (fuzz_compile
+ * spent 14 s suggesting names for one unknown name, once per expansion). */
+#define SEMA_MAX_STMTS_FAILED ((uint64_t)1 << 12)
 
 /* ------------------------------------------------------------------ */
 /* values and diagnostics                                              */
@@ -1552,11 +1556,15 @@ static void exec_assert(sema_ctx *c, const ast_node *s)
 
 /* Whether one more statement may run; past SEMA_MAX_STMTS, an error (once)
  * and every statement after it is passed over (a repeat stops at an error
- * in its body). */
+ * in its body); past SEMA_MAX_STMTS_FAILED in a build that has failed, the
+ * same without a word. */
 static bool stmt_budget(sema_ctx *c, const ast_node *s)
 {
-    if (++c->nstmts <= SEMA_MAX_STMTS) return true;
-    if (c->nstmts == SEMA_MAX_STMTS + 1) {
+    ++c->nstmts;
+    if (c->nstmts > SEMA_MAX_STMTS_FAILED && c->diag->errors > c->build_errors) c->stmts_cut = true;
+    if (c->nstmts <= SEMA_MAX_STMTS && !c->stmts_cut) return true;
+    if (!c->stmts_cut) {
+        c->stmts_cut = true;
         char hint[192] = "a fn that calls another more than once multiplies its body at each level";
         if (c->nrepeats > 0 && c->nrepeats <= (int)NC_COUNT(c->repeats))
             snprintf(hint, sizeof hint, "a repeat in a repeat runs its body the product of their counts; the innermost here is at line %u",
@@ -1789,7 +1797,7 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
     if (ok) {
         exec_stmts(c, &decl->list);
         c->assert_failed = false;
-        if (c->nstmts > SEMA_MAX_STMTS) result = sv_error();   /* cut short by the statement budget: said */
+        if (c->stmts_cut) result = sv_error();   /* cut short by the statement budget: said */
         else if (!c->returned) result = (sv){.kind = SV_NONE};
         else if (c->nret == 1) result = c->ret[0];
         else {
@@ -1860,7 +1868,7 @@ static void declare_inputs(sema_ctx *c, const ast_list *args, bool train_only)
 static void bind_outputs(sema_ctx *c, const ast_node *model)
 {
     const ast_list *outs = &model->list3;
-    if (c->nstmts > SEMA_MAX_STMTS) return;   /* its return was passed over with the rest: said */
+    if (c->stmts_cut) return;   /* its return was passed over with the rest: said */
     if (!c->returned) {
         sema_err(c, model->loc, NULL, "model '%s' has no return statement", model->name);
         return;
@@ -2187,7 +2195,8 @@ static ir_graph *build_one(sema_ctx *c, const ast_node *model)
     c->returned = c->returned_in_if = false;
     c->body = c->next_body = c->ncast_body = 0;   /* value ids start again */
     c->nstmts = 0;
-    int errors = c->diag->errors;
+    c->stmts_cut = false;
+    int errors = c->build_errors = c->diag->errors;
     elaborate_model(c, model);
     ir_graph *g = c->g;
     c->g = NULL;

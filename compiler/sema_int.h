@@ -83,6 +83,8 @@ typedef struct sema_ctx {
     uint32_t next_region;
     int call_depth;
     uint64_t nstmts;        /* statements run in this build: repeats and calls multiply them (SEMA_MAX_STMTS) */
+    bool stmts_cut;         /* past the budget: every statement is passed over */
+    int build_errors;       /* the errors before this build: it has failed once there are more */
     const char *pending_name; /* let-binding target, names the next fn call's scope */
     sv *ret;                /* set by return */
     int nret;

@@ -147,8 +147,11 @@ fi
 # ---- 4: fuzz -------------------------------------------------------------------
 # Seeds for a fuzz target, one path a line. fuzz_parse reads .net source; a
 # target without seeds of its own here starts from tests/fuzz/seeds/<name>/
-# when that exists, else from nothing.
+# when that exists, else from nothing. Every target also starts from the
+# inputs that once failed it, tests/fuzz/regress/<name>/: libFuzzer runs its
+# seeds first, so a regression fails at once.
 fuzz_seeds() {
+  [[ -d "tests/fuzz/regress/$1" ]] && find "tests/fuzz/regress/$1" -type f
   case "$1" in
     fuzz_parse)
       find examples stdlib tests/golden -type f -name '*.net' 2>/dev/null ;;
@@ -180,7 +183,7 @@ run_fuzz_target() {  # path-to-binary
     [[ -n "$f" ]] || continue
     cp -f "$f" "$corpus/seed-${f//\//_}"
     n=$((n + 1))
-  done < <(fuzz_seeds "$name")
+  done < <(fuzz_seeds "$name" | sort -u)   # fuzz_compile's own find lists its regress/ too
   echo "--- $name: ${FUZZ_SECONDS}s, $n seed files, corpus $corpus"
   touch "$LOGDIR/fuzz-$name.start"
   local max_len=4096 extra=()
