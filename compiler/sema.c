@@ -951,6 +951,7 @@ sv sema_expr(sema_ctx *c, const ast_node *e)
 /* statements                                                          */
 
 static void exec_stmts(sema_ctx *c, const ast_list *stmts);
+static bool stmt_budget(sema_ctx *c, const ast_node *s);
 
 /* Names scopes for parameters: "fc1", then "fc1_1" if taken. */
 static void push_prefix(sema_ctx *c, const char *name, char *saved, size_t cap)
@@ -1197,6 +1198,7 @@ static void exec_repeat(sema_ctx *c, const ast_node *s)
     if (c->nrepeats < (int)NC_COUNT(c->repeats)) c->repeats[c->nrepeats] = s;
     c->nrepeats++;
     for (int64_t i = 0; i < n.i && !c->returned; i++) {
+        if (!stmt_budget(c, s)) break;   /* an iteration counts, also of an empty body */
         char name[160];
         snprintf(name, sizeof name, "%s.%lld", base, (long long)i);
         push_prefix(c, name, saved, sizeof saved);
