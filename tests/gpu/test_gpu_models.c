@@ -329,19 +329,18 @@ int main(void)
         if (rc) fails++;
         else printf("ok %s\n", models[i].name);
     }
-    if (selected(only, "mismatch_report") && !getenv("NETC_RANDOM_PROGRAMS")) {
+    /* checks that a wrong result is reported as it must be */
+    static const struct { const char *name; int (*check)(void); } reports[] = {
+        {"mismatch_report", check_mismatch_report},
+        {"wrong_kernel_report", check_wrong_kernel},
+    };
+    for (size_t i = 0; i < sizeof reports / sizeof *reports; i++) {
+        if (!selected(only, reports[i].name) || getenv("NETC_RANDOM_PROGRAMS")) continue;
         runs++;
-        int mrc = check_mismatch_report();
-        if (mrc == 77) { printf("no GPU: skipped\n"); return 77; }
-        if (mrc) fails++;
-        else printf("ok mismatch_report\n");
-    }
-    if (selected(only, "wrong_kernel_report") && !getenv("NETC_RANDOM_PROGRAMS")) {
-        runs++;
-        int wrc = check_wrong_kernel();
-        if (wrc == 77) { printf("no GPU: skipped\n"); return 77; }
-        if (wrc) fails++;
-        else printf("ok wrong_kernel_report\n");
+        int rrc = reports[i].check();
+        if (rrc == 77) { printf("no GPU: skipped\n"); return 77; }
+        if (rrc) fails++;
+        else printf("ok %s\n", reports[i].name);
     }
     int rc = check_random_programs(only, seed_env, &runs, &fails);
     if (rc == 77) { printf("no GPU: skipped\n"); return 77; }
