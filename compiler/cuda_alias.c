@@ -47,6 +47,23 @@ static bool is_view(const ir_graph *g, const nrt_step *s)
            s->bufs[1] == s->node && !is_output(g, s->node) && update_count(g, s->node) == 0;
 }
 
+/* One past the largest buffer id any step names. */
+static uint32_t buffer_ids(const nrt_program *p)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        for (int j = 0; j < p->steps[k].nbufs; j++)
+            if (p->steps[k].bufs[j] >= n) n = p->steps[k].bufs[j] + 1;
+    return n;
+}
+
+static void rename_from(nrt_program *p, uint32_t first_step, uint32_t from, uint32_t to)
+{
+    for (uint32_t k = first_step; k < p->nsteps; k++)
+        for (int j = 0; j < p->steps[k].nbufs; j++)
+            if (p->steps[k].bufs[j] == from) p->steps[k].bufs[j] = to;
+}
+
 static int32_t first_ref(const nrt_program *p, uint32_t buf)
 {
     for (uint32_t k = 0; k < p->nsteps; k++)
@@ -79,10 +96,7 @@ typedef struct alias_index {
 
 static alias_index index_steps(const ir_graph *g, const nrt_program *p)
 {
-    alias_index ix = {0};
-    for (uint32_t k = 0; k < p->nsteps; k++)
-        for (int j = 0; j < p->steps[k].nbufs; j++)
-            if (p->steps[k].bufs[j] >= ix.n) ix.n = p->steps[k].bufs[j] + 1;
+    alias_index ix = {.n = buffer_ids(p)};
     ix.first = nc_xmalloc(((size_t)ix.n + 1) * sizeof *ix.first);
     ix.last = nc_xmalloc(((size_t)ix.n + 1) * sizeof *ix.last);
     ix.moved = nc_xcalloc((size_t)ix.n + 1, sizeof *ix.moved);
@@ -152,10 +166,7 @@ static uint32_t renamed(const uint32_t *to, uint32_t n, uint32_t b)
  * renamed when the view is reached, so following the renames ends). */
 static void alias_views(const ir_graph *g, nrt_program *p, bool *drop)
 {
-    uint32_t n = 0;
-    for (uint32_t k = 0; k < p->nsteps; k++)
-        for (int j = 0; j < p->steps[k].nbufs; j++)
-            if (p->steps[k].bufs[j] >= n) n = p->steps[k].bufs[j] + 1;
+    uint32_t n = buffer_ids(p);
     uint32_t *to = nc_xmalloc(((size_t)n + 1) * sizeof *to);
     for (uint32_t b = 0; b < n; b++) to[b] = UINT32_MAX;
     for (uint32_t k = 0; k < p->nsteps; k++) {
@@ -182,9 +193,7 @@ void cuda_alias_buffers(const ir_graph *g, nrt_program *p)
         nrt_step *s = &p->steps[k];
         if (!is_update_copy(g, s) || !update_fits_in_place(g, p, s->bufs[1], s->bufs[0], &ix)) continue;
         uint32_t u = s->bufs[0], pnode = s->bufs[1];
-        for (uint32_t r = (uint32_t)first_ref_of(&ix, p, u); r < p->nsteps; r++)
-            for (int j = 0; j < p->steps[r].nbufs; j++)
-                if (p->steps[r].bufs[j] == u) p->steps[r].bufs[j] = pnode;
+        rename_from(p, (uint32_t)first_ref_of(&ix, p, u), u, pnode);
         s->nbufs = 0;
         drop[k] = true;
         ix.moved[u] = ix.moved[pnode] = true;
