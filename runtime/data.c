@@ -474,29 +474,14 @@ int data_load_text(const char *path, int64_t window, double test_fraction, data_
 }
 
 /* n elements held at their own width (cpu_tensor_to_native's layout of
- * held) as 4-byte ones, as cpu_tensor_from_native reads them: an f16's
- * bits as the f32 of the same value, a byte as an i32. */
+ * held) as 4-byte ones in dst: cpu_tensor_from_native over dst (an f16 as
+ * the f32 of the same value, a byte as an i32). */
 static void widen(nc_dtype held, const uint8_t *src, int64_t n, void *dst)
 {
-    float *f = dst;
-    int32_t *i = dst;
-    switch (held) {
-    case NC_F32:
-    case NC_I32: memcpy(dst, src, (size_t)n * 4); break;
-    case NC_F16:
-    case NC_BF16:
-        for (int64_t k = 0; k < n; k++) {
-            uint16_t h;
-            memcpy(&h, src + 2 * k, 2);
-            f[k] = held == NC_F16 ? nc_f16_bits_to_f32(h) : nc_bf16_bits_to_f32(h);
-        }
-        break;
-    case NC_U8:
-    case NC_BOOL:
-    default:
-        for (int64_t k = 0; k < n; k++) i[k] = src[k];
-        break;
-    }
+    cpu_tensor t = {.dtype = held, .rank = 1, .shape = {n}, .numel = n};
+    if (dtype_is_float(held)) t.f = dst;
+    else t.i = dst;
+    cpu_tensor_from_native(src, &t);
 }
 
 void data_rows(const data_set *d, int64_t first, int64_t count, cpu_tensor *out)
