@@ -24,11 +24,17 @@
 #   ```c                the block is in a source file of compiler/ or runtime/, spaces and
 #                       line breaks aside (the docs quote ops.def, passes.c).
 #   `bash SCRIPT` in a ```sh block: the script exists.
+#   README's table of options (| option | for | meaning |) is `netc help`'s list: every
+#                       option of either is in the other, for the same commands, with the
+#                       numbers help gives as defaults; README's list of commands has
+#                       every command of help.
 #   Also: paths of the tree the docs name exist, links lead to a file and heading;
 #   language.md has a row for every callable op of compiler/ops.def, with its arguments
 #   and their defaults and its dtype rule, and names the internal ones; its table of nn
 #   gives every fn of stdlib/nn.net as declared; module-format.md's version is the one netc writes; the usage comment of
-#   runtime/netrt.h compiles against netrt.h (cc -fsyntax-only).
+#   runtime/netrt.h compiles against netrt.h (cc -fsyntax-only); every NETC_ variable
+#   netc reads (getenv in compiler/, runtime/; NETC_TEST_ hooks aside) is named in a doc,
+#   and every one a doc names is read somewhere in the tree.
 set -u
 netc=$(realpath "$1") src=$(realpath "$2")
 tmp=$(mktemp -d)
@@ -74,6 +80,81 @@ declare -A opt_cmds
 while IFS=';' read -r opt cmds; do opt_cmds[$opt]=$cmds; done \
   < <("$netc" help | sed -n 's/^  \(-[-A-Za-z]*\)\(=[^ ]*\)\{0,1\}\( [^ (]*\)\{0,1\}  *(\([a-z, ]*\)).*/\1;\4/p' | tr -d ' ')
 (( ${#opt_cmds[@]} >= 35 )) || bad "netc help: only ${#opt_cmds[@]} options read"
+
+# README's table of options is netc help's list, both ways. A row: the options of its
+# first column, the commands of its second (parentheses aside: `check (with --dump-ir)`),
+# its meaning. Where the first column is a pattern (`--no-PASS`), the options its meaning
+# names (the passes' --no-NAME) are that row's; every option a row names is one help lists.
+# Each number help gives as an option's default is in its row.
+sort_cmds() { tr -d ' ' <<<"$1" | tr ',' '\n' | grep -v '^$' | sort | paste -sd, -; }
+declare -A doc_opt_cmds doc_opt_row doc_opt_named
+awk '/^\| option \| for \| meaning \|$/ { t = 1; next }
+     t && /^\|---/ { next }
+     t && !/^\|/ { exit }
+     t { gsub(/\\\|/, "/"); n = split($0, f, "|"); m = f[4]; for (i = 5; i < n; i++) m = m "|" f[i]
+         printf "%d\t%s\t%s\t%s\n", NR, f[2], f[3], m }' "$src/README.md" >"$tmp/opt_table"
+(( $(wc -l <"$tmp/opt_table") >= 20 )) || bad "README.md: its table of options (| option | for | meaning |) has $(wc -l <"$tmp/opt_table") rows"
+while IFS=$'\t' read -r nr col1 col2 _; do
+  cmds=$(sort_cmds "$(sed 's/([^)]*)//g' <<<"$col2")")
+  for o in $(grep -oE '`-[-A-Za-z]+' <<<"$col1" | tr -d '`'); do
+    [[ $o =~ [A-Z]{2} ]] && continue          # a pattern: --no-PASS
+    doc_opt_cmds[$o]=$cmds doc_opt_row[$o]=$nr doc_opt_named[$o]=column
+    [[ -n ${opt_cmds[$o]:-} ]] || bad "README.md:$nr: the table of options has $o, which netc help does not list"
+  done
+done <"$tmp/opt_table"
+while IFS=$'\t' read -r nr col1 col2 col3; do
+  for o in $(grep -oE '`-[-A-Za-z]+' <<<"$col2 $col3" | tr -d '`' | sort -u); do
+    [[ -n ${opt_cmds[$o]:-} ]] || bad "README.md:$nr: the table of options names $o, which netc help does not list"
+  done
+  [[ $col1 =~ \`-[-a-z]*[A-Z]{2} ]] || continue
+  cmds=$(sort_cmds "$(sed 's/([^)]*)//g' <<<"$col2")")
+  for o in $(grep -oE '`-[-A-Za-z]+' <<<"$col3" | tr -d '`'); do
+    [[ -z ${doc_opt_cmds[$o]:-} ]] && doc_opt_cmds[$o]=$cmds doc_opt_row[$o]=$nr doc_opt_named[$o]=meaning
+  done
+done <"$tmp/opt_table"
+"$netc" help | awk '/^options:/ { on = 1; next }
+  on && /^  -/ { if (o != "") print o "\t" text; o = $1; sub(/=.*/, "", o); text = $0; next }
+  on && /^      / { text = text " " $0 }
+  END { if (o != "") print o "\t" text }' >"$tmp/help_opts"
+while IFS=$'\t' read -r o text; do
+  checked=$((checked + 1))
+  if [[ -z ${doc_opt_cmds[$o]:-} ]]; then bad "netc help lists $o, which README.md's table of options does not"; continue; fi
+  want=$(sort_cmds "${opt_cmds[$o]:-}")
+  [[ ${doc_opt_cmds[$o]} == "$want" ]] ||
+    bad "README.md:${doc_opt_row[$o]}: $o is for ${doc_opt_cmds[$o]} in the table of options (its ${doc_opt_named[$o]}), for $want in netc help"
+  row=$(sed -n "${doc_opt_row[$o]}p" "$src/README.md")
+  for def in $(grep -oE 'default:? [^ :;)]*[0-9][^ :;)]*' <<<"$text" | sed 's/^default:\{0,1\} //'); do
+    grep -qE "(^|[^A-Za-z0-9_.])${def//./\\.}([^A-Za-z0-9_]|\$)" <<<"$row" ||
+      bad "README.md:${doc_opt_row[$o]}: netc help gives $o the default $def, its row in the table of options does not"
+  done
+done <"$tmp/help_opts"
+(( $(cut -f1 "$tmp/help_opts" | sort -u | wc -l) == ${#opt_cmds[@]} )) ||
+  bad "netc help: $(cut -f1 "$tmp/help_opts" | sort -u | wc -l) options, but ${#opt_cmds[@]} read with their commands"
+
+# README's list of commands (the block after "## Commands") names every command of netc help
+help_cmds=$("$netc" help | sed -n '/^commands:/,/^options:/s/^  \([a-z][a-z]*\)  *.*/\1/p')
+[[ $(wc -w <<<"$help_cmds") -ge 6 ]] || bad "netc help: only '$help_cmds' read as its commands"
+doc_cmds=$(awk '/^## Commands/ { on = 1; next } on && /^```/ { if (inb) exit; inb = 1; next }
+                inb && /^netc / { sub(/^--/, "", $2); print $2 }' "$src/README.md")
+for c in $help_cmds; do
+  grep -qxF -- "$c" <<<"$doc_cmds" || bad "netc help has the command $c, which README.md's list of commands (## Commands) does not"
+  checked=$((checked + 1))
+done
+
+# the environment: every NETC_ variable netc and libnetrt read (the test hooks NETC_TEST_ aside)
+# is named in a doc, and every one a doc names is read somewhere in the tree
+doc_env=$(cd "$src" && grep -ohE 'NETC_[A-Z0-9_]+' "${docs[@]}" | sort -u)
+for v in $(cd "$src" && grep -ohE '(getenv|env_flag)\("NETC_[A-Z0-9_]+"' compiler/*.c runtime/*.c |
+           sed 's/.*"\(NETC_[A-Z0-9_]*\)"/\1/' | grep -v '^NETC_TEST_' | sort -u); do
+  grep -qxF "$v" <<<"$doc_env" || bad "netc reads \$$v (compiler/, runtime/), which no doc names"
+  checked=$((checked + 1))
+done
+for v in $doc_env; do
+  grep -rqE --exclude=test_docs.sh "(getenv|env_flag)\\(\"$v\"|\\\$\\{?$v([^A-Z0-9_]|\$)" \
+    "$src/compiler" "$src/runtime" "$src/tests" "$src/scripts" "$src/bench" ||
+    bad "the docs name \$$v, which nothing in compiler/, runtime/, tests/, scripts/ or bench/ reads"
+  checked=$((checked + 1))
+done
 
 # A command line a doc shows: its command and every option netc takes for it.
 check_cmdline() {  # WHERE LINE [REFUSAL_OK]
