@@ -1,4 +1,4 @@
-/* main.c - the netc command line: check, build (and, later, run, inspect, train). */
+/* main.c - netc's entry point: the command line (check, build, run, inspect, train) is cli.c's. */
 #include "cli.h"
 
 int main(int argc, char **argv) { return cli_main(argc, argv); }

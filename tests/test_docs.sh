@@ -32,7 +32,8 @@
 #   language.md has a row for every callable op of compiler/ops.def, with its arguments
 #   and their defaults and its dtype rule, and names the internal ones; its table of nn
 #   gives every fn of stdlib/nn.net as declared; module-format.md's version is the one netc writes; the usage comment of
-#   runtime/netrt.h compiles against netrt.h (cc -fsyntax-only); every NETC_ variable
+#   runtime/netrt.h compiles against netrt.h (cc -fsyntax-only); architecture.md names
+#   every .c of compiler/ and runtime/ (or its .h); every NETC_ variable
 #   netc reads (getenv in compiler/, runtime/; NETC_TEST_ hooks aside) is named in a doc,
 #   and every one a doc names is read somewhere in the tree.
 set -u
@@ -374,6 +375,14 @@ for d in "${docs[@]}"; do
     [[ -e $t ]] || { bad "$d links to $l: no such file"; continue; }
     [[ -z $a ]] || anchors "$t" | grep -qxF -- "$a" || bad "$d links to $l: no such heading"
   done
+done
+
+# architecture.md's pipeline names every source file of compiler/ and runtime/ (or its header)
+for f in "$src"/compiler/*.c "$src"/runtime/*.c; do
+  b=$(basename "$f" .c)
+  grep -qE "\b$b\.[ch]\b" "$src/docs/architecture.md" ||
+    bad "docs/architecture.md names neither $b.c nor $b.h ($(basename "$(dirname "$f")")/): say what the file is for"
+  checked=$((checked + 1))
 done
 
 # the module format version module-format.md describes is the one netc writes
