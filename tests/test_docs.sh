@@ -13,6 +13,9 @@
 #                       train sections taken out, this block in their place.
 #   a block of diagnostics (its first line `NAME.net:L:C: ...`) elsewhere: a run of lines
 #                       of a transcript of NAME.net in the same doc.
+#   a block of "$ netc ..." lines (not netc check of a ```net error block) each followed by
+#                       exactly what it prints, run in a scratch directory where examples/
+#                       is the tree's; "$ echo $?" then N is the last one's exit status.
 #   <!-- output: netc ARGS -->  on the line before a block: the block's lines appear in
 #                       that order in what `netc ARGS` prints (run in the tree), `...`
 #                       standing for any lines.
@@ -180,13 +183,44 @@ check_cmdline() {  # WHERE LINE [REFUSAL_OK]
   done
 }
 
+# A transcript of netc command lines: each "$ netc ..." line is run in a scratch directory
+# where examples/ is the tree's, and the lines after it, up to the next "$ " line, are
+# exactly what it prints (stdout and stderr); "$ echo $?" then N: its exit status.
+run_transcript() {  # WHERE BLOCK
+  local where=$1 b=$2 dir=$tmp/tx line cmd= last= want= rc=0 i n
+  local -a L
+  mapfile -t L <"$b"
+  rm -rf "$dir"; mkdir -p "$dir"; ln -s "$src/examples" "$dir/examples"
+  n=${#L[@]}
+  for ((i = 0; i <= n; i++)); do
+    line=${L[i]:-}
+    if (( i < n )) && [[ $line != '$ '* ]]; then want+=$line$'\n'; continue; fi
+    if [[ -n $cmd ]]; then
+      diff -u <(printf '%s' "$want") "$tmp/tx_got" >"$tmp/diff" ||
+        bad "$where: '$cmd' prints otherwise than the doc shows:$(printf '\n'; cat "$tmp/diff")"
+      checked=$((checked + 1)) last=$cmd cmd=
+    fi
+    (( i < n )) || break
+    if [[ $line == '$ echo $?' ]]; then
+      [[ ${L[i + 1]:-} == "$rc" ]] || bad "$where: '$last' exits $rc, the doc says ${L[i + 1]:-nothing}"
+      i=$((i + 1)); continue
+    fi
+    cmd=${line#\$ } want=
+    if [[ ! $cmd =~ ^(build/)?netc\ [a-z-] ]]; then bad "$where: a transcript of something else than netc: $cmd"; cmd=; continue; fi
+    check_cmdline "$where" "$cmd" refusal-shown
+    (cd "$dir" && eval "timeout 60 \"\$netc\" ${cmd#*netc }") >"$tmp/tx_got" 2>&1
+    rc=$?
+    sed -i "s|$NETC_STDLIB/|/path/to/stdlib/|g; s|$src/stdlib/|/path/to/stdlib/|g" "$tmp/tx_got"
+  done
+}
+
 pending_error= pending_doc=
 declare -a excerpts=()
 while IFS=$'\037' read -r k doc line info comment; do   # \037: empty fields kept
   b=$tmp/b/$k where="$doc:$line"
   first=$(head -n 1 "$b")
-  # a transcript: only right after a ```net error block
-  if [[ $first =~ ^\$\ (build/)?netc\ check\ ([^ ]+)$ ]]; then
+  # a transcript of a ```net error block: right after it (a path with a / is a file of the tree)
+  if [[ $first =~ ^\$\ (build/)?netc\ check\ ([^ ]+)$ && ( ${BASH_REMATCH[2]} != */* || -n $pending_error ) ]]; then
     name=${BASH_REMATCH[2]}
     check_cmdline "$where" "${first#\$ }"
     if [[ -z $pending_error || $pending_doc != "$doc" ]]; then
@@ -264,7 +298,7 @@ while IFS=$'\037' read -r k doc line info comment; do   # \037: empty fields kep
       if [[ $first =~ ^([A-Za-z0-9_.-]+\.net):[0-9]+:[0-9]+:\  ]]; then
         excerpts+=("$where	$doc	${BASH_REMATCH[1]}	$k")
       elif [[ $first == '$ '* ]]; then
-        bad "$where: a transcript that is not of netc check after a \`\`\`net error block: $first"
+        run_transcript "$where" "$b"
       fi
       # a synopsis (README's list of commands): each line's command and options
       while read -r cl; do
