@@ -187,7 +187,7 @@ check_cmdline() {  # WHERE LINE [REFUSAL_OK]
 # where examples/ is the tree's, and the lines after it, up to the next "$ " line, are
 # exactly what it prints (stdout and stderr); "$ echo $?" then N: its exit status.
 run_transcript() {  # WHERE BLOCK
-  local where=$1 b=$2 dir=$tmp/tx line cmd= last= want= rc=0 i n
+  local where=$1 b=$2 dir=$tmp/tx line cmd='' last='' want='' rc=0 i n
   local -a L
   mapfile -t L <"$b"
   rm -rf "$dir"; mkdir -p "$dir"; ln -s "$src/examples" "$dir/examples"
