@@ -14,8 +14,9 @@
 #   a block of diagnostics (its first line `NAME.net:L:C: ...`) elsewhere: a run of lines
 #                       of a transcript of NAME.net in the same doc.
 #   a block of "$ netc ..." lines (not netc check of a ```net error block) each followed by
-#                       exactly what it prints, run in a scratch directory where examples/
-#                       is the tree's; "$ echo $?" then N is the last one's exit status.
+#                       what it prints (exactly; "..." for any lines), run in a scratch
+#                       directory where examples/ is the tree's, a build with --target ''
+#                       unless it gives one; "$ echo $?" then N is the last one's status.
 #   <!-- output: netc ARGS -->  on the line before a block: the block's lines appear in
 #                       that order in what `netc ARGS` prints (run in the tree), `...`
 #                       standing for any lines.
@@ -183,11 +184,26 @@ check_cmdline() {  # WHERE LINE [REFUSAL_OK]
   done
 }
 
+# Whether GOT holds WANT's lines in order, a "..." line of WANT standing for any lines (or
+# none); WANT's first and last lines are GOT's unless they are "...". Says the first miss.
+in_order() {  # WANT GOT
+  awk 'NR == FNR { want[++n] = $0; next } { got[++m] = $0 }
+    END { j = 1; gap = 0
+          for (i = 1; i <= n; i++) {
+            if (want[i] == "...") { gap = 1; continue }
+            if (gap) while (j <= m && got[j] != want[i]) j++
+            if (j > m || got[j] != want[i]) { printf "line %d of the block is not where it should be in what netc prints: %s\n", i, want[i]; exit 1 }
+            j++; gap = 0 }
+          if (!gap && j <= m) { printf "netc prints more after the block'"'"'s last line: %s\n", got[j]; exit 1 } }' "$1" "$2"
+}
+
 # A transcript of netc command lines: each "$ netc ..." line is run in a scratch directory
-# where examples/ is the tree's, and the lines after it, up to the next "$ " line, are
-# exactly what it prints (stdout and stderr); "$ echo $?" then N: its exit status.
+# where examples/ is the tree's (a build with --target '' unless it gives one: no NVRTC),
+# and the lines after it, up to the next "$ " line, are what it prints (stdout and
+# stderr; exactly, or in order where "..." stands for any lines); "$ echo $?" then N: its
+# exit status.
 run_transcript() {  # WHERE BLOCK
-  local where=$1 b=$2 dir=$tmp/tx line cmd='' last='' want='' rc=0 i n
+  local where=$1 b=$2 dir=$tmp/tx line cmd='' last='' want='' extra='' rc=0 i n
   local -a L
   mapfile -t L <"$b"
   rm -rf "$dir"; mkdir -p "$dir"; ln -s "$src/examples" "$dir/examples"
@@ -196,8 +212,12 @@ run_transcript() {  # WHERE BLOCK
     line=${L[i]:-}
     if (( i < n )) && [[ $line != '$ '* ]]; then want+=$line$'\n'; continue; fi
     if [[ -n $cmd ]]; then
-      diff -u <(printf '%s' "$want") "$tmp/tx_got" >"$tmp/diff" ||
-        bad "$where: '$cmd' prints otherwise than the doc shows:$(printf '\n'; cat "$tmp/diff")"
+      printf '%s' "$want" >"$tmp/tx_want"
+      if grep -qx '\.\.\.' "$tmp/tx_want"; then
+        in_order "$tmp/tx_want" "$tmp/tx_got" >"$tmp/diff"
+      else
+        diff -u "$tmp/tx_want" "$tmp/tx_got" >"$tmp/diff"
+      fi || bad "$where: '$cmd' prints otherwise than the doc shows:$(printf '\n'; cat "$tmp/diff")"
       checked=$((checked + 1)) last=$cmd cmd=
     fi
     (( i < n )) || break
@@ -208,7 +228,8 @@ run_transcript() {  # WHERE BLOCK
     cmd=${line#\$ } want=
     if [[ ! $cmd =~ ^(build/)?netc\ [a-z-] ]]; then bad "$where: a transcript of something else than netc: $cmd"; cmd=; continue; fi
     check_cmdline "$where" "$cmd" refusal-shown
-    (cd "$dir" && eval "timeout 60 \"\$netc\" ${cmd#*netc }") >"$tmp/tx_got" 2>&1
+    extra=''; [[ $cmd =~ ^(build/)?netc\ build\  && $cmd != *--target* ]] && extra=" --target ''"   # no NVRTC
+    (cd "$dir" && eval "timeout 60 \"\$netc\" ${cmd#*netc }$extra") >"$tmp/tx_got" 2>&1
     rc=$?
     sed -i "s|$NETC_STDLIB/|/path/to/stdlib/|g; s|$src/stdlib/|/path/to/stdlib/|g" "$tmp/tx_got"
   done
