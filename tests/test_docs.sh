@@ -30,7 +30,7 @@
 #   `bash SCRIPT` in a ```sh block: the script exists.
 #   README's table of options (| option | for | meaning |) is `netc help`'s list: every
 #                       option of either is in the other, for the same commands, with the
-#                       numbers help gives as defaults; README's list of commands has
+#                       default help gives; README's list of commands has
 #                       every command of help.
 #   Also: paths of the tree the docs name exist, links lead to a file and heading;
 #   language.md has a row for every callable op of compiler/ops.def, with its arguments
@@ -90,20 +90,20 @@ while IFS=';' read -r opt cmds; do opt_cmds[$opt]=$cmds; done \
 # first column, the commands of its second (parentheses aside: `check (with --dump-ir)`),
 # its meaning. Where the first column is a pattern (`--no-PASS`), the options its meaning
 # names (the passes' --no-NAME) are that row's; every option a row names is one help lists.
-# Each number help gives as an option's default is in its row.
+# The word help gives as an option's default (128, auto, sm_80,...) is in its row's meaning.
 sort_cmds() { tr -d ' ' <<<"$1" | tr ',' '\n' | grep -v '^$' | sort | paste -sd, -; }
-declare -A doc_opt_cmds doc_opt_row doc_opt_named
+declare -A doc_opt_cmds doc_opt_row doc_opt_named doc_opt_meaning
 awk '/^\| option \| for \| meaning \|$/ { t = 1; next }
      t && /^\|---/ { next }
      t && !/^\|/ { exit }
      t { gsub(/\\\|/, "/"); n = split($0, f, "|"); m = f[4]; for (i = 5; i < n; i++) m = m "|" f[i]
          printf "%d\t%s\t%s\t%s\n", NR, f[2], f[3], m }' "$src/README.md" >"$tmp/opt_table"
 (( $(wc -l <"$tmp/opt_table") >= 20 )) || bad "README.md: its table of options (| option | for | meaning |) has $(wc -l <"$tmp/opt_table") rows"
-while IFS=$'\t' read -r nr col1 col2 _; do
+while IFS=$'\t' read -r nr col1 col2 col3; do
   cmds=$(sort_cmds "$(sed 's/([^)]*)//g' <<<"$col2")")
   for o in $(grep -oE '`-[-A-Za-z]+' <<<"$col1" | tr -d '`'); do
     [[ $o =~ [A-Z]{2} ]] && continue          # a pattern: --no-PASS
-    doc_opt_cmds[$o]=$cmds doc_opt_row[$o]=$nr doc_opt_named[$o]=column
+    doc_opt_cmds[$o]=$cmds doc_opt_row[$o]=$nr doc_opt_named[$o]=column doc_opt_meaning[$o]=$col3
     [[ -n ${opt_cmds[$o]:-} ]] || bad "README.md:$nr: the table of options has $o, which netc help does not list"
   done
 done <"$tmp/opt_table"
@@ -114,7 +114,7 @@ while IFS=$'\t' read -r nr col1 col2 col3; do
   [[ $col1 =~ \`-[-a-z]*[A-Z]{2} ]] || continue
   cmds=$(sort_cmds "$(sed 's/([^)]*)//g' <<<"$col2")")
   for o in $(grep -oE '`-[-A-Za-z]+' <<<"$col3" | tr -d '`'); do
-    [[ -z ${doc_opt_cmds[$o]:-} ]] && doc_opt_cmds[$o]=$cmds doc_opt_row[$o]=$nr doc_opt_named[$o]=meaning
+    [[ -z ${doc_opt_cmds[$o]:-} ]] && doc_opt_cmds[$o]=$cmds doc_opt_row[$o]=$nr doc_opt_named[$o]=meaning doc_opt_meaning[$o]=$col3
   done
 done <"$tmp/opt_table"
 "$netc" help | awk '/^options:/ { on = 1; next }
@@ -127,10 +127,9 @@ while IFS=$'\t' read -r o text; do
   want=$(sort_cmds "${opt_cmds[$o]:-}")
   [[ ${doc_opt_cmds[$o]} == "$want" ]] ||
     bad "README.md:${doc_opt_row[$o]}: $o is for ${doc_opt_cmds[$o]} in the table of options (its ${doc_opt_named[$o]}), for $want in netc help"
-  row=$(sed -n "${doc_opt_row[$o]}p" "$src/README.md")
-  for def in $(grep -oE 'default:? [^ :;)]*[0-9][^ :;)]*' <<<"$text" | sed 's/^default:\{0,1\} //'); do
-    grep -qE "(^|[^A-Za-z0-9_.])${def//./\\.}([^A-Za-z0-9_]|\$)" <<<"$row" ||
-      bad "README.md:${doc_opt_row[$o]}: netc help gives $o the default $def, its row in the table of options does not"
+  for def in $(grep -oE 'default:? [^ :;)]+' <<<"$text" | sed 's/^default:\{0,1\} //; s/,$//'); do
+    grep -qE "(^|[^A-Za-z0-9_.])${def//./\\.}([^A-Za-z0-9_]|\$)" <<<"${doc_opt_meaning[$o]}" ||
+      bad "README.md:${doc_opt_row[$o]}: netc help gives $o the default $def, its row's meaning in the table of options does not"
   done
 done <"$tmp/help_opts"
 (( $(cut -f1 "$tmp/help_opts" | sort -u | wc -l) == ${#opt_cmds[@]} )) ||
