@@ -40,6 +40,16 @@ nc_number_text nc_number(double v)
     return t;
 }
 
+size_t nc_appendf(char *buf, size_t cap, size_t at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(at < cap ? buf + at : NULL, at < cap ? cap - at : 0, fmt, ap);
+    va_end(ap);
+    NC_ASSERT(n >= 0);
+    return at + (size_t)n;
+}
+
 char *nc_xstrdup(const char *s)
 {
     size_t n = strlen(s) + 1;

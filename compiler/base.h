@@ -29,6 +29,14 @@ void *nc_xcalloc(size_t n, size_t size);
 void *nc_xrealloc(void *p, size_t n);
 char *nc_xstrdup(const char *s);
 
+/* A text built in pieces under snprintf's contract: fmt's text goes at
+ * buf + at as far as cap allows (buf NUL-terminated whenever cap > at; buf
+ * may be NULL with cap 0, to measure), and the result is at plus its whole
+ * length, so a caller chains appends and learns the size the whole text
+ * needs even where it did not fit. */
+size_t nc_appendf(char *buf, size_t cap, size_t at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #define NC_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* v as %g writes it, with more digits where it needs them to read back as

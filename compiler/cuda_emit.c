@@ -526,12 +526,12 @@ static nrt_step *begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_gr
     nrt_step *s = new_step(cg, NRT_STEP_KERNEL, v);
     cg->cur_step = (uint32_t)(s - cg->prog->steps);
     s->grid = grid;
-    char type[256];
-    ir_shape_format(g, n->dtype, n->rank, n->shape, type, sizeof type);
+    char *type = ir_shape_str(g, n->dtype, n->rank, n->shape);
     cg->cur_comment.n = 0;
     cg_printf(&cg->cur_comment, "// %%%u = %s", v, nc_ops[n->op].name);
     for (int i = 0; i < n->nargs; i++) cg_printf(&cg->cur_comment, "%s%%%u", i ? ", " : " ", ir_args(g, n)[i]);
     cg_printf(&cg->cur_comment, " : %s", type);
+    free(type);
     if (n->loc.file && n->loc.file <= g->nfiles) {
         const char *path = g->files[n->loc.file - 1], *slash = strrchr(path, '/');
         cg_printf(&cg->cur_comment, "    (%s:%u)", slash ? slash + 1 : path, n->loc.line);

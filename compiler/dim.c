@@ -184,26 +184,25 @@ bool dim_eval(const dim_expr *d, const int64_t *sym_values, int64_t *out)
     return true;
 }
 
-void dim_format(const dim_expr *d, const char *const *names, char *buf, size_t cap)
+size_t dim_format(const dim_expr *d, const char *const *names, char *buf, size_t cap)
 {
-    size_t n = 0;
-    buf[0] = 0;
-    if (d->nterms == 0) { snprintf(buf, cap, "0"); return; }
+    size_t n = nc_appendf(buf, cap, 0, "%s", d->nterms ? "" : "0");
     /* symbolic terms first, the constant last: "T + 1", not "1 + T" */
     int order[DIM_MAX_TERMS], k = 0;
     for (int i = 0; i < d->nterms; i++) if (d->term[i].nfactors) order[k++] = i;
     for (int i = 0; i < d->nterms; i++) if (!d->term[i].nfactors) order[k++] = i;
-    for (int j = 0; j < k && n < cap; j++) {
+    for (int j = 0; j < k; j++) {
         const dim_term *t = &d->term[order[j]];
         int64_t c = t->coeff;
-        if (j > 0) { n += (size_t)snprintf(buf + n, cap - n, c < 0 ? " - " : " + "); if (c < 0) c = -c; }
-        else if (c < 0 && t->nfactors) { n += (size_t)snprintf(buf + n, cap - n, "-"); c = -c; }
-        if (n >= cap) break;
+        if (j > 0) n = nc_appendf(buf, cap, n, c < 0 ? " - " : " + ");
+        else if (c < 0 && t->nfactors) n = nc_appendf(buf, cap, n, "-");
+        if (c < 0 && (j > 0 || t->nfactors)) c = -c;
         bool wrote = false;
-        if (c != 1 || t->nfactors == 0) { n += (size_t)snprintf(buf + n, cap - n, "%lld", (long long)c); wrote = true; }
-        for (int f = 0; f < t->nfactors && n < cap; f++) {
-            n += (size_t)snprintf(buf + n, cap - n, "%s%s", wrote ? "*" : "", names[t->sym[f]]);
+        if (c != 1 || t->nfactors == 0) { n = nc_appendf(buf, cap, n, "%lld", (long long)c); wrote = true; }
+        for (int f = 0; f < t->nfactors; f++) {
+            n = nc_appendf(buf, cap, n, "%s%s", wrote ? "*" : "", names[t->sym[f]]);
             wrote = true;
         }
     }
+    return n;
 }

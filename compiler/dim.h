@@ -45,7 +45,8 @@ const char *dim_status_message(dim_status s);
 /* Value under a binding of every symbol; false on overflow or negative result. */
 bool dim_eval(const dim_expr *d, const int64_t *sym_values, int64_t *out);
 
-/* Text form: "B*T", "4*C", "T + 1". names[i] names symbol i. */
-void dim_format(const dim_expr *d, const char *const *names, char *buf, size_t cap);
+/* Text form: "B*T", "4*C", "T + 1". names[i] names symbol i. As snprintf:
+ * writes what fits in cap and returns the whole text's length. */
+size_t dim_format(const dim_expr *d, const char *const *names, char *buf, size_t cap);
 
 #endif

@@ -110,10 +110,11 @@ void driver_warn_accumulate(const ir_graph *g, int accumulate, diag_ctx *d)
 {
     const ir_train_spec *t = &g->train;
     if (accumulate <= 1 || !t->present || !t->loss_mixes_batch) return;
-    char what[160], dim[96];
+    char what[160];
     if (t->batch_reduce_op == OP_DIM_VALUE) {
-        ir_dim_format(g, t->batch_reduce_dim, dim, sizeof dim);
+        char *dim = ir_dim_str(g, t->batch_reduce_dim);
         snprintf(what, sizeof what, "the loss is scaled by this size, %s, which grows with the batch", dim);
+        free(dim);
     } else if (t->batch_reduce_op == OP_MATMUL || t->batch_reduce_op == OP_SCATTER_ADD) {
         snprintf(what, sizeof what, "this %s adds up along the batch axis", op_name(t->batch_reduce_op));
     } else {

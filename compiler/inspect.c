@@ -211,9 +211,9 @@ static json_t *decls_json(const ir_graph *g, const ir_tensor_decl *d, uint32_t n
 {
     json_t *a = json_array();
     for (uint32_t i = 0; i < n; i++) {
-        char type[256];
-        ir_shape_format(g, d[i].dtype, d[i].rank, d[i].shape, type, sizeof type);
+        char *type = ir_shape_str(g, d[i].dtype, d[i].rank, d[i].shape);
         json_array_append_new(a, json_pack("{s:s, s:s}", "name", d[i].name, "type", type));
+        free(type);
     }
     return a;
 }
@@ -244,19 +244,20 @@ static void print_peak_live_set(FILE *out, const ir_graph *g, const nrt_program 
         if (pick == UINT32_MAX) break;
         for (uint32_t i = 0; i < nbuf; i++)   /* its in-place partners: the same memory */
             if (b[i].offset == b[pick].offset && b[i].bytes == b[pick].bytes) shown[i] = true;
-        char size[32], type[160] = "scratch", loc[96] = "";
+        char size[32], loc[96] = "";
         human_bytes((double)b[pick].bytes, size, sizeof size);
         if (pick < g->nnodes) {
             const ir_node *n = &g->nodes[pick];
-            ir_shape_format(g, n->dtype, n->rank, n->shape, type, sizeof type);
+            char *type = ir_shape_str(g, n->dtype, n->rank, n->shape);
             if (n->loc.file && n->loc.file <= g->nfiles) {
                 const char *f = g->files[n->loc.file - 1], *slash = strrchr(f, '/');
                 snprintf(loc, sizeof loc, "%s:%u", slash ? slash + 1 : f, n->loc.line);
             }
             fprintf(out, "  %10s  %%%u %s %s %s (steps %d-%d)\n", size, pick, nc_ops[n->op].name, type, loc, b[pick].first,
                     b[pick].last);
+            free(type);
         } else {
-            fprintf(out, "  %10s  %s (steps %d-%d)\n", size, type, b[pick].first, b[pick].last);
+            fprintf(out, "  %10s  scratch (steps %d-%d)\n", size, b[pick].first, b[pick].last);
         }
     }
     free(shown);
@@ -494,9 +495,9 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
     }
     for (int i = 0; i < ndims; i++)
         if (ir_sym_find(g, dim_names[i]) < 0) {
-            char names[256];
-            ir_sym_names_note(g, names, sizeof names);
+            char *names = ir_sym_names_str(g);
             fprintf(stderr, "netc: the module has no symbolic dim %s%s\n", dim_names[i], names);
+            free(names);
             module_data_free(&m);
             return 2;
         }
@@ -593,9 +594,9 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         json_t *outs = json_array();
         for (uint32_t i = 0; i < g->noutputs; i++) {
             const ir_node *n = &g->nodes[g->outputs[i].value];
-            char type[256];
-            ir_shape_format(g, n->dtype, n->rank, n->shape, type, sizeof type);
+            char *type = ir_shape_str(g, n->dtype, n->rank, n->shape);
             json_array_append_new(outs, json_pack("{s:s, s:s}", "name", g->outputs[i].name, "type", type));
+            free(type);
         }
         json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:f, s:o, s:o}", "model", g->name,
                                  "targets", targets, "dims", dims, "kernels", kernels, "steps", steps_j, "launches",

@@ -64,22 +64,20 @@ uint32_t ir_dim_const(ir_graph *g, int64_t v)
     return ir_dim_intern(g, &d);
 }
 
-void ir_sym_names_note(const ir_graph *g, char *buf, size_t cap)
+size_t ir_sym_names_note(const ir_graph *g, char *buf, size_t cap)
 {
-    if (!g->nsyms) {
-        snprintf(buf, cap, " (all its dims are fixed)");
-        return;
-    }
-    size_t n = (size_t)snprintf(buf, cap, " (its symbolic dims: ");
-    for (uint32_t k = 0; k < g->nsyms && n < cap; k++) n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? ", " : "", g->sym_names[k]);
-    if (n < cap) snprintf(buf + n, cap - n, ")");
+    if (!g->nsyms) return nc_appendf(buf, cap, 0, " (all its dims are fixed)");
+    size_t n = nc_appendf(buf, cap, 0, " (its symbolic dims: ");
+    for (uint32_t k = 0; k < g->nsyms; k++) n = nc_appendf(buf, cap, n, "%s%s", k ? ", " : "", g->sym_names[k]);
+    return nc_appendf(buf, cap, n, ")");
 }
 
-void ir_syms_format(const ir_graph *g, const int64_t *syms, char *buf, size_t cap)
+size_t ir_syms_format(const ir_graph *g, const int64_t *syms, char *buf, size_t cap)
 {
-    buf[0] = '\0';
-    for (uint32_t k = 0, n = 0; k < g->nsyms && n < cap; k++)
-        n += (uint32_t)snprintf(buf + n, cap - n, "%s%s = %lld", k ? ", " : "", g->sym_names[k], (long long)syms[k]);
+    size_t n = nc_appendf(buf, cap, 0, "%s", "");
+    for (uint32_t k = 0; k < g->nsyms; k++)
+        n = nc_appendf(buf, cap, n, "%s%s = %lld", k ? ", " : "", g->sym_names[k], (long long)syms[k]);
+    return n;
 }
 
 int ir_sym_find(const ir_graph *g, const char *name)
@@ -98,20 +96,56 @@ int ir_sym_add(ir_graph *g, const char *name)
     return (int)g->nsyms++;
 }
 
-void ir_dim_format(const ir_graph *g, uint32_t dim, char *buf, size_t cap)
+size_t ir_dim_format(const ir_graph *g, uint32_t dim, char *buf, size_t cap)
 {
-    dim_format(&g->dims[dim], (const char *const *)g->sym_names, buf, cap);
+    return dim_format(&g->dims[dim], (const char *const *)g->sym_names, buf, cap);
 }
 
-void ir_shape_format(const ir_graph *g, nc_dtype t, uint8_t rank, const uint32_t *shape, char *buf, size_t cap)
+/* ir_dim_format appended at buf + at, under nc_appendf's contract. */
+static size_t append_dim(const ir_graph *g, uint32_t dim, char *buf, size_t cap, size_t at)
 {
-    size_t n = (size_t)snprintf(buf, cap, "%s[", dtype_name(t));
-    for (int i = 0; i < rank && n < cap; i++) {
-        char d[96];
-        ir_dim_format(g, shape[i], d, sizeof d);
-        n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", d);
-    }
-    if (n < cap) snprintf(buf + n, cap - n, "]");
+    return at + ir_dim_format(g, dim, at < cap ? buf + at : NULL, at < cap ? cap - at : 0);
+}
+
+size_t ir_shape_format(const ir_graph *g, nc_dtype t, uint8_t rank, const uint32_t *shape, char *buf, size_t cap)
+{
+    size_t n = nc_appendf(buf, cap, 0, "%s[", dtype_name(t));
+    for (int i = 0; i < rank; i++) n = append_dim(g, shape[i], buf, cap, nc_appendf(buf, cap, n, "%s", i ? ", " : ""));
+    return nc_appendf(buf, cap, n, "]");
+}
+
+/* The text, whole, in memory of its size (the caller frees it): each
+ * measures its text with a first call, then writes it. */
+char *ir_dim_str(const ir_graph *g, uint32_t dim)
+{
+    size_t n = ir_dim_format(g, dim, NULL, 0) + 1;
+    char *s = nc_xmalloc(n);
+    ir_dim_format(g, dim, s, n);
+    return s;
+}
+
+char *ir_shape_str(const ir_graph *g, nc_dtype t, uint8_t rank, const uint32_t *shape)
+{
+    size_t n = ir_shape_format(g, t, rank, shape, NULL, 0) + 1;
+    char *s = nc_xmalloc(n);
+    ir_shape_format(g, t, rank, shape, s, n);
+    return s;
+}
+
+char *ir_sym_names_str(const ir_graph *g)
+{
+    size_t n = ir_sym_names_note(g, NULL, 0) + 1;
+    char *s = nc_xmalloc(n);
+    ir_sym_names_note(g, s, n);
+    return s;
+}
+
+char *ir_syms_str(const ir_graph *g, const int64_t *syms)
+{
+    size_t n = ir_syms_format(g, syms, NULL, 0) + 1;
+    char *s = nc_xmalloc(n);
+    ir_syms_format(g, syms, s, n);
+    return s;
 }
 
 uint32_t ir_file_add(ir_graph *g, const char *path)
@@ -179,20 +213,16 @@ void ir_require_add(ir_graph *g, const ir_require *r)
     g->requires[g->nrequires++].hint = nc_xstrdup(r->hint ? r->hint : "");
 }
 
-void ir_require_span(const ir_graph *g, nc_dtype t, int rank, const uint32_t *shape, char *out, size_t cap)
+size_t ir_require_span(const ir_graph *g, nc_dtype t, int rank, const uint32_t *shape, char *out, size_t cap)
 {
     int ndims = rank < 0 ? 1 : rank;
     bool symbolic = false;
     int64_t v;
     for (int i = 0; i < ndims; i++) symbolic |= !dim_is_const(&g->dims[shape[i]], &v);
-    if (!symbolic) {
-        if (rank < 0) ir_dim_format(g, shape[0], out, cap);
-        else ir_shape_format(g, t, (uint8_t)rank, shape, out, cap);
-        return;
-    }
-    size_t n = rank < 0 ? (size_t)snprintf(out, cap, "%cd", IR_SIZES_MARK) : (size_t)snprintf(out, cap, "%ct%d", IR_SIZES_MARK, (int)t);
-    for (int i = 0; i < ndims && n < cap; i++) n += (size_t)snprintf(out + n, cap - n, "%s%u", rank < 0 ? "" : " ", shape[i]);
-    if (n < cap) snprintf(out + n, cap - n, "%c", IR_SIZES_MARK);
+    if (!symbolic) return rank < 0 ? ir_dim_format(g, shape[0], out, cap) : ir_shape_format(g, t, (uint8_t)rank, shape, out, cap);
+    size_t n = rank < 0 ? nc_appendf(out, cap, 0, "%cd", IR_SIZES_MARK) : nc_appendf(out, cap, 0, "%ct%d", IR_SIZES_MARK, (int)t);
+    for (int i = 0; i < ndims; i++) n = nc_appendf(out, cap, n, "%s%u", rank < 0 ? "" : " ", shape[i]);
+    return nc_appendf(out, cap, n, "%c", IR_SIZES_MARK);
 }
 
 /* One size span's text (its kind and numbers, between the marks): the dims
@@ -214,40 +244,42 @@ static size_t sizes_span_text(const ir_graph *g, const char *span, const char *e
         span = next;
     }
     if ((kind != 't' && kind != 'd') || span != end || dtype < 0 || dtype >= NC_DTYPE_COUNT || (kind == 'd' && rank != 1))
-        return (size_t)snprintf(out, cap, "?");
-    char written[256], bound[256];
-    size_t n = 0;
-    if (kind == 'd') ir_dim_format(g, shape[0], written, sizeof written);
-    else {
-        ir_shape_format(g, (nc_dtype)dtype, (uint8_t)rank, shape, written, sizeof written);
-        n = (size_t)snprintf(bound, sizeof bound, "%s[", dtype_name((nc_dtype)dtype));
-    }
+        return nc_appendf(out, cap, 0, "?");
+    int64_t value[NC_MAX_RANK];
     bool known = syms != NULL;
-    for (int i = 0; i < rank && known && n < sizeof bound; i++) {
-        int64_t v = 0;
-        known = dim_eval(&g->dims[shape[i]], syms, &v);
-        if (known) n += (size_t)snprintf(bound + n, sizeof bound - n, "%s%lld", i ? ", " : "", (long long)v);
-    }
-    if (kind == 't' && n < sizeof bound) snprintf(bound + n, sizeof bound - n, "]");
-    if (!known) return (size_t)snprintf(out, cap, "%s", written);
-    return kind == 'd' ? (size_t)snprintf(out, cap, "%s", bound) : (size_t)snprintf(out, cap, "%s = %s", written, bound);
+    for (int i = 0; i < rank && known; i++) known = dim_eval(&g->dims[shape[i]], syms, &value[i]);
+    if (kind == 'd') return known ? nc_appendf(out, cap, 0, "%lld", (long long)value[0]) : ir_dim_format(g, shape[0], out, cap);
+    size_t n = ir_shape_format(g, (nc_dtype)dtype, (uint8_t)rank, shape, out, cap);
+    if (!known) return n;
+    n = nc_appendf(out, cap, n, " = %s[", dtype_name((nc_dtype)dtype));
+    for (int i = 0; i < rank; i++) n = nc_appendf(out, cap, n, "%s%lld", i ? ", " : "", (long long)value[i]);
+    return nc_appendf(out, cap, n, "]");
 }
 
-void ir_require_text(const ir_graph *g, const char *text, const int64_t *syms, char *out, size_t cap)
+size_t ir_require_text(const ir_graph *g, const char *text, const int64_t *syms, char *out, size_t cap)
 {
-    size_t o = 0;
-    out[0] = 0;
-    for (const char *p = text ? text : ""; *p && o + 1 < cap;) {
+    static const char mark[] = {IR_SIZES_MARK, 0};
+    size_t o = nc_appendf(out, cap, 0, "%s", "");
+    for (const char *p = text ? text : ""; *p;) {
         const char *end = *p == IR_SIZES_MARK ? strchr(p + 1, IR_SIZES_MARK) : NULL;
         if (end) {
-            o += sizes_span_text(g, p + 1, end, syms, out + o, cap - o);
+            o += sizes_span_text(g, p + 1, end, syms, o < cap ? out + o : NULL, o < cap ? cap - o : 0);
             p = end + 1;
-        } else {
-            out[o++] = *p++;
-            out[o] = 0;
+        } else {   /* a run of plain text, or a mark that opens no span, as it is */
+            size_t run = 1 + strcspn(p + 1, mark);
+            o = nc_appendf(out, cap, o, "%.*s", (int)run, p);
+            p += run;
         }
     }
-    if (o >= cap) out[cap - 1] = 0;
+    return o;
+}
+
+char *ir_require_str(const ir_graph *g, const char *text, const int64_t *syms)
+{
+    size_t n = ir_require_text(g, text, syms, NULL, 0) + 1;
+    char *s = nc_xmalloc(n);
+    ir_require_text(g, text, syms, s, n);
+    return s;
 }
 
 const char *ir_cmp_text(ir_cmp c)
@@ -309,9 +341,16 @@ static const char *base_name(const char *path)
 
 static void print_type(const ir_graph *g, nc_dtype t, uint8_t rank, const uint32_t *shape, FILE *out)
 {
-    char buf[512];
-    ir_shape_format(g, t, rank, shape, buf, sizeof buf);
-    fputs(buf, out);
+    char *text = ir_shape_str(g, t, rank, shape);
+    fputs(text, out);
+    free(text);
+}
+
+static void print_dim(const ir_graph *g, uint32_t dim, FILE *out)
+{
+    char *text = ir_dim_str(g, dim);
+    fputs(text, out);
+    free(text);
 }
 
 /* Attributes are printed from the op's kwargs spec, so the text form shows
@@ -326,7 +365,6 @@ static void print_attrs(const ir_graph *g, const ir_node *n, FILE *out)
         if (sscanf(spec, " %31[^:]:%15[^=]=%*s%n", name, field, &used) < 2 || used == 0) break;
         spec += used;
         const char *sep = any ? ", " : " {";
-        char d[96];
         if (strcmp(field, "f") == 0) fprintf(out, "%s%s=%.9g", sep, name, n->attr.f);
         else if (strcmp(field, "seed") == 0) fprintf(out, "%s%s=%" PRId64, sep, name, n->attr.seed);
         else if (strcmp(field, "axis") == 0) fprintf(out, "%s%s=%d", sep, name, n->attr.axis);
@@ -342,8 +380,8 @@ static void print_attrs(const ir_graph *g, const ir_node *n, FILE *out)
             for (int i = 0; i < n->attr.naxes; i++) fprintf(out, "%s%d", i ? ", " : "", n->attr.axes[i]);
             fputc(']', out);
         } else if (strcmp(field, "lo") == 0 || strcmp(field, "hi") == 0) {
-            ir_dim_format(g, field[0] == 'l' ? n->attr.lo : n->attr.hi, d, sizeof d);
-            fprintf(out, "%s%s=%s", sep, name, d);
+            fprintf(out, "%s%s=", sep, name);
+            print_dim(g, field[0] == 'l' ? n->attr.lo : n->attr.hi, out);
         } else continue;                      /* shape: shown by the result type */
         any = true;
     }
@@ -377,10 +415,10 @@ void ir_print(const ir_graph *g, FILE *out)
     }
     for (uint32_t i = 0; i < g->nrequires; i++) {
         const ir_require *r = &g->requires[i];
-        char a[96], b[96];
-        ir_dim_format(g, r->lhs, a, sizeof a);
-        ir_dim_format(g, r->rhs, b, sizeof b);
-        fprintf(out, "require %s %s %s", a, ir_cmp_text(r->cmp), b);
+        fputs("require ", out);
+        print_dim(g, r->lhs, out);
+        fprintf(out, " %s ", ir_cmp_text(r->cmp));
+        print_dim(g, r->rhs, out);
         print_loc(g, r->loc, out);
         fputc('\n', out);
     }

@@ -175,14 +175,23 @@ void ir_graph_free(ir_graph *g);
 uint32_t ir_dim_intern(ir_graph *g, const dim_expr *d);
 uint32_t ir_dim_const(ir_graph *g, int64_t v);
 int ir_sym_find(const ir_graph *g, const char *name);   /* -1 if absent */
+/* Texts about dims. Each *_format writes into buf under snprintf's
+ * contract: as much as fits in cap, NUL-terminated when cap > 0 (buf may be
+ * NULL with cap 0), and returns the whole text's length, so a caller sizes a
+ * buffer exactly or sees that its text was cut. Each *_str returns the
+ * whole text in memory of its size, for the caller to free. */
 /* " (its symbolic dims: B, T)", or " (all its dims are fixed)": what a --dim naming none could name. */
-void ir_sym_names_note(const ir_graph *g, char *buf, size_t cap);
+size_t ir_sym_names_note(const ir_graph *g, char *buf, size_t cap);
+char *ir_sym_names_str(const ir_graph *g);
 /* "B = 8, T = 1024": a binding of the symbolic dims, for messages about it. */
-void ir_syms_format(const ir_graph *g, const int64_t *syms, char *buf, size_t cap);
+size_t ir_syms_format(const ir_graph *g, const int64_t *syms, char *buf, size_t cap);
+char *ir_syms_str(const ir_graph *g, const int64_t *syms);
 int ir_sym_add(ir_graph *g, const char *name);          /* -1 if NC_MAX_SYMS reached */
-void ir_dim_format(const ir_graph *g, uint32_t dim, char *buf, size_t cap);
-void ir_shape_format(const ir_graph *g, nc_dtype t, uint8_t rank, const uint32_t *shape,
-                     char *buf, size_t cap);                        /* "f32[B, 784]" */
+size_t ir_dim_format(const ir_graph *g, uint32_t dim, char *buf, size_t cap);      /* "T + 1" */
+char *ir_dim_str(const ir_graph *g, uint32_t dim);
+size_t ir_shape_format(const ir_graph *g, nc_dtype t, uint8_t rank, const uint32_t *shape,
+                       char *buf, size_t cap);                      /* "f32[B, 784]" */
+char *ir_shape_str(const ir_graph *g, nc_dtype t, uint8_t rank, const uint32_t *shape);
 uint32_t ir_file_add(ir_graph *g, const char *path);
 
 /* Nodes. ir_add appends a node without checking it; callers that build from
@@ -225,11 +234,13 @@ const char *ir_cmp_text(ir_cmp c);                       /* ">" */
 bool ir_require_holds(const ir_graph *g, const ir_require *r, const int64_t *syms);
 /* A require's text (its message or hint) with each size span as the build read
  * it ("f32[B, 16]"), and with syms beside its bound value ("f32[B, 16] = f32[1, 16]";
- * a size: its value alone). */
-void ir_require_text(const ir_graph *g, const char *text, const int64_t *syms, char *out, size_t cap);
+ * a size: its value alone). Under snprintf's contract, as ir_dim_format. */
+size_t ir_require_text(const ir_graph *g, const char *text, const int64_t *syms, char *out, size_t cap);
+char *ir_require_str(const ir_graph *g, const char *text, const int64_t *syms);
 /* A {name}'s text in a require's message: a tensor type (rank >= 0) or a
- * size (rank -1, shape[0]), as a size span where it holds a symbol. */
-void ir_require_span(const ir_graph *g, nc_dtype t, int rank, const uint32_t *shape, char *out, size_t cap);
+ * size (rank -1, shape[0]), as a size span where it holds a symbol. Under
+ * snprintf's contract, as ir_dim_format. */
+size_t ir_require_span(const ir_graph *g, nc_dtype t, int rank, const uint32_t *shape, char *out, size_t cap);
 
 const char *ir_init_name(ir_init_kind k);
 

@@ -47,6 +47,10 @@ void tc_error_free(tc_error *e)
     if (e->msg && e->msg != tc_none) free(e->msg);
     if (e->hint && e->hint != tc_none) free(e->hint);
     e->msg = e->hint = tc_none;
+    for (uint32_t i = 0; i < e->ntexts; i++) free(e->texts[i]);
+    free(e->texts);
+    e->texts = NULL;
+    e->ntexts = 0;
 }
 
 static void tc_error_start(tc_error *e)
@@ -116,16 +120,50 @@ static void hint(tc_error *e, const char *fmt, ...)
     va_end(ap);
 }
 
-static const char *shape_str(const ir_graph *g, const ir_node *n, char *buf, size_t cap)
+/* A text that e's msg or hint quotes (a shape, a dim, a binding), whole:
+ * e holds it until tc_error_free, so a rule passes it straight to fail. */
+static const char *keep_text(tc_error *e, char *text)
 {
-    ir_shape_format(g, n->dtype, n->rank, n->shape, buf, cap);
-    return buf;
+    e->texts = nc_xrealloc(e->texts, (e->ntexts + 1) * sizeof *e->texts);
+    return e->texts[e->ntexts++] = text;
 }
 
-static const char *dim_str(const ir_graph *g, uint32_t d, char *buf, size_t cap)
+static const char *shape_text(tc_error *e, const ir_graph *g, const ir_node *n)
 {
-    ir_dim_format(g, d, buf, cap);
-    return buf;
+    return keep_text(e, ir_shape_str(g, n->dtype, n->rank, n->shape));
+}
+
+static const char *dim_text(tc_error *e, const ir_graph *g, uint32_t d) { return keep_text(e, ir_dim_str(g, d)); }
+
+/* A dim the graph does not hold (T - 1 of a length T), as dim_text. */
+static const char *dim_expr_text(tc_error *e, const ir_graph *g, const dim_expr *d)
+{
+    const char *const *names = (const char *const *)g->sym_names;
+    size_t len = dim_format(d, names, NULL, 0) + 1;
+    char *text = nc_xmalloc(len);
+    dim_format(d, names, text, len);
+    return keep_text(e, text);
+}
+
+static const char *syms_text(tc_error *e, const ir_graph *g, const int64_t *syms) { return keep_text(e, ir_syms_str(g, syms)); }
+
+/* keep_text of the text fmt writes. */
+static const char *keep_textf(tc_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *keep_textf(tc_error *e, const char *fmt, ...)
+{
+    char *text = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    set_text(&text, fmt, ap);
+    va_end(ap);
+    return keep_text(e, text == tc_none ? nc_xstrdup("") : text);
+}
+
+/* " at models/lm.net:12", where n came from: "" for a node of no source. */
+static const char *where_text(tc_error *e, const ir_graph *g, const ir_node *n)
+{
+    if (n->loc.file < 1 || n->loc.file > g->nfiles) return "";
+    return keep_textf(e, " at %s:%u", g->files[n->loc.file - 1], n->loc.line);
 }
 
 /* ------------------------------------------------------------------ */
@@ -322,9 +360,8 @@ static bool shape_same(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
     for (int i = 1; i < n->nargs; i++) {
         const ir_node *y = &g->nodes[a[i]];
         if (!shapes_equal(x, y)) {
-            char s1[128], s2[128];
             return fail(e, i, "%s: operand shapes differ: %s and %s", nc_ops[n->op].name,
-                        shape_str(g, x, s1, sizeof s1), shape_str(g, y, s2, sizeof s2));
+                        shape_text(e, g, x), shape_text(e, g, y));
         }
     }
     copy_shape(n, x);
@@ -388,10 +425,9 @@ static bool shape_norm(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
     for (int i = 1; i < n->nargs; i++) {
         const ir_node *w = &g->nodes[a[i]];
         if (w->rank != 1 || w->shape[0] != c) {
-            char s1[128], s2[64];
             return fail(e, i, "%s: %s must have shape [%s] (the last axis of x), got %s",
                         nc_ops[n->op].name, i == 1 ? "the weight" : "the bias",
-                        dim_str(g, c, s2, sizeof s2), shape_str(g, w, s1, sizeof s1));
+                        dim_text(e, g, c), shape_text(e, g, w));
         }
     }
     return true;
@@ -401,13 +437,12 @@ static bool shape_norm(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 static bool shape_norm_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     const ir_node *x = &g->nodes[a[0]], *w = &g->nodes[a[1]], *gr = &g->nodes[a[2]];
-    char s1[128], s2[128];
     if (x->rank < 1 || w->rank != 1 || w->shape[0] != x->shape[x->rank - 1])
         return fail(e, 1, "%s: the weight must have shape [C] of x's last axis, got %s and %s", nc_ops[n->op].name,
-                    shape_str(g, x, s1, sizeof s1), shape_str(g, w, s2, sizeof s2));
+                    shape_text(e, g, x), shape_text(e, g, w));
     if (gr->rank != x->rank || memcmp(gr->shape, x->shape, x->rank * sizeof(uint32_t)) != 0)
         return fail(e, 2, "%s: the gradient must be shaped like x, got %s and %s", nc_ops[n->op].name,
-                    shape_str(g, x, s1, sizeof s1), shape_str(g, gr, s2, sizeof s2));
+                    shape_text(e, g, x), shape_text(e, g, gr));
     copy_shape(n, x);
     return true;
 }
@@ -416,10 +451,9 @@ static bool shape_norm_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_error
 static bool shape_norm_param_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     const ir_node *x = &g->nodes[a[0]], *gr = &g->nodes[a[1]];
-    char s1[128], s2[128];
     if (x->rank < 1 || gr->rank != x->rank || memcmp(gr->shape, x->shape, x->rank * sizeof(uint32_t)) != 0)
-        return fail(e, 1, "norm_param_grad: the gradient must be shaped like x, got %s and %s", shape_str(g, x, s1, sizeof s1),
-                    shape_str(g, gr, s2, sizeof s2));
+        return fail(e, 1, "norm_param_grad: the gradient must be shaped like x, got %s and %s", shape_text(e, g, x),
+                    shape_text(e, g, gr));
     if (n->attr.axis < 0 || n->attr.axis > 2) return fail_attr(e, "axis", "norm_param_grad: wrt must be 0 (bias), 1 (layernorm weight) or 2 (rmsnorm weight)");
     n->rank = 1;
     n->shape[0] = x->shape[x->rank - 1];
@@ -429,11 +463,10 @@ static bool shape_norm_param_grad(ir_graph *g, ir_node *n, const ir_value *a, tc
 static bool shape_cross_entropy(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     const ir_node *lg = &g->nodes[a[0]], *tg = &g->nodes[a[1]];
-    char s1[128], s2[128];
     if (lg->rank < 1 || tg->rank != lg->rank - 1 ||
         memcmp(lg->shape, tg->shape, tg->rank * sizeof(uint32_t)) != 0)
         return fail(e, 1, "cross_entropy: targets must have the logits' shape without the class axis: "
-                          "logits %s, targets %s", shape_str(g, lg, s1, sizeof s1), shape_str(g, tg, s2, sizeof s2));
+                          "logits %s, targets %s", shape_text(e, g, lg), shape_text(e, g, tg));
     if (n->attr.f < 0 || n->attr.f >= 1)
         return fail_attr(e, "f", "cross_entropy: smoothing must be in [0, 1), got %g", n->attr.f);
     n->rank = 0;
@@ -462,9 +495,8 @@ static bool attention_lengths(ir_graph *g, const ir_node *n, const ir_value *a, 
     ir_node want = *q;
     want.rank = (uint8_t)(lead > 0 ? lead : 0);
     want.dtype = NC_I32;
-    char s1[128], s2[128], s3[128];
     fail(e, slot, "%s: lengths must be q's leading axes %s (or a prefix of them), got %s; q is %s", nc_ops[n->op].name,
-         shape_str(g, &want, s1, sizeof s1), shape_str(g, len, s2, sizeof s2), shape_str(g, q, s3, sizeof s3));
+         shape_text(e, g, &want), shape_text(e, g, len), shape_text(e, g, q));
     hint(e, "one length per sequence (and head): query row b sees key j only when j < lengths[b]");
     return false;
 }
@@ -475,23 +507,22 @@ static bool attention_operands(ir_graph *g, const ir_node *n, const ir_value *a,
 {
     const char *op = nc_ops[n->op].name;
     const ir_node *q = &g->nodes[a[0]], *k = &g->nodes[a[1]];
-    char s1[128], s2[128];
     int r = q->rank;
     for (int i = 1; i < (with_v ? 3 : 2); i++) {
         const ir_node *x = &g->nodes[a[i]];
         if (r < 2 || x->rank != r || memcmp(x->shape, q->shape, (r - 2) * sizeof(uint32_t)) != 0)
             return fail(e, i, "%s: q, k and v must be [..., length, head size] with the same leading axes, got %s and %s", op,
-                        shape_str(g, q, s1, sizeof s1), shape_str(g, x, s2, sizeof s2));
+                        shape_text(e, g, q), shape_text(e, g, x));
     }
     if (k->shape[r - 1] != q->shape[r - 1])
-        return fail(e, 1, "%s: q and k have different head sizes: %s and %s", op, shape_str(g, q, s1, sizeof s1),
-                    shape_str(g, k, s2, sizeof s2));
+        return fail(e, 1, "%s: q and k have different head sizes: %s and %s", op, shape_text(e, g, q),
+                    shape_text(e, g, k));
     if (with_v && g->nodes[a[2]].shape[r - 2] != k->shape[r - 2])
-        return fail(e, 2, "%s: k and v have different lengths: %s and %s", op, shape_str(g, k, s1, sizeof s1),
-                    shape_str(g, &g->nodes[a[2]], s2, sizeof s2));
+        return fail(e, 2, "%s: k and v have different lengths: %s and %s", op, shape_text(e, g, k),
+                    shape_text(e, g, &g->nodes[a[2]]));
     if (n->attr.causal && k->shape[r - 2] != q->shape[r - 2]) {
         fail_attr(e, "causal", "%s: causal attention needs as many keys as queries: q %s, k %s", op,
-                  shape_str(g, q, s1, sizeof s1), shape_str(g, k, s2, sizeof s2));
+                  shape_text(e, g, q), shape_text(e, g, k));
         hint(e, "causal: true lets query i see keys 0..i of the same sequence; attention across two sequences "
                 "(cross-attention) is not causal");
         return false;
@@ -505,7 +536,7 @@ static bool attention_operands(ir_graph *g, const ir_node *n, const ir_value *a,
         if (!dim_is_const(&g->dims[x->shape[r - 1]], &d) || d > OP_ATTENTION_MAX_HEAD) {
             fail(e, i, "%s: %s must be a constant of at most %d, got %s", op,
                  i == 0 ? "the head size (q's and k's last axis)" : "v's last axis", OP_ATTENTION_MAX_HEAD,
-                 dim_str(g, x->shape[r - 1], s1, sizeof s1));
+                 dim_text(e, g, x->shape[r - 1]));
             if (dim_is_const(&g->dims[x->shape[r - 1]], &d))
                 hint(e, "the GPU kernels hold a row of q and of v in registers: use more, narrower heads");
             else
@@ -541,13 +572,12 @@ static bool shape_attention_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_
     ir_node o = g->nodes[a[0]], rows = g->nodes[a[0]];
     o.shape[o.rank - 1] = g->nodes[a[2]].shape[o.rank - 1];
     rows.shape[rows.rank - 1] = ir_dim_const(g, 1);
-    char s1[128], s2[128];
     const ir_node *want[3] = {&o, &rows, &rows};
     for (int i = 3; i < 6; i++) {
         const ir_node *x = &g->nodes[a[i]];
         if (x->rank != want[i - 3]->rank || memcmp(x->shape, want[i - 3]->shape, x->rank * sizeof(uint32_t)) != 0)
-            return fail(e, i, "attention_grad: operand %d is %s, expected %s", i, shape_str(g, x, s1, sizeof s1),
-                        shape_str(g, want[i - 3], s2, sizeof s2));
+            return fail(e, i, "attention_grad: operand %d is %s, expected %s", i, shape_text(e, g, x),
+                        shape_text(e, g, want[i - 3]));
     }
     copy_shape(n, &g->nodes[a[n->attr.axis]]);
     return true;
@@ -556,23 +586,22 @@ static bool shape_attention_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_
 static bool shape_matmul(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     const ir_node *x = &g->nodes[a[0]], *y = &g->nodes[a[1]];
-    char s1[128], s2[128];
     if (x->rank < 2 || y->rank < 2)
         return fail(e, x->rank < 2 ? 0 : 1, "matmul: operands must have rank 2 or more, got %s and %s",
-                    shape_str(g, x, s1, sizeof s1), shape_str(g, y, s2, sizeof s2));
+                    shape_text(e, g, x), shape_text(e, g, y));
     if (y->rank != 2 && y->rank != x->rank)
         return fail(e, 1, "matmul: the right operand must be a matrix or have the left's batch axes: %s and %s",
-                    shape_str(g, x, s1, sizeof s1), shape_str(g, y, s2, sizeof s2));
+                    shape_text(e, g, x), shape_text(e, g, y));
     if (y->rank == x->rank && memcmp(x->shape, y->shape, (x->rank - 2) * sizeof(uint32_t)) != 0)
-        return fail(e, 1, "matmul: batch axes differ: %s and %s", shape_str(g, x, s1, sizeof s1),
-                    shape_str(g, y, s2, sizeof s2));
+        return fail(e, 1, "matmul: batch axes differ: %s and %s", shape_text(e, g, x),
+                    shape_text(e, g, y));
     int xr = x->rank, yr = y->rank;
     uint32_t m = x->shape[xr - (n->attr.ta ? 1 : 2)], kx = x->shape[xr - (n->attr.ta ? 2 : 1)];
     uint32_t ky = y->shape[yr - (n->attr.tb ? 1 : 2)], nn = y->shape[yr - (n->attr.tb ? 2 : 1)];
     if (kx != ky) {
-        fail(e, 1, "matmul: inner dimensions differ: %s vs %s", dim_str(g, kx, s1, sizeof s1),
-             dim_str(g, ky, s2, sizeof s2));
-        hint(e, "left is %s, right is %s%s", shape_str(g, x, s1, sizeof s1), shape_str(g, y, s2, sizeof s2),
+        fail(e, 1, "matmul: inner dimensions differ: %s vs %s", dim_text(e, g, kx),
+             dim_text(e, g, ky));
+        hint(e, "left is %s, right is %s%s", shape_text(e, g, x), shape_text(e, g, y),
              n->attr.tb ? "" : "; did you mean transpose_b: true?");
         return false;
     }
@@ -630,10 +659,8 @@ static void flatten_hint(ir_graph *g, const ir_node *x, const ir_node *n, tc_err
     bool counted = numel_dim(g, (uint8_t)(x->rank - 1), x->shape + 1, NULL, &rest, &scratch);
     tc_error_free(&scratch);
     if (!counted) return;
-    char lead[64], count[64];
-    ir_dim_format(g, x->shape[0], lead, sizeof lead);
-    ir_dim_format(g, ir_dim_intern(g, &rest), count, sizeof count);
-    hint(e, "flattening all but the first axis gives [%s, %s]", lead, count);
+    uint32_t count = ir_dim_intern(g, &rest);
+    hint(e, "flattening all but the first axis gives [%s, %s]", dim_text(e, g, x->shape[0]), dim_text(e, g, count));
 }
 
 static bool shape_reshape(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
@@ -642,11 +669,9 @@ static bool shape_reshape(ir_graph *g, ir_node *n, const ir_value *a, tc_error *
     dim_expr px, pn;
     if (!numel_dim(g, x->rank, x->shape, NULL, &px, e) || !numel_dim(g, n->rank, n->shape, "shape", &pn, e)) return false;
     if (!dim_equal(&px, &pn)) {
-        char s1[128], s2[128], c1[64], c2[64];
-        ir_dim_format(g, ir_dim_intern(g, &px), c1, sizeof c1);
-        ir_dim_format(g, ir_dim_intern(g, &pn), c2, sizeof c2);
-        fail_attr(e, "shape", "reshape: element counts differ: %s has %s, %s has %s", shape_str(g, x, s1, sizeof s1),
-                  c1, shape_str(g, n, s2, sizeof s2), c2);
+        uint32_t cx = ir_dim_intern(g, &px), cn = ir_dim_intern(g, &pn);
+        fail_attr(e, "shape", "reshape: element counts differ: %s has %s, %s has %s", shape_text(e, g, x),
+                  dim_text(e, g, cx), shape_text(e, g, n), dim_text(e, g, cn));
         flatten_hint(g, x, n, e);
         return false;
     }
@@ -679,12 +704,9 @@ static bool shape_slice(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
     dim_expr over, rev;
     bool empty = dim_sub(&g->dims[n->attr.lo], &g->dims[n->attr.hi], &rev) == DIM_OK && (rev.nterms == 0 || dim_positive_always(&rev));
     if (empty || (dim_sub(&g->dims[n->attr.hi], &g->dims[x->shape[ax]], &over) == DIM_OK && dim_positive_always(&over))) {
-        char slo[64], shi[64], size[64];
-        ir_dim_format(g, n->attr.lo, slo, sizeof slo);
-        ir_dim_format(g, n->attr.hi, shi, sizeof shi);
-        ir_dim_format(g, x->shape[ax], size, sizeof size);
+        const char *slo = dim_text(e, g, n->attr.lo), *shi = dim_text(e, g, n->attr.hi);
         if (empty) return fail_attr(e, "hi", "slice: empty or reversed range [%s, %s)", slo, shi);
-        return fail_attr(e, "hi", "slice: end %s is past the axis size %s", shi, size);
+        return fail_attr(e, "hi", "slice: end %s is past the axis size %s", shi, dim_text(e, g, x->shape[ax]));
     }
     copy_shape(n, x);
     n->shape[ax] = ir_dim_intern(g, &len);
@@ -703,9 +725,8 @@ static bool shape_concat(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e
         bool ok = y->rank == x->rank;
         for (int k = 0; ok && k < x->rank; k++) ok = k == ax || x->shape[k] == y->shape[k];
         if (!ok) {
-            char s1[128], s2[128];
             return fail(e, i, "concat: shapes must agree except on axis %d: %s and %s", ax,
-                        shape_str(g, x, s1, sizeof s1), shape_str(g, y, s2, sizeof s2));
+                        shape_text(e, g, x), shape_text(e, g, y));
         }
         dim_status s = dim_add(&total, &g->dims[y->shape[ax]], &total);
         if (s != DIM_OK) return fail(e, i, "concat: %s", dim_status_message(s));
@@ -727,8 +748,7 @@ static bool shape_broadcast(ir_graph *g, ir_node *n, const ir_value *a, tc_error
     }
     return shaped_by(n, e, "shape");
 bad:;
-    char s1[128], s2[128];
-    return fail(e, 0, "cannot broadcast %s to %s", shape_str(g, x, s1, sizeof s1), shape_str(g, n, s2, sizeof s2));
+    return fail(e, 0, "cannot broadcast %s to %s", shape_text(e, g, x), shape_text(e, g, n));
 }
 
 /* Indices that are an iota hold 0 .. len-1 along its axis, whatever the
@@ -765,26 +785,29 @@ static bool gather_iota_fits(ir_graph *g, const ir_value *a, tc_error *e)
     dim_expr over;
     int64_t k;
     if (dim_sub(&g->dims[len], &g->dims[rows], &over) != DIM_OK || !dim_is_const(&over, &k) || k <= 0) return true;
-    char sl[64], sr[64], smax[80];
     const char *name = table_name(g, &g->nodes[a[0]]);
     dim_expr one = dim_const(1), last;
-    dim_str(g, len, sl, sizeof sl);
-    dim_str(g, rows, sr, sizeof sr);
-    if (dim_sub(&g->dims[len], &one, &last) == DIM_OK) dim_format(&last, (const char *const *)g->sym_names, smax, sizeof smax);
-    else snprintf(smax, sizeof smax, "%s - 1", sl);
+    const char *sl = dim_text(e, g, len), *sr = dim_text(e, g, rows);
+    const char *smax = dim_sub(&g->dims[len], &one, &last) == DIM_OK ? dim_expr_text(e, g, &last) : keep_textf(e, "%s - 1", sl);
     fail(e, 1, "gather: the indices are an iota over %s positions, 0 to %s, but %s has %s rows", sl, smax, name, sr);
     hint(e, "the iota's length must be at most %s's %s rows: a shorter sequence, or a larger table", name, sr);
     return false;
 }
 
+/* "nn.net" of ".../stdlib/nn.net", the file loc is in; NULL for none. */
+static const char *loc_file_base(const ir_graph *g, nc_loc loc)
+{
+    const char *file = loc.file >= 1 && loc.file <= g->nfiles ? g->files[loc.file - 1] : NULL;
+    return file && strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+}
+
 /* "the add at nn.net:107": the op of the indices' arithmetic that wraps */
-static void op_at(const ir_graph *g, ir_value v, char *out, size_t cap)
+static const char *op_at(tc_error *e, const ir_graph *g, ir_value v)
 {
     const ir_node *n = &g->nodes[v];
-    const char *file = n->loc.file >= 1 && n->loc.file <= g->nfiles ? g->files[n->loc.file - 1] : NULL;
-    const char *base = file && strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
-    if (base) snprintf(out, cap, "the %s at %s:%u", nc_ops[n->op].name, base, n->loc.line);
-    else snprintf(out, cap, "its %s", nc_ops[n->op].name);
+    const char *base = loc_file_base(g, n->loc);
+    if (base) return keep_textf(e, "the %s at %s:%u", nc_ops[n->op].name, base, n->loc.line);
+    return keep_textf(e, "its %s", nc_ops[n->op].name);
 }
 
 /* The values an op of the indices' arithmetic would reach past i32. */
@@ -801,12 +824,10 @@ static bool indices_fit_i32(ir_graph *g, const char *op, ir_value idx, int arg, 
 {
     irange r;
     if (!irange_find(g, idx, NULL, &r) || r.wraps == IR_NONE) return true;
-    char at[160], vals[128], sr[64];
-    op_at(g, r.wraps, at, sizeof at);
+    char vals[128];
     wrap_values(&r, vals, sizeof vals);
-    dim_str(g, rows, sr, sizeof sr);
-    fail(e, arg, "%s: the indices, i32 arithmetic on iotas, would wrap around: %s computes %s", op, at, vals);
-    hint(e, "the indices pick rows of a table of %s rows: fewer at once (a smaller batch) keeps them in i32", sr);
+    fail(e, arg, "%s: the indices, i32 arithmetic on iotas, would wrap around: %s computes %s", op, op_at(e, g, r.wraps), vals);
+    hint(e, "the indices pick rows of a table of %s rows: fewer at once (a smaller batch) keeps them in i32", dim_text(e, g, rows));
     return false;
 }
 
@@ -826,10 +847,9 @@ static bool shape_gather(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e
 static bool shape_scatter_add(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     const ir_node *idx = &g->nodes[a[0]], *src = &g->nodes[a[1]];
-    char s1[128], s2[128];
     if (src->rank < idx->rank || memcmp(src->shape, idx->shape, idx->rank * sizeof(uint32_t)) != 0)
         return fail(e, 1, "scatter_add: src must start with the indices' shape: indices %s, src %s",
-                    shape_str(g, idx, s1, sizeof s1), shape_str(g, src, s2, sizeof s2));
+                    shape_text(e, g, idx), shape_text(e, g, src));
     if (!indices_fit_i32(g, "scatter_add", a[0], 0, n->attr.lo, e)) return false;
     n->rank = (uint8_t)(src->rank - idx->rank + 1);
     n->shape[0] = n->attr.lo;
@@ -868,16 +888,13 @@ static bool bind_indices(const ir_graph *g, const ir_node *n, ir_value idx, cons
 {
     irange r;
     if (!irange_find(g, idx, syms, &r) || r.wraps == IR_NONE) return true;
-    char at[160], vals[128], sizes[256] = "", where[256] = "", most[128] = "";
-    op_at(g, r.wraps, at, sizeof at);
+    char vals[128];
     wrap_values(&r, vals, sizeof vals);
-    ir_syms_format(g, syms, sizes, sizeof sizes);
-    if (n->loc.file >= 1 && n->loc.file <= g->nfiles)
-        snprintf(where, sizeof where, " at %s:%u", g->files[n->loc.file - 1], n->loc.line);
     int64_t m = g->nsyms == 1 ? largest_binding(g, idx, syms) : 0;
-    if (m > 0) snprintf(most, sizeof most, ": %s must be at most %lld", g->sym_names[0], (long long)m);
+    const char *most = m > 0 ? keep_textf(e, ": %s must be at most %lld", g->sym_names[0], (long long)m) : "";
     fail(e, -1, "%s%s %s too large for the %s%s, whose indices, i32 arithmetic on iotas, would wrap around: %s computes %s%s",
-         g->nsyms == 1 ? "dim " : "", sizes, g->nsyms == 1 ? "is" : "are", nc_ops[n->op].name, where, at, vals, most);
+         g->nsyms == 1 ? "dim " : "", syms_text(e, g, syms), g->nsyms == 1 ? "is" : "are", nc_ops[n->op].name,
+         where_text(e, g, n), op_at(e, g, r.wraps), vals, most);
     return false;
 }
 
@@ -893,12 +910,9 @@ static bool bind_gather(const ir_graph *g, const ir_node *n, const int64_t *syms
     if (!iota_extent(g, a[1], &len)) return true;
     uint32_t rows = g->nodes[a[0]].shape[0];
     if (!dim_eval(&g->dims[len], syms, &vl) || !dim_eval(&g->dims[rows], syms, &vr) || vl <= vr) return true;
-    char sl[64], where[256] = "";
     const dim_expr *d = &g->dims[len];
     bool lone = d->nterms == 1 && d->term[0].coeff == 1 && d->term[0].nfactors == 1;
-    dim_str(g, len, sl, sizeof sl);
-    if (n->loc.file >= 1 && n->loc.file <= g->nfiles)
-        snprintf(where, sizeof where, " at %s:%u", g->files[n->loc.file - 1], n->loc.line);
+    const char *sl = dim_text(e, g, len), *where = where_text(e, g, n);
     const char *name = table_name(g, &g->nodes[a[0]]);
     fail(e, -1, "%s%s = %lld is more than the %lld rows of %s, which the gather%s indexes with an iota over %s: "
                 "%s must be at most %lld",
@@ -919,10 +933,7 @@ static bool bind_iota(const ir_graph *g, const ir_node *n, const int64_t *syms, 
     int64_t len;
     const int64_t exact = float_exact_limit(n->dtype);
     if (!dim_eval(&g->dims[d], syms, &len) || len - 1 <= exact) return true;
-    char sl[64], where[256] = "";
-    dim_str(g, d, sl, sizeof sl);
-    if (n->loc.file >= 1 && n->loc.file <= g->nfiles)
-        snprintf(where, sizeof where, " at %s:%u", g->files[n->loc.file - 1], n->loc.line);
+    const char *sl = dim_text(e, g, d), *where = where_text(e, g, n);
     fail(e, -1, "%s = %lld is too long for the %s iota%s: %s holds whole numbers exactly only up to %lld, "
                 "so %s must be at most %lld",
          sl, (long long)len, dtype_name(n->dtype), where, dtype_name(n->dtype), (long long)exact, sl, (long long)exact + 1);
@@ -940,12 +951,8 @@ static bool bind_slice(const ir_graph *g, const ir_node *n, const int64_t *syms,
     if (dim_eval(&g->dims[n->attr.lo], syms, &lo) && dim_eval(&g->dims[n->attr.hi], syms, &hi) &&
         dim_eval(&g->dims[size], syms, &len) && lo < hi && hi <= len)
         return true;
-    char slo[64], shi[64], ssize[64], where[256] = "", at[256] = "";
-    if (n->loc.file >= 1 && n->loc.file <= g->nfiles)
-        snprintf(where, sizeof where, " at %s:%u", g->files[n->loc.file - 1], n->loc.line);
-    ir_syms_format(g, syms, at, sizeof at);
-    fail(e, -1, "the slice%s takes [%s, %s) of an axis of size %s: at %s that is not inside the axis", where,
-         dim_str(g, n->attr.lo, slo, sizeof slo), dim_str(g, n->attr.hi, shi, sizeof shi), dim_str(g, size, ssize, sizeof ssize), at);
+    fail(e, -1, "the slice%s takes [%s, %s) of an axis of size %s: at %s that is not inside the axis", where_text(e, g, n),
+         dim_text(e, g, n->attr.lo), dim_text(e, g, n->attr.hi), dim_text(e, g, size), syms_text(e, g, syms));
     return false;
 }
 
@@ -955,10 +962,7 @@ static bool bind_dim_value(const ir_graph *g, const ir_node *n, const int64_t *s
 {
     int64_t v;
     if (n->dtype != NC_I32 || !dim_eval(&g->dims[n->attr.lo], syms, &v) || v <= INT32_MAX) return true;
-    char sv[64], where[256] = "";
-    dim_str(g, n->attr.lo, sv, sizeof sv);
-    if (n->loc.file >= 1 && n->loc.file <= g->nfiles)
-        snprintf(where, sizeof where, " at %s:%u", g->files[n->loc.file - 1], n->loc.line);
+    const char *sv = dim_text(e, g, n->attr.lo), *where = where_text(e, g, n);
     return fail(e, -1, "%s = %lld is too large for the i32 value of that size%s: i32 holds at most %d, so %s must be at most %d",
                 sv, (long long)v, where, INT32_MAX, sv, INT32_MAX);
 }
@@ -980,40 +984,10 @@ bool tc_check_binding(const ir_graph *g, const ir_node *n, const int64_t *syms, 
 }
 
 /* "nn.net:315" */
-static void loc_text(const ir_graph *g, nc_loc loc, char *out, size_t cap)
+static const char *loc_text(tc_error *e, const ir_graph *g, nc_loc loc)
 {
-    const char *file = loc.file >= 1 && loc.file <= g->nfiles ? g->files[loc.file - 1] : NULL;
-    const char *base = file && strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
-    snprintf(out, cap, "%s:%u", base ? base : "?", loc.line);
-}
-
-/* A text at its length: write(g, what, syms, ...) into a buffer grown until
- * it holds all of it (the functions of ir.h cut what does not fit). */
-typedef void text_writer(const ir_graph *g, const void *what, const int64_t *syms, char *out, size_t cap);
-
-static char *whole_text(text_writer *write, const ir_graph *g, const void *what, const int64_t *syms)
-{
-    for (size_t cap = 256;; cap *= 2) {
-        char *text = nc_xmalloc(cap);
-        write(g, what, syms, text, cap);
-        if (strlen(text) + 1 < cap) return text;
-        free(text);
-    }
-}
-
-static void write_require_text(const ir_graph *g, const void *text, const int64_t *syms, char *out, size_t cap)
-{
-    ir_require_text(g, text, syms, out, cap);
-}
-
-static void write_syms(const ir_graph *g, const void *unused, const int64_t *syms, char *out, size_t cap)
-{
-    ir_syms_format(g, syms, out, cap);
-}
-
-static void write_dim(const ir_graph *g, const void *dim, const int64_t *unused, char *out, size_t cap)
-{
-    ir_dim_format(g, *(const uint32_t *)dim, out, cap);
+    const char *base = loc_file_base(g, loc);
+    return keep_textf(e, "%s:%u", base ? base : "?", loc.line);
 }
 
 bool tc_check_requires(const ir_graph *g, const int64_t *syms, tc_error *e)
@@ -1022,23 +996,11 @@ bool tc_check_requires(const ir_graph *g, const int64_t *syms, tc_error *e)
     for (uint32_t i = 0; i < g->nrequires; i++) {
         const ir_require *q = &g->requires[i];
         if (ir_require_holds(g, q, syms)) continue;
-        char at[64], site[96] = "";
-        loc_text(g, q->loc, at, sizeof at);
-        if (q->site.line) {
-            char s[64];
-            loc_text(g, q->site, s, sizeof s);
-            snprintf(site, sizeof site, " (in the call at %s)", s);
-        }
-        char *a = whole_text(write_dim, g, &q->lhs, syms), *b = whole_text(write_dim, g, &q->rhs, syms);
-        char *sizes = whole_text(write_syms, g, NULL, syms), *text = whole_text(write_require_text, g, q->message, syms);
-        fail(e, -1, "the require at %s%s fails at %s, where %s %s %s is false: %s", at, site, sizes, a, ir_cmp_text(q->cmp), b, text);
-        char *hint_text = whole_text(write_require_text, g, q->hint, syms);
+        const char *site = q->site.line ? keep_textf(e, " (in the call at %s)", loc_text(e, g, q->site)) : "";
+        fail(e, -1, "the require at %s%s fails at %s, where %s %s %s is false: %s", loc_text(e, g, q->loc), site, syms_text(e, g, syms),
+             dim_text(e, g, q->lhs), ir_cmp_text(q->cmp), dim_text(e, g, q->rhs), keep_text(e, ir_require_str(g, q->message, syms)));
+        const char *hint_text = keep_text(e, ir_require_str(g, q->hint, syms));
         if (hint_text[0]) hint(e, "%s", hint_text);
-        free(hint_text);
-        free(text);
-        free(sizes);
-        free(b);
-        free(a);
         return false;
     }
     return true;

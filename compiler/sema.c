@@ -44,6 +44,41 @@ const char *sv_kind_phrase(sv_kind k)
     return k < NC_COUNT(names) ? names[k] : "?";
 }
 
+const char *sema_textf(sema_ctx *c, const char *fmt, ...)
+{
+    va_list ap, again;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    size_t n = (size_t)vsnprintf(NULL, 0, fmt, ap) + 1;
+    char *text = ast_alloc(c->arena, n);
+    vsnprintf(text, n, fmt, again);
+    va_end(again);
+    va_end(ap);
+    return text;
+}
+
+const char *sema_dim_text(sema_ctx *c, uint32_t dim)
+{
+    size_t n = ir_dim_format(c->g, dim, NULL, 0) + 1;
+    char *text = ast_alloc(c->arena, n);
+    ir_dim_format(c->g, dim, text, n);
+    return text;
+}
+
+const char *sema_shape_text(sema_ctx *c, nc_dtype t, uint8_t rank, const uint32_t *shape)
+{
+    size_t n = ir_shape_format(c->g, t, rank, shape, NULL, 0) + 1;
+    char *text = ast_alloc(c->arena, n);
+    ir_shape_format(c->g, t, rank, shape, text, n);
+    return text;
+}
+
+const char *sema_node_text(sema_ctx *c, ir_value v)
+{
+    const ir_node *n = &c->g->nodes[v];
+    return sema_shape_text(c, n->dtype, n->rank, n->shape);
+}
+
 static void vreport(sema_ctx *c, diag_level level, nc_loc loc, const char *hint, const char *fmt, va_list ap)
 {
     char msg[1024];
@@ -545,10 +580,8 @@ bool sema_check_shape(sema_ctx *c, nc_dtype dtype, uint8_t rank, const uint32_t 
         int64_t v;
         if (dim_is_const(d, &v)) {
             if (v == 0) {
-                char s[256];
-                ir_shape_format(c->g, dtype, rank, shape, s, sizeof s);
                 sema_err(c, loc, "every dimension of a tensor is at least 1",
-                         "%s: dimension %d has size 0", s, i);
+                         "%s: dimension %d has size 0", sema_shape_text(c, dtype, rank, shape), i);
                 return false;
             }
             count *= (double)v;
@@ -563,11 +596,9 @@ bool sema_check_shape(sema_ctx *c, nc_dtype dtype, uint8_t rank, const uint32_t 
         count *= (double)big;
     }
     if (count <= (double)DIM_LIMIT) return true;
-    char n[48], s[256], h[300];
+    char n[48];
     count_text(count, n, sizeof n);
-    ir_shape_format(c->g, dtype, rank, shape, s, sizeof s);
-    snprintf(h, sizeof h, "the shape is %s", s);
-    sema_err(c, loc, h, "tensor of %s%s elements: at most 2^%d", symbolic ? "at least " : "", n,
+    sema_err(c, loc, sema_textf(c, "the shape is %s", sema_shape_text(c, dtype, rank, shape)), "tensor of %s%s elements: at most 2^%d", symbolic ? "at least " : "", n,
              __builtin_ctzll((unsigned long long)DIM_LIMIT));
     return false;
 }
@@ -684,8 +715,8 @@ static void pattern_hint(const sema_ctx *c, const ast_node *type, const char *ar
 static bool match_pattern(sema_ctx *c, const ast_node *type, const char *argname, sv v, nc_loc argloc)
 {
     const ir_node *n = &c->g->nodes[v.t];
-    char have[256], subject[96];
-    ir_shape_format(c->g, n->dtype, n->rank, n->shape, have, sizeof have);
+    const char *have = sema_node_text(c, v.t);
+    char subject[96];
     if (argname) snprintf(subject, sizeof subject, "argument '%s'", argname);
     else snprintf(subject, sizeof subject, "the return value");
     if (type->has_dtype && n->dtype != type->dtype) {
@@ -723,11 +754,8 @@ static bool match_pattern(sema_ctx *c, const ast_node *type, const char *argname
         uint32_t want;
         if (!sema_as_dim(c, sema_expr(c, e), e->loc, &want)) return false;
         if (want != actual) {
-            char w[96], a[96];
-            ir_dim_format(c->g, want, w, sizeof w);
-            ir_dim_format(c->g, actual, a, sizeof a);
-            sema_err(c, argloc, NULL, "%s: axis %d must be %s, got %s (%s is %s)", subject, axis, w, a,
-                     argname ? "the argument" : "it", have);
+            sema_err(c, argloc, NULL, "%s: axis %d must be %s, got %s (%s is %s)", subject, axis, sema_dim_text(c, want),
+                     sema_dim_text(c, actual), argname ? "the argument" : "it", have);
             return false;
         }
     }
@@ -1020,10 +1048,8 @@ static void exec_param(sema_ctx *c, const ast_node *s)
     for (int i = 0; i < p.decl.rank; i++) {
         int64_t v;
         if (!dim_is_const(&c->g->dims[p.decl.shape[i]], &v)) {
-            char d[96];
-            ir_dim_format(c->g, p.decl.shape[i], d, sizeof d);
             sema_err(c, type->list.items[i]->loc, "parameter and buffer shapes are fixed when the model is built",
-                     "%s '%s' has a symbolic dimension %s", what, s->name, d);
+                     "%s '%s' has a symbolic dimension %s", what, s->name, sema_dim_text(c, p.decl.shape[i]));
             scope_put(c->env, s->name, sv_error(), s->loc);
             return;
         }
@@ -1108,9 +1134,7 @@ static void exec_update(sema_ctx *c, const ast_node *s)
     bool same = n->rank == p->decl.rank;
     for (int i = 0; same && i < n->rank; i++) same = dim_equal(&c->g->dims[n->shape[i]], &c->g->dims[p->decl.shape[i]]);
     if (!same) {
-        char got[160], want[160];
-        ir_shape_format(c->g, n->dtype, n->rank, n->shape, got, sizeof got);
-        ir_shape_format(c->g, p->decl.dtype, p->decl.rank, p->decl.shape, want, sizeof want);
+        const char *got = sema_node_text(c, v.t), *want = sema_shape_text(c, p->decl.dtype, p->decl.rank, p->decl.shape);
         sema_err(c, s->a->loc, "a buffer keeps its shape: reduce the value to it (mean(x, axis: 0) for a batch's statistics)",
                  "update %s: the value is %s, the buffer %s", s->name, got, want);
         return;
@@ -1437,48 +1461,52 @@ static bool assert_loc(sema_ctx *c, const ast_node *e, nc_loc *loc)
 /* "{name}" in an assert's message: the value bound to name; for a require
  * (spans), a size or a tensor's type as a size span (ir_require_span), which
  * the session that binds its symbols shows beside their values. */
-static void assert_value_text(sema_ctx *c, const char *name, bool spans, char *out, size_t cap)
+static size_t assert_value_text(sema_ctx *c, const char *name, bool spans, char *out, size_t cap)
 {
     binding *b = lookup(c, name);
-    if (!b) { snprintf(out, cap, "{%s}", name); return; }
+    if (!b) return nc_appendf(out, cap, 0, "{%s}", name);
     sv v = b->value;
     const ir_node *n = v.kind == SV_TENSOR ? &c->g->nodes[v.t] : NULL;
     switch (v.kind) {
-    case SV_INT: snprintf(out, cap, "%lld", (long long)v.i); break;
-    case SV_FLOAT: snprintf(out, cap, "%g", v.f); break;
-    case SV_BOOL: snprintf(out, cap, "%s", v.i ? "true" : "false"); break;
-    case SV_STRING: snprintf(out, cap, "%s", v.s); break;
-    case SV_DTYPE: snprintf(out, cap, "%s", dtype_name(v.dtype)); break;
-    case SV_DIM:
-        if (spans) ir_require_span(c->g, NC_I32, -1, &v.dim, out, cap);
-        else ir_dim_format(c->g, v.dim, out, cap);
-        break;
+    case SV_INT: return nc_appendf(out, cap, 0, "%lld", (long long)v.i);
+    case SV_FLOAT: return nc_appendf(out, cap, 0, "%g", v.f);
+    case SV_BOOL: return nc_appendf(out, cap, 0, "%s", v.i ? "true" : "false");
+    case SV_STRING: return nc_appendf(out, cap, 0, "%s", v.s);
+    case SV_DTYPE: return nc_appendf(out, cap, 0, "%s", dtype_name(v.dtype));
+    case SV_DIM: return spans ? ir_require_span(c->g, NC_I32, -1, &v.dim, out, cap) : ir_dim_format(c->g, v.dim, out, cap);
     case SV_TENSOR:
-        if (spans) ir_require_span(c->g, n->dtype, n->rank, n->shape, out, cap);
-        else ir_shape_format(c->g, n->dtype, n->rank, n->shape, out, cap);
-        break;
-    default: snprintf(out, cap, "{%s}", name);
+        return spans ? ir_require_span(c->g, n->dtype, n->rank, n->shape, out, cap)
+                     : ir_shape_format(c->g, n->dtype, n->rank, n->shape, out, cap);
+    default: return nc_appendf(out, cap, 0, "{%s}", name);
     }
 }
 
-static void assert_format(sema_ctx *c, const char *msg, bool spans, char *out, size_t cap)
+/* msg with each {name} as its value, under snprintf's contract. */
+static size_t assert_format_to(sema_ctx *c, const char *msg, bool spans, char *out, size_t cap)
 {
-    size_t o = 0;
-    for (const char *p = msg; *p && o + 1 < cap;) {
+    size_t o = nc_appendf(out, cap, 0, "%s", "");
+    for (const char *p = msg; *p;) {
         const char *end = *p == '{' ? strchr(p, '}') : NULL;
         if (end && end - p > 1 && end - p < 64) {
-            char name[64], val[256];
+            char name[64];
             snprintf(name, sizeof name, "%.*s", (int)(end - p - 1), p + 1);
-            assert_value_text(c, name, spans, val, sizeof val);
-            o += (size_t)snprintf(out + o, cap - o, "%s", val);
-            if (o >= cap) o = cap - 1;
+            o += assert_value_text(c, name, spans, o < cap ? out + o : NULL, o < cap ? cap - o : 0);
             p = end + 1;
         } else {   /* a mark the user wrote would read as a span */
-            out[o++] = spans && *p == IR_SIZES_MARK ? '?' : *p;
+            o = nc_appendf(out, cap, o, "%c", spans && *p == IR_SIZES_MARK ? '?' : *p);
             p++;
         }
     }
-    out[o] = 0;
+    return o;
+}
+
+/* An assert's message or hint, whole, in c's arena. */
+static char *assert_format(sema_ctx *c, const char *msg, bool spans)
+{
+    size_t n = assert_format_to(c, msg, spans, NULL, 0) + 1;
+    char *text = ast_alloc(c->arena, n);
+    assert_format_to(c, msg, spans, text, n);
+    return text;
 }
 
 /* A failed assert, or one that could not be checked, ends the fn's
@@ -1497,9 +1525,7 @@ static void assert_stop(sema_ctx *c)
 static void assert_require(sema_ctx *c, const ast_node *s, int base, int end, const char *msg, const char *hint)
 {
     if (base == end) return;
-    char text[1024], help[1024] = "";
-    assert_format(c, msg, true, text, sizeof text);
-    if (hint) assert_format(c, hint, true, help, sizeof help);
+    char *text = assert_format(c, msg, true), *help = assert_format(c, hint ? hint : "", true);
     for (int i = base; i < end; i++) {
         ir_require q = {.lhs = c->pending[i].lhs, .rhs = c->pending[i].rhs, .cmp = c->pending[i].cmp,
                         .message = text, .hint = help, .loc = s->loc, .site = c->call_depth ? c->call_site : (nc_loc){0}};
@@ -1547,12 +1573,10 @@ static void exec_assert(sema_ctx *c, const ast_node *s)
         assert_require(c, s, base, end, msg.s, s->c ? hint.s : NULL);
         return;
     }
-    char text[1024], help[1024];
-    assert_format(c, msg.s, false, text, sizeof text);
-    if (s->c) assert_format(c, hint.s, false, help, sizeof help);
+    const char *text = assert_format(c, msg.s, false), *help = s->c ? assert_format(c, hint.s, false) : NULL;
     nc_loc loc = s->loc;
     assert_loc(c, s->a, &loc);
-    sema_err(c, loc, s->c ? help : NULL, "%s", text);
+    sema_err(c, loc, help, "%s", text);
     assert_stop(c);
 }
 
@@ -1897,9 +1921,7 @@ static void bind_outputs(sema_ctx *c, const ast_node *model)
             uint32_t shape[NC_MAX_RANK];
             if (!eval_type_dims(c, decl->a, DIMS_OUTPUT, &rank, shape)) continue;
             if (n->dtype != decl->a->dtype || n->rank != rank || memcmp(n->shape, shape, rank * sizeof *shape) != 0) {
-                char have[256], want[256];
-                ir_shape_format(c->g, n->dtype, n->rank, n->shape, have, sizeof have);
-                ir_shape_format(c->g, decl->a->dtype, rank, shape, want, sizeof want);
+                const char *have = sema_node_text(c, v.t), *want = sema_shape_text(c, decl->a->dtype, rank, shape);
                 /* only the dtype differs (often a precision block's autocast
                  * narrowed the value): say which cast converts it, and where
                  * the value was made, since the caret is on the declaration */

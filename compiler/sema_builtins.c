@@ -246,11 +246,8 @@ static bool broadcast_shape(sema_ctx *c, sv *ops, int n, nc_loc loc, uint8_t *ra
             uint32_t *dst = &shape[r - x->rank + k], d = x->shape[k];
             if (d == *dst || d == one) continue;
             if (*dst == one) { *dst = d; continue; }
-            char s1[256], s2[256];
-            const ir_node *y = &c->g->nodes[ops[0].t];
-            ir_shape_format(c->g, y->dtype, y->rank, y->shape, s1, sizeof s1);
-            ir_shape_format(c->g, x->dtype, x->rank, x->shape, s2, sizeof s2);
-            sema_err(c, loc, "sizes must be equal or 1 to broadcast", "shapes do not broadcast: %s and %s", s1, s2);
+            sema_err(c, loc, "sizes must be equal or 1 to broadcast", "shapes do not broadcast: %s and %s",
+                     sema_node_text(c, ops[0].t), sema_shape_text(c, x->dtype, x->rank, x->shape));
             return false;
         }
     }
@@ -838,11 +835,10 @@ static sv dim_arith(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
         if (c->defer_sizes) return size_compare(c, op, da, db, loc);
         if (c->defer_blocked) return size_blocked(c, op, loc);
         /* a size a symbol stands for has no value until the model runs */
-        char name[96];
         int64_t k;
-        ir_dim_format(c->g, dim_is_const(x, &k) ? db : da, name, sizeof name);
         sema_err(c, loc, "bind the symbol when building (--dim NAME=VALUE), or give its axis a number in the model's inputs",
-                 "'%s' compares sizes known when the model is built; %s is symbolic", ast_op_text(op), name);
+                 "'%s' compares sizes known when the model is built; %s is symbolic", ast_op_text(op),
+                 sema_dim_text(c, dim_is_const(x, &k) ? db : da));
         return sv_error();
     }
     default:
@@ -850,10 +846,8 @@ static sv dim_arith(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
         return sv_error();
     }
     if (s != DIM_OK) {
-        char sa[96], sb[96];
-        ir_dim_format(c->g, da, sa, sizeof sa);
-        ir_dim_format(c->g, db, sb, sizeof sb);
-        sema_err(c, loc, NULL, "%s %s %s: %s", sa, ast_op_text(op), sb, dim_status_message(s));
+        sema_err(c, loc, NULL, "%s %s %s: %s", sema_dim_text(c, da), ast_op_text(op), sema_dim_text(c, db),
+                 dim_status_message(s));
         return sv_error();
     }
     int64_t k;
@@ -890,17 +884,14 @@ fail:
  * polynomial (a product of at most DIM_MAX_FACTORS symbols). */
 static sv dim_power(sema_ctx *c, sv a, sv b, nc_loc loc)
 {
-    char name[96];
     if (b.kind == SV_DIM) {
-        ir_dim_format(c->g, b.dim, name, sizeof name);
         sema_err(c, loc, "bind the symbol when building (--dim NAME=VALUE) to compute with its value",
-                 "'**' with a symbolic exponent: %s is known only when the model runs", name);
+                 "'**' with a symbolic exponent: %s is known only when the model runs", sema_dim_text(c, b.dim));
         return sv_error();
     }
     if (a.kind != SV_DIM || b.kind != SV_INT || b.i < 0) {
-        ir_dim_format(c->g, a.dim, name, sizeof name);
         sema_err(c, loc, "T ** 2 is T * T: a symbolic size takes a whole exponent of 0 or more",
-                 "'**' of the symbolic size %s by %s", name, b.kind == SV_INT ? "a negative number" : sv_kind_phrase(b.kind));
+                 "'**' of the symbolic size %s by %s", sema_dim_text(c, a.dim), b.kind == SV_INT ? "a negative number" : sv_kind_phrase(b.kind));
         return sv_error();
     }
     sv r = sv_int(1);
@@ -913,11 +904,8 @@ static sv dim_power(sema_ctx *c, sv a, sv b, nc_loc loc)
 static bool pow_operand_float(sema_ctx *c, sv v, nc_loc loc)
 {
     if (v.kind != SV_TENSOR || dtype_is_float(c->g->nodes[v.t].dtype)) return true;
-    const ir_node *n = &c->g->nodes[v.t];
-    char have[256];
-    ir_shape_format(c->g, n->dtype, n->rank, n->shape, have, sizeof have);
     sema_err(c, loc, "cast it first, f32(x) ** 2, or multiply it out, x * x",
-             "'**' raises floats to a power; this operand is %s", have);
+             "'**' raises floats to a power; this operand is %s", sema_node_text(c, v.t));
     return false;
 }
 
@@ -926,10 +914,8 @@ static bool known_size(sema_ctx *c, sv *v, nc_loc loc)
 {
     *v = known_dim_as_int(c, *v);
     if (v->kind != SV_DIM) return true;
-    char name[96];
-    ir_dim_format(c->g, v->dim, name, sizeof name);
     sema_err(c, loc, "'/' divides symbolic sizes that divide exactly: T / 2",
-             "'//' needs sizes known when the model is built; %s is symbolic", name);
+             "'//' needs sizes known when the model is built; %s is symbolic", sema_dim_text(c, v->dim));
     return false;
 }
 

@@ -22,7 +22,7 @@ typedef struct index_ctx {
     sema_ctx *c;
     int rank;
     uint32_t shape[NC_MAX_RANK];
-    char type[256];          /* its type, for messages */
+    const char *type;        /* its type, for messages */
 } index_ctx;
 
 /* d >= 0 at every binding of its symbols (each at least 1): 0, or a sum of
@@ -52,19 +52,16 @@ static bool dim_minus(sema_ctx *c, uint32_t a, uint32_t b, nc_loc loc, dim_expr 
 
 static void out_of_range(index_ctx *ic, nc_loc loc, int axis, bool is_end, const char *pos)
 {
-    char size[96], hint[256];
-    ir_dim_format(ic->c->g, ic->shape[axis], size, sizeof size);
+    sema_ctx *c = ic->c;
+    const char *size = sema_dim_text(c, ic->shape[axis]);
     int64_t n;
-    if (dim_is_const(&ic->c->g->dims[ic->shape[axis]], &n) && is_end)
-        snprintf(hint, sizeof hint, "slice bounds go from -%lld to %lld; they are not clamped to the axis as Python's are",
-                 (long long)n, (long long)n);
-    else if (dim_is_const(&ic->c->g->dims[ic->shape[axis]], &n))
-        snprintf(hint, sizeof hint, "indices go from 0 to %lld, or from -%lld to -1 counting from the end", (long long)n - 1,
-                 (long long)n);
-    else
-        snprintf(hint, sizeof hint, "axis %d has %s elements", axis, size);
-    sema_err(ic->c, loc, hint, "%s %s is out of range for axis %d of %s (size %s)", is_end ? "slice bound" : "index", pos,
-             axis, ic->type, size);
+    const char *hint = !dim_is_const(&c->g->dims[ic->shape[axis]], &n) ? sema_textf(c, "axis %d has %s elements", axis, size)
+                       : is_end ? sema_textf(c, "slice bounds go from -%lld to %lld; they are not clamped to the axis as Python's are",
+                                             (long long)n, (long long)n)
+                                : sema_textf(c, "indices go from 0 to %lld, or from -%lld to -1 counting from the end",
+                                             (long long)n - 1, (long long)n);
+    sema_err(c, loc, hint, "%s %s is out of range for axis %d of %s (size %s)", is_end ? "slice bound" : "index", pos, axis,
+             ic->type, size);
 }
 
 /* A bound or index as a position on the axis: counted from the end when it
@@ -79,10 +76,9 @@ static bool axis_position(index_ctx *ic, const ast_node *e, int axis, bool bound
     if (v.kind == SV_ERROR) return false;
     if (v.kind == SV_TENSOR) {
         const ir_node *t = &c->g->nodes[v.t];
-        char have[256];
-        ir_shape_format(c->g, t->dtype, t->rank, t->shape, have, sizeof have);
         sema_err(c, e->loc, "to pick rows by a tensor of indices, use gather(x, ids): it takes rows of x's first axis",
-                 "an index is a number or a size known when the model is built; this one is a tensor, %s", have);
+                 "an index is a number or a size known when the model is built; this one is a tensor, %s",
+                 sema_shape_text(c, t->dtype, t->rank, t->shape));
         return false;
     }
     if (v.kind == SV_FLOAT) {   /* C / 3 of a C that 3 does not divide */
@@ -95,9 +91,7 @@ static bool axis_position(index_ctx *ic, const ast_node *e, int axis, bool bound
         return false;
     }
     dim_expr pos = v.kind == SV_DIM ? c->g->dims[v.dim] : dim_const(v.i);
-    char text[96];
-    if (v.kind == SV_DIM) ir_dim_format(c->g, v.dim, text, sizeof text);
-    else snprintf(text, sizeof text, "%lld", (long long)v.i);
+    const char *text = v.kind == SV_DIM ? sema_dim_text(c, v.dim) : sema_textf(c, "%lld", (long long)v.i);
     if (v.kind == SV_INT && (v.i > DIM_LIMIT || v.i < -DIM_LIMIT)) {
         out_of_range(ic, e->loc, axis, bound, text);
         return false;
@@ -138,11 +132,9 @@ static bool slice_item(index_ctx *ic, const ast_node *it, int axis, index_axis *
     dim_expr len;
     if (!dim_minus(c, ax->hi, ax->lo, it->loc, &len)) return false;
     if (len.nterms == 0 || dim_always_negative(&len)) {
-        char lo[96], hi[96];
-        ir_dim_format(c->g, ax->lo, lo, sizeof lo);
-        ir_dim_format(c->g, ax->hi, hi, sizeof hi);
         sema_err(c, it->loc, "a slice a:b takes the elements a to b - 1, and takes at least one",
-                 "empty slice: [%s:%s] takes no element of axis %d of %s", lo, hi, axis, ic->type);
+                 "empty slice: [%s:%s] takes no element of axis %d of %s", sema_dim_text(c, ax->lo), sema_dim_text(c, ax->hi),
+                 axis, ic->type);
         return false;
     }
     return true;
@@ -239,7 +231,7 @@ sv sema_index(sema_ctx *c, const ast_node *e)
     const ir_node *n = &c->g->nodes[x.t];
     index_ctx ic = {.c = c, .rank = n->rank};
     memcpy(ic.shape, n->shape, sizeof ic.shape);
-    ir_shape_format(c->g, n->dtype, n->rank, n->shape, ic.type, sizeof ic.type);
+    ic.type = sema_node_text(c, x.t);
     int axis_of[NC_MAX_RANK + 1];
     if (e->list.n > NC_MAX_RANK + 1) {   /* more than any rank, and than axis_of holds */
         sema_err(c, e->list.items[NC_MAX_RANK + 1]->loc, NULL, "too many indices: a tensor has at most %d axes", NC_MAX_RANK);

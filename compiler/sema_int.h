@@ -159,6 +159,11 @@ sv sema_dim_tensor(sema_ctx *c, uint32_t dim, nc_dtype t, nc_loc loc);
 sv sema_number_tensor(sema_ctx *c, sv number, nc_dtype dtype, uint8_t rank, const uint32_t *shape, nc_loc loc);
 /* A kind with its article, for messages: "an integer", "a dtype". */
 const char *sv_kind_phrase(sv_kind k);
+/* Texts for messages, whole, in c's arena: fmt's, a dim's, a shape's. */
+const char *sema_textf(sema_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *sema_dim_text(sema_ctx *c, uint32_t dim);
+const char *sema_shape_text(sema_ctx *c, nc_dtype t, uint8_t rank, const uint32_t *shape);
+const char *sema_node_text(sema_ctx *c, ir_value v);   /* its type: "f32[B, 784]" */
 void sema_err(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void sema_warn(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 bool sema_as_dim(sema_ctx *c, sv v, nc_loc loc, uint32_t *dim);

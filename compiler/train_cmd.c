@@ -239,10 +239,10 @@ static int sample_model_kind(trainer *t)
     t->classifier = y && y->dtype == NC_I32 && y->rank == 1 && f->noutputs && logits_fit(f, &f->nodes[f->outputs[0].value]);
     t->eval_y = t->has_y && !t->classifier ? 1 : UINT32_MAX;
     if (y && (y->rank < 1 || !dim_equal(&f->dims[y->shape[0]], &f->dims[f->inputs[0].shape[0]]))) {
-        char have[256];
-        ir_shape_format(f, y->dtype, y->rank, y->shape, have, sizeof have);
+        char *have = ir_shape_str(f, y->dtype, y->rank, y->shape);
         fprintf(stderr, "netc: the train input %s is %s; it takes each sample's target, so its first axis must be the batch, "
                         "%s, as the input %s's\n", y->name, have, t->batch_dim, f->inputs[0].name);
+        free(have);
         return 1;
     }
     return 0;
@@ -285,9 +285,9 @@ static int build_graphs(trainer *t)
     }
     int64_t len;
     if (t->text && !dim_is_const(&f->dims[f->inputs[0].shape[1]], &len)) {
-        char name[64];
-        ir_dim_format(f, f->inputs[0].shape[1], name, sizeof name);
+        char *name = ir_dim_str(f, f->inputs[0].shape[1]);
         fprintf(stderr, "netc: the text window length %s must be known: bind it with --dim %s=LENGTH\n", name, name);
+        free(name);
         return 1;
     }
     const dim_expr *d0 = &f->dims[f->inputs[0].shape[0]];
@@ -356,14 +356,14 @@ static int check_data(trainer *t)
         if (x_fits && (!y || rows_fit(f, y, &split[k]->y))) continue;
         const ir_tensor_decl *bad = x_fits ? y : x;
         const cpu_tensor *a = x_fits ? &split[k]->y : &split[k]->x;
-        char have[256], rows[128];
-        ir_shape_format(f, bad->dtype, bad->rank, bad->shape, have, sizeof have);
+        char *have = ir_shape_str(f, bad->dtype, bad->rank, bad->shape), rows[128];
         row_shape(a, rows, sizeof rows);
         int64_t last = 0;   /* targets [N] for an input [B, 1]: NumPy's usual slip */
         bool unit = a->rank + 1 == bad->rank && dim_is_const(&f->dims[bad->shape[bad->rank - 1]], &last) && last == 1;
         fprintf(stderr, "netc: %s %s is %s; the %s set has %s %s of %s%s\n", x_fits ? "the train input" : "input", bad->name, have,
                 k ? "test" : "training", dtype_name(a->dtype), x_fits ? "targets" : "samples", rows,
                 unit ? " (hint: give the array an axis of 1, a.reshape(-1, 1), or declare the input without it)" : "");
+        free(have);
         return 1;
     }
     return 0;

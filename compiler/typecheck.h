@@ -16,6 +16,8 @@ typedef struct tc_error {
                            spec in ops.def ("f", "axes", "lo"...), for sema to point at the
                            argument that set it; NULL = none. On success: the attribute
                            the result's dims come from (fill's shape), if any */
+    char **texts;       /* the dims and shapes msg and hint quote, each whole; ops.c's, */
+    uint32_t ntexts;    /* freed with them */
 } tc_error;
 
 /* Frees e's msg and hint, leaving "" (attr and arg stay). A tc_error zeroed

@@ -372,9 +372,11 @@ static int check_bound(cpu_run *r, const char *kind, const ir_tensor_decl *d, co
     char ws[256], gs[256];
     if (d->rank > NC_MAX_RANK) return run_fail(r, NULL, "%s %s: malformed declaration (rank %d)", kind, d->name, d->rank);
     if (!eval_shape(r, d->rank, d->shape, want)) {
-        ir_shape_format(r->g, d->dtype, d->rank, d->shape, ws, sizeof ws);
-        return run_fail(r, NULL, "%s %s: declared shape %s does not evaluate at this binding "
-                                 "(overflow or negative)", kind, d->name, ws);
+        char *declared = ir_shape_str(r->g, d->dtype, d->rank, d->shape);
+        int rc = run_fail(r, NULL, "%s %s: declared shape %s does not evaluate at this binding (overflow or negative)", kind,
+                          d->name, declared);
+        free(declared);
+        return rc;
     }
     format_shape(d->dtype, d->rank, want, ws, sizeof ws);
     if (t->rank > NC_MAX_RANK) return run_fail(r, NULL, "%s %s: expected %s, got rank %d", kind, d->name, ws, t->rank);
@@ -939,12 +941,12 @@ static int eval_node(cpu_run *r, ir_value v)
     const ir_graph *g = r->g;
     const ir_node *n = &g->nodes[v];
     int64_t shape[NC_MAX_RANK];
-    char s[256];
     if (n->op >= OP_COUNT || n->rank > NC_MAX_RANK) return run_fail(r, n, "malformed node");
     if (!eval_shape(r, n->rank, n->shape, shape)) {
-        ir_shape_format(g, n->dtype, n->rank, n->shape, s, sizeof s);
-        return run_fail(r, n, "%s: shape %s does not evaluate at this binding (overflow or negative)",
-                        op_name(n->op), s);
+        char *s = ir_shape_str(g, n->dtype, n->rank, n->shape);
+        int rc = run_fail(r, n, "%s: shape %s does not evaluate at this binding (overflow or negative)", op_name(n->op), s);
+        free(s);
+        return rc;
     }
     if (n->op == OP_INPUT || n->op == OP_PARAM) return bind_source(r, v, shape);
     if (r->mode[v] == MODE_KEPT) {

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static uint64_t name_stream(const char *name) { return nc_fnv1a(NC_FNV1A_BASIS, name, strlen(name)); }
@@ -41,9 +42,9 @@ int param_init(const ir_graph *g, uint32_t param_index, uint64_t seed, cpu_tenso
     int64_t shape[NC_MAX_RANK];
     for (int d = 0; d < p->decl.rank; d++) {
         if (!dim_is_const(&g->dims[p->decl.shape[d]], &shape[d]) || shape[d] < 0) {
-            char dim[64];
-            ir_dim_format(g, p->decl.shape[d], dim, sizeof dim);
+            char *dim = ir_dim_str(g, p->decl.shape[d]);
             snprintf(err, errcap, "parameter '%s': dimension %d (%s) is not a constant", p->decl.name, d, dim);
+            free(dim);
             return -1;
         }
     }

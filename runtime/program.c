@@ -273,8 +273,7 @@ static void size_error(const ir_graph *g, const nrt_program *p, uint32_t i, bool
     else snprintf(size, sizeof size, "more elements than 2^63");
     if (i < g->nnodes) {
         const ir_node *n = &g->nodes[i];
-        char type[192], loc[160] = "", name[96] = "";
-        ir_shape_format(g, n->dtype, n->rank, n->shape, type, sizeof type);
+        char loc[160] = "", name[96] = "", *type = ir_shape_str(g, n->dtype, n->rank, n->shape);
         if (n->op == OP_INPUT && n->attr.index < g->ninputs) snprintf(name, sizeof name, " %s", g->inputs[n->attr.index].name);
         if (n->op == OP_PARAM && n->attr.index < g->nparams) snprintf(name, sizeof name, " %s", g->params[n->attr.index].decl.name);
         if (n->loc.file && n->loc.file <= g->nfiles) {
@@ -282,10 +281,11 @@ static void size_error(const ir_graph *g, const nrt_program *p, uint32_t i, bool
             snprintf(loc, sizeof loc, ", %s:%u", slash ? slash + 1 : f, n->loc.line);
         }
         snprintf(what, sizeof what, "%%%u (%s%s: %s%s)", i, nc_ops[n->op].name, name, type, loc);
+        free(type);
     } else {
-        char numel_dim[128];
-        ir_dim_format(g, p->temps[i - g->nnodes].numel, numel_dim, sizeof numel_dim);
+        char *numel_dim = ir_dim_str(g, p->temps[i - g->nnodes].numel);
         snprintf(what, sizeof what, "scratch buffer %u (%s[%s])", i - g->nnodes, dtype_name(p->temps[i - g->nnodes].dtype), numel_dim);
+        free(numel_dim);
     }
     snprintf(err, errcap, "%s would hold %s at these dims: more than a buffer's 2^40", what, size);
 }

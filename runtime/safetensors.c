@@ -365,14 +365,14 @@ static int load_param(st_file *sf, const char *path, const ir_graph *g, uint32_t
         same = dim_is_const(&g->dims[p->decl.shape[d]], &v) && v == shape[d];
     }
     if (!same) {
-        char want[128];
-        ir_shape_format(g, p->decl.dtype, p->decl.rank, p->decl.shape, want, sizeof want);
+        char *want = ir_shape_str(g, p->decl.dtype, p->decl.rank, p->decl.shape);
         char got[160];
         size_t n = (size_t)snprintf(got, sizeof got, "%s[", json_string_value(json_object_get(e, "dtype")));
         for (uint8_t d = 0; d < rank && n < sizeof got; d++)
             n += (size_t)snprintf(got + n, sizeof got - n, "%s%" PRId64, d ? ", " : "", shape[d]);
         if (n < sizeof got) snprintf(got + n, sizeof got - n, "]");
         snprintf(err, errcap, "%s: parameter '%s': the file has %s, the model declares %s", path, p->decl.name, got, want);
+        free(want);
         return -1;
     }
     if (!dtypes_compatible(dt, p->decl.dtype)) {

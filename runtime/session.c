@@ -225,10 +225,11 @@ static nrt_status check_sizes(const nrt_session *s, nrt_error *err)
         for (int i = 0; i < n->rank && fits; i++)
             fits = dim_eval(&g->dims[n->shape[i]], s->syms, &d) && !__builtin_mul_overflow(bytes, d, &bytes);
         if (fits) continue;
-        char shape[256], at[256] = "";
-        ir_shape_format(g, n->dtype, n->rank, n->shape, shape, sizeof shape);
-        ir_syms_format(g, s->syms, at, sizeof at);
-        return set_err(err, NRT_ERR_ARGUMENT, "at %s a tensor of %s has no size (negative, or past 2^63 bytes)", at, shape);
+        char *shape = ir_shape_str(g, n->dtype, n->rank, n->shape), *at = ir_syms_str(g, s->syms);
+        nrt_status st = set_err(err, NRT_ERR_ARGUMENT, "at %s a tensor of %s has no size (negative, or past 2^63 bytes)", at, shape);
+        free(at);
+        free(shape);
+        return st;
     }
     return NRT_OK;
 }
@@ -241,9 +242,10 @@ static nrt_status bind_dims(nrt_session *s, const nrt_session_opts *o, nrt_error
     /* A misspelt name first: it explains the unbound dim that would follow. */
     for (int i = 0; i < o->ndims; i++)
         if (ir_sym_find(g, o->dim_names[i]) < 0) {
-            char names[256];
-            ir_sym_names_note(g, names, sizeof names);
-            return set_err(err, NRT_ERR_ARGUMENT, "the module has no symbolic dim %s%s", o->dim_names[i], names);
+            char *names = ir_sym_names_str(g);
+            st = set_err(err, NRT_ERR_ARGUMENT, "the module has no symbolic dim %s%s", o->dim_names[i], names);
+            free(names);
+            return st;
         }
     for (uint32_t k = 0; k < g->nsyms; k++) {
         int found = -1;
