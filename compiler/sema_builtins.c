@@ -569,6 +569,119 @@ static bool append_keyword_operands(sema_ctx *c, const char *name, const kw_spec
     return true;
 }
 
+/* A builtin call's arguments as its op takes them: the tensor operands in
+ * order, and the spec's fields given by name or by position after them. */
+typedef struct call_args {
+    const char *name;        /* the builtin, for messages */
+    kw_spec spec[8];
+    int nspec;
+    int ntensor;             /* tensor operands the op takes (a list: 1) */
+    int npos;                /* positional arguments seen */
+    sv ops[65];              /* a list of 64, or the operands and one given by name */
+    nc_loc locs[65];
+    sv given[8];             /* per spec field, where has[] */
+    nc_loc given_loc[8];
+    bool has[8];
+} call_args;
+
+/* name: VALUE; an unknown name's hint lists the names the builtin takes. */
+static bool take_keyword(sema_ctx *c, call_args *ca, const ast_node *a)
+{
+    int k = 0;
+    while (k < ca->nspec && strcmp(ca->spec[k].name, a->name) != 0) k++;
+    if (k == ca->nspec) {
+        char hint[1024] = "";
+        for (int j = 0; j < ca->nspec; j++)
+            snprintf(hint + strlen(hint), sizeof hint - strlen(hint), "%s%s", j ? ", " : "it takes: ", ca->spec[j].name);
+        sema_err(c, a->loc, ca->nspec ? hint : NULL, "%s has no argument '%s'", ca->name, a->name);
+        return false;
+    }
+    if (ca->has[k]) { sema_err(c, a->loc, NULL, "%s: '%s' given twice", ca->name, a->name); return false; }
+    ca->given[k] = sema_expr(c, a->a);
+    ca->given_loc[k] = a->loc;
+    ca->has[k] = true;
+    return true;
+}
+
+/* A positional argument: a tensor operand, then the spec's fields in order. */
+static bool take_positional(sema_ctx *c, call_args *ca, const ast_node *a)
+{
+    if (ca->npos < ca->ntensor) {
+        ca->ops[ca->npos] = sema_expr(c, a);
+        ca->locs[ca->npos++] = a->loc;
+        return true;
+    }
+    int k = ca->npos++ - ca->ntensor;
+    if (k >= ca->nspec) {
+        sema_err(c, a->loc, NULL, "too many arguments to %s", ca->name);
+        return false;
+    }
+    if (ca->has[k]) { sema_err(c, a->loc, NULL, "%s: '%s' given twice", ca->name, ca->spec[k].name); return false; }
+    ca->given[k] = sema_expr(c, a);
+    if (ca->given[k].kind == SV_TENSOR && strcmp(ca->spec[k].field, "operand") != 0) {   /* max(a, b): a second tensor where a compile-time value goes */
+        char hint[96];
+        sema_err(c, a->loc, tensor_slot_hint(ca->name, ca->spec, ca->nspec, hint, sizeof hint),
+                 "%s takes %d tensor operand%s; its argument '%s' is a compile-time value, got a tensor", ca->name, ca->ntensor,
+                 ca->ntensor == 1 ? "" : "s", ca->spec[k].name);
+        return false;
+    }
+    ca->given_loc[k] = a->loc;
+    ca->has[k] = true;
+    return true;
+}
+
+static bool take_call_args(sema_ctx *c, const ast_node *call, call_args *ca)
+{
+    for (uint32_t i = 0; i < call->list.n; i++) {
+        const ast_node *a = call->list.items[i];
+        if (!(a->kind == AST_KWARG ? take_keyword(c, ca, a) : take_positional(c, ca, a))) return false;
+    }
+    if (ca->npos >= ca->ntensor) return true;
+    sema_err(c, call->loc, NULL, "%s expects %d tensor operand%s, got %d", ca->name, ca->ntensor, ca->ntensor == 1 ? "" : "s",
+             ca->npos);
+    return false;
+}
+
+/* The spec's compile-time fields into proto's attributes: given, or their
+ * defaults; a random op given no seed draws the model's next one. */
+static bool set_call_attrs(sema_ctx *c, const ast_node *call, const call_args *ca, nc_op op, ir_node *proto)
+{
+    for (int k = 0; k < ca->nspec; k++) {
+        sv v;
+        nc_loc loc = call->loc;
+        if (strcmp(ca->spec[k].field, "operand") == 0) continue;   /* a tensor: appended to the operands */
+        if (ca->has[k]) v = ca->given[k], loc = ca->given_loc[k];
+        else if (strcmp(ca->spec[k].def, "!") == 0) {
+            sema_err(c, call->loc, NULL, "%s: missing argument '%s'", ca->name, ca->spec[k].name);
+            return false;
+        } else if (strcmp(ca->spec[k].def, "-") == 0) continue;
+        else v = spec_default(ca->spec[k].def);
+        if (!apply_field(c, &ca->spec[k], v, loc, proto, ca->name)) return false;
+    }
+    if ((nc_ops[op].flags & OPF_RANDOM) && !seed_given(ca->spec, ca->nspec, ca->has)) proto->attr.seed = default_seed(c);
+    /* a source op's value must fit its declared dtype, as a number beside an
+     * operator must: fill(1.5, dtype: i32) would silently be 1 */
+    for (int k = 0; k < ca->nspec; k++)
+        if (nc_ops[op].dtype_rule == DT_DECLARED && strcmp(ca->spec[k].field, "f") == 0 &&
+            !number_fits(c, proto->attr.f, proto->dtype, ca->has[k] ? ca->given_loc[k] : call->loc))
+            return false;
+    return true;
+}
+
+/* A list of tensors, concat([a, b], axis: 1)'s, as the operands. */
+static bool spread_tensor_list(sema_ctx *c, call_args *ca)
+{
+    sv list = ca->ops[0];
+    if (list.kind == SV_ERROR) return false;
+    if (list.kind != SV_LIST || list.n == 0 || list.n > 64) {
+        sema_err(c, ca->locs[0], NULL, "%s takes a non-empty list of tensors", ca->name);
+        return false;
+    }
+    for (uint32_t i = 0; i < list.n; i++) ca->ops[i] = list.items[i], ca->locs[i] = ca->locs[0];
+    ca->ntensor = (int)list.n;
+    return true;
+}
+
 sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
 {
     c->pending_name = NULL;
@@ -579,95 +692,20 @@ sv sema_call_builtin(sema_ctx *c, const char *name, const ast_node *call)
     const ast_node *axis_arg = axis_kwarg(call);
     if ((op == OP_SOFTMAX || op == OP_LOG_SOFTMAX) && axis_arg) return rowwise_on_axis(c, op, call, axis_arg);
     const nc_op_info *info = &nc_ops[op];
-    kw_spec spec[8];
-    int nspec = parse_spec(info->kwargs, spec, 8);
-    int ntensor = info->nargs < 0 ? 1 : info->nargs;
-
-    sv ops[65];   /* a list of 64, or the operands and one given by name */
-    nc_loc locs[65];
-    sv given[8];
-    nc_loc given_loc[8];
-    bool has[8] = {0};
-    int npos = 0;
-    for (uint32_t i = 0; i < call->list.n; i++) {
-        const ast_node *a = call->list.items[i];
-        if (a->kind == AST_KWARG) {
-            int k = 0;
-            while (k < nspec && strcmp(spec[k].name, a->name) != 0) k++;
-            if (k == nspec) {
-                char hint[1024] = "";
-                for (int j = 0; j < nspec; j++)
-                    snprintf(hint + strlen(hint), sizeof hint - strlen(hint), "%s%s", j ? ", " : "it takes: ", spec[j].name);
-                sema_err(c, a->loc, nspec ? hint : NULL, "%s has no argument '%s'", name, a->name);
-                return sv_error();
-            }
-            if (has[k]) { sema_err(c, a->loc, NULL, "%s: '%s' given twice", name, a->name); return sv_error(); }
-            given[k] = sema_expr(c, a->a);
-            given_loc[k] = a->loc;
-            has[k] = true;
-            continue;
-        }
-        if (npos < ntensor) {
-            ops[npos] = sema_expr(c, a);
-            locs[npos++] = a->loc;
-            continue;
-        }
-        int k = npos++ - ntensor;
-        if (k >= nspec) {
-            sema_err(c, a->loc, NULL, "too many arguments to %s", name);
-            return sv_error();
-        }
-        if (has[k]) { sema_err(c, a->loc, NULL, "%s: '%s' given twice", name, spec[k].name); return sv_error(); }
-        given[k] = sema_expr(c, a);
-        if (given[k].kind == SV_TENSOR && strcmp(spec[k].field, "operand") != 0) {   /* max(a, b): a second tensor where a compile-time value goes */
-            char hint[96];
-            sema_err(c, a->loc, tensor_slot_hint(name, spec, nspec, hint, sizeof hint), "%s takes %d tensor operand%s; its argument '%s' is a compile-time value, got a tensor",
-                     name, ntensor, ntensor == 1 ? "" : "s", spec[k].name);
-            return sv_error();
-        }
-        given_loc[k] = a->loc;
-        has[k] = true;
-    }
-    if (npos < ntensor) {
-        sema_err(c, call->loc, NULL, "%s expects %d tensor operand%s, got %d", name, ntensor, ntensor == 1 ? "" : "s", npos);
-        return sv_error();
-    }
+    call_args ca = {.name = name, .ntensor = info->nargs < 0 ? 1 : info->nargs};
+    ca.nspec = parse_spec(info->kwargs, ca.spec, 8);
+    if (!take_call_args(c, call, &ca)) return sv_error();
     ir_node proto = sema_proto(c, op, call->loc);
-    for (int k = 0; k < nspec; k++) {
-        sv v;
-        nc_loc loc = call->loc;
-        if (strcmp(spec[k].field, "operand") == 0) continue;   /* a tensor: appended to the operands below */
-        if (has[k]) v = given[k], loc = given_loc[k];
-        else if (strcmp(spec[k].def, "!") == 0) {
-            sema_err(c, call->loc, NULL, "%s: missing argument '%s'", name, spec[k].name);
-            return sv_error();
-        } else if (strcmp(spec[k].def, "-") == 0) continue;
-        else v = spec_default(spec[k].def);
-        if (!apply_field(c, &spec[k], v, loc, &proto, name)) return sv_error();
-    }
-    if ((nc_ops[op].flags & OPF_RANDOM) && !seed_given(spec, nspec, has)) proto.attr.seed = default_seed(c);
-    /* a source op's value must fit its declared dtype, as a number beside an
-     * operator must: fill(1.5, dtype: i32) would silently be 1 */
-    for (int k = 0; k < nspec; k++)
-        if (info->dtype_rule == DT_DECLARED && strcmp(spec[k].field, "f") == 0 &&
-            !number_fits(c, proto.attr.f, proto.dtype, has[k] ? given_loc[k] : call->loc))
-            return sv_error();
-    if (info->nargs < 0) {           /* a list of tensors: concat([a, b], axis: 1) */
-        sv list = ops[0];
-        if (list.kind == SV_ERROR) return list;
-        if (list.kind != SV_LIST || list.n == 0 || list.n > 64) {
-            sema_err(c, locs[0], NULL, "%s takes a non-empty list of tensors", name);
-            return sv_error();
-        }
-        for (uint32_t i = 0; i < list.n; i++) ops[i] = list.items[i], locs[i] = locs[0];
-        ntensor = (int)list.n;
-    }
-    if (!append_keyword_operands(c, name, spec, nspec, given, given_loc, has, ops, locs, &ntensor)) return sv_error();
+    if (!set_call_attrs(c, call, &ca, op, &proto)) return sv_error();
+    if (info->nargs < 0 && !spread_tensor_list(c, &ca)) return sv_error();
+    if (!append_keyword_operands(c, name, ca.spec, ca.nspec, ca.given, ca.given_loc, ca.has, ca.ops, ca.locs, &ca.ntensor))
+        return sv_error();
     if (op == OP_SOFTMAX || op == OP_LOG_SOFTMAX) proto.attr.axis = -1;
     sema_attr_locs written = {0};
-    for (int k = 0; k < nspec; k++)
-        if (has[k] && strcmp(spec[k].field, "operand") != 0) written.field[written.n] = spec[k].field, written.loc[written.n++] = given_loc[k];
-    return sema_apply(c, &proto, ops, ntensor, locs, &written);
+    for (int k = 0; k < ca.nspec; k++)
+        if (ca.has[k] && strcmp(ca.spec[k].field, "operand") != 0)
+            written.field[written.n] = ca.spec[k].field, written.loc[written.n++] = ca.given_loc[k];
+    return sema_apply(c, &proto, ca.ops, ca.ntensor, ca.locs, &written);
 }
 
 /* ------------------------------------------------------------------ */
