@@ -208,87 +208,143 @@ static bool need_dtype(const ir_graph *g, const char *op, const ir_value *a, int
     return false;
 }
 
+/* One rule per nc_dtype_rule (ops.h says what each accepts): checks the
+ * operands' dtypes and sets the result's. op is the op's name, na its
+ * operands (a random op's step left out). */
+typedef bool dtype_rule(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e);
+
+static bool dt_declared(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    return true;
+}
+
+static bool dt_numeric(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    if (!same_dtype(g, op, a, 0, na, e)) return false;
+    if (g->nodes[a[0]].dtype == NC_BOOL) {
+        fail(e, 0, "%s: not defined on bool tensors", op);
+        hint(e, "convert the mask first, e.g. f32(...) or i32(...): true becomes 1");
+        return false;
+    }
+    n->dtype = g->nodes[a[0]].dtype;
+    return true;
+}
+
+/* Every operand float, all one dtype. */
+static bool all_float_alike(const ir_graph *g, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    for (int i = 0; i < na; i++)
+        if (!need_float(g, op, a, i, e)) return false;
+    return same_dtype(g, op, a, 0, na, e);
+}
+
+static bool dt_float(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    if (!all_float_alike(g, a, op, na, e)) return false;
+    n->dtype = g->nodes[a[0]].dtype;
+    return true;
+}
+
+static bool dt_float_f32(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    if (!all_float_alike(g, a, op, na, e)) return false;
+    n->dtype = NC_F32;
+    return true;
+}
+
+static bool dt_compare(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    if (!same_dtype(g, op, a, 0, na, e)) return false;
+    n->dtype = NC_BOOL;
+    return true;
+}
+
+static bool dt_where(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    if (!need_dtype(g, op, a, 0, NC_BOOL, "the condition", e)) return false;
+    if (!same_dtype(g, op, a, 1, 3, e)) return false;
+    n->dtype = g->nodes[a[1]].dtype;
+    return true;
+}
+
+static bool dt_cast(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    n->dtype = n->attr.to;
+    return true;
+}
+
+static bool dt_any(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    n->dtype = g->nodes[a[0]].dtype;
+    return true;
+}
+
+static bool dt_same_any(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    if (!same_dtype(g, op, a, 0, na, e)) return false;
+    n->dtype = g->nodes[a[0]].dtype;
+    return true;
+}
+
+static bool dt_gather(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    if (!need_dtype(g, op, a, 1, NC_I32, "the indices", e)) return false;
+    n->dtype = g->nodes[a[0]].dtype;
+    return true;
+}
+
+static bool dt_scatter(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    if (!need_dtype(g, op, a, 0, NC_I32, "the indices", e)) return false;
+    if (!need_float(g, op, a, 1, e)) return false;
+    n->dtype = g->nodes[a[1]].dtype;
+    return true;
+}
+
+static bool dt_attention(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    int lens = ir_keyword_operand_slot(n), nt = lens >= 0 ? lens : na;
+    if (lens >= 0 && !need_dtype(g, op, a, lens, NC_I32, "the key lengths", e)) return false;
+    int nsame = nt < 4 ? nt : 4;
+    if (!all_float_alike(g, a, op, nsame, e)) return false;
+    for (int i = nsame; i < nt; i++)
+        if (!need_dtype(g, op, a, i, NC_F32, "the row statistics", e)) return false;
+    n->dtype = n->op == OP_ATTENTION_LSE ? NC_F32 : g->nodes[a[0]].dtype;
+    return true;
+}
+
+static bool dt_loss(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    if (!need_float(g, op, a, 0, e)) return false;
+    if (!need_dtype(g, op, a, 1, NC_I32, "the targets", e)) return false;
+    n->dtype = NC_F32;
+    return true;
+}
+
+/* the gradient, in the logits' own dtype */
+static bool dt_loss_grad(const ir_graph *g, ir_node *n, const ir_value *a, const char *op, int na, tc_error *e)
+{
+    if (!need_float(g, op, a, 0, e)) return false;
+    if (!need_dtype(g, op, a, 1, NC_I32, "the targets", e)) return false;
+    if (!need_dtype(g, op, a, 2, NC_F32, "the scale", e)) return false;
+    n->dtype = g->nodes[a[0]].dtype;
+    return true;
+}
+
+static dtype_rule *const dtype_rules[] = {
+    [DT_DECLARED] = dt_declared, [DT_NUMERIC] = dt_numeric,     [DT_FLOAT] = dt_float,
+    [DT_COMPARE] = dt_compare,   [DT_WHERE] = dt_where,         [DT_CAST] = dt_cast,
+    [DT_ANY] = dt_any,           [DT_SAME_ANY] = dt_same_any,   [DT_GATHER] = dt_gather,
+    [DT_SCATTER] = dt_scatter,   [DT_LOSS] = dt_loss,           [DT_LOSS_GRAD] = dt_loss_grad,
+    [DT_FLOAT_F32] = dt_float_f32, [DT_ATTENTION] = dt_attention,
+};
+_Static_assert(NC_COUNT(dtype_rules) == DT_COUNT, "a dtype rule without its function");
+
 static bool apply_dtype_rule(const ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
-    const char *op = nc_ops[n->op].name;
-    int na = n->nargs;
-    switch (nc_ops[n->op].dtype_rule) {
-    case DT_DECLARED:
-        return true;
-    case DT_NUMERIC:
-        if (!same_dtype(g, op, a, 0, na, e)) return false;
-        if (g->nodes[a[0]].dtype == NC_BOOL) {
-            fail(e, 0, "%s: not defined on bool tensors", op);
-            hint(e, "convert the mask first, e.g. f32(...) or i32(...): true becomes 1");
-            return false;
-        }
-        n->dtype = g->nodes[a[0]].dtype;
-        return true;
-    case DT_FLOAT:
-        for (int i = 0; i < na; i++)
-            if (!need_float(g, op, a, i, e)) return false;
-        if (!same_dtype(g, op, a, 0, na, e)) return false;
-        n->dtype = g->nodes[a[0]].dtype;
-        return true;
-    case DT_COMPARE:
-        if (!same_dtype(g, op, a, 0, na, e)) return false;
-        n->dtype = NC_BOOL;
-        return true;
-    case DT_WHERE:
-        if (!need_dtype(g, op, a, 0, NC_BOOL, "the condition", e)) return false;
-        if (!same_dtype(g, op, a, 1, 3, e)) return false;
-        n->dtype = g->nodes[a[1]].dtype;
-        return true;
-    case DT_CAST:
-        n->dtype = n->attr.to;
-        return true;
-    case DT_ANY:
-        n->dtype = g->nodes[a[0]].dtype;
-        return true;
-    case DT_SAME_ANY:
-        if (!same_dtype(g, op, a, 0, na, e)) return false;
-        n->dtype = g->nodes[a[0]].dtype;
-        return true;
-    case DT_GATHER:
-        if (!need_dtype(g, op, a, 1, NC_I32, "the indices", e)) return false;
-        n->dtype = g->nodes[a[0]].dtype;
-        return true;
-    case DT_SCATTER:
-        if (!need_dtype(g, op, a, 0, NC_I32, "the indices", e)) return false;
-        if (!need_float(g, op, a, 1, e)) return false;
-        n->dtype = g->nodes[a[1]].dtype;
-        return true;
-    case DT_FLOAT_F32:
-        for (int i = 0; i < na; i++)
-            if (!need_float(g, op, a, i, e)) return false;
-        if (!same_dtype(g, op, a, 0, na, e)) return false;
-        n->dtype = NC_F32;
-        return true;
-    case DT_ATTENTION: {
-        int lens = ir_keyword_operand_slot(n), nt = lens >= 0 ? lens : na;
-        if (lens >= 0 && !need_dtype(g, op, a, lens, NC_I32, "the key lengths", e)) return false;
-        int nsame = nt < 4 ? nt : 4;
-        for (int i = 0; i < nsame; i++)
-            if (!need_float(g, op, a, i, e)) return false;
-        if (!same_dtype(g, op, a, 0, nsame, e)) return false;
-        for (int i = nsame; i < nt; i++)
-            if (!need_dtype(g, op, a, i, NC_F32, "the row statistics", e)) return false;
-        n->dtype = n->op == OP_ATTENTION_LSE ? NC_F32 : g->nodes[a[0]].dtype;
-        return true;
-    }
-    case DT_LOSS:
-    case DT_LOSS_GRAD:
-        if (!need_float(g, op, a, 0, e)) return false;
-        if (!need_dtype(g, op, a, 1, NC_I32, "the targets", e)) return false;
-        if (nc_ops[n->op].dtype_rule == DT_LOSS_GRAD) {   /* the gradient in the logits' own dtype */
-            if (!need_dtype(g, op, a, 2, NC_F32, "the scale", e)) return false;
-            n->dtype = g->nodes[a[0]].dtype;
-            return true;
-        }
-        n->dtype = NC_F32;
-        return true;
-    }
-    NC_BUG("dtype rule %d", nc_ops[n->op].dtype_rule);
+    nc_dtype_rule r = nc_ops[n->op].dtype_rule;
+    if (r >= DT_COUNT || !dtype_rules[r]) NC_BUG("dtype rule %d", r);
+    return dtype_rules[r](g, n, a, nc_ops[n->op].name, n->nargs, e);
 }
 
 /* ------------------------------------------------------------------ */

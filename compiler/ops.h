@@ -43,6 +43,7 @@ typedef enum nc_dtype_rule {
     DT_ATTENTION,  /* up to four operands of one float dtype (q, k, v, g), then f32
                       row statistics, then the i32 key lengths if given
                       (ir_keyword_operand_slot); result theirs (attention_lse: f32) */
+    DT_COUNT
 } nc_dtype_rule;
 
 enum {
