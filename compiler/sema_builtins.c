@@ -374,58 +374,73 @@ static nc_loc rule_error_loc(const tc_error *e, int n, const nc_loc *arg_locs, c
 
 static void cast_body_set(sema_ctx *c, ir_value v);
 
-sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_locs, const sema_attr_locs *attrs)
+/* An elementwise op's value operands' dtype: the first tensor's (where's
+ * condition aside); *found false where all are numbers (where(c, 1, 0)). */
+static nc_dtype elementwise_dtype(const sema_ctx *c, const ir_node *proto, const sv *ops, int n, bool *found)
 {
-    const nc_op_info *info = &nc_ops[proto->op];
-    bool elementwise = info->category == CAT_ELEMENTWISE && n >= 2;
-    for (int i = 0; i < n; i++) if (ops[i].kind == SV_ERROR) return sv_error();
-    bool grouped;
-    sv grouped_result = concat_in_groups(c, proto, ops, n, arg_locs, attrs, &grouped);
-    if (grouped) return grouped_result;
-    /* scalars among elementwise operands take the dtype of the tensors */
-    if (elementwise) {
-        int first_value = proto->op == OP_WHERE ? 1 : 0;
-        nc_dtype dt = NC_F32;
-        bool found = false;
-        for (int i = first_value; i < n && !found; i++)
-            if (ops[i].kind == SV_TENSOR) dt = c->g->nodes[ops[i].t].dtype, found = true;
-        if (!found && proto->op != OP_WHERE)
-            NC_BUG("elementwise op on scalars only should have been folded");
-        for (int i = 0; i < n; i++) {
-            nc_dtype want = proto->op == OP_WHERE && i == 0 ? NC_BOOL : dt;
-            if (ops[i].kind == SV_DIM) ops[i] = dim_beside_tensor(c, ops[i], want, arg_locs[i]);
-            if (ops[i].kind == SV_ERROR) return sv_error();
-            if (ops[i].kind != SV_TENSOR && !is_scalar(ops[i])) {
-                sema_err(c, arg_locs[i], NULL, "%s: operand %d must be a tensor or a number, got %s", info->name,
-                         i + 1, sv_kind_phrase(ops[i].kind));
-                return sv_error();
-            }
+    *found = false;
+    for (int i = proto->op == OP_WHERE ? 1 : 0; i < n; i++)
+        if (ops[i].kind == SV_TENSOR) {
+            *found = true;
+            return c->g->nodes[ops[i].t].dtype;
         }
-        for (int i = 0; i < n; i++)
-            if (is_scalar(ops[i])) {
-                nc_dtype want = proto->op == OP_WHERE && i == 0 ? NC_BOOL : dt;
-                if (ops[i].kind == SV_FLOAT && !dtype_is_float(want) && !found) want = NC_F32;
-                ops[i] = scalar_tensor(c, ops[i], want, arg_locs[i]);
-                if (ops[i].kind == SV_ERROR) return sv_error();
-            }
-        autocast_operands(c, ops, first_value, n, proto->loc);
-        uint8_t rank;
-        uint32_t shape[NC_MAX_RANK];
-        if (!broadcast_shape(c, ops, n, proto->loc, &rank, shape)) return sv_error();
-        for (int i = 0; i < n; i++) ops[i] = broadcast_to(c, ops[i], rank, shape, proto->loc);
-    } else {
-        for (int i = 0; i < n; i++)
-            if (ops[i].kind != SV_TENSOR) {
-                sema_err(c, arg_locs[i], NULL, "%s: operand %d must be a tensor, got %s", info->name, i + 1,
-                         sv_kind_phrase(ops[i].kind));
-                return sv_error();
-            }
-        if (proto->op != OP_GATHER && proto->op != OP_SCATTER_ADD && proto->op != OP_CROSS_ENTROPY)
-            autocast_operands(c, ops, 0, n, proto->loc);
+    if (proto->op != OP_WHERE) NC_BUG("elementwise op on scalars only should have been folded");
+    return NC_F32;
+}
+
+/* An elementwise op's operands as tensors of one shape: scalars and sizes
+ * take the dtype of the tensors beside them, then all broadcast. */
+static bool elementwise_operands(sema_ctx *c, const ir_node *proto, sv *ops, int n, const nc_loc *arg_locs)
+{
+    bool found;
+    nc_dtype dt = elementwise_dtype(c, proto, ops, n, &found);
+    for (int i = 0; i < n; i++) {
+        nc_dtype want = proto->op == OP_WHERE && i == 0 ? NC_BOOL : dt;
+        if (ops[i].kind == SV_DIM) ops[i] = dim_beside_tensor(c, ops[i], want, arg_locs[i]);
+        if (ops[i].kind == SV_ERROR) return false;
+        if (ops[i].kind != SV_TENSOR && !is_scalar(ops[i])) {
+            sema_err(c, arg_locs[i], NULL, "%s: operand %d must be a tensor or a number, got %s", nc_ops[proto->op].name,
+                     i + 1, sv_kind_phrase(ops[i].kind));
+            return false;
+        }
     }
+    for (int i = 0; i < n; i++)
+        if (is_scalar(ops[i])) {
+            nc_dtype want = proto->op == OP_WHERE && i == 0 ? NC_BOOL : dt;
+            if (ops[i].kind == SV_FLOAT && !dtype_is_float(want) && !found) want = NC_F32;
+            ops[i] = scalar_tensor(c, ops[i], want, arg_locs[i]);
+            if (ops[i].kind == SV_ERROR) return false;
+        }
+    autocast_operands(c, ops, proto->op == OP_WHERE ? 1 : 0, n, proto->loc);
+    uint8_t rank;
+    uint32_t shape[NC_MAX_RANK];
+    if (!broadcast_shape(c, ops, n, proto->loc, &rank, shape)) return false;
+    for (int i = 0; i < n; i++) ops[i] = broadcast_to(c, ops[i], rank, shape, proto->loc);
+    return true;
+}
+
+/* Any other op's operands: tensors, mixed float dtypes autocast (but an
+ * op's indices and targets, which are i32 by design). */
+static bool tensor_operands(sema_ctx *c, const ir_node *proto, sv *ops, int n, const nc_loc *arg_locs)
+{
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind != SV_TENSOR) {
+            sema_err(c, arg_locs[i], NULL, "%s: operand %d must be a tensor, got %s", nc_ops[proto->op].name, i + 1,
+                     sv_kind_phrase(ops[i].kind));
+            return false;
+        }
+    if (proto->op != OP_GATHER && proto->op != OP_SCATTER_ADD && proto->op != OP_CROSS_ENTROPY)
+        autocast_operands(c, ops, 0, n, proto->loc);
+    return true;
+}
+
+/* The node, through the op's type rules: their error at the operand or
+ * attribute it is about, and the result within the tensor limits. */
+static sv build_checked(sema_ctx *c, ir_node *proto, const sv *ops, int n, const nc_loc *arg_locs, const sema_attr_locs *attrs)
+{
     ir_value args[64], out;
     if (n > 64) {
-        sema_err(c, proto->loc, NULL, "%s: more than 64 operands", info->name);
+        sema_err(c, proto->loc, NULL, "%s: more than 64 operands", nc_ops[proto->op].name);
         return sv_error();
     }
     for (int i = 0; i < n; i++) args[i] = ops[i].t;
@@ -442,6 +457,18 @@ sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_loc
     /* a result past the tensor limits: at the attribute that set its dims (tc_error.attr) */
     if (!sema_check_shape(c, r->dtype, r->rank, r->shape, attr_loc(attrs, e.attr, proto->loc))) return sv_error();
     return sv_tensor(c, out);
+}
+
+sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_locs, const sema_attr_locs *attrs)
+{
+    for (int i = 0; i < n; i++) if (ops[i].kind == SV_ERROR) return sv_error();
+    bool grouped;
+    sv grouped_result = concat_in_groups(c, proto, ops, n, arg_locs, attrs, &grouped);
+    if (grouped) return grouped_result;
+    bool elementwise = nc_ops[proto->op].category == CAT_ELEMENTWISE && n >= 2;
+    if (!(elementwise ? elementwise_operands(c, proto, ops, n, arg_locs) : tensor_operands(c, proto, ops, n, arg_locs)))
+        return sv_error();
+    return build_checked(c, proto, ops, n, arg_locs, attrs);
 }
 
 /* ------------------------------------------------------------------ */
@@ -974,30 +1001,30 @@ static sv floor_divide(sema_ctx *c, sv a, sv b, nc_loc loc)
     return sv_int(q);
 }
 
-sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc operand_locs[2])
+/* a OP b with a tensor on one side: an elementwise node (or a matmul). */
+static sv tensor_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc operand_locs[2])
 {
-    if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
-    if (op == AST_OP_FLOORDIV) return floor_divide(c, a, b, loc);
-    if (a.kind == SV_TENSOR && b.kind == SV_DIM) b = dim_beside_tensor(c, b, c->g->nodes[a.t].dtype, loc);
-    else if (b.kind == SV_TENSOR && a.kind == SV_DIM) a = dim_beside_tensor(c, a, c->g->nodes[b.t].dtype, loc);
-    if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
-    if (a.kind == SV_TENSOR || b.kind == SV_TENSOR) {
-        if ((a.kind != SV_TENSOR && !is_scalar(a)) || (b.kind != SV_TENSOR && !is_scalar(b))) {
-            sema_err(c, loc, NULL, "'%s' between %s and %s", ast_op_text(op), sv_kind_phrase(a.kind), sv_kind_phrase(b.kind));
-            return sv_error();
-        }
-        ir_node proto = sema_proto(c, binary_ops[op], loc);
-        sv ops[2] = {a, b};
-        /* an error about a number is about where it is written; one about the pair, at the operator */
-        nc_loc locs[2] = {is_scalar(a) ? operand_locs[0] : loc, is_scalar(b) ? operand_locs[1] : loc};
-        if (op == AST_OP_MATMUL && (a.kind != SV_TENSOR || b.kind != SV_TENSOR)) {
-            sema_err(c, loc, NULL, "'@' multiplies two tensors");
-            return sv_error();
-        }
-        if (op == AST_OP_POW && (!pow_operand_float(c, a, operand_locs[0]) || !pow_operand_float(c, b, operand_locs[1])))
-            return sv_error();
-        return sema_apply(c, &proto, ops, 2, locs, NULL);
+    if ((a.kind != SV_TENSOR && !is_scalar(a)) || (b.kind != SV_TENSOR && !is_scalar(b))) {
+        sema_err(c, loc, NULL, "'%s' between %s and %s", ast_op_text(op), sv_kind_phrase(a.kind), sv_kind_phrase(b.kind));
+        return sv_error();
     }
+    ir_node proto = sema_proto(c, binary_ops[op], loc);
+    sv ops[2] = {a, b};
+    /* an error about a number is about where it is written; one about the pair, at the operator */
+    nc_loc locs[2] = {is_scalar(a) ? operand_locs[0] : loc, is_scalar(b) ? operand_locs[1] : loc};
+    if (op == AST_OP_MATMUL && (a.kind != SV_TENSOR || b.kind != SV_TENSOR)) {
+        sema_err(c, loc, NULL, "'@' multiplies two tensors");
+        return sv_error();
+    }
+    if (op == AST_OP_POW && (!pow_operand_float(c, a, operand_locs[0]) || !pow_operand_float(c, b, operand_locs[1])))
+        return sv_error();
+    return sema_apply(c, &proto, ops, 2, locs, NULL);
+}
+
+/* a OP b of values known when the model is built: sizes, numbers, strings,
+ * dtypes, folded now. */
+static sv value_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
+{
     if (op != AST_OP_DIV) {   /* H + 2 * padding with padding -1, kernel <= H: a known size is a number */
         a = known_dim_as_int(c, a);
         b = known_dim_as_int(c, b);
@@ -1018,6 +1045,18 @@ sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc oper
     }
     sema_err(c, loc, NULL, "'%s' between %s and %s", ast_op_text(op), sv_kind_phrase(a.kind), sv_kind_phrase(b.kind));
     return sv_error();
+}
+
+sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc operand_locs[2])
+{
+    if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
+    if (op == AST_OP_FLOORDIV) return floor_divide(c, a, b, loc);
+    /* a size beside a tensor is a scalar tensor of its dtype: x / T */
+    if (a.kind == SV_TENSOR && b.kind == SV_DIM) b = dim_beside_tensor(c, b, c->g->nodes[a.t].dtype, loc);
+    else if (b.kind == SV_TENSOR && a.kind == SV_DIM) a = dim_beside_tensor(c, a, c->g->nodes[b.t].dtype, loc);
+    if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
+    if (a.kind == SV_TENSOR || b.kind == SV_TENSOR) return tensor_binary(c, op, a, b, loc, operand_locs);
+    return value_binary(c, op, a, b, loc);
 }
 
 sv sema_negate(sema_ctx *c, sv a, nc_loc loc)
