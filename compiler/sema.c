@@ -2296,25 +2296,30 @@ static bool report_unused_options(sema_ctx *c, uint32_t file, const option_hints
     return c->diag->errors > errors;
 }
 
+/* "the file's models: a, b" in models[256], for a hint; NULL for none. */
+static const char *model_names_hint(const ast_file *f, char *models)
+{
+    size_t head = (size_t)snprintf(models, 256, "the file's models: ");
+    for (uint32_t i = 0; i < f->decls.n; i++)
+        if (f->decls.items[i]->kind == AST_MODEL) hint_add_name(models, 256, head, f->decls.items[i]->name);
+    return strlen(models) == head ? NULL : models;
+}
+
 /* --model naming no model of the file, with the names there are. */
 static void report_no_model(diag_ctx *d, const ast_file *f, const char *name)
 {
-    char models[256] = "the file's models: ";
-    size_t head = strlen(models);
-    for (uint32_t i = 0; i < f->decls.n; i++)
-        if (f->decls.items[i]->kind == AST_MODEL) hint_add_name(models, sizeof models, head, f->decls.items[i]->name);
-    diag_report(d, DIAG_ERROR, (nc_loc){f->file_id, 0, 0}, strlen(models) == head ? "it has none" : models, "no model named '%s'", name);
+    char models[256];
+    const char *names = model_names_hint(f, models);
+    diag_report(d, DIAG_ERROR, (nc_loc){f->file_id, 0, 0}, names ? names : "it has none", "no model named '%s'", name);
 }
 
 /* A train section names its model; a typo there is the usual cause. */
 static void report_train_orphan(diag_ctx *d, const ast_file *f, const ast_node *train)
 {
-    char models[256] = "the file's models: ";
-    size_t head = strlen(models);
-    for (uint32_t i = 0; i < f->decls.n; i++)
-        if (f->decls.items[i]->kind == AST_MODEL) hint_add_name(models, sizeof models, head, f->decls.items[i]->name);
-    diag_report(d, DIAG_ERROR, train->loc, strlen(models) == head ? "the file has no model" : models,
-                "train section for unknown model '%s'", train->name);
+    char models[256];
+    const char *names = model_names_hint(f, models);
+    diag_report(d, DIAG_ERROR, train->loc, names ? names : "the file has no model", "train section for unknown model '%s'",
+                train->name);
 }
 
 ir_graph *sema_model(src_table *sources, ast_file *main_file, const char *model_name, const driver_opts *o,

@@ -394,14 +394,29 @@ static batch_scale scale_sum(batch_scale r, int p, ir_value v)
     return r;
 }
 
+/* The ops scale_of_node does not name, by their category in the op table:
+ * r joins their operands' scales. */
+static batch_scale scale_of_category(const ir_graph *g, ir_value v, batch_scale r, uint8_t batch)
+{
+    const ir_node *n = &g->nodes[v];
+    const ir_node *x = n->nargs ? &g->nodes[ir_args(g, n)[0]] : NULL;
+    const nc_op_info *op = &nc_ops[n->op];
+    int p = 0;   /* the batch's power in the axes reduced, or along a row */
+    if (op->category == CAT_REDUCTION)
+        for (int k = 0; k < n->attr.naxes; k++) p += batch_power(g, x->shape[n->attr.axes[k]], batch);
+    if (op->category == CAT_ROWWISE && x->rank) p = batch_power(g, x->shape[x->rank - 1], batch);
+    if (op->category == CAT_REDUCTION && (op->flags & OPF_ACCUM) && !(op->flags & OPF_AVERAGES)) return scale_sum(r, p, v);
+    if (p && !(op->flags & OPF_AVERAGES)) return scale_mixed(r, v);   /* a max or a softmax along the batch */
+    if ((op->flags & OPF_AVERAGES) || op->category == CAT_REDUCTION || op->category == CAT_SOURCE) return r;
+    return scale_off(r) ? scale_mixed(r, r.from) : r;   /* exp, square, softmax, ... of a sum over the batch */
+}
+
 static batch_scale scale_of_node(const ir_graph *g, ir_value v, const batch_scale *sc, uint8_t batch)
 {
     const ir_node *n = &g->nodes[v];
     const ir_value *a = ir_args(g, n);
     const ir_node *x = n->nargs ? &g->nodes[a[0]] : NULL;
-    const nc_op_info *op = &nc_ops[n->op];
     const batch_scale *in0 = n->nargs > 0 ? &sc[a[0]] : NULL, *in1 = n->nargs > 1 ? &sc[a[1]] : NULL;
-    batch_scale r;
     switch (n->op) {
     case OP_INPUT: case OP_PARAM:
         return (batch_scale){0, false, true, IR_NONE};
@@ -422,22 +437,13 @@ static batch_scale scale_of_node(const ir_graph *g, ir_value v, const batch_scal
         return scale_off(*in1) ? scale_mixed(scale_join(sc, a, 2), v) : *in0;
     case OP_SCATTER_ADD: {   /* src's rows added into rows: a sum where they are the samples' */
         int p = batch_power(g, g->nodes[a[1]].shape[0], batch) - batch_power(g, n->shape[0], batch);
-        r = scale_off(*in0) ? scale_mixed(scale_join(sc, a, 2), v) : *in1;
+        batch_scale r = scale_off(*in0) ? scale_mixed(scale_join(sc, a, 2), v) : *in1;
         return scale_sum(r, p > 0 ? p : 0, v);
     }
     case OP_MATMUL:   /* a product adds up along its inner axis */
         return scale_sum(scale_product(*in0, *in1, 1), batch_power(g, x->shape[x->rank - (n->attr.ta ? 2 : 1)], batch), v);
-    default: break;
+    default: return scale_of_category(g, v, scale_join(sc, a, n->nargs), batch);
     }
-    r = scale_join(sc, a, n->nargs);
-    int p = 0;   /* the batch's power in the axes reduced, or along a row */
-    if (op->category == CAT_REDUCTION)
-        for (int k = 0; k < n->attr.naxes; k++) p += batch_power(g, x->shape[n->attr.axes[k]], batch);
-    if (op->category == CAT_ROWWISE && x->rank) p = batch_power(g, x->shape[x->rank - 1], batch);
-    if (op->category == CAT_REDUCTION && (op->flags & OPF_ACCUM) && !(op->flags & OPF_AVERAGES)) return scale_sum(r, p, v);
-    if (p && !(op->flags & OPF_AVERAGES)) return scale_mixed(r, v);   /* a max or a softmax along the batch */
-    if ((op->flags & OPF_AVERAGES) || op->category == CAT_REDUCTION || op->category == CAT_SOURCE) return r;
-    return scale_off(r) ? scale_mixed(r, r.from) : r;   /* exp, square, softmax, ... of a sum over the batch */
 }
 
 /* The op that makes the loss other than a mean over the batch (a sum of
