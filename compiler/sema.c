@@ -1016,56 +1016,41 @@ static void unique_scope_name(sema_ctx *c, const char *base, char *out, size_t c
 /* param NAME: TYPE = INIT, or buffer NAME: ...: a tensor the model keeps
  * between runs. A parameter is trained; a buffer (running statistics) is
  * assigned by the model's own `update`, in the training step only. */
-static void exec_param(sema_ctx *c, const ast_node *s)
+/* A parameter's or buffer's declared type into p: a float dtype, and
+ * dims known when the model is built, within the tensor limits. */
+static bool param_type(sema_ctx *c, const ast_node *s, const char *what, ir_param *p)
 {
-    const bool buffer = s->kind == AST_BUFFER;
-    const char *what = buffer ? "buffer" : "parameter";
-    ir_param p = {.role = buffer ? IR_ROLE_BUFFER : IR_ROLE_WEIGHT};
+    const bool buffer = p->role == IR_ROLE_BUFFER;
     const ast_node *type = s->a;
-    if (scope_find_local(c->env, s->name)) {
-        sema_err(c, s->loc, NULL, "'%s' is already defined in this scope", s->name);
-        return;
-    }
-    /* a parameter declared wrong is still declared: its uses say nothing more
-     * (no "unknown name" after "parameters are floating point") */
     if (type->kind != AST_TYPE || !type->has_dtype) {
         sema_err(c, type->loc, "write it like f32[784, 1024]", "a %s needs a dtype and a shape", what);
-        scope_put(c->env, s->name, sv_error(), s->loc);
-        return;
+        return false;
     }
     if (!dtype_is_float(type->dtype)) {
         sema_err(c, type->loc,
                  buffer ? "a buffer holds statistics of floats: declare it f32 (or f16, bf16)"
                         : "parameters are trained, so they hold floats: declare it f32 (or f16, bf16)",
                  "%ss are floating point, got %s", what, dtype_name(type->dtype));
-        scope_put(c->env, s->name, sv_error(), s->loc);
-        return;
+        return false;
     }
-    if (!eval_type_dims(c, type, DIMS_PARAM, &p.decl.rank, p.decl.shape)) {
-        scope_put(c->env, s->name, sv_error(), s->loc);
-        return;
-    }
-    for (int i = 0; i < p.decl.rank; i++) {
+    if (!eval_type_dims(c, type, DIMS_PARAM, &p->decl.rank, p->decl.shape)) return false;
+    for (int i = 0; i < p->decl.rank; i++) {
         int64_t v;
-        if (!dim_is_const(&c->g->dims[p.decl.shape[i]], &v)) {
+        if (!dim_is_const(&c->g->dims[p->decl.shape[i]], &v)) {
             sema_err(c, type->list.items[i]->loc, "parameter and buffer shapes are fixed when the model is built",
-                     "%s '%s' has a symbolic dimension %s", what, s->name, sema_dim_text(c, p.decl.shape[i]));
-            scope_put(c->env, s->name, sv_error(), s->loc);
-            return;
+                     "%s '%s' has a symbolic dimension %s", what, s->name, sema_dim_text(c, p->decl.shape[i]));
+            return false;
         }
     }
-    if (!sema_check_shape(c, type->dtype, p.decl.rank, p.decl.shape, type->loc)) {
-        scope_put(c->env, s->name, sv_error(), s->loc);
-        return;
-    }
-    p.decl.dtype = type->dtype;
-    p.decl.loc = s->loc;
-    p.init = p.decl.rank >= 2 && !buffer ? IR_INIT_XAVIER_UNIFORM : IR_INIT_ZEROS;
-    p.init_a = p.init == IR_INIT_XAVIER_UNIFORM ? 1.0 : 0.0;     /* as if written: xavier(1), zeros() */
-    if (s->b && !sema_initializer(c, s->b, &p)) {
-        scope_put(c->env, s->name, sv_error(), s->loc);
-        return;
-    }
+    if (!sema_check_shape(c, type->dtype, p->decl.rank, p->decl.shape, type->loc)) return false;
+    p->decl.dtype = type->dtype;
+    return true;
+}
+
+/* p into the graph under its full name (the calls' prefix: mlp_1.w), and
+ * its param node bound to the name in scope. */
+static void add_param(sema_ctx *c, const ast_node *s, const char *what, ir_param *p)
+{
     char full[600];
     snprintf(full, sizeof full, "%s%s%s", c->prefix, c->prefix[0] ? "." : "", s->name);
     for (uint32_t i = 0; i < c->g->nparams; i++)
@@ -1074,16 +1059,41 @@ static void exec_param(sema_ctx *c, const ast_node *s)
                      "%s '%s' is defined twice", what, full);
             return;
         }
-    p.decl.name = full;
-    uint32_t idx = ir_param_add(c->g, &p);
+    p->decl.name = full;
+    uint32_t idx = ir_param_add(c->g, p);
     ir_node n = sema_proto(c, OP_PARAM, s->loc);
-    n.dtype = p.decl.dtype;
-    n.rank = p.decl.rank;
-    memcpy(n.shape, p.decl.shape, sizeof n.shape);
+    n.dtype = p->decl.dtype;
+    n.rank = p->decl.rank;
+    memcpy(n.shape, p->decl.shape, sizeof n.shape);
     n.attr.index = idx;
     sv v = sv_tensor(c, ir_add(c->g, &n, NULL, 0));
     v.is_param = true;
     scope_put(c->env, s->name, v, s->loc);
+}
+
+static void exec_param(sema_ctx *c, const ast_node *s)
+{
+    const bool buffer = s->kind == AST_BUFFER;
+    const char *what = buffer ? "buffer" : "parameter";
+    ir_param p = {.role = buffer ? IR_ROLE_BUFFER : IR_ROLE_WEIGHT};
+    if (scope_find_local(c->env, s->name)) {
+        sema_err(c, s->loc, NULL, "'%s' is already defined in this scope", s->name);
+        return;
+    }
+    /* a parameter declared wrong is still declared: its uses say nothing more
+     * (no "unknown name" after "parameters are floating point") */
+    if (!param_type(c, s, what, &p)) {
+        scope_put(c->env, s->name, sv_error(), s->loc);
+        return;
+    }
+    p.decl.loc = s->loc;
+    p.init = p.decl.rank >= 2 && !buffer ? IR_INIT_XAVIER_UNIFORM : IR_INIT_ZEROS;
+    p.init_a = p.init == IR_INIT_XAVIER_UNIFORM ? 1.0 : 0.0;     /* as if written: xavier(1), zeros() */
+    if (s->b && !sema_initializer(c, s->b, &p)) {
+        scope_put(c->env, s->name, sv_error(), s->loc);
+        return;
+    }
+    add_param(c, s, what, &p);
 }
 
 /* The buffer a name is bound to, as its parameter index; false, said, when it is none. */
@@ -1771,6 +1781,87 @@ static bool collect_args(sema_ctx *c, const ast_node *fn, const ast_node *call, 
     return true;
 }
 
+/* What a call of a fn changes in c, kept to be restored when it returns:
+ * the body runs in its module's scope, under its own name prefix, with its
+ * own asserts, returns and (none of a train section's) statements. */
+typedef struct fn_frame {
+    scope *env;
+    scope sc;
+    nc_loc site;
+    const ast_node *decl;
+    uint32_t body;
+    bool defer_sizes;
+    const char *defer_blocked;
+    char prefix[512];
+} fn_frame;
+
+static void fn_enter(sema_ctx *c, const ast_node *decl, const ast_node *call, sema_module *mod, const char *scope_name,
+                     fn_frame *f)
+{
+    /* lexical scope is its module's globals */
+    f->env = c->env;
+    c->env = &mod->globals;
+    scope_enter(c, &f->sc, true);
+    f->site = c->call_site;
+    f->decl = c->fn_decl;
+    f->body = c->body;
+    c->body = ++c->next_body;
+    f->defer_sizes = c->defer_sizes;   /* the fn's own asserts and ifs are its own */
+    f->defer_blocked = c->defer_blocked;
+    c->defer_sizes = false;
+    c->defer_blocked = NULL;
+    c->fn_decl = decl;
+    if (c->call_depth == 0) c->call_site = call->loc;
+    c->call_depth++;
+    char base[128];
+    unique_scope_name(c, scope_name, base, sizeof base);
+    push_prefix(c, base, f->prefix, sizeof f->prefix);
+}
+
+static void fn_leave(sema_ctx *c, fn_frame *f)
+{
+    pop_prefix(c, f->prefix);
+    c->call_depth--;
+    c->call_site = f->site;
+    c->fn_decl = f->decl;
+    c->defer_sizes = f->defer_sizes;
+    c->defer_blocked = f->defer_blocked;
+    c->body = f->body;
+    scope_leave(c, &f->sc);
+    c->env = f->env;
+}
+
+/* The fn's statements run, its arguments bound: what it returns (nothing,
+ * a value, or a list of them), checked against its declared `-> type`. */
+static sv fn_run_body(sema_ctx *c, const ast_node *decl)
+{
+    bool saved_returned = c->returned, saved_returned_in_if = c->returned_in_if;
+    struct sema_train_state *saved_train = c->train;   /* a fn's body has a fn's statements, also when a train section calls it */
+    c->train = NULL;
+    sv *saved_ret = c->ret;
+    int saved_nret = c->nret;
+    c->returned = c->returned_in_if = false;
+    c->ret = NULL;
+    c->nret = 0;
+    exec_stmts(c, &decl->list);
+    c->assert_failed = false;
+    sv result;
+    if (c->stmts_cut) result = sv_error();   /* cut short by the statement budget: said */
+    else if (!c->returned) result = (sv){.kind = SV_NONE};
+    else if (c->nret == 1) result = c->ret[0];
+    else result = (sv){.kind = SV_LIST, .items = c->ret, .n = (uint32_t)c->nret};
+    if (decl->list3.n == 1 && result.kind == SV_TENSOR) {
+        const ast_node *rt = decl->list3.items[0]->a;
+        if (rt && rt->kind == AST_TYPE && !match_pattern(c, rt, NULL, result, rt->loc)) result = sv_error();
+    }
+    c->returned = saved_returned;
+    c->returned_in_if = saved_returned_in_if;
+    c->train = saved_train;
+    c->ret = saved_ret;
+    c->nret = saved_nret;
+    return result;
+}
+
 static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
 {
     const ast_node *decl = fn.decl;
@@ -1788,66 +1879,12 @@ static sv call_fn(sema_ctx *c, sv fn, const ast_node *call)
     const char *scope_name = c->pending_name ? c->pending_name : decl->name;
     c->pending_name = NULL;
     if (!collect_args(c, decl, call, vals, locs, fn.mod)) return sv_error();
-
-    /* Enter the function: lexical scope is its module's globals. */
-    scope *saved_env = c->env;
-    c->env = &fn.mod->globals;
-    scope sc;
-    scope_enter(c, &sc, true);
-    nc_loc saved_site = c->call_site;
-    const ast_node *saved_decl = c->fn_decl;
-    uint32_t saved_body = c->body;
-    c->body = ++c->next_body;
-    bool saved_defer = c->defer_sizes;   /* the fn's own asserts and ifs are its own */
-    const char *saved_blocked = c->defer_blocked;
-    c->defer_sizes = false;
-    c->defer_blocked = NULL;
-    c->fn_decl = decl;
-    if (c->call_depth == 0) c->call_site = call->loc;
-    c->call_depth++;
-    char base[128], saved_prefix[512];
-    unique_scope_name(c, scope_name, base, sizeof base);
-    push_prefix(c, base, saved_prefix, sizeof saved_prefix);
-
+    fn_frame frame;
+    fn_enter(c, decl, call, fn.mod, scope_name, &frame);
     bool ok = true;
     for (uint32_t k = 0; k < decl->list2.n && ok; k++) ok = bind_arg(c, decl->list2.items[k], vals[k], locs[k]);
-    sv result = sv_error();
-    bool saved_returned = c->returned, saved_returned_in_if = c->returned_in_if;
-    struct sema_train_state *saved_train = c->train;   /* a fn's body has a fn's statements, also when a train section calls it */
-    c->train = NULL;
-    sv *saved_ret = c->ret;
-    int saved_nret = c->nret;
-    c->returned = c->returned_in_if = false;
-    c->ret = NULL;
-    c->nret = 0;
-    if (ok) {
-        exec_stmts(c, &decl->list);
-        c->assert_failed = false;
-        if (c->stmts_cut) result = sv_error();   /* cut short by the statement budget: said */
-        else if (!c->returned) result = (sv){.kind = SV_NONE};
-        else if (c->nret == 1) result = c->ret[0];
-        else {
-            result = (sv){.kind = SV_LIST, .items = c->ret, .n = (uint32_t)c->nret};
-        }
-        if (decl->list3.n == 1 && result.kind == SV_TENSOR) {
-            const ast_node *rt = decl->list3.items[0]->a;
-            if (rt && rt->kind == AST_TYPE && !match_pattern(c, rt, NULL, result, rt->loc)) result = sv_error();
-        }
-    }
-    c->returned = saved_returned;
-    c->returned_in_if = saved_returned_in_if;
-    c->train = saved_train;
-    c->ret = saved_ret;
-    c->nret = saved_nret;
-    pop_prefix(c, saved_prefix);
-    c->call_depth--;
-    c->call_site = saved_site;
-    c->fn_decl = saved_decl;
-    c->defer_sizes = saved_defer;
-    c->defer_blocked = saved_blocked;
-    c->body = saved_body;
-    scope_leave(c, &sc);
-    c->env = saved_env;
+    sv result = ok ? fn_run_body(c, decl) : sv_error();
+    fn_leave(c, &frame);
     if (result.kind == SV_TENSOR) result.is_param = false;
     return result;
 }
