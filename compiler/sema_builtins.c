@@ -1159,6 +1159,59 @@ static const struct {
 /* Parameters normal(std, mean) are stored as init_a = std, init_b = mean;
  * uniform(low, high) as init_a = low, init_b = high; the fan-based ones as
  * init_a = gain. */
+/* An initializer's argument names ("std", "low high") and their values. */
+typedef struct init_args {
+    char names[2][16];
+    int nnames;
+    double vals[2];
+    bool set_low;   /* the first given: uniform(a) */
+} init_args;
+
+/* The call's arguments, by position or name, into ia->vals: numbers. */
+static bool take_init_args(sema_ctx *c, const ast_node *e, const char *name, init_args *ia)
+{
+    int pos = 0;
+    for (uint32_t i = 0; e->kind == AST_CALL && i < e->list.n; i++) {
+        const ast_node *a = e->list.items[i];
+        int slot = a->kind == AST_KWARG ? -1 : pos++;
+        if (a->kind == AST_KWARG)
+            for (int k = 0; k < ia->nnames; k++) if (strcmp(ia->names[k], a->name) == 0) slot = k;
+        if (slot < 0 || slot >= ia->nnames) {
+            sema_err(c, a->loc, NULL, "%s: unexpected argument", name);
+            return false;
+        }
+        sv v = sema_expr(c, a->kind == AST_KWARG ? a->a : a);
+        if (v.kind == SV_ERROR) return false;
+        if (v.kind != SV_INT && v.kind != SV_FLOAT) {
+            sema_err(c, a->loc, NULL, "%s: arguments are numbers", name);
+            return false;
+        }
+        ia->vals[slot] = v.kind == SV_INT ? (double)v.i : v.f;
+        if (slot == 0) ia->set_low = true;
+    }
+    return true;
+}
+
+/* Values the initializer can draw from: finite, a std of 0 or more, low <= high. */
+static bool init_values_ok(sema_ctx *c, const ast_node *e, const char *name, ir_init_kind kind, const init_args *ia)
+{
+    for (int k = 0; k < ia->nnames; k++)
+        if (!isfinite(ia->vals[k])) {
+            sema_err(c, e->loc, NULL, "%s: its %s is %g, not a finite number", name, ia->names[k], ia->vals[k]);
+            return false;
+        }
+    if (kind == IR_INIT_NORMAL && ia->vals[0] < 0) {
+        sema_err(c, e->loc, "a standard deviation is 0 or more", "normal: its std is %g", ia->vals[0]);
+        return false;
+    }
+    if (kind == IR_INIT_UNIFORM && ia->vals[0] > ia->vals[1]) {
+        sema_err(c, e->loc, "uniform(low, high) draws from [low, high]; uniform(a) from [-a, a]",
+                 "uniform: its low %g is above its high %g", ia->vals[0], ia->vals[1]);
+        return false;
+    }
+    return true;
+}
+
 bool sema_initializer(sema_ctx *c, const ast_node *e, ir_param *p)
 {
     const char *name = e->kind == AST_NAME ? e->name : e->kind == AST_CALL && e->a->kind == AST_NAME ? e->a->name : NULL;
@@ -1171,49 +1224,14 @@ bool sema_initializer(sema_ctx *c, const ast_node *e, ir_param *p)
         return false;
     }
     p->init = initializers[idx].kind;
-    double vals[2] = {initializers[idx].a, initializers[idx].b};
-    char names[2][16] = {{0}};
-    int nnames = sscanf(initializers[idx].args, "%15s %15s", names[0], names[1]);
-    if (nnames < 0) nnames = 0;
-    bool set_low = false;
-    if (e->kind == AST_CALL) {
-        int pos = 0;
-        for (uint32_t i = 0; i < e->list.n; i++) {
-            const ast_node *a = e->list.items[i];
-            int slot = a->kind == AST_KWARG ? -1 : pos++;
-            if (a->kind == AST_KWARG)
-                for (int k = 0; k < nnames; k++) if (strcmp(names[k], a->name) == 0) slot = k;
-            if (slot < 0 || slot >= nnames) {
-                sema_err(c, a->loc, NULL, "%s: unexpected argument", name);
-                return false;
-            }
-            sv v = sema_expr(c, a->kind == AST_KWARG ? a->a : a);
-            if (v.kind == SV_ERROR) return false;
-            if (v.kind != SV_INT && v.kind != SV_FLOAT) {
-                sema_err(c, a->loc, NULL, "%s: arguments are numbers", name);
-                return false;
-            }
-            vals[slot] = v.kind == SV_INT ? (double)v.i : v.f;
-            if (slot == 0) set_low = true;
-        }
-    }
+    init_args ia = {.vals = {initializers[idx].a, initializers[idx].b}};
+    ia.nnames = sscanf(initializers[idx].args, "%15s %15s", ia.names[0], ia.names[1]);
+    if (ia.nnames < 0) ia.nnames = 0;
+    if (!take_init_args(c, e, name, &ia)) return false;
     /* uniform(a) means uniform(-a, a) */
-    if (p->init == IR_INIT_UNIFORM && set_low && e->list.n == 1) vals[1] = fabs(vals[0]), vals[0] = -fabs(vals[0]);
-    for (int k = 0; k < nnames; k++)
-        if (!isfinite(vals[k])) {
-            sema_err(c, e->loc, NULL, "%s: its %s is %g, not a finite number", name, names[k], vals[k]);
-            return false;
-        }
-    if (p->init == IR_INIT_NORMAL && vals[0] < 0) {
-        sema_err(c, e->loc, "a standard deviation is 0 or more", "normal: its std is %g", vals[0]);
-        return false;
-    }
-    if (p->init == IR_INIT_UNIFORM && vals[0] > vals[1]) {
-        sema_err(c, e->loc, "uniform(low, high) draws from [low, high]; uniform(a) from [-a, a]",
-                 "uniform: its low %g is above its high %g", vals[0], vals[1]);
-        return false;
-    }
-    p->init_a = vals[0];
-    p->init_b = vals[1];
+    if (p->init == IR_INIT_UNIFORM && ia.set_low && e->list.n == 1) ia.vals[1] = fabs(ia.vals[0]), ia.vals[0] = -fabs(ia.vals[0]);
+    if (!init_values_ok(c, e, name, p->init, &ia)) return false;
+    p->init_a = ia.vals[0];
+    p->init_b = ia.vals[1];
     return true;
 }
