@@ -715,7 +715,6 @@ static void pattern_hint(const sema_ctx *c, const ast_node *type, const char *ar
 static bool match_pattern(sema_ctx *c, const ast_node *type, const char *argname, sv v, nc_loc argloc)
 {
     const ir_node *n = &c->g->nodes[v.t];
-    const char *have = sema_node_text(c, v.t);
     char subject[96];
     if (argname) snprintf(subject, sizeof subject, "argument '%s'", argname);
     else snprintf(subject, sizeof subject, "the return value");
@@ -723,7 +722,7 @@ static bool match_pattern(sema_ctx *c, const ast_node *type, const char *argname
         char hint[128];
         snprintf(hint, sizeof hint, "insert %s(...) around the %s", dtype_name(type->dtype),
                  argname ? "argument" : "returned value");
-        sema_err(c, argloc, hint, "%s must be %s, got %s", subject, dtype_name(type->dtype), have);
+        sema_err(c, argloc, hint, "%s must be %s, got %s", subject, dtype_name(type->dtype), sema_node_text(c, v.t));
         return false;
     }
     if (!type->ival) return true;                 /* no brackets: any shape */
@@ -739,7 +738,7 @@ static bool match_pattern(sema_ctx *c, const ast_node *type, const char *argname
         char hint[256];
         pattern_hint(c, type, argname, hint, sizeof hint);
         sema_err(c, argloc, hint[0] ? hint : NULL, "%s must have rank %s%d, got %s", subject,
-                 ell >= 0 ? "at least " : "", fixed, have);
+                 ell >= 0 ? "at least " : "", fixed, sema_node_text(c, v.t));
         return false;
     }
     for (uint32_t i = 0; i < pat->n; i++) {
@@ -755,7 +754,7 @@ static bool match_pattern(sema_ctx *c, const ast_node *type, const char *argname
         if (!sema_as_dim(c, sema_expr(c, e), e->loc, &want)) return false;
         if (want != actual) {
             sema_err(c, argloc, NULL, "%s: axis %d must be %s, got %s (%s is %s)", subject, axis, sema_dim_text(c, want),
-                     sema_dim_text(c, actual), argname ? "the argument" : "it", have);
+                     sema_dim_text(c, actual), argname ? "the argument" : "it", sema_node_text(c, v.t));
             return false;
         }
     }

@@ -22,8 +22,10 @@ typedef struct index_ctx {
     sema_ctx *c;
     int rank;
     uint32_t shape[NC_MAX_RANK];
-    const char *type;        /* its type, for messages */
+    ir_value x;              /* the tensor, whose type messages name (index_type) */
 } index_ctx;
+
+static const char *index_type(const index_ctx *ic) { return sema_node_text(ic->c, ic->x); }
 
 /* d >= 0 at every binding of its symbols (each at least 1): 0, or a sum of
  * terms with positive coefficients. */
@@ -61,7 +63,7 @@ static void out_of_range(index_ctx *ic, nc_loc loc, int axis, bool is_end, const
                                 : sema_textf(c, "indices go from 0 to %lld, or from -%lld to -1 counting from the end",
                                              (long long)n - 1, (long long)n);
     sema_err(c, loc, hint, "%s %s is out of range for axis %d of %s (size %s)", is_end ? "slice bound" : "index", pos, axis,
-             ic->type, size);
+             index_type(ic), size);
 }
 
 /* A bound or index as a position on the axis: counted from the end when it
@@ -134,7 +136,7 @@ static bool slice_item(index_ctx *ic, const ast_node *it, int axis, index_axis *
     if (len.nterms == 0 || dim_always_negative(&len)) {
         sema_err(c, it->loc, "a slice a:b takes the elements a to b - 1, and takes at least one",
                  "empty slice: [%s:%s] takes no element of axis %d of %s", sema_dim_text(c, ax->lo), sema_dim_text(c, ax->hi),
-                 axis, ic->type);
+                 axis, index_type(ic));
         return false;
     }
     return true;
@@ -176,9 +178,8 @@ static bool item_axes(index_ctx *ic, const ast_node *e, int *axis_of)
         int extra = 0;   /* the first item with no axis left */
         for (int i = 0, seen = 0; i < n; i++)
             if (i != ell && seen++ == rank) { extra = i; break; }
-        char hint[400];
-        snprintf(hint, sizeof hint, "%s has %d ax%s: one index or slice per axis, '...' for the axes in between", ic->type,
-                 rank, rank == 1 ? "is" : "es");
+        const char *hint = sema_textf(ic->c, "%s has %d ax%s: one index or slice per axis, '...' for the axes in between",
+                                      index_type(ic), rank, rank == 1 ? "is" : "es");
         sema_err(ic->c, e->list.items[extra]->loc, hint, "too many indices: %d for a tensor of rank %d", written, rank);
         return false;
     }
@@ -229,9 +230,8 @@ sv sema_index(sema_ctx *c, const ast_node *e)
     sv x = sema_expr(c, e->a);
     if (x.kind != SV_TENSOR) return not_indexable(c, e, x);
     const ir_node *n = &c->g->nodes[x.t];
-    index_ctx ic = {.c = c, .rank = n->rank};
+    index_ctx ic = {.c = c, .rank = n->rank, .x = x.t};
     memcpy(ic.shape, n->shape, sizeof ic.shape);
-    ic.type = sema_node_text(c, x.t);
     int axis_of[NC_MAX_RANK + 1];
     if (e->list.n > NC_MAX_RANK + 1) {   /* more than any rank, and than axis_of holds */
         sema_err(c, e->list.items[NC_MAX_RANK + 1]->loc, NULL, "too many indices: a tensor has at most %d axes", NC_MAX_RANK);
