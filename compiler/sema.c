@@ -1927,6 +1927,28 @@ static void declare_inputs(sema_ctx *c, const ast_list *args, bool train_only)
 }
 
 /* The returned values against the declared outputs. */
+/* A returned tensor against its declared output type (decl->a): false,
+ * said, where they differ. */
+static bool output_matches_decl(sema_ctx *c, const ast_node *model, const ast_node *decl, sv v)
+{
+    const ir_node *n = &c->g->nodes[v.t];
+    uint8_t rank;
+    uint32_t shape[NC_MAX_RANK];
+    if (!eval_type_dims(c, decl->a, DIMS_OUTPUT, &rank, shape)) return false;
+    bool same_shape = n->rank == rank && memcmp(n->shape, shape, rank * sizeof *shape) == 0;
+    if (n->dtype == decl->a->dtype && same_shape) return true;
+    /* only the dtype differs (often a precision block's autocast narrowed
+     * the value): say which cast converts it, and where the value was made,
+     * since the caret is on the declaration */
+    bool dtype_only = same_shape;
+    char hint[96];
+    snprintf(hint, sizeof hint, "to convert it, return %s(...): there is no silent precision change", dtype_name(decl->a->dtype));
+    sema_err(c, decl->loc, dtype_only ? hint : NULL, "model '%s' returns %s but declares %s", model->name, sema_node_text(c, v.t),
+             sema_shape_text(c, decl->a->dtype, rank, shape));
+    if (dtype_only && n->loc.line) diag_report(c->diag, DIAG_NOTE, n->loc, NULL, "the %s value is made here", dtype_name(n->dtype));
+    return false;
+}
+
 static void bind_outputs(sema_ctx *c, const ast_node *model)
 {
     const ast_list *outs = &model->list3;
@@ -1948,31 +1970,10 @@ static void bind_outputs(sema_ctx *c, const ast_node *model)
             continue;
         }
         const ast_node *decl = outs->n ? outs->items[i] : NULL;
+        if (decl && decl->a && decl->a->kind == AST_TYPE && !output_matches_decl(c, model, decl, v)) continue;
         const char *name = decl && decl->name ? decl->name : (c->nret == 1 ? "output" : NULL);
         char buf[32];
         if (!name) snprintf(buf, sizeof buf, "output%d", i), name = buf;
-        if (decl && decl->a && decl->a->kind == AST_TYPE) {
-            const ir_node *n = &c->g->nodes[v.t];
-            uint8_t rank;
-            uint32_t shape[NC_MAX_RANK];
-            if (!eval_type_dims(c, decl->a, DIMS_OUTPUT, &rank, shape)) continue;
-            if (n->dtype != decl->a->dtype || n->rank != rank || memcmp(n->shape, shape, rank * sizeof *shape) != 0) {
-                const char *have = sema_node_text(c, v.t), *want = sema_shape_text(c, decl->a->dtype, rank, shape);
-                /* only the dtype differs (often a precision block's autocast
-                 * narrowed the value): say which cast converts it, and where
-                 * the value was made, since the caret is on the declaration */
-                bool dtype_only = n->dtype != decl->a->dtype && n->rank == rank &&
-                                  memcmp(n->shape, shape, rank * sizeof *shape) == 0;
-                char hint[96];
-                snprintf(hint, sizeof hint, "to convert it, return %s(...): there is no silent precision change",
-                         dtype_name(decl->a->dtype));
-                sema_err(c, decl->loc, dtype_only ? hint : NULL, "model '%s' returns %s but declares %s", model->name,
-                         have, want);
-                if (dtype_only && n->loc.line) diag_report(c->diag, DIAG_NOTE, n->loc, NULL, "the %s value is made here",
-                                                           dtype_name(n->dtype));
-                continue;
-            }
-        }
         ir_output_add(c->g, name, v.t);
     }
 }
