@@ -876,6 +876,33 @@ static sv size_blocked(sema_ctx *c, ast_op op, nc_loc loc)
     return sv_error();
 }
 
+/* A == B, A != B of sizes: the same dim, or not; in a require, kept for
+ * the session; one whose answer rests on a symbol's value (T == 1) is
+ * noted, for an if not to choose by it (dim_eq_symbolic). */
+static sv dim_equality(sema_ctx *c, ast_op op, uint32_t da, uint32_t db, nc_loc loc)
+{
+    const dim_expr *x = &c->g->dims[da], *y = &c->g->dims[db];
+    int64_t k;
+    if (c->defer_sizes && da != db) return size_compare(c, op, da, db, loc);
+    if (c->defer_blocked && da != db && (!dim_is_const(x, &k) || !dim_is_const(y, &k))) return size_blocked(c, op, loc);
+    if (da != db && (!dim_is_const(x, &k) || !dim_is_const(y, &k))) c->dim_eq_symbolic = true, c->dim_eq_loc = loc;
+    return (sv){.kind = SV_BOOL, .i = (da == db) == (op == AST_OP_EQ)};
+}
+
+/* A < B and the like of sizes one of which is symbolic: a require keeps
+ * it for the session; anywhere else it has no answer yet. */
+static sv dim_order(sema_ctx *c, ast_op op, uint32_t da, uint32_t db, nc_loc loc)
+{
+    if (c->defer_sizes) return size_compare(c, op, da, db, loc);
+    if (c->defer_blocked) return size_blocked(c, op, loc);
+    /* a size a symbol stands for has no value until the model runs */
+    int64_t k;
+    sema_err(c, loc, "bind the symbol when building (--dim NAME=VALUE), or give its axis a number in the model's inputs",
+             "'%s' compares sizes known when the model is built; %s is symbolic", ast_op_text(op),
+             sema_dim_text(c, dim_is_const(&c->g->dims[da], &k) ? db : da));
+    return sv_error();
+}
+
 static sv dim_arith(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
 {
     uint32_t da, db;
@@ -888,24 +915,8 @@ static sv dim_arith(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
     case AST_OP_SUB: s = dim_sub(x, y, &r); break;
     case AST_OP_MUL: s = dim_mul(x, y, &r); break;
     case AST_OP_DIV: s = dim_div(x, y, &r); break;
-    case AST_OP_EQ:
-    case AST_OP_NE: {
-        int64_t k;
-        if (c->defer_sizes && da != db) return size_compare(c, op, da, db, loc);
-        if (c->defer_blocked && da != db && (!dim_is_const(x, &k) || !dim_is_const(y, &k))) return size_blocked(c, op, loc);
-        if (da != db && (!dim_is_const(x, &k) || !dim_is_const(y, &k))) c->dim_eq_symbolic = true, c->dim_eq_loc = loc;
-        return (sv){.kind = SV_BOOL, .i = (da == db) == (op == AST_OP_EQ)};
-    }
-    case AST_OP_LT: case AST_OP_LE: case AST_OP_GT: case AST_OP_GE: {
-        if (c->defer_sizes) return size_compare(c, op, da, db, loc);
-        if (c->defer_blocked) return size_blocked(c, op, loc);
-        /* a size a symbol stands for has no value until the model runs */
-        int64_t k;
-        sema_err(c, loc, "bind the symbol when building (--dim NAME=VALUE), or give its axis a number in the model's inputs",
-                 "'%s' compares sizes known when the model is built; %s is symbolic", ast_op_text(op),
-                 sema_dim_text(c, dim_is_const(x, &k) ? db : da));
-        return sv_error();
-    }
+    case AST_OP_EQ: case AST_OP_NE: return dim_equality(c, op, da, db, loc);
+    case AST_OP_LT: case AST_OP_LE: case AST_OP_GT: case AST_OP_GE: return dim_order(c, op, da, db, loc);
     default:
         sema_err(c, loc, NULL, "'%s' is not defined on symbolic dimensions", ast_op_text(op));
         return sv_error();
