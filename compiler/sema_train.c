@@ -99,37 +99,49 @@ static void list_choices(const char *directive, char *buf, size_t cap)
         if (strcmp(choices[i].directive, directive) == 0) n += (size_t)snprintf(buf + n, cap - n, " %s", choices[i].name);
 }
 
+/* The choice d names (optimizer adam, schedule cosine(...)); NULL, said,
+ * for none, with the choices its directive has. */
+static const choice *find_choice(sema_ctx *c, const ast_node *d, const char *name)
+{
+    for (size_t i = 0; name && i < NC_COUNT(choices); i++)
+        if (strcmp(choices[i].directive, d->name) == 0 && strcmp(choices[i].name, name) == 0) return &choices[i];
+    char hint[256];
+    list_choices(d->name, hint, sizeof hint);
+    sema_err(c, d->a->loc, hint, "unknown %s%s%s", d->name, name ? " " : "", name ? name : "");
+    return NULL;
+}
+
+/* The hyperparameter argument a (the i-th) sets: by name, or the first
+ * by position; NULL, said, where ch takes none such. */
+static const hparam *choice_param(sema_ctx *c, const ast_node *d, const choice *ch, const ast_node *a, uint32_t i)
+{
+    const hparam *h = a->kind == AST_KWARG ? ch->params : (i == 0 && ch->params[0].name ? ch->params : NULL);
+    if (a->kind == AST_KWARG)
+        while (h->name && strcmp(h->name, a->name) != 0) h++;
+    if (h && h->name) return h;
+    char hint[256] = "it takes:";
+    for (const hparam *p = ch->params; p->name; p++)
+        snprintf(hint + strlen(hint), sizeof hint - strlen(hint), "%s %s", p == ch->params ? "" : ",", p->name);
+    if (a->kind == AST_KWARG)
+        sema_err(c, a->loc, ch->params[0].name ? hint : NULL, "%s %s has no argument '%s'", d->name, ch->name, a->name);
+    else
+        sema_err(c, a->loc, ch->params[0].name ? hint : NULL, "%s %s: name the arguments, like lr: 1e-3", d->name, ch->name);
+    return NULL;
+}
+
 static void apply_choice(sema_ctx *c, ir_train_spec *t, const ast_node *d)
 {
     const ast_node *e = d->a;
     const char *name = e->kind == AST_NAME ? e->name : e->kind == AST_CALL && e->a->kind == AST_NAME ? e->a->name : NULL;
-    const choice *ch = NULL;
-    for (size_t i = 0; name && i < NC_COUNT(choices); i++)
-        if (strcmp(choices[i].directive, d->name) == 0 && strcmp(choices[i].name, name) == 0) ch = &choices[i];
-    if (!ch) {
-        char hint[256];
-        list_choices(d->name, hint, sizeof hint);
-        sema_err(c, e->loc, hint, "unknown %s%s%s", d->name, name ? " " : "", name ? name : "");
-        return;
-    }
+    const choice *ch = find_choice(c, d, name);
+    if (!ch) return;
     *(int *)((char *)t + ch->field) = ch->value;
     if (e->kind != AST_CALL) return;
     bool given[16] = {0};
     for (uint32_t i = 0; i < e->list.n; i++) {
         const ast_node *a = e->list.items[i];
-        const hparam *h = a->kind == AST_KWARG ? ch->params : (i == 0 && ch->params[0].name ? ch->params : NULL);
-        if (a->kind == AST_KWARG)
-            while (h->name && strcmp(h->name, a->name) != 0) h++;
-        if (!h || !h->name) {
-            char hint[256] = "it takes:";
-            for (const hparam *p = ch->params; p->name; p++)
-                snprintf(hint + strlen(hint), sizeof hint - strlen(hint), "%s %s", p == ch->params ? "" : ",", p->name);
-            if (a->kind == AST_KWARG)
-                sema_err(c, a->loc, ch->params[0].name ? hint : NULL, "%s %s has no argument '%s'", d->name, ch->name, a->name);
-            else
-                sema_err(c, a->loc, ch->params[0].name ? hint : NULL, "%s %s: name the arguments, like lr: 1e-3", d->name, ch->name);
-            continue;
-        }
+        const hparam *h = choice_param(c, d, ch, a, i);
+        if (!h) continue;
         size_t k = (size_t)(h - ch->params);
         if (k < NC_COUNT(given) && given[k]) {
             sema_err(c, a->loc, NULL, "%s %s: '%s' given twice", d->name, ch->name, h->name);
