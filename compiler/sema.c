@@ -297,44 +297,57 @@ static bool unknown_already(sema_ctx *c, const char *name)
     return false;
 }
 
+/* Why a name bound inside a block that has ended is gone (an if's
+ * branch, a repeat's index, a block's own); NULL for no such name. */
+static const char *ended_name_hint(sema_ctx *c, const char *name)
+{
+    for (int i = c->nended; i-- > 0;) {
+        if (strcmp(c->ended[i].name, name) != 0 || c->ended[i].owner != scope_owner(c->env)) continue;
+        const ast_node *why = c->ended[i].why;
+        if (why && why->kind == AST_IF)
+            return sema_textf(c, "'%s' is bound inside the if at line %u, which it outlives only when every branch "
+                                 "(with an else) binds it: bind it in each branch, or assign %s before the if",
+                              name, why->loc.line, name);
+        if (why && why->kind == AST_REPEAT && why->b && strcmp(why->b->name, name) == 0)
+            return sema_textf(c, "'%s' is the index of the repeat at line %u: it exists only inside the loop's body", name,
+                              why->loc.line);
+        return sema_textf(c, "'%s' was bound at line %d inside a block and ended with it: "
+                             "assign %s before the block, and the block's assignment rebinds it",
+                          name, c->ended[i].loc.line, name);
+    }
+    return NULL;
+}
+
+/* A repeat's name (repeat N as blocks) read as a value: what it names. */
+static const char *repeat_name_hint(sema_ctx *c, const char *name)
+{
+    for (int i = c->nrepeats < (int)NC_COUNT(c->repeats) ? c->nrepeats : (int)NC_COUNT(c->repeats); i-- > 0;)
+        if (c->repeats[i]->name && strcmp(c->repeats[i]->name, name) == 0)
+            return sema_textf(c, "'repeat N as %s' names the loop's parameters (%s.0.*, %s.1.*, ...); the iteration's "
+                                 "number is its index: repeat N as %s, i { ... } binds i = 0, 1, ...",
+                              name, name, name, name);
+    return NULL;
+}
+
 static void unknown_name(sema_ctx *c, const char *name, nc_loc loc)
 {
     if (unknown_already(c, name)) return;
     const ast_node *later = config_declared_later(c, name, loc);
     if (later) {
-        char hint[160];
-        snprintf(hint, sizeof hint, "config constants are read in order: declare '%s' before the one that uses it", name);
-        sema_err(c, loc, hint, "config '%s' is not declared yet here: it comes later, at line %u", name, later->loc.line);
+        sema_err(c, loc, sema_textf(c, "config constants are read in order: declare '%s' before the one that uses it", name),
+                 "config '%s' is not declared yet here: it comes later, at line %u", name, later->loc.line);
         return;
     }
     if (looks_like_dtype(name)) {
         sema_err(c, loc, "the dtypes are f32, f16, bf16, i32, u8 and bool", "unknown dtype '%s'", name);
         return;
     }
-    for (int i = c->nended; i-- > 0;)
-        if (strcmp(c->ended[i].name, name) == 0 && c->ended[i].owner == scope_owner(c->env)) {
-            char hint[256];
-            const ast_node *why = c->ended[i].why;
-            if (why && why->kind == AST_IF)
-                snprintf(hint, sizeof hint, "'%s' is bound inside the if at line %u, which it outlives only when every branch "
-                         "(with an else) binds it: bind it in each branch, or assign %s before the if", name, why->loc.line, name);
-            else if (why && why->kind == AST_REPEAT && why->b && strcmp(why->b->name, name) == 0)
-                snprintf(hint, sizeof hint, "'%s' is the index of the repeat at line %u: it exists only inside the loop's body",
-                         name, why->loc.line);
-            else
-                snprintf(hint, sizeof hint, "'%s' was bound at line %d inside a block and ended with it: "
-                         "assign %s before the block, and the block's assignment rebinds it", name, c->ended[i].loc.line, name);
-            sema_err(c, loc, hint, "unknown name '%s'", name);
-            return;
-        }
-    for (int i = c->nrepeats < (int)NC_COUNT(c->repeats) ? c->nrepeats : (int)NC_COUNT(c->repeats); i-- > 0;)
-        if (c->repeats[i]->name && strcmp(c->repeats[i]->name, name) == 0) {
-            char hint[256];
-            snprintf(hint, sizeof hint, "'repeat N as %s' names the loop's parameters (%s.0.*, %s.1.*, ...); the iteration's "
-                     "number is its index: repeat N as %s, i { ... } binds i = 0, 1, ...", name, name, name, name);
-            sema_err(c, loc, hint, "unknown name '%s'", name);
-            return;
-        }
+    const char *hint = ended_name_hint(c, name);
+    if (!hint) hint = repeat_name_hint(c, name);
+    if (hint) {
+        sema_err(c, loc, hint, "unknown name '%s'", name);
+        return;
+    }
     suggestion s = {NULL, 3};
     for (scope *sc = c->env; sc; sc = sc->parent) suggest_scope(&s, name, sc);
     for (int op = 0; op < OP_COUNT; op++)
