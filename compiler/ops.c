@@ -496,7 +496,7 @@ static bool shape_norm_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_error
     if (x->rank < 1 || w->rank != 1 || w->shape[0] != x->shape[x->rank - 1])
         return fail(e, 1, "%s: the weight must have shape [C] of x's last axis, got %s and %s", nc_ops[n->op].name,
                     shape_text(e, g, x), shape_text(e, g, w));
-    if (gr->rank != x->rank || memcmp(gr->shape, x->shape, x->rank * sizeof(uint32_t)) != 0)
+    if (!shapes_equal(gr, x))
         return fail(e, 2, "%s: the gradient must be shaped like x, got %s and %s", nc_ops[n->op].name,
                     shape_text(e, g, x), shape_text(e, g, gr));
     copy_shape(n, x);
@@ -507,7 +507,7 @@ static bool shape_norm_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_error
 static bool shape_norm_param_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
 {
     const ir_node *x = &g->nodes[a[0]], *gr = &g->nodes[a[1]];
-    if (x->rank < 1 || gr->rank != x->rank || memcmp(gr->shape, x->shape, x->rank * sizeof(uint32_t)) != 0)
+    if (x->rank < 1 || !shapes_equal(gr, x))
         return fail(e, 1, "norm_param_grad: the gradient must be shaped like x, got %s and %s", shape_text(e, g, x),
                     shape_text(e, g, gr));
     if (n->attr.axis < 0 || n->attr.axis > 2) return fail_attr(e, "axis", "norm_param_grad: wrt must be 0 (bias), 1 (layernorm weight) or 2 (rmsnorm weight)");
@@ -559,6 +559,26 @@ static bool attention_lengths(ir_graph *g, const ir_node *n, const ir_value *a, 
 
 /* q [..., T, D] and k [..., S, D] (and v [..., S, E] when nv): the same
  * batch axes, one head size; causal needs T == S. */
+/* q's (and k's) head size and v's, constants the GPU kernels can hold: a
+ * row of q and of v lives in registers (cuda_emit.c). */
+static bool attention_heads_fit(const ir_graph *g, const ir_node *n, const ir_value *a, bool with_v, tc_error *e)
+{
+    int r = g->nodes[a[0]].rank;
+    for (int i = 0; i < (with_v ? 3 : 1); i += 2) {
+        uint32_t head = g->nodes[a[i]].shape[r - 1];
+        int64_t d;
+        if (dim_is_const(&g->dims[head], &d) && d <= OP_ATTENTION_MAX_HEAD) continue;
+        fail(e, i, "%s: %s must be a constant of at most %d, got %s", nc_ops[n->op].name,
+             i == 0 ? "the head size (q's and k's last axis)" : "v's last axis", OP_ATTENTION_MAX_HEAD, dim_text(e, g, head));
+        if (dim_is_const(&g->dims[head], &d))
+            hint(e, "the GPU kernels hold a row of q and of v in registers: use more, narrower heads");
+        else
+            hint(e, "the kernels are made for one size: write the axis as a number or a config constant");
+        return false;
+    }
+    return true;
+}
+
 static bool attention_operands(ir_graph *g, const ir_node *n, const ir_value *a, bool with_v, tc_error *e)
 {
     const char *op = nc_ops[n->op].name;
@@ -584,23 +604,7 @@ static bool attention_operands(ir_graph *g, const ir_node *n, const ir_value *a,
         return false;
     }
     if (!isfinite(n->attr.f)) return fail_attr(e, "f", "%s: scale must be finite, got %g", op, n->attr.f);
-    if (!attention_lengths(g, n, a, e)) return false;
-    /* the GPU kernels hold a row of q and of v in registers (cuda_emit.c) */
-    for (int i = 0; i < (with_v ? 3 : 1); i += 2) {
-        const ir_node *x = &g->nodes[a[i]];
-        int64_t d;
-        if (!dim_is_const(&g->dims[x->shape[r - 1]], &d) || d > OP_ATTENTION_MAX_HEAD) {
-            fail(e, i, "%s: %s must be a constant of at most %d, got %s", op,
-                 i == 0 ? "the head size (q's and k's last axis)" : "v's last axis", OP_ATTENTION_MAX_HEAD,
-                 dim_text(e, g, x->shape[r - 1]));
-            if (dim_is_const(&g->dims[x->shape[r - 1]], &d))
-                hint(e, "the GPU kernels hold a row of q and of v in registers: use more, narrower heads");
-            else
-                hint(e, "the kernels are made for one size: write the axis as a number or a config constant");
-            return false;
-        }
-    }
-    return true;
+    return attention_lengths(g, n, a, e) && attention_heads_fit(g, n, a, with_v, e);
 }
 
 static bool shape_attention(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
@@ -631,7 +635,7 @@ static bool shape_attention_grad(ir_graph *g, ir_node *n, const ir_value *a, tc_
     const ir_node *want[3] = {&o, &rows, &rows};
     for (int i = 3; i < 6; i++) {
         const ir_node *x = &g->nodes[a[i]];
-        if (x->rank != want[i - 3]->rank || memcmp(x->shape, want[i - 3]->shape, x->rank * sizeof(uint32_t)) != 0)
+        if (!shapes_equal(x, want[i - 3]))
             return fail(e, i, "attention_grad: operand %d is %s, expected %s", i, shape_text(e, g, x),
                         shape_text(e, g, want[i - 3]));
     }
