@@ -42,38 +42,49 @@
 # What comes back under $OUT: run.log (every line, the bench scripts' JSON
 # lines among them), ctest_gpu.log and logs.tar.gz (the scripts' own logs;
 # compiled modules left out).
+# bench/rehearse.sh runs it here with TINY=1 (every step at sizes the mock GPU
+# runs in seconds, the GPU tests listed rather than run), BENCH_BUILD (a build
+# whose programs run on the mock) and BENCH_DATA (a few Fashion-MNIST images).
 set -u
 OUT=${OUT:-/tmp/bench-out}
 WORK=$(mktemp -d)   # what the bench scripts write (modules, logs): only a summary goes to $OUT
 mkdir -p "$OUT"
 deadline=$(( $(date +%s) + ${NETC_BENCH_SECONDS:-540} ))
-export LD_LIBRARY_PATH="$PWD/build-gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-NETC=build-gpu/netc
+BUILD=${BENCH_BUILD:-build-gpu}
+export BUILD DATA=${BENCH_DATA:-data/fashion-mnist}
+lib=$BUILD/lib; [[ $lib == /* ]] || lib=$PWD/$lib
+export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+NETC=$BUILD/netc
 [[ -x $NETC ]] || { echo "run_all: no $NETC: run scripts/gpu_prepare.sh here and carry build-gpu and data" | tee "$OUT/run.log"; exit 1; }
 # the build's tests name the sources by the path the build was made at
-src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' build-gpu/CMakeCache.txt)
+src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt")
 if [[ -n $src && ! -e $src ]]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
 
+# tiny SIZE... : the arguments TINY=1 gives a step, else the rest after "--"
+tiny() { local a=() ; while [[ $1 != -- ]]; do a+=("$1"); shift; done; shift; if [[ -n ${TINY:-} ]]; then echo "${a[*]}"; else echo "$*"; fi; }
 step_tests() {
+  if [[ -n ${TINY:-} ]]; then ctest --test-dir "$BUILD" -N -L '^gpu$' | grep -E '^Total Tests'; return; fi
   # -V: each test's lines as they come, so a test cut short by the cap still shows how far it got
-  (cd build-gpu && ctest -L '^gpu$' -j2 -V) > "$OUT/ctest_gpu.log" 2>&1
+  (cd "$BUILD" && ctest -L '^gpu$' -j2 -V) > "$OUT/ctest_gpu.log" 2>&1
   grep -E "tests passed|Failed|Passed|Skipped" "$OUT/ctest_gpu.log"
 }
 step_gpt2() {
   # the step's cost does not depend on the tokens; 1.5 MB is one epoch of 60 steps of 16 x 1024
-  for i in $(seq 15); do cat README.md docs/*.md; done | head -c 1500000 > "$WORK/text.txt"
-  OUT=$WORK bash bench/run_gpt2.sh "$NETC" "$WORK/text.txt"
+  # (TINY: 30 kB, whose tenth held out for the evaluation the mock gets through in seconds)
+  for i in $(seq 15); do cat README.md docs/*.md; done | head -c "$(tiny 30000 -- 1500000)" > "$WORK/text.txt"
+  OUT=$WORK bash bench/run_gpt2.sh "$NETC" "$WORK/text.txt" $(tiny 2 64 12 --)
 }
-step_train() { OUT=$WORK DATA=data/fashion-mnist bash bench/run_train.sh "$NETC" 10 512; }
-step_infer() { OUT=$WORK bash bench/run_infer.sh "$NETC" build-gpu/bench/infer_netc; }
-step_kernels() { OUT=$WORK SKIP=attention bash bench/run_kernels.sh "$NETC" 30; }
-step_cnn() { OUT=$WORK DATA=data/fashion-mnist bash bench/run_cnn.sh "$NETC" 100 128 512; }
+step_train() { OUT=$WORK DATA=$DATA bash bench/run_train.sh "$NETC" $(tiny 1 64 -- 10 512); }
+step_infer() { OUT=$WORK bash bench/run_infer.sh "$NETC" "$BUILD/bench/infer_netc"; }
+step_kernels() { OUT=$WORK SKIP=attention bash bench/run_kernels.sh "$NETC" $(tiny 1 -- 30); }
+step_cnn() { OUT=$WORK DATA=$DATA bash bench/run_cnn.sh "$NETC" $(tiny 24 2 -- 100 128 512); }
 step_wgmma() {
-  (cd build-gpu/tests && for c in attention_jump_wgmma gpt2_d64_train_wgmma gpt2_d128_train_wgmma; do NETC_GPU_CASE=$c ./test_gpu_models 2>&1 | tail -3; done)
-  OUT=$WORK ONLY=attention bash bench/run_kernels.sh "$NETC" 30
+  (cd "$BUILD/tests" && for c in attention_jump_wgmma gpt2_d64_train_wgmma gpt2_d128_train_wgmma; do NETC_GPU_CASE=$c ./test_gpu_models 2>&1 | tail -3; done)
+  OUT=$WORK ONLY=attention bash bench/run_kernels.sh "$NETC" $(tiny 1 -- 30)
 }
 declare -A cap=([gpt2]=330 [tests]=150 [wgmma]=60 [kernels]=130 [infer]=120 [train]=80 [cnn]=240)
 order=(gpt2 tests wgmma kernels infer train cnn)   # the default: most needed first
+[[ -z ${TINY:-} ]] || for k in "${!cap[@]}"; do cap[$k]=1200; done   # the mock is no GPU: a rehearsal checks what runs, not how fast
 
 run_steps() {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
@@ -85,7 +96,7 @@ run_steps() {
     secs=$(( left < cap[$name] ? left : cap[$name] ))
     if (( secs < 20 )); then echo "== $name: skipped, no time left (run it in a call of its own)"; continue; fi
     echo "== $name ($(date -u +%T), at most $secs s)"
-    export -f "step_$name"
+    export -f "step_$name" tiny
     NETC=$NETC WORK=$WORK OUT=$OUT timeout --kill-after=5 "$secs" bash -c "step_$name"
     rc=$?
     if (( rc == 124 || rc == 137 )); then echo "== $name: cut short at $secs s"; elif (( rc )); then echo "== $name: exit $rc"; fi

@@ -8,15 +8,23 @@
 # three times for medians. bench/gpt2_losses.py: the first 10 losses against PyTorch
 # from the same weights. `netc inspect --profile` times each launch of the step on the
 # device: the measured step and its ten slowest launches (share, % of floor).
+# TINY=1 (bench/rehearse.sh): a GPT-2 of one narrow layer (--set), which the mock GPU
+# trains in seconds, no PyTorch step, the losses' check at that size with $PYTHON
+# (default python3; its PyTorch on the CPU where it has no GPU): a rehearsal, not a
+# measurement. NO_TORCH=1: no PyTorch at all (a python without it).
 # Usage: bench/run_gpt2.sh NETC TEXT_FILE [B] [T] [STEPS]
 set -u
 NETC=${1:-build/netc}; TEXT=${2:?a text file, e.g. the fortunes}
-B=${3:-16}; T=${4:-1024}; STEPS=${5:-60}
+B=${3:-16}; T=${4:-1024}; STEPS=${5:-60}; PYTHON=${PYTHON:-python3}
 OUT=${OUT:-/tmp/bench-out}; mkdir -p "$OUT"
+if [[ -n ${TINY:-} ]]; then
+  small=(--set V=512 --set C=64 --set L=1 --set H=2 --set MAXT="$T")
+  losses_size=(--steps 2 --batch "$B" --T "$T" --layers 1 --vocab 512 --width 64 --heads 2 --maxt "$T")
+else small=(); losses_size=(--steps 10 --batch 4 --T 256); fi
 export NETC_CACHE_DIR=$(mktemp -d)
-s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
+s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" "${small[@]}" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
 echo "{\"bench\": \"build_gpt2_train_cold\", \"ms\": $(( (e - s) / 1000000 ))}"
-s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
+s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" "${small[@]}" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
 echo "{\"bench\": \"build_gpt2_train_cached\", \"ms\": $(( (e - s) / 1000000 ))}"
 "$NETC" inspect "$OUT/gpt2.netm" --entry train | tail -12
 # one netc training run: VARIANT "" (as built: for the device's architecture, sm_90a on
@@ -37,7 +45,7 @@ netc_train() {
     pdl) env=(NETC_PDL=1) ;; fast) env=(NETC_STREAMS=2 NETC_MATMUL_TUNE=1 NETC_PDL=1) ;; slices8) extra=(--loss-slices 8) ;; slices2) extra=(--loss-slices 2) ;;
   esac
   env "${env[@]}" "$NETC" train examples/gpt2.net --data "$TEXT" --dim T="$T" --batch "$B" --epochs 1000 --max-steps "$STEPS" \
-    --device gpu "${extra[@]}" --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 ||
+    --device gpu "${small[@]}" "${extra[@]}" --metrics "$OUT/gpt2${budget}.jsonl" > "$OUT/gpt2${budget}.log" 2>&1 ||
     { cat "$OUT/gpt2${budget}.log"; return 1; }
   tail -2 "$OUT/gpt2${budget}.log"
   python3 - "$OUT/gpt2${budget}.jsonl" "$B" "$T" "${budget:-none}" <<'EOF'
@@ -67,7 +75,7 @@ EOF
 # and 2 slices, then each launch option alone, the 4GiB budget, the losses against PyTorch,
 # the step with attention on mma.sync, then the epilogue's variant
 netc_train "" || exit 1
-python3 bench/torch_gpt2.py "$B" "$T" 20
+[[ -n ${TINY:-}${NO_TORCH:-} ]] || python3 bench/torch_gpt2.py "$B" "$T" 20
 # each launch timed on the device: the measured step and the 10 slowest launches with their share and % of floor
 "$NETC" inspect "$OUT/gpt2.netm" --entry train --profile 10 > "$OUT/gpt2.profile.txt" 2>&1 && sed -n '/^measured/,/^targets/p' "$OUT/gpt2.profile.txt"
 netc_train fast
@@ -79,6 +87,6 @@ netc_train tune
 netc_train streams4
 netc_train 4GiB
 # the first 10 steps' losses against PyTorch from the same initial weights and batches (bf16 tolerance)
-python3 bench/gpt2_losses.py --steps 10 --batch 4 --T 256 --netc "$NETC" --losses-tool "$(dirname "$NETC")/bench/gpt2_losses" --out "$OUT/losses" | tail -1
+[[ -n ${NO_TORCH:-} ]] || "$PYTHON" bench/gpt2_losses.py "${losses_size[@]}" --netc "$NETC" --losses-tool "$(dirname "$NETC")/bench/gpt2_losses" --out "$OUT/losses" | tail -1
 netc_train mma_sync
 netc_train bgrad

@@ -10,10 +10,13 @@
 # The attention cases run twice: as built by default (on Hopper the sm_90a
 # image: wgmma) and with --target sm_90 (mma.sync, what other GPUs run). ONLY=REGEX keeps the netc cases whose
 # name matches (and skips PyTorch unless it matches "torch"); SKIP=REGEX
-# leaves out those whose name matches.
+# leaves out those whose name matches. TINY=1 (bench/rehearse.sh): sizes the
+# mock GPU runs in seconds, and no PyTorch; a rehearsal of the script, not a
+# measurement (the names keep the real sizes).
 # Usage: bench/run_kernels.sh [NETC] [RUNS]
 set -u
 NETC=${1:-build/netc}; RUNS=${2:-50}; ONLY=${ONLY:-.}; SKIP=${SKIP:-^$}
+if [[ -n ${TINY:-} ]]; then N=4096 R=8 BT="B=1 T=64" CB=2 FB=4; else N=67108864 R=16384 BT="B=16 T=1024" CB=64 FB=128; fi
 OUT=${OUT:-/tmp/bench-out}; mkdir -p "$OUT"
 export NETC_CACHE_DIR=${NETC_CACHE_DIR:-$(mktemp -d)}
 
@@ -49,15 +52,15 @@ print(json.dumps(row))
 PY
 }
 
-netc_case chain_64M_bf16 bench/kernels/chain.net "N=67108864"
-netc_case layernorm_16384x768_bf16 bench/kernels/layernorm.net "R=16384"
-netc_case attention_B16_T1024 bench/kernels/attention.net "B=16 T=1024"
-netc_case attention_train_B16_T1024 bench/kernels/attention.net "B=16 T=1024" --entry train
-netc_case attention_B16_T1024_mma_sync bench/kernels/attention.net "B=16 T=1024" --target sm_90
-netc_case attention_train_B16_T1024_mma_sync bench/kernels/attention.net "B=16 T=1024" --entry train --target sm_90
-netc_case cast_chain_B64 examples/cast_chain.net "" --dim B=64
-netc_case cast_chain_B64_no_cast_hoist examples/cast_chain.net "" --dim B=64 --no-cast-hoist
+netc_case chain_64M_bf16 bench/kernels/chain.net "N=$N"
+netc_case layernorm_16384x768_bf16 bench/kernels/layernorm.net "R=$R"
+netc_case attention_B16_T1024 bench/kernels/attention.net "$BT"
+netc_case attention_train_B16_T1024 bench/kernels/attention.net "$BT" --entry train
+netc_case attention_B16_T1024_mma_sync bench/kernels/attention.net "$BT" --target sm_90
+netc_case attention_train_B16_T1024_mma_sync bench/kernels/attention.net "$BT" --entry train --target sm_90
+netc_case cast_chain_B64 examples/cast_chain.net "" --dim B=$CB
+netc_case cast_chain_B64_no_cast_hoist examples/cast_chain.net "" --dim B=$CB --no-cast-hoist
 for pass in "" --no-cast-hoist --no-cse --no-fuse --no-memplan --no-dce; do
-  netc_case "fashion_train_B128${pass//-/_}" examples/fashion_mlp.net "B=128" --entry train $pass
+  netc_case "fashion_train_B128${pass//-/_}" examples/fashion_mlp.net "B=$FB" --entry train $pass
 done
-if [[ torch =~ $ONLY || $ONLY == . ]]; then python3 bench/torch_kernels.py; fi
+if [[ -z ${TINY:-} ]] && [[ torch =~ $ONLY || $ONLY == . ]]; then python3 bench/torch_kernels.py; fi

@@ -4,6 +4,7 @@
 # optimizer, schedule and batch in PyTorch eager and torch.compile
 # (bench/torch_mlp_train.py): seconds per epoch (median of the epochs after the
 # first) and the final test accuracy (target >= 0.89). One JSON line each.
+# TINY=1 (bench/rehearse.sh, on the mock GPU): no PyTorch; the sizes are the arguments.
 # Usage: bench/run_train.sh NETC [EPOCHS] [BATCH...]   (default 10 epochs, batches 512 and 128)
 set -u
 NETC=${1:-build/netc}; EPOCHS=${2:-10}; shift 2 2>/dev/null || shift $#
@@ -26,5 +27,5 @@ print(json.dumps({"impl": "netc", "epochs": len(epochs), "batch": int(sys.argv[2
                   "test_accuracy": round(epochs[-1]["test_accuracy"], 4),
                   "gpu_input_wait_s": round(sum(r.get("gpu_input_wait_s", 0) for r in epochs), 3)}))
 PY
-  python3 bench/torch_mlp_train.py "$DATA" "$EPOCHS" "$b"
+  [[ -n ${TINY:-} ]] || python3 bench/torch_mlp_train.py "$DATA" "$EPOCHS" "$b"
 done

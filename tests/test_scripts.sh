@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# test_scripts.sh SRC - the project's shell scripts parse (bash -n), and
-# bench/run_all.sh, the one device call a GPU session gets, keeps its
-# deadline: run in a copy of the tree with the bench scripts, netc, ctest and
-# nvidia-smi replaced by stubs that only sleep and print, it must run the
-# steps in order, cut one short at its cap, skip what has no time left and
-# say so, and still bring back its logs. A broken runbook costs a device
-# session; this costs a second.
+# test_scripts.sh SRC - the project's shell scripts parse (bash -n), so do
+# the bench's Python scripts (where python3 is), and bench/run_all.sh, the one
+# device call a GPU session gets, keeps its deadline: run in a copy of the
+# tree with the bench scripts, netc, ctest and nvidia-smi replaced by stubs
+# that only sleep and print, it must run the steps in order, cut one short at
+# its cap, skip what has no time left and say so, and still bring back its
+# logs. A broken runbook costs a device session; this costs a second (and
+# bench/rehearse.sh runs the steps for real on the mock GPU, in minutes).
 set -uo pipefail
 src=${1:?usage: test_scripts.sh SRC}
 fail=0
@@ -13,6 +14,12 @@ for f in "$src"/scripts/*.sh "$src"/bench/*.sh "$src"/tests/*.sh "$src"/tests/*/
   [[ -f $f ]] || continue
   bash -n "$f" || { echo "FAIL: $f does not parse"; fail=1; }
 done
+# the bench's Python too: the GPU machine is where most of it first runs (python3 is optional here)
+if command -v python3 >/dev/null; then
+  for f in "$src"/bench/*.py; do
+    python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])' "$f" || { echo "FAIL: $f does not parse"; fail=1; }
+  done
+fi
 
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 tree=$tmp/tree
