@@ -83,7 +83,8 @@ int loss_chunk_forward(ir_graph *g, int slices, FILE *report, char *err, size_t 
  * nothing: the CLI warns (loss_chunk_unused_warning). */
 int loss_chunk_heads(const ir_graph *g, bool train);
 /* The warning for --loss-slices slices where no loss could be sliced
- * (heads 0), on out; nothing otherwise. */
-void loss_chunk_unused_warning(int slices, int heads, FILE *out);
+ * (heads 0), on out (an error under -Werror, werror); nothing otherwise.
+ * Returns whether it failed the command. */
+bool loss_chunk_unused_warning(int slices, int heads, bool werror, FILE *out);
 
 #endif

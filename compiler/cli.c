@@ -348,7 +348,7 @@ static const cli_option cli_options[] = {
     FLAG(CMD_CHECK | CMD_BUILD, "--report", report,
          "print the optimizer's decisions: casts moved and the bytes they "
          "save, values merged or dropped, what is recomputed, with source lines"),
-    FLAG(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "-Werror", werror, "treat warnings as errors"),
+    FLAG(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "-Werror", werror, "treat warnings as errors, netc's own about the command line too (exit status 2)"),
     TEXT(CMD_BUILD, "-o", output, "a file name", "FILE", "the module file to write"),
     /* netc run and inspect */
     CALL_WITH(CMD_RUN, "--input", opt_input, "NAME=FILE.npy", "NAME=FILE.npy", "an input's value, from a .npy file"),
@@ -404,24 +404,24 @@ static bool read_once(const cli_option *opt)
     return opt->kind != OPT_FLAG && opt->kind != OPT_FN && opt->set != opt_dim && opt->set != opt_config && opt->set != opt_input;
 }
 
-static void note_given(cli_opts *o, size_t k, const char *value)
+static int note_given(cli_opts *o, size_t k, const char *value)
 {
     const cli_option *opt = &cli_options[k];
-    if (!read_once(opt)) return;
+    if (!read_once(opt)) return 0;
     const size_t slot = option_slot(k);
     const cli_option *last = o->given[slot];
     const char *was = o->given_value[slot];
     /* what each asks for: --no-chunk-loss is a count of 1 */
     const char *asked = opt->set == opt_no_chunk_loss ? "1" : value ? value : "";
     const char *asked_before = last && last->set == opt_no_chunk_loss ? "1" : was ? was : "";
-    if (last && strcmp(asked, asked_before)) {
-        fprintf(stderr, "netc: warning: %s%s%s is overridden by %s%s%s, given after it\n", last->name, was ? " " : "",
-                was ? was : "", opt->name, value ? " " : "", value ? value : "");
-        if (last == opt) fprintf(stderr, "  hint: give %s once: only the last one given is read\n", opt->name);
-        else fprintf(stderr, "  hint: give one of %s and %s: only the last one given is read\n", last->name, opt->name);
-    }
     o->given[slot] = opt;
     o->given_value[slot] = value;
+    if (!last || !strcmp(asked, asked_before)) return 0;
+    char hint[128];
+    if (last == opt) snprintf(hint, sizeof hint, "give %s once: only the last one given is read", opt->name);
+    else snprintf(hint, sizeof hint, "give one of %s and %s: only the last one given is read", last->name, opt->name);
+    return diag_cli_warning(stderr, o->werror, hint, "%s%s%s is overridden by %s%s%s, given after it", last->name, was ? " " : "",
+                            was ? was : "", opt->name, value ? " " : "", value ? value : "") ? 2 : 0;
 }
 
 /* An option's help: its name and value, the commands that take it, then
@@ -535,10 +535,26 @@ static int apply_pass_option(cli_opts *o, const char *a, bool *known)
     return 0;
 }
 
+/* Whether argv gives -Werror as an option (not as another's value, -o
+ * -Werror): it covers the warnings of the options before it too. */
+static bool werror_given(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++) {
+        size_t k = 0;
+        while (k < NC_COUNT(cli_options) && strcmp(argv[i], cli_options[k].name)) k++;
+        if (k == NC_COUNT(cli_options)) continue;
+        if (cli_options[k].field == offsetof(cli_opts, werror) && cli_options[k].kind == OPT_FLAG) return true;
+        opt_kind kind = cli_options[k].kind;
+        i += kind == OPT_TEXT || kind == OPT_COUNT || kind == OPT_FN_VALUE;
+    }
+    return false;
+}
+
 /* The options of netc cmd, from argv. */
 static int parse_args(int argc, char **argv, const char *cmd, cli_opts *o)
 {
     const unsigned bit = command_bit(cmd);
+    o->werror = (cli_options[option_index("-Werror")].commands & bit) && werror_given(argc, argv);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
         size_t k = 0;
@@ -547,8 +563,8 @@ static int parse_args(int argc, char **argv, const char *cmd, cli_opts *o)
         if (opt && bit && !(opt->commands & bit)) return refuse_for_command(a, opt->commands, cmd);
         bool used = false, known = opt != NULL;
         int rc = opt ? apply_option(o, opt, next, &used) : apply_pass_option(o, a, &known);
+        if (!rc && opt) rc = note_given(o, k, used ? next : NULL);
         if (rc) return rc;
-        if (opt) note_given(o, k, used ? next : NULL);
         /* --dump-ir and --no-PASS, outside the table */
         unsigned pass_commands = strncmp(a, "--dump-ir", 9) ? PASS_OFF_COMMANDS : DUMP_IR_COMMANDS;
         if (!opt && known && bit && !(pass_commands & bit)) return refuse_for_command(a, pass_commands, cmd);
@@ -628,7 +644,7 @@ static int cmd_check(cli_opts *o)
         if (diag_failed(&d)) failed = 1;
         src_free(&t);
     }
-    if (!failed && o->dump_after) loss_chunk_unused_warning(o->train.loss_slices, heads, stderr);
+    if (!failed && o->dump_after && loss_chunk_unused_warning(o->train.loss_slices, heads, o->werror, stderr)) failed = 2;
     return failed;
 }
 
@@ -712,7 +728,7 @@ static int cmd_build(cli_opts *o)
         fprintf(stderr, "netc: %s shapes a training step, and %s has no train section\n", step_only, o->files[0]);
         rc = 2;
     }
-    if (rc == 0) loss_chunk_unused_warning(o->train.loss_slices, heads, stderr);
+    if (rc == 0 && loss_chunk_unused_warning(o->train.loss_slices, heads, o->werror, stderr)) rc = 2;
     if (rc == 0 && o->output && !nvrtc_available())
         fprintf(stderr, "netc: note: built without NVRTC: the module carries CUDA source only\n");
     char err[1024];
@@ -742,10 +758,10 @@ static int cmd_train(cli_opts *o)
     t.disabled_passes = o->disabled, t.ndisabled = o->ndisabled;
     t.werror = o->werror;
     const size_t every = option_index("--checkpoint-every");
-    if (o->given[every] && !t.checkpoint_dir)   /* not an error: a script may give the directory only sometimes */
-        fprintf(stderr, "netc: warning: --checkpoint-every %s has no effect without --checkpoint-dir: no checkpoint is written\n"
-                        "  hint: give --checkpoint-dir D to keep checkpoints in D, or drop --checkpoint-every\n",
-                o->given_value[every]);
+    if (o->given[every] && !t.checkpoint_dir &&   /* not an error: a script may give the directory only sometimes */
+        diag_cli_warning(stderr, o->werror, "give --checkpoint-dir D to keep checkpoints in D, or drop --checkpoint-every",
+                         "--checkpoint-every %s has no effect without --checkpoint-dir: no checkpoint is written", o->given_value[every]))
+        return 2;
     return train_main(&t);
 }
 
@@ -804,9 +820,9 @@ static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, u
         if (st) { fprintf(stderr, "netc: %s\n", e.message); return 1; }
     }
     if (*note) fprintf(stderr, "netc: %s: a training step's first values: %s\n", sane_scalars ? "--profile" : "--random-inputs", note);
-    if (!filled && !sane_scalars)   /* netc run's: --profile fills what it must, and says nothing of it */
-        fprintf(stderr, "netc: warning: --random-inputs %llu has no effect: every input the entry point reads is given "
-                        "with --input\n  hint: drop --random-inputs\n", (unsigned long long)seed);
+    if (!filled && !sane_scalars)   /* netc run's (no -Werror): --profile fills what it must, and says nothing of it */
+        diag_cli_warning(stderr, false, "drop --random-inputs", "--random-inputs %llu has no effect: every input the entry point "
+                         "reads is given with --input", (unsigned long long)seed);
     return 0;
 }
 

@@ -95,3 +95,15 @@ void diag_report(diag_ctx *d, diag_level level, nc_loc loc, const char *hint, co
 }
 
 int diag_failed(const diag_ctx *d) { return d->errors + (d->werror ? d->warnings : 0); }
+
+bool diag_cli_warning(FILE *out, bool werror, const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(out, "netc: %s: ", werror ? "error" : "warning");
+    vfprintf(out, fmt, ap);
+    va_end(ap);
+    fprintf(out, "%s\n", werror ? " [-Werror]" : "");
+    if (hint && *hint) fprintf(out, "  hint: %s\n", hint);
+    return werror;
+}

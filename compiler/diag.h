@@ -34,5 +34,10 @@ void diag_report(diag_ctx *d, diag_level level, nc_loc loc, const char *hint, co
 #define diag_warning(d, loc, ...) diag_report((d), DIAG_WARNING, (loc), NULL, __VA_ARGS__)
 /* Errors, counting warnings too under -Werror. */
 int diag_failed(const diag_ctx *d);
+/* A warning of netc's own about its command line, with no source line: "netc:
+ * warning: MESSAGE" and its hint; under -Werror (werror) the error it then
+ * is, "netc: error: MESSAGE [-Werror]". Returns werror: whether it failed
+ * the command (a bad command line, exit status 2). */
+bool diag_cli_warning(FILE *out, bool werror, const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -15,6 +15,7 @@
  * axis of constant size (T for [B, T, V]), so the weights are exact
  * fractions whatever B is. W's gradient adds up in f32. */
 #include "autodiff.h"
+#include "diag.h"
 #include "typecheck.h"
 
 #include <stdio.h>
@@ -220,11 +221,11 @@ int loss_chunk_heads(const ir_graph *g, bool train)
 
 /* --loss-slices 1 (--no-chunk-loss) asks for the whole loss, which is what
  * a loss too small to slice gets: only a count above 1 goes unheard. */
-void loss_chunk_unused_warning(int slices, int heads, FILE *out)
+bool loss_chunk_unused_warning(int slices, int heads, bool werror, FILE *out)
 {
-    if (slices < 2 || heads > 0) return;
-    fprintf(out, "netc: warning: --loss-slices %d has no effect: the model has no loss of the form "
-            "cross_entropy(matmul(h, W, transpose_b: true)) over %d or more classes to slice\n"
-            "  hint: drop --loss-slices: only such a large-vocabulary loss is sliced (a smaller one's logits are small)\n",
-            slices, LOSS_CHUNK_MIN_CLASSES);
+    if (slices < 2 || heads > 0) return false;
+    return diag_cli_warning(out, werror, "drop --loss-slices: only such a large-vocabulary loss is sliced (a smaller one's logits are small)",
+                            "--loss-slices %d has no effect: the model has no loss of the form "
+                            "cross_entropy(matmul(h, W, transpose_b: true)) over %d or more classes to slice",
+                            slices, LOSS_CHUNK_MIN_CLASSES);
 }

@@ -580,9 +580,10 @@ static int setup_gpu(trainer *t)
     if (!want) {
         fprintf(stderr, "netc: training on the CPU executor%s%s%s\n", strcmp(t->o->device, "cpu") ? " (" : "",
                 strcmp(t->o->device, "cpu") ? why : "", strcmp(t->o->device, "cpu") ? ")" : "");
-        if (t->o->target)   /* the architecture of kernels that are not built */
-            fprintf(stderr, "netc: warning: --target %s has no effect: training runs on the CPU executor\n"
-                            "  hint: drop --target, or give --device gpu to train on the GPU\n", t->o->target);
+        if (t->o->target &&   /* the architecture of kernels that are not built */
+            diag_cli_warning(stderr, t->o->werror, "drop --target, or give --device gpu to train on the GPU",
+                             "--target %s has no effect: training runs on the CPU executor", t->o->target))
+            return 2;
         return 0;
     }
     char arch[32];
@@ -1732,6 +1733,19 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
     return 0;
 }
 
+/* A run without --resume whose --checkpoint-dir holds a checkpoint would
+ * lose the last run's work: a warning before any (an error under -Werror,
+ * returning true). */
+static bool forgotten_resume(const train_opts *o)
+{
+    char ckpt[4096];
+    if (o->resume || !o->checkpoint_dir) return false;
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", o->checkpoint_dir);
+    return access(ckpt, F_OK) == 0 &&
+           diag_cli_warning(stderr, o->werror, "give --resume to continue from it",
+                            "%s holds a checkpoint; this run starts from scratch and replaces it at its first", ckpt);
+}
+
 static int train_loop(trainer *t)
 {
     const train_opts *o = t->o;
@@ -1744,9 +1758,6 @@ static int train_loop(trainer *t)
     data_loader_drop_source(dl, &t->train);   /* after train_set_id, the last reader of the samples */
     int rc = o->resume ? resume_from(t, ckpt, data_loader_batches(dl), &pos) : 0;
     if (rc == 0 && o->resume && t->step > 0) metrics_keep(t);
-    if (!o->resume && ckpt[0] && access(ckpt, F_OK) == 0)   /* a forgotten --resume would lose the last run's work */
-        fprintf(stderr, "netc: warning: %s holds a checkpoint; this run starts from scratch and replaces it at its first "
-                        "(give --resume to continue from it)\n", ckpt);
     if (rc) data_loader_free(dl), dl = NULL;
     batch_feed feed = {.dl = dl};
     run_tally run = {.started = now_s()};
@@ -1843,6 +1854,7 @@ int train_main(const train_opts *o)
         fprintf(stderr, "netc: --checkpoint-dir %s\n", err);
         return 1;
     }
+    if (forgotten_resume(o)) return 2;
     if (o->save_path && atomic_file_check(o->save_path, err, sizeof err)) {   /* the weights are the run's result */
         fprintf(stderr, "netc: --save %s\n", err);
         return 1;
@@ -1860,7 +1872,7 @@ int train_main(const train_opts *o)
                  .interrupt_times = intr && strchr(intr, ',') ? atoi(strchr(intr, ',') + 1) : 1,
                  .interrupt_in_eval = intr && !strcmp(intr, "eval")};
     int rc = build_graphs(&t);
-    if (rc == 0) loss_chunk_unused_warning(o->loss_slices, t.loss_heads, stderr);
+    if (rc == 0 && loss_chunk_unused_warning(o->loss_slices, t.loss_heads, o->werror, stderr)) rc = 2;
     if (rc == 0 && t.text) {
         int64_t window = 0;
         dim_is_const(&t.fg->dims[t.fg->inputs[0].shape[1]], &window);

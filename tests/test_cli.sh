@@ -536,7 +536,8 @@ expect 1 "parameter 'wte.adam_m' is missing (optimizer state: netc train --save 
 n=$((n + 1))
 "$netc" train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu \
   --checkpoint-dir "$tmp/dck3" 2>"$tmp/fresh.log" >/dev/null
-grep -q "warning: $tmp/dck3/checkpoint.safetensors holds a checkpoint; this run starts from scratch and replaces it at its first (give --resume to continue from it)" "$tmp/fresh.log" ||
+grep -qz "warning: $tmp/dck3/checkpoint.safetensors holds a checkpoint; this run starts from scratch and replaces it at its first
+  hint: give --resume to continue from it" "$tmp/fresh.log" ||
   { echo "FAIL: no warning before a checkpoint is replaced"; cat "$tmp/fresh.log"; fail=$((fail + 1)); }
 # dropouts written without a seed draw their own masks (one seed each, also
 # across the layers of a repeat); a seed written by hand is kept
@@ -728,5 +729,27 @@ quiet check "$src/examples/fashion_mlp.net" --no-cse --dump-ir
 # netc run: random values for no input
 expect 0 "netc: warning: --random-inputs 3 has no effect: every input the entry point reads is given with --input
   hint: drop --random-inputs" run "$tmp/bfin.netm" --input "x=$tmp/bfin/y.npy" --device cpu --random-inputs 3
+# -Werror makes netc's own warnings about the command line errors too (they were
+# warnings whatever -Werror said), a bad command line's status 2; given before them or after
+expect 2 "netc: error: -o $tmp/a.netm is overridden by -o $tmp/b.netm, given after it [-Werror]
+  hint: give -o once: only the last one given is read" build "$src/examples/fashion_mlp.net" --target '' -o "$tmp/a.netm" -o "$tmp/b.netm" -Werror
+expect 2 "netc: error: --loss-slices 4 is overridden by --no-chunk-loss, given after it [-Werror]" \
+  build "$src/examples/fashion_mlp.net" -Werror --loss-slices 4 --no-chunk-loss --target '' -o "$tmp/wl.netm"
+expect 2 "netc: error: --loss-slices 4 ${unsliced%%$'\n'*} [-Werror]" build "$src/examples/fashion_mlp.net" --loss-slices 4 --target '' -Werror -o "$tmp/wl.netm"
+n=$((n + 1))
+[[ ! -e "$tmp/wl.netm" ]] || { echo "FAIL: a build failed by -Werror wrote its module"; fail=$((fail + 1)); }
+expect 2 "netc: error: --loss-slices 3 ${unsliced%%$'\n'*} [-Werror]" check "$src/examples/fashion_mlp.net" --dump-ir --loss-slices 3 -Werror
+expect 2 "netc: error: --checkpoint-every 5 has no effect without --checkpoint-dir: no checkpoint is written [-Werror]" \
+  train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu --checkpoint-every 5 -Werror
+says 2 "netc: error: --target sm_80 has no effect: training runs on the CPU executor [-Werror]
+  hint: drop --target, or give --device gpu to train on the GPU" \
+  train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu --target sm_80 -Werror
+says 2 "netc: error: --epochs 2 is overridden by --epochs 1, given after it [-Werror]" \
+  train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu --epochs 2 --epochs 1 -Werror
+expect 2 "netc: error: $tmp/dck3/checkpoint.safetensors holds a checkpoint; this run starts from scratch and replaces it at its first [-Werror]
+  hint: give --resume to continue from it" \
+  train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu --checkpoint-dir "$tmp/dck3" -Werror
+quiet build "$src/examples/fashion_mlp.net" --target '' -o "$tmp/a.netm" -o "$tmp/a.netm" -Werror   # the same value twice asks for one thing
+expect 2 "netc run does not take -Werror: it is an option of check, build and train" run "$tmp/bfin.netm" --input "x=$tmp/bfin/y.npy" --device cpu --random-inputs 3 -Werror
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
