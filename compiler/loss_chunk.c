@@ -19,6 +19,7 @@
 #include "typecheck.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LOSS_CHUNK_MIN_CLASSES 4096   /* below this the logits are small: not worth slicing */
@@ -58,6 +59,20 @@ static int users_of(const ir_graph *g, ir_value v)
         for (int i = 0; i < g->nodes[u].nargs; i++) n += ir_args(g, &g->nodes[u])[i] == v;
     for (uint32_t i = 0; i < g->noutputs; i++) n += g->outputs[i].value == v;
     return n;
+}
+
+/* Whether a trained parameter is behind v: its gradient is wanted. */
+static bool trained_behind(const ir_graph *g, ir_value v)
+{
+    bool *needs = nc_xcalloc((size_t)v + 1, sizeof *needs), found;
+    for (ir_value u = 0; u <= v; u++) {   /* a node's arguments come before it */
+        const ir_node *n = &g->nodes[u];
+        needs[u] = n->op == OP_PARAM && g->params[n->attr.index].role == IR_ROLE_WEIGHT;
+        for (int i = 0; i < n->nargs && !needs[u]; i++) needs[u] = needs[ir_args(g, n)[i]];
+    }
+    found = needs[v];
+    free(needs);
+    return found;
 }
 
 /* The head a rewrite slices: loss = cross_entropy(logits, targets), logits =
@@ -132,12 +147,19 @@ int loss_chunk_build(ir_graph *g, ir_value seed, int slices, ad_contribution out
     ir_builder c = {.g = g, .who = "chunked loss", .loc = g->nodes[g->train.loss].loc, .err = err, .errcap = errcap};
     if (seed == IR_NONE) seed = scalar(&c, 1.0);
     ir_value loss = IR_NONE, dw = IR_NONE, dh_parts[LOSS_CHUNK_MAX];
+    /* the gradients wanted: none of an input's h, or of a buffer's W */
+    const bool want_h = trained_behind(g, hd.h), want_w = trained_behind(g, hd.w);
     for (int k = 0; k < chunks && !c.failed; k++) {
         ir_value hk, part = slice_part(&c, &hd, k, chunks, &hk);
         loss = loss == IR_NONE ? part : irb_op2(&c, OP_ADD, loss, part);
         /* this slice's backward, now: its logits die here */
-        ir_value wrt[2] = {hk, hd.w}, grads[2];
-        if (c.failed || !autodiff_vjp(g, part, seed, wrt, 2, grads, err, errcap)) return -1;
+        ir_value wrt[2], got[2], grads[2] = {IR_NONE, IR_NONE};
+        int nwrt = 0;
+        if (want_h) wrt[nwrt++] = hk;
+        if (want_w) wrt[nwrt++] = hd.w;
+        if (c.failed || (nwrt && !autodiff_vjp(g, part, seed, wrt, nwrt, got, err, errcap))) return -1;
+        if (want_h) grads[0] = got[0];
+        if (want_w) grads[1] = got[want_h];
         dh_parts[k] = grads[0];   /* IR_NONE where no trained parameter is behind h (or W) */
         if (grads[1] != IR_NONE) {
             ir_node up = {.op = OP_CAST};
@@ -159,9 +181,9 @@ int loss_chunk_build(ir_graph *g, ir_value seed, int slices, ad_contribution out
     int n = 0;
     if (dh != IR_NONE) out[n++] = (ad_contribution){.value = hd.h, .grad = dh};
     if (dw != IR_NONE) out[n++] = (ad_contribution){.value = hd.w, .grad = dw};
-    if (report)
-        fprintf(report, "chunk-loss: cross_entropy over %%%u computed in %d slices of axis %d, each with its backward "
-                "(one slice of logits alive at a time)\n", hd.logits, chunks, hd.axis);
+    if (report)   /* no backward where no trained parameter is behind the logits (a buffer's weight, h an input) */
+        fprintf(report, "chunk-loss: cross_entropy over %%%u computed in %d slices of axis %d%s (one slice of logits alive "
+                "at a time)\n", hd.logits, chunks, hd.axis, n ? ", each with its backward" : " with no backward, no trained parameter being behind its logits");
     return n;   /* 0 when no trained parameter is behind h or W: the ordinary sweep then finds nothing either */
 }
 
@@ -209,21 +231,35 @@ int loss_chunk_forward(ir_graph *g, int slices, FILE *report, char *err, size_t 
     return rewritten;
 }
 
-int loss_chunk_heads(const ir_graph *g, bool train)
+static int count_head(const ir_graph *g, ir_value loss, bool train, int64_t *rows)
 {
     chunk_head hd;
-    if (train) return find_head(g, g->train.loss, &hd);
+    if (!find_head(g, loss, &hd) || (!train && users_of(g, loss) != 1)) return 0;
+    if (rows && (!*rows || hd.len < *rows)) *rows = hd.len;
+    return 1;
+}
+
+int loss_chunk_heads(const ir_graph *g, bool train, int64_t *rows)
+{
+    if (train) return count_head(g, g->train.loss, true, rows);
     int n = 0;
-    for (uint32_t i = 0; i < g->noutputs; i++)
-        n += find_head(g, g->outputs[i].value, &hd) && users_of(g, g->outputs[i].value) == 1;
+    for (uint32_t i = 0; i < g->noutputs; i++) n += count_head(g, g->outputs[i].value, false, rows);
     return n;
 }
 
 /* --loss-slices 1 (--no-chunk-loss) asks for the whole loss, which is what
  * a loss too small to slice gets: only a count above 1 goes unheard. */
-bool loss_chunk_unused_warning(int slices, int heads, bool werror, FILE *out)
+bool loss_chunk_warnings(int slices, int heads, int64_t rows, bool werror, FILE *out)
 {
-    if (slices < 2 || heads > 0) return false;
+    if (slices < 2) return false;
+    if (heads > 0) {
+        char hint[64];
+        snprintf(hint, sizeof hint, "give --loss-slices %lld or less", (long long)rows);
+        return rows > 0 && rows < slices &&   /* train_chunks and forward_chunks take no more */
+               diag_cli_warning(out, werror, hint, "--loss-slices %d asks for more slices than the loss has rows to split: its "
+                                "logits have %lld along the axis sliced, so it is computed in %lld slices",
+                                slices, (long long)rows, (long long)rows);
+    }
     return diag_cli_warning(out, werror, "drop --loss-slices: only such a large-vocabulary loss is sliced (a smaller one's logits are small)",
                             "--loss-slices %d has no effect: the model has no loss of the form "
                             "cross_entropy(matmul(h, W, transpose_b: true)) over %d or more classes to slice",

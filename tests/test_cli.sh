@@ -751,5 +751,21 @@ expect 2 "netc: error: $tmp/dck3/checkpoint.safetensors holds a checkpoint; this
   train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu --checkpoint-dir "$tmp/dck3" -Werror
 quiet build "$src/examples/fashion_mlp.net" --target '' -o "$tmp/a.netm" -o "$tmp/a.netm" -Werror   # the same value twice asks for one thing
 expect 2 "netc run does not take -Werror: it is an option of check, build and train" run "$tmp/bfin.netm" --input "x=$tmp/bfin/y.npy" --device cpu --random-inputs 3 -Werror
+# --loss-slices N past the rows a loss has to split gets that many, and says so (it was
+# cut down without a word); as many as there are rows is quiet
+expect 0 "netc: warning: --loss-slices 8 asks for more slices than the loss has rows to split: its logits have 4 along the axis sliced, so it is computed in 4 slices
+  hint: give --loss-slices 4 or less" build "$src/examples/gpt2.net" --set L=1 --dim B=2 --dim T=4 --loss-slices 8 --target '' -o "$tmp/ls.netm"
+expect 2 "netc: error: --loss-slices 5 asks for more slices than the loss has rows to split: its logits have 4 along the axis sliced, so it is computed in 4 slices [-Werror]" \
+  check "$src/examples/gpt2.net" --set L=1 --dim B=2 --dim T=4 --loss-slices 5 --dump-ir -Werror
+quiet build "$src/examples/gpt2.net" --set L=1 --dim B=2 --dim T=4 --loss-slices 4 --target '' -o "$tmp/ls.netm"
+# a sliced loss with no trained parameter behind its logits (an input's rows, a buffer's
+# weight) has no backward to interleave: --report says so (it said 'each with its backward')
+printf '%s\n' 'model ng(x: f32[B, 4, 8], t: i32[B, 4]) -> (y: f32[B, 8], loss: f32) {' '  param p: f32[8] = ones' \
+  '  buffer w: f32[4096, 8] = zeros' '  return x[:, 0, :] * p, cross_entropy(matmul(x, w, transpose_b: true), t)' '}' \
+  'train ng { optimizer sgd(lr: 0.1) }' > "$tmp/nograd.net"
+n=$((n + 1))
+"$netc" build "$tmp/nograd.net" --entry train --loss-slices 2 --report --target '' -o "$tmp/ng.netm" 2>&1 |
+  grep -q "computed in 2 slices of axis 1 with no backward, no trained parameter being behind its logits" ||
+  { echo "FAIL: a sliced loss with nothing trained behind it is reported with a backward"; fail=$((fail + 1)); }
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
