@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_LIST 64
 #define CLI_OPTIONS_MOST 48   /* the options of cli_options, at most */
@@ -351,7 +352,7 @@ static const cli_option cli_options[] = {
     FLAG(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "-Werror", werror, "treat warnings as errors, netc's own about the command line too (exit status 2)"),
     TEXT(CMD_BUILD, "-o", output, "a file name", "FILE", "the module file to write"),
     /* netc run and inspect */
-    CALL_WITH(CMD_RUN, "--input", opt_input, "NAME=FILE.npy", "NAME=FILE.npy", "an input's value, from a .npy file"),
+    CALL_WITH(CMD_RUN, "--input", opt_input, "NAME=FILE.npy", "NAME=FILE.npy", "an input's value, from a .npy file (a scalar's: or a number, @lr=1e-3)"),
     TEXT(CMD_RUN, "--output", outdir, "a directory", "DIR", "where the outputs go, NAME.npy each (made if missing)"),
     TEXT(CMD_RUN, "--weights", weights, "a safetensors file", "W.safetensors", "the parameters to load (names as in the .net file)"),
     CALL_WITH(CMD_RUN | CMD_TRAIN, "--device", opt_device, "cpu, gpu or auto", "cpu|gpu|auto", "where to run (default auto: the GPU when usable)"),
@@ -930,6 +931,44 @@ static int misfit_error(const char *input, const char *path, const cpu_tensor *x
     return 1;
 }
 
+/* --input NAME=NUMBER, NUMBER no file's name: a rank-0 input's value (a
+ * training step's @lr), written as --set takes numbers and finite (a NaN
+ * learning rate runs a step of NaNs), in the input's dtype's range.
+ * Returns -1 where text is no number (a file's name), else 0 or 1 after the
+ * error. */
+static int read_scalar_input(const nrt_module *m, int found, const nrt_tensor_info *info, const char *text, cpu_tensor *x)
+{
+    char *end;
+    const double v = strtod(text, &end);
+    if (end == text || *end || access(text, F_OK) == 0) return -1;
+    const nc_dtype want = (nc_dtype)info->dtype;
+    driver_set_value n = {0};
+    const char *problem = !isfinite(v) ? "a finite number is needed"
+                        : driver_set_value_parse(text, &n) ? "a decimal number is needed (1.5e-3), not hex" : NULL;
+    char decl[256];
+    format_decl(m, found, info, decl, sizeof decl);
+    if (!problem && info->rank != 0) problem = "a number gives a scalar input only; give a .npy file";
+    else if (!problem && !dtype_is_float(want) && n.kind != DRIVER_SET_INT) problem = "the input takes an integer";
+    else if (!problem && (dtype_is_float(want) ? fabs(v) > nc_float_max(want) : want == NC_U8 ? v < 0 || v > 255 : fabs(v) > INT32_MAX))
+        problem = "out of the input's dtype's range";
+    if (problem) {
+        fprintf(stderr, "netc: --input %s=%s: %s (input '%s' is %s)\n", info->name, text, problem, info->name, decl);
+        return 1;
+    }
+    cpu_tensor_alloc(x, want, 0, NULL, 64);
+    cpu_set(x, 0, v);
+    return 0;
+}
+
+/* A training step's scalar (@lr, @scale, ...) from a file: finite, as the
+ * command line's must be (1 after the error). */
+static int check_step_scalar(const char *name, const char *path, const cpu_tensor *x)
+{
+    if (name[0] != '@' || x->rank != 0 || !dtype_is_float(x->dtype) || isfinite(cpu_get(x, 0))) return 0;
+    fprintf(stderr, "netc: input '%s': %s holds %g: a training step's %s must be a finite number\n", name, path, cpu_get(x, 0), name);
+    return 1;
+}
+
 /* The k-th --input, read for its module input: floats of another float
  * dtype rounded once to the input's (npy_read_as: NumPy writes no bf16, and
  * a float64 file is NumPy's default), as netc train reads its data; then it
@@ -942,6 +981,8 @@ static int read_given_input(const nrt_module *m, const cli_opts *o, int k, cpu_t
     int found = find_input(m, name, &info);
     if (found < 0) return 1;
     const nc_dtype want = (nc_dtype)info.dtype;
+    const int scalar = read_scalar_input(m, found, &info, path, x);
+    if (scalar >= 0) return scalar;
     npy_file_info fi;
     char err[1024];
     if (npy_read_as(path, dtype_is_float(want) ? want : NC_F32, x, (int64_t)8 << 30, &fi, err, sizeof err) != 0) {
@@ -965,6 +1006,7 @@ static int read_given_input(const nrt_module *m, const cli_opts *o, int k, cpu_t
         return 1;
     }
     if (fi.misfit_at >= 0) return misfit_error(name, path, x, &fi);
+    if (check_step_scalar(name, path, x)) return 1;
     if (rounded)   /* as netc train's note says a float64 file read as f32 */
         fprintf(stderr, "netc: input '%s': %s's %s values rounded to %s\n", name, path, holds, dtype_name(want));
     return 0;

@@ -767,5 +767,22 @@ n=$((n + 1))
 "$netc" build "$tmp/nograd.net" --entry train --loss-slices 2 --report --target '' -o "$tmp/ng.netm" 2>&1 |
   grep -q "computed in 2 slices of axis 1 with no backward, no trained parameter being behind its logits" ||
   { echo "FAIL: a sliced loss with nothing trained behind it is reported with a backward"; fail=$((fail + 1)); }
+# a scalar input from the command line (--input @lr=0.25): a finite number, as a step needs;
+# NaN or inf is refused, from the command line or a file (a NaN @lr ran a step of NaNs)
+expect 1 "netc: --input @lr=NaN: a finite number is needed (input '@lr' is f32[])" \
+  run "$tmp/rp.netm" --entry train --dim B=3 --random-inputs 1 --device cpu --input @lr=NaN
+expect 1 "netc: --input @lr=-inf: a finite number is needed" run "$tmp/rp.netm" --entry train --dim B=3 --random-inputs 1 --device cpu --input @lr=-inf
+expect 1 "netc: --input @lr=0x1p3: a decimal number is needed (1.5e-3), not hex" \
+  run "$tmp/rp.netm" --entry train --dim B=3 --random-inputs 1 --device cpu --input @lr=0x1p3
+expect 1 "netc: --input x=2: a number gives a scalar input only; give a .npy file (input 'x' is f32[B, 4])" \
+  run "$tmp/rp.netm" --entry train --dim B=3 --random-inputs 1 --device cpu --input x=2
+expect 0 "running on cpu" run "$tmp/rp.netm" --entry train --dim B=3 --random-inputs 1 --device cpu --input @lr=0.25
+n=$((n + 1))   # given, it is not filled with the train section's 0.5
+out=$("$netc" run "$tmp/rp.netm" --entry train --dim B=3 --random-inputs 1 --device cpu --input @lr=0.25 2>&1 >/dev/null)
+[[ $out != *"@lr"* ]] || { echo "FAIL: --input @lr=0.25 and still: $out"; fail=$((fail + 1)); }
+hdr="{'descr': '<f4', 'fortran_order': False, 'shape': (), }"
+printf '\x93NUMPY\x01\x00\x76\x00%s%*s\n\x00\x00\xc0\x7f' "$hdr" $((117 - ${#hdr})) '' > "$tmp/lrnan.npy"
+expect 1 "netc: input '@lr': $tmp/lrnan.npy holds nan: a training step's @lr must be a finite number" \
+  run "$tmp/rp.netm" --entry train --dim B=3 --random-inputs 1 --device cpu --input "@lr=$tmp/lrnan.npy"
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
