@@ -496,6 +496,14 @@ static int opt_count(cli_opts *o, const cli_option *opt, const char *v)
     return 0;
 }
 
+/* '-' as a file: netc reads and writes named files only (a file named '-'
+ * is ./-); what is an option's value (e.g. -o) or a command's file. */
+static int stdio_refused(const char *what)
+{
+    return usage_error("%s%s'-': netc reads and writes named files, not standard input or output; ./- names a file '-'", what,
+                       *what ? " " : "");
+}
+
 /* Applies option opt; *used: whether it took next as its value. */
 static int apply_option(cli_opts *o, const cli_option *opt, const char *next, bool *used)
 {
@@ -504,6 +512,9 @@ static int apply_option(cli_opts *o, const cli_option *opt, const char *next, bo
     if (*used && !next)
         return opt->kind == OPT_COUNT ? usage_error("%s needs %s", opt->name, count_wanted(opt))
                                       : usage_error("%s needs a value: %s", opt->name, opt->wants);
+    if (opt->kind == OPT_TEXT && !*next) return usage_error("%s needs a value: %s, got ''", opt->name, opt->wants);
+    if (opt->kind == OPT_TEXT && !strcmp(next, "-") && opt->field != offsetof(cli_opts, model))   /* a file '-' was made without a word */
+        return stdio_refused(opt->name);
     char *base = (char *)o;
     switch (opt->kind) {
     case OPT_FLAG: *(bool *)(base + opt->field) = true; return 0;
@@ -572,6 +583,7 @@ static int parse_args(int argc, char **argv, const char *cmd, cli_opts *o)
         i += used;
         if (known) continue;
         if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
+        if (!*a || !strcmp(a, "-")) return *a ? stdio_refused("") : usage_error("a file name is empty ('')");
         if (o->nfiles == MAX_LIST) return usage_error("too many files (the limit is 64): %s", a);
         o->files[o->nfiles++] = a;
     }
@@ -803,7 +815,13 @@ static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, u
         if (!dtype_is_float((nc_dtype)info.dtype) && nrt_session_input_bound(s, decl.name, &bound, &e)) bound = 0;
         double ints = info.dtype == NRT_U8 ? 256.0 : bound > 0 ? (double)bound : 10.0;
         cpu_tensor t = {0};
-        cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, info.shape, (int64_t)8 << 30);
+        if (!cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, info.shape, (int64_t)8 << 30)) {   /* its values were read from nothing */
+            int64_t values = 1;
+            for (int a = 0; a < info.rank; a++) values = values > INT64_MAX / (info.shape[a] ? info.shape[a] : 1) ? INT64_MAX : values * info.shape[a];
+            fprintf(stderr, "netc: input %s holds %lld values at these dims, too many to fill with random values (8 GiB as "
+                            "netc holds them, at most): give it with --input, or bind smaller dims\n", decl.name, (long long)values);
+            return 1;
+        }
         double first;
         filled++;
         bool step_scalar = train && info.rank == 0 && train_scalar_value(train, &first_point, decl.name, &first);
@@ -1047,7 +1065,11 @@ static int write_outputs(nrt_session *s, const nrt_module *m, const char *dir)
             return 1;
         }
         cpu_tensor t = {0};
-        cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, info.shape, (int64_t)1 << 40);
+        if (!cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, info.shape, (int64_t)1 << 40)) {   /* the machine's memory */
+            fprintf(stderr, "netc: cannot hold output %s (%lld values) to write it: out of memory\n", info.name, (long long)numel);
+            free(buf);
+            return 1;
+        }
         for (int64_t j = 0; j < numel; j++) {   /* native bytes to values, for the summary and .npy */
             const unsigned char *p = buf;
             double v = 0;

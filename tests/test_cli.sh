@@ -784,5 +784,19 @@ hdr="{'descr': '<f4', 'fortran_order': False, 'shape': (), }"
 printf '\x93NUMPY\x01\x00\x76\x00%s%*s\n\x00\x00\xc0\x7f' "$hdr" $((117 - ${#hdr})) '' > "$tmp/lrnan.npy"
 expect 1 "netc: input '@lr': $tmp/lrnan.npy holds nan: a training step's @lr must be a finite number" \
   run "$tmp/rp.netm" --entry train --dim B=3 --random-inputs 1 --device cpu --input "@lr=$tmp/lrnan.npy"
+# '-' and '' as files: refused as a bad command line ('-o -' wrote a file named '-';
+# '-o ""' said ': write failed'; '--data ""' looked for /train-images-idx3-ubyte)
+stdio="'-': netc reads and writes named files, not standard input or output; ./- names a file '-'"
+expect 2 "netc: -o $stdio" build "$src/examples/fashion_mlp.net" --target '' -o -
+expect 2 "netc: --output $stdio" run "$tmp/m.netm" --dim B=2 --random-inputs 1 --output -
+expect 2 "netc: $stdio" check -
+expect 2 "netc: a file name is empty ('')" check ''
+expect 2 "netc: -o needs a value: a file name, got ''" build "$src/examples/fashion_mlp.net" --target '' -o ''
+expect 2 "netc: --data needs a value: a data set's directory or a text file, got ''" train "$src/examples/fashion_mlp.net" --data ''
+expect 1 "no model named '-'" check "$src/examples/fashion_mlp.net" --model -
+# random inputs too large to make are refused by name (the run read them from a
+# one-byte buffer and crashed)
+expect 1 "netc: input images holds 3136000000 values at these dims, too many to fill with random values" \
+  run "$tmp/m.netm" --dim B=4000000 --random-inputs 1 --device cpu
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
