@@ -76,17 +76,31 @@ static int usage_error(const char *fmt, ...)
     return 2;
 }
 
+#define TARGETS_MOST 16   /* build_kernels' images */
+
 /* Every architecture of a --target list NVRTC compiles for; else says which
  * is not, with what NVRTC knows. */
 static bool bad_target(const char *list)
 {
     char copy[256], err[512];
+    const char *seen[TARGETS_MOST];
+    int n = 0;
+    if (!*list) return false;   /* none: CUDA source only */
+    if (strlen(list) >= sizeof copy) return usage_error("--target: the list is too long (%zu characters)", strlen(list)), true;
     snprintf(copy, sizeof copy, "%s", list);
-    for (char *save = NULL, *arch = strtok_r(copy, ",", &save); arch; arch = strtok_r(NULL, ",", &save))
+    /* not strtok: "sm_80,,sm_90" has an empty name, which strtok would pass over */
+    for (char *arch = copy, *comma; arch; arch = comma ? comma + 1 : NULL) {
+        if ((comma = strchr(arch, ','))) *comma = 0;
+        if (!*arch) return usage_error("--target: an empty name in the list '%s'", list), true;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(seen[i], arch)) return usage_error("--target: %s is in the list '%s' twice", arch, list), true;
+        if (n == TARGETS_MOST) return usage_error("--target: more than %d targets in '%s'", TARGETS_MOST, list), true;
+        seen[n++] = arch;
         if (!nvrtc_target_ok(arch, err, sizeof err)) {
             fprintf(stderr, "netc: --target: %s\n", err);
             return true;
         }
+    }
     return false;
 }
 
@@ -678,11 +692,11 @@ static int build_kernels(const cli_opts *o, ir_graph *g, nrt_module_data *m)
     if (!nvrtc_available()) return 0;
     char targets[256];
     snprintf(targets, sizeof targets, "%s", o->targets ? o->targets : NC_DEFAULT_TARGETS);
-    const char *archs[16], *sources[16];
+    const char *archs[TARGETS_MOST], *sources[TARGETS_MOST];
     int n = 0;
-    for (char *save = NULL, *arch = strtok_r(targets, ",", &save); arch && n < 16; arch = strtok_r(NULL, ",", &save))
+    for (char *save = NULL, *arch = strtok_r(targets, ",", &save); arch && n < TARGETS_MOST; arch = strtok_r(NULL, ",", &save))
         sources[n] = m->program.source, archs[n++] = arch;
-    nvrtc_image imgs[16];
+    nvrtc_image imgs[TARGETS_MOST];
     char *log;
     if (!nvrtc_compile_all(sources, archs, n, imgs, &log, stderr)) {   /* every target at once */
         fprintf(stderr, "netc: %s\n", log);
@@ -1155,7 +1169,10 @@ done:
 
 int cli_main(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    const bool help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"));
+    if ((help || (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")))) && argc > 2)   /* read by nothing */
+        return usage_error("netc %s takes nothing more, got '%s'", argv[1], argv[2]);
+    if (argc < 2 || help) {
         print_help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }

@@ -798,5 +798,12 @@ expect 1 "no model named '-'" check "$src/examples/fashion_mlp.net" --model -
 # one-byte buffer and crashed)
 expect 1 "netc: input images holds 3136000000 values at these dims, too many to fill with random values" \
   run "$tmp/m.netm" --dim B=4000000 --random-inputs 1 --device cpu
+# a --target list with an empty or repeated name is refused (each was passed over, or built twice)
+expect 2 "netc: --target: an empty name in the list 'sm_80,,sm_90'" build "$src/examples/fashion_mlp.net" --target sm_80,,sm_90 -o "$tmp/t.netm"
+expect 2 "netc: --target: an empty name in the list ','" build "$src/examples/fashion_mlp.net" --target , -o "$tmp/t.netm"
+expect 2 "netc: --target: sm_80 is in the list 'sm_80,sm_80' twice" build "$src/examples/fashion_mlp.net" --target sm_80,sm_80 -o "$tmp/t.netm"
+# version and help read no more arguments (they were dropped)
+expect 2 "netc: netc version takes nothing more, got 'foo'" version foo
+expect 2 "netc: netc help takes nothing more, got '--bogus'" help --bogus
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
