@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_LIST 64
@@ -104,6 +105,24 @@ static bool bad_target(const char *list)
     return false;
 }
 
+/* '-' as a file: netc reads and writes named files only (a file named '-'
+ * is ./-); what is an option's value (e.g. -o) or a command's file. */
+static int stdio_refused(const char *what)
+{
+    return usage_error("%s%s'-': netc reads and writes named files, not standard input or output; ./- names a file '-'", what,
+                       *what ? " " : "");
+}
+
+/* An output (option out) that names a file the command reads (in, said as
+ * what): writing it would destroy what was read (netc build m.net -o m.net
+ * wrote the module over its source). 0, or usage_error's status. */
+static int refuse_overwrite(const char *option, const char *out, const char *in, const char *what)
+{
+    struct stat a, b;
+    if (!out || !in || stat(out, &a) != 0 || stat(in, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) return 0;
+    return usage_error("%s %s is %s, which this command reads: give another file name", option, out, what);
+}
+
 /* --accumulate: more micro-batches than this would each be a fraction of a sample. */
 #define ACCUMULATE_MOST 65536
 
@@ -177,6 +196,7 @@ static int opt_input(cli_opts *o, const char *v)
     if (!split_assign(o, v, &o->inputs[o->ninputs], &o->input_files[o->ninputs]))
         return usage_error("--input wants NAME=FILE.npy, got '%s'", v);
     if (name_given(o->inputs, o->ninputs, o->inputs[o->ninputs])) return usage_error("--input %s is given twice", o->inputs[o->ninputs]);
+    if (!strcmp(o->input_files[o->ninputs], "-")) return stdio_refused("--input");
     o->ninputs++;
     return 0;
 }
@@ -510,14 +530,6 @@ static int opt_count(cli_opts *o, const cli_option *opt, const char *v)
     return 0;
 }
 
-/* '-' as a file: netc reads and writes named files only (a file named '-'
- * is ./-); what is an option's value (e.g. -o) or a command's file. */
-static int stdio_refused(const char *what)
-{
-    return usage_error("%s%s'-': netc reads and writes named files, not standard input or output; ./- names a file '-'", what,
-                       *what ? " " : "");
-}
-
 /* Applies option opt; *used: whether it took next as its value. */
 static int apply_option(cli_opts *o, const cli_option *opt, const char *next, bool *used)
 {
@@ -734,6 +746,7 @@ static int add_train_entry(const cli_opts *o, src_table *t, uint32_t id, diag_ct
 static int cmd_build(cli_opts *o)
 {
     if (o->nfiles != 1) return usage_error("build: expects one .net file, got %s", o->nfiles ? "several" : "none");
+    if (refuse_overwrite("-o", o->output, o->files[0], "the .net file built")) return 2;
     const char *step_only = o->train.accumulate ? "--accumulate" : o->train.memory_budget ? "--memory-budget" : NULL;
     if (step_only && o->entry && strcmp(o->entry, "forward") == 0)   /* read by nothing: there is no step */
         return usage_error("%s shapes the training step, and --entry forward builds none", step_only);
@@ -781,6 +794,11 @@ static int cmd_train(cli_opts *o)
     if (o->targets && (strchr(o->targets, ',') || !*o->targets))
         return usage_error("train: --target takes one architecture (the device's, e.g. sm_90a), not '%s'", o->targets);
     t.target = o->targets;
+    for (int k = 0; k < 2; k++) {   /* the outputs over the inputs */
+        const char *option = k ? "--metrics" : "--save", *out = k ? t.metrics_path : t.save_path;
+        if (refuse_overwrite(option, out, t.model_path, "the .net file trained") || refuse_overwrite(option, out, t.data_dir, "the --data file"))
+            return 2;
+    }
     if (!t.epochs) t.epochs = 1;
     if (!t.batch) t.batch = 128;
     t.set_names = o->set_names, t.set_values = o->set_values, t.nsets = o->nsets;

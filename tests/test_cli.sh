@@ -805,5 +805,16 @@ expect 2 "netc: --target: sm_80 is in the list 'sm_80,sm_80' twice" build "$src/
 # version and help read no more arguments (they were dropped)
 expect 2 "netc: netc version takes nothing more, got 'foo'" version foo
 expect 2 "netc: netc help takes nothing more, got '--bogus'" help --bogus
+# an output that is a file the command reads is refused before it is written (build -o m.net
+# wrote the module over its source, train --save the weights over it, --metrics over the data)
+cp "$src/tests/train/drop_lm.net" "$tmp/own.net"; cp "$tmp/fox.txt" "$tmp/own.txt"
+expect 2 "netc: -o $tmp/own.net is the .net file built, which this command reads: give another file name" build "$tmp/own.net" --target '' -o "$tmp/own.net"
+expect 2 "netc: --save $tmp/own.net is the .net file trained, which this command reads" \
+  train "$tmp/own.net" --data "$tmp/own.txt" --batch 16 --max-steps 1 --device cpu --save "$tmp/own.net"
+expect 2 "netc: --metrics $tmp/../${tmp##*/}/own.txt is the --data file, which this command reads" \
+  train "$tmp/own.net" --data "$tmp/own.txt" --batch 16 --max-steps 1 --device cpu --metrics "$tmp/../${tmp##*/}/own.txt"
+n=$((n + 1))
+cmp -s "$tmp/own.net" "$src/tests/train/drop_lm.net" && cmp -s "$tmp/own.txt" "$tmp/fox.txt" || { echo "FAIL: an input was written over"; fail=$((fail + 1)); }
+expect 2 "netc: --input '-': netc reads and writes named files" run "$tmp/m.netm" --input images=-
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
