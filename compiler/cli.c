@@ -1082,6 +1082,13 @@ static void infer_dims(const nrt_module *m, const cli_opts *o, const cpu_tensor 
 
 static int write_outputs(nrt_session *s, const nrt_module *m, const char *dir)
 {
+    for (int i = 0; dir && i < nrt_module_num_outputs(m); i++) {   /* a damaged module's dir/../x would go outside dir */
+        nrt_tensor_info info;
+        nrt_module_output(m, i, &info);
+        if (info.name[0] && !strchr(info.name, '/')) continue;
+        fprintf(stderr, "netc: the module's output '%s' is no file name to write in %s (is the module damaged?)\n", info.name, dir);
+        return 1;
+    }
     for (int i = 0; i < nrt_module_num_outputs(m); i++) {
         nrt_tensor_info info;
         nrt_module_output(m, i, &info);

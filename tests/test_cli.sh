@@ -816,5 +816,11 @@ expect 2 "netc: --metrics $tmp/../${tmp##*/}/own.txt is the --data file, which t
 n=$((n + 1))
 cmp -s "$tmp/own.net" "$src/tests/train/drop_lm.net" && cmp -s "$tmp/own.txt" "$tmp/fox.txt" || { echo "FAIL: an input was written over"; fail=$((fail + 1)); }
 expect 2 "netc: --input '-': netc reads and writes named files" run "$tmp/m.netm" --input images=-
+# a damaged module's output name with a '/' is written nowhere (--output D wrote D/../lgt.npy)
+mkdir -p "$tmp/esc/out"
+LC_ALL=C sed 's|logits|../lgt|g' "$tmp/m.netm" > "$tmp/esc/evil.netm"
+expect 1 "" run "$tmp/esc/evil.netm" --dim B=2 --random-inputs 1 --device cpu --output "$tmp/esc/out"
+n=$((n + 1))
+[[ ! -e "$tmp/esc/lgt.npy" ]] || { echo "FAIL: a module's output was written outside --output"; fail=$((fail + 1)); }
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
