@@ -820,6 +820,26 @@ static const ir_train_spec *entry_train_spec(const nrt_module *m)
     return t->present ? t : NULL;
 }
 
+/* Whether name is an input the train section declares (a forward entry
+ * keeps them in its interface). */
+static bool train_section_input(const nrt_module *m, const char *name)
+{
+    const ir_graph *g = nrt_module_graph(m);
+    for (uint32_t i = g->train.present ? g->train.first_train_input : g->ninputs; i < g->ninputs; i++)
+        if (!strcmp(g->inputs[i].name, name)) return true;
+    return false;
+}
+
+/* Whether the module's entry point reads its input name: a forward pass
+ * keeps the train section's inputs (labels) in its interface, read by no op. */
+static bool entry_reads(const nrt_module *m, const char *name)
+{
+    const ir_graph *g = nrt_module_graph(m);
+    for (ir_value v = 0; v < g->nnodes; v++)
+        if (g->nodes[v].op == OP_INPUT && !strcmp(g->inputs[g->nodes[v].attr.index].name, name)) return true;
+    return false;
+}
+
 /* Seeded random values for every input not given with --input: floats in
  * [-1, 1), bytes in [0, 256), integers in the range their uses accept (class
  * labels below the classes, indices below their table's rows: the smallest
@@ -842,7 +862,7 @@ static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, u
         bool given = false;
         for (int k = 0; k < o->ninputs; k++) given |= strcmp(o->inputs[k], decl.name) == 0;
         if (given) continue;
-        if (nrt_session_input_info(s, decl.name, &info, &e)) continue;   /* not read by this entry */
+        if (!entry_reads(m, decl.name) || nrt_session_input_info(s, decl.name, &info, &e)) continue;   /* not read by this entry */
         int64_t bound = 0;
         if (!dtype_is_float((nc_dtype)info.dtype) && nrt_session_input_bound(s, decl.name, &bound, &e)) bound = 0;
         double ints = info.dtype == NRT_U8 ? 256.0 : bound > 0 ? (double)bound : 10.0;
@@ -1172,6 +1192,13 @@ static int cmd_run(cli_opts *o)
     fprintf(stderr, "netc: running on %s\n", nrt_session_device(s));
     if (o->weights && nrt_session_load_weights(s, o->weights, &e)) { fprintf(stderr, "netc: %s\n", e.message); goto free_session; }
     for (int k = 0; k < o->ninputs; k++) {
+        if (!entry_reads(m, o->inputs[k])) {   /* set for nothing */
+            char hint[160];
+            snprintf(hint, sizeof hint, "drop --input %s%s", o->inputs[k],
+                     train_section_input(m, o->inputs[k]) ? ", or give --entry train: it is the train section's input" : "");
+            diag_cli_warning(stderr, false, hint, "--input %s has no effect: the %s entry point does not read it", o->inputs[k],
+                             o->entry ? o->entry : "forward");
+        }
         size_t bytes = (size_t)loaded[k].numel * dtype_size(loaded[k].dtype);
         void *buf = nc_xmalloc(bytes ? bytes : 1);
         cpu_tensor_to_native(&loaded[k], buf);

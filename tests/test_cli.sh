@@ -822,5 +822,18 @@ LC_ALL=C sed 's|logits|../lgt|g' "$tmp/m.netm" > "$tmp/esc/evil.netm"
 expect 1 "" run "$tmp/esc/evil.netm" --dim B=2 --random-inputs 1 --device cpu --output "$tmp/esc/out"
 n=$((n + 1))
 [[ ! -e "$tmp/esc/lgt.npy" ]] || { echo "FAIL: a module's output was written outside --output"; fail=$((fail + 1)); }
+# an --input the entry point does not read (the train section's labels, given to forward)
+# warns, with how to give it to the step (it was set for nothing without a word)
+hdr="{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }"
+printf '\x93NUMPY\x01\x00\x76\x00%s%*s\n\x01\x00\x00\x00\x02\x00\x00\x00' "$hdr" $((117 - ${#hdr})) '' > "$tmp/lab.npy"
+expect 0 "netc: warning: --input labels has no effect: the forward entry point does not read it
+  hint: drop --input labels, or give --entry train: it is the train section's input" \
+  run "$tmp/m.netm" --dim B=2 --random-inputs 1 --device cpu --input "labels=$tmp/lab.npy"
+quiet run "$tmp/m.netm" --entry train --dim B=2 --random-inputs 1 --device cpu --input "labels=$tmp/lab.npy"
+# nor is it filled by --random-inputs: every input forward reads given, it fills none, and says so
+hdr="{'descr': '|u1', 'fortran_order': False, 'shape': (2, 28, 28), }"
+{ printf '\x93NUMPY\x01\x00\x76\x00%s%*s\n' "$hdr" $((117 - ${#hdr})) ''; head -c 1568 /dev/zero; } > "$tmp/img.npy"
+expect 0 "netc: warning: --random-inputs 1 has no effect: every input the entry point reads is given with --input" \
+  run "$tmp/m.netm" --random-inputs 1 --device cpu --input "images=$tmp/img.npy"
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
