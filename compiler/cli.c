@@ -383,10 +383,12 @@ static const cli_option cli_options[] = {
     FLAG(CMD_CHECK | CMD_BUILD, "--report", report,
          "print the optimizer's decisions: casts moved and the bytes they "
          "save, values merged or dropped, what is recomputed, with source lines"),
-    FLAG(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "-Werror", werror, "treat warnings as errors, netc's own about the command line too (exit status 2)"),
+    FLAG(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "-Werror", werror,
+         "treat warnings as errors, netc's own about the command line too (exit status 2)"),
     TEXT(CMD_BUILD, "-o", output, "a file name", "FILE", "the module file to write"),
     /* netc run and inspect */
-    CALL_WITH(CMD_RUN, "--input", opt_input, "NAME=FILE.npy", "NAME=FILE.npy", "an input's value, from a .npy file (a scalar's: or a number, @lr=1e-3)"),
+    CALL_WITH(CMD_RUN, "--input", opt_input, "NAME=FILE.npy", "NAME=FILE.npy",
+              "an input's value, from a .npy file (a scalar's: or a number, @lr=1e-3)"),
     TEXT(CMD_RUN, "--output", outdir, "a directory", "DIR", "where the outputs go, NAME.npy each (made if missing)"),
     TEXT(CMD_RUN, "--weights", weights, "a safetensors file", "W.safetensors", "the parameters to load (names as in the .net file)"),
     CALL_WITH(CMD_RUN | CMD_TRAIN, "--device", opt_device, "cpu, gpu or auto", "cpu|gpu|auto", "where to run (default auto: the GPU when usable)"),
@@ -796,7 +798,8 @@ static int cmd_train(cli_opts *o)
     t.target = o->targets;
     for (int k = 0; k < 2; k++) {   /* the outputs over the inputs */
         const char *option = k ? "--metrics" : "--save", *out = k ? t.metrics_path : t.save_path;
-        if (refuse_overwrite(option, out, t.model_path, "the .net file trained") || refuse_overwrite(option, out, t.data_dir, "the --data file"))
+        if (refuse_overwrite(option, out, t.model_path, "the .net file trained") ||
+            refuse_overwrite(option, out, t.data_dir, "the --data file"))
             return 2;
     }
     if (!t.epochs) t.epochs = 1;
@@ -867,9 +870,11 @@ static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, u
         if (!dtype_is_float((nc_dtype)info.dtype) && nrt_session_input_bound(s, decl.name, &bound, &e)) bound = 0;
         double ints = info.dtype == NRT_U8 ? 256.0 : bound > 0 ? (double)bound : 10.0;
         cpu_tensor t = {0};
-        if (!cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, info.shape, (int64_t)8 << 30)) {   /* its values were read from nothing */
+        /* unchecked, its values were read from a one-byte buffer */
+        if (!cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, info.shape, (int64_t)8 << 30)) {
             int64_t values = 1;
-            for (int a = 0; a < info.rank; a++) values = values > INT64_MAX / (info.shape[a] ? info.shape[a] : 1) ? INT64_MAX : values * info.shape[a];
+            for (int a = 0; a < info.rank; a++)
+                values = values > INT64_MAX / (info.shape[a] ? info.shape[a] : 1) ? INT64_MAX : values * info.shape[a];
             fprintf(stderr, "netc: input %s holds %lld values at these dims, too many to fill with random values (8 GiB as "
                             "netc holds them, at most): give it with --input, or bind smaller dims\n", decl.name, (long long)values);
             return 1;

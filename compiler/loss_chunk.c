@@ -183,7 +183,8 @@ int loss_chunk_build(ir_graph *g, ir_value seed, int slices, ad_contribution out
     if (dw != IR_NONE) out[n++] = (ad_contribution){.value = hd.w, .grad = dw};
     if (report)   /* no backward where no trained parameter is behind the logits (a buffer's weight, h an input) */
         fprintf(report, "chunk-loss: cross_entropy over %%%u computed in %d slices of axis %d%s (one slice of logits alive "
-                "at a time)\n", hd.logits, chunks, hd.axis, n ? ", each with its backward" : " with no backward, no trained parameter being behind its logits");
+                "at a time)\n", hd.logits, chunks, hd.axis,
+                n ? ", each with its backward" : " with no backward, no trained parameter being behind its logits");
     return n;   /* 0 when no trained parameter is behind h or W: the ordinary sweep then finds nothing either */
 }
 
@@ -260,7 +261,8 @@ bool loss_chunk_warnings(int slices, int heads, int64_t rows, bool werror, FILE 
                                 "logits have %lld along the axis sliced, so it is computed in %lld slices",
                                 slices, (long long)rows, (long long)rows);
     }
-    return diag_cli_warning(out, werror, "drop --loss-slices: only such a large-vocabulary loss is sliced (a smaller one's logits are small)",
+    return diag_cli_warning(out, werror,
+                            "drop --loss-slices: only such a large-vocabulary loss is sliced (a smaller one's logits are small)",
                             "--loss-slices %d has no effect: the model has no loss of the form "
                             "cross_entropy(matmul(h, W, transpose_b: true)) over %d or more classes to slice",
                             slices, LOSS_CHUNK_MIN_CLASSES);

@@ -198,7 +198,8 @@ static ir_graph *compile(trainer *t, uint32_t id, bool train, bool loss_only, co
     for (int i = 0; i < t->o->ndims && nd < MAX_TRAIN_DIMS; i++) dn[nd] = t->o->dim_names[i], dv[nd++] = t->o->dim_values[i];
     driver_opts o = {.model = t->o->model, .verify = true, .train_step = train, .loss_only = loss_only, .accumulate = (int)t->o->accumulate,
                      .memory_budget = train ? t->o->memory_budget : 0, .fuse = !t->o->no_fuse,
-                     .loss_slices = t->o->loss_slices, .loss_heads = &t->loss_heads, .loss_rows = &t->loss_rows, .dim_names = dn, .dim_values = dv, .ndims = nd,
+                     .loss_slices = t->o->loss_slices, .loss_heads = &t->loss_heads, .loss_rows = &t->loss_rows,
+                     .dim_names = dn, .dim_values = dv, .ndims = nd,
                      .set_names = t->o->set_names, .set_values = t->o->set_values, .nsets = t->o->nsets,
                      .disabled_passes = t->o->disabled_passes, .ndisabled = t->o->ndisabled};
     d.werror = t->o->werror;
