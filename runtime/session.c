@@ -492,8 +492,9 @@ static nrt_status inputs_ready(const nrt_session *s, nrt_error *err)
     for (uint32_t i = 0; i < g->ninputs; i++)
         if (!s->input_set[i] && s->input_node[i] != IR_NONE &&
             (!g->train.present || g->nupdates || i < g->train.first_train_input))
-            return set_err(err, NRT_ERR_STATE, "input %s was not set (nrt_session_set_input; netc run: --input %s=FILE.npy, "
-                           "or --random-inputs SEED for the inputs not given)", g->inputs[i].name, g->inputs[i].name);
+            return set_err(err, NRT_ERR_STATE, "input %s was not set (nrt_session_set_input; netc run: --input %s=%s, "
+                           "or --random-inputs SEED for the inputs not given)", g->inputs[i].name, g->inputs[i].name,
+                           g->inputs[i].rank ? "FILE.npy" : "NUMBER or FILE.npy");
     return NRT_OK;
 }
 

@@ -835,5 +835,8 @@ hdr="{'descr': '|u1', 'fortran_order': False, 'shape': (2, 28, 28), }"
 { printf '\x93NUMPY\x01\x00\x76\x00%s%*s\n' "$hdr" $((117 - ${#hdr})) ''; head -c 1568 /dev/zero; } > "$tmp/img.npy"
 expect 0 "netc: warning: --random-inputs 1 has no effect: every input the entry point reads is given with --input" \
   run "$tmp/m.netm" --random-inputs 1 --device cpu --input "images=$tmp/img.npy"
+# a scalar input not given says it can be a number
+expect 1 "input @lr was not set (nrt_session_set_input; netc run: --input @lr=NUMBER or FILE.npy, or --random-inputs SEED" \
+  run "$tmp/m.netm" --input "images=$tmp/img.npy" --input "labels=$tmp/lab.npy" --entry train --device cpu
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
