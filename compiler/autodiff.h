@@ -81,14 +81,16 @@ int loss_chunk_forward(ir_graph *g, int slices, FILE *report, char *err, size_t 
 /* How many losses of g the rewrite above could slice: the train section's
  * (train) or the outputs' (forward); *rows (when not NULL) becomes the
  * fewest rows along a sliced axis of those and it (0: none yet), the most
- * slices they can take. With none, --loss-slices asks for nothing, and
- * with fewer rows than it asks for, gets that many: the CLI warns
- * (loss_chunk_warnings). */
-int loss_chunk_heads(const ir_graph *g, bool train, int64_t *rows);
+ * slices they can take; *unbound (when not NULL) counts up the losses of
+ * that form whose sliced axis is symbolic. With none, --loss-slices asks
+ * for nothing, and with fewer rows than it asks for, gets that many: the
+ * CLI warns (loss_chunk_warnings). */
+int loss_chunk_heads(const ir_graph *g, bool train, int64_t *rows, int *unbound);
 /* The warning for --loss-slices slices where no loss could be sliced
- * (heads 0), or where one has only rows (> 0) rows to split, fewer than
- * slices, on out (an error under -Werror, werror); nothing otherwise.
- * Returns whether it failed the command. */
-bool loss_chunk_warnings(int slices, int heads, int64_t rows, bool werror, FILE *out);
+ * (heads 0; unbound of them for a symbolic axis), or where one has only
+ * rows (> 0) rows to split, fewer than slices, on out (an error under
+ * -Werror, werror); nothing otherwise. Returns whether it failed the
+ * command. */
+bool loss_chunk_warnings(int slices, int heads, int unbound, int64_t rows, bool werror, FILE *out);
 
 #endif

@@ -88,6 +88,7 @@ typedef struct chunk_head {
  * last leading axis of the logits, when its size is a constant of 2 or more. */
 static bool find_head(const ir_graph *g, ir_value loss, chunk_head *hd)
 {
+    hd->len = 0;   /* a symbolic axis's: not known (head_unbound) */
     if (loss == IR_NONE || g->nodes[loss].op != OP_CROSS_ENTROPY) return false;
     hd->logits = ir_args(g, &g->nodes[loss])[0];
     const ir_node *l = &g->nodes[hd->logits];
@@ -100,6 +101,15 @@ static bool find_head(const ir_graph *g, ir_value loss, chunk_head *hd)
     hd->smoothing = g->nodes[loss].attr.f;
     hd->axis = l->rank - 2;
     return dim_is_const(&g->dims[l->shape[hd->axis]], &hd->len) && hd->len >= 2;
+}
+
+/* Whether find_head refused loss only for its sliced axis's size being
+ * symbolic (T of an unbound [B, T, V]): a head once --dim binds it. */
+static bool head_unbound(const ir_graph *g, ir_value loss)
+{
+    chunk_head hd = {.axis = -1};   /* find_head sets the axis once every other check has passed */
+    int64_t d;
+    return !find_head(g, loss, &hd) && hd.axis >= 0 && !dim_is_const(&g->dims[g->nodes[hd.logits].shape[hd.axis]], &d);
 }
 
 /* Slice k of chunks: cross_entropy(matmul(hk, w) as the head's logits are,
@@ -232,27 +242,34 @@ int loss_chunk_forward(ir_graph *g, int slices, FILE *report, char *err, size_t 
     return rewritten;
 }
 
-static int count_head(const ir_graph *g, ir_value loss, bool train, int64_t *rows)
+static int count_head(const ir_graph *g, ir_value loss, bool train, int64_t *rows, int *unbound)
 {
     chunk_head hd;
-    if (!find_head(g, loss, &hd) || (!train && users_of(g, loss) != 1)) return 0;
+    if (!train && users_of(g, loss) != 1) return 0;
+    if (unbound && head_unbound(g, loss)) ++*unbound;
+    if (!find_head(g, loss, &hd)) return 0;
     if (rows && (!*rows || hd.len < *rows)) *rows = hd.len;
     return 1;
 }
 
-int loss_chunk_heads(const ir_graph *g, bool train, int64_t *rows)
+int loss_chunk_heads(const ir_graph *g, bool train, int64_t *rows, int *unbound)
 {
-    if (train) return count_head(g, g->train.loss, true, rows);
+    if (train) return count_head(g, g->train.loss, true, rows, unbound);
     int n = 0;
-    for (uint32_t i = 0; i < g->noutputs; i++) n += count_head(g, g->outputs[i].value, false, rows);
+    for (uint32_t i = 0; i < g->noutputs; i++) n += count_head(g, g->outputs[i].value, false, rows, unbound);
     return n;
 }
 
 /* --loss-slices 1 (--no-chunk-loss) asks for the whole loss, which is what
  * a loss too small to slice gets: only a count above 1 goes unheard. */
-bool loss_chunk_warnings(int slices, int heads, int64_t rows, bool werror, FILE *out)
+bool loss_chunk_warnings(int slices, int heads, int unbound, int64_t rows, bool werror, FILE *out)
 {
     if (slices < 2) return false;
+    if (!heads && unbound)   /* there is such a loss: it was said to have none */
+        return diag_cli_warning(out, werror,
+                                "bind the logits' axis that is sliced with --dim (T of [B, T, V]: --dim T=1024), or drop --loss-slices",
+                                "--loss-slices %d has no effect: the large-vocabulary loss is sliced along its logits' "
+                                "second-to-last axis, whose size is symbolic here", slices);
     if (heads > 0) {
         char hint[64];
         snprintf(hint, sizeof hint, "give --loss-slices %lld or less", (long long)rows);

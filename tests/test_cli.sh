@@ -838,5 +838,10 @@ expect 0 "netc: warning: --random-inputs 1 has no effect: every input the entry 
 # a scalar input not given says it can be a number
 expect 1 "input @lr was not set (nrt_session_set_input; netc run: --input @lr=NUMBER or FILE.npy, or --random-inputs SEED" \
   run "$tmp/m.netm" --input "images=$tmp/img.npy" --input "labels=$tmp/lab.npy" --entry train --device cpu
+# GPT-2 with T unbound has such a loss, but no constant axis to slice it along: the warning
+# says to bind it (it said the model had no such loss)
+expect 0 "netc: warning: --loss-slices 2 has no effect: the large-vocabulary loss is sliced along its logits' second-to-last axis, whose size is symbolic here
+  hint: bind the logits' axis that is sliced with --dim (T of [B, T, V]: --dim T=1024), or drop --loss-slices" \
+  build "$src/examples/gpt2.net" --set L=1 --loss-slices 2 --target '' -o "$tmp/ls.netm"
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
