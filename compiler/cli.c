@@ -484,32 +484,43 @@ static void print_option_help(FILE *out, const char *name, const char *arg, unsi
     fputc('\n', out);
 }
 
-static void print_help(FILE *out)
+/* Each command's lines of the help, so that `netc help CMD` can print one. */
+static const struct {
+    const char *name;
+    const char *usage;
+} command_usage[] = {
+    {"check", "  check FILE...        parse and type-check; diagnostics only\n"},
+    {"build", "  build FILE -o M.netm compile a model into a module (CUDA kernels inside)\n"},
+    {"run", "  run M.netm           run a module: --input NAME=FILE.npy ... --output DIR\n"
+            "                       [--weights W.safetensors] [--device cpu|gpu|auto] [--random-inputs SEED]\n"},
+    {"inspect", "  inspect M.netm       kernels, bytes moved, FLOPs, memory plan, peak memory [--json]\n"
+                "                       [--profile [RUNS]]: each launch timed on the GPU (median of RUNS, default 20)\n"},
+    {"train", "  train FILE --data DIR [--epochs N] [--batch B] [--device cpu|gpu|auto] [--seed S] [--lr X]\n"
+              "        [--checkpoint-dir D] [--checkpoint-every N] [--resume] [--metrics F.jsonl]\n"
+              "        [--save W.safetensors] [--max-steps N]\n"
+              "        Ctrl-C or SIGTERM: stop after the step, save the checkpoint, --save and metrics; status 130/143\n"},
+    {"help", "  help [COMMAND]       this text; with a command, only its lines and the options it takes\n"},
+    {"version", "  version              netc's version, its module format and NVRTC's\n"},
+};
+
+/* The help: every command and option, or with only set one command's lines
+ * and the options it takes. */
+static void print_help(FILE *out, const char *only)
 {
-    fprintf(out,
-            "usage: netc <command> [options] FILE...\n"
-            "\n"
-            "commands:\n"
-            "  check FILE...        parse and type-check; diagnostics only\n"
-            "  build FILE -o M.netm compile a model into a module (CUDA kernels inside)\n"
-            "  run M.netm           run a module: --input NAME=FILE.npy ... --output DIR\n"
-            "                       [--weights W.safetensors] [--device cpu|gpu|auto] [--random-inputs SEED]\n"
-            "  inspect M.netm       kernels, bytes moved, FLOPs, memory plan, peak memory [--json]\n"
-            "                       [--profile [RUNS]]: each launch timed on the GPU (median of RUNS, default 20)\n"
-            "  train FILE --data DIR [--epochs N] [--batch B] [--device cpu|gpu|auto] [--seed S] [--lr X]\n"
-            "        [--checkpoint-dir D] [--checkpoint-every N] [--resume] [--metrics F.jsonl]\n"
-            "        [--save W.safetensors] [--max-steps N]\n"
-            "        Ctrl-C or SIGTERM: stop after the step, save the checkpoint, --save and metrics; status 130/143\n"
-            "  help                 this text\n"
-            "  version              netc's version, its module format and NVRTC's\n"
-            "\n"
-            "options:\n");
-    print_option_help(out, "--dump-ir", NULL, DUMP_IR_COMMANDS, "print the final IR");
-    char passes[160] = "print the IR after a pass (sema";
-    for (int i = 0; i < pass_count; i++) snprintf(passes + strlen(passes), sizeof passes - strlen(passes), ", %s", pass_pipeline[i].name);
-    snprintf(passes + strlen(passes), sizeof passes - strlen(passes), ")");
-    print_option_help(out, "--dump-ir=after:PASS", NULL, DUMP_IR_COMMANDS, passes);
-    for (int i = 0; i < pass_count; i++) {
+    unsigned bit = only ? command_bit(only) : ~0u;
+    fputs(only ? "usage:\n" : "usage: netc <command> [options] FILE...\n\ncommands:\n", out);
+    for (size_t i = 0; i < NC_COUNT(command_usage); i++)
+        if (!only || !strcmp(only, command_usage[i].name)) fputs(command_usage[i].usage, out);
+    if (!bit) return;
+    fputs("\noptions:\n", out);
+    if (bit & DUMP_IR_COMMANDS) {
+        print_option_help(out, "--dump-ir", NULL, DUMP_IR_COMMANDS, "print the final IR");
+        char passes[160] = "print the IR after a pass (sema";
+        for (int i = 0; i < pass_count; i++) snprintf(passes + strlen(passes), sizeof passes - strlen(passes), ", %s", pass_pipeline[i].name);
+        snprintf(passes + strlen(passes), sizeof passes - strlen(passes), ")");
+        print_option_help(out, "--dump-ir=after:PASS", NULL, DUMP_IR_COMMANDS, passes);
+    }
+    for (int i = 0; i < pass_count && (bit & PASS_OFF_COMMANDS); i++) {
         char name[64], what[160];
         snprintf(name, sizeof name, "--no-%s", pass_pipeline[i].name);
         snprintf(what, sizeof what, "skip: %s", pass_pipeline[i].what);
@@ -517,9 +528,22 @@ static void print_help(FILE *out)
     }
     for (size_t i = 0; i < NC_COUNT(cli_options); i++) {
         const cli_option *opt = &cli_options[i];
-        print_option_help(out, opt->name, opt->arg, opt->commands, opt->help);
+        if (opt->commands & bit) print_option_help(out, opt->name, opt->arg, opt->commands, opt->help);
     }
 }
+
+/* `netc help CMD` and `netc CMD --help`: CMD's help; an unknown CMD is a bad command line. */
+static int help_for_command(const char *cmd)
+{
+    for (size_t i = 0; i < NC_COUNT(command_usage); i++)
+        if (!strcmp(cmd, command_usage[i].name)) {
+            print_help(stdout, command_usage[i].name);
+            return 0;
+        }
+    return usage_error("netc help %s: no such command (the commands: check, build, run, inspect, train, help, version)", cmd);
+}
+
+static bool is_help_word(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h") || !strcmp(arg, "help"); }
 
 /* What an OPT_COUNT option's value must be, for its errors. */
 static const char *count_wanted(const cli_option *opt) { return opt->least ? "a positive integer" : "a non-negative integer"; }
@@ -1226,11 +1250,13 @@ done:
 
 int cli_main(int argc, char **argv)
 {
-    const bool help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"));
+    const bool help = argc >= 2 && is_help_word(argv[1]);
+    if (help && argc == 3) return help_for_command(argv[2]);
+    if (argc == 3 && command_bit(argv[1]) && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) return help_for_command(argv[1]);
     if ((help || (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")))) && argc > 2)   /* read by nothing */
-        return usage_error("netc %s takes nothing more, got '%s'", argv[1], argv[2]);
+        return usage_error("netc %s takes nothing more, got '%s'", argv[1], argv[help ? 3 : 2]);
     if (argc < 2 || help) {
-        print_help(argc < 2 ? stderr : stdout);
+        print_help(argc < 2 ? stderr : stdout, NULL);
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {

@@ -804,7 +804,17 @@ expect 2 "netc: --target: an empty name in the list ','" build "$src/examples/fa
 expect 2 "netc: --target: sm_80 is in the list 'sm_80,sm_80' twice" build "$src/examples/fashion_mlp.net" --target sm_80,sm_80 -o "$tmp/t.netm"
 # version and help read no more arguments (they were dropped)
 expect 2 "netc: netc version takes nothing more, got 'foo'" version foo
-expect 2 "netc: netc help takes nothing more, got '--bogus'" help --bogus
+expect 2 "netc: netc help --bogus: no such command" help --bogus
+expect 2 "netc: netc help takes nothing more, got 'x'" help build x
+# netc help CMD (and netc CMD --help): CMD's lines and the options it takes, no others
+n=$((n + 1))
+build_help=$("$netc" help build 2>&1) || { echo "FAIL: netc help build exits non-zero"; fail=$((fail + 1)); }
+[[ $build_help == *"  build FILE -o M.netm"* && $build_help == *--memory-budget* && $build_help == *--no-cse* ]] ||
+  { echo "FAIL: netc help build lacks build's line or options: $build_help"; fail=$((fail + 1)); }
+[[ $build_help != *--epochs* && $build_help != *"  train FILE"* ]] || { echo "FAIL: netc help build shows train's: $build_help"; fail=$((fail + 1)); }
+n=$((n + 1))
+[[ $("$netc" train --help 2>&1) == "$("$netc" help train 2>&1)" && $("$netc" help train) == *--epochs* ]] ||
+  { echo "FAIL: netc train --help is not netc help train's text"; fail=$((fail + 1)); }
 # an output that is a file the command reads is refused before it is written (build -o m.net
 # wrote the module over its source, train --save the weights over it, --metrics over the data)
 cp "$src/tests/train/drop_lm.net" "$tmp/own.net"; cp "$tmp/fox.txt" "$tmp/own.txt"
