@@ -20,19 +20,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool is_output(const ir_graph *g, ir_value v)
+/* What the step's outputs and updates make of each value, counted once: a
+ * search over them for each step and update was quadratic (GPT-2's step
+ * has hundreds of updates, asked of every candidate of --memory-budget). */
+enum { ROLE_OUTPUT = 1, ROLE_UPDATE = 2, ROLE_UPDATES = 4 /* two or more */ };
+
+static uint8_t *value_roles(const ir_graph *g)
 {
+    uint8_t *role = nc_xcalloc((size_t)g->nnodes + 1, sizeof *role);
     for (uint32_t i = 0; i < g->noutputs; i++)
-        if (g->outputs[i].value == v) return true;
-    return false;
+        if (g->outputs[i].value < g->nnodes) role[g->outputs[i].value] |= ROLE_OUTPUT;
+    for (uint32_t i = 0; i < g->nupdates; i++) {
+        ir_value v = g->updates[i].value;
+        if (v < g->nnodes) role[v] |= role[v] & ROLE_UPDATE ? ROLE_UPDATES : ROLE_UPDATE;
+    }
+    return role;
 }
 
-static int update_count(const ir_graph *g, ir_value v)
+static bool is_output(const ir_graph *g, const uint8_t *role, ir_value v) { return v < g->nnodes && role[v] & ROLE_OUTPUT; }
+
+static bool updated_once(const ir_graph *g, const uint8_t *role, ir_value v)
 {
-    int n = 0;
-    for (uint32_t i = 0; i < g->nupdates; i++) n += g->updates[i].value == v;
-    return n;
+    return v < g->nnodes && (role[v] & (ROLE_UPDATE | ROLE_UPDATES)) == ROLE_UPDATE;
 }
+
+static bool updated(const ir_graph *g, const uint8_t *role, ir_value v) { return v < g->nnodes && role[v] & ROLE_UPDATE; }
 
 /* The copy that assigns an update to its parameter (cuda_emit's last steps):
  * the only steps whose node is a parameter. */
@@ -41,10 +53,10 @@ static bool is_update_copy(const ir_graph *g, const nrt_step *s)
     return s->kind == NRT_STEP_COPY && s->node < g->nnodes && g->nodes[s->node].op == OP_PARAM;
 }
 
-static bool is_view(const ir_graph *g, const nrt_step *s)
+static bool is_view(const ir_graph *g, const uint8_t *role, const nrt_step *s)
 {
     return s->kind == NRT_STEP_COPY && s->node < g->nnodes && g->nodes[s->node].op == OP_RESHAPE &&
-           s->bufs[1] == s->node && !is_output(g, s->node) && update_count(g, s->node) == 0;
+           s->bufs[1] == s->node && !is_output(g, role, s->node) && !updated(g, role, s->node);
 }
 
 /* One past the largest buffer id any step names. */
@@ -57,11 +69,34 @@ static uint32_t buffer_ids(const nrt_program *p)
     return n;
 }
 
-static void rename_from(nrt_program *p, uint32_t first_step, uint32_t from, uint32_t to)
+/* The in-place updates' renames (u's references become pnode's), made in
+ * one pass at the end rather than a pass over the steps each (GPT-2's step:
+ * hundreds): a rename touches only u, which nothing asks of again (each
+ * update value is one update's), and pnode, whose references are looked up
+ * again only after the pending renames are made (apply_renames). */
+typedef struct renames {
+    uint32_t n;
+    uint32_t *to;    /* UINT32_MAX: not renamed */
+    bool pending;
+} renames;
+
+static renames no_renames(uint32_t n)
 {
-    for (uint32_t k = first_step; k < p->nsteps; k++)
-        for (int j = 0; j < p->steps[k].nbufs; j++)
-            if (p->steps[k].bufs[j] == from) p->steps[k].bufs[j] = to;
+    renames r = {n, nc_xmalloc(((size_t)n + 1) * sizeof *r.to), false};
+    for (uint32_t b = 0; b < n; b++) r.to[b] = UINT32_MAX;
+    return r;
+}
+
+static void apply_renames(nrt_program *p, renames *r)
+{
+    if (!r->pending) return;
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        for (int j = 0; j < p->steps[k].nbufs; j++) {
+            uint32_t b = p->steps[k].bufs[j];
+            if (b < r->n && r->to[b] != UINT32_MAX) p->steps[k].bufs[j] = r->to[b];
+        }
+    for (uint32_t b = 0; b < r->n; b++) r->to[b] = UINT32_MAX;
+    r->pending = false;
 }
 
 static int32_t first_ref(const nrt_program *p, uint32_t buf)
@@ -123,10 +158,11 @@ static int32_t last_read_of(const alias_index *ix, const ir_graph *g, const nrt_
 }
 
 /* Whether update value u can be computed in the memory of parameter node pnode. */
-static bool update_fits_in_place(const ir_graph *g, const nrt_program *p, ir_value pnode, ir_value u, const alias_index *ix)
+static bool update_fits_in_place(const ir_graph *g, const uint8_t *role, const nrt_program *p, ir_value pnode, ir_value u,
+                                 const alias_index *ix)
 {
     const ir_node *un = &g->nodes[u], *pn = &g->nodes[pnode];
-    if (u == pnode || un->op == OP_PARAM || un->op == OP_INPUT || is_output(g, u) || update_count(g, u) != 1) return false;
+    if (u == pnode || un->op == OP_PARAM || un->op == OP_INPUT || is_output(g, role, u) || !updated_once(g, role, u)) return false;
     if (un->dtype != pn->dtype || un->rank != pn->rank) return false;
     for (int d = 0; d < un->rank; d++)
         if (un->shape[d] != pn->shape[d]) return false;
@@ -136,10 +172,11 @@ static bool update_fits_in_place(const ir_graph *g, const nrt_program *p, ir_val
     if (old_read < written) return true;
     const nrt_step *w = &p->steps[written];
     if (old_read > written || !nrt_step_per_element(g, p, w)) return false;
-    for (int j = 0; j < w->nbufs; j++)
-        for (int o = 0; o < w->nbufs; o++)   /* pnode read where u is written */
-            if (w->bufs[j] == pnode && p->slot_values[written * NRT_MAX_BUFS + o] == u && !nrt_step_may_share(w, o, j))
-                return false;
+    for (int j = 0; j < w->nbufs; j++) {   /* pnode read where u is written */
+        if (w->bufs[j] != pnode) continue;
+        for (int o = 0; o < w->nbufs; o++)
+            if (p->slot_values[written * NRT_MAX_BUFS + o] == u && !nrt_step_may_share(w, o, j)) return false;
+    }
     return true;
 }
 
@@ -164,7 +201,7 @@ static uint32_t renamed(const uint32_t *to, uint32_t n, uint32_t b)
 /* Each view's steps after it read its operand's buffer: one pass, each
  * step's buffers renamed by the views before it (a view's operand is
  * renamed when the view is reached, so following the renames ends). */
-static void alias_views(const ir_graph *g, nrt_program *p, bool *drop)
+static void alias_views(const ir_graph *g, const uint8_t *role, nrt_program *p, bool *drop)
 {
     uint32_t n = buffer_ids(p);
     uint32_t *to = nc_xmalloc(((size_t)n + 1) * sizeof *to);
@@ -172,7 +209,7 @@ static void alias_views(const ir_graph *g, nrt_program *p, bool *drop)
     for (uint32_t k = 0; k < p->nsteps; k++) {
         nrt_step *s = &p->steps[k];
         for (int j = 0; j < s->nbufs; j++) s->bufs[j] = renamed(to, n, s->bufs[j]);
-        if (!is_view(g, s)) continue;
+        if (!is_view(g, role, s)) continue;
         to[s->node] = s->bufs[0];
         s->nbufs = 0;   /* no longer a reference to either buffer */
         drop[k] = true;
@@ -187,19 +224,26 @@ void cuda_alias_buffers(const ir_graph *g, nrt_program *p)
     for (uint32_t k = 0; k < p->nsteps; k++)
         memcpy(&p->slot_values[k * NRT_MAX_BUFS], p->steps[k].bufs, sizeof p->steps[k].bufs);
     bool *drop = nc_xcalloc(p->nsteps + 1, sizeof *drop);
-    alias_views(g, p, drop);
+    uint8_t *role = value_roles(g);
+    alias_views(g, role, p, drop);
     alias_index ix = index_steps(g, p);
+    renames r = no_renames(ix.n);
     for (uint32_t k = 0; k < p->nsteps; k++) {
         nrt_step *s = &p->steps[k];
-        if (!is_update_copy(g, s) || !update_fits_in_place(g, p, s->bufs[1], s->bufs[0], &ix)) continue;
+        if (!is_update_copy(g, s)) continue;
         uint32_t u = s->bufs[0], pnode = s->bufs[1];
-        rename_from(p, (uint32_t)first_ref_of(&ix, p, u), u, pnode);
+        if ((u < ix.n && ix.moved[u]) || (pnode < ix.n && ix.moved[pnode])) apply_renames(p, &r);
+        if (!update_fits_in_place(g, role, p, pnode, u, &ix)) continue;
+        r.to[u] = pnode, r.pending = true;   /* u < ix.n: update_fits_in_place found its first reference */
         s->nbufs = 0;
         drop[k] = true;
         ix.moved[u] = ix.moved[pnode] = true;
     }
+    apply_renames(p, &r);
+    free(r.to);
     drop_steps(p, drop);
     free(drop);
+    free(role);
     free(ix.first);
     free(ix.last);
     free(ix.moved);

@@ -104,14 +104,28 @@ static bool tiled_shape(cg_ctx *cg, ir_value v, attn_shape *a) { return tiled_sh
 
 static bool is_attention(nc_op op) { return op == OP_ATTENTION || op == OP_ATTENTION_LSE || op == OP_ATTENTION_GRAD; }
 
+/* v's readers in node order, each once: the next after *k of its
+ * cg->reader_list entries (which hold a reader once per slot), IR_NONE
+ * past the last. */
+static ir_value next_reader(const cg_ctx *cg, ir_value v, uint32_t *k)
+{
+    const cuda_reader_index *ri = &cg->reader_list;
+    uint32_t at = ri->start[v] + *k, end = ri->start[v + 1];
+    if (at >= end) return IR_NONE;
+    ir_value u = ri->at[at];
+    while (at < end && ri->at[at] == u) at++;
+    *k = at - ri->start[v];
+    return u;
+}
+
 /* Whether every reader of w is a tensor-core attention step reading it as
  * q, k, v or (a gradient) dO, or a part of a delta a q gradient's kernel
  * computes (in_delta). */
 static bool read_by_tiled_attention_only(const cg_ctx *cg, ir_value w, const bool *in_delta)
 {
     const ir_graph *g = cg->g;
-    uint32_t seen = 0;
-    for (ir_value u = w + 1; u < g->nnodes; u++)
+    uint32_t seen = 0, k = 0;
+    for (ir_value u; (u = next_reader(cg, w, &k)) != IR_NONE;)
         for (int i = 0; i < g->nodes[u].nargs; i++) {
             if (ir_args(g, &g->nodes[u])[i] != w) continue;
             seen++;
@@ -168,8 +182,8 @@ static bool head_interleaved(const cg_ctx *cg, ir_value w, ir_value *root, uint3
 static bool read_by_tiled_gradients_only(const cg_ctx *cg, ir_value v)
 {
     const ir_graph *g = cg->g;
-    uint32_t seen = 0;
-    for (ir_value u = v + 1; u < g->nnodes; u++)
+    uint32_t seen = 0, k = 0;
+    for (ir_value u; (u = next_reader(cg, v, &k)) != IR_NONE;)
         for (int i = 0; i < g->nodes[u].nargs; i++) {
             if (ir_args(g, &g->nodes[u])[i] != v) continue;
             attn_shape a;
@@ -213,7 +227,8 @@ static ir_value delta_source(const cg_ctx *cg, ir_value u, bool *in_delta)
     if (dn->op != OP_SUM || dn->dtype != NC_F32 || !dn->attr.keepdim || dn->attr.naxes != 1 || dn->attr.axes[0] != dn->rank - 1 ||
         cg->escapes[d] || cg->group[d])
         return IR_NONE;
-    for (ir_value r = 0; r < g->nnodes; r++)   /* its readers: u first, then gradients of the same attention */
+    uint32_t k = 0;
+    for (ir_value r; (r = next_reader(cg, d, &k)) != IR_NONE;)   /* its readers: u first, then gradients of the same attention */
         for (int i = 0; i < g->nodes[r].nargs; i++)
             if (ir_args(g, &g->nodes[r])[i] == d &&
                 (r < u || g->nodes[r].op != OP_ATTENTION_GRAD || i != 5 || !same_attention(g, &g->nodes[r], gu) ||
@@ -339,7 +354,8 @@ static void plan_output(cg_ctx *cg, const bool *in_delta)
         if (g->nodes[f].op != OP_ATTENTION || cg->escapes[f] || g->nodes[f].rank != 4 || !tiled_shape_of(g, f, &a)) continue;
         ir_value t = IR_NONE;
         bool others = false;
-        for (ir_value u = f + 1; u < g->nnodes && !others; u++)
+        uint32_t k = 0;
+        for (ir_value u; !others && (u = next_reader(cg, f, &k)) != IR_NONE;)
             for (int i = 0; i < g->nodes[u].nargs; i++) {
                 if (ir_args(g, &g->nodes[u])[i] != f || in_delta[u]) continue;
                 const ir_node *un = &g->nodes[u];

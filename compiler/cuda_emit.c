@@ -3060,6 +3060,17 @@ bool cuda_emit_program_cost(const ir_graph *g, bool fuse, nrt_program *out, char
     return emit_program(g, fuse, false, out, err, errcap);
 }
 
+/* Each parameter's first node (IR_NONE: none), by its index: the updates
+ * look theirs up, and scanning the nodes for each was quadratic. */
+static ir_value *param_nodes(const ir_graph *g)
+{
+    ir_value *node = nc_xmalloc((g->nparams + 1) * sizeof *node);
+    for (uint32_t i = 0; i <= g->nparams; i++) node[i] = IR_NONE;
+    for (ir_value v = g->nnodes; v-- > 0;)
+        if (g->nodes[v].op == OP_PARAM && g->nodes[v].attr.index < g->nparams) node[g->nodes[v].attr.index] = v;
+    return node;
+}
+
 /* source: write the module's source; else only the bodies, which the
  * steps are read off (the comments and the assembled source are not). */
 static bool emit_program(const ir_graph *g, bool fuse, bool source, nrt_program *out, char *err, size_t errcap)
@@ -3094,10 +3105,9 @@ static bool emit_program(const ir_graph *g, bool fuse, bool source, nrt_program 
     /* A training step ends by assigning each update to its parameter's buffer:
      * after every read of the old value, so no kernel sees a half-updated
      * weight (cuda_alias_buffers drops the copies it can). */
+    ir_value *param_node = param_nodes(g);
     for (uint32_t i = 0; i < g->nupdates; i++) {
-        ir_value pnode = IR_NONE;
-        for (ir_value v = 0; v < g->nnodes && pnode == IR_NONE; v++)
-            if (g->nodes[v].op == OP_PARAM && g->nodes[v].attr.index == g->updates[i].param) pnode = v;
+        ir_value pnode = g->updates[i].param < g->nparams ? param_node[g->updates[i].param] : IR_NONE;
         if (pnode == IR_NONE) continue;
         nrt_step *s = new_step(&cg, NRT_STEP_COPY, pnode);
         uint32_t numel;
@@ -3106,6 +3116,7 @@ static bool emit_program(const ir_graph *g, bool fuse, bool source, nrt_program 
         add_buf(s, g->updates[i].value);
         add_buf(s, pnode);
     }
+    free(param_node);
     cuda_alias_buffers(g, out);
     nrt_program_mark_prepare(g, out);
     mark_carried_copies(&cg, out);

@@ -30,6 +30,13 @@
  * and the body after it. */
 #define CUDA_BODY_HEADER "(nc_args A) {\n"
 
+/* Each value's readers in node order, once per operand slot that reads it:
+ * those of v at at[start[v] .. start[v + 1]). */
+typedef struct cuda_reader_index {
+    uint32_t *start;
+    ir_value *at;
+} cuda_reader_index;
+
 /* A growable string. */
 typedef struct cg_buf {
     char *s;
@@ -64,6 +71,7 @@ typedef struct cg_ctx {
     bool *escapes;         /* fusion: read by an output, an update or the loss */
     uint32_t *readers;     /* fusion: how many operand slots read each value ... */
     ir_value *reader;      /* ... and one of its readers (the only one where readers is 1) */
+    cuda_reader_index reader_list; /* fusion: ... and all of them (the planners' scans for readers were quadratic) */
     uint32_t *kernel_of;   /* fusion: for each group id, the first group of the kernel it is a loop of */
     ir_value *prologue_of; /* fusion: for each group id, the reduction that computes it as it loads (IR_NONE: none) */
     ir_value *epilogue_of; /* fusion: for each group id, the column reduction whose second kernel computes it

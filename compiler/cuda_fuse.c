@@ -72,11 +72,7 @@ static bool same_shape(const ir_node *a, const ir_node *b)
     return a->rank == b->rank && memcmp(a->shape, b->shape, a->rank * sizeof *a->shape) == 0;
 }
 
-/* Each value's readers in order: those of v at at[start[v] .. start[v + 1]). */
-typedef struct reader_index {
-    uint32_t *start;
-    ir_value *at;
-} reader_index;
+typedef cuda_reader_index reader_index;
 
 /* One index serves every planner: nodes keep their places while fusion is
  * planned. */
@@ -665,6 +661,7 @@ static void plan_kernels(cg_ctx *cg)
     bool *in_kernel = nc_xcalloc(cg->ngroups + 1, sizeof *in_kernel);
     group_span *next = nc_xmalloc(sizeof *next);
     uint32_t leader = 0, nsections = 0;
+    uint32_t sections[NRT_MAX_SECTIONS + 1];   /* the kernel's groups: what in_kernel marks */
     ir_value shared[GROUP_IO_CAP * NRT_MAX_SECTIONS];
     int nshared = 0, nouts = 0;
     bool open = false, clear_between = true;
@@ -677,9 +674,7 @@ static void plan_kernels(cg_ctx *cg)
         }
         if (v > 0 && cg->group[v - 1] == id) continue;   /* not the group's first member */
         if (cg->prologue_of[id] != IR_NONE) continue;   /* computed by its reduction: no kernel, no loop */
-        *next = (group_span){.id = id, .first = v, .last = v};
-        for (ir_value u = v; u < g->nnodes; u++)
-            if (cg->group[u] == id) next->last = u;
+        *next = (group_span){.id = id, .first = v, .last = cg->group_last[id]};
         group_io(cg, id, next->first, next->last, next->in, &next->nin, next->out, &next->nout);
         for (ir_value u = next->first + 1; u < next->last && !next->spreads; u++)   /* a kernel inside the run runs first */
             next->spreads = cg->group[u] != id && !cg->inlined[u] && g->nodes[u].op != OP_PARAM && g->nodes[u].op != OP_INPUT;
@@ -696,12 +691,12 @@ static void plan_kernels(cg_ctx *cg)
                      next->nout > 0 && nshared + extra + nouts + next->nout <= NRT_MAX_BUFS && 1 + nsections + 1 <= NRT_MAX_INTS &&
                      !reads_group_of(cg, next, in_kernel);
         if (!joins) {   /* a new kernel starts with this group */
-            for (uint32_t k = 0; k <= cg->ngroups; k++) in_kernel[k] = false;
+            for (uint32_t k = 0; k < nsections; k++) in_kernel[sections[k]] = false;
             leader = id, nsections = 0, nshared = 0, nouts = 0;
         }
         cg->kernel_of[id] = leader;
         in_kernel[id] = true;
-        nsections++;
+        sections[nsections++] = id;
         for (int k = 0; k < next->nin; k++) {
             bool seen = false;
             for (int j = 0; j < nshared; j++) seen |= shared[j] == next->in[k];
@@ -1398,6 +1393,8 @@ void cuda_fuse_plan(cg_ctx *cg)
     index_extents(cg, id + (uint32_t)g->nnodes + 1);   /* split_off_last adds at most a group a node */
     plan_inlined(cg);
     plan_read_through(cg);
+    cg->reader_list = index_readers(g);
+    const reader_index *ri = &cg->reader_list;
     cuda_attention_plan(cg);
     plan_norm_pairs(cg);
     plan_norm_stats(cg);
@@ -1407,22 +1404,21 @@ void cuda_fuse_plan(cg_ctx *cg)
     plan_loss_rows(cg);
     plan_round_trips(cg);
     cg->ngroups = id;
-    reader_index ri = index_readers(g);
-    plan_prologues(cg, &ri);
+    plan_prologues(cg, ri);
     plan_sunk_groups(cg);
-    plan_joined_sums(cg, &ri);
+    plan_joined_sums(cg, ri);
     plan_widened_sums(cg);
     plan_scatter_sums(cg);
     plan_group_reads(cg);
-    plan_carried_copies(cg, &ri);
+    plan_carried_copies(cg, ri);
     plan_kernels(cg);
-    plan_sibling_sums(cg, &ri);
-    free_readers(&ri);
+    plan_sibling_sums(cg, ri);
     plan_epilogues(cg);
 }
 
 void cuda_fuse_free(cg_ctx *cg)
 {
+    free_readers(&cg->reader_list);
     free(cg->group);
     free(cg->group_first);
     free(cg->group_last);

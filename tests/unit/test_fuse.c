@@ -713,6 +713,45 @@ static void check_update_placement(bool read_after)
     ir_graph_free(g);
 }
 
+/* Two assignments to one parameter w: u1 = w * w, the first, goes into w's
+ * memory (nothing reads w after it); u2 = u1 * u1 then must not, since
+ * y = x + u1 reads u1, now in w's memory, after u2 is computed. The second
+ * is judged after the first's renames are made (cuda_alias.c makes them
+ * in one pass at the end, and before any question about w again): judged
+ * before, w's last reader would look like u1's step, and u2 would overwrite
+ * u1 before y reads it. */
+static void check_second_update(void)
+{
+    ir_graph *g = ir_graph_new("upd2");
+    uint32_t four = ir_dim_const(g, 4);
+    ir_tensor_decl xd = {.name = "x", .dtype = NC_F32, .rank = 1, .shape = {four}};
+    ir_node xn = {.op = OP_INPUT, .dtype = NC_F32, .rank = 1, .shape = {four}, .attr.index = ir_input_add(g, &xd)};
+    ir_value x = ir_add(g, &xn, NULL, 0);
+    ir_param pd = {.decl = {.name = "w", .dtype = NC_F32, .rank = 1, .shape = {four}}};
+    ir_node wn = {.op = OP_PARAM, .dtype = NC_F32, .rank = 1, .shape = {four}, .attr.index = ir_param_add(g, &pd)};
+    ir_value w = ir_add(g, &wn, NULL, 0);
+    ir_node mul = {.op = OP_MUL, .dtype = NC_F32, .rank = 1, .shape = {four}};
+    ir_value ww[2] = {w, w}, u1 = ir_add(g, &mul, ww, 2);
+    ir_value uu[2] = {u1, u1}, u2 = ir_add(g, &mul, uu, 2);
+    ir_node add = {.op = OP_ADD, .dtype = NC_F32, .rank = 1, .shape = {four}};
+    ir_value xu[2] = {x, u1};
+    ir_output_add(g, "y", ir_add(g, &add, xu, 2));
+    ir_update_add(g, 0, u1);
+    ir_update_add(g, 0, u2);
+    char err[256];
+    nrt_program p;
+    CHECK(cuda_emit_program_ex(g, false, &p, err, sizeof err));
+    uint32_t copies = 0, u2_in_place = 0;
+    for (uint32_t k = 0; k < p.nsteps; k++) {
+        copies += p.steps[k].kind == NRT_STEP_COPY;
+        for (int j = 0; j < p.steps[k].nbufs; j++) u2_in_place += slot_value(&p, k, j) == u2 && p.steps[k].bufs[j] == w;
+    }
+    printf("second update: %u copies, u2 in w's memory in %u slots\n", copies, u2_in_place);
+    CHECK(copies == 1 && u2_in_place == 0);   /* (valid_dataflow wants one update a parameter) */
+    nrt_program_free(&p);
+    ir_graph_free(g);
+}
+
 /* Two parameters of one shape: their AdamW updates are independent chains
  * of one size, adjacent in the step. Each is a group of its own (a loop
  * holding one parameter's values, not both: fewer registers), and the two
@@ -1210,6 +1249,7 @@ int main(int argc, char **argv)
     check_size_prepare(root);
     check_update_placement(true);
     check_update_placement(false);
+    check_second_update();
     check_independent_updates();
     check_long_chain();
     check_batch_norm(root);
