@@ -540,7 +540,7 @@ static void emit_layouts(cg_ctx *cg, nrt_step *s, ir_value v, const attn_shape *
             const ir_node *root = &g->nodes[cg->attn_root[x]];
             int heads = int_slot(s, g->nodes[x].shape[1]), rs = int_slot(s, root->shape[2]);
             char c0[16] = "0";
-            if (cg->attn_col[x] != UINT32_MAX) snprintf(c0, sizeof c0, "A.n[%d]", int_slot(s, cg->attn_col[x]));
+            if (cg->attn_col[x] != UINT32_MAX) cg_snprintf(c0, sizeof c0, "A.n[%d]", int_slot(s, cg->attn_col[x]));
             cg_printf(&cg->body, "  const long long %s_base = %s + (head / A.n[%d]) * %s * A.n[%d] + (head %% A.n[%d]) * %lld, %s_rs = A.n[%d];\n",
                       names[i], c0, heads, len, rs, heads, W, names[i], rs);
         } else {

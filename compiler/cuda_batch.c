@@ -182,7 +182,7 @@ static void emit_batch_kernel(cg_ctx *cg, uint32_t first, uint32_t n, bool *has_
     }
     cg_printf(&cg->src, "%s", CUDA_GRID_MACROS);   /* the kernels after this one loop over their own grid */
     char name[64];
-    snprintf(name, sizeof name, "k_batch_step%u", first);
+    cg_snprintf(name, sizeof name, "k_batch_step%u", first);
     cg_printf(&cg->src, "// steps %u-%u, one launch:", first, first + n - 1);
     for (uint32_t k = first; k < first + n;) {
         uint32_t same = 1;
@@ -304,9 +304,19 @@ static void move_step(nrt_program *p, uint32_t from, uint32_t to)
     memcpy(&p->slot_values[(size_t)to * NRT_MAX_BUFS], sv, sizeof sv);
 }
 
+/* Step from to an earlier place, to: the steps between move down one. */
 static void move_step_up(nrt_program *p, uint32_t from, uint32_t to)
 {
-    for (uint32_t j = from; j > to; j--) move_step(p, j - 1, j);   /* the step before moves behind it */
+    if (from <= to) return;
+    nrt_step s = p->steps[from];
+    memmove(&p->steps[to + 1], &p->steps[to], (from - to) * sizeof *p->steps);
+    p->steps[to] = s;
+    if (!p->slot_values) return;
+    uint32_t sv[NRT_MAX_BUFS];
+    memcpy(sv, &p->slot_values[(size_t)from * NRT_MAX_BUFS], sizeof sv);
+    memmove(&p->slot_values[(size_t)(to + 1) * NRT_MAX_BUFS], &p->slot_values[(size_t)to * NRT_MAX_BUFS],
+            (size_t)(from - to) * NRT_MAX_BUFS * sizeof *p->slot_values);
+    memcpy(&p->slot_values[(size_t)to * NRT_MAX_BUFS], sv, sizeof sv);
 }
 
 /* Small grid-stride kernels whose results are read much later (the second

@@ -16,31 +16,41 @@
 #include <string.h>
 
 /* The conversions the emitters use most: %s %.*s %c %d %u %ld %lu %lld
- * %llu %zu and %%, without flags or widths. cg_printf formats these itself:
- * libquadmath, which openblas's libgfortran loads, registers a printf type,
- * and from then on glibc formats every printf of the process on its slow
- * positional path (a sixth of --memory-budget's search went there). */
-static bool simple_format(const char *fmt)
+ * %llu %zu and %%, without flags or widths. cg_printf and cg_snprintf
+ * format these themselves: libquadmath, which openblas's libgfortran loads,
+ * registers a printf type, and from then on glibc formats every printf of
+ * the process on its slow positional path (a sixth of --memory-budget's
+ * search went there). The length of the conversion after a '%', 0 for one
+ * left to vsnprintf. */
+static int simple_conversion(const char *p)
 {
-    for (const char *p = strchr(fmt, '%'); p; p = strchr(p + 1, '%')) {
-        p++;
-        if (p[0] == '.' && p[1] == '*' && p[2] == 's') p += 2;
-        else if (p[0] == 'l' && p[1] == 'l' && (p[2] == 'd' || p[2] == 'u')) p += 2;
-        else if ((p[0] == 'l' || p[0] == 'z') && (p[1] == 'd' || p[1] == 'u') && !(p[0] == 'z' && p[1] == 'd')) p += 1;
-        else if (!strchr("sducp%", *p) || *p == 'p' || !*p) return false;
-    }
-    return true;
+    if (p[0] == '.' && p[1] == '*' && p[2] == 's') return 3;
+    if (p[0] == 'l' && p[1] == 'l' && (p[2] == 'd' || p[2] == 'u')) return 3;
+    if ((p[0] == 'l' || p[0] == 'z') && (p[1] == 'd' || p[1] == 'u') && !(p[0] == 'z' && p[1] == 'd')) return 2;
+    return *p == 's' || *p == 'd' || *p == 'u' || *p == 'c' || *p == '%';
 }
 
+/* A fixed buffer (cg_snprintf) takes what fits; past that it overflows,
+ * and vsnprintf writes it again as snprintf cuts it. */
 static void put(cg_buf *b, const char *s, size_t n)
 {
-    if (!b->s || b->n + n >= b->cap) {
+    if (b->fixed) {
+        if (b->overflow || b->n + n >= b->cap) {
+            b->overflow = true;
+            return;
+        }
+    } else if (!b->s || b->n + n >= b->cap) {
         b->cap = (b->cap + n + 1) * 2;
         b->s = nc_xrealloc(b->s, b->cap);
     }
     memcpy(b->s + b->n, s, n);
     b->n += n;
     b->s[b->n] = 0;
+}
+
+void cg_put(cg_buf *b, const char *s, size_t n)
+{
+    if (!b->discard) put(b, s, n);
 }
 
 static void put_integer(cg_buf *b, unsigned long long magnitude, bool negative)
@@ -60,61 +70,70 @@ static void put_string(cg_buf *b, const char *s, int precision)
     put(b, s, n);
 }
 
-static void simple_printf(cg_buf *b, const char *fmt, va_list ap)
+/* One conversion (simple_conversion says which) of the argument ap holds next. */
+static void put_conversion(cg_buf *b, const char *at, va_list *ap)
 {
+    if (*at == '%') put(b, "%", 1);
+    else if (*at == 's') put_string(b, va_arg(*ap, const char *), -1);
+    else if (*at == '.') {   /* %.*s */
+        int precision = va_arg(*ap, int);
+        put_string(b, va_arg(*ap, const char *), precision);
+    } else if (*at == 'c') {
+        char c = (char)va_arg(*ap, int);
+        put(b, &c, 1);
+    } else if (*at == 'd') {
+        int v = va_arg(*ap, int);
+        put_integer(b, v < 0 ? 0ull - (unsigned long long)(long long)v : (unsigned long long)v, v < 0);
+    } else if (*at == 'u') {
+        put_integer(b, va_arg(*ap, unsigned), false);
+    } else if (at[0] == 'l' && at[1] == 'l') {
+        if (at[2] == 'd') {
+            long long v = va_arg(*ap, long long);
+            put_integer(b, v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v, v < 0);
+        } else {
+            put_integer(b, va_arg(*ap, unsigned long long), false);
+        }
+    } else if (at[0] == 'l') {
+        if (at[1] == 'd') {
+            long v = va_arg(*ap, long);
+            put_integer(b, v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v, v < 0);
+        } else {
+            put_integer(b, va_arg(*ap, unsigned long), false);
+        }
+    } else {   /* %zu */
+        put_integer(b, va_arg(*ap, size_t), false);
+    }
+}
+
+/* fmt formatted onto b in one pass, when every conversion is simple; else
+ * false with b as it was (what was written taken back). */
+static bool simple_printf(cg_buf *b, const char *fmt, va_list *ap)
+{
+    size_t start = b->n;
     const char *p = fmt;
     for (const char *at = strchr(p, '%'); at; at = strchr(p, '%')) {
-        put(b, p, (size_t)(at - p));
-        at++;
-        if (*at == '%') put(b, "%", 1);
-        else if (*at == 's') put_string(b, va_arg(ap, const char *), -1);
-        else if (*at == '.') {   /* %.*s */
-            int precision = va_arg(ap, int);
-            put_string(b, va_arg(ap, const char *), precision);
-            at += 2;
-        } else if (*at == 'c') {
-            char c = (char)va_arg(ap, int);
-            put(b, &c, 1);
-        } else if (*at == 'd') {
-            int v = va_arg(ap, int);
-            put_integer(b, v < 0 ? 0ull - (unsigned long long)(long long)v : (unsigned long long)v, v < 0);
-        } else if (*at == 'u') {
-            put_integer(b, va_arg(ap, unsigned), false);
-        } else if (at[0] == 'l' && at[1] == 'l') {
-            at += 2;
-            if (*at == 'd') {
-                long long v = va_arg(ap, long long);
-                put_integer(b, v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v, v < 0);
-            } else {
-                put_integer(b, va_arg(ap, unsigned long long), false);
-            }
-        } else if (at[0] == 'l') {
-            at++;
-            if (*at == 'd') {
-                long v = va_arg(ap, long);
-                put_integer(b, v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v, v < 0);
-            } else {
-                put_integer(b, va_arg(ap, unsigned long), false);
-            }
-        } else {   /* %zu */
-            at++;
-            put_integer(b, va_arg(ap, size_t), false);
+        int len = simple_conversion(at + 1);
+        if (!len) {
+            b->n = start;
+            if (b->s) b->s[start] = 0;
+            return false;
         }
-        p = at + 1;
+        put(b, p, (size_t)(at - p));
+        put_conversion(b, at + 1, ap);
+        p = at + 1 + len;
     }
     put(b, p, strlen(p));
+    return true;
 }
 
 void cg_printf(cg_buf *b, const char *fmt, ...)
 {
     va_list ap;
     if (b->discard) return;
-    if (simple_format(fmt)) {
-        va_start(ap, fmt);
-        simple_printf(b, fmt, ap);
-        va_end(ap);
-        return;
-    }
+    va_start(ap, fmt);
+    bool done = simple_printf(b, fmt, &ap);
+    va_end(ap);
+    if (done) return;
     for (;;) {
         va_start(ap, fmt);
         int need = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
@@ -128,6 +147,23 @@ void cg_printf(cg_buf *b, const char *fmt, ...)
         b->s = nc_xrealloc(b->s, b->cap);
         if (b->n == 0) b->s[0] = 0;
     }
+}
+
+int cg_snprintf(char *buf, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    cg_buf b = {.s = buf, .cap = cap, .fixed = true};
+    if (cap > 0) {
+        buf[0] = 0;
+        va_start(ap, fmt);
+        bool done = simple_printf(&b, fmt, &ap);
+        va_end(ap);
+        if (done && !b.overflow) return (int)b.n;
+    }
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    return n;
 }
 
 /* The elementwise expressions and reduction combiners of ops.def. */
@@ -451,7 +487,7 @@ static const char *flit(char buf[48], double v)
     if (isinf(v)) return v < 0 ? "(-__int_as_float(0x7f800000))" : "__int_as_float(0x7f800000)";
     char tmp[40];
     snprintf(tmp, sizeof tmp, "%.9g", v);
-    snprintf(buf, 48, "%s%sf", tmp, strpbrk(tmp, ".e") ? "" : ".0");
+    cg_snprintf(buf, 48, "%s%sf", tmp, strpbrk(tmp, ".e") ? "" : ".0");
     return buf;
 }
 
@@ -522,7 +558,7 @@ static nrt_step *begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_gr
 {
     const ir_node *n = node(cg, v);
     const ir_graph *g = cg->g;
-    snprintf(cg->cur_name, sizeof cg->cur_name, "k%u_%s%s", v, nc_ops[n->op].name, suffix);
+    cg_snprintf(cg->cur_name, sizeof cg->cur_name, "k%u_%s%s", v, nc_ops[n->op].name, suffix);
     nrt_step *s = new_step(cg, NRT_STEP_KERNEL, v);
     cg->cur_step = (uint32_t)(s - cg->prog->steps);
     s->grid = grid;
@@ -541,7 +577,7 @@ static nrt_step *begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_gr
     cg->bounds_lost = false;
     cg->cur_bounds[0] = 0;
     /* more than 64 registers a thread and a 1024-thread launch fails */
-    if (grid == NRT_GRID_SINGLE) snprintf(cg->cur_bounds, sizeof cg->cur_bounds, "__launch_bounds__(1024, 1) ");
+    if (grid == NRT_GRID_SINGLE) cg_snprintf(cg->cur_bounds, sizeof cg->cur_bounds, "__launch_bounds__(1024, 1) ");
     cg_printf(&cg->body, CUDA_BODY_HEADER);
     return s;
 }
@@ -551,11 +587,11 @@ void cg_divisor(cg_ctx *cg, const char *size, char *name, size_t cap)
     int k = 0;
     while (k < cg->ndivisors && strcmp(cg->divisors[k], size) != 0) k++;
     if (k == cg->ndivisors && (k == CG_MAX_DIVISORS || strlen(size) >= CG_DIVISOR_LEN)) {
-        snprintf(name, cap, "nc_divisor_of(%s)", size);
+        cg_snprintf(name, cap, "nc_divisor_of(%s)", size);
         return;
     }
-    if (k == cg->ndivisors) snprintf(cg->divisors[cg->ndivisors++], CG_DIVISOR_LEN, "%s", size);
-    snprintf(name, cap, "d%d", k);
+    if (k == cg->ndivisors) cg_snprintf(cg->divisors[cg->ndivisors++], CG_DIVISOR_LEN, "%s", size);
+    cg_snprintf(name, cap, "d%d", k);
 }
 
 void cg_bound(cg_ctx *cg, const char *numel)
@@ -564,7 +600,7 @@ void cg_bound(cg_ctx *cg, const char *numel)
     for (int k = 0; k < cg->nbounds; k++)
         if (strcmp(cg->bounds[k], numel) == 0) return;
     if (cg->nbounds == CG_MAX_BOUNDS || strlen(numel) >= CG_DIVISOR_LEN) cg->bounds_lost = true;
-    else snprintf(cg->bounds[cg->nbounds++], CG_DIVISOR_LEN, "%s", numel);
+    else cg_snprintf(cg->bounds[cg->nbounds++], CG_DIVISOR_LEN, "%s", numel);
 }
 
 /* The kernel's divisors go first in its body, after the opening line that
@@ -656,7 +692,7 @@ static cg_name divisor_slot(cg_ctx *cg, int slot)
 {
     cg_name name;
     char size[32];
-    snprintf(size, sizeof size, "A.n[%d]", slot);
+    cg_snprintf(size, sizeof size, "A.n[%d]", slot);
     cg_divisor(cg, size, name.s, sizeof name.s);
     return name;
 }
@@ -682,17 +718,23 @@ static bool cuda_emit_none(cg_ctx *cg, ir_value v)
  * step: the C expression (an integer) of the node's step operand, for STEP. */
 static void expand_expr(cg_ctx *cg, const ir_node *n, const char *expr, const char *step)
 {
+    const char *plain = expr;   /* the text since the last placeholder: written in one piece */
     for (const char *p = expr; *p; p++) {
         bool word_start = p == expr || !((p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= 'A' && p[-1] <= 'Z') || p[-1] == '_');
-        if (word_start && strncmp(p, "SEED", 4) == 0) { cg_printf(&cg->body, "%lluull", (unsigned long long)n->attr.seed); p += 3; }
-        else if (word_start && strncmp(p, "STEP", 4) == 0) {   /* the i32's bits as unsigned, as the CPU executor */
+        bool seed = word_start && strncmp(p, "SEED", 4) == 0, step_word = word_start && strncmp(p, "STEP", 4) == 0;
+        bool param = word_start && !seed && !step_word && *p == 'P' && !(p[1] >= 'a' && p[1] <= 'z');
+        if (!seed && !step_word && !param) continue;
+        cg_put(&cg->body, plain, (size_t)(p - plain));
+        if (seed) { cg_printf(&cg->body, "%lluull", (unsigned long long)n->attr.seed); p += 3; }
+        else if (step_word) {   /* the i32's bits as unsigned, as the CPU executor */
             NC_ASSERT(step && ir_step_slot(n) >= 0);
             cg_printf(&cg->body, "(unsigned long long)(unsigned)(%s)", step);
             p += 3;
         }
-        else if (word_start && *p == 'P' && !(p[1] >= 'a' && p[1] <= 'z')) { char b[48]; cg_printf(&cg->body, "%s", flit(b, n->attr.f)); }
-        else cg_printf(&cg->body, "%c", *p);
+        else { char b[48]; cg_printf(&cg->body, "%s", flit(b, n->attr.f)); }
+        plain = p + 1;
     }
+    cg_put(&cg->body, plain, strlen(plain));
 }
 
 static bool cuda_emit_elementwise(cg_ctx *cg, ir_value v)
@@ -705,7 +747,7 @@ static bool cuda_emit_elementwise(cg_ctx *cg, ir_value v)
     static const char letters[] = "abc";
     for (int i = 0; i < n->nargs; i++) {
         char name[8];
-        snprintf(name, sizeof name, "x%d", i);
+        cg_snprintf(name, sizeof name, "x%d", i);
         decl_ptr(cg, name, i, node(cg, arg(cg, v, i))->dtype, true);
         add_buf(s, arg(cg, v, i));
     }
@@ -751,7 +793,7 @@ static bool cuda_emit_fill(cg_ctx *cg, ir_value v)
     const ir_node *n = node(cg, v);
     char b[48];
     if (dtype_is_float(n->dtype)) return emit_one_value(cg, v, flit(b, n->attr.f), NULL);
-    snprintf(b, sizeof b, "%lldLL", (long long)n->attr.f);
+    cg_snprintf(b, sizeof b, "%lldLL", (long long)n->attr.f);
     return emit_one_value(cg, v, b, NULL);
 }
 
@@ -854,7 +896,7 @@ static void bound_numel(cg_ctx *cg, nrt_step *s, const ir_node *u)
     char numel[CG_DIVISOR_LEN] = "nc_capped_product(";
     size_t len = strlen(numel);
     for (int k = 0; k < u->rank && len < sizeof numel; k++)
-        len += (size_t)snprintf(numel + len, sizeof numel - len, "%sA.n[%d]", k ? ", " : "", dim_slot(s, u->shape[k]));
+        len += (size_t)cg_snprintf(numel + len, sizeof numel - len, "%sA.n[%d]", k ? ", " : "", dim_slot(s, u->shape[k]));
     if (len + 1 < sizeof numel) {
         strcat(numel, ")");
         cg_bound(cg, numel);
@@ -875,15 +917,15 @@ static void emit_slice_link(cg_ctx *cg, nrt_step *s, const ir_node *n, const ir_
     for (int k = 0; k < n->rank; k++) {   /* every dim has its slot, as the chain's size budget counts (cuda_fuse.c) */
         int sl = dim_slot(s, n->shape[k]);
         if (k < a) outer |= !dim_is_one(cg, n->shape[k]);
-        if (k > a) snprintf(inner + strlen(inner), sizeof inner - strlen(inner), "%sA.n[%d]", inner[0] ? " * " : "", sl);
+        if (k > a) cg_snprintf(inner + strlen(inner), sizeof inner - strlen(inner), "%sA.n[%d]", inner[0] ? " * " : "", sl);
     }
-    if (!inner[0]) snprintf(inner, sizeof inner, "1");
+    if (!inner[0]) cg_snprintf(inner, sizeof inner, "1");
     int len = dim_slot(s, n->shape[a]), full = dim_slot(s, u->shape[a]), start = dim_slot(s, n->attr.lo);
     if (!outer) {
         cg_printf(&cg->body, "    %s += (nc_ix)A.n[%d] * (nc_ix)(%s);\n", var, start, inner);
     } else {
         cg_name d;
-        snprintf(len_inner, sizeof len_inner, "A.n[%d] * %s", len, inner);
+        cg_snprintf(len_inner, sizeof len_inner, "A.n[%d] * %s", len, inner);
         cg_divisor(cg, len_inner, d.s, sizeof d.s);
         cg_printf(&cg->body, "    %s += (nc_quot(%s, %s) * (nc_ix)(A.n[%d] - A.n[%d]) + (nc_ix)A.n[%d]) * (nc_ix)(%s);\n", var, var, d.s,
                   full, len, start, inner);
@@ -1204,7 +1246,7 @@ static bool cuda_emit_concat(cg_ctx *cg, ir_value v)
     for (int i = 0; i < n->nargs; i++) add_int(s, node(cg, arg(cg, v, i))->shape[n->attr.axis]);
     for (int i = 0; i < n->nargs; i++) {   /* each part loaded through its read-through links */
         char name[8];
-        snprintf(name, sizeof name, "x%d", i);
+        cg_snprintf(name, sizeof name, "x%d", i);
         decl_ptr(cg, name, i, n->dtype, true);
         add_buf(s, chain_root(cg, arg(cg, v, i)));
     }
@@ -1398,7 +1440,7 @@ static void emit_ordered_sum(cg_ctx *cg, const char *in, const char *x, const ch
 {
     static const char *const ks[] = {"k", "k + 1", "k + 2", "k + 3"};
     char at[4][64];
-    for (int j = 0; j < 4; j++) snprintf(at[j], sizeof at[j], at_fmt, ks[j]);
+    for (int j = 0; j < 4; j++) cg_snprintf(at[j], sizeof at[j], at_fmt, ks[j]);
     cg_printf(&cg->body, "%sfloat s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;\n%slong long k = k0;\n%sfor (; k + 4 <= k1; k += 4) {\n", in,
               in, in);
     for (int j = 0; j < 4; j++) cg_printf(&cg->body, "%s  s%d += nc_ld(%s, %s * row + col);\n", in, j, x, at[j]);
@@ -1902,7 +1944,7 @@ static bool cuda_emit_reduce(cg_ctx *cg, ir_value v)
     cg_printf(&cg->body, "  long long o = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;\n");
     cg_printf(&cg->body, "  int lane = threadIdx.x & 31;\n  if (o >= A.n[0]) return;\n");
     char x_numel[CG_DIVISOR_LEN] = "nc_capped_product(";   /* the bound of the offsets below */
-    for (int k = 0; k < x->rank; k++) snprintf(x_numel + strlen(x_numel), sizeof x_numel - strlen(x_numel), "%sA.n[%d]%s", k ? ", " : "", 1 + k, k == x->rank - 1 ? ")" : "");
+    for (int k = 0; k < x->rank; k++) cg_snprintf(x_numel + strlen(x_numel), sizeof x_numel - strlen(x_numel), "%sA.n[%d]%s", k ? ", " : "", 1 + k, k == x->rank - 1 ? ")" : "");
     int first_kept = 0, first_red = 0;
     while (first_kept < x->rank && red[first_kept]) first_kept++;
     while (first_red < x->rank && !red[first_red]) first_red++;
@@ -2078,7 +2120,7 @@ static int row_held_chunks(const cg_ctx *cg, const ir_node *x)
 static void emit_row_hold(cg_buf *b, const char *y, int held)
 {
     char yrow[32];
-    snprintf(yrow, sizeof yrow, "(%s + row * C)", y);
+    cg_snprintf(yrow, sizeof yrow, "(%s + row * C)", y);
     const char *ptrs[] = {"(x + row * C)", yrow};
     emit_vec_check(b, ptrs, 2);
     cg_printf(b, "  const bool held = vec && blockDim.x * %dLL * 8 >= C;\n", held);
@@ -2382,7 +2424,7 @@ static void end_colsum_rows(cg_ctx *cg, int parts_slot, int param_slot, int para
         emit_chunk_loop(b, chunks);
         cg_printf(b, "    for (int e = 0; e < 8; e++) colpart[warp][j + (j >> 5) + e] = psum[%d][c][e];\n  }\n  __syncthreads();\n", t);
         char row[64];
-        snprintf(row, sizeof row, "%lld + blockIdx.x", (long long)(t * blocks));
+        cg_snprintf(row, sizeof row, "%lld + blockIdx.x", (long long)(t * blocks));
         emit_block_colsum(b, param_slot, row);
     }
 }
@@ -2558,7 +2600,7 @@ static bool emit_norm_param_sum(cg_ctx *cg, ir_value v, ir_value bias, uint32_t 
     cg_printf(b, "    }\n");
     for (int t = 0; t < sets; t++) {
         char acc[16];
-        snprintf(acc, sizeof acc, "sum[%d]", t);
+        cg_snprintf(acc, sizeof acc, "sum[%d]", t);
         emit_lanes_combine(b, acc, "a + b");
     }
     cg_printf(b, "    if (NC_LANE == 0) {\n");
@@ -3018,7 +3060,7 @@ nrt_step *cuda_begin_kernel(cg_ctx *cg, ir_value v, const char *suffix, nrt_grid
 void cuda_end_kernel(cg_ctx *cg) { end_kernel(cg); }
 void cuda_kernel_bounds(cg_ctx *cg, int threads, int min_blocks)
 {
-    snprintf(cg->cur_bounds, sizeof cg->cur_bounds, "__launch_bounds__(%d, %d) ", threads, min_blocks);
+    cg_snprintf(cg->cur_bounds, sizeof cg->cur_bounds, "__launch_bounds__(%d, %d) ", threads, min_blocks);
 }
 void cuda_add_buf(nrt_step *s, uint32_t b) { add_buf(s, b); }
 bool cuda_reads_through(const cg_ctx *cg, ir_value w) { return read_through(cg, w); }

@@ -42,9 +42,15 @@ typedef struct cg_buf {
     char *s;
     size_t n, cap;
     bool discard;   /* text nothing reads (cuda_emit_program_cost): not written */
+    bool fixed;     /* s is the caller's, cap bytes (cg_snprintf): never grown ... */
+    bool overflow;  /* ... and what was written did not fit */
 } cg_buf;
 
 void cg_printf(cg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cg_put(cg_buf *b, const char *s, size_t n);
+/* snprintf, the same bytes and result, without glibc's slow path for the
+ * simple conversions (cuda_emit.c) */
+int cg_snprintf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 enum { CG_MAX_DIVISORS = 24, CG_MAX_BOUNDS = 12, CG_DIVISOR_LEN = 128 };
 

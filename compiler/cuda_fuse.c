@@ -1531,15 +1531,15 @@ static void operand_expr(const cg_ctx *cg, ir_value first, ir_value a, uint32_t 
                          const char *lane, char *buf, size_t cap)
 {
     const ir_graph *g = cg->g;
-    if (cg->group[a] == id) { snprintf(buf, cap, "t%u%s", ordinal(cg, first, a), lane); return; }
+    if (cg->group[a] == id) { cg_snprintf(buf, cap, "t%u%s", ordinal(cg, first, a), lane); return; }
     a = through_spread(g, a);
     if (scalar_fill(g, a)) {   /* a narrow fill holds its value rounded, as the executor's and a stored one do */
         char lit[48];
-        snprintf(buf, cap, "%s", cuda_float_literal(lit, nc_round_to(g->nodes[a].dtype, (float)g->nodes[a].attr.f)));
+        cg_snprintf(buf, cap, "%s", cuda_float_literal(lit, nc_round_to(g->nodes[a].dtype, (float)g->nodes[a].attr.f)));
         return;
     }
     for (int k = 0; k < ninputs; k++)
-        if (inputs[k] == a) { snprintf(buf, cap, "in%d%s", k, lane); return; }
+        if (inputs[k] == a) { cg_snprintf(buf, cap, "in%d%s", k, lane); return; }
     NC_BUG("fused operand %%%u not found", a);
 }
 
@@ -1579,7 +1579,7 @@ static void emit_spread_offset(cg_ctx *cg, const ir_node *b, const ir_node *x, i
         }
         char size[160] = "";   /* the run's dims, a product as the kernel's divisors are named (cg_divisor) */
         size_t len = 0;
-        for (int a = axis + 1; a <= end; a++) len += (size_t)snprintf(size + len, sizeof size - len, "%sA.n[%d]", len ? " * " : "", dim0 + a);
+        for (int a = axis + 1; a <= end; a++) len += (size_t)cg_snprintf(size + len, sizeof size - len, "%sA.n[%d]", len ? " * " : "", dim0 + a);
         bool leading = axis < 0;
         cg_name d;
         if (!leading) cg_divisor(cg, size, d.s, sizeof d.s);
@@ -1651,7 +1651,7 @@ static void emit_gather_load(cg_ctx *cg, nrt_step *s, const ir_value *ins, int k
     int sn = cuda_dim_slot(s, nidx), sc = cuda_dim_slot(s, count), sr = cuda_dim_slot(s, g->nodes[ir_args(g, gn)[0]].shape[0]);
     char row[96];
     cg_name d;
-    snprintf(row, sizeof row, "A.n[%d] / (A.n[%d] > 0 ? A.n[%d] : 1)", sc, sn, sn);
+    cg_snprintf(row, sizeof row, "A.n[%d] / (A.n[%d] > 0 ? A.n[%d] : 1)", sc, sn, sn);
     cg_divisor(cg, row, d.s, sizeof d.s);
     cg_printf(&cg->body, "    long long g%d;\n    { nc_ix col; const long long r = x%d[nc_divmod((nc_ix)%s, %s, &col)];\n"
                          "      g%d = r < 0 || r >= A.n[%d] ? -1 : r * %s.d + col; }\n",   /* d: the row's length, set up once */
@@ -1703,12 +1703,12 @@ static void emit_loads(cg_ctx *cg, nrt_step *s, const ir_value *ins, int nins, c
             char at[16] = "i";
             if (spread_via && spread_via[k] != IR_NONE) {   /* the element of the broadcast's source first */
                 emit_spread_offset(cg, &g->nodes[spread_via[k]], &g->nodes[ins[k]], k, dim0);
-                snprintf(at, sizeof at, "o%d", k);
+                cg_snprintf(at, sizeof at, "o%d", k);
             }
             emit_gather_load(cg, s, ins, k, at, vec);
         } else if (how[k] == LOAD_THROUGH) {
             char var[16];
-            snprintf(var, sizeof var, "o%d", k);
+            cg_snprintf(var, sizeof var, "o%d", k);
             cg_printf(&cg->body, "    nc_ix %s = (nc_ix)i;\n", var);
             cuda_emit_read_through(cg, s, ins[k], var);
             load_into(cg, k, type, vec);
@@ -1776,7 +1776,7 @@ static ir_value input_buffer(const cg_ctx *cg, ir_value a)
 static void decl_io(cg_ctx *cg, bool input, int k, int slot, nc_dtype t)
 {
     char name[16];
-    snprintf(name, sizeof name, "%c%d", input ? 'x' : 'y', k);
+    cg_snprintf(name, sizeof name, "%c%d", input ? 'x' : 'y', k);
     cuda_decl_ptr(cg, name, slot, t, input);
 }
 
@@ -1889,7 +1889,7 @@ static bool emit_sections(cg_ctx *cg, const uint32_t *ids, int n, ir_value v)
             if (how[q] != LOAD_NONE) decl_io(cg, true, q, q, g->nodes[ins[q]].dtype);
         for (int k = 0; k < nout[j]; k++) decl_io(cg, false, out_slot0[j] + k, nins + out_slot0[j] + k, g->nodes[outs[j][k]].dtype);
         char count[32];
-        snprintf(count, sizeof count, "A.n[%d]", 1 + j);
+        cg_snprintf(count, sizeof count, "A.n[%d]", 1 + j);
         emit_loop(cg, s, count, first[j], last[j], ids[j], ins, nins, how, NULL, outs[j], nout[j], out_slot0[j]);
         cg_printf(&cg->body, "  }\n");
         cg_printf(&cg->cur_comment, "%s", j ? " |" : "");
@@ -1976,7 +1976,7 @@ void cuda_fuse_prologue_value(cg_ctx *cg, uint32_t id)
         char numel[CG_DIVISOR_LEN] = "nc_capped_product(";
         int dim0 = cg->prologue_dim0[id], rank = g->nodes[last].rank;
         for (int d = 0; d < rank; d++)
-            snprintf(numel + strlen(numel), sizeof numel - strlen(numel), "%sA.n[%d]%s", d ? ", " : "", dim0 + d, d == rank - 1 ? ")" : "");
+            cg_snprintf(numel + strlen(numel), sizeof numel - strlen(numel), "%sA.n[%d]%s", d ? ", " : "", dim0 + d, d == rank - 1 ? ")" : "");
         cg_bound(cg, numel);
     }
     emit_loads(cg, NULL, in, nin, how, spread_via, false, cg->prologue_dim0[id]);

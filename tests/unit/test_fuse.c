@@ -1222,14 +1222,47 @@ static void check_printf_as_libc(void)
     AS_LIBC("%5ld|%-4d|%08.3f|%.9g|%x", 7l, 3, 2.5, 0.1, 255u);   /* not simple: vsnprintf's */
     AS_LIBC("trailing %s and %u%%", "text", 12u);
 #undef AS_LIBC
+    /* a conversion it leaves to vsnprintf after some it wrote: what it wrote taken back, the text before kept */
+    b.n = 0;
+    cg_printf(&b, "kept ");
+    cg_printf(&b, "%s=%d, %s=%5.2f", "a", 1, "b", 2.5);
+    n++;
+    if (b.s && strcmp(b.s, "kept a=1, b= 2.50") == 0) same++;
+    else fprintf(stderr, "cg_printf after text: [%s]\n", b.s ? b.s : "");
     free(b.s);
     printf("cg_printf: %d of %d formats as libc writes them\n", same, n);
+    CHECK(same == n);
+}
+
+/* cg_snprintf: snprintf's bytes and result into a fixed buffer, cut where
+ * it does (the cut made by vsnprintf), for every size of buffer. */
+static void check_snprintf_as_libc(void)
+{
+    char got[40], want[40];
+    int same = 0, n = 0;
+#define AS_LIBC(...)                                                                                     \
+    for (size_t cap = 1; cap <= sizeof got; cap++) {                                                     \
+        memset(got, '#', sizeof got), memset(want, '#', sizeof want);                                     \
+        int rg = cg_snprintf(got, cap, __VA_ARGS__), rw = snprintf(want, cap, __VA_ARGS__);              \
+        n++;                                                                                             \
+        if (rg == rw && memcmp(got, want, sizeof got) == 0) same++;                                      \
+        else fprintf(stderr, "cg_snprintf(%zu) [%.*s] %d, libc [%.*s] %d\n", cap, (int)cap, got, rg, (int)cap, want, rw); \
+    }
+    AS_LIBC("k%u_%s%s", 12u, "layernorm", "_fused");
+    AS_LIBC("%sA.n[%d]", " * ", 7);
+    AS_LIBC("t%u%s", 3u, "[h]");
+    AS_LIBC("%lldLL|%zu|%c", -9223372036854775807ll, (size_t)40, 'z');
+    AS_LIBC("%s%sf", "0.5", "");
+    AS_LIBC("%d and %.3f", 2, 0.25);   /* not simple: vsnprintf's */
+#undef AS_LIBC
+    printf("cg_snprintf: %d of %d (format, size) pairs as libc writes them\n", same, n);
     CHECK(same == n);
 }
 
 int main(int argc, char **argv)
 {
     check_printf_as_libc();
+    check_snprintf_as_libc();
     const char *root = argc > 1 ? argv[1] : ".";
     char path[1024];
     const char *b[] = {"B"}, *bt[] = {"B", "T"};
