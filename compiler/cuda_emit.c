@@ -480,14 +480,34 @@ static const char *storage_type(nc_dtype t)
     return names[t];
 }
 
+/* The literals written last, by their double's bits: a program writes the
+ * same few constants in many kernels, and --memory-budget compiles the
+ * program hundreds of times; %.9g goes through glibc's slow printf path
+ * (cg_printf). One table a thread: sessions compile on several at once. */
+enum { FLIT_MEMO = 64 };
+typedef struct flit_memo {
+    uint64_t bits;
+    bool set;
+    char text[48];
+} flit_memo;
+
+static _Thread_local flit_memo flit_memos[FLIT_MEMO];
+
 /* A float as a C literal that reads well: 255.0f, 1e-05f, 0.125f. */
 static const char *flit(char buf[48], double v)
 {
     if (isnan(v)) return "__int_as_float(0x7fc00000)";
     if (isinf(v)) return v < 0 ? "(-__int_as_float(0x7f800000))" : "__int_as_float(0x7f800000)";
-    char tmp[40];
-    snprintf(tmp, sizeof tmp, "%.9g", v);
-    cg_snprintf(buf, 48, "%s%sf", tmp, strpbrk(tmp, ".e") ? "" : ".0");
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    flit_memo *m = &flit_memos[(bits ^ bits >> 23 ^ bits >> 47) % FLIT_MEMO];
+    if (!m->set || m->bits != bits) {
+        char tmp[40];
+        snprintf(tmp, sizeof tmp, "%.9g", v);
+        cg_snprintf(m->text, sizeof m->text, "%s%sf", tmp, strpbrk(tmp, ".e") ? "" : ".0");
+        m->bits = bits, m->set = true;
+    }
+    memcpy(buf, m->text, sizeof m->text);
     return buf;
 }
 
@@ -621,7 +641,9 @@ static void finish_index_code(cg_ctx *cg)
     NC_ASSERT(end > head);
     const char *rest = cg->body.s + head;
     int nrest = (int)(end - 1 - head);
-    cg_buf b = {0};
+    size_t room = 2 * cg->body.n + 1024;   /* the body twice and the divisors: grown from empty, it was copied a dozen times */
+    cg_buf b = {.s = nc_xmalloc(room), .cap = room};
+    b.s[0] = 0;
     cg_printf(&b, "%.*s", (int)head, cg->body.s);
     for (int k = 0; k < cg->ndivisors; k++) cg_printf(&b, "  const nc_divisor d%d = nc_divisor_of(%s);\n", k, cg->divisors[k]);
     if (!generic) cg_printf(&b, "%s", rest);

@@ -968,9 +968,12 @@ static bool chain_link(const cg_ctx *cg, ir_value w, uint32_t readers)
  * v: where that is all of v's readers, the group alone reads it. */
 static uint32_t group_reads(const cg_ctx *cg, uint32_t id, ir_value first, ir_value last, ir_value v)
 {
+    const reader_index *ri = &cg->reader_list;   /* v's readers, a slot each: not the group's every member */
     uint32_t n = 0;
-    for (ir_value m = first; m <= last; m++)
-        for (int i = 0; cg->group[m] == id && i < cg->g->nodes[m].nargs; i++) n += ir_args(cg->g, &cg->g->nodes[m])[i] == v;
+    for (uint32_t k = ri->start[v]; k < ri->start[v + 1]; k++) {
+        ir_value m = ri->at[k];
+        n += m >= first && m <= last && cg->group[m] == id;
+    }
     return n;
 }
 

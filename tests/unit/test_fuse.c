@@ -1259,10 +1259,33 @@ static void check_snprintf_as_libc(void)
     CHECK(same == n);
 }
 
+/* cuda_float_literal remembers the literals it wrote last, by the
+ * double's bits: 1000 values, far more than it keeps (and -0.0 beside
+ * 0.0), each written as %.9g with its suffix, asked twice in two orders. */
+static void check_float_literals(void)
+{
+    int same = 0, n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < 1000; i++) {
+            int k = pass ? 999 - i : i;
+            double v = k == 0 ? -0.0 : k == 1 ? 0.0 : (k % 2 ? -1.0 : 1.0) * k * 0.37 / (1 + k % 7);
+            char got[48], tmp[40], want[48];
+            cuda_float_literal(got, v);
+            snprintf(tmp, sizeof tmp, "%.9g", v);
+            snprintf(want, sizeof want, "%s%sf", tmp, strpbrk(tmp, ".e") ? "" : ".0");
+            n++;
+            if (strcmp(got, want) == 0) same++;
+            else if (n - same < 4) fprintf(stderr, "cuda_float_literal(%.17g): [%s], want [%s]\n", v, got, want);
+        }
+    printf("cuda_float_literal: %d of %d as %%.9g writes them\n", same, n);
+    CHECK(same == n);
+}
+
 int main(int argc, char **argv)
 {
     check_printf_as_libc();
     check_snprintf_as_libc();
+    check_float_literals();
     const char *root = argc > 1 ? argv[1] : ".";
     char path[1024];
     const char *b[] = {"B"}, *bt[] = {"B", "T"};
