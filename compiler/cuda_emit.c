@@ -687,13 +687,16 @@ static void end_kernel(cg_ctx *cg)
     finish_index_code(cg);
     nrt_program *p = cg->prog;
     nrt_step *s = &p->steps[cg->cur_step];
-    s->writes = body_writes(cg->body.s);
     for (uint32_t k = 0; k < cg->nbodies; k++)
         if (strcmp(cg->bodies[k], cg->body.s) == 0) {
             s->kernel = k;
+            s->writes = cg->bodies_write[k];
             return;
         }
+    s->writes = body_writes(cg->body.s);
     cg->bodies = nc_xrealloc(cg->bodies, (cg->nbodies + 1) * sizeof *cg->bodies);
+    cg->bodies_write = nc_xrealloc(cg->bodies_write, (cg->nbodies + 1) * sizeof *cg->bodies_write);
+    cg->bodies_write[cg->nbodies] = s->writes;
     cg->bodies[cg->nbodies++] = nc_xstrdup(cg->body.s);
     p->kernel_names = nc_xrealloc(p->kernel_names, (p->nkernels + 1) * sizeof *p->kernel_names);
     p->kernel_names[p->nkernels] = nc_xstrdup(cg->cur_name);
@@ -3159,6 +3162,7 @@ static bool emit_program(const ir_graph *g, bool fuse, bool source, nrt_program 
             free(cg.src.s);
             for (uint32_t k = 0; k < cg.nbodies; k++) free(cg.bodies[k]);
             free(cg.bodies);
+            free(cg.bodies_write);
             free(cg.body.s);
             free(cg.cur_comment.s);
             cuda_fuse_free(&cg);
@@ -3189,6 +3193,7 @@ static bool emit_program(const ir_graph *g, bool fuse, bool source, nrt_program 
     cuda_fuse_free(&cg);
     for (uint32_t k = 0; k < cg.nbodies; k++) free(cg.bodies[k]);
     free(cg.bodies);
+    free(cg.bodies_write);
     free(cg.body.s);
     free(cg.cur_comment.s);
     return true;

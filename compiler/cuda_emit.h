@@ -64,6 +64,7 @@ typedef struct cg_ctx {
     char cur_bounds[48];   /* __launch_bounds__(...) of the kernel being written, or "" */
     uint32_t cur_step;
     char **bodies;         /* distinct kernel bodies so far, index = kernel */
+    uint64_t *bodies_write; /* ... and the slots each may store to (a body's every copy: read once) */
     uint32_t nbodies;
     int8_t *stride_only;   /* cuda_batch_launches: whether body k is grid-stride only (0 not yet known, 1, -1) */
     uint32_t nstride_only; /* bodies stride_only covers: the batch kernels it adds are judged afresh */

@@ -1281,6 +1281,32 @@ static void check_float_literals(void)
     CHECK(same == n);
 }
 
+/* A kernel's slots it may store to (nrt_step.writes, read off its body):
+ * each step of a kernel body the layers share has its body's, the same
+ * for every copy, and no kernel stores nothing (end_kernel reads a body's
+ * once, for its first step). */
+static void check_kernel_writes(const char *root)
+{
+    nrt_program p;
+    ir_graph *g = compile_train_step(root, "examples/char_lm.net", 4, &p);
+    if (!g) return;
+    uint64_t *first = calloc(p.nkernels + 1, sizeof *first);
+    uint32_t steps = 0, shared = 0, bad = 0;
+    for (uint32_t k = 0; k < p.nsteps; k++) {
+        const nrt_step *s = &p.steps[k];
+        if (s->kind != NRT_STEP_KERNEL) continue;
+        steps++;
+        if (first[s->kernel]) shared++;
+        bad += s->writes == 0 || (first[s->kernel] && first[s->kernel] != s->writes);
+        if (!first[s->kernel]) first[s->kernel] = s->writes;
+    }
+    printf("kernel writes: %u kernel steps, %u of a body met before, %u without their body's stores\n", steps, shared, bad);
+    CHECK(shared > 0 && bad == 0);
+    free(first);
+    nrt_program_free(&p);
+    ir_graph_free(g);
+}
+
 int main(int argc, char **argv)
 {
     check_printf_as_libc();
@@ -1315,6 +1341,7 @@ int main(int argc, char **argv)
     check_norm_sums_over_blocks();
     check_norm_backward(root);
     check_stored_bias_grads(root);
+    check_kernel_writes(root);
     if (!failures) printf("test_fuse: all checks passed\n");
     return failures != 0;
 }
