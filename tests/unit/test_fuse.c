@@ -683,19 +683,27 @@ static void check_prepare(const char *root)
     }
 }
 
+/* An input x[4] and a parameter w[4] in g, for the update placement checks. */
+static uint32_t add_x_and_w(ir_graph *g, ir_value *x, ir_value *w)
+{
+    uint32_t four = ir_dim_const(g, 4);
+    ir_tensor_decl xd = {.name = "x", .dtype = NC_F32, .rank = 1, .shape = {four}};
+    ir_node xn = {.op = OP_INPUT, .dtype = NC_F32, .rank = 1, .shape = {four}, .attr.index = ir_input_add(g, &xd)};
+    *x = ir_add(g, &xn, NULL, 0);
+    ir_param pd = {.decl = {.name = "w", .dtype = NC_F32, .rank = 1, .shape = {four}}};
+    ir_node wn = {.op = OP_PARAM, .dtype = NC_F32, .rank = 1, .shape = {four}, .attr.index = ir_param_add(g, &pd)};
+    *w = ir_add(g, &wn, NULL, 0);
+    return four;
+}
+
 /* A parameter w[4] with update u = w * 2 computed first, and a later step
  * reading w: when read_after, the old value is still needed after u exists,
  * so u must not be computed in w's memory; otherwise it must be. */
 static void check_update_placement(bool read_after)
 {
     ir_graph *g = ir_graph_new("upd");
-    uint32_t four = ir_dim_const(g, 4);
-    ir_tensor_decl xd = {.name = "x", .dtype = NC_F32, .rank = 1, .shape = {four}};
-    ir_node xn = {.op = OP_INPUT, .dtype = NC_F32, .rank = 1, .shape = {four}, .attr.index = ir_input_add(g, &xd)};
-    ir_value x = ir_add(g, &xn, NULL, 0);
-    ir_param pd = {.decl = {.name = "w", .dtype = NC_F32, .rank = 1, .shape = {four}}};
-    ir_node wn = {.op = OP_PARAM, .dtype = NC_F32, .rank = 1, .shape = {four}, .attr.index = ir_param_add(g, &pd)};
-    ir_value w = ir_add(g, &wn, NULL, 0);
+    ir_value x, w;
+    uint32_t four = add_x_and_w(g, &x, &w);
     ir_node mul = {.op = OP_MUL, .dtype = NC_F32, .rank = 1, .shape = {four}};
     ir_value ww[2] = {w, w}, u = ir_add(g, &mul, ww, 2);
     ir_node add = {.op = OP_ADD, .dtype = NC_F32, .rank = 1, .shape = {four}};
@@ -723,13 +731,8 @@ static void check_update_placement(bool read_after)
 static void check_second_update(void)
 {
     ir_graph *g = ir_graph_new("upd2");
-    uint32_t four = ir_dim_const(g, 4);
-    ir_tensor_decl xd = {.name = "x", .dtype = NC_F32, .rank = 1, .shape = {four}};
-    ir_node xn = {.op = OP_INPUT, .dtype = NC_F32, .rank = 1, .shape = {four}, .attr.index = ir_input_add(g, &xd)};
-    ir_value x = ir_add(g, &xn, NULL, 0);
-    ir_param pd = {.decl = {.name = "w", .dtype = NC_F32, .rank = 1, .shape = {four}}};
-    ir_node wn = {.op = OP_PARAM, .dtype = NC_F32, .rank = 1, .shape = {four}, .attr.index = ir_param_add(g, &pd)};
-    ir_value w = ir_add(g, &wn, NULL, 0);
+    ir_value x, w;
+    uint32_t four = add_x_and_w(g, &x, &w);
     ir_node mul = {.op = OP_MUL, .dtype = NC_F32, .rank = 1, .shape = {four}};
     ir_value ww[2] = {w, w}, u1 = ir_add(g, &mul, ww, 2);
     ir_value uu[2] = {u1, u1}, u2 = ir_add(g, &mul, uu, 2);
