@@ -166,7 +166,17 @@ fuzz_seeds() {
       done
       # a one-layer GPT-2 with heads of 64: matmul epilogues and tensor-core attention steps
       "$ROOT/build/netc" build examples/gpt2.net --set L=1 --set V=64 --set C=64 --set H=1 --set MAXT=16 --target '' \
-        -o "$ROOT/build-fuzz/seeds/gpt2_small.netm" >/dev/null 2>&1 && echo "$ROOT/build-fuzz/seeds/gpt2_small.netm" ;;
+        -o "$ROOT/build-fuzz/seeds/gpt2_small.netm" >/dev/null 2>&1 && echo "$ROOT/build-fuzz/seeds/gpt2_small.netm"
+      # convolutions (prepare steps of temporaries), batch norm (buffers), a training step
+      # alone with accumulators, a program without a memory plan
+      local seed args
+      for seed in "fashion_cnn examples/fashion_cnn.net" "fashion_resnet examples/fashion_resnet.net" \
+                  "mlp_accumulate examples/fashion_mlp.net --entry train --accumulate 2" \
+                  "cast_chain_nomemplan examples/cast_chain.net --no-memplan"; do
+        read -r -a args <<<"$seed"
+        "$ROOT/build/netc" build "${args[@]:1}" --target '' -o "$ROOT/build-fuzz/seeds/${args[0]}.netm" >/dev/null 2>&1 &&
+          echo "$ROOT/build-fuzz/seeds/${args[0]}.netm"
+      done ;;
     *)
       [[ -d "tests/fuzz/seeds/$1" ]] && find "tests/fuzz/seeds/$1" -type f ;;
   esac
