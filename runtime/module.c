@@ -534,14 +534,14 @@ static bool r_node(rd *r, ir_graph *g, ir_value v)
 static bool r_train(rd *r, ir_graph *g)
 {
     ir_train_spec *t = &g->train;
-    t->present = r_u8(r) != 0;
+    uint8_t present = r_u8(r);
     t->loss = r_u32(r);
     t->first_train_input = r_u32(r);
     uint8_t opt = r_u8(r);
     double *f[] = {&t->lr, &t->momentum, &t->beta1, &t->beta2, &t->eps, &t->weight_decay, &t->gamma, &t->min_lr,
                    &t->init_scale, &t->clip_grad_norm};
     for (size_t i = 0; i < NC_COUNT(f); i++) *f[i] = r_f64(r);
-    t->nesterov = r_u8(r) != 0;
+    uint8_t nesterov = r_u8(r);
     uint8_t sched = r_u8(r);
     t->warmup_steps = (int64_t)r_u64(r);
     t->step_size = (int64_t)r_u64(r);
@@ -550,6 +550,8 @@ static bool r_train(rd *r, ir_graph *g)
     t->growth_interval = (int64_t)r_u64(r);
     if (r->bad) return false;
     if (opt > IR_OPT_ADAMW || sched > IR_SCHED_COSINE || scale > IR_SCALE_DYNAMIC) return r_invalid(r, "training enum out of range");
+    if (present > 1 || nesterov > 1) return r_invalid(r, "training flag %u", present > 1 ? present : nesterov);
+    t->present = present, t->nesterov = nesterov;
     t->optimizer = (ir_optimizer)opt, t->schedule = (ir_schedule)sched, t->loss_scale = (ir_loss_scale)scale;
     if (t->present && ((t->loss >= g->nnodes && t->loss != IR_NONE) || t->first_train_input > g->ninputs))
         return r_invalid(r, "training loss out of range");
@@ -702,6 +704,7 @@ static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
         }
         s->mm_batch_rank = r_u8(r);
         uint8_t bits = r_u8(r);
+        if (!r->bad && bits >> 3) return r_invalid(r, "step %u: matmul flags 0x%x", i, bits);
         s->mm_ta = bits & 1, s->mm_tb = bits >> 1 & 1, s->mm_b_shared = bits >> 2 & 1;
         r_dtype(r, &s->mm_dtype);
         r_dtype(r, &s->mm_out_dtype);
@@ -789,11 +792,14 @@ static int read_module(const unsigned char *data, size_t size, nrt_module_data *
      * so a damaged count or offset cannot leave data that nothing reads. */
     uint64_t at = 24 + (uint64_t)nsec * 24;
     for (uint32_t i = 0; i < nsec && rc == 0; i++) {
-        uint32_t kind = r_u32(&r);
-        r_u32(&r);
+        uint32_t kind = r_u32(&r), reserved = r_u32(&r);
         uint64_t off = r_u64(&r), len = r_u64(&r);
         if (r.bad) {
             rc = -1;
+            break;
+        }
+        if (reserved) {   /* 0 in every file: anything else is damage, not a field of a later format */
+            rc = fail(err, errcap, "module is corrupt: section %u's reserved word is %u, not 0", i, reserved);
             break;
         }
         if (off > size || len > size - off) {
@@ -807,6 +813,7 @@ static int read_module(const unsigned char *data, size_t size, nrt_module_data *
         }
         at = off + len;
         rd s = {.p = data + off, .n = (size_t)len, .err = err, .errcap = errcap, .what = "section"};
+        bool whole = true;   /* read to its last byte (an entry's module and an image check their own sizes) */
         if (kind == SEC_GRAPH) {
             if (m->graph) rc = fail(err, errcap, "module is corrupt: two graph sections");
             else if (!(m->graph = read_graph(&s))) rc = -1;
@@ -822,13 +829,20 @@ static int read_module(const unsigned char *data, size_t size, nrt_module_data *
             if (s.bad) rc = -1;
             have_source = true;
         } else if (kind == SEC_IMAGE) {
+            whole = false;
             s.what = "compiled image";
             nrt_image img = {0};
             char *arch = r_str(&s, 15);
             if (arch) snprintf(img.arch, sizeof img.arch, "%s", arch);
             free(arch);
-            img.is_ptx = r_u8(&s) != 0;
-            m->nvrtc_version = (int)r_u32(&s);
+            uint8_t is_ptx = r_u8(&s);
+            if (!s.bad && is_ptx > 1) rc = fail(err, errcap, "module is corrupt: image kind %u", is_ptx);
+            img.is_ptx = is_ptx != 0;
+            int nvrtc = (int)r_u32(&s);
+            /* one NVRTC made every image (the module keeps one version) */
+            if (rc == 0 && !s.bad && m->nimages && nvrtc != m->nvrtc_version)
+                rc = fail(err, errcap, "module is corrupt: images of NVRTC %d and %d", m->nvrtc_version, nvrtc);
+            m->nvrtc_version = nvrtc;
             img.size = r_u64(&s);
             if (!s.bad && img.size != s.n - s.at) rc = fail(err, errcap, "module is corrupt: image size");
             if (s.bad) rc = -1;
@@ -839,11 +853,16 @@ static int read_module(const unsigned char *data, size_t size, nrt_module_data *
                 m->images[m->nimages++] = img;
             }
         } else if (kind == SEC_ENTRY) {
+            whole = false;
             if (nested) rc = fail(err, errcap, "module is corrupt: nested entry points");
             else rc = read_entry(&s, m, err, errcap);
         } else {
             rc = fail(err, errcap, "module is corrupt: unknown section kind %u", kind);
         }
+        /* bytes a section holds past what its reader took were never checked */
+        if (rc == 0 && whole && s.at != s.n)
+            rc = fail(err, errcap, "module is corrupt: %llu bytes after the end of the %s", (unsigned long long)(s.n - s.at),
+                      s.what);
     }
     if (rc == 0 && at != size)
         rc = fail(err, errcap, "module is corrupt: bytes %llu to %llu belong to no section (%u sections)",

@@ -103,10 +103,119 @@ static void test_malformed_index_operand(void)
     ir_graph_free(g);
 }
 
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int k = 7; k >= 0; k--) v = v << 8 | p[k];
+    return v;
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int k = 0; k < 8; k++) p[k] = (unsigned char)(v >> (8 * k));
+}
+
+/* A copy of the module in bytes with extra zero bytes at the end of top-level
+ * section sec, the header's total and the table's offsets and sizes moved to
+ * match: a file the header and the table cannot tell from a good one. */
+static unsigned char *grow_section(const unsigned char *bytes, size_t size, uint32_t sec, size_t extra)
+{
+    unsigned char *out = calloc(size + extra, 1);
+    const unsigned char *row = bytes + 24 + 24 * (size_t)sec;
+    size_t end = (size_t)(get_u64(row + 8) + get_u64(row + 16));
+    memcpy(out, bytes, end);
+    memcpy(out + end + extra, bytes + end, size - end);
+    put_u64(out + 16, size + extra);
+    put_u64(out + 24 + 24 * (size_t)sec + 16, get_u64(row + 16) + extra);
+    for (uint32_t i = sec + 1; i < (uint32_t)bytes[12]; i++)
+        put_u64(out + 24 + 24 * (size_t)i + 8, get_u64(bytes + 24 + 24 * (size_t)i + 8) + extra);
+    return out;
+}
+
+/* Bytes in a section past what its reader takes were never checked, and
+ * were accepted: fuzz_module's round trip found a source section with 4
+ * bytes after its text (tests/fuzz/regress/fuzz_module/source_tail.netm).
+ * The graph, program and source sections must be read to their last byte. */
+static void test_section_tails(const unsigned char *bytes, size_t size)
+{
+    static const char *const what[] = {"graph", "program", "CUDA source"};
+    nrt_module_data r;
+    char err[512];
+    for (uint32_t sec = 0; sec < 3; sec++) {
+        unsigned char *grown = grow_section(bytes, size, sec, 4);
+        err[0] = 0;
+        int rc = module_read_buffer(grown, size + 4, &r, err, sizeof err);
+        CHECK(rc != 0 && strstr(err, "4 bytes after the end of the") && strstr(err, what[sec]));
+        if (rc == 0) module_data_free(&r);
+        free(grown);
+    }
+    unsigned char *same = grow_section(bytes, size, 0, 0);   /* the helper itself changes nothing */
+    CHECK(module_read_buffer(same, size, &r, err, sizeof err) == 0);
+    module_data_free(&r);
+    free(same);
+}
+
+/* Fields of one bit or a few that the reader took as a wider byte, keeping
+ * only what it knew (2 read as true, 0xbd as the matmul flags 0x05): the
+ * file was accepted and the writer gave back other bytes. fuzz_module's
+ * round trip found the matmul flags (tests/fuzz/regress/fuzz_module/
+ * matmul_flags); the others are the same mistake. bytes: a module whose
+ * sections are graph, program, source and two images. */
+static void test_flag_bytes(unsigned char *bytes, size_t size)
+{
+    const unsigned char *graph = bytes + 24, *image = bytes + 24 + 3 * 24, *second = bytes + 24 + 4 * 24;
+    size_t graph_end = (size_t)(get_u64(graph + 8) + get_u64(graph + 16));
+    size_t train = graph_end - 125;   /* the training spec ends the graph: u8 present at its start, */
+    size_t nesterov = train + 90;     /* u8 nesterov after u32 loss, u32 first input, u8 optimizer, 10 f64 */
+    size_t is_ptx = (size_t)get_u64(image + 8) + 4 + 5;   /* after the arch "sm_90" */
+    size_t nvrtc = (size_t)get_u64(second + 8) + 4 + 5 + 1;
+    const struct { size_t at; unsigned char to; const char *why; } cases[] = {
+        {train, 2, "training flag 2"},
+        {nesterov, 3, "training flag 3"},
+        {is_ptx, 2, "image kind 2"},
+        {nvrtc, 0x7f, "images of NVRTC 13000 and"},
+    };
+    nrt_module_data r;
+    char err[512];
+    for (size_t i = 0; i < NC_COUNT(cases); i++) {
+        unsigned char saved = bytes[cases[i].at];
+        CHECK(saved <= 1 || cases[i].to == 0x7f);
+        bytes[cases[i].at] = cases[i].to;
+        err[0] = 0;
+        int rc = module_read_buffer(bytes, size, &r, err, sizeof err);
+        if (rc == 0 || !strstr(err, cases[i].why)) fprintf(stderr, "case %zu: %s\n", i, rc ? err : "accepted");
+        CHECK(rc != 0 && strstr(err, cases[i].why));
+        if (rc == 0) module_data_free(&r);
+        bytes[cases[i].at] = saved;
+    }
+    CHECK(module_read_buffer(bytes, size, &r, err, sizeof err) == 0);
+    module_data_free(&r);
+}
+
+/* Inputs fuzz_module found the reader accepting unread, each refused now. */
+static void test_fuzz_regressions(void)
+{
+    static const struct { const char *file, *why; } cases[] = {
+        {"source_tail", "4 bytes after the end of the CUDA source"},
+        {"reserved_word", "reserved word is 1"},
+        {"matmul_flags", "matmul flags 0xbd"},
+    };
+    for (size_t i = 0; i < NC_COUNT(cases); i++) {
+        char path[256], err[512] = "";
+        snprintf(path, sizeof path, "tests/fuzz/regress/fuzz_module/%s", cases[i].file);
+        nrt_module_data r;
+        int rc = module_read(path, &r, err, sizeof err);
+        if (rc != 0 && !strstr(err, cases[i].why)) fprintf(stderr, "%s: %s\n", path, err);
+        CHECK(rc != 0 && strstr(err, cases[i].why));
+        if (rc == 0) module_data_free(&r);
+    }
+}
+
 int main(int argc, char **argv)
 {
     test_image_choice();
     test_malformed_index_operand();
+    test_fuzz_regressions();
     const char *example = argc > 1 ? argv[1] : "examples/gpt2.net";
     src_table src = {0};
     char err[1024];
@@ -191,6 +300,18 @@ int main(int argc, char **argv)
     }
     CHECK(refused == tried);
 
+    if (bytes) test_section_tails(bytes, size);
+    nrt_image two[2] = {img, img};
+    m.images = two, m.nimages = 2;
+    CHECK(module_write("test_module_two.netm", &m, err, sizeof err) == 0);
+    m.images = &img, m.nimages = 1;
+    size_t two_size = 0;
+    unsigned char *two_bytes = slurp("test_module_two.netm", &two_size);
+    remove("test_module_two.netm");
+    CHECK(two_bytes != NULL);
+    if (two_bytes) test_flag_bytes(two_bytes, two_size);
+    free(two_bytes);
+
     /* byte flips: refused or read, never a crash (ASan watches) */
     uint64_t x = 88172645463325252ull;
     int accepted = 0;
@@ -222,6 +343,11 @@ int main(int argc, char **argv)
         bytes[12] = 1;
         CHECK(module_read_buffer(bytes, size, &r, err, sizeof err) != 0 && strstr(err, "section 0 starts at byte"));
         bytes[12] = nsec;
+        /* a section's reserved word is 0; another was accepted unread (fuzz_module's round
+           trip, tests/fuzz/regress/fuzz_module/reserved_word) */
+        bytes[24 + 24 * 2 + 4] = 1;
+        CHECK(module_read_buffer(bytes, size, &r, err, sizeof err) != 0 && strstr(err, "section 2's reserved word is 1"));
+        bytes[24 + 24 * 2 + 4] = 0;
         /* bytes after the last section, counted in the header's total */
         unsigned char *longer = malloc(size + 8);
         memcpy(longer, bytes, size);
