@@ -453,6 +453,10 @@ static bool r_decl(rd *r, const ir_graph *g, ir_tensor_decl *d)
 static bool r_dims(rd *r, ir_graph *g)
 {
     uint32_t n = r_count(r, 1, 1u << 20);
+    /* room for all at once: growing by one each (ASan's realloc copies) took
+     * minutes for a million one-byte dims */
+    g->dims = nc_xrealloc(g->dims, ((size_t)g->ndims + n + 1) * sizeof *g->dims);
+    g->cap_dims = g->ndims + n + 1;
     for (uint32_t i = 0; i < n && !r->bad; i++) {
         dim_expr d = {0};
         d.nterms = r_u8(r);
@@ -470,10 +474,7 @@ static bool r_dims(rd *r, ir_graph *g)
                 term->sym[k] = sym;
             }
         }
-        /* append without interning: ids must stay as written */
-        g->dims = nc_xrealloc(g->dims, (g->ndims + 1) * sizeof *g->dims);
-        g->cap_dims = g->ndims + 1;
-        g->dims[g->ndims++] = d;
+        g->dims[g->ndims++] = d;   /* appended without interning: ids must stay as written */
     }
     return !r->bad;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static char *print_graph(const ir_graph *g)
 {
@@ -192,6 +193,36 @@ static void test_flag_bytes(unsigned char *bytes, size_t size)
     module_data_free(&r);
 }
 
+/* A graph section of a million dims of one byte each (no terms: the
+ * constant 0), the most its count allows, then nothing: refused as
+ * truncated, at once. The reader grew the dims one at a time, and under
+ * ASan (whose realloc copies) that took over a minute (fuzz_module's
+ * timeout, tests/fuzz/regress/fuzz_module/million_dims). */
+static void test_many_dims(void)
+{
+    const uint32_t n = 1u << 20;
+    size_t graph = 12 + (size_t)n, size = 48 + graph;
+    unsigned char *b = calloc(size, 1);
+    memcpy(b, NRT_MODULE_MAGIC, 8);
+    b[8] = NRT_MODULE_VERSION, b[12] = 1;
+    put_u64(b + 16, size);
+    b[24] = 1;   /* the graph */
+    put_u64(b + 32, 48), put_u64(b + 40, graph);
+    put_u64(b + 48 + 8, n);   /* no name, no symbols, n dims (the u32 after two u32 zeros) */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    nrt_module_data r;
+    char err[512] = "";
+    int rc = module_read_buffer(b, size, &r, err, sizeof err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    CHECK(rc != 0 && strstr(err, "truncated or corrupt (in the graph)"));
+    if (rc == 0) module_data_free(&r);
+    if (s >= 5) fprintf(stderr, "test_many_dims: %.1f s\n", s);
+    CHECK(s < 5);
+    free(b);
+}
+
 /* Inputs fuzz_module found the reader accepting unread, each refused now. */
 static void test_fuzz_regressions(void)
 {
@@ -216,6 +247,7 @@ int main(int argc, char **argv)
     test_image_choice();
     test_malformed_index_operand();
     test_fuzz_regressions();
+    test_many_dims();
     const char *example = argc > 1 ? argv[1] : "examples/gpt2.net";
     src_table src = {0};
     char err[1024];
