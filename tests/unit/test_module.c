@@ -193,34 +193,64 @@ static void test_flag_bytes(unsigned char *bytes, size_t size)
     module_data_free(&r);
 }
 
-/* A graph section of a million dims of one byte each (no terms: the
- * constant 0), the most its count allows, then nothing: refused as
- * truncated, at once. The reader grew the dims one at a time, and under
- * ASan (whose realloc copies) that took over a minute (fuzz_module's
- * timeout, tests/fuzz/regress/fuzz_module/million_dims). */
-static void test_many_dims(void)
+/* A module of the one graph section g (size bytes, then freed). */
+static unsigned char *graph_module(unsigned char *g, size_t size, size_t *out)
 {
-    const uint32_t n = 1u << 20;
-    size_t graph = 12 + (size_t)n, size = 48 + graph;
-    unsigned char *b = calloc(size, 1);
+    *out = 48 + size;
+    unsigned char *b = calloc(*out, 1);
     memcpy(b, NRT_MODULE_MAGIC, 8);
     b[8] = NRT_MODULE_VERSION, b[12] = 1;
-    put_u64(b + 16, size);
+    put_u64(b + 16, *out);
     b[24] = 1;   /* the graph */
-    put_u64(b + 32, 48), put_u64(b + 40, graph);
-    put_u64(b + 48 + 8, n);   /* no name, no symbols, n dims (the u32 after two u32 zeros) */
+    put_u64(b + 32, 48), put_u64(b + 40, size);
+    memcpy(b + 48, g, size);
+    free(g);
+    return b;
+}
+
+/* Seconds module_read_buffer takes to refuse b as truncated in the graph. */
+static double refuse_time(const unsigned char *b, size_t size)
+{
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     nrt_module_data r;
     char err[512] = "";
     int rc = module_read_buffer(b, size, &r, err, sizeof err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     CHECK(rc != 0 && strstr(err, "truncated or corrupt (in the graph)"));
     if (rc == 0) module_data_free(&r);
-    if (s >= 5) fprintf(stderr, "test_many_dims: %.1f s\n", s);
-    CHECK(s < 5);
+    return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
+/* Graph sections of long lists, the most their counts allow in 1 MiB, then
+ * nothing: refused as truncated, at once. The reader grew its lists one
+ * item at a time, and under ASan (whose realloc copies) a million one-byte
+ * dims took over a minute, 2^17 updates as long (fuzz_module's timeouts,
+ * tests/fuzz/regress/fuzz_module/million_dims and many_updates). */
+static void test_long_lists(void)
+{
+    const uint32_t ndims = 1u << 20, nupdates = 1u << 17;
+    size_t n = 12 + (size_t)ndims, size;
+    unsigned char *g = calloc(n, 1);
+    g[8] = (unsigned char)ndims, g[9] = (unsigned char)(ndims >> 8), g[10] = (unsigned char)(ndims >> 16);   /* no name, no symbols */
+    unsigned char *b = graph_module(g, n, &size);
+    double dims_s = refuse_time(b, size);
     free(b);
+    /* no name, symbols, dims, files or inputs; one parameter f32[] and its node; no
+       outputs; then the updates, each of parameter 0 to node 0 */
+    size_t param = 4 + 2 + 12 + 2 + 16, node = 4 + 3 + 4 + 43 + 12 + 4;
+    n = 6 * 4 + param + 4 + node + 4 + 4 + 8 * (size_t)nupdates;
+    g = calloc(n, 1);
+    g[20] = 1;                               /* one parameter */
+    g[24 + param] = 1;                       /* one node, */
+    g[24 + param + 4] = OP_PARAM;            /* the parameter's */
+    size_t at = 24 + param + 4 + node + 4;   /* after no outputs */
+    g[at + 2] = (unsigned char)(nupdates >> 16);
+    b = graph_module(g, n, &size);
+    double updates_s = refuse_time(b, size);
+    free(b);
+    if (dims_s >= 5 || updates_s >= 5) fprintf(stderr, "test_long_lists: dims %.1f s, updates %.1f s\n", dims_s, updates_s);
+    CHECK(dims_s < 5 && updates_s < 5);
 }
 
 /* Inputs fuzz_module found the reader accepting unread, each refused now. */
@@ -247,7 +277,7 @@ int main(int argc, char **argv)
     test_image_choice();
     test_malformed_index_operand();
     test_fuzz_regressions();
-    test_many_dims();
+    test_long_lists();
     const char *example = argc > 1 ? argv[1] : "examples/gpt2.net";
     src_table src = {0};
     char err[1024];
