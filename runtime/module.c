@@ -882,6 +882,11 @@ static int read_module(const unsigned char *data, size_t size, nrt_module_data *
     if (rc == 0 && !have_program) rc = fail(err, errcap, "module is corrupt: no program section");
     if (rc == 0 && !have_source) rc = fail(err, errcap, "module is corrupt: no source section");
     if (rc == 0 && m->program.nsteps && !m->program.source) rc = fail(err, errcap, "module is corrupt: steps without source");
+    /* the main entry's name ("train" when its graph updates parameters) loads the
+     * top level (module_take_entry): an entry of that name could never be loaded */
+    for (uint32_t i = 0; rc == 0 && i < m->nentries; i++)
+        if (strcmp(m->entries[i].name, module_main_entry_name(m)) == 0)
+            rc = fail(err, errcap, "module is corrupt: an entry named %s, the main entry's name", m->entries[i].name);
     if (rc != 0) module_data_free(m);
     return rc;
 }

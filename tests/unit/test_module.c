@@ -349,6 +349,33 @@ int main(int argc, char **argv)
     remove("test_module_req.netm");
     g->requires[0].rhs = ir_dim_const(g, 1024);
 
+    /* A module whose graph updates a parameter is the entry "train" itself:
+       an entry of that name beside it could never be loaded (nrt_module_load_entry
+       gives the top level), and the reader took it */
+    if (g->nparams && g->noutputs) {
+        nrt_module_data sub;
+        CHECK(module_read(path, &sub, err, sizeof err) == 0);
+        ir_value w = 0;
+        while (w < g->nnodes && !(g->nodes[w].op == OP_PARAM && g->nodes[w].attr.index == 0)) w++;
+        ir_update_add(g, 0, w);   /* w <- w: a training step's graph as far as the name goes */
+        module_add_entry(&m, "train", &sub);
+        CHECK(module_write("test_module_train.netm", &m, err, sizeof err) == 0);
+        err[0] = 0;
+        int rc = module_read("test_module_train.netm", &r, err, sizeof err);
+        CHECK(rc != 0 && strstr(err, "an entry named train, the main entry's name"));
+        if (rc == 0) module_data_free(&r);
+        m.entries[0].name[0] = 'T';   /* another name is fine */
+        CHECK(module_write("test_module_train.netm", &m, err, sizeof err) == 0);
+        CHECK(module_read("test_module_train.netm", &r, err, sizeof err) == 0);
+        module_data_free(&r);
+        remove("test_module_train.netm");
+        free(m.entries[0].name);
+        module_data_free(&m.entries[0].data);
+        free(m.entries);
+        m.entries = NULL, m.nentries = 0;
+        g->nupdates--;
+    }
+
     /* every truncation is refused with a message */
     size_t size = 0;
     unsigned char *bytes = slurp(path, &size);
