@@ -8,8 +8,9 @@
  *      GPU: the memory plan (program_plan_memory), the launch DAG
  *      (dag_plan_build) and every step's launch at its evaluated sizes, with
  *      each symbolic dim bound to 2;
- *   3. through libnetrt's public API (nrt_module_load_entry, from a memfd):
- *      a CPU session with every dim bound to 2, seeded inputs, one run and
+ *   3. through libnetrt's public API (nrt_module_load_entry, from a memfd),
+ *      each entry point, which must be the graph the reader read for it: a
+ *      CPU session with every dim bound to 2, seeded inputs, one run and
  *      every output read back; modules too big to run quickly are only loaded.
  *
  * Random bytes rarely get past the header's total length and the section
@@ -215,8 +216,11 @@ static const char *as_file(const uint8_t *data, size_t size)
  * reader takes any, the writer writes one. */
 static void round_trip(const nrt_module_data *m, const uint8_t *data, size_t size)
 {
-    static char path[64];
-    if (!path[0]) snprintf(path, sizeof path, "/dev/shm/fuzz_module.%d.netm", (int)getpid());
+    static char path[1024];
+    if (!path[0]) {   /* memory, where there is a /dev/shm: module_write syncs the file */
+        const char *dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(path, sizeof path, "%s/fuzz_module.%d.netm", dir, (int)getpid());
+    }
     char err[512];
     if (module_write(path, m, err, sizeof err) != 0) {
         fprintf(stderr, "fuzz_module: the reader took the module, the writer not: %s\n", err);
@@ -235,13 +239,20 @@ static void round_trip(const nrt_module_data *m, const uint8_t *data, size_t siz
     free(back);
 }
 
-static void load_and_run(const char *path, const char *entry)
+/* The entry named entry (NULL: the top level), whose graph the reader read
+ * as want, loaded through the public API: it must be that graph. */
+static void load_and_run(const char *path, const char *entry, const ir_graph *want)
 {
     nrt_module *m;
     nrt_error e;
     if (nrt_module_load_entry(path, entry, &m, &e) != NRT_OK) {
         fprintf(stderr, "fuzz_module: the reader took the module, nrt_module_load_entry(%s) not: %s\n",
                 entry ? entry : "NULL", e.message);
+        abort();
+    }
+    const ir_graph *got = nrt_module_graph(m);
+    if (got->nnodes != want->nnodes || got->nupdates != want->nupdates || strcmp(got->name, want->name) != 0) {
+        fprintf(stderr, "fuzz_module: nrt_module_load_entry(%s) loaded another entry's graph\n", entry ? entry : "NULL");
         abort();
     }
     if (small_enough(nrt_module_graph(m))) run_session(m);
@@ -257,8 +268,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     plan_program(m.graph, &m.program);
     for (uint32_t i = 0; i < m.nentries; i++) plan_program(m.entries[i].data.graph, &m.entries[i].data.program);
     const char *path = as_file(data, size);
-    load_and_run(path, NULL);
-    for (uint32_t i = 0; i < m.nentries; i++) load_and_run(path, m.entries[i].name);
+    load_and_run(path, NULL, m.graph);
+    for (uint32_t i = 0; i < m.nentries; i++) load_and_run(path, m.entries[i].name, m.entries[i].data.graph);
     module_data_free(&m);
     return 0;
 }
