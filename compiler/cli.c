@@ -368,10 +368,11 @@ static const cli_option cli_options[] = {
               "forward, plus a train entry point when the model has a train section); "
               "run, inspect: which entry point of the module (default forward)"),
     CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--accumulate", opt_accumulate, "a count of micro-batches", "N",
-              "N micro-batches per optimizer step (build: with --entry train)"),
+              "N micro-batches per optimizer step (build: to its training step, built unless --entry forward)"),
     CALL_WITH(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--memory-budget", opt_memory_budget, "a size such as 4GiB or 512MiB", "SIZE",
               "recompute forward values until the training step's planned "
-              "peak fits SIZE (4GiB, 512MiB; all dims bound; build: with --entry train)"),
+              "peak fits SIZE (4GiB, 512MiB; all dims bound; build: to its training step, built unless "
+              "--entry forward)"),
     FLAG(CMD_BUILD, "--emit-cuda", emit_cuda, "print the generated CUDA C"),
     CALL(CMD_CHECK | CMD_BUILD | CMD_TRAIN, "--no-fuse", opt_no_fuse, "one kernel per op: no elementwise fusion"),
     FLAG(CMD_BUILD, "--no-memplan", no_memplan, "give every buffer its own memory: what the plan saves"),

@@ -812,6 +812,12 @@ build_help=$("$netc" help build 2>&1) || { echo "FAIL: netc help build exits non
 [[ $build_help == *"  build FILE -o M.netm"* && $build_help == *--memory-budget* && $build_help == *--no-cse* ]] ||
   { echo "FAIL: netc help build lacks build's line or options: $build_help"; fail=$((fail + 1)); }
 [[ $build_help != *--epochs* && $build_help != *"  train FILE"* ]] || { echo "FAIL: netc help build shows train's: $build_help"; fail=$((fail + 1)); }
+# --accumulate and --memory-budget apply to the training step a plain build makes too (help said: with --entry train)
+n=$((n + 1))
+joined=$(tr '\n' ' ' <<<"$build_help" | tr -s ' ')
+[[ $joined == *"N micro-batches per optimizer step (build: to its training step, built unless --entry forward)"* &&
+   $joined == *"peak fits SIZE (4GiB, 512MiB; all dims bound; build: to its training step, built unless --entry forward)"* ]] ||
+  { echo "FAIL: netc help build says --accumulate, --memory-budget need --entry train: $joined"; fail=$((fail + 1)); }
 n=$((n + 1))
 [[ $("$netc" train --help 2>&1) == "$("$netc" help train 2>&1)" && $("$netc" help train) == *--epochs* ]] ||
   { echo "FAIL: netc train --help is not netc help train's text"; fail=$((fail + 1)); }
