@@ -930,6 +930,24 @@ static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, u
     return 0;
 }
 
+/* An input's symbolic dim not among names (NULL where all are bound): the
+ * command names --dim for it, where the session's error would name its
+ * options (dim_names/dim_values), an API a command-line user does not see. */
+static const char *unbound_dim(const nrt_module *m, const char *const *names, int n)
+{
+    for (int i = 0; i < nrt_module_num_inputs(m); i++) {
+        nrt_tensor_info info;
+        nrt_module_input(m, i, &info);
+        for (int axis = 0; axis < info.rank; axis++) {
+            const char *dim = nrt_module_input_dim(m, i, axis);
+            bool bound = false;
+            for (int j = 0; dim && j < n; j++) bound |= strcmp(names[j], dim) == 0;
+            if (dim && !bound) return dim;
+        }
+    }
+    return NULL;
+}
+
 /* inspect --profile: a GPU session at the --dim binding, seeded random
  * inputs, three warm-up runs, then each launch timed (nrt_session_profile). */
 static int profile_module(const cli_opts *o, double **step_seconds, char *device, size_t devcap)
@@ -940,6 +958,12 @@ static int profile_module(const cli_opts *o, double **step_seconds, char *device
     nrt_session_opts so = nrt_session_defaults();
     so.device = NRT_DEVICE_GPU;
     so.dim_names = o->dim_names, so.dim_values = o->dim_values, so.ndims = o->ndims;
+    const char *unbound = unbound_dim(m, o->dim_names, o->ndims);
+    if (unbound) {
+        fprintf(stderr, "netc: --profile measures on a GPU at bound sizes: symbolic dim %s is not bound: give --dim %s=N\n", unbound, unbound);
+        nrt_module_free(m);
+        return 1;
+    }
     nrt_session *s;
     int rc = 1;
     if (nrt_session_create(m, &so, &s, &e)) {
@@ -1217,6 +1241,11 @@ static int cmd_run(cli_opts *o)
     nrt_session_opts so = nrt_session_defaults();
     so.device = !o->device || !strcmp(o->device, "auto") ? NRT_DEVICE_AUTO : !strcmp(o->device, "cpu") ? NRT_DEVICE_CPU : NRT_DEVICE_GPU;
     so.dim_names = dn, so.dim_values = dv, so.ndims = nd;
+    const char *unbound = unbound_dim(m, dn, nd);
+    if (unbound) {
+        fprintf(stderr, "netc: symbolic dim %s is not bound: give --dim %s=N (or an --input whose shape has it)\n", unbound, unbound);
+        goto done;
+    }
     nrt_session *s;
     if (nrt_session_create(m, &so, &s, &e)) { fprintf(stderr, "netc: %s\n", e.message); goto done; }
     fprintf(stderr, "netc: running on %s\n", nrt_session_device(s));

@@ -373,7 +373,11 @@ if ! grep -q 'running on cuda' <<<"$probe"; then
   expect 1 "measures on a GPU"    inspect "$tmp/m.netm" --dim B=2 --profile   # no GPU here
 fi
 # a dim left unbound names the option of the command at hand (it said 'netc run:' to inspect too)
-expect 1 "netc inspect --profile: --dim B=N" inspect "$tmp/m.netm" --profile
+# ... and --dim, not the session's options dim_names/dim_values (an API's names)
+expect 1 "netc: --profile measures on a GPU at bound sizes: symbolic dim B is not bound: give --dim B=N" inspect "$tmp/m.netm" --profile
+n=$((n + 1))
+[[ $("$netc" inspect "$tmp/m.netm" --profile 2>&1) != *dim_names* ]] || { echo "FAIL: inspect --profile names dim_names"; fail=$((fail + 1)); }
+expect 1 "netc: symbolic dim B is not bound: give --dim B=N (or an --input whose shape has it)" run "$tmp/m.netm" --random-inputs 1
 # --report names each decision with its source line
 n=$((n + 1))
 report=$("$netc" build "$src/examples/cast_chain.net" --dim B=64 --target '' --report -o "$tmp/cc.netm" 2>&1)
