@@ -1865,7 +1865,7 @@ int train_main(const train_opts *o)
     char svg[4096];
     if (o->metrics_path && svg_path(o->metrics_path, svg, sizeof svg)) {
         fprintf(stderr, "netc: --metrics %s: the loss curve goes to NAME.svg beside it; give the metrics another name, "
-                        "e.g. %s.jsonl\n", o->metrics_path, o->metrics_path);
+                        "e.g. %.*s.jsonl\n", o->metrics_path, (int)(strlen(svg) - 4), svg);   /* m.svg: m.jsonl */
         return 2;
     }
     if (o->metrics_path && metrics_check(o->metrics_path)) return 1;

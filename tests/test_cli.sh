@@ -301,7 +301,9 @@ expect 1 "do not give it with --dim" train "$src/examples/fashion_mlp.net" --dat
 expect 2 "--save $tmp/./w.jsonl is the file of --metrics: the weights would replace it" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --metrics "$tmp/w.jsonl" --save "$tmp/./w.jsonl"
 expect 2 "is the file of the checkpoint of --checkpoint-dir" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --checkpoint-dir "$tmp/cksave" --save "$tmp/cksave/../cksave/checkpoint.safetensors"
 # the loss curve goes to NAME.svg beside the metrics: metrics named so would be overwritten by it
-expect 2 "give the metrics another name" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --metrics "$tmp/m.svg"
+# (it suggested m.svg.jsonl: the extension is replaced)
+expect 2 "netc: --metrics $tmp/m.svg: the loss curve goes to NAME.svg beside it; give the metrics another name, e.g. $tmp/m.jsonl" \
+  train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --metrics "$tmp/m.svg"
 # a .npy header whose shape multiplies past 2^40 elements is refused before any arithmetic overflows
 big="{'descr': '|u1', 'fortran_order': False, 'shape': (1099511627776, 1099511627776, 1099511627776), }"
 npy_header() { printf "\\x93NUMPY\\x01\\x00\\x$(printf %02x $((${#1} + 1)))\\x00%s\\n" "$1"; }   # version 1, then the header
