@@ -1455,27 +1455,6 @@ static bool schedule_spans_epochs(const trainer *t)
     return t->tg->train.schedule == IR_SCHED_COSINE && t->tg->train.total_steps == 0;
 }
 
-/* A resume with other --epochs than the checkpoint's: refused where the
- * schedule spans them, as the learning rate would jump; said otherwise
- * (the run then goes as an uninterrupted one with these --epochs). */
-static int check_epochs(trainer *t, const char *ckpt, int64_t nb, const train_pos *pos)
-{
-    const train_opts *o = t->o;
-    /* older checkpoints did not keep them; past the new --epochs, no step runs */
-    if (!pos->epochs || pos->epochs == o->epochs || pos->epoch >= o->epochs) return 0;
-    if (!schedule_spans_epochs(t)) {
-        fprintf(stderr, "netc: the checkpoint was made with --epochs %lld; this run goes on to --epochs %lld (its learning-rate schedule "
-                        "does not depend on them)\n", (long long)pos->epochs, (long long)o->epochs);
-        return 0;
-    }
-    double was = schedule_lr(t, nb * pos->epochs), now = schedule_lr(t, nb * o->epochs);
-    fprintf(stderr, "netc: cannot resume: %s: @train_state: it was made with --epochs %lld, this run has --epochs %lld: the cosine "
-                    "schedule spans the run's epochs, so its learning rates would be another run's (step %lld's: %.4g, not %.4g); resume "
-                    "with --epochs %lld\n",
-            ckpt, (long long)pos->epochs, (long long)o->epochs, (long long)t->step + 1, now, was, (long long)pos->epochs);
-    return 1;
-}
-
 /* a and b with the fewest digits (6 at least) that tell them apart */
 static void fmt_distinct(double a, double b, char *as, char *bs, size_t cap)
 {
@@ -1484,6 +1463,45 @@ static void fmt_distinct(double a, double b, char *as, char *bs, size_t cap)
         snprintf(bs, cap, "%.*g", digits, b);
         if (strcmp(as, bs) != 0) return;
     }
+}
+
+/* Whether the steps done took the learning rates a run of total_now steps
+ * gives them, as the step reads one (an f32 scalar): so warmup's, which do
+ * not depend on the total, and a cosine's that the total moves by less than
+ * a float's rounding. The resumed run is then that run, uninterrupted. */
+static bool same_lrs_so_far(const trainer *t, int64_t total_was, int64_t total_now)
+{
+    for (int64_t step = 0; step < t->step; step++)
+        if ((float)train_schedule_lr(&t->tg->train, base_lr(t), step, total_was) !=
+            (float)train_schedule_lr(&t->tg->train, base_lr(t), step, total_now))
+            return false;
+    return true;
+}
+
+/* A resume with other --epochs than the checkpoint's: refused where the
+ * schedule spans them and the steps done would have had other learning
+ * rates; said otherwise (the run then goes as an uninterrupted one with
+ * these --epochs). */
+static int check_epochs(trainer *t, const char *ckpt, int64_t nb, const train_pos *pos)
+{
+    const train_opts *o = t->o;
+    /* older checkpoints did not keep them; past the new --epochs, no step runs */
+    if (!pos->epochs || pos->epochs == o->epochs || pos->epoch >= o->epochs) return 0;
+    const char *why = !schedule_spans_epochs(t)                      ? "its learning-rate schedule does not depend on them"
+                      : same_lrs_so_far(t, nb * pos->epochs, nb * o->epochs) ? "the steps done took the learning rates these give them"
+                                                                             : NULL;
+    if (why) {
+        fprintf(stderr, "netc: the checkpoint was made with --epochs %lld; this run goes on to --epochs %lld (%s)\n",
+                (long long)pos->epochs, (long long)o->epochs, why);
+        return 0;
+    }
+    char was[32], now[32];
+    fmt_distinct(schedule_lr(t, nb * pos->epochs), schedule_lr(t, nb * o->epochs), was, now, sizeof was);
+    fprintf(stderr, "netc: cannot resume: %s: @train_state: it was made with --epochs %lld, this run has --epochs %lld: the cosine "
+                    "schedule spans the run's epochs, so its learning rates would be another run's (step %lld's: %s, not %s); resume "
+                    "with --epochs %lld\n",
+            ckpt, (long long)pos->epochs, (long long)o->epochs, (long long)t->step + 1, now, was, (long long)pos->epochs);
+    return 1;
 }
 
 /* A resume with another base learning rate than the checkpoint's (--lr, or

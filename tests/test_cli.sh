@@ -865,5 +865,16 @@ expect 1 "input @lr was not set (nrt_session_set_input; netc run: --input @lr=NU
 expect 0 "netc: warning: --loss-slices 2 has no effect: the large-vocabulary loss is sliced along its logits' second-to-last axis, whose size is symbolic here
   hint: bind the logits' axis that is sliced with --dim (T of [B, T, V]: --dim T=1024), or drop --loss-slices" \
   build "$src/examples/gpt2.net" --set L=1 --loss-slices 2 --target '' -o "$tmp/ls.netm"
+# a resume with other --epochs where a cosine schedule spans them: refused only where the steps
+# done would have had other learning rates (one in warmup was refused, "step 3's: 3e-05, not
+# 3e-05"), and then with the digits that tell the two apart (%.4g printed 0.01 twice)
+{ sed '/^train/,$d' "$src/tests/train/drop_lm.net"; printf 'train drop_lm {\n  optimizer adam(lr: 1e-2)\n  schedule cosine(warmup: 2)\n}\n'; } > "$tmp/cos.net"
+ctrain=(train "$tmp/cos.net" --data "$tmp/fox.txt" --batch 16 --device cpu)
+"$netc" "${ctrain[@]}" --epochs 10 --max-steps 2 --checkpoint-dir "$tmp/cw" >/dev/null 2>&1
+"$netc" "${ctrain[@]}" --epochs 10 --max-steps 4 --checkpoint-dir "$tmp/cp" >/dev/null 2>&1
+says 0 "netc: the checkpoint was made with --epochs 10; this run goes on to --epochs 11 (the steps done took the learning rates these give them)" \
+  "${ctrain[@]}" --epochs 11 --max-steps 3 --checkpoint-dir "$tmp/cw" --resume
+says 1 "the cosine schedule spans the run's epochs, so its learning rates would be another run's (step 5's: 0.00999981, not 0.00999977); resume with --epochs 10" \
+  "${ctrain[@]}" --epochs 11 --max-steps 5 --checkpoint-dir "$tmp/cp" --resume
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
