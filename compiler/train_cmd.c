@@ -1605,8 +1605,10 @@ static int report_epoch(trainer *t, const epoch_tally *e, double el, double accu
     if (stepped) snprintf(loss_text, sizeof loss_text, "%.4f", train_loss);
     if (t->classifier) snprintf(acc_text, sizeof acc_text, ", test accuracy %.4f", accuracy);
     if (t->gpu) snprintf(gpu_text, sizeof gpu_text, " (the GPU waited %.3f s for inputs)", gpu_wait);
-    fprintf(stderr, "epoch %lld: train loss %s, test loss %.4f%s, %.1f s, %.0f samples/s, waited %.2f s for data%s%s\n",
-            (long long)e->epoch + 1, loss_text, test_loss, acc_text, el, rate, e->waited, gpu_text,
+    char rate_text[64] = ", no step of it in this run";   /* evaluated only: a rate of 0 would be no measure */
+    if (e->batches > e->first_batch) snprintf(rate_text, sizeof rate_text, ", %.1f s, %.0f samples/s", el, rate);
+    fprintf(stderr, "epoch %lld: train loss %s, test loss %.4f%s%s, waited %.2f s for data%s%s\n",
+            (long long)e->epoch + 1, loss_text, test_loss, acc_text, rate_text, e->waited, gpu_text,
             t->skipped ? " (steps skipped on overflow so far: see below)" : "");
     json_t *line = json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:I}", "epoch", (json_int_t)e->epoch + 1, "step", (json_int_t)t->step,
                              "train_loss", e->nloss ? train_loss : 0.0, "samples_per_s", rate, "test_loss", test_loss,
@@ -1801,10 +1803,13 @@ static int train_loop(trainer *t)
         double el = now_s() - run.started;
         char gpu_text[64] = "";
         if (t->gpu) snprintf(gpu_text, sizeof gpu_text, " (GPU input wait %.3f s)", gpu_input_wait_seconds(t->gs));
-        fprintf(stderr, "done: %lld steps in %.1f s (%.0f samples/s), data wait %.2f s%s, skipped steps %lld\n",
-                (long long)t->step, el, (double)run.samples / fmax(el, 1e-9), run.waited, gpu_text, (long long)t->skipped);
+        if (t->step == t->first_step)   /* resumed at --max-steps: a rate of 0 and a step's 0 MiB would be no measure */
+            fprintf(stderr, "done: %lld steps, none in this run: no rate or step memory to report\n", (long long)t->step);
+        else
+            fprintf(stderr, "done: %lld steps in %.1f s (%.0f samples/s), data wait %.2f s%s, skipped steps %lld\n",
+                    (long long)t->step, el, (double)run.samples / fmax(el, 1e-9), run.waited, gpu_text, (long long)t->skipped);
         if (t->gpu) rc = report_gpu_memory(t);
-        else report_cpu_memory(t);
+        else if (t->step > t->first_step) report_cpu_memory(t);
     }
     if (rc == 0 && o->save_path && (!t->stopped_by || t->step > t->first_step)) rc = save_weights(t, o->save_path);
     if (rc == 0 && t->stopped_by) rc = finish_interrupted(t, ckpt);

@@ -876,5 +876,11 @@ says 0 "netc: the checkpoint was made with --epochs 10; this run goes on to --ep
   "${ctrain[@]}" --epochs 11 --max-steps 3 --checkpoint-dir "$tmp/cw" --resume
 says 1 "the cosine schedule spans the run's epochs, so its learning rates would be another run's (step 5's: 0.00999981, not 0.00999977); resume with --epochs 10" \
   "${ctrain[@]}" --epochs 11 --max-steps 5 --checkpoint-dir "$tmp/cp" --resume
+# a resume at --max-steps runs no step: no rate or memory of one (it said "0 samples/s", "values held 0.0 MiB")
+n=$((n + 1))
+out=$("$netc" "${ctrain[@]}" --epochs 10 --max-steps 4 --checkpoint-dir "$tmp/cp" --resume 2>&1 >/dev/null)
+[[ $out == *"
+done: 4 steps, none in this run: no rate or step memory to report" && $out == *"no step of it in this run, waited"* &&
+   $out != *samples/s* && $out != *"CPU memory"* ]] || { echo "FAIL: a resume at --max-steps reports a rate or memory: $out"; fail=$((fail + 1)); }
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
