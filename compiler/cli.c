@@ -930,22 +930,45 @@ static int set_random_inputs(nrt_module *m, nrt_session *s, const cli_opts *o, u
     return 0;
 }
 
-/* An input's symbolic dim not among names (NULL where all are bound): the
- * command names --dim for it, where the session's error would name its
- * options (dim_names/dim_values), an API a command-line user does not see. */
-static const char *unbound_dim(const nrt_module *m, const char *const *names, int n)
+/* The first of the inputs' symbolic dims that pick(dim, ctx) picks, or NULL. */
+static const char *input_dim_where(const nrt_module *m, bool (*pick)(const char *, const void *), const void *ctx)
 {
     for (int i = 0; i < nrt_module_num_inputs(m); i++) {
         nrt_tensor_info info;
         nrt_module_input(m, i, &info);
         for (int axis = 0; axis < info.rank; axis++) {
             const char *dim = nrt_module_input_dim(m, i, axis);
-            bool bound = false;
-            for (int j = 0; dim && j < n; j++) bound |= strcmp(names[j], dim) == 0;
-            if (dim && !bound) return dim;
+            if (dim && pick(dim, ctx)) return dim;
         }
     }
     return NULL;
+}
+
+typedef struct {
+    const char *const *names;
+    int n;
+} dim_list;
+
+static bool not_in_list(const char *dim, const void *ctx)
+{
+    const dim_list *l = ctx;
+    for (int j = 0; j < l->n; j++)
+        if (strcmp(l->names[j], dim) == 0) return false;
+    return true;
+}
+
+static bool same_name(const char *dim, const void *name) { return strcmp(dim, name) == 0; }
+
+/* An input's symbolic dim not bound by names (NULL where all are): the
+ * command names --dim for it, where the session's error would name its
+ * options (dim_names/dim_values), an API a command-line user does not see.
+ * A name that is no input's dim is the session's to refuse first (it lists
+ * the module's dims). */
+static const char *unbound_dim(const nrt_module *m, const char *const *names, int n)
+{
+    for (int j = 0; j < n; j++)
+        if (!input_dim_where(m, same_name, names[j])) return NULL;
+    return input_dim_where(m, not_in_list, &(dim_list){names, n});
 }
 
 /* inspect --profile: a GPU session at the --dim binding, seeded random
