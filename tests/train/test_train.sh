@@ -140,12 +140,17 @@ for d in data1k samesize; do
   grep -q "cannot resume: .*@train_state: $want: resume on the same data (--data)" "$tmp/other.log" || { cat "$tmp/other.log"; exit 1; }
 done
 # ... and with the --epochs it was made with where the schedule spans them (tiny.net's cosine):
-# another would change every later step's learning rate
-if "$netc" train "$model" "${common[@]}" --epochs 3 --checkpoint-dir "$tmp/ms5" --resume 2>"$tmp/other.log"; then
+# another would change every later step's learning rate, so the steps done would be another
+# run's; in the warmup (5 steps) they are not, and it goes on (it was refused: "0.003, not 0.003")
+"$netc" train "$model" "${common[@]}" --max-steps 10 --checkpoint-dir "$tmp/ms10" 2>/dev/null
+if "$netc" train "$model" "${common[@]}" --epochs 3 --checkpoint-dir "$tmp/ms10" --resume 2>"$tmp/other.log"; then
   echo "a cosine run resumed with other --epochs"; exit 1
 fi
-grep -q "cannot resume: .*@train_state: it was made with --epochs 2, this run has --epochs 3: the cosine schedule spans the run's epochs, so its learning rates would be another run's (step 6's: .*); resume with --epochs 2" \
+grep -q "cannot resume: .*@train_state: it was made with --epochs 2, this run has --epochs 3: the cosine schedule spans the run's epochs, so its learning rates would be another run's (step 11's: .*); resume with --epochs 2" \
   "$tmp/other.log" || { cat "$tmp/other.log"; exit 1; }
+"$netc" train "$model" "${common[@]}" --epochs 3 --max-steps 5 --checkpoint-dir "$tmp/ms5" --resume 2>"$tmp/other.log" &&
+  grep -q "this run goes on to --epochs 3 (the steps done took the learning rates these give them)" "$tmp/other.log" ||
+  { cat "$tmp/other.log"; echo "a cosine run in its warmup did not resume with other --epochs"; exit 1; }
 # a finished run (all its epochs done) runs nothing, says so and exits 0, its checkpoint untouched
 cp "$tmp/ms/checkpoint.safetensors" "$tmp/done.safetensors"
 "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ms" --resume 2>"$tmp/done.log" &&
