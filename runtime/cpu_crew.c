@@ -130,6 +130,8 @@ void cpu_crew_free(cpu_crew *c)
     free(c);
 }
 
+int cpu_crew_size(const cpu_crew *c) { return c ? c->nworkers + 1 : 1; }
+
 int64_t cpu_crew_run(cpu_crew *c, int64_t ntiles, cpu_crew_fn *fn, void *ctx, int *failed_thread)
 {
     *failed_thread = 0;

@@ -30,6 +30,8 @@ int cpu_crew_threads(char *err, size_t errcap);
  * start (the caller then works alone). */
 cpu_crew *cpu_crew_new(int threads);
 void cpu_crew_free(cpu_crew *c);
+/* Threads a job may use, the caller included (1 for a NULL crew). */
+int cpu_crew_size(const cpu_crew *c);
 
 /* fn over tiles [0, ntiles): the caller is thread 0, workers 1.. as they
  * wake. Returns ntiles when every tile succeeded, else the lowest tile that

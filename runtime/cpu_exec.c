@@ -767,12 +767,18 @@ static int chain_tile(void *ctx, int64_t t, int thread)
 
 /* The crew to spread ntiles over (NULL: the calling thread alone),
  * started at the first chain that wants one. */
-static cpu_crew *chain_crew(cpu_run *r, int64_t ntiles)
+static cpu_crew *run_crew(void *run)
 {
-    if (r->threads < 2 || ntiles < CPU_CREW_MIN_TILES) return NULL;
+    cpu_run *r = run;
+    if (r->threads < 2) return NULL;
     if (!r->crew) r->crew = cpu_crew_new(r->threads);
     if (!r->crew) r->threads = 1;   /* no thread would start: alone from now on */
     return r->crew;
+}
+
+static cpu_crew *chain_crew(cpu_run *r, int64_t ntiles)
+{
+    return ntiles < CPU_CREW_MIN_TILES ? NULL : run_crew(r);
 }
 
 static void finish_node(cpu_run *r, ir_value v);
@@ -977,7 +983,8 @@ static int eval_node(cpu_run *r, ir_value v)
     }
     if ((rc = store_result(r, v))) return rc;
     char kerr[512] = "";
-    cpu_op_ctx c = {.g = g, .node = n, .args = r->argv, .out = out, .syms = r->syms, .err = kerr, .errcap = sizeof kerr};
+    cpu_op_ctx c = {.g = g, .node = n, .args = r->argv, .out = out, .syms = r->syms, .err = kerr, .errcap = sizeof kerr,
+                    .crew = run_crew, .run = r};
     cpu_kernels[n->op](&c);
     if (kerr[0]) return run_fail(r, n, "%s", kerr);
     return 0;

@@ -66,6 +66,11 @@ typedef struct cpu_op_ctx {
     char *err;                 /* a kernel that cannot compute its result (index out of
                                   range) writes why here; cpu_exec_run then fails */
     size_t errcap;
+    /* The run's worker threads, for a kernel that splits its own work (a
+       matmul's rows), started at the first ask; NULL, or a NULL answer: the
+       calling thread alone. Never inside a chain's tile (a worker's). */
+    struct cpu_crew *(*crew)(void *run);
+    void *run;
 } cpu_op_ctx;
 
 /* Storage kept from run to run, so a training step that repeats allocates

@@ -8,6 +8,8 @@
  * pays no per-element dispatch; the narrow formats pay one extra pass. */
 #include "cpu_kernels.h"
 
+#include "cpu_crew.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -19,9 +21,9 @@
 #include <cblas.h>
 #endif
 #if NETC_HAVE_CBLAS && defined(OPENBLAS_VERSION)
-#include <pthread.h>
 #define CPU_OPENBLAS 1
 #endif
+#include <pthread.h>
 
 /* Not in strict C11 <math.h>. */
 #define CPU_SQRT1_2 0.70710678118654752440
@@ -1255,13 +1257,14 @@ enum { GEMM_ROWS = 8 };
  * of A at a time, so each row of B is read once per GEMM_ROWS rows of C (a
  * language model's head reads a B of 150 MB; one term a cache miss, as a
  * walk down B's columns made it, took minutes). */
-static void gemm_rows_tb(bool ta, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C)
+static void gemm_rows_tb(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                         float *C)
 {
     double *a = nc_xmalloc((size_t)(GEMM_ROWS * K) * sizeof *a);
     for (int64_t i0 = 0; i0 < M; i0 += GEMM_ROWS) {
         int64_t rows = M - i0 < GEMM_ROWS ? M - i0 : GEMM_ROWS;
         for (int64_t r = 0; r < rows; r++)
-            for (int64_t k = 0; k < K; k++) a[r * K + k] = ta ? A[k * M + i0 + r] : A[(i0 + r) * K + k];
+            for (int64_t k = 0; k < K; k++) a[r * K + k] = ta ? A[k * lda + i0 + r] : A[(i0 + r) * lda + k];
         for (int64_t j = 0; j < N; j++) {
             const float *b = B + j * K;
             double sum[GEMM_ROWS] = {0};
@@ -1305,8 +1308,10 @@ int cpu_blas_threads(void)
 #endif
 }
 
-/* C[M, N] = op(A) op(B), row-major; op(A) = A^T when ta (A stored [K, M]). */
-static void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C)
+/* C[M, N] = op(A) op(B), row-major; op(A) = A^T when ta (A stored [K, lda]
+ * columns, else [M, lda]); B dense. */
+static void gemm_ld(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                    float *C)
 {
     if (M == 0 || N == 0) return;
     if (K == 0) {   /* empty sum; BLAS rejects a zero leading dimension */
@@ -1318,10 +1323,10 @@ static void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float 
     pthread_once(&blas_once, blas_threads_init);
 #endif
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-                (int)K, 1.0f, A, (int)(ta ? M : K), B, (int)(tb ? K : N), 0.0f, C, (int)N);
+                (int)K, 1.0f, A, (int)lda, B, (int)(tb ? K : N), 0.0f, C, (int)N);
 #else
     if (tb) {
-        gemm_rows_tb(ta, M, N, K, A, B, C);
+        gemm_rows_tb(ta, M, N, K, A, lda, B, C);
         return;
     }
     /* i-k-j, so B is read along its rows */
@@ -1329,13 +1334,130 @@ static void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float 
     for (int64_t i = 0; i < M; i++) {
         for (int64_t j = 0; j < N; j++) acc[j] = 0;
         for (int64_t k = 0; k < K; k++) {
-            double a = ta ? A[k * M + i] : A[i * K + k];
+            double a = ta ? A[k * lda + i] : A[i * lda + k];
             for (int64_t j = 0; j < N; j++) acc[j] += a * B[k * N + j];
         }
         for (int64_t j = 0; j < N; j++) C[i * N + j] = (float)acc[j];
     }
     free(acc);
 #endif
+}
+
+/* C[M, N] = op(A) op(B), row-major; op(A) = A^T when ta (A stored [K, M]). */
+static void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C)
+{
+    gemm_ld(ta, tb, M, N, K, A, ta ? M : K, B, C);
+}
+
+/* Splitting a product's rows over threads. Each slab is a product of its own
+ * on one BLAS thread, over the same K: an element's bits stay those of the
+ * whole product only if the BLAS computes a row the same way wherever a slab
+ * begins. OpenBLAS does not for every cut: on Zen (Haswell kernels) a row in
+ * a block of 12 that a cut breaks up takes an edge kernel with other bits, so
+ * slabs begin at multiples of a row count a probe found safe (split_probe),
+ * and a BLAS that splits on its own threads is never split further. */
+enum {
+    SPLIT_PROBE_M = 211, SPLIT_PROBE_N = 37, SPLIT_PROBE_K = 1000,   /* K past one K block (GEMM_Q) */
+    SPLIT_MIN_WORK = 1 << 21,   /* multiply-adds a slab must have to be worth a thread's wake-up */
+};
+static pthread_once_t split_once = PTHREAD_ONCE_INIT;
+static int split_rows;          /* slabs begin at multiples of this; 0: products are not split */
+
+#if NETC_HAVE_CBLAS
+/* Slabs of al rows each (the last shorter) give the whole product's bits,
+ * in all four transpositions. */
+static bool split_keeps_bits(int al, const float *A, const float *B, float *whole, float *cut)
+{
+    const int64_t M = SPLIT_PROBE_M, N = SPLIT_PROBE_N, K = SPLIT_PROBE_K;
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        int64_t lda = ta ? M : K;
+        gemm_ld(ta, tb, M, N, K, A, lda, B, whole);
+        for (int64_t r = 0; r < M; r += al)
+            gemm_ld(ta, tb, M - r < al ? M - r : al, N, K, A + (ta ? r : r * lda), lda, B, cut + r * N);
+        if (memcmp(whole, cut, (size_t)(M * N) * sizeof *cut)) return false;
+    }
+    return true;
+}
+#endif
+
+static void split_probe(void)
+{
+#if NETC_HAVE_CBLAS
+    if (cpu_blas_threads() != 1) return;
+    static const int rows[] = {12, 16, 24, 32, 48, 64, 96};
+    const int64_t M = SPLIT_PROBE_M, N = SPLIT_PROBE_N, K = SPLIT_PROBE_K;
+    float *A = nc_xmalloc((size_t)(M * K) * sizeof *A), *B = nc_xmalloc((size_t)(K * N) * sizeof *B);
+    float *whole = nc_xmalloc((size_t)(M * N) * sizeof *whole), *cut = nc_xmalloc((size_t)(M * N) * sizeof *cut);
+    uint32_t x = 2463534242u;   /* xorshift32: values of every magnitude's rounding */
+    for (int64_t i = 0; i < M * K; i++) x ^= x << 13, x ^= x >> 17, x ^= x << 5, A[i] = (float)x / 4294967296.0f - 0.5f;
+    for (int64_t i = 0; i < K * N; i++) x ^= x << 13, x ^= x >> 17, x ^= x << 5, B[i] = (float)x / 2147483648.0f - 1.0f;
+    for (int i = 0; i < (int)NC_COUNT(rows) && !split_rows; i++)
+        if (split_keeps_bits(rows[i], A, B, whole, cut)) split_rows = rows[i];
+    free(A), free(B), free(whole), free(cut);
+#else
+    split_rows = GEMM_ROWS;   /* each row's sum is its own, in k order */
+#endif
+}
+
+int cpu_gemm_split_rows(void)
+{
+    pthread_once(&split_once, split_probe);
+    return split_rows;
+}
+
+/* Slabs for a product of M rows on threads: at most one a thread, each of
+ * SPLIT_MIN_WORK or more and at least split_rows rows; 1 when not split. */
+static int64_t gemm_slabs(int threads, int64_t M, int64_t N, int64_t K)
+{
+    int al = threads > 1 ? cpu_gemm_split_rows() : 0;
+    if (al == 0) return 1;
+    int64_t n = M / al < threads ? M / al : threads;
+    while (n > 1 && (double)M * N * K / n < SPLIT_MIN_WORK) n--;
+    return n < 1 ? 1 : n;
+}
+
+/* A batch of products, each cut into nslab slabs of rows: tile t is slab
+ * t % nslab of product t / nslab. */
+typedef struct gemm_job {
+    bool ta, tb;
+    int64_t M, N, K, nslab;
+    const float *A, *B;
+    float *C;
+    bool b_shared;               /* one B for every product of the batch */
+} gemm_job;
+
+/* Slab s's first row: a multiple of split_rows near s / nslab of the rows. */
+static int64_t slab_row(const gemm_job *j, int64_t s)
+{
+    if (s == j->nslab) return j->M;
+    int64_t al = split_rows ? split_rows : 1;
+    return j->M * s / j->nslab / al * al;
+}
+
+static int gemm_tile(void *ctx, int64_t tile, int thread)
+{
+    (void)thread;
+    const gemm_job *j = ctx;
+    int64_t i = tile / j->nslab, s = tile % j->nslab, r0 = slab_row(j, s), r1 = slab_row(j, s + 1);
+    int64_t lda = j->ta ? j->M : j->K;
+    const float *a = j->A + i * j->M * j->K + (j->ta ? r0 : r0 * lda);
+    const float *b = j->b_shared ? j->B : j->B + i * j->K * j->N;
+    gemm_ld(j->ta, j->tb, r1 - r0, j->N, j->K, a, lda, b, j->C + i * j->M * j->N + r0 * j->N);
+    return 0;
+}
+
+int64_t cpu_gemm_batch(cpu_crew *crew, bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,
+                       const float *A, const float *B, bool b_shared, float *C)
+{
+    int threads = cpu_crew_size(crew);
+    gemm_job j = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C, .b_shared = b_shared,
+                  .nslab = batch > 1 ? 1 : gemm_slabs(threads, M, N, K)};
+    /* whole products side by side: same bits trivially */
+    if (j.nslab == 1 && (batch < 2 || (double)batch * M * N * K < SPLIT_MIN_WORK)) crew = NULL;
+    int failed;
+    cpu_crew_run(crew, batch * j.nslab, gemm_tile, &j, &failed);
+    return crew ? batch * j.nslab : 1;
 }
 
 /* (..., M, K) x (..., K, N) or (K, N) -> (..., M, N); ta/tb swap an operand's last two axes. */
@@ -1361,12 +1483,10 @@ void cpu_matmul(const cpu_op_ctx *c)
         cpu_fail(c, "matmul: a dimension over %d is too large for the BLAS interface", INT_MAX);
         return;
     }
-    if (flat) {
-        gemm(false, tb, rows, N, K, a->f, b->f, y->f);
-    } else {
-        for (int64_t i = 0; i < batch; i++)
-            gemm(ta, tb, M, N, K, a->f + i * M * K, rb == 2 ? b->f : b->f + i * K * N, y->f + i * M * N);
-    }
+    bool worth = (double)(flat ? rows : batch * M) * N * K >= 2.0 * SPLIT_MIN_WORK;   /* else no thread need start */
+    cpu_crew *crew = c->crew && worth ? c->crew(c->run) : NULL;
+    if (flat) cpu_gemm_batch(crew, false, tb, 1, rows, N, K, a->f, b->f, true, y->f);
+    else cpu_gemm_batch(crew, ta, tb, batch, M, N, K, a->f, b->f, rb == 2, y->f);
     round_out(y);
 }
 

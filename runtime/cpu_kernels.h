@@ -3,6 +3,7 @@
 #ifndef NRT_CPU_KERNELS_H
 #define NRT_CPU_KERNELS_H
 
+#include "cpu_crew.h"
 #include "cpu_exec.h"
 
 typedef void cpu_kernel_fn(const cpu_op_ctx *c);
@@ -20,6 +21,21 @@ extern cpu_kernel_fn *const cpu_kernels[OP_COUNT];
 __attribute__((format(printf, 2, 3)))
 #endif
 void cpu_fail(const cpu_op_ctx *c, const char *fmt, ...);
+
+/* C = op(A) op(B) for a batch of products, [M, K] x [K, N] -> [M, N] each
+ * (ta: A stored [K, M]; tb: B stored [N, K]), dense and row-major, one B for
+ * all when b_shared. On a crew, whole products side by side, or a single
+ * product's rows in slabs: the bits are those of one thread (see
+ * cpu_gemm_split_rows). Returns the tiles it shared out (1: it ran them all
+ * on the calling thread). */
+int64_t cpu_gemm_batch(cpu_crew *crew, bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,
+                       const float *A, const float *B, bool b_shared, float *C);
+
+/* Slabs of a split product begin at multiples of this many rows, the fewest
+ * that a probe of the BLAS found to give the whole product's bits; 0: the
+ * BLAS runs on more than one thread of its own, or no count kept the bits,
+ * and products are not split. */
+int cpu_gemm_split_rows(void);
 
 /* Bytes of storage per element: f32 for floats, i32 for the rest. */
 #define CPU_ELEM_BYTES 4
