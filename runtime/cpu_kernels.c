@@ -1385,6 +1385,11 @@ static void split_probe(void)
 {
 #if NETC_HAVE_CBLAS
     if (cpu_blas_threads() != 1) return;
+#if CPU_OPENBLAS
+    /* a serial OpenBLAS need not be safe to call from two threads at once
+       (built without USE_LOCKING); the pthreads build is */
+    if (openblas_get_parallel() != 1) return;
+#endif
     static const int rows[] = {12, 16, 24, 32, 48, 64, 96};
     const int64_t M = SPLIT_PROBE_M, N = SPLIT_PROBE_N, K = SPLIT_PROBE_K;
     float *A = nc_xmalloc((size_t)(M * K) * sizeof *A), *B = nc_xmalloc((size_t)(K * N) * sizeof *B);

@@ -33,8 +33,9 @@ int64_t cpu_gemm_batch(cpu_crew *crew, bool ta, bool tb, int64_t batch, int64_t 
 
 /* Slabs of a split product begin at multiples of this many rows, the fewest
  * that a probe of the BLAS found to give the whole product's bits; 0: the
- * BLAS runs on more than one thread of its own, or no count kept the bits,
- * and products are not split. */
+ * BLAS runs on more than one thread of its own, is a serial OpenBLAS (not
+ * safe to call from two threads), or no count kept the bits, and products
+ * are not split. */
 int cpu_gemm_split_rows(void);
 
 /* Bytes of storage per element: f32 for floats, i32 for the rest. */
