@@ -1361,6 +1361,7 @@ enum {
     SPLIT_MIN_WORK = 1 << 21,   /* multiply-adds a slab must have to be worth a thread's wake-up */
 };
 static pthread_once_t split_once = PTHREAD_ONCE_INIT;
+static bool blas_concurrent;    /* the BLAS may be called from several threads at once */
 static int split_rows;          /* slabs begin at multiples of this; 0: products are not split */
 
 #if NETC_HAVE_CBLAS
@@ -1390,6 +1391,7 @@ static void split_probe(void)
        (built without USE_LOCKING); the pthreads build is */
     if (openblas_get_parallel() != 1) return;
 #endif
+    blas_concurrent = true;
     static const int rows[] = {12, 16, 24, 32, 48, 64, 96};
     const int64_t M = SPLIT_PROBE_M, N = SPLIT_PROBE_N, K = SPLIT_PROBE_K;
     float *A = nc_xmalloc((size_t)(M * K) * sizeof *A), *B = nc_xmalloc((size_t)(K * N) * sizeof *B);
@@ -1401,6 +1403,7 @@ static void split_probe(void)
         if (split_keeps_bits(rows[i], A, B, whole, cut)) split_rows = rows[i];
     free(A), free(B), free(whole), free(cut);
 #else
+    blas_concurrent = true;
     split_rows = GEMM_ROWS;   /* each row's sum is its own, in k order */
 #endif
 }
@@ -1454,7 +1457,9 @@ static int gemm_tile(void *ctx, int64_t tile, int thread)
 int64_t cpu_gemm_batch(cpu_crew *crew, bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,
                        const float *A, const float *B, bool b_shared, float *C)
 {
-    int threads = cpu_crew_size(crew), al = threads > 1 && batch == 1 ? cpu_gemm_split_rows() : 0;
+    pthread_once(&split_once, split_probe);
+    if (!blas_concurrent) crew = NULL;   /* products side by side too */
+    int threads = cpu_crew_size(crew), al = threads > 1 && batch == 1 ? split_rows : 0;
     gemm_job j = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C, .b_shared = b_shared,
                   .al = al ? al : 1, .nslab = gemm_slabs(threads, al, M, N, K)};
     /* whole products side by side: same bits trivially */
