@@ -21,7 +21,8 @@ if [[ -n ${TINY:-} ]]; then
   small=(--set V=512 --set C=64 --set L=1 --set H=2 --set MAXT="$T")
   losses_size=(--steps 2 --batch "$B" --T "$T" --layers 1 --vocab 512 --width 64 --heads 2 --maxt "$T")
 else small=(); losses_size=(--steps 10 --batch 4 --T 256); fi
-export NETC_CACHE_DIR=$(mktemp -d)
+export NETC_CACHE_DIR=$(mktemp -d)   # a cold cache: the build times below include NVRTC
+trap 'rm -rf "$NETC_CACHE_DIR"' EXIT
 s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" "${small[@]}" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
 echo "{\"bench\": \"build_gpt2_train_cold\", \"ms\": $(( (e - s) / 1000000 ))}"
 s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" "${small[@]}" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
