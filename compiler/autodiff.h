@@ -78,19 +78,20 @@ int loss_chunk_build(ir_graph *g, ir_value seed, int slices, ad_contribution out
  * slices 0 as many as keep 256 rows or more in each. Returns how many, or
  * -1 with err set. */
 int loss_chunk_forward(ir_graph *g, int slices, FILE *report, char *err, size_t errcap);
-/* How many losses of g the rewrite above could slice: the train section's
- * (train) or the outputs' (forward); *rows (when not NULL) becomes the
- * fewest rows along a sliced axis of those and it (0: none yet), the most
- * slices they can take; *unbound (when not NULL) counts up the losses of
- * that form whose sliced axis is symbolic. With none, --loss-slices asks
- * for nothing, and with fewer rows than it asks for, gets that many: the
- * CLI warns (loss_chunk_warnings). */
-int loss_chunk_heads(const ir_graph *g, bool train, int64_t *rows, int *unbound);
-/* The warning for --loss-slices slices where no loss could be sliced
- * (heads 0; unbound of them for a symbolic axis), or where one has only
- * rows (> 0) rows to split, fewer than slices, on out (an error under
- * -Werror, werror); nothing otherwise. Returns whether it failed the
- * command. */
-bool loss_chunk_warnings(int slices, int heads, int unbound, int64_t rows, bool werror, FILE *out);
+/* What the rewrite above could slice, summed over the graphs a command
+ * builds. With no head, --loss-slices asks for nothing, and with fewer rows
+ * than it asks for, gets that many: the CLI warns (loss_chunk_warnings). */
+typedef struct loss_chunk_tally {
+    int heads;      /* the losses of the sliced form */
+    int64_t rows;   /* the fewest rows along a sliced axis of those (0: none yet): the most slices they take */
+    int unbound;    /* the losses of that form whose sliced axis is symbolic */
+} loss_chunk_tally;
+/* Adds g's losses to t: the train section's (train) or the outputs' (forward). */
+void loss_chunk_count(const ir_graph *g, bool train, loss_chunk_tally *t);
+/* The warning for --loss-slices slices where no loss could be sliced (t's
+ * heads 0; unbound of them for a symbolic axis), or where one has fewer
+ * rows to split than slices, on out (an error under -Werror, werror);
+ * nothing otherwise. Returns whether it failed the command. */
+bool loss_chunk_warnings(int slices, const loss_chunk_tally *t, bool werror, FILE *out);
 
 #endif

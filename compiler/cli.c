@@ -689,10 +689,10 @@ static int cmd_check(cli_opts *o)
     if (lone)   /* it was read by nothing: the check said nothing of it */
         return usage_error("netc check reads %s only with --dump-ir (it shapes the compiled graph that prints); "
                            "without it, check stops at the types", lone);
-    int failed = 0, heads = 0, unbound = 0;
-    int64_t rows = 0;
+    int failed = 0;
+    loss_chunk_tally tally = {0};
     driver_opts dopts = to_driver(o);
-    dopts.loss_heads = &heads, dopts.loss_rows = &rows, dopts.loss_unbound = &unbound;
+    dopts.loss_tally = &tally;
     for (int i = 0; i < o->nfiles; i++) {
         src_table t = {0};
         uint32_t id = load(&t, o->files[i]);
@@ -711,7 +711,7 @@ static int cmd_check(cli_opts *o)
         if (diag_failed(&d)) failed = 1;
         src_free(&t);
     }
-    if (!failed && o->dump_after && loss_chunk_warnings(o->train.loss_slices, heads, unbound, rows, o->werror, stderr)) failed = 2;
+    if (!failed && o->dump_after && loss_chunk_warnings(o->train.loss_slices, &tally, o->werror, stderr)) failed = 2;
     return failed;
 }
 
@@ -753,7 +753,7 @@ static int add_train_entry(const cli_opts *o, src_table *t, uint32_t id, diag_ct
                            const driver_opts *forward)
 {
     driver_opts dopts = to_driver(o);
-    dopts.loss_heads = forward->loss_heads, dopts.loss_rows = forward->loss_rows, dopts.loss_unbound = forward->loss_unbound;
+    dopts.loss_tally = forward->loss_tally;
     dopts.train_step = true;
     dopts.dump_after = NULL;
     ir_graph *tg = driver_compile(t, id, &dopts, d);
@@ -783,10 +783,9 @@ static int cmd_build(cli_opts *o)
     diag_ctx d;
     diag_init(&d, &t, stderr);
     d.werror = o->werror;
-    int heads = 0, unbound = 0;
-    int64_t rows = 0;
+    loss_chunk_tally tally = {0};
     driver_opts dopts = to_driver(o);
-    dopts.loss_heads = &heads, dopts.loss_rows = &rows, dopts.loss_unbound = &unbound;
+    dopts.loss_tally = &tally;
     ir_graph *g = driver_compile(&t, id, &dopts, &d);
     nrt_module_data m = {0};
     int rc = g && !diag_failed(&d) ? 0 : 1;
@@ -798,7 +797,7 @@ static int cmd_build(cli_opts *o)
         fprintf(stderr, "netc: %s shapes a training step, and %s has no train section\n", step_only, o->files[0]);
         rc = 2;
     }
-    if (rc == 0 && loss_chunk_warnings(o->train.loss_slices, heads, unbound, rows, o->werror, stderr)) rc = 2;
+    if (rc == 0 && loss_chunk_warnings(o->train.loss_slices, &tally, o->werror, stderr)) rc = 2;
     if (rc == 0 && o->output && !nvrtc_available())
         fprintf(stderr, "netc: note: built without NVRTC: the module carries CUDA source only\n");
     char err[1024];

@@ -183,7 +183,7 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
             return NULL;
         }
         driver_warn_accumulate(g, o->accumulate, d);
-        if (o->loss_heads) *o->loss_heads += loss_chunk_heads(g, true, o->loss_rows, o->loss_unbound);
+        if (o->loss_tally) loss_chunk_count(g, true, o->loss_tally);
         /* a budget asks for the least memory; otherwise fewer, larger slices are faster */
         int slices = o->loss_slices ? o->loss_slices : o->memory_budget > 0 ? LOSS_SLICES_MOST : 0;
         if (!train_step_build(g, o->accumulate, slices, o->report, err, sizeof err)) {
@@ -192,7 +192,7 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
             return NULL;
         }
     }
-    if (!train && o && o->loss_heads) *o->loss_heads += loss_chunk_heads(g, false, o->loss_rows, o->loss_unbound);
+    if (!train && o && o->loss_tally) loss_chunk_count(g, false, o->loss_tally);
     if (!train && !(o && o->loss_slices == 1)) {   /* a language model's loss without its whole logits tensor */
         char err[1024];
         if (loss_chunk_forward(g, o ? o->loss_slices : 0, o ? o->report : NULL, err, sizeof err) < 0) {

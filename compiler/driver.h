@@ -24,9 +24,7 @@ typedef struct driver_opts {
                                           a model that is not a classifier by it */
     int accumulate;                    /* micro-batches per training step (0, 1: no accumulation) */
     int loss_slices;                   /* --loss-slices: a large-vocabulary loss's slices (1: whole; 0: netc's choice, loss_chunk.c) */
-    int *loss_heads;                   /* out (NULL: not wanted): += the losses loss_slices could slice */
-    int64_t *loss_rows;                /* out (NULL: not wanted): the fewest rows such a loss has to split (loss_chunk_heads) */
-    int *loss_unbound;                 /* out (NULL: not wanted): += such losses whose sliced axis is symbolic */
+    struct loss_chunk_tally *loss_tally; /* out (NULL: not wanted): += what loss_slices could slice (loss_chunk_count) */
     int64_t memory_budget;             /* bytes a training step's plan must fit (0: no limit) */
     FILE *report;                      /* the optimizer's decisions, one line each (NULL: none) */
     bool fuse;                         /* the kernels will be fused: plans (--memory-budget) count that */

@@ -242,35 +242,35 @@ int loss_chunk_forward(ir_graph *g, int slices, FILE *report, char *err, size_t 
     return rewritten;
 }
 
-static int count_head(const ir_graph *g, ir_value loss, bool train, int64_t *rows, int *unbound)
+static void count_head(const ir_graph *g, ir_value loss, bool train, loss_chunk_tally *t)
 {
     chunk_head hd;
-    if (!train && users_of(g, loss) != 1) return 0;
-    if (unbound && head_unbound(g, loss)) ++*unbound;
-    if (!find_head(g, loss, &hd)) return 0;
-    if (rows && (!*rows || hd.len < *rows)) *rows = hd.len;
-    return 1;
+    if (!train && users_of(g, loss) != 1) return;
+    if (head_unbound(g, loss)) t->unbound++;
+    if (!find_head(g, loss, &hd)) return;
+    if (!t->rows || hd.len < t->rows) t->rows = hd.len;
+    t->heads++;
 }
 
-int loss_chunk_heads(const ir_graph *g, bool train, int64_t *rows, int *unbound)
+void loss_chunk_count(const ir_graph *g, bool train, loss_chunk_tally *t)
 {
-    if (train) return count_head(g, g->train.loss, true, rows, unbound);
-    int n = 0;
-    for (uint32_t i = 0; i < g->noutputs; i++) n += count_head(g, g->outputs[i].value, false, rows, unbound);
-    return n;
+    if (train) count_head(g, g->train.loss, true, t);
+    else
+        for (uint32_t i = 0; i < g->noutputs; i++) count_head(g, g->outputs[i].value, false, t);
 }
 
 /* --loss-slices 1 (--no-chunk-loss) asks for the whole loss, which is what
  * a loss too small to slice gets: only a count above 1 goes unheard. */
-bool loss_chunk_warnings(int slices, int heads, int unbound, int64_t rows, bool werror, FILE *out)
+bool loss_chunk_warnings(int slices, const loss_chunk_tally *t, bool werror, FILE *out)
 {
+    const int64_t rows = t->rows;
     if (slices < 2) return false;
-    if (!heads && unbound)   /* there is such a loss: it was said to have none */
+    if (!t->heads && t->unbound)   /* there is such a loss: it was said to have none */
         return diag_cli_warning(out, werror,
                                 "bind the logits' axis that is sliced with --dim (T of [B, T, V]: --dim T=1024), or drop --loss-slices",
                                 "--loss-slices %d has no effect: the large-vocabulary loss is sliced along its logits' "
                                 "second-to-last axis, whose size is symbolic here", slices);
-    if (heads > 0) {
+    if (t->heads > 0) {
         char hint[64];
         snprintf(hint, sizeof hint, "give --loss-slices %lld or less", (long long)rows);
         return rows > 0 && rows < slices &&   /* train_chunks and forward_chunks take no more */

@@ -44,9 +44,7 @@ typedef struct trainer {
     int64_t micro;                     /* micro-batch: the batch tg is built for (batch / accumulate) */
     int64_t eval_cpu_batch;            /* a classifier's evaluation batch on the CPU executor (eval_cpu_batch_of) */
     ir_value loss_v, finite_v;
-    int loss_heads;                    /* the losses --loss-slices could slice, over every graph built */
-    int64_t loss_rows;                 /* and the fewest rows one of them has to split */
-    int loss_unbound;                  /* the losses of that form whose sliced axis is symbolic */
+    loss_chunk_tally loss_tally;       /* what --loss-slices could slice, over every graph built */
     char batch_dim[64];
     bool text;                         /* a byte-level language model on text */
     bool classifier;                   /* integer labels and logits [B, classes]: scored by cross entropy and accuracy */
@@ -199,7 +197,7 @@ static ir_graph *compile(trainer *t, uint32_t id, bool train, bool loss_only, co
     for (int i = 0; i < t->o->ndims && nd < MAX_TRAIN_DIMS; i++) dn[nd] = t->o->dim_names[i], dv[nd++] = t->o->dim_values[i];
     driver_opts o = {.model = t->o->model, .verify = true, .train_step = train, .loss_only = loss_only, .accumulate = (int)t->o->accumulate,
                      .memory_budget = train ? t->o->memory_budget : 0, .fuse = !t->o->no_fuse,
-                     .loss_slices = t->o->loss_slices, .loss_heads = &t->loss_heads, .loss_rows = &t->loss_rows, .loss_unbound = &t->loss_unbound,
+                     .loss_slices = t->o->loss_slices, .loss_tally = &t->loss_tally,
                      .dim_names = dn, .dim_values = dv, .ndims = nd,
                      .set_names = t->o->set_names, .set_values = t->o->set_values, .nsets = t->o->nsets,
                      .disabled_passes = t->o->disabled_passes, .ndisabled = t->o->ndisabled};
@@ -1898,7 +1896,7 @@ int train_main(const train_opts *o)
                  .interrupt_times = intr && strchr(intr, ',') ? atoi(strchr(intr, ',') + 1) : 1,
                  .interrupt_in_eval = intr && !strcmp(intr, "eval")};
     int rc = build_graphs(&t);
-    if (rc == 0 && loss_chunk_warnings(o->loss_slices, t.loss_heads, t.loss_unbound, t.loss_rows, o->werror, stderr)) rc = 2;
+    if (rc == 0 && loss_chunk_warnings(o->loss_slices, &t.loss_tally, o->werror, stderr)) rc = 2;
     if (rc == 0 && t.text) {
         int64_t window = 0;
         dim_is_const(&t.fg->dims[t.fg->inputs[0].shape[1]], &window);
