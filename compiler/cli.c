@@ -79,30 +79,42 @@ static int usage_error(const char *fmt, ...)
 
 #define TARGETS_MOST 16   /* build_kernels' images */
 
+#define TARGETS_TEXT 256   /* a --target list's characters, its NUL among them */
+
+/* A --target list's names, cut at every comma in copy (of TARGETS_TEXT):
+ * how many (none for ""), or -1 past TARGETS_MOST. Not strtok: "sm_80,,sm_90"
+ * has an empty name, which strtok would pass over. */
+static int split_targets(const char *list, char *copy, const char *archs[TARGETS_MOST])
+{
+    int n = 0;
+    snprintf(copy, TARGETS_TEXT, "%s", list);
+    for (char *arch = *copy ? copy : NULL, *comma; arch; arch = comma ? comma + 1 : NULL) {
+        if ((comma = strchr(arch, ','))) *comma = 0;
+        if (n == TARGETS_MOST) return -1;
+        archs[n++] = arch;
+    }
+    return n;
+}
+
 /* Every architecture of a --target list NVRTC compiles for; else says which
  * is not, with what NVRTC knows. */
 static bool bad_target(const char *list)
 {
-    char copy[256], err[512];
-    const char *seen[TARGETS_MOST];
-    int n = 0;
-    if (!*list) return false;   /* none: CUDA source only */
+    char copy[TARGETS_TEXT], err[512];
+    const char *archs[TARGETS_MOST];
     if (strlen(list) >= sizeof copy) return usage_error("--target: the list is too long (%zu characters)", strlen(list)), true;
-    snprintf(copy, sizeof copy, "%s", list);
-    /* not strtok: "sm_80,,sm_90" has an empty name, which strtok would pass over */
-    for (char *arch = copy, *comma; arch; arch = comma ? comma + 1 : NULL) {
-        if ((comma = strchr(arch, ','))) *comma = 0;
+    int n = split_targets(list, copy, archs);
+    for (int k = 0; k < (n < 0 ? TARGETS_MOST : n); k++) {
+        const char *arch = archs[k];
         if (!*arch) return usage_error("--target: an empty name in the list '%s'", list), true;
-        for (int i = 0; i < n; i++)
-            if (!strcmp(seen[i], arch)) return usage_error("--target: %s is in the list '%s' twice", arch, list), true;
-        if (n == TARGETS_MOST) return usage_error("--target: more than %d targets in '%s'", TARGETS_MOST, list), true;
-        seen[n++] = arch;
+        for (int i = 0; i < k; i++)
+            if (!strcmp(archs[i], arch)) return usage_error("--target: %s is in the list '%s' twice", arch, list), true;
         if (!nvrtc_target_ok(arch, err, sizeof err)) {
             fprintf(stderr, "netc: --target: %s\n", err);
             return true;
         }
     }
-    return false;
+    return n < 0 && (usage_error("--target: more than %d targets in '%s'", TARGETS_MOST, list), true);
 }
 
 /* '-' as a file: netc reads and writes named files only (a file named '-'
@@ -729,12 +741,10 @@ static int build_kernels(const cli_opts *o, ir_graph *g, nrt_module_data *m)
     if (o->report) cuda_report(g, &m->program, !o->no_fuse, stdout);
     if (o->emit_cuda) fputs(m->program.source, stdout);
     if (!nvrtc_available()) return 0;
-    char targets[256];
-    snprintf(targets, sizeof targets, "%s", o->targets ? o->targets : NC_DEFAULT_TARGETS);
+    char targets[TARGETS_TEXT];
     const char *archs[TARGETS_MOST], *sources[TARGETS_MOST];
-    int n = 0;
-    for (char *save = NULL, *arch = strtok_r(targets, ",", &save); arch && n < TARGETS_MOST; arch = strtok_r(NULL, ",", &save))
-        sources[n] = m->program.source, archs[n++] = arch;
+    int n = split_targets(o->targets ? o->targets : NC_DEFAULT_TARGETS, targets, archs);   /* checked by bad_target */
+    for (int i = 0; i < n; i++) sources[i] = m->program.source;
     nvrtc_image imgs[TARGETS_MOST];
     char *log;
     if (!nvrtc_compile_all(sources, archs, n, imgs, &log, stderr)) {   /* every target at once */
