@@ -553,7 +553,10 @@ static int help_for_command(const char *cmd)
             print_help(stdout, command_usage[i].name);
             return 0;
         }
-    return usage_error("netc help %s: no such command (the commands: check, build, run, inspect, train, help, version)", cmd);
+    char names[128] = "";
+    for (size_t i = 0; i < NC_COUNT(command_usage); i++)
+        nc_appendf(names, sizeof names, strlen(names), "%s%s", i ? ", " : "", command_usage[i].name);
+    return usage_error("netc help %s: no such command (the commands: %s)", cmd, names);
 }
 
 static bool is_help_word(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h") || !strcmp(arg, "help"); }
