@@ -50,6 +50,27 @@ size_t nc_appendf(char *buf, size_t cap, size_t at, const char *fmt, ...)
     return at + (size_t)n;
 }
 
+char *nc_xvasprintf(const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    NC_ASSERT(n >= 0);
+    char *text = nc_xmalloc((size_t)n + 1);
+    vsnprintf(text, (size_t)n + 1, fmt, again);
+    va_end(again);
+    return text;
+}
+
+char *nc_xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *text = nc_xvasprintf(fmt, ap);
+    va_end(ap);
+    return text;
+}
+
 char *nc_xstrdup(const char *s)
 {
     size_t n = strlen(s) + 1;

@@ -3,6 +3,7 @@
 #ifndef NC_BASE_H
 #define NC_BASE_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
@@ -36,6 +37,11 @@ char *nc_xstrdup(const char *s);
  * needs even where it did not fit. */
 size_t nc_appendf(char *buf, size_t cap, size_t at, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* fmt's whole text on the heap (free it), however long: for messages that
+ * name what the user wrote, which no fixed buffer bounds. */
+char *nc_xvasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+char *nc_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define NC_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 

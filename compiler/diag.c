@@ -2,6 +2,7 @@
 #include "diag.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 void diag_init(diag_ctx *d, const src_table *sources, FILE *out)
@@ -67,13 +68,8 @@ static void print_source_line(diag_ctx *d, nc_loc loc)
     fputs("^\n", d->out);
 }
 
-void diag_report(diag_ctx *d, diag_level level, nc_loc loc, const char *hint, const char *fmt, ...)
+static void print_report(diag_ctx *d, diag_level level, nc_loc loc, const char *hint, const char *msg)
 {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     if (level != DIAG_NOTE && seen_recently(d, loc, msg)) return;
     if (level == DIAG_ERROR) d->errors++;
     if (level == DIAG_WARNING) d->warnings++;
@@ -92,6 +88,22 @@ void diag_report(diag_ctx *d, diag_level level, nc_loc loc, const char *hint, co
         fprintf(d->out, "%s: %s: %s%s\n", f ? f->path : "netc", name, msg, why);
     if (f && loc.line) print_source_line(d, loc);
     if (hint && *hint) fprintf(d->out, "  hint: %s\n", hint);
+}
+
+void diag_report(diag_ctx *d, diag_level level, nc_loc loc, const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vreport(d, level, loc, hint, fmt, ap);
+    va_end(ap);
+}
+
+void diag_vreport(diag_ctx *d, diag_level level, nc_loc loc, const char *hint, const char *fmt, va_list ap)
+{
+    /* the whole message: a long name or shape in it is the user's, never cut */
+    char *msg = nc_xvasprintf(fmt, ap);
+    print_report(d, level, loc, hint, msg);
+    free(msg);
 }
 
 int diag_failed(const diag_ctx *d) { return d->errors + (d->werror ? d->warnings : 0); }

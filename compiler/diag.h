@@ -30,6 +30,8 @@ typedef struct diag_ctx {
 void diag_init(diag_ctx *d, const src_table *sources, FILE *out);
 void diag_report(diag_ctx *d, diag_level level, nc_loc loc, const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+void diag_vreport(diag_ctx *d, diag_level level, nc_loc loc, const char *hint, const char *fmt, va_list ap)
+    __attribute__((format(printf, 5, 0)));
 #define diag_error(d, loc, ...) diag_report((d), DIAG_ERROR, (loc), NULL, __VA_ARGS__)
 #define diag_warning(d, loc, ...) diag_report((d), DIAG_WARNING, (loc), NULL, __VA_ARGS__)
 /* Errors, counting warnings too under -Werror. */

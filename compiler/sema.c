@@ -81,10 +81,8 @@ const char *sema_node_text(sema_ctx *c, ir_value v)
 
 static void vreport(sema_ctx *c, diag_level level, nc_loc loc, const char *hint, const char *fmt, va_list ap)
 {
-    char msg[1024];
-    vsnprintf(msg, sizeof msg, fmt, ap);
     int before = c->diag->errors + c->diag->warnings;
-    diag_report(c->diag, level, loc, hint, "%s", msg);
+    diag_vreport(c->diag, level, loc, hint, fmt, ap);
     /* Inside a function, also say which call instantiated it. */
     if (c->call_depth > 0 && c->call_site.line && c->diag->errors + c->diag->warnings > before)
         diag_report(c->diag, DIAG_NOTE, c->call_site, NULL, "in the call from here");
