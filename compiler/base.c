@@ -71,6 +71,24 @@ char *nc_xasprintf(const char *fmt, ...)
     return text;
 }
 
+void nc_text_cut(char *buf, size_t cap)
+{
+    if (cap < 4) return;
+    size_t at = cap - 4;
+    while (at > 0 && ((unsigned char)buf[at] & 0xc0) == 0x80) at--;
+    memcpy(buf + at, "...", 4);
+}
+
+void nc_errf(char *err, size_t cap, const char *fmt, ...)
+{
+    if (!cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n >= cap) nc_text_cut(err, cap);
+}
+
 char *nc_xstrdup(const char *s)
 {
     size_t n = strlen(s) + 1;

@@ -43,6 +43,13 @@ size_t nc_appendf(char *buf, size_t cap, size_t at, const char *fmt, ...)
 char *nc_xvasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 char *nc_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* snprintf into an error buffer of cap bytes, for texts that name a path or
+ * a tensor of any length: one that does not fit ends in "..." (on a whole
+ * UTF-8 character), so that a cut is never silent. */
+void nc_errf(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* buf, cap bytes that a text filled: its end made "..." as nc_errf does. */
+void nc_text_cut(char *buf, size_t cap);
+
 #define NC_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* v as %g writes it, with more digits where it needs them to read back as

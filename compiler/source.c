@@ -28,7 +28,7 @@ uint32_t src_load(src_table *t, const char *path, char *err, size_t errcap)
     const char *why;
     FILE *fp = file_open_regular(path, &why);
     if (!fp) {
-        snprintf(err, errcap, "cannot open %s: %s", path, why);
+        nc_errf(err, errcap, "cannot open %s: %s", path, why);
         return 0;
     }
     char *buf = NULL;
@@ -36,7 +36,7 @@ uint32_t src_load(src_table *t, const char *path, char *err, size_t errcap)
     for (;;) {
         if (len == cap) {
             if (cap >= SRC_MAX_BYTES) {
-                snprintf(err, errcap, "%s: file is larger than %u MiB; refusing to read it", path, SRC_MAX_BYTES >> 20);
+                nc_errf(err, errcap, "%s: file is larger than %u MiB; refusing to read it", path, SRC_MAX_BYTES >> 20);
                 free(buf);
                 fclose(fp);
                 return 0;
@@ -51,7 +51,7 @@ uint32_t src_load(src_table *t, const char *path, char *err, size_t errcap)
     bool bad = ferror(fp);
     fclose(fp);
     if (bad) {
-        snprintf(err, errcap, "cannot read %s: %s", path, strerror(errno));
+        nc_errf(err, errcap, "cannot read %s: %s", path, strerror(errno));
         free(buf);
         return 0;
     }

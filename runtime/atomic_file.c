@@ -1,5 +1,6 @@
 /* atomic_file.c - temporary, fsync, rename. */
 #include "atomic_file.h"
+#include "base.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -18,7 +19,7 @@ static int resolve_target(const char *path, char *target, size_t cap, char *err,
         char link[4096];
         ssize_t n = readlink(target, link, sizeof link - 1);
         if (n < 0 || (size_t)n >= sizeof link - 1) {
-            snprintf(err, errcap, "%s: cannot read the symbolic link: %s", path, n < 0 ? strerror(errno) : "too long");
+            nc_errf(err, errcap, "%s: cannot read the symbolic link: %s", path, n < 0 ? strerror(errno) : "too long");
             return -1;
         }
         link[n] = 0;
@@ -30,10 +31,10 @@ static int resolve_target(const char *path, char *target, size_t cap, char *err,
             memcpy(slash + 1, link, (size_t)n + 1);
         }
     }
-    snprintf(err, errcap, "%s: too many levels of symbolic links", path);
+    nc_errf(err, errcap, "%s: too many levels of symbolic links", path);
     return -1;
 too_long:
-    snprintf(err, errcap, "%s: path too long", path);
+    nc_errf(err, errcap, "%s: path too long", path);
     return -1;
 }
 
@@ -43,7 +44,7 @@ int atomic_file_open(atomic_file *a, const char *path, char *err, size_t errcap)
     if (resolve_target(path, a->target, sizeof a->target, err, errcap) != 0) return -1;
     struct stat st;
     if (stat(a->target, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(err, errcap, "%s: is a directory", path);
+        nc_errf(err, errcap, "%s: is a directory", path);
         return -1;
     }
     a->in_place = stat(a->target, &st) == 0 && !S_ISREG(st.st_mode);
@@ -54,7 +55,7 @@ int atomic_file_open(atomic_file *a, const char *path, char *err, size_t errcap)
     snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld.%u", a->target, (long)getpid(), atomic_fetch_add(&writers, 1));
     a->f = fopen(a->in_place ? a->target : a->tmp, "wb");
     if (!a->f) {
-        snprintf(err, errcap, "%s: cannot write %s: %s", path, a->in_place ? "it" : "a file beside it", strerror(errno));
+        nc_errf(err, errcap, "%s: cannot write %s: %s", path, a->in_place ? "it" : "a file beside it", strerror(errno));
         return -1;
     }
     return 0;
@@ -69,7 +70,7 @@ int atomic_file_commit(atomic_file *a, const char *path, bool written_ok, char *
     a->f = NULL;
     if (!why) why = errno;
     if (ok && (a->in_place || rename(a->tmp, a->target) == 0)) return 0;
-    snprintf(err, errcap, "%s: write failed: %s", path, why ? strerror(why) : strerror(errno ? errno : EIO));
+    nc_errf(err, errcap, "%s: write failed: %s", path, why ? strerror(why) : strerror(errno ? errno : EIO));
     if (!a->in_place) remove(a->tmp);
     return -1;
 }
@@ -87,7 +88,7 @@ int atomic_file_make_dir(const char *dir, char *err, size_t errcap)
 {
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s", dir) >= sizeof path) {
-        snprintf(err, errcap, "%s: path too long", dir);
+        nc_errf(err, errcap, "%s: path too long", dir);
         return -1;
     }
     for (char *p = path + 1; *p; p++)   /* the parents first; a failure shows at the last one */
@@ -98,15 +99,15 @@ int atomic_file_make_dir(const char *dir, char *err, size_t errcap)
         }
     struct stat st;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        snprintf(err, errcap, "%s: %s", dir, strerror(errno));
+        nc_errf(err, errcap, "%s: %s", dir, strerror(errno));
         return -1;
     }
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(err, errcap, "%s: not a directory", dir);
+        nc_errf(err, errcap, "%s: not a directory", dir);
         return -1;
     }
     if (access(dir, W_OK | X_OK) != 0) {
-        snprintf(err, errcap, "%s: %s", dir, strerror(errno));
+        nc_errf(err, errcap, "%s: %s", dir, strerror(errno));
         return -1;
     }
     return 0;

@@ -60,17 +60,17 @@ static int read_idx(gzFile f, const char *path, int rank, cpu_tensor *t, uint8_t
 {
     uint32_t magic = 0, dims[3] = {1, 1, 1};
     if (!read_be32(f, &magic) || magic != (0x800u | (uint32_t)rank)) {
-        snprintf(err, errcap, "%s: not an IDX file of rank %d unsigned bytes (magic 0x%08x)", path, rank, magic);
+        nc_errf(err, errcap, "%s: not an IDX file of rank %d unsigned bytes (magic 0x%08x)", path, rank, magic);
         return -1;
     }
     for (int d = 0; d < rank; d++)
         if (!read_be32(f, &dims[d])) {
-            snprintf(err, errcap, "%s: truncated header", path);
+            nc_errf(err, errcap, "%s: truncated header", path);
             return -1;
         }
     uint64_t sample = (uint64_t)dims[1] * dims[2];
     if (dims[0] == 0 || dims[0] > IDX_MAX_SAMPLES || sample == 0 || sample > IDX_MAX_SAMPLE_BYTES) {
-        snprintf(err, errcap, "%s: implausible sizes (%u samples of %" PRIu64 " bytes)", path, dims[0], sample);
+        nc_errf(err, errcap, "%s: implausible sizes (%u samples of %" PRIu64 " bytes)", path, dims[0], sample);
         return -1;
     }
     /* Read the bytes first, into a buffer that grows only as data arrives:
@@ -88,7 +88,7 @@ static int read_idx(gzFile f, const char *path, int rank, cpu_tensor *t, uint8_t
         if (got <= 0) {
             int zerr;
             const char *why = gzerror(f, &zerr);
-            snprintf(err, errcap, "%s: truncated after %" PRId64 " of %" PRId64 " bytes%s%s", path, have, numel,
+            nc_errf(err, errcap, "%s: truncated after %" PRId64 " of %" PRId64 " bytes%s%s", path, have, numel,
                      zerr < 0 ? ": " : "", zerr < 0 ? why : "");
             free(raw);
             return -1;
@@ -97,7 +97,7 @@ static int read_idx(gzFile f, const char *path, int rank, cpu_tensor *t, uint8_t
     }
     uint8_t extra;
     if (gzread(f, &extra, 1) != 0) {
-        snprintf(err, errcap, "%s: trailing bytes after %" PRId64 " bytes of data", path, numel);
+        nc_errf(err, errcap, "%s: trailing bytes after %" PRId64 " bytes of data", path, numel);
         free(raw);
         return -1;
     }
@@ -119,7 +119,7 @@ static int load_part(const char *dir, const char *split, const char *kind, int r
     const char *why;
     gzFile f = open_idx(dir, split, kind, path, sizeof path, &why);
     if (!f) {
-        snprintf(err, errcap, "%s: %s%s", path, why,
+        nc_errf(err, errcap, "%s: %s%s", path, why,
                  access(path, F_OK) != 0 ? " (is the data set installed? see README: scripts/setup.sh)" : "");
         return -1;
     }
@@ -132,7 +132,7 @@ static int load_part(const char *dir, const char *split, const char *kind, int r
     }
     cpu_tensor shape = *t;
     if (!cpu_tensor_alloc(t, NC_U8, shape.rank, shape.shape, (int64_t)1 << 34)) {
-        snprintf(err, errcap, "%s: too large to load", path);
+        nc_errf(err, errcap, "%s: too large to load", path);
         free(raw);
         return -1;
     }
@@ -146,7 +146,7 @@ static int check_labels(const char *what, data_set *d, int32_t max_classes, char
 {
     for (int64_t i = 0; i < d->y.numel; i++) {
         if (d->y.i[i] < 0 || d->y.i[i] >= max_classes) {
-            snprintf(err, errcap, "%s: label %" PRId64 " is %d, outside the %d classes allowed", what, i, d->y.i[i], max_classes);
+            nc_errf(err, errcap, "%s: label %" PRId64 " is %d, outside the %d classes allowed", what, i, d->y.i[i], max_classes);
             return -1;
         }
         if (d->y.i[i] + 1 > d->classes) d->classes = d->y.i[i] + 1;
@@ -170,7 +170,7 @@ static int idx_load(const char *dir, const char *split, bool labels_too, int32_t
     out->y = labels;
     out->y.dtype = NC_I32;
     if (labels.shape[0] != out->n) {
-        snprintf(err, errcap, "%s: %s has %" PRId64 " images but %" PRId64 " labels", dir, split, out->n, labels.shape[0]);
+        nc_errf(err, errcap, "%s: %s has %" PRId64 " images but %" PRId64 " labels", dir, split, out->n, labels.shape[0]);
         data_set_free(out);
         return -1;
     }
@@ -226,13 +226,13 @@ static int npy_dtype_error(const char *path, const char *descr, const cpu_tensor
 {
     const char *np = numpy_name(want);
     if (!np) {
-        snprintf(err, errcap, "%s: the model's input %s is %s, which a .npy file cannot hold: declare it f32 (or f16) and cast "
+        nc_errf(err, errcap, "%s: the model's input %s is %s, which a .npy file cannot hold: declare it f32 (or f16) and cast "
                  "it in the model", path, input, dtype_name(want));
         return -1;
     }
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    snprintf(err, errcap, "%s holds %s, but the model's input %s is %s (hint: convert the array with NumPy, "
+    nc_errf(err, errcap, "%s holds %s, but the model's input %s is %s (hint: convert the array with NumPy, "
              "np.save('%s', a.astype(np.%s)))", path, numpy_file_name(descr, t->dtype), input, dtype_name(want), base, np);
     return -1;
 }
@@ -246,7 +246,7 @@ static int check_finite(const char *path, const cpu_tensor *t, const uint8_t *by
     for (int64_t k = 0; k < t->numel; k++) {
         double v = bytes ? cpu_native_get(t->dtype, bytes, k) : t->f[k];
         if (isfinite(v)) continue;
-        snprintf(err, errcap, "%s: sample %" PRId64 " holds %s (at element %" PRId64 " of its %" PRId64 "): clean the data, "
+        nc_errf(err, errcap, "%s: sample %" PRId64 " holds %s (at element %" PRId64 " of its %" PRId64 "): clean the data, "
                  "or drop that sample, before training", path, k / per, isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf", k % per, per);
         return -1;
     }
@@ -258,7 +258,7 @@ static int check_finite(const char *path, const cpu_tensor *t, const uint8_t *by
 static int misfit_error(const char *path, const cpu_tensor *t, const npy_file_info *info, char *err, size_t errcap)
 {
     int64_t per = t->numel / t->shape[0];
-    snprintf(err, errcap, "%s: sample %" PRId64 " holds %g (at element %" PRId64 " of its %" PRId64 "), beyond %s's range (its "
+    nc_errf(err, errcap, "%s: sample %" PRId64 " holds %g (at element %" PRId64 " of its %" PRId64 "), beyond %s's range (its "
              "largest is %g, the value would be inf): scale the data, or drop that sample, before training", path,
              info->misfit_at / per, info->misfit, info->misfit_at % per, per, dtype_name(t->dtype),
              nc_float_max(t->dtype));
@@ -284,7 +284,7 @@ static int read_part(const char *path, nc_dtype want, const char *input, const c
     }
     if (!npy_fits(info.descr, t->dtype, want)) rc = npy_dtype_error(path, info.descr, t, want, input, err, errcap);
     else if (t->rank < 1 || t->shape[0] == 0) {
-        snprintf(err, errcap, "%s: no samples (want the sample axis first, then each sample's shape)", path);
+        nc_errf(err, errcap, "%s: no samples (want the sample axis first, then each sample's shape)", path);
         rc = -1;
     } else if (info.misfit_at >= 0) rc = misfit_error(path, t, &info, err, errcap);
     else rc = check_finite(path, t, bytes ? *bytes : NULL, err, errcap);
@@ -314,7 +314,7 @@ int data_load_npy(const char *dir, const char *split, const data_want *w, data_s
                  split);
         rc = read_part(py, w->y, w->y_input, hint, &out->y, NULL, NULL, out->note, err, errcap);
         if (rc == 0 && out->y.shape[0] != out->n) {
-            snprintf(err, errcap, "%s holds %" PRId64 " samples but %s holds %" PRId64 ": want one target per sample", px, out->n,
+            nc_errf(err, errcap, "%s holds %" PRId64 " samples but %s holds %" PRId64 ": want one target per sample", px, out->n,
                      py, out->y.shape[0]);
             rc = -1;
         }
@@ -350,7 +350,7 @@ int data_load_dir(const char *dir, const char *split, const data_want *w, data_s
     if (npy || stat(path, &st) == 0 || (other && !data_dir_has_samples(dir))) return data_load_npy(dir, split, w, out, err, errcap);
     memset(out, 0, sizeof *out);
     if (other) {
-        snprintf(err, errcap, "%s: IDX files hold u8 images and integer labels, but the model's input %s is %s: give the data as "
+        nc_errf(err, errcap, "%s: IDX files hold u8 images and integer labels, but the model's input %s is %s: give the data as "
                  "train_x.npy and test_x.npy (with train_y.npy and test_y.npy for the targets) of the dtypes the model declares",
                  dir, w->x != NC_U8 ? w->x_input : w->y_input, dtype_name(w->x != NC_U8 ? w->x : w->y));
         return -1;
@@ -364,14 +364,14 @@ static int append_file(const char *path, uint8_t **buf, size_t *len, size_t *cap
     const char *why;
     FILE *f = file_open_regular(path, &why);
     if (!f) {
-        snprintf(err, errcap, "%s: %s", path, why);
+        nc_errf(err, errcap, "%s: %s", path, why);
         return -1;
     }
     for (;;) {
         if (*len == *cap) {
             if (*cap >= ((size_t)1 << 32)) {
                 fclose(f);
-                snprintf(err, errcap, "%s: more than 4 GiB of text", path);
+                nc_errf(err, errcap, "%s: more than 4 GiB of text", path);
                 return -1;
             }
             *cap = *cap ? *cap * 2 : 1 << 20;
@@ -383,7 +383,7 @@ static int append_file(const char *path, uint8_t **buf, size_t *len, size_t *cap
     }
     bool bad = ferror(f);
     fclose(f);
-    if (bad) snprintf(err, errcap, "%s: read error", path);
+    if (bad) nc_errf(err, errcap, "%s: read error", path);
     return bad ? -1 : 0;
 }
 
@@ -395,13 +395,13 @@ static int read_text(const char *path, uint8_t **buf, size_t *len, char *err, si
     size_t cap = 0;
     *buf = NULL, *len = 0;
     if (stat(path, &st) != 0) {
-        snprintf(err, errcap, "%s: %s", path, strerror(errno));
+        nc_errf(err, errcap, "%s: %s", path, strerror(errno));
         return -1;
     }
     if (!S_ISDIR(st.st_mode)) return append_file(path, buf, len, &cap, err, errcap);
     DIR *d = opendir(path);
     if (!d) {
-        snprintf(err, errcap, "%s: %s", path, strerror(errno));
+        nc_errf(err, errcap, "%s: %s", path, strerror(errno));
         return -1;
     }
     char **names = NULL, dotted[256] = "";   /* dotted: a file passed over for its name, for the message */
@@ -427,9 +427,9 @@ static int read_text(const char *path, uint8_t **buf, size_t *len, char *err, si
     free(names);
     if (rc == 0 && n == 0) {
         if (dotted[0])
-            snprintf(err, errcap, "%s: no text files in this directory (and no IDX or .npy data set): a directory's text is "
+            nc_errf(err, errcap, "%s: no text files in this directory (and no IDX or .npy data set): a directory's text is "
                      "its files named without a '.', and %s has one; give a file itself, --data %s/%s", path, dotted, path, dotted);
-        else snprintf(err, errcap, "%s: no text files in this directory (and no IDX or .npy data set)", path);
+        else nc_errf(err, errcap, "%s: no text files in this directory (and no IDX or .npy data set)", path);
         rc = -1;
     }
     return rc;
@@ -461,7 +461,7 @@ int data_load_text(const char *path, int64_t window, double test_fraction, data_
     }
     int64_t nwin = window >= 2 && len >= (size_t)window ? (int64_t)(len - 1) / (window - 1) : 0;
     if (nwin < 2) {
-        snprintf(err, errcap, "%s: %zu bytes of text are too few for windows of %lld bytes", path, len, (long long)window);
+        nc_errf(err, errcap, "%s: %zu bytes of text are too few for windows of %lld bytes", path, len, (long long)window);
         free(text);
         return -1;
     }

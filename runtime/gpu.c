@@ -26,7 +26,7 @@ bool gpu_probe(char *why, size_t cap)
 int gpu_device_arch(int device_index, char *arch, size_t archcap, char *err, size_t errcap)
 {
     (void)device_index, (void)arch, (void)archcap;
-    snprintf(err, errcap, "libnetrt was built without the CUDA toolkit");
+    nc_errf(err, errcap, "libnetrt was built without the CUDA toolkit");
     return -1;
 }
 int gpu_session_create(const nrt_module_data *m, const int64_t *syms, int device_index, bool use_graph,
@@ -34,7 +34,7 @@ int gpu_session_create(const nrt_module_data *m, const int64_t *syms, int device
 {
     (void)m, (void)syms, (void)device_index, (void)use_graph, (void)desc, (void)desccap;
     *out = NULL;
-    snprintf(err, errcap, "libnetrt was built without the CUDA toolkit");
+    nc_errf(err, errcap, "libnetrt was built without the CUDA toolkit");
     return -1;
 }
 int gpu_session_create_in(const nrt_module_data *m, const int64_t *syms, const gpu_session *lender, gpu_session **out,
@@ -189,7 +189,7 @@ static int cu_fail_in(char *err, size_t cap, const char *what, const char *call,
 int gpu_device_arch(int device_index, char *arch, size_t archcap, char *err, size_t errcap)
 {
     if (!load_driver()) {
-        snprintf(err, errcap, "%s", drv.why);
+        nc_errf(err, errcap, "%s", drv.why);
         return -1;
     }
     CUdevice dev;
@@ -458,7 +458,7 @@ static int streams_wanted(uint32_t *n, char *err, size_t errcap)
     char *end;
     long x = strtol(v, &end, 10);
     if (*end || x < 1 || x > DAG_MAX_STREAMS) {
-        snprintf(err, errcap, "NETC_STREAMS is '%s': expected a number of streams from 1 to %d", v, DAG_MAX_STREAMS);
+        nc_errf(err, errcap, "NETC_STREAMS is '%s': expected a number of streams from 1 to %d", v, DAG_MAX_STREAMS);
         return -1;
     }
     *n = (uint32_t)x;
@@ -630,7 +630,7 @@ static int setup_matmul(gpu_session *s, uint32_t k, const struct nc_args *args, 
     int fr = fused ? find_algo(s, mm, err, errcap) : 1;
     if (fr == 1 && bgrad) fr = setup_column_sums(s, mm, st->mm_out_dtype, M, N, err, errcap);
     if (fr <= 0) return fr;
-    snprintf(err, errcap, "cuBLASLt has no algorithm for matmul %lldx%lldx%lld (batch %lld, epilogue 0x%x)", (long long)M,
+    nc_errf(err, errcap, "cuBLASLt has no algorithm for matmul %lldx%lldx%lld (batch %lld, epilogue 0x%x)", (long long)M,
              (long long)N, (long long)K, (long long)batch, st->mm_epilogue);
     return -1;
 }
@@ -686,12 +686,12 @@ static int prepare_steps(gpu_session *s, const int64_t *syms, char *err, size_t 
         for (int j = 0; j < st->nbufs; j++) a->buf[j] = (void *)(uintptr_t)(s->arena + (CUdeviceptr)s->buf_offset[st->bufs[j]]);
         for (int j = 0; j < st->nints; j++)
             if (!eval_dim(g, st->ints[j], syms, &a->n[j])) {
-                snprintf(err, errcap, "step %u: a size overflows at these dims", k);
+                nc_errf(err, errcap, "step %u: a size overflows at these dims", k);
                 return -1;
             }
         int64_t blocks = 0, threads = 0;
         if (st->kind == NRT_STEP_KERNEL && !nrt_step_launch(st, a->n, grid_stride_blocks(s), &blocks, &threads)) {
-            snprintf(err, errcap, "step %u: %lld blocks is more than a launch takes", k, (long long)blocks);
+            nc_errf(err, errcap, "step %u: %lld blocks is more than a launch takes", k, (long long)blocks);
             return -1;
         }
         s->launch[2 * k] = blocks, s->launch[2 * k + 1] = threads;
@@ -796,8 +796,8 @@ static int create_session(const nrt_module_data *m, const int64_t *syms, int dev
                           gpu_session **out, char *desc, size_t desccap, char *err, size_t errcap)
 {
     *out = NULL;
-    if (!load_driver()) { snprintf(err, errcap, "%s", drv.why); return -1; }
-    if (!load_cublaslt()) { snprintf(err, errcap, "%s", lt.why); return -1; }
+    if (!load_driver()) { nc_errf(err, errcap, "%s", drv.why); return -1; }
+    if (!load_cublaslt()) { nc_errf(err, errcap, "%s", lt.why); return -1; }
     gpu_session *s = nc_xcalloc(1, sizeof *s);
     s->m = m;
     s->use_graph = use_graph;
@@ -981,7 +981,7 @@ static int launch_prepare(gpu_session *s, char *err, size_t errcap)
 
 static int fail_msg(char *err, size_t errcap, const char *msg)
 {
-    snprintf(err, errcap, "%s", msg);
+    nc_errf(err, errcap, "%s", msg);
     return -1;
 }
 
@@ -1156,18 +1156,18 @@ int gpu_stage_input(gpu_session *s, uint32_t value, const void *data, size_t byt
 {
     const ir_graph *g = s->m->graph;
     if (value >= g->nnodes || g->nodes[value].op != OP_INPUT) {
-        snprintf(err, errcap, "value %u is not an input: only inputs are staged", value);
+        nc_errf(err, errcap, "value %u is not an input: only inputs are staged", value);
         return -1;
     }
     if ((int64_t)bytes != s->buf_bytes[value] || bytes == 0) {
-        snprintf(err, errcap, "expected %lld bytes, got %zu", (long long)s->buf_bytes[value], bytes);
+        nc_errf(err, errcap, "expected %lld bytes, got %zu", (long long)s->buf_bytes[value], bytes);
         return -1;
     }
     CU(cuCtxSetCurrent(s->ctx));
     staged_input *in = stage_of(s, value, bytes, err, errcap);
     if (!in) return -1;
     if (in->waiting == STAGE_SLOTS) {
-        snprintf(err, errcap, "input %u staged %d times without a run taking it", value, STAGE_SLOTS + 1);
+        nc_errf(err, errcap, "input %u staged %d times without a run taking it", value, STAGE_SLOTS + 1);
         return -1;
     }
     stage_slot *slot = &in->slot[in->next];
@@ -1206,7 +1206,7 @@ static bool host_pinned(const void *p)
 int gpu_upload(gpu_session *s, uint32_t value, const void *data, size_t bytes, char *err, size_t errcap)
 {
     if ((int64_t)bytes != s->buf_bytes[value]) {
-        snprintf(err, errcap, "expected %lld bytes, got %zu", (long long)s->buf_bytes[value], bytes);
+        nc_errf(err, errcap, "expected %lld bytes, got %zu", (long long)s->buf_bytes[value], bytes);
         return -1;
     }
     /* what depends on a parameter is stale from the moment its copy may
@@ -1223,7 +1223,7 @@ int gpu_upload(gpu_session *s, uint32_t value, const void *data, size_t bytes, c
 int gpu_download(gpu_session *s, uint32_t value, void *data, size_t bytes, char *err, size_t errcap)
 {
     if ((int64_t)bytes != s->buf_bytes[value]) {
-        snprintf(err, errcap, "expected %lld bytes, got %zu", (long long)s->buf_bytes[value], bytes);
+        nc_errf(err, errcap, "expected %lld bytes, got %zu", (long long)s->buf_bytes[value], bytes);
         return -1;
     }
     CU(cuCtxSetCurrent(s->ctx));

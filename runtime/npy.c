@@ -67,14 +67,14 @@ static const char *parse_shape(const char *p, npy_header *h, char *err, size_t e
     while (*p != ')') {
         if (!isdigit((unsigned char)*p)) return NULL;
         if (h->rank == NC_MAX_RANK) {
-            snprintf(err, errcap, "rank exceeds %d", NC_MAX_RANK);
+            nc_errf(err, errcap, "rank exceeds %d", NC_MAX_RANK);
             return NULL;
         }
         errno = 0;
         char *end;
         long long v = strtoll(p, &end, 10);
         if (errno || v < 0 || v > ((int64_t)1 << 40)) {
-            snprintf(err, errcap, "dimension out of range");
+            nc_errf(err, errcap, "dimension out of range");
             return NULL;
         }
         h->shape[h->rank++] = v;
@@ -103,7 +103,7 @@ static int parse_header(const char *s, npy_header *h, char *err, size_t errcap)
         bool again = (!strcmp(key, "descr") && seen_descr) || (!strcmp(key, "fortran_order") && seen_order) ||
                      (!strcmp(key, "shape") && seen_shape);
         if (again) {   /* Python's dict would keep the last: which one the writer meant is unknown */
-            snprintf(err, errcap, "header key '%s' given twice", key);
+            nc_errf(err, errcap, "header key '%s' given twice", key);
             return -1;
         }
         if (!strcmp(key, "descr")) {
@@ -111,7 +111,7 @@ static int parse_header(const char *s, npy_header *h, char *err, size_t errcap)
             for (size_t k = 0; k < NC_COUNT(npy_kinds); k++)
                 if (!strcmp(val, npy_kinds[k].descr)) h->kind = (int)k;
             if (h->kind < 0) {
-                snprintf(err, errcap, "unsupported dtype '%s' (supported: <f4 <f2 <f8 <i4 <i8 |u1 |b1)", val);
+                nc_errf(err, errcap, "unsupported dtype '%s' (supported: <f4 <f2 <f8 <i4 <i8 |u1 |b1)", val);
                 return -1;
             }
             seen_descr = true;
@@ -128,7 +128,7 @@ static int parse_header(const char *s, npy_header *h, char *err, size_t errcap)
             }
             seen_shape = true;
         } else {
-            snprintf(err, errcap, "unexpected header key '%s'", key);
+            nc_errf(err, errcap, "unexpected header key '%s'", key);
             return -1;
         }
         p = skip_ws(p);
@@ -136,16 +136,16 @@ static int parse_header(const char *s, npy_header *h, char *err, size_t errcap)
         else if (*p != '}') goto bad;
     }
     if (!seen_descr || !seen_order || !seen_shape) {
-        snprintf(err, errcap, "header lacks descr, fortran_order or shape");
+        nc_errf(err, errcap, "header lacks descr, fortran_order or shape");
         return -1;
     }
     if (h->fortran) {
-        snprintf(err, errcap, "Fortran-order arrays are not supported (save with np.ascontiguousarray)");
+        nc_errf(err, errcap, "Fortran-order arrays are not supported (save with np.ascontiguousarray)");
         return -1;
     }
     return 0;
 bad:
-    snprintf(err, errcap, "malformed header");
+    nc_errf(err, errcap, "malformed header");
     return -1;
 }
 
@@ -240,7 +240,7 @@ static int read_data(FILE *f, const char *path, const npy_header *h, nc_dtype fl
     const int kind = npy_kinds[h->kind].kind, bytes = npy_kinds[h->kind].bytes;
     const nc_dtype dtype = read_dtype(h, float_as);
     if (!alloc_data(h, dtype, out, native, max_bytes)) {
-        snprintf(err, errcap, "%s: array too large", path);
+        nc_errf(err, errcap, "%s: array too large", path);
         return -1;
     }
     uint8_t chunk[1 << 16];
@@ -251,7 +251,7 @@ static int read_data(FILE *f, const char *path, const npy_header *h, nc_dtype fl
     for (int64_t i = 0; i < out->numel && rc == 0; i += per_chunk) {
         int64_t n = out->numel - i < per_chunk ? out->numel - i : per_chunk;
         if (fread(chunk, (size_t)bytes, (size_t)n, f) != (size_t)n) {
-            snprintf(err, errcap, "%s: file is truncated (expected %" PRId64 " elements)", path, out->numel);
+            nc_errf(err, errcap, "%s: file is truncated (expected %" PRId64 " elements)", path, out->numel);
             rc = -1;
             break;
         }
@@ -264,7 +264,7 @@ static int read_data(FILE *f, const char *path, const npy_header *h, nc_dtype fl
                 int64_t v;
                 memcpy(&v, p, 8);
                 if (v < INT32_MIN || v > INT32_MAX) {
-                    snprintf(err, errcap, "%s: element %" PRId64 " = %" PRId64 " does not fit i32", path, i + k, v);
+                    nc_errf(err, errcap, "%s: element %" PRId64 " = %" PRId64 " does not fit i32", path, i + k, v);
                     rc = -1;
                 }
             }
@@ -277,7 +277,7 @@ static int read_data(FILE *f, const char *path, const npy_header *h, nc_dtype fl
     }
     cpu_tensor_free(&part);
     if (rc == 0 && fgetc(f) != EOF) {
-        snprintf(err, errcap, "%s: trailing bytes after the array data", path);
+        nc_errf(err, errcap, "%s: trailing bytes after the array data", path);
         rc = -1;
     }
     if (rc != 0) free_data(out, native);
@@ -290,7 +290,7 @@ int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, si
     int rc = npy_read_as(path, NC_F32, out, max_bytes, &info, err, errcap);
     if (rc != 0) return rc;
     if (info.misfit_at >= 0) {
-        snprintf(err, errcap, "%s: element %" PRId64 " = %g does not fit f32 (its largest is %g)", path, info.misfit_at, info.misfit,
+        nc_errf(err, errcap, "%s: element %" PRId64 " = %g does not fit f32 (its largest is %g)", path, info.misfit_at, info.misfit,
                  (double)FLT_MAX);
         cpu_tensor_free(out);
         return -1;
@@ -308,14 +308,14 @@ static int read_file(const char *path, nc_dtype float_as, cpu_tensor *out, uint8
     const char *reason;
     FILE *f = file_open_regular(path, &reason);
     if (!f) {
-        snprintf(err, errcap, "%s: %s", path, reason);
+        nc_errf(err, errcap, "%s: %s", path, reason);
         return FILE_OPEN_IO_ERROR;
     }
     int rc = -1;
     char *hdr = NULL;
     uint8_t pre[10];
     if (fread(pre, 1, 8, f) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-        snprintf(err, errcap, "%s: not a .npy file (bad magic)", path);
+        nc_errf(err, errcap, "%s: not a .npy file (bad magic)", path);
         goto out;
     }
     uint32_t hlen;
@@ -327,24 +327,24 @@ static int read_file(const char *path, nc_dtype float_as, cpu_tensor *out, uint8
         if (fread(l, 1, 4, f) != 4) goto trunc;
         hlen = (uint32_t)l[0] | (uint32_t)l[1] << 8 | (uint32_t)l[2] << 16 | (uint32_t)l[3] << 24;
     } else {
-        snprintf(err, errcap, "%s: unsupported .npy version %d", path, pre[6]);
+        nc_errf(err, errcap, "%s: unsupported .npy version %d", path, pre[6]);
         goto out;
     }
     if (hlen > (1u << 20)) {
-        snprintf(err, errcap, "%s: header length %u is implausible", path, hlen);
+        nc_errf(err, errcap, "%s: header length %u is implausible", path, hlen);
         goto out;
     }
     hdr = nc_xmalloc(hlen + 1);
     if (fread(hdr, 1, hlen, f) != hlen) goto trunc;
     hdr[hlen] = 0;
     if (strlen(hdr) != hlen) {
-        snprintf(err, errcap, "%s: NUL byte in header", path);
+        nc_errf(err, errcap, "%s: NUL byte in header", path);
         goto out;
     }
     npy_header h;
     char why[160];
     if (parse_header(hdr, &h, why, sizeof why) != 0) {
-        snprintf(err, errcap, "%s: %s", path, why);
+        nc_errf(err, errcap, "%s: %s", path, why);
         goto out;
     }
     /* the data the header announces must be what the file holds: checked
@@ -354,7 +354,7 @@ static int read_file(const char *path, nc_dtype float_as, cpu_tensor *out, uint8
     for (int d = 0; d < h.rank; d++) numel = h.shape[d] == 0 ? 0 : numel;
     for (int d = 0; d < h.rank && numel > 0; d++) {
         if (numel > most / h.shape[d]) {
-            snprintf(err, errcap, "%s: the header's shape holds more than 2^40 elements", path);
+            nc_errf(err, errcap, "%s: the header's shape holds more than 2^40 elements", path);
             goto out;
         }
         numel *= h.shape[d];
@@ -365,7 +365,7 @@ static int read_file(const char *path, nc_dtype float_as, cpu_tensor *out, uint8
         int64_t want = numel * npy_kinds[h.kind].bytes;
         if (fseek(f, here, SEEK_SET) != 0) goto trunc;
         if (end - here != want) {
-            snprintf(err, errcap, "%s: %s (the header announces %" PRId64 " bytes of data, the file holds %ld)", path,
+            nc_errf(err, errcap, "%s: %s (the header announces %" PRId64 " bytes of data, the file holds %ld)", path,
                      end - here < want ? "file is truncated" : "trailing bytes after the array data", want, end - here);
             goto out;
         }
@@ -374,7 +374,7 @@ static int read_file(const char *path, nc_dtype float_as, cpu_tensor *out, uint8
     if (rc == 0) info->descr = npy_kinds[h.kind].descr;
     goto out;
 trunc:
-    snprintf(err, errcap, "%s: file is truncated in the header", path);
+    nc_errf(err, errcap, "%s: file is truncated in the header", path);
 out:
     free(hdr);
     fclose(f);

@@ -43,13 +43,13 @@ int param_init(const ir_graph *g, uint32_t param_index, uint64_t seed, cpu_tenso
     for (int d = 0; d < p->decl.rank; d++) {
         if (!dim_is_const(&g->dims[p->decl.shape[d]], &shape[d]) || shape[d] < 0) {
             char *dim = ir_dim_str(g, p->decl.shape[d]);
-            snprintf(err, errcap, "parameter '%s': dimension %d (%s) is not a constant", p->decl.name, d, dim);
+            nc_errf(err, errcap, "parameter '%s': dimension %d (%s) is not a constant", p->decl.name, d, dim);
             free(dim);
             return -1;
         }
     }
     if (!cpu_tensor_alloc(t, p->decl.dtype, p->decl.rank, shape, 0)) {
-        snprintf(err, errcap, "parameter '%s': too large to allocate", p->decl.name);
+        nc_errf(err, errcap, "parameter '%s': too large to allocate", p->decl.name);
         return -1;
     }
     const uint64_t stream = name_stream(p->decl.name);

@@ -80,7 +80,7 @@ static char *build_header(const st_entry *entries, uint32_t n, uint64_t *hlen, c
         const cpu_tensor *t = entries[e].t;
         const char *dt = st_dtype_name(t->dtype);
         if (!dt || json_object_get(root, entries[e].name)) {
-            snprintf(err, errcap, "tensor '%s': %s", entries[e].name, dt ? "duplicate name" : "unsupported dtype");
+            nc_errf(err, errcap, "tensor '%s': %s", entries[e].name, dt ? "duplicate name" : "unsupported dtype");
             json_decref(root);
             return NULL;
         }
@@ -130,7 +130,7 @@ static int st_open(const char *path, st_file *sf, char *err, size_t errcap)
     const char *why;
     sf->f = file_open_regular(path, &why);
     if (!sf->f) {
-        snprintf(err, errcap, "%s: %s", path, why);
+        nc_errf(err, errcap, "%s: %s", path, why);
         return FILE_OPEN_IO_ERROR;
     }
     uint8_t len[8];
@@ -138,13 +138,13 @@ static int st_open(const char *path, st_file *sf, char *err, size_t errcap)
     long size = ftell(sf->f);
     rewind(sf->f);
     if (size < 8 || fread(len, 1, 8, sf->f) != 8) {
-        snprintf(err, errcap, "%s: not a safetensors file (too short)", path);
+        nc_errf(err, errcap, "%s: not a safetensors file (too short)", path);
         return -1;
     }
     uint64_t hlen = 0;
     for (int k = 0; k < 8; k++) hlen |= (uint64_t)len[k] << (8 * k);
     if (hlen > ST_MAX_HEADER || hlen > (uint64_t)size - 8) {
-        snprintf(err, errcap, "%s: not a safetensors file (header length %" PRIu64 " exceeds the file's %ld bytes)", path, hlen, size);
+        nc_errf(err, errcap, "%s: not a safetensors file (header length %" PRIu64 " exceeds the file's %ld bytes)", path, hlen, size);
         return -1;
     }
     char *text = nc_xmalloc((size_t)hlen + 1);
@@ -159,11 +159,11 @@ static int st_open(const char *path, st_file *sf, char *err, size_t errcap)
     if (!sf->header && json_error_code(&je) == json_error_duplicate_key) {
         /* jansson would keep the last of two entries of one name: which one a
          * reader means is not defined, so the format forbids it */
-        snprintf(err, errcap, "%s: header names a key twice (%s)", path, je.text);
+        nc_errf(err, errcap, "%s: header names a key twice (%s)", path, je.text);
         return -1;
     }
     if (!sf->header || !json_is_object(sf->header)) {
-        snprintf(err, errcap, "%s: header is not a JSON object%s%s", path, sf->header ? "" : ": ",
+        nc_errf(err, errcap, "%s: header is not a JSON object%s%s", path, sf->header ? "" : ": ",
                  sf->header ? "" : je.text);
         return -1;
     }
@@ -171,7 +171,7 @@ static int st_open(const char *path, st_file *sf, char *err, size_t errcap)
     sf->data_len = (uint64_t)size - sf->data_start;
     return 0;
 bad_io:
-    snprintf(err, errcap, "%s: read error", path);
+    nc_errf(err, errcap, "%s: read error", path);
     return FILE_OPEN_IO_ERROR;
 }
 
@@ -187,15 +187,15 @@ static int st_entry_check(const char *path, const char *name, json_t *e, const s
 {
     json_t *dt = json_object_get(e, "dtype"), *sh = json_object_get(e, "shape"), *off = json_object_get(e, "data_offsets");
     if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off) || json_array_size(off) != 2) {
-        snprintf(err, errcap, "%s: tensor '%s': entry needs dtype, shape and data_offsets", path, name);
+        nc_errf(err, errcap, "%s: tensor '%s': entry needs dtype, shape and data_offsets", path, name);
         return -1;
     }
     if (!st_dtype_from_name(json_string_value(dt), dtype)) {
-        snprintf(err, errcap, "%s: tensor '%s': unsupported dtype %s", path, name, json_string_value(dt));
+        nc_errf(err, errcap, "%s: tensor '%s': unsupported dtype %s", path, name, json_string_value(dt));
         return -1;
     }
     if (json_array_size(sh) > NC_MAX_RANK) {
-        snprintf(err, errcap, "%s: tensor '%s': rank exceeds %d", path, name, NC_MAX_RANK);
+        nc_errf(err, errcap, "%s: tensor '%s': rank exceeds %d", path, name, NC_MAX_RANK);
         return -1;
     }
     *rank = (uint8_t)json_array_size(sh);
@@ -203,26 +203,26 @@ static int st_entry_check(const char *path, const char *name, json_t *e, const s
     for (uint8_t d = 0; d < *rank; d++) {
         json_t *v = json_array_get(sh, d);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > ((json_int_t)1 << 40)) {
-            snprintf(err, errcap, "%s: tensor '%s': bad shape", path, name);
+            nc_errf(err, errcap, "%s: tensor '%s': bad shape", path, name);
             return -1;
         }
         shape[d] = json_integer_value(v);
         numel = numel * (uint64_t)shape[d];
         if (numel > ((uint64_t)1 << 40)) {
-            snprintf(err, errcap, "%s: tensor '%s': too many elements", path, name);
+            nc_errf(err, errcap, "%s: tensor '%s': too many elements", path, name);
             return -1;
         }
     }
     json_t *b = json_array_get(off, 0), *en = json_array_get(off, 1);
     if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
         json_integer_value(en) < json_integer_value(b) || (uint64_t)json_integer_value(en) > sf->data_len) {
-        snprintf(err, errcap, "%s: tensor '%s': data_offsets outside the file", path, name);
+        nc_errf(err, errcap, "%s: tensor '%s': data_offsets outside the file", path, name);
         return -1;
     }
     *begin = (uint64_t)json_integer_value(b);
     *end = (uint64_t)json_integer_value(en);
     if (*end - *begin != numel * dtype_size(*dtype)) {
-        snprintf(err, errcap, "%s: tensor '%s': data size does not match dtype and shape", path, name);
+        nc_errf(err, errcap, "%s: tensor '%s': data size does not match dtype and shape", path, name);
         return -1;
     }
     return 0;
@@ -254,7 +254,7 @@ static int st_read_tensor(st_file *sf, const char *path, const char *name, nc_dt
     }
     return 0;
 bad:
-    snprintf(err, errcap, "%s: tensor '%s': read error", path, name);
+    nc_errf(err, errcap, "%s: tensor '%s': read error", path, name);
     return FILE_OPEN_IO_ERROR;
 }
 
@@ -265,12 +265,12 @@ static int st_check_metadata(const char *path, const st_file *sf, char *err, siz
     const char *key;
     json_t *v;
     if (md && !json_is_object(md)) {
-        snprintf(err, errcap, "%s: __metadata__ is not a map of names to strings", path);
+        nc_errf(err, errcap, "%s: __metadata__ is not a map of names to strings", path);
         return -1;
     }
     json_object_foreach(md, key, v) {
         if (!json_is_string(v)) {
-            snprintf(err, errcap, "%s: __metadata__ entry '%s' is not a string", path, key);
+            nc_errf(err, errcap, "%s: __metadata__ entry '%s' is not a string", path, key);
             return -1;
         }
     }
@@ -314,17 +314,17 @@ static int st_check_layout(const char *path, const st_file *sf, char *err, size_
     uint64_t at = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         if (r[i].begin < at) {
-            snprintf(err, errcap, "%s: tensor '%s' overlaps tensor '%s' in the data", path, r[i].name, r[i - 1].name);
+            nc_errf(err, errcap, "%s: tensor '%s' overlaps tensor '%s' in the data", path, r[i].name, r[i - 1].name);
             rc = -1;
         } else if (r[i].begin > at) {
-            snprintf(err, errcap, "%s: data bytes %" PRIu64 " to %" PRIu64 " (before tensor '%s') belong to no tensor",
+            nc_errf(err, errcap, "%s: data bytes %" PRIu64 " to %" PRIu64 " (before tensor '%s') belong to no tensor",
                      path, at, r[i].begin, r[i].name);
             rc = -1;
         }
         at = r[i].end;
     }
     if (rc == 0 && at != sf->data_len) {
-        snprintf(err, errcap, "%s: %" PRIu64 " bytes after the last tensor's data", path, sf->data_len - at);
+        nc_errf(err, errcap, "%s: %" PRIu64 " bytes after the last tensor's data", path, sf->data_len - at);
         rc = -1;
     }
     free(r);
@@ -350,7 +350,7 @@ static int load_param(st_file *sf, const char *path, const ir_graph *g, uint32_t
             [IR_ROLE_BUFFER] = " (a buffer, such as batch norm's running statistics: netc train --save writes it with the "
                                "weights; a file without it was saved from another model)",
         };
-        snprintf(err, errcap, "%s: %s '%s' is missing%s", path, p->role == IR_ROLE_BUFFER ? "buffer" : "parameter", p->decl.name,
+        nc_errf(err, errcap, "%s: %s '%s' is missing%s", path, p->role == IR_ROLE_BUFFER ? "buffer" : "parameter", p->decl.name,
                  p->role != IR_ROLE_WEIGHT ? why[p->role] : "");
         return -1;
     }
@@ -371,17 +371,17 @@ static int load_param(st_file *sf, const char *path, const ir_graph *g, uint32_t
         for (uint8_t d = 0; d < rank && n < sizeof got; d++)
             n += (size_t)snprintf(got + n, sizeof got - n, "%s%" PRId64, d ? ", " : "", shape[d]);
         if (n < sizeof got) snprintf(got + n, sizeof got - n, "]");
-        snprintf(err, errcap, "%s: parameter '%s': the file has %s, the model declares %s", path, p->decl.name, got, want);
+        nc_errf(err, errcap, "%s: parameter '%s': the file has %s, the model declares %s", path, p->decl.name, got, want);
         free(want);
         return -1;
     }
     if (!dtypes_compatible(dt, p->decl.dtype)) {
-        snprintf(err, errcap, "%s: parameter '%s': dtype %s cannot be loaded into %s", path, p->decl.name,
+        nc_errf(err, errcap, "%s: parameter '%s': dtype %s cannot be loaded into %s", path, p->decl.name,
                  st_dtype_name(dt), dtype_name(p->decl.dtype));
         return -1;
     }
     if (!cpu_tensor_alloc(t, p->decl.dtype, rank, shape, 0)) {
-        snprintf(err, errcap, "%s: parameter '%s': too large", path, p->decl.name);
+        nc_errf(err, errcap, "%s: parameter '%s': too large", path, p->decl.name);
         return -1;
     }
     int rc = st_read_tensor(sf, path, p->decl.name, dt, begin, t, err, errcap);
@@ -412,7 +412,7 @@ static int check_extras(st_file *sf, const char *path, const ir_graph *g, char *
         bool known = checkpoint && (!strcmp(key, "@train_state") || state_of_param(g, key));
         for (uint32_t i = 0; i < g->nparams && !known; i++) known = !strcmp(g->params[i].decl.name, key);
         if (!known) {
-            snprintf(err, errcap, "%s: tensor '%s' is not a parameter of model '%s'", path, key, g->name ? g->name : "?");
+            nc_errf(err, errcap, "%s: tensor '%s' is not a parameter of model '%s'", path, key, g->name ? g->name : "?");
             return -1;
         }
     }

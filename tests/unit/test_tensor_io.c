@@ -240,6 +240,32 @@ static void test_param_init(void)
     ir_graph_free(g);
 }
 
+/* An error naming a path longer than the caller's buffer shows the cut with
+ * "..." at its end: it was cut there silently, a path that looked whole. */
+static void test_long_path_errors(void)
+{
+    char path[1600] = "/nonexistent_netc_tio";
+    while (strlen(path) < 1500) strcat(path, "/dddddddddddddddddddddddddddddddddddddddd");
+    strcat(path, "/x.npy");
+    char err[1024];
+    cpu_tensor back;
+    const int64_t shape[] = {2};
+    cpu_tensor t = make(NC_F32, 1, shape);
+    size_t cut = sizeof err - 1;
+    CHECK(npy_read(path, &back, 0, err, sizeof err) != 0 && strncmp(err, path, 200) == 0);
+    CHECK(strlen(err) == cut && strcmp(err + cut - 3, "...") == 0);
+    memset(err, 0, sizeof err);
+    CHECK(npy_write(path, &t, err, sizeof err) != 0 && strstr(err, "/nonexistent_netc_tio/ddd"));
+    CHECK(strlen(err) == cut && strcmp(err + cut - 3, "...") == 0);
+    st_entry e = {.name = "w", .t = &t};
+    memset(err, 0, sizeof err);
+    CHECK(safetensors_write(path, &e, 1, err, sizeof err) != 0 && strstr(err, "/nonexistent_netc_tio/ddd"));
+    CHECK(strlen(err) == cut && strcmp(err + cut - 3, "...") == 0);
+    /* a message that fits is as it was */
+    CHECK(npy_read("/nonexistent/x.npy", &back, 0, err, sizeof err) != 0 && strstr(err, "...") == NULL);
+    cpu_tensor_free(&t);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/netc_tio_XXXXXX");
@@ -247,6 +273,7 @@ int main(void)
     test_npy();
     test_safetensors();
     test_param_init();
+    test_long_path_errors();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
