@@ -63,7 +63,8 @@ typedef enum nrt_status {
 
 typedef struct nrt_error {
     nrt_status status;
-    char message[1024];   /* what went wrong; a binding a require refuses adds its hint on a second line, "  hint: ..." */
+    char message[1024];   /* what went wrong; a binding a require refuses adds its hint on a second line, "  hint: ...".
+                             A longer one (a long name or path in it) keeps its start and its end around "..." */
 } nrt_error;
 
 typedef enum nrt_dtype { NRT_F32, NRT_F16, NRT_BF16, NRT_I32, NRT_U8, NRT_BOOL } nrt_dtype;

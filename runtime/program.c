@@ -268,26 +268,33 @@ static int32_t *plan_in_place(const ir_graph *g, const nrt_program *p, const uin
  * type and .net line) or which scratch, and the size. */
 static void size_error(const ir_graph *g, const nrt_program *p, uint32_t i, bool counted, int64_t numel, char *err, size_t errcap)
 {
-    char what[384], size[64];
+    char size[64];
     if (counted) snprintf(size, sizeof size, "%lld elements", (long long)numel);
     else snprintf(size, sizeof size, "more elements than 2^63");
+    /* names, types and paths whole: they are the user's, of any length */
+    char *what;
     if (i < g->nnodes) {
         const ir_node *n = &g->nodes[i];
-        char loc[160] = "", name[96] = "", *type = ir_shape_str(g, n->dtype, n->rank, n->shape);
-        if (n->op == OP_INPUT && n->attr.index < g->ninputs) snprintf(name, sizeof name, " %s", g->inputs[n->attr.index].name);
-        if (n->op == OP_PARAM && n->attr.index < g->nparams) snprintf(name, sizeof name, " %s", g->params[n->attr.index].decl.name);
+        const char *name = "", *file = NULL;
+        if (n->op == OP_INPUT && n->attr.index < g->ninputs) name = g->inputs[n->attr.index].name;
+        if (n->op == OP_PARAM && n->attr.index < g->nparams) name = g->params[n->attr.index].decl.name;
         if (n->loc.file && n->loc.file <= g->nfiles) {
-            const char *f = g->files[n->loc.file - 1], *slash = strrchr(f, '/');
-            snprintf(loc, sizeof loc, ", %s:%u", slash ? slash + 1 : f, n->loc.line);
+            const char *slash = strrchr(file = g->files[n->loc.file - 1], '/');
+            if (slash) file = slash + 1;
         }
-        snprintf(what, sizeof what, "%%%u (%s%s: %s%s)", i, nc_ops[n->op].name, name, type, loc);
+        char *type = ir_shape_str(g, n->dtype, n->rank, n->shape);
+        char *loc = file ? nc_xasprintf(", %s:%u", file, n->loc.line) : nc_xstrdup("");
+        what = nc_xasprintf("%%%u (%s%s%s: %s%s)", i, nc_ops[n->op].name, *name ? " " : "", name, type, loc);
+        free(loc);
         free(type);
     } else {
         char *numel_dim = ir_dim_str(g, p->temps[i - g->nnodes].numel);
-        snprintf(what, sizeof what, "scratch buffer %u (%s[%s])", i - g->nnodes, dtype_name(p->temps[i - g->nnodes].dtype), numel_dim);
+        what = nc_xasprintf("scratch buffer %u (%s[%s])", i - g->nnodes, dtype_name(p->temps[i - g->nnodes].dtype),
+                            numel_dim);
         free(numel_dim);
     }
-    snprintf(err, errcap, "%s would hold %s at these dims: more than a buffer's 2^40", what, size);
+    nc_errf(err, errcap, "%s would hold %s at these dims: more than a buffer's 2^40", what, size);
+    free(what);
 }
 
 memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const int64_t *syms, memplan_result *r,

@@ -46,17 +46,50 @@ struct nrt_session {
     bool *param_torn;
 };
 
+/* text into the API's fixed message: whole when it fits, else its start and
+ * its end (where a hint or the reason is) around a "..." that shows the cut,
+ * each cut between whole UTF-8 characters */
+static void fit_message(char *dst, size_t cap, const char *text)
+{
+    size_t len = strlen(text);
+    if (len < cap) {
+        memcpy(dst, text, len + 1);
+        return;
+    }
+    size_t tail = (cap - 4) / 3, head = cap - 4 - tail;
+    while (head > 0 && ((unsigned char)text[head] & 0xc0) == 0x80) head--;
+    const char *end = text + len - tail;
+    while (*end && ((unsigned char)*end & 0xc0) == 0x80) end++;
+    memcpy(dst, text, head);
+    memcpy(dst + head, "...", 3);
+    memmove(dst + head + 3, end, strlen(end) + 1);
+}
+
 static nrt_status set_err(nrt_error *e, nrt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static nrt_status set_err(nrt_error *e, nrt_status st, const char *fmt, ...)
 {
     if (e) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(e->message, sizeof e->message, fmt, ap);
+        char *text = nc_xvasprintf(fmt, ap);
         va_end(ap);
+        fit_message(e->message, sizeof e->message, text);
+        free(text);
         e->status = st;
     }
     return st;
+}
+
+/* What the runtime's parts below write their errors into: larger than the
+ * API's message, so that a text they cut is one set_err cuts visibly too. */
+#define WORK_ERR 4096
+
+/* msg as a part below left it in its buffer of cap bytes: a text that filled
+ * it was cut there, and ends in "..." to say so. */
+static const char *work_text(char *msg, size_t cap)
+{
+    if (strlen(msg) + 1 >= cap) nc_text_cut(msg, cap);
+    return msg;
 }
 
 /* A NULL where a call wants a module, a session, a name or a buffer is the
@@ -69,9 +102,9 @@ static nrt_status set_err(nrt_error *e, nrt_status st, const char *fmt, ...)
 static void err_reword(nrt_error *e, const char *before, const char *after)
 {
     if (!e) return;
-    char why[sizeof e->message];
-    snprintf(why, sizeof why, "%s", e->message);
+    char *why = nc_xstrdup(e->message);
     set_err(e, e->status, "%s%s%s", before, why, after);
+    free(why);
 }
 
 static nrt_status ok(nrt_error *e)
@@ -91,11 +124,11 @@ nrt_status nrt_module_load(const char *path, nrt_module **out, nrt_error *err)
     *out = NULL;
     NEED(path, err);
     nrt_module *m = nc_xcalloc(1, sizeof *m);
-    char msg[1024];
+    char msg[WORK_ERR];
     int rc = module_read(path, &m->d, msg, sizeof msg);
     if (rc != 0) {
         free(m);
-        return set_err(err, rc == FILE_OPEN_IO_ERROR ? NRT_ERR_IO : NRT_ERR_FORMAT, "%s", msg);
+        return set_err(err, rc == FILE_OPEN_IO_ERROR ? NRT_ERR_IO : NRT_ERR_FORMAT, "%s", work_text(msg, sizeof msg));
     }
     *out = m;
     return ok(err);
@@ -108,11 +141,11 @@ nrt_status nrt_module_load_entry(const char *path, const char *entry, nrt_module
     nrt_status st = nrt_module_load(path, out, err);
     if (st != NRT_OK) return st;
     nrt_module_data all = (*out)->d;
-    char msg[512];
+    char msg[WORK_ERR];
     if (module_take_entry(&all, entry, &(*out)->d, msg, sizeof msg) != 0) {
         free(*out);
         *out = NULL;
-        return set_err(err, NRT_ERR_ARGUMENT, "%s: %s", path, msg);
+        return set_err(err, NRT_ERR_ARGUMENT, "%s: %s", path, work_text(msg, sizeof msg));
     }
     return ok(err);
 }
@@ -293,11 +326,11 @@ static nrt_status upload_value(nrt_session *s, ir_value v, const cpu_tensor *t, 
         buf = nc_xmalloc(bytes ? bytes : 1);
         cpu_tensor_to_native(t, buf);
     }
-    char msg[512];
+    char msg[WORK_ERR];
     *stale = true;
     int rc = gpu_upload(s->gpu, v, data ? data : buf, bytes, msg, sizeof msg);
     free(buf);
-    if (rc) return set_err(err, NRT_ERR_DEVICE, "%s %s: %s", what, name, msg);
+    if (rc) return set_err(err, NRT_ERR_DEVICE, "%s %s: %s", what, name, work_text(msg, sizeof msg));
     *stale = false;
     return NRT_OK;
 }
@@ -345,11 +378,11 @@ nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nr
     s->input_stale = nc_xcalloc(g->ninputs + 1, sizeof *s->input_stale);
     s->param_stale = nc_xcalloc(g->nparams + 1, sizeof *s->param_stale);
     s->param_torn = nc_xcalloc(g->nparams + 1, sizeof *s->param_torn);
-    char msg[1024];
+    char msg[WORK_ERR];
     for (uint32_t i = 0; i < g->nparams; i++)
         if (param_init(g, i, o->seed, &s->params[i], msg, sizeof msg) != 0) {
             nrt_session_free(s);
-            return set_err(err, NRT_ERR_ARGUMENT, "%s", msg);
+            return set_err(err, NRT_ERR_ARGUMENT, "%s", work_text(msg, sizeof msg));
         }
     char why[256] = "";
     bool want_gpu = o->device == NRT_DEVICE_GPU || (o->device == NRT_DEVICE_AUTO && gpu_probe(why, sizeof why));
@@ -357,7 +390,7 @@ nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nr
         if (gpu_session_create(&m->d, s->syms, o->gpu_index, o->use_cuda_graph != 0, &s->gpu, s->device, sizeof s->device,
                                msg, sizeof msg) != 0) {
             nrt_session_free(s);
-            return set_err(err, NRT_ERR_DEVICE, "cannot use the GPU: %s", msg);
+            return set_err(err, NRT_ERR_DEVICE, "cannot use the GPU: %s", work_text(msg, sizeof msg));
         }
         for (uint32_t i = 0; i < g->nparams; i++)
             if ((st = upload_param(s, i, err)) != NRT_OK) { nrt_session_free(s); return st; }
@@ -504,11 +537,11 @@ static nrt_status run_on_gpu(nrt_session *s, int profile_runs, double *step_seco
 {
     nrt_status st = upload_stale(s, err);
     if (st != NRT_OK) return st;
-    char msg[1024];
+    char msg[WORK_ERR];
     int rc = profile_runs ? gpu_profile(s->gpu, profile_runs, step_seconds, msg, sizeof msg)
                           : gpu_run(s->gpu, msg, sizeof msg);
     if (rc) {
-        set_err(err, NRT_ERR_DEVICE, "%s", msg);
+        set_err(err, NRT_ERR_DEVICE, "%s", work_text(msg, sizeof msg));
         tear_updated_params(s, err);
         return NRT_ERR_DEVICE;
     }
@@ -525,12 +558,14 @@ nrt_status nrt_session_run(nrt_session *s, nrt_error *err)
     if (ready || (ready = params_whole(s, "the run is refused: ", err))) return ready;
     s->ran = false;   /* until the run succeeds there is no output to read */
     if (s->gpu) return run_on_gpu(s, 0, NULL, err);
-    char msg[1024];
+    char msg[WORK_ERR];
     if (s->have_result) cpu_exec_result_free(&s->result);
     s->have_result = false;
     cpu_exec_opts o = {.syms = s->syms, .inputs = s->inputs, .params = s->params, .pool = &s->pool};
     int rc = cpu_exec_run(g, &o, &s->result, msg, sizeof msg);
-    if (rc != 0) return set_err(err, rc == CPU_EXEC_NO_MEMORY ? NRT_ERR_MEMORY : NRT_ERR_ARGUMENT, "%s", msg);
+    if (rc != 0)
+        return set_err(err, rc == CPU_EXEC_NO_MEMORY ? NRT_ERR_MEMORY : NRT_ERR_ARGUMENT, "%s",
+                       work_text(msg, sizeof msg));
     s->have_result = true;
     s->ran = true;
     cpu_exec_apply_updates(g, &s->result, s->params);   /* a training step moves the parameters */
@@ -619,8 +654,9 @@ nrt_status nrt_session_get_output(nrt_session *s, const char *name, void *data, 
     if (!s->ran) return set_err(err, NRT_ERR_STATE, "no output yet: call nrt_session_run first");
     ir_value v = s->g->outputs[find_output(s->g, name)].value;
     if (s->gpu) {
-        char msg[512];
-        if (gpu_download(s->gpu, v, data, bytes, msg, sizeof msg)) return set_err(err, NRT_ERR_DEVICE, "%s", msg);
+        char msg[WORK_ERR];
+        if (gpu_download(s->gpu, v, data, bytes, msg, sizeof msg))
+            return set_err(err, NRT_ERR_DEVICE, "%s", work_text(msg, sizeof msg));
         return ok(err);
     }
     cpu_tensor_to_native(&s->result.values[v], data);
@@ -657,11 +693,11 @@ static nrt_status sync_param_from_gpu(nrt_session *s, uint32_t i, nrt_error *err
     cpu_tensor *t = &s->params[i];
     size_t bytes = (size_t)t->numel * dtype_size(t->dtype);
     void *buf = nc_xmalloc(bytes ? bytes : 1);
-    char msg[512];
+    char msg[WORK_ERR];
     int rc = gpu_download(s->gpu, s->param_node[i], buf, bytes, msg, sizeof msg);
     if (rc == 0) cpu_tensor_from_native(buf, t);
     free(buf);
-    return rc ? set_err(err, NRT_ERR_DEVICE, "%s", msg) : NRT_OK;
+    return rc ? set_err(err, NRT_ERR_DEVICE, "%s", work_text(msg, sizeof msg)) : NRT_OK;
 }
 
 nrt_status nrt_session_get_param(nrt_session *s, const char *name, void *data, size_t bytes, nrt_error *err)
@@ -687,11 +723,11 @@ nrt_status nrt_session_load_weights(nrt_session *s, const char *path, nrt_error 
     NEED(path, err);
     const ir_graph *g = s->g;
     cpu_tensor *loaded = nc_xcalloc(g->nparams + 1, sizeof *loaded);
-    char msg[1024];
+    char msg[WORK_ERR];
     int rc = safetensors_load_params(path, g, loaded, false, msg, sizeof msg);
     if (rc != 0) {
         free(loaded);
-        return set_err(err, rc == FILE_OPEN_IO_ERROR ? NRT_ERR_IO : NRT_ERR_FORMAT, "%s", msg);
+        return set_err(err, rc == FILE_OPEN_IO_ERROR ? NRT_ERR_IO : NRT_ERR_FORMAT, "%s", work_text(msg, sizeof msg));
     }
     /* After a failed copy the rest are not tried: they wait for the run,
      * as that one does, and every parameter is the file's. */
@@ -720,8 +756,9 @@ nrt_status nrt_session_save_weights(nrt_session *s, const char *path, nrt_error 
         st = sync_param_from_gpu(s, i, err);
         e[i] = (st_entry){.name = g->params[i].decl.name, .t = &s->params[i]};
     }
-    char msg[1024];
-    if (st == NRT_OK && safetensors_write(path, e, g->nparams, msg, sizeof msg) != 0) st = set_err(err, NRT_ERR_IO, "%s", msg);
+    char msg[WORK_ERR];
+    if (st == NRT_OK && safetensors_write(path, e, g->nparams, msg, sizeof msg) != 0)
+        st = set_err(err, NRT_ERR_IO, "%s", work_text(msg, sizeof msg));
     free(e);
     return st ? st : ok(err);
 }

@@ -882,5 +882,10 @@ out=$("$netc" "${ctrain[@]}" --epochs 10 --max-steps 4 --checkpoint-dir "$tmp/cp
 [[ $out == *"
 done: 4 steps, none in this run: no rate or step memory to report" && $out == *"no step of it in this run, waited"* &&
    $out != *samples/s* && $out != *"CPU memory"* ]] || { echo "FAIL: a resume at --max-steps reports a rate or memory: $out"; fail=$((fail + 1)); }
+# a buffer too large is named whole however long its input's name (it was cut at 95 characters, the message at 383)
+long=$(printf 'p%.0s' {1..400})
+printf 'model l(%s: f32[B, 4096]) -> (y: f32[B, 4096]) {\n  return %s * 2.0\n}\n' "$long" "$long" > "$tmp/long_input.net"
+"$netc" build "$tmp/long_input.net" --target '' -o "$tmp/long_input.netm" 2>/dev/null
+expect 1 "%0 (input $long: f32[B, 4096], long_input.net:1) would hold 4503599627370496 elements" inspect "$tmp/long_input.netm" --dim B=1099511627776
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))

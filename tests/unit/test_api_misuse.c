@@ -517,6 +517,37 @@ static void check_sessions(const nrt_module *m, const nrt_module *ident, nrt_dev
     nrt_session_free(s);
 }
 
+/* A message longer than nrt_error's buffer keeps its start and its end (the
+ * reason, a hint) around a "..." that shows the cut: a 3000-character name
+ * was cut at 1 KiB without a sign, a long weights path lost the reason. */
+static void check_long_messages(const nrt_module *m)
+{
+    const char *bt[] = {"B", "T"};
+    const int64_t small[] = {2, 3};
+    nrt_session *s;
+    nrt_error e;
+    CHECK(create(m, NRT_DEVICE_CPU, 2, bt, small, &s, &e) == NRT_OK);
+    char name[3001];
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = 0;
+    float x[6] = {0};
+    CHECK(refused(nrt_session_set_input(s, name, NRT_F32, 2, small, x, &e), &e, NRT_ERR_ARGUMENT,
+                  "the module has no input named nnn"));
+    size_t len = strlen(e.message);
+    CHECK(len == sizeof e.message - 1 && strstr(e.message, "n...n") && e.message[len - 1] == 'n');
+    /* a path of 1500 characters in a directory that is not there: the reason comes last */
+    char path[1600] = "/tmp/netc_api_misuse_no_such_dir";
+    while (strlen(path) < 1500) strcat(path, "/ddddddddddddddddddddddddddddddddddddddddddddddddd");
+    strcat(path, "/w.safetensors");
+    CHECK(refused(nrt_session_load_weights(s, path, &e), &e, NRT_ERR_IO, "/tmp/netc_api_misuse_no_such_dir/ddd"));
+    len = strlen(e.message);
+    const char *reason = ": No such file or directory";
+    bool shown = strstr(e.message, "...") && len > strlen(reason) && strcmp(e.message + len - strlen(reason), reason) == 0;
+    CHECK(shown);
+    if (!shown) fprintf(stderr, "  message: %s\n", e.message);
+    nrt_session_free(s);
+}
+
 int main(void)
 {
     if (!write_module_file("api.net", source, false, module_path, cuda_path) || !write_module_file("api.net", ident_source, false, ident_path, ident_cuda_path)) {
@@ -541,6 +572,7 @@ int main(void)
     check_upload_failures();
     check_failed_training_run();
     check_cpu_memory();
+    check_long_messages(m);
     nrt_module_free(m);
     nrt_module_free(ident);
     unlink(module_path);
