@@ -3,10 +3,14 @@
  *
  * Liveness is measured in steps of the schedule: a buffer is alive from the
  * step that writes it first to the step that reads it last (pinned buffers
- * the whole run). Placement is best-fit by decreasing size, which is close to
- * the lower bound (the largest set of simultaneously live bytes) in practice;
- * memplan reports both. Kept buffers go first, at the bottom, so what lies
- * above them is scratch between runs (another session may borrow it:
+ * the whole run). Placement is best-fit by decreasing size (ties: earlier
+ * first step, then lower index), which is close to the lower bound (the
+ * largest set of simultaneously live bytes) in practice; memplan reports
+ * both. What is alive beside a buffer is read off a tree over the steps
+ * that holds unions of placed address ranges (short: placed buffers pack),
+ * not off every placed buffer: a --memory-budget search plans hundreds of
+ * times. Kept buffers go first, at the bottom, so what lies above them is
+ * scratch between runs (another session may borrow it:
  * gpu_session_create_in). */
 #ifndef NRT_MEMPLAN_H
 #define NRT_MEMPLAN_H
@@ -16,7 +20,7 @@
 
 typedef struct memplan_buf {
     int64_t bytes;        /* 0 = needs no memory */
-    int32_t first, last;  /* live steps, inclusive */
+    int32_t first, last;  /* live steps, inclusive: 0 <= first <= last where bytes > 0 */
     bool kept;            /* a run leaves it for the next run or the host: placed first, at the bottom */
     int64_t offset;       /* out */
 } memplan_buf;
