@@ -103,7 +103,12 @@ static bool may_work_in_place(const cg_ctx *cg, const nrt_program *p, uint32_t k
 static bool body_stride_only(const cg_ctx *cg, uint32_t k)
 {
     if (k >= cg->nstride_only) return grid_stride_only(cg->bodies[k]);
-    if (!cg->stride_only[k]) cg->stride_only[k] = grid_stride_only(cg->bodies[k]) ? 1 : -1;
+    if (!cg->stride_only[k]) {
+        int8_t *known = cuda_body_memo_stride(cg, k);   /* an earlier compile's, across a search */
+        if (!known || !*known) cg->stride_only[k] = grid_stride_only(cg->bodies[k]) ? 1 : -1;
+        else cg->stride_only[k] = *known;
+        if (known) *known = cg->stride_only[k];
+    }
     return cg->stride_only[k] > 0;
 }
 

@@ -681,6 +681,87 @@ static uint64_t body_writes(const char *body)
     return w;
 }
 
+/* Entries by text; slot holds an entry's index + 1 (0: empty), open
+ * addressing by hash, at most half full. */
+typedef struct body_fact {
+    uint64_t hash;
+    char *text;
+    size_t len;
+    uint64_t writes;      /* body_writes */
+    int8_t stride_only;   /* cuda_body_memo_stride */
+} body_fact;
+
+struct cuda_body_memo {
+    body_fact *e;
+    uint32_t n, cap;
+    uint32_t *slot;
+    uint32_t nslots;      /* a power of two */
+};
+
+cuda_body_memo *cuda_body_memo_new(void) { return nc_xcalloc(1, sizeof(cuda_body_memo)); }
+
+void cuda_body_memo_free(cuda_body_memo *m)
+{
+    if (!m) return;
+    for (uint32_t i = 0; i < m->n; i++) free(m->e[i].text);
+    free(m->e);
+    free(m->slot);
+    free(m);
+}
+
+/* eight bytes a step: the text is hashed each time a kernel is written */
+static uint64_t text_hash(const char *s, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    for (; n >= 8; s += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    return h ^ h >> 29;
+}
+
+static void memo_rehash(cuda_body_memo *m)
+{
+    m->nslots = m->nslots ? 2 * m->nslots : 256;
+    free(m->slot);
+    m->slot = nc_xcalloc(m->nslots, sizeof *m->slot);
+    for (uint32_t i = 0; i < m->n; i++) {
+        uint32_t at = (uint32_t)m->e[i].hash & (m->nslots - 1);
+        while (m->slot[at]) at = (at + 1) & (m->nslots - 1);
+        m->slot[at] = i + 1;
+    }
+}
+
+static uint64_t body_writes(const char *body);
+
+/* body's entry, made (its stores read off it) when the text is new */
+static uint32_t memo_fact(cuda_body_memo *m, const char *body, size_t len)
+{
+    if (2 * (m->n + 1) > m->nslots) memo_rehash(m);
+    uint64_t h = text_hash(body, len);
+    uint32_t at = (uint32_t)h & (m->nslots - 1);
+    for (; m->slot[at]; at = (at + 1) & (m->nslots - 1)) {
+        const body_fact *f = &m->e[m->slot[at] - 1];
+        if (f->hash == h && f->len == len && memcmp(f->text, body, len) == 0) return m->slot[at] - 1;
+    }
+    if (m->n == m->cap) m->cap = m->cap ? 2 * m->cap : 64, m->e = nc_xrealloc(m->e, m->cap * sizeof *m->e);
+    char *text = nc_xmalloc(len + 1);
+    memcpy(text, body, len + 1);
+    m->e[m->n] = (body_fact){h, text, len, body_writes(body), 0};
+    m->slot[at] = m->n + 1;
+    return m->n++;
+}
+
+int8_t *cuda_body_memo_stride(const cg_ctx *cg, uint32_t k)
+{
+    return cg->memo && k < cg->nbodies ? &cg->memo->e[cg->bodies_fact[k]].stride_only : NULL;
+}
+
 static void end_kernel(cg_ctx *cg)
 {
     cg_printf(&cg->body, "}\n\n");
@@ -693,7 +774,14 @@ static void end_kernel(cg_ctx *cg)
             s->writes = cg->bodies_write[k];
             return;
         }
-    s->writes = body_writes(cg->body.s);
+    if (cg->memo) {
+        uint32_t fact = memo_fact(cg->memo, cg->body.s, cg->body.n);
+        cg->bodies_fact = nc_xrealloc(cg->bodies_fact, (cg->nbodies + 1) * sizeof *cg->bodies_fact);
+        cg->bodies_fact[cg->nbodies] = fact;
+        s->writes = cg->memo->e[fact].writes;
+    } else {
+        s->writes = body_writes(cg->body.s);
+    }
     cg->bodies = nc_xrealloc(cg->bodies, (cg->nbodies + 1) * sizeof *cg->bodies);
     cg->bodies_write = nc_xrealloc(cg->bodies_write, (cg->nbodies + 1) * sizeof *cg->bodies_write);
     cg->bodies_write[cg->nbodies] = s->writes;
@@ -3115,16 +3203,17 @@ bool cuda_emit_program(const ir_graph *g, nrt_program *out, char *err, size_t er
     return cuda_emit_program_ex(g, false, out, err, errcap);
 }
 
-static bool emit_program(const ir_graph *g, bool fuse, bool source, nrt_program *out, char *err, size_t errcap);
+static bool emit_program(const ir_graph *g, bool fuse, bool source, cuda_body_memo *memo, nrt_program *out, char *err,
+                         size_t errcap);
 
 bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *err, size_t errcap)
 {
-    return emit_program(g, fuse, true, out, err, errcap);
+    return emit_program(g, fuse, true, NULL, out, err, errcap);
 }
 
-bool cuda_emit_program_cost(const ir_graph *g, bool fuse, nrt_program *out, char *err, size_t errcap)
+bool cuda_emit_program_cost(const ir_graph *g, bool fuse, cuda_body_memo *memo, nrt_program *out, char *err, size_t errcap)
 {
-    return emit_program(g, fuse, false, out, err, errcap);
+    return emit_program(g, fuse, false, memo, out, err, errcap);
 }
 
 /* Each parameter's first node (IR_NONE: none), by its index: the updates
@@ -3140,10 +3229,11 @@ static ir_value *param_nodes(const ir_graph *g)
 
 /* source: write the module's source; else only the bodies, which the
  * steps are read off (the comments and the assembled source are not). */
-static bool emit_program(const ir_graph *g, bool fuse, bool source, nrt_program *out, char *err, size_t errcap)
+static bool emit_program(const ir_graph *g, bool fuse, bool source, cuda_body_memo *memo, nrt_program *out, char *err,
+                         size_t errcap)
 {
     memset(out, 0, sizeof *out);
-    cg_ctx cg = {.g = g, .prog = out};
+    cg_ctx cg = {.g = g, .prog = out, .memo = memo};
     cg.src.discard = cg.cur_comment.discard = !source;
     cg_printf(&cg.src, "%s", prelude);
     if (fuse) cuda_fuse_plan(&cg);
@@ -3163,6 +3253,7 @@ static bool emit_program(const ir_graph *g, bool fuse, bool source, nrt_program 
             for (uint32_t k = 0; k < cg.nbodies; k++) free(cg.bodies[k]);
             free(cg.bodies);
             free(cg.bodies_write);
+            free(cg.bodies_fact);
             free(cg.body.s);
             free(cg.cur_comment.s);
             cuda_fuse_free(&cg);
@@ -3194,6 +3285,7 @@ static bool emit_program(const ir_graph *g, bool fuse, bool source, nrt_program 
     for (uint32_t k = 0; k < cg.nbodies; k++) free(cg.bodies[k]);
     free(cg.bodies);
     free(cg.bodies_write);
+    free(cg.bodies_fact);
     free(cg.body.s);
     free(cg.cur_comment.s);
     return true;

@@ -67,6 +67,8 @@ typedef struct cg_ctx {
     uint64_t *bodies_write; /* ... and the slots each may store to (a body's every copy: read once) */
     uint32_t nbodies;
     int8_t *stride_only;   /* cuda_batch_launches: whether body k is grid-stride only (0 not yet known, 1, -1) */
+    struct cuda_body_memo *memo;   /* what bodies' texts said in earlier compiles, or NULL (cuda_emit_program_cost) */
+    uint32_t *bodies_fact; /* with memo: body k's entry in it */
     uint32_t nstride_only; /* bodies stride_only covers: the batch kernels it adds are judged afresh */
     uint32_t *group;       /* fusion: group id of each node (0: alone), NULL when not fusing; set by
                               cuda_fuse_set_group once the extents below exist */
@@ -180,6 +182,18 @@ typedef bool cuda_emit_fn(cg_ctx *cg, ir_value v);
  * stores, division by run-time sizes, reductions). */
 const char *cuda_prelude(void);
 
+/* What kernel bodies' texts say that the steps read (the slots a body may
+ * store to, whether its loops are grid-stride only), by text, kept across
+ * compiles: the candidates of a --memory-budget search share most of their
+ * bodies, and reading the text again for each took a twentieth of it. */
+typedef struct cuda_body_memo cuda_body_memo;
+cuda_body_memo *cuda_body_memo_new(void);
+void cuda_body_memo_free(cuda_body_memo *m);
+/* with cg->memo, body k's grid-stride verdict as an earlier compile found
+ * it (0 not yet known, 1, -1), for cuda_batch_launches to read and set;
+ * NULL without a memo */
+int8_t *cuda_body_memo_stride(const cg_ctx *cg, uint32_t k);
+
 /* Schedule and emit the whole graph. Returns false with err set. */
 bool cuda_emit_program(const ir_graph *g, nrt_program *out, char *err, size_t errcap);
 /* The same; with fuse, runs of elementwise ops become one kernel each
@@ -190,7 +204,8 @@ bool cuda_emit_program_ex(const ir_graph *g, bool fuse, nrt_program *out, char *
  * --memory-budget's search, which compiles hundreds of candidates. The
  * kernels' bodies are still written: which steps share a kernel, what a
  * kernel stores and which launches batch are read off them. */
-bool cuda_emit_program_cost(const ir_graph *g, bool fuse, nrt_program *out, char *err, size_t errcap);
+bool cuda_emit_program_cost(const ir_graph *g, bool fuse, cuda_body_memo *memo, nrt_program *out, char *err,
+                            size_t errcap);
 
 /* The most ops one fused group computes: a longer run is cut into groups of
  * this many, each a kernel, the value at a cut stored and loaded again.

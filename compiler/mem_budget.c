@@ -64,6 +64,7 @@ typedef struct budget_ctx {
     char *err;
     size_t errcap;
     plan_cache *cache;
+    cuda_body_memo *memo;   /* the candidates' kernel bodies, which most share (cuda_emit_program_cost) */
 } budget_ctx;
 
 /* What a plan costs: its peak (bytes, -1 on error) and its roofline floor
@@ -77,13 +78,13 @@ typedef struct plan_cost {
     int64_t side;      /* of the peak, what the session holds beside the arena */
 } plan_cost;
 
-static plan_cost plan_cost_of(const ir_graph *unscheduled, bool fuse, char *err, size_t errcap)
+static plan_cost plan_cost_of(const ir_graph *unscheduled, bool fuse, cuda_body_memo *memo, char *err, size_t errcap)
 {
     plan_cost c = {.peak = -1};
     ir_graph *scheduled = schedule_training_step(unscheduled, fuse, NULL);   /* as the driver will */
     const ir_graph *g = scheduled ? scheduled : unscheduled;
     nrt_program p;
-    if (!cuda_emit_program_cost(g, fuse, &p, err, errcap)) {
+    if (!cuda_emit_program_cost(g, fuse, memo, &p, err, errcap)) {
         ir_graph_free(scheduled);
         return c;
     }
@@ -101,12 +102,12 @@ static plan_cost plan_cost_of(const ir_graph *unscheduled, bool fuse, char *err,
 
 int64_t mem_budget_planned_peak(const ir_graph *g, bool fuse, char *err, size_t errcap)
 {
-    return plan_cost_of(g, fuse, err, errcap).peak;
+    return plan_cost_of(g, fuse, NULL, err, errcap).peak;
 }
 
 double mem_budget_planned_floor(const ir_graph *g, bool fuse, char *err, size_t errcap)
 {
-    plan_cost c = plan_cost_of(g, fuse, err, errcap);
+    plan_cost c = plan_cost_of(g, fuse, NULL, err, errcap);
     return c.peak < 0 ? -1 : c.floor_s;
 }
 
@@ -175,7 +176,7 @@ static plan_cost candidate_cost(const ir_graph *g, char kind, const void *key, s
         b->cache->hits++;
         return *known;
     }
-    plan_cost c = plan_cost_of(g, b->fuse, b->err, b->errcap);
+    plan_cost c = plan_cost_of(g, b->fuse, b->memo, b->err, b->errcap);
     if (c.peak >= 0) cache_add(b->cache, kind, key, len, c);   /* an error is not kept: err says it each time */
     return c;
 }
@@ -785,7 +786,7 @@ static bool fit_budget_cached(ir_graph **gp, int64_t budget, const budget_ctx *c
     const ir_graph *g = *gp;
     char a[32], b[32], want[32];
     human(budget, want, sizeof want);
-    plan_cost step = plan_cost_of(g, bc.fuse, err, errcap);
+    plan_cost step = plan_cost_of(g, bc.fuse, bc.memo, err, errcap);
     int64_t peak0 = step.peak;
     if (peak0 < 0) return false;
     human(peak0, a, sizeof a);
@@ -856,18 +857,20 @@ static bool fit_budget(ir_graph **gp, int64_t budget, const budget_ctx *ctx)
 
 bool mem_budget_fit(ir_graph **gp, int64_t budget, bool fuse, FILE *log, char *err, size_t errcap)
 {
-    const budget_ctx bc = {.fuse = fuse, .log = log, .err = err, .errcap = errcap};
     if (!budget_applies(*gp, err, errcap)) return false;
-    if (fit_budget(gp, budget, &bc)) return true;
-    if ((*gp)->train.copies_each_step) return false;
-    /* the weights' low-precision copies the update stores for the next step
-     * (compiler/cuda_fuse.c) live through the whole step; made in each step,
-     * they live only while read: a smaller plan, at their bytes each step */
-    (*gp)->train.copies_each_step = true;
-    if (log) fprintf(log, "netc: trying again with the weights' low-precision copies made in each step\n");
-    if (fit_budget(gp, budget, &bc)) return true;
-    (*gp)->train.copies_each_step = false;
-    return false;
+    const budget_ctx bc = {.fuse = fuse, .log = log, .err = err, .errcap = errcap, .memo = cuda_body_memo_new()};
+    bool ok = fit_budget(gp, budget, &bc);
+    if (!ok && !(*gp)->train.copies_each_step) {
+        /* the weights' low-precision copies the update stores for the next step
+         * (compiler/cuda_fuse.c) live through the whole step; made in each step,
+         * they live only while read: a smaller plan, at their bytes each step */
+        (*gp)->train.copies_each_step = true;
+        if (log) fprintf(log, "netc: trying again with the weights' low-precision copies made in each step\n");
+        ok = fit_budget(gp, budget, &bc);
+        if (!ok) (*gp)->train.copies_each_step = false;
+    }
+    cuda_body_memo_free(bc.memo);
+    return ok;
 }
 
 bool mem_budget_parse(const char *text, int64_t *bytes)
