@@ -450,7 +450,56 @@ void ir_print(const ir_graph *g, FILE *out)
 
 #define VFAIL(...) do { fprintf(err, "ir verify: " __VA_ARGS__); fputc('\n', err); problems++; } while (0)
 
-static int verify_node(const ir_graph *g, ir_value v, FILE *err)
+/* The first attribute field in which a and b differ, or NULL. */
+static const char *attr_difference(const ir_attr *a, const ir_attr *b)
+{
+    if (memcmp(&a->f, &b->f, sizeof a->f) != 0) return "f";
+    if (a->seed != b->seed) return "seed";
+    if (a->axis != b->axis) return "axis";
+    if (a->naxes != b->naxes || memcmp(a->axes, b->axes, sizeof a->axes) != 0) return "axes";
+    if (a->keepdim != b->keepdim || a->ta != b->ta || a->tb != b->tb || a->causal != b->causal || a->f32_result != b->f32_result)
+        return "flags";
+    if (a->lo != b->lo || a->hi != b->hi) return "lo/hi";
+    if (a->to != b->to) return "dtype";
+    if (a->index != b->index) return "index";
+    return NULL;
+}
+
+static void print_axes(const ir_attr *a, FILE *out)
+{
+    fputc('[', out);
+    for (int i = 0; i < a->naxes && i < NC_MAX_RANK; i++) fprintf(out, "%s%d", i ? ", " : "", a->axes[i]);
+    fputc(']', out);
+}
+
+/* The rules normalise some attributes (an iota's axis -1 to rank - 1, a
+ * reduce's axes none to all), and everything after them reads the stored
+ * attributes as normalised: a session binding an iota of axis -1 read
+ * shape[-1]. So a stored attribute must be what the rules make of it. */
+static int verify_attrs(const ir_node *n, const ir_node *chk, ir_value v, FILE *err)
+{
+    int problems = 0;
+    const char *field = attr_difference(&n->attr, &chk->attr);
+    if (!field) return 0;
+    if (strcmp(field, "axis") == 0) {
+        VFAIL("%%%u (%s): axis %d, which its op's rules make %d", v, nc_ops[n->op].name, n->attr.axis, chk->attr.axis);
+    } else if (strcmp(field, "axes") == 0) {
+        fprintf(err, "ir verify: %%%u (%s): axes ", v, nc_ops[n->op].name);
+        print_axes(&n->attr, err);
+        fputs(", which its op's rules make ", err);
+        print_axes(&chk->attr, err);
+        fputc('\n', err);
+        problems++;
+    } else {
+        VFAIL("%%%u (%s): attribute %s, which its op's rules change", v, nc_ops[n->op].name, field);
+    }
+    return problems;
+}
+
+/* One node's checks. A node reading a broken value (one with a problem, or
+ * reading one) is marked broken itself, unchecked: its rules would read
+ * that value's type and attributes, whose problem is reported once, there. */
+static int verify_node_rules(const ir_graph *g, ir_value v, bool *broken, FILE *err)
 {
     int problems = 0;
     const ir_node *n = &g->nodes[v];
@@ -459,6 +508,7 @@ static int verify_node(const ir_graph *g, ir_value v, FILE *err)
     if (n->rank > NC_MAX_RANK) { VFAIL("%%%u: rank %d", v, n->rank); return problems; }
     for (int i = 0; i < n->rank; i++)
         if (n->shape[i] >= g->ndims) VFAIL("%%%u: dim id %u out of range", v, n->shape[i]);
+    if (n->flags & ~IR_FLAG_KNOWN) VFAIL("%%%u: unknown flags 0x%x", v, n->flags);
     if ((uint64_t)n->args_at + n->nargs > g->nargs) { VFAIL("%%%u: operands out of range", v); return problems; }
     const ir_value *a = ir_args(g, n);
     for (int i = 0; i < n->nargs; i++)
@@ -466,6 +516,8 @@ static int verify_node(const ir_graph *g, ir_value v, FILE *err)
     if (n->op == OP_INPUT && n->attr.index >= g->ninputs) VFAIL("%%%u: input index %u", v, n->attr.index);
     if (n->op == OP_PARAM && n->attr.index >= g->nparams) VFAIL("%%%u: param index %u", v, n->attr.index);
     if (problems) return problems;
+    for (int i = 0; i < n->nargs; i++)
+        if (broken[a[i]]) return broken[v] = true, 0;
     if (n->op == OP_INPUT || n->op == OP_PARAM) {   /* sources match their declarations */
         const ir_tensor_decl *d = n->op == OP_INPUT ? &g->inputs[n->attr.index] : &g->params[n->attr.index].decl;
         if (d->dtype != n->dtype || d->rank != n->rank || memcmp(d->shape, n->shape, n->rank * sizeof(uint32_t)) != 0)
@@ -480,14 +532,27 @@ static int verify_node(const ir_graph *g, ir_value v, FILE *err)
     } else if (chk.dtype != n->dtype || chk.rank != n->rank ||
                memcmp(chk.shape, n->shape, n->rank * sizeof(uint32_t)) != 0) {
         VFAIL("%%%u (%s): stored type differs from the inferred one", v, nc_ops[n->op].name);
+    } else {
+        problems += verify_attrs(n, &chk, v, err);
     }
+    return problems;
+}
+
+static int verify_node(const ir_graph *g, ir_value v, bool *broken, FILE *err)
+{
+    int problems = verify_node_rules(g, v, broken, err);
+    broken[v] = broken[v] || problems > 0;
     return problems;
 }
 
 int ir_verify(const ir_graph *g, FILE *err)
 {
     int problems = 0;
-    for (ir_value v = 0; v < g->nnodes; v++) problems += verify_node(g, v, err);
+    bool *broken = nc_xcalloc(g->nnodes + 1, sizeof *broken);
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        problems += verify_node(g, v, broken, err);
+    }
+    free(broken);
     for (uint32_t i = 0; i < g->noutputs; i++)
         if (g->outputs[i].value >= g->nnodes) VFAIL("output %s: value out of range", g->outputs[i].name);
     if (g->train.present && g->train.loss != IR_NONE && g->train.loss >= g->nnodes) VFAIL("train loss out of range");

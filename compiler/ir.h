@@ -37,6 +37,7 @@ enum {
     IR_FLAG_AUTOCAST = 1u << 1,    /* a cast inserted by a precision block, not written */
     IR_FLAG_RECOMPUTE = 1u << 2,   /* a forward value computed again (pass_recompute.c): for the backward
                                       pass, or a constant for a @checkpoint region, instead of kept */
+    IR_FLAG_KNOWN = IR_FLAG_CHECKPOINT | IR_FLAG_AUTOCAST | IR_FLAG_RECOMPUTE,
 };
 
 typedef struct ir_node {
@@ -263,7 +264,10 @@ bool ir_shape_numel(const ir_graph *g, uint8_t rank, const uint32_t *shape, cons
 #include <stdio.h>
 void ir_print(const ir_graph *g, FILE *out);
 
-/* Invariant check; returns the number of problems, each written to err. */
+/* Invariant check; returns the number of problems, each written to err. A
+ * node's stored type and attributes must be what its op's rules give for
+ * its operands (the rules normalise attributes: an iota's axis -1 to rank - 1);
+ * a node reading one that failed is not checked further. */
 int ir_verify(const ir_graph *g, FILE *err);
 
 #endif

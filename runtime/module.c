@@ -8,7 +8,6 @@
 #include "module.h"
 #include "atomic_file.h"
 #include "file_open.h"
-#include "typecheck.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -585,24 +584,6 @@ static bool r_require(rd *r, ir_graph *g)
     return false;
 }
 
-/* ir_verify compares each node's type with what its op's rules give, but
- * the rules also normalise attributes (an iota's axis -1 to rank - 1), which
- * netc stores normalised and the runtime then indexes with: a module's iota
- * of axis -1 passed, and a session binding its sizes read shape[-1]. */
-static void check_attrs(rd *r, ir_graph *g)
-{
-    for (ir_value v = 0; v < g->nnodes && !r->bad; v++) {
-        ir_node chk = g->nodes[v];
-        tc_error e;
-        if (!tc_infer(g, &chk, ir_args(g, &g->nodes[v]), &e)) {
-            r_invalid(r, "node %%%u: %s", v, e.msg);
-            tc_error_free(&e);
-        } else if (memcmp(&chk.attr, &g->nodes[v].attr, sizeof chk.attr) != 0) {
-            r_invalid(r, "node %%%u (%s): attributes its op's rules would change", v, nc_ops[chk.op].name);
-        }
-    }
-}
-
 static ir_graph *read_graph(rd *r)
 {
     r->what = "graph";
@@ -682,9 +663,10 @@ static ir_graph *read_graph(rd *r)
         FILE *mem = fmemopen(buf, sizeof buf - 1, "w");
         int problems = mem ? ir_verify(g, mem) : 1;
         if (mem) fclose(mem);
-        if (problems) r_invalid(r, "the graph fails verification: %s", buf[0] ? buf : "?");
+        buf[strcspn(buf, "\n")] = 0;   /* the first problem, on one line */
+        if (problems)
+            r_invalid(r, "the graph fails verification: %s%s", buf[0] ? buf : "?", problems > 1 ? " (and more)" : "");
     }
-    if (!r->bad) check_attrs(r, g);
     if (r->bad) {
         ir_graph_free(g);
         return NULL;

@@ -262,7 +262,10 @@ static void test_fuzz_regressions(void)
         {"matmul_flags", "matmul flags 0xbd"},
         /* an iota of axis -1, which shape_iota normalises and a session's binding
            read as shape[-1] (UBSan in fuzz_module's CPU session) */
-        {"iota_axis", "(iota): attributes its op's rules would change"},
+        {"iota_axis", "%4 (iota): axis -1, which its op's rules make 0"},
+        /* fields the reader took as they came and the writer gave back
+           (test_checked_fields), in cast_chain and fashion_mlp */
+        {"node_flags", "ir verify: %18: unknown flags 0x40"},
     };
     for (size_t i = 0; i < NC_COUNT(cases); i++) {
         char path[256], err[512] = "";
@@ -273,6 +276,33 @@ static void test_fuzz_regressions(void)
         CHECK(rc != 0 && strstr(err, cases[i].why));
         if (rc == 0) module_data_free(&r);
     }
+}
+
+/* m written to path and read back: refused with a message saying why, or
+ * (why NULL) read. */
+static void check_refused(const nrt_module_data *m, const char *path, const char *why)
+{
+    char err[512] = "";
+    nrt_module_data r;
+    CHECK(module_write(path, m, err, sizeof err) == 0);
+    int rc = module_read(path, &r, err, sizeof err);
+    if (why ? rc == 0 || !strstr(err, why) : rc != 0) fprintf(stderr, "want '%s': %s\n", why ? why : "read", rc ? err : "read");
+    CHECK(why ? rc != 0 && strstr(err, why) : rc == 0);
+    if (rc == 0) module_data_free(&r);
+}
+
+/* Fields the reader took as they came, which the writer then gave back
+ * unchanged: a node's flags. m: a module of graph, program, source and one
+ * image sections. */
+static void test_checked_fields(nrt_module_data *m, const char *path)
+{
+    ir_graph *g = m->graph;
+    ir_node *n = &g->nodes[g->nnodes - 1];
+    char why[128];
+    n->flags = 0x40;
+    snprintf(why, sizeof why, "ir verify: %%%u: unknown flags 0x40", g->nnodes - 1);
+    check_refused(m, path, why);
+    n->flags = 0;
 }
 
 int main(int argc, char **argv)
@@ -479,6 +509,7 @@ int main(int argc, char **argv)
         CHECK(module_read(path, &r, err, sizeof err) != 0 && strstr(err, "itself, not a copy of it"));
         g->outputs[0].value = saved;
     }
+    test_checked_fields(&m, path);
     /* a bias's gradient stored by the matmul (DGELU_BGRAD) goes with GELU's
      * backward alone, after out: the sums, then the fallback's ones */
     nrt_step bg = {.kind = NRT_STEP_MATMUL, .mm_dtype = NC_BF16, .mm_out_dtype = NC_BF16,
