@@ -6,15 +6,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GROW(ptr, n, cap, need)                                              \
-    do {                                                                     \
-        if ((n) + (need) > (cap)) {                                          \
-            uint32_t c_ = (cap) ? (cap) * 2 : 64;                            \
-            while (c_ < (n) + (need)) c_ *= 2;                               \
-            (ptr) = nc_xrealloc((ptr), (size_t)c_ * sizeof *(ptr));          \
-            (cap) = c_;                                                      \
-        }                                                                    \
-    } while (0)
+/* Room for need more items after n, the capacity doubled as often as it
+ * takes (from first): appending n items one at a time copies O(n) of them
+ * in all, where growing by one each (a copying realloc: ASan's) copied n^2/2. */
+static void *grow(void *p, size_t item, uint32_t n, uint32_t *cap, uint32_t need, uint32_t first)
+{
+    uint64_t want = (uint64_t)n + need;
+    if (want <= *cap) return p;
+    NC_ASSERT(want <= UINT32_MAX);
+    uint64_t c = *cap ? *cap : first;
+    while (c < want) c *= 2;
+    if (c > UINT32_MAX) c = UINT32_MAX;
+    *cap = (uint32_t)c;
+    return nc_xrealloc(p, (size_t)c * item);
+}
+
+#define GROW(ptr, n, cap, need) ((ptr) = grow((ptr), sizeof *(ptr), (n), &(cap), (need), 64))
+#define GROW_LIST(ptr, n, cap) ((ptr) = grow((ptr), sizeof *(ptr), (n), &(cap), 1, 4))
 
 ir_graph *ir_graph_new(const char *name)
 {
@@ -51,9 +59,12 @@ uint32_t ir_dim_intern(ir_graph *g, const dim_expr *d)
 {
     for (uint32_t i = 0; i < g->ndims; i++)
         if (dim_equal(&g->dims[i], d)) return i;
-    uint32_t cap = g->cap_dims;
-    GROW(g->dims, g->ndims, cap, 1);
-    g->cap_dims = cap;
+    return ir_dim_append(g, d);
+}
+
+uint32_t ir_dim_append(ir_graph *g, const dim_expr *d)
+{
+    GROW(g->dims, g->ndims, g->cap_dims, 1);
     g->dims[g->ndims] = *d;
     return g->ndims++;
 }
@@ -152,7 +163,7 @@ uint32_t ir_file_add(ir_graph *g, const char *path)
 {
     for (uint32_t i = 0; i < g->nfiles; i++)
         if (strcmp(g->files[i], path) == 0) return i + 1;
-    g->files = nc_xrealloc(g->files, (g->nfiles + 1) * sizeof *g->files);
+    GROW_LIST(g->files, g->nfiles, g->cap_files);
     g->files[g->nfiles++] = nc_xstrdup(path);
     return g->nfiles;
 }
@@ -178,14 +189,14 @@ static void copy_decl(ir_tensor_decl *dst, const ir_tensor_decl *src)
 
 uint32_t ir_input_add(ir_graph *g, const ir_tensor_decl *d)
 {
-    g->inputs = nc_xrealloc(g->inputs, (g->ninputs + 1) * sizeof *g->inputs);
+    GROW_LIST(g->inputs, g->ninputs, g->cap_inputs);
     copy_decl(&g->inputs[g->ninputs], d);
     return g->ninputs++;
 }
 
 uint32_t ir_param_add(ir_graph *g, const ir_param *p)
 {
-    g->params = nc_xrealloc(g->params, (g->nparams + 1) * sizeof *g->params);
+    GROW_LIST(g->params, g->nparams, g->cap_params);
     g->params[g->nparams] = *p;
     copy_decl(&g->params[g->nparams].decl, &p->decl);
     return g->nparams++;
@@ -193,7 +204,7 @@ uint32_t ir_param_add(ir_graph *g, const ir_param *p)
 
 void ir_output_add(ir_graph *g, const char *name, ir_value v)
 {
-    g->outputs = nc_xrealloc(g->outputs, (g->noutputs + 1) * sizeof *g->outputs);
+    GROW_LIST(g->outputs, g->noutputs, g->cap_outputs);
     g->outputs[g->noutputs].name = nc_xstrdup(name);
     g->outputs[g->noutputs].value = v;
     g->noutputs++;
@@ -201,13 +212,13 @@ void ir_output_add(ir_graph *g, const char *name, ir_value v)
 
 void ir_update_add(ir_graph *g, uint32_t param, ir_value v)
 {
-    g->updates = nc_xrealloc(g->updates, (g->nupdates + 1) * sizeof *g->updates);
+    GROW_LIST(g->updates, g->nupdates, g->cap_updates);
     g->updates[g->nupdates++] = (ir_update){.param = param, .value = v};
 }
 
 void ir_require_add(ir_graph *g, const ir_require *r)
 {
-    g->requires = nc_xrealloc(g->requires, (g->nrequires + 1) * sizeof *g->requires);
+    GROW_LIST(g->requires, g->nrequires, g->cap_requires);
     g->requires[g->nrequires] = *r;
     g->requires[g->nrequires].message = nc_xstrdup(r->message ? r->message : "");
     g->requires[g->nrequires++].hint = nc_xstrdup(r->hint ? r->hint : "");

@@ -159,12 +159,14 @@ typedef struct ir_graph {
     ir_value *args;   uint32_t nargs, cap_args;
     dim_expr *dims;   uint32_t ndims, cap_dims;
     char *sym_names[NC_MAX_SYMS]; uint32_t nsyms;   /* symbolic dims: B, T */
-    ir_tensor_decl *inputs; uint32_t ninputs;
-    ir_param *params; uint32_t nparams;
-    ir_output *outputs; uint32_t noutputs;
-    ir_update *updates; uint32_t nupdates;         /* a training step's assignments */
-    ir_require *requires; uint32_t nrequires;      /* conditions on the symbols' values */
-    char **files; uint32_t nfiles;                  /* loc.file - 1 indexes this */
+    /* Every list grows by doubling (its cap_), through ir.c's functions: a
+     * module's reader appends up to 2^20 items through them. */
+    ir_tensor_decl *inputs; uint32_t ninputs, cap_inputs;
+    ir_param *params; uint32_t nparams, cap_params;
+    ir_output *outputs; uint32_t noutputs, cap_outputs;
+    ir_update *updates; uint32_t nupdates, cap_updates;       /* a training step's assignments */
+    ir_require *requires; uint32_t nrequires, cap_requires;   /* conditions on the symbols' values */
+    char **files; uint32_t nfiles, cap_files;                  /* loc.file - 1 indexes this */
     char *name;                                     /* the model's name */
     ir_train_spec train;
 } ir_graph;
@@ -175,6 +177,9 @@ void ir_graph_free(ir_graph *g);
 /* Dims. */
 uint32_t ir_dim_intern(ir_graph *g, const dim_expr *d);
 uint32_t ir_dim_const(ir_graph *g, int64_t v);
+/* Appends d as the next id without interning (a module's dims, whose ids
+ * its nodes name as written). */
+uint32_t ir_dim_append(ir_graph *g, const dim_expr *d);
 int ir_sym_find(const ir_graph *g, const char *name);   /* -1 if absent */
 /* Texts about dims. Each *_format writes into buf under snprintf's
  * contract: as much as fits in cap, NUL-terminated when cap > 0 (buf may be
@@ -193,7 +198,7 @@ char *ir_dim_str(const ir_graph *g, uint32_t dim);
 size_t ir_shape_format(const ir_graph *g, nc_dtype t, uint8_t rank, const uint32_t *shape,
                        char *buf, size_t cap);                      /* "f32[B, 784]" */
 char *ir_shape_str(const ir_graph *g, nc_dtype t, uint8_t rank, const uint32_t *shape);
-uint32_t ir_file_add(ir_graph *g, const char *path);
+uint32_t ir_file_add(ir_graph *g, const char *path);   /* 1-based; an existing path's index */
 
 /* Nodes. ir_add appends a node without checking it; callers that build from
  * user input use ir_build (ops.c), which runs the op's type rules first. */

@@ -453,10 +453,6 @@ static bool r_decl(rd *r, const ir_graph *g, ir_tensor_decl *d)
 static bool r_dims(rd *r, ir_graph *g)
 {
     uint32_t n = r_count(r, 1, 1u << 20);
-    /* room for all at once: grown by one each (ASan's realloc copies), 2^17
-     * one-byte dims took over a minute */
-    g->dims = nc_xrealloc(g->dims, ((size_t)g->ndims + n + 1) * sizeof *g->dims);
-    g->cap_dims = g->ndims + n + 1;
     for (uint32_t i = 0; i < n && !r->bad; i++) {
         dim_expr d = {0};
         d.nterms = r_u8(r);
@@ -474,7 +470,7 @@ static bool r_dims(rd *r, ir_graph *g)
                 term->sym[k] = sym;
             }
         }
-        g->dims[g->ndims++] = d;   /* appended without interning: ids must stay as written */
+        ir_dim_append(g, &d);   /* not interned: ids must stay as written */
     }
     return !r->bad;
 }
@@ -563,7 +559,7 @@ static bool r_train(rd *r, ir_graph *g)
  * its message, and locations in its files. */
 static bool r_require(rd *r, ir_graph *g)
 {
-    ir_require q = {0};   /* into g->requires, which has room, when it is right */
+    ir_require q = {0};
     q.lhs = r_u32(r);
     q.rhs = r_u32(r);
     uint8_t cmp = r_u8(r);
@@ -575,13 +571,41 @@ static bool r_require(rd *r, ir_graph *g)
     if (ok && (q.lhs >= g->ndims || q.rhs >= g->ndims || cmp >= IR_CMP_COUNT || q.loc.file > g->nfiles || q.site.file > g->nfiles))
         ok = r_invalid(r, "require out of range");
     q.cmp = (ir_cmp)cmp;
-    if (ok) {
-        g->requires[g->nrequires++] = q;
-        return true;
-    }
+    if (ok) ir_require_add(g, &q);
     free(q.message);
     free(q.hint);
-    return false;
+    return ok;
+}
+
+static void r_param(rd *r, ir_graph *g)
+{
+    ir_param p = {0};
+    if (r_decl(r, g, &p.decl)) {
+        uint8_t role = r_u8(r);
+        if (role > IR_ROLE_BUFFER) r_invalid(r, "parameter role %u", role);
+        p.role = (ir_param_role)role;
+        uint8_t init = r_u8(r);
+        if (init >= IR_INIT_COUNT) r_invalid(r, "initializer %u", init);
+        p.init = (ir_init_kind)init;
+        p.init_a = r_f64(r);
+        p.init_b = r_f64(r);
+    }
+    if (!r->bad) ir_param_add(g, &p);
+    free(p.decl.name);
+}
+
+static void r_output(rd *r, ir_graph *g)
+{
+    char *s = r_str(r, 4096);
+    uint32_t v = r_u32(r);
+    if (!r->bad && v >= g->nnodes) r_invalid(r, "output %s refers to %%%u", s, v);
+    /* the session reads an output's memory after the run, which an input's or a
+     * parameter's is not: set or updated since, it would not be what the run read */
+    if (!r->bad && (g->nodes[v].op == OP_INPUT || g->nodes[v].op == OP_PARAM))
+        r_invalid(r, "output %s is %s node %%%u itself, not a copy of it", s,
+                  g->nodes[v].op == OP_INPUT ? "input" : "parameter", v);
+    if (!r->bad) ir_output_add(g, s, v);
+    free(s);
 }
 
 static ir_graph *read_graph(rd *r)
@@ -598,64 +622,34 @@ static ir_graph *read_graph(rd *r)
         free(s);
     }
     r_dims(r, g);
-    /* Each list is allocated whole, from its count (checked against the
-     * bytes left), and filled in place: ir_input_add and the like grow theirs
-     * by one each, and under ASan, whose realloc copies, 2^15 updates took 11 s. */
+    /* Each item goes through ir.c's appends, which grow their lists by
+     * doubling: a list of 2^20 (a count the bytes left allow) costs no more
+     * than reading it. */
     uint32_t nfiles = r_count(r, 4, 4096);
-    g->files = nc_xcalloc(nfiles + 1, sizeof *g->files);
     for (uint32_t i = 0; i < nfiles && !r->bad; i++) {
-        char *s = r_str(r, 4096);
-        if (s) g->files[g->nfiles++] = s;
+        char *s = r_str(r, 4096);   /* netc names each file once: its nodes' locations say which */
+        if (s && ir_file_add(g, s) != i + 1) r_invalid(r, "source file %s listed twice", s);
+        free(s);
     }
     uint32_t ninputs = r_count(r, 6, 1u << 16);
-    g->inputs = nc_xcalloc(ninputs + 1, sizeof *g->inputs);
     for (uint32_t i = 0; i < ninputs && !r->bad; i++) {
-        ir_tensor_decl *d = &g->inputs[g->ninputs];
-        if (r_decl(r, g, d)) g->ninputs++;
-        else free(d->name), d->name = NULL;
+        ir_tensor_decl d;
+        if (r_decl(r, g, &d)) ir_input_add(g, &d);
+        free(d.name);
     }
     uint32_t nparams = r_count(r, 6, 1u << 20);
-    g->params = nc_xcalloc(nparams + 1, sizeof *g->params);
-    for (uint32_t i = 0; i < nparams && !r->bad; i++) {
-        ir_param *p = &g->params[g->nparams];
-        if (r_decl(r, g, &p->decl)) {
-            uint8_t role = r_u8(r);
-            if (role > IR_ROLE_BUFFER) r_invalid(r, "parameter role %u", role);
-            p->role = (ir_param_role)role;
-            uint8_t init = r_u8(r);
-            if (init >= IR_INIT_COUNT) r_invalid(r, "initializer %u", init);
-            p->init = (ir_init_kind)init;
-            p->init_a = r_f64(r);
-            p->init_b = r_f64(r);
-        }
-        if (!r->bad) g->nparams++;
-        else free(p->decl.name), p->decl.name = NULL;
-    }
+    for (uint32_t i = 0; i < nparams && !r->bad; i++) r_param(r, g);
     uint32_t nnodes = r_count(r, 40, 1u << 24);
     for (uint32_t v = 0; v < nnodes && !r->bad; v++) r_node(r, g, v);
     uint32_t nout = r_count(r, 8, 1u << 16);
-    g->outputs = nc_xcalloc(nout + 1, sizeof *g->outputs);
-    for (uint32_t i = 0; i < nout && !r->bad; i++) {
-        char *s = r_str(r, 4096);
-        uint32_t v = r_u32(r);
-        if (!r->bad && v >= g->nnodes) r_invalid(r, "output %s refers to %%%u", s, v);
-        /* the session reads an output's memory after the run, which an input's or a
-         * parameter's is not: set or updated since, it would not be what the run read */
-        if (!r->bad && (g->nodes[v].op == OP_INPUT || g->nodes[v].op == OP_PARAM))
-            r_invalid(r, "output %s is %s node %%%u itself, not a copy of it", s,
-                      g->nodes[v].op == OP_INPUT ? "input" : "parameter", v);
-        if (!r->bad) g->outputs[g->noutputs++] = (ir_output){.name = s, .value = v};
-        else free(s);
-    }
+    for (uint32_t i = 0; i < nout && !r->bad; i++) r_output(r, g);
     uint32_t nupd = r_count(r, 8, 1u << 20);
-    g->updates = nc_xcalloc(nupd + 1, sizeof *g->updates);
     for (uint32_t i = 0; i < nupd && !r->bad; i++) {
         uint32_t p = r_u32(r), v = r_u32(r);
         if (!r->bad && (p >= g->nparams || v >= g->nnodes)) r_invalid(r, "update %u out of range", i);
-        if (!r->bad) g->updates[g->nupdates++] = (ir_update){.param = p, .value = v};
+        if (!r->bad) ir_update_add(g, p, v);
     }
     uint32_t nreq = r_count(r, 37, 1u << 16);
-    g->requires = nc_xcalloc(nreq + 1, sizeof *g->requires);
     for (uint32_t i = 0; i < nreq && !r->bad; i++) r_require(r, g);
     if (!r->bad) r_train(r, g);
     if (!r->bad) {

@@ -1,6 +1,7 @@
 /* test_ir_verify.c - ir_verify holds a graph to what its ops' rules make of
  * it, attributes included (the rules normalise them, and everything after
- * reads them normalised). */
+ * reads them normalised); and the graph's lists grow by doubling, which a
+ * module's reader relies on for lists of 2^20 items. */
 #include "ir.h"
 #include "test_util.h"
 
@@ -93,11 +94,52 @@ static void test_broken_operand(void)
     ir_graph_free(g);
 }
 
+/* Appending n items reallocates each list O(log n) times: grown by one each,
+ * a module's reader took minutes under ASan (whose realloc copies) for 2^17. */
+static void test_growth(void)
+{
+    enum { N = 100000, FILES = 4096 };
+    ir_graph *g = ir_graph_new("lists");
+    uint32_t grew[7] = {0}, last[7] = {0};
+    ir_tensor_decl d = {.name = "x", .dtype = NC_F32};
+    for (uint32_t i = 0; i < N; i++) {
+        char file[32];
+        snprintf(file, sizeof file, "f%u.net", i);
+        if (i < FILES) CHECK(ir_file_add(g, file) == i + 1);   /* each a search of those before: fewer */
+        ir_input_add(g, &d);
+        ir_param_add(g, &(ir_param){.decl = d});
+        ir_output_add(g, "y", i);
+        ir_update_add(g, i, i);
+        ir_require_add(g, &(ir_require){.lhs = 0, .rhs = 0, .message = "m"});
+        dim_expr k = dim_const(i);
+        CHECK(ir_dim_append(g, &k) == i);
+        uint32_t cap[7] = {g->cap_inputs, g->cap_params, g->cap_outputs, g->cap_updates, g->cap_requires, g->cap_files,
+                           g->cap_dims};
+        for (int l = 0; l < 7; l++) {
+            grew[l] += cap[l] != last[l];
+            last[l] = cap[l];
+        }
+    }
+    for (int l = 0; l < 7; l++) {
+        if (grew[l] > 20) fprintf(stderr, "list %d: %u reallocations for %d items\n", l, grew[l], N);
+        CHECK(grew[l] <= 20);
+    }
+    CHECK(g->ninputs == N && g->nparams == N && g->noutputs == N && g->nupdates == N && g->nrequires == N &&
+          g->nfiles == FILES && g->ndims == N);
+    CHECK(g->updates[N - 1].param == N - 1 && !strcmp(g->files[FILES - 1], "f4095.net") && !strcmp(g->requires[N - 1].message, "m"));
+    /* an existing path keeps its index; an appended dim is not interned */
+    CHECK(ir_file_add(g, "f7.net") == 8 && g->nfiles == FILES);
+    dim_expr seven = dim_const(7);
+    CHECK(ir_dim_intern(g, &seven) == 7 && ir_dim_append(g, &seven) == N);
+    ir_graph_free(g);
+}
+
 int main(void)
 {
     test_iota_axis();
     test_reduce_axes();
     test_flags();
     test_broken_operand();
+    test_growth();
     return failures != 0;
 }

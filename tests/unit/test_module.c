@@ -226,7 +226,8 @@ static double refuse_time(const unsigned char *b, size_t size)
  * once. The reader grew its lists one item at a time, and under ASan (whose
  * realloc copies) 2^16 one-byte dims took over 20 s, 2^15 updates 11 s
  * (fuzz_module's timeout is 5 s: tests/fuzz/regress/fuzz_module/many_dims
- * and many_updates, the same files). */
+ * and many_updates, the same files); it appends through ir.c's functions
+ * now, which double their lists (test_ir_verify's test_growth). */
 static void test_long_lists(void)
 {
     const uint32_t ndims = 1u << 16, nupdates = 1u << 15;
@@ -266,6 +267,7 @@ static void test_fuzz_regressions(void)
         /* fields the reader took as they came and the writer gave back
            (test_checked_fields), in cast_chain and fashion_mlp */
         {"node_flags", "ir verify: %18: unknown flags 0x40"},
+        {"file_twice", "source file examples/fashion_mlp.net listed twice"},
     };
     for (size_t i = 0; i < NC_COUNT(cases); i++) {
         char path[256], err[512] = "";
@@ -292,8 +294,8 @@ static void check_refused(const nrt_module_data *m, const char *path, const char
 }
 
 /* Fields the reader took as they came, which the writer then gave back
- * unchanged: a node's flags. m: a module of graph, program, source and one
- * image sections. */
+ * unchanged: a node's flags, a source file named twice. m: a module of
+ * graph, program, source and one image sections. */
 static void test_checked_fields(nrt_module_data *m, const char *path)
 {
     ir_graph *g = m->graph;
@@ -303,6 +305,15 @@ static void test_checked_fields(nrt_module_data *m, const char *path)
     snprintf(why, sizeof why, "ir verify: %%%u: unknown flags 0x40", g->nnodes - 1);
     check_refused(m, path, why);
     n->flags = 0;
+
+    CHECK(g->nfiles >= 2);
+    if (g->nfiles >= 2) {
+        char *second = g->files[1];
+        g->files[1] = g->files[0];
+        snprintf(why, sizeof why, "source file %s listed twice", g->files[0]);
+        check_refused(m, path, why);
+        g->files[1] = second;
+    }
 }
 
 int main(int argc, char **argv)
