@@ -110,6 +110,36 @@ static void write_train(wbuf *b, const ir_train_spec *t)
     w_u64(b, (uint64_t)t->growth_interval);
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The reader refuses a checkpoint region past the node count, which only
+ * numbers left unused can reach (@checkpoint blocks of dead code): then
+ * each region is written as its rank among those the nodes use, in order.
+ * NULL: every region as it is. */
+static uint32_t *region_ranks(const ir_graph *g)
+{
+    bool over = false;
+    for (ir_value v = 0; v < g->nnodes; v++) over |= g->nodes[v].region > g->nnodes;
+    if (!over) return NULL;
+    uint32_t *ids = nc_xmalloc((g->nnodes + 1) * sizeof *ids), *rank = nc_xmalloc((g->nnodes + 1) * sizeof *rank);
+    for (ir_value v = 0; v < g->nnodes; v++) ids[v] = g->nodes[v].region;
+    qsort(ids, g->nnodes, sizeof *ids, cmp_u32);
+    uint32_t n = 0;
+    for (ir_value v = 0; v < g->nnodes; v++)
+        if (ids[v] && (n == 0 || ids[n - 1] != ids[v])) ids[n++] = ids[v];
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        uint32_t r = g->nodes[v].region;
+        const uint32_t *at = r ? bsearch(&r, ids, n, sizeof *ids, cmp_u32) : NULL;
+        rank[v] = at ? (uint32_t)(at - ids) + 1 : 0;
+    }
+    free(ids);
+    return rank;
+}
+
 static void write_graph(wbuf *b, const ir_graph *g)
 {
     w_str(b, g->name);
@@ -138,6 +168,7 @@ static void write_graph(wbuf *b, const ir_graph *g)
         w_f64(b, g->params[i].init_b);
     }
     w_u32(b, g->nnodes);
+    uint32_t *rank = region_ranks(g);
     for (uint32_t v = 0; v < g->nnodes; v++) {
         const ir_node *n = &g->nodes[v];
         w_u32(b, (uint32_t)n->op);
@@ -145,12 +176,13 @@ static void write_graph(wbuf *b, const ir_graph *g)
         w_u8(b, n->rank);
         w_u8(b, n->flags);
         for (int i = 0; i < n->rank; i++) w_u32(b, n->shape[i]);
-        w_u32(b, n->region);
+        w_u32(b, rank ? rank[v] : n->region);
         w_attr(b, &n->attr);
         w_loc(b, n->loc);
         w_u32(b, n->nargs);
         for (int i = 0; i < n->nargs; i++) w_u32(b, ir_args(g, n)[i]);
     }
+    free(rank);
     w_u32(b, g->noutputs);
     for (uint32_t i = 0; i < g->noutputs; i++) {
         w_str(b, g->outputs[i].name);
@@ -496,7 +528,11 @@ static bool r_attr(rd *r, const ir_graph *g, ir_attr *a)
     return !r->bad;
 }
 
-static bool r_node(rd *r, ir_graph *g, ir_value v)
+/* A node's checkpoint region is numbered from 1, one number an @checkpoint
+ * block or --memory-budget segment: more than the graph's nodes is damage
+ * (the writer renumbers regions that high, region_ranks). Nothing at run
+ * time reads it, but ir_print shows it. Its flags are ir_verify's to check. */
+static bool r_node(rd *r, ir_graph *g, ir_value v, uint32_t nnodes)
 {
     ir_node n = {0};
     uint32_t op = r_u32(r);
@@ -511,6 +547,8 @@ static bool r_node(rd *r, ir_graph *g, ir_value v)
         if (n.shape[i] >= g->ndims) return r_invalid(r, "node %%%u: dim id %u", v, n.shape[i]);
     }
     n.region = r_u32(r);
+    if (!r->bad && n.region > nnodes)
+        return r_invalid(r, "node %%%u: checkpoint region %u of a graph of %u nodes", v, n.region, nnodes);
     if (!r_attr(r, g, &n.attr)) return false;
     n.loc = r_loc(r);
     if (n.loc.file > g->nfiles) return r_invalid(r, "node %%%u: source file %u", v, n.loc.file);
@@ -640,7 +678,7 @@ static ir_graph *read_graph(rd *r)
     uint32_t nparams = r_count(r, 6, 1u << 20);
     for (uint32_t i = 0; i < nparams && !r->bad; i++) r_param(r, g);
     uint32_t nnodes = r_count(r, 40, 1u << 24);
-    for (uint32_t v = 0; v < nnodes && !r->bad; v++) r_node(r, g, v);
+    for (uint32_t v = 0; v < nnodes && !r->bad; v++) r_node(r, g, v, nnodes);
     uint32_t nout = r_count(r, 8, 1u << 16);
     for (uint32_t i = 0; i < nout && !r->bad; i++) r_output(r, g);
     uint32_t nupd = r_count(r, 8, 1u << 20);
@@ -753,8 +791,9 @@ static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
 
 static int read_module(const unsigned char *data, size_t size, nrt_module_data *m, bool nested, char *err, size_t errcap);
 
-/* An entry section: its name, then a whole (non-nested) module image. */
-static int read_entry(rd *s, nrt_module_data *m, char *err, size_t errcap)
+/* An entry section (the file's section sec): its name, then a whole
+ * (non-nested) module image. */
+static int read_entry(rd *s, uint32_t sec, nrt_module_data *m, char *err, size_t errcap)
 {
     s->what = "entry";
     char *name = r_str(s, 64);
@@ -762,6 +801,7 @@ static int read_entry(rd *s, nrt_module_data *m, char *err, size_t errcap)
     int rc = 0;
     for (uint32_t i = 0; i < m->nentries && rc == 0; i++)
         if (strcmp(m->entries[i].name, name) == 0) rc = fail(err, errcap, "module is corrupt: two entries named %s", name);
+    if (rc == 0 && !name[0]) rc = fail(err, errcap, "module is corrupt: section %u: an entry point with no name", sec);
     if (rc == 0 && (m->nentries >= NRT_ENTRY_MAX || strcmp(name, "forward") == 0))
         rc = fail(err, errcap, "module is corrupt: entry %s", m->nentries >= NRT_ENTRY_MAX ? "count" : "named forward");
     nrt_module_data sub;
@@ -840,6 +880,9 @@ static int read_module(const unsigned char *data, size_t size, nrt_module_data *
             nrt_image img = {0};
             char *arch = r_str(&s, 15);
             if (arch) snprintf(img.arch, sizeof img.arch, "%s", arch);
+            /* module_image_for picks an image by its architecture: one without
+             * could never be chosen, nor said which it was for */
+            if (arch && !arch[0]) rc = fail(err, errcap, "module is corrupt: section %u: an image with no architecture name", i);
             free(arch);
             uint8_t is_ptx = r_u8(&s);
             if (!s.bad && is_ptx > 1) rc = fail(err, errcap, "module is corrupt: image kind %u", is_ptx);
@@ -861,7 +904,7 @@ static int read_module(const unsigned char *data, size_t size, nrt_module_data *
         } else if (kind == SEC_ENTRY) {
             whole = false;
             if (nested) rc = fail(err, errcap, "module is corrupt: nested entry points");
-            else rc = read_entry(&s, m, err, errcap);
+            else rc = read_entry(&s, i, m, err, errcap);
         } else {
             rc = fail(err, errcap, "module is corrupt: unknown section kind %u", kind);
         }
