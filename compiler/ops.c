@@ -367,10 +367,18 @@ static bool shape_declared(ir_graph *g, ir_node *n, const ir_value *a, tc_error 
 static int norm_axis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
 /* The largest whole number a dtype holds exactly with all below it:
- * 2^(mantissa bits + 1) for floats; integers hold every index. */
+ * 2^(mantissa bits + 1) for floats, the largest value for u8 and bool (an
+ * iota past it would wrap to 0 or collapse to true), and i32 every index. */
 static int64_t float_exact_limit(nc_dtype t)
 {
-    return t == NC_BF16 ? 256 : t == NC_F16 ? 2048 : t == NC_F32 ? 16777216 : INT64_MAX;
+    switch (t) {
+    case NC_BF16: return 256;
+    case NC_F16: return 2048;
+    case NC_F32: return 16777216;
+    case NC_U8: return 255;
+    case NC_BOOL: return 1;
+    default: return INT64_MAX;
+    }
 }
 
 static bool shape_iota(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
@@ -384,8 +392,9 @@ static bool shape_iota(ir_graph *g, ir_node *n, const ir_value *a, tc_error *e)
     int64_t len;
     const int64_t exact = float_exact_limit(n->dtype);
     if (dim_is_const(&g->dims[n->shape[ax]], &len) && len - 1 > exact) {
-        fail_attr(e, "dtype", "iota: indices up to %lld are not exact in %s, which holds whole numbers only up to %lld",
-                  (long long)(len - 1), dtype_name(n->dtype), (long long)exact);
+        fail_attr(e, "dtype", "iota: indices up to %lld are not %s %s, which holds whole numbers only up to %lld",
+                  (long long)(len - 1), dtype_is_float(n->dtype) ? "exact in" : "held by", dtype_name(n->dtype),
+                  (long long)exact);
         hint(e, "make the iota i32 (or f32) and cast the values you compute from it");
         return false;
     }
