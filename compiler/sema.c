@@ -556,7 +556,11 @@ bool sema_as_dim(sema_ctx *c, sv v, nc_loc loc, uint32_t *dim)
     if (v.kind == SV_ERROR) return false;
     if (v.kind == SV_DIM) { *dim = v.dim; return true; }
     if (v.kind == SV_INT) {
-        if (v.i < 0) { sema_err(c, loc, NULL, "a dimension cannot be negative (%lld)", (long long)v.i); return false; }
+        if (v.i < 0) {
+            const char *hint = "no size is inferred from a -1 (PyTorch's reshape(x, [-1, n])): write it out, e.g. x.numel / n";
+            sema_err(c, loc, v.i == -1 ? hint : NULL, "a dimension cannot be negative (%lld)", (long long)v.i);
+            return false;
+        }
         if (v.i > DIM_LIMIT) { sema_err(c, loc, NULL, "dimension %lld is too large", (long long)v.i); return false; }
         *dim = ir_dim_const(c->g, v.i);
         return true;
