@@ -488,7 +488,8 @@ static bool fold_scalar_math(sema_ctx *c, const char *name, const ast_node *call
         if (arg->kind != AST_INT && arg->kind != AST_FLOAT && arg->kind != AST_NAME && arg->kind != AST_BINARY &&
             arg->kind != AST_UNARY)
             return false;
-        sv v = sema_expr(c, arg);
+        sv v = known_dim_as_int(c, sema_expr(c, arg));   /* sqrt(D) of a known size: a number */
+        if (v.kind == SV_DIM) v = sema_dim_tensor(c, v.dim, NC_F32, arg->loc);   /* sqrt(T): T's value, as x / T reads it */
         if (v.kind != SV_INT && v.kind != SV_FLOAT) {
             if (v.kind == SV_TENSOR) {            /* not a number after all: apply the op */
                 ir_node proto = sema_proto(c, OP_COUNT, call->loc);
@@ -922,7 +923,9 @@ static sv dim_arith(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
         return sv_error();
     }
     if (s != DIM_OK) {
-        sema_err(c, loc, NULL, "%s %s %s: %s", sema_dim_text(c, da), ast_op_text(op), sema_dim_text(c, db),
+        const char *hint = s == DIM_INEXACT ? "'/' of sizes is a size; for a fraction divide a float (2.0 / D), "
+                                              "to round down write '//'" : NULL;
+        sema_err(c, loc, hint, "%s %s %s: %s", sema_dim_text(c, da), ast_op_text(op), sema_dim_text(c, db),
                  dim_status_message(s));
         return sv_error();
     }
@@ -1036,7 +1039,9 @@ static sv tensor_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc
  * dtypes, folded now. */
 static sv value_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
 {
-    if (op != AST_OP_DIV) {   /* H + 2 * padding with padding -1, kernel <= H: a known size is a number */
+    /* H + 2 * padding with padding -1, kernel <= H: a known size is a number; so
+     * it is divided by or dividing a float (1.0 / D), where H / 2 divides sizes */
+    if (op != AST_OP_DIV || a.kind == SV_FLOAT || b.kind == SV_FLOAT) {
         a = known_dim_as_int(c, a);
         b = known_dim_as_int(c, b);
     }
