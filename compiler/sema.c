@@ -327,6 +327,28 @@ static const char *repeat_name_hint(sema_ctx *c, const char *name)
     return NULL;
 }
 
+/* Names PyTorch and NumPy users reach for that netc spells otherwise: edit
+ * distance finds no match for them (cat is 3 edits from concat; cos is 2
+ * from abs, a wrong suggestion). */
+static const char *other_spelling_hint(const char *name)
+{
+    static const struct { const char *name, *hint; } spellings[] = {
+        {"sin", "there is no sin op: nn.cos_sin(angle) gives the cosine and sine of f32 angles (import nn)"},
+        {"cos", "there is no cos op: nn.cos_sin(angle) gives the cosine and sine of f32 angles (import nn)"},
+        {"clamp", "clamp x to [lo, hi] with minimum(maximum(x, lo), hi)"},
+        {"clip", "clip x to [lo, hi] with minimum(maximum(x, lo), hi)"},
+        {"cat", "tensors are joined by concat([a, b], axis: k)"},
+        {"permute", "axes are permuted by transpose(x, [0, 2, 1, 3])"},
+        {"view", "reshape(x, [sizes]) gives the same elements a new shape"},
+        {"bmm", "matmul (or @) multiplies batches of matrices: [..., M, K] @ [..., K, N]"},
+        {"mm", "matmul (or @) multiplies matrices"},
+        {"softplus", "softplus(x) is log(1.0 + exp(x)) (for large x, relu(x) + log(1.0 + exp(-abs(x))))"},
+    };
+    for (size_t i = 0; i < NC_COUNT(spellings); i++)
+        if (strcmp(spellings[i].name, name) == 0) return spellings[i].hint;
+    return NULL;
+}
+
 static void unknown_name(sema_ctx *c, const char *name, nc_loc loc)
 {
     if (unknown_already(c, name)) return;
@@ -342,6 +364,7 @@ static void unknown_name(sema_ctx *c, const char *name, nc_loc loc)
     }
     const char *hint = ended_name_hint(c, name);
     if (!hint) hint = repeat_name_hint(c, name);
+    if (!hint) hint = other_spelling_hint(name);
     if (hint) {
         sema_err(c, loc, hint, "unknown name '%s'", name);
         return;
