@@ -137,6 +137,9 @@ static const grad_case cases[] = {
     {"nn_batch_norm", "y = nn.batch_norm(a * 3.0 + 1.0)", "param a: f32[4, 2, 3] = normal(1)"},
     {"nn_batch_norm_rows", "y = nn.batch_norm(a, eps: 0.5)", "param a: f32[5, 2] = normal(1)"},
     {"nn_avg_pool2d_padded", "y = nn.avg_pool2d(a, 3, stride: 1, padding: 1)", "param a: f32[1, 4, 5, 2] = normal(1)"},
+    /* LLaMA's layers: rotary's turn (x's gradient turns back) and SwiGLU's three products */
+    {"nn_rotary", "y = nn.rotary(a * 2.0, base: 10.0)", "param a: f32[2, 5, 4] = normal(1)"},
+    {"nn_swiglu", "y = nn.swiglu(a, 5)", "param a: f32[3, 4] = normal(1)"},
 };
 
 static int failures;

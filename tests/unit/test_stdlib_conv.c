@@ -5,8 +5,8 @@
  * strides, paddings and odd sizes whose output size rounds down; the pools
  * with PyTorch's strides and paddings (max: the padding never wins, avg: its
  * zeros counted). Also the sizes that meet tensors as numbers (a fn's known
- * H, a symbolic T). depthwise_conv2d likewise, flatten, and softmax over
- * an axis that is not the last. */
+ * H, a symbolic T). depthwise_conv2d likewise, flatten, softmax over an
+ * axis that is not the last, and rotary (RoPE) with its cos_sin. */
 #include "cpu_exec.h"
 #include "driver.h"
 #include "tensor_io.h"
@@ -518,10 +518,65 @@ done:
     ir_graph_free(g);
 }
 
+/* rotary (RoPE) against its definition with libm's cos and sin in double:
+ * the pair (x[i], x[i + D/2]) at position t turned by t * base^(-2i/D), over
+ * 200 positions (angles to 199 radians: cos_sin's reduction by 2 pi), and
+ * cos_sin itself on angles of both signs. */
+static void check_rotary(void)
+{
+    const char *text = "import nn\n"
+                       "model m(x: f32[2, T, 8], a: f32[7]) -> (y, c, s) {\n"
+                       "  c, s = nn.cos_sin(a)\n"
+                       "  return nn.rotary(x, base: 500.0), c, s\n"
+                       "}\n";
+    ir_graph *g = compile_text("rotary", text, NULL);
+    CHECK(g != NULL);
+    if (!g) return;
+    enum { T = 200, D = 8, H = D / 2 };
+    cpu_tensor in[2] = {{0}};
+    int64_t xs[3] = {2, T, D}, as[1] = {7};
+    cpu_tensor_alloc(&in[0], NC_F32, 3, xs, 0);
+    cpu_tensor_alloc(&in[1], NC_F32, 1, as, 0);
+    random_fill(&in[0], 5);
+    const float angles[7] = {0.0f, -1.0f, 3.14159f, -7.5f, 40.25f, -123.0f, 1000.5f};
+    memcpy(in[1].f, angles, sizeof angles);
+    int64_t tsym[1] = {T};
+    cpu_exec_opts o = {.syms = tsym, .inputs = in};
+    cpu_exec_result res;
+    char err[512];
+    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "rotary: %s\n", err);
+        failures++;
+        goto done;
+    }
+    const cpu_tensor *y = &res.values[g->outputs[0].value], *c = &res.values[g->outputs[1].value];
+    const cpu_tensor *s = &res.values[g->outputs[2].value];
+    int bad = 0;
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < H; i++) {
+                /* the angle as f32 computes it: the rounding of t * freq is part of RoPE's definition in f32 */
+                double ang = (double)((float)t * (float)pow(500.0, -2.0 * i / D));
+                const float *xr = &in[0].f[(b * T + t) * D], *yr = &y->f[(b * T + t) * D];
+                double w0 = xr[i] * cos(ang) - xr[i + H] * sin(ang), w1 = xr[i + H] * cos(ang) + xr[i] * sin(ang);
+                if ((fabs(yr[i] - w0) > 2e-5 || fabs(yr[i + H] - w1) > 2e-5) && bad++ < 3)
+                    fprintf(stderr, "rotary [%d, %d, %d] = %g, %g, want %g, %g\n", b, t, i, yr[i], yr[i + H], w0, w1);
+            }
+    for (int k = 0; k < 7; k++)
+        if ((fabs(c->f[k] - cos(angles[k])) > 1e-6 || fabs(s->f[k] - sin(angles[k])) > 1e-6) && bad++ < 6)
+            fprintf(stderr, "cos_sin(%g) = %g, %g, want %g, %g\n", angles[k], c->f[k], s->f[k], cos(angles[k]), sin(angles[k]));
+    if (bad) { fprintf(stderr, "rotary: %d elements differ\n", bad); failures++; }
+    cpu_exec_result_free(&res);
+done:
+    for (int i = 0; i < 2; i++) cpu_tensor_free(&in[i]);
+    ir_graph_free(g);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_depthwise(&cases[i]);
     check_softmax_axis_and_flatten();
+    check_rotary();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
     for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) check_pool(&pool_cases[i]);
     check_sizes_beside_tensors();
