@@ -104,7 +104,7 @@ run)
   netc=$1 src=$2 digest=$3
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
   # example and the dims it runs at (small: the CPU executor is the reference, not fast)
-  for spec in "fashion_mlp:--dim B=2" "cast_chain:--dim B=1" "gpt2:--dim B=1 --dim T=8" "fashion_rows:--dim B=2" "fashion_cnn:--dim B=2" "fashion_resnet:--dim B=2"; do
+  for spec in "fashion_mlp:--dim B=2" "cast_chain:--dim B=1" "gpt2:--dim B=1 --dim T=8" "fashion_rows:--dim B=2" "fashion_cnn:--dim B=2" "fashion_resnet:--dim B=2" "llama_lm:--dim B=1"; do
     ex=${spec%%:*} dims=${spec#*:}
     n=$((n + 1))
     # shellcheck disable=SC2086

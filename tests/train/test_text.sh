@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # netc train on text: examples/char_lm.net (a byte-level GPT, made tiny with
 # --set) learns a repetitive text on the CPU executor: the test loss falls
-# from ln(256) = 5.55 to below 2. So does examples/gpt2.net itself (i32 tokens
+# from ln(256) = 5.55 to below 2, and so does examples/llama_lm.net's (LLaMA's
+# blocks). So does examples/gpt2.net itself (i32 tokens
 # and targets, made tiny and byte-level with --set, T bound with --dim).
 # Text too short for one window is refused, and so is an unbound window.
 # Args: NETC SOURCE_DIR
@@ -17,6 +18,12 @@ cat "$tmp/log"
 loss=$(grep -o '"test_loss":[0-9.]*' "$tmp/m.jsonl" | tail -1 | cut -d: -f2)
 awk -v l="$loss" 'BEGIN { exit !(l < 2.0) }' || { echo "test loss $loss is not below 2"; exit 1; }
 if grep -q test_accuracy "$tmp/m.jsonl"; then echo "a language model reported an accuracy"; exit 1; fi
+# examples/llama_lm.net (RMS norms, rotary q and k, SwiGLU, no biases) learns it too
+"$netc" train "$src/examples/llama_lm.net" --data "$tmp/fox.txt" --epochs 1 --batch 16 "${small[@]}" --set HIDDEN=64 \
+  --metrics "$tmp/l.jsonl" 2>"$tmp/llog"
+cat "$tmp/llog"
+lloss=$(grep -o '"test_loss":[0-9.]*' "$tmp/l.jsonl" | tail -1 | cut -d: -f2)
+awk -v l="$lloss" 'BEGIN { exit !(l < 2.0) }' || { echo "llama_lm.net: test loss $lloss is not below 2"; exit 1; }
 # cast hoisting is exact in a training step too: the same losses with and without it
 narrow=(train "$src/tests/train/narrow_lm.net" --data "$tmp/fox.txt" --epochs 1 --batch 16 --device cpu --seed 1)
 "$netc" "${narrow[@]}" --metrics "$tmp/n_on.jsonl" 2>/dev/null
@@ -40,4 +47,4 @@ if "$netc" train "$src/examples/gpt2.net" --data "$tmp/fox.txt" --set V=256 --de
   echo "an unbound window length was accepted"; exit 1
 fi
 grep -q 'bind it with --dim T=' "$tmp/err" || { cat "$tmp/err"; exit 1; }
-echo "test_text: the byte-level models learn (char_lm test loss $loss, gpt2.net $gloss), narrow_lm's losses are the same without cast hoisting, short text and unbound windows refused"
+echo "test_text: the byte-level models learn (char_lm test loss $loss, llama_lm $lloss, gpt2.net $gloss), narrow_lm's losses are the same without cast hoisting, short text and unbound windows refused"
