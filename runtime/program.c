@@ -54,6 +54,20 @@ bool nrt_step_temps_only(const ir_graph *g, const nrt_step *s)
     return true;
 }
 
+/* Whether bufs[j] of prepare step s, written by a step of every run, takes
+ * s out of the prepare steps: a temporary it touches at all, or a value it
+ * reads (a constant that fusion computes in a kernel of every run, beside
+ * an input's cast: run once, s would read it before it is made). A
+ * parameter is set by the update each step, which is when prepare steps
+ * run again, and a low-precision copy the update stores too (carry_into)
+ * is written by s itself. */
+static bool run_only_written(const ir_graph *g, const nrt_step *s, int j)
+{
+    uint32_t v = s->bufs[j];
+    if (v >= g->nnodes) return true;
+    return g->nodes[v].op != OP_PARAM && !(nrt_step_writes(s) >> j & 1);
+}
+
 void nrt_program_prepare_temps(const ir_graph *g, nrt_program *p)
 {
     for (uint32_t k = 0; k < p->nsteps; k++)
@@ -64,10 +78,10 @@ void nrt_program_prepare_temps(const ir_graph *g, nrt_program *p)
         memset(run_written, 0, (g->nnodes + p->ntemps + 1) * sizeof *run_written);
         for (uint32_t k = 0; k < p->nsteps; k++)
             for (int j = 0; !p->steps[k].prepare && j < p->steps[k].nbufs; j++)
-                if (p->steps[k].bufs[j] >= g->nnodes && (nrt_step_writes(&p->steps[k]) >> j & 1)) run_written[p->steps[k].bufs[j]] = true;
+                if (nrt_step_writes(&p->steps[k]) >> j & 1) run_written[p->steps[k].bufs[j]] = true;
         for (uint32_t k = 0; k < p->nsteps; k++)
             for (int j = 0; p->steps[k].prepare && j < p->steps[k].nbufs; j++)
-                if (run_written[p->steps[k].bufs[j]]) {
+                if (run_written[p->steps[k].bufs[j]] && run_only_written(g, &p->steps[k], j)) {
                     p->steps[k].prepare = false;
                     changed = true;
                 }

@@ -159,7 +159,9 @@ void nrt_program_mark_prepare(const ir_graph *g, nrt_program *p);
 /* Temporaries (an op's scratch) and prepare steps: a step of temporaries
  * alone is one too, and no prepare step touches a temporary that a step of
  * every run writes (repeated until none does): it would run once and read
- * or leave scratch that the other rewrites each run. A scatter-add with a
+ * or leave scratch that the other rewrites each run; nor reads a value
+ * one writes (a constant that fusion computes beside an input's cast), but
+ * a parameter, which the update writes and prepare steps follow. A scatter-add with a
  * constant index (a convolution's gradient) sorts it once, its clear,
  * count, scan, fill and rank; its sums, which only read the sort, run each
  * time. With one of tokens, all of them run each time. */

@@ -123,6 +123,16 @@ static const char *conv_bias_norm_source =
     "  optimizer adam(lr: 0.01)\n"
     "}\n";
 
+/* Two rotary embeddings of different bases: fusion puts the second one's
+ * constant angles (iotas alone) in a kernel beside the input's bf16 cast, a
+ * kernel of every run, and the angles' i32 casts after it had been prepare
+ * steps, run once before the angles were made: the bf16 result was NaN. */
+static const char *rotary_bases_source =
+    "import nn\n"
+    "model m(x: f32[B, 2, 50, 8]) -> (y: f32[B, 2, 50, 8], z: bf16[B, 2, 50, 8]) {\n"
+    "  return nn.rotary(x), nn.rotary(bf16(x), base: 100.0)\n"
+    "}\n";
+
 /* Runs o with stderr caught into text (cap bytes): gpu_check's exit. */
 static int check_quietly(const gpu_check_opts *o, char *text, size_t cap)
 {
@@ -317,6 +327,8 @@ int main(void)
          .check_updates = true},
         {.name = "conv_bias_norm_train", .source = conv_bias_norm_source, .dim_names = b64, .dim_values = v3, .ndims = 1,
          .int_range = 4, .use_graph = true, .train_step = true, .fuse = true, .check_updates = true},
+        {.name = "rotary_bases", .source = rotary_bases_source, .dim_names = b64, .dim_values = v2, .ndims = 1,
+         .use_graph = true, .fuse = true},
     };
     const char *only = getenv("NETC_GPU_CASE"), *seed_env = getenv("NETC_GPU_SEED");
     int fails = 0, runs = 0;
