@@ -888,6 +888,18 @@ static sv tensor_numel(sema_ctx *c, sv x, nc_loc loc)
     return (sv){.kind = SV_DIM, .dim = ir_dim_intern(c->g, &r)};
 }
 
+/* What a PyTorch user meant by x.NAME: x.T, x.sum() and the like are
+ * functions of x here; x.shape is the argument's pattern. */
+static const char *member_hint(const char *name)
+{
+    static const char *const calls[] = {"sum", "mean", "max", "reshape", "transpose", "softmax", "exp", "log", "abs",
+                                        "sqrt", "relu", "tanh", "sigmoid", "float", "view", "permute"};
+    if (!strcmp(name, "T") || !strcmp(name, "mT")) return "transpose(x) swaps the last two axes; transpose(x, [1, 0]) takes them in any order";
+    for (size_t i = 0; i < NC_COUNT(calls); i++)
+        if (!strcmp(name, calls[i])) return "ops are functions of the tensor, not its methods: sum(x, axis: 1), reshape(x, [B, 4])";
+    return "a fn binds sizes by its argument's pattern: fn f(x: [B, H, W, C])";
+}
+
 static sv eval_member(sema_ctx *c, const ast_node *e)
 {
     sv obj = sema_expr(c, e->a);
@@ -895,8 +907,7 @@ static sv eval_member(sema_ctx *c, const ast_node *e)
     if (obj.kind == SV_TENSOR) {   /* x.dtype: so a fn can make tensors of its argument's dtype */
         if (strcmp(e->name, "dtype") == 0) return (sv){.kind = SV_DTYPE, .dtype = obj.dtype};
         if (strcmp(e->name, "numel") == 0) return tensor_numel(c, obj, e->loc);
-        sema_err(c, e->loc, "a fn binds sizes by its argument's pattern: fn f(x: [B, H, W, C])",
-                 "'.%s': a tensor's members are .dtype and .numel", e->name);
+        sema_err(c, e->loc, member_hint(e->name), "'.%s': a tensor's members are .dtype and .numel", e->name);
         return sv_error();
     }
     if (obj.kind != SV_MODULE) {
