@@ -99,6 +99,9 @@ static const char *foreign_syntax_hint(const parse_state *ps, nc_loc loc, const 
     if (strncmp(msg, "unexpected '{'", 14) == 0 && after_if) return "an if needs its condition before the '{': if COND { ... }";
     if (strncmp(msg, "unexpected end of line", 22) == 0 && b >= 4 && strncmp(line + b - 4, "else", 4) == 0)
         return "the '{' of an else goes on the else's line: } else {";
+    if (strncmp(msg, "unexpected end of line, expecting '{'", 37) == 0 && len - i > 3 && strncmp(line + i, "fn ", 3) == 0)
+        return "a fn's '{' goes on its signature's line; header lines (config, precision) are a model's: in a fn, "
+               "write a precision block in the body, precision bf16 { ... }";
     /* a keyword used as a name: update = x, return update */
     for (size_t k = 0; k < NC_COUNT(keyword_hints); k++) {
         const char *kw = keyword_hints[k].word;
