@@ -589,7 +589,9 @@ bool sema_as_dim(sema_ctx *c, sv v, nc_loc loc, uint32_t *dim)
         return true;
     }
     if (v.kind == SV_FLOAT && v.f == floor(v.f) && fabs(v.f) <= (double)DIM_LIMIT) return sema_as_dim(c, sv_int((int64_t)v.f), loc, dim);
-    sema_err(c, loc, NULL, "expected a dimension (an integer or a size name), got %s", sv_kind_phrase(v.kind));
+    const char *hint = v.kind == SV_TENSOR ? "a size is known when the model is built, or a symbol of an input's shape "
+                                             "(x: f32[N, 4]) bound when it runs, never a tensor's value" : NULL;
+    sema_err(c, loc, hint, "expected a dimension (an integer or a size name), got %s", sv_kind_phrase(v.kind));
     return false;
 }
 
