@@ -349,6 +349,19 @@ static const char *other_spelling_hint(const char *name)
     return NULL;
 }
 
+/* A name the fn's caller binds (a model's param w read in a fn): a fn's
+ * scope is its arguments and its module's configs and fns, not the call's. */
+static const char *caller_name_hint(sema_ctx *c, const char *name)
+{
+    for (scope *s = c->caller_env; s; s = s->parent) {
+        const binding *b = scope_find_local(s, name);
+        if (b && b->value.kind == SV_TENSOR)
+            return sema_textf(c, "'%s' is bound where the fn is called (line %u), not in the fn: a fn sees its arguments and "
+                                 "its module's configs and fns; pass %s as an argument", name, b->loc.line, name);
+    }
+    return NULL;
+}
+
 static void unknown_name(sema_ctx *c, const char *name, nc_loc loc)
 {
     if (unknown_already(c, name)) return;
@@ -365,6 +378,7 @@ static void unknown_name(sema_ctx *c, const char *name, nc_loc loc)
     const char *hint = ended_name_hint(c, name);
     if (!hint) hint = repeat_name_hint(c, name);
     if (!hint) hint = other_spelling_hint(name);
+    if (!hint) hint = caller_name_hint(c, name);
     if (hint) {
         sema_err(c, loc, hint, "unknown name '%s'", name);
         return;
@@ -1835,7 +1849,7 @@ static bool collect_args(sema_ctx *c, const ast_node *fn, const ast_node *call, 
  * the body runs in its module's scope, under its own name prefix, with its
  * own asserts, returns and (none of a train section's) statements. */
 typedef struct fn_frame {
-    scope *env;
+    scope *env, *caller_env;
     scope sc;
     nc_loc site;
     const ast_node *decl;
@@ -1850,6 +1864,8 @@ static void fn_enter(sema_ctx *c, const ast_node *decl, const ast_node *call, se
 {
     /* lexical scope is its module's globals */
     f->env = c->env;
+    f->caller_env = c->caller_env;
+    c->caller_env = c->env;
     c->env = &mod->globals;
     scope_enter(c, &f->sc, true);
     f->site = c->call_site;
@@ -1879,6 +1895,7 @@ static void fn_leave(sema_ctx *c, fn_frame *f)
     c->body = f->body;
     scope_leave(c, &f->sc);
     c->env = f->env;
+    c->caller_env = f->caller_env;
 }
 
 /* The fn's statements run, its arguments bound: what it returns (nothing,

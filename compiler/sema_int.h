@@ -82,6 +82,7 @@ typedef struct sema_ctx {
     uint32_t region;        /* current checkpoint region, 0 = none */
     uint32_t next_region;
     int call_depth;
+    scope *caller_env;      /* inside a fn: the scope of the call, for a hint about its names */
     uint64_t nstmts;        /* statements run in this build: repeats and calls multiply them (SEMA_MAX_STMTS) */
     bool stmts_cut;         /* past the budget: every statement is passed over */
     int build_errors;       /* the errors before this build: it has failed once there are more */
