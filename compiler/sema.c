@@ -1045,15 +1045,27 @@ sv sema_expr(sema_ctx *c, const ast_node *e)
 static void exec_stmts(sema_ctx *c, const ast_list *stmts);
 static bool stmt_budget(sema_ctx *c, const ast_node *s);
 
-/* Names scopes for parameters: "fc1", then "fc1_1" if taken. */
-static void push_prefix(sema_ctx *c, const char *name, char *saved, size_t cap)
+/* Names scopes for parameters: "fc1", then "fc1_1" if taken. The path
+ * grows without bound (a name is never cut: two cut names could collide);
+ * push returns the length that pop cuts it back to. */
+static size_t push_prefix(sema_ctx *c, const char *name)
 {
-    snprintf(saved, cap, "%s", c->prefix);
-    size_t len = strlen(c->prefix);
-    snprintf(c->prefix + len, sizeof c->prefix - len, "%s%s", len ? "." : "", name);
+    size_t len = strlen(c->prefix), need = len + 1 + strlen(name) + 1;
+    if (need > c->prefix_cap) {
+        c->prefix_cap = 2 * need;
+        c->prefix = nc_xrealloc(c->prefix, c->prefix_cap);
+    }
+    snprintf(c->prefix + len, c->prefix_cap - len, "%s%s", len ? "." : "", name);
+    return len;
 }
 
-static void pop_prefix(sema_ctx *c, const char *saved) { snprintf(c->prefix, sizeof c->prefix, "%s", saved); }
+static void pop_prefix(sema_ctx *c, size_t len) { c->prefix[len] = 0; }
+
+/* name under the current prefix, on the heap. */
+static char *prefixed_name(const sema_ctx *c, const char *name)
+{
+    return nc_xasprintf("%s%s%s", c->prefix, c->prefix[0] ? "." : "", name);
+}
 
 static bool name_taken(sema_ctx *c, const char *full)
 {
@@ -1065,15 +1077,17 @@ static bool name_taken(sema_ctx *c, const char *full)
     return false;
 }
 
-/* A call scope gets a name not used by any parameter yet. */
-static void unique_scope_name(sema_ctx *c, const char *base, char *out, size_t cap)
+/* A call scope gets a name not used by any parameter yet (heap). */
+static char *unique_scope_name(sema_ctx *c, const char *base)
 {
-    char full[600];
-    for (int k = 0; k < 100000; k++) {
-        if (k == 0) snprintf(out, cap, "%s", base);
-        else snprintf(out, cap, "%s_%d", base, k);
-        snprintf(full, sizeof full, "%s%s%s", c->prefix, c->prefix[0] ? "." : "", out);
-        if (!name_taken(c, full)) return;
+    char *out = nc_xstrdup(base);
+    for (int k = 1;; k++) {
+        char *full = prefixed_name(c, out);
+        bool taken = name_taken(c, full);
+        free(full);
+        if (!taken || k > 100000) return out;
+        free(out);
+        out = nc_xasprintf("%s_%d", base, k);
     }
 }
 
@@ -1115,16 +1129,18 @@ static bool param_type(sema_ctx *c, const ast_node *s, const char *what, ir_para
  * its param node bound to the name in scope. */
 static void add_param(sema_ctx *c, const ast_node *s, const char *what, ir_param *p)
 {
-    char full[600];
-    snprintf(full, sizeof full, "%s%s%s", c->prefix, c->prefix[0] ? "." : "", s->name);
+    char *full = prefixed_name(c, s->name);
     for (uint32_t i = 0; i < c->g->nparams; i++)
         if (strcmp(c->g->params[i].decl.name, full) == 0) {
             sema_err(c, s->loc, "each call of a function gets its own parameters; name the calls differently",
                      "%s '%s' is defined twice", what, full);
+            free(full);
             return;
         }
     p->decl.name = full;
     uint32_t idx = ir_param_add(c->g, p);
+    free(full);
+    p->decl.name = c->g->params[idx].decl.name;
     ir_node n = sema_proto(c, OP_PARAM, s->loc);
     n.dtype = p->decl.dtype;
     n.rank = p->decl.rank;
@@ -1291,15 +1307,14 @@ static void exec_repeat(sema_ctx *c, const ast_node *s)
         return;
     }
     if (!repeat_index_ok(c, s)) return;
-    char base[128], saved[512];
-    unique_scope_name(c, s->name ? s->name : "layers", base, sizeof base);
+    char *base = unique_scope_name(c, s->name ? s->name : "layers");
     if (c->nrepeats < (int)NC_COUNT(c->repeats)) c->repeats[c->nrepeats] = s;
     c->nrepeats++;
     for (int64_t i = 0; i < n.i && !c->returned; i++) {
         if (!stmt_budget(c, s)) break;   /* an iteration counts, also of an empty body */
-        char name[160];
-        snprintf(name, sizeof name, "%s.%lld", base, (long long)i);
-        push_prefix(c, name, saved, sizeof saved);
+        char *name = nc_xasprintf("%s.%lld", base, (long long)i);
+        size_t saved = push_prefix(c, name);
+        free(name);
         uint32_t saved_region = begin_region(c, s);
         scope sc;
         scope_enter(c, &sc, false);
@@ -1856,7 +1871,7 @@ typedef struct fn_frame {
     uint32_t body;
     bool defer_sizes;
     const char *defer_blocked;
-    char prefix[512];
+    size_t prefix_len;   /* the caller's prefix, to cut back to */
 } fn_frame;
 
 static void fn_enter(sema_ctx *c, const ast_node *decl, const ast_node *call, sema_module *mod, const char *scope_name,
@@ -1879,14 +1894,14 @@ static void fn_enter(sema_ctx *c, const ast_node *decl, const ast_node *call, se
     c->fn_decl = decl;
     if (c->call_depth == 0) c->call_site = call->loc;
     c->call_depth++;
-    char base[128];
-    unique_scope_name(c, scope_name, base, sizeof base);
-    push_prefix(c, base, f->prefix, sizeof f->prefix);
+    char *base = unique_scope_name(c, scope_name);
+    f->prefix_len = push_prefix(c, base);
+    free(base);
 }
 
 static void fn_leave(sema_ctx *c, fn_frame *f)
 {
-    pop_prefix(c, f->prefix);
+    pop_prefix(c, f->prefix_len);
     c->call_depth--;
     c->call_site = f->site;
     c->fn_decl = f->decl;
@@ -2292,6 +2307,8 @@ static sema_ctx *ctx_new(src_table *sources, ast_file *main_file, const driver_o
     c->opts = o;
     c->training = o && (o->train_step || o->keep_loss);
     c->arena = ast_arena_new();
+    c->prefix_cap = 64;
+    c->prefix = nc_xcalloc(1, c->prefix_cap);
     c->main = module_new(c, "", main_file);
     c->main->state = 1;
     module_add_decls(c, c->main);
@@ -2310,6 +2327,7 @@ static void ctx_free(sema_ctx *c)
     }
     ast_arena_free(c->arena);
     free(c->cast_body);
+    free(c->prefix);
     free(c);
 }
 
@@ -2317,7 +2335,7 @@ static ir_graph *build_one(sema_ctx *c, const ast_node *model)
 {
     c->g = ir_graph_new(model->name);
     for (uint32_t i = 0; i < c->sources->nfiles; i++) ir_file_add(c->g, c->sources->files[i].path);
-    c->prefix[0] = 0;
+    pop_prefix(c, 0);
     c->region = 0;
     c->next_region = 0;
     c->autocast = false;

@@ -75,7 +75,8 @@ typedef struct sema_ctx {
     sema_module *modules;
     sema_module *main;
     scope *env;
-    char prefix[512];       /* parameter path: "blocks.3.attn" */
+    char *prefix;           /* parameter path: "blocks.3.attn" (heap, grows) */
+    size_t prefix_cap;
     char *used_names;       /* scope names taken under the current prefix, "\n"-separated */
     bool autocast;          /* inside a precision block */
     nc_dtype autocast_dtype;
