@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # bench/rehearse.sh BUILD [STEP...] - bench/run_all.sh and every bench script it
 # calls, run here for real before a GPU session spends its minutes on them:
-# TINY=1 (sizes the mock GPU runs in seconds; PyTorch only where it runs on
-# the CPU: gpt2_losses.py, with $PYTHON), the programs of BUILD (a build with
-# tests/mockgpu: netc, bench/infer_netc, bench/gpt2_losses, test_gpu_models)
-# on the mock GPU, Fashion-MNIST cut to a few hundred images. Fails when a step
-# fails or prints an error, when a bench JSON line misses a field or has a
-# null, or when a step's lines are missing: what an option netc no longer
-# takes, or a line of netc's output the scripts no longer find, does on the
-# GPU machine. STEP...: only those (gpt2 tests wgmma kernels infer train cnn).
+# TINY=1 (sizes the mock GPU runs in seconds), the programs of BUILD (a build
+# with tests/mockgpu: netc, bench/infer_netc, bench/gpt2_losses,
+# test_gpu_models) on the mock GPU, Fashion-MNIST cut to a few hundred images,
+# and the PyTorch references (bench/torch_*.py, gpt2_losses.py) on the CPU at
+# tiny sizes (--device cpu) with $NETC_BENCH_PYTHON (default python3; left out,
+# with a line saying so, where it has no torch). Fails when a step fails or
+# prints an error, when a bench JSON line misses a field or has a null (bar
+# the CUDA allocator's peak of a PyTorch line on the CPU, explained in its
+# "null_because"), or when a step's lines are missing: what an option netc no
+# longer takes, or a line of netc's output the scripts no longer find, does on
+# the GPU machine. STEP...: only those (gpt2 tests wgmma kernels infer train cnn).
 # All of it takes minutes (9 on 2 busy cores: NVRTC building GPT-2, the mock
 # running kernels on the host), so the ctest bench_rehearse runs only the
 # steps tests and train (seconds); run it all after changing netc's command
@@ -69,9 +72,11 @@ for split, n in (("train", 512), ("t10k", 128)):
 PY
 
 cd "$src" || exit 1
-export PYTHON=${PYTHON:-python3}
+# the scripts run PyTorch's with $PYTHON when TINY (and python3 on the GPU machine); a full
+# path, as run_infer.sh runs one from bench/
+PYTHON=${NETC_BENCH_PYTHON:-python3}; PYTHON=$(command -v "$PYTHON" || echo "$PYTHON"); export PYTHON
 if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
-  echo "rehearse: no PyTorch in $PYTHON: gpt2_losses.py left out (PYTHON=a python with torch runs it on the CPU)"
+  echo "rehearse: no PyTorch in $PYTHON: bench/torch_*.py and gpt2_losses.py left out (NETC_BENCH_PYTHON=a python with torch runs them on the CPU)"
   export NO_TORCH=1
 fi
 log=$tmp/out/run.log
@@ -90,12 +95,15 @@ awk '/^== /{on=1} on' "$log" | grep -nE '^netc: (error|unknown|usage)|unknown op
 python3 - "$log" "$@" <<'PY' || fail=1
 import json, os, sys
 log, steps = sys.argv[1], sys.argv[2:] or ["gpt2", "tests", "wgmma", "kernels", "infer", "train", "cnn"]
+# the fields PyTorch leaves null on the CPU (bench/torch_device.py), each with its reason in "null_because"
+NULL_ON_CPU = {"peak_gib"}
 rows, ok = [], True
 for line in open(log):
     if line.startswith("{"):
         r = json.loads(line)
         rows.append(r)
-        nulls = [k for k, v in r.items() if v is None]
+        why = r.get("null_because", {})
+        nulls = [k for k, v in r.items() if v is None and not (k in NULL_ON_CPU and why.get(k))]
         if nulls:
             print(f"FAIL: {nulls} null in {line.strip()}"); ok = False
 def want(step, what, pred):
@@ -115,9 +123,31 @@ for n in ("chain_64M_bf16", "layernorm_16384x768_bf16", "cast_chain_B64", "cast_
 want("infer", "build_gpt2_forward_cold", lambda r: r.get("bench") == "build_gpt2_forward_cold")
 want("infer", "build_gpt2_cold with cache entries", lambda r: r.get("bench") == "build_gpt2_cold" and r["cache_entries_after"] > 0)
 want("infer", "build_gpt2_no_cache", lambda r: r.get("bench") == "build_gpt2_no_cache")
-want("infer", "infer_netc's latency", lambda r: "median_us" in r and r.get("bench") is None)
+want("infer", "infer_netc's latency", lambda r: "median_us" in r and "module" in r)
 want("train", "netc's epochs", lambda r: r.get("impl") == "netc" and r.get("epochs") == 1 and 0 < r["test_accuracy"] <= 1)
-want("cnn", "cnn_train_step", lambda r: r.get("bench") == "cnn_train_step" and r["ms_per_step"] > 0)
+want("cnn", "cnn_train_step", lambda r: r.get("bench") == "cnn_train_step" and r.get("impl") == "netc" and r["ms_per_step"] > 0)
+# PyTorch's lines, on the CPU here: (step, bench, impls, their fields): a line of each impl with the
+# bench (None: a line without one) and the first field, > 0, then the others
+TORCH = [("gpt2", "gpt2_train_step", ("eager", "torch.compile"),
+          ("ms_per_step", "batch", "T", "tokens_per_s", "peak_gib", "first_step_s", "last_loss")),
+         ("kernels", "copy_64M_bf16", ("torch",), ("median_us", "tb_per_s")),
+         ("kernels", "chain_64M_bf16", ("torch_eager", "torch_compile"), ("median_us", "tb_per_s")),
+         ("kernels", "layernorm_16384x768_bf16", ("torch_eager", "torch_compile"), ("median_us", "tb_per_s")),
+         ("kernels", "attention_B16_T1024", ("torch_sdpa", "torch_sdpa_flash"), ("median_us", "model_tflops")),
+         ("kernels", "attention_train_B16_T1024", ("torch_sdpa_backward", "torch_sdpa_flash_backward"), ("median_us", "model_tflops")),
+         ("kernels", "cast_chain_B64", ("torch_eager", "torch_compile"), ("median_us",)),
+         ("infer", None, ("torch_eager", "torch_compile_cudagraphs"), ("median_us", "batch")),
+         ("infer", "gpt2_forward", ("eager", "torch.compile"), ("median_us", "batch", "T")),
+         ("train", None, ("torch_eager", "torch_compile"),
+          ("median_epoch_s", "epochs", "batch", "epoch_seconds", "test_accuracy")),
+         ("cnn", "cnn_train_step", ("torch_eager", "torch_compile"), ("ms_per_step", "batch", "steps", "ms_windows"))]
+for step, bench, impls, fields in TORCH if not os.environ.get("NO_TORCH") else []:
+    for impl in impls:
+        mine = [r for r in rows if r.get("bench") == bench and r.get("impl") == impl and fields[0] in r]
+        want(step, f"PyTorch's {bench or ''} {impl}", lambda r: r in mine and (r[fields[0]] or 0) > 0)
+        for r in mine if step in steps else []:
+            if [f for f in fields if f not in r]:
+                print(f"FAIL: {step}: {[f for f in fields if f not in r]} missing in {json.dumps(r)}"); ok = False
 sys.exit(0 if ok else 1)
 PY
 # lines the scripts pick from netc's human output, for the steps that ran

@@ -6,7 +6,9 @@
 # weights correspond), on Fashion-MNIST: ms per step, the median over windows
 # of 10 steps after the first 20, one JSON line each; and netc inspect's
 # static numbers of the step (launches, bytes, roofline floor) beside it.
-# TINY=1 (bench/rehearse.sh, on the mock GPU): no PyTorch; the sizes are the arguments.
+# TINY=1 (bench/rehearse.sh, on the mock GPU): PyTorch on the CPU with $PYTHON (--device
+# cpu) for at least 30 steps (its one window of 10 after the first 20); otherwise the
+# sizes are the arguments. NO_TORCH=1: no PyTorch.
 # Usage: bench/run_cnn.sh NETC [STEPS] [BATCH...]   (default 100 steps, batches 128 and 512;
 # 100 steps stay inside the first epoch at 512: 117 steps)
 set -u
@@ -33,4 +35,6 @@ print(json.dumps({"bench": "cnn_train_step", "impl": "netc", "batch": b, "steps"
                   "ms_per_step": round(statistics.median(ms), 3) if ms else None, "ms_windows": [round(x, 3) for x in ms]}))
 PY
 done
-[[ -n ${TINY:-} ]] || python3 bench/torch_cnn_train.py "$DATA" "$STEPS" $BATCHES
+if [[ -z ${TINY:-} ]]; then torch_cnn=(python3 bench/torch_cnn_train.py "$DATA" "$STEPS")
+else torch_cnn=("${PYTHON:-python3}" bench/torch_cnn_train.py --device cpu "$DATA" $((STEPS < 30 ? 30 : STEPS))); fi
+[[ -n ${NO_TORCH:-} ]] || "${torch_cnn[@]}" $BATCHES

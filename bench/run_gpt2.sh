@@ -9,9 +9,10 @@
 # from the same weights. `netc inspect --profile` times each launch of the step on the
 # device: the measured step and its ten slowest launches (share, % of floor).
 # TINY=1 (bench/rehearse.sh): a GPT-2 of one narrow layer (--set), which the mock GPU
-# trains in seconds, no PyTorch step, the losses' check at that size with $PYTHON
-# (default python3; its PyTorch on the CPU where it has no GPU): a rehearsal, not a
-# measurement. NO_TORCH=1: no PyTorch at all (a python without it).
+# trains in seconds, PyTorch's step at that size on the CPU (torch_gpt2.py --device cpu,
+# 3 steps) and the losses' check at that size, both with $PYTHON (default python3; its
+# PyTorch on the CPU where it has no GPU): a rehearsal, not a measurement. NO_TORCH=1: no
+# PyTorch at all (a python without it).
 # Usage: bench/run_gpt2.sh NETC TEXT_FILE [B] [T] [STEPS]
 set -u
 NETC=${1:-build/netc}; TEXT=${2:?a text file, e.g. the fortunes}
@@ -20,7 +21,8 @@ OUT=${OUT:-/tmp/bench-out}; mkdir -p "$OUT"
 if [[ -n ${TINY:-} ]]; then
   small=(--set V=512 --set C=64 --set L=1 --set H=2 --set MAXT="$T")
   losses_size=(--steps 2 --batch "$B" --T "$T" --layers 1 --vocab 512 --width 64 --heads 2 --maxt "$T")
-else small=(); losses_size=(--steps 10 --batch 4 --T 256); fi
+  torch_step=("$PYTHON" bench/torch_gpt2.py --device cpu --layers 1 --vocab 512 --width 64 --heads 2 --maxt "$T" "$B" "$T" 3)
+else small=(); losses_size=(--steps 10 --batch 4 --T 256); torch_step=(python3 bench/torch_gpt2.py "$B" "$T" 20); fi
 export NETC_CACHE_DIR=$(mktemp -d)   # a cold cache: the build times below include NVRTC
 trap 'rm -rf "$NETC_CACHE_DIR"' EXIT
 s=$(date +%s%N); "$NETC" build examples/gpt2.net --entry train --dim B="$B" --dim T="$T" "${small[@]}" -o "$OUT/gpt2.netm" || exit 1; e=$(date +%s%N)
@@ -76,7 +78,7 @@ EOF
 # and 2 slices, then each launch option alone, the 4GiB budget, the losses against PyTorch,
 # the step with attention on mma.sync, then the epilogue's variant
 netc_train "" || exit 1
-[[ -n ${TINY:-}${NO_TORCH:-} ]] || python3 bench/torch_gpt2.py "$B" "$T" 20
+[[ -n ${NO_TORCH:-} ]] || "${torch_step[@]}"
 # each launch timed on the device: the measured step and the 10 slowest launches with their share and % of floor
 "$NETC" inspect "$OUT/gpt2.netm" --entry train --profile 10 > "$OUT/gpt2.profile.txt" 2>&1 && sed -n '/^measured/,/^targets/p' "$OUT/gpt2.profile.txt"
 netc_train fast

@@ -11,7 +11,8 @@
 # image: wgmma) and with --target sm_90 (mma.sync, what other GPUs run). ONLY=REGEX keeps the netc cases whose
 # name matches (and skips PyTorch unless it matches "torch"); SKIP=REGEX
 # leaves out those whose name matches. TINY=1 (bench/rehearse.sh): sizes the
-# mock GPU runs in seconds, and no PyTorch; a rehearsal of the script, not a
+# mock GPU runs in seconds, and PyTorch's at tiny sizes on the CPU with $PYTHON
+# (default python3, --device cpu --tiny; none with NO_TORCH=1); a rehearsal of the script, not a
 # measurement (the names keep the real sizes).
 # Usage: bench/run_kernels.sh [NETC] [RUNS]
 set -u
@@ -63,4 +64,5 @@ netc_case cast_chain_B64_no_cast_hoist examples/cast_chain.net "" --dim B=$CB --
 for pass in "" --no-cast-hoist --no-cse --no-fuse --no-memplan --no-dce; do
   netc_case "fashion_train_B128${pass//-/_}" examples/fashion_mlp.net "B=$FB" --entry train $pass
 done
-if [[ -z ${TINY:-} ]] && [[ torch =~ $ONLY || $ONLY == . ]]; then python3 bench/torch_kernels.py; fi
+if [[ -z ${TINY:-} ]]; then torch_kernels=(python3 bench/torch_kernels.py); else torch_kernels=("${PYTHON:-python3}" bench/torch_kernels.py --device cpu --tiny); fi
+if [[ -z ${NO_TORCH:-} ]] && [[ torch =~ $ONLY || $ONLY == . ]]; then "${torch_kernels[@]}"; fi

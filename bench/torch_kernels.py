@@ -4,26 +4,29 @@ over 64M bf16 values (tanh GELU), layernorm over bf16 [16384, 768], and
 examples/cast_chain.net's forward in its own op order, each eager and with
 torch.compile, and causal attention at GPT-2's shape
 (scaled_dot_product_attention). Device time of one call by CUDA events,
-median of many. Prints JSON lines."""
+median of many. Prints JSON lines. --device cpu --tiny (bench/run_kernels.sh's
+TINY=1): each at a size the CPU runs in seconds, the host's clock for CUDA
+events, a rehearsal (bench/torch_device.py); the names keep the real sizes.
+Usage: torch_kernels.py [--device cuda|cpu] [--tiny]"""
+import argparse
 import contextlib
 import json
 import torch
 import torch.nn.functional as F
 
+from torch_device import add_device_arg, device_of, call_us, sync
 
-def median_us(fn, *args, iters=100):
+DEV = torch.device("cuda")
+# the sizes: GPT-2's attention, the chain's values, layernorm's rows, cast_chain's batch, the timed calls
+SIZES = {"attn": (16, 12, 1024, 64), "n": 64 << 20, "rows": 16384, "cast_b": 64, "iters": 100}
+TINY = {"attn": (1, 2, 64, 64), "n": 4096, "rows": 8, "cast_b": 2, "iters": 5}
+
+
+def median_us(fn, *args, iters=None):
     for _ in range(10):
         fn(*args)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn(*args)
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3)
-    times.sort()
+    sync(DEV)
+    times = sorted(call_us(DEV, lambda: fn(*args)) for _ in range(iters or SIZES["iters"]))
     return times[len(times) // 2]
 
 
@@ -53,10 +56,11 @@ def attention():
     forward, and the backward alone, by scaled_dot_product_attention with the
     backend PyTorch picks and with flash attention forced."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    q, k, v, g = (torch.randn(16, 12, 1024, 64, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    q, k, v, g = (torch.randn(*SIZES["attn"], device=DEV, dtype=torch.bfloat16) for _ in range(4))
     for t in (q, k, v):
         t.requires_grad_(True)
-    fwd_flops = 4 * 16 * 12 * 1024 ** 2 * 64 / 2
+    batch, heads, t, d = SIZES["attn"]
+    fwd_flops = 4 * batch * heads * t ** 2 * d / 2
     for impl, backends in (("torch_sdpa", None), ("torch_sdpa_flash", [SDPBackend.FLASH_ATTENTION])):
         with sdpa_kernel(backends) if backends else contextlib.nullcontext():
             with torch.no_grad():
@@ -73,29 +77,36 @@ def attention():
 @torch.no_grad()
 def main():
     torch.backends.cuda.matmul.allow_tf32 = False   # netc's f32 matmul is exact f32
-    n = 64 << 20
-    x = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    n = SIZES["n"]
+    x = torch.randn(n, device=DEV, dtype=torch.bfloat16)
     y = torch.empty_like(x)
     report("copy_64M_bf16", "torch", median_us(lambda: y.copy_(x)), 2 * 2 * n)
     report("chain_64M_bf16", "torch_eager", median_us(chain, x), 2 * 2 * n)
     report("chain_64M_bf16", "torch_compile", median_us(torch.compile(chain), x), 2 * 2 * n)
 
-    xl = torch.randn(16384, 768, device="cuda", dtype=torch.bfloat16)
-    w = torch.ones(768, device="cuda", dtype=torch.bfloat16)
-    b = torch.zeros(768, device="cuda", dtype=torch.bfloat16)
+    xl = torch.randn(SIZES["rows"], 768, device=DEV, dtype=torch.bfloat16)
+    w = torch.ones(768, device=DEV, dtype=torch.bfloat16)
+    b = torch.zeros(768, device=DEV, dtype=torch.bfloat16)
     ln = lambda t: F.layer_norm(t, (768,), w, b)
     report("layernorm_16384x768_bf16", "torch_eager", median_us(ln, xl), 2 * 2 * xl.numel())
     report("layernorm_16384x768_bf16", "torch_compile", median_us(torch.compile(ln), xl), 2 * 2 * xl.numel())
 
     attention()
 
-    B = 64
-    args = (torch.randn(B, 256, 512, device="cuda", dtype=torch.float16), torch.randint(0, 4096, (B, 64), device="cuda"),
-            torch.randn(512, 1024, device="cuda", dtype=torch.float16), torch.randn(4096, 512, device="cuda") * 0.02,
-            torch.ones(1024, device="cuda", dtype=torch.float16))
+    B = SIZES["cast_b"]
+    args = (torch.randn(B, 256, 512, device=DEV, dtype=torch.float16), torch.randint(0, 4096, (B, 64), device=DEV),
+            torch.randn(512, 1024, device=DEV, dtype=torch.float16), torch.randn(4096, 512, device=DEV) * 0.02,
+            torch.ones(1024, device=DEV, dtype=torch.float16))
     report("cast_chain_B64", "torch_eager", median_us(cast_chain, *args))
     report("cast_chain_B64", "torch_compile", median_us(torch.compile(cast_chain), *args))
 
 
 if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="PyTorch's side of bench/run_kernels.sh")
+    add_device_arg(ap)
+    ap.add_argument("--tiny", action="store_true", help="sizes the CPU runs in seconds (a rehearsal)")
+    a = ap.parse_args()
+    DEV = device_of(a)
+    if a.tiny:
+        SIZES = TINY
     main()

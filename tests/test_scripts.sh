@@ -66,5 +66,36 @@ grep -q "gpt2: finished" "$tmp/out2/run.log" && { echo "FAIL: run_all.sh: the cu
 expect "$tmp/out3/run.log" "no step 'nonsense'" "an unknown step is named"
 grep -q "^== tests" "$tmp/out3/run.log" && { echo "FAIL: run_all.sh: ran a step that was not named"; fail=1; }
 
-((fail == 0)) && echo "scripts: all parse; run_all.sh keeps its order, caps and deadline"
+# the PyTorch references each script runs, with python3 and netc stubs that print their
+# arguments: on the GPU machine (no TINY) the measured sizes on CUDA (what a GPU session runs,
+# its meaning unchanged by the CPU path); with TINY=1 (bench/rehearse.sh) on the CPU with
+# $PYTHON, and none with NO_TORCH=1
+stubs=$tmp/stubs; mkdir -p "$stubs"
+printf '#!/bin/sh\n[ "$1" = - ] || echo "python: $*" >> "$PYLOG"\n' > "$stubs/python3"
+printf '#!/bin/sh\n' > "$stubs/netc"; chmod +x "$stubs/"*
+echo text > "$tmp/text.txt"
+torch_runs() {  # env... : the bench/*.py the five scripts ran, one a line
+  : > "$tmp/py.log"
+  (cd "$src" && for s in "gpt2.sh $stubs/netc $tmp/text.txt 16 1024 60" "infer.sh $stubs/netc $stubs/netc" "kernels.sh $stubs/netc 30" \
+      "train.sh $stubs/netc 10 512" "cnn.sh $stubs/netc 100 128 512"; do
+    env PATH="$stubs:$PATH" PYLOG="$tmp/py.log" OUT=$tmp/bench DATA=D "$@" bash bench/run_$s > /dev/null 2>&1
+  done)
+  sed -n 's/^python: //p' "$tmp/py.log"
+}
+gpu=$(torch_runs)
+want_gpu="bench/torch_gpt2.py 16 1024 20
+bench/gpt2_losses.py --steps 10 --batch 4 --T 256 --netc $stubs/netc --losses-tool $stubs/bench/gpt2_losses --out $tmp/bench/losses
+bench/torch_infer.py 1 512
+torch_gpt2_infer.py 1:64 16:1024
+bench/torch_kernels.py
+bench/torch_mlp_train.py D 10 512
+bench/torch_cnn_train.py D 100 128 512"
+[[ $gpu == "$want_gpu" ]] || { echo "FAIL: the GPU machine's PyTorch commands changed:"; diff <(echo "$want_gpu") <(echo "$gpu"); fail=1; }
+tiny=$(torch_runs TINY=1 PYTHON=python3)
+n=$(grep -c -- '--device cpu' <<<"$tiny")
+((n == 6)) || { echo "FAIL: TINY=1 ran $n PyTorch references on the CPU, not 6:"; echo "$tiny"; fail=1; }
+notorch=$(torch_runs TINY=1 NO_TORCH=1)
+[[ -z $notorch ]] || { echo "FAIL: NO_TORCH=1 still ran PyTorch: $notorch"; fail=1; }
+
+((fail == 0)) && echo "scripts: all parse; run_all.sh keeps its order, caps and deadline; the PyTorch commands are the GPU's (CPU's with TINY)"
 exit $fail
