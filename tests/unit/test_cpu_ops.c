@@ -281,14 +281,15 @@ static void test_fill_iota(void)
     /* an axis with axes before and after it: each value repeats along the
      * inner axis, and the block of both repeats along the outer */
     ir_value io3 = op_shaped(&t, OP_IOTA, NC_I32, (ir_attr){.axis = 1}, S(2, 3, 2), NULL, 0);
-    ir_value iou = op_shaped(&t, OP_IOTA, NC_U8, (ir_attr){.axis = 0}, S(300), NULL, 0);   /* saturates as a cast */
-    ir_value iol = op_shaped(&t, OP_IOTA, NC_BOOL, (ir_attr){.axis = 1}, S(2, 3), NULL, 0);
+    /* the longest a u8 and a bool hold (a longer one is a type error: its shape rule) */
+    ir_value iou = op_shaped(&t, OP_IOTA, NC_U8, (ir_attr){.axis = 0}, S(256), NULL, 0);
+    ir_value iol = op_shaped(&t, OP_IOTA, NC_BOOL, (ir_attr){.axis = 1}, S(2, 2), NULL, 0);
     if (run(&t)) {
         expect(&t, "iota rank 3 axis 1", io3, V(0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2));
-        expect(&t, "iota bool", iol, V(0, 1, 1, 0, 1, 1));
+        expect(&t, "iota bool", iol, V(0, 1, 0, 1));
         const cpu_tensor *u = value(&t, iou);
-        if (u && (u->i[0] != 0 || u->i[254] != 254 || u->i[255] != 255 || u->i[299] != 255))
-            fail(&t, "iota u8: got %d %d %d %d, expected 0 254 255 255", u->i[0], u->i[254], u->i[255], u->i[299]);
+        if (u && (u->i[0] != 0 || u->i[254] != 254 || u->i[255] != 255))
+            fail(&t, "iota u8: got %d %d %d, expected 0 254 255", u->i[0], u->i[254], u->i[255]);
         expect(&t, "fill f32", f32, V(1.5, 1.5, 1.5, 1.5));
         expect(&t, "fill scalar", sc, V(3.25));
         expect_shape(&t, "fill scalar", sc, NULL, 0);
