@@ -326,6 +326,11 @@ static void grad_tanh(ad_ctx *c, ir_value v, ir_value g)
 {
     add_grad(c, A0, bin(c, OP_MUL, g, bin(c, OP_SUB, constant(c, 1.0, v), bin(c, OP_MUL, v, v))));
 }
+static void grad_sin(ad_ctx *c, ir_value v, ir_value g) { add_grad(c, A0, bin(c, OP_MUL, g, un(c, OP_COS, A0))); }
+static void grad_cos(ad_ctx *c, ir_value v, ir_value g)
+{
+    add_grad(c, A0, un(c, OP_NEG, bin(c, OP_MUL, g, un(c, OP_SIN, A0))));
+}
 static void grad_erf(ad_ctx *c, ir_value v, ir_value g)
 {
     ir_value x = A0;   /* 2/sqrt(pi) e^(-x^2) */

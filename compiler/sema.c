@@ -328,13 +328,11 @@ static const char *repeat_name_hint(sema_ctx *c, const char *name)
 }
 
 /* Names PyTorch and NumPy users reach for that netc spells otherwise: edit
- * distance finds no match for them (cat is 3 edits from concat; cos is 2
- * from abs, a wrong suggestion). */
+ * distance finds no match for them (cat is 3 edits from concat) or a
+ * wrong one. */
 static const char *other_spelling_hint(const char *name)
 {
     static const struct { const char *name, *hint; } spellings[] = {
-        {"sin", "there is no sin op: nn.cos_sin(angle) gives the cosine and sine of f32 angles (import nn)"},
-        {"cos", "there is no cos op: nn.cos_sin(angle) gives the cosine and sine of f32 angles (import nn)"},
         {"clamp", "clamp x to [lo, hi] with minimum(maximum(x, lo), hi)"},
         {"clip", "clip x to [lo, hi] with minimum(maximum(x, lo), hi)"},
         {"cat", "tensors are joined by concat([a, b], axis: k)"},

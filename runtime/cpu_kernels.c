@@ -405,6 +405,8 @@ void cpu_sqrt(const cpu_op_ctx *c)
 }
 void cpu_rsqrt(const cpu_op_ctx *c) { MAP1_F(1.0 / sqrt(x)); }
 void cpu_tanh(const cpu_op_ctx *c) { MAP1_F(tanh(x)); }
+void cpu_sin(const cpu_op_ctx *c) { MAP1_F(sin(x)); }
+void cpu_cos(const cpu_op_ctx *c) { MAP1_F(cos(x)); }
 void cpu_erf(const cpu_op_ctx *c) { MAP1_F(erf(x)); }
 void cpu_sigmoid(const cpu_op_ctx *c) { MAP1_F(sigmoid_d(x)); }
 void cpu_gelu(const cpu_op_ctx *c) { MAP1_F(gelu_d(x)); }

@@ -10,7 +10,7 @@
 #include "program.h"
 
 #define NRT_MODULE_MAGIC "NETCMOD\0"
-#define NRT_MODULE_VERSION 19  /* 2: entry sections (forward + train in one file); 3: 16 buffers a kernel;
+#define NRT_MODULE_VERSION 20  /* 2: entry sections (forward + train in one file); 3: 16 buffers a kernel;
                                   4: 64 buffers a kernel, kernels of several loops; 5: matmul epilogues;
                                   6: batched launches; 7: prepare steps; 8: dropout reads the @step input
                                   (a training step's kernels before it read a step nothing set);
@@ -37,7 +37,9 @@
                                   4th), attention_lse (3rd) and attention_grad (7th), which a
                                   reader of 17 refused as corrupt;
                                   19: a require's hint after its message, and size spans in both
-                                  (IR_SIZES_MARK, ir.h), which a reader of 18 misread */
+                                  (IR_SIZES_MARK, ir.h), which a reader of 18 misread;
+                                  20: the ops sin and cos (appended to ops.def), which a reader
+                                  of 19 took for a corrupt op number */
 #define NRT_MODULE_MAX_BYTES ((uint64_t)4 << 30)   /* refuse larger files outright */
 
 typedef struct nrt_image {

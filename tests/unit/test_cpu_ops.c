@@ -374,6 +374,7 @@ static void test_unary_float(void)
     ir_value ge = op(&t, OP_GELU, NOATTR, A(x)), gt = op(&t, OP_GELU_TANH, NOATTR, A(x));
     ir_value si = op(&t, OP_SILU, NOATTR, A(x)), ef = op(&t, OP_ERF, NOATTR, A(x));
     ir_value eb = op(&t, OP_EXP, NOATTR, A(xb)), eh = op(&t, OP_EXP, NOATTR, A(xh));
+    ir_value sn = op(&t, OP_SIN, NOATTR, A(xg)), cs = op(&t, OP_COS, NOATTR, A(xg));
     if (run(&t)) {
         /* e^89 = 4.49e38 is past FLT_MAX: inf once rounded to f32. */
         expect_tol(&t, "exp", e, TOL, V(1, 2.718281828459045, 0.36787944117144233, INFINITY));
@@ -381,6 +382,9 @@ static void test_unary_float(void)
         expect_tol(&t, "sqrt", sq, TOL, V(1, 2, 0, NAN));
         expect_tol(&t, "rsqrt", rs, TOL, V(0.5, 2, INFINITY));
         expect_tol(&t, "tanh", th, TOL, V(0, 0.7615941559557649, -1));
+        /* radians, reduced exactly however large: sin(-1000) = -0.8268795405320025 */
+        expect_tol(&t, "sin", sn, TOL, V(0, 0.9092974268256817, -0.8268795405320025));
+        expect_tol(&t, "cos", cs, TOL, V(1, -0.4161468365471424, 0.5623790762907029));
         /* sigmoid(-1000) = 1/(1+e^1000) = 1/inf = 0, no NaN. */
         expect_tol(&t, "sigmoid", sg, TOL, V(0.5, 0.8807970779778823, 0));
         /* 0.5*x*(1+erf(x/sqrt2)): x=1 -> 0.841344746, x=-1 -> -0.158655254; x=89 -> 89. */

@@ -140,6 +140,7 @@ static const grad_case cases[] = {
     /* LLaMA's layers: rotary's turn (x's gradient turns back) and SwiGLU's three products */
     {"nn_rotary", "y = nn.rotary(a * 2.0, base: 10.0)", "param a: f32[2, 5, 4] = normal(1)"},
     {"nn_swiglu", "y = nn.swiglu(a, 5)", "param a: f32[3, 4] = normal(1)"},
+    {"sin_cos", "y = sin(a * 3.0) * cos(a) + cos(b)", "param a: f32[3, 4] = normal(1)\n param b: f32[4] = normal(2)"},
 };
 
 static int failures;

@@ -647,6 +647,19 @@ static const char *gelu_tails_source =
     "  optimizer sgd(lr: 0.1)\n"
     "}\n";
 
+/* sin and cos over angles to about 60 radians, forward and backward: the
+ * kernels' sinf and cosf reduce large angles as the executor's libm does. */
+static const char *sin_cos_source =
+    "model waves(x: f32[B, 64]) -> (s: f32[B, 64], c: bf16[B, 64]) {\n"
+    "  param w: f32[64] = ones\n"
+    "  z = x * w * 20.0\n"
+    "  return sin(z), bf16(cos(z * 0.5) + sin(x))\n"
+    "}\n"
+    "train waves {\n"
+    "  loss = sum(s) + sum(f32(c))\n"
+    "  optimizer sgd(lr: 0.1)\n"
+    "}\n";
+
 /* A chain longer than one fused group takes (CUDA_FUSE_MAX_OPS): 160 bf16
  * ops cut into kernels of 64, 64 and 32, each value at a cut rounded,
  * stored and loaded again by the next kernel, as the executor rounds it. */
@@ -1060,6 +1073,8 @@ int main(void)
         check_model_text(name, "scal.net", scalar_slice_source, fuse, b, v5, 1, NULL, NULL, 0, false);
         snprintf(name, sizeof name, "GELU's tails (training)%s", fuse ? " --fuse" : "");
         check_model_text(name, "tails.net", gelu_tails_source, fuse, b, v5, 1, NULL, NULL, 0, true);
+        snprintf(name, sizeof name, "sin and cos (training)%s", fuse ? " --fuse" : "");
+        check_model_text(name, "waves.net", sin_cos_source, fuse, b, v5, 1, NULL, NULL, 0, true);
         if (fuse) check_model_text("a chain of 160 ops cut into 3 kernels (bf16) --fuse", "chain.net", long_chain_source, fuse, b, v5, 1,
                                    NULL, NULL, 0, false);
         snprintf(name, sizeof name, "narrow constants%s", fuse ? " --fuse" : "");
