@@ -12,6 +12,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1363,8 +1364,12 @@ enum {
     SPLIT_MIN_WORK = 1 << 21,   /* multiply-adds a slab must have to be worth a thread's wake-up */
 };
 static pthread_once_t split_once = PTHREAD_ONCE_INIT;
-static bool blas_concurrent;    /* the BLAS may be called from several threads at once */
+static cpu_blas_kind blas_kind;  /* the linked BLAS's, found by split_probe */
 static int split_rows;          /* slabs begin at multiples of this; 0: products are not split */
+/* cpu_split_pretend's, in place of the machine's */
+static double pretend_load = -1;
+static cpu_blas_kind pretend_blas = CPU_BLAS_REAL;
+static _Atomic int64_t split_shared;   /* kernels that shared their work out (cpu_split_shared) */
 
 #if NETC_HAVE_CBLAS
 /* Slabs of al rows each (the last shorter) give the whole product's bits,
@@ -1387,13 +1392,15 @@ static bool split_keeps_bits(int al, const float *A, const float *B, float *whol
 static void split_probe(void)
 {
 #if NETC_HAVE_CBLAS
+    blas_kind = CPU_BLAS_THREADED;
     if (cpu_blas_threads() != 1) return;
+    blas_kind = CPU_BLAS_SERIAL;
 #if CPU_OPENBLAS
     /* a serial OpenBLAS need not be safe to call from two threads at once
        (built without USE_LOCKING); the pthreads build is */
     if (openblas_get_parallel() != 1) return;
 #endif
-    blas_concurrent = true;
+    blas_kind = CPU_BLAS_ONE_THREAD;
     static const int rows[] = {12, 16, 24, 32, 48, 64, 96};
     const int64_t M = SPLIT_PROBE_M, N = SPLIT_PROBE_N, K = SPLIT_PROBE_K;
     float *A = nc_xmalloc((size_t)(M * K) * sizeof *A), *B = nc_xmalloc((size_t)(K * N) * sizeof *B);
@@ -1405,16 +1412,27 @@ static void split_probe(void)
         if (split_keeps_bits(rows[i], A, B, whole, cut)) split_rows = rows[i];
     free(A), free(B), free(whole), free(cut);
 #else
-    blas_concurrent = true;
+    blas_kind = CPU_BLAS_ONE_THREAD;
     split_rows = GEMM_ROWS;   /* each row's sum is its own, in k order */
 #endif
 }
 
-int cpu_gemm_split_rows(void)
+/* Several threads may call the BLAS at once, each on one thread of its own. */
+static bool blas_concurrent(void)
 {
     pthread_once(&split_once, split_probe);
-    return split_rows;
+    return (pretend_blas != CPU_BLAS_REAL ? pretend_blas : blas_kind) == CPU_BLAS_ONE_THREAD;
 }
+
+int cpu_gemm_split_rows(void) { return blas_concurrent() ? split_rows : 0; }
+
+void cpu_split_pretend(double load, cpu_blas_kind blas)
+{
+    pretend_load = load;
+    pretend_blas = blas;
+}
+
+int64_t cpu_split_shared(void) { return split_shared; }
 
 /* Slabs for a product of M rows on threads, beginning at multiples of al
  * rows: at most one a thread, each of SPLIT_MIN_WORK or more and at least al
@@ -1459,14 +1477,14 @@ static int gemm_tile(void *ctx, int64_t tile, int thread)
 int64_t cpu_gemm_batch(cpu_crew *crew, bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,
                        const float *A, const float *B, bool b_shared, float *C)
 {
-    pthread_once(&split_once, split_probe);
-    if (!blas_concurrent) crew = NULL;   /* products side by side too */
+    if (!blas_concurrent()) crew = NULL;   /* products side by side too */
     int threads = cpu_crew_size(crew), al = threads > 1 && batch == 1 ? split_rows : 0;
     gemm_job j = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C, .b_shared = b_shared,
                   .al = al ? al : 1, .nslab = gemm_slabs(threads, al, M, N, K)};
     /* whole products side by side: same bits trivially */
     if (j.nslab == 1 && (batch < 2 || (double)batch * M * N * K < SPLIT_MIN_WORK)) crew = NULL;
     int failed;
+    if (crew) split_shared++;
     cpu_crew_run(crew, batch * j.nslab, gemm_tile, &j, &failed);
     return crew ? batch * j.nslab : 1;
 }
@@ -1480,11 +1498,19 @@ int64_t cpu_gemm_batch(cpu_crew *crew, bool ta, bool tb, int64_t batch, int64_t 
  * slabs while the other sat preempted. */
 static bool cores_busy(int threads)
 {
+    if (pretend_load >= 0) return pretend_load >= threads;
     FILE *f = fopen("/proc/loadavg", "r");
     double load = 0;
     bool busy = f && fscanf(f, "%lf", &load) == 1 && load >= threads;
     if (f) fclose(f);
     return busy;
+}
+
+cpu_crew *cpu_split_crew(const cpu_op_ctx *c, double work)
+{
+    if (!c->crew || work < 2.0 * SPLIT_MIN_WORK || !blas_concurrent()) return NULL;   /* else no thread need start */
+    cpu_crew *crew = c->crew(c->run);
+    return crew && !cores_busy(cpu_crew_size(crew)) ? crew : NULL;
 }
 
 /* (..., M, K) x (..., K, N) or (K, N) -> (..., M, N); ta/tb swap an operand's last two axes. */
@@ -1510,9 +1536,7 @@ void cpu_matmul(const cpu_op_ctx *c)
         cpu_fail(c, "matmul: a dimension over %d is too large for the BLAS interface", INT_MAX);
         return;
     }
-    bool worth = (double)(flat ? rows : batch * M) * N * K >= 2.0 * SPLIT_MIN_WORK;   /* else no thread need start */
-    cpu_crew *crew = c->crew && worth ? c->crew(c->run) : NULL;
-    if (crew && cores_busy(cpu_crew_size(crew))) crew = NULL;
+    cpu_crew *crew = cpu_split_crew(c, (double)(flat ? rows : batch * M) * N * K);
     if (flat) cpu_gemm_batch(crew, false, tb, 1, rows, N, K, a->f, b->f, true, y->f);
     else cpu_gemm_batch(crew, ta, tb, batch, M, N, K, a->f, b->f, rb == 2, y->f);
     round_out(y);

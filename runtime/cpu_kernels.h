@@ -38,6 +38,30 @@ int64_t cpu_gemm_batch(cpu_crew *crew, bool ta, bool tb, int64_t batch, int64_t 
  * are not split. */
 int cpu_gemm_split_rows(void);
 
+/* The run's crew for a kernel's work of this many multiply-adds (its
+ * products), or NULL: too little work to wake a thread, a BLAS that cannot
+ * be called from several threads at once (see cpu_gemm_split_rows), or the
+ * machine's cores all taken (a 1-minute load average of at least the crew's
+ * threads: a preempted worker would hold the whole kernel up). */
+cpu_crew *cpu_split_crew(const cpu_op_ctx *c, double work);
+
+/* The BLAS as the split sees it. */
+typedef enum cpu_blas_kind {
+    CPU_BLAS_REAL,         /* (cpu_split_pretend) the one linked, as probed */
+    CPU_BLAS_ONE_THREAD,   /* one thread a call, safe to call from several */
+    CPU_BLAS_SERIAL,       /* a serial OpenBLAS, not safe to call from two threads */
+    CPU_BLAS_THREADED,     /* runs a call on threads of its own */
+} cpu_blas_kind;
+
+/* For tests: the split's gates see this 1-minute load average (< 0: the
+ * machine's) and this BLAS (CPU_BLAS_REAL: the linked one's kind); the
+ * products still run on the linked BLAS. Not thread safe: call it while no
+ * kernel runs. */
+void cpu_split_pretend(double load, cpu_blas_kind blas);
+
+/* Kernels that have shared their work out over a crew, in this process. */
+int64_t cpu_split_shared(void);
+
 /* Bytes of storage per element: f32 for floats, i32 for the rest. */
 #define CPU_ELEM_BYTES 4
 

@@ -5,7 +5,9 @@
  * gpt2-small train with (gpt2's with fewer rows). A BLAS whose row blocks a cut breaks up computes
  * the rows of the cut differently (OpenBLAS on Zen: blocks of 12 rows), so
  * slabs cut at the wrong rows fail here. Shapes with the work for several
- * slabs must in fact be split, or the sweep would prove nothing. */
+ * slabs must in fact be split, or the sweep would prove nothing. The
+ * split's gates (a serial or threaded BLAS, the load average) are checked
+ * with what they see pretended (cpu_split_pretend). */
 #include "cpu_crew.h"
 #include "cpu_kernels.h"
 
@@ -85,6 +87,54 @@ static void check(cpu_crew *crew, const shape *s, bool ta, bool tb, bool b_share
     free(A), free(B), free(one), free(many);
 }
 
+/* A serial OpenBLAS (not safe to call from two threads) or a BLAS on
+ * threads of its own is never called from a crew: no row count to split
+ * at, a product that would be split runs whole on the calling thread, and
+ * no kernel gets a crew (cpu_split_crew), whatever the load. */
+static cpu_crew *given_crew(void *run) { return run; }
+
+static void check_guards(cpu_crew *crew)
+{
+    static const cpu_blas_kind kinds[] = {CPU_BLAS_SERIAL, CPU_BLAS_THREADED};
+    const shape *s = &shapes[3];   /* odd sizes, 3 slabs */
+    float *A = calloc((size_t)(s->M * s->K), sizeof *A), *B = calloc((size_t)(s->K * s->N), sizeof *B);
+    float *C = malloc((size_t)(s->M * s->N) * sizeof *C);
+    cpu_op_ctx c = {.crew = given_crew, .run = crew};
+    for (int i = 0; i < (int)NC_COUNT(kinds); i++) {
+        cpu_split_pretend(0, kinds[i]);
+        int64_t tiles = cpu_gemm_batch(crew, false, false, 1, s->M, s->N, s->K, A, B, true, C);
+        if (cpu_gemm_split_rows() != 0 || tiles != 1 || cpu_split_crew(&c, 1e12)) {
+            printf("FAIL blas kind %d: split at %d rows, %lld tiles, a crew %s\n", (int)kinds[i],
+                   cpu_gemm_split_rows(), (long long)tiles, cpu_split_crew(&c, 1e12) ? "given" : "refused");
+            failures++;
+        }
+    }
+    cpu_split_pretend(-1, CPU_BLAS_REAL);
+    free(A), free(B), free(C);
+}
+
+/* The load gate of cpu_split_crew: a crew while the 1-minute load average
+ * is under its threads, none from there up, none for too little work. */
+static void check_load_gate(cpu_crew *crew)
+{
+    int threads = cpu_crew_size(crew);
+    const struct { double load, work; bool crew; } cases[] = {
+        {0, 1e9, true}, {threads - 0.01, 1e9, true}, {threads, 1e9, false}, {threads + 7.5, 1e9, false},
+        {0, 1e5, false},
+    };
+    cpu_op_ctx c = {.crew = given_crew, .run = crew};
+    for (int i = 0; i < (int)NC_COUNT(cases); i++) {
+        cpu_split_pretend(cases[i].load, CPU_BLAS_REAL);
+        bool got = cpu_split_crew(&c, cases[i].work) != NULL, want = cases[i].crew && cpu_gemm_split_rows() > 0;
+        if (got != want) {
+            printf("FAIL load %g on %d threads, %g multiply-adds: a crew %s\n", cases[i].load, threads,
+                   cases[i].work, got ? "given" : "refused");
+            failures++;
+        }
+    }
+    cpu_split_pretend(-1, CPU_BLAS_REAL);
+}
+
 int main(void)
 {
     int al = cpu_gemm_split_rows();
@@ -108,6 +158,8 @@ int main(void)
                 if (s->batch * s->M * s->N * s->K > ((int64_t)1 << 26) && t != s->t) continue;
                 check(crew, s, t & 1, t & 2, s->batch == 1 || t == 3);
             }
+        check_guards(crew);
+        check_load_gate(crew);
         cpu_crew_free(crew);
     }
     if (failures) {
