@@ -1181,71 +1181,112 @@ static double attn_softmax_row(float *row, int64_t n)
     return lse;
 }
 
+static _Atomic int64_t split_shared;   /* kernels that shared their work out (cpu_split_shared) */
+
+/* An attention kernel's batch entries, one a tile: an entry's arithmetic is
+ * the same on any thread (its own products on one BLAS thread, its own
+ * scratch), so the bits do not depend on the thread count. */
+typedef struct attn_job {
+    const cpu_op_ctx *c;
+    attn_dims d;
+    size_t floats;                        /* of one scratch buffer: a batch entry's scores */
+    float *buf[CPU_CREW_MAX][2];          /* a thread's scratch, from its first tile on */
+} attn_job;
+
+static float *attn_buf(attn_job *j, int thread, int which)
+{
+    float **b = &j->buf[thread][which];
+    if (!*b) *b = nc_xmalloc(j->floats * sizeof **b);
+    return *b;
+}
+
+/* fn over the batch entries of c, on the run's crew when the products are
+ * worth it (cpu_split_crew). */
+static void attn_run(const cpu_op_ctx *c, cpu_crew_fn *fn)
+{
+    attn_job j = {.c = c, .d = attn_dims_of(c)};
+    j.floats = (size_t)(j.d.T * j.d.S + 1);
+    double work = (double)j.d.batch * j.d.T * j.d.S * (j.d.D + j.d.E);
+    cpu_crew *crew = j.d.batch > 1 ? cpu_split_crew(c, work) : NULL;
+    int failed;
+    if (crew) split_shared++;
+    cpu_crew_run(crew, j.d.batch, fn, &j, &failed);
+    for (int t = 0; t < CPU_CREW_MAX; t++) free(j.buf[t][0]), free(j.buf[t][1]);
+}
+
+static int attn_out_tile(void *ctx, int64_t b, int thread)
+{
+    attn_job *j = ctx;
+    const attn_dims *d = &j->d;
+    int64_t n = attn_keys(d, b);
+    float *out = j->c->out->f + b * d->T * d->E;
+    if (n == 0) {   /* no key seen: zeros, not 0/0 */
+        memset(out, 0, (size_t)(d->T * d->E) * sizeof *out);
+        return 0;
+    }
+    float *s = attn_buf(j, thread, 0);
+    attn_scores(j->c, d, b, n, s);
+    for (int64_t i = 0; i < d->T; i++) attn_softmax_row(s + i * n, n);
+    gemm(false, false, d->T, d->E, n, s, j->c->args[2]->f + b * d->S * d->E, out);
+    return 0;
+}
+
 void cpu_attention(const cpu_op_ctx *c)
 {
-    attn_dims d = attn_dims_of(c);
-    float *s = nc_xmalloc((size_t)(d.T * d.S + 1) * sizeof *s);
-    for (int64_t b = 0; b < d.batch; b++) {
-        int64_t n = attn_keys(&d, b);
-        float *out = c->out->f + b * d.T * d.E;
-        if (n == 0) {   /* no key seen: zeros, not 0/0 */
-            memset(out, 0, (size_t)(d.T * d.E) * sizeof *out);
-            continue;
-        }
-        attn_scores(c, &d, b, n, s);
-        for (int64_t i = 0; i < d.T; i++) attn_softmax_row(s + i * n, n);
-        gemm(false, false, d.T, d.E, n, s, c->args[2]->f + b * d.S * d.E, out);
-    }
-    free(s);
+    attn_run(c, attn_out_tile);
     round_out(c->out);
 }
 
-void cpu_attention_lse(const cpu_op_ctx *c)
+static int attn_lse_tile(void *ctx, int64_t b, int thread)
 {
-    attn_dims d = attn_dims_of(c);
-    float *s = nc_xmalloc((size_t)(d.T * d.S + 1) * sizeof *s);
-    for (int64_t b = 0; b < d.batch; b++) {
-        int64_t n = attn_keys(&d, b);
-        if (n > 0) attn_scores(c, &d, b, n, s);
-        for (int64_t i = 0; i < d.T; i++) c->out->f[b * d.T + i] = n > 0 ? (float)attn_softmax_row(s + i * n, n) : -INFINITY;
-    }
-    free(s);
+    attn_job *j = ctx;
+    const attn_dims *d = &j->d;
+    int64_t n = attn_keys(d, b);
+    float *s = n > 0 ? attn_buf(j, thread, 0) : NULL;
+    if (n > 0) attn_scores(j->c, d, b, n, s);
+    for (int64_t i = 0; i < d->T; i++) j->c->out->f[b * d->T + i] = n > 0 ? (float)attn_softmax_row(s + i * n, n) : -INFINITY;
+    return 0;
 }
+
+void cpu_attention_lse(const cpu_op_ctx *c) { attn_run(c, attn_lse_tile); }
 
 /* With P = softmax rows (rebuilt from lse), dP = g v^T and
  * dS = P (dP - delta): dq = scale dS k, dk = scale dS^T q, dv = P^T g.
  * Keys past a batch's length get zero gradients. */
-void cpu_attention_grad(const cpu_op_ctx *c)
+static int attn_grad_tile(void *ctx, int64_t b, int thread)
 {
-    attn_dims d = attn_dims_of(c);
+    attn_job *j = ctx;
+    const cpu_op_ctx *c = j->c;
+    const attn_dims *d = &j->d;
     int wrt = c->node->attr.axis;
     const float *q = c->args[0]->f, *k = c->args[1]->f, *v = c->args[2]->f, *g = c->args[3]->f;
     const float *lse = c->args[4]->f, *delta = c->args[5]->f;
-    float *p = nc_xmalloc((size_t)(d.T * d.S + 1) * sizeof *p), *dp = NULL;
-    if (wrt != 2) dp = nc_xmalloc((size_t)(d.T * d.S + 1) * sizeof *dp);
-    int64_t rows = wrt == 0 ? d.T : d.S, width = wrt == 2 ? d.E : d.D;
-    for (int64_t b = 0; b < d.batch; b++) {
-        int64_t n = attn_keys(&d, b);
-        float *out = c->out->f + b * rows * width;
-        if (n == 0 || (wrt > 0 && n < d.S)) memset(out, 0, (size_t)(rows * width) * sizeof *out);
-        if (n == 0) continue;
-        attn_scores(c, &d, b, n, p);
-        for (int64_t i = 0; i < d.T; i++)
-            for (int64_t j = 0; j < n; j++) p[i * n + j] = (float)exp((double)p[i * n + j] - lse[b * d.T + i]);
-        const float *gb = g + b * d.T * d.E;
-        if (wrt == 2) {
-            gemm(true, false, n, d.E, d.T, p, gb, out);
-            continue;
-        }
-        gemm(false, true, d.T, n, d.E, gb, v + b * d.S * d.E, dp);
-        for (int64_t i = 0; i < d.T; i++)
-            for (int64_t j = 0; j < n; j++)
-                dp[i * n + j] = (float)(p[i * n + j] * ((double)dp[i * n + j] - delta[b * d.T + i]) * d.scale);
-        if (wrt == 0) gemm(false, false, d.T, d.D, n, dp, k + b * d.S * d.D, out);
-        else gemm(true, false, n, d.D, d.T, dp, q + b * d.T * d.D, out);
+    int64_t rows = wrt == 0 ? d->T : d->S, width = wrt == 2 ? d->E : d->D, n = attn_keys(d, b);
+    float *out = c->out->f + b * rows * width;
+    if (n == 0 || (wrt > 0 && n < d->S)) memset(out, 0, (size_t)(rows * width) * sizeof *out);
+    if (n == 0) return 0;
+    float *p = attn_buf(j, thread, 0);
+    attn_scores(c, d, b, n, p);
+    for (int64_t i = 0; i < d->T; i++)
+        for (int64_t x = 0; x < n; x++) p[i * n + x] = (float)exp((double)p[i * n + x] - lse[b * d->T + i]);
+    const float *gb = g + b * d->T * d->E;
+    if (wrt == 2) {
+        gemm(true, false, n, d->E, d->T, p, gb, out);
+        return 0;
     }
-    free(dp);
-    free(p);
+    float *dp = attn_buf(j, thread, 1);
+    gemm(false, true, d->T, n, d->E, gb, v + b * d->S * d->E, dp);
+    for (int64_t i = 0; i < d->T; i++)
+        for (int64_t x = 0; x < n; x++)
+            dp[i * n + x] = (float)(p[i * n + x] * ((double)dp[i * n + x] - delta[b * d->T + i]) * d->scale);
+    if (wrt == 0) gemm(false, false, d->T, d->D, n, dp, k + b * d->S * d->D, out);
+    else gemm(true, false, n, d->D, d->T, dp, q + b * d->T * d->D, out);
+    return 0;
+}
+
+void cpu_attention_grad(const cpu_op_ctx *c)
+{
+    attn_run(c, attn_grad_tile);
     round_out(c->out);
 }
 
@@ -1369,7 +1410,6 @@ static int split_rows;          /* slabs begin at multiples of this; 0: products
 /* cpu_split_pretend's, in place of the machine's */
 static double pretend_load = -1;
 static cpu_blas_kind pretend_blas = CPU_BLAS_REAL;
-static _Atomic int64_t split_shared;   /* kernels that shared their work out (cpu_split_shared) */
 
 #if NETC_HAVE_CBLAS
 /* Slabs of al rows each (the last shorter) give the whole product's bits,

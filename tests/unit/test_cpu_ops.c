@@ -1767,6 +1767,156 @@ static void test_chain_threads(void)
     else unsetenv("NETC_CPU_THREADS");
     free(old), free(pv), free(gv), free(iv), free(wm), free(wp);
 }
+/* NETC_CPU_THREADS for one test, and back. */
+static char *threads_set(const char *count)
+{
+    const char *saved = getenv("NETC_CPU_THREADS");
+    char *old = saved ? strdup(saved) : NULL;
+    setenv("NETC_CPU_THREADS", count, 1);
+    return old;
+}
+
+static void threads_restore(char *old)
+{
+    if (old) setenv("NETC_CPU_THREADS", old, 1);
+    else unsetenv("NETC_CPU_THREADS");
+    free(old);
+}
+
+/* Attention, its lse and its three gradients of one shape, as graph nodes
+ * out[0..4]; lens: key lengths over [B] (NULL: every key). */
+typedef struct attn_shape {
+    int64_t B, H, T, S, D, E;
+    bool causal;
+    const double *lens;
+    const char *what;
+} attn_shape;
+
+static void attn_graph(tcase *t, const attn_shape *a, ir_value *out)
+{
+    int64_t nq = a->B * a->H * a->T * a->D, nk = a->B * a->H * a->S * a->D, nv = a->B * a->H * a->S * a->E;
+    int64_t ng = a->B * a->H * a->T * a->E, nd = a->B * a->H * a->T, n = 16 + nq + nk + nv + ng;
+    double *x = calloc((size_t)n, sizeof *x);
+    for (int64_t i = 0; i < n; i++) x[i] = sin(0.37 * (double)i + 0.1) * 1.7;
+    ir_value q = in(t, NC_F32, S(a->B, a->H, a->T, a->D), x, (int)nq);
+    for (int64_t i = 0; i < n; i++) x[i] = cos(1.31 * (double)i);
+    ir_value k = in(t, NC_F32, S(a->B, a->H, a->S, a->D), x, (int)nk);
+    ir_value v = in(t, NC_F32, S(a->B, a->H, a->S, a->E), x + 5, (int)nv);
+    ir_value g = in(t, NC_F32, S(a->B, a->H, a->T, a->E), x + 11, (int)ng);
+    ir_value delta = in(t, NC_F32, S(a->B, a->H, a->T, 1), x + 3, (int)nd);
+    ir_value len = a->lens ? in(t, NC_I32, S(a->B), a->lens, (int)a->B) : 0;
+    ir_attr at = {.causal = a->causal};
+    out[0] = a->lens ? op(t, OP_ATTENTION, at, A(q, k, v, len)) : op(t, OP_ATTENTION, at, A(q, k, v));
+    out[1] = a->lens ? op(t, OP_ATTENTION_LSE, at, A(q, k, len)) : op(t, OP_ATTENTION_LSE, at, A(q, k));
+    for (int wrt = 0; wrt < 3; wrt++) {
+        at.axis = wrt;
+        out[2 + wrt] = a->lens ? op(t, OP_ATTENTION_GRAD, at, A(q, k, v, g, out[1], delta, len))
+                               : op(t, OP_ATTENTION_GRAD, at, A(q, k, v, g, out[1], delta));
+    }
+    free(x);
+}
+
+/* The attention kernels share a head a tile over NETC_CPU_THREADS threads:
+ * on 2 and 3 threads, odd shapes, causal or not, with key lengths (one of
+ * them 0, one past S) give the one thread's bits, and the kernels did share
+ * their work out (the load average pretended idle, as on a busy machine
+ * the gate would run them alone). */
+static void test_attention_threads(void)
+{
+    static const double lens[3] = {50, 0, 90};
+    static const attn_shape shapes[] = {
+        {3, 5, 67, 71, 37, 29, false, NULL, "odd shapes"},
+        {3, 5, 73, 73, 37, 29, true, NULL, "causal"},
+        {3, 5, 67, 71, 37, 29, false, lens, "key lengths"},
+        {1, 9, 64, 64, 64, 64, true, NULL, "gpt2's head size, one batch entry"},
+    };
+    static const char *counts[] = {"1", "2", "3"};
+    cpu_split_pretend(0, CPU_BLAS_REAL);
+    bool can = cpu_gemm_split_rows() > 0;   /* a BLAS that may run on several threads */
+    for (int s = 0; s < (int)NC_COUNT(shapes); s++) {
+        const attn_shape *a = &shapes[s];
+        float *one[5] = {0};
+        int64_t n[5] = {0};
+        for (int c = 0; c < (int)NC_COUNT(counts); c++) {
+            char *old = threads_set(counts[c]);
+            tcase t;
+            char name[96];
+            snprintf(name, sizeof name, "attention on %s threads, %s", counts[c], a->what);
+            begin(&t, name);
+            ir_value out[5];
+            attn_graph(&t, a, out);
+            int64_t shared = cpu_split_shared();
+            if (run(&t)) {
+                int64_t want = c > 0 && can ? 2 * 5 : 0;   /* run() runs the graph twice */
+                if (cpu_split_shared() - shared != want)
+                    fail(&t, "%lld of 2 x 5 kernels shared their work out, not %lld",
+                         (long long)(cpu_split_shared() - shared), (long long)want);
+                for (int i = 0; i < 5; i++) {
+                    const cpu_tensor *x = value(&t, out[i]);
+                    if (c == 0) {
+                        n[i] = x->numel;
+                        one[i] = malloc((size_t)n[i] * sizeof *one[i]);
+                        memcpy(one[i], x->f, (size_t)n[i] * sizeof *one[i]);
+                    } else {
+                        static const char *what[] = {"out", "lse", "dq", "dk", "dv"};
+                        expect_bits(&t, what[i], out[i], one[i], n[i]);
+                    }
+                }
+            }
+            end(&t);
+            threads_restore(old);
+        }
+        for (int i = 0; i < 5; i++) free(one[i]);
+    }
+    cpu_split_pretend(-1, CPU_BLAS_REAL);
+}
+
+/* The gates of a kernel's split (cpu_split_crew), through the executor on
+ * two threads: a matmul and an attention worth the threads share their work
+ * out at a 1-minute load average under 2 (the threads), and run alone at 2
+ * or more, on a serial OpenBLAS (not safe from two threads) or a BLAS with
+ * threads of its own. */
+static void test_split_gates(void)
+{
+    typedef struct gate {
+        double load;
+        cpu_blas_kind blas;
+        bool shares;
+    } gate;
+    static const gate gates[] = {
+        {0, CPU_BLAS_REAL, true},       {1.9, CPU_BLAS_REAL, true},    {2, CPU_BLAS_REAL, false},
+        {7.5, CPU_BLAS_REAL, false},    {0, CPU_BLAS_SERIAL, false},   {0, CPU_BLAS_THREADED, false},
+        {0, CPU_BLAS_ONE_THREAD, true},
+    };
+    static const attn_shape a = {3, 5, 67, 71, 37, 29, false, NULL, "attention"};
+    cpu_split_pretend(-1, CPU_BLAS_REAL);
+    bool can = cpu_gemm_split_rows() > 0;
+    char *old = threads_set("2");
+    for (int i = 0; i < (int)NC_COUNT(gates); i++) {
+        const gate *gt = &gates[i];
+        if (gt->blas == CPU_BLAS_ONE_THREAD && !can) continue;   /* would call a serial BLAS from two threads */
+        cpu_split_pretend(gt->load, gt->blas);
+        tcase t;
+        char name[96];
+        snprintf(name, sizeof name, "split gates, load %g, blas kind %d", gt->load, (int)gt->blas);
+        begin(&t, name);
+        enum { M = 96, K = 300, N = 200 };   /* 5.8M multiply-adds, 8 blocks of 12 rows */
+        double *x = malloc(M * K * sizeof *x);
+        for (int j = 0; j < M * K; j++) x[j] = sin(0.1 * j);
+        ir_value ma = in(&t, NC_F32, S(M, K), x, M * K), mb = in(&t, NC_F32, S(K, N), x, K * N);
+        free(x);
+        op(&t, OP_MATMUL, NOATTR, A(ma, mb));
+        ir_value out[5];
+        attn_graph(&t, &a, out);
+        int64_t shared = cpu_split_shared(), want = gt->shares && can ? 2 * 6 : 0;   /* run() runs it twice */
+        if (run(&t) && cpu_split_shared() - shared != want)
+            fail(&t, "%lld of 2 x 6 kernels shared their work out, not %lld", (long long)(cpu_split_shared() - shared),
+                 (long long)want);
+        end(&t);
+    }
+    cpu_split_pretend(-1, CPU_BLAS_REAL);
+    threads_restore(old);
+}
 
 /* cpu_exec_planned_bytes, from the graph alone, is what a run's pool holds
  * at most where no chain runs and no constant is kept: results of one size
@@ -2450,6 +2600,8 @@ int main(void)
     test_elementwise_chain();
     test_chain_local_storage();
     test_chain_threads();
+    test_attention_threads();
+    test_split_gates();
     test_planned_bytes();
     test_gather_chain();
     test_where_repeat();
