@@ -1089,6 +1089,14 @@ static char *unique_scope_name(sema_ctx *c, const char *base)
     }
 }
 
+/* The first symbol a non-constant dim is made of, to name in a --dim hint. */
+static const char *dim_first_sym(const ir_graph *g, uint32_t d)
+{
+    for (int t = 0; t < g->dims[d].nterms; t++)
+        if (g->dims[d].term[t].nfactors) return g->sym_names[g->dims[d].term[t].sym[0]];
+    return "B";
+}
+
 /* param NAME: TYPE = INIT, or buffer NAME: ...: a tensor the model keeps
  * between runs. A parameter is trained; a buffer (running statistics) is
  * assigned by the model's own `update`, in the training step only. */
@@ -1113,7 +1121,10 @@ static bool param_type(sema_ctx *c, const ast_node *s, const char *what, ir_para
     for (int i = 0; i < p->decl.rank; i++) {
         int64_t v;
         if (!dim_is_const(&c->g->dims[p->decl.shape[i]], &v)) {
-            sema_err(c, type->list.items[i]->loc, "parameter and buffer shapes are fixed when the model is built",
+            char hint[160];   /* the input's dim it came from is bound at build time, or not at all */
+            const char *sym = dim_first_sym(c->g, p->decl.shape[i]);
+            snprintf(hint, sizeof hint, "parameter and buffer shapes are fixed when the model is built: bind %s with --dim %s=N", sym, sym);
+            sema_err(c, type->list.items[i]->loc, hint,
                      "%s '%s' has a symbolic dimension %s", what, s->name, sema_dim_text(c, p->decl.shape[i]));
             return false;
         }

@@ -343,6 +343,19 @@ static void row_shape(const cpu_tensor *a, char *buf, size_t cap)
     for (int k = 1; k < a->rank; k++) snprintf(buf + strlen(buf), cap - strlen(buf), "%s%lld", k > 1 ? "x" : "", (long long)a->shape[k]);
 }
 
+/* " (hint: bind H with --dim H=8)" where decl's first unbound axis past the
+ * batch is a symbol alone and a's rank is decl's: the data's size for it. */
+static void unbound_hint(const ir_graph *g, const ir_tensor_decl *decl, const cpu_tensor *a, char *buf, size_t cap)
+{
+    for (int k = 1; decl->rank == a->rank && k < decl->rank; k++) {
+        const dim_expr *d = &g->dims[decl->shape[k]];
+        if (d->nterms != 1 || d->term[0].nfactors != 1 || d->term[0].coeff != 1) continue;
+        const char *sym = g->sym_names[d->term[0].sym[0]];
+        snprintf(buf, cap, " (hint: bind %s with --dim %s=%lld)", sym, sym, (long long)a->shape[k]);
+        return;
+    }
+}
+
 /* Both splits, before any step: a test set that does not fit would
  * otherwise fail at the first evaluation, an epoch of work lost. */
 static int check_data(trainer *t)
@@ -361,9 +374,11 @@ static int check_data(trainer *t)
         row_shape(a, rows, sizeof rows);
         int64_t last = 0;   /* targets [N] for an input [B, 1]: NumPy's usual slip */
         bool unit = a->rank + 1 == bad->rank && dim_is_const(&f->dims[bad->shape[bad->rank - 1]], &last) && last == 1;
+        char hint[160] = "";
+        if (unit) snprintf(hint, sizeof hint, " (hint: give the array an axis of 1, a.reshape(-1, 1), or declare the input without it)");
+        else unbound_hint(f, bad, a, hint, sizeof hint);
         fprintf(stderr, "netc: %s %s is %s; the %s set has %s %s of %s%s\n", x_fits ? "the train input" : "input", bad->name, have,
-                k ? "test" : "training", dtype_name(a->dtype), x_fits ? "targets" : "samples", rows,
-                unit ? " (hint: give the array an axis of 1, a.reshape(-1, 1), or declare the input without it)" : "");
+                k ? "test" : "training", dtype_name(a->dtype), x_fits ? "targets" : "samples", rows, hint);
         free(have);
         return 1;
     }

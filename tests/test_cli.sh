@@ -887,5 +887,22 @@ long=$(printf 'p%.0s' {1..400})
 printf 'model l(%s: f32[B, 4096]) -> (y: f32[B, 4096]) {\n  return %s * 2.0\n}\n' "$long" "$long" > "$tmp/long_input.net"
 "$netc" build "$tmp/long_input.net" --target '' -o "$tmp/long_input.netm" 2>/dev/null
 expect 1 "%0 (input $long: f32[B, 4096], long_input.net:1) would hold 4503599627370496 elements" inspect "$tmp/long_input.netm" --dim B=1099511627776
+# a symbolic dim that no size binds, where a parameter's shape takes it (through nn.linear) or the
+# data's shape would, says to bind it with --dim, with the data's size (it said only that
+# parameter shapes are fixed, or that the shapes differ)
+printf 'import nn\nmodel r(x: f32[B, F]) -> (pred: f32[B, 1]) {\n  return nn.linear(x, 1)\n}\n' > "$tmp/symparam.net"
+says 1 "nn.net:10:21: error: parameter 'weight' has a symbolic dimension F
+    param weight: f32[In, out] = xavier
+                      ^
+  hint: parameter and buffer shapes are fixed when the model is built: bind F with --dim F=N" check "$tmp/symparam.net"
+mkdir -p "$tmp/symnpy"
+for split in train test; do
+  { npy_header "{'descr': '<f4', 'fortran_order': False, 'shape': (8, 4), }"; head -c 128 /dev/zero; } > "$tmp/symnpy/${split}_x.npy"
+  { npy_header "{'descr': '<f4', 'fortran_order': False, 'shape': (8, 1), }"; head -c 32 /dev/zero; } > "$tmp/symnpy/${split}_y.npy"
+done
+printf 'import nn\nmodel r(x: f32[B, 4]) -> (pred: f32[B, 1]) {\n  return nn.linear(x, 1)\n}\ntrain r(t: f32[B, K]) {\n  loss = nn.mse(pred, t[:, 0:1])\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/symdata.net"
+expect 1 "netc: the train input t is f32[B, K]; the training set has f32 targets of 1 (hint: bind K with --dim K=1)" \
+  train "$tmp/symdata.net" --data "$tmp/symnpy" --batch 4 --device cpu
+says 0 "done: 2 steps" train "$tmp/symdata.net" --data "$tmp/symnpy" --batch 4 --device cpu --dim K=1
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
