@@ -1619,7 +1619,8 @@ static int report_epoch(trainer *t, const epoch_tally *e, double el, double accu
     if (t->classifier) snprintf(acc_text, sizeof acc_text, ", test accuracy %.4f", accuracy);
     if (t->gpu) snprintf(gpu_text, sizeof gpu_text, " (the GPU waited %.3f s for inputs)", gpu_wait);
     char rate_text[64] = ", no step of it in this run";   /* evaluated only: a rate of 0 would be no measure */
-    if (e->batches > e->first_batch) snprintf(rate_text, sizeof rate_text, ", %.1f s, %.0f samples/s", el, rate);
+    const bool timed = e->batches > e->first_batch;
+    if (timed) snprintf(rate_text, sizeof rate_text, ", %.1f s, %.0f samples/s", el, rate);
     fprintf(stderr, "epoch %lld: train loss %s, test loss %.4f%s%s, waited %.2f s for data%s%s\n",
             (long long)e->epoch + 1, loss_text, test_loss, acc_text, rate_text, e->waited, gpu_text,
             t->skipped ? " (steps skipped on overflow so far: see below)" : "");
@@ -1627,6 +1628,7 @@ static int report_epoch(trainer *t, const epoch_tally *e, double el, double accu
                              "train_loss", e->nloss ? train_loss : 0.0, "samples_per_s", rate, "test_loss", test_loss,
                              "epoch_seconds", el, "skipped_steps", (json_int_t)t->skipped);
     if (!stepped) json_object_del(line, "train_loss");   /* not 0: no step of the epoch ran here */
+    if (!timed) json_object_del(line, "samples_per_s"), json_object_del(line, "epoch_seconds");   /* likewise */
     if (t->classifier) json_object_set_new(line, "test_accuracy", json_real(accuracy));
     json_object_set_new(line, "data_wait_s", json_real(e->waited));
     if (t->gpu) json_object_set_new(line, "gpu_input_wait_s", json_real(gpu_wait));
@@ -1821,8 +1823,9 @@ static int train_loop(trainer *t)
         else
             fprintf(stderr, "done: %lld steps in %.1f s (%.0f samples/s), data wait %.2f s%s, skipped steps %lld\n",
                     (long long)t->step, el, (double)run.samples / fmax(el, 1e-9), run.waited, gpu_text, (long long)t->skipped);
-        if (t->gpu) rc = report_gpu_memory(t);
-        else if (t->step > t->first_step) report_cpu_memory(t);
+        if (t->step == t->first_step) {}   /* the sessions held what a step would, measured nothing */
+        else if (t->gpu) rc = report_gpu_memory(t);
+        else report_cpu_memory(t);
     }
     if (rc == 0 && o->save_path && (!t->stopped_by || t->step > t->first_step)) rc = save_weights(t, o->save_path);
     if (rc == 0 && t->stopped_by) rc = finish_interrupted(t, ckpt);

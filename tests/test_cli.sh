@@ -904,5 +904,12 @@ printf 'import nn\nmodel r(x: f32[B, 4]) -> (pred: f32[B, 1]) {\n  return nn.lin
 expect 1 "netc: the train input t is f32[B, K]; the training set has f32 targets of 1 (hint: bind K with --dim K=1)" \
   train "$tmp/symdata.net" --data "$tmp/symnpy" --batch 4 --device cpu
 says 0 "done: 2 steps" train "$tmp/symdata.net" --data "$tmp/symnpy" --batch 4 --device cpu --dim K=1
+# an epoch a resume only evaluates has no rate or time in the metrics (samples_per_s was 0)
+rm -f "$tmp/cpm.jsonl"
+says 0 "no step of it in this run" "${ctrain[@]}" --epochs 10 --max-steps 4 --checkpoint-dir "$tmp/cp" --resume --metrics "$tmp/cpm.jsonl"
+n=$((n + 1))
+cpm=$(cat "$tmp/cpm.jsonl")
+[[ $cpm == '{"epoch":1,"step":4,"train_loss":'*',"test_loss":'* && $cpm != *samples_per_s* && $cpm != *epoch_seconds* ]] ||
+  { echo "FAIL: an epoch only evaluated has a rate or time in the metrics: $(cat "$tmp/cpm.jsonl")"; fail=$((fail + 1)); }
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))

@@ -279,5 +279,23 @@ bands "$tmp/bands" train 24
 bands "$tmp/bands" t10k 12
 TEXT=$tmp/bands check_train fashion_cnn "$src/examples/fashion_cnn.net" 4 4
 
+# A resume with no step left (at --max-steps; of a finished run) on the GPU: no memory line and
+# no memory metrics (it printed and wrote what the sessions held for no step), and the epoch it
+# only evaluates has no samples_per_s or epoch_seconds in the metrics (it wrote 0 for them)
+head -c 1200 "$src/README.md" >"$tmp/short.txt"
+for again in max-steps finished; do
+  nr=(train "$src/examples/char_lm.net" --batch 4 --epochs 1 --seed 5 --set T=16 --set C=32 --set L=1 --device gpu
+      --checkpoint-dir "$tmp/nr.$again" --metrics "$tmp/nr.$again.jsonl")
+  if [[ $again == max-steps ]]; then nr+=(--data "$tmp/text.txt" --max-steps 3); else nr+=(--data "$tmp/short.txt"); fi
+  on_mock "$tmp/char_lm.train.cu:$tmp/char_lm.forward.cu" "$netc" "${nr[@]}" >/dev/null 2>&1
+  lines=$(wc -l <"$tmp/nr.$again.jsonl")
+  on_mock "$tmp/char_lm.train.cu:$tmp/char_lm.forward.cu" "$netc" "${nr[@]}" --resume >"$tmp/nr.log" 2>&1
+  added=$(tail -n +$((lines + 1)) "$tmp/nr.$again.jsonl")
+  if grep -q '^done: .* none in this run' "$tmp/nr.log" && ! grep -q 'GPU memory' "$tmp/nr.log" && (( lines > 1 )) &&
+     [[ $added != *gpu_train_bytes* && $added != *samples_per_s* && $added != *epoch_seconds* ]]; then
+    echo "ok train char_lm: a resume with no step left ($again) reports no memory or rate"
+  else echo "FAIL train char_lm: a resume with no step left ($again) reports memory or a rate"; cat "$tmp/nr.log"; echo "$added"; fails=$((fails + 1)); fi
+done
+
 echo "$fails failed"
 [[ $fails -eq 0 ]]
