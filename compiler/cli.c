@@ -14,6 +14,7 @@
 #include "tensor_io.h"
 #include "mem_budget.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -125,6 +126,20 @@ static int stdio_refused(const char *what)
                        *what ? " " : "");
 }
 
+/* File names are joined with others (D/checkpoint.safetensors, DIR/NAME.npy)
+ * in buffers of PATH_MAX and shown in messages of 1 KiB: a longer one
+ * would be cut there, a file of another name written or a reason lost, so
+ * it is refused before any work. what: the option, or "" for a command's file. */
+#define PATH_MOST 960
+
+static bool path_too_long(const char *what, const char *path)
+{
+    size_t n = strlen(path);
+    if (n <= PATH_MOST) return false;
+    usage_error("%s%s%.40s...: a name of %zu bytes; netc takes file names of up to %d bytes", what, *what ? " " : "", path, n, PATH_MOST);
+    return true;
+}
+
 /* An output (option out) that names a file the command reads (in, said as
  * what): writing it would destroy what was read (netc build m.net -o m.net
  * wrote the module over its source). 0, or usage_error's status. */
@@ -209,6 +224,7 @@ static int opt_input(cli_opts *o, const char *v)
         return usage_error("--input wants NAME=FILE.npy, got '%s'", v);
     if (name_given(o->inputs, o->ninputs, o->inputs[o->ninputs])) return usage_error("--input %s is given twice", o->inputs[o->ninputs]);
     if (!strcmp(o->input_files[o->ninputs], "-")) return stdio_refused("--input");
+    if (path_too_long("--input", o->input_files[o->ninputs])) return 2;
     o->ninputs++;
     return 0;
 }
@@ -567,7 +583,10 @@ static const char *count_wanted(const cli_option *opt) { return opt->least ? "a 
 static int opt_count(cli_opts *o, const cli_option *opt, const char *v)
 {
     uint64_t n;
-    if (!parse_count(v, (uint64_t)opt->least, 1ull << 40, &n)) return usage_error("%s needs %s, got '%s'", opt->name, count_wanted(opt), v);
+    if (!parse_count(v, (uint64_t)opt->least, 1ull << 40, &n))   /* a huge count is not "not positive": its range */
+        return usage_error("%s needs %s%s, got '%s'", opt->name, count_wanted(opt),
+                           parse_count(v, (uint64_t)opt->least, UINT64_MAX, &n) || (isdigit((unsigned char)v[0]) && errno == ERANGE)
+                               ? " up to 2^40" : "", v);
     *(int64_t *)((char *)o + opt->field) = (int64_t)n;
     return 0;
 }
@@ -576,13 +595,15 @@ static int opt_count(cli_opts *o, const cli_option *opt, const char *v)
 static int apply_option(cli_opts *o, const cli_option *opt, const char *next, bool *used)
 {
     *used = opt->kind == OPT_TEXT || opt->kind == OPT_COUNT || opt->kind == OPT_FN_VALUE ||
-            (opt->kind == OPT_FN_OPTIONAL_COUNT && next && next[0] >= '0' && next[0] <= '9');
+            (opt->kind == OPT_FN_OPTIONAL_COUNT && next && (isdigit((unsigned char)next[0]) ||
+                                                            (next[0] == '-' && isdigit((unsigned char)next[1]))));
     if (*used && !next)
         return opt->kind == OPT_COUNT ? usage_error("%s needs %s", opt->name, count_wanted(opt))
                                       : usage_error("%s needs a value: %s", opt->name, opt->wants);
     if (opt->kind == OPT_TEXT && !*next) return usage_error("%s needs a value: %s, got ''", opt->name, opt->wants);
     if (opt->kind == OPT_TEXT && !strcmp(next, "-") && opt->field != offsetof(cli_opts, model))   /* a file '-' was made without a word */
         return stdio_refused(opt->name);
+    if (opt->kind == OPT_TEXT && opt->field != offsetof(cli_opts, model) && path_too_long(opt->name, next)) return 2;
     char *base = (char *)o;
     switch (opt->kind) {
     case OPT_FLAG: *(bool *)(base + opt->field) = true; return 0;
@@ -653,6 +674,7 @@ static int parse_args(int argc, char **argv, const char *cmd, cli_opts *o)
         if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
         if (!*a || !strcmp(a, "-")) return *a ? stdio_refused("") : usage_error("a file name is empty ('')");
         if (o->nfiles == MAX_LIST) return usage_error("too many files (the limit is 64): %s", a);
+        if (path_too_long("", a)) return 2;
         o->files[o->nfiles++] = a;
     }
     return 0;
@@ -1317,7 +1339,8 @@ int cli_main(int argc, char **argv)
 {
     const bool help = argc >= 2 && is_help_word(argv[1]);
     if (help && argc == 3) return help_for_command(argv[2]);
-    if (argc == 3 && command_bit(argv[1]) && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) return help_for_command(argv[1]);
+    for (int i = 2; i < argc && command_bit(argv[1]); i++)   /* netc build m.net --help: the help, not an unknown option */
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help_for_command(argv[1]);
     if ((help || (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")))) && argc > 2)   /* read by nothing */
         return usage_error("netc %s takes nothing more, got '%s'", argv[1], argv[help ? 3 : 2]);
     if (argc < 2 || help) {

@@ -911,5 +911,22 @@ n=$((n + 1))
 cpm=$(cat "$tmp/cpm.jsonl")
 [[ $cpm == '{"epoch":1,"step":4,"train_loss":'*',"test_loss":'* && $cpm != *samples_per_s* && $cpm != *epoch_seconds* ]] ||
   { echo "FAIL: an epoch only evaluated has a rate or time in the metrics: $(cat "$tmp/cpm.jsonl")"; fail=$((fail + 1)); }
+# a file name too long to join with a file's (D/checkpoint.safetensors in 4 KiB) or to show in a
+# message is refused before any work (a 4075-byte --checkpoint-dir trained an epoch, then failed
+# with its message cut before the reason; a 1000-byte --output named the path alone)
+long=$(printf 'd%.0s' {1..1000})
+expect 2 "netc: --output dddddddddddddddddddddddddddddddddddddddd...: a name of 1000 bytes; netc takes file names of up to 960 bytes" \
+  run "$tmp/m.netm" --dim B=2 --random-inputs 1 --device cpu --output "$long"
+expect 2 "netc: --checkpoint-dir /tmp/" train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --checkpoint-dir "$tmp/$long/$long"
+expect 2 "netc: dddddddddddddddddddddddddddddddddddddddd...: a name of 1002 bytes; netc takes file names of up to 960 bytes" check "$long.n"
+# --help after a command's other arguments is its help (it was an unknown option)
+n=$((n + 1))
+[[ $("$netc" build "$src/examples/fashion_mlp.net" -o "$tmp/h.netm" --help 2>&1) == "$("$netc" help build 2>&1)" ]] ||
+  { echo "FAIL: netc build FILE -o M --help is not netc help build's text"; fail=$((fail + 1)); }
+expect 0 "" run "$tmp/m.netm" --dim B=-2 -h
+# a negative --profile count is a bad count (it was an unknown option '-3'); a count past the
+# range says the range (--batch 99999999999999 'needs a positive integer')
+expect 2 "netc: --profile takes a run count from 1 to 10000, got '-3'" inspect "$tmp/m.netm" --profile -3
+expect 2 "netc: --batch needs a positive integer up to 2^40, got '99999999999999'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --batch 99999999999999
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
