@@ -231,8 +231,9 @@ static int sample_model_kind(trainer *t)
     uint32_t ntrain = f->ninputs - f->train.first_train_input;
     if (f->train.first_train_input != 1 || ntrain > 1) {
         fprintf(stderr, "netc: train on a data set feeds the model's first input the samples and the train section's input, if "
-                        "it has one, their targets; model %s has %u inputs and its train section %u (hint: one of each, as "
-                        "`model m(x: f32[B, 4])` and `train m(target: f32[B, 1])`)\n", f->name, f->train.first_train_input, ntrain);
+                        "it has one, their targets; model %s has %u input%s and its train section %u (hint: one of each, as "
+                        "`model m(x: f32[B, 4])` and `train m(target: f32[B, 1])`)\n", f->name, f->train.first_train_input,
+                f->train.first_train_input == 1 ? "" : "s", ntrain);
         return 1;
     }
     t->has_y = ntrain == 1 && f->train.loss_reads_train_inputs;   /* an unread input (autoencoder's _labels) gets zeros */
@@ -282,6 +283,13 @@ static int build_graphs(trainer *t)
         fprintf(stderr, "netc: train needs either a data set of samples in --data (train_x.npy or IDX files) for the model's "
                         "first input, [B, ...], or text for a byte-level language model (input u8[B, W]: windows of text, or "
                         "i32 tokens and targets [B, T]; output: its loss)\n");
+        return 1;
+    }
+    struct stat st;   /* else a file's path/train-images-idx3-ubyte: Not a directory */
+    if (!t->text && stat(t->o->data_dir, &st) == 0 && S_ISREG(st.st_mode)) {
+        fprintf(stderr, "netc: --data %s is a file, and model %s trains on a data set: give a directory of train_x.npy, "
+                        "train_y.npy, test_x.npy, test_y.npy or of Fashion-MNIST's IDX files (a text file feeds a byte-level "
+                        "language model, whose train section takes no input)\n", t->o->data_dir, f->name);
         return 1;
     }
     int64_t len;
@@ -1538,8 +1546,8 @@ static void say_resumed(const trainer *t, const char *ckpt, const train_pos *pos
         fprintf(stderr, "netc: resumed from %s at epoch %lld, step %lld\n", ckpt, (long long)pos->epoch + 1, (long long)t->step);
         if (!(o->max_steps && t->step >= o->max_steps)) say_lr(t, pos);   /* no step will run at any rate */
     } else if (pos->epoch == o->epochs && pos->batch == 0)
-        fprintf(stderr, "netc: %s is of a finished run: all %lld epochs done, step %lld; nothing to run (%s)\n", ckpt,
-                (long long)o->epochs, (long long)t->step,
+        fprintf(stderr, "netc: %s is of a finished run: %s %lld epoch%s done, step %lld; nothing to run (%s)\n", ckpt,
+                o->epochs == 1 ? "its" : "all", (long long)o->epochs, o->epochs == 1 ? "" : "s", (long long)t->step,
                 schedule_spans_epochs(t) ? "its cosine schedule ended with them: to train longer, start a new run with more --epochs"
                                            : "give more --epochs to train on");
     else
@@ -1819,10 +1827,11 @@ static int train_loop(trainer *t)
         char gpu_text[64] = "";
         if (t->gpu) snprintf(gpu_text, sizeof gpu_text, " (GPU input wait %.3f s)", gpu_input_wait_seconds(t->gs));
         if (t->step == t->first_step)   /* resumed at --max-steps: a rate of 0 and a step's 0 MiB would be no measure */
-            fprintf(stderr, "done: %lld steps, none in this run: no rate or step memory to report\n", (long long)t->step);
+            fprintf(stderr, "done: %lld step%s, none in this run: no rate or step memory to report\n", (long long)t->step,
+                    t->step == 1 ? "" : "s");
         else
-            fprintf(stderr, "done: %lld steps in %.1f s (%.0f samples/s), data wait %.2f s%s, skipped steps %lld\n",
-                    (long long)t->step, el, (double)run.samples / fmax(el, 1e-9), run.waited, gpu_text, (long long)t->skipped);
+            fprintf(stderr, "done: %lld step%s in %.1f s (%.0f samples/s), data wait %.2f s%s, skipped steps %lld\n",
+                    (long long)t->step, t->step == 1 ? "" : "s", el, (double)run.samples / fmax(el, 1e-9), run.waited, gpu_text, (long long)t->skipped);
         if (t->step == t->first_step) {}   /* the sessions held what a step would, measured nothing */
         else if (t->gpu) rc = report_gpu_memory(t);
         else report_cpu_memory(t);

@@ -928,5 +928,18 @@ expect 0 "" run "$tmp/m.netm" --dim B=-2 -h
 # range says the range (--batch 99999999999999 'needs a positive integer')
 expect 2 "netc: --profile takes a run count from 1 to 10000, got '-3'" inspect "$tmp/m.netm" --profile -3
 expect 2 "netc: --batch needs a positive integer up to 2^40, got '99999999999999'" train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --batch 99999999999999
+# one step, one epoch, one input: no plural (it said "done: 1 steps", "all 1 epochs done", "has 1 inputs")
+rm -rf "$tmp/one"
+says 0 "
+done: 1 step in " train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu
+head -c 200 "$tmp/fox.txt" > "$tmp/fox200.txt"
+"$netc" train "$src/tests/train/drop_lm.net" --data "$tmp/fox200.txt" --batch 16 --device cpu --checkpoint-dir "$tmp/one" >/dev/null 2>&1
+says 0 "netc: $tmp/one/checkpoint.safetensors is of a finished run: its 1 epoch done, step 1; nothing to run (give more --epochs to train on)
+done: 1 step, none in this run" train "$src/tests/train/drop_lm.net" --data "$tmp/fox200.txt" --batch 16 --device cpu --checkpoint-dir "$tmp/one" --resume
+printf 'import nn\nmodel m(x: u8[B, 28, 28]) -> (logits: f32[B, 10]) {\n  return nn.linear(f32(reshape(x, [B, 784])), 10)\n}\ntrain m(labels: i32[B], w: f32[B]) {\n  loss = cross_entropy(logits, labels) + sum(w)\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/twoy.net"
+expect 1 "model m has 1 input and its train section 2" train "$tmp/twoy.net" --data "$tmp/nodata"
+# a text file for a model that trains on a data set says so (it said fox.txt/train-images-idx3-ubyte: Not a directory)
+expect 1 "netc: --data $tmp/fox.txt is a file, and model fashion_mlp trains on a data set: give a directory of train_x.npy, train_y.npy, test_x.npy, test_y.npy or of Fashion-MNIST's IDX files (a text file feeds a byte-level language model, whose train section takes no input)" \
+  train "$src/examples/fashion_mlp.net" --data "$tmp/fox.txt"
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
