@@ -150,6 +150,28 @@ static int refuse_overwrite(const char *option, const char *out, const char *in,
     return usage_error("%s %s is %s, which this command reads: give another file name", option, out, what);
 }
 
+/* An output (option out) that is a file netc train reads from the --data
+ * directory data: a data set's (train_x.npy, train-images-idx3-ubyte, ...)
+ * or, as a directory of text reads them, one named without a '.'
+ * (--metrics data/train-images-idx3-ubyte wrote the metrics over the images). */
+static int refuse_data_file(const char *option, const char *out, const char *data)
+{
+    static const char *const names[] = {"train_x.npy", "train_y.npy", "test_x.npy", "test_y.npy",
+                                        "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+    struct stat d, f, p;
+    if (!out || !data || stat(data, &d) != 0 || !S_ISDIR(d.st_mode) || stat(out, &f) != 0 || !S_ISREG(f.st_mode)) return 0;
+    char parent[PATH_MOST + 8];
+    snprintf(parent, sizeof parent, "%s", out);
+    char *slash = strrchr(parent, '/');
+    const char *base = slash ? out + (slash - parent) + 1 : out;
+    if (slash) slash == parent ? (void)(parent[1] = 0) : (void)(*slash = 0);
+    if (stat(slash ? parent : ".", &p) != 0 || p.st_dev != d.st_dev || p.st_ino != d.st_ino) return 0;
+    bool read = !strchr(base, '.');
+    for (size_t i = 0; i < NC_COUNT(names); i++) read |= !strcmp(base, names[i]);
+    return read ? usage_error("%s %s is a file of the --data directory, which this command reads: give another file name", option, out) : 0;
+}
+
 /* --accumulate: more micro-batches than this would each be a fraction of a sample. */
 #define ACCUMULATE_MOST 65536
 
@@ -858,7 +880,7 @@ static int cmd_train(cli_opts *o)
     for (int k = 0; k < 2; k++) {   /* the outputs over the inputs */
         const char *option = k ? "--metrics" : "--save", *out = k ? t.metrics_path : t.save_path;
         if (refuse_overwrite(option, out, t.model_path, "the .net file trained") ||
-            refuse_overwrite(option, out, t.data_dir, "the --data file"))
+            refuse_overwrite(option, out, t.data_dir, "the --data file") || refuse_data_file(option, out, t.data_dir))
             return 2;
     }
     if (!t.epochs) t.epochs = 1;

@@ -941,5 +941,14 @@ expect 1 "model m has 1 input and its train section 2" train "$tmp/twoy.net" --d
 # a text file for a model that trains on a data set says so (it said fox.txt/train-images-idx3-ubyte: Not a directory)
 expect 1 "netc: --data $tmp/fox.txt is a file, and model fashion_mlp trains on a data set: give a directory of train_x.npy, train_y.npy, test_x.npy, test_y.npy or of Fashion-MNIST's IDX files (a text file feeds a byte-level language model, whose train section takes no input)" \
   train "$src/examples/fashion_mlp.net" --data "$tmp/fox.txt"
+# an output that is a file of the --data directory, which train reads, is refused (--metrics
+# D/train_x.npy wrote the metrics over the samples); a new file there is fine
+mkdir -p "$tmp/dd"; printf 'x' > "$tmp/dd/train_x.npy"; printf 'x' > "$tmp/dd/notes"
+expect 2 "netc: --metrics $tmp/dd/train_x.npy is a file of the --data directory, which this command reads: give another file name" \
+  train "$src/tests/train/reg.net" --data "$tmp/dd" --metrics "$tmp/dd/train_x.npy"
+expect 2 "netc: --save $tmp/dd/notes is a file of the --data directory, which this command reads" \
+  train "$src/tests/train/drop_lm.net" --data "$tmp/dd" --save "$tmp/dd/notes"
+n=$((n + 1))
+[[ $(cat "$tmp/dd/train_x.npy" "$tmp/dd/notes") == xx ]] || { echo "FAIL: a --data file was written over"; fail=$((fail + 1)); }
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
