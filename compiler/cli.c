@@ -638,6 +638,22 @@ static int apply_option(cli_opts *o, const cli_option *opt, const char *next, bo
     return 0;
 }
 
+/* ", cast-hoist, cse, ..." of the pass pipeline, into buf. */
+static const char *pass_names(char *buf, size_t cap)
+{
+    buf[0] = 0;
+    for (int i = 0; i < pass_count; i++) nc_appendf(buf, cap, strlen(buf), ", %s", pass_pipeline[i].name);
+    return buf;
+}
+
+/* Whether name is an option of the table (--no-fuse is one, not a pass's). */
+static bool cli_option_named(const char *name)
+{
+    for (size_t k = 0; k < NC_COUNT(cli_options); k++)
+        if (!strcmp(cli_options[k].name, name)) return true;
+    return false;
+}
+
 /* The options not in the table: --dump-ir[=after:PASS] and --no-PASS. */
 static int apply_pass_option(cli_opts *o, const char *a, bool *known)
 {
@@ -646,12 +662,16 @@ static int apply_pass_option(cli_opts *o, const char *a, bool *known)
         o->dump_after = "";
     } else if (strncmp(a, "--dump-ir=after:", 16) == 0) {
         o->dump_after = a + 16;
+        char names[160];
         if (strcmp(o->dump_after, "sema") != 0 && !pass_find(o->dump_after))
-            return usage_error("--dump-ir: no pass named '%s'", o->dump_after);
+            return usage_error("--dump-ir: no pass named '%s' (the passes: sema%s)", o->dump_after, pass_names(names, sizeof names));
     } else if (strncmp(a, "--no-", 5) == 0 && pass_find(a + 5)) {
         if (o->ndisabled == MAX_LIST) return usage_error("too many --no- flags");
         if (!o->first_pass_off) o->first_pass_off = a;
         o->disabled[o->ndisabled++] = a + 5;
+    } else if (strncmp(a, "--no-", 5) == 0 && !cli_option_named(a)) {   /* --no-cs: which passes there are */
+        char names[160];
+        return usage_error("unknown option '%s' (--no-PASS skips a pass: %s)", a, pass_names(names, sizeof names) + 2);
     } else {
         *known = false;
     }

@@ -950,5 +950,8 @@ expect 2 "netc: --save $tmp/dd/notes is a file of the --data directory, which th
   train "$src/tests/train/drop_lm.net" --data "$tmp/dd" --save "$tmp/dd/notes"
 n=$((n + 1))
 [[ $(cat "$tmp/dd/train_x.npy" "$tmp/dd/notes") == xx ]] || { echo "FAIL: a --data file was written over"; fail=$((fail + 1)); }
+# a pass that is not there says which are (it said only "no pass named" or "unknown option")
+expect 2 "netc: --dump-ir: no pass named 'nope' (the passes: sema, cast-hoist, cse, recompute, dce)" check "$src/examples/fashion_mlp.net" --dump-ir=after:nope
+expect 2 "netc: unknown option '--no-cs' (--no-PASS skips a pass: cast-hoist, cse, recompute, dce)" build "$src/examples/fashion_mlp.net" --no-cs
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
