@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -583,6 +584,14 @@ static void print_help(FILE *out, const char *only)
     }
 }
 
+/* "check, build, ..., version": the commands of the help, into buf. */
+static const char *command_names_list(char *buf, size_t cap)
+{
+    buf[0] = 0;
+    for (size_t i = 0; i < NC_COUNT(command_usage); i++) nc_appendf(buf, cap, strlen(buf), "%s%s", i ? ", " : "", command_usage[i].name);
+    return buf;
+}
+
 /* `netc help CMD` and `netc CMD --help`: CMD's help; an unknown CMD is a bad command line. */
 static int help_for_command(const char *cmd)
 {
@@ -591,10 +600,8 @@ static int help_for_command(const char *cmd)
             print_help(stdout, command_usage[i].name);
             return 0;
         }
-    char names[128] = "";
-    for (size_t i = 0; i < NC_COUNT(command_usage); i++)
-        nc_appendf(names, sizeof names, strlen(names), "%s%s", i ? ", " : "", command_usage[i].name);
-    return usage_error("netc help %s: no such command (the commands: %s)", cmd, names);
+    char names[128];
+    return usage_error("netc help %s: no such command (the commands: %s)", cmd, command_names_list(names, sizeof names));
 }
 
 static bool is_help_word(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h") || !strcmp(arg, "help"); }
@@ -1377,9 +1384,24 @@ done:
     return rc;
 }
 
+/* A first argument that is no command: an option given before the command
+ * (netc --dim B=2 build ...), a command in other case (Build), or a word. */
+static int unknown_command(const char *cmd)
+{
+    char names[128];
+    command_names_list(names, sizeof names);
+    if (cmd[0] == '-')
+        return usage_error("'%s' is not a command: the command comes first, then its options (netc COMMAND [options] FILE...; "
+                           "the commands: %s)", cmd, names);
+    for (size_t i = 0; i < NC_COUNT(command_usage); i++)
+        if (!strcasecmp(cmd, command_usage[i].name)) return usage_error("unknown command '%s' (did you mean '%s'?)", cmd, command_usage[i].name);
+    return usage_error("unknown command '%s' (the commands: %s)", cmd, names);
+}
+
 int cli_main(int argc, char **argv)
 {
     const bool help = argc >= 2 && is_help_word(argv[1]);
+    if (help && argc == 3 && is_help_word(argv[2])) argc = 2;   /* netc help --help: the help */
     if (help && argc == 3) return help_for_command(argv[2]);
     for (int i = 2; i < argc && command_bit(argv[1]); i++)   /* netc build m.net --help: the help, not an unknown option */
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help_for_command(argv[1]);
@@ -1396,6 +1418,7 @@ int cli_main(int argc, char **argv)
         else printf("built without NVRTC: CUDA source only)\n");
         return 0;
     }
+    if (!command_bit(argv[1])) return unknown_command(argv[1]);
     cli_opts o = {.random_inputs = -1};
     int rc = parse_args(argc - 2, argv + 2, argv[1], &o);
     if (rc) { free_opts(&o); return rc; }
@@ -1404,8 +1427,7 @@ int cli_main(int argc, char **argv)
     else if (strcmp(cmd, "build") == 0) rc = cmd_build(&o);
     else if (strcmp(cmd, "run") == 0) rc = cmd_run(&o);
     else if (strcmp(cmd, "train") == 0) rc = cmd_train(&o);
-    else if (strcmp(cmd, "inspect") == 0) rc = cmd_inspect(&o);
-    else rc = usage_error("unknown command '%s'", cmd);
+    else rc = cmd_inspect(&o);
     free_opts(&o);
     return strcmp(cmd, "train") == 0 ? train_exit(rc) : rc;
 }

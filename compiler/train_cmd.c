@@ -1883,7 +1883,8 @@ static bool save_collides(const train_opts *o, const char *svg)
 int train_main(const train_opts *o)
 {
     if (!o->model_path || !o->data_dir) {
-        fprintf(stderr, "netc: train needs a .net file and --data DIR\n");
+        fprintf(stderr, "netc: train needs %s\n", o->model_path ? "--data: the data set's directory, or a text file"
+                                                                : "a .net file and --data DIR");
         return 2;
     }
     if (o->batch <= 0 || o->epochs <= 0) {

@@ -953,5 +953,15 @@ n=$((n + 1))
 # a pass that is not there says which are (it said only "no pass named" or "unknown option")
 expect 2 "netc: --dump-ir: no pass named 'nope' (the passes: sema, cast-hoist, cse, recompute, dce)" check "$src/examples/fashion_mlp.net" --dump-ir=after:nope
 expect 2 "netc: unknown option '--no-cs' (--no-PASS skips a pass: cast-hoist, cse, recompute, dce)" build "$src/examples/fashion_mlp.net" --no-cs
+# a first word that is no command says what it is (an option before the command, a command in
+# other case) and lists the commands (it said only "unknown command '--dim'"); netc help --help
+# is the help; train without --data names what is missing (it said a .net file was missing too)
+expect 2 "netc: '--dim' is not a command: the command comes first, then its options (netc COMMAND [options] FILE...; the commands: check, build, run, inspect, train, help, version)" \
+  --dim B=2 build "$src/examples/fashion_mlp.net"
+expect 2 "netc: unknown command 'Build' (did you mean 'build'?)" Build "$src/examples/fashion_mlp.net"
+expect 2 "netc: unknown command 'frob' (the commands: check, build, run, inspect, train, help, version)" frob
+n=$((n + 1))
+[[ $("$netc" help --help 2>&1) == "$("$netc" help 2>&1)" ]] || { echo "FAIL: netc help --help is not the help"; fail=$((fail + 1)); }
+expect 2 "netc: train needs --data: the data set's directory, or a text file" train "$src/examples/fashion_mlp.net"
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
