@@ -18,6 +18,7 @@
 #include "tensor_io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -1319,14 +1320,34 @@ static int metrics_check(const char *path)
     return 0;
 }
 
+/* --metrics opened for writing, or NULL after saying why. A FIFO is opened
+ * only where something reads it: a blocking open would wait for a reader
+ * through Ctrl-C and SIGTERM (their handlers let it restart). */
+static FILE *open_metrics(const char *path)
+{
+    struct stat st;
+    FILE *f = NULL;
+    if (stat(path, &st) != 0 || !S_ISFIFO(st.st_mode)) f = fopen(path, "w");
+    else {
+        int fd = open(path, O_WRONLY | O_NONBLOCK);
+        if (fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) f = fdopen(fd, "w");
+        if (!f && errno == ENXIO) {
+            fprintf(stderr, "netc: cannot write --metrics %s: a FIFO that nothing reads (start its reader first)\n", path);
+            return NULL;
+        }
+        if (!f && fd >= 0) close(fd);
+    }
+    if (!f) fprintf(stderr, "netc: cannot write --metrics %s: %s\n", path, strerror(errno));
+    return f;
+}
+
 /* A line of the metrics, the first opening the file (truncating an earlier
  * run's): only a run that has something to say replaces them. 0, or 1 with
  * the reason on stderr. */
 static int metrics_line(trainer *t, json_t *o)
 {
     const char *path = t->o->metrics_path;
-    if (path && !t->metrics && !(t->metrics = fopen(path, "w")))
-        fprintf(stderr, "netc: cannot write --metrics %s: %s\n", path, strerror(errno));
+    if (path && !t->metrics) t->metrics = open_metrics(path);
     if (t->metrics && t->metrics_kept) {
         fputs(t->metrics_kept, t->metrics);
         free(t->metrics_kept);

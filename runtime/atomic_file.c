@@ -3,6 +3,7 @@
 #include "base.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -38,6 +39,18 @@ too_long:
     return -1;
 }
 
+/* A FIFO opened only where something reads it (else NULL, errno ENXIO): a
+ * blocking open would wait for a reader through Ctrl-C and SIGTERM, whose
+ * handlers (netc train's) let it restart. */
+static FILE *open_fifo(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_NONBLOCK);
+    if (fd < 0) return NULL;
+    FILE *f = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) close(fd);
+    return f;
+}
+
 int atomic_file_open(atomic_file *a, const char *path, char *err, size_t errcap)
 {
     memset(a, 0, sizeof *a);
@@ -53,7 +66,11 @@ int atomic_file_open(atomic_file *a, const char *path, char *err, size_t errcap)
      * sessions storing the kernels they compiled: one truncated the other's) */
     static atomic_uint writers;
     snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld.%u", a->target, (long)getpid(), atomic_fetch_add(&writers, 1));
-    a->f = fopen(a->in_place ? a->target : a->tmp, "wb");
+    a->f = a->in_place && S_ISFIFO(st.st_mode) ? open_fifo(a->target) : fopen(a->in_place ? a->target : a->tmp, "wb");
+    if (!a->f && a->in_place && errno == ENXIO) {
+        snprintf(err, errcap, "%s: a FIFO that nothing reads (start its reader first)", path);
+        return -1;
+    }
     if (!a->f) {
         nc_errf(err, errcap, "%s: cannot write %s: %s", path, a->in_place ? "it" : "a file beside it", strerror(errno));
         return -1;
@@ -77,6 +94,12 @@ int atomic_file_commit(atomic_file *a, const char *path, bool written_ok, char *
 
 int atomic_file_check(const char *path, char *err, size_t errcap)
 {
+    struct stat st;   /* a device or FIFO is written in place: opened now, a FIFO's reader would see its end */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        if (access(path, W_OK) == 0) return 0;
+        snprintf(err, errcap, "%s: cannot write it: %s", path, strerror(errno));
+        return -1;
+    }
     atomic_file a;
     if (atomic_file_open(&a, path, err, errcap) != 0) return -1;
     fclose(a.f);

@@ -963,5 +963,13 @@ expect 2 "netc: unknown command 'frob' (the commands: check, build, run, inspect
 n=$((n + 1))
 [[ $("$netc" help --help 2>&1) == "$("$netc" help 2>&1)" ]] || { echo "FAIL: netc help --help is not the help"; fail=$((fail + 1)); }
 expect 2 "netc: train needs --data: the data set's directory, or a text file" train "$src/examples/fashion_mlp.net"
+# an output that is a FIFO nothing reads is refused, not waited on (build -o waited for a reader;
+# train --metrics and --save waited through Ctrl-C and SIGTERM, whose handlers let the open go on)
+mkfifo "$tmp/unread.fifo"
+expect 1 "netc: $tmp/unread.fifo: a FIFO that nothing reads (start its reader first)" build "$src/examples/fashion_mlp.net" --target '' -o "$tmp/unread.fifo"
+says 1 "netc: $tmp/unread.fifo: a FIFO that nothing reads (start its reader first)" \
+  train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu --save "$tmp/unread.fifo"
+says 1 "netc: cannot write --metrics $tmp/unread.fifo: a FIFO that nothing reads (start its reader first)" \
+  train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu --metrics "$tmp/unread.fifo"
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
