@@ -653,14 +653,6 @@ static const char *pass_names(char *buf, size_t cap)
     return buf;
 }
 
-/* Whether name is an option of the table (--no-fuse is one, not a pass's). */
-static bool cli_option_named(const char *name)
-{
-    for (size_t k = 0; k < NC_COUNT(cli_options); k++)
-        if (!strcmp(cli_options[k].name, name)) return true;
-    return false;
-}
-
 /* The options not in the table: --dump-ir[=after:PASS] and --no-PASS. */
 static int apply_pass_option(cli_opts *o, const char *a, bool *known)
 {
@@ -676,7 +668,7 @@ static int apply_pass_option(cli_opts *o, const char *a, bool *known)
         if (o->ndisabled == MAX_LIST) return usage_error("too many --no- flags");
         if (!o->first_pass_off) o->first_pass_off = a;
         o->disabled[o->ndisabled++] = a + 5;
-    } else if (strncmp(a, "--no-", 5) == 0 && !cli_option_named(a)) {   /* --no-cs: which passes there are */
+    } else if (strncmp(a, "--no-", 5) == 0) {   /* --no-cs (the table's --no-fuse never comes here): the passes there are */
         char names[160];
         return usage_error("unknown option '%s' (--no-PASS skips a pass: %s)", a, pass_names(names, sizeof names) + 2);
     } else {
