@@ -816,11 +816,24 @@ int module_read_buffer(const unsigned char *data, size_t size, nrt_module_data *
     return read_module(data, size, m, false, err, errcap);
 }
 
+/* Why data is no module, in the words that lead to the fix: an empty or
+ * cut file is a failed write, text is most often the .net source itself. */
+static const char *not_a_module(const unsigned char *data, size_t size)
+{
+    if (size == 0) return "not a netc module (the file is empty)";
+    if (memcmp(data, NRT_MODULE_MAGIC, size < 8 ? size : 8) == 0) return "not a netc module (cut short in its header)";
+    size_t text = 0, n = size < 64 ? size : 64;
+    while (text < n && (data[text] == '\n' || data[text] == '\t' || data[text] == '\r' || (data[text] >= 32 && data[text] < 127)))
+        text++;
+    if (text == n) return "not a netc module: it is text (a .net source is built into a module first: netc build M.net -o M.netm)";
+    return "not a netc module (bad magic)";
+}
+
 static int read_module(const unsigned char *data, size_t size, nrt_module_data *m, bool nested, char *err, size_t errcap)
 {
     memset(m, 0, sizeof *m);
     rd r = {.p = data, .n = size, .err = err, .errcap = errcap, .what = "header"};
-    if (size < 24 || memcmp(data, NRT_MODULE_MAGIC, 8) != 0) return fail(err, errcap, "not a netc module (bad magic)");
+    if (size < 24 || memcmp(data, NRT_MODULE_MAGIC, 8) != 0) return fail(err, errcap, "%s", not_a_module(data, size));
     r.at = 8;
     uint32_t version = r_u32(&r);
     if (version != NRT_MODULE_VERSION)

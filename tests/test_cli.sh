@@ -971,5 +971,12 @@ says 1 "netc: $tmp/unread.fifo: a FIFO that nothing reads (start its reader firs
   train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu --save "$tmp/unread.fifo"
 says 1 "netc: cannot write --metrics $tmp/unread.fifo: a FIFO that nothing reads (start its reader first)" \
   train "$src/tests/train/drop_lm.net" --data "$tmp/fox.txt" --batch 16 --max-steps 1 --device cpu --metrics "$tmp/unread.fifo"
+# a module file that is empty, cut in its header, or a .net source says which (each said "bad magic")
+: > "$tmp/empty40.netm"
+expect 1 "empty40.netm: not a netc module (the file is empty)" run "$tmp/empty40.netm"
+printf 'NETC' > "$tmp/cut40.netm"
+expect 1 "cut40.netm: not a netc module (cut short in its header)" inspect "$tmp/cut40.netm"
+expect 1 "fashion_mlp.net: not a netc module: it is text (a .net source is built into a module first: netc build M.net -o M.netm)" \
+  inspect "$src/examples/fashion_mlp.net"
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
