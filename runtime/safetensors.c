@@ -401,7 +401,9 @@ static bool state_of_param(const ir_graph *g, const char *key)
 
 /* A checkpoint of netc train (it holds @train_state) loads as weights: its
  * optimizer state and loop state are passed over, every parameter still
- * required with its shape. */
+ * required with its shape. So is the optimizer state of any file (NAME.adam_m
+ * for a parameter NAME): what a train entry's session saves
+ * (nrt_session_save_weights) loads into a forward entry's. */
 static int check_extras(st_file *sf, const char *path, const ir_graph *g, char *err, size_t errcap)
 {
     const char *key;
@@ -409,7 +411,7 @@ static int check_extras(st_file *sf, const char *path, const ir_graph *g, char *
     const bool checkpoint = json_object_get(sf->header, "@train_state") != NULL;
     json_object_foreach(sf->header, key, v) {
         if (!strcmp(key, "__metadata__")) continue;
-        bool known = checkpoint && (!strcmp(key, "@train_state") || state_of_param(g, key));
+        bool known = (checkpoint && !strcmp(key, "@train_state")) || state_of_param(g, key);
         for (uint32_t i = 0; i < g->nparams && !known; i++) known = !strcmp(g->params[i].decl.name, key);
         if (!known) {
             nc_errf(err, errcap, "%s: tensor '%s' is not a parameter of model '%s'", path, key, g->name ? g->name : "?");

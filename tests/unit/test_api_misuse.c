@@ -319,6 +319,57 @@ static void check_step_returning_param(nrt_device dev)
     own_module_free(&om);
 }
 
+/* What a train entry's session saves (its weights and their optimizer
+ * state) loads into a forward entry's session of the same module, which
+ * passes over the state: it was refused, "tensor 'w.adam_m' is not a
+ * parameter", unless the file was a netc train checkpoint. */
+static void check_train_weights_to_forward(void)
+{
+    static const char *step =
+        "model tw(x: f32[B, 2]) -> (y: f32[B]) {\n"
+        "  param w: f32[2] = ones\n"
+        "  return sum(x * w, axis: 1)\n"
+        "}\n"
+        "train tw(t: f32[B]) {\n"
+        "  loss = sum(square(y - t))\n"
+        "  optimizer adam(lr: 0.1)\n"
+        "}\n";
+    own_module om, fom;   /* the train entry, the forward one */
+    nrt_session *ts = NULL, *fs = NULL;
+    nrt_error e;
+    const char *b[] = {"B"};
+    const int64_t one[] = {1}, row[] = {1, 2};
+    float x[2] = {1, 1}, t0 = 0, lr = 0.1f, b1 = 0.1f, b2 = 0.001f, w[2] = {0}, y = -1;
+    char path[] = "/tmp/netc_api_misuse_w_XXXXXX";
+    CHECK(own_module_load(&om, step, true) && temp_file(path));
+    CHECK(own_module_load(&fom, step, false));
+    if (om.m && fom.m && create(om.m, NRT_DEVICE_CPU, 1, b, one, &ts, &e) == NRT_OK &&
+        create(fom.m, NRT_DEVICE_CPU, 1, b, one, &fs, &e) == NRT_OK) {
+        CHECK(nrt_session_set_input(ts, "x", NRT_F32, 2, row, x, &e) == NRT_OK);
+        CHECK(nrt_session_set_input(ts, "t", NRT_F32, 1, one, &t0, &e) == NRT_OK);
+        CHECK(nrt_session_set_input(ts, "@lr", NRT_F32, 0, NULL, &lr, &e) == NRT_OK);
+        CHECK(nrt_session_set_input(ts, "@bias1", NRT_F32, 0, NULL, &b1, &e) == NRT_OK);
+        CHECK(nrt_session_set_input(ts, "@bias2", NRT_F32, 0, NULL, &b2, &e) == NRT_OK);
+        CHECK(nrt_session_run(ts, &e) == NRT_OK);
+        CHECK(nrt_session_get_param(ts, "w", w, sizeof w, &e) == NRT_OK && w[0] < 1);
+        CHECK(nrt_session_save_weights(ts, path, &e) == NRT_OK);
+        nrt_status st = nrt_session_load_weights(fs, path, &e);
+        CHECK(st == NRT_OK);
+        if (st) fprintf(stderr, "  %s\n", e.message);
+        CHECK(nrt_session_set_input(fs, "x", NRT_F32, 2, row, x, &e) == NRT_OK);
+        CHECK(nrt_session_run(fs, &e) == NRT_OK);
+        CHECK(nrt_session_get_output(fs, "y", &y, sizeof y, &e) == NRT_OK && y == w[0] + w[1]);
+        /* the forward session's own file has no state: the train entry still wants it */
+        CHECK(nrt_session_save_weights(fs, path, &e) == NRT_OK);
+        CHECK(refused(nrt_session_load_weights(ts, path, &e), &e, NRT_ERR_FORMAT, "parameter 'w.adam_m' is missing"));
+    }
+    nrt_session_free(ts);
+    nrt_session_free(fs);
+    unlink(path);
+    own_module_free(&fom);
+    own_module_free(&om);
+}
+
 /* The mock GPU's fault injection (tests/mockgpu/mock_cuda.h), NULL on a
  * real driver. */
 typedef void fail_htod_fn(unsigned long long n);
@@ -569,6 +620,7 @@ int main(void)
     check_sessions(m, ident, NRT_DEVICE_GPU);
     check_step_returning_param(NRT_DEVICE_CPU);
     check_step_returning_param(NRT_DEVICE_GPU);
+    check_train_weights_to_forward();
     check_upload_failures();
     check_failed_training_run();
     check_cpu_memory();
