@@ -135,8 +135,9 @@ nrt_session_opts nrt_session_defaults(void);
 /* o NULL: the defaults. Refused with NRT_ERR_ARGUMENT: a device other than
  * the three, a negative gpu_index, a dim the module lacks or bound twice,
  * one left unbound, a value outside 1 to 2^40, and values at which a
- * tensor's size does not evaluate: a product (B*T, its bytes) past int64_t,
- * a difference (T - 2) below 0, and values at which a model's `require`
+ * tensor's size does not evaluate: a product (B*T, its bytes) past int64_t
+ * (for a GPU session, a tensor of more than 2^40 elements, checked before the
+ * GPU is looked for), a difference (T - 2) below 0, and values at which a model's `require`
  * on sizes is false (nn.batch_norm's training step at B = 1: the message
  * names the require, the sizes and its message). Any number of sessions may
  * share one module. */

@@ -311,6 +311,32 @@ static void size_error(const ir_graph *g, const nrt_program *p, uint32_t i, bool
     free(what);
 }
 
+/* Buffer i's element count at these dims, and its dtype; false past 2^40 (err says which). */
+static bool buffer_numel(const ir_graph *g, const nrt_program *p, const int64_t *syms, uint32_t i, int64_t *numel,
+                         nc_dtype *t, char *err, size_t errcap)
+{
+    bool ok;
+    if (i < g->nnodes) {
+        *t = g->nodes[i].dtype;
+        ok = ir_numel(g, &g->nodes[i], syms, numel);
+    } else {
+        *t = p->temps[i - g->nnodes].dtype;
+        ok = dim_eval(&g->dims[p->temps[i - g->nnodes].numel], syms, numel);
+    }
+    if (ok && *numel <= ((int64_t)1 << 40)) return true;
+    size_error(g, p, i, ok, *numel, err, errcap);
+    return false;
+}
+
+bool program_check_sizes(const ir_graph *g, const nrt_program *p, const int64_t *syms, char *err, size_t errcap)
+{
+    int64_t numel;
+    nc_dtype t;
+    for (uint32_t i = 0; i < g->nnodes + p->ntemps; i++)
+        if (!buffer_numel(g, p, syms, i, &numel, &t, err, errcap)) return false;
+    return true;
+}
+
 memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const int64_t *syms, memplan_result *r,
                                  char *err, size_t errcap)
 {
@@ -319,17 +345,8 @@ memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const 
     for (uint32_t i = 0; i < nbuf; i++) {
         int64_t numel;
         nc_dtype t;
-        bool ok;
-        if (i < g->nnodes) {
-            t = g->nodes[i].dtype;
-            ok = ir_numel(g, &g->nodes[i], syms, &numel);
-        } else {
-            t = p->temps[i - g->nnodes].dtype;
-            ok = dim_eval(&g->dims[p->temps[i - g->nnodes].numel], syms, &numel);
-        }
-        if (!ok || numel > ((int64_t)1 << 40)) {
+        if (!buffer_numel(g, p, syms, i, &numel, &t, err, errcap)) {
             free(b);
-            size_error(g, p, i, ok, numel, err, errcap);
             return NULL;
         }
         b[i].bytes = numel * (int64_t)dtype_size(t);

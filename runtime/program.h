@@ -205,5 +205,9 @@ bool nrt_step_rowwise_in_place(const ir_graph *g, const nrt_step *s, int j);
 #include "memplan.h"
 memplan_buf *program_plan_memory(const ir_graph *g, const nrt_program *p, const int64_t *syms, memplan_result *r,
                                  char *err, size_t errcap);
+/* Every buffer of the plan (IR values, then temporaries) holds at most 2^40
+ * elements at these dims, what a GPU session's arena takes: else false,
+ * err naming the buffer (a session refuses such dims as the caller's). */
+bool program_check_sizes(const ir_graph *g, const nrt_program *p, const int64_t *syms, char *err, size_t errcap);
 
 #endif

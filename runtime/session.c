@@ -386,6 +386,10 @@ nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nr
         }
     char why[256] = "";
     bool want_gpu = o->device == NRT_DEVICE_GPU || (o->device == NRT_DEVICE_AUTO && gpu_probe(why, sizeof why));
+    if (want_gpu && !program_check_sizes(g, &m->d.program, s->syms, msg, sizeof msg)) {
+        nrt_session_free(s);
+        return set_err(err, NRT_ERR_ARGUMENT, "%s", work_text(msg, sizeof msg));
+    }
     if (want_gpu) {
         if (gpu_session_create(&m->d, s->syms, o->gpu_index, o->use_cuda_graph != 0, &s->gpu, s->device, sizeof s->device,
                                msg, sizeof msg) != 0) {

@@ -150,6 +150,13 @@ static void check_create(const nrt_module *m, const nrt_module *ident)
     CHECK(refused(create(ident, NRT_DEVICE_CPU, 2, bt, narrow, &s, &e), &e, NRT_ERR_ARGUMENT,
                   "at B = 2, T = 1 a tensor of f32[B, T - 2] has no size"));
     CHECK(s == NULL);
+    /* B*T past a GPU buffer's 2^40 elements: the caller's sizes, refused
+     * before any GPU is looked for, not a GPU that fails (NRT_ERR_DEVICE,
+     * "cannot use the GPU") */
+    const int64_t wide[] = {(int64_t)1 << 40, 2};
+    CHECK(refused(create(m, NRT_DEVICE_GPU, 2, bt, wide, &s, &e), &e, NRT_ERR_ARGUMENT,
+                  "would hold 2199023255552 elements at these dims: more than a buffer's 2^40"));
+    CHECK(s == NULL);
     nrt_session_free(s);
 }
 
