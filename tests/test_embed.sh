@@ -16,5 +16,17 @@ out=$(LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/embed/embed" "$tmp/mlp.netm" cpu)
 echo "$out"
 grep -q '^device: cpu' <<<"$out"
 [[ $(grep -c '^image [0-3]: class [0-9]' <<<"$out") == 4 ]]
-# pkg-config finds it too
-PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig:$tmp/prefix/lib/x86_64-linux-gnu/pkgconfig" pkg-config --cflags --libs netrt
+# pkg-config finds it too, at the prefix it was installed to (netrt.pc said the
+# configured one, /usr/local, whatever --install's --prefix), and a static link
+# gets every library libnetrt.a needs (OpenBLAS was missing from Libs.private)
+export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig:$tmp/prefix/lib/x86_64-linux-gnu/pkgconfig"
+pkg-config --cflags --libs netrt
+cc=${CC:-cc}
+# shellcheck disable=SC2046,SC2086
+$cc ${NETC_EMBED_CFLAGS:-} $(pkg-config --cflags netrt) "$src/examples/embed/main.c" -o "$tmp/embed_pc" $(pkg-config --libs netrt)
+LD_LIBRARY_PATH="$(pkg-config --variable=libdir netrt)" "$tmp/embed_pc" "$tmp/mlp.netm" cpu | grep -q '^image 3: class'
+# shellcheck disable=SC2046,SC2086
+$cc ${NETC_EMBED_CFLAGS:-} $(pkg-config --cflags netrt) "$src/examples/embed/main.c" -o "$tmp/embed_static" \
+  "$(pkg-config --variable=libdir netrt)/libnetrt.a" $(pkg-config --libs --static netrt | sed 's/-lnetrt\b//')
+"$tmp/embed_static" "$tmp/mlp.netm" cpu | grep -q '^image 3: class'
+echo "pkg-config: shared and static links run"
