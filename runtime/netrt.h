@@ -17,7 +17,8 @@
  * and never exits. A NULL module, session, name, path, data buffer, shape
  * (of rank > 0) or out-pointer is refused with NRT_ERR_ARGUMENT, the message
  * naming the argument; calls that return no status give 0 or NULL for a
- * NULL module or session. Freeing NULL does nothing.
+ * NULL module or session. Freeing NULL does nothing; a module or session used
+ * after it was freed, or freed twice, is the caller's bug (not detected).
  *
  * Copies to a GPU: a value set (nrt_session_set_input, _set_param,
  * _load_weights) whose copy to the device fails is refused with
@@ -105,6 +106,9 @@ typedef struct nrt_tensor_info {
     int64_t shape[8];          /* -1: depends on a symbolic dim */
 } nrt_tensor_info;
 
+/* A forward entry of a model with a train section lists the train section's
+ * inputs too (labels), after the model's: its runs do not read them, and
+ * need them not set. */
 int nrt_module_num_inputs(const nrt_module *m);
 int nrt_module_num_outputs(const nrt_module *m);
 int nrt_module_num_params(const nrt_module *m);
@@ -139,8 +143,9 @@ nrt_session_opts nrt_session_defaults(void);
  * (for a GPU session, a tensor of more than 2^40 elements, checked before the
  * GPU is looked for), a difference (T - 2) below 0, and values at which a model's `require`
  * on sizes is false (nn.batch_norm's training step at B = 1: the message
- * names the require, the sizes and its message). Any number of sessions may
- * share one module. */
+ * names the require, the sizes and its message). NRT_DEVICE_GPU where no
+ * GPU is usable, or its setup fails: NRT_ERR_DEVICE. Any number of sessions
+ * may share one module. */
 nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nrt_session **out, nrt_error *err);
 void nrt_session_free(nrt_session *s);
 /* "cpu" or e.g. "cuda:0 NVIDIA H100 80GB HBM3 (sm_90)". */
@@ -152,7 +157,9 @@ const char *nrt_session_device(const nrt_session *s);
  * scalar: rank 0, shape may be NULL). The data is copied before the call
  * returns. A run refuses, with
  * NRT_ERR_STATE, while an input it reads has not been set; an input keeps its
- * value across runs until set again. */
+ * value across runs until set again. An input of more than 2^32 elements
+ * (the session keeps a host copy of it, 4 bytes an element, on a GPU too):
+ * NRT_ERR_MEMORY. */
 nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dtype, int rank, const int64_t *shape,
                                  const void *data, nrt_error *err);
 /* A bad value in the data (a gather's index or a loss's target out of
@@ -185,7 +192,9 @@ nrt_status nrt_session_get_param(nrt_session *s, const char *name, void *data, s
  * entry's parameters include the optimizer's state, "fc1.weight.adam_m"),
  * each of the declared shape; a checkpoint of netc train (it holds
  * "@train_state") may hold more: its loop state and its parameters' states
- * ("NAME.SUFFIX" for a parameter NAME), which a forward entry passes over; f32, f16 and bf16 convert to one another.
+ * ("NAME.SUFFIX" for a parameter NAME), which a forward entry passes over, as it
+ * does in any file: what a train entry's session saves (its parameters and
+ * their optimizer state) loads into a forward entry's. f32, f16 and bf16 convert to one another.
  * Refused (NRT_ERR_FORMAT, NRT_ERR_IO) with the parameters unchanged. A GPU
  * copy that fails (NRT_ERR_DEVICE) leaves every parameter the file's all the
  * same, those not copied yet copied at the next run (see "Copies to a GPU"). */
