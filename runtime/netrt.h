@@ -97,8 +97,9 @@ void nrt_module_free(nrt_module *m);
 /* The interface. Symbolic dims show as -1 in shapes; their names come from
  * nrt_module_dim_name. Indexes run from 0 to the count - 1: another index
  * (or a NULL info) gets NRT_ERR_ARGUMENT from the functions that return a
- * status, NULL from those that return a name. The info's name points into
- * the module. */
+ * status, NULL from those that return a name. The info's name, and every
+ * name these functions return, points into the module: valid until
+ * nrt_module_free. */
 typedef struct nrt_tensor_info {
     const char *name;
     nrt_dtype dtype;
@@ -148,7 +149,8 @@ nrt_session_opts nrt_session_defaults(void);
  * may share one module. */
 nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nrt_session **out, nrt_error *err);
 void nrt_session_free(nrt_session *s);
-/* "cpu" or e.g. "cuda:0 NVIDIA H100 80GB HBM3 (sm_90)". */
+/* "cpu" or e.g. "cuda:0 NVIDIA H100 80GB HBM3 (sm_90)", in the session:
+ * valid until nrt_session_free. */
 const char *nrt_session_device(const nrt_session *s);
 
 /* Host data in the dtype's own layout: f16 and bf16 as their 16-bit
