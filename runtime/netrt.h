@@ -16,7 +16,8 @@
  * caller's nrt_error (may be NULL) with a message. The library never prints
  * and never exits. A NULL module, session, name, path, data buffer, shape
  * (of rank > 0) or out-pointer is refused with NRT_ERR_ARGUMENT, the message
- * naming the argument; calls that return no status give 0 or NULL for a
+ * naming the argument (the loads and nrt_session_create set *out to NULL
+ * whenever they fail); calls that return no status give 0 or NULL for a
  * NULL module or session. Freeing NULL does nothing; a module or session used
  * after it was freed, or freed twice, is the caller's bug (not detected).
  *

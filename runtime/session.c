@@ -137,6 +137,7 @@ nrt_status nrt_module_load(const char *path, nrt_module **out, nrt_error *err)
 nrt_status nrt_module_load_entry(const char *path, const char *entry, nrt_module **out, nrt_error *err)
 {
     NEED(out, err);
+    *out = NULL;
     NEED(path, err);
     nrt_status st = nrt_module_load(path, out, err);
     if (st != NRT_OK) return st;

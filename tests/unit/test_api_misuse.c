@@ -97,6 +97,10 @@ static void check_module_nulls(void)
     CHECK(m == NULL);
     CHECK(refused(nrt_module_load(module_path, NULL, &e), &e, NRT_ERR_ARGUMENT, "out is NULL"));
     CHECK(refused(nrt_module_load_entry(module_path, "forward", NULL, &e), &e, NRT_ERR_ARGUMENT, "out is NULL"));
+    /* as nrt_module_load, *out is NULL after any refusal (it was left as it was) */
+    m = (nrt_module *)&e;
+    CHECK(refused(nrt_module_load_entry(NULL, "forward", &m, &e), &e, NRT_ERR_ARGUMENT, "path is NULL"));
+    CHECK(m == NULL);
     CHECK(nrt_module_num_inputs(NULL) == 0 && nrt_module_num_outputs(NULL) == 0 && nrt_module_num_params(NULL) == 0);
     CHECK(nrt_module_num_dims(NULL) == 0 && nrt_module_num_steps(NULL) == 0);
     CHECK(nrt_module_dim_name(NULL, 0) == NULL && nrt_module_input_dim(NULL, 0, 0) == NULL);
