@@ -365,6 +365,34 @@ static void unbound_hint(const ir_graph *g, const ir_tensor_decl *decl, const cp
     }
 }
 
+/* " (hint: ... a.reshape(-1, 8, 8))" where a's samples hold as many values
+ * as decl's (all known): an array saved flat ([N, 64] for u8[B, 8, 8], or
+ * labels [N, 1] for i32[B]) needs only NumPy's reshape. */
+static void reshape_hint(const ir_graph *g, const ir_tensor_decl *decl, const cpu_tensor *a, char *buf, size_t cap)
+{
+    int64_t want = 1, have = 1;
+    char dims[96] = "";
+    for (int k = 1; k < decl->rank; k++) {
+        int64_t v;
+        if (!dim_is_const(&g->dims[decl->shape[k]], &v)) return;
+        want *= v;
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), ", %lld", (long long)v);
+    }
+    for (int k = 1; k < a->rank; k++) have *= a->shape[k];
+    if (have != want) return;
+    snprintf(buf, cap, " (hint: each holds the %lld value%s the input takes, in another shape: save the array as "
+             "a.reshape(-1%s))", (long long)want, want == 1 ? "" : "s", dims);
+}
+
+/* Whether dir's set is NumPy's (data_load_dir reads it when train_x.npy is
+ * there): only then is a.reshape the way to fix its shape. */
+static bool npy_set(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/train_x.npy", dir);
+    return access(path, F_OK) == 0;
+}
+
 /* Both splits, before any step: a test set that does not fit would
  * otherwise fail at the first evaluation, an epoch of work lost. */
 static int check_data(trainer *t)
@@ -386,6 +414,7 @@ static int check_data(trainer *t)
         char hint[160] = "";
         if (unit) snprintf(hint, sizeof hint, " (hint: give the array an axis of 1, a.reshape(-1, 1), or declare the input without it)");
         else unbound_hint(f, bad, a, hint, sizeof hint);
+        if (!hint[0] && npy_set(t->o->data_dir)) reshape_hint(f, bad, a, hint, sizeof hint);
         fprintf(stderr, "netc: %s %s is %s; the %s set has %s %s of %s%s\n", x_fits ? "the train input" : "input", bad->name, have,
                 k ? "test" : "training", dtype_name(a->dtype), x_fits ? "targets" : "samples", rows, hint);
         free(have);
@@ -1961,8 +1990,10 @@ int train_main(const train_opts *o)
     if (rc == 0) rc = check_data(&t);
     if (rc == 0 && t.classifier) t.eval_cpu_batch = eval_cpu_batch_of(&t);
     if (rc == 0 && t.train.n < o->batch) {
-        fprintf(stderr, "netc: the training set has %lld samples, fewer than one batch of %lld: give --batch %lld or less%s\n",
-                (long long)t.train.n, (long long)o->batch, (long long)t.train.n, o->accumulate > 1 ? " (a multiple of --accumulate)" : "");
+        const bool one = t.train.n == 1;
+        fprintf(stderr, "netc: the training set has %lld sample%s, fewer than one batch of %lld: give --batch %lld%s%s\n",
+                (long long)t.train.n, one ? "" : "s", (long long)o->batch, (long long)t.train.n, one ? "" : " or less",
+                o->accumulate > 1 && !one ? " (a multiple of --accumulate)" : "");
         rc = 2;
     }
     if (rc == 0) rc = init_params(&t);

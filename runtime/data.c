@@ -146,7 +146,8 @@ static int check_labels(const char *what, data_set *d, int32_t max_classes, char
 {
     for (int64_t i = 0; i < d->y.numel; i++) {
         if (d->y.i[i] < 0 || d->y.i[i] >= max_classes) {
-            nc_errf(err, errcap, "%s: label %" PRId64 " is %d, outside the %d classes allowed", what, i, d->y.i[i], max_classes);
+            nc_errf(err, errcap, "%s: sample %" PRId64 "'s label is %d, outside the model's %d classes (labels 0 to %d)", what, i,
+                     d->y.i[i], max_classes, max_classes - 1);
             return -1;
         }
         if (d->y.i[i] + 1 > d->classes) d->classes = d->y.i[i] + 1;
@@ -237,6 +238,22 @@ static int npy_dtype_error(const char *path, const char *descr, const cpu_tensor
     return -1;
 }
 
+/* A dtype netc does not read (int16, uint32, big-endian floats...): the
+ * reader knows only the file, so the input it was meant for and the
+ * conversion that makes it readable are added here, as npy_dtype_error
+ * gives them for a dtype it reads. */
+static void unread_dtype_hint(const char *path, nc_dtype want, const char *input, char *err, size_t errcap)
+{
+    const char *at = strstr(err, "unsupported dtype '"), *np = numpy_name(want);
+    if (!at || !np) return;
+    char descr[32];
+    if (sscanf(at, "unsupported dtype '%31[^']'", descr) != 1) return;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    nc_errf(err, errcap, "%s holds dtype '%s', which netc does not read; the model's input %s is %s (hint: convert the array with "
+             "NumPy, np.save('%s', a.astype(np.%s)))", path, descr, input, dtype_name(want), base, np);
+}
+
 /* A float array's first NaN or infinity, said with its sample and element;
  * its values in t's storage or, with bytes, there at their own width. */
 static int check_finite(const char *path, const cpu_tensor *t, const uint8_t *bytes, char *err, size_t errcap)
@@ -280,6 +297,7 @@ static int read_part(const char *path, nc_dtype want, const char *input, const c
                    : npy_read_as(path, float_as, t, most, &info, err, errcap);
     if (rc != 0) {
         if (access(path, F_OK) != 0 && missing_hint) snprintf(err + strlen(err), errcap - strlen(err), " (%s)", missing_hint);
+        else unread_dtype_hint(path, want, input, err, errcap);
         return -1;
     }
     if (!npy_fits(info.descr, t->dtype, want)) rc = npy_dtype_error(path, info.descr, t, want, input, err, errcap);
@@ -461,7 +479,9 @@ int data_load_text(const char *path, int64_t window, double test_fraction, data_
     }
     int64_t nwin = window >= 2 && len >= (size_t)window ? (int64_t)(len - 1) / (window - 1) : 0;
     if (nwin < 2) {
-        nc_errf(err, errcap, "%s: %zu bytes of text are too few for windows of %lld bytes", path, len, (long long)window);
+        /* two windows, one to train on and one to test, share a byte */
+        nc_errf(err, errcap, "%s: %zu byte%s of text, too few for windows of %lld bytes: a training and a test window need %lld "
+                 "at least", path, len, len == 1 ? "" : "s", (long long)window, 2 * (long long)window - 1);
         free(text);
         return -1;
     }

@@ -978,5 +978,10 @@ printf 'NETC' > "$tmp/cut40.netm"
 expect 1 "cut40.netm: not a netc module (cut short in its header)" inspect "$tmp/cut40.netm"
 expect 1 "fashion_mlp.net: not a netc module: it is text (a .net source is built into a module first: netc build M.net -o M.netm)" \
   inspect "$src/examples/fashion_mlp.net"
+# a training set of one sample says so in the singular, and --batch 1 alone (it said "1 samples ... --batch 1 or less")
+head -c 40 "$src/README.md" > "$tmp/one40.txt"
+expect 2 "the training set has 1 sample, fewer than one batch of 128: give --batch 1" \
+  train "$src/examples/char_lm.net" --data "$tmp/one40.txt" --set C=32 --set L=1 --set H=2 --set T=16 --device cpu
+[[ $out != *"or less"* ]] || { echo "FAIL: one sample: $out"; fail=$((fail + 1)); }
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))

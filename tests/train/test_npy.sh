@@ -246,6 +246,13 @@ variant short; reg_rows 127 2 2>/dev/null | "$make_npy" "$tmp/short/test_y.npy" 
 refused short "short/test_x.npy holds 128 samples but $tmp/short/test_y.npy holds 127: want one target per sample"
 variant noy; rm "$tmp/noy/train_y.npy"
 refused noy "noy/train_y.npy: No such file or directory (the train section's loss reads its input target: train_y.npy holds it, one row per sample)"
+# a dtype netc does not read names the model's input and the conversion, as one it reads does
+# (it said only "unsupported dtype '<i2'"); samples or targets saved flat get the reshape that fits
+variant i2; awk 'BEGIN { for (i = 0; i < 2048; i++) print 0 }' | "$make_npy" "$tmp/i2/train_x.npy" '<f4' 512,4
+sed -i "s/'<f4'/'<i2'/" "$tmp/i2/train_x.npy"
+refused i2 "i2/train_x.npy holds dtype '<i2', which netc does not read; the model's input x is f32 (hint: convert the array with NumPy, np.save('train_x.npy', a.astype(np.float32)))"
+variant sq; reg_rows 128 2 2>&1 >/dev/null | "$make_npy" "$tmp/sq/test_x.npy" '<f4' 128,2,2
+refused sq "netc: input x is f32[B, 4]; the test set has f32 samples of 2x2 (hint: each holds the 4 values the input takes, in another shape: save the array as a.reshape(-1, 4))"
 
 ((fails == 0)) || exit 1
 echo "test_npy: a regression on f32 data learns and its test loss is its mse, autoencoders train without labels (and with unread" \

@@ -37,6 +37,11 @@ if "$netc" train "$src/examples/char_lm.net" --data "$tmp/short.txt" "${small[@]
   echo "a text shorter than one window was accepted"; exit 1
 fi
 grep -q 'too few for windows' "$tmp/err" || { cat "$tmp/err"; exit 1; }
+# a file of one byte says it in the singular, and how many bytes a training and a test window need
+printf 'a' > "$tmp/one.txt"
+if "$netc" train "$src/tests/train/narrow_lm.net" --data "$tmp/one.txt" --device cpu 2>"$tmp/err"; then echo "a text of 1 byte was accepted"; exit 1; fi
+grep -qF 'one.txt: 1 byte of text, too few for windows of 9 bytes: a training and a test window need 17 at least' "$tmp/err" ||
+  { cat "$tmp/err"; exit 1; }
 gpt2_small=(--set V=256 --set C=32 --set L=1 --set H=2 --set MAXT=16 --dim T=16 --device cpu --seed 1 --lr 3e-3)
 "$netc" train "$src/examples/gpt2.net" --data "$tmp/fox.txt" --epochs 4 --batch 16 "${gpt2_small[@]}" \
   --metrics "$tmp/g.jsonl" 2>"$tmp/glog"
