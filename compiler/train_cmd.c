@@ -1842,6 +1842,21 @@ static bool forgotten_resume(const train_opts *o)
                             "%s holds a checkpoint; this run starts from scratch and replaces it at its first", ckpt);
 }
 
+/* A cosine schedule whose total_steps ends before the run's last step
+ * leaves the steps after it at min_lr (0 unless given): training that
+ * changes nothing, said before it is run (an error under -Werror). */
+static bool cosine_ends_early(const trainer *t, int64_t batches)
+{
+    const ir_train_spec *s = &t->tg->train;
+    int64_t end = batches * t->o->epochs;
+    if (t->o->max_steps && t->o->max_steps < end) end = t->o->max_steps;
+    if (s->schedule != IR_SCHED_COSINE || !s->total_steps || s->total_steps >= end || t->step >= end) return false;
+    return diag_cli_warning(stderr, t->o->werror, "raise total_steps to the run's steps, or leave it out: the schedule then spans --epochs",
+                            "the cosine schedule's total_steps %lld ends before this run's %lld steps: steps %lld to %lld run at "
+                            "min_lr %g", (long long)s->total_steps, (long long)end, (long long)s->total_steps + 1, (long long)end,
+                            s->min_lr);
+}
+
 static int train_loop(trainer *t)
 {
     const train_opts *o = t->o;
@@ -1854,6 +1869,7 @@ static int train_loop(trainer *t)
     data_loader_drop_source(dl, &t->train);   /* after train_set_id, the last reader of the samples */
     int rc = o->resume ? resume_from(t, ckpt, data_loader_batches(dl), &pos) : 0;
     if (rc == 0 && o->resume && t->step > 0) metrics_keep(t);
+    if (rc == 0 && cosine_ends_early(t, data_loader_batches(dl))) rc = 2;
     if (rc) data_loader_free(dl), dl = NULL;
     batch_feed feed = {.dl = dl};
     run_tally run = {.started = now_s()};

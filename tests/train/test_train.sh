@@ -12,6 +12,7 @@
 #     whole metrics lines, exit 130 / 143; --resume goes on with the next step.
 # 10. a small CNN (nn.conv2d, nn.max_pool2d) learns, and its evaluation's values hold no more
 #     than its training step's; at --batch 4 the evaluation runs more than 4 samples at a time.
+# 11. a cosine schedule's total_steps short of the run is warned of.
 # Args: NETC MAKE_IDX SOURCE_DIR JSONL_CHECK
 set -euo pipefail
 netc=$1 make_idx=$2 src=$3 jsonl_check=$4
@@ -335,8 +336,20 @@ runs=$(sed -n "s/^CPU memory: .* in runs of \([0-9]*\) samples$/\1/p" "$tmp/b4.l
 [[ -n $runs ]] && (( runs > 4 && runs <= 512 )) ||
   { cat "$tmp/b4.log"; echo "FAIL: tiny.net at --batch 4 evaluated in runs of ${runs:-?} samples, want more than 4"; exit 1; }
 
+# 11. a cosine schedule whose total_steps ends before the run's last step is warned of before any
+# step (the steps after it ran at min_lr 0, silently), an error under -Werror; one that spans it is not
+sed 's/schedule cosine(warmup: 5)/schedule cosine(warmup: 5, total_steps: 30)/' "$model" >"$tmp/cos30.net"
+"$netc" train "$tmp/cos30.net" "${common[@]}" --max-steps 40 2>"$tmp/cos.log" >/dev/null || { cat "$tmp/cos.log"; exit 1; }
+grep -qF "warning: the cosine schedule's total_steps 30 ends before this run's 40 steps: steps 31 to 40 run at min_lr 0" "$tmp/cos.log" ||
+  { cat "$tmp/cos.log"; echo "FAIL: no warning of a cosine schedule that ends before the run"; exit 1; }
+rc=0; "$netc" train "$tmp/cos30.net" "${common[@]}" --max-steps 40 -Werror 2>"$tmp/cos.log" >/dev/null || rc=$?
+[[ $rc == 2 ]] && ! grep -q '^epoch' "$tmp/cos.log" || { cat "$tmp/cos.log"; echo "FAIL: -Werror: exit $rc, want 2 before any step"; exit 1; }
+"$netc" train "$tmp/cos30.net" "${common[@]}" --max-steps 30 2>"$tmp/cos.log" >/dev/null && ! grep -q 'total_steps' "$tmp/cos.log" ||
+  { cat "$tmp/cos.log"; echo "FAIL: a cosine schedule that spans the run was warned of"; exit 1; }
+
 echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch," \
      "resumes mid-epoch with the same batch, seed, data and (cosine) epochs only, with the whole epoch's train loss, and says so of another learning rate; says a finished run has nothing to run, refuses bad labels and test shapes and an unwritable --save or --metrics up front," \
      "keeps an earlier run's metrics when it fails before its first step," \
      "stops on SIGINT/SIGTERM at the end of a step (first, mid-epoch, in the evaluation) with a checkpoint to resume from, the weights and whole metrics," \
-     "trains a CNN of nn.conv2d and nn.max_pool2d (evaluating in no more memory than its step, in runs the step's plan sizes)"
+     "trains a CNN of nn.conv2d and nn.max_pool2d (evaluating in no more memory than its step, in runs the step's plan sizes)," \
+     "warns of a cosine schedule that ends before the run"
