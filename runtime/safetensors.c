@@ -191,7 +191,14 @@ static int st_entry_check(const char *path, const char *name, json_t *e, const s
         return -1;
     }
     if (!st_dtype_from_name(json_string_value(dt), dtype)) {
-        nc_errf(err, errcap, "%s: tensor '%s': unsupported dtype %s", path, name, json_string_value(dt));
+        /* NumPy's and PyTorch's 64-bit defaults are the usual slip: name the cast that fixes them */
+        const char *d = json_string_value(dt), *cast = !strcmp(d, "F64") ? " (hint: save it as float32: t.float() in PyTorch, "
+                                                                            "a.astype(np.float32) in NumPy)"
+                                                      : !strcmp(d, "I64") ? " (hint: save it as int32: t.int() in PyTorch, "
+                                                                            "a.astype(np.int32) in NumPy)"
+                                                                          : "";
+        nc_errf(err, errcap, "%s: tensor '%s': unsupported dtype %s: netc reads F32, F16, BF16, I32, U8 and BOOL%s", path, name, d,
+                cast);
         return -1;
     }
     if (json_array_size(sh) > NC_MAX_RANK) {

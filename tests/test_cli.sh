@@ -983,5 +983,10 @@ head -c 40 "$src/README.md" > "$tmp/one40.txt"
 expect 2 "the training set has 1 sample, fewer than one batch of 128: give --batch 1" \
   train "$src/examples/char_lm.net" --data "$tmp/one40.txt" --set C=32 --set L=1 --set H=2 --set T=16 --device cpu
 [[ $out != *"or less"* ]] || { echo "FAIL: one sample: $out"; fail=$((fail + 1)); }
+# weights saved in float64 (NumPy's default) name the dtypes netc reads and the cast (it said only "unsupported dtype F64")
+h='{"fc1.weight":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}}'
+{ printf "\\x$(printf %02x ${#h})\\0\\0\\0\\0\\0\\0\\0%s" "$h"; printf '\0%.0s' 1 2 3 4 5 6 7 8; } > "$tmp/f64.safetensors"
+expect 1 "f64.safetensors: tensor 'fc1.weight': unsupported dtype F64: netc reads F32, F16, BF16, I32, U8 and BOOL (hint: save it as float32: t.float() in PyTorch, a.astype(np.float32) in NumPy)" \
+  run "$tmp/m.netm" --dim B=2 --random-inputs 1 --weights "$tmp/f64.safetensors"
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
