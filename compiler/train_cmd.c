@@ -435,6 +435,16 @@ static int32_t model_classes(const trainer *t)
     return (int32_t)classes;
 }
 
+/* What loading converted, a line a file: a float64 read as f32, a gzip text. */
+static void print_notes(const data_set *d)
+{
+    for (const char *line = d->note; *line;) {
+        int len = (int)strcspn(line, "\n");
+        fprintf(stderr, "netc: note: %.*s\n", len, line);
+        line += len + (line[len] == '\n');
+    }
+}
+
 /* Both splits of a data set of samples, in the dtypes the model declares. */
 static int load_samples(trainer *t, char *err, size_t cap)
 {
@@ -445,11 +455,7 @@ static int load_samples(trainer *t, char *err, size_t cap)
     data_set *sets[] = {&t->train, &t->test};
     for (int k = 0; k < 2; k++) {
         if (data_load_dir(t->o->data_dir, splits[k], &w, sets[k], err, cap)) return 1;
-        for (const char *line = sets[k]->note; *line;) {   /* a line a converted file */
-            int len = (int)strcspn(line, "\n");
-            fprintf(stderr, "netc: note: %.*s\n", len, line);
-            line += len + (line[len] == '\n');
-        }
+        print_notes(sets[k]);
     }
     return 0;
 }
@@ -1998,7 +2004,7 @@ int train_main(const train_opts *o)
         if (data_load_text(o->data_dir, window, 0.05, &t.train, &t.test, err, sizeof err)) {
             fprintf(stderr, "netc: %s\n", err);
             rc = 1;
-        }
+        } else print_notes(&t.train);
     } else if (rc == 0 && load_samples(&t, err, sizeof err)) {
         fprintf(stderr, "netc: %s\n", err);
         rc = 1;

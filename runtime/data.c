@@ -376,8 +376,13 @@ int data_load_dir(const char *dir, const char *split, const data_want *w, data_s
     return idx_load(dir, strcmp(split, "test") == 0 ? "t10k" : split, w->has_y, w->max_classes, out, err, errcap);
 }
 
-/* Appends the bytes of one file to *buf. */
-static int append_file(const char *path, uint8_t **buf, size_t *len, size_t *cap, char *err, size_t errcap)
+enum { GZ_NAME_CAP = 1024 };
+
+/* Appends the bytes of one file to *buf: of its text where it is
+ * gzip-compressed (gzread reads a plain file as it is), since its
+ * compressed bytes would be tokens of no language; gz (GZ_NAME_CAP) gets the
+ * first such file's path. */
+static int append_file(const char *path, uint8_t **buf, size_t *len, size_t *cap, char *gz, char *err, size_t errcap)
 {
     const char *why;
     FILE *f = file_open_regular(path, &why);
@@ -385,29 +390,45 @@ static int append_file(const char *path, uint8_t **buf, size_t *len, size_t *cap
         nc_errf(err, errcap, "%s: %s", path, why);
         return -1;
     }
+    int fd = dup(fileno(f));
+    fclose(f);
+    gzFile g = fd >= 0 ? gzdopen(fd, "rb") : NULL;
+    if (!g) {
+        if (fd >= 0) close(fd);
+        nc_errf(err, errcap, "%s: %s", path, strerror(errno ? errno : ENOMEM));
+        return -1;
+    }
+    int got = 0;
     for (;;) {
         if (*len == *cap) {
             if (*cap >= ((size_t)1 << 32)) {
-                fclose(f);
+                gzclose(g);
                 nc_errf(err, errcap, "%s: more than 4 GiB of text", path);
                 return -1;
             }
             *cap = *cap ? *cap * 2 : 1 << 20;
             *buf = nc_xrealloc(*buf, *cap);
         }
-        size_t got = fread(*buf + *len, 1, *cap - *len, f);
-        *len += got;
-        if (got == 0) break;
+        size_t room = *cap - *len;
+        got = gzread(g, *buf + *len, (unsigned)(room < (1u << 30) ? room : (1u << 30)));
+        if (got <= 0) break;
+        *len += (size_t)got;
     }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) nc_errf(err, errcap, "%s: read error", path);
-    return bad ? -1 : 0;
+    if (!gzdirect(g) && !gz[0]) snprintf(gz, GZ_NAME_CAP, "%s", path);
+    int zerr;
+    const char *zwhy = gzerror(g, &zerr);   /* a cut stream ends with a short read and Z_BUF_ERROR, not -1 */
+    if (!strncmp(zwhy, "<fd:", 4) && strstr(zwhy, ": ")) zwhy = strstr(zwhy, ": ") + 2;   /* gzdopen's name for the file */
+    if (got < 0 || (zerr != Z_OK && zerr != Z_STREAM_END))
+        nc_errf(err, errcap, "%s: %s%s", path, zerr == Z_ERRNO ? "read error" : "damaged or truncated gzip stream: ",
+                zerr == Z_ERRNO ? "" : zwhy);
+    else zerr = Z_OK;
+    gzclose(g);
+    return zerr == Z_OK && got >= 0 ? 0 : -1;
 }
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static int read_text(const char *path, uint8_t **buf, size_t *len, char *err, size_t errcap)
+static int read_text(const char *path, uint8_t **buf, size_t *len, char *gz, char *err, size_t errcap)
 {
     struct stat st;
     size_t cap = 0;
@@ -416,7 +437,7 @@ static int read_text(const char *path, uint8_t **buf, size_t *len, char *err, si
         nc_errf(err, errcap, "%s: %s", path, strerror(errno));
         return -1;
     }
-    if (!S_ISDIR(st.st_mode)) return append_file(path, buf, len, &cap, err, errcap);
+    if (!S_ISDIR(st.st_mode)) return append_file(path, buf, len, &cap, gz, err, errcap);
     DIR *d = opendir(path);
     if (!d) {
         nc_errf(err, errcap, "%s: %s", path, strerror(errno));
@@ -439,7 +460,7 @@ static int read_text(const char *path, uint8_t **buf, size_t *len, char *err, si
     if (n) qsort(names, n, sizeof *names, by_name);   /* names is NULL when none: qsort may not take it */
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
-        if (rc == 0) rc = append_file(names[i], buf, len, &cap, err, errcap);
+        if (rc == 0) rc = append_file(names[i], buf, len, &cap, gz, err, errcap);
         free(names[i]);
     }
     free(names);
@@ -473,7 +494,8 @@ int data_load_text(const char *path, int64_t window, double test_fraction, data_
     memset(test, 0, sizeof *test);
     uint8_t *text;
     size_t len;
-    if (read_text(path, &text, &len, err, errcap) != 0) {
+    char gz[GZ_NAME_CAP] = "";
+    if (read_text(path, &text, &len, gz, err, errcap) != 0) {
         free(text);
         return -1;
     }
@@ -490,6 +512,7 @@ int data_load_text(const char *path, int64_t window, double test_fraction, data_
     windows_into(train, text, 0, nwin - ntest, window);
     windows_into(test, text, nwin - ntest, ntest, window);
     free(text);
+    if (gz[0]) snprintf(train->note, DATA_NOTE_CAP, "%s is gzip-compressed: its text is read, decompressed", gz);
     return 0;
 }
 

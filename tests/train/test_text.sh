@@ -4,7 +4,8 @@
 # from ln(256) = 5.55 to below 2, and so does examples/llama_lm.net's (LLaMA's
 # blocks). So does examples/gpt2.net itself (i32 tokens
 # and targets, made tiny and byte-level with --set, T bound with --dim).
-# Text too short for one window is refused, and so is an unbound window.
+# Text too short for one window is refused, and so is an unbound window. A gzip-compressed
+# text is read decompressed (a cut one refused).
 # Args: NETC SOURCE_DIR
 set -euo pipefail
 netc=$1 src=$2
@@ -37,6 +38,16 @@ if "$netc" train "$src/examples/char_lm.net" --data "$tmp/short.txt" "${small[@]
   echo "a text shorter than one window was accepted"; exit 1
 fi
 grep -q 'too few for windows' "$tmp/err" || { cat "$tmp/err"; exit 1; }
+# a gzip-compressed text is trained on as its text, decompressed, and says so (the compressed bytes
+# were the tokens, silently): the same losses as the plain file; a cut stream is refused
+gzip -c "$tmp/fox.txt" > "$tmp/fox.gz"
+gz_run=(train "$src/tests/train/narrow_lm.net" --epochs 1 --batch 16 --device cpu --seed 1)
+"$netc" "${gz_run[@]}" --data "$tmp/fox.gz" --metrics "$tmp/n_gz.jsonl" 2>"$tmp/gz.log" ||  { cat "$tmp/gz.log"; exit 1; }
+grep -qF "netc: note: $tmp/fox.gz is gzip-compressed: its text is read, decompressed" "$tmp/gz.log" || { cat "$tmp/gz.log"; echo "no note of the gzip text"; exit 1; }
+diff <(nlosses "$tmp/n_on.jsonl") <(nlosses "$tmp/n_gz.jsonl") >/dev/null || { echo "the gzip text trained otherwise than the plain one"; exit 1; }
+head -c 100 "$tmp/fox.gz" > "$tmp/cut.gz"
+if "$netc" "${gz_run[@]}" --data "$tmp/cut.gz" 2>"$tmp/err"; then echo "a cut gzip text was accepted"; exit 1; fi
+grep -qF "cut.gz: damaged or truncated gzip stream: unexpected end of file" "$tmp/err" || { cat "$tmp/err"; exit 1; }
 # a file of one byte says it in the singular, and how many bytes a training and a test window need
 printf 'a' > "$tmp/one.txt"
 if "$netc" train "$src/tests/train/narrow_lm.net" --data "$tmp/one.txt" --device cpu 2>"$tmp/err"; then echo "a text of 1 byte was accepted"; exit 1; fi
