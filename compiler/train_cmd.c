@@ -251,6 +251,16 @@ static int sample_model_kind(trainer *t)
     return 0;
 }
 
+/* The --dim that made the first input's batch axis the constant size, where
+ * one binds that size: a model's own fixed first axis is rarely the very
+ * number a --dim gives. NULL: none. */
+static const char *batch_given_by_dim(const train_opts *o, int64_t size)
+{
+    for (int k = 0; k < o->ndims; k++)
+        if (o->dim_values[k] == size) return o->dim_names[k];
+    return NULL;
+}
+
 static int build_graphs(trainer *t)
 {
     char err[1024];
@@ -302,8 +312,14 @@ static int build_graphs(trainer *t)
     }
     const dim_expr *d0 = &f->dims[f->inputs[0].shape[0]];
     if (d0->nterms != 1 || d0->term[0].nfactors != 1 || d0->term[0].coeff != 1) {
-        fprintf(stderr, "netc: the first axis of input %s must be a symbolic batch dim such as B (netc train binds it "
-                        "from --batch: do not give it with --dim)\n", f->inputs[0].name);
+        int64_t size = 0;
+        const char *by = dim_is_const(d0, &size) ? batch_given_by_dim(t->o, size) : NULL;
+        if (by)
+            fprintf(stderr, "netc: --dim %s=%lld fixes the batch axis of input %s, which netc train binds from --batch: drop it and give "
+                            "--batch %lld\n", by, (long long)size, f->inputs[0].name, (long long)size);
+        else
+            fprintf(stderr, "netc: the first axis of input %s must be a symbolic batch dim such as B (netc train binds it "
+                            "from --batch: do not give it with --dim)\n", f->inputs[0].name);
         return 1;
     }
     snprintf(t->batch_dim, sizeof t->batch_dim, "%s", f->sym_names[d0->term[0].sym[0]]);
