@@ -1666,6 +1666,7 @@ static cpu_tensor *alloc_step_inputs(const ir_graph *g)
 /* What an epoch adds up, for its summary line. */
 typedef struct epoch_tally {
     int64_t epoch, first_batch, batches;   /* batches: the position in the epoch, first_batch where it resumed */
+    int64_t of;                            /* the epoch's batches: more than batches where --max-steps stopped it */
     double started, loss_sum, waited;      /* waited: for the data loader */
     int64_t nloss;                         /* finite losses in loss_sum */
     bool from_start;                       /* loss_sum has the epoch's steps from its first (a checkpoint's included) */
@@ -1701,9 +1702,15 @@ static int report_epoch(trainer *t, const epoch_tally *e, double el, double accu
     char rate_text[64] = ", no step of it in this run";   /* evaluated only: a rate of 0 would be no measure */
     const bool timed = e->batches > e->first_batch;
     if (timed) snprintf(rate_text, sizeof rate_text, ", %.1f s, %.0f samples/s", el, rate);
-    fprintf(stderr, "epoch %lld: train loss %s, test loss %.4f%s%s, waited %.2f s for data%s%s\n",
+    /* a run stopped inside the epoch scores it too, and a resume scores it again at its end: say which this is */
+    const bool partial = e->batches < e->of;
+    char part_text[96] = "";
+    if (partial)
+        snprintf(part_text, sizeof part_text, "; --max-steps stopped it after %lld of its %lld batches", (long long)e->batches,
+                 (long long)e->of);
+    fprintf(stderr, "epoch %lld: train loss %s, test loss %.4f%s%s, waited %.2f s for data%s%s%s\n",
             (long long)e->epoch + 1, loss_text, test_loss, acc_text, rate_text, e->waited, gpu_text,
-            t->skipped ? " (steps skipped on overflow so far: see below)" : "");
+            t->skipped ? " (steps skipped on overflow so far: see below)" : "", part_text);
     json_t *line = json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:I}", "epoch", (json_int_t)e->epoch + 1, "step", (json_int_t)t->step,
                              "train_loss", e->nloss ? train_loss : 0.0, "samples_per_s", rate, "test_loss", test_loss,
                              "epoch_seconds", el, "skipped_steps", (json_int_t)t->skipped);
@@ -1712,6 +1719,9 @@ static int report_epoch(trainer *t, const epoch_tally *e, double el, double accu
     if (t->classifier) json_object_set_new(line, "test_accuracy", json_real(accuracy));
     json_object_set_new(line, "data_wait_s", json_real(e->waited));
     if (t->gpu) json_object_set_new(line, "gpu_input_wait_s", json_real(gpu_wait));
+    if (partial)
+        json_object_set_new(line, "epoch_batches_done", json_integer(e->batches)),
+            json_object_set_new(line, "epoch_batches", json_integer(e->of));
     return metrics_line(t, line);
 }
 
@@ -1803,6 +1813,7 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
     int rc = 0;
     data_batch batch;
     double w;
+    e->of = nb;
     /* --max-steps checked first too: a run resumed from one stopped there takes no step more */
     while (rc == 0 && !train_interrupt && !(o->max_steps && t->step >= o->max_steps) && feed_next(feed, &batch, &w)) {
         e->waited += w;
@@ -1818,7 +1829,8 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
         int64_t b = e->batches;
         double el = now_s() - e->started, rate = (double)((b + 1 - e->first_batch) * o->batch) / fmax(el, 1e-9);
         double eta = (double)(eta_steps > t->step ? eta_steps - t->step : 0) * o->batch / fmax(rate, 1e-9);
-        if (tty ? (b % 5 == 0 || b + 1 == nb) : (b % 100 == 0 || b + 1 == nb)) progress(t, e->epoch, b, nb, r.loss, rate, eta, tty);
+        const bool last = b + 1 == nb || (o->max_steps && t->step == o->max_steps);   /* the epoch's or the run's */
+        if (tty ? (b % 5 == 0 || last) : (b % 100 == 0 || last)) progress(t, e->epoch, b, nb, r.loss, rate, eta, tty);
         if (b % 10 == 0 &&
             metrics_line(t, json_pack("{s:I, s:I, s:f, s:f, s:f}", "epoch", (json_int_t)e->epoch + 1, "step", (json_int_t)t->step,
                                       "train_loss", r.loss, "samples_per_s", rate, "lr", lr)))

@@ -13,6 +13,7 @@
 # 10. a small CNN (nn.conv2d, nn.max_pool2d) learns, and its evaluation's values hold no more
 #     than its training step's; at --batch 4 the evaluation runs more than 4 samples at a time.
 # 11. a cosine schedule's total_steps short of the run is warned of.
+# 12. an epoch cut by --max-steps says so; the run's last step has a progress line.
 # Args: NETC MAKE_IDX SOURCE_DIR JSONL_CHECK
 set -euo pipefail
 netc=$1 make_idx=$2 src=$3 jsonl_check=$4
@@ -347,9 +348,18 @@ rc=0; "$netc" train "$tmp/cos30.net" "${common[@]}" --max-steps 40 -Werror 2>"$t
 "$netc" train "$tmp/cos30.net" "${common[@]}" --max-steps 30 2>"$tmp/cos.log" >/dev/null && ! grep -q 'total_steps' "$tmp/cos.log" ||
   { cat "$tmp/cos.log"; echo "FAIL: a cosine schedule that spans the run was warned of"; exit 1; }
 
+# 12. an epoch --max-steps stops inside says so on its line and in its metrics (a resume scores that
+# epoch again at its end, and the two lines read alike), and the run's last step has its progress line
+"$netc" train "$model" "${common[@]}" --max-steps 40 --metrics "$tmp/part.jsonl" 2>"$tmp/part.log" >/dev/null || { cat "$tmp/part.log"; exit 1; }
+grep -q '^epoch 1: train loss .*; --max-steps stopped it after 40 of its 64 batches$' "$tmp/part.log" &&
+  grep -q '^epoch 1/2 step 40 (40/64) loss' "$tmp/part.log" &&
+  tail -1 "$tmp/part.jsonl" | grep -q '"epoch_batches_done":40,"epoch_batches":64}$' ||
+  { cat "$tmp/part.log"; tail -1 "$tmp/part.jsonl"; echo "FAIL: a partial epoch's line does not say it"; exit 1; }
+! grep -q 'epoch_batches' "$tmp/full.jsonl" || { echo "FAIL: whole epochs' metrics say epoch_batches"; exit 1; }
+
 echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch," \
      "resumes mid-epoch with the same batch, seed, data and (cosine) epochs only, with the whole epoch's train loss, and says so of another learning rate; says a finished run has nothing to run, refuses bad labels and test shapes and an unwritable --save or --metrics up front," \
      "keeps an earlier run's metrics when it fails before its first step," \
      "stops on SIGINT/SIGTERM at the end of a step (first, mid-epoch, in the evaluation) with a checkpoint to resume from, the weights and whole metrics," \
      "trains a CNN of nn.conv2d and nn.max_pool2d (evaluating in no more memory than its step, in runs the step's plan sizes)," \
-     "warns of a cosine schedule that ends before the run"
+     "warns of a cosine schedule that ends before the run, says an epoch --max-steps cut short"
