@@ -315,8 +315,8 @@ static int build_graphs(trainer *t)
         int64_t size = 0;
         const char *by = dim_is_const(d0, &size) ? batch_given_by_dim(t->o, size) : NULL;
         if (by)
-            fprintf(stderr, "netc: --dim %s=%lld fixes the batch axis of input %s, which netc train binds from --batch: drop it and give "
-                            "--batch %lld\n", by, (long long)size, f->inputs[0].name, (long long)size);
+            fprintf(stderr, "netc: --dim %s=%lld fixes the batch axis of input %s, which netc train binds from --batch: give --batch "
+                            "%lld (do not give it with --dim)\n", by, (long long)size, f->inputs[0].name, (long long)size);
         else
             fprintf(stderr, "netc: the first axis of input %s must be a symbolic batch dim such as B (netc train binds it "
                             "from --batch: do not give it with --dim)\n", f->inputs[0].name);
@@ -1719,9 +1719,10 @@ static int report_epoch(trainer *t, const epoch_tally *e, double el, double accu
     if (t->classifier) json_object_set_new(line, "test_accuracy", json_real(accuracy));
     json_object_set_new(line, "data_wait_s", json_real(e->waited));
     if (t->gpu) json_object_set_new(line, "gpu_input_wait_s", json_real(gpu_wait));
-    if (partial)
-        json_object_set_new(line, "epoch_batches_done", json_integer(e->batches)),
-            json_object_set_new(line, "epoch_batches", json_integer(e->of));
+    if (partial) {
+        json_object_set_new(line, "epoch_batches_done", json_integer(e->batches));
+        json_object_set_new(line, "epoch_batches", json_integer(e->of));
+    }
     return metrics_line(t, line);
 }
 

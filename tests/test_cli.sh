@@ -989,7 +989,7 @@ h='{"fc1.weight":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}}'
 expect 1 "f64.safetensors: tensor 'fc1.weight': unsupported dtype F64: netc reads F32, F16, BF16, I32, U8 and BOOL (hint: save it as float32: t.float() in PyTorch, a.astype(np.float32) in NumPy)" \
   run "$tmp/m.netm" --dim B=2 --random-inputs 1 --weights "$tmp/f64.safetensors"
 # --dim binding the batch axis says so and names the --batch to give (it said the axis "must be a symbolic batch dim such as B")
-expect 1 "netc: --dim B=64 fixes the batch axis of input images, which netc train binds from --batch: drop it and give --batch 64" \
+expect 1 "netc: --dim B=64 fixes the batch axis of input images, which netc train binds from --batch: give --batch 64 (do not give it with --dim)" \
   train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --dim B=64 --device cpu
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
