@@ -1338,6 +1338,7 @@ static void exec_repeat(sema_ctx *c, const ast_node *s)
         pop_prefix(c, saved);
         if (c->diag->errors > errors) break;     /* the same error in every iteration helps nobody */
     }
+    free(base);
     c->nrepeats--;
 }
 
