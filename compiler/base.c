@@ -79,14 +79,19 @@ void nc_text_cut(char *buf, size_t cap)
     memcpy(buf + at, "...", 4);
 }
 
-void nc_errf(char *err, size_t cap, const char *fmt, ...)
+void nc_verrf(char *err, size_t cap, const char *fmt, va_list ap)
 {
     if (!cap) return;
+    int n = vsnprintf(err, cap, fmt, ap);
+    if (n >= 0 && (size_t)n >= cap) nc_text_cut(err, cap);
+}
+
+void nc_errf(char *err, size_t cap, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(err, cap, fmt, ap);
+    nc_verrf(err, cap, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n >= cap) nc_text_cut(err, cap);
 }
 
 char *nc_xstrdup(const char *s)

@@ -47,6 +47,7 @@ char *nc_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * a tensor of any length: one that does not fit ends in "..." (on a whole
  * UTF-8 character), so that a cut is never silent. */
 void nc_errf(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void nc_verrf(char *err, size_t cap, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 /* buf, cap bytes that a text filled: its end made "..." as nc_errf does. */
 void nc_text_cut(char *buf, size_t cap);
 

@@ -247,7 +247,7 @@ static int fail(char *err, size_t cap, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
+    nc_verrf(err, cap, fmt, ap);   /* a path or a name too long for err ends in "...", not cut silently */
     va_end(ap);
     return -1;
 }
@@ -363,12 +363,12 @@ static bool r_invalid(rd *r, const char *fmt, ...)
 {
     if (r->bad) return false;
     r->bad = true;
-    char msg[256];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    char *msg = nc_xvasprintf(fmt, ap);
     va_end(ap);
     fail(r->err, r->errcap, "module is corrupt (%s): %s", r->what, msg);
+    free(msg);
     return false;
 }
 
@@ -691,13 +691,15 @@ static ir_graph *read_graph(rd *r)
     for (uint32_t i = 0; i < nreq && !r->bad; i++) r_require(r, g);
     if (!r->bad) r_train(r, g);
     if (!r->bad) {
-        char buf[512] = "";
-        FILE *mem = fmemopen(buf, sizeof buf - 1, "w");
+        char *buf = NULL;   /* the verifier's whole text: a problem names a tensor, of any length */
+        size_t len = 0;
+        FILE *mem = open_memstream(&buf, &len);
         int problems = mem ? ir_verify(g, mem) : 1;
         if (mem) fclose(mem);
-        buf[strcspn(buf, "\n")] = 0;   /* the first problem, on one line */
+        if (buf) buf[strcspn(buf, "\n")] = 0;   /* the first problem, on one line */
         if (problems)
-            r_invalid(r, "the graph fails verification: %s%s", buf[0] ? buf : "?", problems > 1 ? " (and more)" : "");
+            r_invalid(r, "the graph fails verification: %s%s", buf && buf[0] ? buf : "?", problems > 1 ? " (and more)" : "");
+        free(buf);
     }
     if (r->bad) {
         ir_graph_free(g);
@@ -970,9 +972,10 @@ int module_read(const char *path, nrt_module_data *m, char *err, size_t errcap)
         fail(err, errcap, "cannot read %s", path);
         rc = FILE_OPEN_IO_ERROR;
     } else {
-        char inner[512];
-        rc = module_read_buffer(buf, size, m, inner, sizeof inner);
+        char *inner = nc_xmalloc(errcap ? errcap : 1);   /* as long as err can show */
+        rc = module_read_buffer(buf, size, m, inner, errcap ? errcap : 1);
         if (rc) fail(err, errcap, "%s: %s", path, inner);
+        free(inner);
     }
     free(buf);
     return rc;
@@ -1011,11 +1014,16 @@ int module_take_entry(nrt_module_data *m, const char *name, nrt_module_data *out
             module_data_free(m);
             return 0;
         }
-    char names[256];
-    snprintf(names, sizeof names, "%s", module_main_entry_name(m));
-    for (uint32_t i = 0; i < m->nentries; i++) snprintf(names + strlen(names), sizeof names - strlen(names), ", %s", m->entries[i].name);
+    char *names = nc_xstrdup(module_main_entry_name(m));   /* entry names of any length, all of them */
+    for (uint32_t i = 0; i < m->nentries; i++) {
+        char *more = nc_xasprintf("%s, %s", names, m->entries[i].name);
+        free(names);
+        names = more;
+    }
     module_data_free(m);
-    return fail(err, errcap, "the module has no entry point '%s' (it has: %s)", name, names);
+    fail(err, errcap, "the module has no entry point '%s' (it has: %s)", name, names);
+    free(names);
+    return -1;
 }
 
 void module_data_free(nrt_module_data *m)

@@ -352,8 +352,26 @@ static void test_checked_fields(nrt_module_data *m, const char *path)
     m->entries = NULL, m->nentries = 0;
 }
 
+/* The entry points listed when the one asked for is missing: names of any
+ * length, all of them (a 256-byte list cut them off silently), and an err
+ * too small for the text ends in "..." rather than stopping mid-word. */
+static void test_long_entry_names(void)
+{
+    char name[2][301], err[1024];
+    for (int k = 0; k < 2; k++) memset(name[k], 'a' + k, 300), name[k][300] = 0;
+    for (int small = 0; small < 2; small++) {
+        nrt_module_data m = {0}, sub = {0}, out;
+        for (int k = 0; k < 2; k++) module_add_entry(&m, name[k], &sub);
+        size_t cap = small ? 80 : sizeof err;
+        CHECK(module_take_entry(&m, "other", &out, err, cap) != 0);
+        if (small) CHECK(strlen(err) == cap - 1 && !strcmp(err + cap - 4, "..."));
+        else CHECK(strstr(err, name[0]) && strstr(err, name[1]) && strstr(err, "it has: forward, a") && err[strlen(err) - 1] == ')');
+    }
+}
+
 int main(int argc, char **argv)
 {
+    test_long_entry_names();
     test_image_choice();
     test_malformed_index_operand();
     test_fuzz_regressions();
