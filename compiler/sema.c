@@ -146,9 +146,9 @@ void sema_bind(sema_ctx *c, const char *name, sv v, nc_loc loc)
     for (scope *s = c->env; s; s = s->parent) {
         binding *b = scope_find_local(s, name);
         if (b && b->fixed) {
-            char hint[160];
-            snprintf(hint, sizeof hint, "the index is the iteration's number for the whole body: bind a new name, e.g. %s1 = %s + 1", name, name);
+            char *hint = nc_xasprintf("the index is the iteration's number for the whole body: bind a new name, e.g. %s1 = %s + 1", name, name);
             sema_err(c, loc, hint, "'%s' is the repeat's index; it cannot be assigned", name);
+            free(hint);
             return;
         }
         if (b) {
@@ -415,26 +415,24 @@ static bool file_exists(const char *path)
 
 /* The standard library: --stdlib / NETC_STDLIB, else next to an installed
  * netc (<prefix>/share/netc/stdlib), else the source tree it was built from. */
-static void stdlib_path(sema_ctx *c, const char *name, char *path, size_t cap)
+static char *stdlib_path(sema_ctx *c, const char *name)
 {
     const char *dir = c->opts && c->opts->stdlib_dir ? c->opts->stdlib_dir : getenv("NETC_STDLIB");
-    if (dir) {
-        snprintf(path, cap, "%s/%s.net", dir, name);
-        return;
-    }
-    char exe[1024];
+    if (dir) return nc_xasprintf("%s/%s.net", dir, name);
+    char exe[4096];   /* PATH_MAX: a longer one (readlink fills it) is not used */
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
+    if (n > 0 && (size_t)n < sizeof exe - 1) {
         exe[n] = 0;
         char *slash = strrchr(exe, '/');
         if (slash) *slash = 0;
-        snprintf(path, cap, "%.900s/../share/netc/stdlib/%s.net", exe, name);
-        if (file_exists(path)) return;
+        char *path = nc_xasprintf("%s/../share/netc/stdlib/%s.net", exe, name);
+        if (file_exists(path)) return path;
+        free(path);
     }
 #ifdef NETC_STDLIB_DIR
-    snprintf(path, cap, "%s/%s.net", NETC_STDLIB_DIR, name);
+    return nc_xasprintf("%s/%s.net", NETC_STDLIB_DIR, name);
 #else
-    snprintf(path, cap, "stdlib/%s.net", name);
+    return nc_xasprintf("stdlib/%s.net", name);
 #endif
 }
 
@@ -449,21 +447,23 @@ static sema_module *module_load(sema_ctx *c, const char *name, nc_loc loc)
             return m;
         }
     /* Next to the importing file first, then the standard library. */
-    char path[1024] = "";
+    char *path = NULL;   /* whole: a cut path would name another file */
     const src_file *from = src_get(c->sources, loc.file);
     if (from) {
         const char *slash = strrchr(from->path, '/');
         int dirlen = slash ? (int)(slash - from->path + 1) : 0;
-        snprintf(path, sizeof path, "%.*s%s.net", dirlen, from->path, name);
+        path = nc_xasprintf("%.*s%s.net", dirlen, from->path, name);
     }
-    if (!path[0] || !file_exists(path)) stdlib_path(c, name, path, sizeof path);
+    if (!path || !file_exists(path)) free(path), path = stdlib_path(c, name);
     char err[512];
     uint32_t id = src_load(c->sources, path, err, sizeof err);
     if (!id && !file_exists(path)) {
         sema_err(c, loc, "modules are looked up next to the importing file, then in the standard "
                          "library (set NETC_STDLIB to move it)", "cannot import '%s': no file %s", name, path);
+        free(path);
         return NULL;
     }
+    free(path);
     if (!id) {
         sema_err(c, loc, NULL, "cannot import '%s': %s", name, err);
         return NULL;
@@ -710,10 +710,10 @@ static bool eval_type_dims(sema_ctx *c, const ast_node *type, dims_mode mode, ui
         }
         const ast_node *u = mode == DIMS_MODEL && e->kind != AST_NAME ? unbound_name(c, e) : NULL;
         if (u) {   /* f32[2 * B, 4]: B has no size yet to compute with */
-            char hint[160];
-            snprintf(hint, sizeof hint, "give '%s' an axis of its own in an input, e.g. f32[%s, 4], then reshape or slice",
-                     u->name, u->name);
+            char *hint = nc_xasprintf("give '%s' an axis of its own in an input, e.g. f32[%s, 4], then reshape or slice",
+                                      u->name, u->name);
             sema_err(c, u->loc, hint, "symbolic dimension '%s' must first appear alone as an axis", u->name);
+            free(hint);
             ok = false;
             continue;
         }
@@ -866,10 +866,11 @@ static sv eval_call(sema_ctx *c, const ast_node *e)
             b->used = true;
             if (b->value.kind == SV_FN) return call_fn(c, b->value, e);
             if (b->value.kind == SV_ERROR) return sv_error();
-            char hint[128];   /* a dtype held in a config: cast(x, DT) is the way to use it */
-            snprintf(hint, sizeof hint, "to convert to the dtype %s holds, write cast(x, %s)", callee->name, callee->name);
+            /* a dtype held in a config: cast(x, DT) is the way to use it */
+            char *hint = nc_xasprintf("to convert to the dtype %s holds, write cast(x, %s)", callee->name, callee->name);
             sema_err(c, callee->loc, b->value.kind == SV_DTYPE ? hint : NULL, "'%s' is %s, not a function", callee->name,
                      sv_kind_phrase(b->value.kind));
+            free(hint);
             return sv_error();
         }
         if (sema_builtin_exists(callee->name)) return sema_call_builtin(c, callee->name, e);
@@ -1121,11 +1122,12 @@ static bool param_type(sema_ctx *c, const ast_node *s, const char *what, ir_para
     for (int i = 0; i < p->decl.rank; i++) {
         int64_t v;
         if (!dim_is_const(&c->g->dims[p->decl.shape[i]], &v)) {
-            char hint[160];   /* the input's dim it came from is bound at build time, or not at all */
+            /* the input's dim it came from is bound at build time, or not at all */
             const char *sym = dim_first_sym(c->g, p->decl.shape[i]);
-            snprintf(hint, sizeof hint, "parameter and buffer shapes are fixed when the model is built: bind %s with --dim %s=N", sym, sym);
+            char *hint = nc_xasprintf("parameter and buffer shapes are fixed when the model is built: bind %s with --dim %s=N", sym, sym);
             sema_err(c, type->list.items[i]->loc, hint,
                      "%s '%s' has a symbolic dimension %s", what, s->name, sema_dim_text(c, p->decl.shape[i]));
+            free(hint);
             return false;
         }
     }
@@ -1200,13 +1202,14 @@ static bool update_target(sema_ctx *c, const ast_node *s, uint32_t *index)
         *index = n->attr.index;
         return true;
     }
-    char hint[256];
+    char *hint;
     if (n && n->op == OP_PARAM)
-        snprintf(hint, sizeof hint, "a parameter is trained by the optimizer; a value the model keeps itself is a buffer: "
-                 "buffer %s: f32[...] = zeros", s->name);
-    else snprintf(hint, sizeof hint, "update assigns a buffer declared in this fn or model: buffer %s: f32[...] = zeros, "
-                  "then update %s = ...; to bind a name, write %s = ...", s->name, s->name, s->name);
+        hint = nc_xasprintf("a parameter is trained by the optimizer; a value the model keeps itself is a buffer: "
+                            "buffer %s: f32[...] = zeros", s->name);
+    else hint = nc_xasprintf("update assigns a buffer declared in this fn or model: buffer %s: f32[...] = zeros, "
+                             "then update %s = ...; to bind a name, write %s = ...", s->name, s->name, s->name);
     sema_err(c, s->loc, hint, "'%s' is not a buffer", s->name);
+    free(hint);
     return false;
 }
 
@@ -1292,9 +1295,9 @@ static bool repeat_index_ok(sema_ctx *c, const ast_node *s)
 {
     if (!s->b || !bound_in_fn(c, s->b->name)) return true;
     binding *b = lookup(c, s->b->name);
-    char hint[160];
-    snprintf(hint, sizeof hint, "'%s' is bound at line %u: give the index a name of its own", s->b->name, b->loc.line);
+    char *hint = nc_xasprintf("'%s' is bound at line %u: give the index a name of its own", s->b->name, b->loc.line);
     sema_err(c, s->b->loc, hint, "the repeat's index '%s' would hide a name already bound here", s->b->name);
+    free(hint);
     return false;
 }
 
