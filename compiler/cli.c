@@ -1097,16 +1097,26 @@ static int cmd_inspect(cli_opts *o)
     return rc;
 }
 
-/* "u8[B, 28, 28]" for a module input, "f32[3, 4]" for a loaded array. */
-static void format_decl(const nrt_module *m, int input, const nrt_tensor_info *info, char *buf, size_t cap)
+/* The length of decl_text's text, written into buf as far as cap allows. */
+static size_t decl_text(const nrt_module *m, int input, const nrt_tensor_info *info, char *buf, size_t cap)
 {
-    size_t n = (size_t)snprintf(buf, cap, "%s[", nrt_dtype_name(info->dtype));
-    for (int a = 0; a < info->rank && n < cap; a++) {
+    size_t n = nc_appendf(buf, cap, 0, "%s[", nrt_dtype_name(info->dtype));
+    for (int a = 0; a < info->rank; a++) {
         const char *dim = nrt_module_input_dim(m, input, a);
-        if (dim) n += (size_t)snprintf(buf + n, cap - n, "%s%s", a ? ", " : "", dim);
-        else n += (size_t)snprintf(buf + n, cap - n, "%s%lld", a ? ", " : "", (long long)info->shape[a]);
+        if (dim) n = nc_appendf(buf, cap, n, "%s%s", a ? ", " : "", dim);
+        else n = nc_appendf(buf, cap, n, "%s%lld", a ? ", " : "", (long long)info->shape[a]);
     }
-    if (n < cap) snprintf(buf + n, cap - n, "]");
+    return nc_appendf(buf, cap, n, "]");
+}
+
+/* "u8[B, 28, 28]" for a module input, "f32[3, 4]" for a loaded array, on
+ * the heap (free it): dims are names of any length. */
+static char *format_decl(const nrt_module *m, int input, const nrt_tensor_info *info)
+{
+    size_t n = decl_text(m, input, info, NULL, 0) + 1;
+    char *text = nc_xmalloc(n);
+    decl_text(m, input, info, text, n);
+    return text;
 }
 
 /* The module input named name (its index, -1 with a line saying which
@@ -1117,12 +1127,12 @@ static int find_input(const nrt_module *m, const char *name, nrt_tensor_info *in
         nrt_module_input(m, i, info);
         if (strcmp(info->name, name) == 0) return i;
     }
-    char names[512] = "";
+    fprintf(stderr, "netc: the module has no input '%s' (its inputs: ", name);   /* every name, whole */
     for (int i = 0; i < nrt_module_num_inputs(m); i++) {
         nrt_module_input(m, i, info);
-        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", info->name);
+        fprintf(stderr, "%s%s", i ? ", " : "", info->name);
     }
-    fprintf(stderr, "netc: the module has no input '%s' (its inputs: %s)\n", name, names);
+    fprintf(stderr, ")\n");
     return -1;
 }
 
@@ -1167,16 +1177,17 @@ static int read_scalar_input(const nrt_module *m, int found, const nrt_tensor_in
     driver_set_value n = {0};
     const char *problem = !isfinite(v) ? "a finite number is needed"
                         : driver_set_value_parse(text, &n) ? "a decimal number is needed (1.5e-3), not hex" : NULL;
-    char decl[256];
-    format_decl(m, found, info, decl, sizeof decl);
+    char *decl = format_decl(m, found, info);
     if (!problem && info->rank != 0) problem = "a number gives a scalar input only; give a .npy file";
     else if (!problem && !dtype_is_float(want) && n.kind != DRIVER_SET_INT) problem = "the input takes an integer";
     else if (!problem && (dtype_is_float(want) ? fabs(v) > nc_float_max(want) : want == NC_U8 ? v < 0 || v > 255 : fabs(v) > INT32_MAX))
         problem = "out of the input's dtype's range";
     if (problem) {
         fprintf(stderr, "netc: --input %s=%s: %s (input '%s' is %s)\n", info->name, text, problem, info->name, decl);
+        free(decl);
         return 1;
     }
+    free(decl);
     cpu_tensor_alloc(x, want, 0, NULL, 64);
     cpu_set(x, 0, v);
     return 0;
@@ -1218,13 +1229,14 @@ static int read_given_input(const nrt_module *m, const cli_opts *o, int k, cpu_t
         for (int64_t j = 0; j < x->numel; j++) cpu_set(x, j, x->f[j]);
     }
     if (info.rank != x->rank || want != x->dtype) {
-        char decl[256], got[256];
-        format_decl(m, found, &info, decl, sizeof decl);
+        char got[256];   /* numbers only: NC_MAX_RANK of them fit */
+        char *decl = format_decl(m, found, &info);
         size_t n = (size_t)snprintf(got, sizeof got, "%s[", holds);
         for (int a = 0; a < x->rank && n < sizeof got; a++)
             n += (size_t)snprintf(got + n, sizeof got - n, "%s%lld", a ? ", " : "", (long long)x->shape[a]);
         if (n < sizeof got) snprintf(got + n, sizeof got - n, "]");
         fprintf(stderr, "netc: input '%s' is %s but %s holds %s\n", name, decl, path, got);
+        free(decl);
         return 1;
     }
     if (fi.misfit_at >= 0) return misfit_error(name, path, x, &fi);
@@ -1301,9 +1313,10 @@ static int write_outputs(nrt_session *s, const nrt_module *m, const char *dir)
         for (int64_t j = 0; j < numel && j < 4; j++) printf(" %.6g", cpu_get(&t, j));
         printf("\n");
         if (dir) {
-            char path[4096], err[512];
-            snprintf(path, sizeof path, "%s/%s.npy", dir, info.name);
-            if (npy_write(path, &t, err, sizeof err) != 0) {
+            char *path = nc_xasprintf("%s/%s.npy", dir, info.name), err[1024];   /* a cut path would name another file */
+            int wrote = npy_write(path, &t, err, sizeof err);
+            free(path);
+            if (wrote != 0) {
                 fprintf(stderr, "netc: %s\n", err);
                 cpu_tensor_free(&t);
                 free(buf);
@@ -1350,11 +1363,11 @@ static int cmd_run(cli_opts *o)
     if (o->weights && nrt_session_load_weights(s, o->weights, &e)) { fprintf(stderr, "netc: %s\n", e.message); goto free_session; }
     for (int k = 0; k < o->ninputs; k++) {
         if (!entry_reads(m, o->inputs[k])) {   /* set for nothing */
-            char hint[160];
-            snprintf(hint, sizeof hint, "drop --input %s%s", o->inputs[k],
-                     train_section_input(m, o->inputs[k]) ? ", or give --entry train: it is the train section's input" : "");
+            char *hint = nc_xasprintf("drop --input %s%s", o->inputs[k],
+                                      train_section_input(m, o->inputs[k]) ? ", or give --entry train: it is the train section's input" : "");
             diag_cli_warning(stderr, false, hint, "--input %s has no effect: the %s entry point does not read it", o->inputs[k],
                              o->entry ? o->entry : "forward");
+            free(hint);
         }
         size_t bytes = (size_t)loaded[k].numel * dtype_size(loaded[k].dtype);
         void *buf = nc_xmalloc(bytes ? bytes : 1);

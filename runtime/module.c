@@ -655,7 +655,7 @@ static ir_graph *read_graph(rd *r)
     free(name);
     uint32_t nsyms = r_count(r, 4, NC_MAX_SYMS);
     for (uint32_t i = 0; i < nsyms && !r->bad; i++) {
-        char *s = r_str(r, 256);
+        char *s = r_str(r, 4096);   /* as long as the other names netc writes (a dim of 300 bytes was refused) */
         if (s && ir_sym_add(g, s) != (int)i) r_invalid(r, "duplicate symbol %s", s);
         free(s);
     }

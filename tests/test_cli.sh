@@ -991,5 +991,20 @@ expect 1 "f64.safetensors: tensor 'fc1.weight': unsupported dtype F64: netc read
 # --dim binding the batch axis says so and names the --batch to give (it said the axis "must be a symbolic batch dim such as B")
 expect 1 "netc: --dim B=64 fixes the batch axis of input images, which netc train binds from --batch: give --batch 64 (do not give it with --dim)" \
   train "$src/examples/fashion_mlp.net" --data "$tmp/nodata" --dim B=64 --device cpu
+# long names (a 600-byte input, a 300-byte dim and label) are shown whole: the list of inputs
+# (512 bytes), an input's declared shape (256) and the --input hint (160) cut them silently,
+# and the module reader refused a dim name over 256 bytes that netc build had written
+lx=x$(printf 'q%.0s' $(seq 599)) ld=D$(printf 'd%.0s' $(seq 299)) ly=t$(printf 'y%.0s' $(seq 299))
+printf 'import nn\nmodel reg(%s: f32[%s, 4]) -> (pred: f32[%s, 1]) {\n  return nn.linear(%s, 1)\n}\ntrain reg(%s: f32[%s, 1]) {\n  loss = nn.mse(pred, %s)\n  optimizer adam(lr: 1e-2)\n}\n' \
+  "$lx" "$ld" "$ld" "$lx" "$ly" "$ld" "$ly" > "$tmp/long40.net"
+"$netc" build "$tmp/long40.net" --target '' -o "$tmp/long40.netm" 2>/dev/null
+hdr="{'descr': '<f4', 'fortran_order': False, 'shape': (2, 1), }"
+printf '\x93NUMPY\x01\x00\x76\x00%s%*s\n\x00\x00\x80\x3f\x00\x00\x80\x3f' "$hdr" $((117 - ${#hdr})) '' > "$tmp/y40.npy"
+expect 1 "netc: the module has no input 'nope' (its inputs: $lx, $ly)" run "$tmp/long40.netm" --input "nope=$tmp/y40.npy"
+expect 1 "(input '$lx' is f32[$ld, 4])" run "$tmp/long40.netm" --input "$lx=2.5"
+hdr="{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }"
+printf '\x93NUMPY\x01\x00\x76\x00%s%*s\n\x00\x00\x80\x3f\x00\x00\x80\x3f' "$hdr" $((117 - ${#hdr})) '' > "$tmp/z40.npy"
+expect 1 "netc: input '$lx' is f32[$ld, 4] but $tmp/z40.npy holds f32[2]" run "$tmp/long40.netm" --input "$lx=$tmp/z40.npy"
+expect 0 "  hint: drop --input $ly" run "$tmp/long40.netm" --device cpu --random-inputs 1 --dim "$ld=2" --input "$ly=$tmp/y40.npy"
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
