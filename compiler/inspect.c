@@ -218,6 +218,15 @@ static json_t *decls_json(const ir_graph *g, const ir_tensor_decl *d, uint32_t n
     return a;
 }
 
+/* "file.net:12", where n came from (the file's name without its folders;
+ * "" for none), on the heap: a file's name is of any length. */
+static char *source_of(const ir_graph *g, const ir_node *n)
+{
+    if (!n->loc.file || n->loc.file > g->nfiles) return nc_xstrdup("");
+    const char *f = g->files[n->loc.file - 1], *slash = strrchr(f, '/');
+    return nc_xasprintf("%s:%u", slash ? slash + 1 : f, n->loc.line);
+}
+
 /* The buffers alive at the step where the most bytes are, biggest first:
  * what a memory budget has to cut. Buffers sharing memory (in place) count
  * once. */
@@ -244,18 +253,15 @@ static void print_peak_live_set(FILE *out, const ir_graph *g, const nrt_program 
         if (pick == UINT32_MAX) break;
         for (uint32_t i = 0; i < nbuf; i++)   /* its in-place partners: the same memory */
             if (b[i].offset == b[pick].offset && b[i].bytes == b[pick].bytes) shown[i] = true;
-        char size[32], loc[96] = "";
+        char size[32];
         human_bytes((double)b[pick].bytes, size, sizeof size);
         if (pick < g->nnodes) {
             const ir_node *n = &g->nodes[pick];
-            char *type = ir_shape_str(g, n->dtype, n->rank, n->shape);
-            if (n->loc.file && n->loc.file <= g->nfiles) {
-                const char *f = g->files[n->loc.file - 1], *slash = strrchr(f, '/');
-                snprintf(loc, sizeof loc, "%s:%u", slash ? slash + 1 : f, n->loc.line);
-            }
+            char *type = ir_shape_str(g, n->dtype, n->rank, n->shape), *loc = source_of(g, n);
             fprintf(out, "  %10s  %%%u %s %s %s (steps %d-%d)\n", size, pick, nc_ops[n->op].name, type, loc, b[pick].first,
                     b[pick].last);
             free(type);
+            free(loc);
         } else {
             fprintf(out, "  %10s  scratch (steps %d-%d)\n", size, b[pick].first, b[pick].last);
         }
@@ -334,6 +340,31 @@ static void print_profile(FILE *out, const ir_graph *g, const nrt_program *p, co
                 100 * t[i].seconds / total, 100 * floors[t[i].step] / t[i].seconds);
     }
     free(t);
+}
+
+/* "a, b, c": the texts joined, on the heap. */
+static char *join_list(char *list, const char *more)
+{
+    char *joined = nc_xasprintf("%s%s%s", list ? list : "", list ? ", " : "", more);
+    free(list);
+    return joined;
+}
+
+/* The module's entry points, "forward, train", for the report (names of any length). */
+static char *entry_points_text(const nrt_module_data *all)
+{
+    char *text = join_list(NULL, module_main_entry_name(all));
+    for (uint32_t i = 0; i < all->nentries; i++) text = join_list(text, all->entries[i].name);
+    return text;
+}
+
+/* The dims not given with --dim, "B, T" ("" for none). */
+static char *defaulted_names(const ir_graph *g, const bool *sym_defaulted)
+{
+    char *text = NULL;
+    for (uint32_t k = 0; k < g->nsyms; k++)
+        if (sym_defaulted[k]) text = join_list(text, g->sym_names[k]);
+    return text ? text : nc_xstrdup("");
 }
 
 /* The check of the bound sizes a session makes first refuses (a node's
@@ -474,13 +505,11 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         fprintf(stderr, "netc: %s\n", err);
         return 1;
     }
-    char entries[256];   /* the file's entry points, for the report */
-    snprintf(entries, sizeof entries, "%s", module_main_entry_name(&all));
+    char *entries = entry_points_text(&all);
     const char *shown = entry ? entry : module_main_entry_name(&all);
-    for (uint32_t i = 0; i < all.nentries; i++)
-        snprintf(entries + strlen(entries), sizeof entries - strlen(entries), ", %s", all.entries[i].name);
     if (module_take_entry(&all, entry, &m, err, sizeof err) != 0) {
         fprintf(stderr, "netc: %s\n", err);
+        free(entries);
         return 1;
     }
     const ir_graph *g = m.graph;
@@ -499,18 +528,16 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
             fprintf(stderr, "netc: the module has no symbolic dim %s%s\n", dim_names[i], names);
             free(names);
             module_data_free(&m);
+            free(entries);
             return 2;
         }
     tc_error bad = {0};   /* a binding a session refuses has no numbers to show */
     bool raised[NC_MAX_SYMS] = {0};
     if (!bind_defaults(g, syms, sym_defaulted, raised, &bad)) {
-        char names[256] = "";
+        char *names = defaulted_names(g, sym_defaulted);
         const char *first = NULL;
-        for (uint32_t k = 0, n = 0; k < g->nsyms && n < sizeof names; k++)
-            if (sym_defaulted[k]) {
-                n += (uint32_t)snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", g->sym_names[k]);
-                if (!first) first = g->sym_names[k];
-            }
+        for (uint32_t k = 0; k < g->nsyms && !first; k++)
+            if (sym_defaulted[k]) first = g->sym_names[k];
         if (defaulted)
             fprintf(stderr, "netc: a session refuses this binding, with %s taken as 1 (not given with --dim) and no value up to %d "
                             "of %s accepted either: %s\n", names, INSPECT_MAX_DEFAULT, names, bad.msg);
@@ -518,7 +545,9 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         if (bad.hint[0]) fprintf(stderr, "  hint: %s\n", bad.hint);
         if (first) fprintf(stderr, "  hint: give the sizes to inspect with --dim (--dim %s=N)\n", first);
         tc_error_free(&bad);
+        free(names);
         module_data_free(&m);
+        free(entries);
         return 1;
     }
     char note[768];
@@ -529,6 +558,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
     if (!b) {
         fprintf(stderr, "netc: %s\n", err);
         module_data_free(&m);
+        free(entries);
         return 1;
     }
     double param_bytes = 0;
@@ -559,11 +589,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         else total_bytes += c.bytes, total_flops += c.flops, total_floor += c.floor_s;
         const ir_node *n = &g->nodes[s->node];
         if (n->flags & IR_FLAG_RECOMPUTE) recompute_flops += c.flops;
-        char what[128] = "", loc[96] = "", name[64];
-        if (n->loc.file && n->loc.file <= g->nfiles) {
-            const char *f = g->files[n->loc.file - 1], *slash = strrchr(f, '/');
-            snprintf(loc, sizeof loc, "%s:%u", slash ? slash + 1 : f, n->loc.line);
-        }
+        char what[128] = "", name[64], *loc = source_of(g, n);   /* what: shown in 34 columns; loc whole, in the JSON */
         snprintf(what, sizeof what, "%%%u %s %s", s->node, nc_ops[n->op].name, loc);
         json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:s, s:s}", "name", step_name(&m.program, s, name), "bytes", c.bytes, "flops",
                               c.flops, "floor_us", c.floor_s * 1e6, "op", nc_ops[n->op].name, "source", loc);
@@ -584,6 +610,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
             }
             fprintf(out, "%s\n", s->prepare ? "  once" : "");
         }
+        free(loc);
     }
     free(launch_of);
     if (as_json) {
@@ -674,5 +701,6 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
     free(floors);
     free(b);
     module_data_free(&m);
+    free(entries);
     return 0;
 }

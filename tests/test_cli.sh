@@ -1006,5 +1006,10 @@ hdr="{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }"
 printf '\x93NUMPY\x01\x00\x76\x00%s%*s\n\x00\x00\x80\x3f\x00\x00\x80\x3f' "$hdr" $((117 - ${#hdr})) '' > "$tmp/z40.npy"
 expect 1 "netc: input '$lx' is f32[$ld, 4] but $tmp/z40.npy holds f32[2]" run "$tmp/long40.netm" --input "$lx=$tmp/z40.npy"
 expect 0 "  hint: drop --input $ly" run "$tmp/long40.netm" --device cpu --random-inputs 1 --dim "$ld=2" --input "$ly=$tmp/y40.npy"
+# inspect's note of the dims taken as 1 that no value satisfies names them whole (256 bytes cut them)
+printf 'model m(x: f32[%s, 4]) -> f32[%s, 4] {\n  require %s == 2000, "too few"\n  return x * 2.0\n}\n' "$ld" "$ld" "$ld" > "$tmp/long40b.net"
+"$netc" build "$tmp/long40b.net" --target '' -o "$tmp/long40b.netm" 2>/dev/null
+expect 1 "netc: a session refuses this binding, with $ld taken as 1 (not given with --dim) and no value up to 1024 of $ld accepted either" \
+  inspect "$tmp/long40b.netm"
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))

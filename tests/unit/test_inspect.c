@@ -156,8 +156,55 @@ static void check_joined_sums_floor(const char *root)
     built_free(&b);
 }
 
+/* A source file's name and the entry points' names are shown whole: the
+ * step's "source" and the list of entry points (in 96 and 256 bytes, they
+ * were cut silently; an entry's name is at most 64 bytes, 5 of them 300). */
+static void check_long_names(void)
+{
+    char net[260], entry[5][61], err[1024];
+    snprintf(net, sizeof net, "test_inspect_%0200d.net", 0);
+    for (int k = 0; k < 5; k++) memset(entry[k], 'a' + k, 60), entry[k][60] = 0;
+    FILE *f = fopen(net, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs("model m(x: f32[B, 4]) -> f32[B, 4] {\n  return relu(x) * 2.0\n}\n", f);
+    fclose(f);
+    driver_opts o = {.verify = true, .fuse = true};
+    built b = {.path = "test_inspect_long.netm"};
+    b.g = compile_file(net, &o, &b.src);
+    remove(net);
+    CHECK(b.g != NULL);
+    if (!b.g) return;
+    b.m = (nrt_module_data){.graph = b.g, .nvrtc_version = 13000};
+    CHECK(cuda_emit_program_ex(b.g, true, &b.m.program, err, sizeof err));
+    CHECK(module_write(b.path, &b.m, err, sizeof err) == 0);
+    for (int k = 0; k < 5; k++) {
+        nrt_module_data sub;
+        CHECK(module_read("test_inspect_long.netm", &sub, err, sizeof err) == 0);
+        module_add_entry(&b.m, entry[k], &sub);
+    }
+    CHECK(module_write(b.path, &b.m, err, sizeof err) == 0);
+    char *js = report(b.path, NULL, NULL, 0, true, NULL);
+    json_error_t je;
+    json_t *j = js ? json_loads(js, 0, &je) : NULL, *steps = json_object_get(j, "steps"), *entries = json_object_get(j, "entry_points");
+    char want[300];
+    snprintf(want, sizeof want, "%s:2", net);
+    CHECK(json_array_size(steps) > 0 && !strcmp(json_string_value(json_object_get(json_array_get(steps, 0), "source")), want));
+    CHECK(json_array_size(entries) == 6);
+    for (int k = 0; k < 5 && json_array_size(entries) == 6; k++) CHECK(!strcmp(json_string_value(json_array_get(entries, k + 1)), entry[k]));
+    json_decref(j);
+    free(js);
+    for (uint32_t k = 0; k < b.m.nentries; k++) {
+        module_data_free(&b.m.entries[k].data);
+        free(b.m.entries[k].name);
+    }
+    free(b.m.entries);
+    built_free(&b);
+}
+
 int main(int argc, char **argv)
 {
+    check_long_names();
     const char *root = argc > 1 ? argv[1] : ".";
     char example[1024];
     snprintf(example, sizeof example, "%s/examples/gpt2.net", root);
