@@ -325,23 +325,19 @@ typedef struct cpu_run {
 
 static int run_fail(cpu_run *r, const ir_node *n, const char *fmt, ...)
 {
-    size_t k = 0;
     if (!r->err || r->errcap == 0) return -1;
-    r->err[0] = 0;
-    if (n) {
-        const ir_graph *g = r->g;
-        if (n->loc.file && n->loc.file <= g->nfiles)
-            k += (size_t)snprintf(r->err, r->errcap, "%s:%u:%u: ", g->files[n->loc.file - 1], n->loc.line,
-                                  n->loc.col);
-        if (k < r->errcap)
-            k += (size_t)snprintf(r->err + k, r->errcap - k, "%%%u: ", (unsigned)(n - g->nodes));
-    }
-    if (k < r->errcap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(r->err + k, r->errcap - k, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = nc_xvasprintf(fmt, ap);
+    va_end(ap);
+    const ir_graph *g = r->g;
+    const bool located = n && n->loc.file && n->loc.file <= g->nfiles;
+    /* a long source path or tensor name ends the text in "...", not mid-word */
+    if (!n) nc_errf(r->err, r->errcap, "%s", msg);
+    else if (!located) nc_errf(r->err, r->errcap, "%%%u: %s", (unsigned)(n - g->nodes), msg);
+    else nc_errf(r->err, r->errcap, "%s:%u:%u: %%%u: %s", g->files[n->loc.file - 1], n->loc.line, n->loc.col,
+                 (unsigned)(n - g->nodes), msg);
+    free(msg);
     return -1;
 }
 

@@ -2564,6 +2564,25 @@ static void check_coverage(void)
         }
 }
 
+/* A run's error names where the failing node came from; a source path too
+ * long for the caller's err ends the text in "..." (it was cut silently,
+ * mid-path, with nothing to say so). */
+static void test_long_error_path(void)
+{
+    tcase t;
+    begin(&t, "a long path in a run's error");
+    char path[1001];
+    memset(path, 'p', 1000), path[1000] = 0;
+    ir_node f = {.op = OP_FILL, .dtype = NC_F32, .rank = 1, .attr.f = 1, .loc = {ir_file_add(t.g, path), 3, 5}};
+    const_dims(&t, (const int64_t[]){4}, 1, f.shape);
+    build(&t, f, NULL, 0);
+    t.o.max_bytes = 8;   /* 4 floats are 16 bytes */
+    run_expect_error(&t, "pppp");
+    size_t n = strlen(t.err);
+    if (n != sizeof t.err - 1 || strcmp(t.err + n - 3, "...") != 0) fail(&t, "a cut error does not end in \"...\": \"%s\"", t.err + n - 10);
+    end(&t);
+}
+
 int main(void)
 {
     test_fill_iota();
@@ -2613,6 +2632,7 @@ int main(void)
     test_sum_apart();
     test_dim_value();
     test_blas_threads();
+    test_long_error_path();
     check_coverage();
     if (failures) {
         printf("test_cpu_ops: %d failure(s)\n", failures);
