@@ -110,31 +110,48 @@ void driver_warn_accumulate(const ir_graph *g, int accumulate, diag_ctx *d)
 {
     const ir_train_spec *t = &g->train;
     if (accumulate <= 1 || !t->present || !t->loss_mixes_batch) return;
-    char what[160];
+    char *what;   /* names a dim: of any length */
     if (t->batch_reduce_op == OP_DIM_VALUE) {
         char *dim = ir_dim_str(g, t->batch_reduce_dim);
-        snprintf(what, sizeof what, "the loss is scaled by this size, %s, which grows with the batch", dim);
+        what = nc_xasprintf("the loss is scaled by this size, %s, which grows with the batch", dim);
         free(dim);
     } else if (t->batch_reduce_op == OP_MATMUL || t->batch_reduce_op == OP_SCATTER_ADD) {
-        snprintf(what, sizeof what, "this %s adds up along the batch axis", op_name(t->batch_reduce_op));
+        what = nc_xasprintf("this %s adds up along the batch axis", op_name(t->batch_reduce_op));
     } else {
-        snprintf(what, sizeof what, "this %s is over the batch axis", op_name(t->batch_reduce_op));
+        what = nc_xasprintf("this %s is over the batch axis", op_name(t->batch_reduce_op));
     }
     diag_report(d, DIAG_WARNING, t->batch_reduce_loc,
                 "make the loss a mean over the batch (mean(...) where it adds up the samples; cross_entropy is one "
                 "already), or train without --accumulate",
                 "--accumulate %d averages the gradients of %d micro-batches, one batch's only for a loss that is a mean "
                 "over the batch; %s", accumulate, accumulate, what);
+    free(what);
     if (t->loss_loc.line && (t->loss_loc.file != t->batch_reduce_loc.file || t->loss_loc.line != t->batch_reduce_loc.line))
         diag_report(d, DIAG_NOTE, t->loss_loc, NULL, "in the loss, here");
 }
 
-const char *driver_no_train_hint(const ir_graph *g, char *buf, size_t cap)
+/* driver_no_train_hint's text, whole on the heap (a model's name is of any length). */
+static char *no_train_hint(const ir_graph *g)
 {
     if (g->train.trained_models[0])
-        snprintf(buf, cap, "the file's models with one: %s (give --model NAME)", g->train.trained_models);
-    else snprintf(buf, cap, "add: train %s { optimizer adam(lr: 1e-3) }", g->name);
+        return nc_xasprintf("the file's models with one: %s (give --model NAME)", g->train.trained_models);
+    return nc_xasprintf("add: train %s { optimizer adam(lr: 1e-3) }", g->name);
+}
+
+const char *driver_no_train_hint(const ir_graph *g, char *buf, size_t cap)
+{
+    char *text = no_train_hint(g);
+    nc_errf(buf, cap, "%s", text);   /* longer than buf: ends in "..." */
+    free(text);
     return buf;
+}
+
+/* "model NAME has no train section", with the hint. */
+static void report_no_train(const ir_graph *g, uint32_t file_id, diag_ctx *d)
+{
+    char *hint = no_train_hint(g);
+    diag_report(d, DIAG_ERROR, (nc_loc){file_id, 0, 0}, hint, "model %s has no train section", g->name);
+    free(hint);
 }
 
 /* The train section's loss as g's only output (the others are then dead
@@ -142,9 +159,7 @@ const char *driver_no_train_hint(const ir_graph *g, char *buf, size_t cap)
 static bool loss_as_output(ir_graph *g, uint32_t file_id, diag_ctx *d)
 {
     if (!g->train.present || g->train.loss == IR_NONE) {
-        char hint[256];
-        diag_report(d, DIAG_ERROR, (nc_loc){file_id, 0, 0}, driver_no_train_hint(g, hint, sizeof hint), "model %s has no train section",
-                    g->name);
+        report_no_train(g, file_id, d);
         ir_graph_free(g);
         return false;
     }
@@ -176,9 +191,7 @@ ir_graph *driver_compile(src_table *sources, uint32_t file_id, const driver_opts
     if (train) {
         char err[1024];
         if (!g->train.present) {
-            char hint[256];
-            diag_report(d, DIAG_ERROR, (nc_loc){file_id, 0, 0}, driver_no_train_hint(g, hint, sizeof hint),
-                        "model %s has no train section", g->name);
+            report_no_train(g, file_id, d);
             ir_graph_free(g);
             return NULL;
         }

@@ -1011,5 +1011,12 @@ printf 'model m(x: f32[%s, 4]) -> f32[%s, 4] {\n  require %s == 2000, "too few"\
 "$netc" build "$tmp/long40b.net" --target '' -o "$tmp/long40b.netm" 2>/dev/null
 expect 1 "netc: a session refuses this binding, with $ld taken as 1 (not given with --dim) and no value up to 1024 of $ld accepted either" \
   inspect "$tmp/long40b.netm"
+# netc train's hint for a model without a train section is cut visibly ("...") where its
+# 256-byte buffer is too small for the model's name (it was cut silently)
+lm=m$(printf 'n%.0s' $(seq 299))
+printf 'model %s(x: f32[B, 8]) -> (y: f32[B, 8]) {\n  return x * 2.0\n}\n' "$lm" > "$tmp/notrain40.net"
+expect 1 "has no train section; add: train ${lm:0:200}" train "$tmp/notrain40.net" --data "$tmp/nodata"
+n=$((n + 1))
+[[ $("$netc" train "$tmp/notrain40.net" --data "$tmp/nodata" 2>&1) == *"nnnn..." ]] || { echo "FAIL: a cut no-train hint ends in '...'"; fail=$((fail + 1)); }
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
