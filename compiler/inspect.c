@@ -485,15 +485,26 @@ static bool bind_defaults(const ir_graph *g, int64_t *syms, const bool *defaulte
     return true;
 }
 
-/* "(... taken as 1, but B as 2, the least a session accepts: the require at ...)" */
-static void defaults_note(const ir_graph *g, const int64_t *syms, const bool *raised, const tc_error *why, char *out, size_t cap)
+/* "(... taken as 1, but B as 2, the least a session accepts: the require at ...)": its
+ * length, written into out as far as cap allows. */
+static size_t defaults_note_text(const ir_graph *g, const int64_t *syms, const bool *raised, const tc_error *why, char *out,
+                                 size_t cap)
 {
-    size_t n = (size_t)snprintf(out, cap, "(symbolic dims not bound with --dim are taken as 1");
+    size_t n = nc_appendf(out, cap, 0, "(symbolic dims not bound with --dim are taken as 1");
     bool any = false;
-    for (uint32_t k = 0; k < g->nsyms && n < cap; k++)
-        if (raised[k]) n += (size_t)snprintf(out + n, cap - n, "%s %s as %lld", any ? "," : ", but", g->sym_names[k], (long long)syms[k]), any = true;
-    if (any && n < cap) n += (size_t)snprintf(out + n, cap - n, ", the least a session accepts: %s", why->msg);
-    if (n < cap) snprintf(out + n, cap - n, ")");
+    for (uint32_t k = 0; k < g->nsyms; k++)
+        if (raised[k]) n = nc_appendf(out, cap, n, "%s %s as %lld", any ? "," : ", but", g->sym_names[k], (long long)syms[k]), any = true;
+    if (any) n = nc_appendf(out, cap, n, ", the least a session accepts: %s", why->msg);
+    return nc_appendf(out, cap, n, ")");
+}
+
+/* defaults_note_text's text on the heap: it names dims and quotes a require's message, of any length. */
+static char *defaults_note(const ir_graph *g, const int64_t *syms, const bool *raised, const tc_error *why)
+{
+    size_t n = defaults_note_text(g, syms, raised, why, NULL, 0) + 1;
+    char *note = nc_xmalloc(n);
+    defaults_note_text(g, syms, raised, why, note, n);
+    return note;
 }
 
 int inspect_module(const char *path, const char *entry, const char *const *dim_names, const int64_t *dim_values,
@@ -550,8 +561,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         free(entries);
         return 1;
     }
-    char note[768];
-    defaults_note(g, syms, raised, &bad, note, sizeof note);
+    char *note = defaults_note(g, syms, raised, &bad);
     tc_error_free(&bad);
     memplan_result plan;
     memplan_buf *b = program_plan_memory(g, &m.program, syms, &plan, err, sizeof err);
@@ -559,6 +569,7 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         fprintf(stderr, "netc: %s\n", err);
         module_data_free(&m);
         free(entries);
+        free(note);
         return 1;
     }
     double param_bytes = 0;
@@ -702,5 +713,6 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
     free(b);
     module_data_free(&m);
     free(entries);
+    free(note);
     return 0;
 }

@@ -1018,5 +1018,12 @@ printf 'model %s(x: f32[B, 8]) -> (y: f32[B, 8]) {\n  return x * 2.0\n}\n' "$lm"
 expect 1 "has no train section; add: train ${lm:0:200}" train "$tmp/notrain40.net" --data "$tmp/nodata"
 n=$((n + 1))
 [[ $("$netc" train "$tmp/notrain40.net" --data "$tmp/nodata" 2>&1) == *"nnnn..." ]] || { echo "FAIL: a cut no-train hint ends in '...'"; fail=$((fail + 1)); }
+# inspect's note of a dim raised to the least a session accepts names it, and quotes the require,
+# whole (768 bytes cut a 300-byte dim's note silently)
+printf 'model m(x: f32[%s, 4]) -> f32[%s, 4] {\n  require %s > 1, "needs two"\n  return x * 2.0\n}\n' "$ld" "$ld" "$ld" > "$tmp/long40c.net"
+"$netc" build "$tmp/long40c.net" --target '' -o "$tmp/long40c.netm" 2>/dev/null
+n=$((n + 1))
+[[ $("$netc" inspect "$tmp/long40c.netm" 2>&1) == *"(symbolic dims not bound with --dim are taken as 1, but $ld as 2, the least a session accepts: the require at long40c.net:2 fails at $ld = 1, where $ld > 1 is false: needs two)"* ]] ||
+  { echo "FAIL: inspect's note of a raised dim with a long name is not whole"; fail=$((fail + 1)); }
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
