@@ -745,7 +745,7 @@ static driver_opts to_driver(const cli_opts *o)
 /* Load a source; on failure print one line and return 0. */
 static uint32_t load(src_table *t, const char *path)
 {
-    char err[512];
+    char err[4096 + 512];   /* a path of PATH_MAX bytes and why: the why was cut off a long path's line */
     uint32_t id = src_load(t, path, err, sizeof err);
     if (!id) fprintf(stderr, "netc: %s\n", err);
     return id;

@@ -1025,5 +1025,8 @@ printf 'model m(x: f32[%s, 4]) -> f32[%s, 4] {\n  require %s > 1, "needs two"\n 
 n=$((n + 1))
 [[ $("$netc" inspect "$tmp/long40c.netm" 2>&1) == *"(symbolic dims not bound with --dim are taken as 1, but $ld as 2, the least a session accepts: the require at long40c.net:2 fails at $ld = 1, where $ld > 1 is false: needs two)"* ]] ||
   { echo "FAIL: inspect's note of a raised dim with a long name is not whole"; fail=$((fail + 1)); }
+# a source that cannot be read at a long path says why (512 bytes cut the reason off)
+lp="$tmp/$(printf 'a%.0s' $(seq 200))/$(printf 'b%.0s' $(seq 200))/$(printf 'c%.0s' $(seq 200))/x.net"
+expect 1 "netc: cannot open $lp: No such file or directory" check "$lp"
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
