@@ -484,10 +484,14 @@ nrt_status nrt_session_set_input(nrt_session *s, const char *name, nrt_dtype dty
     if (i == g->ninputs) return set_err(err, NRT_ERR_ARGUMENT, "the module has no input named %s", name);
     nrt_status st = check_tensor(s, "input", &g->inputs[i], dtype, rank, shape, data, err);
     if (st) return st;
+    /* the new value is made before the old is let go: a refusal leaves the input as it was */
+    cpu_tensor fresh;
+    if (!cpu_tensor_alloc(&fresh, (nc_dtype)dtype, (uint8_t)rank, shape, (int64_t)16 << 30))
+        return set_err(err, NRT_ERR_MEMORY, "input %s is too large: a session holds an input of up to 2^32 elements, "
+                       "where the machine has the memory for it", name);
     cpu_tensor *t = &s->inputs[i];
     cpu_tensor_free(t);
-    if (!cpu_tensor_alloc(t, (nc_dtype)dtype, (uint8_t)rank, shape, (int64_t)16 << 30))
-        return set_err(err, NRT_ERR_MEMORY, "input %s is too large", name);
+    *t = fresh;
     cpu_tensor_from_native(data, t);
     s->input_set[i] = true;   /* a failed copy below is made again before the next run */
     st = upload_value(s, s->input_node[i], t, data, &s->input_stale[i], "input", g->inputs[i].name, err);

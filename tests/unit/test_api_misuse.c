@@ -558,6 +558,21 @@ static void check_cpu_memory(void)
     unlink(cuda);
 }
 
+/* An input past 2^32 elements (B = T = 65537) is refused before it is read,
+ * saying the limit, and an input set before stays set. */
+static void check_input_too_large(const nrt_module *m)
+{
+    nrt_session *s = NULL;
+    nrt_error e;
+    const char *bt[] = {"B", "T"};
+    const int64_t big[] = {65537, 65537};
+    float small[1] = {0};
+    CHECK(create(m, NRT_DEVICE_CPU, 2, bt, big, &s, &e) == NRT_OK);
+    CHECK(s && refused(nrt_session_set_input(s, "x", NRT_F32, 2, big, small, &e), &e, NRT_ERR_MEMORY,
+                       "input x is too large: a session holds an input of up to 2^32 elements"));
+    nrt_session_free(s);
+}
+
 /* The checks that take a session, on the CPU and where one is usable the GPU. */
 static void check_sessions(const nrt_module *m, const nrt_module *ident, nrt_device dev)
 {
@@ -635,6 +650,7 @@ int main(void)
     check_upload_failures();
     check_failed_training_run();
     check_cpu_memory();
+    check_input_too_large(m);
     check_long_messages(m);
     nrt_module_free(m);
     nrt_module_free(ident);
