@@ -1901,8 +1901,8 @@ static void test_split_gates(void)
         snprintf(name, sizeof name, "split gates, load %g, blas kind %d", gt->load, (int)gt->blas);
         begin(&t, name);
         enum { M = 96, K = 300, N = 200 };   /* 5.8M multiply-adds, 8 blocks of 12 rows */
-        double *x = malloc(M * K * sizeof *x);
-        for (int j = 0; j < M * K; j++) x[j] = sin(0.1 * j);
+        double *x = malloc(K * N * sizeof *x);   /* both operands' values: K * N is the larger */
+        for (int j = 0; j < K * N; j++) x[j] = sin(0.1 * j);
         ir_value ma = in(&t, NC_F32, S(M, K), x, M * K), mb = in(&t, NC_F32, S(K, N), x, K * N);
         free(x);
         op(&t, OP_MATMUL, NOATTR, A(ma, mb));
