@@ -808,15 +808,25 @@ static sv fold_ints(sema_ctx *c, ast_op op, int64_t x, int64_t y, nc_loc loc)
     return sv_int(r);
 }
 
+/* An overflow to infinity is an error, as pow's is: 1e308 * 10.0 became an
+ * inf that a model multiplied by, silently. */
+static sv fold_float_arith(sema_ctx *c, ast_op op, double x, double y, nc_loc loc)
+{
+    double r = op == AST_OP_ADD ? x + y : op == AST_OP_SUB ? x - y : op == AST_OP_MUL ? x * y : x / y;
+    if (!isfinite(r) && isfinite(x) && isfinite(y)) {
+        sema_err(c, loc, NULL, "%s %s %s is not a finite number", nc_number(x).s, ast_op_text(op), nc_number(y).s);
+        return sv_error();
+    }
+    return sv_float(r);
+}
+
 static sv fold_floats(sema_ctx *c, ast_op op, double x, double y, nc_loc loc)
 {
     switch (op) {
-    case AST_OP_ADD: return sv_float(x + y);
-    case AST_OP_SUB: return sv_float(x - y);
-    case AST_OP_MUL: return sv_float(x * y);
+    case AST_OP_ADD: case AST_OP_SUB: case AST_OP_MUL: return fold_float_arith(c, op, x, y, loc);
     case AST_OP_DIV:
         if (y == 0) { sema_err(c, loc, NULL, "division by zero"); return sv_error(); }
-        return sv_float(x / y);
+        return fold_float_arith(c, op, x, y, loc);
     case AST_OP_POW: return fold_float_pow(c, x, y, loc);
     default: return fold_compare(op, x, y);
     }
