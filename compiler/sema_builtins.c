@@ -1047,13 +1047,32 @@ static sv tensor_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc
 
 /* a OP b of values known when the model is built: sizes, numbers, strings,
  * dtypes, folded now. */
-static sv value_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc)
+/* A float beside a symbolic size in 1.0 / T or T * 0.5 takes the size's
+ * value, as sqrt(T) does: as a size it was a division that could never be
+ * exact ("1 / T does not divide exactly", hinting to write 1.0 / T) or a
+ * fraction refused as a dimension. A whole float times a size (2.0 * T)
+ * stays a size. */
+static bool float_takes_size_value(ast_op op, sv a, sv b)
+{
+    if (op != AST_OP_ADD && op != AST_OP_SUB && op != AST_OP_MUL && op != AST_OP_DIV) return false;
+    if (!(a.kind == SV_FLOAT && b.kind == SV_DIM) && !(a.kind == SV_DIM && b.kind == SV_FLOAT)) return false;
+    double f = a.kind == SV_FLOAT ? a.f : b.f;
+    return op == AST_OP_DIV || f != floor(f) || !isfinite(f);
+}
+
+static sv value_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc operand_locs[2])
 {
     /* H + 2 * padding with padding -1, kernel <= H: a known size is a number; so
      * it is divided by or dividing a float (1.0 / D), where H / 2 divides sizes */
     if (op != AST_OP_DIV || a.kind == SV_FLOAT || b.kind == SV_FLOAT) {
         a = known_dim_as_int(c, a);
         b = known_dim_as_int(c, b);
+    }
+    if (float_takes_size_value(op, a, b)) {
+        if (a.kind == SV_DIM) a = sema_dim_tensor(c, a.dim, NC_F32, operand_locs[0]);
+        else b = sema_dim_tensor(c, b.dim, NC_F32, operand_locs[1]);
+        if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
+        return tensor_binary(c, op, a, b, loc, operand_locs);
     }
     if (op == AST_OP_POW && (a.kind == SV_DIM || b.kind == SV_DIM)) return dim_power(c, a, b, loc);
     if (a.kind == SV_DIM || b.kind == SV_DIM) return dim_arith(c, op, a, b, loc);
@@ -1082,7 +1101,7 @@ sv sema_binary(sema_ctx *c, ast_op op, sv a, sv b, nc_loc loc, const nc_loc oper
     else if (b.kind == SV_TENSOR && a.kind == SV_DIM) a = dim_beside_tensor(c, a, c->g->nodes[b.t].dtype, loc);
     if (a.kind == SV_ERROR || b.kind == SV_ERROR) return sv_error();
     if (a.kind == SV_TENSOR || b.kind == SV_TENSOR) return tensor_binary(c, op, a, b, loc, operand_locs);
-    return value_binary(c, op, a, b, loc);
+    return value_binary(c, op, a, b, loc, operand_locs);
 }
 
 sv sema_negate(sema_ctx *c, sv a, nc_loc loc)
