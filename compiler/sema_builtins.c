@@ -476,7 +476,7 @@ sv sema_apply(sema_ctx *c, ir_node *proto, sv *ops, int n, const nc_loc *arg_loc
 
 /* Math on plain numbers is folded at compile time: sqrt(64) is 8. */
 static const struct { const char *name; double (*fn)(double); } scalar_math[] = {
-    {"sqrt", sqrt}, {"exp", exp}, {"log", log}, {"tanh", tanh}, {"abs", fabs},
+    {"sqrt", sqrt}, {"exp", exp}, {"log", log}, {"tanh", tanh}, {"abs", fabs}, {"sin", sin}, {"cos", cos},
 };
 
 static bool fold_scalar_math(sema_ctx *c, const char *name, const ast_node *call, sv *out)
