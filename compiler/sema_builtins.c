@@ -797,8 +797,8 @@ static sv fold_ints(sema_ctx *c, ast_op op, int64_t x, int64_t y, nc_loc loc)
     case AST_OP_MUL: ovf = __builtin_mul_overflow(x, y, &r); break;
     case AST_OP_DIV:
         if (y == 0) { sema_err(c, loc, NULL, "division by zero"); return sv_error(); }
+        if (x == INT64_MIN && y == -1) { ovf = true; break; }   /* before x % y, which traps on it (SIGFPE) */
         if (x % y != 0) return sv_float((double)x / (double)y);
-        if (x == INT64_MIN && y == -1) { ovf = true; break; }
         r = x / y;
         break;
     case AST_OP_POW: return fold_int_pow(c, x, y, loc);
