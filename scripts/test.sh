@@ -246,6 +246,8 @@ else
     stage_result fuzz FAIL "compile"
   else
     ok=1; ran=0
+    # every input that once failed a target, and the seeds, replayed once (ctest fuzz_inputs)
+    ctest --test-dir build-fuzz -L fuzz --output-on-failure || ok=0
     for bin in build-fuzz/fuzz/fuzz_*; do
       [[ -f "$bin" && -x "$bin" ]] || continue
       ran=$((ran + 1))
