@@ -23,9 +23,21 @@ enum { SEC_GRAPH = 1, SEC_PROGRAM = 2, SEC_SOURCE = 3, SEC_IMAGE = 4, SEC_ENTRY 
 /* ------------------------------------------------------------------ */
 /* writer                                                               */
 
+/* The longest text each field holds, the same for the writer and the
+ * reader: a module netc writes is one netc reads back. */
+enum {
+    MODULE_NAME_MAX = 4096,       /* a tensor's, dim's, file's name; a require's texts */
+    MODULE_KERNEL_NAME_MAX = 256,
+    MODULE_ENTRY_NAME_MAX = 64,
+    MODULE_ARCH_MAX = 15,
+};
+#define MODULE_SOURCE_MAX (1u << 30)
+
 typedef struct wbuf {
     unsigned char *p;
     size_t n, cap;
+    const char *too_long;   /* the first text past its field's limit: the module is refused */
+    uint32_t too_long_max;
 } wbuf;
 
 static void w_bytes(wbuf *b, const void *data, size_t n)
@@ -55,9 +67,10 @@ static void w_f64(wbuf *b, double v)
     memcpy(&u, &v, 8);
     w_u64(b, u);
 }
-static void w_str(wbuf *b, const char *s)
+static void w_str(wbuf *b, const char *s, uint32_t limit)
 {
     size_t n = s ? strlen(s) : 0;
+    if (n > limit && !b->too_long) b->too_long = s, b->too_long_max = limit;
     w_u32(b, (uint32_t)n);
     w_bytes(b, s, n);
 }
@@ -71,7 +84,7 @@ static void w_loc(wbuf *b, nc_loc l)
 
 static void w_decl(wbuf *b, const ir_tensor_decl *d)
 {
-    w_str(b, d->name);
+    w_str(b, d->name, MODULE_NAME_MAX);
     w_u8(b, (uint8_t)d->dtype);
     w_u8(b, d->rank);
     for (int i = 0; i < d->rank; i++) w_u32(b, d->shape[i]);
@@ -142,9 +155,9 @@ static uint32_t *region_ranks(const ir_graph *g)
 
 static void write_graph(wbuf *b, const ir_graph *g)
 {
-    w_str(b, g->name);
+    w_str(b, g->name, MODULE_NAME_MAX);
     w_u32(b, g->nsyms);
-    for (uint32_t i = 0; i < g->nsyms; i++) w_str(b, g->sym_names[i]);
+    for (uint32_t i = 0; i < g->nsyms; i++) w_str(b, g->sym_names[i], MODULE_NAME_MAX);
     w_u32(b, g->ndims);
     for (uint32_t i = 0; i < g->ndims; i++) {
         const dim_expr *d = &g->dims[i];
@@ -156,7 +169,7 @@ static void write_graph(wbuf *b, const ir_graph *g)
         }
     }
     w_u32(b, g->nfiles);
-    for (uint32_t i = 0; i < g->nfiles; i++) w_str(b, g->files[i]);
+    for (uint32_t i = 0; i < g->nfiles; i++) w_str(b, g->files[i], MODULE_NAME_MAX);
     w_u32(b, g->ninputs);
     for (uint32_t i = 0; i < g->ninputs; i++) w_decl(b, &g->inputs[i]);
     w_u32(b, g->nparams);
@@ -185,7 +198,7 @@ static void write_graph(wbuf *b, const ir_graph *g)
     free(rank);
     w_u32(b, g->noutputs);
     for (uint32_t i = 0; i < g->noutputs; i++) {
-        w_str(b, g->outputs[i].name);
+        w_str(b, g->outputs[i].name, MODULE_NAME_MAX);
         w_u32(b, g->outputs[i].value);
     }
     w_u32(b, g->nupdates);
@@ -199,8 +212,8 @@ static void write_graph(wbuf *b, const ir_graph *g)
         w_u32(b, q->lhs);
         w_u32(b, q->rhs);
         w_u8(b, (uint8_t)q->cmp);
-        w_str(b, q->message);
-        w_str(b, q->hint ? q->hint : "");
+        w_str(b, q->message, MODULE_NAME_MAX);
+        w_str(b, q->hint ? q->hint : "", MODULE_NAME_MAX);
         w_loc(b, q->loc);
         w_loc(b, q->site);
     }
@@ -210,7 +223,7 @@ static void write_graph(wbuf *b, const ir_graph *g)
 static void write_program(wbuf *b, const nrt_program *p)
 {
     w_u32(b, p->nkernels);
-    for (uint32_t i = 0; i < p->nkernels; i++) w_str(b, p->kernel_names[i]);
+    for (uint32_t i = 0; i < p->nkernels; i++) w_str(b, p->kernel_names[i], MODULE_KERNEL_NAME_MAX);
     w_u32(b, p->ntemps);
     for (uint32_t i = 0; i < p->ntemps; i++) {
         w_u32(b, p->temps[i].numel);
@@ -261,10 +274,10 @@ static int serialize(const nrt_module_data *m, wbuf *all, char *err, size_t errc
     if (m->nentries > NRT_ENTRY_MAX) return fail(err, errcap, "too many entry points");
     write_graph(&sec[nsec], m->graph), kinds[nsec++] = SEC_GRAPH;
     write_program(&sec[nsec], &m->program), kinds[nsec++] = SEC_PROGRAM;
-    w_str(&sec[nsec], m->program.source ? m->program.source : ""), kinds[nsec++] = SEC_SOURCE;
+    w_str(&sec[nsec], m->program.source ? m->program.source : "", MODULE_SOURCE_MAX), kinds[nsec++] = SEC_SOURCE;
     for (uint32_t i = 0; i < m->nimages; i++) {
         wbuf *b = &sec[nsec];
-        w_str(b, m->images[i].arch);
+        w_str(b, m->images[i].arch, MODULE_ARCH_MAX);
         w_u8(b, m->images[i].is_ptx);
         w_u32(b, (uint32_t)m->nvrtc_version);
         w_u64(b, m->images[i].size);
@@ -276,11 +289,15 @@ static int serialize(const nrt_module_data *m, wbuf *all, char *err, size_t errc
         wbuf *b = &sec[nsec], nested = {0};
         if (m->entries[i].data.nentries) rc = fail(err, errcap, "entry points do not nest");
         else rc = serialize(&m->entries[i].data, &nested, err, errcap);
-        w_str(b, m->entries[i].name);
+        w_str(b, m->entries[i].name, MODULE_ENTRY_NAME_MAX);
         w_bytes(b, nested.p, nested.n);
         free(nested.p);
         kinds[nsec++] = SEC_ENTRY;
     }
+    for (uint32_t i = 0; i < nsec && rc == 0; i++)
+        if (sec[i].too_long)
+            rc = fail(err, errcap, "a name of %zu bytes (%.40s...) is longer than a module holds (%u bytes): shorten it",
+                      strlen(sec[i].too_long), sec[i].too_long, sec[i].too_long_max);
     w_bytes(all, NRT_MODULE_MAGIC, 8);
     w_u32(all, NRT_MODULE_VERSION);
     w_u32(all, nsec);
@@ -475,7 +492,7 @@ static bool r_shape(rd *r, const ir_graph *g, uint8_t *rank, uint32_t *shape)
 static bool r_decl(rd *r, const ir_graph *g, ir_tensor_decl *d)
 {
     memset(d, 0, sizeof *d);
-    d->name = r_str(r, 4096);
+    d->name = r_str(r, MODULE_NAME_MAX);
     if (!r_dtype(r, &d->dtype) || !r_shape(r, g, &d->rank, d->shape)) return false;
     d->loc = r_loc(r);
     if (!r->bad && d->loc.file > g->nfiles) return r_invalid(r, "source file index %u", d->loc.file);
@@ -601,8 +618,8 @@ static bool r_require(rd *r, ir_graph *g)
     q.lhs = r_u32(r);
     q.rhs = r_u32(r);
     uint8_t cmp = r_u8(r);
-    q.message = r_str(r, 4096);
-    q.hint = r_str(r, 4096);
+    q.message = r_str(r, MODULE_NAME_MAX);
+    q.hint = r_str(r, MODULE_NAME_MAX);
     q.loc = r_loc(r);
     q.site = r_loc(r);
     bool ok = !r->bad;
@@ -634,7 +651,7 @@ static void r_param(rd *r, ir_graph *g)
 
 static void r_output(rd *r, ir_graph *g)
 {
-    char *s = r_str(r, 4096);
+    char *s = r_str(r, MODULE_NAME_MAX);
     uint32_t v = r_u32(r);
     if (!r->bad && v >= g->nnodes) r_invalid(r, "output %s refers to %%%u", s, v);
     /* the session reads an output's memory after the run, which an input's or a
@@ -649,13 +666,13 @@ static void r_output(rd *r, ir_graph *g)
 static ir_graph *read_graph(rd *r)
 {
     r->what = "graph";
-    char *name = r_str(r, 4096);
+    char *name = r_str(r, MODULE_NAME_MAX);
     if (!name) return NULL;
     ir_graph *g = ir_graph_new(name);
     free(name);
     uint32_t nsyms = r_count(r, 4, NC_MAX_SYMS);
     for (uint32_t i = 0; i < nsyms && !r->bad; i++) {
-        char *s = r_str(r, 4096);   /* as long as the other names netc writes (a dim of 300 bytes was refused) */
+        char *s = r_str(r, MODULE_NAME_MAX);   /* as long as the other names netc writes (a dim of 300 bytes was refused) */
         if (s && ir_sym_add(g, s) != (int)i) r_invalid(r, "duplicate symbol %s", s);
         free(s);
     }
@@ -665,7 +682,7 @@ static ir_graph *read_graph(rd *r)
      * than reading it. */
     uint32_t nfiles = r_count(r, 4, 4096);
     for (uint32_t i = 0; i < nfiles && !r->bad; i++) {
-        char *s = r_str(r, 4096);   /* netc names each file once: its nodes' locations say which */
+        char *s = r_str(r, MODULE_NAME_MAX);   /* netc names each file once: its nodes' locations say which */
         if (s && ir_file_add(g, s) != i + 1) r_invalid(r, "source file %s listed twice", s);
         free(s);
     }
@@ -713,7 +730,7 @@ static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
     r->what = "program";
     p->nkernels = r_count(r, 4, 1u << 20);
     p->kernel_names = nc_xcalloc(p->nkernels + 1, sizeof *p->kernel_names);
-    for (uint32_t i = 0; i < p->nkernels && !r->bad; i++) p->kernel_names[i] = r_str(r, 256);
+    for (uint32_t i = 0; i < p->nkernels && !r->bad; i++) p->kernel_names[i] = r_str(r, MODULE_KERNEL_NAME_MAX);
     p->ntemps = r_count(r, 5, 1u << 20);
     p->temps = nc_xcalloc(p->ntemps + 1, sizeof *p->temps);
     for (uint32_t i = 0; i < p->ntemps && !r->bad; i++) {
@@ -798,7 +815,7 @@ static int read_module(const unsigned char *data, size_t size, nrt_module_data *
 static int read_entry(rd *s, uint32_t sec, nrt_module_data *m, char *err, size_t errcap)
 {
     s->what = "entry";
-    char *name = r_str(s, 64);
+    char *name = r_str(s, MODULE_ENTRY_NAME_MAX);
     if (!name) return -1;
     int rc = 0;
     for (uint32_t i = 0; i < m->nentries && rc == 0; i++)
@@ -886,14 +903,14 @@ static int read_module(const unsigned char *data, size_t size, nrt_module_data *
         } else if (kind == SEC_SOURCE) {
             s.what = "CUDA source";
             if (have_source) rc = fail(err, errcap, "module is corrupt: two source sections");
-            else m->program.source = r_str(&s, 1u << 30);
+            else m->program.source = r_str(&s, MODULE_SOURCE_MAX);
             if (s.bad) rc = -1;
             have_source = true;
         } else if (kind == SEC_IMAGE) {
             whole = false;
             s.what = "compiled image";
             nrt_image img = {0};
-            char *arch = r_str(&s, 15);
+            char *arch = r_str(&s, MODULE_ARCH_MAX);
             if (arch) snprintf(img.arch, sizeof img.arch, "%s", arch);
             /* module_image_for picks an image by its architecture: one without
              * could never be chosen, nor said which it was for */

@@ -1028,5 +1028,10 @@ n=$((n + 1))
 # a source that cannot be read at a long path says why (512 bytes cut the reason off)
 lp="$tmp/$(printf 'a%.0s' $(seq 200))/$(printf 'b%.0s' $(seq 200))/$(printf 'c%.0s' $(seq 200))/x.net"
 expect 1 "netc: cannot open $lp: No such file or directory" check "$lp"
+# a name longer than a module holds is refused by build, not written for run to call corrupt
+long5k=$(printf 'q%.0s' {1..5000})
+printf 'model l(%s: f32[B, 4]) -> (y: f32[B, 4]) {\n  return %s * 2.0\n}\n' "$long5k" "$long5k" > "$tmp/long5k.net"
+expect 1 "netc: a name of 5000 bytes (qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq...) is longer than a module holds (4096 bytes): shorten it" \
+  build "$tmp/long5k.net" --target '' -o "$tmp/long5k.netm"
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
