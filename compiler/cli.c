@@ -458,6 +458,8 @@ static const cli_option cli_options[] = {
     CALL_WITH(CMD_TRAIN, "--lr", opt_lr, "a positive number", "X", "the learning rate (default: the train section's)"),
     CALL_WITH(CMD_TRAIN, "--seed", opt_seed, "a non-negative integer", "S", "the seed of the initial weights and the shuffling (default 0)"),
     COUNT(CMD_TRAIN, "--max-steps", train.max_steps, 1, "N", "stop after N steps"),
+    COUNT(CMD_TRAIN, "--eval-samples", train.eval_samples, 1, "N",
+          "score the test set's first N samples after each epoch (default: all of them)"),
     TEXT(CMD_TRAIN, "--checkpoint-dir", train.checkpoint_dir, "a directory", "D", "keep checkpoints in D (made if missing)"),
     COUNT(CMD_TRAIN, "--checkpoint-every", train.checkpoint_every, 0, "N",
           "a checkpoint every N steps (default 0: at the end of each epoch)"),

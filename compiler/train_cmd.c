@@ -49,6 +49,7 @@ typedef struct trainer {
     char batch_dim[64];
     bool text;                         /* a byte-level language model on text */
     bool classifier;                   /* integer labels and logits [B, classes]: scored by cross entropy and accuracy */
+    int64_t evaluated;                 /* the test samples the last evaluation scored (--eval-samples) */
     bool has_y;                        /* the loss reads targets: the data set holds them (the train section's input) */
     uint32_t eval_y;                   /* the targets' input of eg (UINT32_MAX: none fed) */
     bool pairs;                        /* text as i32 tokens [B, T] and targets [B, T] (window T + 1) */
@@ -1076,10 +1077,20 @@ enum { EVAL_INTERRUPTED = 2 };
  * evaluation session's size on the GPU, the rest on the CPU executor; 0, 1
  * on an error, or EVAL_INTERRUPTED. A model scored by its own loss (or a
  * text model's) adds each batch's mean, weighted by its samples. */
+/* The test samples an evaluation scores: --eval-samples of them, else all;
+ * a text model's whole windows of the evaluation batch, at least one. */
+static int64_t eval_count(const trainer *t, int64_t per)
+{
+    int64_t n = t->test.n, want = t->o->eval_samples;
+    if (want <= 0 || want >= n) return n;
+    if (t->text && want < per) return per < n ? per : n;
+    return want;
+}
+
 static int evaluate(trainer *t, double *accuracy, double *loss)
 {
     const data_set *d = &t->test;
-    int64_t per = eval_batch_of(t, t->gpu), correct = 0, evaluated = 0;
+    int64_t per = eval_batch_of(t, t->gpu), correct = 0, evaluated = 0, n = eval_count(t, per);
     double total = 0;
     cpu_tensor *fp = eval_params(t);
     if (!fp) return 1;
@@ -1088,8 +1099,8 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
     cpu_pool_release(&t->pool);
     int rc = 0;
     uint32_t second = eval_second(t);
-    for (int64_t start = 0; start < d->n && rc == 0 && !train_interrupt; start += per) {
-        int64_t count = d->n - start < per ? d->n - start : per, classes = 0;
+    for (int64_t start = 0; start < n && rc == 0 && !train_interrupt; start += per) {
+        int64_t count = n - start < per ? n - start : per, classes = 0;
         if (t->text && count < per) break;   /* the rest of the samples goes to the CPU executor, not of the windows */
         evaluated += count;
         cpu_tensor x = {0}, y = {0}, *inputs = nc_xcalloc(t->eg->ninputs + 1, sizeof *inputs);
@@ -1118,6 +1129,7 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
     if (rc == 0 && train_interrupt) return EVAL_INTERRUPTED;
     *accuracy = t->classifier ? (double)correct / (double)evaluated : NAN;
     *loss = total / (double)(evaluated ? evaluated : 1);
+    t->evaluated = evaluated;
     return rc;
 }
 
@@ -1708,8 +1720,14 @@ static int report_epoch(trainer *t, const epoch_tally *e, double el, double accu
     if (partial)
         snprintf(part_text, sizeof part_text, "; --max-steps stopped it after %lld of its %lld batches", (long long)e->batches,
                  (long long)e->of);
-    fprintf(stderr, "epoch %lld: train loss %s, test loss %.4f%s%s, waited %.2f s for data%s%s%s\n",
-            (long long)e->epoch + 1, loss_text, test_loss, acc_text, rate_text, e->waited, gpu_text,
+    /* --eval-samples: the score is of part of the test set, which the line says */
+    const bool part_scored = t->o->eval_samples > 0 && t->evaluated < t->test.n;
+    char scored_text[64] = "";
+    if (part_scored)
+        snprintf(scored_text, sizeof scored_text, " (on %lld of %lld test samples)", (long long)t->evaluated,
+                 (long long)t->test.n);
+    fprintf(stderr, "epoch %lld: train loss %s, test loss %.4f%s%s%s, waited %.2f s for data%s%s%s\n",
+            (long long)e->epoch + 1, loss_text, test_loss, acc_text, scored_text, rate_text, e->waited, gpu_text,
             t->skipped ? " (steps skipped on overflow so far: see below)" : "", part_text);
     json_t *line = json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:I}", "epoch", (json_int_t)e->epoch + 1, "step", (json_int_t)t->step,
                              "train_loss", e->nloss ? train_loss : 0.0, "samples_per_s", rate, "test_loss", test_loss,
@@ -1719,6 +1737,7 @@ static int report_epoch(trainer *t, const epoch_tally *e, double el, double accu
     if (t->classifier) json_object_set_new(line, "test_accuracy", json_real(accuracy));
     json_object_set_new(line, "data_wait_s", json_real(e->waited));
     if (t->gpu) json_object_set_new(line, "gpu_input_wait_s", json_real(gpu_wait));
+    if (part_scored) json_object_set_new(line, "test_samples", json_integer(t->evaluated));
     if (partial) {
         json_object_set_new(line, "epoch_batches_done", json_integer(e->batches));
         json_object_set_new(line, "epoch_batches", json_integer(e->of));

@@ -25,6 +25,7 @@ typedef struct train_opts {
     const char *metrics_path;      /* JSON lines; an SVG loss curve lands next to it */
     const char *save_path;         /* final weights, safetensors */
     int64_t max_steps;             /* stop early (tests); 0 = no limit */
+    int64_t eval_samples;          /* score the test set's first N samples; 0 = all */
     const char *const *dim_names;  /* --dim bindings (the batch dim comes from --batch) */
     const int64_t *dim_values;
     int ndims;

@@ -1033,5 +1033,15 @@ long5k=$(printf 'q%.0s' {1..5000})
 printf 'model l(%s: f32[B, 4]) -> (y: f32[B, 4]) {\n  return %s * 2.0\n}\n' "$long5k" "$long5k" > "$tmp/long5k.net"
 expect 1 "netc: a name of 5000 bytes (qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq...) is longer than a module holds (4096 bytes): shorten it" \
   build "$tmp/long5k.net" --target '' -o "$tmp/long5k.netm"
+# --eval-samples scores part of the test set and says so (on the line and in the metrics);
+# without it the line is as it was
+n=$((n + 1))
+out=$("$netc" "${ctrain[@]}" --epochs 1 --max-steps 1 --eval-samples 16 --metrics "$tmp/evs.jsonl" 2>&1 >/dev/null)
+[[ $out =~ test\ loss\ [0-9.]+\ \(on\ 16\ of\ [0-9]+\ test\ samples\) && $(tail -1 "$tmp/evs.jsonl") == *'"test_samples":16'* ]] ||
+  { echo "FAIL: --eval-samples 16: $out"; fail=$((fail + 1)); }
+n=$((n + 1))
+out=$("$netc" "${ctrain[@]}" --epochs 1 --max-steps 1 2>&1 >/dev/null)
+[[ $out == *"test loss"* && $out != *"test samples)"* ]] || { echo "FAIL: without --eval-samples: $out"; fail=$((fail + 1)); }
+expect 2 "--eval-samples needs a positive integer, got '0'" "${ctrain[@]}" --eval-samples 0
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
