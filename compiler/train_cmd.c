@@ -49,7 +49,6 @@ typedef struct trainer {
     char batch_dim[64];
     bool text;                         /* a byte-level language model on text */
     bool classifier;                   /* integer labels and logits [B, classes]: scored by cross entropy and accuracy */
-    int64_t evaluated;                 /* the test samples the last evaluation scored (--eval-samples) */
     bool has_y;                        /* the loss reads targets: the data set holds them (the train section's input) */
     uint32_t eval_y;                   /* the targets' input of eg (UINT32_MAX: none fed) */
     bool pairs;                        /* text as i32 tokens [B, T] and targets [B, T] (window T + 1) */
@@ -1087,7 +1086,7 @@ static int64_t eval_count(const trainer *t, int64_t per)
     return want;
 }
 
-static int evaluate(trainer *t, double *accuracy, double *loss)
+static int evaluate(trainer *t, double *accuracy, double *loss, int64_t *scored)
 {
     const data_set *d = &t->test;
     int64_t per = eval_batch_of(t, t->gpu), correct = 0, evaluated = 0, n = eval_count(t, per);
@@ -1129,7 +1128,7 @@ static int evaluate(trainer *t, double *accuracy, double *loss)
     if (rc == 0 && train_interrupt) return EVAL_INTERRUPTED;
     *accuracy = t->classifier ? (double)correct / (double)evaluated : NAN;
     *loss = total / (double)(evaluated ? evaluated : 1);
-    t->evaluated = evaluated;
+    *scored = evaluated;
     return rc;
 }
 
@@ -1699,8 +1698,10 @@ static void record_step(trainer *t, epoch_tally *e, const step_result *r)
 }
 
 /* The epoch's line on stderr and in the metrics, after its evaluation; el:
- * the seconds its steps took (the evaluation's left out). */
-static int report_epoch(trainer *t, const epoch_tally *e, double el, double accuracy, double test_loss, double gpu_wait)
+ * the seconds its steps took (the evaluation's left out), scored: the test
+ * samples the evaluation scored. */
+static int report_epoch(trainer *t, const epoch_tally *e, double el, double accuracy, double test_loss, int64_t scored,
+                        double gpu_wait)
 {
     /* the batches this run took: a resumed epoch's earlier ones were another run's */
     double rate = (double)((e->batches - e->first_batch) * t->o->batch) / fmax(el, 1e-9);
@@ -1721,10 +1722,10 @@ static int report_epoch(trainer *t, const epoch_tally *e, double el, double accu
         snprintf(part_text, sizeof part_text, "; --max-steps stopped it after %lld of its %lld batches", (long long)e->batches,
                  (long long)e->of);
     /* --eval-samples: the score is of part of the test set, which the line says */
-    const bool part_scored = t->o->eval_samples > 0 && t->evaluated < t->test.n;
+    const bool part_scored = t->o->eval_samples > 0 && scored < t->test.n;
     char scored_text[64] = "";
     if (part_scored)
-        snprintf(scored_text, sizeof scored_text, " (on %lld of %lld test samples)", (long long)t->evaluated,
+        snprintf(scored_text, sizeof scored_text, " (on %lld of %lld test samples)", (long long)scored,
                  (long long)t->test.n);
     fprintf(stderr, "epoch %lld: train loss %s, test loss %.4f%s%s%s, waited %.2f s for data%s%s%s\n",
             (long long)e->epoch + 1, loss_text, test_loss, acc_text, scored_text, rate_text, e->waited, gpu_text,
@@ -1737,7 +1738,7 @@ static int report_epoch(trainer *t, const epoch_tally *e, double el, double accu
     if (t->classifier) json_object_set_new(line, "test_accuracy", json_real(accuracy));
     json_object_set_new(line, "data_wait_s", json_real(e->waited));
     if (t->gpu) json_object_set_new(line, "gpu_input_wait_s", json_real(gpu_wait));
-    if (part_scored) json_object_set_new(line, "test_samples", json_integer(t->evaluated));
+    if (part_scored) json_object_set_new(line, "test_samples", json_integer(scored));
     if (partial) {
         json_object_set_new(line, "epoch_batches_done", json_integer(e->batches));
         json_object_set_new(line, "epoch_batches", json_integer(e->of));
@@ -1872,10 +1873,11 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
     double gpu_wait = t->gpu ? gpu_input_wait_seconds(t->gs) - run->gpu_waited : 0;
     run->gpu_waited += gpu_wait;
     double acc = 0, tloss = 0, el = now_s() - e->started;
-    int ev = evaluate(t, &acc, &tloss);
+    int64_t scored = 0;
+    int ev = evaluate(t, &acc, &tloss, &scored);
     if (ev == EVAL_INTERRUPTED) return stop_interrupted(t, ckpt, e, stop);
     if (ev) return 1;
-    if (report_epoch(t, e, el, acc, tloss, gpu_wait)) return 1;
+    if (report_epoch(t, e, el, acc, tloss, scored, gpu_wait)) return 1;
     /* stopped by --max-steps inside the epoch: a resume goes on from there */
     train_pos next = e->batches >= nb ? (train_pos){.epoch = e->epoch + 1} : tally_pos(e);
     if (ckpt[0] && save_checkpoint(t, ckpt, &next)) return 1;
