@@ -120,6 +120,10 @@ static volatile sig_atomic_t train_interrupt;   /* the signal that asked; 0: non
 
 static const int interrupt_signals[2] = {SIGINT, SIGTERM};
 
+/* A terminal's progress line is open (written with \r, no newline yet): the
+ * handler's line starts on a new one. Elsewhere (a log) it would leave a blank. */
+static volatile sig_atomic_t progress_open;
+
 typedef struct interrupt_guard {
     struct sigaction old[2];
     bool caught[2];
@@ -141,8 +145,9 @@ static void on_interrupt(int sig)
         return;
     }
     train_interrupt = sig;
-    static const char on_int[] = "\nnetc: interrupted: stopping at the end of this step to save (press Ctrl-C again to quit at once)\n";
-    static const char on_term[] = "\nnetc: terminated: stopping at the end of this step to save (send the signal again to quit at once)\n";
+    static const char on_int[] = "netc: interrupted: stopping at the end of this step to save (press Ctrl-C again to quit at once)\n";
+    static const char on_term[] = "netc: terminated: stopping at the end of this step to save (send the signal again to quit at once)\n";
+    if (progress_open) say_async("\n", 1), progress_open = 0;
     if (sig == SIGINT) say_async(on_int, sizeof on_int - 1);
     else say_async(on_term, sizeof on_term - 1);
 }
@@ -1463,7 +1468,9 @@ static void report_cpu_memory(const trainer *t)
 /* --resume: the metrics of the run resumed, up to the checkpoint's step, go
  * on in this run's file (and its step losses on the loss curve); the lines
  * a killed run wrote after its checkpoint are dropped, as this run does
- * those steps again. Only a regular file is read (not a FIFO's writer side). */
+ * those steps again, and so is an interrupted run's last line: the run goes
+ * on, and the file's one "interrupted" line is where it stopped last, at its
+ * end. Only a regular file is read (not a FIFO's writer side). */
 static void metrics_keep(trainer *t)
 {
     const char *path = t->o->metrics_path;
@@ -1475,7 +1482,8 @@ static void metrics_keep(trainer *t)
     while (fgets(line, sizeof line, in)) {
         json_t *o = json_loads(line, 0, NULL), *step = o ? json_object_get(o, "step") : NULL;
         json_t *loss = o ? json_object_get(o, "train_loss") : NULL;
-        if (json_is_integer(step) && json_integer_value(step) <= t->step && strchr(line, '\n')) {
+        bool kept = json_is_integer(step) && json_integer_value(step) <= t->step && !json_object_get(o, "interrupted");
+        if (kept && strchr(line, '\n')) {
             size_t n = strlen(line);
             if (len + n + 1 > cap) t->metrics_kept = nc_xrealloc(t->metrics_kept, cap = 2 * (len + n + 1));
             memcpy(t->metrics_kept + len, line, n + 1);
@@ -1544,6 +1552,7 @@ static void progress(const trainer *t, int64_t epoch, int64_t b, int64_t nb, dou
         for (int i = 0; i < width; i++) fputc(i < done ? '=' : i == done ? '>' : ' ', stderr);
         fprintf(stderr, "] step %lld loss %.4f %.0f samples/s ETA %dm%02ds  ", (long long)t->step, loss, rate,
                 (int)eta / 60, (int)eta % 60);
+        progress_open = 1;
     } else {
         fprintf(stderr, "epoch %lld/%lld step %lld (%lld/%lld) loss %.4f %.0f samples/s ETA %.0fs\n", (long long)epoch + 1,
                 (long long)t->o->epochs, (long long)t->step, (long long)b + 1, (long long)nb, loss, rate, eta);
@@ -1861,7 +1870,7 @@ static int run_epoch(trainer *t, data_loader *dl, batch_feed *feed, cpu_tensor *
         if (ckpt[0] && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 && save_checkpoint(t, ckpt, &here)) rc = 1;
         if (t->step == t->kill_at_step) raise(SIGKILL);
     }
-    if (tty) fputc('\n', stderr);
+    if (tty) fputc('\n', stderr), progress_open = 0;
     if (t->gpu && rc == 0) {   /* nothing staged outlives the epoch (a break after a look ahead) */
         char err[512];
         if (gpu_drop_staged(t->gs, err, sizeof err)) { fprintf(stderr, "netc: %s\n", err); rc = 1; }

@@ -363,3 +363,16 @@ echo "test_train: learns, resumes exactly after kill -9, refuses a damaged check
      "stops on SIGINT/SIGTERM at the end of a step (first, mid-epoch, in the evaluation) with a checkpoint to resume from, the weights and whole metrics," \
      "trains a CNN of nn.conv2d and nn.max_pool2d (evaluating in no more memory than its step, in runs the step's plan sizes)," \
      "warns of a cosine schedule that ends before the run, says an epoch --max-steps cut short"
+
+# 13. a run interrupted, resumed on its --metrics and interrupted again, then resumed to its end: the
+# file reads as the uninterrupted run's, its one "interrupted" line the last stop's, at the end (the
+# first stop's stayed in the middle, between steps 75 and 85)
+rc=0; NETC_TEST_INTERRUPT=75 "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ir" --metrics "$tmp/ir.jsonl" 2>/dev/null || rc=$?
+[[ $rc == 130 ]] || { echo "FAIL: the first interruption exited $rc"; exit 1; }
+rc=0; NETC_TEST_INTERRUPT=100 "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ir" --resume --metrics "$tmp/ir.jsonl" \
+  2>/dev/null || rc=$?
+[[ $rc == 130 && $(grep -c interrupted "$tmp/ir.jsonl") == 1 && $(tail -1 "$tmp/ir.jsonl") == '{"step":100,"interrupted":"SIGINT"}' ]] ||
+  { cat "$tmp/ir.jsonl"; echo "FAIL: resumed and interrupted again (exit $rc), the metrics do not end with the one interruption"; exit 1; }
+"$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ir" --resume --metrics "$tmp/ir.jsonl" 2>/dev/null
+! grep -q interrupted "$tmp/ir.jsonl" && "$jsonl_check" "$tmp/ir.jsonl" >/dev/null && diff <(steps "$tmp/full.jsonl") <(steps "$tmp/ir.jsonl") ||
+  { cat "$tmp/ir.jsonl"; echo "FAIL: a run resumed to its end after two interruptions does not have the uninterrupted run's metrics"; exit 1; }
