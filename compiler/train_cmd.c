@@ -17,6 +17,7 @@
 #include "gpu.h"
 #include "tensor_io.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -70,6 +71,7 @@ typedef struct trainer {
     /* state */
     int64_t step, skipped;
     int64_t first_step;                /* t->step when this run's loop began (after --resume) */
+    bool ckpt_dir_made;                /* --checkpoint-dir did not exist: this run made it */
     int stopped_by;                    /* the signal that stopped the loop early; 0: none */
     double scale;
     int64_t clean_steps;
@@ -1296,6 +1298,10 @@ static bool state_problem(const trainer *t, const cpu_tensor *state, char *why, 
     else if (seed != t->o->seed)
         snprintf(why, cap, "it was made with --seed %llu, this run has --seed %llu: resume with the same one",
                  (unsigned long long)seed, (unsigned long long)t->o->seed);
+    else if (has_data && samples != t->train.n && t->text)   /* the same text in windows of another length */
+        snprintf(why, cap, "it was made on %lld training windows of text, this run has %lld: resume on the same text (--data) "
+                 "in windows of the same length (the model's input %s, which --dim and --set may change)", samples,
+                 (long long)t->train.n, t->tg->inputs[0].name);
     else if (has_data && samples != t->train.n)
         snprintf(why, cap, "it was made on %lld training samples, this run has %lld: resume on the same data (--data)", samples,
                  (long long)t->train.n);
@@ -1315,7 +1321,8 @@ static bool read_from_checkpoint(const ir_param *p) { return p->role != IR_ROLE_
  * loaded (indexed as t->tg's); the accumulators get zeros. */
 static int load_checkpoint_params(trainer *t, const char *path, cpu_tensor *loaded, char *err, size_t cap)
 {
-    int rc = safetensors_load_params_if(path, t->tg, read_from_checkpoint, loaded, true, err, cap);
+    /* no extras: a tensor of no parameter of this model (a layer taken out) would be gone from the next checkpoint */
+    int rc = safetensors_load_params_if(path, t->tg, read_from_checkpoint, loaded, false, err, cap);
     for (uint32_t i = 0; rc == 0 && i < t->tg->nparams; i++)
         if (t->tg->params[i].role == IR_ROLE_ACCUMULATOR) {
             const cpu_tensor *p = &t->params[i];
@@ -1325,23 +1332,30 @@ static int load_checkpoint_params(trainer *t, const char *path, cpu_tensor *load
     return rc;
 }
 
+static const char other_model_hint[] =
+    " (hint: a checkpoint of another model, or of this one with other layers or sizes: resume with the .net file, --set and "
+    "--dim it was made with, or give this run a --checkpoint-dir of its own)";
+
 static int load_checkpoint(trainer *t, const char *path, train_pos *pos)
 {
     char err[1024], old_err[1024];
     /* the parameters and states by name; the loop state as one more tensor */
     cpu_tensor *loaded = nc_xcalloc(t->tg->nparams + 1, sizeof *loaded), state = {0};
     int rc = load_checkpoint_params(t, path, loaded, err, sizeof err);
+    /* whole, but not of this model's parameters (safetensors.c's three ways of saying so) */
+    const bool params_bad = rc != 0 && (strstr(err, "' is missing") || strstr(err, ", the model declares ") ||
+                                        strstr(err, "' is not a parameter of model '"));
     if (rc == 0) {   /* the newest form, else an older one's; the newest's error stands */
         static const int64_t older[] = {STATE_LEN_DATA, STATE_LEN_RUN, STATE_LEN_OLD};
         rc = load_state(path, STATE_LEN, &state, err, sizeof err);
         for (size_t k = 0; rc != 0 && k < sizeof older / sizeof *older; k++)
             rc = load_state(path, older[k], &state, old_err, sizeof old_err);
     }
-    char why[192];
+    char why[256];
     bool problem = rc == 0 && state_problem(t, &state, why, sizeof why);
     if (problem) snprintf(err, sizeof err, "%s: @train_state: %s", path, why);
     if (rc || problem) {
-        fprintf(stderr, "netc: cannot resume: %s\n", err);
+        fprintf(stderr, "netc: cannot resume: %s%s\n", err, params_bad ? other_model_hint : "");
         for (uint32_t i = 0; i < t->tg->nparams; i++) cpu_tensor_free(&loaded[i]);
         free(loaded);
         cpu_tensor_free(&state);
@@ -1652,8 +1666,10 @@ static void say_resumed(const trainer *t, const char *ckpt, const train_pos *pos
  * nb: the batches of an epoch. */
 static int resume_from(trainer *t, const char *ckpt, int64_t nb, train_pos *pos)
 {
-    if (access(ckpt, R_OK) != 0) {
-        fprintf(stderr, "netc: no checkpoint in %s yet: starting from scratch\n", t->o->checkpoint_dir);
+    struct stat st;   /* there but unreadable is an error: starting afresh would replace it */
+    if (lstat(ckpt, &st) != 0 && errno == ENOENT) {
+        fprintf(stderr, "netc: no checkpoint in %s yet%s: starting from scratch\n", t->o->checkpoint_dir,
+                t->ckpt_dir_made ? " (the directory did not exist: this run made it)" : "");
         return 0;
     }
     if (load_checkpoint(t, ckpt, pos)) return 1;
@@ -2011,6 +2027,52 @@ static bool save_collides(const train_opts *o, const char *svg)
     return other != NULL;
 }
 
+/* A run killed while it wrote a checkpoint (kill -9, a node lost) leaves
+ * its temporary beside it (atomic_file's NAME.tmp.PID.N), the previous
+ * checkpoint whole: the temporaries of processes gone are removed, else each
+ * kill would keep a model's worth of bytes (GPT-2's: 1.5 GB). */
+static void sweep_stale_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        long pid;
+        unsigned n;
+        int end = 0;
+        if (sscanf(de->d_name, "checkpoint.safetensors.tmp.%ld.%u%n", &pid, &n, &end) != 2 || de->d_name[end] || pid <= 0 ||
+            pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (unlink(path) == 0)
+            fprintf(stderr, "netc: note: removed %s, a checkpoint that process %ld, gone, was writing (killed as it wrote; the "
+                            "checkpoint before it is whole)\n", path, pid);
+    }
+    if (d) closedir(d);
+}
+
+/* --checkpoint-dir where netc writes: made if missing, else a directory it
+ * may write in (a run would find out at its first checkpoint, an epoch lost).
+ * 0, or 1 with the reason on stderr. */
+static int checkpoint_dir_ready(const char *dir, bool *made)
+{
+    char err[1024];
+    struct stat st;
+    *made = stat(dir, &st) != 0;
+    if (!*made && S_ISREG(st.st_mode)) {   /* the checkpoint itself, given for its directory */
+        const char *slash = strrchr(dir, '/');
+        fprintf(stderr, "netc: --checkpoint-dir %s is a file: give the directory that holds (or is to hold) "
+                        "checkpoint.safetensors%s%.*s\n", dir, slash ? ", " : "", slash ? (int)(slash - dir + (slash == dir)) : 0, dir);
+        return 1;
+    }
+    if (atomic_file_make_dir(dir, err, sizeof err)) {
+        fprintf(stderr, "netc: --checkpoint-dir %s\n", err);
+        return 1;
+    }
+    sweep_stale_temps(dir);
+    return 0;
+}
+
 int train_main(const train_opts *o)
 {
     if (!o->model_path || !o->data_dir) {
@@ -2032,12 +2094,15 @@ int train_main(const train_opts *o)
         return 2;
     }
     char err[1024];
-    /* before any work: a run that could not write its checkpoints would find out at the first, an epoch lost */
-    if (o->checkpoint_dir && atomic_file_make_dir(o->checkpoint_dir, err, sizeof err)) {
-        fprintf(stderr, "netc: --checkpoint-dir %s\n", err);
+    bool ckpt_dir_made = false;
+    if (o->checkpoint_dir && checkpoint_dir_ready(o->checkpoint_dir, &ckpt_dir_made)) return 1;
+    if (forgotten_resume(o)) return 2;
+    struct stat st;
+    if (o->save_path && stat(o->save_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "netc: --save %s is a directory: give the weights a file name (%s%sweights.safetensors)\n", o->save_path,
+                o->save_path, o->save_path[strlen(o->save_path) - 1] == '/' ? "" : "/");
         return 1;
     }
-    if (forgotten_resume(o)) return 2;
     if (o->save_path && atomic_file_check(o->save_path, err, sizeof err)) {   /* the weights are the run's result */
         fprintf(stderr, "netc: --save %s\n", err);
         return 1;
@@ -2053,7 +2118,7 @@ int train_main(const train_opts *o)
     const char *kill = getenv("NETC_TEST_KILL_AFTER_STEP"), *intr = getenv("NETC_TEST_INTERRUPT");
     trainer t = {.o = o, .kill_at_step = kill ? atoll(kill) : -1, .interrupt_at_step = intr && strcmp(intr, "eval") ? atoll(intr) : -1,
                  .interrupt_times = intr && strchr(intr, ',') ? atoi(strchr(intr, ',') + 1) : 1,
-                 .interrupt_in_eval = intr && !strcmp(intr, "eval")};
+                 .interrupt_in_eval = intr && !strcmp(intr, "eval"), .ckpt_dir_made = ckpt_dir_made};
     int rc = build_graphs(&t);
     if (rc == 0 && loss_chunk_warnings(o->loss_slices, &t.loss_tally, o->werror, stderr)) rc = 2;
     if (rc == 0 && t.text) {

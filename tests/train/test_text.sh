@@ -63,4 +63,12 @@ if "$netc" train "$src/examples/gpt2.net" --data "$tmp/fox.txt" --set V=256 --de
   echo "an unbound window length was accepted"; exit 1
 fi
 grep -q 'bind it with --dim T=' "$tmp/err" || { cat "$tmp/err"; exit 1; }
+# a resume with another window length (--dim T) is refused for what it is: the same text in other
+# windows, not other data (it said "resume on the same data (--data)")
+gpt2_ck=(train "$src/examples/gpt2.net" --data "$tmp/fox.txt" --epochs 1 --batch 16 --set V=256 --set C=32 --set L=1 --set H=2
+         --set MAXT=16 --device cpu --seed 1 --checkpoint-dir "$tmp/gck")
+"$netc" "${gpt2_ck[@]}" --dim T=16 --max-steps 2 2>/dev/null
+if "$netc" "${gpt2_ck[@]}" --dim T=8 --resume 2>"$tmp/err"; then echo "a resume with another window length was accepted"; exit 1; fi
+grep -qF "@train_state: it was made on 1603 training windows of text, this run has 3206: resume on the same text (--data) in windows of the same length (the model's input tokens, which --dim and --set may change)" "$tmp/err" ||
+  { cat "$tmp/err"; exit 1; }
 echo "test_text: the byte-level models learn (char_lm test loss $loss, llama_lm $lloss, gpt2.net $gloss), narrow_lm's losses are the same without cast hoisting, short text and unbound windows refused"

@@ -376,3 +376,71 @@ rc=0; NETC_TEST_INTERRUPT=100 "$netc" train "$model" "${common[@]}" --checkpoint
 "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/ir" --resume --metrics "$tmp/ir.jsonl" 2>/dev/null
 ! grep -q interrupted "$tmp/ir.jsonl" && "$jsonl_check" "$tmp/ir.jsonl" >/dev/null && diff <(steps "$tmp/full.jsonl") <(steps "$tmp/ir.jsonl") ||
   { cat "$tmp/ir.jsonl"; echo "FAIL: a run resumed to its end after two interruptions does not have the uninterrupted run's metrics"; exit 1; }
+
+# 14. a long run's workflow, abused: each works, or stops before any step with a clear message and a
+# non-zero exit, the checkpoint as it was. Each case says FAIL and the rest still run.
+wfails=0
+wfail() { echo "FAIL workflow: $*"; wfails=$((wfails + 1)); }
+refused() {   # refused LOG MESSAGE: exit non-zero before any step, saying MESSAGE
+  ! grep -q '^epoch' "$1" && grep -qF -- "$2" "$1" || { cat "$1"; return 1; }
+}
+"$netc" train "$model" "${common[@]}" --max-steps 10 --checkpoint-dir "$tmp/w" 2>/dev/null
+cp "$tmp/w/checkpoint.safetensors" "$tmp/w10.safetensors"
+same_ckpt() { cmp -s "$tmp/w/checkpoint.safetensors" "$tmp/w10.safetensors"; }
+# kill -9 as a checkpoint is written leaves its temporary (atomic_file's NAME.tmp.PID.N) beside the whole
+# previous one: the resume goes on from that one and removes the temporary of a process gone (they
+# stayed, a model's size each), not one of a live process
+true & wait $!; gone=$!
+head -c 100 "$tmp/w10.safetensors" > "$tmp/w/checkpoint.safetensors.tmp.$gone.0"
+: > "$tmp/w/checkpoint.safetensors.tmp.$$.0"
+"$netc" train "$model" "${common[@]}" --max-steps 10 --checkpoint-dir "$tmp/w" --resume 2>"$tmp/w.log" &&
+  grep -q "note: removed $tmp/w/checkpoint.safetensors.tmp.$gone.0, a checkpoint that process $gone, gone, was writing" "$tmp/w.log" &&
+  [[ ! -e $tmp/w/checkpoint.safetensors.tmp.$gone.0 && -e $tmp/w/checkpoint.safetensors.tmp.$$.0 ]] && same_ckpt ||
+  { cat "$tmp/w.log"; ls "$tmp/w"; wfail "a killed write's temporary was not removed"; }
+rm -f "$tmp/w/checkpoint.safetensors.tmp.$$.0"
+# another model's checkpoint, and this model's with a layer added or taken out (taken out, it resumed,
+# and the next checkpoint would have lost the layer's weights)
+sed 's/h = nn.linear(x, 32)/h = nn.linear(x, 32)\n  h = h + nn.linear(h, 32)/' "$model" > "$tmp/wide.net"
+"$netc" train "$tmp/wide.net" "${common[@]}" --max-steps 5 --checkpoint-dir "$tmp/wide" 2>/dev/null
+cp "$tmp/wide/checkpoint.safetensors" "$tmp/wide5.safetensors"
+hint="(hint: a checkpoint of another model, or of this one with other layers or sizes: resume with the .net file, --set and --dim it was made with, or give this run a --checkpoint-dir of its own)"
+for c in "$src/tests/train/tiny_cnn.net w tensor 'h.bias' is not a parameter of model 'tiny_cnn'" \
+         "$tmp/wide.net w parameter 'linear.weight' is missing" \
+         "$model wide tensor 'linear.bias' is not a parameter of model 'tiny'"; do
+  read -r m d why <<<"$c"
+  rc=0; "$netc" train "$m" "${common[@]}" --checkpoint-dir "$tmp/$d" --resume 2>"$tmp/wm.log" || rc=$?
+  [[ $rc == 1 ]] && refused "$tmp/wm.log" "cannot resume: $tmp/$d/checkpoint.safetensors: $why $hint" && same_ckpt &&
+    cmp -s "$tmp/wide/checkpoint.safetensors" "$tmp/wide5.safetensors" || wfail "$m on $d's checkpoint: exit $rc"
+done
+# a checkpoint there but unreadable is an error (it was "no checkpoint yet: starting from scratch", and replaced)
+as_user=(); [[ $(id -u) == 0 ]] && as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+if [[ $(id -u) != 0 ]] || command -v setpriv >/dev/null; then
+  cp -r "$tmp/w" "$tmp/wu"; chmod 777 "$tmp/wu"; chmod 000 "$tmp/wu/checkpoint.safetensors"; chmod -R a+rX "$tmp/data"
+  chmod a+x "$tmp"; rc=0
+  "${as_user[@]}" "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/wu" --resume 2>"$tmp/wu.log" || rc=$?
+  chmod 644 "$tmp/wu/checkpoint.safetensors"
+  [[ $rc == 1 ]] && refused "$tmp/wu.log" "cannot resume: $tmp/wu/checkpoint.safetensors: Permission denied" &&
+    cmp -s "$tmp/wu/checkpoint.safetensors" "$tmp/w10.safetensors" || wfail "an unreadable checkpoint: exit $rc"
+  # ... and a directory it cannot write to, before any step
+  mkdir "$tmp/wro"; chmod 555 "$tmp/wro"; rc=0
+  "${as_user[@]}" "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/wro" 2>"$tmp/wro.log" || rc=$?
+  [[ $rc == 1 ]] && refused "$tmp/wro.log" "--checkpoint-dir $tmp/wro: Permission denied" || wfail "a read-only --checkpoint-dir: exit $rc"
+fi
+# the checkpoint's file given for --checkpoint-dir (it said "not a directory")
+rc=0; "$netc" train "$model" "${common[@]}" --checkpoint-dir "$tmp/w/checkpoint.safetensors" --resume 2>"$tmp/wf.log" || rc=$?
+[[ $rc == 1 ]] && refused "$tmp/wf.log" "--checkpoint-dir $tmp/w/checkpoint.safetensors is a file: give the directory that holds (or is to hold) checkpoint.safetensors, $tmp/w" ||
+  wfail "the checkpoint file as --checkpoint-dir: exit $rc"
+# --resume into a directory that is not there yet (a typo?) starts from scratch, and says it made it
+"$netc" train "$model" "${common[@]}" --max-steps 2 --checkpoint-dir "$tmp/wnew" --resume 2>"$tmp/wn.log" &&
+  grep -q "no checkpoint in $tmp/wnew yet (the directory did not exist: this run made it): starting from scratch" "$tmp/wn.log" ||
+  { cat "$tmp/wn.log"; wfail "--resume into a new directory"; }
+# --save onto a directory (it said "is a directory", without the name to give)
+mkdir "$tmp/wsave"; rc=0; "$netc" train "$model" "${common[@]}" --save "$tmp/wsave" 2>"$tmp/ws.log" || rc=$?
+[[ $rc == 1 ]] && refused "$tmp/ws.log" "--save $tmp/wsave is a directory: give the weights a file name ($tmp/wsave/weights.safetensors)" ||
+  wfail "--save onto a directory: exit $rc"
+# --checkpoint-every past the run's steps: the checkpoints of the epoch ends and of --max-steps's stop
+"$netc" train "$model" "${common[@]}" --max-steps 70 --checkpoint-every 1000 --checkpoint-dir "$tmp/wev" 2>/dev/null &&
+  "$netc" train "$model" "${common[@]}" --max-steps 72 --checkpoint-dir "$tmp/wev" --resume 2>"$tmp/wev.log" &&
+  grep -q 'resumed from .* at epoch 2, step 70$' "$tmp/wev.log" || { cat "$tmp/wev.log"; wfail "--checkpoint-every past the run"; }
+# another --batch or --seed is refused (section 5); another --lr is taken and said (section 5)
+((wfails == 0)) || exit 1
