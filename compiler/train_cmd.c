@@ -2059,7 +2059,8 @@ static int checkpoint_dir_ready(const char *dir, bool *made)
     char err[1024];
     struct stat st;
     *made = stat(dir, &st) != 0;
-    if (!*made && S_ISREG(st.st_mode)) {   /* the checkpoint itself, given for its directory */
+    size_t len = strlen(dir);
+    if (!*made && S_ISREG(st.st_mode) && len >= 12 && !strcmp(dir + len - 12, ".safetensors")) {   /* the checkpoint, for its directory */
         const char *slash = strrchr(dir, '/');
         fprintf(stderr, "netc: --checkpoint-dir %s is a file: give the directory that holds (or is to hold) "
                         "checkpoint.safetensors%s%.*s\n", dir, slash ? ", " : "", slash ? (int)(slash - dir + (slash == dir)) : 0, dir);
