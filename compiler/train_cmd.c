@@ -268,11 +268,11 @@ static const char *batch_given_by_dim(const train_opts *o, int64_t size)
     return NULL;
 }
 
-static int build_graphs(trainer *t)
+/* The forward graph, and what it says of the model before a step is
+ * built: where --accumulate would be inexact, whether it has a train
+ * section. */
+static int build_forward(trainer *t, uint32_t id)
 {
-    char err[1024];
-    uint32_t id = src_load(&t->src, t->o->model_path, err, sizeof err);
-    if (!id) { fprintf(stderr, "netc: %s\n", err); return 1; }
     t->fg = compile(t, id, false, false, NULL, 0);
     if (!t->fg) return 1;
     const ir_graph *f = t->fg;
@@ -287,11 +287,17 @@ static int build_graphs(trainer *t)
                 driver_no_train_hint(f, hint, sizeof hint));
         return 1;
     }
-    /* two kinds of model: one trained on a data set of samples (and their
-     * targets, if its loss reads any) and a language model over bytes given
-     * text, its loss out and no train inputs: either u8 windows of text in,
-     * or (as gpt2.net) i32 tokens and targets [B, T], the window's first T
-     * bytes and last T */
+    return 0;
+}
+
+/* Which of two kinds of model this is, and whether --data fits it: one
+ * trained on a data set of samples (and their targets, if its loss reads
+ * any), or a language model over bytes given text, its loss out and no
+ * train inputs: either u8 windows of text in, or (as gpt2.net) i32 tokens
+ * and targets [B, T], the window's first T bytes and last T. */
+static int text_or_samples(trainer *t)
+{
+    const ir_graph *f = t->fg;
     t->text = f->train.first_train_input >= f->ninputs && !data_dir_has_samples(t->o->data_dir);
     t->pairs = t->text && f->ninputs == 2 && f->inputs[0].dtype == NC_I32 && f->inputs[1].dtype == NC_I32 &&
                f->inputs[0].rank == 2 && f->inputs[1].rank == 2 && f->inputs[0].shape[1] == f->inputs[1].shape[1];
@@ -317,6 +323,14 @@ static int build_graphs(trainer *t)
         free(name);
         return 1;
     }
+    return 0;
+}
+
+/* The first input's batch axis, into t->batch_dim: a symbol alone, which
+ * --batch binds. */
+static int find_batch_dim(trainer *t)
+{
+    const ir_graph *f = t->fg;
     const dim_expr *d0 = &f->dims[f->inputs[0].shape[0]];
     if (d0->nterms != 1 || d0->term[0].nfactors != 1 || d0->term[0].coeff != 1) {
         int64_t size = 0;
@@ -330,17 +344,30 @@ static int build_graphs(trainer *t)
         return 1;
     }
     snprintf(t->batch_dim, sizeof t->batch_dim, "%s", f->sym_names[d0->term[0].sym[0]]);
-    t->eval_y = UINT32_MAX;
-    if (!t->text && sample_model_kind(t)) return 1;
+    return 0;
+}
+
+/* The step at the micro-batch and, for a model scored by its loss, the
+ * forward pass to that loss (no update, no dropout); eg: what the
+ * evaluation runs. */
+static int build_step(trainer *t, uint32_t id)
+{
     t->micro = t->o->batch / (t->o->accumulate > 1 ? t->o->accumulate : 1);
     t->tg = compile(t, id, true, false, t->batch_dim, t->micro);
     if (!t->tg) return 1;
     t->eg = t->fg;
-    if (!t->text && !t->classifier) {   /* no update, no dropout: the step's loss on the test set */
+    if (!t->text && !t->classifier) {
         t->lg = compile(t, id, false, true, NULL, 0);
         if (!t->lg) return 1;
         t->eg = t->lg;
     }
+    return 0;
+}
+
+/* Where the host feeds the step (data, schedule, loss scale, @step) and
+ * what it reads back. */
+static void find_step_io(trainer *t)
+{
     const ir_graph *g = t->tg;
     t->in_x = 0;
     t->in_y = t->has_y ? g->train.first_train_input : UINT32_MAX;
@@ -353,6 +380,18 @@ static int build_graphs(trainer *t)
     t->loss_v = output_value(g, TRAIN_OUTPUT_LOSS);
     t->finite_v = output_value(g, TRAIN_OUTPUT_FINITE);
     t->scale = train_first_point(&g->train).scale;
+}
+
+static int build_graphs(trainer *t)
+{
+    char err[1024];
+    uint32_t id = src_load(&t->src, t->o->model_path, err, sizeof err);
+    if (!id) { fprintf(stderr, "netc: %s\n", err); return 1; }
+    if (build_forward(t, id) || text_or_samples(t) || find_batch_dim(t)) return 1;
+    t->eval_y = UINT32_MAX;
+    if (!t->text && sample_model_kind(t)) return 1;
+    if (build_step(t, id)) return 1;
+    find_step_io(t);
     return 0;
 }
 
@@ -2074,7 +2113,9 @@ static int checkpoint_dir_ready(const char *dir, bool *made)
     return 0;
 }
 
-int train_main(const train_opts *o)
+/* What the options alone say is wrong, before any file is touched: 0, or
+ * 2 with the reason on stderr. */
+static int check_usage(const train_opts *o)
 {
     if (!o->model_path || !o->data_dir) {
         fprintf(stderr, "netc: train needs %s\n", o->model_path ? "--data: the data set's directory, or a text file"
@@ -2094,9 +2135,16 @@ int train_main(const train_opts *o)
         fprintf(stderr, "netc: --resume needs --checkpoint-dir (where the checkpoint to resume from lies)\n");
         return 2;
     }
+    return 0;
+}
+
+/* Whether the run can write what it is asked to (checkpoints, weights,
+ * metrics and their curve), before any work: the run's result would be lost
+ * at its end. 0, or 1 (cannot write) or 2 (a usage error) with the reason. */
+static int check_outputs(const train_opts *o, bool *ckpt_dir_made)
+{
     char err[1024];
-    bool ckpt_dir_made = false;
-    if (o->checkpoint_dir && checkpoint_dir_ready(o->checkpoint_dir, &ckpt_dir_made)) return 1;
+    if (o->checkpoint_dir && checkpoint_dir_ready(o->checkpoint_dir, ckpt_dir_made)) return 1;
     if (forgotten_resume(o)) return 2;
     struct stat st;
     if (o->save_path && stat(o->save_path, &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -2116,65 +2164,109 @@ int train_main(const train_opts *o)
     }
     if (o->metrics_path && metrics_check(o->metrics_path)) return 1;
     if (o->save_path && save_collides(o, svg)) return 2;
+    return 0;
+}
+
+/* The tests' stand-ins for a kill -9 and a Ctrl-C, from the environment
+ * (NETC_TEST_KILL_AFTER_STEP=N; NETC_TEST_INTERRUPT=N, N,TIMES or eval). */
+static void test_faults(trainer *t)
+{
     const char *kill = getenv("NETC_TEST_KILL_AFTER_STEP"), *intr = getenv("NETC_TEST_INTERRUPT");
-    trainer t = {.o = o, .kill_at_step = kill ? atoll(kill) : -1, .interrupt_at_step = intr && strcmp(intr, "eval") ? atoll(intr) : -1,
-                 .interrupt_times = intr && strchr(intr, ',') ? atoi(strchr(intr, ',') + 1) : 1,
-                 .interrupt_in_eval = intr && !strcmp(intr, "eval"), .ckpt_dir_made = ckpt_dir_made};
-    int rc = build_graphs(&t);
-    if (rc == 0 && loss_chunk_warnings(o->loss_slices, &t.loss_tally, o->werror, stderr)) rc = 2;
-    if (rc == 0 && t.text) {
+    t->kill_at_step = kill ? atoll(kill) : -1;
+    t->interrupt_at_step = intr && strcmp(intr, "eval") ? atoll(intr) : -1;
+    t->interrupt_times = intr && strchr(intr, ',') ? atoi(strchr(intr, ',') + 1) : 1;
+    t->interrupt_in_eval = intr && !strcmp(intr, "eval");
+}
+
+/* The training and test sets: windows of text, or samples checked against
+ * the model; then whether one batch fits. 0, or 1 / 2 with the reason. */
+static int load_data(trainer *t)
+{
+    const train_opts *o = t->o;
+    char err[1024];
+    if (t->text) {
         int64_t window = 0;
-        dim_is_const(&t.fg->dims[t.fg->inputs[0].shape[1]], &window);
-        if (t.pairs) window++;   /* T tokens and, one byte on, T targets */
-        if (data_load_text(o->data_dir, window, 0.05, &t.train, &t.test, err, sizeof err)) {
+        dim_is_const(&t->fg->dims[t->fg->inputs[0].shape[1]], &window);
+        if (t->pairs) window++;   /* T tokens and, one byte on, T targets */
+        if (data_load_text(o->data_dir, window, 0.05, &t->train, &t->test, err, sizeof err)) {
             fprintf(stderr, "netc: %s\n", err);
-            rc = 1;
-        } else print_notes(&t.train);
-    } else if (rc == 0 && load_samples(&t, err, sizeof err)) {
+            return 1;
+        }
+        print_notes(&t->train);
+    } else if (load_samples(t, err, sizeof err)) {
         fprintf(stderr, "netc: %s\n", err);
-        rc = 1;
+        return 1;
     }
-    if (rc == 0) rc = check_data(&t);
-    if (rc == 0 && t.classifier) t.eval_cpu_batch = eval_cpu_batch_of(&t);
-    if (rc == 0 && t.train.n < o->batch) {
-        const bool one = t.train.n == 1;
+    if (check_data(t)) return 1;
+    if (t->classifier) t->eval_cpu_batch = eval_cpu_batch_of(t);
+    if (t->train.n < o->batch) {
+        const bool one = t->train.n == 1;
         fprintf(stderr, "netc: the training set has %lld sample%s, fewer than one batch of %lld: give --batch %lld%s%s\n",
-                (long long)t.train.n, one ? "" : "s", (long long)o->batch, (long long)t.train.n, one ? "" : " or less",
+                (long long)t->train.n, one ? "" : "s", (long long)o->batch, (long long)t->train.n, one ? "" : " or less",
                 o->accumulate > 1 && !one ? " (a multiple of --accumulate)" : "");
-        rc = 2;
+        return 2;
     }
-    if (rc == 0) rc = init_params(&t);
-    if (rc == 0) rc = setup_gpu(&t);
+    return 0;
+}
+
+/* The loop with Ctrl-C and SIGTERM caught (before it, nothing is lost by
+ * their default action), the metrics closed and the loss curve drawn; a run
+ * a signal stopped returns 128 + the signal, as a shell reports it. */
+static int train_caught(trainer *t)
+{
+    const train_opts *o = t->o;
     interrupt_guard guard = {0};
-    if (rc == 0) interrupt_catch(&guard);   /* from the loop on: before it, nothing is lost by the default action */
-    if (rc == 0) rc = train_loop(&t);
-    if (t.metrics && fclose(t.metrics) != 0 && rc == 0) {
+    interrupt_catch(&guard);
+    int rc = train_loop(t);
+    if (t->metrics && fclose(t->metrics) != 0 && rc == 0) {
         fprintf(stderr, "netc: cannot write --metrics %s: %s\n", o->metrics_path, strerror(errno));
         rc = 1;
     }
-    if (rc == 0) rc = write_svg(&t, o->metrics_path);
+    if (rc == 0) rc = write_svg(t, o->metrics_path);
     interrupt_release(&guard);
-    if (rc == 0 && t.stopped_by) rc = 128 + t.stopped_by;   /* as a shell reports a process the signal stopped */
-    gpu_session_free(t.es);   /* first: it may live in the step's arena */
-    gpu_session_free(t.gs);
-    for (uint32_t i = 0; t.tg && t.params && i < t.tg->nparams; i++) cpu_tensor_free(&t.params[i]);
-    free(t.params);
-    cpu_pool_free(&t.pool);
-    cpu_pool_free(&t.eval_pool);
-    free(t.curve);
-    free(t.metrics_kept);
-    free(t.stage_buf);
+    if (rc == 0 && t->stopped_by) rc = 128 + t->stopped_by;
+    return rc;
+}
+
+static void trainer_free(trainer *t)
+{
+    gpu_session_free(t->es);   /* first: it may live in the step's arena */
+    gpu_session_free(t->gs);
+    for (uint32_t i = 0; t->tg && t->params && i < t->tg->nparams; i++) cpu_tensor_free(&t->params[i]);
+    free(t->params);
+    cpu_pool_free(&t->pool);
+    cpu_pool_free(&t->eval_pool);
+    free(t->curve);
+    free(t->metrics_kept);
+    free(t->stage_buf);
     for (int k = 0; k < 2; k++) {
-        nrt_module_data *m = k ? &t.fm : &t.tm;
+        nrt_module_data *m = k ? &t->fm : &t->tm;
         for (uint32_t i = 0; i < m->nimages; i++) free(m->images[i].data);
         free(m->images);
         nrt_program_free(&m->program);
     }
-    data_set_free(&t.train);
-    data_set_free(&t.test);
-    ir_graph_free(t.tg);
-    ir_graph_free(t.fg);
-    ir_graph_free(t.lg);
-    src_free(&t.src);
+    data_set_free(&t->train);
+    data_set_free(&t->test);
+    ir_graph_free(t->tg);
+    ir_graph_free(t->fg);
+    ir_graph_free(t->lg);
+    src_free(&t->src);
+}
+
+int train_main(const train_opts *o)
+{
+    bool ckpt_dir_made = false;
+    int rc = check_usage(o);
+    if (rc == 0) rc = check_outputs(o, &ckpt_dir_made);
+    if (rc) return rc;
+    trainer t = {.o = o, .ckpt_dir_made = ckpt_dir_made};
+    test_faults(&t);
+    rc = build_graphs(&t);
+    if (rc == 0 && loss_chunk_warnings(o->loss_slices, &t.loss_tally, o->werror, stderr)) rc = 2;
+    if (rc == 0) rc = load_data(&t);
+    if (rc == 0) rc = init_params(&t);
+    if (rc == 0) rc = setup_gpu(&t);
+    if (rc == 0) rc = train_caught(&t);
+    trainer_free(&t);
     return rc;
 }
