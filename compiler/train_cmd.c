@@ -1419,6 +1419,23 @@ static int load_checkpoint(trainer *t, const char *path, train_pos *pos)
     return 0;
 }
 
+/* " (hint: ...)" where the directory path would be written in is not
+ * there (out/ of `--save out/w.safetensors` in a fresh checkout): netc
+ * makes --checkpoint-dir, but not the directory of a file. "" otherwise. */
+static const char *no_dir_hint(const char *path, char *buf, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    struct stat st;
+    buf[0] = 0;
+    if (!slash || slash == path) return buf;
+    snprintf(buf, cap, "%.*s", (int)(slash - path), path);
+    if (stat(buf, &st) == 0 || errno != ENOENT) return buf[0] = 0, buf;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", buf);
+    snprintf(buf, cap, " (hint: the directory %s is not there: make it first, mkdir -p %s)", dir, dir);
+    return buf;
+}
+
 /* Whether --metrics could be written, before any work, without touching an
  * existing file: a run that fails before its first line leaves the last
  * run's metrics as they were. 0, or 1 with the reason on stderr. */
@@ -1428,7 +1445,8 @@ static int metrics_check(const char *path)
     char err[1024];
     if (stat(path, &st) != 0) {   /* not there yet: can a file be made beside it? */
         if (atomic_file_check(path, err, sizeof err) == 0) return 0;
-        fprintf(stderr, "netc: --metrics %s\n", err);
+        char hint[2200];
+        fprintf(stderr, "netc: --metrics %s%s\n", err, no_dir_hint(path, hint, sizeof hint));
         return 1;
     }
     /* a device or FIFO (/dev/stdout, a pipe to a follower) is not opened here:
@@ -2153,7 +2171,8 @@ static int check_outputs(const train_opts *o, bool *ckpt_dir_made)
         return 1;
     }
     if (o->save_path && atomic_file_check(o->save_path, err, sizeof err)) {   /* the weights are the run's result */
-        fprintf(stderr, "netc: --save %s\n", err);
+        char hint[2200];
+        fprintf(stderr, "netc: --save %s%s\n", err, no_dir_hint(o->save_path, hint, sizeof hint));
         return 1;
     }
     char svg[4096];

@@ -442,5 +442,11 @@ mkdir "$tmp/wsave"; rc=0; "$netc" train "$model" "${common[@]}" --save "$tmp/wsa
 "$netc" train "$model" "${common[@]}" --max-steps 70 --checkpoint-every 1000 --checkpoint-dir "$tmp/wev" 2>/dev/null &&
   "$netc" train "$model" "${common[@]}" --max-steps 72 --checkpoint-dir "$tmp/wev" --resume 2>"$tmp/wev.log" &&
   grep -q 'resumed from .* at epoch 2, step 70$' "$tmp/wev.log" || { cat "$tmp/wev.log"; wfail "--checkpoint-every past the run"; }
+# --save and --metrics into a directory not there (docs/training.md's out/ in a fresh checkout) say to make it
+for o in --save --metrics; do
+  rc=0; "$netc" train "$model" "${common[@]}" "$o" "$tmp/wnone/x.jsonl" 2>"$tmp/wd.log" || rc=$?
+  [[ $rc == 1 ]] && refused "$tmp/wd.log" "(hint: the directory $tmp/wnone is not there: make it first, mkdir -p $tmp/wnone)" ||
+    wfail "$o into no directory: exit $rc"
+done
 # another --batch or --seed is refused (section 5); another --lr is taken and said (section 5)
 ((wfails == 0)) || exit 1
