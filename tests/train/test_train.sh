@@ -14,6 +14,9 @@
 #     than its training step's; at --batch 4 the evaluation runs more than 4 samples at a time.
 # 11. a cosine schedule's total_steps short of the run is warned of.
 # 12. an epoch cut by --max-steps says so; the run's last step has a progress line.
+# 13. metrics resumed after two interruptions keep one "interrupted" line, the last, at the end.
+# 14. a long run's workflow abused (a killed checkpoint write, another model's checkpoint, an
+#     unreadable checkpoint, read-only or missing directories) works or stops with a clear message.
 # Args: NETC MAKE_IDX SOURCE_DIR JSONL_CHECK
 set -euo pipefail
 netc=$1 make_idx=$2 src=$3 jsonl_check=$4
@@ -357,13 +360,6 @@ grep -q '^epoch 1: train loss .*; --max-steps stopped it after 40 of its 64 batc
   { cat "$tmp/part.log"; tail -1 "$tmp/part.jsonl"; echo "FAIL: a partial epoch's line does not say it"; exit 1; }
 ! grep -q 'epoch_batches' "$tmp/full.jsonl" || { echo "FAIL: whole epochs' metrics say epoch_batches"; exit 1; }
 
-echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch," \
-     "resumes mid-epoch with the same batch, seed, data and (cosine) epochs only, with the whole epoch's train loss, and says so of another learning rate; says a finished run has nothing to run, refuses bad labels and test shapes and an unwritable --save or --metrics up front," \
-     "keeps an earlier run's metrics when it fails before its first step," \
-     "stops on SIGINT/SIGTERM at the end of a step (first, mid-epoch, in the evaluation) with a checkpoint to resume from, the weights and whole metrics," \
-     "trains a CNN of nn.conv2d and nn.max_pool2d (evaluating in no more memory than its step, in runs the step's plan sizes)," \
-     "warns of a cosine schedule that ends before the run, says an epoch --max-steps cut short"
-
 # 13. a run interrupted, resumed on its --metrics and interrupted again, then resumed to its end: the
 # file reads as the uninterrupted run's, its one "interrupted" line the last stop's, at the end (the
 # first stop's stayed in the middle, between steps 75 and 85)
@@ -450,3 +446,11 @@ for o in --save --metrics; do
 done
 # another --batch or --seed is refused (section 5); another --lr is taken and said (section 5)
 ((wfails == 0)) || exit 1
+
+echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch," \
+     "resumes mid-epoch with the same batch, seed, data and (cosine) epochs only, with the whole epoch's train loss, and says so of another learning rate; says a finished run has nothing to run, refuses bad labels and test shapes and an unwritable --save or --metrics up front," \
+     "keeps an earlier run's metrics when it fails before its first step," \
+     "stops on SIGINT/SIGTERM at the end of a step (first, mid-epoch, in the evaluation) with a checkpoint to resume from, the weights and whole metrics," \
+     "trains a CNN of nn.conv2d and nn.max_pool2d (evaluating in no more memory than its step, in runs the step's plan sizes)," \
+     "warns of a cosine schedule that ends before the run, says an epoch --max-steps cut short," \
+     "keeps one interruption line in metrics resumed twice, and fails safe on a long run's workflow abused (a killed write, another model's checkpoint, unreadable or unwritable places)"
