@@ -1305,6 +1305,13 @@ static void exec_repeat(sema_ctx *c, const ast_node *s)
 {
     sv n = sema_expr(c, s->a);
     if (n.kind == SV_ERROR) return;
+    int64_t known;   /* a size a fn's pattern bound to a number (T of x: [B, T, I]) counts as one */
+    if (n.kind == SV_DIM && dim_is_const(&c->g->dims[n.dim], &known)) n = sv_int(known);
+    if (n.kind == SV_DIM) {
+        sema_err(c, s->a->loc, "unrolling needs the count when the model is built: give the axis a number, or bind it with --dim",
+                 "repeat's count %s is a symbolic size", sema_dim_text(c, n.dim));
+        return;
+    }
     if (n.kind == SV_INT && n.i < 0) {
         sema_err(c, s->a->loc, NULL, "repeat count %lld is negative", (long long)n.i);
         return;
