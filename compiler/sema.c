@@ -1529,6 +1529,11 @@ void sema_exec_let(sema_ctx *c, const ast_node *s)
         sema_err(c, s->a->loc, NULL, "this expression has no value to assign");
         v = sv_error();
     }
+    if (v.kind == SV_LIST && v.decl) {   /* else the error comes where the name is used, as "a list" */
+        sema_err(c, s->a->loc, sema_textf(c, "take them apart by name: a, b = %s(...)", v.decl->name),
+                 "fn '%s' returns %u values; one name cannot hold them", v.decl->name, v.n);
+        v = sv_error();
+    }
     v.is_param = false;
     if (v.kind == SV_TENSOR) v.is_param = c->g->nodes[v.t].op == OP_PARAM && !c->autocast;
     sema_bind(c, s->name, v, s->loc);
@@ -1951,7 +1956,7 @@ static sv fn_run_body(sema_ctx *c, const ast_node *decl)
     if (c->stmts_cut) result = sv_error();   /* cut short by the statement budget: said */
     else if (!c->returned) result = (sv){.kind = SV_NONE};
     else if (c->nret == 1) result = c->ret[0];
-    else result = (sv){.kind = SV_LIST, .items = c->ret, .n = (uint32_t)c->nret};
+    else result = (sv){.kind = SV_LIST, .items = c->ret, .n = (uint32_t)c->nret, .decl = decl};   /* decl: several results, not a list */
     if (decl->list3.n == 1 && result.kind == SV_TENSOR) {
         const ast_node *rt = decl->list3.items[0]->a;
         if (rt && rt->kind == AST_TYPE && !match_pattern(c, rt, NULL, result, rt->loc)) result = sv_error();
