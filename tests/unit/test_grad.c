@@ -141,6 +141,11 @@ static const grad_case cases[] = {
     {"nn_rotary", "y = nn.rotary(a * 2.0, base: 10.0)", "param a: f32[2, 5, 4] = normal(1)"},
     {"nn_swiglu", "y = nn.swiglu(a, 5)", "param a: f32[3, 4] = normal(1)"},
     {"sin_cos", "y = sin(a * 3.0) * cos(a) + cos(b)", "param a: f32[3, 4] = normal(1)\n param b: f32[4] = normal(2)"},
+    /* each pixel's gradient is its scale x scale block's sum: unequal H and W, so a swapped axis shows */
+    {"nn_upsample2d", "y = nn.upsample2d(a, 3) * 1.5", "param a: f32[2, 3, 2, 2] = normal(1)"},
+    /* the recurrence through 4 steps: every state and the last, and the GRU's own weights
+       (x's gradient flows back through the steps' gates) */
+    {"nn_gru", "out, last = nn.gru(a * 2.0, 3)\n  y = concat([reshape(out, [2, 12]), last], axis: 1)", "param a: f32[2, 4, 2] = normal(1)"},
 };
 
 static int failures;
