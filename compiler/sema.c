@@ -341,6 +341,17 @@ static const char *other_spelling_hint(const char *name)
         {"bmm", "matmul (or @) multiplies batches of matrices: [..., M, K] @ [..., K, N]"},
         {"mm", "matmul (or @) multiplies matrices"},
         {"softplus", "softplus(x) is log(1.0 + exp(x)) (for large x, relu(x) + log(1.0 + exp(-abs(x))))"},
+        {"stack", "stack is a concat of reshaped tensors: concat([reshape(a, [B, 1, C]), reshape(b, [B, 1, C])], axis: 1)"},
+        {"unsqueeze", "a size-1 axis is added by reshape: reshape(x, [B, 1, C])"},
+        {"squeeze", "a size-1 axis is dropped by reshape(x, [B, C]) or by an index, x[:, 0]"},
+        {"expand", "broadcast(x, shape: [sizes]) repeats x's size-1 axes (and adds leading ones)"},
+        {"flip", "reverse x's first axis of N with gather(x, N - 1 - iota([N])); another axis: transpose it to the front first"},
+        {"argmax", "there is no argmax op; the first index of the largest along axis k of N is "
+                   "-max(where(x == max(x, axis: k, keepdim: true), -iota(shape, axis: k), -N), axis: k)"},
+        {"interpolate", "nn.upsample2d(x, scale) repeats each pixel of a (B, H, W, C) image scale x scale times (nearest)"},
+        {"upsample", "nn.upsample2d(x, scale) repeats each pixel of a (B, H, W, C) image scale x scale times (nearest)"},
+        {"einsum", "write the contraction as a matmul (@) after transpose and reshape, or as a broadcast product and sum(..., axis: k)"},
+        {"repeat_interleave", "repeat each row twice with broadcast and reshape: reshape(broadcast(reshape(x, [N, 1, C]), shape: [N, 2, C]), [2 * N, C])"},
     };
     for (size_t i = 0; i < NC_COUNT(spellings); i++)
         if (strcmp(spellings[i].name, name) == 0) return spellings[i].hint;
