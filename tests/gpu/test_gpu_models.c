@@ -329,6 +329,14 @@ int main(void)
          .int_range = 4, .use_graph = true, .train_step = true, .fuse = true, .check_updates = true},
         {.name = "rotary_bases", .source = rotary_bases_source, .dim_names = b64, .dim_values = v2, .ndims = 1,
          .use_graph = true, .fuse = true},
+        /* a ViT's step: patches by reshape and transpose, a class token broadcast and joined, unmasked attention */
+        {.name = "fashion_vit_train", .path = NETC_SOURCE_DIR "/examples/fashion_vit.net", .dim_names = b64,
+         .dim_values = v2, .ndims = 1, .int_range = 10, .use_graph = true, .train_step = true, .fuse = true,
+         .check_updates = true},
+        /* an encoder-decoder's step: cross-attention over 8 keys, the target a gather of the source reversed */
+        {.name = "reverse_seq2seq_train", .path = NETC_SOURCE_DIR "/examples/reverse_seq2seq.net", .dim_names = b64,
+         .dim_values = v3, .ndims = 1, .int_range = 256, .use_graph = true, .train_step = true, .fuse = true,
+         .check_updates = true},
     };
     const char *only = getenv("NETC_GPU_CASE"), *seed_env = getenv("NETC_GPU_SEED");
     int fails = 0, runs = 0;
