@@ -1312,28 +1312,50 @@ static bool repeat_index_ok(sema_ctx *c, const ast_node *s)
     return false;
 }
 
-static void exec_repeat(sema_ctx *c, const ast_node *s)
+/* The names that stmts (and the blocks in them) rebind from outside: each
+ * becomes an error. */
+static void poison_rebound(sema_ctx *c, const ast_list *stmts)
+{
+    for (uint32_t i = 0; i < stmts->n; i++) {
+        const ast_node *s = stmts->items[i];
+        if (s->kind == AST_LET && s->name && bound_in_fn(c, s->name)) sema_bind(c, s->name, sv_error(), s->loc);
+        for (uint32_t k = 0; s->kind == AST_LET && !s->name && k < s->list.n; k++)
+            if (bound_in_fn(c, s->list.items[k]->name)) sema_bind(c, s->list.items[k]->name, sv_error(), s->list.items[k]->loc);
+        for (const ast_node *b = s; b && (b->kind == AST_BLOCK || b->kind == AST_REPEAT || b->kind == AST_IF);
+             b = b->kind == AST_IF ? b->c : NULL)
+            poison_rebound(c, &b->list);
+    }
+}
+
+/* A repeat's count: a non-negative int up to SEMA_MAX_REPEAT, or an error said. */
+static bool repeat_count(sema_ctx *c, const ast_node *s, int64_t *count)
 {
     sv n = sema_expr(c, s->a);
-    if (n.kind == SV_ERROR) return;
+    if (n.kind == SV_ERROR) return false;
     int64_t known;   /* a size a fn's pattern bound to a number (T of x: [B, T, I]) counts as one */
     if (n.kind == SV_DIM && dim_is_const(&c->g->dims[n.dim], &known)) n = sv_int(known);
-    if (n.kind == SV_DIM) {
+    if (n.kind == SV_DIM)
         sema_err(c, s->a->loc, "unrolling needs the count when the model is built: give the axis a number, or bind it with --dim",
                  "repeat's count %s is a symbolic size", sema_dim_text(c, n.dim));
-        return;
-    }
-    if (n.kind == SV_INT && n.i < 0) {
+    else if (n.kind == SV_INT && n.i < 0)
         sema_err(c, s->a->loc, NULL, "repeat count %lld is negative", (long long)n.i);
-        return;
-    }
-    if (n.kind != SV_INT) {
+    else if (n.kind != SV_INT)
         sema_err(c, s->a->loc, "use a number or a config constant", "repeat needs a non-negative integer count, got %s",
                  sv_kind_phrase(n.kind));
-        return;
-    }
-    if (n.i > SEMA_MAX_REPEAT) {
+    else if (n.i > SEMA_MAX_REPEAT)
         sema_err(c, s->a->loc, NULL, "repeat count %lld is more than the supported %d", (long long)n.i, SEMA_MAX_REPEAT);
+    else
+        return *count = n.i, true;
+    return false;
+}
+
+static void exec_repeat(sema_ctx *c, const ast_node *s)
+{
+    sv n = {.kind = SV_INT};
+    if (!repeat_count(c, s, &n.i)) {
+        /* no iteration ran: what the body would have rebound says nothing more after the loop
+           (the state it would have grown, sliced or returned) */
+        poison_rebound(c, &s->list);
         return;
     }
     if (!repeat_index_ok(c, s)) return;
