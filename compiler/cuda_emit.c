@@ -647,7 +647,11 @@ static void finish_index_code(cg_ctx *cg)
     cg_printf(&b, "%.*s", (int)head, cg->body.s);
     for (int k = 0; k < cg->ndivisors; k++) cg_printf(&b, "  const nc_divisor d%d = nc_divisor_of(%s);\n", k, cg->divisors[k]);
     if (!generic) cg_printf(&b, "%s", rest);
-    else if (cg->bounds_lost || strstr(rest, "__shared__")) cg_printf(&b, "  typedef long long nc_ix;\n%s", rest);
+    else if (cg->cost_only) {   /* the key: what the paths are made of, each path's text a function of it */
+        cg_printf(&b, "  nc_ix %d", cg->bounds_lost);
+        for (int k = 0; k < cg->nbounds; k++) cg_printf(&b, " && %s", cg->bounds[k]);
+        cg_printf(&b, ";\n%s", rest);
+    } else if (cg->bounds_lost || strstr(rest, "__shared__")) cg_printf(&b, "  typedef long long nc_ix;\n%s", rest);
     else {
         cg_printf(&b, "  if (A.n[0] < NC_NARROW");
         for (int k = 0; k < cg->nbounds; k++) cg_printf(&b, " && %s < NC_NARROW", cg->bounds[k]);
@@ -756,6 +760,10 @@ static uint32_t memo_fact(cuda_body_memo *m, const char *body, size_t len)
     m->slot[at] = m->n + 1;
     return m->n++;
 }
+
+uint32_t cuda_body_memo_count(const cuda_body_memo *m) { return m->n; }
+
+const char *cuda_body_memo_text(const cuda_body_memo *m, uint32_t i) { return i < m->n ? m->e[i].text : NULL; }
 
 int8_t *cuda_body_memo_stride(const cg_ctx *cg, uint32_t k)
 {
@@ -3233,7 +3241,7 @@ static bool emit_program(const ir_graph *g, bool fuse, bool source, cuda_body_me
                          size_t errcap)
 {
     memset(out, 0, sizeof *out);
-    cg_ctx cg = {.g = g, .prog = out, .memo = memo};
+    cg_ctx cg = {.g = g, .prog = out, .memo = memo, .cost_only = !source};
     cg.src.discard = cg.cur_comment.discard = !source;
     cg_printf(&cg.src, "%s", prelude);
     if (fuse) cuda_fuse_plan(&cg);

@@ -67,6 +67,10 @@ typedef struct cg_ctx {
     uint64_t *bodies_write; /* ... and the slots each may store to (a body's every copy: read once) */
     uint32_t nbodies;
     int8_t *stride_only;   /* cuda_batch_launches: whether body k is grid-stride only (0 not yet known, 1, -1) */
+    bool cost_only;        /* cuda_emit_program_cost: a body's text is only its key (its kernel's identity, the
+                              stores and grid-stride verdict read off it), so a part written twice as a function
+                              of the same inputs (the 32- and 64-bit index paths, a fused loop's vector and scalar
+                              members) is written once */
     struct cuda_body_memo *memo;   /* what bodies' texts said in earlier compiles, or NULL (cuda_emit_program_cost) */
     uint32_t *bodies_fact; /* with memo: body k's entry in it */
     uint32_t nstride_only; /* bodies stride_only covers: the batch kernels it adds are judged afresh */
@@ -189,6 +193,9 @@ const char *cuda_prelude(void);
 typedef struct cuda_body_memo cuda_body_memo;
 cuda_body_memo *cuda_body_memo_new(void);
 void cuda_body_memo_free(cuda_body_memo *m);
+/* the memo's distinct texts, for tests: how many, and text i */
+uint32_t cuda_body_memo_count(const cuda_body_memo *m);
+const char *cuda_body_memo_text(const cuda_body_memo *m, uint32_t i);
 /* with cg->memo, body k's grid-stride verdict as an earlier compile found
  * it (0 not yet known, 1, -1), for cuda_batch_launches to read and set;
  * NULL without a memo */

@@ -1740,8 +1740,14 @@ static void emit_loop(cg_ctx *cg, nrt_step *s, const char *count, ir_value first
         if (how[k] == LOAD_ELEMENT) cg_printf(&cg->body, "    float v%d[8];\n    nc_ld8(x%d, i0, v%d);\n", k, k, k);
     for (int k = 0; k < nout; k++) cg_printf(&cg->body, "    float w%d[8];\n", out_slot0 + k);
     cg_printf(&cg->body, "#pragma unroll\n    for (int e = 0; e < 8; e += 2) {\n");
-    emit_loads(cg, s, ins, nins, how, spread_via, true, 1);
-    emit_members(cg, first, last, id, ins, nins, outs, nout, out_slot0, true);
+    /* the pairs' loads and members are a function of what the scalar loop
+     * below writes (the same operands, registers and roundings), and their
+     * side effects (sizes, divisors, bounds) the same calls: a cost-only
+     * body has them once */
+    if (!cg->cost_only) {
+        emit_loads(cg, s, ins, nins, how, spread_via, true, 1);
+        emit_members(cg, first, last, id, ins, nins, outs, nout, out_slot0, true);
+    }
     cg_printf(&cg->body, "    }\n");
     for (int k = 0; k < nout; k++)   /* a member's bf16 value is rounded: its store packs the top halves */
         cg_printf(&cg->body, "    nc_st8%s(y%d, i0, w%d);\n", cg->group[outs[k]] == id && cg->g->nodes[outs[k]].dtype == NC_BF16 ? "_rounded" : "",

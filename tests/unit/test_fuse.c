@@ -1310,6 +1310,38 @@ static void check_kernel_writes(const char *root)
     ir_graph_free(g);
 }
 
+/* A cost-only compile (--memory-budget's candidates) writes what a body
+ * holds twice as a function of the same inputs once: the index code's 32-
+ * and 64-bit paths, a fused loop's vector members beside its scalar ones.
+ * Its program is still the module's, kernel for kernel (char_lm's step,
+ * whose fused loops and index code have both). */
+static void check_cost_only_bodies(const char *root)
+{
+    nrt_program full, cost;
+    ir_graph *g = compile_train_step(root, "examples/char_lm.net", 4, &full);
+    if (!g) return;
+    char err[512];
+    cuda_body_memo *memo = cuda_body_memo_new();
+    bool ok = cuda_emit_program_cost(g, true, memo, &cost, err, sizeof err);
+    CHECK(ok);
+    uint32_t n = cuda_body_memo_count(memo), vector = 0, indexed = 0, twice = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *t = cuda_body_memo_text(memo, i);
+        vector += strstr(t, "NC_GRID_STRIDE(vi") != NULL;
+        indexed += strstr(t, "nc_ix") != NULL;
+        twice += strstr(t, "typedef unsigned nc_ix") != NULL || strstr(t, "[h] = (") != NULL;
+    }
+    bool same = ok && full.nsteps == cost.nsteps && full.nkernels == cost.nkernels &&
+                memcmp(full.steps, cost.steps, full.nsteps * sizeof *full.steps) == 0;
+    printf("cost-only bodies: %u distinct, %u with a vector loop, %u with index code, %u holding a part twice; program %s\n", n,
+           vector, indexed, twice, same ? "the module's" : "DIFFERENT");
+    CHECK(vector > 0 && indexed > 0 && twice == 0 && same);
+    if (ok) nrt_program_free(&cost);
+    cuda_body_memo_free(memo);
+    nrt_program_free(&full);
+    ir_graph_free(g);
+}
+
 int main(int argc, char **argv)
 {
     check_printf_as_libc();
@@ -1345,6 +1377,7 @@ int main(int argc, char **argv)
     check_norm_backward(root);
     check_stored_bias_grads(root);
     check_kernel_writes(root);
+    check_cost_only_bodies(root);
     if (!failures) printf("test_fuse: all checks passed\n");
     return failures != 0;
 }
