@@ -400,7 +400,7 @@ nrt_status nrt_session_create(const nrt_module *m, const nrt_session_opts *o, nr
         for (uint32_t i = 0; i < g->nparams; i++)
             if ((st = upload_param(s, i, err)) != NRT_OK) { nrt_session_free(s); return st; }
     } else {
-        snprintf(s->device, sizeof s->device, "cpu%s%s%s", why[0] ? " (" : "", why, why[0] ? ")" : "");
+        nc_errf(s->device, sizeof s->device, "cpu%s%s%s", why[0] ? " (" : "", why, why[0] ? ")" : "");
     }
     *out = s;
     return ok(err);
