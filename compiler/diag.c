@@ -26,45 +26,63 @@ static bool seen_recently(diag_ctx *d, nc_loc loc, const char *msg)
     return false;
 }
 
-/* Print the line with non-printable bytes shown as '?', so garbage input
- * cannot mess up the terminal, and a caret under the column. A long line is
- * shown as a window around the column, with "..." marking the cut ends. */
+/* Terminal columns of a character: 2 for the wide (CJK, Hangul, fullwidth,
+ * emoji), 0 for a combining mark, else 1; -1 for one not to print as itself
+ * (C1 controls, line separators, the bidi controls that reorder what a
+ * terminal shows). A short table, not the locale's: what matters is that
+ * the caret's padding takes the columns the line took. */
+static int char_width(uint32_t cp)
+{
+    static const struct { uint32_t lo, hi; int w; } ranges[] = {
+        {0x80, 0x9f, -1},        {0x300, 0x36f, 0},       {0x483, 0x489, 0},       {0x1100, 0x115f, 2},
+        {0x1ab0, 0x1aff, 0},     {0x1dc0, 0x1dff, 0},     {0x200b, 0x200f, 0},     {0x2028, 0x202e, -1},
+        {0x2066, 0x2069, -1},    {0x20d0, 0x20ff, 0},     {0x2e80, 0x303e, 2},     {0x3041, 0x33ff, 2},
+        {0x3400, 0x4dbf, 2},     {0x4e00, 0x9fff, 2},     {0xa000, 0xa4cf, 2},     {0xac00, 0xd7a3, 2},
+        {0xf900, 0xfaff, 2},     {0xfe00, 0xfe0f, 0},     {0xfe20, 0xfe2f, 0},     {0xfe30, 0xfe4f, 2},
+        {0xff00, 0xff60, 2},     {0xffe0, 0xffe6, 2},     {0x1f300, 0x1f64f, 2},   {0x1f900, 0x1f9ff, 2},
+        {0x20000, 0x3fffd, 2},
+    };
+    for (size_t i = 0; i < NC_COUNT(ranges); i++)
+        if (cp >= ranges[i].lo && cp <= ranges[i].hi) return ranges[i].w;
+    return 1;
+}
+
+/* Print the line with what cannot be shown as itself (a control byte, a byte
+ * that is not UTF-8) as one '?', so garbage input cannot mess up the terminal,
+ * a tab as one space, and a caret under the column: the caret's padding takes
+ * the columns each character before it took, so it lands under the character
+ * the column's byte is in. A long line is shown as a window around the
+ * column, with "..." marking the cut ends. */
 static void print_source_line(diag_ctx *d, nc_loc loc)
 {
     size_t len;
     const char *line = src_line(d->sources, loc.file, loc.line, &len);
     if (!line) return;
-    if (len && line[len - 1] == '\r') len--;   /* a CRLF file's line ends before its \r */
     const size_t width = 160;
     size_t col = loc.col ? loc.col - 1 : 0, start = 0;
     if (col > len) col = len;
+    /* a CRLF line ends before its \r; a \r alone (refused) ends what is shown */
+    const char *cr = memchr(line + col, '\r', len - col);
+    if (cr) len = (size_t)(cr - line);
     if (col > width / 2 && len > width) {
         start = col - width / 2;
         while (start > 0 && ((unsigned char)line[start] & 0xc0) == 0x80) start--;   /* whole characters */
     }
-    size_t end = start + width < len ? start + width : len;
+    size_t end = start + width < len ? start + width : len, pad = 0;
     fputs(start ? "  ..." : "  ", d->out);
-    for (size_t i = start; i < end; i++) {
+    for (size_t i = start, n; i < end; i += n) {
+        n = src_utf8_len(line + i, end - i);
+        int w = n > 1 ? char_width(src_utf8_decode(line + i, n)) : 1;
         unsigned char c = (unsigned char)line[i];
-        if (c >= 0x80) {            /* copy a well-formed UTF-8 sequence, else '?' */
-            size_t n = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-            bool ok = n && i + n <= end;
-            for (size_t k = 1; ok && k < n; k++) ok = ((unsigned char)line[i + k] & 0xc0) == 0x80;
-            if (ok) {
-                fwrite(line + i, 1, n, d->out);
-                i += n - 1;
-                continue;
-            }
-            c = '?';
-        }
-        fputc(c == '\t' ? ' ' : (c < 32 || c == 127) ? '?' : c, d->out);
+        if (n > 1 && w >= 0) fwrite(line + i, 1, n, d->out);
+        else fputc(n == 1 && c == '\t' ? ' ' : n == 1 && c >= 32 && c != 127 ? c : '?', d->out);
+        if (n == 0) n = 1;
+        if (w < 0) w = 1;
+        if (i + n <= col) pad += (size_t)w;
     }
     fputs(end < len ? "...\n  " : "\n  ", d->out);
     if (start) fputs("   ", d->out);
-    for (size_t i = start; i < col && i < end; i++) {
-        unsigned char c = (unsigned char)line[i];
-        if ((c & 0xc0) != 0x80) fputc(' ', d->out);   /* one column per UTF-8 character */
-    }
+    for (size_t i = 0; i < pad; i++) fputc(' ', d->out);
     fputs("^\n", d->out);
 }
 

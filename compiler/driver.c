@@ -47,56 +47,8 @@ const char *driver_set_value_parse(const char *text, driver_set_value *out)
     return NULL;
 }
 
-/* Many control bytes near the start mean binary data (an ELF file, a .netm, a
- * gzip): one error for the file instead of one per byte. A stray control
- * byte in a text file is left to the lexer, which points at it. */
-static bool looks_binary(const char *text, size_t len)
-{
-    size_t n = len < 4096 ? len : 4096, ctrl = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)text[i];
-        if ((c < 32 && c != '\n' && c != '\t' && c != '\r') || c == 127) ctrl++;
-    }
-    return ctrl >= 4 && ctrl * 20 > n;
-}
-
-/* A .net file is UTF-8; report the first invalid byte by line and column. */
-static bool check_utf8(const src_table *sources, uint32_t file_id, diag_ctx *d)
-{
-    const src_file *f = src_get(sources, file_id);
-    const unsigned char *s = (const unsigned char *)f->text;
-    uint32_t line = 1, col = 1;
-    for (size_t i = 0; i < f->len;) {
-        unsigned char c = s[i];
-        size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-        bool ok = n > 0 && i + n <= f->len && !(n == 2 && c < 0xc2) && !(n == 4 && c > 0xf4);
-        for (size_t k = 1; ok && k < n; k++) ok = (s[i + k] & 0xc0) == 0x80;
-        if (ok && n == 3) {
-            unsigned cp = ((c & 0x0fu) << 12) | ((s[i + 1] & 0x3fu) << 6);
-            ok = cp >= 0x800 && !(cp >= 0xd800 && cp < 0xe000);
-        }
-        if (ok && n == 4) ok = !(c == 0xf0 && s[i + 1] < 0x90) && !(c == 0xf4 && s[i + 1] >= 0x90);
-        if (!ok) {
-            diag_report(d, DIAG_ERROR, (nc_loc){file_id, line, col}, "save the file as UTF-8",
-                        "invalid UTF-8 byte 0x%02x", c);
-            return false;
-        }
-        if (c == '\n') line++, col = 1;
-        else col += (uint32_t)n;
-        i += n;
-    }
-    return true;
-}
-
 static ast_file *parse_checked(src_table *sources, uint32_t file_id, diag_ctx *d)
 {
-    const src_file *sf = src_get(sources, file_id);
-    if (looks_binary(sf->text, sf->len)) {
-        diag_report(d, DIAG_ERROR, (nc_loc){file_id, 1, 1}, "netc reads .net source text; is this a module or a data file?",
-                    "this is not a text file (it holds binary data)");
-        return NULL;
-    }
-    if (!check_utf8(sources, file_id, d)) return NULL;
     int errors = d->errors;
     ast_file *f = parse_file(sources, file_id, d);
     if (d->errors > errors) {

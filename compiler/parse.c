@@ -326,6 +326,52 @@ ast_node *parse_with_attr(parse_state *ps, nc_loc loc, const char *attr, ast_nod
     return stmt;
 }
 
+/* Many control bytes near the start mean binary data (an ELF file, a .netm, a
+ * gzip): one error for the file instead of one per byte. */
+static bool looks_binary(const char *text, size_t len)
+{
+    size_t n = len < 4096 ? len : 4096, ctrl = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if ((c < 32 && c != '\n' && c != '\t' && c != '\r') || c == 127) ctrl++;
+    }
+    return ctrl >= 4 && ctrl * 20 > n;
+}
+
+/* The first byte that can be no part of a .net file, wherever it is (a
+ * comment or a string too, or an imported file): invalid UTF-8, a NUL, a
+ * carriage return that ends a line alone. Said once for the file, at its
+ * line and byte column: after it the lexer's tokens and lines would be wrong. */
+static bool check_text(const src_file *f, uint32_t file_id, diag_ctx *d)
+{
+    if (looks_binary(f->text, f->len)) {
+        diag_report(d, DIAG_ERROR, (nc_loc){file_id, 1, 1}, "netc reads .net source text; is this a module or a data file?",
+                    "this is not a text file (it holds binary data)");
+        return false;
+    }
+    uint32_t line = 1, col = 1;
+    for (size_t i = 0, n; i < f->len; i += n, col += (uint32_t)n) {
+        const char *p = f->text + i;
+        nc_loc at = {file_id, line, col};
+        n = src_utf8_len(p, f->len - i);
+        if (n == 0) {
+            diag_report(d, DIAG_ERROR, at, "save the file as UTF-8", "invalid UTF-8 byte 0x%02x", (unsigned char)*p);
+            return false;
+        }
+        if (*p == 0) {
+            diag_report(d, DIAG_ERROR, at, NULL, "NUL byte in source");
+            return false;
+        }
+        if (*p == '\r' && (i + 1 == f->len || p[1] != '\n')) {
+            diag_report(d, DIAG_ERROR, at, "lines end in \\n or \\r\\n; a file with old Mac OS line ends (\\r alone) converts with tr '\\r' '\\n' < FILE > NEW.net",
+                        "a carriage return (\\r) without a newline after it");
+            return false;
+        }
+        if (*p == '\n') line++, col = 0;
+    }
+    return true;
+}
+
 ast_file *parse_file(const src_table *sources, uint32_t file_id, diag_ctx *d)
 {
     const src_file *sf = src_get(sources, file_id);
@@ -335,6 +381,7 @@ ast_file *parse_file(const src_table *sources, uint32_t file_id, diag_ctx *d)
     f->arena = ast_arena_new();
     parse_state ps = {.arena = f->arena, .diag = d, .file = file_id, .line = 1, .col = 1, .nl_suppressed = true, .stmt_start = true};
     int errors_before = d->errors;
+    if (!check_text(sf, file_id, d)) return f;
     if (sf->len == 0) {
         diag_report(d, DIAG_ERROR, (nc_loc){file_id, 1, 1}, "a .net file declares at least one model or fn",
                     "empty file");

@@ -92,3 +92,27 @@ void src_free(src_table *t)
     t->files = NULL;
     t->nfiles = 0;
 }
+
+size_t src_utf8_len(const char *s, size_t avail)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    if (avail == 0) return 0;
+    unsigned char c = u[0];
+    size_t n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (n == 0 || n > avail) return 0;
+    for (size_t k = 1; k < n; k++)
+        if ((u[k] & 0xc0) != 0x80) return 0;
+    /* the second byte's range is what rules out the overlong, the surrogates and past U+10FFFF */
+    if ((c == 0xe0 && u[1] < 0xa0) || (c == 0xed && u[1] >= 0xa0) || (c == 0xf0 && u[1] < 0x90) || (c == 0xf4 && u[1] >= 0x90))
+        return 0;
+    return n;
+}
+
+uint32_t src_utf8_decode(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    static const unsigned char lead_mask[] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+    uint32_t cp = u[0] & lead_mask[n];
+    for (size_t k = 1; k < n; k++) cp = cp << 6 | (u[k] & 0x3fu);
+    return cp;
+}

@@ -24,6 +24,12 @@ const src_file *src_get(const src_table *t, uint32_t id);
 /* The text of line `line` (1-based) of file id, without its newline. */
 const char *src_line(const src_table *t, uint32_t id, uint32_t line, size_t *len);
 void src_free(src_table *t);
+/* The length in bytes of the well-formed UTF-8 character at s (1 for ASCII),
+ * reading at most avail bytes; 0 when the bytes there are not one: a stray
+ * continuation byte, a cut-short, overlong or surrogate sequence, past U+10FFFF. */
+size_t src_utf8_len(const char *s, size_t avail);
+/* The code point of a character src_utf8_len accepted, of n bytes. */
+uint32_t src_utf8_decode(const char *s, size_t n);
 
 #define SRC_MAX_BYTES (16u << 20)   /* a .net file larger than this is refused */
 
