@@ -12,6 +12,10 @@
 #define DIM_MAX_TERMS 4
 #define DIM_MAX_FACTORS 4
 #define DIM_LIMIT ((int64_t)1 << 48) /* no constant or coefficient beyond this */
+/* no tensor holds more elements: the runtime refuses a buffer past it when
+ * dims are bound (program_check_sizes), so a shape known to pass it is refused
+ * where it is written */
+#define DIM_MAX_NUMEL ((int64_t)1 << 40)
 
 typedef struct dim_term {
     int64_t coeff;

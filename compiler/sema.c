@@ -629,9 +629,8 @@ static void count_text(double n, char *buf, size_t cap)
 }
 
 /* Every tensor netc types (an input, a parameter, an op's result) holds at
- * most DIM_LIMIT elements, the limit of one dim: the backends count elements
- * in 64-bit integers, and a product of dims under the limit each can pass
- * 2^63. A symbolic dim counts as its largest coefficient (B as 1, 4*C as 4),
+ * most DIM_MAX_NUMEL elements, the runtime's limit on one buffer: a shape
+ * past it would build and be refused only when it runs. A symbolic dim counts as its largest coefficient (B as 1, 4*C as 4),
  * so the bound holds at the smallest sizes the symbols can take. A dim of
  * size 0 is refused too: no op, backend or gradient handles an empty tensor. */
 bool sema_check_shape(sema_ctx *c, nc_dtype dtype, uint8_t rank, const uint32_t *shape, nc_loc loc)
@@ -658,11 +657,12 @@ bool sema_check_shape(sema_ctx *c, nc_dtype dtype, uint8_t rank, const uint32_t 
         }
         count *= (double)big;
     }
-    if (count <= (double)DIM_LIMIT) return true;
+    if (count <= (double)DIM_MAX_NUMEL) return true;
     char n[48];
     count_text(count, n, sizeof n);
-    sema_err(c, loc, sema_textf(c, "the shape is %s", sema_shape_text(c, dtype, rank, shape)), "tensor of %s%s elements: at most 2^%d", symbolic ? "at least " : "", n,
-             __builtin_ctzll((unsigned long long)DIM_LIMIT));
+    sema_err(c, loc, sema_textf(c, "the shape is %s; the runtime holds no tensor past 2^%d elements", sema_shape_text(c, dtype, rank, shape),
+                                __builtin_ctzll((unsigned long long)DIM_MAX_NUMEL)),
+             "tensor of %s%s elements: at most 2^%d", symbolic ? "at least " : "", n, __builtin_ctzll((unsigned long long)DIM_MAX_NUMEL));
     return false;
 }
 
