@@ -661,7 +661,7 @@ static void plan_kernels(cg_ctx *cg)
     bool *in_kernel = nc_xcalloc(cg->ngroups + 1, sizeof *in_kernel);
     group_span *next = nc_xmalloc(sizeof *next);
     uint32_t leader = 0, nsections = 0;
-    uint32_t sections[NRT_MAX_SECTIONS + 1];   /* the kernel's groups: what in_kernel marks */
+    uint32_t sections[NRT_MAX_SECTIONS + 1] = {0};   /* the kernel's groups: what in_kernel marks */
     ir_value shared[GROUP_IO_CAP * NRT_MAX_SECTIONS];
     int nshared = 0, nouts = 0;
     bool open = false, clear_between = true;

@@ -244,11 +244,12 @@ int loss_chunk_forward(ir_graph *g, int slices, FILE *report, char *err, size_t 
 
 static void count_head(const ir_graph *g, ir_value loss, bool train, loss_chunk_tally *t)
 {
-    chunk_head hd;
     if (!train && users_of(g, loss) != 1) return;
     if (head_unbound(g, loss)) t->unbound++;
+    chunk_head hd;
     if (!find_head(g, loss, &hd)) return;
-    if (!t->rows || hd.len < t->rows) t->rows = hd.len;
+    const int64_t rows = hd.len;
+    if (!t->rows || rows < t->rows) t->rows = rows;
     t->heads++;
 }
 
