@@ -507,6 +507,337 @@ static char *defaults_note(const ir_graph *g, const int64_t *syms, const bool *r
     return note;
 }
 
+/* The --dim values of the module's symbolic dims in syms, each dim not
+ * given at 1 and marked in sym_defaulted: whether any was not given. */
+static bool bind_given_dims(const ir_graph *g, const char *const *dim_names, const int64_t *dim_values, int ndims,
+                            int64_t *syms, bool *sym_defaulted)
+{
+    bool defaulted = false;
+    for (uint32_t k = 0; k < g->nsyms; k++) {
+        syms[k] = -1;
+        for (int i = 0; i < ndims; i++)
+            if (strcmp(dim_names[i], g->sym_names[k]) == 0) syms[k] = dim_values[i];
+        sym_defaulted[k] = syms[k] < 0;
+        if (syms[k] < 0) syms[k] = 1, defaulted = true;
+    }
+    return defaulted;
+}
+
+/* Whether the module has every dim given with --dim: a misspelt name is an
+ * error, with the names it has, not a size silently left at 1. */
+static bool given_dims_known(const ir_graph *g, const char *const *dim_names, int ndims)
+{
+    for (int i = 0; i < ndims; i++)
+        if (ir_sym_find(g, dim_names[i]) < 0) {
+            char *names = ir_sym_names_str(g);
+            fprintf(stderr, "netc: the module has no symbolic dim %s%s\n", dim_names[i], names);
+            free(names);
+            return false;
+        }
+    return true;
+}
+
+/* Why there is no report: the binding a session refuses (bad), and the
+ * --dim that gives sizes it accepts. */
+static void print_refusal(const ir_graph *g, const bool *sym_defaulted, bool defaulted, const tc_error *bad)
+{
+    char *names = defaulted_names(g, sym_defaulted);
+    const char *first = NULL;
+    for (uint32_t k = 0; k < g->nsyms && !first; k++)
+        if (sym_defaulted[k]) first = g->sym_names[k];
+    if (defaulted)
+        fprintf(stderr, "netc: a session refuses this binding, with %s taken as 1 (not given with --dim) and no value up to %d "
+                        "of %s accepted either: %s\n", names, INSPECT_MAX_DEFAULT, names, bad->msg);
+    else fprintf(stderr, "netc: a session refuses this binding: %s\n", bad->msg);
+    if (bad->hint[0]) fprintf(stderr, "  hint: %s\n", bad->hint);
+    if (first) fprintf(stderr, "  hint: give the sizes to inspect with --dim (--dim %s=N)\n", first);
+    free(names);
+}
+
+/* One entry point of a module, its dims bound and its memory planned: what
+ * the report's parts read. */
+typedef struct inspect_view {
+    const char *path, *entry, *entries;   /* the file; the entry shown; all of them, "forward, train" */
+    const nrt_module_data *m;
+    const ir_graph *g;
+    const nrt_program *p;
+    const int64_t *syms;
+    const bool *sym_defaulted, *raised;   /* not given with --dim; of those, not left at 1 */
+    bool defaulted;                       /* some dim was not given */
+    const char *note;                     /* what the defaulted dims were taken as */
+    const memplan_result *plan;
+    const memplan_buf *b;
+    const double *floors;                 /* launch_floors */
+    const inspect_profile *prof;
+} inspect_view;
+
+/* The report's sums: a run's steps, and apart from them the prepare steps,
+ * which run once per change of the parameters. */
+typedef struct inspect_totals {
+    double bytes, flops, floor, recompute_flops;
+    double prep_bytes, prep_floor;
+    uint32_t launches, prep_steps, prep_launches;
+    double param_bytes;
+    int64_t staged, session_bytes;   /* landing buffers of a training loop's inputs; all a session holds */
+} inspect_totals;
+
+/* The totals known before the steps are costed: parameters, session
+ * memory, launches (prepare launches apart). */
+static inspect_totals totals_of_plan(const inspect_view *v)
+{
+    const ir_graph *g = v->g;
+    inspect_totals t = {0};
+    for (uint32_t n = 0; n < g->nnodes; n++)
+        if (g->nodes[n].op == OP_PARAM) t.param_bytes += (double)v->b[n].bytes;
+    t.staged = nrt_program_staged_bytes(g, v->syms);   /* a training loop's inputs travel through landing buffers */
+    t.session_bytes = v->plan->arena_bytes + nrt_program_side_bytes(v->p, t.staged);
+    t.launches = nrt_program_num_launches(v->p);
+    for (uint32_t k = 0; k < v->p->nsteps; k += nrt_step_launch_len(&v->p->steps[k])) t.prep_launches += v->p->steps[k].prepare;
+    t.launches -= t.prep_launches;
+    return t;
+}
+
+static void print_text_head(const inspect_view *v, const inspect_totals *t, FILE *out)
+{
+    fprintf(out, "module %s: model %s, entry %s (entry points: %s), %u steps, %u launches, %u kernels\n", v->path, v->g->name,
+            v->entry, v->entries, v->p->nsteps, t->launches, v->p->nkernels);
+    if (v->defaulted) fprintf(out, "%s\n", v->note);
+    fprintf(out, "%-4s %-34s %-34s %12s %12s %10s%s\n", "step", "kernel / call", "computes", "bytes", "flops", "floor us",
+            v->prof ? "   measured us" : "");
+}
+
+/* Step k as a JSON object; launch_step: the step whose launch runs it. */
+static json_t *step_json(const inspect_view *v, uint32_t k, const step_cost *c, const char *loc, uint32_t launch_step)
+{
+    const nrt_step *s = &v->p->steps[k];
+    const ir_node *n = &v->g->nodes[s->node];
+    char name[64];
+    json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:s, s:s}", "name", step_name(v->p, s, name), "bytes", c->bytes, "flops", c->flops,
+                          "floor_us", c->floor_s * 1e6, "op", nc_ops[n->op].name, "source", loc);
+    json_object_set_new(o, "prepare", json_boolean(s->prepare));
+    json_object_set_new(o, "launch_step", json_integer(launch_step));   /* the step whose launch runs it (a batch's first) */
+    if (v->prof) json_object_set_new(o, "measured_us", launch_step == k ? json_real(v->prof->step_seconds[k] * 1e6) : json_null());
+    return o;
+}
+
+/* Step k's row of the text report. */
+static void print_step_row(const inspect_view *v, uint32_t k, const step_cost *c, const char *loc, uint32_t launch_step, FILE *out)
+{
+    const nrt_step *s = &v->p->steps[k];
+    const ir_node *n = &v->g->nodes[s->node];
+    char what[128] = "", name[64];   /* what: shown in 34 columns */
+    snprintf(what, sizeof what, "%%%u %s %s", s->node, nc_ops[n->op].name, loc);
+    fprintf(out, "%-4u %-34.34s %-34.34s %12.0f %12.0f %10.2f", k, step_name(v->p, s, name), what, c->bytes, c->flops,
+            c->floor_s * 1e6);
+    if (launch_step != k) {
+        fprintf(out, "   (in step %u's launch)", launch_step);
+    } else {
+        if (v->prof) fprintf(out, " %13.2f", v->prof->step_seconds[k] * 1e6);
+        if (s->batch >= 2) fprintf(out, " (one launch: steps %u-%u)", k, k + s->batch - 1u);
+    }
+    fprintf(out, "%s\n", s->prepare ? "  once" : "");
+}
+
+/* Each step costed into t, as a row of the text (as_json false) and an
+ * object of steps_j (and of kernels, for a kernel's). */
+static void report_steps(const inspect_view *v, bool as_json, inspect_totals *t, json_t *kernels, json_t *steps_j, FILE *out)
+{
+    uint32_t *launch_of = nrt_program_launches(v->p);
+    for (uint32_t k = 0; k < v->p->nsteps; k++) {
+        const nrt_step *s = &v->p->steps[k];
+        step_cost c = cost_of(v->g, v->p, s, v->b, v->syms);
+        if (s->prepare) t->prep_bytes += c.bytes, t->prep_floor += c.floor_s, t->prep_steps++;
+        else t->bytes += c.bytes, t->flops += c.flops, t->floor += c.floor_s;
+        const ir_node *n = &v->g->nodes[s->node];
+        if (n->flags & IR_FLAG_RECOMPUTE) t->recompute_flops += c.flops;
+        char *loc = source_of(v->g, n);   /* whole in the JSON, cut to its column in the text */
+        json_t *o = step_json(v, k, &c, loc, launch_of[k]);
+        json_array_append(steps_j, o);
+        if (s->kind == NRT_STEP_KERNEL) json_array_append(kernels, o);
+        json_decref(o);
+        if (!as_json) print_step_row(v, k, &c, loc, launch_of[k], out);
+        free(loc);
+    }
+    free(launch_of);
+}
+
+/* The entry points "forward, train" as a JSON array of names. */
+static json_t *entry_points_json(const char *entries)
+{
+    json_t *a = json_array();
+    for (const char *e = entries, *next; e; e = next) {
+        next = strstr(e, ", ");
+        json_array_append_new(a, json_stringn(e, next ? (size_t)(next - e) : strlen(e)));
+        if (next) next += 2;
+    }
+    return a;
+}
+
+static json_t *outputs_json(const ir_graph *g)
+{
+    json_t *outs = json_array();
+    for (uint32_t i = 0; i < g->noutputs; i++) {
+        const ir_node *n = &g->nodes[g->outputs[i].value];
+        char *type = ir_shape_str(g, n->dtype, n->rank, n->shape);
+        json_array_append_new(outs, json_pack("{s:s, s:s}", "name", g->outputs[i].name, "type", type));
+        free(type);
+    }
+    return outs;
+}
+
+/* The report's figures as a JSON object (kernels and steps_j: report_steps'). */
+static json_t *report_json(const inspect_view *v, const inspect_totals *t, json_t *kernels, json_t *steps_j)
+{
+    const ir_graph *g = v->g;
+    const memplan_result *plan = v->plan;
+    json_t *targets = json_array();
+    for (uint32_t i = 0; i < v->m->nimages; i++) json_array_append_new(targets, json_string(v->m->images[i].arch));
+    json_t *dims = json_object();
+    for (uint32_t k = 0; k < g->nsyms; k++) json_object_set_new(dims, g->sym_names[k], json_integer(v->syms[k]));
+    return json_pack("{s:s, s:o, s:o, s:o, s:o, s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:f, s:o, s:o}", "model", g->name,
+                     "targets", targets, "dims", dims, "kernels", kernels, "steps", steps_j, "launches",
+                     (json_int_t)t->launches, "total_bytes_moved", t->bytes, "total_flops", t->flops, "recompute_flops",
+                     t->recompute_flops, "floor_us", t->floor * 1e6, "peak_memory_bytes", (json_int_t)plan->arena_bytes,
+                     "peak_lower_bound_bytes", (json_int_t)plan->lower_bound, "in_place_steps", (json_int_t)plan->in_place,
+                     "param_bytes", t->param_bytes, "inputs", decls_json(g, g->inputs, g->ninputs), "outputs", outputs_json(g));
+}
+
+/* What the text's first lines and its closing lines say beside the figures:
+ * which entry point this is, which dims were not given (taken as 1), the
+ * session's memory, the prepare steps, the measured times. */
+static void add_json_context(const inspect_view *v, const inspect_totals *t, json_t *root)
+{
+    const ir_graph *g = v->g;
+    json_t *unbound = json_array(), *chosen = json_object();   /* chosen: every dim not given, at its value: 1, or what a session accepts */
+    for (uint32_t k = 0; k < g->nsyms; k++) {
+        if (v->sym_defaulted[k] && !v->raised[k]) json_array_append_new(unbound, json_string(g->sym_names[k]));
+        if (v->sym_defaulted[k]) json_object_set_new(chosen, g->sym_names[k], json_integer(v->syms[k]));
+    }
+    json_object_set_new(root, "entry", json_string(v->entry));
+    json_object_set_new(root, "entry_points", entry_points_json(v->entries));
+    json_object_set_new(root, "dims_taken_as_1", unbound);
+    json_object_set_new(root, "dims_defaulted", chosen);
+    json_object_set_new(root, "session_bytes", json_integer(t->session_bytes));
+    json_object_set_new(root, "kept_bytes", json_integer(v->plan->kept_bytes));
+    json_object_set_new(root, "prepare_steps", json_integer(t->prep_steps));
+    json_object_set_new(root, "prepare_launches", json_integer(t->prep_launches));
+    json_object_set_new(root, "prepare_bytes", json_real(t->prep_bytes));
+    json_object_set_new(root, "prepare_floor_us", json_real(t->prep_floor * 1e6));
+    if (v->prof) {
+        double measured = 0;
+        for (uint32_t k = 0; k < v->p->nsteps; k++) measured += v->p->steps[k].prepare ? 0 : v->prof->step_seconds[k];
+        json_object_set_new(root, "measured_us", json_real(measured * 1e6));
+        json_object_set_new(root, "profile_device", json_string(v->prof->device));
+        json_object_set_new(root, "profile_runs", json_integer(v->prof->runs));
+    }
+}
+
+static void print_json(const inspect_view *v, const inspect_totals *t, json_t *kernels, json_t *steps_j, FILE *out)
+{
+    json_t *root = report_json(v, t, kernels, steps_j);
+    add_json_context(v, t, root);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fprintf(out, "%s\n", text);
+    free(text);
+    json_decref(root);
+}
+
+/* The text report's totals: bytes, FLOPs and floor of a run, of the prepare
+ * steps, the memory plan and what a session holds. */
+static void print_text_totals(const inspect_view *v, const inspect_totals *t, FILE *out)
+{
+    const memplan_result *plan = v->plan;
+    char pb[32], tb[32], lb[32], par[32];
+    human_bytes(plan->arena_bytes, pb, sizeof pb);
+    human_bytes(plan->lower_bound, lb, sizeof lb);
+    human_bytes(t->bytes, tb, sizeof tb);
+    human_bytes(t->param_bytes, par, sizeof par);
+    fprintf(out, "\ntotal: %s moved, %.3g FLOPs (%.3g recomputing @checkpoint blocks), roofline floor %.1f us on an H100\n", tb,
+            t->flops, t->recompute_flops, t->floor * 1e6);
+    if (t->prep_steps) {
+        char ppb[32];
+        human_bytes(t->prep_bytes, ppb, sizeof ppb);
+        fprintf(out, "once per change of the parameters (steps marked once, not in the total): %u steps in %u launches, "
+                     "%s moved, floor %.1f us\n", t->prep_steps, t->prep_launches, ppb, t->prep_floor * 1e6);
+    }
+    char kb[32];
+    human_bytes((double)plan->kept_bytes, kb, sizeof kb);
+    fprintf(out, "memory plan: peak %s (lower bound %s: the largest live set), parameters %s; %u steps in place; "
+                 "%s kept between runs, the rest free for another session's runs (netc train's evaluation)\n", pb,
+            lb, par, plan->in_place, kb);
+    char sb[32];
+    human_bytes((double)t->session_bytes, sb, sizeof sb);
+    fprintf(out, "a GPU session holds %s: the arena, cuBLASLt's workspace, kernel-argument tables%s (what "
+                 "--memory-budget bounds)\n", sb, t->staged ? " and the landing buffers of prefetched inputs" : "");
+}
+
+/* The text report after its step rows. */
+static void print_text_tail(const inspect_view *v, const inspect_totals *t, FILE *out)
+{
+    print_text_totals(v, t, out);
+    print_peak_live_set(out, v->g, v->p, v->b);
+    print_streams(out, v->g, v->p, v->b, v->floors);
+    if (v->prof) print_profile(out, v->g, v->p, v->floors, v->prof);
+    fprintf(out, "targets:");
+    for (uint32_t i = 0; i < v->m->nimages; i++) fprintf(out, " %s%s", v->m->images[i].arch, v->m->images[i].is_ptx ? "(ptx)" : "");
+    fprintf(out, "%s\n", v->m->nimages ? "" : " none (CUDA source only)");
+}
+
+/* The report of v, its memory planned, as text or JSON. */
+static void print_report(inspect_view *v, bool as_json, FILE *out)
+{
+    inspect_totals t = totals_of_plan(v);
+    json_t *kernels = json_array(), *steps_j = json_array();
+    if (!as_json) print_text_head(v, &t, out);
+    double *floors = launch_floors(v->g, v->p, v->b, v->syms);
+    v->floors = floors;
+    report_steps(v, as_json, &t, kernels, steps_j, out);
+    if (as_json) {
+        print_json(v, &t, kernels, steps_j, out);
+    } else {
+        json_decref(kernels);
+        json_decref(steps_j);
+        print_text_tail(v, &t, out);
+    }
+    v->floors = NULL;
+    free(floors);
+}
+
+/* v's dims bound (the --dim values, the rest as bind_defaults takes them)
+ * and its memory planned, then its report: the process exit code. */
+static int report_entry(inspect_view *v, const char *const *dim_names, const int64_t *dim_values, int ndims, bool as_json,
+                        FILE *out)
+{
+    const ir_graph *g = v->g;
+    int64_t syms[NC_MAX_SYMS];
+    bool sym_defaulted[NC_MAX_SYMS] = {0}, raised[NC_MAX_SYMS] = {0};
+    bool defaulted = bind_given_dims(g, dim_names, dim_values, ndims, syms, sym_defaulted);
+    if (!given_dims_known(g, dim_names, ndims)) return 2;
+    tc_error bad = {0};   /* a binding a session refuses has no numbers to show */
+    if (!bind_defaults(g, syms, sym_defaulted, raised, &bad)) {
+        print_refusal(g, sym_defaulted, defaulted, &bad);
+        tc_error_free(&bad);
+        return 1;
+    }
+    char *note = defaults_note(g, syms, raised, &bad);
+    tc_error_free(&bad);
+    char err[1024];
+    memplan_result plan;
+    memplan_buf *b = program_plan_memory(g, v->p, syms, &plan, err, sizeof err);
+    if (!b) {
+        fprintf(stderr, "netc: %s\n", err);
+        free(note);
+        return 1;
+    }
+    v->syms = syms, v->sym_defaulted = sym_defaulted, v->raised = raised, v->defaulted = defaulted;
+    v->note = note, v->plan = &plan, v->b = b;
+    print_report(v, as_json, out);
+    *v = (inspect_view){0};   /* it pointed into this frame */
+    free(b);
+    free(note);
+    return 0;
+}
+
 int inspect_module(const char *path, const char *entry, const char *const *dim_names, const int64_t *dim_values,
                    int ndims, bool as_json, const inspect_profile *prof, FILE *out)
 {
@@ -517,202 +848,15 @@ int inspect_module(const char *path, const char *entry, const char *const *dim_n
         return 1;
     }
     char *entries = entry_points_text(&all);
-    const char *shown = entry ? entry : module_main_entry_name(&all);
+    const char *shown = entry ? entry : module_main_entry_name(&all);   /* a literal: it outlives all */
     if (module_take_entry(&all, entry, &m, err, sizeof err) != 0) {
         fprintf(stderr, "netc: %s\n", err);
         free(entries);
         return 1;
     }
-    const ir_graph *g = m.graph;
-    int64_t syms[NC_MAX_SYMS];
-    bool defaulted = false, sym_defaulted[NC_MAX_SYMS] = {0};
-    for (uint32_t k = 0; k < g->nsyms; k++) {
-        syms[k] = -1;
-        for (int i = 0; i < ndims; i++)
-            if (strcmp(dim_names[i], g->sym_names[k]) == 0) syms[k] = dim_values[i];
-        sym_defaulted[k] = syms[k] < 0;
-        if (syms[k] < 0) syms[k] = 1, defaulted = true;
-    }
-    for (int i = 0; i < ndims; i++)
-        if (ir_sym_find(g, dim_names[i]) < 0) {
-            char *names = ir_sym_names_str(g);
-            fprintf(stderr, "netc: the module has no symbolic dim %s%s\n", dim_names[i], names);
-            free(names);
-            module_data_free(&m);
-            free(entries);
-            return 2;
-        }
-    tc_error bad = {0};   /* a binding a session refuses has no numbers to show */
-    bool raised[NC_MAX_SYMS] = {0};
-    if (!bind_defaults(g, syms, sym_defaulted, raised, &bad)) {
-        char *names = defaulted_names(g, sym_defaulted);
-        const char *first = NULL;
-        for (uint32_t k = 0; k < g->nsyms && !first; k++)
-            if (sym_defaulted[k]) first = g->sym_names[k];
-        if (defaulted)
-            fprintf(stderr, "netc: a session refuses this binding, with %s taken as 1 (not given with --dim) and no value up to %d "
-                            "of %s accepted either: %s\n", names, INSPECT_MAX_DEFAULT, names, bad.msg);
-        else fprintf(stderr, "netc: a session refuses this binding: %s\n", bad.msg);
-        if (bad.hint[0]) fprintf(stderr, "  hint: %s\n", bad.hint);
-        if (first) fprintf(stderr, "  hint: give the sizes to inspect with --dim (--dim %s=N)\n", first);
-        tc_error_free(&bad);
-        free(names);
-        module_data_free(&m);
-        free(entries);
-        return 1;
-    }
-    char *note = defaults_note(g, syms, raised, &bad);
-    tc_error_free(&bad);
-    memplan_result plan;
-    memplan_buf *b = program_plan_memory(g, &m.program, syms, &plan, err, sizeof err);
-    if (!b) {
-        fprintf(stderr, "netc: %s\n", err);
-        module_data_free(&m);
-        free(entries);
-        free(note);
-        return 1;
-    }
-    double param_bytes = 0;
-    for (uint32_t v = 0; v < g->nnodes; v++)
-        if (g->nodes[v].op == OP_PARAM) param_bytes += (double)b[v].bytes;
-    int64_t staged = nrt_program_staged_bytes(g, syms);   /* a training loop's inputs travel through landing buffers */
-    int64_t session_bytes = plan.arena_bytes + nrt_program_side_bytes(&m.program, staged);
-    double total_bytes = 0, total_flops = 0, total_floor = 0, recompute_flops = 0;
-    double prep_bytes = 0, prep_floor = 0;   /* prepare steps: once per change of the parameters, not per run */
-    json_t *kernels = json_array(), *steps_j = json_array();
-    uint32_t launches = nrt_program_num_launches(&m.program), prep_steps = 0, prep_launches = 0;
-    for (uint32_t k = 0; k < m.program.nsteps; k += nrt_step_launch_len(&m.program.steps[k]))
-        prep_launches += m.program.steps[k].prepare;
-    launches -= prep_launches;
-    if (!as_json) {
-        fprintf(out, "module %s: model %s, entry %s (entry points: %s), %u steps, %u launches, %u kernels\n", path, g->name,
-                shown, entries, m.program.nsteps, launches, m.program.nkernels);
-        if (defaulted) fprintf(out, "%s\n", note);
-        fprintf(out, "%-4s %-34s %-34s %12s %12s %10s%s\n", "step", "kernel / call", "computes", "bytes", "flops", "floor us",
-                prof ? "   measured us" : "");
-    }
-    double *floors = launch_floors(g, &m.program, b, syms);
-    uint32_t *launch_of = nrt_program_launches(&m.program);
-    for (uint32_t k = 0; k < m.program.nsteps; k++) {
-        const nrt_step *s = &m.program.steps[k];
-        step_cost c = cost_of(g, &m.program, s, b, syms);
-        if (s->prepare) prep_bytes += c.bytes, prep_floor += c.floor_s, prep_steps++;
-        else total_bytes += c.bytes, total_flops += c.flops, total_floor += c.floor_s;
-        const ir_node *n = &g->nodes[s->node];
-        if (n->flags & IR_FLAG_RECOMPUTE) recompute_flops += c.flops;
-        char what[128] = "", name[64], *loc = source_of(g, n);   /* what: shown in 34 columns; loc whole, in the JSON */
-        snprintf(what, sizeof what, "%%%u %s %s", s->node, nc_ops[n->op].name, loc);
-        json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:s, s:s}", "name", step_name(&m.program, s, name), "bytes", c.bytes, "flops",
-                              c.flops, "floor_us", c.floor_s * 1e6, "op", nc_ops[n->op].name, "source", loc);
-        json_object_set_new(o, "prepare", json_boolean(s->prepare));
-        json_object_set_new(o, "launch_step", json_integer(launch_of[k]));   /* the step whose launch runs it (a batch's first) */
-        if (prof) json_object_set_new(o, "measured_us", launch_of[k] == k ? json_real(prof->step_seconds[k] * 1e6) : json_null());
-        json_array_append(steps_j, o);
-        if (s->kind == NRT_STEP_KERNEL) json_array_append(kernels, o);
-        json_decref(o);
-        if (!as_json) {
-            fprintf(out, "%-4u %-34.34s %-34.34s %12.0f %12.0f %10.2f", k, step_name(&m.program, s, name), what, c.bytes,
-                    c.flops, c.floor_s * 1e6);
-            if (launch_of[k] != k) {
-                fprintf(out, "   (in step %u's launch)", launch_of[k]);
-            } else {
-                if (prof) fprintf(out, " %13.2f", prof->step_seconds[k] * 1e6);
-                if (s->batch >= 2) fprintf(out, " (one launch: steps %u-%u)", k, k + s->batch - 1u);
-            }
-            fprintf(out, "%s\n", s->prepare ? "  once" : "");
-        }
-        free(loc);
-    }
-    free(launch_of);
-    if (as_json) {
-        json_t *targets = json_array();
-        for (uint32_t i = 0; i < m.nimages; i++) json_array_append_new(targets, json_string(m.images[i].arch));
-        json_t *dims = json_object();
-        for (uint32_t k = 0; k < g->nsyms; k++) json_object_set_new(dims, g->sym_names[k], json_integer(syms[k]));
-        json_t *outs = json_array();
-        for (uint32_t i = 0; i < g->noutputs; i++) {
-            const ir_node *n = &g->nodes[g->outputs[i].value];
-            char *type = ir_shape_str(g, n->dtype, n->rank, n->shape);
-            json_array_append_new(outs, json_pack("{s:s, s:s}", "name", g->outputs[i].name, "type", type));
-            free(type);
-        }
-        json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:f, s:o, s:o}", "model", g->name,
-                                 "targets", targets, "dims", dims, "kernels", kernels, "steps", steps_j, "launches",
-                                 (json_int_t)launches, "total_bytes_moved",
-                                 total_bytes, "total_flops", total_flops, "recompute_flops", recompute_flops, "floor_us",
-                                 total_floor * 1e6, "peak_memory_bytes", (json_int_t)plan.arena_bytes,
-                                 "peak_lower_bound_bytes", (json_int_t)plan.lower_bound, "in_place_steps",
-                                 (json_int_t)plan.in_place, "param_bytes", param_bytes,
-                                 "inputs", decls_json(g, g->inputs, g->ninputs), "outputs", outs);
-        /* which entry point this is, and which dims were not given (taken as 1), as the text's first lines say */
-        json_t *entry_points = json_array(), *unbound = json_array();
-        for (char *e = entries, *next; e; e = next) {   /* "forward, train" */
-            next = strstr(e, ", ");
-            json_array_append_new(entry_points, json_stringn(e, next ? (size_t)(next - e) : strlen(e)));
-            if (next) next += 2;
-        }
-        json_t *chosen = json_object();   /* every dim not given, at its value: 1, or what a session accepts */
-        for (uint32_t k = 0; k < g->nsyms; k++) {
-            if (sym_defaulted[k] && !raised[k]) json_array_append_new(unbound, json_string(g->sym_names[k]));
-            if (sym_defaulted[k]) json_object_set_new(chosen, g->sym_names[k], json_integer(syms[k]));
-        }
-        json_object_set_new(root, "entry", json_string(shown));
-        json_object_set_new(root, "entry_points", entry_points);
-        json_object_set_new(root, "dims_taken_as_1", unbound);
-        json_object_set_new(root, "dims_defaulted", chosen);
-        json_object_set_new(root, "session_bytes", json_integer(session_bytes));
-        json_object_set_new(root, "kept_bytes", json_integer(plan.kept_bytes));
-        json_object_set_new(root, "prepare_steps", json_integer(prep_steps));
-        json_object_set_new(root, "prepare_launches", json_integer(prep_launches));
-        json_object_set_new(root, "prepare_bytes", json_real(prep_bytes));
-        json_object_set_new(root, "prepare_floor_us", json_real(prep_floor * 1e6));
-        if (prof) {
-            double measured = 0;
-            for (uint32_t k = 0; k < m.program.nsteps; k++) measured += m.program.steps[k].prepare ? 0 : prof->step_seconds[k];
-            json_object_set_new(root, "measured_us", json_real(measured * 1e6));
-            json_object_set_new(root, "profile_device", json_string(prof->device));
-            json_object_set_new(root, "profile_runs", json_integer(prof->runs));
-        }
-        char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        fprintf(out, "%s\n", text);
-        free(text);
-        json_decref(root);
-    } else {
-        json_decref(kernels);
-        json_decref(steps_j);
-        char pb[32], tb[32], lb[32], par[32];
-        human_bytes(plan.arena_bytes, pb, sizeof pb);
-        human_bytes(plan.lower_bound, lb, sizeof lb);
-        human_bytes(total_bytes, tb, sizeof tb);
-        human_bytes(param_bytes, par, sizeof par);
-        fprintf(out, "\ntotal: %s moved, %.3g FLOPs (%.3g recomputing @checkpoint blocks), roofline floor %.1f us on an H100\n",
-                tb, total_flops, recompute_flops, total_floor * 1e6);
-        if (prep_steps) {
-            char ppb[32];
-            human_bytes(prep_bytes, ppb, sizeof ppb);
-            fprintf(out, "once per change of the parameters (steps marked once, not in the total): %u steps in %u launches, "
-                         "%s moved, floor %.1f us\n", prep_steps, prep_launches, ppb, prep_floor * 1e6);
-        }
-        char kb[32];
-        human_bytes((double)plan.kept_bytes, kb, sizeof kb);
-        fprintf(out, "memory plan: peak %s (lower bound %s: the largest live set), parameters %s; %u steps in place; "
-                     "%s kept between runs, the rest free for another session's runs (netc train's evaluation)\n", pb,
-                lb, par, plan.in_place, kb);
-        char sb[32];
-        human_bytes((double)session_bytes, sb, sizeof sb);
-        fprintf(out, "a GPU session holds %s: the arena, cuBLASLt's workspace, kernel-argument tables%s (what "
-                     "--memory-budget bounds)\n", sb, staged ? " and the landing buffers of prefetched inputs" : "");
-        print_peak_live_set(out, g, &m.program, b);
-        print_streams(out, g, &m.program, b, floors);
-        if (prof) print_profile(out, g, &m.program, floors, prof);
-        fprintf(out, "targets:");
-        for (uint32_t i = 0; i < m.nimages; i++) fprintf(out, " %s%s", m.images[i].arch, m.images[i].is_ptx ? "(ptx)" : "");
-        fprintf(out, "%s\n", m.nimages ? "" : " none (CUDA source only)");
-    }
-    free(floors);
-    free(b);
+    inspect_view v = {.path = path, .entry = shown, .entries = entries, .m = &m, .g = m.graph, .p = &m.program, .prof = prof};
+    int rc = report_entry(&v, dim_names, dim_values, ndims, as_json, out);
     module_data_free(&m);
     free(entries);
-    free(note);
-    return 0;
+    return rc;
 }
