@@ -153,11 +153,9 @@ static uint32_t *region_ranks(const ir_graph *g)
     return rank;
 }
 
-static void write_graph(wbuf *b, const ir_graph *g)
+/* Each dim as its terms: a coefficient times symbols (by index). */
+static void write_dims(wbuf *b, const ir_graph *g)
 {
-    w_str(b, g->name, MODULE_NAME_MAX);
-    w_u32(b, g->nsyms);
-    for (uint32_t i = 0; i < g->nsyms; i++) w_str(b, g->sym_names[i], MODULE_NAME_MAX);
     w_u32(b, g->ndims);
     for (uint32_t i = 0; i < g->ndims; i++) {
         const dim_expr *d = &g->dims[i];
@@ -168,10 +166,10 @@ static void write_graph(wbuf *b, const ir_graph *g)
             for (int k = 0; k < d->term[t].nfactors; k++) w_u8(b, d->term[t].sym[k]);
         }
     }
-    w_u32(b, g->nfiles);
-    for (uint32_t i = 0; i < g->nfiles; i++) w_str(b, g->files[i], MODULE_NAME_MAX);
-    w_u32(b, g->ninputs);
-    for (uint32_t i = 0; i < g->ninputs; i++) w_decl(b, &g->inputs[i]);
+}
+
+static void write_params(wbuf *b, const ir_graph *g)
+{
     w_u32(b, g->nparams);
     for (uint32_t i = 0; i < g->nparams; i++) {
         w_decl(b, &g->params[i].decl);
@@ -180,6 +178,10 @@ static void write_graph(wbuf *b, const ir_graph *g)
         w_f64(b, g->params[i].init_a);
         w_f64(b, g->params[i].init_b);
     }
+}
+
+static void write_nodes(wbuf *b, const ir_graph *g)
+{
     w_u32(b, g->nnodes);
     uint32_t *rank = region_ranks(g);
     for (uint32_t v = 0; v < g->nnodes; v++) {
@@ -196,6 +198,11 @@ static void write_graph(wbuf *b, const ir_graph *g)
         for (int i = 0; i < n->nargs; i++) w_u32(b, ir_args(g, n)[i]);
     }
     free(rank);
+}
+
+/* The outputs, the updates of a training step, the conditions on sizes. */
+static void write_results(wbuf *b, const ir_graph *g)
+{
     w_u32(b, g->noutputs);
     for (uint32_t i = 0; i < g->noutputs; i++) {
         w_str(b, g->outputs[i].name, MODULE_NAME_MAX);
@@ -217,6 +224,22 @@ static void write_graph(wbuf *b, const ir_graph *g)
         w_loc(b, q->loc);
         w_loc(b, q->site);
     }
+}
+
+/* In the order read_graph reads it. */
+static void write_graph(wbuf *b, const ir_graph *g)
+{
+    w_str(b, g->name, MODULE_NAME_MAX);
+    w_u32(b, g->nsyms);
+    for (uint32_t i = 0; i < g->nsyms; i++) w_str(b, g->sym_names[i], MODULE_NAME_MAX);
+    write_dims(b, g);
+    w_u32(b, g->nfiles);
+    for (uint32_t i = 0; i < g->nfiles; i++) w_str(b, g->files[i], MODULE_NAME_MAX);
+    w_u32(b, g->ninputs);
+    for (uint32_t i = 0; i < g->ninputs; i++) w_decl(b, &g->inputs[i]);
+    write_params(b, g);
+    write_nodes(b, g);
+    write_results(b, g);
     write_train(b, &g->train);
 }
 
@@ -663,6 +686,62 @@ static void r_output(rd *r, ir_graph *g)
     free(s);
 }
 
+/* The symbolic dims' names, each once: a dim refers to its symbol by index. */
+static void r_syms(rd *r, ir_graph *g)
+{
+    uint32_t nsyms = r_count(r, 4, NC_MAX_SYMS);
+    for (uint32_t i = 0; i < nsyms && !r->bad; i++) {
+        char *s = r_str(r, MODULE_NAME_MAX);   /* as long as the other names netc writes (a dim of 300 bytes was refused) */
+        if (s && ir_sym_add(g, s) != (int)i) r_invalid(r, "duplicate symbol %s", s);
+        free(s);
+    }
+}
+
+static void r_files(rd *r, ir_graph *g)
+{
+    uint32_t nfiles = r_count(r, 4, 4096);
+    for (uint32_t i = 0; i < nfiles && !r->bad; i++) {
+        char *s = r_str(r, MODULE_NAME_MAX);   /* netc names each file once: its nodes' locations say which */
+        if (s && ir_file_add(g, s) != i + 1) r_invalid(r, "source file %s listed twice", s);
+        free(s);
+    }
+}
+
+static void r_inputs(rd *r, ir_graph *g)
+{
+    uint32_t ninputs = r_count(r, 6, 1u << 16);
+    for (uint32_t i = 0; i < ninputs && !r->bad; i++) {
+        ir_tensor_decl d;
+        if (r_decl(r, g, &d)) ir_input_add(g, &d);
+        free(d.name);
+    }
+}
+
+/* The assignments to parameters (and optimizer state) a training step makes. */
+static void r_updates(rd *r, ir_graph *g)
+{
+    uint32_t nupd = r_count(r, 8, 1u << 20);
+    for (uint32_t i = 0; i < nupd && !r->bad; i++) {
+        uint32_t p = r_u32(r), v = r_u32(r);
+        if (!r->bad && (p >= g->nparams || v >= g->nnodes)) r_invalid(r, "update %u out of range", i);
+        if (!r->bad) ir_update_add(g, p, v);
+    }
+}
+
+/* The decoded graph through the verifier (the op table's type rules): a
+ * graph that passes every bounds check can still be no graph netc makes. */
+static void r_verify(rd *r, const ir_graph *g)
+{
+    char *buf = NULL;   /* the verifier's whole text: a problem names a tensor, of any length */
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    int problems = mem ? ir_verify(g, mem) : 1;
+    if (mem) fclose(mem);
+    if (buf) buf[strcspn(buf, "\n")] = 0;   /* the first problem, on one line */
+    if (problems) r_invalid(r, "the graph fails verification: %s%s", buf && buf[0] ? buf : "?", problems > 1 ? " (and more)" : "");
+    free(buf);
+}
+
 static ir_graph *read_graph(rd *r)
 {
     r->what = "graph";
@@ -670,59 +749,120 @@ static ir_graph *read_graph(rd *r)
     if (!name) return NULL;
     ir_graph *g = ir_graph_new(name);
     free(name);
-    uint32_t nsyms = r_count(r, 4, NC_MAX_SYMS);
-    for (uint32_t i = 0; i < nsyms && !r->bad; i++) {
-        char *s = r_str(r, MODULE_NAME_MAX);   /* as long as the other names netc writes (a dim of 300 bytes was refused) */
-        if (s && ir_sym_add(g, s) != (int)i) r_invalid(r, "duplicate symbol %s", s);
-        free(s);
-    }
+    r_syms(r, g);
     r_dims(r, g);
     /* Each item goes through ir.c's appends, which grow their lists by
      * doubling: a list of 2^20 (a count the bytes left allow) costs no more
      * than reading it. */
-    uint32_t nfiles = r_count(r, 4, 4096);
-    for (uint32_t i = 0; i < nfiles && !r->bad; i++) {
-        char *s = r_str(r, MODULE_NAME_MAX);   /* netc names each file once: its nodes' locations say which */
-        if (s && ir_file_add(g, s) != i + 1) r_invalid(r, "source file %s listed twice", s);
-        free(s);
-    }
-    uint32_t ninputs = r_count(r, 6, 1u << 16);
-    for (uint32_t i = 0; i < ninputs && !r->bad; i++) {
-        ir_tensor_decl d;
-        if (r_decl(r, g, &d)) ir_input_add(g, &d);
-        free(d.name);
-    }
+    r_files(r, g);
+    r_inputs(r, g);
     uint32_t nparams = r_count(r, 6, 1u << 20);
     for (uint32_t i = 0; i < nparams && !r->bad; i++) r_param(r, g);
     uint32_t nnodes = r_count(r, 40, 1u << 24);
     for (uint32_t v = 0; v < nnodes && !r->bad; v++) r_node(r, g, v, nnodes);
     uint32_t nout = r_count(r, 8, 1u << 16);
     for (uint32_t i = 0; i < nout && !r->bad; i++) r_output(r, g);
-    uint32_t nupd = r_count(r, 8, 1u << 20);
-    for (uint32_t i = 0; i < nupd && !r->bad; i++) {
-        uint32_t p = r_u32(r), v = r_u32(r);
-        if (!r->bad && (p >= g->nparams || v >= g->nnodes)) r_invalid(r, "update %u out of range", i);
-        if (!r->bad) ir_update_add(g, p, v);
-    }
+    r_updates(r, g);
     uint32_t nreq = r_count(r, 37, 1u << 16);
     for (uint32_t i = 0; i < nreq && !r->bad; i++) r_require(r, g);
     if (!r->bad) r_train(r, g);
-    if (!r->bad) {
-        char *buf = NULL;   /* the verifier's whole text: a problem names a tensor, of any length */
-        size_t len = 0;
-        FILE *mem = open_memstream(&buf, &len);
-        int problems = mem ? ir_verify(g, mem) : 1;
-        if (mem) fclose(mem);
-        if (buf) buf[strcspn(buf, "\n")] = 0;   /* the first problem, on one line */
-        if (problems)
-            r_invalid(r, "the graph fails verification: %s%s", buf && buf[0] ? buf : "?", problems > 1 ? " (and more)" : "");
-        free(buf);
-    }
+    if (!r->bad) r_verify(r, g);
     if (r->bad) {
         ir_graph_free(g);
         return NULL;
     }
     return g;
+}
+
+/* Step i's kind and grid, its kernel and the node it computes. */
+static bool r_step_target(rd *r, const ir_graph *g, const nrt_program *p, uint32_t i, nrt_step *s)
+{
+    uint8_t kind = r_u8(r), grid = r_u8(r);
+    if (kind < NRT_STEP_KERNEL || kind > NRT_STEP_COPY) return r_invalid(r, "step %u: kind %u", i, kind);
+    if (kind == NRT_STEP_KERNEL && (grid < NRT_GRID_ELEMENTS || grid > NRT_GRID_TILES))
+        return r_invalid(r, "step %u: grid %u", i, grid);
+    s->kind = (nrt_step_kind)kind, s->grid = (nrt_grid)grid;
+    s->kernel = r_u32(r);
+    s->node = r_u32(r);
+    if (!r->bad && ((kind == NRT_STEP_KERNEL && s->kernel >= p->nkernels) || s->node >= g->nnodes))
+        return r_invalid(r, "step %u: kernel or node out of range", i);
+    return !r->bad;
+}
+
+/* Step i's buffers (of nbuffers: nodes, then temporaries) and its sizes (dim ids). */
+static bool r_step_lists(rd *r, const ir_graph *g, uint32_t i, nrt_step *s, uint64_t nbuffers)
+{
+    s->nbufs = r_u8(r);
+    if (s->nbufs > NRT_MAX_BUFS) return r_invalid(r, "step %u: %u buffers", i, s->nbufs);
+    for (int k = 0; k < s->nbufs; k++) {
+        s->bufs[k] = r_u32(r);
+        if (!r->bad && s->bufs[k] >= nbuffers) return r_invalid(r, "step %u: buffer %u", i, s->bufs[k]);
+    }
+    s->nints = r_u8(r);
+    if (s->nints > NRT_MAX_INTS) return r_invalid(r, "step %u: %u sizes", i, s->nints);
+    for (int k = 0; k < s->nints; k++) {
+        s->ints[k] = r_u32(r);
+        if (!r->bad && s->ints[k] >= g->ndims) return r_invalid(r, "step %u: dim id %u", i, s->ints[k]);
+    }
+    return !r->bad;
+}
+
+/* Step i's matmul fields, which buffers it reads spread and writes, and
+ * which section of the memory plan each buffer lies in. */
+static bool r_step_access(rd *r, uint32_t i, nrt_step *s)
+{
+    s->mm_batch_rank = r_u8(r);
+    uint8_t bits = r_u8(r);
+    if (!r->bad && bits >> 3) return r_invalid(r, "step %u: matmul flags 0x%x", i, bits);
+    s->mm_ta = bits & 1, s->mm_tb = bits >> 1 & 1, s->mm_b_shared = bits >> 2 & 1;
+    r_dtype(r, &s->mm_dtype);
+    r_dtype(r, &s->mm_out_dtype);
+    s->mm_epilogue = r_u8(r);
+    s->spread_reads = r_u64(r);
+    if (!r->bad && s->nbufs < 64 && s->spread_reads >> s->nbufs)
+        return r_invalid(r, "step %u: spread reads beyond its %u buffers", i, s->nbufs);
+    s->writes = r_u64(r);
+    if (!r->bad && ((s->nbufs < 64 && s->writes >> s->nbufs) || (s->kind != NRT_STEP_KERNEL && s->writes)))
+        return r_invalid(r, "step %u: stores to buffers it does not have", i);
+    s->sections = r_u8(r);
+    if (!r->bad && s->sections > NRT_MAX_SECTIONS) return r_invalid(r, "step %u: %u sections", i, s->sections);
+    for (int k = 0; s->sections > 1 && k < s->nbufs; k++) {
+        s->slot_section[k] = r_u8(r);
+        if (!r->bad && s->slot_section[k] >= s->sections && s->slot_section[k] != NRT_SECTION_SHARED)
+            return r_invalid(r, "step %u: buffer %d in section %u of %u", i, k, s->slot_section[k], s->sections);
+    }
+    return !r->bad;
+}
+
+/* What each kind of step reads from its lists must be there. */
+static bool check_step_shape(rd *r, uint32_t i, const nrt_step *s)
+{
+    const nrt_step_kind kind = s->kind;
+    bool ok = kind == NRT_STEP_KERNEL ? s->nints >= 1 && s->nbufs >= 1
+            : kind == NRT_STEP_COPY  ? s->nints >= 1 && s->nbufs == 2
+                                     : s->nbufs == nrt_matmul_nbufs(s->mm_epilogue) && s->nints == s->mm_batch_rank + 3u;
+    if (!r->bad && !ok) return r_invalid(r, "step %u: malformed %s step", i, kind == NRT_STEP_MATMUL ? "matmul" : "");
+    const char *why = kind == NRT_STEP_MATMUL ? nrt_matmul_check(s) : NULL;
+    if (!r->bad && why) return r_invalid(r, "step %u: a matmul with %s", i, why);
+    if (!r->bad && s->grid == NRT_GRID_ROWS && s->nints < 2) return r_invalid(r, "step %u: row grid without a row size", i);
+    if (!r->bad && s->grid == NRT_GRID_TILES && s->nints < 4) return r_invalid(r, "step %u: tile grid without its sizes", i);
+    return !r->bad;
+}
+
+/* Step i of p: false at the first damage (r's message says which). */
+static bool r_step(rd *r, const ir_graph *g, const nrt_program *p, uint32_t i, uint64_t nbuffers)
+{
+    nrt_step *s = &p->steps[i];
+    if (!r_step_target(r, g, p, i, s) || !r_step_lists(r, g, i, s, nbuffers) || !r_step_access(r, i, s) ||
+        !check_step_shape(r, i, s))
+        return false;
+    uint32_t batch = r_u32(r);
+    s->batch = (uint16_t)(batch <= NRT_MAX_BATCH ? batch : 1);   /* 1: refused by check_batches */
+    s->batch_kernel = r_u32(r);
+    uint8_t prepare = r_u8(r);
+    if (!r->bad && prepare > 1) return r_invalid(r, "step %u: prepare flag %u", i, prepare);
+    s->prepare = prepare;
+    return !r->bad;
 }
 
 static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
@@ -742,65 +882,8 @@ static bool read_program(rd *r, const ir_graph *g, nrt_program *p)
     p->cap_steps = p->nsteps;
     p->steps = nc_xcalloc(p->nsteps + 1, sizeof *p->steps);
     uint64_t nbuffers = (uint64_t)g->nnodes + p->ntemps;
-    for (uint32_t i = 0; i < p->nsteps && !r->bad; i++) {
-        nrt_step *s = &p->steps[i];
-        uint8_t kind = r_u8(r), grid = r_u8(r);
-        if (kind < NRT_STEP_KERNEL || kind > NRT_STEP_COPY) return r_invalid(r, "step %u: kind %u", i, kind);
-        if (kind == NRT_STEP_KERNEL && (grid < NRT_GRID_ELEMENTS || grid > NRT_GRID_TILES))
-            return r_invalid(r, "step %u: grid %u", i, grid);
-        s->kind = (nrt_step_kind)kind, s->grid = (nrt_grid)grid;
-        s->kernel = r_u32(r);
-        s->node = r_u32(r);
-        if (!r->bad && ((kind == NRT_STEP_KERNEL && s->kernel >= p->nkernels) || s->node >= g->nnodes))
-            return r_invalid(r, "step %u: kernel or node out of range", i);
-        s->nbufs = r_u8(r);
-        if (s->nbufs > NRT_MAX_BUFS) return r_invalid(r, "step %u: %u buffers", i, s->nbufs);
-        for (int k = 0; k < s->nbufs; k++) {
-            s->bufs[k] = r_u32(r);
-            if (!r->bad && s->bufs[k] >= nbuffers) return r_invalid(r, "step %u: buffer %u", i, s->bufs[k]);
-        }
-        s->nints = r_u8(r);
-        if (s->nints > NRT_MAX_INTS) return r_invalid(r, "step %u: %u sizes", i, s->nints);
-        for (int k = 0; k < s->nints; k++) {
-            s->ints[k] = r_u32(r);
-            if (!r->bad && s->ints[k] >= g->ndims) return r_invalid(r, "step %u: dim id %u", i, s->ints[k]);
-        }
-        s->mm_batch_rank = r_u8(r);
-        uint8_t bits = r_u8(r);
-        if (!r->bad && bits >> 3) return r_invalid(r, "step %u: matmul flags 0x%x", i, bits);
-        s->mm_ta = bits & 1, s->mm_tb = bits >> 1 & 1, s->mm_b_shared = bits >> 2 & 1;
-        r_dtype(r, &s->mm_dtype);
-        r_dtype(r, &s->mm_out_dtype);
-        s->mm_epilogue = r_u8(r);
-        s->spread_reads = r_u64(r);
-        if (!r->bad && s->nbufs < 64 && s->spread_reads >> s->nbufs)
-            return r_invalid(r, "step %u: spread reads beyond its %u buffers", i, s->nbufs);
-        s->writes = r_u64(r);
-        if (!r->bad && ((s->nbufs < 64 && s->writes >> s->nbufs) || (kind != NRT_STEP_KERNEL && s->writes)))
-            return r_invalid(r, "step %u: stores to buffers it does not have", i);
-        s->sections = r_u8(r);
-        if (!r->bad && s->sections > NRT_MAX_SECTIONS) return r_invalid(r, "step %u: %u sections", i, s->sections);
-        for (int k = 0; s->sections > 1 && k < s->nbufs; k++) {
-            s->slot_section[k] = r_u8(r);
-            if (!r->bad && s->slot_section[k] >= s->sections && s->slot_section[k] != NRT_SECTION_SHARED)
-                return r_invalid(r, "step %u: buffer %d in section %u of %u", i, k, s->slot_section[k], s->sections);
-        }
-        /* what each kind reads from its lists must be there */
-        bool ok = kind == NRT_STEP_KERNEL ? s->nints >= 1 && s->nbufs >= 1
-                : kind == NRT_STEP_COPY  ? s->nints >= 1 && s->nbufs == 2
-                                         : s->nbufs == nrt_matmul_nbufs(s->mm_epilogue) && s->nints == s->mm_batch_rank + 3u;
-        if (!r->bad && !ok) return r_invalid(r, "step %u: malformed %s step", i, kind == NRT_STEP_MATMUL ? "matmul" : "");
-        const char *why = kind == NRT_STEP_MATMUL ? nrt_matmul_check(s) : NULL;
-        if (!r->bad && why) return r_invalid(r, "step %u: a matmul with %s", i, why);
-        if (!r->bad && grid == NRT_GRID_ROWS && s->nints < 2) return r_invalid(r, "step %u: row grid without a row size", i);
-        if (!r->bad && grid == NRT_GRID_TILES && s->nints < 4) return r_invalid(r, "step %u: tile grid without its sizes", i);
-        uint32_t batch = r_u32(r);
-        s->batch = (uint16_t)(batch <= NRT_MAX_BATCH ? batch : 1);   /* 1: refused below */
-        s->batch_kernel = r_u32(r);
-        uint8_t prepare = r_u8(r);
-        if (!r->bad && prepare > 1) return r_invalid(r, "step %u: prepare flag %u", i, prepare);
-        s->prepare = prepare;
-    }
+    for (uint32_t i = 0; i < p->nsteps && !r->bad; i++)
+        if (!r_step(r, g, p, i, nbuffers)) return false;
     if (!r->bad && !check_batches(r, p)) return false;
     if (!r->bad && !check_prepare(r, g, p)) return false;
     p->plan_flags = r_u32(r);
@@ -848,115 +931,166 @@ static const char *not_a_module(const unsigned char *data, size_t size)
     return "not a netc module (bad magic)";
 }
 
+/* The header: the magic, the format version, the size (the file's whole),
+ * the section count (*nsec, its table within the file). */
+static int read_header(rd *r, uint32_t *nsec)
+{
+    const unsigned char *data = r->p;
+    size_t size = r->n;
+    if (size < 24 || memcmp(data, NRT_MODULE_MAGIC, 8) != 0) return fail(r->err, r->errcap, "%s", not_a_module(data, size));
+    r->at = 8;
+    uint32_t version = r_u32(r);
+    if (version != NRT_MODULE_VERSION)
+        return fail(r->err, r->errcap, "module format version %u; this netc reads version %u (rebuild the module)", version,
+                    NRT_MODULE_VERSION);
+    *nsec = r_u32(r);
+    uint64_t total = r_u64(r);
+    if (total != size)
+        return fail(r->err, r->errcap, "module is truncated or has trailing bytes (%llu bytes, header says %llu)",
+                    (unsigned long long)size, (unsigned long long)total);
+    if (*nsec > SEC_COUNT_LIMIT || 24 + (uint64_t)*nsec * 24 > size)
+        return fail(r->err, r->errcap, "module is corrupt: %u sections", *nsec);
+    return 0;
+}
+
+/* Section i's row of the table: its kind, and where it lies. The sections
+ * follow the table end to end, as the writer lays them out: every byte of
+ * the file is the header's, the table's or one section's, so a damaged
+ * count or offset cannot leave data that nothing reads. *at: where the
+ * section before it ends, moved past this one. */
+static int read_table_row(rd *r, uint32_t i, uint64_t *at, uint32_t *kind, uint64_t *off, uint64_t *len)
+{
+    *kind = r_u32(r);
+    uint32_t reserved = r_u32(r);
+    *off = r_u64(r);
+    *len = r_u64(r);
+    if (r->bad) return -1;
+    if (reserved)   /* 0 in every file: anything else is damage, not a field of a later format */
+        return fail(r->err, r->errcap, "module is corrupt: section %u's reserved word is %u, not 0", i, reserved);
+    if (*off > r->n || *len > r->n - *off) return fail(r->err, r->errcap, "module is corrupt: section %u lies outside the file", i);
+    if (*off != *at)
+        return fail(r->err, r->errcap, "module is corrupt: section %u starts at byte %llu, not at %llu where %s ends", i,
+                    (unsigned long long)*off, (unsigned long long)*at, i ? "the section before it" : "the section table");
+    *at = *off + *len;
+    return 0;
+}
+
+/* A compiled image (section i): its architecture, kind, NVRTC version and
+ * bytes, appended to m's images; s ends with the image. */
+static int read_image(rd *s, uint32_t i, nrt_module_data *m)
+{
+    char *err = s->err;
+    size_t errcap = s->errcap;
+    int rc = 0;
+    s->what = "compiled image";
+    nrt_image img = {0};
+    char *arch = r_str(s, MODULE_ARCH_MAX);
+    if (arch) snprintf(img.arch, sizeof img.arch, "%s", arch);
+    /* module_image_for picks an image by its architecture: one without
+     * could never be chosen, nor said which it was for */
+    if (arch && !arch[0]) rc = fail(err, errcap, "module is corrupt: section %u: an image with no architecture name", i);
+    free(arch);
+    uint8_t is_ptx = r_u8(s);
+    if (!s->bad && is_ptx > 1) rc = fail(err, errcap, "module is corrupt: image kind %u", is_ptx);
+    img.is_ptx = is_ptx != 0;
+    int nvrtc = (int)r_u32(s);
+    /* one NVRTC made every image (the module keeps one version) */
+    if (rc == 0 && !s->bad && m->nimages && nvrtc != m->nvrtc_version)
+        rc = fail(err, errcap, "module is corrupt: images of NVRTC %d and %d", m->nvrtc_version, nvrtc);
+    m->nvrtc_version = nvrtc;
+    img.size = r_u64(s);
+    if (!s->bad && img.size != s->n - s->at) rc = fail(err, errcap, "module is corrupt: image size");
+    if (s->bad) rc = -1;
+    if (rc == 0) {
+        img.data = nc_xmalloc(img.size ? img.size : 1);
+        memcpy(img.data, s->p + s->at, img.size);
+        m->images = nc_xrealloc(m->images, (m->nimages + 1) * sizeof *m->images);
+        m->images[m->nimages++] = img;
+    }
+    return rc;
+}
+
+/* Which sections a module has had so far, of those it must have one of. */
+typedef struct sections_seen {
+    bool program, source;
+} sections_seen;
+
+/* Section i, of kind, into m (nested: m is an entry point's module). */
+static int read_section(rd *s, uint32_t kind, uint32_t i, nrt_module_data *m, bool nested, sections_seen *seen)
+{
+    char *err = s->err;
+    size_t errcap = s->errcap;
+    int rc = 0;
+    bool whole = true;   /* read to its last byte (an entry's module and an image check their own sizes) */
+    if (kind == SEC_GRAPH) {
+        if (m->graph) rc = fail(err, errcap, "module is corrupt: two graph sections");
+        else if (!(m->graph = read_graph(s))) rc = -1;
+    } else if (kind == SEC_PROGRAM) {
+        if (!m->graph) rc = fail(err, errcap, "module is corrupt: program before graph");
+        else if (seen->program) rc = fail(err, errcap, "module is corrupt: two program sections");
+        else if (!read_program(s, m->graph, &m->program)) rc = -1;
+        seen->program = true;
+    } else if (kind == SEC_SOURCE) {
+        s->what = "CUDA source";
+        if (seen->source) rc = fail(err, errcap, "module is corrupt: two source sections");
+        else m->program.source = r_str(s, MODULE_SOURCE_MAX);
+        if (s->bad) rc = -1;
+        seen->source = true;
+    } else if (kind == SEC_IMAGE) {
+        whole = false;
+        rc = read_image(s, i, m);
+    } else if (kind == SEC_ENTRY) {
+        whole = false;
+        if (nested) rc = fail(err, errcap, "module is corrupt: nested entry points");
+        else rc = read_entry(s, i, m, err, errcap);
+    } else {
+        rc = fail(err, errcap, "module is corrupt: unknown section kind %u", kind);
+    }
+    /* bytes a section holds past what its reader took were never checked */
+    if (rc == 0 && whole && s->at != s->n)
+        rc = fail(err, errcap, "module is corrupt: %llu bytes after the end of the %s", (unsigned long long)(s->n - s->at), s->what);
+    return rc;
+}
+
+/* What a module must have once its sections are read: every byte of the
+ * file in a section (at: where the last one ends), a graph, a program and
+ * its source, entry points whose names the main entry does not take. */
+static int check_module(const nrt_module_data *m, uint64_t at, size_t size, uint32_t nsec, const sections_seen *seen, char *err,
+                        size_t errcap)
+{
+    if (at != size)
+        return fail(err, errcap, "module is corrupt: bytes %llu to %llu belong to no section (%u sections)", (unsigned long long)at,
+                    (unsigned long long)size, nsec);
+    if (!m->graph) return fail(err, errcap, "module is corrupt: no graph");
+    if (!seen->program) return fail(err, errcap, "module is corrupt: no program section");
+    if (!seen->source) return fail(err, errcap, "module is corrupt: no source section");
+    if (m->program.nsteps && !m->program.source) return fail(err, errcap, "module is corrupt: steps without source");
+    /* the main entry's name ("train" when its graph updates parameters) loads the
+     * top level (module_take_entry): an entry of that name could never be loaded */
+    for (uint32_t i = 0; i < m->nentries; i++)
+        if (strcmp(m->entries[i].name, module_main_entry_name(m)) == 0)
+            return fail(err, errcap, "module is corrupt: an entry named %s, the main entry's name", m->entries[i].name);
+    return 0;
+}
+
 static int read_module(const unsigned char *data, size_t size, nrt_module_data *m, bool nested, char *err, size_t errcap)
 {
     memset(m, 0, sizeof *m);
     rd r = {.p = data, .n = size, .err = err, .errcap = errcap, .what = "header"};
-    if (size < 24 || memcmp(data, NRT_MODULE_MAGIC, 8) != 0) return fail(err, errcap, "%s", not_a_module(data, size));
-    r.at = 8;
-    uint32_t version = r_u32(&r);
-    if (version != NRT_MODULE_VERSION)
-        return fail(err, errcap, "module format version %u; this netc reads version %u (rebuild the module)", version,
-                    NRT_MODULE_VERSION);
-    uint32_t nsec = r_u32(&r);
-    uint64_t total = r_u64(&r);
-    if (total != size) return fail(err, errcap, "module is truncated or has trailing bytes (%llu bytes, header says %llu)",
-                                   (unsigned long long)size, (unsigned long long)total);
-    if (nsec > SEC_COUNT_LIMIT || 24 + (uint64_t)nsec * 24 > size) return fail(err, errcap, "module is corrupt: %u sections", nsec);
+    uint32_t nsec = 0;
+    if (read_header(&r, &nsec) != 0) return -1;
     int rc = 0;
-    bool have_program = false, have_source = false;
-    /* The sections follow the table end to end, as the writer lays them out:
-     * every byte of the file is the header's, the table's or one section's,
-     * so a damaged count or offset cannot leave data that nothing reads. */
+    sections_seen seen = {0};
     uint64_t at = 24 + (uint64_t)nsec * 24;
     for (uint32_t i = 0; i < nsec && rc == 0; i++) {
-        uint32_t kind = r_u32(&r), reserved = r_u32(&r);
-        uint64_t off = r_u64(&r), len = r_u64(&r);
-        if (r.bad) {
-            rc = -1;
-            break;
-        }
-        if (reserved) {   /* 0 in every file: anything else is damage, not a field of a later format */
-            rc = fail(err, errcap, "module is corrupt: section %u's reserved word is %u, not 0", i, reserved);
-            break;
-        }
-        if (off > size || len > size - off) {
-            rc = fail(err, errcap, "module is corrupt: section %u lies outside the file", i);
-            break;
-        }
-        if (off != at) {
-            rc = fail(err, errcap, "module is corrupt: section %u starts at byte %llu, not at %llu where %s ends", i,
-                      (unsigned long long)off, (unsigned long long)at, i ? "the section before it" : "the section table");
-            break;
-        }
-        at = off + len;
+        uint32_t kind;
+        uint64_t off, len;
+        rc = read_table_row(&r, i, &at, &kind, &off, &len);
+        if (rc != 0) break;
         rd s = {.p = data + off, .n = (size_t)len, .err = err, .errcap = errcap, .what = "section"};
-        bool whole = true;   /* read to its last byte (an entry's module and an image check their own sizes) */
-        if (kind == SEC_GRAPH) {
-            if (m->graph) rc = fail(err, errcap, "module is corrupt: two graph sections");
-            else if (!(m->graph = read_graph(&s))) rc = -1;
-        } else if (kind == SEC_PROGRAM) {
-            if (!m->graph) rc = fail(err, errcap, "module is corrupt: program before graph");
-            else if (have_program) rc = fail(err, errcap, "module is corrupt: two program sections");
-            else if (!read_program(&s, m->graph, &m->program)) rc = -1;
-            have_program = true;
-        } else if (kind == SEC_SOURCE) {
-            s.what = "CUDA source";
-            if (have_source) rc = fail(err, errcap, "module is corrupt: two source sections");
-            else m->program.source = r_str(&s, MODULE_SOURCE_MAX);
-            if (s.bad) rc = -1;
-            have_source = true;
-        } else if (kind == SEC_IMAGE) {
-            whole = false;
-            s.what = "compiled image";
-            nrt_image img = {0};
-            char *arch = r_str(&s, MODULE_ARCH_MAX);
-            if (arch) snprintf(img.arch, sizeof img.arch, "%s", arch);
-            /* module_image_for picks an image by its architecture: one without
-             * could never be chosen, nor said which it was for */
-            if (arch && !arch[0]) rc = fail(err, errcap, "module is corrupt: section %u: an image with no architecture name", i);
-            free(arch);
-            uint8_t is_ptx = r_u8(&s);
-            if (!s.bad && is_ptx > 1) rc = fail(err, errcap, "module is corrupt: image kind %u", is_ptx);
-            img.is_ptx = is_ptx != 0;
-            int nvrtc = (int)r_u32(&s);
-            /* one NVRTC made every image (the module keeps one version) */
-            if (rc == 0 && !s.bad && m->nimages && nvrtc != m->nvrtc_version)
-                rc = fail(err, errcap, "module is corrupt: images of NVRTC %d and %d", m->nvrtc_version, nvrtc);
-            m->nvrtc_version = nvrtc;
-            img.size = r_u64(&s);
-            if (!s.bad && img.size != s.n - s.at) rc = fail(err, errcap, "module is corrupt: image size");
-            if (s.bad) rc = -1;
-            if (rc == 0) {
-                img.data = nc_xmalloc(img.size ? img.size : 1);
-                memcpy(img.data, s.p + s.at, img.size);
-                m->images = nc_xrealloc(m->images, (m->nimages + 1) * sizeof *m->images);
-                m->images[m->nimages++] = img;
-            }
-        } else if (kind == SEC_ENTRY) {
-            whole = false;
-            if (nested) rc = fail(err, errcap, "module is corrupt: nested entry points");
-            else rc = read_entry(&s, i, m, err, errcap);
-        } else {
-            rc = fail(err, errcap, "module is corrupt: unknown section kind %u", kind);
-        }
-        /* bytes a section holds past what its reader took were never checked */
-        if (rc == 0 && whole && s.at != s.n)
-            rc = fail(err, errcap, "module is corrupt: %llu bytes after the end of the %s", (unsigned long long)(s.n - s.at),
-                      s.what);
+        rc = read_section(&s, kind, i, m, nested, &seen);
     }
-    if (rc == 0 && at != size)
-        rc = fail(err, errcap, "module is corrupt: bytes %llu to %llu belong to no section (%u sections)",
-                  (unsigned long long)at, (unsigned long long)size, nsec);
-    if (rc == 0 && !m->graph) rc = fail(err, errcap, "module is corrupt: no graph");
-    if (rc == 0 && !have_program) rc = fail(err, errcap, "module is corrupt: no program section");
-    if (rc == 0 && !have_source) rc = fail(err, errcap, "module is corrupt: no source section");
-    if (rc == 0 && m->program.nsteps && !m->program.source) rc = fail(err, errcap, "module is corrupt: steps without source");
-    /* the main entry's name ("train" when its graph updates parameters) loads the
-     * top level (module_take_entry): an entry of that name could never be loaded */
-    for (uint32_t i = 0; rc == 0 && i < m->nentries; i++)
-        if (strcmp(m->entries[i].name, module_main_entry_name(m)) == 0)
-            rc = fail(err, errcap, "module is corrupt: an entry named %s, the main entry's name", m->entries[i].name);
+    if (rc == 0) rc = check_module(m, at, size, nsec, &seen, err, errcap);
     if (rc != 0) module_data_free(m);
     return rc;
 }
