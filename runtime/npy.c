@@ -85,57 +85,73 @@ static const char *parse_shape(const char *p, npy_header *h, char *err, size_t e
     return p + 1;
 }
 
+/* Which of the header's keys have been given. */
+typedef struct npy_seen {
+    bool descr, order, shape;
+} npy_seen;
+
+/* The value of key at p into h: the position after it; NULL with err set
+ * for a refused one, NULL with err empty for a malformed one. A key given
+ * twice is refused: Python's dict would keep the last, which one the writer
+ * meant is unknown. */
+static const char *parse_entry(const char *p, const char *key, npy_header *h, npy_seen *seen, char *err, size_t errcap)
+{
+    err[0] = 0;
+    bool again = (!strcmp(key, "descr") && seen->descr) || (!strcmp(key, "fortran_order") && seen->order) ||
+                 (!strcmp(key, "shape") && seen->shape);
+    if (again) {
+        nc_errf(err, errcap, "header key '%s' given twice", key);
+        return NULL;
+    }
+    if (!strcmp(key, "descr")) {
+        char val[32];
+        if (!(p = parse_pystr(p, val, sizeof val))) return NULL;
+        for (size_t k = 0; k < NC_COUNT(npy_kinds); k++)
+            if (!strcmp(val, npy_kinds[k].descr)) h->kind = (int)k;
+        if (h->kind < 0) {
+            nc_errf(err, errcap, "unsupported dtype '%s' (supported: <f4 <f2 <f8 <i4 <i8 |u1 |b1)", val);
+            return NULL;
+        }
+        seen->descr = true;
+    } else if (!strcmp(key, "fortran_order")) {
+        if (!strncmp(p, "False", 5)) h->fortran = false, p += 5;
+        else if (!strncmp(p, "True", 4)) h->fortran = true, p += 4;
+        else return NULL;
+        seen->order = true;
+    } else if (!strcmp(key, "shape")) {
+        if (!(p = parse_shape(p, h, err, errcap))) return NULL;
+        seen->shape = true;
+    } else {
+        nc_errf(err, errcap, "unexpected header key '%s'", key);
+        return NULL;
+    }
+    return p;
+}
+
 static int parse_header(const char *s, npy_header *h, char *err, size_t errcap)
 {
     memset(h, 0, sizeof *h);
     h->kind = -1;
-    bool seen_descr = false, seen_order = false, seen_shape = false;
+    npy_seen seen = {0};
     const char *p = skip_ws(s);
     if (*p++ != '{') goto bad;
     for (;;) {
         p = skip_ws(p);
         if (*p == '}') break;
-        char key[32], val[32];
+        char key[32];
         if (!(p = parse_pystr(p, key, sizeof key))) goto bad;
         p = skip_ws(p);
         if (*p++ != ':') goto bad;
         p = skip_ws(p);
-        bool again = (!strcmp(key, "descr") && seen_descr) || (!strcmp(key, "fortran_order") && seen_order) ||
-                     (!strcmp(key, "shape") && seen_shape);
-        if (again) {   /* Python's dict would keep the last: which one the writer meant is unknown */
-            nc_errf(err, errcap, "header key '%s' given twice", key);
-            return -1;
-        }
-        if (!strcmp(key, "descr")) {
-            if (!(p = parse_pystr(p, val, sizeof val))) goto bad;
-            for (size_t k = 0; k < NC_COUNT(npy_kinds); k++)
-                if (!strcmp(val, npy_kinds[k].descr)) h->kind = (int)k;
-            if (h->kind < 0) {
-                nc_errf(err, errcap, "unsupported dtype '%s' (supported: <f4 <f2 <f8 <i4 <i8 |u1 |b1)", val);
-                return -1;
-            }
-            seen_descr = true;
-        } else if (!strcmp(key, "fortran_order")) {
-            if (!strncmp(p, "False", 5)) h->fortran = false, p += 5;
-            else if (!strncmp(p, "True", 4)) h->fortran = true, p += 4;
-            else goto bad;
-            seen_order = true;
-        } else if (!strcmp(key, "shape")) {
-            err[0] = 0;
-            if (!(p = parse_shape(p, h, err, errcap))) {
-                if (err[0]) return -1;
-                goto bad;
-            }
-            seen_shape = true;
-        } else {
-            nc_errf(err, errcap, "unexpected header key '%s'", key);
-            return -1;
+        if (!(p = parse_entry(p, key, h, &seen, err, errcap))) {
+            if (err[0]) return -1;
+            goto bad;
         }
         p = skip_ws(p);
         if (*p == ',') p++;
         else if (*p != '}') goto bad;
     }
-    if (!seen_descr || !seen_order || !seen_shape) {
+    if (!seen.descr || !seen.order || !seen.shape) {
         nc_errf(err, errcap, "header lacks descr, fortran_order or shape");
         return -1;
     }
@@ -298,6 +314,79 @@ int npy_read(const char *path, cpu_tensor *out, int64_t max_bytes, char *err, si
     return 0;
 }
 
+/* The header's text after the magic and version (on the heap), or NULL
+ * with err set; f is left at the data. */
+static char *read_header_text(FILE *f, const char *path, char *err, size_t errcap)
+{
+    uint8_t pre[10];
+    if (fread(pre, 1, 8, f) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+        nc_errf(err, errcap, "%s: not a .npy file (bad magic)", path);
+        return NULL;
+    }
+    uint32_t hlen;
+    if (pre[6] == 1) {
+        if (fread(pre + 8, 1, 2, f) != 2) goto trunc;
+        hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8;
+    } else if (pre[6] == 2 || pre[6] == 3) {
+        uint8_t l[4];
+        if (fread(l, 1, 4, f) != 4) goto trunc;
+        hlen = (uint32_t)l[0] | (uint32_t)l[1] << 8 | (uint32_t)l[2] << 16 | (uint32_t)l[3] << 24;
+    } else {
+        nc_errf(err, errcap, "%s: unsupported .npy version %d", path, pre[6]);
+        return NULL;
+    }
+    if (hlen > (1u << 20)) {
+        nc_errf(err, errcap, "%s: header length %u is implausible", path, hlen);
+        return NULL;
+    }
+    char *hdr = nc_xmalloc(hlen + 1);
+    if (fread(hdr, 1, hlen, f) != hlen) {
+        free(hdr);
+        goto trunc;
+    }
+    hdr[hlen] = 0;
+    if (strlen(hdr) != hlen) {
+        nc_errf(err, errcap, "%s: NUL byte in header", path);
+        free(hdr);
+        return NULL;
+    }
+    return hdr;
+trunc:
+    nc_errf(err, errcap, "%s: file is truncated in the header", path);
+    return NULL;
+}
+
+/* The data the header announces must be what the file holds: checked
+ * before allocating, so a tiny file cannot ask for gigabytes. f is at the
+ * data, and left there. */
+static int check_data_size(FILE *f, const char *path, const npy_header *h, char *err, size_t errcap)
+{
+    const int64_t most = (int64_t)1 << 40;
+    int64_t numel = 1;
+    for (int d = 0; d < h->rank; d++) numel = h->shape[d] == 0 ? 0 : numel;
+    for (int d = 0; d < h->rank && numel > 0; d++) {
+        if (numel > most / h->shape[d]) {
+            nc_errf(err, errcap, "%s: the header's shape holds more than 2^40 elements", path);
+            return -1;
+        }
+        numel *= h->shape[d];
+    }
+    long here = ftell(f);
+    if (here < 0 || fseek(f, 0, SEEK_END) != 0) return 0;   /* not seekable: read_data finds a short or long file */
+    long end = ftell(f);
+    int64_t want = numel * npy_kinds[h->kind].bytes;
+    if (fseek(f, here, SEEK_SET) != 0) {
+        nc_errf(err, errcap, "%s: file is truncated in the header", path);
+        return -1;
+    }
+    if (end - here != want) {
+        nc_errf(err, errcap, "%s: %s (the header announces %" PRId64 " bytes of data, the file holds %ld)", path,
+                 end - here < want ? "file is truncated" : "trailing bytes after the array data", want, end - here);
+        return -1;
+    }
+    return 0;
+}
+
 static int read_file(const char *path, nc_dtype float_as, cpu_tensor *out, uint8_t **native, int64_t max_bytes,
                      npy_file_info *info, char *err, size_t errcap)
 {
@@ -312,70 +401,13 @@ static int read_file(const char *path, nc_dtype float_as, cpu_tensor *out, uint8
         return FILE_OPEN_IO_ERROR;
     }
     int rc = -1;
-    char *hdr = NULL;
-    uint8_t pre[10];
-    if (fread(pre, 1, 8, f) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-        nc_errf(err, errcap, "%s: not a .npy file (bad magic)", path);
-        goto out;
-    }
-    uint32_t hlen;
-    if (pre[6] == 1) {
-        if (fread(pre + 8, 1, 2, f) != 2) goto trunc;
-        hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8;
-    } else if (pre[6] == 2 || pre[6] == 3) {
-        uint8_t l[4];
-        if (fread(l, 1, 4, f) != 4) goto trunc;
-        hlen = (uint32_t)l[0] | (uint32_t)l[1] << 8 | (uint32_t)l[2] << 16 | (uint32_t)l[3] << 24;
-    } else {
-        nc_errf(err, errcap, "%s: unsupported .npy version %d", path, pre[6]);
-        goto out;
-    }
-    if (hlen > (1u << 20)) {
-        nc_errf(err, errcap, "%s: header length %u is implausible", path, hlen);
-        goto out;
-    }
-    hdr = nc_xmalloc(hlen + 1);
-    if (fread(hdr, 1, hlen, f) != hlen) goto trunc;
-    hdr[hlen] = 0;
-    if (strlen(hdr) != hlen) {
-        nc_errf(err, errcap, "%s: NUL byte in header", path);
-        goto out;
-    }
+    char *hdr = read_header_text(f, path, err, errcap);
     npy_header h;
     char why[160];
-    if (parse_header(hdr, &h, why, sizeof why) != 0) {
-        nc_errf(err, errcap, "%s: %s", path, why);
-        goto out;
-    }
-    /* the data the header announces must be what the file holds: checked
-     * before allocating, so a tiny file cannot ask for gigabytes */
-    const int64_t most = (int64_t)1 << 40;
-    int64_t numel = 1;
-    for (int d = 0; d < h.rank; d++) numel = h.shape[d] == 0 ? 0 : numel;
-    for (int d = 0; d < h.rank && numel > 0; d++) {
-        if (numel > most / h.shape[d]) {
-            nc_errf(err, errcap, "%s: the header's shape holds more than 2^40 elements", path);
-            goto out;
-        }
-        numel *= h.shape[d];
-    }
-    long here = ftell(f);
-    if (here >= 0 && fseek(f, 0, SEEK_END) == 0) {
-        long end = ftell(f);
-        int64_t want = numel * npy_kinds[h.kind].bytes;
-        if (fseek(f, here, SEEK_SET) != 0) goto trunc;
-        if (end - here != want) {
-            nc_errf(err, errcap, "%s: %s (the header announces %" PRId64 " bytes of data, the file holds %ld)", path,
-                     end - here < want ? "file is truncated" : "trailing bytes after the array data", want, end - here);
-            goto out;
-        }
-    }
-    rc = read_data(f, path, &h, float_as, out, native, max_bytes, info, err, errcap);
+    if (hdr && parse_header(hdr, &h, why, sizeof why) != 0) nc_errf(err, errcap, "%s: %s", path, why);
+    else if (hdr && check_data_size(f, path, &h, err, errcap) == 0)
+        rc = read_data(f, path, &h, float_as, out, native, max_bytes, info, err, errcap);
     if (rc == 0) info->descr = npy_kinds[h.kind].descr;
-    goto out;
-trunc:
-    nc_errf(err, errcap, "%s: file is truncated in the header", path);
-out:
     free(hdr);
     fclose(f);
     return rc;
