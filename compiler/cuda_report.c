@@ -70,17 +70,10 @@ static bool touches(const nrt_step *s, uint32_t b)
     return false;
 }
 
-/* What a kernel does beyond its own op: attention reading or writing other
- * values in place, results it computes along, rounding or widening it
- * stores. One line each. */
-static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint32_t k)
+/* Attention's operands it reads where they lie, inside another value. */
+static void report_reads_in_place(FILE *out, const cg_ctx *cg, uint32_t k, const char *kernel, const ir_node *n)
 {
     const ir_graph *g = cg->g;
-    const nrt_step *s = &p->steps[k];
-    ir_value v = s->node;
-    if (!cg->group || v >= g->nnodes) return;
-    const ir_node *n = &g->nodes[v];
-    const char *kernel = p->kernel_names[s->kernel];
     for (int i = 0; cg->attn_root && i < n->nargs && i < 4; i++) {
         ir_value a = ir_args(g, n)[i];
         if (cg->attn_root[a] == IR_NONE) continue;
@@ -90,6 +83,13 @@ static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint
         name_value(out, g, cg->attn_root[a]);
         fprintf(out, ": no copy is made\n");
     }
+}
+
+/* Values the kernel of step s (computing v) writes besides its own result,
+ * each named in one of the emitter's maps; the step that writes it says so. */
+static void report_written_along(FILE *out, const cg_ctx *cg, const nrt_step *s, uint32_t k, const char *kernel, ir_value v)
+{
+    const ir_graph *g = cg->g;
     struct { const ir_value *of; const char *what; } along[] = {
         {cg->out_as, "writes its result as"}, {cg->lse_with, "also writes"}, {cg->bias_grad_with, "also computes"},
         {cg->widened_to, "stores its f32 accumulator as"}, {cg->round_trip_to, "stores, rounded as the program asks,"},
@@ -112,6 +112,13 @@ static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint
         name_value(out, g, bias_rounded);
         fprintf(out, ": no kernels of their own\n");
     }
+}
+
+/* Gradients and losses the kernel computing v computes from what it has
+ * read already, and the row statistics it reuses. */
+static void report_computed_along(FILE *out, const cg_ctx *cg, uint32_t k, const char *kernel, ir_value v)
+{
+    const ir_graph *g = cg->g;
     if (cg->dv_with && cg->dv_with[v] != IR_NONE) {
         fprintf(out, "along: step %u, kernel %s also computes ", k, kernel);
         name_value(out, g, cg->dv_with[v]);
@@ -132,6 +139,13 @@ static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint
         name_value(out, g, cg->stats_from[v]);
         fprintf(out, "'s kernel: a column sum, no statistics computed again\n");
     }
+}
+
+/* Parameter gradients (and their biases') summed over the rows the kernel
+ * computing v holds. */
+static void report_param_sums(FILE *out, const cg_ctx *cg, uint32_t k, const char *kernel, ir_value v)
+{
+    const ir_graph *g = cg->g;
     for (ir_value w = v + 1; cg->params_by && w < g->nnodes; w++) {
         if (cg->params_by[w] != v) continue;
         ir_value bias = cg->bias_grad_with ? cg->bias_grad_with[w] : IR_NONE;
@@ -144,6 +158,13 @@ static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint
         fprintf(out, " over the rows it holds: x and g are read once, the gradient%s only %s its partial rows\n",
                 bias != IR_NONE ? "s" : "", bias != IR_NONE ? "add" : "adds");
     }
+}
+
+/* Sums the kernel computing v (node n) takes over from others: attention
+ * gradients' column sums, attention's rowsum(dO * O), a concat of sums. */
+static void report_sums_along(FILE *out, const cg_ctx *cg, uint32_t k, const char *kernel, ir_value v, const ir_node *n)
+{
+    const ir_graph *g = cg->g;
     if (cg->attn_colsum && cg->attn_colsum[v] != IR_NONE) {
         fprintf(out, "along: step %u, kernel %s adds up the column sums the attention gradients' kernels made of ", k, kernel);
         name_value(out, g, cg->attn_colsum[v]);
@@ -165,6 +186,24 @@ static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint
         name_value(out, g, v);
         fprintf(out, ": one kernel, not one each\n");
     }
+}
+
+/* What a kernel does beyond its own op: attention reading or writing other
+ * values in place, results it computes along, rounding or widening it
+ * stores. One line each. */
+static void report_along(FILE *out, const cg_ctx *cg, const nrt_program *p, uint32_t k)
+{
+    const ir_graph *g = cg->g;
+    const nrt_step *s = &p->steps[k];
+    ir_value v = s->node;
+    if (!cg->group || v >= g->nnodes) return;
+    const ir_node *n = &g->nodes[v];
+    const char *kernel = p->kernel_names[s->kernel];
+    report_reads_in_place(out, cg, k, kernel, n);
+    report_written_along(out, cg, s, k, kernel, v);
+    report_computed_along(out, cg, k, kernel, v);
+    report_param_sums(out, cg, k, kernel, v);
+    report_sums_along(out, cg, k, kernel, v, n);
 }
 
 /* Movement ops a kernel reads through (cuda_emit.c, plan_group_reads in
