@@ -207,12 +207,53 @@ static void human_bytes(double b, char *buf, size_t cap)
     snprintf(buf, cap, i ? "%.2f %s" : "%.0f %s", b, u[i]);
 }
 
+/* s[0..n) with each byte that does not begin a UTF-8 character as U+FFFD,
+ * on the heap: a name from a module (a source file's in Latin-1) is any
+ * bytes, and jansson refuses a string that is not UTF-8, and with it the
+ * step or the report the string was in. */
+static char *utf8_text(const char *s, size_t n)
+{
+    char *t = nc_xmalloc(3 * n + 1);
+    size_t m = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        json_t *one = len && len <= n - i ? json_stringn(s + i, len) : NULL;   /* jansson's own test of one character */
+        if (one) memcpy(t + m, s + i, len), m += len, i += len;
+        else memcpy(t + m, "\xef\xbf\xbd", 3), m += 3, i++;
+        json_decref(one);
+    }
+    t[m] = 0;
+    return t;
+}
+
+/* s (NULL: "") as a JSON string, utf8_text's where it is not UTF-8. */
+static json_t *json_textn(const char *s, size_t n)
+{
+    json_t *j = json_stringn(s ? s : "", s ? n : 0);
+    if (j) return j;
+    char *t = utf8_text(s, n);
+    j = json_string(t);
+    free(t);
+    return j;
+}
+
+static json_t *json_text(const char *s) { return json_textn(s, s ? strlen(s) : 0); }
+
+/* o[key] = value, the key made UTF-8 as json_text makes a value. */
+static void json_set_text_key(json_t *o, const char *key, json_t *value)
+{
+    char *k = utf8_text(key, strlen(key));
+    json_object_set_new(o, k, value);
+    free(k);
+}
+
 static json_t *decls_json(const ir_graph *g, const ir_tensor_decl *d, uint32_t n)
 {
     json_t *a = json_array();
     for (uint32_t i = 0; i < n; i++) {
         char *type = ir_shape_str(g, d[i].dtype, d[i].rank, d[i].shape);
-        json_array_append_new(a, json_pack("{s:s, s:s}", "name", d[i].name, "type", type));
+        json_array_append_new(a, json_pack("{s:o, s:o}", "name", json_text(d[i].name), "type", json_text(type)));
         free(type);
     }
     return a;
@@ -612,8 +653,8 @@ static json_t *step_json(const inspect_view *v, uint32_t k, const step_cost *c, 
     const nrt_step *s = &v->p->steps[k];
     const ir_node *n = &v->g->nodes[s->node];
     char name[64];
-    json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:s, s:s}", "name", step_name(v->p, s, name), "bytes", c->bytes, "flops", c->flops,
-                          "floor_us", c->floor_s * 1e6, "op", nc_ops[n->op].name, "source", loc);
+    json_t *o = json_pack("{s:o, s:f, s:f, s:f, s:s, s:o}", "name", json_text(step_name(v->p, s, name)), "bytes", c->bytes, "flops",
+                          c->flops, "floor_us", c->floor_s * 1e6, "op", nc_ops[n->op].name, "source", json_text(loc));
     json_object_set_new(o, "prepare", json_boolean(s->prepare));
     json_object_set_new(o, "launch_step", json_integer(launch_step));   /* the step whose launch runs it (a batch's first) */
     if (v->prof) json_object_set_new(o, "measured_us", launch_step == k ? json_real(v->prof->step_seconds[k] * 1e6) : json_null());
@@ -667,7 +708,7 @@ static json_t *entry_points_json(const char *entries)
     json_t *a = json_array();
     for (const char *e = entries, *next; e; e = next) {
         next = strstr(e, ", ");
-        json_array_append_new(a, json_stringn(e, next ? (size_t)(next - e) : strlen(e)));
+        json_array_append_new(a, json_textn(e, next ? (size_t)(next - e) : strlen(e)));
         if (next) next += 2;
     }
     return a;
@@ -679,7 +720,7 @@ static json_t *outputs_json(const ir_graph *g)
     for (uint32_t i = 0; i < g->noutputs; i++) {
         const ir_node *n = &g->nodes[g->outputs[i].value];
         char *type = ir_shape_str(g, n->dtype, n->rank, n->shape);
-        json_array_append_new(outs, json_pack("{s:s, s:s}", "name", g->outputs[i].name, "type", type));
+        json_array_append_new(outs, json_pack("{s:o, s:o}", "name", json_text(g->outputs[i].name), "type", json_text(type)));
         free(type);
     }
     return outs;
@@ -691,10 +732,10 @@ static json_t *report_json(const inspect_view *v, const inspect_totals *t, json_
     const ir_graph *g = v->g;
     const memplan_result *plan = v->plan;
     json_t *targets = json_array();
-    for (uint32_t i = 0; i < v->m->nimages; i++) json_array_append_new(targets, json_string(v->m->images[i].arch));
+    for (uint32_t i = 0; i < v->m->nimages; i++) json_array_append_new(targets, json_text(v->m->images[i].arch));
     json_t *dims = json_object();
-    for (uint32_t k = 0; k < g->nsyms; k++) json_object_set_new(dims, g->sym_names[k], json_integer(v->syms[k]));
-    return json_pack("{s:s, s:o, s:o, s:o, s:o, s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:f, s:o, s:o}", "model", g->name,
+    for (uint32_t k = 0; k < g->nsyms; k++) json_set_text_key(dims, g->sym_names[k], json_integer(v->syms[k]));
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:f, s:o, s:o}", "model", json_text(g->name),
                      "targets", targets, "dims", dims, "kernels", kernels, "steps", steps_j, "launches",
                      (json_int_t)t->launches, "total_bytes_moved", t->bytes, "total_flops", t->flops, "recompute_flops",
                      t->recompute_flops, "floor_us", t->floor * 1e6, "peak_memory_bytes", (json_int_t)plan->arena_bytes,
@@ -710,10 +751,10 @@ static void add_json_context(const inspect_view *v, const inspect_totals *t, jso
     const ir_graph *g = v->g;
     json_t *unbound = json_array(), *chosen = json_object();   /* chosen: every dim not given, at its value: 1, or what a session accepts */
     for (uint32_t k = 0; k < g->nsyms; k++) {
-        if (v->sym_defaulted[k] && !v->raised[k]) json_array_append_new(unbound, json_string(g->sym_names[k]));
-        if (v->sym_defaulted[k]) json_object_set_new(chosen, g->sym_names[k], json_integer(v->syms[k]));
+        if (v->sym_defaulted[k] && !v->raised[k]) json_array_append_new(unbound, json_text(g->sym_names[k]));
+        if (v->sym_defaulted[k]) json_set_text_key(chosen, g->sym_names[k], json_integer(v->syms[k]));
     }
-    json_object_set_new(root, "entry", json_string(v->entry));
+    json_object_set_new(root, "entry", json_text(v->entry));
     json_object_set_new(root, "entry_points", entry_points_json(v->entries));
     json_object_set_new(root, "dims_taken_as_1", unbound);
     json_object_set_new(root, "dims_defaulted", chosen);
@@ -727,7 +768,7 @@ static void add_json_context(const inspect_view *v, const inspect_totals *t, jso
         double measured = 0;
         for (uint32_t k = 0; k < v->p->nsteps; k++) measured += v->p->steps[k].prepare ? 0 : v->prof->step_seconds[k];
         json_object_set_new(root, "measured_us", json_real(measured * 1e6));
-        json_object_set_new(root, "profile_device", json_string(v->prof->device));
+        json_object_set_new(root, "profile_device", json_text(v->prof->device));
         json_object_set_new(root, "profile_runs", json_integer(v->prof->runs));
     }
 }

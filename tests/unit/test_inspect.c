@@ -202,9 +202,54 @@ static void check_long_names(void)
     built_free(&b);
 }
 
+/* Names that are not UTF-8 (a source file's name in Latin-1, an entry
+ * point's name in a module made elsewhere) are shown with U+FFFD for each
+ * byte that is not: jansson refuses such a string, and the step it was in,
+ * every kernel's step, left the JSON silently (3 of fashion_mlp's 4 steps
+ * and no kernel, from a file named "mlp\xff.net"). */
+static void check_not_utf8(void)
+{
+    const char *net = "test_inspect_\xff\xe9.net";
+    char err[1024];
+    FILE *f = fopen(net, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs("model m(x: f32[B, 4]) -> f32[B, 4] {\n  return relu(x) * 2.0\n}\n", f);
+    fclose(f);
+    driver_opts o = {.verify = true, .fuse = true};
+    built b = {.path = "test_inspect_utf8.netm"};
+    b.g = compile_file(net, &o, &b.src);
+    remove(net);
+    CHECK(b.g != NULL);
+    if (!b.g) return;
+    b.m = (nrt_module_data){.graph = b.g, .nvrtc_version = 13000};
+    CHECK(cuda_emit_program_ex(b.g, true, &b.m.program, err, sizeof err));
+    CHECK(module_write(b.path, &b.m, err, sizeof err) == 0);
+    nrt_module_data sub;
+    CHECK(module_read(b.path, &sub, err, sizeof err) == 0);
+    module_add_entry(&b.m, "e\xc3(", &sub);   /* a lead byte without its continuation */
+    CHECK(module_write(b.path, &b.m, err, sizeof err) == 0);
+    char *js = report(b.path, NULL, NULL, 0, true, NULL);
+    json_error_t je;
+    json_t *j = js ? json_loads(js, 0, &je) : NULL, *steps = json_object_get(j, "steps");
+    const char *src = json_string_value(json_object_get(json_array_get(steps, 0), "source"));
+    const char *second = json_string_value(json_array_get(json_object_get(j, "entry_points"), 1));
+    CHECK(j != NULL && json_array_size(steps) == b.m.program.nsteps && b.m.program.nsteps > 0);
+    CHECK(json_array_size(json_object_get(j, "kernels")) == b.m.program.nkernels);
+    CHECK(src && !strcmp(src, "test_inspect_\xef\xbf\xbd\xef\xbf\xbd.net:2"));
+    CHECK(second && !strcmp(second, "e\xef\xbf\xbd("));
+    json_decref(j);
+    free(js);
+    free(b.m.entries[0].name);
+    module_data_free(&b.m.entries[0].data);
+    free(b.m.entries);
+    built_free(&b);
+}
+
 int main(int argc, char **argv)
 {
     check_long_names();
+    check_not_utf8();
     const char *root = argc > 1 ? argv[1] : ".";
     char example[1024];
     snprintf(example, sizeof example, "%s/examples/gpt2.net", root);
