@@ -23,6 +23,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,7 +119,11 @@ static ir_value node_of(const ir_graph *g, nc_op op, uint32_t index)
  * and the metrics, and dies of the signal (train_exit). The handler does no more
  * than async-signal-safe calls allow: the flag, a line, and for a second
  * signal the default action (an immediate stop, as without netc's help). */
-static volatile sig_atomic_t train_interrupt;   /* the signal that asked; 0: none */
+static atomic_int train_interrupt;   /* the signal that asked; 0: none */
+/* The handler runs on whichever thread the kernel picks (the data loader's,
+ * OpenBLAS's), not only the loop's: a volatile sig_atomic_t is safe within
+ * one thread only, a lock-free atomic across them (C11 7.14.1.1). */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the signal handler's flag must be lock-free");
 
 static const int interrupt_signals[2] = {SIGINT, SIGTERM};
 
