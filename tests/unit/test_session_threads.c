@@ -10,7 +10,10 @@
  * one (or the mock, tests/mockgpu, whose calls from several threads are
  * serialised but interleaved as the threads make them) is usable. The
  * threaded runs go first, with an empty NVRTC cache: the sessions all ask
- * for the kernels at once. */
+ * for the kernels at once. Then, on the CPU, sessions of a wider model
+ * whose runs each spread their work over a crew of their own, at once
+ * (check_crews). */
+#include "cpu_kernels.h"
 #include "cuda_emit.h"
 #include "driver.h"
 #include "module.h"
@@ -227,6 +230,109 @@ static bool check_case(const nrt_module *m, nrt_device dev, bool train)
     return true;
 }
 
+/* Sessions that each spread their runs over a crew of their own, at once:
+ * NETC_CPU_THREADS=3 and the split's load gate pretended open, so every
+ * session's chains (h and Adam's updates: 8 and 32 tiles) and products (x @ w1
+ * in two slabs) run on its own workers while three other sessions run
+ * theirs. The outputs of each step and the trained w2 must be the bits one
+ * thread gives. Small enough for ThreadSanitizer (scripts/tsan.sh runs this
+ * test), where crews of several sessions meet. */
+enum { WIDE_B = 64, WIDE_IN = 256, WIDE_HID = 512, WIDE_OUT = 64, WIDE_STEPS = 3 };
+
+static const char *wide_source =
+    "model wide(x: f32[B, 256]) -> (y: f32[B, 64]) {\n"
+    "  param w1: f32[256, 512] = xavier\n"
+    "  param b1: f32[512] = zeros\n"
+    "  param w2: f32[512, 64] = xavier\n"
+    "  return gelu(x @ w1 + b1) @ w2\n"
+    "}\n"
+    "train wide(t: f32[B, 64]) {\n"
+    "  loss = mean(square(y - t))\n"
+    "  optimizer adam(lr: 0.01)\n"
+    "}\n";
+
+typedef struct wide_worker {
+    const nrt_module *m;
+    int id;
+    float y[WIDE_STEPS][WIDE_B * WIDE_OUT];
+    float w2[WIDE_HID * WIDE_OUT];
+    record rec;                /* failed and why only */
+} wide_worker;
+
+static bool wide_step(wide_worker *w, nrt_session *s, int step, nrt_error *e)
+{
+    const int64_t xs[] = {WIDE_B, WIDE_IN}, ts[] = {WIDE_B, WIDE_OUT};
+    float xw[WIDE_B * WIDE_IN], tw[WIDE_B * WIDE_OUT];
+    for (int i = 0; i < WIDE_B * WIDE_IN; i++) xw[i] = input_value(w->id, step, i, 2);
+    for (int i = 0; i < WIDE_B * WIDE_OUT; i++) tw[i] = input_value(w->id, step, i, 3);
+    float lr = 0.01f, bias1 = 1.0f - powf(0.9f, (float)(step + 1)), bias2 = 1.0f - powf(0.999f, (float)(step + 1));
+    return nrt_session_set_input(s, "x", NRT_F32, 2, xs, xw, e) == NRT_OK &&
+           nrt_session_set_input(s, "t", NRT_F32, 2, ts, tw, e) == NRT_OK &&
+           nrt_session_set_input(s, "@lr", NRT_F32, 0, NULL, &lr, e) == NRT_OK &&
+           nrt_session_set_input(s, "@bias1", NRT_F32, 0, NULL, &bias1, e) == NRT_OK &&
+           nrt_session_set_input(s, "@bias2", NRT_F32, 0, NULL, &bias2, e) == NRT_OK && nrt_session_run(s, e) == NRT_OK &&
+           nrt_session_get_output(s, "y", w->y[step], sizeof w->y[step], e) == NRT_OK;
+}
+
+static void *wide_work(void *p)
+{
+    wide_worker *w = p;
+    nrt_session_opts o = nrt_session_defaults();
+    const char *b[] = {"B"};
+    const int64_t bv[] = {WIDE_B};
+    o.device = NRT_DEVICE_CPU, o.dim_names = b, o.dim_values = bv, o.ndims = 1, o.seed = 200 + (uint64_t)w->id;
+    nrt_session *s = NULL;
+    nrt_error e;
+    bool ok = nrt_session_create(w->m, &o, &s, &e) == NRT_OK;
+    for (int step = 0; ok && step < WIDE_STEPS; step++) ok = wide_step(w, s, step, &e);
+    ok = ok && nrt_session_get_param(s, "w2", w->w2, sizeof w->w2, &e) == NRT_OK;
+    if (!ok) fail(&w->rec, "wide session", &e);
+    nrt_session_free(s);
+    return NULL;
+}
+
+static void check_crews(const nrt_module *m)
+{
+    static wide_worker threaded[THREADS], serial[THREADS];
+    const char *saved = getenv("NETC_CPU_THREADS");
+    char *old = saved ? strdup(saved) : NULL;
+    setenv("NETC_CPU_THREADS", "3", 1);
+    cpu_split_pretend(0, CPU_BLAS_REAL);
+    const int64_t shared = cpu_split_shared();
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        threaded[i] = (wide_worker){.m = m, .id = i};
+        serial[i] = threaded[i];
+        CHECK(pthread_create(&t[i], NULL, wide_work, &threaded[i]) == 0);
+    }
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    const int64_t shared_threaded = cpu_split_shared() - shared;
+    for (int i = 0; i < THREADS; i++) wide_work(&serial[i]);
+    cpu_split_pretend(-1, CPU_BLAS_REAL);
+    if (old) setenv("NETC_CPU_THREADS", old, 1);
+    else unsetenv("NETC_CPU_THREADS");
+    free(old);
+    /* each session's steps split their products, where the BLAS may be called from several threads */
+    if (cpu_gemm_split_rows() > 0 && shared_threaded < THREADS * WIDE_STEPS)
+        fprintf(stderr, "crews: %lld kernels shared their work out, not %d or more\n", (long long)shared_threaded, THREADS * WIDE_STEPS);
+    CHECK(cpu_gemm_split_rows() == 0 || shared_threaded >= THREADS * WIDE_STEPS);
+    for (int i = 0; i < THREADS; i++) {
+        const wide_worker *a = &threaded[i], *b = &serial[i];
+        if (a->rec.failed || b->rec.failed) {
+            fprintf(stderr, "crews worker %d: %s\n", i, a->rec.failed ? a->rec.why : b->rec.why);
+            CHECK(!a->rec.failed && !b->rec.failed);
+            continue;
+        }
+        int differ = 0;
+        for (int k = 0; k < WIDE_STEPS; k++)
+            for (int j = 0; j < WIDE_B * WIDE_OUT; j++) differ += !same_bits(a->y[k][j], b->y[k][j]);
+        for (int j = 0; j < WIDE_HID * WIDE_OUT; j++) differ += !same_bits(a->w2[j], b->w2[j]);
+        if (differ) fprintf(stderr, "crews worker %d: %d values differ from one thread's\n", i, differ);
+        CHECK(differ == 0);
+    }
+    CHECK(!same_bits(threaded[0].y[0][0], threaded[1].y[0][0]));   /* the workers' own inputs and seeds */
+}
+
 int main(void)
 {
     if (!write_module_file("threads.net", source, false, fwd_path, fwd_cuda) || !write_module_file("threads.net", source, true, train_path, train_cuda)) {
@@ -247,6 +353,13 @@ int main(void)
         check_case(train, NRT_DEVICE_CPU, true);
         if (check_case(fwd, NRT_DEVICE_GPU, false)) check_case(train, NRT_DEVICE_GPU, true);
     }
+    char wide_path[] = "/tmp/netc_threads_XXXXXX", wide_cuda[] = "/tmp/netc_threads_cu_XXXXXX";
+    nrt_module *wide = NULL;
+    CHECK(write_module_file("wide.net", wide_source, true, wide_path, wide_cuda));
+    CHECK(nrt_module_load(wide_path, &wide, &e) == NRT_OK);
+    if (wide) check_crews(wide);
+    nrt_module_free(wide);
+    unlink(wide_path), unlink(wide_cuda);
     nrt_module_free(fwd);
     nrt_module_free(train);
     unlink(fwd_path), unlink(train_path), unlink(fwd_cuda), unlink(train_cuda);
