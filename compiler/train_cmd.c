@@ -129,7 +129,7 @@ static const int interrupt_signals[2] = {SIGINT, SIGTERM};
 
 /* A terminal's progress line is open (written with \r, no newline yet): the
  * handler's line starts on a new one. Elsewhere (a log) it would leave a blank. */
-static volatile sig_atomic_t progress_open;
+static atomic_int progress_open;   /* atomic for the reason train_interrupt is */
 
 typedef struct interrupt_guard {
     struct sigaction old[2];
