@@ -810,6 +810,31 @@ static void *chain_scratch(cpu_run *r)
     return r->scratch;
 }
 
+/* The pool of the run c belongs to (NULL: none). c->run is a cpu_run only
+ * where the executor's crew callback comes with it; a test may give a kernel
+ * a crew of its own. */
+static cpu_pool *kernel_pool(const cpu_op_ctx *c)
+{
+    return c->crew == run_crew && c->run ? ((const cpu_run *)c->run)->o->pool : NULL;
+}
+
+void *cpu_kernel_scratch(const cpu_op_ctx *c, size_t bytes)
+{
+    cpu_pool *p = kernel_pool(c);
+    void *data = p ? pool_take(p, bytes) : NULL;
+    if (data) return data;
+    data = nc_xmalloc(bytes);
+    if (p) p->fresh++, pool_count(p, (int64_t)bytes);
+    return data;
+}
+
+void cpu_kernel_scratch_done(const cpu_op_ctx *c, void *data, size_t bytes)
+{
+    cpu_pool *p = kernel_pool(c);
+    if (p) pool_give(p, data, bytes);
+    else free(data);
+}
+
 /* Whether v reads p's buffer: p itself, or a view of it. */
 static bool reads_buffer_of(const cpu_run *r, ir_value v, ir_value p)
 {

@@ -100,7 +100,8 @@ typedef struct cpu_pool {
     uint32_t run;              /* runs begun with this pool */
     uint64_t fresh;            /* buffers allocated rather than reused, ever (tests) */
     int64_t held_bytes;        /* storage allocated through the pool and not yet freed: values'
-                                  buffers (in use or free here), chain scratch, kept constants */
+                                  buffers (in use or free here), chain and kernel scratch
+                                  (cpu_kernel_scratch), kept constants */
     int64_t peak_bytes;        /* the most held_bytes ever was (tests, netc train's report) */
     cpu_const_cache *consts;   /* the constant values kept from run to run (NULL: none yet) */
     uint64_t const_builds;     /* runs that computed the constants afresh, ever (tests) */

@@ -1159,15 +1159,20 @@ static int64_t attn_keys(const attn_dims *d, int64_t b)
 }
 
 static void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C);
+static void gemm_ld(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                    float *C);
+static int64_t gemm_slabs(int threads, int al, int64_t M, int64_t N, int64_t K);
 
-/* The scaled scores of batch b over its first n keys, S[i, j] = scale
- * q_i . k_j (one matmul), -inf where masked, into s[T * n]. */
-static void attn_scores(const cpu_op_ctx *c, const attn_dims *d, int64_t b, int64_t n, float *s)
+/* The scaled scores of batch b's query rows [i0, i1) over its first n keys,
+ * S[i, j] = scale q_i . k_j (one matmul), -inf where masked, into
+ * s[(i1 - i0) * n]. */
+static void attn_scores(const cpu_op_ctx *c, const attn_dims *d, int64_t b, int64_t n, int64_t i0, int64_t i1,
+                        float *s)
 {
-    gemm(false, true, d->T, n, d->D, c->args[0]->f + b * d->T * d->D, c->args[1]->f + b * d->S * d->D, s);
-    for (int64_t i = 0; i < d->T; i++)
+    gemm(false, true, i1 - i0, n, d->D, c->args[0]->f + (b * d->T + i0) * d->D, c->args[1]->f + b * d->S * d->D, s);
+    for (int64_t i = i0; i < i1; i++)
         for (int64_t j = 0; j < n; j++)
-            s[i * n + j] = d->causal && j > i ? -INFINITY : (float)(s[i * n + j] * d->scale);
+            s[(i - i0) * n + j] = d->causal && j > i ? -INFINITY : (float)(s[(i - i0) * n + j] * d->scale);
 }
 
 /* Row i of s becomes softmax probabilities; returns the row's log-sum-exp. */
@@ -1183,110 +1188,238 @@ static double attn_softmax_row(float *row, int64_t n)
 
 static _Atomic int64_t split_shared;   /* kernels that shared their work out (cpu_split_shared) */
 
-/* An attention kernel's batch entries, one a tile: an entry's arithmetic is
- * the same on any thread (its own products on one BLAS thread, its own
- * scratch), so the bits do not depend on the thread count. */
+/* An attention kernel's work as tiles of the run's crew. With at least as
+ * many batch entries as threads a tile is an entry; with fewer, a block of
+ * an entry's rows, each block beginning at a multiple of the rows at which a
+ * cut product keeps the whole one's bits (cpu_gemm_split_rows). Either way an
+ * element of the result comes from one thread, through the one thread's
+ * products and arithmetic, so the bits do not depend on the thread count. */
 typedef struct attn_job {
     const cpu_op_ctx *c;
     attn_dims d;
-    size_t floats;                        /* of one scratch buffer: a batch entry's scores */
-    float *buf[CPU_CREW_MAX][2];          /* a thread's scratch, from its first tile on */
+    int64_t nblk;          /* blocks an entry's rows are cut into (1: whole entries) */
+    int al;                /* blocks begin at multiples of this many rows */
+    int64_t b, n;          /* the entry and its keys whose blocks a two-pass gradient runs */
+    int64_t kblk;          /* blocks of its key rows in the second pass */
+    int nbuf;              /* scratch buffers of a thread (1 or 2) */
+    size_t floats;         /* of one scratch buffer */
+    float *scratch;        /* a thread's nbuf buffers after another's (two passes: nbuf shared) */
 } attn_job;
 
-static float *attn_buf(attn_job *j, int thread, int which)
+static float *attn_buf(const attn_job *j, int thread, int which)
 {
-    float **b = &j->buf[thread][which];
-    if (!*b) *b = nc_xmalloc(j->floats * sizeof **b);
-    return *b;
+    return j->scratch + ((size_t)thread * (size_t)j->nbuf + (size_t)which) * j->floats;
 }
 
-/* fn over the batch entries of c, on the run's crew when the products are
- * worth it (cpu_split_crew). */
-static void attn_run(const cpu_op_ctx *c, cpu_crew_fn *fn)
+/* Block s of nblk over rows: a multiple of al near s / nblk of them. */
+static int64_t attn_block_row(int64_t rows, int64_t nblk, int al, int64_t s)
 {
-    attn_job j = {.c = c, .d = attn_dims_of(c)};
-    j.floats = (size_t)(j.d.T * j.d.S + 1);
-    double work = (double)j.d.batch * j.d.T * j.d.S * (j.d.D + j.d.E);
-    cpu_crew *crew = j.d.batch > 1 ? cpu_split_crew(c, work) : NULL;
-    int failed;
+    return s == nblk ? rows : rows * s / nblk / al * al;
+}
+
+/* The crew for j's kernel and how its entries are cut (j->nblk), or NULL:
+ * the calling thread alone, whole entries. */
+static cpu_crew *attn_crew(attn_job *j)
+{
+    const attn_dims *d = &j->d;
+    double work = (double)d->batch * d->T * d->S * (d->D + d->E);
+    cpu_crew *crew = d->batch > 0 ? cpu_split_crew(j->c, work) : NULL;
+    int threads = cpu_crew_size(crew);
+    int al = cpu_gemm_split_rows();
+    j->al = al > 0 ? al : 1;
+    /* a block a thread, as a product's slabs (gemm_slabs: at most one a thread, each worth its wake-up) */
+    j->nblk = crew && d->batch < threads ? gemm_slabs(threads, al, d->T, d->S, d->D + d->E) : 1;
+    if (j->nblk == 1 && d->batch < 2) crew = NULL;
     if (crew) split_shared++;
-    cpu_crew_run(crew, j.d.batch, fn, &j, &failed);
-    for (int t = 0; t < CPU_CREW_MAX; t++) free(j.buf[t][0]), free(j.buf[t][1]);
+    return crew;
 }
 
-static int attn_out_tile(void *ctx, int64_t b, int thread)
+/* Scratch of nbuf buffers of rows x S floats (+ 1: never empty) from the
+ * run's pool, so its memory counts in the pool's peak; returns its bytes. */
+static size_t attn_scratch(attn_job *j, int nbuf, int64_t rows)
+{
+    j->floats = (size_t)(rows * j->d.S + 1);
+    size_t bytes = (size_t)nbuf * j->floats * sizeof *j->scratch;
+    j->scratch = cpu_kernel_scratch(j->c, bytes);
+    return bytes;
+}
+
+/* fn over j's tiles (batch x nblk), each thread with nbuf buffers of scores
+ * for the most rows a tile has. */
+static void attn_tiles(attn_job *j, cpu_crew *crew, int nbuf, cpu_crew_fn *fn)
+{
+    int64_t rows = 0;
+    for (int64_t s = 0; s < j->nblk; s++) {
+        int64_t r = attn_block_row(j->d.T, j->nblk, j->al, s + 1) - attn_block_row(j->d.T, j->nblk, j->al, s);
+        rows = r > rows ? r : rows;
+    }
+    j->nbuf = nbuf;
+    size_t bytes = attn_scratch(j, cpu_crew_size(crew) * nbuf, rows);
+    int failed;
+    cpu_crew_run(crew, j->d.batch * j->nblk, fn, j, &failed);
+    cpu_kernel_scratch_done(j->c, j->scratch, bytes);
+}
+
+/* Tile t's entry and its query rows [*i0, *i1). */
+static int64_t attn_tile_rows(const attn_job *j, int64_t t, int64_t *i0, int64_t *i1)
+{
+    int64_t s = t % j->nblk;
+    *i0 = attn_block_row(j->d.T, j->nblk, j->al, s);
+    *i1 = attn_block_row(j->d.T, j->nblk, j->al, s + 1);
+    return t / j->nblk;
+}
+
+static int attn_out_tile(void *ctx, int64_t t, int thread)
 {
     attn_job *j = ctx;
     const attn_dims *d = &j->d;
-    int64_t n = attn_keys(d, b);
-    float *out = j->c->out->f + b * d->T * d->E;
+    int64_t i0, i1, b = attn_tile_rows(j, t, &i0, &i1), n = attn_keys(d, b);
+    float *out = j->c->out->f + (b * d->T + i0) * d->E;
     if (n == 0) {   /* no key seen: zeros, not 0/0 */
-        memset(out, 0, (size_t)(d->T * d->E) * sizeof *out);
+        memset(out, 0, (size_t)((i1 - i0) * d->E) * sizeof *out);
         return 0;
     }
     float *s = attn_buf(j, thread, 0);
-    attn_scores(j->c, d, b, n, s);
-    for (int64_t i = 0; i < d->T; i++) attn_softmax_row(s + i * n, n);
-    gemm(false, false, d->T, d->E, n, s, j->c->args[2]->f + b * d->S * d->E, out);
+    attn_scores(j->c, d, b, n, i0, i1, s);
+    for (int64_t i = 0; i < i1 - i0; i++) attn_softmax_row(s + i * n, n);
+    gemm(false, false, i1 - i0, d->E, n, s, j->c->args[2]->f + b * d->S * d->E, out);
     return 0;
 }
 
 void cpu_attention(const cpu_op_ctx *c)
 {
-    attn_run(c, attn_out_tile);
+    attn_job j = {.c = c, .d = attn_dims_of(c)};
+    attn_tiles(&j, attn_crew(&j), 1, attn_out_tile);
     round_out(c->out);
 }
 
-static int attn_lse_tile(void *ctx, int64_t b, int thread)
+static int attn_lse_tile(void *ctx, int64_t t, int thread)
 {
     attn_job *j = ctx;
     const attn_dims *d = &j->d;
-    int64_t n = attn_keys(d, b);
-    float *s = n > 0 ? attn_buf(j, thread, 0) : NULL;
-    if (n > 0) attn_scores(j->c, d, b, n, s);
-    for (int64_t i = 0; i < d->T; i++) j->c->out->f[b * d->T + i] = n > 0 ? (float)attn_softmax_row(s + i * n, n) : -INFINITY;
+    int64_t i0, i1, b = attn_tile_rows(j, t, &i0, &i1), n = attn_keys(d, b);
+    float *s = attn_buf(j, thread, 0), *out = j->c->out->f + b * d->T;
+    if (n > 0) attn_scores(j->c, d, b, n, i0, i1, s);
+    for (int64_t i = i0; i < i1; i++) out[i] = n > 0 ? (float)attn_softmax_row(s + (i - i0) * n, n) : -INFINITY;
     return 0;
 }
 
-void cpu_attention_lse(const cpu_op_ctx *c) { attn_run(c, attn_lse_tile); }
+void cpu_attention_lse(const cpu_op_ctx *c)
+{
+    attn_job j = {.c = c, .d = attn_dims_of(c)};
+    attn_tiles(&j, attn_crew(&j), 1, attn_lse_tile);
+}
 
 /* With P = softmax rows (rebuilt from lse), dP = g v^T and
  * dS = P (dP - delta): dq = scale dS k, dk = scale dS^T q, dv = P^T g.
- * Keys past a batch's length get zero gradients. */
-static int attn_grad_tile(void *ctx, int64_t b, int thread)
+ * Keys past a batch's length get zero gradients.
+ *
+ * P's rows [i0, i1) of entry b (n > 0 keys) into p, and dS's into ds
+ * (NULL: P alone), row i0 first. */
+static void attn_grad_rows(const attn_job *j, int64_t b, int64_t n, int64_t i0, int64_t i1, float *p, float *ds)
 {
-    attn_job *j = ctx;
+    const cpu_op_ctx *c = j->c;
+    const attn_dims *d = &j->d;
+    const float *lse = c->args[4]->f + b * d->T, *delta = c->args[5]->f + b * d->T;
+    attn_scores(c, d, b, n, i0, i1, p);
+    for (int64_t i = i0; i < i1; i++)
+        for (int64_t x = 0; x < n; x++) p[(i - i0) * n + x] = (float)exp((double)p[(i - i0) * n + x] - lse[i]);
+    if (!ds) return;
+    gemm(false, true, i1 - i0, n, d->E, c->args[3]->f + (b * d->T + i0) * d->E, c->args[2]->f + b * d->S * d->E, ds);
+    for (int64_t i = i0; i < i1; i++)
+        for (int64_t x = 0; x < n; x++) {
+            int64_t e = (i - i0) * n + x;
+            ds[e] = (float)(p[e] * ((double)ds[e] - delta[i]) * d->scale);
+        }
+}
+
+/* Gradient rows [r0, r1) of entry b (n > 0 keys) from its P or dS, a:
+ * dq's are query rows (a holds rows [r0, r1) of it), dk's and dv's key rows
+ * (a holds all T query rows; the rows are its columns). */
+static void attn_grad_out(const attn_job *j, int64_t b, int64_t n, int64_t r0, int64_t r1, const float *a)
+{
     const cpu_op_ctx *c = j->c;
     const attn_dims *d = &j->d;
     int wrt = c->node->attr.axis;
-    const float *q = c->args[0]->f, *k = c->args[1]->f, *v = c->args[2]->f, *g = c->args[3]->f;
-    const float *lse = c->args[4]->f, *delta = c->args[5]->f;
-    int64_t rows = wrt == 0 ? d->T : d->S, width = wrt == 2 ? d->E : d->D, n = attn_keys(d, b);
-    float *out = c->out->f + b * rows * width;
-    if (n == 0 || (wrt > 0 && n < d->S)) memset(out, 0, (size_t)(rows * width) * sizeof *out);
-    if (n == 0) return 0;
-    float *p = attn_buf(j, thread, 0);
-    attn_scores(c, d, b, n, p);
-    for (int64_t i = 0; i < d->T; i++)
-        for (int64_t x = 0; x < n; x++) p[i * n + x] = (float)exp((double)p[i * n + x] - lse[b * d->T + i]);
-    const float *gb = g + b * d->T * d->E;
-    if (wrt == 2) {
-        gemm(true, false, n, d->E, d->T, p, gb, out);
-        return 0;
+    if (wrt == 0) {
+        gemm(false, false, r1 - r0, d->D, n, a, c->args[1]->f + b * d->S * d->D, c->out->f + (b * d->T + r0) * d->D);
+        return;
     }
-    float *dp = attn_buf(j, thread, 1);
-    gemm(false, true, d->T, n, d->E, gb, v + b * d->S * d->E, dp);
-    for (int64_t i = 0; i < d->T; i++)
-        for (int64_t x = 0; x < n; x++)
-            dp[i * n + x] = (float)(p[i * n + x] * ((double)dp[i * n + x] - delta[b * d->T + i]) * d->scale);
-    if (wrt == 0) gemm(false, false, d->T, d->D, n, dp, k + b * d->S * d->D, out);
-    else gemm(true, false, n, d->D, d->T, dp, q + b * d->T * d->D, out);
+    int64_t width = wrt == 2 ? d->E : d->D;
+    const float *x = wrt == 2 ? c->args[3]->f + b * d->T * d->E : c->args[0]->f + b * d->T * d->D;
+    gemm_ld(true, false, r1 - r0, width, d->T, a + r0, n, x, c->out->f + (b * d->S + r0) * width);
+}
+
+/* Zeros where entry b's gradient has no key to come from (dq: its query
+ * rows [i0, i1) alone); returns the keys it sees. */
+static int64_t attn_grad_zero(const attn_job *j, int64_t b, int64_t i0, int64_t i1)
+{
+    const attn_dims *d = &j->d;
+    int wrt = j->c->node->attr.axis;
+    int64_t n = attn_keys(d, b), width = wrt == 2 ? d->E : d->D, rows = wrt == 0 ? i1 - i0 : d->S;
+    float *out = j->c->out->f + (wrt == 0 ? b * d->T + i0 : b * d->S) * width;
+    if (n == 0 || (wrt > 0 && n < d->S)) memset(out, 0, (size_t)(rows * width) * sizeof *out);
+    return n;
+}
+
+/* A whole entry's dq, dk or dv, or a block of dq's query rows. */
+static int attn_grad_tile(void *ctx, int64_t t, int thread)
+{
+    attn_job *j = ctx;
+    int64_t i0, i1, b = attn_tile_rows(j, t, &i0, &i1), n = attn_grad_zero(j, b, i0, i1);
+    if (n == 0) return 0;
+    float *p = attn_buf(j, thread, 0), *ds = j->nbuf > 1 ? attn_buf(j, thread, 1) : NULL;
+    attn_grad_rows(j, b, n, i0, i1, p, ds);
+    if (j->c->node->attr.axis == 0) attn_grad_out(j, b, n, i0, i1, ds);
+    else attn_grad_out(j, b, n, 0, n, ds ? ds : p);
     return 0;
+}
+
+/* dk or dv of entry j->b cut over threads: every key row sums over all the
+ * query rows, so a first pass fills P (and dS) in blocks of query rows, each
+ * row by one tile, and a second takes the product in blocks of key rows. */
+static int attn_grad_pass1(void *ctx, int64_t s, int thread)
+{
+    (void)thread;
+    attn_job *j = ctx;
+    int64_t i0 = attn_block_row(j->d.T, j->nblk, j->al, s), i1 = attn_block_row(j->d.T, j->nblk, j->al, s + 1);
+    float *ds = j->nbuf > 1 ? attn_buf(j, 0, 1) + i0 * j->n : NULL;
+    attn_grad_rows(j, j->b, j->n, i0, i1, attn_buf(j, 0, 0) + i0 * j->n, ds);
+    return 0;
+}
+
+static int attn_grad_pass2(void *ctx, int64_t s, int thread)
+{
+    (void)thread;
+    attn_job *j = ctx;
+    int64_t r0 = attn_block_row(j->n, j->kblk, j->al, s), r1 = attn_block_row(j->n, j->kblk, j->al, s + 1);
+    attn_grad_out(j, j->b, j->n, r0, r1, attn_buf(j, 0, j->nbuf - 1));
+    return 0;
+}
+
+static void attn_grad_keys(attn_job *j, cpu_crew *crew)
+{
+    const attn_dims *d = &j->d;
+    int wrt = j->c->node->attr.axis;
+    j->nbuf = wrt == 2 ? 1 : 2;
+    size_t bytes = attn_scratch(j, j->nbuf, d->T);
+    for (j->b = 0; j->b < d->batch; j->b++) {
+        if ((j->n = attn_grad_zero(j, j->b, 0, d->T)) == 0) continue;
+        j->kblk = gemm_slabs(cpu_crew_size(crew), j->al, j->n, d->T, wrt == 2 ? d->E : d->D);
+        int failed;
+        cpu_crew_run(crew, j->nblk, attn_grad_pass1, j, &failed);
+        cpu_crew_run(crew, j->kblk, attn_grad_pass2, j, &failed);
+    }
+    cpu_kernel_scratch_done(j->c, j->scratch, bytes);
 }
 
 void cpu_attention_grad(const cpu_op_ctx *c)
 {
-    attn_run(c, attn_grad_tile);
+    attn_job j = {.c = c, .d = attn_dims_of(c)};
+    int wrt = c->node->attr.axis;
+    cpu_crew *crew = attn_crew(&j);
+    if (wrt > 0 && j.nblk > 1) attn_grad_keys(&j, crew);
+    else attn_tiles(&j, crew, wrt == 2 ? 1 : 2, attn_grad_tile);
     round_out(c->out);
 }
 

@@ -62,6 +62,13 @@ void cpu_split_pretend(double load, cpu_blas_kind blas);
 /* Kernels that have shared their work out over a crew, in this process. */
 int64_t cpu_split_shared(void);
 
+/* A kernel's scratch of bytes (never freed by a run: give it back with
+ * cpu_kernel_scratch_done), from the run's pool when it has one, so the pool
+ * counts it (held_bytes, peak_bytes) and the next run reuses it. Take and
+ * give back on the kernel's own thread, not inside a crew's tile. */
+void *cpu_kernel_scratch(const cpu_op_ctx *c, size_t bytes);
+void cpu_kernel_scratch_done(const cpu_op_ctx *c, void *data, size_t bytes);
+
 /* Bytes of storage per element: f32 for floats, i32 for the rest. */
 #define CPU_ELEM_BYTES 4
 

@@ -1816,21 +1816,29 @@ static void attn_graph(tcase *t, const attn_shape *a, ir_value *out)
     free(x);
 }
 
-/* The attention kernels share a head a tile over NETC_CPU_THREADS threads:
- * on 2 and 3 threads, odd shapes, causal or not, with key lengths (one of
- * them 0, one past S) give the one thread's bits, and the kernels did share
- * their work out (the load average pretended idle, as on a busy machine
- * the gate would run them alone). */
+/* The attention kernels share a head a tile over NETC_CPU_THREADS threads,
+ * or with fewer heads than threads blocks of a head's rows (query rows; dk's
+ * and dv's key rows after a pass over the query rows): on 2, 3 and 5
+ * threads, odd shapes, causal or not, with key lengths (one of them 0, one
+ * past S) give the one thread's bits, and the kernels did share their work
+ * out (the load average pretended idle, as on a busy machine the gate would
+ * run them alone). T = 301 = 25 x 12 + 1: a last block ends in one row
+ * past the BLAS's 12-row kernels. */
 static void test_attention_threads(void)
 {
-    static const double lens[3] = {50, 0, 90};
+    static const double lens[3] = {50, 0, 90}, lens_long[3] = {250, 0, 900};
     static const attn_shape shapes[] = {
         {3, 5, 67, 71, 37, 29, false, NULL, "odd shapes"},
         {3, 5, 73, 73, 37, 29, true, NULL, "causal"},
         {3, 5, 67, 71, 37, 29, false, lens, "key lengths"},
         {1, 9, 64, 64, 64, 64, true, NULL, "gpt2's head size, one batch entry"},
+        {1, 1, 301, 301, 64, 64, true, NULL, "one head of 64, causal"},
+        {1, 1, 301, 307, 64, 64, false, NULL, "one head of 64"},
+        {1, 1, 611, 613, 16, 16, false, NULL, "one head of 16"},
+        {1, 1, 613, 613, 16, 16, true, NULL, "one head of 16, causal"},
+        {3, 1, 301, 307, 64, 48, false, lens_long, "three heads, key lengths"},
     };
-    static const char *counts[] = {"1", "2", "3"};
+    static const char *counts[] = {"1", "2", "3", "5"};
     cpu_split_pretend(0, CPU_BLAS_REAL);
     bool can = cpu_gemm_split_rows() > 0;   /* a BLAS that may run on several threads */
     for (int s = 0; s < (int)NC_COUNT(shapes); s++) {
@@ -1916,6 +1924,58 @@ static void test_split_gates(void)
     }
     cpu_split_pretend(-1, CPU_BLAS_REAL);
     threads_restore(old);
+}
+
+/* The scores an attention kernel holds as scratch (a head's T x S floats,
+ * + 1, a thread's; dk's two, P and dS) count in the pool's peak, beside the
+ * result: on one thread, and on two sharing the heads (a buffer each). */
+static void test_attention_scratch(void)
+{
+    typedef struct scratch_case {
+        const char *threads;
+        int64_t B, H;
+        bool grad;                 /* dk, from P and dS, rather than the output */
+        int64_t buffers;           /* of NT x NS + 1 floats */
+    } scratch_case;
+    static const scratch_case cases[] = {
+        {"1", 1, 1, false, 1}, {"1", 1, 1, true, 2}, {"2", 3, 5, false, 2}, {"2", 3, 5, true, 4},
+    };
+    enum { NT = 67, NS = 71, ND = 37, NE = 29 };
+    cpu_split_pretend(0, CPU_BLAS_REAL);
+    bool can = cpu_gemm_split_rows() > 0;
+    for (int i = 0; i < (int)NC_COUNT(cases); i++) {
+        const scratch_case *sc = &cases[i];
+        if (strcmp(sc->threads, "1") && !can) continue;   /* the heads would run on one thread */
+        char *old = threads_set(sc->threads);
+        tcase t;
+        char name[96];
+        snprintf(name, sizeof name, "attention scratch in the pool's peak, NETC_CPU_THREADS=%s, %s", sc->threads,
+                 sc->grad ? "dk" : "output");
+        begin(&t, name);
+        t.o.keep_all = false;
+        int64_t bh = sc->B * sc->H;
+        ir_value q = in(&t, NC_F32, S(sc->B, sc->H, NT, ND), NULL, 0), k = in(&t, NC_F32, S(sc->B, sc->H, NS, ND), NULL, 0);
+        ir_value v = in(&t, NC_F32, S(sc->B, sc->H, NS, NE), NULL, 0), out;
+        if (sc->grad) {
+            ir_value g = in(&t, NC_F32, S(sc->B, sc->H, NT, NE), NULL, 0);
+            ir_value lse = in(&t, NC_F32, S(sc->B, sc->H, NT, 1), NULL, 0);
+            ir_value delta = in(&t, NC_F32, S(sc->B, sc->H, NT, 1), NULL, 0);
+            out = op(&t, OP_ATTENTION_GRAD, (ir_attr){.axis = 1}, A(q, k, v, g, lse, delta));
+        } else {
+            out = op(&t, OP_ATTENTION, NOATTR, A(q, k, v));
+        }
+        ir_output_add(t.g, "r", out);
+        if (run(&t)) {
+            int64_t result = bh * (sc->grad ? NS * ND : NT * NE) * CPU_ELEM_BYTES;
+            int64_t want = result + sc->buffers * (NT * NS + 1) * (int64_t)sizeof(float);
+            if (t.pool.peak_bytes != want)
+                fail(&t, "the pool's peak is %lld bytes, want %lld (the result's %lld and %lld buffers of scores)",
+                     (long long)t.pool.peak_bytes, (long long)want, (long long)result, (long long)sc->buffers);
+        }
+        end(&t);
+        threads_restore(old);
+    }
+    cpu_split_pretend(-1, CPU_BLAS_REAL);
 }
 
 /* cpu_exec_planned_bytes, from the graph alone, is what a run's pool holds
@@ -2621,6 +2681,7 @@ int main(void)
     test_chain_threads();
     test_attention_threads();
     test_split_gates();
+    test_attention_scratch();
     test_planned_bytes();
     test_gather_chain();
     test_where_repeat();
