@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # scripts/test.sh - set up, build and pass the tests (this is what CI runs).
 #
-#   scripts/test.sh            setup, build/ + ctest, build-asan/ + ctest, fuzz
+#   scripts/test.sh            setup, build/ + ctest, a Release compile, build-asan/ + ctest,
+#                              ThreadSanitizer (scripts/tsan.sh), fuzz
 #   scripts/test.sh --quick    setup, build/ + ctest only
 #
 # Options:
-#   --quick            skip the ASan+UBSan and fuzz stages
+#   --quick            skip the release, ASan+UBSan, TSan and fuzz stages
 #   --no-setup         do not run scripts/setup.sh
 #   --fuzz-time SECS   seconds per fuzz target (default 60, or $NETC_FUZZ_SECONDS)
 #   -h, --help         this text
@@ -13,8 +14,12 @@
 # Stages:
 #   1 setup    scripts/setup.sh (apt packages; a no-op when all are there)
 #   2 build    build/       Ninja, RelWithDebInfo, then ctest
-#   3 asan     build-asan/  -DNETC_SANITIZE=ON, then ctest with leak checks
-#   4 fuzz     build-fuzz/  clang, -DNETC_FUZZ=ON, each fuzz target for a while
+#   3 release  build-release/ Release (-O3): compiled, not tested; -Werror at -O3
+#                           sees what -O2 does not (a user's Release build must compile)
+#   4 asan     build-asan/  -DNETC_SANITIZE=ON, then ctest with leak checks
+#   5 tsan     build-tsan/  scripts/tsan.sh: what runs threads, under ThreadSanitizer
+#   6 fuzz     build-fuzz/  clang (its warnings fatal too), -DNETC_FUZZ=ON, each fuzz
+#                           target for a while
 # A failing stage does not stop the later ones (except setup); the exit status
 # is non-zero when any stage failed, and the summary at the end names them.
 set -uo pipefail
@@ -91,7 +96,7 @@ elapsed() { printf '%dm%02ds' $(((SECONDS - $1) / 60)) $(((SECONDS - $1) % 60));
 
 # ---- 1: setup ----------------------------------------------------------------
 if ((SETUP)); then
-  banner "1/4 setup: scripts/setup.sh"
+  banner "1/6 setup: scripts/setup.sh"
   if ! bash "$ROOT/scripts/setup.sh"; then
     echo "test.sh: setup failed; nothing else can run" >&2
     exit 1
@@ -102,7 +107,7 @@ else
 fi
 
 # ---- 2: build + ctest --------------------------------------------------------
-banner "2/4 build: build/ (RelWithDebInfo, Ninja, -j$JOBS) and ctest"
+banner "2/6 build: build/ (RelWithDebInfo, Ninja, -j$JOBS) and ctest"
 t=$SECONDS
 if ! configure build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNETC_SANITIZE=OFF -DNETC_FUZZ=OFF; then
   stage_result build FAIL "cmake configure"
@@ -114,11 +119,26 @@ else
   stage_result build PASS "$(elapsed "$t")"
 fi
 
-# ---- 3: ASan + UBSan -----------------------------------------------------------
+# ---- 3: Release compile ---------------------------------------------------------
+if ((QUICK)); then
+  stage_result release SKIP "--quick"
+else
+  banner "3/6 release: build-release/ (Release, -O3), compiled only"
+  t=$SECONDS
+  if ! configure build-release -DCMAKE_BUILD_TYPE=Release -DNETC_SANITIZE=OFF -DNETC_FUZZ=OFF; then
+    stage_result release FAIL "cmake configure"
+  elif ! cmake --build build-release -j "$JOBS"; then
+    stage_result release FAIL "compile"
+  else
+    stage_result release PASS "$(elapsed "$t")"
+  fi
+fi
+
+# ---- 4: ASan + UBSan -----------------------------------------------------------
 if ((QUICK)); then
   stage_result asan SKIP "--quick"
 else
-  banner "3/4 asan: build-asan/ (-DNETC_SANITIZE=ON) and ctest under ASan+UBSan"
+  banner "4/6 asan: build-asan/ (-DNETC_SANITIZE=ON) and ctest under ASan+UBSan"
   t=$SECONDS
   # protect_shadow_gap=0 lets the CUDA driver map its memory under ASan
   # (harmless without a GPU; without it cuInit fails in sanitized GPU tests).
@@ -144,7 +164,20 @@ else
   fi
 fi
 
-# ---- 4: fuzz -------------------------------------------------------------------
+# ---- 5: ThreadSanitizer ---------------------------------------------------------
+if ((QUICK)); then
+  stage_result tsan SKIP "--quick"
+else
+  banner "5/6 tsan: build-tsan/ (-DNETC_SANITIZE=thread), scripts/tsan.sh"
+  t=$SECONDS
+  if (unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; bash "$ROOT/scripts/tsan.sh"); then
+    stage_result tsan PASS "$(elapsed "$t")"
+  else
+    stage_result tsan FAIL "a ThreadSanitizer report or a failed check: build-tsan/tsan-logs/, $(elapsed "$t")"
+  fi
+fi
+
+# ---- 6: fuzz -------------------------------------------------------------------
 # Seeds for a fuzz target, one path a line. fuzz_parse reads .net source; a
 # target without seeds of its own here starts from tests/fuzz/seeds/<name>/
 # when that exists, else from nothing. Every target also starts from the
@@ -228,15 +261,16 @@ if ((QUICK)); then
 elif ! command -v clang >/dev/null 2>&1; then
   stage_result fuzz SKIP "no clang"
 else
-  banner "4/4 fuzz: build-fuzz/ (clang, -DNETC_FUZZ=ON), ${FUZZ_SECONDS}s per target"
+  banner "6/6 fuzz: build-fuzz/ (clang, -DNETC_FUZZ=ON), ${FUZZ_SECONDS}s per target"
   t=$SECONDS
   mkdir -p "$LOGDIR"
   # Leaks found while fuzzing are failures too; libFuzzer reads these.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-  # Warnings are the gcc builds' business; clang's extra ones must not stop fuzzing.
+  # clang's warnings are fatal as gcc's are: its first (a char compared with a
+  # token number past 255, always false) was a real slip.
   if ! CC=clang configure build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-         -DNETC_FUZZ=ON -DNETC_SANITIZE=OFF -DNETC_WERROR=OFF; then
+         -DNETC_FUZZ=ON -DNETC_SANITIZE=OFF -DNETC_WERROR=ON; then
     stage_result fuzz FAIL "cmake configure"
   elif ! ninja -C build-fuzz -t query fuzz >/dev/null 2>&1; then
     echo "test.sh: no 'fuzz' target: tests/fuzz is not added to the build" \
