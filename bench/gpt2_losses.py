@@ -18,12 +18,13 @@ import argparse
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 
 import torch
 import torch.nn.functional as F
+
+from safetensors_write import write_safetensors
 
 TOLERANCE = 0.02   # relative, per step: bf16 compute, summation orders differ
 TOLERANCE_F32 = 1e-5   # f32: only summation orders differ
@@ -51,20 +52,6 @@ def init_params(L, V, MAXT, C, seed):
     return p
 
 
-def write_safetensors(path, tensors):
-    header, blobs, at = {}, [], 0
-    for name, t in tensors.items():
-        data = t.detach().float().contiguous().cpu().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [at, at + len(data)]}
-        blobs.append(data)
-        at += len(data)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for data in blobs:
-            f.write(data)
 
 
 def forward(p, tokens, targets, L, H):

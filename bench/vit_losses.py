@@ -16,12 +16,13 @@ import gzip
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 
 import torch
 import torch.nn.functional as F
+
+from safetensors_write import write_safetensors
 
 TOLERANCE = 1e-5   # relative, per step: f32 on both sides, only summation orders differ
 S, P, C, HEADS, L, HIDDEN = 28, 4, 64, 4, 2, 128
@@ -57,20 +58,6 @@ def init_params(seed):
     return p
 
 
-def write_safetensors(path, tensors):
-    header, blobs, at = {}, [], 0
-    for name, t in tensors.items():
-        data = t.detach().float().contiguous().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [at, at + len(data)]}
-        blobs.append(data)
-        at += len(data)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for data in blobs:
-            f.write(data)
 
 
 def read_idx(path, count, header):
