@@ -156,6 +156,27 @@ static void check_joined_sums_floor(const char *root)
     built_free(&b);
 }
 
+/* A one-model module written to b->path from a source file named net (its
+ * name is what the tests are about): whether it was built. */
+static bool build_named(const char *net, built *b)
+{
+    char err[1024];
+    FILE *f = fopen(net, "w");
+    CHECK(f != NULL);
+    if (!f) return false;
+    fputs("model m(x: f32[B, 4]) -> f32[B, 4] {\n  return relu(x) * 2.0\n}\n", f);
+    fclose(f);
+    driver_opts o = {.verify = true, .fuse = true};
+    b->g = compile_file(net, &o, &b->src);
+    remove(net);
+    CHECK(b->g != NULL);
+    if (!b->g) return false;
+    b->m = (nrt_module_data){.graph = b->g, .nvrtc_version = 13000};
+    CHECK(cuda_emit_program_ex(b->g, true, &b->m.program, err, sizeof err));
+    CHECK(module_write(b->path, &b->m, err, sizeof err) == 0);
+    return true;
+}
+
 /* A source file's name and the entry points' names are shown whole: the
  * step's "source" and the list of entry points (in 96 and 256 bytes, they
  * were cut silently; an entry's name is at most 64 bytes, 5 of them 300). */
@@ -164,20 +185,8 @@ static void check_long_names(void)
     char net[260], entry[5][61], err[1024];
     snprintf(net, sizeof net, "test_inspect_%0200d.net", 0);
     for (int k = 0; k < 5; k++) memset(entry[k], 'a' + k, 60), entry[k][60] = 0;
-    FILE *f = fopen(net, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs("model m(x: f32[B, 4]) -> f32[B, 4] {\n  return relu(x) * 2.0\n}\n", f);
-    fclose(f);
-    driver_opts o = {.verify = true, .fuse = true};
     built b = {.path = "test_inspect_long.netm"};
-    b.g = compile_file(net, &o, &b.src);
-    remove(net);
-    CHECK(b.g != NULL);
-    if (!b.g) return;
-    b.m = (nrt_module_data){.graph = b.g, .nvrtc_version = 13000};
-    CHECK(cuda_emit_program_ex(b.g, true, &b.m.program, err, sizeof err));
-    CHECK(module_write(b.path, &b.m, err, sizeof err) == 0);
+    if (!build_named(net, &b)) return;
     for (int k = 0; k < 5; k++) {
         nrt_module_data sub;
         CHECK(module_read("test_inspect_long.netm", &sub, err, sizeof err) == 0);
@@ -211,20 +220,8 @@ static void check_not_utf8(void)
 {
     const char *net = "test_inspect_\xff\xe9.net";
     char err[1024];
-    FILE *f = fopen(net, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs("model m(x: f32[B, 4]) -> f32[B, 4] {\n  return relu(x) * 2.0\n}\n", f);
-    fclose(f);
-    driver_opts o = {.verify = true, .fuse = true};
     built b = {.path = "test_inspect_utf8.netm"};
-    b.g = compile_file(net, &o, &b.src);
-    remove(net);
-    CHECK(b.g != NULL);
-    if (!b.g) return;
-    b.m = (nrt_module_data){.graph = b.g, .nvrtc_version = 13000};
-    CHECK(cuda_emit_program_ex(b.g, true, &b.m.program, err, sizeof err));
-    CHECK(module_write(b.path, &b.m, err, sizeof err) == 0);
+    if (!build_named(net, &b)) return;
     nrt_module_data sub;
     CHECK(module_read(b.path, &sub, err, sizeof err) == 0);
     module_add_entry(&b.m, "e\xc3(", &sub);   /* a lead byte without its continuation */
