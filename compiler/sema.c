@@ -57,15 +57,6 @@ const char *sema_textf(sema_ctx *c, const char *fmt, ...)
     return text;
 }
 
-const char *sema_dim_bindings_hint(sema_ctx *c)
-{
-    const char *list = NULL;
-    for (int i = 0; c->opts && i < c->opts->ndims && i < 64; i++)
-        if (c->dim_used[i])
-            list = sema_textf(c, "%s%s%s=%lld", list ? list : "", list ? " " : "", c->opts->dim_names[i], (long long)c->opts->dim_values[i]);
-    return list ? sema_textf(c, "the sizes are computed with --dim %s", list) : NULL;
-}
-
 const char *sema_dim_text(sema_ctx *c, uint32_t dim)
 {
     size_t n = ir_dim_format(c->g, dim, NULL, 0) + 1;
@@ -613,7 +604,7 @@ bool sema_as_dim(sema_ctx *c, sv v, nc_loc loc, uint32_t *dim)
     if (v.kind == SV_INT) {
         if (v.i < 0) {
             const char *hint = "no size is inferred from a -1 (PyTorch's reshape(x, [-1, n])): write it out, e.g. x.numel / n";
-            sema_err(c, loc, v.i == -1 ? hint : sema_dim_bindings_hint(c), "a dimension cannot be negative (%lld)", (long long)v.i);
+            sema_err(c, loc, v.i == -1 ? hint : NULL, "a dimension cannot be negative (%lld)", (long long)v.i);
             return false;
         }
         if (v.i > DIM_LIMIT) { sema_err(c, loc, NULL, "dimension %lld is too large", (long long)v.i); return false; }
@@ -651,8 +642,7 @@ bool sema_check_shape(sema_ctx *c, nc_dtype dtype, uint8_t rank, const uint32_t 
         int64_t v;
         if (dim_is_const(d, &v)) {
             if (v == 0) {
-                const char *bound = sema_dim_bindings_hint(c);
-                sema_err(c, loc, bound ? sema_textf(c, "every dimension of a tensor is at least 1; %s", bound) : "every dimension of a tensor is at least 1",
+                sema_err(c, loc, "every dimension of a tensor is at least 1",
                          "%s: dimension %d has size 0", sema_shape_text(c, dtype, rank, shape), i);
                 return false;
             }
@@ -667,7 +657,6 @@ bool sema_check_shape(sema_ctx *c, nc_dtype dtype, uint8_t rank, const uint32_t 
         }
         count *= (double)big;
     }
-    for (int i = 0; i < rank; i++) sema_require_size(c, shape[i], loc);
     if (count <= (double)DIM_MAX_NUMEL) return true;
     char n[48];
     count_text(count, n, sizeof n);
@@ -675,28 +664,6 @@ bool sema_check_shape(sema_ctx *c, nc_dtype dtype, uint8_t rank, const uint32_t 
                                 __builtin_ctzll((unsigned long long)DIM_MAX_NUMEL)),
              "tensor of %s%s elements: at most 2^%d", symbolic ? "at least " : "", n, __builtin_ctzll((unsigned long long)DIM_MAX_NUMEL));
     return false;
-}
-
-/* The build folds what --dim binds (a zero or negative size is an error
- * there); a size left symbolic whose polynomial has a negative term (B - 4,
- * T - K) could be 0 or less at the binding a session makes, a tensor of no
- * elements or, read as a value, a log of 0: the session refuses that binding
- * before anything runs, naming the size and the binding. */
-void sema_require_size(sema_ctx *c, uint32_t dim, nc_loc loc)
-{
-    const dim_expr *d = &c->g->dims[dim];
-    bool may_fail = false;
-    int64_t k;
-    for (int i = 0; i < d->nterms; i++) may_fail |= d->term[i].coeff < 0;
-    if (!may_fail || dim_is_const(d, &k)) return;
-    uint32_t one = ir_dim_const(c->g, 1);
-    for (uint32_t i = 0; i < c->g->nrequires; i++)
-        if (c->g->requires[i].lhs == dim && c->g->requires[i].rhs == one && c->g->requires[i].cmp == IR_CMP_GE) return;
-    const char *size = sema_dim_text(c, dim);
-    ir_require q = {.lhs = dim, .rhs = one, .cmp = IR_CMP_GE, .loc = loc, .site = c->call_depth ? c->call_site : (nc_loc){0},
-                    .message = (char *)"a size computed from the symbols is at least 1",
-                    .hint = (char *)sema_textf(c, "bind the symbols so that %s is 1 or more", size)};
-    ir_require_add(c->g, &q);
 }
 
 /* Resolve a name inside a type's dims: bound names evaluate; unbound ones
@@ -775,9 +742,7 @@ static bool eval_type_dims(sema_ctx *c, const ast_node *type, dims_mode mode, ui
         if (!sema_as_dim(c, sema_expr(c, e), e->loc, &shape[i])) { ok = false; continue; }
         int64_t v;
         if (mode != DIMS_PATTERN && dim_is_const(&c->g->dims[shape[i]], &v) && v == 0) {
-            const char *bound = sema_dim_bindings_hint(c);
-            sema_err(c, e->loc, bound ? sema_textf(c, "every dimension of a tensor is at least 1; %s", bound) : "every dimension of a tensor is at least 1",
-                     "a dimension of size 0");
+            sema_err(c, e->loc, "every dimension of a tensor is at least 1", "a dimension of size 0");
             ok = false;
         }
     }

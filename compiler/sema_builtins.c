@@ -502,7 +502,7 @@ static bool fold_scalar_math(sema_ctx *c, const char *name, const ast_node *call
         double x = v.kind == SV_INT ? (double)v.i : v.f;
         double r = scalar_math[i].fn(x);
         if (!isfinite(r) && isfinite(x)) {
-            sema_err(c, call->loc, sema_dim_bindings_hint(c), "%s(%g) is not a finite number", name, x);
+            sema_err(c, call->loc, NULL, "%s(%g) is not a finite number", name, x);
             *out = sv_error();
             return true;
         }
@@ -954,7 +954,6 @@ sv sema_dim_tensor(sema_ctx *c, uint32_t dim, nc_dtype t, nc_loc loc)
     ir_value count, out;
     tc_error e;
     nc_dtype counting = dtype_is_float(t) ? NC_F32 : NC_I32;
-    sema_require_size(c, dim, loc);   /* log(T - 1) or x / (T - 1) at T = 1: refused, not inf */
     ir_node p = sema_proto(c, OP_DIM_VALUE, loc);
     p.dtype = counting;
     p.attr.lo = dim;

@@ -164,19 +164,13 @@ const char *sv_kind_phrase(sv_kind k);
 /* Texts for messages, whole, in c's arena: fmt's, a dim's, a shape's. */
 const char *sema_textf(sema_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *sema_dim_text(sema_ctx *c, uint32_t dim);
-/* "computed with --dim B=2": the bindings that sized something, for a size or
- * a number from sizes that came out negative, zero or not finite; NULL when none. */
-const char *sema_dim_bindings_hint(sema_ctx *c);
 const char *sema_shape_text(sema_ctx *c, nc_dtype t, uint8_t rank, const uint32_t *shape);
 const char *sema_node_text(sema_ctx *c, ir_value v);   /* its type: "f32[B, 784]" */
 void sema_err(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void sema_warn(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 bool sema_as_dim(sema_ctx *c, sv v, nc_loc loc, uint32_t *dim);
-/* A typed tensor's shape: no dim of size 0, at most DIM_MAX_NUMEL elements. */
+/* A typed tensor's shape: no dim of size 0, at most DIM_LIMIT elements. */
 bool sema_check_shape(sema_ctx *c, nc_dtype dtype, uint8_t rank, const uint32_t *shape, nc_loc loc);
-/* A symbolic size that some binding makes 0 or less (B - 4) is kept as a
- * require that it is at least 1, for the session binding the symbols. */
-void sema_require_size(sema_ctx *c, uint32_t dim, nc_loc loc);
 ir_node sema_proto(sema_ctx *c, nc_op op, nc_loc loc);
 
 void sema_declare_train_inputs(sema_ctx *c, const ast_list *args);
