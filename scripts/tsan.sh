@@ -123,8 +123,10 @@ fi
 # the signal.
 stop_run() {
   local name=$1 sig=$2 target=$3 log=$LOGS/$1.log pid rc t=$SECONDS
-  # `&` in a script starts a job with SIGINT ignored (and netc leaves it so): trap - INT gives it back
-  (trap - INT; NETC_CPU_THREADS=3 exec "$netc" train examples/char_lm.net --data "$TMP/long.txt" \
+  # `&` in a script starts a job with SIGINT ignored (and netc leaves it so); trap - INT cannot
+  # give it back where the script itself began with it ignored (a CI runner's background job),
+  # env --default-signal can
+  (trap - INT; NETC_CPU_THREADS=3 exec env --default-signal=INT "$netc" train examples/char_lm.net --data "$TMP/long.txt" \
      --set C=64 --set L=1 --set H=2 --set T=32 --device cpu --seed 1 --batch 16 --save "$TMP/$name.safetensors" \
      >"$log" 2>&1) &
   pid=$!
