@@ -24,7 +24,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from safetensors_write import write_safetensors
+from safetensors_write import write_adamw_start
 
 TOLERANCE = 0.02   # relative, per step: bf16 compute, summation orders differ
 TOLERANCE_F32 = 1e-5   # f32: only summation orders differ
@@ -146,12 +146,8 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     params = init_params(a.layers, a.vocab, a.maxt, a.width, seed=1)
-    state = dict(params)
-    for name, t in params.items():   # the AdamW moments netc keeps as state parameters, zero at the start
-        state[name + ".adam_m"] = torch.zeros_like(t)
-        state[name + ".adam_v"] = torch.zeros_like(t)
     weights = os.path.join(a.out, "init.safetensors")
-    write_safetensors(weights, state)
+    write_adamw_start(weights, params)
     g = torch.Generator().manual_seed(2)
     tokens = torch.randint(0, a.vocab, (a.steps, a.batch, a.T + 1), generator=g, dtype=torch.int32)
     tokens_path = os.path.join(a.out, "tokens.i32")

@@ -4,6 +4,8 @@ hand netc as the initial weights both sides start from."""
 import json
 import struct
 
+import torch
+
 
 def write_safetensors(path, tensors):
     header, blobs, at = {}, [], 0
@@ -19,3 +21,12 @@ def write_safetensors(path, tensors):
         f.write(text)
         for data in blobs:
             f.write(data)
+
+
+def write_adamw_start(path, params):
+    """params and the AdamW moments netc keeps as state parameters, zero at the start."""
+    state = dict(params)
+    for name, t in params.items():
+        state[name + ".adam_m"] = torch.zeros_like(t)
+        state[name + ".adam_v"] = torch.zeros_like(t)
+    write_safetensors(path, state)

@@ -22,7 +22,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from safetensors_write import write_safetensors
+from safetensors_write import write_adamw_start
 
 TOLERANCE = 1e-5   # relative, per step: f32 on both sides, only summation orders differ
 S, P, C, HEADS, L, HIDDEN = 28, 4, 64, 4, 2, 128
@@ -171,12 +171,8 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     torch.set_num_threads(1)
     params = init_params(seed=1)
-    state = dict(params)
-    for name, t in params.items():   # the AdamW moments netc keeps as state parameters, zero at the start
-        state[name + ".adam_m"] = torch.zeros_like(t)
-        state[name + ".adam_v"] = torch.zeros_like(t)
     weights = os.path.join(a.out, "init.safetensors")
-    write_safetensors(weights, state)
+    write_adamw_start(weights, params)
     count = a.steps * a.batch
     pixels = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz"), count * S * S, 16)
     images = torch.frombuffer(bytearray(pixels), dtype=torch.uint8).view(a.steps, a.batch, S, S)
