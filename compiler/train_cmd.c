@@ -53,6 +53,9 @@ typedef struct trainer {
     bool classifier;                   /* integer labels and logits [B, classes]: scored by cross entropy and accuracy */
     bool has_y;                        /* the loss reads targets: the data set holds them (the train section's input) */
     uint32_t eval_y;                   /* the targets' input of eg (UINT32_MAX: none fed) */
+    bool by_name;                      /* several data inputs: each array is SPLIT_<input>.npy */
+    int nextra;                        /* data inputs besides x and y: the model's past the first, the train section's past the first */
+    uint32_t in_extra[DATA_MAX_EXTRA]; /* their input indices (the same in tg, fg and lg), as the data set's extra[] */
     bool pairs;                        /* text as i32 tokens [B, T] and targets [B, T] (window T + 1) */
     /* Fault injection for the resume test (NETC_TEST_KILL_AFTER_STEP): die by
      * SIGKILL right after this step, as a killed job would. -1 = never. */
@@ -234,32 +237,49 @@ static bool logits_fit(const ir_graph *f, const ir_node *out0)
            dim_is_const(&f->dims[out0->shape[1]], &classes) && classes >= 1;
 }
 
+/* Whether data input i (not the first) takes a row per sample: its first
+ * axis the first input's batch axis. */
+static int check_row_input(const trainer *t, uint32_t i)
+{
+    const ir_graph *f = t->fg;
+    const ir_tensor_decl *d = &f->inputs[i];
+    if (d->rank >= 1 && dim_equal(&f->dims[d->shape[0]], &f->dims[f->inputs[0].shape[0]])) return 0;
+    char *have = ir_shape_str(f, d->dtype, d->rank, d->shape);
+    bool target = i >= f->train.first_train_input;
+    fprintf(stderr, "netc: the %sinput %s is %s; it takes each sample's %s, so its first axis must be the batch, %s, as the "
+                    "input %s's\n", target ? "train " : "", d->name, have, target ? "target" : "row", t->batch_dim, f->inputs[0].name);
+    free(have);
+    return 1;
+}
+
 /* A model trained on a data set of samples: the first input takes them,
- * the train section's one input (if any) their targets. How its test set is
- * scored: a classifier (the loss reads integer labels [B], the first output
- * is logits) by cross entropy and accuracy, any other by its own loss. */
+ * the train section's first input (if its loss reads any) their targets,
+ * and the model's further inputs and the train section's further ones an
+ * array each, read by name (t->by_name). How its test set is scored: a
+ * classifier (the loss reads integer labels [B], the first output is
+ * logits) by cross entropy and accuracy, any other by its own loss. */
 static int sample_model_kind(trainer *t)
 {
     const ir_graph *f = t->fg;
-    uint32_t ntrain = f->ninputs - f->train.first_train_input;
-    if (f->train.first_train_input != 1 || ntrain > 1) {
-        fprintf(stderr, "netc: train on a data set feeds the model's first input the samples and the train section's input, if "
-                        "it has one, their targets; model %s has %u input%s and its train section %u (hint: one of each, as "
-                        "`model m(x: f32[B, 4])` and `train m(target: f32[B, 1])`)\n", f->name, f->train.first_train_input,
-                f->train.first_train_input == 1 ? "" : "s", ntrain);
+    uint32_t first = f->train.first_train_input, ntrain = f->ninputs - first;
+    t->has_y = ntrain >= 1 && f->train.loss_reads_train_inputs;   /* unread inputs (autoencoder's _labels) get zeros */
+    uint32_t extras = (first - 1) + (t->has_y ? ntrain - 1 : 0);
+    if (first < 1 || extras > DATA_MAX_EXTRA) {
+        fprintf(stderr, "netc: train on a data set feeds each of the model's inputs and the train section's inputs an array; "
+                        "model %s has %u input%s and its train section %u, %u arrays, more than the %d netc train feeds\n",
+                f->name, first, first == 1 ? "" : "s", ntrain, first + ntrain, 2 + DATA_MAX_EXTRA);
         return 1;
     }
-    t->has_y = ntrain == 1 && f->train.loss_reads_train_inputs;   /* an unread input (autoencoder's _labels) gets zeros */
-    const ir_tensor_decl *y = t->has_y ? &f->inputs[1] : NULL;
+    t->nextra = 0;
+    for (uint32_t i = 1; i < f->ninputs; i++)
+        if (i < first || (t->has_y && i > first)) t->in_extra[t->nextra++] = i;
+    t->by_name = t->nextra > 0;
+    const ir_tensor_decl *y = t->has_y ? &f->inputs[first] : NULL;
     t->classifier = y && y->dtype == NC_I32 && y->rank == 1 && f->noutputs && logits_fit(f, &f->nodes[f->outputs[0].value]);
-    t->eval_y = t->has_y && !t->classifier ? 1 : UINT32_MAX;
-    if (y && (y->rank < 1 || !dim_equal(&f->dims[y->shape[0]], &f->dims[f->inputs[0].shape[0]]))) {
-        char *have = ir_shape_str(f, y->dtype, y->rank, y->shape);
-        fprintf(stderr, "netc: the train input %s is %s; it takes each sample's target, so its first axis must be the batch, "
-                        "%s, as the input %s's\n", y->name, have, t->batch_dim, f->inputs[0].name);
-        free(have);
-        return 1;
-    }
+    t->eval_y = t->has_y && !t->classifier ? first : UINT32_MAX;
+    if (y && check_row_input(t, first)) return 1;
+    for (int k = 0; k < t->nextra; k++)
+        if (check_row_input(t, t->in_extra[k])) return 1;
     return 0;
 }
 
@@ -303,7 +323,9 @@ static int build_forward(trainer *t, uint32_t id)
 static int text_or_samples(trainer *t)
 {
     const ir_graph *f = t->fg;
-    t->text = f->train.first_train_input >= f->ninputs && !data_dir_has_samples(t->o->data_dir);
+    /* a model of several inputs may take arrays by name (train_tokens.npy...) rather than text */
+    t->text = f->train.first_train_input >= f->ninputs && !data_dir_has_samples(t->o->data_dir) &&
+              !(f->ninputs > 1 && data_dir_has_array(t->o->data_dir, f->inputs[0].name));
     t->pairs = t->text && f->ninputs == 2 && f->inputs[0].dtype == NC_I32 && f->inputs[1].dtype == NC_I32 &&
                f->inputs[0].rank == 2 && f->inputs[1].rank == 2 && f->inputs[0].shape[1] == f->inputs[1].shape[1];
     const ir_node *out0 = f->noutputs ? &f->nodes[f->outputs[0].value] : NULL;
@@ -452,12 +474,32 @@ static void reshape_hint(const ir_graph *g, const ir_tensor_decl *decl, const cp
 }
 
 /* Whether dir's set is NumPy's (data_load_dir reads it when train_x.npy is
- * there): only then is a.reshape the way to fix its shape. */
-static bool npy_set(const char *dir)
+ * there, or a set by name): only then is a.reshape the way to fix its shape. */
+static bool npy_set(const trainer *t)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/train_x.npy", dir);
-    return access(path, F_OK) == 0;
+    snprintf(path, sizeof path, "%s/train_x.npy", t->o->data_dir);
+    return t->by_name || access(path, F_OK) == 0;
+}
+
+/* An array whose rows do not fit its input's declaration, said with a hint. */
+static int misfit_rows(const trainer *t, uint32_t input, const cpu_tensor *a, int split)
+{
+    const ir_graph *f = t->fg;
+    const ir_tensor_decl *bad = &f->inputs[input];
+    bool target = input >= f->train.first_train_input;
+    char *have = ir_shape_str(f, bad->dtype, bad->rank, bad->shape), rows[128];
+    row_shape(a, rows, sizeof rows);
+    int64_t last = 0;   /* targets [N] for an input [B, 1]: NumPy's usual slip */
+    bool unit = a->rank + 1 == bad->rank && dim_is_const(&f->dims[bad->shape[bad->rank - 1]], &last) && last == 1;
+    char hint[160] = "";
+    if (unit) snprintf(hint, sizeof hint, " (hint: give the array an axis of 1, a.reshape(-1, 1), or declare the input without it)");
+    else unbound_hint(f, bad, a, hint, sizeof hint);
+    if (!hint[0] && npy_set(t)) reshape_hint(f, bad, a, hint, sizeof hint);
+    fprintf(stderr, "netc: %s %s is %s; the %s set has %s %s of %s%s\n", target ? "the train input" : "input", bad->name, have,
+            split ? "test" : "training", dtype_name(a->dtype), target ? "targets" : "samples", rows, hint);
+    free(have);
+    return 1;
 }
 
 /* Both splits, before any step: a test set that does not fit would
@@ -466,26 +508,13 @@ static int check_data(trainer *t)
 {
     if (t->pairs) return 0;   /* the windows were cut to the model's length */
     const data_set *split[2] = {&t->train, &t->test};
+    /* the forward graph's declarations: the batch axis by its name */
+    const ir_graph *f = t->fg;
     for (int k = 0; k < 2; k++) {
-        /* the forward graph's declarations: the batch axis by its name */
-        const ir_graph *f = t->fg;
-        const ir_tensor_decl *x = &f->inputs[0], *y = t->in_y != UINT32_MAX ? &f->inputs[f->train.first_train_input] : NULL;
-        bool x_fits = rows_fit(f, x, &split[k]->x);
-        if (x_fits && (!y || rows_fit(f, y, &split[k]->y))) continue;
-        const ir_tensor_decl *bad = x_fits ? y : x;
-        const cpu_tensor *a = x_fits ? &split[k]->y : &split[k]->x;
-        char *have = ir_shape_str(f, bad->dtype, bad->rank, bad->shape), rows[128];
-        row_shape(a, rows, sizeof rows);
-        int64_t last = 0;   /* targets [N] for an input [B, 1]: NumPy's usual slip */
-        bool unit = a->rank + 1 == bad->rank && dim_is_const(&f->dims[bad->shape[bad->rank - 1]], &last) && last == 1;
-        char hint[160] = "";
-        if (unit) snprintf(hint, sizeof hint, " (hint: give the array an axis of 1, a.reshape(-1, 1), or declare the input without it)");
-        else unbound_hint(f, bad, a, hint, sizeof hint);
-        if (!hint[0] && npy_set(t->o->data_dir)) reshape_hint(f, bad, a, hint, sizeof hint);
-        fprintf(stderr, "netc: %s %s is %s; the %s set has %s %s of %s%s\n", x_fits ? "the train input" : "input", bad->name, have,
-                k ? "test" : "training", dtype_name(a->dtype), x_fits ? "targets" : "samples", rows, hint);
-        free(have);
-        return 1;
+        if (!rows_fit(f, &f->inputs[0], &split[k]->x)) return misfit_rows(t, 0, &split[k]->x, k);
+        if (t->in_y != UINT32_MAX && !rows_fit(f, &f->inputs[t->in_y], &split[k]->y)) return misfit_rows(t, t->in_y, &split[k]->y, k);
+        for (int e = 0; e < t->nextra; e++)
+            if (!rows_fit(f, &f->inputs[t->in_extra[e]], &split[k]->extra[e])) return misfit_rows(t, t->in_extra[e], &split[k]->extra[e], k);
     }
     return 0;
 }
@@ -518,6 +547,9 @@ static int load_samples(trainer *t, char *err, size_t cap)
     const ir_graph *g = t->tg;
     data_want w = {.x = g->inputs[0].dtype, .x_input = g->inputs[0].name, .has_y = t->in_y != UINT32_MAX, .max_classes = model_classes(t)};
     if (w.has_y) w.y = g->inputs[t->in_y].dtype, w.y_input = g->inputs[t->in_y].name;
+    w.by_name = t->by_name;
+    w.nextra = t->nextra;
+    for (int e = 0; e < t->nextra; e++) w.extra[e] = g->inputs[t->in_extra[e]].dtype, w.extra_input[e] = g->inputs[t->in_extra[e]].name;
     static const char *const splits[] = {"train", "test"};
     data_set *sets[] = {&t->train, &t->test};
     for (int k = 0; k < 2; k++) {
@@ -806,6 +838,8 @@ static void text_pairs(const uint8_t *windows, cpu_tensor *tokens, cpu_tensor *t
  * others are scalars the trainer sets each step. */
 static bool is_data_input(const trainer *t, uint32_t i)
 {
+    for (int e = 0; e < t->nextra; e++)
+        if (i == t->in_extra[e]) return true;
     return i == t->in_x || i == t->in_y || (t->pairs && i == 1);
 }
 
@@ -824,6 +858,7 @@ static void fill_data_inputs(const trainer *t, const data_batch *b, cpu_tensor *
     if (t->pairs) text_pairs(b->x, x, &inputs[1]);
     else fill_rows(x, b->x, t->train.x.dtype == NC_U8);
     if (t->in_y != UINT32_MAX) fill_rows(&inputs[t->in_y], b->y, false);
+    for (int e = 0; e < t->nextra; e++) fill_rows(&inputs[t->in_extra[e]], b->extra[e], false);
 }
 
 /* micro: which micro-batch of the step (0 without --accumulate). */
@@ -941,6 +976,7 @@ static void slice_rows(data_batch *b, int64_t first, int64_t count)
 {
     b->x = (const char *)b->x + first * b->x_bytes;
     if (b->y) b->y = (const char *)b->y + first * b->y_bytes;
+    for (int e = 0; e < b->nextra; e++) b->extra[e] = (const char *)b->extra[e] + first * b->extra_bytes[e];
     b->count = count;
 }
 
@@ -1055,7 +1091,20 @@ static uint32_t eval_second(const trainer *t) { return t->pairs ? 1 : t->eval_y;
 /* The forward pass over one batch of the evaluation session's size: its
  * first output (a row of logits per sample, or a mean loss, *classes 1).
  * NULL on an error, said in err. */
-static float *eval_on_gpu(trainer *t, const cpu_tensor *x, const cpu_tensor *y, int64_t count, int64_t *classes, char *err, size_t cap)
+/* The extra data inputs of one evaluation batch into the session (inputs: eg's). */
+static int upload_extras(trainer *t, const cpu_tensor *inputs, char *err, size_t cap)
+{
+    const ir_graph *f = t->eg;
+    for (int e = 0; e < t->nextra; e++) {
+        uint32_t i = t->in_extra[e];
+        ir_value v = node_of(f, OP_INPUT, i);
+        if (v != IR_NONE && upload_tensor_err(t->es, v, &inputs[i], "input", f->inputs[i].name, err, cap)) return 1;
+    }
+    return 0;
+}
+
+static float *eval_on_gpu(trainer *t, const cpu_tensor *x, const cpu_tensor *y, const cpu_tensor *inputs, int64_t count,
+                          int64_t *classes, char *err, size_t cap)
 {
     const ir_graph *f = t->eg;
     ir_value lv = f->outputs[0].value;
@@ -1073,7 +1122,7 @@ static float *eval_on_gpu(trainer *t, const cpu_tensor *x, const cpu_tensor *y, 
     if (upload_tensor_err(t->es, node_of(f, OP_INPUT, 0), x, "input", f->inputs[0].name, err, cap) ||
         (second != UINT32_MAX && node_of(f, OP_INPUT, second) != IR_NONE &&
          upload_tensor_err(t->es, node_of(f, OP_INPUT, second), y, "input", f->inputs[second].name, err, cap)) ||
-        gpu_run(t->es, err, cap) || gpu_download(t->es, lv, native, values * dtype_size(ln->dtype), err, cap)) {
+        upload_extras(t, inputs, err, cap) || gpu_run(t->es, err, cap) || gpu_download(t->es, lv, native, values * dtype_size(ln->dtype), err, cap)) {
         free(native);
         return NULL;
     }
@@ -1157,8 +1206,9 @@ static int evaluate(trainer *t, double *accuracy, double *loss, int64_t *scored)
         eval_batch_inputs(t, start, count, &x, &y);
         inputs[0] = x;
         if (second != UINT32_MAX) inputs[second] = y;
+        for (int e = 0; e < t->nextra; e++) rows_of(&d->extra[e], start, count, &inputs[t->in_extra[e]]);
         char err[1024];
-        float *out = t->gpu && count == per ? eval_on_gpu(t, &x, &y, count, &classes, err, sizeof err)
+        float *out = t->gpu && count == per ? eval_on_gpu(t, &x, &y, inputs, count, &classes, err, sizeof err)
                                             : eval_on_cpu(t, inputs, fp, count, &classes, err, sizeof err);
         if (!out) {
             fprintf(stderr, "netc: evaluation: %s\n", err);
@@ -1169,6 +1219,7 @@ static int evaluate(trainer *t, double *accuracy, double *loss, int64_t *scored)
             score_rows(out, classes, d->y.i + start, count, &total, &correct);
         }
         free(out);
+        for (int e = 0; e < t->nextra; e++) cpu_tensor_free(&inputs[t->in_extra[e]]);
         free(inputs);
         cpu_tensor_free(&x);
         cpu_tensor_free(&y);

@@ -319,17 +319,97 @@ static int read_part(const char *path, nc_dtype want, const char *input, const c
     return rc;
 }
 
+/* The file of one array of a split: by its role (x, y) in the one-input
+ * layout, by its input's name in a model of several (w->by_name). */
+static void array_path(char *path, size_t cap, const char *dir, const char *split, const data_want *w, const char *role,
+                       const char *input)
+{
+    snprintf(path, cap, "%s/%s_%s.npy", dir, split, w->by_name ? input : role);
+}
+
+static const char *base_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+/* The model's further inputs, each from its own file, as y is read (4-byte
+ * elements, the same conversions and checks); each must hold px's n rows,
+ * since a batch takes row i of every array together. */
+static int load_extras(const char *dir, const char *split, const data_want *w, const char *px, data_set *out, char *err,
+                       size_t errcap)
+{
+    for (int k = 0; k < w->nextra; k++) {
+        char path[4096], hint[8800];
+        array_path(path, sizeof path, dir, split, w, NULL, w->extra_input[k]);
+        snprintf(hint, sizeof hint, "the model's input %s: %s holds it, one row per sample, as %s holds %s", w->extra_input[k],
+                 base_name(path), base_name(px), w->x_input);
+        if (read_part(path, w->extra[k], w->extra_input[k], hint, &out->extra[k], NULL, NULL, out->note, err, errcap) != 0)
+            return -1;
+        out->nextra = k + 1;
+        if (out->extra[k].shape[0] != out->n) {
+            nc_errf(err, errcap, "%s holds %" PRId64 " samples but %s holds %" PRId64 ": every array of a split holds one row "
+                     "per sample, row i of each the same sample", px, out->n, path, out->extra[k].shape[0]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Whether SPLIT_<name>.npy is one of the arrays w reads by name. */
+static bool array_wanted(const data_want *w, const char *name)
+{
+    if (!strcmp(name, w->x_input) || (w->has_y && !strcmp(name, w->y_input))) return true;
+    for (int k = 0; k < w->nextra; k++)
+        if (!strcmp(name, w->extra_input[k])) return true;
+    return false;
+}
+
+static int by_name(const void *a, const void *b);
+
+/* A note for each SPLIT_*.npy of dir that no input reads (a misnamed array
+ * is an error already, as the missing one; this one may be a leftover, or
+ * train_x.npy of the one-input layout), in name order. */
+static void note_unread(const char *dir, const char *split, const data_want *w, char *note)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char **names = NULL;
+    size_t n = 0, pre = strlen(split);
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len <= pre + 5 || strncmp(e->d_name, split, pre) || e->d_name[pre] != '_' || strcmp(e->d_name + len - 4, ".npy")) continue;
+        names = nc_xrealloc(names, (n + 1) * sizeof *names);
+        names[n++] = nc_xstrdup(e->d_name);
+    }
+    closedir(d);
+    if (n) qsort(names, n, sizeof *names, by_name);
+    for (size_t i = 0; i < n; i++) {
+        char input[256];
+        snprintf(input, sizeof input, "%.*s", (int)(strlen(names[i]) - pre - 5), names[i] + pre + 1);
+        if (!array_wanted(w, input))
+            snprintf(note + strlen(note), DATA_NOTE_CAP - strlen(note), "%s%s/%s is not read: the model has no data input "
+                     "named %s (a model of several inputs reads %s_<input>.npy for each)", note[0] ? "\n" : "", dir, names[i],
+                     input, split);
+        free(names[i]);
+    }
+    free(names);
+}
+
 int data_load_npy(const char *dir, const char *split, const data_want *w, data_set *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
-    char px[4096], py[4096], hint[512];
-    snprintf(px, sizeof px, "%s/%s_x.npy", dir, split);
-    snprintf(py, sizeof py, "%s/%s_y.npy", dir, split);
-    int rc = read_part(px, w->x, w->x_input, NULL, &out->x, &out->bytes, &out->held, out->note, err, errcap);
+    char px[4096], py[4096], hint[8800];
+    array_path(px, sizeof px, dir, split, w, "x", w->x_input);
+    if (w->has_y) array_path(py, sizeof py, dir, split, w, "y", w->y_input);
+    if (w->by_name)
+        snprintf(hint, sizeof hint, "the model's input %s: %s holds it, one row per sample; a model of several inputs reads "
+                 "each array by its input's name", w->x_input, base_name(px));
+    int rc = read_part(px, w->x, w->x_input, w->by_name ? hint : NULL, &out->x, &out->bytes, &out->held, out->note, err, errcap);
     out->n = rc == 0 ? out->x.shape[0] : 0;
     if (rc == 0 && w->has_y) {
-        snprintf(hint, sizeof hint, "the train section's loss reads its input %s: %s_y.npy holds it, one row per sample", w->y_input,
-                 split);
+        snprintf(hint, sizeof hint, "the train section's loss reads its input %s: %s holds it, one row per sample", w->y_input,
+                 base_name(py));
         rc = read_part(py, w->y, w->y_input, hint, &out->y, NULL, NULL, out->note, err, errcap);
         if (rc == 0 && out->y.shape[0] != out->n) {
             nc_errf(err, errcap, "%s holds %" PRId64 " samples but %s holds %" PRId64 ": want one target per sample", px, out->n,
@@ -338,6 +418,8 @@ int data_load_npy(const char *dir, const char *split, const data_want *w, data_s
         }
         if (rc == 0 && out->y.dtype == NC_I32) rc = check_labels(py, out, w->max_classes, err, errcap);
     }
+    if (rc == 0) rc = load_extras(dir, split, w, px, out, err, errcap);
+    if (rc == 0 && w->by_name) note_unread(dir, split, w, out->note);
     if (rc != 0) data_set_free(out);
     return rc;
 }
@@ -356,10 +438,19 @@ bool data_dir_has_samples(const char *dir)
     return false;
 }
 
+bool data_dir_has_array(const char *dir, const char *name)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/train_%s.npy", dir, name);
+    return stat(path, &st) == 0;
+}
+
 int data_load_dir(const char *dir, const char *split, const data_want *w, data_set *out, char *err, size_t errcap)
 {
     char path[4096];
     struct stat st;
+    if (w->by_name) return data_load_npy(dir, split, w, out, err, errcap);   /* IDX files hold one input's images */
     /* a directory of .npy files is one for both splits: a missing test_x.npy is named as such */
     snprintf(path, sizeof path, "%s/%s_x.npy", dir, split);
     bool npy = stat(path, &st) == 0;
@@ -548,13 +639,14 @@ void data_set_free(data_set *d)
     free(d->bytes);
     cpu_tensor_free(&d->x);
     cpu_tensor_free(&d->y);
+    for (int k = 0; k < d->nextra; k++) cpu_tensor_free(&d->extra[k]);
     memset(d, 0, sizeof *d);
 }
 
 /* --- loader ------------------------------------------------------------- */
 
 typedef struct loader_slot {
-    unsigned char *x, *y;
+    unsigned char *x, *y, *e[DATA_MAX_EXTRA];
     int64_t count;
     int64_t index;
     bool filled;
@@ -568,6 +660,9 @@ struct data_loader {
     nc_dtype x_held;             /* with widen: the dtype of xs's elements */
     bool widen;                  /* xs holds the set's bytes of other than u8 samples: batches get them as 4-byte elements */
     int64_t x_bytes, y_bytes;    /* per sample in a batch (y_bytes 0: no targets) */
+    const unsigned char *es[DATA_MAX_EXTRA];   /* each extra array's rows, the set's 4-byte elements */
+    int64_t e_bytes[DATA_MAX_EXTRA];           /* per sample */
+    int nextra;
     int64_t batch, nbatches;
     uint64_t seed;
     bool shuffle;
@@ -593,6 +688,8 @@ static void fill_slot(data_loader *l, loader_slot *s, int64_t b)
         if (l->widen) widen(l->x_held, row, l->x_bytes / 4, s->x + k * l->x_bytes);
         else memcpy(s->x + k * l->x_bytes, row, (size_t)l->x_bytes);
         if (l->y_bytes) memcpy(s->y + k * l->y_bytes, l->ys + src * l->y_bytes, (size_t)l->y_bytes);
+        for (int e = 0; e < l->nextra; e++)   /* the same row src of every array: a sample's parts stay together */
+            memcpy(s->e[e] + k * l->e_bytes[e], l->es[e] + src * l->e_bytes[e], (size_t)l->e_bytes[e]);
     }
     s->index = b;
 }
@@ -657,11 +754,18 @@ data_loader *data_loader_new(const data_set *d, int64_t batch, uint64_t seed, bo
     }
     l->ys = d->y.f ? (const unsigned char *)d->y.f : (const unsigned char *)d->y.i;
     l->y_bytes = l->ys ? 4 * (d->y.numel / d->n) : 0;
+    l->nextra = d->nextra;
+    for (int e = 0; e < d->nextra; e++) {
+        const cpu_tensor *a = &d->extra[e];
+        l->es[e] = a->f ? (const unsigned char *)a->f : (const unsigned char *)a->i;
+        l->e_bytes[e] = 4 * (a->numel / d->n);
+    }
     l->order = nc_xmalloc((size_t)d->n * sizeof *l->order);
     l->slots = nc_xcalloc((size_t)depth, sizeof *l->slots);
     for (int k = 0; k < depth; k++) {
         l->slots[k].x = nc_xmalloc((size_t)(batch * l->x_bytes));
         l->slots[k].y = nc_xmalloc((size_t)(batch * l->y_bytes) + 1);
+        for (int e = 0; e < d->nextra; e++) l->slots[k].e[e] = nc_xmalloc((size_t)(batch * l->e_bytes[e]) + 1);
     }
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
@@ -717,7 +821,8 @@ bool data_loader_next(data_loader *l, data_batch *b, double *waited_s)
     l->next++;
     pthread_mutex_unlock(&l->mu);
     *b = (data_batch){.x = s->x, .y = l->y_bytes ? s->y : NULL, .x_bytes = l->x_bytes, .y_bytes = l->y_bytes, .count = s->count,
-                      .index = s->index};
+                      .index = s->index, .nextra = l->nextra};
+    for (int e = 0; e < b->nextra; e++) b->extra[e] = s->e[e], b->extra_bytes[e] = l->e_bytes[e];
     return true;
 }
 
@@ -736,6 +841,7 @@ void data_loader_free(data_loader *l)
     for (int k = 0; k < l->depth; k++) {
         free(l->slots[k].x);
         free(l->slots[k].y);
+        for (int e = 0; e < l->nextra; e++) free(l->slots[k].e[e]);
     }
     free(l->slots);
     free(l->order);

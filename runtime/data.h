@@ -8,6 +8,9 @@
 #include "cpu_exec.h"
 
 #define DATA_NOTE_CAP 1200
+/* Arrays a data set holds beside its samples and targets: a model's inputs
+ * past the first and its train section's past the first. */
+#define DATA_MAX_EXTRA 8
 
 /* A set of samples, u8 images [n, h, w] or any sample shape and dtype, and
  * their targets: i32 labels [n], targets of any shape, or none. The loaders
@@ -19,6 +22,8 @@ typedef struct data_set {
     uint8_t *bytes;        /* the samples in cpu_tensor_to_native's layout of `held`; NULL: x holds them (a set built by hand) */
     nc_dtype held;         /* what bytes holds: x's dtype, or u8 for an i32 input read from a uint8 file */
     cpu_tensor y;          /* targets, first axis = sample; empty (numel 0) when the model reads none */
+    cpu_tensor extra[DATA_MAX_EXTRA];   /* data_want's extra arrays, first axis = sample, 4-byte elements as y's */
+    int nextra;
     int64_t n;
     int32_t classes;       /* integer targets: 1 + the largest */
     char note[DATA_NOTE_CAP];   /* what loading converted, a line a file (float64 read as f32), for the caller to show; "" none */
@@ -33,6 +38,14 @@ typedef struct data_want {
     nc_dtype y;
     int32_t max_classes;
     const char *x_input, *y_input;
+    /* A model of several data inputs: every array is read by its input's
+     * name, SPLIT_<name>.npy (x's and y's too, not SPLIT_x/SPLIT_y), and
+     * the extra ones (in extra_input's order) must hold as many samples as
+     * x. by_name with no extras: one input and a target named alike. */
+    bool by_name;
+    int nextra;
+    nc_dtype extra[DATA_MAX_EXTRA];
+    const char *extra_input[DATA_MAX_EXTRA];
 } data_want;
 
 /* Load DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (the MNIST
@@ -40,6 +53,8 @@ typedef struct data_want {
 int data_load_idx(const char *dir, const char *split, int32_t max_classes, data_set *out, char *err, size_t errcap);
 /* Load DIR/SPLIT_x.npy (first axis = sample) and, where w->has_y,
  * DIR/SPLIT_y.npy (one target row per sample); split is "train" or "test".
+ * With w->by_name, DIR/SPLIT_<input>.npy for x, y and each extra array, all
+ * of one sample count; another SPLIT_*.npy in DIR is said in out->note.
  * Each must hold w's dtype (an i32 takes any integers, an f32 or f16 also
  * float64, rounded to it as it loads and said in out->note; another dtype is
  * refused with the NumPy call that converts it); float values must be
@@ -51,6 +66,8 @@ int data_load_npy(const char *dir, const char *split, const data_want *w, data_s
 int data_load_dir(const char *dir, const char *split, const data_want *w, data_set *out, char *err, size_t errcap);
 /* Whether DIR holds such a set (train_x.npy or the IDX training images) rather than text. */
 bool data_dir_has_samples(const char *dir);
+/* Whether DIR holds train_NAME.npy: a set read by name (data_want.by_name). */
+bool data_dir_has_array(const char *dir, const char *name);
 /* Text for a byte-level language model: path is a file, or a directory whose
  * plain files (names without a '.') are read in name order and joined. The
  * bytes are cut into windows of `window` bytes (x: u8 [n, window], each
@@ -72,6 +89,9 @@ typedef struct data_batch {
     const void *x;         /* count samples, row-major: a byte an element for u8 samples, else 4-byte ones (data_rows's) */
     const void *y;         /* count targets, the set's 4-byte elements (i32 labels, floats); NULL: none */
     int64_t x_bytes, y_bytes;   /* per sample */
+    const void *extra[DATA_MAX_EXTRA];   /* count rows of each of the set's extra arrays, 4-byte elements */
+    int64_t extra_bytes[DATA_MAX_EXTRA]; /* per sample */
+    int nextra;
     int64_t count;
     int64_t index;         /* batch number within the epoch */
 } data_batch;

@@ -18,7 +18,14 @@
 #  5. refusals before any step, status 1, each naming the file: another dtype (float64 for
 #     integers, uint8, integer targets for float ones), another sample or target shape, NaN
 #     and inf (with the sample, float64 too), a float64 beyond f32, counts that differ, a
-#     missing train_y.npy.
+#     missing train_y.npy;
+#  6. a model of two inputs (tests/train/two_in.net: a, b and the target) trained from
+#     train_a.npy, train_b.npy, train_target.npy (and test_*), each array by its input's
+#     name: it learns, to a test loss only b's rows kept with a's allow (a run on b's rows
+#     reversed stays above it); --accumulate slices every array; float64 for b is read with
+#     its note, and refused beyond f32's range; a missing array names the file and the input,
+#     arrays of differing counts name both files, another shape for b is refused, and an
+#     array no input reads (train_x.npy) is a note, not an error.
 # Each case says FAIL and the rest still run.
 # Args: NETC MAKE_NPY SOURCE_DIR MAKE_IDX NPY_DIGEST
 set -euo pipefail
@@ -254,6 +261,69 @@ refused i2 "i2/train_x.npy holds dtype '<i2', which netc does not read; the mode
 variant sq; reg_rows 128 2 2>&1 >/dev/null | "$make_npy" "$tmp/sq/test_x.npy" '<f4' 128,2,2
 refused sq "netc: input x is f32[B, 4]; the test set has f32 samples of 2x2 (hint: each holds the 4 values the input takes, in another shape: save the array as a.reshape(-1, 4))"
 
+# 6: a model of two inputs, each array by its input's name: test_a/b/target.npy; b's part of
+# the target (0.6 b0 b1 - 0.4 b1) has a variance of 0.093, which a model without b's own rows misses
+two_rows() {   # two_rows N SEED: a0 a1 a2 b0 b1 target
+  awk -v n="$1" -v s="$2" 'BEGIN { srand(s); for (i = 0; i < n; i++) { for (k = 0; k < 5; k++) { x[k] = 2 * rand() - 1; printf "%.6f ", x[k] }
+    printf "%.6f\n", 0.8 * x[0] - 0.5 * x[1] + 0.3 * x[2] + 0.6 * x[3] * x[4] - 0.4 * x[4] + 0.1 } }'
+}
+two=$tmp/two; mkdir "$two"
+for s in train:512:1 test:128:2; do
+  IFS=: read -r split n seed <<<"$s"; two_rows "$n" "$seed" >"$tmp/rows.txt"
+  cut -d' ' -f1-3 "$tmp/rows.txt" | "$make_npy" "$two/${split}_a.npy" '<f4' "$n,3"
+  cut -d' ' -f4-5 "$tmp/rows.txt" | "$make_npy" "$two/${split}_b.npy" '<f4' "$n,2"
+  cut -d' ' -f6 "$tmp/rows.txt" | "$make_npy" "$two/${split}_target.npy" '<f4' "$n,1"
+done
+two_net=$src/tests/train/two_in.net
+last_test() { grep '^epoch 5:' "$1" | grep -o 'test loss [0-9.]*' | cut -d' ' -f3; }
+if "$netc" train "$two_net" --data "$two" "${common[@]}" --epochs 5 --metrics "$tmp/two.jsonl" 2>"$tmp/two.log"; then
+  first=$(head -1 "$tmp/two.jsonl" | grep -o '"train_loss":[-0-9.e]*' | cut -d: -f2)
+  awk -v a="$first" -v b="$(last_test "$tmp/two.log")" 'BEGIN { exit !(a != "" && b != "" && b < a / 4 && b < 0.06) }' &&
+    ! grep -q -e note -e warning "$tmp/two.log" ||
+    { cat "$tmp/two.log"; fail "two_in.net did not learn from train_a.npy and train_b.npy: first step's loss $first"; }
+else cat "$tmp/two.log"; fail "two_in.net did not train from an array for each input"; fi
+# ... its rows of b taken apart from a's (b's reversed) leave it above that loss: the batches keep the arrays' rows together
+rm -rf "$tmp/two_rev"; cp -r "$two" "$tmp/two_rev"
+two_rows 512 1 | tac | cut -d' ' -f4-5 | "$make_npy" "$tmp/two_rev/train_b.npy" '<f4' 512,2
+"$netc" train "$two_net" --data "$tmp/two_rev" "${common[@]}" --epochs 5 2>"$tmp/two_rev.log" &&
+  awk -v b="$(last_test "$tmp/two_rev.log")" 'BEGIN { exit !(b != "" && b > 0.08) }' ||
+  { cat "$tmp/two_rev.log"; fail "two_in.net learned as well with b's rows apart from a's"; }
+# ... --accumulate 4 slices all three arrays: the same losses
+"$netc" train "$two_net" --data "$two" "${common[@]}" --epochs 2 2>"$tmp/two1.log" &&
+  "$netc" train "$two_net" --data "$two" "${common[@]}" --epochs 2 --accumulate 4 2>"$tmp/two4.log" &&
+  [[ -n $(eplines "$tmp/two1.log") && $(eplines "$tmp/two1.log") == "$(eplines "$tmp/two4.log")" ]] ||
+  { eplines "$tmp/two1.log"; eplines "$tmp/two4.log"; fail "--accumulate 4 did not slice every array of two_in.net"; }
+two_refused() {   # two_refused NAME MESSAGE: two_in.net on $tmp/NAME (a copy of $two, changed)
+  local rc=0
+  "$netc" train "$two_net" --data "$tmp/$1" "${common[@]}" --epochs 1 >/dev/null 2>"$tmp/$1.log" || rc=$?
+  [[ $rc == 1 ]] && grep -qF -- "$2" "$tmp/$1.log" && ! grep -q '^epoch' "$tmp/$1.log" ||
+    { cat "$tmp/$1.log"; fail "$1: exit $rc, want 1 and: $2"; }
+}
+two_variant() { rm -rf "${tmp:?}/$1"; cp -r "$two" "$tmp/$1"; }
+two_variant two_nob; rm "$tmp/two_nob/train_b.npy"
+two_refused two_nob "two_nob/train_b.npy: No such file or directory (the model's input b: train_b.npy holds it, one row per sample, as train_a.npy holds a)"
+two_variant two_noa; rm "$tmp/two_noa/test_a.npy"
+two_refused two_noa "two_noa/test_a.npy: No such file or directory (the model's input a: test_a.npy holds it, one row per sample; a model of several inputs reads each array by its input's name)"
+two_variant two_not; rm "$tmp/two_not/train_target.npy"
+two_refused two_not "two_not/train_target.npy: No such file or directory (the train section's loss reads its input target: train_target.npy holds it, one row per sample)"
+two_variant two_short; two_rows 127 2 | cut -d' ' -f4-5 | "$make_npy" "$tmp/two_short/test_b.npy" '<f4' 127,2
+two_refused two_short "two_short/test_a.npy holds 128 samples but $tmp/two_short/test_b.npy holds 127: every array of a split holds one row per sample"
+two_variant two_wide; awk 'BEGIN { for (i = 0; i < 384; i++) print i / 384 }' | "$make_npy" "$tmp/two_wide/test_b.npy" '<f4' 128,3
+two_refused two_wide "netc: input b is f32[B, 2]; the test set has f32 samples of 3"
+two_variant two_huge; two_rows 512 1 | cut -d' ' -f4-5 | awk 'NR == 8 { $2 = "1e300" } 1' | "$make_npy" "$tmp/two_huge/train_b.npy" '<f8' 512,2
+two_refused two_huge "two_huge/train_b.npy: sample 7 holds 1e+300 (at element 1 of its 2), beyond f32's range"
+two_variant two_nan; two_rows 128 2 | cut -d' ' -f4-5 | awk 'NR == 4 { $1 = "nan" } 1' | "$make_npy" "$tmp/two_nan/test_b.npy" '<f4' 128,2
+two_refused two_nan "two_nan/test_b.npy: sample 3 holds NaN (at element 0 of its 2)"
+# ... float64 for b is read as f32 with its note, to the losses of the float32 copy; an array no input reads is a note
+two_variant two_f64; two_rows 512 1 | cut -d' ' -f4-5 | "$make_npy" "$tmp/two_f64/train_b.npy" '<f8' 512,2
+cp "$two/train_a.npy" "$tmp/two_f64/train_x.npy"
+"$netc" train "$two_net" --data "$tmp/two_f64" "${common[@]}" --epochs 2 2>"$tmp/two_f64.log" &&
+  [[ $(eplines "$tmp/two_f64.log") == "$(eplines "$tmp/two1.log")" ]] &&
+  grep -qF "netc: note: $tmp/two_f64/train_b.npy holds float64: read as f32 for the model's input b, each value rounded as a.astype(np.float32) does" "$tmp/two_f64.log" &&
+  grep -qF "netc: note: $tmp/two_f64/train_x.npy is not read: the model has no data input named x (a model of several inputs reads train_<input>.npy for each)" "$tmp/two_f64.log" ||
+  { cat "$tmp/two_f64.log"; fail "float64 for b and an unread train_x.npy: want the losses of the float32 copy and a note each"; }
+
 ((fails == 0)) || exit 1
 echo "test_npy: a regression on f32 data learns and its test loss is its mse, autoencoders train without labels (and with unread" \
-     "ones), f16, int64 and float64 data fit their inputs, other dtypes, shapes, NaN, inf, counts and a missing train_y.npy are refused"
+     "ones), f16, int64 and float64 data fit their inputs, other dtypes, shapes, NaN, inf, counts and a missing train_y.npy are refused;" \
+     "a model of two inputs learns from an array for each, by name, and its missing, short or misfit arrays are refused"
