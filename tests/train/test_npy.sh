@@ -292,7 +292,7 @@ two_rows 512 1 | tac | cut -d' ' -f4-5 | "$make_npy" "$tmp/two_rev/train_b.npy" 
 "$netc" train "$two_net" --data "$two" "${common[@]}" --epochs 2 2>"$tmp/two1.log" &&
   "$netc" train "$two_net" --data "$two" "${common[@]}" --epochs 2 --accumulate 4 2>"$tmp/two4.log" &&
   [[ -n $(eplines "$tmp/two1.log") && $(eplines "$tmp/two1.log") == "$(eplines "$tmp/two4.log")" ]] ||
-  { eplines "$tmp/two1.log"; eplines "$tmp/two4.log"; fail "--accumulate 4 did not slice every array of two_in.net"; }
+  { eplines "$tmp/two1.log" || true; eplines "$tmp/two4.log" || true; fail "--accumulate 4 did not slice every array of two_in.net"; }
 two_refused() {   # two_refused NAME MESSAGE: two_in.net on $tmp/NAME (a copy of $two, changed)
   local rc=0
   "$netc" train "$two_net" --data "$tmp/$1" "${common[@]}" --epochs 1 >/dev/null 2>"$tmp/$1.log" || rc=$?
