@@ -25,7 +25,8 @@
 #     reversed stays above it); --accumulate slices every array; float64 for b is read with
 #     its note, and refused beyond f32's range; a missing array names the file and the input,
 #     arrays of differing counts name both files, another shape for b is refused, and an
-#     array no input reads (train_x.npy) is a note, not an error.
+#     array no input reads (train_x.npy) is a note, not an error; a model of tokens and
+#     targets with no train inputs trains on train_tokens.npy and train_targets.npy.
 # Each case says FAIL and the rest still run.
 # Args: NETC MAKE_NPY SOURCE_DIR MAKE_IDX NPY_DIGEST
 set -euo pipefail
@@ -322,6 +323,22 @@ cp "$two/train_a.npy" "$tmp/two_f64/train_x.npy"
   grep -qF "netc: note: $tmp/two_f64/train_b.npy holds float64: read as f32 for the model's input b, each value rounded as a.astype(np.float32) does" "$tmp/two_f64.log" &&
   grep -qF "netc: note: $tmp/two_f64/train_x.npy is not read: the model has no data input named x (a model of several inputs reads train_<input>.npy for each)" "$tmp/two_f64.log" ||
   { cat "$tmp/two_f64.log"; fail "float64 for b and an unread train_x.npy: want the losses of the float32 copy and a note each"; }
+
+# ... and a model whose train section takes no inputs, its two inputs tokens and targets, trains on
+# train_tokens.npy and train_targets.npy (the next token, t + 1 mod 8) where --data holds them, not on text
+printf 'import nn\nmodel lm(tokens: i32[B, 4], targets: i32[B, 4]) -> (loss: f32)\n{\n  logits = nn.linear(nn.embedding(tokens, 8, 16), 8)\n  return mean(cross_entropy(reshape(logits, [B * 4, 8]), reshape(targets, [B * 4])))\n}\ntrain lm {\n  loss = loss\n  optimizer adam(lr: 1e-2)\n}\n' >"$tmp/lm.net"
+lm=$tmp/lm; mkdir "$lm"
+for s in train:256 test:64; do
+  IFS=: read -r split n <<<"$s"
+  awk -v n="$n" 'BEGIN { srand(n); for (i = 0; i < 4 * n; i++) print int(rand() * 8) }' >"$tmp/tok.txt"
+  "$make_npy" "$lm/${split}_tokens.npy" '<i4' "$n,4" <"$tmp/tok.txt"
+  awk '{ print ($1 + 1) % 8 }' "$tmp/tok.txt" | "$make_npy" "$lm/${split}_targets.npy" '<i4' "$n,4"
+done
+if "$netc" train "$tmp/lm.net" --data "$lm" "${common[@]}" --epochs 3 --metrics "$tmp/lm.jsonl" 2>"$tmp/lm.log"; then
+  mapfile -t tls < <(grep -o '"test_loss":[-0-9.e]*' "$tmp/lm.jsonl" | cut -d: -f2)
+  awk -v a="${tls[0]:-}" -v b="${tls[2]:-}" 'BEGIN { exit !(a != "" && b != "" && b < a / 1.5) }' ||
+    { cat "$tmp/lm.log"; fail "a model of tokens and targets did not learn from train_tokens.npy: ${tls[*]}"; }
+else cat "$tmp/lm.log"; fail "a model of tokens and targets did not train from train_tokens.npy and train_targets.npy"; fi
 
 ((fails == 0)) || exit 1
 echo "test_npy: a regression on f32 data learns and its test loss is its mse, autoencoders train without labels (and with unread" \
