@@ -937,7 +937,8 @@ head -c 200 "$tmp/fox.txt" > "$tmp/fox200.txt"
 says 0 "netc: $tmp/one/checkpoint.safetensors is of a finished run: its 1 epoch done, step 1; nothing to run (give more --epochs to train on)
 done: 1 step, none in this run" train "$src/tests/train/drop_lm.net" --data "$tmp/fox200.txt" --batch 16 --device cpu --checkpoint-dir "$tmp/one" --resume
 printf 'import nn\nmodel m(x: u8[B, 28, 28]) -> (logits: f32[B, 10]) {\n  return nn.linear(f32(reshape(x, [B, 784])), 10)\n}\ntrain m(labels: i32[B], w: f32[B]) {\n  loss = cross_entropy(logits, labels) + sum(w)\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/twoy.net"
-expect 1 "model m has 1 input and its train section 2" train "$tmp/twoy.net" --data "$tmp/nodata"
+# (a train section of two inputs was refused; now each is an array by its name, x's too)
+expect 1 "nodata/train_x.npy: No such file or directory (the model's input x: train_x.npy holds it, one row per sample; a model of several inputs reads each array by its input's name)" train "$tmp/twoy.net" --data "$tmp/nodata"
 # a text file for a model that trains on a data set says so (it said fox.txt/train-images-idx3-ubyte: Not a directory)
 expect 1 "netc: --data $tmp/fox.txt is a file, and model fashion_mlp trains on a data set: give a directory of train_x.npy, train_y.npy, test_x.npy, test_y.npy or of Fashion-MNIST's IDX files (a text file feeds a byte-level language model, whose train section takes no input)" \
   train "$src/examples/fashion_mlp.net" --data "$tmp/fox.txt"
