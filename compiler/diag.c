@@ -86,6 +86,24 @@ static void print_source_line(diag_ctx *d, nc_loc loc)
     fputs("^\n", d->out);
 }
 
+/* "In file included from": for a diagnostic in an imported file, the import
+ * that loaded it, then the one that loaded that file, and so on to the file
+ * netc was given. The error already names the file; each note names the
+ * module file it is about, as the import spells it less the directory. */
+static void print_import_chain(diag_ctx *d, uint32_t file)
+{
+    const src_file *f = src_get(d->sources, file);
+    for (uint32_t n = 0; f && f->imported_at.file && n < d->sources->nfiles; n++) {
+        nc_loc at = f->imported_at;
+        const src_file *by = src_get(d->sources, at.file);
+        if (!by) return;
+        const char *slash = strrchr(f->path, '/');
+        fprintf(d->out, "%s:%u:%u: note: %s is imported here\n", by->path, at.line, at.col, slash ? slash + 1 : f->path);
+        print_source_line(d, at);
+        f = by;
+    }
+}
+
 static void print_report(diag_ctx *d, diag_level level, nc_loc loc, const char *hint, const char *msg)
 {
     if (level != DIAG_NOTE && seen_recently(d, loc, msg)) return;
@@ -106,6 +124,10 @@ static void print_report(diag_ctx *d, diag_level level, nc_loc loc, const char *
         fprintf(d->out, "%s: %s: %s%s\n", f ? f->path : "netc", name, msg, why);
     if (f && loc.line) print_source_line(d, loc);
     if (hint && *hint) fprintf(d->out, "  hint: %s\n", hint);
+    if (level != DIAG_NOTE) {
+        if (loc.file != d->last_file) print_import_chain(d, loc.file);
+        d->last_file = loc.file;
+    }
 }
 
 void diag_report(diag_ctx *d, diag_level level, nc_loc loc, const char *hint, const char *fmt, ...)

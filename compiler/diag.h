@@ -3,6 +3,8 @@
  *     source line
  *         ^
  *   hint: ...
+ * and, for one in a file an `import` loaded, a note at that import (when the
+ * file differs from the last error's: a run of errors in a module says it once).
  * User errors go here; netc's own bugs go through NC_BUG. */
 #ifndef NC_DIAG_H
 #define NC_DIAG_H
@@ -25,6 +27,7 @@ typedef struct diag_ctx {
      * come from one function instantiated many times */
     uint64_t recent[64];
     int nrecent;
+    uint32_t last_file;        /* the file of the last error or warning printed */
 } diag_ctx;
 
 void diag_init(diag_ctx *d, const src_table *sources, FILE *out);

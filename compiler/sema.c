@@ -79,13 +79,25 @@ const char *sema_node_text(sema_ctx *c, ir_value v)
     return sema_shape_text(c, n->dtype, n->rank, n->shape);
 }
 
+static bool loc_same(nc_loc a, nc_loc b)
+{
+    return a.file == b.file && a.line == b.line && a.col == b.col;
+}
+
 static void vreport(sema_ctx *c, diag_level level, nc_loc loc, const char *hint, const char *fmt, va_list ap)
 {
     int before = c->diag->errors + c->diag->warnings;
     diag_vreport(c->diag, level, loc, hint, fmt, ap);
-    /* Inside a function, also say which call instantiated it. */
-    if (c->call_depth > 0 && c->call_site.line && c->diag->errors + c->diag->warnings > before)
-        diag_report(c->diag, DIAG_NOTE, c->call_site, NULL, "in the call from here");
+    /* Inside a function, also say which call instantiated it: the one in the
+     * model's body, and before it the fn's direct caller when that is another
+     * line (a fn of the user's calling a library's, where the bad argument is). */
+    if (c->call_depth > 0 && c->call_site.line && c->diag->errors + c->diag->warnings > before) {
+        nc_loc in = c->inner_call_site;
+        bool other = in.line && !loc_same(in, c->call_site) &&
+                     (in.file != loc.file || in.line != loc.line);   /* the error's own line shows it */
+        if (other) diag_report(c->diag, DIAG_NOTE, in, NULL, "in the call from here");
+        diag_report(c->diag, DIAG_NOTE, c->call_site, NULL, other ? "reached from the call here" : "in the call from here");
+    }
 }
 
 void sema_err(sema_ctx *c, nc_loc loc, const char *hint, const char *fmt, ...)
@@ -479,6 +491,7 @@ static sema_module *module_load(sema_ctx *c, const char *name, nc_loc loc)
         sema_err(c, loc, NULL, "cannot import '%s': %s", name, err);
         return NULL;
     }
+    src_set_imported_at(c->sources, id, loc);   /* its diagnostics then name this import */
     int errors = c->diag->errors;
     ast_file *ast = parse_file(c->sources, id, c->diag);
     sema_module *m = module_new(c, name, ast);
@@ -1924,7 +1937,7 @@ static bool collect_args(sema_ctx *c, const ast_node *fn, const ast_node *call, 
 typedef struct fn_frame {
     scope *env, *caller_env;
     scope sc;
-    nc_loc site;
+    nc_loc site, inner_site;
     const ast_node *decl;
     uint32_t body;
     bool defer_sizes;
@@ -1942,6 +1955,8 @@ static void fn_enter(sema_ctx *c, const ast_node *decl, const ast_node *call, se
     c->env = &mod->globals;
     scope_enter(c, &f->sc, true);
     f->site = c->call_site;
+    f->inner_site = c->inner_call_site;
+    c->inner_call_site = call->loc;
     f->decl = c->fn_decl;
     f->body = c->body;
     c->body = ++c->next_body;
@@ -1962,6 +1977,7 @@ static void fn_leave(sema_ctx *c, fn_frame *f)
     pop_prefix(c, f->prefix_len);
     c->call_depth--;
     c->call_site = f->site;
+    c->inner_call_site = f->inner_site;
     c->fn_decl = f->decl;
     c->defer_sizes = f->defer_sizes;
     c->defer_blocked = f->defer_blocked;

@@ -113,7 +113,8 @@ typedef struct sema_ctx {
     const char *defer_blocked;   /* "or", "not": the require's operator that keeps them from the session */
     struct { uint32_t lhs, rhs; ir_cmp cmp; } pending[8];
     int npending;
-    nc_loc call_site;       /* innermost fn call, for notes */
+    nc_loc call_site;       /* outermost fn call (in a model or train body), for notes */
+    nc_loc inner_call_site; /* innermost fn call: the line that called the fn being expanded */
     const ast_node *fn_decl; /* the fn being expanded, NULL in a model body */
     bool assert_failed;     /* the fn's expansion stopped at a failed assert */
     bool training;          /* building a training step: `training` is true, `update` assigns */

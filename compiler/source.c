@@ -16,6 +16,7 @@ uint32_t src_add(src_table *t, const char *path, const char *text, size_t len)
     if (len) memcpy(f->text, text, len);
     f->text[len] = 0;
     f->len = len;
+    f->imported_at = (nc_loc){0};
     return t->nfiles;
 }
 
@@ -65,6 +66,18 @@ uint32_t src_load(src_table *t, const char *path, char *err, size_t errcap)
 const src_file *src_get(const src_table *t, uint32_t id)
 {
     return id >= 1 && id <= t->nfiles ? &t->files[id - 1] : NULL;
+}
+
+void src_set_imported_at(src_table *t, uint32_t id, nc_loc at)
+{
+    if (id < 1 || id > t->nfiles || !src_get(t, at.file)) return;
+    src_file *f = &t->files[id - 1];
+    if (f->imported_at.file) return;
+    /* a cycle (the file given to netc imported back by what it imports) would
+     * make the chain of imports endless: the file is then no import's */
+    for (uint32_t k = at.file, n = 0; k && n <= t->nfiles; k = t->files[k - 1].imported_at.file, n++)
+        if (k == id) return;
+    f->imported_at = at;
 }
 
 const char *src_line(const src_table *t, uint32_t id, uint32_t line, size_t *len)
