@@ -70,6 +70,43 @@ static int write_body(FILE *f, const st_entry *entries, uint32_t n, const char *
     return 0;
 }
 
+/* name with each byte that does not begin a UTF-8 character as \xNN, on
+ * the heap: for the error that refuses it. */
+static char *st_escaped_name(const char *name)
+{
+    size_t n = strlen(name), m = 0;
+    char *t = nc_xmalloc(4 * n + 1);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)name[i];
+        size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        json_t *one = len && len <= n - i ? json_stringn(name + i, len) : NULL;   /* jansson's own test of one character */
+        if (one) memcpy(t + m, name + i, len), m += len, i += len;
+        else m += (size_t)sprintf(t + m, "\\x%02x", c), i++;
+        json_decref(one);
+    }
+    t[m] = 0;
+    return t;
+}
+
+/* A name jansson refuses (not UTF-8: a parameter's in a module made
+ * elsewhere) would leave the header without its tensor, silently: the file
+ * written, its data there, and the parameter missing when it is loaded. A
+ * name cannot be changed (U+FFFD) either, or the file would not load back
+ * into the model it came from: refused, named. */
+static bool st_name_ok(const char *name, char *err, size_t errcap)
+{
+    json_t *j = json_string(name);
+    if (j) {
+        json_decref(j);
+        return true;
+    }
+    char *shown = st_escaped_name(name);
+    nc_errf(err, errcap, "tensor '%s': the name is not UTF-8, which a safetensors header (JSON) cannot hold; "
+            "rename the parameter", shown);
+    free(shown);
+    return false;
+}
+
 /* The header is padded with spaces to a multiple of 8 bytes so the data is aligned. */
 static char *build_header(const st_entry *entries, uint32_t n, uint64_t *hlen, char *err, size_t errcap)
 {
@@ -79,6 +116,10 @@ static char *build_header(const st_entry *entries, uint32_t n, uint64_t *hlen, c
     for (uint32_t e = 0; e < n; e++) {
         const cpu_tensor *t = entries[e].t;
         const char *dt = st_dtype_name(t->dtype);
+        if (!st_name_ok(entries[e].name, err, errcap)) {
+            json_decref(root);
+            return NULL;
+        }
         if (!dt || json_object_get(root, entries[e].name)) {
             nc_errf(err, errcap, "tensor '%s': %s", entries[e].name, dt ? "duplicate name" : "unsupported dtype");
             json_decref(root);

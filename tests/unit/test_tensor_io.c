@@ -266,6 +266,38 @@ static void test_long_path_errors(void)
     cpu_tensor_free(&t);
 }
 
+/* The safetensors file at path has text in its header. */
+static bool header_has(const char *path, const char *text)
+{
+    size_t n;
+    unsigned char *bytes = slurp(path, &n);
+    char *header = bytes && n > 8 ? strndup((const char *)bytes + 8, n - 8) : NULL;   /* up to the data's first 0 */
+    bool found = header && strstr(header, text);
+    free(header);
+    free(bytes);
+    return found;
+}
+
+/* A tensor name that is not UTF-8 (a parameter's in a module made
+ * elsewhere) is refused, named: jansson refused it as a header key, and the
+ * file was written without that tensor, silently (its data still there),
+ * the parameter then missing when loaded. A name that is UTF-8 is kept. */
+static void test_safetensors_not_utf8(void)
+{
+    char path[128], err[512];
+    path_in(path, sizeof path, "names.safetensors");
+    const int64_t shape[] = {3};
+    cpu_tensor t = make(NC_F32, 1, shape);
+    st_entry good[2] = {{"w", &t}, {"caf\xc3\xa9.w", &t}};
+    CHECK(safetensors_write(path, good, 2, err, sizeof err) == 0);
+    CHECK(header_has(path, "\"caf\xc3\xa9.w\""));
+    st_entry bad[2] = {{"w", &t}, {"v\xff\xc3(", &t}};   /* a stray byte, a lead byte without its continuation */
+    memset(err, 0, sizeof err);
+    CHECK(safetensors_write(path, bad, 2, err, sizeof err) != 0 && strstr(err, "'v\\xff\\xc3('") && strstr(err, "not UTF-8"));
+    CHECK(header_has(path, "\"caf\xc3\xa9.w\""));   /* the file written before is left as it was */
+    cpu_tensor_free(&t);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/netc_tio_XXXXXX");
@@ -274,6 +306,7 @@ int main(void)
     test_safetensors();
     test_param_init();
     test_long_path_errors();
+    test_safetensors_not_utf8();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
