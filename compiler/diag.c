@@ -124,7 +124,7 @@ static void print_report(diag_ctx *d, diag_level level, nc_loc loc, const char *
         fprintf(d->out, "%s: %s: %s%s\n", f ? f->path : "netc", name, msg, why);
     if (f && loc.line) print_source_line(d, loc);
     if (hint && *hint) fprintf(d->out, "  hint: %s\n", hint);
-    if (level != DIAG_NOTE) {
+    if (level != DIAG_NOTE && !d->call_noted) {
         if (loc.file != d->last_file) print_import_chain(d, loc.file);
         d->last_file = loc.file;
     }

@@ -4,7 +4,8 @@
  *         ^
  *   hint: ...
  * and, for one in a file an `import` loaded, a note at that import (when the
- * file differs from the last error's: a run of errors in a module says it once).
+ * file differs from the last error's: a run of errors in a module says it
+ * once), unless a note at the call that expanded the code follows.
  * User errors go here; netc's own bugs go through NC_BUG. */
 #ifndef NC_DIAG_H
 #define NC_DIAG_H
@@ -28,6 +29,8 @@ typedef struct diag_ctx {
     uint64_t recent[64];
     int nrecent;
     uint32_t last_file;        /* the file of the last error or warning printed */
+    bool call_noted;           /* set while the caller reports one it follows with a note at the call that
+                                  expanded the code: that locates it in the user's file, no import note */
 } diag_ctx;
 
 void diag_init(diag_ctx *d, const src_table *sources, FILE *out);

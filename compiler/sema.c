@@ -87,7 +87,9 @@ static bool loc_same(nc_loc a, nc_loc b)
 static void vreport(sema_ctx *c, diag_level level, nc_loc loc, const char *hint, const char *fmt, va_list ap)
 {
     int before = c->diag->errors + c->diag->warnings;
+    c->diag->call_noted = c->call_depth > 0 && c->call_site.line;
     diag_vreport(c->diag, level, loc, hint, fmt, ap);
+    c->diag->call_noted = false;
     /* Inside a function, also say which call instantiated it: the one in the
      * model's body, and before it the fn's direct caller when that is another
      * line (a fn of the user's calling a library's, where the bad argument is). */
