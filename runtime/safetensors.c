@@ -16,6 +16,10 @@
 
 #define ST_MAX_HEADER ((uint64_t)100 << 20)   /* the format's own limit */
 
+/* tensor_io.h spells the two older results out: it does not include file_open.h */
+_Static_assert(ST_LOAD_IO == FILE_OPEN_IO_ERROR, "ST_LOAD_IO is FILE_OPEN_IO_ERROR");
+_Static_assert(ST_LOAD_MALFORMED == -1, "ST_LOAD_MALFORMED is the -1 of a malformed file");
+
 static const struct {
     const char *name;
     nc_dtype dtype;
@@ -107,11 +111,21 @@ static bool st_name_ok(const char *name, char *err, size_t errcap)
     return false;
 }
 
+/* The caller's __metadata__ entries beside "format" (which they cannot
+ * replace: it says who wrote the file). */
+static void st_add_meta(json_t *md, const st_meta *meta, uint32_t nmeta)
+{
+    for (uint32_t k = 0; k < nmeta; k++)
+        if (strcmp(meta[k].key, "format") != 0) json_object_set_new(md, meta[k].key, json_string(meta[k].value));
+}
+
 /* The header is padded with spaces to a multiple of 8 bytes so the data is aligned. */
-static char *build_header(const st_entry *entries, uint32_t n, uint64_t *hlen, char *err, size_t errcap)
+static char *build_header(const st_entry *entries, uint32_t n, const st_meta *meta, uint32_t nmeta, uint64_t *hlen, char *err,
+                          size_t errcap)
 {
     json_t *root = json_object();
     json_object_set_new(root, "__metadata__", json_pack("{s:s}", "format", "netc"));
+    st_add_meta(json_object_get(root, "__metadata__"), meta, nmeta);
     uint64_t off = 0;
     for (uint32_t e = 0; e < n; e++) {
         const cpu_tensor *t = entries[e].t;
@@ -147,8 +161,14 @@ static char *build_header(const st_entry *entries, uint32_t n, uint64_t *hlen, c
 
 int safetensors_write(const char *path, const st_entry *entries, uint32_t n, char *err, size_t errcap)
 {
+    return safetensors_write_meta(path, entries, n, NULL, 0, err, errcap);
+}
+
+int safetensors_write_meta(const char *path, const st_entry *entries, uint32_t n, const st_meta *meta, uint32_t nmeta, char *err,
+                           size_t errcap)
+{
     uint64_t hlen;
-    char *header = build_header(entries, n, &hlen, err, errcap);
+    char *header = build_header(entries, n, meta, nmeta, &hlen, err, errcap);
     if (!header) return -1;
     atomic_file af;
     int rc = atomic_file_open(&af, path, err, errcap);
@@ -400,7 +420,7 @@ static int load_param(st_file *sf, const char *path, const ir_graph *g, uint32_t
         };
         nc_errf(err, errcap, "%s: %s '%s' is missing%s", path, p->role == IR_ROLE_BUFFER ? "buffer" : "parameter", p->decl.name,
                  p->role != IR_ROLE_WEIGHT ? why[p->role] : "");
-        return -1;
+        return ST_LOAD_MISSING;
     }
     nc_dtype dt;
     uint8_t rank;
@@ -421,12 +441,12 @@ static int load_param(st_file *sf, const char *path, const ir_graph *g, uint32_t
         if (n < sizeof got) snprintf(got + n, sizeof got - n, "]");
         nc_errf(err, errcap, "%s: parameter '%s': the file has %s, the model declares %s", path, p->decl.name, got, want);
         free(want);
-        return -1;
+        return ST_LOAD_SHAPE;
     }
     if (!dtypes_compatible(dt, p->decl.dtype)) {
         nc_errf(err, errcap, "%s: parameter '%s': dtype %s cannot be loaded into %s", path, p->decl.name,
                  st_dtype_name(dt), dtype_name(p->decl.dtype));
-        return -1;
+        return ST_LOAD_DTYPE;
     }
     if (!cpu_tensor_alloc(t, p->decl.dtype, rank, shape, 0)) {
         nc_errf(err, errcap, "%s: parameter '%s': too large", path, p->decl.name);
@@ -463,7 +483,7 @@ static int check_extras(st_file *sf, const char *path, const ir_graph *g, char *
         for (uint32_t i = 0; i < g->nparams && !known; i++) known = !strcmp(g->params[i].decl.name, key);
         if (!known) {
             nc_errf(err, errcap, "%s: tensor '%s' is not a parameter of model '%s'", path, key, g->name ? g->name : "?");
-            return -1;
+            return ST_LOAD_EXTRA;
         }
     }
     return 0;
@@ -493,4 +513,53 @@ int safetensors_load_params_if(const char *path, const ir_graph *g, st_param_fil
         for (uint32_t i = 0; i < g->nparams; i++) cpu_tensor_free(&params[i]);
     st_close(&sf);
     return rc;
+}
+
+/* Only the header: no tensor's entry is checked (the loader does that). */
+int safetensors_read_header(const char *path, st_header *h, char *err, size_t errcap)
+{
+    memset(h, 0, sizeof *h);
+    st_file sf;
+    int rc = st_open(path, &sf, err, errcap);
+    if (rc == 0) rc = st_check_metadata(path, &sf, err, errcap);
+    if (rc != 0) {
+        st_close(&sf);
+        return rc;
+    }
+    json_t *md = json_object_get(sf.header, "__metadata__");
+    h->names = nc_xcalloc(json_object_size(sf.header) + 1, sizeof *h->names);
+    h->meta = nc_xcalloc(json_object_size(md) + 1, sizeof *h->meta);
+    const char *key;
+    json_t *v;
+    json_object_foreach(sf.header, key, v) {
+        if (strcmp(key, "__metadata__") != 0) h->names[h->nnames++] = nc_xstrdup(key);
+    }
+    json_object_foreach(md, key, v) {
+        h->meta[h->nmeta++] = (st_meta){.key = nc_xstrdup(key), .value = nc_xstrdup(json_string_value(v))};
+    }
+    st_close(&sf);
+    return 0;
+}
+
+const char *st_header_meta(const st_header *h, const char *key)
+{
+    for (uint32_t k = 0; k < h->nmeta; k++)
+        if (!strcmp(h->meta[k].key, key)) return h->meta[k].value;
+    return NULL;
+}
+
+bool st_header_has(const st_header *h, const char *name)
+{
+    for (uint32_t k = 0; k < h->nnames; k++)
+        if (!strcmp(h->names[k], name)) return true;
+    return false;
+}
+
+void st_header_free(st_header *h)
+{
+    for (uint32_t k = 0; k < h->nnames; k++) free(h->names[k]);
+    for (uint32_t k = 0; k < h->nmeta; k++) free((char *)h->meta[k].key), free((char *)h->meta[k].value);
+    free(h->names);
+    free(h->meta);
+    memset(h, 0, sizeof *h);
 }

@@ -53,13 +53,35 @@ typedef struct st_entry {
     const cpu_tensor *t;
 } st_entry;
 int safetensors_write(const char *path, const st_entry *entries, uint32_t n, char *err, size_t errcap);
+/* One __metadata__ entry: a name and a string (a checkpoint's optimizer, its model's fingerprint). */
+typedef struct st_meta {
+    const char *key, *value;
+} st_meta;
+/* safetensors_write with these __metadata__ entries beside "format": "netc" (an entry "format" is passed over). */
+int safetensors_write_meta(const char *path, const st_entry *entries, uint32_t n, const st_meta *meta, uint32_t nmeta, char *err,
+                           size_t errcap);
+
+/* What safetensors_load_params returns: 0, or why the file was not loaded.
+ * The last four are of a whole file that is not of this graph's
+ * parameters (a caller may add a hint of its own, as netc train's resume
+ * does); the first two keep the values they had before there were more. */
+typedef enum st_load_status {
+    ST_LOAD_OK = 0,
+    ST_LOAD_MALFORMED = -1,   /* not a safetensors file, or a broken one */
+    ST_LOAD_IO = -2,          /* FILE_OPEN_IO_ERROR: cannot be opened or read */
+    ST_LOAD_MISSING = -3,     /* a parameter the graph declares is not in the file */
+    ST_LOAD_SHAPE = -4,       /* a parameter's shape is not the graph's */
+    ST_LOAD_DTYPE = -5,       /* a parameter's dtype cannot convert to the graph's */
+    ST_LOAD_EXTRA = -6,       /* a tensor of the file is no parameter of the graph (allow_extra false) */
+} st_load_status;
 
 /* Read a safetensors file into the graph's parameters: every parameter must be
  * present with its exact shape; dtypes convert between F32/F16/BF16 (rounding
  * to the parameter's dtype); extra tensors in the file are an error unless
- * allow_extra. params[g->nparams] receive allocated tensors. Returns 0, -1 for
- * a malformed file, or FILE_OPEN_IO_ERROR (file_open.h) when it cannot be
- * opened or read. */
+ * allow_extra. params[g->nparams] receive allocated tensors. Returns an
+ * st_load_status: 0, ST_LOAD_MALFORMED (-1) for a malformed file,
+ * ST_LOAD_IO (FILE_OPEN_IO_ERROR, file_open.h) when it cannot be opened or
+ * read, or the way the file is not of g's parameters. */
 int safetensors_load_params(const char *path, const ir_graph *g, cpu_tensor *params, bool allow_extra, char *err,
                             size_t errcap);
 /* The same for the parameters `wanted` accepts only (all, when NULL): the
@@ -67,5 +89,20 @@ int safetensors_load_params(const char *path, const ir_graph *g, cpu_tensor *par
 typedef bool (*st_param_filter)(const ir_param *p);
 int safetensors_load_params_if(const char *path, const ir_graph *g, st_param_filter wanted, cpu_tensor *params,
                                bool allow_extra, char *err, size_t errcap);
+
+/* A safetensors file's header alone: its tensors' names and __metadata__
+ * entries, no tensor's entry checked. safetensors_read_header returns 0,
+ * ST_LOAD_MALFORMED or ST_LOAD_IO with err set; st_header_meta gives an
+ * entry's value (NULL: none). */
+typedef struct st_header {
+    char **names;
+    uint32_t nnames;
+    st_meta *meta;   /* keys and values allocated, freed by st_header_free */
+    uint32_t nmeta;
+} st_header;
+int safetensors_read_header(const char *path, st_header *h, char *err, size_t errcap);
+const char *st_header_meta(const st_header *h, const char *key);
+bool st_header_has(const st_header *h, const char *name);
+void st_header_free(st_header *h);
 
 #endif

@@ -298,6 +298,58 @@ static void test_safetensors_not_utf8(void)
     cpu_tensor_free(&t);
 }
 
+/* Why a load failed, as a status a caller can test (netc train's resume
+ * told another model's checkpoint by the words of the message), and the
+ * __metadata__ a writer adds, read back from the header alone. */
+static void test_safetensors_status(void)
+{
+    ir_graph *g = compile("model m(x: f32[2, 3]) -> f32[2, 4] {\n  param w: f32[3, 4] = ones\n  param k: f32[4] = zeros\n"
+                          "  return x @ w + k\n}\n");
+    CHECK(g != NULL);
+    if (!g) return;
+    char path[128], err[512];
+    path_in(path, sizeof path, "status.safetensors");
+    cpu_tensor w = make(NC_F32, 2, (int64_t[]){3, 4}), k = make(NC_F32, 1, (int64_t[]){4}), wt = make(NC_F32, 2, (int64_t[]){4, 3});
+    cpu_tensor ki = make(NC_I32, 1, (int64_t[]){4}), q[2];
+    const struct {
+        st_entry e[3];
+        uint32_t n;
+        int want;
+    } cases[] = {
+        {{{"w", &w}, {"k", &k}}, 2, ST_LOAD_OK},
+        {{{"w", &w}}, 1, ST_LOAD_MISSING},
+        {{{"w", &wt}, {"k", &k}}, 2, ST_LOAD_SHAPE},
+        {{{"w", &w}, {"k", &ki}}, 2, ST_LOAD_DTYPE},
+        {{{"w", &w}, {"k", &k}, {"x", &k}}, 3, ST_LOAD_EXTRA},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        CHECK(safetensors_write(path, cases[c].e, cases[c].n, err, sizeof err) == 0);
+        int rc = safetensors_load_params(path, g, q, false, err, sizeof err);
+        CHECK(rc == cases[c].want);
+        if (rc == 0) cpu_tensor_free(&q[0]), cpu_tensor_free(&q[1]);
+    }
+    char missing[128];
+    path_in(missing, sizeof missing, "none.safetensors");
+    CHECK(safetensors_load_params(missing, g, q, false, err, sizeof err) == ST_LOAD_IO);
+    CHECK(safetensors_load_params(dir, g, q, false, err, sizeof err) == ST_LOAD_IO);
+    /* metadata: "format" stays netc's, the others are kept; the header reads without the data */
+    const st_meta meta[] = {{"netc.optimizer", "adamw"}, {"format", "other"}, {"note", "a \"quoted\" value"}};
+    st_entry e[2] = {{"w", &w}, {"k", &k}};
+    CHECK(safetensors_write_meta(path, e, 2, meta, 3, err, sizeof err) == 0);
+    st_header h;
+    CHECK(safetensors_read_header(path, &h, err, sizeof err) == 0);
+    CHECK(h.nnames == 2 && st_header_has(&h, "w") && st_header_has(&h, "k") && !st_header_has(&h, "__metadata__"));
+    CHECK(h.nmeta == 3 && !strcmp(st_header_meta(&h, "format"), "netc") && !strcmp(st_header_meta(&h, "netc.optimizer"), "adamw"));
+    CHECK(!strcmp(st_header_meta(&h, "note"), "a \"quoted\" value") && st_header_meta(&h, "none") == NULL);
+    st_header_free(&h);
+    CHECK(safetensors_load_params(path, g, q, false, err, sizeof err) == 0);
+    cpu_tensor_free(&q[0]), cpu_tensor_free(&q[1]);
+    CHECK(safetensors_read_header(missing, &h, err, sizeof err) == ST_LOAD_IO && h.nnames == 0);
+    cpu_tensor *all[] = {&w, &k, &wt, &ki};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) cpu_tensor_free(all[i]);
+    ir_graph_free(g);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/netc_tio_XXXXXX");
@@ -307,6 +359,7 @@ int main(void)
     test_param_init();
     test_long_path_errors();
     test_safetensors_not_utf8();
+    test_safetensors_status();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
