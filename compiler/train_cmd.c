@@ -1299,6 +1299,81 @@ static uint64_t train_set_id(const data_set *d)
     return (h ^ h >> 48) & 0xffffffffffffull;
 }
 
+/* What a checkpoint's __metadata__ says of the run beside its tensors
+ * (older checkpoints have none of it): the optimizer, which its state
+ * tensors tell apart only up to adam or adamw, and the model's identity,
+ * which its parameters' names and shapes do not give (an edited model may
+ * keep them all): the model's name, the --set and --dim given, and a hash
+ * of each source file's text: the .net file's whatever its name (a copy
+ * of it is the same model), its imports' by their base names (the standard
+ * library's modules too). */
+#define META_OPTIMIZER "netc.optimizer"
+#define META_MODEL "netc.model"
+#define META_SETTINGS "netc.settings"
+#define META_SOURCE "netc.source"   /* the .net file's; + "." and the base name: an import's */
+#define META_IMPORT META_SOURCE "."
+
+static const char *optimizer_name(ir_optimizer o) { return o == IR_OPT_SGD ? "sgd" : o == IR_OPT_ADAM ? "adam" : "adamw"; }
+
+static int by_string(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* "--dim T=16 --set H=64", sorted (the flags' order changes nothing); "" for none. */
+static char *run_settings(const train_opts *o)
+{
+    int n = o->ndims + o->nsets;
+    char **parts = nc_xcalloc((size_t)n + 1, sizeof *parts);
+    for (int k = 0; k < o->ndims; k++) parts[k] = nc_xasprintf("--dim %s=%lld", o->dim_names[k], (long long)o->dim_values[k]);
+    for (int k = 0; k < o->nsets; k++) parts[o->ndims + k] = nc_xasprintf("--set %s=%s", o->set_names[k], o->set_values[k]);
+    qsort(parts, (size_t)n, sizeof *parts, by_string);
+    char *s = nc_xstrdup("");
+    for (int k = 0; k < n; k++) {
+        char *next = nc_xasprintf("%s%s%s", s, k ? " " : "", parts[k]);
+        free(s), free(parts[k]);
+        s = next;
+    }
+    free(parts);
+    return s;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* The identity entries of t's run: 3 + one a source file, keys and values allocated. */
+typedef struct run_meta {
+    st_meta *e;
+    uint32_t n;
+} run_meta;
+
+static run_meta run_meta_make(const trainer *t)
+{
+    run_meta m = {.e = nc_xcalloc(t->src.nfiles + 3, sizeof *m.e)};
+    m.e[m.n++] = (st_meta){nc_xstrdup(META_OPTIMIZER), nc_xstrdup(optimizer_name(t->tg->train.optimizer))};
+    m.e[m.n++] = (st_meta){nc_xstrdup(META_MODEL), nc_xstrdup(t->fg->name)};
+    m.e[m.n++] = (st_meta){nc_xstrdup(META_SETTINGS), run_settings(t->o)};
+    for (uint32_t i = 0; i < t->src.nfiles; i++) {
+        const src_file *f = &t->src.files[i];
+        m.e[m.n++] = (st_meta){i ? nc_xasprintf(META_IMPORT "%s", base_name(f->path)) : nc_xstrdup(META_SOURCE),
+                               nc_xasprintf("%016llx", (unsigned long long)nc_fnv1a(NC_FNV1A_BASIS, f->text, f->len))};
+    }
+    return m;
+}
+
+static const char *run_meta_get(const run_meta *m, const char *key)
+{
+    for (uint32_t k = 0; k < m->n; k++)
+        if (!strcmp(m->e[k].key, key)) return m->e[k].value;
+    return NULL;
+}
+
+static void run_meta_free(run_meta *m)
+{
+    for (uint32_t k = 0; k < m->n; k++) free((char *)m->e[k].key), free((char *)m->e[k].value);
+    free(m->e);
+}
+
 static int save_checkpoint(trainer *t, const char *path, const train_pos *p)
 {
     char err[1024];
@@ -1323,8 +1398,10 @@ static int save_checkpoint(trainer *t, const char *path, const train_pos *p)
     put_pieces(f + 17, (uint64_t)p->nloss, 2);
     put_pieces(f + 19, lr_bits, 3);
     e[n] = (st_entry){.name = "@train_state", .t = &state};
-    int rc = safetensors_write(path, e, n + 1, err, sizeof err);
+    run_meta meta = run_meta_make(t);
+    int rc = safetensors_write_meta(path, e, n + 1, meta.e, meta.n, err, sizeof err);
     if (rc) fprintf(stderr, "netc: %s\n", err);
+    run_meta_free(&meta);
     cpu_tensor_free(&state);
     free(e);
     return rc;
@@ -1437,9 +1514,8 @@ static int load_checkpoint(trainer *t, const char *path, train_pos *pos)
     /* the parameters and states by name; the loop state as one more tensor */
     cpu_tensor *loaded = nc_xcalloc(t->tg->nparams + 1, sizeof *loaded), state = {0};
     int rc = load_checkpoint_params(t, path, loaded, err, sizeof err);
-    /* whole, but not of this model's parameters (safetensors.c's three ways of saying so) */
-    const bool params_bad = rc != 0 && (strstr(err, "' is missing") || strstr(err, ", the model declares ") ||
-                                        strstr(err, "' is not a parameter of model '"));
+    /* whole, but not of this model's parameters: a parameter missing, of another shape, or one of no parameter */
+    const bool params_bad = rc == ST_LOAD_MISSING || rc == ST_LOAD_SHAPE || rc == ST_LOAD_EXTRA;
     if (rc == 0) {   /* the newest form, else an older one's; the newest's error stands */
         static const int64_t older[] = {STATE_LEN_DATA, STATE_LEN_RUN, STATE_LEN_OLD};
         rc = load_state(path, STATE_LEN, &state, err, sizeof err);
@@ -1774,6 +1850,119 @@ static void say_resumed(const trainer *t, const char *ckpt, const train_pos *pos
                 (long long)t->step, (long long)o->epochs);
 }
 
+/* The optimizer state a parameter keeps, known by its tensor's name
+ * (optimizer.c's state_param): NAME.adam_m and NAME.adam_v of adam and
+ * adamw, NAME.momentum of sgd with momentum, none of sgd without. */
+typedef enum opt_state { OPT_STATE_NONE, OPT_STATE_MOMENTUM, OPT_STATE_ADAM } opt_state;
+
+/* The kind of state name is, and the length of its parameter's name. */
+static opt_state state_kind(const char *name, size_t *base_len)
+{
+    static const struct {
+        const char *suffix;
+        opt_state kind;
+    } kinds[] = {{".adam_m", OPT_STATE_ADAM}, {".adam_v", OPT_STATE_ADAM}, {".momentum", OPT_STATE_MOMENTUM}};
+    size_t n = strlen(name);
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        size_t m = strlen(kinds[k].suffix);
+        if (n > m && !strcmp(name + n - m, kinds[k].suffix)) return *base_len = n - m, kinds[k].kind;
+    }
+    return OPT_STATE_NONE;
+}
+
+/* The checkpoint's: a tensor NAME.adam_m is state only beside a tensor NAME
+ * (a layer may name a weight "momentum" itself). */
+static opt_state file_opt_state(const st_header *h)
+{
+    for (uint32_t k = 0; k < h->nnames; k++) {
+        size_t len;
+        opt_state kind = state_kind(h->names[k], &len);
+        if (kind == OPT_STATE_NONE) continue;
+        char *base = nc_xasprintf("%.*s", (int)len, h->names[k]);
+        bool of_param = st_header_has(h, base);
+        free(base);
+        if (of_param) return kind;
+    }
+    return OPT_STATE_NONE;
+}
+
+static opt_state graph_opt_state(const ir_graph *g)
+{
+    for (uint32_t i = 0; i < g->nparams; i++) {
+        size_t len;
+        opt_state kind = g->params[i].role == IR_ROLE_STATE ? state_kind(g->params[i].decl.name, &len) : OPT_STATE_NONE;
+        if (kind != OPT_STATE_NONE) return kind;
+    }
+    return OPT_STATE_NONE;
+}
+
+/* "adamw, which keeps moments (NAME.adam_m, NAME.adam_v)"; name: the
+ * optimizer where known (a checkpoint before it was kept: NULL). */
+static void say_optimizer(char *buf, size_t cap, opt_state kind, const char *name)
+{
+    if (kind == OPT_STATE_ADAM)
+        snprintf(buf, cap, "%s, which keeps moments (NAME.adam_m, NAME.adam_v)", name && strcmp(name, "sgd") ? name : "adam or adamw");
+    else if (kind == OPT_STATE_MOMENTUM)
+        snprintf(buf, cap, "sgd with momentum, which keeps a momentum buffer (NAME.momentum)");
+    else
+        snprintf(buf, cap, "sgd without momentum, which keeps no state");
+}
+
+/* A resume with another optimizer than the checkpoint's: refused where
+ * their states differ (adam's moments dropped, or sgd's momentum, or a run
+ * of adam from zero moments midway: a run that is neither the old one nor
+ * a fresh one); adam and adamw share theirs, so the switch is taken and
+ * said. Non-zero when refused. */
+static int check_optimizer(const trainer *t, const char *ckpt, const st_header *h)
+{
+    const char *was = st_header_meta(h, META_OPTIMIZER), *now = optimizer_name(t->tg->train.optimizer);
+    opt_state was_kind = file_opt_state(h), now_kind = graph_opt_state(t->tg);
+    if (was_kind == now_kind) return 0;   /* adam and adamw: said by say_model_changes */
+    char was_s[128], now_s[128];
+    say_optimizer(was_s, sizeof was_s, was_kind, was);
+    say_optimizer(now_s, sizeof now_s, now_kind, now);
+    fprintf(stderr, "netc: cannot resume: %s: it was made with optimizer %s; this run has %s: it would not go on as the run it "
+                    "resumes (hint: resume with the optimizer it was made with, the train section's `optimizer` or the --set that "
+                    "chose it; to change optimizers on purpose, start a new run with a --checkpoint-dir of its own)\n",
+            ckpt, was_s, now_s);
+    return 1;
+}
+
+/* A resume of an edited model (whose parameters' names and shapes are
+ * still the checkpoint's, or it would have been refused) goes on, editing
+ * between runs being the user's to do; what changed is said. A checkpoint
+ * that kept no identity says nothing. */
+static void say_model_changes(const trainer *t, const st_header *h)
+{
+    run_meta m = run_meta_make(t);
+    const char *model = st_header_meta(h, META_MODEL), *settings = st_header_meta(h, META_SETTINGS);
+    const char *optimizer = st_header_meta(h, META_OPTIMIZER);
+    if (optimizer && strcmp(optimizer, m.e[0].value))   /* check_optimizer took it: the same state */
+        fprintf(stderr, "netc: note: the checkpoint was made with optimizer %s; this run goes on with %s from step %lld (the moments "
+                        "carried over)\n", optimizer, m.e[0].value, (long long)t->step + 1);
+    if (model && strcmp(model, m.e[1].value))
+        fprintf(stderr, "netc: note: the checkpoint was made of model %s; this run trains model %s with its weights\n", model, m.e[1].value);
+    if (settings && strcmp(settings, m.e[2].value))
+        fprintf(stderr, "netc: note: the checkpoint was made with %s; this run has %s\n", settings[0] ? settings : "no --set or --dim",
+                m.e[2].value[0] ? m.e[2].value : "no --set or --dim");
+    char what[512] = "";
+    size_t n = 0;
+    if (st_header_meta(h, META_SOURCE)) {   /* else a checkpoint that kept no sources */
+        for (uint32_t j = 3; j < m.n; j++) {   /* this run's files: edited, or not imported by the checkpoint's run */
+            const char *was = st_header_meta(h, m.e[j].key), *name = j == 3 ? base_name(t->src.files[0].path) : m.e[j].key + strlen(META_IMPORT);
+            if ((!was || strcmp(was, m.e[j].value)) && n < sizeof what)
+                n += (size_t)snprintf(what + n, sizeof what - n, "%s%s %s", n ? ", " : "", name, was ? "edited" : "imported anew");
+        }
+        for (uint32_t k = 0; k < h->nmeta; k++)   /* the checkpoint's imports this run's model does not import */
+            if (!strncmp(h->meta[k].key, META_IMPORT, strlen(META_IMPORT)) && !run_meta_get(&m, h->meta[k].key) && n < sizeof what)
+                n += (size_t)snprintf(what + n, sizeof what - n, "%s%s no longer imported", n ? ", " : "", h->meta[k].key + strlen(META_IMPORT));
+    }
+    if (n)
+        fprintf(stderr, "netc: note: the model's source is not the checkpoint's (%s); this run goes on with it from step %lld\n", what,
+                (long long)t->step + 1);
+    run_meta_free(&m);
+}
+
 /* --resume: the weights, moments and position of the checkpoint, where
  * there is one yet (a run killed before its first starts from scratch);
  * nb: the batches of an epoch. */
@@ -1785,14 +1974,23 @@ static int resume_from(trainer *t, const char *ckpt, int64_t nb, train_pos *pos)
                 t->ckpt_dir_made ? " (the directory did not exist: this run made it)" : "");
         return 0;
     }
-    if (load_checkpoint(t, ckpt, pos)) return 1;
-    if (pos->batch > nb) {   /* == : the epoch's steps were done, its evaluation was not */
+    /* the header first: another optimizer's checkpoint may lack this one's state, which the loader would call another model */
+    st_header h;
+    char err[1024];
+    bool has_header = safetensors_read_header(ckpt, &h, err, sizeof err) == 0;   /* else the loader says why */
+    int rc = has_header && st_header_has(&h, "@train_state") && check_optimizer(t, ckpt, &h);
+    if (rc == 0) rc = load_checkpoint(t, ckpt, pos);
+    if (rc == 0 && pos->batch > nb) {   /* == : the epoch's steps were done, its evaluation was not */
         fprintf(stderr, "netc: cannot resume: %s: @train_state: batch %lld of an epoch of %lld batches\n", ckpt, (long long)pos->batch,
                 (long long)nb);
-        return 1;
+        rc = 1;
     }
-    if (check_epochs(t, ckpt, nb, pos)) return 1;
-    say_resumed(t, ckpt, pos);
+    if (rc == 0) rc = check_epochs(t, ckpt, nb, pos);
+    if (rc == 0) say_resumed(t, ckpt, pos);
+    /* after it, as say_lr, and only where a step is to run */
+    if (rc == 0 && has_header && pos->epoch < t->o->epochs && !(t->o->max_steps && t->step >= t->o->max_steps)) say_model_changes(t, &h);
+    if (has_header) st_header_free(&h);
+    if (rc) return 1;
     for (uint32_t i = 0; t->gpu && i < t->tg->nparams; i++) {   /* setup_gpu uploaded the initial ones */
         ir_value v = node_of(t->tg, OP_PARAM, i);
         if (v != IR_NONE && upload_tensor(t->gs, v, &t->params[i], "parameter", t->tg->params[i].decl.name)) return 1;

@@ -17,6 +17,7 @@
 # 13. metrics resumed after two interruptions keep one "interrupted" line, the last, at the end.
 # 14. a long run's workflow abused (a killed checkpoint write, another model's checkpoint, an
 #     unreadable checkpoint, read-only or missing directories) works or stops with a clear message.
+# 15. a resume with another optimizer is refused (adam and adamw: said); of an edited model, said.
 # Args: NETC MAKE_IDX SOURCE_DIR JSONL_CHECK
 set -euo pipefail
 netc=$1 make_idx=$2 src=$3 jsonl_check=$4
@@ -446,6 +447,64 @@ for o in --save --metrics; do
 done
 # another --batch or --seed is refused (section 5); another --lr is taken and said (section 5)
 ((wfails == 0)) || exit 1
+
+# 15. a resume with another optimizer, or of an edited model. Another optimizer's state is not this one's:
+# adam's moments dropped by sgd (it went on silently), or sgd's checkpoint called another model's by
+# adam (its moments missing); refused, naming both, before any step, the checkpoint as it was. adam and
+# adamw share theirs: taken and said. An edited model whose parameters still fit goes on, with a note
+# of what changed (it went on without a word); a copy of the .net file is the same model.
+ofails=0
+ofail() { echo "FAIL optimizer/model: $*"; ofails=$((ofails + 1)); }
+sed 's/optimizer adam(lr: 3e-3)/optimizer sgd(lr: 3e-3)/' "$model" > "$tmp/o_sgd.net"
+sed 's/optimizer adam(lr: 3e-3)/optimizer adamw(lr: 3e-3)/' "$model" > "$tmp/o_adamw.net"
+sed 's/optimizer adam(lr: 3e-3)/optimizer sgd(lr: 3e-3, momentum: 0.9)/' "$model" > "$tmp/o_mom.net"
+"$netc" train "$model" "${common[@]}" --max-steps 5 --checkpoint-dir "$tmp/oa" 2>/dev/null
+"$netc" train "$tmp/o_sgd.net" "${common[@]}" --max-steps 5 --checkpoint-dir "$tmp/os" 2>/dev/null
+cp "$tmp/oa/checkpoint.safetensors" "$tmp/oa5.safetensors"; cp "$tmp/os/checkpoint.safetensors" "$tmp/os5.safetensors"
+ohint="(hint: resume with the optimizer it was made with, the train section's \`optimizer\` or the --set that chose it; to change optimizers on purpose, start a new run with a --checkpoint-dir of its own)"
+adam_keeps=", which keeps moments (NAME.adam_m, NAME.adam_v)"
+for c in "o_sgd.net oa adam$adam_keeps; this run has sgd without momentum, which keeps no state" \
+         "o_mom.net oa adam$adam_keeps; this run has sgd with momentum, which keeps a momentum buffer (NAME.momentum)" \
+         "tiny.net os sgd without momentum, which keeps no state; this run has adam$adam_keeps"; do
+  read -r m d why <<<"$c"
+  [[ $m == tiny.net ]] && m=$model || m=$tmp/$m
+  rc=0; "$netc" train "$m" "${common[@]}" --max-steps 10 --checkpoint-dir "$tmp/$d" --resume 2>"$tmp/o.log" || rc=$?
+  [[ $rc == 1 ]] && refused "$tmp/o.log" "cannot resume: $tmp/$d/checkpoint.safetensors: it was made with optimizer $why: it would not go on as the run it resumes $ohint" &&
+    cmp -s "$tmp/$d/checkpoint.safetensors" "$tmp/${d}5.safetensors" || ofail "$m on $d's checkpoint: exit $rc"
+done
+cp -r "$tmp/oa" "$tmp/oaw"
+"$netc" train "$tmp/o_adamw.net" "${common[@]}" --max-steps 10 --checkpoint-dir "$tmp/oaw" --resume 2>"$tmp/o.log" &&
+  grep -q "^netc: note: the checkpoint was made with optimizer adam; this run goes on with adamw from step 6 (the moments carried over)$" "$tmp/o.log" &&
+  grep -q '^done: 10 steps' "$tmp/o.log" || { cat "$tmp/o.log"; ofail "adam to adamw was not taken and said"; }
+# checkpoints before the optimizer and the model's identity were kept (their __metadata__ no more than
+# "format"): the optimizer is told by the state's names, and an edited model resumes without a note
+for d in oa os; do
+  mkdir -p "$tmp/old$d"; perl -0777 -pe 's/("format":"netc")(,"netc\.[^}]*)/$1 . " " x length($2)/e' "$tmp/${d}5.safetensors" > "$tmp/old$d/checkpoint.safetensors"
+done
+rc=0; "$netc" train "$tmp/o_sgd.net" "${common[@]}" --max-steps 10 --checkpoint-dir "$tmp/oldoa" --resume 2>"$tmp/o.log" || rc=$?
+[[ $rc == 1 ]] && refused "$tmp/o.log" "it was made with optimizer adam or adamw, which keeps moments (NAME.adam_m, NAME.adam_v); this run has sgd without momentum" ||
+  ofail "an older adam checkpoint resumed with sgd: exit $rc"
+sed 's/relu(h)/gelu(h)/' "$model" > "$tmp/o_edit.net"
+"$netc" train "$tmp/o_edit.net" "${common[@]}" --max-steps 10 --checkpoint-dir "$tmp/oldoa" --resume 2>"$tmp/o.log" &&
+  grep -q 'resumed from .* step 5$' "$tmp/o.log" && ! grep -q 'note:' "$tmp/o.log" || { cat "$tmp/o.log"; ofail "an older checkpoint of an edited model"; }
+"$netc" train "$tmp/o_sgd.net" "${common[@]}" --max-steps 10 --checkpoint-dir "$tmp/oldos" --resume 2>"$tmp/o.log" &&
+  grep -q '^done: 10 steps' "$tmp/o.log" || { cat "$tmp/o.log"; ofail "an older sgd checkpoint resumed with sgd"; }
+# an edited model is said, once: the checkpoint it writes keeps the new source
+cp -r "$tmp/oa" "$tmp/oe"; cp "$model" "$tmp/o_copy.net"
+"$netc" train "$tmp/o_copy.net" "${common[@]}" --max-steps 10 --checkpoint-dir "$tmp/oe" --resume 2>"$tmp/o.log" &&
+  grep -q '^done: 10 steps' "$tmp/o.log" && ! grep -q 'note:' "$tmp/o.log" || { cat "$tmp/o.log"; ofail "a copy of the .net file was said to differ"; }
+"$netc" train "$tmp/o_edit.net" "${common[@]}" --max-steps 15 --checkpoint-dir "$tmp/oe" --resume 2>"$tmp/o.log" &&
+  grep -q "^netc: note: the model's source is not the checkpoint's (o_edit.net edited); this run goes on with it from step 11$" "$tmp/o.log" &&
+  grep -q '^done: 15 steps' "$tmp/o.log" || { cat "$tmp/o.log"; ofail "an edited model was not said"; }
+"$netc" train "$tmp/o_edit.net" "${common[@]}" --max-steps 20 --checkpoint-dir "$tmp/oe" --resume 2>"$tmp/o.log" &&
+  ! grep -q 'note:' "$tmp/o.log" || { cat "$tmp/o.log"; ofail "the edited model was said again"; }
+# ... and so is another --set (a config constant the parameters do not depend on)
+sed 's|^model tiny|config S = 1.0\nmodel tiny|; s|/ 255.0|/ 255.0 * S|' "$model" > "$tmp/o_set.net"
+"$netc" train "$tmp/o_set.net" "${common[@]}" --max-steps 5 --checkpoint-dir "$tmp/oset" 2>/dev/null
+"$netc" train "$tmp/o_set.net" "${common[@]}" --max-steps 10 --checkpoint-dir "$tmp/oset" --resume --set S=0.5 2>"$tmp/o.log" &&
+  grep -q '^netc: note: the checkpoint was made with no --set or --dim; this run has --set S=0.5$' "$tmp/o.log" ||
+  { cat "$tmp/o.log"; ofail "another --set was not said"; }
+((ofails == 0)) || exit 1
 
 echo "test_train: learns, resumes exactly after kill -9, refuses a damaged checkpoint, --accumulate matches the large batch," \
      "resumes mid-epoch with the same batch, seed, data and (cosine) epochs only, with the whole epoch's train loss, and says so of another learning rate; says a finished run has nothing to run, refuses bad labels and test shapes and an unwritable --save or --metrics up front," \
