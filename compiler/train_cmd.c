@@ -1673,9 +1673,13 @@ static void report_cpu_memory(const trainer *t)
  * a killed run wrote after its checkpoint are dropped, as this run does
  * those steps again, and so is an interrupted run's last line: the run goes
  * on, and the file's one "interrupted" line is where it stopped last, at its
- * end. Only a regular file is read (not a FIFO's writer side). */
-static void metrics_keep(trainer *t)
+ * end. So is the GPU memory line of a run stopped by --max-steps where this
+ * run takes steps: it writes its own at its end (the old one stayed in the
+ * middle of the steps); one that takes none writes none, and keeps it. Only
+ * a regular file is read (not a FIFO's writer side). */
+static void metrics_keep(trainer *t, const train_pos *pos)
 {
+    const bool steps = pos->epoch < t->o->epochs && !(t->o->max_steps && t->step >= t->o->max_steps);
     const char *path = t->o->metrics_path;
     struct stat st;
     FILE *in = path && stat(path, &st) == 0 && S_ISREG(st.st_mode) ? fopen(path, "r") : NULL;
@@ -1685,7 +1689,8 @@ static void metrics_keep(trainer *t)
     while (fgets(line, sizeof line, in)) {
         json_t *o = json_loads(line, 0, NULL), *step = o ? json_object_get(o, "step") : NULL;
         json_t *loss = o ? json_object_get(o, "train_loss") : NULL;
-        bool kept = json_is_integer(step) && json_integer_value(step) <= t->step && !json_object_get(o, "interrupted");
+        bool kept = json_is_integer(step) && json_integer_value(step) <= t->step && !json_object_get(o, "interrupted") &&
+                    !(steps && json_object_get(o, "gpu_train_bytes"));
         if (kept && strchr(line, '\n')) {
             size_t n = strlen(line);
             if (len + n + 1 > cap) t->metrics_kept = nc_xrealloc(t->metrics_kept, cap = 2 * (len + n + 1));
@@ -2260,7 +2265,7 @@ static int train_loop(trainer *t)
     data_loader *dl = data_loader_new(&t->train, o->batch, o->seed, true, true, 4);
     data_loader_drop_source(dl, &t->train);   /* after train_set_id, the last reader of the samples */
     int rc = o->resume ? resume_from(t, ckpt, data_loader_batches(dl), &pos) : 0;
-    if (rc == 0 && o->resume && t->step > 0) metrics_keep(t);
+    if (rc == 0 && o->resume && t->step > 0) metrics_keep(t, &pos);
     if (rc == 0 && cosine_ends_early(t, data_loader_batches(dl))) rc = 2;
     if (rc) data_loader_free(dl), dl = NULL;
     batch_feed feed = {.dl = dl};

@@ -296,6 +296,14 @@ for again in max-steps finished; do
     echo "ok train char_lm: a resume with no step left ($again) reports no memory or rate"
   else echo "FAIL train char_lm: a resume with no step left ($again) reports memory or a rate"; cat "$tmp/nr.log"; echo "$added"; fails=$((fails + 1)); fi
 done
+# ... and one that takes more steps drops the memory line of the run it resumes (it stayed in the
+# metrics between the two runs' steps): the file ends with the resumed run's, its only one
+on_mock "$tmp/char_lm.train.cu:$tmp/char_lm.forward.cu" "$netc" train "$src/examples/char_lm.net" --batch 4 --epochs 1 --seed 5 \
+  --set T=16 --set C=32 --set L=1 --device gpu --checkpoint-dir "$tmp/nr.max-steps" --metrics "$tmp/nr.max-steps.jsonl" \
+  --data "$tmp/text.txt" --max-steps 6 --resume >"$tmp/gm.log" 2>&1 || true
+if [[ $(grep -c gpu_train_bytes "$tmp/nr.max-steps.jsonl") == 1 ]] && tail -1 "$tmp/nr.max-steps.jsonl" | grep -q '^{"step":6,"gpu_train_bytes"'; then
+  echo "ok train char_lm: a resume past --max-steps ends its metrics with its own memory line only"
+else echo "FAIL train char_lm: a resume past --max-steps left the memory line of the run it resumed"; cat "$tmp/nr.max-steps.jsonl"; fails=$((fails + 1)); fi
 
 echo "$fails failed"
 [[ $fails -eq 0 ]]
