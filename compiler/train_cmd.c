@@ -1290,6 +1290,10 @@ static uint64_t train_set_id(const data_set *d)
     int64_t picks = d->n < 64 ? d->n : 64;
     const void *y = d->y.f ? (const void *)d->y.f : (const void *)d->y.i;
     if (y) h = nc_fnv1a(h, y, 4 * (size_t)d->y.numel);
+    for (int e = 0; e < d->nextra; e++) {   /* none for a one-input set: its checkpoints' ids stay as they were */
+        const cpu_tensor *a = &d->extra[e];
+        h = nc_fnv1a(h, a->f ? (const void *)a->f : (const void *)a->i, 4 * (size_t)a->numel);
+    }
     for (int64_t k = 0; (d->bytes || d->x.f || d->x.i) && k < picks; k++) {
         cpu_tensor row;
         data_rows(d, picks > 1 ? k * (d->n - 1) / (picks - 1) : 0, 1, &row);

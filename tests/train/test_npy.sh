@@ -340,6 +340,15 @@ if "$netc" train "$tmp/lm.net" --data "$lm" "${common[@]}" --epochs 3 --metrics 
     { cat "$tmp/lm.log"; fail "a model of tokens and targets did not learn from train_tokens.npy: ${tls[*]}"; }
 else cat "$tmp/lm.log"; fail "a model of tokens and targets did not train from train_tokens.npy and train_targets.npy"; fi
 
+# ... and a checkpoint knows every array it was made on: resumed on b's rows changed (a and the
+# target the same, as many samples), it is refused as other data, not continued
+ck=$tmp/two_ck; rm -rf "$ck"
+rc=0
+"$netc" train "$two_net" --data "$two" "${common[@]}" --epochs 2 --max-steps 4 --checkpoint-dir "$ck" 2>"$tmp/two_ck1.log" &&
+  "$netc" train "$two_net" --data "$tmp/two_rev" "${common[@]}" --epochs 2 --checkpoint-dir "$ck" --resume 2>"$tmp/two_ck2.log" || rc=$?
+[[ $rc == 1 ]] && grep -qF "it was made on other training data" "$tmp/two_ck2.log" ||
+  { cat "$tmp/two_ck1.log" "$tmp/two_ck2.log"; fail "a resume on another train_b.npy (rc $rc): want it refused as other training data"; }
+
 ((fails == 0)) || exit 1
 echo "test_npy: a regression on f32 data learns and its test loss is its mse, autoencoders train without labels (and with unread" \
      "ones), f16, int64 and float64 data fit their inputs, other dtypes, shapes, NaN, inf, counts and a missing train_y.npy are refused;" \
