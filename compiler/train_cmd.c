@@ -332,7 +332,7 @@ static int text_or_samples(trainer *t)
     if (f->ninputs < 1 || f->inputs[0].rank < 1 || !out0 || (t->text && (out0->rank != 0 || f->inputs[0].rank != 2)) ||
         (t->text && f->ninputs > 1 && !t->pairs)) {
         fprintf(stderr, "netc: train needs either a data set of samples in --data (train_x.npy or IDX files) for the model's "
-                        "first input, [B, ...], or text for a byte-level language model (input u8[B, W]: windows of text, or "
+                        "first input, [B, ...] (a model of several inputs: train_<input>.npy for each), or text for a byte-level language model (input u8[B, W]: windows of text, or "
                         "i32 tokens and targets [B, T]; output: its loss)\n");
         return 1;
     }

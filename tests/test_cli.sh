@@ -1044,5 +1044,9 @@ n=$((n + 1))
 out=$("$netc" "${ctrain[@]}" --epochs 1 --max-steps 1 2>&1 >/dev/null)
 [[ $out == *"test loss"* && $out != *"test samples)"* ]] || { echo "FAIL: without --eval-samples: $out"; fail=$((fail + 1)); }
 expect 2 "--eval-samples needs a positive integer, got '0'" "${ctrain[@]}" --eval-samples 0
+# a model of several inputs with neither arrays nor text: the refusal names the arrays by input
+printf 'model m2(a: f32[B, 3], b: f32[B]) -> (loss: f32) {\n  return mean(a) + mean(b)\n}\ntrain m2 {\n  loss = loss\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/m2in.net"
+mkdir -p "$tmp/m2empty"
+expect 1 "[B, ...] (a model of several inputs: train_<input>.npy for each)" train "$tmp/m2in.net" --data "$tmp/m2empty" --device cpu
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
