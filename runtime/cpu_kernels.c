@@ -1132,7 +1132,90 @@ typedef struct attn_dims {
     bool causal;
     const int32_t *lens;   /* the key lengths (ir_keyword_operand_slot), NULL: every key */
     int64_t per;           /* batches (q's leading index) per length */
+    int64_t skip;          /* rows of a block of the causal skip (0: whole rows; attn_skip_rows) */
 } attn_dims;
+
+static void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C);
+static void gemm_ld(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                    float *C);
+static int64_t gemm_slabs(int threads, int al, int64_t M, int64_t N, int64_t K);
+
+/* Causal skip: a block of query rows [i0, i1) sees keys [0, i1) alone, so
+ * its products over the keys (q k^T, g v^T) stop there, in blocks of
+ * ATTN_SKIP_ROWS rows (a multiple of the split's al, so each block's rows
+ * keep the whole product's bits), and exp runs over each row's own keys; the
+ * rest of a row is what the mask made of it (-inf scores, zero
+ * probabilities). The products over the keys as the sum's index (p v, dS k)
+ * keep every key: cutting K moves OpenBLAS's K blocks, and the bits with it.
+ * The skip needs products whose columns keep their bits wherever the columns
+ * end (attn_skip_probe) and rows cut at multiples of al. */
+enum { ATTN_SKIP_ROWS = 32 };
+static pthread_once_t attn_skip_once = PTHREAD_ONCE_INIT;
+static bool attn_skip_off;       /* cpu_attention_skip_pretend */
+static _Atomic int64_t attn_skipped;   /* products' elements the skip left out (cpu_attention_skipped) */
+
+/* Whether the skip's products give a whole product's bits when their
+ * columns end at multiples of cols (or at the whole's end): q k^T-like
+ * products (b transposed) of probe shapes, in blocks of the skip's rows,
+ * each over the columns its rows see rounded up to cols, against the whole.
+ * OpenBLAS does not keep them for every end: on a Xeon (Haswell kernels) a
+ * product ending 3 columns into a block of 16 took other bits there. */
+static bool attn_cols_keep_bits(int al, int64_t cols, const float *a, const float *b, float *whole, float *cut)
+{
+    const int64_t M = 211, N = 223, skip = (ATTN_SKIP_ROWS + al - 1) / al * al;
+    static const int64_t Ks[] = {16, 37, 64, 128}, extra[] = {0, 1, -1, 5, 17};
+    for (int k = 0; k < (int)NC_COUNT(Ks); k++) {
+        gemm(false, true, M, N, Ks[k], a, b, whole);
+        for (int e = 0; e < (int)NC_COUNT(extra); e++)
+            for (int64_t r0 = 0; r0 < M; r0 += skip) {
+                int64_t r1 = r0 + skip < M ? r0 + skip : M, w = (r1 + extra[e] + cols - 1) / cols * cols;
+                w = w < N ? w : N;
+                gemm(false, true, r1 - r0, w, Ks[k], a + r0 * Ks[k], b, cut);
+                for (int64_t r = 0; r < r1 - r0; r++)
+                    if (memcmp(cut + r * w, whole + (r0 + r) * N, (size_t)w * sizeof *cut)) return false;
+            }
+    }
+    return true;
+}
+
+/* The fewest columns at multiples of which the skip's products may end (0:
+ * none kept the bits, no skip); without a BLAS each element is its own sum
+ * in k order. */
+static int64_t attn_skip_cols;
+
+static void attn_skip_probe(void)
+{
+#if NETC_HAVE_CBLAS
+    static const int64_t cols[] = {4, 8, 16, 32, 64};
+    int al = cpu_gemm_split_rows();
+    if (al <= 0) return;
+    const int64_t M = 211, N = 223, K = 128;
+    float *a = nc_xmalloc((size_t)(M * K) * sizeof *a), *b = nc_xmalloc((size_t)(N * K) * sizeof *b);
+    float *whole = nc_xmalloc((size_t)(M * N) * sizeof *whole), *cut = nc_xmalloc((size_t)(M * N) * sizeof *cut);
+    uint32_t x = 88675123u;   /* xorshift32 */
+    for (int64_t i = 0; i < M * K; i++) x ^= x << 13, x ^= x >> 17, x ^= x << 5, a[i] = (float)x / 4294967296.0f - 0.5f;
+    for (int64_t i = 0; i < N * K; i++) x ^= x << 13, x ^= x >> 17, x ^= x << 5, b[i] = (float)x / 2147483648.0f - 1.0f;
+    for (int i = 0; i < (int)NC_COUNT(cols) && !attn_skip_cols; i++)
+        if (attn_cols_keep_bits(al, cols[i], a, b, whole, cut)) attn_skip_cols = cols[i];
+    free(a), free(b), free(whole), free(cut);
+#else
+    attn_skip_cols = 1;
+#endif
+}
+
+int64_t cpu_attention_skipped(void) { return attn_skipped; }
+
+void cpu_attention_skip_pretend(bool off) { attn_skip_off = off; }
+
+/* Rows a block of the skip spans (0: no skip) */
+static int64_t attn_skip_rows(const attn_dims *d)
+{
+    if (!d->causal || attn_skip_off) return 0;
+    pthread_once(&attn_skip_once, attn_skip_probe);
+    int al = cpu_gemm_split_rows();
+    if (!attn_skip_cols || al <= 0) return 0;
+    return (ATTN_SKIP_ROWS + al - 1) / al * al;
+}
 
 static attn_dims attn_dims_of(const cpu_op_ctx *c)
 {
@@ -1146,6 +1229,7 @@ static attn_dims attn_dims_of(const cpu_op_ctx *c)
         d.lens = c->args[lens]->i;
         d.per = d.batch / c->args[lens]->numel;
     }
+    d.skip = attn_skip_rows(&d);
     return d;
 }
 
@@ -1158,10 +1242,53 @@ static int64_t attn_keys(const attn_dims *d, int64_t b)
     return n < 0 ? 0 : n > d->S ? d->S : n;
 }
 
-static void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C);
-static void gemm_ld(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-                    float *C);
-static int64_t gemm_slabs(int threads, int al, int64_t M, int64_t N, int64_t K);
+/* The keys of n that query rows before i1 see */
+static int64_t attn_seen(const attn_dims *d, int64_t n, int64_t i1) { return d->causal && i1 < n ? i1 : n; }
+
+/* The keys of n a block of the skip before i1 computes: those it sees, up
+ * to a multiple of attn_skip_cols */
+static int64_t attn_block_keys(const attn_dims *d, int64_t n, int64_t i1)
+{
+    int64_t w = (attn_seen(d, n, i1) + attn_skip_cols - 1) / attn_skip_cols * attn_skip_cols;
+    return w < n ? w : n;
+}
+
+/* C[rows, n] of a product whose columns [w, n) are not computed: the rows
+ * gemm wrote packed, w wide, spread out to n wide, fill past w. */
+static void attn_spread(float *s, int64_t rows, int64_t w, int64_t n, float fill)
+{
+    for (int64_t r = rows - 1; r >= 0 && w < n; r--) {
+        memmove(s + r * n, s + r * w, (size_t)w * sizeof *s);
+        for (int64_t j = w; j < n; j++) s[r * n + j] = fill;
+    }
+}
+
+/* s[(i1 - i0) * n] = a_i . b_j for rows [i0, i1) of a (lda = K) and the
+ * first n rows of b; under the skip, blocks of skip rows, each over the keys
+ * it sees, fill elsewhere. */
+static void attn_product(const attn_dims *d, int64_t n, int64_t i0, int64_t i1, int64_t K, const float *a,
+                         const float *b, float *s, float fill)
+{
+    int64_t skip = d->skip;
+    if (!skip) {
+        gemm(false, true, i1 - i0, n, K, a + i0 * K, b, s);
+        return;
+    }
+    for (int64_t r0 = i0, r1; r0 < i1; r0 = r1) {
+        r1 = (r0 / skip + 1) * skip < i1 ? (r0 / skip + 1) * skip : i1;
+        int64_t w = attn_block_keys(d, n, r1);
+        float *c = s + (r0 - i0) * n;
+        gemm(false, true, r1 - r0, w, K, a + r0 * K, b, c);
+        attn_spread(c, r1 - r0, w, n, fill);
+        attn_skipped += (r1 - r0) * (n - w);
+    }
+}
+
+/* The keys row i scores: every one of n without the skip */
+static int64_t attn_row_keys(const attn_dims *d, int64_t n, int64_t i)
+{
+    return d->skip ? attn_seen(d, n, i + 1) : n;
+}
 
 /* The scaled scores of batch b's query rows [i0, i1) over its first n keys,
  * S[i, j] = scale q_i . k_j (one matmul), -inf where masked, into
@@ -1169,10 +1296,23 @@ static int64_t gemm_slabs(int threads, int al, int64_t M, int64_t N, int64_t K);
 static void attn_scores(const cpu_op_ctx *c, const attn_dims *d, int64_t b, int64_t n, int64_t i0, int64_t i1,
                         float *s)
 {
-    gemm(false, true, i1 - i0, n, d->D, c->args[0]->f + (b * d->T + i0) * d->D, c->args[1]->f + b * d->S * d->D, s);
+    attn_product(d, n, i0, i1, d->D, c->args[0]->f + b * d->T * d->D, c->args[1]->f + b * d->S * d->D, s,
+                 -INFINITY);
     for (int64_t i = i0; i < i1; i++)
         for (int64_t j = 0; j < n; j++)
             s[(i - i0) * n + j] = d->causal && j > i ? -INFINITY : (float)(s[(i - i0) * n + j] * d->scale);
+}
+
+/* Softmax of row i of s (n keys): the masked keys past the row's own ones
+ * are zeros, as their exp of -inf made them. */
+static double attn_softmax_row(float *row, int64_t n);
+
+static double attn_softmax_keys(const attn_dims *d, float *row, int64_t n, int64_t i)
+{
+    int64_t w = attn_row_keys(d, n, i);
+    double lse = attn_softmax_row(row, w);
+    memset(row + w, 0, (size_t)(n - w) * sizeof *row);
+    return lse;
 }
 
 /* Row i of s becomes softmax probabilities; returns the row's log-sum-exp. */
@@ -1281,7 +1421,7 @@ static int attn_out_tile(void *ctx, int64_t t, int thread)
     }
     float *s = attn_buf(j, thread, 0);
     attn_scores(j->c, d, b, n, i0, i1, s);
-    for (int64_t i = 0; i < i1 - i0; i++) attn_softmax_row(s + i * n, n);
+    for (int64_t i = 0; i < i1 - i0; i++) attn_softmax_keys(d, s + i * n, n, i0 + i);
     gemm(false, false, i1 - i0, d->E, n, s, j->c->args[2]->f + b * d->S * d->E, out);
     return 0;
 }
@@ -1300,7 +1440,7 @@ static int attn_lse_tile(void *ctx, int64_t t, int thread)
     int64_t i0, i1, b = attn_tile_rows(j, t, &i0, &i1), n = attn_keys(d, b);
     float *s = attn_buf(j, thread, 0), *out = j->c->out->f + b * d->T;
     if (n > 0) attn_scores(j->c, d, b, n, i0, i1, s);
-    for (int64_t i = i0; i < i1; i++) out[i] = n > 0 ? (float)attn_softmax_row(s + (i - i0) * n, n) : -INFINITY;
+    for (int64_t i = i0; i < i1; i++) out[i] = n > 0 ? (float)attn_softmax_keys(d, s + (i - i0) * n, n, i) : -INFINITY;
     return 0;
 }
 
@@ -1323,13 +1463,14 @@ static void attn_grad_rows(const attn_job *j, int64_t b, int64_t n, int64_t i0, 
     const float *lse = c->args[4]->f + b * d->T, *delta = c->args[5]->f + b * d->T;
     attn_scores(c, d, b, n, i0, i1, p);
     for (int64_t i = i0; i < i1; i++)
-        for (int64_t x = 0; x < n; x++) p[(i - i0) * n + x] = (float)exp((double)p[(i - i0) * n + x] - lse[i]);
+        for (int64_t x = 0, w = attn_row_keys(d, n, i); x < n; x++)
+            p[(i - i0) * n + x] = x < w ? (float)exp((double)p[(i - i0) * n + x] - lse[i]) : 0.0f;
     if (!ds) return;
-    gemm(false, true, i1 - i0, n, d->E, c->args[3]->f + (b * d->T + i0) * d->E, c->args[2]->f + b * d->S * d->E, ds);
+    attn_product(d, n, i0, i1, d->E, c->args[3]->f + b * d->T * d->E, c->args[2]->f + b * d->S * d->E, ds, 0.0f);
     for (int64_t i = i0; i < i1; i++)
-        for (int64_t x = 0; x < n; x++) {
+        for (int64_t x = 0, w = attn_row_keys(d, n, i); x < n; x++) {
             int64_t e = (i - i0) * n + x;
-            ds[e] = (float)(p[e] * ((double)ds[e] - delta[i]) * d->scale);
+            ds[e] = x < w ? (float)(p[e] * ((double)ds[e] - delta[i]) * d->scale) : 0.0f;
         }
 }
 

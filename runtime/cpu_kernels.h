@@ -59,6 +59,14 @@ typedef enum cpu_blas_kind {
  * kernel runs. */
 void cpu_split_pretend(double load, cpu_blas_kind blas);
 
+/* For tests: causal attention computes whole rows of scores and masks them
+ * (off), as a reference for its skip of the keys past each query (on, the
+ * default where a probe found the skip keeps the bits). Not thread safe. */
+void cpu_attention_skip_pretend(bool off);
+/* Elements of products over the keys that the causal skip left out, all
+ * runs together (0: the skip has not run, or the probe found it changes bits). */
+int64_t cpu_attention_skipped(void);
+
 /* Kernels that have shared their work out over a crew, in this process. */
 int64_t cpu_split_shared(void);
 

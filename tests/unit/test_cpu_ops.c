@@ -1837,8 +1837,14 @@ static void test_attention_threads(void)
         {1, 1, 611, 613, 16, 16, false, NULL, "one head of 16"},
         {1, 1, 613, 613, 16, 16, true, NULL, "one head of 16, causal"},
         {3, 1, 301, 307, 64, 48, false, lens_long, "three heads, key lengths"},
+        {3, 5, 71, 71, 37, 29, true, lens, "causal, key lengths"},
+        {2, 3, 97, 97, 64, 48, true, NULL, "causal, odd heads"},
+        {1, 3, 301, 301, 64, 64, true, lens_long, "causal, three heads, a key length"},
+        {1, 1, 613, 613, 64, 40, true, NULL, "one head of 64, causal, T past a K block"},
     };
-    static const char *counts[] = {"1", "2", "3", "5"};
+    /* the first: one thread over whole rows of scores, masked (the causal
+       skip off), the reference of every other, the skip on */
+    static const char *counts[] = {"1", "1", "2", "3", "5"};
     cpu_split_pretend(0, CPU_BLAS_REAL);
     bool can = cpu_gemm_split_rows() > 0;   /* a BLAS that may run on several threads */
     for (int s = 0; s < (int)NC_COUNT(shapes); s++) {
@@ -1849,13 +1855,20 @@ static void test_attention_threads(void)
             char *old = threads_set(counts[c]);
             tcase t;
             char name[96];
-            snprintf(name, sizeof name, "attention on %s threads, %s", counts[c], a->what);
+            snprintf(name, sizeof name, "attention on %s threads, %s%s", counts[c], a->what,
+                     c == 0 ? ", whole rows" : "");
             begin(&t, name);
             ir_value out[5];
             attn_graph(&t, a, out);
-            int64_t shared = cpu_split_shared();
-            if (run(&t)) {
-                int64_t want = c > 0 && can ? 2 * 5 : 0;   /* run() runs the graph twice */
+            int64_t shared = cpu_split_shared(), skipped = cpu_attention_skipped();
+            cpu_attention_skip_pretend(c == 0);
+            bool ran = run(&t);
+            cpu_attention_skip_pretend(false);
+            if (c == 0 && cpu_attention_skipped() != skipped) fail(&t, "the causal skip ran with it off");
+            if (c > 0 && a->causal && can && cpu_attention_skipped() == skipped)
+                fail(&t, "causal attention computed whole rows: the skip did not run");
+            if (ran) {
+                int64_t want = strcmp(counts[c], "1") && can ? 2 * 5 : 0;   /* run() runs the graph twice */
                 if (cpu_split_shared() - shared != want)
                     fail(&t, "%lld of 2 x 5 kernels shared their work out, not %lld",
                          (long long)(cpu_split_shared() - shared), (long long)want);
