@@ -921,8 +921,26 @@ static int chain_run(cpu_run *r, ir_value end)
     return rc;
 }
 
+/* The scratch an attention node's kernel takes from the pool at most on
+ * threads (cpu_attention_scratch_bytes), 0 for any other node. */
+static int64_t planned_scratch(const ir_graph *g, const ir_node *node, const int64_t *syms, int threads)
+{
+    if (node->op != OP_ATTENTION && node->op != OP_ATTENTION_LSE && node->op != OP_ATTENTION_GRAD) return 0;
+    const ir_value *a = node_args(g, node);
+    const ir_node *q = &g->nodes[a[0]], *k = &g->nodes[a[1]], *v = node->op != OP_ATTENTION_LSE ? &g->nodes[a[2]] : q;
+    int r = q->rank;
+    int64_t T, S, D, E, numel;
+    if (r < 2 || k->rank != r || v->rank != r || !ir_shape_numel(g, 1, &q->shape[r - 2], syms, &T) ||
+        !ir_shape_numel(g, 1, &k->shape[r - 2], syms, &S) || !ir_shape_numel(g, 1, &q->shape[r - 1], syms, &D) ||
+        !ir_shape_numel(g, 1, &v->shape[r - 1], syms, &E) || !ir_numel(g, q, syms, &numel) || T * D == 0)
+        return 0;
+    return cpu_attention_scratch_bytes(node->op, node->attr.axis, numel / (T * D), T, S, D, E, threads);
+}
+
 int64_t cpu_exec_planned_bytes(const ir_graph *g, const int64_t *syms)
 {
+    char err[160];
+    int threads = cpu_crew_threads(err, sizeof err);   /* the run's crew (a malformed count fails the run) */
     const uint32_t n = g->nnodes;
     uint32_t *base = nc_xmalloc((n + 1) * sizeof *base), *end = nc_xmalloc((n + 1) * sizeof *end);
     for (uint32_t v = 0; v < n; v++) {
@@ -936,7 +954,9 @@ int64_t cpu_exec_planned_bytes(const ir_graph *g, const int64_t *syms)
     }
     for (uint32_t i = 0; i < g->noutputs; i++) end[base[g->outputs[i].value]] = n;
     /* size classes: live[c] results of size[c] hold storage now, most[c] at once at most */
-    int64_t *size = nc_xcalloc(n + 1, sizeof *size), *live = nc_xcalloc(n + 1, sizeof *live), *most = nc_xcalloc(n + 1, sizeof *most);
+    /* a class a node's result and one its scratch at most */
+    int64_t *size = nc_xcalloc(2 * n + 2, sizeof *size), *live = nc_xcalloc(2 * n + 2, sizeof *live);
+    int64_t *most = nc_xcalloc(2 * n + 2, sizeof *most);
     uint32_t nclasses = 0, *class_of = nc_xcalloc(n + 1, sizeof *class_of);
     bool *owns = nc_xcalloc(n + 1, sizeof *owns);
     for (uint32_t v = 0; v < n; v++) {   /* v's storage taken, then what v read last given back */
@@ -950,6 +970,14 @@ int64_t cpu_exec_planned_bytes(const ir_graph *g, const int64_t *syms)
             if (c == nclasses) size[nclasses++] = bytes;
             class_of[v] = c;
             if (++live[c] > most[c]) most[c] = live[c];
+        }
+        /* the kernel's scratch, taken and given back while v's result and operands live */
+        int64_t scratch = planned_scratch(g, node, syms, threads);
+        if (scratch > 0) {
+            uint32_t c = 0;
+            while (c < nclasses && size[c] != scratch) c++;
+            if (c == nclasses) size[nclasses++] = scratch;
+            if (live[c] + 1 > most[c]) most[c] = live[c] + 1;
         }
         for (int k = 0; k < node->nargs; k++) {
             uint32_t b = base[node_args(g, node)[k]];

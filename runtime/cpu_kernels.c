@@ -1357,6 +1357,27 @@ static int64_t attn_block_row(int64_t rows, int64_t nblk, int al, int64_t s)
     return s == nblk ? rows : rows * s / nblk / al * al;
 }
 
+/* Fewer entries than threads: a block a thread, as a product's slabs
+ * (gemm_slabs: at most one a thread, each worth its wake-up). A few more
+ * entries than threads but not a multiple of them (3 heads on 2 threads: 2
+ * and 1): each entry's rows in blocks enough that every thread has as many
+ * (3 x 2 blocks, 3 a thread), where the rows allow blocks of al; many: whole
+ * entries, one thread's extra one a small part of the rest. */
+int64_t cpu_attention_blocks(int64_t batch, int64_t T, int64_t S, int64_t DE, int threads)
+{
+    int al = cpu_gemm_split_rows();
+    if (threads < 2 || al <= 0 || batch < 1) return 1;
+    if (batch < threads) return gemm_slabs(threads, al, T, S, DE);
+    if (batch % threads == 0 || batch >= 4 * threads) return 1;
+    int64_t g = threads, r = batch % threads;
+    while (r) {   /* gcd(batch, threads) */
+        int64_t t = g % r;
+        g = r, r = t;
+    }
+    int64_t nblk = threads / g;
+    return nblk <= T / al ? nblk : 1;
+}
+
 /* The crew for j's kernel and how its entries are cut (j->nblk), or NULL:
  * the calling thread alone, whole entries. */
 static cpu_crew *attn_crew(attn_job *j)
@@ -1367,8 +1388,7 @@ static cpu_crew *attn_crew(attn_job *j)
     int threads = cpu_crew_size(crew);
     int al = cpu_gemm_split_rows();
     j->al = al > 0 ? al : 1;
-    /* a block a thread, as a product's slabs (gemm_slabs: at most one a thread, each worth its wake-up) */
-    j->nblk = crew && d->batch < threads ? gemm_slabs(threads, al, d->T, d->S, d->D + d->E) : 1;
+    j->nblk = crew ? cpu_attention_blocks(d->batch, d->T, d->S, d->D + d->E, threads) : 1;
     if (j->nblk == 1 && d->batch < 2) crew = NULL;
     if (crew) split_shared++;
     return crew;
@@ -1384,15 +1404,22 @@ static size_t attn_scratch(attn_job *j, int nbuf, int64_t rows)
     return bytes;
 }
 
+/* The most rows a block of T cut in nblk has */
+static int64_t attn_block_most(int64_t T, int64_t nblk, int al)
+{
+    int64_t rows = 0;
+    for (int64_t s = 0; s < nblk; s++) {
+        int64_t r = attn_block_row(T, nblk, al, s + 1) - attn_block_row(T, nblk, al, s);
+        rows = r > rows ? r : rows;
+    }
+    return rows;
+}
+
 /* fn over j's tiles (batch x nblk), each thread with nbuf buffers of scores
  * for the most rows a tile has. */
 static void attn_tiles(attn_job *j, cpu_crew *crew, int nbuf, cpu_crew_fn *fn)
 {
-    int64_t rows = 0;
-    for (int64_t s = 0; s < j->nblk; s++) {
-        int64_t r = attn_block_row(j->d.T, j->nblk, j->al, s + 1) - attn_block_row(j->d.T, j->nblk, j->al, s);
-        rows = r > rows ? r : rows;
-    }
+    int64_t rows = attn_block_most(j->d.T, j->nblk, j->al);
     j->nbuf = nbuf;
     size_t bytes = attn_scratch(j, cpu_crew_size(crew) * nbuf, rows);
     int failed;
@@ -1825,6 +1852,21 @@ cpu_crew *cpu_split_crew(const cpu_op_ctx *c, double work)
     if (!c->crew || work < 2.0 * SPLIT_MIN_WORK || !blas_concurrent()) return NULL;   /* else no thread need start */
     cpu_crew *crew = c->crew(c->run);
     return crew && !cores_busy(cpu_crew_size(crew)) ? crew : NULL;
+}
+
+/* As attn_crew, attn_tiles and attn_grad_keys choose, on a crew of threads
+ * whenever one is worth it (the load's gate taken as open: the most). */
+int64_t cpu_attention_scratch_bytes(nc_op op, int wrt, int64_t batch, int64_t T, int64_t S, int64_t D, int64_t E,
+                                    int threads)
+{
+    if (op == OP_ATTENTION_LSE) E = D;
+    int nbuf = op == OP_ATTENTION_GRAD && wrt != 2 ? 2 : 1, al = cpu_gemm_split_rows();
+    bool crew = threads > 1 && batch > 0 && (double)batch * T * S * (D + E) >= 2.0 * SPLIT_MIN_WORK && blas_concurrent();
+    int64_t nblk = crew ? cpu_attention_blocks(batch, T, S, D + E, threads) : 1;
+    if (nblk == 1 && batch < 2) crew = false;
+    int64_t bufs = op == OP_ATTENTION_GRAD && wrt > 0 && nblk > 1 ? nbuf : (crew ? threads : 1) * nbuf;
+    int64_t rows = op == OP_ATTENTION_GRAD && wrt > 0 && nblk > 1 ? T : attn_block_most(T, nblk, al > 0 ? al : 1);
+    return bufs * (rows * S + 1) * (int64_t)sizeof(float);
 }
 
 /* (..., M, K) x (..., K, N) or (K, N) -> (..., M, N); ta/tb swap an operand's last two axes. */

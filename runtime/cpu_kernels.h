@@ -67,6 +67,18 @@ void cpu_attention_skip_pretend(bool off);
  * runs together (0: the skip has not run, or the probe found it changes bits). */
 int64_t cpu_attention_skipped(void);
 
+/* The blocks an attention kernel on a crew of threads cuts each of its
+ * batch entries' T query rows into (1: whole entries), S keys, DE = D + E:
+ * the tiles (batch x blocks) fall evenly on the threads where the rows
+ * allow (blocks begin at multiples of cpu_gemm_split_rows). */
+int64_t cpu_attention_blocks(int64_t batch, int64_t T, int64_t S, int64_t DE, int threads);
+
+/* The scratch bytes an attention kernel (op; wrt: a gradient's operand) of
+ * batch entries, T queries, S keys, heads of D and values of E takes from
+ * the run's pool at most on a crew of threads (cpu_exec_planned_bytes). */
+int64_t cpu_attention_scratch_bytes(nc_op op, int wrt, int64_t batch, int64_t T, int64_t S, int64_t D, int64_t E,
+                                    int threads);
+
 /* Kernels that have shared their work out over a crew, in this process. */
 int64_t cpu_split_shared(void);
 

@@ -2656,6 +2656,84 @@ static void test_long_error_path(void)
     end(&t);
 }
 
+/* cpu_exec_planned_bytes counts an attention kernel's scratch (its scores,
+ * taken from the run's pool): on one thread the plan is the pool's peak to
+ * the byte; on two (the load's gate pretended open) at least the peak, the
+ * plan taking the crew's buffers wherever a crew may run. The shapes: two
+ * heads of 67 x 71 (all five kernels, causal and not), 3 heads on 2 threads
+ * (their rows cut), and one head of 301 (dk's two passes). */
+static void test_attention_planned(void)
+{
+    static const attn_shape shapes[] = {
+        {1, 2, 71, 71, 37, 29, true, NULL, "two heads, causal"},
+        {3, 1, 301, 307, 64, 48, false, NULL, "three heads"},
+        {1, 1, 301, 301, 64, 64, true, NULL, "one head"},
+    };
+    static const char *counts[] = {"1", "2"};
+    cpu_split_pretend(0, CPU_BLAS_REAL);
+    bool can = cpu_gemm_split_rows() > 0;
+    for (int s = 0; s < (int)NC_COUNT(shapes); s++)
+        for (int c = 0; c < (int)NC_COUNT(counts); c++) {
+            if (c > 0 && !can) continue;
+            char *old = threads_set(counts[c]);
+            tcase t;
+            char name[128];
+            snprintf(name, sizeof name, "planned bytes of attention, %s threads, %s", counts[c], shapes[s].what);
+            begin(&t, name);
+            t.o.keep_all = false;
+            ir_value out[5];
+            attn_graph(&t, &shapes[s], out);
+            for (int i = 0; i < 5; i++) {
+                char o[8];
+                snprintf(o, sizeof o, "o%d", i);
+                ir_output_add(t.g, o, out[i]);
+            }
+            if (run(&t)) {
+                int64_t planned = cpu_exec_planned_bytes(t.g, t.syms), peak = t.pool.peak_bytes;
+                if (c == 0 ? planned != peak : planned < peak)
+                    fail(&t, "planned %lld bytes, the pool held %lld at most", (long long)planned, (long long)peak);
+            }
+            end(&t);
+            threads_restore(old);
+        }
+    cpu_split_pretend(-1, CPU_BLAS_REAL);
+}
+
+/* Three heads on two threads were a head a thread and the third on one:
+ * now each head's rows in two blocks, three a thread; entries a multiple of
+ * the threads, or many of them, stay whole; too few rows for two blocks of
+ * the BLAS's al rows, whole too; fewer entries than threads, a block a
+ * thread. (The bits on 2, 3 and 5 threads: test_attention_threads.) */
+static void test_attention_balance(void)
+{
+    typedef struct balance {
+        int64_t batch, T;
+        int threads;
+        int64_t blocks;
+    } balance;
+    static const balance cases[] = {
+        {3, 301, 2, 2}, {5, 301, 3, 3}, {4, 301, 3, 3}, {3, 301, 4, 4}, {1, 301, 2, 2},
+        {4, 301, 2, 1}, {2, 301, 2, 1}, {9, 301, 2, 1}, {3, 12, 2, 1},
+    };
+    cpu_split_pretend(0, CPU_BLAS_REAL);
+    if (cpu_gemm_split_rows() <= 0 || cpu_gemm_split_rows() > 12) {   /* products are not split: no blocks */
+        cpu_split_pretend(-1, CPU_BLAS_REAL);
+        return;
+    }
+    for (int i = 0; i < (int)NC_COUNT(cases); i++) {
+        const balance *b = &cases[i];
+        tcase t;
+        char name[96];
+        snprintf(name, sizeof name, "attention of %lld entries of %lld rows on %d threads", (long long)b->batch,
+                 (long long)b->T, b->threads);
+        begin(&t, name);
+        int64_t got = cpu_attention_blocks(b->batch, b->T, b->T, 128, b->threads);
+        if (got != b->blocks) fail(&t, "each entry in %lld blocks, want %lld", (long long)got, (long long)b->blocks);
+        end(&t);
+    }
+    cpu_split_pretend(-1, CPU_BLAS_REAL);
+}
+
 int main(void)
 {
     test_fill_iota();
@@ -2707,6 +2785,8 @@ int main(void)
     test_dim_value();
     test_blas_threads();
     test_long_error_path();
+    test_attention_planned();
+    test_attention_balance();
     check_coverage();
     if (failures) {
         printf("test_cpu_ops: %d failure(s)\n", failures);
