@@ -160,10 +160,13 @@ void cpu_exec_apply_updates(const ir_graph *g, cpu_exec_result *res, cpu_tensor 
  * given back after its last reader, to be taken again only by a result of
  * exactly its size, so each size counts the most results of it alive at
  * once; a reshape is a view of its operand (which lives as long), the inputs
- * and parameters are the caller's. A pool measures less where a chained
- * result gets no buffer (an optimizer's: fashion_cnn's step at B = 128 plans
- * 202 MiB, holds 179) and more by its kept constants: netc train sizes its
- * evaluation's runs by it, against its step's. */
+ * and parameters are the caller's; an attention kernel's scratch (its
+ * scores) counts as a result of its size while the kernel runs, on the
+ * crew's buffers (NETC_CPU_THREADS) wherever a crew may run. A pool
+ * measures less where a chained result gets no buffer (an optimizer's:
+ * fashion_cnn's step at B = 128 plans 202 MiB, holds 179) or no crew ran,
+ * and more by its kept constants: netc train sizes its evaluation's runs by
+ * it, against its step's. */
 int64_t cpu_exec_planned_bytes(const ir_graph *g, const int64_t *syms);
 
 /* Threads the CPU executor's matmuls use: 1 (the same bits on any machine)
