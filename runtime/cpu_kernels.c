@@ -1154,6 +1154,7 @@ static pthread_once_t attn_skip_once = PTHREAD_ONCE_INIT;
 static bool attn_skip_off;       /* cpu_attention_skip_pretend */
 static _Atomic int64_t attn_skipped;   /* products' elements the skip left out (cpu_attention_skipped) */
 
+#if NETC_HAVE_CBLAS
 /* Whether the skip's products give a whole product's bits when their
  * columns end at multiples of cols (or at the whole's end): q k^T-like
  * products (b transposed) of probe shapes, in blocks of the skip's rows,
@@ -1177,6 +1178,8 @@ static bool attn_cols_keep_bits(int al, int64_t cols, const float *a, const floa
     }
     return true;
 }
+
+#endif
 
 /* The fewest columns at multiples of which the skip's products may end (0:
  * none kept the bits, no skip); without a BLAS each element is its own sum
