@@ -359,9 +359,8 @@ static const char *other_spelling_hint(const char *name)
         {"unsqueeze", "a size-1 axis is added by reshape: reshape(x, [B, 1, C])"},
         {"squeeze", "a size-1 axis is dropped by reshape(x, [B, C]) or by an index, x[:, 0]"},
         {"expand", "broadcast(x, shape: [sizes]) repeats x's size-1 axes (and adds leading ones)"},
-        {"flip", "reverse x's first axis of N with gather(x, N - 1 - iota([N])); another axis: transpose it to the front first"},
-        {"argmax", "there is no argmax op; the first index of the largest along axis k of N is "
-                   "-max(where(x == max(x, axis: k, keepdim: true), -iota(shape, axis: k), -N), axis: k)"},
+        {"flip", "nn.flip(x, axis) reverses x along axis, as torch.flip (import nn)"},
+        {"argmax", "nn.argmax(x, axis) is the i32 index of the largest along axis, the first of a tie, as torch.argmax (import nn)"},
         {"interpolate", "nn.upsample2d(x, scale) repeats each pixel of a (B, H, W, C) image scale x scale times (nearest)"},
         {"upsample", "nn.upsample2d(x, scale) repeats each pixel of a (B, H, W, C) image scale x scale times (nearest)"},
         {"einsum", "write the contraction as a matmul (@) after transpose and reshape, or as a broadcast product and sum(..., axis: k)"},

@@ -573,6 +573,75 @@ done:
     ir_graph_free(g);
 }
 
+/* nn.argmax and nn.flip against torch.argmax and torch.flip (CPU torch
+ * 2.15, values written here): a (2, 5, 3) tensor of small integers with
+ * ties and NaNs, argmax over each axis (the first of those that tie; a NaN
+ * counts as the largest, its first one wins), keepdim, a symbolic B on the
+ * last axis, and flip over the first, the middle and the last axis. */
+static void check_argmax_flip(void)
+{
+    const char *text = "import nn\n"
+                       "model m(x: f32[2, 5, 3], y: f32[B, 4]) -> (a0, a1, a2, k, ay, f0, f1, f2) {\n"
+                       "  return nn.argmax(x, 0), nn.argmax(x, axis: 1), nn.argmax(x, -1), nn.argmax(x, 1, keepdim: true),\n"
+                       "         nn.argmax(y, axis: -1), nn.flip(x, 0), nn.flip(x, 1), nn.flip(x, axis: -1)\n"
+                       "}\n";
+    ir_graph *g = compile_text("argmax_flip", text, NULL);
+    CHECK(g != NULL);
+    if (!g) return;
+    static const float xv[30] = {2, 1, 0, -1, -1, NAN, -2, -2, -2, 2, 1, NAN, 0, 1, 2,
+                                 1, 1, 0, 0, 2, -1, 2, NAN, -2, -1, 2, 0, -2, 1, 1};
+    static const float yv[12] = {1, 3, 3, 2, 1, NAN, 3, NAN, -1, -2, -3, -4};
+    static const int32_t want_a0[15] = {0, 0, 0, 1, 1, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0};
+    static const int32_t want_a1[6] = {0, 0, 1, 2, 2, 4};
+    static const int32_t want_a2[10] = {0, 2, 0, 2, 2, 0, 1, 1, 1, 1};
+    static const int32_t want_ay[3] = {1, 1, 0};
+    static const float want_f1[30] = {0, 1, 2, 2, 1, NAN, -2, -2, -2, -1, -1, NAN, 2, 1, 0,
+                                      -2, 1, 1, -1, 2, 0, 2, NAN, -2, 0, 2, -1, 1, 1, 0};
+    cpu_tensor in[2] = {{0}};
+    int64_t xs[3] = {2, 5, 3}, ys[2] = {3, 4};
+    cpu_tensor_alloc(&in[0], NC_F32, 3, xs, 0);
+    cpu_tensor_alloc(&in[1], NC_F32, 2, ys, 0);
+    memcpy(in[0].f, xv, sizeof xv);
+    memcpy(in[1].f, yv, sizeof yv);
+    int64_t bsym[1] = {3};
+    cpu_exec_opts o = {.syms = bsym, .inputs = in};
+    cpu_exec_result res;
+    char err[512];
+    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "argmax_flip: %s\n", err);
+        failures++;
+        goto done;
+    }
+    const cpu_tensor *out[8];
+    for (int i = 0; i < 8; i++) out[i] = &res.values[g->outputs[i].value];
+    const struct { const cpu_tensor *t; const int32_t *want; int n, rank; } idx[] = {
+        {out[0], want_a0, 15, 2}, {out[1], want_a1, 6, 2}, {out[2], want_a2, 10, 2}, {out[3], want_a1, 6, 3}, {out[4], want_ay, 3, 1},
+    };
+    int bad = 0;
+    for (size_t k = 0; k < sizeof idx / sizeof idx[0]; k++) {
+        CHECK(idx[k].t->dtype == NC_I32 && idx[k].t->rank == idx[k].rank && idx[k].t->numel == idx[k].n);
+        for (int i = 0; i < idx[k].n && idx[k].t->numel == idx[k].n; i++)
+            if (idx[k].t->i[i] != idx[k].want[i] && bad++ < 5)
+                fprintf(stderr, "argmax %zu [%d] = %d, want %d\n", k, i, idx[k].t->i[i], idx[k].want[i]);
+    }
+    CHECK(out[3]->shape[1] == 1);
+    for (int a = 0; a < 2; a++)
+        for (int t = 0; t < 5; t++)
+            for (int c = 0; c < 3; c++) {
+                int at = (a * 5 + t) * 3 + c;
+                float w0 = xv[((1 - a) * 5 + t) * 3 + c], w2 = xv[(a * 5 + t) * 3 + 2 - c];
+                if ((!same_bits(out[5]->f[at], w0) || !same_bits(out[6]->f[at], want_f1[at]) || !same_bits(out[7]->f[at], w2)) &&
+                    bad++ < 5)
+                    fprintf(stderr, "flip [%d] = %g, %g, %g, want %g, %g, %g\n", at, out[5]->f[at], out[6]->f[at], out[7]->f[at], w0,
+                            want_f1[at], w2);
+            }
+    if (bad) { fprintf(stderr, "argmax_flip: %d elements differ\n", bad); failures++; }
+    cpu_exec_result_free(&res);
+done:
+    for (int i = 0; i < 2; i++) cpu_tensor_free(&in[i]);
+    ir_graph_free(g);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_depthwise(&cases[i]);
@@ -584,6 +653,7 @@ int main(void)
     check_padding_reads_x();
     check_conv_forward_reads_x();
     check_size_values();
+    check_argmax_flip();
     if (failures) fprintf(stderr, "test_stdlib_conv: %d failures\n", failures);
     return failures != 0;
 }
