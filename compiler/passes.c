@@ -8,6 +8,7 @@
 
 const pass_info pass_pipeline[] = {
     {"cast-hoist", pass_cast_hoist, "move casts across data movement where it saves bytes (exact)"},
+    {"join", pass_join, "join a concat of concats into one and a slice of a slice into one (exact)"},
     {"cse", pass_cse, "merge identical computations"},
     {"recompute", pass_recompute, "backward passes recompute @checkpoint blocks instead of keeping them"},
     {"dce", pass_dce, "drop computations no output depends on"},

@@ -54,6 +54,7 @@ bool pass_recompute(ir_graph **g, const pass_ctx *cx);
  * if g is not a training step. g is not modified. */
 ir_graph *recompute_values(const ir_graph *g, const bool *chosen, const pass_ctx *cx);
 bool pass_cse(ir_graph **g, const pass_ctx *cx);
+bool pass_join(ir_graph **g, const pass_ctx *cx);
 
 /* Per value: how many operand slots, outputs, updates and the loss use it
  * (a malloc'd array of nnodes + 1). */

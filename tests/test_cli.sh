@@ -630,7 +630,7 @@ done
 n=$((n + 1))
 listed=$("$netc" help | sed -n 's/^  \(-[-A-Za-z]*\).*/\1/p')
 for opt in $listed; do
-  case $opt in --no-cast-hoist|--no-cse|--no-recompute|--no-dce|--dump-ir) continue ;; esac   # README: --no-PASS, --dump-ir
+  case $opt in --no-cast-hoist|--no-join|--no-cse|--no-recompute|--no-dce|--dump-ir) continue ;; esac   # README: --no-PASS, --dump-ir
   grep -qF -- "\`$opt" "$src/README.md" || { echo "FAIL: README's table of options does not name $opt"; fail=$((fail + 1)); }
 done
 [[ $listed == *--resume* && $listed == *--memory-budget* ]] || { echo "FAIL: netc help lists [$listed]"; fail=$((fail + 1)); }
@@ -952,8 +952,8 @@ expect 2 "netc: --save $tmp/dd/notes is a file of the --data directory, which th
 n=$((n + 1))
 [[ $(cat "$tmp/dd/train_x.npy" "$tmp/dd/notes") == xx ]] || { echo "FAIL: a --data file was written over"; fail=$((fail + 1)); }
 # a pass that is not there says which are (it said only "no pass named" or "unknown option")
-expect 2 "netc: --dump-ir: no pass named 'nope' (the passes: sema, cast-hoist, cse, recompute, dce)" check "$src/examples/fashion_mlp.net" --dump-ir=after:nope
-expect 2 "netc: unknown option '--no-cs' (--no-PASS skips a pass: cast-hoist, cse, recompute, dce)" build "$src/examples/fashion_mlp.net" --no-cs
+expect 2 "netc: --dump-ir: no pass named 'nope' (the passes: sema, cast-hoist, join, cse, recompute, dce)" check "$src/examples/fashion_mlp.net" --dump-ir=after:nope
+expect 2 "netc: unknown option '--no-cs' (--no-PASS skips a pass: cast-hoist, join, cse, recompute, dce)" build "$src/examples/fashion_mlp.net" --no-cs
 # a first word that is no command says what it is (an option before the command, a command in
 # other case) and lists the commands (it said only "unknown command '--dim'"); netc help --help
 # is the help; train without --data names what is missing (it said a .net file was missing too)

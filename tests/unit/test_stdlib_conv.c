@@ -642,6 +642,93 @@ done:
     ir_graph_free(g);
 }
 
+/* The concats and slices of slices in g: how many concats read a concat,
+ * how many slices read a slice (along any axis), and the concats. */
+static void count_joins(const ir_graph *g, int *concat_of_concat, int *slice_of_slice, int *concats)
+{
+    *concat_of_concat = *slice_of_slice = *concats = 0;
+    for (ir_value v = 0; v < g->nnodes; v++) {
+        const ir_node *n = &g->nodes[v];
+        *concats += n->op == OP_CONCAT;
+        for (int i = 0; i < n->nargs; i++) {
+            const ir_node *a = &g->nodes[ir_args(g, n)[i]];
+            *concat_of_concat += n->op == OP_CONCAT && a->op == OP_CONCAT;
+            *slice_of_slice += n->op == OP_SLICE && a->op == OP_SLICE;
+        }
+    }
+}
+
+/* pass_join: a repeat's `states = concat([states, piece])` over 40 steps
+ * is one concat of 41 pieces in three groups (a rank-3 kernel takes 16),
+ * not 40 concats copying 1, 2, ..., 40 steps, and a slice of a slice is one
+ * slice; the values are x's, bit for bit. nn.gru's training step at T = 24:
+ * its forward chain joined, and its gradient's chain of slices of slices
+ * (each step's state's gradient sliced out of the previous one's) made
+ * slices of the one gradient. */
+static void check_join_chains(void)
+{
+    const char *text = "model m(x: f32[2, 40, 3]) -> (y, z) {\n"
+                       "  states = fill(0.0, shape: [2, 1, 3])\n"
+                       "  repeat 40 as steps, t {\n"
+                       "    states = concat([states, x[:, t:t + 1] * 1.0], axis: 1)\n"
+                       "  }\n"
+                       "  y = states[:, 1:]\n"
+                       "  return y, y[:, 2:][:, 5:]\n"
+                       "}\n";
+    ir_graph *g = compile_text("join_chain", text, NULL);
+    CHECK(g != NULL);
+    if (!g) return;
+    int cc, ss, concats;
+    count_joins(g, &cc, &ss, &concats);
+    if (concats != 4 || cc != 3 || ss != 0) {
+        fprintf(stderr, "join_chain: %d concats, %d reading a concat, %d slices of slices; want 4, 3 (the groups), 0\n",
+                concats, cc, ss);
+        failures++;
+    }
+    cpu_tensor in[1] = {{0}};
+    int64_t xs[3] = {2, 40, 3};
+    cpu_tensor_alloc(&in[0], NC_F32, 3, xs, 0);
+    random_fill(&in[0], 11);
+    cpu_exec_opts o = {.inputs = in};
+    cpu_exec_result res;
+    char err[512];
+    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "join_chain: %s\n", err);
+        failures++;
+    } else {
+        const cpu_tensor *y = &res.values[g->outputs[0].value], *z = &res.values[g->outputs[1].value];
+        CHECK(y->numel == 240 && z->numel == 2 * 33 * 3);
+        int bad = 0;
+        for (int i = 0; i < 240 && y->numel == 240; i++) bad += !same_bits(y->f[i], in[0].f[i]);
+        for (int b = 0; b < 2 && z->numel == 198; b++)
+            for (int i = 0; i < 99; i++) bad += !same_bits(z->f[b * 99 + i], in[0].f[b * 120 + 21 + i]);
+        if (bad) { fprintf(stderr, "join_chain: %d elements differ\n", bad); failures++; }
+        cpu_exec_result_free(&res);
+    }
+    cpu_tensor_free(&in[0]);
+    ir_graph_free(g);
+
+    const char *gru = "import nn\n"
+                      "model m(x: f32[2, 24, 3], t: f32[2, 24, 4]) -> (loss: f32) {\n"
+                      "  out, _last = nn.gru(x, 4)\n"
+                      "  return nn.mse(out, t)\n"
+                      "}\n"
+                      "train m {\n  optimizer sgd(lr: 0.1)\n}\n";
+    driver_opts to = {.verify = true, .train_step = true};
+    g = compile_text("join_gru", gru, &to);
+    CHECK(g != NULL);
+    if (!g) return;
+    count_joins(g, &cc, &ss, &concats);
+    /* forward: 25 states in two groups and their concat; backward: the
+     * gradient of the states' slice [:, 1:] padded by one concat, and the
+     * gates' gradients (one concat of three per step, twice) */
+    if (cc > 2 || ss != 0) {
+        fprintf(stderr, "join_gru: %d concats reading a concat, %d slices of slices (%d concats)\n", cc, ss, concats);
+        failures++;
+    }
+    ir_graph_free(g);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_depthwise(&cases[i]);
@@ -654,6 +741,7 @@ int main(void)
     check_conv_forward_reads_x();
     check_size_values();
     check_argmax_flip();
+    check_join_chains();
     if (failures) fprintf(stderr, "test_stdlib_conv: %d failures\n", failures);
     return failures != 0;
 }
