@@ -729,6 +729,65 @@ static void check_join_chains(void)
     ir_graph_free(g);
 }
 
+/* nn.full_self_attention against PyTorch: x (2, 3, 4) and the weights
+ * sin(a i + b) (written here as in the script that made the values), two
+ * heads; the expected values are torch.nn.functional.scaled_dot_product_attention
+ * between the two linears, computed in f64 by CPU torch 2.15:
+ *   qkv = x @ w1 + b1; q, k, v = split(qkv, 4) as (B, 2, T, 2) heads;
+ *   y = sdpa(q, k, v) as (B, T, 4) @ w2 + b2. */
+static void check_full_self_attention(void)
+{
+    const char *text = "import nn\n"
+                       "model m(x: f32[2, 3, 4]) -> (y) {\n"
+                       "  attn = nn.full_self_attention(x, 2)\n"
+                       "  return attn\n"
+                       "}\n";
+    ir_graph *g = compile_text("full_self_attention", text, NULL);
+    CHECK(g != NULL);
+    if (!g) return;
+    static const double want[24] = {-3.04335958, -3.89321451, -4.75799248, -5.47767215, -3.1404684,   -4.00545646,
+                                    -4.87599399, -5.59157865, 0.00175924612, 0.581829529, 0.773255784, 0.647853349,
+                                    3.71683401,  5.06088279,  5.64223174,  5.50013286,  -2.94825691,  -4.22179253,
+                                    -5.4828109,  -6.53819976, -3.75655537, -5.16323297, -6.47877152,  -7.50550564};
+    static const struct { const char *name; double a, b, scale; } made[] = {
+        {"attn.c_attn.weight", 0.53, 0.2, 1.0}, {"attn.c_attn.bias", 0.71, 0.3, 0.5},
+        {"attn.c_proj.weight", 0.29, 0.4, 1.0}, {"attn.c_proj.bias", 0.91, 0.5, 0.5},
+    };
+    cpu_tensor in[1] = {{0}}, params[4] = {{0}};
+    int64_t xs[3] = {2, 3, 4};
+    cpu_tensor_alloc(&in[0], NC_F32, 3, xs, 0);
+    for (int i = 0; i < 24; i++) in[0].f[i] = (float)sin(0.37 * i + 0.1);
+    CHECK(g->nparams == 4);
+    for (uint32_t p = 0; p < g->nparams && p < 4; p++) {
+        const ir_tensor_decl *d = &g->params[p].decl;
+        int64_t shape[NC_MAX_RANK];
+        for (int k = 0; k < d->rank; k++) dim_is_const(&g->dims[d->shape[k]], &shape[k]);
+        cpu_tensor_alloc(&params[p], NC_F32, d->rank, shape, 0);
+        int m = 0;
+        while (m < 3 && strcmp(made[m].name, d->name) != 0) m++;
+        CHECK(strcmp(made[m].name, d->name) == 0);
+        for (int64_t i = 0; i < params[p].numel; i++) params[p].f[i] = (float)(sin(made[m].a * i + made[m].b) * made[m].scale);
+    }
+    cpu_exec_opts o = {.inputs = in, .params = params};
+    cpu_exec_result res;
+    char err[512];
+    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "full_self_attention: %s\n", err);
+        failures++;
+    } else {
+        const cpu_tensor *y = &res.values[g->outputs[0].value];
+        int bad = 0;
+        CHECK(y->numel == 24);
+        for (int i = 0; i < 24 && y->numel == 24; i++)
+            if (fabs(y->f[i] - want[i]) > 2e-5 && bad++ < 3) fprintf(stderr, "full_self_attention [%d] = %.7g, want %.7g\n", i, y->f[i], want[i]);
+        if (bad) { fprintf(stderr, "full_self_attention: %d elements differ\n", bad); failures++; }
+        cpu_exec_result_free(&res);
+    }
+    cpu_tensor_free(&in[0]);
+    for (int p = 0; p < 4; p++) cpu_tensor_free(&params[p]);
+    ir_graph_free(g);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_depthwise(&cases[i]);
@@ -742,6 +801,7 @@ int main(void)
     check_size_values();
     check_argmax_flip();
     check_join_chains();
+    check_full_self_attention();
     if (failures) fprintf(stderr, "test_stdlib_conv: %d failures\n", failures);
     return failures != 0;
 }
