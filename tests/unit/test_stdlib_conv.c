@@ -788,6 +788,69 @@ static void check_full_self_attention(void)
     ir_graph_free(g);
 }
 
+/* nn.gru against torch.nn.GRU(3, 4, batch_first=True) with the weights
+ * sin(a i + b) * s written here (weight_ih_l0 is weight_ih transposed),
+ * computed in f64 by CPU torch 2.15: every step's state and the last, over
+ * 5 steps (the states' concat chain joined by pass_join). */
+static void check_gru_torch(void)
+{
+    const char *text = "import nn\n"
+                       "model m(x: f32[2, 5, 3]) -> (out, last) {\n"
+                       "  out, last = nn.gru(x, 4)\n"
+                       "  return out, last\n"
+                       "}\n";
+    ir_graph *g = compile_text("gru_torch", text, NULL);
+    CHECK(g != NULL);
+    if (!g) return;
+    static const double want_out[40] = {
+        -0.228474928, -0.191318846, -0.110305105, 0.0122000792, -0.447239662, -0.52535858, -0.454718605, -0.108441656,
+        -0.472261924, -0.405683184, -0.266913263, -0.0234246594, 0.386486039, 0.400862705, 0.252306622, 0.116675138,
+        0.772067786, 0.742991486, 0.522223381, 0.202563989, 0.255224722, 0.34215539, 0.267104911, 0.117107175,
+        -0.117244465, -0.185685916, -0.187870853, -0.0224055334, -0.368206646, -0.495664261, -0.440543618, -0.108455821,
+        -0.184235245, -0.101825627, -0.0705685209, 0.0203387288, 0.599894727, 0.571956788, 0.366910459, 0.141256856};
+    static const double want_last[8] = {0.772067786, 0.742991486, 0.522223381, 0.202563989,
+                                        0.599894727, 0.571956788, 0.366910459, 0.141256856};
+    static const struct { const char *name; double a, b, scale; } made[] = {
+        {"gru.weight_ih", 0.53, 0.2, 0.5}, {"gru.weight_hh", 0.29, 0.4, 0.5},
+        {"gru.bias_ih", 0.71, 0.3, 0.3},   {"gru.bias_hh", 0.91, 0.5, 0.3},
+    };
+    cpu_tensor in[1] = {{0}}, params[4] = {{0}};
+    int64_t xs[3] = {2, 5, 3};
+    cpu_tensor_alloc(&in[0], NC_F32, 3, xs, 0);
+    for (int i = 0; i < 30; i++) in[0].f[i] = (float)sin(0.37 * i + 0.1);
+    CHECK(g->nparams == 4);
+    for (uint32_t p = 0; p < g->nparams && p < 4; p++) {
+        const ir_tensor_decl *d = &g->params[p].decl;
+        int64_t shape[NC_MAX_RANK];
+        for (int k = 0; k < d->rank; k++) dim_is_const(&g->dims[d->shape[k]], &shape[k]);
+        cpu_tensor_alloc(&params[p], NC_F32, d->rank, shape, 0);
+        int m = 0;
+        while (m < 3 && strcmp(made[m].name, d->name) != 0) m++;
+        if (strcmp(made[m].name, d->name) != 0) { fprintf(stderr, "gru_torch: parameter %s\n", d->name); failures++; }
+        for (int64_t i = 0; i < params[p].numel; i++) params[p].f[i] = (float)(sin(made[m].a * i + made[m].b) * made[m].scale);
+    }
+    cpu_exec_opts o = {.inputs = in, .params = params};
+    cpu_exec_result res;
+    char err[512];
+    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "gru_torch: %s\n", err);
+        failures++;
+    } else {
+        const cpu_tensor *out = &res.values[g->outputs[0].value], *last = &res.values[g->outputs[1].value];
+        int bad = 0;
+        CHECK(out->numel == 40 && last->numel == 8);
+        for (int i = 0; i < 40 && out->numel == 40; i++)
+            if (fabs(out->f[i] - want_out[i]) > 1e-5 && bad++ < 3) fprintf(stderr, "gru out [%d] = %.7g, want %.7g\n", i, out->f[i], want_out[i]);
+        for (int i = 0; i < 8 && last->numel == 8; i++)
+            if (fabs(last->f[i] - want_last[i]) > 1e-5 && bad++ < 6) fprintf(stderr, "gru last [%d] = %.7g, want %.7g\n", i, last->f[i], want_last[i]);
+        if (bad) { fprintf(stderr, "gru_torch: %d elements differ\n", bad); failures++; }
+        cpu_exec_result_free(&res);
+    }
+    cpu_tensor_free(&in[0]);
+    for (int p = 0; p < 4; p++) cpu_tensor_free(&params[p]);
+    ir_graph_free(g);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_depthwise(&cases[i]);
@@ -802,6 +865,7 @@ int main(void)
     check_argmax_flip();
     check_join_chains();
     check_full_self_attention();
+    check_gru_torch();
     if (failures) fprintf(stderr, "test_stdlib_conv: %d failures\n", failures);
     return failures != 0;
 }
