@@ -250,25 +250,29 @@ static ir_value pad_slice(ad_ctx *c, ir_value x, int ax, uint32_t lo, uint32_t h
     return build(c, p, parts, np);
 }
 
-/* Slice gradients of one tensor joined by one concat; with more, each is zero-padded. */
-enum { SETTLE_MAX_PARTS = 16 };
+/* Slice gradients of one tensor joined by concats; with more, each is
+ * zero-padded. As many as a repeat has iterations: a loop's x[:, t] of
+ * every step, padded each to x's size, would cost steps times x. */
+enum { SETTLE_MAX_PARTS = 4096 };
 
 /* A concat's kernel takes rank + parts + 1 sizes of NRT_MAX_INTS, as sema's
  * concat_in_groups says: 16 slices of a rank-4 tensor are one too many, so
- * more parts than fit are joined in groups first (exact). */
-static ir_value concat_parts(ad_ctx *c, int ax, const ir_value *parts, int np)
+ * more parts than fit are joined in groups first, and the groups again
+ * (exact). parts is overwritten. */
+static ir_value concat_parts(ad_ctx *c, int ax, ir_value *parts, int np)
 {
     ir_node p = {.op = OP_CONCAT};
     p.attr.axis = ax;
     int most = NRT_MAX_INTS - 1 - nd(c, parts[0])->rank;
-    if (np <= most) return build(c, p, parts, np);
-    ir_value groups[SETTLE_MAX_PARTS];
-    int m = 0;
-    for (int i = 0; i < np; i += most) {
-        int k = np - i < most ? np - i : most;
-        groups[m++] = k == 1 ? parts[i] : build(c, p, parts + i, k);
+    while (np > most) {
+        int m = 0;
+        for (int i = 0; i < np; i += most) {
+            int k = np - i < most ? np - i : most;
+            parts[m++] = k == 1 ? parts[i] : build(c, p, parts + i, k);
+        }
+        np = m;
     }
-    return build(c, p, groups, m);
+    return build(c, p, parts, np);
 }
 
 /* x's waiting slice gradients into its gradient: one concat when they cover
