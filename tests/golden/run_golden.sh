@@ -6,7 +6,7 @@
 #                                 `# args: ...` gives check more arguments (a build
 #                                 option's diagnostics: --dump-ir --accumulate 2)
 #   run_golden.sh ir NETC SRC     every tests/golden/ir/X.net: the IR after each
-#                                 pass (sema, cast-hoist, cse, dce) == X.after-PASS.ir; every
+#                                 pass (sema, cast-hoist, join, cse, dce) == X.after-PASS.ir; every
 #                                 example's final IR == ir/examples/EX.ir
 #   run_golden.sh passes NETC SRC every tests/golden/ir/X.net and example: the CPU
 #                                 executor's outputs with all passes == with none,
@@ -60,7 +60,7 @@ ir)
   netc=$1 src=$2
   cd "$src/tests/golden/ir" || exit 1
   for f in *.net; do
-    for pass in sema cast-hoist cse dce; do
+    for pass in sema cast-hoist join cse dce; do
       n=$((n + 1))
       out=$(timeout 20 "$netc" check --dump-ir=after:$pass "$f" 2>/dev/null; echo "exit: $?")
       compare "${f%.net}.after-$pass.ir" "$out" || fail=$((fail + 1))
