@@ -133,6 +133,20 @@ static const char *rotary_bases_source =
     "  return nn.rotary(x), nn.rotary(bf16(x), base: 100.0)\n"
     "}\n";
 
+/* A GRU over 24 steps: the join pass's one concat of every state, and the
+ * 24 slices of the inputs' projection whose gradients autodiff joins in
+ * groups of concats (past 16 pieces). */
+static const char *gru_joins_source =
+    "import nn\n"
+    "model m(x: f32[B, 24, 6]) -> (loss: f32) {\n"
+    "  states, h = nn.gru(x, 8)\n"
+    "  return mean(states * states) + mean(h)\n"
+    "}\n"
+    "train m {\n"
+    "  loss = loss\n"
+    "  optimizer sgd(lr: 0.1)\n"
+    "}\n";
+
 /* Runs o with stderr caught into text (cap bytes): gpu_check's exit. */
 static int check_quietly(const gpu_check_opts *o, char *text, size_t cap)
 {
@@ -337,6 +351,8 @@ int main(void)
         {.name = "reverse_seq2seq_train", .path = NETC_SOURCE_DIR "/examples/reverse_seq2seq.net", .dim_names = b64,
          .dim_values = v3, .ndims = 1, .int_range = 256, .use_graph = true, .train_step = true, .fuse = true,
          .check_updates = true},
+        {.name = "gru_joins_train", .source = gru_joins_source, .dim_names = b64, .dim_values = v3, .ndims = 1,
+         .use_graph = true, .train_step = true, .fuse = true, .check_updates = true},
     };
     const char *only = getenv("NETC_GPU_CASE"), *seed_env = getenv("NETC_GPU_SEED");
     int fails = 0, runs = 0;
