@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { SEC_GRAPH = 1, SEC_PROGRAM = 2, SEC_SOURCE = 3, SEC_IMAGE = 4, SEC_ENTRY = 5, SEC_COUNT_LIMIT = 64 };
+enum { SEC_GRAPH = 1, SEC_PROGRAM = 2, SEC_SOURCE = 3, SEC_IMAGE = 4, SEC_ENTRY = 5 };
 
 /* ------------------------------------------------------------------ */
 /* writer                                                               */
@@ -291,10 +291,17 @@ static int fail(char *err, size_t cap, const char *fmt, ...)
 /* The whole file image of m in all (entries as nested images). */
 static int serialize(const nrt_module_data *m, wbuf *all, char *err, size_t errcap)
 {
-    wbuf sec[4 + 64 + NRT_ENTRY_MAX] = {{0}};
-    uint32_t kinds[4 + 64 + NRT_ENTRY_MAX], nsec = 0;
-    if (m->nimages > 60) return fail(err, errcap, "too many images");
-    if (m->nentries > NRT_ENTRY_MAX) return fail(err, errcap, "too many entry points");
+    wbuf sec[NRT_MODULE_SECTIONS_MAX] = {{0}};
+    uint32_t kinds[NRT_MODULE_SECTIONS_MAX], nsec = 0;
+    if (m->nentries > NRT_ENTRY_MAX)
+        return fail(err, errcap, "a module holds at most %d entry points, not %u", NRT_ENTRY_MAX, m->nentries);
+    /* the graph, program and source sections, then one an image and one an entry */
+    uint64_t need = 3 + (uint64_t)m->nimages + m->nentries;
+    if (need > NRT_MODULE_SECTIONS_MAX)
+        return fail(err, errcap,
+                    "a module holds at most %d sections, and this one would need %llu (%u compiled images, %u entry points "
+                    "and 3 more): build it for fewer targets",
+                    NRT_MODULE_SECTIONS_MAX, (unsigned long long)need, m->nimages, m->nentries);
     write_graph(&sec[nsec], m->graph), kinds[nsec++] = SEC_GRAPH;
     write_program(&sec[nsec], &m->program), kinds[nsec++] = SEC_PROGRAM;
     w_str(&sec[nsec], m->program.source ? m->program.source : "", MODULE_SOURCE_MAX), kinds[nsec++] = SEC_SOURCE;
@@ -948,7 +955,7 @@ static int read_header(rd *r, uint32_t *nsec)
     if (total != size)
         return fail(r->err, r->errcap, "module is truncated or has trailing bytes (%llu bytes, header says %llu)",
                     (unsigned long long)size, (unsigned long long)total);
-    if (*nsec > SEC_COUNT_LIMIT || 24 + (uint64_t)*nsec * 24 > size)
+    if (*nsec > NRT_MODULE_SECTIONS_MAX || 24 + (uint64_t)*nsec * 24 > size)
         return fail(r->err, r->errcap, "module is corrupt: %u sections", *nsec);
     return 0;
 }

@@ -70,6 +70,11 @@ struct nrt_module_entry {
 };
 
 #define NRT_ENTRY_MAX 8
+/* The most sections a module file has, for the writer and the reader alike:
+ * its graph, program and source, one an image (netc build makes at most 16)
+ * and one an entry point. module_write refuses a module that would need more
+ * (an error, not a file the reader would call corrupt). */
+#define NRT_MODULE_SECTIONS_MAX 64
 
 /* The graph of a module libnetrt loaded (netrt.h's nrt_module_load_entry):
  * for netc itself, which reads more of it (the train section) than the

@@ -369,6 +369,49 @@ static void test_long_entry_names(void)
     }
 }
 
+/* The writer and the reader agree on how many sections a module has: one
+ * that needs every section the reader takes (61 images and the 3 fixed
+ * sections, refused by a writer that stopped at 60 images) is written and
+ * read back; one that needs more (60 images and 2 entry points: 65, which the
+ * writer once wrote and the reader called corrupt) is refused when written,
+ * with a message that says why, and leaves no file. */
+static void test_section_limit(const nrt_module_data *m0, const char *path)
+{
+    enum { NIMG = NRT_MODULE_SECTIONS_MAX - 3 };
+    unsigned char fake[] = "image";
+    nrt_image imgs[NIMG];
+    for (int i = 0; i < NIMG; i++)
+        imgs[i] = (nrt_image){.data = fake, .size = sizeof fake}, snprintf(imgs[i].arch, sizeof imgs[i].arch, "sm_%d", 10 + i);
+    nrt_module_data m = *m0, inner = *m0, r;
+    m.images = imgs, m.nimages = NIMG;
+    inner.images = NULL, inner.nimages = 0, inner.entries = NULL, inner.nentries = 0;
+    nrt_module_entry entries[2] = {{.name = "e1", .data = inner}, {.name = "e2", .data = inner}};
+    char err[1024] = "";
+    remove(path);
+    CHECK(module_write(path, &m, err, sizeof err) == 0);
+    int rc = module_read(path, &r, err, sizeof err);
+    CHECK(rc == 0);
+    if (rc == 0) {
+        CHECK(r.nimages == NIMG && !strcmp(r.images[NIMG - 1].arch, imgs[NIMG - 1].arch));
+        module_data_free(&r);
+    }
+    remove(path);
+    m.nimages = NIMG - 1, m.entries = entries, m.nentries = 2;
+    err[0] = 0;
+    CHECK(module_write(path, &m, err, sizeof err) != 0);
+    CHECK(strstr(err, "at most 64 sections") && strstr(err, "would need 65") && strstr(err, "fewer targets"));
+    CHECK(module_read(path, &r, err, sizeof err) != 0);   /* nothing written */
+    m.nentries = 1;
+    CHECK(module_write(path, &m, err, sizeof err) == 0);
+    rc = module_read(path, &r, err, sizeof err);
+    CHECK(rc == 0);
+    if (rc == 0) {
+        CHECK(r.nimages == NIMG - 1 && r.nentries == 1);
+        module_data_free(&r);
+    }
+    remove(path);
+}
+
 int main(int argc, char **argv)
 {
     test_long_entry_names();
@@ -631,6 +674,7 @@ int main(int argc, char **argv)
         CHECK(module_read(path, &r, err, sizeof err) != 0 && strstr(err, "prepare"));
         s->prepare = saved;
     }
+    test_section_limit(&m, path);
     printf("test_module: %zu bytes, %d truncations refused, %d/3000 flips accepted (in names, floats or locations)\n",
            size, refused, accepted);
     free(bytes);
