@@ -221,7 +221,7 @@ static int opt_dim(cli_opts *o, const char *v)
     if (o->ndims == MAX_LIST) return usage_error("at most %d --dim options", MAX_LIST);
     if (!split_assign(o, v, &name, &value)) return usage_error("--dim wants NAME=VALUE, got '%s'", v);
     if (name_given(o->dim_names, o->ndims, name)) return usage_error("--dim %s is given twice", name);
-    if (!parse_count(value, 1, 1ull << 40, &n)) return usage_error("--dim %s: '%s' is not a size from 1 to 2^40", name, value);
+    if (!parse_count(value, 1, (uint64_t)DIM_MAX_NUMEL, &n)) return usage_error("--dim %s: '%s' is not a size from 1 to 2^40", name, value);
     o->dim_names[o->ndims] = name;
     o->dim_values[o->ndims++] = (int64_t)n;
     return 0;
@@ -614,7 +614,9 @@ static const char *count_wanted(const cli_option *opt) { return opt->least ? "a 
 static int opt_count(cli_opts *o, const cli_option *opt, const char *v)
 {
     uint64_t n;
-    if (!parse_count(v, (uint64_t)opt->least, 1ull << 40, &n))   /* a huge count is not "not positive": its range */
+    /* the size limit: --batch binds the dim B, and the other counts (steps,
+     * samples) share it; a huge count is not "not positive": its range */
+    if (!parse_count(v, (uint64_t)opt->least, (uint64_t)DIM_MAX_NUMEL, &n))
         return usage_error("%s needs %s%s, got '%s'", opt->name, count_wanted(opt),
                            parse_count(v, (uint64_t)opt->least, UINT64_MAX, &n) || (isdigit((unsigned char)v[0]) && errno == ERANGE)
                                ? " up to 2^40" : "", v);
@@ -1290,7 +1292,7 @@ static int write_outputs(nrt_session *s, const nrt_module *m, const char *dir)
             return 1;
         }
         cpu_tensor t = {0};
-        if (!cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, info.shape, (int64_t)1 << 40)) {   /* the machine's memory */
+        if (!cpu_tensor_alloc(&t, (nc_dtype)info.dtype, (uint8_t)info.rank, info.shape, DIM_MAX_NUMEL * (int64_t)sizeof(float))) {   /* any output (4 bytes an element): the machine's memory */
             fprintf(stderr, "netc: cannot hold output %s (%lld values) to write it: out of memory\n", info.name, (long long)numel);
             free(buf);
             return 1;

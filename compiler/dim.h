@@ -12,10 +12,15 @@
 #define DIM_MAX_TERMS 4
 #define DIM_MAX_FACTORS 4
 #define DIM_LIMIT ((int64_t)1 << 48) /* no constant or coefficient beyond this */
-/* no tensor holds more elements: the runtime refuses a buffer past it when
- * dims are bound (program_check_sizes), so a shape known to pass it is refused
- * where it is written */
+/* No tensor holds more elements, and no dim is bound to more (a dim is some
+ * tensor's extent): the one limit of compiler and runtime alike (libnetrt
+ * holds this IR core, and every runtime file includes it). The runtime
+ * refuses a buffer past it when dims are bound (program_check_sizes), a
+ * --dim or a session's dim value past it, and a .npy or safetensors shape
+ * past it; sema refuses a shape known to pass it where it is written.
+ * Messages and docs say "2^40": change them with it. */
 #define DIM_MAX_NUMEL ((int64_t)1 << 40)
+_Static_assert(DIM_MAX_NUMEL == (int64_t)1 << 40, "messages and docs say 2^40 (grep 2^40)");
 
 typedef struct dim_term {
     int64_t coeff;

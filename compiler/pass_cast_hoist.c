@@ -58,12 +58,12 @@ typedef enum narrow_way {
     NARROW_RESULT,     /* v accumulates `to` operands (OPF_WIDE_RESULT): it stores its result in `to` */
 } narrow_way;
 
-/* Unknown sizes count as 2^40 elements: large, and still far from overflow
- * when a chain of ops adds up their bytes. */
+/* Unknown sizes count as DIM_MAX_NUMEL elements, the most a tensor holds:
+ * large, and still far from overflow when a chain of ops adds up their bytes. */
 static int64_t numel_of(const hoist_ctx *c, const ir_graph *g, const ir_node *n)
 {
     int64_t v;
-    return ir_numel(g, n, c->syms, &v) && v <= ((int64_t)1 << 40) ? v : (int64_t)1 << 40;
+    return ir_numel(g, n, c->syms, &v) && v <= DIM_MAX_NUMEL ? v : DIM_MAX_NUMEL;
 }
 
 static bool commutes(const ir_node *n) { return (nc_ops[n->op].flags & OPF_ROUND_COMMUTES) != 0; }

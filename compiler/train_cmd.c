@@ -1502,7 +1502,7 @@ static int load_checkpoint_params(trainer *t, const char *path, cpu_tensor *load
     for (uint32_t i = 0; rc == 0 && i < t->tg->nparams; i++)
         if (t->tg->params[i].role == IR_ROLE_ACCUMULATOR) {
             const cpu_tensor *p = &t->params[i];
-            if (!cpu_tensor_alloc(&loaded[i], p->dtype, p->rank, p->shape, (int64_t)1 << 40))
+            if (!cpu_tensor_alloc(&loaded[i], p->dtype, p->rank, p->shape, DIM_MAX_NUMEL * (int64_t)sizeof(float)))   /* any tensor: the machine's memory */
                 rc = 1, snprintf(err, cap, "out of memory for %s", t->tg->params[i].decl.name);
         }
     return rc;

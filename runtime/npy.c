@@ -73,7 +73,7 @@ static const char *parse_shape(const char *p, npy_header *h, char *err, size_t e
         errno = 0;
         char *end;
         long long v = strtoll(p, &end, 10);
-        if (errno || v < 0 || v > ((int64_t)1 << 40)) {
+        if (errno || v < 0 || v > DIM_MAX_NUMEL) {
             nc_errf(err, errcap, "dimension out of range");
             return NULL;
         }
@@ -361,7 +361,7 @@ trunc:
  * data, and left there. */
 static int check_data_size(FILE *f, const char *path, const npy_header *h, char *err, size_t errcap)
 {
-    const int64_t most = (int64_t)1 << 40;
+    const int64_t most = DIM_MAX_NUMEL;
     int64_t numel = 1;
     for (int d = 0; d < h->rank; d++) numel = h->shape[d] == 0 ? 0 : numel;
     for (int d = 0; d < h->rank && numel > 0; d++) {

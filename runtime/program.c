@@ -323,7 +323,7 @@ static bool buffer_numel(const ir_graph *g, const nrt_program *p, const int64_t 
         *t = p->temps[i - g->nnodes].dtype;
         ok = dim_eval(&g->dims[p->temps[i - g->nnodes].numel], syms, numel);
     }
-    if (ok && *numel <= ((int64_t)1 << 40)) return true;
+    if (ok && *numel <= DIM_MAX_NUMEL) return true;
     size_error(g, p, i, ok, *numel, err, errcap);
     return false;
 }

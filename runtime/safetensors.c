@@ -270,13 +270,13 @@ static int st_entry_check(const char *path, const char *name, json_t *e, const s
     uint64_t numel = 1;
     for (uint8_t d = 0; d < *rank; d++) {
         json_t *v = json_array_get(sh, d);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > ((json_int_t)1 << 40)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (json_int_t)DIM_MAX_NUMEL) {
             nc_errf(err, errcap, "%s: tensor '%s': bad shape", path, name);
             return -1;
         }
         shape[d] = json_integer_value(v);
         numel = numel * (uint64_t)shape[d];
-        if (numel > ((uint64_t)1 << 40)) {
+        if (numel > (uint64_t)DIM_MAX_NUMEL) {
             nc_errf(err, errcap, "%s: tensor '%s': too many elements", path, name);
             return -1;
         }

@@ -286,7 +286,7 @@ static nrt_status bind_dims(nrt_session *s, const nrt_session_opts *o, nrt_error
         for (int i = 0; i < o->ndims; i++)
             if (strcmp(o->dim_names[i], g->sym_names[k]) == 0) found = i;
         if (found < 0) return set_err(err, NRT_ERR_ARGUMENT, "symbolic dim %s is not bound (session options dim_names/dim_values; netc run, netc inspect --profile: --dim %s=N)", g->sym_names[k], g->sym_names[k]);
-        if (o->dim_values[found] <= 0 || o->dim_values[found] > ((int64_t)1 << 40))
+        if (o->dim_values[found] <= 0 || o->dim_values[found] > DIM_MAX_NUMEL)
             return set_err(err, NRT_ERR_ARGUMENT, "dim %s = %lld is not a usable size", g->sym_names[k], (long long)o->dim_values[found]);
         s->syms[k] = o->dim_values[found];
     }
