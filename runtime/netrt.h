@@ -143,7 +143,7 @@ nrt_session_opts nrt_session_defaults(void);
  * one left unbound, a value outside 1 to 2^40, and values at which a
  * tensor's size does not evaluate: a product (B*T, its bytes) past int64_t
  * (for a GPU session, a tensor of more than 2^40 elements, checked before the
- * GPU is looked for), a difference (T - 2) below 0, and values at which a model's `require`
+ * GPU is looked for), a difference (T - 2) below 0 or at 0 (an empty tensor), and values at which a model's `require`
  * on sizes is false (nn.batch_norm's training step at B = 1: the message
  * names the require, the sizes and its message). NRT_DEVICE_GPU where no
  * GPU is usable, or its setup fails: NRT_ERR_DEVICE. Any number of sessions

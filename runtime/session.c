@@ -246,18 +246,60 @@ static nrt_status check_dim_opts(const nrt_session_opts *o, nrt_error *err)
     return NRT_OK;
 }
 
+/* Where d is 0 at syms: a hint naming the symbols a larger value of which
+ * makes d larger (T in T - 1, not S in T - S); "" where none does. On the
+ * heap: dim names have no length limit. */
+static char *raise_hint(const ir_graph *g, const dim_expr *d, const int64_t *syms)
+{
+    int64_t more[NC_MAX_SYMS], was, now;
+    char *names = NULL, *dims = NULL;
+    memcpy(more, syms, sizeof more);
+    bool known = dim_eval(d, syms, &was);
+    for (uint32_t k = 0; known && k < g->nsyms; k++) {
+        more[k] = syms[k] + 1;
+        if (dim_eval(d, more, &now) && now > was) {
+            char *n = nc_xasprintf("%s%s%s", names ? names : "", names ? " or " : "", g->sym_names[k]);
+            char *m = nc_xasprintf("%s%s--dim %s=N", dims ? dims : "", dims ? ", " : "", g->sym_names[k]);
+            free(names), free(dims);
+            names = n, dims = m;
+        }
+        more[k] = syms[k];
+    }
+    char *hint = names ? nc_xasprintf("\n  hint: bind a larger %s (netc run: %s)", names, dims) : nc_xasprintf("%s", "");
+    free(names), free(dims);
+    return hint;
+}
+
+/* A symbolic extent that is 0 at these sizes (T - 1 at T = 1): an empty
+ * tensor, whose mean or log is a NaN or an inf far from its cause. A
+ * constant 0 is the model's own, not the binding's. */
+static nrt_status refuse_empty(const ir_graph *g, const ir_node *n, uint32_t dim, const int64_t *syms, nrt_error *err)
+{
+    char *shape = ir_shape_str(g, n->dtype, n->rank, n->shape), *at = ir_syms_str(g, syms), *size = ir_dim_str(g, dim);
+    char *hint = raise_hint(g, &g->dims[dim], syms);
+    nrt_status st = set_err(err, NRT_ERR_ARGUMENT, "at %s a tensor of %s would be empty (its size is 0: %s = 0)%s", at, shape, size, hint);
+    free(hint);
+    free(size);
+    free(at);
+    free(shape);
+    return st;
+}
+
 /* Each dim is capped, but products of them (B*T, a tensor's element count)
- * can still overflow, and a difference (T - 2) go negative; every later size
- * computation, the API's shapes among them, assumes they are sizes. */
+ * can still overflow, a difference (T - 2) go negative, or be 0 (T - 1 at
+ * T = 1); every later size computation, the API's shapes among them,
+ * assumes they are sizes, and no run means an empty tensor. */
 static nrt_status check_sizes(const nrt_session *s, nrt_error *err)
 {
     const ir_graph *g = s->g;
     for (ir_value v = 0; v < g->nnodes; v++) {
         const ir_node *n = &g->nodes[v];
-        int64_t bytes = (int64_t)dtype_size(n->dtype), d;
+        int64_t bytes = (int64_t)dtype_size(n->dtype), d, c;
         bool fits = true;
-        for (int i = 0; i < n->rank && fits; i++)
+        for (int i = 0; i < n->rank && fits; i++) {
             fits = dim_eval(&g->dims[n->shape[i]], s->syms, &d) && !__builtin_mul_overflow(bytes, d, &bytes);
+            if (fits && d == 0 && !dim_is_const(&g->dims[n->shape[i]], &c)) return refuse_empty(g, n, n->shape[i], s->syms, err);
+        }
         if (fits) continue;
         char *shape = ir_shape_str(g, n->dtype, n->rank, n->shape), *at = ir_syms_str(g, s->syms);
         nrt_status st = set_err(err, NRT_ERR_ARGUMENT, "at %s a tensor of %s has no size (negative, or past 2^63 bytes)", at, shape);

@@ -1048,5 +1048,15 @@ expect 2 "--eval-samples needs a positive integer, got '0'" "${ctrain[@]}" --eva
 printf 'model m2(a: f32[B, 3], b: f32[B]) -> (loss: f32) {\n  return mean(a) + mean(b)\n}\ntrain m2 {\n  loss = loss\n  optimizer sgd(lr: 0.1)\n}\n' > "$tmp/m2in.net"
 mkdir -p "$tmp/m2empty"
 expect 1 "[B, ...] (a model of several inputs: train_<input>.npy for each)" train "$tmp/m2in.net" --data "$tmp/m2empty" --device cpu
+# a symbolic size that is 0 at the bound dims (T - 1 at --dim T=1) is refused when the session
+# binds them, naming the dim to raise (the run went ahead: an empty t, a NaN for its mean); netc
+# train binds --dim when it compiles, where the empty shape is an error at its line
+printf 'model e(x: f32[B, T], t: f32[T - 1]) -> (y: f32[B]) {\n  return mean(x, axis: 1) + mean(t)\n}\n' > "$tmp/empty.net"
+"$netc" build "$tmp/empty.net" --target '' -o "$tmp/empty.netm" 2>/dev/null
+expect 1 "netc: at B = 2, T = 1 a tensor of f32[T - 1] would be empty (its size is 0: T - 1 = 0)
+  hint: bind a larger T (netc run: --dim T=N)" run "$tmp/empty.netm" --device cpu --dim B=2 --dim T=1 --random-inputs 1
+expect 0 "" run "$tmp/empty.netm" --device cpu --dim B=2 --dim T=2 --random-inputs 1
+printf 'model e(text: u8[B, T]) -> (loss: f32) {\n  param wte: f32[256, 256] = normal(0.1)\n  param b: f32[T - 1] = zeros\n  return cross_entropy(gather(wte, i32(text)), i32(text)) + mean(b)\n}\ntrain e { optimizer sgd(lr: 0.1) }\n' > "$tmp/emptyt.net"
+expect 1 "emptyt.net:3:18: error: a dimension of size 0" train "$tmp/emptyt.net" --data "$tmp/fox.txt" --batch 4 --max-steps 1 --device cpu --dim T=1
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))

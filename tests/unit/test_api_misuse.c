@@ -625,6 +625,39 @@ static void check_long_messages(const nrt_module *m)
     nrt_session_free(s);
 }
 
+/* A symbolic size that is 0 at the bound dims (T - 1 at T = 1) is refused
+ * as one that is negative is, on either device and before any GPU is looked
+ * for, with the dims whose raising helps: the session was made, and t an
+ * empty tensor whose mean is a NaN. */
+static void check_empty_tensor(void)
+{
+    own_module om;
+    CHECK(own_module_load(&om,
+                          "model e(x: f32[B, T], t: f32[T - 1], u: f32[B * T - 2]) -> (y: f32[B]) {\n"
+                          "  return mean(x, axis: 1) + mean(t) + mean(u)\n"
+                          "}\n", false));
+    const char *bt[] = {"B", "T"};
+    const int64_t t1[] = {2, 1}, b1t2[] = {1, 2}, fine[] = {1, 3};
+    const nrt_device devs[] = {NRT_DEVICE_CPU, NRT_DEVICE_GPU};
+    for (int d = 0; om.m && d < 2; d++) {
+        nrt_session *s = NULL;
+        nrt_error e;
+        CHECK(refused(create(om.m, devs[d], 2, bt, t1, &s, &e), &e, NRT_ERR_ARGUMENT,
+                      "at B = 2, T = 1 a tensor of f32[T - 1] would be empty (its size is 0: T - 1 = 0)\n"
+                      "  hint: bind a larger T (netc run: --dim T=N)"));
+        CHECK(s == NULL);
+        CHECK(refused(create(om.m, devs[d], 2, bt, b1t2, &s, &e), &e, NRT_ERR_ARGUMENT,
+                      "at B = 1, T = 2 a tensor of f32[B*T - 2] would be empty (its size is 0: B*T - 2 = 0)\n"
+                      "  hint: bind a larger B or T (netc run: --dim B=N, --dim T=N)"));
+        CHECK(s == NULL);
+    }
+    nrt_session *s = NULL;
+    nrt_error e;
+    CHECK(om.m && create(om.m, NRT_DEVICE_CPU, 2, bt, fine, &s, &e) == NRT_OK);
+    nrt_session_free(s);
+    own_module_free(&om);
+}
+
 int main(void)
 {
     if (!write_module_file("api.net", source, false, module_path, cuda_path) || !write_module_file("api.net", ident_source, false, ident_path, ident_cuda_path)) {
@@ -652,6 +685,7 @@ int main(void)
     check_cpu_memory();
     check_input_too_large(m);
     check_long_messages(m);
+    check_empty_tensor();
     nrt_module_free(m);
     nrt_module_free(ident);
     unlink(module_path);
