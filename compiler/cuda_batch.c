@@ -257,71 +257,96 @@ static bool step_stores(const cg_ctx *cg, const nrt_program *p, uint32_t k, int 
     return (nrt_step_writes(&p->steps[k]) >> j & 1) || writes_slot(cg, p, k, j);
 }
 
+/* What sinking asks of each step again and again, kept beside the steps
+ * and moved with them: each step's stored slots (bit j: step_stores) and
+ * whether it is sinkable (0: not known since it or the steps after it last
+ * changed, 1, -1). Asked afresh, sinking was a tenth of a --memory-budget
+ * search: gather_target asks sinkable of every earlier step, and
+ * may_work_in_place scans every later one. */
+typedef struct sink_state {
+    uint64_t *stores;
+    int8_t *sinkable;
+} sink_state;
+
+static sink_state sink_state_new(const cg_ctx *cg, const nrt_program *p)
+{
+    sink_state st = {nc_xcalloc(p->nsteps + 1, sizeof *st.stores), nc_xcalloc(p->nsteps + 1, sizeof *st.sinkable)};
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        for (int j = 0; j < p->steps[k].nbufs; j++)
+            if (step_stores(cg, p, k, j)) st.stores[k] |= (uint64_t)1 << j;
+    return st;
+}
+
 /* Whether steps a and b share a buffer that either of them writes: then
  * they keep their order. */
-static bool steps_conflict(const cg_ctx *cg, const nrt_program *p, uint32_t a, uint32_t b)
+static bool steps_conflict(const sink_state *st, const nrt_program *p, uint32_t a, uint32_t b)
 {
     const nrt_step *s = &p->steps[a], *t = &p->steps[b];
+    uint64_t sa = st->stores[a], sb = st->stores[b];
     for (int i = 0; i < t->nbufs; i++)
         for (int j = 0; j < s->nbufs; j++)
-            if (t->bufs[i] == s->bufs[j] && (step_stores(cg, p, a, j) || step_stores(cg, p, b, i))) return true;
+            if (t->bufs[i] == s->bufs[j] && ((sa >> j & 1) || (sb >> i & 1))) return true;
     return false;
 }
 
 /* Where step k can go: just before the first later step that touches what
  * k writes, provided nothing in between writes what k reads; k itself when
  * it cannot move. */
-static uint32_t sink_target(const cg_ctx *cg, const nrt_program *p, uint32_t k)
+static uint32_t sink_target(const sink_state *st, const nrt_program *p, uint32_t k)
 {
     uint32_t r = k + 1;
-    while (r < p->nsteps && !steps_conflict(cg, p, k, r)) r++;
+    while (r < p->nsteps && !steps_conflict(st, p, k, r)) r++;
     return r - 1;
 }
 
-/* A small step that may move down to its first reader (below). */
-static bool sinkable(const cg_ctx *cg, const nrt_program *p, uint32_t k)
+/* A small step that may move down to its first reader (below). Whether it
+ * may work in place depends on the steps after it: a move clears what it
+ * knew of the steps it passes (sink_forget). */
+static bool sinkable(const cg_ctx *cg, sink_state *st, const nrt_program *p, uint32_t k)
 {
-    return !p->steps[k].prepare && batchable(cg, p, k) && reads_little(cg, p, k);   /* prepare steps stay in front */
+    if (!st->sinkable[k])   /* prepare steps stay in front */
+        st->sinkable[k] = !p->steps[k].prepare && batchable(cg, p, k) && reads_little(cg, p, k) ? 1 : -1;
+    return st->sinkable[k] > 0;
 }
 
 /* Where a sunk step k can go up to meet an earlier one: just after the
  * nearest earlier sinkable step, provided nothing from there to k shares
  * a buffer with k that either writes; k itself otherwise. */
-static uint32_t gather_target(const cg_ctx *cg, const nrt_program *p, uint32_t k)
+static uint32_t gather_target(const cg_ctx *cg, sink_state *st, const nrt_program *p, uint32_t k)
 {
     for (uint32_t r = k; r-- > 0;) {
-        if (steps_conflict(cg, p, r, k)) return k;
-        if (sinkable(cg, p, r)) return r + 1;
+        if (steps_conflict(st, p, r, k)) return k;
+        if (sinkable(cg, st, p, r)) return r + 1;
     }
     return k;
 }
 
-static void move_step(nrt_program *p, uint32_t from, uint32_t to)
+/* n elements of size bytes each at base: the one at from to to, the ones
+ * between shifted by one toward from. */
+static void move_element(void *base, size_t size, uint32_t from, uint32_t to)
 {
-    nrt_step s = p->steps[from];
-    memmove(&p->steps[from], &p->steps[from + 1], (to - from) * sizeof *p->steps);
-    p->steps[to] = s;
-    if (!p->slot_values) return;
-    uint32_t sv[NRT_MAX_BUFS];
-    memcpy(sv, &p->slot_values[(size_t)from * NRT_MAX_BUFS], sizeof sv);
-    memmove(&p->slot_values[(size_t)from * NRT_MAX_BUFS], &p->slot_values[(size_t)(from + 1) * NRT_MAX_BUFS],
-            (size_t)(to - from) * NRT_MAX_BUFS * sizeof *p->slot_values);
-    memcpy(&p->slot_values[(size_t)to * NRT_MAX_BUFS], sv, sizeof sv);
+    if (from == to) return;
+    unsigned char *b = base, tmp[sizeof(uint32_t) * NRT_MAX_BUFS > sizeof(nrt_step) ? sizeof(uint32_t) * NRT_MAX_BUFS
+                                                                                       : sizeof(nrt_step)];
+    NC_ASSERT(size <= sizeof tmp);
+    memcpy(tmp, b + from * size, size);
+    if (from < to) memmove(b + from * size, b + (from + 1) * size, (to - from) * size);
+    else memmove(b + (to + 1) * size, b + to * size, (from - to) * size);
+    memcpy(b + to * size, tmp, size);
 }
 
-/* Step from to an earlier place, to: the steps between move down one. */
-static void move_step_up(nrt_program *p, uint32_t from, uint32_t to)
+/* Step from to another place, to, with its slot values (and with st, what
+ * sinking keeps of it): the steps between move one toward from. Every step
+ * from from to to has other steps after it now: what st knew of whether
+ * they are sinkable goes. */
+static void move_step(nrt_program *p, sink_state *st, uint32_t from, uint32_t to)
 {
-    if (from <= to) return;
-    nrt_step s = p->steps[from];
-    memmove(&p->steps[to + 1], &p->steps[to], (from - to) * sizeof *p->steps);
-    p->steps[to] = s;
-    if (!p->slot_values) return;
-    uint32_t sv[NRT_MAX_BUFS];
-    memcpy(sv, &p->slot_values[(size_t)from * NRT_MAX_BUFS], sizeof sv);
-    memmove(&p->slot_values[(size_t)(to + 1) * NRT_MAX_BUFS], &p->slot_values[(size_t)to * NRT_MAX_BUFS],
-            (size_t)(from - to) * NRT_MAX_BUFS * sizeof *p->slot_values);
-    memcpy(&p->slot_values[(size_t)to * NRT_MAX_BUFS], sv, sizeof sv);
+    move_element(p->steps, sizeof *p->steps, from, to);
+    if (p->slot_values) move_element(p->slot_values, NRT_MAX_BUFS * sizeof *p->slot_values, from, to);
+    if (!st) return;
+    move_element(st->stores, sizeof *st->stores, from, to);
+    uint32_t lo = from < to ? from : to, hi = from < to ? to : from;
+    memset(&st->sinkable[lo], 0, (hi - lo + 1) * sizeof *st->sinkable);
 }
 
 /* Small grid-stride kernels whose results are read much later (the second
@@ -335,17 +360,20 @@ static void move_step_up(nrt_program *p, uint32_t from, uint32_t to)
 static uint32_t sink_small_steps(cg_ctx *cg)
 {
     nrt_program *p = cg->prog;
+    sink_state st = sink_state_new(cg, p);
     uint32_t moved = 0;
     for (uint32_t k = p->nsteps; k-- > 0;) {
-        if (!sinkable(cg, p, k)) continue;
-        uint32_t to = sink_target(cg, p, k);
-        if (to > k + 1) move_step(p, k, to), moved++;
+        if (!sinkable(cg, &st, p, k)) continue;
+        uint32_t to = sink_target(&st, p, k);
+        if (to > k + 1) move_step(p, &st, k, to), moved++;
     }
     for (uint32_t k = 1; k < p->nsteps; k++) {
-        if (!sinkable(cg, p, k) || sinkable(cg, p, k - 1)) continue;
-        uint32_t to = gather_target(cg, p, k);
-        if (to < k) move_step_up(p, k, to), moved++;
+        if (!sinkable(cg, &st, p, k) || sinkable(cg, &st, p, k - 1)) continue;
+        uint32_t to = gather_target(cg, &st, p, k);
+        if (to < k) move_step(p, &st, k, to), moved++;
     }
+    free(st.stores);
+    free(st.sinkable);
     return moved;
 }
 
@@ -357,7 +385,7 @@ static void hoist_prepare_steps(cg_ctx *cg)
     nrt_program *p = cg->prog;
     for (uint32_t k = 0, front = 0; k < p->nsteps; k++)
         if (p->steps[k].prepare) {
-            move_step_up(p, k, front++);
+            move_step(p, NULL, k, front++);
         }
 }
 
