@@ -72,11 +72,24 @@ static bool lives_on(const ir_graph *g, uint32_t b)
     return false;
 }
 
+/* For each buffer, 1 + the last step that touches it (0: none): whether a
+ * step after k reads a buffer, which may_work_in_place asks of most steps,
+ * was a scan of every later step. */
+static uint32_t *last_touches(const cg_ctx *cg, const nrt_program *p, uint32_t *last)
+{
+    uint32_t nbuf = cg->g->nnodes + p->ntemps;
+    if (!last) last = nc_xmalloc((nbuf + 1) * sizeof *last);
+    memset(last, 0, (nbuf + 1) * sizeof *last);
+    for (uint32_t k = 0; k < p->nsteps; k++)
+        for (int i = 0; i < p->steps[k].nbufs; i++) last[p->steps[k].bufs[i]] = k + 1;
+    return last;
+}
+
 /* Whether step k's memory plan may put a result where an operand that dies
  * at k was (program_plan_memory): a batch forbids that, and the memory is
  * worth more than the launch. Results kept in a parameter's memory (the
- * updates, cuda_alias.c) are not in question. */
-static bool may_work_in_place(const cg_ctx *cg, const nrt_program *p, uint32_t k)
+ * updates, cuda_alias.c) are not in question. last: last_touches of p. */
+static bool may_work_in_place(const cg_ctx *cg, const nrt_program *p, uint32_t k, const uint32_t *last)
 {
     const ir_graph *g = cg->g;
     const nrt_step *s = &p->steps[k];
@@ -89,10 +102,7 @@ static bool may_work_in_place(const cg_ctx *cg, const nrt_program *p, uint32_t k
             uint32_t in = s->bufs[j];
             if (j == o || in >= g->nnodes || in == out || lives_on(g, in) || writes_slot(cg, p, k, j) || !same_bytes(g, in, out))
                 continue;
-            bool read_later = false;
-            for (uint32_t l = k + 1; l < p->nsteps && !read_later; l++)
-                for (int i = 0; i < p->steps[l].nbufs && !read_later; i++) read_later = p->steps[l].bufs[i] == in;
-            if (!read_later) return true;
+            if (last[in] <= k + 1) return true;   /* not read after k */
         }
     }
     return false;
@@ -112,11 +122,11 @@ static bool body_stride_only(const cg_ctx *cg, uint32_t k)
     return cg->stride_only[k] > 0;
 }
 
-static bool batchable(const cg_ctx *cg, const nrt_program *p, uint32_t k)
+static bool batchable(const cg_ctx *cg, const nrt_program *p, uint32_t k, const uint32_t *last)
 {
     const nrt_step *s = &p->steps[k];
     return s->kind == NRT_STEP_KERNEL && s->grid == NRT_GRID_ELEMENTS && s->kernel < cg->nbodies &&
-           body_stride_only(cg, s->kernel) && !may_work_in_place(cg, p, k);
+           body_stride_only(cg, s->kernel) && !may_work_in_place(cg, p, k, last);
 }
 
 /* Whether step k may run beside the run's steps so far: it writes nothing
@@ -266,11 +276,14 @@ static bool step_stores(const cg_ctx *cg, const nrt_program *p, uint32_t k, int 
 typedef struct sink_state {
     uint64_t *stores;
     int8_t *sinkable;
+    uint32_t *last;    /* last_touches, kept as steps move (move_last) */
 } sink_state;
 
 static sink_state sink_state_new(const cg_ctx *cg, const nrt_program *p)
 {
-    sink_state st = {nc_xcalloc(p->nsteps + 1, sizeof *st.stores), nc_xcalloc(p->nsteps + 1, sizeof *st.sinkable)};
+    sink_state st = {.stores = nc_xcalloc(p->nsteps + 1, sizeof *st.stores),
+                     .sinkable = nc_xcalloc(p->nsteps + 1, sizeof *st.sinkable),
+                     .last = last_touches(cg, p, NULL)};
     for (uint32_t k = 0; k < p->nsteps; k++)
         for (int j = 0; j < p->steps[k].nbufs; j++)
             if (step_stores(cg, p, k, j)) st.stores[k] |= (uint64_t)1 << j;
@@ -301,11 +314,13 @@ static uint32_t sink_target(const sink_state *st, const nrt_program *p, uint32_t
 
 /* A small step that may move down to its first reader (below). Whether it
  * may work in place depends on the steps after it: a move clears what it
- * knew of the steps it passes (sink_forget). */
+ * knew of the steps it passes (move_step). */
 static bool sinkable(const cg_ctx *cg, sink_state *st, const nrt_program *p, uint32_t k)
 {
     if (!st->sinkable[k])   /* prepare steps stay in front */
-        st->sinkable[k] = !p->steps[k].prepare && batchable(cg, p, k) && reads_little(cg, p, k) ? 1 : -1;
+    {
+        st->sinkable[k] = !p->steps[k].prepare && batchable(cg, p, k, st->last) && reads_little(cg, p, k) ? 1 : -1;
+    }
     return st->sinkable[k] > 0;
 }
 
@@ -335,6 +350,41 @@ static void move_element(void *base, size_t size, uint32_t from, uint32_t to)
     memcpy(b + to * size, tmp, size);
 }
 
+static bool touches(const nrt_step *s, uint32_t b)
+{
+    for (int i = 0; i < s->nbufs; i++)
+        if (s->bufs[i] == b) return true;
+    return false;
+}
+
+/* last_touches after the step at from went to to (p as moved): the steps
+ * between moved one place toward from, so a buffer whose last step is one
+ * of them follows it; the moved step's buffers end at it, or, where it
+ * moved up and was their last, at the last step touching them (found from
+ * its old place up). Recomputing it all after each move was slower than
+ * the scans it replaced. */
+static void move_last(const nrt_program *p, uint32_t *last, uint32_t from, uint32_t to)
+{
+    const nrt_step *moved = &p->steps[to];
+    if (from < to) {
+        for (uint32_t q = from; q < to; q++)   /* was at q + 1 */
+            for (int i = 0; i < p->steps[q].nbufs; i++)
+                if (last[p->steps[q].bufs[i]] == q + 2) last[p->steps[q].bufs[i]] = q + 1;
+        for (int i = 0; i < moved->nbufs; i++)
+            if (last[moved->bufs[i]] < to + 1) last[moved->bufs[i]] = to + 1;
+        return;
+    }
+    for (uint32_t q = from; q > to; q--)   /* was at q - 1 */
+        for (int i = 0; i < p->steps[q].nbufs; i++)
+            if (last[p->steps[q].bufs[i]] == q) last[p->steps[q].bufs[i]] = q + 1;
+    for (int i = 0; i < moved->nbufs; i++) {
+        uint32_t b = moved->bufs[i], r = from;
+        if (last[b] != from + 1) continue;   /* a step after from touches it: its last step stays */
+        while (r > to && !touches(&p->steps[r], b)) r--;
+        last[b] = r + 1;
+    }
+}
+
 /* Step from to another place, to, with its slot values (and with st, what
  * sinking keeps of it): the steps between move one toward from. Every step
  * from from to to has other steps after it now: what st knew of whether
@@ -347,6 +397,7 @@ static void move_step(nrt_program *p, sink_state *st, uint32_t from, uint32_t to
     move_element(st->stores, sizeof *st->stores, from, to);
     uint32_t lo = from < to ? from : to, hi = from < to ? to : from;
     memset(&st->sinkable[lo], 0, (hi - lo + 1) * sizeof *st->sinkable);
+    move_last(p, st->last, from, to);
 }
 
 /* Small grid-stride kernels whose results are read much later (the second
@@ -374,6 +425,7 @@ static uint32_t sink_small_steps(cg_ctx *cg)
     }
     free(st.stores);
     free(st.sinkable);
+    free(st.last);
     return moved;
 }
 
@@ -401,19 +453,21 @@ void cuda_batch_launches(cg_ctx *cg)
                   .written = nc_xcalloc(nbuf + 1, sizeof *r.written),
                   .ids = nc_xmalloc((nbuf + 1) * sizeof *r.ids)};
     bool *has_device_fn = nc_xcalloc(cg->nbodies + 1, sizeof *has_device_fn);
+    uint32_t *last = last_touches(cg, p, NULL);   /* the steps stay where they are from here */
     for (uint32_t k = 0; k < p->nsteps; k++) {
-        if (!batchable(cg, p, k)) continue;
+        if (!batchable(cg, p, k, last)) continue;
         clear_run(&r);
         join_run(cg, p, k, &r);
         uint32_t n = 1;
         /* a prepare step runs only when parameters change: not beside one that runs every time */
-        while (k + n < p->nsteps && n < NRT_MAX_BATCH && batchable(cg, p, k + n) && independent(cg, p, k + n, &r) &&
+        while (k + n < p->nsteps && n < NRT_MAX_BATCH && batchable(cg, p, k + n, last) && independent(cg, p, k + n, &r) &&
                p->steps[k + n].prepare == p->steps[k].prepare)
             join_run(cg, p, k + n++, &r);
         if (n >= 2) emit_batch_kernel(cg, k, n, has_device_fn);
         k += n - 1;
     }
     free(has_device_fn);
+    free(last);
     free(cg->stride_only);
     cg->stride_only = NULL, cg->nstride_only = 0;
     free(r.touched);
