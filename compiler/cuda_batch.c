@@ -275,6 +275,7 @@ static bool step_stores(const cg_ctx *cg, const nrt_program *p, uint32_t k, int 
  * may_work_in_place scans every later one. */
 typedef struct sink_state {
     uint64_t *stores;
+    uint64_t *sig;     /* bit b % 64 for each buffer b a step touches: no common bit, no common buffer */
     int8_t *sinkable;
     uint32_t *last;    /* last_touches, kept as steps move (move_last) */
 } sink_state;
@@ -282,11 +283,14 @@ typedef struct sink_state {
 static sink_state sink_state_new(const cg_ctx *cg, const nrt_program *p)
 {
     sink_state st = {.stores = nc_xcalloc(p->nsteps + 1, sizeof *st.stores),
+                     .sig = nc_xcalloc(p->nsteps + 1, sizeof *st.sig),
                      .sinkable = nc_xcalloc(p->nsteps + 1, sizeof *st.sinkable),
                      .last = last_touches(cg, p, NULL)};
     for (uint32_t k = 0; k < p->nsteps; k++)
-        for (int j = 0; j < p->steps[k].nbufs; j++)
+        for (int j = 0; j < p->steps[k].nbufs; j++) {
             if (step_stores(cg, p, k, j)) st.stores[k] |= (uint64_t)1 << j;
+            st.sig[k] |= (uint64_t)1 << (p->steps[k].bufs[j] & 63);
+        }
     return st;
 }
 
@@ -296,6 +300,7 @@ static bool steps_conflict(const sink_state *st, const nrt_program *p, uint32_t 
 {
     const nrt_step *s = &p->steps[a], *t = &p->steps[b];
     uint64_t sa = st->stores[a], sb = st->stores[b];
+    if (!(st->sig[a] & st->sig[b])) return false;
     for (int i = 0; i < t->nbufs; i++)
         for (int j = 0; j < s->nbufs; j++)
             if (t->bufs[i] == s->bufs[j] && ((sa >> j & 1) || (sb >> i & 1))) return true;
@@ -395,6 +400,7 @@ static void move_step(nrt_program *p, sink_state *st, uint32_t from, uint32_t to
     if (p->slot_values) move_element(p->slot_values, NRT_MAX_BUFS * sizeof *p->slot_values, from, to);
     if (!st) return;
     move_element(st->stores, sizeof *st->stores, from, to);
+    move_element(st->sig, sizeof *st->sig, from, to);
     uint32_t lo = from < to ? from : to, hi = from < to ? to : from;
     memset(&st->sinkable[lo], 0, (hi - lo + 1) * sizeof *st->sinkable);
     move_last(p, st->last, from, to);
@@ -424,6 +430,7 @@ static uint32_t sink_small_steps(cg_ctx *cg)
         if (to < k) move_step(p, &st, k, to), moved++;
     }
     free(st.stores);
+    free(st.sig);
     free(st.sinkable);
     free(st.last);
     return moved;
