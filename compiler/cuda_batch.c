@@ -88,8 +88,10 @@ static uint32_t *last_touches(const cg_ctx *cg, const nrt_program *p, uint32_t *
 /* Whether step k's memory plan may put a result where an operand that dies
  * at k was (program_plan_memory): a batch forbids that, and the memory is
  * worth more than the launch. Results kept in a parameter's memory (the
- * updates, cuda_alias.c) are not in question. last: last_touches of p. */
-static bool may_work_in_place(const cg_ctx *cg, const nrt_program *p, uint32_t k, const uint32_t *last)
+ * updates, cuda_alias.c) are not in question. at: where step k runs (k
+ * itself but while sinking reorders the steps); last: last_touches of the
+ * steps in that order. */
+static bool may_work_in_place(const cg_ctx *cg, const nrt_program *p, uint32_t k, uint32_t at, const uint32_t *last)
 {
     const ir_graph *g = cg->g;
     const nrt_step *s = &p->steps[k];
@@ -102,7 +104,7 @@ static bool may_work_in_place(const cg_ctx *cg, const nrt_program *p, uint32_t k
             uint32_t in = s->bufs[j];
             if (j == o || in >= g->nnodes || in == out || lives_on(g, in) || writes_slot(cg, p, k, j) || !same_bytes(g, in, out))
                 continue;
-            if (last[in] <= k + 1) return true;   /* not read after k */
+            if (last[in] <= at + 1) return true;   /* not read after k */
         }
     }
     return false;
@@ -122,11 +124,11 @@ static bool body_stride_only(const cg_ctx *cg, uint32_t k)
     return cg->stride_only[k] > 0;
 }
 
-static bool batchable(const cg_ctx *cg, const nrt_program *p, uint32_t k, const uint32_t *last)
+static bool batchable(const cg_ctx *cg, const nrt_program *p, uint32_t k, uint32_t at, const uint32_t *last)
 {
     const nrt_step *s = &p->steps[k];
     return s->kind == NRT_STEP_KERNEL && s->grid == NRT_GRID_ELEMENTS && s->kernel < cg->nbodies &&
-           body_stride_only(cg, s->kernel) && !may_work_in_place(cg, p, k, last);
+           body_stride_only(cg, s->kernel) && !may_work_in_place(cg, p, k, at, last);
 }
 
 /* Whether step k may run beside the run's steps so far: it writes nothing
@@ -267,49 +269,80 @@ static bool step_stores(const cg_ctx *cg, const nrt_program *p, uint32_t k, int 
     return (nrt_step_writes(&p->steps[k]) >> j & 1) || writes_slot(cg, p, k, j);
 }
 
-/* What sinking asks of each step again and again, kept beside the steps
- * and moved with them: each step's stored slots (bit j: step_stores) and
- * whether it is sinkable (0: not known since it or the steps after it last
- * changed, 1, -1). Asked afresh, sinking was a tenth of a --memory-budget
- * search: gather_target asks sinkable of every earlier step, and
- * may_work_in_place scans every later one. */
+/* Sinking moves steps in an order of their indices (ord: the step at each
+ * place), and puts the steps in that order once at the end: moving the
+ * steps themselves, hundreds of bytes each, a place at a time, was a
+ * twentieth of a --memory-budget search. Beside it, what sinking asks of
+ * each step again and again, by step: its stored slots (bit j:
+ * step_stores), a signature of its buffers (bit b % 64 for each buffer b:
+ * no common bit, no common buffer) and whether it is sinkable (0: not known
+ * since the steps after it last changed, 1, -1); and by buffer, 1 + the
+ * last place touching it (last_touches), kept as steps move (move_last).
+ * Asked afresh, sinking was a tenth of the search: gather_target asks
+ * sinkable of every earlier step, and may_work_in_place scanned every later
+ * one. */
 typedef struct sink_state {
-    uint64_t *stores;
-    uint64_t *sig;     /* bit b % 64 for each buffer b a step touches: no common bit, no common buffer */
+    uint32_t *ord;
+    uint64_t *stores, *sig;
     int8_t *sinkable;
-    uint32_t *last;    /* last_touches, kept as steps move (move_last) */
+    uint32_t *last;
 } sink_state;
 
 static sink_state sink_state_new(const cg_ctx *cg, const nrt_program *p)
 {
-    sink_state st = {.stores = nc_xcalloc(p->nsteps + 1, sizeof *st.stores),
+    sink_state st = {.ord = nc_xmalloc((p->nsteps + 1) * sizeof *st.ord),
+                     .stores = nc_xcalloc(p->nsteps + 1, sizeof *st.stores),
                      .sig = nc_xcalloc(p->nsteps + 1, sizeof *st.sig),
                      .sinkable = nc_xcalloc(p->nsteps + 1, sizeof *st.sinkable),
                      .last = last_touches(cg, p, NULL)};
-    for (uint32_t k = 0; k < p->nsteps; k++)
+    for (uint32_t k = 0; k < p->nsteps; k++) {
+        st.ord[k] = k;
         for (int j = 0; j < p->steps[k].nbufs; j++) {
             if (step_stores(cg, p, k, j)) st.stores[k] |= (uint64_t)1 << j;
             st.sig[k] |= (uint64_t)1 << (p->steps[k].bufs[j] & 63);
         }
+    }
     return st;
 }
 
-/* Whether steps a and b share a buffer that either of them writes: then
- * they keep their order. */
+/* The steps in st's order, and st gone. */
+static void sink_state_apply(nrt_program *p, sink_state *st)
+{
+    nrt_step *steps = nc_xmalloc((p->nsteps + 1) * sizeof *steps);
+    for (uint32_t k = 0; k < p->nsteps; k++) steps[k] = p->steps[st->ord[k]];
+    memcpy(p->steps, steps, p->nsteps * sizeof *steps);
+    free(steps);
+    if (p->slot_values) {
+        size_t row = NRT_MAX_BUFS * sizeof *p->slot_values;
+        uint32_t *sv = nc_xmalloc(p->nsteps * row + 1);
+        for (uint32_t k = 0; k < p->nsteps; k++) memcpy((char *)sv + k * row, &p->slot_values[(size_t)st->ord[k] * NRT_MAX_BUFS], row);
+        memcpy(p->slot_values, sv, p->nsteps * row);
+        free(sv);
+    }
+    free(st->ord);
+    free(st->stores);
+    free(st->sig);
+    free(st->sinkable);
+    free(st->last);
+}
+
+/* Whether the steps at places a and b share a buffer that either of them
+ * writes: then they keep their order. */
 static bool steps_conflict(const sink_state *st, const nrt_program *p, uint32_t a, uint32_t b)
 {
-    const nrt_step *s = &p->steps[a], *t = &p->steps[b];
-    uint64_t sa = st->stores[a], sb = st->stores[b];
-    if (!(st->sig[a] & st->sig[b])) return false;
+    uint32_t x = st->ord[a], y = st->ord[b];
+    if (!(st->sig[x] & st->sig[y])) return false;
+    const nrt_step *s = &p->steps[x], *t = &p->steps[y];
+    uint64_t sa = st->stores[x], sb = st->stores[y];
     for (int i = 0; i < t->nbufs; i++)
         for (int j = 0; j < s->nbufs; j++)
             if (t->bufs[i] == s->bufs[j] && ((sa >> j & 1) || (sb >> i & 1))) return true;
     return false;
 }
 
-/* Where step k can go: just before the first later step that touches what
- * k writes, provided nothing in between writes what k reads; k itself when
- * it cannot move. */
+/* Where the step at place k can go: just before the first later step that
+ * touches what it writes, provided nothing in between writes what it reads;
+ * k itself when it cannot move. */
 static uint32_t sink_target(const sink_state *st, const nrt_program *p, uint32_t k)
 {
     uint32_t r = k + 1;
@@ -317,21 +350,20 @@ static uint32_t sink_target(const sink_state *st, const nrt_program *p, uint32_t
     return r - 1;
 }
 
-/* A small step that may move down to its first reader (below). Whether it
- * may work in place depends on the steps after it: a move clears what it
- * knew of the steps it passes (move_step). */
+/* A small step (at place k) that may move down to its first reader
+ * (below). Whether it may work in place depends on the steps after it: a
+ * move clears what st knew of the steps it passes (move_step). */
 static bool sinkable(const cg_ctx *cg, sink_state *st, const nrt_program *p, uint32_t k)
 {
-    if (!st->sinkable[k])   /* prepare steps stay in front */
-    {
-        st->sinkable[k] = !p->steps[k].prepare && batchable(cg, p, k, st->last) && reads_little(cg, p, k) ? 1 : -1;
-    }
-    return st->sinkable[k] > 0;
+    uint32_t i = st->ord[k];
+    if (!st->sinkable[i])   /* prepare steps stay in front */
+        st->sinkable[i] = !p->steps[i].prepare && batchable(cg, p, i, k, st->last) && reads_little(cg, p, i) ? 1 : -1;
+    return st->sinkable[i] > 0;
 }
 
-/* Where a sunk step k can go up to meet an earlier one: just after the
- * nearest earlier sinkable step, provided nothing from there to k shares
- * a buffer with k that either writes; k itself otherwise. */
+/* Where a sunk step (at place k) can go up to meet an earlier one: just
+ * after the nearest earlier sinkable step, provided nothing from there to k
+ * shares a buffer with k that either writes; k itself otherwise. */
 static uint32_t gather_target(const cg_ctx *cg, sink_state *st, const nrt_program *p, uint32_t k)
 {
     for (uint32_t r = k; r-- > 0;) {
@@ -362,48 +394,48 @@ static bool touches(const nrt_step *s, uint32_t b)
     return false;
 }
 
-/* last_touches after the step at from went to to (p as moved): the steps
- * between moved one place toward from, so a buffer whose last step is one
- * of them follows it; the moved step's buffers end at it, or, where it
- * moved up and was their last, at the last step touching them (found from
- * its old place up). Recomputing it all after each move was slower than
- * the scans it replaced. */
-static void move_last(const nrt_program *p, uint32_t *last, uint32_t from, uint32_t to)
+/* st->last after the step at place from went to place to (st->ord as
+ * moved): the steps between moved one place toward from, so a buffer whose
+ * last step is one of them follows it; the moved step's buffers end at it,
+ * or, where it moved up and was their last, at the last step touching them
+ * (found from its old place up). Recounting it all after each move was
+ * slower than the scans it replaced. */
+static void move_last(const nrt_program *p, sink_state *st, uint32_t from, uint32_t to)
 {
-    const nrt_step *moved = &p->steps[to];
+    uint32_t *last = st->last;
+    const nrt_step *moved = &p->steps[st->ord[to]];
     if (from < to) {
-        for (uint32_t q = from; q < to; q++)   /* was at q + 1 */
-            for (int i = 0; i < p->steps[q].nbufs; i++)
-                if (last[p->steps[q].bufs[i]] == q + 2) last[p->steps[q].bufs[i]] = q + 1;
+        for (uint32_t q = from; q < to; q++) {   /* was at q + 1 */
+            const nrt_step *s = &p->steps[st->ord[q]];
+            for (int i = 0; i < s->nbufs; i++)
+                if (last[s->bufs[i]] == q + 2) last[s->bufs[i]] = q + 1;
+        }
         for (int i = 0; i < moved->nbufs; i++)
             if (last[moved->bufs[i]] < to + 1) last[moved->bufs[i]] = to + 1;
         return;
     }
-    for (uint32_t q = from; q > to; q--)   /* was at q - 1 */
-        for (int i = 0; i < p->steps[q].nbufs; i++)
-            if (last[p->steps[q].bufs[i]] == q) last[p->steps[q].bufs[i]] = q + 1;
+    for (uint32_t q = from; q > to; q--) {   /* was at q - 1 */
+        const nrt_step *s = &p->steps[st->ord[q]];
+        for (int i = 0; i < s->nbufs; i++)
+            if (last[s->bufs[i]] == q) last[s->bufs[i]] = q + 1;
+    }
     for (int i = 0; i < moved->nbufs; i++) {
         uint32_t b = moved->bufs[i], r = from;
         if (last[b] != from + 1) continue;   /* a step after from touches it: its last step stays */
-        while (r > to && !touches(&p->steps[r], b)) r--;
+        while (r > to && !touches(&p->steps[st->ord[r]], b)) r--;
         last[b] = r + 1;
     }
 }
 
-/* Step from to another place, to, with its slot values (and with st, what
- * sinking keeps of it): the steps between move one toward from. Every step
- * from from to to has other steps after it now: what st knew of whether
- * they are sinkable goes. */
-static void move_step(nrt_program *p, sink_state *st, uint32_t from, uint32_t to)
+/* The step at place from to another place, to: the steps between move one
+ * place toward from, and each step from from to to has other steps after
+ * it now: what st knew of whether they are sinkable goes. */
+static void move_step(const nrt_program *p, sink_state *st, uint32_t from, uint32_t to)
 {
-    move_element(p->steps, sizeof *p->steps, from, to);
-    if (p->slot_values) move_element(p->slot_values, NRT_MAX_BUFS * sizeof *p->slot_values, from, to);
-    if (!st) return;
-    move_element(st->stores, sizeof *st->stores, from, to);
-    move_element(st->sig, sizeof *st->sig, from, to);
+    move_element(st->ord, sizeof *st->ord, from, to);
     uint32_t lo = from < to ? from : to, hi = from < to ? to : from;
-    memset(&st->sinkable[lo], 0, (hi - lo + 1) * sizeof *st->sinkable);
-    move_last(p, st->last, from, to);
+    for (uint32_t q = lo; q <= hi; q++) st->sinkable[st->ord[q]] = 0;
+    move_last(p, st, from, to);
 }
 
 /* Small grid-stride kernels whose results are read much later (the second
@@ -429,11 +461,16 @@ static uint32_t sink_small_steps(cg_ctx *cg)
         uint32_t to = gather_target(cg, &st, p, k);
         if (to < k) move_step(p, &st, k, to), moved++;
     }
-    free(st.stores);
-    free(st.sig);
-    free(st.sinkable);
-    free(st.last);
+    sink_state_apply(p, &st);
     return moved;
+}
+
+/* Step from to an earlier place, to, with its slot values: the steps
+ * between move down one. */
+static void move_step_up(nrt_program *p, uint32_t from, uint32_t to)
+{
+    move_element(p->steps, sizeof *p->steps, from, to);
+    if (p->slot_values) move_element(p->slot_values, NRT_MAX_BUFS * sizeof *p->slot_values, from, to);
 }
 
 /* Prepare steps (nrt_program_mark_prepare) first, in their order: they read
@@ -444,7 +481,7 @@ static void hoist_prepare_steps(cg_ctx *cg)
     nrt_program *p = cg->prog;
     for (uint32_t k = 0, front = 0; k < p->nsteps; k++)
         if (p->steps[k].prepare) {
-            move_step(p, NULL, k, front++);
+            move_step_up(p, k, front++);
         }
 }
 
@@ -462,12 +499,12 @@ void cuda_batch_launches(cg_ctx *cg)
     bool *has_device_fn = nc_xcalloc(cg->nbodies + 1, sizeof *has_device_fn);
     uint32_t *last = last_touches(cg, p, NULL);   /* the steps stay where they are from here */
     for (uint32_t k = 0; k < p->nsteps; k++) {
-        if (!batchable(cg, p, k, last)) continue;
+        if (!batchable(cg, p, k, k, last)) continue;
         clear_run(&r);
         join_run(cg, p, k, &r);
         uint32_t n = 1;
         /* a prepare step runs only when parameters change: not beside one that runs every time */
-        while (k + n < p->nsteps && n < NRT_MAX_BATCH && batchable(cg, p, k + n, last) && independent(cg, p, k + n, &r) &&
+        while (k + n < p->nsteps && n < NRT_MAX_BATCH && batchable(cg, p, k + n, k + n, last) && independent(cg, p, k + n, &r) &&
                p->steps[k + n].prepare == p->steps[k].prepare)
             join_run(cg, p, k + n++, &r);
         if (n >= 2) emit_batch_kernel(cg, k, n, has_device_fn);
