@@ -742,6 +742,52 @@ static void check_join_chains(void)
     ir_graph_free(g);
 }
 
+/* A parameter's values sin(a i + b) * scale, as the PyTorch scripts that
+ * made the expected values wrote them. */
+typedef struct sin_param { const char *name; double a, b, scale; } sin_param;
+
+/* Runs g on input x with every parameter made as made says (each must be
+ * named there), into res; false (a failure counted) when it cannot. */
+static bool run_sin_params(const char *what, const ir_graph *g, const cpu_tensor *x, const sin_param *made, int nmade,
+                           cpu_exec_result *res)
+{
+    cpu_tensor params[8] = {{0}};
+    bool ok = g->nparams <= 8;
+    for (uint32_t p = 0; ok && p < g->nparams; p++) {
+        const ir_tensor_decl *d = &g->params[p].decl;
+        int64_t shape[NC_MAX_RANK];
+        for (int k = 0; k < d->rank; k++) dim_is_const(&g->dims[d->shape[k]], &shape[k]);
+        cpu_tensor_alloc(&params[p], NC_F32, d->rank, shape, 0);
+        int m = 0;
+        while (m < nmade && strcmp(made[m].name, d->name) != 0) m++;
+        if (m == nmade) { fprintf(stderr, "%s: no values for parameter %s\n", what, d->name); ok = false; break; }
+        for (int64_t i = 0; i < params[p].numel; i++) params[p].f[i] = (float)(sin(made[m].a * i + made[m].b) * made[m].scale);
+    }
+    char err[512];
+    cpu_exec_opts o = {.inputs = x, .params = params};
+    if (ok && cpu_exec_run(g, &o, res, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", what, err);
+        ok = false;
+    }
+    for (int p = 0; p < 8; p++) cpu_tensor_free(&params[p]);
+    if (!ok) failures++;
+    return ok;
+}
+
+/* Elements of got farther than tol from want (the first three shown). */
+static int count_far(const char *what, const cpu_tensor *got, const double *want, int64_t n, double tol)
+{
+    if (got->numel != n) {
+        fprintf(stderr, "%s: %lld elements, want %lld\n", what, (long long)got->numel, (long long)n);
+        return 1;
+    }
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (fabs(got->f[i] - want[i]) > tol && bad++ < 3)
+            fprintf(stderr, "%s [%lld] = %.7g, want %.7g\n", what, (long long)i, got->f[i], want[i]);
+    return bad;
+}
+
 /* nn.full_self_attention against PyTorch: x (2, 3, 4) and the weights
  * sin(a i + b) (written here as in the script that made the values), two
  * heads; the expected values are torch.nn.functional.scaled_dot_product_attention
@@ -762,42 +808,21 @@ static void check_full_self_attention(void)
                                     -4.87599399, -5.59157865, 0.00175924612, 0.581829529, 0.773255784, 0.647853349,
                                     3.71683401,  5.06088279,  5.64223174,  5.50013286,  -2.94825691,  -4.22179253,
                                     -5.4828109,  -6.53819976, -3.75655537, -5.16323297, -6.47877152,  -7.50550564};
-    static const struct { const char *name; double a, b, scale; } made[] = {
+    static const sin_param made[] = {
         {"attn.c_attn.weight", 0.53, 0.2, 1.0}, {"attn.c_attn.bias", 0.71, 0.3, 0.5},
         {"attn.c_proj.weight", 0.29, 0.4, 1.0}, {"attn.c_proj.bias", 0.91, 0.5, 0.5},
     };
-    cpu_tensor in[1] = {{0}}, params[4] = {{0}};
-    int64_t xs[3] = {2, 3, 4};
-    cpu_tensor_alloc(&in[0], NC_F32, 3, xs, 0);
-    for (int i = 0; i < 24; i++) in[0].f[i] = (float)sin(0.37 * i + 0.1);
+    cpu_tensor x = {0};
+    cpu_tensor_alloc(&x, NC_F32, 3, (int64_t[]){2, 3, 4}, 0);
+    for (int i = 0; i < 24; i++) x.f[i] = (float)sin(0.37 * i + 0.1);
     CHECK(g->nparams == 4);
-    for (uint32_t p = 0; p < g->nparams && p < 4; p++) {
-        const ir_tensor_decl *d = &g->params[p].decl;
-        int64_t shape[NC_MAX_RANK];
-        for (int k = 0; k < d->rank; k++) dim_is_const(&g->dims[d->shape[k]], &shape[k]);
-        cpu_tensor_alloc(&params[p], NC_F32, d->rank, shape, 0);
-        int m = 0;
-        while (m < 3 && strcmp(made[m].name, d->name) != 0) m++;
-        CHECK(strcmp(made[m].name, d->name) == 0);
-        for (int64_t i = 0; i < params[p].numel; i++) params[p].f[i] = (float)(sin(made[m].a * i + made[m].b) * made[m].scale);
-    }
-    cpu_exec_opts o = {.inputs = in, .params = params};
     cpu_exec_result res;
-    char err[512];
-    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
-        fprintf(stderr, "full_self_attention: %s\n", err);
-        failures++;
-    } else {
-        const cpu_tensor *y = &res.values[g->outputs[0].value];
-        int bad = 0;
-        CHECK(y->numel == 24);
-        for (int i = 0; i < 24 && y->numel == 24; i++)
-            if (fabs(y->f[i] - want[i]) > 2e-5 && bad++ < 3) fprintf(stderr, "full_self_attention [%d] = %.7g, want %.7g\n", i, y->f[i], want[i]);
+    if (run_sin_params("full_self_attention", g, &x, made, 4, &res)) {
+        int bad = count_far("full_self_attention", &res.values[g->outputs[0].value], want, 24, 2e-5);
         if (bad) { fprintf(stderr, "full_self_attention: %d elements differ\n", bad); failures++; }
         cpu_exec_result_free(&res);
     }
-    cpu_tensor_free(&in[0]);
-    for (int p = 0; p < 4; p++) cpu_tensor_free(&params[p]);
+    cpu_tensor_free(&x);
     ir_graph_free(g);
 }
 
@@ -823,44 +848,22 @@ static void check_gru_torch(void)
         -0.184235245, -0.101825627, -0.0705685209, 0.0203387288, 0.599894727, 0.571956788, 0.366910459, 0.141256856};
     static const double want_last[8] = {0.772067786, 0.742991486, 0.522223381, 0.202563989,
                                         0.599894727, 0.571956788, 0.366910459, 0.141256856};
-    static const struct { const char *name; double a, b, scale; } made[] = {
+    static const sin_param made[] = {
         {"gru.weight_ih", 0.53, 0.2, 0.5}, {"gru.weight_hh", 0.29, 0.4, 0.5},
         {"gru.bias_ih", 0.71, 0.3, 0.3},   {"gru.bias_hh", 0.91, 0.5, 0.3},
     };
-    cpu_tensor in[1] = {{0}}, params[4] = {{0}};
-    int64_t xs[3] = {2, 5, 3};
-    cpu_tensor_alloc(&in[0], NC_F32, 3, xs, 0);
-    for (int i = 0; i < 30; i++) in[0].f[i] = (float)sin(0.37 * i + 0.1);
+    cpu_tensor x = {0};
+    cpu_tensor_alloc(&x, NC_F32, 3, (int64_t[]){2, 5, 3}, 0);
+    for (int i = 0; i < 30; i++) x.f[i] = (float)sin(0.37 * i + 0.1);
     CHECK(g->nparams == 4);
-    for (uint32_t p = 0; p < g->nparams && p < 4; p++) {
-        const ir_tensor_decl *d = &g->params[p].decl;
-        int64_t shape[NC_MAX_RANK];
-        for (int k = 0; k < d->rank; k++) dim_is_const(&g->dims[d->shape[k]], &shape[k]);
-        cpu_tensor_alloc(&params[p], NC_F32, d->rank, shape, 0);
-        int m = 0;
-        while (m < 3 && strcmp(made[m].name, d->name) != 0) m++;
-        if (strcmp(made[m].name, d->name) != 0) { fprintf(stderr, "gru_torch: parameter %s\n", d->name); failures++; }
-        for (int64_t i = 0; i < params[p].numel; i++) params[p].f[i] = (float)(sin(made[m].a * i + made[m].b) * made[m].scale);
-    }
-    cpu_exec_opts o = {.inputs = in, .params = params};
     cpu_exec_result res;
-    char err[512];
-    if (cpu_exec_run(g, &o, &res, err, sizeof err) != 0) {
-        fprintf(stderr, "gru_torch: %s\n", err);
-        failures++;
-    } else {
-        const cpu_tensor *out = &res.values[g->outputs[0].value], *last = &res.values[g->outputs[1].value];
-        int bad = 0;
-        CHECK(out->numel == 40 && last->numel == 8);
-        for (int i = 0; i < 40 && out->numel == 40; i++)
-            if (fabs(out->f[i] - want_out[i]) > 1e-5 && bad++ < 3) fprintf(stderr, "gru out [%d] = %.7g, want %.7g\n", i, out->f[i], want_out[i]);
-        for (int i = 0; i < 8 && last->numel == 8; i++)
-            if (fabs(last->f[i] - want_last[i]) > 1e-5 && bad++ < 6) fprintf(stderr, "gru last [%d] = %.7g, want %.7g\n", i, last->f[i], want_last[i]);
+    if (run_sin_params("gru_torch", g, &x, made, 4, &res)) {
+        int bad = count_far("gru out", &res.values[g->outputs[0].value], want_out, 40, 1e-5) +
+                  count_far("gru last", &res.values[g->outputs[1].value], want_last, 8, 1e-5);
         if (bad) { fprintf(stderr, "gru_torch: %d elements differ\n", bad); failures++; }
         cpu_exec_result_free(&res);
     }
-    cpu_tensor_free(&in[0]);
-    for (int p = 0; p < 4; p++) cpu_tensor_free(&params[p]);
+    cpu_tensor_free(&x);
     ir_graph_free(g);
 }
 
