@@ -746,12 +746,15 @@ static void check_join_chains(void)
  * made the expected values wrote them. */
 typedef struct sin_param { const char *name; double a, b, scale; } sin_param;
 
-/* Runs g on input x with every parameter made as made says (each must be
- * named there), into res; false (a failure counted) when it cannot. */
-static bool run_sin_params(const char *what, const ir_graph *g, const cpu_tensor *x, const sin_param *made, int nmade,
+/* Runs g on one f32 input of shape xs, its values sin(0.37 i + 0.1), with
+ * every parameter made as made says (each must be named there), into res;
+ * false (a failure counted) when it cannot. */
+static bool run_sin_params(const char *what, const ir_graph *g, const int64_t xs[3], const sin_param *made, int nmade,
                            cpu_exec_result *res)
 {
-    cpu_tensor params[8] = {{0}};
+    cpu_tensor params[8] = {{0}}, x = {0};
+    cpu_tensor_alloc(&x, NC_F32, 3, xs, 0);
+    for (int64_t i = 0; i < x.numel; i++) x.f[i] = (float)sin(0.37 * (double)i + 0.1);
     bool ok = g->nparams <= 8;
     for (uint32_t p = 0; ok && p < g->nparams; p++) {
         const ir_tensor_decl *d = &g->params[p].decl;
@@ -764,12 +767,13 @@ static bool run_sin_params(const char *what, const ir_graph *g, const cpu_tensor
         for (int64_t i = 0; i < params[p].numel; i++) params[p].f[i] = (float)(sin(made[m].a * i + made[m].b) * made[m].scale);
     }
     char err[512];
-    cpu_exec_opts o = {.inputs = x, .params = params};
+    cpu_exec_opts o = {.inputs = &x, .params = params};
     if (ok && cpu_exec_run(g, &o, res, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", what, err);
         ok = false;
     }
     for (int p = 0; p < 8; p++) cpu_tensor_free(&params[p]);
+    cpu_tensor_free(&x);
     if (!ok) failures++;
     return ok;
 }
@@ -812,17 +816,13 @@ static void check_full_self_attention(void)
         {"attn.c_attn.weight", 0.53, 0.2, 1.0}, {"attn.c_attn.bias", 0.71, 0.3, 0.5},
         {"attn.c_proj.weight", 0.29, 0.4, 1.0}, {"attn.c_proj.bias", 0.91, 0.5, 0.5},
     };
-    cpu_tensor x = {0};
-    cpu_tensor_alloc(&x, NC_F32, 3, (int64_t[]){2, 3, 4}, 0);
-    for (int i = 0; i < 24; i++) x.f[i] = (float)sin(0.37 * i + 0.1);
     CHECK(g->nparams == 4);
     cpu_exec_result res;
-    if (run_sin_params("full_self_attention", g, &x, made, 4, &res)) {
+    if (run_sin_params("full_self_attention", g, (int64_t[]){2, 3, 4}, made, 4, &res)) {
         int bad = count_far("full_self_attention", &res.values[g->outputs[0].value], want, 24, 2e-5);
         if (bad) { fprintf(stderr, "full_self_attention: %d elements differ\n", bad); failures++; }
         cpu_exec_result_free(&res);
     }
-    cpu_tensor_free(&x);
     ir_graph_free(g);
 }
 
@@ -852,18 +852,14 @@ static void check_gru_torch(void)
         {"gru.weight_ih", 0.53, 0.2, 0.5}, {"gru.weight_hh", 0.29, 0.4, 0.5},
         {"gru.bias_ih", 0.71, 0.3, 0.3},   {"gru.bias_hh", 0.91, 0.5, 0.3},
     };
-    cpu_tensor x = {0};
-    cpu_tensor_alloc(&x, NC_F32, 3, (int64_t[]){2, 5, 3}, 0);
-    for (int i = 0; i < 30; i++) x.f[i] = (float)sin(0.37 * i + 0.1);
     CHECK(g->nparams == 4);
     cpu_exec_result res;
-    if (run_sin_params("gru_torch", g, &x, made, 4, &res)) {
+    if (run_sin_params("gru_torch", g, (int64_t[]){2, 5, 3}, made, 4, &res)) {
         int bad = count_far("gru out", &res.values[g->outputs[0].value], want_out, 40, 1e-5) +
                   count_far("gru last", &res.values[g->outputs[1].value], want_last, 8, 1e-5);
         if (bad) { fprintf(stderr, "gru_torch: %d elements differ\n", bad); failures++; }
         cpu_exec_result_free(&res);
     }
-    cpu_tensor_free(&x);
     ir_graph_free(g);
 }
 
