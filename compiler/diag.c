@@ -86,17 +86,40 @@ static void print_source_line(diag_ctx *d, nc_loc loc)
     fputs("^\n", d->out);
 }
 
+/* The import a file's chain goes on through: the one that first loaded it,
+ * else (the file netc was given, imported back by a file it imports) the
+ * one that closed that cycle; file 0 for neither. */
+static nc_loc import_link(const src_file *f)
+{
+    return f->imported_at.file ? f->imported_at : f->cycle_at;
+}
+
+/* Whether the chain from file `from`, steps links long, has passed through
+ * file id: the chain of a cycle ends where it comes back round. */
+static bool chain_has(const src_table *t, uint32_t from, uint32_t steps, uint32_t id)
+{
+    for (uint32_t n = 0; from && n <= steps; n++) {
+        if (from == id) return true;
+        const src_file *f = src_get(t, from);
+        from = f ? import_link(f).file : 0;
+    }
+    return false;
+}
+
 /* "In file included from": for a diagnostic in an imported file, the import
  * that loaded it, then the one that loaded that file, and so on to the file
  * netc was given. The error already names the file; each note names the
- * module file it is about, as the import spells it less the directory. */
+ * module file it is about, as the import spells it less the directory.
+ * Through an import cycle that comes back to the file netc was given, the
+ * chain goes on round the cycle and stops before a file it has named, so an
+ * import cycle's error shows each import that closes it. */
 static void print_import_chain(diag_ctx *d, uint32_t file)
 {
     const src_file *f = src_get(d->sources, file);
-    for (uint32_t n = 0; f && f->imported_at.file && n < d->sources->nfiles; n++) {
-        nc_loc at = f->imported_at;
+    for (uint32_t n = 0; f && n < d->sources->nfiles; n++) {
+        nc_loc at = import_link(f);
         const src_file *by = src_get(d->sources, at.file);
-        if (!by) return;
+        if (!by || chain_has(d->sources, file, n, at.file)) return;
         const char *slash = strrchr(f->path, '/');
         fprintf(d->out, "%s:%u:%u: note: %s is imported here\n", by->path, at.line, at.col, slash ? slash + 1 : f->path);
         print_source_line(d, at);

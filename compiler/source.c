@@ -17,6 +17,7 @@ uint32_t src_add(src_table *t, const char *path, const char *text, size_t len)
     f->text[len] = 0;
     f->len = len;
     f->imported_at = (nc_loc){0};
+    f->cycle_at = (nc_loc){0};
     return t->nfiles;
 }
 
@@ -74,9 +75,13 @@ void src_set_imported_at(src_table *t, uint32_t id, nc_loc at)
     src_file *f = &t->files[id - 1];
     if (f->imported_at.file) return;
     /* a cycle (the file given to netc imported back by what it imports) would
-     * make the chain of imports endless: the file is then no import's */
+     * make the chain of imports endless: the file is then no import's, and
+     * the import that closed the cycle is kept for the cycle's error */
     for (uint32_t k = at.file, n = 0; k && n <= t->nfiles; k = t->files[k - 1].imported_at.file, n++)
-        if (k == id) return;
+        if (k == id) {
+            if (!f->cycle_at.file) f->cycle_at = at;
+            return;
+        }
     f->imported_at = at;
 }
 

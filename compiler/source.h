@@ -10,6 +10,7 @@ typedef struct src_file {
     char *text;          /* NUL-terminated copy; embedded NULs are rejected by the lexer */
     size_t len;
     nc_loc imported_at;  /* the `import` that first loaded it; file 0 for a file netc was given */
+    nc_loc cycle_at;     /* an `import` of it from a file it imports (a cycle): file 0 for none */
 } src_file;
 
 typedef struct src_table {
@@ -23,8 +24,9 @@ uint32_t src_add(src_table *t, const char *path, const char *text, size_t len);
 uint32_t src_load(src_table *t, const char *path, char *err, size_t errcap);
 const src_file *src_get(const src_table *t, uint32_t id);
 /* Record that file id was loaded by the import at `at`, so diagnostics in it
- * can say which import brought it in. The first import counts; one from the
- * file itself (a file importing itself by name) is ignored. */
+ * can say which import brought it in. The first import counts; one that
+ * closes a cycle (from the file itself or from a file it imports) is kept
+ * apart as its cycle_at, so the chain of imports stays finite. */
 void src_set_imported_at(src_table *t, uint32_t id, nc_loc at);
 /* The text of line `line` (1-based) of file id, without its newline. */
 const char *src_line(const src_table *t, uint32_t id, uint32_t line, size_t *len);
