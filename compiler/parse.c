@@ -392,7 +392,12 @@ ast_file *parse_file(const src_table *sources, uint32_t file_id, diag_ctx *d)
     yy_scan_bytes(sf->text, (int)sf->len, scanner);
     int rc = yyparse(&ps, scanner);
     yylex_destroy(scanner);
-    if (rc == 2) diag_report(d, DIAG_ERROR, ps.tok, NULL, "the parser ran out of memory (input nested too deeply?)");
+    /* the brackets are counted as they come (lexer.l); what else nests, a run of
+     * unary operators (- - - x) or of right-associative ones (a ** b ** c),
+     * can fill bison's stack before set_depth sees any of it */
+    if (rc == 2)
+        diag_report(d, DIAG_ERROR, ps.tok, "split it into named steps",
+                    "nesting is too deep (more than %d levels)", AST_MAX_DEPTH);
     else if (rc != 0 && d->errors == errors_before) diag_report(d, DIAG_ERROR, ps.tok, NULL, "cannot parse this file");
     else if (rc == 0 && ps.decls.n == 0 && d->errors == errors_before)
         diag_report(d, DIAG_ERROR, (nc_loc){file_id, 1, 1}, "a .net file declares at least one model or fn",

@@ -318,6 +318,8 @@ static void yyerror(YYLTYPE *loc, parse_state *ps, yyscan_t scanner, const char 
     /* bison says "syntax error, unexpected X, expecting Y"; say it shorter */
     /* bison's own "memory exhausted" is reported once, with a hint, by parse.c */
     if (strcmp(msg, "memory exhausted") == 0) return;
+    /* the lexer said why it ended the file: brackets nested too deep */
+    if (ps->bracket_depth > AST_MAX_DEPTH) return;
     const char *p = strncmp(msg, "syntax error, ", 14) == 0 ? msg + 14 : msg;
     parse_error(ps, *loc, p);
 }

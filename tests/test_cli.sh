@@ -1058,5 +1058,14 @@ expect 1 "netc: at B = 2, T = 1 a tensor of f32[T - 1] would be empty (its size 
 expect 0 "" run "$tmp/empty.netm" --device cpu --dim B=2 --dim T=2 --random-inputs 1
 printf 'model e(text: u8[B, T]) -> (loss: f32) {\n  param wte: f32[256, 256] = normal(0.1)\n  param b: f32[T - 1] = zeros\n  return cross_entropy(gather(wte, i32(text)), i32(text)) + mean(b)\n}\ntrain e { optimizer sgd(lr: 0.1) }\n' > "$tmp/emptyt.net"
 expect 1 "emptyt.net:3:18: error: a dimension of size 0" train "$tmp/emptyt.net" --data "$tmp/fox.txt" --batch 4 --max-steps 1 --device cpu --dim T=1
+# nesting past the parser's stack (5000 nested calls, 10^5 parentheses, 10^5 unary minuses) is
+# "nesting is too deep" with the limit at the bracket where it passes it (was: "the parser ran out
+# of memory (input nested too deeply?)" at the end of the run)
+printf 'model m(x: f32[2]) -> f32[2] {\n  return %sx%s\n}\n' "$(printf 'relu(%.0s' {1..5000})" "$(printf ')%.0s' {1..5000})" > "$tmp/deepcall.net"
+expect 1 "deepcall.net:2:1294: error: nesting is too deep (more than 256 levels)" check "$tmp/deepcall.net"
+printf 'model m(x: f32[2]) -> f32[2] {\n  return %sx%s\n}\n' "$(head -c 100000 /dev/zero | tr '\0' '(')" "$(head -c 100000 /dev/zero | tr '\0' ')')" > "$tmp/deepparen.net"
+expect 1 "deepparen.net:2:266: error: nesting is too deep (more than 256 levels)" check "$tmp/deepparen.net"
+printf 'model m(x: f32[2]) -> f32[2] {\n  return %sx\n}\n' "$(head -c 100000 /dev/zero | tr '\0' '-')" > "$tmp/deepneg.net"
+expect 1 "error: nesting is too deep (more than 256 levels)" check "$tmp/deepneg.net"
 echo "test_cli: $((n - fail)) of $n passed"
 ((fail == 0))
